@@ -1,0 +1,45 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Module layout (see README "Code map"):
+//   APNsCore       pure APNs model: rules, reasons, JWT claims, token registry, record store
+//   HTTP2          thin nghttp2 wrapper (server + client sessions), knows nothing of APNs
+//   OpenSSLCrypto  thin OpenSSL wrapper: ES256, keys, TLS contexts/connections, test certs
+//   Networking     epoll event loops, sockets, timers (Glibc)
+//   EmulatorServer wiring: provider endpoint, admin API, devices
+//   ProviderClient blocking HTTP/2 client + APNs helpers (send command, tests, benchmarks)
+//   apns-emulator  the command-line tool
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "apns-emulator",
+    products: [
+        .executable(name: "apns-emulator", targets: ["apns-emulator"]),
+    ],
+    targets: [
+        .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2",
+                       providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CLinux"),
+        .target(name: "APNsCore", swiftSettings: swiftSettings),
+        .target(name: "HTTP2", dependencies: ["CNghttp2"], swiftSettings: swiftSettings),
+        .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
+        .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto"], swiftSettings: swiftSettings),
+        .target(name: "EmulatorServer",
+                dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking"],
+                swiftSettings: swiftSettings),
+        .target(name: "ProviderClient",
+                dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking"],
+                swiftSettings: swiftSettings),
+        .executableTarget(name: "apns-emulator", dependencies: ["EmulatorServer", "ProviderClient"],
+                          swiftSettings: swiftSettings),
+        .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto"]),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
+        .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
+        .testTarget(name: "IntegrationTests",
+                    dependencies: ["ProviderClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking"]),
+    ]
+)

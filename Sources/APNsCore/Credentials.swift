@@ -1,0 +1,97 @@
+/// A provider signing key as APNs knows it (reference §5.1).
+///
+/// - A key with no `topics` is *team-scoped*: it may push to any bundle its team owns.
+/// - A key with `topics` is *topic-specific*: only those bundle ids (or full topics).
+/// - `environment` restricts a key to sandbox or production (Apple's 2025 keys); nil means both,
+///   like the older team keys.
+/// - `relatedKeyID` names the one key a topic-specific key may share a connection with.
+public struct ProviderKey: Sendable {
+    public var teamID: String
+    public var keyID: String
+    public var environment: APNsEnvironment?
+    public var topics: Set<String>?
+    public var relatedKeyID: String?
+    public var verifier: any SignatureVerifier
+    /// Where the key came from (a path, "config", "api"), for display.
+    public var source: String
+
+    public init(teamID: String, keyID: String, environment: APNsEnvironment? = nil, topics: Set<String>? = nil,
+                relatedKeyID: String? = nil, verifier: any SignatureVerifier, source: String = "")
+    {
+        self.teamID = teamID
+        self.keyID = keyID
+        self.environment = environment
+        self.topics = topics
+        self.relatedKeyID = relatedKeyID
+        self.verifier = verifier
+        self.source = source
+    }
+
+    public var isTopicSpecific: Bool { topics != nil }
+
+    public func covers(bundleID: String, topic: String) -> Bool {
+        guard let topics else { return true }
+        return topics.contains(bundleID) || topics.contains(topic)
+    }
+
+    func isRelated(to other: ProviderKey) -> Bool {
+        keyID == other.keyID || relatedKeyID == other.keyID || other.relatedKeyID == keyID
+    }
+}
+
+/// Keys and app ownership. A value type: the configured start state is kept as a copy and a
+/// reset puts it back.
+public struct Credentials: Sendable {
+    public private(set) var keys: [String: ProviderKey] = [:]
+    /// bundle id → owning team and the generation at which the ownership appeared.
+    public private(set) var apps: [String: AppOwnership] = [:]
+    /// Bumped on every change, so connections can tell when a cached verdict is stale.
+    public private(set) var generation: UInt64 = 1
+
+    public struct AppOwnership: Sendable, Equatable {
+        public var teamID: String
+        public var addedAtGeneration: UInt64
+    }
+
+    public init() {}
+
+    public mutating func add(_ key: ProviderKey) {
+        generation += 1
+        keys[key.keyID] = key
+    }
+
+    @discardableResult
+    public mutating func removeKey(id: String) -> ProviderKey? {
+        generation += 1
+        return keys.removeValue(forKey: id)
+    }
+
+    public mutating func addApp(teamID: String, bundleID: String) {
+        generation += 1
+        if apps[bundleID]?.teamID != teamID {
+            apps[bundleID] = AppOwnership(teamID: teamID, addedAtGeneration: generation)
+        }
+    }
+
+    @discardableResult
+    public mutating func removeApp(bundleID: String) -> AppOwnership? {
+        generation += 1
+        return apps.removeValue(forKey: bundleID)
+    }
+
+    /// Keeps generations monotonic across a reset, so connections never mistake restored
+    /// state for state they have already seen.
+    public mutating func advanceGeneration(beyond other: UInt64) {
+        generation = max(generation, other) + 1
+    }
+
+    /// The team that owns a bundle: an explicit app entry, or a topic-specific key that lists it
+    /// (one can only make such a key for one's own apps).
+    public func owner(ofBundle bundleID: String) -> AppOwnership? {
+        if let app = apps[bundleID] { return app }
+        for key in keys.values where key.topics?.contains(bundleID) == true {
+            return AppOwnership(teamID: key.teamID, addedAtGeneration: 0)
+        }
+        return nil
+    }
+}

@@ -1,0 +1,185 @@
+/// The state a device token is in, as APNs sees it.
+public enum TokenState: Sendable, Equatable {
+    case active
+    /// Invalid since this time (ms since the epoch): 410 `Unregistered` with that timestamp.
+    case unregistered(sinceMs: Int64)
+    /// 410 `ExpiredToken` (no timestamp).
+    case expired
+}
+
+/// One issued token: which device, app, environment and topic it serves.
+public struct TokenEntry: Sendable, Equatable {
+    public var token: String
+    public var deviceID: String
+    public var bundleID: String
+    public var environment: APNsEnvironment
+    public var kind: TokenKind
+    public var state: TokenState
+    public var issuedAtMs: Int64
+
+    public var topic: String { kind.topic(forBundle: bundleID) }
+}
+
+/// An app installed on a simulated device, in one environment (a development-signed build
+/// registers in sandbox, a distribution build in production).
+public struct InstalledApp: Sendable, Equatable {
+    public var bundleID: String
+    public var environment: APNsEnvironment
+    /// The current token of each kind the app registered for.
+    public var tokens: [TokenKind: String]
+    public var installedAtMs: Int64
+}
+
+public struct Device: Sendable, Equatable {
+    public var id: String
+    /// Virtual devices are created through the admin API and have no socket; they are always
+    /// online and simply record what they receive.
+    public var isVirtual: Bool
+    public var apps: [String: InstalledApp]
+    public var createdAtMs: Int64
+}
+
+public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
+    case unknownDevice(String)
+    case appNotInstalled(deviceID: String, bundleID: String)
+    case invalidBundleID(String)
+    case deviceExists(String)
+    case tokenInUse(String)
+    case invalidToken(String)
+
+    public var description: String {
+        switch self {
+        case .unknownDevice(let id): return "no device with id '\(id)'"
+        case .appNotInstalled(let device, let bundle): return "app '\(bundle)' is not installed on device '\(device)'"
+        case .invalidBundleID(let bundle): return "'\(bundle)' is not a valid bundle id (letters, digits, '-' and '.', e.g. com.example.app)"
+        case .deviceExists(let id): return "a device with id '\(id)' already exists"
+        case .tokenInUse(let token): return "token \(token) is already issued"
+        case .invalidToken(let token): return "'\(token)' is not an even-length hex token"
+        }
+    }
+}
+
+/// Devices, their apps and every token ever issued (tokens stay known after they are
+/// invalidated so that later pushes get 410 rather than 400). A value type so that the
+/// configured start state can be kept and restored by a reset.
+public struct DeviceRegistry: Sendable {
+    public private(set) var devices: [String: Device] = [:]
+    /// Keyed by lowercase hex.
+    public private(set) var tokens: [String: TokenEntry] = [:]
+    /// Token length in bytes. Apple says not to assume one; 32 is what devices use today.
+    public var tokenByteCount: Int
+    private var random: FastRandom
+
+    public init(tokenByteCount: Int = 32, seed: UInt64? = nil) {
+        self.tokenByteCount = tokenByteCount
+        self.random = seed.map(FastRandom.init(seed:)) ?? FastRandom()
+    }
+
+    public func token(_ hex: String) -> TokenEntry? { tokens[hex] }
+
+    public static func isValidBundleID(_ bundle: String) -> Bool {
+        let utf8 = bundle.utf8
+        guard !utf8.isEmpty, utf8.count <= 255, utf8.first != UInt8(ascii: "."), utf8.last != UInt8(ascii: ".") else {
+            return false
+        }
+        var previousDot = false
+        for c in utf8 {
+            let isDot = c == UInt8(ascii: ".")
+            guard isDot || c == UInt8(ascii: "-") || (c >= 0x30 && c <= 0x39) || (c | 0x20 >= 0x61 && c | 0x20 <= 0x7A) else {
+                return false
+            }
+            if isDot && previousDot { return false }
+            previousDot = isDot
+        }
+        return true
+    }
+
+    public mutating func newDeviceID() -> String { random.uniqueID() }
+
+    /// Adds a device, virtual or socket-backed.
+    @discardableResult
+    public mutating func addDevice(id: String? = nil, isVirtual: Bool, nowMs: Int64) throws(RegistryError) -> Device {
+        let deviceID = id ?? newDeviceID()
+        guard devices[deviceID] == nil else { throw .deviceExists(deviceID) }
+        let device = Device(id: deviceID, isVirtual: isVirtual, apps: [:], createdAtMs: nowMs)
+        devices[deviceID] = device
+        return device
+    }
+
+    /// Installs an app (or re-registers an installed one) and returns its token of `kind`.
+    /// Registering again returns the same token while it is valid, as on iOS. `fixedToken`
+    /// lets a configuration pin a token so test suites can hard-code it.
+    public mutating func register(deviceID: String, bundleID: String, environment: APNsEnvironment,
+                                  kind: TokenKind = .app, fixedToken: String? = nil, nowMs: Int64) throws(RegistryError) -> TokenEntry
+    {
+        guard var device = devices[deviceID] else { throw .unknownDevice(deviceID) }
+        guard Self.isValidBundleID(bundleID) else { throw .invalidBundleID(bundleID) }
+        var app = device.apps[bundleID]
+            ?? InstalledApp(bundleID: bundleID, environment: environment, tokens: [:], installedAtMs: nowMs)
+        if app.environment != environment {
+            // Switching between a development and a distribution build is a reinstall.
+            invalidateTokens(of: app, nowMs: nowMs)
+            app = InstalledApp(bundleID: bundleID, environment: environment, tokens: [:], installedAtMs: nowMs)
+        }
+        if let existing = app.tokens[kind], let entry = tokens[existing], entry.state == .active,
+            fixedToken == nil || fixedToken == existing
+        {
+            return entry
+        }
+        let token: String
+        if let fixedToken {
+            guard Hex.isEvenLengthHex(Substring(fixedToken)) else { throw .invalidToken(fixedToken) }
+            token = Hex.lowercased(Substring(fixedToken))
+            if let other = tokens[token], other.deviceID != deviceID || other.bundleID != bundleID || other.kind != kind {
+                throw .tokenInUse(token)
+            }
+        } else {
+            token = mintToken()
+        }
+        if let old = app.tokens[kind], old != token { invalidate(token: old, nowMs: nowMs) }
+        let entry = TokenEntry(token: token, deviceID: deviceID, bundleID: bundleID, environment: environment,
+                               kind: kind, state: .active, issuedAtMs: nowMs)
+        tokens[token] = entry
+        app.tokens[kind] = token
+        device.apps[bundleID] = app
+        devices[deviceID] = device
+        return entry
+    }
+
+    /// Deletes the app: its tokens become `Unregistered` as of `invalidAtMs`.
+    public mutating func uninstall(deviceID: String, bundleID: String, invalidAtMs: Int64) throws(RegistryError) {
+        guard var device = devices[deviceID] else { throw .unknownDevice(deviceID) }
+        guard let app = device.apps.removeValue(forKey: bundleID) else {
+            throw .appNotInstalled(deviceID: deviceID, bundleID: bundleID)
+        }
+        invalidateTokens(of: app, nowMs: invalidAtMs)
+        devices[deviceID] = device
+    }
+
+    /// Sets a token's state directly (admin API, tests).
+    public mutating func setState(token: String, _ state: TokenState) -> Bool {
+        guard tokens[token] != nil else { return false }
+        tokens[token]!.state = state
+        return true
+    }
+
+    public mutating func removeDevice(id: String, nowMs: Int64) throws(RegistryError) {
+        guard let device = devices.removeValue(forKey: id) else { throw .unknownDevice(id) }
+        for app in device.apps.values { invalidateTokens(of: app, nowMs: nowMs) }
+    }
+
+    private mutating func invalidateTokens(of app: InstalledApp, nowMs: Int64) {
+        for token in app.tokens.values { invalidate(token: token, nowMs: nowMs) }
+    }
+
+    private mutating func invalidate(token: String, nowMs: Int64) {
+        if tokens[token]?.state == .active { tokens[token]!.state = .unregistered(sinceMs: nowMs) }
+    }
+
+    private mutating func mintToken() -> String {
+        while true {
+            let candidate = Hex.encode(random.bytes(tokenByteCount))
+            if tokens[candidate] == nil { return candidate }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+/// Small byte-level encoders used on the request path (no Foundation, no regex).
+public enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    private static let decodeTable: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (i, c) in alphabet.enumerated() { table[Int(c)] = UInt8(i) }
+        // JWTs must use the URL alphabet, but accepting the standard one costs nothing.
+        table[Int(UInt8(ascii: "+"))] = 62
+        table[Int(UInt8(ascii: "/"))] = 63
+        return table
+    }()
+
+    /// Decodes base64url text, with or without `=` padding. Returns nil on any invalid byte.
+    public static func decode(_ text: some Collection<UInt8>) -> [UInt8]? {
+        var out = [UInt8]()
+        out.reserveCapacity(text.count * 3 / 4)
+        var acc: UInt32 = 0
+        var bits = 0
+        var sawPadding = false
+        for c in text {
+            if c == UInt8(ascii: "=") { sawPadding = true; continue }
+            if sawPadding { return nil }
+            let v = decodeTable[Int(c)]
+            if v == 0xFF { return nil }
+            acc = (acc << 6) | UInt32(v)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
+            }
+        }
+        // A single leftover sextet cannot encode a byte.
+        if bits >= 6 { return nil }
+        return out
+    }
+
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var acc: UInt32 = 0
+        var bits = 0
+        for b in bytes {
+            acc = (acc << 8) | UInt32(b)
+            bits += 8
+            while bits >= 6 {
+                bits -= 6
+                out.append(alphabet[Int((acc >> UInt32(bits)) & 0x3F)])
+            }
+        }
+        if bits > 0 { out.append(alphabet[Int((acc << UInt32(6 - bits)) & 0x3F)]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+public enum Hex {
+    @inline(__always)
+    static func isHexDigit(_ c: UInt8) -> Bool {
+        (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46)
+    }
+
+    static let lowerDigits = Array("0123456789abcdef".utf8)
+    static let upperDigits = Array("0123456789ABCDEF".utf8)
+
+    public static func encode(_ bytes: some Collection<UInt8>, uppercase: Bool = false) -> String {
+        let digits = uppercase ? upperDigits : lowerDigits
+        return String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
+            var i = 0
+            for b in bytes {
+                buffer[i] = digits[Int(b >> 4)]
+                buffer[i + 1] = digits[Int(b & 0x0F)]
+                i += 2
+            }
+            return i
+        }
+    }
+
+    /// True when `text` is a non-empty, even-length run of hex digits (either case).
+    public static func isEvenLengthHex(_ text: Substring) -> Bool {
+        let utf8 = text.utf8
+        guard !utf8.isEmpty, utf8.count % 2 == 0 else { return false }
+        return utf8.allSatisfy(isHexDigit)
+    }
+
+    /// Compares two hex tokens ignoring case, without allocating.
+    public static func equalIgnoringCase(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8, by: asciiCaseInsensitiveEqual)
+    }
+
+    /// Lowercases hex text; returns the input unchanged (no copy) when it already is lowercase.
+    public static func lowercased(_ text: Substring) -> String {
+        if text.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x46 }) {
+            return String(decoding: text.utf8.map(asciiLowercased), as: UTF8.self)
+        }
+        return String(text)
+    }
+}
+
+public enum CanonicalUUID {
+    /// 8-4-4-4-12 hex digits. Apple writes lowercase; the case of client ids is not checked
+    /// (whether APNs normalises it is unconfirmed, so ids are echoed unchanged).
+    public static func isValid(_ text: Substring) -> Bool {
+        let utf8 = text.utf8
+        guard utf8.count == 36 else { return false }
+        var i = 0
+        for c in utf8 {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                if c != UInt8(ascii: "-") { return false }
+            } else if !Hex.isHexDigit(c) {
+                return false
+            }
+            i += 1
+        }
+        return true
+    }
+
+    static func format(_ high: UInt64, _ low: UInt64, uppercase: Bool) -> String {
+        let digits = uppercase ? Hex.upperDigits : Hex.lowerDigits
+        return String(unsafeUninitializedCapacity: 36) { buffer in
+            var out = 0
+            for i in 0..<32 {
+                if i == 8 || i == 12 || i == 16 || i == 20 {
+                    buffer[out] = UInt8(ascii: "-")
+                    out += 1
+                }
+                let word = i < 16 ? high : low
+                let shift = UInt64(60 - (i % 16) * 4)
+                buffer[out] = digits[Int((word >> shift) & 0xF)]
+                out += 1
+            }
+            return out
+        }
+    }
+}
+
+/// A fast, non-cryptographic generator for ids (xoshiro256**), seeded once from the system
+/// generator. Drawing from `SystemRandomNumberGenerator` costs a syscall per call on Linux,
+/// which is too slow to do twice per request at load-test rates.
+public struct FastRandom: RandomNumberGenerator, Sendable {
+    private var s0, s1, s2, s3: UInt64
+
+    public init(seed: UInt64) {
+        var sm = seed
+        func splitmix() -> UInt64 {
+            sm &+= 0x9E37_79B9_7F4A_7C15
+            var z = sm
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        s0 = splitmix(); s1 = splitmix(); s2 = splitmix(); s3 = splitmix()
+    }
+
+    public init() {
+        var system = SystemRandomNumberGenerator()
+        self.init(seed: system.next())
+    }
+
+    public mutating func next() -> UInt64 {
+        let result = ((s1 &* 5) << 7 | (s1 &* 5) >> 57) &* 9
+        let t = s1 << 17
+        s2 ^= s0; s3 ^= s1; s1 ^= s2; s0 ^= s3
+        s2 ^= t
+        s3 = (s3 << 45) | (s3 >> 19)
+        return result
+    }
+
+    /// An id in the shape APNs generates: uppercase 8-4-4-4-12 hex with no version bits
+    /// (reference §4.1 shows generated ids that are not RFC 4122).
+    public mutating func apnsID() -> String { CanonicalUUID.format(next(), next(), uppercase: true) }
+
+    /// A lowercase random UUID (version 4 bits set), as used for `apns-unique-id`.
+    public mutating func uniqueID() -> String {
+        let high = (next() & ~0xF000) | 0x4000
+        let low = (next() & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000
+        return CanonicalUUID.format(high, low, uppercase: false)
+    }
+
+    public mutating func bytes(_ count: Int) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(count)
+        while out.count < count {
+            var word = next()
+            for _ in 0..<min(8, count - out.count) {
+                out.append(UInt8(truncatingIfNeeded: word))
+                word >>= 8
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,40 @@
+/// The two APNs environments. A device token belongs to exactly one of them.
+public enum APNsEnvironment: String, Sendable, CaseIterable, Codable {
+    case sandbox
+    case production
+
+    /// Apple's host names and the environment each one selects (reference §1).
+    /// `api.development.push.apple.com` appears in Apple's own text and behaves as the sandbox.
+    public static func forAppleHost(_ host: Substring) -> APNsEnvironment? {
+        // Strip an optional ":port" and compare case-insensitively without allocating.
+        var name = host
+        if let colon = name.lastIndex(of: ":"), !name.hasPrefix("[") { name = name[..<colon] }
+        if name.utf8.elementsEqual("api.push.apple.com".utf8, by: asciiCaseInsensitiveEqual) {
+            return .production
+        }
+        if name.utf8.elementsEqual("api.sandbox.push.apple.com".utf8, by: asciiCaseInsensitiveEqual)
+            || name.utf8.elementsEqual("api.development.push.apple.com".utf8, by: asciiCaseInsensitiveEqual)
+        {
+            return .sandbox
+        }
+        return nil
+    }
+
+    /// The environment a request runs in: an Apple host name in `:authority` wins, then the TLS
+    /// SNI, then the listener's own environment.
+    public static func resolve(authority: Substring?, serverName: Substring?, listener: APNsEnvironment)
+        -> APNsEnvironment
+    {
+        if let authority, let env = forAppleHost(authority) { return env }
+        if let serverName, let env = forAppleHost(serverName) { return env }
+        return listener
+    }
+}
+
+@inline(__always)
+func asciiLowercased(_ c: UInt8) -> UInt8 { (c >= 0x41 && c <= 0x5A) ? c | 0x20 : c }
+
+@inline(__always)
+func asciiCaseInsensitiveEqual(_ a: UInt8, _ b: UInt8) -> Bool {
+    asciiLowercased(a) == asciiLowercased(b)
+}

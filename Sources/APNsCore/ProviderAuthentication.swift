@@ -1,0 +1,230 @@
+/// The rules for provider tokens on one connection (reference §5.1).
+public struct TokenPolicy: Sendable {
+    /// `iat` older than this → 403 ExpiredProviderToken.
+    public var maxTokenAgeSeconds: Int64 = 3600
+    /// A new token on the same connection sooner than this after the previous one → 429.
+    public var minRefreshIntervalSeconds: Int64 = 1200
+    /// How far in the future `iat` may be (clock skew) before the token is refused. Apple's
+    /// behaviour is unconfirmed; a few minutes of skew is the reference's suggestion.
+    public var allowedFutureSkewSeconds: Int64 = 300
+
+    public init() {}
+}
+
+/// What a verified token grants for one request.
+public struct AuthenticatedProvider: Sendable {
+    public var teamID: String
+    public var key: ProviderKey
+    public var issuedAt: Int64
+    public var token: ProviderToken
+    /// The credentials generation at which this connection was bound to its team.
+    public var boundAtGeneration: UInt64
+}
+
+public enum AuthenticationResult: Sendable {
+    /// `firstOnConnection` is true for the first valid token on the connection: the moment APNs
+    /// raises the connection's stream limit.
+    case authenticated(AuthenticatedProvider, firstOnConnection: Bool)
+    case rejected(APNsReason, explanation: String, token: ProviderToken?)
+}
+
+/// Per-connection provider-token state: the team the connection is bound to, the first key,
+/// and a cache of verified tokens so ES256 runs once per token string, not once per push.
+/// Confined to the connection's thread.
+public struct ConnectionAuthenticator: Sendable {
+    public let policy: TokenPolicy
+
+    private struct Verified: Sendable {
+        var tokenString: Substring
+        var provider: AuthenticatedProvider
+        var generation: UInt64
+        /// When this token string was first used on this connection (ms).
+        var firstUsedAt: Int64
+    }
+
+    private var boundTeam: String?
+    private var boundGeneration: UInt64 = 0
+    private var firstKey: ProviderKey?
+    /// Most recent verified token per key id (a topic-specific key and its related key may
+    /// alternate on one connection); at most a handful of entries.
+    private var verified: [Verified] = []
+
+    public init(policy: TokenPolicy = TokenPolicy()) { self.policy = policy }
+
+    public var isBound: Bool { boundTeam != nil }
+    public var teamID: String? { boundTeam }
+
+    /// - Parameters:
+    ///   - authorization: the `authorization` header value, or nil when absent.
+    ///   - credentialsGeneration: the current generation; a cached verdict from an older
+    ///     generation is re-checked (keys may have been removed or changed).
+    ///   - lookUpKey: finds a key by id in the current credentials.
+    public mutating func authenticate(
+        authorization: Substring?, environment: APNsEnvironment, nowMs: Int64,
+        credentialsGeneration: UInt64, lookUpKey: (String) -> ProviderKey?
+    ) -> AuthenticationResult {
+        guard let authorization, !authorization.isEmpty else {
+            return .rejected(.missingProviderToken, explanation: "no authorization header on a token-based connection", token: nil)
+        }
+        guard let tokenString = Self.bearerToken(authorization) else {
+            return .rejected(.invalidProviderToken,
+                             explanation: "authorization header is not 'bearer <JWT>'", token: nil)
+        }
+        if tokenString.isEmpty {
+            return .rejected(.missingProviderToken, explanation: "authorization header carries an empty token", token: nil)
+        }
+
+        // Fast path: the token this connection has already verified.
+        if let index = verified.firstIndex(where: { $0.tokenString == tokenString }),
+            verified[index].generation == credentialsGeneration
+        {
+            let entry = verified[index]
+            return checkAge(entry.provider, environment: environment, nowMs: nowMs, firstOnConnection: false)
+        }
+        return verifyNew(tokenString, environment: environment, nowMs: nowMs,
+                         credentialsGeneration: credentialsGeneration, lookUpKey: lookUpKey)
+    }
+
+    /// Accepts `bearer` in any case (Apple writes lowercase; some clients send `Bearer`).
+    static func bearerToken(_ header: Substring) -> Substring? {
+        let scheme = "bearer".utf8
+        let utf8 = header.utf8
+        guard utf8.count > scheme.count,
+            utf8.prefix(scheme.count).elementsEqual(scheme, by: asciiCaseInsensitiveEqual),
+            utf8.dropFirst(scheme.count).first == UInt8(ascii: " ")
+        else { return nil }
+        var rest = header.dropFirst(scheme.count + 1)
+        while rest.first == " " { rest = rest.dropFirst() }
+        while rest.last == " " { rest = rest.dropLast() }
+        return rest
+    }
+
+    private func checkAge(_ provider: AuthenticatedProvider, environment: APNsEnvironment, nowMs: Int64,
+                          firstOnConnection: Bool) -> AuthenticationResult
+    {
+        let age = nowMs / 1000 - provider.issuedAt
+        if age > policy.maxTokenAgeSeconds {
+            return .rejected(.expiredProviderToken,
+                             explanation: "provider token iat is \(age) s old, more than the \(policy.maxTokenAgeSeconds) s APNs allows",
+                             token: provider.token)
+        }
+        if let restricted = provider.key.environment, restricted != environment {
+            return .rejected(.badEnvironmentKeyIdInToken,
+                             explanation: "key \(provider.key.keyID) is restricted to \(restricted.rawValue), this request is \(environment.rawValue)",
+                             token: provider.token)
+        }
+        return .authenticated(provider, firstOnConnection: firstOnConnection)
+    }
+
+    private mutating func verifyNew(
+        _ tokenString: Substring, environment: APNsEnvironment, nowMs: Int64,
+        credentialsGeneration: UInt64, lookUpKey: (String) -> ProviderKey?
+    ) -> AuthenticationResult {
+        let token: ProviderToken
+        switch ProviderToken.parse(tokenString) {
+        case .failure(let error):
+            return .rejected(.invalidProviderToken, explanation: error.explanation, token: nil)
+        case .success(let parsed):
+            token = parsed
+        }
+        guard token.algorithm == "ES256" else {
+            let alg = token.algorithm.map { "'\($0)'" } ?? "missing"
+            return .rejected(.invalidProviderToken, explanation: "JWT alg is \(alg); APNs accepts only ES256", token: token)
+        }
+        guard let keyID = token.keyID, !keyID.isEmpty else {
+            return .rejected(.invalidProviderToken, explanation: "JWT header has no kid", token: token)
+        }
+        guard let key = lookUpKey(keyID) else {
+            return .rejected(.invalidProviderToken, explanation: "no key with id \(keyID) is registered", token: token)
+        }
+        guard let issuer = token.issuer else {
+            return .rejected(.invalidProviderToken, explanation: "JWT claims have no iss (team id)", token: token)
+        }
+        guard issuer == key.teamID else {
+            return .rejected(.invalidProviderToken,
+                             explanation: "JWT iss \(issuer) is not the team of key \(keyID) (\(key.teamID))", token: token)
+        }
+        guard let issuedAt = token.issuedAt else {
+            return .rejected(.invalidProviderToken, explanation: "JWT claims have no numeric iat (seconds)", token: token)
+        }
+        guard key.verifier.verify(signature: token.signature, message: token.signingInput) else {
+            return .rejected(.invalidProviderToken,
+                             explanation: "JWT signature does not verify with key \(keyID)", token: token)
+        }
+        let now = nowMs / 1000
+        if issuedAt - now > policy.allowedFutureSkewSeconds {
+            return .rejected(.invalidProviderToken,
+                             explanation: "JWT iat is \(issuedAt - now) s in the future (more than \(policy.allowedFutureSkewSeconds) s of skew)",
+                             token: token)
+        }
+
+        // Team binding and key mixing (reference §5.1).
+        if let boundTeam, boundTeam != key.teamID {
+            return .rejected(.invalidProviderToken,
+                             explanation: "connection is bound to team \(boundTeam); a token of team \(key.teamID) needs its own connection",
+                             token: token)
+        }
+        if let firstKey, let reason = Self.mixingViolation(first: firstKey, next: key, environment: environment) {
+            return .rejected(reason.0, explanation: reason.1, token: token)
+        }
+
+        // A different token for the same key within 20 minutes of the previous one. A previous
+        // token that has itself expired may always be replaced: the client had no choice.
+        if let previous = verified.first(where: { $0.provider.key.keyID == key.keyID }),
+            previous.tokenString != tokenString,
+            nowMs - previous.firstUsedAt < policy.minRefreshIntervalSeconds * 1000,
+            now - previous.provider.issuedAt <= policy.maxTokenAgeSeconds
+        {
+            let seconds = (nowMs - previous.firstUsedAt) / 1000
+            return .rejected(.tooManyProviderTokenUpdates,
+                             explanation: "a new provider token \(seconds) s after the previous one on this connection; APNs allows one update per \(policy.minRefreshIntervalSeconds / 60) minutes",
+                             token: token)
+        }
+
+        let firstOnConnection = boundTeam == nil
+        if firstOnConnection {
+            boundTeam = key.teamID
+            boundGeneration = credentialsGeneration
+            firstKey = key
+        }
+        let provider = AuthenticatedProvider(teamID: key.teamID, key: key, issuedAt: issuedAt, token: token,
+                                             boundAtGeneration: boundGeneration)
+        let entry = Verified(tokenString: tokenString, provider: provider, generation: credentialsGeneration,
+                             firstUsedAt: nowMs)
+        // Age and environment are judged like every later use of the same token, but the
+        // token is still remembered: the 20-minute rule counts from its first use.
+        let result = checkAge(provider, environment: environment, nowMs: nowMs, firstOnConnection: firstOnConnection)
+        if case .rejected = result, firstOnConnection {
+            // A token that cannot be used does not bind the connection.
+            boundTeam = nil
+            firstKey = nil
+            return result
+        }
+        verified.removeAll { $0.provider.key.keyID == key.keyID || $0.tokenString == tokenString }
+        verified.append(entry)
+        return result
+    }
+
+    /// Which keys may follow the connection's first key (reference §5.1 "Mixing keys").
+    static func mixingViolation(first: ProviderKey, next: ProviderKey, environment: APNsEnvironment)
+        -> (APNsReason, String)?
+    {
+        if first.keyID == next.keyID { return nil }
+        if let env = next.environment, env != environment {
+            return (.badEnvironmentKeyIdInToken, "key \(next.keyID) is restricted to \(env.rawValue), this request is \(environment.rawValue)")
+        }
+        switch (first.isTopicSpecific, next.isTopicSpecific) {
+        case (false, false):
+            // Two team-scoped keys of the same team: fine unless environments conflict,
+            // which the environment check above has already caught.
+            return nil
+        case (false, true):
+            return (.unrelatedKeyIdInToken, "connection began with team-scoped key \(first.keyID); topic-specific key \(next.keyID) needs a new connection")
+        case (true, false):
+            return (.unrelatedKeyIdInToken, "connection began with topic-specific key \(first.keyID); team-scoped key \(next.keyID) needs a new connection")
+        case (true, true):
+            if first.isRelated(to: next) { return nil }
+            return (.unrelatedKeyIdInToken, "key \(next.keyID) is not related to \(first.keyID), the first key on this connection")
+        }
+    }
+}

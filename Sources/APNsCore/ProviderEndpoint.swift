@@ -1,0 +1,396 @@
+/// Settings for how the endpoint judges requests where Apple's behaviour is unconfirmed.
+public struct EndpointOptions: Sendable {
+    public enum InvalidPayloadPolicy: String, Sendable, CaseIterable {
+        /// 400 `BadRequestPayload` for a body that is not a JSON object (default).
+        case reject
+        /// 200, recorded as dropped: what APNs may do ("may return an error, delay, or drop").
+        case accept
+    }
+
+    public var tokenPolicy = TokenPolicy()
+    public var invalidPayload: InvalidPayloadPolicy = .reject
+    /// Apple documents `BadEnvironmentKeyIdInToken`; `BadEnvironmentKeyInToken` was seen from
+    /// APNs in 2025 (reference §4.3). The spelling sent on the wire.
+    public var badEnvironmentKeySpelling = "BadEnvironmentKeyIdInToken"
+    /// How many payload bytes a record keeps.
+    public var recordedPayloadLimit = 8192
+
+    public init() {}
+
+    func reasonText(_ reason: APNsReason) -> String {
+        reason == .badEnvironmentKeyIdInToken ? badEnvironmentKeySpelling : reason.rawValue
+    }
+}
+
+/// How a provider connection authenticates. Only token (JWT) connections exist today.
+public enum ProviderCredentialKind: Sendable { case token }
+
+/// Per-connection state the endpoint needs. Owned by the connection; used from its thread.
+public struct ProviderConnectionContext: Sendable {
+    public let connectionID: UInt64
+    public let listenerEnvironment: APNsEnvironment
+    /// The TLS SNI the client sent, if any.
+    public let serverName: String?
+    public var credential: ProviderCredentialKind = .token
+    public var authenticator: ConnectionAuthenticator
+    public var random: FastRandom
+
+    public init(connectionID: UInt64, listenerEnvironment: APNsEnvironment, serverName: String?,
+                tokenPolicy: TokenPolicy, random: FastRandom = FastRandom())
+    {
+        self.connectionID = connectionID
+        self.listenerEnvironment = listenerEnvironment
+        self.serverName = serverName
+        self.authenticator = ConnectionAuthenticator(policy: tokenPolicy)
+        self.random = random
+    }
+}
+
+/// What to send back, as APNs would (reference §4.1).
+public struct PushResponse: Sendable {
+    public var status: Int
+    public var apnsID: String
+    /// Sandbox only.
+    public var uniqueID: String?
+    public var reason: APNsReason?
+    /// The reason as spelled on the wire.
+    public var reasonText: String?
+    /// 410 `Unregistered` only (ms).
+    public var timestampMs: Int64?
+    /// The first valid provider token on this connection: raise MAX_CONCURRENT_STREAMS now.
+    public var raiseStreamLimit: Bool
+    /// The record's sequence number in the journal.
+    public var recordSequence: UInt64
+
+    /// `{"reason":"…"}` (plus `"timestamp"` for 410), or nil for a success.
+    public var body: [UInt8]? {
+        guard let reasonText else { return nil }
+        var out = Array("{\"reason\":".utf8)
+        JSONValue.writeString(reasonText, into: &out)
+        if let timestampMs { out.append(contentsOf: ",\"timestamp\":\(timestampMs)".utf8) }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+}
+
+/// Judges `POST /3/device/<token>` requests with Apple's rules, in the order of reference §4.4:
+/// method → path → duplicate headers → header syntax → provider token → topic → device token →
+/// payload. Pure logic: no I/O; the clock and the shared state are injected.
+public final class ProviderEndpoint: Sendable {
+    public let state: EmulatorState
+    public let clock: any EmulatorClock
+    public let options: EndpointOptions
+
+    public init(state: EmulatorState, clock: any EmulatorClock, options: EndpointOptions = EndpointOptions()) {
+        self.state = state
+        self.clock = clock
+        self.options = options
+    }
+
+    fileprivate struct Rejection: Error, Sendable {
+        var reason: APNsReason
+        var explanation: String
+        var timestampMs: Int64? = nil
+    }
+
+    public func handle(_ request: PushRequest, connection: inout ProviderConnectionContext) -> PushResponse {
+        let now = clock.nowMilliseconds()
+        let fields = APNsHeaderFields(request.headers)
+        let environment = APNsEnvironment.resolve(
+            authority: fields.authority.map { Substring($0) }, serverName: connection.serverName.map { Substring($0) },
+            listener: connection.listenerEnvironment)
+
+        let clientID = fields.apnsID.flatMap { CanonicalUUID.isValid(Substring($0)) ? $0 : nil }
+        var record = NotificationRecord(
+            apnsID: clientID ?? connection.random.apnsID(), token: "", environment: environment, receivedAtMs: now)
+        record.connectionID = connection.connectionID
+        record.streamID = request.streamID
+        record.method = fields.method
+        record.path = fields.path
+        record.requestHeaders = request.headers
+        record.topic = fields.topic
+        record.collapseID = fields.collapseID
+        record.payloadSize = request.bodyLength
+        record.payload = request.body.count <= options.recordedPayloadLimit
+            ? request.body : Array(request.body.prefix(options.recordedPayloadLimit))
+        if environment == .sandbox { record.uniqueID = connection.random.uniqueID() }
+
+        var raiseStreamLimit = false
+        do throws(Rejection) {
+            let syntax = try checkRequestLine(fields, record: &record)
+            try checkHeaderSyntax(fields, syntax: syntax, record: &record)
+            let provider = try authenticate(fields, environment: environment, now: now,
+                                            connection: &connection, record: &record, raise: &raiseStreamLimit)
+            // Payload facts that need no state are worked out before taking the lock.
+            let json = request.bodyLength > 0 && request.bodyLength == request.body.count
+                ? JSONValidator.check(request.body) : nil
+            let (sequence, stateful) = state.withWorld { (world: inout World) -> (UInt64, Rejection?) in
+                var rejection: Rejection?
+                do throws(Rejection) {
+                    let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: world, record: &record)
+                    let entry = try checkDeviceToken(syntax.token, topic: topic, environment: environment, now: now,
+                                                     world: world, record: &record)
+                    try checkPayload(request, json: json, record: &record)
+                    record.status = 200
+                    record.deviceID = entry.deviceID
+                    record.bundleID = entry.bundleID
+                    settleAccepted(&record, entry: entry, json: json)
+                } catch {
+                    record.reject(error, spelledAs: options.reasonText(error.reason))
+                    rejection = error
+                }
+                return (world.records.append(record), rejection)
+            }
+            return response(for: record, rejection: stateful, raise: raiseStreamLimit, sequence: sequence)
+        } catch {
+            // Rejected before any state was consulted.
+            record.reject(error, spelledAs: options.reasonText(error.reason))
+            let sequence = state.withWorld { $0.records.append(record) }
+            return response(for: record, rejection: error, raise: raiseStreamLimit, sequence: sequence)
+        }
+    }
+
+    private func response(for record: NotificationRecord, rejection: Rejection?, raise: Bool, sequence: UInt64)
+        -> PushResponse
+    {
+        PushResponse(status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID,
+                     reason: rejection?.reason, reasonText: record.reason, timestampMs: record.timestampMs,
+                     raiseStreamLimit: raise, recordSequence: sequence)
+    }
+
+    // MARK: Stages
+
+    /// What the stateless stages learned, for the later ones.
+    private struct Syntax {
+        var token: Substring
+        var pushType: PushType?
+    }
+
+    private static let devicePrefix = "/3/device/"
+
+    private func checkRequestLine(_ fields: APNsHeaderFields, record: inout NotificationRecord) throws(Rejection) -> Syntax {
+        guard fields.method == "POST" else {
+            throw Rejection(reason: .methodNotAllowed,
+                            explanation: "method \(fields.method ?? "(none)") is not allowed; APNs accepts only POST")
+        }
+        guard let path = fields.path, path.hasPrefix(Self.devicePrefix) else {
+            throw Rejection(reason: .badPath,
+                            explanation: "path \(fields.path ?? "(none)") is not /3/device/<device-token>")
+        }
+        let token = path.dropFirst(Self.devicePrefix.utf8.count)
+        record.token = String(token)
+        guard !token.contains("/"), !token.contains("?") else {
+            throw Rejection(reason: .badPath, explanation: "path \(path) has more than one segment after /3/device/")
+        }
+        if let duplicate = fields.duplicate {
+            throw Rejection(reason: .duplicateHeaders, explanation: "header \(duplicate) appears more than once")
+        }
+        return Syntax(token: token, pushType: nil)
+    }
+
+    private func checkHeaderSyntax(_ fields: APNsHeaderFields, syntax: Syntax, record: inout NotificationRecord)
+        throws(Rejection)
+    {
+        if let id = fields.apnsID, !CanonicalUUID.isValid(Substring(id)) {
+            throw Rejection(reason: .badMessageId, explanation: "apns-id '\(id)' is not a UUID (8-4-4-4-12 hex digits)")
+        }
+        if let priority = fields.priority {
+            switch priority {
+            case "10": record.priority = 10
+            case "5": record.priority = 5
+            case "1": record.priority = 1
+            default:
+                throw Rejection(reason: .badPriority, explanation: "apns-priority '\(priority)' is not 10, 5 or 1")
+            }
+        }
+        if let expiration = fields.expiration {
+            // Decimal seconds since the epoch; 0 means "deliver once, do not store". A past
+            // time is accepted (it simply is already expired).
+            guard let seconds = Int64(expiration), seconds >= 0, expiration.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+            else {
+                throw Rejection(reason: .badExpirationDate,
+                                explanation: "apns-expiration '\(expiration)' is not a UNIX time in whole seconds")
+            }
+            record.expiration = seconds
+        }
+        if let collapse = fields.collapseID, collapse.utf8.count > 64 {
+            throw Rejection(reason: .badCollapseId,
+                            explanation: "apns-collapse-id is \(collapse.utf8.count) bytes; the limit is 64")
+        }
+        if let value = fields.pushType {
+            record.pushTypeHeaderPresent = true
+            guard PushType(headerValue: Substring(value)) != nil else {
+                throw Rejection(reason: .invalidPushType,
+                                explanation: "apns-push-type '\(value)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+        }
+    }
+
+    private func authenticate(
+        _ fields: APNsHeaderFields, environment: APNsEnvironment, now: Int64,
+        connection: inout ProviderConnectionContext, record: inout NotificationRecord, raise: inout Bool
+    ) throws(Rejection) -> AuthenticatedProvider {
+        let state = self.state
+        let result = connection.authenticator.authenticate(
+            authorization: fields.authorization.map { Substring($0) }, environment: environment, nowMs: now,
+            credentialsGeneration: state.currentCredentialsGeneration,
+            lookUpKey: { id in state.withWorld { $0.credentials.keys[id] } })
+        switch result {
+        case .authenticated(let provider, let first):
+            raise = first
+            record.teamID = provider.teamID
+            record.keyID = provider.key.keyID
+            record.jwtHeader = provider.token.headerJSON
+            record.jwtClaims = provider.token.claimsJSON
+            record.jwtVerified = true
+            return provider
+        case .rejected(let reason, let explanation, let token):
+            if let token {
+                record.jwtHeader = token.headerJSON
+                record.jwtClaims = token.claimsJSON
+                record.keyID = token.keyID
+                record.teamID = token.issuer
+            }
+            record.jwtVerified = fields.authorization == nil ? nil : false
+            throw Rejection(reason: reason, explanation: explanation)
+        }
+    }
+
+    /// Topic rules (reference §2.2, §2.3, §5.1). Returns the full topic.
+    private func checkTopic(_ fields: APNsHeaderFields, syntax: Syntax, provider: AuthenticatedProvider,
+                            world: World, record: inout NotificationRecord) throws(Rejection) -> String
+    {
+        guard let topic = fields.topic, !topic.isEmpty else {
+            throw Rejection(reason: .missingTopic, explanation: "apns-topic is required on token-based connections")
+        }
+        guard DeviceRegistry.isValidBundleID(topic) else {
+            throw Rejection(reason: .badTopic,
+                            explanation: "apns-topic '\(topic)' is not a bundle id (letters, digits, '-' and '.') with an optional push-type suffix")
+        }
+        let credentials = world.credentials
+        // A topic that is itself a registered bundle id has no suffix, even if it happens to
+        // end like one (an app called com.example.voip).
+        let implied = credentials.owner(ofBundle: topic) != nil ? nil : PushType.implied(byTopic: Substring(topic))
+        let pushType: PushType
+        if let header = fields.pushType.flatMap({ PushType(headerValue: Substring($0)) }) {
+            if header.topicSuffix.isEmpty, let implied {
+                throw Rejection(reason: .invalidPushType,
+                                explanation: "push type \(header.rawValue) cannot be sent to topic \(topic), which is for \(implied.rawValue) pushes")
+            }
+            if !header.topicSuffix.isEmpty, implied != header {
+                throw Rejection(reason: .invalidPushType,
+                                explanation: "push type \(header.rawValue) needs topic <bundle id>\(header.topicSuffix); got \(topic)")
+            }
+            pushType = header
+        } else {
+            pushType = implied ?? .alert
+        }
+        record.pushType = pushType.rawValue
+        if pushType.requiresCertificate {
+            throw Rejection(reason: .invalidPushType,
+                            explanation: "\(pushType.rawValue) pushes need a certificate-based connection; this one uses provider tokens")
+        }
+        let bundleID = String(topic.dropLast(pushType.topicSuffix.utf8.count))
+        record.bundleID = bundleID
+        guard let owner = credentials.owner(ofBundle: bundleID) else {
+            throw Rejection(reason: .topicDisallowed,
+                            explanation: "no team owns bundle \(bundleID); register it with --app \(provider.teamID):\(bundleID)")
+        }
+        guard owner.teamID == provider.teamID else {
+            throw Rejection(reason: .topicDisallowed,
+                            explanation: "bundle \(bundleID) belongs to team \(owner.teamID), not \(provider.teamID)")
+        }
+        guard provider.key.covers(bundleID: bundleID, topic: topic) else {
+            throw Rejection(reason: .topicDisallowed,
+                            explanation: "topic-specific key \(provider.key.keyID) does not cover \(bundleID)")
+        }
+        guard owner.addedAtGeneration <= provider.boundAtGeneration else {
+            throw Rejection(reason: .topicDisallowed,
+                            explanation: "bundle \(bundleID) was added to team \(owner.teamID) after this connection was bound; open a new connection")
+        }
+        return topic
+    }
+
+    private func checkDeviceToken(_ token: Substring, topic: String, environment: APNsEnvironment, now: Int64,
+                                  world: World, record: inout NotificationRecord) throws(Rejection) -> TokenEntry
+    {
+        guard !token.isEmpty else {
+            throw Rejection(reason: .missingDeviceToken, explanation: "no device token after /3/device/")
+        }
+        guard Hex.isEvenLengthHex(token) else {
+            throw Rejection(reason: .badDeviceToken, explanation: "device token is not an even-length run of hex digits")
+        }
+        guard let entry = world.registry.token(Hex.lowercased(token)) else {
+            throw Rejection(reason: .badDeviceToken, explanation: "no device was issued this token")
+        }
+        record.deviceID = entry.deviceID
+        guard entry.environment == environment else {
+            throw Rejection(reason: .badDeviceToken,
+                            explanation: "this is a \(entry.environment.rawValue) token, sent to \(environment.rawValue)")
+        }
+        guard entry.topic == topic else {
+            throw Rejection(reason: .deviceTokenNotForTopic,
+                            explanation: "the token belongs to topic \(entry.topic), not \(topic)")
+        }
+        switch entry.state {
+        case .active:
+            return entry
+        case .unregistered(let since) where since <= now:
+            throw Rejection(reason: .unregistered,
+                            explanation: "the token stopped being valid for \(entry.topic) at \(since) ms (app uninstalled or token replaced)",
+                            timestampMs: since)
+        case .unregistered:
+            return entry  // invalidated, but APNs has not started answering 410 yet
+        case .expired:
+            throw Rejection(reason: .expiredToken, explanation: "the token has expired")
+        }
+    }
+
+    private func checkPayload(_ request: PushRequest, json: JSONValidator.Verdict?, record: inout NotificationRecord)
+        throws(Rejection)
+    {
+        guard request.bodyLength > 0 else {
+            throw Rejection(reason: .payloadEmpty, explanation: "the request has no body")
+        }
+        let pushType = record.pushType.flatMap { PushType(rawValue: $0) } ?? .alert
+        let limit = pushType.payloadLimit
+        if request.bodyLength > limit {
+            throw Rejection(reason: .payloadTooLarge,
+                            explanation: "payload \(request.bodyLength) bytes > \(limit) limit for push type \(pushType.rawValue)")
+        }
+        if json != .object, options.invalidPayload == .reject {
+            let what: String
+            switch json {
+            case .invalid(let offset)?: what = "is not valid JSON (error at byte \(offset))"
+            default: what = "is JSON but not an object"
+            }
+            throw Rejection(reason: .badRequestPayload, explanation: "payload \(what)")
+        }
+    }
+
+    /// Where an accepted notification goes. Virtual devices receive at once.
+    private func settleAccepted(_ record: inout NotificationRecord, entry: TokenEntry, json: JSONValidator.Verdict?) {
+        if case .unregistered = entry.state {
+            record.outcome = .droppedBySystem
+            record.explanation = "accepted; the app is no longer installed, so the device discards it"
+            return
+        }
+        if json != .object {
+            record.outcome = .droppedBySystem
+            record.explanation = "accepted; the payload is not a JSON object, so the device discards it"
+            return
+        }
+        record.outcome = .delivered
+        record.explanation = "accepted; delivered to the device"
+    }
+}
+
+extension NotificationRecord {
+    fileprivate mutating func reject(_ rejection: ProviderEndpoint.Rejection, spelledAs text: String) {
+        status = rejection.reason.status
+        reason = text
+        timestampMs = rejection.timestampMs
+        explanation = rejection.explanation
+        outcome = .rejected
+    }
+}

@@ -1,0 +1,82 @@
+/// The eleven `apns-push-type` values and what each one requires (reference §2.3).
+public enum PushType: String, Sendable, CaseIterable, Codable {
+    case alert, background, complication, controls, fileprovider, liveactivity, location, mdm,
+        pushtotalk, voip, widgets
+
+    /// The suffix the topic must carry after the bundle id.
+    public var topicSuffix: String {
+        switch self {
+        case .alert, .background, .mdm: return ""
+        case .complication: return ".complication"
+        case .controls: return ".push-type.controls"
+        case .fileprovider: return ".pushkit.fileprovider"
+        case .liveactivity: return ".push-type.liveactivity"
+        case .location: return ".location-query"
+        case .pushtotalk: return ".voip-ptt"
+        case .voip: return ".voip"
+        case .widgets: return ".push-type.widgets"
+        }
+    }
+
+    /// Apple's documented limits: 5120 bytes for VoIP, 4096 for everything else (§3.1).
+    public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
+
+    /// Push types that token (JWT) connections may not send. MDM pushes are certificate-only.
+    public var requiresCertificate: Bool { self == .mdm }
+    /// Push types that certificate connections may not send (§2.3: location is token-only).
+    public var requiresToken: Bool { self == .location }
+
+    /// The push types whose topic carries a suffix, longest suffix first so that
+    /// `.voip-ptt` is not mistaken for something shorter.
+    static let suffixed: [PushType] = PushType.allCases
+        .filter { !$0.topicSuffix.isEmpty }
+        .sorted { $0.topicSuffix.utf8.count > $1.topicSuffix.utf8.count }
+
+    /// The push type a topic's suffix implies, or nil for a bare bundle id.
+    public static func implied(byTopic topic: Substring) -> PushType? {
+        for type in suffixed where topic.hasSuffix(type.topicSuffix) && topic.utf8.count > type.topicSuffix.utf8.count {
+            return type
+        }
+        return nil
+    }
+
+    public init?(headerValue: Substring) {
+        switch headerValue {
+        case "alert": self = .alert
+        case "background": self = .background
+        case "complication": self = .complication
+        case "controls": self = .controls
+        case "fileprovider": self = .fileprovider
+        case "liveactivity": self = .liveactivity
+        case "location": self = .location
+        case "mdm": self = .mdm
+        case "pushtotalk": self = .pushtotalk
+        case "voip": self = .voip
+        case "widgets": self = .widgets
+        default: return nil
+        }
+    }
+}
+
+/// What kind of token a device hands out. Each kind is bound to one topic form: a regular app
+/// token serves `<bundle>`, a PushKit VoIP token serves `<bundle>.voip`, and so on. A push whose
+/// topic differs from the token's topic gets `DeviceTokenNotForTopic` (§2.1).
+public enum TokenKind: String, Sendable, CaseIterable, Codable {
+    case app, voip, complication, controls, fileprovider, liveactivity, location, pushtotalk, widgets
+
+    public var topicSuffix: String {
+        switch self {
+        case .app: return ""
+        case .voip: return PushType.voip.topicSuffix
+        case .complication: return PushType.complication.topicSuffix
+        case .controls: return PushType.controls.topicSuffix
+        case .fileprovider: return PushType.fileprovider.topicSuffix
+        case .liveactivity: return PushType.liveactivity.topicSuffix
+        case .location: return PushType.location.topicSuffix
+        case .pushtotalk: return PushType.pushtotalk.topicSuffix
+        case .widgets: return PushType.widgets.topicSuffix
+        }
+    }
+
+    public func topic(forBundle bundleID: String) -> String { bundleID + topicSuffix }
+}

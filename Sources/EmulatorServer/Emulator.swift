@@ -1,0 +1,303 @@
+public import APNsCore
+import Foundation
+import Glibc
+import HTTP2
+public import Networking
+import OpenSSLCrypto
+import Synchronization
+
+public struct StartupError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// ES256 verification from OpenSSL, plugged into Core's verifier slot.
+struct ES256SignatureVerifier: SignatureVerifier {
+    let key: ES256PublicKey
+    func verify(signature: [UInt8], message: [UInt8]) -> Bool { key.verify(signature: signature, message: message) }
+}
+
+/// The addresses actually bound (real ports when 0 was asked for).
+public struct BoundAddresses: Sendable {
+    public var sandbox: HostPort?
+    public var production: HostPort?
+    public var h2cSandbox: HostPort?
+    public var h2cProduction: HostPort?
+    public var admin: HostPort?
+    public var device: HostPort?
+    public var caFile: String?
+
+    public var json: JSONValue {
+        func text(_ address: HostPort?) -> JSONValue { address.map { .string($0.description) } ?? .null }
+        return [
+            "sandbox": text(sandbox), "production": text(production), "h2cSandbox": text(h2cSandbox),
+            "h2cProduction": text(h2cProduction), "admin": text(admin), "device": text(device),
+            "caFile": caFile.map(JSONValue.string) ?? .null, "pid": .int(Int64(getpid())),
+        ]
+    }
+}
+
+/// The composition root of `apns-emulator serve`: state, event loops, listeners.
+public final class Emulator: @unchecked Sendable {
+    public static let version = "0.1.0"
+    public static let demoTeamID = "DEMOTEAM00"
+    public static let demoKeyID = "DEMOKEY000"
+    public static let demoBundleID = "com.example.app"
+    public static let demoDeviceID = "demo-iphone"
+
+    public let configuration: ServeConfiguration
+    public let clock: any EmulatorClock
+    public let state: EmulatorState
+    let endpoint: ProviderEndpoint
+    let group: EventLoopGroup
+    let providers: ProviderServer
+    private let ready = Atomic<Bool>(false)
+    private let nextConnectionID = Atomic<UInt64>(1)
+    private var listeners: [Listener] = []
+    private var tlsContext: TLSContext?
+    public private(set) var addresses = BoundAddresses()
+    /// Set when demo mode made a key: (key path, sandbox device token).
+    public private(set) var demo: (keyPath: String, token: String)?
+
+    public var isReady: Bool { ready.load(ordering: .acquiring) }
+
+    public init(configuration: ServeConfiguration, clock: any EmulatorClock = SystemClock()) throws(StartupError) {
+        self.configuration = configuration
+        self.clock = clock
+        var world = World(registry: DeviceRegistry(tokenByteCount: configuration.tokenBytes),
+                          records: RecordStore(capacity: configuration.maxRecords))
+        demo = try Self.configureCredentials(configuration, into: &world, clock: clock)
+        state = EmulatorState(start: world)
+        endpoint = ProviderEndpoint(state: state, clock: clock, options: configuration.endpoint)
+        do {
+            group = try EventLoopGroup(count: configuration.threads)
+        } catch {
+            throw StartupError("cannot create event loops: \(error)")
+        }
+        providers = ProviderServer(idleTimeoutSeconds: configuration.idleTimeoutSeconds, quiet: configuration.quiet)
+    }
+
+    public func log(_ message: @autoclosure () -> String) { providers.log(message()) }
+
+    // MARK: Start-up
+
+    /// Loads keys and apps, makes the demo setup if asked, and creates configured devices.
+    static func configureCredentials(_ configuration: ServeConfiguration, into world: inout World,
+                                     clock: any EmulatorClock) throws(StartupError) -> (keyPath: String, token: String)?
+    {
+        for spec in configuration.authKeys {
+            guard let pem = try? String(contentsOfFile: spec.path, encoding: .utf8) else {
+                throw StartupError("--auth-key \(spec.teamID):\(spec.keyID):\(spec.path): cannot read \(spec.path)")
+            }
+            let key: ES256PublicKey
+            do {
+                key = try ES256PublicKey(pemPrivateOrPublic: pem)
+            } catch {
+                throw StartupError("--auth-key \(spec.teamID):\(spec.keyID):\(spec.path): \(error); expected the .p8 file Apple issued (PKCS#8 EC P-256 private key) or a PEM public key")
+            }
+            world.credentials.add(ProviderKey(
+                teamID: spec.teamID, keyID: spec.keyID, environment: spec.environment, topics: spec.topics.map(Set.init),
+                relatedKeyID: spec.relatedKeyID, verifier: ES256SignatureVerifier(key: key), source: spec.path))
+        }
+        for app in configuration.apps { world.credentials.addApp(teamID: app.teamID, bundleID: app.bundleID) }
+
+        let now = clock.nowMilliseconds()
+        var demo: (String, String)?
+        if configuration.demo {
+            let path = "\(configuration.certsDirectory)/demo-AuthKey_\(demoKeyID).p8"
+            let key = try loadOrCreateDemoKey(path: path)
+            world.credentials.add(ProviderKey(teamID: demoTeamID, keyID: demoKeyID, verifier: ES256SignatureVerifier(key: key.publicKey),
+                                              source: path))
+            if world.credentials.owner(ofBundle: demoBundleID) == nil {
+                world.credentials.addApp(teamID: demoTeamID, bundleID: demoBundleID)
+            }
+            if !configuration.devices.contains(where: { $0.deviceID == demoDeviceID }) {
+                do {
+                    try world.registry.addDevice(id: demoDeviceID, isVirtual: true, nowMs: now)
+                    let entry = try world.registry.register(deviceID: demoDeviceID, bundleID: demoBundleID,
+                                                            environment: .sandbox, nowMs: now)
+                    demo = (path, entry.token)
+                } catch {
+                    throw StartupError("demo device: \(error)")
+                }
+            }
+        }
+        for device in configuration.devices {
+            do {
+                try world.registry.addDevice(id: device.deviceID, isVirtual: true, nowMs: now)
+                for app in device.apps {
+                    _ = try world.registry.register(deviceID: device.deviceID, bundleID: app.bundleID, environment: app.environment,
+                                                    kind: app.kind, fixedToken: app.token, nowMs: now)
+                }
+            } catch {
+                throw StartupError("config device \(device.deviceID): \(error)")
+            }
+        }
+        return demo
+    }
+
+    static func loadOrCreateDemoKey(path: String) throws(StartupError) -> ES256PrivateKey {
+        if let pem = try? String(contentsOfFile: path, encoding: .utf8) {
+            do { return try ES256PrivateKey(pem: pem) } catch {
+                throw StartupError("demo key \(path) is unreadable (\(error)); delete it to make a new one")
+            }
+        }
+        do {
+            let key = try ES256PrivateKey.generate()
+            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                    withIntermediateDirectories: true)
+            guard FileManager.default.createFile(atPath: path, contents: Data(key.pkcs8PEM.utf8),
+                                                 attributes: [.posixPermissions: 0o600])
+            else { throw StartupError("cannot write \(path)") }
+            return key
+        } catch let error as StartupError {
+            throw error
+        } catch {
+            throw StartupError("cannot create demo key \(path): \(error)")
+        }
+    }
+
+    /// The TLS context; makes TEST ONLY certificates when none were given and none exist.
+    private func makeTLSContext() throws(StartupError) -> TLSContext {
+        let c = configuration
+        let fm = FileManager.default
+        if !c.tlsPathsGiven && !(fm.fileExists(atPath: c.tlsCertificatePath) && fm.fileExists(atPath: c.tlsKeyPath)) {
+            do {
+                let made = try TestCertificates.generate(into: c.certsDirectory)
+                log("generated TEST ONLY certificates in \(c.certsDirectory)/ (CA: \(made.caPath))")
+            } catch {
+                throw StartupError("cannot generate TEST ONLY certificates in \(c.certsDirectory): \(error)")
+            }
+        }
+        do {
+            return try TLSContext.server(certificateChainPath: c.tlsCertificatePath, privateKeyPath: c.tlsKeyPath)
+        } catch {
+            throw StartupError("--tls-cert \(c.tlsCertificatePath) / --tls-key \(c.tlsKeyPath): \(error)")
+        }
+    }
+
+    /// Binds every listener and starts the event loops.
+    public func start() throws(StartupError) {
+        signal(SIGPIPE, SIG_IGN)
+        let c = configuration
+        if c.sandboxListen != nil || c.productionListen != nil {
+            tlsContext = try makeTLSContext()
+            if !c.tlsPathsGiven { addresses.caFile = "\(c.certsDirectory)/ca.pem" }
+        }
+        let acceptLoop = group.loops[0]
+        func bind(_ address: HostPort?, _ what: String, _ accept: @escaping (Int32, String) -> Void) throws(StartupError) -> HostPort? {
+            guard let address else { return nil }
+            do {
+                let listener = try Listener(address: address, loop: acceptLoop, accept: accept)
+                try listener.start()
+                listeners.append(listener)
+                return listener.address
+            } catch {
+                throw StartupError("cannot listen on \(address) for \(what): \(error)")
+            }
+        }
+        addresses.sandbox = try bind(c.sandboxListen, "--sandbox-listen") { [unowned self] fd, peer in
+            self.acceptProvider(fd: fd, peer: peer, environment: .sandbox, tls: true)
+        }
+        addresses.production = try bind(c.productionListen, "--production-listen") { [unowned self] fd, peer in
+            self.acceptProvider(fd: fd, peer: peer, environment: .production, tls: true)
+        }
+        addresses.h2cSandbox = try bind(c.h2cSandboxListen, "--h2c-sandbox-listen") { [unowned self] fd, peer in
+            self.acceptProvider(fd: fd, peer: peer, environment: .sandbox, tls: false)
+        }
+        addresses.h2cProduction = try bind(c.h2cProductionListen, "--h2c-production-listen") { [unowned self] fd, peer in
+            self.acceptProvider(fd: fd, peer: peer, environment: .production, tls: false)
+        }
+        let admin = AdminAPI(emulator: self)
+        addresses.admin = try bind(c.adminListen, "--admin-listen") { [unowned self] fd, peer in
+            self.hand(fd: fd, peer: peer, tls: false) { connection in
+                HTTP1Connection(connection: connection) { request, http in admin.handle(request, http) }
+            }
+        }
+        addresses.device = c.deviceListen
+        state.setStartState(state.withWorld { $0 })
+        group.start()
+        ready.store(true, ordering: .releasing)
+        if let path = c.readyFile { writeReadyFile(path) }
+    }
+
+    public func stop() {
+        ready.store(false, ordering: .releasing)
+        group.stop()
+    }
+
+    private func writeReadyFile(_ path: String) {
+        let temporary = path + ".tmp"
+        guard FileManager.default.createFile(atPath: temporary, contents: Data(addresses.json.serialized(pretty: true).utf8)),
+            rename(temporary, path) == 0
+        else {
+            log("cannot write --ready-file \(path)")
+            return
+        }
+    }
+
+    // MARK: Connections
+
+    /// Gives a new descriptor to the next loop and builds its protocol handler there.
+    private func hand(fd: Int32, peer: String, tls: Bool, makeHandler: @escaping @Sendable (Connection) -> ConnectionHandler?) {
+        let loop = group.next()
+        let id = nextConnectionID.add(1, ordering: .relaxed).oldValue
+        let context = tls ? tlsContext : nil
+        let build: @Sendable () -> Void = {
+            var session: TLSConnection?
+            if let context {
+                do {
+                    session = try TLSConnection(context: context, fd: fd, isServer: true)
+                } catch {
+                    Glibc.close(fd)
+                    return
+                }
+            }
+            let connection = Connection(id: id, loop: loop, fd: fd, peer: peer, tls: session)
+            guard let handler = makeHandler(connection) else {
+                Glibc.close(fd)
+                return
+            }
+            connection.handler = handler
+            connection.start()
+        }
+        if loop.inEventLoop { build() } else { loop.execute(build) }
+    }
+
+    private func acceptProvider(fd: Int32, peer: String, environment: APNsEnvironment, tls: Bool) {
+        let endpoint = self.endpoint
+        let providers = self.providers
+        hand(fd: fd, peer: peer, tls: tls) { connection in
+            do {
+                let handler = try ProviderConnection(connection: connection, listenerEnvironment: environment,
+                                                     endpoint: endpoint, server: providers)
+                providers.connectionOpened(handler)
+                return handler
+            } catch {
+                providers.log("cannot create an HTTP/2 session: \(error)")
+                return nil
+            }
+        }
+    }
+}
+
+/// Shared by all provider connections: settings and bookkeeping.
+final class ProviderServer: Sendable {
+    let idleTimeoutSeconds: Int
+    let quiet: Bool
+    let openConnections = Atomic<Int>(0)
+
+    init(idleTimeoutSeconds: Int, quiet: Bool) {
+        self.idleTimeoutSeconds = idleTimeoutSeconds
+        self.quiet = quiet
+    }
+
+    func connectionOpened(_ connection: ProviderConnection) { openConnections.add(1, ordering: .relaxed) }
+    func connectionClosed(_ connection: ProviderConnection) { openConnections.subtract(1, ordering: .relaxed) }
+
+    func log(_ message: @autoclosure () -> String) {
+        guard !quiet else { return }
+        let line = "\(RFC3339.format(milliseconds: SystemClock().nowMilliseconds())) \(message())\n"
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+}

@@ -1,0 +1,209 @@
+public import APNsCore
+import Foundation
+
+/// One command-line option. The same table drives parsing, `--help`, environment variables
+/// (`APNS_EMULATOR_<NAME>`) and config-file keys (camelCase), so they cannot drift apart.
+public struct OptionSpec: Sendable {
+    public let name: String
+    /// nil for a switch (a flag without a value).
+    public let valueName: String?
+    public let defaultValue: String?
+    public let repeatable: Bool
+    public let help: String
+
+    public init(_ name: String, _ valueName: String?, default defaultValue: String? = nil, repeatable: Bool = false,
+                _ help: String)
+    {
+        self.name = name
+        self.valueName = valueName
+        self.defaultValue = defaultValue
+        self.repeatable = repeatable
+        self.help = help
+    }
+
+    public var flag: String { "--" + name }
+    public var environmentVariable: String { "APNS_EMULATOR_" + name.uppercased().replacingOccurrences(of: "-", with: "_") }
+    public var configKey: String {
+        let parts = name.split(separator: "-")
+        return parts.enumerated().map { $0.offset == 0 ? String($0.element) : $0.element.capitalized }.joined()
+    }
+}
+
+/// Where a value came from, for error messages.
+public enum OptionSource: Sendable, Equatable, CustomStringConvertible {
+    case flag, environment(String), file(String), defaultValue
+
+    public var description: String {
+        switch self {
+        case .flag: return "command line"
+        case .environment(let name): return "environment variable \(name)"
+        case .file(let path): return "config file \(path)"
+        case .defaultValue: return "default"
+        }
+    }
+}
+
+public struct UsageError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Values after precedence (flag > environment > config file > default) is applied.
+public struct ResolvedOptions: Sendable {
+    public var values: [String: (values: [String], source: OptionSource)] = [:]
+    /// Structured config-file entries that have no flag form (e.g. `devices`).
+    public var fileObjects: JSONObject = JSONObject()
+    public var configPath: String?
+
+    public func string(_ name: String) -> String? { values[name]?.values.last }
+    public func strings(_ name: String) -> [String] { values[name]?.values ?? [] }
+    public func isSet(_ name: String) -> Bool { values[name].map { !$0.values.isEmpty } ?? false }
+    public func source(_ name: String) -> OptionSource { values[name]?.source ?? .defaultValue }
+
+    /// "--sandbox-listen (command line)" for messages.
+    public func origin(_ spec: OptionSpec) -> String {
+        switch source(spec.name) {
+        case .flag: return spec.flag
+        case .environment(let name): return "\(spec.flag) (from \(name))"
+        case .file(let path): return "\(spec.flag) (\"\(spec.configKey)\" in \(path))"
+        case .defaultValue: return "\(spec.flag) (default)"
+        }
+    }
+}
+
+public enum OptionParser {
+    /// Parses `arguments` (without the subcommand) against `specs`, then fills in the
+    /// environment and, if `--config` was given (or APNS_EMULATOR_CONFIG), the JSON file.
+    public static func parse(_ arguments: [String], specs: [OptionSpec], environment: [String: String],
+                             configSpec: OptionSpec? = nil) throws(UsageError) -> (ResolvedOptions, positional: [String])
+    {
+        var fromFlags: [String: [String]] = [:]
+        var positional: [String] = []
+        let byName = Dictionary(uniqueKeysWithValues: specs.map { ($0.name, $0) })
+        var i = 0
+        while i < arguments.count {
+            let argument = arguments[i]
+            i += 1
+            if argument == "--" {
+                positional.append(contentsOf: arguments[i...])
+                break
+            }
+            guard argument.hasPrefix("--"), argument.count > 2 else {
+                positional.append(argument)
+                continue
+            }
+            var name = String(argument.dropFirst(2))
+            var inlineValue: String?
+            if let equals = name.firstIndex(of: "=") {
+                inlineValue = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            }
+            guard let spec = byName[name] else {
+                let close = specs.map(\.name).filter { $0.hasPrefix(String(name.prefix(3))) }
+                let hint = close.isEmpty ? "" : " Did you mean \(close.map { "--" + $0 }.joined(separator: ", "))?"
+                throw UsageError("unknown option --\(name).\(hint) See --help.")
+            }
+            let value: String
+            if spec.valueName == nil {
+                guard inlineValue == nil || ["true", "false"].contains(inlineValue!) else {
+                    throw UsageError("\(spec.flag) is a switch and takes no value")
+                }
+                value = inlineValue ?? "true"
+            } else if let inlineValue {
+                value = inlineValue
+            } else {
+                guard i < arguments.count else { throw UsageError("\(spec.flag) needs a value: \(spec.flag) \(spec.valueName!)") }
+                value = arguments[i]
+                i += 1
+            }
+            if spec.repeatable { fromFlags[name, default: []].append(value) } else { fromFlags[name] = [value] }
+        }
+
+        var resolved = ResolvedOptions()
+        // Config file: flag, then environment.
+        var file: JSONObject?
+        if let configSpec {
+            let path = fromFlags[configSpec.name]?.last ?? environment[configSpec.environmentVariable]
+            if let path {
+                file = try loadConfigFile(path)
+                resolved.configPath = path
+                resolved.values[configSpec.name] = ([path], fromFlags[configSpec.name] != nil ? .flag : .environment(configSpec.environmentVariable))
+            }
+        }
+        for spec in specs where spec.name != configSpec?.name {
+            if let values = fromFlags[spec.name] {
+                resolved.values[spec.name] = (values, .flag)
+            } else if let text = environment[spec.environmentVariable], !text.isEmpty {
+                // Repeatable options take several values separated by whitespace.
+                let values = spec.repeatable ? text.split(whereSeparator: \.isWhitespace).map(String.init) : [text]
+                resolved.values[spec.name] = (values, .environment(spec.environmentVariable))
+            } else if let file, let value = file[spec.configKey], let path = resolved.configPath {
+                resolved.values[spec.name] = (try fileValues(value, spec: spec, path: path), .file(path))
+            } else if let defaultValue = spec.defaultValue {
+                resolved.values[spec.name] = ([defaultValue], .defaultValue)
+            }
+        }
+        if let file {
+            let known = Set(specs.map(\.configKey))
+            resolved.fileObjects = JSONObject(file.members.filter { !known.contains($0.key) })
+        }
+        return (resolved, positional)
+    }
+
+    static func loadConfigFile(_ path: String) throws(UsageError) -> JSONObject {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw UsageError("--config \(path): cannot read the file")
+        }
+        do {
+            guard let object = try JSONValue.parse(Array(data)).objectValue else {
+                throw UsageError("--config \(path): the file must hold a JSON object")
+            }
+            return object
+        } catch let error as JSONParseError {
+            throw UsageError("--config \(path): \(error)")
+        } catch let error as UsageError {
+            throw error
+        } catch {
+            throw UsageError("--config \(path): \(error)")
+        }
+    }
+
+    /// A config-file value as option strings. Objects are kept as JSON text; the option's
+    /// own parser understands them (e.g. an `authKeys` entry written as an object).
+    static func fileValues(_ value: JSONValue, spec: OptionSpec, path: String) throws(UsageError) -> [String] {
+        func scalar(_ value: JSONValue) throws(UsageError) -> String {
+            switch value {
+            case .string(let s): return s
+            case .int(let i): return String(i)
+            case .double(let d): return String(d)
+            case .bool(let b): return b ? "true" : "false"
+            case .object: return value.serialized()
+            case .null, .array:
+                throw UsageError("\"\(spec.configKey)\" in \(path) must be a string, number or boolean")
+            }
+        }
+        if case .array(let items) = value {
+            guard spec.repeatable else {
+                throw UsageError("\"\(spec.configKey)\" in \(path) takes one value, not a list")
+            }
+            var out: [String] = []
+            for item in items { out.append(try scalar(item)) }
+            return out
+        }
+        return [try scalar(value)]
+    }
+
+    /// `--help` text for a command.
+    public static func help(command: String, summary: String, specs: [OptionSpec]) -> String {
+        var lines = ["usage: apns-emulator \(command) [options]", "", summary, "", "options:"]
+        for spec in specs {
+            let left = spec.valueName.map { "\(spec.flag) \($0)" } ?? spec.flag
+            var right = spec.help
+            if let value = spec.defaultValue { right += " (default: \(value))" }
+            if spec.repeatable { right += " (repeatable)" }
+            lines.append("  " + left.padding(toLength: max(34, left.count + 2), withPad: " ", startingAt: 0) + right)
+            lines.append("  " + String(repeating: " ", count: 34) + "env: \(spec.environmentVariable), config: \"\(spec.configKey)\"")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,116 @@
+import APNsCore
+import HTTP2
+import Networking
+
+/// One provider connection: HTTP/2 over TLS (or h2c) speaking APNs. Lives on one event loop;
+/// every request is judged and answered on that loop's thread, with no hop.
+final class ProviderConnection: ConnectionHandler {
+    /// SETTINGS as APNs sends them (reference §6, §9). nghttp2 enforces 1000 concurrent
+    /// streams from the start; the wire says 1 until the first valid provider token, because
+    /// clients may open streams before they read our SETTINGS and those must be served.
+    static let enforcedSettings: [HTTP2Setting] = [
+        HTTP2Setting(id: HTTP2Setting.headerTableSize, value: 4096),
+        HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: fullStreamLimit),
+        HTTP2Setting(id: HTTP2Setting.initialWindowSize, value: 65535),
+        HTTP2Setting(id: HTTP2Setting.maxFrameSize, value: 16384),
+        HTTP2Setting(id: HTTP2Setting.maxHeaderListSize, value: 8000),
+    ]
+    static let fullStreamLimit: UInt32 = 1000
+    static let advertisedBeforeAuthentication = [HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: 1)]
+    static let raisedLimit = [HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: fullStreamLimit)]
+
+    let connection: Connection
+    let endpoint: ProviderEndpoint
+    let server: ProviderServer
+    private let session: HTTP2ServerSession
+    private var context: ProviderConnectionContext
+    private var idleTimer: TimerID?
+
+    init(connection: Connection, listenerEnvironment: APNsEnvironment, endpoint: ProviderEndpoint,
+         server: ProviderServer) throws(HTTP2Error)
+    {
+        self.connection = connection
+        self.endpoint = endpoint
+        self.server = server
+        session = try HTTP2ServerSession(settings: Self.enforcedSettings,
+                                         advertisedOverrides: Self.advertisedBeforeAuthentication,
+                                         maxBufferedBody: 16 * 1024)
+        // The SNI is known only after the handshake; a placeholder until then.
+        context = ProviderConnectionContext(connectionID: connection.id, listenerEnvironment: listenerEnvironment,
+                                            serverName: nil, tokenPolicy: endpoint.options.tokenPolicy)
+    }
+
+    func connectionDidBecomeReady(_ connection: Connection) {
+        context = ProviderConnectionContext(connectionID: connection.id,
+                                            listenerEnvironment: context.listenerEnvironment,
+                                            serverName: connection.serverName,
+                                            tokenPolicy: endpoint.options.tokenPolicy)
+        server.log("provider connection \(connection.id) from \(connection.peer) (\(context.listenerEnvironment.rawValue)"
+            + (connection.tls != nil ? ", TLS, ALPN \(connection.negotiatedALPN ?? "none"), SNI \(connection.serverName ?? "none"))" : ", h2c)"))
+        flushSession()
+        scheduleIdleCheck()
+    }
+
+    func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        do {
+            try session.receive(bytes)
+        } catch {
+            // nghttp2 has queued a GOAWAY; send it and hang up.
+            server.log("provider connection \(connection.id): HTTP/2 error: \(error.message)")
+            flushSession()
+            connection.closeAfterFlush()
+            return
+        }
+        session.consumeEvents { event in
+            if case .request(let request) = event { handle(request) }
+        }
+        flushSession()
+        if !session.wantsRead && !session.wantsWrite { connection.closeAfterFlush() }
+    }
+
+    func connectionDidClose(_ connection: Connection) {
+        if let idleTimer { connection.loop.cancel(idleTimer) }
+        server.connectionClosed(self)
+    }
+
+    private func handle(_ request: HTTP2Request) {
+        let push = PushRequest(streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
+                               body: request.body, bodyLength: request.bodyLength)
+        let response = endpoint.handle(push, connection: &context)
+        var headers = [HTTP2HeaderField(name: "apns-id", value: response.apnsID)]
+        if let unique = response.uniqueID { headers.append(HTTP2HeaderField(name: "apns-unique-id", value: unique)) }
+        let body = response.body
+        if body != nil { headers.append(.contentTypeJSON) }
+        session.submitResponse(streamID: request.streamID, status: response.status, headers: headers, body: body)
+        if response.raiseStreamLimit { session.submitSettings(Self.raisedLimit) }
+    }
+
+    private func flushSession() {
+        connection.write { session.drainOutput(into: &$0) }
+    }
+
+    /// Ends the connection the way APNs does: GOAWAY carrying `{"reason":"…"}`.
+    func goAway(reason: APNsReason, errorCode: UInt32 = HTTP2ErrorCode.noError) {
+        var debug = Array(#"{"reason":"#.utf8)
+        JSONValue.writeString(reason.rawValue, into: &debug)
+        debug.append(UInt8(ascii: "}"))
+        session.submitGoAway(errorCode: errorCode, lastStreamID: nil, debugData: debug)
+        flushSession()
+        connection.closeAfterFlush()
+    }
+
+    private func scheduleIdleCheck() {
+        let timeout = Int64(server.idleTimeoutSeconds) * 1000
+        guard timeout > 0, !connection.isClosed else { return }
+        let due = connection.lastActivity + timeout - Monotonic.nowMilliseconds()
+        idleTimer = connection.loop.schedule(afterMilliseconds: max(due, 10)) { [weak self] in
+            guard let self, !self.connection.isClosed else { return }
+            if Monotonic.nowMilliseconds() - self.connection.lastActivity >= timeout {
+                self.server.log("provider connection \(self.connection.id): idle for \(timeout / 1000) s, GOAWAY IdleTimeout")
+                self.goAway(reason: .idleTimeout)
+            } else {
+                self.scheduleIdleCheck()
+            }
+        }
+    }
+}

@@ -1,0 +1,298 @@
+public import APNsCore
+import Foundation
+public import Networking
+
+/// Everything `apns-emulator serve` needs, validated.
+public struct ServeConfiguration: Sendable {
+    public var sandboxListen: HostPort?
+    public var productionListen: HostPort?
+    public var h2cSandboxListen: HostPort?
+    public var h2cProductionListen: HostPort?
+    public var adminListen: HostPort?
+    public var deviceListen: HostPort?
+    public var tlsCertificatePath: String
+    public var tlsKeyPath: String
+    /// Where default certificates live (and are generated when missing).
+    public var certsDirectory: String
+    public var tlsPathsGiven: Bool
+    public var authKeys: [AuthKeySpec]
+    public var apps: [(teamID: String, bundleID: String)]
+    public var devices: [DeviceSpec]
+    public var demo: Bool
+    public var threads: Int
+    public var idleTimeoutSeconds: Int
+    public var maxRecords: Int
+    public var tokenBytes: Int
+    public var endpoint: EndpointOptions
+    public var readyFile: String?
+    public var quiet: Bool
+
+    /// `TEAMID:KEYID:PATH[?environment=…&topics=a,b&related=KEYID]`, or the same as a JSON
+    /// object in the config file.
+    public struct AuthKeySpec: Sendable, Equatable {
+        public var teamID: String
+        public var keyID: String
+        public var path: String
+        public var environment: APNsEnvironment?
+        public var topics: [String]?
+        public var relatedKeyID: String?
+    }
+
+    /// A device that exists from the start (config file only): pinned tokens make test
+    /// suites deterministic.
+    public struct DeviceSpec: Sendable, Equatable {
+        public var deviceID: String
+        public var apps: [(bundleID: String, environment: APNsEnvironment, kind: TokenKind, token: String?)]
+
+        public static func == (a: DeviceSpec, b: DeviceSpec) -> Bool {
+            a.deviceID == b.deviceID && a.apps.count == b.apps.count
+                && zip(a.apps, b.apps).allSatisfy { $0.bundleID == $1.bundleID && $0.environment == $1.environment && $0.kind == $1.kind && $0.token == $1.token }
+        }
+    }
+}
+
+extension ServeConfiguration {
+    public static let config = OptionSpec("config", "FILE", "JSON file with any of these settings plus \"devices\"")
+
+    public static let specs: [OptionSpec] = [
+        config,
+        OptionSpec("sandbox-listen", "HOST:PORT", default: "127.0.0.1:2197", "TLS listener whose environment is sandbox ('off' disables)"),
+        OptionSpec("production-listen", "HOST:PORT", default: "127.0.0.1:2198", "TLS listener whose environment is production ('off' disables)"),
+        OptionSpec("h2c-sandbox-listen", "HOST:PORT", "cleartext HTTP/2 (prior knowledge) listener, sandbox (default: off)"),
+        OptionSpec("h2c-production-listen", "HOST:PORT", "cleartext HTTP/2 (prior knowledge) listener, production (default: off)"),
+        OptionSpec("admin-listen", "HOST:PORT", default: "127.0.0.1:8197", "admin/inspection HTTP API ('off' disables)"),
+        OptionSpec("device-listen", "HOST:PORT", default: "127.0.0.1:5223", "device socket ('off' disables)"),
+        OptionSpec("tls-cert", "PATH", "server certificate chain, PEM (default: CERTS-DIR/server.pem, generated if missing)"),
+        OptionSpec("tls-key", "PATH", "server private key, PEM (default: CERTS-DIR/server-key.pem)"),
+        OptionSpec("certs-dir", "PATH", default: "certs", "where the default TEST ONLY certificates are read or generated"),
+        OptionSpec("auth-key", "TEAMID:KEYID:PATH", repeatable: true,
+                   "provider signing key: .p8 (PKCS#8) or PEM public key; append ?environment=sandbox|production&topics=BUNDLE,BUNDLE&related=KEYID to restrict it"),
+        OptionSpec("app", "TEAMID:BUNDLEID", repeatable: true, "team TEAMID owns bundle BUNDLEID"),
+        OptionSpec("demo", "on|off|auto", default: "auto", "demo key, app and device for the quick start; auto = on when no key is configured"),
+        OptionSpec("threads", "N", "event-loop threads (default: number of cores)"),
+        OptionSpec("idle-timeout", "SECONDS", default: "3600", "close idle provider connections with GOAWAY IdleTimeout (0 = never)"),
+        OptionSpec("max-records", "N", default: "50000", "notification records kept for inspection (oldest dropped first)"),
+        OptionSpec("token-bytes", "N", default: "32", "length of issued device tokens in bytes (Apple says not to assume 32)"),
+        OptionSpec("invalid-payload", "reject|accept", default: "reject",
+                   "body that is not a JSON object: 400 BadRequestPayload, or 200 and dropped by the device"),
+        OptionSpec("bad-environment-reason", "NAME", default: "BadEnvironmentKeyIdInToken",
+                   "spelling of the wrong-environment key reason (BadEnvironmentKeyIdInToken or BadEnvironmentKeyInToken)"),
+        OptionSpec("jwt-clock-skew", "SECONDS", default: "300", "how far in the future a provider token's iat may be"),
+        OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening"),
+        OptionSpec("quiet", nil, "no banner and no per-connection log lines"),
+    ]
+
+    public static func resolve(arguments: [String], environment: [String: String]) throws(UsageError) -> ServeConfiguration {
+        let (options, positional) = try OptionParser.parse(arguments, specs: specs, environment: environment, configSpec: config)
+        guard positional.isEmpty else { throw UsageError("unexpected argument '\(positional[0])'; see --help") }
+        return try ServeConfiguration(options)
+    }
+
+    init(_ options: ResolvedOptions) throws(UsageError) {
+        let spec = Dictionary(uniqueKeysWithValues: Self.specs.map { ($0.name, $0) })
+        func address(_ name: String) throws(UsageError) -> HostPort? {
+            guard let text = options.string(name), text != "off" else { return nil }
+            do { return try HostPort(parsing: text) } catch {
+                throw UsageError("\(options.origin(spec[name]!)): \(error.description), or 'off'")
+            }
+        }
+        func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
+            guard let text = options.string(name) else { return nil }
+            guard let value = Int(text), range.contains(value) else {
+                throw UsageError("\(options.origin(spec[name]!)): '\(text)' is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return value
+        }
+        func choice<T: RawRepresentable>(_ name: String, _ type: T.Type, allowed: [String]) throws(UsageError) -> T where T.RawValue == String {
+            let text = options.string(name) ?? ""
+            guard allowed.contains(text), let value = T(rawValue: text) else {
+                throw UsageError("\(options.origin(spec[name]!)): '\(text)' is not one of \(allowed.joined(separator: ", "))")
+            }
+            return value
+        }
+
+        sandboxListen = try address("sandbox-listen")
+        productionListen = try address("production-listen")
+        h2cSandboxListen = try address("h2c-sandbox-listen")
+        h2cProductionListen = try address("h2c-production-listen")
+        adminListen = try address("admin-listen")
+        deviceListen = try address("device-listen")
+        certsDirectory = options.string("certs-dir") ?? "certs"
+        tlsPathsGiven = options.isSet("tls-cert") || options.isSet("tls-key")
+        if options.isSet("tls-cert") != options.isSet("tls-key") {
+            throw UsageError("--tls-cert and --tls-key go together: give both, or neither to use \(certsDirectory)/")
+        }
+        tlsCertificatePath = options.string("tls-cert") ?? "\(certsDirectory)/server.pem"
+        tlsKeyPath = options.string("tls-key") ?? "\(certsDirectory)/server-key.pem"
+
+        authKeys = []
+        for text in options.strings("auth-key") {
+            do { authKeys.append(try Self.parseAuthKey(text)) } catch {
+                throw UsageError("\(options.origin(spec["auth-key"]!)): \(error.description)")
+            }
+        }
+        apps = []
+        for text in options.strings("app") {
+            do { apps.append(try Self.parseApp(text)) } catch {
+                throw UsageError("\(options.origin(spec["app"]!)): \(error.description)")
+            }
+        }
+        devices = try Self.parseDevices(options.fileObjects["devices"], path: options.configPath ?? "")
+        if let unknown = options.fileObjects.keys.first(where: { $0 != "devices" }) {
+            let known = Self.specs.map { "\"\($0.configKey)\"" }.joined(separator: ", ")
+            throw UsageError("config file \(options.configPath ?? ""): unknown key \"\(unknown)\"; known keys: \(known), \"devices\"")
+        }
+        switch options.string("demo") ?? "auto" {
+        case "on": demo = true
+        case "off": demo = false
+        case "auto": demo = authKeys.isEmpty
+        case let other: throw UsageError("\(options.origin(spec["demo"]!)): '\(other)' is not one of on, off, auto")
+        }
+        threads = try integer("threads", in: 1...256) ?? max(1, ProcessInfo.processInfo.activeProcessorCount)
+        idleTimeoutSeconds = try integer("idle-timeout", in: 0...86_400 * 30) ?? 3600
+        maxRecords = try integer("max-records", in: 1...10_000_000) ?? 50_000
+        tokenBytes = try integer("token-bytes", in: 8...255) ?? 32
+        endpoint = EndpointOptions()
+        endpoint.invalidPayload = try choice("invalid-payload", EndpointOptions.InvalidPayloadPolicy.self, allowed: ["reject", "accept"])
+        let spelling = options.string("bad-environment-reason") ?? "BadEnvironmentKeyIdInToken"
+        guard ["BadEnvironmentKeyIdInToken", "BadEnvironmentKeyInToken"].contains(spelling) else {
+            throw UsageError("\(options.origin(spec["bad-environment-reason"]!)): '\(spelling)' is not one of BadEnvironmentKeyIdInToken, BadEnvironmentKeyInToken")
+        }
+        endpoint.badEnvironmentKeySpelling = spelling
+        endpoint.tokenPolicy.allowedFutureSkewSeconds = Int64(try integer("jwt-clock-skew", in: 0...86_400) ?? 300)
+        readyFile = options.string("ready-file")
+        quiet = options.string("quiet") == "true"
+
+        if sandboxListen == nil && productionListen == nil && h2cSandboxListen == nil && h2cProductionListen == nil {
+            throw UsageError("every provider listener is off; keep at least one of --sandbox-listen, --production-listen, --h2c-sandbox-listen, --h2c-production-listen")
+        }
+    }
+
+    static func isTeamOrKeyID(_ text: Substring) -> Bool {
+        // Apple's team and key ids are 10 uppercase letters and digits; accept any short
+        // alphanumeric id so made-up test ids work too.
+        !text.isEmpty && text.count <= 64 && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
+    }
+
+    public static func parseAuthKey(_ text: String) throws(UsageError) -> AuthKeySpec {
+        if text.hasPrefix("{") {
+            guard let object = (try? JSONValue.parse(text))?.objectValue else {
+                throw UsageError("auth key \(text) is not a JSON object")
+            }
+            return try authKey(fromObject: object)
+        }
+        let main: Substring
+        var query: Substring = ""
+        if let mark = text.firstIndex(of: "?") {
+            main = text[..<mark]
+            query = text[text.index(after: mark)...]
+        } else {
+            main = Substring(text)
+        }
+        let parts = main.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, isTeamOrKeyID(parts[0]), isTeamOrKeyID(parts[1]), !parts[2].isEmpty else {
+            throw UsageError("'\(text)' is not TEAMID:KEYID:PATH (for example ABCDE12345:KEY1234567:AuthKey_KEY1234567.p8)")
+        }
+        var spec = AuthKeySpec(teamID: String(parts[0]), keyID: String(parts[1]), path: String(parts[2]))
+        for pair in query.split(separator: "&") where !pair.isEmpty {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            let key = kv[0]
+            let value = kv.count > 1 ? String(kv[1]) : ""
+            switch key {
+            case "environment":
+                guard let env = APNsEnvironment(rawValue: value) else {
+                    throw UsageError("'\(text)': environment must be sandbox or production, not '\(value)'")
+                }
+                spec.environment = env
+            case "topics":
+                let topics = value.split(separator: ",").map(String.init)
+                guard !topics.isEmpty, topics.allSatisfy(DeviceRegistry.isValidBundleID) else {
+                    throw UsageError("'\(text)': topics must be a comma-separated list of bundle ids")
+                }
+                spec.topics = topics
+            case "related":
+                guard isTeamOrKeyID(Substring(value)) else { throw UsageError("'\(text)': related must be a key id") }
+                spec.relatedKeyID = value
+            default:
+                throw UsageError("'\(text)': unknown key option '\(key)'; use environment, topics or related")
+            }
+        }
+        return spec
+    }
+
+    static func authKey(fromObject object: JSONObject) throws(UsageError) -> AuthKeySpec {
+        let text = JSONValue.object(object).serialized()
+        guard let team = object["teamId"]?.stringValue, let key = object["keyId"]?.stringValue,
+            let path = object["path"]?.stringValue, isTeamOrKeyID(Substring(team)), isTeamOrKeyID(Substring(key))
+        else {
+            throw UsageError("auth key \(text) needs \"teamId\", \"keyId\" and \"path\"")
+        }
+        var spec = AuthKeySpec(teamID: team, keyID: key, path: path)
+        if let env = object["environment"] {
+            guard let value = env.stringValue.flatMap(APNsEnvironment.init(rawValue:)) else {
+                throw UsageError("auth key \(text): \"environment\" must be \"sandbox\" or \"production\"")
+            }
+            spec.environment = value
+        }
+        if let topics = object["topics"] {
+            guard let list = topics.arrayValue?.compactMap(\.stringValue), !list.isEmpty,
+                list.count == topics.arrayValue?.count, list.allSatisfy(DeviceRegistry.isValidBundleID)
+            else {
+                throw UsageError("auth key \(text): \"topics\" must be a list of bundle ids")
+            }
+            spec.topics = list
+        }
+        if let related = object["relatedKeyId"] {
+            guard let value = related.stringValue else { throw UsageError("auth key \(text): \"relatedKeyId\" must be a string") }
+            spec.relatedKeyID = value
+        }
+        return spec
+    }
+
+    public static func parseApp(_ text: String) throws(UsageError) -> (teamID: String, bundleID: String) {
+        if text.hasPrefix("{") {
+            guard let object = (try? JSONValue.parse(text))?.objectValue, let team = object["teamId"]?.stringValue,
+                let bundle = object["bundleId"]?.stringValue
+            else { throw UsageError("app \(text) needs \"teamId\" and \"bundleId\"") }
+            return try parseApp("\(team):\(bundle)")
+        }
+        let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, isTeamOrKeyID(parts[0]), DeviceRegistry.isValidBundleID(String(parts[1])) else {
+            throw UsageError("'\(text)' is not TEAMID:BUNDLEID (for example ABCDE12345:com.example.app)")
+        }
+        return (String(parts[0]), String(parts[1]))
+    }
+
+    static func parseDevices(_ value: JSONValue?, path: String) throws(UsageError) -> [DeviceSpec] {
+        guard let value else { return [] }
+        guard let list = value.arrayValue else { throw UsageError("\"devices\" in \(path) must be a list") }
+        var out: [DeviceSpec] = []
+        for item in list {
+            let text = item.serialized()
+            guard let object = item.objectValue, let id = object["deviceId"]?.stringValue, !id.isEmpty,
+                let apps = object["apps"]?.arrayValue
+            else {
+                throw UsageError("device \(text) in \(path) needs \"deviceId\" and \"apps\"")
+            }
+            var spec = DeviceSpec(deviceID: id, apps: [])
+            for app in apps {
+                guard let bundle = app["bundleId"]?.stringValue, DeviceRegistry.isValidBundleID(bundle),
+                    let env = app["environment"]?.stringValue.flatMap(APNsEnvironment.init(rawValue:))
+                else {
+                    throw UsageError("device \(id) in \(path): each app needs a valid \"bundleId\" and \"environment\" (sandbox or production)")
+                }
+                let kindText = app["kind"]?.stringValue ?? "app"
+                guard let kind = TokenKind(rawValue: kindText) else {
+                    throw UsageError("device \(id) in \(path): kind '\(kindText)' is not one of \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                let token = app["token"]?.stringValue
+                if let token, !Hex.isEvenLengthHex(Substring(token)) {
+                    throw UsageError("device \(id) in \(path): token '\(token)' is not even-length hex")
+                }
+                spec.apps.append((bundle, env, kind, token))
+            }
+            out.append(spec)
+        }
+        return out
+    }
+}

@@ -1,0 +1,429 @@
+// Server side of the nghttp2 wrapper. Bytes in (`receive`) → events (`takeEvents` /
+// `consumeEvents`); submits (`submitResponse`, …) → bytes out (`drainOutput`).
+
+import CNghttp2
+
+/// Per-stream state, kept in a reused slot array (no per-request dictionary). nghttp2's
+/// stream user data holds `slot index + 1`, so lookups go through nghttp2's own stream map.
+struct ServerStreamSlot {
+    var streamID: Int32 = 0
+    var inUse = false
+    var headers: [HTTP2HeaderField] = []
+    var body: [UInt8] = []
+    var bodyLength = 0
+    var responseBody: [UInt8] = []
+    var responseOffset = 0
+}
+
+/// An HTTP/2 server session over nghttp2 1.52.
+///
+/// Thread confinement: a session is NOT thread-safe. It must be used from one thread at a
+/// time (typically the event-loop thread owning the connection); it is `@unchecked Sendable`
+/// only so it can be handed from the thread that accepted the connection to the one that
+/// drives it. All nghttp2 callbacks run synchronously inside `receive` / `drainOutput`.
+///
+/// Driving it: `receive(bytes)`, then read events (`takeEvents()` or `consumeEvents`),
+/// submit responses, then `drainOutput(into:)` and write what was appended. Close the
+/// connection when `wantsRead` and `wantsWrite` are both false, or after draining once
+/// `receive` has thrown.
+public final class HTTP2ServerSession: @unchecked Sendable {
+    fileprivate let session: OpaquePointer
+    fileprivate var events: [HTTP2ServerEvent] = []
+    private var eventBatch: [HTTP2ServerEvent] = []
+    fileprivate var slots: [ServerStreamSlot] = []
+    private var freeSlots: [Int] = []
+    fileprivate var openCount = 0
+    fileprivate let maxBufferedBody: Int
+    fileprivate var headerCapacityHint = 12
+    fileprivate var settingsAcked = false
+    fileprivate var note = ErrorNote()
+    private var scratch = HeaderScratch()
+    private var patcher: FirstSettingsPatcher
+    private var terminalError: HTTP2Error?
+    /// Output serialized early on the error path (see `makeTerminationError`); sent first.
+    private var pendingOutput: [UInt8] = []
+
+    /// - Parameters:
+    ///   - settings: the SETTINGS nghttp2 submits and enforces (first SETTINGS frame).
+    ///   - advertisedOverrides: values that replace, on the wire only, the values of the same
+    ///     ids in that FIRST SETTINGS frame (see `FirstSettingsPatcher` for why). nghttp2 keeps
+    ///     enforcing `settings`. Only use overrides the peer can honour safely, i.e. ones at
+    ///     least as strict as the enforced value (MAX_CONCURRENT_STREAMS 1 advertised while
+    ///     1000 is enforced is the intended use). An override id missing from `settings` is
+    ///     added to the submitted frame with nghttp2's current (default) local value.
+    ///   - maxBufferedBody: request body bytes kept per request; further bytes are counted only.
+    public init(settings: [HTTP2Setting], advertisedOverrides: [HTTP2Setting] = [],
+                maxBufferedBody: Int = 65536) throws(HTTP2Error) {
+        var callbacks: OpaquePointer? = nil
+        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
+            throw makeError(LibError.nomem)
+        }
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, serverOnBeginHeaders)
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, serverOnHeader)
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, serverOnDataChunk)
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, serverOnFrameRecv)
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, serverOnStreamClose)
+        nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, serverOnInvalidFrame)
+        nghttp2_session_callbacks_set_error_callback2(callbacks, serverOnError)
+
+        var option: OpaquePointer? = nil
+        guard nghttp2_option_new(&option) == 0, let option else {
+            nghttp2_session_callbacks_del(callbacks)
+            throw makeError(LibError.nomem)
+        }
+        // Don't keep closed streams around for the RFC 7540 priority tree: bounded, but
+        // up to MAX_CONCURRENT_STREAMS dead stream objects per connection otherwise.
+        nghttp2_option_set_no_closed_streams(option, 1)
+
+        var created: OpaquePointer? = nil
+        let rv = nghttp2_session_server_new2(&created, callbacks, nil, option)
+        nghttp2_session_callbacks_del(callbacks)
+        nghttp2_option_del(option)
+        guard rv == 0, let created else { throw makeError(rv) }
+
+        self.session = created
+        self.maxBufferedBody = max(0, maxBufferedBody)
+        self.patcher = FirstSettingsPatcher(overrides: advertisedOverrides)
+        nghttp2_session_set_user_data(created, Unmanaged.passUnretained(self).toOpaque())
+
+        var submitted = settings
+        for o in advertisedOverrides where !submitted.contains(where: { $0.id == o.id }) {
+            switch o.id {
+            case 1...6, 8, 9:
+                let current = nghttp2_session_get_local_settings(created, nghttp2_settings_id(UInt32(o.id)))
+                submitted.append(HTTP2Setting(id: o.id, value: current))
+            default:
+                throw makeError(LibError.invalidArgument, "advertised override for unknown setting \(o.id)")
+            }
+        }
+        let srv = withSettingsEntries(submitted) { nghttp2_submit_settings(created, 0, $0, $1) }
+        if srv != 0 { throw makeError(srv, "initial SETTINGS rejected") }
+    }
+
+    deinit {
+        // nghttp2_session_del runs no callbacks.
+        nghttp2_session_del(session)
+    }
+
+    // MARK: Input
+
+    /// Feeds received bytes to nghttp2; events are recorded for `takeEvents`.
+    ///
+    /// Throws when the peer committed a connection error (bad preface, malformed frame,
+    /// HPACK failure, flooding…): nghttp2 has then queued GOAWAY and ignores further input.
+    /// The caller should `drainOutput`, write it, and close. Events recorded before the
+    /// error are still available. Stream-level errors do not throw (nghttp2 answers them
+    /// with RST_STREAM by itself).
+    public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2Error) {
+        if let terminalError { throw terminalError }
+        if note.isSet { note = ErrorNote() }
+        let result = feedSession(session, bytes, ownStreamID: 2)
+        if case .ok = result { return }
+        try fail(result)
+    }
+
+    /// Convenience for `[UInt8]` input.
+    public func receive(_ bytes: [UInt8]) throws(HTTP2Error) {
+        if let terminalError { throw terminalError }
+        if note.isSet { note = ErrorNote() }
+        let result = bytes.withUnsafeBytes { feedSession(session, $0, ownStreamID: 2) }
+        if case .ok = result { return }
+        try fail(result)
+    }
+
+    /// Convenience for part of a read buffer, e.g. `try session.receive(readBuffer[0..<n])`.
+    public func receive(_ bytes: ArraySlice<UInt8>) throws(HTTP2Error) {
+        if let terminalError { throw terminalError }
+        if note.isSet { note = ErrorNote() }
+        let result = bytes.withUnsafeBytes { feedSession(session, $0, ownStreamID: 2) }
+        if case .ok = result { return }
+        try fail(result)
+    }
+
+    private func fail(_ result: FeedResult) throws(HTTP2Error) {
+        let error = makeTerminationError(session, result, note: note, patcher: &patcher, pending: &pendingOutput)
+        terminalError = error
+        throw error
+    }
+
+    /// Returns and clears the recorded events. Returns the shared empty array (no
+    /// allocation) when there are none.
+    public func takeEvents() -> [HTTP2ServerEvent] {
+        if events.isEmpty { return [] }
+        let out = events
+        events = []
+        return out
+    }
+
+    /// Visits and clears the recorded events, reusing the event storage across calls
+    /// (cheaper than `takeEvents` on the hot path). `body` may call back into the session
+    /// (submit responses, even `receive`): events recorded meanwhile are kept for the next call.
+    /// If `body` throws, the events not yet visited are dropped.
+    public func consumeEvents<E: Error>(_ body: (HTTP2ServerEvent) throws(E) -> Void) throws(E) {
+        if events.isEmpty { return }
+        var batch = eventBatch
+        eventBatch = []
+        swap(&batch, &events)
+        defer {
+            batch.removeAll(keepingCapacity: true)
+            eventBatch = batch
+        }
+        for event in batch {
+            try body(event)
+        }
+    }
+
+    // MARK: Output
+
+    /// Queues a response. `body == nil` → one HEADERS frame with END_STREAM. Otherwise
+    /// HEADERS, then the body as ONE DATA frame with END_STREAM (as long as it fits in the
+    /// peer's SETTINGS_MAX_FRAME_SIZE, ≥ 16384, and flow-control window; a larger body
+    /// is split by nghttp2). Header names should be lower-case; `:status` is added here.
+    ///
+    /// Returns false when the stream is unknown or already closed (e.g. the peer reset it)
+    /// or nghttp2 rejected the submit.
+    @discardableResult
+    public func submitResponse(streamID: Int32, status: Int, headers: [HTTP2HeaderField],
+                               body: [UInt8]?) -> Bool {
+        guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID)) else {
+            return false
+        }
+        scratch.begin(fields: headers.count + 1, byteCount: HeaderScratch.byteCount(headers, extra: 3))
+        scratch.appendStatus(status)
+        for field in headers { scratch.append(field) }
+        let rv: Int32
+        if let body {
+            slots[index].responseBody = body
+            slots[index].responseOffset = 0
+            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: slotPointer(index)),
+                                                 read_callback: serverReadResponseBody)
+            rv = nghttp2_submit_response(session, streamID, scratch.nv, scratch.count, &provider)
+        } else {
+            rv = nghttp2_submit_response(session, streamID, scratch.nv, scratch.count, nil)
+        }
+        return rv == 0
+    }
+
+    /// Queues a SETTINGS frame, sent as-is; nghttp2's pending limits change immediately
+    /// (e.g. lowering MAX_CONCURRENT_STREAMS makes it refuse new streams over the new value).
+    @discardableResult
+    public func submitSettings(_ settings: [HTTP2Setting]) -> Bool {
+        withSettingsEntries(settings) { nghttp2_submit_settings(session, 0, $0, $1) } == 0
+    }
+
+    /// Queues GOAWAY. `lastStreamID` nil = the last stream nghttp2 processed. Graceful: the
+    /// session keeps serving streams up to that id; `wantsRead`/`wantsWrite` turn false when done.
+    @discardableResult
+    public func submitGoAway(errorCode: UInt32, lastStreamID: Int32? = nil, debugData: [UInt8] = []) -> Bool {
+        let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
+        let rv = debugData.withUnsafeBufferPointer { buf in
+            nghttp2_submit_goaway(session, 0, last, errorCode, buf.baseAddress, buf.count)
+        }
+        return rv == 0
+    }
+
+    /// Queues RST_STREAM.
+    @discardableResult
+    public func submitRstStream(streamID: Int32, errorCode: UInt32) -> Bool {
+        nghttp2_submit_rst_stream(session, 0, streamID, errorCode) == 0
+    }
+
+    /// Queues a PING (8 zero bytes of opaque data).
+    @discardableResult
+    public func submitPing() -> Bool {
+        nghttp2_submit_ping(session, 0, nil) == 0
+    }
+
+    /// Appends every pending output byte to `buffer` (calls `mem_send` until it has nothing
+    /// more). Stream-close callbacks fire in here (→ `.streamClosed` events).
+    public func drainOutput(into buffer: inout [UInt8]) {
+        if !pendingOutput.isEmpty {
+            buffer.append(contentsOf: pendingOutput)
+            pendingOutput = []
+        }
+        let rv = drainSession(session, into: &buffer, patcher: &patcher)
+        if rv != 0 && terminalError == nil {
+            terminalError = makeError(rv, "mem_send failed")
+        }
+    }
+
+    // MARK: State
+
+    public var wantsRead: Bool { nghttp2_session_want_read(session) != 0 }
+    public var wantsWrite: Bool { nghttp2_session_want_write(session) != 0 }
+    /// Our first SETTINGS frame has been ACKed by the peer.
+    public var isSettingsAcknowledged: Bool { settingsAcked }
+    /// Request streams opened by the peer and not yet closed.
+    public var openStreamCount: Int { openCount }
+    /// The highest peer stream id nghttp2 has processed (the id a GOAWAY would carry).
+    public var lastReceivedStreamID: Int32 { nghttp2_session_get_last_proc_stream_id(session) }
+    /// The error `receive` threw (or a fatal output error), if any.
+    public var terminationError: HTTP2Error? { terminalError }
+    /// Entries rewritten by the first-SETTINGS patch so far (0 until the frame is drained).
+    public var advertisedOverridesApplied: Int { patcher.patchedEntries }
+
+    // MARK: Slots
+
+    /// Stream slots ever allocated (reused; bounded by peak concurrency). For tests.
+    var streamSlotCapacity: Int { slots.count }
+
+    fileprivate func allocateSlot(streamID: Int32) -> Int {
+        let index: Int
+        if let reused = freeSlots.popLast() {
+            index = reused
+        } else {
+            slots.append(ServerStreamSlot())
+            index = slots.count - 1
+        }
+        slots[index].streamID = streamID
+        slots[index].inUse = true
+        slots[index].bodyLength = 0
+        slots[index].headers.reserveCapacity(headerCapacityHint)
+        openCount += 1
+        return index
+    }
+
+    fileprivate func releaseSlot(_ index: Int) {
+        slots[index].inUse = false
+        slots[index].headers = []
+        slots[index].body = []
+        slots[index].responseBody = []
+        slots[index].responseOffset = 0
+        freeSlots.append(index)
+        openCount -= 1
+    }
+
+    fileprivate func deliverRequest(_ index: Int) {
+        var headers: [HTTP2HeaderField] = []
+        var body: [UInt8] = []
+        swap(&headers, &slots[index].headers)
+        swap(&body, &slots[index].body)
+        if headers.count > headerCapacityHint { headerCapacityHint = min(headers.count, 64) }
+        events.append(.request(HTTP2Request(streamID: slots[index].streamID, headers: headers,
+                                            body: body, bodyLength: slots[index].bodyLength)))
+    }
+}
+
+// MARK: - nghttp2 callbacks (record only; never throw; return 0 or an nghttp2 error code)
+
+@inline(__always)
+private func owner(_ userData: UnsafeMutableRawPointer?) -> HTTP2ServerSession? {
+    guard let userData else { return nil }
+    return Unmanaged<HTTP2ServerSession>.fromOpaque(userData).takeUnretainedValue()
+}
+
+private func serverOnBeginHeaders(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+                                  _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let server = owner(userData), let frame, let session else { return 0 }
+    guard frame.pointee.hd.type == FrameType.headers,
+          frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
+    let streamID = frame.pointee.hd.stream_id
+    let index = server.allocateSlot(streamID: streamID)
+    if nghttp2_session_set_stream_user_data(session, streamID, slotPointer(index)) != 0 {
+        server.releaseSlot(index)
+        return LibError.callbackFailure
+    }
+    return 0
+}
+
+private func serverOnHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+                            _ name: UnsafePointer<UInt8>?, _ nameLength: Int,
+                            _ value: UnsafePointer<UInt8>?, _ valueLength: Int,
+                            _ flags: UInt8, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let server = owner(userData), let frame, let session else { return 0 }
+    guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, frame.pointee.hd.stream_id)) else {
+        return 0
+    }
+    server.slots[index].headers.append(HTTP2HeaderField(name: makeString(name, nameLength),
+                                                        value: makeString(value, valueLength),
+                                                        neverIndex: flags & NVFlag.noIndex != 0))
+    return 0
+}
+
+private func serverOnDataChunk(_ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32,
+                               _ data: UnsafePointer<UInt8>?, _ length: Int,
+                               _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let server = owner(userData), let session else { return 0 }
+    guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID)) else { return 0 }
+    server.slots[index].bodyLength += length
+    let room = server.maxBufferedBody - server.slots[index].body.count
+    if room > 0, let data, length > 0 {
+        server.slots[index].body.append(contentsOf: UnsafeBufferPointer(start: data, count: min(room, length)))
+    }
+    return 0
+}
+
+private func serverOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+                               _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let server = owner(userData), let frame, let session else { return 0 }
+    let hd = frame.pointee.hd
+    switch hd.type {
+    case FrameType.data, FrameType.headers:
+        if hd.flags & FrameFlag.endStream != 0,
+           let index = slotIndex(nghttp2_session_get_stream_user_data(session, hd.stream_id)) {
+            server.deliverRequest(index)
+        }
+    case FrameType.settings:
+        if hd.flags & FrameFlag.ack != 0 {
+            server.settingsAcked = true
+            server.events.append(.settingsAcknowledged)
+        }
+    case FrameType.ping:
+        if hd.flags & FrameFlag.ack == 0 { server.events.append(.ping) }
+    case FrameType.goAway:
+        let g = frame.pointee.goaway
+        server.events.append(.goAwayReceived(errorCode: g.error_code, lastStreamID: g.last_stream_id))
+    case FrameType.rstStream:
+        server.events.append(.streamReset(streamID: hd.stream_id, errorCode: frame.pointee.rst_stream.error_code))
+    default:
+        break
+    }
+    return 0
+}
+
+private func serverOnStreamClose(_ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32,
+                                 _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let server = owner(userData), let session else { return 0 }
+    guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID)) else { return 0 }
+    server.releaseSlot(index)
+    server.events.append(.streamClosed(streamID: streamID))
+    return 0
+}
+
+private func serverReadResponseBody(_ session: OpaquePointer?, _ streamID: Int32,
+                                    _ buffer: UnsafeMutablePointer<UInt8>?, _ length: Int,
+                                    _ dataFlags: UnsafeMutablePointer<UInt32>?,
+                                    _ source: UnsafeMutablePointer<nghttp2_data_source>?,
+                                    _ userData: UnsafeMutableRawPointer?) -> Int {
+    guard let server = owner(userData), let source, let buffer, let dataFlags,
+          let index = slotIndex(source.pointee.ptr) else {
+        return Int(LibError.temporalCallbackFailure)
+    }
+    let offset = server.slots[index].responseOffset
+    let n = server.slots[index].responseBody.withUnsafeBufferPointer { body -> Int in
+        let n = min(body.count - offset, length)
+        if n > 0, let base = body.baseAddress {
+            buffer.update(from: base + offset, count: n)
+        }
+        if offset + n == body.count { dataFlags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return n
+    }
+    server.slots[index].responseOffset = offset + n
+    return n
+}
+
+private func serverOnInvalidFrame(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+                                  _ libErrorCode: Int32, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let server = owner(userData) else { return 0 }
+    server.note.invalidFrameCode = libErrorCode
+    server.note.invalidFrameType = frame?.pointee.hd.type ?? 0
+    server.note.invalidFrameStream = frame?.pointee.hd.stream_id ?? 0
+    return 0
+}
+
+private func serverOnError(_ session: OpaquePointer?, _ libErrorCode: Int32, _ message: UnsafePointer<CChar>?,
+                           _ length: Int, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let server = owner(userData), let message else { return 0 }
+    server.note.message = message.withMemoryRebound(to: UInt8.self, capacity: length) { makeString($0, length) }
+    return 0
+}

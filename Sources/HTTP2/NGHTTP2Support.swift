@@ -1,0 +1,468 @@
+// Internal helpers shared by the server and client sessions: constants, error text,
+// the reusable header-block scratch buffer, and the first-SETTINGS patcher.
+
+import CNghttp2
+
+// MARK: - Constants (nghttp2 C enums imported as structs; compare on raw bytes)
+
+enum FrameType {
+    static let data = UInt8(NGHTTP2_DATA.rawValue)
+    static let headers = UInt8(NGHTTP2_HEADERS.rawValue)
+    static let priority = UInt8(NGHTTP2_PRIORITY.rawValue)
+    static let rstStream = UInt8(NGHTTP2_RST_STREAM.rawValue)
+    static let settings = UInt8(NGHTTP2_SETTINGS.rawValue)
+    static let pushPromise = UInt8(NGHTTP2_PUSH_PROMISE.rawValue)
+    static let ping = UInt8(NGHTTP2_PING.rawValue)
+    static let goAway = UInt8(NGHTTP2_GOAWAY.rawValue)
+    static let windowUpdate = UInt8(NGHTTP2_WINDOW_UPDATE.rawValue)
+}
+
+enum FrameFlag {
+    static let endStream = UInt8(NGHTTP2_FLAG_END_STREAM.rawValue)
+    static let ack = UInt8(NGHTTP2_FLAG_ACK.rawValue)
+}
+
+enum NVFlag {
+    static let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+    static let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+}
+
+enum LibError {
+    static let invalidArgument = NGHTTP2_ERR_INVALID_ARGUMENT.rawValue
+    static let proto = NGHTTP2_ERR_PROTO.rawValue
+    static let nomem = NGHTTP2_ERR_NOMEM.rawValue
+    static let callbackFailure = NGHTTP2_ERR_CALLBACK_FAILURE.rawValue
+    static let temporalCallbackFailure = NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+    static let sessionClosing = NGHTTP2_ERR_SESSION_CLOSING.rawValue
+}
+
+/// Static header bytes. `StaticString` storage lives in the binary, so taking its
+/// `utf8Start` involves no allocation and no escaping of a `withUnsafe…` pointer. We still do
+/// not set NGHTTP2_NV_FLAG_NO_COPY_*: nghttp2 copies every field during the submit call.
+enum StaticHeader {
+    static let status: StaticString = ":status"
+    static let s200: StaticString = "200"
+    static let s204: StaticString = "204"
+    static let s400: StaticString = "400"
+    static let s403: StaticString = "403"
+    static let s404: StaticString = "404"
+    static let s405: StaticString = "405"
+    static let s410: StaticString = "410"
+    static let s413: StaticString = "413"
+    static let s429: StaticString = "429"
+    static let s500: StaticString = "500"
+    static let s503: StaticString = "503"
+
+    @inline(__always)
+    static func statusValue(_ status: Int) -> StaticString? {
+        switch status {
+        case 200: return s200
+        case 204: return s204
+        case 400: return s400
+        case 403: return s403
+        case 404: return s404
+        case 405: return s405
+        case 410: return s410
+        case 413: return s413
+        case 429: return s429
+        case 500: return s500
+        case 503: return s503
+        default: return nil
+        }
+    }
+}
+
+func libErrorText(_ code: Int32) -> String {
+    guard let cstr = nghttp2_strerror(code) else { return "nghttp2 error \(code)" }
+    return String(cString: cstr)
+}
+
+func makeError(_ code: Int32, _ detail: String? = nil) -> HTTP2Error {
+    let base = libErrorText(code)
+    if let detail, !detail.isEmpty { return HTTP2Error(code: code, message: "\(base): \(detail)") }
+    return HTTP2Error(code: code, message: base)
+}
+
+@inline(__always)
+func makeString(_ p: UnsafePointer<UInt8>?, _ n: Int) -> String {
+    guard let p, n > 0 else { return "" }
+    return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
+}
+
+/// Stream user data: we store `slot index + 1` as the pointer's bit pattern (0 = none).
+@inline(__always)
+func slotPointer(_ index: Int) -> UnsafeMutableRawPointer? {
+    UnsafeMutableRawPointer(bitPattern: index + 1)
+}
+
+@inline(__always)
+func slotIndex(_ p: UnsafeMutableRawPointer?) -> Int? {
+    guard let p else { return nil }
+    return Int(bitPattern: p) - 1
+}
+
+/// Creates the nghttp2 settings entries for `settings` and calls `body` with them. The array
+/// lives only during `body`.
+func withSettingsEntries<R>(_ settings: [HTTP2Setting],
+                            _ body: (UnsafePointer<nghttp2_settings_entry>?, Int) -> R) -> R {
+    withUnsafeTemporaryAllocation(of: nghttp2_settings_entry.self, capacity: max(settings.count, 1)) { buf in
+        for (i, s) in settings.enumerated() {
+            buf[i] = nghttp2_settings_entry(settings_id: s.id, value: s.value)
+        }
+        return body(UnsafePointer(buf.baseAddress), settings.count)
+    }
+}
+
+// MARK: - Header block scratch
+
+/// A session-owned, reused scratch area for building an `nghttp2_nv` array plus the bytes
+/// its names/values point to. `begin` sizes it for the whole block up front, so the
+/// pointers handed to nghttp2 stay valid until the next `begin` — in practice only for the
+/// one submit call that follows. nghttp2 copies the fields during that call (no NO_COPY
+/// flags are ever set), so nothing here needs to outlive it.
+struct HeaderScratch: ~Copyable {
+    private(set) var nv: UnsafeMutablePointer<nghttp2_nv>
+    private var nvCapacity: Int
+    private var bytes: UnsafeMutablePointer<UInt8>
+    private var byteCapacity: Int
+    private(set) var count = 0
+    private var used = 0
+
+    init(fields: Int = 16, bytes: Int = 1024) {
+        nvCapacity = fields
+        byteCapacity = bytes
+        nv = .allocate(capacity: fields)
+        self.bytes = .allocate(capacity: bytes)
+    }
+
+    deinit {
+        nv.deallocate()
+        bytes.deallocate()
+    }
+
+    /// Starts a new block of at most `fields` fields whose copied bytes total at most `byteCount`.
+    mutating func begin(fields: Int, byteCount: Int) {
+        if fields > nvCapacity {
+            nv.deallocate()
+            nvCapacity = max(fields, nvCapacity * 2)
+            nv = .allocate(capacity: nvCapacity)
+        }
+        if byteCount > byteCapacity {
+            bytes.deallocate()
+            byteCapacity = max(byteCount, byteCapacity * 2)
+            bytes = .allocate(capacity: byteCapacity)
+        }
+        count = 0
+        used = 0
+    }
+
+    @inline(__always)
+    private mutating func copy(_ string: String) -> (UnsafeMutablePointer<UInt8>, Int) {
+        let start = bytes + used
+        var s = string
+        let n = s.withUTF8 { src -> Int in
+            if let base = src.baseAddress, src.count > 0 {
+                start.update(from: base, count: src.count)
+            }
+            return src.count
+        }
+        used += n
+        return (start, n)
+    }
+
+    @inline(__always)
+    mutating func appendStatic(name: StaticString, value: StaticString, flags: UInt8 = NVFlag.none) {
+        nv[count] = nghttp2_nv(name: UnsafeMutablePointer(mutating: name.utf8Start),
+                               value: UnsafeMutablePointer(mutating: value.utf8Start),
+                               namelen: name.utf8CodeUnitCount,
+                               valuelen: value.utf8CodeUnitCount,
+                               flags: flags)
+        count += 1
+    }
+
+    /// `:status` with a 3-digit value; common codes use static bytes.
+    mutating func appendStatus(_ status: Int) {
+        if let v = StaticHeader.statusValue(status) {
+            appendStatic(name: StaticHeader.status, value: v)
+            return
+        }
+        precondition((100...999).contains(status), "HTTP status must have 3 digits: \(status)")
+        let start = bytes + used
+        start[0] = UInt8(truncatingIfNeeded: 48 + status / 100)
+        start[1] = UInt8(truncatingIfNeeded: 48 + (status / 10) % 10)
+        start[2] = UInt8(truncatingIfNeeded: 48 + status % 10)
+        used += 3
+        let name = StaticHeader.status
+        nv[count] = nghttp2_nv(name: UnsafeMutablePointer(mutating: name.utf8Start), value: start,
+                               namelen: name.utf8CodeUnitCount, valuelen: 3, flags: NVFlag.none)
+        count += 1
+    }
+
+    @inline(__always)
+    mutating func append(_ field: HTTP2HeaderField) {
+        let (n, nl) = copy(field.name)
+        let (v, vl) = copy(field.value)
+        nv[count] = nghttp2_nv(name: n, value: v, namelen: nl, valuelen: vl,
+                               flags: field.neverIndex ? NVFlag.noIndex : NVFlag.none)
+        count += 1
+    }
+
+    /// Bytes needed to copy `fields` (plus `extra`).
+    @inline(__always)
+    static func byteCount(_ fields: [HTTP2HeaderField], extra: Int = 0) -> Int {
+        var total = extra
+        for f in fields { total += f.name.utf8.count + f.value.utf8.count }
+        return total
+    }
+}
+
+// MARK: - First SETTINGS patcher
+
+/// Rewrites setting values inside the FIRST non-ACK SETTINGS frame of an outgoing byte
+/// stream, then switches itself off.
+///
+/// Why: APNs advertises MAX_CONCURRENT_STREAMS = 1 on a fresh connection, yet clients may
+/// (RFC 9113 §6.5.3: old limits apply until the SETTINGS ACK) open many streams before they
+/// have read that frame. nghttp2 however applies a submitted MAX_CONCURRENT_STREAMS to
+/// incoming streams *immediately* ("pending" local limit, see
+/// `session_is_incoming_concurrent_streams_pending_max` in lib/nghttp2_session.c) and
+/// refuses the burst with RST_STREAM(REFUSED_STREAM); there is no API to opt out. So we
+/// submit the value we want nghttp2 to enforce (e.g. 1000) and rewrite the value bytes on
+/// the wire (e.g. to 1) as the frame leaves the session.
+///
+/// The output is parsed as a frame stream (9-byte header: length(24) type(8) flags(8)
+/// stream(32)), so the patch works whether `mem_send` hands the frame over whole, in
+/// pieces, or behind other frames. Inside the target frame, each 6-byte entry is
+/// id(16) | value(32); the value bytes of an overridden id are replaced.
+struct FirstSettingsPatcher {
+    private(set) var isActive: Bool
+    /// Number of entries rewritten (for diagnostics/tests).
+    private(set) var patchedEntries = 0
+    private let overrides: [(id: UInt16, value: UInt32)]
+
+    private var headerPos = 0
+    private var length = 0
+    private var type: UInt8 = 0
+    private var flags: UInt8 = 0
+    private var remaining = 0
+    private var patchingFrame = false
+    private var entryPos = 0
+    private var entryID: UInt16 = 0
+    private var entryOverride: UInt32? = nil
+
+    init(overrides: [HTTP2Setting]) {
+        self.overrides = overrides.map { (UInt16(truncatingIfNeeded: $0.id), $0.value) }
+        self.isActive = !overrides.isEmpty
+    }
+
+    private func override(for id: UInt16) -> UInt32? {
+        var found: UInt32? = nil
+        for o in overrides where o.id == id { found = o.value }  // last one wins
+        return found
+    }
+
+    private mutating func finishFrame() {
+        if patchingFrame {
+            isActive = false
+        }
+        headerPos = 0
+        length = 0
+        patchingFrame = false
+    }
+
+    /// Inspects (and possibly rewrites) the next `count` bytes of the outgoing stream.
+    mutating func process(_ p: UnsafeMutablePointer<UInt8>, count: Int) {
+        var i = 0
+        while i < count && isActive {
+            if headerPos < 9 {
+                let b = p[i]
+                switch headerPos {
+                case 0, 1, 2: length = (length << 8) | Int(b)
+                case 3: type = b
+                case 4: flags = b
+                default: break
+                }
+                headerPos += 1
+                i += 1
+                if headerPos == 9 {
+                    remaining = length
+                    patchingFrame = type == FrameType.settings && (flags & FrameFlag.ack) == 0
+                    entryPos = 0
+                    if remaining == 0 { finishFrame() }
+                }
+            } else if patchingFrame {
+                let b = p[i]
+                switch entryPos {
+                case 0:
+                    entryID = UInt16(b) << 8
+                case 1:
+                    entryID |= UInt16(b)
+                    entryOverride = override(for: entryID)
+                    if entryOverride != nil { patchedEntries += 1 }
+                default:
+                    if let v = entryOverride {
+                        p[i] = UInt8(truncatingIfNeeded: v >> UInt32(8 * (5 - entryPos)))
+                    }
+                }
+                entryPos = entryPos == 5 ? 0 : entryPos + 1
+                remaining -= 1
+                i += 1
+                if remaining == 0 { finishFrame() }
+            } else {
+                let skip = min(remaining, count - i)
+                i += skip
+                remaining -= skip
+                if remaining == 0 { finishFrame() }
+            }
+        }
+    }
+}
+
+/// Appends everything nghttp2 has pending to `buffer` (mem_send until it returns 0),
+/// passing each appended region through `patch` while it is active.
+/// Returns a negative nghttp2 error code on a fatal error, else 0.
+@inline(__always)
+func drainSession(_ session: OpaquePointer, into buffer: inout [UInt8],
+                  patcher: inout FirstSettingsPatcher) -> Int32 {
+    while true {
+        var data: UnsafePointer<UInt8>? = nil
+        let n = nghttp2_session_mem_send(session, &data)
+        if n < 0 { return Int32(truncatingIfNeeded: n) }
+        if n == 0 { return 0 }
+        guard let data else { return 0 }
+        let start = buffer.count
+        buffer.append(contentsOf: UnsafeBufferPointer(start: data, count: n))
+        if patcher.isActive {
+            buffer.withUnsafeMutableBufferPointer { buf in
+                patcher.process(buf.baseAddress! + start, count: n)
+            }
+        }
+    }
+}
+
+// MARK: - Receiving
+
+/// The HTTP/2 error code put in the GOAWAY we queue when nghttp2 itself failed hard.
+func goAwayCode(forLibError code: Int32) -> UInt32 {
+    switch code {
+    case NGHTTP2_ERR_FLOODED.rawValue: return HTTP2ErrorCode.enhanceYourCalm
+    case NGHTTP2_ERR_NOMEM.rawValue, NGHTTP2_ERR_CALLBACK_FAILURE.rawValue: return HTTP2ErrorCode.internalError
+    case NGHTTP2_ERR_HEADER_COMP.rawValue: return HTTP2ErrorCode.compressionError
+    default: return HTTP2ErrorCode.protocolError
+    }
+}
+
+/// True when nghttp2 has decided to tear the session down (a terminating GOAWAY is queued
+/// or sent: its private NGHTTP2_GOAWAY_TERM_ON_SEND flag).
+///
+/// nghttp2 handles most connection errors internally: it queues GOAWAY, ignores the rest
+/// of the input and `mem_recv` still returns success (Debian's CVE-2026-27135 backport even
+/// returns early with success). There is no public getter for that state, so we probe it:
+/// `nghttp2_submit_goaway` returns 0 without doing anything when TERM_ON_SEND is set, and
+/// otherwise rejects a `last_stream_id` that is one of our own stream ids with
+/// NGHTTP2_ERR_INVALID_ARGUMENT before touching any state. Both outcomes are side-effect
+/// free. (`ownStreamID`: 2 for a server, 1 for a client.)
+@inline(__always)
+func sessionIsTerminating(_ session: OpaquePointer, ownStreamID: Int32) -> Bool {
+    nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), ownStreamID,
+                          HTTP2ErrorCode.noError, nil, 0) == 0
+}
+
+/// Diagnostics recorded by the error callbacks (reset at each `receive`), turned into text
+/// only when we throw.
+struct ErrorNote {
+    var message: String? = nil
+    var invalidFrameType: UInt8 = 0
+    var invalidFrameStream: Int32 = 0
+    var invalidFrameCode: Int32 = 0
+
+    var isSet: Bool { message != nil || invalidFrameCode != 0 }
+
+    var detail: String? {
+        var parts: [String] = []
+        if invalidFrameCode != 0 {
+            parts.append("invalid frame (type \(invalidFrameType), stream \(invalidFrameStream)): \(libErrorText(invalidFrameCode))")
+        }
+        if let message { parts.append(message) }
+        return parts.isEmpty ? nil : parts.joined(separator: "; ")
+    }
+}
+
+enum FeedResult {
+    case ok
+    /// `mem_recv` failed (bad client magic, flooding, fatal); nothing queued by nghttp2.
+    case libraryError(Int32)
+    /// nghttp2 handled a connection error itself and queued a terminating GOAWAY.
+    case terminated
+}
+
+/// Feeds `bytes` to nghttp2 and classifies the outcome.
+@inline(__always)
+func feedSession(_ session: OpaquePointer, _ bytes: UnsafeRawBufferPointer, ownStreamID: Int32) -> FeedResult {
+    if bytes.count > 0, let base = bytes.baseAddress {
+        let rv = nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+        if rv < 0 {
+            let code = Int32(truncatingIfNeeded: rv)
+            // Make sure a GOAWAY goes out (no-op if nghttp2 already queued a terminating one).
+            _ = nghttp2_session_terminate_session(session, goAwayCode(forLibError: code))
+            return .libraryError(code)
+        }
+    }
+    return sessionIsTerminating(session, ownStreamID: ownStreamID) ? .terminated : .ok
+}
+
+/// Error path only: serializes the pending output into `pending` (the owner hands it out
+/// first on its next `drainOutput`) so the GOAWAY nghttp2 queued can be read for the error.
+func makeTerminationError(_ session: OpaquePointer, _ result: FeedResult, note: ErrorNote,
+                      patcher: inout FirstSettingsPatcher, pending: inout [UInt8]) -> HTTP2Error {
+    let start = pending.count
+    _ = drainSession(session, into: &pending, patcher: &patcher)
+    var goAwayCode: UInt32? = nil
+    var goAwayDebug = ""
+    var i = start
+    while i + 9 <= pending.count {
+        let length = Int(pending[i]) << 16 | Int(pending[i + 1]) << 8 | Int(pending[i + 2])
+        let end = i + 9 + length
+        guard end <= pending.count else { break }
+        if pending[i + 3] == FrameType.goAway && length >= 8 {
+            var code: UInt32 = 0
+            for k in 0..<4 { code = code << 8 | UInt32(pending[i + 13 + k]) }
+            goAwayCode = code
+            goAwayDebug = String(decoding: pending[(i + 17)..<end], as: UTF8.self)
+        }
+        i = end
+    }
+    let libCode: Int32
+    switch result {
+    case .libraryError(let code): libCode = code
+    default: libCode = note.invalidFrameCode != 0 ? note.invalidFrameCode : LibError.proto
+    }
+    var parts: [String] = []
+    if let goAwayCode {
+        parts.append("GOAWAY(\(errorCodeName(goAwayCode))\(goAwayDebug.isEmpty ? "" : ", \"\(goAwayDebug)\""))")
+    }
+    if let detail = note.detail { parts.append(detail) }
+    return HTTP2Error(code: libCode,
+                      message: parts.isEmpty ? libErrorText(libCode) : libErrorText(libCode) + ": " + parts.joined(separator: "; "),
+                      goAwayErrorCode: goAwayCode)
+}
+
+func errorCodeName(_ code: UInt32) -> String {
+    switch code {
+    case 0x0: return "NO_ERROR"
+    case 0x1: return "PROTOCOL_ERROR"
+    case 0x2: return "INTERNAL_ERROR"
+    case 0x3: return "FLOW_CONTROL_ERROR"
+    case 0x4: return "SETTINGS_TIMEOUT"
+    case 0x5: return "STREAM_CLOSED"
+    case 0x6: return "FRAME_SIZE_ERROR"
+    case 0x7: return "REFUSED_STREAM"
+    case 0x8: return "CANCEL"
+    case 0x9: return "COMPRESSION_ERROR"
+    case 0xa: return "CONNECT_ERROR"
+    case 0xb: return "ENHANCE_YOUR_CALM"
+    case 0xc: return "INADEQUATE_SECURITY"
+    case 0xd: return "HTTP_1_1_REQUIRED"
+    default: return "0x" + String(code, radix: 16)
+    }
+}

@@ -1,0 +1,281 @@
+import Glibc
+public import OpenSSLCrypto
+
+/// What a protocol (HTTP/2, HTTP/1.1, device frames) implements on top of a `Connection`.
+public protocol ConnectionHandler: AnyObject {
+    /// The transport is ready (TLS handshake done, or at once for cleartext).
+    func connectionDidBecomeReady(_ connection: Connection)
+    /// Bytes arrived. The buffer is only valid during the call.
+    func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer)
+    /// All buffered output has been written.
+    func connectionDidDrainOutput(_ connection: Connection)
+    /// The connection is closed; no further calls follow.
+    func connectionDidClose(_ connection: Connection)
+}
+
+extension ConnectionHandler {
+    public func connectionDidDrainOutput(_ connection: Connection) {}
+}
+
+/// A non-blocking socket owned by one event loop, optionally wrapped in TLS, with an output
+/// buffer. Used only on its loop's thread.
+public final class Connection: IOHandler {
+    public let id: UInt64
+    public let loop: EventLoop
+    public let fd: Int32
+    public let peer: String
+    public var handler: ConnectionHandler?
+    public private(set) var tls: TLSConnection?
+    public private(set) var isClosed = false
+    /// Monotonic ms of the last byte read or written (for idle timeouts).
+    public private(set) var lastActivity: Int64
+
+    private var ready = false
+    private var output: [UInt8] = []
+    private var outputOffset = 0
+    private var closeWhenDrained = false
+    private var events: IOEvents = .read
+    private var readPaused = false
+    /// Stop reading from a peer that does not read its responses, so a slow or stuck client
+    /// cannot make the emulator buffer without bound.
+    private static let outputHighWater = 4 << 20
+
+    public init(id: UInt64, loop: EventLoop, fd: Int32, peer: String, tls: TLSConnection?) {
+        self.id = id
+        self.loop = loop
+        self.fd = fd
+        self.peer = peer
+        self.tls = tls
+        self.lastActivity = Monotonic.nowMilliseconds()
+    }
+
+    /// Registers with the loop and starts the TLS handshake (or reports readiness).
+    public func start() {
+        do {
+            try loop.register(fd: fd, events: events, handler: self)
+        } catch {
+            Glibc.close(fd)
+            isClosed = true
+            handler?.connectionDidClose(self)
+            return
+        }
+        if tls == nil {
+            ready = true
+            handler?.connectionDidBecomeReady(self)
+        } else {
+            continueHandshake()
+        }
+    }
+
+    public var negotiatedALPN: String? { tls?.negotiatedALPN }
+    public var serverName: String? { tls?.requestedServerName }
+
+    // MARK: Output
+
+    /// Appends to the output buffer through `body`, then tries to write.
+    public func write(_ body: (inout [UInt8]) -> Void) {
+        guard !isClosed else { return }
+        body(&output)
+        flush()
+    }
+
+    public func write(_ bytes: [UInt8]) {
+        write { $0.append(contentsOf: bytes) }
+    }
+
+    public var bufferedOutputCount: Int { output.count - outputOffset }
+
+    /// Closes once everything buffered has been written.
+    public func closeAfterFlush() {
+        guard !isClosed else { return }
+        closeWhenDrained = true
+        if bufferedOutputCount == 0 { close() } else { flush() }
+    }
+
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        tls?.shutdown()
+        loop.unregister(fd: fd)
+        Glibc.close(fd)
+        output = []
+        let handler = self.handler
+        self.handler = nil
+        handler?.connectionDidClose(self)
+    }
+
+    private func flush() {
+        guard ready, !isClosed else { return }
+        while outputOffset < output.count {
+            let result = output.withUnsafeBytes { raw -> IOResult in
+                let pending = UnsafeRawBufferPointer(rebasing: raw[outputOffset...])
+                if let tls { return IOResult(tls.write(pending)) }
+                let n = Glibc.send(fd, pending.baseAddress, pending.count, Int32(MSG_NOSIGNAL))
+                if n >= 0 { return .ok(n) }
+                return errno == EAGAIN || errno == EWOULDBLOCK ? .wantWrite : .failed
+            }
+            switch result {
+            case .ok(let n):
+                outputOffset += n
+                lastActivity = Monotonic.nowMilliseconds()
+            case .wantWrite, .wantRead:
+                setWriteInterest(true)
+                updateReadPause()
+                return
+            case .closed, .failed:
+                close()
+                return
+            }
+        }
+        output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
+        outputOffset = 0
+        setWriteInterest(false)
+        updateReadPause()
+        if closeWhenDrained {
+            close()
+            return
+        }
+        handler?.connectionDidDrainOutput(self)
+    }
+
+    private func setWriteInterest(_ on: Bool) {
+        let wanted: IOEvents = (readPaused ? IOEvents() : IOEvents.read).union(on ? IOEvents.write : IOEvents())
+        if wanted != events {
+            events = wanted
+            loop.modify(fd: fd, events: wanted)
+        }
+    }
+
+    private func updateReadPause() {
+        let shouldPause = bufferedOutputCount > Self.outputHighWater
+        guard shouldPause != readPaused else { return }
+        readPaused = shouldPause
+        setWriteInterest(events.contains(.write))
+    }
+
+    // MARK: IOHandler
+
+    public func readable() {
+        guard !isClosed else { return }
+        if !ready {
+            continueHandshake()
+            return
+        }
+        readAvailable()
+    }
+
+    public func writable() {
+        guard !isClosed else { return }
+        if !ready {
+            continueHandshake()
+            return
+        }
+        flush()
+        // TLS may have wanted a write to finish a read (renegotiation-style record flow).
+        if tls?.hasBufferedReadData == true { readAvailable() }
+    }
+
+    public func hangup() {
+        close()
+    }
+
+    private func continueHandshake() {
+        guard let tls else { return }
+        switch tls.handshake() {
+        case .ok:
+            ready = true
+            setWriteInterest(false)
+            handler?.connectionDidBecomeReady(self)
+            flush()
+            // The client's first HTTP/2 bytes may already sit in TLS's buffer.
+            readAvailable()
+        case .wantRead:
+            setWriteInterest(false)
+        case .wantWrite:
+            setWriteInterest(true)
+        case .closed, .failed:
+            close()
+        }
+    }
+
+    private func readAvailable() {
+        let buffer = loop.readBuffer
+        // Bounded so one busy connection cannot starve the others on this loop.
+        for _ in 0..<16 {
+            guard !isClosed, !readPaused else { return }
+            let result: IOResult
+            if let tls {
+                result = IOResult(tls.read(into: buffer))
+            } else {
+                let n = Glibc.recv(fd, buffer.baseAddress, buffer.count, 0)
+                result = n > 0 ? .ok(n) : n == 0 ? .closed : (errno == EAGAIN || errno == EWOULDBLOCK ? .wantRead : .failed)
+            }
+            switch result {
+            case .ok(let n):
+                lastActivity = Monotonic.nowMilliseconds()
+                handler?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                if tls == nil && n < buffer.count { return }
+            case .wantRead:
+                return
+            case .wantWrite:
+                setWriteInterest(true)
+                return
+            case .closed, .failed:
+                close()
+                return
+            }
+        }
+    }
+}
+
+enum IOResult {
+    case ok(Int)
+    case wantRead, wantWrite, closed, failed
+
+    init(_ tls: TLSIOResult) {
+        switch tls {
+        case .ok(let n): self = .ok(n)
+        case .wantRead: self = .wantRead
+        case .wantWrite: self = .wantWrite
+        case .closed: self = .closed
+        case .failed: self = .failed
+        }
+    }
+}
+
+/// A listening socket on one loop; accepted connections are spread over the group.
+public final class Listener: IOHandler {
+    public let address: HostPort
+    public let fd: Int32
+    private let loop: EventLoop
+    private let accept: (Int32, String) -> Void
+
+    /// `accept` runs on the listener's loop for each new descriptor; it decides which loop
+    /// gets the connection.
+    public init(address: HostPort, loop: EventLoop, accept: @escaping (Int32, String) -> Void) throws(SystemError) {
+        let (fd, bound) = try Socket.listen(address)
+        self.fd = fd
+        self.address = bound
+        self.loop = loop
+        self.accept = accept
+    }
+
+    public func start() throws(SystemError) {
+        try loop.register(fd: fd, events: .read, handler: self)
+    }
+
+    public func readable() {
+        for _ in 0..<64 {
+            guard let (client, peer) = Socket.accept(fd) else { return }
+            accept(client, peer)
+        }
+    }
+
+    public func writable() {}
+    public func hangup() {}
+
+    public func close() {
+        loop.unregister(fd: fd)
+        Glibc.close(fd)
+    }
+}

@@ -1,0 +1,254 @@
+import Glibc
+public import HTTP2
+public import Networking
+import OpenSSLCrypto
+
+public struct ClientError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// One request for `HTTP2ClientConnection.send`.
+public struct ClientRequest: Sendable {
+    public var method: String
+    public var path: String
+    /// Regular headers in order; duplicates are sent as given.
+    public var headers: [HTTP2HeaderField]
+    /// nil sends HEADERS with END_STREAM (no body at all).
+    public var body: [UInt8]?
+    /// Overrides `:authority` (default: the connection's host:port).
+    public var authority: String?
+
+    public init(method: String = "POST", path: String, headers: [HTTP2HeaderField] = [], body: [UInt8]? = nil,
+                authority: String? = nil)
+    {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.authority = authority
+    }
+}
+
+/// A blocking HTTP/2 client over TLS (ALPN h2, or prior knowledge without ALPN) or
+/// cleartext h2c. Used by `apns-emulator send`, the tests and the benchmark scripts.
+public final class HTTP2ClientConnection {
+    public struct Options: Sendable {
+        public var address: HostPort
+        public var tls: Bool = true
+        /// Offer ALPN "h2". Without it the client speaks HTTP/2 with prior knowledge over TLS.
+        public var alpn: Bool = true
+        /// CA to trust; nil = the system store.
+        public var caPath: String?
+        public var verifyPeer: Bool = true
+        /// SNI and certificate name; default: the address's host.
+        public var serverName: String?
+        public var timeoutMilliseconds: Int32 = 10_000
+        /// Client SETTINGS; the default is nghttp2's client default.
+        public var settings: [HTTP2Setting] = HTTP2ClientSession.defaultSettings
+
+        public init(address: HostPort) { self.address = address }
+    }
+
+    public let options: Options
+    public let session: HTTP2ClientSession
+    private let fd: Int32
+    private var tls: TLSConnection?
+    private var output: [UInt8] = []
+    private var outputOffset = 0
+    private var finished: [Int32: HTTP2Response] = [:]
+    private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+    public private(set) var isClosed = false
+
+    public init(_ options: Options) throws(ClientError) {
+        self.options = options
+        do {
+            fd = try Socket.connect(to: options.address, timeoutMilliseconds: options.timeoutMilliseconds)
+        } catch {
+            throw ClientError("cannot connect to \(options.address): \(error)")
+        }
+        do {
+            session = try HTTP2ClientSession(settings: options.settings)
+        } catch {
+            Glibc.close(fd)
+            throw ClientError("HTTP/2 session: \(error)")
+        }
+        if options.tls {
+            do {
+                let context = try TLSContext.client(trustedCAPath: options.caPath, verifyPeer: options.verifyPeer,
+                                                    alpnProtocols: options.alpn ? ["h2"] : [])
+                let serverName = options.serverName ?? options.address.host
+                // SNI carries host names only, never IP literals (RFC 6066).
+                let sni = serverName.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" } ? nil : serverName
+                let connection = try TLSConnection(context: context, fd: fd, isServer: false, serverName: sni)
+                tls = connection
+                Socket.setBlocking(fd, false)
+                try handshake(connection)
+                if options.alpn, connection.negotiatedALPN != "h2" {
+                    throw ClientError("server at \(options.address) did not negotiate ALPN h2 (got \(connection.negotiatedALPN ?? "none"))")
+                }
+            } catch let error as ClientError {
+                Glibc.close(fd)
+                throw error
+            } catch {
+                Glibc.close(fd)
+                throw ClientError("TLS to \(options.address): \(error)")
+            }
+        } else {
+            Socket.setBlocking(fd, false)
+        }
+    }
+
+    deinit { close() }
+
+    public var negotiatedALPN: String? { tls?.negotiatedALPN }
+
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        tls?.shutdown()
+        Glibc.close(fd)
+    }
+
+    private func handshake(_ connection: TLSConnection) throws(ClientError) {
+        let deadline = Monotonic.nowMilliseconds() + Int64(options.timeoutMilliseconds)
+        while true {
+            switch connection.handshake() {
+            case .ok: return
+            case .wantRead: try wait(POLLIN, until: deadline)
+            case .wantWrite: try wait(POLLOUT, until: deadline)
+            case .closed: throw ClientError("TLS handshake: connection closed")
+            case .failed(let message): throw ClientError("TLS handshake failed: \(message)")
+            }
+        }
+    }
+
+    private func wait(_ event: Int32, until deadline: Int64) throws(ClientError) {
+        let remaining = deadline - Monotonic.nowMilliseconds()
+        guard remaining > 0 else { throw ClientError("timed out") }
+        var pfd = pollfd(fd: fd, events: Int16(event), revents: 0)
+        _ = poll(&pfd, 1, Int32(clamping: remaining))
+    }
+
+    // MARK: Requests
+
+    /// Queues a request and returns its stream id; call `pump`/`wait` to run it.
+    @discardableResult
+    public func submit(_ request: ClientRequest) throws(ClientError) -> Int32 {
+        var fields = [
+            HTTP2HeaderField(":method", request.method),
+            HTTP2HeaderField(":scheme", options.tls ? "https" : "http"),
+            HTTP2HeaderField(":authority", request.authority ?? options.serverName.map { "\($0):\(options.address.port)" } ?? options.address.description),
+            HTTP2HeaderField(":path", request.path),
+        ]
+        fields.append(contentsOf: request.headers)
+        do {
+            return try session.submitRequest(headers: fields, body: request.body)
+        } catch {
+            throw ClientError("cannot submit request: \(error)")
+        }
+    }
+
+    /// Sends the requests concurrently and waits for every response (or a reset).
+    public func send(_ requests: [ClientRequest], timeoutMilliseconds: Int64 = 10_000) throws(ClientError) -> [HTTP2Response] {
+        var ids: [Int32] = []
+        for request in requests { ids.append(try submit(request)) }
+        try waitFor(streams: ids, timeoutMilliseconds: timeoutMilliseconds)
+        return ids.map { finished.removeValue(forKey: $0)! }
+    }
+
+    public func send(_ request: ClientRequest, timeoutMilliseconds: Int64 = 10_000) throws(ClientError) -> HTTP2Response {
+        try send([request], timeoutMilliseconds: timeoutMilliseconds)[0]
+    }
+
+    /// Pumps until every listed stream has finished.
+    public func waitFor(streams: [Int32], timeoutMilliseconds: Int64 = 10_000) throws(ClientError) {
+        try pump(timeoutMilliseconds: timeoutMilliseconds) { streams.allSatisfy { self.finished[$0] != nil } }
+        let missing = streams.filter { finished[$0] == nil }
+        if !missing.isEmpty {
+            throw ClientError("no response for stream(s) \(missing.map(String.init).joined(separator: ", "))")
+        }
+    }
+
+    /// Takes a finished response, if it has arrived.
+    public func response(for stream: Int32) -> HTTP2Response? { finished.removeValue(forKey: stream) }
+
+    /// Runs the connection until `done` is true, the peer closes, or the time runs out.
+    /// Returns normally when the peer closed, so callers can inspect a GOAWAY.
+    public func pump(timeoutMilliseconds: Int64, until done: () -> Bool) throws(ClientError) {
+        let deadline = Monotonic.nowMilliseconds() + timeoutMilliseconds
+        while !done() {
+            if isClosed { return }
+            session.drainOutput(into: &output)
+            try flush()
+            collect()
+            if done() { return }
+            let remaining = deadline - Monotonic.nowMilliseconds()
+            if remaining <= 0 { throw ClientError("timed out after \(timeoutMilliseconds) ms") }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN) | (outputOffset < output.count ? Int16(POLLOUT) : 0), revents: 0)
+            if tls?.hasBufferedReadData != true {
+                _ = poll(&pfd, 1, Int32(clamping: min(remaining, 100)))
+            }
+            if !(try readAvailable()) {
+                collect()
+                close()
+                return
+            }
+            collect()
+        }
+    }
+
+    private func collect() {
+        for response in session.takeCompletedResponses() { finished[response.streamID] = response }
+    }
+
+    private func flush() throws(ClientError) {
+        while outputOffset < output.count {
+            let result: Int = output.withUnsafeBytes { raw in
+                let pending = UnsafeRawBufferPointer(rebasing: raw[outputOffset...])
+                if let tls {
+                    switch tls.write(pending) {
+                    case .ok(let n): return n
+                    case .wantRead, .wantWrite: return 0
+                    default: return -1
+                    }
+                }
+                let n = Glibc.send(fd, pending.baseAddress, pending.count, Int32(MSG_NOSIGNAL))
+                if n < 0 { return errno == EAGAIN ? 0 : -1 }
+                return n
+            }
+            if result < 0 { throw ClientError("connection lost while writing") }
+            if result == 0 { return }
+            outputOffset += result
+        }
+        output.removeAll(keepingCapacity: true)
+        outputOffset = 0
+    }
+
+    /// Reads what is there. Returns false when the peer closed the connection.
+    private func readAvailable() throws(ClientError) -> Bool {
+        while true {
+            let n: Int = readBuffer.withUnsafeMutableBytes { raw in
+                if let tls {
+                    switch tls.read(into: raw) {
+                    case .ok(let n): return n
+                    case .wantRead, .wantWrite: return 0
+                    case .closed: return -1
+                    case .failed: return -2
+                    }
+                }
+                let n = Glibc.recv(fd, raw.baseAddress, raw.count, 0)
+                if n == 0 { return -1 }
+                if n < 0 { return errno == EAGAIN ? 0 : -2 }
+                return n
+            }
+            if n == 0 { return true }
+            if n < 0 { return false }
+            do {
+                try session.receive(readBuffer[0..<n])
+            } catch {
+                throw ClientError("HTTP/2 error from server: \(error)")
+            }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+import APNsCore
+import Testing
+
+@Suite("Encodings and JSON")
+struct CoreTypesTests {
+    @Test func base64URLRoundTrip() {
+        for length in 0..<40 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 * 37 + 11) }
+            #expect(Base64URL.decode(Array(Base64URL.encode(bytes).utf8)) == bytes)
+        }
+        #expect(Base64URL.decode(Array("a$b".utf8)) == nil)
+        #expect(Base64URL.decode(Array("YQ==".utf8)) == [0x61])
+    }
+
+    @Test(arguments: [
+        ("{}", JSONValidator.Verdict.object), (#"{"aps":{"alert":"hi","badge":1}}"#, .object),
+        (#" { "a" : [1, 2.5e3, -0, true, false, null, "\u00e9\n"] } "#, .object),
+        ("[]", .notAnObject), ("\"x\"", .notAnObject), ("12", .notAnObject),
+    ])
+    func validJSON(text: String, verdict: JSONValidator.Verdict) {
+        #expect(JSONValidator.check(Array(text.utf8)) == verdict)
+    }
+
+    @Test(arguments: ["", "{", "{\"a\":}", "{\"a\":1,}", "{a:1}", "{\"a\":01}", "{\"a\":\"\u{01}\"}",
+                      "{\"a\":1} x", "{\"a\":tru}", "{\"a\":\"\\x\"}", "{\"a\":1.}"])
+    func invalidJSON(text: String) {
+        guard case .invalid = JSONValidator.check(Array(text.utf8)) else {
+            Issue.record("\(text) should be invalid")
+            return
+        }
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(text) }
+    }
+
+    @Test func invalidUTF8IsRejected() {
+        #expect(JSONValidator.check([0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xC3, 0x28, 0x22, 0x7D]) == .invalid(offset: 6))
+    }
+
+    @Test func jsonValueRoundTripKeepsKeyOrder() throws {
+        let text = #"{"z":1,"a":{"b":[true,null,"x\"y"],"c":2.5},"m":-3}"#
+        let value = try JSONValue.parse(text)
+        #expect(value.serialized() == text)
+        #expect(value["a"]?["c"] == .double(2.5))
+        #expect(value["z"]?.intValue == 1)
+    }
+
+    @Test func uuidValidation() {
+        #expect(CanonicalUUID.isValid("123e4567-e89b-12d3-a456-426614174000"))
+        #expect(CanonicalUUID.isValid("123E4567-E89B-12D3-A456-426614174000"))
+        #expect(!CanonicalUUID.isValid("123e4567-e89b-12d3-a456-42661417400"))
+        #expect(!CanonicalUUID.isValid("123e4567-e89b-12d3-a456_426614174000"))
+        #expect(!CanonicalUUID.isValid("g23e4567-e89b-12d3-a456-426614174000"))
+    }
+
+    @Test func environmentFromHostNames() {
+        #expect(APNsEnvironment.forAppleHost("api.push.apple.com") == .production)
+        #expect(APNsEnvironment.forAppleHost("API.PUSH.APPLE.COM:443") == .production)
+        #expect(APNsEnvironment.forAppleHost("api.sandbox.push.apple.com:2197") == .sandbox)
+        #expect(APNsEnvironment.forAppleHost("api.development.push.apple.com") == .sandbox)
+        #expect(APNsEnvironment.forAppleHost("localhost:2197") == nil)
+    }
+
+    @Test func pushTypeSuffixes() {
+        #expect(PushType.implied(byTopic: "com.a.voip") == .voip)
+        #expect(PushType.implied(byTopic: "com.a.voip-ptt") == .pushtotalk)
+        #expect(PushType.implied(byTopic: "com.a.push-type.liveactivity") == .liveactivity)
+        #expect(PushType.implied(byTopic: "com.a.pushkit.fileprovider") == .fileprovider)
+        #expect(PushType.implied(byTopic: "com.a.complication") == .complication)
+        #expect(PushType.implied(byTopic: "com.a.location-query") == .location)
+        #expect(PushType.implied(byTopic: "com.a.push-type.widgets") == .widgets)
+        #expect(PushType.implied(byTopic: "com.a.push-type.controls") == .controls)
+        #expect(PushType.implied(byTopic: "com.a") == nil)
+        #expect(PushType.allCases.count == 11)
+        #expect(PushType.voip.payloadLimit == 5120)
+        #expect(PushType.alert.payloadLimit == 4096)
+    }
+}
+
+@Suite("Journal")
+struct RecordStoreTests {
+    func record(_ token: String) -> NotificationRecord {
+        NotificationRecord(apnsID: "x", token: token, environment: .sandbox, receivedAtMs: 0)
+    }
+
+    @Test func ringKeepsTheNewestAndCountsEvictions() {
+        var store = RecordStore(capacity: 3)
+        for i in 1...5 { store.append(record("t\(i)")) }
+        #expect(store.count == 3)
+        #expect(store.evicted == 2)
+        #expect(store.newestFirst(limit: 10).map(\.token) == ["t5", "t4", "t3"])
+        #expect(store.newestFirst(limit: 2).map(\.token) == ["t5", "t4"])
+        #expect(store.newestFirst(limit: 10) { $0.token == "t4" }.map(\.sequence) == [4])
+    }
+
+    @Test func updateFindsRecordsAfterDeletes() {
+        var store = RecordStore(capacity: 10)
+        for i in 1...6 { store.append(record("t\(i)")) }
+        #expect(store.removeAll { $0.token == "t2" || $0.token == "t5" } == 2)
+        #expect(store.update(sequence: 4) { $0.status = 200 })
+        #expect(store.record(sequence: 4)?.status == 200)
+        #expect(!store.update(sequence: 5) { $0.status = 200 })
+        store.append(record("t7"))
+        #expect(store.newestFirst(limit: 10).map(\.token) == ["t7", "t6", "t4", "t3", "t1"])
+    }
+
+    @Test func resetRestoresStartStateButKeepsSequencesIncreasing() throws {
+        let fixture = try Fixture()
+        _ = fixture.send(try fixture.request())
+        let before = try #require(fixture.latestRecord()).sequence
+        fixture.state.withWorld { world in
+            _ = try? world.registry.addDevice(id: "extra", isVirtual: true, nowMs: 0)
+        }
+        fixture.state.reset()
+        #expect(fixture.latestRecord() == nil)
+        #expect(fixture.state.withWorld { $0.registry.devices["extra"] } == nil)
+        _ = fixture.send(try fixture.request())
+        #expect(try #require(fixture.latestRecord()).sequence > before)
+    }
+}
+
+@Suite("RFC 3339")
+struct RFC3339Tests {
+    @Test func formatsKnownInstants() {
+        #expect(RFC3339.format(milliseconds: 0) == "1970-01-01T00:00:00.000Z")
+        #expect(RFC3339.format(milliseconds: 1_767_225_600_123) == "2026-01-01T00:00:00.123Z")
+        #expect(RFC3339.format(milliseconds: 951_782_400_000) == "2000-02-29T00:00:00.000Z")
+    }
+
+    @Test func parsesWhatItFormatsAndOffsets() {
+        for ms: Int64 in [0, 1, 999, 1_767_225_600_123, 951_782_399_999, 4_102_444_800_000] {
+            #expect(RFC3339.parse(RFC3339.format(milliseconds: ms)) == ms)
+        }
+        #expect(RFC3339.parse("2026-01-01T01:00:00+01:00") == 1_767_225_600_000)
+        #expect(RFC3339.parse("2026-01-01T00:00:00.5Z") == 1_767_225_600_500)
+        #expect(RFC3339.parse("2026-01-01T00:00:00.123456Z") == 1_767_225_600_123)
+        #expect(RFC3339.parse("2026-13-01T00:00:00Z") == nil)
+        #expect(RFC3339.parse("yesterday") == nil)
+    }
+}

@@ -1,0 +1,212 @@
+import APNsCore
+import Testing
+
+@Suite("Provider tokens (JWT)")
+struct ProviderTokenTests {
+    func authenticate(_ fixture: Fixture, _ authenticator: inout ConnectionAuthenticator, _ token: String,
+                      environment: APNsEnvironment = .sandbox) -> AuthenticationResult
+    {
+        let credentials = fixture.state.withWorld { $0.credentials }
+        return authenticator.authenticate(
+            authorization: Substring("bearer \(token)"), environment: environment,
+            nowMs: fixture.clock.nowMilliseconds(), credentialsGeneration: credentials.generation,
+            lookUpKey: { credentials.keys[$0] })
+    }
+
+    func reason(_ result: AuthenticationResult) -> APNsReason? {
+        if case .rejected(let reason, _, _) = result { return reason }
+        return nil
+    }
+
+    @Test(arguments: [false, true])
+    func bothSignatureEncodingsVerify(der: Bool) throws {
+        let fixture = try Fixture()
+        var authenticator = ConnectionAuthenticator()
+        let result = authenticate(fixture, &authenticator, try fixture.keyA.token(issuedAt: fixture.nowSeconds, der: der))
+        guard case .authenticated(let provider, let first) = result else {
+            Issue.record("expected success, got \(result)")
+            return
+        }
+        #expect(provider.teamID == "TEAMAAAAAA")
+        #expect(first)
+    }
+
+    @Test func tamperedClaimsFailVerification() throws {
+        let fixture = try Fixture()
+        let token = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        let parts = token.split(separator: ".")
+        // Same signature, claims changed to another (valid-looking) issue time.
+        let claims = Base64URL.encode(Array(#"{"iss":"TEAMAAAAAA","iat":\#(fixture.nowSeconds - 1)}"#.utf8))
+        let tampered = "\(parts[0]).\(claims).\(parts[2])"
+        var authenticator = ConnectionAuthenticator()
+        #expect(reason(authenticate(fixture, &authenticator, tampered)) == .invalidProviderToken)
+        // A flipped signature character fails too.
+        var signature = Array(parts[2].utf8)
+        signature[5] = signature[5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        let flipped = "\(parts[0]).\(parts[1]).\(String(decoding: signature, as: UTF8.self))"
+        #expect(reason(authenticate(fixture, &authenticator, flipped)) == .invalidProviderToken)
+        #expect(!authenticator.isBound)
+    }
+
+    @Test func signatureIsVerifiedOncePerTokenPerConnection() throws {
+        let fixture = try Fixture()
+        let token = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        var authenticator = ConnectionAuthenticator()
+        for _ in 0..<50 {
+            guard case .authenticated = authenticate(fixture, &authenticator, token) else {
+                Issue.record("expected success")
+                return
+            }
+        }
+        #expect(fixture.keyA.verifier.calls.load(ordering: .relaxed) == 1)
+    }
+
+    @Test func cachedTokenExpiresAfterAnHour() throws {
+        let fixture = try Fixture()
+        let token = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        var authenticator = ConnectionAuthenticator()
+        guard case .authenticated = authenticate(fixture, &authenticator, token) else {
+            Issue.record("expected success")
+            return
+        }
+        fixture.clock.advance(seconds: 3600)
+        guard case .authenticated = authenticate(fixture, &authenticator, token) else {
+            Issue.record("a token exactly one hour old is still valid")
+            return
+        }
+        fixture.clock.advance(seconds: 1)
+        #expect(reason(authenticate(fixture, &authenticator, token)) == .expiredProviderToken)
+    }
+
+    @Test func newTokenWithinTwentyMinutesIsTooManyUpdates() throws {
+        let fixture = try Fixture()
+        var authenticator = ConnectionAuthenticator()
+        let first = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        guard case .authenticated = authenticate(fixture, &authenticator, first) else {
+            Issue.record("expected success")
+            return
+        }
+        fixture.clock.advance(seconds: 19 * 60)
+        let second = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        #expect(reason(authenticate(fixture, &authenticator, second)) == .tooManyProviderTokenUpdates)
+        // The old token still works on the connection.
+        guard case .authenticated = authenticate(fixture, &authenticator, first) else {
+            Issue.record("the previous token should still be accepted")
+            return
+        }
+        fixture.clock.advance(seconds: 61)
+        guard case .authenticated(_, let firstOnConnection) = authenticate(fixture, &authenticator, second) else {
+            Issue.record("after 20 minutes a new token is fine")
+            return
+        }
+        #expect(!firstOnConnection)
+        // Another connection may use its own token at any time.
+        var other = ConnectionAuthenticator()
+        let third = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 5)
+        guard case .authenticated = authenticate(fixture, &other, third) else {
+            Issue.record("a different connection has its own token")
+            return
+        }
+    }
+
+    @Test func expiredTokenMayBeReplacedAtOnce() throws {
+        let fixture = try Fixture()
+        var authenticator = ConnectionAuthenticator()
+        // A token 59 minutes old when first used; it expires two minutes later.
+        let old = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 59 * 60)
+        guard case .authenticated = authenticate(fixture, &authenticator, old) else {
+            Issue.record("expected success")
+            return
+        }
+        fixture.clock.advance(seconds: 120)
+        #expect(reason(authenticate(fixture, &authenticator, old)) == .expiredProviderToken)
+        let fresh = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        guard case .authenticated = authenticate(fixture, &authenticator, fresh) else {
+            Issue.record("replacing an expired token must not be TooManyProviderTokenUpdates")
+            return
+        }
+    }
+
+    @Test func connectionIsBoundToTheFirstTeam() throws {
+        let fixture = try Fixture()
+        var authenticator = ConnectionAuthenticator()
+        guard case .authenticated = authenticate(fixture, &authenticator, try fixture.keyA.token(issuedAt: fixture.nowSeconds)) else {
+            Issue.record("expected success")
+            return
+        }
+        #expect(authenticator.teamID == "TEAMAAAAAA")
+        #expect(reason(authenticate(fixture, &authenticator, try fixture.keyB.token(issuedAt: fixture.nowSeconds)))
+            == .invalidProviderToken)
+    }
+
+    @Test func topicSpecificKeysMixOnlyWithTheirRelatedKey() throws {
+        let fixture = try Fixture()
+        var authenticator = ConnectionAuthenticator()
+        guard case .authenticated = authenticate(fixture, &authenticator, try fixture.keyTopic.token(issuedAt: fixture.nowSeconds)) else {
+            Issue.record("expected success")
+            return
+        }
+        guard case .authenticated = authenticate(fixture, &authenticator, try fixture.keyTopicRelated.token(issuedAt: fixture.nowSeconds)) else {
+            Issue.record("the related key may share the connection")
+            return
+        }
+        #expect(reason(authenticate(fixture, &authenticator, try fixture.keyTopicOther.token(issuedAt: fixture.nowSeconds)))
+            == .unrelatedKeyIdInToken)
+        #expect(reason(authenticate(fixture, &authenticator, try fixture.keyA.token(issuedAt: fixture.nowSeconds)))
+            == .unrelatedKeyIdInToken)
+    }
+
+    @Test func teamKeyConnectionRefusesTopicSpecificKey() throws {
+        let fixture = try Fixture()
+        var authenticator = ConnectionAuthenticator()
+        guard case .authenticated = authenticate(fixture, &authenticator, try fixture.keyA.token(issuedAt: fixture.nowSeconds)) else {
+            Issue.record("expected success")
+            return
+        }
+        #expect(reason(authenticate(fixture, &authenticator, try fixture.keyTopic.token(issuedAt: fixture.nowSeconds)))
+            == .unrelatedKeyIdInToken)
+    }
+
+    @Test func futureIssueTimeBeyondSkewIsRefused() throws {
+        let fixture = try Fixture()
+        var authenticator = ConnectionAuthenticator()
+        guard case .authenticated = authenticate(fixture, &authenticator, try fixture.keyA.token(issuedAt: fixture.nowSeconds + 300)) else {
+            Issue.record("five minutes of skew is tolerated")
+            return
+        }
+        var other = ConnectionAuthenticator()
+        #expect(reason(authenticate(fixture, &other, try fixture.keyA.token(issuedAt: fixture.nowSeconds + 301))) == .invalidProviderToken)
+    }
+
+    @Test func firstValidTokenRaisesTheStreamLimitOnce() throws {
+        let fixture = try Fixture()
+        var connection = fixture.connection()
+        let rejected = fixture.endpoint.handle(try fixture.request(authorization: .some(nil)), connection: &connection)
+        #expect(!rejected.raiseStreamLimit)
+        let first = fixture.endpoint.handle(try fixture.request(), connection: &connection)
+        #expect(first.raiseStreamLimit)
+        let second = fixture.endpoint.handle(try fixture.request(), connection: &connection)
+        #expect(!second.raiseStreamLimit)
+    }
+
+    @Test func bundleAddedAfterBindingNeedsANewConnection() throws {
+        let fixture = try Fixture()
+        let now = fixture.clock.nowMilliseconds()
+        var connection = fixture.connection()
+        #expect(fixture.endpoint.handle(try fixture.request(), connection: &connection).status == 200)
+        let token = try fixture.state.withWorld { world throws(RegistryError) -> String in
+            world.credentials.addApp(teamID: "TEAMAAAAAA", bundleID: "com.example.new")
+            return try world.registry.register(deviceID: "d1", bundleID: "com.example.new", environment: .sandbox, nowMs: now).token
+        }
+        let onOld = fixture.endpoint.handle(try fixture.request(token: token, topic: "com.example.new"), connection: &connection)
+        #expect(onOld.reasonText == "TopicDisallowed")
+        var fresh = fixture.connection()
+        #expect(fixture.endpoint.handle(try fixture.request(token: token, topic: "com.example.new"), connection: &fresh).status == 200)
+    }
+
+    @Test func bearerSchemeIsCaseInsensitive() throws {
+        let fixture = try Fixture()
+        let response = fixture.send(try fixture.request(authorization: "Bearer \(try fixture.keyA.token(issuedAt: fixture.nowSeconds))"))
+        #expect(response.status == 200)
+    }
+}

@@ -1,0 +1,629 @@
+@testable import HTTP2
+import Testing
+
+@Suite("Request/response")
+struct RequestResponseTests {
+    @Test("headers and body arrive; success = 1 HEADERS + 0 DATA; error = 1 HEADERS + 1 DATA")
+    func simpleRequestResponse() throws {
+        let pair = try Pair()
+        let body = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
+        let errorBody = Array(#"{"reason":"BadDeviceToken"}"#.utf8)
+        pair.responder = { request, server in
+            if request.firstValue(":path") == "/3/device/good" {
+                server.submitResponse(streamID: request.streamID, status: 200,
+                                      headers: [HTTP2HeaderField("apns-id", "A-1")], body: nil)
+            } else {
+                server.submitResponse(streamID: request.streamID, status: 400,
+                                      headers: [HTTP2HeaderField.contentTypeJSON, HTTP2HeaderField("apns-id", "A-2")],
+                                      body: errorBody)
+            }
+        }
+        let extra = [HTTP2HeaderField("apns-topic", "com.example"), HTTP2HeaderField("content-length", "\(body.count)")]
+        let good = try pair.client.submitRequest(headers: requestHeaders(path: "/3/device/good", extra: extra), body: body)
+        let bad = try pair.client.submitRequest(headers: requestHeaders(path: "/3/device/bad", extra: extra), body: body)
+        try pair.pump()
+
+        #expect(pair.requests.count == 2)
+        let first = try #require(pair.requests.first { $0.streamID == good })
+        #expect(first.headers.map(\.name) == [":method", ":scheme", ":path", ":authority", "apns-topic", "content-length"])
+        #expect(first.headers.map(\.value) == ["POST", "https", "/3/device/good", "api.push.apple.com", "com.example", "\(body.count)"])
+        #expect(first.body == body)
+        #expect(first.bodyLength == body.count)
+
+        let ok = try #require(pair.response(good))
+        #expect(ok.status == 200)
+        #expect(ok.headers.map(\.name) == ["apns-id"], "\":status\" is parsed into status, not listed")
+        #expect(ok.firstValue("apns-id") == "A-1")
+        #expect(ok.headersFrameCount == 1)
+        #expect(ok.dataFrameCount == 0)
+        #expect(ok.body.isEmpty)
+        #expect(ok.resetErrorCode == nil)
+
+        let failed = try #require(pair.response(bad))
+        #expect(failed.status == 400)
+        #expect(failed.firstValue("content-type") == "application/json")
+        #expect(failed.headersFrameCount == 1)
+        #expect(failed.dataFrameCount == 1)
+        #expect(failed.body == errorBody)
+
+        // Cross-check on the wire.
+        let frames = pair.serverFrames
+        #expect(frames.filter { $0.streamID == good && $0.type == WireFrame.headers }.count == 1)
+        #expect(frames.filter { $0.streamID == good && $0.type == WireFrame.data }.count == 0)
+        #expect(frames.first { $0.streamID == good && $0.type == WireFrame.headers }.map { $0.flags & 0x1 != 0 } == true,
+                "bodiless response carries END_STREAM on HEADERS")
+        let badData = frames.filter { $0.streamID == bad && $0.type == WireFrame.data }
+        #expect(badData.count == 1)
+        #expect(badData.first?.flags == 0x1, "single DATA frame with END_STREAM")
+        #expect(badData.first?.payload == errorBody)
+
+        #expect(pair.server.openStreamCount == 0)
+        #expect(pair.client.openStreamCount == 0)
+        #expect(pair.serverEvents.filter { if case .streamClosed = $0 { return true } else { return false } }.count == 2)
+        #expect(pair.server.lastReceivedStreamID == bad)
+    }
+
+    @Test("uncommon status codes are encoded too")
+    func uncommonStatus() throws {
+        let pair = try Pair()
+        pair.responder = { r, s in s.submitResponse(streamID: r.streamID, status: 418, headers: [], body: nil) }
+        let id = try pair.client.submitRequest(headers: requestHeaders(), body: nil)
+        try pair.pump()
+        #expect(pair.response(id)?.status == 418)
+    }
+
+    @Test("body nil = HEADERS with END_STREAM; empty body = an empty DATA frame with END_STREAM")
+    func emptyBodies() throws {
+        let pair = try Pair()
+        let noBody = try pair.client.submitRequest(headers: requestHeaders(), body: nil)
+        let emptyBody = try pair.client.submitRequest(headers: requestHeaders(), body: [])
+        try pair.pump()
+        let frames = pair.clientFrames
+        let h = frames.filter { $0.streamID == noBody }
+        #expect(h.map(\.type) == [WireFrame.headers])
+        #expect((h.first?.flags ?? 0) & 0x1 == 0x1)
+        let e = frames.filter { $0.streamID == emptyBody }
+        #expect(e.map(\.type) == [WireFrame.headers, WireFrame.data])
+        #expect(e.last?.payload.isEmpty == true)
+        #expect(e.last?.flags == 0x1)
+        #expect(pair.requests.count == 2)
+        #expect(pair.requests.allSatisfy { $0.bodyLength == 0 && $0.body.isEmpty })
+        #expect(pair.responses.allSatisfy { $0.status == 200 })
+    }
+
+    @Test("a request body can be sent as several DATA frames")
+    func multiFrameRequestBody() throws {
+        let pair = try Pair()
+        let body = (0..<5000).map { UInt8(truncatingIfNeeded: $0) }
+        let id = try pair.client.submitRequest(headers: requestHeaders(), body: body, maxDataFrameSize: 1000)
+        try pair.pump()
+        let data = pair.clientFrames.filter { $0.streamID == id && $0.type == WireFrame.data }
+        #expect(data.count == 5)
+        #expect(data.map(\.payload.count) == [1000, 1000, 1000, 1000, 1000])
+        #expect(data.map { $0.flags & 0x1 } == [0, 0, 0, 0, 1])
+        #expect(pair.requests.first?.body == body)
+        #expect(pair.response(id)?.status == 200)
+    }
+
+    @Test("request body beyond the cap is counted, not kept")
+    func bodyCap() throws {
+        let pair = try Pair(maxBufferedBody: 65536)
+        let body = (0..<102_400).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let id = try pair.client.submitRequest(headers: requestHeaders(), body: body)
+        try pair.pump()
+        let request = try #require(pair.requests.first)
+        #expect(request.streamID == id)
+        #expect(request.bodyLength == 102_400)
+        #expect(request.body.count == 65_536)
+        #expect(request.body == Array(body.prefix(65_536)))
+        #expect(request.isBodyTruncated)
+        #expect(pair.response(id)?.status == 200, "the app can still answer")
+    }
+
+    @Test("duplicate regular headers arrive twice, in order")
+    func duplicateHeaders() throws {
+        let pair = try Pair()
+        _ = try pair.client.submitRequest(headers: requestHeaders(extra: [
+            HTTP2HeaderField("apns-topic", "com.example.one"),
+            HTTP2HeaderField("apns-priority", "10"),
+            HTTP2HeaderField("apns-topic", "com.example.two"),
+        ]), body: nil)
+        try pair.pump()
+        let request = try #require(pair.requests.first)
+        #expect(request.headers.filter { $0.name == "apns-topic" }.map(\.value) == ["com.example.one", "com.example.two"])
+        #expect(request.headers.map(\.name).suffix(3) == ["apns-topic", "apns-priority", "apns-topic"])
+    }
+
+    @Test("indexed and never-indexed authorization decode the same (raw HPACK)")
+    func authorizationIndexing() throws {
+        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])
+        let token = "bearer eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQyJ9.eyJpc3MiOiJERUYiLCJpYXQiOjE3MDAwMDAwMDB9.c2lnbmF0dXJlLXNpZ25hdHVyZS1zaWduYXR1cmUtc2lnbmF0dXJl"
+        #expect(token.utf8.count > 127, "multi-byte HPACK length")
+        func block(_ authorization: [UInt8]) -> [UInt8] {
+            [0x83, 0x87]                                                   // :method POST, :scheme https (static)
+                + HPACK.integer(4, prefixBits: 4, flags: 0x00) + HPACK.string("/3/device/ab")   // :path, not indexed
+                + HPACK.integer(1, prefixBits: 4, flags: 0x00) + HPACK.string("api.push.apple.com")
+                + authorization
+        }
+        let incremental = HPACK.integer(23, prefixBits: 6, flags: 0x40) + HPACK.string(token)  // adds dynamic entry 62
+        let indexed = HPACK.integer(62, prefixBits: 7, flags: 0x80)                           // dynamic table reference
+        let neverIndexed = HPACK.integer(23, prefixBits: 4, flags: 0x10) + HPACK.string(token)
+        let bytes = clientPreface + HPACK.frame(type: 0x4, flags: 0, stream: 0, [])
+            + HPACK.frame(type: 0x1, flags: 0x5, stream: 1, block(incremental))
+            + HPACK.frame(type: 0x1, flags: 0x5, stream: 3, block(indexed))
+            + HPACK.frame(type: 0x1, flags: 0x5, stream: 5, block(neverIndexed))
+        try server.receive(bytes)
+        let requests = server.takeEvents().compactMap { event -> HTTP2Request? in
+            if case .request(let r) = event { return r } else { return nil }
+        }
+        #expect(requests.map(\.streamID) == [1, 3, 5])
+        #expect(requests.map { $0.firstValue("authorization") } == [token, token, token])
+        #expect(requests.map { $0.headers.first { $0.name == "authorization" }?.neverIndex } == [false, false, true])
+    }
+
+    @Test("client: authorization with and without neverIndex arrives intact (nghttp2 never-indexes it anyway)")
+    func clientAuthorization() throws {
+        let pair = try Pair()
+        let token = "bearer abc.def.ghi"
+        let plain = try pair.client.submitRequest(
+            headers: requestHeaders(extra: [HTTP2HeaderField("authorization", token)]), body: nil)
+        let never = try pair.client.submitRequest(
+            headers: requestHeaders(extra: [HTTP2HeaderField("authorization", token, neverIndex: true)]), body: nil)
+        let topicNever = try pair.client.submitRequest(
+            headers: requestHeaders(extra: [HTTP2HeaderField("apns-topic", "t", neverIndex: true)]), body: nil)
+        try pair.pump()
+        for id in [plain, never] {
+            let field = pair.requests.first { $0.streamID == id }?.headers.first { $0.name == "authorization" }
+            #expect(field?.value == token)
+            // nghttp2's HPACK encoder always uses literal-never-indexed for "authorization".
+            #expect(field?.neverIndex == true)
+        }
+        let topic = pair.requests.first { $0.streamID == topicNever }?.headers.first { $0.name == "apns-topic" }
+        #expect(topic?.neverIndex == true, "neverIndex is honoured for other fields")
+    }
+
+    @Test("10k requests on one connection: no growth of per-session state")
+    func manyRequests() throws {
+        let pair = try Pair()
+        pair.responder = { r, s in
+            s.submitResponse(streamID: r.streamID, status: 200, headers: [HTTP2HeaderField("apns-id", "x")], body: nil)
+        }
+        let batch = 200
+        var total = 0
+        for _ in 0..<50 {
+            for _ in 0..<batch {
+                _ = try pair.client.submitRequest(headers: requestHeaders(extra: [HTTP2HeaderField("apns-topic", "t")]),
+                                                  body: Array("{}".utf8))
+            }
+            try pair.pump()
+            total += pair.responses.count
+            #expect(pair.responses.allSatisfy { $0.status == 200 })
+            pair.responses.removeAll()
+            pair.requests.removeAll()
+            pair.serverEvents.removeAll()
+            #expect(pair.server.openStreamCount == 0)
+            #expect(pair.client.openStreamCount == 0)
+        }
+        #expect(total == 10_000)
+        #expect(pair.server.streamSlotCapacity <= batch, "stream slots are reused")
+        #expect(pair.client.streamSlotCapacity <= batch)
+        #expect(pair.server.lastReceivedStreamID == 19_999)
+    }
+
+    @Test("consumeEvents visits events once and reuses storage")
+    func consumeEvents() throws {
+        let pair = try Pair()
+        pair.responder = nil
+        _ = try pair.client.submitRequest(headers: requestHeaders(), body: nil)
+        var out: [UInt8] = []
+        pair.client.drainOutput(into: &out)
+        try pair.server.receive(out)
+        var seen: [Int32] = []
+        pair.server.consumeEvents { event in
+            if case .request(let r) = event {
+                seen.append(r.streamID)
+                pair.server.submitResponse(streamID: r.streamID, status: 200, headers: [], body: nil)
+            }
+        }
+        #expect(seen == [1])
+        var again = 0
+        pair.server.consumeEvents { _ in again += 1 }
+        #expect(again == 0)
+        #expect(pair.server.takeEvents().isEmpty)
+        var s2c: [UInt8] = []
+        pair.server.drainOutput(into: &s2c)
+        var closed: [Int32] = []
+        pair.server.consumeEvents { if case .streamClosed(let id) = $0 { closed.append(id) } }
+        #expect(closed == [1])
+    }
+}
+
+@Suite("SETTINGS")
+struct SettingsTests {
+    @Test("first SETTINGS carries advertised values; later SETTINGS are sent as-is; ACK events fire")
+    func advertisedSettings() throws {
+        let pair = try Pair(serverSettings: [
+            setting(HTTP2Setting.headerTableSize, 4096),
+            setting(HTTP2Setting.maxConcurrentStreams, 1000),
+            setting(HTTP2Setting.maxHeaderListSize, 8000),
+        ], overrides: [setting(HTTP2Setting.maxConcurrentStreams, 1)])
+        try pair.pump()
+
+        let first = try #require(pair.serverFrames.first)
+        #expect(first.type == WireFrame.settings && !first.isAck, "the server's first frame is its SETTINGS")
+        #expect(first.settings == [setting(1, 4096), setting(3, 1), setting(6, 8000)])
+        #expect(pair.client.receivedSettings.first?.entries == [setting(1, 4096), setting(3, 1), setting(6, 8000)])
+        #expect(pair.client.receivedSettings.first?.isAck == false)
+        #expect(pair.client.remoteMaxConcurrentStreams == 1)
+        #expect(pair.server.advertisedOverridesApplied == 1)
+        #expect(pair.server.isSettingsAcknowledged)
+        #expect(pair.client.receivedSettings.contains { $0.isAck }, "server ACKed the client's SETTINGS")
+
+        pair.server.submitSettings([setting(HTTP2Setting.maxConcurrentStreams, 1000)])
+        try pair.pump()
+        let later = pair.client.receivedSettings.filter { !$0.isAck }
+        #expect(later.count == 2)
+        #expect(later.last?.entries == [setting(3, 1000)])
+        #expect(pair.client.remoteMaxConcurrentStreams == 1000)
+        let acks = pair.serverEvents.filter { if case .settingsAcknowledged = $0 { return true } else { return false } }
+        #expect(acks.count == 2)
+    }
+
+    @Test("an override for a setting not in `settings` is added with nghttp2's current value")
+    func overrideOfMissingSetting() throws {
+        let pair = try Pair(serverSettings: [setting(HTTP2Setting.maxHeaderListSize, 8000)],
+                            overrides: [setting(HTTP2Setting.maxConcurrentStreams, 1)])
+        try pair.pump()
+        let first = try #require(pair.serverFrames.first)
+        #expect(first.settings == [setting(6, 8000), setting(3, 1)])
+    }
+
+    @Test("100-stream burst before the client reads SETTINGS is served (advertised MCS 1, enforced 1000)")
+    func pendingLimitBurstServed() throws {
+        let pair = try Pair(serverSettings: [
+            setting(HTTP2Setting.headerTableSize, 4096),
+            setting(HTTP2Setting.maxConcurrentStreams, 1000),
+            setting(HTTP2Setting.maxHeaderListSize, 8000),
+        ], overrides: [setting(HTTP2Setting.maxConcurrentStreams, 1)])
+        var ids: [Int32] = []
+        for _ in 0..<100 { ids.append(try pair.client.submitRequest(headers: requestHeaders(), body: Array("{}".utf8))) }
+        // The client sends everything before it has read a byte from the server.
+        var c2s: [UInt8] = []
+        pair.client.drainOutput(into: &c2s)
+        let burst = parseFrames(c2s, skipPreface: true).filter { $0.type == WireFrame.headers }
+        #expect(burst.count == 100)
+        #expect(pair.client.receivedSettings.isEmpty)
+        pair.clientWire += c2s
+        try pair.server.receive(c2s)
+        try pair.pump()
+
+        #expect(pair.responses.count == 100)
+        #expect(pair.responses.allSatisfy { $0.status == 200 && $0.resetErrorCode == nil })
+        #expect(Set(pair.responses.map(\.streamID)) == Set(ids))
+        #expect(!pair.serverFrames.contains { $0.type == WireFrame.rstStream })
+        #expect(pair.client.receivedSettings.first?.entries.first { $0.id == HTTP2Setting.maxConcurrentStreams }?.value == 1)
+        #expect(pair.client.remoteMaxConcurrentStreams == 1)
+    }
+
+    @Test("control: with MCS 1 submitted normally, nghttp2 refuses 99 of the burst")
+    func pendingLimitControl() throws {
+        let pair = try Pair(serverSettings: [
+            setting(HTTP2Setting.headerTableSize, 4096),
+            setting(HTTP2Setting.maxConcurrentStreams, 1),
+            setting(HTTP2Setting.maxHeaderListSize, 8000),
+        ])
+        for _ in 0..<100 { _ = try pair.client.submitRequest(headers: requestHeaders(), body: Array("{}".utf8)) }
+        try pair.pump()
+        #expect(pair.responses.count == 100)
+        #expect(pair.responses.filter { $0.status == 200 }.count == 1)
+        #expect(pair.responses.filter { $0.resetErrorCode == HTTP2ErrorCode.refusedStream }.count == 99)
+        #expect(pair.serverFrames.filter { $0.type == WireFrame.rstStream }.count == 99)
+    }
+
+    @Test("lowering MCS later with submitSettings makes nghttp2 refuse extra streams")
+    func loweringLater() throws {
+        let pair = try Pair()
+        try pair.pump()
+        pair.server.submitSettings([setting(HTTP2Setting.maxConcurrentStreams, 1)])
+        pair.responder = nil
+        // Client hasn't read the new SETTINGS yet when it sends three streams.
+        for _ in 0..<3 { _ = try pair.client.submitRequest(headers: requestHeaders(), body: nil) }
+        var c2s: [UInt8] = []
+        pair.client.drainOutput(into: &c2s)
+        try pair.server.receive(c2s)
+        #expect(pair.server.takeEvents().filter { if case .request = $0 { return true } else { return false } }.count == 1)
+        var s2c: [UInt8] = []
+        pair.server.drainOutput(into: &s2c)
+        #expect(parseFrames(s2c).filter { $0.type == WireFrame.rstStream }.map(\.errorCode) == [7, 7])
+    }
+}
+
+@Suite("Patcher")
+struct PatcherTests {
+    func frame(_ type: UInt8, _ flags: UInt8, _ stream: UInt32, _ payload: [UInt8]) -> [UInt8] {
+        let n = payload.count
+        return [UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
+                UInt8(stream >> 24), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)] + payload
+    }
+
+    func entries(_ list: [(UInt16, UInt32)]) -> [UInt8] {
+        list.flatMap { id, v in [UInt8(id >> 8), UInt8(id & 0xff), UInt8(v >> 24), UInt8(v >> 16 & 0xff), UInt8(v >> 8 & 0xff), UInt8(v & 0xff)] }
+    }
+
+    @Test("patches only the first non-ACK SETTINGS, across arbitrary piece boundaries")
+    func piecewise() {
+        let windowUpdate = frame(0x8, 0, 0, [0, 0, 0x10, 0])
+        let ack = frame(0x4, 0x1, 0, [])
+        let first = frame(0x4, 0, 0, entries([(1, 4096), (3, 1000), (6, 8000), (3, 1000)]))
+        let second = frame(0x4, 0, 0, entries([(3, 1000)]))
+        let stream = windowUpdate + ack + first + second
+        let expected = windowUpdate + ack + frame(0x4, 0, 0, entries([(1, 4096), (3, 1), (6, 8000), (3, 1)])) + second
+
+        for pieceSize in [1, 2, 5, 7, 9, 13, stream.count] {
+            var bytes = stream
+            var patcher = FirstSettingsPatcher(overrides: [setting(3, 1)])
+            var offset = 0
+            bytes.withUnsafeMutableBufferPointer { buf in
+                while offset < buf.count {
+                    let n = min(pieceSize, buf.count - offset)
+                    patcher.process(buf.baseAddress! + offset, count: n)
+                    offset += n
+                }
+            }
+            #expect(bytes == expected, "piece size \(pieceSize)")
+            #expect(!patcher.isActive)
+            #expect(patcher.patchedEntries == 2)
+        }
+    }
+
+    @Test("no overrides → inactive from the start")
+    func inactive() {
+        let patcher = FirstSettingsPatcher(overrides: [])
+        #expect(!patcher.isActive)
+    }
+}
+
+@Suite("Control frames")
+struct ControlFrameTests {
+    @Test("PING is ACKed automatically")
+    func ping() throws {
+        let pair = try Pair()
+        try pair.pump()
+        #expect(pair.client.pingAcksReceived == 0)
+        pair.client.submitPing()
+        try pair.pump()
+        #expect(pair.client.pingAcksReceived == 1)
+        #expect(pair.serverEvents.contains { if case .ping = $0 { return true } else { return false } })
+    }
+
+    @Test("GOAWAY with debug data reaches the client")
+    func goAway() throws {
+        let pair = try Pair()
+        let id = try pair.client.submitRequest(headers: requestHeaders(), body: nil)
+        try pair.pump()
+        #expect(pair.client.goAway == nil)
+        pair.server.submitGoAway(errorCode: HTTP2ErrorCode.noError, lastStreamID: nil,
+                                 debugData: Array(#"{"reason":"IdleTimeout"}"#.utf8))
+        try pair.pump()
+        let g = try #require(pair.client.goAway)
+        #expect(g.errorCode == HTTP2ErrorCode.noError)
+        #expect(g.lastStreamID == id)
+        #expect(String(decoding: g.debugData, as: UTF8.self) == #"{"reason":"IdleTimeout"}"#)
+        #expect(!pair.server.wantsRead && !pair.server.wantsWrite, "server done after GOAWAY with no open streams")
+    }
+
+    @Test("GOAWAY from the client is reported to the server; explicit lastStreamID and code")
+    func goAwayToServer() throws {
+        let pair = try Pair()
+        try pair.pump()
+        pair.client.submitGoAway(errorCode: HTTP2ErrorCode.enhanceYourCalm, lastStreamID: 0, debugData: [])
+        try pair.pump()
+        #expect(pair.serverEvents.contains {
+            if case .goAwayReceived(let code, let last) = $0 { return code == 0xb && last == 0 } else { return false }
+        })
+    }
+
+    @Test("RST_STREAM from the server reaches the client as resetErrorCode")
+    func rstStream() throws {
+        let pair = try Pair()
+        pair.responder = { r, s in s.submitRstStream(streamID: r.streamID, errorCode: HTTP2ErrorCode.refusedStream) }
+        let id = try pair.client.submitRequest(headers: requestHeaders(), body: nil)
+        try pair.pump()
+        let r = try #require(pair.response(id))
+        #expect(r.resetErrorCode == 7)
+        #expect(r.status == nil)
+        #expect(r.closeErrorCode == 7)
+        #expect(pair.server.openStreamCount == 0)
+    }
+
+    @Test("RST_STREAM from the client is reported; a response to a reset stream is dropped")
+    func clientReset() throws {
+        let pair = try Pair()
+        pair.responder = nil
+        let id = try pair.client.submitRequest(headers: requestHeaders(), body: Array("{}".utf8))
+        try pair.pump()
+        #expect(pair.requests.count == 1)
+        pair.client.submitRstStream(streamID: id, errorCode: HTTP2ErrorCode.cancel)
+        try pair.pump()
+        #expect(pair.serverEvents.contains {
+            if case .streamReset(let sid, let code) = $0 { return sid == id && code == 8 } else { return false }
+        })
+        #expect(pair.server.submitResponse(streamID: id, status: 200, headers: [], body: nil) == false)
+        #expect(pair.response(id)?.closeErrorCode == 8)
+    }
+}
+
+@Suite("Errors and validation")
+struct ErrorTests {
+    @Test("garbage instead of the preface: receive throws and GOAWAY is queued")
+    func badPreface() throws {
+        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])
+        let garbage = Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        #expect(throws: HTTP2Error.self) { try server.receive(garbage) }
+        do {
+            try server.receive(garbage)
+            Issue.record("expected a throw")
+        } catch {
+            #expect(error.code == -903)  // NGHTTP2_ERR_BAD_CLIENT_MAGIC
+            #expect(error.goAwayErrorCode == HTTP2ErrorCode.protocolError)
+        }
+        var out: [UInt8] = []
+        server.drainOutput(into: &out)
+        let goAway = try #require(parseFrames(out).first { $0.type == WireFrame.goAway })
+        #expect(goAway.errorCode == HTTP2ErrorCode.protocolError)
+        #expect(!server.wantsRead && !server.wantsWrite)
+    }
+
+    @Test("a malformed frame after a valid preface: receive throws (GOAWAY queued by nghttp2)")
+    func malformedFrame() throws {
+        let server = try HTTP2ServerSession(settings: [])
+        // Preface, then a SETTINGS frame whose length (5) is not a multiple of 6.
+        let bytes = clientPreface + [0, 0, 5, 0x4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0]
+        var thrown: HTTP2Error?
+        do { try server.receive(bytes) } catch { thrown = error }
+        let error = try #require(thrown)
+        #expect(error.code < 0)
+        #expect(error.goAwayErrorCode == HTTP2ErrorCode.frameSizeError)
+
+        var out: [UInt8] = []
+        server.drainOutput(into: &out)
+        let goAway = try #require(parseFrames(out).first { $0.type == WireFrame.goAway })
+        #expect(goAway.errorCode == HTTP2ErrorCode.frameSizeError)
+        #expect(throws: HTTP2Error.self) { try server.receive([0]) }
+    }
+
+    @Test("preface followed by something other than SETTINGS: error quotes nghttp2's GOAWAY reason")
+    func settingsExpected() throws {
+        let server = try HTTP2ServerSession(settings: [])
+        let ping = HPACK.frame(type: 0x6, flags: 0, stream: 0, [UInt8](repeating: 0, count: 8))
+        var thrown: HTTP2Error?
+        do { try server.receive(clientPreface + ping) } catch { thrown = error }
+        let error = try #require(thrown)
+        #expect(error.goAwayErrorCode == HTTP2ErrorCode.protocolError)
+        #expect(error.message.contains("SETTINGS expected"), "\(error.message)")
+        var out: [UInt8] = []
+        server.drainOutput(into: &out)
+        let frames = parseFrames(out)
+        #expect(frames.first?.type == WireFrame.settings, "our SETTINGS still goes out first")
+        #expect(frames.last?.type == WireFrame.goAway)
+        #expect(frames.last.map { String(decoding: $0.payload.dropFirst(8), as: UTF8.self) } == "SETTINGS expected")
+    }
+
+    @Test("PRIORITY frames are accepted silently; one that depends on itself is a connection error in nghttp2")
+    func priorityFrames() throws {
+        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])
+        let block: [UInt8] = [0x83, 0x87, 0x84] + HPACK.integer(1, prefixBits: 4, flags: 0) + HPACK.string("x")  // POST https / x
+        let prioritySpec: [UInt8] = [0, 0, 0, 0, 15]  // depends on 0, weight 16
+        let bytes = clientPreface + HPACK.frame(type: 0x4, flags: 0, stream: 0, [])
+            + HPACK.frame(type: 0x2, flags: 0, stream: 3, prioritySpec)                  // PRIORITY on an idle stream
+            + HPACK.frame(type: 0x1, flags: 0x5 | 0x20, stream: 1, prioritySpec + block)  // HEADERS with PRIORITY flag
+        try server.receive(bytes)
+        let ids = server.takeEvents().compactMap { e -> Int32? in if case .request(let r) = e { return r.streamID } else { return nil } }
+        #expect(ids == [1])
+        #expect(server.openStreamCount == 1, "the idle PRIORITY anchor is not a request stream")
+
+        var thrown: HTTP2Error?
+        do { try server.receive(HPACK.frame(type: 0x2, flags: 0, stream: 5, [0, 0, 0, 5, 15])) } catch { thrown = error }
+        #expect(thrown?.goAwayErrorCode == HTTP2ErrorCode.protocolError)
+        #expect(thrown?.message.contains("depend on itself") == true, "\(thrown?.message ?? "")")
+    }
+
+    @Test("HPACK garbage in a HEADERS frame: COMPRESSION_ERROR")
+    func compressionError() throws {
+        let pair = try Pair()
+        try pair.pump()
+        // HEADERS on stream 1 with END_HEADERS, payload = indexed field 127+ beyond any table.
+        let bad: [UInt8] = [0, 0, 2, 0x1, 0x4 | 0x1, 0, 0, 0, 1, 0xFF, 0x7F]
+        var thrown: HTTP2Error?
+        do { try pair.server.receive(bad) } catch { thrown = error }
+        #expect(thrown?.goAwayErrorCode == HTTP2ErrorCode.compressionError)
+        var out: [UInt8] = []
+        pair.server.drainOutput(into: &out)
+        #expect(parseFrames(out).first { $0.type == WireFrame.goAway }?.errorCode == HTTP2ErrorCode.compressionError)
+    }
+
+    @Test("stream-level errors do not throw: content-length mismatch → RST_STREAM(PROTOCOL_ERROR), no request")
+    func contentLengthMismatch() throws {
+        let pair = try Pair()
+        let id = try pair.client.submitRequest(
+            headers: requestHeaders(extra: [HTTP2HeaderField("content-length", "10")]), body: Array("12345".utf8))
+        try pair.pump()
+        #expect(pair.requests.isEmpty)
+        #expect(pair.response(id)?.resetErrorCode == HTTP2ErrorCode.protocolError)
+        #expect(pair.server.openStreamCount == 0)
+    }
+
+    @Test("nghttp2 header validation: invalid regular values and connection headers reset the stream")
+    func headerValidation() throws {
+        let pair = try Pair()
+        let leadingSpace = try pair.client.submitRequest(headers: requestHeaders(extra: [
+            HTTP2HeaderField("apns-topic", " leading-space"),
+        ]), body: nil)
+        let controlChar = try pair.client.submitRequest(headers: requestHeaders(extra: [
+            HTTP2HeaderField("apns-topic", "a\u{01}b"),
+        ]), body: nil)
+        let connection = try pair.client.submitRequest(headers: requestHeaders(extra: [
+            HTTP2HeaderField("connection", "close"),
+        ]), body: nil)
+        let missingPath = try pair.client.submitRequest(headers: [
+            HTTP2HeaderField(":method", "POST"), HTTP2HeaderField(":scheme", "https"),
+            HTTP2HeaderField(":authority", "x"),
+        ], body: nil)
+        let fine = try pair.client.submitRequest(headers: requestHeaders(extra: [
+            HTTP2HeaderField("apns-topic", "inner space ok"),
+        ]), body: nil)
+        try pair.pump()
+        for id in [leadingSpace, controlChar, connection, missingPath] {
+            #expect(pair.response(id)?.resetErrorCode == HTTP2ErrorCode.protocolError, "stream \(id)")
+        }
+        #expect(pair.requests.map(\.streamID) == [fine])
+        #expect(pair.requests.first?.firstValue("apns-topic") == "inner space ok")
+        #expect(pair.response(fine)?.status == 200)
+    }
+
+    @Test("requests after a GOAWAY are not sent and complete with notSentError")
+    func requestAfterGoAway() throws {
+        let pair = try Pair()
+        try pair.pump()
+        pair.server.submitGoAway(errorCode: 0, lastStreamID: 0, debugData: [])
+        try pair.pump()
+        let id = try pair.client.submitRequest(headers: requestHeaders(), body: nil)
+        try pair.pump()
+        let r = try #require(pair.response(id))
+        #expect(r.status == nil)
+        #expect(r.notSentError != nil)
+        #expect(pair.client.openStreamCount == 0)
+    }
+}
+
+@Suite("Micro benchmark smoke")
+struct BenchmarkSmokeTests {
+    @Test("benchmark helpers run to completion (no timing assertions)")
+    func smoke() throws {
+        #expect(try HTTP2MicroBenchmark.serverReplay(requests: 300, batch: 100).requests == 300)
+        #expect(try HTTP2MicroBenchmark.roundTrip(requests: 300, batch: 100).requests == 300)
+    }
+}
+
+@Suite("Input forms")
+struct InputFormTests {
+    @Test("receive accepts a raw buffer, an array and an array slice alike")
+    func inputForms() throws {
+        let client = try HTTP2ClientSession()
+        _ = try client.submitRequest(headers: requestHeaders(), body: nil)
+        var bytes: [UInt8] = []
+        client.drainOutput(into: &bytes)
+        let readBuffer = bytes + [UInt8](repeating: 0xEE, count: 100)  // junk after the valid part
+
+        for form in 0..<3 {
+            let server = try HTTP2ServerSession(settings: [])
+            switch form {
+            case 0: try bytes.withUnsafeBytes { raw in try server.receive(raw) }
+            case 1: try server.receive(bytes)
+            default: try server.receive(readBuffer[0..<bytes.count])
+            }
+            let n = server.takeEvents().filter { if case .request = $0 { return true } else { return false } }.count
+            #expect(n == 1, "form \(form)")
+        }
+    }
+}

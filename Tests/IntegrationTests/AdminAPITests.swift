@@ -1,0 +1,82 @@
+import APNsCore
+import Foundation
+import ProviderClient
+import Testing
+
+@Suite("Admin API")
+struct AdminAPITests {
+    @Test func healthEndpoints() throws {
+        let emulator = try EmulatorProcess()
+        #expect(try emulator.admin("GET", "/livez").status == 200)
+        let ready = try emulator.admin("GET", "/readyz")
+        #expect(ready.status == 200)
+        #expect(ready.json["status"]?.stringValue == "ready")
+    }
+
+    @Test func deviceCreationValidatesItsInput() throws {
+        let emulator = try EmulatorProcess()
+        #expect(try emulator.admin("POST", "/api/v1/devices", body: ["environment": "sandbox"]).status == 400)
+        #expect(try emulator.admin("POST", "/api/v1/devices", body: ["bundleId": "com.example.app"]).status == 400)
+        let badEnv = try emulator.admin("POST", "/api/v1/devices", body: ["bundleId": "com.example.app", "environment": "staging"])
+        #expect(badEnv.status == 400)
+        #expect(badEnv.json["error"]?.stringValue?.contains("sandbox") == true)
+        let notJSON = try emulator.admin("POST", "/api/v1/devices", body: .string("x"))
+        #expect(notJSON.status == 400)
+        let created = try emulator.admin("POST", "/api/v1/devices",
+                                         body: ["bundleId": "com.example.app", "environment": "sandbox", "deviceId": "phone-1"])
+        #expect(created.status == 201)
+        #expect(created.json["deviceId"]?.stringValue == "phone-1")
+        #expect(created.json["token"]?.stringValue?.count == 64)
+        let again = try emulator.admin("POST", "/api/v1/devices",
+                                       body: ["bundleId": "com.example.app", "environment": "sandbox", "deviceId": "phone-1"])
+        #expect(again.status == 409)
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/phone-1/apps/com.nope.app").status == 404)
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/nobody/apps/com.example.app").status == 404)
+        #expect(try emulator.admin("GET", "/api/v1/nothing-here").status == 404)
+        #expect(try emulator.admin("PUT", "/api/v1/devices").status == 405)
+    }
+
+    @Test func notificationsAreNewestFirstWithTheDocumentedFieldsAndALimit() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        for i in 0..<5 {
+            var push = try emulator.push(device.token, payload: #"{"aps":{"alert":"n\#(i)"}}"#)
+            push.pushType = "alert"
+            push.priority = "5"
+            _ = try connection.send(push.request)
+        }
+        _ = try connection.send(try emulator.push("abcd").request)  // rejected, for another token
+
+        let all = try emulator.notifications(token: device.token)
+        #expect(all.count == 5)
+        #expect(all.map { $0["payload"]?["aps"]?["alert"]?.stringValue } == ["n4", "n3", "n2", "n1", "n0"])
+        let first = try #require(all.first)
+        for field in ["apnsId", "token", "topic", "pushType", "priority", "environment", "status", "reason", "payload", "receivedAt"] {
+            #expect(first.objectValue?.keys.contains(field) == true, "missing \(field)")
+        }
+        #expect(first["pushType"]?.stringValue == "alert")
+        #expect(first["priority"]?.intValue == 5)
+        #expect(first["environment"]?.stringValue == "sandbox")
+        #expect(first["reason"] == .null)
+        #expect(try emulator.notifications(token: device.token, limit: 2).count == 2)
+        #expect(try emulator.notifications(token: device.token.uppercased()).count == 5)
+        let everything = try emulator.notifications()
+        #expect(everything.count == 6)
+        #expect(everything.first?["token"]?.stringValue == "abcd")
+        #expect(everything.first?["reason"]?.stringValue == "BadDeviceToken")
+        #expect(try emulator.admin("GET", "/api/v1/notifications?limit=-1").status == 400)
+    }
+
+    @Test func resetGoesBackToTheStartStateAtomically() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
+        #expect(try emulator.notifications().isEmpty)
+        #expect(try emulator.admin("GET", "/api/v1/devices/\(device.deviceID)").status == 404)
+        // The token is gone with its device: a push now is a bad token, on the same connection.
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).reason == "BadDeviceToken")
+    }
+}

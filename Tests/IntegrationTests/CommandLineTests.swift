@@ -1,0 +1,172 @@
+import APNsCore
+import Foundation
+import ProviderClient
+import Testing
+
+@Suite("Command line, third-party HTTP/2 clients and admin API")
+struct CommandLineTests {
+    @Test func curlHTTP2GetsApplesAnswers() throws {
+        let curl = try #require(which("curl"), "curl is installed by scripts/test")
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let url = "https://\(try emulator.address("sandbox"))/3/device/\(device.token)"
+        let ok = try run(curl, ["-sS", "--http2", "--cacert", emulator.caPath, "-D", "-", "-o", "/dev/null",
+                                "-w", "version=%{http_version}",
+                                "-H", "authorization: bearer \(try emulator.providerToken())",
+                                "-H", "apns-topic: \(EmulatorProcess.bundleID)", "-H", "apns-push-type: alert",
+                                "-d", #"{"aps":{"alert":"from curl"}}"#, url])
+        #expect(ok.status == 0, "\(ok.err)")
+        #expect(ok.out.hasPrefix("HTTP/2 200"))
+        #expect(ok.out.lowercased().contains("apns-id: "))
+        #expect(ok.out.lowercased().contains("apns-unique-id: "))
+        #expect(ok.out.contains("version=2"))
+
+        let bad = try run(curl, ["-sS", "--http2", "--cacert", emulator.caPath, "-D", "/dev/stderr",
+                                 "-H", "authorization: bearer \(try emulator.providerToken())",
+                                 "-H", "apns-topic: \(EmulatorProcess.bundleID)", "-H", "apns-priority: 2",
+                                 "-d", #"{"aps":{}}"#, url])
+        #expect(bad.err.hasPrefix("HTTP/2 400"))
+        #expect(bad.out == #"{"reason":"BadPriority"}"#)
+
+        // curl's own JSON example from the banner shape: missing token header.
+        let missing = try run(curl, ["-sS", "--http2", "--cacert", emulator.caPath,
+                                     "-H", "apns-topic: \(EmulatorProcess.bundleID)", "-d", "{}", url])
+        #expect(missing.out == #"{"reason":"MissingProviderToken"}"#)
+        let records = try emulator.notifications(token: device.token)
+        #expect(records.first?["payload"]?["aps"]?.objectValue?.isEmpty == true || records.count >= 2)
+    }
+
+    @Test func nghttpSeesApplesFramesAndSettings() throws {
+        let nghttp = try #require(which("nghttp"), "nghttp is installed by scripts/test (nghttp2-client)")
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let device = try emulator.createDevice()
+        let payload = emulator.directory + "/payload.json"
+        try #"{"aps":{"alert":"from nghttp"}}"#.write(toFile: payload, atomically: true, encoding: .utf8)
+        for url in ["https://\(try emulator.address("sandbox"))", "http://\(try emulator.address("h2cSandbox"))"] {
+            let result = try run(nghttp, ["-v", "-y", "-d", payload,
+                                          "-H", "authorization: bearer \(try emulator.providerToken())",
+                                          "-H", "apns-topic: \(EmulatorProcess.bundleID)",
+                                          "\(url)/3/device/\(device.token)"])
+            #expect(result.status == 0, "\(result.err)")
+            #expect(result.out.contains("SETTINGS_MAX_CONCURRENT_STREAMS(0x03):1]"), "\(result.out)")
+            #expect(result.out.contains("SETTINGS_MAX_CONCURRENT_STREAMS(0x03):1000]"))
+            #expect(result.out.contains("SETTINGS_HEADER_TABLE_SIZE(0x01):4096"))
+            #expect(result.out.contains("SETTINGS_MAX_HEADER_LIST_SIZE(0x06):8000"))
+            #expect(result.out.contains(":status: 200"))
+            #expect(result.out.contains("apns-id: "))
+            // A success is HEADERS with END_STREAM and no DATA frame.
+            #expect(!result.out.contains("recv DATA frame"))
+        }
+        let rejected = try run(nghttp, ["-v", "-y", "-d", payload, "-H", "apns-topic: \(EmulatorProcess.bundleID)",
+                                        "https://\(try emulator.address("sandbox"))/3/device/\(device.token)"])
+        #expect(rejected.out.contains(":status: 403"))
+        // An error is HEADERS, then exactly one DATA frame, which ends the stream.
+        #expect(rejected.out.components(separatedBy: "recv DATA frame").count - 1 == 1, "\(rejected.out)")
+        #expect(rejected.out.contains("recv DATA frame <length=33, flags=0x01"))
+        #expect(rejected.out.contains(#"{"reason":"MissingProviderToken"}"#))
+    }
+
+    @Test func sendCommandPrintsStatusReasonAndApnsID() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let host = try emulator.address("sandbox").description
+        let key = "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)"
+        let ok = try run(EmulatorProcess.binary, ["send", "--host", host, "--ca", emulator.caPath, "--key", key,
+                                                  "--topic", EmulatorProcess.bundleID, "--token", device.token,
+                                                  "--push-type", "alert", "--priority", "10",
+                                                  #"{"aps":{"alert":"from send"}}"#])
+        #expect(ok.status == 0, "\(ok.err)")
+        #expect(ok.out.contains("status: 200"))
+        #expect(ok.out.contains("apns-id: "))
+        #expect(ok.out.contains("apns-unique-id: "))
+
+        let bad = try run(EmulatorProcess.binary, ["send", "--host", host, "--ca", emulator.caPath, "--key", key,
+                                                   "--topic", EmulatorProcess.bundleID, "--token", "00ff", "--json", "{}"])
+        #expect(bad.status == 1)
+        let json = try JSONValue.parse(bad.out.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(json["status"]?.intValue == 400)
+        #expect(json["reason"]?.stringValue == "BadDeviceToken")
+
+        let usage = try run(EmulatorProcess.binary, ["send", "--token", "00"])
+        #expect(usage.status == 2)
+        #expect(usage.err.contains("--topic"))
+    }
+
+    @Test(arguments: [
+        (["--sandbox-listen", "nonsense"], "--sandbox-listen"),
+        (["--admin-listen", "127.0.0.1:99999"], "port"),
+        (["--invalid-payload", "maybe"], "reject, accept"),
+        (["--auth-key", "onlyonepart"], "TEAMID:KEYID:PATH"),
+        (["--app", "TEAM:not a bundle"], "TEAMID:BUNDLEID"),
+        (["--threads", "zero"], "--threads"),
+        (["--no-such-flag"], "unknown option --no-such-flag"),
+        (["--auth-key", "TEAM123456:KEY7654321:/does/not/exist.p8"], "cannot read"),
+        (["--tls-cert", "/nope.pem"], "--tls-key"),
+    ])
+    func badFlagValuesFailAtStartWithAClearMessage(arguments: [String], expected: String) throws {
+        let result = try run(EmulatorProcess.binary, ["serve", "--quiet"] + arguments)
+        #expect(result.status != 0)
+        #expect(result.err.contains(expected), "\(result.err)")
+        #expect(result.err.hasPrefix("apns-emulator: "))
+    }
+
+    @Test func flagBeatsEnvironmentBeatsConfigFileBeatsDefault() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cfg-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let config = directory + "/config.json"
+        // The file asks for records capped at 2 and a pinned device; the environment turns the
+        // h2c sandbox listener on; the flag overrides the file's token length.
+        try #"""
+        {"maxRecords": 2, "tokenBytes": 8,
+         "devices": [{"deviceId": "pinned", "apps": [{"bundleId": "com.example.app", "environment": "sandbox", "token": "00112233445566778899aabbccddeeff"}]}]}
+        """#.write(toFile: config, atomically: true, encoding: .utf8)
+        let emulator = try EmulatorProcess(["--config", config, "--token-bytes", "16"],
+                                           environment: ["APNS_EMULATOR_H2C_SANDBOX_LISTEN": "127.0.0.1:0",
+                                                         "APNS_EMULATOR_TOKEN_BYTES": "40"])
+        #expect(emulator.ready["h2cSandbox"]?.stringValue != nil)
+        let created = try emulator.createDevice()
+        #expect(created.token.count == 32, "flag --token-bytes 16 wins over env (40) and file (8)")
+        let pinned = "00112233445566778899aabbccddeeff"
+        let connection = try emulator.connect()
+        for _ in 0..<3 { #expect(APNsResult(try connection.send(try emulator.push(pinned).request)).status == 200) }
+        #expect(try emulator.notifications().count == 2, "maxRecords from the file applies")
+    }
+
+    @Test func certificatesAreGeneratedWhenMissingAndDemoModeWorks() throws {
+        let emulator = try EmulatorProcess(["--demo", "on"], withKey: false)
+        #expect(FileManager.default.fileExists(atPath: emulator.caPath))
+        // The banner names the CA, the listeners and a working example.
+        try #require(try waitFor { emulator.stdout.contains("Send a push with curl") })
+        let banner = emulator.stdout
+        #expect(banner.contains(emulator.caPath))
+        #expect(banner.contains(try emulator.address("sandbox").description))
+        // The demo device's token from the banner accepts a push signed with the demo key.
+        let devices = try emulator.admin("GET", "/api/v1/devices/demo-iphone")
+        let token = try #require(devices.json["apps"]?.arrayValue?.first?["token"]?.stringValue)
+        #expect(banner.contains(token))
+        let keyPath = emulator.directory + "/certs/demo-AuthKey_DEMOKEY000.p8"
+        let send = try run(EmulatorProcess.binary, ["send", "--host", try emulator.address("sandbox").description,
+                                                    "--ca", emulator.caPath, "--key", "DEMOTEAM00:DEMOKEY000:\(keyPath)",
+                                                    "--topic", "com.example.app", "--token", token])
+        #expect(send.status == 0, "\(send.out) \(send.err)")
+    }
+
+    @Test func readyzSubcommand() throws {
+        let emulator = try EmulatorProcess()
+        let ok = try run(EmulatorProcess.binary, ["readyz", "--admin", try emulator.address("admin").description])
+        #expect(ok.status == 0)
+        let down = try run(EmulatorProcess.binary, ["readyz", "--admin", "127.0.0.1:1"])
+        #expect(down.status == 1)
+    }
+}
+
+/// Polls `condition` for up to five seconds.
+func waitFor(_ condition: () throws -> Bool) throws -> Bool {
+    let deadline = Date().addingTimeInterval(5)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(20_000)
+    }
+    return try condition()
+}

@@ -1,0 +1,205 @@
+import APNsCore
+import Foundation
+import Glibc
+import HTTP2
+import Networking
+import OpenSSLCrypto
+import ProviderClient
+import Testing
+
+struct HarnessError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The real `apns-emulator` binary, started on free ports in a temporary directory with a
+/// fresh provider key. Killed when released.
+final class EmulatorProcess: @unchecked Sendable {
+    static let teamID = "TEAM123456"
+    static let keyID = "KEY1234567"
+    static let bundleID = "com.example.app"
+
+    let directory: String
+    let process = Process()
+    let key: ProviderSigningKey
+    let keyPath: String
+    let ready: JSONValue
+
+    static var binary: String {
+        if let path = ProcessInfo.processInfo.environment["APNS_EMULATOR_BIN"] { return path }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/apns-emulator").path
+    }
+
+    init(_ extraArguments: [String] = [], environment extraEnvironment: [String: String] = [:],
+         withKey: Bool = true) throws
+    {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-emulator-test-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let privateKey = try ES256PrivateKey.generate()
+        key = ProviderSigningKey(teamID: Self.teamID, keyID: Self.keyID, privateKey: privateKey)
+        keyPath = directory + "/AuthKey_\(Self.keyID).p8"
+        try privateKey.pkcs8PEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
+
+        let readyPath = directory + "/ready.json"
+        var arguments = [
+            "serve", "--sandbox-listen", "127.0.0.1:0", "--production-listen", "127.0.0.1:0",
+            "--admin-listen", "127.0.0.1:0", "--certs-dir", directory + "/certs", "--ready-file", readyPath,
+        ]
+        if withKey {
+            arguments += ["--auth-key", "\(Self.teamID):\(Self.keyID):\(keyPath)", "--app", "\(Self.teamID):\(Self.bundleID)"]
+        }
+        arguments += extraArguments
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("APNS_EMULATOR_") }
+        env.merge(extraEnvironment) { $1 }
+        process.environment = env
+        FileManager.default.createFile(atPath: directory + "/stdout.log", contents: nil)
+        FileManager.default.createFile(atPath: directory + "/stderr.log", contents: nil)
+        process.standardOutput = FileHandle(forWritingAtPath: directory + "/stdout.log")
+        process.standardError = FileHandle(forWritingAtPath: directory + "/stderr.log")
+        try process.run()
+
+        let deadline = Date().addingTimeInterval(20)
+        while true {
+            if let data = FileManager.default.contents(atPath: readyPath), let value = try? JSONValue.parse(Array(data)) {
+                ready = value
+                break
+            }
+            if !process.isRunning || Date() > deadline {
+                let log = (try? String(contentsOfFile: directory + "/stderr.log", encoding: .utf8)) ?? ""
+                process.terminate()
+                throw HarnessError("emulator did not become ready: \(log)")
+            }
+            usleep(20_000)
+        }
+    }
+
+    deinit {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    var stderr: String { (try? String(contentsOfFile: directory + "/stderr.log", encoding: .utf8)) ?? "" }
+    var stdout: String { (try? String(contentsOfFile: directory + "/stdout.log", encoding: .utf8)) ?? "" }
+
+    func address(_ name: String) throws -> HostPort {
+        guard let text = ready[name]?.stringValue else { throw HarnessError("no \(name) listener") }
+        return try HostPort(parsing: text)
+    }
+
+    var caPath: String { directory + "/certs/ca.pem" }
+
+    /// A provider connection to one of the listeners.
+    func connect(_ listener: String = "sandbox", alpn: Bool = true, serverName: String? = nil) throws -> HTTP2ClientConnection {
+        var options = HTTP2ClientConnection.Options(address: try address(listener))
+        options.tls = !listener.hasPrefix("h2c")
+        options.alpn = alpn
+        options.caPath = caPath
+        options.serverName = serverName
+        return try HTTP2ClientConnection(options)
+    }
+
+    func providerToken(issuedAt: Int64? = nil) throws -> String {
+        try key.token(issuedAt: issuedAt ?? Int64(Date().timeIntervalSince1970))
+    }
+
+    /// A valid alert push for `token` signed with the harness key.
+    func push(_ token: String, payload: String = #"{"aps":{"alert":"hello"}}"#, topic: String = EmulatorProcess.bundleID) throws -> APNsPush {
+        APNsPush(token: token, topic: topic, payload: Array(payload.utf8), providerToken: try providerToken())
+    }
+
+    // MARK: Admin API
+
+    struct AdminReply {
+        var status: Int
+        var json: JSONValue
+        var raw: String
+    }
+
+    func admin(_ method: String, _ path: String, body: JSONValue? = nil) throws -> AdminReply {
+        let address = try address("admin")
+        let fd = try Socket.connect(to: address)
+        defer { close(fd) }
+        Socket.setTimeouts(fd, milliseconds: 15_000)
+        let bytes = body?.serializedBytes() ?? []
+        var request = "\(method) \(path) HTTP/1.1\r\nHost: \(address)\r\nConnection: close\r\n"
+        if body != nil { request += "Content-Type: application/json\r\n" }
+        request += "Content-Length: \(bytes.count)\r\n\r\n"
+        let all = Array(request.utf8) + bytes
+        _ = all.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            response.append(contentsOf: buffer[0..<n])
+        }
+        let text = String(decoding: response, as: UTF8.self)
+        guard let headEnd = text.range(of: "\r\n\r\n") else { throw HarnessError("bad admin response: \(text)") }
+        let statusLine = text[..<headEnd.lowerBound].split(separator: "\r\n").first ?? ""
+        let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "") ?? 0
+        let bodyText = String(text[headEnd.upperBound...])
+        let json = (try? JSONValue.parse(bodyText)) ?? .null
+        return AdminReply(status: status, json: json, raw: bodyText)
+    }
+
+    /// A virtual device with the app installed; returns (deviceId, token).
+    func createDevice(bundleID: String = EmulatorProcess.bundleID, environment: String = "sandbox", kind: String? = nil)
+        throws -> (deviceID: String, token: String)
+    {
+        var body: JSONObject = JSONObject([("bundleId", .string(bundleID)), ("environment", .string(environment))])
+        if let kind { body["kind"] = .string(kind) }
+        let reply = try admin("POST", "/api/v1/devices", body: .object(body))
+        guard reply.status == 201, let id = reply.json["deviceId"]?.stringValue, let token = reply.json["token"]?.stringValue else {
+            throw HarnessError("device creation failed: \(reply.status) \(reply.raw)")
+        }
+        return (id, token)
+    }
+
+    func notifications(token: String? = nil, limit: Int? = nil) throws -> [JSONValue] {
+        var query: [String] = []
+        if let token { query.append("token=\(token)") }
+        if let limit { query.append("limit=\(limit)") }
+        let reply = try admin("GET", "/api/v1/notifications" + (query.isEmpty ? "" : "?" + query.joined(separator: "&")))
+        return reply.json["notifications"]?.arrayValue ?? []
+    }
+}
+
+/// Runs an external command and returns (exit status, stdout, stderr).
+@discardableResult
+func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 20) throws -> (status: Int32, out: String, err: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Read both pipes fully before waiting, so a chatty child cannot block on a full pipe.
+    let group = DispatchGroup()
+    nonisolated(unsafe) var outData = Data()
+    nonisolated(unsafe) var errData = Data()
+    DispatchQueue.global().async(group: group) { outData = out.fileHandleForReading.readDataToEndOfFile() }
+    DispatchQueue.global().async(group: group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
+    if group.wait(timeout: .now() + timeout) == .timedOut {
+        process.terminate()
+        throw HarnessError("\(executable) \(arguments.joined(separator: " ")) timed out")
+    }
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
+
+func which(_ name: String) -> String? {
+    for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+        let path = "\(dir)/\(name)"
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    return nil
+}

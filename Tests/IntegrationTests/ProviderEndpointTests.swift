@@ -1,0 +1,236 @@
+import APNsCore
+import Foundation
+import HTTP2
+import ProviderClient
+import Testing
+
+@Suite("Provider endpoint over real HTTP/2", .serialized)
+struct ProviderEndpointTests {
+    @Test func successIsOneHeadersFrameWithApnsIDAndUniqueIDOnSandbox() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        #expect(connection.negotiatedALPN == "h2")
+        let response = try connection.send(try emulator.push(device.token).request)
+        let result = APNsResult(response)
+        #expect(result.status == 200)
+        #expect(response.headersFrameCount == 1)
+        #expect(response.dataFrameCount == 0)
+        #expect(response.body.isEmpty)
+        let apnsID = try #require(result.apnsID)
+        #expect(CanonicalUUID.isValid(Substring(apnsID)))
+        #expect(apnsID == apnsID.uppercased())
+        #expect(result.uniqueID != nil)
+
+        // The journal has it.
+        let records = try emulator.notifications(token: device.token)
+        #expect(records.count == 1)
+        #expect(records.first?["apnsId"]?.stringValue == apnsID)
+        #expect(records.first?["status"]?.intValue == 200)
+        #expect(records.first?["payload"]?["aps"]?["alert"]?.stringValue == "hello")
+    }
+
+    @Test func productionHasNoUniqueIDAndEchoesTheClientApnsID() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice(environment: "production")
+        let connection = try emulator.connect("production")
+        var push = try emulator.push(device.token)
+        push.apnsID = "4a5b6c7d-1111-2222-3333-444455556666"
+        let result = APNsResult(try connection.send(push.request))
+        #expect(result.status == 200)
+        #expect(result.apnsID == "4a5b6c7d-1111-2222-3333-444455556666")
+        #expect(result.uniqueID == nil)
+    }
+
+    @Test func errorIsHeadersPlusExactlyOneDataFrameWithReason() throws {
+        let emulator = try EmulatorProcess()
+        let connection = try emulator.connect()
+        let response = try connection.send(try emulator.push(String(repeating: "ab", count: 32)).request)
+        let result = APNsResult(response)
+        #expect(result.status == 400)
+        #expect(result.reason == "BadDeviceToken")
+        #expect(response.headersFrameCount == 1)
+        #expect(response.dataFrameCount == 1)
+        #expect(response.headers.contains { $0.name == "content-type" && $0.value == "application/json" })
+        #expect(result.apnsID != nil)
+        #expect(String(decoding: response.body, as: UTF8.self) == #"{"reason":"BadDeviceToken"}"#)
+        // Rejected requests are journaled too.
+        let records = try emulator.notifications()
+        #expect(records.first?["reason"]?.stringValue == "BadDeviceToken")
+        #expect(records.first?["status"]?.intValue == 400)
+    }
+
+    @Test func uninstalledAppGets410WithMillisecondTimestamp() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let before = Int64(Date().timeIntervalSince1970 * 1000)
+        let uninstall = try emulator.admin("DELETE", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)")
+        #expect(uninstall.status == 200)
+        let unregisteredAt = try #require(uninstall.json["unregisteredAt"]?.intValue)
+        #expect(unregisteredAt >= before - 1000)
+
+        let result = APNsResult(try emulator.connect().send(try emulator.push(device.token).request))
+        #expect(result.status == 410)
+        #expect(result.reason == "Unregistered")
+        #expect(result.timestampMs == unregisteredAt)
+        // Milliseconds, not seconds: within a minute of now in ms.
+        #expect(abs(result.timestampMs! - Int64(Date().timeIntervalSince1970 * 1000)) < 60_000)
+    }
+
+    @Test func badRequestsDoNotWedgeTheConnection() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        var bad = try emulator.push(device.token)
+        bad.priority = "11"
+        var duplicate = try emulator.push(device.token)
+        duplicate.extraHeaders = [HTTP2HeaderField("apns-topic", EmulatorProcess.bundleID)]
+        let noBody = ClientRequest(path: "/3/device/\(device.token)",
+                                   headers: [HTTP2HeaderField("authorization", "bearer \(try emulator.providerToken())"),
+                                             HTTP2HeaderField("apns-topic", EmulatorProcess.bundleID)])
+        let get = ClientRequest(method: "GET", path: "/3/device/\(device.token)")
+        let big = try emulator.push(device.token, payload: #"{"aps":{"alert":""# + String(repeating: "x", count: 5000) + #""}}"#)
+        let results = try connection.send([bad.request, duplicate.request, noBody, get, big.request]).map(APNsResult.init)
+        #expect(results.map(\.status) == [400, 400, 400, 405, 413])
+        #expect(results.map(\.reason) == ["BadPriority", "DuplicateHeaders", "PayloadEmpty", "MethodNotAllowed", "PayloadTooLarge"])
+        // The same connection still answers.
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+    }
+
+    @Test func serverSettingsAreApplesAndTheStreamLimitRisesAfterTheFirstValidToken() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        // A request without a token: rejected, limit stays at 1.
+        var unauthenticated = try emulator.push(device.token)
+        unauthenticated.providerToken = nil
+        #expect(APNsResult(try connection.send(unauthenticated.request)).reason == "MissingProviderToken")
+        let first = try #require(connection.session.receivedSettings.first { !$0.isAck })
+        func value(_ settings: HTTP2ReceivedSettings, _ id: Int32) -> UInt32? { settings.entries.first { $0.id == id }?.value }
+        #expect(value(first, HTTP2Setting.maxConcurrentStreams) == 1)
+        #expect(value(first, HTTP2Setting.headerTableSize) == 4096)
+        #expect(value(first, HTTP2Setting.maxHeaderListSize) == 8000)
+        #expect(connection.session.receivedSettings.filter { !$0.isAck }.count == 1)
+
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        try connection.pump(timeoutMilliseconds: 2000) { connection.session.remoteMaxConcurrentStreams == 1000 }
+        let later = connection.session.receivedSettings.filter { !$0.isAck }
+        #expect(later.count == 2)
+        #expect(value(later[1], HTTP2Setting.maxConcurrentStreams) == 1000)
+    }
+
+    @Test func aBurstSentBeforeReadingSettingsIsServed() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        let push = try emulator.push(device.token).request
+        // 100 streams queued before a single byte from the server has been read.
+        let ids = try (0..<100).map { _ in try connection.submit(push) }
+        try connection.waitFor(streams: ids)
+        let results = ids.map { APNsResult(connection.response(for: $0)!) }
+        #expect(results.allSatisfy { $0.status == 200 })
+        #expect(results.allSatisfy { $0.response.resetErrorCode == nil })
+        #expect(try emulator.notifications(token: device.token).count == 100)
+    }
+
+    @Test func pingsAreAcknowledged() throws {
+        let emulator = try EmulatorProcess()
+        let connection = try emulator.connect()
+        for _ in 0..<5 { _ = connection.session.submitPing() }
+        try connection.pump(timeoutMilliseconds: 3000) { connection.session.pingAcksReceived >= 5 }
+        #expect(connection.session.pingAcksReceived == 5)
+    }
+
+    @Test func idleConnectionsGetGoAwayIdleTimeout() throws {
+        let emulator = try EmulatorProcess(["--idle-timeout", "1"])
+        let connection = try emulator.connect()
+        try connection.pump(timeoutMilliseconds: 5000) { connection.session.goAway != nil }
+        let goAway = try #require(connection.session.goAway)
+        #expect(goAway.errorCode == HTTP2ErrorCode.noError)
+        #expect(String(decoding: goAway.debugData, as: UTF8.self) == #"{"reason":"IdleTimeout"}"#)
+    }
+
+    @Test func priorKnowledgeOverTLSWithoutALPN() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect(alpn: false)
+        #expect(connection.negotiatedALPN == nil)
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+    }
+
+    @Test func cleartextH2CListeners() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0", "--h2c-production-listen", "127.0.0.1:0"])
+        let sandbox = try emulator.createDevice()
+        let production = try emulator.createDevice(environment: "production")
+        #expect(APNsResult(try emulator.connect("h2cSandbox").send(try emulator.push(sandbox.token).request)).status == 200)
+        #expect(APNsResult(try emulator.connect("h2cProduction").send(try emulator.push(production.token).request)).status == 200)
+        // The environments are kept apart on h2c too.
+        let crossed = APNsResult(try emulator.connect("h2cProduction").send(try emulator.push(sandbox.token).request))
+        #expect(crossed.reason == "BadDeviceToken")
+    }
+
+    @Test func appleHostNamesChooseTheEnvironment() throws {
+        let emulator = try EmulatorProcess()
+        let production = try emulator.createDevice(environment: "production")
+        // SNI api.push.apple.com on the sandbox listener → production.
+        let bySNI = try emulator.connect("sandbox", serverName: "api.push.apple.com")
+        #expect(APNsResult(try bySNI.send(try emulator.push(production.token).request)).status == 200)
+        // :authority api.push.apple.com on the sandbox listener → production.
+        var request = try emulator.push(production.token).request
+        request.authority = "api.push.apple.com:443"
+        #expect(APNsResult(try emulator.connect().send(request)).status == 200)
+        // Without either, the sandbox listener rejects a production token.
+        #expect(APNsResult(try emulator.connect().send(try emulator.push(production.token).request)).reason == "BadDeviceToken")
+    }
+
+    @Test func tokenFromAnotherTeamOnABoundConnectionIsRefused() throws {
+        let otherKey = ProviderSigningKey(teamID: "OTHERTEAM1", keyID: "OTHERKEY01", privateKey: try .generate())
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("other-\(UUID().uuidString).p8").path
+        try otherKey.privateKey.pkcs8PEM.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let emulator = try EmulatorProcess(["--auth-key", "OTHERTEAM1:OTHERKEY01:\(path)", "--app", "OTHERTEAM1:com.other.app"])
+        let device = try emulator.createDevice()
+        let other = try emulator.createDevice(bundleID: "com.other.app")
+        let now = Int64(Date().timeIntervalSince1970)
+
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        var push = try emulator.push(other.token, topic: "com.other.app")
+        push.providerToken = try otherKey.token(issuedAt: now)
+        // Bound to TEAM123456: another team's valid token is refused on this connection…
+        #expect(APNsResult(try connection.send(push.request)).reason == "InvalidProviderToken")
+        // …and accepted on a connection of its own.
+        #expect(APNsResult(try emulator.connect().send(push.request)).status == 200)
+        // A team's key may not push to another team's bundle.
+        var crossTeam = try emulator.push(other.token, topic: "com.other.app")
+        crossTeam.providerToken = try emulator.providerToken()
+        #expect(APNsResult(try emulator.connect().send(crossTeam.request)).reason == "TopicDisallowed")
+    }
+
+    @Test func newTokenWithinTwentyMinutesOnTheSameConnection() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        let now = Int64(Date().timeIntervalSince1970)
+        var first = try emulator.push(device.token)
+        first.providerToken = try emulator.key.token(issuedAt: now - 10)
+        #expect(APNsResult(try connection.send(first.request)).status == 200)
+        var second = try emulator.push(device.token)
+        second.providerToken = try emulator.key.token(issuedAt: now)
+        let result = APNsResult(try connection.send(second.request))
+        #expect(result.status == 429)
+        #expect(result.reason == "TooManyProviderTokenUpdates")
+        // A new connection may use the new token.
+        #expect(APNsResult(try emulator.connect().send(second.request)).status == 200)
+    }
+
+    @Test func expiredProviderToken() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        var push = try emulator.push(device.token)
+        push.providerToken = try emulator.key.token(issuedAt: Int64(Date().timeIntervalSince1970) - 3700)
+        let result = APNsResult(try emulator.connect().send(push.request))
+        #expect(result.status == 403)
+        #expect(result.reason == "ExpiredProviderToken")
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import Glibc
+import Testing
+import OpenSSLCrypto
+
+/// A fresh directory under the system temp dir; call `remove()` when done.
+struct TemporaryDirectory {
+    let path: String
+
+    init() throws {
+        var template = Array((NSTemporaryDirectory() + "/openssl-crypto-tests.XXXXXX").utf8CString)
+        guard let created = mkdtemp(&template) else {
+            throw CryptoError(message: "mkdtemp failed: \(String(cString: strerror(errno)))")
+        }
+        path = String(cString: created)
+    }
+
+    func file(_ name: String) -> String { path + "/" + name }
+
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+struct ProcessResult {
+    let status: Int32
+    let stdout: Data
+    let stderr: String
+    var output: String { String(decoding: stdout, as: UTF8.self) }
+}
+
+/// Runs a command (looked up on PATH) with no stdin and collects its output.
+@discardableResult
+func run(_ arguments: [String], workingDirectory: String? = nil) throws -> ProcessResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    if let workingDirectory { process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory) }
+    let stdout = Pipe()
+    let stderr = Pipe()
+    process.standardOutput = stdout
+    process.standardError = stderr
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    // Outputs here are small (well under a pipe buffer), so sequential reads cannot deadlock.
+    let out = stdout.fileHandleForReading.readDataToEndOfFile()
+    let err = stderr.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return ProcessResult(status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self))
+}
+
+/// Runs a command and fails the test (by throwing) unless it exits 0.
+@discardableResult
+func runChecked(_ arguments: [String], workingDirectory: String? = nil) throws -> ProcessResult {
+    let result = try run(arguments, workingDirectory: workingDirectory)
+    guard result.status == 0 else {
+        throw CryptoError(message: "\(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)")
+    }
+    return result
+}
+
+func readText(_ path: String) throws -> String {
+    try String(contentsOfFile: path, encoding: .utf8)
+}
+
+func readBytes(_ path: String) throws -> [UInt8] {
+    [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+}
+
+/// The package root, found from this file's location (Tests/OpenSSLCryptoTests/Support.swift).
+let packageRoot: String = {
+    var url = URL(fileURLWithPath: #filePath)
+    for _ in 0..<3 { url.deleteLastPathComponent() }
+    return url.path
+}()
+
+// MARK: - Socket pair and threads for TLS tests
+
+/// A connected AF_UNIX stream pair. Blocking, with 10 s send/receive timeouts so a broken
+/// handshake shows up as a failure (`.wantRead`) instead of hanging the test run.
+func makeSocketPair(nonBlocking: Bool = false) throws -> (Int32, Int32) {
+    // OpenSSL writes with write(2); a peer that has gone must give EPIPE, not kill the runner.
+    signal(SIGPIPE, SIG_IGN)
+    var fds: [Int32] = [0, 0]
+    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else {
+        throw CryptoError(message: "socketpair failed: \(String(cString: strerror(errno)))")
+    }
+    for fd in fds {
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if nonBlocking {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        }
+    }
+    return (fds[0], fds[1])
+}
+
+/// Runs blocking work on a dedicated thread, so the two ends of a handshake never depend on
+/// the (small) cooperative thread pool to make progress.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: body()) }.start()
+    }
+}
+
+/// What one side saw after its handshake.
+struct HandshakeOutcome: Sendable {
+    let result: TLSIOResult
+    let alpn: String?
+    let serverName: String?
+    let version: String
+    let peerCertificate: [UInt8]?
+
+    var succeeded: Bool { result == .ok(0) }
+}
+
+/// Handshakes both ends over a fresh blocking socket pair on two threads. On failure a side
+/// shuts its socket down so the other end sees EOF instead of waiting for the timeout.
+/// `afterHandshake` runs on each side's thread only when that side succeeded.
+func handshakePair(server serverContext: TLSContext, client clientContext: TLSContext, serverName: String? = nil,
+                   serverAfterHandshake: (@Sendable (TLSConnection) -> Void)? = nil,
+                   clientAfterHandshake: (@Sendable (TLSConnection) -> Void)? = nil) async throws
+    -> (server: HandshakeOutcome, client: HandshakeOutcome) {
+    let (serverFD, clientFD) = try makeSocketPair()
+    defer {
+        close(serverFD)
+        close(clientFD)
+    }
+    let server = try TLSConnection(context: serverContext, fd: serverFD, isServer: true)
+    let client = try TLSConnection(context: clientContext, fd: clientFD, isServer: false, serverName: serverName)
+
+    @Sendable func drive(_ connection: TLSConnection, fd: Int32, after: (@Sendable (TLSConnection) -> Void)?) -> HandshakeOutcome {
+        let result = connection.handshake()
+        if result == .ok(0) {
+            after?(connection)
+        } else {
+            Glibc.shutdown(fd, Int32(SHUT_RDWR))
+        }
+        return HandshakeOutcome(result: result, alpn: connection.negotiatedALPN,
+                                serverName: connection.requestedServerName, version: connection.protocolVersion,
+                                peerCertificate: connection.peerCertificateDER)
+    }
+    async let serverOutcome = onThread { drive(server, fd: serverFD, after: serverAfterHandshake) }
+    async let clientOutcome = onThread { drive(client, fd: clientFD, after: clientAfterHandshake) }
+    return await (serverOutcome, clientOutcome)
+}
+
+/// A CA + server certificate in a temporary directory, shared by a test.
+struct TestPKI {
+    let directory: TemporaryDirectory
+    let caPath: String
+    let certificatePath: String
+    let keyPath: String
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        (caPath, certificatePath, keyPath) = try TestCertificates.generate(into: directory.path)
+    }
+
+    func serverContext() throws -> TLSContext {
+        try TLSContext.server(certificateChainPath: certificatePath, privateKeyPath: keyPath)
+    }
+}
+
+extension TLSIOResult {
+    var isFailure: Bool {
+        if case .failed = self { return true }
+        return false
+    }
+
+    var failureText: String {
+        if case .failed(let text) = self { return text }
+        return ""
+    }
+}

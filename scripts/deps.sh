@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages this project needs, only where they are missing.
+# Usage: scripts/deps.sh [build|test|bench]
+set -euo pipefail
+
+want=(libnghttp2-dev libssl-dev pkg-config)
+case "${1:-build}" in
+  test)  want+=(nghttp2-client curl openssl) ;;
+  bench) want+=(nghttp2-client nghttp2-server curl openssl) ;;
+esac
+
+missing=()
+for pkg in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "installing Debian packages: ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "need root (or sudo) to apt-get install ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >/dev/null || true
+$sudo apt-get install -y -qq "${missing[@]}" >/dev/null
