@@ -168,10 +168,12 @@ public struct ConnectionAuthenticator: Sendable {
             return .rejected(reason.0, explanation: reason.1, token: token)
         }
 
-        // A different token for the same key within 20 minutes of the previous one. A previous
-        // token that has itself expired may always be replaced: the client had no choice.
+        // A different token for the same key within 20 minutes of the previous one. "Different"
+        // means different claims (a new iat): ES256 signatures are randomised, so re-signing
+        // the same claims yields a new string that is not an update. A previous token that has
+        // itself expired may always be replaced: the client had no choice.
         if let previous = verified.first(where: { $0.provider.key.keyID == key.keyID }),
-            previous.tokenString != tokenString,
+            previous.provider.issuedAt != issuedAt,
             nowMs - previous.firstUsedAt < policy.minRefreshIntervalSeconds * 1000,
             now - previous.provider.issuedAt <= policy.maxTokenAgeSeconds
         {
@@ -189,8 +191,10 @@ public struct ConnectionAuthenticator: Sendable {
         }
         let provider = AuthenticatedProvider(teamID: key.teamID, key: key, issuedAt: issuedAt, token: token,
                                              boundAtGeneration: boundGeneration)
+        // Re-signed claims keep the first use of those claims, so the 20-minute clock runs on.
+        let sameClaims = verified.first { $0.provider.key.keyID == key.keyID && $0.provider.issuedAt == issuedAt }
         let entry = Verified(tokenString: tokenString, provider: provider, generation: credentialsGeneration,
-                             firstUsedAt: nowMs)
+                             firstUsedAt: sameClaims?.firstUsedAt ?? nowMs)
         // Age and environment are judged like every later use of the same token, but the
         // token is still remembered: the 20-minute rule counts from its first use.
         let result = checkAge(provider, environment: environment, nowMs: nowMs, firstOnConnection: firstOnConnection)

@@ -8,6 +8,14 @@ import ProviderClient
 
 /// `apns-emulator [serve|send|jwt|readyz|certs|help|version] [options]`
 let arguments = Array(CommandLine.arguments.dropFirst())
+
+// A parent may start us with signals blocked (Foundation's Process inherits the spawning
+// thread's mask); unblock them before any thread starts, so SIGTERM and SIGINT stop us.
+var noSignals = sigset_t()
+sigemptyset(&noSignals)
+pthread_sigmask(SIG_SETMASK, &noSignals, nil)
+signal(SIGTERM) { _ in _exit(0) }
+signal(SIGINT) { _ in _exit(0) }
 let environment = ProcessInfo.processInfo.environment
 
 func fail(_ message: String, code: Int32 = 2) -> Never {
@@ -82,8 +90,6 @@ func runServe(_ args: [String]) -> Never {
     }
     if !configuration.quiet { print(Banner.text(for: emulator)) }
     fflush(nil)
-    signal(SIGTERM) { _ in exit(0) }
-    signal(SIGINT) { _ in exit(0) }
     while true { pause() }
 }
 

@@ -210,3 +210,20 @@ struct ProviderTokenTests {
         #expect(response.status == 200)
     }
 }
+
+@Suite("Provider token updates")
+struct ProviderTokenUpdateTests {
+    @Test func reSigningTheSameClaimsIsNotAnUpdate() throws {
+        let fixture = try Fixture()
+        let iat = fixture.nowSeconds
+        let a = try fixture.keyA.token(issuedAt: iat)
+        let b = try fixture.keyA.token(issuedAt: iat)
+        #expect(a != b, "ES256 signatures are randomised")
+        var connection = fixture.connection()
+        #expect(fixture.endpoint.handle(try fixture.request(authorization: "bearer \(a)"), connection: &connection).status == 200)
+        #expect(fixture.endpoint.handle(try fixture.request(authorization: "bearer \(b)"), connection: &connection).status == 200)
+        let newer = try fixture.keyA.token(issuedAt: iat + 1)
+        #expect(fixture.endpoint.handle(try fixture.request(authorization: "bearer \(newer)"), connection: &connection).reasonText
+            == "TooManyProviderTokenUpdates")
+    }
+}

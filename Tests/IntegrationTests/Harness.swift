@@ -105,8 +105,12 @@ final class EmulatorProcess: @unchecked Sendable {
         return try HTTP2ClientConnection(options)
     }
 
+    /// One provider token for the whole test, as real providers reuse theirs for 20–60 minutes.
+    private lazy var sharedToken: String = (try? key.token(issuedAt: Int64(Date().timeIntervalSince1970))) ?? ""
+
     func providerToken(issuedAt: Int64? = nil) throws -> String {
-        try key.token(issuedAt: issuedAt ?? Int64(Date().timeIntervalSince1970))
+        if let issuedAt { return try key.token(issuedAt: issuedAt) }
+        return sharedToken
     }
 
     /// A valid alert push for `token` signed with the harness key.
