@@ -86,9 +86,13 @@ public enum Hex {
         a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8, by: asciiCaseInsensitiveEqual)
     }
 
+    public static func hasUppercase(_ text: Substring) -> Bool {
+        text.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x46 })
+    }
+
     /// Lowercases hex text; returns the input unchanged (no copy) when it already is lowercase.
     public static func lowercased(_ text: Substring) -> String {
-        if text.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x46 }) {
+        if hasUppercase(text) {
             return String(decoding: text.utf8.map(asciiLowercased), as: UTF8.self)
         }
         return String(text)

@@ -6,6 +6,9 @@ public enum APNsEnvironment: String, Sendable, CaseIterable, Codable {
     /// Apple's host names and the environment each one selects (reference §1).
     /// `api.development.push.apple.com` appears in Apple's own text and behaves as the sandbox.
     public static func forAppleHost(_ host: Substring) -> APNsEnvironment? {
+        // Every Apple host starts with "api."; most requests name an IP or localhost, so
+        // reject those on the first byte (this runs for every request).
+        guard let first = host.utf8.first, first | 0x20 == UInt8(ascii: "a") else { return nil }
         // Strip an optional ":port" and compare case-insensitively without allocating.
         var name = host
         if let colon = name.lastIndex(of: ":"), !name.hasPrefix("[") { name = name[..<colon] }

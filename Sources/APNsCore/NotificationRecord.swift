@@ -97,20 +97,23 @@ public struct RecordStore: Sendable {
         nextSequence = max(nextSequence, next)
     }
 
+    /// Appends a record; returns its sequence number and the record that fell off the end, so
+    /// the caller can release it outside any lock.
     @discardableResult
-    public mutating func append(_ record: NotificationRecord) -> UInt64 {
+    public mutating func append(_ record: NotificationRecord) -> (sequence: UInt64, evicted: NotificationRecord?) {
         var record = record
         record.sequence = nextSequence
         nextSequence += 1
+        let sequence = record.sequence
         if ring.count < capacity {
             if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
             ring.append(record)
-        } else {
-            ring[head] = record
-            head = (head + 1) % capacity
-            evicted += 1
+            return (sequence, nil)
         }
-        return record.sequence
+        swap(&ring[head], &record)
+        head = (head + 1) % capacity
+        evicted += 1
+        return (sequence, record)
     }
 
     /// Records newest first, filtered, at most `limit`.

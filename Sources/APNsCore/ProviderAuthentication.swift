@@ -48,6 +48,8 @@ public struct ConnectionAuthenticator: Sendable {
     /// Most recent verified token per key id (a topic-specific key and its related key may
     /// alternate on one connection); at most a handful of entries.
     private var verified: [Verified] = []
+    /// The last authorization header and its entry in `verified`.
+    private var lastAuthorization: (header: String, index: Int)?
 
     public init(policy: TokenPolicy = TokenPolicy()) { self.policy = policy }
 
@@ -60,13 +62,20 @@ public struct ConnectionAuthenticator: Sendable {
     ///     generation is re-checked (keys may have been removed or changed).
     ///   - lookUpKey: finds a key by id in the current credentials.
     public mutating func authenticate(
-        authorization: Substring?, environment: APNsEnvironment, nowMs: Int64,
+        authorization: String?, environment: APNsEnvironment, nowMs: Int64,
         credentialsGeneration: UInt64, lookUpKey: (String) -> ProviderKey?
     ) -> AuthenticationResult {
+        // Fastest path: the very header value seen last time (String equality short-circuits
+        // when both share storage, which the HTTP/2 layer arranges for repeated values).
+        if let authorization, let last = lastAuthorization, last.header == authorization,
+            verified.indices.contains(last.index), verified[last.index].generation == credentialsGeneration
+        {
+            return checkAge(verified[last.index].provider, environment: environment, nowMs: nowMs, firstOnConnection: false)
+        }
         guard let authorization, !authorization.isEmpty else {
             return .rejected(.missingProviderToken, explanation: "no authorization header on a token-based connection", token: nil)
         }
-        guard let tokenString = Self.bearerToken(authorization) else {
+        guard let tokenString = Self.bearerToken(Substring(authorization)) else {
             return .rejected(.invalidProviderToken,
                              explanation: "authorization header is not 'bearer <JWT>'", token: nil)
         }
@@ -78,11 +87,14 @@ public struct ConnectionAuthenticator: Sendable {
         if let index = verified.firstIndex(where: { $0.tokenString == tokenString }),
             verified[index].generation == credentialsGeneration
         {
+            lastAuthorization = (authorization, index)
             let entry = verified[index]
             return checkAge(entry.provider, environment: environment, nowMs: nowMs, firstOnConnection: false)
         }
-        return verifyNew(tokenString, environment: environment, nowMs: nowMs,
-                         credentialsGeneration: credentialsGeneration, lookUpKey: lookUpKey)
+        let result = verifyNew(tokenString, environment: environment, nowMs: nowMs,
+                               credentialsGeneration: credentialsGeneration, lookUpKey: lookUpKey)
+        lastAuthorization = verified.lastIndex { $0.tokenString == tokenString }.map { (authorization, $0) }
+        return result
     }
 
     /// Accepts `bearer` in any case (Apple writes lowercase; some clients send `Bearer`).

@@ -117,20 +117,22 @@ public final class ProviderEndpoint: Sendable {
 
         var raiseStreamLimit = false
         do throws(Rejection) {
-            let syntax = try checkRequestLine(fields, record: &record)
-            try checkHeaderSyntax(fields, syntax: syntax, record: &record)
+            var syntax = try checkRequestLine(fields, record: &record)
+            try checkHeaderSyntax(fields, syntax: &syntax, record: &record)
             let provider = try authenticate(fields, environment: environment, now: now,
                                             connection: &connection, record: &record, raise: &raiseStreamLimit)
             // Payload facts that need no state are worked out before taking the lock.
             let json = request.bodyLength > 0 && request.bodyLength == request.body.count
                 ? JSONValidator.check(request.body) : nil
-            let (sequence, stateful) = state.withWorld { (world: inout World) -> (UInt64, Rejection?) in
+            // The evicted record is released after the lock is let go: freeing its strings and
+            // arrays is the most expensive part of an append.
+            let (sequence, stateful, _) = state.withWorld { (world: inout World) -> (UInt64, Rejection?, NotificationRecord?) in
                 var rejection: Rejection?
                 do throws(Rejection) {
                     let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: world, record: &record)
-                    let entry = try checkDeviceToken(syntax.token, topic: topic, environment: environment, now: now,
+                    let entry = try checkDeviceToken(syntax.token, topic: topic.topic, environment: environment, now: now,
                                                      world: world, record: &record)
-                    try checkPayload(request, json: json, record: &record)
+                    try checkPayload(request, pushType: topic.pushType, json: json)
                     record.status = 200
                     record.deviceID = entry.deviceID
                     record.bundleID = entry.bundleID
@@ -139,13 +141,14 @@ public final class ProviderEndpoint: Sendable {
                     record.reject(error, spelledAs: options.reasonText(error.reason))
                     rejection = error
                 }
-                return (world.records.append(record), rejection)
+                let (sequence, evicted) = world.records.append(record)
+                return (sequence, rejection, evicted)
             }
             return response(for: record, rejection: stateful, raise: raiseStreamLimit, sequence: sequence)
         } catch {
             // Rejected before any state was consulted.
             record.reject(error, spelledAs: options.reasonText(error.reason))
-            let sequence = state.withWorld { $0.records.append(record) }
+            let (sequence, _) = state.withWorld { $0.records.append(record) }
             return response(for: record, rejection: error, raise: raiseStreamLimit, sequence: sequence)
         }
     }
@@ -163,7 +166,8 @@ public final class ProviderEndpoint: Sendable {
     /// What the stateless stages learned, for the later ones.
     private struct Syntax {
         var token: Substring
-        var pushType: PushType?
+        /// The `apns-push-type` header, parsed.
+        var pushType: PushType? = nil
     }
 
     private static let devicePrefix = "/3/device/"
@@ -173,22 +177,22 @@ public final class ProviderEndpoint: Sendable {
             throw Rejection(reason: .methodNotAllowed,
                             explanation: "method \(fields.method ?? "(none)") is not allowed; APNs accepts only POST")
         }
-        guard let path = fields.path, path.hasPrefix(Self.devicePrefix) else {
+        guard let path = fields.path, path.utf8.starts(with: Self.devicePrefix.utf8) else {
             throw Rejection(reason: .badPath,
                             explanation: "path \(fields.path ?? "(none)") is not /3/device/<device-token>")
         }
-        let token = path.dropFirst(Self.devicePrefix.utf8.count)
+        let token = Substring(path.utf8.dropFirst(Self.devicePrefix.utf8.count))
         record.token = String(token)
-        guard !token.contains("/"), !token.contains("?") else {
+        guard !token.utf8.contains(UInt8(ascii: "/")), !token.utf8.contains(UInt8(ascii: "?")) else {
             throw Rejection(reason: .badPath, explanation: "path \(path) has more than one segment after /3/device/")
         }
         if let duplicate = fields.duplicate {
             throw Rejection(reason: .duplicateHeaders, explanation: "header \(duplicate) appears more than once")
         }
-        return Syntax(token: token, pushType: nil)
+        return Syntax(token: token)
     }
 
-    private func checkHeaderSyntax(_ fields: APNsHeaderFields, syntax: Syntax, record: inout NotificationRecord)
+    private func checkHeaderSyntax(_ fields: APNsHeaderFields, syntax: inout Syntax, record: inout NotificationRecord)
         throws(Rejection)
     {
         if let id = fields.apnsID, !CanonicalUUID.isValid(Substring(id)) {
@@ -219,10 +223,11 @@ public final class ProviderEndpoint: Sendable {
         }
         if let value = fields.pushType {
             record.pushTypeHeaderPresent = true
-            guard PushType(headerValue: Substring(value)) != nil else {
+            guard let type = PushType(headerValue: Substring(value)) else {
                 throw Rejection(reason: .invalidPushType,
                                 explanation: "apns-push-type '\(value)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
             }
+            syntax.pushType = type
         }
     }
 
@@ -232,7 +237,7 @@ public final class ProviderEndpoint: Sendable {
     ) throws(Rejection) -> AuthenticatedProvider {
         let state = self.state
         let result = connection.authenticator.authenticate(
-            authorization: fields.authorization.map { Substring($0) }, environment: environment, nowMs: now,
+            authorization: fields.authorization, environment: environment, nowMs: now,
             credentialsGeneration: state.currentCredentialsGeneration,
             lookUpKey: { id in state.withWorld { $0.credentials.keys[id] } })
         switch result {
@@ -256,9 +261,9 @@ public final class ProviderEndpoint: Sendable {
         }
     }
 
-    /// Topic rules (reference §2.2, §2.3, §5.1). Returns the full topic.
+    /// Topic rules (reference §2.2, §2.3, §5.1). Returns the topic and the effective push type.
     private func checkTopic(_ fields: APNsHeaderFields, syntax: Syntax, provider: AuthenticatedProvider,
-                            world: World, record: inout NotificationRecord) throws(Rejection) -> String
+                            world: World, record: inout NotificationRecord) throws(Rejection) -> (topic: String, pushType: PushType)
     {
         guard let topic = fields.topic, !topic.isEmpty else {
             throw Rejection(reason: .missingTopic, explanation: "apns-topic is required on token-based connections")
@@ -270,9 +275,10 @@ public final class ProviderEndpoint: Sendable {
         let credentials = world.credentials
         // A topic that is itself a registered bundle id has no suffix, even if it happens to
         // end like one (an app called com.example.voip).
-        let implied = credentials.owner(ofBundle: topic) != nil ? nil : PushType.implied(byTopic: Substring(topic))
+        var implied = PushType.implied(byTopic: Substring(topic))
+        if implied != nil, credentials.owner(ofBundle: topic) != nil { implied = nil }
         let pushType: PushType
-        if let header = fields.pushType.flatMap({ PushType(headerValue: Substring($0)) }) {
+        if let header = syntax.pushType {
             if header.topicSuffix.isEmpty, let implied {
                 throw Rejection(reason: .invalidPushType,
                                 explanation: "push type \(header.rawValue) cannot be sent to topic \(topic), which is for \(implied.rawValue) pushes")
@@ -290,7 +296,8 @@ public final class ProviderEndpoint: Sendable {
             throw Rejection(reason: .invalidPushType,
                             explanation: "\(pushType.rawValue) pushes need a certificate-based connection; this one uses provider tokens")
         }
-        let bundleID = String(topic.dropLast(pushType.topicSuffix.utf8.count))
+        let suffixLength = pushType.topicSuffix.utf8.count
+        let bundleID = suffixLength == 0 ? topic : String(Substring(topic.utf8.dropLast(suffixLength)))
         record.bundleID = bundleID
         guard let owner = credentials.owner(ofBundle: bundleID) else {
             throw Rejection(reason: .topicDisallowed,
@@ -308,7 +315,7 @@ public final class ProviderEndpoint: Sendable {
             throw Rejection(reason: .topicDisallowed,
                             explanation: "bundle \(bundleID) was added to team \(owner.teamID) after this connection was bound; open a new connection")
         }
-        return topic
+        return (topic, pushType)
     }
 
     private func checkDeviceToken(_ token: Substring, topic: String, environment: APNsEnvironment, now: Int64,
@@ -320,7 +327,9 @@ public final class ProviderEndpoint: Sendable {
         guard Hex.isEvenLengthHex(token) else {
             throw Rejection(reason: .badDeviceToken, explanation: "device token is not an even-length run of hex digits")
         }
-        guard let entry = world.registry.token(Hex.lowercased(token)) else {
+        // The record already holds the token as a String; reuse it unless it needs lowercasing.
+        let normalized = Hex.hasUppercase(token) ? Hex.lowercased(token) : record.token
+        guard let entry = world.registry.token(normalized) else {
             throw Rejection(reason: .badDeviceToken, explanation: "no device was issued this token")
         }
         record.deviceID = entry.deviceID
@@ -346,13 +355,12 @@ public final class ProviderEndpoint: Sendable {
         }
     }
 
-    private func checkPayload(_ request: PushRequest, json: JSONValidator.Verdict?, record: inout NotificationRecord)
+    private func checkPayload(_ request: PushRequest, pushType: PushType, json: JSONValidator.Verdict?)
         throws(Rejection)
     {
         guard request.bodyLength > 0 else {
             throw Rejection(reason: .payloadEmpty, explanation: "the request has no body")
         }
-        let pushType = record.pushType.flatMap { PushType(rawValue: $0) } ?? .alert
         let limit = pushType.payloadLimit
         if request.bodyLength > limit {
             throw Rejection(reason: .payloadTooLarge,

@@ -35,28 +35,45 @@ struct APNsHeaderFields {
         var seen: UInt32 = 0
         var others: [Substring.UTF8View] = []
         for (name, value) in headers {
-            let bit: UInt32
-            switch name {
-            case ":method": bit = 1 << 0; method = value
-            case ":path": bit = 1 << 1; path = value
-            case ":authority": bit = 1 << 2; authority = value
-            case ":scheme": bit = 1 << 3
-            case "authorization": bit = 1 << 4; authorization = value
-            case "apns-id": bit = 1 << 5; apnsID = value
-            case "apns-expiration": bit = 1 << 6; expiration = value
-            case "apns-priority": bit = 1 << 7; priority = value
-            case "apns-topic": bit = 1 << 8; topic = value
-            case "apns-push-type": bit = 1 << 9; pushType = value
-            case "apns-collapse-id": bit = 1 << 10; collapseID = value
-            default:
+            let bit = Self.classify(name)
+            switch bit {
+            case 0:
                 // Rare and few: a linear scan is cheaper than hashing.
                 let utf8 = Substring(name).utf8
                 if duplicate == nil, others.contains(where: { $0.elementsEqual(utf8) }) { duplicate = name }
                 others.append(utf8)
                 continue
+            case 1 << 0: method = value
+            case 1 << 1: path = value
+            case 1 << 2: authority = value
+            case 1 << 4: authorization = value
+            case 1 << 5: apnsID = value
+            case 1 << 6: expiration = value
+            case 1 << 7: priority = value
+            case 1 << 8: topic = value
+            case 1 << 9: pushType = value
+            case 1 << 10: collapseID = value
+            default: break  // :scheme
             }
             if seen & bit != 0, duplicate == nil { duplicate = name }
             seen |= bit
+        }
+    }
+
+    /// A bit per header APNs reads, 0 for any other. Dispatches on the length first so each
+    /// name costs one or two comparisons (these names are small strings: comparing them is
+    /// comparing two machine words).
+    @inline(__always)
+    static func classify(_ name: String) -> UInt32 {
+        switch name.utf8.count {
+        case 5: return name == ":path" ? 1 << 1 : 0
+        case 7: return name == ":method" ? 1 << 0 : name == "apns-id" ? 1 << 5 : name == ":scheme" ? 1 << 3 : 0
+        case 10: return name == "apns-topic" ? 1 << 8 : name == ":authority" ? 1 << 2 : 0
+        case 13: return name == "authorization" ? 1 << 4 : name == "apns-priority" ? 1 << 7 : 0
+        case 14: return name == "apns-push-type" ? 1 << 9 : 0
+        case 15: return name == "apns-expiration" ? 1 << 6 : 0
+        case 16: return name == "apns-collapse-id" ? 1 << 10 : 0
+        default: return 0
         }
     }
 }

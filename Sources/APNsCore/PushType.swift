@@ -32,10 +32,15 @@ public enum PushType: String, Sendable, CaseIterable, Codable {
         .filter { !$0.topicSuffix.isEmpty }
         .sorted { $0.topicSuffix.utf8.count > $1.topicSuffix.utf8.count }
 
-    /// The push type a topic's suffix implies, or nil for a bare bundle id.
+    private static let suffixBytes: [(PushType, [UInt8])] = suffixed.map { ($0, Array($0.topicSuffix.utf8)) }
+
+    /// The push type a topic's suffix implies, or nil for a bare bundle id. Compares bytes:
+    /// this runs on every request.
     public static func implied(byTopic topic: Substring) -> PushType? {
-        for type in suffixed where topic.hasSuffix(type.topicSuffix) && topic.utf8.count > type.topicSuffix.utf8.count {
-            return type
+        let utf8 = topic.utf8
+        let count = utf8.count
+        for (type, suffix) in suffixBytes where count > suffix.count {
+            if utf8.suffix(suffix.count).elementsEqual(suffix) { return type }
         }
         return nil
     }

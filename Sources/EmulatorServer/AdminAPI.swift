@@ -141,7 +141,7 @@ final class AdminAPI: @unchecked Sendable {
         let app = try appRequest(body)
         var deviceID: String?
         if let value = body["deviceId"] {
-            guard let text = value.stringValue, !text.isEmpty, text.count <= 128, !text.contains("/") else {
+            guard let text = value.stringValue, !text.isEmpty, text.count <= 128, !text.utf8.contains(UInt8(ascii: "/")) else {
                 throw AdminError(400, "\"deviceId\" must be a non-empty string without '/' (at most 128 characters)")
             }
             deviceID = text

@@ -25,6 +25,7 @@ final class ProviderConnection: ConnectionHandler {
     private let session: HTTP2ServerSession
     private var context: ProviderConnectionContext
     private var idleTimer: TimerID?
+    private var responseHeaders: [HTTP2HeaderField] = []
 
     init(connection: Connection, listenerEnvironment: APNsEnvironment, endpoint: ProviderEndpoint,
          server: ProviderServer) throws(HTTP2Error)
@@ -77,11 +78,16 @@ final class ProviderConnection: ConnectionHandler {
         let push = PushRequest(streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
                                body: request.body, bodyLength: request.bodyLength)
         let response = endpoint.handle(push, connection: &context)
-        var headers = [HTTP2HeaderField(name: "apns-id", value: response.apnsID)]
-        if let unique = response.uniqueID { headers.append(HTTP2HeaderField(name: "apns-unique-id", value: unique)) }
+        // A reused scratch array: nghttp2 copies the fields during the submit call.
+        responseHeaders.removeAll(keepingCapacity: true)
+        // Ids are unique per response: never index them, or they churn the HPACK table.
+        responseHeaders.append(HTTP2HeaderField(name: "apns-id", value: response.apnsID, neverIndex: true))
+        if let unique = response.uniqueID {
+            responseHeaders.append(HTTP2HeaderField(name: "apns-unique-id", value: unique, neverIndex: true))
+        }
         let body = response.body
-        if body != nil { headers.append(.contentTypeJSON) }
-        session.submitResponse(streamID: request.streamID, status: response.status, headers: headers, body: body)
+        if body != nil { responseHeaders.append(.contentTypeJSON) }
+        session.submitResponse(streamID: request.streamID, status: response.status, headers: responseHeaders, body: body)
         if response.raiseStreamLimit { session.submitSettings(Self.raisedLimit) }
     }
 

@@ -2,6 +2,7 @@
 // `consumeEvents`); submits (`submitResponse`, …) → bytes out (`drainOutput`).
 
 import CNghttp2
+import Glibc
 
 /// Per-stream state, kept in a reused slot array (no per-request dictionary). nghttp2's
 /// stream user data holds `slot index + 1`, so lookups go through nghttp2's own stream map.
@@ -35,6 +36,8 @@ public final class HTTP2ServerSession: @unchecked Sendable {
     fileprivate var openCount = 0
     fileprivate let maxBufferedBody: Int
     fileprivate var headerCapacityHint = 12
+    /// Header fields of recent requests by position, to reuse their Strings (see `field`).
+    fileprivate var recentFields = RecentHeaderFields()
     fileprivate var settingsAcked = false
     fileprivate var note = ErrorNote()
     private var scratch = HeaderScratch()
@@ -334,9 +337,10 @@ private func serverOnHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<ng
     guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, frame.pointee.hd.stream_id)) else {
         return 0
     }
-    server.slots[index].headers.append(HTTP2HeaderField(name: makeString(name, nameLength),
-                                                        value: makeString(value, valueLength),
-                                                        neverIndex: flags & NVFlag.noIndex != 0))
+    let position = server.slots[index].headers.count
+    let field = server.recentFields.field(at: position, name: name, nameLength: nameLength, value: value,
+                                          valueLength: valueLength, neverIndex: flags & NVFlag.noIndex != 0)
+    server.slots[index].headers.append(field)
     return 0
 }
 
@@ -426,4 +430,44 @@ private func serverOnError(_ session: OpaquePointer?, _ libErrorCode: Int32, _ m
     guard let server = owner(userData), let message else { return 0 }
     server.note.message = message.withMemoryRebound(to: UInt8.self, capacity: length) { makeString($0, length) }
     return 0
+}
+
+/// Clients send the same header fields in the same order on every request of a connection:
+/// only the path and an id or two change. Remembering the fields of recent requests by
+/// position lets a repeated name or value reuse the existing String (a reference-count bump)
+/// instead of allocating and validating a new one for every request.
+struct RecentHeaderFields {
+    private var fields: [HTTP2HeaderField] = []
+    private static let maxPositions = 32
+
+    mutating func field(at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int,
+                        value: UnsafePointer<UInt8>?, valueLength: Int, neverIndex: Bool) -> HTTP2HeaderField {
+        guard position < Self.maxPositions else {
+            return HTTP2HeaderField(name: makeString(name, nameLength), value: makeString(value, valueLength),
+                                    neverIndex: neverIndex)
+        }
+        if position < fields.count {
+            let cached = fields[position]
+            let sameName = Self.matches(cached.name, name, nameLength)
+            if sameName && Self.matches(cached.value, value, valueLength) {
+                return cached.neverIndex == neverIndex ? cached
+                    : HTTP2HeaderField(name: cached.name, value: cached.value, neverIndex: neverIndex)
+            }
+            let fresh = HTTP2HeaderField(name: sameName ? cached.name : makeString(name, nameLength),
+                                         value: makeString(value, valueLength), neverIndex: neverIndex)
+            fields[position] = fresh
+            return fresh
+        }
+        let fresh = HTTP2HeaderField(name: makeString(name, nameLength), value: makeString(value, valueLength),
+                                     neverIndex: neverIndex)
+        if position == fields.count { fields.append(fresh) }
+        return fresh
+    }
+
+    @inline(__always)
+    static func matches(_ string: String, _ bytes: UnsafePointer<UInt8>?, _ count: Int) -> Bool {
+        guard string.utf8.count == count else { return false }
+        guard count > 0, let bytes else { return true }
+        return string.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, bytes, count) == 0 } ?? false
+    }
 }

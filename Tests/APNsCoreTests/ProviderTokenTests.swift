@@ -8,7 +8,7 @@ struct ProviderTokenTests {
     {
         let credentials = fixture.state.withWorld { $0.credentials }
         return authenticator.authenticate(
-            authorization: Substring("bearer \(token)"), environment: environment,
+            authorization: "bearer \(token)", environment: environment,
             nowMs: fixture.clock.nowMilliseconds(), credentialsGeneration: credentials.generation,
             lookUpKey: { credentials.keys[$0] })
     }
