@@ -86,6 +86,33 @@ public enum Hex {
         a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8, by: asciiCaseInsensitiveEqual)
     }
 
+    /// What one pass over a device token (the text after /3/device/) finds.
+    public struct TokenShape: Equatable, Sendable {
+        public var isEvenLengthHex: Bool
+        public var hasUppercase: Bool
+        /// A '/' or '?': the path has more than a token after /3/device/.
+        public var hasPathDelimiter: Bool
+    }
+
+    /// Classifies a token in a single pass over its bytes (this runs for every request).
+    public static func shape(ofToken text: Substring) -> TokenShape {
+        var text = text
+        return text.withUTF8 { bytes in
+            var allHex = !bytes.isEmpty && bytes.count % 2 == 0
+            var upper = false
+            var delimiter = false
+            for c in bytes {
+                switch c {
+                case 0x30...0x39, 0x61...0x66: continue
+                case 0x41...0x46: upper = true
+                case UInt8(ascii: "/"), UInt8(ascii: "?"): delimiter = true; allHex = false
+                default: allHex = false
+                }
+            }
+            return TokenShape(isEvenLengthHex: allHex, hasUppercase: upper, hasPathDelimiter: delimiter)
+        }
+    }
+
     public static func hasUppercase(_ text: Substring) -> Bool {
         text.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x46 })
     }

@@ -130,7 +130,7 @@ public final class ProviderEndpoint: Sendable {
                 var rejection: Rejection?
                 do throws(Rejection) {
                     let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: world, record: &record)
-                    let entry = try checkDeviceToken(syntax.token, topic: topic.topic, environment: environment, now: now,
+                    let entry = try checkDeviceToken(syntax, topic: topic.topic, environment: environment, now: now,
                                                      world: world, record: &record)
                     try checkPayload(request, pushType: topic.pushType, json: json)
                     record.status = 200
@@ -166,6 +166,7 @@ public final class ProviderEndpoint: Sendable {
     /// What the stateless stages learned, for the later ones.
     private struct Syntax {
         var token: Substring
+        var tokenShape: Hex.TokenShape
         /// The `apns-push-type` header, parsed.
         var pushType: PushType? = nil
     }
@@ -183,13 +184,14 @@ public final class ProviderEndpoint: Sendable {
         }
         let token = Substring(path.utf8.dropFirst(Self.devicePrefix.utf8.count))
         record.token = String(token)
-        guard !token.utf8.contains(UInt8(ascii: "/")), !token.utf8.contains(UInt8(ascii: "?")) else {
+        let shape = Hex.shape(ofToken: token)
+        guard !shape.hasPathDelimiter else {
             throw Rejection(reason: .badPath, explanation: "path \(path) has more than one segment after /3/device/")
         }
         if let duplicate = fields.duplicate {
             throw Rejection(reason: .duplicateHeaders, explanation: "header \(duplicate) appears more than once")
         }
-        return Syntax(token: token)
+        return Syntax(token: token, tokenShape: shape)
     }
 
     private func checkHeaderSyntax(_ fields: APNsHeaderFields, syntax: inout Syntax, record: inout NotificationRecord)
@@ -318,17 +320,17 @@ public final class ProviderEndpoint: Sendable {
         return (topic, pushType)
     }
 
-    private func checkDeviceToken(_ token: Substring, topic: String, environment: APNsEnvironment, now: Int64,
+    private func checkDeviceToken(_ syntax: Syntax, topic: String, environment: APNsEnvironment, now: Int64,
                                   world: World, record: inout NotificationRecord) throws(Rejection) -> TokenEntry
     {
-        guard !token.isEmpty else {
+        guard !syntax.token.isEmpty else {
             throw Rejection(reason: .missingDeviceToken, explanation: "no device token after /3/device/")
         }
-        guard Hex.isEvenLengthHex(token) else {
+        guard syntax.tokenShape.isEvenLengthHex else {
             throw Rejection(reason: .badDeviceToken, explanation: "device token is not an even-length run of hex digits")
         }
         // The record already holds the token as a String; reuse it unless it needs lowercasing.
-        let normalized = Hex.hasUppercase(token) ? Hex.lowercased(token) : record.token
+        let normalized = syntax.tokenShape.hasUppercase ? Hex.lowercased(syntax.token) : record.token
         guard let entry = world.registry.token(normalized) else {
             throw Rejection(reason: .badDeviceToken, explanation: "no device was issued this token")
         }

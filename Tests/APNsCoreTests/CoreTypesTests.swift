@@ -136,3 +136,19 @@ struct RFC3339Tests {
         #expect(RFC3339.parse("yesterday") == nil)
     }
 }
+
+@Suite("Token shape")
+struct TokenShapeTests {
+    @Test(arguments: [
+        ("00ff", Hex.TokenShape(isEvenLengthHex: true, hasUppercase: false, hasPathDelimiter: false)),
+        ("00FF", Hex.TokenShape(isEvenLengthHex: true, hasUppercase: true, hasPathDelimiter: false)),
+        ("0ff", Hex.TokenShape(isEvenLengthHex: false, hasUppercase: false, hasPathDelimiter: false)),
+        ("", Hex.TokenShape(isEvenLengthHex: false, hasUppercase: false, hasPathDelimiter: false)),
+        ("zz", Hex.TokenShape(isEvenLengthHex: false, hasUppercase: false, hasPathDelimiter: false)),
+        ("00/ff", Hex.TokenShape(isEvenLengthHex: false, hasUppercase: false, hasPathDelimiter: true)),
+        ("00ff?x=1", Hex.TokenShape(isEvenLengthHex: false, hasUppercase: false, hasPathDelimiter: true)),
+    ])
+    func shape(text: String, expected: Hex.TokenShape) {
+        #expect(Hex.shape(ofToken: Substring(text)) == expected)
+    }
+}
