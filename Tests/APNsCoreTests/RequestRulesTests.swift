@@ -267,3 +267,44 @@ struct RequestRulesTests {
         #expect(fixture.send(try fixture.request(path: "/3/device/zz", body: nil)).reasonText == "BadDeviceToken")
     }
 }
+
+@Suite("Push types and topics")
+struct PushTypeTopicTests {
+    /// Every push type with the topic suffix it needs, sent to a token of the matching kind.
+    @Test(arguments: PushType.allCases.filter { $0 != .mdm && $0 != .background })
+    func eachPushTypeWithItsSuffixIsAccepted(type: PushType) throws {
+        let fixture = try Fixture()
+        let kind = TokenKind(rawValue: type.rawValue) ?? .app
+        let now = fixture.clock.nowMilliseconds()
+        let token = try fixture.state.withWorld { world throws(RegistryError) in
+            try world.registry.register(deviceID: "d1", bundleID: "com.example.app", environment: .sandbox, kind: kind, nowMs: now).token
+        }
+        let topic = "com.example.app" + type.topicSuffix
+        let ok = fixture.send(try fixture.request(token: token, topic: topic, extra: [("apns-push-type", type.rawValue)]))
+        #expect(ok.status == 200, "\(type) on \(topic)")
+        #expect(fixture.latestRecord()?.pushType == type.rawValue)
+        // The same push type on the bare bundle topic is inconsistent (types with a suffix).
+        if !type.topicSuffix.isEmpty {
+            let bare = fixture.send(try fixture.request(token: token, topic: "com.example.app", extra: [("apns-push-type", type.rawValue)]))
+            #expect(bare.reasonText == "InvalidPushType")
+        }
+    }
+
+    @Test func backgroundPushOnTheAppTopicIsAccepted() throws {
+        let fixture = try Fixture()
+        let response = fixture.send(try fixture.request(
+            extra: [("apns-push-type", "background"), ("apns-priority", "5")], body: #"{"aps":{"content-available":1}}"#))
+        #expect(response.status == 200)
+    }
+
+    @Test func aBundleThatEndsLikeASuffixIsStillABundle() throws {
+        let fixture = try Fixture()
+        let now = fixture.clock.nowMilliseconds()
+        let token = try fixture.state.withWorld { world throws(RegistryError) in
+            world.credentials.addApp(teamID: "TEAMAAAAAA", bundleID: "com.example.voip")
+            return try world.registry.register(deviceID: "d1", bundleID: "com.example.voip", environment: .sandbox, nowMs: now).token
+        }
+        let response = fixture.send(try fixture.request(token: token, topic: "com.example.voip", extra: [("apns-push-type", "alert")]))
+        #expect(response.status == 200)
+    }
+}

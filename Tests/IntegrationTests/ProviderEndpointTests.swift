@@ -234,3 +234,59 @@ struct ProviderEndpointTests {
         #expect(result.reason == "ExpiredProviderToken")
     }
 }
+
+@Suite("Provider keys over the wire")
+struct ProviderKeyTests {
+    @Test func derSignatureFromOpenSSLIsAccepted() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        // Apple's command-line recipe: openssl dgst -sha256 -sign (DER signature).
+        let header = Base64URL.encode(Array(#"{"alg":"ES256","kid":"\#(EmulatorProcess.keyID)"}"#.utf8))
+        let claims = Base64URL.encode(Array(#"{"iss":"\#(EmulatorProcess.teamID)","iat":\#(Int64(Date().timeIntervalSince1970))}"#.utf8))
+        let input = emulator.directory + "/input.txt"
+        try "\(header).\(claims)".write(toFile: input, atomically: true, encoding: .utf8)
+        let openssl = try #require(which("openssl"))
+        let signed = try run(openssl, ["dgst", "-sha256", "-sign", emulator.keyPath, "-out", emulator.directory + "/sig.der", input])
+        #expect(signed.status == 0, "\(signed.err)")
+        let signature = try #require(FileManager.default.contents(atPath: emulator.directory + "/sig.der"))
+        #expect(signature.count != 64, "a DER signature, not raw r||s")
+        var push = try emulator.push(device.token)
+        push.providerToken = "\(header).\(claims).\(Base64URL.encode(Array(signature)))"
+        #expect(APNsResult(try emulator.connect().send(push.request)).status == 200)
+    }
+
+    @Test func restrictedKeysGetApplesReasons() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let production = ProviderSigningKey(teamID: EmulatorProcess.teamID, keyID: "PRODKEY001", privateKey: try .generate())
+        let topicKey = ProviderSigningKey(teamID: EmulatorProcess.teamID, keyID: "TOPICKEY01", privateKey: try .generate())
+        try production.privateKey.pkcs8PEM.write(toFile: directory + "/prod.p8", atomically: true, encoding: .utf8)
+        // A PEM public key works as well as the .p8.
+        try topicKey.privateKey.publicKey.pem.write(toFile: directory + "/topic.pem", atomically: true, encoding: .utf8)
+        let emulator = try EmulatorProcess([
+            "--auth-key", "\(EmulatorProcess.teamID):PRODKEY001:\(directory)/prod.p8?environment=production",
+            "--auth-key", "\(EmulatorProcess.teamID):TOPICKEY01:\(directory)/topic.pem?topics=com.example.other",
+            "--app", "\(EmulatorProcess.teamID):com.example.other",
+        ])
+        let sandboxDevice = try emulator.createDevice()
+        let now = Int64(Date().timeIntervalSince1970)
+
+        var wrongEnvironment = try emulator.push(sandboxDevice.token)
+        wrongEnvironment.providerToken = try production.token(issuedAt: now)
+        let env = APNsResult(try emulator.connect().send(wrongEnvironment.request))
+        #expect(env.status == 403)
+        #expect(env.reason == "BadEnvironmentKeyIdInToken")
+
+        var outsideTopics = try emulator.push(sandboxDevice.token)
+        outsideTopics.providerToken = try topicKey.token(issuedAt: now)
+        let topic = APNsResult(try emulator.connect().send(outsideTopics.request))
+        #expect(topic.status == 400)
+        #expect(topic.reason == "TopicDisallowed")
+
+        let other = try emulator.createDevice(bundleID: "com.example.other")
+        var inside = try emulator.push(other.token, topic: "com.example.other")
+        inside.providerToken = try topicKey.token(issuedAt: now)
+        #expect(APNsResult(try emulator.connect().send(inside.request)).status == 200)
+    }
+}
