@@ -109,7 +109,7 @@ public final class ProviderEndpoint: Sendable {
         record.path = fields.path
         record.requestHeaders = request.headers
         record.topic = fields.topic
-        record.collapseID = fields.collapseID
+        record.collapseID = fields.collapseID.flatMap { $0.isEmpty ? nil : $0 }
         record.payloadSize = request.bodyLength
         record.payload = request.body.count <= options.recordedPayloadLimit
             ? request.body : Array(request.body.prefix(options.recordedPayloadLimit))

@@ -193,6 +193,18 @@ public enum OptionParser {
         return [try scalar(value)]
     }
 
+    /// The README's option table (a test keeps the README in step with it).
+    public static func markdownTable(specs: [OptionSpec]) -> String {
+        var lines = ["| flag | environment variable | config key | default | meaning |", "|---|---|---|---|---|"]
+        for spec in specs {
+            let flag = (spec.valueName.map { "`\(spec.flag) \($0)`" } ?? "`\(spec.flag)`")
+                .replacingOccurrences(of: "|", with: "\\|")
+            let meaning = spec.help.replacingOccurrences(of: "|", with: "\\|") + (spec.repeatable ? " (repeatable)" : "")
+            lines.append("| \(flag) | `\(spec.environmentVariable)` | `\(spec.configKey)` | \(spec.defaultValue.map { "`\($0)`" } ?? "") | \(meaning) |")
+        }
+        return lines.joined(separator: "\n")
+    }
+
     /// `--help` text for a command.
     public static func help(command: String, summary: String, specs: [OptionSpec]) -> String {
         var lines = ["usage: apns-emulator \(command) [options]", "", summary, "", "options:"]

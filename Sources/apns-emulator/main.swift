@@ -70,6 +70,10 @@ default:
 // MARK: serve
 
 func runServe(_ args: [String]) -> Never {
+    if args.contains("--help-markdown") {
+        print(OptionParser.markdownTable(specs: ServeConfiguration.specs))
+        exit(0)
+    }
     if args.contains("--help") || args.contains("-h") {
         print(OptionParser.help(command: "serve", summary: "Runs the emulator: APNs provider endpoints, admin API.",
                                 specs: ServeConfiguration.specs))

@@ -170,3 +170,20 @@ func waitFor(_ condition: () throws -> Bool) throws -> Bool {
     }
     return try condition()
 }
+
+@Suite("Documentation")
+struct DocumentationTests {
+    /// The README's option table is the one `serve --help-markdown` prints from the option
+    /// specs, so every flag, environment variable and config key is documented.
+    @Test func readmeDocumentsEveryServeOption() throws {
+        let table = try run(EmulatorProcess.binary, ["serve", "--help-markdown"])
+        #expect(table.status == 0)
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(readme.contains(table.out.trimmingCharacters(in: .whitespacesAndNewlines)),
+                "README.md is out of date: paste the output of `apns-emulator serve --help-markdown`")
+        for path in ["/livez", "/readyz", "/api/v1/devices", "/api/v1/notifications", "/api/v1/reset"] {
+            #expect(readme.contains(path))
+        }
+    }
+}
