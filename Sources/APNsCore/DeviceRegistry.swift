@@ -16,6 +16,9 @@ public struct TokenEntry: Sendable, Equatable {
     public var kind: TokenKind
     public var state: TokenState
     public var issuedAtMs: Int64
+    /// After an uninstall with a delay: the number of further pushes after which APNs starts
+    /// answering 410 even before the delay is over (nil: time only).
+    public var pushesUntilUnregistered: Int?
 
     public var topic: String { kind.topic(forBundle: bundleID) }
 }
@@ -28,6 +31,8 @@ public struct InstalledApp: Sendable, Equatable {
     /// The current token of each kind the app registered for.
     public var tokens: [TokenKind: String]
     public var installedAtMs: Int64
+    /// Permission, run state and background mode: what the delivery rules read.
+    public var settings = AppSettings()
 }
 
 public struct Device: Sendable, Equatable {
@@ -37,6 +42,14 @@ public struct Device: Sendable, Equatable {
     public var isVirtual: Bool
     public var apps: [String: InstalledApp]
     public var createdAtMs: Int64
+    /// The device socket currently attached (nil: offline). Virtual devices have none.
+    public var connectionID: UInt64?
+    public var lowPowerMode = false
+    /// Set by the admin API to take a virtual device offline.
+    public var forcedOffline = false
+
+    /// Whether notifications can reach the device now.
+    public var isOnline: Bool { !forcedOffline && (isVirtual || connectionID != nil) }
 }
 
 public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -101,7 +114,7 @@ public struct DeviceRegistry: Sendable {
     public mutating func addDevice(id: String? = nil, isVirtual: Bool, nowMs: Int64) throws(RegistryError) -> Device {
         let deviceID = id ?? newDeviceID()
         guard devices[deviceID] == nil else { throw .deviceExists(deviceID) }
-        let device = Device(id: deviceID, isVirtual: isVirtual, apps: [:], createdAtMs: nowMs)
+        let device = Device(id: deviceID, isVirtual: isVirtual, apps: [:], createdAtMs: nowMs, connectionID: nil)
         devices[deviceID] = device
         return device
     }
@@ -146,14 +159,53 @@ public struct DeviceRegistry: Sendable {
         return entry
     }
 
-    /// Deletes the app: its tokens become `Unregistered` as of `invalidAtMs`.
-    public mutating func uninstall(deviceID: String, bundleID: String, invalidAtMs: Int64) throws(RegistryError) {
+    /// Replaces the app's tokens (APNs rotating them on its own): new tokens, old ones invalid.
+    public mutating func rotate(deviceID: String, bundleID: String, nowMs: Int64) throws(RegistryError) -> [TokenEntry] {
+        guard let device = devices[deviceID] else { throw .unknownDevice(deviceID) }
+        guard let app = device.apps[bundleID] else { throw .appNotInstalled(deviceID: deviceID, bundleID: bundleID) }
+        invalidateTokens(of: app, nowMs: nowMs)
+        var entries: [TokenEntry] = []
+        for kind in app.tokens.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+            entries.append(try register(deviceID: deviceID, bundleID: bundleID, environment: app.environment, kind: kind, nowMs: nowMs))
+        }
+        return entries
+    }
+
+    /// Changes a device in place (presence, low power, app settings).
+    public mutating func updateDevice(_ id: String, _ change: (inout Device) -> Void) throws(RegistryError) {
+        guard devices[id] != nil else { throw .unknownDevice(id) }
+        change(&devices[id]!)
+    }
+
+    /// Deletes the app: its tokens become `Unregistered` as of `invalidAtMs` (APNs delays the
+    /// 410 after an uninstall; `afterPushes` ends the delay early after that many pushes).
+    public mutating func uninstall(deviceID: String, bundleID: String, invalidAtMs: Int64,
+                                   afterPushes: Int? = nil) throws(RegistryError)
+    {
         guard var device = devices[deviceID] else { throw .unknownDevice(deviceID) }
         guard let app = device.apps.removeValue(forKey: bundleID) else {
             throw .appNotInstalled(deviceID: deviceID, bundleID: bundleID)
         }
         invalidateTokens(of: app, nowMs: invalidAtMs)
+        if let afterPushes {
+            for token in app.tokens.values { tokens[token]?.pushesUntilUnregistered = afterPushes }
+        }
         devices[deviceID] = device
+    }
+
+    /// Counts a push to a token whose 410 is delayed; returns the state to answer with now.
+    public mutating func countPushToInvalidatedToken(_ token: String, nowMs: Int64) -> TokenState? {
+        guard var entry = tokens[token] else { return nil }
+        if case .unregistered(let since) = entry.state, since > nowMs, let left = entry.pushesUntilUnregistered {
+            if left <= 1 {
+                entry.state = .unregistered(sinceMs: nowMs)
+                entry.pushesUntilUnregistered = nil
+            } else {
+                entry.pushesUntilUnregistered = left - 1
+            }
+            tokens[token] = entry
+        }
+        return entry.state
     }
 
     /// Sets a token's state directly (admin API, tests).

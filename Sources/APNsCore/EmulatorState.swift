@@ -6,13 +6,17 @@ public struct World: Sendable {
     public var credentials: Credentials
     public var registry: DeviceRegistry
     public var records: RecordStore
+    /// Notifications between acceptance and the device.
+    public var delivery = DeliveryState()
+    public var deliveryOptions: DeliveryOptions
 
     public init(credentials: Credentials = Credentials(), registry: DeviceRegistry = DeviceRegistry(),
-                records: RecordStore = RecordStore(capacity: 50_000))
+                records: RecordStore = RecordStore(capacity: 50_000), deliveryOptions: DeliveryOptions = DeliveryOptions())
     {
         self.credentials = credentials
         self.registry = registry
         self.records = records
+        self.deliveryOptions = deliveryOptions
     }
 }
 

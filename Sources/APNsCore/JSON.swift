@@ -289,6 +289,11 @@ extension JSONValue {
         return out
     }
 
+    /// Appends compact JSON text to `out`.
+    public func append(to out: inout [UInt8]) {
+        write(into: &out, pretty: false, indent: 0)
+    }
+
     func write(into out: inout [UInt8], pretty: Bool, indent: Int) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)

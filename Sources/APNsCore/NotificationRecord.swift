@@ -41,6 +41,14 @@ public struct NotificationRecord: Sendable {
     public var deviceID: String?
     public var bundleID: String?
     public var outcome: DeliveryOutcome
+    /// App callbacks iOS ran for it (device-model.md), including `didReceive` after a tap.
+    public var callbacks: [String] = []
+    /// What the user saw: banner, notificationCenter or none (nil until it reached a device).
+    public var display: String?
+    /// When the device acknowledged it (ms).
+    public var deliveredAtMs: Int64?
+    /// It waited in the store while the device was offline.
+    public var wasStored = false
 
     public init(apnsID: String, token: String, environment: APNsEnvironment, receivedAtMs: Int64) {
         self.apnsID = apnsID

@@ -61,6 +61,8 @@ public struct PushResponse: Sendable {
     public var raiseStreamLimit: Bool
     /// The record's sequence number in the journal.
     public var recordSequence: UInt64
+    /// Messages for device connections (write them after the request is answered).
+    public var deviceFrames: [DeviceFrame] = []
 
     /// `{"reason":"…"}` (plus `"timestamp"` for 410), or nil for a success.
     public var body: [UInt8]? {
@@ -126,25 +128,38 @@ public final class ProviderEndpoint: Sendable {
                 ? JSONValidator.check(request.body) : nil
             // The evicted record is released after the lock is let go: freeing its strings and
             // arrays is the most expensive part of an append.
-            let (sequence, stateful, _) = state.withWorld { (world: inout World) -> (UInt64, Rejection?, NotificationRecord?) in
+            let (sequence, stateful, _, frames) = state.withWorld {
+                (world: inout World) -> (UInt64, Rejection?, NotificationRecord?, [DeviceFrame]) in
                 var rejection: Rejection?
+                var accepted: (TokenEntry, PushType)?
                 do throws(Rejection) {
                     let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: world, record: &record)
                     let entry = try checkDeviceToken(syntax, topic: topic.topic, environment: environment, now: now,
-                                                     world: world, record: &record)
+                                                     world: &world, record: &record)
                     try checkPayload(request, pushType: topic.pushType, json: json)
+                    if world.isFlooding(token: entry.token, nowMs: now) {
+                        throw Rejection(reason: .tooManyRequests,
+                                        explanation: "more than \(world.deliveryOptions.tooManyRequests?.count ?? 0) pushes to this token within \(world.deliveryOptions.tooManyRequests?.windowMs ?? 0) ms")
+                    }
                     record.status = 200
                     record.deviceID = entry.deviceID
                     record.bundleID = entry.bundleID
-                    settleAccepted(&record, entry: entry, json: json)
+                    accepted = (entry, topic.pushType)
                 } catch {
                     record.reject(error, spelledAs: options.reasonText(error.reason))
                     rejection = error
                 }
                 let (sequence, evicted) = world.records.append(record)
-                return (sequence, rejection, evicted)
+                var frames: [DeviceFrame] = []
+                if let (entry, pushType) = accepted {
+                    frames = routeAccepted(record, sequence: sequence, entry: entry, pushType: pushType, json: json,
+                                           now: now, world: &world)
+                }
+                return (sequence, rejection, evicted, frames)
             }
-            return response(for: record, rejection: stateful, raise: raiseStreamLimit, sequence: sequence)
+            var reply = response(for: record, rejection: stateful, raise: raiseStreamLimit, sequence: sequence)
+            reply.deviceFrames = frames
+            return reply
         } catch {
             // Rejected before any state was consulted.
             record.reject(error, spelledAs: options.reasonText(error.reason))
@@ -321,7 +336,7 @@ public final class ProviderEndpoint: Sendable {
     }
 
     private func checkDeviceToken(_ syntax: Syntax, topic: String, environment: APNsEnvironment, now: Int64,
-                                  world: World, record: inout NotificationRecord) throws(Rejection) -> TokenEntry
+                                  world: inout World, record: inout NotificationRecord) throws(Rejection) -> TokenEntry
     {
         guard !syntax.token.isEmpty else {
             throw Rejection(reason: .missingDeviceToken, explanation: "no device token after /3/device/")
@@ -343,7 +358,10 @@ public final class ProviderEndpoint: Sendable {
             throw Rejection(reason: .deviceTokenNotForTopic,
                             explanation: "the token belongs to topic \(entry.topic), not \(topic)")
         }
-        switch entry.state {
+        // A token invalidated with a delay may reach its 410 early after enough pushes.
+        let state = entry.pushesUntilUnregistered == nil
+            ? entry.state : world.registry.countPushToInvalidatedToken(entry.token, nowMs: now) ?? entry.state
+        switch state {
         case .active:
             return entry
         case .unregistered(let since) where since <= now:
@@ -378,20 +396,30 @@ public final class ProviderEndpoint: Sendable {
         }
     }
 
-    /// Where an accepted notification goes. Virtual devices receive at once.
-    private func settleAccepted(_ record: inout NotificationRecord, entry: TokenEntry, json: JSONValidator.Verdict?) {
+    /// Hands an accepted notification to delivery (store, device, budget…). Returns the
+    /// frames to write to device connections once the lock is released.
+    private func routeAccepted(_ record: NotificationRecord, sequence: UInt64, entry: TokenEntry, pushType: PushType,
+                               json: JSONValidator.Verdict?, now: Int64, world: inout World) -> [DeviceFrame]
+    {
         if case .unregistered = entry.state {
-            record.outcome = .droppedBySystem
-            record.explanation = "accepted; the app is no longer installed, so the device discards it"
-            return
+            world.setOutcome(sequence, .droppedBySystem, "accepted; the app is no longer installed, so the device discards it")
+            return []
         }
-        if json != .object {
-            record.outcome = .droppedBySystem
-            record.explanation = "accepted; the payload is not a JSON object, so the device discards it"
-            return
+        guard json == .object else {
+            world.setOutcome(sequence, .droppedBySystem, "accepted; the payload is not a JSON object, so the device discards it")
+            return []
         }
-        record.outcome = .delivered
-        record.explanation = "accepted; delivered to the device"
+        let storeUntil: Int64?
+        switch record.expiration {
+        case nil: storeUntil = now + world.deliveryOptions.defaultStorageMs
+        case 0?: storeUntil = nil
+        case let seconds?: storeUntil = seconds * 1000 > now ? seconds * 1000 : nil
+        }
+        let notification = PendingNotification(
+            sequence: sequence, apnsID: record.apnsID, token: entry.token, topic: entry.topic, deviceID: entry.deviceID,
+            bundleID: entry.bundleID, pushType: pushType, priority: record.priority, collapseID: record.collapseID,
+            storeUntilMs: storeUntil, payload: record.payload, content: PushContent.read(record.payload))
+        return world.route(notification, nowMs: now)
     }
 }
 

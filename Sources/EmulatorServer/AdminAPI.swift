@@ -189,24 +189,22 @@ final class AdminAPI: @unchecked Sendable {
 
     private func uninstall(deviceID: String, bundleID: String) throws -> AdminResponse {
         let now = clock.nowMilliseconds()
-        let result = state.withWorld { world -> Result<[TokenEntry], RegistryError> in
-            let tokens = world.registry.devices[deviceID]?.apps[bundleID]?.tokens.values.compactMap { world.registry.token($0) } ?? []
-            do throws(RegistryError) {
-                try world.registry.uninstall(deviceID: deviceID, bundleID: bundleID, invalidAtMs: now)
-                return .success(tokens.compactMap { world.registry.token($0.token) })
+        let result = state.withWorld { world -> Result<(Int64, [TokenEntry]), DeviceRequestError> in
+            do throws(DeviceRequestError) {
+                return .success(try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now))
             } catch {
                 return .failure(error)
             }
         }
         switch result {
-        case .success(let tokens):
+        case .success(let (invalidAt, tokens)):
             emulator.log("admin: uninstalled \(bundleID) from \(deviceID)")
             return .json(200, [
                 "deviceId": .string(deviceID), "bundleId": .string(bundleID),
-                "unregisteredAt": .int(now), "tokens": .array(tokens.map(AdminJSON.token)),
+                "unregisteredAt": .int(invalidAt), "tokens": .array(tokens.map(AdminJSON.token)),
             ])
         case .failure(let error):
-            throw AdminError(404, error.description)
+            throw AdminError(404, error.message)
         }
     }
 

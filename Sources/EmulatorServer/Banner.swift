@@ -12,7 +12,9 @@ public enum Banner {
         if let x = a.h2cSandbox { row("provider, sandbox h2c", "http://\(x)  (cleartext HTTP/2, prior knowledge)") }
         if let x = a.h2cProduction { row("provider, production h2c", "http://\(x)") }
         if let x = a.admin { row("admin API", "http://\(x)/api/v1  (health: /livez, /readyz)") }
-        if let x = a.device { row("device socket", "\(x)  (device protocol: coming with the device issue)") }
+        if let x = a.device {
+            row("device socket", "\(x)  (\(c.deviceTLS ? "TLS" : "plain TCP"), docs/device-protocol.md)")
+        }
         if let ca = a.caFile { row("trust this CA", ca) } else if c.sandboxListen != nil || c.productionListen != nil {
             row("TLS certificate", c.tlsCertificatePath)
         }

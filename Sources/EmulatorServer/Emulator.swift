@@ -51,6 +51,7 @@ public final class Emulator: @unchecked Sendable {
     let endpoint: ProviderEndpoint
     let group: EventLoopGroup
     let providers: ProviderServer
+    let devices: DeviceGateway
     private let ready = Atomic<Bool>(false)
     private let nextConnectionID = Atomic<UInt64>(1)
     private var listeners: [Listener] = []
@@ -65,7 +66,7 @@ public final class Emulator: @unchecked Sendable {
         self.configuration = configuration
         self.clock = clock
         var world = World(registry: DeviceRegistry(tokenByteCount: configuration.tokenBytes),
-                          records: RecordStore(capacity: configuration.maxRecords))
+                          records: RecordStore(capacity: configuration.maxRecords), deliveryOptions: configuration.delivery)
         demo = try Self.configureCredentials(configuration, into: &world, clock: clock)
         state = EmulatorState(start: world)
         endpoint = ProviderEndpoint(state: state, clock: clock, options: configuration.endpoint)
@@ -74,7 +75,10 @@ public final class Emulator: @unchecked Sendable {
         } catch {
             throw StartupError("cannot create event loops: \(error)")
         }
-        providers = ProviderServer(idleTimeoutSeconds: configuration.idleTimeoutSeconds, quiet: configuration.quiet)
+        let providers = ProviderServer(idleTimeoutSeconds: configuration.idleTimeoutSeconds, quiet: configuration.quiet)
+        self.providers = providers
+        devices = DeviceGateway(state: state, clock: clock) { providers.log($0) }
+        providers.devices = devices
     }
 
     public func log(_ message: @autoclosure () -> String) { providers.log(message()) }
@@ -180,7 +184,7 @@ public final class Emulator: @unchecked Sendable {
     public func start() throws(StartupError) {
         signal(SIGPIPE, SIG_IGN)
         let c = configuration
-        if c.sandboxListen != nil || c.productionListen != nil {
+        if c.sandboxListen != nil || c.productionListen != nil || (c.deviceTLS && c.deviceListen != nil) {
             tlsContext = try makeTLSContext()
             if !c.tlsPathsGiven { addresses.caFile = "\(c.certsDirectory)/ca.pem" }
         }
@@ -214,11 +218,26 @@ public final class Emulator: @unchecked Sendable {
                 HTTP1Connection(connection: connection) { request, http in admin.handle(request, http) }
             }
         }
-        addresses.device = c.deviceListen
+        let gateway = devices
+        addresses.device = try bind(c.deviceListen, "--device-listen") { [unowned self] fd, peer in
+            self.hand(fd: fd, peer: peer, tls: c.deviceTLS) { connection in
+                DeviceConnection(connection: connection, gateway: gateway)
+            }
+        }
         state.setStartState(state.withWorld { $0 })
+        scheduleTicks(on: acceptLoop)
         group.start()
         ready.store(true, ordering: .releasing)
         if let path = c.readyFile { writeReadyFile(path) }
+    }
+
+    /// Once a second: stored notifications expire, batches and refilled budgets release.
+    private func scheduleTicks(on loop: EventLoop) {
+        loop.schedule(afterMilliseconds: 1000) { [weak self] in
+            guard let self, self.isReady else { return }
+            self.devices.tick()
+            self.scheduleTicks(on: loop)
+        }
     }
 
     public func stop() {
@@ -282,10 +301,12 @@ public final class Emulator: @unchecked Sendable {
 }
 
 /// Shared by all provider connections: settings and bookkeeping.
-final class ProviderServer: Sendable {
+final class ProviderServer: @unchecked Sendable {
     let idleTimeoutSeconds: Int
     let quiet: Bool
     let openConnections = Atomic<Int>(0)
+    /// Set once at start-up, before any connection exists.
+    var devices: DeviceGateway!
 
     init(idleTimeoutSeconds: Int, quiet: Bool) {
         self.idleTimeoutSeconds = idleTimeoutSeconds

@@ -89,6 +89,7 @@ final class ProviderConnection: ConnectionHandler {
         if body != nil { responseHeaders.append(.contentTypeJSON) }
         session.submitResponse(streamID: request.streamID, status: response.status, headers: responseHeaders, body: body)
         if response.raiseStreamLimit { session.submitSettings(Self.raisedLimit) }
+        if !response.deviceFrames.isEmpty { server.devices.dispatch(response.deviceFrames) }
     }
 
     private func flushSession() {

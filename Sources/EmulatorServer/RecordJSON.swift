@@ -22,6 +22,10 @@ enum AdminJSON {
         o["receivedAt"] = .string(RFC3339.format(milliseconds: r.receivedAtMs))
         o["receivedAtMs"] = .int(r.receivedAtMs)
         o["outcome"] = .string(r.outcome.rawValue)
+        o["callbacks"] = .array(r.callbacks.map(JSONValue.string))
+        o["display"] = r.display.map(JSONValue.string) ?? .null
+        o["stored"] = .bool(r.wasStored)
+        o["deliveredAt"] = r.deliveredAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null
         o["explanation"] = .string(r.explanation)
         o["deviceId"] = r.deviceID.map(JSONValue.string) ?? .null
         o["bundleId"] = r.bundleID.map(JSONValue.string) ?? .null
@@ -61,13 +65,17 @@ enum AdminJSON {
                 "environment": .string(app.environment.rawValue),
                 "token": app.tokens[.app].map(JSONValue.string) ?? .null,
                 "tokens": .object(tokens),
+                "authorization": .string(app.settings.authorization.rawValue),
+                "appState": .string(app.settings.appState.rawValue),
+                "backgroundMode": .bool(app.settings.backgroundMode),
                 "installedAt": .string(RFC3339.format(milliseconds: app.installedAtMs)),
             ])
         }
         return [
             "deviceId": .string(d.id),
             "virtual": .bool(d.isVirtual),
-            "online": .bool(true),
+            "online": .bool(d.isOnline),
+            "lowPowerMode": .bool(d.lowPowerMode),
             "createdAt": .string(RFC3339.format(milliseconds: d.createdAtMs)),
             "apps": .array(apps),
         ]

@@ -26,6 +26,8 @@ public struct ServeConfiguration: Sendable {
     public var endpoint: EndpointOptions
     public var readyFile: String?
     public var quiet: Bool
+    public var deviceTLS: Bool
+    public var delivery: DeliveryOptions
 
     /// `TEAMID:KEYID:PATH[?environment=…&topics=a,b&related=KEYID]`, or the same as a JSON
     /// object in the config file.
@@ -61,7 +63,8 @@ extension ServeConfiguration {
         OptionSpec("h2c-sandbox-listen", "HOST:PORT", "cleartext HTTP/2 (prior knowledge) listener, sandbox (default: off)"),
         OptionSpec("h2c-production-listen", "HOST:PORT", "cleartext HTTP/2 (prior knowledge) listener, production (default: off)"),
         OptionSpec("admin-listen", "HOST:PORT", default: "127.0.0.1:8197", "admin/inspection HTTP API ('off' disables)"),
-        OptionSpec("device-listen", "HOST:PORT", default: "127.0.0.1:5223", "device socket ('off' disables)"),
+        OptionSpec("device-listen", "HOST:PORT", default: "127.0.0.1:5223", "device socket, docs/device-protocol.md ('off' disables)"),
+        OptionSpec("device-tls", nil, "serve the device socket over TLS (same certificate) instead of plain TCP"),
         OptionSpec("tls-cert", "PATH", "server certificate chain, PEM (default: CERTS-DIR/server.pem, generated if missing)"),
         OptionSpec("tls-key", "PATH", "server private key, PEM (default: CERTS-DIR/server-key.pem)"),
         OptionSpec("certs-dir", "PATH", default: "certs", "where the default TEST ONLY certificates are read or generated"),
@@ -78,6 +81,14 @@ extension ServeConfiguration {
         OptionSpec("bad-environment-reason", "NAME", default: "BadEnvironmentKeyIdInToken",
                    "spelling of the wrong-environment key reason (BadEnvironmentKeyIdInToken or BadEnvironmentKeyInToken)"),
         OptionSpec("jwt-clock-skew", "SECONDS", default: "300", "how far in the future a provider token's iat may be"),
+        OptionSpec("background-budget-per-hour", "N", default: "3",
+                   "background pushes each app may receive per hour (Apple: two or three); the rest are deferred or throttled"),
+        OptionSpec("low-priority-delay", "MS", default: "0",
+                   "deliver priority 5 and 1 pushes this many milliseconds late, as Apple batches them for power (0 = at once)"),
+        OptionSpec("unregistered-delay", "SECONDS", default: "0",
+                   "after an uninstall, keep answering 200 this long before 410 Unregistered starts (Apple delays it unpredictably)"),
+        OptionSpec("unregistered-after-pushes", "N", "with --unregistered-delay: start the 410s after N pushes even if the delay is not over"),
+        OptionSpec("too-many-requests", "N/SECONDS", "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off)"),
         OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening"),
         OptionSpec("quiet", nil, "no banner and no per-connection log lines"),
     ]
@@ -162,6 +173,19 @@ extension ServeConfiguration {
         endpoint.tokenPolicy.allowedFutureSkewSeconds = Int64(try integer("jwt-clock-skew", in: 0...86_400) ?? 300)
         readyFile = options.string("ready-file")
         quiet = options.string("quiet") == "true"
+        deviceTLS = options.string("device-tls") == "true"
+        delivery = DeliveryOptions()
+        delivery.backgroundBudgetPerHour = try integer("background-budget-per-hour", in: 0...100_000) ?? 3
+        delivery.lowPriorityDelayMs = Int64(try integer("low-priority-delay", in: 0...3_600_000) ?? 0)
+        delivery.unregisteredDelayMs = Int64(try integer("unregistered-delay", in: 0...86_400 * 30) ?? 0) * 1000
+        delivery.unregisteredAfterPushes = try integer("unregistered-after-pushes", in: 1...1_000_000)
+        if let text = options.string("too-many-requests") {
+            let parts = text.split(separator: "/")
+            guard parts.count == 2, let count = Int(parts[0]), count > 0, let seconds = Double(parts[1]), seconds > 0 else {
+                throw UsageError("\(options.origin(spec["too-many-requests"]!)): '\(text)' is not N/SECONDS (for example 100/1)")
+            }
+            delivery.tooManyRequests = (count, Int64(seconds * 1000))
+        }
 
         if sandboxListen == nil && productionListen == nil && h2cSandboxListen == nil && h2cProductionListen == nil {
             throw UsageError("every provider listener is off; keep at least one of --sandbox-listen, --production-listen, --h2c-sandbox-listen, --h2c-production-listen")

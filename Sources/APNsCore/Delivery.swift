@@ -1,0 +1,509 @@
+/// How accepted notifications travel to devices (device-model.md, reference §7).
+public struct DeliveryOptions: Sendable {
+    /// Background wakes per (device, app) per hour. Apple: "two or three an hour".
+    public var backgroundBudgetPerHour = 3
+    /// How long APNs keeps a notification for an offline device when `apns-expiration` is absent.
+    public var defaultStorageMs: Int64 = 30 * 86_400_000
+    /// Priority 5 and 1 are batched for power: delivered this long after acceptance. 0 = at once.
+    public var lowPriorityDelayMs: Int64 = 0
+    /// After an uninstall, how long APNs keeps answering 200 before 410 starts (0 = at once).
+    public var unregisteredDelayMs: Int64 = 0
+    /// After an uninstall with a delay, start 410 after this many pushes even if the delay is
+    /// not over (nil = time only).
+    public var unregisteredAfterPushes: Int?
+    /// 429 `TooManyRequests` when one token gets more than `count` pushes within `windowMs`
+    /// (nil = off: Apple publishes no number, and load tests hit single tokens hard).
+    public var tooManyRequests: (count: Int, windowMs: Int64)?
+
+    public init() {}
+}
+
+/// A message for one device connection, produced inside the lock and written after it.
+public struct DeviceFrame: Sendable {
+    public var deviceID: String
+    public var connectionID: UInt64
+    public var message: JSONValue
+    /// Close the connection after writing (a replaced connection).
+    public var closeAfter: Bool = false
+}
+
+/// A notification on its way to a device.
+public struct PendingNotification: Sendable {
+    public var sequence: UInt64
+    public var apnsID: String
+    public var token: String
+    public var topic: String
+    public var deviceID: String
+    public var bundleID: String
+    public var pushType: PushType
+    public var priority: Int
+    public var collapseID: String?
+    /// Keep it for an offline device until then (ms); nil = do not store (`apns-expiration: 0`
+    /// or a time already past).
+    public var storeUntilMs: Int64?
+    public var payload: [UInt8]
+    public var content: PushContent
+    public var wasStored = false
+}
+
+struct AppKey: Hashable, Sendable {
+    var deviceID: String
+    var bundleID: String
+}
+
+/// Notifications the user can see (for collapse ids and taps), newest last.
+struct Shown: Sendable {
+    var apnsID: String
+    var collapseID: String?
+    var sequence: UInt64
+}
+
+struct InFlight: Sendable {
+    var connectionID: UInt64
+    var notification: PendingNotification
+    var verdict: DeliveryVerdict
+}
+
+/// Everything between acceptance and the device: the offline store (one per device and app),
+/// held background pushes, deliveries awaiting an ack, budgets and what is on screen.
+public struct DeliveryState: Sendable {
+    var stored: [AppKey: PendingNotification] = [:]
+    var deferred: [AppKey: (notification: PendingNotification, reason: DeferReason)] = [:]
+    var batched: [(releaseAtMs: Int64, notification: PendingNotification)] = []
+    var inflight: [UInt64: InFlight] = [:]
+    var budgets: [AppKey: BackgroundBudget] = [:]
+    var shown: [AppKey: [Shown]] = [:]
+    var recentPushes: [String: (windowStartMs: Int64, count: Int)] = [:]
+    var nextDeliveryID: UInt64 = 1
+
+    public init() {}
+
+    /// Notifications accepted and not yet settled, for accounting.
+    public var pendingCount: Int { stored.count + deferred.count + batched.count + inflight.count }
+}
+
+// MARK: - Routing accepted notifications
+
+extension World {
+    /// An accepted notification: delivered now, stored, held, batched or expired.
+    mutating func route(_ notification: PendingNotification, nowMs: Int64) -> [DeviceFrame] {
+        guard let device = registry.devices[notification.deviceID] else { return [] }
+        if !device.isOnline {
+            store(notification, nowMs: nowMs, why: "the device is offline")
+            return []
+        }
+        if notification.priority < 10, deliveryOptions.lowPriorityDelayMs > 0 {
+            delivery.batched.append((nowMs + deliveryOptions.lowPriorityDelayMs, notification))
+            setOutcome(notification.sequence, .pending,
+                       "accepted; priority \(notification.priority) is batched for power and delivered within \(deliveryOptions.lowPriorityDelayMs) ms")
+            return []
+        }
+        return deliverNow(notification, nowMs: nowMs)
+    }
+
+    /// Keeps one notification per (device, app), the newest, until it expires.
+    mutating func store(_ notification: PendingNotification, nowMs: Int64, why: String) {
+        var notification = notification
+        guard let until = notification.storeUntilMs, until > nowMs else {
+            setOutcome(notification.sequence, .expired,
+                       "\(why), and apns-expiration \(notification.storeUntilMs == nil ? "0 means it is never stored" : "has passed")")
+            return
+        }
+        let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
+        if let older = delivery.stored[key], older.sequence != notification.sequence {
+            setOutcome(older.sequence, .coalesced, "replaced in the store by a newer notification (APNs keeps one per app)")
+        }
+        notification.wasStored = true
+        delivery.stored[key] = notification
+        setOutcome(notification.sequence, .stored, "stored: \(why); kept until \(RFC3339.format(milliseconds: until))")
+        records.update(sequence: notification.sequence) { $0.wasStored = true }
+    }
+
+    /// Applies the delivery rules and hands the notification to the device.
+    mutating func deliverNow(_ notification: PendingNotification, nowMs: Int64) -> [DeviceFrame] {
+        let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
+        guard let device = registry.devices[notification.deviceID], let app = device.apps[notification.bundleID] else {
+            setOutcome(notification.sequence, .droppedBySystem, "the app is no longer installed, so the device discards it")
+            return []
+        }
+        var budget = delivery.budgets[key] ?? BackgroundBudget(perHour: deliveryOptions.backgroundBudgetPerHour, nowMs: nowMs)
+        let decision = DeliveryRules.decide(pushType: notification.pushType, content: notification.content, app: app.settings,
+                                            lowPowerMode: device.lowPowerMode, budgetAvailable: budget.available(nowMs: nowMs))
+        switch decision {
+        case .deferBackground(let reason):
+            if let older = delivery.deferred[key], older.notification.sequence != notification.sequence {
+                setOutcome(older.notification.sequence, .throttled,
+                           "a newer background push replaced it while it was held; the system keeps only the newest")
+            }
+            delivery.deferred[key] = (notification, reason)
+            delivery.budgets[key] = budget
+            setOutcome(notification.sequence, .deferred, "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour))
+            return []
+        case .deliver(let verdict):
+            if verdict.usedBackgroundBudget { _ = budget.consume(nowMs: nowMs) }
+            delivery.budgets[key] = budget
+            records.update(sequence: notification.sequence) {
+                $0.callbacks = verdict.callbacks
+                $0.display = verdict.display.rawValue
+            }
+            if device.isVirtual {
+                settle(notification, verdict: verdict, nowMs: nowMs)
+                return []
+            }
+            guard let connectionID = device.connectionID else {
+                store(notification, nowMs: nowMs, why: "the device is offline")
+                return []
+            }
+            let id = delivery.nextDeliveryID
+            delivery.nextDeliveryID += 1
+            delivery.inflight[id] = InFlight(connectionID: connectionID, notification: notification, verdict: verdict)
+            setOutcome(notification.sequence, .pending, "sent to the device; waiting for its ack")
+            return [DeviceFrame(deviceID: device.id, connectionID: connectionID,
+                                message: Self.notificationMessage(id: id, notification, verdict))]
+        }
+    }
+
+    static func describe(_ reason: DeferReason, budget: Int) -> String {
+        switch reason {
+        case .budget: return "the app's background budget (\(budget) per hour) is used up; delivered when it refills"
+        case .lowPower: return "Low Power Mode is on; delivered when it is turned off"
+        case .terminated: return "the app was force-quit; delivered when the user launches it"
+        }
+    }
+
+    /// The final state of a notification the device has (acked, or a virtual device).
+    mutating func settle(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64) {
+        let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
+        var explanation = verdict.outcome == .delivered
+            ? "delivered" + (verdict.callbacks.isEmpty ? "" : "; callbacks " + verdict.callbacks.joined(separator: ", "))
+                + "; display \(verdict.display.rawValue)"
+            : "dropped by the system"
+        if let reason = verdict.reason { explanation += "; \(reason)" }
+        records.update(sequence: notification.sequence) {
+            $0.outcome = verdict.outcome
+            $0.explanation = explanation
+            $0.deliveredAtMs = nowMs
+        }
+        guard verdict.display != .none else { return }
+        var shown = delivery.shown[key] ?? []
+        if let collapse = notification.collapseID, let index = shown.firstIndex(where: { $0.collapseID == collapse }) {
+            setOutcome(shown[index].sequence, .coalesced,
+                       "replaced in Notification Center by \(notification.apnsID) with the same apns-collapse-id")
+            shown.remove(at: index)
+        }
+        shown.append(Shown(apnsID: notification.apnsID, collapseID: notification.collapseID, sequence: notification.sequence))
+        if shown.count > 64 { shown.removeFirst(shown.count - 64) }
+        delivery.shown[key] = shown
+    }
+
+    mutating func setOutcome(_ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String) {
+        records.update(sequence: sequence) {
+            $0.outcome = outcome
+            $0.explanation = explanation
+        }
+    }
+
+    static func notificationMessage(id: UInt64, _ n: PendingNotification, _ verdict: DeliveryVerdict) -> JSONValue {
+        let payload = (try? JSONValue.parse(n.payload)) ?? .string(String(decoding: n.payload, as: UTF8.self))
+        return .object(JSONObject([
+            ("type", "notification"), ("id", .int(Int64(id))), ("apnsId", .string(n.apnsID)),
+            ("bundleId", .string(n.bundleID)), ("token", .string(n.token)), ("topic", .string(n.topic)),
+            ("pushType", .string(n.pushType.rawValue)), ("priority", .int(Int64(n.priority))),
+            ("collapseId", n.collapseID.map(JSONValue.string) ?? .null), ("payload", payload),
+            ("callbacks", .array(verdict.callbacks.map(JSONValue.string))), ("display", .string(verdict.display.rawValue)),
+            ("reason", verdict.reason.map(JSONValue.string) ?? .null), ("stored", .bool(n.wasStored)),
+        ]))
+    }
+
+    /// Per-token flood check (reference §4.3 `TooManyRequests`); true when over the limit.
+    mutating func isFlooding(token: String, nowMs: Int64) -> Bool {
+        guard let limit = deliveryOptions.tooManyRequests else { return false }
+        var window = delivery.recentPushes[token] ?? (nowMs, 0)
+        if nowMs - window.windowStartMs >= limit.windowMs { window = (nowMs, 0) }
+        window.count += 1
+        delivery.recentPushes[token] = window
+        return window.count > limit.count
+    }
+}
+
+// MARK: - Device sessions
+
+/// What a device says in `hello` (docs/device-protocol.md).
+public struct DeviceHello: Sendable {
+    public var deviceID: String
+    public var lowPowerMode: Bool
+    public var apps: [AppRegistration]
+
+    public init(deviceID: String, lowPowerMode: Bool, apps: [AppRegistration]) {
+        self.deviceID = deviceID
+        self.lowPowerMode = lowPowerMode
+        self.apps = apps
+    }
+}
+
+public struct AppRegistration: Sendable {
+    public var bundleID: String
+    public var environment: APNsEnvironment
+    public var settings: AppSettings
+    public var kinds: [TokenKind]
+
+    public init(bundleID: String, environment: APNsEnvironment, settings: AppSettings, kinds: [TokenKind]) {
+        self.bundleID = bundleID
+        self.environment = environment
+        self.settings = settings
+        self.kinds = kinds
+    }
+}
+
+/// A device request the emulator refuses (answered with an `error` frame).
+public struct DeviceRequestError: Error, Sendable, Equatable {
+    public var code: String
+    public var message: String
+    public init(_ code: String, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+extension World {
+    /// A device said hello on `connectionID`. Returns the frames for it (welcome, tokens,
+    /// waiting notifications) and, when another connection held the device, a `replaced`
+    /// frame for that one.
+    public mutating func connectDevice(_ hello: DeviceHello, connectionID: UInt64, nowMs: Int64)
+        throws(DeviceRequestError) -> [DeviceFrame]
+    {
+        var frames: [DeviceFrame] = []
+        if registry.devices[hello.deviceID] == nil {
+            do throws(RegistryError) { try registry.addDevice(id: hello.deviceID, isVirtual: false, nowMs: nowMs) } catch {
+                throw DeviceRequestError("bad_request", error.description)
+            }
+        }
+        if let old = registry.devices[hello.deviceID]?.connectionID, old != connectionID {
+            frames.append(DeviceFrame(deviceID: hello.deviceID, connectionID: old, message: ["type": "replaced"], closeAfter: true))
+            returnInflight(deviceID: hello.deviceID, connectionID: old, nowMs: nowMs)
+        }
+        try? registry.updateDevice(hello.deviceID) {
+            $0.connectionID = connectionID
+            $0.isVirtual = false
+            $0.lowPowerMode = hello.lowPowerMode
+        }
+        func mine(_ message: JSONValue) -> DeviceFrame {
+            DeviceFrame(deviceID: hello.deviceID, connectionID: connectionID, message: message)
+        }
+        frames.append(mine(["type": "welcome", "version": 1, "deviceId": .string(hello.deviceID), "serverTime": .int(nowMs)]))
+        for app in hello.apps {
+            frames.append(contentsOf: try install(app, deviceID: hello.deviceID, nowMs: nowMs).map(mine))
+        }
+        frames.append(contentsOf: flushWaiting(deviceID: hello.deviceID, nowMs: nowMs))
+        return frames
+    }
+
+    /// Installs (or re-registers) an app; returns one `registered` message per token kind.
+    public mutating func install(_ app: AppRegistration, deviceID: String, nowMs: Int64) throws(DeviceRequestError) -> [JSONValue] {
+        var messages: [JSONValue] = []
+        do throws(RegistryError) {
+            for kind in app.kinds.isEmpty ? [.app] : app.kinds {
+                let entry = try registry.register(deviceID: deviceID, bundleID: app.bundleID, environment: app.environment,
+                                                  kind: kind, nowMs: nowMs)
+                messages.append(Self.registeredMessage(entry))
+            }
+            try registry.updateDevice(deviceID) { $0.apps[app.bundleID]?.settings = app.settings }
+        } catch {
+            throw DeviceRequestError("bad_request", error.description)
+        }
+        return messages
+    }
+
+    public static func registeredMessage(_ entry: TokenEntry) -> JSONValue {
+        ["type": "registered", "bundleId": .string(entry.bundleID), "environment": .string(entry.environment.rawValue),
+         "kind": .string(entry.kind.rawValue), "token": .string(entry.token), "topic": .string(entry.topic)]
+    }
+
+    /// The connection went away: deliveries it did not ack go back to the store.
+    public mutating func disconnectDevice(_ deviceID: String, connectionID: UInt64, nowMs: Int64) {
+        returnInflight(deviceID: deviceID, connectionID: connectionID, nowMs: nowMs)
+        if registry.devices[deviceID]?.connectionID == connectionID {
+            try? registry.updateDevice(deviceID) { $0.connectionID = nil }
+        }
+    }
+
+    mutating func returnInflight(deviceID: String, connectionID: UInt64, nowMs: Int64) {
+        let lost = delivery.inflight.filter { $0.value.connectionID == connectionID && $0.value.notification.deviceID == deviceID }
+        // Oldest first, so the newest per app ends up in the store.
+        for (id, flight) in lost.sorted(by: { $0.key < $1.key }) {
+            delivery.inflight.removeValue(forKey: id)
+            store(flight.notification, nowMs: nowMs, why: "the device disconnected before acknowledging it")
+        }
+    }
+
+    /// The device acknowledged a delivery.
+    public mutating func acknowledge(deviceID: String, connectionID: UInt64, deliveryID: UInt64, nowMs: Int64)
+        throws(DeviceRequestError)
+    {
+        guard let flight = delivery.inflight[deliveryID], flight.notification.deviceID == deviceID,
+            flight.connectionID == connectionID
+        else {
+            throw DeviceRequestError("bad_request", "no delivery \(deliveryID) is waiting for an ack on this connection")
+        }
+        delivery.inflight.removeValue(forKey: deliveryID)
+        settle(flight.notification, verdict: flight.verdict, nowMs: nowMs)
+    }
+
+    /// Delivers what waited for the device: the stored notification and held background
+    /// pushes whose reason has passed.
+    mutating func flushWaiting(deviceID: String, nowMs: Int64) -> [DeviceFrame] {
+        guard let device = registry.devices[deviceID], device.isOnline else { return [] }
+        var frames: [DeviceFrame] = []
+        for bundleID in device.apps.keys.sorted() {
+            let key = AppKey(deviceID: deviceID, bundleID: bundleID)
+            if let stored = delivery.stored.removeValue(forKey: key) {
+                if let until = stored.storeUntilMs, until > nowMs {
+                    frames.append(contentsOf: deliverNow(stored, nowMs: nowMs))
+                } else {
+                    setOutcome(stored.sequence, .expired, "expired in the store before the device came back online")
+                }
+            }
+            frames.append(contentsOf: releaseDeferred(key, nowMs: nowMs))
+        }
+        return frames
+    }
+
+    /// Tries a held background push again (the rules decide whether it may run now).
+    mutating func releaseDeferred(_ key: AppKey, nowMs: Int64) -> [DeviceFrame] {
+        guard let held = delivery.deferred.removeValue(forKey: key) else { return [] }
+        return deliverNow(held.notification, nowMs: nowMs)
+    }
+
+    /// Changes an app's settings; a force-quit app that is launched gets its held push.
+    public mutating func updateApp(deviceID: String, bundleID: String, appState: AppState?, authorization: Authorization?,
+                                   backgroundMode: Bool?, nowMs: Int64) throws(DeviceRequestError) -> (AppSettings, [DeviceFrame])
+    {
+        guard var settings = registry.devices[deviceID]?.apps[bundleID]?.settings else {
+            throw DeviceRequestError("bad_request", "app \(bundleID) is not installed on device \(deviceID)")
+        }
+        if let appState { settings.appState = appState }
+        if let authorization { settings.authorization = authorization }
+        if let backgroundMode { settings.backgroundMode = backgroundMode }
+        try? registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings = settings }
+        let frames = registry.devices[deviceID]?.isOnline == true
+            ? releaseDeferred(AppKey(deviceID: deviceID, bundleID: bundleID), nowMs: nowMs) : []
+        return (settings, frames)
+    }
+
+    public mutating func setLowPowerMode(deviceID: String, _ on: Bool, nowMs: Int64) throws(DeviceRequestError) -> [DeviceFrame] {
+        do throws(RegistryError) { try registry.updateDevice(deviceID) { $0.lowPowerMode = on } } catch {
+            throw DeviceRequestError("bad_request", error.description)
+        }
+        guard !on, let device = registry.devices[deviceID], device.isOnline else { return [] }
+        var frames: [DeviceFrame] = []
+        for bundleID in device.apps.keys.sorted() {
+            frames.append(contentsOf: releaseDeferred(AppKey(deviceID: deviceID, bundleID: bundleID), nowMs: nowMs))
+        }
+        return frames
+    }
+
+    /// Deletes an app; returns the tokens it had (now invalid, maybe after the configured delay).
+    public mutating func uninstallApp(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> (invalidAtMs: Int64, tokens: [TokenEntry]) {
+        let tokens = registry.devices[deviceID]?.apps[bundleID]?.tokens.values.sorted() ?? []
+        let invalidAt = nowMs + deliveryOptions.unregisteredDelayMs
+        do throws(RegistryError) {
+            try registry.uninstall(deviceID: deviceID, bundleID: bundleID, invalidAtMs: invalidAt,
+                                   afterPushes: deliveryOptions.unregisteredDelayMs > 0 ? deliveryOptions.unregisteredAfterPushes : nil)
+        } catch {
+            throw DeviceRequestError("bad_request", error.description)
+        }
+        dropWaiting(AppKey(deviceID: deviceID, bundleID: bundleID), why: "the app was uninstalled")
+        return (invalidAt, tokens.compactMap { registry.token($0) })
+    }
+
+    mutating func dropWaiting(_ key: AppKey, why: String) {
+        if let stored = delivery.stored.removeValue(forKey: key) {
+            setOutcome(stored.sequence, .droppedBySystem, "discarded: \(why)")
+        }
+        if let held = delivery.deferred.removeValue(forKey: key) {
+            setOutcome(held.notification.sequence, .droppedBySystem, "discarded: \(why)")
+        }
+        delivery.shown.removeValue(forKey: key)
+    }
+
+    public mutating func rotateTokens(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
+        do throws(RegistryError) { return try registry.rotate(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs) } catch {
+            throw DeviceRequestError("bad_request", error.description)
+        }
+    }
+
+    /// Erase All Content and Settings: every app and token on the device is gone.
+    public mutating func eraseDevice(_ deviceID: String, nowMs: Int64) throws(DeviceRequestError) {
+        guard let device = registry.devices[deviceID] else {
+            throw DeviceRequestError("bad_request", RegistryError.unknownDevice(deviceID).description)
+        }
+        for bundleID in device.apps.keys.sorted() {
+            _ = try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
+        }
+    }
+
+    /// Restores a backup of `source` onto `target`: the apps move with new tokens; the
+    /// source's tokens become invalid (the old phone is assumed wiped).
+    public mutating func restoreBackup(from source: String, to target: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
+        guard source != target else { throw DeviceRequestError("bad_request", "a device cannot restore its own backup") }
+        guard let old = registry.devices[source] else {
+            throw DeviceRequestError("bad_request", RegistryError.unknownDevice(source).description)
+        }
+        var entries: [TokenEntry] = []
+        for app in old.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) {
+            _ = try uninstallApp(deviceID: source, bundleID: app.bundleID, nowMs: nowMs)
+            if registry.devices[target]?.apps[app.bundleID] != nil {
+                _ = try uninstallApp(deviceID: target, bundleID: app.bundleID, nowMs: nowMs)
+            }
+            let registration = AppRegistration(bundleID: app.bundleID, environment: app.environment, settings: app.settings,
+                                               kinds: app.tokens.keys.sorted { $0.rawValue < $1.rawValue })
+            _ = try install(registration, deviceID: target, nowMs: nowMs)
+            entries.append(contentsOf: registry.devices[target]?.apps[app.bundleID]?.tokens.values.compactMap { registry.token($0) } ?? [])
+        }
+        return entries
+    }
+
+    /// The user taps a notification on screen or in Notification Center.
+    public mutating func tap(deviceID: String, apnsID: String, nowMs: Int64) throws(DeviceRequestError) -> (bundleID: String, callbacks: [String], launched: Bool) {
+        guard let device = registry.devices[deviceID] else {
+            throw DeviceRequestError("bad_request", RegistryError.unknownDevice(deviceID).description)
+        }
+        for bundleID in device.apps.keys.sorted() {
+            let key = AppKey(deviceID: deviceID, bundleID: bundleID)
+            guard let index = delivery.shown[key]?.firstIndex(where: { $0.apnsID == apnsID }),
+                let settings = device.apps[bundleID]?.settings
+            else { continue }
+            let shown = delivery.shown[key]!.remove(at: index)
+            let (callbacks, launched) = DeliveryRules.tap(app: settings)
+            // Tapping opens the app.
+            try? registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings.appState = .foreground }
+            records.update(sequence: shown.sequence) {
+                $0.callbacks.append(contentsOf: callbacks)
+                $0.explanation += "; tapped: " + callbacks.joined(separator: ", ") + (launched ? " after a cold launch" : "")
+            }
+            return (bundleID, callbacks, launched)
+        }
+        throw DeviceRequestError("bad_request", "no notification \(apnsID) is on screen or in Notification Center")
+    }
+
+    /// Time passes: stored notifications expire, batches and refilled budgets release.
+    public mutating func tick(nowMs: Int64) -> [DeviceFrame] {
+        var frames: [DeviceFrame] = []
+        for (key, stored) in delivery.stored where (stored.storeUntilMs ?? 0) <= nowMs {
+            delivery.stored.removeValue(forKey: key)
+            setOutcome(stored.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline")
+        }
+        if !delivery.batched.isEmpty {
+            let due = delivery.batched.filter { $0.releaseAtMs <= nowMs }
+            delivery.batched.removeAll { $0.releaseAtMs <= nowMs }
+            for item in due { frames.append(contentsOf: route(item.notification, nowMs: nowMs)) }
+        }
+        for (key, held) in delivery.deferred where held.reason == .budget {
+            guard registry.devices[key.deviceID]?.isOnline == true,
+                delivery.budgets[key]?.available(nowMs: nowMs) ?? true
+            else { continue }
+            frames.append(contentsOf: releaseDeferred(key, nowMs: nowMs))
+        }
+        return frames
+    }
+}

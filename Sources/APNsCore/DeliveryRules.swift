@@ -1,0 +1,201 @@
+/// The app's notification permission (device-model.md, "Permission states").
+public enum Authorization: String, Sendable, CaseIterable, Codable {
+    case notDetermined, denied, authorized, provisional, ephemeral
+}
+
+/// The app's run state (device-model.md, "App state decides the callback").
+public enum AppState: String, Sendable, CaseIterable, Codable {
+    case foreground, background, suspended, notRunning, terminated
+}
+
+/// What the user sees.
+public enum Display: String, Sendable, Codable {
+    case banner, notificationCenter, none
+}
+
+/// App callbacks by their iOS names.
+public enum AppCallback {
+    public static let serviceExtension = "serviceExtension"
+    public static let willPresent = "willPresent"
+    public static let didReceiveRemoteNotification = "didReceiveRemoteNotification"
+    public static let didReceive = "didReceive"
+    public static let didReceiveIncomingPush = "didReceiveIncomingPush"
+}
+
+/// The per-app settings the rules read.
+public struct AppSettings: Sendable, Equatable {
+    public var authorization: Authorization
+    public var appState: AppState
+    /// The *Remote notifications* background mode.
+    public var backgroundMode: Bool
+
+    public init(authorization: Authorization = .authorized, appState: AppState = .background, backgroundMode: Bool = true) {
+        self.authorization = authorization
+        self.appState = appState
+        self.backgroundMode = backgroundMode
+    }
+}
+
+/// What iOS does with one notification that reached the device.
+public struct DeliveryVerdict: Sendable, Equatable {
+    public var callbacks: [String]
+    public var display: Display
+    /// `delivered`, or `droppedBySystem` when nothing reaches the app or the user.
+    public var outcome: DeliveryOutcome
+    /// Why the system dropped it or what it left out, in plain words.
+    public var reason: String?
+    /// The background wake used one unit of the app's background budget.
+    public var usedBackgroundBudget: Bool
+
+    public init(callbacks: [String], display: Display, outcome: DeliveryOutcome = .delivered, reason: String? = nil,
+                usedBackgroundBudget: Bool = false)
+    {
+        self.callbacks = callbacks
+        self.display = display
+        self.outcome = outcome
+        self.reason = reason
+        self.usedBackgroundBudget = usedBackgroundBudget
+    }
+}
+
+/// Why a background push is held back instead of handed to the app.
+public enum DeferReason: String, Sendable, Equatable {
+    /// Over the per-app background budget.
+    case budget
+    /// Low Power Mode is on.
+    case lowPower
+    /// The user force-quit the app; it gets the push when launched again.
+    case terminated
+}
+
+public enum DeliveryDecision: Sendable, Equatable {
+    case deliver(DeliveryVerdict)
+    case deferBackground(DeferReason)
+}
+
+/// The delivery-rule table of device-model.md as a pure function: permission × app state ×
+/// push kind → callbacks and display. Unit-tested row by row.
+public enum DeliveryRules {
+    /// - Parameters:
+    ///   - budgetAvailable: whether the app's background budget allows a wake now.
+    public static func decide(pushType: PushType, content: PushContent, app: AppSettings, lowPowerMode: Bool,
+                              budgetAvailable: Bool) -> DeliveryDecision
+    {
+        switch pushType {
+        case .voip, .complication, .fileprovider:
+            // PushKit pushes wake or launch the app whatever its state and permission.
+            return .deliver(DeliveryVerdict(callbacks: [AppCallback.didReceiveIncomingPush], display: .none))
+        case .liveactivity, .widgets, .controls, .location, .pushtotalk, .mdm:
+            // Handled by the system or an extension, not by app callbacks.
+            return .deliver(DeliveryVerdict(callbacks: [], display: content.isVisible && pushType == .liveactivity ? .banner : .none,
+                                            reason: "handled by the system (\(pushType.rawValue))"))
+        case .alert, .background:
+            break
+        }
+
+        let permitted: Bool
+        switch app.authorization {
+        case .authorized, .ephemeral, .provisional: permitted = true
+        case .denied, .notDetermined: permitted = false
+        }
+
+        // The visible part: banner or Notification Center, maybe through the service extension.
+        var callbacks: [String] = []
+        var display = Display.none
+        var notes: [String] = []
+        if content.isVisible {
+            if permitted {
+                if content.mutableContent { callbacks.append(AppCallback.serviceExtension) }
+                if app.appState == .foreground { callbacks.append(AppCallback.willPresent) }
+                display = app.authorization == .provisional ? .notificationCenter : .banner
+            } else {
+                notes.append("notifications are \(app.authorization.rawValue) for this app, so the system drops the alert")
+            }
+        }
+
+        // The background part: a wake for didReceiveRemoteNotification.
+        var usedBudget = false
+        if content.contentAvailable {
+            if !app.backgroundMode {
+                notes.append("the app lacks the Remote notifications background mode, so content-available does not reach it")
+            } else if app.appState == .foreground {
+                callbacks.append(AppCallback.didReceiveRemoteNotification)
+            } else if !content.isVisible {
+                // A pure background push: held back until it can run.
+                if app.appState == .terminated { return .deferBackground(.terminated) }
+                if lowPowerMode { return .deferBackground(.lowPower) }
+                if !budgetAvailable { return .deferBackground(.budget) }
+                callbacks.append(AppCallback.didReceiveRemoteNotification)
+                usedBudget = true
+            } else if app.appState == .terminated {
+                notes.append("the app was force-quit, so only the alert is shown")
+            } else if lowPowerMode {
+                notes.append("Low Power Mode is on, so the app is not woken")
+            } else if !budgetAvailable {
+                notes.append("the background budget is used up, so the app is not woken")
+            } else {
+                callbacks.append(AppCallback.didReceiveRemoteNotification)
+                usedBudget = true
+            }
+        } else if !content.isVisible {
+            notes.append("the payload has no alert, badge or sound and no content-available, so there is nothing to show or run")
+        }
+
+        let outcome: DeliveryOutcome = callbacks.isEmpty && display == .none ? .droppedBySystem : .delivered
+        return .deliver(DeliveryVerdict(callbacks: callbacks, display: display, outcome: outcome,
+                                        reason: notes.isEmpty ? nil : notes.joined(separator: "; "),
+                                        usedBackgroundBudget: usedBudget))
+    }
+
+    /// The callbacks a tap runs. Tapping always calls `didReceive`; a tap on a notification of
+    /// an app that is not running launches it first.
+    public static func tap(app: AppSettings) -> (callbacks: [String], launched: Bool) {
+        let launched = app.appState == .notRunning || app.appState == .terminated
+        return ([AppCallback.didReceive], launched)
+    }
+}
+
+/// A background-push budget: `perHour` wakes per hour, refilled continuously (a token bucket).
+/// Apple says "two or three an hour"; the exact policy is Apple's secret.
+public struct BackgroundBudget: Sendable, Equatable {
+    public let perHour: Int
+    /// Tokens available, in thousandths (integer arithmetic keeps it exact).
+    private var milliTokens: Int64
+    private var updatedAtMs: Int64
+
+    public init(perHour: Int, nowMs: Int64) {
+        self.perHour = perHour
+        milliTokens = Int64(perHour) * 1000
+        updatedAtMs = nowMs
+    }
+
+    private mutating func refill(_ nowMs: Int64) {
+        guard nowMs > updatedAtMs else { return }
+        let gained = (nowMs - updatedAtMs) * Int64(perHour) * 1000 / 3_600_000
+        if gained > 0 {
+            milliTokens = min(Int64(perHour) * 1000, milliTokens + gained)
+            updatedAtMs = nowMs
+        }
+    }
+
+    public mutating func available(nowMs: Int64) -> Bool {
+        refill(nowMs)
+        return milliTokens >= 1000
+    }
+
+    /// Uses one wake; false (and nothing used) when none is left.
+    public mutating func consume(nowMs: Int64) -> Bool {
+        refill(nowMs)
+        guard milliTokens >= 1000 else { return false }
+        milliTokens -= 1000
+        return true
+    }
+
+    /// When the next wake will be available (ms), or now if one is.
+    public mutating func nextAvailable(nowMs: Int64) -> Int64 {
+        refill(nowMs)
+        if milliTokens >= 1000 || perHour <= 0 { return perHour <= 0 ? Int64.max : nowMs }
+        let missing = 1000 - milliTokens
+        return nowMs + (missing * 3_600_000 + Int64(perHour) * 1000 - 1) / (Int64(perHour) * 1000)
+    }
+}

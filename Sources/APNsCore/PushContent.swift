@@ -1,0 +1,140 @@
+/// What a payload asks of the device, read from its `aps` dictionary (reference §3.2). Only
+/// presence and the two flags matter to the delivery rules.
+public struct PushContent: Sendable, Equatable {
+    /// `alert`, `badge` or `sound` present: something for the user.
+    public var isVisible: Bool
+    /// `content-available: 1`: wake the app in the background.
+    public var contentAvailable: Bool
+    /// `mutable-content: 1`: run the Notification Service Extension first.
+    public var mutableContent: Bool
+
+    public init(isVisible: Bool = false, contentAvailable: Bool = false, mutableContent: Bool = false) {
+        self.isVisible = isVisible
+        self.contentAvailable = contentAvailable
+        self.mutableContent = mutableContent
+    }
+
+    /// Reads the facts from a payload already known to be a JSON object, without building a
+    /// tree: it walks the top-level members, and the members of `aps`.
+    public static func read(_ payload: [UInt8]) -> PushContent {
+        payload.withUnsafeBufferPointer { bytes in
+            var walker = Walker(bytes: bytes)
+            return walker.topLevel()
+        }
+    }
+
+    private struct Walker {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var i = 0
+
+        init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+        mutating func topLevel() -> PushContent {
+            var content = PushContent()
+            skipSpace()
+            guard take(UInt8(ascii: "{")) else { return content }
+            while true {
+                skipSpace()
+                guard let key = keyRange() else { return content }
+                skipSpace()
+                guard take(UInt8(ascii: ":")) else { return content }
+                skipSpace()
+                if equals(key, "aps"), peek() == UInt8(ascii: "{") {
+                    content = aps()
+                } else if !skipValue() {
+                    return content
+                }
+                skipSpace()
+                if !take(UInt8(ascii: ",")) { return content }
+            }
+        }
+
+        mutating func aps() -> PushContent {
+            var content = PushContent()
+            _ = take(UInt8(ascii: "{"))
+            while true {
+                skipSpace()
+                guard let key = keyRange() else { return content }
+                skipSpace()
+                guard take(UInt8(ascii: ":")) else { return content }
+                skipSpace()
+                let valueStart = i
+                guard skipValue() else { return content }
+                let isNull = equals(valueStart..<i, "null")
+                if equals(key, "alert") || equals(key, "badge") || equals(key, "sound") {
+                    if !isNull { content.isVisible = true }
+                } else if equals(key, "content-available") {
+                    content.contentAvailable = equals(valueStart..<i, "1")
+                } else if equals(key, "mutable-content") {
+                    content.mutableContent = equals(valueStart..<i, "1")
+                }
+                skipSpace()
+                if !take(UInt8(ascii: ",")) { return content }
+            }
+        }
+
+        func peek() -> UInt8? { i < bytes.count ? bytes[i] : nil }
+
+        mutating func take(_ c: UInt8) -> Bool {
+            guard peek() == c else { return false }
+            i += 1
+            return true
+        }
+
+        mutating func skipSpace() {
+            while let c = peek(), c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { i += 1 }
+        }
+
+        /// The bytes of a string key (without quotes), escapes left as they are.
+        mutating func keyRange() -> Range<Int>? {
+            guard take(UInt8(ascii: "\"")) else { return nil }
+            let start = i
+            while let c = peek(), c != UInt8(ascii: "\"") { i += c == UInt8(ascii: "\\") ? 2 : 1 }
+            guard i < bytes.count else { return nil }
+            let range = start..<i
+            i += 1
+            return range
+        }
+
+        func equals(_ range: Range<Int>, _ word: StaticString) -> Bool {
+            guard range.count == word.utf8CodeUnitCount else { return false }
+            for k in 0..<range.count where bytes[range.lowerBound + k] != word.utf8Start[k] { return false }
+            return true
+        }
+
+        /// Skips one JSON value; the payload has already been validated.
+        mutating func skipValue() -> Bool {
+            guard let c = peek() else { return false }
+            switch c {
+            case UInt8(ascii: "\""):
+                return keyRange() != nil
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                var depth = 0
+                while let d = peek() {
+                    switch d {
+                    case UInt8(ascii: "\""):
+                        guard keyRange() != nil else { return false }
+                        continue
+                    case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+                    case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                        depth -= 1
+                        if depth == 0 {
+                            i += 1
+                            return true
+                        }
+                    default: break
+                    }
+                    i += 1
+                }
+                return false
+            default:
+                while let d = peek(), d != UInt8(ascii: ","), d != UInt8(ascii: "}"), d != UInt8(ascii: "]"),
+                    d != 0x20, d != 0x0A, d != 0x0D, d != 0x09
+                {
+                    i += 1
+                }
+                return true
+            }
+        }
+    }
+}

@@ -1,0 +1,337 @@
+import APNsCore
+import Foundation
+import Networking
+import Synchronization
+
+/// The device side of the emulator: a listener for simulated devices speaking
+/// docs/device-protocol.md, and the routing of frames produced under the state lock to the
+/// connections they are for (which may live on another event loop).
+final class DeviceGateway: Sendable {
+    let state: EmulatorState
+    let clock: any EmulatorClock
+    let log: @Sendable (String) -> Void
+    /// Live device connections by connection id.
+    private let connections = Mutex<[UInt64: ConnectionRef]>([:])
+
+    struct ConnectionRef: @unchecked Sendable {
+        weak var handler: DeviceConnection?
+        let loop: EventLoop
+    }
+
+    init(state: EmulatorState, clock: any EmulatorClock, log: @escaping @Sendable (String) -> Void) {
+        self.state = state
+        self.clock = clock
+        self.log = log
+    }
+
+    func register(_ handler: DeviceConnection) {
+        connections.withLock { $0[handler.connection.id] = ConnectionRef(handler: handler, loop: handler.connection.loop) }
+    }
+
+    func unregister(_ handler: DeviceConnection) {
+        connections.withLock { _ = $0.removeValue(forKey: handler.connection.id) }
+    }
+
+    var connectionCount: Int { connections.withLock { $0.count } }
+
+    /// Writes frames to their connections, on each connection's own loop, in order.
+    func dispatch(_ frames: [DeviceFrame]) {
+        guard !frames.isEmpty else { return }
+        var byConnection: [UInt64: [DeviceFrame]] = [:]
+        var order: [UInt64] = []
+        for frame in frames {
+            if byConnection[frame.connectionID] == nil { order.append(frame.connectionID) }
+            byConnection[frame.connectionID, default: []].append(frame)
+        }
+        for id in order {
+            guard let ref = connections.withLock({ $0[id] }) else { continue }
+            let batch = byConnection[id]!
+            let send: @Sendable () -> Void = {
+                guard let handler = ref.handler else { return }
+                for frame in batch {
+                    handler.send(frame.message)
+                    if frame.closeAfter { handler.close(reason: "replaced by a newer connection") }
+                }
+            }
+            if ref.loop.inEventLoop { send() } else { ref.loop.execute(send) }
+        }
+    }
+
+    /// Runs once a second: expiries, batches, refilled budgets.
+    func tick() {
+        let now = clock.nowMilliseconds()
+        dispatch(state.withWorld { $0.tick(nowMs: now) })
+    }
+}
+
+/// One device connection: newline-delimited JSON (docs/device-protocol.md).
+final class DeviceConnection: ConnectionHandler {
+    static let maxLine = 1 << 20
+    static let helloTimeoutMs: Int64 = 10_000
+
+    let connection: Connection
+    let gateway: DeviceGateway
+    private var buffer: [UInt8] = []
+    private var scanned = 0
+    private(set) var deviceID: String?
+    private var helloTimer: TimerID?
+
+    init(connection: Connection, gateway: DeviceGateway) {
+        self.connection = connection
+        self.gateway = gateway
+    }
+
+    var state: EmulatorState { gateway.state }
+    var now: Int64 { gateway.clock.nowMilliseconds() }
+
+    func connectionDidBecomeReady(_ connection: Connection) {
+        gateway.register(self)
+        helloTimer = connection.loop.schedule(afterMilliseconds: Self.helloTimeoutMs) { [weak self] in
+            guard let self, self.deviceID == nil, !self.connection.isClosed else { return }
+            self.fail("hello_timeout", "no hello within \(Self.helloTimeoutMs / 1000) seconds", fatal: true)
+        }
+    }
+
+    func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        buffer.append(contentsOf: bytes)
+        while !connection.isClosed {
+            guard let newline = buffer[scanned...].firstIndex(of: 0x0A) else {
+                scanned = buffer.count
+                if buffer.count > Self.maxLine {
+                    fail("line_too_long", "a line is longer than 1 MiB", fatal: true)
+                }
+                return
+            }
+            let line = Array(buffer[..<newline])
+            buffer.removeFirst(newline + 1)
+            scanned = 0
+            if line.count > Self.maxLine {
+                fail("line_too_long", "a line is longer than 1 MiB", fatal: true)
+                return
+            }
+            handle(line: line)
+        }
+    }
+
+    func connectionDidClose(_ connection: Connection) {
+        if let helloTimer { connection.loop.cancel(helloTimer) }
+        gateway.unregister(self)
+        if let deviceID {
+            let now = self.now
+            let id = connection.id
+            state.withWorld { $0.disconnectDevice(deviceID, connectionID: id, nowMs: now) }
+            gateway.log("device \(deviceID) disconnected (connection \(id))")
+        }
+    }
+
+    func send(_ message: JSONValue) {
+        connection.write { out in
+            message.append(to: &out)
+            out.append(0x0A)
+        }
+    }
+
+    func close(reason: String) {
+        connection.closeAfterFlush()
+    }
+
+    private func fail(_ code: String, _ message: String, fatal: Bool = false) {
+        send(["type": "error", "code": .string(code), "message": .string(message), "fatal": .bool(fatal)])
+        if fatal { connection.closeAfterFlush() }
+    }
+
+    // MARK: Messages
+
+    private func handle(line: [UInt8]) {
+        if line.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { return }
+        let object: JSONObject
+        do {
+            guard let parsed = try JSONValue.parse(line).objectValue else {
+                fail("bad_frame", "each line must be a JSON object")
+                return
+            }
+            object = parsed
+        } catch {
+            fail("bad_frame", "not valid JSON: \(error)")
+            return
+        }
+        guard let type = object["type"]?.stringValue else {
+            fail("bad_frame", "the object has no \"type\"")
+            return
+        }
+        do {
+            try handle(type: type, object)
+        } catch let error as DeviceRequestError {
+            fail(error.code, error.message)
+        } catch {
+            fail("bad_request", "\(error)")
+        }
+    }
+
+    private func handle(type: String, _ m: JSONObject) throws {
+        if type == "ping" {
+            send(["type": "pong"])
+            return
+        }
+        guard let deviceID else {
+            guard type == "hello" else { throw DeviceRequestError("hello_required", "the first message must be hello") }
+            try hello(m)
+            return
+        }
+        let now = self.now
+        let id = connection.id
+        switch type {
+        case "hello":
+            throw DeviceRequestError("bad_request", "hello was already received on this connection")
+        case "ack":
+            guard let delivery = m["id"]?.intValue, delivery > 0 else {
+                throw DeviceRequestError("bad_request", "ack needs a numeric \"id\"")
+            }
+            try state.withWorld { world throws(DeviceRequestError) in
+                try world.acknowledge(deviceID: deviceID, connectionID: id, deliveryID: UInt64(delivery), nowMs: now)
+            }
+        case "app":
+            let bundle = try Self.string(m, "bundleId")
+            let appState = try Self.optionalEnum(m, "appState", AppState.self)
+            let authorization = try Self.optionalEnum(m, "authorization", Authorization.self)
+            let backgroundMode = try Self.optionalBool(m, "backgroundMode")
+            let (settings, frames) = try state.withWorld { world throws(DeviceRequestError) in
+                try world.updateApp(deviceID: deviceID, bundleID: bundle, appState: appState, authorization: authorization,
+                                    backgroundMode: backgroundMode, nowMs: now)
+            }
+            send(["type": "appUpdated", "bundleId": .string(bundle), "authorization": .string(settings.authorization.rawValue),
+                  "appState": .string(settings.appState.rawValue), "backgroundMode": .bool(settings.backgroundMode)])
+            gateway.dispatch(frames)
+        case "device":
+            guard let on = try Self.optionalBool(m, "lowPowerMode") else {
+                throw DeviceRequestError("bad_request", "device needs \"lowPowerMode\": true or false")
+            }
+            let frames = try state.withWorld { world throws(DeviceRequestError) in
+                try world.setLowPowerMode(deviceID: deviceID, on, nowMs: now)
+            }
+            send(["type": "deviceUpdated", "lowPowerMode": .bool(on)])
+            gateway.dispatch(frames)
+        case "install":
+            let app = try Self.app(m)
+            let messages = try state.withWorld { world throws(DeviceRequestError) in
+                try world.install(app, deviceID: deviceID, nowMs: now)
+            }
+            messages.forEach(send)
+        case "uninstall":
+            let bundle = try Self.string(m, "bundleId")
+            let (invalidAt, tokens) = try state.withWorld { world throws(DeviceRequestError) in
+                try world.uninstallApp(deviceID: deviceID, bundleID: bundle, nowMs: now)
+            }
+            send(["type": "uninstalled", "bundleId": .string(bundle), "unregisteredAt": .int(invalidAt),
+                  "tokens": .array(tokens.map { .string($0.token) })])
+        case "rotate":
+            let bundle = try Self.string(m, "bundleId")
+            let entries = try state.withWorld { world throws(DeviceRequestError) in
+                try world.rotateTokens(deviceID: deviceID, bundleID: bundle, nowMs: now)
+            }
+            entries.forEach { send(World.registeredMessage($0)) }
+        case "erase":
+            try state.withWorld { world throws(DeviceRequestError) in try world.eraseDevice(deviceID, nowMs: now) }
+            send(["type": "erased"])
+        case "restore":
+            let source = try Self.string(m, "fromDeviceId")
+            let entries = try state.withWorld { world throws(DeviceRequestError) in
+                try world.restoreBackup(from: source, to: deviceID, nowMs: now)
+            }
+            entries.forEach { send(World.registeredMessage($0)) }
+            send(["type": "restored", "fromDeviceId": .string(source),
+                  "bundleIds": .array(Array(Set(entries.map(\.bundleID))).sorted().map(JSONValue.string))])
+        case "tap":
+            let apnsID = try Self.string(m, "apnsId")
+            let tapped = try state.withWorld { world throws(DeviceRequestError) in
+                try world.tap(deviceID: deviceID, apnsID: apnsID, nowMs: now)
+            }
+            send(["type": "tapped", "apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
+                  "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched)])
+        default:
+            throw DeviceRequestError("unknown_type", "unknown message type '\(type)'")
+        }
+    }
+
+    private func hello(_ m: JSONObject) throws {
+        if let version = m["version"], version.intValue != 1 {
+            fail("unsupported_version", "this emulator speaks device protocol version 1", fatal: true)
+            return
+        }
+        let id = try Self.string(m, "deviceId")
+        guard !id.isEmpty, id.utf8.count <= 128,
+            id.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E })
+        else {
+            throw DeviceRequestError("bad_request", "deviceId must be 1–128 letters, digits, '-', '_' or '.'")
+        }
+        var apps: [AppRegistration] = []
+        if let list = m["apps"] {
+            guard let items = list.arrayValue else { throw DeviceRequestError("bad_request", "\"apps\" must be a list") }
+            for item in items {
+                guard let object = item.objectValue else { throw DeviceRequestError("bad_request", "each app must be an object") }
+                apps.append(try Self.app(object))
+            }
+        }
+        let hello = DeviceHello(deviceID: id, lowPowerMode: try Self.optionalBool(m, "lowPowerMode") ?? false, apps: apps)
+        let now = self.now
+        let connectionID = connection.id
+        let frames = try state.withWorld { world throws(DeviceRequestError) in
+            try world.connectDevice(hello, connectionID: connectionID, nowMs: now)
+        }
+        deviceID = id
+        if let helloTimer { connection.loop.cancel(helloTimer) }
+        gateway.log("device \(id) connected from \(connection.peer) (connection \(connectionID), \(apps.count) app(s))")
+        gateway.dispatch(frames)
+    }
+
+    // MARK: Field parsing
+
+    static func string(_ m: JSONObject, _ key: String) throws(DeviceRequestError) -> String {
+        guard let value = m[key]?.stringValue else { throw DeviceRequestError("bad_request", "\"\(key)\" (a string) is required") }
+        return value
+    }
+
+    static func optionalBool(_ m: JSONObject, _ key: String) throws(DeviceRequestError) -> Bool? {
+        guard let value = m[key], value != .null else { return nil }
+        guard let bool = value.boolValue else { throw DeviceRequestError("bad_request", "\"\(key)\" must be true or false") }
+        return bool
+    }
+
+    static func optionalEnum<T: RawRepresentable & CaseIterable>(_ m: JSONObject, _ key: String, _ type: T.Type)
+        throws(DeviceRequestError) -> T? where T.RawValue == String
+    {
+        guard let value = m[key], value != .null else { return nil }
+        guard let text = value.stringValue, let parsed = T(rawValue: text) else {
+            throw DeviceRequestError("bad_request",
+                                     "\"\(key)\" must be one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return parsed
+    }
+
+    static func app(_ m: JSONObject) throws(DeviceRequestError) -> AppRegistration {
+        let bundle = try string(m, "bundleId")
+        guard DeviceRegistry.isValidBundleID(bundle) else {
+            throw DeviceRequestError("bad_request", RegistryError.invalidBundleID(bundle).description)
+        }
+        let environment = try optionalEnum(m, "environment", APNsEnvironment.self)
+        guard let environment else { throw DeviceRequestError("bad_request", "\"environment\" (sandbox or production) is required") }
+        var kinds: [TokenKind] = [.app]
+        if let list = m["kinds"] {
+            guard let items = list.arrayValue, !items.isEmpty else {
+                throw DeviceRequestError("bad_request", "\"kinds\" must be a non-empty list")
+            }
+            kinds = []
+            for item in items {
+                guard let text = item.stringValue, let kind = TokenKind(rawValue: text) else {
+                    throw DeviceRequestError("bad_request", "kinds must be among \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                kinds.append(kind)
+            }
+        }
+        let settings = AppSettings(
+            authorization: try optionalEnum(m, "authorization", Authorization.self) ?? .authorized,
+            appState: try optionalEnum(m, "appState", AppState.self) ?? .background,
+            backgroundMode: try optionalBool(m, "backgroundMode") ?? true)
+        return AppRegistration(bundleID: bundle, environment: environment, settings: settings, kinds: kinds)
+    }
+}
