@@ -496,7 +496,13 @@ extension World {
         if !delivery.batched.isEmpty {
             let due = delivery.batched.filter { $0.releaseAtMs <= nowMs }
             delivery.batched.removeAll { $0.releaseAtMs <= nowMs }
-            for item in due { frames.append(contentsOf: route(item.notification, nowMs: nowMs)) }
+            for item in due {
+                if registry.devices[item.notification.deviceID]?.isOnline == true {
+                    frames.append(contentsOf: deliverNow(item.notification, nowMs: nowMs))
+                } else {
+                    store(item.notification, nowMs: nowMs, why: "the device went offline while the push was batched")
+                }
+            }
         }
         for (key, held) in delivery.deferred where held.reason == .budget {
             guard registry.devices[key.deviceID]?.isOnline == true,

@@ -155,47 +155,39 @@ public enum DeliveryRules {
     }
 }
 
-/// A background-push budget: `perHour` wakes per hour, refilled continuously (a token bucket).
-/// Apple says "two or three an hour"; the exact policy is Apple's secret.
+/// A background-push budget: `perHour` wakes per hour, refilled continuously, with at most
+/// `perHour` banked (a token bucket, kept as a theoretical arrival time so integer arithmetic
+/// stays exact). Apple says "two or three an hour"; its exact policy is not published.
 public struct BackgroundBudget: Sendable, Equatable {
     public let perHour: Int
-    /// Tokens available, in thousandths (integer arithmetic keeps it exact).
-    private var milliTokens: Int64
-    private var updatedAtMs: Int64
+    /// The theoretical arrival time, in units of ms × perHour, so one wake is exactly
+    /// 3,600,000 units whatever `perHour` is.
+    private var arrival: Int64
+    private static let hour: Int64 = 3_600_000
 
     public init(perHour: Int, nowMs: Int64) {
         self.perHour = perHour
-        milliTokens = Int64(perHour) * 1000
-        updatedAtMs = nowMs
+        arrival = nowMs * Int64(max(perHour, 1))
     }
 
-    private mutating func refill(_ nowMs: Int64) {
-        guard nowMs > updatedAtMs else { return }
-        let gained = (nowMs - updatedAtMs) * Int64(perHour) * 1000 / 3_600_000
-        if gained > 0 {
-            milliTokens = min(Int64(perHour) * 1000, milliTokens + gained)
-            updatedAtMs = nowMs
-        }
-    }
+    private func scaled(_ ms: Int64) -> Int64 { ms * Int64(perHour) }
 
-    public mutating func available(nowMs: Int64) -> Bool {
-        refill(nowMs)
-        return milliTokens >= 1000
+    public func available(nowMs: Int64) -> Bool {
+        perHour > 0 && arrival - scaled(nowMs) <= Int64(perHour - 1) * Self.hour
     }
 
     /// Uses one wake; false (and nothing used) when none is left.
     public mutating func consume(nowMs: Int64) -> Bool {
-        refill(nowMs)
-        guard milliTokens >= 1000 else { return false }
-        milliTokens -= 1000
+        guard available(nowMs: nowMs) else { return false }
+        arrival = max(arrival, scaled(nowMs)) + Self.hour
         return true
     }
 
-    /// When the next wake will be available (ms), or now if one is.
-    public mutating func nextAvailable(nowMs: Int64) -> Int64 {
-        refill(nowMs)
-        if milliTokens >= 1000 || perHour <= 0 { return perHour <= 0 ? Int64.max : nowMs }
-        let missing = 1000 - milliTokens
-        return nowMs + (missing * 3_600_000 + Int64(perHour) * 1000 - 1) / (Int64(perHour) * 1000)
+    /// When the next wake is available (ms); now if one is, `Int64.max` if never.
+    public func nextAvailable(nowMs: Int64) -> Int64 {
+        guard perHour > 0 else { return Int64.max }
+        if available(nowMs: nowMs) { return nowMs }
+        let earliest = arrival - Int64(perHour - 1) * Self.hour
+        return (earliest + Int64(perHour) - 1) / Int64(perHour)
     }
 }

@@ -1,0 +1,187 @@
+import APNsCore
+import Testing
+
+/// Every row of device-model.md's tables: permission × app state × push kind.
+struct RuleRow: Sendable, CustomTestStringConvertible {
+    let content: PushContent
+    let authorization: Authorization
+    let appState: AppState
+    let callbacks: [String]
+    let display: Display
+    let outcome: DeliveryOutcome
+
+    var testDescription: String {
+        let kind = content.isVisible ? (content.contentAvailable ? "alert+content-available" : "alert") : "background"
+        return "\(kind), \(authorization), \(appState) → \(callbacks) \(display)"
+    }
+}
+
+let alert = PushContent(isVisible: true)
+let background = PushContent(contentAvailable: true)
+let alertAndBackground = PushContent(isVisible: true, contentAvailable: true)
+
+let ruleRows: [RuleRow] = {
+    var rows: [RuleRow] = []
+    // Alert pushes, permission on: app state decides (table "App state decides the callback").
+    for auth in [Authorization.authorized, .ephemeral] {
+        rows.append(RuleRow(content: alert, authorization: auth, appState: .foreground, callbacks: ["willPresent"], display: .banner, outcome: .delivered))
+        for state in [AppState.background, .suspended, .notRunning, .terminated] {
+            rows.append(RuleRow(content: alert, authorization: auth, appState: state, callbacks: [], display: .banner, outcome: .delivered))
+        }
+    }
+    // Provisional: quietly to Notification Center.
+    rows.append(RuleRow(content: alert, authorization: .provisional, appState: .foreground, callbacks: ["willPresent"], display: .notificationCenter, outcome: .delivered))
+    for state in [AppState.background, .suspended, .notRunning, .terminated] {
+        rows.append(RuleRow(content: alert, authorization: .provisional, appState: state, callbacks: [], display: .notificationCenter, outcome: .delivered))
+    }
+    // Denied / not determined: dropped by the system, no callback at all.
+    for auth in [Authorization.denied, .notDetermined] {
+        for state in AppState.allCases {
+            rows.append(RuleRow(content: alert, authorization: auth, appState: state, callbacks: [], display: .none, outcome: .droppedBySystem))
+        }
+    }
+    // Background pushes need no permission.
+    for auth in Authorization.allCases {
+        rows.append(RuleRow(content: background, authorization: auth, appState: .foreground, callbacks: ["didReceiveRemoteNotification"], display: .none, outcome: .delivered))
+        for state in [AppState.background, .suspended, .notRunning] {
+            rows.append(RuleRow(content: background, authorization: auth, appState: state, callbacks: ["didReceiveRemoteNotification"], display: .none, outcome: .delivered))
+        }
+    }
+    // Alert with content-available.
+    rows.append(RuleRow(content: alertAndBackground, authorization: .authorized, appState: .foreground,
+                        callbacks: ["willPresent", "didReceiveRemoteNotification"], display: .banner, outcome: .delivered))
+    for state in [AppState.background, .suspended, .notRunning] {
+        rows.append(RuleRow(content: alertAndBackground, authorization: .authorized, appState: state,
+                            callbacks: ["didReceiveRemoteNotification"], display: .banner, outcome: .delivered))
+    }
+    rows.append(RuleRow(content: alertAndBackground, authorization: .authorized, appState: .terminated,
+                        callbacks: [], display: .banner, outcome: .delivered))
+    // Permission denied: the alert is dropped, the background part still runs.
+    rows.append(RuleRow(content: alertAndBackground, authorization: .denied, appState: .background,
+                        callbacks: ["didReceiveRemoteNotification"], display: .none, outcome: .delivered))
+    return rows
+}()
+
+@Suite("Delivery rules (device-model.md)")
+struct DeliveryRulesTests {
+    @Test(arguments: ruleRows)
+    func row(_ row: RuleRow) {
+        let decision = DeliveryRules.decide(
+            pushType: row.content.isVisible ? .alert : .background, content: row.content,
+            app: AppSettings(authorization: row.authorization, appState: row.appState, backgroundMode: true),
+            lowPowerMode: false, budgetAvailable: true)
+        guard case .deliver(let verdict) = decision else {
+            Issue.record("expected a delivery, got \(decision)")
+            return
+        }
+        #expect(verdict.callbacks == row.callbacks)
+        #expect(verdict.display == row.display)
+        #expect(verdict.outcome == row.outcome)
+        if row.outcome == .droppedBySystem { #expect(verdict.reason != nil) }
+    }
+
+    @Test func forceQuitAppGetsNoBackgroundPushUntilLaunched() {
+        let decision = DeliveryRules.decide(pushType: .background, content: background,
+                                            app: AppSettings(appState: .terminated), lowPowerMode: false, budgetAvailable: true)
+        #expect(decision == .deferBackground(.terminated))
+    }
+
+    @Test func withoutTheBackgroundModeBackgroundPushesNeverReachTheApp() {
+        for state in AppState.allCases {
+            let decision = DeliveryRules.decide(pushType: .background, content: background,
+                                                app: AppSettings(appState: state, backgroundMode: false),
+                                                lowPowerMode: false, budgetAvailable: true)
+            guard case .deliver(let verdict) = decision else {
+                Issue.record("expected a drop for \(state)")
+                continue
+            }
+            #expect(verdict.callbacks.isEmpty)
+            #expect(verdict.outcome == .droppedBySystem)
+        }
+    }
+
+    @Test func mutableContentRunsTheServiceExtensionFirstButNeverForBackgroundPushes() {
+        let mutable = PushContent(isVisible: true, mutableContent: true)
+        guard case .deliver(let verdict) = DeliveryRules.decide(pushType: .alert, content: mutable, app: AppSettings(appState: .foreground),
+                                                                lowPowerMode: false, budgetAvailable: true)
+        else { Issue.record("expected delivery"); return }
+        #expect(verdict.callbacks == ["serviceExtension", "willPresent"])
+        let silentMutable = PushContent(contentAvailable: true, mutableContent: true)
+        guard case .deliver(let silent) = DeliveryRules.decide(pushType: .background, content: silentMutable, app: AppSettings(),
+                                                               lowPowerMode: false, budgetAvailable: true)
+        else { Issue.record("expected delivery"); return }
+        #expect(!silent.callbacks.contains("serviceExtension"))
+        // A dropped alert never reaches the extension either.
+        guard case .deliver(let denied) = DeliveryRules.decide(pushType: .alert, content: mutable, app: AppSettings(authorization: .denied),
+                                                               lowPowerMode: false, budgetAvailable: true)
+        else { Issue.record("expected a drop"); return }
+        #expect(denied.callbacks.isEmpty)
+    }
+
+    @Test func budgetAndLowPowerHoldBackgroundPushes() {
+        #expect(DeliveryRules.decide(pushType: .background, content: background, app: AppSettings(), lowPowerMode: false,
+                                     budgetAvailable: false) == .deferBackground(.budget))
+        #expect(DeliveryRules.decide(pushType: .background, content: background, app: AppSettings(), lowPowerMode: true,
+                                     budgetAvailable: true) == .deferBackground(.lowPower))
+        // In the foreground the app gets it regardless.
+        guard case .deliver = DeliveryRules.decide(pushType: .background, content: background, app: AppSettings(appState: .foreground),
+                                                   lowPowerMode: true, budgetAvailable: false)
+        else { Issue.record("foreground app should receive it"); return }
+    }
+
+    @Test func tapCallsDidReceiveAndLaunchesAnAppThatIsNotRunning() {
+        #expect(DeliveryRules.tap(app: AppSettings(appState: .background)) == (["didReceive"], false))
+        #expect(DeliveryRules.tap(app: AppSettings(appState: .notRunning)).launched)
+        #expect(DeliveryRules.tap(app: AppSettings(appState: .terminated)).launched)
+    }
+
+    @Test func voipGoesToPushKit() {
+        guard case .deliver(let verdict) = DeliveryRules.decide(pushType: .voip, content: PushContent(), app: AppSettings(authorization: .denied, appState: .terminated),
+                                                                lowPowerMode: false, budgetAvailable: false)
+        else { Issue.record("expected delivery"); return }
+        #expect(verdict.callbacks == ["didReceiveIncomingPush"])
+    }
+
+    @Test(arguments: [
+        (#"{"aps":{"alert":"hi"}}"#, PushContent(isVisible: true)),
+        (#"{"aps":{"badge":0}}"#, PushContent(isVisible: true)),
+        (#"{"aps":{"sound":"default","mutable-content":1,"alert":{"title":"t"}}}"#, PushContent(isVisible: true, mutableContent: true)),
+        (#"{"aps":{"content-available":1},"custom":{"aps":{"alert":"x"}}}"#, PushContent(contentAvailable: true)),
+        (#"{"aps":{"content-available":0}}"#, PushContent()),
+        (#"{"other":[1,{"a":"}"}],"aps":{"alert":null,"content-available":1}}"#, PushContent(contentAvailable: true)),
+        (#"{"mdm":"x"}"#, PushContent()),
+        (#" { "aps" : { "alert" : "a\"b" , "content-available" : 1 } } "#, PushContent(isVisible: true, contentAvailable: true)),
+    ])
+    func payloadFacts(payload: String, expected: PushContent) {
+        #expect(PushContent.read(Array(payload.utf8)) == expected)
+    }
+}
+
+@Suite("Background budget")
+struct BackgroundBudgetTests {
+    @Test func threePerHourRefillsContinuously() {
+        var budget = BackgroundBudget(perHour: 3, nowMs: 0)
+        var uses: [Bool] = []
+        for _ in 0..<4 { uses.append(budget.consume(nowMs: 0)) }
+        #expect(uses == [true, true, true, false])
+        // One wake comes back every 20 minutes.
+        let next = budget.nextAvailable(nowMs: 0)
+        #expect(next == 1_200_000)
+        let early = budget.available(nowMs: 1_199_999)
+        #expect(!early)
+        let onTime = budget.consume(nowMs: 1_200_000)
+        #expect(onTime)
+        let again = budget.available(nowMs: 1_200_000)
+        #expect(!again)
+        // Never more than the hourly amount banked.
+        uses = []
+        for _ in 0..<4 { uses.append(budget.consume(nowMs: 100_000_000)) }
+        #expect(uses == [true, true, true, false])
+    }
+
+    @Test func zeroBudgetNeverWakes() {
+        var budget = BackgroundBudget(perHour: 0, nowMs: 0)
+        let used = budget.consume(nowMs: 10_000_000_000)
+        #expect(!used)
+    }
+}

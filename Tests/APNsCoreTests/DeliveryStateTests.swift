@@ -1,0 +1,361 @@
+import APNsCore
+import Testing
+
+/// Store-and-forward, expiry, collapse, budgets and accounting, with an injected clock and a
+/// device attached to the world as a socket connection would be.
+final class DeviceFixture: @unchecked Sendable {
+    let base: Fixture
+    var connectionID: UInt64 = 100
+    private(set) var token = ""
+
+    init(options: DeliveryOptions = DeliveryOptions(), settings: AppSettings = AppSettings()) throws {
+        base = try Fixture()
+        base.state.withWorld { $0.deliveryOptions = options }
+        let frames = try connect(settings: settings)
+        token = frames.compactMap { $0.message["token"]?.stringValue }.first ?? ""
+    }
+
+    var clock: ManualClock { base.clock }
+    var now: Int64 { clock.nowMilliseconds() }
+
+    @discardableResult
+    func connect(settings: AppSettings = AppSettings()) throws -> [DeviceFrame] {
+        connectionID += 1
+        let hello = DeviceHello(deviceID: "phone", lowPowerMode: false, apps: [
+            AppRegistration(bundleID: "com.example.app", environment: .sandbox, settings: settings, kinds: [.app]),
+        ])
+        let id = connectionID
+        let now = self.now
+        return try base.state.withWorld { world throws(DeviceRequestError) in
+            try world.connectDevice(hello, connectionID: id, nowMs: now)
+        }
+    }
+
+    func disconnect() {
+        let id = connectionID
+        let now = self.now
+        base.state.withWorld { $0.disconnectDevice("phone", connectionID: id, nowMs: now) }
+    }
+
+    /// Sends a push; returns the response (with the device frames it produced).
+    func push(_ body: String = #"{"aps":{"alert":"hi"}}"#, headers: [(String, String)] = []) throws -> PushResponse {
+        let request = try base.request(token: token, extra: headers, body: body)
+        var connection = base.connection()
+        return base.endpoint.handle(request, connection: &connection)
+    }
+
+    func notifications(in frames: [DeviceFrame]) -> [JSONValue] {
+        frames.map(\.message).filter { $0["type"] == "notification" }
+    }
+
+    func ack(_ frames: [DeviceFrame]) throws {
+        for message in notifications(in: frames) {
+            let id = UInt64(message["id"]!.intValue!)
+            let connection = connectionID
+            let now = self.now
+            try base.state.withWorld { world throws(DeviceRequestError) in
+                try world.acknowledge(deviceID: "phone", connectionID: connection, deliveryID: id, nowMs: now)
+            }
+        }
+    }
+
+    func record(_ response: PushResponse) -> NotificationRecord? {
+        base.state.withWorld { $0.records.record(sequence: response.recordSequence) }
+    }
+
+    func tick() -> [DeviceFrame] {
+        let now = self.now
+        return base.state.withWorld { $0.tick(nowMs: now) }
+    }
+}
+
+@Suite("Store and forward, expiry, collapse, budgets")
+struct DeliveryStateTests {
+    @Test func onlineDeliveryIsPendingUntilAcked() throws {
+        let f = try DeviceFixture()
+        let response = try f.push()
+        #expect(response.status == 200)
+        let sent = f.notifications(in: response.deviceFrames)
+        #expect(sent.count == 1)
+        #expect(sent.first?["apnsId"]?.stringValue == response.apnsID)
+        #expect(f.record(response)?.outcome == .pending)
+        try f.ack(response.deviceFrames)
+        #expect(f.record(response)?.outcome == .delivered)
+        #expect(f.record(response)?.display == "banner")
+    }
+
+    @Test func offlineKeepsTheNewestUntilReconnect() throws {
+        let f = try DeviceFixture()
+        f.disconnect()
+        let first = try f.push(#"{"aps":{"alert":"one"}}"#)
+        let second = try f.push(#"{"aps":{"alert":"two"}}"#)
+        #expect(first.deviceFrames.isEmpty && second.deviceFrames.isEmpty)
+        #expect(f.record(first)?.outcome == .coalesced)
+        #expect(f.record(second)?.outcome == .stored)
+        let frames = try f.connect()
+        let delivered = f.notifications(in: frames)
+        #expect(delivered.count == 1)
+        #expect(delivered.first?["payload"]?["aps"]?["alert"] == "two")
+        #expect(delivered.first?["stored"] == true)
+        try f.ack(frames)
+        #expect(f.record(second)?.outcome == .delivered)
+        #expect(f.record(second)?.wasStored == true)
+    }
+
+    @Test func expirationZeroIsNeverStored() throws {
+        let f = try DeviceFixture()
+        f.disconnect()
+        let response = try f.push(headers: [("apns-expiration", "0")])
+        #expect(response.status == 200)
+        #expect(f.record(response)?.outcome == .expired)
+        #expect(f.notifications(in: try f.connect()).isEmpty)
+    }
+
+    @Test func storedNotificationsExpire() throws {
+        let f = try DeviceFixture()
+        f.disconnect()
+        let expiry = f.now / 1000 + 60
+        let response = try f.push(headers: [("apns-expiration", String(expiry))])
+        #expect(f.record(response)?.outcome == .stored)
+        f.clock.advance(seconds: 59)
+        _ = f.tick()
+        #expect(f.record(response)?.outcome == .stored)
+        f.clock.advance(seconds: 2)
+        _ = f.tick()
+        #expect(f.record(response)?.outcome == .expired)
+        #expect(f.notifications(in: try f.connect()).isEmpty)
+    }
+
+    @Test func withoutExpirationAPushIsKeptThirtyDays() throws {
+        let f = try DeviceFixture()
+        f.disconnect()
+        let response = try f.push()
+        f.clock.advance(seconds: 30 * 86_400 - 1)
+        _ = f.tick()
+        #expect(f.record(response)?.outcome == .stored)
+        f.clock.advance(seconds: 2)
+        _ = f.tick()
+        #expect(f.record(response)?.outcome == .expired)
+    }
+
+    @Test func unackedDeliveriesGoBackToTheStoreWhenTheDeviceDrops() throws {
+        let f = try DeviceFixture()
+        let response = try f.push()
+        #expect(f.record(response)?.outcome == .pending)
+        f.disconnect()
+        #expect(f.record(response)?.outcome == .stored)
+        let frames = try f.connect()
+        #expect(f.notifications(in: frames).first?["apnsId"]?.stringValue == response.apnsID)
+        try f.ack(frames)
+        #expect(f.record(response)?.outcome == .delivered)
+    }
+
+    @Test func newestConnectionWinsAndTheOldOneIsReplaced() throws {
+        let f = try DeviceFixture()
+        let old = f.connectionID
+        let pending = try f.push()
+        let frames = try f.connect()
+        let replaced = frames.first { $0.connectionID == old }
+        #expect(replaced?.message["type"] == "replaced")
+        #expect(replaced?.closeAfter == true)
+        // The unacked delivery moved to the new connection, same token.
+        #expect(f.notifications(in: frames).first?["apnsId"]?.stringValue == pending.apnsID)
+        #expect(frames.contains { $0.message["token"]?.stringValue == f.token })
+    }
+
+    @Test func collapseIDReplacesTheOlderNotification() throws {
+        let f = try DeviceFixture()
+        let first = try f.push(headers: [("apns-collapse-id", "score")])
+        try f.ack(first.deviceFrames)
+        let second = try f.push(headers: [("apns-collapse-id", "score")])
+        try f.ack(second.deviceFrames)
+        #expect(f.record(first)?.outcome == .coalesced)
+        #expect(f.record(second)?.outcome == .delivered)
+        let other = try f.push(headers: [("apns-collapse-id", "other")])
+        try f.ack(other.deviceFrames)
+        #expect(f.record(second)?.outcome == .delivered)
+    }
+
+    @Test func backgroundBudgetDefersThenDeliversTheNewest() throws {
+        var options = DeliveryOptions()
+        options.backgroundBudgetPerHour = 2
+        let f = try DeviceFixture(options: options)
+        let silent = #"{"aps":{"content-available":1}}"#
+        let headers = [("apns-push-type", "background"), ("apns-priority", "5")]
+        let a = try f.push(silent, headers: headers)
+        let b = try f.push(silent, headers: headers)
+        try f.ack(a.deviceFrames + b.deviceFrames)
+        #expect(f.record(a)?.outcome == .delivered)
+        #expect(f.record(a)?.callbacks == ["didReceiveRemoteNotification"])
+        let c = try f.push(silent, headers: headers)
+        let d = try f.push(silent, headers: headers)
+        // Over budget: accepted, never sent; only the newest is kept.
+        #expect(c.status == 200 && d.status == 200)
+        #expect(c.deviceFrames.isEmpty && d.deviceFrames.isEmpty)
+        #expect(f.record(c)?.outcome == .throttled)
+        #expect(f.record(d)?.outcome == .deferred)
+        // Half an hour later one wake is back: the deferred push goes out.
+        f.clock.advance(seconds: 1800)
+        let released = f.tick()
+        #expect(f.notifications(in: released).first?["apnsId"]?.stringValue == d.apnsID)
+        try f.ack(released)
+        #expect(f.record(d)?.outcome == .delivered)
+    }
+
+    @Test func terminatedAppGetsItsBackgroundPushWhenLaunched() throws {
+        let f = try DeviceFixture(settings: AppSettings(appState: .terminated))
+        let push = try f.push(#"{"aps":{"content-available":1}}"#, headers: [("apns-push-type", "background"), ("apns-priority", "5")])
+        #expect(push.deviceFrames.isEmpty)
+        #expect(f.record(push)?.outcome == .deferred)
+        let now = f.now
+        let connection = f.connectionID
+        _ = connection
+        let (_, frames) = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.updateApp(deviceID: "phone", bundleID: "com.example.app", appState: .foreground, authorization: nil,
+                                backgroundMode: nil, nowMs: now)
+        }
+        #expect(f.notifications(in: frames).first?["callbacks"] == ["didReceiveRemoteNotification"])
+    }
+
+    @Test func deniedAlertArrivesAndIsDroppedBySystem() throws {
+        let f = try DeviceFixture(settings: AppSettings(authorization: .denied))
+        let push = try f.push()
+        let sent = f.notifications(in: push.deviceFrames)
+        #expect(sent.first?["display"] == "none")
+        #expect(sent.first?["callbacks"] == [])
+        #expect(sent.first?["reason"]?.stringValue != nil)
+        try f.ack(push.deviceFrames)
+        #expect(f.record(push)?.outcome == .droppedBySystem)
+    }
+
+    @Test func uninstallGives410AndReinstallANewToken() throws {
+        let f = try DeviceFixture()
+        let now = f.now
+        let oldToken = f.token
+        _ = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.uninstallApp(deviceID: "phone", bundleID: "com.example.app", nowMs: now)
+        }
+        let gone = try f.push()
+        #expect(gone.status == 410)
+        #expect(gone.timestampMs == now)
+        let frames = try f.connect()
+        let newToken = frames.compactMap { $0.message["token"]?.stringValue }.first
+        #expect(newToken != nil && newToken != oldToken)
+    }
+
+    @Test func delayed410AndAfterNPushes() throws {
+        var options = DeliveryOptions()
+        options.unregisteredDelayMs = 60_000
+        options.unregisteredAfterPushes = 2
+        let f = try DeviceFixture(options: options)
+        let now = f.now
+        _ = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.uninstallApp(deviceID: "phone", bundleID: "com.example.app", nowMs: now)
+        }
+        let first = try f.push()
+        #expect(first.status == 200)
+        #expect(f.record(first)?.outcome == .droppedBySystem)
+        let second = try f.push()
+        #expect(second.status == 410)
+        #expect(second.timestampMs == f.now)
+    }
+
+    @Test func rotationAndEraseInvalidateOldTokensButPermissionChangesDoNot() throws {
+        let f = try DeviceFixture()
+        let now = f.now
+        let original = f.token
+        _ = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.updateApp(deviceID: "phone", bundleID: "com.example.app", appState: nil, authorization: .denied,
+                                backgroundMode: nil, nowMs: now)
+        }
+        #expect(f.base.state.withWorld { $0.registry.devices["phone"]?.apps["com.example.app"]?.tokens[.app] } == original)
+        let rotated = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.rotateTokens(deviceID: "phone", bundleID: "com.example.app", nowMs: now)
+        }
+        #expect(rotated.first?.token != original)
+        #expect(try f.push().status == 410)
+        try f.base.state.withWorld { world throws(DeviceRequestError) in try world.eraseDevice("phone", nowMs: now) }
+        #expect(f.base.state.withWorld { $0.registry.token(rotated.first!.token)?.state } == .unregistered(sinceMs: now))
+    }
+
+    @Test func restoreOntoAnotherDeviceGivesNewTokens() throws {
+        let f = try DeviceFixture()
+        let now = f.now
+        let entries = try f.base.state.withWorld { world throws(DeviceRequestError) -> [TokenEntry] in
+            _ = try world.connectDevice(DeviceHello(deviceID: "new-phone", lowPowerMode: false, apps: []), connectionID: 999, nowMs: now)
+            return try world.restoreBackup(from: "phone", to: "new-phone", nowMs: now)
+        }
+        #expect(entries.count == 1)
+        #expect(entries.first?.deviceID == "new-phone")
+        #expect(entries.first?.token != f.token)
+        #expect(try f.push().status == 410)
+    }
+
+    @Test func tapRunsDidReceive() throws {
+        let f = try DeviceFixture(settings: AppSettings(appState: .notRunning))
+        let push = try f.push()
+        try f.ack(push.deviceFrames)
+        let now = f.now
+        let tapped = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.tap(deviceID: "phone", apnsID: push.apnsID, nowMs: now)
+        }
+        #expect(tapped.callbacks == ["didReceive"])
+        #expect(tapped.launched)
+        #expect(f.record(push)?.callbacks == ["didReceive"])
+    }
+
+    @Test func lowPriorityBatchingIsOffByDefaultAndObservableWhenOn() throws {
+        let f = try DeviceFixture()
+        #expect(f.notifications(in: try f.push(headers: [("apns-priority", "5")]).deviceFrames).count == 1)
+        var options = DeliveryOptions()
+        options.lowPriorityDelayMs = 5000
+        let g = try DeviceFixture(options: options)
+        let batched = try g.push(headers: [("apns-priority", "5")])
+        #expect(batched.deviceFrames.isEmpty)
+        #expect(g.record(batched)?.outcome == .pending)
+        g.clock.advance(seconds: 5)
+        #expect(g.notifications(in: g.tick()).count == 1)
+    }
+
+    @Test func tooManyRequestsIsOffByDefaultAndConfigurable() throws {
+        let f = try DeviceFixture()
+        for _ in 0..<50 { #expect(try f.push().status == 200) }
+        var options = DeliveryOptions()
+        options.tooManyRequests = (3, 1000)
+        let g = try DeviceFixture(options: options)
+        for _ in 0..<3 { #expect(try g.push().status == 200) }
+        let flooded = try g.push()
+        #expect(flooded.status == 429)
+        #expect(flooded.reasonText == "TooManyRequests")
+        g.clock.advance(seconds: 1)
+        #expect(try g.push().status == 200)
+    }
+
+    /// Every accepted push ends in exactly one state or is still pending, whatever happens.
+    @Test func accountingAddsUp() throws {
+        var options = DeliveryOptions()
+        options.backgroundBudgetPerHour = 1
+        let f = try DeviceFixture(options: options)
+        var responses: [PushResponse] = []
+        for i in 0..<30 {
+            let background = i % 3 == 0
+            let body = background ? #"{"aps":{"content-available":1}}"# : #"{"aps":{"alert":"n\#(i)"}}"#
+            var headers: [(String, String)] = background ? [("apns-push-type", "background"), ("apns-priority", "5")] : []
+            if i % 5 == 0 { headers.append(("apns-collapse-id", "c")) }
+            if i % 7 == 0 { headers.append(("apns-expiration", "0")) }
+            let response = try f.push(body, headers: headers)
+            responses.append(response)
+            if i % 4 == 0 { try f.ack(response.deviceFrames) }
+            if i == 10 { f.disconnect() }
+            if i == 20 { try f.ack(try f.connect()) }
+            f.clock.advance(seconds: 60)
+            _ = f.tick()
+        }
+        let records = responses.compactMap(f.record)
+        #expect(records.count == 30)
+        let waiting = f.base.state.withWorld { $0.delivery.pendingCount }
+        let unsettled = records.filter { [.pending, .stored, .deferred].contains($0.outcome) }.count
+        #expect(unsettled == waiting, "each unsettled record is waiting somewhere exactly once")
+        #expect(records.allSatisfy { $0.outcome != .rejected })
+    }
+}
