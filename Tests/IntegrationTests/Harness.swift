@@ -44,7 +44,8 @@ final class EmulatorProcess: @unchecked Sendable {
         let readyPath = directory + "/ready.json"
         var arguments = [
             "serve", "--sandbox-listen", "127.0.0.1:0", "--production-listen", "127.0.0.1:0",
-            "--admin-listen", "127.0.0.1:0", "--certs-dir", directory + "/certs", "--ready-file", readyPath,
+            "--admin-listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0", "--certs-dir", directory + "/certs",
+            "--ready-file", readyPath,
         ]
         if withKey {
             arguments += ["--auth-key", "\(Self.teamID):\(Self.keyID):\(keyPath)", "--app", "\(Self.teamID):\(Self.bundleID)"]
