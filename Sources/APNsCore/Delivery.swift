@@ -142,13 +142,13 @@ extension World {
         case .deliver(let verdict):
             if verdict.usedBackgroundBudget { _ = budget.consume(nowMs: nowMs) }
             delivery.budgets[key] = budget
-            records.update(sequence: notification.sequence) {
-                $0.callbacks = verdict.callbacks
-                $0.display = verdict.display.rawValue
-            }
             if device.isVirtual {
                 settle(notification, verdict: verdict, nowMs: nowMs)
                 return []
+            }
+            records.update(sequence: notification.sequence) {
+                $0.callbacks = verdict.callbacks
+                $0.display = verdict.display.rawValue
             }
             guard let connectionID = device.connectionID else {
                 store(notification, nowMs: nowMs, why: "the device is offline")
@@ -172,16 +172,15 @@ extension World {
     }
 
     /// The final state of a notification the device has (acked, or a virtual device).
+    /// Callbacks and display are kept as data; the words are put together when shown.
     mutating func settle(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64) {
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
-        var explanation = verdict.outcome == .delivered
-            ? "delivered" + (verdict.callbacks.isEmpty ? "" : "; callbacks " + verdict.callbacks.joined(separator: ", "))
-                + "; display \(verdict.display.rawValue)"
-            : "dropped by the system"
-        if let reason = verdict.reason { explanation += "; \(reason)" }
         records.update(sequence: notification.sequence) {
             $0.outcome = verdict.outcome
-            $0.explanation = explanation
+            $0.explanation = verdict.outcome == .delivered ? "delivered" : "dropped by the system"
+            $0.deliveryNote = verdict.reason
+            $0.callbacks = verdict.callbacks
+            $0.display = verdict.display.rawValue
             $0.deliveredAtMs = nowMs
         }
         guard verdict.display != .none else { return }

@@ -49,6 +49,20 @@ public struct NotificationRecord: Sendable {
     public var deliveredAtMs: Int64?
     /// It waited in the store while the device was offline.
     public var wasStored = false
+    /// What the system left out or why it dropped the notification (delivery rules).
+    public var deliveryNote: String?
+
+    /// `explanation` with the delivery details in words.
+    public var fullExplanation: String {
+        guard outcome == .delivered || outcome == .droppedBySystem || outcome == .coalesced, display != nil else {
+            return explanation
+        }
+        var parts = [explanation]
+        if !callbacks.isEmpty { parts.append("callbacks " + callbacks.joined(separator: ", ")) }
+        if let display { parts.append("display \(display)") }
+        if let deliveryNote { parts.append(deliveryNote) }
+        return parts.joined(separator: "; ")
+    }
 
     public init(apnsID: String, token: String, environment: APNsEnvironment, receivedAtMs: Int64) {
         self.apnsID = apnsID

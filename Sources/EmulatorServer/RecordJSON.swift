@@ -26,7 +26,7 @@ enum AdminJSON {
         o["display"] = r.display.map(JSONValue.string) ?? .null
         o["stored"] = .bool(r.wasStored)
         o["deliveredAt"] = r.deliveredAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null
-        o["explanation"] = .string(r.explanation)
+        o["explanation"] = .string(r.fullExplanation)
         o["deviceId"] = r.deviceID.map(JSONValue.string) ?? .null
         o["bundleId"] = r.bundleID.map(JSONValue.string) ?? .null
         o["connectionId"] = .int(Int64(r.connectionID))
