@@ -20,6 +20,13 @@ public struct DeliveryOptions: Sendable {
 
 /// A message for one device connection, produced inside the lock and written after it.
 public struct DeviceFrame: Sendable {
+    public init(deviceID: String, connectionID: UInt64, message: JSONValue, closeAfter: Bool = false) {
+        self.deviceID = deviceID
+        self.connectionID = connectionID
+        self.message = message
+        self.closeAfter = closeAfter
+    }
+
     public var deviceID: String
     public var connectionID: UInt64
     public var message: JSONValue
@@ -175,6 +182,7 @@ extension World {
     /// Callbacks and display are kept as data; the words are put together when shown.
     mutating func settle(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64) {
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
+        counters.countOutcome(verdict.outcome)
         records.update(sequence: notification.sequence) {
             $0.outcome = verdict.outcome
             $0.explanation = verdict.outcome == .delivered ? "delivered" : "dropped by the system"
@@ -196,6 +204,7 @@ extension World {
     }
 
     mutating func setOutcome(_ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String) {
+        counters.countOutcome(outcome)
         records.update(sequence: sequence) {
             $0.outcome = outcome
             $0.explanation = explanation
@@ -387,6 +396,15 @@ extension World {
         let frames = registry.devices[deviceID]?.isOnline == true
             ? releaseDeferred(AppKey(deviceID: deviceID, bundleID: bundleID), nowMs: nowMs) : []
         return (settings, frames)
+    }
+
+    /// Takes a device offline (notifications are stored) or back online (they are delivered),
+    /// whether or not a socket is attached.
+    public mutating func setForcedOffline(deviceID: String, _ offline: Bool, nowMs: Int64) throws(DeviceRequestError) -> [DeviceFrame] {
+        do throws(RegistryError) { try registry.updateDevice(deviceID) { $0.forcedOffline = offline } } catch {
+            throw DeviceRequestError("bad_request", error.description)
+        }
+        return offline ? [] : flushWaiting(deviceID: deviceID, nowMs: nowMs)
     }
 
     public mutating func setLowPowerMode(deviceID: String, _ on: Bool, nowMs: Int64) throws(DeviceRequestError) -> [DeviceFrame] {

@@ -5,6 +5,8 @@ public enum TokenState: Sendable, Equatable {
     case unregistered(sinceMs: Int64)
     /// 410 `ExpiredToken` (no timestamp).
     case expired
+    /// 429 `TooManyRequests` for every push (set through the admin API).
+    case rateLimited
 }
 
 /// One issued token: which device, app, environment and topic it serves.

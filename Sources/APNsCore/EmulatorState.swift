@@ -9,6 +9,8 @@ public struct World: Sendable {
     /// Notifications between acceptance and the device.
     public var delivery = DeliveryState()
     public var deliveryOptions: DeliveryOptions
+    public var faults = FaultRules()
+    public var counters = Counters()
 
     public init(credentials: Credentials = Credentials(), registry: DeviceRegistry = DeviceRegistry(),
                 records: RecordStore = RecordStore(capacity: 50_000), deliveryOptions: DeliveryOptions = DeliveryOptions())
@@ -29,6 +31,16 @@ public final class EmulatorState: Sendable {
     /// Mirrors `world.credentials.generation` so connections can check a cached token verdict
     /// without taking the lock.
     private let credentialsGeneration: Atomic<UInt64>
+    /// Whether any fault rule exists: requests skip fault matching without the lock when not.
+    private let faultsActive = Atomic<Bool>(false)
+    /// Called, outside the lock, with the sequence numbers of records added or changed by a
+    /// `withWorld` call (for event streams and long polls). Set once at start-up.
+    nonisolated(unsafe) public var onRecordChanges: (@Sendable ([UInt64], _ reset: Bool) -> Void)?
+    /// Turned on while someone listens (event streams, long polls), so the request path pays
+    /// nothing for change tracking otherwise.
+    private let changeTracking = Atomic<Bool>(false)
+
+    public func setChangeTracking(_ on: Bool) { changeTracking.store(on, ordering: .relaxed) }
 
     public init(start: World) {
         world = Mutex(start)
@@ -37,18 +49,26 @@ public final class EmulatorState: Sendable {
     }
 
     public var currentCredentialsGeneration: UInt64 { credentialsGeneration.load(ordering: .acquiring) }
+    public var hasFaultRules: Bool { faultsActive.load(ordering: .relaxed) }
 
     /// Runs `body` with exclusive access to the world. Keep it short.
     public func withWorld<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T) throws(E) -> T {
-        try world.withLock { (world: inout World) throws(E) -> T in
+        let tracking = onRecordChanges != nil && changeTracking.load(ordering: .relaxed)
+        var changes: [UInt64] = []
+        let result = try world.withLock { (world: inout World) throws(E) -> T in
             let before = world.credentials.generation
+            world.records.trackChanges = tracking
             defer {
                 if world.credentials.generation != before {
                     credentialsGeneration.store(world.credentials.generation, ordering: .releasing)
                 }
+                faultsActive.store(!world.faults.isEmpty, ordering: .relaxed)
+                if tracking { changes = world.records.takeChanges() }
             }
             return try body(&world)
         }
+        if !changes.isEmpty { onRecordChanges?(changes, false) }
+        return result
     }
 
     /// Back to the configured start state, atomically: one lock, one assignment.
@@ -61,6 +81,7 @@ public final class EmulatorState: Sendable {
             world.credentials.advanceGeneration(beyond: generation)
             world.records.continueSequence(from: nextSequence)
         }
+        onRecordChanges?([], true)
     }
 
     /// Replaces the start state (used once configuration is loaded).

@@ -105,6 +105,14 @@ public struct RecordStore: Sendable {
     public private(set) var nextSequence: UInt64 = 1
     /// Records that fell off the end (for /info and metrics).
     public private(set) var evicted: UInt64 = 0
+    /// When on, appends and updates note the sequence numbers they touched.
+    public var trackChanges = false
+    private var changes: [UInt64] = []
+
+    public mutating func takeChanges() -> [UInt64] {
+        defer { changes.removeAll(keepingCapacity: true) }
+        return changes
+    }
 
     public init(capacity: Int) {
         precondition(capacity > 0)
@@ -127,6 +135,7 @@ public struct RecordStore: Sendable {
         record.sequence = nextSequence
         nextSequence += 1
         let sequence = record.sequence
+        if trackChanges { changes.append(sequence) }
         if ring.count < capacity {
             if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
             ring.append(record)
@@ -162,6 +171,7 @@ public struct RecordStore: Sendable {
     public mutating func update(sequence: UInt64, _ change: (inout NotificationRecord) -> Void) -> Bool {
         guard let index = physicalIndex(of: sequence) else { return false }
         change(&ring[index])
+        if trackChanges, changes.last != sequence { changes.append(sequence) }
         return true
     }
 

@@ -50,6 +50,9 @@ public struct ConnectionAuthenticator: Sendable {
     private var verified: [Verified] = []
     /// The last authorization header and its entry in `verified`.
     private var lastAuthorization: (header: String, index: Int)?
+    /// Set when a token string was checked afresh (not from the cache): `valid` or the
+    /// reason it failed. The endpoint reads and clears it for the metrics.
+    public var lastVerification: String?
 
     public init(policy: TokenPolicy = TokenPolicy()) { self.policy = policy }
 
@@ -93,6 +96,10 @@ public struct ConnectionAuthenticator: Sendable {
         }
         let result = verifyNew(tokenString, environment: environment, nowMs: nowMs,
                                credentialsGeneration: credentialsGeneration, lookUpKey: lookUpKey)
+        switch result {
+        case .authenticated: lastVerification = "valid"
+        case .rejected(let reason, _, _): lastVerification = reason.rawValue
+        }
         lastAuthorization = verified.lastIndex { $0.tokenString == tokenString }.map { (authorization, $0) }
         return result
     }

@@ -59,6 +59,8 @@ public struct PushResponse: Sendable {
     public var timestampMs: Int64?
     /// The first valid provider token on this connection: raise MAX_CONCURRENT_STREAMS now.
     public var raiseStreamLimit: Bool
+    /// A fault rule fired: the connection carries out its action (delay, reset, GOAWAY…).
+    public var fault: FiredFault? = nil
     /// The record's sequence number in the journal.
     public var recordSequence: UInt64
     /// Messages for device connections (write them after the request is answered).
@@ -118,6 +120,22 @@ public final class ProviderEndpoint: Sendable {
         if environment == .sandbox { record.uniqueID = connection.random.uniqueID() }
 
         var raiseStreamLimit = false
+        if state.hasFaultRules, let fired = evaluateFaults(fields, environment: environment, connection: connection) {
+            if let reply = applyFault(fired, record: &record, now: now) { return reply }
+            // Only a delay or a SETTINGS change: judge the request normally, then act.
+            var reply = handleNormally(request, fields: fields, environment: environment, now: now,
+                                       connection: &connection, record: &record, raise: &raiseStreamLimit)
+            reply.fault = fired
+            return reply
+        }
+        return handleNormally(request, fields: fields, environment: environment, now: now, connection: &connection,
+                              record: &record, raise: &raiseStreamLimit)
+    }
+
+    private func handleNormally(_ request: PushRequest, fields: APNsHeaderFields, environment: APNsEnvironment, now: Int64,
+                                connection: inout ProviderConnectionContext, record: inout NotificationRecord,
+                                raise raiseStreamLimit: inout Bool) -> PushResponse
+    {
         do throws(Rejection) {
             var syntax = try checkRequestLine(fields, record: &record)
             try checkHeaderSyntax(fields, syntax: &syntax, record: &record)
@@ -137,6 +155,9 @@ public final class ProviderEndpoint: Sendable {
                     let entry = try checkDeviceToken(syntax, topic: topic.topic, environment: environment, now: now,
                                                      world: &world, record: &record)
                     try checkPayload(request, pushType: topic.pushType, json: json)
+                    if entry.state == .rateLimited {
+                        throw Rejection(reason: .tooManyRequests, explanation: "the token is set to rate-limited (admin API)")
+                    }
                     if world.isFlooding(token: entry.token, nowMs: now) {
                         throw Rejection(reason: .tooManyRequests,
                                         explanation: "more than \(world.deliveryOptions.tooManyRequests?.count ?? 0) pushes to this token within \(world.deliveryOptions.tooManyRequests?.windowMs ?? 0) ms")
@@ -149,6 +170,10 @@ public final class ProviderEndpoint: Sendable {
                     record.reject(error, spelledAs: options.reasonText(error.reason))
                     rejection = error
                 }
+                world.counters.countNotification(record)
+                if let verification = connection.authenticator.lastVerification {
+                    world.counters.countVerification(verification)
+                }
                 let (sequence, evicted) = world.records.append(record)
                 var frames: [DeviceFrame] = []
                 if let (entry, pushType) = accepted {
@@ -157,15 +182,67 @@ public final class ProviderEndpoint: Sendable {
                 }
                 return (sequence, rejection, evicted, frames)
             }
+            connection.authenticator.lastVerification = nil
             var reply = response(for: record, rejection: stateful, raise: raiseStreamLimit, sequence: sequence)
             reply.deviceFrames = frames
             return reply
         } catch {
             // Rejected before any state was consulted.
             record.reject(error, spelledAs: options.reasonText(error.reason))
-            let (sequence, _) = state.withWorld { $0.records.append(record) }
+            let verification = connection.authenticator.lastVerification
+            let (sequence, _) = state.withWorld { world in
+                world.counters.countNotification(record)
+                if let verification { world.counters.countVerification(verification) }
+                return world.records.append(record)
+            }
+            connection.authenticator.lastVerification = nil
             return response(for: record, rejection: error, raise: raiseStreamLimit, sequence: sequence)
         }
+    }
+
+    // MARK: Faults
+
+    private func evaluateFaults(_ fields: APNsHeaderFields, environment: APNsEnvironment,
+                                connection: ProviderConnectionContext) -> FiredFault?
+    {
+        let path = fields.path ?? ""
+        let token = path.hasPrefix(Self.devicePrefix) ? String(path.dropFirst(Self.devicePrefix.count)) : ""
+        let topic = fields.topic ?? ""
+        let pushType = fields.pushType ?? PushType.implied(byTopic: Substring(topic))?.rawValue ?? PushType.alert.rawValue
+        let facts = FaultFacts(token: token, topic: topic, pushType: pushType, priority: Int(fields.priority ?? "10") ?? 10,
+                               environment: environment, connectionID: connection.connectionID)
+        return state.withWorld { world in
+            let fired = world.faults.evaluate(facts)
+            if let fired { world.counters.countFault(fired.ruleID) }
+            return fired
+        }
+    }
+
+    /// Journals and answers a fault that replaces judging; nil for a delay-only or SETTINGS fault.
+    private func applyFault(_ fired: FiredFault, record: inout NotificationRecord, now: Int64) -> PushResponse? {
+        if let path = record.path, path.hasPrefix(Self.devicePrefix) { record.token = String(path.dropFirst(Self.devicePrefix.count)) }
+        record.outcome = .rejected
+        switch fired.action.kind {
+        case .none, .maxConcurrentStreams:
+            return nil
+        case .respond(let status, let reason):
+            record.status = status
+            record.reason = reason
+            if status == 410 { record.timestampMs = now }
+            record.explanation = "fault rule \(fired.ruleID): answered \(status) \(reason)"
+        case .resetStream(let code):
+            record.explanation = "fault rule \(fired.ruleID): stream reset with RST_STREAM error \(code)"
+        case .goAway(let reason, _, let code):
+            record.explanation = "fault rule \(fired.ruleID): connection ended with GOAWAY error \(code)" + (reason.map { " \"\($0)\"" } ?? "")
+        case .closeConnection:
+            record.explanation = "fault rule \(fired.ruleID): connection closed"
+        }
+        let (sequence, _) = state.withWorld { $0.records.append(record) }
+        var reply = PushResponse(status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID, reason: nil,
+                                 reasonText: record.reason, timestampMs: record.timestampMs, raiseStreamLimit: false,
+                                 recordSequence: sequence)
+        reply.fault = fired
+        return reply
     }
 
     private func response(for record: NotificationRecord, rejection: Rejection?, raise: Bool, sequence: UInt64)
@@ -372,6 +449,8 @@ public final class ProviderEndpoint: Sendable {
             return entry  // invalidated, but APNs has not started answering 410 yet
         case .expired:
             throw Rejection(reason: .expiredToken, explanation: "the token has expired")
+        case .rateLimited:
+            return entry  // answered by the rate stage, after the payload checks
         }
     }
 

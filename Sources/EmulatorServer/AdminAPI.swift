@@ -1,78 +1,331 @@
 import APNsCore
 import Foundation
 import Networking
+import OpenSSLCrypto
 
-/// The admin/inspection HTTP API (README, "Admin API"). Paths and JSON field names are a
-/// public contract.
+/// The admin/inspection HTTP API (README, "Admin API"; docs/openapi.json). Paths and JSON
+/// field names are a public contract.
 final class AdminAPI: @unchecked Sendable {
     let emulator: Emulator
+    let events: EventHub
+    private(set) var router = AdminRouter()
 
-    init(emulator: Emulator) { self.emulator = emulator }
+    init(emulator: Emulator, events: EventHub) {
+        self.emulator = emulator
+        self.events = events
+        buildRoutes()
+    }
 
     var state: EmulatorState { emulator.state }
     var clock: any EmulatorClock { emulator.clock }
+    var now: Int64 { clock.nowMilliseconds() }
 
-    func handle(_ request: AdminRequest, _ responder: AdminResponder) {
-        let response: AdminResponse
+    func handle(_ request: AdminRequest, _ http: HTTP1Connection) {
+        let response: AdminResponse?
         do {
-            response = try route(request)
+            switch router.match(method: request.method, path: request.path) {
+            case .found(let route, let parameters):
+                response = try route.handler(request, parameters, http)
+            case .wrongMethod(let allowed):
+                let unique = Array(Set(allowed)).sorted()
+                var error = AdminResponse.error(405, "\(request.method) is not allowed on \(request.path); use \(unique.joined(separator: " or "))")
+                error.headers.append(("Allow", unique.joined(separator: ", ")))
+                response = error
+            case .notFound:
+                throw AdminError(404, "no such endpoint: \(request.path); see /api/v1/openapi.json")
+            }
         } catch let error as AdminError {
             response = .error(error.status, error.message)
         } catch {
             response = .error(500, "\(error)")
         }
-        responder.respond(response)
+        if let response { http.respond(response) }
     }
 
-    private func route(_ request: AdminRequest) throws -> AdminResponse {
-        let segments = request.path.split(separator: "/", omittingEmptySubsequences: true)
-            .map { String($0).removingPercentEncoding ?? String($0) }
-        func method(_ allowed: String...) throws {
-            guard allowed.contains(request.method) else {
-                throw AdminError(405, "\(request.method) is not allowed on \(request.path); use \(allowed.joined(separator: " or "))")
-            }
+    // MARK: Routes
+
+    private func buildRoutes() {
+        var r = AdminRouter()
+        r.add("GET", "/livez", "liveness") { _, _, _ in .json(200, ["status": "live"]) }
+        r.add("GET", "/readyz", "readiness") { [unowned self] _, _, _ in
+            emulator.isReady ? .json(200, ["status": "ready"]) : .json(503, ["status": "starting"])
         }
-        switch segments.count {
-        case 1 where segments[0] == "livez":
-            try method("GET", "HEAD")
-            return .json(200, ["status": "live"])
-        case 1 where segments[0] == "readyz":
-            try method("GET", "HEAD")
-            return emulator.isReady ? .json(200, ["status": "ready"]) : .json(503, ["status": "starting"])
-        default:
-            break
+        r.add("GET", "/metrics", "Prometheus metrics") { [unowned self] _, _, _ in
+            AdminResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
+                          body: Array(emulator.metricsText().utf8))
         }
-        guard segments.count >= 3, segments[0] == "api", segments[1] == "v1" else {
-            throw AdminError(404, "no such endpoint: \(request.path); see the README's Admin API section")
+        r.add("GET", "/", "web UI") { _, _, _ in UIAssets.response(for: "index.html") }
+        r.add("GET", "/ui/{file}", "web UI assets") { _, p, _ in UIAssets.response(for: p["file"] ?? "") }
+        r.add("GET", "/api/v1/openapi.json", "this API as OpenAPI 3") { _, _, _ in
+            AdminResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array(UIAssets.openAPI.utf8))
         }
-        let rest = Array(segments.dropFirst(2))
-        switch (rest.first, rest.count) {
-        case ("devices", 1):
-            try method("GET", "POST")
-            return request.method == "GET" ? listDevices() : try createDevice(request)
-        case ("devices", 2):
-            try method("GET", "DELETE")
-            return request.method == "GET" ? try getDevice(rest[1]) : try deleteDevice(rest[1])
-        case ("devices", 3) where rest[2] == "apps":
-            try method("POST")
-            return try installApp(deviceID: rest[1], request)
-        case ("devices", 4) where rest[2] == "apps":
-            try method("DELETE")
-            return try uninstall(deviceID: rest[1], bundleID: rest[3])
-        case ("tokens", 1):
-            try method("GET")
-            return listTokens()
-        case ("notifications", 1):
-            try method("GET")
-            return try listNotifications(request)
-        case ("reset", 1):
-            try method("POST")
+        r.add("GET", "/api/v1/info", "version, uptime, addresses, counts") { [unowned self] _, _, _ in .json(200, info()) }
+        r.add("POST", "/api/v1/reset", "back to the configured start state") { [unowned self] _, _, _ in
             state.reset()
+            emulator.providers.resetCounters()
             emulator.log("admin: reset to the configured start state")
             return .json(200, ["reset": true])
-        default:
-            throw AdminError(404, "no such endpoint: \(request.path); see the README's Admin API section")
         }
+        r.add("GET", "/api/v1/events", "server-sent events: every record as it happens") { [unowned self] req, _, http in
+            try eventStream(req, http)
+        }
+
+        // Notifications
+        r.add("GET", "/api/v1/notifications", "list, newest first, with filters") { [unowned self] req, _, _ in
+            try listNotifications(req)
+        }
+        r.add("DELETE", "/api/v1/notifications", "delete records matching the filters") { [unowned self] req, _, _ in
+            let query = try Self.query(req)
+            let deleted = state.withWorld { world in world.records.removeAll(where: query.matches) }
+            return .json(200, ["deleted": .int(Int64(deleted))])
+        }
+        r.add("GET", "/api/v1/notifications/latest", "the newest record matching the filters") { [unowned self] req, _, _ in
+            let query = try Self.query(req)
+            guard let record = state.withWorld({ $0.records.newestFirst(limit: 1, where: query.matches).first }) else {
+                throw AdminError(404, "no notification matches")
+            }
+            return .json(200, AdminJSON.record(record))
+        }
+        r.add("GET", "/api/v1/notifications/wait", "long-poll for the first matching record") { [unowned self] req, _, http in
+            try wait(req, http)
+        }
+        r.add("GET", "/api/v1/notifications/{id}", "one record by apns-id or apns-unique-id") { [unowned self] _, p, _ in
+            let id = p["id"] ?? ""
+            let record = state.withWorld { world in
+                world.records.newestFirst(limit: 1) { $0.apnsID.caseInsensitiveCompare(id) == .orderedSame
+                    || $0.uniqueID?.caseInsensitiveCompare(id) == .orderedSame }.first
+            }
+            guard let record else { throw AdminError(404, "no notification with apns-id or apns-unique-id \(id)") }
+            return .json(200, AdminJSON.record(record))
+        }
+
+        // Devices
+        r.add("GET", "/api/v1/devices", "list devices") { [unowned self] _, _, _ in listDevices() }
+        r.add("POST", "/api/v1/devices", "create a virtual device with an app") { [unowned self] req, _, _ in
+            try createDevice(req)
+        }
+        r.add("GET", "/api/v1/devices/{deviceId}", "one device") { [unowned self] _, p, _ in try getDevice(p["deviceId"]!) }
+        r.add("PATCH", "/api/v1/devices/{deviceId}", "set online/offline and Low Power Mode") { [unowned self] req, p, _ in
+            try patchDevice(p["deviceId"]!, req)
+        }
+        r.add("DELETE", "/api/v1/devices/{deviceId}", "remove a device") { [unowned self] _, p, _ in try deleteDevice(p["deviceId"]!) }
+        r.add("POST", "/api/v1/devices/{deviceId}/erase", "erase all content and settings") { [unowned self] _, p, _ in
+            let id = p["deviceId"]!
+            try deviceCall { world, now throws(DeviceRequestError) in try world.eraseDevice(id, nowMs: now) }
+            return try getDevice(id)
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/restore", "restore another device's backup onto this one") { [unowned self] req, p, _ in
+            let target = p["deviceId"]!
+            guard let source = try req.jsonObject()["fromDeviceId"]?.stringValue else {
+                throw AdminError(400, "\"fromDeviceId\" is required")
+            }
+            let entries = try deviceCall { world, now throws(DeviceRequestError) in
+                try world.restoreBackup(from: source, to: target, nowMs: now)
+            }
+            return .json(200, ["deviceId": .string(target), "fromDeviceId": .string(source), "tokens": .array(entries.map(AdminJSON.token))])
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/tap", "tap a notification on screen") { [unowned self] req, p, _ in
+            let id = p["deviceId"]!
+            guard let apnsID = try req.jsonObject()["apnsId"]?.stringValue else { throw AdminError(400, "\"apnsId\" is required") }
+            let tapped = try deviceCall { world, now throws(DeviceRequestError) in try world.tap(deviceID: id, apnsID: apnsID, nowMs: now) }
+            return .json(200, ["apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
+                               "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched)])
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/apps", "install an app") { [unowned self] req, p, _ in
+            try installApp(deviceID: p["deviceId"]!, req)
+        }
+        r.add("PATCH", "/api/v1/devices/{deviceId}/apps/{bundleId}", "set permission, app state, background mode") { [unowned self] req, p, _ in
+            try patchApp(deviceID: p["deviceId"]!, bundleID: p["bundleId"]!, req)
+        }
+        r.add("DELETE", "/api/v1/devices/{deviceId}/apps/{bundleId}", "uninstall: later pushes get 410") { [unowned self] _, p, _ in
+            try uninstall(deviceID: p["deviceId"]!, bundleID: p["bundleId"]!)
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/reinstall", "uninstall and install again: new token") { [unowned self] _, p, _ in
+            try reinstall(deviceID: p["deviceId"]!, bundleID: p["bundleId"]!)
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/rotate", "APNs replaces the app's tokens") { [unowned self] _, p, _ in
+            let (id, bundle) = (p["deviceId"]!, p["bundleId"]!)
+            let entries = try deviceCall { world, now throws(DeviceRequestError) in
+                try world.rotateTokens(deviceID: id, bundleID: bundle, nowMs: now)
+            }
+            return .json(200, ["tokens": .array(entries.map(AdminJSON.token))])
+        }
+
+        // Tokens
+        r.add("GET", "/api/v1/tokens", "every token issued, with its state") { [unowned self] _, _, _ in listTokens() }
+        r.add("GET", "/api/v1/tokens/{token}", "one token") { [unowned self] _, p, _ in
+            let token = (p["token"] ?? "").lowercased()
+            guard let entry = state.withWorld({ $0.registry.token(token) }) else { throw AdminError(404, "no token \(token)") }
+            return .json(200, AdminJSON.token(entry))
+        }
+        r.add("PUT", "/api/v1/tokens/{token}/state", "set a token's state directly") { [unowned self] req, p, _ in
+            try setTokenState((p["token"] ?? "").lowercased(), req)
+        }
+
+        // Keys and apps
+        r.add("GET", "/api/v1/keys", "provider keys") { [unowned self] _, _, _ in listKeys() }
+        r.add("POST", "/api/v1/keys", "add a provider key") { [unowned self] req, _, _ in try addKey(req) }
+        r.add("DELETE", "/api/v1/keys/{keyId}", "remove a provider key") { [unowned self] _, p, _ in
+            let id = p["keyId"]!
+            guard state.withWorld({ $0.credentials.removeKey(id: id) }) != nil else { throw AdminError(404, "no key \(id)") }
+            return .json(200, ["keyId": .string(id), "deleted": true])
+        }
+        r.add("GET", "/api/v1/apps", "which team owns which bundle") { [unowned self] _, _, _ in listApps() }
+        r.add("POST", "/api/v1/apps", "add an app to a team") { [unowned self] req, _, _ in try addApp(req) }
+        r.add("DELETE", "/api/v1/apps/{bundleId}", "remove an app") { [unowned self] _, p, _ in
+            let bundle = p["bundleId"]!
+            guard state.withWorld({ $0.credentials.removeApp(bundleID: bundle) }) != nil else {
+                throw AdminError(404, "no app \(bundle)")
+            }
+            return .json(200, ["bundleId": .string(bundle), "deleted": true])
+        }
+
+        // Faults
+        r.add("GET", "/api/v1/faults", "fault rules in order") { [unowned self] _, _, _ in
+            .json(200, ["faults": .array(state.withWorld { $0.faults.rules }.map(FaultJSON.rule))])
+        }
+        r.add("POST", "/api/v1/faults", "add a fault rule") { [unowned self] req, _, _ in
+            var rule = try FaultJSON.parse(try req.jsonObject())
+            let position = req.query["position"].flatMap(Int.init)
+            rule.id = state.withWorld { $0.faults.add(rule, at: position) }
+            emulator.log("admin: fault rule \(rule.id) added")
+            return .json(201, FaultJSON.rule(rule))
+        }
+        r.add("DELETE", "/api/v1/faults", "remove every fault rule") { [unowned self] _, _, _ in
+            state.withWorld { $0.faults.removeAll() }
+            return .json(200, ["deleted": true])
+        }
+        r.add("GET", "/api/v1/faults/{id}", "one fault rule") { [unowned self] _, p, _ in
+            let id = p["id"]!
+            guard let rule = state.withWorld({ $0.faults.rules.first { $0.id == id } }) else { throw AdminError(404, "no fault rule \(id)") }
+            return .json(200, FaultJSON.rule(rule))
+        }
+        r.add("DELETE", "/api/v1/faults/{id}", "remove a fault rule") { [unowned self] _, p, _ in
+            let id = p["id"]!
+            guard state.withWorld({ $0.faults.remove(id: id) }) else { throw AdminError(404, "no fault rule \(id)") }
+            return .json(200, ["id": .string(id), "deleted": true])
+        }
+        router = r
+    }
+
+    // MARK: Helpers
+
+    static func query(_ request: AdminRequest) throws -> NotificationQuery {
+        do { return try NotificationQuery.parse(request.query) } catch { throw AdminError(400, error.description) }
+    }
+
+    /// Runs a device operation; its frames go to the device's connection.
+    private func deviceCall<T: Sendable>(_ body: (inout World, Int64) throws(DeviceRequestError) -> T) throws -> T {
+        let now = self.now
+        do {
+            return try state.withWorld { world throws(DeviceRequestError) in try body(&world, now) }
+        } catch {
+            let status = error.message.hasPrefix("no device") || error.message.contains("is not installed") ? 404 : 400
+            throw AdminError(status, error.message)
+        }
+    }
+
+    private func info() -> JSONValue {
+        let (records, evicted, devices, tokens, keys, apps, faults, pending) = state.withWorld { w in
+            (w.records.count, w.records.evicted, w.registry.devices.count, w.registry.tokens.count, w.credentials.keys.count,
+             w.credentials.apps.count, w.faults.rules.count, w.delivery.pendingCount)
+        }
+        return [
+            "version": .string(Emulator.version),
+            "startedAt": .string(RFC3339.format(milliseconds: emulator.startedAtMs)),
+            "uptimeSeconds": .int((now - emulator.startedAtMs) / 1000),
+            "addresses": emulator.addresses.json,
+            "counts": [
+                "notifications": .int(Int64(records)), "notificationsDropped": .int(Int64(evicted)),
+                "devices": .int(Int64(devices)), "tokens": .int(Int64(tokens)), "keys": .int(Int64(keys)),
+                "apps": .int(Int64(apps)), "faultRules": .int(Int64(faults)), "pendingDeliveries": .int(Int64(pending)),
+                "providerConnections": .int(Int64(emulator.providers.openConnections.load(ordering: .relaxed))),
+                "deviceConnections": .int(Int64(emulator.devices.connectionCount)),
+            ],
+        ]
+    }
+
+    // MARK: Notifications
+
+    private func listNotifications(_ request: AdminRequest) throws -> AdminResponse {
+        var limit = 1000
+        if let text = request.query["limit"] {
+            guard let value = Int(text), value >= 0 else { throw AdminError(400, "limit must be a whole number ≥ 0, not '\(text)'") }
+            limit = value
+        }
+        let query = try Self.query(request)
+        let records = state.withWorld { $0.records.newestFirst(limit: limit, where: query.matches) }
+        return .json(200, ["notifications": .array(records.map(AdminJSON.record))])
+    }
+
+    /// `GET /api/v1/notifications/wait`: the first record matching the filters — among those
+    /// received since `since` when given, else the next to arrive — or 408 after `timeout`.
+    private func wait(_ request: AdminRequest, _ http: HTTP1Connection) throws -> AdminResponse? {
+        let query = try Self.query(request)
+        var timeout = 30.0
+        if let text = request.query["timeout"] {
+            guard let value = Double(text), value >= 0, value <= 600 else {
+                throw AdminError(400, "timeout must be a number of seconds from 0 to 600, not '\(text)'")
+            }
+            timeout = value
+        }
+        let loop = http.connection.loop
+        var answered = false
+        var listenerID: UInt64 = 0
+        var timer: TimerID?
+        let finish: (AdminResponse) -> Void = { [events] response in
+            guard !answered else { return }
+            answered = true
+            events.remove(listenerID)
+            if let timer { loop.cancel(timer) }
+            http.respond(response)
+        }
+        // Listen first, then look at what is already there, so nothing slips between.
+        listenerID = events.add(query: query, loop: loop) { record in
+            if let record { finish(.json(200, AdminJSON.record(record))) }
+        }
+        if query.sinceMs != nil {
+            let existing = state.withWorld { $0.records.newestFirst(limit: Int.max, where: query.matches).last }
+            if let existing {
+                finish(.json(200, AdminJSON.record(existing)))
+                return nil
+            }
+        }
+        timer = loop.schedule(afterMilliseconds: Int64(timeout * 1000)) {
+            finish(.error(408, "no notification matched within \(timeout) seconds"))
+        }
+        http.whenClosed { finish(.error(499, "client went away")) }
+        return nil
+    }
+
+    /// `GET /api/v1/events`: server-sent events, one `notification` event per record added or
+    /// changed (the record's JSON), `reset` after a reset, and a comment every 15 s.
+    private func eventStream(_ request: AdminRequest, _ http: HTTP1Connection) throws -> AdminResponse? {
+        let query = try Self.query(request)
+        let loop = http.connection.loop
+        http.startStream(contentType: "text/event-stream")
+        http.sendStreamChunk(Array(": apns-emulator events\nretry: 1000\n\n".utf8))
+        let id = events.add(query: query, loop: loop) { record in
+            // A consumer that stops reading is not allowed to grow our memory without bound.
+            guard http.connection.bufferedOutputCount < 8 << 20 else { return }
+            if let record {
+                var chunk = Array("event: notification\nid: \(record.sequence)\ndata: ".utf8)
+                AdminJSON.record(record).append(to: &chunk)
+                chunk.append(contentsOf: "\n\n".utf8)
+                http.sendStreamChunk(chunk)
+            } else {
+                http.sendStreamChunk(Array("event: reset\ndata: {}\n\n".utf8))
+            }
+        }
+        var keepAlive: (() -> Void)!
+        keepAlive = { [weak http] in
+            guard let http, !http.isClosed else { return }
+            http.sendStreamChunk(Array(": keep-alive\n\n".utf8))
+            loop.schedule(afterMilliseconds: 15_000, keepAlive)
+        }
+        loop.schedule(afterMilliseconds: 15_000, keepAlive)
+        http.whenClosed { [events] in events.remove(id) }
+        return nil
     }
 
     // MARK: Devices
@@ -92,7 +345,7 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     private func deleteDevice(_ id: String) throws -> AdminResponse {
-        let now = clock.nowMilliseconds()
+        let now = self.now
         do {
             try state.withWorld { world throws(RegistryError) in try world.registry.removeDevice(id: id, nowMs: now) }
         } catch {
@@ -101,21 +354,35 @@ final class AdminAPI: @unchecked Sendable {
         return .json(200, ["deviceId": .string(id), "deleted": true])
     }
 
+    private func patchDevice(_ id: String, _ request: AdminRequest) throws -> AdminResponse {
+        let body = try request.jsonObject()
+        let online = try Self.bool(body, "online")
+        let lowPower = try Self.bool(body, "lowPowerMode")
+        guard online != nil || lowPower != nil else { throw AdminError(400, "give \"online\" and/or \"lowPowerMode\" (true or false)") }
+        let frames = try deviceCall { world, now throws(DeviceRequestError) -> [DeviceFrame] in
+            var frames: [DeviceFrame] = []
+            if let lowPower { frames += try world.setLowPowerMode(deviceID: id, lowPower, nowMs: now) }
+            if let online { frames += try world.setForcedOffline(deviceID: id, !online, nowMs: now) }
+            return frames
+        }
+        emulator.devices.dispatch(frames)
+        return try getDevice(id)
+    }
+
     /// Fields shared by device creation and app installation.
     private struct AppRequest {
         var bundleID: String
         var environment: APNsEnvironment
         var kind: TokenKind
         var token: String?
+        var settings: AppSettings
     }
 
     private func appRequest(_ body: JSONObject) throws -> AppRequest {
         guard let bundle = body["bundleId"]?.stringValue else {
             throw AdminError(400, "\"bundleId\" is required, e.g. {\"bundleId\":\"com.example.app\",\"environment\":\"sandbox\"}")
         }
-        guard DeviceRegistry.isValidBundleID(bundle) else {
-            throw AdminError(400, RegistryError.invalidBundleID(bundle).description)
-        }
+        guard DeviceRegistry.isValidBundleID(bundle) else { throw AdminError(400, RegistryError.invalidBundleID(bundle).description) }
         guard let envText = body["environment"]?.stringValue else {
             throw AdminError(400, "\"environment\" is required: \"sandbox\" or \"production\"")
         }
@@ -133,7 +400,11 @@ final class AdminAPI: @unchecked Sendable {
             }
             token = text
         }
-        return AppRequest(bundleID: bundle, environment: environment, kind: kind, token: token)
+        var settings = AppSettings()
+        if let value = try Self.choice(body, "authorization", Authorization.self) { settings.authorization = value }
+        if let value = try Self.choice(body, "appState", AppState.self) { settings.appState = value }
+        if let value = try Self.bool(body, "backgroundMode") { settings.backgroundMode = value }
+        return AppRequest(bundleID: bundle, environment: environment, kind: kind, token: token, settings: settings)
     }
 
     private func createDevice(_ request: AdminRequest) throws -> AdminResponse {
@@ -146,15 +417,16 @@ final class AdminAPI: @unchecked Sendable {
             }
             deviceID = text
         }
-        let now = clock.nowMilliseconds()
+        let now = self.now
         let result = state.withWorld { world -> Result<TokenEntry, RegistryError> in
             // All or nothing: a failed registration leaves no half-made device.
             let saved = world.registry
             do throws(RegistryError) {
                 let device = try world.registry.addDevice(id: deviceID, isVirtual: true, nowMs: now)
-                return .success(try world.registry.register(deviceID: device.id, bundleID: app.bundleID,
-                                                            environment: app.environment, kind: app.kind,
-                                                            fixedToken: app.token, nowMs: now))
+                let entry = try world.registry.register(deviceID: device.id, bundleID: app.bundleID, environment: app.environment,
+                                                        kind: app.kind, fixedToken: app.token, nowMs: now)
+                try world.registry.updateDevice(device.id) { $0.apps[app.bundleID]?.settings = app.settings }
+                return .success(entry)
             } catch {
                 world.registry = saved
                 return .failure(error)
@@ -171,12 +443,13 @@ final class AdminAPI: @unchecked Sendable {
 
     private func installApp(deviceID: String, _ request: AdminRequest) throws -> AdminResponse {
         let app = try appRequest(try request.jsonObject())
-        let now = clock.nowMilliseconds()
+        let now = self.now
         let result = state.withWorld { world -> Result<TokenEntry, RegistryError> in
             do throws(RegistryError) {
-                return .success(try world.registry.register(deviceID: deviceID, bundleID: app.bundleID,
-                                                            environment: app.environment, kind: app.kind,
-                                                            fixedToken: app.token, nowMs: now))
+                let entry = try world.registry.register(deviceID: deviceID, bundleID: app.bundleID, environment: app.environment,
+                                                        kind: app.kind, fixedToken: app.token, nowMs: now)
+                try world.registry.updateDevice(deviceID) { $0.apps[app.bundleID]?.settings = app.settings }
+                return .success(entry)
             } catch {
                 return .failure(error)
             }
@@ -187,25 +460,54 @@ final class AdminAPI: @unchecked Sendable {
         }
     }
 
+    private func patchApp(deviceID: String, bundleID: String, _ request: AdminRequest) throws -> AdminResponse {
+        let body = try request.jsonObject()
+        let appState = try Self.choice(body, "appState", AppState.self)
+        let authorization = try Self.choice(body, "authorization", Authorization.self)
+        let backgroundMode = try Self.bool(body, "backgroundMode")
+        guard appState != nil || authorization != nil || backgroundMode != nil else {
+            throw AdminError(400, "give any of \"appState\", \"authorization\", \"backgroundMode\"")
+        }
+        let (settings, frames) = try deviceCall { world, now throws(DeviceRequestError) in
+            try world.updateApp(deviceID: deviceID, bundleID: bundleID, appState: appState, authorization: authorization,
+                                backgroundMode: backgroundMode, nowMs: now)
+        }
+        emulator.devices.dispatch(frames)
+        if let connection = state.withWorld({ $0.registry.devices[deviceID]?.connectionID }) {
+            // Tell a connected device what changed, as its own `app` request would be answered.
+            emulator.devices.dispatch([DeviceFrame(deviceID: deviceID, connectionID: connection, message: [
+                "type": "appUpdated", "bundleId": .string(bundleID), "authorization": .string(settings.authorization.rawValue),
+                "appState": .string(settings.appState.rawValue), "backgroundMode": .bool(settings.backgroundMode),
+            ])])
+        }
+        return .json(200, ["deviceId": .string(deviceID), "bundleId": .string(bundleID),
+                           "authorization": .string(settings.authorization.rawValue), "appState": .string(settings.appState.rawValue),
+                           "backgroundMode": .bool(settings.backgroundMode)])
+    }
+
     private func uninstall(deviceID: String, bundleID: String) throws -> AdminResponse {
-        let now = clock.nowMilliseconds()
-        let result = state.withWorld { world -> Result<(Int64, [TokenEntry]), DeviceRequestError> in
-            do throws(DeviceRequestError) {
-                return .success(try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now))
-            } catch {
-                return .failure(error)
+        let (invalidAt, tokens) = try deviceCall { world, now throws(DeviceRequestError) in
+            try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now)
+        }
+        emulator.log("admin: uninstalled \(bundleID) from \(deviceID)")
+        return .json(200, [
+            "deviceId": .string(deviceID), "bundleId": .string(bundleID),
+            "unregisteredAt": .int(invalidAt), "tokens": .array(tokens.map(AdminJSON.token)),
+        ])
+    }
+
+    private func reinstall(deviceID: String, bundleID: String) throws -> AdminResponse {
+        let entries = try deviceCall { world, now throws(DeviceRequestError) -> [TokenEntry] in
+            guard let app = world.registry.devices[deviceID]?.apps[bundleID] else {
+                throw DeviceRequestError("bad_request", "app \(bundleID) is not installed on device \(deviceID)")
             }
+            _ = try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now)
+            let registration = AppRegistration(bundleID: bundleID, environment: app.environment, settings: app.settings,
+                                               kinds: app.tokens.keys.sorted { $0.rawValue < $1.rawValue })
+            _ = try world.install(registration, deviceID: deviceID, nowMs: now)
+            return world.registry.devices[deviceID]?.apps[bundleID]?.tokens.values.compactMap { world.registry.token($0) } ?? []
         }
-        switch result {
-        case .success(let (invalidAt, tokens)):
-            emulator.log("admin: uninstalled \(bundleID) from \(deviceID)")
-            return .json(200, [
-                "deviceId": .string(deviceID), "bundleId": .string(bundleID),
-                "unregisteredAt": .int(invalidAt), "tokens": .array(tokens.map(AdminJSON.token)),
-            ])
-        case .failure(let error):
-            throw AdminError(404, error.message)
-        }
+        return .json(200, ["tokens": .array(entries.map(AdminJSON.token))])
     }
 
     private func listTokens() -> AdminResponse {
@@ -214,6 +516,37 @@ final class AdminAPI: @unchecked Sendable {
                 .map(AdminJSON.token)
         }
         return .json(200, ["tokens": .array(tokens)])
+    }
+
+    /// `PUT /api/v1/tokens/{token}/state` with `{"state": "active" | "unregistered" | "expired" |
+    /// "rate-limited", "since": ms or RFC 3339 (unregistered only; default now)}`.
+    private func setTokenState(_ token: String, _ request: AdminRequest) throws -> AdminResponse {
+        let body = try request.jsonObject()
+        guard let text = body["state"]?.stringValue else {
+            throw AdminError(400, "\"state\" is required: active, unregistered, expired or rate-limited")
+        }
+        let newState: TokenState
+        switch text {
+        case "active": newState = .active
+        case "expired": newState = .expired
+        case "rate-limited": newState = .rateLimited
+        case "unregistered":
+            var since = now
+            if let value = body["since"] {
+                if let ms = value.intValue { since = ms }
+                else if let iso = value.stringValue.flatMap(RFC3339.parse) { since = iso }
+                else { throw AdminError(400, "\"since\" must be milliseconds since the epoch or an RFC 3339 time") }
+            }
+            newState = .unregistered(sinceMs: since)
+        default:
+            throw AdminError(400, "\"state\" must be active, unregistered, expired or rate-limited, not '\(text)'")
+        }
+        let entry = state.withWorld { world -> TokenEntry? in
+            guard world.registry.setState(token: token, newState) else { return nil }
+            return world.registry.token(token)
+        }
+        guard let entry else { throw AdminError(404, "no token \(token)") }
+        return .json(200, AdminJSON.token(entry))
     }
 
     static func created(_ entry: TokenEntry) -> JSONValue {
@@ -232,22 +565,71 @@ final class AdminAPI: @unchecked Sendable {
         }
     }
 
-    // MARK: Notifications
+    // MARK: Keys and apps
 
-    private func listNotifications(_ request: AdminRequest) throws -> AdminResponse {
-        var limit = 1000
-        if let text = request.query["limit"] {
-            guard let value = Int(text), value >= 0 else {
-                throw AdminError(400, "limit must be a whole number ≥ 0, not '\(text)'")
-            }
-            limit = value
+    private func listKeys() -> AdminResponse {
+        let keys = state.withWorld { $0.credentials.keys.values.sorted { $0.keyID < $1.keyID } }
+        return .json(200, ["keys": .array(keys.map(AdminJSON.key))])
+    }
+
+    /// `POST /api/v1/keys` with `teamId`, `keyId`, the key as `pem` (a .p8 or a public key PEM)
+    /// or `path`, and optional `environment`, `topics`, `relatedKeyId`.
+    private func addKey(_ request: AdminRequest) throws -> AdminResponse {
+        var body = try request.jsonObject()
+        let pem: String
+        if let text = body["pem"]?.stringValue {
+            pem = text
+            body["path"] = "api"
+        } else if let path = body["path"]?.stringValue {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw AdminError(400, "cannot read \(path)") }
+            pem = text
+        } else {
+            throw AdminError(400, "give the key as \"pem\" (the .p8 text or a PEM public key) or \"path\"")
         }
-        let token = request.query["token"]
-        let records = state.withWorld { world in
-            world.records.newestFirst(limit: limit) { record in
-                token.map { Hex.equalIgnoringCase(record.token, $0) } ?? true
-            }
+        let spec: ServeConfiguration.AuthKeySpec
+        do { spec = try ServeConfiguration.authKey(fromObject: body) } catch { throw AdminError(400, error.description) }
+        let key: ES256PublicKey
+        do { key = try ES256PublicKey(pemPrivateOrPublic: pem) } catch {
+            throw AdminError(400, "\(error); expected a PKCS#8 EC P-256 private key (.p8) or a PEM public key")
         }
-        return .json(200, ["notifications": .array(records.map(AdminJSON.record))])
+        let providerKey = ProviderKey(teamID: spec.teamID, keyID: spec.keyID, environment: spec.environment,
+                                      topics: spec.topics.map(Set.init), relatedKeyID: spec.relatedKeyID,
+                                      verifier: ES256SignatureVerifier(key: key), source: body["pem"] != nil ? "api" : spec.path)
+        state.withWorld { $0.credentials.add(providerKey) }
+        emulator.log("admin: key \(spec.teamID):\(spec.keyID) added")
+        return .json(201, AdminJSON.key(providerKey))
+    }
+
+    private func listApps() -> AdminResponse {
+        let apps = state.withWorld { $0.credentials.apps.sorted { $0.key < $1.key } }
+        return .json(200, ["apps": .array(apps.map { ["bundleId": .string($0.key), "teamId": .string($0.value.teamID)] })])
+    }
+
+    private func addApp(_ request: AdminRequest) throws -> AdminResponse {
+        let body = try request.jsonObject()
+        guard let team = body["teamId"]?.stringValue, let bundle = body["bundleId"]?.stringValue else {
+            throw AdminError(400, "\"teamId\" and \"bundleId\" are required")
+        }
+        do { _ = try ServeConfiguration.parseApp("\(team):\(bundle)") } catch { throw AdminError(400, error.description) }
+        state.withWorld { $0.credentials.addApp(teamID: team, bundleID: bundle) }
+        return .json(201, ["bundleId": .string(bundle), "teamId": .string(team)])
+    }
+
+    // MARK: Field parsing
+
+    static func bool(_ body: JSONObject, _ key: String) throws -> Bool? {
+        guard let value = body[key], value != .null else { return nil }
+        guard let bool = value.boolValue else { throw AdminError(400, "\"\(key)\" must be true or false") }
+        return bool
+    }
+
+    static func choice<T: RawRepresentable & CaseIterable>(_ body: JSONObject, _ key: String, _: T.Type) throws -> T?
+        where T.RawValue == String
+    {
+        guard let value = body[key], value != .null else { return nil }
+        guard let text = value.stringValue, let parsed = T(rawValue: text) else {
+            throw AdminError(400, "\"\(key)\" must be one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return parsed
     }
 }

@@ -61,6 +61,8 @@ public final class Emulator: @unchecked Sendable {
     public private(set) var demo: (keyPath: String, token: String)?
 
     public var isReady: Bool { ready.load(ordering: .acquiring) }
+    public let startedAtMs: Int64
+    let events: EventHub
 
     public init(configuration: ServeConfiguration, clock: any EmulatorClock = SystemClock()) throws(StartupError) {
         self.configuration = configuration
@@ -75,7 +77,10 @@ public final class Emulator: @unchecked Sendable {
         } catch {
             throw StartupError("cannot create event loops: \(error)")
         }
-        let providers = ProviderServer(idleTimeoutSeconds: configuration.idleTimeoutSeconds, quiet: configuration.quiet)
+        startedAtMs = clock.nowMilliseconds()
+        events = EventHub(state: state)
+        let providers = ProviderServer(idleTimeoutSeconds: configuration.idleTimeoutSeconds, quiet: configuration.quiet,
+                                       loops: configuration.threads)
         self.providers = providers
         devices = DeviceGateway(state: state, clock: clock) { providers.log($0) }
         providers.devices = devices
@@ -212,7 +217,7 @@ public final class Emulator: @unchecked Sendable {
         addresses.h2cProduction = try bind(c.h2cProductionListen, "--h2c-production-listen") { [unowned self] fd, peer in
             self.acceptProvider(fd: fd, peer: peer, environment: .production, tls: false)
         }
-        let admin = AdminAPI(emulator: self)
+        let admin = AdminAPI(emulator: self, events: events)
         addresses.admin = try bind(c.adminListen, "--admin-listen") { [unowned self] fd, peer in
             self.hand(fd: fd, peer: peer, tls: false) { connection in
                 HTTP1Connection(connection: connection) { request, http in admin.handle(request, http) }
@@ -305,15 +310,29 @@ final class ProviderServer: @unchecked Sendable {
     let idleTimeoutSeconds: Int
     let quiet: Bool
     let openConnections = Atomic<Int>(0)
+    let connectionsTotal = Atomic<Int>(0)
+    let streamsTotal = Atomic<Int>(0)
+    let latency: LatencyHistograms
     /// Set once at start-up, before any connection exists.
     var devices: DeviceGateway!
 
-    init(idleTimeoutSeconds: Int, quiet: Bool) {
+    init(idleTimeoutSeconds: Int, quiet: Bool, loops: Int) {
         self.idleTimeoutSeconds = idleTimeoutSeconds
         self.quiet = quiet
+        latency = LatencyHistograms(loops: loops)
     }
 
-    func connectionOpened(_ connection: ProviderConnection) { openConnections.add(1, ordering: .relaxed) }
+    /// Counters go back to zero with a reset (gauges stay).
+    func resetCounters() {
+        connectionsTotal.store(0, ordering: .relaxed)
+        streamsTotal.store(0, ordering: .relaxed)
+        latency.reset()
+    }
+
+    func connectionOpened(_ connection: ProviderConnection) {
+        openConnections.add(1, ordering: .relaxed)
+        connectionsTotal.add(1, ordering: .relaxed)
+    }
     func connectionClosed(_ connection: ProviderConnection) { openConnections.subtract(1, ordering: .relaxed) }
 
     func log(_ message: @autoclosure () -> String) {

@@ -75,9 +75,33 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     private func handle(_ request: HTTP2Request) {
+        let started = Monotonic.nowNanoseconds()
+        server.streamsTotal.add(1, ordering: .relaxed)
         let push = PushRequest(streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
                                body: request.body, bodyLength: request.bodyLength)
         let response = endpoint.handle(push, connection: &context)
+        if !response.deviceFrames.isEmpty { server.devices.dispatch(response.deviceFrames) }
+        let loopIndex = connection.loop.index
+        guard let fault = response.fault else {
+            respond(request.streamID, response)
+            server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
+            return
+        }
+        if fault.delayMs > 0 {
+            let streamID = request.streamID
+            connection.loop.schedule(afterMilliseconds: Int64(fault.delayMs)) { [weak self] in
+                guard let self, !self.connection.isClosed else { return }
+                self.carryOut(fault, streamID: streamID, response)
+                self.flushSession()
+                self.server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
+            }
+        } else {
+            carryOut(fault, streamID: request.streamID, response)
+            server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
+        }
+    }
+
+    private func respond(_ streamID: Int32, _ response: PushResponse) {
         // A reused scratch array: nghttp2 copies the fields during the submit call.
         responseHeaders.removeAll(keepingCapacity: true)
         // Ids are unique per response: never index them, or they churn the HPACK table.
@@ -87,9 +111,33 @@ final class ProviderConnection: ConnectionHandler {
         }
         let body = response.body
         if body != nil { responseHeaders.append(.contentTypeJSON) }
-        session.submitResponse(streamID: request.streamID, status: response.status, headers: responseHeaders, body: body)
+        session.submitResponse(streamID: streamID, status: response.status, headers: responseHeaders, body: body)
         if response.raiseStreamLimit { session.submitSettings(Self.raisedLimit) }
-        if !response.deviceFrames.isEmpty { server.devices.dispatch(response.deviceFrames) }
+    }
+
+    /// What a fault rule asked for (README, "Faults").
+    private func carryOut(_ fault: FiredFault, streamID: Int32, _ response: PushResponse) {
+        switch fault.action.kind {
+        case .none, .respond:
+            respond(streamID, response)
+        case .maxConcurrentStreams(let limit):
+            session.submitSettings([HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: limit)])
+            respond(streamID, response)
+        case .resetStream(let code):
+            session.submitRstStream(streamID: streamID, errorCode: code)
+        case .goAway(let reason, let lastStreamID, let code):
+            var debug: [UInt8] = []
+            if let reason {
+                debug = Array(#"{"reason":"#.utf8)
+                JSONValue.writeString(reason, into: &debug)
+                debug.append(UInt8(ascii: "}"))
+            }
+            session.submitGoAway(errorCode: code, lastStreamID: lastStreamID, debugData: debug)
+            flushSession()
+            connection.closeAfterFlush()
+        case .closeConnection:
+            connection.close()
+        }
     }
 
     private func flushSession() {

@@ -25,6 +25,8 @@ public struct TimerID: Hashable, Sendable { let value: UInt64 }
 /// of its own. Other threads talk to a loop through `execute`, which wakes it with an eventfd.
 public final class EventLoop: @unchecked Sendable {
     public let name: String
+    /// Position in its group (0 for a lone loop), for per-loop data.
+    public let index: Int
     private let epollFD: Int32
     private let wakeFD: Int32
     private var handlers: [IOHandler?] = []
@@ -37,8 +39,9 @@ public final class EventLoop: @unchecked Sendable {
     /// Scratch space shared by every connection of this loop for reads.
     public let readBuffer: UnsafeMutableRawBufferPointer
 
-    public init(name: String) throws(SystemError) {
+    public init(name: String, index: Int = 0) throws(SystemError) {
         self.name = name
+        self.index = index
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epollFD >= 0 else { throw SystemError.last("epoll_create1") }
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
@@ -269,7 +272,7 @@ public final class EventLoopGroup: Sendable {
 
     public init(count: Int, namePrefix: String = "loop") throws(SystemError) {
         var loops: [EventLoop] = []
-        for i in 0..<max(1, count) { loops.append(try EventLoop(name: "\(namePrefix)-\(i)")) }
+        for i in 0..<max(1, count) { loops.append(try EventLoop(name: "\(namePrefix)-\(i)", index: i)) }
         self.loops = loops
     }
 

@@ -1,0 +1,164 @@
+/// Fault injection (README, "Faults"): an ordered list of rules; the first rule that matches
+/// a request and decides to fire acts on it. Off until rules are added.
+public struct FaultRule: Sendable {
+    public var id: String
+    public var match: FaultMatch
+    public var action: FaultAction
+    /// Fire at most this many times (then the rule stays but does nothing).
+    public var times: Int?
+    /// Let this many matching requests through before firing.
+    public var after: Int
+    /// Fire with this probability (0…1), drawn from a generator seeded with `seed`.
+    public var probability: Double?
+    public var seed: UInt64?
+    /// Requests that matched, and how many of them the rule acted on.
+    public private(set) var matched = 0
+    public private(set) var fired = 0
+    private var random: FastRandom
+
+    public init(id: String, match: FaultMatch, action: FaultAction, times: Int? = nil, after: Int = 0,
+                probability: Double? = nil, seed: UInt64? = nil)
+    {
+        self.id = id
+        self.match = match
+        self.action = action
+        self.times = times
+        self.after = after
+        self.probability = probability
+        self.seed = seed
+        random = seed.map(FastRandom.init(seed:)) ?? FastRandom()
+    }
+
+    /// Counts a matching request and says whether the rule fires for it.
+    mutating func consider() -> Bool {
+        matched += 1
+        if matched <= after { return false }
+        if let times, fired >= times { return false }
+        if let probability {
+            let draw = Double(random.next() >> 11) / Double(1 << 53)
+            if draw >= probability { return false }
+        }
+        fired += 1
+        return true
+    }
+}
+
+/// What a rule looks at; nil fields match anything.
+public struct FaultMatch: Sendable, Equatable {
+    public var token: String?
+    public var topic: String?
+    public var pushType: String?
+    public var priority: Int?
+    public var environment: APNsEnvironment?
+    public var connectionID: UInt64?
+
+    public init(token: String? = nil, topic: String? = nil, pushType: String? = nil, priority: Int? = nil,
+                environment: APNsEnvironment? = nil, connectionID: UInt64? = nil)
+    {
+        self.token = token
+        self.topic = topic
+        self.pushType = pushType
+        self.priority = priority
+        self.environment = environment
+        self.connectionID = connectionID
+    }
+
+    func matches(_ facts: FaultFacts) -> Bool {
+        if let token, !Hex.equalIgnoringCase(token, facts.token) { return false }
+        if let topic, topic != facts.topic { return false }
+        if let pushType, pushType != facts.pushType { return false }
+        if let priority, priority != facts.priority { return false }
+        if let environment, environment != facts.environment { return false }
+        if let connectionID, connectionID != facts.connectionID { return false }
+        return true
+    }
+}
+
+/// The request facts rules match on.
+public struct FaultFacts: Sendable {
+    public var token: String
+    public var topic: String
+    public var pushType: String
+    public var priority: Int
+    public var environment: APNsEnvironment
+    public var connectionID: UInt64
+}
+
+/// What a firing rule does. `delayMs`/`jitterMs` hold the answer back (and may combine with
+/// an answer); the other fields are mutually exclusive.
+public struct FaultAction: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// Only the delay: the request is judged normally.
+        case none
+        /// Answer with this status and reason instead of judging the request.
+        case respond(status: Int, reason: String)
+        /// Reset the stream (RST_STREAM with this HTTP/2 error code).
+        case resetStream(errorCode: UInt32)
+        /// End the connection with GOAWAY (`{"reason":…}` as debug data when given).
+        case goAway(reason: String?, lastStreamID: Int32?, errorCode: UInt32)
+        /// Close the TCP connection without a word.
+        case closeConnection
+        /// Send SETTINGS with this MAX_CONCURRENT_STREAMS (as APNs does after errors), then judge normally.
+        case maxConcurrentStreams(UInt32)
+    }
+
+    public var kind: Kind
+    public var delayMs: Int
+    public var jitterMs: Int
+
+    public init(kind: Kind, delayMs: Int = 0, jitterMs: Int = 0) {
+        self.kind = kind
+        self.delayMs = delayMs
+        self.jitterMs = jitterMs
+    }
+}
+
+/// A decided fault for one request: the rule and the delay drawn for it.
+public struct FiredFault: Sendable, Equatable {
+    public var ruleID: String
+    public var action: FaultAction
+    public var delayMs: Int
+}
+
+public struct FaultRules: Sendable {
+    public private(set) var rules: [FaultRule] = []
+    private var nextNumber = 1
+    private var jitter = FastRandom(seed: 0x5EED)
+
+    public init() {}
+
+    public var isEmpty: Bool { rules.isEmpty }
+
+    /// Adds a rule at the end (or at `index`); gives it an id when it has none.
+    @discardableResult
+    public mutating func add(_ rule: FaultRule, at index: Int? = nil) -> String {
+        var rule = rule
+        if rule.id.isEmpty {
+            rule.id = "f\(nextNumber)"
+            nextNumber += 1
+        }
+        if let index, index >= 0, index < rules.count { rules.insert(rule, at: index) } else { rules.append(rule) }
+        return rule.id
+    }
+
+    @discardableResult
+    public mutating func remove(id: String) -> Bool {
+        guard let index = rules.firstIndex(where: { $0.id == id }) else { return false }
+        rules.remove(at: index)
+        return true
+    }
+
+    public mutating func removeAll() { rules.removeAll() }
+
+    /// The first rule that matches and fires, in order.
+    public mutating func evaluate(_ facts: FaultFacts) -> FiredFault? {
+        for index in rules.indices where rules[index].match.matches(facts) {
+            if rules[index].consider() {
+                let action = rules[index].action
+                let spread = action.jitterMs > 0 ? Int(jitter.next() % UInt64(action.jitterMs + 1)) : 0
+                return FiredFault(ruleID: rules[index].id, action: action, delayMs: action.delayMs + spread)
+            }
+        }
+        return nil
+    }
+}

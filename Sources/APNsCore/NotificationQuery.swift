@@ -1,0 +1,78 @@
+/// Filters for the journal (admin API `GET/DELETE /api/v1/notifications`, `wait`, events).
+/// Every field given must match.
+public struct NotificationQuery: Sendable, Equatable {
+    public var token: String?
+    public var topic: String?
+    public var pushType: String?
+    public var status: Int?
+    public var reason: String?
+    public var environment: APNsEnvironment?
+    public var outcome: DeliveryOutcome?
+    /// Received at or after this time (ms since the epoch).
+    public var sinceMs: Int64?
+    public var apnsID: String?
+    public var uniqueID: String?
+    public var deviceID: String?
+
+    public init() {}
+
+    public var isEmpty: Bool { self == NotificationQuery() }
+
+    public func matches(_ r: NotificationRecord) -> Bool {
+        if let token, !Hex.equalIgnoringCase(r.token, token) { return false }
+        if let topic, r.topic != topic { return false }
+        if let pushType, r.pushType != pushType { return false }
+        if let status, r.status != status { return false }
+        if let reason, r.reason != reason { return false }
+        if let environment, r.environment != environment { return false }
+        if let outcome, r.outcome != outcome { return false }
+        if let sinceMs, r.receivedAtMs < sinceMs { return false }
+        if let apnsID, r.apnsID.lowercased() != apnsID.lowercased() { return false }
+        if let uniqueID, r.uniqueID?.lowercased() != uniqueID.lowercased() { return false }
+        if let deviceID, r.deviceID != deviceID { return false }
+        return true
+    }
+
+    /// Parses query parameters (`token`, `topic`, `pushType`, `status`, `reason`,
+    /// `environment`, `outcome`, `since`, `apnsId`, `uniqueId`, `deviceId`). `since` is
+    /// milliseconds since the epoch or an RFC 3339 time.
+    public static func parse(_ parameters: [String: String]) throws(QueryError) -> NotificationQuery {
+        var q = NotificationQuery()
+        q.token = parameters["token"]
+        q.topic = parameters["topic"]
+        q.pushType = parameters["pushType"] ?? parameters["push-type"]
+        if let text = parameters["status"] {
+            guard let value = Int(text) else { throw QueryError("status must be a number such as 200 or 410, not '\(text)'") }
+            q.status = value
+        }
+        q.reason = parameters["reason"]
+        if let text = parameters["environment"] {
+            guard let value = APNsEnvironment(rawValue: text) else {
+                throw QueryError("environment must be sandbox or production, not '\(text)'")
+            }
+            q.environment = value
+        }
+        if let text = parameters["outcome"] {
+            guard let value = DeliveryOutcome(rawValue: text) else {
+                let all = ["rejected", "pending", "stored", "delivered", "expired", "coalesced", "throttled", "deferred", "dropped-by-system"]
+                throw QueryError("outcome must be one of \(all.joined(separator: ", ")), not '\(text)'")
+            }
+            q.outcome = value
+        }
+        if let text = parameters["since"] {
+            guard let value = Int64(text) ?? RFC3339.parse(text) else {
+                throw QueryError("since must be milliseconds since the epoch or an RFC 3339 time, not '\(text)'")
+            }
+            q.sinceMs = value
+        }
+        q.apnsID = parameters["apnsId"]
+        q.uniqueID = parameters["uniqueId"]
+        q.deviceID = parameters["deviceId"]
+        return q
+    }
+}
+
+public struct QueryError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,55 @@
+import Foundation
+
+/// One admin API route. The table of routes is the contract the OpenAPI document
+/// (`docs/openapi.json`) describes; a test keeps the two in step.
+struct AdminRoute {
+    let method: String
+    /// Path with `{name}` placeholders, e.g. `/api/v1/devices/{deviceId}`.
+    let pattern: String
+    let summary: String
+    /// Returns a response, or nil when it will answer later through the responder.
+    let handler: (AdminRequest, [String: String], HTTP1Connection) throws -> AdminResponse?
+
+    var segments: [Substring] { pattern.split(separator: "/") }
+}
+
+struct AdminRouter {
+    private(set) var routes: [AdminRoute] = []
+
+    mutating func add(_ method: String, _ pattern: String, _ summary: String,
+                      _ handler: @escaping (AdminRequest, [String: String], HTTP1Connection) throws -> AdminResponse?)
+    {
+        routes.append(AdminRoute(method: method, pattern: pattern, summary: summary, handler: handler))
+    }
+
+    enum Match {
+        case found(AdminRoute, [String: String])
+        case wrongMethod(allowed: [String])
+        case notFound
+    }
+
+    func match(method: String, path: String) -> Match {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
+        var allowed: [String] = []
+        for route in routes {
+            guard let parameters = Self.bind(route.segments, parts) else { continue }
+            if route.method == method || (method == "HEAD" && route.method == "GET") { return .found(route, parameters) }
+            allowed.append(route.method)
+        }
+        return allowed.isEmpty ? .notFound : .wrongMethod(allowed: allowed)
+    }
+
+    /// Matches literal segments exactly and binds `{name}` segments (percent-decoded).
+    static func bind(_ pattern: [Substring], _ parts: [Substring]) -> [String: String]? {
+        guard pattern.count == parts.count else { return nil }
+        var parameters: [String: String] = [:]
+        for (p, value) in zip(pattern, parts) {
+            if p.hasPrefix("{") && p.hasSuffix("}") {
+                parameters[String(p.dropFirst().dropLast())] = String(value).removingPercentEncoding ?? String(value)
+            } else if p != value {
+                return nil
+            }
+        }
+        return parameters
+    }
+}

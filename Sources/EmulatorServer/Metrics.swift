@@ -1,0 +1,143 @@
+import APNsCore
+import Foundation
+import Synchronization
+
+/// Request processing time, one histogram per event loop (no contention on the hot path);
+/// `/metrics` adds them up.
+final class LatencyHistograms: Sendable {
+    /// Upper bounds in seconds (Prometheus `le`).
+    static let bounds: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5]
+    private static let boundsNs: [UInt64] = bounds.map { UInt64($0 * 1e9) }
+
+    private struct Histogram {
+        var counts = [UInt64](repeating: 0, count: LatencyHistograms.bounds.count + 1)
+        var sumNs: UInt64 = 0
+    }
+
+    /// Mutex is not copyable, so each sits in a small box.
+    private final class Box: Sendable {
+        let histogram = Mutex(Histogram())
+    }
+
+    private let perLoop: [Box]
+
+    init(loops: Int) {
+        perLoop = (0..<max(1, loops)).map { _ in Box() }
+    }
+
+    func record(nanoseconds: UInt64, loop: Int) {
+        let bucket = Self.boundsNs.firstIndex { nanoseconds <= $0 } ?? Self.bounds.count
+        perLoop[loop % perLoop.count].histogram.withLock {
+            $0.counts[bucket] += 1
+            $0.sumNs &+= nanoseconds
+        }
+    }
+
+    func reset() {
+        for box in perLoop { box.histogram.withLock { $0 = Histogram() } }
+    }
+
+    /// Cumulative bucket counts, sum in seconds, total count.
+    func snapshot() -> (buckets: [UInt64], sum: Double, count: UInt64) {
+        var counts = [UInt64](repeating: 0, count: Self.bounds.count + 1)
+        var sum: UInt64 = 0
+        for box in perLoop {
+            box.histogram.withLock { h in
+                for i in counts.indices { counts[i] += h.counts[i] }
+                sum &+= h.sumNs
+            }
+        }
+        var cumulative: [UInt64] = []
+        var running: UInt64 = 0
+        for c in counts {
+            running += c
+            cumulative.append(running)
+        }
+        return (cumulative, Double(sum) / 1e9, running)
+    }
+}
+
+/// Prometheus text exposition (format 0.0.4).
+struct PrometheusText {
+    private(set) var text = ""
+
+    mutating func family(_ name: String, _ type: String, _ help: String) {
+        text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+    }
+
+    mutating func sample(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
+        text += name
+        if !labels.isEmpty {
+            text += "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
+        }
+        text += " " + Self.format(value) + "\n"
+    }
+
+    static func escape(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n")
+    }
+
+    static func format(_ value: Double) -> String {
+        if value.isInfinite { return value > 0 ? "+Inf" : "-Inf" }
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return String(value)
+    }
+}
+
+extension Emulator {
+    /// `/metrics`: every family is named `apns_emulator_*`.
+    func metricsText() -> String {
+        let (counters, records, deviceCount, pending) = state.withWorld { w in
+            (w.counters, w.records.count, w.registry.devices.count, w.delivery.pendingCount)
+        }
+        var p = PrometheusText()
+        p.family("apns_emulator_notifications_total", "counter",
+                 "Requests to /3/device by response status, reason, push type and environment.")
+        for (key, value) in counters.notifications.sorted(by: { ($0.key.status, $0.key.reason, $0.key.pushType) < ($1.key.status, $1.key.reason, $1.key.pushType) }) {
+            p.sample("apns_emulator_notifications_total", [("status", String(key.status)), ("reason", key.reason),
+                                                           ("push_type", key.pushType), ("environment", key.environment.rawValue)],
+                     Double(value))
+        }
+        p.family("apns_emulator_delivery_outcomes_total", "counter",
+                 "Accepted notifications entering each delivery state (stored, delivered, expired, coalesced, throttled, deferred, dropped-by-system, pending).")
+        for (outcome, value) in counters.outcomes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            p.sample("apns_emulator_delivery_outcomes_total", [("outcome", outcome.rawValue)], Double(value))
+        }
+        p.family("apns_emulator_jwt_verifications_total", "counter",
+                 "Provider tokens checked afresh (cache misses) by result: valid, or the APNs reason.")
+        for (result, value) in counters.jwtVerifications.sorted(by: { $0.key < $1.key }) {
+            p.sample("apns_emulator_jwt_verifications_total", [("result", result)], Double(value))
+        }
+        p.family("apns_emulator_fault_rules_fired_total", "counter", "Requests a fault rule acted on, by rule id.")
+        for (rule, value) in counters.faultsFired.sorted(by: { $0.key < $1.key }) {
+            p.sample("apns_emulator_fault_rules_fired_total", [("rule", rule)], Double(value))
+        }
+        p.family("apns_emulator_provider_connections", "gauge", "Open provider (HTTP/2) connections.")
+        p.sample("apns_emulator_provider_connections", [], Double(providers.openConnections.load(ordering: .relaxed)))
+        p.family("apns_emulator_provider_connections_total", "counter", "Provider connections accepted.")
+        p.sample("apns_emulator_provider_connections_total", [], Double(providers.connectionsTotal.load(ordering: .relaxed)))
+        p.family("apns_emulator_streams_total", "counter", "HTTP/2 requests (streams) answered on provider connections.")
+        p.sample("apns_emulator_streams_total", [], Double(providers.streamsTotal.load(ordering: .relaxed)))
+        let latency = providers.latency.snapshot()
+        p.family("apns_emulator_request_duration_seconds", "histogram",
+                 "Time from a complete request to its response being queued (fault delays included).")
+        for (index, bound) in LatencyHistograms.bounds.enumerated() {
+            p.sample("apns_emulator_request_duration_seconds_bucket", [("le", PrometheusText.format(bound))], Double(latency.buckets[index]))
+        }
+        p.sample("apns_emulator_request_duration_seconds_bucket", [("le", "+Inf")], Double(latency.count))
+        p.sample("apns_emulator_request_duration_seconds_sum", [], latency.sum)
+        p.sample("apns_emulator_request_duration_seconds_count", [], Double(latency.count))
+        p.family("apns_emulator_device_connections", "gauge", "Connected device sockets.")
+        p.sample("apns_emulator_device_connections", [], Double(devices.connectionCount))
+        p.family("apns_emulator_devices", "gauge", "Devices known (virtual and socket).")
+        p.sample("apns_emulator_devices", [], Double(deviceCount))
+        p.family("apns_emulator_pending_deliveries", "gauge", "Accepted notifications not yet settled (stored, deferred, batched, in flight).")
+        p.sample("apns_emulator_pending_deliveries", [], Double(pending))
+        p.family("apns_emulator_records", "gauge", "Notification records kept for inspection.")
+        p.sample("apns_emulator_records", [], Double(records))
+        p.family("apns_emulator_uptime_seconds", "gauge", "Seconds since start.")
+        p.sample("apns_emulator_uptime_seconds", [], Double(clock.nowMilliseconds() - startedAtMs) / 1000)
+        return p.text
+    }
+}
