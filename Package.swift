@@ -42,6 +42,7 @@ let package = Package(
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
+        .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "APNsCore"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["ProviderClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking"]),
     ]

@@ -51,6 +51,10 @@ public struct NotificationRecord: Sendable {
     public var wasStored = false
     /// What the system left out or why it dropped the notification (delivery rules).
     public var deliveryNote: String?
+    /// When the answer was decided (ms).
+    public var respondedAtMs: Int64?
+    /// The fault rule that acted on the request, if any.
+    public var faultRuleID: String?
 
     /// `explanation` with the delivery details in words.
     public var fullExplanation: String {

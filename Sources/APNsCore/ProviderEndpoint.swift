@@ -107,6 +107,8 @@ public final class ProviderEndpoint: Sendable {
         let clientID = fields.apnsID.flatMap { CanonicalUUID.isValid(Substring($0)) ? $0 : nil }
         var record = NotificationRecord(
             apnsID: clientID ?? connection.random.apnsID(), token: "", environment: environment, receivedAtMs: now)
+        // Judging takes microseconds; the clock's millisecond resolution makes them one.
+        record.respondedAtMs = now
         record.connectionID = connection.connectionID
         record.streamID = request.streamID
         record.method = fields.method
@@ -123,6 +125,8 @@ public final class ProviderEndpoint: Sendable {
         if state.hasFaultRules, let fired = evaluateFaults(fields, environment: environment, connection: connection) {
             if let reply = applyFault(fired, record: &record, now: now) { return reply }
             // Only a delay or a SETTINGS change: judge the request normally, then act.
+            record.faultRuleID = fired.ruleID
+            record.respondedAtMs = now + Int64(fired.delayMs)
             var reply = handleNormally(request, fields: fields, environment: environment, now: now,
                                        connection: &connection, record: &record, raise: &raiseStreamLimit)
             reply.fault = fired
@@ -222,6 +226,8 @@ public final class ProviderEndpoint: Sendable {
     private func applyFault(_ fired: FiredFault, record: inout NotificationRecord, now: Int64) -> PushResponse? {
         if let path = record.path, path.hasPrefix(Self.devicePrefix) { record.token = String(path.dropFirst(Self.devicePrefix.count)) }
         record.outcome = .rejected
+        record.faultRuleID = fired.ruleID
+        record.respondedAtMs = now + Int64(fired.delayMs)
         switch fired.action.kind {
         case .none, .maxConcurrentStreams:
             return nil

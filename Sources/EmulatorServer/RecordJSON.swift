@@ -39,7 +39,27 @@ enum AdminJSON {
             "verified": r.jwtVerified.map(JSONValue.bool) ?? .bool(false),
         ]
         o["headers"] = .array(r.requestHeaders.map { ["name": .string($0.name), "value": .string($0.value)] })
+        o["respondedAt"] = r.respondedAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null
+        o["response"] = response(r)
+        o["fault"] = r.faultRuleID.map(JSONValue.string) ?? .null
         return .object(o)
+    }
+
+    /// The answer as it went on the wire (status 0: the stream was reset or the connection
+    /// ended by a fault rule).
+    static func response(_ r: NotificationRecord) -> JSONValue {
+        var headers: [JSONValue] = [["name": ":status", "value": .string(String(r.status))],
+                                    ["name": "apns-id", "value": .string(r.apnsID)]]
+        if let unique = r.uniqueID { headers.append(["name": "apns-unique-id", "value": .string(unique)]) }
+        var body: JSONValue = .null
+        if let reason = r.reason {
+            headers.append(["name": "content-type", "value": "application/json"])
+            var object: JSONObject = JSONObject([("reason", .string(reason))])
+            if let timestamp = r.timestampMs { object["timestamp"] = .int(timestamp) }
+            body = .object(object)
+        }
+        return ["status": .int(Int64(r.status)), "reason": r.reason.map(JSONValue.string) ?? .null,
+                "headers": .array(headers), "body": body]
     }
 
     /// The payload as JSON when it parses; otherwise as text, so a broken payload can still
@@ -75,6 +95,7 @@ enum AdminJSON {
             "deviceId": .string(d.id),
             "virtual": .bool(d.isVirtual),
             "online": .bool(d.isOnline),
+            "connected": .bool(d.connectionID != nil),
             "lowPowerMode": .bool(d.lowPowerMode),
             "createdAt": .string(RFC3339.format(milliseconds: d.createdAtMs)),
             "apps": .array(apps),

@@ -1,0 +1,66 @@
+import APNsCore
+import Foundation
+@testable import EmulatorServer
+import Testing
+
+@Suite("Admin API contract")
+struct AdminContractTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    func routes() throws -> [(method: String, pattern: String)] {
+        let configuration = try ServeConfiguration.resolve(arguments: ["--demo", "off", "--quiet"], environment: [:])
+        let emulator = try Emulator(configuration: configuration)
+        let api = AdminAPI(emulator: emulator, events: emulator.events)
+        return api.router.routes.map { ($0.method, $0.pattern) }
+    }
+
+    /// docs/openapi.json describes exactly the routes the server has.
+    @Test func openAPIDocumentMatchesTheRoutes() throws {
+        let text = try String(contentsOf: Self.root.appendingPathComponent("docs/openapi.json"), encoding: .utf8)
+        let document = try JSONValue.parse(text)
+        var documented = Set<String>()
+        for (path, item) in try #require(document["paths"]?.objectValue) {
+            for (method, _) in try #require(item.objectValue) { documented.insert("\(method.uppercased()) \(path)") }
+        }
+        let served = Set(try routes().map { "\($0.method) \($0.pattern)" })
+        #expect(served.subtracting(documented).isEmpty, "routes missing from docs/openapi.json")
+        #expect(documented.subtracting(served).isEmpty, "docs/openapi.json documents routes the server lacks")
+        // The served copy is the repository's.
+        #expect(UIAssets.openAPI == text)
+    }
+
+    @Test func embeddedAssetsAreUpToDate() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", Self.root.appendingPathComponent("scripts/embed-assets").path, "--check"]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "run scripts/embed-assets after editing ui/ or docs/openapi.json")
+    }
+
+    @Test func routerBindsParametersAndTellsWrongMethods() throws {
+        var router = AdminRouter()
+        router.add("GET", "/api/v1/notifications/latest", "") { _, _, _ in nil }
+        router.add("GET", "/api/v1/notifications/{id}", "") { _, _, _ in nil }
+        router.add("DELETE", "/api/v1/devices/{deviceId}/apps/{bundleId}", "") { _, _, _ in nil }
+        guard case .found(let latest, _) = router.match(method: "GET", path: "/api/v1/notifications/latest") else {
+            Issue.record("latest should match")
+            return
+        }
+        #expect(latest.pattern == "/api/v1/notifications/latest")
+        guard case .found(_, let parameters) = router.match(method: "DELETE", path: "/api/v1/devices/phone%201/apps/com.example.app") else {
+            Issue.record("uninstall should match")
+            return
+        }
+        #expect(parameters == ["deviceId": "phone 1", "bundleId": "com.example.app"])
+        guard case .wrongMethod(let allowed) = router.match(method: "POST", path: "/api/v1/notifications/x") else {
+            Issue.record("expected wrong method")
+            return
+        }
+        #expect(allowed == ["GET"])
+        guard case .notFound = router.match(method: "GET", path: "/api/v2/x") else {
+            Issue.record("expected not found")
+            return
+        }
+    }
+}
