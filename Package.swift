@@ -8,6 +8,7 @@ import PackageDescription
 //   Networking     epoll event loops, sockets, timers (Glibc)
 //   EmulatorServer wiring: provider endpoint, admin API, devices
 //   ProviderClient blocking HTTP/2 client + APNs helpers (send command, tests, benchmarks)
+//   DeviceClient   the device side of docs/device-protocol.md (device command, tests)
 //   apns-emulator  the command-line tool
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
@@ -37,13 +38,16 @@ let package = Package(
         .target(name: "ProviderClient",
                 dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking"],
                 swiftSettings: swiftSettings),
-        .executableTarget(name: "apns-emulator", dependencies: ["EmulatorServer", "ProviderClient"],
+        .target(name: "DeviceClient", dependencies: ["APNsCore", "Networking", "OpenSSLCrypto"],
+                swiftSettings: swiftSettings),
+        .executableTarget(name: "apns-emulator", dependencies: ["EmulatorServer", "ProviderClient", "DeviceClient"],
                           swiftSettings: swiftSettings),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
         .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "APNsCore"]),
+        .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["ProviderClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking"]),
+                    dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking"]),
     ]
 )

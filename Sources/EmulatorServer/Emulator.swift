@@ -70,6 +70,7 @@ public final class Emulator: @unchecked Sendable {
         var world = World(registry: DeviceRegistry(tokenByteCount: configuration.tokenBytes),
                           records: RecordStore(capacity: configuration.maxRecords), deliveryOptions: configuration.delivery)
         demo = try Self.configureCredentials(configuration, into: &world, clock: clock)
+        for rule in configuration.faultRules { world.faults.add(rule) }
         state = EmulatorState(start: world)
         endpoint = ProviderEndpoint(state: state, clock: clock, options: configuration.endpoint)
         do {

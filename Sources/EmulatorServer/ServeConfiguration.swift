@@ -28,6 +28,8 @@ public struct ServeConfiguration: Sendable {
     public var quiet: Bool
     public var deviceTLS: Bool
     public var delivery: DeliveryOptions
+    /// Fault rules from `--faults FILE`, part of the start state.
+    public var faultRules: [FaultRule]
 
     /// `TEAMID:KEYID:PATH[?environment=…&topics=a,b&related=KEYID]`, or the same as a JSON
     /// object in the config file.
@@ -89,6 +91,7 @@ extension ServeConfiguration {
                    "after an uninstall, keep answering 200 this long before 410 Unregistered starts (Apple delays it unpredictably)"),
         OptionSpec("unregistered-after-pushes", "N", "with --unregistered-delay: start the 410s after N pushes even if the delay is not over"),
         OptionSpec("too-many-requests", "N/SECONDS", "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off)"),
+        OptionSpec("faults", "FILE", "JSON file of fault rules (a list, or {\"faults\": [...]}) active from the start; see README, Faults"),
         OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening"),
         OptionSpec("quiet", nil, "no banner and no per-connection log lines"),
     ]
@@ -179,6 +182,10 @@ extension ServeConfiguration {
         delivery.lowPriorityDelayMs = Int64(try integer("low-priority-delay", in: 0...3_600_000) ?? 0)
         delivery.unregisteredDelayMs = Int64(try integer("unregistered-delay", in: 0...86_400 * 30) ?? 0) * 1000
         delivery.unregisteredAfterPushes = try integer("unregistered-after-pushes", in: 1...1_000_000)
+        faultRules = []
+        if let path = options.string("faults") {
+            faultRules = try Self.loadFaults(path, origin: options.origin(spec["faults"]!))
+        }
         if let text = options.string("too-many-requests") {
             let parts = text.split(separator: "/")
             guard parts.count == 2, let count = Int(parts[0]), count > 0, let seconds = Double(parts[1]), seconds > 0 else {
@@ -190,6 +197,25 @@ extension ServeConfiguration {
         if sandboxListen == nil && productionListen == nil && h2cSandboxListen == nil && h2cProductionListen == nil {
             throw UsageError("every provider listener is off; keep at least one of --sandbox-listen, --production-listen, --h2c-sandbox-listen, --h2c-production-listen")
         }
+    }
+
+    static func loadFaults(_ path: String, origin: String) throws(UsageError) -> [FaultRule] {
+        guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("\(origin): cannot read \(path)") }
+        let value: JSONValue
+        do { value = try JSONValue.parse(Array(data)) } catch { throw UsageError("\(origin): \(path): \(error)") }
+        guard let list = value.arrayValue ?? value["faults"]?.arrayValue else {
+            throw UsageError("\(origin): \(path) must hold a list of fault rules or {\"faults\": [...]}")
+        }
+        var rules: [FaultRule] = []
+        for (index, item) in list.enumerated() {
+            guard let object = item.objectValue else { throw UsageError("\(origin): rule \(index + 1) in \(path) is not an object") }
+            do { rules.append(try FaultJSON.parse(object)) } catch let error as AdminError {
+                throw UsageError("\(origin): rule \(index + 1) in \(path): \(error.message)")
+            } catch {
+                throw UsageError("\(origin): rule \(index + 1) in \(path): \(error)")
+            }
+        }
+        return rules
     }
 
     static func isTeamOrKeyID(_ text: Substring) -> Bool {

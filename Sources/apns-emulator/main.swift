@@ -26,6 +26,7 @@ func fail(_ message: String, code: Int32 = 2) -> Never {
 let commands: [(name: String, summary: String)] = [
     ("serve", "run the emulator (the default command)"),
     ("send", "send one push over HTTP/2, like a provider, and print the answer"),
+    ("device", "run one simulated device (JSON events on stdout, commands on stdin)"),
     ("jwt", "print a provider token (JWT) signed with a .p8 key"),
     ("readyz", "exit 0 when an emulator's admin API says it is ready (for health checks)"),
     ("certs", "write TEST ONLY CA and server certificates"),
@@ -56,6 +57,7 @@ if arguments.first == "--version" { command = "version" }
 switch command {
 case "serve": runServe(rest)
 case "send": runSend(rest)
+case "device": runDevice(rest)
 case "jwt": runJWT(rest)
 case "readyz": runReadyz(rest)
 case "certs": runCerts(rest)

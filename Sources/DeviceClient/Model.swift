@@ -1,0 +1,198 @@
+public import APNsCore
+
+// `Authorization` and `AppState` are APNsCore's (the emulator's delivery rules use the same
+// vocabulary as the device protocol).
+
+/// One app on a simulated device, with the settings the device announces for it.
+public struct DeviceApp: Sendable, Equatable {
+    public var bundleID: String
+    public var environment: APNsEnvironment
+    public var authorization: Authorization
+    public var appState: AppState
+    /// The app has the *Remote notifications* background mode.
+    public var backgroundMode: Bool
+    /// Token kinds the app registers for.
+    public var kinds: [TokenKind]
+
+    public init(bundleID: String, environment: APNsEnvironment, authorization: Authorization = .authorized,
+                appState: AppState = .background, backgroundMode: Bool = true, kinds: [TokenKind] = [.app])
+    {
+        self.bundleID = bundleID
+        self.environment = environment
+        self.authorization = authorization
+        self.appState = appState
+        self.backgroundMode = backgroundMode
+        self.kinds = kinds
+    }
+
+    /// The app as it appears in `hello` and `install` (every setting spelled out).
+    public var protocolFields: JSONObject {
+        var object = JSONObject()
+        object["bundleId"] = .string(bundleID)
+        object["environment"] = .string(environment.rawValue)
+        object["authorization"] = .string(authorization.rawValue)
+        object["appState"] = .string(appState.rawValue)
+        object["backgroundMode"] = .bool(backgroundMode)
+        object["kinds"] = .array(kinds.map { .string($0.rawValue) })
+        return object
+    }
+}
+
+/// A `notification` frame, decoded. `raw` keeps the whole frame (including fields a later
+/// protocol version adds).
+public struct DeliveredNotification: Sendable {
+    public var id: Int64
+    public var apnsID: String
+    public var bundleID: String
+    public var token: String
+    public var topic: String
+    public var pushType: String
+    public var priority: Int
+    public var collapseID: String?
+    public var payload: JSONValue
+    /// App callbacks iOS runs (`willPresent`, `didReceiveRemoteNotification`, …); empty when dropped.
+    public var callbacks: [String]
+    /// `banner`, `notificationCenter` or `none`.
+    public var display: String
+    /// Why the system dropped it (nil when it was handed to the app).
+    public var reason: String?
+    /// It waited in the emulator's store while the device was offline.
+    public var stored: Bool
+    public var raw: JSONObject
+
+    /// Decodes a `notification` frame. Only `id` is required (without it the delivery cannot
+    /// be acked); other missing fields get empty values.
+    public init(frame: JSONObject) throws(DeviceClientError) {
+        guard frame["type"]?.stringValue == "notification" else {
+            throw DeviceClientError(.badFrame, "not a notification frame: \(JSONValue.object(frame).serialized())")
+        }
+        guard let id = frame["id"]?.intValue else {
+            throw DeviceClientError(.badFrame, "notification frame without a numeric \"id\": \(JSONValue.object(frame).serialized())")
+        }
+        self.id = id
+        apnsID = frame["apnsId"]?.stringValue ?? ""
+        bundleID = frame["bundleId"]?.stringValue ?? ""
+        token = frame["token"]?.stringValue ?? ""
+        topic = frame["topic"]?.stringValue ?? ""
+        pushType = frame["pushType"]?.stringValue ?? ""
+        priority = frame["priority"]?.intValue.map { Int($0) } ?? 10
+        collapseID = frame["collapseId"]?.stringValue
+        payload = frame["payload"] ?? .null
+        callbacks = (frame["callbacks"]?.arrayValue ?? []).compactMap(\.stringValue)
+        display = frame["display"]?.stringValue ?? "none"
+        reason = frame["reason"]?.stringValue
+        stored = frame["stored"]?.boolValue ?? false
+        raw = frame
+    }
+
+    /// The user saw it (banner or Notification Center), so it can be tapped.
+    public var isDisplayed: Bool { display != "none" }
+}
+
+/// Everything that can go wrong talking to the emulator's device listener.
+public struct DeviceClientError: Error, CustomStringConvertible, Sendable {
+    public enum Kind: String, Sendable {
+        /// TCP connect or TLS setup/handshake failed.
+        case connectFailed
+        /// The emulator sent an `error` frame (see `code`, `fatal`, `frame`).
+        case server
+        /// No answer within the timeout.
+        case timeout
+        /// The connection is closed (by the peer, after an I/O error, or never opened).
+        case notConnected
+        /// A newer connection with the same device id took over (`replaced`).
+        case replaced
+        /// The emulator sent a line that is not a JSON object with a "type".
+        case badFrame
+        /// The emulator sent a line longer than 1 MiB; the connection was closed.
+        case lineTooLong
+        /// The call itself was wrong (e.g. connect while connected, an unknown app).
+        case usage
+    }
+
+    public let kind: Kind
+    public let message: String
+    /// The server's error code (`bad_request`, `unknown_type`, …) for `.server`.
+    public let code: String?
+    /// The server said it closes the connection after this error.
+    public let fatal: Bool
+    /// The server's `error` frame, for `.server`.
+    public let frame: JSONObject?
+
+    public init(_ kind: Kind, _ message: String, code: String? = nil, fatal: Bool = false, frame: JSONObject? = nil) {
+        self.kind = kind
+        self.message = message
+        self.code = code
+        self.fatal = fatal
+        self.frame = frame
+    }
+
+    /// Builds the error for a server `error` frame.
+    public init(serverFrame frame: JSONObject) {
+        let code = frame["code"]?.stringValue ?? "unknown"
+        self.init(.server, frame["message"]?.stringValue ?? "", code: code, fatal: frame["fatal"]?.boolValue ?? false,
+                  frame: frame)
+    }
+
+    public var description: String {
+        switch kind {
+        case .server:
+            return "emulator error \(code ?? "unknown")\(fatal ? " (fatal)" : ""): \(message)"
+        default:
+            return message
+        }
+    }
+}
+
+/// A device → emulator frame (besides `hello`, which `SimulatedDevice` builds itself).
+public enum DeviceRequest: Sendable {
+    case app(bundleID: String, appState: AppState? = nil, authorization: Authorization? = nil, backgroundMode: Bool? = nil)
+    case device(lowPowerMode: Bool)
+    case install(DeviceApp)
+    case uninstall(bundleID: String)
+    case rotate(bundleID: String)
+    case erase
+    case restore(fromDeviceID: String)
+    case tap(apnsID: String)
+    case ping
+    case ack(id: Int64)
+
+    /// The frame as sent on the wire (without the line end).
+    public var frame: JSONValue {
+        var object = JSONObject()
+        switch self {
+        case .app(let bundleID, let appState, let authorization, let backgroundMode):
+            object["type"] = "app"
+            object["bundleId"] = .string(bundleID)
+            if let appState { object["appState"] = .string(appState.rawValue) }
+            if let authorization { object["authorization"] = .string(authorization.rawValue) }
+            if let backgroundMode { object["backgroundMode"] = .bool(backgroundMode) }
+        case .device(let lowPowerMode):
+            object["type"] = "device"
+            object["lowPowerMode"] = .bool(lowPowerMode)
+        case .install(let app):
+            object["type"] = "install"
+            object.members.append(contentsOf: app.protocolFields.members)
+        case .uninstall(let bundleID):
+            object["type"] = "uninstall"
+            object["bundleId"] = .string(bundleID)
+        case .rotate(let bundleID):
+            object["type"] = "rotate"
+            object["bundleId"] = .string(bundleID)
+        case .erase:
+            object["type"] = "erase"
+        case .restore(let fromDeviceID):
+            object["type"] = "restore"
+            object["fromDeviceId"] = .string(fromDeviceID)
+        case .tap(let apnsID):
+            object["type"] = "tap"
+            object["apnsId"] = .string(apnsID)
+        case .ping:
+            object["type"] = "ping"
+        case .ack(let id):
+            object["type"] = "ack"
+            object["id"] = .int(id)
+        }
+        return .object(object)
+    }
+}

@@ -1,0 +1,253 @@
+import APNsCore
+import Foundation
+import Glibc
+import HTTP2
+import Networking
+import ProviderClient
+import Testing
+
+/// Reads a server-sent event stream from the admin API on a raw socket.
+final class EventStreamReader {
+    let fd: Int32
+    private var buffer = ""
+
+    init(_ emulator: EmulatorProcess, query: String = "") throws {
+        fd = try Socket.connect(to: try emulator.address("admin"))
+        Socket.setTimeouts(fd, milliseconds: 200)
+        let request = "GET /api/v1/events\(query) HTTP/1.1\r\nHost: x\r\n\r\n"
+        _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+    }
+
+    deinit { close(fd) }
+
+    /// The data of the next event of `type`, within the timeout.
+    func next(_ type: String, timeout: TimeInterval = 5) -> JSONValue? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            while let range = buffer.range(of: "\n\n") {
+                let block = String(buffer[..<range.lowerBound])
+                buffer.removeSubrange(..<range.upperBound)
+                let lines = block.split(separator: "\n")
+                guard lines.contains("event: \(type)") else { continue }
+                if let data = lines.first(where: { $0.hasPrefix("data: ") }) {
+                    return (try? JSONValue.parse(String(data.dropFirst(6)))) ?? .null
+                }
+            }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n > 0 { buffer += String(decoding: chunk[0..<n], as: UTF8.self) }
+        }
+        return nil
+    }
+}
+
+@Suite("Control plane: inspection API")
+struct ControlPlaneTests {
+    @Test func infoTellsVersionUptimeAddressesAndCounts() throws {
+        let emulator = try EmulatorProcess()
+        _ = try emulator.createDevice()
+        let info = try emulator.admin("GET", "/api/v1/info")
+        #expect(info.status == 200)
+        #expect(info.json["version"]?.stringValue?.isEmpty == false)
+        #expect(info.json["uptimeSeconds"]?.intValue != nil)
+        #expect(info.json["addresses"]?["sandbox"]?.stringValue == emulator.ready["sandbox"]?.stringValue)
+        #expect(info.json["counts"]?["devices"]?.intValue == 1)
+        let openapi = try emulator.admin("GET", "/api/v1/openapi.json")
+        #expect(openapi.json["openapi"]?.stringValue == "3.0.3")
+        #expect(openapi.json["paths"]?["/api/v1/notifications/wait"] != nil)
+    }
+
+    @Test func filtersLatestLookupAndDelete() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        var ok = try emulator.push(device.token)
+        ok.pushType = "alert"
+        let first = APNsResult(try connection.send(ok.request))
+        var background = try emulator.push(device.token, payload: #"{"aps":{"content-available":1}}"#)
+        background.pushType = "background"
+        background.priority = "5"
+        _ = try connection.send(background.request)
+        let before = Int64(Date().timeIntervalSince1970 * 1000)
+        usleep(5000)
+        let bad = APNsResult(try connection.send(try emulator.push("00ff").request))
+        #expect(bad.reason == "BadDeviceToken")
+
+        #expect(try emulator.admin("GET", "/api/v1/notifications?status=400").json["notifications"]?.arrayValue?.count == 1)
+        #expect(try emulator.admin("GET", "/api/v1/notifications?reason=BadDeviceToken").json["notifications"]?.arrayValue?.count == 1)
+        #expect(try emulator.admin("GET", "/api/v1/notifications?pushType=background").json["notifications"]?.arrayValue?.count == 1)
+        #expect(try emulator.admin("GET", "/api/v1/notifications?outcome=rejected").json["notifications"]?.arrayValue?.count == 1)
+        #expect(try emulator.admin("GET", "/api/v1/notifications?environment=production").json["notifications"]?.arrayValue?.count == 0)
+        #expect(try emulator.admin("GET", "/api/v1/notifications?since=\(before)").json["notifications"]?.arrayValue?.count == 1)
+        let iso = RFC3339.format(milliseconds: before)
+        #expect(try emulator.admin("GET", "/api/v1/notifications?since=\(iso)").json["notifications"]?.arrayValue?.count == 1)
+        #expect(try emulator.admin("GET", "/api/v1/notifications?outcome=nonsense").status == 400)
+
+        let latest = try emulator.admin("GET", "/api/v1/notifications/latest?token=\(device.token)")
+        #expect(latest.json["pushType"]?.stringValue == "background")
+        #expect(try emulator.admin("GET", "/api/v1/notifications/latest?topic=none").status == 404)
+        let byID = try emulator.admin("GET", "/api/v1/notifications/\(first.apnsID!)")
+        #expect(byID.json["apnsId"]?.stringValue == first.apnsID)
+        #expect(byID.json["response"]?["status"]?.intValue == 200)
+        #expect(byID.json["jwt"]?["verified"] == true)
+        let byUnique = try emulator.admin("GET", "/api/v1/notifications/\(first.uniqueID!)")
+        #expect(byUnique.json["apnsId"]?.stringValue == first.apnsID)
+        #expect(try emulator.admin("GET", "/api/v1/notifications/NOPE").status == 404)
+
+        let deleted = try emulator.admin("DELETE", "/api/v1/notifications?status=400")
+        #expect(deleted.json["deleted"]?.intValue == 1)
+        #expect(try emulator.notifications().count == 2)
+    }
+
+    @Test func waitReturnsTheNextMatchOrAnEarlierOneWithSinceOr408() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        nonisolated(unsafe) var waited: EmulatorProcess.AdminReply?
+        let started = Date()
+        let thread = Thread { waited = try? emulator.admin("GET", "/api/v1/notifications/wait?token=\(device.token)&timeout=10") }
+        thread.start()
+        usleep(300_000)
+        let pushed = APNsResult(try connection.send(try emulator.push(device.token).request))
+        while waited == nil && Date().timeIntervalSince(started) < 10 { usleep(10_000) }
+        #expect(waited?.status == 200)
+        #expect(waited?.json["apnsId"]?.stringValue == pushed.apnsID)
+        #expect(Date().timeIntervalSince(started) < 5)
+
+        // With since, an earlier record counts.
+        let since = try emulator.admin("GET", "/api/v1/notifications/wait?token=\(device.token)&timeout=1&since=0")
+        #expect(since.status == 200)
+        #expect(since.json["apnsId"]?.stringValue == pushed.apnsID)
+        // Nothing matches: 408 after the timeout.
+        let timeoutStart = Date()
+        let none = try emulator.admin("GET", "/api/v1/notifications/wait?token=abcd&timeout=0.5")
+        #expect(none.status == 408)
+        #expect(Date().timeIntervalSince(timeoutStart) >= 0.45)
+    }
+
+    @Test func eventsStreamEveryRecordAsItHappens() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let stream = try EventStreamReader(emulator)
+        usleep(200_000)
+        let pushed = APNsResult(try emulator.connect().send(try emulator.push(device.token).request))
+        let event = try #require(stream.next("notification"))
+        #expect(event["apnsId"]?.stringValue == pushed.apnsID)
+        #expect(event["token"]?.stringValue == device.token)
+        #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
+        #expect(stream.next("reset") != nil)
+    }
+
+    @Test func devicesGoOfflineAndOnlineAndTokensCanBeSetDirectly() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)", body: ["online": false]).json["online"] == false)
+        let stored = APNsResult(try connection.send(try emulator.push(device.token).request))
+        #expect(stored.status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(stored.apnsID!)").json["outcome"] == "stored")
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)", body: ["online": true]).json["online"] == true)
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(stored.apnsID!)").json["outcome"] == "delivered")
+
+        // App settings decide what a virtual device does.
+        let patched = try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)",
+                                         body: ["authorization": "denied", "appState": "foreground"])
+        #expect(patched.json["authorization"] == "denied")
+        let denied = APNsResult(try connection.send(try emulator.push(device.token).request))
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(denied.apnsID!)").json["outcome"] == "dropped-by-system")
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)",
+                                   body: ["appState": "sleeping"]).status == 400)
+
+        // Token states set directly.
+        let since: Int64 = 1_700_000_000_123
+        #expect(try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "unregistered", "since": .int(since)]).status == 200)
+        let gone = APNsResult(try connection.send(try emulator.push(device.token).request))
+        #expect(gone.status == 410)
+        #expect(gone.timestampMs == since)
+        _ = try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "expired"])
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).reason == "ExpiredToken")
+        _ = try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "rate-limited"])
+        let limited = APNsResult(try connection.send(try emulator.push(device.token).request))
+        #expect(limited.status == 429)
+        #expect(limited.reason == "TooManyRequests")
+        _ = try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "active"])
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        #expect(try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "asleep"]).status == 400)
+        #expect(try emulator.admin("PUT", "/api/v1/tokens/00aa/state", body: ["state": "expired"]).status == 404)
+    }
+
+    @Test func reinstallRotateEraseAndRestoreGiveNewTokens() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        let reinstalled = try emulator.admin("POST", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)/reinstall")
+        let second = try #require(reinstalled.json["tokens"]?.arrayValue?.first?["token"]?.stringValue)
+        #expect(second != device.token)
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 410)
+        #expect(APNsResult(try connection.send(try emulator.push(second).request)).status == 200)
+        let rotated = try emulator.admin("POST", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)/rotate")
+        let third = try #require(rotated.json["tokens"]?.arrayValue?.first?["token"]?.stringValue)
+        #expect(APNsResult(try connection.send(try emulator.push(second).request)).status == 410)
+        let other = try emulator.createDevice()
+        let restored = try emulator.admin("POST", "/api/v1/devices/\(other.deviceID)/restore", body: ["fromDeviceId": .string(device.deviceID)])
+        #expect(restored.status == 200)
+        let fourth = try #require(restored.json["tokens"]?.arrayValue?.first?["token"]?.stringValue)
+        #expect(APNsResult(try connection.send(try emulator.push(third).request)).status == 410)
+        #expect(APNsResult(try connection.send(try emulator.push(fourth).request)).status == 200)
+        let erased = try emulator.admin("POST", "/api/v1/devices/\(other.deviceID)/erase")
+        #expect(erased.json["apps"]?.arrayValue?.isEmpty == true)
+        #expect(APNsResult(try connection.send(try emulator.push(fourth).request)).status == 410)
+        #expect(try emulator.admin("POST", "/api/v1/devices/nobody/erase").status == 404)
+    }
+
+    @Test func keysAndAppsAtRunTime() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice(bundleID: "com.runtime.app")
+        let key = ProviderSigningKey(teamID: "RUNTIME001", keyID: "RUNKEY0001", privateKey: try .generate())
+        var push = try emulator.push(device.token, topic: "com.runtime.app")
+        push.providerToken = try key.token(issuedAt: Int64(Date().timeIntervalSince1970))
+        #expect(APNsResult(try emulator.connect().send(push.request)).reason == "InvalidProviderToken")
+        let added = try emulator.admin("POST", "/api/v1/keys", body: ["teamId": "RUNTIME001", "keyId": "RUNKEY0001",
+                                                                     "pem": .string(key.privateKey.publicKey.pem)])
+        #expect(added.status == 201)
+        #expect(added.json["kind"] == "team-scoped")
+        #expect(APNsResult(try emulator.connect().send(push.request)).reason == "TopicDisallowed")
+        #expect(try emulator.admin("POST", "/api/v1/apps", body: ["teamId": "RUNTIME001", "bundleId": "com.runtime.app"]).status == 201)
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(push.request)).status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/keys").json["keys"]?.arrayValue?.count == 2)
+        #expect(try emulator.admin("GET", "/api/v1/apps").json["apps"]?.arrayValue?.count == 2)
+        #expect(try emulator.admin("DELETE", "/api/v1/keys/RUNKEY0001").status == 200)
+        // The connection's cached verdict is dropped with the key.
+        #expect(APNsResult(try connection.send(push.request)).reason == "InvalidProviderToken")
+        #expect(try emulator.admin("DELETE", "/api/v1/apps/com.runtime.app").status == 200)
+        #expect(try emulator.admin("DELETE", "/api/v1/apps/com.runtime.app").status == 404)
+        #expect(try emulator.admin("POST", "/api/v1/keys", body: ["teamId": "X", "keyId": "Y", "pem": "garbage"]).status == 400)
+    }
+
+    @Test func metricsCountWhatHappened() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        for _ in 0..<3 { _ = try connection.send(try emulator.push(device.token).request) }
+        _ = try connection.send(try emulator.push("00ff").request)
+        let reply = try emulator.admin("GET", "/metrics")
+        #expect(reply.status == 200)
+        let text = reply.raw
+        #expect(text.contains(#"apns_emulator_notifications_total{status="200",reason="",push_type="alert",environment="sandbox"} 3"#))
+        #expect(text.contains(#"apns_emulator_notifications_total{status="400",reason="BadDeviceToken""#))
+        #expect(text.contains(#"apns_emulator_delivery_outcomes_total{outcome="delivered"} 3"#))
+        #expect(text.contains(#"apns_emulator_jwt_verifications_total{result="valid"} 1"#))
+        #expect(text.contains("apns_emulator_provider_connections 1"))
+        #expect(text.contains("apns_emulator_streams_total 4"))
+        #expect(text.contains("apns_emulator_request_duration_seconds_count 4"))
+        #expect(text.contains(#"apns_emulator_request_duration_seconds_bucket{le="+Inf"} 4"#))
+        #expect(text.contains("# TYPE apns_emulator_device_connections gauge"))
+        // A reset zeroes counters but keeps the connection.
+        _ = try emulator.admin("POST", "/api/v1/reset")
+        let after = try emulator.admin("GET", "/metrics").raw
+        #expect(!after.contains("apns_emulator_notifications_total{"))
+        #expect(after.contains("apns_emulator_streams_total 0"))
+        #expect(after.contains("apns_emulator_provider_connections 1"))
+    }
+}

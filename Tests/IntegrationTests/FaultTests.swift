@@ -1,0 +1,157 @@
+import APNsCore
+import Foundation
+import HTTP2
+import ProviderClient
+import Testing
+
+/// Every fault action, observed with a real HTTP/2 client.
+@Suite("Fault injection over the wire")
+struct FaultTests {
+    func addRule(_ emulator: EmulatorProcess, _ rule: JSONValue) throws -> String {
+        let reply = try emulator.admin("POST", "/api/v1/faults", body: rule)
+        #expect(reply.status == 201, "\(reply.raw)")
+        return reply.json["id"]?.stringValue ?? ""
+    }
+
+    @Test func statusAndReasonForTheFirstNThenNormal() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        _ = try addRule(emulator, ["match": ["token": .string(device.token)],
+                                   "action": ["status": 500, "reason": "InternalServerError"], "times": 2])
+        let connection = try emulator.connect()
+        let results = try (0..<3).map { _ in APNsResult(try connection.send(try emulator.push(device.token).request)) }
+        #expect(results.map(\.status) == [500, 500, 200])
+        #expect(results[0].reason == "InternalServerError")
+        #expect(results[0].response.dataFrameCount == 1)
+        let rules = try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue ?? []
+        #expect(rules.first?["fired"]?.intValue == 2)
+        #expect(rules.first?["matched"]?.intValue == 3)
+        let record = try emulator.admin("GET", "/api/v1/notifications/\(results[0].apnsID!)")
+        #expect(record.json["fault"]?.stringValue == rules.first?["id"]?.stringValue)
+        // Another token is not matched.
+        let other = try emulator.createDevice()
+        #expect(APNsResult(try connection.send(try emulator.push(other.token).request)).status == 200)
+    }
+
+    @Test func afterSkipsTheFirstMatches() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        _ = try addRule(emulator, ["match": ["topic": .string(EmulatorProcess.bundleID)], "action": ["unavailable": true], "after": 1])
+        let connection = try emulator.connect()
+        let results = try (0..<3).map { _ in APNsResult(try connection.send(try emulator.push(device.token).request)) }
+        #expect(results.map(\.status) == [200, 503, 503])
+        #expect(results[1].reason == "ServiceUnavailable")
+    }
+
+    @Test func probabilityWithASeedIsReproducible() throws {
+        func pattern() throws -> [Int] {
+            let emulator = try EmulatorProcess()
+            let device = try emulator.createDevice()
+            _ = try addRule(emulator, ["match": [:], "action": ["status": 500], "probability": 0.5, "seed": 42])
+            let connection = try emulator.connect()
+            return try (0..<20).map { _ in APNsResult(try connection.send(try emulator.push(device.token).request)).status }
+        }
+        let first = try pattern()
+        let second = try pattern()
+        #expect(first == second)
+        #expect(first.contains(500) && first.contains(200))
+    }
+
+    @Test func delayIsMeasuredOnTheWire() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        _ = try addRule(emulator, ["match": ["pushType": "alert"], "action": ["delayMs": 400]])
+        let connection = try emulator.connect()
+        _ = try connection.send(try emulator.push(device.token).request)  // warm up the connection
+        let start = Date()
+        let result = APNsResult(try connection.send(try emulator.push(device.token).request))
+        let elapsed = Date().timeIntervalSince(start)
+        #expect(result.status == 200)
+        #expect(elapsed >= 0.39, "answered after \(elapsed) s")
+        #expect(elapsed < 3)
+    }
+
+    @Test func rstStreamIsSeenOnTheWireAndTheConnectionLives() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        _ = try addRule(emulator, ["match": ["priority": 5], "action": ["rstStream": 2]])
+        let connection = try emulator.connect()
+        var low = try emulator.push(device.token)
+        low.priority = "5"
+        let reset = try connection.send(low.request)
+        #expect(reset.resetErrorCode == HTTP2ErrorCode.internalError)
+        #expect(reset.status == nil)
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+    }
+
+    @Test func goAwayCarriesReasonAndLastStreamID() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        _ = try addRule(emulator, ["match": ["environment": "sandbox"],
+                                   "action": ["goAway": ["reason": "Shutdown", "lastStreamId": 0, "errorCode": 0]]])
+        let connection = try emulator.connect()
+        _ = try? connection.send(try emulator.push(device.token).request, timeoutMilliseconds: 2000)
+        try connection.pump(timeoutMilliseconds: 2000) { connection.session.goAway != nil }
+        let goAway = try #require(connection.session.goAway)
+        #expect(goAway.errorCode == 0)
+        #expect(goAway.lastStreamID == 0)
+        #expect(String(decoding: goAway.debugData, as: UTF8.self) == #"{"reason":"Shutdown"}"#)
+    }
+
+    @Test func closeConnectionDropsTheSocket() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        _ = try addRule(emulator, ["match": ["token": .string(device.token)], "action": ["close": true], "times": 1])
+        let connection = try emulator.connect()
+        #expect(throws: (any Error).self) { _ = try connection.send(try emulator.push(device.token).request, timeoutMilliseconds: 3000) }
+        #expect(connection.isClosed)
+        #expect(connection.session.goAway == nil, "closed without a GOAWAY")
+        #expect(APNsResult(try emulator.connect().send(try emulator.push(device.token).request)).status == 200)
+    }
+
+    @Test func maxConcurrentStreamsIsLoweredBySettings() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        _ = try connection.send(try emulator.push(device.token).request)
+        try connection.pump(timeoutMilliseconds: 2000) { connection.session.remoteMaxConcurrentStreams == 1000 }
+        _ = try addRule(emulator, ["match": [:], "action": ["maxConcurrentStreams": 1], "times": 1])
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        try connection.pump(timeoutMilliseconds: 2000) { connection.session.remoteMaxConcurrentStreams == 1 }
+        #expect(connection.session.remoteMaxConcurrentStreams == 1)
+    }
+
+    @Test func rulesAreOrderedAndCanBeRemoved() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let first = try addRule(emulator, ["match": ["token": .string(device.token)], "action": ["status": 429, "reason": "TooManyRequests"]])
+        _ = try addRule(emulator, ["match": [:], "action": ["status": 500]])
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).reason == "TooManyRequests")
+        #expect(try emulator.admin("DELETE", "/api/v1/faults/\(first)").status == 200)
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).reason == "InternalServerError")
+        #expect(try emulator.admin("DELETE", "/api/v1/faults").status == 200)
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        #expect(try emulator.admin("DELETE", "/api/v1/faults/nope").status == 404)
+        #expect(try emulator.admin("POST", "/api/v1/faults", body: ["match": [:], "action": [:]]).status == 400)
+        #expect(try emulator.admin("POST", "/api/v1/faults", body: ["action": ["status": 500], "times": 0]).status == 400)
+    }
+
+    @Test func faultsFileAndResetBringTheConfiguredRulesBack() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("faults-\(UUID().uuidString).json").path
+        try #"[{"match": {"pushType": "voip"}, "action": {"status": 500, "reason": "InternalServerError"}}]"#
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let emulator = try EmulatorProcess(["--faults", path])
+        #expect(try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.count == 1)
+        _ = try emulator.admin("DELETE", "/api/v1/faults")
+        _ = try emulator.admin("POST", "/api/v1/faults", body: ["action": ["status": 503]])
+        _ = try emulator.admin("POST", "/api/v1/reset")
+        let after = try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue ?? []
+        #expect(after.count == 1)
+        #expect(after.first?["match"]?["pushType"] == "voip")
+        let bad = try run(EmulatorProcess.binary, ["serve", "--quiet", "--faults", "/nope.json"])
+        #expect(bad.status != 0)
+        #expect(bad.err.contains("--faults"))
+    }
+}
