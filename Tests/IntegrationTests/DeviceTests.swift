@@ -1,0 +1,284 @@
+import APNsCore
+import Foundation
+import Glibc
+import ProviderClient
+import Synchronization
+import Testing
+
+/// Collects JSON lines from a pipe (chunks may split lines).
+final class LineCollector: Sendable {
+    private struct State {
+        var partial = ""
+        var lines: [JSONValue] = []
+    }
+    private let state = Mutex(State())
+
+    func feed(_ data: Data) {
+        state.withLock { s in
+            s.partial += String(decoding: data, as: UTF8.self)
+            while let newline = s.partial.firstIndex(of: "\n") {
+                let line = String(s.partial[..<newline])
+                s.partial.removeSubrange(...newline)
+                if let value = try? JSONValue.parse(line) { s.lines.append(value) }
+            }
+        }
+    }
+
+    func withLines<T>(_ body: ([JSONValue]) -> T) -> T { state.withLock { body($0.lines) } }
+}
+
+/// A real `apns-emulator device` process: JSON lines from stdout, commands on stdin.
+final class DeviceProcess: @unchecked Sendable {
+    let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+    private let lines = LineCollector()
+    private var consumed = 0
+
+    init(_ emulator: EmulatorProcess, deviceID: String, environment: String = "sandbox", extra: [String] = []) throws {
+        process.executableURL = URL(fileURLWithPath: EmulatorProcess.binary)
+        process.arguments = ["device", "--connect", try emulator.address("device").description, "--device-id", deviceID,
+                             "--bundle", EmulatorProcess.bundleID, "--environment", environment] + extra
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        let collector = lines
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty { handle.readabilityHandler = nil } else { collector.feed(data) }
+        }
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    /// Sends one stdin command.
+    func command(_ text: String) {
+        input.fileHandleForWriting.write(Data((text + "\n").utf8))
+    }
+
+    /// The next event of `name` (events before it are consumed), within the timeout.
+    func next(_ name: String, timeout: TimeInterval = 5) -> JSONValue? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let store = lines.withLines { $0 }
+            var found: JSONValue?
+            while found == nil && consumed < store.count {
+                if store[consumed]["event"]?.stringValue == name { found = store[consumed] }
+                consumed += 1
+            }
+            if let found { return found }
+            usleep(5_000)
+        }
+        return nil
+    }
+
+    /// Whether an event of `name` arrives within the timeout (without consuming others).
+    func none(_ name: String, within timeout: TimeInterval) -> Bool {
+        let start = max(consumed, 0)
+        usleep(useconds_t(timeout * 1_000_000))
+        return lines.withLines { store in !store[min(start, store.count)...].contains { $0["event"]?.stringValue == name } }
+    }
+
+    func registeredToken() throws -> String {
+        let event = try #require(next("registered"), "the device printed no registered event")
+        return try #require(event["token"]?.stringValue)
+    }
+
+    func exitStatus(timeout: TimeInterval = 5) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+}
+
+@Suite("Simulated devices end to end (device CLI processes, real HTTP/2 provider)")
+struct DeviceTests {
+    @Test func onlineDeliveryWithCallbacksAndDisplay() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "phone-1", extra: ["--app-state", "foreground"])
+        let token = try device.registeredToken()
+        let result = APNsResult(try emulator.connect().send(
+            try emulator.push(token, payload: #"{"aps":{"alert":{"title":"Hi","body":"there"},"mutable-content":1}}"#).request))
+        #expect(result.status == 200)
+        let event = try #require(device.next("notification"))
+        #expect(event["apnsId"]?.stringValue == result.apnsID)
+        #expect(event["pushType"] == "alert")
+        #expect(event["payload"]?["aps"]?["alert"]?["title"] == "Hi")
+        #expect(event["callbacks"] == ["serviceExtension", "willPresent"])
+        #expect(event["display"] == "banner")
+        // Acked: the record says delivered.
+        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "delivered" })
+        // A tap runs didReceive.
+        device.command("tap \(result.apnsID!)")
+        #expect(device.next("tapped")?["callbacks"] == ["didReceive"])
+    }
+
+    @Test func offlineStoreAndForwardDeliversTheNewestOnReconnect() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "phone-2")
+        let token = try device.registeredToken()
+        device.command("offline")
+        #expect(device.next("offline") != nil)
+        let connection = try emulator.connect()
+        let first = APNsResult(try connection.send(try emulator.push(token, payload: #"{"aps":{"alert":"one"}}"#).request))
+        let second = APNsResult(try connection.send(try emulator.push(token, payload: #"{"aps":{"alert":"two"}}"#).request))
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(second.apnsID!)").json["outcome"] == "stored")
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(first.apnsID!)").json["outcome"] == "coalesced")
+        device.command("online")
+        let event = try #require(device.next("notification"))
+        #expect(event["apnsId"]?.stringValue == second.apnsID)
+        #expect(event["stored"] == true)
+        #expect(device.none("notification", within: 0.3))
+    }
+
+    @Test func expirationZeroIsNotStoredForAnOfflineDevice() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "phone-3")
+        let token = try device.registeredToken()
+        device.command("offline")
+        #expect(device.next("offline") != nil)
+        var push = try emulator.push(token)
+        push.expiration = "0"
+        let result = APNsResult(try emulator.connect().send(push.request))
+        #expect(result.status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "expired")
+        device.command("online")
+        #expect(device.next("online") != nil)
+        #expect(device.none("notification", within: 0.5))
+    }
+
+    @Test func collapseIDReplacesTheShownNotification() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "phone-4")
+        let token = try device.registeredToken()
+        let connection = try emulator.connect()
+        var first = try emulator.push(token, payload: #"{"aps":{"alert":"1-0"}}"#)
+        first.collapseID = "score"
+        let a = APNsResult(try connection.send(first.request))
+        #expect(device.next("notification") != nil)
+        var second = try emulator.push(token, payload: #"{"aps":{"alert":"2-0"}}"#)
+        second.collapseID = "score"
+        let b = APNsResult(try connection.send(second.request))
+        #expect(device.next("notification")?["collapseId"] == "score")
+        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(a.apnsID!)").json["outcome"] == "coalesced" })
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(b.apnsID!)").json["outcome"] == "delivered")
+    }
+
+    @Test func backgroundBudgetThrottlesWithoutALine() throws {
+        let emulator = try EmulatorProcess(["--background-budget-per-hour", "2"])
+        let device = try DeviceProcess(emulator, deviceID: "phone-5")
+        let token = try device.registeredToken()
+        let connection = try emulator.connect()
+        var results: [APNsResult] = []
+        for _ in 0..<4 {
+            var push = try emulator.push(token, payload: #"{"aps":{"content-available":1}}"#)
+            push.pushType = "background"
+            push.priority = "5"
+            results.append(APNsResult(try connection.send(push.request)))
+        }
+        #expect(results.allSatisfy { $0.status == 200 })
+        #expect(device.next("notification")?["callbacks"] == ["didReceiveRemoteNotification"])
+        #expect(device.next("notification") != nil)
+        #expect(device.none("notification", within: 0.5), "over-budget pushes print no line")
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(results[2].apnsID!)").json["outcome"] == "throttled")
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(results[3].apnsID!)").json["outcome"] == "deferred")
+    }
+
+    @Test func permissionDeniedAlertArrivesAndIsDropped() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "phone-6", extra: ["--authorization", "denied"])
+        let token = try device.registeredToken()
+        let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+        #expect(result.status == 200)
+        let event = try #require(device.next("notification"))
+        #expect(event["callbacks"] == [])
+        #expect(event["display"] == "none")
+        #expect(event["reason"]?.stringValue?.contains("denied") == true)
+        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "dropped-by-system" })
+        // Changing permission does not change the token.
+        device.command("permission authorized")
+        #expect(device.next("appUpdated")?["authorization"] == "authorized")
+        #expect(APNsResult(try emulator.connect().send(try emulator.push(token).request)).status == 200)
+        #expect(device.next("notification")?["display"] == "banner")
+    }
+
+    @Test func terminatedAppGetsItsBackgroundPushOnlyWhenLaunched() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "phone-7", extra: ["--app-state", "terminated"])
+        let token = try device.registeredToken()
+        var push = try emulator.push(token, payload: #"{"aps":{"content-available":1}}"#)
+        push.pushType = "background"
+        push.priority = "5"
+        let result = APNsResult(try emulator.connect().send(push.request))
+        #expect(result.status == 200)
+        #expect(device.none("notification", within: 0.5))
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "deferred")
+        device.command("foreground")
+        let event = try #require(device.next("notification"))
+        #expect(event["apnsId"]?.stringValue == result.apnsID)
+        #expect(event["callbacks"] == ["didReceiveRemoteNotification"])
+    }
+
+    @Test func uninstallThen410AndReinstallGivesANewToken() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "phone-8")
+        let token = try device.registeredToken()
+        device.command("uninstall")
+        let uninstalled = try #require(device.next("uninstalled"))
+        let at = try #require(uninstalled["unregisteredAt"]?.intValue)
+        let gone = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+        #expect(gone.status == 410)
+        #expect(gone.reason == "Unregistered")
+        #expect(gone.timestampMs == at)
+        device.command("reinstall")
+        let fresh = try device.registeredToken()
+        #expect(fresh != token)
+        #expect(APNsResult(try emulator.connect().send(try emulator.push(fresh).request)).status == 200)
+    }
+
+    @Test func newestConnectionWinsAndTheOldCLIExits() throws {
+        let emulator = try EmulatorProcess()
+        let first = try DeviceProcess(emulator, deviceID: "phone-9")
+        let token = try first.registeredToken()
+        let second = try DeviceProcess(emulator, deviceID: "phone-9")
+        #expect(try second.registeredToken() == token, "the same device id keeps its token")
+        #expect(first.next("replaced") != nil)
+        #expect(first.exitStatus() == 0)
+        let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+        #expect(second.next("notification")?["apnsId"]?.stringValue == result.apnsID)
+    }
+
+    @Test func abruptDisconnectLosesNothing() throws {
+        let emulator = try EmulatorProcess()
+        var device: DeviceProcess? = try DeviceProcess(emulator, deviceID: "phone-10")
+        let token = try device!.registeredToken()
+        // Kill the process outright: no goodbye.
+        kill(device!.process.processIdentifier, SIGKILL)
+        _ = device!.exitStatus()
+        device = nil
+        let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+        #expect(result.status == 200)
+        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "stored" })
+        let again = try DeviceProcess(emulator, deviceID: "phone-10")
+        #expect(try again.registeredToken() == token)
+        #expect(again.next("notification")?["apnsId"]?.stringValue == result.apnsID)
+        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "delivered" })
+    }
+
+    @Test func endOfStdinIsNotAQuit() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "phone-11")
+        let token = try device.registeredToken()
+        try device.process.standardInput.map { ($0 as! Pipe).fileHandleForWriting.closeFile() }
+        usleep(300_000)
+        #expect(device.process.isRunning)
+        let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+        #expect(device.next("notification")?["apnsId"]?.stringValue == result.apnsID)
+    }
+}
