@@ -170,6 +170,12 @@ public final class HTTP2ClientConnection {
         }
     }
 
+    /// Writes whatever the session has queued (submitted requests) without waiting.
+    public func flushOutput() throws(ClientError) {
+        session.drainOutput(into: &output)
+        try flush()
+    }
+
     /// Takes a finished response, if it has arrived.
     public func response(for stream: Int32) -> HTTP2Response? { finished.removeValue(forKey: stream) }
 

@@ -58,6 +58,7 @@ switch command {
 case "serve": runServe(rest)
 case "send": runSend(rest)
 case "device": runDevice(rest)
+case "bench-latency": runLatencyBenchmark(rest)
 case "jwt": runJWT(rest)
 case "readyz": runReadyz(rest)
 case "certs": runCerts(rest)
