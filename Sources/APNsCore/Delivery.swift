@@ -133,7 +133,11 @@ extension World {
             setOutcome(notification.sequence, .droppedBySystem, "the app is no longer installed, so the device discards it")
             return []
         }
-        var budget = delivery.budgets[key] ?? BackgroundBudget(perHour: deliveryOptions.backgroundBudgetPerHour, nowMs: nowMs)
+        // Only background wakes need the budget; most pushes never look it up.
+        let wantsWake = notification.content.contentAvailable
+        var budget = wantsWake
+            ? delivery.budgets[key] ?? BackgroundBudget(perHour: deliveryOptions.backgroundBudgetPerHour, nowMs: nowMs)
+            : BackgroundBudget(perHour: 0, nowMs: nowMs)
         let decision = DeliveryRules.decide(pushType: notification.pushType, content: notification.content, app: app.settings,
                                             lowPowerMode: device.lowPowerMode, budgetAvailable: budget.available(nowMs: nowMs))
         switch decision {
@@ -143,12 +147,14 @@ extension World {
                            "a newer background push replaced it while it was held; the system keeps only the newest")
             }
             delivery.deferred[key] = (notification, reason)
-            delivery.budgets[key] = budget
+            if wantsWake { delivery.budgets[key] = budget }
             setOutcome(notification.sequence, .deferred, "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour))
             return []
         case .deliver(let verdict):
-            if verdict.usedBackgroundBudget { _ = budget.consume(nowMs: nowMs) }
-            delivery.budgets[key] = budget
+            if verdict.usedBackgroundBudget {
+                _ = budget.consume(nowMs: nowMs)
+                delivery.budgets[key] = budget
+            }
             if device.isVirtual {
                 settle(notification, verdict: verdict, nowMs: nowMs)
                 return []
@@ -192,15 +198,17 @@ extension World {
             $0.deliveredAtMs = nowMs
         }
         guard verdict.display != .none else { return }
-        var shown = delivery.shown[key] ?? []
-        if let collapse = notification.collapseID, let index = shown.firstIndex(where: { $0.collapseID == collapse }) {
-            setOutcome(shown[index].sequence, .coalesced,
+        if let collapse = notification.collapseID,
+            let index = delivery.shown[key]?.firstIndex(where: { $0.collapseID == collapse })
+        {
+            let replaced = delivery.shown[key]!.remove(at: index)
+            setOutcome(replaced.sequence, .coalesced,
                        "replaced in Notification Center by \(notification.apnsID) with the same apns-collapse-id")
-            shown.remove(at: index)
         }
-        shown.append(Shown(apnsID: notification.apnsID, collapseID: notification.collapseID, sequence: notification.sequence))
-        if shown.count > 64 { shown.removeFirst(shown.count - 64) }
-        delivery.shown[key] = shown
+        // Mutated in place: copying the list out and back would copy it on every delivery.
+        delivery.shown[key, default: []].append(
+            Shown(apnsID: notification.apnsID, collapseID: notification.collapseID, sequence: notification.sequence))
+        if delivery.shown[key]!.count > 64 { delivery.shown[key]!.removeFirst(delivery.shown[key]!.count - 64) }
     }
 
     mutating func setOutcome(_ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String) {

@@ -187,6 +187,10 @@ public struct RecordStore: Sendable {
     /// the ring's logical order finds one (they have gaps after a filtered delete).
     private func physicalIndex(of sequence: UInt64) -> Int? {
         let n = ring.count
+        guard n > 0 else { return nil }
+        // Most updates are for the record just appended.
+        let newest = (head + n - 1) % n
+        if ring[newest].sequence == sequence { return newest }
         var low = 0
         var high = n - 1
         while low <= high {

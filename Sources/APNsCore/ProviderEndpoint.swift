@@ -148,6 +148,7 @@ public final class ProviderEndpoint: Sendable {
             // Payload facts that need no state are worked out before taking the lock.
             let json = request.bodyLength > 0 && request.bodyLength == request.body.count
                 ? JSONValidator.check(request.body) : nil
+            let content = json == .object ? PushContent.read(request.body) : PushContent()
             // The evicted record is released after the lock is let go: freeing its strings and
             // arrays is the most expensive part of an append.
             let (sequence, stateful, _, frames) = state.withWorld {
@@ -182,7 +183,7 @@ public final class ProviderEndpoint: Sendable {
                 var frames: [DeviceFrame] = []
                 if let (entry, pushType) = accepted {
                     frames = routeAccepted(record, sequence: sequence, entry: entry, pushType: pushType, json: json,
-                                           now: now, world: &world)
+                                           content: content, now: now, world: &world)
                 }
                 return (sequence, rejection, evicted, frames)
             }
@@ -484,7 +485,7 @@ public final class ProviderEndpoint: Sendable {
     /// Hands an accepted notification to delivery (store, device, budget…). Returns the
     /// frames to write to device connections once the lock is released.
     private func routeAccepted(_ record: NotificationRecord, sequence: UInt64, entry: TokenEntry, pushType: PushType,
-                               json: JSONValidator.Verdict?, now: Int64, world: inout World) -> [DeviceFrame]
+                               json: JSONValidator.Verdict?, content: PushContent, now: Int64, world: inout World) -> [DeviceFrame]
     {
         if case .unregistered = entry.state {
             world.setOutcome(sequence, .droppedBySystem, "accepted; the app is no longer installed, so the device discards it")
@@ -503,7 +504,7 @@ public final class ProviderEndpoint: Sendable {
         let notification = PendingNotification(
             sequence: sequence, apnsID: record.apnsID, token: entry.token, topic: entry.topic, deviceID: entry.deviceID,
             bundleID: entry.bundleID, pushType: pushType, priority: record.priority, collapseID: record.collapseID,
-            storeUntilMs: storeUntil, payload: record.payload, content: PushContent.read(record.payload))
+            storeUntilMs: storeUntil, payload: record.payload, content: content)
         return world.route(notification, nowMs: now)
     }
 }
