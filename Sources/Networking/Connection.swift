@@ -63,9 +63,16 @@ public final class Connection: IOHandler {
             ready = true
             handler?.connectionDidBecomeReady(self)
         } else {
+            // A peer that never finishes the handshake must not hold a descriptor forever.
+            loop.schedule(afterMilliseconds: Self.handshakeTimeoutMs) { [weak self] in
+                guard let self, !self.ready else { return }
+                self.close()
+            }
             continueHandshake()
         }
     }
+
+    static let handshakeTimeoutMs: Int64 = 10_000
 
     public var negotiatedALPN: String? { tls?.negotiatedALPN }
     public var serverName: String? { tls?.requestedServerName }

@@ -1,6 +1,8 @@
 import APNsCore
 import Foundation
 import HTTP2
+import Glibc
+import Networking
 import ProviderClient
 import Testing
 
@@ -288,5 +290,29 @@ struct ProviderKeyTests {
         var inside = try emulator.push(other.token, topic: "com.example.other")
         inside.providerToken = try topicKey.token(issuedAt: now)
         #expect(APNsResult(try emulator.connect().send(inside.request)).status == 200)
+    }
+}
+
+@Suite("Robustness")
+struct RobustnessTests {
+    /// Garbage on every listener: the server answers or hangs up, and keeps serving.
+    @Test func garbageNeverWedgesTheServer() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let device = try emulator.createDevice()
+        for listener in ["sandbox", "h2cSandbox", "admin", "device"] {
+            let fd = try Socket.connect(to: try emulator.address(listener))
+            Socket.setTimeouts(fd, milliseconds: 2000)
+            var junk = [UInt8](repeating: 0, count: 4096)
+            for i in junk.indices { junk[i] = UInt8(truncatingIfNeeded: i &* 131 &+ 7) }
+            _ = junk.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            _ = recv(fd, &buffer, buffer.count, 0)
+            close(fd)
+        }
+        // Half-open connections that never speak do not block others.
+        let idle = try Socket.connect(to: try emulator.address("sandbox"))
+        defer { close(idle) }
+        #expect(APNsResult(try emulator.connect().send(try emulator.push(device.token).request)).status == 200)
+        #expect(try emulator.admin("GET", "/livez").status == 200)
     }
 }
