@@ -246,6 +246,14 @@ public final class Emulator: @unchecked Sendable {
         }
     }
 
+    /// A graceful stop: providers get GOAWAY `Shutdown`, as APNs sends before going away.
+    public func shutDown(graceMilliseconds: UInt32 = 300) {
+        ready.store(false, ordering: .releasing)
+        providers.shutDownConnections()
+        usleep(graceMilliseconds * 1000)
+        stop()
+    }
+
     public func stop() {
         ready.store(false, ordering: .releasing)
         group.stop()
@@ -330,11 +338,28 @@ final class ProviderServer: @unchecked Sendable {
         latency.reset()
     }
 
+    private struct Open: @unchecked Sendable {
+        weak var connection: ProviderConnection?
+        let loop: EventLoop
+    }
+    private let open = Mutex<[UInt64: Open]>([:])
+
     func connectionOpened(_ connection: ProviderConnection) {
         openConnections.add(1, ordering: .relaxed)
         connectionsTotal.add(1, ordering: .relaxed)
+        open.withLock { $0[connection.connection.id] = Open(connection: connection, loop: connection.connection.loop) }
     }
-    func connectionClosed(_ connection: ProviderConnection) { openConnections.subtract(1, ordering: .relaxed) }
+
+    /// Ends every provider connection with GOAWAY `{"reason":"Shutdown"}` (on its own loop).
+    func shutDownConnections() {
+        for entry in open.withLock({ Array($0.values) }) {
+            entry.loop.execute { entry.connection?.goAway(reason: .shutdown) }
+        }
+    }
+    func connectionClosed(_ connection: ProviderConnection) {
+        openConnections.subtract(1, ordering: .relaxed)
+        open.withLock { _ = $0.removeValue(forKey: connection.connection.id) }
+    }
 
     func log(_ message: @autoclosure () -> String) {
         guard !quiet else { return }

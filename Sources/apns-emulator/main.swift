@@ -88,6 +88,13 @@ func runServe(_ args: [String]) -> Never {
     } catch {
         fail(error.description)
     }
+    // SIGTERM and SIGINT end the emulator gracefully: they are blocked on every thread (the
+    // event loops inherit this mask) and the main thread waits for them below.
+    var stopSignals = sigset_t()
+    sigemptyset(&stopSignals)
+    sigaddset(&stopSignals, SIGTERM)
+    sigaddset(&stopSignals, SIGINT)
+    pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
     let emulator: Emulator
     do {
         emulator = try Emulator(configuration: configuration)
@@ -97,7 +104,11 @@ func runServe(_ args: [String]) -> Never {
     }
     if !configuration.quiet { print(Banner.text(for: emulator)) }
     fflush(nil)
-    while true { pause() }
+    // Providers get GOAWAY Shutdown before the process exits.
+    var received: Int32 = 0
+    sigwait(&stopSignals, &received)
+    emulator.shutDown()
+    exit(0)
 }
 
 // MARK: send

@@ -68,6 +68,8 @@ struct ControlPlaneTests {
         background.pushType = "background"
         background.priority = "5"
         _ = try connection.send(background.request)
+        // `since` is inclusive and in milliseconds: keep clear of the earlier pushes' millisecond.
+        usleep(5000)
         let before = Int64(Date().timeIntervalSince1970 * 1000)
         usleep(5000)
         let bad = APNsResult(try connection.send(try emulator.push("00ff").request))

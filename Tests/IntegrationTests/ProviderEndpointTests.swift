@@ -316,3 +316,18 @@ struct RobustnessTests {
         #expect(try emulator.admin("GET", "/livez").status == 200)
     }
 }
+
+@Suite("Shutdown")
+struct ShutdownTests {
+    @Test func sigtermSendsGoAwayShutdownAndExits() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        emulator.process.terminate()
+        try connection.pump(timeoutMilliseconds: 3000) { connection.session.goAway != nil }
+        #expect(String(decoding: connection.session.goAway?.debugData ?? [], as: UTF8.self) == #"{"reason":"Shutdown"}"#)
+        emulator.process.waitUntilExit()
+        #expect(emulator.process.terminationStatus == 0)
+    }
+}
