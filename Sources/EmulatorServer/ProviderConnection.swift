@@ -126,13 +126,7 @@ final class ProviderConnection: ConnectionHandler {
         case .resetStream(let code):
             session.submitRstStream(streamID: streamID, errorCode: code)
         case .goAway(let reason, let lastStreamID, let code):
-            var debug: [UInt8] = []
-            if let reason {
-                debug = Array(#"{"reason":"#.utf8)
-                JSONValue.writeString(reason, into: &debug)
-                debug.append(UInt8(ascii: "}"))
-            }
-            session.submitGoAway(errorCode: code, lastStreamID: lastStreamID, debugData: debug)
+            session.submitGoAway(errorCode: code, lastStreamID: lastStreamID, debugData: reason.map(Self.reasonJSON) ?? [])
             flushSession()
             connection.closeAfterFlush()
         case .closeConnection:
@@ -144,12 +138,17 @@ final class ProviderConnection: ConnectionHandler {
         connection.write { session.drainOutput(into: &$0) }
     }
 
+    /// `{"reason":"…"}`, the debug data APNs puts in its GOAWAY frames.
+    static func reasonJSON(_ reason: String) -> [UInt8] {
+        var debug = Array(#"{"reason":"#.utf8)
+        JSONValue.writeString(reason, into: &debug)
+        debug.append(UInt8(ascii: "}"))
+        return debug
+    }
+
     /// Ends the connection the way APNs does: GOAWAY carrying `{"reason":"…"}`.
     func goAway(reason: APNsReason, errorCode: UInt32 = HTTP2ErrorCode.noError) {
-        var debug = Array(#"{"reason":"#.utf8)
-        JSONValue.writeString(reason.rawValue, into: &debug)
-        debug.append(UInt8(ascii: "}"))
-        session.submitGoAway(errorCode: errorCode, lastStreamID: nil, debugData: debug)
+        session.submitGoAway(errorCode: errorCode, lastStreamID: nil, debugData: Self.reasonJSON(reason.rawValue))
         flushSession()
         connection.closeAfterFlush()
     }
