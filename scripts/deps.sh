@@ -5,7 +5,7 @@ set -euo pipefail
 
 want=(libnghttp2-dev libssl-dev pkg-config)
 case "${1:-build}" in
-  test)  want+=(nghttp2-client curl openssl) ;;
+  test)  want+=(nghttp2-client curl openssl chromium chromium-driver python3-selenium) ;;
   bench) want+=(nghttp2-client nghttp2-server curl openssl) ;;
 esac
 

@@ -167,7 +167,7 @@ private func selectH2(out: UnsafeMutablePointer<UnsafePointer<UInt8>?>?, outLeng
 public enum TLSIOResult: Equatable, Sendable {
     case ok(Int)          // bytes read/written (0 for a completed handshake)
     case wantRead, wantWrite
-    case closed           // peer sent close_notify or EOF
+    case closed           // peer sent close_notify, EOF, or reset the connection
     case failed(String)   // error text (OpenSSL queue drained into it)
 }
 
@@ -319,6 +319,9 @@ public final class TLSConnection: @unchecked Sendable {
             hadFatalError = true
             let queue = drainOpenSSLErrors()
             if queue.isEmpty && savedErrno == 0 { return .closed }  // EOF, 1.1.1-style
+            // A peer that closes with our data unread (e.g. TLS 1.3 session tickets) makes
+            // the kernel report a reset: it is the peer going away, like an EOF.
+            if savedErrno == ECONNRESET || savedErrno == EPIPE { return .closed }
             let reason = savedErrno != 0 ? String(cString: strerror(savedErrno)) : queue
             return .failed("\(operation) failed: \(reason)")
         case SSL_ERROR_SSL:

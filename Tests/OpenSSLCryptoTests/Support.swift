@@ -139,9 +139,27 @@ func handshakePair(server serverContext: TLSContext, client clientContext: TLSCo
                                 serverName: connection.requestedServerName, version: connection.protocolVersion,
                                 peerCertificate: connection.peerCertificateDER)
     }
-    async let serverOutcome = onThread { drive(server, fd: serverFD, after: serverAfterHandshake) }
-    async let clientOutcome = onThread { drive(client, fd: clientFD, after: clientAfterHandshake) }
-    return await (serverOutcome, clientOutcome)
+    return onTwoThreads({ drive(server, fd: serverFD, after: serverAfterHandshake) },
+                        { drive(client, fd: clientFD, after: clientAfterHandshake) })
+}
+
+/// A value handed from a thread to its joiner (the semaphore orders the accesses).
+final class Slot<T>: @unchecked Sendable {
+    var value: T?
+}
+
+/// Runs both closures at once on two new threads and waits for both. Unlike `async let`,
+/// this does not need a free thread in Swift's cooperative pool, which the suite's blocking
+/// integration tests can keep busy on a 2-core machine.
+func onTwoThreads<A: Sendable, B: Sendable>(_ a: @escaping @Sendable () -> A, _ b: @escaping @Sendable () -> B) -> (A, B) {
+    let first = Slot<A>()
+    let second = Slot<B>()
+    let done = DispatchSemaphore(value: 0)
+    Thread { first.value = a(); done.signal() }.start()
+    Thread { second.value = b(); done.signal() }.start()
+    done.wait()
+    done.wait()
+    return (first.value!, second.value!)
 }
 
 /// A CA + server certificate in a temporary directory, shared by a test.

@@ -142,18 +142,17 @@ struct TLSTests {
         defer { close(serverFD) }
         let server = try TLSConnection(context: serverContext, fd: serverFD, isServer: true)
         let client = try TLSConnection(context: clientContext, fd: clientFD, isServer: false)
-        async let serverResult = onThread { () -> TLSIOResult in
+        let (serverResult, clientResult) = onTwoThreads({ () -> TLSIOResult in
             guard server.handshake() == .ok(0) else { return .failed("handshake") }
             var buffer = [UInt8](repeating: 0, count: 100)
             return buffer.withUnsafeMutableBytes { server.read(into: $0) }
-        }
-        let clientResult = await onThread { () -> TLSIOResult in
+        }, { () -> TLSIOResult in
             let result = client.handshake()
             close(clientFD)  // abrupt: no close_notify
             return result
-        }
+        })
         #expect(clientResult == .ok(0))
-        #expect(await serverResult == .closed)
+        #expect(serverResult == .closed)
     }
 
     @Test func verifiedClientFailsAgainstUntrustedCA() async throws {

@@ -1,0 +1,56 @@
+import Foundation
+import Testing
+
+/// The web UI in a real headless browser: Tests/ui/test_ui.py drives Debian's Chromium through
+/// Selenium against the real binary (live timeline, detail pane, device controls, fault rules,
+/// reset) and writes a screenshot to .build/test-artifacts/ui.png.
+@Suite("Web UI")
+struct UITests {
+    static let python = "/usr/bin/python3"
+
+    /// What the browser test needs and is missing, as Debian package names.
+    static func missingPackages() -> [String] {
+        var missing: [String] = []
+        let fm = FileManager.default
+        if !fm.isExecutableFile(atPath: "/usr/bin/chromium") && which("chromium") == nil { missing.append("chromium") }
+        if !fm.isExecutableFile(atPath: "/usr/bin/chromedriver") && which("chromedriver") == nil { missing.append("chromium-driver") }
+        if !fm.isExecutableFile(atPath: python) || (try? run(python, ["-c", "import selenium"]))?.status != 0 {
+            missing.append("python3-selenium")
+        }
+        return missing
+    }
+
+    @Test func browserDrivesTheUI() throws {
+        let missing = Self.missingPackages()
+        guard missing.isEmpty else {
+            Issue.record("the web UI test needs the Debian packages \(missing.joined(separator: ", ")): run scripts/deps.sh test")
+            return
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let artifacts = root.appendingPathComponent(".build/test-artifacts")
+        try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
+        let screenshot = artifacts.appendingPathComponent("ui.png").path
+        try? FileManager.default.removeItem(atPath: screenshot)
+
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let arguments = [
+            root.appendingPathComponent("Tests/ui/test_ui.py").path,
+            "--admin", "http://\(try emulator.address("admin"))",
+            "--sandbox", "\(try emulator.address("sandbox"))",
+            "--ca", emulator.caPath,
+            "--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)",
+            "--topic", EmulatorProcess.bundleID,
+            "--token", device.token,
+            "--binary", EmulatorProcess.binary,
+            "--screenshot", screenshot,
+        ]
+        let result = try run(Self.python, arguments, timeout: 180)
+        #expect(result.status == 0, "browser test failed:\n\(result.out)\(result.err)\nemulator log:\n\(emulator.stderr)")
+        guard result.status == 0 else { return }
+
+        let png = try Data(contentsOf: URL(fileURLWithPath: screenshot))
+        #expect(png.count > 10_000, "screenshot is only \(png.count) bytes")
+        #expect(Array(png.prefix(8)) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], "screenshot is not a PNG")
+    }
+}

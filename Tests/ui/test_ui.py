@@ -1,0 +1,365 @@
+#!/usr/bin/python3
+"""Drives the emulator's web UI in headless Chromium (Debian's chromium + chromium-driver +
+python3-selenium; scripts/deps.sh test installs them) against a running emulator.
+
+  /usr/bin/python3 Tests/ui/test_ui.py --admin http://127.0.0.1:8197 --sandbox 127.0.0.1:2197 \
+      --ca certs/ca.pem --key TEAMID:KEYID:AuthKey.p8 --topic com.example.app --token HEX \
+      --binary .build/debug/apns-emulator --screenshot ui.png
+
+The token must belong to a device with the topic's app installed. Exits 0 when every check
+passes, 1 with a message naming the failed check otherwise, 2 when the browser stack is missing.
+"""
+import argparse
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+try:
+    from selenium import webdriver
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+except ImportError:
+    print("FAIL: python3-selenium is missing (run scripts/deps.sh test)", file=sys.stderr)
+    sys.exit(2)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+WIDTH, HEIGHT = 1400, 900
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def wait_for(what, predicate, timeout=3.0, interval=0.02):
+    """Polls predicate until it returns something truthy; fails naming `what` after timeout."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Failure:
+            raise
+        except Exception as e:  # a stale element during a re-render, a refused request, ...
+            last_error = e
+        if time.monotonic() > deadline:
+            raise Failure(f"timed out after {timeout:g} s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
+        time.sleep(interval)
+
+
+class Admin:
+    def __init__(self, base):
+        self.base = base.rstrip("/")
+
+    def call(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"} if data else {})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as e:
+            raise Failure(f"admin API {method} {path}: HTTP {e.code} {e.read().decode(errors='replace')}")
+
+    def get(self, path):
+        return self.call("GET", path)
+
+
+class UITest:
+    def __init__(self, args):
+        self.args = args
+        self.admin = Admin(args.admin)
+        self.driver = None
+        self.timings = {}
+
+    # -- helpers
+
+    def log(self, message):
+        print(f"  {message}", flush=True)
+
+    def js(self, script, *args):
+        return self.driver.execute_script(script, *args)
+
+    def css(self, selector):
+        return self.driver.find_elements(By.CSS_SELECTOR, selector)
+
+    def one(self, selector):
+        found = self.css(selector)
+        check(found, f"no element matches {selector}")
+        return found[0]
+
+    def send(self, payload, expect_ok=True, extra=(), token=None):
+        command = [self.args.binary, "send", "--host", self.args.sandbox, "--ca", self.args.ca, "--key", self.args.key,
+                   "--topic", self.args.topic, "--token", token or self.args.token, *extra, json.dumps(payload)]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        if expect_ok:
+            check(result.returncode == 0, f"send failed ({result.returncode}): {result.stdout}{result.stderr}")
+        apns_id = next((line.split(":", 1)[1].strip() for line in result.stdout.splitlines() if line.startswith("apns-id:")), None)
+        check(apns_id, f"send printed no apns-id: {result.stdout}{result.stderr}")
+        return apns_id, result
+
+    def row(self, apns_id):
+        found = self.css(f'#rows tr[data-apns-id="{apns_id}"]')
+        return found[0] if found else None
+
+    def open_record(self, apns_id):
+        row = wait_for(f"the row of {apns_id}", lambda: self.row(apns_id))
+        row.find_element(By.CSS_SELECTOR, "td.c-time").click()
+        wait_for(f"{apns_id} to be selected", lambda: self.js(
+            "const tr = document.querySelector('#rows tr.selected'); return tr && tr.dataset.apnsId === arguments[0];", apns_id))
+
+    def tab(self, name):
+        self.one(f"#tab-{name}").click()
+        wait_for(f"the {name} tab", lambda: self.one(f"#panel-{name}").is_displayed())
+
+    # -- the steps
+
+    def start_browser(self):
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--hide-scrollbars",
+                     f"--window-size={WIDTH},{HEIGHT}", "--disable-extensions", "--no-first-run"):
+            options.add_argument(flag)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        try:
+            self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        except WebDriverException as e:
+            raise Failure(f"could not start headless Chromium ({CHROMIUM} with {CHROMEDRIVER}); run scripts/deps.sh test: {e.msg}")
+        # The viewport itself is 1400x900 (the window size includes no browser chrome in headless mode, but be exact).
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                    {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+        self.driver.set_page_load_timeout(15)
+
+    def page_loads(self):
+        self.driver.get(self.args.admin.rstrip("/") + "/")
+        check(self.driver.title == "apns-emulator", f"page title is {self.driver.title!r}")
+        check(self.one("#timeline").is_displayed(), "the timeline is not visible")
+        wait_for("the event stream to be live", lambda: self.one("#conn").get_attribute("data-state") == "live", timeout=5)
+        wait_for("the header to show the version from /api/v1/info", lambda: self.one("#version").text.startswith("v"))
+        info = self.admin.get("/api/v1/info")
+        check(self.one("#version").text == f"v{info['version']}", "version in the header differs from /api/v1/info")
+        self.log(f"page loaded: version {info['version']}, event stream live")
+
+    def some_history(self):
+        # A few different records first, so the timeline (and the screenshot) shows the variety.
+        self.send({"aps": {"content-available": 1}, "sync": "inbox"}, extra=("--push-type", "background", "--priority", "5"))
+        self.send({"aps": {"alert": {"loc-key": "GAME_INVITE", "loc-args": ["Jenna"]}, "thread-id": "games"}})
+        self.send({"aps": {"alert": "x" * 4100}}, expect_ok=False)  # 413 PayloadTooLarge
+        self.send({"aps": {"alert": "hi"}}, expect_ok=False, token="00" * 32)  # 400 BadDeviceToken
+        wait_for("four rows", lambda: len(self.css("#rows tr")) >= 4)
+        statuses = sorted(td.text for td in self.css("#rows td.c-status"))
+        check(statuses == ["200", "200", "400", "413"], f"statuses in the timeline are {statuses}")
+        self.log("history: background, loc-key alert, 413 and 400 listed")
+
+    def live_row(self):
+        # Record, in the page, when each row first appears (Date.now(), the same clock as time.time()).
+        self.js("""
+            window.__rowSeen = {};
+            new MutationObserver((list) => {
+              for (const m of list) for (const n of m.addedNodes)
+                if (n.dataset && n.dataset.apnsId && !(n.dataset.apnsId in window.__rowSeen)) window.__rowSeen[n.dataset.apnsId] = Date.now();
+            }).observe(document.getElementById('rows'), {childList: true});""")
+        self.alert_title = f"UI test {int(time.time() * 1000) % 100000}"
+        self.alert_body = "Your order has shipped & is on its way <b>not bold</b>"
+        started = time.time()
+        apns_id, _ = self.send({"aps": {"alert": {"title": self.alert_title, "body": self.alert_body}, "badge": 3, "sound": "default"}})
+        answered = time.time()
+        seen = wait_for("the new row (within 1 s of the push being answered)",
+                        lambda: self.js("return window.__rowSeen[arguments[0]];", apns_id), timeout=max(0.0, answered + 1.0 - time.time()), interval=0.01)
+        latency = seen / 1000 - answered
+        self.timings["row after response"] = latency
+        self.timings["row after send started"] = seen / 1000 - started
+        check(latency <= 1.0, f"the row appeared {latency * 1000:.0f} ms after the response (limit 1000 ms)")
+        row = self.row(apns_id)
+        cells = [td.text for td in row.find_elements(By.CSS_SELECTOR, "td")]
+        check(cells[1] == "200", f"status cell is {cells[1]!r}")
+        check(cells[3] == "alert" and cells[4] == self.args.topic, f"type/topic cells are {cells[3:5]!r}")
+        check(cells[5] == f"{self.args.token[:6]}…{self.args.token[-4:]}", f"token cell is {cells[5]!r}")
+        check(cells[6] == "sbx" and cells[7] in ("delivered", "pending", "stored"), f"env/outcome cells are {cells[6:8]!r}")
+        self.alert_id = apns_id
+        self.log(f"row appeared {max(0, latency) * 1000:.0f} ms after the response ({self.timings['row after send started'] * 1000:.0f} ms after send started)")
+
+    def detail_pane(self):
+        self.open_record(self.alert_id)
+        preview = self.one("#lock-preview")
+        check(self.one("#lock-preview .notif-title").text == self.alert_title, f"preview title is {self.one('#lock-preview .notif-title').text!r}")
+        check(self.one("#lock-preview .notif-body").text == self.alert_body, f"preview body is {self.one('#lock-preview .notif-body').text!r}")
+        check(self.one("#preview-badge").text == "3", "the preview shows no badge 3")
+        check("default" in preview.text, "the preview does not mention the sound")
+        record = self.admin.get(f"/api/v1/notifications/{self.alert_id}")
+        meter = self.one("#size-bar [role=meter]")
+        check(meter.get_attribute("aria-valuenow") == str(record["payloadSize"]), f"size bar value {meter.get_attribute('aria-valuenow')} != payloadSize {record['payloadSize']}")
+        check(meter.get_attribute("aria-valuemax") == "4096", "size bar limit is not 4096 for an alert")
+        fill = self.js("return arguments[0].firstElementChild.getBoundingClientRect().width;", meter)
+        check(fill > 0, "the size bar is empty")
+        check(f"{record['payloadSize']} B of 4,096 B" in self.one("#size-bar").text, f"size label is {self.one('#size-bar').text!r}")
+        check(self.alert_title in self.one("#payload-json").text, "the payload JSON is not shown")
+        check(record["explanation"] in self.one("#explanation").text, "the explanation is not shown")
+        detail = self.one("#detail").get_attribute("textContent")  # includes collapsed sections
+        for needle in ("apns-unique-id", "signature verified", "apns-topic", record["keyId"] or "", record["apnsId"]):
+            check(needle in detail, f"the detail pane does not show {needle!r}")
+        self.log("detail pane: lock-screen preview, size bar, JSON, response, JWT and headers shown")
+
+    def escaping(self):
+        hostile = '<img src=x id=pwned onerror="window.__pwned=1">'
+        apns_id, _ = self.send({"aps": {"alert": {"title": hostile, "body": "<script>window.__pwned=2</script>"}}})
+        self.open_record(apns_id)
+        check(self.one("#lock-preview .notif-title").text == hostile, "hostile title not shown as text")
+        check(not self.css("#pwned") and not self.css("#detail script"), "payload text was inserted as HTML")
+        check(self.js("return window.__pwned === undefined;"), "payload script ran")
+        self.log("payload text is rendered as text, not HTML")
+
+    def keyboard_and_filters(self):
+        self.open_record(self.alert_id)
+        body = self.one("body")
+        selected = lambda: self.js("const tr = document.querySelector('#rows tr.selected'); return tr && tr.dataset.apnsId;")
+        body.send_keys("k")  # newer: the hostile record sent after it
+        wait_for("k to select the newer row", lambda: selected() not in (None, self.alert_id))
+        body.send_keys("j")
+        wait_for("j to select the older row again", lambda: selected() == self.alert_id)
+        # Free-text search hides what does not match.
+        search = self.one("#q")
+        search.send_keys(self.alert_title)
+        wait_for("the search to leave one row", lambda: len(self.css("#rows tr:not([hidden])")) == 1)
+        search.send_keys(Keys.CONTROL, "a")
+        search.send_keys(Keys.BACKSPACE)
+        wait_for("the search to be cleared", lambda: len(self.css("#rows tr:not([hidden])")) >= 2)
+        # Per-token view: click a token, everything sent to it; then back.
+        self.row(self.alert_id).find_element(By.CSS_SELECTOR, "button.tok").click()
+        wait_for("the token view", lambda: self.one("#scope").is_displayed() and "Token view" in self.one("#scope").text)
+        check(self.one('#filters [name="token"]').get_attribute("value") == self.args.token, "token filter not set")
+        wait_for("the token view to list the push", lambda: self.row(self.alert_id))
+        check("token=" in self.driver.current_url, "the token view is not in the URL")
+        self.one("#scope button.ghost").click()
+        wait_for("the token view to close", lambda: not self.one("#scope").is_displayed())
+        self.log("j/k, search and the per-token view work")
+
+    def screenshot(self):
+        self.open_record(self.alert_id)
+        time.sleep(0.3)  # let the fresh-row highlight settle
+        check(self.driver.save_screenshot(self.args.screenshot), f"could not write {self.args.screenshot}")
+        self.log(f"screenshot: {self.args.screenshot}")
+
+    def device_controls(self):
+        token = self.admin.get(f"/api/v1/tokens/{self.args.token}")
+        device, bundle = token["deviceId"], token["bundleId"]
+        self.tab("devices")
+        selector = f'select[data-field="appState"][data-device="{device}"][data-bundle="{bundle}"]'
+        current = self.one(selector).get_attribute("value")
+        target = "foreground" if current != "foreground" else "suspended"
+        Select(self.one(selector)).select_by_value(target)
+
+        def app_state():
+            d = self.admin.get(f"/api/v1/devices/{urllib.parse.quote(device)}")
+            return next(a for a in d["apps"] if a["bundleId"] == bundle)["appState"]
+        wait_for(f"the admin API to report appState {target}", lambda: app_state() == target)
+        wait_for("the UI to show the new app state", lambda: self.one(selector).get_attribute("value") == target)
+        # Offline, a push is stored; back online, the same row turns delivered (updated in place).
+        button = lambda: self.one(f'.device[data-device="{device}"] button[data-action="online"]')
+        button().click()
+        wait_for("the device to go offline", lambda: self.admin.get(f"/api/v1/devices/{urllib.parse.quote(device)}")["online"] is False)
+        wait_for("the button to offer going online", lambda: button().text == "Go online")
+        apns_id, _ = self.send({"aps": {"alert": "while you were offline"}})
+        outcome = lambda: [tr.find_element(By.CSS_SELECTOR, "td.c-outcome").get_attribute("textContent")
+                           for tr in self.css(f'#rows tr[data-apns-id="{apns_id}"]')]
+        wait_for("the row of the push to the offline device to show stored", lambda: outcome() == ["stored"])
+        button().click()
+        wait_for("the device to come back online", lambda: self.admin.get(f"/api/v1/devices/{urllib.parse.quote(device)}")["online"] is True)
+        wait_for("the same row to turn delivered", lambda: outcome() == ["delivered"])
+        self.log(f"device controls: appState {current} -> {target}; offline/online reached the emulator; stored -> delivered updated in place")
+
+    def fault_rules(self):
+        self.tab("faults")
+        form = self.one("#fault-form")
+        form.find_element(By.NAME, "token").send_keys(self.args.token)
+        Select(form.find_element(By.NAME, "kind")).select_by_value("respond")
+        for name, value in (("status", "500"), ("reason", "InternalServerError"), ("times", "1")):
+            field = form.find_element(By.NAME, name)
+            field.clear()
+            field.send_keys(value)
+        self.one("#add-fault").click()
+        rule = wait_for("the rule in GET /api/v1/faults", lambda: (self.admin.get("/api/v1/faults")["faults"] or [None])[0])
+        check(rule["match"].get("token") == self.args.token and rule["action"].get("status") == 500 and rule["times"] == 1,
+              f"the rule is not what the form said: {rule}")
+        row = lambda: self.css(f'#faults tr[data-id="{rule["id"]}"]')
+        wait_for("the rule to be listed", row)
+        # It fires: the push gets its 500 and the list counts it.
+        _, result = self.send({"aps": {"alert": "fault"}}, expect_ok=False)
+        check("500" in result.stdout, f"the fault rule did not answer 500: {result.stdout}")
+        wait_for("the fired count to reach 1", lambda: row() and row()[0].find_elements(By.CSS_SELECTOR, "td")[5].text == "1", timeout=6)
+        row()[0].find_element(By.CSS_SELECTOR, "button").click()
+        wait_for("the rule to be deleted in the API", lambda: self.admin.get("/api/v1/faults")["faults"] == [])
+        wait_for("the rule to leave the list", lambda: not row())
+        self.log(f"fault rule {rule['id']} added through the form, fired once, deleted")
+
+    def reset(self):
+        self.tab("timeline")
+        check(self.css("#rows tr"), "the timeline is empty before the reset")
+        self.one("#reset").click()
+        wait_for("the confirmation dialog", lambda: self.one("#confirm").get_attribute("open") is not None)
+        self.one("#confirm-ok").click()
+        wait_for("the timeline to empty", lambda: not self.css("#rows tr"))
+        check(self.admin.get("/api/v1/notifications")["notifications"] == [], "records remain after the reset")
+        check(self.one("#empty").is_displayed(), "no empty-state message after the reset")
+        self.log("reset emptied the timeline")
+
+    def console_is_clean(self):
+        errors = [entry for entry in self.driver.get_log("browser") if entry.get("level") == "SEVERE"]
+        # The fault step makes a push fail on purpose, but nothing in the page may log an error.
+        check(not errors, "browser console errors: " + "; ".join(e.get("message", "") for e in errors))
+
+    def run(self):
+        steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
+                 self.screenshot, self.device_controls, self.fault_rules, self.reset, self.console_is_clean]
+        began = time.monotonic()
+        self.start_browser()
+        try:
+            for step in steps:
+                try:
+                    step()
+                except Failure as e:
+                    raise Failure(f"{step.__name__}: {e}")
+                except WebDriverException as e:
+                    raise Failure(f"{step.__name__}: browser error: {e.msg}")
+        finally:
+            if self.driver:
+                self.driver.quit()
+        print(f"UI test passed in {time.monotonic() - began:.1f} s; new row "
+              f"{max(0, self.timings['row after response']) * 1000:.0f} ms after the response", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--admin", required=True, help="admin base URL, http://HOST:PORT")
+    parser.add_argument("--sandbox", required=True, help="sandbox provider listener HOST:PORT")
+    parser.add_argument("--ca", required=True, help="CA file to trust")
+    parser.add_argument("--key", required=True, help="TEAMID:KEYID:PATH of the provider key")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--token", required=True, help="a device token with the topic's app installed")
+    parser.add_argument("--binary", required=True, help="the apns-emulator binary (for its send command)")
+    parser.add_argument("--screenshot", required=True, help="PNG to write")
+    args = parser.parse_args()
+    args.token = args.token.lower()
+    try:
+        UITest(args).run()
+    except Failure as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
