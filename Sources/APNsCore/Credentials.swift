@@ -5,15 +5,18 @@
 /// - `environment` restricts a key to sandbox or production (Apple's 2025 keys); nil means both,
 ///   like the older team keys.
 /// - `relatedKeyID` names the one key a topic-specific key may share a connection with.
-public struct ProviderKey: Sendable {
-    public var teamID: String
-    public var keyID: String
-    public var environment: APNsEnvironment?
-    public var topics: Set<String>?
-    public var relatedKeyID: String?
-    public var verifier: any SignatureVerifier
+///
+/// An immutable class: requests pass keys around constantly, and one reference is far
+/// cheaper to copy than a struct of strings and an existential.
+public final class ProviderKey: Sendable {
+    public let teamID: String
+    public let keyID: String
+    public let environment: APNsEnvironment?
+    public let topics: Set<String>?
+    public let relatedKeyID: String?
+    public let verifier: any SignatureVerifier
     /// Where the key came from (a path, "config", "api"), for display.
-    public var source: String
+    public let source: String
 
     public init(teamID: String, keyID: String, environment: APNsEnvironment? = nil, topics: Set<String>? = nil,
                 relatedKeyID: String? = nil, verifier: any SignatureVerifier, source: String = "")

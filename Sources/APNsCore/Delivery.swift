@@ -58,13 +58,6 @@ struct AppKey: Hashable, Sendable {
     var bundleID: String
 }
 
-/// Notifications the user can see (for collapse ids and taps), newest last.
-struct Shown: Sendable {
-    var apnsID: String
-    var collapseID: String?
-    var sequence: UInt64
-}
-
 struct InFlight: Sendable {
     var connectionID: UInt64
     var notification: PendingNotification
@@ -79,7 +72,9 @@ public struct DeliveryState: Sendable {
     var batched: [(releaseAtMs: Int64, notification: PendingNotification)] = []
     var inflight: [UInt64: InFlight] = [:]
     var budgets: [AppKey: BackgroundBudget] = [:]
-    var shown: [AppKey: [Shown]] = [:]
+    /// Per app, the notification on screen for each `apns-collapse-id` (its record). Only
+    /// pushes with a collapse id touch it; taps find their notification in the journal.
+    var collapsed: [AppKey: [String: UInt64]] = [:]
     var recentPushes: [String: (windowStartMs: Int64, count: Int)] = [:]
     var nextDeliveryID: UInt64 = 1
 
@@ -105,7 +100,7 @@ extension World {
                        "accepted; priority \(notification.priority) is batched for power and delivered within \(deliveryOptions.lowPriorityDelayMs) ms")
             return []
         }
-        return deliverNow(notification, nowMs: nowMs)
+        return deliverNow(notification, nowMs: nowMs, device: device)
     }
 
     /// Keeps one notification per (device, app), the newest, until it expires.
@@ -127,9 +122,9 @@ extension World {
     }
 
     /// Applies the delivery rules and hands the notification to the device.
-    mutating func deliverNow(_ notification: PendingNotification, nowMs: Int64) -> [DeviceFrame] {
+    mutating func deliverNow(_ notification: PendingNotification, nowMs: Int64, device known: Device? = nil) -> [DeviceFrame] {
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
-        guard let device = registry.devices[notification.deviceID], let app = device.apps[notification.bundleID] else {
+        guard let device = known ?? registry.devices[notification.deviceID], let app = device.apps[notification.bundleID] else {
             setOutcome(notification.sequence, .droppedBySystem, "the app is no longer installed, so the device discards it")
             return []
         }
@@ -187,7 +182,6 @@ extension World {
     /// The final state of a notification the device has (acked, or a virtual device).
     /// Callbacks and display are kept as data; the words are put together when shown.
     mutating func settle(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64) {
-        let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
         counters.countOutcome(verdict.outcome)
         records.update(sequence: notification.sequence) {
             $0.outcome = verdict.outcome
@@ -197,18 +191,13 @@ extension World {
             $0.display = verdict.display.rawValue
             $0.deliveredAtMs = nowMs
         }
-        guard verdict.display != .none else { return }
-        if let collapse = notification.collapseID,
-            let index = delivery.shown[key]?.firstIndex(where: { $0.collapseID == collapse })
+        guard verdict.display != .none, let collapse = notification.collapseID else { return }
+        let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
+        if let older = delivery.collapsed[key, default: [:]].updateValue(notification.sequence, forKey: collapse),
+            older != notification.sequence
         {
-            let replaced = delivery.shown[key]!.remove(at: index)
-            setOutcome(replaced.sequence, .coalesced,
-                       "replaced in Notification Center by \(notification.apnsID) with the same apns-collapse-id")
+            setOutcome(older, .coalesced, "replaced in Notification Center by \(notification.apnsID) with the same apns-collapse-id")
         }
-        // Mutated in place: copying the list out and back would copy it on every delivery.
-        delivery.shown[key, default: []].append(
-            Shown(apnsID: notification.apnsID, collapseID: notification.collapseID, sequence: notification.sequence))
-        if delivery.shown[key]!.count > 64 { delivery.shown[key]!.removeFirst(delivery.shown[key]!.count - 64) }
     }
 
     mutating func setOutcome(_ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String) {
@@ -448,7 +437,7 @@ extension World {
         if let held = delivery.deferred.removeValue(forKey: key) {
             setOutcome(held.notification.sequence, .droppedBySystem, "discarded: \(why)")
         }
-        delivery.shown.removeValue(forKey: key)
+        delivery.collapsed.removeValue(forKey: key)
     }
 
     public mutating func rotateTokens(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
@@ -493,22 +482,23 @@ extension World {
         guard let device = registry.devices[deviceID] else {
             throw DeviceRequestError("bad_request", RegistryError.unknownDevice(deviceID).description)
         }
-        for bundleID in device.apps.keys.sorted() {
-            let key = AppKey(deviceID: deviceID, bundleID: bundleID)
-            guard let index = delivery.shown[key]?.firstIndex(where: { $0.apnsID == apnsID }),
-                let settings = device.apps[bundleID]?.settings
-            else { continue }
-            let shown = delivery.shown[key]!.remove(at: index)
-            let (callbacks, launched) = DeliveryRules.tap(app: settings)
-            // Tapping opens the app.
-            try? registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings.appState = .foreground }
-            records.update(sequence: shown.sequence) {
-                $0.callbacks.append(contentsOf: callbacks)
-                $0.explanation += "; tapped: " + callbacks.joined(separator: ", ") + (launched ? " after a cold launch" : "")
-            }
-            return (bundleID, callbacks, launched)
+        // On screen or in Notification Center: delivered with something to show, not replaced
+        // by a newer one with its collapse id, and not tapped yet (a tap removes it).
+        let shown = records.newestFirst(limit: 1) { r in
+            r.deviceID == deviceID && r.outcome == .delivered && r.display != nil && r.display != Display.none.rawValue
+                && !r.callbacks.contains(AppCallback.didReceive) && Hex.equalIgnoringCase(r.apnsID, apnsID)
+        }.first
+        guard let shown, let bundleID = shown.bundleID, let settings = device.apps[bundleID]?.settings else {
+            throw DeviceRequestError("bad_request", "no notification \(apnsID) is on screen or in Notification Center")
         }
-        throw DeviceRequestError("bad_request", "no notification \(apnsID) is on screen or in Notification Center")
+        let (callbacks, launched) = DeliveryRules.tap(app: settings)
+        // Tapping opens the app.
+        try? registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings.appState = .foreground }
+        records.update(sequence: shown.sequence) {
+            $0.callbacks.append(contentsOf: callbacks)
+            $0.explanation += "; tapped: " + callbacks.joined(separator: ", ") + (launched ? " after a cold launch" : "")
+        }
+        return (bundleID, callbacks, launched)
     }
 
     /// Time passes: stored notifications expire, batches and refilled budgets release.

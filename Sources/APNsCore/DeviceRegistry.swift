@@ -92,21 +92,26 @@ public struct DeviceRegistry: Sendable {
 
     public func token(_ hex: String) -> TokenEntry? { tokens[hex] }
 
+    /// Letters, digits, `-` and `.`, not starting or ending with a dot, no empty component.
+    /// Runs on every request's topic, so it walks the bytes directly.
     public static func isValidBundleID(_ bundle: String) -> Bool {
-        let utf8 = bundle.utf8
-        guard !utf8.isEmpty, utf8.count <= 255, utf8.first != UInt8(ascii: "."), utf8.last != UInt8(ascii: ".") else {
-            return false
-        }
-        var previousDot = false
-        for c in utf8 {
-            let isDot = c == UInt8(ascii: ".")
-            guard isDot || c == UInt8(ascii: "-") || (c >= 0x30 && c <= 0x39) || (c | 0x20 >= 0x61 && c | 0x20 <= 0x7A) else {
+        var bundle = bundle
+        return bundle.withUTF8 { bytes in
+            guard !bytes.isEmpty, bytes.count <= 255, bytes.first != UInt8(ascii: "."), bytes.last != UInt8(ascii: ".") else {
                 return false
             }
-            if isDot && previousDot { return false }
-            previousDot = isDot
+            var previousDot = false
+            for c in bytes {
+                let isDot = c == UInt8(ascii: ".")
+                let lower = c | 0x20
+                guard isDot || c == UInt8(ascii: "-") || (c >= 0x30 && c <= 0x39) || (lower >= 0x61 && lower <= 0x7A) else {
+                    return false
+                }
+                if isDot && previousDot { return false }
+                previousDot = isDot
+            }
+            return true
         }
-        return true
     }
 
     public mutating func newDeviceID() -> String { random.uniqueID() }

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Small byte-level encoders used on the request path (no Foundation, no regex).
 public enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
@@ -151,20 +153,49 @@ public enum CanonicalUUID {
     }
 
     static func format(_ high: UInt64, _ low: UInt64, uppercase: Bool) -> String {
-        let digits = uppercase ? Hex.upperDigits : Hex.lowerDigits
+        // Runs twice per request: straight-line writes through a raw pointer, no bounds checks.
+        let digits: StaticString = uppercase ? "0123456789ABCDEF" : "0123456789abcdef"
         return String(unsafeUninitializedCapacity: 36) { buffer in
-            var out = 0
-            for i in 0..<32 {
-                if i == 8 || i == 12 || i == 16 || i == 20 {
-                    buffer[out] = UInt8(ascii: "-")
-                    out += 1
+            let d = digits.utf8Start
+            let out = buffer.baseAddress!
+            @inline(__always) func put(_ word: UInt64, from first: Int, count: Int, at position: Int) {
+                for k in 0..<count {
+                    out[position + k] = d[Int((word >> UInt64(60 - (first + k) * 4)) & 0xF)]
                 }
-                let word = i < 16 ? high : low
-                let shift = UInt64(60 - (i % 16) * 4)
-                buffer[out] = digits[Int((word >> shift) & 0xF)]
-                out += 1
             }
-            return out
+            put(high, from: 0, count: 8, at: 0)
+            out[8] = UInt8(ascii: "-")
+            put(high, from: 8, count: 4, at: 9)
+            out[13] = UInt8(ascii: "-")
+            put(high, from: 12, count: 4, at: 14)
+            out[18] = UInt8(ascii: "-")
+            put(low, from: 0, count: 4, at: 19)
+            out[23] = UInt8(ascii: "-")
+            put(low, from: 4, count: 12, at: 24)
+            return 36
+        }
+    }
+}
+
+/// Byte-level ASCII helpers for the request path, where String's Unicode-aware operations
+/// cost hundreds of instructions each.
+public enum ASCII {
+    /// `text` starts with `prefix`, compared byte for byte.
+    @inline(__always)
+    public static func hasPrefix(_ text: String, _ prefix: StaticString) -> Bool {
+        let count = prefix.utf8CodeUnitCount
+        guard text.utf8.count >= count else { return false }
+        return text.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, prefix.utf8Start, count) == 0 }
+            ?? text.utf8.prefix(count).elementsEqual(UnsafeBufferPointer(start: prefix.utf8Start, count: count))
+    }
+
+    /// `text` ends with `suffix`, compared byte for byte.
+    @inline(__always)
+    public static func hasSuffix(_ text: Substring, _ suffix: [UInt8]) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            bytes.count >= suffix.count
+                && suffix.withUnsafeBufferPointer { memcmp(bytes.baseAddress! + bytes.count - $0.count, $0.baseAddress!, $0.count) == 0 }
         }
     }
 }

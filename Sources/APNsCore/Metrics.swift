@@ -1,4 +1,5 @@
-/// Counters kept with the state (so a reset clears them) for `/metrics`.
+/// Counters kept with the state (so a reset clears them) for `/metrics`. Counting runs once
+/// per request inside the state lock, so keys are plain integers, not strings to hash.
 public struct Counters: Sendable {
     public struct NotificationKey: Hashable, Sendable {
         public var status: Int
@@ -7,21 +8,82 @@ public struct Counters: Sendable {
         public var environment: APNsEnvironment
     }
 
-    public private(set) var notifications: [NotificationKey: UInt64] = [:]
-    /// Entries into each delivery state.
-    public private(set) var outcomes: [DeliveryOutcome: UInt64] = [:]
+    private static let reasons = APNsReason.allCases
+    private static let pushTypes = PushType.allCases
+    private static let environments = APNsEnvironment.allCases
+
+    /// status × 10⁶ + (reason index + 1) × 10³ + (push type index + 1) × 10 + environment index.
+    private var packed: [Int: UInt64] = [:]
+    /// Answers with a reason APNs does not have (fault rules may invent one).
+    private var unusual: [NotificationKey: UInt64] = [:]
+    /// Entries into each delivery state, by `DeliveryOutcome.allCases` index.
+    private var outcomeCounts = [UInt64](repeating: 0, count: DeliveryOutcome.allCases.count)
     /// Provider-token verifications (ES256 runs), by result: `valid` or the reason.
     public private(set) var jwtVerifications: [String: UInt64] = [:]
     public private(set) var faultsFired: [String: UInt64] = [:]
 
     public init() {}
 
-    mutating func countNotification(_ r: NotificationRecord) {
-        let key = NotificationKey(status: r.status, reason: r.reason ?? "", pushType: r.pushType ?? "", environment: r.environment)
-        notifications[key, default: 0] += 1
+    mutating func countNotification(status: Int, reason: APNsReason?, reasonText: String?, pushType: PushType?,
+                                     environment: APNsEnvironment)
+    {
+        if reason == nil, let reasonText {
+            unusual[NotificationKey(status: status, reason: reasonText, pushType: pushType?.rawValue ?? "", environment: environment), default: 0] += 1
+            return
+        }
+        let r = reason.flatMap { Self.reasons.firstIndex(of: $0) }.map { $0 + 1 } ?? 0
+        let p = pushType.flatMap { Self.pushTypes.firstIndex(of: $0) }.map { $0 + 1 } ?? 0
+        let e = environment == .sandbox ? 0 : 1
+        packed[status * 1_000_000 + r * 1000 + p * 10 + e, default: 0] += 1
     }
 
-    mutating func countOutcome(_ outcome: DeliveryOutcome) { outcomes[outcome, default: 0] += 1 }
+    /// Counts by status, reason (as spelled on the wire), push type and environment.
+    public func notifications(spelling: (APNsReason) -> String) -> [NotificationKey: UInt64] {
+        var out = unusual
+        for (key, count) in packed {
+            let status = key / 1_000_000
+            let r = key / 1000 % 1000
+            let p = key / 10 % 100
+            let e = key % 10
+            let notificationKey = NotificationKey(status: status, reason: r == 0 ? "" : spelling(Self.reasons[r - 1]),
+                                                  pushType: p == 0 ? "" : Self.pushTypes[p - 1].rawValue,
+                                                  environment: Self.environments[e])
+            out[notificationKey, default: 0] += count
+        }
+        return out
+    }
+
+    mutating func countOutcome(_ outcome: DeliveryOutcome) {
+        outcomeCounts[outcome.ordinal] += 1
+    }
+
+    public var outcomes: [DeliveryOutcome: UInt64] {
+        var out: [DeliveryOutcome: UInt64] = [:]
+        for (index, count) in outcomeCounts.enumerated() where count > 0 { out[DeliveryOutcome.allCases[index]] = count }
+        return out
+    }
+
     public mutating func countVerification(_ result: String) { jwtVerifications[result, default: 0] += 1 }
     public mutating func countFault(_ rule: String) { faultsFired[rule, default: 0] += 1 }
+}
+
+extension DeliveryOutcome: CaseIterable {
+    public static let allCases: [DeliveryOutcome] = [
+        .rejected, .pending, .stored, .delivered, .expired, .coalesced, .throttled, .deferred, .droppedBySystem,
+    ]
+
+    /// Position in `allCases`, without hashing the raw string.
+    var ordinal: Int {
+        switch self {
+        case .rejected: return 0
+        case .pending: return 1
+        case .stored: return 2
+        case .delivered: return 3
+        case .expired: return 4
+        case .coalesced: return 5
+        case .throttled: return 6
+        case .deferred: return 7
+        case .droppedBySystem: return 8
+        }
+    }
 }

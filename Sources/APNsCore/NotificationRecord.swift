@@ -135,7 +135,17 @@ public struct RecordStore: Sendable {
     /// the caller can release it outside any lock.
     @discardableResult
     public mutating func append(_ record: NotificationRecord) -> (sequence: UInt64, evicted: NotificationRecord?) {
-        var record = record
+        var moved = record
+        let full = ring.count == capacity
+        let sequence = append(moving: &moved)
+        return (sequence, full ? moved : nil)
+    }
+
+    /// Appends by moving `record` into the journal, without copying its strings and arrays;
+    /// `record` comes back holding the record that fell off the end (once the journal is
+    /// full), for the caller to release outside any lock. This runs once per request.
+    @discardableResult
+    public mutating func append(moving record: inout NotificationRecord) -> UInt64 {
         record.sequence = nextSequence
         nextSequence += 1
         let sequence = record.sequence
@@ -143,12 +153,12 @@ public struct RecordStore: Sendable {
         if ring.count < capacity {
             if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
             ring.append(record)
-            return (sequence, nil)
+            return sequence
         }
         swap(&ring[head], &record)
         head = (head + 1) % capacity
         evicted += 1
-        return (sequence, record)
+        return sequence
     }
 
     /// Records newest first, filtered, at most `limit`.

@@ -11,14 +11,23 @@ public struct TokenPolicy: Sendable {
     public init() {}
 }
 
-/// What a verified token grants for one request.
-public struct AuthenticatedProvider: Sendable {
-    public var teamID: String
-    public var key: ProviderKey
-    public var issuedAt: Int64
-    public var token: ProviderToken
+/// What a verified token grants for one request. A class, like `ProviderKey`: every
+/// request on the connection shares the one instance made when the token was verified.
+public final class AuthenticatedProvider: Sendable {
+    public let teamID: String
+    public let key: ProviderKey
+    public let issuedAt: Int64
+    public let token: ProviderToken
     /// The credentials generation at which this connection was bound to its team.
-    public var boundAtGeneration: UInt64
+    public let boundAtGeneration: UInt64
+
+    init(teamID: String, key: ProviderKey, issuedAt: Int64, token: ProviderToken, boundAtGeneration: UInt64) {
+        self.teamID = teamID
+        self.key = key
+        self.issuedAt = issuedAt
+        self.token = token
+        self.boundAtGeneration = boundAtGeneration
+    }
 }
 
 public enum AuthenticationResult: Sendable {

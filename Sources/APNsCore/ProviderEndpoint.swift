@@ -17,7 +17,7 @@ public struct EndpointOptions: Sendable {
 
     public init() {}
 
-    func reasonText(_ reason: APNsReason) -> String {
+    public func reasonText(_ reason: APNsReason) -> String {
         reason == .badEnvironmentKeyIdInToken ? badEnvironmentKeySpelling : reason.rawValue
     }
 }
@@ -149,14 +149,13 @@ public final class ProviderEndpoint: Sendable {
             let json = request.bodyLength > 0 && request.bodyLength == request.body.count
                 ? JSONValidator.check(request.body) : nil
             let content = json == .object ? PushContent.read(request.body) : PushContent()
-            // The evicted record is released after the lock is let go: freeing its strings and
-            // arrays is the most expensive part of an append.
-            let (sequence, stateful, _, frames) = state.withWorld {
-                (world: inout World) -> (UInt64, Rejection?, NotificationRecord?, [DeviceFrame]) in
+            let reply = state.withWorld { (world: inout World) -> PushResponse in
                 var rejection: Rejection?
-                var accepted: (TokenEntry, PushType)?
+                var route: AcceptedRoute?
+                var pushType: PushType?
                 do throws(Rejection) {
                     let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: world, record: &record)
+                    pushType = topic.pushType
                     let entry = try checkDeviceToken(syntax, topic: topic.topic, environment: environment, now: now,
                                                      world: &world, record: &record)
                     try checkPayload(request, pushType: topic.pushType, json: json)
@@ -170,38 +169,47 @@ public final class ProviderEndpoint: Sendable {
                     record.status = 200
                     record.deviceID = entry.deviceID
                     record.bundleID = entry.bundleID
-                    accepted = (entry, topic.pushType)
+                    route = accepted(expiration: record.expiration, priority: record.priority, collapseID: record.collapseID,
+                                     apnsID: record.apnsID, payload: record.payload, sequence: world.records.nextSequence,
+                                     entry: entry, pushType: topic.pushType, json: json, content: content, now: now,
+                                     options: world.deliveryOptions)
                 } catch {
                     record.reject(error, spelledAs: options.reasonText(error.reason))
                     rejection = error
                 }
-                world.counters.countNotification(record)
+                world.counters.countNotification(status: record.status, reason: rejection?.reason, reasonText: nil,
+                                                 pushType: pushType, environment: environment)
                 if let verification = connection.authenticator.lastVerification {
                     world.counters.countVerification(verification)
                 }
-                let (sequence, evicted) = world.records.append(record)
-                var frames: [DeviceFrame] = []
-                if let (entry, pushType) = accepted {
-                    frames = routeAccepted(record, sequence: sequence, entry: entry, pushType: pushType, json: json,
-                                           content: content, now: now, world: &world)
+                var reply = response(for: record, rejection: rejection, raise: raiseStreamLimit,
+                                     sequence: world.records.nextSequence)
+                // Moved, not copied, into the journal; `record` now holds the evicted one, which
+                // is released when this request is done, outside the lock.
+                let sequence = world.records.append(moving: &record)
+                switch route {
+                case .deliver(let notification)?: reply.deviceFrames = world.route(notification, nowMs: now)
+                case .drop(let why)?: world.setOutcome(sequence, .droppedBySystem, why)
+                case nil: break
                 }
-                return (sequence, rejection, evicted, frames)
+                return reply
             }
             connection.authenticator.lastVerification = nil
-            var reply = response(for: record, rejection: stateful, raise: raiseStreamLimit, sequence: sequence)
-            reply.deviceFrames = frames
             return reply
         } catch {
             // Rejected before any state was consulted.
             record.reject(error, spelledAs: options.reasonText(error.reason))
             let verification = connection.authenticator.lastVerification
-            let (sequence, _) = state.withWorld { world in
-                world.counters.countNotification(record)
+            let reply = state.withWorld { world in
+                world.counters.countNotification(status: record.status, reason: error.reason, reasonText: nil, pushType: nil,
+                                                 environment: environment)
                 if let verification { world.counters.countVerification(verification) }
-                return world.records.append(record)
+                let reply = response(for: record, rejection: error, raise: raiseStreamLimit, sequence: world.records.nextSequence)
+                world.records.append(moving: &record)
+                return reply
             }
             connection.authenticator.lastVerification = nil
-            return response(for: record, rejection: error, raise: raiseStreamLimit, sequence: sequence)
+            return reply
         }
     }
 
@@ -244,10 +252,15 @@ public final class ProviderEndpoint: Sendable {
         case .closeConnection:
             record.explanation = "fault rule \(fired.ruleID): connection closed"
         }
-        let (sequence, _) = state.withWorld { $0.records.append(record) }
         var reply = PushResponse(status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID, reason: nil,
                                  reasonText: record.reason, timestampMs: record.timestampMs, raiseStreamLimit: false,
-                                 recordSequence: sequence)
+                                 recordSequence: 0)
+        let pushType = record.pushType.flatMap(PushType.init(rawValue:))
+        reply.recordSequence = state.withWorld { world in
+            world.counters.countNotification(status: record.status, reason: record.reason.flatMap(APNsReason.init(appleName:)),
+                                             reasonText: record.reason, pushType: pushType, environment: record.environment)
+            return world.records.append(moving: &record)
+        }
         reply.fault = fired
         return reply
     }
@@ -277,7 +290,7 @@ public final class ProviderEndpoint: Sendable {
             throw Rejection(reason: .methodNotAllowed,
                             explanation: "method \(fields.method ?? "(none)") is not allowed; APNs accepts only POST")
         }
-        guard let path = fields.path, path.utf8.starts(with: Self.devicePrefix.utf8) else {
+        guard let path = fields.path, ASCII.hasPrefix(path, "/3/device/") else {
             throw Rejection(reason: .badPath,
                             explanation: "path \(fields.path ?? "(none)") is not /3/device/<device-token>")
         }
@@ -482,30 +495,34 @@ public final class ProviderEndpoint: Sendable {
         }
     }
 
-    /// Hands an accepted notification to delivery (store, device, budget…). Returns the
-    /// frames to write to device connections once the lock is released.
-    private func routeAccepted(_ record: NotificationRecord, sequence: UInt64, entry: TokenEntry, pushType: PushType,
-                               json: JSONValidator.Verdict?, content: PushContent, now: Int64, world: inout World) -> [DeviceFrame]
+    /// What becomes of an accepted notification once it is journaled.
+    private enum AcceptedRoute {
+        case deliver(PendingNotification)
+        case drop(String)
+    }
+
+    /// Prepares an accepted notification for delivery (store, device, budget…), before the
+    /// record is moved into the journal.
+    private func accepted(expiration: Int64?, priority: Int, collapseID: String?, apnsID: String, payload: [UInt8],
+                          sequence: UInt64, entry: TokenEntry, pushType: PushType, json: JSONValidator.Verdict?,
+                          content: PushContent, now: Int64, options: DeliveryOptions) -> AcceptedRoute
     {
         if case .unregistered = entry.state {
-            world.setOutcome(sequence, .droppedBySystem, "accepted; the app is no longer installed, so the device discards it")
-            return []
+            return .drop("accepted; the app is no longer installed, so the device discards it")
         }
         guard json == .object else {
-            world.setOutcome(sequence, .droppedBySystem, "accepted; the payload is not a JSON object, so the device discards it")
-            return []
+            return .drop("accepted; the payload is not a JSON object, so the device discards it")
         }
         let storeUntil: Int64?
-        switch record.expiration {
-        case nil: storeUntil = now + world.deliveryOptions.defaultStorageMs
+        switch expiration {
+        case nil: storeUntil = now + options.defaultStorageMs
         case 0?: storeUntil = nil
         case let seconds?: storeUntil = seconds * 1000 > now ? seconds * 1000 : nil
         }
-        let notification = PendingNotification(
-            sequence: sequence, apnsID: record.apnsID, token: entry.token, topic: entry.topic, deviceID: entry.deviceID,
-            bundleID: entry.bundleID, pushType: pushType, priority: record.priority, collapseID: record.collapseID,
-            storeUntilMs: storeUntil, payload: record.payload, content: content)
-        return world.route(notification, nowMs: now)
+        return .deliver(PendingNotification(
+            sequence: sequence, apnsID: apnsID, token: entry.token, topic: entry.topic, deviceID: entry.deviceID,
+            bundleID: entry.bundleID, pushType: pushType, priority: priority, collapseID: collapseID,
+            storeUntilMs: storeUntil, payload: payload, content: content))
     }
 }
 

@@ -37,10 +37,9 @@ public enum PushType: String, Sendable, CaseIterable, Codable {
     /// The push type a topic's suffix implies, or nil for a bare bundle id. Compares bytes:
     /// this runs on every request.
     public static func implied(byTopic topic: Substring) -> PushType? {
-        let utf8 = topic.utf8
-        let count = utf8.count
-        for (type, suffix) in suffixBytes where count > suffix.count {
-            if utf8.suffix(suffix.count).elementsEqual(suffix) { return type }
+        let count = topic.utf8.count
+        for (type, suffix) in suffixBytes where count > suffix.count && ASCII.hasSuffix(topic, suffix) {
+            return type
         }
         return nil
     }

@@ -94,7 +94,8 @@ extension Emulator {
         var p = PrometheusText()
         p.family("apns_emulator_notifications_total", "counter",
                  "Requests to /3/device by response status, reason, push type and environment.")
-        for (key, value) in counters.notifications.sorted(by: { ($0.key.status, $0.key.reason, $0.key.pushType) < ($1.key.status, $1.key.reason, $1.key.pushType) }) {
+        let notifications = counters.notifications(spelling: configuration.endpoint.reasonText)
+        for (key, value) in notifications.sorted(by: { ($0.key.status, $0.key.reason, $0.key.pushType, $0.key.environment.rawValue) < ($1.key.status, $1.key.reason, $1.key.pushType, $1.key.environment.rawValue) }) {
             p.sample("apns_emulator_notifications_total", [("status", String(key.status)), ("reason", key.reason),
                                                            ("push_type", key.pushType), ("environment", key.environment.rawValue)],
                      Double(value))
