@@ -4045,6 +4045,10 @@ dialog p { margin: 0 0 8px; }
           "payload": {
             "description": "the payload as JSON, or as text when it is not JSON"
           },
+          "payloadIsJSON": {
+            "type": "boolean",
+            "description": "false when the payload is not JSON and `payload` holds it as text"
+          },
           "payloadSize": {
             "type": "integer"
           },

@@ -205,8 +205,11 @@ public enum OptionParser {
         return lines.joined(separator: "\n")
     }
 
-    /// `--help` text for a command.
-    public static func help(command: String, summary: String, specs: [OptionSpec]) -> String {
+    /// `--help` text for a command. `configFile` says whether the command reads `--config`
+    /// (only `serve` does), so config keys are shown only there.
+    public static func help(command: String, summary: String, specs: [OptionSpec], configFile: Bool = false,
+                            environmentVariables: Bool = false) -> String
+    {
         var lines = ["usage: apns-emulator \(command) [options]", "", summary, "", "options:"]
         for spec in specs {
             let left = spec.valueName.map { "\(spec.flag) \($0)" } ?? spec.flag
@@ -214,7 +217,10 @@ public enum OptionParser {
             if let value = spec.defaultValue { right += " (default: \(value))" }
             if spec.repeatable { right += " (repeatable)" }
             lines.append("  " + left.padding(toLength: max(34, left.count + 2), withPad: " ", startingAt: 0) + right)
-            lines.append("  " + String(repeating: " ", count: 34) + "env: \(spec.environmentVariable), config: \"\(spec.configKey)\"")
+            if environmentVariables {
+                lines.append("  " + String(repeating: " ", count: 34) + "env: \(spec.environmentVariable)"
+                    + (configFile ? ", config: \"\(spec.configKey)\"" : ""))
+            }
         }
         return lines.joined(separator: "\n")
     }

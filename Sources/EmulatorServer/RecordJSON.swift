@@ -17,7 +17,9 @@ enum AdminJSON {
         o["status"] = .int(Int64(r.status))
         o["reason"] = r.reason.map(JSONValue.string) ?? .null
         if let timestamp = r.timestampMs { o["timestamp"] = .int(timestamp) }
-        o["payload"] = payload(r.payload, size: r.payloadSize)
+        let payload = payload(r.payload, size: r.payloadSize)
+        o["payload"] = payload.value
+        o["payloadIsJSON"] = .bool(payload.isJSON)
         o["payloadSize"] = .int(Int64(r.payloadSize))
         o["receivedAt"] = .string(RFC3339.format(milliseconds: r.receivedAtMs))
         o["receivedAtMs"] = .int(r.receivedAtMs)
@@ -63,10 +65,10 @@ enum AdminJSON {
     }
 
     /// The payload as JSON when it parses; otherwise as text, so a broken payload can still
-    /// be read.
-    static func payload(_ bytes: [UInt8], size: Int) -> JSONValue {
-        if bytes.count == size, let value = try? JSONValue.parse(bytes) { return value }
-        return .string(String(decoding: bytes, as: UTF8.self))
+    /// be read (`payloadIsJSON` tells the two apart).
+    static func payload(_ bytes: [UInt8], size: Int) -> (value: JSONValue, isJSON: Bool) {
+        if bytes.count == size, let value = try? JSONValue.parse(bytes) { return (value, true) }
+        return (.string(String(decoding: bytes, as: UTF8.self)), false)
     }
 
     static func parsedOrText(_ text: String) -> JSONValue {

@@ -94,7 +94,7 @@ private final class DeviceCLI {
 
     static func start(_ args: [String]) -> DeviceCLI {
         if args.contains("--help") || args.contains("-h") {
-            print(OptionParser.help(command: "device", summary: summary, specs: specs))
+            print(OptionParser.help(command: "device", summary: summary, specs: specs, environmentVariables: true))
             exit(0)
         }
         let options: ResolvedOptions

@@ -78,8 +78,8 @@ func runServe(_ args: [String]) -> Never {
         exit(0)
     }
     if args.contains("--help") || args.contains("-h") {
-        print(OptionParser.help(command: "serve", summary: "Runs the emulator: APNs provider endpoints, admin API.",
-                                specs: ServeConfiguration.specs))
+        print(OptionParser.help(command: "serve", summary: "Runs the emulator: APNs provider endpoints, device socket, admin API and web UI.",
+                                specs: ServeConfiguration.specs, configFile: true, environmentVariables: true))
         exit(0)
     }
     let configuration: ServeConfiguration
