@@ -63,6 +63,7 @@ final class AdminAPI: @unchecked Sendable {
         r.add("POST", "/api/v1/reset", "back to the configured start state") { [unowned self] _, _, _ in
             state.reset()
             emulator.providers.resetCounters()
+            emulator.devices.reattachAll()
             emulator.log("admin: reset to the configured start state")
             return .json(200, ["reset": true])
         }

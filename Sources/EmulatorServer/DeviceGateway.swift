@@ -57,6 +57,13 @@ final class DeviceGateway: Sendable {
         }
     }
 
+    /// Re-attaches every connected device after a reset (on each connection's loop).
+    func reattachAll() {
+        for ref in connections.withLock({ Array($0.values) }) {
+            ref.loop.execute { ref.handler?.reattach() }
+        }
+    }
+
     /// Runs once a second: expiries, batches, refilled budgets.
     func tick() {
         let now = clock.nowMilliseconds()
@@ -74,6 +81,8 @@ final class DeviceConnection: ConnectionHandler {
     private var buffer: [UInt8] = []
     private var scanned = 0
     private(set) var deviceID: String?
+    /// The hello this connection made, replayed after a reset so the device stays attached.
+    private var lastHello: DeviceHello?
     private var helloTimer: TimerID?
 
     init(connection: Connection, gateway: DeviceGateway) {
@@ -133,6 +142,22 @@ final class DeviceConnection: ConnectionHandler {
 
     func close(reason: String) {
         connection.closeAfterFlush()
+    }
+
+    /// After a reset the device is unknown again but its socket is still open: attach it
+    /// anew, as if it had just said hello (it gets `welcome` and fresh `registered` tokens).
+    func reattach() {
+        guard let hello = lastHello, !connection.isClosed else { return }
+        let now = self.now
+        let id = connection.id
+        do {
+            let frames = try state.withWorld { world throws(DeviceRequestError) in
+                try world.connectDevice(hello, connectionID: id, nowMs: now)
+            }
+            gateway.dispatch(frames)
+        } catch {
+            fail(error.code, error.message)
+        }
     }
 
     private func fail(_ code: String, _ message: String, fatal: Bool = false) {
@@ -279,6 +304,7 @@ final class DeviceConnection: ConnectionHandler {
             try world.connectDevice(hello, connectionID: connectionID, nowMs: now)
         }
         deviceID = id
+        lastHello = hello
         if let helloTimer { connection.loop.cancel(helloTimer) }
         gateway.log("device \(id) connected from \(connection.peer) (connection \(connectionID), \(apps.count) app(s))")
         gateway.dispatch(frames)

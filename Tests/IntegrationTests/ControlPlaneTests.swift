@@ -253,3 +253,60 @@ struct ControlPlaneTests {
         #expect(after.contains("apns_emulator_provider_connections 1"))
     }
 }
+
+@Suite("Control plane: remaining endpoints")
+struct RemainingEndpointTests {
+    @Test func devicesAppsTapTokensAndFaultByID() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.count == 1)
+        // Install a second app on the same device.
+        _ = try emulator.admin("POST", "/api/v1/apps", body: ["teamId": .string(EmulatorProcess.teamID), "bundleId": "com.example.second"])
+        let second = try emulator.admin("POST", "/api/v1/devices/\(device.deviceID)/apps",
+                                        body: ["bundleId": "com.example.second", "environment": "sandbox", "appState": "notRunning"])
+        #expect(second.status == 201)
+        let secondToken = try #require(second.json["token"]?.stringValue)
+        #expect(try emulator.admin("GET", "/api/v1/devices/\(device.deviceID)").json["apps"]?.arrayValue?.count == 2)
+        #expect(try emulator.admin("POST", "/api/v1/devices/nobody/apps", body: ["bundleId": "com.x.y", "environment": "sandbox"]).status == 404)
+
+        // Tap a delivered notification on the virtual device.
+        let pushed = APNsResult(try emulator.connect().send(try emulator.push(secondToken, topic: "com.example.second").request))
+        let tapped = try emulator.admin("POST", "/api/v1/devices/\(device.deviceID)/tap", body: ["apnsId": .string(pushed.apnsID!)])
+        #expect(tapped.status == 200)
+        #expect(tapped.json["callbacks"] == ["didReceive"])
+        #expect(tapped.json["launched"] == true)
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(pushed.apnsID!)").json["callbacks"]?.arrayValue?.contains("didReceive") == true)
+        #expect(try emulator.admin("POST", "/api/v1/devices/\(device.deviceID)/tap", body: ["apnsId": .string(pushed.apnsID!)]).status == 400,
+                "a tapped notification is no longer on screen")
+
+        // Tokens.
+        let tokens = try emulator.admin("GET", "/api/v1/tokens").json["tokens"]?.arrayValue ?? []
+        #expect(tokens.count == 2)
+        let one = try emulator.admin("GET", "/api/v1/tokens/\(device.token.uppercased())")
+        #expect(one.json["state"] == "active")
+        #expect(one.json["deviceId"]?.stringValue == device.deviceID)
+        #expect(try emulator.admin("GET", "/api/v1/tokens/abcd").status == 404)
+
+        // Fault rule by id.
+        let rule = try emulator.admin("POST", "/api/v1/faults", body: ["match": ["topic": "com.example.second"], "action": ["status": 500]])
+        let id = try #require(rule.json["id"]?.stringValue)
+        let fetched = try emulator.admin("GET", "/api/v1/faults/\(id)")
+        #expect(fetched.json["action"]?["reason"] == "InternalServerError")
+        #expect(try emulator.admin("GET", "/api/v1/faults/nope").status == 404)
+
+        // Removing the device invalidates its tokens.
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/\(device.deviceID)").status == 200)
+        #expect(APNsResult(try emulator.connect().send(try emulator.push(device.token).request)).status == 410)
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/\(device.deviceID)").status == 404)
+    }
+
+    @Test func uiAndAssetsAreServed() throws {
+        let emulator = try EmulatorProcess()
+        let page = try emulator.admin("GET", "/")
+        #expect(page.status == 200)
+        #expect(page.raw.contains("<html"))
+        #expect(try emulator.admin("GET", "/ui/app.js").status == 200)
+        #expect(try emulator.admin("GET", "/ui/style.css").status == 200)
+        #expect(try emulator.admin("GET", "/ui/nope.js").status == 404)
+    }
+}

@@ -282,3 +282,29 @@ struct DeviceTests {
         #expect(device.next("notification")?["apnsId"]?.stringValue == result.apnsID)
     }
 }
+
+@Suite("Devices: TLS socket and reset")
+struct DeviceSocketTests {
+    @Test func deviceOverTLS() throws {
+        let emulator = try EmulatorProcess(["--device-tls"])
+        let device = try DeviceProcess(emulator, deviceID: "tls-phone", extra: ["--tls", "--ca", emulator.caPath])
+        let token = try device.registeredToken()
+        let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+        #expect(device.next("notification")?["apnsId"]?.stringValue == result.apnsID)
+    }
+
+    @Test func resetKeepsDeviceConnectionsAndReattachesThem() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "reset-phone")
+        let before = try device.registeredToken()
+        #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
+        let after = try device.registeredToken()
+        #expect(device.process.isRunning)
+        #expect(try emulator.admin("GET", "/api/v1/devices/reset-phone").json["connected"] == true)
+        // The token is usable again (a reset forgets issued tokens, so the device has a new one).
+        let result = APNsResult(try emulator.connect().send(try emulator.push(after).request))
+        #expect(result.status == 200)
+        #expect(device.next("notification")?["apnsId"]?.stringValue == result.apnsID)
+        _ = before
+    }
+}
