@@ -118,6 +118,8 @@ public struct FiredFault: Sendable, Equatable {
     public var ruleID: String
     public var action: FaultAction
     public var delayMs: Int
+    /// The push type the rule matched on (header, topic suffix or alert), for the record.
+    public var pushType: String? = nil
 }
 
 public struct FaultRules: Sendable {

@@ -224,16 +224,18 @@ public final class ProviderEndpoint: Sendable {
         let pushType = fields.pushType ?? PushType.implied(byTopic: Substring(topic))?.rawValue ?? PushType.alert.rawValue
         let facts = FaultFacts(token: token, topic: topic, pushType: pushType, priority: Int(fields.priority ?? "10") ?? 10,
                                environment: environment, connectionID: connection.connectionID)
-        return state.withWorld { world in
+        let fired = state.withWorld { world in
             let fired = world.faults.evaluate(facts)
             if let fired { world.counters.countFault(fired.ruleID) }
             return fired
         }
+        return fired.map { var f = $0; f.pushType = pushType; return f }
     }
 
     /// Journals and answers a fault that replaces judging; nil for a delay-only or SETTINGS fault.
     private func applyFault(_ fired: FiredFault, record: inout NotificationRecord, now: Int64) -> PushResponse? {
         if let path = record.path, path.hasPrefix(Self.devicePrefix) { record.token = String(path.dropFirst(Self.devicePrefix.count)) }
+        record.pushType = fired.pushType
         record.outcome = .rejected
         record.faultRuleID = fired.ruleID
         record.respondedAtMs = now + Int64(fired.delayMs)

@@ -215,8 +215,8 @@ enum FaultJSON {
         let jitter = try milliseconds(a["jitterMs"], "action.jitterMs")
         var kinds: [FaultAction.Kind] = []
         if a["status"] != nil || a["reason"] != nil {
-            guard let status = a["status"]?.intValue, (200...599).contains(status) else {
-                throw AdminError(400, "action.status must be an HTTP status from 200 to 599")
+            guard let status = a["status"]?.intValue, (400...599).contains(status) else {
+                throw AdminError(400, "action.status must be an error status from 400 to 599 (a success needs no rule)")
             }
             let reason = try a["reason"].map { try string($0, "action.reason") } ?? defaultReason(Int(status))
             kinds.append(.respond(status: Int(status), reason: reason))
