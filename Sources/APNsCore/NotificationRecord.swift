@@ -55,6 +55,8 @@ public struct NotificationRecord: Sendable {
     public var respondedAtMs: Int64?
     /// The fault rule that acted on the request, if any.
     public var faultRuleID: String?
+    /// Certificate connections: the client certificate's subject.
+    public var certificateSubject: String?
 
     /// `explanation` with the delivery details in words.
     public var fullExplanation: String {

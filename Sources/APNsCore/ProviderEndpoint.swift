@@ -22,8 +22,40 @@ public struct EndpointOptions: Sendable {
     }
 }
 
-/// How a provider connection authenticates. Only token (JWT) connections exist today.
-public enum ProviderCredentialKind: Sendable { case token }
+/// How a provider connection authenticates: provider tokens (JWT) on every request, or the
+/// TLS client certificate it connected with (reference §5.2).
+public enum ProviderCredentialKind: Sendable {
+    case token
+    case certificate(CertificateCredential)
+}
+
+/// What an APNs provider certificate allows: one app's topics, in one or both environments.
+public struct CertificateCredential: Sendable, Equatable {
+    public var bundleID: String
+    /// Every topic the certificate lists (the bundle id, `.voip`, `.complication`…).
+    public var topics: [String]
+    public var development: Bool
+    public var production: Bool
+    /// The certificate's subject, for records.
+    public var subject: String
+    /// Why the certificate is not valid (does not chain to the trusted CA, expired…), or nil.
+    public var problem: String?
+
+    public init(bundleID: String, topics: [String], development: Bool, production: Bool, subject: String,
+                problem: String? = nil)
+    {
+        self.bundleID = bundleID
+        self.topics = topics.isEmpty ? [bundleID] : topics
+        self.development = development
+        self.production = production
+        self.subject = subject
+        self.problem = problem
+    }
+
+    public func allows(_ environment: APNsEnvironment) -> Bool {
+        environment == .sandbox ? development : production
+    }
+}
 
 /// Per-connection state the endpoint needs. Owned by the connection; used from its thread.
 public struct ProviderConnectionContext: Sendable {
@@ -143,8 +175,14 @@ public final class ProviderEndpoint: Sendable {
         do throws(Rejection) {
             var syntax = try checkRequestLine(fields, record: &record)
             try checkHeaderSyntax(fields, syntax: &syntax, record: &record)
-            let provider = try authenticate(fields, environment: environment, now: now,
-                                            connection: &connection, record: &record, raise: &raiseStreamLimit)
+            let provider: ProviderIdentity
+            switch connection.credential {
+            case .token:
+                provider = .token(try authenticate(fields, environment: environment, now: now,
+                                                   connection: &connection, record: &record, raise: &raiseStreamLimit))
+            case .certificate(let certificate):
+                provider = .certificate(try checkCertificate(certificate, environment: environment, record: &record))
+            }
             // Payload facts that need no state are worked out before taking the lock.
             let json = request.bodyLength > 0 && request.bodyLength == request.body.count
                 ? JSONValidator.check(request.body) : nil
@@ -378,10 +416,42 @@ public final class ProviderEndpoint: Sendable {
     }
 
     /// Topic rules (reference §2.2, §2.3, §5.1). Returns the topic and the effective push type.
-    private func checkTopic(_ fields: APNsHeaderFields, syntax: Syntax, provider: AuthenticatedProvider,
+    /// Who sent a request: a verified provider token, or the connection's certificate.
+    private enum ProviderIdentity {
+        case token(AuthenticatedProvider)
+        case certificate(CertificateCredential)
+    }
+
+    /// Certificate connections (reference §5.2): `authorization` is ignored; the certificate
+    /// must be valid and cover the request's environment.
+    private func checkCertificate(_ certificate: CertificateCredential, environment: APNsEnvironment,
+                                  record: inout NotificationRecord) throws(Rejection) -> CertificateCredential
+    {
+        record.certificateSubject = certificate.subject
+        if let problem = certificate.problem {
+            throw Rejection(reason: .badCertificate, explanation: "the client certificate is not valid: \(problem)")
+        }
+        guard certificate.allows(environment) else {
+            throw Rejection(reason: .badCertificateEnvironment,
+                            explanation: "the client certificate is for \(certificate.development ? "sandbox" : "production") only; this request is \(environment.rawValue)")
+        }
+        return certificate
+    }
+
+    private func checkTopic(_ fields: APNsHeaderFields, syntax: Syntax, provider identity: ProviderIdentity,
                             world: World, record: inout NotificationRecord) throws(Rejection) -> (topic: String, pushType: PushType)
     {
-        guard let topic = fields.topic, !topic.isEmpty else {
+        var requested = fields.topic.flatMap { $0.isEmpty ? nil : $0 }
+        if requested == nil, case .certificate(let certificate) = identity, certificate.topics.count == 1 {
+            // A single-topic certificate names the default topic (reference §5.2).
+            requested = certificate.topics[0]
+            record.topic = requested
+        }
+        guard let topic = requested else {
+            if case .certificate(let certificate) = identity {
+                throw Rejection(reason: .missingTopic,
+                                explanation: "the client certificate covers \(certificate.topics.count) topics, so apns-topic is required")
+            }
             throw Rejection(reason: .missingTopic, explanation: "apns-topic is required on token-based connections")
         }
         guard DeviceRegistry.isValidBundleID(topic) else {
@@ -408,13 +478,28 @@ public final class ProviderEndpoint: Sendable {
             pushType = implied ?? .alert
         }
         record.pushType = pushType.rawValue
+        let suffixLength = pushType.topicSuffix.utf8.count
+        let bundleID = suffixLength == 0 ? topic : String(Substring(topic.utf8.dropLast(suffixLength)))
+        record.bundleID = bundleID
+        let provider: AuthenticatedProvider
+        switch identity {
+        case .certificate(let certificate):
+            if pushType.requiresToken {
+                throw Rejection(reason: .invalidPushType,
+                                explanation: "\(pushType.rawValue) pushes need provider tokens; this connection uses a certificate")
+            }
+            guard certificate.topics.contains(topic) else {
+                throw Rejection(reason: .topicDisallowed,
+                                explanation: "the client certificate covers \(certificate.topics.joined(separator: ", ")), not \(topic)")
+            }
+            return (topic, pushType)
+        case .token(let verified):
+            provider = verified
+        }
         if pushType.requiresCertificate {
             throw Rejection(reason: .invalidPushType,
                             explanation: "\(pushType.rawValue) pushes need a certificate-based connection; this one uses provider tokens")
         }
-        let suffixLength = pushType.topicSuffix.utf8.count
-        let bundleID = suffixLength == 0 ? topic : String(Substring(topic.utf8.dropLast(suffixLength)))
-        record.bundleID = bundleID
         guard let owner = credentials.owner(ofBundle: bundleID) else {
             throw Rejection(reason: .topicDisallowed,
                             explanation: "no team owns bundle \(bundleID); register it with --app \(provider.teamID):\(bundleID)")

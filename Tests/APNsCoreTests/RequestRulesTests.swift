@@ -308,3 +308,64 @@ struct PushTypeTopicTests {
         #expect(response.status == 200)
     }
 }
+
+@Suite("Certificate connections (reference §5.2)")
+struct CertificateRulesTests {
+    func connection(_ fixture: Fixture, _ certificate: CertificateCredential, _ environment: APNsEnvironment = .sandbox)
+        -> ProviderConnectionContext
+    {
+        var connection = fixture.connection(environment)
+        connection.credential = .certificate(certificate)
+        return connection
+    }
+
+    let universal = CertificateCredential(bundleID: "com.example.app",
+                                          topics: ["com.example.app", "com.example.app.voip", "com.example.app.complication"],
+                                          development: true, production: true, subject: "Apple Push Services: com.example.app")
+
+    @Test func authorizationIsIgnoredAndTheTopicMustBeListed() throws {
+        let fixture = try Fixture()
+        var conn = connection(fixture, universal)
+        let ok = fixture.endpoint.handle(try fixture.request(authorization: "bearer garbage"), connection: &conn)
+        #expect(ok.status == 200)
+        #expect(fixture.latestRecord()?.certificateSubject == "Apple Push Services: com.example.app")
+        let voip = fixture.endpoint.handle(try fixture.request(token: fixture.voipToken, topic: "com.example.app.voip",
+                                                               authorization: .some(nil)), connection: &conn)
+        #expect(voip.status == 200)
+        let other = fixture.endpoint.handle(try fixture.request(token: fixture.otherAppToken, topic: "com.other.app"), connection: &conn)
+        #expect(other.reasonText == "TopicDisallowed")
+    }
+
+    @Test func aMultiTopicCertificateNeedsATopicAndASingleTopicOneDefaultsToIt() throws {
+        let fixture = try Fixture()
+        var conn = connection(fixture, universal)
+        #expect(fixture.endpoint.handle(try fixture.request(topic: nil), connection: &conn).reasonText == "MissingTopic")
+        var single = connection(fixture, CertificateCredential(bundleID: "com.example.app", topics: ["com.example.app"],
+                                                               development: true, production: false, subject: "s"))
+        #expect(fixture.endpoint.handle(try fixture.request(topic: nil), connection: &single).status == 200)
+        #expect(fixture.latestRecord()?.topic == "com.example.app")
+    }
+
+    @Test func locationIsTokenOnlyAndTheEnvironmentMustMatch() throws {
+        let fixture = try Fixture()
+        var conn = connection(fixture, universal)
+        let location = fixture.endpoint.handle(try fixture.request(topic: "com.example.app.location-query",
+                                                                   extra: [("apns-push-type", "location")]), connection: &conn)
+        #expect(location.reasonText == "InvalidPushType")
+        var production = connection(fixture, CertificateCredential(bundleID: "com.example.app", topics: ["com.example.app"],
+                                                                   development: false, production: true, subject: "s"))
+        let wrong = fixture.endpoint.handle(try fixture.request(), connection: &production)
+        #expect(wrong.status == 403)
+        #expect(wrong.reasonText == "BadCertificateEnvironment")
+    }
+
+    @Test func anInvalidCertificateIsBadCertificate() throws {
+        let fixture = try Fixture()
+        var conn = connection(fixture, CertificateCredential(bundleID: "com.example.app", topics: [], development: true,
+                                                             production: true, subject: "s", problem: "certificate has expired"))
+        let response = fixture.endpoint.handle(try fixture.request(), connection: &conn)
+        #expect(response.status == 403)
+        #expect(response.reasonText == "BadCertificate")
+        #expect(fixture.latestRecord()?.explanation.contains("expired") == true)
+    }
+}
