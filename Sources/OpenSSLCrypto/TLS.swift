@@ -178,7 +178,8 @@ public enum TLSIOResult: Equatable, Sendable {
 /// SIGPIPE: the process must ignore SIGPIPE (signal(SIGPIPE, SIG_IGN)) to get `.failed` instead.
 public final class TLSConnection: @unchecked Sendable {
     // SSL_new takes its own reference on the SSL_CTX, so the TLSContext may be released first.
-    private let ssl: OpaquePointer
+    // Internal, not private: ProviderCertificate.swift reads the peer's chain from it.
+    let ssl: OpaquePointer
     private let isServer: Bool
     /// After SSL_ERROR_SSL/SYSCALL OpenSSL forbids further I/O, including SSL_shutdown.
     private var hadFatalError = false

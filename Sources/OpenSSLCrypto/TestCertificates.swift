@@ -29,14 +29,14 @@ public enum TestCertificates {
         let serverKey = try generateP256Key()
         defer { EVP_PKEY_free(serverKey) }
 
-        let ca = try makeCertificate(commonName: caCommonName, publicKey: caKey, issuer: nil, issuerKey: caKey,
+        let ca = try makeCertificate(subject: testSubject(caCommonName), publicKey: caKey, issuer: nil, issuerKey: caKey,
                                      days: 3650, extensions: [
                                          (NID_basic_constraints, "critical,CA:TRUE,pathlen:0"),
                                          (NID_key_usage, "critical,keyCertSign,cRLSign"),
                                          (NID_subject_key_identifier, "hash"),
                                      ])
         defer { X509_free(ca) }
-        let leaf = try makeCertificate(commonName: serverCommonName, publicKey: serverKey, issuer: ca, issuerKey: caKey,
+        let leaf = try makeCertificate(subject: testSubject(serverCommonName), publicKey: serverKey, issuer: ca, issuerKey: caKey,
                                        days: 825, extensions: [
                                            (NID_basic_constraints, "critical,CA:FALSE"),
                                            (NID_key_usage, "critical,digitalSignature"),
@@ -58,10 +58,18 @@ public enum TestCertificates {
         return (caPath, certificatePath, keyPath)
     }
 
-    /// Builds and signs a v3 certificate. `issuer == nil` means self-signed.
-    private static func makeCertificate(commonName: String, publicKey: OpaquePointer, issuer: OpaquePointer?,
-                                        issuerKey: OpaquePointer, days: Int,
-                                        extensions: [(Int32, String)]) throws -> OpaquePointer {
+    /// O = "apns-emulator TEST ONLY", CN = `commonName`.
+    private static func testSubject(_ commonName: String) -> [(field: String, value: String)] {
+        [("O", "apns-emulator TEST ONLY"), ("CN", commonName)]
+    }
+
+    /// Builds and signs a v3 certificate. `issuer == nil` means self-signed. Valid from
+    /// `notBeforeOffset` seconds from now until `days` days from now. `rawExtensions` are added
+    /// verbatim (non-critical) after `extensions`, for private OIDs OpenSSL has no syntax for.
+    static func makeCertificate(subject subjectEntries: [(field: String, value: String)], publicKey: OpaquePointer,
+                                issuer: OpaquePointer?, issuerKey: OpaquePointer, days: Int,
+                                notBeforeOffset: Int = -3600, extensions: [(Int32, String)],
+                                rawExtensions: [(oid: String, contents: [UInt8])] = []) throws -> OpaquePointer {
         guard let certificate = X509_new() else { throw CryptoError.openSSL("X509_new failed") }
         do {
             guard X509_set_version(certificate, Int(X509_VERSION_3)) == 1 else {
@@ -78,14 +86,13 @@ public enum TestCertificates {
             guard BN_to_ASN1_INTEGER(serialNumber, X509_get_serialNumber(certificate)) != nil else {
                 throw CryptoError.openSSL("cannot set serial number")
             }
-            // Backdated an hour so a slightly slow clock elsewhere does not reject it.
-            guard X509_gmtime_adj(X509_getm_notBefore(certificate), -3600) != nil,
+            // Backdated (by default an hour) so a slightly slow clock elsewhere does not reject it.
+            guard X509_gmtime_adj(X509_getm_notBefore(certificate), notBeforeOffset) != nil,
                   X509_time_adj_ex(X509_getm_notAfter(certificate), Int32(days), 0, nil) != nil else {
                 throw CryptoError.openSSL("cannot set validity")
             }
             guard let subject = X509_get_subject_name(certificate),
-                  addNameEntry(subject, "O", "apns-emulator TEST ONLY"),
-                  addNameEntry(subject, "CN", commonName) else {
+                  subjectEntries.allSatisfy({ addNameEntry(subject, $0.field, $0.value) }) else {
                 throw CryptoError.openSSL("cannot set subject")
             }
             let issuerName = issuer.map { X509_get_subject_name($0) } ?? subject
@@ -104,6 +111,9 @@ public enum TestCertificates {
                 defer { X509_EXTENSION_free(ext) }
                 guard X509_add_ext(certificate, ext, -1) == 1 else { throw CryptoError.openSSL("X509_add_ext failed") }
             }
+            for (oid, contents) in rawExtensions {
+                try addRawExtension(certificate, oid: oid, contents: contents)
+            }
             guard X509_sign(certificate, issuerKey, sha256Digest) > 0 else {
                 throw CryptoError.openSSL("cannot sign certificate")
             }
@@ -120,15 +130,15 @@ public enum TestCertificates {
         return X509_NAME_add_entry_by_txt(name, field, MBSTRING_UTF8, bytes, Int32(bytes.count), -1, 0) == 1
     }
 
-    private static func privateKeyPEM(_ key: OpaquePointer) throws -> String {
+    static func privateKeyPEM(_ key: OpaquePointer) throws -> String {
         try stringFromWriteBIO("private key") { bio in PEM_write_bio_PrivateKey(bio, key, nil, nil, 0, nil, nil) == 1 }
     }
 
-    private static func certificatePEM(_ certificate: OpaquePointer) throws -> String {
+    static func certificatePEM(_ certificate: OpaquePointer) throws -> String {
         try stringFromWriteBIO("certificate") { bio in PEM_write_bio_X509(bio, certificate) == 1 }
     }
 
-    private static func writeFile(_ path: String, _ contents: String, mode: mode_t) throws {
+    static func writeFile(_ path: String, _ contents: String, mode: mode_t) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         guard fd >= 0 else { throw CryptoError(message: "cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }

@@ -1,0 +1,124 @@
+import COpenSSL
+import Foundation
+
+extension TestCertificates {
+    /// Issues a TEST ONLY APNs provider certificate signed by the test CA (`caPath`, `caKeyPath`
+    /// as written by `generate(into:)`; any CA certificate with its matching private key works).
+    ///
+    /// Subject: UID = `bundleID`, CN = "Apple Push Services: <bundleID>", O = "apns-emulator (TEST ONLY)".
+    /// Extensions: 1.2.840.113635.100.6.3.1 (DER NULL) if `development`, …6.3.2 if `production`,
+    /// the …6.3.6 topic list `topics` (default: `defaultTopics(for: bundleID)`; an empty array
+    /// leaves the extension out, like pre-2015 certificates), clientAuth extendedKeyUsage,
+    /// digitalSignature keyUsage, CA:FALSE, subject/authority key identifiers. EC P-256 key,
+    /// SHA-256 signature (ECDSA for an EC CA key).
+    ///
+    /// Valid until `validityDays` days from now (-36500...36500). Normally valid from an hour ago;
+    /// when `validityDays` < 1 the validity period starts a day before it ends, so `validityDays: -1`
+    /// gives a certificate that expired a day ago.
+    ///
+    /// Writes `<name>.pem` (certificate only) and `<name>-key.pem` (PKCS#8 key, mode 0600) into
+    /// `directory` (created if missing), replacing existing files.
+    public static func generateProviderCertificate(into directory: String, name: String, caPath: String, caKeyPath: String,
+                                                   bundleID: String, development: Bool, production: Bool,
+                                                   topics: [(topic: String, kind: String)]? = nil,
+                                                   validityDays: Int = 365) throws -> (certificatePath: String, keyPath: String) {
+        guard !name.isEmpty, !name.contains("/") else {
+            throw CryptoError(message: "invalid certificate file name \"\(name)\"")
+        }
+        guard !bundleID.isEmpty else { throw CryptoError(message: "bundleID must not be empty") }
+        guard (-36500...36500).contains(validityDays) else {
+            throw CryptoError(message: "validityDays \(validityDays) out of range (-36500...36500)")
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw CryptoError(message: "cannot create directory \(directory): \(error)")
+        }
+        ERR_clear_error()
+        let ca = try loadCertificate(path: caPath)
+        defer { X509_free(ca) }
+        let caKey = try loadAnyPrivateKey(path: caKeyPath)
+        defer { EVP_PKEY_free(caKey) }
+        guard X509_check_private_key(ca, caKey) == 1 else {
+            throw CryptoError.openSSL("CA key \(caKeyPath) does not match CA certificate \(caPath)")
+        }
+        let key = try generateP256Key()
+        defer { EVP_PKEY_free(key) }
+
+        var rawExtensions: [(oid: String, contents: [UInt8])] = []
+        let derNull: [UInt8] = [0x05, 0x00]
+        if development { rawExtensions.append((APNsCertificateOID.development, derNull)) }
+        if production { rawExtensions.append((APNsCertificateOID.production, derNull)) }
+        let topicList = topics ?? defaultTopics(for: bundleID)
+        if !topicList.isEmpty { rawExtensions.append((APNsCertificateOID.topics, encodeTopicList(topicList))) }
+
+        let day = 86_400
+        let certificate = try makeCertificate(
+            subject: [("UID", bundleID), ("CN", "Apple Push Services: \(bundleID)"), ("O", "apns-emulator (TEST ONLY)")],
+            publicKey: key, issuer: ca, issuerKey: caKey, days: validityDays,
+            notBeforeOffset: min(-3600, (validityDays - 1) * day),
+            extensions: [
+                (NID_basic_constraints, "critical,CA:FALSE"),
+                (NID_key_usage, "critical,digitalSignature"),
+                (NID_ext_key_usage, "clientAuth"),
+                (NID_subject_key_identifier, "hash"),
+                (NID_authority_key_identifier, "keyid:always"),
+            ],
+            rawExtensions: rawExtensions)
+        defer { X509_free(certificate) }
+
+        let base = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+        let certificatePath = base + "/" + name + ".pem"
+        let keyPath = base + "/" + name + "-key.pem"
+        try writeFile(keyPath, try privateKeyPEM(key), mode: 0o600)
+        try writeFile(certificatePath, try certificatePEM(certificate), mode: 0o644)
+        return (certificatePath, keyPath)
+    }
+
+    /// The topics of a current APNs certificate for `bundleID`: the app itself, its VoIP topic
+    /// and its watch complication topic.
+    public static func defaultTopics(for bundleID: String) -> [(topic: String, kind: String)] {
+        [(bundleID, "app"), (bundleID + ".voip", "voip"), (bundleID + ".complication", "complication")]
+    }
+
+    /// Adds a non-critical extension with DER `contents` (the extnValue octets) under `oid`.
+    static func addRawExtension(_ certificate: OpaquePointer, oid: String, contents: [UInt8]) throws {
+        guard let object = OBJ_txt2obj(oid, 1) else { throw CryptoError.openSSL("bad OID \(oid)") }
+        defer { ASN1_OBJECT_free(object) }
+        guard let octets = ASN1_OCTET_STRING_new() else { throw CryptoError.openSSL("ASN1_OCTET_STRING_new failed") }
+        defer { ASN1_OCTET_STRING_free(octets) }
+        guard contents.count < Int(Int32.max), ASN1_OCTET_STRING_set(octets, contents, Int32(contents.count)) == 1 else {
+            throw CryptoError.openSSL("cannot set extension \(oid) contents")
+        }
+        // Copies both the object and the octets.
+        guard let ext = X509_EXTENSION_create_by_OBJ(nil, object, 0, octets) else {
+            throw CryptoError.openSSL("cannot build extension \(oid)")
+        }
+        defer { X509_EXTENSION_free(ext) }
+        guard X509_add_ext(certificate, ext, -1) == 1 else { throw CryptoError.openSSL("X509_add_ext failed") }
+    }
+
+    /// The first certificate of a PEM file. The caller owns the X509.
+    private static func loadCertificate(path: String) throws -> OpaquePointer {
+        let pem = try readPEMFile(path, what: "CA certificate")
+        let certificate = try withReadBIO(pem) { bio in PEM_read_bio_X509(bio, nil, refusePassphrase, nil) }
+        guard let certificate else { throw CryptoError.openSSL("no PEM CERTIFICATE in \(path)") }
+        return certificate
+    }
+
+    /// An unencrypted private key of any type from a PEM file. The caller owns the EVP_PKEY.
+    private static func loadAnyPrivateKey(path: String) throws -> OpaquePointer {
+        let pem = try readPEMFile(path, what: "CA private key")
+        let key = try withReadBIO(pem) { bio in PEM_read_bio_PrivateKey(bio, nil, refusePassphrase, nil) }
+        guard let key else { throw CryptoError.openSSL("cannot load an unencrypted private key from \(path)") }
+        return key
+    }
+
+    private static func readPEMFile(_ path: String, what: String) throws -> String {
+        do {
+            return try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw CryptoError(message: "cannot read \(what) \(path): \(error.localizedDescription)")
+        }
+    }
+}
