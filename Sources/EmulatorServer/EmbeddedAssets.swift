@@ -4119,6 +4119,11 @@ dialog p { margin: 0 0 8px; }
           "streamId": {
             "type": "integer"
           },
+          "certificate": {
+            "type": "string",
+            "nullable": true,
+            "description": "certificate-based connections: the client certificate's subject"
+          },
           "teamId": {
             "type": "string",
             "nullable": true

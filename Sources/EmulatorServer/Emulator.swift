@@ -186,6 +186,17 @@ public final class Emulator: @unchecked Sendable {
         }
     }
 
+    /// The CA provider client certificates must chain to (certificate-based connections).
+    private func loadClientTrust() throws(StartupError) -> CertificateTrustStore? {
+        let path = configuration.clientCAPath ?? "\(configuration.certsDirectory)/ca.pem"
+        guard configuration.clientCAPath != nil || FileManager.default.fileExists(atPath: path) else { return nil }
+        do {
+            return try CertificateTrustStore(pemPath: path)
+        } catch {
+            throw StartupError("--client-ca \(path): \(error)")
+        }
+    }
+
     /// Binds every listener and starts the event loops.
     public func start() throws(StartupError) {
         signal(SIGPIPE, SIG_IGN)
@@ -193,6 +204,7 @@ public final class Emulator: @unchecked Sendable {
         if c.sandboxListen != nil || c.productionListen != nil || (c.deviceTLS && c.deviceListen != nil) {
             tlsContext = try makeTLSContext()
             if !c.tlsPathsGiven { addresses.caFile = "\(c.certsDirectory)/ca.pem" }
+            providers.clientTrust = try loadClientTrust()
         }
         let acceptLoop = group.loops[0]
         func bind(_ address: HostPort?, _ what: String, _ accept: @escaping (Int32, String) -> Void) throws(StartupError) -> HostPort? {
@@ -324,6 +336,8 @@ final class ProviderServer: @unchecked Sendable {
     let latency: LatencyHistograms
     /// Set once at start-up, before any connection exists.
     var devices: DeviceGateway!
+    /// Trusted issuers of provider client certificates; nil = none configured.
+    var clientTrust: CertificateTrustStore?
 
     init(idleTimeoutSeconds: Int, quiet: Bool, loops: Int) {
         self.idleTimeoutSeconds = idleTimeoutSeconds

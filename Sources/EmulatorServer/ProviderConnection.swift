@@ -1,6 +1,7 @@
 import APNsCore
 import HTTP2
 import Networking
+import OpenSSLCrypto
 
 /// One provider connection: HTTP/2 over TLS (or h2c) speaking APNs. Lives on one event loop;
 /// every request is judged and answered on that loop's thread, with no hop.
@@ -48,8 +49,49 @@ final class ProviderConnection: ConnectionHandler {
                                             tokenPolicy: endpoint.options.tokenPolicy)
         server.log("provider connection \(connection.id) from \(connection.peer) (\(context.listenerEnvironment.rawValue)"
             + (connection.tls != nil ? ", TLS, ALPN \(connection.negotiatedALPN ?? "none"), SNI \(connection.serverName ?? "none"))" : ", h2c)"))
+        if let certificate = clientCertificate() {
+            context.credential = .certificate(certificate)
+            let environment = APNsEnvironment.resolve(authority: nil, serverName: context.serverName.map { Substring($0) },
+                                                      listener: context.listenerEnvironment)
+            server.log("provider connection \(connection.id): client certificate \(certificate.subject)"
+                + (certificate.problem.map { " (not valid: \($0))" } ?? ""))
+            if certificate.problem == nil, !certificate.allows(environment) {
+                // As APNs does: GOAWAY, last stream 0, {"reason":"BadCertificateEnvironment"}.
+                session.submitGoAway(errorCode: HTTP2ErrorCode.noError, lastStreamID: 0,
+                                     debugData: Self.reasonJSON(APNsReason.badCertificateEnvironment.rawValue))
+                flushSession()
+                connection.closeAfterFlush()
+                return
+            }
+            // Certificate connections are authenticated by the handshake: no one-stream start.
+            session.submitSettings(Self.raisedLimit)
+        }
         flushSession()
         scheduleIdleCheck()
+    }
+
+    /// The provider certificate the client presented, read and checked (reference §5.2).
+    private func clientCertificate() -> CertificateCredential? {
+        guard let tls = connection.tls, let der = tls.peerCertificateDER else { return nil }
+        guard let info = try? ProviderCertificateInfo(der: der) else {
+            return CertificateCredential(bundleID: "", topics: [], development: false, production: false,
+                                         subject: "(unreadable)", problem: "the client certificate cannot be parsed")
+        }
+        let bundle = info.subjectUID ?? info.commonName.map { $0.replacingOccurrences(of: "Apple Push Services: ", with: "") } ?? ""
+        var problem: String?
+        if let trust = server.clientTrust {
+            problem = tls.verifyPeerCertificate(trustStore: trust)
+        } else {
+            problem = "no --client-ca is configured to trust provider certificates"
+        }
+        if problem == nil, info.subjectUID == nil {
+            problem = "the certificate has no UID (bundle id) in its subject: not an APNs provider certificate"
+        }
+        if problem == nil, !info.development, !info.production {
+            problem = "the certificate has neither the development nor the production APNs extension"
+        }
+        return CertificateCredential(bundleID: bundle, topics: info.topics.map(\.topic), development: info.development,
+                                     production: info.production, subject: info.commonName ?? bundle, problem: problem)
     }
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {

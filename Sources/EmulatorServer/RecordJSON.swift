@@ -33,6 +33,7 @@ enum AdminJSON {
         o["bundleId"] = r.bundleID.map(JSONValue.string) ?? .null
         o["connectionId"] = .int(Int64(r.connectionID))
         o["streamId"] = .int(Int64(r.streamID))
+        o["certificate"] = r.certificateSubject.map(JSONValue.string) ?? .null
         o["teamId"] = r.teamID.map(JSONValue.string) ?? .null
         o["keyId"] = r.keyID.map(JSONValue.string) ?? .null
         o["jwt"] = r.jwtVerified == nil && r.jwtHeader == nil ? .null : [

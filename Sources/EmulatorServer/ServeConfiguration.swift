@@ -15,6 +15,8 @@ public struct ServeConfiguration: Sendable {
     /// Where default certificates live (and are generated when missing).
     public var certsDirectory: String
     public var tlsPathsGiven: Bool
+    /// CA that issues provider (client) certificates; nil = CERTS-DIR/ca.pem when present.
+    public var clientCAPath: String?
     public var authKeys: [AuthKeySpec]
     public var apps: [(teamID: String, bundleID: String)]
     public var devices: [DeviceSpec]
@@ -70,6 +72,7 @@ extension ServeConfiguration {
         OptionSpec("tls-cert", "PATH", "server certificate chain, PEM (default: CERTS-DIR/server.pem, generated if missing)"),
         OptionSpec("tls-key", "PATH", "server private key, PEM (default: CERTS-DIR/server-key.pem)"),
         OptionSpec("certs-dir", "PATH", default: "certs", "where the default TEST ONLY certificates are read or generated"),
+        OptionSpec("client-ca", "PATH", "CA certificates (PEM) that provider client certificates must chain to (default: CERTS-DIR/ca.pem)"),
         OptionSpec("auth-key", "TEAMID:KEYID:PATH", repeatable: true,
                    "provider signing key: .p8 (PKCS#8) or PEM public key; append ?environment=sandbox|production&topics=BUNDLE,BUNDLE&related=KEYID to restrict it"),
         OptionSpec("app", "TEAMID:BUNDLEID", repeatable: true, "team TEAMID owns bundle BUNDLEID"),
@@ -137,6 +140,7 @@ extension ServeConfiguration {
             throw UsageError("--tls-cert and --tls-key go together: give both, or neither to use \(certsDirectory)/")
         }
         tlsCertificatePath = options.string("tls-cert") ?? "\(certsDirectory)/server.pem"
+        clientCAPath = options.string("client-ca")
         tlsKeyPath = options.string("tls-key") ?? "\(certsDirectory)/server-key.pem"
 
         authKeys = []

@@ -40,6 +40,9 @@ public final class HTTP2ClientConnection {
         public var alpn: Bool = true
         /// CA to trust; nil = the system store.
         public var caPath: String?
+        /// A client certificate and key for certificate-based (mTLS) provider connections.
+        public var clientCertificatePath: String?
+        public var clientKeyPath: String?
         public var verifyPeer: Bool = true
         /// SNI and certificate name; default: the address's host.
         public var serverName: String?
@@ -76,7 +79,9 @@ public final class HTTP2ClientConnection {
         if options.tls {
             do {
                 let context = try TLSContext.client(trustedCAPath: options.caPath, verifyPeer: options.verifyPeer,
-                                                    alpnProtocols: options.alpn ? ["h2"] : [])
+                                                    alpnProtocols: options.alpn ? ["h2"] : [],
+                                                    clientCertificatePath: options.clientCertificatePath,
+                                                    clientKeyPath: options.clientKeyPath)
                 let serverName = options.serverName ?? options.address.host
                 // SNI carries host names only, never IP literals (RFC 6066).
                 let sni = serverName.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" } ? nil : serverName

@@ -118,6 +118,8 @@ func runSend(_ args: [String]) -> Never {
         OptionSpec("token", "HEX", "device token"),
         OptionSpec("topic", "BUNDLEID", "apns-topic"),
         OptionSpec("key", "TEAMID:KEYID:PATH", "provider signing key (.p8); omit to send without authorization"),
+        OptionSpec("cert", "PATH", "a provider client certificate (PEM) for a certificate-based connection, instead of --key"),
+        OptionSpec("cert-key", "PATH", "the client certificate's private key (PEM)"),
         OptionSpec("push-type", "TYPE", "apns-push-type (alert, background, voip, …)"),
         OptionSpec("priority", "10|5|1", "apns-priority"),
         OptionSpec("expiration", "SECONDS", "apns-expiration (UNIX seconds; 0 = do not store)"),
@@ -181,6 +183,9 @@ func runSend(_ args: [String]) -> Never {
     connectionOptions.alpn = !options.isSet("no-alpn")
     connectionOptions.verifyPeer = !options.isSet("insecure")
     connectionOptions.caPath = options.string("ca") ?? (FileManager.default.fileExists(atPath: "certs/ca.pem") ? "certs/ca.pem" : nil)
+    if options.isSet("cert") != options.isSet("cert-key") { fail("--cert and --cert-key go together") }
+    connectionOptions.clientCertificatePath = options.string("cert")
+    connectionOptions.clientKeyPath = options.string("cert-key")
     let result: APNsResult
     do {
         let connection = try HTTP2ClientConnection(connectionOptions)
@@ -270,15 +275,33 @@ func runReadyz(_ args: [String]) -> Never {
 // MARK: certs
 
 func runCerts(_ args: [String]) -> Never {
-    let specs = [OptionSpec("dir", "PATH", default: "certs", "directory to write ca.pem, ca-key.pem, server.pem, server-key.pem")]
+    let specs = [
+        OptionSpec("dir", "PATH", default: "certs", "directory to write ca.pem, ca-key.pem, server.pem, server-key.pem"),
+        OptionSpec("provider", "BUNDLEID", "instead, issue a provider (client) certificate for this app, signed by DIR/ca.pem"),
+        OptionSpec("environment", "sandbox|production|both", default: "both", "with --provider: where the certificate is valid"),
+        OptionSpec("days", "N", default: "365", "with --provider: validity in days"),
+    ]
     if args.contains("--help") || args.contains("-h") {
         print(OptionParser.help(command: "certs", summary: "Writes TEST ONLY certificates (never trust them outside a test machine).", specs: specs))
         exit(0)
     }
     do {
         let (options, _) = try OptionParser.parse(args, specs: specs, environment: [:])
-        let made = try TestCertificates.generate(into: options.string("dir") ?? "certs")
-        print("wrote TEST ONLY certificates: CA \(made.caPath), server \(made.certificatePath), key \(made.keyPath)")
+        let dir = options.string("dir") ?? "certs"
+        guard let bundle = options.string("provider") else {
+            let made = try TestCertificates.generate(into: dir)
+            print("wrote TEST ONLY certificates: CA \(made.caPath), server \(made.certificatePath), key \(made.keyPath)")
+            exit(0)
+        }
+        let environment = options.string("environment") ?? "both"
+        guard ["sandbox", "production", "both"].contains(environment) else {
+            fail("--environment must be sandbox, production or both, not '\(environment)'")
+        }
+        guard let days = Int(options.string("days") ?? ""), days > 0 else { fail("--days must be a whole number > 0") }
+        let made = try TestCertificates.generateProviderCertificate(
+            into: dir, name: "provider-\(bundle)", caPath: "\(dir)/ca.pem", caKeyPath: "\(dir)/ca-key.pem", bundleID: bundle,
+            development: environment != "production", production: environment != "sandbox", validityDays: days)
+        print("wrote a TEST ONLY provider certificate for \(bundle) (\(environment)): \(made.certificatePath), key \(made.keyPath)")
         exit(0)
     } catch {
         fail("\(error)")

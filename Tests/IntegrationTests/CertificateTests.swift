@@ -1,0 +1,116 @@
+import APNsCore
+import Foundation
+import HTTP2
+import OpenSSLCrypto
+import ProviderClient
+import Testing
+
+/// Certificate-based (mTLS) provider connections over the wire (reference §5.2).
+@Suite("Certificate-based provider connections")
+struct CertificateTests {
+    /// A provider certificate for com.example.app issued by the emulator's own test CA.
+    func certificate(_ emulator: EmulatorProcess, development: Bool = true, production: Bool = true,
+                     topics: [(topic: String, kind: String)]? = nil, days: Int = 30, name: String = "provider")
+        throws -> (cert: String, key: String)
+    {
+        let made = try TestCertificates.generateProviderCertificate(
+            into: emulator.directory, name: name, caPath: emulator.caPath, caKeyPath: emulator.directory + "/certs/ca-key.pem",
+            bundleID: EmulatorProcess.bundleID, development: development, production: production, topics: topics,
+            validityDays: days)
+        return (made.certificatePath, made.keyPath)
+    }
+
+    func connect(_ emulator: EmulatorProcess, _ credential: (cert: String, key: String), listener: String = "sandbox") throws
+        -> HTTP2ClientConnection
+    {
+        var options = HTTP2ClientConnection.Options(address: try emulator.address(listener))
+        options.caPath = emulator.caPath
+        options.clientCertificatePath = credential.cert
+        options.clientKeyPath = credential.key
+        return try HTTP2ClientConnection(options)
+    }
+
+    func push(_ token: String, topic: String? = EmulatorProcess.bundleID, pushType: String? = nil) -> APNsPush {
+        var push = APNsPush(token: token, topic: topic, payload: Array(#"{"aps":{"alert":"cert"}}"#.utf8), providerToken: nil)
+        push.pushType = pushType
+        return push
+    }
+
+    @Test func aValidCertificateNeedsNoProviderToken() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let voip = try emulator.createDevice(kind: "voip")
+        let connection = try connect(emulator, try certificate(emulator))
+        // No one-stream start on certificate connections.
+        try connection.pump(timeoutMilliseconds: 2000) { connection.session.remoteMaxConcurrentStreams == 1000 }
+        let ok = APNsResult(try connection.send(push(device.token).request))
+        #expect(ok.status == 200)
+        let record = try emulator.admin("GET", "/api/v1/notifications/\(ok.apnsID!)")
+        #expect(record.json["certificate"]?.stringValue == "Apple Push Services: \(EmulatorProcess.bundleID)")
+        #expect(record.json["jwt"] == .null)
+        // The certificate's VoIP topic works; the topic is required with a multi-topic certificate.
+        #expect(APNsResult(try connection.send(push(voip.token, topic: EmulatorProcess.bundleID + ".voip").request)).status == 200)
+        #expect(APNsResult(try connection.send(push(device.token, topic: nil).request)).reason == "MissingTopic")
+        #expect(APNsResult(try connection.send(push(device.token, topic: "com.other.app").request)).reason == "TopicDisallowed")
+        #expect(APNsResult(try connection.send(push(device.token, topic: EmulatorProcess.bundleID + ".location-query",
+                                                    pushType: "location").request)).reason == "InvalidPushType")
+    }
+
+    @Test func aSingleTopicCertificateDefaultsTheTopic() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try connect(emulator, try certificate(emulator, topics: []))
+        #expect(APNsResult(try connection.send(push(device.token, topic: nil).request)).status == 200)
+    }
+
+    @Test func aCertificateForTheOtherEnvironmentGetsGoAwayBadCertificateEnvironment() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let connection = try connect(emulator, try certificate(emulator, development: false, production: true))
+        _ = try? connection.send(push(device.token).request, timeoutMilliseconds: 2000)
+        try connection.pump(timeoutMilliseconds: 2000) { connection.session.goAway != nil }
+        let goAway = try #require(connection.session.goAway)
+        #expect(goAway.errorCode == 0)
+        #expect(goAway.lastStreamID == 0)
+        #expect(String(decoding: goAway.debugData, as: UTF8.self) == #"{"reason":"BadCertificateEnvironment"}"#)
+        // The same certificate is fine on the production listener.
+        let production = try emulator.createDevice(environment: "production")
+        let prod = try connect(emulator, try certificate(emulator, development: false, production: true, name: "prod"),
+                               listener: "production")
+        #expect(APNsResult(try prod.send(push(production.token).request)).status == 200)
+    }
+
+    @Test func untrustedAndExpiredCertificatesAreBadCertificate() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let expired = try connect(emulator, try certificate(emulator, days: -1))
+        let result = APNsResult(try expired.send(push(device.token).request))
+        #expect(result.status == 403)
+        #expect(result.reason == "BadCertificate")
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["explanation"]?.stringValue?.contains("expired") == true)
+
+        // A certificate from a CA the emulator does not trust.
+        let other = emulator.directory + "/other-ca"
+        let otherCA = try TestCertificates.generate(into: other)
+        let stranger = try TestCertificates.generateProviderCertificate(
+            into: other, name: "stranger", caPath: otherCA.caPath, caKeyPath: other + "/ca-key.pem",
+            bundleID: EmulatorProcess.bundleID, development: true, production: true)
+        let connection = try connect(emulator, (stranger.certificatePath, stranger.keyPath))
+        #expect(APNsResult(try connection.send(push(device.token).request)).reason == "BadCertificate")
+    }
+
+    @Test func sendCommandAndCertsCommandWorkTogether() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let made = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider",
+                                                    EmulatorProcess.bundleID, "--environment", "sandbox"])
+        #expect(made.status == 0, "\(made.err)")
+        let cert = emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID).pem"
+        let key = emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-key.pem"
+        let sent = try run(EmulatorProcess.binary, ["send", "--host", try emulator.address("sandbox").description, "--ca", emulator.caPath,
+                                                    "--cert", cert, "--cert-key", key, "--topic", EmulatorProcess.bundleID,
+                                                    "--token", device.token])
+        #expect(sent.status == 0, "\(sent.out) \(sent.err)")
+        #expect(sent.out.contains("status: 200"))
+    }
+}
