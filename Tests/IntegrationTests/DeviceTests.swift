@@ -305,6 +305,8 @@ struct DeviceSocketTests {
         let result = APNsResult(try emulator.connect().send(try emulator.push(after).request))
         #expect(result.status == 200)
         #expect(device.next("notification")?["apnsId"]?.stringValue == result.apnsID)
-        _ = before
+        // The token issued before the reset is forgotten with everything else.
+        #expect(after != before)
+        #expect(APNsResult(try emulator.connect().send(try emulator.push(before).request)).reason == "BadDeviceToken")
     }
 }
