@@ -92,6 +92,12 @@ public struct DeviceRegistry: Sendable {
 
     public func token(_ hex: String) -> TokenEntry? { tokens[hex] }
 
+    /// Keeps drawing tokens where `other` left off. A reset restores the registry, but tokens
+    /// issued before it must never be handed out again (APNs never reuses a token).
+    public mutating func continueRandomness(from other: DeviceRegistry) {
+        random = other.random
+    }
+
     /// Letters, digits, `-` and `.`, not starting or ending with a dot, no empty component.
     /// Runs on every request's topic, so it walks the bytes directly.
     public static func isValidBundleID(_ bundle: String) -> Bool {

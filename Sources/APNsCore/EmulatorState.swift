@@ -77,7 +77,9 @@ public final class EmulatorState: Sendable {
         withWorld { world in
             let generation = world.credentials.generation
             let nextSequence = world.records.nextSequence
+            let registry = world.registry
             world = start
+            world.registry.continueRandomness(from: registry)
             world.credentials.advanceGeneration(beyond: generation)
             world.records.continueSequence(from: nextSequence)
         }

@@ -152,3 +152,20 @@ struct TokenShapeTests {
         #expect(Hex.shape(ofToken: Substring(text)) == expected)
     }
 }
+
+@Suite("Reset")
+struct ResetTests {
+    @Test func tokensIssuedBeforeAResetAreNeverIssuedAgain() throws {
+        let fixture = try Fixture()
+        func mint() throws -> String {
+            try fixture.state.withWorld { world throws(RegistryError) -> String in
+                let device = try world.registry.addDevice(isVirtual: true, nowMs: 0)
+                return try world.registry.register(deviceID: device.id, bundleID: "com.example.app", environment: .sandbox, nowMs: 0).token
+            }
+        }
+        let before = try mint()
+        fixture.state.reset()
+        let after = try mint()
+        #expect(after != before)
+    }
+}
