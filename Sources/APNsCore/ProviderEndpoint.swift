@@ -257,7 +257,7 @@ public final class ProviderEndpoint: Sendable {
                                 connection: ProviderConnectionContext) -> FiredFault?
     {
         let path = fields.path ?? ""
-        let token = path.hasPrefix(Self.devicePrefix) ? String(path.dropFirst(Self.devicePrefix.count)) : ""
+        let token = Self.deviceToken(inPath: path).map(String.init) ?? ""
         let topic = fields.topic ?? ""
         let pushType = fields.pushType ?? PushType.implied(byTopic: Substring(topic))?.rawValue ?? PushType.alert.rawValue
         let facts = FaultFacts(token: token, topic: topic, pushType: pushType, priority: Int(fields.priority ?? "10") ?? 10,
@@ -272,7 +272,7 @@ public final class ProviderEndpoint: Sendable {
 
     /// Journals and answers a fault that replaces judging; nil for a delay-only or SETTINGS fault.
     private func applyFault(_ fired: FiredFault, record: inout NotificationRecord, now: Int64) -> PushResponse? {
-        if let path = record.path, path.hasPrefix(Self.devicePrefix) { record.token = String(path.dropFirst(Self.devicePrefix.count)) }
+        if let token = record.path.flatMap(Self.deviceToken(inPath:)) { record.token = String(token) }
         record.pushType = fired.pushType
         record.outcome = .rejected
         record.faultRuleID = fired.ruleID
@@ -323,18 +323,21 @@ public final class ProviderEndpoint: Sendable {
         var pushType: PushType? = nil
     }
 
-    private static let devicePrefix = "/3/device/"
+    /// The text after `/3/device/`, or nil when the path does not start with it.
+    static func deviceToken(inPath path: String) -> Substring? {
+        guard ASCII.hasPrefix(path, "/3/device/") else { return nil }
+        return Substring(path.utf8.dropFirst(10))
+    }
 
     private func checkRequestLine(_ fields: APNsHeaderFields, record: inout NotificationRecord) throws(Rejection) -> Syntax {
         guard fields.method == "POST" else {
             throw Rejection(reason: .methodNotAllowed,
                             explanation: "method \(fields.method ?? "(none)") is not allowed; APNs accepts only POST")
         }
-        guard let path = fields.path, ASCII.hasPrefix(path, "/3/device/") else {
+        guard let path = fields.path, let token = Self.deviceToken(inPath: path) else {
             throw Rejection(reason: .badPath,
                             explanation: "path \(fields.path ?? "(none)") is not /3/device/<device-token>")
         }
-        let token = Substring(path.utf8.dropFirst(Self.devicePrefix.utf8.count))
         record.token = String(token)
         let shape = Hex.shape(ofToken: token)
         guard !shape.hasPathDelimiter else {

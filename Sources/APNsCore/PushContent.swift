@@ -33,31 +33,21 @@ public struct PushContent: Sendable, Equatable {
             var content = PushContent()
             skipSpace()
             guard take(UInt8(ascii: "{")) else { return content }
-            while true {
-                skipSpace()
-                guard let key = keyRange() else { return content }
-                skipSpace()
-                guard take(UInt8(ascii: ":")) else { return content }
-                skipSpace()
+            while let key = memberKey() {
                 if equals(key, "aps"), peek() == UInt8(ascii: "{") {
                     content = aps()
                 } else if !skipValue() {
                     return content
                 }
-                skipSpace()
-                if !take(UInt8(ascii: ",")) { return content }
+                if !nextMember() { return content }
             }
+            return content
         }
 
         mutating func aps() -> PushContent {
             var content = PushContent()
             _ = take(UInt8(ascii: "{"))
-            while true {
-                skipSpace()
-                guard let key = keyRange() else { return content }
-                skipSpace()
-                guard take(UInt8(ascii: ":")) else { return content }
-                skipSpace()
+            while let key = memberKey() {
                 let valueStart = i
                 guard skipValue() else { return content }
                 let isNull = equals(valueStart..<i, "null")
@@ -68,9 +58,25 @@ public struct PushContent: Sendable, Equatable {
                 } else if equals(key, "mutable-content") {
                     content.mutableContent = equals(valueStart..<i, "1")
                 }
-                skipSpace()
-                if !take(UInt8(ascii: ",")) { return content }
+                if !nextMember() { return content }
             }
+            return content
+        }
+
+        /// Reads `"key" :` and leaves the cursor at the value; nil at the end of the object.
+        mutating func memberKey() -> Range<Int>? {
+            skipSpace()
+            guard let key = keyRange() else { return nil }
+            skipSpace()
+            guard take(UInt8(ascii: ":")) else { return nil }
+            skipSpace()
+            return key
+        }
+
+        /// Moves past the `,` after a value; false at the end of the object.
+        mutating func nextMember() -> Bool {
+            skipSpace()
+            return take(UInt8(ascii: ","))
         }
 
         func peek() -> UInt8? { i < bytes.count ? bytes[i] : nil }

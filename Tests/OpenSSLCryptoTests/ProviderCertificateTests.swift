@@ -574,25 +574,7 @@ private final class VerifyingTLSServer: @unchecked Sendable {
 
     init(context: TLSContext, connections: Int, stores: [CertificateTrustStore]) throws {
         signal(SIGPIPE, SIG_IGN)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw CryptoError(message: "socket failed") }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)  // accept() gives up instead of hanging
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-                bind(fd, generic, length) == 0 && listen(fd, 8) == 0 && getsockname(fd, generic, &length) == 0
-            }
-        }
-        guard bound else {
-            close(fd)
-            throw CryptoError(message: "bind/listen failed: \(String(cString: strerror(errno)))")
-        }
-        listener = fd
-        port = UInt16(bigEndian: address.sin_port)
+        (listener, port) = try loopbackListener()
         Thread { [self] in
             for _ in 0..<connections { serveOne(context, stores) }
             done.signal()

@@ -190,3 +190,26 @@ extension TLSIOResult {
         return ""
     }
 }
+
+/// A listening TCP socket on 127.0.0.1 with a free port; accept() gives up after 10 s
+/// instead of hanging a broken test.
+func loopbackListener() throws -> (fd: Int32, port: UInt16) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw CryptoError(message: "socket failed") }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+            bind(fd, generic, length) == 0 && listen(fd, 8) == 0 && getsockname(fd, generic, &length) == 0
+        }
+    }
+    guard bound else {
+        close(fd)
+        throw CryptoError(message: "bind/listen failed: \(String(cString: strerror(errno)))")
+    }
+    return (fd, UInt16(bigEndian: address.sin_port))
+}
