@@ -117,6 +117,8 @@ public struct ConnectionAuthenticator: Sendable {
     static func bearerToken(_ header: Substring) -> Substring? {
         let scheme = "bearer".utf8
         let utf8 = header.utf8
+        // `bearer` with nothing after it (its space trimmed away) carries an empty token.
+        if utf8.count == scheme.count, utf8.elementsEqual(scheme, by: asciiCaseInsensitiveEqual) { return header.dropFirst(scheme.count) }
         guard utf8.count > scheme.count,
             utf8.prefix(scheme.count).elementsEqual(scheme, by: asciiCaseInsensitiveEqual),
             utf8.dropFirst(scheme.count).first == UInt8(ascii: " ")
@@ -173,7 +175,7 @@ public struct ConnectionAuthenticator: Sendable {
                              explanation: "JWT iss \(issuer) is not the team of key \(keyID) (\(key.teamID))", token: token)
         }
         guard let issuedAt = token.issuedAt else {
-            return .rejected(.invalidProviderToken, explanation: "JWT claims have no numeric iat (seconds)", token: token)
+            return .rejected(.invalidProviderToken, explanation: token.issuedAtProblem ?? "JWT claims have no iat", token: token)
         }
         guard key.verifier.verify(signature: token.signature, message: token.signingInput) else {
             return .rejected(.invalidProviderToken,
@@ -181,8 +183,11 @@ public struct ConnectionAuthenticator: Sendable {
         }
         let now = nowMs / 1000
         if issuedAt - now > policy.allowedFutureSkewSeconds {
+            // Apple's own sample token carries a millisecond iat; say so when it looks like one.
+            let hint = issuedAt / 1000 - now < policy.allowedFutureSkewSeconds && issuedAt > 100_000_000_000
+                ? "; it looks like milliseconds, iat is in seconds" : ""
             return .rejected(.invalidProviderToken,
-                             explanation: "JWT iat is \(issuedAt - now) s in the future (more than \(policy.allowedFutureSkewSeconds) s of skew)",
+                             explanation: "JWT iat is \(issuedAt - now) s in the future (more than \(policy.allowedFutureSkewSeconds) s of skew)\(hint)",
                              token: token)
         }
 

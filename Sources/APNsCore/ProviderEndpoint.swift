@@ -259,7 +259,8 @@ public final class ProviderEndpoint: Sendable {
         let path = fields.path ?? ""
         let token = Self.deviceToken(inPath: path).map(String.init) ?? ""
         let topic = fields.topic ?? ""
-        let pushType = fields.pushType ?? PushType.implied(byTopic: Substring(topic))?.rawValue ?? PushType.alert.rawValue
+        let pushType = fields.pushType.map { PushType(headerValue: Substring($0))?.rawValue ?? $0 }
+            ?? PushType.implied(byTopic: Substring(topic))?.rawValue ?? PushType.alert.rawValue
         let facts = FaultFacts(token: token, topic: topic, pushType: pushType, priority: Int(fields.priority ?? "10") ?? 10,
                                environment: environment, connectionID: connection.connectionID)
         let fired = state.withWorld { world in

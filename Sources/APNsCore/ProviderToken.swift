@@ -8,8 +8,10 @@ public struct ProviderToken: Sendable {
     public var algorithm: String?
     public var keyID: String?
     public var issuer: String?
-    /// `iat` in seconds since the epoch.
+    /// `iat` in whole seconds since the epoch, however the provider wrote it (see `IssuedAt`).
     public var issuedAt: Int64?
+    /// Why `iat` could not be read as a time, when it could not.
+    public var issuedAtProblem: String?
     /// The decoded header and claims as JSON text, for inspection.
     public var headerJSON: String
     public var claimsJSON: String
@@ -37,12 +39,13 @@ public struct ProviderToken: Sendable {
             return .failure(ParseError(explanation: "provider token claims are not a JSON object"))
         }
         let signedLength = parts[0].count + 1 + parts[1].count
+        let issuedAt = IssuedAt.read(claims["iat"])
         let parsed = ProviderToken(
             algorithm: header["alg"]?.stringValue,
             keyID: header["kid"]?.stringValue,
             issuer: claims["iss"]?.stringValue,
-            // `iat` is whole seconds as a JSON number (reference §5.1); a string is not a time.
-            issuedAt: claims["iat"]?.intValue,
+            issuedAt: issuedAt.seconds,
+            issuedAtProblem: issuedAt.problem,
             headerJSON: String(decoding: headerBytes, as: UTF8.self),
             claimsJSON: String(decoding: claimBytes, as: UTF8.self),
             signingInput: Array(token.utf8.prefix(signedLength)),
@@ -62,5 +65,64 @@ extension ProviderToken {
         let input = Base64URL.encode(header.serializedBytes()) + "." + Base64URL.encode(claims.serializedBytes())
         let signature = try sign(Array(input.utf8))
         return input + "." + Base64URL.encode(signature)
+    }
+}
+
+/// Reads `iat` the way APNs accepts it from providers in wide use, not only as the integer the
+/// documentation shows: PyAPNs2 and its forks send `time.time()` (a fractional number) and
+/// kalyke-apns and older APNSwift releases send a decimal string, and Apple answers both with
+/// 200 (docs/apns-behaviour.md, "Leniencies"). Any finite number, or a string holding one,
+/// counts; its whole seconds are the issue time.
+enum IssuedAt {
+    static func read(_ value: JSONValue?) -> (seconds: Int64?, problem: String?) {
+        switch value {
+        case nil:
+            return (nil, "JWT claims have no iat (the issue time in seconds)")
+        case .int(let seconds)?:
+            return (seconds, nil)
+        case .double(let number)?:
+            return wholeSeconds(number, as: "\(number)")
+        case .string(let text)?:
+            guard let number = decimalNumber(text) else {
+                return (nil, "JWT iat is the string \"\(text.prefix(40))\", which does not hold a number of seconds")
+            }
+            return wholeSeconds(number, as: "\"\(text)\"")
+        case .some(let other):
+            return (nil, "JWT iat is \(other.serialized().prefix(40)), not a number of seconds")
+        }
+    }
+
+    /// Truncates towards zero; numbers beyond any plausible time are refused rather than clamped.
+    private static func wholeSeconds(_ number: Double, as written: String) -> (Int64?, String?) {
+        guard number.isFinite, abs(number) < 9.0e15 else {
+            return (nil, "JWT iat \(written.prefix(40)) is not a usable number of seconds")
+        }
+        return (Int64(number.rounded(.towardZero)), nil)
+    }
+
+    /// JSON number syntax inside a string (`"1796024121"`, `"1796024121.398"`); no hex, no
+    /// `inf`/`nan`, no surrounding text.
+    static func decimalNumber(_ text: String) -> Double? {
+        let utf8 = Array(text.utf8)
+        guard !utf8.isEmpty, utf8.count <= 64 else { return nil }
+        var i = 0
+        func digits() -> Int {
+            let start = i
+            while i < utf8.count, utf8[i] >= 0x30, utf8[i] <= 0x39 { i += 1 }
+            return i - start
+        }
+        if utf8[i] == UInt8(ascii: "-") { i += 1 }
+        guard digits() > 0 else { return nil }
+        if i < utf8.count, utf8[i] == UInt8(ascii: ".") {
+            i += 1
+            guard digits() > 0 else { return nil }
+        }
+        if i < utf8.count, utf8[i] == UInt8(ascii: "e") || utf8[i] == UInt8(ascii: "E") {
+            i += 1
+            if i < utf8.count, utf8[i] == UInt8(ascii: "+") || utf8[i] == UInt8(ascii: "-") { i += 1 }
+            guard digits() > 0 else { return nil }
+        }
+        guard i == utf8.count else { return nil }
+        return Double(text)
     }
 }

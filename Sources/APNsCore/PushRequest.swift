@@ -17,9 +17,13 @@ public struct PushRequest: Sendable {
 }
 
 /// The header fields APNs looks at, picked out in one pass, plus the first duplicated name.
+///
+/// Values are read leniently (docs/apns-behaviour.md, "Leniencies"): spaces and tabs around a
+/// value are not part of it, and an optional `apns-*` header sent empty counts as absent.
 struct APNsHeaderFields {
     var method: String?
     var path: String?
+    /// `:authority`, or the `host` header some clients send instead (aioapns does).
     var authority: String?
     var authorization: String?
     var apnsID: String?
@@ -34,6 +38,7 @@ struct APNsHeaderFields {
     init(_ headers: [(name: String, value: String)]) {
         var seen: UInt32 = 0
         var others: [Substring.UTF8View] = []
+        var host: String?
         for (name, value) in headers {
             let bit = Self.classify(name)
             switch bit {
@@ -42,22 +47,43 @@ struct APNsHeaderFields {
                 let utf8 = Substring(name).utf8
                 if duplicate == nil, others.contains(where: { $0.elementsEqual(utf8) }) { duplicate = name }
                 others.append(utf8)
+                if host == nil, name == "host" { host = value }
                 continue
             case 1 << 0: method = value
             case 1 << 1: path = value
             case 1 << 2: authority = value
-            case 1 << 4: authorization = value
-            case 1 << 5: apnsID = value
-            case 1 << 6: expiration = value
-            case 1 << 7: priority = value
-            case 1 << 8: topic = value
-            case 1 << 9: pushType = value
-            case 1 << 10: collapseID = value
+            case 1 << 4: authorization = Self.trimmed(value)
+            case 1 << 5: apnsID = Self.optional(value)
+            case 1 << 6: expiration = Self.optional(value)
+            case 1 << 7: priority = Self.optional(value)
+            case 1 << 8: topic = Self.trimmed(value)
+            case 1 << 9: pushType = Self.optional(value)
+            case 1 << 10: collapseID = value.isEmpty ? nil : value
             default: break  // :scheme
             }
             if seen & bit != 0, duplicate == nil { duplicate = name }
             seen |= bit
         }
+        if authority == nil { authority = host }
+    }
+
+    /// The value without surrounding spaces and tabs; the same string when there are none
+    /// (the usual case, checked with two byte reads).
+    @inline(__always)
+    static func trimmed(_ value: String) -> String {
+        let utf8 = value.utf8
+        guard let first = utf8.first, let last = utf8.last,
+            first == 0x20 || first == 0x09 || last == 0x20 || last == 0x09
+        else { return value }
+        let inner = utf8.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }
+        return String(decoding: inner.reversed(), as: UTF8.self)
+    }
+
+    /// An optional header: trimmed, and nil when nothing is left.
+    @inline(__always)
+    static func optional(_ value: String) -> String? {
+        let value = trimmed(value)
+        return value.isEmpty ? nil : value
     }
 
     /// A bit per header APNs reads, 0 for any other. Dispatches on the length first so each

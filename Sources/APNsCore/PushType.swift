@@ -44,7 +44,20 @@ public enum PushType: String, Sendable, CaseIterable, Codable {
         return nil
     }
 
+    /// Apple writes push types in lowercase; other cases are accepted as the same type
+    /// (Apple's own pages spell `liveactivity` three ways).
     public init?(headerValue: Substring) {
+        if let exact = Self(lowercaseHeaderValue: headerValue) {
+            self = exact
+        } else if headerValue.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) {
+            guard let folded = Self(lowercaseHeaderValue: Substring(headerValue.lowercased())) else { return nil }
+            self = folded
+        } else {
+            return nil
+        }
+    }
+
+    private init?(lowercaseHeaderValue headerValue: Substring) {
         switch headerValue {
         case "alert": self = .alert
         case "background": self = .background

@@ -7,6 +7,9 @@ public enum Banner {
         let c = emulator.configuration
         var lines = ["apns-emulator \(Emulator.version): local APNs emulator. TEST ONLY: never point real devices or keys you care about at it."]
         func row(_ label: String, _ value: String) { lines.append("  " + label.padding(toLength: 24, withPad: " ", startingAt: 0) + value) }
+        for x in a.listen {
+            row("provider, Apple-style", "https://\(x)  (environment by host name: api.push.apple.com = production, api.sandbox.push.apple.com = sandbox)")
+        }
         if let x = a.sandbox { row("provider, sandbox", "https://\(x)  (TLS 1.2+, ALPN h2 or prior knowledge)") }
         if let x = a.production { row("provider, production", "https://\(x)") }
         if let x = a.h2cSandbox { row("provider, sandbox h2c", "http://\(x)  (cleartext HTTP/2, prior knowledge)") }
@@ -15,7 +18,7 @@ public enum Banner {
         if let x = a.device {
             row("device socket", "\(x)  (\(c.deviceTLS ? "TLS" : "plain TCP"), docs/device-protocol.md)")
         }
-        if let ca = a.caFile { row("trust this CA", ca) } else if c.sandboxListen != nil || c.productionListen != nil {
+        if let ca = a.caFile { row("trust this CA", ca) } else if !c.listen.isEmpty || c.sandboxListen != nil || c.productionListen != nil {
             row("TLS certificate", c.tlsCertificatePath)
         }
         let keys = emulator.state.withWorld { world in

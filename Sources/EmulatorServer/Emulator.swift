@@ -19,6 +19,8 @@ struct ES256SignatureVerifier: SignatureVerifier {
 
 /// The addresses actually bound (real ports when 0 was asked for).
 public struct BoundAddresses: Sendable {
+    /// `--listen` listeners (environment by SNI / `:authority`).
+    public var listen: [HostPort] = []
     public var sandbox: HostPort?
     public var production: HostPort?
     public var h2cSandbox: HostPort?
@@ -30,6 +32,7 @@ public struct BoundAddresses: Sendable {
     public var json: JSONValue {
         func text(_ address: HostPort?) -> JSONValue { address.map { .string($0.description) } ?? .null }
         return [
+            "listen": .array(listen.map { .string($0.description) }),
             "sandbox": text(sandbox), "production": text(production), "h2cSandbox": text(h2cSandbox),
             "h2cProduction": text(h2cProduction), "admin": text(admin), "device": text(device),
             "caFile": caFile.map(JSONValue.string) ?? .null, "pid": .int(Int64(getpid())),
@@ -201,7 +204,7 @@ public final class Emulator: @unchecked Sendable {
     public func start() throws(StartupError) {
         signal(SIGPIPE, SIG_IGN)
         let c = configuration
-        if c.sandboxListen != nil || c.productionListen != nil || (c.deviceTLS && c.deviceListen != nil) {
+        if !c.listen.isEmpty || c.sandboxListen != nil || c.productionListen != nil || (c.deviceTLS && c.deviceListen != nil) {
             tlsContext = try makeTLSContext()
             if !c.tlsPathsGiven { addresses.caFile = "\(c.certsDirectory)/ca.pem" }
             providers.clientTrust = try loadClientTrust()
@@ -215,7 +218,15 @@ public final class Emulator: @unchecked Sendable {
                 listeners.append(listener)
                 return listener.address
             } catch {
-                throw StartupError("cannot listen on \(address) for \(what): \(error)")
+                throw StartupError(Self.bindFailure(address, what, error))
+            }
+        }
+        for address in c.listen {
+            // Sandbox unless the name the client asked for is Apple's production host.
+            if let bound = try bind(address, "--listen", { [unowned self] fd, peer in
+                self.acceptProvider(fd: fd, peer: peer, environment: .sandbox, tls: true)
+            }) {
+                addresses.listen.append(bound)
             }
         }
         addresses.sandbox = try bind(c.sandboxListen, "--sandbox-listen") { [unowned self] fd, peer in
@@ -247,6 +258,25 @@ public final class Emulator: @unchecked Sendable {
         group.start()
         ready.store(true, ordering: .releasing)
         if let path = c.readyFile { writeReadyFile(path) }
+    }
+
+    /// What to do about a listener that cannot be bound, in the terms of the flag that asked for it.
+    static func bindFailure(_ address: HostPort, _ flag: String, _ error: SystemError) -> String {
+        var message = "cannot listen on \(address) for \(flag): \(error)"
+        switch error.code {
+        case EACCES where address.port < 1024:
+            message += ". Ports below 1024 need privileges: run as root, give the binary the capability"
+                + " (sudo setcap cap_net_bind_service=+ep \(Banner.executablePath())), lower"
+                + " net.ipv4.ip_unprivileged_port_start (sudo sysctl net.ipv4.ip_unprivileged_port_start=443),"
+                + " or use Apple's other port, 2197"
+        case EADDRINUSE:
+            message += ". Another program (or another emulator) is listening there; stop it or choose another port"
+        case EADDRNOTAVAIL:
+            message += ". No network interface has that address; 127.0.0.1 or 0.0.0.0 usually do"
+        default:
+            break
+        }
+        return message
     }
 
     /// Once a second: stored notifications expire, batches and refilled budgets release.

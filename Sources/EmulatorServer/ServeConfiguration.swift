@@ -4,6 +4,9 @@ public import Networking
 
 /// Everything `apns-emulator serve` needs, validated.
 public struct ServeConfiguration: Sendable {
+    /// TLS listeners that behave like Apple's hosts: each connection's environment comes from
+    /// the name it asked for (SNI, `:authority`), sandbox when that is not an Apple host name.
+    public var listen: [HostPort]
     public var sandboxListen: HostPort?
     public var productionListen: HostPort?
     public var h2cSandboxListen: HostPort?
@@ -62,6 +65,8 @@ extension ServeConfiguration {
 
     public static let specs: [OptionSpec] = [
         config,
+        OptionSpec("listen", "HOST:PORT", repeatable: true,
+                   "TLS listener like Apple's hosts (e.g. 127.0.0.1:443 and :2197): SNI or :authority api.push.apple.com means production, api.sandbox/api.development.push.apple.com sandbox, anything else sandbox"),
         OptionSpec("sandbox-listen", "HOST:PORT", default: "127.0.0.1:2197", "TLS listener whose environment is sandbox ('off' disables)"),
         OptionSpec("production-listen", "HOST:PORT", default: "127.0.0.1:2198", "TLS listener whose environment is production ('off' disables)"),
         OptionSpec("h2c-sandbox-listen", "HOST:PORT", "cleartext HTTP/2 (prior knowledge) listener, sandbox (default: off)"),
@@ -99,6 +104,19 @@ extension ServeConfiguration {
         OptionSpec("quiet", nil, "no banner and no per-connection log lines"),
     ]
 
+    /// Two listeners on one port would fail at bind with a bare "address in use"; name both
+    /// instead (`--listen 127.0.0.1:2197` next to the default `--sandbox-listen` is the usual way in).
+    static func checkDistinctPorts(_ listeners: [(name: String, address: HostPort)]) throws(UsageError) {
+        func wildcard(_ host: String) -> Bool { host == "0.0.0.0" || host == "::" || host == "*" || host.isEmpty }
+        for (i, a) in listeners.enumerated() where a.address.port != 0 {
+            for b in listeners[(i + 1)...] where b.address.port == a.address.port {
+                guard a.address.host == b.address.host || wildcard(a.address.host) || wildcard(b.address.host) else { continue }
+                let off = [a.name, b.name].first { $0 != "--listen" }.map { "; turn one off (e.g. \($0) off) or move it" } ?? ""
+                throw UsageError("\(a.name) \(a.address) and \(b.name) \(b.address) would share port \(a.address.port)\(off)")
+            }
+        }
+    }
+
     public static func resolve(arguments: [String], environment: [String: String]) throws(UsageError) -> ServeConfiguration {
         let (options, positional) = try OptionParser.parse(arguments, specs: specs, environment: environment, configSpec: config)
         guard positional.isEmpty else { throw UsageError("unexpected argument '\(positional[0])'; see --help") }
@@ -128,12 +146,24 @@ extension ServeConfiguration {
             return value
         }
 
+        listen = []
+        for text in options.strings("listen") where text != "off" {
+            do { listen.append(try HostPort(parsing: text)) } catch {
+                throw UsageError("\(options.origin(spec["listen"]!)): \(error.description)")
+            }
+        }
         sandboxListen = try address("sandbox-listen")
         productionListen = try address("production-listen")
         h2cSandboxListen = try address("h2c-sandbox-listen")
         h2cProductionListen = try address("h2c-production-listen")
         adminListen = try address("admin-listen")
         deviceListen = try address("device-listen")
+        try Self.checkDistinctPorts(
+            listen.map { ("--listen", $0) } + [
+                ("--sandbox-listen", sandboxListen), ("--production-listen", productionListen),
+                ("--h2c-sandbox-listen", h2cSandboxListen), ("--h2c-production-listen", h2cProductionListen),
+                ("--admin-listen", adminListen), ("--device-listen", deviceListen),
+            ].compactMap { name, address in address.map { (name, $0) } })
         certsDirectory = options.string("certs-dir") ?? "certs"
         tlsPathsGiven = options.isSet("tls-cert") || options.isSet("tls-key")
         if options.isSet("tls-cert") != options.isSet("tls-key") {
@@ -198,8 +228,8 @@ extension ServeConfiguration {
             delivery.tooManyRequests = (count, Int64(seconds * 1000))
         }
 
-        if sandboxListen == nil && productionListen == nil && h2cSandboxListen == nil && h2cProductionListen == nil {
-            throw UsageError("every provider listener is off; keep at least one of --sandbox-listen, --production-listen, --h2c-sandbox-listen, --h2c-production-listen")
+        if listen.isEmpty && sandboxListen == nil && productionListen == nil && h2cSandboxListen == nil && h2cProductionListen == nil {
+            throw UsageError("every provider listener is off; keep at least one of --listen, --sandbox-listen, --production-listen, --h2c-sandbox-listen, --h2c-production-listen")
         }
     }
 

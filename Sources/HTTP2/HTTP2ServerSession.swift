@@ -77,6 +77,9 @@ public final class HTTP2ServerSession: @unchecked Sendable {
         // Don't keep closed streams around for the RFC 7540 priority tree: bounded, but
         // up to MAX_CONCURRENT_STREAMS dead stream objects per connection otherwise.
         nghttp2_option_set_no_closed_streams(option, 1)
+        // RFC 9113 makes a value with leading or trailing whitespace malformed, and nghttp2
+        // resets such streams. HTTP/1-era servers strip it instead; the application decides.
+        nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(option, 1)
 
         var created: OpaquePointer? = nil
         let rv = nghttp2_session_server_new2(&created, callbacks, nil, option)

@@ -76,6 +76,7 @@ let ruleCases: [RuleCase] = [
     },
     RuleCase("no authorization header", 403, "MissingProviderToken") { try $0.request(authorization: .some(nil)) },
     RuleCase("empty bearer", 403, "MissingProviderToken") { try $0.request(authorization: "bearer ") },
+    RuleCase("bearer alone", 403, "MissingProviderToken") { try $0.request(authorization: "Bearer") },
     RuleCase("not a bearer header", 403, "InvalidProviderToken") { try $0.request(authorization: "Basic abc") },
     RuleCase("garbage token", 403, "InvalidProviderToken") { try $0.request(authorization: "bearer abc.def.ghi") },
     RuleCase("signature by another key", 403, "InvalidProviderToken") { f in
@@ -99,9 +100,9 @@ let ruleCases: [RuleCase] = [
         let claims = Base64URL.encode(Array(#"{"iss":"TEAMAAAAAA","iat":\#(f.nowSeconds)}"#.utf8))
         return try f.request(authorization: "bearer \(header).\(claims).c2ln")
     },
-    RuleCase("iat as a string", 403, "InvalidProviderToken") { f in
+    RuleCase("iat a string that is not a number", 403, "InvalidProviderToken") { f in
         let header = Base64URL.encode(Array(#"{"alg":"ES256","kid":"KEYAAAAAAA"}"#.utf8))
-        let claims = Base64URL.encode(Array(#"{"iss":"TEAMAAAAAA","iat":"\#(f.nowSeconds)"}"#.utf8))
+        let claims = Base64URL.encode(Array(#"{"iss":"TEAMAAAAAA","iat":"now"}"#.utf8))
         let input = header + "." + claims
         let signature = Base64URL.encode(try f.keyA.privateKey.sign(Array(input.utf8)))
         return try f.request(authorization: "bearer \(input).\(signature)")

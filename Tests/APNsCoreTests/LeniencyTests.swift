@@ -1,0 +1,141 @@
+import APNsCore
+import Testing
+
+/// Requests the way real provider libraries write them, which Apple accepts although a strict
+/// reading of the documentation would not (docs/apns-behaviour.md, "Leniencies").
+@Suite("What Apple accepts from real providers")
+struct LeniencyTests {
+    /// A token whose claims are `claimsJSON` exactly, signed with key A (raw r||s).
+    func token(_ fixture: Fixture, claimsJSON: String) throws -> String {
+        let header = Base64URL.encode(Array(#"{"alg":"ES256","kid":"KEYAAAAAAA","typ":"JWT"}"#.utf8))
+        let input = header + "." + Base64URL.encode(Array(claimsJSON.utf8))
+        let signature = try fixture.keyA.privateKey.sign(Array(input.utf8))
+        return input + "." + Base64URL.encode(signature)
+    }
+
+    func send(_ fixture: Fixture, claims: String) throws -> (PushResponse, NotificationRecord?) {
+        let response = fixture.send(try fixture.request(authorization: "bearer \(try token(fixture, claimsJSON: claims))"))
+        return (response, fixture.latestRecord())
+    }
+
+    // PyAPNs2 and apns2-up: `"iat": time.time()`.
+    @Test func fractionalIssuedAtIsAccepted() throws {
+        let fixture = try Fixture()
+        let (response, record) = try send(fixture, claims: #"{"iss":"TEAMAAAAAA","iat":\#(fixture.nowSeconds).398}"#)
+        #expect(response.status == 200)
+        #expect(record?.jwtVerified == true)
+    }
+
+    // kalyke-apns: `"iat": str(int(time))`; older APNSwift releases also sent a string.
+    @Test(arguments: ["\"%d\"", "\"%d.75\"", "\"%de0\""])
+    func decimalStringIssuedAtIsAccepted(format: String) throws {
+        let fixture = try Fixture()
+        let iat = format.replacingOccurrences(of: "%d", with: String(fixture.nowSeconds))
+        let (response, _) = try send(fixture, claims: #"{"iss":"TEAMAAAAAA","iat":\#(iat)}"#)
+        #expect(response.status == 200, "iat \(iat)")
+    }
+
+    /// The whole seconds count: a fractional iat exactly an hour old is still valid, one
+    /// second more is not.
+    @Test func fractionalIssuedAtUsesWholeSecondsForAge() throws {
+        let fixture = try Fixture()
+        let (fresh, _) = try send(fixture, claims: #"{"iss":"TEAMAAAAAA","iat":\#(fixture.nowSeconds - 3600).999}"#)
+        #expect(fresh.status == 200)
+        let (stale, record) = try send(fixture, claims: #"{"iss":"TEAMAAAAAA","iat":"\#(fixture.nowSeconds - 3601).2"}"#)
+        #expect(stale.reasonText == "ExpiredProviderToken")
+        #expect(record?.explanation.contains("3601 s old") == true, "\(record?.explanation ?? "")")
+    }
+
+    @Test(arguments: [
+        (#""soon""#, "does not hold a number"),
+        (#""""#, "does not hold a number"),
+        (#""0x6553F100""#, "does not hold a number"),
+        (#"" 1767225600""#, "does not hold a number"),
+        (#""1767225600s""#, "does not hold a number"),
+        ("true", "not a number of seconds"),
+        ("null", "not a number of seconds"),
+        ("[1767225600]", "not a number of seconds"),
+        ("1e300", "not a usable number"),
+    ])
+    func issuedAtThatIsNotATimeIsRefused(iat: String, explained: String) throws {
+        let fixture = try Fixture()
+        let (response, record) = try send(fixture, claims: #"{"iss":"TEAMAAAAAA","iat":\#(iat)}"#)
+        #expect(response.reasonText == "InvalidProviderToken", "iat \(iat)")
+        #expect(record?.explanation.contains(explained) == true, "iat \(iat): \(record?.explanation ?? "")")
+    }
+
+    @Test func missingIssuedAtIsRefusedAndSaysSo() throws {
+        let fixture = try Fixture()
+        let (response, record) = try send(fixture, claims: #"{"iss":"TEAMAAAAAA"}"#)
+        #expect(response.reasonText == "InvalidProviderToken")
+        #expect(record?.explanation.contains("no iat") == true)
+    }
+
+    /// Apple's documentation sample has a millisecond iat; the explanation points at the unit.
+    @Test func millisecondIssuedAtIsRefusedWithAHint() throws {
+        let fixture = try Fixture()
+        let (response, record) = try send(fixture, claims: #"{"iss":"TEAMAAAAAA","iat":"\#(fixture.nowSeconds * 1000)"}"#)
+        #expect(response.reasonText == "InvalidProviderToken")
+        #expect(record?.explanation.contains("milliseconds") == true, "\(record?.explanation ?? "")")
+    }
+}
+
+@Suite("Header values as clients write them")
+struct HeaderLeniencyTests {
+    @Test func spacesAroundValuesAreNotPartOfThem() throws {
+        let fixture = try Fixture()
+        let token = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        let request = try fixture.request(
+            topic: " com.example.app\t", authorization: "  bearer \(token) ",
+            extra: [("apns-priority", "5 "), ("apns-push-type", " alert"), ("apns-expiration", " 0"),
+                    ("apns-id", " 6a5b0b6e-3c1d-4c52-9d2e-1f0a3b4c5d6e ")])
+        let response = fixture.send(request)
+        #expect(response.status == 200)
+        #expect(response.apnsID == "6a5b0b6e-3c1d-4c52-9d2e-1f0a3b4c5d6e")
+        let record = fixture.latestRecord()
+        #expect(record?.priority == 5)
+        #expect(record?.expiration == 0)
+        #expect(record?.topic == "com.example.app")
+    }
+
+    @Test(arguments: ["apns-id", "apns-priority", "apns-expiration", "apns-push-type", "apns-collapse-id"])
+    func emptyOptionalHeaderCountsAsAbsent(name: String) throws {
+        let fixture = try Fixture()
+        let response = fixture.send(try fixture.request(extra: [(name, "")]))
+        #expect(response.status == 200, "\(name) sent empty: \(response.reasonText ?? "")")
+    }
+
+    @Test func aBlankTopicIsStillMissing() throws {
+        let fixture = try Fixture()
+        #expect(fixture.send(try fixture.request(topic: "  ")).reasonText == "MissingTopic")
+    }
+
+    @Test(arguments: ["Alert", "ALERT", "Background"])
+    func pushTypeInAnyCase(value: String) throws {
+        let fixture = try Fixture()
+        let response = fixture.send(try fixture.request(extra: [("apns-push-type", value), ("apns-priority", "5")]))
+        #expect(response.status == 200)
+        #expect(fixture.latestRecord()?.pushType == value.lowercased())
+    }
+
+    @Test func unknownPushTypeIsStillRefused() throws {
+        let fixture = try Fixture()
+        #expect(fixture.send(try fixture.request(extra: [("apns-push-type", "Alerts")])).reasonText == "InvalidPushType")
+    }
+
+    /// aioapns sends `host` instead of `:authority`; Apple's host name in it picks the environment.
+    @Test func hostHeaderNamesTheEnvironmentLikeAuthority() throws {
+        let fixture = try Fixture()
+        var headers = try fixture.request(token: fixture.productionToken).headers.filter { $0.name != ":authority" }
+        headers.append((name: "host", value: "api.push.apple.com"))
+        let response = fixture.send(PushRequest(streamID: 1, headers: headers, body: Array(#"{"aps":{}}"#.utf8)))
+        #expect(response.status == 200)
+        #expect(response.uniqueID == nil, "production answers carry no apns-unique-id")
+        #expect(fixture.latestRecord()?.environment == .production)
+    }
+
+    @Test func uppercaseDeviceTokenIsTheSameToken() throws {
+        let fixture = try Fixture()
+        #expect(fixture.send(try fixture.request(token: fixture.sandboxToken.uppercased())).status == 200)
+    }
+}

@@ -1,0 +1,110 @@
+import APNsCore
+import Foundation
+import Networking
+import ProviderClient
+import Testing
+
+/// `--listen`: listeners that behave like Apple's hosts, for providers that only know
+/// Apple's names and ports, and the errors a user meets while setting them up.
+@Suite("Apple-style listeners")
+struct ListenerTests {
+    func connect(_ address: HostPort, _ emulator: EmulatorProcess, serverName: String?) throws -> HTTP2ClientConnection {
+        var options = HTTP2ClientConnection.Options(address: address)
+        options.caPath = emulator.caPath
+        options.serverName = serverName
+        return try HTTP2ClientConnection(options)
+    }
+
+    @Test func oneListenerServesBothEnvironmentsByHostName() throws {
+        let emulator = try EmulatorProcess(["--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0"])
+        let listeners = try (emulator.ready["listen"]?.arrayValue ?? []).map { try HostPort(parsing: $0.stringValue ?? "") }
+        try #require(listeners.count == 2, "ready file: \(emulator.ready)")
+        #expect(listeners[0].port != listeners[1].port)
+        let sandbox = try emulator.createDevice(environment: "sandbox")
+        let production = try emulator.createDevice(environment: "production")
+        for address in listeners {
+            let asProduction = try connect(address, emulator, serverName: "api.push.apple.com")
+            let ok = try asProduction.send(try emulator.push(production.token).request)
+            #expect(APNsResult(ok).status == 200)
+            #expect(APNsResult(ok).uniqueID == nil, "production answers carry no apns-unique-id")
+            #expect(APNsResult(try asProduction.send(try emulator.push(sandbox.token).request)).reason == "BadDeviceToken")
+
+            for name in ["api.sandbox.push.apple.com", "api.development.push.apple.com"] {
+                let asSandbox = try connect(address, emulator, serverName: name)
+                let answer = try asSandbox.send(try emulator.push(sandbox.token).request)
+                #expect(APNsResult(answer).status == 200, "\(name)")
+                #expect(APNsResult(answer).uniqueID != nil, "sandbox answers carry apns-unique-id")
+            }
+            // Neither name: the listener falls back to sandbox.
+            let byAddress = try connect(address, emulator, serverName: nil)
+            #expect(APNsResult(try byAddress.send(try emulator.push(sandbox.token).request)).status == 200)
+        }
+        #expect(emulator.stdout.contains("Apple-style"), "the banner lists the --listen addresses")
+    }
+
+    @Test func listenersThatWouldShareAPortAreNamedAtStart() throws {
+        let port = try freePort()
+        let result = try run(EmulatorProcess.binary, [
+            "serve", "--listen", "127.0.0.1:\(port)", "--sandbox-listen", "127.0.0.1:\(port)",
+            "--admin-listen", "off", "--device-listen", "off", "--production-listen", "off",
+        ])
+        #expect(result.status == 2)
+        #expect(result.err.contains("--listen 127.0.0.1:\(port) and --sandbox-listen 127.0.0.1:\(port) would share port \(port)"), "\(result.err)")
+        #expect(result.err.contains("--sandbox-listen off"))
+        let wildcard = try run(EmulatorProcess.binary, [
+            "serve", "--listen", "0.0.0.0:\(port)", "--admin-listen", "127.0.0.1:\(port)", "--device-listen", "off",
+            "--sandbox-listen", "off", "--production-listen", "off",
+        ])
+        #expect(wildcard.status == 2)
+        #expect(wildcard.err.contains("would share port"), "\(wildcard.err)")
+    }
+
+    /// Port 443 as an ordinary user: the error says how to get the privilege. Runs the binary
+    /// as `nobody` when the tests run as root.
+    @Test func privilegedPortNeedsPrivilegesAndSaysHow() throws {
+        let unprivilegedStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_unprivileged_port_start", encoding: .utf8))
+            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 1024
+        try #require(unprivilegedStart > 443, "this machine lets anyone bind 443; nothing to check")
+        var command = EmulatorProcess.binary
+        var arguments = ["serve", "--listen", "127.0.0.1:443", "--sandbox-listen", "off", "--production-listen", "off",
+                         "--admin-listen", "off", "--device-listen", "off", "--demo", "off", "--certs-dir", try readableCerts()]
+        if getuid() == 0 {
+            command = try #require(which("setpriv"), "setpriv (util-linux) runs the binary as nobody")
+            arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", EmulatorProcess.binary] + arguments
+        }
+        let result = try run(command, arguments)
+        #expect(result.status == 1, "\(result.err)")
+        #expect(result.err.contains("cannot listen on 127.0.0.1:443 for --listen"), "\(result.err)")
+        #expect(result.err.contains("Ports below 1024 need privileges"))
+        #expect(result.err.contains("cap_net_bind_service"))
+        #expect(result.err.contains("2197"))
+    }
+
+    @Test func aPortInUseIsExplained() throws {
+        let emulator = try EmulatorProcess()
+        let taken = try emulator.address("sandbox")
+        let result = try run(EmulatorProcess.binary, [
+            "serve", "--listen", "127.0.0.1:\(taken.port)", "--sandbox-listen", "off", "--production-listen", "off",
+            "--admin-listen", "off", "--device-listen", "off", "--demo", "off", "--certs-dir", emulator.directory + "/certs",
+        ])
+        #expect(result.status == 1)
+        #expect(result.err.contains("Another program (or another emulator) is listening there"), "\(result.err)")
+    }
+
+    /// Certificates any user can read, for the run as `nobody`.
+    func readableCerts() throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("certs-\(UUID().uuidString)").path
+        let made = try run(EmulatorProcess.binary, ["certs", "--dir", directory])
+        try #require(made.status == 0, "\(made.err)")
+        for name in ["", "/ca.pem", "/server.pem", "/server-key.pem", "/ca-key.pem"] {
+            chmod(directory + name, name.isEmpty ? 0o755 : 0o644)
+        }
+        return directory
+    }
+
+    func freePort() throws -> UInt16 {
+        let (fd, bound) = try Socket.listen(HostPort(host: "127.0.0.1", port: 0))
+        close(fd)
+        return bound.port
+    }
+}
