@@ -1,3 +1,4 @@
+import APNsCore
 import Foundation
 
 /// The start-up banner: where everything is, what to trust, and a push to paste.
@@ -26,43 +27,109 @@ public enum Banner {
         }
         row("provider keys", keys.isEmpty ? "none (add --auth-key TEAMID:KEYID:PATH)" : keys.joined(separator: ", "))
 
-        let exe = executablePath()
-        let endpoint: String
-        if let x = a.sandbox { endpoint = "https://\(x)" }
-        else if let x = a.production { endpoint = "https://\(x)" }
-        else if let x = a.h2cSandbox { endpoint = "http://\(x)" }
-        else if let x = a.h2cProduction { endpoint = "http://\(x)" }
-        else { endpoint = "" }
-        let keySpec: String
-        let token: String
-        let topic: String
-        if let demo = emulator.demo {
-            row("demo", "team \(Emulator.demoTeamID), key \(Emulator.demoKeyID) (\(demo.keyPath)), app \(Emulator.demoBundleID), device \(Emulator.demoDeviceID)")
-            keySpec = "\(Emulator.demoTeamID):\(Emulator.demoKeyID):\(demo.keyPath)"
-            token = demo.token
-            topic = Emulator.demoBundleID
-        } else {
-            keySpec = "TEAMID:KEYID:AuthKey_KEYID.p8"
-            token = "DEVICE_TOKEN"
-            topic = "com.example.app"
-        }
-        let caFlag = a.caFile.map { "--cacert \($0) " } ?? (endpoint.hasPrefix("http://") ? "" : "--cacert CA.pem ")
-        let curlFlag = endpoint.hasPrefix("http://") ? "--http2-prior-knowledge" : "--http2"
         lines.append("")
+        lines += examples(for: emulator)
+        return lines.joined(separator: "\n")
+    }
+
+    /// What the examples push: with which key, to which topic and token, through which door.
+    struct Example {
+        var keySpec: String
+        var topic: String
+        var environment: APNsEnvironment
+        /// A real token, or nil when a device has to be created first.
+        var token: String?
+        /// Set when no usable key is configured: the commands show placeholders.
+        var placeholder = false
+    }
+
+    /// Commands that work as printed: the demo setup, else the configured key and an app its
+    /// team owns (creating a device first when none has it), else placeholders saying so.
+    static func examples(for emulator: Emulator) -> [String] {
+        let a = emulator.addresses
+        let exe = executablePath()
+        let example = chooseExample(emulator)
+        // Where to send: the listener of the example's environment, else an Apple-style one
+        // reached by Apple's host name (curl --resolve), else cleartext.
+        let appleHost = example.environment == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com"
+        let direct = example.environment == .production ? a.production : a.sandbox
+        var curlFlags: [String] = []
+        let endpoint: String
+        var sendHost: String?
+        if let direct {
+            endpoint = "https://\(direct)"
+            sendHost = direct.description
+        } else if let listen = a.listen.first {
+            endpoint = "https://\(appleHost):\(listen.port)"
+            curlFlags.append("--resolve \(appleHost):\(listen.port):\(listen.host == "0.0.0.0" ? "127.0.0.1" : listen.host)")
+            sendHost = "\(listen.host == "0.0.0.0" ? "127.0.0.1" : listen.host):\(listen.port)"
+        } else if let x = example.environment == .production ? a.h2cProduction : a.h2cSandbox {
+            endpoint = "http://\(x)"
+        } else {
+            endpoint = "https://HOST:PORT"
+        }
+        let cleartext = endpoint.hasPrefix("http://")
+        curlFlags.insert(cleartext ? "--http2-prior-knowledge" : "--http2", at: 0)
+        if !cleartext { curlFlags.append("--cacert \(a.caFile ?? "CA.pem")") }
+
+        var lines: [String] = []
+        if example.placeholder {
+            lines.append("No configured key can sign a push (a .p8 private key is needed); with your own, --auth-key TEAMID:KEYID:AuthKey.p8 --app TEAMID:BUNDLEID:")
+        }
+        let token: String
+        if let known = example.token {
+            token = known
+        } else if let admin = a.admin {
+            token = "$TOKEN"
+            lines.append("Create a device with the app (its token goes into $TOKEN):")
+            lines.append("  TOKEN=$(curl -s -X POST -d '{\"bundleId\":\"\(example.topic)\",\"environment\":\"\(example.environment.rawValue)\"}' \\")
+            lines.append("    http://\(admin)/api/v1/devices | sed -n 's/.*\"token\": *\"\\([0-9a-f]*\\)\".*/\\1/p')")
+        } else {
+            token = "DEVICE_TOKEN"
+        }
         lines.append("Send a push with curl:")
-        lines.append("  curl -sS \(curlFlag) \(caFlag)\\")
-        lines.append("    -H \"authorization: bearer $(\(exe) jwt --key \(keySpec))\" \\")
-        lines.append("    -H 'apns-topic: \(topic)' -H 'apns-push-type: alert' \\")
+        lines.append("  curl -sS \(curlFlags.joined(separator: " ")) \\")
+        lines.append("    -H \"authorization: bearer $(\(exe) jwt --key \(example.keySpec))\" \\")
+        lines.append("    -H 'apns-topic: \(example.topic)' -H 'apns-push-type: alert' \\")
         lines.append("    -d '{\"aps\":{\"alert\":\"Hello\"}}' -D - \(endpoint)/3/device/\(token)")
-        lines.append("or with the built-in provider:")
-        let hostFlag = a.sandbox.map { "--host \($0) " } ?? ""
-        let caOption = a.caFile.map { "--ca \($0) " } ?? ""
-        lines.append("  \(exe) send \(hostFlag)\(caOption)--key \(keySpec) --topic \(topic) --token \(token) '{\"aps\":{\"alert\":\"Hello\"}}'")
+        if let sendHost {
+            lines.append("or with the built-in provider:")
+            let caOption = a.caFile.map { "--ca \($0) " } ?? ""
+            let environmentFlag = example.environment == .production ? "--production " : ""
+            lines.append("  \(exe) send \(environmentFlag)--host \(sendHost) \(caOption)--key \(example.keySpec) --topic \(example.topic) --token \(token) '{\"aps\":{\"alert\":\"Hello\"}}'")
+        }
         if let x = a.admin {
             lines.append("and see what arrived:")
-            lines.append("  curl -s 'http://\(x)/api/v1/notifications?token=\(token)'")
+            lines.append("  curl -s \"http://\(x)/api/v1/notifications?token=\(token)\"")
         }
-        return lines.joined(separator: "\n")
+        return lines
+    }
+
+    static func chooseExample(_ emulator: Emulator) -> Example {
+        if let demo = emulator.demo {
+            return Example(keySpec: "\(Emulator.demoTeamID):\(Emulator.demoKeyID):\(demo.keyPath)", topic: Emulator.demoBundleID,
+                           environment: .sandbox, token: demo.token)
+        }
+        let c = emulator.configuration
+        // A key that can sign (a .p8, not a public key) and an app its team owns.
+        let choice = emulator.state.withWorld { world -> Example? in
+            for spec in c.authKeys {
+                guard let text = try? String(contentsOfFile: spec.path, encoding: .utf8), text.contains("PRIVATE KEY") else { continue }
+                let bundles = world.credentials.apps.filter { $0.value.teamID == spec.teamID }.keys.sorted()
+                guard let bundle = bundles.first(where: { spec.topics?.contains($0) ?? true }) else { continue }
+                let environment = spec.environment ?? .sandbox
+                let token = world.registry.tokens.values
+                    .filter { $0.bundleID == bundle && $0.environment == environment && $0.kind == .app && $0.state == .active }
+                    .map(\.token).sorted().first
+                return Example(keySpec: "\(spec.teamID):\(spec.keyID):\(spec.path)", topic: bundle, environment: environment,
+                               token: token)
+            }
+            return nil
+        }
+        if let choice { return choice }
+        let bundle = emulator.state.withWorld { $0.credentials.apps.keys.sorted().first } ?? "com.example.app"
+        return Example(keySpec: "TEAMID:KEYID:AuthKey_KEYID.p8", topic: bundle, environment: .sandbox, token: nil,
+                       placeholder: true)
     }
 
     /// The binary as it was invoked, so the examples run as printed.

@@ -27,6 +27,11 @@ final class ProviderConnection: ConnectionHandler {
     private var context: ProviderConnectionContext
     private var idleTimer: TimerID?
     private var responseHeaders: [HTTP2HeaderField] = []
+    /// The connection's first bytes, held until they tell HTTP/2 from HTTP/1.x (at most the
+    /// 24-byte preface); nil once decided.
+    private var firstBytes: [UInt8]? = []
+    /// An HTTP/1.x client was answered; what it sends from now on is read and dropped.
+    private var refusedHTTP1 = false
 
     init(connection: Connection, listenerEnvironment: APNsEnvironment, endpoint: ProviderEndpoint,
          server: ProviderServer) throws(HTTP2Error)
@@ -66,7 +71,12 @@ final class ProviderConnection: ConnectionHandler {
             // Certificate connections are authenticated by the handshake: no one-stream start.
             session.submitSettings(Self.raisedLimit)
         }
-        flushSession()
+        if connection.negotiatedALPN == "h2" {
+            firstBytes = nil
+        }
+        // Without ALPN h2 the client may yet turn out to speak HTTP/1.1; our SETTINGS would
+        // reach it as garbage, so they wait for the client's HTTP/2 preface.
+        if firstBytes == nil { flushSession() }
         scheduleIdleCheck()
     }
 
@@ -95,6 +105,27 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        if refusedHTTP1 { return }
+        if var held = firstBytes {
+            held.append(contentsOf: bytes)
+            switch ConnectionPreface.classify(held) {
+            case .undecided:
+                firstBytes = held
+                return
+            case .http1(let requestLine):
+                refuseHTTP1(requestLine: requestLine, upgrade: Self.asksForH2CUpgrade(held))
+                return
+            case .http2:
+                firstBytes = nil
+                flushSession()
+                held.withUnsafeBytes { receive($0) }
+                return
+            }
+        }
+        receive(bytes)
+    }
+
+    private func receive(_ bytes: UnsafeRawBufferPointer) {
         do {
             try session.receive(bytes)
         } catch {
@@ -109,6 +140,31 @@ final class ProviderConnection: ConnectionHandler {
         }
         flushSession()
         if !session.wantsRead && !session.wantsWrite { connection.closeAfterFlush() }
+    }
+
+    /// APNs speaks HTTP/2 only. An HTTP/1.1 request gets a plain answer saying so (a GOAWAY
+    /// frame would reach curl as "HTTP/0.9" garbage); the connection closes shortly after,
+    /// once the client has had time to read it.
+    private func refuseHTTP1(requestLine: String, upgrade: Bool) {
+        refusedHTTP1 = true
+        firstBytes = nil
+        server.log("provider connection \(connection.id): HTTP/1.1 request '\(requestLine)'\(upgrade ? " asking to upgrade to h2c" : ""), answered 505: APNs speaks HTTP/2 only")
+        let howTo = connection.tls != nil
+            ? "Use an HTTP/2 client: curl --http2, or a library with HTTP/2 enabled (ALPN h2)."
+            : "This cleartext listener speaks HTTP/2 with prior knowledge: curl --http2-prior-knowledge, or a client configured for h2c prior knowledge. Upgrading from HTTP/1.1 (Upgrade: h2c) is not supported, as Apple's service has no cleartext HTTP at all."
+        let body = "apns-emulator: this is an APNs provider endpoint, which speaks HTTP/2 only, as Apple's does. The request arrived as HTTP/1.x (\(requestLine)). \(howTo)\n"
+        let head = "HTTP/1.1 505 HTTP Version Not Supported\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            + "content-length: \(body.utf8.count)\r\nconnection: close\r\n\r\n"
+        connection.write(Array((head + body).utf8))
+        // Closing at once could reset the connection before the client reads the answer
+        // (it may still be sending its body); give it a moment, or until it hangs up.
+        connection.loop.schedule(afterMilliseconds: 2000) { [weak self] in self?.connection.closeAfterFlush() }
+    }
+
+    /// `Upgrade: h2c` among the headers received so far (the JDK and curl send it on http://).
+    static func asksForH2CUpgrade(_ bytes: [UInt8]) -> Bool {
+        let text = String(decoding: bytes.prefix(4096), as: UTF8.self).lowercased()
+        return text.contains("\nupgrade: h2c") || text.contains("\nupgrade:h2c")
     }
 
     func connectionDidClose(_ connection: Connection) {

@@ -51,6 +51,8 @@ public struct APNsPush: Sendable {
     /// The provider token (without "bearer ").
     public var providerToken: String?
     public var extraHeaders: [HTTP2HeaderField] = []
+    /// `:authority` (default: the address connected to). Apple's host names pick the environment.
+    public var authority: String?
 
     public init(token: String, topic: String?, payload: [UInt8], providerToken: String?) {
         self.token = token
@@ -69,7 +71,9 @@ public struct APNsPush: Sendable {
         if let collapseID { headers.append(HTTP2HeaderField("apns-collapse-id", collapseID)) }
         if let apnsID { headers.append(HTTP2HeaderField("apns-id", apnsID)) }
         headers.append(contentsOf: extraHeaders)
-        return ClientRequest(method: "POST", path: "/3/device/\(token)", headers: headers, body: payload)
+        var request = ClientRequest(method: "POST", path: "/3/device/\(token)", headers: headers, body: payload)
+        request.authority = authority
+        return request
     }
 }
 

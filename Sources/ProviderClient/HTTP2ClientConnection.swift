@@ -111,14 +111,14 @@ public final class HTTP2ClientConnection {
     public func close() {
         guard !isClosed else { return }
         isClosed = true
-        tls?.shutdown()
+        if let tls { withSIGPIPEBlocked { tls.shutdown() } }
         Glibc.close(fd)
     }
 
     private func handshake(_ connection: TLSConnection) throws(ClientError) {
         let deadline = Monotonic.nowMilliseconds() + Int64(options.timeoutMilliseconds)
         while true {
-            switch connection.handshake() {
+            switch withSIGPIPEBlocked({ connection.handshake() }) {
             case .ok: return
             case .wantRead: try wait(POLLIN, until: deadline)
             case .wantWrite: try wait(POLLOUT, until: deadline)
@@ -218,7 +218,7 @@ public final class HTTP2ClientConnection {
             let result: Int = output.withUnsafeBytes { raw in
                 let pending = UnsafeRawBufferPointer(rebasing: raw[outputOffset...])
                 if let tls {
-                    switch tls.write(pending) {
+                    switch withSIGPIPEBlocked({ tls.write(pending) }) {
                     case .ok(let n): return n
                     case .wantRead, .wantWrite: return 0
                     default: return -1

@@ -125,8 +125,8 @@ func runSend(_ args: [String]) -> Never {
         OptionSpec("expiration", "SECONDS", "apns-expiration (UNIX seconds; 0 = do not store)"),
         OptionSpec("collapse-id", "ID", "apns-collapse-id"),
         OptionSpec("apns-id", "UUID", "apns-id"),
-        OptionSpec("sandbox", nil, "send to the sandbox endpoint (default; host 127.0.0.1:2197)"),
-        OptionSpec("production", nil, "send to the production endpoint (host 127.0.0.1:2198)"),
+        OptionSpec("sandbox", nil, "send to the sandbox environment (default host 127.0.0.1:2197; :authority api.sandbox.push.apple.com)"),
+        OptionSpec("production", nil, "send to the production environment (default host 127.0.0.1:2198; :authority api.push.apple.com)"),
         OptionSpec("host", "HOST:PORT", "where to connect (overrides --sandbox/--production)"),
         OptionSpec("ca", "PATH", "CA certificate to trust (default: certs/ca.pem if present, else the system store)"),
         OptionSpec("insecure", nil, "do not verify the server certificate"),
@@ -177,6 +177,10 @@ func runSend(_ args: [String]) -> Never {
     push.expiration = options.string("expiration")
     push.collapseID = options.string("collapse-id")
     push.apnsID = options.string("apns-id")
+    // Apple's host name in :authority picks the environment on any emulator listener,
+    // including the Apple-style --listen ones that serve both.
+    if options.isSet("production") { push.authority = "api.push.apple.com" }
+    else if options.isSet("sandbox") { push.authority = "api.sandbox.push.apple.com" }
 
     var connectionOptions = HTTP2ClientConnection.Options(address: address)
     connectionOptions.tls = !options.isSet("h2c")
@@ -187,9 +191,19 @@ func runSend(_ args: [String]) -> Never {
     connectionOptions.clientCertificatePath = options.string("cert")
     connectionOptions.clientKeyPath = options.string("cert-key")
     let result: APNsResult
+    /// Why no answer came, when none did: the server's GOAWAY or a stream reset.
+    var unanswered: String?
     do {
         let connection = try HTTP2ClientConnection(connectionOptions)
         result = APNsResult(try connection.send(push.request))
+        if result.status == 0 {
+            if let goAway = connection.session.goAway {
+                unanswered = "connection ended by GOAWAY (error code \(goAway.errorCode), last stream \(goAway.lastStreamID))"
+                    + (goAway.debugData.isEmpty ? "" : ": " + String(decoding: goAway.debugData, as: UTF8.self))
+            } else if let code = result.response.resetErrorCode {
+                unanswered = "stream reset by the server (RST_STREAM error code \(code))"
+            }
+        }
         connection.close()
     } catch {
         fail("\(error)")
@@ -200,6 +214,7 @@ func runSend(_ args: [String]) -> Never {
             "apnsId": result.apnsID.map(JSONValue.string) ?? .null,
             "uniqueId": result.uniqueID.map(JSONValue.string) ?? .null,
             "timestamp": result.timestampMs.map(JSONValue.int) ?? .null,
+            "unanswered": unanswered.map(JSONValue.string) ?? .null,
         ]
         print(value.serialized())
     } else {
@@ -208,6 +223,7 @@ func runSend(_ args: [String]) -> Never {
         if let timestamp = result.timestampMs { print("timestamp: \(timestamp)") }
         if let id = result.apnsID { print("apns-id: \(id)") }
         if let id = result.uniqueID { print("apns-unique-id: \(id)") }
+        if let unanswered { print("no answer: \(unanswered)") }
     }
     exit(result.status == 200 ? 0 : 1)
 }
@@ -277,7 +293,7 @@ func runReadyz(_ args: [String]) -> Never {
 func runCerts(_ args: [String]) -> Never {
     let specs = [
         OptionSpec("dir", "PATH", default: "certs", "directory to write ca.pem, ca-key.pem, server.pem, server-key.pem"),
-        OptionSpec("provider", "BUNDLEID", "instead, issue a provider (client) certificate for this app, signed by DIR/ca.pem"),
+        OptionSpec("provider", "BUNDLEID", "instead, issue a provider (client) certificate for this app, signed by DIR/ca.pem: DIR/provider-BUNDLEID[-ENVIRONMENT].pem and -key.pem"),
         OptionSpec("environment", "sandbox|production|both", default: "both", "with --provider: where the certificate is valid"),
         OptionSpec("days", "N", default: "365", "with --provider: validity in days"),
     ]
@@ -299,7 +315,9 @@ func runCerts(_ args: [String]) -> Never {
         }
         guard let days = Int(options.string("days") ?? ""), days > 0 else { fail("--days must be a whole number > 0") }
         let made = try TestCertificates.generateProviderCertificate(
-            into: dir, name: "provider-\(bundle)", caPath: "\(dir)/ca.pem", caKeyPath: "\(dir)/ca-key.pem", bundleID: bundle,
+            // One file per environment choice, so a sandbox and a production certificate
+            // for the same app can live side by side.
+            into: dir, name: environment == "both" ? "provider-\(bundle)" : "provider-\(bundle)-\(environment)", caPath: "\(dir)/ca.pem", caKeyPath: "\(dir)/ca-key.pem", bundleID: bundle,
             development: environment != "production", production: environment != "sandbox", validityDays: days)
         print("wrote a TEST ONLY provider certificate for \(bundle) (\(environment)): \(made.certificatePath), key \(made.keyPath)")
         exit(0)

@@ -630,3 +630,21 @@ struct InputFormTests {
         }
     }
 }
+
+@Suite("Connection preface")
+struct ConnectionPrefaceTests {
+    @Test func tellsHTTP2FromHTTP1() {
+        let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+        #expect(ConnectionPreface.classify(preface) == .http2)
+        #expect(ConnectionPreface.classify(preface + [0, 0, 18, 4]) == .http2)
+        #expect(ConnectionPreface.classify(preface.prefix(10)) == .undecided)
+        #expect(ConnectionPreface.classify([UInt8]()) == .undecided)
+        #expect(ConnectionPreface.classify(Array("POS".utf8)) == .undecided)
+        #expect(ConnectionPreface.classify(Array("POST /3/device/ab HTTP/1.1\r\nhost: x\r\n".utf8))
+            == .http1(requestLine: "POST /3/device/ab HTTP/1.1"))
+        #expect(ConnectionPreface.classify(Array("GET / HTTP/1.1\r\n".utf8)) == .http1(requestLine: "GET / HTTP/1.1"))
+        // Neither: the HTTP/2 session gets it and rejects the bad preface itself.
+        #expect(ConnectionPreface.classify([0x16, 0x03, 0x01, 0x02]) == .http2)
+        #expect(ConnectionPreface.classify(Array("hello world".utf8)) == .http2)
+    }
+}

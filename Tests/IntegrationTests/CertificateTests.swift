@@ -101,16 +101,31 @@ struct CertificateTests {
 
     @Test func sendCommandAndCertsCommandWorkTogether() throws {
         let emulator = try EmulatorProcess()
-        let device = try emulator.createDevice()
-        let made = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider",
-                                                    EmulatorProcess.bundleID, "--environment", "sandbox"])
-        #expect(made.status == 0, "\(made.err)")
-        let cert = emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID).pem"
-        let key = emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-key.pem"
-        let sent = try run(EmulatorProcess.binary, ["send", "--host", try emulator.address("sandbox").description, "--ca", emulator.caPath,
-                                                    "--cert", cert, "--cert-key", key, "--topic", EmulatorProcess.bundleID,
-                                                    "--token", device.token])
-        #expect(sent.status == 0, "\(sent.out) \(sent.err)")
-        #expect(sent.out.contains("status: 200"))
+        let sandboxDevice = try emulator.createDevice()
+        let productionDevice = try emulator.createDevice(environment: "production")
+        // One certificate per environment: the second must not overwrite the first.
+        for environment in ["sandbox", "production"] {
+            let made = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider",
+                                                        EmulatorProcess.bundleID, "--environment", environment])
+            #expect(made.status == 0, "\(made.err)")
+            #expect(made.out.contains("provider-\(EmulatorProcess.bundleID)-\(environment).pem"), "\(made.out)")
+        }
+        for (environment, device, listener) in [("sandbox", sandboxDevice, "sandbox"), ("production", productionDevice, "production")] {
+            let cert = emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-\(environment).pem"
+            let key = emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-\(environment)-key.pem"
+            let sent = try run(EmulatorProcess.binary, ["send", "--host", try emulator.address(listener).description, "--ca", emulator.caPath,
+                                                        "--cert", cert, "--cert-key", key, "--topic", EmulatorProcess.bundleID,
+                                                        "--token", device.token])
+            #expect(sent.status == 0, "\(environment): \(sent.out) \(sent.err)")
+            #expect(sent.out.contains("status: 200"))
+        }
+        // A sandbox-only certificate on the production listener is refused as Apple does.
+        let wrong = try run(EmulatorProcess.binary, [
+            "send", "--host", try emulator.address("production").description, "--ca", emulator.caPath,
+            "--cert", emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-sandbox.pem",
+            "--cert-key", emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-sandbox-key.pem",
+            "--topic", EmulatorProcess.bundleID, "--token", productionDevice.token])
+        #expect(wrong.status != 0)
+        #expect((wrong.out + wrong.err).contains("BadCertificateEnvironment"), "\(wrong.out) \(wrong.err)")
     }
 }

@@ -152,6 +152,29 @@ struct CommandLineTests {
         #expect(send.status == 0, "\(send.out) \(send.err)")
     }
 
+    /// With the user's own key and app, the banner's commands run as printed: create a
+    /// device, push with curl and with `send`, list what arrived. Also through `--listen`,
+    /// where curl reaches Apple's host name with --resolve.
+    @Test(arguments: [[String](), ["--listen", "127.0.0.1:0", "--sandbox-listen", "off", "--production-listen", "off"]])
+    func bannerCommandsRunAsPrinted(extra: [String]) throws {
+        let emulator = try EmulatorProcess(extra)
+        try #require(try waitFor { emulator.stdout.contains("see what arrived:") })
+        let banner = emulator.stdout
+        #expect(!banner.contains("TEAMID:KEYID"), "no placeholders when a key is configured:\n\(banner)")
+        #expect(banner.contains("\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)"))
+        let commands = banner.components(separatedBy: "\n").drop { !$0.hasPrefix("Create a device") }
+            .filter { !$0.hasSuffix(":") }.joined(separator: "\n")
+        try #require(commands.contains("TOKEN=$(curl"), "the banner says how to create a device:\n\(banner)")
+        let script = emulator.directory + "/banner.sh"
+        try ("set -e\n" + commands + "\n").write(toFile: script, atomically: true, encoding: .utf8)
+        let result = try run("/bin/bash", [script])
+        #expect(result.status == 0, "\(commands)\n\(result.out)\(result.err)")
+        #expect(result.out.contains("HTTP/2 200"), "curl: \(result.out)")
+        #expect(result.out.contains("status: 200"), "send: \(result.out)")
+        let records = try emulator.notifications()
+        #expect(records.filter { $0["status"]?.intValue == 200 }.count == 2, "\(result.out)")
+    }
+
     @Test func readyzSubcommand() throws {
         let emulator = try EmulatorProcess()
         let ok = try run(EmulatorProcess.binary, ["readyz", "--admin", try emulator.address("admin").description])

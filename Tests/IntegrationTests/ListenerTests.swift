@@ -108,3 +108,40 @@ struct ListenerTests {
         return bound.port
     }
 }
+
+@Suite("HTTP/1.1 on a provider port")
+struct HTTP1OnProviderPortTests {
+    func curl() throws -> String { try #require(which("curl"), "curl is installed by scripts/test") }
+
+    @Test func curlWithoutHTTP2GetsAnAnswerItCanShow() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let device = try emulator.createDevice()
+        let cleartext = try run(try curl(), ["-sS", "-i", "-d", #"{"aps":{}}"#,
+                                             "http://\(try emulator.address("h2cSandbox"))/3/device/\(device.token)"])
+        #expect(cleartext.status == 0, "\(cleartext.err)")
+        #expect(cleartext.out.hasPrefix("HTTP/1.1 505 HTTP Version Not Supported"), "\(cleartext.out)")
+        #expect(cleartext.out.contains("speaks HTTP/2 only"))
+        #expect(cleartext.out.contains("--http2-prior-knowledge"))
+
+        let tls = try run(try curl(), ["-sS", "-i", "--http1.1", "--cacert", emulator.caPath, "-d", #"{"aps":{}}"#,
+                                       "https://\(try emulator.address("sandbox"))/3/device/\(device.token)"])
+        #expect(tls.status == 0, "\(tls.err)")
+        #expect(tls.out.hasPrefix("HTTP/1.1 505"), "\(tls.out)")
+        #expect(tls.out.contains("curl --http2"))
+        #expect(try emulator.notifications(token: device.token).isEmpty, "an HTTP/1.1 request is not a push")
+    }
+
+    /// curl --http2 on http:// (and the JDK's HttpClient) try `Upgrade: h2c` first.
+    @Test func anH2CUpgradeRequestIsRefusedInWords() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let result = try run(try curl(), ["-sS", "-i", "--http2", "-d", #"{"aps":{}}"#,
+                                          "http://\(try emulator.address("h2cSandbox"))/3/device/00"])
+        #expect(result.out.hasPrefix("HTTP/1.1 505"), "\(result.out)\(result.err)")
+        #expect(result.out.contains("Upgrade: h2c) is not supported"))
+        #expect(emulator.stderr.contains("asking to upgrade to h2c"))
+        // Prior knowledge on the same listener still works.
+        let h2 = try run(try curl(), ["-sS", "-o", "/dev/null", "-w", "%{http_version} %{http_code}", "--http2-prior-knowledge",
+                                      "-d", #"{"aps":{}}"#, "http://\(try emulator.address("h2cSandbox"))/3/device/00"])
+        #expect(h2.out == "2 403", "\(h2.out) \(h2.err)")
+    }
+}
