@@ -234,10 +234,23 @@ def check_compose(files, serve_env, device_flags, problems):
         fail(f"service '{EMULATOR}': APNS_EMULATOR_ADMIN_LISTEN must be 0.0.0.0:{ADMIN_PORT} to be published")
     if env.get("APNS_EMULATOR_DEVICE_LISTEN") != f"0.0.0.0:{DEVICE_PORT}":
         fail(f"service '{EMULATOR}': APNS_EMULATOR_DEVICE_LISTEN must be 0.0.0.0:{DEVICE_PORT}")
-    listens = env.get("APNS_EMULATOR_LISTEN", "").split()
-    listens += [env[k] for k in ("APNS_EMULATOR_SANDBOX_LISTEN", "APNS_EMULATOR_PRODUCTION_LISTEN")
-                if env.get(k) and env[k] != "off"]
-    bound = {host_port(v) for v in listens}
+    if "APNS_EMULATOR_LISTEN" in serve_env and "APNS_EMULATOR_LISTEN" not in env:
+        fail(f"service '{EMULATOR}': the emulator has --listen; use APNS_EMULATOR_LISTEN for 443/2197")
+    # What the container really binds: the image's ENV defaults, overridden by compose.
+    effective = dict(image_env(files))
+    effective.update(env)
+    listens = effective.get("APNS_EMULATOR_LISTEN", "").split()
+    listens += [effective[k] for k in ("APNS_EMULATOR_SANDBOX_LISTEN", "APNS_EMULATOR_PRODUCTION_LISTEN",
+                                       "APNS_EMULATOR_H2C_SANDBOX_LISTEN", "APNS_EMULATOR_H2C_PRODUCTION_LISTEN",
+                                       "APNS_EMULATOR_ADMIN_LISTEN", "APNS_EMULATOR_DEVICE_LISTEN")
+                if effective.get(k) and effective[k] != "off"]
+    ports = [host_port(v)[1] for v in listens]
+    for port in sorted({p for p in ports if ports.count(p) > 1}):
+        fail(f"service '{EMULATOR}': two listeners on port {port} (image defaults included)")
+    bound = {host_port(v) for v in effective.get("APNS_EMULATOR_LISTEN", "").split()}
+    if "APNS_EMULATOR_LISTEN" not in serve_env:  # before --listen: per-environment listeners
+        bound |= {host_port(effective[k]) for k in ("APNS_EMULATOR_SANDBOX_LISTEN", "APNS_EMULATOR_PRODUCTION_LISTEN")
+                  if effective.get(k) and effective[k] != "off"}
     for port in sorted(PROVIDER_PORTS):
         if ("0.0.0.0", port) not in bound:
             fail(f"service '{EMULATOR}': no TLS provider listener on 0.0.0.0:{port}")
@@ -423,6 +436,22 @@ def instructions(text):
     return out
 
 
+def image_env(files):
+    """ENV of the Dockerfile's final stage (NAME=VALUE pairs)."""
+    env = {}
+    stage_env = {}
+    for op, args in instructions(files.texts.get("Dockerfile") or ""):
+        if op == "FROM":
+            stage_env = {}
+        elif op == "ENV":
+            for item in shlex.split(args):
+                name, sep, value = item.partition("=")
+                if sep:
+                    stage_env[name] = value
+        env = stage_env
+    return env
+
+
 def check_dockerfile(files, problems):
     fail = problems.append
     text = files.texts["Dockerfile"]
@@ -533,6 +562,7 @@ def mutations():
         ("unknown emulator variable", c, "APNS_EMULATOR_ADMIN_LISTEN:", "APNS_EMULATOR_ADMIN_LISTENER:"),
         ("admin listener on loopback", c, 'APNS_EMULATOR_ADMIN_LISTEN: "0.0.0.0:8197"', 'APNS_EMULATOR_ADMIN_LISTEN: "127.0.0.1:8197"'),
         ("no listener on 443", c, '"0.0.0.0:443', '"0.0.0.0:8443'),
+        ("image's sandbox listener left on next to --listen", c, 'APNS_EMULATOR_SANDBOX_LISTEN: "off"', ""),
         ("certs volume writable in the provider", c, "certs:/certs:ro", "certs:/certs"),
         ("device on the wrong port", c, "apns-emulator:5223", "apns-emulator:5224"),
         ("YAML broken", c, "services:", "services: ["),
@@ -543,7 +573,7 @@ def mutations():
     ]
 
 
-def self_test(files, serve_env, device_flags):
+def self_test(files, serve_env, device_flags, explain=False):
     failures = []
     for what, name, old, new in mutations():
         broken = files.copy()
@@ -556,8 +586,11 @@ def self_test(files, serve_env, device_flags):
             failures.append(f"self-test '{what}': pattern not found in {name} (update the self-test)")
             continue
         broken.texts[name] = changed
-        if not check(broken, serve_env, device_flags):
+        found = check(broken, serve_env, device_flags)
+        if not found:
             failures.append(f"self-test '{what}': the broken {name} passed the check")
+        elif explain:
+            print(f"static check: broken variant '{what}' rejected: {found[0]}")
     # The provider's pins, through its own context.
     doc = yaml.safe_load(files.texts["docker-compose.yml"])
     context = str((doc["services"][PROVIDER].get("build") or {}).get("context", "")).rstrip("/")
@@ -575,6 +608,7 @@ def main():
     parser.add_argument("--serve-help", help="file with the output of 'apns-emulator serve --help'")
     parser.add_argument("--device-help", help="file with the output of 'apns-emulator device --help'")
     parser.add_argument("--no-self-test", action="store_true")
+    parser.add_argument("--explain", action="store_true", help="say why each broken variant was rejected")
     options = parser.parse_args()
     root = os.path.abspath(options.root)
 
@@ -593,22 +627,17 @@ def main():
 
     files = Files(root)
     problems = check(files, serve_env, device_flags)
-    failures = [] if options.no_self_test or problems else self_test(files, serve_env, device_flags)
+    failures = [] if options.no_self_test or problems else self_test(files, serve_env, device_flags, options.explain)
     for problem in problems:
         print(f"static check: FAIL {problem}")
     for failure in failures:
         print(f"static check: FAIL {failure}")
     if problems or failures:
         return 1
-    notes = []
-    if "APNS_EMULATOR_LISTEN" in serve_env and "APNS_EMULATOR_LISTEN:" not in files.texts["docker-compose.yml"]:
-        notes.append("the emulator now has --listen (APNS_EMULATOR_LISTEN): docker-compose.yml could use it")
     print(f"static check: ok (Dockerfile, .dockerignore, docker-compose.yml, provider; "
           f"{len(serve_env)} variables from {source}"
           f"{', device flags from device --help' if device_flags else ''}; "
           f"{len(mutations()) + 1} broken variants all rejected)")
-    for note in notes:
-        print(f"static check: note: {note}")
     return 0
 
 
