@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages this project needs, only where they are missing.
-# Usage: scripts/deps.sh [build|test|bench]
+# Usage: scripts/deps.sh [build|test|bench|compat]
 set -euo pipefail
 
 want=(libnghttp2-dev libssl-dev pkg-config)
 case "${1:-build}" in
   test)  want+=(nghttp2-client curl openssl chromium chromium-driver python3-selenium) ;;
   bench) want+=(nghttp2-client nghttp2-server curl openssl) ;;
+  compat)  # scripts/test-compat: a venv for the Python libraries, unshare/ip/mount, a JDK, node
+    want+=(python3-venv iproute2 util-linux mount openssl)
+    command -v javac >/dev/null || want+=(openjdk-17-jdk-headless)
+    command -v node >/dev/null || want+=(nodejs) ;;
 esac
 
 missing=()

@@ -1,0 +1,37 @@
+"""Shared by the Python providers: read the job that run.py wrote and print one JSON line
+per push with what the library reported.
+
+Every provider sends the same plan (see run.py, PLAN):
+  n=0 alert, n=1 background, n=2 wrong-environment, n=3 unregistered,
+  n=4 production, n=5.. burst (one push per burst token, all at once).
+"""
+import json
+import sys
+import traceback
+
+
+def load_job():
+    with open(sys.argv[1]) as f:
+        return json.load(f)
+
+
+def marker(job, case, n):
+    """The custom payload key that lets run.py find this push in the emulator's journal."""
+    return {"lib": job["lib"], "case": case, "n": n}
+
+
+def report(case, n, status=None, reason=None, apns_id=None, timestamp=None, error=None):
+    line = {"case": case, "n": n, "status": status, "reason": reason,
+            "apnsId": apns_id, "timestamp": timestamp, "error": error}
+    print(json.dumps(line), flush=True)
+
+
+def report_summary(**fields):
+    print(json.dumps({"case": "summary", **fields}), flush=True)
+
+
+def describe(exc):
+    """An unexpected exception, in one line, for the result table (full trace on stderr)."""
+    traceback.print_exception(exc, file=sys.stderr)
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip().rstrip(":")

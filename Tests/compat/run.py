@@ -1,0 +1,467 @@
+#!/usr/bin/env python3
+"""Compatibility suite: real, unmodified APNs provider libraries against the real emulator.
+
+Run through scripts/test-compat, which starts this inside a private network and mount
+namespace (`unshare --net --mount`). In there this driver
+
+  1. brings up loopback and bind-mounts a hosts file over /etc/hosts that maps Apple's host
+     names (api.push.apple.com, api.sandbox.push.apple.com, api.development.push.apple.com)
+     to 127.0.0.1 — visible to this namespace only;
+  2. starts the emulator on 127.0.0.1:443 and 127.0.0.1:2197, Apple's two ports;
+  3. creates virtual devices through the admin API;
+  4. runs each provider (tests/compat/*_provider.py, java/, node/) as a subprocess, configured
+     only as a team would configure a test environment (a CA file to trust), and reads the
+     JSON lines it prints: what the LIBRARY reported for each push;
+  5. checks those results and the emulator's journal, and prints a table.
+
+Exit status: 0 when every library passed, 1 otherwise.
+"""
+import argparse
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TEAM_ID = "COMPAT0001"
+KEY_ID = "COMPATKEY1"
+APPLE_HOSTS = ["api.push.apple.com", "api.sandbox.push.apple.com", "api.development.push.apple.com"]
+PORTS = [443, 2197]
+
+# What every provider sends, in this order (n is the number in the payload's "compat" key).
+# Each case: expected status and reason, and the environment the journal must show.
+PLAN = {
+    "alert": (200, None, "sandbox"),
+    "background": (200, None, "sandbox"),
+    "wrong-environment": (400, "BadDeviceToken", "sandbox"),
+    "unregistered": (410, "Unregistered", "sandbox"),
+    "production": (200, None, "production"),
+}
+CASE_OF_N = {0: "alert", 1: "background", 2: "wrong-environment", 3: "unregistered", 4: "production"}
+BURST_FIRST_N = 5
+
+
+@dataclass
+class Library:
+    name: str
+    slug: str               # part of its bundle id, so its records can be filtered by topic
+    exposes_status: bool    # does the library report the HTTP status?
+    exposes_apns_id: str    # "all", "success" or "none"
+    command: list = field(default_factory=list)
+    env: dict = field(default_factory=dict)
+
+    @property
+    def topic(self):
+        return f"com.example.compat.{self.slug}"
+
+
+def libraries(python, work, ca):
+    java_classes = work / "java"
+    return [
+        Library("aioapns", "aioapns", True, "all",
+                [python, str(HERE / "aioapns_provider.py"), str(work / "job-aioapns.json")],
+                {"SSL_CERT_FILE": str(ca)}),
+        Library("apns2-up", "apns2", False, "none",
+                [python, str(HERE / "apns2_provider.py"), str(work / "job-apns2-up.json")],
+                {"SSL_CERT_FILE": str(ca)}),
+        Library("kalyke-apns", "kalyke", False, "success",
+                [python, str(HERE / "kalyke_provider.py"), str(work / "job-kalyke-apns.json")],
+                {"SSL_CERT_FILE": str(ca)}),
+        Library("jdk-httpclient", "jdk", True, "all",
+                ["java", f"-Djavax.net.ssl.trustStore={work / 'truststore.p12'}",
+                 "-Djavax.net.ssl.trustStorePassword=changeit", "-Djavax.net.ssl.trustStoreType=PKCS12",
+                 "-cp", str(java_classes), "ApnsProvider", str(work / "job-jdk-httpclient.properties")]),
+        Library("node-http2", "node", True, "all",
+                ["node", str(HERE / "node" / "provider.mjs"), str(work / "job-node-http2.json")],
+                {"NODE_EXTRA_CA_CERTS": str(ca)}),
+    ]
+
+
+# ---------------------------------------------------------------------------- namespace
+
+def same_namespace_as_init(kind):
+    try:
+        return os.readlink(f"/proc/self/ns/{kind}") == os.readlink(f"/proc/1/ns/{kind}")
+    except OSError:
+        return False  # /proc/1 unreadable: we are in a user namespace, not the host's
+
+
+def enter_private_network(work):
+    """Loopback up and Apple's names on 127.0.0.1, for this namespace only."""
+    for kind in ("net", "mnt"):
+        if same_namespace_as_init(kind):
+            sys.exit(f"run.py: refusing to touch /etc/hosts and port 443: this is the host's {kind} "
+                     "namespace. Run scripts/test-compat (it uses unshare --net --mount).")
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    hosts = work / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n::1 localhost\n"
+                     f"127.0.0.1 {' '.join(APPLE_HOSTS)}\n")
+    subprocess.run(["mount", "--bind", str(hosts), "/etc/hosts"], check=True)
+    for name in APPLE_HOSTS:
+        address = socket.gethostbyname(name)
+        if address != "127.0.0.1":
+            sys.exit(f"run.py: {name} resolves to {address}, not 127.0.0.1; the hosts mapping did not take")
+
+
+# ---------------------------------------------------------------------------- emulator
+
+def die_with_parent():
+    """preexec_fn: the child gets SIGTERM if this driver dies, so no emulator is left behind."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def listen_flags(binary):
+    """--listen (SNI decides the environment) when this build has it, else the two legacy
+    listeners, whose environment is only the fallback when SNI names none."""
+    help_text = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True, timeout=20).stdout
+    if "--listen HOST:PORT" in help_text:
+        return ["--listen", "127.0.0.1:443", "--listen", "127.0.0.1:2197",
+                "--sandbox-listen", "off", "--production-listen", "off"], "--listen"
+    return ["--sandbox-listen", "127.0.0.1:443", "--production-listen", "127.0.0.1:2197"], \
+        "--sandbox-listen/--production-listen"
+
+
+def start_emulator(binary, work, libs):
+    key = work / f"AuthKey_{KEY_ID}.p8"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-out", str(key)], check=True, capture_output=True, timeout=30)
+    ready = work / "ready.json"
+    flags, mode = listen_flags(binary)
+    command = [binary, "serve", *flags,
+               "--admin-listen", "127.0.0.1:0", "--device-listen", "off",
+               "--certs-dir", str(work / "certs"), "--auth-key", f"{TEAM_ID}:{KEY_ID}:{key}",
+               "--demo", "off", "--quiet", "--ready-file", str(ready)]
+    for lib in libs:
+        command += ["--app", f"{TEAM_ID}:{lib.topic}"]
+    log = open(work / "emulator.log", "w")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+    deadline = time.monotonic() + 30
+    while not ready.exists() or not ready.read_text().strip().endswith("}"):
+        if process.poll() is not None:
+            sys.exit(f"run.py: the emulator exited with {process.returncode} before it was ready:\n"
+                     + (work / "emulator.log").read_text()[-3000:])
+        if time.monotonic() > deadline:
+            process.kill()
+            sys.exit("run.py: the emulator was not ready within 30 s")
+        time.sleep(0.05)
+    info = json.loads(ready.read_text())
+    for port in PORTS:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    return process, key, info, mode, " ".join(command)
+
+
+class Admin:
+    def __init__(self, address):
+        self.base = f"http://{address}/api/v1"
+
+    def call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base + path, data=data, method=method,
+                                         headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=15) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            raise RuntimeError(f"{method} {path}: {error.code} {error.read()[:300]!r}") from None
+
+    def device(self, bundle, environment):
+        return self.call("POST", "/devices", {"bundleId": bundle, "environment": environment})
+
+
+def prepare(admin, lib, burst, work, key):
+    """Devices for one library, and its job file."""
+    sandbox = admin.device(lib.topic, "sandbox")
+    production = admin.device(lib.topic, "production")
+    gone = admin.device(lib.topic, "sandbox")
+    uninstall = admin.call("DELETE", f"/devices/{gone['deviceId']}/apps/{lib.topic}")
+    burst_tokens = [admin.device(lib.topic, "sandbox")["token"] for _ in range(burst)]
+    job = {"lib": lib.name, "teamId": TEAM_ID, "keyId": KEY_ID, "keyPath": str(key), "topic": lib.topic,
+           "timeoutSeconds": 30,
+           "tokens": {"sandbox": sandbox["token"], "production": production["token"],
+                      "unregistered": gone["token"], "burst": burst_tokens}}
+    (work / f"job-{lib.name}.json").write_text(json.dumps(job, indent=1))
+    properties = [f"lib={lib.name}", f"teamId={TEAM_ID}", f"keyId={KEY_ID}", f"keyPath={key}",
+                  f"topic={lib.topic}", "timeoutSeconds=30", f"token.sandbox={sandbox['token']}",
+                  f"token.production={production['token']}", f"token.unregistered={gone['token']}",
+                  f"burst.tokens={','.join(burst_tokens)}"]
+    (work / f"job-{lib.name}.properties").write_text("\n".join(properties) + "\n")
+    return job, uninstall["unregisteredAt"]
+
+
+# ---------------------------------------------------------------------------- checks
+
+@dataclass
+class Outcome:
+    lib: Library
+    version: str = ""
+    cells: dict = field(default_factory=dict)      # column -> short text
+    failures: list = field(default_factory=list)
+    seconds: float = 0.0
+    burst_seconds: float = None
+    pushes: int = 0
+
+    @property
+    def passed(self):
+        return not self.failures
+
+
+def short(line):
+    if line is None:
+        return "no result"
+    if line.get("error"):
+        return line["error"][:60]
+    parts = [str(line["status"]) if line.get("status") is not None else "",
+             line.get("reason") or ("" if line.get("status") is not None else "ok")]
+    return " ".join(p for p in parts if p)
+
+
+def check_line(outcome, line, status, reason, unregistered_at=None):
+    """Does one library result say what Apple would: the status (where the library reports
+    it), the reason, and for a 410 a timestamp in milliseconds?"""
+    lib, problems = outcome.lib, []
+    if line is None:
+        return ["no result printed"]
+    if line.get("error"):
+        return [f"library error: {line['error']}"]
+    if lib.exposes_status and line.get("status") != status:
+        problems.append(f"status {line.get('status')}, expected {status}")
+    if line.get("reason") != reason:
+        problems.append(f"reason {line.get('reason')!r}, expected {reason!r}")
+    if unregistered_at is not None and not problems:
+        ts = line.get("timestamp")
+        if not isinstance(ts, int) or abs(ts - unregistered_at) > 5000:
+            problems.append(f"timestamp {ts!r}, expected milliseconds near {unregistered_at}")
+    if lib.exposes_apns_id == "all" or (lib.exposes_apns_id == "success" and status == 200):
+        if not line.get("apnsId"):
+            problems.append("no apns-id reported")
+    return problems
+
+
+def check_results(outcome, lines, burst, unregistered_at):
+    by_n = {}
+    for line in lines:
+        if line.get("case") != "summary":
+            by_n.setdefault(line["n"], []).append(line)
+    for n, dupes in by_n.items():
+        if len(dupes) > 1:
+            outcome.failures.append(f"push n={n} reported {len(dupes)} times")
+    for n, case in CASE_OF_N.items():
+        status, reason, _ = PLAN[case]
+        line = by_n.get(n, [None])[0]
+        problems = check_line(outcome, line, status, reason, unregistered_at if case == "unregistered" else None)
+        outcome.cells[case] = "ok" if not problems else short(line)
+        outcome.failures += [f"{case}: {p}" for p in problems]
+    ok, wrong = 0, {}
+    for i in range(burst):
+        line = by_n.get(BURST_FIRST_N + i, [None])[0]
+        problems = check_line(outcome, line, 200, None)
+        if problems:
+            wrong[short(line)] = wrong.get(short(line), 0) + 1
+        else:
+            ok += 1
+    cell = f"{ok}/{burst}"
+    if outcome.burst_seconds is not None:
+        cell += f" in {outcome.burst_seconds:.2f}s"
+    outcome.cells["burst"] = cell
+    for text, count in sorted(wrong.items(), key=lambda kv: -kv[1]):
+        outcome.failures.append(f"burst: {count} x {text}")
+    return by_n
+
+
+def check_journal(outcome, admin, by_n, burst):
+    """Every push the library sent is in the journal exactly once, with the answer the library
+    reported, and every apns-id the library reported names that push's record."""
+    lib = outcome.lib
+    records = admin.call("GET", f"/notifications?topic={lib.topic}&limit=100000")["notifications"]
+    mine = {}
+    for record in records:
+        compat = (record.get("payload") or {}).get("compat") if isinstance(record.get("payload"), dict) else None
+        if isinstance(compat, dict) and compat.get("lib") == lib.name:
+            mine.setdefault(compat.get("n"), []).append(record)
+    expected_ns = list(CASE_OF_N) + [BURST_FIRST_N + i for i in range(burst)]
+    found, problems = 0, {}  # problem text -> the pushes (n) it applies to
+
+    def problem(n, text):
+        problems.setdefault(text, []).append(n)
+
+    for n in expected_ns:
+        case = CASE_OF_N.get(n, "burst")
+        status, reason, environment = PLAN.get(case, (200, None, "sandbox"))
+        recs = mine.get(n, [])
+        if len(recs) != 1:
+            problem(n, f"{case}: {len(recs)} journal records, expected 1")
+            continue
+        found += 1
+        record = recs[0]
+        if (record["status"], record["reason"], record["environment"]) != (status, reason, environment):
+            problem(n, f"{case}: journal says {record['status']} {record['reason']} {record['environment']}, "
+                       f"expected {status} {reason} {environment}")
+        if case == "background" and (record["pushType"], record["priority"]) != ("background", 5):
+            problem(n, f"{case}: journal push type {record['pushType']} priority {record['priority']}, "
+                       "expected background 5")
+        line = (by_n.get(n) or [None])[0]
+        if line and line.get("apnsId") and line["apnsId"] != record["apnsId"]:
+            problem(n, f"{case}: the library reported another apns-id than the journal has")
+    extra = sum(len(v) for k, v in mine.items() if k not in set(expected_ns))
+    if extra:
+        problem(None, f"{extra} journal records for pushes the plan does not have")
+    # The filters agree with the full listing (status filter, apnsId filter).
+    accepted = admin.call("GET", f"/notifications?topic={lib.topic}&status=200&limit=100000")["notifications"]
+    if len(accepted) != 3 + burst:
+        problem(None, f"filter status=200 lists {len(accepted)} records, expected {3 + burst}")
+    ids = [line["apnsId"] for lines in by_n.values() for line in lines if line.get("apnsId")]
+    if ids:
+        hit = admin.call("GET", f"/notifications?apnsId={ids[0]}")["notifications"]
+        if len(hit) != 1:
+            problem(None, f"filter apnsId={ids[0]} lists {len(hit)} records, expected 1")
+        try:
+            admin.call("GET", f"/notifications/{ids[0]}")
+        except RuntimeError as error:
+            problem(None, f"GET /notifications/{{apnsId}} for a reported apns-id: {error}")
+    journal_ids = {r["apnsId"] for rs in mine.values() for r in rs}
+    checked_ids = sum(1 for i in ids if i in journal_ids)
+    if checked_ids != len(ids):
+        problem(None, f"{len(ids) - checked_ids} apns-ids the library reported are not in the journal")
+    outcome.cells["journal"] = f"{found}/{len(expected_ns)}" + (
+        f", ids {checked_ids}/{len(ids)}" if lib.exposes_apns_id != "none" else ", ids n/a")
+    for text, ns in problems.items():
+        ns = [n for n in ns if n is not None]
+        where = "" if not ns else f" (n={ns[0]})" if len(ns) == 1 else f" ({len(ns)} pushes, n={ns[0]}…{ns[-1]})"
+        outcome.failures.append(f"journal: {text}{where}")
+
+
+def run_library(lib, admin, work, burst, key, timeout):
+    outcome = Outcome(lib)
+    _, unregistered_at = prepare(admin, lib, burst, work, key)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")}
+    env.update(lib.env)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(lib.command, env=env, capture_output=True, text=True, timeout=timeout,
+                              preexec_fn=die_with_parent)
+        stdout, stderr, code = done.stdout, done.stderr, done.returncode
+    except subprocess.TimeoutExpired as expired:
+        stdout = expired.stdout.decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
+        stderr = expired.stderr.decode() if isinstance(expired.stderr, bytes) else (expired.stderr or "")
+        code = None
+        outcome.failures.append(f"provider did not finish within {timeout} s (killed)")
+    outcome.seconds = time.monotonic() - started
+    (work / f"{lib.name}.stdout").write_text(stdout)
+    (work / f"{lib.name}.stderr").write_text(stderr)
+    if code not in (0, None):
+        outcome.failures.append(f"provider exited with {code} (see {work / (lib.name + '.stderr')})")
+    lines = []
+    for raw in stdout.splitlines():
+        try:
+            lines.append(json.loads(raw))
+        except json.JSONDecodeError:
+            pass  # a library's own chatter on stdout
+    summary = next((line for line in lines if line.get("case") == "summary"), {})
+    outcome.burst_seconds = summary.get("burstSeconds")
+    outcome.version = summary.get("version", lib.name)
+    outcome.pushes = sum(1 for line in lines if line.get("case") != "summary")
+    by_n = check_results(outcome, lines, burst, unregistered_at)
+    check_journal(outcome, admin, by_n, burst)
+    return outcome
+
+
+# ---------------------------------------------------------------------------- output
+
+COLUMNS = [("library", None), ("alert", "alert"), ("background", "background"),
+           ("wrong env", "wrong-environment"), ("unregistered", "unregistered"),
+           ("production", "production"), ("burst", "burst"), ("journal", "journal")]
+
+
+def print_table(outcomes):
+    rows = [[h for h, _ in COLUMNS] + ["pushes", "time", "result"]]
+    for o in outcomes:
+        rows.append([o.version or o.lib.name] + [o.cells.get(key, "-") for _, key in COLUMNS[1:]]
+                    + [str(o.pushes), f"{o.seconds:.1f}s", "PASS" if o.passed else "FAIL"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", required=True, help="the apns-emulator binary")
+    parser.add_argument("--work", default=str(HERE.parent.parent / ".build" / "compat-run"),
+                        help="scratch directory, emptied first; logs stay there")
+    parser.add_argument("--python", default=sys.executable, help="python of the venv with the libraries")
+    parser.add_argument("--libs", default="", help="comma-separated subset of library names")
+    parser.add_argument("--burst", type=int, default=500, help="pushes in each library's burst")
+    parser.add_argument("--timeout", type=int, default=90, help="seconds each provider may take")
+    args = parser.parse_args()
+    suite_started = time.monotonic()
+
+    work = Path(args.work).resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    ca = work / "certs" / "ca.pem"
+    libs = libraries(args.python, work, ca)
+    if args.libs:
+        wanted = args.libs.split(",")
+        unknown = set(wanted) - {lib.name for lib in libs}
+        if unknown:
+            sys.exit(f"run.py: unknown libraries {sorted(unknown)}; known: {[lib.name for lib in libs]}")
+        libs = [lib for lib in libs if lib.name in wanted]
+
+    enter_private_network(work)
+    emulator, key, info, mode, command = start_emulator(args.bin, work, libs)
+    try:
+        print(f"emulator: {args.bin} ({mode}) on 127.0.0.1:443 and :2197, admin {info['admin']}")
+        print(f"hosts: {', '.join(APPLE_HOSTS)} -> 127.0.0.1 (this namespace only); CA {ca}")
+        if any(lib.name == "jdk-httpclient" for lib in libs):
+            subprocess.run(["javac", "-d", str(work / "java"), str(HERE / "java" / "ApnsProvider.java")],
+                           check=True, timeout=120)
+            subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "apns-emulator-test-ca",
+                            "-file", str(ca), "-keystore", str(work / "truststore.p12"),
+                            "-storetype", "PKCS12", "-storepass", "changeit"],
+                           check=True, capture_output=True, timeout=60)
+        admin = Admin(info["admin"])
+        outcomes = []
+        for lib in libs:
+            print(f"running {lib.name} …", flush=True)
+            outcomes.append(run_library(lib, admin, work, args.burst, key, args.timeout))
+        if emulator.poll() is not None:
+            for o in outcomes:
+                o.failures.append(f"the emulator exited with {emulator.returncode} during the run")
+    finally:
+        emulator.terminate()
+        try:
+            emulator.wait(10)
+        except subprocess.TimeoutExpired:
+            emulator.kill()
+
+    print()
+    print_table(outcomes)
+    failed = [o for o in outcomes if not o.passed]
+    for o in failed:
+        print(f"\n{o.lib.name} FAILED:")
+        for text in o.failures[:25]:
+            print(f"  - {text}")
+        if len(o.failures) > 25:
+            print(f"  - … and {len(o.failures) - 25} more")
+        print(f"  logs: {work / (o.lib.name + '.stdout')}, {work / (o.lib.name + '.stderr')}, "
+              f"{work / 'emulator.log'}")
+    total = sum(o.pushes for o in outcomes)
+    print(f"\n{len(outcomes) - len(failed)}/{len(outcomes)} libraries passed; {total} pushes; "
+          f"{time.monotonic() - suite_started:.1f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
