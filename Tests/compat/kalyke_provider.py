@@ -41,6 +41,8 @@ async def push(client, case, n, token, background=False):
 
 async def main():
     await push(sandbox, "alert", 0, tokens["sandbox"])
+    if job.get("only") == "alert":  # run.py's check that the CA setting is what lets it connect
+        return
     await push(sandbox, "background", 1, tokens["sandbox"], background=True)
     await push(sandbox, "wrong-environment", 2, tokens["production"])
     await push(sandbox, "unregistered", 3, tokens["unregistered"])

@@ -56,8 +56,7 @@ class Library:
     slug: str               # part of its bundle id, so its records can be filtered by topic
     exposes_status: bool    # does the library report the HTTP status?
     exposes_apns_id: str    # "all", "success" or "none"
-    command: list = field(default_factory=list)
-    env: dict = field(default_factory=dict)
+    launch: object = None   # (job file without extension, trusted?) -> (argv, extra environment)
 
     @property
     def topic(self):
@@ -65,24 +64,27 @@ class Library:
 
 
 def libraries(python, work, ca):
-    java_classes = work / "java"
+    """Each library and how a team would point it at the test CA (trusted=True), or not."""
+    def python_provider(script):
+        return lambda job, trusted: ([python, str(HERE / script), job + ".json"],
+                                     {"SSL_CERT_FILE": str(ca)} if trusted else {})
+
+    def java(job, trusted):
+        trust = [f"-Djavax.net.ssl.trustStore={work / 'truststore.p12'}",
+                 "-Djavax.net.ssl.trustStorePassword=changeit", "-Djavax.net.ssl.trustStoreType=PKCS12"]
+        return ["java", *(trust if trusted else []), "-cp", str(work / "java"), "ApnsProvider",
+                job + ".properties"], {}
+
+    def node(job, trusted):
+        return ["node", str(HERE / "node" / "provider.mjs"), job + ".json"], \
+            {"NODE_EXTRA_CA_CERTS": str(ca)} if trusted else {}
+
     return [
-        Library("aioapns", "aioapns", True, "all",
-                [python, str(HERE / "aioapns_provider.py"), str(work / "job-aioapns.json")],
-                {"SSL_CERT_FILE": str(ca)}),
-        Library("apns2-up", "apns2", False, "none",
-                [python, str(HERE / "apns2_provider.py"), str(work / "job-apns2-up.json")],
-                {"SSL_CERT_FILE": str(ca)}),
-        Library("kalyke-apns", "kalyke", False, "success",
-                [python, str(HERE / "kalyke_provider.py"), str(work / "job-kalyke-apns.json")],
-                {"SSL_CERT_FILE": str(ca)}),
-        Library("jdk-httpclient", "jdk", True, "all",
-                ["java", f"-Djavax.net.ssl.trustStore={work / 'truststore.p12'}",
-                 "-Djavax.net.ssl.trustStorePassword=changeit", "-Djavax.net.ssl.trustStoreType=PKCS12",
-                 "-cp", str(java_classes), "ApnsProvider", str(work / "job-jdk-httpclient.properties")]),
-        Library("node-http2", "node", True, "all",
-                ["node", str(HERE / "node" / "provider.mjs"), str(work / "job-node-http2.json")],
-                {"NODE_EXTRA_CA_CERTS": str(ca)}),
+        Library("aioapns", "aioapns", True, "all", python_provider("aioapns_provider.py")),
+        Library("apns2-up", "apns2", False, "none", python_provider("apns2_provider.py")),
+        Library("kalyke-apns", "kalyke", False, "success", python_provider("kalyke_provider.py")),
+        Library("jdk-httpclient", "jdk", True, "all", java),
+        Library("node-http2", "node", True, "all", node),
     ]
 
 
@@ -178,8 +180,20 @@ class Admin:
         return self.call("POST", "/devices", {"bundleId": bundle, "environment": environment})
 
 
+def write_job(path, job):
+    """The job as JSON (Python, node) and as a .properties file (Java)."""
+    Path(path + ".json").write_text(json.dumps(job, indent=1))
+    tokens = job["tokens"]
+    properties = {k: v for k, v in job.items() if k != "tokens"}
+    properties.update({"token.sandbox": tokens["sandbox"], "token.production": tokens["production"],
+                       "token.unregistered": tokens["unregistered"],
+                       "burst.tokens": ",".join(tokens["burst"])})
+    Path(path + ".properties").write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+
+
 def prepare(admin, lib, burst, work, key):
-    """Devices for one library, and its job file."""
+    """Devices for one library, and its job files: the full plan, and the alert alone for the
+    run without the CA."""
     sandbox = admin.device(lib.topic, "sandbox")
     production = admin.device(lib.topic, "production")
     gone = admin.device(lib.topic, "sandbox")
@@ -189,13 +203,10 @@ def prepare(admin, lib, burst, work, key):
            "timeoutSeconds": 30,
            "tokens": {"sandbox": sandbox["token"], "production": production["token"],
                       "unregistered": gone["token"], "burst": burst_tokens}}
-    (work / f"job-{lib.name}.json").write_text(json.dumps(job, indent=1))
-    properties = [f"lib={lib.name}", f"teamId={TEAM_ID}", f"keyId={KEY_ID}", f"keyPath={key}",
-                  f"topic={lib.topic}", "timeoutSeconds=30", f"token.sandbox={sandbox['token']}",
-                  f"token.production={production['token']}", f"token.unregistered={gone['token']}",
-                  f"burst.tokens={','.join(burst_tokens)}"]
-    (work / f"job-{lib.name}.properties").write_text("\n".join(properties) + "\n")
-    return job, uninstall["unregisteredAt"]
+    write_job(str(work / f"job-{lib.name}"), job)
+    write_job(str(work / f"job-{lib.name}-untrusted"),
+              {**job, "lib": f"{lib.name}-untrusted", "only": "alert", "timeoutSeconds": 10})
+    return uninstall["unregisteredAt"]
 
 
 # ---------------------------------------------------------------------------- checks
@@ -209,6 +220,7 @@ class Outcome:
     seconds: float = 0.0
     burst_seconds: float = None
     pushes: int = 0
+    untrusted_error: str = ""
 
     @property
     def passed(self):
@@ -340,39 +352,79 @@ def check_journal(outcome, admin, by_n, burst):
         outcome.failures.append(f"journal: {text}{where}")
 
 
-def run_library(lib, admin, work, burst, key, timeout):
-    outcome = Outcome(lib)
-    _, unregistered_at = prepare(admin, lib, burst, work, key)
+def launch(lib, work, variant, trusted, timeout):
+    """Run one provider; returns (JSON lines it printed, its stderr, problems with the run itself)."""
+    argv, extra_env = lib.launch(str(work / f"job-{variant}"), trusted)
     env = {k: v for k, v in os.environ.items()
            if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")}
-    env.update(lib.env)
-    started = time.monotonic()
+    env.update(extra_env)
+    problems = []
     try:
-        done = subprocess.run(lib.command, env=env, capture_output=True, text=True, timeout=timeout,
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout,
                               preexec_fn=die_with_parent)
         stdout, stderr, code = done.stdout, done.stderr, done.returncode
     except subprocess.TimeoutExpired as expired:
         stdout = expired.stdout.decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
         stderr = expired.stderr.decode() if isinstance(expired.stderr, bytes) else (expired.stderr or "")
         code = None
-        outcome.failures.append(f"provider did not finish within {timeout} s (killed)")
-    outcome.seconds = time.monotonic() - started
-    (work / f"{lib.name}.stdout").write_text(stdout)
-    (work / f"{lib.name}.stderr").write_text(stderr)
+        problems.append(f"provider did not finish within {timeout} s (killed)")
+    (work / f"{variant}.stdout").write_text(stdout)
+    (work / f"{variant}.stderr").write_text(stderr)
     if code not in (0, None):
-        outcome.failures.append(f"provider exited with {code} (see {work / (lib.name + '.stderr')})")
+        problems.append(f"provider exited with {code} (see {work / (variant + '.stderr')})")
     lines = []
     for raw in stdout.splitlines():
         try:
             lines.append(json.loads(raw))
         except json.JSONDecodeError:
             pass  # a library's own chatter on stdout
+    return lines, stderr, problems
+
+
+def check_untrusted(outcome, admin, work):
+    """Without the CA setting the library must not get through: proves the documented setting
+    is what makes it trust the emulator, and that the library verifies certificates."""
+    lib = outcome.lib
+    lines, stderr, problems = launch(lib, work, f"{lib.name}-untrusted", trusted=False, timeout=30)
+    line = next((x for x in lines if x.get("n") == 0), None)
+    records = admin.call("GET", f"/notifications?topic={lib.topic}&limit=100000")["notifications"]
+    got_through = [r for r in records if isinstance(r.get("payload"), dict)
+                   and (r["payload"].get("compat") or {}).get("lib") == f"{lib.name}-untrusted"]
+    if problems:
+        outcome.failures += [f"without the CA: {p}" for p in problems]
+    if line is None:
+        outcome.failures.append("without the CA: the provider printed no result")
+        outcome.cells["no CA"] = "no result"
+    elif not line.get("error") or got_through:
+        outcome.failures.append(f"without the CA the push still got through ({short(line)}; "
+                                f"{len(got_through)} journal records): the trust setting is not what decides")
+        outcome.cells["no CA"] = "NOT refused"
+    else:
+        # The failure must be the certificate, not something else (aioapns only says
+        # MaxAttemptsExceeded; the reason is in its log on stderr).
+        why = next((text for text in [line["error"], *stderr.splitlines()] if "certificate" in text.lower()), None)
+        if why is None:
+            outcome.failures.append(f"without the CA the push failed, but not over the certificate: {line['error']}")
+            outcome.cells["no CA"] = "other error"
+        else:
+            outcome.cells["no CA"] = "refused"
+            outcome.untrusted_error = why.strip() if why == line["error"] else f"{line['error']} ({why.strip()})"
+
+
+def run_library(lib, admin, work, burst, key, timeout):
+    outcome = Outcome(lib)
+    unregistered_at = prepare(admin, lib, burst, work, key)
+    started = time.monotonic()
+    lines, _, problems = launch(lib, work, lib.name, trusted=True, timeout=timeout)
+    outcome.seconds = time.monotonic() - started
+    outcome.failures += problems
     summary = next((line for line in lines if line.get("case") == "summary"), {})
     outcome.burst_seconds = summary.get("burstSeconds")
     outcome.version = summary.get("version", lib.name)
     outcome.pushes = sum(1 for line in lines if line.get("case") != "summary")
     by_n = check_results(outcome, lines, burst, unregistered_at)
     check_journal(outcome, admin, by_n, burst)
+    check_untrusted(outcome, admin, work)
     return outcome
 
 
@@ -380,7 +432,8 @@ def run_library(lib, admin, work, burst, key, timeout):
 
 COLUMNS = [("library", None), ("alert", "alert"), ("background", "background"),
            ("wrong env", "wrong-environment"), ("unregistered", "unregistered"),
-           ("production", "production"), ("burst", "burst"), ("journal", "journal")]
+           ("production", "production"), ("burst", "burst"), ("journal", "journal"),
+           ("no CA", "no CA")]
 
 
 def print_table(outcomes):
@@ -448,6 +501,11 @@ def main():
 
     print()
     print_table(outcomes)
+    refused = [o for o in outcomes if o.untrusted_error]
+    if refused:
+        print("\nwithout the CA setting, each library refused the emulator's certificate:")
+        for o in refused:
+            print(f"  {o.lib.name}: {o.untrusted_error[:150]}")
     failed = [o for o in outcomes if not o.passed]
     for o in failed:
         print(f"\n{o.lib.name} FAILED:")

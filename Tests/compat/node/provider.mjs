@@ -93,6 +93,11 @@ const production = openSession('https://api.push.apple.com');
 const { tokens } = job;
 
 report('alert', 0, await send(sandbox, tokens.sandbox, { payload: alert('alert', 0) }));
+if (job.only === 'alert') { // run.py's check that the CA setting is what lets it connect
+  sandbox.destroy();
+  production.destroy();
+  process.exit(0);
+}
 report('background', 1, await send(sandbox, tokens.sandbox, {
   pushType: 'background',
   priority: 5,
