@@ -402,7 +402,7 @@ def check_untrusted(outcome, admin, work):
     else:
         # The failure must be the certificate, not something else (aioapns only says
         # MaxAttemptsExceeded; the reason is in its log on stderr).
-        why = next((text for text in [line["error"], *stderr.splitlines()] if "certificate" in text.lower()), None)
+        why = next((text for text in [line["error"], *stderr.splitlines()] if "certif" in text.lower() or "PKIX" in text), None)
         if why is None:
             outcome.failures.append(f"without the CA the push failed, but not over the certificate: {line['error']}")
             outcome.cells["no CA"] = "other error"
