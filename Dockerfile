@@ -68,14 +68,16 @@ RUN set -eu; \
 # net.ipv4.ip_unprivileged_port_start (podman keeps 1024). So the binary gets the one
 # capability it needs as a file capability, cap_net_bind_service, instead of running the
 # whole process as root. Runtimes grant NET_BIND_SERVICE by default; if you drop all
-# capabilities (cap_drop: [ALL]) add it back, or the binary will not start.
+# capabilities (cap_drop: [ALL]) add it back, or the binary will not start. Under
+# no-new-privileges the file capability is ignored: then lower the port floor instead
+# (sysctl net.ipv4.ip_unprivileged_port_start=0) or listen on 2197 only.
 #
 # /var/lib/apns-emulator/certs belongs to that user: a named volume mounted there starts as a
 # copy of it (owner included), so the emulator can write its TEST ONLY certificates on first
 # start and providers can mount the same volume read-only to trust ca.pem.
 RUN set -eu; \
-    groupadd --system --gid 10001 apns; \
-    useradd --system --uid 10001 --gid apns --home-dir /var/lib/apns-emulator \
+    groupadd --gid 10001 apns; \
+    useradd --uid 10001 --gid apns --no-create-home --home-dir /var/lib/apns-emulator \
         --shell /usr/sbin/nologin apns; \
     install -d -o apns -g apns -m 0755 /var/lib/apns-emulator /var/lib/apns-emulator/certs
 
