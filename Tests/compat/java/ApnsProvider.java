@@ -26,8 +26,9 @@ import java.util.regex.Pattern;
  * An APNs provider written with nothing but the JDK: java.net.http.HttpClient speaking
  * HTTP/2, and a provider token signed with java.security.Signature "SHA256withECDSA".
  *
- * The JDK produces DER-encoded ECDSA signatures; this class sends them as they come, the way
- * a JDK user who has not read the JOSE spec would (JOSE wants raw r||s).
+ * "SHA256withECDSA" produces DER-encoded ECDSA signatures; this class sends them as they come,
+ * the way a JDK user who has not read the JOSE spec would (JOSE wants the raw r||s form, which
+ * the JDK gives as "SHA256withECDSAinP1363Format"). APNs accepts both.
  *
  * It talks to Apple's host names: api.sandbox.push.apple.com on 443 and api.push.apple.com on
  * the alternative port 2197. Trust comes from the JVM's trust store, e.g.
