@@ -9,7 +9,7 @@ namespace (`unshare --net --mount`). In there this driver
      to 127.0.0.1 — visible to this namespace only;
   2. starts the emulator on 127.0.0.1:443 and 127.0.0.1:2197, Apple's two ports;
   3. creates virtual devices through the admin API;
-  4. runs each provider (tests/compat/*_provider.py, java/, node/) as a subprocess, configured
+  4. runs each provider (Tests/compat/*_provider.py, java/, node/) as a subprocess, configured
      only as a team would configure a test environment (a CA file to trust), and reads the
      JSON lines it prints: what the LIBRARY reported for each push;
   5. checks those results and the emulator's journal, and prints a table.
