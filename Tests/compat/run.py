@@ -456,7 +456,7 @@ def main():
     parser.add_argument("--python", default=sys.executable, help="python of the venv with the libraries")
     parser.add_argument("--libs", default="", help="comma-separated subset of library names")
     parser.add_argument("--burst", type=int, default=500, help="pushes in each library's burst")
-    parser.add_argument("--timeout", type=int, default=90, help="seconds each provider may take")
+    parser.add_argument("--timeout", type=int, default=60, help="seconds each provider may take")
     args = parser.parse_args()
     suite_started = time.monotonic()
 
