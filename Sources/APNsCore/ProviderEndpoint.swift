@@ -386,6 +386,8 @@ public final class ProviderEndpoint: Sendable {
                                 explanation: "apns-push-type '\(value)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             syntax.pushType = type
+            // Known before the later stages run, so a request they refuse still shows it.
+            record.pushType = type.rawValue
         }
     }
 

@@ -118,6 +118,13 @@ struct HeaderLeniencyTests {
         #expect(fixture.latestRecord()?.pushType == value.lowercased())
     }
 
+    @Test func aRequestRefusedForItsTokenStillShowsItsPushType() throws {
+        let fixture = try Fixture()
+        let response = fixture.send(try fixture.request(authorization: "bearer x.y.z", extra: [("apns-push-type", "background")]))
+        #expect(response.reasonText == "InvalidProviderToken")
+        #expect(fixture.latestRecord()?.pushType == "background")
+    }
+
     @Test func unknownPushTypeIsStillRefused() throws {
         let fixture = try Fixture()
         #expect(fixture.send(try fixture.request(extra: [("apns-push-type", "Alerts")])).reasonText == "InvalidPushType")
