@@ -1,4 +1,5 @@
 import APNsCore
+import Networking
 import Foundation
 
 /// The start-up banner: where everything is, what to trust, and a push to paste.
@@ -46,7 +47,7 @@ public enum Banner {
     /// Commands that work as printed: the demo setup, else the configured key and an app its
     /// team owns (creating a device first when none has it), else placeholders saying so.
     static func examples(for emulator: Emulator) -> [String] {
-        let a = emulator.addresses
+        let a = reachable(emulator.addresses)
         let exe = executablePath()
         let example = chooseExample(emulator)
         // Where to send: the listener of the example's environment, else an Apple-style one
@@ -61,8 +62,8 @@ public enum Banner {
             sendHost = direct.description
         } else if let listen = a.listen.first {
             endpoint = "https://\(appleHost):\(listen.port)"
-            curlFlags.append("--resolve \(appleHost):\(listen.port):\(listen.host == "0.0.0.0" ? "127.0.0.1" : listen.host)")
-            sendHost = "\(listen.host == "0.0.0.0" ? "127.0.0.1" : listen.host):\(listen.port)"
+            curlFlags.append("--resolve \(appleHost):\(listen.port):\(listen.host)")
+            sendHost = listen.description
         } else if let x = example.environment == .production ? a.h2cProduction : a.h2cSandbox {
             endpoint = "http://\(x)"
         } else {
@@ -130,6 +131,29 @@ public enum Banner {
         let bundle = emulator.state.withWorld { $0.credentials.apps.keys.sorted().first } ?? "com.example.app"
         return Example(keySpec: "TEAMID:KEYID:AuthKey_KEYID.p8", topic: bundle, environment: .sandbox, token: nil,
                        placeholder: true)
+    }
+
+    /// The addresses as a client on this machine reaches them: a listener on every interface
+    /// (0.0.0.0, as in a container) is shown as loopback, so the printed commands work here.
+    static func reachable(_ addresses: BoundAddresses) -> BoundAddresses {
+        func local(_ address: HostPort?) -> HostPort? {
+            guard var address else { return nil }
+            switch address.host {
+            case "0.0.0.0", "", "*": address.host = "127.0.0.1"
+            case "::": address.host = "::1"
+            default: break
+            }
+            return address
+        }
+        var a = addresses
+        a.listen = addresses.listen.compactMap { local($0) }
+        a.sandbox = local(a.sandbox)
+        a.production = local(a.production)
+        a.h2cSandbox = local(a.h2cSandbox)
+        a.h2cProduction = local(a.h2cProduction)
+        a.admin = local(a.admin)
+        a.device = local(a.device)
+        return a
     }
 
     /// The binary as it was invoked, so the examples run as printed.

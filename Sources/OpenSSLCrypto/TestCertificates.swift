@@ -5,10 +5,12 @@ import Glibc
 /// Throwaway PKI for tests and local development. Nothing produced here may ever be trusted
 /// outside a test machine: every subject says TEST ONLY.
 public enum TestCertificates {
-    /// Names the server certificate is valid for, in subjectAltName syntax.
+    /// Names the server certificate is valid for, in subjectAltName syntax: loopback, Apple's
+    /// host names, and `apns-emulator`, the service name in docker-compose.yml.
     public static let subjectAltNames = [
         "DNS:localhost", "IP:127.0.0.1", "IP:::1",
         "DNS:api.push.apple.com", "DNS:api.sandbox.push.apple.com", "DNS:api.development.push.apple.com",
+        "DNS:apns-emulator",
     ]
     public static let caCommonName = "apns-emulator TEST ONLY CA"
     public static let serverCommonName = "apns-emulator TEST ONLY server"
