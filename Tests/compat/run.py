@@ -122,15 +122,10 @@ def die_with_parent():
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def listen_flags(binary):
-    """--listen (SNI decides the environment) when this build has it, else the two legacy
-    listeners, whose environment is only the fallback when SNI names none."""
-    help_text = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True, timeout=20).stdout
-    if "--listen HOST:PORT" in help_text:
-        return ["--listen", "127.0.0.1:443", "--listen", "127.0.0.1:2197",
-                "--sandbox-listen", "off", "--production-listen", "off"], "--listen"
-    return ["--sandbox-listen", "127.0.0.1:443", "--production-listen", "127.0.0.1:2197"], \
-        "--sandbox-listen/--production-listen"
+# Apple-style listeners on Apple's two ports: the SNI / :authority a library sends picks the
+# environment, as on Apple's own hosts.
+LISTEN_FLAGS = ["--listen", "127.0.0.1:443", "--listen", "127.0.0.1:2197",
+                "--sandbox-listen", "off", "--production-listen", "off"]
 
 
 def start_emulator(binary, work, libs):
@@ -138,8 +133,7 @@ def start_emulator(binary, work, libs):
     subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
                     "-out", str(key)], check=True, capture_output=True, timeout=30)
     ready = work / "ready.json"
-    flags, mode = listen_flags(binary)
-    command = [binary, "serve", *flags,
+    command = [binary, "serve", *LISTEN_FLAGS,
                "--admin-listen", "127.0.0.1:0", "--device-listen", "off",
                "--certs-dir", str(work / "certs"), "--auth-key", f"{TEAM_ID}:{KEY_ID}:{key}",
                "--demo", "off", "--quiet", "--ready-file", str(ready)]
@@ -159,7 +153,7 @@ def start_emulator(binary, work, libs):
     info = json.loads(ready.read_text())
     for port in PORTS:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
-    return process, key, info, mode, " ".join(command)
+    return process, key, info, " ".join(command)
 
 
 class Admin:
@@ -473,9 +467,9 @@ def main():
         libs = [lib for lib in libs if lib.name in wanted]
 
     enter_private_network(work)
-    emulator, key, info, mode, command = start_emulator(args.bin, work, libs)
+    emulator, key, info, command = start_emulator(args.bin, work, libs)
     try:
-        print(f"emulator: {args.bin} ({mode}) on 127.0.0.1:443 and :2197, admin {info['admin']}")
+        print(f"emulator: {args.bin} (--listen) on 127.0.0.1:443 and :2197, admin {info['admin']}")
         print(f"hosts: {', '.join(APPLE_HOSTS)} -> 127.0.0.1 (this namespace only); CA {ca}")
         if any(lib.name == "jdk-httpclient" for lib in libs):
             subprocess.run(["javac", "-d", str(work / "java"), str(HERE / "java" / "ApnsProvider.java")],
