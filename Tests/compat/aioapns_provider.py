@@ -1,12 +1,11 @@
 """aioapns 4.0 as a user would run it: host names and port 443 are built into the library,
 trust comes from SSL_CERT_FILE (ssl.create_default_context())."""
 import asyncio
-import time
 from importlib.metadata import version
 
 from aioapns import APNs, NotificationRequest, PushType
 
-from compat_job import describe, load_job, marker, report, report_summary
+from compat_job import describe, load_job, marker, report, run_plan
 
 job = load_job()
 TIMEOUT = job["timeoutSeconds"]
@@ -37,20 +36,7 @@ async def main():
     common = dict(key=key, key_id=job["keyId"], team_id=job["teamId"], topic=job["topic"])
     sandbox = APNs(use_sandbox=True, **common)      # api.development.push.apple.com:443
     production = APNs(use_sandbox=False, **common)  # api.push.apple.com:443
-    tokens = job["tokens"]
-
-    await push(sandbox, "alert", 0, tokens["sandbox"])
-    if job.get("only") == "alert":  # run.py's check that the CA setting is what lets it connect
-        return
-    await push(sandbox, "background", 1, tokens["sandbox"], background=True)
-    await push(sandbox, "wrong-environment", 2, tokens["production"])
-    await push(sandbox, "unregistered", 3, tokens["unregistered"])
-    await push(production, "production", 4, tokens["production"])
-
-    started = time.monotonic()
-    await asyncio.gather(*(push(sandbox, "burst", 5 + i, token)
-                           for i, token in enumerate(tokens["burst"])))
-    report_summary(burstSeconds=round(time.monotonic() - started, 3), version="aioapns " + version("aioapns"))
+    await run_plan(job, push, sandbox, production, "aioapns " + version("aioapns"))
 
 
 asyncio.run(main())

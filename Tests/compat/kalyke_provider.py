@@ -2,20 +2,18 @@
 and https://api.push.apple.com on port 443 are built in, one new HTTP/2 connection per
 message; trust comes from SSL_CERT_FILE (read by httpcore2's default SSL context)."""
 import asyncio
-import time
 from importlib.metadata import version
 
 from kalyke import ApnsClient, ApnsConfig, ApnsPriority, ApnsPushType, Payload
 from kalyke.exceptions import ApnsProviderException
 
-from compat_job import describe, load_job, marker, report, report_summary
+from compat_job import describe, load_job, marker, report, run_plan
 
 job = load_job()
 TIMEOUT = job["timeoutSeconds"]
 common = dict(team_id=job["teamId"], auth_key_id=job["keyId"], auth_key_filepath=job["keyPath"])
 sandbox = ApnsClient(use_sandbox=True, **common)
 production = ApnsClient(use_sandbox=False, **common)
-tokens = job["tokens"]
 
 
 async def push(client, case, n, token, background=False):
@@ -39,19 +37,4 @@ async def push(client, case, n, token, background=False):
         report(case, n, apns_id=apns_id)
 
 
-async def main():
-    await push(sandbox, "alert", 0, tokens["sandbox"])
-    if job.get("only") == "alert":  # run.py's check that the CA setting is what lets it connect
-        return
-    await push(sandbox, "background", 1, tokens["sandbox"], background=True)
-    await push(sandbox, "wrong-environment", 2, tokens["production"])
-    await push(sandbox, "unregistered", 3, tokens["unregistered"])
-    await push(production, "production", 4, tokens["production"])
-
-    started = time.monotonic()
-    await asyncio.gather(*(push(sandbox, "burst", 5 + i, token)
-                           for i, token in enumerate(tokens["burst"])))
-    report_summary(burstSeconds=round(time.monotonic() - started, 3), version="kalyke-apns " + version("kalyke-apns"))
-
-
-asyncio.run(main())
+asyncio.run(run_plan(job, push, sandbox, production, "kalyke-apns " + version("kalyke-apns")))
