@@ -27,6 +27,9 @@ public enum Banner {
             world.credentials.keys.values.sorted { $0.keyID < $1.keyID }.map { "\($0.teamID):\($0.keyID)" }
         }
         row("provider keys", keys.isEmpty ? "none (add --auth-key TEAMID:KEYID:PATH)" : keys.joined(separator: ", "))
+        if let demo = emulator.demo {
+            row("demo", "team \(Emulator.demoTeamID), key \(Emulator.demoKeyID) (\(demo.keyPath)), app \(Emulator.demoBundleID), device \(Emulator.demoDeviceID)")
+        }
 
         lines.append("")
         lines += examples(for: emulator)
