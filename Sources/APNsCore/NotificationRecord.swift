@@ -32,6 +32,8 @@ public struct NotificationRecord: Sendable {
     public var method: String?
     public var path: String?
     public var requestHeaders: [(name: String, value: String)]
+    /// Some request header fields are missing from `requestHeaders` (the list was over the limit).
+    public var headersTruncated = false
     public var teamID: String?
     public var keyID: String?
     public var jwtHeader: String?

@@ -67,6 +67,17 @@ public struct ProviderConnectionContext: Sendable {
     public var authenticator: ConnectionAuthenticator
     public var random: FastRandom
 
+    /// The last `authorization` value and its form without the JWT signature: clients send
+    /// the same token for many requests, so this is worked out once per token.
+    private var lastRedaction: (original: String, redacted: String)?
+
+    mutating func redactedAuthorization(_ value: String) -> String {
+        if let last = lastRedaction, last.original == value { return last.redacted }
+        let redacted = ProviderToken.withoutSignature(value)
+        lastRedaction = (value, redacted)
+        return redacted
+    }
+
     public init(connectionID: UInt64, listenerEnvironment: APNsEnvironment, serverName: String?,
                 tokenPolicy: TokenPolicy, random: FastRandom = FastRandom())
     {
@@ -129,7 +140,7 @@ public final class ProviderEndpoint: Sendable {
         var timestampMs: Int64? = nil
     }
 
-    public func handle(_ request: PushRequest, connection: inout ProviderConnectionContext) -> PushResponse {
+    public func handle(_ request: consuming PushRequest, connection: inout ProviderConnectionContext) -> PushResponse {
         let now = clock.nowMilliseconds()
         let fields = APNsHeaderFields(request.headers)
         let environment = APNsEnvironment.resolve(
@@ -146,6 +157,16 @@ public final class ProviderEndpoint: Sendable {
         record.method = fields.method
         record.path = fields.path
         record.requestHeaders = request.headers
+        request.headers = []  // the record now holds the only reference: edited in place below
+        // A provider token may be signed with a real key and valid for an hour: records keep
+        // its header and claims, never its signature.
+        if fields.duplicate != nil {
+            for index in record.requestHeaders.indices where record.requestHeaders[index].name == "authorization" {
+                record.requestHeaders[index].value = ProviderToken.withoutSignature(record.requestHeaders[index].value)
+            }
+        } else if let index = fields.authorizationIndex {
+            record.requestHeaders[index].value = connection.redactedAuthorization(record.requestHeaders[index].value)
+        }
         record.topic = fields.topic
         record.collapseID = fields.collapseID.flatMap { $0.isEmpty ? nil : $0 }
         record.payloadSize = request.bodyLength
@@ -248,6 +269,34 @@ public final class ProviderEndpoint: Sendable {
             }
             connection.authenticator.lastVerification = nil
             return reply
+        }
+    }
+
+    /// Journals a request the HTTP/2 layer reset before it could be judged (its header list
+    /// was over the advertised limit), so it can be seen like any other.
+    public func recordRefused(streamID: Int32, headers: [(name: String, value: String)], explanation: String,
+                              connection: inout ProviderConnectionContext)
+    {
+        let now = clock.nowMilliseconds()
+        let fields = APNsHeaderFields(headers)
+        let environment = APNsEnvironment.resolve(
+            authority: fields.authority.map { Substring($0) }, serverName: connection.serverName.map { Substring($0) },
+            listener: connection.listenerEnvironment)
+        var record = NotificationRecord(apnsID: connection.random.apnsID(), token: "", environment: environment,
+                                        receivedAtMs: now)
+        if let path = fields.path, let token = Self.deviceToken(inPath: path) { record.token = String(token.prefix(512)) }
+        record.respondedAtMs = now
+        record.connectionID = connection.connectionID
+        record.streamID = streamID
+        record.method = fields.method
+        record.path = fields.path
+        record.topic = fields.topic
+        record.requestHeaders = headers
+        record.headersTruncated = true
+        record.explanation = explanation
+        state.withWorld { world in
+            world.counters.countNotification(status: 0, reason: nil, reasonText: nil, pushType: nil, environment: environment)
+            _ = world.records.append(moving: &record)
         }
     }
 
@@ -575,8 +624,9 @@ public final class ProviderEndpoint: Sendable {
         }
         let limit = pushType.payloadLimit
         if request.bodyLength > limit {
+            let size = request.isComplete ? "\(request.bodyLength) bytes" : "at least \(request.bodyLength) bytes (the rest was not read)"
             throw Rejection(reason: .payloadTooLarge,
-                            explanation: "payload \(request.bodyLength) bytes > \(limit) limit for push type \(pushType.rawValue)")
+                            explanation: "payload \(size) > \(limit) limit for push type \(pushType.rawValue)")
         }
         if json != .object, options.invalidPayload == .reject {
             let what: String

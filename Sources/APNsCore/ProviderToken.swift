@@ -55,6 +55,19 @@ public struct ProviderToken: Sendable {
 }
 
 extension ProviderToken {
+    /// An `authorization` value with the JWT's signature replaced by a marker, for records:
+    /// the header and claims stay readable, the token can no longer be replayed. A value that
+    /// is not `scheme header.claims.signature` is returned as it is.
+    public static let signatureMarker = "(signature not kept)"
+
+    public static func withoutSignature(_ authorization: String) -> String {
+        let utf8 = authorization.utf8
+        guard let lastDot = utf8.lastIndex(of: UInt8(ascii: ".")),
+            utf8[..<lastDot].contains(UInt8(ascii: ".")), utf8.index(after: lastDot) < utf8.endIndex
+        else { return authorization }
+        return String(authorization[...lastDot]) + signatureMarker
+    }
+
     /// Builds a signed provider token. `sign` returns the JWS signature (raw r||s for ES256).
     /// Used by the `send` command and by tests.
     public static func make(keyID: String, teamID: String, issuedAt: Int64,

@@ -5,14 +5,20 @@ public struct PushRequest: Sendable {
     public var headers: [(name: String, value: String)]
     /// The body, possibly cut at the transport's buffering cap.
     public var body: [UInt8]
-    /// The body's true length.
+    /// The body's true length (so far, when the request is not complete).
     public var bodyLength: Int
+    /// False when the request is judged before its body has all arrived (the body already
+    /// outgrew every payload limit; the rest is not read).
+    public var isComplete: Bool
 
-    public init(streamID: Int32, headers: [(name: String, value: String)], body: [UInt8], bodyLength: Int? = nil) {
+    public init(streamID: Int32, headers: [(name: String, value: String)], body: [UInt8], bodyLength: Int? = nil,
+                isComplete: Bool = true)
+    {
         self.streamID = streamID
         self.headers = headers
         self.body = body
         self.bodyLength = bodyLength ?? body.count
+        self.isComplete = isComplete
     }
 }
 
@@ -34,12 +40,14 @@ struct APNsHeaderFields {
     var collapseID: String?
     /// The first header name that appears more than once.
     var duplicate: String?
+    /// Where `authorization` is in the list (its signature is not kept in records).
+    var authorizationIndex: Int?
 
     init(_ headers: [(name: String, value: String)]) {
         var seen: UInt32 = 0
         var others: [Substring.UTF8View] = []
         var host: String?
-        for (name, value) in headers {
+        for (position, (name, value)) in headers.enumerated() {
             let bit = Self.classify(name)
             switch bit {
             case 0:
@@ -52,7 +60,9 @@ struct APNsHeaderFields {
             case 1 << 0: method = value
             case 1 << 1: path = value
             case 1 << 2: authority = value
-            case 1 << 4: authorization = Self.trimmed(value)
+            case 1 << 4:
+                authorization = Self.trimmed(value)
+                authorizationIndex = position
             case 1 << 5: apnsID = Self.optional(value)
             case 1 << 6: expiration = Self.optional(value)
             case 1 << 7: priority = Self.optional(value)

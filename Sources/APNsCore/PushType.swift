@@ -20,6 +20,8 @@ public enum PushType: String, Sendable, CaseIterable, Codable {
 
     /// Apple's documented limits: 5120 bytes for VoIP, 4096 for everything else (§3.1).
     public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
+    /// The largest payload any push type may carry: a body beyond it is 413 whatever it is.
+    public static let largestPayloadLimit = 5120
 
     /// Push types that token (JWT) connections may not send. MDM pushes are certificate-only.
     public var requiresCertificate: Bool { self == .mdm }

@@ -4052,6 +4052,10 @@ dialog p { margin: 0 0 8px; }
           "payloadSize": {
             "type": "integer"
           },
+          "payloadTruncated": {
+            "type": "boolean",
+            "description": "true when the record keeps only the first bytes of the payload (payloadSize is the size received)"
+          },
           "receivedAt": {
             "type": "string",
             "format": "date-time"
@@ -4147,7 +4151,12 @@ dialog p { margin: 0 0 8px; }
             "type": "array",
             "items": {
               "$ref": "#/components/schemas/Header"
-            }
+            },
+            "description": "request header fields in arrival order; the JWT signature in `authorization` is replaced by \"(signature not kept)\""
+          },
+          "headersTruncated": {
+            "type": "boolean",
+            "description": "true when the request's header list was over the limit (8000 bytes, RFC 9113 sizes): the stream was reset and only the fields that fit are kept"
           },
           "response": {
             "type": "object",

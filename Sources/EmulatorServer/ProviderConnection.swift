@@ -14,8 +14,9 @@ final class ProviderConnection: ConnectionHandler {
         HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: fullStreamLimit),
         HTTP2Setting(id: HTTP2Setting.initialWindowSize, value: 65535),
         HTTP2Setting(id: HTTP2Setting.maxFrameSize, value: 16384),
-        HTTP2Setting(id: HTTP2Setting.maxHeaderListSize, value: 8000),
+        HTTP2Setting(id: HTTP2Setting.maxHeaderListSize, value: maxHeaderListSize),
     ]
+    static let maxHeaderListSize: UInt32 = 8000
     static let fullStreamLimit: UInt32 = 1000
     static let advertisedBeforeAuthentication = [HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: 1)]
     static let raisedLimit = [HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: fullStreamLimit)]
@@ -39,9 +40,13 @@ final class ProviderConnection: ConnectionHandler {
         self.connection = connection
         self.endpoint = endpoint
         self.server = server
+        // The advertised MAX_HEADER_LIST_SIZE is enforced; a body past the largest payload
+        // limit is answered (413) at once instead of being read to its end.
         session = try HTTP2ServerSession(settings: Self.enforcedSettings,
                                          advertisedOverrides: Self.advertisedBeforeAuthentication,
-                                         maxBufferedBody: 16 * 1024)
+                                         maxBufferedBody: PushType.largestPayloadLimit + 1,
+                                         maxHeaderListSize: Int(Self.maxHeaderListSize),
+                                         earlyAnswerBodyLength: PushType.largestPayloadLimit)
         // The SNI is known only after the handshake; a placeholder until then.
         context = ProviderConnectionContext(connectionID: connection.id, listenerEnvironment: listenerEnvironment,
                                             serverName: nil, tokenPolicy: endpoint.options.tokenPolicy)
@@ -136,7 +141,11 @@ final class ProviderConnection: ConnectionHandler {
             return
         }
         session.consumeEvents { event in
-            if case .request(let request) = event { handle(request) }
+            switch event {
+            case .request(let request): handle(request)
+            case .requestRefused(let refused): journal(refused)
+            default: break
+            }
         }
         flushSession()
         if !session.wantsRead && !session.wantsWrite { connection.closeAfterFlush() }
@@ -176,7 +185,7 @@ final class ProviderConnection: ConnectionHandler {
         let started = Monotonic.nowNanoseconds()
         server.streamsTotal.add(1, ordering: .relaxed)
         let push = PushRequest(streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
-                               body: request.body, bodyLength: request.bodyLength)
+                               body: request.body, bodyLength: request.bodyLength, isComplete: request.isComplete)
         let response = endpoint.handle(push, connection: &context)
         if !response.deviceFrames.isEmpty { server.devices.dispatch(response.deviceFrames) }
         let loopIndex = connection.loop.index
@@ -197,6 +206,18 @@ final class ProviderConnection: ConnectionHandler {
             carryOut(fault, streamID: request.streamID, response)
             server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
         }
+    }
+
+    /// A stream the HTTP/2 layer reset by itself (PROTOCOL_ERROR): logged and journaled.
+    private func journal(_ refused: HTTP2RefusedRequest) {
+        let explanation: String
+        switch refused.reason {
+        case .headerListTooLarge(let size, let limit):
+            explanation = "stream reset (RST_STREAM PROTOCOL_ERROR): the header list is \(size) bytes, over the \(limit) bytes this server advertises in SETTINGS_MAX_HEADER_LIST_SIZE; the fields after the limit were not kept"
+        }
+        server.log("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
+        endpoint.recordRefused(streamID: refused.streamID, headers: refused.headers.map { ($0.name, $0.value) },
+                               explanation: explanation, connection: &context)
     }
 
     private func respond(_ streamID: Int32, _ response: PushResponse) {

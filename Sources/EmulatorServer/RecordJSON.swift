@@ -21,6 +21,7 @@ enum AdminJSON {
         o["payload"] = payload.value
         o["payloadIsJSON"] = .bool(payload.isJSON)
         o["payloadSize"] = .int(Int64(r.payloadSize))
+        o["payloadTruncated"] = .bool(r.payloadSize > r.payload.count)
         o["receivedAt"] = .string(RFC3339.format(milliseconds: r.receivedAtMs))
         o["receivedAtMs"] = .int(r.receivedAtMs)
         o["outcome"] = .string(r.outcome.rawValue)
@@ -42,6 +43,7 @@ enum AdminJSON {
             "verified": r.jwtVerified.map(JSONValue.bool) ?? .bool(false),
         ]
         o["headers"] = .array(r.requestHeaders.map { ["name": .string($0.name), "value": .string($0.value)] })
+        o["headersTruncated"] = .bool(r.headersTruncated)
         o["respondedAt"] = r.respondedAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null
         o["response"] = response(r)
         o["fault"] = r.faultRuleID.map(JSONValue.string) ?? .null

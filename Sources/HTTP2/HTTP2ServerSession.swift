@@ -10,8 +10,17 @@ struct ServerStreamSlot {
     var streamID: Int32 = 0
     var inUse = false
     var headers: [HTTP2HeaderField] = []
+    /// RFC 9113 §6.5.2 size of the header list so far (name + value + 32 per field).
+    var headerListSize = 0
+    /// The header list went over the limit: fields are no longer kept, the stream is reset.
+    var headersRefused = false
+    /// The reset for `headersRefused` has been queued and reported.
+    var refusalSent = false
     var body: [UInt8] = []
     var bodyLength = 0
+    /// Handed over before END_STREAM (the body outgrew `earlyAnswerBodyLength`); the rest
+    /// of the body is ignored and the stream is reset with NO_ERROR once answered.
+    var answeredEarly = false
     var responseBody: [UInt8] = []
     var responseOffset = 0
 }
@@ -35,6 +44,8 @@ public final class HTTP2ServerSession: @unchecked Sendable {
     private var freeSlots: [Int] = []
     fileprivate var openCount = 0
     fileprivate let maxBufferedBody: Int
+    fileprivate let maxHeaderListSize: Int
+    fileprivate let earlyAnswerBodyLength: Int
     fileprivate var headerCapacityHint = 12
     /// Header fields of recent requests by position, to reuse their Strings (see `field`).
     fileprivate var recentFields = RecentHeaderFields()
@@ -55,8 +66,16 @@ public final class HTTP2ServerSession: @unchecked Sendable {
     ///     1000 is enforced is the intended use). An override id missing from `settings` is
     ///     added to the submitted frame with nghttp2's current (default) local value.
     ///   - maxBufferedBody: request body bytes kept per request; further bytes are counted only.
+    ///   - maxHeaderListSize: the decoded header list a request may have (RFC 9113 §6.5.2
+    ///     sizes). nghttp2 does not enforce SETTINGS_MAX_HEADER_LIST_SIZE itself; over this,
+    ///     the fields are dropped as they are decoded, the stream is reset with PROTOCOL_ERROR
+    ///     and `.requestRefused` reports it. nil: no limit.
+    ///   - earlyAnswerBodyLength: once a body is longer than this, the request is handed over
+    ///     at once (`isComplete` false) so it can be answered (413) without reading the rest;
+    ///     the stream is reset with NO_ERROR after the answer (RFC 9113 §8.1). nil: never.
     public init(settings: [HTTP2Setting], advertisedOverrides: [HTTP2Setting] = [],
-                maxBufferedBody: Int = 65536) throws(HTTP2Error) {
+                maxBufferedBody: Int = 65536, maxHeaderListSize: Int? = nil,
+                earlyAnswerBodyLength: Int? = nil) throws(HTTP2Error) {
         var callbacks: OpaquePointer? = nil
         guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
             throw makeError(LibError.nomem)
@@ -68,6 +87,7 @@ public final class HTTP2ServerSession: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, serverOnStreamClose)
         nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, serverOnInvalidFrame)
         nghttp2_session_callbacks_set_error_callback2(callbacks, serverOnError)
+        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, serverOnFrameSend)
 
         var option: OpaquePointer? = nil
         guard nghttp2_option_new(&option) == 0, let option else {
@@ -80,6 +100,7 @@ public final class HTTP2ServerSession: @unchecked Sendable {
         // RFC 9113 makes a value with leading or trailing whitespace malformed, and nghttp2
         // resets such streams. HTTP/1-era servers strip it instead; the application decides.
         nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(option, 1)
+        FloodLimits.apply(to: option)
 
         var created: OpaquePointer? = nil
         let rv = nghttp2_session_server_new2(&created, callbacks, nil, option)
@@ -89,6 +110,8 @@ public final class HTTP2ServerSession: @unchecked Sendable {
 
         self.session = created
         self.maxBufferedBody = max(0, maxBufferedBody)
+        self.maxHeaderListSize = maxHeaderListSize ?? Int.max
+        self.earlyAnswerBodyLength = earlyAnswerBodyLength ?? Int.max
         self.patcher = FirstSettingsPatcher(overrides: advertisedOverrides)
         nghttp2_session_set_user_data(created, Unmanaged.passUnretained(self).toOpaque())
 
@@ -284,6 +307,10 @@ public final class HTTP2ServerSession: @unchecked Sendable {
         slots[index].streamID = streamID
         slots[index].inUse = true
         slots[index].bodyLength = 0
+        slots[index].headerListSize = 0
+        slots[index].headersRefused = false
+        slots[index].refusalSent = false
+        slots[index].answeredEarly = false
         slots[index].headers.reserveCapacity(headerCapacityHint)
         openCount += 1
         return index
@@ -299,14 +326,27 @@ public final class HTTP2ServerSession: @unchecked Sendable {
         openCount -= 1
     }
 
-    fileprivate func deliverRequest(_ index: Int) {
+    fileprivate func deliverRequest(_ index: Int, complete: Bool = true) {
         var headers: [HTTP2HeaderField] = []
         var body: [UInt8] = []
         swap(&headers, &slots[index].headers)
         swap(&body, &slots[index].body)
         if headers.count > headerCapacityHint { headerCapacityHint = min(headers.count, 64) }
-        events.append(.request(HTTP2Request(streamID: slots[index].streamID, headers: headers,
-                                            body: body, bodyLength: slots[index].bodyLength)))
+        var request = HTTP2Request(streamID: slots[index].streamID, headers: headers, body: body,
+                                   bodyLength: slots[index].bodyLength)
+        request.isComplete = complete
+        events.append(.request(request))
+    }
+
+    /// A header list over the limit: reset the stream and report what was kept of it.
+    fileprivate func refuseHeaders(_ index: Int) {
+        let streamID = slots[index].streamID
+        var headers: [HTTP2HeaderField] = []
+        swap(&headers, &slots[index].headers)
+        nghttp2_submit_rst_stream(session, 0, streamID, HTTP2ErrorCode.protocolError)
+        events.append(.requestRefused(HTTP2RefusedRequest(
+            streamID: streamID, headers: headers,
+            reason: .headerListTooLarge(size: slots[index].headerListSize, limit: maxHeaderListSize))))
     }
 }
 
@@ -340,6 +380,13 @@ private func serverOnHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<ng
     guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, frame.pointee.hd.stream_id)) else {
         return 0
     }
+    // Counted before anything is copied: a list over the limit costs no memory however it
+    // was compressed (one HPACK index can stand for a 4 KB field).
+    server.slots[index].headerListSize += nameLength + valueLength + 32
+    if server.slots[index].headerListSize > server.maxHeaderListSize {
+        server.slots[index].headersRefused = true
+        return 0
+    }
     let position = server.slots[index].headers.count
     let field = server.recentFields.field(at: position, name: name, nameLength: nameLength, value: value,
                                           valueLength: valueLength, neverIndex: flags & NVFlag.noIndex != 0)
@@ -352,10 +399,15 @@ private func serverOnDataChunk(_ session: OpaquePointer?, _ flags: UInt8, _ stre
                                _ userData: UnsafeMutableRawPointer?) -> Int32 {
     guard let server = owner(userData), let session else { return 0 }
     guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID)) else { return 0 }
+    if server.slots[index].headersRefused || server.slots[index].answeredEarly { return 0 }
     server.slots[index].bodyLength += length
     let room = server.maxBufferedBody - server.slots[index].body.count
     if room > 0, let data, length > 0 {
         server.slots[index].body.append(contentsOf: UnsafeBufferPointer(start: data, count: min(room, length)))
+    }
+    if server.slots[index].bodyLength > server.earlyAnswerBodyLength {
+        server.slots[index].answeredEarly = true
+        server.deliverRequest(index, complete: false)
     }
     return 0
 }
@@ -366,8 +418,14 @@ private func serverOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer
     let hd = frame.pointee.hd
     switch hd.type {
     case FrameType.data, FrameType.headers:
-        if hd.flags & FrameFlag.endStream != 0,
-           let index = slotIndex(nghttp2_session_get_stream_user_data(session, hd.stream_id)) {
+        guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, hd.stream_id)) else { break }
+        if server.slots[index].headersRefused {
+            // Reset once, when the header block that went over the limit has ended.
+            if hd.type == FrameType.headers, !server.slots[index].refusalSent {
+                server.slots[index].refusalSent = true
+                server.refuseHeaders(index)
+            }
+        } else if hd.flags & FrameFlag.endStream != 0, !server.slots[index].answeredEarly {
             server.deliverRequest(index)
         }
     case FrameType.settings:
@@ -385,6 +443,20 @@ private func serverOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer
     default:
         break
     }
+    return 0
+}
+
+/// After the final frame of an early answer, tells the client to stop sending the body.
+private func serverOnFrameSend(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+                               _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let server = owner(userData), let frame, let session else { return 0 }
+    let hd = frame.pointee.hd
+    guard hd.flags & FrameFlag.endStream != 0, hd.type == FrameType.data || hd.type == FrameType.headers,
+          let index = slotIndex(nghttp2_session_get_stream_user_data(session, hd.stream_id)),
+          server.slots[index].answeredEarly,
+          nghttp2_session_get_stream_remote_close(session, hd.stream_id) == 0
+    else { return 0 }
+    nghttp2_submit_rst_stream(session, 0, hd.stream_id, HTTP2ErrorCode.noError)
     return 0
 }
 
@@ -472,5 +544,42 @@ struct RecentHeaderFields {
         guard string.utf8.count == count else { return false }
         guard count > 0, let bytes else { return true }
         return string.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, bytes, count) == 0 } ?? false
+    }
+}
+
+/// nghttp2's protections against request floods, set explicitly rather than left to whatever
+/// the installed library defaults to (README, "Limits").
+public enum FloodLimits {
+    /// CONTINUATION frames allowed after one HEADERS frame (CVE-2024-28182).
+    public static let maxContinuations = 8
+    /// RST_STREAMs a peer may cause (burst, then per second) before the connection is ended
+    /// with GOAWAY (rapid reset, CVE-2023-44487).
+    public static let streamResetBurst: UInt64 = 1000
+    public static let streamResetRate: UInt64 = 33
+    /// Entries in one SETTINGS frame.
+    public static let maxSettingsEntries = 32
+    /// PING and SETTINGS ACKs queued for a peer that does not read (ping/settings floods).
+    public static let maxOutboundAcks = 1000
+
+    /// Whether the installed nghttp2 has the backported protections.
+    public static var hasRapidResetLimit: Bool {
+        withOption { cnghttp2_set_stream_reset_rate_limit($0, streamResetBurst, streamResetRate) == 1 }
+    }
+    public static var hasContinuationLimit: Bool {
+        withOption { cnghttp2_set_max_continuations($0, maxContinuations) == 1 }
+    }
+
+    static func apply(to option: OpaquePointer) {
+        nghttp2_option_set_max_settings(option, maxSettingsEntries)
+        nghttp2_option_set_max_outbound_ack(option, maxOutboundAcks)
+        _ = cnghttp2_set_stream_reset_rate_limit(option, streamResetBurst, streamResetRate)
+        _ = cnghttp2_set_max_continuations(option, maxContinuations)
+    }
+
+    private static func withOption(_ body: (OpaquePointer) -> Bool) -> Bool {
+        var option: OpaquePointer? = nil
+        guard nghttp2_option_new(&option) == 0, let option else { return false }
+        defer { nghttp2_option_del(option) }
+        return body(option)
     }
 }

@@ -98,6 +98,9 @@ public struct HTTP2Request: Sendable {
     public var body: [UInt8]
     /// True total number of DATA payload bytes received (may exceed `body.count`).
     public var bodyLength: Int
+    /// False when the request was handed over before its end because the body outgrew the
+    /// session's `earlyAnswerBodyLength`: answer it; the rest of the body is not read.
+    public var isComplete = true
 
     public init(streamID: Int32, headers: [HTTP2HeaderField], body: [UInt8], bodyLength: Int) {
         self.streamID = streamID
@@ -116,9 +119,23 @@ public struct HTTP2Request: Sendable {
     public var isBodyTruncated: Bool { bodyLength > body.count }
 }
 
+/// A request the session reset on its own, before it could be handed over.
+public struct HTTP2RefusedRequest: Sendable {
+    public enum Reason: Sendable, Equatable {
+        /// The decoded header list (RFC 9113 §6.5.2 sizes) went over the session's limit.
+        case headerListTooLarge(size: Int, limit: Int)
+    }
+    public var streamID: Int32
+    /// The fields decoded before the limit was reached.
+    public var headers: [HTTP2HeaderField]
+    public var reason: Reason
+}
+
 public enum HTTP2ServerEvent: Sendable {
-    /// A complete request (END_STREAM seen).
+    /// A complete request (END_STREAM seen), or one answered early (`isComplete` false).
     case request(HTTP2Request)
+    /// A request reset with PROTOCOL_ERROR by the session itself (see `HTTP2RefusedRequest`).
+    case requestRefused(HTTP2RefusedRequest)
     /// The peer ACKed one of our SETTINGS frames.
     case settingsAcknowledged
     /// A PING (not a PING ACK) was received; nghttp2 has queued the ACK already.

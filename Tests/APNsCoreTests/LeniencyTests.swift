@@ -146,3 +146,38 @@ struct HeaderLeniencyTests {
         #expect(fixture.send(try fixture.request(token: fixture.sandboxToken.uppercased())).status == 200)
     }
 }
+
+@Suite("What records keep")
+struct RecordRedactionTests {
+    @Test func recordsKeepTheTokenHeaderAndClaimsButNotItsSignature() throws {
+        let fixture = try Fixture()
+        let token = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        let parts = token.split(separator: ".")
+        var connection = fixture.connection()
+        for _ in 0..<2 {  // the second request takes the per-connection cache
+            #expect(fixture.endpoint.handle(try fixture.request(authorization: "bearer \(token)"), connection: &connection).status == 200)
+            let record = try #require(fixture.latestRecord())
+            let kept = record.requestHeaders.first { $0.name == "authorization" }?.value
+            #expect(kept == "bearer \(parts[0]).\(parts[1]).\(ProviderToken.signatureMarker)")
+            #expect(!(kept ?? "").contains(String(parts[2])))
+            #expect(record.jwtVerified == true)
+            #expect(record.jwtClaims?.contains("TEAMAAAAAA") == true)
+        }
+    }
+
+    @Test func aDuplicatedAuthorizationIsRedactedEverywhere() throws {
+        let fixture = try Fixture()
+        let token = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        let signature = String(token.split(separator: ".")[2])
+        let response = fixture.send(try fixture.request(extra: [("authorization", "bearer \(token)")]))
+        #expect(response.reasonText == "DuplicateHeaders")
+        let values = fixture.latestRecord()?.requestHeaders.filter { $0.name == "authorization" }.map(\.value) ?? []
+        #expect(values.count == 2)
+        #expect(values.allSatisfy { !$0.contains(signature) && $0.hasSuffix(ProviderToken.signatureMarker) })
+    }
+
+    @Test(arguments: ["bearer", "bearer abc", "Basic dXNlcjpwYXNz", "bearer a.b."])
+    func valuesThatAreNotJWTsAreKeptAsSent(value: String) {
+        #expect(ProviderToken.withoutSignature(value) == value)
+    }
+}

@@ -648,3 +648,101 @@ struct ConnectionPrefaceTests {
         #expect(ConnectionPreface.classify(Array("hello world".utf8)) == .http2)
     }
 }
+
+@Suite("Request limits")
+struct RequestLimitTests {
+    /// The attack from the hardening issue, in raw HPACK: one 4000-byte field enters the
+    /// dynamic table once and is then referenced by one-byte indexes, so a few kilobytes on
+    /// the wire decode to megabytes. Over the limit nothing more is kept.
+    @Test func headerListOverTheLimitIsResetAndNotKept() throws {
+        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)],
+                                            maxHeaderListSize: 8000)
+        let big = String(repeating: "x", count: 4000)
+        func block(_ extra: [UInt8]) -> [UInt8] {
+            [0x83, 0x87]                                                   // :method POST, :scheme https
+                + HPACK.integer(4, prefixBits: 4, flags: 0x00) + HPACK.string("/3/device/ab")
+                + HPACK.integer(1, prefixBits: 4, flags: 0x00) + HPACK.string("api.push.apple.com")
+                + extra
+        }
+        let bomb = HPACK.integer(0, prefixBits: 6, flags: 0x40) + HPACK.string("x-bomb") + HPACK.string(big)  // entry 62
+            + [UInt8](repeating: 0x80 | 62, count: 5000)                                                       // 5000 references
+        let wire = clientPreface + HPACK.frame(type: 0x4, flags: 0, stream: 0, [])
+            + HPACK.frame(type: 0x1, flags: 0x5, stream: 1, block(bomb))
+            + HPACK.frame(type: 0x1, flags: 0x5, stream: 3, block([]))
+        #expect(wire.count < 10_000, "\(wire.count) bytes on the wire")
+        try server.receive(wire)
+        let events = server.takeEvents()
+        let requests = events.compactMap { event -> HTTP2Request? in
+            if case .request(let r) = event { return r } else { return nil }
+        }
+        let refused = events.compactMap { event -> HTTP2RefusedRequest? in
+            if case .requestRefused(let r) = event { return r } else { return nil }
+        }
+        #expect(requests.map(\.streamID) == [3], "the connection keeps serving other streams")
+        try #require(refused.count == 1)
+        #expect(refused[0].streamID == 1)
+        let fixed = (7 + 4 + 32) + (7 + 5 + 32) + (5 + 12 + 32) + (10 + 18 + 32)
+        #expect(refused[0].reason == .headerListTooLarge(size: fixed + 5001 * (6 + 4000 + 32), limit: 8000))
+        let kept = refused[0].headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
+        #expect(kept <= 8000, "only what fits in the limit is kept: \(kept)")
+        var output: [UInt8] = []
+        server.drainOutput(into: &output)
+        let resets = parseFrames(output).filter { $0.type == WireFrame.rstStream }
+        #expect(resets.map(\.streamID) == [1])
+        #expect(resets.first.map { Array($0.payload) } == [0, 0, 0, 1], "PROTOCOL_ERROR")
+    }
+
+    @Test func aHeaderListExactlyAtTheLimitIsServed() throws {
+        let pair = try Pair(maxHeaderListSize: 8000)
+        let base = requestHeaders().reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
+        let filler = String(repeating: "y", count: 8000 - base - 32 - 1)
+        let id = try pair.client.submitRequest(headers: requestHeaders(extra: [HTTP2HeaderField("f", filler)]), body: nil)
+        try pair.pump()
+        #expect(pair.response(id)?.status == 200)
+    }
+
+    /// A body past the limit is answered before it ends; the rest is not kept, and after the
+    /// answer the stream is reset with NO_ERROR so the client stops sending (RFC 9113 §8.1).
+    @Test func aBodyPastTheLimitIsAnsweredEarly() throws {
+        let pair = try Pair(maxBufferedBody: 5121, earlyAnswerBodyLength: 5120)
+        pair.responder = { request, server in
+            server.submitResponse(streamID: request.streamID, status: request.isComplete ? 200 : 413,
+                                  headers: [HTTP2HeaderField("content-type", "application/json")],
+                                  body: Array(#"{"reason":"PayloadTooLarge"}"#.utf8))
+        }
+        let body = [UInt8](repeating: 0x61, count: 200_000)
+        let id = try pair.client.submitRequest(headers: requestHeaders(), body: body, maxDataFrameSize: 4096)
+        try pair.pump()
+        try #require(pair.requests.count == 1)
+        #expect(!pair.requests[0].isComplete)
+        #expect(pair.requests[0].bodyLength <= 8192)
+        #expect(pair.requests[0].body.count <= 5121)
+        let response = try #require(pair.response(id))
+        #expect(response.status == 413)
+        #expect(response.body == Array(#"{"reason":"PayloadTooLarge"}"#.utf8), "the answer arrives whole before the reset")
+        // The server's frames: the answer (HEADERS, DATA with END_STREAM), then RST_STREAM NO_ERROR.
+        let frames = pair.serverFrames.filter { $0.streamID == id && $0.type != 8 }  // WINDOW_UPDATEs aside
+        let kinds = frames.map(\.type)
+        #expect(kinds.suffix(3) == [1, 0, 3], "\(kinds)")
+        #expect(frames.last.map { Array($0.payload) } == [0, 0, 0, 0])
+        // The client stopped: far fewer DATA bytes than the body crossed the wire.
+        let sent = pair.clientFrames.filter { $0.type == 0 && $0.streamID == id }.reduce(0) { $0 + $1.payload.count }
+        #expect(sent < body.count, "client sent \(sent) of \(body.count) bytes")
+    }
+
+    @Test func aCompleteBodyAtTheLimitIsNotAnsweredEarly() throws {
+        let pair = try Pair(maxBufferedBody: 5121, earlyAnswerBodyLength: 5120)
+        let id = try pair.client.submitRequest(headers: requestHeaders(), body: [UInt8](repeating: 0x61, count: 5120))
+        try pair.pump()
+        #expect(pair.requests.first?.isComplete == true)
+        #expect(pair.requests.first?.body.count == 5120)
+        #expect(pair.response(id)?.status == 200)
+        #expect(!pair.serverFrames.contains { $0.type == 3 }, "no reset")
+    }
+
+    @Test func floodLimitsAreAvailableInThisNghttp2() {
+        // Debian's nghttp2 1.52 carries the backports; the emulator sets them explicitly.
+        #expect(FloodLimits.hasRapidResetLimit)
+        #expect(FloodLimits.hasContinuationLimit)
+    }
+}

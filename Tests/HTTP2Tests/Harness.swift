@@ -83,10 +83,12 @@ final class Pair {
     }
 
     init(serverSettings: [HTTP2Setting] = [setting(HTTP2Setting.maxConcurrentStreams, 1000)],
-         overrides: [HTTP2Setting] = [], maxBufferedBody: Int = 65536,
+         overrides: [HTTP2Setting] = [], maxBufferedBody: Int = 65536, maxHeaderListSize: Int? = nil,
+         earlyAnswerBodyLength: Int? = nil,
          clientSettings: [HTTP2Setting] = HTTP2ClientSession.defaultSettings) throws {
         server = try HTTP2ServerSession(settings: serverSettings, advertisedOverrides: overrides,
-                                        maxBufferedBody: maxBufferedBody)
+                                        maxBufferedBody: maxBufferedBody, maxHeaderListSize: maxHeaderListSize,
+                                        earlyAnswerBodyLength: earlyAnswerBodyLength)
         client = try HTTP2ClientSession(settings: clientSettings)
     }
 

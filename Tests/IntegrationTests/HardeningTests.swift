@@ -1,0 +1,153 @@
+import APNsCore
+import Foundation
+import Glibc
+import Networking
+import ProviderClient
+import Testing
+
+/// Hostile requests on the wire, against the real binary: each is refused in bounded memory
+/// while other clients go on being served.
+@Suite("Hostile provider requests")
+struct HardeningTests {
+    /// The emulator's resident memory, from /proc (kB).
+    static func residentKilobytes(_ emulator: EmulatorProcess) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(emulator.process.processIdentifier)/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") })
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
+    }
+
+    /// Six HPACK bombs on one cleartext connection: each a few kilobytes on the wire that
+    /// would decode to 20 MB of header fields. The emulator resets each stream, keeps a
+    /// record of each with the fields that fit, and stays small.
+    @Test func headerListBombsAreResetInBoundedMemory() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let device = try emulator.createDevice()
+        let before = try Self.residentKilobytes(emulator)
+
+        let big = String(repeating: "x", count: 4000)
+        func block(_ extra: [UInt8]) -> [UInt8] {
+            [0x83, 0x86]                                                   // :method POST, :scheme http
+                + RawHPACK.integer(4, prefixBits: 4, flags: 0x00) + RawHPACK.string("/3/device/\(device.token)")
+                + RawHPACK.integer(1, prefixBits: 4, flags: 0x00) + RawHPACK.string("api.sandbox.push.apple.com")
+                + extra
+        }
+        var wire = RawHPACK.clientPreface + RawHPACK.frame(type: 0x4, flags: 0, stream: 0, [])
+        for i in 0..<6 {
+            // The first bomb adds the 4000-byte field to the dynamic table; every bomb then
+            // references it 5000 times with one byte each.
+            let define = i == 0 ? RawHPACK.integer(0, prefixBits: 6, flags: 0x40) + RawHPACK.string("x-bomb") + RawHPACK.string(big) : []
+            wire += RawHPACK.frame(type: 0x1, flags: 0x5, stream: UInt32(1 + 2 * i),
+                                   block(define + [UInt8](repeating: 0x80 | 62, count: 5000)))
+        }
+        let frames = try RawHPACK.exchange(try emulator.address("h2cSandbox"), wire, until: { frames in
+            frames.filter { $0.type == 0x3 }.count >= 6
+        })
+        let resets = frames.filter { $0.type == 0x3 }
+        #expect(resets.map(\.streamID) == [1, 3, 5, 7, 9, 11])
+        #expect(resets.allSatisfy { $0.payload == [0, 0, 0, 1] }, "RST_STREAM PROTOCOL_ERROR")
+        #expect(!frames.contains { $0.type == 0x7 }, "no GOAWAY: the connection stays usable")
+
+        // Other clients are served meanwhile and afterwards.
+        #expect(APNsResult(try emulator.connect().send(try emulator.push(device.token).request)).status == 200)
+        let after = try Self.residentKilobytes(emulator)
+        #expect(after - before < 30_000, "RSS grew from \(before) kB to \(after) kB")
+
+        let records = try emulator.notifications(limit: 10).filter { $0["headersTruncated"]?.boolValue == true }
+        #expect(records.count == 6)
+        let first = try #require(records.first)
+        #expect(first["explanation"]?.stringValue?.contains("over the 8000 bytes this server advertises") == true)
+        #expect(first["token"]?.stringValue == device.token)
+        let kept = first["headers"]?.arrayValue ?? []
+        #expect(kept.count < 10, "only the fields that fit are kept: \(kept.count)")
+    }
+
+    /// A body far over every payload limit is answered 413 before it has all arrived.
+    @Test func anOversizedBodyIsAnsweredBeforeItEnds() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        var push = try emulator.push(device.token)
+        push.payload = Array(("{\"aps\":{\"alert\":\"" + String(repeating: "a", count: 4 << 20) + "\"}}").utf8)
+        let connection = try emulator.connect()
+        let answer = APNsResult(try connection.send(push.request, timeoutMilliseconds: 20_000))
+        #expect(answer.status == 413)
+        #expect(answer.reason == "PayloadTooLarge")
+        let record = try #require(try emulator.notifications(token: device.token).first)
+        #expect(record["explanation"]?.stringValue?.contains("the rest was not read") == true, "\(record)")
+        let seen = record["payloadSize"]?.intValue ?? 0
+        #expect(seen > 5120 && seen < 1 << 20, "the emulator stopped reading early: \(seen) bytes")
+        #expect(record["payloadTruncated"]?.boolValue == true)
+        // The connection goes on serving pushes.
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+    }
+}
+
+/// Raw HTTP/2 bytes for requests no well-behaved encoder produces.
+enum RawHPACK {
+    static let clientPreface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+
+    struct Frame {
+        var type: UInt8
+        var flags: UInt8
+        var streamID: UInt32
+        var payload: [UInt8]
+    }
+
+    static func integer(_ value: Int, prefixBits: Int, flags: UInt8) -> [UInt8] {
+        let max = (1 << prefixBits) - 1
+        if value < max { return [flags | UInt8(value)] }
+        var out: [UInt8] = [flags | UInt8(max)]
+        var rest = value - max
+        while rest >= 128 {
+            out.append(UInt8(rest % 128 + 128))
+            rest /= 128
+        }
+        out.append(UInt8(rest))
+        return out
+    }
+
+    static func string(_ s: String) -> [UInt8] { integer(s.utf8.count, prefixBits: 7, flags: 0x00) + Array(s.utf8) }
+
+    static func frame(type: UInt8, flags: UInt8, stream: UInt32, _ payload: [UInt8]) -> [UInt8] {
+        let n = payload.count
+        return [UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
+                UInt8(stream >> 24), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)] + payload
+    }
+
+    static func parse(_ bytes: [UInt8]) -> (frames: [Frame], rest: Int) {
+        var frames: [Frame] = []
+        var i = 0
+        while i + 9 <= bytes.count {
+            let length = Int(bytes[i]) << 16 | Int(bytes[i + 1]) << 8 | Int(bytes[i + 2])
+            guard i + 9 + length <= bytes.count else { break }
+            let stream = UInt32(bytes[i + 5] & 0x7f) << 24 | UInt32(bytes[i + 6]) << 16 | UInt32(bytes[i + 7]) << 8 | UInt32(bytes[i + 8])
+            frames.append(Frame(type: bytes[i + 3], flags: bytes[i + 4], streamID: stream,
+                                payload: Array(bytes[(i + 9)..<(i + 9 + length)])))
+            i += 9 + length
+        }
+        return (frames, i)
+    }
+
+    /// Sends `bytes` on a cleartext connection and reads frames until `until` holds, the
+    /// peer closes, or 10 seconds pass.
+    static func exchange(_ address: HostPort, _ bytes: [UInt8], until: ([Frame]) -> Bool) throws -> [Frame] {
+        let fd = try Socket.connect(to: address)
+        defer { close(fd) }
+        Socket.setTimeouts(fd, milliseconds: 10_000)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { break }
+            offset += n
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if until(parse(received).frames) { break }
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            received.append(contentsOf: buffer[0..<n])
+        }
+        return parse(received).frames
+    }
+}
