@@ -273,9 +273,9 @@ public final class ProviderEndpoint: Sendable {
     }
 
     /// Journals a request the HTTP/2 layer reset before it could be judged (its header list
-    /// was over the advertised limit), so it can be seen like any other.
-    public func recordRefused(streamID: Int32, headers: [(name: String, value: String)], explanation: String,
-                              connection: inout ProviderConnectionContext)
+    /// was over the advertised limit, or it stalled), so it can be seen like any other.
+    public func recordRefused(streamID: Int32, headers: [(name: String, value: String)], headersTruncated: Bool,
+                              explanation: String, connection: inout ProviderConnectionContext)
     {
         let now = clock.nowMilliseconds()
         let fields = APNsHeaderFields(headers)
@@ -292,7 +292,10 @@ public final class ProviderEndpoint: Sendable {
         record.path = fields.path
         record.topic = fields.topic
         record.requestHeaders = headers
-        record.headersTruncated = true
+        if let index = fields.authorizationIndex {
+            record.requestHeaders[index].value = ProviderToken.withoutSignature(headers[index].value)
+        }
+        record.headersTruncated = headersTruncated
         record.explanation = explanation
         state.withWorld { world in
             world.counters.countNotification(status: 0, reason: nil, reasonText: nil, pushType: nil, environment: environment)

@@ -83,7 +83,8 @@ public final class Emulator: @unchecked Sendable {
         }
         startedAtMs = clock.nowMilliseconds()
         events = EventHub(state: state)
-        let providers = ProviderServer(idleTimeoutSeconds: configuration.idleTimeoutSeconds, quiet: configuration.quiet,
+        let providers = ProviderServer(idleTimeoutSeconds: configuration.idleTimeoutSeconds,
+                                       requestTimeoutSeconds: configuration.requestTimeoutSeconds, quiet: configuration.quiet,
                                        loops: configuration.threads)
         self.providers = providers
         devices = DeviceGateway(state: state, clock: clock) { providers.log($0) }
@@ -359,6 +360,7 @@ public final class Emulator: @unchecked Sendable {
 /// Shared by all provider connections: settings and bookkeeping.
 final class ProviderServer: @unchecked Sendable {
     let idleTimeoutSeconds: Int
+    let requestTimeoutSeconds: Int
     let quiet: Bool
     let openConnections = Atomic<Int>(0)
     let connectionsTotal = Atomic<Int>(0)
@@ -369,8 +371,9 @@ final class ProviderServer: @unchecked Sendable {
     /// Trusted issuers of provider client certificates; nil = none configured.
     var clientTrust: CertificateTrustStore?
 
-    init(idleTimeoutSeconds: Int, quiet: Bool, loops: Int) {
+    init(idleTimeoutSeconds: Int, requestTimeoutSeconds: Int = 10, quiet: Bool, loops: Int) {
         self.idleTimeoutSeconds = idleTimeoutSeconds
+        self.requestTimeoutSeconds = requestTimeoutSeconds
         self.quiet = quiet
         latency = LatencyHistograms(loops: loops)
     }

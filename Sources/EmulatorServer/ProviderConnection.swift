@@ -27,6 +27,8 @@ final class ProviderConnection: ConnectionHandler {
     private let session: HTTP2ServerSession
     private var context: ProviderConnectionContext
     private var idleTimer: TimerID?
+    /// Runs while requests are arriving, to reset those that stall (`--request-timeout`).
+    private var requestDeadlineTimer: TimerID?
     private var responseHeaders: [HTTP2HeaderField] = []
     /// The connection's first bytes, held until they tell HTTP/2 from HTTP/1.x (at most the
     /// 24-byte preface); nil once decided.
@@ -149,6 +151,28 @@ final class ProviderConnection: ConnectionHandler {
         }
         flushSession()
         if !session.wantsRead && !session.wantsWrite { connection.closeAfterFlush() }
+        if requestDeadlineTimer == nil, session.openStreamCount > 0 { scheduleRequestDeadline(after: server.requestTimeoutSeconds * 1000) }
+    }
+
+    /// A client that trickles a request (slowloris) must not hold its stream's buffers for
+    /// ever: requests not complete within the timeout are reset and journaled.
+    private func scheduleRequestDeadline(after milliseconds: Int) {
+        requestDeadlineTimer = connection.loop.schedule(afterMilliseconds: Int64(max(milliseconds, 10))) { [weak self] in
+            guard let self, !self.connection.isClosed else { return }
+            self.requestDeadlineTimer = nil
+            let timeout = Int64(self.server.requestTimeoutSeconds) * 1000
+            let now = Monotonic.nowMilliseconds()
+            for stalled in self.session.resetStalledRequests(startedBefore: now - timeout) {
+                let explanation = "stream reset (RST_STREAM CANCEL): the request was not complete \(self.server.requestTimeoutSeconds) s after it began (--request-timeout)"
+                self.server.log("provider connection \(self.connection.id) stream \(stalled.streamID): \(explanation)")
+                self.endpoint.recordRefused(streamID: stalled.streamID, headers: stalled.headers.map { ($0.name, $0.value) },
+                                            headersTruncated: false, explanation: explanation, connection: &self.context)
+            }
+            self.flushSession()
+            if let oldest = self.session.oldestIncompleteRequestStart {
+                self.scheduleRequestDeadline(after: Int(oldest + timeout - now))
+            }
+        }
     }
 
     /// APNs speaks HTTP/2 only. An HTTP/1.1 request gets a plain answer saying so (a GOAWAY
@@ -178,6 +202,7 @@ final class ProviderConnection: ConnectionHandler {
 
     func connectionDidClose(_ connection: Connection) {
         if let idleTimer { connection.loop.cancel(idleTimer) }
+        if let requestDeadlineTimer { connection.loop.cancel(requestDeadlineTimer) }
         server.connectionClosed(self)
     }
 
@@ -217,7 +242,7 @@ final class ProviderConnection: ConnectionHandler {
         }
         server.log("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
         endpoint.recordRefused(streamID: refused.streamID, headers: refused.headers.map { ($0.name, $0.value) },
-                               explanation: explanation, connection: &context)
+                               headersTruncated: true, explanation: explanation, connection: &context)
     }
 
     private func respond(_ streamID: Int32, _ response: PushResponse) {

@@ -26,6 +26,8 @@ public struct ServeConfiguration: Sendable {
     public var demo: Bool
     public var threads: Int
     public var idleTimeoutSeconds: Int
+    /// A request whose headers and body have not all arrived this long after it began is reset.
+    public var requestTimeoutSeconds: Int
     public var maxRecords: Int
     public var tokenBytes: Int
     public var endpoint: EndpointOptions
@@ -84,6 +86,8 @@ extension ServeConfiguration {
         OptionSpec("demo", "on|off|auto", default: "auto", "demo key, app and device for the quick start; auto = on when no key is configured"),
         OptionSpec("threads", "N", "event-loop threads (default: number of cores)"),
         OptionSpec("idle-timeout", "SECONDS", default: "3600", "close idle provider connections with GOAWAY IdleTimeout (0 = never)"),
+        OptionSpec("request-timeout", "SECONDS", default: "10",
+                   "reset a provider request (RST_STREAM CANCEL) whose headers and body have not all arrived this long after it began"),
         OptionSpec("max-records", "N", default: "50000", "notification records kept for inspection (oldest dropped first)"),
         OptionSpec("token-bytes", "N", default: "32", "length of issued device tokens in bytes (Apple says not to assume 32)"),
         OptionSpec("invalid-payload", "reject|accept", default: "reject",
@@ -198,6 +202,7 @@ extension ServeConfiguration {
         }
         threads = try integer("threads", in: 1...256) ?? max(1, ProcessInfo.processInfo.activeProcessorCount)
         idleTimeoutSeconds = try integer("idle-timeout", in: 0...86_400 * 30) ?? 3600
+        requestTimeoutSeconds = try integer("request-timeout", in: 1...3600) ?? 10
         maxRecords = try integer("max-records", in: 1...10_000_000) ?? 50_000
         tokenBytes = try integer("token-bytes", in: 8...255) ?? 32
         endpoint = EndpointOptions()

@@ -21,6 +21,10 @@ struct ServerStreamSlot {
     /// Handed over before END_STREAM (the body outgrew `earlyAnswerBodyLength`); the rest
     /// of the body is ignored and the stream is reset with NO_ERROR once answered.
     var answeredEarly = false
+    /// The request was handed over (or refused): only its answer is left.
+    var handedOver = false
+    /// When its HEADERS arrived (monotonic ms), for `resetStalledRequests`.
+    var startedAtMs: Int64 = 0
     var responseBody: [UInt8] = []
     var responseOffset = 0
 }
@@ -276,6 +280,34 @@ public final class HTTP2ServerSession: @unchecked Sendable {
         }
     }
 
+    // MARK: Stalled requests
+
+    /// When the oldest request still arriving (headers or body not complete) started, in
+    /// monotonic ms; nil when none is.
+    public var oldestIncompleteRequestStart: Int64? {
+        var oldest: Int64?
+        for slot in slots where slot.inUse && !slot.handedOver {
+            oldest = min(oldest ?? slot.startedAtMs, slot.startedAtMs)
+        }
+        return oldest
+    }
+
+    /// Resets (RST_STREAM CANCEL) every request still arriving that started before
+    /// `deadline` (monotonic ms), so a client that trickles a body cannot hold its buffers
+    /// for ever. Returns their ids and the header fields received.
+    public func resetStalledRequests(startedBefore deadline: Int64) -> [(streamID: Int32, headers: [HTTP2HeaderField])] {
+        var stalled: [(Int32, [HTTP2HeaderField])] = []
+        for index in slots.indices where slots[index].inUse && !slots[index].handedOver && slots[index].startedAtMs < deadline {
+            slots[index].handedOver = true
+            var headers: [HTTP2HeaderField] = []
+            swap(&headers, &slots[index].headers)
+            slots[index].body = []
+            nghttp2_submit_rst_stream(session, 0, slots[index].streamID, HTTP2ErrorCode.cancel)
+            stalled.append((slots[index].streamID, headers))
+        }
+        return stalled
+    }
+
     // MARK: State
 
     public var wantsRead: Bool { nghttp2_session_want_read(session) != 0 }
@@ -311,6 +343,8 @@ public final class HTTP2ServerSession: @unchecked Sendable {
         slots[index].headersRefused = false
         slots[index].refusalSent = false
         slots[index].answeredEarly = false
+        slots[index].handedOver = false
+        slots[index].startedAtMs = monotonicMilliseconds()
         slots[index].headers.reserveCapacity(headerCapacityHint)
         openCount += 1
         return index
@@ -332,6 +366,7 @@ public final class HTTP2ServerSession: @unchecked Sendable {
         swap(&headers, &slots[index].headers)
         swap(&body, &slots[index].body)
         if headers.count > headerCapacityHint { headerCapacityHint = min(headers.count, 64) }
+        slots[index].handedOver = true
         var request = HTTP2Request(streamID: slots[index].streamID, headers: headers, body: body,
                                    bodyLength: slots[index].bodyLength)
         request.isComplete = complete
@@ -341,6 +376,7 @@ public final class HTTP2ServerSession: @unchecked Sendable {
     /// A header list over the limit: reset the stream and report what was kept of it.
     fileprivate func refuseHeaders(_ index: Int) {
         let streamID = slots[index].streamID
+        slots[index].handedOver = true
         var headers: [HTTP2HeaderField] = []
         swap(&headers, &slots[index].headers)
         nghttp2_submit_rst_stream(session, 0, streamID, HTTP2ErrorCode.protocolError)
@@ -399,7 +435,7 @@ private func serverOnDataChunk(_ session: OpaquePointer?, _ flags: UInt8, _ stre
                                _ userData: UnsafeMutableRawPointer?) -> Int32 {
     guard let server = owner(userData), let session else { return 0 }
     guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID)) else { return 0 }
-    if server.slots[index].headersRefused || server.slots[index].answeredEarly { return 0 }
+    if server.slots[index].headersRefused || server.slots[index].handedOver { return 0 }
     server.slots[index].bodyLength += length
     let room = server.maxBufferedBody - server.slots[index].body.count
     if room > 0, let data, length > 0 {
@@ -425,7 +461,7 @@ private func serverOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer
                 server.slots[index].refusalSent = true
                 server.refuseHeaders(index)
             }
-        } else if hd.flags & FrameFlag.endStream != 0, !server.slots[index].answeredEarly {
+        } else if hd.flags & FrameFlag.endStream != 0, !server.slots[index].handedOver {
             server.deliverRequest(index)
         }
     case FrameType.settings:
@@ -582,4 +618,11 @@ public enum FloodLimits {
         defer { nghttp2_option_del(option) }
         return body(option)
     }
+}
+
+/// Monotonic milliseconds (CLOCK_MONOTONIC), for request deadlines.
+func monotonicMilliseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
 }

@@ -61,6 +61,30 @@ struct HardeningTests {
         #expect(kept.count < 10, "only the fields that fit are kept: \(kept.count)")
     }
 
+    /// A request that trickles in (slowloris) is reset after --request-timeout and journaled;
+    /// other requests on the same connection are served meanwhile.
+    @Test func aStalledRequestIsResetAfterTheTimeout() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0", "--request-timeout", "1"])
+        let device = try emulator.createDevice()
+        var block: [UInt8] = [0x83, 0x86]
+        block += RawHPACK.integer(4, prefixBits: 4, flags: 0) + RawHPACK.string("/3/device/\(device.token)")
+        block += RawHPACK.integer(1, prefixBits: 4, flags: 0) + RawHPACK.string("api.sandbox.push.apple.com")
+        block += RawHPACK.integer(23, prefixBits: 4, flags: 0) + RawHPACK.string("bearer \(try emulator.providerToken())")
+        // Headers without END_STREAM and one byte of body; the rest never comes.
+        let wire = RawHPACK.clientPreface + RawHPACK.frame(type: 0x4, flags: 0, stream: 0, [])
+            + RawHPACK.frame(type: 0x1, flags: 0x4, stream: 1, block) + RawHPACK.frame(type: 0x0, flags: 0, stream: 1, [0x7b])
+        let frames = try RawHPACK.exchange(try emulator.address("h2cSandbox"), wire, until: { frames in
+            frames.contains { $0.type == 0x3 }
+        })
+        let reset = try #require(frames.first { $0.type == 0x3 }, "no RST_STREAM within 10 s")
+        #expect(reset.streamID == 1)
+        #expect(reset.payload == [0, 0, 0, 8], "CANCEL")
+        let record = try #require(try emulator.notifications(token: device.token).first)
+        #expect(record["explanation"]?.stringValue?.contains("not complete 1 s after it began") == true, "\(record)")
+        let authorization = record["headers"]?.arrayValue?.first { $0["name"]?.stringValue == "authorization" }?["value"]?.stringValue
+        #expect(authorization?.hasSuffix(ProviderToken.signatureMarker) == true)
+    }
+
     /// A body far over every payload limit is answered 413 before it has all arrived.
     @Test func anOversizedBodyIsAnsweredBeforeItEnds() throws {
         let emulator = try EmulatorProcess()
@@ -78,6 +102,72 @@ struct HardeningTests {
         #expect(record["payloadTruncated"]?.boolValue == true)
         // The connection goes on serving pushes.
         #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+    }
+}
+
+/// The floods nghttp2 guards against, on the wire: each ends the offending connection with
+/// GOAWAY while another provider keeps being served (README, "Limits").
+@Suite("HTTP/2 floods")
+struct FloodTests {
+    static var headerBlock: [UInt8] {
+        var block: [UInt8] = [0x83, 0x86]
+        block += RawHPACK.integer(4, prefixBits: 4, flags: 0) + RawHPACK.string("/3/device/ab")
+        block += RawHPACK.integer(1, prefixBits: 4, flags: 0) + RawHPACK.string("x")
+        return block
+    }
+
+    static func repeated(_ count: Int, _ frame: (Int) -> [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        for i in 0..<count { out += frame(i) }
+        return out
+    }
+
+    /// Rapid reset (CVE-2023-44487): open a stream, cancel it, again and again.
+    static var rapidReset: [UInt8] {
+        repeated(3000) { i -> [UInt8] in
+            let stream = UInt32(1 + 2 * i)
+            return RawHPACK.frame(type: 0x1, flags: 0x4, stream: stream, headerBlock)
+                + RawHPACK.frame(type: 0x3, flags: 0, stream: stream, [0, 0, 0, 8])
+        }
+    }
+
+    /// CONTINUATION flood (CVE-2024-28182): a header block that never ends.
+    static var continuationFlood: [UInt8] {
+        RawHPACK.frame(type: 0x1, flags: 0, stream: 1, headerBlock)
+            + repeated(3000) { _ in RawHPACK.frame(type: 0x9, flags: 0, stream: 1, [0x40, 1, 0x61, 1, 0x62]) }
+    }
+
+    /// PING and SETTINGS floods: more ACKs owed than the limit.
+    static var pingFlood: [UInt8] { repeated(30_000) { _ in RawHPACK.frame(type: 0x6, flags: 0, stream: 0, Array("12345678".utf8)) } }
+    static var settingsFlood: [UInt8] { repeated(30_000) { _ in RawHPACK.frame(type: 0x4, flags: 0, stream: 0, []) } }
+
+    static let floods: [(name: String, errorCode: UInt32)] = [
+        ("rapid reset", 2), ("CONTINUATION flood", 1), ("PING flood", 11), ("SETTINGS flood", 11),
+    ]
+
+    static func wire(_ name: String) -> [UInt8] {
+        switch name {
+        case "rapid reset": return rapidReset
+        case "CONTINUATION flood": return continuationFlood
+        case "PING flood": return pingFlood
+        default: return settingsFlood
+        }
+    }
+
+    @Test(arguments: floods.indices)
+    func aFloodEndsTheConnectionAndOthersAreServed(index: Int) throws {
+        let flood = Self.floods[index]
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let device = try emulator.createDevice()
+        let bystander = try emulator.connect()
+        #expect(APNsResult(try bystander.send(try emulator.push(device.token).request)).status == 200)
+        let frames = try RawHPACK.exchange(try emulator.address("h2cSandbox"),
+                                           RawHPACK.clientPreface + RawHPACK.frame(type: 0x4, flags: 0, stream: 0, []) + Self.wire(flood.name),
+                                           until: { $0.contains { $0.type == 0x7 } })
+        let goAway = try #require(frames.first { $0.type == 0x7 }, "\(flood.name): no GOAWAY")
+        let code = goAway.payload.count >= 8 ? goAway.payload[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } : 0
+        #expect(code == flood.errorCode, "\(flood.name): GOAWAY error \(code)")
+        #expect(APNsResult(try bystander.send(try emulator.push(device.token).request)).status == 200, "\(flood.name)")
     }
 }
 
