@@ -56,6 +56,9 @@ public final class Emulator: @unchecked Sendable {
     let providers: ProviderServer
     let devices: DeviceGateway
     private let ready = Atomic<Bool>(false)
+    /// `--max-connections`, one budget per kind of connection.
+    let providerBudget: ConnectionBudget
+    let deviceBudget: ConnectionBudget
     private let nextConnectionID = Atomic<UInt64>(1)
     private var listeners: [Listener] = []
     private var tlsContext: TLSContext?
@@ -82,6 +85,8 @@ public final class Emulator: @unchecked Sendable {
             throw StartupError("cannot create event loops: \(error)")
         }
         startedAtMs = clock.nowMilliseconds()
+        providerBudget = ConnectionBudget(kind: "provider", limit: configuration.maxConnections)
+        deviceBudget = ConnectionBudget(kind: "device", limit: configuration.maxConnections)
         events = EventHub(state: state)
         let providers = ProviderServer(idleTimeoutSeconds: configuration.idleTimeoutSeconds,
                                        requestTimeoutSeconds: configuration.requestTimeoutSeconds, quiet: configuration.quiet,
@@ -215,6 +220,10 @@ public final class Emulator: @unchecked Sendable {
             guard let address else { return nil }
             do {
                 let listener = try Listener(address: address, loop: acceptLoop, accept: accept)
+                listener.onExhausted = { [unowned self] code in
+                    self.acceptPauses.add(1, ordering: .relaxed)
+                    self.log("\(what) \(listener.address): out of file descriptors (\(String(cString: strerror(code)))); not accepting for a moment. The open-file limit is \(OpenFileLimit.current); raise it (ulimit -n) or lower --max-connections")
+                }
                 try listener.start()
                 listeners.append(listener)
                 return listener.address
@@ -250,7 +259,7 @@ public final class Emulator: @unchecked Sendable {
         }
         let gateway = devices
         addresses.device = try bind(c.deviceListen, "--device-listen") { [unowned self] fd, peer in
-            self.hand(fd: fd, peer: peer, tls: c.deviceTLS) { connection in
+            self.hand(fd: fd, peer: peer, tls: c.deviceTLS, budget: self.deviceBudget) { connection in
                 DeviceConnection(connection: connection, gateway: gateway)
             }
         }
@@ -314,8 +323,20 @@ public final class Emulator: @unchecked Sendable {
 
     // MARK: Connections
 
-    /// Gives a new descriptor to the next loop and builds its protocol handler there.
-    private func hand(fd: Int32, peer: String, tls: Bool, makeHandler: @escaping @Sendable (Connection) -> ConnectionHandler?) {
+    /// Listener pauses for lack of file descriptors (metrics).
+    let acceptPauses = Atomic<Int>(0)
+
+    /// Gives a new descriptor to the next loop and builds its protocol handler there. Over
+    /// its kind's budget the descriptor is closed at once.
+    private func hand(fd: Int32, peer: String, tls: Bool, budget: ConnectionBudget? = nil,
+                      makeHandler: @escaping @Sendable (Connection) -> ConnectionHandler?) {
+        if let budget, !budget.take() {
+            Glibc.close(fd)
+            if budget.shouldReportRefusal() {
+                log("\(budget.kind) connection from \(peer) refused: \(budget.limit) are open (--max-connections)")
+            }
+            return
+        }
         let loop = group.next()
         let id = nextConnectionID.add(1, ordering: .relaxed).oldValue
         let context = tls ? tlsContext : nil
@@ -326,14 +347,17 @@ public final class Emulator: @unchecked Sendable {
                     session = try TLSConnection(context: context, fd: fd, isServer: true)
                 } catch {
                     Glibc.close(fd)
+                    budget?.release()
                     return
                 }
             }
             let connection = Connection(id: id, loop: loop, fd: fd, peer: peer, tls: session)
             guard let handler = makeHandler(connection) else {
                 Glibc.close(fd)
+                budget?.release()
                 return
             }
+            if let budget { connection.onClose = { budget.release() } }
             connection.handler = handler
             connection.start()
         }
@@ -343,7 +367,7 @@ public final class Emulator: @unchecked Sendable {
     private func acceptProvider(fd: Int32, peer: String, environment: APNsEnvironment, tls: Bool) {
         let endpoint = self.endpoint
         let providers = self.providers
-        hand(fd: fd, peer: peer, tls: tls) { connection in
+        hand(fd: fd, peer: peer, tls: tls, budget: providerBudget) { connection in
             do {
                 let handler = try ProviderConnection(connection: connection, listenerEnvironment: environment,
                                                      endpoint: endpoint, server: providers)
@@ -412,5 +436,38 @@ final class ProviderServer: @unchecked Sendable {
         guard !quiet else { return }
         let line = "\(RFC3339.format(milliseconds: SystemClock().nowMilliseconds())) \(message())\n"
         FileHandle.standardError.write(Data(line.utf8))
+    }
+}
+
+/// How many connections of one kind may be open at once (`--max-connections`).
+final class ConnectionBudget: Sendable {
+    let kind: String
+    let limit: Int
+    private let open = Atomic<Int>(0)
+    /// Connections closed at once because the budget was spent (metrics).
+    let refused = Atomic<Int>(0)
+    /// When a refusal was last reported (monotonic ms; 0 = never).
+    private let lastReport = Atomic<Int64>(0)
+
+    init(kind: String, limit: Int) {
+        self.kind = kind
+        self.limit = limit
+    }
+
+    func take() -> Bool {
+        if open.add(1, ordering: .relaxed).newValue <= limit { return true }
+        open.subtract(1, ordering: .relaxed)
+        refused.add(1, ordering: .relaxed)
+        return false
+    }
+
+    func release() { open.subtract(1, ordering: .relaxed) }
+
+    /// At most one log line every 10 seconds while connections are being refused.
+    func shouldReportRefusal() -> Bool {
+        let now = Monotonic.nowMilliseconds()
+        let last = lastReport.load(ordering: .relaxed)
+        guard last == 0 || now - last >= 10_000 else { return false }
+        return lastReport.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
     }
 }

@@ -129,6 +129,14 @@ extension Emulator {
         p.sample("apns_emulator_request_duration_seconds_bucket", [("le", "+Inf")], Double(latency.count))
         p.sample("apns_emulator_request_duration_seconds_sum", [], latency.sum)
         p.sample("apns_emulator_request_duration_seconds_count", [], Double(latency.count))
+        p.family("apns_emulator_connections_refused_total", "counter",
+                 "Connections closed on arrival because --max-connections of their kind were open.")
+        for budget in [providerBudget, deviceBudget] {
+            p.sample("apns_emulator_connections_refused_total", [("kind", budget.kind)], Double(budget.refused.load(ordering: .relaxed)))
+        }
+        p.family("apns_emulator_accept_pauses_total", "counter",
+                 "Times a listener stopped accepting for a moment because the process was out of file descriptors.")
+        p.sample("apns_emulator_accept_pauses_total", [], Double(acceptPauses.load(ordering: .relaxed)))
         p.family("apns_emulator_device_connections", "gauge", "Connected device sockets.")
         p.sample("apns_emulator_device_connections", [], Double(devices.connectionCount))
         p.family("apns_emulator_devices", "gauge", "Devices known (virtual and socket).")

@@ -26,6 +26,8 @@ public struct ServeConfiguration: Sendable {
     public var demo: Bool
     public var threads: Int
     public var idleTimeoutSeconds: Int
+    /// Simultaneous connections allowed per kind (providers, devices).
+    public var maxConnections: Int
     /// A request whose headers and body have not all arrived this long after it began is reset.
     public var requestTimeoutSeconds: Int
     public var maxRecords: Int
@@ -86,6 +88,8 @@ extension ServeConfiguration {
         OptionSpec("demo", "on|off|auto", default: "auto", "demo key, app and device for the quick start; auto = on when no key is configured"),
         OptionSpec("threads", "N", "event-loop threads (default: number of cores)"),
         OptionSpec("idle-timeout", "SECONDS", default: "3600", "close idle provider connections with GOAWAY IdleTimeout (0 = never)"),
+        OptionSpec("max-connections", "N", default: "20000",
+                   "simultaneous connections of each kind (provider connections, device sockets); beyond it a new one is closed at once and counted"),
         OptionSpec("request-timeout", "SECONDS", default: "10",
                    "reset a provider request (RST_STREAM CANCEL) whose headers and body have not all arrived this long after it began"),
         OptionSpec("max-records", "N", default: "50000", "notification records kept for inspection (oldest dropped first)"),
@@ -203,6 +207,7 @@ extension ServeConfiguration {
         threads = try integer("threads", in: 1...256) ?? max(1, ProcessInfo.processInfo.activeProcessorCount)
         idleTimeoutSeconds = try integer("idle-timeout", in: 0...86_400 * 30) ?? 3600
         requestTimeoutSeconds = try integer("request-timeout", in: 1...3600) ?? 10
+        maxConnections = try integer("max-connections", in: 1...10_000_000) ?? 20_000
         maxRecords = try integer("max-records", in: 1...10_000_000) ?? 50_000
         tokenBytes = try integer("token-bytes", in: 8...255) ?? 32
         endpoint = EndpointOptions()

@@ -25,6 +25,8 @@ public final class Connection: IOHandler {
     public let fd: Int32
     public let peer: String
     public var handler: ConnectionHandler?
+    /// Runs once when the connection closes, after the handler was told.
+    public var onClose: (() -> Void)?
     public private(set) var tls: TLSConnection?
     public private(set) var isClosed = false
     /// Monotonic ms of the last byte read or written (for idle timeouts).
@@ -109,6 +111,9 @@ public final class Connection: IOHandler {
         let handler = self.handler
         self.handler = nil
         handler?.connectionDidClose(self)
+        let onClose = self.onClose
+        self.onClose = nil
+        onClose?()
     }
 
     private func flush() {
@@ -256,6 +261,12 @@ public final class Listener: IOHandler {
     public let fd: Int32
     private let loop: EventLoop
     private let accept: (Int32, String) -> Void
+    /// Told when accepting pauses for lack of descriptors, at most every 10 seconds, so a full
+    /// table does not flood the log.
+    public var onExhausted: ((Int32) -> Void)?
+    private var paused = false
+    /// How long to stop accepting when the process is out of descriptors.
+    static let exhaustedPauseMs: Int64 = 100
 
     /// `accept` runs on the listener's loop for each new descriptor; it decides which loop
     /// gets the connection.
@@ -272,9 +283,37 @@ public final class Listener: IOHandler {
     }
 
     public func readable() {
+        guard !paused else { return }
         for _ in 0..<64 {
-            guard let (client, peer) = Socket.accept(fd) else { return }
-            accept(client, peer)
+            switch Socket.accept(fd) {
+            case .connection(let client, let peer):
+                accept(client, peer)
+            case .none:
+                return
+            case .exhausted(let code):
+                // Level-triggered epoll would report the waiting connection again at once
+                // and spin a core; stop listening for a moment instead (as nginx does).
+                pause(code)
+                return
+            }
+        }
+    }
+
+    /// When `onExhausted` was last called (monotonic ms), if ever.
+    private var lastReported: Int64?
+
+    private func pause(_ code: Int32) {
+        paused = true
+        let now = Monotonic.nowMilliseconds()
+        if lastReported.map({ now - $0 >= 10_000 }) ?? true {
+            lastReported = now
+            onExhausted?(code)
+        }
+        loop.modify(fd: fd, events: IOEvents())
+        _ = loop.schedule(afterMilliseconds: Self.exhaustedPauseMs) { [weak self] in
+            guard let self else { return }
+            self.paused = false
+            self.loop.modify(fd: self.fd, events: .read)
         }
     }
 

@@ -132,18 +132,33 @@ public enum Socket {
     }
 
     /// Accepts one pending connection (non-blocking); nil when none is waiting.
-    public static func accept(_ listener: Int32) -> (fd: Int32, peer: String)? {
+    public enum Accepted {
+        case connection(fd: Int32, peer: String)
+        /// No connection is waiting (EAGAIN), or it went away before it was taken.
+        case none
+        /// Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the connection
+        /// stays in the backlog, so the listener must stop asking for a while.
+        case exhausted(errno: Int32)
+    }
+
+    public static func accept(_ listener: Int32) -> Accepted {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let fd = withUnsafeMutablePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.accept(listener, $0, &length) }
         }
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else {
+            let code = errno
+            switch code {
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .exhausted(errno: code)
+            default: return .none
+            }
+        }
         // accept4 is not visible from Swift's Glibc module; two fcntl calls do the same.
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         setBlocking(fd, false)
         setNoDelay(fd)
-        return (fd, describe(storage))
+        return .connection(fd: fd, peer: describe(storage))
     }
 
     /// A blocking client connection with a timeout for the connect itself.
@@ -195,5 +210,26 @@ public enum Socket {
         var tv = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+}
+
+/// The process's open-file limit.
+public enum OpenFileLimit {
+    /// Raises the soft limit to the hard one (an emulator holding thousands of connections
+    /// needs more than the usual 1024). Returns the soft limit before and after.
+    @discardableResult
+    public static func raiseToHardLimit() -> (before: UInt64, after: UInt64) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return (0, 0) }
+        let before = UInt64(limit.rlim_cur)
+        guard limit.rlim_cur < limit.rlim_max else { return (before, before) }
+        limit.rlim_cur = limit.rlim_max
+        guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return (before, before) }
+        return (before, UInt64(limit.rlim_max))
+    }
+
+    public static var current: UInt64 {
+        var limit = rlimit()
+        return getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? UInt64(limit.rlim_cur) : 0
     }
 }

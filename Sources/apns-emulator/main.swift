@@ -95,6 +95,11 @@ func runServe(_ args: [String]) -> Never {
     sigaddset(&stopSignals, SIGTERM)
     sigaddset(&stopSignals, SIGINT)
     pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+    // Thousands of connections need more than the usual soft limit of 1024 descriptors.
+    let files = OpenFileLimit.raiseToHardLimit()
+    if !configuration.quiet, files.after > files.before {
+        FileHandle.standardError.write(Data("open-file limit raised from \(files.before) to \(files.after)\n".utf8))
+    }
     let emulator: Emulator
     do {
         emulator = try Emulator(configuration: configuration)

@@ -52,7 +52,7 @@ final class FakePeer: Sendable {
     func accept(timeoutMilliseconds: Int = 5000) throws -> PeerConnection {
         let deadline = Monotonic.nowMilliseconds() + Int64(timeoutMilliseconds)
         while true {
-            if let (fd, _) = Socket.accept(listenFD) {
+            if case .connection(let fd, _) = Socket.accept(listenFD) {
                 Socket.setBlocking(fd, true)
                 let connection = PeerConnection(fd: fd)
                 #if canImport(OpenSSLCrypto)

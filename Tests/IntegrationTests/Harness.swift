@@ -31,8 +31,10 @@ final class EmulatorProcess: @unchecked Sendable {
         return root.appendingPathComponent(".build/debug/apns-emulator").path
     }
 
+    /// - Parameter launcher: a command that runs the binary (e.g. `prlimit --nofile=64:64 --`);
+    ///   it must exec it, so the process id stays the emulator's.
     init(_ extraArguments: [String] = [], environment extraEnvironment: [String: String] = [:],
-         withKey: Bool = true) throws
+         withKey: Bool = true, launcher: [String] = []) throws
     {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-emulator-test-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -51,8 +53,13 @@ final class EmulatorProcess: @unchecked Sendable {
             arguments += ["--auth-key", "\(Self.teamID):\(Self.keyID):\(keyPath)", "--app", "\(Self.teamID):\(Self.bundleID)"]
         }
         arguments += extraArguments
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = arguments
+        if let command = launcher.first {
+            process.executableURL = URL(fileURLWithPath: command)
+            process.arguments = Array(launcher.dropFirst()) + [Self.binary] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: Self.binary)
+            process.arguments = arguments
+        }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("APNS_EMULATOR_") }
         env.merge(extraEnvironment) { $1 }
