@@ -103,22 +103,31 @@ final class DeviceConnection: ConnectionHandler {
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
         buffer.append(contentsOf: bytes)
-        while !connection.isClosed {
-            guard let newline = buffer[scanned...].firstIndex(of: 0x0A) else {
-                scanned = buffer.count
-                if buffer.count > Self.maxLine {
-                    fail("line_too_long", "a line is longer than 1 MiB", fatal: true)
+        // Lines are taken by position and the consumed prefix removed once: removing each
+        // line from the front would copy the rest of the buffer per line (quadratic in a
+        // flood of tiny messages). Their answers go out in one write.
+        var consumed = 0
+        connection.batchingWrites {
+            while !connection.isClosed {
+                guard let newline = buffer[max(consumed, scanned)...].firstIndex(of: 0x0A) else {
+                    scanned = buffer.count
+                    break
                 }
-                return
+                if newline - consumed > Self.maxLine {
+                    fail("line_too_long", "a line is longer than 1 MiB", fatal: true)
+                    return
+                }
+                let line = Array(buffer[consumed..<newline])
+                consumed = newline + 1
+                handle(line: line)
             }
-            let line = Array(buffer[..<newline])
-            buffer.removeFirst(newline + 1)
-            scanned = 0
-            if line.count > Self.maxLine {
-                fail("line_too_long", "a line is longer than 1 MiB", fatal: true)
-                return
-            }
-            handle(line: line)
+        }
+        if consumed > 0 {
+            buffer.removeFirst(consumed)
+            scanned = max(0, scanned - consumed)
+        }
+        if buffer.count > Self.maxLine, !connection.isClosed {
+            fail("line_too_long", "a line is longer than 1 MiB", fatal: true)
         }
     }
 

@@ -81,11 +81,24 @@ public final class Connection: IOHandler {
 
     // MARK: Output
 
-    /// Appends to the output buffer through `body`, then tries to write.
+    /// Appends to the output buffer through `body`, then tries to write (unless inside
+    /// `batchingWrites`).
     public func write(_ body: (inout [UInt8]) -> Void) {
         guard !isClosed else { return }
         body(&output)
-        flush()
+        if !batching { flush() }
+    }
+
+    private var batching = false
+
+    /// Runs `body`, holding back the writes it makes and sending them in one go afterwards:
+    /// a read that answers many small messages costs one system call, not one per answer.
+    public func batchingWrites(_ body: () -> Void) {
+        let outer = batching
+        batching = true
+        body()
+        batching = outer
+        if !batching { flush() }
     }
 
     public func write(_ bytes: [UInt8]) {
@@ -210,23 +223,29 @@ public final class Connection: IOHandler {
         }
     }
 
+    /// Bytes handed to the handler per readiness event: one busy peer cannot keep its loop
+    /// from the other connections on it for long (a flood of tiny messages is work per byte).
+    static let readBudgetPerEvent = 128 * 1024
+
     private func readAvailable() {
         let buffer = loop.readBuffer
-        // Bounded so one busy connection cannot starve the others on this loop.
-        for _ in 0..<16 {
+        var budget = Self.readBudgetPerEvent
+        while budget > 0 {
             guard !isClosed, !readPaused else { return }
             let result: IOResult
+            let window = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<min(buffer.count, budget)])
             if let tls {
-                result = IOResult(tls.read(into: buffer))
+                result = IOResult(tls.read(into: window))
             } else {
-                let n = Glibc.recv(fd, buffer.baseAddress, buffer.count, 0)
+                let n = Glibc.recv(fd, window.baseAddress, window.count, 0)
                 result = n > 0 ? .ok(n) : n == 0 ? .closed : (errno == EAGAIN || errno == EWOULDBLOCK ? .wantRead : .failed)
             }
             switch result {
             case .ok(let n):
                 lastActivity = Monotonic.nowMilliseconds()
                 handler?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-                if tls == nil && n < buffer.count { return }
+                budget -= n
+                if tls == nil && n < window.count { return }
             case .wantRead:
                 return
             case .wantWrite:
@@ -236,6 +255,11 @@ public final class Connection: IOHandler {
                 close()
                 return
             }
+        }
+        // Out of budget. Unread bytes in the socket wake the loop again; bytes TLS has already
+        // decrypted would not, so come back for them after the other connections' turn.
+        if let tls, tls.hasBufferedReadData, !isClosed {
+            _ = loop.schedule(afterMilliseconds: 0) { [weak self] in self?.readAvailable() }
         }
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Networking
 import ProviderClient
+import Synchronization
 import Testing
 
 /// `--max-connections` and running out of file descriptors, against the real binary.
@@ -110,5 +111,52 @@ struct ConnectionLimitTests {
         // Fields after the command name (which is in parentheses): utime is the 12th, stime the 13th.
         let fields = stat[stat.index(after: stat.lastIndex(of: ")")!)...].split(separator: " ")
         return Int(fields[11])! + Int(fields[12])!
+    }
+}
+
+@Suite("Fairness")
+struct FairnessTests {
+    /// One device connection floods tiny pings; an admin request made meanwhile is answered
+    /// long before the flood has been worked through, on the same (single) event loop.
+    @Test func aFloodOfTinyMessagesDoesNotHoldTheLoop() throws {
+        let emulator = try EmulatorProcess(["--threads", "1"])
+        let fd = try Socket.connect(to: try emulator.address("device"))
+        defer { close(fd) }
+        Socket.setTimeouts(fd, milliseconds: 60_000)
+        let total = 100_000
+        let pongs = Atomic<Int>(0)
+        let reader = DispatchGroup()
+        DispatchQueue.global().async(group: reader) {
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while pongs.load(ordering: .relaxed) < total {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n <= 0 { break }
+                pongs.add(buffer[0..<n].reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }, ordering: .relaxed)
+            }
+        }
+        let flood = [UInt8](Array("{\"type\":\"ping\"}\n".utf8).repeated(total))
+        DispatchQueue.global().async {
+            var offset = 0
+            while offset < flood.count {
+                let n = flood[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if n <= 0 { return }
+                offset += n
+            }
+        }
+        while pongs.load(ordering: .relaxed) == 0 { usleep(1000) }  // the flood is being worked on
+        #expect(try emulator.admin("GET", "/livez").status == 200)
+        let answeredAt = pongs.load(ordering: .relaxed)
+        #expect(answeredAt < total / 2, "the admin request waited for \(answeredAt) of \(total) pings")
+        _ = reader.wait(timeout: .now() + 120)
+        #expect(pongs.load(ordering: .relaxed) == total, "every ping is answered in the end")
+    }
+}
+
+extension Array {
+    func repeated(_ count: Int) -> [Element] {
+        var out: [Element] = []
+        out.reserveCapacity(self.count * count)
+        for _ in 0..<count { out += self }
+        return out
     }
 }
