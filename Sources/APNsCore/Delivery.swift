@@ -14,6 +14,13 @@ public struct DeliveryOptions: Sendable {
     /// 429 `TooManyRequests` when one token gets more than `count` pushes within `windowMs`
     /// (nil = off: Apple publishes no number, and load tests hit single tokens hard).
     public var tooManyRequests: (count: Int, windowMs: Int64)?
+    /// Deliveries a connected device may have unacknowledged. Beyond it the device is treated
+    /// as unreachable: APNs keeps the newest notification per app and the older ones are
+    /// coalesced, so a device that falls behind (or never reads) costs bounded memory.
+    public var deviceWindow = 1000
+    /// A device whose oldest unacknowledged delivery is this old is disconnected; what it
+    /// had not acknowledged goes back to the store.
+    public var deviceAckTimeoutMs: Int64 = 60_000
 
     public init() {}
 }
@@ -62,6 +69,7 @@ struct InFlight: Sendable {
     var connectionID: UInt64
     var notification: PendingNotification
     var verdict: DeliveryVerdict
+    var sentAtMs: Int64
 }
 
 /// Everything between acceptance and the device: the offline store (one per device and app),
@@ -71,6 +79,10 @@ public struct DeliveryState: Sendable {
     var deferred: [AppKey: (notification: PendingNotification, reason: DeferReason)] = [:]
     var batched: [(releaseAtMs: Int64, notification: PendingNotification)] = []
     var inflight: [UInt64: InFlight] = [:]
+    /// Unacknowledged deliveries per device (the window, `DeliveryOptions.deviceWindow`).
+    var inflightPerDevice: [String: Int] = [:]
+    /// Devices whose window filled up: their stored notifications go out as acks free it.
+    var windowFull: Set<String> = []
     var budgets: [AppKey: BackgroundBudget] = [:]
     /// Per app, the notification on screen for each `apns-collapse-id` (its record). Only
     /// pushes with a collapse id touch it; taps find their notification in the journal.
@@ -162,9 +174,17 @@ extension World {
                 store(notification, nowMs: nowMs, why: "the device is offline")
                 return []
             }
+            let waiting = delivery.inflightPerDevice[device.id, default: 0]
+            if waiting >= deliveryOptions.deviceWindow {
+                delivery.windowFull.insert(device.id)
+                store(notification, nowMs: nowMs,
+                      why: "the device has \(waiting) deliveries it has not acknowledged (its window is full)")
+                return []
+            }
             let id = delivery.nextDeliveryID
             delivery.nextDeliveryID += 1
-            delivery.inflight[id] = InFlight(connectionID: connectionID, notification: notification, verdict: verdict)
+            delivery.inflight[id] = InFlight(connectionID: connectionID, notification: notification, verdict: verdict, sentAtMs: nowMs)
+            delivery.inflightPerDevice[device.id] = waiting + 1
             setOutcome(notification.sequence, .pending, "sent to the device; waiting for its ack")
             return [DeviceFrame(deviceID: device.id, connectionID: connectionID,
                                 message: Self.notificationMessage(id: id, notification, verdict))]
@@ -337,13 +357,21 @@ extension World {
         // Oldest first, so the newest per app ends up in the store.
         for (id, flight) in lost.sorted(by: { $0.key < $1.key }) {
             delivery.inflight.removeValue(forKey: id)
+            releaseWindowSlot(deviceID)
             store(flight.notification, nowMs: nowMs, why: "the device disconnected before acknowledging it")
         }
     }
 
-    /// The device acknowledged a delivery.
+    mutating func releaseWindowSlot(_ deviceID: String) {
+        let left = delivery.inflightPerDevice[deviceID, default: 1] - 1
+        delivery.inflightPerDevice[deviceID] = left > 0 ? left : nil
+    }
+
+    @discardableResult
+    /// The device acknowledged a delivery. Returns what it may now receive: once a full
+    /// window has drained to half, the notifications stored meanwhile.
     public mutating func acknowledge(deviceID: String, connectionID: UInt64, deliveryID: UInt64, nowMs: Int64)
-        throws(DeviceRequestError)
+        throws(DeviceRequestError) -> [DeviceFrame]
     {
         guard let flight = delivery.inflight[deliveryID], flight.notification.deviceID == deviceID,
             flight.connectionID == connectionID
@@ -351,7 +379,33 @@ extension World {
             throw DeviceRequestError("bad_request", "no delivery \(deliveryID) is waiting for an ack on this connection")
         }
         delivery.inflight.removeValue(forKey: deliveryID)
+        releaseWindowSlot(deviceID)
         settle(flight.notification, verdict: flight.verdict, nowMs: nowMs)
+        guard delivery.windowFull.contains(deviceID),
+            delivery.inflightPerDevice[deviceID, default: 0] <= deliveryOptions.deviceWindow / 2
+        else { return [] }
+        delivery.windowFull.remove(deviceID)
+        return flushWaiting(deviceID: deviceID, nowMs: nowMs)
+    }
+
+    /// Devices whose oldest unacknowledged delivery has waited past the ack timeout: they are
+    /// told why and disconnected, and what they had not acknowledged goes back to the store.
+    mutating func disconnectStuckDevices(nowMs: Int64) -> [DeviceFrame] {
+        let deadline = nowMs - deliveryOptions.deviceAckTimeoutMs
+        var stuck: [String: UInt64] = [:]
+        for flight in delivery.inflight.values where flight.sentAtMs <= deadline {
+            stuck[flight.notification.deviceID] = flight.connectionID
+        }
+        var frames: [DeviceFrame] = []
+        for (deviceID, connectionID) in stuck.sorted(by: { $0.key < $1.key }) {
+            let seconds = deliveryOptions.deviceAckTimeoutMs / 1000
+            frames.append(DeviceFrame(deviceID: deviceID, connectionID: connectionID, message: [
+                "type": "error", "code": "ack_timeout", "fatal": true,
+                "message": .string("a delivery has not been acknowledged for \(seconds) seconds; reconnect to receive what is stored"),
+            ], closeAfter: true))
+            disconnectDevice(deviceID, connectionID: connectionID, nowMs: nowMs)
+        }
+        return frames
     }
 
     /// Delivers what waited for the device: the stored notification and held background
@@ -503,7 +557,7 @@ extension World {
 
     /// Time passes: stored notifications expire, batches and refilled budgets release.
     public mutating func tick(nowMs: Int64) -> [DeviceFrame] {
-        var frames: [DeviceFrame] = []
+        var frames = delivery.inflight.isEmpty ? [] : disconnectStuckDevices(nowMs: nowMs)
         for (key, stored) in delivery.stored where (stored.storeUntilMs ?? 0) <= nowMs {
             delivery.stored.removeValue(forKey: key)
             setOutcome(stored.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline")

@@ -221,9 +221,10 @@ final class DeviceConnection: ConnectionHandler {
             guard let delivery = m["id"]?.intValue, delivery > 0 else {
                 throw DeviceRequestError("bad_request", "ack needs a numeric \"id\"")
             }
-            try state.withWorld { world throws(DeviceRequestError) in
+            let frames = try state.withWorld { world throws(DeviceRequestError) in
                 try world.acknowledge(deviceID: deviceID, connectionID: id, deliveryID: UInt64(delivery), nowMs: now)
             }
+            gateway.dispatch(frames)
         case "app":
             let bundle = try Self.string(m, "bundleId")
             let appState = try Self.optionalEnum(m, "appState", AppState.self)

@@ -106,6 +106,10 @@ extension ServeConfiguration {
         OptionSpec("unregistered-delay", "SECONDS", default: "0",
                    "after an uninstall, keep answering 200 this long before 410 Unregistered starts (Apple delays it unpredictably)"),
         OptionSpec("unregistered-after-pushes", "N", "with --unregistered-delay: start the 410s after N pushes even if the delay is not over"),
+        OptionSpec("device-window", "N", default: "1000",
+                   "deliveries a connected device may leave unacknowledged; beyond it notifications are stored (the newest per app), older ones coalesced"),
+        OptionSpec("device-ack-timeout", "SECONDS", default: "60",
+                   "disconnect a device whose oldest unacknowledged delivery is this old (what it did not ack is stored again)"),
         OptionSpec("too-many-requests", "N/SECONDS", "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off)"),
         OptionSpec("faults", "FILE", "JSON file of fault rules (a list, or {\"faults\": [...]}) active from the start; see README, Faults"),
         OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening"),
@@ -226,6 +230,8 @@ extension ServeConfiguration {
         delivery.lowPriorityDelayMs = Int64(try integer("low-priority-delay", in: 0...3_600_000) ?? 0)
         delivery.unregisteredDelayMs = Int64(try integer("unregistered-delay", in: 0...86_400 * 30) ?? 0) * 1000
         delivery.unregisteredAfterPushes = try integer("unregistered-after-pushes", in: 1...1_000_000)
+        delivery.deviceWindow = try integer("device-window", in: 1...1_000_000) ?? 1000
+        delivery.deviceAckTimeoutMs = Int64(try integer("device-ack-timeout", in: 1...86_400) ?? 60) * 1000
         faultRules = []
         if let path = options.string("faults") {
             faultRules = try Self.loadFaults(path, origin: options.origin(spec["faults"]!))

@@ -48,15 +48,19 @@ final class DeviceFixture: @unchecked Sendable {
         frames.map(\.message).filter { $0["type"] == "notification" }
     }
 
-    func ack(_ frames: [DeviceFrame]) throws {
+    /// Acks every notification in `frames`; returns the frames the acks released.
+    @discardableResult
+    func ack(_ frames: [DeviceFrame]) throws -> [DeviceFrame] {
+        var released: [DeviceFrame] = []
         for message in notifications(in: frames) {
             let id = UInt64(message["id"]!.intValue!)
             let connection = connectionID
             let now = self.now
-            try base.state.withWorld { world throws(DeviceRequestError) in
+            released += try base.state.withWorld { world throws(DeviceRequestError) in
                 try world.acknowledge(deviceID: "phone", connectionID: connection, deliveryID: id, nowMs: now)
             }
         }
+        return released
     }
 
     func record(_ response: PushResponse) -> NotificationRecord? {
@@ -357,5 +361,69 @@ struct DeliveryStateTests {
         let unsettled = records.filter { [.pending, .stored, .deferred].contains($0.outcome) }.count
         #expect(unsettled == waiting, "each unsettled record is waiting somewhere exactly once")
         #expect(records.allSatisfy { $0.outcome != .rejected })
+    }
+}
+
+@Suite("The device window")
+struct DeviceWindowTests {
+    static func options(window: Int, ackTimeoutMs: Int64 = 60_000) -> DeliveryOptions {
+        var options = DeliveryOptions()
+        options.deviceWindow = window
+        options.deviceAckTimeoutMs = ackTimeoutMs
+        return options
+    }
+
+    /// A device that does not ack holds at most `deviceWindow` deliveries; beyond it, the
+    /// newest notification per app waits in the store and older ones are coalesced.
+    @Test func aFullWindowKeepsTheNewestPerAppAndReleasesItAsAcksArrive() throws {
+        let f = try DeviceFixture(options: Self.options(window: 4))
+        var sent: [DeviceFrame] = []
+        var responses: [PushResponse] = []
+        for i in 0..<7 {
+            let response = try f.push(#"{"aps":{"alert":"n\#(i)"}}"#)
+            #expect(response.status == 200)
+            responses.append(response)
+            sent += response.deviceFrames
+        }
+        #expect(f.notifications(in: sent).count == 4, "only the window goes out")
+        #expect(f.record(responses[4])?.outcome == .coalesced)
+        #expect(f.record(responses[5])?.outcome == .coalesced)
+        #expect(f.record(responses[6])?.outcome == .stored)
+        #expect(f.record(responses[6])?.explanation.contains("window is full") == true)
+        #expect(f.base.state.withWorld { $0.delivery.pendingCount } == 5, "4 in flight + 1 stored")
+
+        // Draining to half the window releases the stored one.
+        #expect(try f.ack(Array(sent.prefix(1))).isEmpty, "3 still waiting: more than half")
+        let released = try f.ack(Array(sent.dropFirst(1).prefix(1)))
+        let out = f.notifications(in: released)
+        #expect(out.map { $0["apnsId"]?.stringValue } == [responses[6].apnsID])
+        #expect(out.first?["stored"] == true)
+        try f.ack(Array(sent.dropFirst(2)) + released)
+        #expect(f.base.state.withWorld { $0.delivery.pendingCount } == 0)
+        for response in responses.prefix(4) + [responses[6]] { #expect(f.record(response)?.outcome == .delivered) }
+    }
+
+    /// A device that never acks is disconnected after the timeout; what it held is stored
+    /// and delivered when it comes back.
+    @Test func aDeviceThatNeverAcksIsDisconnected() throws {
+        let f = try DeviceFixture(options: Self.options(window: 100, ackTimeoutMs: 60_000))
+        let first = try f.push()
+        #expect(f.notifications(in: first.deviceFrames).count == 1)
+        f.clock.advance(seconds: 59)
+        #expect(f.tick().isEmpty)
+        f.clock.advance(seconds: 1)
+        let frames = f.tick()
+        #expect(frames.count == 1)
+        #expect(frames.first?.message["code"] == "ack_timeout")
+        #expect(frames.first?.message["fatal"] == true)
+        #expect(frames.first?.closeAfter == true)
+        #expect(f.record(first)?.outcome == .stored)
+        #expect(f.base.state.withWorld { $0.registry.devices["phone"]?.connectionID } == nil)
+        // Pushes meanwhile are stored, and everything arrives on reconnect.
+        let second = try f.push()
+        #expect(second.deviceFrames.isEmpty)
+        #expect(f.record(first)?.outcome == .coalesced)
+        let back = try f.connect()
+        #expect(f.notifications(in: back).map { $0["apnsId"]?.stringValue } == [second.apnsID])
     }
 }

@@ -241,3 +241,83 @@ enum RawHPACK {
         return parse(received).frames
     }
 }
+
+/// Devices that fall behind, on the wire: a raw device socket that says hello and then
+/// neither reads nor acknowledges.
+@Suite("Slow devices")
+struct SlowDeviceTests {
+    static func hello(_ fd: Int32, deviceID: String) {
+        let line = Array(#"{"type":"hello","version":1,"deviceId":"\#(deviceID)","apps":[{"bundleId":"com.example.app","environment":"sandbox"}]}"#.utf8) + [0x0A]
+        _ = line.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Reads lines until `done` says stop, the peer closes, or the timeout passes.
+    static func readLines(_ fd: Int32, until done: ([JSONValue]) -> Bool) -> (lines: [JSONValue], closed: Bool) {
+        var lines: [JSONValue] = []
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while !done(lines) {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n == 0 { return (lines, true) }
+            if n < 0 { return (lines, false) }
+            pending += buffer[0..<n]
+            while let newline = pending.firstIndex(of: 0x0A) {
+                if let value = try? JSONValue.parse(Array(pending[..<newline])) { lines.append(value) }
+                pending.removeFirst(newline + 1)
+            }
+        }
+        return (lines, false)
+    }
+
+    @Test func aDeviceThatDoesNotAckHoldsAtMostItsWindow() throws {
+        let emulator = try EmulatorProcess(["--device-window", "20", "--max-records", "1000"])
+        let fd = try Socket.connect(to: try emulator.address("device"))
+        defer { close(fd) }
+        Socket.setTimeouts(fd, milliseconds: 10_000)
+        Self.hello(fd, deviceID: "slow-phone")
+        let registered = Self.readLines(fd) { $0.contains { $0["type"] == "registered" } }
+        let token = try #require(registered.lines.first { $0["type"] == "registered" }?["token"]?.stringValue)
+
+        let connection = try emulator.connect()
+        let filler = String(repeating: "x", count: 3900)
+        var requests: [ClientRequest] = []
+        for i in 0..<300 {
+            requests.append(try emulator.push(token, payload: #"{"aps":{"alert":"\#(i)"},"f":"\#(filler)"}"#).request)
+        }
+        for chunk in stride(from: 0, to: requests.count, by: 100) {
+            let answers = try connection.send(Array(requests[chunk..<min(chunk + 100, requests.count)]))
+            #expect(answers.allSatisfy { APNsResult($0).status == 200 })
+        }
+        // Everything the device was sent, read now: exactly its window. A ping sent after all
+        // the answers came back is answered after every delivery already queued for it.
+        let ping = Array(#"{"type":"ping"}"#.utf8) + [0x0A]
+        _ = ping.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let received = Self.readLines(fd) { $0.contains { $0["type"] == "pong" } }
+        let notifications = received.lines.filter { $0["type"] == "notification" }
+        #expect(notifications.count == 20, "the device got \(notifications.count) deliveries without acking")
+        let outcomes = try emulator.notifications(limit: 1000).compactMap { $0["outcome"]?.stringValue }
+        #expect(outcomes.filter { $0 == "pending" }.count == 20)
+        #expect(outcomes.filter { $0 == "stored" }.count == 1, "the newest waits in the store")
+        #expect(outcomes.filter { $0 == "coalesced" }.count == 279)
+    }
+
+    @Test func aDeviceThatNeverAcksIsDisconnectedAfterTheTimeout() throws {
+        let emulator = try EmulatorProcess(["--device-ack-timeout", "1"])
+        let fd = try Socket.connect(to: try emulator.address("device"))
+        defer { close(fd) }
+        Socket.setTimeouts(fd, milliseconds: 10_000)
+        Self.hello(fd, deviceID: "stuck-phone")
+        let token = try #require(Self.readLines(fd) { $0.contains { $0["type"] == "registered" } }.lines
+            .first { $0["type"] == "registered" }?["token"]?.stringValue)
+        let answer = try emulator.connect().send(try emulator.push(token).request)
+        #expect(APNsResult(answer).status == 200)
+        let (lines, closed) = Self.readLines(fd) { _ in false }
+        #expect(closed, "the emulator closes the connection")
+        #expect(lines.contains { $0["type"] == "notification" })
+        let error = lines.first { $0["type"] == "error" }
+        #expect(error?["code"] == "ack_timeout")
+        #expect(error?["fatal"] == true)
+        let record = try #require(try emulator.notifications(token: token).first)
+        #expect(record["outcome"]?.stringValue == "stored", "what it did not ack is stored again")
+    }
+}
