@@ -59,6 +59,18 @@ public struct NotificationRecord: Sendable {
     public var faultRuleID: String?
     /// Certificate connections: the client certificate's subject.
     public var certificateSubject: String?
+    /// What the journal counted this record as (bytes), when it was added.
+    public var accountedBytes = 0
+
+    /// Roughly what the record occupies: its variable parts plus a fixed allowance for the
+    /// rest. Used for the journal's byte budget, so it must be cheap (UTF-8 counts of native
+    /// strings are O(1)).
+    public var approximateBytes: Int {
+        var total = 512 + payload.count + token.utf8.count + explanation.utf8.count + apnsID.utf8.count
+        for header in requestHeaders { total += header.name.utf8.count + header.value.utf8.count + 32 }
+        total += (jwtHeader?.utf8.count ?? 0) + (jwtClaims?.utf8.count ?? 0) + (path?.utf8.count ?? 0)
+        return total
+    }
 
     /// `explanation` with the delivery details in words.
     public var fullExplanation: String {
@@ -105,11 +117,18 @@ public enum DeliveryOutcome: String, Sendable, Codable {
 }
 
 /// A bounded, newest-first journal of records (a ring buffer). Old records fall off the end
-/// once `capacity` is reached, so a long load test cannot grow memory without bound.
+/// once `capacity` records or `byteBudget` bytes are reached, so a long load test cannot grow
+/// memory without bound.
 public struct RecordStore: Sendable {
     public let capacity: Int
+    /// Approximate bytes the kept records may take (payloads, header fields, texts).
+    public let byteBudget: Int
+    /// Slots by physical index; grows to `capacity`. Slots outside the live window hold an
+    /// empty placeholder, so an evicted record's memory is released.
     private var ring: [NotificationRecord] = []
-    private var head = 0  // index of the oldest record once the ring is full
+    private var head = 0  // physical index of the oldest live record
+    private var live = 0
+    public private(set) var bytes = 0
     public private(set) var nextSequence: UInt64 = 1
     /// Records that fell off the end (for /info and metrics).
     public private(set) var evicted: UInt64 = 0
@@ -122,12 +141,13 @@ public struct RecordStore: Sendable {
         return changes
     }
 
-    public init(capacity: Int) {
-        precondition(capacity > 0)
+    public init(capacity: Int, byteBudget: Int = Int.max) {
+        precondition(capacity > 0 && byteBudget > 0)
         self.capacity = capacity
+        self.byteBudget = byteBudget
     }
 
-    public var count: Int { ring.count }
+    public var count: Int { live }
 
     /// Keeps sequence numbers increasing across a reset, so clients polling with `since`
     /// never see a number twice.
@@ -140,28 +160,48 @@ public struct RecordStore: Sendable {
     @discardableResult
     public mutating func append(_ record: NotificationRecord) -> (sequence: UInt64, evicted: NotificationRecord?) {
         var moved = record
-        let full = ring.count == capacity
+        let before = evicted
         let sequence = append(moving: &moved)
-        return (sequence, full ? moved : nil)
+        return (sequence, evicted > before ? moved : nil)
     }
 
+    private static let placeholder = NotificationRecord(apnsID: "", token: "", environment: .sandbox, receivedAtMs: 0)
+
+    @inline(__always)
+    private func physical(_ logical: Int) -> Int { (head + logical) % capacity }
+
     /// Appends by moving `record` into the journal, without copying its strings and arrays;
-    /// `record` comes back holding the record that fell off the end (once the journal is
-    /// full), for the caller to release outside any lock. This runs once per request.
+    /// `record` comes back holding the (last) record that fell off the end, for the caller to
+    /// release outside any lock. This runs once per request.
     @discardableResult
     public mutating func append(moving record: inout NotificationRecord) -> UInt64 {
         record.sequence = nextSequence
         nextSequence += 1
         let sequence = record.sequence
         if trackChanges { changes.append(sequence) }
-        if ring.count < capacity {
+        record.accountedBytes = record.approximateBytes
+        // Make room: by count, then by bytes (never evicting the record being added).
+        var out = Self.placeholder
+        while live > 0 && (live == capacity || bytes + record.accountedBytes > byteBudget) {
+            swap(&ring[head], &out)
+            bytes -= out.accountedBytes
+            head = (head + 1) % capacity
+            live -= 1
+            evicted += 1
+        }
+        bytes += record.accountedBytes
+        let slot = physical(live)
+        if slot == ring.count {
             if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
             ring.append(record)
-            return sequence
+            record = out
+        } else {
+            swap(&ring[slot], &record)
+            // `record` now holds the slot's previous content: a placeholder, unless the
+            // eviction above swapped it out already; hand back the evicted one.
+            record = out
         }
-        swap(&ring[head], &record)
-        head = (head + 1) % capacity
-        evicted += 1
+        live += 1
         return sequence
     }
 
@@ -169,12 +209,10 @@ public struct RecordStore: Sendable {
     public func newestFirst(limit: Int, where matches: (NotificationRecord) -> Bool = { _ in true }) -> [NotificationRecord] {
         var out: [NotificationRecord] = []
         guard limit > 0 else { return out }
-        let n = ring.count
+        let n = live
         var i = 0
         while i < n {
-            // Newest is just before `head` (or at the end while the ring is filling).
-            let index = (head + n - 1 - i) % n
-            let record = ring[index]
+            let record = ring[physical(n - 1 - i)]
             if matches(record) {
                 out.append(record)
                 if out.count == limit { break }
@@ -200,16 +238,16 @@ public struct RecordStore: Sendable {
     /// Sequence numbers increase from the oldest record to the newest, so a binary search over
     /// the ring's logical order finds one (they have gaps after a filtered delete).
     private func physicalIndex(of sequence: UInt64) -> Int? {
-        let n = ring.count
+        let n = live
         guard n > 0 else { return nil }
         // Most updates are for the record just appended.
-        let newest = (head + n - 1) % n
+        let newest = physical(n - 1)
         if ring[newest].sequence == sequence { return newest }
         var low = 0
         var high = n - 1
         while low <= high {
             let mid = (low + high) / 2
-            let index = (head + mid) % n
+            let index = physical(mid)
             let value = ring[index].sequence
             if value == sequence { return index }
             if value < sequence { low = mid + 1 } else { high = mid - 1 }
@@ -218,10 +256,12 @@ public struct RecordStore: Sendable {
     }
 
     public mutating func removeAll(where matches: (NotificationRecord) -> Bool) -> Int {
-        let kept = newestFirst(limit: ring.count) { !matches($0) }.reversed()
-        let removed = ring.count - kept.count
+        let kept = newestFirst(limit: live) { !matches($0) }.reversed()
+        let removed = live - kept.count
         ring = Array(kept)
         head = 0
+        live = ring.count
+        bytes = ring.reduce(0) { $0 + $1.accountedBytes }
         return removed
     }
 }

@@ -255,9 +255,23 @@ final class AdminAPI: @unchecked Sendable {
             limit = value
         }
         let query = try Self.query(request)
-        let records = state.withWorld { $0.records.newestFirst(limit: limit, where: query.matches) }
-        return .json(200, ["notifications": .array(records.map(AdminJSON.record))])
+        var records = state.withWorld { $0.records.newestFirst(limit: limit, where: query.matches) }
+        // A response is bounded in bytes too: records can be large (4 KB payloads, full
+        // header lists), and `limit` can ask for the whole journal.
+        var budget = Self.listByteBudget
+        let fitting = records.prefix { record in
+            budget -= record.accountedBytes
+            return budget >= 0
+        }.count
+        let truncated = fitting < records.count
+        records.removeLast(records.count - max(fitting, min(1, records.count)))
+        var body = JSONObject([("notifications", .array(records.map(AdminJSON.record)))])
+        if truncated { body["truncated"] = .bool(true) }
+        return .json(200, .object(body))
     }
+
+    /// Record bytes one list response may carry (its JSON is up to about twice that).
+    static let listByteBudget = 16 << 20
 
     /// `GET /api/v1/notifications/wait`: the first record matching the filters — among those
     /// received since `since` when given, else the next to arrive — or 408 after `timeout`.

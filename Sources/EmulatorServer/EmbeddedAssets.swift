@@ -1778,6 +1778,10 @@ dialog p { margin: 0 0 8px; }
                       "items": {
                         "$ref": "#/components/schemas/Record"
                       }
+                    },
+                    "truncated": {
+                      "type": "boolean",
+                      "description": "present and true when the response stopped at its byte budget (16 MiB of records) before `limit`; ask again with `since` or a smaller `limit`"
                     }
                   }
                 }

@@ -74,7 +74,8 @@ public final class Emulator: @unchecked Sendable {
         self.configuration = configuration
         self.clock = clock
         var world = World(registry: DeviceRegistry(tokenByteCount: configuration.tokenBytes),
-                          records: RecordStore(capacity: configuration.maxRecords), deliveryOptions: configuration.delivery)
+                          records: RecordStore(capacity: configuration.maxRecords, byteBudget: configuration.maxRecordBytes),
+                          deliveryOptions: configuration.delivery)
         demo = try Self.configureCredentials(configuration, into: &world, clock: clock)
         for rule in configuration.faultRules { world.faults.add(rule) }
         state = EmulatorState(start: world)

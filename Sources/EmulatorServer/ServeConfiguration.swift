@@ -31,6 +31,7 @@ public struct ServeConfiguration: Sendable {
     /// A request whose headers and body have not all arrived this long after it began is reset.
     public var requestTimeoutSeconds: Int
     public var maxRecords: Int
+    public var maxRecordBytes: Int
     public var tokenBytes: Int
     public var endpoint: EndpointOptions
     public var readyFile: String?
@@ -93,6 +94,8 @@ extension ServeConfiguration {
         OptionSpec("request-timeout", "SECONDS", default: "10",
                    "reset a provider request (RST_STREAM CANCEL) whose headers and body have not all arrived this long after it began"),
         OptionSpec("max-records", "N", default: "50000", "notification records kept for inspection (oldest dropped first)"),
+        OptionSpec("max-record-bytes", "BYTES", default: "268435456",
+                   "bytes the kept records may take in all (payloads, headers, texts; oldest dropped first); a number with an optional K, M or G suffix"),
         OptionSpec("token-bytes", "N", default: "32", "length of issued device tokens in bytes (Apple says not to assume 32)"),
         OptionSpec("invalid-payload", "reject|accept", default: "reject",
                    "body that is not a JSON object: 400 BadRequestPayload, or 200 and dropped by the device"),
@@ -115,6 +118,17 @@ extension ServeConfiguration {
         OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening"),
         OptionSpec("quiet", nil, "no banner and no per-connection log lines"),
     ]
+
+    /// `123`, `64K`, `256M`, `1G` (binary multiples).
+    static func byteCount(_ text: String) -> Int? {
+        let multipliers: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        guard let last = text.uppercased().last else { return nil }
+        if let multiplier = multipliers[last] {
+            guard let value = Int(text.dropLast()), value >= 0, value <= Int.max / multiplier else { return nil }
+            return value * multiplier
+        }
+        return Int(text).flatMap { $0 >= 0 ? $0 : nil }
+    }
 
     /// Two listeners on one port would fail at bind with a bare "address in use"; name both
     /// instead (`--listen 127.0.0.1:2197` next to the default `--sandbox-listen` is the usual way in).
@@ -213,6 +227,13 @@ extension ServeConfiguration {
         requestTimeoutSeconds = try integer("request-timeout", in: 1...3600) ?? 10
         maxConnections = try integer("max-connections", in: 1...10_000_000) ?? 20_000
         maxRecords = try integer("max-records", in: 1...10_000_000) ?? 50_000
+        maxRecordBytes = 256 << 20
+        if let text = options.string("max-record-bytes") {
+            guard let value = Self.byteCount(text), value >= 64 << 10 else {
+                throw UsageError("\(options.origin(spec["max-record-bytes"]!)): '\(text)' is not a size of at least 64K (for example 268435456, 256M or 1G)")
+            }
+            maxRecordBytes = value
+        }
         tokenBytes = try integer("token-bytes", in: 8...255) ?? 32
         endpoint = EndpointOptions()
         endpoint.invalidPayload = try choice("invalid-payload", EndpointOptions.InvalidPayloadPolicy.self, allowed: ["reject", "accept"])

@@ -91,6 +91,44 @@ struct RecordStoreTests {
         #expect(store.newestFirst(limit: 10) { $0.token == "t4" }.map(\.sequence) == [4])
     }
 
+    /// The byte budget evicts the oldest records however many there are; the count
+    /// budget still holds; the accounting follows evictions, deletes and wrap-around.
+    @Test func byteBudgetEvictsTheOldest() {
+        func sized(_ n: Int, _ payload: Int = 1000) -> NotificationRecord {
+            var r = record(n < 0 ? "big" : "t" + String(1000 + n).dropFirst())  // t001, t002… same length
+            r.payload = [UInt8](repeating: 0x61, count: payload)
+            return r
+        }
+        let each = sized(0).approximateBytes
+        var store = RecordStore(capacity: 100, byteBudget: each * 3)
+        for i in 1...10 { store.append(sized(i)) }
+        #expect(store.count == 3)
+        #expect(store.bytes == each * 3)
+        #expect(store.evicted == 7)
+        #expect(store.newestFirst(limit: 10).map(\.token) == ["t010", "t009", "t008"])
+        // One big record pushes out as many as it needs, and is kept even if alone over budget.
+        let (_, out) = store.append(sized(-1, 10 * each))
+        #expect(out?.token == "t010", "the last one evicted comes back to be released outside the lock")
+        #expect(store.newestFirst(limit: 10).map(\.token) == ["big"])
+        for i in 11...14 { store.append(sized(i)) }
+        #expect(store.newestFirst(limit: 10).map(\.token) == ["t014", "t013", "t012"])
+        #expect(store.removeAll { $0.token == "t013" } == 1)
+        #expect(store.bytes == each * 2)
+        #expect(store.update(sequence: 15) { $0.status = 200 })
+        #expect(store.record(sequence: 15)?.status == 200)
+    }
+
+    @Test func countAndByteBudgetsTogetherAcrossWrapAround() {
+        var store = RecordStore(capacity: 4, byteBudget: Int.max)
+        for i in 1...50 {
+            store.append(record("t\(i)"))
+            #expect(store.count == min(i, 4))
+            #expect(store.record(sequence: UInt64(i))?.token == "t\(i)")
+        }
+        #expect(store.newestFirst(limit: 10).map(\.token) == ["t50", "t49", "t48", "t47"])
+        #expect(store.record(sequence: 46) == nil)
+    }
+
     @Test func updateFindsRecordsAfterDeletes() {
         var store = RecordStore(capacity: 10)
         for i in 1...6 { store.append(record("t\(i)")) }

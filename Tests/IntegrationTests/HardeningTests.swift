@@ -321,3 +321,44 @@ struct SlowDeviceTests {
         #expect(record["outcome"]?.stringValue == "stored", "what it did not ack is stored again")
     }
 }
+
+@Suite("Journal bounds")
+struct JournalBoundTests {
+    static func pushLarge(_ emulator: EmulatorProcess, count: Int) throws -> String {
+        let token = try emulator.createDevice().token
+        let connection = try emulator.connect()
+        let filler = String(repeating: "x", count: 3900)
+        let request = try emulator.push(token, payload: #"{"aps":{"alert":"big"},"f":"\#(filler)"}"#).request
+        var sent = 0
+        while sent < count {
+            let batch = min(500, count - sent)
+            let answers = try connection.send(Array(repeating: request, count: batch), timeoutMilliseconds: 60_000)
+            #expect(answers.allSatisfy { APNsResult($0).status == 200 })
+            sent += batch
+        }
+        return token
+    }
+
+    @Test func theJournalKeepsToItsByteBudget() throws {
+        let emulator = try EmulatorProcess(["--max-record-bytes", "256K"])
+        _ = try Self.pushLarge(emulator, count: 200)
+        let info = try emulator.admin("GET", "/api/v1/info").json
+        let kept = try #require(info["counts"]?["notifications"]?.intValue ?? info["notifications"]?.intValue)
+        #expect(kept > 20 && kept < 80, "\(kept) records of ~4.5 KB kept in 256 KiB")
+        let listed = try emulator.notifications(limit: 1000)
+        #expect(listed.count == Int(kept))
+        #expect(listed.first?["payloadSize"]?.intValue ?? 0 > 3900, "the newest are the ones kept")
+    }
+
+    /// A list asking for the whole journal is cut at a byte budget and says so.
+    @Test func aListResponseIsBoundedInBytes() throws {
+        let emulator = try EmulatorProcess(["--max-records", "20000"])
+        _ = try Self.pushLarge(emulator, count: 4000)
+        let reply = try emulator.admin("GET", "/api/v1/notifications?limit=20000")
+        #expect(reply.status == 200)
+        #expect(reply.json["truncated"] == true)
+        let listed = reply.json["notifications"]?.arrayValue?.count ?? 0
+        #expect(listed > 1000 && listed < 4000, "\(listed) records in one response")
+        #expect(reply.raw.utf8.count < 40 << 20)
+    }
+}
