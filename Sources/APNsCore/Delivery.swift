@@ -228,8 +228,11 @@ extension World {
         }
     }
 
+    /// The `notification` frame. The payload goes in as the provider's bytes (validated as a
+    /// JSON object on acceptance), so nothing is parsed under the state lock and the device
+    /// receives exactly what was sent.
     static func notificationMessage(id: UInt64, _ n: PendingNotification, _ verdict: DeliveryVerdict) -> JSONValue {
-        let payload = (try? JSONValue.parse(n.payload)) ?? .string(String(decoding: n.payload, as: UTF8.self))
+        let payload = JSONValue.raw(n.payload)
         return .object(JSONObject([
             ("type", "notification"), ("id", .int(Int64(id))), ("apnsId", .string(n.apnsID)),
             ("bundleId", .string(n.bundleID)), ("token", .string(n.token)), ("topic", .string(n.topic)),

@@ -10,6 +10,11 @@ public enum JSONValue: Sendable, Equatable {
     case string(String)
     case array([JSONValue])
     case object(JSONObject)
+    /// JSON text that is written exactly as it is: a payload already checked by
+    /// `JSONValidator`, spliced into device frames and records without being parsed and
+    /// written again (which would change numbers like `1e99999` or `12345678901234567890`
+    /// and choke on escapes like a lone `\ud800`). Never produced by `parse`.
+    case raw([UInt8])
 
     public subscript(key: String) -> JSONValue? {
         if case .object(let object) = self { return object[key] }
@@ -307,6 +312,10 @@ extension JSONValue {
                 out.append(contentsOf: "null".utf8)
             }
         case .string(let s): JSONValue.writeString(s, into: &out)
+        case .raw(let bytes):
+            // Valid JSON has line breaks only as whitespace between tokens: written as
+            // spaces, so the text also fits in one line of the device protocol.
+            for byte in bytes { out.append(byte == 0x0A || byte == 0x0D ? 0x20 : byte) }
         case .array(let items):
             out.append(UInt8(ascii: "["))
             for (i, item) in items.enumerated() {

@@ -1,11 +1,17 @@
 /// A strict, allocation-free JSON syntax check (RFC 8259), run on every payload. Foundation's
-/// parser builds a whole object graph, which is far too slow for the request path; the graph
-/// is only built later, for inspection and device delivery.
+/// parser builds a whole object graph, which is far too slow for the request path. Payloads
+/// that pass travel on as their bytes (`JSONValue.raw`): devices and records get exactly what
+/// the provider sent.
 public enum JSONValidator {
     public enum Verdict: Equatable, Sendable {
         case object
         case notAnObject
         case invalid(offset: Int)
+
+        public var isValid: Bool {
+            if case .invalid = self { return false }
+            return true
+        }
     }
 
     public static func check(_ bytes: [UInt8]) -> Verdict {

@@ -178,7 +178,7 @@ public enum OptionParser {
             case .double(let d): return String(d)
             case .bool(let b): return b ? "true" : "false"
             case .object: return value.serialized()
-            case .null, .array:
+            case .null, .array, .raw:
                 throw UsageError("\"\(spec.configKey)\" in \(path) must be a string, number or boolean")
             }
         }

@@ -70,7 +70,9 @@ enum AdminJSON {
     /// The payload as JSON when it parses; otherwise as text, so a broken payload can still
     /// be read (`payloadIsJSON` tells the two apart).
     static func payload(_ bytes: [UInt8], size: Int) -> (value: JSONValue, isJSON: Bool) {
-        if bytes.count == size, let value = try? JSONValue.parse(bytes) { return (value, true) }
+        // Valid JSON is shown as sent (not parsed and rewritten), so big numbers and odd
+        // escapes look exactly as the provider wrote them.
+        if bytes.count == size, !bytes.isEmpty, JSONValidator.check(bytes).isValid { return (.raw(bytes), true) }
         return (.string(String(decoding: bytes, as: UTF8.self)), false)
     }
 

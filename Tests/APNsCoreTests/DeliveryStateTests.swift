@@ -99,7 +99,7 @@ struct DeliveryStateTests {
         let frames = try f.connect()
         let delivered = f.notifications(in: frames)
         #expect(delivered.count == 1)
-        #expect(delivered.first?["payload"]?["aps"]?["alert"] == "two")
+        #expect(delivered.first?["payload"] == .raw(Array(#"{"aps":{"alert":"two"}}"#.utf8)), "the provider's bytes")
         #expect(delivered.first?["stored"] == true)
         try f.ack(frames)
         #expect(f.record(second)?.outcome == .delivered)

@@ -362,3 +362,46 @@ struct JournalBoundTests {
         #expect(reply.raw.utf8.count < 40 << 20)
     }
 }
+
+/// Payloads reach the device (and the journal) as the bytes the provider sent.
+@Suite("Payload fidelity")
+struct PayloadFidelityTests {
+    @Test(arguments: [
+        #"{"aps":{"alert":"lone \ud800 surrogate"}}"#,
+        #"{"aps":{"alert":"big"},"n":1e99999,"id":12345678901234567890123,"f":0.1000000000000000055511151231257827}"#,
+        "{\n  \"aps\" : {\"alert\":\"pretty\"},\r\n  \"k\":[1, 2.50, -0.0]\n}",
+    ])
+    func theDeviceReceivesTheBytesAsSent(payload: String) throws {
+        let emulator = try EmulatorProcess()
+        let fd = try Socket.connect(to: try emulator.address("device"))
+        defer { close(fd) }
+        Socket.setTimeouts(fd, milliseconds: 10_000)
+        SlowDeviceTests.hello(fd, deviceID: "exact-phone")
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        /// The raw text of the next line whose type is `type`.
+        func nextLine(_ type: String) -> String? {
+            while true {
+                while let newline = pending.firstIndex(of: 0x0A) {
+                    let line = String(decoding: pending[..<newline], as: UTF8.self)
+                    pending.removeFirst(newline + 1)
+                    if line.contains("\"type\":\"\(type)\"") { return line }
+                }
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n <= 0 { return nil }
+                pending += buffer[0..<n]
+            }
+        }
+        let registered = try #require(nextLine("registered"))
+        let token = try #require(try JSONValue.parse(registered)["token"]?.stringValue)
+        let answer = try emulator.connect().send(try emulator.push(token, payload: payload).request)
+        #expect(APNsResult(answer).status == 200)
+        let line = try #require(nextLine("notification"))
+        // Line breaks between tokens become spaces (the protocol is one JSON object per line);
+        // every other byte is the provider's.
+        let expected = payload.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ")
+        #expect(line.contains("\"payload\":" + expected), "\(line)")
+        let record = try emulator.admin("GET", "/api/v1/notifications?token=\(token)").raw
+        #expect(record.contains("\"payload\":" + expected), "the journal shows it as sent too")
+    }
+}
