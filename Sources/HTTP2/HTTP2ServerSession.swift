@@ -441,10 +441,6 @@ private func serverOnDataChunk(_ session: OpaquePointer?, _ flags: UInt8, _ stre
     if room > 0, let data, length > 0 {
         server.slots[index].body.append(contentsOf: UnsafeBufferPointer(start: data, count: min(room, length)))
     }
-    if server.slots[index].bodyLength > server.earlyAnswerBodyLength {
-        server.slots[index].answeredEarly = true
-        server.deliverRequest(index, complete: false)
-    }
     return 0
 }
 
@@ -463,6 +459,12 @@ private func serverOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer
             }
         } else if hd.flags & FrameFlag.endStream != 0, !server.slots[index].handedOver {
             server.deliverRequest(index)
+        } else if hd.type == FrameType.data, !server.slots[index].handedOver,
+                  server.slots[index].bodyLength > server.earlyAnswerBodyLength {
+            // More is coming and the body is already too long: answer now (checked at frame
+            // ends, so a body that ends in this frame is judged whole).
+            server.slots[index].answeredEarly = true
+            server.deliverRequest(index, complete: false)
         }
     case FrameType.settings:
         if hd.flags & FrameFlag.ack != 0 {
