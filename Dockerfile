@@ -16,11 +16,11 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 # Build stage: the official Swift image (Debian bookworm).
 FROM ${SWIFT_IMAGE} AS build
 
-# The C libraries the package wraps (nghttp2, OpenSSL) and pkg-config to find them. They are
+# The C libraries the package wraps (nghttp2, OpenSSL, SQLite) and pkg-config to find them. They are
 # installed only when missing, so a builder image that already has them needs no network.
 RUN set -eu; \
     missing=""; \
-    for pkg in libnghttp2-dev libssl-dev pkg-config; do \
+    for pkg in libnghttp2-dev libssl-dev libsqlite3-dev pkg-config; do \
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' \
             || missing="$missing $pkg"; \
     done; \
@@ -38,7 +38,7 @@ COPY Sources ./Sources
 COPY Tests ./Tests
 
 # Swift's runtime and Foundation are linked in; the binary then needs only glibc, libstdc++,
-# libnghttp2 and libssl/libcrypto at run time. Symbols are stripped (about a third of the size).
+# libnghttp2, libssl/libcrypto and libsqlite3 at run time. Symbols are stripped (about a third of the size).
 RUN set -eu; \
     swift build -c release --static-swift-stdlib --product apns-emulator; \
     bin="$(swift build -c release --static-swift-stdlib --show-bin-path)"; \
@@ -53,7 +53,7 @@ FROM ${RUNTIME_IMAGE}
 # libcap2-bin is for setcap below. Installed only when missing, as above.
 RUN set -eu; \
     missing=""; \
-    for pkg in libnghttp2-14 libssl3 ca-certificates libcap2-bin; do \
+    for pkg in libnghttp2-14 libssl3 libsqlite3-0 ca-certificates libcap2-bin; do \
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' \
             || missing="$missing $pkg"; \
     done; \

@@ -6,6 +6,9 @@ import PackageDescription
 //   HTTP2          thin nghttp2 wrapper (server + client sessions), knows nothing of APNs
 //   OpenSSLCrypto  thin OpenSSL wrapper: ES256, keys, TLS contexts/connections, test certs
 //   Networking     epoll event loops, sockets, timers (Glibc)
+//   SQLite         thin SQLite wrapper (the only unsafe code for it)
+//   StatePersistence  group-commit writer thread between the state lock and a StateStore
+//   SQLiteStateStore  the --state-dir backend (schema, rows) on SQLite
 //   EmulatorServer wiring: provider endpoint, admin API, devices
 //   ProviderClient blocking HTTP/2 client + APNs helpers (send command, tests, benchmarks)
 //   DeviceClient   the device side of docs/device-protocol.md (device command, tests)
@@ -28,12 +31,16 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl",
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CLinux"),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "APNsCore", swiftSettings: swiftSettings),
         .target(name: "HTTP2", dependencies: ["CNghttp2"], swiftSettings: swiftSettings),
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
         .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto"], swiftSettings: swiftSettings),
+        .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
+        .target(name: "StatePersistence", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
+        .target(name: "SQLiteStateStore", dependencies: ["APNsCore", "SQLite"], swiftSettings: swiftSettings),
         .target(name: "EmulatorServer",
-                dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking"],
+                dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore"],
                 swiftSettings: swiftSettings),
         .target(name: "ProviderClient",
                 dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking"],
@@ -44,6 +51,7 @@ let package = Package(
                           swiftSettings: swiftSettings),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
+        .testTarget(name: "StatePersistenceTests", dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "APNsCore"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
         .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "APNsCore"]),
         .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto"]),

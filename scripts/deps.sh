@@ -3,7 +3,7 @@
 # Usage: scripts/deps.sh [build|test|bench|compat]
 set -euo pipefail
 
-want=(libnghttp2-dev libssl-dev pkg-config)
+want=(libnghttp2-dev libssl-dev libsqlite3-dev pkg-config)
 case "${1:-build}" in
   test)  want+=(nghttp2-client curl openssl chromium chromium-driver python3-selenium) ;;
   bench) want+=(nghttp2-client nghttp2-server curl openssl) ;;

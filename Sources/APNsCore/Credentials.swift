@@ -17,10 +17,17 @@ public final class ProviderKey: Sendable {
     public let verifier: any SignatureVerifier
     /// Where the key came from (a path, "config", "api"), for display.
     public let source: String
+    /// The PEM the key was loaded from, kept so `--state-dir` can load it again.
+    public let pem: String?
+    /// Added through the admin API (configured keys are read from their files at each start).
+    public let addedAtRunTime: Bool
 
     public init(teamID: String, keyID: String, environment: APNsEnvironment? = nil, topics: Set<String>? = nil,
-                relatedKeyID: String? = nil, verifier: any SignatureVerifier, source: String = "")
+                relatedKeyID: String? = nil, verifier: any SignatureVerifier, source: String = "", pem: String? = nil,
+                addedAtRunTime: Bool = false)
     {
+        self.pem = pem
+        self.addedAtRunTime = addedAtRunTime
         self.teamID = teamID
         self.keyID = keyID
         self.environment = environment
@@ -50,6 +57,10 @@ public struct Credentials: Sendable {
     public private(set) var apps: [String: AppOwnership] = [:]
     /// Bumped on every change, so connections can tell when a cached verdict is stale.
     public private(set) var generation: UInt64 = 1
+    /// With persistence on: key ids and bundle ids changed since `takeChangedIDs`.
+    public var tracksChanges = false
+    private var changedKeys: Set<String> = []
+    private var changedApps: Set<String> = []
 
     public struct AppOwnership: Sendable, Equatable {
         public var teamID: String
@@ -58,14 +69,25 @@ public struct Credentials: Sendable {
 
     public init() {}
 
+    public mutating func takeChangedIDs() -> (keys: Set<String>, apps: Set<String>) {
+        guard !changedKeys.isEmpty || !changedApps.isEmpty else { return ([], []) }
+        defer {
+            changedKeys = []
+            changedApps = []
+        }
+        return (changedKeys, changedApps)
+    }
+
     public mutating func add(_ key: ProviderKey) {
         generation += 1
         keys[key.keyID] = key
+        if tracksChanges { changedKeys.insert(key.keyID) }
     }
 
     @discardableResult
     public mutating func removeKey(id: String) -> ProviderKey? {
         generation += 1
+        if tracksChanges { changedKeys.insert(id) }
         return keys.removeValue(forKey: id)
     }
 
@@ -73,12 +95,14 @@ public struct Credentials: Sendable {
         generation += 1
         if apps[bundleID]?.teamID != teamID {
             apps[bundleID] = AppOwnership(teamID: teamID, addedAtGeneration: generation)
+            if tracksChanges { changedApps.insert(bundleID) }
         }
     }
 
     @discardableResult
     public mutating func removeApp(bundleID: String) -> AppOwnership? {
         generation += 1
+        if tracksChanges { changedApps.insert(bundleID) }
         return apps.removeValue(forKey: bundleID)
     }
 

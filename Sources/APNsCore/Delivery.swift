@@ -58,6 +58,25 @@ public struct PendingNotification: Sendable {
     public var payload: [UInt8]
     public var content: PushContent
     public var wasStored = false
+
+    public init(sequence: UInt64, apnsID: String, token: String, topic: String, deviceID: String, bundleID: String,
+                pushType: PushType, priority: Int, collapseID: String?, storeUntilMs: Int64?, payload: [UInt8],
+                content: PushContent, wasStored: Bool = false)
+    {
+        self.sequence = sequence
+        self.apnsID = apnsID
+        self.token = token
+        self.topic = topic
+        self.deviceID = deviceID
+        self.bundleID = bundleID
+        self.pushType = pushType
+        self.priority = priority
+        self.collapseID = collapseID
+        self.storeUntilMs = storeUntilMs
+        self.payload = payload
+        self.content = content
+        self.wasStored = wasStored
+    }
 }
 
 struct AppKey: Hashable, Sendable {
@@ -89,8 +108,35 @@ public struct DeliveryState: Sendable {
     var collapsed: [AppKey: [String: UInt64]] = [:]
     var recentPushes: [String: (windowStartMs: Int64, count: Int)] = [:]
     var nextDeliveryID: UInt64 = 1
+    /// With persistence on: notifications entering or leaving a waiting slot, in order.
+    /// Budgets, collapse state and flood windows are not kept (they refill or start afresh).
+    public var tracksChanges = false
+    private var waitingChanges: [StateChange] = []
 
     public init() {}
+
+    mutating func noteWaiting(_ slot: WaitingSlot, _ notification: PendingNotification) {
+        if tracksChanges { waitingChanges.append(.notificationWaiting(WaitingNotification(slot: slot, notification: notification))) }
+    }
+
+    mutating func noteDone(_ sequence: UInt64) {
+        if tracksChanges { waitingChanges.append(.notificationDone(sequence: sequence)) }
+    }
+
+    public mutating func takeWaitingChanges() -> [StateChange] {
+        guard !waitingChanges.isEmpty else { return [] }
+        defer { waitingChanges = [] }
+        return waitingChanges
+    }
+
+    /// Every waiting notification with its slot, oldest first (a reset's snapshot).
+    public var waiting: [WaitingNotification] {
+        var all = stored.values.map { WaitingNotification(slot: .stored, notification: $0) }
+        all += deferred.values.map { WaitingNotification(slot: .deferred($0.reason), notification: $0.notification) }
+        all += batched.map { WaitingNotification(slot: .batched(releaseAtMs: $0.releaseAtMs), notification: $0.notification) }
+        all += inflight.values.map { WaitingNotification(slot: .inFlight, notification: $0.notification) }
+        return all.sorted { $0.notification.sequence < $1.notification.sequence }
+    }
 
     /// Notifications accepted and not yet settled, for accounting.
     public var pendingCount: Int { stored.count + deferred.count + batched.count + inflight.count }
@@ -108,6 +154,7 @@ extension World {
         }
         if notification.priority < 10, deliveryOptions.lowPriorityDelayMs > 0 {
             delivery.batched.append((nowMs + deliveryOptions.lowPriorityDelayMs, notification))
+            delivery.noteWaiting(.batched(releaseAtMs: nowMs + deliveryOptions.lowPriorityDelayMs), notification)
             setOutcome(notification.sequence, .pending,
                        "accepted; priority \(notification.priority) is batched for power and delivered within \(deliveryOptions.lowPriorityDelayMs) ms")
             return []
@@ -126,9 +173,11 @@ extension World {
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
         if let older = delivery.stored[key], older.sequence != notification.sequence {
             setOutcome(older.sequence, .coalesced, "replaced in the store by a newer notification (APNs keeps one per app)")
+            delivery.noteDone(older.sequence)
         }
         notification.wasStored = true
         delivery.stored[key] = notification
+        delivery.noteWaiting(.stored, notification)
         setOutcome(notification.sequence, .stored, "stored: \(why); kept until \(RFC3339.format(milliseconds: until))")
         records.update(sequence: notification.sequence) { $0.wasStored = true }
     }
@@ -152,8 +201,10 @@ extension World {
             if let older = delivery.deferred[key], older.notification.sequence != notification.sequence {
                 setOutcome(older.notification.sequence, .throttled,
                            "a newer background push replaced it while it was held; the system keeps only the newest")
+                delivery.noteDone(older.notification.sequence)
             }
             delivery.deferred[key] = (notification, reason)
+            delivery.noteWaiting(.deferred(reason), notification)
             if wantsWake { delivery.budgets[key] = budget }
             setOutcome(notification.sequence, .deferred, "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour))
             return []
@@ -185,6 +236,7 @@ extension World {
             delivery.nextDeliveryID += 1
             delivery.inflight[id] = InFlight(connectionID: connectionID, notification: notification, verdict: verdict, sentAtMs: nowMs)
             delivery.inflightPerDevice[device.id] = waiting + 1
+            delivery.noteWaiting(.inFlight, notification)
             setOutcome(notification.sequence, .pending, "sent to the device; waiting for its ack")
             return [DeviceFrame(deviceID: device.id, connectionID: connectionID,
                                 message: Self.notificationMessage(id: id, notification, verdict))]
@@ -361,6 +413,7 @@ extension World {
         for (id, flight) in lost.sorted(by: { $0.key < $1.key }) {
             delivery.inflight.removeValue(forKey: id)
             releaseWindowSlot(deviceID)
+            delivery.noteDone(flight.notification.sequence)
             store(flight.notification, nowMs: nowMs, why: "the device disconnected before acknowledging it")
         }
     }
@@ -383,6 +436,7 @@ extension World {
         }
         delivery.inflight.removeValue(forKey: deliveryID)
         releaseWindowSlot(deviceID)
+        delivery.noteDone(flight.notification.sequence)
         settle(flight.notification, verdict: flight.verdict, nowMs: nowMs)
         guard delivery.windowFull.contains(deviceID),
             delivery.inflightPerDevice[deviceID, default: 0] <= deliveryOptions.deviceWindow / 2
@@ -419,6 +473,7 @@ extension World {
         for bundleID in device.apps.keys.sorted() {
             let key = AppKey(deviceID: deviceID, bundleID: bundleID)
             if let stored = delivery.stored.removeValue(forKey: key) {
+                delivery.noteDone(stored.sequence)
                 if let until = stored.storeUntilMs, until > nowMs {
                     frames.append(contentsOf: deliverNow(stored, nowMs: nowMs))
                 } else {
@@ -433,6 +488,7 @@ extension World {
     /// Tries a held background push again (the rules decide whether it may run now).
     mutating func releaseDeferred(_ key: AppKey, nowMs: Int64) -> [DeviceFrame] {
         guard let held = delivery.deferred.removeValue(forKey: key) else { return [] }
+        delivery.noteDone(held.notification.sequence)
         return deliverNow(held.notification, nowMs: nowMs)
     }
 
@@ -490,9 +546,11 @@ extension World {
     mutating func dropWaiting(_ key: AppKey, why: String) {
         if let stored = delivery.stored.removeValue(forKey: key) {
             setOutcome(stored.sequence, .droppedBySystem, "discarded: \(why)")
+            delivery.noteDone(stored.sequence)
         }
         if let held = delivery.deferred.removeValue(forKey: key) {
             setOutcome(held.notification.sequence, .droppedBySystem, "discarded: \(why)")
+            delivery.noteDone(held.notification.sequence)
         }
         delivery.collapsed.removeValue(forKey: key)
     }
@@ -563,12 +621,14 @@ extension World {
         var frames = delivery.inflight.isEmpty ? [] : disconnectStuckDevices(nowMs: nowMs)
         for (key, stored) in delivery.stored where (stored.storeUntilMs ?? 0) <= nowMs {
             delivery.stored.removeValue(forKey: key)
+            delivery.noteDone(stored.sequence)
             setOutcome(stored.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline")
         }
         if !delivery.batched.isEmpty {
             let due = delivery.batched.filter { $0.releaseAtMs <= nowMs }
             delivery.batched.removeAll { $0.releaseAtMs <= nowMs }
             for item in due {
+                delivery.noteDone(item.notification.sequence)
                 if registry.devices[item.notification.deviceID]?.isOnline == true {
                     frames.append(contentsOf: deliverNow(item.notification, nowMs: nowMs))
                 } else {

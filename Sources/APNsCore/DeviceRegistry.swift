@@ -22,6 +22,19 @@ public struct TokenEntry: Sendable, Equatable {
     /// answering 410 even before the delay is over (nil: time only).
     public var pushesUntilUnregistered: Int?
 
+    public init(token: String, deviceID: String, bundleID: String, environment: APNsEnvironment, kind: TokenKind,
+                state: TokenState, issuedAtMs: Int64, pushesUntilUnregistered: Int? = nil)
+    {
+        self.token = token
+        self.deviceID = deviceID
+        self.bundleID = bundleID
+        self.environment = environment
+        self.kind = kind
+        self.state = state
+        self.issuedAtMs = issuedAtMs
+        self.pushesUntilUnregistered = pushesUntilUnregistered
+    }
+
     public var topic: String { kind.topic(forBundle: bundleID) }
 }
 
@@ -35,6 +48,16 @@ public struct InstalledApp: Sendable, Equatable {
     public var installedAtMs: Int64
     /// Permission, run state and background mode: what the delivery rules read.
     public var settings = AppSettings()
+
+    public init(bundleID: String, environment: APNsEnvironment, tokens: [TokenKind: String], installedAtMs: Int64,
+                settings: AppSettings = AppSettings())
+    {
+        self.bundleID = bundleID
+        self.environment = environment
+        self.tokens = tokens
+        self.installedAtMs = installedAtMs
+        self.settings = settings
+    }
 }
 
 public struct Device: Sendable, Equatable {
@@ -49,6 +72,18 @@ public struct Device: Sendable, Equatable {
     public var lowPowerMode = false
     /// Set by the admin API to take a virtual device offline.
     public var forcedOffline = false
+
+    public init(id: String, isVirtual: Bool, apps: [String: InstalledApp], createdAtMs: Int64, connectionID: UInt64? = nil,
+                lowPowerMode: Bool = false, forcedOffline: Bool = false)
+    {
+        self.id = id
+        self.isVirtual = isVirtual
+        self.apps = apps
+        self.createdAtMs = createdAtMs
+        self.connectionID = connectionID
+        self.lowPowerMode = lowPowerMode
+        self.forcedOffline = forcedOffline
+    }
 
     /// Whether notifications can reach the device now.
     public var isOnline: Bool { !forcedOffline && (isVirtual || connectionID != nil) }
@@ -84,6 +119,10 @@ public struct DeviceRegistry: Sendable {
     /// Token length in bytes. Apple says not to assume one; 32 is what devices use today.
     public var tokenByteCount: Int
     private var random: FastRandom
+    /// With persistence on: the devices and tokens changed since `takeChangedIDs`.
+    public var tracksChanges = false
+    private var changedDevices: Set<String> = []
+    private var changedTokens: Set<String> = []
 
     public init(tokenByteCount: Int = 32, seed: UInt64? = nil) {
         self.tokenByteCount = tokenByteCount
@@ -91,6 +130,43 @@ public struct DeviceRegistry: Sendable {
     }
 
     public func token(_ hex: String) -> TokenEntry? { tokens[hex] }
+
+    /// The ids of devices and tokens changed since the last call (persistence).
+    public mutating func takeChangedIDs() -> (devices: Set<String>, tokens: Set<String>) {
+        guard !changedDevices.isEmpty || !changedTokens.isEmpty else { return ([], []) }
+        defer {
+            changedDevices = []
+            changedTokens = []
+        }
+        return (changedDevices, changedTokens)
+    }
+
+    private mutating func noteDevice(_ id: String) { if tracksChanges { changedDevices.insert(id) } }
+    private mutating func noteToken(_ token: String) { if tracksChanges { changedTokens.insert(token) } }
+
+    /// Puts persisted devices and tokens back (start-up with `--state-dir`). Devices come back
+    /// without a connection; a persisted device or token replaces one with the same id.
+    public mutating func restore(devices restored: [Device], tokens restoredTokens: [TokenEntry]) {
+        for var device in restored {
+            device.connectionID = nil
+            devices[device.id] = device
+        }
+        for entry in restoredTokens { tokens[entry.token] = entry }
+    }
+
+    /// Copies a device and its current tokens from another registry (a configured device
+    /// missing from the persisted state). Its pinned tokens become active again, as after a reset.
+    public mutating func adopt(device: Device, from other: DeviceRegistry) {
+        devices[device.id] = device
+        noteDevice(device.id)
+        for app in device.apps.values {
+            for token in app.tokens.values {
+                guard let entry = other.tokens[token] else { continue }
+                tokens[token] = entry
+                noteToken(token)
+            }
+        }
+    }
 
     /// Keeps drawing tokens where `other` left off. A reset restores the registry, but tokens
     /// issued before it must never be handed out again (APNs never reuses a token).
@@ -129,6 +205,7 @@ public struct DeviceRegistry: Sendable {
         guard devices[deviceID] == nil else { throw .deviceExists(deviceID) }
         let device = Device(id: deviceID, isVirtual: isVirtual, apps: [:], createdAtMs: nowMs, connectionID: nil)
         devices[deviceID] = device
+        noteDevice(deviceID)
         return device
     }
 
@@ -169,6 +246,8 @@ public struct DeviceRegistry: Sendable {
         app.tokens[kind] = token
         device.apps[bundleID] = app
         devices[deviceID] = device
+        noteToken(token)
+        noteDevice(deviceID)
         return entry
     }
 
@@ -188,6 +267,7 @@ public struct DeviceRegistry: Sendable {
     public mutating func updateDevice(_ id: String, _ change: (inout Device) -> Void) throws(RegistryError) {
         guard devices[id] != nil else { throw .unknownDevice(id) }
         change(&devices[id]!)
+        noteDevice(id)
     }
 
     /// Deletes the app: its tokens become `Unregistered` as of `invalidAtMs` (APNs delays the
@@ -201,9 +281,13 @@ public struct DeviceRegistry: Sendable {
         }
         invalidateTokens(of: app, nowMs: invalidAtMs)
         if let afterPushes {
-            for token in app.tokens.values { tokens[token]?.pushesUntilUnregistered = afterPushes }
+            for token in app.tokens.values {
+                tokens[token]?.pushesUntilUnregistered = afterPushes
+                noteToken(token)
+            }
         }
         devices[deviceID] = device
+        noteDevice(deviceID)
     }
 
     /// Counts a push to a token whose 410 is delayed; returns the state to answer with now.
@@ -217,6 +301,7 @@ public struct DeviceRegistry: Sendable {
                 entry.pushesUntilUnregistered = left - 1
             }
             tokens[token] = entry
+            noteToken(token)
         }
         return entry.state
     }
@@ -225,11 +310,13 @@ public struct DeviceRegistry: Sendable {
     public mutating func setState(token: String, _ state: TokenState) -> Bool {
         guard tokens[token] != nil else { return false }
         tokens[token]!.state = state
+        noteToken(token)
         return true
     }
 
     public mutating func removeDevice(id: String, nowMs: Int64) throws(RegistryError) {
         guard let device = devices.removeValue(forKey: id) else { throw .unknownDevice(id) }
+        noteDevice(id)
         for app in device.apps.values { invalidateTokens(of: app, nowMs: nowMs) }
     }
 
@@ -238,7 +325,10 @@ public struct DeviceRegistry: Sendable {
     }
 
     private mutating func invalidate(token: String, nowMs: Int64) {
-        if tokens[token]?.state == .active { tokens[token]!.state = .unregistered(sinceMs: nowMs) }
+        if tokens[token]?.state == .active {
+            tokens[token]!.state = .unregistered(sinceMs: nowMs)
+            noteToken(token)
+        }
     }
 
     private mutating func mintToken() -> String {

@@ -11,6 +11,8 @@ public struct World: Sendable {
     public var deliveryOptions: DeliveryOptions
     public var faults = FaultRules()
     public var counters = Counters()
+    /// Changes collected for persistence (`--state-dir`); off otherwise.
+    public var stateTracking = StateTracking()
 
     public init(credentials: Credentials = Credentials(), registry: DeviceRegistry = DeviceRegistry(),
                 records: RecordStore = RecordStore(capacity: 50_000), deliveryOptions: DeliveryOptions = DeliveryOptions())
@@ -39,6 +41,9 @@ public final class EmulatorState: Sendable {
     /// Turned on while someone listens (event streams, long polls), so the request path pays
     /// nothing for change tracking otherwise.
     private let changeTracking = Atomic<Bool>(false)
+    /// Where persistent changes go, in order, drained under the lock (`--state-dir`). Set
+    /// once at start-up, before any request; nil keeps everything in memory only.
+    nonisolated(unsafe) public var persistence: (any StateChangeSink)?
 
     public func setChangeTracking(_ on: Bool) { changeTracking.store(on, ordering: .relaxed) }
 
@@ -54,19 +59,30 @@ public final class EmulatorState: Sendable {
     /// Runs `body` with exclusive access to the world. Keep it short.
     public func withWorld<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T) throws(E) -> T {
         let tracking = onRecordChanges != nil && changeTracking.load(ordering: .relaxed)
+        let persistence = self.persistence
         var changes: [UInt64] = []
+        var wake = false
         let result = try world.withLock { (world: inout World) throws(E) -> T in
             let before = world.credentials.generation
-            world.records.trackChanges = tracking
+            world.records.trackChanges = tracking || persistence != nil
             defer {
                 if world.credentials.generation != before {
                     credentialsGeneration.store(world.credentials.generation, ordering: .releasing)
                 }
                 faultsActive.store(!world.faults.isEmpty, ordering: .relaxed)
-                if tracking { changes = world.records.takeChanges() }
+                if tracking || persistence != nil {
+                    let changed = world.records.takeChanges()
+                    if tracking { changes = changed }
+                    if let persistence {
+                        // Under the lock, so the sink sees changes in the order they happened.
+                        let rows = world.takeStateChanges(recordSequences: changed)
+                        if !rows.isEmpty { wake = persistence.enqueue(rows) }
+                    }
+                }
             }
             return try body(&world)
         }
+        if wake { persistence?.wake() }
         if !changes.isEmpty { onRecordChanges?(changes, false) }
         return result
     }
@@ -82,6 +98,11 @@ public final class EmulatorState: Sendable {
             world.registry.continueRandomness(from: registry)
             world.credentials.advanceGeneration(beyond: generation)
             world.records.continueSequence(from: nextSequence)
+            if persistence != nil {
+                // The store goes back to the start state in the same transaction-sized step.
+                world.startTrackingChanges()
+                world.stateTracking.resetTo = world.persistedState
+            }
         }
         onRecordChanges?([], true)
     }

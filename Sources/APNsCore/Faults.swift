@@ -29,6 +29,13 @@ public struct FaultRule: Sendable {
         random = seed.map(FastRandom.init(seed:)) ?? FastRandom()
     }
 
+    /// Puts back the counters of a persisted rule (`--state-dir`). A seeded rule's draws
+    /// start again from its seed.
+    public mutating func restoreCounts(matched: Int, fired: Int) {
+        self.matched = matched
+        self.fired = fired
+    }
+
     /// Counts a matching request and says whether the rule fires for it.
     mutating func consider() -> Bool {
         matched += 1
@@ -124,10 +131,29 @@ public struct FiredFault: Sendable, Equatable {
 
 public struct FaultRules: Sendable {
     public private(set) var rules: [FaultRule] = []
-    private var nextNumber = 1
+    /// The number in the id of the next rule added without one (`f1`, `f2`, …).
+    public private(set) var nextNumber = 1
     private var jitter = FastRandom(seed: 0x5EED)
+    /// With persistence on: the list or a counter changed since `takeChanged`.
+    public var tracksChanges = false
+    private var changed = false
 
     public init() {}
+
+    /// Rules as persisted (`--state-dir`).
+    public init(_ snapshot: FaultRulesSnapshot) {
+        rules = snapshot.rules
+        nextNumber = snapshot.nextNumber
+    }
+
+    public var snapshot: FaultRulesSnapshot { FaultRulesSnapshot(rules: rules, nextNumber: nextNumber) }
+
+    public mutating func takeChanged() -> Bool {
+        defer { changed = false }
+        return changed
+    }
+
+    private mutating func noteChange() { if tracksChanges { changed = true } }
 
     public var isEmpty: Bool { rules.isEmpty }
 
@@ -140,6 +166,7 @@ public struct FaultRules: Sendable {
             nextNumber += 1
         }
         if let index, index >= 0, index < rules.count { rules.insert(rule, at: index) } else { rules.append(rule) }
+        noteChange()
         return rule.id
     }
 
@@ -147,14 +174,19 @@ public struct FaultRules: Sendable {
     public mutating func remove(id: String) -> Bool {
         guard let index = rules.firstIndex(where: { $0.id == id }) else { return false }
         rules.remove(at: index)
+        noteChange()
         return true
     }
 
-    public mutating func removeAll() { rules.removeAll() }
+    public mutating func removeAll() {
+        rules.removeAll()
+        noteChange()
+    }
 
     /// The first rule that matches and fires, in order.
     public mutating func evaluate(_ facts: FaultFacts) -> FiredFault? {
         for index in rules.indices where rules[index].match.matches(facts) {
+            noteChange()  // the rule's counters moved
             if rules[index].consider() {
                 let action = rules[index].action
                 let spread = action.jitterMs > 0 ? Int(jitter.next() % UInt64(action.jitterMs + 1)) : 0

@@ -205,6 +205,20 @@ public struct RecordStore: Sendable {
         return sequence
     }
 
+    /// Puts a persisted record back with its own sequence number (start-up with
+    /// `--state-dir`; oldest first). The usual bounds apply, as for any append.
+    public mutating func restore(_ record: NotificationRecord) {
+        nextSequence = max(nextSequence, record.sequence)
+        var moved = record
+        append(moving: &moved)
+    }
+
+    /// The oldest record kept, nil when empty (persistence trims what fell off the end).
+    public var oldestSequence: UInt64? {
+        guard !ring.isEmpty else { return nil }
+        return ring.count < capacity ? ring[0].sequence : ring[head].sequence
+    }
+
     /// Records newest first, filtered, at most `limit`.
     public func newestFirst(limit: Int, where matches: (NotificationRecord) -> Bool = { _ in true }) -> [NotificationRecord] {
         var out: [NotificationRecord] = []

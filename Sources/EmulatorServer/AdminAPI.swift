@@ -39,7 +39,13 @@ final class AdminAPI: @unchecked Sendable {
         } catch {
             response = .error(500, "\(error)")
         }
-        if let response { http.respond(response) }
+        guard let response else { return }
+        // --state-dir: an answer to a change waits until the change is committed.
+        if request.method != "GET", let durability = emulator.durability, let ticket = durability.uncommittedTicket(everything: true) {
+            durability.afterCommit(ticket, on: http.connection.loop) { http.respond(response) }
+            return
+        }
+        http.respond(response)
     }
 
     // MARK: Routes
@@ -77,7 +83,7 @@ final class AdminAPI: @unchecked Sendable {
         }
         r.add("DELETE", "/api/v1/notifications", "delete records matching the filters") { [unowned self] req, _, _ in
             let query = try Self.query(req)
-            let deleted = state.withWorld { world in world.records.removeAll(where: query.matches) }
+            let deleted = state.withWorld { world in world.deleteRecords(where: query.matches) }
             return .json(200, ["deleted": .int(Int64(deleted))])
         }
         r.add("GET", "/api/v1/notifications/latest", "the newest record matching the filters") { [unowned self] req, _, _ in
@@ -609,7 +615,8 @@ final class AdminAPI: @unchecked Sendable {
         }
         let providerKey = ProviderKey(teamID: spec.teamID, keyID: spec.keyID, environment: spec.environment,
                                       topics: spec.topics.map(Set.init), relatedKeyID: spec.relatedKeyID,
-                                      verifier: ES256SignatureVerifier(key: key), source: body["pem"] != nil ? "api" : spec.path)
+                                      verifier: ES256SignatureVerifier(key: key), source: body["pem"] != nil ? "api" : spec.path,
+                                      pem: pem, addedAtRunTime: true)
         state.withWorld { $0.credentials.add(providerKey) }
         emulator.log("admin: key \(spec.teamID):\(spec.keyID) added")
         return .json(201, AdminJSON.key(providerKey))

@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import Networking
+import StatePersistence
 import Synchronization
 
 /// The device side of the emulator: a listener for simulated devices speaking
@@ -10,6 +11,8 @@ final class DeviceGateway: Sendable {
     let state: EmulatorState
     let clock: any EmulatorClock
     let log: @Sendable (String) -> Void
+    /// `--state-dir`: frames wait until the changes behind them are committed.
+    let durability: StateWriter?
     /// Live device connections by connection id.
     private let connections = Mutex<[UInt64: ConnectionRef]>([:])
 
@@ -18,9 +21,10 @@ final class DeviceGateway: Sendable {
         let loop: EventLoop
     }
 
-    init(state: EmulatorState, clock: any EmulatorClock, log: @escaping @Sendable (String) -> Void) {
+    init(state: EmulatorState, clock: any EmulatorClock, durability: StateWriter? = nil, log: @escaping @Sendable (String) -> Void) {
         self.state = state
         self.clock = clock
+        self.durability = durability
         self.log = log
     }
 
@@ -84,6 +88,16 @@ final class DeviceConnection: ConnectionHandler {
     /// The hello this connection made, replayed after a reset so the device stays attached.
     private var lastHello: DeviceHello?
     private var helloTimer: TimerID?
+    /// With `--state-dir`, what this connection is told waits, in order, until the changes
+    /// behind it are committed: a device never holds a token or a notification the state
+    /// directory would not have after a crash.
+    private enum Outgoing {
+        case message(JSONValue)
+        case close
+    }
+    private lazy var commitGate: CommitGate<Outgoing>? = gateway.durability.map { durability in
+        CommitGate(durability: durability, executor: connection.loop) { [weak self] items in items.forEach { self?.perform($0) } }
+    }
 
     init(connection: Connection, gateway: DeviceGateway) {
         self.connection = connection
@@ -142,15 +156,25 @@ final class DeviceConnection: ConnectionHandler {
         }
     }
 
-    func send(_ message: JSONValue) {
-        connection.write { out in
-            message.append(to: &out)
-            out.append(0x0A)
-        }
+    func send(_ message: JSONValue) { emit(.message(message)) }
+
+    func close(reason: String) { emit(.close) }
+
+    private func emit(_ item: Outgoing) {
+        if let gate = commitGate, gate.hold(item) { return }
+        perform(item)
     }
 
-    func close(reason: String) {
-        connection.closeAfterFlush()
+    private func perform(_ item: Outgoing) {
+        switch item {
+        case .message(let message):
+            connection.write { out in
+                message.append(to: &out)
+                out.append(0x0A)
+            }
+        case .close:
+            connection.closeAfterFlush()
+        }
     }
 
     /// After a reset the device is unknown again but its socket is still open: attach it
@@ -171,7 +195,7 @@ final class DeviceConnection: ConnectionHandler {
 
     private func fail(_ code: String, _ message: String, fatal: Bool = false) {
         send(["type": "error", "code": .string(code), "message": .string(message), "fatal": .bool(fatal)])
-        if fatal { connection.closeAfterFlush() }
+        if fatal { close(reason: message) }
     }
 
     // MARK: Messages

@@ -4,6 +4,7 @@ import Glibc
 import HTTP2
 public import Networking
 import OpenSSLCrypto
+import StatePersistence
 import Synchronization
 
 public struct StartupError: Error, CustomStringConvertible, Sendable {
@@ -55,6 +56,8 @@ public final class Emulator: @unchecked Sendable {
     let group: EventLoopGroup
     let providers: ProviderServer
     let devices: DeviceGateway
+    /// `--state-dir`: the writer that commits changes; nil keeps everything in memory.
+    let durability: StateWriter?
     private let ready = Atomic<Bool>(false)
     /// `--max-connections`, one budget per kind of connection.
     let providerBudget: ConnectionBudget
@@ -78,7 +81,27 @@ public final class Emulator: @unchecked Sendable {
                           deliveryOptions: configuration.delivery)
         demo = try Self.configureCredentials(configuration, into: &world, clock: clock)
         for rule in configuration.faultRules { world.faults.add(rule) }
-        state = EmulatorState(start: world)
+        var current = world
+        if let directory = configuration.stateDirectory {
+            let quiet = configuration.quiet
+            let (restored, writer) = try StateDirectory.open(directory, configured: world, journalLag: configuration.stateJournalLag,
+                                                             clock: clock) { message in
+                if !quiet { ProviderServer.logLine(message) }
+            }
+            current = restored
+            durability = writer
+            if let path = demo?.keyPath,
+                let token = current.registry.devices[Self.demoDeviceID]?.apps[Self.demoBundleID]?.tokens[.app]
+            {
+                demo = (path, token)
+            }
+        } else {
+            durability = nil
+        }
+        state = EmulatorState(start: current)
+        // A reset goes back to the configuration, not to what a state directory held.
+        state.setStartState(world)
+        state.persistence = durability
         endpoint = ProviderEndpoint(state: state, clock: clock, options: configuration.endpoint)
         do {
             group = try EventLoopGroup(count: configuration.threads)
@@ -93,8 +116,9 @@ public final class Emulator: @unchecked Sendable {
                                        requestTimeoutSeconds: configuration.requestTimeoutSeconds, quiet: configuration.quiet,
                                        loops: configuration.threads)
         self.providers = providers
-        devices = DeviceGateway(state: state, clock: clock) { providers.log($0) }
+        devices = DeviceGateway(state: state, clock: clock, durability: durability) { providers.log($0) }
         providers.devices = devices
+        providers.durability = durability
     }
 
     public func log(_ message: @autoclosure () -> String) { providers.log(message()) }
@@ -115,6 +139,7 @@ public final class Emulator: @unchecked Sendable {
             } catch {
                 throw StartupError("--auth-key \(spec.teamID):\(spec.keyID):\(spec.path): \(error); expected the .p8 file Apple issued (PKCS#8 EC P-256 private key) or a PEM public key")
             }
+            // No PEM kept: configured keys are read from their files at every start.
             world.credentials.add(ProviderKey(
                 teamID: spec.teamID, keyID: spec.keyID, environment: spec.environment, topics: spec.topics.map(Set.init),
                 relatedKeyID: spec.relatedKeyID, verifier: ES256SignatureVerifier(key: key), source: spec.path))
@@ -264,7 +289,6 @@ public final class Emulator: @unchecked Sendable {
                 DeviceConnection(connection: connection, gateway: gateway)
             }
         }
-        state.setStartState(state.withWorld { $0 })
         scheduleTicks(on: acceptLoop)
         group.start()
         ready.store(true, ordering: .releasing)
@@ -310,6 +334,7 @@ public final class Emulator: @unchecked Sendable {
     public func stop() {
         ready.store(false, ordering: .releasing)
         group.stop()
+        durability?.stop()
     }
 
     private func writeReadyFile(_ path: String) {
@@ -395,6 +420,8 @@ final class ProviderServer: @unchecked Sendable {
     var devices: DeviceGateway!
     /// Trusted issuers of provider client certificates; nil = none configured.
     var clientTrust: CertificateTrustStore?
+    /// `--state-dir`: answers wait for their changes to be committed. Set once at start-up.
+    var durability: StateWriter?
 
     init(idleTimeoutSeconds: Int, requestTimeoutSeconds: Int = 10, quiet: Bool, loops: Int) {
         self.idleTimeoutSeconds = idleTimeoutSeconds
@@ -435,7 +462,11 @@ final class ProviderServer: @unchecked Sendable {
 
     func log(_ message: @autoclosure () -> String) {
         guard !quiet else { return }
-        let line = "\(RFC3339.format(milliseconds: SystemClock().nowMilliseconds())) \(message())\n"
+        Self.logLine(message())
+    }
+
+    static func logLine(_ message: String) {
+        let line = "\(RFC3339.format(milliseconds: SystemClock().nowMilliseconds())) \(message)\n"
         FileHandle.standardError.write(Data(line.utf8))
     }
 }

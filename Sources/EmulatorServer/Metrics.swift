@@ -1,5 +1,6 @@
 import APNsCore
 import Foundation
+import StatePersistence
 import Synchronization
 
 /// Request processing time, one histogram per event loop (no contention on the hot path);
@@ -145,8 +146,30 @@ extension Emulator {
         p.sample("apns_emulator_pending_deliveries", [], Double(pending))
         p.family("apns_emulator_records", "gauge", "Notification records kept for inspection.")
         p.sample("apns_emulator_records", [], Double(records))
+        if let durability { stateMetrics(durability.statistics, into: &p) }
         p.family("apns_emulator_uptime_seconds", "gauge", "Seconds since start.")
         p.sample("apns_emulator_uptime_seconds", [], Double(clock.nowMilliseconds() - startedAtMs) / 1000)
         return p.text
+    }
+
+    /// `--state-dir` only. Counted since start (a reset does not zero them: they describe
+    /// the store, not the emulated service).
+    private func stateMetrics(_ stats: StateWriterStats, into p: inout PrometheusText) {
+        p.family("apns_emulator_state_changes_written_total", "counter", "Changes committed to the state directory.")
+        p.sample("apns_emulator_state_changes_written_total", [], Double(stats.changesWritten))
+        p.family("apns_emulator_state_transactions_total", "counter", "Transactions (group commits) in the state directory.")
+        p.sample("apns_emulator_state_transactions_total", [], Double(stats.transactions))
+        p.family("apns_emulator_state_dropped_total", "counter",
+                 "Changes not persisted: journal records when the writer queue was full, anything once the store failed.")
+        p.sample("apns_emulator_state_dropped_total", [("kind", "record")], Double(stats.recordsDropped))
+        p.sample("apns_emulator_state_dropped_total", [("kind", "state")], Double(stats.changesDropped))
+        p.family("apns_emulator_state_write_errors_total", "counter", "Failed transactions in the state directory.")
+        p.sample("apns_emulator_state_write_errors_total", [], Double(stats.writeErrors))
+        p.family("apns_emulator_state_queue_changes", "gauge", "Changes waiting for the state writer.")
+        p.sample("apns_emulator_state_queue_changes", [], Double(stats.queuedChanges))
+        p.family("apns_emulator_state_queue_record_bytes", "gauge", "Estimated bytes of journal records waiting for the state writer.")
+        p.sample("apns_emulator_state_queue_record_bytes", [], Double(stats.queuedRecordBytes))
+        p.family("apns_emulator_state_up", "gauge", "1 while the state directory takes writes, 0 once it has failed.")
+        p.sample("apns_emulator_state_up", [], stats.failure == nil ? 1 : 0)
     }
 }

@@ -2,6 +2,7 @@ import APNsCore
 import HTTP2
 import Networking
 import OpenSSLCrypto
+import StatePersistence
 
 /// One provider connection: HTTP/2 over TLS (or h2c) speaking APNs. Lives on one event loop;
 /// every request is judged and answered on that loop's thread, with no hop.
@@ -212,15 +213,28 @@ final class ProviderConnection: ConnectionHandler {
         let push = PushRequest(streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
                                body: request.body, bodyLength: request.bodyLength, isComplete: request.isComplete)
         let response = endpoint.handle(push, connection: &context)
+        // --state-dir: the answer waits until what the request changed is committed.
+        if let gate = commitGate, gate.hold((request.streamID, response, started)) { return }
+        answer(request.streamID, response, started: started)
+    }
+
+    private lazy var commitGate: CommitGate<(Int32, PushResponse, UInt64)>? = server.durability.map { durability in
+        CommitGate(durability: durability, executor: connection.loop) { [weak self] answers in
+            guard let self, !self.connection.isClosed else { return }
+            for (streamID, response, started) in answers { self.answer(streamID, response, started: started) }
+            self.flushSession()
+        }
+    }
+
+    private func answer(_ streamID: Int32, _ response: PushResponse, started: UInt64) {
         if !response.deviceFrames.isEmpty { server.devices.dispatch(response.deviceFrames) }
         let loopIndex = connection.loop.index
         guard let fault = response.fault else {
-            respond(request.streamID, response)
+            respond(streamID, response)
             server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
             return
         }
         if fault.delayMs > 0 {
-            let streamID = request.streamID
             connection.loop.schedule(afterMilliseconds: Int64(fault.delayMs)) { [weak self] in
                 guard let self, !self.connection.isClosed else { return }
                 self.carryOut(fault, streamID: streamID, response)
@@ -228,7 +242,7 @@ final class ProviderConnection: ConnectionHandler {
                 self.server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
             }
         } else {
-            carryOut(fault, streamID: request.streamID, response)
+            carryOut(fault, streamID: streamID, response)
             server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
         }
     }

@@ -40,6 +40,10 @@ public struct ServeConfiguration: Sendable {
     public var delivery: DeliveryOptions
     /// Fault rules from `--faults FILE`, part of the start state.
     public var faultRules: [FaultRule]
+    /// `--state-dir`: where state survives restarts (SQLite); nil keeps it in memory only.
+    public var stateDirectory: String?
+    /// `--state-journal-lag`: journal records a 200 may be sent ahead of their commit.
+    public var stateJournalLag: Int
 
     /// `TEAMID:KEYID:PATH[?environment=…&topics=a,b&related=KEYID]`, or the same as a JSON
     /// object in the config file.
@@ -115,6 +119,9 @@ extension ServeConfiguration {
                    "disconnect a device whose oldest unacknowledged delivery is this old (what it did not ack is stored again)"),
         OptionSpec("too-many-requests", "N/SECONDS", "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off)"),
         OptionSpec("faults", "FILE", "JSON file of fault rules (a list, or {\"faults\": [...]}) active from the start; see README, Faults"),
+        OptionSpec("state-dir", "DIR", "keep devices, tokens, runtime keys/apps/fault rules, stored notifications and the journal in DIR (SQLite) across restarts; see README, State across restarts (default: memory only)"),
+        OptionSpec("state-journal-lag", "N", default: "1000",
+                   "with --state-dir: journal records a 200 may be answered ahead of their commit (a kill -9 loses at most these); beyond, answers wait for the disk; 0 = every 200 waits for its record"),
         OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening"),
         OptionSpec("quiet", nil, "no banner and no per-connection log lines"),
     ]
@@ -244,6 +251,11 @@ extension ServeConfiguration {
         endpoint.badEnvironmentKeySpelling = spelling
         endpoint.tokenPolicy.allowedFutureSkewSeconds = Int64(try integer("jwt-clock-skew", in: 0...86_400) ?? 300)
         readyFile = options.string("ready-file")
+        stateDirectory = options.string("state-dir")
+        stateJournalLag = try integer("state-journal-lag", in: 0...100_000) ?? 1000
+        if stateDirectory?.isEmpty == true {
+            throw UsageError("\(options.origin(spec["state-dir"]!)): give a directory (it is created when missing)")
+        }
         quiet = options.string("quiet") == "true"
         deviceTLS = options.string("device-tls") == "true"
         delivery = DeliveryOptions()

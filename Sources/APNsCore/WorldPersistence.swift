@@ -1,0 +1,186 @@
+/// What the world collects for persistence between two drains (`takeStateChanges`). The
+/// parts of the world mark what they change (ids, in sets, so repeated changes cost nothing);
+/// the drain turns the marks into whole rows.
+public struct StateTracking: Sendable {
+    public internal(set) var isOn = false
+    /// `records.evicted` at the last drain: more means records fell off the end.
+    var evictedSeen: UInt64 = 0
+    var removedRecords: [UInt64] = []
+    /// Set by a reset: the drain starts with `.reset(state)` and nothing before it counts.
+    var resetTo: PersistedState?
+    /// Rows the drain must write besides the marked ones (start-up merge).
+    var extra: [StateChange] = []
+
+    public init() {}
+}
+
+/// A receiver of the changes drained from the world, called under the world's lock so that
+/// changes arrive in the order they happened. It must not block for long.
+public protocol StateChangeSink: AnyObject, Sendable {
+    /// Takes the changes of one `withWorld` call (under the world's lock). Returns true when
+    /// the sink wants `wake()` called once the lock is released.
+    func enqueue(_ changes: [StateChange]) -> Bool
+    /// Called outside the lock after an `enqueue` that asked for it (a thread wake-up is a
+    /// system call; it has no business inside the critical section).
+    func wake()
+}
+
+extension World {
+    /// From now on every persistent change is collected for `takeStateChanges`.
+    public mutating func startTrackingChanges() {
+        stateTracking.isOn = true
+        stateTracking.evictedSeen = records.evicted
+        registry.tracksChanges = true
+        credentials.tracksChanges = true
+        faults.tracksChanges = true
+        delivery.tracksChanges = true
+    }
+
+    /// The changes since the last call, as rows. `recordSequences` are the journal records
+    /// appended or updated meanwhile (from `records.takeChanges()`).
+    public mutating func takeStateChanges(recordSequences: [UInt64]) -> [StateChange] {
+        guard stateTracking.isOn else { return [] }
+        var out: [StateChange] = []
+        if let reset = stateTracking.resetTo {
+            // Whatever was marked belongs to the world the reset replaced.
+            stateTracking.resetTo = nil
+            out.append(.reset(reset))
+        }
+        if !stateTracking.extra.isEmpty {
+            out += stateTracking.extra
+            stateTracking.extra = []
+        }
+        let (devices, tokens) = registry.takeChangedIDs()
+        for id in devices.sorted() {
+            if let device = registry.devices[id] { out.append(.deviceSaved(device)) } else { out.append(.deviceRemoved(id: id)) }
+        }
+        for token in tokens.sorted() {
+            if let entry = registry.token(token) { out.append(.tokenSaved(entry)) }
+        }
+        let (keys, apps) = credentials.takeChangedIDs()
+        for id in keys.sorted() {
+            if let key = credentials.keys[id] {
+                if let stored = StoredKey(key) { out.append(.keySaved(stored)) }
+            } else {
+                out.append(.keyRemoved(keyID: id))
+            }
+        }
+        for bundle in apps.sorted() {
+            if let owner = credentials.apps[bundle] {
+                out.append(.appSaved(bundleID: bundle, teamID: owner.teamID))
+            } else {
+                out.append(.appRemoved(bundleID: bundle))
+            }
+        }
+        if faults.takeChanged() { out.append(.faultsSaved(faults.snapshot)) }
+        out += delivery.takeWaitingChanges()
+        for sequence in recordSequences {
+            if let record = records.record(sequence: sequence) { out.append(.recordSaved(record)) }
+        }
+        if !stateTracking.removedRecords.isEmpty {
+            out += stateTracking.removedRecords.map { .recordRemoved(sequence: $0) }
+            stateTracking.removedRecords = []
+        }
+        if records.evicted != stateTracking.evictedSeen {
+            stateTracking.evictedSeen = records.evicted
+            out.append(.recordsEvicted(before: records.oldestSequence ?? records.nextSequence))
+        }
+        return out
+    }
+
+    /// Deletes the journal records that match (admin API); returns how many.
+    public mutating func deleteRecords(where matches: (NotificationRecord) -> Bool) -> Int {
+        if stateTracking.isOn {
+            stateTracking.removedRecords += records.newestFirst(limit: records.count, where: matches).map(\.sequence)
+        }
+        return records.removeAll(where: matches)
+    }
+
+    /// Everything a store keeps, as it is now (a fresh directory, a reset).
+    public var persistedState: PersistedState {
+        var state = PersistedState()
+        state.initialized = true
+        state.devices = registry.devices.values.sorted { $0.id < $1.id }
+        state.tokens = registry.tokens.values.sorted { $0.token < $1.token }
+        state.keys = credentials.keys.values.sorted { $0.keyID < $1.keyID }.compactMap(StoredKey.init)
+        state.apps = credentials.apps.sorted { $0.key < $1.key }.map { ($0.key, $0.value.teamID) }
+        state.faults = faults.snapshot
+        state.waiting = delivery.waiting
+        state.records = records.newestFirst(limit: records.count).reversed()
+        state.nextRecordSequence = records.nextSequence
+        return state
+    }
+
+    /// The world after a restart: `persisted` laid over the `configured` start state.
+    ///
+    /// - Devices and tokens: the persisted ones; configured devices the state lacks are added
+    ///   as configured (their pinned tokens active again, as after a reset).
+    /// - Keys: configured keys from their files; keys added at run time from the state (the
+    ///   state wins for a key id in both). Team ownership: the union, the state winning.
+    /// - Fault rules: the persisted list when one was saved, else the configured one.
+    /// - Waiting notifications: back in their slots; in-flight ones go back to the store, as
+    ///   on a disconnect. Journal: the persisted records within the configured bound.
+    ///
+    /// Change tracking is on in the result; its pending changes are what the merge altered,
+    /// for the caller to write before serving.
+    public static func restoring(_ persisted: PersistedState, over configured: World, nowMs: Int64,
+                                 loadKey: (StoredKey) throws(StateStoreError) -> ProviderKey) throws(StateStoreError) -> World
+    {
+        var world = configured
+        var registry = DeviceRegistry(tokenByteCount: configured.registry.tokenByteCount)
+        registry.continueRandomness(from: configured.registry)
+        registry.restore(devices: persisted.devices, tokens: persisted.tokens)
+        world.registry = registry
+        var records = RecordStore(capacity: configured.records.capacity)
+        for record in persisted.records { records.restore(record) }
+        records.continueSequence(from: persisted.nextRecordSequence)
+        world.records = records
+        if let faults = persisted.faults { world.faults = FaultRules(faults) }
+        world.startTrackingChanges()
+        // Restored records that no longer fit (a smaller --max-records) are trimmed in the store too.
+        if world.records.evicted > 0 { world.stateTracking.evictedSeen = 0 }
+
+        for device in configured.registry.devices.values.sorted(by: { $0.id < $1.id })
+        where world.registry.devices[device.id] == nil {
+            world.registry.adopt(device: device, from: configured.registry)
+        }
+        for stored in persisted.keys where stored.addedAtRunTime {
+            world.credentials.add(try loadKey(stored))
+        }
+        for app in persisted.apps { world.credentials.addApp(teamID: app.teamID, bundleID: app.bundleID) }
+        // The store mirrors the world: configured keys and apps as read now, keys gone from
+        // the configuration removed.
+        for key in world.credentials.keys.values.sorted(by: { $0.keyID < $1.keyID }) {
+            if let stored = StoredKey(key) { world.stateTracking.extra.append(.keySaved(stored)) }
+        }
+        for stored in persisted.keys where world.credentials.keys[stored.keyID] == nil {
+            world.stateTracking.extra.append(.keyRemoved(keyID: stored.keyID))
+        }
+        for (bundle, owner) in world.credentials.apps.sorted(by: { $0.key < $1.key }) {
+            world.stateTracking.extra.append(.appSaved(bundleID: bundle, teamID: owner.teamID))
+        }
+        if persisted.faults == nil { world.stateTracking.extra.append(.faultsSaved(world.faults.snapshot)) }
+
+        world.records.trackChanges = true
+        for waiting in persisted.waiting.sorted(by: { $0.notification.sequence < $1.notification.sequence }) {
+            let n = waiting.notification
+            let key = AppKey(deviceID: n.deviceID, bundleID: n.bundleID)
+            switch waiting.slot {
+            case .stored:
+                if let older = world.delivery.stored[key] {
+                    world.setOutcome(older.sequence, .coalesced, "replaced in the store by a newer notification (APNs keeps one per app)")
+                    world.delivery.noteDone(older.sequence)
+                }
+                world.delivery.stored[key] = n
+            case .inFlight:
+                world.delivery.noteDone(n.sequence)
+                world.store(n, nowMs: nowMs, why: "the emulator restarted before the device acknowledged it")
+            case .deferred(let reason):
+                world.delivery.deferred[key] = (n, reason)
+            case .batched(let releaseAt):
+                world.delivery.batched.append((releaseAt, n))
+            }
+        }
+        return world
+    }
+}

@@ -1,0 +1,437 @@
+public import APNsCore
+import Foundation
+import SQLite
+
+/// The `--state-dir` backend: one SQLite database, `DIR/state.sqlite`, in WAL mode with
+/// `synchronous=NORMAL`. A committed transaction survives a crash of the process (kill -9);
+/// after a power loss the newest transactions may be missing, but the file stays consistent.
+/// The connection holds an exclusive lock, so a second emulator on the same directory is
+/// refused at start-up instead of corrupting it.
+///
+/// Devices, apps, tokens and keys are plain columns (readable with the sqlite3 shell);
+/// journal records, waiting notifications and fault rules are `StateCodec` blobs.
+public final class SQLiteStateStore: StateStore, @unchecked Sendable {
+    /// `PRAGMA user_version` of the schema this build writes. A file with a higher number
+    /// was written by a newer apns-emulator and is refused.
+    public static let schemaVersion: Int64 = 1
+    public static let fileName = "state.sqlite"
+
+    public let directory: String
+    public let location: String
+    private let db: SQLiteDatabase
+    /// nil once closed: statements are finalized before the connection, or the connection
+    /// (and its lock on the file) would linger.
+    private var prepared: Statements?
+
+    /// Opens (creating when needed) the state in `directory`. Every failure is an error
+    /// whose message says what to do; nothing here traps.
+    public init(directory: String) throws(StateStoreError) {
+        self.directory = directory
+        location = (directory as NSString).appendingPathComponent(Self.fileName)
+        try Self.prepareDirectory(directory)
+        do {
+            db = try SQLiteDatabase(path: location)
+        } catch {
+            throw StateStoreError("--state-dir \(directory): cannot open \(location): \(error.message)"
+                + (error.isCannotOpen ? "; check that the directory exists and is writable" : ""))
+        }
+        let location = self.location
+        func explain(_ error: SQLiteError) -> StateStoreError {
+            if error.isCorrupt {
+                return StateStoreError("--state-dir \(directory): \(location) is not an apns-emulator state database or is damaged (\(error.message)); move it away, or use another --state-dir, to start afresh")
+            }
+            if error.isBusy {
+                return StateStoreError("--state-dir \(directory): \(location) is in use by another apns-emulator; stop it, or use another --state-dir")
+            }
+            return StateStoreError("--state-dir \(directory): \(location): \(error)")
+        }
+        do {
+            db.setBusyTimeout(milliseconds: 500)
+            // Exclusive before WAL: the lock is kept for the life of the connection and the
+            // WAL index lives in memory, not in a shared-memory file.
+            try db.execute("PRAGMA locking_mode = EXCLUSIVE")
+            let mode = try db.scalarText("PRAGMA journal_mode = WAL")
+            guard mode?.lowercased() == "wal" else {
+                throw StateStoreError("--state-dir \(directory): \(location) cannot be put in WAL mode (journal mode is \(mode ?? "unknown"))")
+            }
+            try db.execute("PRAGMA synchronous = NORMAL")
+            try db.execute("PRAGMA journal_size_limit = 67108864")
+            try db.execute("PRAGMA cache_size = -16384")
+            try Self.checkOrCreateSchema(db, directory: directory, location: location)
+            prepared = try Statements(db)
+        } catch let error as SQLiteError {
+            throw explain(error)
+        } catch let error as StateStoreError {
+            throw error
+        } catch {
+            throw StateStoreError("--state-dir \(directory): \(error)")
+        }
+    }
+
+    public func close() {
+        prepared = nil
+        db.close()
+    }
+
+    private static func prepareDirectory(_ directory: String) throws(StateStoreError) {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else {
+                throw StateStoreError("--state-dir \(directory): exists and is not a directory")
+            }
+            return
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            let reason = (error as NSError).localizedDescription
+            throw StateStoreError("--state-dir \(directory): cannot create the directory (\(reason)); check the path and permissions")
+        }
+    }
+
+    private static func checkOrCreateSchema(_ db: SQLiteDatabase, directory: String, location: String) throws {
+        let version = try db.userVersion()
+        if version > schemaVersion {
+            throw StateStoreError("--state-dir \(directory): \(location) has schema version \(version), written by a newer apns-emulator; this one reads version \(schemaVersion). Use that newer apns-emulator, or another --state-dir")
+        }
+        if version == schemaVersion { return }
+        // Version 0: a new file, unless someone else's tables are in it.
+        let tables = try db.scalarInt("SELECT count(*) FROM sqlite_master") ?? 0
+        guard tables == 0 else {
+            throw StateStoreError("--state-dir \(directory): \(location) is a SQLite database without an apns-emulator schema version (tables but user_version 0); move it away, or use another --state-dir")
+        }
+        try db.execute("BEGIN IMMEDIATE")
+        do {
+            try db.execute(schema)
+            try db.setUserVersion(schemaVersion)
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    static let schema = """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+        CREATE TABLE devices (id TEXT PRIMARY KEY, virtual INTEGER NOT NULL, created_at_ms INTEGER NOT NULL,
+            low_power INTEGER NOT NULL, forced_offline INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE device_apps (device_id TEXT NOT NULL, bundle_id TEXT NOT NULL, environment TEXT NOT NULL,
+            installed_at_ms INTEGER NOT NULL, authorization TEXT NOT NULL, app_state TEXT NOT NULL,
+            background_mode INTEGER NOT NULL, tokens TEXT NOT NULL, PRIMARY KEY (device_id, bundle_id)) WITHOUT ROWID;
+        CREATE TABLE tokens (token TEXT PRIMARY KEY, device_id TEXT NOT NULL, bundle_id TEXT NOT NULL,
+            environment TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL, since_ms INTEGER,
+            issued_at_ms INTEGER NOT NULL, pushes_until_unregistered INTEGER) WITHOUT ROWID;
+        CREATE TABLE keys (key_id TEXT PRIMARY KEY, team_id TEXT NOT NULL, environment TEXT, topics TEXT,
+            related_key_id TEXT, pem TEXT NOT NULL, source TEXT NOT NULL, added_at_run_time INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE apps (bundle_id TEXT PRIMARY KEY, team_id TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE waiting (seq INTEGER PRIMARY KEY, slot TEXT NOT NULL, defer_reason TEXT, release_at_ms INTEGER,
+            device_id TEXT NOT NULL, bundle_id TEXT NOT NULL, data BLOB NOT NULL);
+        CREATE TABLE records (seq INTEGER PRIMARY KEY, data BLOB NOT NULL);
+        """
+
+    // MARK: Writing
+
+    public func write(_ changes: [StateChange]) throws(StateStoreError) {
+        guard let statements = prepared else { throw StateStoreError("\(location) is closed") }
+        do {
+            try db.execute("BEGIN IMMEDIATE")
+            do {
+                try statements.setMeta.run { s throws(SQLiteError) in
+                    try s.bind(1, "initialized")
+                    try s.bind(2, Int64(1))
+                }
+                var next: UInt64 = 0
+                for change in changes {
+                    try apply(change)
+                    if case .recordSaved(let record) = change { next = max(next, record.sequence + 1) }
+                }
+                // Sequence numbers never repeat, even when every record is deleted later.
+                if next > 0 {
+                    try statements.raiseNextSequence.run { q throws(SQLiteError) in try q.bind(1, Int64(bitPattern: next)) }
+                }
+                try db.execute("COMMIT")
+            } catch {
+                try? db.execute("ROLLBACK")
+                throw error
+            }
+        } catch let error as SQLiteError {
+            throw StateStoreError("writing \(location): \(error)")
+        } catch let error as StateStoreError {
+            throw error
+        } catch {
+            throw StateStoreError("writing \(location): \(error)")
+        }
+    }
+
+    private func apply(_ change: StateChange) throws(SQLiteError) {
+        guard let s = prepared else { return }
+        switch change {
+        case .deviceSaved(let device):
+            try s.saveDevice.run { q throws(SQLiteError) in
+                try q.bind(1, device.id)
+                try q.bind(2, device.isVirtual)
+                try q.bind(3, device.createdAtMs)
+                try q.bind(4, device.lowPowerMode)
+                try q.bind(5, device.forcedOffline)
+            }
+            try s.deleteDeviceApps.run { q throws(SQLiteError) in try q.bind(1, device.id) }
+            for app in device.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) {
+                try s.saveDeviceApp.run { q throws(SQLiteError) in
+                    try q.bind(1, device.id)
+                    try q.bind(2, app.bundleID)
+                    try q.bind(3, app.environment.rawValue)
+                    try q.bind(4, app.installedAtMs)
+                    try q.bind(5, app.settings.authorization.rawValue)
+                    try q.bind(6, app.settings.appState.rawValue)
+                    try q.bind(7, app.settings.backgroundMode)
+                    try q.bind(8, Self.tokensText(app.tokens))
+                }
+            }
+        case .deviceRemoved(let id):
+            try s.deleteDevice.run { q throws(SQLiteError) in try q.bind(1, id) }
+            try s.deleteDeviceApps.run { q throws(SQLiteError) in try q.bind(1, id) }
+        case .tokenSaved(let entry):
+            try s.saveToken.run { q throws(SQLiteError) in
+                try q.bind(1, entry.token)
+                try q.bind(2, entry.deviceID)
+                try q.bind(3, entry.bundleID)
+                try q.bind(4, entry.environment.rawValue)
+                try q.bind(5, entry.kind.rawValue)
+                let (state, since) = Self.stateText(entry.state)
+                try q.bind(6, state)
+                try q.bind(7, since)
+                try q.bind(8, entry.issuedAtMs)
+                try q.bind(9, entry.pushesUntilUnregistered.map(Int64.init))
+            }
+        case .keySaved(let key):
+            try s.saveKey.run { q throws(SQLiteError) in
+                try q.bind(1, key.keyID)
+                try q.bind(2, key.teamID)
+                try q.bind(3, key.environment?.rawValue)
+                try q.bind(4, key.topics?.joined(separator: ","))
+                try q.bind(5, key.relatedKeyID)
+                try q.bind(6, key.pem)
+                try q.bind(7, key.source)
+                try q.bind(8, key.addedAtRunTime)
+            }
+        case .keyRemoved(let id):
+            try s.deleteKey.run { q throws(SQLiteError) in try q.bind(1, id) }
+        case .appSaved(let bundle, let team):
+            try s.saveApp.run { q throws(SQLiteError) in
+                try q.bind(1, bundle)
+                try q.bind(2, team)
+            }
+        case .appRemoved(let bundle):
+            try s.deleteApp.run { q throws(SQLiteError) in try q.bind(1, bundle) }
+        case .faultsSaved(let faults):
+            try s.setMeta.run { q throws(SQLiteError) in
+                try q.bind(1, "faults")
+                try q.bind(2, blob: StateCodec.encode(faults))
+            }
+        case .notificationWaiting(let waiting):
+            let n = waiting.notification
+            try s.saveWaiting.run { q throws(SQLiteError) in
+                try q.bind(1, Int64(bitPattern: n.sequence))
+                switch waiting.slot {
+                case .stored:
+                    try q.bind(2, "stored")
+                case .deferred(let reason):
+                    try q.bind(2, "deferred")
+                    try q.bind(3, reason.rawValue)
+                case .batched(let releaseAt):
+                    try q.bind(2, "batched")
+                    try q.bind(4, releaseAt)
+                case .inFlight:
+                    try q.bind(2, "in-flight")
+                }
+                try q.bind(5, n.deviceID)
+                try q.bind(6, n.bundleID)
+                try q.bind(7, blob: StateCodec.encode(n))
+            }
+        case .notificationDone(let sequence):
+            try s.deleteWaiting.run { q throws(SQLiteError) in try q.bind(1, Int64(bitPattern: sequence)) }
+        case .recordSaved(let record):
+            // One column: every bound value costs on the hot path; the admin API reads them.
+            try s.saveRecord.run { q throws(SQLiteError) in
+                try q.bind(1, Int64(bitPattern: record.sequence))
+                try q.bind(2, blob: StateCodec.encode(record))
+            }
+        case .recordRemoved(let sequence):
+            try s.deleteRecord.run { q throws(SQLiteError) in try q.bind(1, Int64(bitPattern: sequence)) }
+        case .recordsEvicted(let before):
+            try s.evictRecords.run { q throws(SQLiteError) in try q.bind(1, Int64(bitPattern: before)) }
+        case .reset(let state):
+            try db.execute("DELETE FROM meta; DELETE FROM devices; DELETE FROM device_apps; DELETE FROM tokens; DELETE FROM keys; DELETE FROM apps; DELETE FROM waiting; DELETE FROM records;")
+            try s.setMeta.run { q throws(SQLiteError) in
+                try q.bind(1, "initialized")
+                try q.bind(2, Int64(1))
+            }
+            try s.setMeta.run { q throws(SQLiteError) in
+                try q.bind(1, "next_sequence")
+                try q.bind(2, Int64(bitPattern: state.nextRecordSequence))
+            }
+            for device in state.devices { try apply(.deviceSaved(device)) }
+            for entry in state.tokens { try apply(.tokenSaved(entry)) }
+            for key in state.keys { try apply(.keySaved(key)) }
+            for app in state.apps { try apply(.appSaved(bundleID: app.bundleID, teamID: app.teamID)) }
+            if let faults = state.faults { try apply(.faultsSaved(faults)) }
+            for waiting in state.waiting { try apply(.notificationWaiting(waiting)) }
+            for record in state.records { try apply(.recordSaved(record)) }
+        }
+    }
+
+    static func tokensText(_ tokens: [TokenKind: String]) -> String {
+        tokens.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " ")
+    }
+
+    static func stateText(_ state: TokenState) -> (String, Int64?) {
+        switch state {
+        case .active: return ("active", nil)
+        case .unregistered(let since): return ("unregistered", since)
+        case .expired: return ("expired", nil)
+        case .rateLimited: return ("rate-limited", nil)
+        }
+    }
+
+    // MARK: Loading
+
+    public func load() throws(StateStoreError) -> PersistedState {
+        do {
+            return try loadAll()
+        } catch let error as SQLiteError {
+            if error.isCorrupt {
+                throw StateStoreError("--state-dir \(directory): \(location) is damaged (\(error.message)); move it away, or use another --state-dir, to start afresh")
+            }
+            throw StateStoreError("--state-dir \(directory): reading \(location): \(error)")
+        } catch let error as StateStoreError {
+            throw StateStoreError("--state-dir \(directory): \(location): \(error.description)")
+        } catch {
+            throw StateStoreError("--state-dir \(directory): reading \(location): \(error)")
+        }
+    }
+
+    private func loadAll() throws -> PersistedState {
+        var state = PersistedState()
+        var nextSequence: UInt64 = 1
+        let meta = try db.prepare("SELECT key, value FROM meta")
+        while try meta.step() {
+            switch meta.text(0) {
+            case "initialized": state.initialized = meta.int64(1) != 0
+            case "next_sequence": nextSequence = UInt64(bitPattern: meta.int64(1))
+            case "faults": state.faults = try StateCodec.decodeFaults(meta.blob(1))
+            default: break
+            }
+        }
+
+        var apps: [String: [String: InstalledApp]] = [:]
+        let appRows = try db.prepare("SELECT device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens FROM device_apps")
+        while try appRows.step() {
+            let bundle = appRows.text(1)
+            var tokens: [TokenKind: String] = [:]
+            for pair in appRows.text(7).split(separator: " ") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                guard parts.count == 2, let kind = TokenKind(rawValue: String(parts[0])) else {
+                    throw StateStoreError("device app \(bundle): bad tokens column '\(appRows.text(7))'")
+                }
+                tokens[kind] = String(parts[1])
+            }
+            let settings = AppSettings(authorization: try Self.value(Authorization.self, appRows.text(4)),
+                                       appState: try Self.value(AppState.self, appRows.text(5)),
+                                       backgroundMode: appRows.bool(6))
+            apps[appRows.text(0), default: [:]][bundle] = InstalledApp(
+                bundleID: bundle, environment: try Self.value(APNsEnvironment.self, appRows.text(2)), tokens: tokens,
+                installedAtMs: appRows.int64(3), settings: settings)
+        }
+        let devices = try db.prepare("SELECT id, virtual, created_at_ms, low_power, forced_offline FROM devices ORDER BY id")
+        while try devices.step() {
+            let id = devices.text(0)
+            state.devices.append(Device(id: id, isVirtual: devices.bool(1), apps: apps[id] ?? [:], createdAtMs: devices.int64(2),
+                                        lowPowerMode: devices.bool(3), forcedOffline: devices.bool(4)))
+        }
+
+        let tokens = try db.prepare("SELECT token, device_id, bundle_id, environment, kind, state, since_ms, issued_at_ms, pushes_until_unregistered FROM tokens ORDER BY token")
+        while try tokens.step() {
+            let tokenState: TokenState
+            switch tokens.text(5) {
+            case "active": tokenState = .active
+            case "unregistered": tokenState = .unregistered(sinceMs: tokens.int64(6))
+            case "expired": tokenState = .expired
+            case "rate-limited": tokenState = .rateLimited
+            case let other: throw StateStoreError("token \(tokens.text(0)): unknown state '\(other)'")
+            }
+            state.tokens.append(TokenEntry(
+                token: tokens.text(0), deviceID: tokens.text(1), bundleID: tokens.text(2),
+                environment: try Self.value(APNsEnvironment.self, tokens.text(3)), kind: try Self.value(TokenKind.self, tokens.text(4)),
+                state: tokenState, issuedAtMs: tokens.int64(7), pushesUntilUnregistered: tokens.optionalInt64(8).map { Int($0) }))
+        }
+
+        let keys = try db.prepare("SELECT key_id, team_id, environment, topics, related_key_id, pem, source, added_at_run_time FROM keys ORDER BY key_id")
+        while try keys.step() {
+            state.keys.append(StoredKey(
+                teamID: keys.text(1), keyID: keys.text(0),
+                environment: try keys.optionalText(2).map { (text: String) throws -> APNsEnvironment in try Self.value(APNsEnvironment.self, text) },
+                topics: keys.optionalText(3).map { $0.split(separator: ",").map(String.init) }, relatedKeyID: keys.optionalText(4),
+                pem: keys.text(5), source: keys.text(6), addedAtRunTime: keys.bool(7)))
+        }
+
+        let owners = try db.prepare("SELECT bundle_id, team_id FROM apps ORDER BY bundle_id")
+        while try owners.step() { state.apps.append((owners.text(0), owners.text(1))) }
+
+        let waiting = try db.prepare("SELECT seq, slot, defer_reason, release_at_ms, data FROM waiting ORDER BY seq")
+        while try waiting.step() {
+            let slot: WaitingSlot
+            switch waiting.text(1) {
+            case "stored": slot = .stored
+            case "deferred": slot = .deferred(try Self.value(DeferReason.self, waiting.text(2)))
+            case "batched": slot = .batched(releaseAtMs: waiting.int64(3))
+            case "in-flight": slot = .inFlight
+            case let other: throw StateStoreError("waiting notification \(waiting.int64(0)): unknown slot '\(other)'")
+            }
+            let notification = try StateCodec.decodeNotification(waiting.blob(4))
+            state.waiting.append(WaitingNotification(slot: slot, notification: notification))
+            nextSequence = max(nextSequence, notification.sequence + 1)
+        }
+
+        let records = try db.prepare("SELECT data FROM records ORDER BY seq")
+        while try records.step() {
+            state.records.append(try StateCodec.decodeRecord(records.blob(0)))
+        }
+        if let last = state.records.last { nextSequence = max(nextSequence, last.sequence + 1) }
+        state.nextRecordSequence = nextSequence
+        if !state.initialized {
+            state.initialized = !state.devices.isEmpty || !state.tokens.isEmpty || !state.records.isEmpty
+        }
+        return state
+    }
+
+    static func value<T: RawRepresentable>(_: T.Type, _ text: String) throws(StateStoreError) -> T where T.RawValue == String {
+        guard let value = T(rawValue: text) else { throw StateStoreError("unknown \(T.self) '\(text)'") }
+        return value
+    }
+}
+
+/// The statements every write uses, prepared once.
+private final class Statements {
+    let setMeta, raiseNextSequence, saveDevice, deleteDevice, deleteDeviceApps, saveDeviceApp, saveToken, saveKey, deleteKey, saveApp,
+        deleteApp, saveWaiting, deleteWaiting, saveRecord, deleteRecord, evictRecords: SQLiteStatement
+
+    init(_ db: SQLiteDatabase) throws(SQLiteError) {
+        setMeta = try db.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)")
+        raiseNextSequence = try db.prepare(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('next_sequence', max(?1, coalesce((SELECT value FROM meta WHERE key = 'next_sequence'), 0)))")
+        saveDevice = try db.prepare("INSERT OR REPLACE INTO devices (id, virtual, created_at_ms, low_power, forced_offline) VALUES (?, ?, ?, ?, ?)")
+        deleteDevice = try db.prepare("DELETE FROM devices WHERE id = ?")
+        deleteDeviceApps = try db.prepare("DELETE FROM device_apps WHERE device_id = ?")
+        saveDeviceApp = try db.prepare("INSERT INTO device_apps (device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        saveToken = try db.prepare("INSERT OR REPLACE INTO tokens (token, device_id, bundle_id, environment, kind, state, since_ms, issued_at_ms, pushes_until_unregistered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        saveKey = try db.prepare("INSERT OR REPLACE INTO keys (key_id, team_id, environment, topics, related_key_id, pem, source, added_at_run_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        deleteKey = try db.prepare("DELETE FROM keys WHERE key_id = ?")
+        saveApp = try db.prepare("INSERT OR REPLACE INTO apps (bundle_id, team_id) VALUES (?, ?)")
+        deleteApp = try db.prepare("DELETE FROM apps WHERE bundle_id = ?")
+        saveWaiting = try db.prepare("INSERT OR REPLACE INTO waiting (seq, slot, defer_reason, release_at_ms, device_id, bundle_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        deleteWaiting = try db.prepare("DELETE FROM waiting WHERE seq = ?")
+        saveRecord = try db.prepare("INSERT OR REPLACE INTO records (seq, data) VALUES (?, ?)")
+        deleteRecord = try db.prepare("DELETE FROM records WHERE seq = ?")
+        evictRecords = try db.prepare("DELETE FROM records WHERE seq < ?")
+    }
+}

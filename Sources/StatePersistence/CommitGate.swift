@@ -1,0 +1,46 @@
+/// With `--state-dir`, what a connection sends that promises durability (a provider's
+/// answer, a frame to a device) waits here until the changes made before it are committed.
+/// Items leave in order, in one batch per commit, so a connection writes (and flushes) once
+/// per commit rather than once per item. Confined to the executor's thread, like its connection.
+public final class CommitGate<Item> {
+    private let durability: StateWriter
+    private let executor: any CommitExecutor
+    private let release: ([Item]) -> Void
+    private var held: [(ticket: UInt64, item: Item)] = []
+    private var waiting = false
+
+    /// `release` runs on `executor` with the items whose changes are committed, oldest first.
+    public init(durability: StateWriter, executor: any CommitExecutor, release: @escaping ([Item]) -> Void) {
+        self.durability = durability
+        self.executor = executor
+        self.release = release
+    }
+
+    /// Holds `item` when something is not committed yet (or earlier items still wait);
+    /// false means nothing is pending: send it now.
+    public func hold(_ item: Item) -> Bool {
+        let ticket = durability.uncommittedTicket()
+        guard ticket != nil || !held.isEmpty else { return false }
+        // Tickets must never go down, or the release below would wait for nothing: one that
+        // needs nothing (or less) only waits behind the items before it.
+        held.append((max(ticket ?? 0, held.last?.ticket ?? 0), item))
+        waitForCommit()
+        return true
+    }
+
+    /// Tickets only grow, so what is released comes from the front.
+    private func waitForCommit() {
+        guard !waiting, let last = held.last else { return }
+        waiting = true
+        let ticket = last.ticket
+        durability.afterCommit(ticket, on: executor) { [weak self] in
+            guard let self else { return }
+            self.waiting = false
+            let count = self.held.prefix { $0.ticket <= ticket }.count
+            let ready = self.held[..<count].map(\.item)
+            self.held.removeFirst(count)
+            self.release(ready)
+            if !self.held.isEmpty { self.waitForCommit() }
+        }
+    }
+}

@@ -1,0 +1,383 @@
+public import APNsCore
+import Foundation
+import Synchronization
+
+/// Something that runs a task on the thread that owns a connection (an event loop).
+public protocol CommitExecutor: AnyObject, Sendable {
+    func execute(_ task: @escaping @Sendable () -> Void)
+}
+
+/// Bounds of what waits to be written, and how far answers may run ahead of the disk.
+public struct StateWriterLimits: Sendable {
+    /// Journal records an answer may be sent ahead of their commit (`--state-journal-lag`).
+    /// Beyond it answers wait for the commit of everything before them (back-pressure);
+    /// 0 makes every answer wait for its own record.
+    public var journalLag: Int
+    /// Journal records waiting for the writer; more are dropped and counted.
+    public var maxRecords: Int
+    /// Estimated bytes of those records; more are dropped and counted.
+    public var maxRecordBytes: Int
+    /// Attempts at a failing transaction before the store is declared failed.
+    public var attempts: Int
+    public var retryDelayMilliseconds: Int
+
+    public init(journalLag: Int = 0, maxRecords: Int = 100_000, maxRecordBytes: Int = 64 << 20, attempts: Int = 3,
+                retryDelayMilliseconds: Int = 200)
+    {
+        self.journalLag = journalLag
+        self.maxRecords = maxRecords
+        self.maxRecordBytes = maxRecordBytes
+        self.attempts = attempts
+        self.retryDelayMilliseconds = retryDelayMilliseconds
+    }
+}
+
+/// Counters for `/metrics`.
+public struct StateWriterStats: Sendable {
+    public var changesWritten: UInt64 = 0
+    public var transactions: UInt64 = 0
+    /// Journal records not written because the queue was full (or the store had failed).
+    public var recordsDropped: UInt64 = 0
+    /// Other changes lost because the store had failed (never dropped otherwise).
+    public var changesDropped: UInt64 = 0
+    public var writeErrors: UInt64 = 0
+    public var queuedChanges: Int = 0
+    public var queuedRecordBytes: Int = 0
+    /// Why the store stopped taking writes, once it has.
+    public var failure: String?
+}
+
+/// Group commit on a dedicated thread. Request threads hand over changes under the world's
+/// lock (`enqueue`, a short critical section, never I/O); the writer takes everything that
+/// accumulated and applies it as one transaction, then tells waiters their changes are
+/// committed. Answers that promise durability are held until then with `afterCommit`, on the
+/// connection's own thread, so no event loop ever waits for the disk:
+///
+/// - changes to devices, tokens, keys, apps, and notifications left waiting for a device
+///   (stored, deferred, batched, in flight) are committed before any answer that follows them
+///   (`uncommittedTicket()`);
+/// - journal records may run ahead of the disk by up to `journalLag` records; beyond that,
+///   answers wait for everything before them, which slows clients to the writer's pace;
+/// - admin answers wait for everything (`uncommittedTicket(everything: true)`).
+///
+/// Bounds: changes other than journal records are coalesced per entity (a later row for the
+/// same device, token or notification replaces the earlier one), so they never outnumber the
+/// state in memory, and are never dropped while the store works. Journal records are bounded
+/// by `limits`; beyond that new records are dropped and counted, never waited for.
+public final class StateWriter: StateChangeSink, @unchecked Sendable {
+    private let store: any StateStore
+    private let limits: StateWriterLimits
+    private let log: @Sendable (String) -> Void
+    private let condition = NSCondition()
+    // Guarded by `condition`:
+    private var pending = PendingChanges()
+    private var waiters: [(ticket: UInt64, executor: any CommitExecutor, task: ConfinedTask)] = []
+    private var stats = StateWriterStats()
+    private var running = false
+    private var stopping = false
+    private var writerIdle = true
+    /// A producer was told to call `wake` and has not yet.
+    private var wakePending = false
+    private var failed = false
+    /// The number of the last `enqueue` call, of the last one with a change other than a
+    /// journal record, and of the last one committed.
+    private let enqueued = Atomic<UInt64>(0)
+    private let criticalEnqueued = Atomic<UInt64>(0)
+    private let committed = Atomic<UInt64>(0)
+    /// Journal records enqueued and not yet committed (queued or in the open transaction).
+    private let uncommittedRecords = Atomic<Int>(0)
+    private var recordsInTransaction = 0
+
+    public init(store: any StateStore, limits: StateWriterLimits = StateWriterLimits(), log: @escaping @Sendable (String) -> Void) {
+        self.store = store
+        self.limits = limits
+        self.log = log
+    }
+
+    public var location: String { store.location }
+
+    public func start() {
+        condition.lock()
+        running = true
+        condition.unlock()
+        let thread = Thread { [self] in self.run() }
+        thread.name = "state-writer"
+        thread.start()
+    }
+
+    /// Writes what is queued, then stops the thread (graceful shutdown, tests).
+    public func stop() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        while running { condition.wait() }
+        condition.unlock()
+    }
+
+    // MARK: Producer side
+
+    /// Called under the world's lock with the changes of one `withWorld` call. True when
+    /// the writer sleeps and `wake` must be called (after the world's lock is released).
+    @discardableResult
+    public func enqueue(_ changes: [StateChange]) -> Bool {
+        condition.lock()
+        if failed {
+            for change in changes {
+                if change.isJournalRecord { stats.recordsDropped += 1 } else { stats.changesDropped += 1 }
+            }
+        }
+        var critical = false
+        if !failed {
+            for change in changes {
+                if !pending.add(change, limits: limits) { stats.recordsDropped += 1 }
+                if !critical, Self.answersWaitFor(change) { critical = true }
+            }
+            uncommittedRecords.store(recordsInTransaction + pending.recordCount, ordering: .releasing)
+        }
+        // Bumped under the queue lock, so the writer's ticket covers exactly what it took.
+        let ticket = enqueued.add(1, ordering: .releasing).newValue
+        if critical { criticalEnqueued.store(ticket, ordering: .releasing) }
+        let wakeUp = writerIdle && !wakePending
+        if wakeUp { wakePending = true }
+        condition.unlock()
+        return wakeUp
+    }
+
+    /// `enqueue` and, when asked for, `wake`: for callers that hold no lock.
+    public func submit(_ changes: [StateChange]) {
+        if enqueue(changes) { wake() }
+    }
+
+    public func wake() {
+        condition.lock()
+        wakePending = false
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Whether an answer given after this change must wait for its commit (journal records
+    /// and fault-rule counters may run ahead, within `journalLag`).
+    static func answersWaitFor(_ change: StateChange) -> Bool {
+        switch change {
+        case .recordSaved, .recordRemoved, .recordsEvicted, .faultsSaved: return false
+        default: return true
+        }
+    }
+
+    /// The ticket an answer must wait for, or nil when it may go now. `everything` waits for
+    /// journal records too, whatever the lag (admin answers).
+    public func uncommittedTicket(everything: Bool = false) -> UInt64? {
+        let done = committed.load(ordering: .acquiring)
+        let ticket = everything || uncommittedRecords.load(ordering: .acquiring) > limits.journalLag
+            ? enqueued.load(ordering: .acquiring) : criticalEnqueued.load(ordering: .acquiring)
+        return ticket > done ? ticket : nil
+    }
+
+    /// Runs `task` on `executor` once everything up to `ticket` is committed (or the store
+    /// has failed; answers are never held forever). The task may capture objects confined to
+    /// the executor's thread: it only ever runs there.
+    public func afterCommit(_ ticket: UInt64, on executor: any CommitExecutor, _ task: @escaping () -> Void) {
+        let confined = ConfinedTask(task)
+        condition.lock()
+        if committed.load(ordering: .acquiring) >= ticket {
+            condition.unlock()
+            executor.execute { confined.run() }
+            return
+        }
+        waiters.append((ticket, executor, confined))
+        condition.unlock()
+    }
+
+    /// Blocks until everything enqueued so far is committed (tests, shutdown).
+    @discardableResult
+    public func waitUntilCommitted(timeoutSeconds: Double = 30) -> Bool {
+        let target = enqueued.load(ordering: .acquiring)
+        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while committed.load(ordering: .acquiring) < target {
+            if !condition.wait(until: deadline) { return false }
+        }
+        return true
+    }
+
+    public var statistics: StateWriterStats {
+        condition.lock()
+        defer { condition.unlock() }
+        var s = stats
+        s.queuedChanges = pending.count
+        s.queuedRecordBytes = pending.recordBytes
+        return s
+    }
+
+    // MARK: Writer thread
+
+    private func run() {
+        condition.lock()
+        while true {
+            while pending.isEmpty && !stopping {
+                writerIdle = true
+                condition.wait()
+            }
+            writerIdle = false
+            if pending.isEmpty && stopping { break }
+            recordsInTransaction = pending.recordCount
+            let batch = pending.take()
+            let ticket = enqueued.load(ordering: .acquiring)
+            condition.unlock()
+
+            let error = write(batch)
+
+            condition.lock()
+            if let error {
+                stats.writeErrors += 1
+                if !failed {
+                    failed = true
+                    stats.failure = error.description
+                    log("state: writing \(store.location) failed \(limits.attempts) times (\(error)); from now on nothing is persisted and the emulator goes on in memory. What was committed before stays in the state directory.")
+                }
+                for change in batch {
+                    if change.isJournalRecord { stats.recordsDropped += 1 } else { stats.changesDropped += 1 }
+                }
+                for change in pending.take() {
+                    if change.isJournalRecord { stats.recordsDropped += 1 } else { stats.changesDropped += 1 }
+                }
+                // Nothing will be committed any more: release every waiter now and for good.
+                committed.store(UInt64.max, ordering: .releasing)
+            } else {
+                stats.transactions += 1
+                stats.changesWritten += UInt64(batch.count)
+                committed.store(ticket, ordering: .releasing)
+            }
+            recordsInTransaction = 0
+            uncommittedRecords.store(pending.recordCount, ordering: .releasing)
+            let ready = takeReadyWaiters()
+            condition.broadcast()
+            condition.unlock()
+            dispatch(ready)
+            condition.lock()
+        }
+        running = false
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// One transaction, retried a few times (a busy disk, a transient error).
+    private func write(_ batch: [StateChange]) -> StateStoreError? {
+        var lastError: StateStoreError?
+        for attempt in 1...max(1, limits.attempts) {
+            do {
+                try store.write(batch)
+                return nil
+            } catch {
+                lastError = error
+                log("state: writing \(store.location) failed (attempt \(attempt) of \(limits.attempts)): \(error)")
+                if attempt < limits.attempts { usleep(UInt32(limits.retryDelayMilliseconds * 1000 * attempt)) }
+            }
+        }
+        return lastError
+    }
+
+    private func takeReadyWaiters() -> [(ticket: UInt64, executor: any CommitExecutor, task: ConfinedTask)] {
+        let done = committed.load(ordering: .acquiring)
+        guard !waiters.isEmpty else { return [] }
+        if waiters.allSatisfy({ $0.ticket <= done }) {
+            defer { waiters.removeAll(keepingCapacity: true) }
+            return waiters
+        }
+        let ready = waiters.filter { $0.ticket <= done }
+        waiters.removeAll { $0.ticket <= done }
+        return ready
+    }
+
+    /// One hop per executor (event loop) per commit, not one per answer.
+    private func dispatch(_ ready: [(ticket: UInt64, executor: any CommitExecutor, task: ConfinedTask)]) {
+        guard !ready.isEmpty else { return }
+        var groups: [ObjectIdentifier: (executor: any CommitExecutor, tasks: [ConfinedTask])] = [:]
+        var order: [ObjectIdentifier] = []
+        for waiter in ready {
+            let id = ObjectIdentifier(waiter.executor)
+            if groups[id] == nil {
+                groups[id] = (waiter.executor, [])
+                order.append(id)
+            }
+            groups[id]!.tasks.append(waiter.task)
+        }
+        for id in order {
+            let (executor, tasks) = groups[id]!
+            executor.execute { for task in tasks { task.run() } }
+        }
+    }
+}
+
+/// A task handed from its owning thread through the writer and back to that thread.
+struct ConfinedTask: @unchecked Sendable {
+    let run: () -> Void
+    init(_ run: @escaping () -> Void) { self.run = run }
+}
+
+/// The changes waiting for the writer, coalesced: a change with the key of an earlier one
+/// replaces it in place (same entity, newer row); a reset discards everything before it;
+/// evictions collapse into one trailing `recordsEvicted`.
+struct PendingChanges {
+    private var changes: [StateChange?] = []
+    private var index: [ChangeKey: Int] = [:]
+    private(set) var count = 0
+    private(set) var recordCount = 0
+    private(set) var recordBytes = 0
+    private var evictedBefore: UInt64?
+
+    var isEmpty: Bool { count == 0 && evictedBefore == nil }
+
+    static func estimatedBytes(_ change: StateChange) -> Int {
+        guard case .recordSaved(let record) = change else { return 0 }
+        return 256 + record.payload.count + record.requestHeaders.count * 48
+    }
+
+    /// False when a new journal record is dropped because the bounds are reached.
+    mutating func add(_ change: StateChange, limits: StateWriterLimits) -> Bool {
+        switch change {
+        case .reset:
+            self = PendingChanges()
+            changes = [change]
+            count = 1
+            return true
+        case .recordsEvicted(let before):
+            evictedBefore = max(evictedBefore ?? 0, before)
+            return true
+        default:
+            break
+        }
+        guard let key = change.key else { return true }
+        let bytes = Self.estimatedBytes(change)
+        if let position = index[key], let old = changes[position] {
+            if old.isJournalRecord {
+                recordCount -= 1
+                recordBytes -= Self.estimatedBytes(old)
+            }
+            if change.isJournalRecord {
+                recordCount += 1
+                recordBytes += bytes
+            }
+            changes[position] = change
+            return true
+        }
+        if change.isJournalRecord {
+            guard recordCount < limits.maxRecords, recordBytes + bytes <= limits.maxRecordBytes else { return false }
+            recordCount += 1
+            recordBytes += bytes
+        }
+        index[key] = changes.count
+        changes.append(change)
+        count += 1
+        return true
+    }
+
+    /// Everything, in order, and empties the queue.
+    mutating func take() -> [StateChange] {
+        var out = changes.compactMap { $0 }
+        if let evictedBefore { out.append(.recordsEvicted(before: evictedBefore)) }
+        self = PendingChanges()
+        return out
+    }
+}

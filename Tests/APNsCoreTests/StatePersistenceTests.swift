@@ -1,0 +1,388 @@
+import APNsCore
+import Testing
+
+/// Hands every drained change straight to the store, as the writer thread would (minus the
+/// thread), so a "crash" is simply dropping the `EmulatorState`.
+final class DirectSink: StateChangeSink, @unchecked Sendable {
+    let store: any StateStore
+    init(_ store: any StateStore) { self.store = store }
+    func enqueue(_ changes: [StateChange]) -> Bool {
+        try! store.write(changes)
+        return false
+    }
+    func wake() {}
+}
+
+/// A configured start state (team A's key and app, a configured virtual device with a
+/// pinned token), an emulator state persisting into an in-memory store, and restarts from it.
+final class PersistenceFixture: @unchecked Sendable {
+    static let pinned = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+    let clock = ManualClock(milliseconds: 1_767_225_600_000)
+    let keyA: SigningKey
+    let runtimeKey: SigningKey
+    let store = InMemoryStateStore()
+    let configured: World
+    private(set) var state: EmulatorState
+    private(set) var endpoint: ProviderEndpoint
+    var connectionID: UInt64 = 1
+
+    init(capacity: Int = 100, options: DeliveryOptions = DeliveryOptions()) throws {
+        keyA = try SigningKey(team: "TEAMAAAAAA", key: "KEYAAAAAAA")
+        runtimeKey = try SigningKey(team: "TEAMRRRRRR", key: "KEYRRRRRRR")
+        var credentials = Credentials()
+        credentials.add(keyA.providerKey())
+        credentials.addApp(teamID: "TEAMAAAAAA", bundleID: "com.example.app")
+        var registry = DeviceRegistry(seed: 7)
+        let now = clock.nowMilliseconds()
+        try registry.addDevice(id: "ci", isVirtual: true, nowMs: now)
+        _ = try registry.register(deviceID: "ci", bundleID: "com.example.app", environment: .sandbox, fixedToken: Self.pinned, nowMs: now)
+        configured = World(credentials: credentials, registry: registry, records: RecordStore(capacity: capacity), deliveryOptions: options)
+        var world = configured
+        world.startTrackingChanges()
+        try store.write([.reset(world.persistedState)])
+        state = EmulatorState(start: world)
+        endpoint = ProviderEndpoint(state: state, clock: clock)
+        attach()
+    }
+
+    private func attach() {
+        state.setStartState(configured)
+        state.persistence = DirectSink(store)
+        endpoint = ProviderEndpoint(state: state, clock: clock)
+    }
+
+    /// The process dies (nothing is flushed: every change already went to the store) and
+    /// starts again from the store over the same configuration.
+    func restart() throws {
+        let persisted = try store.load()
+        let runtime = runtimeKey
+        var world = try World.restoring(persisted, over: configured, nowMs: clock.nowMilliseconds()) { stored throws(StateStoreError) in
+            guard stored.keyID == runtime.keyID else { throw StateStoreError("unknown key \(stored.keyID)") }
+            return ProviderKey(teamID: stored.teamID, keyID: stored.keyID, environment: stored.environment,
+                               topics: stored.topics.map(Set.init), relatedKeyID: stored.relatedKeyID,
+                               verifier: runtime.verifier, source: stored.source, pem: stored.pem, addedAtRunTime: true)
+        }
+        try store.write(world.takeStateChanges(recordSequences: world.records.takeChanges()))
+        world.records.trackChanges = false
+        state = EmulatorState(start: world)
+        attach()
+    }
+
+    var now: Int64 { clock.nowMilliseconds() }
+
+    func world<T: Sendable>(_ body: (inout World) throws -> T) rethrows -> T {
+        try state.withWorld { world in try body(&world) }
+    }
+
+    func push(_ token: String, key: SigningKey? = nil, topic: String = "com.example.app", body: String = #"{"aps":{"alert":"hi"}}"#,
+              headers: [(String, String)] = []) throws -> PushResponse
+    {
+        let key = key ?? keyA
+        var fields: [(name: String, value: String)] = [
+            (":method", "POST"), (":scheme", "https"), (":authority", "127.0.0.1:2197"), (":path", "/3/device/\(token)"),
+            ("authorization", "bearer \(try key.token(issuedAt: clock.nowSeconds()))"), ("apns-topic", topic),
+        ]
+        fields += headers.map { (name: $0.0, value: $0.1) }
+        var connection = ProviderConnectionContext(connectionID: connectionID, listenerEnvironment: .sandbox, serverName: nil,
+                                                   tokenPolicy: TokenPolicy(), random: FastRandom(seed: connectionID))
+        connectionID += 1
+        return endpoint.handle(PushRequest(streamID: 1, headers: fields, body: Array(body.utf8)), connection: &connection)
+    }
+
+    func record(_ sequence: UInt64) -> NotificationRecord? { state.withWorld { $0.records.record(sequence: sequence) } }
+
+    /// A socket device saying hello on a new connection; returns its frames.
+    func connect(_ deviceID: String, connection: UInt64, apps: [String] = ["com.example.app"],
+                 settings: AppSettings = AppSettings()) throws -> [DeviceFrame]
+    {
+        let hello = DeviceHello(deviceID: deviceID, lowPowerMode: false, apps: apps.map {
+            AppRegistration(bundleID: $0, environment: .sandbox, settings: settings, kinds: [.app])
+        })
+        let now = self.now
+        return try state.withWorld { world throws(DeviceRequestError) in try world.connectDevice(hello, connectionID: connection, nowMs: now) }
+    }
+
+    func disconnect(_ deviceID: String, connection: UInt64) {
+        let now = self.now
+        state.withWorld { $0.disconnectDevice(deviceID, connectionID: connection, nowMs: now) }
+    }
+
+    static func token(in frames: [DeviceFrame]) -> String? {
+        frames.compactMap { $0.message["token"]?.stringValue }.first
+    }
+
+    func token(of device: String, bundle: String = "com.example.app") -> String? {
+        state.withWorld { $0.registry.devices[device]?.apps[bundle]?.tokens[.app] }
+    }
+}
+
+@Suite("State across restarts (store interface, injected clock)")
+struct StatePersistenceTests {
+    @Test func anUninstalledTokenAnswers410WithTheSameTimestampAfterARestart() throws {
+        let f = try PersistenceFixture()
+        let frames = try f.connect("phone", connection: 10)
+        let token = try #require(PersistenceFixture.token(in: frames))
+        f.clock.advance(seconds: 5)
+        let uninstalledAt = f.now
+        _ = try f.state.withWorld { world throws(DeviceRequestError) in
+            try world.uninstallApp(deviceID: "phone", bundleID: "com.example.app", nowMs: uninstalledAt)
+        }
+        try f.restart()
+        f.clock.advance(seconds: 3600)
+        let answer = try f.push(token)
+        #expect(answer.status == 410)
+        #expect(answer.timestampMs == uninstalledAt)
+    }
+
+    @Test func aReconnectingDeviceGetsItsOldTokenAndRotatedTokensStayInvalid() throws {
+        let f = try PersistenceFixture()
+        let first = try f.connect("phone", connection: 10)
+        let token = try #require(PersistenceFixture.token(in: first))
+        let rotatedAt = f.now
+        let rotated = try f.state.withWorld { world throws(DeviceRequestError) in
+            try world.rotateTokens(deviceID: "phone", bundleID: "com.example.app", nowMs: rotatedAt)
+        }
+        let current = try #require(rotated.first?.token)
+        try f.restart()
+        let again = try f.connect("phone", connection: 11)
+        #expect(again.compactMap { $0.message["token"]?.stringValue } == [current], "same device id, same (current) token")
+        #expect(try f.push(token).status == 410)
+        #expect(try f.push(token).timestampMs == rotatedAt)
+        #expect(try f.push(current).status == 200)
+        #expect(f.state.withWorld { $0.registry.token(token)?.state } == .unregistered(sinceMs: rotatedAt))
+    }
+
+    @Test func storedAndInFlightNotificationsAreDeliveredAfterARestart() throws {
+        let f = try PersistenceFixture()
+        // Offline device: its push waits in the store.
+        let a = try f.connect("phone-a", connection: 10)
+        let tokenA = try #require(PersistenceFixture.token(in: a))
+        f.disconnect("phone-a", connection: 10)
+        let stored = try f.push(tokenA)
+        #expect(f.record(stored.recordSequence)?.outcome == .stored)
+        // Online device that never acks: the push is in flight when the process dies.
+        let b = try f.connect("phone-b", connection: 20)
+        let tokenB = try #require(PersistenceFixture.token(in: b))
+        let inFlight = try f.push(tokenB)
+        #expect(f.record(inFlight.recordSequence)?.outcome == .pending)
+
+        try f.restart()
+        #expect(f.record(stored.recordSequence)?.outcome == .stored)
+        #expect(f.record(inFlight.recordSequence)?.outcome == .stored, "in flight goes back to the store, as on a disconnect")
+        for (device, response, connection) in [("phone-a", stored, UInt64(30)), ("phone-b", inFlight, UInt64(31))] {
+            let frames = try f.connect(device, connection: connection)
+            let sent = frames.map(\.message).filter { $0["type"] == "notification" }
+            #expect(sent.count == 1)
+            #expect(sent.first?["apnsId"]?.stringValue == response.apnsID)
+            #expect(sent.first?["stored"] == true)
+            let id = UInt64(try #require(sent.first?["id"]?.intValue))
+            let now = f.now
+            try f.state.withWorld { world throws(DeviceRequestError) in
+                try world.acknowledge(deviceID: device, connectionID: connection, deliveryID: id, nowMs: now)
+            }
+            #expect(f.record(response.recordSequence)?.outcome == .delivered)
+        }
+        // Acknowledged: nothing waits any more, also after another restart.
+        try f.restart()
+        #expect(f.world { $0.delivery.pendingCount } == 0)
+    }
+
+    @Test func deferredAndBatchedPushesKeepTheirSlots() throws {
+        var options = DeliveryOptions()
+        options.backgroundBudgetPerHour = 1
+        options.lowPriorityDelayMs = 60_000
+        let f = try PersistenceFixture(options: options)
+        let frames = try f.connect("phone", connection: 10)
+        let token = try #require(PersistenceFixture.token(in: frames))
+        let background: [(String, String)] = [("apns-push-type", "background"), ("apns-priority", "10")]
+        let wake = try f.push(token, body: #"{"aps":{"content-available":1}}"#, headers: background)
+        #expect(wake.deviceFrames.count == 1)
+        let held = try f.push(token, body: #"{"aps":{"content-available":1}}"#, headers: background)
+        #expect(f.record(held.recordSequence)?.outcome == .deferred)
+        let batched = try f.push(token, headers: [("apns-priority", "5")])
+        #expect(batched.deviceFrames.isEmpty)
+
+        try f.restart()
+        #expect(f.record(held.recordSequence)?.outcome == .deferred)
+        let waiting = f.world { $0.delivery.waiting }
+        #expect(waiting.contains { $0.notification.sequence == held.recordSequence && $0.slot == .deferred(.budget) })
+        #expect(waiting.contains { $0.notification.sequence == batched.recordSequence && $0.slot == .batched(releaseAtMs: f.now + 60_000) })
+        // The batch is released on time once the device is back.
+        _ = try f.connect("phone", connection: 11)
+        f.clock.advance(seconds: 61)
+        let released = f.world { $0.tick(nowMs: f.now) }
+        #expect(released.contains { $0.message["apnsId"]?.stringValue == batched.apnsID })
+    }
+
+    @Test func runtimeKeysAppsAndFaultRulesComeBackWithTheirCounters() throws {
+        let f = try PersistenceFixture()
+        let runtime = f.runtimeKey.providerKey()
+        f.world { world in
+            world.credentials.add(ProviderKey(teamID: runtime.teamID, keyID: runtime.keyID, verifier: runtime.verifier,
+                                              source: "api", pem: "-----BEGIN PUBLIC KEY-----", addedAtRunTime: true))
+            world.credentials.addApp(teamID: "TEAMRRRRRR", bundleID: "com.example.runtime")
+            world.faults.add(FaultRule(id: "", match: FaultMatch(token: PersistenceFixture.pinned),
+                                       action: FaultAction(kind: .respond(status: 500, reason: "InternalServerError")), times: 1))
+            try! world.registry.addDevice(id: "r", isVirtual: true, nowMs: 0)
+        }
+        let entry = try f.world { world in
+            try world.registry.register(deviceID: "r", bundleID: "com.example.runtime", environment: .sandbox, nowMs: 0)
+        }
+        #expect(try f.push(PersistenceFixture.pinned).status == 500)
+        #expect(try f.push(PersistenceFixture.pinned).status == 200, "times: 1")
+
+        try f.restart()
+        #expect(try f.push(entry.token, key: f.runtimeKey, topic: "com.example.runtime").status == 200)
+        let rules = f.world { $0.faults.rules }
+        #expect(rules.map(\.id) == ["f1"])
+        #expect(rules.first?.matched == 2)
+        #expect(rules.first?.fired == 1)
+        #expect(try f.push(PersistenceFixture.pinned).status == 200, "the spent rule stays spent")
+        #expect(f.world { $0.faults.add(FaultRule(id: "", match: FaultMatch(), action: FaultAction(kind: .none))) } == "f2")
+        // A key removed at run time stays removed.
+        f.world { _ = $0.credentials.removeKey(id: runtime.keyID) }
+        try f.restart()
+        #expect(f.world { $0.credentials.keys[runtime.keyID] } == nil)
+        #expect(f.world { $0.credentials.keys["KEYAAAAAAA"] } != nil, "configured keys come from the configuration")
+    }
+
+    @Test func theJournalKeepsItsBoundAndSequencesContinue() throws {
+        let f = try PersistenceFixture(capacity: 3)
+        var sequences: [UInt64] = []
+        for _ in 0..<5 { sequences.append(try f.push(PersistenceFixture.pinned).recordSequence) }
+        #expect(try f.store.load().records.map(\.sequence) == Array(sequences.suffix(3)), "evicted records leave the store too")
+        let deleted = f.world { world in world.deleteRecords { $0.sequence == sequences[3] } }
+        #expect(deleted == 1)
+        try f.restart()
+        #expect(f.world { $0.records.newestFirst(limit: 10).map(\.sequence) } == [sequences[4], sequences[2]])
+        #expect(f.record(sequences[4])?.outcome == .delivered)
+        #expect(try f.push(PersistenceFixture.pinned).recordSequence == sequences[4] + 1)
+    }
+
+    @Test func aResetPersistsTheConfiguredStartStateAtomically() throws {
+        let f = try PersistenceFixture()
+        _ = try f.connect("phone", connection: 10)
+        let before = try f.push(PersistenceFixture.pinned).recordSequence
+        f.world { $0.credentials.addApp(teamID: "TEAMAAAAAA", bundleID: "com.example.extra") }
+        let writes = f.store.writes
+        f.state.reset()
+        #expect(f.store.writes == writes + 1, "one transaction")
+        let persisted = try f.store.load()
+        #expect(persisted.devices.map(\.id) == ["ci"])
+        #expect(persisted.records.isEmpty)
+        #expect(persisted.apps.map(\.bundleID) == ["com.example.app"])
+        try f.restart()
+        #expect(f.world { $0.registry.devices.keys.sorted() } == ["ci"])
+        #expect(try f.push(PersistenceFixture.pinned).recordSequence > before, "sequence numbers never repeat")
+    }
+
+    @Test func configuredDevicesAreAddedAndPersistedDevicesWin() throws {
+        let f = try PersistenceFixture()
+        // A configured device removed at run time comes back at the next start, with its
+        // pinned token active again (as after a reset).
+        f.world { world in try! world.registry.removeDevice(id: "ci", nowMs: 0) }
+        #expect(try f.push(PersistenceFixture.pinned).status == 410)
+        try f.restart()
+        #expect(try f.push(PersistenceFixture.pinned).status == 200)
+        // A configured device changed at run time keeps its changes (the state wins).
+        f.world { world in try! world.registry.updateDevice("ci") { $0.lowPowerMode = true } }
+        try f.restart()
+        #expect(f.world { $0.registry.devices["ci"]?.lowPowerMode } == true)
+    }
+
+    @Test func nothingIsCollectedWithoutPersistence() throws {
+        var world = World()
+        try world.registry.addDevice(id: "d", isVirtual: true, nowMs: 0)
+        world.credentials.addApp(teamID: "T", bundleID: "com.x")
+        #expect(world.takeStateChanges(recordSequences: []).isEmpty)
+        world.startTrackingChanges()
+        _ = try world.registry.register(deviceID: "d", bundleID: "com.x", environment: .sandbox, nowMs: 0)
+        let changes = world.takeStateChanges(recordSequences: [])
+        #expect(changes.count == 2)
+        #expect(world.takeStateChanges(recordSequences: []).isEmpty, "drained")
+    }
+}
+
+@Suite("State codec")
+struct StateCodecTests {
+    static func fullRecord() -> NotificationRecord {
+        var r = NotificationRecord(apnsID: "C691CA6D-FFF3-BD4B-3D4B-FBCDB3DCC1CA", token: "4fc1", environment: .production, receivedAtMs: 1_767_225_600_123)
+        r.sequence = 42
+        r.uniqueID = "66cd1680-de82-4696-8bfc-629c9118d429"
+        r.topic = "com.example.app"
+        r.pushType = "alert"
+        r.pushTypeHeaderPresent = true
+        r.priority = 5
+        r.expiration = 1_767_225_999
+        r.collapseID = "score"
+        r.status = 410
+        r.reason = "Unregistered"
+        r.timestampMs = -7
+        r.payload = Array(#"{"aps":{"alert":"ü"}}"#.utf8) + [0, 255]
+        r.payloadSize = 9000
+        r.explanation = "uninstalled"
+        r.connectionID = UInt64.max
+        r.streamID = Int32.max
+        r.method = "POST"
+        r.path = "/3/device/4fc1"
+        r.requestHeaders = [(":method", "POST"), ("apns-topic", "com.example.app"), ("empty", "")]
+        r.teamID = "TEAM"
+        r.keyID = "KEY"
+        r.jwtHeader = #"{"alg":"ES256"}"#
+        r.jwtClaims = #"{"iss":"TEAM"}"#
+        r.jwtVerified = false
+        r.deviceID = "phone"
+        r.bundleID = "com.example.app"
+        r.outcome = .droppedBySystem
+        r.callbacks = ["willPresent", "didReceive"]
+        r.display = "banner"
+        r.deliveredAtMs = 1
+        r.wasStored = true
+        r.deliveryNote = "note"
+        r.respondedAtMs = 2
+        r.faultRuleID = "f1"
+        r.certificateSubject = "CN=x"
+        return r
+    }
+
+    /// Every field of a record goes through the codec. A new field fails this test until the
+    /// codec (and this fixture) carry it.
+    @Test func recordsRoundTripEveryField() throws {
+        let record = Self.fullRecord()
+        #expect(Mirror(reflecting: record).children.count == 39, "NotificationRecord changed: extend StateCodec and this test")
+        let decoded = try StateCodec.decodeRecord(StateCodec.encode(record))
+        #expect(String(describing: decoded) == String(describing: record))
+        var sparse = NotificationRecord(apnsID: "A", token: "", environment: .sandbox, receivedAtMs: 0)
+        sparse.jwtVerified = true
+        #expect(String(describing: try StateCodec.decodeRecord(StateCodec.encode(sparse))) == String(describing: sparse))
+    }
+
+    @Test func waitingNotificationsAndFaultRulesRoundTrip() throws {
+        let n = PendingNotification(sequence: 9, apnsID: "ID", token: "ab", topic: "com.x.voip", deviceID: "d", bundleID: "com.x",
+                                    pushType: .voip, priority: 10, collapseID: nil, storeUntilMs: 123, payload: [1, 2, 3],
+                                    content: PushContent(isVisible: true, contentAvailable: false, mutableContent: true), wasStored: true)
+        #expect(String(describing: try StateCodec.decodeNotification(StateCodec.encode(n))) == String(describing: n))
+        var rule = FaultRule(id: "slow", match: FaultMatch(token: "ab", topic: "t", pushType: "alert", priority: 5, environment: .production, connectionID: 3),
+                             action: FaultAction(kind: .goAway(reason: "Shutdown", lastStreamID: 7, errorCode: 2), delayMs: 10, jitterMs: 5),
+                             times: 4, after: 2, probability: 0.25, seed: UInt64.max)
+        rule.restoreCounts(matched: 11, fired: 3)
+        let kinds: [FaultAction.Kind] = [.none, .respond(status: 500, reason: "X"), .resetStream(errorCode: 7), .closeConnection,
+                                         .maxConcurrentStreams(1), .goAway(reason: nil, lastStreamID: nil, errorCode: 0)]
+        let rules = [rule] + kinds.enumerated().map { FaultRule(id: "k\($0.offset)", match: FaultMatch(), action: FaultAction(kind: $0.element)) }
+        let decoded = try StateCodec.decodeFaults(StateCodec.encode(FaultRulesSnapshot(rules: rules, nextNumber: 12)))
+        #expect(decoded.nextNumber == 12)
+        #expect(decoded.rules.map(\.id) == rules.map(\.id))
+        #expect(decoded.rules.map(\.action) == rules.map(\.action))
+        #expect(decoded.rules.map(\.match) == rules.map(\.match))
+        #expect(decoded.rules[0].matched == 11 && decoded.rules[0].fired == 3 && decoded.rules[0].times == 4)
+        #expect(decoded.rules[0].after == 2 && decoded.rules[0].probability == 0.25 && decoded.rules[0].seed == UInt64.max)
+    }
+
+    @Test func damagedOrUnknownBytesAreErrorsNotCrashes() {
+        let bytes = StateCodec.encode(Self.fullRecord())
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeRecord(Array(bytes.prefix(bytes.count / 2))) }
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeRecord([99] + bytes.dropFirst()) }
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeRecord(bytes + [0]) }
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeFaults([1, 2, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]) }
+    }
+}

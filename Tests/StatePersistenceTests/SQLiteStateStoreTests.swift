@@ -1,0 +1,219 @@
+import APNsCore
+import Foundation
+import SQLite
+import SQLiteStateStore
+import Testing
+
+/// A temporary directory removed at the end of the test.
+final class TemporaryDirectory {
+    let path: String
+    init() throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("apns-state-test-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+    var state: String { path + "/state" }
+}
+
+/// Everything a `PersistedState` holds, in one comparable text (records, notifications and
+/// fault rules by their codec bytes, so every field counts).
+func canonical(_ s: PersistedState) -> String {
+    var lines = ["initialized \(s.initialized)", "next \(s.nextRecordSequence)"]
+    lines += s.devices.map { d in
+        // Dictionaries print in no fixed order: spell the apps out sorted.
+        let apps = d.apps.values.sorted { $0.bundleID < $1.bundleID }.map { app in
+            "\(app.bundleID) \(app.environment) \(app.tokens.sorted { $0.key.rawValue < $1.key.rawValue }) \(app.installedAtMs) \(app.settings)"
+        }
+        return "device \(d.id) \(d.isVirtual) \(d.createdAtMs) \(d.lowPowerMode) \(d.forcedOffline) \(d.connectionID as Any) \(apps)"
+    }
+    lines += s.tokens.map { "token \($0)" }
+    lines += s.keys.map { "key \($0)" }
+    lines += s.apps.map { "app \($0.bundleID) \($0.teamID)" }
+    lines.append("faults \(s.faults.map { StateCodec.encode($0) } ?? [])")
+    lines += s.waiting.map { "waiting \($0.slot) \(StateCodec.encode($0.notification))" }
+    lines += s.records.map { "record \(StateCodec.encode($0))" }
+    return lines.joined(separator: "\n")
+}
+
+/// One of every entity, in every state the store distinguishes.
+func everyKindOfChange() -> [StateChange] {
+    var changes: [StateChange] = []
+    var apps: [String: InstalledApp] = [:]
+    apps["com.example.app"] = InstalledApp(bundleID: "com.example.app", environment: .sandbox, tokens: [.app: "aa01", .voip: "aa02"],
+                                           installedAtMs: 5, settings: AppSettings(authorization: .provisional, appState: .terminated, backgroundMode: false))
+    apps["com.example.other"] = InstalledApp(bundleID: "com.example.other", environment: .production, tokens: [.widgets: "aa03"], installedAtMs: 6)
+    changes.append(.deviceSaved(Device(id: "phone", isVirtual: false, apps: apps, createdAtMs: 1, lowPowerMode: true, forcedOffline: false)))
+    changes.append(.deviceSaved(Device(id: "virtual", isVirtual: true, apps: [:], createdAtMs: 2, forcedOffline: true)))
+    changes.append(.deviceSaved(Device(id: "gone", isVirtual: true, apps: [:], createdAtMs: 3)))
+    changes.append(.deviceRemoved(id: "gone"))
+    let states: [TokenState] = [.active, .unregistered(sinceMs: 1_767_225_600_123), .expired, .rateLimited]
+    for (i, state) in states.enumerated() {
+        changes.append(.tokenSaved(TokenEntry(token: "aa0\(i + 1)", deviceID: "phone", bundleID: "com.example.app", environment: .sandbox,
+                                              kind: i == 1 ? .voip : .app, state: state, issuedAtMs: Int64(i),
+                                              pushesUntilUnregistered: i == 1 ? 3 : nil)))
+    }
+    changes.append(.keySaved(StoredKey(teamID: "TEAM", keyID: "KEY1", environment: .production, topics: ["com.a", "com.b"],
+                                       relatedKeyID: "KEY2", pem: "-----BEGIN PRIVATE KEY-----\nabc\n", source: "api", addedAtRunTime: true)))
+    changes.append(.keySaved(StoredKey(teamID: "TEAM", keyID: "KEY2", environment: nil, topics: nil, relatedKeyID: nil,
+                                       pem: "pem", source: "/keys/k.p8", addedAtRunTime: false)))
+    changes.append(.keySaved(StoredKey(teamID: "TEAM", keyID: "KEY3", environment: nil, topics: nil, relatedKeyID: nil,
+                                       pem: "pem", source: "api", addedAtRunTime: true)))
+    changes.append(.keyRemoved(keyID: "KEY3"))
+    changes.append(.appSaved(bundleID: "com.example.app", teamID: "TEAM"))
+    changes.append(.appSaved(bundleID: "com.example.gone", teamID: "TEAM"))
+    changes.append(.appRemoved(bundleID: "com.example.gone"))
+    var rule = FaultRule(id: "f1", match: FaultMatch(topic: "com.example.app"), action: FaultAction(kind: .respond(status: 500, reason: "X")), times: 2)
+    rule.restoreCounts(matched: 5, fired: 2)
+    changes.append(.faultsSaved(FaultRulesSnapshot(rules: [rule], nextNumber: 2)))
+    let slots: [WaitingSlot] = [.stored, .deferred(.lowPower), .batched(releaseAtMs: 99), .inFlight]
+    for (i, slot) in slots.enumerated() {
+        let n = PendingNotification(sequence: UInt64(10 + i), apnsID: "N\(i)", token: "aa01", topic: "com.example.app", deviceID: "phone",
+                                    bundleID: "com.example.app", pushType: .alert, priority: 10, collapseID: i == 0 ? "c" : nil,
+                                    storeUntilMs: i == 3 ? nil : 1000, payload: Array("{}".utf8), content: PushContent(isVisible: true))
+        changes.append(.notificationWaiting(WaitingNotification(slot: slot, notification: n)))
+    }
+    changes.append(.notificationWaiting(WaitingNotification(slot: .stored, notification: PendingNotification(
+        sequence: 20, apnsID: "done", token: "aa01", topic: "com.example.app", deviceID: "phone", bundleID: "com.example.app",
+        pushType: .alert, priority: 10, collapseID: nil, storeUntilMs: 1, payload: [], content: PushContent()))))
+    changes.append(.notificationDone(sequence: 20))
+    for sequence in UInt64(1)...6 {
+        var r = NotificationRecord(apnsID: "ID\(sequence)", token: "aa01", environment: .production, receivedAtMs: 1_767_225_600_123)
+        r.sequence = sequence
+        r.uniqueID = "u"
+        r.payload = [0, 1, 255]
+        r.requestHeaders = [(":method", "POST"), ("apns-topic", "com.example.app")]
+        r.jwtVerified = false
+        r.outcome = .stored
+        r.callbacks = ["willPresent"]
+        r.timestampMs = -1
+        changes.append(.recordSaved(r))
+    }
+    changes.append(.recordRemoved(sequence: 4))
+    changes.append(.recordsEvicted(before: 2))
+    return changes
+}
+
+@Suite("SQLite state store")
+struct SQLiteStateStoreTests {
+    @Test func everyEntityRoundTripsAsTheReferenceStoreKeepsIt() throws {
+        let dir = try TemporaryDirectory()
+        let reference = InMemoryStateStore()
+        let changes = everyKindOfChange()
+        try reference.write(changes)
+        do {
+            let store = try SQLiteStateStore(directory: dir.state)
+            #expect(try store.load().initialized == false, "a new directory holds nothing")
+            try store.write(Array(changes.prefix(10)))
+            try store.write(Array(changes.dropFirst(10)))
+            store.close()
+        }
+        let reopened = try SQLiteStateStore(directory: dir.state)
+        let loaded = try reopened.load()
+        let expected = canonical(try reference.load())
+        let actual = canonical(loaded)
+        #expect(actual == expected, "\(zip(actual.split(separator: "\n"), expected.split(separator: "\n")).filter { $0 != $1 }.prefix(3))")
+        #expect(loaded.records.map(\.sequence) == [2, 3, 5, 6])
+        #expect(loaded.waiting.map(\.slot) == [.stored, .deferred(.lowPower), .batched(releaseAtMs: 99), .inFlight])
+        #expect(loaded.nextRecordSequence == 14, "past every record and waiting notification")
+    }
+
+    @Test func aResetReplacesEverythingInOneTransaction() throws {
+        let dir = try TemporaryDirectory()
+        let store = try SQLiteStateStore(directory: dir.state)
+        try store.write(everyKindOfChange())
+        var start = PersistedState()
+        start.initialized = true
+        start.devices = [Device(id: "ci", isVirtual: true, apps: [:], createdAtMs: 0)]
+        start.apps = [("com.example.app", "TEAM")]
+        start.nextRecordSequence = 77
+        try store.write([.reset(start), record(77)])
+        let loaded = try store.load()
+        #expect(loaded.devices.map(\.id) == ["ci"])
+        #expect(loaded.tokens.isEmpty && loaded.keys.isEmpty && loaded.waiting.isEmpty && loaded.faults == nil)
+        #expect(loaded.records.map(\.sequence) == [77])
+        #expect(loaded.nextRecordSequence == 78)
+    }
+
+    @Test func sequenceNumbersCarryOnWhenEveryRecordIsGone() throws {
+        let dir = try TemporaryDirectory()
+        do {
+            let store = try SQLiteStateStore(directory: dir.state)
+            try store.write([record(41), record(42)])
+            try store.write([.recordRemoved(sequence: 41), .recordRemoved(sequence: 42)])
+            store.close()
+        }
+        let loaded = try SQLiteStateStore(directory: dir.state).load()
+        #expect(loaded.records.isEmpty)
+        #expect(loaded.nextRecordSequence == 43)
+    }
+
+    @Test func aNewerSchemaVersionIsRefused() throws {
+        let dir = try TemporaryDirectory()
+        try SQLiteStateStore(directory: dir.state).close()
+        do {
+            let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
+            try db.setUserVersion(SQLiteStateStore.schemaVersion + 1)
+            db.close()
+        }
+        let error = try #require(throws: StateStoreError.self) { try SQLiteStateStore(directory: dir.state) }
+        #expect(error.description.contains("schema version 2, written by a newer apns-emulator"))
+    }
+
+    @Test func aForeignDatabaseIsRefused() throws {
+        let dir = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: dir.state, withIntermediateDirectories: true)
+        do {
+            let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
+            try db.execute("CREATE TABLE mine (x)")
+            db.close()
+        }
+        let error = try #require(throws: StateStoreError.self) { try SQLiteStateStore(directory: dir.state) }
+        #expect(error.description.contains("without an apns-emulator schema version"))
+    }
+
+    @Test func aCorruptFileIsAClearError() throws {
+        let dir = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: dir.state, withIntermediateDirectories: true)
+        try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: dir.state + "/state.sqlite"))
+        let error = try #require(throws: StateStoreError.self) { try SQLiteStateStore(directory: dir.state) }
+        #expect(error.description.contains("is not an apns-emulator state database or is damaged"))
+
+        // A real database whose pages were overwritten.
+        let damaged = try TemporaryDirectory()
+        do {
+            let store = try SQLiteStateStore(directory: damaged.state)
+            try store.write(everyKindOfChange())
+            store.close()
+        }
+        let path = damaged.state + "/state.sqlite"
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seek(toOffset: 4096)
+        handle.write(Data(repeating: 0xA5, count: 4096 * 3))
+        try handle.close()
+        let damagedError = try #require(throws: StateStoreError.self) {
+            let store = try SQLiteStateStore(directory: damaged.state)
+            _ = try store.load()
+        }
+        #expect(damagedError.description.contains("damaged") || damagedError.description.contains("malformed"))
+    }
+
+    @Test func aDirectoryThatCannotBeUsedIsAClearError() throws {
+        let dir = try TemporaryDirectory()
+        let file = dir.path + "/plain-file"
+        FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+        let notDirectory = try #require(throws: StateStoreError.self) { try SQLiteStateStore(directory: file) }
+        #expect(notDirectory.description.contains("exists and is not a directory"))
+        let underFile = try #require(throws: StateStoreError.self) { try SQLiteStateStore(directory: file + "/state") }
+        #expect(underFile.description.contains("cannot create the directory"))
+    }
+
+    @Test func aSecondEmulatorOnTheSameDirectoryIsRefused() throws {
+        let dir = try TemporaryDirectory()
+        let first = try SQLiteStateStore(directory: dir.state)
+        try first.write([token("a")])
+        let error = try #require(throws: StateStoreError.self) { try SQLiteStateStore(directory: dir.state) }
+        #expect(error.description.contains("in use by another apns-emulator"))
+        first.close()
+        #expect(try SQLiteStateStore(directory: dir.state).load().tokens.count == 1)
+    }
+}

@@ -1,0 +1,246 @@
+import APNsCore
+import Foundation
+import StatePersistence
+import Synchronization
+import Testing
+
+/// A store whose writes can be held at a gate, made to fail, and inspected.
+final class GatedStore: StateStore, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var open = true
+    private var entered = 0
+    private(set) var batches: [[StateChange]] = []
+    var failing = false
+
+    var location: String { "gated" }
+    func load() throws(StateStoreError) -> PersistedState { PersistedState() }
+
+    func write(_ changes: [StateChange]) throws(StateStoreError) {
+        condition.lock()
+        entered += 1
+        condition.broadcast()
+        while !open { condition.wait() }
+        let fail = failing
+        if !fail { batches.append(changes) }
+        condition.unlock()
+        if fail { throw StateStoreError("disk full") }
+    }
+
+    func close() { condition.lock(); open = false; condition.unlock() }
+    func release() { condition.lock(); open = true; condition.broadcast(); condition.unlock() }
+
+    /// Waits until the writer is inside `write` (holding a batch).
+    func waitForWriter(_ count: Int = 1) {
+        condition.lock()
+        while entered < count { condition.wait() }
+        condition.unlock()
+    }
+
+    var allChanges: [StateChange] { condition.lock(); defer { condition.unlock() }; return batches.flatMap { $0 } }
+    var batchCount: Int { condition.lock(); defer { condition.unlock() }; return batches.count }
+}
+
+/// Runs tasks when asked, like an event loop that has not got round to them yet.
+final class QueueExecutor: CommitExecutor, @unchecked Sendable {
+    private let tasks = Mutex<[@Sendable () -> Void]>([])
+    func execute(_ task: @escaping @Sendable () -> Void) { tasks.withLock { $0.append(task) } }
+    func runAll() -> Int {
+        let list = tasks.withLock { t in defer { t.removeAll() }; return t }
+        list.forEach { $0() }
+        return list.count
+    }
+}
+
+func token(_ name: String, state: TokenState = .active) -> StateChange {
+    .tokenSaved(TokenEntry(token: name, deviceID: "d", bundleID: "com.x", environment: .sandbox, kind: .app, state: state, issuedAtMs: 0))
+}
+
+func record(_ sequence: UInt64, payload: Int = 10) -> StateChange {
+    var r = NotificationRecord(apnsID: "A\(sequence)", token: "t", environment: .sandbox, receivedAtMs: 0)
+    r.sequence = sequence
+    r.payload = [UInt8](repeating: 1, count: payload)
+    return .recordSaved(r)
+}
+
+@Suite("State writer: group commit, bounds, failure")
+struct StateWriterTests {
+    @Test func changesThatQueueUpDuringACommitGoInOneTransaction() throws {
+        let store = GatedStore()
+        let writer = StateWriter(store: store, log: { _ in })
+        writer.start()
+        defer { writer.stop() }
+        store.close()
+        writer.submit([token("first")])
+        store.waitForWriter()
+        for i in 0..<500 { writer.submit([token("t\(i)"), record(UInt64(i))]) }
+        store.release()
+        #expect(writer.waitUntilCommitted())
+        #expect(store.batchCount == 2, "the first change, then everything that queued behind it")
+        #expect(store.allChanges.count == 1001)
+        let stats = writer.statistics
+        #expect(stats.transactions == 2 && stats.changesWritten == 1001 && stats.recordsDropped == 0)
+    }
+
+    @Test func laterRowsForTheSameEntityReplaceEarlierOnesAndAResetDropsWhatCameBefore() throws {
+        let store = GatedStore()
+        let writer = StateWriter(store: store, log: { _ in })
+        writer.start()
+        defer { writer.stop() }
+        store.close()
+        writer.submit([token("gate")])
+        store.waitForWriter()
+        writer.submit([token("a"), token("b"), record(1), .recordsEvicted(before: 1)])
+        writer.submit([token("a", state: .expired), .recordRemoved(sequence: 1), .recordsEvicted(before: 5)])
+        store.release()
+        #expect(writer.waitUntilCommitted())
+        let second = store.batches[1]
+        #expect(second.count == 4)
+        if case .tokenSaved(let entry) = second[0] { #expect(entry.token == "a" && entry.state == .expired) } else { Issue.record("\(second[0])") }
+        if case .recordRemoved(let sequence) = second[2] { #expect(sequence == 1) } else { Issue.record("\(second[2])") }
+        if case .recordsEvicted(let before) = second[3] { #expect(before == 5) } else { Issue.record("\(second[3])") }
+
+        store.close()
+        writer.submit([token("gate2")])
+        store.waitForWriter(3)
+        writer.submit([token("lost"), record(7)])
+        writer.submit([.reset(PersistedState()), token("after")])
+        store.release()
+        #expect(writer.waitUntilCommitted())
+        let last = store.batches[3]
+        #expect(last.count == 2)
+        if case .reset = last[0] {} else { Issue.record("a reset comes first: \(last)") }
+    }
+
+    @Test func journalRecordsBeyondTheBoundAreDroppedAndCountedButStateChangesNever() throws {
+        let store = GatedStore()
+        let writer = StateWriter(store: store, limits: StateWriterLimits(maxRecords: 10, maxRecordBytes: 1 << 20), log: { _ in })
+        writer.start()
+        defer { writer.stop() }
+        store.close()
+        writer.submit([token("gate")])
+        store.waitForWriter()
+        for i in 0..<50 { writer.submit([record(UInt64(i)), token("t\(i)")]) }
+        writer.submit([record(3, payload: 20)])  // an update of a queued record is never dropped
+        #expect(writer.statistics.recordsDropped == 40)
+        #expect(writer.statistics.queuedChanges == 60)
+        store.release()
+        #expect(writer.waitUntilCommitted())
+        #expect(store.allChanges.filter { $0.isJournalRecord }.count == 10)
+        #expect(store.allChanges.filter { if case .tokenSaved = $0 { return true } else { return false } }.count == 51)
+        // A byte bound as well.
+        let small = StateWriter(store: GatedStore(), limits: StateWriterLimits(maxRecords: 1000, maxRecordBytes: 1000), log: { _ in })
+        small.submit([record(1, payload: 600), record(2, payload: 600)])
+        #expect(small.statistics.recordsDropped == 1)
+    }
+
+    @Test func answersWaitForTheirCommitOnTheirOwnExecutor() throws {
+        let store = GatedStore()
+        let writer = StateWriter(store: store, log: { _ in })
+        let loop = QueueExecutor()
+        #expect(writer.uncommittedTicket() == nil)
+        writer.start()
+        defer { writer.stop() }
+        store.close()
+        writer.submit([token("a")])
+        let ticket = try #require(writer.uncommittedTicket())
+        let answered = Mutex(false)
+        writer.afterCommit(ticket, on: loop) { answered.withLock { $0 = true } }
+        store.waitForWriter()
+        #expect(loop.runAll() == 0, "not before the commit")
+        store.release()
+        #expect(writer.waitUntilCommitted())
+        // The writer hands the answer to its executor; it runs there.
+        while loop.runAll() == 0 { usleep(1000) }
+        #expect(answered.withLock { $0 })
+        #expect(writer.uncommittedTicket() == nil)
+    }
+
+    /// Journal records may run ahead of the disk by the lag; lifecycle changes never; beyond
+    /// the lag every answer waits (back-pressure); admin answers always wait.
+    @Test func answersWaitForLifecycleChangesAndForRecordsBeyondTheLag() throws {
+        let store = GatedStore()
+        let writer = StateWriter(store: store, limits: StateWriterLimits(journalLag: 2), log: { _ in })
+        writer.start()
+        defer { writer.stop() }
+        store.close()
+        writer.submit([record(1)])
+        store.waitForWriter()
+        #expect(writer.uncommittedTicket() == nil, "one record in the open transaction: within the lag")
+        #expect(writer.uncommittedTicket(everything: true) != nil)
+        writer.submit([record(2)])
+        #expect(writer.uncommittedTicket() == nil)
+        writer.submit([record(3)])
+        let behind = try #require(writer.uncommittedTicket(), "three uncommitted records: over the lag")
+        #expect(behind == 3)
+        store.release()
+        #expect(writer.waitUntilCommitted())
+        #expect(writer.uncommittedTicket() == nil)
+        store.close()
+        writer.submit([token("gate")])
+        store.waitForWriter(3)
+        writer.submit([record(4), .recordsEvicted(before: 2)])
+        #expect(writer.uncommittedTicket() != nil, "the token before it is not committed")
+        store.release()
+        #expect(writer.waitUntilCommitted())
+        #expect(writer.uncommittedTicket() == nil)
+    }
+
+    @Test func aFailingStoreIsReportedAndNeverHoldsAnswersForever() throws {
+        let store = GatedStore()
+        store.failing = true
+        let messages = Mutex<[String]>([])
+        let writer = StateWriter(store: store, limits: StateWriterLimits(attempts: 2, retryDelayMilliseconds: 1)) { line in
+            messages.withLock { $0.append(line) }
+        }
+        let loop = QueueExecutor()
+        writer.start()
+        defer { writer.stop() }
+        writer.submit([token("a"), record(1)])
+        let ticket = try #require(writer.uncommittedTicket())
+        writer.afterCommit(ticket, on: loop) {}
+        #expect(writer.waitUntilCommitted())
+        while loop.runAll() == 0 { usleep(1000) }
+        let stats = writer.statistics
+        #expect(stats.failure?.contains("disk full") == true)
+        #expect(stats.writeErrors == 1 && stats.changesDropped == 1 && stats.recordsDropped == 1)
+        #expect(messages.withLock { $0.contains { $0.contains("nothing is persisted") } })
+        writer.submit([token("b")])
+        #expect(writer.uncommittedTicket() == nil, "after a failure nothing waits")
+        #expect(writer.statistics.changesDropped == 2)
+    }
+}
+
+@Suite("Commit gate: answers held per connection")
+struct CommitGateTests {
+    /// Items leave in order once their commit is done; one that arrives when everything is
+    /// committed still queues behind earlier ones, and the gate settles (no re-arming loop).
+    @Test func heldItemsLeaveInOrderAndTheGateSettles() throws {
+        let store = GatedStore()
+        let writer = StateWriter(store: store, log: { _ in })
+        let loop = QueueExecutor()
+        let released = Mutex<[String]>([])
+        let gate = CommitGate<String>(durability: writer, executor: loop) { items in released.withLock { $0 += items } }
+        writer.start()
+        defer { writer.stop() }
+        #expect(!gate.hold("now"), "nothing uncommitted: send at once")
+        store.close()
+        writer.submit([token("1")])
+        store.waitForWriter()
+        #expect(gate.hold("a"))
+        writer.submit([token("2")])
+        #expect(gate.hold("b"))
+        store.release()
+        #expect(writer.waitUntilCommitted())
+        // Everything is committed, but "a"'s release has not run yet: "c" waits behind it.
+        #expect(gate.hold("c"))
+        var rounds = 0
+        while released.withLock({ $0.count }) < 3 && rounds < 1000 {
+            if loop.runAll() == 0 { usleep(1000) }
+            rounds += 1
+        }
+        #expect(released.withLock { $0 } == ["a", "b", "c"])
+        usleep(10_000)
+        #expect(loop.runAll() == 0, "nothing re-arms once all is released")
+        #expect(!gate.hold("d"))
+    }
+}
