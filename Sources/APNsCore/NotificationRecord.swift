@@ -215,8 +215,7 @@ public struct RecordStore: Sendable {
 
     /// The oldest record kept, nil when empty (persistence trims what fell off the end).
     public var oldestSequence: UInt64? {
-        guard !ring.isEmpty else { return nil }
-        return ring.count < capacity ? ring[0].sequence : ring[head].sequence
+        live > 0 ? ring[head].sequence : nil
     }
 
     /// Records newest first, filtered, at most `limit`.

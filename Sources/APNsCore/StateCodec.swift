@@ -9,6 +9,8 @@ public enum StateCodec {
 
     // MARK: Records
 
+    /// Every field but `accountedBytes`, which the journal works out again when it takes the
+    /// record back.
     public static func encode(_ r: NotificationRecord) -> [UInt8] {
         var w = ByteWriter(capacity: 512 + r.payload.count)
         w.u8(recordFormat)
@@ -39,6 +41,7 @@ public enum StateCodec {
             w.string(header.name)
             w.string(header.value)
         }
+        w.bool(r.headersTruncated)
         w.optionalString(r.teamID)
         w.optionalString(r.keyID)
         w.optionalString(r.jwtHeader)
@@ -98,6 +101,7 @@ public enum StateCodec {
         headers.reserveCapacity(headerCount)
         for _ in 0..<headerCount { headers.append((try r.string(), try r.string())) }
         record.requestHeaders = headers
+        record.headersTruncated = try r.bool()
         record.teamID = try r.optionalString()
         record.keyID = try r.optionalString()
         record.jwtHeader = try r.optionalString()

@@ -131,7 +131,7 @@ extension World {
         registry.continueRandomness(from: configured.registry)
         registry.restore(devices: persisted.devices, tokens: persisted.tokens)
         world.registry = registry
-        var records = RecordStore(capacity: configured.records.capacity)
+        var records = RecordStore(capacity: configured.records.capacity, byteBudget: configured.records.byteBudget)
         for record in persisted.records { records.restore(record) }
         records.continueSequence(from: persisted.nextRecordSequence)
         world.records = records

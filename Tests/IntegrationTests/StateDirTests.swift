@@ -25,6 +25,8 @@ extension EmulatorProcess {
 
     /// kill -9: no shutdown, no flush.
     func crash() {
+        // Clients still writing to the dead emulator must not raise SIGPIPE in the test process.
+        signal(SIGPIPE, SIG_IGN)
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
