@@ -180,7 +180,7 @@ struct StateDirTests {
 
     @Test func anUnusableStateDirectoryIsAClearStartupError() throws {
         let state = try StateDirectory()
-        FileManager.default.createFile(atPath: state.path, contents: Data("not a directory".utf8))
+        _ = FileManager.default.createFile(atPath: state.path, contents: Data("not a directory".utf8))
         let error = #expect(throws: HarnessError.self) { try EmulatorProcess(["--state-dir", state.path]) }
         #expect(error?.description.contains("exists and is not a directory") == true)
 

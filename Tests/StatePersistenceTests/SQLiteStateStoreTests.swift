@@ -200,7 +200,7 @@ struct SQLiteStateStoreTests {
     @Test func aDirectoryThatCannotBeUsedIsAClearError() throws {
         let dir = try TemporaryDirectory()
         let file = dir.path + "/plain-file"
-        FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
         let notDirectory = try #require(throws: StateStoreError.self) { try SQLiteStateStore(directory: file) }
         #expect(notDirectory.description.contains("exists and is not a directory"))
         let underFile = try #require(throws: StateStoreError.self) { try SQLiteStateStore(directory: file + "/state") }
