@@ -120,8 +120,8 @@ extension ServeConfiguration {
         OptionSpec("too-many-requests", "N/SECONDS", "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off)"),
         OptionSpec("faults", "FILE", "JSON file of fault rules (a list, or {\"faults\": [...]}) active from the start; see README, Faults"),
         OptionSpec("state-dir", "DIR", "keep devices, tokens, runtime keys/apps/fault rules, stored notifications and the journal in DIR (SQLite) across restarts; see README, State across restarts (default: memory only)"),
-        OptionSpec("state-journal-lag", "N", default: "1000",
-                   "with --state-dir: journal records a 200 may be answered ahead of their commit (a kill -9 loses at most these); beyond, answers wait for the disk; 0 = every 200 waits for its record"),
+        OptionSpec("state-journal-lag", "N", default: "0",
+                   "with --state-dir: journal records a 200 may be sent ahead of their commit (a kill -9 loses at most these, the newest; beyond, answers wait for the disk); 0 = every 200 waits for its record"),
         OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening"),
         OptionSpec("quiet", nil, "no banner and no per-connection log lines"),
     ]
@@ -252,7 +252,7 @@ extension ServeConfiguration {
         endpoint.tokenPolicy.allowedFutureSkewSeconds = Int64(try integer("jwt-clock-skew", in: 0...86_400) ?? 300)
         readyFile = options.string("ready-file")
         stateDirectory = options.string("state-dir")
-        stateJournalLag = try integer("state-journal-lag", in: 0...100_000) ?? 1000
+        stateJournalLag = try integer("state-journal-lag", in: 0...100_000) ?? 0
         if stateDirectory?.isEmpty == true {
             throw UsageError("\(options.origin(spec["state-dir"]!)): give a directory (it is created when missing)")
         }

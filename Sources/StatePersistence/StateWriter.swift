@@ -373,11 +373,17 @@ struct PendingChanges {
         return true
     }
 
-    /// Everything, in order, and empties the queue.
+    /// Everything, in order, and empties the queue (keeping the index's capacity: it is
+    /// filled again under the world's lock, where rehashing as it grows would cost most).
     mutating func take() -> [StateChange] {
         var out = changes.compactMap { $0 }
         if let evictedBefore { out.append(.recordsEvicted(before: evictedBefore)) }
-        self = PendingChanges()
+        changes = []
+        index.removeAll(keepingCapacity: true)
+        count = 0
+        recordCount = 0
+        recordBytes = 0
+        evictedBefore = nil
         return out
     }
 }
