@@ -99,7 +99,8 @@ public final class EmulatorState: Sendable {
             world.credentials.advanceGeneration(beyond: generation)
             world.records.continueSequence(from: nextSequence)
             if persistence != nil {
-                // The store goes back to the start state in the same transaction-sized step.
+                // The drain at the end of this call hands the store the whole start state,
+                // which it writes as one transaction.
                 world.startTrackingChanges()
                 world.stateTracking.resetTo = world.persistedState
             }

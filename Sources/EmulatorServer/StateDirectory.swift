@@ -11,6 +11,8 @@ extension EventLoop: CommitExecutor {}
 enum StateDirectory {
     /// The world to serve: `configured` for a new directory (which is then written in full),
     /// else the persisted state laid over it (README, "State across restarts").
+    /// `log` is for what was loaded (quiet with `--quiet`); the writer's failures are always
+    /// logged.
     static func open(_ directory: String, configured: World, journalLag: Int, clock: any EmulatorClock,
                      log: @escaping @Sendable (String) -> Void) throws(StartupError) -> (World, StateWriter)
     {
@@ -41,7 +43,7 @@ enum StateDirectory {
         }
         // Written before any listener opens, so what is served is already on disk.
         do { try store.write(changes) } catch { throw StartupError("--state-dir \(directory): \(error.description)") }
-        let writer = StateWriter(store: store, limits: StateWriterLimits(journalLag: journalLag), log: log)
+        let writer = StateWriter(store: store, limits: StateWriterLimits(journalLag: journalLag)) { ProviderServer.logLine($0) }
         writer.start()
         return (world, writer)
     }
