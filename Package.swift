@@ -2,6 +2,7 @@
 import PackageDescription
 
 // Module layout (see README "Code map"):
+//   Locking        the one lock type (a Mutex, or a pthread mutex for ThreadSanitizer runs)
 //   APNsCore       pure APNs model: rules, reasons, JWT claims, token registry, record store
 //   HTTP2          thin nghttp2 wrapper (server + client sessions), knows nothing of APNs
 //   OpenSSLCrypto  thin OpenSSL wrapper: ES256, keys, TLS contexts/connections, test certs
@@ -32,15 +33,16 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CLinux"),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .target(name: "APNsCore", swiftSettings: swiftSettings),
+        .target(name: "Locking", swiftSettings: swiftSettings),
+        .target(name: "APNsCore", dependencies: ["Locking"], swiftSettings: swiftSettings),
         .target(name: "HTTP2", dependencies: ["CNghttp2"], swiftSettings: swiftSettings),
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
-        .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto"], swiftSettings: swiftSettings),
+        .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto", "Locking"], swiftSettings: swiftSettings),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         .target(name: "StatePersistence", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
         .target(name: "SQLiteStateStore", dependencies: ["APNsCore", "SQLite"], swiftSettings: swiftSettings),
         .target(name: "EmulatorServer",
-                dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore"],
+                dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore", "Locking"],
                 swiftSettings: swiftSettings),
         .target(name: "ProviderClient",
                 dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking"],
@@ -51,11 +53,11 @@ let package = Package(
                           swiftSettings: swiftSettings),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
-        .testTarget(name: "StatePersistenceTests", dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "APNsCore"]),
+        .testTarget(name: "StatePersistenceTests", dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "APNsCore", "Locking"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
         .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "APNsCore"]),
-        .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto"]),
+        .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking"]),
+                    dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking", "Locking"]),
     ]
 )

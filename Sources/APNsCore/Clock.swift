@@ -1,5 +1,8 @@
 import Foundation
 import Synchronization
+#if canImport(Locking)  // absent when scripts/fuzz compiles Core and Locking as one module
+import Locking
+#endif
 
 /// Wall-clock time in milliseconds since the epoch. Injected everywhere a rule depends on time
 /// (JWT age, the 20-minute token rule, expirations, budgets) so tests need not wait.
@@ -18,8 +21,8 @@ public struct SystemClock: EmulatorClock {
 
 /// A clock tests move by hand.
 public final class ManualClock: EmulatorClock {
-    private let now: Mutex<Int64>
-    public init(milliseconds: Int64 = 1_767_225_600_000) { now = Mutex(milliseconds) }
+    private let now: Locked<Int64>
+    public init(milliseconds: Int64 = 1_767_225_600_000) { now = Locked(milliseconds) }
     public func nowMilliseconds() -> Int64 { now.withLock { $0 } }
     public func advance(seconds: Int64) { now.withLock { $0 += seconds * 1000 } }
     public func advance(milliseconds: Int64) { now.withLock { $0 += milliseconds } }

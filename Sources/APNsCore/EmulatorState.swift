@@ -1,4 +1,7 @@
 import Synchronization
+#if canImport(Locking)  // absent when scripts/fuzz compiles Core and Locking as one module
+import Locking
+#endif
 
 /// All mutable emulator state that a reset puts back: credentials, devices and tokens, and the
 /// notification journal. A value, so the configured start state is simply a kept copy.
@@ -28,8 +31,8 @@ public struct World: Sendable {
 /// and its record (plus once more on a provider-token cache miss); nothing slow (ES256, JSON
 /// parsing, I/O) runs inside it.
 public final class EmulatorState: Sendable {
-    private let world: Mutex<World>
-    private let startState: Mutex<World>
+    private let world: Locked<World>
+    private let startState: Locked<World>
     /// Mirrors `world.credentials.generation` so connections can check a cached token verdict
     /// without taking the lock.
     private let credentialsGeneration: Atomic<UInt64>
@@ -48,8 +51,8 @@ public final class EmulatorState: Sendable {
     public func setChangeTracking(_ on: Bool) { changeTracking.store(on, ordering: .relaxed) }
 
     public init(start: World) {
-        world = Mutex(start)
-        startState = Mutex(start)
+        world = Locked(start)
+        startState = Locked(start)
         credentialsGeneration = Atomic(start.credentials.generation)
     }
 

@@ -65,7 +65,8 @@ extension ProviderToken {
         guard let lastDot = utf8.lastIndex(of: UInt8(ascii: ".")),
             utf8[..<lastDot].contains(UInt8(ascii: ".")), utf8.index(after: lastDot) < utf8.endIndex
         else { return authorization }
-        return String(authorization[...lastDot]) + signatureMarker
+        // Byte-exact: everything up to and including the last dot.
+        return String(decoding: utf8[...lastDot], as: UTF8.self) + signatureMarker
     }
 
     /// Builds a signed provider token. `sign` returns the JWS signature (raw r||s for ES256).

@@ -1,4 +1,7 @@
 import Synchronization
+#if canImport(Locking)  // absent when scripts/fuzz compiles Core and Locking as one module
+import Locking
+#endif
 
 // The persistence interface (`--state-dir`). The world changes under its lock; every change
 // that must survive a restart is described as a `StateChange` — a whole row to save, or a key
@@ -180,8 +183,8 @@ public final class InMemoryStateStore: StateStore {
         var nextSequence: UInt64 = 1
     }
 
-    private let model = Mutex(Model())
-    private let writeCount = Mutex(0)
+    private let model = Locked(Model())
+    private let writeCount = Locked(0)
 
     /// Successful `write` calls (each one a transaction).
     public var writes: Int { writeCount.withLock { $0 } }

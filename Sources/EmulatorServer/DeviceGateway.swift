@@ -3,6 +3,7 @@ import Foundation
 import Networking
 import StatePersistence
 import Synchronization
+import Locking
 
 /// The device side of the emulator: a listener for simulated devices speaking
 /// docs/device-protocol.md, and the routing of frames produced under the state lock to the
@@ -14,7 +15,7 @@ final class DeviceGateway: Sendable {
     /// `--state-dir`: frames wait until the changes behind them are committed.
     let durability: StateWriter?
     /// Live device connections by connection id.
-    private let connections = Mutex<[UInt64: ConnectionRef]>([:])
+    private let connections = Locked<[UInt64: ConnectionRef]>([:])
 
     struct ConnectionRef: @unchecked Sendable {
         weak var handler: DeviceConnection?

@@ -6,6 +6,7 @@ public import Networking
 import OpenSSLCrypto
 import StatePersistence
 import Synchronization
+import Locking
 
 public struct StartupError: Error, CustomStringConvertible, Sendable {
     public let description: String
@@ -116,7 +117,9 @@ public final class Emulator: @unchecked Sendable {
                                        requestTimeoutSeconds: configuration.requestTimeoutSeconds, quiet: configuration.quiet,
                                        loops: configuration.threads)
         self.providers = providers
-        devices = DeviceGateway(state: state, clock: clock, durability: durability) { providers.log($0) }
+        // Weak: the providers hold the gateway, so a strong capture here would be a cycle that
+        // keeps both (and this emulator) alive after it is stopped.
+        devices = DeviceGateway(state: state, clock: clock, durability: durability) { [weak providers] in providers?.log($0) }
         providers.devices = devices
         providers.durability = durability
     }
@@ -441,7 +444,7 @@ final class ProviderServer: @unchecked Sendable {
         weak var connection: ProviderConnection?
         let loop: EventLoop
     }
-    private let open = Mutex<[UInt64: Open]>([:])
+    private let open = Locked<[UInt64: Open]>([:])
 
     func connectionOpened(_ connection: ProviderConnection) {
         openConnections.add(1, ordering: .relaxed)

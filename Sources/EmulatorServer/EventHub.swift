@@ -2,13 +2,14 @@ import APNsCore
 import Foundation
 import Networking
 import Synchronization
+import Locking
 
 /// Listeners for journal changes: server-sent event streams (`/api/v1/events`) and long polls
 /// (`/api/v1/notifications/wait`). Change tracking in the state is on only while someone
 /// listens, so the request path pays nothing otherwise.
 final class EventHub: @unchecked Sendable {
     let state: EmulatorState
-    private let listeners = Mutex<[UInt64: Listener]>([:])
+    private let listeners = Locked<[UInt64: Listener]>([:])
     private let nextID = Atomic<UInt64>(1)
 
     struct Listener: @unchecked Sendable {

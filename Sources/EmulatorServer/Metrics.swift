@@ -2,6 +2,7 @@ import APNsCore
 import Foundation
 import StatePersistence
 import Synchronization
+import Locking
 
 /// Request processing time, one histogram per event loop (no contention on the hot path);
 /// `/metrics` adds them up.
@@ -15,9 +16,9 @@ final class LatencyHistograms: Sendable {
         var sumNs: UInt64 = 0
     }
 
-    /// Mutex is not copyable, so each sits in a small box.
+    /// One lock per loop, each in a small box.
     private final class Box: Sendable {
-        let histogram = Mutex(Histogram())
+        let histogram = Locked(Histogram())
     }
 
     private let perLoop: [Box]

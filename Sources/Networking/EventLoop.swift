@@ -2,6 +2,7 @@ import Foundation
 import CLinux
 import Glibc
 import Synchronization
+import Locking
 
 /// Something an event loop tells about readiness of its file descriptor.
 public protocol IOHandler: AnyObject {
@@ -30,7 +31,7 @@ public final class EventLoop: @unchecked Sendable {
     private let epollFD: Int32
     private let wakeFD: Int32
     private var handlers: [IOHandler?] = []
-    private let pending = Mutex<[@Sendable () -> Void]>([])
+    private let pending = Locked<[@Sendable () -> Void]>([])
     private var timers = TimerHeap()
     private var nextTimerID: UInt64 = 1
     private var cancelledTimers = Set<UInt64>()

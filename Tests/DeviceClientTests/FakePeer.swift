@@ -5,6 +5,7 @@ import Networking
 import Synchronization
 #if canImport(OpenSSLCrypto)
 import OpenSSLCrypto
+import Locking
 #endif
 
 struct PeerError: Error, CustomStringConvertible {
@@ -20,7 +21,7 @@ final class FakePeer: Sendable {
     let address: HostPort
     private let listenFD: Int32
     private let done = DispatchSemaphore(value: 0)
-    private let failure = Mutex<String?>(nil)
+    private let failure = Locked<String?>(nil)
     #if canImport(OpenSSLCrypto)
     private let tlsContext: TLSContext?
     #endif

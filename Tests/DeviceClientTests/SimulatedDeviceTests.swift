@@ -5,6 +5,7 @@ import Glibc
 import Networking
 import Synchronization
 import Testing
+import Locking
 
 private let bundle = "com.example.app"
 
@@ -19,7 +20,7 @@ private func makeDevice(_ peer: FakePeer, id: String = "iphone-1", apps: [Device
 struct SimulatedDeviceTests {
     @Test("hello spells out every app setting, with the documented defaults")
     func helloContent() throws {
-        let hellos = Mutex<[JSONObject]>([])
+        let hellos = Locked<[JSONObject]>([])
         let peer = try FakePeer { peer in
             let connection = try peer.accept()
             let hello = try connection.handshake()
@@ -85,7 +86,7 @@ struct SimulatedDeviceTests {
 
     @Test("notifications are decoded and auto-acked with {\"type\":\"ack\",\"id\":N}")
     func notificationParsingAndAutoAck() throws {
-        let acks = Mutex<[String]>([])
+        let acks = Locked<[String]>([])
         let peer = try FakePeer { peer in
             let connection = try peer.accept()
             try connection.handshake()
@@ -496,7 +497,7 @@ struct SimulatedDeviceTests {
 
     @Test("reconnecting announces the device as it is now: same id, current apps and settings")
     func reconnect() throws {
-        let hellos = Mutex<[JSONObject]>([])
+        let hellos = Locked<[JSONObject]>([])
         let peer = try FakePeer { peer in
             let first = try peer.accept()
             let hello1 = try first.handshake()

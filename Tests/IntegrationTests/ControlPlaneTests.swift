@@ -105,13 +105,22 @@ struct ControlPlaneTests {
         let emulator = try EmulatorProcess()
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
-        nonisolated(unsafe) var waited: EmulatorProcess.AdminReply?
+        // The waiting request runs on another thread; its answer comes back through a lock.
+        let answer = NSLock()
+        nonisolated(unsafe) var reply: EmulatorProcess.AdminReply?
         let started = Date()
-        let thread = Thread { waited = try? emulator.admin("GET", "/api/v1/notifications/wait?token=\(device.token)&timeout=10") }
+        let thread = Thread {
+            let got = try? emulator.admin("GET", "/api/v1/notifications/wait?token=\(device.token)&timeout=10")
+            answer.withLock { reply = got }
+        }
         thread.start()
         usleep(300_000)
         let pushed = APNsResult(try connection.send(try emulator.push(device.token).request))
-        while waited == nil && Date().timeIntervalSince(started) < 10 { usleep(10_000) }
+        var waited: EmulatorProcess.AdminReply?
+        while waited == nil && Date().timeIntervalSince(started) < 10 {
+            waited = answer.withLock { reply }
+            if waited == nil { usleep(10_000) }
+        }
         #expect(waited?.status == 200)
         #expect(waited?.json["apnsId"]?.stringValue == pushed.apnsID)
         #expect(Date().timeIntervalSince(started) < 5)

@@ -4,6 +4,7 @@ import Glibc
 import ProviderClient
 import Synchronization
 import Testing
+import Locking
 
 /// Collects JSON lines from a pipe (chunks may split lines).
 final class LineCollector: Sendable {
@@ -11,7 +12,7 @@ final class LineCollector: Sendable {
         var partial = ""
         var lines: [JSONValue] = []
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func feed(_ data: Data) {
         state.withLock { s in

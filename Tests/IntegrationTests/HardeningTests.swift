@@ -354,7 +354,8 @@ struct JournalBoundTests {
     @Test func aListResponseIsBoundedInBytes() throws {
         let emulator = try EmulatorProcess(["--max-records", "20000"])
         _ = try Self.pushLarge(emulator, count: 4000)
-        let reply = try emulator.admin("GET", "/api/v1/notifications?limit=20000")
+        // Generous: under the sanitizers, writing 16 MiB of records takes a while.
+        let reply = try emulator.admin("GET", "/api/v1/notifications?limit=20000", timeoutMilliseconds: 120_000)
         #expect(reply.status == 200)
         #expect(reply.json["truncated"] == true)
         let listed = reply.json["notifications"]?.arrayValue?.count ?? 0

@@ -134,11 +134,11 @@ final class EmulatorProcess: @unchecked Sendable {
         var raw: String
     }
 
-    func admin(_ method: String, _ path: String, body: JSONValue? = nil) throws -> AdminReply {
+    func admin(_ method: String, _ path: String, body: JSONValue? = nil, timeoutMilliseconds: Int = 15_000) throws -> AdminReply {
         let address = try address("admin")
         let fd = try Socket.connect(to: address)
         defer { close(fd) }
-        Socket.setTimeouts(fd, milliseconds: 15_000)
+        Socket.setTimeouts(fd, milliseconds: timeoutMilliseconds)
         let bytes = body?.serializedBytes() ?? []
         var request = "\(method) \(path) HTTP/1.1\r\nHost: \(address)\r\nConnection: close\r\n"
         if body != nil { request += "Content-Type: application/json\r\n" }

@@ -6,6 +6,7 @@ import OpenSSLCrypto
 import ProviderClient
 import Synchronization
 import Testing
+import Locking
 
 /// A state directory outside any one emulator's temporary directory, so it outlives them.
 final class StateDirectory {
@@ -206,7 +207,7 @@ struct StateDirTests {
         let answered = Counter()
         // Made here: the harness's provider token is not built for concurrent first use.
         let pushes = [try first.push(onlineToken), try first.push(offlineToken)]
-        let results = Mutex<[(offline: Bool, ids: [String])]>([])
+        let results = Locked<[(offline: Bool, ids: [String])]>([])
         let started = Counter()
         let finished = Counter()
         // Threads of their own: blocking workers on the shared pool would start one by one.

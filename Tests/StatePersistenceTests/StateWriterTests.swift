@@ -3,6 +3,7 @@ import Foundation
 import StatePersistence
 import Synchronization
 import Testing
+import Locking
 
 /// A store whose writes can be held at a gate, made to fail, and inspected.
 final class GatedStore: StateStore, @unchecked Sendable {
@@ -42,7 +43,7 @@ final class GatedStore: StateStore, @unchecked Sendable {
 
 /// Runs tasks when asked, like an event loop that has not got round to them yet.
 final class QueueExecutor: CommitExecutor, @unchecked Sendable {
-    private let tasks = Mutex<[@Sendable () -> Void]>([])
+    private let tasks = Locked<[@Sendable () -> Void]>([])
     func execute(_ task: @escaping @Sendable () -> Void) { tasks.withLock { $0.append(task) } }
     func runAll() -> Int {
         let list = tasks.withLock { t in defer { t.removeAll() }; return t }
@@ -143,7 +144,7 @@ struct StateWriterTests {
         store.close()
         writer.submit([token("a")])
         let ticket = try #require(writer.uncommittedTicket())
-        let answered = Mutex(false)
+        let answered = Locked(false)
         writer.afterCommit(ticket, on: loop) { answered.withLock { $0 = true } }
         store.waitForWriter()
         #expect(loop.runAll() == 0, "not before the commit")
@@ -188,7 +189,7 @@ struct StateWriterTests {
     @Test func aFailingStoreIsReportedAndNeverHoldsAnswersForever() throws {
         let store = GatedStore()
         store.failing = true
-        let messages = Mutex<[String]>([])
+        let messages = Locked<[String]>([])
         let writer = StateWriter(store: store, limits: StateWriterLimits(attempts: 2, retryDelayMilliseconds: 1)) { line in
             messages.withLock { $0.append(line) }
         }
@@ -218,7 +219,7 @@ struct CommitGateTests {
         let store = GatedStore()
         let writer = StateWriter(store: store, log: { _ in })
         let loop = QueueExecutor()
-        let released = Mutex<[String]>([])
+        let released = Locked<[String]>([])
         let gate = CommitGate<String>(durability: writer, executor: loop) { items in released.withLock { $0 += items } }
         writer.start()
         defer { writer.stop() }
