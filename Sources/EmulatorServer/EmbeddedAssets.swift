@@ -48,14 +48,47 @@ extension UIAssets {
 
   // ---------------------------------------------------------------- helpers
 
+  // With --admin-token the API answers 401 until the token is sent. The page asks for it once
+  // and keeps it for this tab (sessionStorage); the event stream carries it as ?access_token=,
+  // as EventSource cannot set headers.
+  const TOKEN_KEY = 'apns-emulator-admin-token';
+  let adminToken = sessionStorage.getItem(TOKEN_KEY) || '';
+  let asking = null;
+  function askForToken(message) {
+    if (asking) return asking;
+    asking = new Promise((resolve) => {
+      const dialog = $('#login');
+      const input = $('#login-token');
+      $('#login-error').textContent = message || '';
+      input.value = '';
+      dialog.addEventListener('close', () => {
+        adminToken = input.value.trim();
+        sessionStorage.setItem(TOKEN_KEY, adminToken);
+        asking = null;
+        resolve();
+        if (source) connect();
+      }, { once: true });
+      dialog.showModal();
+      input.focus();
+    });
+    return asking;
+  }
+
   async function api(method, path, body) {
-    const init = { method, headers: {} };
-    if (body !== undefined) { init.headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
-    const res = await fetch(path, init);
-    let data = null;
-    try { data = await res.json(); } catch { /* not JSON */ }
-    if (!res.ok) throw new Error((data && data.error) || `${method} ${path}: HTTP ${res.status}`);
-    return data;
+    for (;;) {
+      const init = { method, headers: {} };
+      if (adminToken) init.headers.Authorization = `Bearer ${adminToken}`;
+      if (body !== undefined) { init.headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
+      const res = await fetch(path, init);
+      let data = null;
+      try { data = await res.json(); } catch { /* not JSON */ }
+      if (res.status === 401) {
+        await askForToken(adminToken ? 'That token was not accepted.' : '');
+        continue;
+      }
+      if (!res.ok) throw new Error((data && data.error) || `${method} ${path}: HTTP ${res.status}`);
+      return data;
+    }
   }
   const enc = encodeURIComponent;
   const pad = (n, w = 2) => String(n).padStart(w, '0');
@@ -330,7 +363,9 @@ extension UIAssets {
     if (source) source.close();
     clearTimeout(retryTimer);
     setConn('connecting', 'connecting…');
-    const query = serverQuery();
+    const p = new URLSearchParams(serverQuery());
+    if (adminToken) p.set('access_token', adminToken);
+    const query = p.toString();
     const es = new EventSource(`/api/v1/events${query ? `?${query}` : ''}`);
     source = es;
     es.addEventListener('open', () => { setConn('live'); load(); });
@@ -846,7 +881,10 @@ extension UIAssets {
 
   function debounce(fn, ms) { let t; return (...args) => { clearTimeout(t); t = setTimeout(() => fn(...args), ms); }; }
 
-  function start() {
+  async function start() {
+    // Ask for the token (if one is needed) before anything else talks to the API.
+    $('#login').addEventListener('cancel', (e) => e.preventDefault());
+    try { await api('GET', '/api/v1/info'); } catch { /* refreshInfo reports later */ }
     readHash();
     const debounced = debounce(applyFilters, 250);
     $('#filters').addEventListener('input', (e) => (e.target.tagName === 'SELECT' ? applyFilters() : debounced()));
@@ -1044,6 +1082,15 @@ extension UIAssets {
   <form method="dialog">
     <p id="confirm-text"></p>
     <div class="form-foot"><button value="cancel" class="btn ghost">Cancel</button><button value="ok" id="confirm-ok" class="btn danger">Confirm</button></div>
+  </form>
+</dialog>
+<dialog id="login" aria-labelledby="login-title">
+  <form method="dialog" id="login-form" autocomplete="off">
+    <h2 id="login-title">Admin token</h2>
+    <p>This emulator was started with <code>--admin-token</code>. Enter the token to use the web UI; it is kept for this browser tab only.</p>
+    <input id="login-token" name="token" type="password" required aria-label="admin token" class="grow">
+    <p id="login-error" class="error" role="alert"></p>
+    <div class="form-foot"><button value="ok" id="login-ok" class="btn primary">Continue</button></div>
   </form>
 </dialog>
 <div id="toasts" class="toasts" aria-live="polite"></div>
@@ -1310,6 +1357,8 @@ dialog p { margin: 0 0 8px; }
   .device { overflow-x: auto; }
   .list-foot .keys { display: none; }
 }
+#login h2 { margin: 0 0 8px; font-size: 15px; }
+#login input { width: 100%; box-sizing: border-box; margin: 4px 0 8px; }
 
 """####),
     ]

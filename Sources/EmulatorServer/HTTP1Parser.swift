@@ -294,8 +294,12 @@ struct HTTP1RequestParser {
             if !lengths.isEmpty {
                 throw HTTP1Failure(400, "a request must not have both Transfer-Encoding and Content-Length")
             }
-            guard codings == ["chunked"] else {
-                throw HTTP1Failure(501, "Transfer-Encoding '\(codings.joined(separator: ", "))' is not supported; send the body with Content-Length, or chunked")
+            // §6.3: unless chunked is the final coding the length cannot be known.
+            guard codings.last == "chunked", codings.filter({ $0 == "chunked" }).count == 1 else {
+                throw HTTP1Failure(400, "Transfer-Encoding must end with chunked, once; send the body with Content-Length, or chunked")
+            }
+            guard codings.count == 1 else {
+                throw HTTP1Failure(501, "Transfer-Encoding '\(HTTP1Syntax.printable(codings.joined(separator: ", ")))' is not supported; send the body with Content-Length, or just chunked")
             }
             return .chunked
         }
