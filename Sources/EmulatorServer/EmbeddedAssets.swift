@@ -1368,7 +1368,7 @@ dialog p { margin: 0 0 8px; }
   "info": {
     "title": "apns-emulator admin API",
     "version": "1",
-    "description": "Inspection and control of a local APNs emulator. Served by the admin listener (default http://127.0.0.1:8197). Errors are {\"error\": message, \"status\": code}."
+    "description": "Inspection and control of a local APNs emulator. Served by the admin listener (default http://127.0.0.1:8197). Errors are {\"error\": message, \"status\": code}. Access (README, \"Access\"): the Host must name this machine (loopback names, IP addresses, --admin-listen's host, --admin-allowed-host names), else 403; POST, PUT, PATCH and DELETE must carry no Origin or the API's own (else 403) and a Content-Type, if any, of application/json (else 415); with --admin-token every operation but /livez, /readyz and the web UI needs Authorization: Bearer TOKEN (else 401). Limits (README, \"Limits\"): request head 64 KiB (431), body 8 MiB (413), all bodies being read 32 MiB (503), --admin-read-timeout for the head and then the body (408), --admin-max-connections (503); malformed HTTP/1.1 framing is 400 (501 for a transfer coding other than chunked, 505 for another HTTP version), and the connection closes."
   },
   "servers": [
     {
@@ -1396,6 +1396,9 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -1406,7 +1409,8 @@ dialog p { margin: 0 0 8px; }
               }
             }
           }
-        }
+        },
+        "security": []
       }
     },
     "/readyz": {
@@ -1429,6 +1433,19 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "405": {
+            "description": "method not allowed on this path",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
           "503": {
             "description": "starting",
             "content": {
@@ -1443,18 +1460,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
-          },
-          "405": {
-            "description": "method not allowed on this path",
-            "content": {
-              "application/json": {
-                "schema": {
-                  "$ref": "#/components/schemas/Error"
-                }
-              }
-            }
           }
-        }
+        },
+        "security": []
       }
     },
     "/metrics": {
@@ -1471,6 +1479,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -1500,6 +1514,9 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -1510,7 +1527,8 @@ dialog p { margin: 0 0 8px; }
               }
             }
           }
-        }
+        },
+        "security": []
       }
     },
     "/ui/{file}": {
@@ -1527,6 +1545,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "404": {
             "description": "no such file",
@@ -1558,7 +1579,8 @@ dialog p { margin: 0 0 8px; }
               "type": "string"
             }
           }
-        ]
+        ],
+        "security": []
       }
     },
     "/api/v1/openapi.json": {
@@ -1575,6 +1597,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -1621,6 +1649,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -1654,6 +1688,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -1663,6 +1703,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         }
       }
@@ -1673,7 +1716,7 @@ dialog p { margin: 0 0 8px; }
         "operationId": "get_api_v1_events",
         "responses": {
           "200": {
-            "description": "text/event-stream: `event: notification` with a Record as data for every record added or changed; `event: reset` after a reset",
+            "description": "text/event-stream: `event: notification` with a Record as data for every record added or changed; `event: reset` after a reset. A client that falls 8 MiB behind is disconnected (it may reconnect and reload)",
             "content": {
               "text/event-stream": {
                 "schema": {
@@ -1691,6 +1734,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -1806,6 +1855,15 @@ dialog p { margin: 0 0 8px; }
             "schema": {
               "type": "string"
             }
+          },
+          {
+            "name": "access_token",
+            "in": "query",
+            "required": false,
+            "description": "the admin token (--admin-token), for EventSource clients that cannot send Authorization",
+            "schema": {
+              "type": "string"
+            }
           }
         ]
       }
@@ -1846,6 +1904,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -2002,6 +2066,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -2011,6 +2081,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -2135,8 +2208,8 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
-          "404": {
-            "description": "none matches",
+          "400": {
+            "description": "bad filter",
             "content": {
               "application/json": {
                 "schema": {
@@ -2145,8 +2218,14 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
-          "400": {
-            "description": "bad filter",
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "description": "none matches",
             "content": {
               "application/json": {
                 "schema": {
@@ -2288,16 +2367,6 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
-          "408": {
-            "description": "nothing matched in time",
-            "content": {
-              "application/json": {
-                "schema": {
-                  "$ref": "#/components/schemas/Error"
-                }
-              }
-            }
-          },
           "400": {
             "description": "bad filter",
             "content": {
@@ -2308,8 +2377,34 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "408": {
+            "description": "nothing matched in time",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "503": {
+            "description": "--admin-max-waiters long polls are waiting already",
             "content": {
               "application/json": {
                 "schema": {
@@ -2453,6 +2548,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such record",
             "content": {
@@ -2509,6 +2610,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -2545,15 +2652,11 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
-          "409": {
-            "description": "device id or token taken",
-            "content": {
-              "application/json": {
-                "schema": {
-                  "$ref": "#/components/schemas/Error"
-                }
-              }
-            }
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -2564,6 +2667,19 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "409": {
+            "description": "device id or token taken",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -2593,6 +2709,22 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such device",
             "content": {
@@ -2620,8 +2752,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       },
@@ -2629,6 +2763,16 @@ dialog p { margin: 0 0 8px; }
         "summary": "set online/offline and Low Power Mode",
         "operationId": "patch_api_v1_devices_deviceId",
         "responses": {
+          "200": {
+            "description": "the device",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Device"
+                }
+              }
+            }
+          },
           "400": {
             "description": "bad body",
             "content": {
@@ -2639,15 +2783,11 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
-          "200": {
-            "description": "the device",
-            "content": {
-              "application/json": {
-                "schema": {
-                  "$ref": "#/components/schemas/Device"
-                }
-              }
-            }
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "404": {
             "description": "no such device",
@@ -2668,6 +2808,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -2694,8 +2837,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       },
@@ -2712,6 +2857,22 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "404": {
             "description": "no such device",
@@ -2732,6 +2893,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -2740,8 +2904,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       }
@@ -2761,6 +2927,22 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such device",
             "content": {
@@ -2780,6 +2962,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -2788,8 +2973,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       }
@@ -2833,6 +3020,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such device",
             "content": {
@@ -2852,6 +3045,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -2865,7 +3061,8 @@ dialog p { margin: 0 0 8px; }
                 ],
                 "properties": {
                   "fromDeviceId": {
-                    "type": "string"
+                    "type": "string",
+                    "pattern": "^[A-Za-z0-9._-]{1,128}$"
                   }
                 }
               }
@@ -2878,8 +3075,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       }
@@ -2926,6 +3125,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such device",
             "content": {
@@ -2945,6 +3150,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -2971,8 +3179,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       }
@@ -3002,6 +3212,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such device",
             "content": {
@@ -3021,6 +3237,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -3039,8 +3258,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       }
@@ -3070,6 +3291,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "not installed",
             "content": {
@@ -3089,6 +3316,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -3118,8 +3348,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           },
           {
             "name": "bundleId",
@@ -3162,6 +3394,22 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "not installed",
             "content": {
@@ -3181,6 +3429,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -3189,8 +3440,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           },
           {
             "name": "bundleId",
@@ -3226,6 +3479,22 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "not installed",
             "content": {
@@ -3245,6 +3514,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -3253,8 +3525,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           },
           {
             "name": "bundleId",
@@ -3290,6 +3564,22 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "not installed",
             "content": {
@@ -3309,6 +3599,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -3317,8 +3610,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           },
           {
             "name": "bundleId",
@@ -3354,6 +3649,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3381,6 +3682,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "404": {
             "description": "no such token",
@@ -3440,6 +3747,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such token",
             "content": {
@@ -3459,6 +3772,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -3523,6 +3839,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3550,7 +3872,7 @@ dialog p { margin: 0 0 8px; }
             }
           },
           "400": {
-            "description": "bad key",
+            "description": "bad key, or a path that is not a readable key file inside --keys-dir",
             "content": {
               "application/json": {
                 "schema": {
@@ -3558,6 +3880,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -3568,6 +3896,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -3588,10 +3919,12 @@ dialog p { margin: 0 0 8px; }
                     "type": "string"
                   },
                   "pem": {
-                    "type": "string"
+                    "type": "string",
+                    "description": "the .p8 text or a PEM public key"
                   },
                   "path": {
-                    "type": "string"
+                    "type": "string",
+                    "description": "a key file inside --keys-dir (relative to it, or absolute), judged after symbolic links and .. are resolved; without --keys-dir, or outside it, 400 (the same answer whether the file exists or not)"
                   },
                   "environment": {
                     "type": "string"
@@ -3627,6 +3960,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such item",
             "content": {
@@ -3646,6 +3985,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -3691,6 +4033,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3727,6 +4075,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3736,6 +4090,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -3777,6 +4134,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such item",
             "content": {
@@ -3796,6 +4159,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -3833,6 +4199,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3869,6 +4241,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3878,6 +4256,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -3916,6 +4297,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3925,6 +4312,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         }
       }
@@ -3943,6 +4333,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "404": {
             "description": "no such rule",
@@ -3990,6 +4386,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such item",
             "content": {
@@ -4009,6 +4411,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -4329,7 +4734,9 @@ dialog p { margin: 0 0 8px; }
             ]
           },
           "deviceId": {
-            "type": "string"
+            "type": "string",
+            "pattern": "^[A-Za-z0-9._-]{1,128}$",
+            "description": "1 to 128 letters, digits, -, _ or . (default: a generated id)"
           },
           "token": {
             "type": "string",
@@ -4566,8 +4973,53 @@ dialog p { margin: 0 0 8px; }
           }
         }
       }
+    },
+    "securitySchemes": {
+      "adminToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "Required only when the emulator runs with --admin-token (APNS_EMULATOR_ADMIN_TOKEN). GET /api/v1/events also takes it as ?access_token="
+      }
+    },
+    "responses": {
+      "Forbidden": {
+        "description": "Host not allowed (see --admin-allowed-host), or a state-changing request from another origin",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            }
+          }
+        }
+      },
+      "Unauthorized": {
+        "description": "the emulator runs with --admin-token and the request does not carry it (WWW-Authenticate: Bearer)",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            }
+          }
+        }
+      },
+      "UnsupportedMediaType": {
+        "description": "a Content-Type other than application/json",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            }
+          }
+        }
+      }
     }
-  }
+  },
+  "security": [
+    {
+      "adminToken": []
+    },
+    {}
+  ]
 }
 
 """####
