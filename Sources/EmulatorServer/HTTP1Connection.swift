@@ -194,7 +194,8 @@ final class HTTP1Connection: ConnectionHandler {
         let (path, query) = Self.splitTarget(head.originForm)
         if let denial = server.admit(head, path: path, query: query) {
             server.metrics.refused(denial.reason)
-            if hasBody { keepAlive = false }
+            // An unread body ends the connection; without one the next request may follow.
+            if hasBody { keepAlive = false } else { _ = try? parser.nextBody() }
             phase = .handling
             var response = AdminResponse.error(denial.status, denial.message)
             response.headers += denial.headers

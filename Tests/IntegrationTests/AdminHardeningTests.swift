@@ -113,6 +113,12 @@ struct AdminAccessIntegrationTests {
             #expect(try emulator.admin("GET", path).status == 401, "\(path)")
         }
         #expect(try emulator.admin("GET", "/api/v1/info", headers: [("Authorization", "Bearer wrong")]).status == 401)
+        // A refusal keeps the connection, as browsers reuse it for the next try.
+        let keepAlive = try AdminSocket(emulator)
+        for (authorization, status) in [("", 401), ("Authorization: Bearer wrong\r\n", 401), ("Authorization: Bearer \(token)\r\n", 200)] {
+            keepAlive.send("GET /api/v1/info HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(authorization)\r\n")
+            #expect(try keepAlive.readResponse().hasPrefix("HTTP/1.1 \(status)"))
+        }
         for path in ["/livez", "/readyz", "/", "/ui/app.js"] {
             #expect(try emulator.admin("GET", path).status == 200, "\(path) needs no token")
         }
@@ -122,7 +128,7 @@ struct AdminAccessIntegrationTests {
         emulator.adminToken = token
         #expect(try emulator.admin("GET", "/api/v1/info").status == 200)
         #expect(try emulator.createDevice().token.count == 64)
-        #expect(try emulator.metric("apns_emulator_admin_requests_refused_total", labels: "reason=\"token\"") == 6)
+        #expect(try emulator.metric("apns_emulator_admin_requests_refused_total", labels: "reason=\"token\"") == 8)
 
         // The event stream takes the token in the query (EventSource cannot set headers); nothing else does.
         let stream = try AdminSocket(emulator)
