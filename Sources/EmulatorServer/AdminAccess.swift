@@ -42,6 +42,8 @@ struct AdminAccessPolicy: Sendable {
     ///   - open: the route needs no token (health checks, the web UI's files).
     ///   - queryToken: `access_token` from the query, honoured only when `acceptsQueryToken`.
     func check(_ head: HTTP1RequestHead, open: Bool, queryToken: String?, acceptsQueryToken: Bool) -> Denial? {
+        // Only an HTTP/1.0 request may lack a Host (the parser enforces it), and no browser
+        // sends one of those.
         let authority = head.authority
         if let authority {
             guard let host = HostName.parse(authority: authority) else {

@@ -101,7 +101,8 @@ final class HTTP1Connection: ConnectionHandler {
     var isClosed: Bool { connection.isClosed }
     var isHeadRequest: Bool { head?.method == "HEAD" }
 
-    /// Runs when the client goes away (cancels long polls and event streams).
+    /// Runs when the client goes away before the current request is answered (cancels long
+    /// polls and event streams).
     func whenClosed(_ body: @escaping () -> Void) { onClose.append(body) }
 
     // MARK: ConnectionHandler
@@ -251,6 +252,9 @@ final class HTTP1Connection: ConnectionHandler {
             out.append(contentsOf: body)
         }
         self.head = nil
+        // Close handlers belong to the request just answered (a long poll's clean-up); a
+        // keep-alive connection serving many of them must not collect them.
+        onClose.removeAll()
         guard keepAlive else {
             linger()
             return
