@@ -3,7 +3,7 @@ import Foundation
 import Networking
 
 /// Settings of the admin listener: who may use it and how much it may cost (README, "Admin
-/// API", "Access" and "Limits").
+/// API", "Access" and "Admin API limits").
 public struct AdminOptions: Sendable {
     /// Extra names the API may be reached by (`Host`), lowercased.
     public var allowedHosts: [String] = []
