@@ -1,7 +1,11 @@
 # apns-emulator container image.
 #
 #   docker build -t apns-emulator:local .
-#   docker run --rm -p 127.0.0.1:8197:8197 apns-emulator:local      # admin API + web UI
+#   docker run --rm -p 127.0.0.1:8197:8197 -e APNS_EMULATOR_ADMIN_INSECURE=true apns-emulator:local   # admin API + web UI
+#
+# The admin API listens on all of the container's interfaces, so the emulator refuses to start
+# unless it gets a token (APNS_EMULATOR_ADMIN_TOKEN) or is told the exposure is meant
+# (APNS_EMULATOR_ADMIN_INSECURE=true: fine when the port is published on 127.0.0.1 only).
 #
 # Both base images are build arguments, so the same file builds from the official images
 # (the defaults) or from local images on a machine without a registry, for example

@@ -232,6 +232,17 @@ def check_compose(files, serve_env, device_flags, problems):
             fail(f"service '{EMULATOR}': {name} is not an environment variable of 'apns-emulator serve'")
     if env.get("APNS_EMULATOR_ADMIN_LISTEN") != f"0.0.0.0:{ADMIN_PORT}":
         fail(f"service '{EMULATOR}': APNS_EMULATOR_ADMIN_LISTEN must be 0.0.0.0:{ADMIN_PORT} to be published")
+    # An admin API on all interfaces needs a token, or says the exposure is meant; and the
+    # name the provider uses for it has to be allowed (protection against DNS rebinding).
+    if "APNS_EMULATOR_ADMIN_INSECURE" in serve_env and not env.get("APNS_EMULATOR_ADMIN_TOKEN") \
+            and env.get("APNS_EMULATOR_ADMIN_INSECURE", "").lower() not in ("true", "1"):
+        fail(f"service '{EMULATOR}': the admin API listens on all interfaces without a token; set "
+             "APNS_EMULATOR_ADMIN_TOKEN, or APNS_EMULATOR_ADMIN_INSECURE=true (the emulator refuses to start otherwise)")
+    if "APNS_EMULATOR_ADMIN_ALLOWED_HOST" in serve_env:
+        allowed = env.get("APNS_EMULATOR_ADMIN_ALLOWED_HOST", "").lower().split()
+        if EMULATOR not in allowed:
+            fail(f"service '{EMULATOR}': APNS_EMULATOR_ADMIN_ALLOWED_HOST must include {EMULATOR} "
+                 f"(the provider calls http://{EMULATOR}:{ADMIN_PORT}; other names get 403)")
     if env.get("APNS_EMULATOR_DEVICE_LISTEN") != f"0.0.0.0:{DEVICE_PORT}":
         fail(f"service '{EMULATOR}': APNS_EMULATOR_DEVICE_LISTEN must be 0.0.0.0:{DEVICE_PORT}")
     if "APNS_EMULATOR_LISTEN" in serve_env and "APNS_EMULATOR_LISTEN" not in env:
@@ -561,6 +572,8 @@ def mutations():
         ("healthcheck test dropped", c, 'test: ["CMD", "apns-emulator", "readyz"', 'disable: true\n      x: ["CMD", "apns-emulator", "readyz"'),
         ("unknown emulator variable", c, "APNS_EMULATOR_ADMIN_LISTEN:", "APNS_EMULATOR_ADMIN_LISTENER:"),
         ("admin listener on loopback", c, 'APNS_EMULATOR_ADMIN_LISTEN: "0.0.0.0:8197"', 'APNS_EMULATOR_ADMIN_LISTEN: "127.0.0.1:8197"'),
+        ("admin API exposed without a token or ADMIN_INSECURE", c, 'APNS_EMULATOR_ADMIN_INSECURE: "true"', ""),
+        ("the provider's admin host name not allowed", c, 'APNS_EMULATOR_ADMIN_ALLOWED_HOST: "apns-emulator"', ""),
         ("no listener on 443", c, '"0.0.0.0:443', '"0.0.0.0:8443'),
         ("image's sandbox listener left on next to --listen", c, 'APNS_EMULATOR_SANDBOX_LISTEN: "off"', ""),
         ("certs volume writable in the provider", c, "certs:/certs:ro", "certs:/certs"),

@@ -44,14 +44,47 @@
 
   // ---------------------------------------------------------------- helpers
 
+  // With --admin-token the API answers 401 until the token is sent. The page asks for it once
+  // and keeps it for this tab (sessionStorage); the event stream carries it as ?access_token=,
+  // as EventSource cannot set headers.
+  const TOKEN_KEY = 'apns-emulator-admin-token';
+  let adminToken = sessionStorage.getItem(TOKEN_KEY) || '';
+  let asking = null;
+  function askForToken(message) {
+    if (asking) return asking;
+    asking = new Promise((resolve) => {
+      const dialog = $('#login');
+      const input = $('#login-token');
+      $('#login-error').textContent = message || '';
+      input.value = '';
+      dialog.addEventListener('close', () => {
+        adminToken = input.value.trim();
+        sessionStorage.setItem(TOKEN_KEY, adminToken);
+        asking = null;
+        resolve();
+        if (source) connect();
+      }, { once: true });
+      dialog.showModal();
+      input.focus();
+    });
+    return asking;
+  }
+
   async function api(method, path, body) {
-    const init = { method, headers: {} };
-    if (body !== undefined) { init.headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
-    const res = await fetch(path, init);
-    let data = null;
-    try { data = await res.json(); } catch { /* not JSON */ }
-    if (!res.ok) throw new Error((data && data.error) || `${method} ${path}: HTTP ${res.status}`);
-    return data;
+    for (;;) {
+      const init = { method, headers: {} };
+      if (adminToken) init.headers.Authorization = `Bearer ${adminToken}`;
+      if (body !== undefined) { init.headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
+      const res = await fetch(path, init);
+      let data = null;
+      try { data = await res.json(); } catch { /* not JSON */ }
+      if (res.status === 401) {
+        await askForToken(adminToken ? 'That token was not accepted.' : '');
+        continue;
+      }
+      if (!res.ok) throw new Error((data && data.error) || `${method} ${path}: HTTP ${res.status}`);
+      return data;
+    }
   }
   const enc = encodeURIComponent;
   const pad = (n, w = 2) => String(n).padStart(w, '0');
@@ -326,7 +359,9 @@
     if (source) source.close();
     clearTimeout(retryTimer);
     setConn('connecting', 'connecting…');
-    const query = serverQuery();
+    const p = new URLSearchParams(serverQuery());
+    if (adminToken) p.set('access_token', adminToken);
+    const query = p.toString();
     const es = new EventSource(`/api/v1/events${query ? `?${query}` : ''}`);
     source = es;
     es.addEventListener('open', () => { setConn('live'); load(); });
@@ -842,7 +877,10 @@
 
   function debounce(fn, ms) { let t; return (...args) => { clearTimeout(t); t = setTimeout(() => fn(...args), ms); }; }
 
-  function start() {
+  async function start() {
+    // Ask for the token (if one is needed) before anything else talks to the API.
+    $('#login').addEventListener('cancel', (e) => e.preventDefault());
+    try { await api('GET', '/api/v1/info'); } catch { /* refreshInfo reports later */ }
     readHash();
     const debounced = debounce(applyFilters, 250);
     $('#filters').addEventListener('input', (e) => (e.target.tagName === 'SELECT' ? applyFilters() : debounced()));

@@ -96,6 +96,7 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
     case deviceExists(String)
     case tokenInUse(String)
     case invalidToken(String)
+    case invalidDeviceID(String)
 
     public var description: String {
         switch self {
@@ -105,6 +106,7 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
         case .deviceExists(let id): return "a device with id '\(id)' already exists"
         case .tokenInUse(let token): return "token \(token) is already issued"
         case .invalidToken(let token): return "'\(token)' is not an even-length hex token"
+        case .invalidDeviceID: return DeviceRegistry.deviceIDRule
         }
     }
 }
@@ -198,10 +200,24 @@ public struct DeviceRegistry: Sendable {
 
     public mutating func newDeviceID() -> String { random.uniqueID() }
 
+    /// What a device id may be. Ids travel in device frames, log lines and URL paths, so
+    /// they are kept to a set that needs no escaping anywhere (no control characters).
+    public static let deviceIDRule = "a device id is 1 to 128 letters, digits, '-', '_' or '.'"
+
+    /// Letters, digits, `-`, `_` and `.`; 1 to 128 bytes.
+    public static func isValidDeviceID(_ id: String) -> Bool {
+        let bytes = id.utf8
+        return !bytes.isEmpty && bytes.count <= 128 && bytes.allSatisfy { c in
+            let lower = c | 0x20
+            return (c >= 0x30 && c <= 0x39) || (lower >= 0x61 && lower <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x2E
+        }
+    }
+
     /// Adds a device, virtual or socket-backed.
     @discardableResult
     public mutating func addDevice(id: String? = nil, isVirtual: Bool, nowMs: Int64) throws(RegistryError) -> Device {
         let deviceID = id ?? newDeviceID()
+        guard Self.isValidDeviceID(deviceID) else { throw .invalidDeviceID(deviceID) }
         guard devices[deviceID] == nil else { throw .deviceExists(deviceID) }
         let device = Device(id: deviceID, isVirtual: isVirtual, apps: [:], createdAtMs: nowMs, connectionID: nil)
         devices[deviceID] = device

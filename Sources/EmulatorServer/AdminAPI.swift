@@ -52,16 +52,16 @@ final class AdminAPI: @unchecked Sendable {
 
     private func buildRoutes() {
         var r = AdminRouter()
-        r.add("GET", "/livez", "liveness") { _, _, _ in .json(200, ["status": "live"]) }
-        r.add("GET", "/readyz", "readiness") { [unowned self] _, _, _ in
+        r.add("GET", "/livez", "liveness", open: true) { _, _, _ in .json(200, ["status": "live"]) }
+        r.add("GET", "/readyz", "readiness", open: true) { [unowned self] _, _, _ in
             emulator.isReady ? .json(200, ["status": "ready"]) : .json(503, ["status": "starting"])
         }
         r.add("GET", "/metrics", "Prometheus metrics") { [unowned self] _, _, _ in
             AdminResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
                           body: Array(emulator.metricsText().utf8))
         }
-        r.add("GET", "/", "web UI") { _, _, _ in UIAssets.response(for: "index.html") }
-        r.add("GET", "/ui/{file}", "web UI assets") { _, p, _ in UIAssets.response(for: p["file"] ?? "") }
+        r.add("GET", "/", "web UI", open: true) { _, _, _ in UIAssets.response(for: "index.html") }
+        r.add("GET", "/ui/{file}", "web UI assets", open: true) { _, p, _ in UIAssets.response(for: p["file"] ?? "") }
         r.add("GET", "/api/v1/openapi.json", "this API as OpenAPI 3") { _, _, _ in
             AdminResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array(UIAssets.openAPI.utf8))
         }
@@ -69,6 +69,7 @@ final class AdminAPI: @unchecked Sendable {
         r.add("POST", "/api/v1/reset", "back to the configured start state") { [unowned self] _, _, _ in
             state.reset()
             emulator.providers.resetCounters()
+            emulator.adminMetrics.reset()
             emulator.devices.reattachAll()
             emulator.log("admin: reset to the configured start state")
             return .json(200, ["reset": true])
@@ -111,47 +112,48 @@ final class AdminAPI: @unchecked Sendable {
         r.add("POST", "/api/v1/devices", "create a virtual device with an app") { [unowned self] req, _, _ in
             try createDevice(req)
         }
-        r.add("GET", "/api/v1/devices/{deviceId}", "one device") { [unowned self] _, p, _ in try getDevice(p["deviceId"]!) }
+        r.add("GET", "/api/v1/devices/{deviceId}", "one device") { [unowned self] _, p, _ in try getDevice(try Self.deviceID(p)) }
         r.add("PATCH", "/api/v1/devices/{deviceId}", "set online/offline and Low Power Mode") { [unowned self] req, p, _ in
-            try patchDevice(p["deviceId"]!, req)
+            try patchDevice(try Self.deviceID(p), req)
         }
-        r.add("DELETE", "/api/v1/devices/{deviceId}", "remove a device") { [unowned self] _, p, _ in try deleteDevice(p["deviceId"]!) }
+        r.add("DELETE", "/api/v1/devices/{deviceId}", "remove a device") { [unowned self] _, p, _ in try deleteDevice(try Self.deviceID(p)) }
         r.add("POST", "/api/v1/devices/{deviceId}/erase", "erase all content and settings") { [unowned self] _, p, _ in
-            let id = p["deviceId"]!
+            let id = try Self.deviceID(p)
             try deviceCall { world, now throws(DeviceRequestError) in try world.eraseDevice(id, nowMs: now) }
             return try getDevice(id)
         }
         r.add("POST", "/api/v1/devices/{deviceId}/restore", "restore another device's backup onto this one") { [unowned self] req, p, _ in
-            let target = p["deviceId"]!
+            let target = try Self.deviceID(p)
             guard let source = try req.jsonObject()["fromDeviceId"]?.stringValue else {
                 throw AdminError(400, "\"fromDeviceId\" is required")
             }
+            guard DeviceRegistry.isValidDeviceID(source) else { throw AdminError(400, "\"fromDeviceId\": \(DeviceRegistry.deviceIDRule)") }
             let entries = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.restoreBackup(from: source, to: target, nowMs: now)
             }
             return .json(200, ["deviceId": .string(target), "fromDeviceId": .string(source), "tokens": .array(entries.map(AdminJSON.token))])
         }
         r.add("POST", "/api/v1/devices/{deviceId}/tap", "tap a notification on screen") { [unowned self] req, p, _ in
-            let id = p["deviceId"]!
+            let id = try Self.deviceID(p)
             guard let apnsID = try req.jsonObject()["apnsId"]?.stringValue else { throw AdminError(400, "\"apnsId\" is required") }
             let tapped = try deviceCall { world, now throws(DeviceRequestError) in try world.tap(deviceID: id, apnsID: apnsID, nowMs: now) }
             return .json(200, ["apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
                                "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched)])
         }
         r.add("POST", "/api/v1/devices/{deviceId}/apps", "install an app") { [unowned self] req, p, _ in
-            try installApp(deviceID: p["deviceId"]!, req)
+            try installApp(deviceID: try Self.deviceID(p), req)
         }
         r.add("PATCH", "/api/v1/devices/{deviceId}/apps/{bundleId}", "set permission, app state, background mode") { [unowned self] req, p, _ in
-            try patchApp(deviceID: p["deviceId"]!, bundleID: p["bundleId"]!, req)
+            try patchApp(deviceID: try Self.deviceID(p), bundleID: p["bundleId"]!, req)
         }
         r.add("DELETE", "/api/v1/devices/{deviceId}/apps/{bundleId}", "uninstall: later pushes get 410") { [unowned self] _, p, _ in
-            try uninstall(deviceID: p["deviceId"]!, bundleID: p["bundleId"]!)
+            try uninstall(deviceID: try Self.deviceID(p), bundleID: p["bundleId"]!)
         }
         r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/reinstall", "uninstall and install again: new token") { [unowned self] _, p, _ in
-            try reinstall(deviceID: p["deviceId"]!, bundleID: p["bundleId"]!)
+            try reinstall(deviceID: try Self.deviceID(p), bundleID: p["bundleId"]!)
         }
         r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/rotate", "APNs replaces the app's tokens") { [unowned self] _, p, _ in
-            let (id, bundle) = (p["deviceId"]!, p["bundleId"]!)
+            let (id, bundle) = (try Self.deviceID(p), p["bundleId"]!)
             let entries = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.rotateTokens(deviceID: id, bundleID: bundle, nowMs: now)
             }
@@ -216,6 +218,13 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     // MARK: Helpers
+
+    /// The `{deviceId}` of a path, refused (400) unless it is a valid id.
+    static func deviceID(_ parameters: [String: String]) throws -> String {
+        let id = parameters["deviceId"] ?? ""
+        guard DeviceRegistry.isValidDeviceID(id) else { throw AdminError(400, "the device id in the path: \(DeviceRegistry.deviceIDRule)") }
+        return id
+    }
 
     static func query(_ request: AdminRequest) throws -> NotificationQuery {
         do { return try NotificationQuery.parse(request.query) } catch { throw AdminError(400, error.description) }
@@ -292,19 +301,23 @@ final class AdminAPI: @unchecked Sendable {
         }
         let loop = http.connection.loop
         var answered = false
-        var listenerID: UInt64 = 0
+        var waiterID: UInt64 = 0
         var timer: TimerID?
         let finish: (AdminResponse) -> Void = { [events] response in
             guard !answered else { return }
             answered = true
-            events.remove(listenerID)
+            events.remove(waiter: waiterID)
             if let timer { loop.cancel(timer) }
             http.respond(response)
         }
         // Listen first, then look at what is already there, so nothing slips between.
-        listenerID = events.add(query: query, loop: loop) { record in
-            if let record { finish(.json(200, AdminJSON.record(record))) }
+        let limit = emulator.configuration.admin.maxWaiters
+        guard let id = events.addWaiter(query: query, loop: loop, limit: limit, deliver: { record in
+            finish(.json(200, AdminJSON.record(record)))
+        }) else {
+            throw AdminError(503, "\(limit) long polls are waiting already (--admin-max-waiters); try again later")
         }
+        waiterID = id
         if query.sinceMs != nil {
             let existing = state.withWorld { $0.records.newestFirst(limit: Int.max, where: query.matches).last }
             if let existing {
@@ -320,32 +333,30 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     /// `GET /api/v1/events`: server-sent events, one `notification` event per record added or
-    /// changed (the record's JSON), `reset` after a reset, and a comment every 15 s.
+    /// changed (the record's JSON), `reset` after a reset, and a comment every 15 s. A client
+    /// that falls `EventStreamClient.maxQueuedBytes` behind is disconnected.
     private func eventStream(_ request: AdminRequest, _ http: HTTP1Connection) throws -> AdminResponse? {
         let query = try Self.query(request)
-        let loop = http.connection.loop
-        http.startStream(contentType: "text/event-stream")
+        guard http.startStream(contentType: "text/event-stream") else { return nil }
         http.sendStreamChunk(Array(": apns-emulator events\nretry: 1000\n\n".utf8))
-        let id = events.add(query: query, loop: loop) { record in
-            // A consumer that stops reading is not allowed to grow our memory without bound.
-            guard http.connection.bufferedOutputCount < 8 << 20 else { return }
-            if let record {
-                var chunk = Array("event: notification\nid: \(record.sequence)\ndata: ".utf8)
-                AdminJSON.record(record).append(to: &chunk)
-                chunk.append(contentsOf: "\n\n".utf8)
-                http.sendStreamChunk(chunk)
-            } else {
-                http.sendStreamChunk(Array("event: reset\ndata: {}\n\n".utf8))
+        let metrics = emulator.adminMetrics
+        let peer = http.connection.peer
+        let client = EventStreamClient(id: events.newID(), query: query, http: http) { [weak self] _ in
+            metrics.streamsDropped.add()
+            self?.emulator.log("admin: event stream client \(peer) dropped: it fell \(EventStreamClient.maxQueuedBytes >> 20) MiB behind")
+        }
+        http.eventStream = client
+        events.add(client)
+        let loop = http.connection.loop
+        func scheduleKeepAlive() {
+            loop.schedule(afterMilliseconds: 15_000) { [weak http, weak client] in
+                guard let http, !http.isClosed, let client else { return }
+                client.enqueue(.keepAlive)
+                scheduleKeepAlive()
             }
         }
-        var keepAlive: (() -> Void)!
-        keepAlive = { [weak http] in
-            guard let http, !http.isClosed else { return }
-            http.sendStreamChunk(Array(": keep-alive\n\n".utf8))
-            loop.schedule(afterMilliseconds: 15_000, keepAlive)
-        }
-        loop.schedule(afterMilliseconds: 15_000, keepAlive)
-        http.whenClosed { [events] in events.remove(id) }
+        scheduleKeepAlive()
+        http.whenClosed { [events] in events.remove(stream: client.id) }
         return nil
     }
 
@@ -433,8 +444,8 @@ final class AdminAPI: @unchecked Sendable {
         let app = try appRequest(body)
         var deviceID: String?
         if let value = body["deviceId"] {
-            guard let text = value.stringValue, !text.isEmpty, text.count <= 128, !text.utf8.contains(UInt8(ascii: "/")) else {
-                throw AdminError(400, "\"deviceId\" must be a non-empty string without '/' (at most 128 characters)")
+            guard let text = value.stringValue, DeviceRegistry.isValidDeviceID(text) else {
+                throw AdminError(400, "\"deviceId\": \(DeviceRegistry.deviceIDRule)")
             }
             deviceID = text
         }
@@ -582,7 +593,7 @@ final class AdminAPI: @unchecked Sendable {
         switch error {
         case .unknownDevice, .appNotInstalled: return 404
         case .deviceExists, .tokenInUse: return 409
-        case .invalidBundleID, .invalidToken: return 400
+        case .invalidBundleID, .invalidToken, .invalidDeviceID: return 400
         }
     }
 
@@ -594,7 +605,7 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     /// `POST /api/v1/keys` with `teamId`, `keyId`, the key as `pem` (a .p8 or a public key PEM)
-    /// or `path`, and optional `environment`, `topics`, `relatedKeyId`.
+    /// or `path` (inside `--keys-dir` only), and optional `environment`, `topics`, `relatedKeyId`.
     private func addKey(_ request: AdminRequest) throws -> AdminResponse {
         var body = try request.jsonObject()
         let pem: String
@@ -602,10 +613,9 @@ final class AdminAPI: @unchecked Sendable {
             pem = text
             body["path"] = "api"
         } else if let path = body["path"]?.stringValue {
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw AdminError(400, "cannot read \(path)") }
-            pem = text
+            pem = try KeyFiles.read(path, keysDirectory: emulator.configuration.admin.keysDirectory)
         } else {
-            throw AdminError(400, "give the key as \"pem\" (the .p8 text or a PEM public key) or \"path\"")
+            throw AdminError(400, "give the key as \"pem\" (the .p8 text or a PEM public key), or a \"path\" inside --keys-dir")
         }
         let spec: ServeConfiguration.AuthKeySpec
         do { spec = try ServeConfiguration.authKey(fromObject: body) } catch { throw AdminError(400, error.description) }

@@ -7,6 +7,8 @@ struct AdminRoute {
     /// Path with `{name}` placeholders, e.g. `/api/v1/devices/{deviceId}`.
     let pattern: String
     let summary: String
+    /// Served without the admin token: health checks and the web UI's files (AdminAccess.swift).
+    let open: Bool
     /// Returns a response, or nil when it will answer later through the responder.
     let handler: (AdminRequest, [String: String], HTTP1Connection) throws -> AdminResponse?
 
@@ -16,10 +18,10 @@ struct AdminRoute {
 struct AdminRouter {
     private(set) var routes: [AdminRoute] = []
 
-    mutating func add(_ method: String, _ pattern: String, _ summary: String,
+    mutating func add(_ method: String, _ pattern: String, _ summary: String, open: Bool = false,
                       _ handler: @escaping (AdminRequest, [String: String], HTTP1Connection) throws -> AdminResponse?)
     {
-        routes.append(AdminRoute(method: method, pattern: pattern, summary: summary, handler: handler))
+        routes.append(AdminRoute(method: method, pattern: pattern, summary: summary, open: open, handler: handler))
     }
 
     enum Match {

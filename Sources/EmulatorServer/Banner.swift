@@ -16,7 +16,11 @@ public enum Banner {
         if let x = a.production { row("provider, production", "https://\(x)") }
         if let x = a.h2cSandbox { row("provider, sandbox h2c", "http://\(x)  (cleartext HTTP/2, prior knowledge)") }
         if let x = a.h2cProduction { row("provider, production h2c", "http://\(x)") }
-        if let x = a.admin { row("admin API", "http://\(x)/api/v1  (health: /livez, /readyz)") }
+        if let x = a.admin {
+            let exposed = c.adminListen.map { !AdminOptions.isLoopback($0.host) } ?? false
+            let access = c.admin.token != nil ? "; token required" : exposed ? "; no token, reachable from the network" : ""
+            row("admin API", "http://\(x)/api/v1  (health: /livez, /readyz\(access))")
+        }
         if let x = a.device {
             row("device socket", "\(x)  (\(c.deviceTLS ? "TLS" : "plain TCP"), docs/device-protocol.md)")
         }
@@ -76,6 +80,8 @@ public enum Banner {
         curlFlags.insert(cleartext ? "--http2-prior-knowledge" : "--http2", at: 0)
         if !cleartext { curlFlags.append("--cacert \(a.caFile ?? "CA.pem")") }
 
+        // The token itself is a secret and stays out of the banner (and container logs).
+        let adminAuth = emulator.configuration.admin.token == nil ? "" : " -H \"authorization: Bearer $APNS_EMULATOR_ADMIN_TOKEN\""
         var lines: [String] = []
         if example.placeholder {
             lines.append("No configured key can sign a push (a .p8 private key is needed); with your own, --auth-key TEAMID:KEYID:AuthKey.p8 --app TEAMID:BUNDLEID:")
@@ -86,7 +92,7 @@ public enum Banner {
         } else if let admin = a.admin {
             token = "$TOKEN"
             lines.append("Create a device with the app (its token goes into $TOKEN):")
-            lines.append("  TOKEN=$(curl -s -X POST -d '{\"bundleId\":\"\(example.topic)\",\"environment\":\"\(example.environment.rawValue)\"}' \\")
+            lines.append("  TOKEN=$(curl -s\(adminAuth) -H 'content-type: application/json' -X POST -d '{\"bundleId\":\"\(example.topic)\",\"environment\":\"\(example.environment.rawValue)\"}' \\")
             lines.append("    http://\(admin)/api/v1/devices | sed -n 's/.*\"token\": *\"\\([0-9a-f]*\\)\".*/\\1/p')")
         } else {
             token = "DEVICE_TOKEN"
@@ -104,7 +110,7 @@ public enum Banner {
         }
         if let x = a.admin {
             lines.append("and see what arrived:")
-            lines.append("  curl -s \"http://\(x)/api/v1/notifications?token=\(token)\"")
+            lines.append("  curl -s\(adminAuth) \"http://\(x)/api/v1/notifications?token=\(token)\"")
         }
         return lines
     }

@@ -294,7 +294,7 @@ final class DeviceConnection: ConnectionHandler {
             try state.withWorld { world throws(DeviceRequestError) in try world.eraseDevice(deviceID, nowMs: now) }
             send(["type": "erased"])
         case "restore":
-            let source = try Self.string(m, "fromDeviceId")
+            let source = try Self.deviceID(m, "fromDeviceId")
             let entries = try state.withWorld { world throws(DeviceRequestError) in
                 try world.restoreBackup(from: source, to: deviceID, nowMs: now)
             }
@@ -318,12 +318,7 @@ final class DeviceConnection: ConnectionHandler {
             fail("unsupported_version", "this emulator speaks device protocol version 1", fatal: true)
             return
         }
-        let id = try Self.string(m, "deviceId")
-        guard !id.isEmpty, id.utf8.count <= 128,
-            id.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E })
-        else {
-            throw DeviceRequestError("bad_request", "deviceId must be 1–128 letters, digits, '-', '_' or '.'")
-        }
+        let id = try Self.deviceID(m, "deviceId")
         var apps: [AppRegistration] = []
         if let list = m["apps"] {
             guard let items = list.arrayValue else { throw DeviceRequestError("bad_request", "\"apps\" must be a list") }
@@ -350,6 +345,13 @@ final class DeviceConnection: ConnectionHandler {
     static func string(_ m: JSONObject, _ key: String) throws(DeviceRequestError) -> String {
         guard let value = m[key]?.stringValue else { throw DeviceRequestError("bad_request", "\"\(key)\" (a string) is required") }
         return value
+    }
+
+    /// A device id field; refused before it can reach a frame or a log line.
+    static func deviceID(_ m: JSONObject, _ key: String) throws(DeviceRequestError) -> String {
+        let id = try string(m, key)
+        guard DeviceRegistry.isValidDeviceID(id) else { throw DeviceRequestError("bad_request", "\"\(key)\": \(DeviceRegistry.deviceIDRule)") }
+        return id
     }
 
     static func optionalBool(_ m: JSONObject, _ key: String) throws(DeviceRequestError) -> Bool? {

@@ -48,14 +48,47 @@ extension UIAssets {
 
   // ---------------------------------------------------------------- helpers
 
+  // With --admin-token the API answers 401 until the token is sent. The page asks for it once
+  // and keeps it for this tab (sessionStorage); the event stream carries it as ?access_token=,
+  // as EventSource cannot set headers.
+  const TOKEN_KEY = 'apns-emulator-admin-token';
+  let adminToken = sessionStorage.getItem(TOKEN_KEY) || '';
+  let asking = null;
+  function askForToken(message) {
+    if (asking) return asking;
+    asking = new Promise((resolve) => {
+      const dialog = $('#login');
+      const input = $('#login-token');
+      $('#login-error').textContent = message || '';
+      input.value = '';
+      dialog.addEventListener('close', () => {
+        adminToken = input.value.trim();
+        sessionStorage.setItem(TOKEN_KEY, adminToken);
+        asking = null;
+        resolve();
+        if (source) connect();
+      }, { once: true });
+      dialog.showModal();
+      input.focus();
+    });
+    return asking;
+  }
+
   async function api(method, path, body) {
-    const init = { method, headers: {} };
-    if (body !== undefined) { init.headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
-    const res = await fetch(path, init);
-    let data = null;
-    try { data = await res.json(); } catch { /* not JSON */ }
-    if (!res.ok) throw new Error((data && data.error) || `${method} ${path}: HTTP ${res.status}`);
-    return data;
+    for (;;) {
+      const init = { method, headers: {} };
+      if (adminToken) init.headers.Authorization = `Bearer ${adminToken}`;
+      if (body !== undefined) { init.headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
+      const res = await fetch(path, init);
+      let data = null;
+      try { data = await res.json(); } catch { /* not JSON */ }
+      if (res.status === 401) {
+        await askForToken(adminToken ? 'That token was not accepted.' : '');
+        continue;
+      }
+      if (!res.ok) throw new Error((data && data.error) || `${method} ${path}: HTTP ${res.status}`);
+      return data;
+    }
   }
   const enc = encodeURIComponent;
   const pad = (n, w = 2) => String(n).padStart(w, '0');
@@ -330,7 +363,9 @@ extension UIAssets {
     if (source) source.close();
     clearTimeout(retryTimer);
     setConn('connecting', 'connecting…');
-    const query = serverQuery();
+    const p = new URLSearchParams(serverQuery());
+    if (adminToken) p.set('access_token', adminToken);
+    const query = p.toString();
     const es = new EventSource(`/api/v1/events${query ? `?${query}` : ''}`);
     source = es;
     es.addEventListener('open', () => { setConn('live'); load(); });
@@ -846,7 +881,10 @@ extension UIAssets {
 
   function debounce(fn, ms) { let t; return (...args) => { clearTimeout(t); t = setTimeout(() => fn(...args), ms); }; }
 
-  function start() {
+  async function start() {
+    // Ask for the token (if one is needed) before anything else talks to the API.
+    $('#login').addEventListener('cancel', (e) => e.preventDefault());
+    try { await api('GET', '/api/v1/info'); } catch { /* refreshInfo reports later */ }
     readHash();
     const debounced = debounce(applyFilters, 250);
     $('#filters').addEventListener('input', (e) => (e.target.tagName === 'SELECT' ? applyFilters() : debounced()));
@@ -1044,6 +1082,15 @@ extension UIAssets {
   <form method="dialog">
     <p id="confirm-text"></p>
     <div class="form-foot"><button value="cancel" class="btn ghost">Cancel</button><button value="ok" id="confirm-ok" class="btn danger">Confirm</button></div>
+  </form>
+</dialog>
+<dialog id="login" aria-labelledby="login-title">
+  <form method="dialog" id="login-form" autocomplete="off">
+    <h2 id="login-title">Admin token</h2>
+    <p>This emulator was started with <code>--admin-token</code>. Enter the token to use the web UI; it is kept for this browser tab only.</p>
+    <input id="login-token" name="token" type="password" required aria-label="admin token" class="grow">
+    <p id="login-error" class="error" role="alert"></p>
+    <div class="form-foot"><button value="ok" id="login-ok" class="btn primary">Continue</button></div>
   </form>
 </dialog>
 <div id="toasts" class="toasts" aria-live="polite"></div>
@@ -1310,6 +1357,8 @@ dialog p { margin: 0 0 8px; }
   .device { overflow-x: auto; }
   .list-foot .keys { display: none; }
 }
+#login h2 { margin: 0 0 8px; font-size: 15px; }
+#login input { width: 100%; box-sizing: border-box; margin: 4px 0 8px; }
 
 """####),
     ]
@@ -1319,7 +1368,7 @@ dialog p { margin: 0 0 8px; }
   "info": {
     "title": "apns-emulator admin API",
     "version": "1",
-    "description": "Inspection and control of a local APNs emulator. Served by the admin listener (default http://127.0.0.1:8197). Errors are {\"error\": message, \"status\": code}."
+    "description": "Inspection and control of a local APNs emulator. Served by the admin listener (default http://127.0.0.1:8197). Errors are {\"error\": message, \"status\": code}. Access (README, \"Access\"): the Host must name this machine (loopback names, IP addresses, --admin-listen's host, --admin-allowed-host names), else 403; POST, PUT, PATCH and DELETE must carry no Origin or the API's own (else 403) and a Content-Type, if any, of application/json (else 415); with --admin-token every operation but /livez, /readyz and the web UI needs Authorization: Bearer TOKEN (else 401). Limits (README, \"Admin API limits\"): request head 64 KiB (431), body 8 MiB (413), all bodies being read 32 MiB (503), --admin-read-timeout for the head and then the body (408), --admin-max-connections (503); malformed HTTP/1.1 framing is 400 (501 for a transfer coding other than chunked, 505 for another HTTP version), and the connection closes."
   },
   "servers": [
     {
@@ -1347,6 +1396,9 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -1357,7 +1409,8 @@ dialog p { margin: 0 0 8px; }
               }
             }
           }
-        }
+        },
+        "security": []
       }
     },
     "/readyz": {
@@ -1380,6 +1433,19 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "405": {
+            "description": "method not allowed on this path",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
           "503": {
             "description": "starting",
             "content": {
@@ -1394,18 +1460,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
-          },
-          "405": {
-            "description": "method not allowed on this path",
-            "content": {
-              "application/json": {
-                "schema": {
-                  "$ref": "#/components/schemas/Error"
-                }
-              }
-            }
           }
-        }
+        },
+        "security": []
       }
     },
     "/metrics": {
@@ -1422,6 +1479,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -1451,6 +1514,9 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -1461,7 +1527,8 @@ dialog p { margin: 0 0 8px; }
               }
             }
           }
-        }
+        },
+        "security": []
       }
     },
     "/ui/{file}": {
@@ -1478,6 +1545,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "404": {
             "description": "no such file",
@@ -1509,7 +1579,8 @@ dialog p { margin: 0 0 8px; }
               "type": "string"
             }
           }
-        ]
+        ],
+        "security": []
       }
     },
     "/api/v1/openapi.json": {
@@ -1526,6 +1597,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -1572,6 +1649,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -1605,6 +1688,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -1614,6 +1703,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         }
       }
@@ -1624,7 +1716,7 @@ dialog p { margin: 0 0 8px; }
         "operationId": "get_api_v1_events",
         "responses": {
           "200": {
-            "description": "text/event-stream: `event: notification` with a Record as data for every record added or changed; `event: reset` after a reset",
+            "description": "text/event-stream: `event: notification` with a Record as data for every record added or changed; `event: reset` after a reset. A client that falls 8 MiB behind is disconnected (it may reconnect and reload)",
             "content": {
               "text/event-stream": {
                 "schema": {
@@ -1642,6 +1734,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -1757,6 +1855,15 @@ dialog p { margin: 0 0 8px; }
             "schema": {
               "type": "string"
             }
+          },
+          {
+            "name": "access_token",
+            "in": "query",
+            "required": false,
+            "description": "the admin token (--admin-token), for EventSource clients that cannot send Authorization",
+            "schema": {
+              "type": "string"
+            }
           }
         ]
       }
@@ -1797,6 +1904,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -1953,6 +2066,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -1962,6 +2081,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -2086,8 +2208,8 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
-          "404": {
-            "description": "none matches",
+          "400": {
+            "description": "bad filter",
             "content": {
               "application/json": {
                 "schema": {
@@ -2096,8 +2218,14 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
-          "400": {
-            "description": "bad filter",
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "description": "none matches",
             "content": {
               "application/json": {
                 "schema": {
@@ -2239,16 +2367,6 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
-          "408": {
-            "description": "nothing matched in time",
-            "content": {
-              "application/json": {
-                "schema": {
-                  "$ref": "#/components/schemas/Error"
-                }
-              }
-            }
-          },
           "400": {
             "description": "bad filter",
             "content": {
@@ -2259,8 +2377,34 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "408": {
+            "description": "nothing matched in time",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "503": {
+            "description": "--admin-max-waiters long polls are waiting already",
             "content": {
               "application/json": {
                 "schema": {
@@ -2404,6 +2548,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such record",
             "content": {
@@ -2460,6 +2610,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -2496,15 +2652,11 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
-          "409": {
-            "description": "device id or token taken",
-            "content": {
-              "application/json": {
-                "schema": {
-                  "$ref": "#/components/schemas/Error"
-                }
-              }
-            }
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -2515,6 +2667,19 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "409": {
+            "description": "device id or token taken",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -2544,6 +2709,22 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such device",
             "content": {
@@ -2571,8 +2752,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       },
@@ -2580,6 +2763,16 @@ dialog p { margin: 0 0 8px; }
         "summary": "set online/offline and Low Power Mode",
         "operationId": "patch_api_v1_devices_deviceId",
         "responses": {
+          "200": {
+            "description": "the device",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Device"
+                }
+              }
+            }
+          },
           "400": {
             "description": "bad body",
             "content": {
@@ -2590,15 +2783,11 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
-          "200": {
-            "description": "the device",
-            "content": {
-              "application/json": {
-                "schema": {
-                  "$ref": "#/components/schemas/Device"
-                }
-              }
-            }
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "404": {
             "description": "no such device",
@@ -2619,6 +2808,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -2645,8 +2837,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       },
@@ -2663,6 +2857,22 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "404": {
             "description": "no such device",
@@ -2683,6 +2893,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -2691,8 +2904,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       }
@@ -2712,6 +2927,22 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such device",
             "content": {
@@ -2731,6 +2962,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -2739,8 +2973,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       }
@@ -2784,6 +3020,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such device",
             "content": {
@@ -2803,6 +3045,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -2816,7 +3061,8 @@ dialog p { margin: 0 0 8px; }
                 ],
                 "properties": {
                   "fromDeviceId": {
-                    "type": "string"
+                    "type": "string",
+                    "pattern": "^[A-Za-z0-9._-]{1,128}$"
                   }
                 }
               }
@@ -2829,8 +3075,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       }
@@ -2877,6 +3125,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such device",
             "content": {
@@ -2896,6 +3150,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -2922,8 +3179,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       }
@@ -2953,6 +3212,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such device",
             "content": {
@@ -2972,6 +3237,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -2990,8 +3258,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           }
         ]
       }
@@ -3021,6 +3291,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "not installed",
             "content": {
@@ -3040,6 +3316,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -3069,8 +3348,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           },
           {
             "name": "bundleId",
@@ -3113,6 +3394,22 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "not installed",
             "content": {
@@ -3132,6 +3429,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -3140,8 +3440,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           },
           {
             "name": "bundleId",
@@ -3177,6 +3479,22 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "not installed",
             "content": {
@@ -3196,6 +3514,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -3204,8 +3525,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           },
           {
             "name": "bundleId",
@@ -3241,6 +3564,22 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "400": {
+            "description": "the device id in the path is not 1 to 128 letters, digits, -, _ or .",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "not installed",
             "content": {
@@ -3260,6 +3599,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -3268,8 +3610,10 @@ dialog p { margin: 0 0 8px; }
             "in": "path",
             "required": true,
             "schema": {
-              "type": "string"
-            }
+              "type": "string",
+              "pattern": "^[A-Za-z0-9._-]{1,128}$"
+            },
+            "description": "device id: 1 to 128 letters, digits, -, _ or . (anything else is 400)"
           },
           {
             "name": "bundleId",
@@ -3305,6 +3649,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3332,6 +3682,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "404": {
             "description": "no such token",
@@ -3391,6 +3747,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such token",
             "content": {
@@ -3410,6 +3772,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -3474,6 +3839,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3501,7 +3872,7 @@ dialog p { margin: 0 0 8px; }
             }
           },
           "400": {
-            "description": "bad key",
+            "description": "bad key, or a path that is not a readable key file inside --keys-dir",
             "content": {
               "application/json": {
                 "schema": {
@@ -3509,6 +3880,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "405": {
             "description": "method not allowed on this path",
@@ -3519,6 +3896,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -3539,10 +3919,12 @@ dialog p { margin: 0 0 8px; }
                     "type": "string"
                   },
                   "pem": {
-                    "type": "string"
+                    "type": "string",
+                    "description": "the .p8 text or a PEM public key"
                   },
                   "path": {
-                    "type": "string"
+                    "type": "string",
+                    "description": "a key file inside --keys-dir (relative to it, or absolute), judged after symbolic links and .. are resolved; without --keys-dir, or outside it, 400 (the same answer whether the file exists or not)"
                   },
                   "environment": {
                     "type": "string"
@@ -3578,6 +3960,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such item",
             "content": {
@@ -3597,6 +3985,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -3642,6 +4033,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3678,6 +4075,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3687,6 +4090,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -3728,6 +4134,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such item",
             "content": {
@@ -3747,6 +4159,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -3784,6 +4199,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3820,6 +4241,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3829,6 +4256,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "requestBody": {
@@ -3867,6 +4297,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "405": {
             "description": "method not allowed on this path",
             "content": {
@@ -3876,6 +4312,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         }
       }
@@ -3894,6 +4333,12 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
           },
           "404": {
             "description": "no such rule",
@@ -3941,6 +4386,12 @@ dialog p { margin: 0 0 8px; }
               }
             }
           },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
           "404": {
             "description": "no such item",
             "content": {
@@ -3960,6 +4411,9 @@ dialog p { margin: 0 0 8px; }
                 }
               }
             }
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
           }
         },
         "parameters": [
@@ -4280,7 +4734,9 @@ dialog p { margin: 0 0 8px; }
             ]
           },
           "deviceId": {
-            "type": "string"
+            "type": "string",
+            "pattern": "^[A-Za-z0-9._-]{1,128}$",
+            "description": "1 to 128 letters, digits, -, _ or . (default: a generated id)"
           },
           "token": {
             "type": "string",
@@ -4517,8 +4973,53 @@ dialog p { margin: 0 0 8px; }
           }
         }
       }
+    },
+    "securitySchemes": {
+      "adminToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "Required only when the emulator runs with --admin-token (APNS_EMULATOR_ADMIN_TOKEN). GET /api/v1/events also takes it as ?access_token="
+      }
+    },
+    "responses": {
+      "Forbidden": {
+        "description": "Host not allowed (see --admin-allowed-host), or a state-changing request from another origin",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            }
+          }
+        }
+      },
+      "Unauthorized": {
+        "description": "the emulator runs with --admin-token and the request does not carry it (WWW-Authenticate: Bearer)",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            }
+          }
+        }
+      },
+      "UnsupportedMediaType": {
+        "description": "a Content-Type other than application/json",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            }
+          }
+        }
+      }
     }
-  }
+  },
+  "security": [
+    {
+      "adminToken": []
+    },
+    {}
+  ]
 }
 
 """####

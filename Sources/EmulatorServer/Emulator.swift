@@ -73,6 +73,9 @@ public final class Emulator: @unchecked Sendable {
     public var isReady: Bool { ready.load(ordering: .acquiring) }
     public let startedAtMs: Int64
     let events: EventHub
+    let adminMetrics = AdminMetrics()
+    /// Set once the admin listener is configured (for its gauges in /metrics).
+    private(set) var adminServer: AdminServer?
 
     public init(configuration: ServeConfiguration, clock: any EmulatorClock = SystemClock()) throws(StartupError) {
         self.configuration = configuration
@@ -112,7 +115,7 @@ public final class Emulator: @unchecked Sendable {
         startedAtMs = clock.nowMilliseconds()
         providerBudget = ConnectionBudget(kind: "provider", limit: configuration.maxConnections)
         deviceBudget = ConnectionBudget(kind: "device", limit: configuration.maxConnections)
-        events = EventHub(state: state)
+        events = EventHub(state: state, metrics: adminMetrics)
         let providers = ProviderServer(idleTimeoutSeconds: configuration.idleTimeoutSeconds,
                                        requestTimeoutSeconds: configuration.requestTimeoutSeconds, quiet: configuration.quiet,
                                        loops: configuration.threads)
@@ -280,10 +283,12 @@ public final class Emulator: @unchecked Sendable {
         addresses.h2cProduction = try bind(c.h2cProductionListen, "--h2c-production-listen") { [unowned self] fd, peer in
             self.acceptProvider(fd: fd, peer: peer, environment: .production, tls: false)
         }
-        let admin = AdminAPI(emulator: self, events: events)
+        let admin = AdminServer(api: AdminAPI(emulator: self, events: events), options: c.admin,
+                                policy: c.admin.policy(boundTo: c.adminListen), metrics: adminMetrics)
+        adminServer = admin
         addresses.admin = try bind(c.adminListen, "--admin-listen") { [unowned self] fd, peer in
             self.hand(fd: fd, peer: peer, tls: false) { connection in
-                HTTP1Connection(connection: connection) { request, http in admin.handle(request, http) }
+                HTTP1Connection(connection: connection, server: admin)
             }
         }
         let gateway = devices

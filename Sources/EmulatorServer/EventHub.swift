@@ -6,61 +6,98 @@ import Locking
 
 /// Listeners for journal changes: server-sent event streams (`/api/v1/events`) and long polls
 /// (`/api/v1/notifications/wait`). Change tracking in the state is on only while someone
-/// listens, so the request path pays nothing otherwise.
+/// listens, so the request path pays nothing otherwise; while someone does, a change costs
+/// one serialisation per record (shared by every stream), an append per matching stream and
+/// a look-up in the waiter index.
 final class EventHub: @unchecked Sendable {
     let state: EmulatorState
-    private let listeners = Locked<[UInt64: Listener]>([:])
+    let metrics: AdminMetrics
+    private let streams = Locked<[EventStreamClient]>([])
+    private let waiters = Locked(WaiterIndex<Waiter>())
     private let nextID = Atomic<UInt64>(1)
 
-    struct Listener: @unchecked Sendable {
-        let query: NotificationQuery
+    struct Waiter: @unchecked Sendable {
         let loop: EventLoop
-        /// Called on `loop` with a matching record (or nil for a reset).
-        let deliver: (NotificationRecord?) -> Void
+        /// Called on `loop` with the record that satisfied the waiter.
+        let deliver: (NotificationRecord) -> Void
     }
 
-    init(state: EmulatorState) {
+    init(state: EmulatorState, metrics: AdminMetrics) {
         self.state = state
+        self.metrics = metrics
         state.onRecordChanges = { [weak self] sequences, reset in self?.changed(sequences, reset: reset) }
     }
 
-    var listenerCount: Int { listeners.withLock { $0.count } }
+    func newID() -> UInt64 { nextID.add(1, ordering: .relaxed).oldValue }
 
-    /// Registers a listener; keep the id to remove it.
-    func add(query: NotificationQuery, loop: EventLoop, deliver: @escaping (NotificationRecord?) -> Void) -> UInt64 {
-        let id = nextID.add(1, ordering: .relaxed).oldValue
-        let count = listeners.withLock { list -> Int in
-            list[id] = Listener(query: query, loop: loop, deliver: deliver)
-            return list.count
+    var streamCount: Int { streams.withLock { $0.count } }
+    var waiterCount: Int { waiters.withLock { $0.count } }
+
+    // MARK: Event streams
+
+    func add(_ stream: EventStreamClient) {
+        streams.withLock { $0.append(stream) }
+        updateTracking()
+    }
+
+    func remove(stream id: UInt64) {
+        streams.withLock { $0.removeAll { $0.id == id } }
+        updateTracking()
+    }
+
+    // MARK: Long polls
+
+    /// Files a waiter; nil when `limit` waiters are waiting already.
+    func addWaiter(query: NotificationQuery, loop: EventLoop, limit: Int, deliver: @escaping (NotificationRecord) -> Void) -> UInt64? {
+        let id = newID()
+        let added = waiters.withLock { index -> Bool in
+            guard index.count < limit else { return false }
+            index.insert(id, query: query, value: Waiter(loop: loop, deliver: deliver))
+            return true
         }
-        state.setChangeTracking(count > 0)
+        guard added else {
+            metrics.waitersRefused.add()
+            return nil
+        }
+        updateTracking()
         return id
     }
 
-    func remove(_ id: UInt64) {
-        let count = listeners.withLock { list -> Int in
-            list.removeValue(forKey: id)
-            return list.count
-        }
-        state.setChangeTracking(count > 0)
+    func remove(waiter id: UInt64) {
+        let removed = waiters.withLock { $0.remove(id) } != nil
+        if removed { updateTracking() }
     }
 
+    private func updateTracking() {
+        let listening = streams.withLock { !$0.isEmpty } || waiters.withLock { $0.count > 0 }
+        state.setChangeTracking(listening)
+    }
+
+    // MARK: Changes
+
     private func changed(_ sequences: [UInt64], reset: Bool) {
-        let current = listeners.withLock { $0 }
-        guard !current.isEmpty else { return }
+        let current = streams.withLock { $0 }
         if reset {
-            for listener in current.values {
-                listener.loop.execute { listener.deliver(nil) }
-            }
+            for stream in current { stream.enqueue(.reset) }
             return
         }
         let records = state.withWorld { world in sequences.compactMap { world.records.record(sequence: $0) } }
-        for listener in current.values {
-            let matching = records.filter(listener.query.matches)
-            guard !matching.isEmpty else { continue }
-            listener.loop.execute {
-                for record in matching { listener.deliver(record) }
+        var anyWoken = false
+        for record in records {
+            var chunk: EventChunk?
+            for stream in current where stream.query.matches(record) {
+                if chunk == nil { chunk = .notification(record) }
+                stream.enqueue(chunk!)
+            }
+            let (woken, examined) = waiters.withLock { $0.takeMatches(for: record) }
+            if examined > 0 { metrics.waiterChecks.add(examined) }
+            guard !woken.isEmpty else { continue }
+            metrics.waiterWakeups.add(woken.count)
+            anyWoken = true
+            for waiter in woken {
+                waiter.loop.execute { waiter.deliver(record) }
             }
         }
+        if anyWoken { updateTracking() }
     }
 }

@@ -57,133 +57,298 @@ struct AdminError: Error {
     }
 }
 
-/// How a route answers: at once, or later (long polls), or as a stream (server-sent events).
-protocol AdminResponder: AnyObject {
-    func respond(_ response: AdminResponse)
-}
-
-/// A minimal HTTP/1.1 server connection: Content-Length bodies, keep-alive, one request at a
-/// time (a pipelined request waits until the previous one is answered).
-final class HTTP1Connection: ConnectionHandler, AdminResponder {
-    static let maxHeaderBytes = 64 * 1024
-    static let maxBodyBytes = 8 * 1024 * 1024
-
-    let connection: Connection
-    private let route: (AdminRequest, HTTP1Connection) -> Void
-    private var buffer: [UInt8] = []
-    private var awaitingResponse = false
-    private var keepAlive = true
-    private var onClose: [() -> Void] = []
-
-    init(connection: Connection, route: @escaping (AdminRequest, HTTP1Connection) -> Void) {
-        self.connection = connection
-        self.route = route
+/// One admin API connection: HTTP/1.1 with keep-alive, one request at a time (pipelined
+/// requests wait their turn), `Content-Length` and chunked bodies (HTTP1Parser.swift).
+/// Every wait is bounded: the head and the body each have `--admin-read-timeout`, an idle
+/// connection `--admin-idle-timeout`; bodies draw on a budget shared by all connections.
+final class HTTP1Connection: ConnectionHandler {
+    private enum Phase {
+        /// Between requests.
+        case idle
+        case head
+        case body
+        /// The request is with its route (long polls stay here until answered).
+        case handling
+        /// Server-sent events: the response never ends; input is ignored.
+        case streaming
+        /// The final response is out; reading (and dropping) until the client closes.
+        case closing
     }
 
-    func connectionDidBecomeReady(_ connection: Connection) {}
+    let connection: Connection
+    let server: AdminServer
+    /// Set while this connection carries an event stream.
+    var eventStream: EventStreamClient?
+    private let admitted: Bool
+    private var parser: HTTP1RequestParser
+    private var phase = Phase.idle
+    private var head: HTTP1RequestHead?
+    private var keepAlive = true
+    private var reservedBody = 0
+    private var processing = false
+    private var onClose: [() -> Void] = []
+    /// Monotonic ms by which the current phase must end; nil when none applies.
+    private var deadline: Int64?
+    private var ticking = false
+
+    init(connection: Connection, server: AdminServer) {
+        self.connection = connection
+        self.server = server
+        self.parser = HTTP1RequestParser(limits: server.limits)
+        admitted = server.admitConnection()
+    }
+
+    var isClosed: Bool { connection.isClosed }
+    var isHeadRequest: Bool { head?.method == "HEAD" }
+
+    /// Runs when the client goes away before the current request is answered (cancels long
+    /// polls and event streams).
+    func whenClosed(_ body: @escaping () -> Void) { onClose.append(body) }
+
+    // MARK: ConnectionHandler
+
+    func connectionDidBecomeReady(_ connection: Connection) {
+        guard admitted else {
+            finish(.error(503, "too many admin connections (--admin-max-connections \(server.options.maxConnections)); try again later"))
+            return
+        }
+        setDeadline(server.options.idleTimeoutMs)
+    }
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
-        buffer.append(contentsOf: bytes)
-        processBuffered()
+        switch phase {
+        case .streaming, .closing:
+            return
+        case .handling:
+            // A request pipelined behind one still being answered waits, within limits.
+            parser.append(bytes)
+            if parser.bufferedCount > server.limits.maxHeaderBytes { connection.close() }
+        case .idle, .head, .body:
+            parser.append(bytes)
+            process()
+        }
+    }
+
+    func connectionDidDrainOutput(_ connection: Connection) {
+        if phase == .streaming { eventStream?.drain() }
     }
 
     func connectionDidClose(_ connection: Connection) {
+        if admitted { server.connectionClosed() }
+        server.releaseBody(reservedBody)
+        reservedBody = 0
         let handlers = onClose
         onClose = []
         handlers.forEach { $0() }
     }
 
-    /// Runs when the client goes away (cancels long polls and event streams).
-    func whenClosed(_ body: @escaping () -> Void) { onClose.append(body) }
+    // MARK: Reading requests
 
-    var isClosed: Bool { connection.isClosed }
+    private func process() {
+        guard !processing else { return }
+        processing = true
+        defer { processing = false }
+        while !connection.isClosed {
+            switch phase {
+            case .idle, .head:
+                guard parser.bufferedCount > 0 else { return }
+                if phase == .idle {
+                    phase = .head
+                    setDeadline(server.options.readTimeoutMs)
+                }
+                let next: HTTP1RequestHead?
+                do { next = try parser.nextHead() } catch {
+                    malformed(error)
+                    return
+                }
+                guard let next else { return }
+                begin(next)
+            case .body:
+                guard let head else { return }
+                if case .chunked = head.framing, parser.bodyBytesHeld > reservedBody {
+                    // Chunked bodies draw on the budget as they arrive.
+                    let more = parser.bodyBytesHeld - reservedBody
+                    guard server.reserveBody(more) else {
+                        overBudget()
+                        return
+                    }
+                    reservedBody += more
+                }
+                let body: [UInt8]?
+                do { body = try parser.nextBody() } catch {
+                    malformed(error)
+                    return
+                }
+                guard let body else { return }
+                dispatch(head, body)
+            case .handling, .streaming, .closing:
+                return
+            }
+        }
+    }
 
+    /// A complete head: the access rules and the body budget decide before any body is read.
+    private func begin(_ head: HTTP1RequestHead) {
+        self.head = head
+        keepAlive = head.keepAlive
+        let hasBody = head.framing != .none
+        let (path, query) = Self.splitTarget(head.originForm)
+        if let denial = server.admit(head, path: path, query: query) {
+            server.metrics.refused(denial.reason)
+            // An unread body ends the connection; without one the next request may follow.
+            if hasBody { keepAlive = false } else { _ = try? parser.nextBody() }
+            phase = .handling
+            var response = AdminResponse.error(denial.status, denial.message)
+            response.headers += denial.headers
+            respond(response)
+            return
+        }
+        if case .length(let length) = head.framing {
+            guard server.reserveBody(length) else {
+                overBudget()
+                return
+            }
+            reservedBody = length
+        }
+        if hasBody && head.expectsContinue { connection.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) }
+        phase = .body
+        setDeadline(server.options.readTimeoutMs)
+    }
+
+    private func dispatch(_ head: HTTP1RequestHead, _ body: [UInt8]) {
+        phase = .handling
+        deadline = nil
+        let (path, query) = Self.splitTarget(head.originForm)
+        var fields: [String: String] = [:]
+        for (name, value) in head.fields where fields[name] == nil { fields[name] = value }
+        let request = AdminRequest(method: head.method, path: path, query: query, headers: fields, body: body)
+        server.releaseBody(reservedBody)
+        reservedBody = 0
+        server.api.handle(request, self)
+    }
+
+    private func malformed(_ failure: HTTP1Failure) {
+        server.metrics.malformed.add()
+        finish(.error(failure.status, failure.message))
+    }
+
+    private func overBudget() {
+        finish(.error(503, "the admin API is reading \(HTTP1Syntax.size(AdminServer.bodyBudgetBytes)) of request bodies already; try again later"))
+    }
+
+    // MARK: Answering
+
+    /// Sends the answer to the current request; the next pipelined request follows.
     func respond(_ response: AdminResponse) {
-        guard !connection.isClosed else { return }
+        guard !connection.isClosed, phase == .handling else { return }
         var head = "HTTP/1.1 \(response.status) \(Self.statusText(response.status))\r\n"
         for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
         head += "Content-Length: \(response.body.count)\r\n"
         head += keepAlive ? "\r\n" : "Connection: close\r\n\r\n"
+        // HEAD: the same fields, Content-Length included, and no body (RFC 9110 §9.3.2).
+        let body = isHeadRequest ? [] : response.body
         connection.write { out in
             out.append(contentsOf: head.utf8)
-            out.append(contentsOf: response.body)
+            out.append(contentsOf: body)
         }
-        awaitingResponse = false
-        if !keepAlive {
-            connection.closeAfterFlush()
+        self.head = nil
+        // Close handlers belong to the request just answered (a long poll's clean-up); a
+        // keep-alive connection serving many of them must not collect them.
+        onClose.removeAll()
+        guard keepAlive else {
+            linger()
             return
         }
-        processBuffered()
+        phase = .idle
+        setDeadline(server.options.idleTimeoutMs)
+        process()
     }
 
-    /// Starts a streamed response (server-sent events): headers now, chunks later.
-    func startStream(contentType: String) {
-        let head = "HTTP/1.1 200 OK\r\nContent-Type: \(contentType)\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
+    /// Answers and closes, whatever state the request is in.
+    private func finish(_ response: AdminResponse) {
         keepAlive = false
-        connection.write(Array(head.utf8))
+        phase = .handling
+        respond(response)
+    }
+
+    /// Ends the response side and drops what the client still sends, then closes.
+    private func linger() {
+        phase = .closing
+        server.releaseBody(reservedBody)
+        reservedBody = 0
+        connection.shutdownOutputAfterFlush()
+        setDeadline(AdminServer.lingerMs)
+    }
+
+    /// Starts a streamed response (server-sent events): the head now, events later. Returns
+    /// false for a HEAD request, which gets the head only.
+    func startStream(contentType: String) -> Bool {
+        let headText = "HTTP/1.1 200 OK\r\nContent-Type: \(contentType)\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
+        keepAlive = false
+        connection.write(Array(headText.utf8))
+        if isHeadRequest {
+            linger()
+            return false
+        }
+        phase = .streaming
+        deadline = nil
+        return true
     }
 
     func sendStreamChunk(_ bytes: [UInt8]) {
         connection.write(bytes)
     }
 
-    private func processBuffered() {
-        while !awaitingResponse && !connection.isClosed {
-            guard let end = headerEnd() else {
-                if buffer.count > Self.maxHeaderBytes { fail(431, "request headers are larger than 64 KiB") }
-                return
-            }
-            let headText = String(decoding: buffer[..<end], as: UTF8.self)
-            var lines = headText.components(separatedBy: "\r\n")
-            let requestLine = lines.removeFirst().split(separator: " ")
-            guard requestLine.count == 3, requestLine[2].hasPrefix("HTTP/1.") else {
-                fail(400, "malformed request line")
-                return
-            }
-            var headers: [String: String] = [:]
-            for line in lines where !line.isEmpty {
-                guard let colon = line.firstIndex(of: ":") else {
-                    fail(400, "malformed header line")
-                    return
-                }
-                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            }
-            if headers["transfer-encoding"] != nil {
-                fail(411, "chunked request bodies are not supported; send Content-Length")
-                return
-            }
-            let length = Int(headers["content-length"] ?? "0") ?? -1
-            guard length >= 0, length <= Self.maxBodyBytes else {
-                fail(length < 0 ? 400 : 413, length < 0 ? "invalid Content-Length" : "request body larger than 8 MiB")
-                return
-            }
-            let bodyStart = end + 4
-            guard buffer.count >= bodyStart + length else { return }
-            let body = Array(buffer[bodyStart..<(bodyStart + length)])
-            buffer.removeFirst(bodyStart + length)
+    /// Ends an event stream (the client fell too far behind).
+    func close() { connection.close() }
 
-            keepAlive = requestLine[2] == "HTTP/1.1" && headers["connection"]?.lowercased() != "close"
-            let target = String(requestLine[1])
-            let (path, query) = Self.splitTarget(target)
-            awaitingResponse = true
-            route(AdminRequest(method: String(requestLine[0]), path: path, query: query, headers: headers, body: body), self)
+    // MARK: Deadlines
+
+    /// One timer per connection ticks once a second while a deadline applies, rather than
+    /// a timer per request that would have to be cancelled.
+    private func setDeadline(_ milliseconds: Int64) {
+        deadline = Monotonic.nowMilliseconds() + milliseconds
+        guard !ticking else { return }
+        ticking = true
+        scheduleTick()
+    }
+
+    private func scheduleTick() {
+        let wait = max(1, min(1000, (deadline ?? 0) - Monotonic.nowMilliseconds()))
+        connection.loop.schedule(afterMilliseconds: wait) { [weak self] in self?.tick() }
+    }
+
+    private func tick() {
+        guard !connection.isClosed, let deadline else {
+            ticking = false
+            return
+        }
+        let now = Monotonic.nowMilliseconds()
+        // A client reading a large response slowly is making progress; only silence counts.
+        let due = phase == .idle ? max(deadline, connection.lastActivity + server.options.idleTimeoutMs) : deadline
+        guard now >= due else {
+            scheduleTick()
+            return
+        }
+        ticking = false
+        switch phase {
+        case .idle:
+            server.metrics.timedOut("idle")
+            connection.close()
+        case .head:
+            server.metrics.timedOut("headers")
+            finish(.error(408, "the request head did not arrive within \(server.options.readTimeoutMs / 1000) s (--admin-read-timeout)"))
+        case .body:
+            server.metrics.timedOut("body")
+            finish(.error(408, "the request body did not arrive within \(server.options.readTimeoutMs / 1000) s (--admin-read-timeout)"))
+        case .closing:
+            connection.close()
+        case .handling, .streaming:
+            break
         }
     }
 
-    private func headerEnd() -> Int? {
-        guard buffer.count >= 4 else { return nil }
-        for i in 0...(buffer.count - 4)
-        where buffer[i] == 0x0D && buffer[i + 1] == 0x0A && buffer[i + 2] == 0x0D && buffer[i + 3] == 0x0A {
-            return i
-        }
-        return nil
-    }
-
-    private func fail(_ status: Int, _ message: String) {
-        keepAlive = false
-        awaitingResponse = true
-        respond(.error(status, message))
-    }
+    // MARK: Helpers
 
     static func splitTarget(_ target: String) -> (String, [String: String]) {
         guard let mark = target.firstIndex(of: "?") else { return (target, [:]) }
@@ -204,20 +369,27 @@ final class HTTP1Connection: ConnectionHandler, AdminResponder {
 
     static func statusText(_ status: Int) -> String {
         switch status {
+        case 100: return "Continue"
         case 200: return "OK"
         case 201: return "Created"
         case 204: return "No Content"
         case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
         case 404: return "Not Found"
         case 405: return "Method Not Allowed"
         case 408: return "Request Timeout"
         case 409: return "Conflict"
         case 411: return "Length Required"
-        case 413: return "Payload Too Large"
-        case 422: return "Unprocessable Entity"
+        case 413: return "Content Too Large"
+        case 415: return "Unsupported Media Type"
+        case 422: return "Unprocessable Content"
         case 431: return "Request Header Fields Too Large"
+        case 499: return "Client Closed Request"
         case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
         case 503: return "Service Unavailable"
+        case 505: return "HTTP Version Not Supported"
         default: return "Status"
         }
     }

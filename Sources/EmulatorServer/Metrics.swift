@@ -150,6 +150,7 @@ extension Emulator {
         if let durability { stateMetrics(durability.statistics, into: &p) }
         p.family("apns_emulator_uptime_seconds", "gauge", "Seconds since start.")
         p.sample("apns_emulator_uptime_seconds", [], Double(clock.nowMilliseconds() - startedAtMs) / 1000)
+        adminMetricsText(&p)
         return p.text
     }
 
@@ -172,5 +173,44 @@ extension Emulator {
         p.sample("apns_emulator_state_queue_record_bytes", [], Double(stats.queuedRecordBytes))
         p.family("apns_emulator_state_up", "gauge", "1 while the state directory takes writes, 0 once it has failed.")
         p.sample("apns_emulator_state_up", [], stats.failure == nil ? 1 : 0)
+    }
+}
+
+extension Emulator {
+    /// The admin listener's limits at work (README, "Admin API limits").
+    func adminMetricsText(_ p: inout PrometheusText) {
+        let m = adminMetrics
+        func single(_ name: String, _ type: String, _ help: String, _ value: Int) {
+            p.family(name, type, help)
+            p.sample(name, [], Double(value))
+        }
+        single("apns_emulator_admin_connections", "gauge", "Open admin API connections.", adminServer?.openConnections ?? 0)
+        single("apns_emulator_admin_connections_refused_total", "counter",
+               "Admin connections answered 503 because --admin-max-connections were open.", m.connectionsRefused.value)
+        p.family("apns_emulator_admin_requests_refused_total", "counter",
+                 "Admin requests refused by the access rules: host (403), origin (403), token (401), content-type (415).")
+        for (reason, counter) in zip(AdminMetrics.refusalReasons, m.refused) {
+            p.sample("apns_emulator_admin_requests_refused_total", [("reason", reason)], Double(counter.value))
+        }
+        single("apns_emulator_admin_malformed_requests_total", "counter",
+               "Admin requests that broke HTTP/1.1 syntax or framing (answered 4xx/5xx, connection closed).", m.malformed.value)
+        p.family("apns_emulator_admin_timeouts_total", "counter",
+                 "Admin connections closed for slowness: headers or body (408, --admin-read-timeout), idle (--admin-idle-timeout).")
+        for (phase, counter) in zip(AdminMetrics.timeoutPhases, m.timeouts) {
+            p.sample("apns_emulator_admin_timeouts_total", [("phase", phase)], Double(counter.value))
+        }
+        single("apns_emulator_admin_body_bytes_in_flight", "gauge", "Request body bytes being read, out of a budget of 32 MiB.",
+               adminServer?.bodyBytesInFlight ?? 0)
+        single("apns_emulator_admin_body_budget_refusals_total", "counter",
+               "Admin requests answered 503 because the request body budget was spent.", m.bodyBudgetRefusals.value)
+        single("apns_emulator_admin_event_streams", "gauge", "Open /api/v1/events streams.", events.streamCount)
+        single("apns_emulator_admin_event_streams_dropped_total", "counter",
+               "Event stream clients disconnected for falling 8 MiB behind.", m.streamsDropped.value)
+        single("apns_emulator_admin_waiters", "gauge", "Long polls waiting (/api/v1/notifications/wait).", events.waiterCount)
+        single("apns_emulator_admin_waiters_refused_total", "counter",
+               "Long polls answered 503 because --admin-max-waiters were waiting.", m.waitersRefused.value)
+        single("apns_emulator_admin_waiter_checks_total", "counter",
+               "Waiters compared with a changed record (only those filed under a key the record has).", m.waiterChecks.value)
+        single("apns_emulator_admin_waiter_wakeups_total", "counter", "Long polls answered with a record.", m.waiterWakeups.value)
     }
 }

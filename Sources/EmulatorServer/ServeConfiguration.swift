@@ -44,6 +44,8 @@ public struct ServeConfiguration: Sendable {
     public var stateDirectory: String?
     /// `--state-journal-lag`: journal records a 200 may be sent ahead of their commit.
     public var stateJournalLag: Int
+    /// Who may use the admin API and what it may cost (AdminOptions.swift).
+    public var admin: AdminOptions
 
     /// `TEAMID:KEYID:PATH[?environment=…&topics=a,b&related=KEYID]`, or the same as a JSON
     /// object in the config file.
@@ -81,6 +83,7 @@ extension ServeConfiguration {
         OptionSpec("h2c-sandbox-listen", "HOST:PORT", "cleartext HTTP/2 (prior knowledge) listener, sandbox (default: off)"),
         OptionSpec("h2c-production-listen", "HOST:PORT", "cleartext HTTP/2 (prior knowledge) listener, production (default: off)"),
         OptionSpec("admin-listen", "HOST:PORT", default: "127.0.0.1:8197", "admin/inspection HTTP API ('off' disables)"),
+    ] + AdminOptions.specs + [
         OptionSpec("device-listen", "HOST:PORT", default: "127.0.0.1:5223", "device socket, docs/device-protocol.md ('off' disables)"),
         OptionSpec("device-tls", nil, "serve the device socket over TLS (same certificate) instead of plain TCP"),
         OptionSpec("tls-cert", "PATH", "server certificate chain, PEM (default: CERTS-DIR/server.pem, generated if missing)"),
@@ -190,6 +193,7 @@ extension ServeConfiguration {
         h2cSandboxListen = try address("h2c-sandbox-listen")
         h2cProductionListen = try address("h2c-production-listen")
         adminListen = try address("admin-listen")
+        admin = try AdminOptions(options, adminListen: adminListen)
         deviceListen = try address("device-listen")
         try Self.checkDistinctPorts(
             listen.map { ("--listen", $0) } + [
@@ -406,6 +410,9 @@ extension ServeConfiguration {
                 let apps = object["apps"]?.arrayValue
             else {
                 throw UsageError("device \(text) in \(path) needs \"deviceId\" and \"apps\"")
+            }
+            guard DeviceRegistry.isValidDeviceID(id) else {
+                throw UsageError("device \(text) in \(path): \(DeviceRegistry.deviceIDRule)")
             }
             var spec = DeviceSpec(deviceID: id, apps: [])
             for app in apps {

@@ -36,6 +36,7 @@ public final class Connection: IOHandler {
     private var output: [UInt8] = []
     private var outputOffset = 0
     private var closeWhenDrained = false
+    private var shutdownWhenDrained = false
     private var events: IOEvents = .read
     private var readPaused = false
     /// Stop reading from a peer that does not read its responses, so a slow or stuck client
@@ -114,6 +115,24 @@ public final class Connection: IOHandler {
         if bufferedOutputCount == 0 { close() } else { flush() }
     }
 
+    /// Sends what is buffered, then ends the write side (FIN) and reads on until the peer
+    /// closes: a server that closes with unread request bytes sends RST, and the client may
+    /// lose the response. The caller closes after a grace period. TLS connections just close.
+    public func shutdownOutputAfterFlush() {
+        guard !isClosed else { return }
+        if tls != nil {
+            closeAfterFlush()
+            return
+        }
+        shutdownWhenDrained = true
+        if bufferedOutputCount == 0 { shutdownOutput() } else { flush() }
+    }
+
+    private func shutdownOutput() {
+        shutdownWhenDrained = false
+        _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+    }
+
     public func close() {
         guard !isClosed else { return }
         isClosed = true
@@ -160,6 +179,7 @@ public final class Connection: IOHandler {
             close()
             return
         }
+        if shutdownWhenDrained { shutdownOutput() }
         handler?.connectionDidDrainOutput(self)
     }
 

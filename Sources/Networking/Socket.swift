@@ -162,11 +162,17 @@ public enum Socket {
     }
 
     /// A blocking client connection with a timeout for the connect itself.
-    public static func connect(to address: HostPort, timeoutMilliseconds: Int32 = 5000) throws(SystemError) -> Int32 {
+    /// `receiveBuffer` sets SO_RCVBUF before connecting (a small one makes a slow reader in tests).
+    public static func connect(to address: HostPort, timeoutMilliseconds: Int32 = 5000,
+                               receiveBuffer: Int32? = nil) throws(SystemError) -> Int32
+    {
         var lastError = SystemError(operation: "connect \(address)", code: ECONNREFUSED)
         for candidate in try resolve(address, passive: false) {
             let fd = socket(candidate.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
             guard fd >= 0 else { lastError = .last("socket"); continue }
+            if var size = receiveBuffer {
+                setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            }
             var storage = candidate.storage
             var result = withUnsafePointer(to: &storage) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, candidate.length) }

@@ -12,9 +12,10 @@ final class EventStreamReader {
     private var buffer = ""
 
     init(_ emulator: EmulatorProcess, query: String = "") throws {
-        fd = try Socket.connect(to: try emulator.address("admin"))
+        let address = try emulator.address("admin")
+        fd = try Socket.connect(to: address)
         Socket.setTimeouts(fd, milliseconds: 200)
-        let request = "GET /api/v1/events\(query) HTTP/1.1\r\nHost: x\r\n\r\n"
+        let request = "GET /api/v1/events\(query) HTTP/1.1\r\nHost: \(address)\r\n\r\n"
         _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     }
 

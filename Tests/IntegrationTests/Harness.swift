@@ -134,31 +134,58 @@ final class EmulatorProcess: @unchecked Sendable {
         var raw: String
     }
 
-    func admin(_ method: String, _ path: String, body: JSONValue? = nil, timeoutMilliseconds: Int = 15_000) throws -> AdminReply {
+    /// Sent as `Authorization: Bearer` by `admin(…)` when the emulator runs with a token.
+    var adminToken: String?
+
+    /// One admin request on its own connection (`Connection: close`). `headers` come after
+    /// `Host`; a JSON body gets `Content-Type: application/json` unless `headers` name one.
+    func admin(_ method: String, _ path: String, body: JSONValue? = nil, headers: [(String, String)] = [],
+               host: String? = nil, timeoutMilliseconds: Int = 15_000) throws -> AdminReply
+    {
         let address = try address("admin")
-        let fd = try Socket.connect(to: address)
-        defer { close(fd) }
-        Socket.setTimeouts(fd, milliseconds: timeoutMilliseconds)
         let bytes = body?.serializedBytes() ?? []
-        var request = "\(method) \(path) HTTP/1.1\r\nHost: \(address)\r\nConnection: close\r\n"
-        if body != nil { request += "Content-Type: application/json\r\n" }
-        request += "Content-Length: \(bytes.count)\r\n\r\n"
-        let all = Array(request.utf8) + bytes
-        _ = all.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = recv(fd, &buffer, buffer.count, 0)
-            if n <= 0 { break }
-            response.append(contentsOf: buffer[0..<n])
+        var request = "\(method) \(path) HTTP/1.1\r\nHost: \(host ?? address.description)\r\nConnection: close\r\n"
+        if let adminToken, !headers.contains(where: { $0.0.lowercased() == "authorization" }) {
+            request += "Authorization: Bearer \(adminToken)\r\n"
         }
-        let text = String(decoding: response, as: UTF8.self)
-        guard let headEnd = text.range(of: "\r\n\r\n") else { throw HarnessError("bad admin response: \(text)") }
-        let statusLine = text[..<headEnd.lowerBound].split(separator: "\r\n").first ?? ""
+        for (name, value) in headers { request += "\(name): \(value)\r\n" }
+        if body != nil && !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+            request += "Content-Type: application/json\r\n"
+        }
+        request += "Content-Length: \(bytes.count)\r\n\r\n"
+        let response = try AdminSocket(self, timeoutMilliseconds: timeoutMilliseconds).exchange(Array(request.utf8) + bytes)
+        return try Self.reply(response)
+    }
+
+    /// Status, JSON body and raw body of a complete response.
+    static func reply(_ response: String) throws -> AdminReply {
+        guard let headEnd = response.range(of: "\r\n\r\n") else { throw HarnessError("bad admin response: \(response)") }
+        let statusLine = response[..<headEnd.lowerBound].split(separator: "\r\n").first ?? ""
         let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "") ?? 0
-        let bodyText = String(text[headEnd.upperBound...])
+        let bodyText = String(response[headEnd.upperBound...])
         let json = (try? JSONValue.parse(bodyText)) ?? .null
         return AdminReply(status: status, json: json, raw: bodyText)
+    }
+
+    /// A sample of `/metrics`, summed over label sets when `labels` is empty.
+    func metric(_ name: String, labels: String = "") throws -> Double {
+        let text = try admin("GET", "/metrics").raw
+        var total = 0.0
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            guard parts.count == 2 else { continue }
+            let key = parts[0]
+            let matches = labels.isEmpty ? (key == name || key.hasPrefix(name + "{")) : key == "\(name){\(labels)}"
+            if matches { total += Double(parts[1]) ?? 0 }
+        }
+        return total
+    }
+
+    /// Resident memory of the emulator process (from /proc), in bytes.
+    var residentBytes: Int {
+        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
     }
 
     /// A virtual device with the app installed; returns (deviceId, token).
@@ -180,6 +207,82 @@ final class EmulatorProcess: @unchecked Sendable {
         if let limit { query.append("limit=\(limit)") }
         let reply = try admin("GET", "/api/v1/notifications" + (query.isEmpty ? "" : "?" + query.joined(separator: "&")))
         return reply.json["notifications"]?.arrayValue ?? []
+    }
+}
+
+/// A raw connection to the admin listener, for requests the harness would never write.
+final class AdminSocket: @unchecked Sendable {
+    let fd: Int32
+
+    init(_ emulator: EmulatorProcess, receiveBuffer: Int32? = nil, timeoutMilliseconds: Int = 15_000) throws {
+        fd = try Socket.connect(to: try emulator.address("admin"), receiveBuffer: receiveBuffer)
+        Socket.setTimeouts(fd, milliseconds: timeoutMilliseconds)
+        Socket.setNoDelay(fd)
+    }
+
+    deinit { close(fd) }
+
+    func send(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    func send(_ text: String) { send(Array(text.utf8)) }
+
+    /// Everything until the server closes (or the socket timeout passes).
+    func readToEnd() -> String {
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            response.append(contentsOf: buffer[0..<n])
+        }
+        return String(decoding: response, as: UTF8.self)
+    }
+
+    /// Reads until `count` bytes or more arrived, or the server closed.
+    func read(atLeast count: Int) -> [UInt8] {
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while response.count < count {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            response.append(contentsOf: buffer[0..<n])
+        }
+        return response
+    }
+
+    /// One complete response on a keep-alive connection: the head, then Content-Length bytes
+    /// (none when `head` is true).
+    func readResponse(head: Bool = false) throws -> String {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let text = String(decoding: bytes, as: UTF8.self)
+            if let end = text.range(of: "\r\n\r\n") {
+                let headText = text[..<end.lowerBound].lowercased()
+                let length = headText.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                    .flatMap { Int($0.dropFirst(15).trimmingCharacters(in: .whitespaces)) } ?? 0
+                let total = text.utf8.distance(from: text.utf8.startIndex, to: end.upperBound.samePosition(in: text.utf8)!) + (head ? 0 : length)
+                if bytes.count >= total { return String(decoding: bytes[..<total], as: UTF8.self) }
+            }
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { throw HarnessError("connection ended within a response: \(text)") }
+            bytes.append(contentsOf: buffer[0..<n])
+        }
+    }
+
+    /// Whether the server has closed: a read returns end of file or a reset (not a timeout).
+    func isClosedByServer() -> Bool {
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, 0)
+        return n == 0 || (n < 0 && errno == ECONNRESET)
+    }
+
+    /// Sends and reads until the server closes.
+    func exchange(_ bytes: [UInt8]) throws -> String {
+        send(bytes)
+        return readToEnd()
     }
 }
 

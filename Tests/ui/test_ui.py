@@ -4,9 +4,10 @@ python3-selenium; scripts/deps.sh test installs them) against a running emulator
 
   /usr/bin/python3 Tests/ui/test_ui.py --admin http://127.0.0.1:8197 --sandbox 127.0.0.1:2197 \
       --ca certs/ca.pem --key TEAMID:KEYID:AuthKey.p8 --topic com.example.app --token HEX \
-      --binary .build/debug/apns-emulator --screenshot ui.png
+      --binary .build/debug/apns-emulator --screenshot ui.png [--admin-token TOKEN]
 
-The token must belong to a device with the topic's app installed. Exits 0 when every check
+The token must belong to a device with the topic's app installed. With --admin-token the
+emulator must have been started with that token: then only the token checks run. Exits 0 when every check
 passes, 1 with a message naming the failed check otherwise, 2 when the browser stack is missing.
 """
 import argparse
@@ -62,13 +63,16 @@ def wait_for(what, predicate, timeout=3.0, interval=0.02):
 
 
 class Admin:
-    def __init__(self, base):
+    def __init__(self, base, token=None):
         self.base = base.rstrip("/")
+        self.token = token
 
     def call(self, method, path, body=None):
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"} if data else {})
+        headers = {"Content-Type": "application/json"} if data else {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 return json.loads(response.read() or b"null")
@@ -82,7 +86,7 @@ class Admin:
 class UITest:
     def __init__(self, args):
         self.args = args
-        self.admin = Admin(args.admin)
+        self.admin = Admin(args.admin, args.admin_token)
         self.driver = None
         self.timings = {}
 
@@ -317,14 +321,55 @@ class UITest:
         check(self.one("#empty").is_displayed(), "no empty-state message after the reset")
         self.log("reset emptied the timeline")
 
+    def asks_for_the_token_once(self):
+        """With --admin-token: the page asks once, then everything works, also after a reload."""
+        self.driver.get(self.args.admin.rstrip("/") + "/")
+        wait_for("the token dialog", lambda: self.one("#login").get_attribute("open") is not None, timeout=5)
+        check(self.one("#conn").get_attribute("data-state") != "live", "the event stream is live without the token")
+        self.one("#login-token").send_keys("not-the-token")
+        self.one("#login-ok").click()
+        wait_for("the dialog to ask again after a wrong token",
+                 lambda: self.one("#login").get_attribute("open") is not None and "not accepted" in self.one("#login-error").text,
+                 timeout=5)
+        self.one("#login-token").send_keys(self.args.admin_token)
+        self.one("#login-ok").click()
+        wait_for("the dialog to close", lambda: self.one("#login").get_attribute("open") is None)
+        wait_for("the event stream to be live", lambda: self.one("#conn").get_attribute("data-state") == "live", timeout=5)
+        wait_for("the header to show the version", lambda: self.one("#version").text.startswith("v"))
+        self.driver.refresh()
+        wait_for("the event stream to be live after a reload", lambda: self.one("#conn").get_attribute("data-state") == "live", timeout=5)
+        check(self.one("#login").get_attribute("open") is None, "the page asked for the token again after a reload")
+        self.log("asked for the token once (a wrong one asked again); kept across a reload")
+
+    def works_with_the_token(self):
+        apns_id, _ = self.send({"aps": {"alert": "with a token"}})
+        wait_for("the row of a push (event stream with the token)", lambda: self.row(apns_id), timeout=5)
+        self.tab("devices")
+        form = self.one("#new-device")
+        form.find_element(By.NAME, "bundleId").send_keys(self.args.topic)
+        form.find_element(By.NAME, "deviceId").send_keys("ui-token-phone")
+        form.find_element(By.CSS_SELECTOR, "button").click()
+
+        def created():
+            try:
+                return self.admin.get("/api/v1/devices/ui-token-phone")
+            except Failure:
+                return None
+        wait_for("the device added through the form (a POST with the token)", created)
+        wait_for("the device in the list", lambda: self.css('.device[data-device="ui-token-phone"]'))
+        self.log("live rows and a POST from the form work with the token")
+
     def console_is_clean(self):
-        errors = [entry for entry in self.driver.get_log("browser") if entry.get("level") == "SEVERE"]
+        errors = [entry for entry in self.driver.get_log("browser") if entry.get("level") == "SEVERE"
+                  and not (self.args.admin_token and "401" in entry.get("message", ""))]
         # The fault step makes a push fail on purpose, but nothing in the page may log an error.
         check(not errors, "browser console errors: " + "; ".join(e.get("message", "") for e in errors))
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
                  self.screenshot, self.device_controls, self.fault_rules, self.reset, self.console_is_clean]
+        if self.args.admin_token:
+            steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()
         self.start_browser()
         try:
@@ -338,8 +383,9 @@ class UITest:
         finally:
             if self.driver:
                 self.driver.quit()
-        print(f"UI test passed in {time.monotonic() - began:.1f} s; new row "
-              f"{max(0, self.timings['row after response']) * 1000:.0f} ms after the response", flush=True)
+        row = self.timings.get("row after response")
+        print(f"UI test passed in {time.monotonic() - began:.1f} s"
+              + (f"; new row {max(0, row) * 1000:.0f} ms after the response" if row is not None else ""), flush=True)
 
 
 def main():
@@ -351,8 +397,11 @@ def main():
     parser.add_argument("--topic", required=True)
     parser.add_argument("--token", required=True, help="a device token with the topic's app installed")
     parser.add_argument("--binary", required=True, help="the apns-emulator binary (for its send command)")
-    parser.add_argument("--screenshot", required=True, help="PNG to write")
+    parser.add_argument("--screenshot", help="PNG to write (the full run)")
+    parser.add_argument("--admin-token", help="the emulator's --admin-token: check that the page asks for it once, and works")
     args = parser.parse_args()
+    if not args.admin_token and not args.screenshot:
+        parser.error("--screenshot is required (except with --admin-token)")
     args.token = args.token.lower()
     try:
         UITest(args).run()

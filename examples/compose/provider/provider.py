@@ -29,6 +29,8 @@ TEAM_ID = ENV.get("APNS_TEAM_ID", "TESTTEAM01")
 TOPIC = ENV.get("APNS_TOPIC", "com.example.app")
 USE_SANDBOX = ENV.get("APNS_USE_SANDBOX", "1") not in ("0", "false", "no", "")
 ADMIN_URL = ENV.get("EMULATOR_ADMIN_URL", "http://apns-emulator:8197").rstrip("/")
+# Only when the emulator runs with APNS_EMULATOR_ADMIN_TOKEN (the compose file does not).
+ADMIN_TOKEN = ENV.get("EMULATOR_ADMIN_TOKEN", "")
 DEVICE_ID = ENV.get("DEVICE_ID", "compose-iphone")
 CA_FILE = ENV.get("SSL_CERT_FILE", "")
 WAIT_SECONDS = float(ENV.get("PROVIDER_WAIT_SECONDS", "120"))
@@ -54,7 +56,8 @@ def device_token(deadline):
     last_problem = "no answer yet"
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(url, timeout=5) as response:
+            headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"} if ADMIN_TOKEN else {}
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as response:
                 device = json.load(response)
             for app in device.get("apps", []):
                 if app.get("bundleId") == TOPIC and app.get("environment") == environment:

@@ -1,0 +1,100 @@
+import APNsCore
+import Foundation
+import Networking
+
+/// Settings of the admin listener: who may use it and how much it may cost (README, "Admin
+/// API", "Access" and "Admin API limits").
+public struct AdminOptions: Sendable {
+    /// Extra names the API may be reached by (`Host`), lowercased.
+    public var allowedHosts: [String] = []
+    public var token: String?
+    /// Serve a non-loopback admin listener without a token, on purpose.
+    public var insecure = false
+    /// The real path of `--keys-dir`: `POST /api/v1/keys` may read `path`s inside it only.
+    public var keysDirectory: String?
+    public var maxConnections = 1024
+    public var maxWaiters = 512
+    /// A request's head must arrive within this of its first byte, and its body within this
+    /// of the head.
+    public var readTimeoutMs: Int64 = 10_000
+    /// A keep-alive connection with no request (or a response the client does not read) this long is closed.
+    public var idleTimeoutMs: Int64 = 60_000
+
+    public init() {}
+
+    static let specs: [OptionSpec] = [
+        OptionSpec("admin-allowed-host", "NAME", repeatable: true,
+                   "another name the admin API may be reached by (its Host header), e.g. apns-emulator in a compose network; loopback names and IP addresses are always allowed"),
+        OptionSpec("admin-token", "TOKEN",
+                   "require Authorization: Bearer TOKEN on the admin API (all but /livez, /readyz and the web UI's files); prefer the environment variable, flags show in ps"),
+        OptionSpec("admin-insecure", nil,
+                   "allow --admin-listen on a non-loopback address without --admin-token (anyone who reaches it can change everything)"),
+        OptionSpec("keys-dir", "DIR", "directory POST /api/v1/keys may read key files from (\"path\"); without it keys are sent as \"pem\""),
+        OptionSpec("admin-max-connections", "N", default: "1024", "concurrent admin connections; more are answered 503"),
+        OptionSpec("admin-max-waiters", "N", default: "512", "concurrent long polls (/api/v1/notifications/wait); more are answered 503"),
+        OptionSpec("admin-read-timeout", "SECONDS", default: "10",
+                   "time a client has to send a request's headers, and then its body; slower clients get 408 and are closed"),
+        OptionSpec("admin-idle-timeout", "SECONDS", default: "60", "close admin keep-alive connections idle this long"),
+    ]
+
+    init(_ options: ResolvedOptions, adminListen: HostPort?) throws(UsageError) {
+        let spec = Dictionary(uniqueKeysWithValues: Self.specs.map { ($0.name, $0) })
+        func origin(_ name: String) -> String { options.origin(spec[name]!) }
+        func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
+            guard let text = options.string(name) else { return nil }
+            guard let value = Int(text), range.contains(value) else {
+                throw UsageError("\(origin(name)): '\(text)' is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return value
+        }
+
+        for name in options.strings("admin-allowed-host") {
+            guard let host = HostName.parse(host: name), host.port == nil else {
+                throw UsageError("\(origin("admin-allowed-host")): '\(name)' is not a host name (without a port)")
+            }
+            allowedHosts.append(host.host)
+        }
+        if let token = options.string("admin-token") {
+            guard (1...512).contains(token.utf8.count), token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw UsageError("\(origin("admin-token")): the token must be 1 to 512 printable ASCII characters without spaces")
+            }
+            self.token = token
+        }
+        switch options.string("admin-insecure") ?? "false" {
+        case "true", "1": insecure = true
+        case "false", "0": insecure = false
+        case let other: throw UsageError("\(origin("admin-insecure")): '\(other)' is not true or false")
+        }
+        if let directory = options.string("keys-dir") {
+            var isDirectory: ObjCBool = false
+            guard let real = FileSystem.realPath(directory), FileManager.default.fileExists(atPath: real, isDirectory: &isDirectory),
+                isDirectory.boolValue
+            else {
+                throw UsageError("\(origin("keys-dir")): '\(directory)' is not a directory")
+            }
+            keysDirectory = real
+        }
+        maxConnections = try integer("admin-max-connections", in: 1...1_000_000) ?? maxConnections
+        maxWaiters = try integer("admin-max-waiters", in: 0...1_000_000) ?? maxWaiters
+        readTimeoutMs = Int64(try integer("admin-read-timeout", in: 1...3600) ?? 10) * 1000
+        idleTimeoutMs = Int64(try integer("admin-idle-timeout", in: 1...86_400) ?? 60) * 1000
+
+        if let adminListen, token == nil, !insecure, !Self.isLoopback(adminListen.host) {
+            throw UsageError("--admin-listen \(adminListen) makes the admin API (which can add keys, devices and faults, and reset"
+                + " everything) reachable from other machines. Require a token with --admin-token TOKEN"
+                + " (APNS_EMULATOR_ADMIN_TOKEN), or accept the exposure with --admin-insecure (APNS_EMULATOR_ADMIN_INSECURE=true)")
+        }
+    }
+
+    /// Whether a listen host is reachable from this machine only.
+    static func isLoopback(_ host: String) -> Bool {
+        HostName.parse(host: host)?.isLoopback ?? false
+    }
+
+    /// The access rules for a listener bound to `bound`.
+    func policy(boundTo bound: HostPort?) -> AdminAccessPolicy {
+        var policy = AdminAccessPolicy(allowedHosts: Set(allowedHosts), token: token)
+        if let bound, let host = HostName.parse(host: bound.host), !host.isWildcard { policy.boundHost = host.host }
+        return policy
+    }
+}
