@@ -8,8 +8,9 @@ let fuzzTarget: @Sendable (UnsafePointer<UInt8>, Int) -> CInt = {
     case "jwt": return fuzzJWT
     case "request": return fuzzRequest
     case "preface": return fuzzPreface
+    case "http1": return fuzzHTTP1
     case let other:
-        fatalError("FUZZ_TARGET must be json, jwt, request or preface, not \(other ?? "unset")")
+        fatalError("FUZZ_TARGET must be json, jwt, request, preface or http1, not \(other ?? "unset")")
     }
 }()
 

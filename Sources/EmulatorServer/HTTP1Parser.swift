@@ -131,7 +131,7 @@ struct HTTP1RequestParser {
             // RFC 9112 §2.2: empty lines before the request line are ignored (they count
             // towards the size limit, so a stream of them cannot go on forever).
             guard sawRequestLine else { continue }
-            let first = Self.firstNonEmptyLine(buffer, from: start)
+            let first = min(Self.firstNonEmptyLine(buffer, from: start), lineStart)
             let head = try Self.parseHead(buffer[first..<lineStart], limits: limits)
             consume(lf + 1 - start)
             sawRequestLine = false
@@ -240,10 +240,19 @@ struct HTTP1RequestParser {
         HTTP1Failure(431, "request line and header fields are larger than \(HTTP1Syntax.size(limits.maxHeaderBytes))")
     }
 
+    /// Skips the empty lines (LF or CRLF) before a request line, and nothing else: a line of
+    /// bare CRs is not empty, and must reach the request-line check.
     static func firstNonEmptyLine(_ buffer: [UInt8], from start: Int) -> Int {
         var i = start
-        while i < buffer.count && (buffer[i] == 0x0D || buffer[i] == 0x0A) { i += 1 }
-        return i
+        while true {
+            if i < buffer.count, buffer[i] == 0x0A {
+                i += 1
+            } else if i + 1 < buffer.count, buffer[i] == 0x0D, buffer[i + 1] == 0x0A {
+                i += 2
+            } else {
+                return i
+            }
+        }
     }
 
     /// Parses the head (request line and field lines, without the empty line ending it).

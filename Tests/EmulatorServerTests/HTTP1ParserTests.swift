@@ -55,6 +55,15 @@ struct HTTP1ParserTests {
         }
     }
 
+    /// Found by the fuzzer (scripts/fuzz http1): a first line of bare CRs crashed the parser,
+    /// i.e. anyone reaching the admin port could stop the emulator.
+    @Test(arguments: ["\r\r\n\n}", "\r\n\r\r\n\n", "\r\r\r\n\r\n", "\r\nGET / HTTP/1.1\r\n\r\r\n\r\n"])
+    func linesOfBareCRsAreRefusedNotFatal(text: String) {
+        for outcome in Self.all(text) {
+            #expect(outcome.last == .failure(400), "\(outcome)")
+        }
+    }
+
     @Test func chunkedBodiesWithExtensionsAndTrailers() {
         let text = "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4;name=v\r\n{\"a\"\r\n3 \r\n:1}\r\n0\r\nX-Trailer: t\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n"
         for outcome in Self.all(text) {
