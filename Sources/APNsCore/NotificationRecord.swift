@@ -61,12 +61,14 @@ public struct NotificationRecord: Sendable {
     public var certificateSubject: String?
     /// What the journal counted this record as (bytes), when it was added.
     public var accountedBytes = 0
+    /// The allowance for a record's fixed part and its texts.
+    public static let fixedBytes = 640
 
     /// Roughly what the record occupies: its variable parts plus a fixed allowance for the
     /// rest. Used for the journal's byte budget, so it must be cheap (UTF-8 counts of native
     /// strings are O(1)).
     public var approximateBytes: Int {
-        var total = 512 + payload.count + token.utf8.count + explanation.utf8.count + apnsID.utf8.count
+        var total = Self.fixedBytes + payload.count + token.utf8.count + explanation.utf8.count + apnsID.utf8.count
         for header in requestHeaders { total += header.name.utf8.count + header.value.utf8.count + 32 }
         total += (jwtHeader?.utf8.count ?? 0) + (jwtClaims?.utf8.count ?? 0) + (path?.utf8.count ?? 0)
         return total
@@ -179,28 +181,37 @@ public struct RecordStore: Sendable {
         nextSequence += 1
         let sequence = record.sequence
         if trackChanges { changes.append(sequence) }
-        record.accountedBytes = record.approximateBytes
-        // Make room: by count, then by bytes (never evicting the record being added).
-        var out = Self.placeholder
+        if record.accountedBytes == 0 { record.accountedBytes = record.approximateBytes }
+        // The usual case once the journal is full: the oldest record makes room by count alone
+        // and the new one takes its slot (one swap, nothing copied).
+        if live == capacity, bytes - ring[head].accountedBytes + record.accountedBytes <= byteBudget {
+            bytes += record.accountedBytes - ring[head].accountedBytes
+            swap(&ring[head], &record)
+            head = (head + 1) % capacity
+            evicted += 1
+            return sequence
+        }
+        // Otherwise make room by count, then by bytes (never evicting the record being added).
+        var lastEvicted: NotificationRecord?
         while live > 0 && (live == capacity || bytes + record.accountedBytes > byteBudget) {
-            swap(&ring[head], &out)
-            bytes -= out.accountedBytes
+            var emptied = Self.placeholder
+            swap(&ring[head], &emptied)
+            bytes -= emptied.accountedBytes
             head = (head + 1) % capacity
             live -= 1
             evicted += 1
+            lastEvicted = emptied
         }
         bytes += record.accountedBytes
         let slot = physical(live)
         if slot == ring.count {
             if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
             ring.append(record)
-            record = out
         } else {
+            // The slot holds a placeholder (left by an eviction), which `record` now takes.
             swap(&ring[slot], &record)
-            // `record` now holds the slot's previous content: a placeholder, unless the
-            // eviction above swapped it out already; hand back the evicted one.
-            record = out
         }
+        if let lastEvicted { record = lastEvicted }
         live += 1
         return sequence
     }

@@ -10,15 +10,19 @@ public struct PushRequest: Sendable {
     /// False when the request is judged before its body has all arrived (the body already
     /// outgrew every payload limit; the rest is not read).
     public var isComplete: Bool
+    /// The header list's size as the HTTP/2 layer counted it (RFC 9113: name + value + 32 per
+    /// field), when it did; the journal's byte budget uses it instead of counting again.
+    public var headerListSize: Int?
 
     public init(streamID: Int32, headers: [(name: String, value: String)], body: [UInt8], bodyLength: Int? = nil,
-                isComplete: Bool = true)
+                isComplete: Bool = true, headerListSize: Int? = nil)
     {
         self.streamID = streamID
         self.headers = headers
         self.body = body
         self.bodyLength = bodyLength ?? body.count
         self.isComplete = isComplete
+        self.headerListSize = headerListSize
     }
 }
 
@@ -47,7 +51,8 @@ struct APNsHeaderFields {
         var seen: UInt32 = 0
         var others: [Substring.UTF8View] = []
         var host: String?
-        for (position, (name, value)) in headers.enumerated() {
+        for position in headers.indices {
+            let (name, value) = headers[position]
             let bit = Self.classify(name)
             switch bit {
             case 0:
@@ -82,9 +87,12 @@ struct APNsHeaderFields {
     @inline(__always)
     static func trimmed(_ value: String) -> String {
         let utf8 = value.utf8
-        guard let first = utf8.first, let last = utf8.last,
-            first == 0x20 || first == 0x09 || last == 0x20 || last == 0x09
-        else { return value }
+        // Native strings are contiguous UTF-8: two byte reads, no index walking.
+        let padded = utf8.withContiguousStorageIfAvailable { bytes in
+            guard let first = bytes.first, let last = bytes.last else { return false }
+            return first == 0x20 || first == 0x09 || last == 0x20 || last == 0x09
+        } ?? (utf8.first.map { $0 == 0x20 || $0 == 0x09 } ?? false || utf8.last.map { $0 == 0x20 || $0 == 0x09 } ?? false)
+        guard padded else { return value }
         let inner = utf8.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }
         return String(decoding: inner.reversed(), as: UTF8.self)
     }

@@ -211,7 +211,8 @@ final class ProviderConnection: ConnectionHandler {
         let started = Monotonic.nowNanoseconds()
         server.streamsTotal.add(1, ordering: .relaxed)
         let push = PushRequest(streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
-                               body: request.body, bodyLength: request.bodyLength, isComplete: request.isComplete)
+                               body: request.body, bodyLength: request.bodyLength, isComplete: request.isComplete,
+                               headerListSize: request.headerListSize)
         let response = endpoint.handle(push, connection: &context)
         // --state-dir: the answer waits until what the request changed is committed.
         if let gate = commitGate, gate.hold((request.streamID, response, started)) { return }

@@ -370,6 +370,7 @@ public final class HTTP2ServerSession: @unchecked Sendable {
         var request = HTTP2Request(streamID: slots[index].streamID, headers: headers, body: body,
                                    bodyLength: slots[index].bodyLength)
         request.isComplete = complete
+        request.headerListSize = slots[index].headerListSize
         events.append(.request(request))
     }
 

@@ -101,6 +101,8 @@ public struct HTTP2Request: Sendable {
     /// False when the request was handed over before its end because the body outgrew the
     /// session's `earlyAnswerBodyLength`: answer it; the rest of the body is not read.
     public var isComplete = true
+    /// The header list's size as RFC 9113 §6.5.2 counts it (name + value + 32 per field).
+    public var headerListSize = 0
 
     public init(streamID: Int32, headers: [HTTP2HeaderField], body: [UInt8], bodyLength: Int) {
         self.streamID = streamID

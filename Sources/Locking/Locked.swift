@@ -1,6 +1,6 @@
-import Synchronization
+public import Synchronization
 #if SANITIZE_THREAD
-import Foundation
+public import Foundation
 #endif
 
 /// A value that threads share behind a lock: the one lock type of the package.
@@ -8,24 +8,30 @@ import Foundation
 /// Normally a `Synchronization.Mutex`. Built with `-D SANITIZE_THREAD` (scripts/test-sanitizers
 /// does) it is a pthread mutex instead: Mutex locks with futexes, which ThreadSanitizer cannot
 /// see, so every access under it would be reported as a race.
+///
+/// `@inlinable` so callers in other modules get it specialised: an unspecialised generic call
+/// looks up type metadata at run time, on every request.
 public final class Locked<Value: ~Copyable>: Sendable {
     #if SANITIZE_THREAD
-    private let lock = NSLock()
-    nonisolated(unsafe) private var value: Value
+    @usableFromInline let lock = NSLock()
+    @usableFromInline nonisolated(unsafe) var value: Value
 
+    @inlinable
     public init(_ value: consuming sending Value) { self.value = value }
 
+    @inlinable
     public func withLock<T, E: Error>(_ body: (inout sending Value) throws(E) -> sending T) throws(E) -> sending T {
         lock.lock()
         defer { lock.unlock() }
         return try body(&value)
     }
     #else
-    private let mutex: Mutex<Value>
+    @usableFromInline let mutex: Mutex<Value>
 
+    @inlinable
     public init(_ value: consuming sending Value) { mutex = Mutex(value) }
 
-    @inline(__always)
+    @inlinable
     public func withLock<T, E: Error>(_ body: (inout sending Value) throws(E) -> sending T) throws(E) -> sending T {
         try mutex.withLock(body)
     }
