@@ -398,7 +398,9 @@ struct AdminLimitsTests {
         #expect(try eventually { try emulator.metric("apns_emulator_admin_body_bytes_in_flight") == Double(32 << 20) })
         let during = emulator.residentBytes
         print("body budget: RSS \(before >> 20) MiB before, \(during >> 20) MiB with 60 clients sending 8 MiB bodies")
-        #expect(during - before < 120 << 20, "RSS grew by \((during - before) >> 20) MiB")
+        if EmulatorProcess.memoryIsMeasurable {
+            #expect(during - before < 120 << 20, "RSS grew by \((during - before) >> 20) MiB")
+        }
         #expect(try emulator.metric("apns_emulator_admin_body_budget_refusals_total") == 56)
         // A small request meanwhile: the budget is spent, a clear 503 (bodyless requests still work).
         let small = try emulator.admin("POST", "/api/v1/devices", body: ["bundleId": "com.example.app", "environment": "sandbox"])
@@ -465,7 +467,9 @@ struct AdminLimitsTests {
         #expect(try emulator.metric("apns_emulator_admin_event_streams") == 1, "the reading client stays")
         let after = emulator.residentBytes
         print("event streams: RSS \(before >> 20) MiB with 30 stuck clients, \(after >> 20) MiB after 3,500 pushes of 3.5 KB")
-        #expect(after - before < 160 << 20, "RSS grew by \((after - before) >> 20) MiB")
+        if EmulatorProcess.memoryIsMeasurable {
+            #expect(after - before < 160 << 20, "RSS grew by \((after - before) >> 20) MiB")
+        }
         #expect(emulator.stderr.components(separatedBy: "fell 8 MiB behind").count - 1 == 30, "one log line per dropped client")
         for socket in stuck {
             _ = socket.readToEnd()
