@@ -10,21 +10,29 @@ import PackageDescription
 //   SQLite         thin SQLite wrapper (the only unsafe code for it)
 //   StatePersistence  group-commit writer thread between the state lock and a StateStore
 //   SQLiteStateStore  the --state-dir backend (schema, rows) on SQLite
+//   CommandLineOptions  flags, APNS_EMULATOR_* variables and --config files → option values
 //   EmulatorServer wiring: provider endpoint, admin API, devices
 //   ProviderClient blocking HTTP/2 client + APNs helpers (send command, tests, benchmarks)
 //   DeviceClient   the device side of docs/device-protocol.md (device command, tests)
+//   APNsEmulatorTesting  an emulator inside `swift test`, with a typed admin client
 //   apns-emulator  the command-line tool
+//
+// No unsafeFlags: a package that uses them cannot be depended on, and the library products
+// below are for other packages.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
-    // Dynamic exclusivity checks cost about 5% of the request path (a thread-local access
-    // set per inout access). Debug builds, which the tests use, keep them.
-    .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release)),
 ]
 
 let package = Package(
     name: "apns-emulator",
     products: [
         .executable(name: "apns-emulator", targets: ["apns-emulator"]),
+        // An emulator in-process for Swift test suites (start on port 0, typed admin client).
+        .library(name: "APNsEmulatorTesting", targets: ["APNsEmulatorTesting"]),
+        // A simulated device over the device socket; its API uses APNsCore's JSON and enums.
+        .library(name: "DeviceClient", targets: ["DeviceClient", "APNsCore"]),
+        // A small blocking HTTP/2 APNs client (what `apns-emulator send` uses).
+        .library(name: "ProviderClient", targets: ["ProviderClient"]),
     ],
     targets: [
         .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2",
@@ -41,22 +49,28 @@ let package = Package(
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         .target(name: "StatePersistence", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
         .target(name: "SQLiteStateStore", dependencies: ["APNsCore", "SQLite"], swiftSettings: swiftSettings),
+        .target(name: "CommandLineOptions", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
         .target(name: "EmulatorServer",
-                dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore", "Locking"],
+                dependencies: ["APNsCore", "CommandLineOptions", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore", "Locking"],
                 swiftSettings: swiftSettings),
         .target(name: "ProviderClient",
                 dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking"],
                 swiftSettings: swiftSettings),
         .target(name: "DeviceClient", dependencies: ["APNsCore", "Networking", "OpenSSLCrypto"],
                 swiftSettings: swiftSettings),
-        .executableTarget(name: "apns-emulator", dependencies: ["EmulatorServer", "ProviderClient", "DeviceClient"],
+        .target(name: "APNsEmulatorTesting",
+                dependencies: ["EmulatorServer", "APNsCore", "Networking", "OpenSSLCrypto"],
+                swiftSettings: swiftSettings),
+        .executableTarget(name: "apns-emulator", dependencies: ["EmulatorServer", "CommandLineOptions", "ProviderClient", "DeviceClient"],
                           swiftSettings: swiftSettings),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
         .testTarget(name: "StatePersistenceTests", dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "APNsCore", "Locking"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
-        .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "APNsCore"]),
+        .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "CommandLineOptions", "APNsCore"]),
         .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking"]),
+        .testTarget(name: "APNsEmulatorTestingTests",
+                    dependencies: ["APNsEmulatorTesting", "ProviderClient", "DeviceClient", "APNsCore", "Networking"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking", "Locking"]),
     ]

@@ -339,9 +339,19 @@ public struct AppRegistration: Sendable {
 public struct DeviceRequestError: Error, Sendable, Equatable {
     public var code: String
     public var message: String
-    public init(_ code: String, _ message: String) {
+    /// The device or app the request names does not exist (the admin API answers 404; the
+    /// device protocol has no such distinction and says `bad_request`).
+    public var isNotFound = false
+
+    public init(_ code: String, _ message: String, isNotFound: Bool = false) {
         self.code = code
         self.message = message
+        self.isNotFound = isNotFound
+    }
+
+    /// A registry refusal, keeping whether it was about something missing.
+    init(_ error: RegistryError) {
+        self.init("bad_request", error.description, isNotFound: error.isNotFound)
     }
 }
 
@@ -355,7 +365,7 @@ extension World {
         var frames: [DeviceFrame] = []
         if registry.devices[hello.deviceID] == nil {
             do throws(RegistryError) { try registry.addDevice(id: hello.deviceID, isVirtual: false, nowMs: nowMs) } catch {
-                throw DeviceRequestError("bad_request", error.description)
+                throw DeviceRequestError(error)
             }
         }
         if let old = registry.devices[hello.deviceID]?.connectionID, old != connectionID {
@@ -389,7 +399,7 @@ extension World {
             }
             try registry.updateDevice(deviceID) { $0.apps[app.bundleID]?.settings = app.settings }
         } catch {
-            throw DeviceRequestError("bad_request", error.description)
+            throw DeviceRequestError(error)
         }
         return messages
     }
@@ -497,7 +507,7 @@ extension World {
                                    backgroundMode: Bool?, nowMs: Int64) throws(DeviceRequestError) -> (AppSettings, [DeviceFrame])
     {
         guard var settings = registry.devices[deviceID]?.apps[bundleID]?.settings else {
-            throw DeviceRequestError("bad_request", "app \(bundleID) is not installed on device \(deviceID)")
+            throw DeviceRequestError(RegistryError.appNotInstalled(deviceID: deviceID, bundleID: bundleID))
         }
         if let appState { settings.appState = appState }
         if let authorization { settings.authorization = authorization }
@@ -512,14 +522,14 @@ extension World {
     /// whether or not a socket is attached.
     public mutating func setForcedOffline(deviceID: String, _ offline: Bool, nowMs: Int64) throws(DeviceRequestError) -> [DeviceFrame] {
         do throws(RegistryError) { try registry.updateDevice(deviceID) { $0.forcedOffline = offline } } catch {
-            throw DeviceRequestError("bad_request", error.description)
+            throw DeviceRequestError(error)
         }
         return offline ? [] : flushWaiting(deviceID: deviceID, nowMs: nowMs)
     }
 
     public mutating func setLowPowerMode(deviceID: String, _ on: Bool, nowMs: Int64) throws(DeviceRequestError) -> [DeviceFrame] {
         do throws(RegistryError) { try registry.updateDevice(deviceID) { $0.lowPowerMode = on } } catch {
-            throw DeviceRequestError("bad_request", error.description)
+            throw DeviceRequestError(error)
         }
         guard !on, let device = registry.devices[deviceID], device.isOnline else { return [] }
         var frames: [DeviceFrame] = []
@@ -537,7 +547,7 @@ extension World {
             try registry.uninstall(deviceID: deviceID, bundleID: bundleID, invalidAtMs: invalidAt,
                                    afterPushes: deliveryOptions.unregisteredDelayMs > 0 ? deliveryOptions.unregisteredAfterPushes : nil)
         } catch {
-            throw DeviceRequestError("bad_request", error.description)
+            throw DeviceRequestError(error)
         }
         dropWaiting(AppKey(deviceID: deviceID, bundleID: bundleID), why: "the app was uninstalled")
         return (invalidAt, tokens.compactMap { registry.token($0) })
@@ -557,14 +567,14 @@ extension World {
 
     public mutating func rotateTokens(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
         do throws(RegistryError) { return try registry.rotate(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs) } catch {
-            throw DeviceRequestError("bad_request", error.description)
+            throw DeviceRequestError(error)
         }
     }
 
     /// Erase All Content and Settings: every app and token on the device is gone.
     public mutating func eraseDevice(_ deviceID: String, nowMs: Int64) throws(DeviceRequestError) {
         guard let device = registry.devices[deviceID] else {
-            throw DeviceRequestError("bad_request", RegistryError.unknownDevice(deviceID).description)
+            throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
         }
         for bundleID in device.apps.keys.sorted() {
             _ = try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
@@ -576,7 +586,7 @@ extension World {
     public mutating func restoreBackup(from source: String, to target: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
         guard source != target else { throw DeviceRequestError("bad_request", "a device cannot restore its own backup") }
         guard let old = registry.devices[source] else {
-            throw DeviceRequestError("bad_request", RegistryError.unknownDevice(source).description)
+            throw DeviceRequestError(RegistryError.unknownDevice(source))
         }
         var entries: [TokenEntry] = []
         for app in old.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) {
@@ -595,7 +605,7 @@ extension World {
     /// The user taps a notification on screen or in Notification Center.
     public mutating func tap(deviceID: String, apnsID: String, nowMs: Int64) throws(DeviceRequestError) -> (bundleID: String, callbacks: [String], launched: Bool) {
         guard let device = registry.devices[deviceID] else {
-            throw DeviceRequestError("bad_request", RegistryError.unknownDevice(deviceID).description)
+            throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
         }
         // On screen or in Notification Center: delivered with something to show, not replaced
         // by a newer one with its collapse id, and not tapped yet (a tap removes it).

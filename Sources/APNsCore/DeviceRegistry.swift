@@ -109,6 +109,14 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidDeviceID: return DeviceRegistry.deviceIDRule
         }
     }
+
+    /// The device or app named does not exist (rather than: the request is malformed).
+    public var isNotFound: Bool {
+        switch self {
+        case .unknownDevice, .appNotInstalled: return true
+        case .invalidBundleID, .deviceExists, .tokenInUse, .invalidToken, .invalidDeviceID: return false
+        }
+    }
 }
 
 /// Devices, their apps and every token ever issued (tokens stay known after they are

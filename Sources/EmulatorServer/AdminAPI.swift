@@ -236,8 +236,7 @@ final class AdminAPI: @unchecked Sendable {
         do {
             return try state.withWorld { world throws(DeviceRequestError) in try body(&world, now) }
         } catch {
-            let status = error.message.hasPrefix("no device") || error.message.contains("is not installed") ? 404 : 400
-            throw AdminError(status, error.message)
+            throw AdminError(error.isNotFound ? 404 : 400, error.message)
         }
     }
 
@@ -381,7 +380,7 @@ final class AdminAPI: @unchecked Sendable {
         do {
             try state.withWorld { world throws(RegistryError) in try world.registry.removeDevice(id: id, nowMs: now) }
         } catch {
-            throw AdminError(404, error.description)
+            throw AdminError(Self.status(for: error), error.description)
         }
         return .json(200, ["deviceId": .string(id), "deleted": true])
     }
@@ -590,10 +589,10 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     static func status(for error: RegistryError) -> Int {
+        if error.isNotFound { return 404 }
         switch error {
-        case .unknownDevice, .appNotInstalled: return 404
         case .deviceExists, .tokenInUse: return 409
-        case .invalidBundleID, .invalidToken, .invalidDeviceID: return 400
+        default: return 400
         }
     }
 

@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import Networking
+import CommandLineOptions
 
 /// Settings of the admin listener: who may use it and how much it may cost (README, "Admin
 /// API", "Access" and "Admin API limits").

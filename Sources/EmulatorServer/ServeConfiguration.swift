@@ -1,6 +1,7 @@
 public import APNsCore
 import Foundation
 public import Networking
+public import CommandLineOptions
 
 /// Everything `apns-emulator serve` needs, validated.
 public struct ServeConfiguration: Sendable {

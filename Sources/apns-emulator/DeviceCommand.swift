@@ -1,6 +1,6 @@
 import APNsCore
 import DeviceClient
-import EmulatorServer
+import CommandLineOptions
 import Foundation
 import Glibc
 import Networking

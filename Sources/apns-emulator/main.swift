@@ -1,5 +1,6 @@
 import APNsCore
 import EmulatorServer
+import CommandLineOptions
 import Foundation
 import Glibc
 import Networking

@@ -1,5 +1,6 @@
 import APNsCore
 @testable import EmulatorServer
+import CommandLineOptions
 import Testing
 
 @Suite("Admin access rules")

@@ -1,0 +1,6 @@
+// The types this module's API is written in, so `import ProviderClient` is all a package
+// that depends on the ProviderClient product needs.
+@_exported public import struct HTTP2.HTTP2HeaderField
+@_exported public import struct HTTP2.HTTP2Response
+@_exported public import class OpenSSLCrypto.ES256PrivateKey
+@_exported public import struct Networking.HostPort

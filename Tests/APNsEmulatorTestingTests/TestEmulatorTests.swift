@@ -1,0 +1,111 @@
+import APNsEmulatorTesting
+import DeviceClient
+import Foundation
+import ProviderClient
+import Testing
+
+/// The test kit as a provider team uses it: an emulator inside the test process, a real
+/// HTTP/2 provider connection to it, and the typed admin client to look and steer.
+@Suite("APNsEmulatorTesting: an emulator inside swift test")
+struct TestEmulatorTests {
+    /// A provider connection to the emulator's sandbox endpoint, trusting its CA.
+    func connect(_ apns: TestEmulator) throws -> HTTP2ClientConnection {
+        var options = HTTP2ClientConnection.Options(address: apns.sandbox)
+        options.caPath = apns.caCertificatePath
+        return try HTTP2ClientConnection(options)
+    }
+
+    func push(_ apns: TestEmulator, to token: String, payload: String = #"{"aps":{"alert":"hello"}}"#) throws -> APNsPush {
+        let key = try ProviderSigningKey(teamID: apns.signingKey.teamID, keyID: apns.signingKey.keyID,
+                                         privateKey: ES256PrivateKey(pem: apns.signingKey.pem))
+        return APNsPush(token: token, topic: apns.bundleID, payload: Array(payload.utf8),
+                        providerToken: try key.token(issuedAt: Int64(Date().timeIntervalSince1970)))
+    }
+
+    @Test func aPushIsAcceptedDeliveredAndInspectable() async throws {
+        let apns = try TestEmulator.start()
+        defer { apns.stop() }
+        let device = try apns.createDevice()
+        let connection = try connect(apns)
+        let result = APNsResult(try connection.send(try push(apns, to: device.token, payload: #"{"aps":{"alert":"hi"},"orderId":42}"#).request))
+        #expect(result.status == 200)
+        let record = try await apns.waitForNotification(matching: PushFilter(token: device.token, outcome: "delivered"))
+        #expect(record.status == 200)
+        #expect(record.apnsID.lowercased() == result.apnsID?.lowercased())
+        #expect(record.deviceID == device.deviceID)
+        #expect(record.display != nil && record.display != "none")
+        struct Order: Decodable { let orderId: Int }
+        #expect(try record.payload(as: Order.self).orderId == 42)
+    }
+
+    @Test func uninstalledAppsGet410AndFaultsAnswerAsConfigured() async throws {
+        let apns = try TestEmulator.start()
+        defer { apns.stop() }
+        let device = try apns.createDevice()
+        try device.uninstall()
+        let connection = try connect(apns)
+        let gone = APNsResult(try connection.send(try push(apns, to: device.token).request))
+        #expect(gone.status == 410)
+        #expect(gone.reason == "Unregistered")
+        #expect(gone.timestampMs != nil)
+
+        let other = try apns.createDevice(deviceID: "second-phone")
+        try apns.api.addFault(FaultRule(token: other.token, action: .respond(status: 500, reason: "InternalServerError"), times: 1))
+        let failed = APNsResult(try connection.send(try push(apns, to: other.token).request))
+        #expect(failed.status == 500)
+        #expect(failed.reason == "InternalServerError")
+        let retried = APNsResult(try connection.send(try push(apns, to: other.token).request))
+        #expect(retried.status == 200)
+        #expect(try apns.api.notifications(PushFilter(token: other.token)).map(\.status) == [200, 500])
+    }
+
+    @Test func adminErrorsAreTypedAndWaitsRunOut() async throws {
+        let apns = try TestEmulator.start()
+        defer { apns.stop() }
+        #expect(throws: EmulatorAdminError.self) { try apns.api.device("no-such-phone") }
+        do {
+            _ = try apns.api.device("no-such-phone")
+        } catch {
+            #expect(error.status == 404)
+        }
+        await #expect(throws: TestEmulatorError.self) {
+            try await apns.waitForNotification(matching: PushFilter(token: String(repeating: "ab", count: 32)), timeout: .milliseconds(200))
+        }
+    }
+
+    @Test func emulatorsAreIndependentAndStopFreesTheirPorts() throws {
+        let first = try TestEmulator.start()
+        let second = try TestEmulator.start(TestEmulator.Options(bundleIDs: ["com.example.other"]))
+        defer { second.stop() }
+        #expect(first.sandbox != second.sandbox)
+        _ = try first.createDevice()
+        #expect(try first.api.devices().count == 1)
+        #expect(try second.api.devices().isEmpty)
+        let address = first.admin
+        first.stop()
+        #expect(throws: EmulatorAdminError.self) { try EmulatorAdminClient(address: address).devices() }
+        #expect(!FileManager.default.fileExists(atPath: first.directory))
+    }
+
+    @Test func badOptionsAreReportedNotCrashed() {
+        #expect(throws: TestEmulatorError.self) { try TestEmulator.start(TestEmulator.Options(arguments: ["--no-such-flag"])) }
+        #expect(throws: TestEmulatorError.self) { try TestEmulator.start(TestEmulator.Options(arguments: ["--max-records", "lots"])) }
+    }
+
+    @Test func aSocketDeviceFromDeviceClientReceivesPushes() throws {
+        let apns = try TestEmulator.start()
+        defer { apns.stop() }
+        let phone = SimulatedDevice(address: apns.device, deviceID: "socket-phone",
+                                    apps: [DeviceApp(bundleID: apns.bundleID, environment: .sandbox)])
+        try phone.connect()
+        guard let token = phone.tokens[apns.bundleID]?[.app] else {
+            Issue.record("no token registered")
+            return
+        }
+        let connection = try connect(apns)
+        #expect(APNsResult(try connection.send(try push(apns, to: token).request)).status == 200)
+        let delivered = try phone.nextNotification(timeoutMilliseconds: 5000)
+        #expect(delivered?.token == token)
+        #expect(delivered?.isDisplayed == true)
+    }
+}
