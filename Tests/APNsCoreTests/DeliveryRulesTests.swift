@@ -62,7 +62,7 @@ let ruleRows: [RuleRow] = {
     return rows
 }()
 
-@Suite("Delivery rules (device-model.md)")
+@Suite("Delivery rules (docs/device-model.md)")
 struct DeliveryRulesTests {
     @Test(arguments: ruleRows)
     func row(_ row: RuleRow) {

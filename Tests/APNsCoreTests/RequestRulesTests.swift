@@ -311,7 +311,7 @@ struct PushTypeTopicTests {
     }
 }
 
-@Suite("Certificate connections (reference §5.2)")
+@Suite("Certificate connections (docs/apns-behaviour.md)")
 struct CertificateRulesTests {
     func connection(_ fixture: Fixture, _ certificate: CertificateCredential, _ environment: APNsEnvironment = .sandbox)
         -> ProviderConnectionContext
