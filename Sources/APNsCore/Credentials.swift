@@ -1,4 +1,4 @@
-/// A provider signing key as APNs knows it (reference §5.1).
+/// A provider signing key as APNs knows it (docs/apns-behaviour.md, "Provider tokens").
 ///
 /// - A key with no `topics` is *team-scoped*: it may push to any bundle its team owns.
 /// - A key with `topics` is *topic-specific*: only those bundle ids (or full topics).

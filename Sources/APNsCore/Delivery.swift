@@ -1,4 +1,4 @@
-/// How accepted notifications travel to devices (device-model.md, reference §7).
+/// How accepted notifications travel to devices (docs/device-model.md).
 public struct DeliveryOptions: Sendable {
     /// Background wakes per (device, app) per hour. Apple: "two or three an hour".
     public var backgroundBudgetPerHour = 3
@@ -295,7 +295,8 @@ extension World {
         ]))
     }
 
-    /// Per-token flood check (reference §4.3 `TooManyRequests`); true when over the limit.
+    /// Per-token flood check (`TooManyRequests`, docs/apns-behaviour.md, "Reasons and statuses");
+    /// true when over the limit.
     mutating func isFlooding(token: String, nowMs: Int64) -> Bool {
         guard let limit = deliveryOptions.tooManyRequests else { return false }
         var window = delivery.recentPushes[token] ?? (nowMs, 0)

@@ -1,9 +1,9 @@
-/// The app's notification permission (device-model.md, "Permission states").
+/// The app's notification permission (docs/device-model.md, "Permission").
 public enum Authorization: String, Sendable, CaseIterable, Codable {
     case notDetermined, denied, authorized, provisional, ephemeral
 }
 
-/// The app's run state (device-model.md, "App state decides the callback").
+/// The app's run state (docs/device-model.md, "Delivery rules").
 public enum AppState: String, Sendable, CaseIterable, Codable {
     case foreground, background, suspended, notRunning, terminated
 }
@@ -73,7 +73,7 @@ public enum DeliveryDecision: Sendable, Equatable {
     case deferBackground(DeferReason)
 }
 
-/// The delivery-rule table of device-model.md as a pure function: permission × app state ×
+/// The delivery-rule tables of docs/device-model.md as a pure function: permission × app state ×
 /// push kind → callbacks and display. Unit-tested row by row.
 public enum DeliveryRules {
     /// - Parameters:

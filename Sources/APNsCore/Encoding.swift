@@ -233,7 +233,7 @@ public struct FastRandom: RandomNumberGenerator, Sendable {
     }
 
     /// An id in the shape APNs generates: uppercase 8-4-4-4-12 hex with no version bits
-    /// (reference §4.1 shows generated ids that are not RFC 4122).
+    /// (APNs was seen generating ids that are not RFC 4122: docs/apns-behaviour.md, "Responses").
     public mutating func apnsID() -> String { CanonicalUUID.format(next(), next(), uppercase: true) }
 
     /// A lowercase random UUID (version 4 bits set), as used for `apns-unique-id`.

@@ -3,7 +3,8 @@ public enum APNsEnvironment: String, Sendable, CaseIterable, Codable {
     case sandbox
     case production
 
-    /// Apple's host names and the environment each one selects (reference §1).
+    /// Apple's host names and the environment each one selects (docs/apns-behaviour.md,
+    /// "Endpoints and environments").
     /// `api.development.push.apple.com` appears in Apple's own text and behaves as the sandbox.
     public static func forAppleHost(_ host: Substring) -> APNsEnvironment? {
         // Every Apple host starts with "api."; most requests name an IP or localhost, so

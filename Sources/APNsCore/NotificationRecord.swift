@@ -43,7 +43,7 @@ public struct NotificationRecord: Sendable {
     public var deviceID: String?
     public var bundleID: String?
     public var outcome: DeliveryOutcome
-    /// App callbacks iOS ran for it (device-model.md), including `didReceive` after a tap.
+    /// App callbacks iOS ran for it (docs/device-model.md), including `didReceive` after a tap.
     public var callbacks: [String] = []
     /// What the user saw: banner, notificationCenter or none (nil until it reached a device).
     public var display: String?

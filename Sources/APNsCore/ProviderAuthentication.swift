@@ -1,11 +1,12 @@
-/// The rules for provider tokens on one connection (reference §5.1).
+/// The rules for provider tokens on one connection (docs/apns-behaviour.md, "Provider tokens").
 public struct TokenPolicy: Sendable {
     /// `iat` older than this → 403 ExpiredProviderToken.
     public var maxTokenAgeSeconds: Int64 = 3600
     /// A new token on the same connection sooner than this after the previous one → 429.
     public var minRefreshIntervalSeconds: Int64 = 1200
     /// How far in the future `iat` may be (clock skew) before the token is refused. Apple's
-    /// behaviour is unconfirmed; a few minutes of skew is the reference's suggestion.
+    /// behaviour is unconfirmed; a few minutes of skew is the emulator's choice
+    /// (docs/apns-behaviour.md, "Unconfirmed choices").
     public var allowedFutureSkewSeconds: Int64 = 300
 
     public init() {}
@@ -191,7 +192,7 @@ public struct ConnectionAuthenticator: Sendable {
                              token: token)
         }
 
-        // Team binding and key mixing (reference §5.1).
+        // Team binding and key mixing (docs/apns-behaviour.md, "Provider tokens").
         if let boundTeam, boundTeam != key.teamID {
             return .rejected(.invalidProviderToken,
                              explanation: "connection is bound to team \(boundTeam); a token of team \(key.teamID) needs its own connection",
@@ -242,7 +243,8 @@ public struct ConnectionAuthenticator: Sendable {
         return result
     }
 
-    /// Which keys may follow the connection's first key (reference §5.1 "Mixing keys").
+    /// Which keys may follow the connection's first key (docs/apns-behaviour.md, "Provider
+    /// tokens": key kinds and mixing keys).
     static func mixingViolation(first: ProviderKey, next: ProviderKey, environment: APNsEnvironment)
         -> (APNsReason, String)?
     {

@@ -10,7 +10,7 @@ public struct EndpointOptions: Sendable {
     public var tokenPolicy = TokenPolicy()
     public var invalidPayload: InvalidPayloadPolicy = .reject
     /// Apple documents `BadEnvironmentKeyIdInToken`; `BadEnvironmentKeyInToken` was seen from
-    /// APNs in 2025 (reference §4.3). The spelling sent on the wire.
+    /// APNs in 2025 (docs/apns-behaviour.md, "Reasons and statuses"). The spelling sent on the wire.
     public var badEnvironmentKeySpelling = "BadEnvironmentKeyIdInToken"
     /// How many payload bytes a record keeps.
     public var recordedPayloadLimit = 8192
@@ -23,7 +23,7 @@ public struct EndpointOptions: Sendable {
 }
 
 /// How a provider connection authenticates: provider tokens (JWT) on every request, or the
-/// TLS client certificate it connected with (reference §5.2).
+/// TLS client certificate it connected with (docs/apns-behaviour.md, "Certificate connections").
 public enum ProviderCredentialKind: Sendable {
     case token
     case certificate(CertificateCredential)
@@ -89,7 +89,7 @@ public struct ProviderConnectionContext: Sendable {
     }
 }
 
-/// What to send back, as APNs would (reference §4.1).
+/// What to send back, as APNs would (docs/apns-behaviour.md, "Responses").
 public struct PushResponse: Sendable {
     public var status: Int
     public var apnsID: String
@@ -120,9 +120,10 @@ public struct PushResponse: Sendable {
     }
 }
 
-/// Judges `POST /3/device/<token>` requests with Apple's rules, in the order of reference §4.4:
-/// method → path → duplicate headers → header syntax → provider token → topic → device token →
-/// payload. Pure logic: no I/O; the clock and the shared state are injected.
+/// Judges `POST /3/device/<token>` requests with Apple's rules, in the order of
+/// docs/apns-behaviour.md, "Check order": method → path → duplicate headers → header syntax →
+/// provider token (or certificate) → topic → device token → payload → rate. Pure logic: no
+/// I/O; the clock and the shared state are injected.
 public final class ProviderEndpoint: Sendable {
     public let state: EmulatorState
     public let clock: any EmulatorClock
@@ -476,15 +477,17 @@ public final class ProviderEndpoint: Sendable {
         }
     }
 
-    /// Topic rules (reference §2.2, §2.3, §5.1). Returns the topic and the effective push type.
+    /// Topic rules (docs/apns-behaviour.md, "Push types and topics"). Returns the topic and the
+    /// effective push type.
     /// Who sent a request: a verified provider token, or the connection's certificate.
     private enum ProviderIdentity {
         case token(AuthenticatedProvider)
         case certificate(CertificateCredential)
     }
 
-    /// Certificate connections (reference §5.2): `authorization` is ignored; the certificate
-    /// must be valid and cover the request's environment.
+    /// Certificate connections (docs/apns-behaviour.md, "Certificate connections"):
+    /// `authorization` is ignored; the certificate must be valid and cover the request's
+    /// environment.
     private func checkCertificate(_ certificate: CertificateCredential, environment: APNsEnvironment,
                                   record: inout NotificationRecord) throws(Rejection) -> CertificateCredential
     {
@@ -504,7 +507,8 @@ public final class ProviderEndpoint: Sendable {
     {
         var requested = fields.topic.flatMap { $0.isEmpty ? nil : $0 }
         if requested == nil, case .certificate(let certificate) = identity, certificate.topics.count == 1 {
-            // A single-topic certificate names the default topic (reference §5.2).
+            // A single-topic certificate names the default topic (docs/apns-behaviour.md,
+            // "Certificate connections").
             requested = certificate.topics[0]
             record.topic = requested
         }

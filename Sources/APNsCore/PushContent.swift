@@ -1,5 +1,5 @@
-/// What a payload asks of the device, read from its `aps` dictionary (reference §3.2). Only
-/// presence and the two flags matter to the delivery rules.
+/// What a payload asks of the device, read from its `aps` dictionary. Only presence and the two
+/// flags matter to the delivery rules (docs/device-model.md, "Delivery rules").
 public struct PushContent: Sendable, Equatable {
     /// `alert`, `badge` or `sound` present: something for the user.
     public var isVisible: Bool

@@ -1,4 +1,5 @@
-/// The eleven `apns-push-type` values and what each one requires (reference §2.3).
+/// The eleven `apns-push-type` values and what each one requires (docs/apns-behaviour.md,
+/// "Push types and topics").
 public enum PushType: String, Sendable, CaseIterable, Codable {
     case alert, background, complication, controls, fileprovider, liveactivity, location, mdm,
         pushtotalk, voip, widgets
@@ -18,14 +19,16 @@ public enum PushType: String, Sendable, CaseIterable, Codable {
         }
     }
 
-    /// Apple's documented limits: 5120 bytes for VoIP, 4096 for everything else (§3.1).
+    /// Apple's documented limits: 5120 bytes for VoIP, 4096 for everything else
+    /// (docs/apns-behaviour.md, "Payload").
     public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
     /// The largest payload any push type may carry: a body beyond it is 413 whatever it is.
     public static let largestPayloadLimit = 5120
 
     /// Push types that token (JWT) connections may not send. MDM pushes are certificate-only.
     public var requiresCertificate: Bool { self == .mdm }
-    /// Push types that certificate connections may not send (§2.3: location is token-only).
+    /// Push types that certificate connections may not send (location is token-only:
+    /// docs/apns-behaviour.md, "Push types and topics").
     public var requiresToken: Bool { self == .location }
 
     /// The push types whose topic carries a suffix, longest suffix first so that
@@ -79,7 +82,8 @@ public enum PushType: String, Sendable, CaseIterable, Codable {
 
 /// What kind of token a device hands out. Each kind is bound to one topic form: a regular app
 /// token serves `<bundle>`, a PushKit VoIP token serves `<bundle>.voip`, and so on. A push whose
-/// topic differs from the token's topic gets `DeviceTokenNotForTopic` (§2.1).
+/// topic differs from the token's topic gets `DeviceTokenNotForTopic`
+/// (docs/apns-behaviour.md, "Device tokens").
 public enum TokenKind: String, Sendable, CaseIterable, Codable {
     case app, voip, complication, controls, fileprovider, liveactivity, location, pushtotalk, widgets
 

@@ -1,4 +1,5 @@
-/// Every reason string APNs returns for device pushes, with its HTTP status (reference §4.3).
+/// Every reason string APNs returns for device pushes, with its HTTP status
+/// (docs/apns-behaviour.md, "Reasons and statuses").
 /// Raw values are Apple's exact spellings.
 public enum APNsReason: String, Sendable, CaseIterable, Codable {
     case badCollapseId = "BadCollapseId"
@@ -15,8 +16,9 @@ public enum APNsReason: String, Sendable, CaseIterable, Codable {
     case missingTopic = "MissingTopic"
     case payloadEmpty = "PayloadEmpty"
     case topicDisallowed = "TopicDisallowed"
-    /// Not in Apple's device-push table; documented for broadcast (§8.3). Used when the
-    /// emulator is told to reject bodies that are not a JSON object (a documented choice).
+    /// Not in Apple's device-push table; documented for broadcast. Used when the emulator is
+    /// told to reject bodies that are not a JSON object (a documented choice:
+    /// docs/apns-behaviour.md, "Reasons and statuses").
     case badRequestPayload = "BadRequestPayload"
     case badCertificate = "BadCertificate"
     case badCertificateEnvironment = "BadCertificateEnvironment"

@@ -7,9 +7,10 @@ import StatePersistence
 /// One provider connection: HTTP/2 over TLS (or h2c) speaking APNs. Lives on one event loop;
 /// every request is judged and answered on that loop's thread, with no hop.
 final class ProviderConnection: ConnectionHandler {
-    /// SETTINGS as APNs sends them (reference §6, §9). nghttp2 enforces 1000 concurrent
-    /// streams from the start; the wire says 1 until the first valid provider token, because
-    /// clients may open streams before they read our SETTINGS and those must be served.
+    /// SETTINGS as APNs sends them (docs/apns-behaviour.md, "The HTTP/2 connection"). nghttp2
+    /// enforces 1000 concurrent streams from the start; the wire says 1 until the first valid
+    /// provider token, because clients may open streams before they read our SETTINGS and
+    /// those must be served.
     static let enforcedSettings: [HTTP2Setting] = [
         HTTP2Setting(id: HTTP2Setting.headerTableSize, value: 4096),
         HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: fullStreamLimit),
@@ -88,7 +89,8 @@ final class ProviderConnection: ConnectionHandler {
         scheduleIdleCheck()
     }
 
-    /// The provider certificate the client presented, read and checked (reference §5.2).
+    /// The provider certificate the client presented, read and checked (docs/apns-behaviour.md,
+    /// "Certificate connections").
     private func clientCertificate() -> CertificateCredential? {
         guard let tls = connection.tls, let der = tls.peerCertificateDER else { return nil }
         guard let info = try? ProviderCertificateInfo(der: der) else {

@@ -1,7 +1,7 @@
 import APNsCore
 import Testing
 
-/// Every row of device-model.md's tables: permission × app state × push kind.
+/// Every row of docs/device-model.md's tables: permission × app state × push kind.
 struct RuleRow: Sendable, CustomTestStringConvertible {
     let content: PushContent
     let authorization: Authorization
@@ -62,7 +62,7 @@ let ruleRows: [RuleRow] = {
     return rows
 }()
 
-@Suite("Delivery rules (device-model.md)")
+@Suite("Delivery rules (docs/device-model.md)")
 struct DeliveryRulesTests {
     @Test(arguments: ruleRows)
     func row(_ row: RuleRow) {

@@ -1,7 +1,8 @@
 import APNsCore
 import Testing
 
-/// One row per APNs reason (reference §2–§5): the request that provokes it and Apple's answer.
+/// One row per APNs reason (docs/apns-behaviour.md, "Reasons and statuses"): the request that
+/// provokes it and Apple's answer.
 struct RuleCase: Sendable, CustomTestStringConvertible {
     let name: String
     let status: Int
@@ -250,7 +251,7 @@ struct RequestRulesTests {
         #expect(response.reasonText == "BadEnvironmentKeyInToken")
     }
 
-    /// Reference §4.4: when several rules are broken, the earliest stage answers.
+    /// docs/apns-behaviour.md, "Check order": when several rules are broken, the earliest stage answers.
     @Test func checkOrderFollowsTheReference() throws {
         let fixture = try Fixture()
         // Bad method and bad path: 405 first.
@@ -310,7 +311,7 @@ struct PushTypeTopicTests {
     }
 }
 
-@Suite("Certificate connections (reference §5.2)")
+@Suite("Certificate connections (docs/apns-behaviour.md)")
 struct CertificateRulesTests {
     func connection(_ fixture: Fixture, _ certificate: CertificateCredential, _ environment: APNsEnvironment = .sandbox)
         -> ProviderConnectionContext

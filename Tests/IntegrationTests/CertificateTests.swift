@@ -5,7 +5,8 @@ import OpenSSLCrypto
 import ProviderClient
 import Testing
 
-/// Certificate-based (mTLS) provider connections over the wire (reference §5.2).
+/// Certificate-based (mTLS) provider connections over the wire (docs/apns-behaviour.md,
+/// "Certificate connections").
 @Suite("Certificate-based provider connections")
 struct CertificateTests {
     /// A provider certificate for com.example.app issued by the emulator's own test CA.
