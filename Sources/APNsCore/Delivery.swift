@@ -604,7 +604,11 @@ extension World {
     }
 
     /// The user taps a notification on screen or in Notification Center.
-    public mutating func tap(deviceID: String, apnsID: String, nowMs: Int64) throws(DeviceRequestError) -> (bundleID: String, callbacks: [String], launched: Bool) {
+    /// Returns the tap's callbacks and the frames of anything held for the app until it was
+    /// launched (a background push held while it was force-quit).
+    public mutating func tap(deviceID: String, apnsID: String, nowMs: Int64) throws(DeviceRequestError)
+        -> (bundleID: String, callbacks: [String], launched: Bool, frames: [DeviceFrame])
+    {
         guard let device = registry.devices[deviceID] else {
             throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
         }
@@ -618,13 +622,14 @@ extension World {
             throw DeviceRequestError("bad_request", "no notification \(apnsID) is on screen or in Notification Center")
         }
         let (callbacks, launched) = DeliveryRules.tap(app: settings)
-        // Tapping opens the app.
-        try? registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings.appState = .foreground }
         records.update(sequence: shown.sequence) {
             $0.callbacks.append(contentsOf: callbacks)
             $0.explanation += "; tapped: " + callbacks.joined(separator: ", ") + (launched ? " after a cold launch" : "")
         }
-        return (bundleID, callbacks, launched)
+        // Tapping opens the app, which releases what waited for a launch.
+        let (_, frames) = try updateApp(deviceID: deviceID, bundleID: bundleID, appState: .foreground, authorization: nil,
+                                        backgroundMode: nil, nowMs: nowMs)
+        return (bundleID, callbacks, launched, frames)
     }
 
     /// Time passes: stored notifications expire, batches and refilled budgets release.

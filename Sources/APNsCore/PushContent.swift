@@ -5,7 +5,8 @@ public struct PushContent: Sendable, Equatable {
     public var isVisible: Bool
     /// `content-available: 1`: wake the app in the background.
     public var contentAvailable: Bool
-    /// `mutable-content: 1`: run the Notification Service Extension first.
+    /// `mutable-content: 1` on a push with an alert: the Notification Service Extension runs
+    /// first (not for sound or badge alone).
     public var mutableContent: Bool
 
     public init(isVisible: Bool = false, contentAvailable: Bool = false, mutableContent: Bool = false) {
@@ -46,21 +47,29 @@ public struct PushContent: Sendable, Equatable {
 
         mutating func aps() -> PushContent {
             var content = PushContent()
+            var hasAlert = false
+            readAps(into: &content, hasAlert: &hasAlert)
+            // The service extension runs for alerts only, not for sound or badge alone.
+            if !hasAlert { content.mutableContent = false }
+            return content
+        }
+
+        private mutating func readAps(into content: inout PushContent, hasAlert: inout Bool) {
             _ = take(UInt8(ascii: "{"))
             while let key = memberKey() {
                 let valueStart = i
-                guard skipValue() else { return content }
+                guard skipValue() else { return }
                 let isNull = equals(valueStart..<i, "null")
                 if equals(key, "alert") || equals(key, "badge") || equals(key, "sound") {
                     if !isNull { content.isVisible = true }
+                    if !isNull && equals(key, "alert") { hasAlert = true }
                 } else if equals(key, "content-available") {
                     content.contentAvailable = equals(valueStart..<i, "1")
                 } else if equals(key, "mutable-content") {
                     content.mutableContent = equals(valueStart..<i, "1")
                 }
-                if !nextMember() { return content }
+                if !nextMember() { return }
             }
-            return content
         }
 
         /// Reads `"key" :` and leaves the cursor at the value; nil at the end of the object.

@@ -137,6 +137,7 @@ final class AdminAPI: @unchecked Sendable {
             let id = try Self.deviceID(p)
             guard let apnsID = try req.jsonObject()["apnsId"]?.stringValue else { throw AdminError(400, "\"apnsId\" is required") }
             let tapped = try deviceCall { world, now throws(DeviceRequestError) in try world.tap(deviceID: id, apnsID: apnsID, nowMs: now) }
+            emulator.devices.dispatch(tapped.frames)
             return .json(200, ["apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
                                "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched)])
         }

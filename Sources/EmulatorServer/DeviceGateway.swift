@@ -308,6 +308,7 @@ final class DeviceConnection: ConnectionHandler {
             }
             send(["type": "tapped", "apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
                   "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched)])
+            gateway.dispatch(tapped.frames)
         default:
             throw DeviceRequestError("unknown_type", "unknown message type '\(type)'")
         }

@@ -150,6 +150,9 @@ struct DeliveryRulesTests {
         (#"{"aps":{"content-available":0}}"#, PushContent()),
         (#"{"other":[1,{"a":"}"}],"aps":{"alert":null,"content-available":1}}"#, PushContent(contentAvailable: true)),
         (#"{"mdm":"x"}"#, PushContent()),
+        // The service extension runs for alerts only: not for a sound or badge alone.
+        (#"{"aps":{"sound":"default","badge":1,"mutable-content":1}}"#, PushContent(isVisible: true)),
+        (#"{"aps":{"mutable-content":1,"alert":null,"badge":2}}"#, PushContent(isVisible: true)),
         (#" { "aps" : { "alert" : "a\"b" , "content-available" : 1 } } "#, PushContent(isVisible: true, contentAvailable: true)),
     ])
     func payloadFacts(payload: String, expected: PushContent) {

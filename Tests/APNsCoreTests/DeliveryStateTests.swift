@@ -308,6 +308,25 @@ struct DeliveryStateTests {
         #expect(f.record(push)?.callbacks == ["didReceive"])
     }
 
+    /// Tapping a notification launches a force-quit app, so a background push held until its
+    /// launch is delivered then.
+    @Test func tappingLaunchesAForceQuitAppAndReleasesItsHeldBackgroundPush() throws {
+        let f = try DeviceFixture(settings: AppSettings(appState: .terminated))
+        let alert = try f.push()
+        try f.ack(alert.deviceFrames)
+        let held = try f.push(#"{"aps":{"content-available":1}}"#, headers: [("apns-push-type", "background"), ("apns-priority", "5")])
+        #expect(f.record(held)?.outcome == .deferred)
+        let now = f.now
+        let tapped = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.tap(deviceID: "phone", apnsID: alert.apnsID, nowMs: now)
+        }
+        #expect(tapped.launched)
+        let released = f.notifications(in: tapped.frames)
+        #expect(released.count == 1)
+        #expect(released.first?["apnsId"]?.stringValue == held.apnsID)
+        #expect(released.first?["callbacks"] == ["didReceiveRemoteNotification"])
+    }
+
     @Test func lowPriorityBatchingIsOffByDefaultAndObservableWhenOn() throws {
         let f = try DeviceFixture()
         #expect(f.notifications(in: try f.push(headers: [("apns-priority", "5")]).deviceFrames).count == 1)
