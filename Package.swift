@@ -65,13 +65,13 @@ let package = Package(
                           swiftSettings: swiftSettings),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
-        .testTarget(name: "StatePersistenceTests", dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "APNsCore", "Locking"]),
+        .testTarget(name: "StatePersistenceTests", dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "APNsCore", "Locking", "APNsEmulatorTesting"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
         .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "CommandLineOptions", "APNsCore"]),
-        .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking"]),
+        .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking", "APNsEmulatorTesting"]),
         .testTarget(name: "APNsEmulatorTestingTests",
                     dependencies: ["APNsEmulatorTesting", "ProviderClient", "DeviceClient", "APNsCore", "Networking"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking", "Locking"]),
+                    dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking", "Locking", "APNsEmulatorTesting"]),
     ]
 )

@@ -6,7 +6,7 @@ import Testing
 @Suite("Admin API")
 struct AdminAPITests {
     @Test func healthEndpoints() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         #expect(try emulator.admin("GET", "/livez").status == 200)
         let ready = try emulator.admin("GET", "/readyz")
         #expect(ready.status == 200)
@@ -14,7 +14,7 @@ struct AdminAPITests {
     }
 
     @Test func deviceCreationValidatesItsInput() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         #expect(try emulator.admin("POST", "/api/v1/devices", body: ["environment": "sandbox"]).status == 400)
         #expect(try emulator.admin("POST", "/api/v1/devices", body: ["bundleId": "com.example.app"]).status == 400)
         let badEnv = try emulator.admin("POST", "/api/v1/devices", body: ["bundleId": "com.example.app", "environment": "staging"])
@@ -37,7 +37,7 @@ struct AdminAPITests {
     }
 
     @Test func notificationsAreNewestFirstWithTheDocumentedFieldsAndALimit() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         for i in 0..<5 {
@@ -69,7 +69,7 @@ struct AdminAPITests {
     }
 
     @Test func resetGoesBackToTheStartStateAtomically() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)

@@ -36,7 +36,7 @@ extension EmulatorProcess {
 @Suite("Admin API: who may call it")
 struct AdminAccessIntegrationTests {
     @Test func aForeignHostIsRefusedEvenForHealthChecks() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let port = try emulator.address("admin").port
         let foreign = try emulator.admin("GET", "/api/v1/info", host: "evil.example")
         #expect(foreign.status == 403)
@@ -48,14 +48,14 @@ struct AdminAccessIntegrationTests {
         #expect(try emulator.admin("GET", "/api/v1/info", host: "ui.localhost:\(port)").status == 200)
         #expect(try emulator.metric("apns_emulator_admin_requests_refused_total", labels: "reason=\"host\"") == 3)
 
-        let allowing = try EmulatorProcess(["--admin-allowed-host", "apns-emulator"])
+        let allowing = try EmulatorProcess(["--admin-allowed-host", "apns-emulator"], inProcess: true)
         #expect(try allowing.admin("GET", "/api/v1/info", host: "apns-emulator:8197").status == 200)
         #expect(try allowing.admin("GET", "/api/v1/info", host: "evil.example").status == 403)
     }
 
     /// What a page on another site can send without a preflight changes nothing.
     @Test func crossSiteRequestsChangeNothing() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let body: JSONValue = ["bundleId": "com.example.app", "environment": "sandbox", "deviceId": "keep-me"]
         #expect(try emulator.admin("POST", "/api/v1/devices", body: body).status == 201)
         let evil = ("Origin", "http://evil.example")
@@ -84,7 +84,7 @@ struct AdminAccessIntegrationTests {
     }
 
     @Test func theWebUIsOwnOriginMayChangeState() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let port = try emulator.address("admin").port
         let body: JSONValue = ["bundleId": "com.example.app", "environment": "sandbox"]
         #expect(try emulator.admin("POST", "/api/v1/devices", body: body, headers: [("Origin", "http://127.0.0.1:\(port)")]).status == 201)
@@ -167,12 +167,12 @@ struct AdminAccessIntegrationTests {
         try pem.write(toFile: root + "/outside.p8", atomically: true, encoding: .utf8)
         try FileManager.default.createSymbolicLink(atPath: keys + "/escape.p8", withDestinationPath: root + "/outside.p8")
 
-        let without = try EmulatorProcess()
+        let without = try EmulatorProcess(inProcess: true)
         let noDirectory = try without.admin("POST", "/api/v1/keys", body: ["teamId": "TEAM1", "keyId": "K1", "path": .string(without.keyPath)])
         #expect(noDirectory.status == 400)
         #expect(noDirectory.json["error"]?.stringValue?.contains("--keys-dir") == true && noDirectory.raw.contains("pem"))
 
-        let emulator = try EmulatorProcess(["--keys-dir", keys])
+        let emulator = try EmulatorProcess(["--keys-dir", keys], inProcess: true)
         func add(_ keyID: String, _ path: String) throws -> EmulatorProcess.AdminReply {
             try emulator.admin("POST", "/api/v1/keys", body: ["teamId": "TEAM1", "keyId": .string(keyID), "path": .string(path)])
         }
@@ -286,7 +286,7 @@ struct AdminHTTP1Tests {
         ("a body too large", "POST /api/v1/devices HTTP/1.1\r\nHost: H\r\nContent-Length: 8388609\r\n\r\n", 413),
     ])
     func malformedRequestsAreRefusedAndTheConnectionCloses(name: String, request: String, status: Int) throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let host = try emulator.address("admin").description
         let socket = try AdminSocket(emulator)
         // Keep-alive was asked for (HTTP/1.1 default); the server still closes.
@@ -298,7 +298,7 @@ struct AdminHTTP1Tests {
     }
 
     @Test func headAnswersCarryTheHeadersOfGetButNoBody() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let host = try emulator.address("admin").description
         let get = try emulator.admin("GET", "/api/v1/openapi.json")
         let socket = try AdminSocket(emulator)
@@ -319,7 +319,7 @@ struct AdminHTTP1Tests {
     /// The head limit holds when the bytes come one by one, and a request whose line ends are
     /// split between packets is read normally.
     @Test func theHeaderLimitHoldsByteByByte() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let host = try emulator.address("admin").description
         let socket = try AdminSocket(emulator)
         socket.send("GET /livez HTTP/1.1\r\nHost: \(host)\r\nX-Long: ")
@@ -337,7 +337,7 @@ struct AdminHTTP1Tests {
     }
 
     @Test func chunkedBodiesAreRead() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let host = try emulator.address("admin").description
         let json = #"{"bundleId":"com.example.app","environment":"sandbox","deviceId":"chunked-1"}"#
         let bytes = Array(json.utf8)
@@ -353,7 +353,7 @@ struct AdminHTTP1Tests {
 @Suite("Admin API: bounded resources")
 struct AdminLimitsTests {
     @Test func aSlowClientIsClosedWhileOthersAreServed() throws {
-        let emulator = try EmulatorProcess(["--admin-read-timeout", "1", "--admin-idle-timeout", "1"])
+        let emulator = try EmulatorProcess(["--admin-read-timeout", "1", "--admin-idle-timeout", "1"], inProcess: true)
         let host = try emulator.address("admin").description
         let slowHead = try AdminSocket(emulator)
         slowHead.send("GET /api/v1/info HTTP/1.1\r\nHost: \(host)\r\n")
@@ -413,7 +413,7 @@ struct AdminLimitsTests {
     }
 
     @Test func connectionsAreCapped() throws {
-        let emulator = try EmulatorProcess(["--admin-max-connections", "3"])
+        let emulator = try EmulatorProcess(["--admin-max-connections", "3"], inProcess: true)
         let host = try emulator.address("admin").description
         var open: [AdminSocket] = []
         for _ in 0..<3 {
@@ -482,7 +482,7 @@ struct AdminLimitsTests {
     /// A push compares a record only with waiters filed under one of its keys: waiters for
     /// other tokens are neither compared nor woken.
     @Test func longPollsForOtherTokensAreNotWoken() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let host = try emulator.address("admin").description
         let a = try emulator.createDevice()
         let b = try emulator.createDevice()
@@ -508,7 +508,7 @@ struct AdminLimitsTests {
     }
 
     @Test func longPollsAreCapped() throws {
-        let emulator = try EmulatorProcess(["--admin-max-waiters", "2"])
+        let emulator = try EmulatorProcess(["--admin-max-waiters", "2"], inProcess: true)
         let host = try emulator.address("admin").description
         let waiters = try (0..<2).map { _ in try AdminSocket(emulator) }
         for socket in waiters { socket.send("GET /api/v1/notifications/wait?token=aa&timeout=30 HTTP/1.1\r\nHost: \(host)\r\n\r\n") }

@@ -38,7 +38,7 @@ struct CertificateTests {
     }
 
     @Test func aValidCertificateNeedsNoProviderToken() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let voip = try emulator.createDevice(kind: "voip")
         let connection = try connect(emulator, try certificate(emulator))
@@ -58,14 +58,14 @@ struct CertificateTests {
     }
 
     @Test func aSingleTopicCertificateDefaultsTheTopic() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try connect(emulator, try certificate(emulator, topics: []))
         #expect(APNsResult(try connection.send(push(device.token, topic: nil).request)).status == 200)
     }
 
     @Test func aCertificateForTheOtherEnvironmentGetsGoAwayBadCertificateEnvironment() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try connect(emulator, try certificate(emulator, development: false, production: true))
         _ = try? connection.send(push(device.token).request, timeoutMilliseconds: 2000)
@@ -82,7 +82,7 @@ struct CertificateTests {
     }
 
     @Test func untrustedAndExpiredCertificatesAreBadCertificate() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let expired = try connect(emulator, try certificate(emulator, days: -1))
         let result = APNsResult(try expired.send(push(device.token).request))
@@ -101,7 +101,7 @@ struct CertificateTests {
     }
 
     @Test func sendCommandAndCertsCommandWorkTogether() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let sandboxDevice = try emulator.createDevice()
         let productionDevice = try emulator.createDevice(environment: "production")
         // One certificate per environment: the second must not overwrite the first.

@@ -14,7 +14,7 @@ struct FaultTests {
     }
 
     @Test func statusAndReasonForTheFirstNThenNormal() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         _ = try addRule(emulator, ["match": ["token": .string(device.token)],
                                    "action": ["status": 500, "reason": "InternalServerError"], "times": 2])
@@ -34,7 +34,7 @@ struct FaultTests {
     }
 
     @Test func afterSkipsTheFirstMatches() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         _ = try addRule(emulator, ["match": ["topic": .string(EmulatorProcess.bundleID)], "action": ["unavailable": true], "after": 1])
         let connection = try emulator.connect()
@@ -45,7 +45,7 @@ struct FaultTests {
 
     @Test func probabilityWithASeedIsReproducible() throws {
         func pattern() throws -> [Int] {
-            let emulator = try EmulatorProcess()
+            let emulator = try EmulatorProcess(inProcess: true)
             let device = try emulator.createDevice()
             _ = try addRule(emulator, ["match": [:], "action": ["status": 500], "probability": 0.5, "seed": 42])
             let connection = try emulator.connect()
@@ -58,7 +58,7 @@ struct FaultTests {
     }
 
     @Test func delayIsMeasuredOnTheWire() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         _ = try addRule(emulator, ["match": ["pushType": "alert"], "action": ["delayMs": 400]])
         let connection = try emulator.connect()
@@ -72,7 +72,7 @@ struct FaultTests {
     }
 
     @Test func rstStreamIsSeenOnTheWireAndTheConnectionLives() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         _ = try addRule(emulator, ["match": ["priority": 5], "action": ["rstStream": 2]])
         let connection = try emulator.connect()
@@ -85,7 +85,7 @@ struct FaultTests {
     }
 
     @Test func goAwayCarriesReasonAndLastStreamID() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         _ = try addRule(emulator, ["match": ["environment": "sandbox"],
                                    "action": ["goAway": ["reason": "Shutdown", "lastStreamId": 0, "errorCode": 0]]])
@@ -99,7 +99,7 @@ struct FaultTests {
     }
 
     @Test func closeConnectionDropsTheSocket() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         _ = try addRule(emulator, ["match": ["token": .string(device.token)], "action": ["close": true], "times": 1])
         let connection = try emulator.connect()
@@ -110,7 +110,7 @@ struct FaultTests {
     }
 
     @Test func maxConcurrentStreamsIsLoweredBySettings() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         _ = try connection.send(try emulator.push(device.token).request)
@@ -122,7 +122,7 @@ struct FaultTests {
     }
 
     @Test func rulesAreOrderedAndCanBeRemoved() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let first = try addRule(emulator, ["match": ["token": .string(device.token)], "action": ["status": 429, "reason": "TooManyRequests"]])
         _ = try addRule(emulator, ["match": [:], "action": ["status": 500]])
@@ -142,7 +142,7 @@ struct FaultTests {
         try #"[{"match": {"pushType": "voip"}, "action": {"status": 500, "reason": "InternalServerError"}}]"#
             .write(toFile: path, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let emulator = try EmulatorProcess(["--faults", path])
+        let emulator = try EmulatorProcess(["--faults", path], inProcess: true)
         #expect(try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.count == 1)
         _ = try emulator.admin("DELETE", "/api/v1/faults")
         _ = try emulator.admin("POST", "/api/v1/faults", body: ["action": ["status": 503]])

@@ -1,4 +1,5 @@
 import APNsCore
+import APNsEmulatorTesting
 import Foundation
 import Glibc
 import HTTP2
@@ -14,6 +15,10 @@ struct HarnessError: Error, CustomStringConvertible {
 
 /// The real `apns-emulator` binary, started on free ports in a temporary directory with a
 /// fresh provider key. Killed when released.
+///
+/// `inProcess: true` runs the emulator inside the test process instead, through the public
+/// test kit (`TestEmulator`): for tests that need no separate process (no stdout/stderr,
+/// signals, resident memory or launcher). Everything else here works the same.
 final class EmulatorProcess: @unchecked Sendable {
     static let teamID = "TEAM123456"
     static let keyID = "KEY1234567"
@@ -24,6 +29,8 @@ final class EmulatorProcess: @unchecked Sendable {
     let key: ProviderSigningKey
     let keyPath: String
     let ready: JSONValue
+    /// Set when the emulator runs in this process.
+    private let kit: TestEmulator?
 
     static var binary: String {
         if let path = ProcessInfo.processInfo.environment["APNS_EMULATOR_BIN"] { return path }
@@ -34,8 +41,22 @@ final class EmulatorProcess: @unchecked Sendable {
     /// - Parameter launcher: a command that runs the binary (e.g. `prlimit --nofile=64:64 --`);
     ///   it must exec it, so the process id stays the emulator's.
     init(_ extraArguments: [String] = [], environment extraEnvironment: [String: String] = [:],
-         withKey: Bool = true, launcher: [String] = []) throws
+         withKey: Bool = true, launcher: [String] = [], inProcess: Bool = false) throws
     {
+        if inProcess {
+            precondition(extraEnvironment.isEmpty && withKey && launcher.isEmpty, "in-process emulators take arguments only")
+            let kit = try TestEmulator.start(TestEmulator.Options(teamID: Self.teamID, keyID: Self.keyID, bundleIDs: [Self.bundleID],
+                                                                   arguments: extraArguments))
+            self.kit = kit
+            directory = kit.directory
+            keyPath = kit.signingKey.path
+            key = ProviderSigningKey(teamID: Self.teamID, keyID: Self.keyID, privateKey: try ES256PrivateKey(pem: kit.signingKey.pem))
+            ready = ["sandbox": .string(kit.sandbox.description), "production": .string(kit.production.description),
+                     "admin": .string(kit.admin.description), "device": .string(kit.device.description),
+                     "caFile": .string(kit.caCertificatePath)]
+            return
+        }
+        kit = nil
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-emulator-test-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let privateKey = try ES256PrivateKey.generate()
@@ -86,6 +107,7 @@ final class EmulatorProcess: @unchecked Sendable {
     }
 
     deinit {
+        kit?.stop()
         if process.isRunning {
             process.terminate()
             process.waitUntilExit()
@@ -101,7 +123,7 @@ final class EmulatorProcess: @unchecked Sendable {
         return try HostPort(parsing: text)
     }
 
-    var caPath: String { directory + "/certs/ca.pem" }
+    var caPath: String { kit?.caCertificatePath ?? directory + "/certs/ca.pem" }
 
     /// A provider connection to one of the listeners.
     func connect(_ listener: String = "sandbox", alpn: Bool = true, serverName: String? = nil) throws -> HTTP2ClientConnection {

@@ -9,7 +9,7 @@ import Testing
 @Suite("Provider endpoint over real HTTP/2", .serialized)
 struct ProviderEndpointTests {
     @Test func successIsOneHeadersFrameWithApnsIDAndUniqueIDOnSandbox() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         #expect(connection.negotiatedALPN == "h2")
@@ -33,7 +33,7 @@ struct ProviderEndpointTests {
     }
 
     @Test func productionHasNoUniqueIDAndEchoesTheClientApnsID() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice(environment: "production")
         let connection = try emulator.connect("production")
         var push = try emulator.push(device.token)
@@ -45,7 +45,7 @@ struct ProviderEndpointTests {
     }
 
     @Test func errorIsHeadersPlusExactlyOneDataFrameWithReason() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let connection = try emulator.connect()
         let response = try connection.send(try emulator.push(String(repeating: "ab", count: 32)).request)
         let result = APNsResult(response)
@@ -63,7 +63,7 @@ struct ProviderEndpointTests {
     }
 
     @Test func uninstalledAppGets410WithMillisecondTimestamp() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let before = Int64(Date().timeIntervalSince1970 * 1000)
         let uninstall = try emulator.admin("DELETE", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)")
@@ -80,7 +80,7 @@ struct ProviderEndpointTests {
     }
 
     @Test func badRequestsDoNotWedgeTheConnection() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         var bad = try emulator.push(device.token)
@@ -100,7 +100,7 @@ struct ProviderEndpointTests {
     }
 
     @Test func serverSettingsAreApplesAndTheStreamLimitRisesAfterTheFirstValidToken() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         // A request without a token: rejected, limit stays at 1.
@@ -122,7 +122,7 @@ struct ProviderEndpointTests {
     }
 
     @Test func aBurstSentBeforeReadingSettingsIsServed() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         let push = try emulator.push(device.token).request
@@ -136,7 +136,7 @@ struct ProviderEndpointTests {
     }
 
     @Test func pingsAreAcknowledged() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let connection = try emulator.connect()
         for _ in 0..<5 { _ = connection.session.submitPing() }
         try connection.pump(timeoutMilliseconds: 3000) { connection.session.pingAcksReceived >= 5 }
@@ -153,7 +153,7 @@ struct ProviderEndpointTests {
     }
 
     @Test func priorKnowledgeOverTLSWithoutALPN() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect(alpn: false)
         #expect(connection.negotiatedALPN == nil)
@@ -172,7 +172,7 @@ struct ProviderEndpointTests {
     }
 
     @Test func appleHostNamesChooseTheEnvironment() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let production = try emulator.createDevice(environment: "production")
         // SNI api.push.apple.com on the sandbox listener → production.
         let bySNI = try emulator.connect("sandbox", serverName: "api.push.apple.com")
@@ -210,7 +210,7 @@ struct ProviderEndpointTests {
     }
 
     @Test func newTokenWithinTwentyMinutesOnTheSameConnection() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         let now = Int64(Date().timeIntervalSince1970)
@@ -227,7 +227,7 @@ struct ProviderEndpointTests {
     }
 
     @Test func expiredProviderToken() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         var push = try emulator.push(device.token)
         push.providerToken = try emulator.key.token(issuedAt: Int64(Date().timeIntervalSince1970) - 3700)
@@ -240,7 +240,7 @@ struct ProviderEndpointTests {
 @Suite("Provider keys over the wire")
 struct ProviderKeyTests {
     @Test func derSignatureFromOpenSSLIsAccepted() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         // Apple's command-line recipe: openssl dgst -sha256 -sign (DER signature).
         let header = Base64URL.encode(Array(#"{"alg":"ES256","kid":"\#(EmulatorProcess.keyID)"}"#.utf8))
