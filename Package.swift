@@ -57,6 +57,7 @@ let package = Package(
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
         .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "APNsCore"]),
         .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking"]),
+        .testTarget(name: "NetworkingTests", dependencies: ["Networking", "CLinux"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking", "Locking"]),
     ]
