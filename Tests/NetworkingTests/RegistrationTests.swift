@@ -52,10 +52,10 @@ import Testing
 
             // The new registration itself works.
             let victim = replaced.value!
+            try loop.sync { replacement.onReadable = { drainEventFD(victim) } }
             signalEventFD(victim)
             try loop.wait { replacement.reads == 1 }
             try loop.sync {
-                drainEventFD(victim)
                 try loop.unregister(fd: a)
                 try loop.unregister(fd: b)
             }
@@ -71,11 +71,11 @@ import Testing
             let first = Recorder()
             let second = Recorder()
             let code = try loop.sync { () -> Int32? in
+                first.onReadable = { drainEventFD(fd) }
                 try loop.register(fd: fd, events: .read, handler: first)
                 return failureCode { try loop.register(fd: fd, events: .read, handler: second) }
             }
             #expect(code == EEXIST)
-            first.onReadable = { drainEventFD(fd) }
             signalEventFD(fd)
             try loop.wait { first.reads == 1 }
             #expect(try loop.sync { second.reads } == 0)

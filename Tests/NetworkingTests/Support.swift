@@ -40,11 +40,12 @@ extension EventLoop {
     }
 
     /// Polls `condition` on the loop until it holds.
-    func wait(timeoutMilliseconds: Int64 = 5000, until condition: @escaping () -> Bool) throws {
+    func wait(timeoutMilliseconds: Int64 = 5000, sourceLocation: SourceLocation = #_sourceLocation,
+              until condition: @escaping () -> Bool) throws {
         let deadline = Monotonic.nowMilliseconds() + timeoutMilliseconds
         while try !sync(condition) {
             guard Monotonic.nowMilliseconds() < deadline else {
-                throw TestFailure("condition not met within \(timeoutMilliseconds) ms")
+                throw TestFailure("condition at \(sourceLocation) not met within \(timeoutMilliseconds) ms")
             }
             usleep(2000)
         }
