@@ -3,4 +3,12 @@
 // Linux-only system headers that Swift's Glibc module does not export.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+
+// Swift's Glibc module is built without _GNU_SOURCE, which hides accept4's prototype (defining
+// it here would clash with the types that module already declares). This is glibc's prototype
+// as declared without _GNU_SOURCE; the symbol has been in glibc since 2.10.
+#ifndef __USE_GNU
+extern int accept4(int __fd, struct sockaddr *__restrict __addr, socklen_t *__restrict __addr_len, int __flags);
+#endif
 #endif

@@ -256,6 +256,9 @@ public final class Emulator: @unchecked Sendable {
                     self.acceptPauses.add(1, ordering: .relaxed)
                     self.log("\(what) \(listener.address): out of file descriptors (\(String(cString: strerror(code)))); not accepting for a moment. The open-file limit is \(OpenFileLimit.current); raise it (ulimit -n) or lower --max-connections")
                 }
+                listener.onError = { [unowned self] error in
+                    self.log("\(what) \(listener.address): \(error)")
+                }
                 try listener.start()
                 listeners.append(listener)
                 return listener.address

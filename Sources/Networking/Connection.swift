@@ -18,7 +18,7 @@ extension ConnectionHandler {
 }
 
 /// A non-blocking socket owned by one event loop, optionally wrapped in TLS, with an output
-/// buffer. Used only on its loop's thread.
+/// buffer. Used only on its loop's thread (debug builds assert it).
 public final class Connection: IOHandler {
     public let id: UInt64
     public let loop: EventLoop
@@ -31,6 +31,9 @@ public final class Connection: IOHandler {
     public private(set) var isClosed = false
     /// Monotonic ms of the last byte read or written (for idle timeouts).
     public private(set) var lastActivity: Int64
+    /// Why the loop could not keep watching the socket (epoll_ctl failed), which closed the
+    /// connection or came up while closing it; nil for an ordinary close.
+    public private(set) var failure: SystemError?
 
     private var ready = false
     private var output: [UInt8] = []
@@ -54,9 +57,11 @@ public final class Connection: IOHandler {
 
     /// Registers with the loop and starts the TLS handshake (or reports readiness).
     public func start() {
+        loop.assertConfined()
         do {
             try loop.register(fd: fd, events: events, handler: self)
         } catch {
+            failure = error
             Glibc.close(fd)
             isClosed = true
             handler?.connectionDidClose(self)
@@ -85,6 +90,7 @@ public final class Connection: IOHandler {
     /// Appends to the output buffer through `body`, then tries to write (unless inside
     /// `batchingWrites`).
     public func write(_ body: (inout [UInt8]) -> Void) {
+        loop.assertConfined()
         guard !isClosed else { return }
         body(&output)
         if !batching { flush() }
@@ -95,6 +101,7 @@ public final class Connection: IOHandler {
     /// Runs `body`, holding back the writes it makes and sending them in one go afterwards:
     /// a read that answers many small messages costs one system call, not one per answer.
     public func batchingWrites(_ body: () -> Void) {
+        loop.assertConfined()
         let outer = batching
         batching = true
         body()
@@ -110,6 +117,7 @@ public final class Connection: IOHandler {
 
     /// Closes once everything buffered has been written.
     public func closeAfterFlush() {
+        loop.assertConfined()
         guard !isClosed else { return }
         closeWhenDrained = true
         if bufferedOutputCount == 0 { close() } else { flush() }
@@ -119,6 +127,7 @@ public final class Connection: IOHandler {
     /// closes: a server that closes with unread request bytes sends RST, and the client may
     /// lose the response. The caller closes after a grace period. TLS connections just close.
     public func shutdownOutputAfterFlush() {
+        loop.assertConfined()
         guard !isClosed else { return }
         if tls != nil {
             closeAfterFlush()
@@ -134,10 +143,13 @@ public final class Connection: IOHandler {
     }
 
     public func close() {
+        loop.assertConfined()
         guard !isClosed else { return }
         isClosed = true
         tls?.shutdown()
-        loop.unregister(fd: fd)
+        // The descriptor is closed either way (which ends any registration the kernel still
+        // has); a failure here means the registration was already gone, which is worth telling.
+        do { try loop.unregister(fd: fd) } catch { failure = failure ?? error }
         Glibc.close(fd)
         output = []
         let handler = self.handler
@@ -184,14 +196,23 @@ public final class Connection: IOHandler {
     }
 
     private func setWriteInterest(_ on: Bool) {
+        guard !isClosed else { return }
         let wanted: IOEvents = (readPaused ? IOEvents() : IOEvents.read).union(on ? IOEvents.write : IOEvents())
         if wanted != events {
             events = wanted
-            loop.modify(fd: fd, events: wanted)
+            do {
+                try loop.modify(fd: fd, events: wanted)
+            } catch {
+                // Without the new interest the connection would stall (no EPOLLOUT) or spin
+                // (a level-triggered event it no longer acts on).
+                failure = error
+                close()
+            }
         }
     }
 
     private func updateReadPause() {
+        guard !isClosed else { return }
         let shouldPause = bufferedOutputCount > Self.outputHighWater
         guard shouldPause != readPaused else { return }
         readPaused = shouldPause
@@ -308,7 +329,11 @@ public final class Listener: IOHandler {
     /// Told when accepting pauses for lack of descriptors, at most every 10 seconds, so a full
     /// table does not flood the log.
     public var onExhausted: ((Int32) -> Void)?
+    /// Told when the loop cannot change or end the listener's registration (epoll_ctl
+    /// failed): accepting may have stopped for good.
+    public var onError: ((SystemError) -> Void)?
     private var paused = false
+    private var closed = false
     /// How long to stop accepting when the process is out of descriptors.
     static let exhaustedPauseMs: Int64 = 100
 
@@ -353,11 +378,19 @@ public final class Listener: IOHandler {
             lastReported = now
             onExhausted?(code)
         }
-        loop.modify(fd: fd, events: IOEvents())
+        do {
+            try loop.modify(fd: fd, events: IOEvents())
+        } catch {
+            onError?(error)
+        }
         _ = loop.schedule(afterMilliseconds: Self.exhaustedPauseMs) { [weak self] in
-            guard let self else { return }
+            guard let self, self.paused, !self.closed else { return }
             self.paused = false
-            self.loop.modify(fd: self.fd, events: .read)
+            do throws(SystemError) {
+                try self.loop.modify(fd: self.fd, events: .read)
+            } catch {
+                self.onError?(error)
+            }
         }
     }
 
@@ -365,7 +398,9 @@ public final class Listener: IOHandler {
     public func hangup() {}
 
     public func close() {
-        loop.unregister(fd: fd)
+        guard !closed else { return }
+        closed = true
+        do { try loop.unregister(fd: fd) } catch { onError?(error) }
         Glibc.close(fd)
     }
 }

@@ -24,21 +24,42 @@ public struct TimerID: Hashable, Sendable { let value: UInt64 }
 /// One thread, one epoll instance. Every connection belongs to exactly one loop and is only
 /// touched on that loop's thread, so request handling never hops threads and needs no locks
 /// of its own. Other threads talk to a loop through `execute`, which wakes it with an eventfd.
+///
+/// Descriptors, timers and the handlers are confined to the loop's thread (or to the thread
+/// that sets the loop up before `start`); debug builds assert it.
 public final class EventLoop: @unchecked Sendable {
     public let name: String
     /// Position in its group (0 for a lone loop), for per-loop data.
     public let index: Int
     private let epollFD: Int32
     private let wakeFD: Int32
-    private var handlers: [IOHandler?] = []
+    /// Indexed by descriptor. `token` is what the registration put in `epoll_event.data.u64`:
+    /// the descriptor in the low 32 bits, a generation in the high ones (0 = not registered).
+    /// A handler may close a descriptor whose event is still further down the batch, and a new
+    /// connection may get the same number before the batch ends; the old event then carries
+    /// the old generation and is dropped instead of reaching the new handler.
+    private var registrations: [Registration] = []
+    /// Never 0 once used, so no registration's token can equal `wakeToken`.
+    private var generation: UInt32 = 0
+    private static let wakeToken: UInt64 = 0
+    /// Events dropped because their registration had ended earlier in the same batch.
+    internal private(set) var staleEventsDropped = 0
     private let pending = Locked<[@Sendable () -> Void]>([])
     private var timers = TimerHeap()
     private var nextTimerID: UInt64 = 1
+    /// Cancelled timers still in the heap (the heap cannot remove from the middle).
     private var cancelledTimers = Set<UInt64>()
     private let stopping = Atomic<Bool>(false)
-    private let threadID = Atomic<UInt>(0)
+    /// 0 before `start`, `starting` between `start` and `run`, then the loop thread's id.
+    private let owner = Atomic<UInt>(0)
+    private static let starting = UInt.max
     /// Scratch space shared by every connection of this loop for reads.
     public let readBuffer: UnsafeMutableRawBufferPointer
+
+    private struct Registration {
+        var token: UInt64 = 0
+        var handler: IOHandler?
+    }
 
     public init(name: String, index: Int = 0) throws(SystemError) {
         self.name = name
@@ -46,12 +67,22 @@ public final class EventLoop: @unchecked Sendable {
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epollFD >= 0 else { throw SystemError.last("epoll_create1") }
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard wakeFD >= 0 else { throw SystemError.last("eventfd") }
-        readBuffer = .allocate(byteCount: 256 * 1024, alignment: 16)
+        guard wakeFD >= 0 else {
+            let error = SystemError.last("eventfd")
+            close(epollFD)
+            throw error
+        }
         var event = epoll_event()
         event.events = EPOLLIN.rawValue
-        event.data.fd = wakeFD
-        epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
+        event.data.u64 = Self.wakeToken
+        // A loop that cannot be woken would never run `execute`d work or notice `stop`.
+        guard epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0 else {
+            let error = SystemError.last("epoll_ctl(ADD eventfd)")
+            close(wakeFD)
+            close(epollFD)
+            throw error
+        }
+        readBuffer = .allocate(byteCount: 256 * 1024, alignment: 16)
     }
 
     deinit {
@@ -60,10 +91,27 @@ public final class EventLoop: @unchecked Sendable {
         readBuffer.deallocate()
     }
 
-    public var inEventLoop: Bool { threadID.load(ordering: .relaxed) == UInt(pthread_self()) }
+    /// On the loop's own thread (false before it runs).
+    public var inEventLoop: Bool { owner.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+    /// Whether the caller may touch the loop's confined state: it is the loop's thread, or the
+    /// loop has not been started (set-up before `start` hands the loop over to its thread).
+    public var isConfinedToCaller: Bool {
+        let current = owner.load(ordering: .relaxed)
+        return current == 0 || current == UInt(pthread_self())
+    }
+
+    /// Crashes a debug build when called where `isConfinedToCaller` is false; compiled out of
+    /// release builds (`assert` does not evaluate its condition there).
+    @inlinable @inline(__always)
+    public func assertConfined(_ function: StaticString = #function, file: StaticString = #fileID, line: UInt = #line) {
+        assert(isConfinedToCaller, "\(function) called off event loop \(name)'s thread", file: file, line: line)
+    }
 
     /// Starts the loop on a new thread.
     public func start() {
+        let claimed = owner.compareExchange(expected: 0, desired: Self.starting, ordering: .relaxed).exchanged
+        assert(claimed, "event loop \(name) started twice")
         let thread = Thread { [self] in self.run() }
         thread.name = name
         thread.stackSize = 4 << 20
@@ -75,7 +123,7 @@ public final class EventLoop: @unchecked Sendable {
         wake()
     }
 
-    /// Runs `task` on the loop's thread (later, even when called from it).
+    /// Runs `task` on the loop's thread (later, even when called from it). Any thread.
     public func execute(_ task: @escaping @Sendable () -> Void) {
         pending.withLock { $0.append(task) }
         wake()
@@ -88,79 +136,125 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: File descriptors (loop thread only)
 
+    /// Watches `fd` for `events` (level-triggered) and gives them to `handler`, which the loop
+    /// keeps until `unregister`. Throws epoll_ctl's error: EEXIST when `fd` is registered
+    /// already (that registration stays as it was), EBADF when it is not open, EPERM for a
+    /// regular file, ENOSPC past fs.epoll.max_user_watches, ENOMEM.
     public func register(fd: Int32, events: IOEvents, handler: IOHandler) throws(SystemError) {
-        if Int(fd) >= handlers.count { handlers.append(contentsOf: repeatElement(nil, count: Int(fd) + 64 - handlers.count)) }
-        handlers[Int(fd)] = handler
+        assertConfined()
+        guard fd >= 0 else { throw SystemError(operation: "epoll_ctl(ADD)", code: EBADF) }
+        generation &+= 1
+        if generation == 0 { generation = 1 }
+        let token = UInt64(generation) << 32 | UInt64(UInt32(bitPattern: fd))
         var event = epoll_event()
         event.events = events.rawValue
-        event.data.fd = fd
-        guard epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) == 0 else {
-            handlers[Int(fd)] = nil
-            throw SystemError.last("epoll_ctl(ADD)")
+        event.data.u64 = token
+        guard epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) == 0 else { throw SystemError.last("epoll_ctl(ADD)") }
+        if Int(fd) >= registrations.count {
+            registrations.append(contentsOf: repeatElement(Registration(), count: Int(fd) + 64 - registrations.count))
         }
+        // A slot still holding a handler means its descriptor was closed without `unregister`
+        // (the kernel dropped that registration with the descriptor); the new one replaces it.
+        registrations[Int(fd)] = Registration(token: token, handler: handler)
     }
 
-    public func modify(fd: Int32, events: IOEvents) {
+    /// Changes what `fd` is watched for. Throws ENOENT when it is not registered with this
+    /// loop, or epoll_ctl's error (ENOENT too when the descriptor was closed and reopened
+    /// behind the loop's back: the kernel forgot the registration with the old file).
+    public func modify(fd: Int32, events: IOEvents) throws(SystemError) {
+        assertConfined()
+        guard fd >= 0, Int(fd) < registrations.count, registrations[Int(fd)].token != 0 else {
+            throw SystemError(operation: "epoll_ctl(MOD)", code: ENOENT)
+        }
         var event = epoll_event()
         event.events = events.rawValue
-        event.data.fd = fd
-        epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
+        event.data.u64 = registrations[Int(fd)].token
+        guard epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event) == 0 else { throw SystemError.last("epoll_ctl(MOD)") }
     }
 
-    public func unregister(fd: Int32) {
-        epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
-        if Int(fd) < handlers.count { handlers[Int(fd)] = nil }
+    /// Stops watching `fd` and lets go of its handler; call it before closing the descriptor.
+    /// The handler gets no further events (not even ones already fetched in this batch), even
+    /// when this throws epoll_ctl's error: ENOENT when `fd` was not registered, EBADF when it
+    /// was closed already (the kernel dropped the registration with it).
+    public func unregister(fd: Int32) throws(SystemError) {
+        assertConfined()
+        if fd >= 0 && Int(fd) < registrations.count { registrations[Int(fd)] = Registration() }
+        guard epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil) == 0 else { throw SystemError.last("epoll_ctl(DEL)") }
     }
 
     // MARK: Timers (loop thread only)
 
     @discardableResult
     public func schedule(afterMilliseconds delay: Int64, _ task: @escaping () -> Void) -> TimerID {
+        assertConfined()
         let id = nextTimerID
         nextTimerID += 1
         timers.push(deadline: Monotonic.nowMilliseconds() + max(0, delay), id: id, task: task)
         return TimerID(value: id)
     }
 
+    /// Cancels a timer that has not run yet; cancelling one that ran or was cancelled already
+    /// does nothing.
     public func cancel(_ timer: TimerID) {
+        assertConfined()
         cancelledTimers.insert(timer.value)
+        // Ids of timers that already ran would stay in the set forever (connections cancel
+        // their timers on close whether or not they fired). Keep only those still in the
+        // heap; the slack makes the sweep amortised O(1) per cancel.
+        if cancelledTimers.count > 2 * timers.count + 64 {
+            let live = timers.ids
+            cancelledTimers = cancelledTimers.filter { live.contains($0) }
+        }
     }
+
+    /// Cancelled timers still remembered (tests: must stay bounded).
+    internal var cancelledTimerCount: Int { cancelledTimers.count }
 
     // MARK: The loop
 
+    /// Runs the loop on the calling thread until `stop`.
     public func run() {
-        threadID.store(UInt(pthread_self()), ordering: .relaxed)
+        let previous = owner.exchange(UInt(pthread_self()), ordering: .acquiring)
+        assert(previous == 0 || previous == Self.starting, "event loop \(name) is running on another thread already")
+        // Once the loop has ended, its owner may take it apart from any thread.
+        defer { owner.store(0, ordering: .releasing) }
         let capacity = 256
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
+        let readable = EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue
+        let failed = EPOLLHUP.rawValue | EPOLLERR.rawValue
         while !stopping.load(ordering: .acquiring) {
             let timeout = nextTimeout()
             let n = epoll_wait(epollFD, events, Int32(capacity), timeout)
             if n < 0 {
                 if errno == EINTR { continue }
-                break
+                // Only a bug (the epoll descriptor closed) gets here; a loop that quietly
+                // ended would leave its connections hanging.
+                fatalError("event loop \(name): \(SystemError.last("epoll_wait"))")
             }
             for i in 0..<Int(n) {
-                let event = events[i]
-                let fd = event.data.fd
-                if fd == wakeFD {
+                let token = events[i].data.u64
+                if token == Self.wakeToken {
                     var value: UInt64 = 0
                     _ = Glibc.read(wakeFD, &value, 8)
                     continue
                 }
-                let flags = event.events
-                // A handler may close other descriptors while this batch is handled, so each
-                // one is looked up again instead of cached.
-                if flags & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
-                    if let handler = handler(for: fd) {
-                        if flags & EPOLLIN.rawValue == 0 && flags & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
-                            handler.hangup()
-                        } else {
-                            handler.readable()
-                        }
+                let flags = events[i].events
+                let slot = Int(UInt32(truncatingIfNeeded: token))
+                // Looked up again before each call: a handler may end registrations (its own
+                // or others') while the batch is handled.
+                guard let handler = handler(slot, token) else {
+                    staleEventsDropped &+= 1
+                    continue
+                }
+                if flags & readable != 0 {
+                    if flags & EPOLLIN.rawValue == 0 && flags & failed != 0 {
+                        handler.hangup()
+                    } else {
+                        handler.readable()
                     }
                 }
-                if flags & EPOLLOUT.rawValue != 0, let handler = handler(for: fd) {
+                if flags & EPOLLOUT.rawValue != 0, let handler = self.handler(slot, token) {
                     handler.writable()
                 }
             }
@@ -169,9 +263,11 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// The handler of the registration that produced `token`, nil when it has ended.
     @inline(__always)
-    private func handler(for fd: Int32) -> IOHandler? {
-        Int(fd) < handlers.count ? handlers[Int(fd)] : nil
+    private func handler(_ slot: Int, _ token: UInt64) -> IOHandler? {
+        guard slot < registrations.count, registrations[slot].token == token else { return nil }
+        return registrations[slot].handler
     }
 
     private func runPendingTasks() {
@@ -186,7 +282,10 @@ public final class EventLoop: @unchecked Sendable {
     private func runDueTimers() {
         guard !timers.isEmpty else { return }
         let now = Monotonic.nowMilliseconds()
-        while let top = timers.peekDeadline, top <= now {
+        // Timers scheduled by these tasks wait for the next turn, after I/O: a task that
+        // schedules itself again with no delay must not keep the loop to itself.
+        let limit = nextTimerID
+        while let top = timers.peek, top.deadline <= now, top.id < limit {
             let (id, task) = timers.pop()
             if cancelledTimers.remove(id) != nil { continue }
             task()
@@ -195,7 +294,7 @@ public final class EventLoop: @unchecked Sendable {
 
     private func nextTimeout() -> Int32 {
         if pending.withLock({ !$0.isEmpty }) { return 0 }
-        guard let deadline = timers.peekDeadline else { return -1 }
+        guard let deadline = timers.peek?.deadline else { return -1 }
         let wait = deadline - Monotonic.nowMilliseconds()
         return Int32(clamping: max(0, wait))
     }
@@ -206,7 +305,9 @@ struct TimerHeap {
     private var items: [(deadline: Int64, id: UInt64, task: () -> Void)] = []
 
     var isEmpty: Bool { items.isEmpty }
-    var peekDeadline: Int64? { items.first?.deadline }
+    var count: Int { items.count }
+    var peek: (deadline: Int64, id: UInt64)? { items.first.map { ($0.deadline, $0.id) } }
+    var ids: Set<UInt64> { Set(items.lazy.map(\.id)) }
 
     mutating func push(deadline: Int64, id: UInt64, task: @escaping () -> Void) {
         items.append((deadline, id, task))

@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 
 /// A `HOST:PORT` pair as given on the command line: `127.0.0.1:2197`, `localhost:0`,
 /// `[::1]:8197`. Port 0 asks the kernel for a free port.
@@ -131,7 +132,7 @@ public enum Socket {
         return HostPort(host: name, port: port(of: storage)).description
     }
 
-    /// Accepts one pending connection (non-blocking); nil when none is waiting.
+    /// What `accept` took from the backlog.
     public enum Accepted {
         case connection(fd: Int32, peer: String)
         /// No connection is waiting (EAGAIN), or it went away before it was taken.
@@ -141,11 +142,16 @@ public enum Socket {
         case exhausted(errno: Int32)
     }
 
+    /// Accepts one pending connection without waiting for one.
+    /// The new descriptor is non-blocking and close-on-exec from the start (accept4): no
+    /// window in which a fork+exec elsewhere in the process inherits it, and no extra fcntl
+    /// calls per connection.
     public static func accept(_ listener: Int32) -> Accepted {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let flags = Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
         let fd = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.accept(listener, $0, &length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept4(listener, $0, &length, flags) }
         }
         guard fd >= 0 else {
             let code = errno
@@ -154,9 +160,6 @@ public enum Socket {
             default: return .none
             }
         }
-        // accept4 is not visible from Swift's Glibc module; two fcntl calls do the same.
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        setBlocking(fd, false)
         setNoDelay(fd)
         return .connection(fd: fd, peer: describe(storage))
     }
