@@ -65,7 +65,7 @@ let package = Package(
                           swiftSettings: swiftSettings),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
-        .testTarget(name: "StatePersistenceTests", dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "APNsCore", "Locking", "APNsEmulatorTesting"]),
+        .testTarget(name: "StatePersistenceTests", dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "APNsCore", "Locking"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
         .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "CommandLineOptions", "APNsCore"]),
         .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking"]),
