@@ -6,7 +6,8 @@ import OpenSSLCrypto
 /// The admin/inspection HTTP API (README, "Admin API"; docs/openapi.json). Paths and JSON
 /// field names are a public contract.
 final class AdminAPI: @unchecked Sendable {
-    let emulator: Emulator
+    /// Unowned: the emulator owns its admin server, which owns this.
+    unowned let emulator: Emulator
     let events: EventHub
     private(set) var router = AdminRouter()
 

@@ -252,12 +252,13 @@ public final class Emulator: @unchecked Sendable {
             guard let address else { return nil }
             do {
                 let listener = try Listener(address: address, loop: acceptLoop, accept: accept)
+                let bound = listener.address
                 listener.onExhausted = { [unowned self] code in
                     self.acceptPauses.add(1, ordering: .relaxed)
-                    self.log("\(what) \(listener.address): out of file descriptors (\(String(cString: strerror(code)))); not accepting for a moment. The open-file limit is \(OpenFileLimit.current); raise it (ulimit -n) or lower --max-connections")
+                    self.log("\(what) \(bound): out of file descriptors (\(String(cString: strerror(code)))); not accepting for a moment. The open-file limit is \(OpenFileLimit.current); raise it (ulimit -n) or lower --max-connections")
                 }
                 listener.onError = { [unowned self] error in
-                    self.log("\(what) \(listener.address): \(error)")
+                    self.log("\(what) \(bound): \(error)")
                 }
                 try listener.start()
                 listeners.append(listener)

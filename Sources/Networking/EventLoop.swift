@@ -10,6 +10,12 @@ public protocol IOHandler: AnyObject {
     func writable()
     /// EPOLLHUP/EPOLLERR with nothing left to read.
     func hangup()
+    /// The loop is ending: release the descriptor (and unregister it).
+    func close()
+}
+
+extension IOHandler {
+    public func close() {}
 }
 
 public struct IOEvents: OptionSet, Sendable {
@@ -50,6 +56,8 @@ public final class EventLoop: @unchecked Sendable {
     /// Cancelled timers still in the heap (the heap cannot remove from the middle).
     private var cancelledTimers = Set<UInt64>()
     private let stopping = Atomic<Bool>(false)
+    /// Signalled when `run` has returned, so `stop` can wait for it.
+    private let finished = DispatchSemaphore(value: 0)
     /// 0 before `start`, `starting` between `start` and `run`, then the loop thread's id.
     private let owner = Atomic<UInt>(0)
     private static let starting = UInt.max
@@ -118,9 +126,16 @@ public final class EventLoop: @unchecked Sendable {
         thread.start()
     }
 
+    /// Ends the loop: what is still registered is closed on the loop's thread, pending tasks
+    /// and timers are dropped. From another thread it waits until the loop has ended (so the
+    /// descriptors are closed when it returns); from the loop's own thread it returns at once.
     public func stop() {
         stopping.store(true, ordering: .releasing)
         wake()
+        let current = owner.load(ordering: .acquiring)
+        guard current != 0, current != UInt(pthread_self()) else { return }
+        finished.wait()
+        finished.signal()  // later calls return at once
     }
 
     /// Runs `task` on the loop's thread (later, even when called from it). Any thread.
@@ -261,6 +276,19 @@ public final class EventLoop: @unchecked Sendable {
             runPendingTasks()
             runDueTimers()
         }
+        closeEverything()
+        finished.signal()
+    }
+
+    /// Closes what is still registered (connections, listeners) when the loop ends, so a
+    /// stopped emulator frees its sockets even when its process goes on (tests).
+    private func closeEverything() {
+        let handlers = registrations.compactMap { $0.token == 0 ? nil : $0.handler }
+        for handler in handlers { handler.close() }
+        for slot in registrations.indices { registrations[slot] = Registration() }
+        pending.withLock { $0.removeAll() }
+        timers = TimerHeap()
+        cancelledTimers.removeAll()
     }
 
     /// The handler of the registration that produced `token`, nil when it has ended.
