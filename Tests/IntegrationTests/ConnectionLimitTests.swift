@@ -84,7 +84,7 @@ struct ConnectionLimitTests {
             sockets.append(fd)
         }
         #expect(sockets.count == 120)
-        try #require(try waitFor { emulator.stderr.contains("out of file descriptors") }, "\(emulator.stderr)")
+        try #require(try eventually { emulator.stderr.contains("out of file descriptors") }, "\(emulator.stderr)")
 
         // Held at the limit for two seconds: the emulator must be mostly idle, not spinning.
         let before = try Self.cpuTicks(emulator)

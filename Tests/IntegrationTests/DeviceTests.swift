@@ -114,7 +114,7 @@ struct DeviceTests {
         #expect(event["callbacks"] == ["serviceExtension", "willPresent"])
         #expect(event["display"] == "banner")
         // Acked: the record says delivered.
-        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "delivered" })
+        #expect(try eventually { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "delivered" })
         // A tap runs didReceive.
         device.command("tap \(result.apnsID!)")
         #expect(device.next("tapped")?["callbacks"] == ["didReceive"])
@@ -167,7 +167,7 @@ struct DeviceTests {
         second.collapseID = "score"
         let b = APNsResult(try connection.send(second.request))
         #expect(device.next("notification")?["collapseId"] == "score")
-        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(a.apnsID!)").json["outcome"] == "coalesced" })
+        #expect(try eventually { try emulator.admin("GET", "/api/v1/notifications/\(a.apnsID!)").json["outcome"] == "coalesced" })
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(b.apnsID!)").json["outcome"] == "delivered")
     }
 
@@ -201,7 +201,7 @@ struct DeviceTests {
         #expect(event["callbacks"] == [])
         #expect(event["display"] == "none")
         #expect(event["reason"]?.stringValue?.contains("denied") == true)
-        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "dropped-by-system" })
+        #expect(try eventually { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "dropped-by-system" })
         // Changing permission does not change the token.
         device.command("permission authorized")
         #expect(device.next("appUpdated")?["authorization"] == "authorized")
@@ -265,11 +265,11 @@ struct DeviceTests {
         device = nil
         let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
         #expect(result.status == 200)
-        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "stored" })
+        #expect(try eventually { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "stored" })
         let again = try DeviceProcess(emulator, deviceID: "phone-10")
         #expect(try again.registeredToken() == token)
         #expect(again.next("notification")?["apnsId"]?.stringValue == result.apnsID)
-        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "delivered" })
+        #expect(try eventually { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "delivered" })
     }
 
     @Test func endOfStdinIsNotAQuit() throws {
