@@ -75,10 +75,14 @@ struct ConnectionLimitTests {
         let device = try emulator.address("device")
         var sockets: [Int32] = []
         defer { for fd in sockets { close(fd) } }
-        for _ in 0..<120 {
+        for index in 0..<120 {
             // Connects complete in the kernel's backlog even when the emulator cannot accept.
             guard let fd = try? Socket.connect(to: device) else { break }
             sockets.append(fd)
+            // A hello keeps each connection the emulator accepts open (no hello timeout), so the
+            // descriptor table stays full and connections stay waiting for as long as the test needs.
+            let hello = Array(#"{"type":"hello","version":1,"deviceId":"fd-\#(index)"}"#.utf8) + [0x0A]
+            _ = hello.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         }
         #expect(sockets.count == 120)
         try #require(try eventually { emulator.stderr.contains("out of file descriptors") }, "\(emulator.stderr)")
