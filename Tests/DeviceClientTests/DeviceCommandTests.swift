@@ -81,9 +81,14 @@ final class DeviceProcess {
 
     /// Writes one command line to stdin.
     func send(_ line: String) throws {
-        let bytes = Array((line + "\n").utf8)
+        try write(line + "\n")
+    }
+
+    /// Writes bytes to stdin as they are (no newline added).
+    func write(_ text: String) throws {
+        let bytes = Array(text.utf8)
         let fd = input.fileHandleForWriting.fileDescriptor
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
         guard n == bytes.count else { throw PeerError("cannot write to the device's stdin") }
     }
 
@@ -95,9 +100,7 @@ final class DeviceProcess {
 
     /// The exit status, or nil if still running after the time.
     func waitForExit(timeoutMilliseconds: Int = 5000) -> Int32? {
-        let deadline = Date().addingTimeInterval(Double(timeoutMilliseconds) / 1000)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        guard !process.isRunning else { return nil }
+        guard eventually(milliseconds: timeoutMilliseconds, { !process.isRunning }) else { return nil }
         process.waitUntilExit()
         return process.terminationStatus
     }
@@ -129,7 +132,7 @@ private let app = "com.example.app"
 struct DeviceCommandTests {
     @Test("registered, notification (acked after printing), a stdin command, EOF on stdin is not a quit, replaced exits 0")
     func endToEnd() throws {
-        let stdinClosed = DispatchSemaphore(value: 0)
+        let exited = DispatchSemaphore(value: 0)
         let peer = try FakePeer { peer in
             let connection = try peer.accept()
             let hello = try connection.handshake()
@@ -146,17 +149,21 @@ struct DeviceCommandTests {
             guard try connection.expect("tap")["apnsId"] == "N-1" else { throw PeerError("tap") }
             try connection.send(["type": "tapped", "apnsId": "N-1", "bundleId": "com.example.app",
                                  "callbacks": ["didReceive"], "launched": false])
-            // After the device's stdin is closed it must keep serving the socket.
-            guard stdinClosed.wait(timeout: .now() + 10) == .success else { throw PeerError("stdin never closed") }
-            usleep(300_000)
+            // After the device's stdin is closed it must keep serving the socket. The ping is the
+            // last line of its stdin, without a newline: the device sends it once it has read
+            // the end of stdin.
+            try connection.expect("ping")
+            try connection.send(["type": "pong"])
             try connection.send(FakePeer.notification(id: 2, apnsID: "N-2", pushType: "background", priority: 5,
                                                       payload: ["aps": ["content-available": 1]], callbacks: [],
                                                       display: "none", reason: "no background mode", stored: true))
             guard try connection.expect("ack")["id"] == 2 else { throw PeerError("ack 2") }
             try connection.send(["type": "replaced"])
             connection.close()
-            // Replaced means: do not reconnect.
-            try peer.expectNoConnection(withinMilliseconds: 700)
+            // Replaced means: do not reconnect. The device has exited by now, so a reconnect
+            // it made would be waiting to be accepted.
+            guard exited.wait(timeout: .now() + 10) == .success else { throw PeerError("the device did not exit") }
+            try peer.expectNoPendingConnection()
         }
         try peer.run {
             let device = try DeviceProcess(["--connect", peer.address.description, "--device-id", "cli-phone", "--bundle", app,
@@ -192,8 +199,9 @@ struct DeviceCommandTests {
             #expect(tapped["callbacks"] == ["didReceive"])
             #expect(tapped["launched"] == false)
 
+            try device.write("ping")
             device.closeStdin()
-            stdinClosed.signal()
+            try device.expect("pong")
             let dropped = try device.expect("notification")
             #expect(dropped["reason"] == "no background mode")
             #expect(dropped["display"] == "none")
@@ -202,6 +210,7 @@ struct DeviceCommandTests {
             #expect(dropped["priority"] == 5)
             #expect(JSONValue.object(try device.expect("replaced")) == ["event": "replaced"])
             #expect(device.waitForExit() == 0)
+            exited.signal()
         }
     }
 
@@ -296,6 +305,7 @@ struct DeviceCommandTests {
 
     @Test("a dropped connection prints disconnected and reconnects; offline stays offline until online")
     func reconnectOfflineOnline() throws {
+        let settledOffline = DispatchSemaphore(value: 0)
         let readyForOnline = DispatchSemaphore(value: 0)
         let peer = try FakePeer { peer in
             let first = try peer.accept()
@@ -305,7 +315,10 @@ struct DeviceCommandTests {
             let hello = try second.handshake()
             guard hello["deviceId"] == "cli-4" else { throw PeerError("hello \(hello)") }
             try second.expectEOF()  // offline
-            try peer.expectNoConnection(withinMilliseconds: 600)
+            // The device has since answered commands as an offline device; it has not
+            // connected again meanwhile (such a connection would be waiting to be accepted).
+            guard settledOffline.wait(timeout: .now() + 10) == .success else { throw PeerError("device never settled offline") }
+            try peer.expectNoPendingConnection()
             readyForOnline.signal()
             let third = try peer.accept()
             try third.handshake()
@@ -326,6 +339,7 @@ struct DeviceCommandTests {
             let pending = try device.expect("appUpdated")
             #expect(pending["offline"] == true)
             #expect(pending["appState"] == "foreground")
+            settledOffline.signal()
             guard readyForOnline.wait(timeout: .now() + 10) == .success else { throw PeerError("peer never ready") }
             try device.send("online")
             #expect(try device.expect("online")["deviceId"] == "cli-4")
@@ -337,7 +351,7 @@ struct DeviceCommandTests {
         }
     }
 
-    @Test("started before the emulator: one disconnected event, then it connects when the listener appears")
+    @Test("started before the emulator: one disconnected event, retries print nothing, then it connects")
     func startBeforeEmulator() throws {
         let (fd, bound) = try Socket.listen(HostPort(host: "127.0.0.1", port: 0))
         close(fd)
@@ -345,8 +359,10 @@ struct DeviceCommandTests {
                                         "--environment", "sandbox"])
         let down = try device.expect("disconnected")
         #expect(down["reason"]?.stringValue?.contains("\(bound.port)") == true)
-        usleep(700_000)  // several retries, none printed
         let peer = try FakePeer(port: bound.port) { peer in
+            // Several retries fail (closed before welcome), and none prints anything: the next
+            // event the device prints is registered, not another disconnected.
+            for _ in 0..<3 { try peer.accept().close() }
             let connection = try peer.accept()
             try connection.handshake()
             try connection.expectEOF()

@@ -13,6 +13,17 @@ struct PeerError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
+/// Polls `condition` every 10 ms until it holds or the time passes, and says whether it held:
+/// how a test waits for something to happen (a process exiting), never for a fixed time.
+func eventually(milliseconds: Int = 5000, _ condition: () -> Bool) -> Bool {
+    let deadline = Monotonic.nowMilliseconds() + Int64(milliseconds)
+    while true {
+        if condition() { return true }
+        if Monotonic.nowMilliseconds() >= deadline { return false }
+        usleep(10_000)
+    }
+}
+
 /// A scripted stand-in for the emulator's device listener (docs/device-protocol.md): a
 /// loopback listener on a free port whose script runs on its own thread, accepting and
 /// talking to connections with blocking reads that time out. `finish()` waits for the script
@@ -68,10 +79,12 @@ final class FakePeer: Sendable {
         }
     }
 
-    /// No connection arrives within the time.
-    func expectNoConnection(withinMilliseconds ms: Int) throws {
+    /// No connection is waiting to be accepted. A check, not a wait: make it once whatever
+    /// would have connected has had its chance (the device has exited, or has since answered
+    /// commands that show its state).
+    func expectNoPendingConnection() throws {
         var pfd = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
-        if poll(&pfd, 1, Int32(ms)) > 0 { throw PeerError("an unexpected connection arrived") }
+        if poll(&pfd, 1, 0) > 0 { throw PeerError("an unexpected connection arrived") }
     }
 
     /// Waits for the script to end; throws what it threw.
@@ -219,16 +232,6 @@ final class PeerConnection {
                 throw PeerError("expected the device to close, got \(String(decoding: buffer, as: UTF8.self))")
             }
         }
-    }
-
-    /// Nothing arrives within the time.
-    func expectSilence(milliseconds: Int) throws {
-        if buffer.isEmpty && !hasBuffered {
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            if poll(&pfd, 1, Int32(milliseconds)) == 0 { return }
-        }
-        let line = try readLine(timeoutMilliseconds: 100)
-        throw PeerError("expected silence, got \(String(decoding: line, as: UTF8.self))")
     }
 
     func send(_ frame: JSONValue) throws {

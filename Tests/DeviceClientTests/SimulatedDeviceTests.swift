@@ -260,7 +260,7 @@ struct SimulatedDeviceTests {
 
             // Every notification that arrived while commands waited is still there, in order.
             var ids: [Int64] = []
-            while let n = try device.nextNotification(timeoutMilliseconds: 200) { ids.append(n.id) }
+            while ids.count < 5, let n = try device.nextNotification(timeoutMilliseconds: 2000) { ids.append(n.id) }
             #expect(ids == [1, 2, 3, 4, 5])
             #expect(try device.poll(timeoutMilliseconds: 0).isEmpty)
             device.disconnect()
@@ -446,9 +446,9 @@ struct SimulatedDeviceTests {
         try peer.run {
             let device = makeDevice(peer)
             try device.connect()
-            let start = Monotonic.nowMilliseconds()
+            // Nothing comes: nil, and the connection is as it was (a timeout, not a lost link).
             #expect(try device.nextNotification(timeoutMilliseconds: 300) == nil)
-            #expect(Monotonic.nowMilliseconds() - start >= 300)
+            #expect(device.isConnected)
             #expect(try device.poll(timeoutMilliseconds: 50).isEmpty)
 
             device.commandTimeoutMilliseconds = 300

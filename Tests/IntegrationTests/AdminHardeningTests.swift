@@ -6,17 +6,6 @@ import OpenSSLCrypto
 import ProviderClient
 import Testing
 
-/// Polls `condition` until it holds or `seconds` pass: a readiness signal (a gauge in
-/// /metrics, a socket closing), never a measurement.
-func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(20_000)
-    }
-    return try condition()
-}
-
 extension EmulatorProcess {
     /// `count` pushes to `token` on one connection (the first alone: one stream until a
     /// provider token is accepted, then batches).

@@ -137,7 +137,7 @@ struct CommandLineTests {
         let emulator = try EmulatorProcess(["--demo", "on"], withKey: false)
         #expect(FileManager.default.fileExists(atPath: emulator.caPath))
         // The banner names the CA, the listeners and a working example.
-        try #require(try waitFor { emulator.stdout.contains("Send a push with curl") })
+        try #require(try eventually { emulator.stdout.contains("Send a push with curl") })
         let banner = emulator.stdout
         #expect(banner.contains(emulator.caPath))
         #expect(banner.contains(try emulator.address("sandbox").description))
@@ -158,7 +158,7 @@ struct CommandLineTests {
     @Test(arguments: [[String](), ["--listen", "127.0.0.1:0", "--sandbox-listen", "off", "--production-listen", "off"]])
     func bannerCommandsRunAsPrinted(extra: [String]) throws {
         let emulator = try EmulatorProcess(extra)
-        try #require(try waitFor { emulator.stdout.contains("see what arrived:") })
+        try #require(try eventually { emulator.stdout.contains("see what arrived:") })
         let banner = emulator.stdout
         #expect(!banner.contains("TEAMID:KEYID"), "no placeholders when a key is configured:\n\(banner)")
         #expect(banner.contains("\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)"))
@@ -182,16 +182,6 @@ struct CommandLineTests {
         let down = try run(EmulatorProcess.binary, ["readyz", "--admin", "127.0.0.1:1"])
         #expect(down.status == 1)
     }
-}
-
-/// Polls `condition` for up to five seconds.
-func waitFor(_ condition: () throws -> Bool) throws -> Bool {
-    let deadline = Date().addingTimeInterval(5)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(20_000)
-    }
-    return try condition()
 }
 
 @Suite("Documentation")

@@ -68,11 +68,12 @@ struct ControlPlaneTests {
         var background = try emulator.push(device.token, payload: #"{"aps":{"content-available":1}}"#)
         background.pushType = "background"
         background.priority = "5"
-        _ = try connection.send(background.request)
-        // `since` is inclusive and in milliseconds: keep clear of the earlier pushes' millisecond.
-        usleep(5000)
-        let before = Int64(Date().timeIntervalSince1970 * 1000)
-        usleep(5000)
+        let second = APNsResult(try connection.send(background.request))
+        // `since` is inclusive and in milliseconds: it starts just after the earlier pushes'
+        // millisecond, and the next push is sent once the clock is past that millisecond.
+        let secondAt = try #require(try emulator.admin("GET", "/api/v1/notifications/\(second.apnsID!)").json["receivedAtMs"]?.intValue)
+        let before = secondAt + 1
+        #expect(try eventually { Int64(Date().timeIntervalSince1970 * 1000) >= before })
         let bad = APNsResult(try connection.send(try emulator.push("00ff").request))
         #expect(bad.reason == "BadDeviceToken")
 
@@ -109,39 +110,41 @@ struct ControlPlaneTests {
         // The waiting request runs on another thread; its answer comes back through a lock.
         let answer = NSLock()
         nonisolated(unsafe) var reply: EmulatorProcess.AdminReply?
-        let started = Date()
         let thread = Thread {
-            let got = try? emulator.admin("GET", "/api/v1/notifications/wait?token=\(device.token)&timeout=10")
+            let got = try? emulator.admin("GET", "/api/v1/notifications/wait?token=\(device.token)&timeout=30")
             answer.withLock { reply = got }
         }
         thread.start()
-        usleep(300_000)
+        // Push once the emulator holds the long poll (its waiter gauge), so the push is the
+        // next match and not an earlier one.
+        #expect(try eventually { try emulator.metric("apns_emulator_admin_waiters") == 1 })
+        #expect(answer.withLock { reply } == nil, "nothing matched yet, so the long poll is still open")
         let pushed = APNsResult(try connection.send(try emulator.push(device.token).request))
         var waited: EmulatorProcess.AdminReply?
-        while waited == nil && Date().timeIntervalSince(started) < 10 {
-            waited = answer.withLock { reply }
-            if waited == nil { usleep(10_000) }
-        }
+        // A 200 is the push waking the poll (its own timeout would answer 408).
+        #expect(try eventually { waited = answer.withLock { reply }; return waited != nil })
         #expect(waited?.status == 200)
         #expect(waited?.json["apnsId"]?.stringValue == pushed.apnsID)
-        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(try emulator.metric("apns_emulator_admin_waiter_wakeups_total") == 1)
+        #expect(try emulator.metric("apns_emulator_admin_waiters") == 0)
 
         // With since, an earlier record counts.
         let since = try emulator.admin("GET", "/api/v1/notifications/wait?token=\(device.token)&timeout=1&since=0")
         #expect(since.status == 200)
         #expect(since.json["apnsId"]?.stringValue == pushed.apnsID)
-        // Nothing matches: 408 after the timeout.
-        let timeoutStart = Date()
+        // Nothing matches: the timeout answers, with 408.
         let none = try emulator.admin("GET", "/api/v1/notifications/wait?token=abcd&timeout=0.5")
         #expect(none.status == 408)
-        #expect(Date().timeIntervalSince(timeoutStart) >= 0.45)
+        #expect(none.json["error"]?.stringValue?.contains("no notification matched within 0.5 seconds") == true, "\(none.raw)")
+        #expect(try emulator.metric("apns_emulator_admin_waiter_wakeups_total") == 1, "the timeout is no wake-up")
     }
 
     @Test func eventsStreamEveryRecordAsItHappens() throws {
         let emulator = try EmulatorProcess()
         let device = try emulator.createDevice()
         let stream = try EventStreamReader(emulator)
-        usleep(200_000)
+        // The push goes out once the emulator has the stream registered (its stream gauge).
+        #expect(try eventually { try emulator.metric("apns_emulator_admin_event_streams") == 1 })
         let pushed = APNsResult(try emulator.connect().send(try emulator.push(device.token).request))
         let event = try #require(stream.next("notification"))
         #expect(event["apnsId"]?.stringValue == pushed.apnsID)

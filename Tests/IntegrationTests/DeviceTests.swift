@@ -63,27 +63,39 @@ final class DeviceProcess: @unchecked Sendable {
         input.fileHandleForWriting.write(Data((text + "\n").utf8))
     }
 
+    /// Writes bytes to stdin as they are (no newline added).
+    func write(_ text: String) {
+        input.fileHandleForWriting.write(Data(text.utf8))
+    }
+
+    func closeStdin() {
+        input.fileHandleForWriting.closeFile()
+    }
+
     /// The next event of `name` (events before it are consumed), within the timeout.
     func next(_ name: String, timeout: TimeInterval = 5) -> JSONValue? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        var found: JSONValue?
+        _ = try? eventually(timeout) {
             let store = lines.withLines { $0 }
-            var found: JSONValue?
             while found == nil && consumed < store.count {
                 if store[consumed]["event"]?.stringValue == name { found = store[consumed] }
                 consumed += 1
             }
-            if let found { return found }
-            usleep(5_000)
+            return found != nil
         }
-        return nil
+        return found
     }
 
-    /// Whether an event of `name` arrives within the timeout (without consuming others).
-    func none(_ name: String, within timeout: TimeInterval) -> Bool {
-        let start = max(consumed, 0)
-        usleep(useconds_t(timeout * 1_000_000))
-        return lines.withLines { store in !store[min(start, store.count)...].contains { $0["event"]?.stringValue == name } }
+    /// Whether no event of `name` comes before the answer to a `ping` sent now (the events up
+    /// to the `pong` are consumed). A barrier, not a pause: the emulator handles a device's
+    /// frames in order and writes everything for a connection in order on that connection, so
+    /// whatever it had sent the device before it read the ping (a delivery routed when a
+    /// provider got its answer, what a reconnect's hello brought) is printed before the pong.
+    func noneBeforePong(_ name: String) -> Bool {
+        let start = consumed
+        command("ping")
+        guard next("pong") != nil else { return false }
+        return lines.withLines { store in !store[start..<consumed].contains { $0["event"]?.stringValue == name } }
     }
 
     func registeredToken() throws -> String {
@@ -92,8 +104,7 @@ final class DeviceProcess: @unchecked Sendable {
     }
 
     func exitStatus(timeout: TimeInterval = 5) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
+        _ = try? eventually(timeout) { !process.isRunning }
         return process.isRunning ? nil : process.terminationStatus
     }
 }
@@ -114,7 +125,7 @@ struct DeviceTests {
         #expect(event["callbacks"] == ["serviceExtension", "willPresent"])
         #expect(event["display"] == "banner")
         // Acked: the record says delivered.
-        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "delivered" })
+        #expect(try eventually { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "delivered" })
         // A tap runs didReceive.
         device.command("tap \(result.apnsID!)")
         #expect(device.next("tapped")?["callbacks"] == ["didReceive"])
@@ -135,7 +146,7 @@ struct DeviceTests {
         let event = try #require(device.next("notification"))
         #expect(event["apnsId"]?.stringValue == second.apnsID)
         #expect(event["stored"] == true)
-        #expect(device.none("notification", within: 0.3))
+        #expect(device.noneBeforePong("notification"))
     }
 
     @Test func expirationZeroIsNotStoredForAnOfflineDevice() throws {
@@ -151,7 +162,7 @@ struct DeviceTests {
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "expired")
         device.command("online")
         #expect(device.next("online") != nil)
-        #expect(device.none("notification", within: 0.5))
+        #expect(device.noneBeforePong("notification"))
     }
 
     @Test func collapseIDReplacesTheShownNotification() throws {
@@ -167,7 +178,7 @@ struct DeviceTests {
         second.collapseID = "score"
         let b = APNsResult(try connection.send(second.request))
         #expect(device.next("notification")?["collapseId"] == "score")
-        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(a.apnsID!)").json["outcome"] == "coalesced" })
+        #expect(try eventually { try emulator.admin("GET", "/api/v1/notifications/\(a.apnsID!)").json["outcome"] == "coalesced" })
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(b.apnsID!)").json["outcome"] == "delivered")
     }
 
@@ -186,7 +197,7 @@ struct DeviceTests {
         #expect(results.allSatisfy { $0.status == 200 })
         #expect(device.next("notification")?["callbacks"] == ["didReceiveRemoteNotification"])
         #expect(device.next("notification") != nil)
-        #expect(device.none("notification", within: 0.5), "over-budget pushes print no line")
+        #expect(device.noneBeforePong("notification"), "over-budget pushes print no line")
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(results[2].apnsID!)").json["outcome"] == "throttled")
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(results[3].apnsID!)").json["outcome"] == "deferred")
     }
@@ -201,7 +212,7 @@ struct DeviceTests {
         #expect(event["callbacks"] == [])
         #expect(event["display"] == "none")
         #expect(event["reason"]?.stringValue?.contains("denied") == true)
-        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "dropped-by-system" })
+        #expect(try eventually { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "dropped-by-system" })
         // Changing permission does not change the token.
         device.command("permission authorized")
         #expect(device.next("appUpdated")?["authorization"] == "authorized")
@@ -218,7 +229,7 @@ struct DeviceTests {
         push.priority = "5"
         let result = APNsResult(try emulator.connect().send(push.request))
         #expect(result.status == 200)
-        #expect(device.none("notification", within: 0.5))
+        #expect(device.noneBeforePong("notification"))
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "deferred")
         device.command("foreground")
         let event = try #require(device.next("notification"))
@@ -265,19 +276,22 @@ struct DeviceTests {
         device = nil
         let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
         #expect(result.status == 200)
-        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "stored" })
+        #expect(try eventually { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "stored" })
         let again = try DeviceProcess(emulator, deviceID: "phone-10")
         #expect(try again.registeredToken() == token)
         #expect(again.next("notification")?["apnsId"]?.stringValue == result.apnsID)
-        #expect(try waitFor { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "delivered" })
+        #expect(try eventually { try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "delivered" })
     }
 
     @Test func endOfStdinIsNotAQuit() throws {
         let emulator = try EmulatorProcess()
         let device = try DeviceProcess(emulator, deviceID: "phone-11")
         let token = try device.registeredToken()
-        try device.process.standardInput.map { ($0 as! Pipe).fileHandleForWriting.closeFile() }
-        usleep(300_000)
+        // A last line without a newline runs at the end of input: its pong shows the device
+        // has read the end of stdin, and answered after it.
+        device.write("ping")
+        device.closeStdin()
+        #expect(device.next("pong") != nil)
         #expect(device.process.isRunning)
         let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
         #expect(device.next("notification")?["apnsId"]?.stringValue == result.apnsID)

@@ -91,19 +91,21 @@ final class EmulatorProcess: @unchecked Sendable {
         process.standardError = FileHandle(forWritingAtPath: directory + "/stderr.log")
         try process.run()
 
-        let deadline = Date().addingTimeInterval(20)
-        while true {
+        // The ready file is the emulator's readiness signal: written once every listener is bound.
+        var written: JSONValue?
+        _ = try eventually { [process] in
             if let data = FileManager.default.contents(atPath: readyPath), let value = try? JSONValue.parse(Array(data)) {
-                ready = value
-                break
+                written = value
+                return true
             }
-            if !process.isRunning || Date() > deadline {
-                let log = (try? String(contentsOfFile: directory + "/stderr.log", encoding: .utf8)) ?? ""
-                process.terminate()
-                throw HarnessError("emulator did not become ready: \(log)")
-            }
-            usleep(20_000)
+            return !process.isRunning
         }
+        guard let written else {
+            let log = (try? String(contentsOfFile: directory + "/stderr.log", encoding: .utf8)) ?? ""
+            process.terminate()
+            throw HarnessError("emulator did not become ready: \(log)")
+        }
+        ready = written
     }
 
     deinit {
@@ -310,6 +312,19 @@ final class AdminSocket: @unchecked Sendable {
     func exchange(_ bytes: [UInt8]) throws -> String {
         send(bytes)
         return readToEnd()
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds or `seconds` pass, and says whether it held.
+/// This is how a test waits for something to happen: for a readiness signal (a gauge in
+/// /metrics, a record's outcome, a file appearing, a socket closing, a process exiting), never
+/// for a fixed time. The deadline is a failure condition only, never a measurement.
+func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) throws -> Bool {
+    let deadline = Monotonic.nowMilliseconds() + Int64(seconds * 1000)
+    while true {
+        if try condition() { return true }
+        if Monotonic.nowMilliseconds() >= deadline { return false }
+        usleep(10_000)
     }
 }
 

@@ -105,7 +105,7 @@ struct StateDirTests {
         let delivered = APNsResult(try connection.send(try first.push(steadyToken, payload: #"{"aps":{"alert":"before"}}"#).request))
         #expect(delivered.status == 200)
         #expect(steady.next("notification")?["apnsId"]?.stringValue == delivered.apnsID)
-        #expect(try waitFor { try first.record(delivered.apnsID!)?["outcome"] == "delivered" })
+        #expect(try eventually { try first.record(delivered.apnsID!)?["outcome"] == "delivered" })
 
         // A device process that goes offline: its push is stored.
         let away = try DeviceProcess(first, deviceID: "away-phone")
@@ -143,7 +143,7 @@ struct StateDirTests {
         let event = try #require(away.next("notification", timeout: 10))
         #expect(event["apnsId"]?.stringValue == stored.apnsID)
         #expect(event["stored"] == true)
-        #expect(try waitFor { try second.record(stored.apnsID!)?["outcome"] == "delivered" })
+        #expect(try eventually { try second.record(stored.apnsID!)?["outcome"] == "delivered" })
 
         // The uninstalled token: 410 with the original timestamp.
         let again = try second.connect()
@@ -221,12 +221,10 @@ struct StateDirTests {
             thread.start()
         }
         // Crash once every worker runs and a good part has been answered, pushes in flight.
-        let deadline = Date().addingTimeInterval(60)
-        while (started.count < 4 || answered.count < 6000) && Date() < deadline { usleep(1000) }
+        #expect(try eventually(60) { started.count == 4 && answered.count >= 6000 })
         let ports = try first.samePorts()
         first.crash()
-        while finished.count < 4 && Date() < deadline.addingTimeInterval(30) { usleep(1000) }
-        #expect(finished.count == 4)
+        #expect(try eventually(30) { finished.count == 4 })
 
         let second = try EmulatorProcess(flags + ports)
         let journal = try second.admin("GET", "/api/v1/notifications?status=200&limit=50000").json["notifications"]?.arrayValue ?? []

@@ -43,12 +43,34 @@ final class GatedStore: StateStore, @unchecked Sendable {
 
 /// Runs tasks when asked, like an event loop that has not got round to them yet.
 final class QueueExecutor: CommitExecutor, @unchecked Sendable {
-    private let tasks = Locked<[@Sendable () -> Void]>([])
-    func execute(_ task: @escaping @Sendable () -> Void) { tasks.withLock { $0.append(task) } }
+    private let condition = NSCondition()
+    private var tasks: [@Sendable () -> Void] = []
+
+    func execute(_ task: @escaping @Sendable () -> Void) {
+        condition.lock()
+        tasks.append(task)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Runs what has been handed over so far; returns how many tasks that was.
     func runAll() -> Int {
-        let list = tasks.withLock { t in defer { t.removeAll() }; return t }
+        condition.lock()
+        let list = tasks
+        tasks.removeAll()
+        condition.unlock()
         list.forEach { $0() }
         return list.count
+    }
+
+    /// Waits until a task has been handed over (the writer thread hands tasks over after it
+    /// has announced the commit), then runs what is there; 0 if none came within the time.
+    func runAllWhenHandedOver(timeoutSeconds: Double = 30) -> Int {
+        condition.lock()
+        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        while tasks.isEmpty && condition.wait(until: deadline) {}
+        condition.unlock()
+        return runAll()
     }
 }
 
@@ -151,7 +173,7 @@ struct StateWriterTests {
         store.release()
         #expect(writer.waitUntilCommitted())
         // The writer hands the answer to its executor; it runs there.
-        while loop.runAll() == 0 { usleep(1000) }
+        #expect(loop.runAllWhenHandedOver() == 1)
         #expect(answered.withLock { $0 })
         #expect(writer.uncommittedTicket() == nil)
     }
@@ -200,7 +222,7 @@ struct StateWriterTests {
         let ticket = try #require(writer.uncommittedTicket())
         writer.afterCommit(ticket, on: loop) {}
         #expect(writer.waitUntilCommitted())
-        while loop.runAll() == 0 { usleep(1000) }
+        #expect(loop.runAllWhenHandedOver() == 1, "the held answer is released")
         let stats = writer.statistics
         #expect(stats.failure?.contains("disk full") == true)
         #expect(stats.writeErrors == 1 && stats.changesDropped == 1 && stats.recordsDropped == 1)
@@ -234,13 +256,10 @@ struct CommitGateTests {
         #expect(writer.waitUntilCommitted())
         // Everything is committed, but "a"'s release has not run yet: "c" waits behind it.
         #expect(gate.hold("c"))
-        var rounds = 0
-        while released.withLock({ $0.count }) < 3 && rounds < 1000 {
-            if loop.runAll() == 0 { usleep(1000) }
-            rounds += 1
-        }
+        while released.withLock({ $0.count }) < 3 && loop.runAllWhenHandedOver() > 0 {}
         #expect(released.withLock { $0 } == ["a", "b", "c"])
-        usleep(10_000)
+        // Everything is committed, so a gate that re-armed would have asked for a commit that
+        // is done, and that request is handed to the executor at once: no need to wait.
         #expect(loop.runAll() == 0, "nothing re-arms once all is released")
         #expect(!gate.hold("d"))
     }
