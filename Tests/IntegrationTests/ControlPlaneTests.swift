@@ -45,7 +45,7 @@ final class EventStreamReader {
 @Suite("Control plane: inspection API")
 struct ControlPlaneTests {
     @Test func infoTellsVersionUptimeAddressesAndCounts() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         _ = try emulator.createDevice()
         let info = try emulator.admin("GET", "/api/v1/info")
         #expect(info.status == 200)
@@ -59,7 +59,7 @@ struct ControlPlaneTests {
     }
 
     @Test func filtersLatestLookupAndDelete() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         var ok = try emulator.push(device.token)
@@ -104,7 +104,7 @@ struct ControlPlaneTests {
     }
 
     @Test func waitReturnsTheNextMatchOrAnEarlierOneWithSinceOr408() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         // The waiting request runs on another thread; its answer comes back through a lock.
@@ -140,7 +140,7 @@ struct ControlPlaneTests {
     }
 
     @Test func eventsStreamEveryRecordAsItHappens() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let stream = try EventStreamReader(emulator)
         // The push goes out once the emulator has the stream registered (its stream gauge).
@@ -154,7 +154,7 @@ struct ControlPlaneTests {
     }
 
     @Test func devicesGoOfflineAndOnlineAndTokensCanBeSetDirectly() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)", body: ["online": false]).json["online"] == false)
@@ -192,7 +192,7 @@ struct ControlPlaneTests {
     }
 
     @Test func reinstallRotateEraseAndRestoreGiveNewTokens() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         let reinstalled = try emulator.admin("POST", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)/reinstall")
@@ -216,7 +216,7 @@ struct ControlPlaneTests {
     }
 
     @Test func keysAndAppsAtRunTime() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice(bundleID: "com.runtime.app")
         let key = ProviderSigningKey(teamID: "RUNTIME001", keyID: "RUNKEY0001", privateKey: try .generate())
         var push = try emulator.push(device.token, topic: "com.runtime.app")
@@ -241,7 +241,7 @@ struct ControlPlaneTests {
     }
 
     @Test func metricsCountWhatHappened() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         for _ in 0..<3 { _ = try connection.send(try emulator.push(device.token).request) }
@@ -270,7 +270,7 @@ struct ControlPlaneTests {
 @Suite("Control plane: remaining endpoints")
 struct RemainingEndpointTests {
     @Test func devicesAppsTapTokensAndFaultByID() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.count == 1)
         // Install a second app on the same device.
@@ -314,7 +314,7 @@ struct RemainingEndpointTests {
     }
 
     @Test func uiAndAssetsAreServed() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let page = try emulator.admin("GET", "/")
         #expect(page.status == 200)
         #expect(page.raw.contains("<html"))

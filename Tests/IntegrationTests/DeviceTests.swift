@@ -112,7 +112,7 @@ final class DeviceProcess: @unchecked Sendable {
 @Suite("Simulated devices end to end (device CLI processes, real HTTP/2 provider)")
 struct DeviceTests {
     @Test func onlineDeliveryWithCallbacksAndDisplay() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-1", extra: ["--app-state", "foreground"])
         let token = try device.registeredToken()
         let result = APNsResult(try emulator.connect().send(
@@ -132,7 +132,7 @@ struct DeviceTests {
     }
 
     @Test func offlineStoreAndForwardDeliversTheNewestOnReconnect() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-2")
         let token = try device.registeredToken()
         device.command("offline")
@@ -150,7 +150,7 @@ struct DeviceTests {
     }
 
     @Test func expirationZeroIsNotStoredForAnOfflineDevice() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-3")
         let token = try device.registeredToken()
         device.command("offline")
@@ -166,7 +166,7 @@ struct DeviceTests {
     }
 
     @Test func collapseIDReplacesTheShownNotification() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-4")
         let token = try device.registeredToken()
         let connection = try emulator.connect()
@@ -183,7 +183,7 @@ struct DeviceTests {
     }
 
     @Test func backgroundBudgetThrottlesWithoutALine() throws {
-        let emulator = try EmulatorProcess(["--background-budget-per-hour", "2"])
+        let emulator = try EmulatorProcess(["--background-budget-per-hour", "2"], inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-5")
         let token = try device.registeredToken()
         let connection = try emulator.connect()
@@ -203,7 +203,7 @@ struct DeviceTests {
     }
 
     @Test func permissionDeniedAlertArrivesAndIsDropped() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-6", extra: ["--authorization", "denied"])
         let token = try device.registeredToken()
         let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
@@ -221,7 +221,7 @@ struct DeviceTests {
     }
 
     @Test func terminatedAppGetsItsBackgroundPushOnlyWhenLaunched() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-7", extra: ["--app-state", "terminated"])
         let token = try device.registeredToken()
         var push = try emulator.push(token, payload: #"{"aps":{"content-available":1}}"#)
@@ -238,7 +238,7 @@ struct DeviceTests {
     }
 
     @Test func uninstallThen410AndReinstallGivesANewToken() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-8")
         let token = try device.registeredToken()
         device.command("uninstall")
@@ -255,7 +255,7 @@ struct DeviceTests {
     }
 
     @Test func newestConnectionWinsAndTheOldCLIExits() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let first = try DeviceProcess(emulator, deviceID: "phone-9")
         let token = try first.registeredToken()
         let second = try DeviceProcess(emulator, deviceID: "phone-9")
@@ -267,7 +267,7 @@ struct DeviceTests {
     }
 
     @Test func abruptDisconnectLosesNothing() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         var device: DeviceProcess? = try DeviceProcess(emulator, deviceID: "phone-10")
         let token = try device!.registeredToken()
         // Kill the process outright: no goodbye.
@@ -284,7 +284,7 @@ struct DeviceTests {
     }
 
     @Test func endOfStdinIsNotAQuit() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-11")
         let token = try device.registeredToken()
         // A last line without a newline runs at the end of input: its pong shows the device
@@ -301,7 +301,7 @@ struct DeviceTests {
 @Suite("Devices: TLS socket and reset")
 struct DeviceSocketTests {
     @Test func deviceOverTLS() throws {
-        let emulator = try EmulatorProcess(["--device-tls"])
+        let emulator = try EmulatorProcess(["--device-tls"], inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "tls-phone", extra: ["--tls", "--ca", emulator.caPath])
         let token = try device.registeredToken()
         let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
@@ -309,7 +309,7 @@ struct DeviceSocketTests {
     }
 
     @Test func resetKeepsDeviceConnectionsAndReattachesThem() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "reset-phone")
         let before = try device.registeredToken()
         #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
