@@ -10,7 +10,8 @@ import PackageDescription
 //   SQLite         thin SQLite wrapper (the only unsafe code for it)
 //   StatePersistence  group-commit writer thread between the state lock and a StateStore
 //   SQLiteStateStore  the --state-dir backend (schema, rows) on SQLite
-//   EmulatorServer wiring: provider endpoint, admin API, devices
+//   EmulatorServer wiring: provider endpoint, admin API, devices; ui/ and docs/openapi.json are
+//                  embedded at build time by the EmbedAssets plugin (Plugins/)
 //   ProviderClient blocking HTTP/2 client + APNs helpers (send command, tests, benchmarks)
 //   DeviceClient   the device side of docs/device-protocol.md (device command, tests)
 //   apns-emulator  the command-line tool
@@ -43,7 +44,13 @@ let package = Package(
         .target(name: "SQLiteStateStore", dependencies: ["APNsCore", "SQLite"], swiftSettings: swiftSettings),
         .target(name: "EmulatorServer",
                 dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore", "Locking"],
-                swiftSettings: swiftSettings),
+                swiftSettings: swiftSettings,
+                plugins: ["EmbedAssets"]),
+        // Writes ui/* and docs/openapi.json into EmulatorServer as string literals (UIAssets) at
+        // build time. Not SwiftPM's embedInCode resources: byte-array literals made a clean debug
+        // build about ten times slower.
+        .plugin(name: "EmbedAssets", capability: .buildTool(), dependencies: ["embed-assets-tool"]),
+        .executableTarget(name: "embed-assets-tool", path: "Plugins/EmbedAssetsTool"),
         .target(name: "ProviderClient",
                 dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking"],
                 swiftSettings: swiftSettings),
