@@ -11,7 +11,8 @@ import PackageDescription
 //   StatePersistence  group-commit writer thread between the state lock and a StateStore
 //   SQLiteStateStore  the --state-dir backend (schema, rows) on SQLite
 //   CommandLineOptions  flags, APNS_EMULATOR_* variables and --config files → option values
-//   EmulatorServer wiring: provider endpoint, admin API, devices
+//   EmulatorServer wiring: provider endpoint, admin API, devices; ui/ and docs/openapi.json are
+//                  embedded at build time by the EmbedAssets plugin (Plugins/)
 //   ProviderClient blocking HTTP/2 client + APNs helpers (send command, tests, benchmarks)
 //   DeviceClient   the device side of docs/device-protocol.md (device command, tests)
 //   APNsEmulatorTesting  an emulator inside `swift test`, with a typed admin client
@@ -52,7 +53,13 @@ let package = Package(
         .target(name: "CommandLineOptions", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
         .target(name: "EmulatorServer",
                 dependencies: ["APNsCore", "CommandLineOptions", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore", "Locking"],
-                swiftSettings: swiftSettings),
+                swiftSettings: swiftSettings,
+                plugins: ["EmbedAssets"]),
+        // Writes ui/* and docs/openapi.json into EmulatorServer as string literals (UIAssets) at
+        // build time. Not SwiftPM's embedInCode resources: byte-array literals made a clean debug
+        // build about ten times slower.
+        .plugin(name: "EmbedAssets", capability: .buildTool(), dependencies: ["embed-assets-tool"]),
+        .executableTarget(name: "embed-assets-tool", path: "Plugins/EmbedAssetsTool"),
         .target(name: "ProviderClient",
                 dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking"],
                 swiftSettings: swiftSettings),

@@ -1,4 +1,6 @@
-/// Files served by the admin listener, embedded in the binary (see scripts/embed-assets).
+/// Files served by the admin listener, embedded in the binary: the EmbedAssets build-tool plugin
+/// (Plugins/) generates `files` (ui/*: name -> (Content-Type, text)) and `openAPI`
+/// (docs/openapi.json) from the repository's files at build time.
 enum UIAssets {
     static func response(for name: String) -> AdminResponse {
         guard let (type, text) = files[name] else { return .error(404, "no such file: \(name)") }

@@ -1,0 +1,32 @@
+import Foundation
+import PackagePlugin
+
+/// Build-tool plugin of EmulatorServer: embeds the web UI (ui/*) and the OpenAPI document
+/// (docs/openapi.json) in the binary. It runs embed-assets-tool, which writes one Swift file of
+/// string literals (UIAssets.files, UIAssets.openAPI) into the build directory. The files are
+/// the command's inputs, so editing one rebuilds; nothing generated is committed.
+@main
+struct EmbedAssets: BuildToolPlugin {
+    /// The file types the UI may use; others in ui/ are not served.
+    static let extensions: Set<String> = ["html", "js", "css", "svg", "json"]
+
+    func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
+        let root = context.package.directoryURL
+        let ui = root.appending(path: "ui", directoryHint: .isDirectory)
+        let openAPI = root.appending(path: "docs/openapi.json", directoryHint: .notDirectory)
+        let files = try FileManager.default.contentsOfDirectory(atPath: ui.path(percentEncoded: false))
+            .sorted()
+            .map { ui.appending(path: $0, directoryHint: .notDirectory) }
+            .filter { Self.extensions.contains($0.pathExtension) }
+        let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedAssets.swift", directoryHint: .notDirectory)
+        return [
+            .buildCommand(
+                displayName: "Embedding ui/ and docs/openapi.json in \(target.name)",
+                executable: try context.tool(named: "embed-assets-tool").url,
+                arguments: [output.path(percentEncoded: false), openAPI.path(percentEncoded: false)]
+                    + files.map { $0.path(percentEncoded: false) },
+                inputFiles: [openAPI] + files,
+                outputFiles: [output]),
+        ]
+    }
+}
