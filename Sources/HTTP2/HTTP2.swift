@@ -18,7 +18,7 @@
 //   data holds the slot index, so there is no per-request dictionary.
 // - Header blocks are built in one session-owned scratch buffer (nv array + bytes) sized up
 //   front; nghttp2 copies the fields during the submit call, so no pointer escapes it.
-//   `:status` and common status values are static bytes.
+//   The `:status` name is static bytes; its three digits are written into the scratch.
 // - Request bodies are kept up to `maxBufferedBody` bytes; the rest is only counted.
 // - A session is confined to one thread at a time (see the class docs).
 //
