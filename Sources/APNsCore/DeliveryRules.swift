@@ -41,21 +41,11 @@ public struct DeliveryVerdict: Sendable, Equatable {
     public var callbacks: [String]
     public var display: Display
     /// `delivered`, or `droppedBySystem` when nothing reaches the app or the user.
-    public var outcome: DeliveryOutcome
+    public var outcome: DeliveryOutcome = .delivered
     /// Why the system dropped it or what it left out, in plain words.
-    public var reason: String?
+    public var reason: String? = nil
     /// The background wake used one unit of the app's background budget.
-    public var usedBackgroundBudget: Bool
-
-    public init(callbacks: [String], display: Display, outcome: DeliveryOutcome = .delivered, reason: String? = nil,
-                usedBackgroundBudget: Bool = false)
-    {
-        self.callbacks = callbacks
-        self.display = display
-        self.outcome = outcome
-        self.reason = reason
-        self.usedBackgroundBudget = usedBackgroundBudget
-    }
+    public var usedBackgroundBudget = false
 }
 
 /// Why a background push is held back instead of handed to the app.
