@@ -1,15 +1,15 @@
 /// The app's notification permission (device-model.md, "Permission states").
-public enum Authorization: String, Sendable, CaseIterable, Codable {
+public enum Authorization: String, Sendable, CaseIterable {
     case notDetermined, denied, authorized, provisional, ephemeral
 }
 
 /// The app's run state (device-model.md, "App state decides the callback").
-public enum AppState: String, Sendable, CaseIterable, Codable {
+public enum AppState: String, Sendable, CaseIterable {
     case foreground, background, suspended, notRunning, terminated
 }
 
 /// What the user sees.
-public enum Display: String, Sendable, Codable {
+public enum Display: String, Sendable {
     case banner, notificationCenter, none
 }
 

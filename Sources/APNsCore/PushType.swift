@@ -1,5 +1,5 @@
 /// The eleven `apns-push-type` values and what each one requires (reference §2.3).
-public enum PushType: String, Sendable, CaseIterable, Codable {
+public enum PushType: String, Sendable, CaseIterable {
     case alert, background, complication, controls, fileprovider, liveactivity, location, mdm,
         pushtotalk, voip, widgets
 
@@ -80,7 +80,7 @@ public enum PushType: String, Sendable, CaseIterable, Codable {
 /// What kind of token a device hands out. Each kind is bound to one topic form: a regular app
 /// token serves `<bundle>`, a PushKit VoIP token serves `<bundle>.voip`, and so on. A push whose
 /// topic differs from the token's topic gets `DeviceTokenNotForTopic` (§2.1).
-public enum TokenKind: String, Sendable, CaseIterable, Codable {
+public enum TokenKind: String, Sendable, CaseIterable {
     case app, voip, complication, controls, fileprovider, liveactivity, location, pushtotalk, widgets
 
     public var topicSuffix: String {

@@ -1,6 +1,6 @@
 /// Every reason string APNs returns for device pushes, with its HTTP status (reference §4.3).
 /// Raw values are Apple's exact spellings.
-public enum APNsReason: String, Sendable, CaseIterable, Codable {
+public enum APNsReason: String, Sendable, CaseIterable {
     case badCollapseId = "BadCollapseId"
     case badDeviceToken = "BadDeviceToken"
     case badExpirationDate = "BadExpirationDate"
