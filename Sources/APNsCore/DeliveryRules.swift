@@ -172,12 +172,4 @@ public struct BackgroundBudget: Sendable, Equatable {
         arrival = max(arrival, scaled(nowMs)) + Self.hour
         return true
     }
-
-    /// When the next wake is available (ms); now if one is, `Int64.max` if never.
-    public func nextAvailable(nowMs: Int64) -> Int64 {
-        guard perHour > 0 else { return Int64.max }
-        if available(nowMs: nowMs) { return nowMs }
-        let earliest = arrival - Int64(perHour - 1) * Self.hour
-        return (earliest + Int64(perHour) - 1) / Int64(perHour)
-    }
 }

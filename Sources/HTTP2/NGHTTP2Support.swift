@@ -8,13 +8,10 @@ import CNghttp2
 enum FrameType {
     static let data = UInt8(NGHTTP2_DATA.rawValue)
     static let headers = UInt8(NGHTTP2_HEADERS.rawValue)
-    static let priority = UInt8(NGHTTP2_PRIORITY.rawValue)
     static let rstStream = UInt8(NGHTTP2_RST_STREAM.rawValue)
     static let settings = UInt8(NGHTTP2_SETTINGS.rawValue)
-    static let pushPromise = UInt8(NGHTTP2_PUSH_PROMISE.rawValue)
     static let ping = UInt8(NGHTTP2_PING.rawValue)
     static let goAway = UInt8(NGHTTP2_GOAWAY.rawValue)
-    static let windowUpdate = UInt8(NGHTTP2_WINDOW_UPDATE.rawValue)
 }
 
 enum FrameFlag {
@@ -33,7 +30,6 @@ enum LibError {
     static let nomem = NGHTTP2_ERR_NOMEM.rawValue
     static let callbackFailure = NGHTTP2_ERR_CALLBACK_FAILURE.rawValue
     static let temporalCallbackFailure = NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
-    static let sessionClosing = NGHTTP2_ERR_SESSION_CLOSING.rawValue
 }
 
 func libErrorText(_ code: Int32) -> String {
