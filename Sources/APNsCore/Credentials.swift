@@ -70,12 +70,7 @@ public struct Credentials: Sendable {
     public init() {}
 
     public mutating func takeChangedIDs() -> (keys: Set<String>, apps: Set<String>) {
-        guard !changedKeys.isEmpty || !changedApps.isEmpty else { return ([], []) }
-        defer {
-            changedKeys = []
-            changedApps = []
-        }
-        return (changedKeys, changedApps)
+        (takeAll(&changedKeys), takeAll(&changedApps))
     }
 
     public mutating func add(_ key: ProviderKey) {

@@ -123,11 +123,7 @@ public struct DeliveryState: Sendable {
         if tracksChanges { waitingChanges.append(.notificationDone(sequence: sequence)) }
     }
 
-    public mutating func takeWaitingChanges() -> [StateChange] {
-        guard !waitingChanges.isEmpty else { return [] }
-        defer { waitingChanges = [] }
-        return waitingChanges
-    }
+    public mutating func takeWaitingChanges() -> [StateChange] { takeAll(&waitingChanges) }
 
     /// Every waiting notification with its slot, oldest first (a reset's snapshot).
     public var waiting: [WaitingNotification] {

@@ -1,15 +1,15 @@
 /// The app's notification permission (docs/device-model.md, "Permission").
-public enum Authorization: String, Sendable, CaseIterable, Codable {
+public enum Authorization: String, Sendable, CaseIterable {
     case notDetermined, denied, authorized, provisional, ephemeral
 }
 
 /// The app's run state (docs/device-model.md, "Delivery rules").
-public enum AppState: String, Sendable, CaseIterable, Codable {
+public enum AppState: String, Sendable, CaseIterable {
     case foreground, background, suspended, notRunning, terminated
 }
 
 /// What the user sees.
-public enum Display: String, Sendable, Codable {
+public enum Display: String, Sendable {
     case banner, notificationCenter, none
 }
 
@@ -41,21 +41,11 @@ public struct DeliveryVerdict: Sendable, Equatable {
     public var callbacks: [String]
     public var display: Display
     /// `delivered`, or `droppedBySystem` when nothing reaches the app or the user.
-    public var outcome: DeliveryOutcome
+    public var outcome: DeliveryOutcome = .delivered
     /// Why the system dropped it or what it left out, in plain words.
-    public var reason: String?
+    public var reason: String? = nil
     /// The background wake used one unit of the app's background budget.
-    public var usedBackgroundBudget: Bool
-
-    public init(callbacks: [String], display: Display, outcome: DeliveryOutcome = .delivered, reason: String? = nil,
-                usedBackgroundBudget: Bool = false)
-    {
-        self.callbacks = callbacks
-        self.display = display
-        self.outcome = outcome
-        self.reason = reason
-        self.usedBackgroundBudget = usedBackgroundBudget
-    }
+    public var usedBackgroundBudget = false
 }
 
 /// Why a background push is held back instead of handed to the app.
@@ -181,13 +171,5 @@ public struct BackgroundBudget: Sendable, Equatable {
         guard available(nowMs: nowMs) else { return false }
         arrival = max(arrival, scaled(nowMs)) + Self.hour
         return true
-    }
-
-    /// When the next wake is available (ms); now if one is, `Int64.max` if never.
-    public func nextAvailable(nowMs: Int64) -> Int64 {
-        guard perHour > 0 else { return Int64.max }
-        if available(nowMs: nowMs) { return nowMs }
-        let earliest = arrival - Int64(perHour - 1) * Self.hour
-        return (earliest + Int64(perHour) - 1) / Int64(perHour)
     }
 }

@@ -143,12 +143,7 @@ public struct DeviceRegistry: Sendable {
 
     /// The ids of devices and tokens changed since the last call (persistence).
     public mutating func takeChangedIDs() -> (devices: Set<String>, tokens: Set<String>) {
-        guard !changedDevices.isEmpty || !changedTokens.isEmpty else { return ([], []) }
-        defer {
-            changedDevices = []
-            changedTokens = []
-        }
-        return (changedDevices, changedTokens)
+        (takeAll(&changedDevices), takeAll(&changedTokens))
     }
 
     private mutating func noteDevice(_ id: String) { if tracksChanges { changedDevices.insert(id) } }

@@ -94,12 +94,6 @@ public enum Hex {
         public var hasUppercase: Bool
         /// A '/' or '?': the path has more than a token after /3/device/.
         public var hasPathDelimiter: Bool
-
-        public init(isEvenLengthHex: Bool, hasUppercase: Bool, hasPathDelimiter: Bool) {
-            self.isEvenLengthHex = isEvenLengthHex
-            self.hasUppercase = hasUppercase
-            self.hasPathDelimiter = hasPathDelimiter
-        }
     }
 
     /// Classifies a token in a single pass over its bytes (this runs for every request).

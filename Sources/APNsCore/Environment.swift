@@ -1,5 +1,5 @@
 /// The two APNs environments. A device token belongs to exactly one of them.
-public enum APNsEnvironment: String, Sendable, CaseIterable, Codable {
+public enum APNsEnvironment: String, Sendable, CaseIterable {
     case sandbox
     case production
 

@@ -123,38 +123,23 @@ private struct JSONParser {
         guard index < bytes.count else { throw error("unexpected end of input") }
         switch bytes[index] {
         case UInt8(ascii: "{"):
-            index += 1
             var object = JSONObject()
-            skipWhitespace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(object) }
-            while true {
-                skipWhitespace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
-                let key = try parseString()
-                skipWhitespace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
-                index += 1
-                let value = try parseValue(depth: depth + 1)
-                object.members.append((key, value))
-                skipWhitespace()
-                guard index < bytes.count else { throw error("unterminated object") }
-                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-                if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(object) }
-                throw error("expected ',' or '}'")
+            try parseItems(upTo: "}", of: "object") { (p) throws(JSONParseError) in
+                p.skipWhitespace()
+                guard p.index < p.bytes.count, p.bytes[p.index] == UInt8(ascii: "\"") else { throw p.error("expected a string key") }
+                let key = try p.parseString()
+                p.skipWhitespace()
+                guard p.index < p.bytes.count, p.bytes[p.index] == UInt8(ascii: ":") else { throw p.error("expected ':'") }
+                p.index += 1
+                object.members.append((key, try p.parseValue(depth: depth + 1)))
             }
+            return .object(object)
         case UInt8(ascii: "["):
-            index += 1
             var array = [JSONValue]()
-            skipWhitespace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(array) }
-            while true {
-                array.append(try parseValue(depth: depth + 1))
-                skipWhitespace()
-                guard index < bytes.count else { throw error("unterminated array") }
-                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-                if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(array) }
-                throw error("expected ',' or ']'")
+            try parseItems(upTo: "]", of: "array") { (p) throws(JSONParseError) in
+                array.append(try p.parseValue(depth: depth + 1))
             }
+            return .array(array)
         case UInt8(ascii: "\""):
             return .string(try parseString())
         case UInt8(ascii: "t"):
@@ -168,6 +153,24 @@ private struct JSONParser {
             return .null
         default:
             return try parseNumber()
+        }
+    }
+
+    /// The items of an object or array, from its opening byte to `close`, separated by ','
+    /// (`item` parses one).
+    mutating func parseItems(upTo close: Unicode.Scalar, of what: String,
+                             _ item: (inout JSONParser) throws(JSONParseError) -> Void) throws(JSONParseError) {
+        let close = UInt8(ascii: close)
+        index += 1
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == close { index += 1; return }
+        while true {
+            try item(&self)
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unterminated \(what)") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == close { index += 1; return }
+            throw error("expected ',' or '\(Character(Unicode.Scalar(close)))'")
         }
     }
 

@@ -60,37 +60,34 @@ public enum JSONValidator {
         }
 
         mutating func object(depth: Int) -> Bool {
-            guard depth <= JSONValidator.maxDepth else { return false }
-            index += 1  // {
-            skipWhitespace()
-            if peek() == UInt8(ascii: "}") { index += 1; return true }
-            while true {
-                skipWhitespace()
-                guard peek() == UInt8(ascii: "\""), string() else { return false }
-                skipWhitespace()
-                guard peek() == UInt8(ascii: ":") else { return false }
-                index += 1
-                guard value(depth: depth) else { return false }
-                skipWhitespace()
-                switch peek() {
-                case UInt8(ascii: ","): index += 1
-                case UInt8(ascii: "}"): index += 1; return true
-                default: return false
-                }
+            items(upTo: UInt8(ascii: "}"), depth: depth) { s in
+                s.skipWhitespace()
+                guard s.peek() == UInt8(ascii: "\""), s.string() else { return false }
+                s.skipWhitespace()
+                guard s.peek() == UInt8(ascii: ":") else { return false }
+                s.index += 1
+                return s.value(depth: depth)
             }
         }
 
         mutating func array(depth: Int) -> Bool {
+            items(upTo: UInt8(ascii: "]"), depth: depth) { $0.value(depth: depth) }
+        }
+
+        /// The items of an object or array, from its opening byte to `close`, separated by ','
+        /// (`item` checks one).
+        @inline(__always)
+        mutating func items(upTo close: UInt8, depth: Int, _ item: (inout Scanner) -> Bool) -> Bool {
             guard depth <= JSONValidator.maxDepth else { return false }
-            index += 1  // [
+            index += 1  // { or [
             skipWhitespace()
-            if peek() == UInt8(ascii: "]") { index += 1; return true }
+            if peek() == close { index += 1; return true }
             while true {
-                guard value(depth: depth) else { return false }
+                guard item(&self) else { return false }
                 skipWhitespace()
                 switch peek() {
                 case UInt8(ascii: ","): index += 1
-                case UInt8(ascii: "]"): index += 1; return true
+                case close: index += 1; return true
                 default: return false
                 }
             }

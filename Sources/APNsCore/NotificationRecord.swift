@@ -105,7 +105,7 @@ public struct NotificationRecord: Sendable {
 }
 
 /// Where an accepted notification ended up. Rejected requests never enter delivery.
-public enum DeliveryOutcome: String, Sendable, Codable {
+public enum DeliveryOutcome: String, Sendable {
     case rejected
     /// Accepted; not yet delivered or otherwise settled.
     case pending

@@ -15,15 +15,16 @@ public struct TokenPolicy: Sendable {
 /// What a verified token grants for one request. A class, like `ProviderKey`: every
 /// request on the connection shares the one instance made when the token was verified.
 public final class AuthenticatedProvider: Sendable {
-    public let teamID: String
     public let key: ProviderKey
     public let issuedAt: Int64
     public let token: ProviderToken
     /// The credentials generation at which this connection was bound to its team.
     public let boundAtGeneration: UInt64
 
-    init(teamID: String, key: ProviderKey, issuedAt: Int64, token: ProviderToken, boundAtGeneration: UInt64) {
-        self.teamID = teamID
+    /// The key's team.
+    public var teamID: String { key.teamID }
+
+    init(key: ProviderKey, issuedAt: Int64, token: ProviderToken, boundAtGeneration: UInt64) {
         self.key = key
         self.issuedAt = issuedAt
         self.token = token
@@ -223,7 +224,7 @@ public struct ConnectionAuthenticator: Sendable {
             boundGeneration = credentialsGeneration
             firstKey = key
         }
-        let provider = AuthenticatedProvider(teamID: key.teamID, key: key, issuedAt: issuedAt, token: token,
+        let provider = AuthenticatedProvider(key: key, issuedAt: issuedAt, token: token,
                                              boundAtGeneration: boundGeneration)
         // Re-signed claims keep the first use of those claims, so the 20-minute clock runs on.
         let sameClaims = verified.first { $0.provider.key.keyID == key.keyID && $0.provider.issuedAt == issuedAt }

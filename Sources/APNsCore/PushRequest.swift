@@ -36,12 +36,8 @@ struct APNsHeaderFields {
     /// `:authority`, or the `host` header some clients send instead (aioapns does).
     var authority: String?
     var authorization: String?
-    var apnsID: String?
-    var expiration: String?
-    var priority: String?
-    var topic: String?
-    var pushType: String?
-    var collapseID: String?
+    /// `apns-id`, `apns-expiration`, `apns-priority`, `apns-topic`, `apns-push-type`, `apns-collapse-id`.
+    var apnsID, expiration, priority, topic, pushType, collapseID: String?
     /// The first header name that appears more than once.
     var duplicate: String?
     /// Where `authorization` is in the list (its signature is not kept in records).

@@ -1,6 +1,6 @@
 /// The eleven `apns-push-type` values and what each one requires (docs/apns-behaviour.md,
 /// "Push types and topics").
-public enum PushType: String, Sendable, CaseIterable, Codable {
+public enum PushType: String, Sendable, CaseIterable {
     case alert, background, complication, controls, fileprovider, liveactivity, location, mdm,
         pushtotalk, voip, widgets
 
@@ -84,7 +84,7 @@ public enum PushType: String, Sendable, CaseIterable, Codable {
 /// token serves `<bundle>`, a PushKit VoIP token serves `<bundle>.voip`, and so on. A push whose
 /// topic differs from the token's topic gets `DeviceTokenNotForTopic`
 /// (docs/apns-behaviour.md, "Device tokens").
-public enum TokenKind: String, Sendable, CaseIterable, Codable {
+public enum TokenKind: String, Sendable, CaseIterable {
     case app, voip, complication, controls, fileprovider, liveactivity, location, pushtotalk, widgets
 
     public var topicSuffix: String {

@@ -1,7 +1,7 @@
 /// Every reason string APNs returns for device pushes, with its HTTP status
 /// (docs/apns-behaviour.md, "Reasons and statuses").
 /// Raw values are Apple's exact spellings.
-public enum APNsReason: String, Sendable, CaseIterable, Codable {
+public enum APNsReason: String, Sendable, CaseIterable {
     case badCollapseId = "BadCollapseId"
     case badDeviceToken = "BadDeviceToken"
     case badExpirationDate = "BadExpirationDate"

@@ -184,3 +184,12 @@ extension World {
         return world
     }
 }
+
+/// Hands out the changes marked since the last call and leaves `marks` empty (an empty
+/// `marks` is left alone).
+@inline(__always)
+func takeAll<Marks: Collection & ExpressibleByArrayLiteral>(_ marks: inout Marks) -> Marks {
+    if marks.isEmpty { return [] }
+    defer { marks = [] }
+    return marks
+}

@@ -157,41 +157,39 @@ public enum DeviceRequest: Sendable {
     case ping
     case ack(id: Int64)
 
-    /// The frame as sent on the wire (without the line end).
+    /// The frame's `type`.
+    var type: String {
+        switch self {
+        case .app: "app"
+        case .device: "device"
+        case .install: "install"
+        case .uninstall: "uninstall"
+        case .rotate: "rotate"
+        case .erase: "erase"
+        case .restore: "restore"
+        case .tap: "tap"
+        case .ping: "ping"
+        case .ack: "ack"
+        }
+    }
+
+    /// The frame as sent on the wire (without the line end): `type` first, then the fields.
     public var frame: JSONValue {
         var object = JSONObject()
+        object["type"] = .string(type)
         switch self {
         case .app(let bundleID, let appState, let authorization, let backgroundMode):
-            object["type"] = "app"
             object["bundleId"] = .string(bundleID)
             if let appState { object["appState"] = .string(appState.rawValue) }
             if let authorization { object["authorization"] = .string(authorization.rawValue) }
             if let backgroundMode { object["backgroundMode"] = .bool(backgroundMode) }
-        case .device(let lowPowerMode):
-            object["type"] = "device"
-            object["lowPowerMode"] = .bool(lowPowerMode)
-        case .install(let app):
-            object["type"] = "install"
-            object.members.append(contentsOf: app.protocolFields.members)
-        case .uninstall(let bundleID):
-            object["type"] = "uninstall"
-            object["bundleId"] = .string(bundleID)
-        case .rotate(let bundleID):
-            object["type"] = "rotate"
-            object["bundleId"] = .string(bundleID)
-        case .erase:
-            object["type"] = "erase"
-        case .restore(let fromDeviceID):
-            object["type"] = "restore"
-            object["fromDeviceId"] = .string(fromDeviceID)
-        case .tap(let apnsID):
-            object["type"] = "tap"
-            object["apnsId"] = .string(apnsID)
-        case .ping:
-            object["type"] = "ping"
-        case .ack(let id):
-            object["type"] = "ack"
-            object["id"] = .int(id)
+        case .device(let lowPowerMode): object["lowPowerMode"] = .bool(lowPowerMode)
+        case .install(let app): object.members.append(contentsOf: app.protocolFields.members)
+        case .uninstall(let bundleID), .rotate(let bundleID): object["bundleId"] = .string(bundleID)
+        case .restore(let fromDeviceID): object["fromDeviceId"] = .string(fromDeviceID)
+        case .tap(let apnsID): object["apnsId"] = .string(apnsID)
+        case .ack(let id): object["id"] = .int(id)
+        case .erase, .ping: break
         }
         return .object(object)
     }

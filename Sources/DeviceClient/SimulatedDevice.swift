@@ -205,9 +205,6 @@ public final class SimulatedDevice {
         return try DeliveredNotification(frame: frame)
     }
 
-    /// Frames read but not taken yet, oldest first (without taking them).
-    public var queuedMessages: [JSONObject] { inbox.map(\.message) }
-
     // MARK: Writing
 
     /// Sends one frame (a JSON value, written as one line). Use it for anything, including

@@ -109,6 +109,4 @@ final class EventStreamClient: @unchecked Sendable {
             http.sendStreamChunk(chunk.bytes)
         }
     }
-
-    var queuedBytes: Int { queue.withLock { $0.bytes } }
 }

@@ -108,8 +108,6 @@ struct HTTP1RequestParser {
         return decoded.count + bufferedCount
     }
 
-    var isReadingHead: Bool { if case .head = phase { return true } else { return false } }
-
     /// The next request head, nil until it is complete. After a head, call `nextBody()`.
     mutating func nextHead() throws(HTTP1Failure) -> HTTP1RequestHead? {
         guard case .head = phase else { return nil }

@@ -75,6 +75,19 @@ struct PrometheusText {
         text += " " + Self.format(value) + "\n"
     }
 
+    /// A family with one sample and no labels.
+    mutating func single(_ name: String, _ type: String, _ help: String, _ value: Double) {
+        family(name, type, help)
+        sample(name, [], value)
+    }
+
+    /// A family with one sample per value of the label `label`, in the order given.
+    mutating func labelled(_ name: String, _ type: String, _ help: String, by label: String,
+                           _ samples: some Sequence<(String, Double)>) {
+        family(name, type, help)
+        for (labelValue, value) in samples { sample(name, [(label, labelValue)], value) }
+    }
+
     static func escape(_ value: String) -> String {
         value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
             .replacingOccurrences(of: "\n", with: "\\n")
@@ -102,26 +115,20 @@ extension Emulator {
                                                            ("push_type", key.pushType), ("environment", key.environment.rawValue)],
                      Double(value))
         }
-        p.family("apns_emulator_delivery_outcomes_total", "counter",
-                 "Accepted notifications entering each delivery state (stored, delivered, expired, coalesced, throttled, deferred, dropped-by-system, pending).")
-        for (outcome, value) in counters.outcomes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            p.sample("apns_emulator_delivery_outcomes_total", [("outcome", outcome.rawValue)], Double(value))
-        }
-        p.family("apns_emulator_jwt_verifications_total", "counter",
-                 "Provider tokens checked afresh (cache misses) by result: valid, or the APNs reason.")
-        for (result, value) in counters.jwtVerifications.sorted(by: { $0.key < $1.key }) {
-            p.sample("apns_emulator_jwt_verifications_total", [("result", result)], Double(value))
-        }
-        p.family("apns_emulator_fault_rules_fired_total", "counter", "Requests a fault rule acted on, by rule id.")
-        for (rule, value) in counters.faultsFired.sorted(by: { $0.key < $1.key }) {
-            p.sample("apns_emulator_fault_rules_fired_total", [("rule", rule)], Double(value))
-        }
-        p.family("apns_emulator_provider_connections", "gauge", "Open provider (HTTP/2) connections.")
-        p.sample("apns_emulator_provider_connections", [], Double(providers.openConnections.load(ordering: .relaxed)))
-        p.family("apns_emulator_provider_connections_total", "counter", "Provider connections accepted.")
-        p.sample("apns_emulator_provider_connections_total", [], Double(providers.connectionsTotal.load(ordering: .relaxed)))
-        p.family("apns_emulator_streams_total", "counter", "HTTP/2 requests (streams) answered on provider connections.")
-        p.sample("apns_emulator_streams_total", [], Double(providers.streamsTotal.load(ordering: .relaxed)))
+        p.labelled("apns_emulator_delivery_outcomes_total", "counter",
+                   "Accepted notifications entering each delivery state (stored, delivered, expired, coalesced, throttled, deferred, dropped-by-system, pending).",
+                   by: "outcome", counters.outcomes.map { ($0.key.rawValue, Double($0.value)) }.sorted { $0.0 < $1.0 })
+        p.labelled("apns_emulator_jwt_verifications_total", "counter",
+                   "Provider tokens checked afresh (cache misses) by result: valid, or the APNs reason.",
+                   by: "result", counters.jwtVerifications.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
+        p.labelled("apns_emulator_fault_rules_fired_total", "counter", "Requests a fault rule acted on, by rule id.",
+                   by: "rule", counters.faultsFired.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
+        p.single("apns_emulator_provider_connections", "gauge", "Open provider (HTTP/2) connections.",
+                 Double(providers.openConnections.load(ordering: .relaxed)))
+        p.single("apns_emulator_provider_connections_total", "counter", "Provider connections accepted.",
+                 Double(providers.connectionsTotal.load(ordering: .relaxed)))
+        p.single("apns_emulator_streams_total", "counter", "HTTP/2 requests (streams) answered on provider connections.",
+                 Double(providers.streamsTotal.load(ordering: .relaxed)))
         let latency = providers.latency.snapshot()
         p.family("apns_emulator_request_duration_seconds", "histogram",
                  "Time from a complete request to its response being queued (fault delays included).")
@@ -131,25 +138,19 @@ extension Emulator {
         p.sample("apns_emulator_request_duration_seconds_bucket", [("le", "+Inf")], Double(latency.count))
         p.sample("apns_emulator_request_duration_seconds_sum", [], latency.sum)
         p.sample("apns_emulator_request_duration_seconds_count", [], Double(latency.count))
-        p.family("apns_emulator_connections_refused_total", "counter",
-                 "Connections closed on arrival because --max-connections of their kind were open.")
-        for budget in [providerBudget, deviceBudget] {
-            p.sample("apns_emulator_connections_refused_total", [("kind", budget.kind)], Double(budget.refused.load(ordering: .relaxed)))
-        }
-        p.family("apns_emulator_accept_pauses_total", "counter",
-                 "Times a listener stopped accepting for a moment because the process was out of file descriptors.")
-        p.sample("apns_emulator_accept_pauses_total", [], Double(acceptPauses.load(ordering: .relaxed)))
-        p.family("apns_emulator_device_connections", "gauge", "Connected device sockets.")
-        p.sample("apns_emulator_device_connections", [], Double(devices.connectionCount))
-        p.family("apns_emulator_devices", "gauge", "Devices known (virtual and socket).")
-        p.sample("apns_emulator_devices", [], Double(deviceCount))
-        p.family("apns_emulator_pending_deliveries", "gauge", "Accepted notifications not yet settled (stored, deferred, batched, in flight).")
-        p.sample("apns_emulator_pending_deliveries", [], Double(pending))
-        p.family("apns_emulator_records", "gauge", "Notification records kept for inspection.")
-        p.sample("apns_emulator_records", [], Double(records))
+        p.labelled("apns_emulator_connections_refused_total", "counter",
+                   "Connections closed on arrival because --max-connections of their kind were open.",
+                   by: "kind", [providerBudget, deviceBudget].map { ($0.kind, Double($0.refused.load(ordering: .relaxed))) })
+        p.single("apns_emulator_accept_pauses_total", "counter",
+                 "Times a listener stopped accepting for a moment because the process was out of file descriptors.",
+                 Double(acceptPauses.load(ordering: .relaxed)))
+        p.single("apns_emulator_device_connections", "gauge", "Connected device sockets.", Double(devices.connectionCount))
+        p.single("apns_emulator_devices", "gauge", "Devices known (virtual and socket).", Double(deviceCount))
+        p.single("apns_emulator_pending_deliveries", "gauge",
+                 "Accepted notifications not yet settled (stored, deferred, batched, in flight).", Double(pending))
+        p.single("apns_emulator_records", "gauge", "Notification records kept for inspection.", Double(records))
         if let durability { stateMetrics(durability.statistics, into: &p) }
-        p.family("apns_emulator_uptime_seconds", "gauge", "Seconds since start.")
-        p.sample("apns_emulator_uptime_seconds", [], Double(clock.nowMilliseconds() - startedAtMs) / 1000)
+        p.single("apns_emulator_uptime_seconds", "gauge", "Seconds since start.", Double(clock.nowMilliseconds() - startedAtMs) / 1000)
         adminMetricsText(&p)
         return p.text
     }
@@ -157,22 +158,20 @@ extension Emulator {
     /// `--state-dir` only. Counted since start (a reset does not zero them: they describe
     /// the store, not the emulated service).
     private func stateMetrics(_ stats: StateWriterStats, into p: inout PrometheusText) {
-        p.family("apns_emulator_state_changes_written_total", "counter", "Changes committed to the state directory.")
-        p.sample("apns_emulator_state_changes_written_total", [], Double(stats.changesWritten))
-        p.family("apns_emulator_state_transactions_total", "counter", "Transactions (group commits) in the state directory.")
-        p.sample("apns_emulator_state_transactions_total", [], Double(stats.transactions))
-        p.family("apns_emulator_state_dropped_total", "counter",
-                 "Changes not persisted: journal records when the writer queue was full, anything once the store failed.")
-        p.sample("apns_emulator_state_dropped_total", [("kind", "record")], Double(stats.recordsDropped))
-        p.sample("apns_emulator_state_dropped_total", [("kind", "state")], Double(stats.changesDropped))
-        p.family("apns_emulator_state_write_errors_total", "counter", "Failed transactions in the state directory.")
-        p.sample("apns_emulator_state_write_errors_total", [], Double(stats.writeErrors))
-        p.family("apns_emulator_state_queue_changes", "gauge", "Changes waiting for the state writer.")
-        p.sample("apns_emulator_state_queue_changes", [], Double(stats.queuedChanges))
-        p.family("apns_emulator_state_queue_record_bytes", "gauge", "Estimated bytes of journal records waiting for the state writer.")
-        p.sample("apns_emulator_state_queue_record_bytes", [], Double(stats.queuedRecordBytes))
-        p.family("apns_emulator_state_up", "gauge", "1 while the state directory takes writes, 0 once it has failed.")
-        p.sample("apns_emulator_state_up", [], stats.failure == nil ? 1 : 0)
+        p.single("apns_emulator_state_changes_written_total", "counter", "Changes committed to the state directory.",
+                 Double(stats.changesWritten))
+        p.single("apns_emulator_state_transactions_total", "counter", "Transactions (group commits) in the state directory.",
+                 Double(stats.transactions))
+        p.labelled("apns_emulator_state_dropped_total", "counter",
+                   "Changes not persisted: journal records when the writer queue was full, anything once the store failed.",
+                   by: "kind", [("record", Double(stats.recordsDropped)), ("state", Double(stats.changesDropped))])
+        p.single("apns_emulator_state_write_errors_total", "counter", "Failed transactions in the state directory.",
+                 Double(stats.writeErrors))
+        p.single("apns_emulator_state_queue_changes", "gauge", "Changes waiting for the state writer.", Double(stats.queuedChanges))
+        p.single("apns_emulator_state_queue_record_bytes", "gauge", "Estimated bytes of journal records waiting for the state writer.",
+                 Double(stats.queuedRecordBytes))
+        p.single("apns_emulator_state_up", "gauge", "1 while the state directory takes writes, 0 once it has failed.",
+                 stats.failure == nil ? 1 : 0)
     }
 }
 
@@ -181,24 +180,19 @@ extension Emulator {
     func adminMetricsText(_ p: inout PrometheusText) {
         let m = adminMetrics
         func single(_ name: String, _ type: String, _ help: String, _ value: Int) {
-            p.family(name, type, help)
-            p.sample(name, [], Double(value))
+            p.single(name, type, help, Double(value))
         }
         single("apns_emulator_admin_connections", "gauge", "Open admin API connections.", adminServer?.openConnections ?? 0)
         single("apns_emulator_admin_connections_refused_total", "counter",
                "Admin connections answered 503 because --admin-max-connections were open.", m.connectionsRefused.value)
-        p.family("apns_emulator_admin_requests_refused_total", "counter",
-                 "Admin requests refused by the access rules: host (403), origin (403), token (401), content-type (415).")
-        for (reason, counter) in zip(AdminMetrics.refusalReasons, m.refused) {
-            p.sample("apns_emulator_admin_requests_refused_total", [("reason", reason)], Double(counter.value))
-        }
+        p.labelled("apns_emulator_admin_requests_refused_total", "counter",
+                   "Admin requests refused by the access rules: host (403), origin (403), token (401), content-type (415).",
+                   by: "reason", zip(AdminMetrics.refusalReasons, m.refused).map { ($0, Double($1.value)) })
         single("apns_emulator_admin_malformed_requests_total", "counter",
                "Admin requests that broke HTTP/1.1 syntax or framing (answered 4xx/5xx, connection closed).", m.malformed.value)
-        p.family("apns_emulator_admin_timeouts_total", "counter",
-                 "Admin connections closed for slowness: headers or body (408, --admin-read-timeout), idle (--admin-idle-timeout).")
-        for (phase, counter) in zip(AdminMetrics.timeoutPhases, m.timeouts) {
-            p.sample("apns_emulator_admin_timeouts_total", [("phase", phase)], Double(counter.value))
-        }
+        p.labelled("apns_emulator_admin_timeouts_total", "counter",
+                   "Admin connections closed for slowness: headers or body (408, --admin-read-timeout), idle (--admin-idle-timeout).",
+                   by: "phase", zip(AdminMetrics.timeoutPhases, m.timeouts).map { ($0, Double($1.value)) })
         single("apns_emulator_admin_body_bytes_in_flight", "gauge", "Request body bytes being read, out of a budget of 32 MiB.",
                adminServer?.bodyBytesInFlight ?? 0)
         single("apns_emulator_admin_body_budget_refusals_total", "counter",

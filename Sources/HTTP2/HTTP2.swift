@@ -9,14 +9,16 @@
 //                       → takeCompletedResponses()
 //
 // Design
-// - Each session owns its `nghttp2_session*`. Callbacks are file-private C-convention
-//   functions that recover the owner from `user_data` (Unmanaged, unretained), only record
-//   what happened, never throw through C, and return 0 or an nghttp2 error code.
-// - Per-stream state lives in a reused slot array; nghttp2's stream user data holds the slot
-//   index, so there is no per-request dictionary.
+// - Each session owns its `nghttp2_session*` through an `NGHTTP2SessionCore`, which holds
+//   what both sides share (feeding input and its errors, draining output, common submits).
+//   Callbacks are file-private C-convention functions that recover the owner from
+//   `user_data` (Unmanaged, unretained), only record what happened, never throw through C,
+//   and return 0 or an nghttp2 error code.
+// - Per-stream state lives in a reused slot array (`StreamSlots`); nghttp2's stream user
+//   data holds the slot index, so there is no per-request dictionary.
 // - Header blocks are built in one session-owned scratch buffer (nv array + bytes) sized up
 //   front; nghttp2 copies the fields during the submit call, so no pointer escapes it.
-//   `:status` and common status values are static bytes.
+//   The `:status` name is static bytes; its three digits are written into the scratch.
 // - Request bodies are kept up to `maxBufferedBody` bytes; the rest is only counted.
 // - A session is confined to one thread at a time (see the class docs).
 //

@@ -5,12 +5,16 @@
 
 import CNghttp2
 
-struct ClientStreamSlot {
+struct ClientStreamSlot: StreamSlot {
     var inUse = false
     var response = HTTP2Response(streamID: 0)
-    var requestBody: [UInt8] = []
-    var requestOffset = 0
+    var request = OutgoingBody()
     var maxDataFrame = Int.max
+
+    mutating func clear() {
+        request = OutgoingBody()
+        maxDataFrame = Int.max
+    }
 }
 
 /// An HTTP/2 client session over nghttp2 1.52.
@@ -20,18 +24,12 @@ struct ClientStreamSlot {
 ///
 /// The connection preface and the initial SETTINGS are queued by `init`; the first
 /// `drainOutput` emits them.
-public final class HTTP2ClientSession: @unchecked Sendable {
-    fileprivate let session: OpaquePointer
-    fileprivate var slots: [ClientStreamSlot] = []
-    private var freeSlots: [Int] = []
-    fileprivate var openCount = 0
+public final class HTTP2ClientSession: NGHTTP2SessionOwner, @unchecked Sendable {
+    let core: NGHTTP2SessionCore
+    fileprivate var session: OpaquePointer { core.session }
+    fileprivate var slots = StreamSlots<ClientStreamSlot>()
     fileprivate var completed: [HTTP2Response] = []
-    fileprivate var note = ErrorNote()
     private var scratch = HeaderScratch()
-    private var patcher = FirstSettingsPatcher(overrides: [])
-    private var terminalError: HTTP2Error?
-    /// Output serialized early on the error path (see `makeTerminationError`); sent first.
-    private var pendingOutput: [UInt8] = []
 
     /// Every SETTINGS frame received from the peer, in order (ACKs included, with no entries).
     public fileprivate(set) var receivedSettings: [HTTP2ReceivedSettings] = []
@@ -53,39 +51,16 @@ public final class HTTP2ClientSession: @unchecked Sendable {
     ///     beyond the limit in force are queued inside nghttp2, not refused.
     public init(settings: [HTTP2Setting] = HTTP2ClientSession.defaultSettings,
                 peerMaxConcurrentStreamsBeforeSettings: UInt32 = 100) throws(HTTP2Error) {
-        var callbacks: OpaquePointer? = nil
-        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
-            throw makeError(LibError.nomem)
+        core = try NGHTTP2SessionCore(.client) { callbacks, option in
+            nghttp2_session_callbacks_set_on_header_callback(callbacks, clientOnHeader)
+            nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, clientOnDataChunk)
+            nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, clientOnFrameRecv)
+            nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, clientOnStreamClose)
+            nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks, clientOnFrameNotSend)
+            nghttp2_option_set_peer_max_concurrent_streams(option, peerMaxConcurrentStreamsBeforeSettings)
         }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks, clientOnHeader)
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, clientOnDataChunk)
-        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, clientOnFrameRecv)
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, clientOnStreamClose)
-        nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks, clientOnFrameNotSend)
-        nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, clientOnInvalidFrame)
-        nghttp2_session_callbacks_set_error_callback2(callbacks, clientOnError)
-
-        var option: OpaquePointer? = nil
-        guard nghttp2_option_new(&option) == 0, let option else {
-            nghttp2_session_callbacks_del(callbacks)
-            throw makeError(LibError.nomem)
-        }
-        nghttp2_option_set_peer_max_concurrent_streams(option, peerMaxConcurrentStreamsBeforeSettings)
-
-        var created: OpaquePointer? = nil
-        let rv = nghttp2_session_client_new2(&created, callbacks, nil, option)
-        nghttp2_session_callbacks_del(callbacks)
-        nghttp2_option_del(option)
-        guard rv == 0, let created else { throw makeError(rv) }
-
-        self.session = created
-        nghttp2_session_set_user_data(created, Unmanaged.passUnretained(self).toOpaque())
-        let srv = withSettingsEntries(settings) { nghttp2_submit_settings(created, 0, $0, $1) }
-        if srv != 0 { throw makeError(srv, "initial SETTINGS rejected") }
-    }
-
-    deinit {
-        nghttp2_session_del(session)
+        core.attach(self)
+        try core.submitInitialSettings(settings)
     }
 
     // MARK: Requests
@@ -103,13 +78,12 @@ public final class HTTP2ClientSession: @unchecked Sendable {
     @discardableResult
     public func submitRequest(headers: [HTTP2HeaderField], body: [UInt8]?,
                               maxDataFrameSize: Int? = nil) throws(HTTP2Error) -> Int32 {
-        let index = allocateSlot()
+        let index = slots.allocate()
         scratch.begin(fields: headers.count, byteCount: HeaderScratch.byteCount(headers))
         for field in headers { scratch.append(field) }
         let streamID: Int32
         if let body {
-            slots[index].requestBody = body
-            slots[index].requestOffset = 0
+            slots[index].request = OutgoingBody(bytes: body)
             slots[index].maxDataFrame = max(1, maxDataFrameSize ?? Int.max)
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: slotPointer(index)),
                                                  read_callback: clientReadRequestBody)
@@ -119,7 +93,7 @@ public final class HTTP2ClientSession: @unchecked Sendable {
             streamID = nghttp2_submit_request(session, nil, scratch.nv, scratch.count, nil, slotPointer(index))
         }
         if streamID < 0 {
-            releaseSlot(index)
+            slots.release(index)
             throw makeError(streamID, "submit_request")
         }
         slots[index].response = HTTP2Response(streamID: streamID)
@@ -128,78 +102,38 @@ public final class HTTP2ClientSession: @unchecked Sendable {
 
     /// Queues a PING.
     @discardableResult
-    public func submitPing() -> Bool {
-        nghttp2_submit_ping(session, 0, nil) == 0
-    }
+    public func submitPing() -> Bool { core.submitPing() }
 
     /// Queues GOAWAY (`lastStreamID` nil = last peer-initiated stream processed, normally 0).
     @discardableResult
     public func submitGoAway(errorCode: UInt32 = HTTP2ErrorCode.noError, lastStreamID: Int32? = nil,
                              debugData: [UInt8] = []) -> Bool {
-        let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
-        return debugData.withUnsafeBufferPointer { buf in
-            nghttp2_submit_goaway(session, 0, last, errorCode, buf.baseAddress, buf.count)
-        } == 0
+        core.submitGoAway(errorCode: errorCode, lastStreamID: lastStreamID, debugData: debugData)
     }
 
     /// Queues SETTINGS.
     @discardableResult
-    public func submitSettings(_ settings: [HTTP2Setting]) -> Bool {
-        withSettingsEntries(settings) { nghttp2_submit_settings(session, 0, $0, $1) } == 0
-    }
+    public func submitSettings(_ settings: [HTTP2Setting]) -> Bool { core.submitSettings(settings) }
 
     /// Queues RST_STREAM for one of our streams.
     @discardableResult
     public func submitRstStream(streamID: Int32, errorCode: UInt32) -> Bool {
-        nghttp2_submit_rst_stream(session, 0, streamID, errorCode) == 0
+        core.submitRstStream(streamID: streamID, errorCode: errorCode)
     }
 
     // MARK: I/O
 
     /// Feeds received bytes. Throws on a connection error (nghttp2 has queued GOAWAY; drain,
     /// write, close). Responses completed meanwhile are still available.
-    public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2Error) {
-        if let terminalError { throw terminalError }
-        if note.isSet { note = ErrorNote() }
-        let result = feedSession(session, bytes, ownStreamID: 1)
-        if case .ok = result { return }
-        try fail(result)
-    }
+    public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2Error) { try core.receive(bytes) }
 
-    public func receive(_ bytes: [UInt8]) throws(HTTP2Error) {
-        if let terminalError { throw terminalError }
-        if note.isSet { note = ErrorNote() }
-        let result = bytes.withUnsafeBytes { feedSession(session, $0, ownStreamID: 1) }
-        if case .ok = result { return }
-        try fail(result)
-    }
+    public func receive(_ bytes: [UInt8]) throws(HTTP2Error) { try core.receive(bytes) }
 
     /// Convenience for part of a read buffer, e.g. `try session.receive(readBuffer[0..<n])`.
-    public func receive(_ bytes: ArraySlice<UInt8>) throws(HTTP2Error) {
-        if let terminalError { throw terminalError }
-        if note.isSet { note = ErrorNote() }
-        let result = bytes.withUnsafeBytes { feedSession(session, $0, ownStreamID: 1) }
-        if case .ok = result { return }
-        try fail(result)
-    }
-
-    private func fail(_ result: FeedResult) throws(HTTP2Error) {
-        let error = makeTerminationError(session, result, note: note, patcher: &patcher, pending: &pendingOutput)
-        terminalError = error
-        throw error
-    }
+    public func receive(_ bytes: ArraySlice<UInt8>) throws(HTTP2Error) { try core.receive(bytes) }
 
     /// Appends all pending output (preface, SETTINGS, requests, …) to `buffer`.
-    public func drainOutput(into buffer: inout [UInt8]) {
-        if !pendingOutput.isEmpty {
-            buffer.append(contentsOf: pendingOutput)
-            pendingOutput = []
-        }
-        let rv = drainSession(session, into: &buffer, patcher: &patcher)
-        if rv != 0 && terminalError == nil {
-            terminalError = makeError(rv, "mem_send failed")
-        }
-    }
+    public func drainOutput(into buffer: inout [UInt8]) { core.drainOutput(into: &buffer) }
 
     /// Returns and clears the responses of streams that have closed (END_STREAM both ways,
     /// RST_STREAM either way, refused by a GOAWAY, or never sent), in closing order.
@@ -218,43 +152,21 @@ public final class HTTP2ClientSession: @unchecked Sendable {
         nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
     }
     /// Submitted requests whose stream has not completed yet.
-    public var openStreamCount: Int { openCount }
-    public var wantsRead: Bool { nghttp2_session_want_read(session) != 0 }
-    public var wantsWrite: Bool { nghttp2_session_want_write(session) != 0 }
-    public var terminationError: HTTP2Error? { terminalError }
+    public var openStreamCount: Int { slots.openCount }
+    public var wantsRead: Bool { core.wantsRead }
+    public var wantsWrite: Bool { core.wantsWrite }
+    public var terminationError: HTTP2Error? { core.terminalError }
 
     // MARK: Slots
 
     /// Stream slots ever allocated (reused; bounded by peak concurrency). For tests.
-    var streamSlotCapacity: Int { slots.count }
-
-    private func allocateSlot() -> Int {
-        let index: Int
-        if let reused = freeSlots.popLast() {
-            index = reused
-        } else {
-            slots.append(ClientStreamSlot())
-            index = slots.count - 1
-        }
-        slots[index].inUse = true
-        openCount += 1
-        return index
-    }
-
-    fileprivate func releaseSlot(_ index: Int) {
-        slots[index].inUse = false
-        slots[index].requestBody = []
-        slots[index].requestOffset = 0
-        slots[index].maxDataFrame = Int.max
-        freeSlots.append(index)
-        openCount -= 1
-    }
+    var streamSlotCapacity: Int { slots.capacity }
 
     fileprivate func complete(_ index: Int) {
         var response = HTTP2Response(streamID: 0)
         swap(&response, &slots[index].response)
         completed.append(response)
-        releaseSlot(index)
+        slots.release(index)
     }
 
     /// Slow path for frames not sent (the stream may not exist in nghttp2 then).
@@ -378,39 +290,9 @@ private func clientOnFrameNotSend(_ session: OpaquePointer?, _ frame: UnsafePoin
     return 0
 }
 
-private func clientReadRequestBody(_ session: OpaquePointer?, _ streamID: Int32,
-                                   _ buffer: UnsafeMutablePointer<UInt8>?, _ length: Int,
-                                   _ dataFlags: UnsafeMutablePointer<UInt32>?,
-                                   _ source: UnsafeMutablePointer<nghttp2_data_source>?,
-                                   _ userData: UnsafeMutableRawPointer?) -> Int {
+private let clientReadRequestBody: nghttp2_data_source_read_callback = { _, _, buffer, length, dataFlags, source, userData in
     guard let client = owner(userData), let source, let buffer, let dataFlags,
-          let index = slotIndex(source.pointee.ptr) else {
-        return Int(LibError.temporalCallbackFailure)
-    }
-    let offset = client.slots[index].requestOffset
+          let index = slotIndex(source.pointee.ptr) else { return Int(LibError.temporalCallbackFailure) }
     let limit = min(length, client.slots[index].maxDataFrame)
-    let n = client.slots[index].requestBody.withUnsafeBufferPointer { body -> Int in
-        let n = min(body.count - offset, limit)
-        if n > 0, let base = body.baseAddress { buffer.update(from: base + offset, count: n) }
-        if offset + n == body.count { dataFlags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
-        return n
-    }
-    client.slots[index].requestOffset = offset + n
-    return n
-}
-
-private func clientOnInvalidFrame(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
-                                  _ libErrorCode: Int32, _ userData: UnsafeMutableRawPointer?) -> Int32 {
-    guard let client = owner(userData) else { return 0 }
-    client.note.invalidFrameCode = libErrorCode
-    client.note.invalidFrameType = frame?.pointee.hd.type ?? 0
-    client.note.invalidFrameStream = frame?.pointee.hd.stream_id ?? 0
-    return 0
-}
-
-private func clientOnError(_ session: OpaquePointer?, _ libErrorCode: Int32, _ message: UnsafePointer<CChar>?,
-                           _ length: Int, _ userData: UnsafeMutableRawPointer?) -> Int32 {
-    guard let client = owner(userData), let message else { return 0 }
-    client.note.message = message.withMemoryRebound(to: UInt8.self, capacity: length) { makeString($0, length) }
-    return 0
+    return client.slots[index].request.read(into: buffer, length: limit, dataFlags: dataFlags)
 }

@@ -4,9 +4,8 @@
 import CNghttp2
 import Glibc
 
-/// Per-stream state, kept in a reused slot array (no per-request dictionary). nghttp2's
-/// stream user data holds `slot index + 1`, so lookups go through nghttp2's own stream map.
-struct ServerStreamSlot {
+/// Per-stream state of a request, kept in `StreamSlots`.
+struct ServerStreamSlot: StreamSlot {
     var streamID: Int32 = 0
     var inUse = false
     var headers: [HTTP2HeaderField] = []
@@ -25,8 +24,13 @@ struct ServerStreamSlot {
     var handedOver = false
     /// When its HEADERS arrived (monotonic ms), for `resetStalledRequests`.
     var startedAtMs: Int64 = 0
-    var responseBody: [UInt8] = []
-    var responseOffset = 0
+    var response = OutgoingBody()
+
+    mutating func clear() {
+        headers = []
+        body = []
+        response = OutgoingBody()
+    }
 }
 
 /// An HTTP/2 server session over nghttp2 1.52.
@@ -40,13 +44,13 @@ struct ServerStreamSlot {
 /// submit responses, then `drainOutput(into:)` and write what was appended. Close the
 /// connection when `wantsRead` and `wantsWrite` are both false, or after draining once
 /// `receive` has thrown.
-public final class HTTP2ServerSession: @unchecked Sendable {
+public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable {
+    let core: NGHTTP2SessionCore
+    /// `core.session`, kept here too for the request path.
     fileprivate let session: OpaquePointer
     fileprivate var events: [HTTP2ServerEvent] = []
     private var eventBatch: [HTTP2ServerEvent] = []
-    fileprivate var slots: [ServerStreamSlot] = []
-    private var freeSlots: [Int] = []
-    fileprivate var openCount = 0
+    fileprivate var slots = StreamSlots<ServerStreamSlot>()
     fileprivate let maxBufferedBody: Int
     fileprivate let maxHeaderListSize: Int
     fileprivate let earlyAnswerBodyLength: Int
@@ -54,12 +58,7 @@ public final class HTTP2ServerSession: @unchecked Sendable {
     /// Header fields of recent requests by position, to reuse their Strings (see `field`).
     fileprivate var recentFields = RecentHeaderFields()
     fileprivate var settingsAcked = false
-    fileprivate var note = ErrorNote()
     private var scratch = HeaderScratch()
-    private var patcher: FirstSettingsPatcher
-    private var terminalError: HTTP2Error?
-    /// Output serialized early on the error path (see `makeTerminationError`); sent first.
-    private var pendingOutput: [UInt8] = []
 
     /// - Parameters:
     ///   - settings: the SETTINGS nghttp2 submits and enforces (first SETTINGS frame).
@@ -80,62 +79,38 @@ public final class HTTP2ServerSession: @unchecked Sendable {
     public init(settings: [HTTP2Setting], advertisedOverrides: [HTTP2Setting] = [],
                 maxBufferedBody: Int = 65536, maxHeaderListSize: Int? = nil,
                 earlyAnswerBodyLength: Int? = nil) throws(HTTP2Error) {
-        var callbacks: OpaquePointer? = nil
-        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
-            throw makeError(LibError.nomem)
+        core = try NGHTTP2SessionCore(.server, advertisedOverrides: advertisedOverrides) { callbacks, option in
+            nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, serverOnBeginHeaders)
+            nghttp2_session_callbacks_set_on_header_callback(callbacks, serverOnHeader)
+            nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, serverOnDataChunk)
+            nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, serverOnFrameRecv)
+            nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, serverOnStreamClose)
+            nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, serverOnFrameSend)
+            // Don't keep closed streams around for the RFC 7540 priority tree: bounded, but
+            // up to MAX_CONCURRENT_STREAMS dead stream objects per connection otherwise.
+            nghttp2_option_set_no_closed_streams(option, 1)
+            // RFC 9113 makes a value with leading or trailing whitespace malformed, and nghttp2
+            // resets such streams. HTTP/1-era servers strip it instead; the application decides.
+            nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(option, 1)
+            FloodLimits.apply(to: option)
         }
-        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, serverOnBeginHeaders)
-        nghttp2_session_callbacks_set_on_header_callback(callbacks, serverOnHeader)
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, serverOnDataChunk)
-        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, serverOnFrameRecv)
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, serverOnStreamClose)
-        nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, serverOnInvalidFrame)
-        nghttp2_session_callbacks_set_error_callback2(callbacks, serverOnError)
-        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, serverOnFrameSend)
-
-        var option: OpaquePointer? = nil
-        guard nghttp2_option_new(&option) == 0, let option else {
-            nghttp2_session_callbacks_del(callbacks)
-            throw makeError(LibError.nomem)
-        }
-        // Don't keep closed streams around for the RFC 7540 priority tree: bounded, but
-        // up to MAX_CONCURRENT_STREAMS dead stream objects per connection otherwise.
-        nghttp2_option_set_no_closed_streams(option, 1)
-        // RFC 9113 makes a value with leading or trailing whitespace malformed, and nghttp2
-        // resets such streams. HTTP/1-era servers strip it instead; the application decides.
-        nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(option, 1)
-        FloodLimits.apply(to: option)
-
-        var created: OpaquePointer? = nil
-        let rv = nghttp2_session_server_new2(&created, callbacks, nil, option)
-        nghttp2_session_callbacks_del(callbacks)
-        nghttp2_option_del(option)
-        guard rv == 0, let created else { throw makeError(rv) }
-
-        self.session = created
+        session = core.session
         self.maxBufferedBody = max(0, maxBufferedBody)
         self.maxHeaderListSize = maxHeaderListSize ?? Int.max
         self.earlyAnswerBodyLength = earlyAnswerBodyLength ?? Int.max
-        self.patcher = FirstSettingsPatcher(overrides: advertisedOverrides)
-        nghttp2_session_set_user_data(created, Unmanaged.passUnretained(self).toOpaque())
+        core.attach(self)
 
         var submitted = settings
         for o in advertisedOverrides where !submitted.contains(where: { $0.id == o.id }) {
             switch o.id {
             case 1...6, 8, 9:
-                let current = nghttp2_session_get_local_settings(created, nghttp2_settings_id(UInt32(o.id)))
+                let current = nghttp2_session_get_local_settings(session, nghttp2_settings_id(UInt32(o.id)))
                 submitted.append(HTTP2Setting(id: o.id, value: current))
             default:
                 throw makeError(LibError.invalidArgument, "advertised override for unknown setting \(o.id)")
             }
         }
-        let srv = withSettingsEntries(submitted) { nghttp2_submit_settings(created, 0, $0, $1) }
-        if srv != 0 { throw makeError(srv, "initial SETTINGS rejected") }
-    }
-
-    deinit {
-        // nghttp2_session_del runs no callbacks.
-        nghttp2_session_del(session)
+        try core.submitInitialSettings(submitted)
     }
 
     // MARK: Input
@@ -147,37 +122,13 @@ public final class HTTP2ServerSession: @unchecked Sendable {
     /// The caller should `drainOutput`, write it, and close. Events recorded before the
     /// error are still available. Stream-level errors do not throw (nghttp2 answers them
     /// with RST_STREAM by itself).
-    public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2Error) {
-        if let terminalError { throw terminalError }
-        if note.isSet { note = ErrorNote() }
-        let result = feedSession(session, bytes, ownStreamID: 2)
-        if case .ok = result { return }
-        try fail(result)
-    }
+    public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2Error) { try core.receive(bytes) }
 
     /// Convenience for `[UInt8]` input.
-    public func receive(_ bytes: [UInt8]) throws(HTTP2Error) {
-        if let terminalError { throw terminalError }
-        if note.isSet { note = ErrorNote() }
-        let result = bytes.withUnsafeBytes { feedSession(session, $0, ownStreamID: 2) }
-        if case .ok = result { return }
-        try fail(result)
-    }
+    public func receive(_ bytes: [UInt8]) throws(HTTP2Error) { try core.receive(bytes) }
 
     /// Convenience for part of a read buffer, e.g. `try session.receive(readBuffer[0..<n])`.
-    public func receive(_ bytes: ArraySlice<UInt8>) throws(HTTP2Error) {
-        if let terminalError { throw terminalError }
-        if note.isSet { note = ErrorNote() }
-        let result = bytes.withUnsafeBytes { feedSession(session, $0, ownStreamID: 2) }
-        if case .ok = result { return }
-        try fail(result)
-    }
-
-    private func fail(_ result: FeedResult) throws(HTTP2Error) {
-        let error = makeTerminationError(session, result, note: note, patcher: &patcher, pending: &pendingOutput)
-        terminalError = error
-        throw error
-    }
+    public func receive(_ bytes: ArraySlice<UInt8>) throws(HTTP2Error) { try core.receive(bytes) }
 
     /// Returns and clears the recorded events. Returns the shared empty array (no
     /// allocation) when there are none.
@@ -218,16 +169,13 @@ public final class HTTP2ServerSession: @unchecked Sendable {
     @discardableResult
     public func submitResponse(streamID: Int32, status: Int, headers: [HTTP2HeaderField],
                                body: [UInt8]?) -> Bool {
-        guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID)) else {
-            return false
-        }
+        guard let index = slot(of: streamID) else { return false }
         scratch.begin(fields: headers.count + 1, byteCount: HeaderScratch.byteCount(headers, extra: 3))
         scratch.appendStatus(status)
         for field in headers { scratch.append(field) }
         let rv: Int32
         if let body {
-            slots[index].responseBody = body
-            slots[index].responseOffset = 0
+            slots[index].response = OutgoingBody(bytes: body)
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: slotPointer(index)),
                                                  read_callback: serverReadResponseBody)
             rv = nghttp2_submit_response(session, streamID, scratch.nv, scratch.count, &provider)
@@ -240,45 +188,28 @@ public final class HTTP2ServerSession: @unchecked Sendable {
     /// Queues a SETTINGS frame, sent as-is; nghttp2's pending limits change immediately
     /// (e.g. lowering MAX_CONCURRENT_STREAMS makes it refuse new streams over the new value).
     @discardableResult
-    public func submitSettings(_ settings: [HTTP2Setting]) -> Bool {
-        withSettingsEntries(settings) { nghttp2_submit_settings(session, 0, $0, $1) } == 0
-    }
+    public func submitSettings(_ settings: [HTTP2Setting]) -> Bool { core.submitSettings(settings) }
 
     /// Queues GOAWAY. `lastStreamID` nil = the last stream nghttp2 processed. Graceful: the
     /// session keeps serving streams up to that id; `wantsRead`/`wantsWrite` turn false when done.
     @discardableResult
     public func submitGoAway(errorCode: UInt32, lastStreamID: Int32? = nil, debugData: [UInt8] = []) -> Bool {
-        let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
-        let rv = debugData.withUnsafeBufferPointer { buf in
-            nghttp2_submit_goaway(session, 0, last, errorCode, buf.baseAddress, buf.count)
-        }
-        return rv == 0
+        core.submitGoAway(errorCode: errorCode, lastStreamID: lastStreamID, debugData: debugData)
     }
 
     /// Queues RST_STREAM.
     @discardableResult
     public func submitRstStream(streamID: Int32, errorCode: UInt32) -> Bool {
-        nghttp2_submit_rst_stream(session, 0, streamID, errorCode) == 0
+        core.submitRstStream(streamID: streamID, errorCode: errorCode)
     }
 
     /// Queues a PING (8 zero bytes of opaque data).
     @discardableResult
-    public func submitPing() -> Bool {
-        nghttp2_submit_ping(session, 0, nil) == 0
-    }
+    public func submitPing() -> Bool { core.submitPing() }
 
     /// Appends every pending output byte to `buffer` (calls `mem_send` until it has nothing
     /// more). Stream-close callbacks fire in here (→ `.streamClosed` events).
-    public func drainOutput(into buffer: inout [UInt8]) {
-        if !pendingOutput.isEmpty {
-            buffer.append(contentsOf: pendingOutput)
-            pendingOutput = []
-        }
-        let rv = drainSession(session, into: &buffer, patcher: &patcher)
-        if rv != 0 && terminalError == nil {
-            terminalError = makeError(rv, "mem_send failed")
-        }
-    }
+    public func drainOutput(into buffer: inout [UInt8]) { core.drainOutput(into: &buffer) }
 
     // MARK: Stalled requests
 
@@ -286,8 +217,8 @@ public final class HTTP2ServerSession: @unchecked Sendable {
     /// monotonic ms; nil when none is.
     public var oldestIncompleteRequestStart: Int64? {
         var oldest: Int64?
-        for slot in slots where slot.inUse && !slot.handedOver {
-            oldest = min(oldest ?? slot.startedAtMs, slot.startedAtMs)
+        for index in slots.indices where slots[index].inUse && !slots[index].handedOver {
+            oldest = min(oldest ?? slots[index].startedAtMs, slots[index].startedAtMs)
         }
         return oldest
     }
@@ -310,34 +241,33 @@ public final class HTTP2ServerSession: @unchecked Sendable {
 
     // MARK: State
 
-    public var wantsRead: Bool { nghttp2_session_want_read(session) != 0 }
-    public var wantsWrite: Bool { nghttp2_session_want_write(session) != 0 }
+    public var wantsRead: Bool { core.wantsRead }
+    public var wantsWrite: Bool { core.wantsWrite }
     /// Our first SETTINGS frame has been ACKed by the peer.
     public var isSettingsAcknowledged: Bool { settingsAcked }
     /// Request streams opened by the peer and not yet closed.
-    public var openStreamCount: Int { openCount }
+    public var openStreamCount: Int { slots.openCount }
     /// The highest peer stream id nghttp2 has processed (the id a GOAWAY would carry).
     public var lastReceivedStreamID: Int32 { nghttp2_session_get_last_proc_stream_id(session) }
     /// The error `receive` threw (or a fatal output error), if any.
-    public var terminationError: HTTP2Error? { terminalError }
+    public var terminationError: HTTP2Error? { core.terminalError }
     /// Entries rewritten by the first-SETTINGS patch so far (0 until the frame is drained).
-    public var advertisedOverridesApplied: Int { patcher.patchedEntries }
+    public var advertisedOverridesApplied: Int { core.patcher.patchedEntries }
 
     // MARK: Slots
 
     /// Stream slots ever allocated (reused; bounded by peak concurrency). For tests.
-    var streamSlotCapacity: Int { slots.count }
+    var streamSlotCapacity: Int { slots.capacity }
+
+    /// The slot of a request stream, through nghttp2's stream map.
+    @inline(__always)
+    fileprivate func slot(of streamID: Int32) -> Int? {
+        slotIndex(nghttp2_session_get_stream_user_data(session, streamID))
+    }
 
     fileprivate func allocateSlot(streamID: Int32) -> Int {
-        let index: Int
-        if let reused = freeSlots.popLast() {
-            index = reused
-        } else {
-            slots.append(ServerStreamSlot())
-            index = slots.count - 1
-        }
+        let index = slots.allocate()
         slots[index].streamID = streamID
-        slots[index].inUse = true
         slots[index].bodyLength = 0
         slots[index].headerListSize = 0
         slots[index].headersRefused = false
@@ -346,18 +276,7 @@ public final class HTTP2ServerSession: @unchecked Sendable {
         slots[index].handedOver = false
         slots[index].startedAtMs = monotonicMilliseconds()
         slots[index].headers.reserveCapacity(headerCapacityHint)
-        openCount += 1
         return index
-    }
-
-    fileprivate func releaseSlot(_ index: Int) {
-        slots[index].inUse = false
-        slots[index].headers = []
-        slots[index].body = []
-        slots[index].responseBody = []
-        slots[index].responseOffset = 0
-        freeSlots.append(index)
-        openCount -= 1
     }
 
     fileprivate func deliverRequest(_ index: Int, complete: Bool = true) {
@@ -397,13 +316,13 @@ private func owner(_ userData: UnsafeMutableRawPointer?) -> HTTP2ServerSession? 
 
 private func serverOnBeginHeaders(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
                                   _ userData: UnsafeMutableRawPointer?) -> Int32 {
-    guard let server = owner(userData), let frame, let session else { return 0 }
+    guard let server = owner(userData), let frame else { return 0 }
     guard frame.pointee.hd.type == FrameType.headers,
           frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
     let streamID = frame.pointee.hd.stream_id
     let index = server.allocateSlot(streamID: streamID)
-    if nghttp2_session_set_stream_user_data(session, streamID, slotPointer(index)) != 0 {
-        server.releaseSlot(index)
+    if nghttp2_session_set_stream_user_data(server.session, streamID, slotPointer(index)) != 0 {
+        server.slots.release(index)
         return LibError.callbackFailure
     }
     return 0
@@ -413,8 +332,7 @@ private func serverOnHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<ng
                             _ name: UnsafePointer<UInt8>?, _ nameLength: Int,
                             _ value: UnsafePointer<UInt8>?, _ valueLength: Int,
                             _ flags: UInt8, _ userData: UnsafeMutableRawPointer?) -> Int32 {
-    guard let server = owner(userData), let frame, let session else { return 0 }
-    guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, frame.pointee.hd.stream_id)) else {
+    guard let server = owner(userData), let frame, let index = server.slot(of: frame.pointee.hd.stream_id) else {
         return 0
     }
     // Counted before anything is copied: a list over the limit costs no memory however it
@@ -434,8 +352,7 @@ private func serverOnHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<ng
 private func serverOnDataChunk(_ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32,
                                _ data: UnsafePointer<UInt8>?, _ length: Int,
                                _ userData: UnsafeMutableRawPointer?) -> Int32 {
-    guard let server = owner(userData), let session else { return 0 }
-    guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID)) else { return 0 }
+    guard let server = owner(userData), let index = server.slot(of: streamID) else { return 0 }
     if server.slots[index].headersRefused || server.slots[index].handedOver { return 0 }
     server.slots[index].bodyLength += length
     let room = server.maxBufferedBody - server.slots[index].body.count
@@ -447,11 +364,11 @@ private func serverOnDataChunk(_ session: OpaquePointer?, _ flags: UInt8, _ stre
 
 private func serverOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
                                _ userData: UnsafeMutableRawPointer?) -> Int32 {
-    guard let server = owner(userData), let frame, let session else { return 0 }
+    guard let server = owner(userData), let frame else { return 0 }
     let hd = frame.pointee.hd
     switch hd.type {
     case FrameType.data, FrameType.headers:
-        guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, hd.stream_id)) else { break }
+        guard let index = server.slot(of: hd.stream_id) else { break }
         if server.slots[index].headersRefused {
             // Reset once, when the header block that went over the limit has ended.
             if hd.type == FrameType.headers, !server.slots[index].refusalSent {
@@ -488,62 +405,29 @@ private func serverOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer
 /// After the final frame of an early answer, tells the client to stop sending the body.
 private func serverOnFrameSend(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
                                _ userData: UnsafeMutableRawPointer?) -> Int32 {
-    guard let server = owner(userData), let frame, let session else { return 0 }
+    guard let server = owner(userData), let frame else { return 0 }
     let hd = frame.pointee.hd
     guard hd.flags & FrameFlag.endStream != 0, hd.type == FrameType.data || hd.type == FrameType.headers,
-          let index = slotIndex(nghttp2_session_get_stream_user_data(session, hd.stream_id)),
+          let index = server.slot(of: hd.stream_id),
           server.slots[index].answeredEarly,
-          nghttp2_session_get_stream_remote_close(session, hd.stream_id) == 0
+          nghttp2_session_get_stream_remote_close(server.session, hd.stream_id) == 0
     else { return 0 }
-    nghttp2_submit_rst_stream(session, 0, hd.stream_id, HTTP2ErrorCode.noError)
+    nghttp2_submit_rst_stream(server.session, 0, hd.stream_id, HTTP2ErrorCode.noError)
     return 0
 }
 
 private func serverOnStreamClose(_ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32,
                                  _ userData: UnsafeMutableRawPointer?) -> Int32 {
-    guard let server = owner(userData), let session else { return 0 }
-    guard let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID)) else { return 0 }
-    server.releaseSlot(index)
+    guard let server = owner(userData), let index = server.slot(of: streamID) else { return 0 }
+    server.slots.release(index)
     server.events.append(.streamClosed(streamID: streamID))
     return 0
 }
 
-private func serverReadResponseBody(_ session: OpaquePointer?, _ streamID: Int32,
-                                    _ buffer: UnsafeMutablePointer<UInt8>?, _ length: Int,
-                                    _ dataFlags: UnsafeMutablePointer<UInt32>?,
-                                    _ source: UnsafeMutablePointer<nghttp2_data_source>?,
-                                    _ userData: UnsafeMutableRawPointer?) -> Int {
+private let serverReadResponseBody: nghttp2_data_source_read_callback = { _, _, buffer, length, dataFlags, source, userData in
     guard let server = owner(userData), let source, let buffer, let dataFlags,
-          let index = slotIndex(source.pointee.ptr) else {
-        return Int(LibError.temporalCallbackFailure)
-    }
-    let offset = server.slots[index].responseOffset
-    let n = server.slots[index].responseBody.withUnsafeBufferPointer { body -> Int in
-        let n = min(body.count - offset, length)
-        if n > 0, let base = body.baseAddress {
-            buffer.update(from: base + offset, count: n)
-        }
-        if offset + n == body.count { dataFlags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
-        return n
-    }
-    server.slots[index].responseOffset = offset + n
-    return n
-}
-
-private func serverOnInvalidFrame(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
-                                  _ libErrorCode: Int32, _ userData: UnsafeMutableRawPointer?) -> Int32 {
-    guard let server = owner(userData) else { return 0 }
-    server.note.invalidFrameCode = libErrorCode
-    server.note.invalidFrameType = frame?.pointee.hd.type ?? 0
-    server.note.invalidFrameStream = frame?.pointee.hd.stream_id ?? 0
-    return 0
-}
-
-private func serverOnError(_ session: OpaquePointer?, _ libErrorCode: Int32, _ message: UnsafePointer<CChar>?,
-                           _ length: Int, _ userData: UnsafeMutableRawPointer?) -> Int32 {
-    guard let server = owner(userData), let message else { return 0 }
-    server.note.message = message.withMemoryRebound(to: UInt8.self, capacity: length) { makeString($0, length) }
-    return 0
+          let index = slotIndex(source.pointee.ptr) else { return Int(LibError.temporalCallbackFailure) }
+    return server.slots[index].response.read(into: buffer, length: length, dataFlags: dataFlags)
 }
 
 /// Clients send the same header fields in the same order on every request of a connection:

@@ -196,11 +196,6 @@ public struct HTTP2ReceivedSettings: Sendable {
     public var entries: [HTTP2Setting]
     public var isAck: Bool
 
-    public init(entries: [HTTP2Setting], isAck: Bool) {
-        self.entries = entries
-        self.isAck = isAck
-    }
-
     /// The last value for `id` in this frame, if present.
     public func value(for id: Int32) -> UInt32? {
         entries.last(where: { $0.id == id })?.value

@@ -8,13 +8,10 @@ import CNghttp2
 enum FrameType {
     static let data = UInt8(NGHTTP2_DATA.rawValue)
     static let headers = UInt8(NGHTTP2_HEADERS.rawValue)
-    static let priority = UInt8(NGHTTP2_PRIORITY.rawValue)
     static let rstStream = UInt8(NGHTTP2_RST_STREAM.rawValue)
     static let settings = UInt8(NGHTTP2_SETTINGS.rawValue)
-    static let pushPromise = UInt8(NGHTTP2_PUSH_PROMISE.rawValue)
     static let ping = UInt8(NGHTTP2_PING.rawValue)
     static let goAway = UInt8(NGHTTP2_GOAWAY.rawValue)
-    static let windowUpdate = UInt8(NGHTTP2_WINDOW_UPDATE.rawValue)
 }
 
 enum FrameFlag {
@@ -33,43 +30,6 @@ enum LibError {
     static let nomem = NGHTTP2_ERR_NOMEM.rawValue
     static let callbackFailure = NGHTTP2_ERR_CALLBACK_FAILURE.rawValue
     static let temporalCallbackFailure = NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
-    static let sessionClosing = NGHTTP2_ERR_SESSION_CLOSING.rawValue
-}
-
-/// Static header bytes. `StaticString` storage lives in the binary, so taking its
-/// `utf8Start` involves no allocation and no escaping of a `withUnsafe…` pointer. We still do
-/// not set NGHTTP2_NV_FLAG_NO_COPY_*: nghttp2 copies every field during the submit call.
-enum StaticHeader {
-    static let status: StaticString = ":status"
-    static let s200: StaticString = "200"
-    static let s204: StaticString = "204"
-    static let s400: StaticString = "400"
-    static let s403: StaticString = "403"
-    static let s404: StaticString = "404"
-    static let s405: StaticString = "405"
-    static let s410: StaticString = "410"
-    static let s413: StaticString = "413"
-    static let s429: StaticString = "429"
-    static let s500: StaticString = "500"
-    static let s503: StaticString = "503"
-
-    @inline(__always)
-    static func statusValue(_ status: Int) -> StaticString? {
-        switch status {
-        case 200: return s200
-        case 204: return s204
-        case 400: return s400
-        case 403: return s403
-        case 404: return s404
-        case 405: return s405
-        case 410: return s410
-        case 413: return s413
-        case 429: return s429
-        case 500: return s500
-        case 503: return s503
-        default: return nil
-        }
-    }
 }
 
 func libErrorText(_ code: Int32) -> String {
@@ -170,29 +130,17 @@ struct HeaderScratch: ~Copyable {
         return (start, n)
     }
 
-    @inline(__always)
-    mutating func appendStatic(name: StaticString, value: StaticString, flags: UInt8 = NVFlag.none) {
-        nv[count] = nghttp2_nv(name: UnsafeMutablePointer(mutating: name.utf8Start),
-                               value: UnsafeMutablePointer(mutating: value.utf8Start),
-                               namelen: name.utf8CodeUnitCount,
-                               valuelen: value.utf8CodeUnitCount,
-                               flags: flags)
-        count += 1
-    }
-
-    /// `:status` with a 3-digit value; common codes use static bytes.
+    /// `:status` with a 3-digit value: the name from the binary's static bytes (no allocation,
+    /// no escaping `withUnsafe…` pointer), the three digits written here (`begin` must count
+    /// them). nghttp2 copies both during the submit call, so NO_COPY flags are never set.
     mutating func appendStatus(_ status: Int) {
-        if let v = StaticHeader.statusValue(status) {
-            appendStatic(name: StaticHeader.status, value: v)
-            return
-        }
         precondition((100...999).contains(status), "HTTP status must have 3 digits: \(status)")
         let start = bytes + used
         start[0] = UInt8(truncatingIfNeeded: 48 + status / 100)
         start[1] = UInt8(truncatingIfNeeded: 48 + (status / 10) % 10)
         start[2] = UInt8(truncatingIfNeeded: 48 + status % 10)
         used += 3
-        let name = StaticHeader.status
+        let name: StaticString = ":status"
         nv[count] = nghttp2_nv(name: UnsafeMutablePointer(mutating: name.utf8Start), value: start,
                                namelen: name.utf8CodeUnitCount, valuelen: 3, flags: NVFlag.none)
         count += 1

@@ -19,12 +19,7 @@ public final class ES256PrivateKey: @unchecked Sendable {
 
     private init(takingOwnershipOf key: OpaquePointer) throws {
         self.key = key
-        do {
-            publicKey = try ES256PublicKey(publicHalfOf: key)
-        } catch {
-            EVP_PKEY_free(key)
-            throw error
-        }
+        publicKey = try freeingOnError(key) { try ES256PublicKey(publicHalfOf: key) }
     }
 
     deinit { EVP_PKEY_free(key) }
@@ -80,12 +75,7 @@ public final class ES256PublicKey: @unchecked Sendable {
 
     private init(takingOwnershipOf key: OpaquePointer) throws {
         self.key = key
-        do {
-            pem = try stringFromWriteBIO("public key") { bio in PEM_write_bio_PUBKEY(bio, key) == 1 }
-        } catch {
-            EVP_PKEY_free(key)
-            throw error
-        }
+        pem = try freeingOnError(key) { try stringFromWriteBIO("public key") { bio in PEM_write_bio_PUBKEY(bio, key) == 1 } }
     }
 
     deinit { EVP_PKEY_free(key) }
@@ -111,12 +101,7 @@ public final class ES256PublicKey: @unchecked Sendable {
         ERR_clear_error()
         let key = try withReadBIO(pem) { bio in PEM_read_bio_PUBKEY(bio, nil, refusePassphrase, nil) }
         guard let key else { throw CryptoError.openSSL("could not parse PUBLIC KEY PEM") }
-        do {
-            try requireP256(key)
-        } catch {
-            EVP_PKEY_free(key)
-            throw error
-        }
+        try freeingOnError(key) { try requireP256(key) }
         try self.init(takingOwnershipOf: key)
     }
 
@@ -189,13 +174,19 @@ private func loadPrivateKey(pem: String) throws -> OpaquePointer {
     guard let key else {
         throw CryptoError.openSSL("could not parse private key PEM (expected PRIVATE KEY or EC PRIVATE KEY, unencrypted)")
     }
+    try freeingOnError(key) { try requireP256(key) }
+    return key
+}
+
+/// Runs `body` for a key we own (not yet handed to an object whose deinit frees it); if it
+/// throws, frees the key before passing the error on.
+private func freeingOnError<T>(_ key: OpaquePointer, _ body: () throws -> T) rethrows -> T {
     do {
-        try requireP256(key)
+        return try body()
     } catch {
         EVP_PKEY_free(key)
         throw error
     }
-    return key
 }
 
 /// Throws "key is not an EC P-256 key (...)" unless `key` is an EC key on prime256v1.

@@ -224,30 +224,19 @@ public final class TLSConnection: @unchecked Sendable {
     deinit { SSL_free(ssl) }
 
     public func handshake() -> TLSIOResult {
-        prepareForCall()
-        let ret = SSL_do_handshake(ssl)
-        let savedErrno = errno
-        return ret == 1 ? .ok(0) : result(ret, savedErrno, operation: "TLS handshake")
+        perform("TLS handshake") { _ in SSL_do_handshake(ssl) }
     }
 
     public func read(into buffer: UnsafeMutableRawBufferPointer) -> TLSIOResult {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return .ok(0) }
-        prepareForCall()
-        var count = 0
-        let ret = SSL_read_ex(ssl, base, buffer.count, &count)
-        let savedErrno = errno
-        return ret == 1 ? .ok(count) : result(ret, savedErrno, operation: "TLS read")
+        return perform("TLS read") { SSL_read_ex(ssl, base, buffer.count, &$0) }
     }
 
     /// May write fewer bytes than given (partial writes are enabled); after `.wantRead` or
     /// `.wantWrite`, retry with the same bytes (the buffer may move, its contents may not).
     public func write(_ bytes: UnsafeRawBufferPointer) -> TLSIOResult {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return .ok(0) }
-        prepareForCall()
-        var count = 0
-        let ret = SSL_write_ex(ssl, base, bytes.count, &count)
-        let savedErrno = errno
-        return ret == 1 ? .ok(count) : result(ret, savedErrno, operation: "TLS write")
+        return perform("TLS write") { SSL_write_ex(ssl, base, bytes.count, &$0) }
     }
 
     /// Decrypted application data is waiting inside OpenSSL (SSL_pending > 0): read again
@@ -305,6 +294,17 @@ public final class TLSConnection: @unchecked Sendable {
         // unrelated earlier calls would turn a plain want-read into a bogus failure.
         ERR_clear_error()
         errno = 0
+    }
+
+    /// Runs one OpenSSL I/O call (which returns 1 on success and may set a byte count) and
+    /// classifies its outcome; errno is saved before anything else can change it.
+    @inline(__always)
+    private func perform(_ operation: String, _ call: (_ count: inout Int) -> Int32) -> TLSIOResult {
+        prepareForCall()
+        var count = 0
+        let ret = call(&count)
+        let savedErrno = errno
+        return ret == 1 ? .ok(count) : result(ret, savedErrno, operation: operation)
     }
 
     private func result(_ ret: Int32, _ savedErrno: Int32, operation: String) -> TLSIOResult {

@@ -39,14 +39,8 @@ public enum TestCertificates {
                                      ])
         defer { X509_free(ca) }
         let leaf = try makeCertificate(subject: testSubject(serverCommonName), publicKey: serverKey, issuer: ca, issuerKey: caKey,
-                                       days: 825, extensions: [
-                                           (NID_basic_constraints, "critical,CA:FALSE"),
-                                           (NID_key_usage, "critical,digitalSignature"),
-                                           (NID_ext_key_usage, "serverAuth"),
-                                           (NID_subject_alt_name, subjectAltNames.joined(separator: ",")),
-                                           (NID_subject_key_identifier, "hash"),
-                                           (NID_authority_key_identifier, "keyid:always"),
-                                       ])
+                                       days: 825, extensions: leafExtensions(purpose: "serverAuth",
+                                                                             subjectAltName: subjectAltNames.joined(separator: ",")))
         defer { X509_free(leaf) }
 
         let base = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
@@ -63,6 +57,20 @@ public enum TestCertificates {
     /// O = "apns-emulator TEST ONLY", CN = `commonName`.
     private static func testSubject(_ commonName: String) -> [(field: String, value: String)] {
         [("O", "apns-emulator TEST ONLY"), ("CN", commonName)]
+    }
+
+    /// The extensions of a certificate that is not a CA: digital signatures for `purpose`
+    /// (`serverAuth`, `clientAuth`), identified to its issuer by key id.
+    static func leafExtensions(purpose: String, subjectAltName: String? = nil) -> [(Int32, String)] {
+        var extensions = [
+            (NID_basic_constraints, "critical,CA:FALSE"),
+            (NID_key_usage, "critical,digitalSignature"),
+            (NID_ext_key_usage, purpose),
+        ]
+        if let subjectAltName { extensions.append((NID_subject_alt_name, subjectAltName)) }
+        extensions.append((NID_subject_key_identifier, "hash"))
+        extensions.append((NID_authority_key_identifier, "keyid:always"))
+        return extensions
     }
 
     /// Builds and signs a v3 certificate. `issuer == nil` means self-signed. Valid from

@@ -57,13 +57,7 @@ extension TestCertificates {
             subject: [("UID", bundleID), ("CN", "Apple Push Services: \(bundleID)"), ("O", "apns-emulator (TEST ONLY)")],
             publicKey: key, issuer: ca, issuerKey: caKey, days: validityDays,
             notBeforeOffset: min(-3600, (validityDays - 1) * day),
-            extensions: [
-                (NID_basic_constraints, "critical,CA:FALSE"),
-                (NID_key_usage, "critical,digitalSignature"),
-                (NID_ext_key_usage, "clientAuth"),
-                (NID_subject_key_identifier, "hash"),
-                (NID_authority_key_identifier, "keyid:always"),
-            ],
+            extensions: leafExtensions(purpose: "clientAuth"),
             rawExtensions: rawExtensions)
         defer { X509_free(certificate) }
 

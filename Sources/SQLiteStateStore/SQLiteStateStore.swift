@@ -154,12 +154,10 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
                 try? db.execute("ROLLBACK")
                 throw error
             }
-        } catch let error as SQLiteError {
-            throw StateStoreError("writing \(location): \(error)")
         } catch let error as StateStoreError {
             throw error
         } catch {
-            throw StateStoreError("writing \(location): \(error)")
+            throw StateStoreError("writing \(location): \(error)")  // an SQLiteError
         }
     }
 

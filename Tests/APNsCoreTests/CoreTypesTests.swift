@@ -1,4 +1,4 @@
-import APNsCore
+@testable import APNsCore
 import Testing
 
 @Suite("Encodings and JSON")

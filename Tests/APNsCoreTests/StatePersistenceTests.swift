@@ -364,23 +364,52 @@ struct StateCodecTests {
         var decoded = try StateCodec.decodeRecord(StateCodec.encode(record))
         decoded.accountedBytes = record.accountedBytes
         #expect(String(describing: decoded) == String(describing: record))
-        var sparse = NotificationRecord(apnsID: "A", token: "", environment: .sandbox, receivedAtMs: 0)
-        sparse.jwtVerified = true
+        let sparse = Self.sparseRecord()
         #expect(String(describing: try StateCodec.decodeRecord(StateCodec.encode(sparse))) == String(describing: sparse))
     }
 
-    @Test func waitingNotificationsAndFaultRulesRoundTrip() throws {
-        let n = PendingNotification(sequence: 9, apnsID: "ID", token: "ab", topic: "com.x.voip", deviceID: "d", bundleID: "com.x",
-                                    pushType: .voip, priority: 10, collapseID: nil, storeUntilMs: 123, payload: [1, 2, 3],
-                                    content: PushContent(isVisible: true, contentAvailable: false, mutableContent: true), wasStored: true)
-        #expect(String(describing: try StateCodec.decodeNotification(StateCodec.encode(n))) == String(describing: n))
+    /// Format 1 as it is stored: a change to these bytes makes existing state directories
+    /// unreadable (a new layout needs a new format number and a reader for the old one).
+    @Test func formatOneBytesStayTheSame() {
+        func hex(_ bytes: [UInt8]) -> String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+        #expect(hex(StateCodec.encode(Self.fullRecord())) ==
+            "012a2443363931434136442d464646332d424434422d334434422d464243444233444343314341012436366364313638302d646538322d343639362d386266632d3632396339313138643432390434666331010f636f6d2e6578616d706c652e6170700105616c657274"
+            + "010a019eeaad950d010573636f72650a70726f64756374696f6eb406010c556e72656769737465726564010d187b22617073223a7b22616c657274223a22c3bc227d7d00ffd08c01f6a1d5edee660b756e696e7374616c6c6564ffffffffffffffffff01feffffff0f01"
+            + "04504f5354010e2f332f6465766963652f3466633103073a6d6574686f6404504f53540a61706e732d746f7069630f636f6d2e6578616d706c652e61707005656d707479000101045445414d01034b4559010f7b22616c67223a224553323536227d010e7b2269737322"
+            + "3a225445414d227d01010570686f6e65010f636f6d2e6578616d706c652e6170701164726f707065642d62792d73797374656d020b77696c6c50726573656e740a64696452656365697665010662616e6e657201020101046e6f74650104010266310104434e3d78")
+        #expect(hex(StateCodec.encode(Self.sparseRecord())) == "0100014100000000001400000773616e64626f7800000000000000000000000000000000000200000872656a65637465640000000000000000")
+        #expect(hex(StateCodec.encode(Self.notification())) == "01090249440261620a636f6d2e782e766f6970016405636f6d2e7804766f6970140001f6010301020301000101")
+        #expect(hex(StateCodec.encode(FaultRulesSnapshot(rules: Self.faultRules(), nextNumber: 12))) ==
+            "01180704736c6f77010261620101740105616c657274010a010a70726f64756374696f6e010603010853687574646f776e010e04140a0108040180808080808080e83f01011606026b30000000000000000000000000000000026b3100000000000001e80701580000000000000000026b32000000000000020e0000000000000000026b33000000000000040000000000000000026b3400000000000005020000000000000000026b35000000000000030000000000000000000000")
+    }
+
+    static func sparseRecord() -> NotificationRecord {
+        var sparse = NotificationRecord(apnsID: "A", token: "", environment: .sandbox, receivedAtMs: 0)
+        sparse.jwtVerified = true
+        return sparse
+    }
+
+    static func notification() -> PendingNotification {
+        PendingNotification(sequence: 9, apnsID: "ID", token: "ab", topic: "com.x.voip", deviceID: "d", bundleID: "com.x",
+                            pushType: .voip, priority: 10, collapseID: nil, storeUntilMs: 123, payload: [1, 2, 3],
+                            content: PushContent(isVisible: true, contentAvailable: false, mutableContent: true), wasStored: true)
+    }
+
+    /// One rule with every field set, then one per action kind.
+    static func faultRules() -> [FaultRule] {
         var rule = FaultRule(id: "slow", match: FaultMatch(token: "ab", topic: "t", pushType: "alert", priority: 5, environment: .production, connectionID: 3),
                              action: FaultAction(kind: .goAway(reason: "Shutdown", lastStreamID: 7, errorCode: 2), delayMs: 10, jitterMs: 5),
                              times: 4, after: 2, probability: 0.25, seed: UInt64.max)
         rule.restoreCounts(matched: 11, fired: 3)
         let kinds: [FaultAction.Kind] = [.none, .respond(status: 500, reason: "X"), .resetStream(errorCode: 7), .closeConnection,
                                          .maxConcurrentStreams(1), .goAway(reason: nil, lastStreamID: nil, errorCode: 0)]
-        let rules = [rule] + kinds.enumerated().map { FaultRule(id: "k\($0.offset)", match: FaultMatch(), action: FaultAction(kind: $0.element)) }
+        return [rule] + kinds.enumerated().map { FaultRule(id: "k\($0.offset)", match: FaultMatch(), action: FaultAction(kind: $0.element)) }
+    }
+
+    @Test func waitingNotificationsAndFaultRulesRoundTrip() throws {
+        let n = Self.notification()
+        #expect(String(describing: try StateCodec.decodeNotification(StateCodec.encode(n))) == String(describing: n))
+        let rules = Self.faultRules()
         let decoded = try StateCodec.decodeFaults(StateCodec.encode(FaultRulesSnapshot(rules: rules, nextNumber: 12)))
         #expect(decoded.nextNumber == 12)
         #expect(decoded.rules.map(\.id) == rules.map(\.id))

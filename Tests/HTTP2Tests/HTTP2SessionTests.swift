@@ -509,6 +509,24 @@ struct ErrorTests {
         #expect(frames.last.map { String(decoding: $0.payload.dropFirst(8), as: UTF8.self) } == "SETTINGS expected")
     }
 
+    @Test("an invalid frame is named in the error, on either side (the shared error callbacks)")
+    func invalidFrameDetail() throws {
+        let server = try HTTP2ServerSession(settings: [])
+        let badPush = HPACK.frame(type: 0x4, flags: 0, stream: 0, [0, 2, 0, 0, 0, 2])  // ENABLE_PUSH = 2
+        var thrown: HTTP2Error?
+        do { try server.receive(clientPreface + HPACK.frame(type: 0x4, flags: 0, stream: 0, []) + badPush) } catch { thrown = error }
+        #expect(thrown?.message.contains("invalid frame (type 4, stream 0)") == true, "\(thrown?.message ?? "")")
+
+        let client = try HTTP2ClientSession()
+        var out: [UInt8] = []
+        client.drainOutput(into: &out)  // the preface and SETTINGS
+        let badWindow = HPACK.frame(type: 0x4, flags: 0, stream: 0, [0, 4, 0x80, 0, 0, 0])  // INITIAL_WINDOW_SIZE 2^31
+        thrown = nil
+        do { try client.receive(HPACK.frame(type: 0x4, flags: 0, stream: 0, []) + badWindow) } catch { thrown = error }
+        #expect(thrown?.goAwayErrorCode == HTTP2ErrorCode.flowControlError)
+        #expect(thrown?.message.contains("invalid frame (type 4, stream 0)") == true, "\(thrown?.message ?? "")")
+    }
+
     @Test("PRIORITY frames are accepted silently; one that depends on itself is a connection error in nghttp2")
     func priorityFrames() throws {
         let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])

@@ -1,26 +1,29 @@
-// In-memory micro benchmarks of the session wrappers, for later use (e.g. from a
-// `bench` subcommand or a release-mode test run). They measure; they assert nothing.
-// Run them in a release build: debug builds are several times slower.
+// In-memory micro benchmarks of the session wrappers. They measure; they assert nothing.
+// They live with the tests, not in the HTTP2 library: `BenchmarkSmokeTests` runs them, and
+// timing them wants a release-mode test run (`swift test -c release`): debug builds are
+// several times slower.
+
+import HTTP2
 
 /// In-memory throughput measurements of the HTTP2 wrapper (no sockets, no TLS).
-public enum HTTP2MicroBenchmark {
-    public struct Result: Sendable, CustomStringConvertible {
+enum HTTP2MicroBenchmark {
+    struct Result: Sendable, CustomStringConvertible {
         /// Requests answered.
-        public var requests: Int
+        var requests: Int
         /// Wall time of the measured part.
-        public var elapsed: Duration
-        public var requestsPerSecond: Double {
+        var elapsed: Duration
+        var requestsPerSecond: Double {
             let c = elapsed.components
             let seconds = Double(c.seconds) + Double(c.attoseconds) / 1e18
             return seconds > 0 ? Double(requests) / seconds : 0
         }
-        public var description: String {
+        var description: String {
             "\(requests) requests in \(elapsed): \(Int(requestsPerSecond)) req/s"
         }
     }
 
     /// Typical APNs provider request header list (values are placeholders).
-    public static func sampleRequestHeaders(deviceToken: String = String(repeating: "ab", count: 32)) -> [HTTP2HeaderField] {
+    static func sampleRequestHeaders(deviceToken: String = String(repeating: "ab", count: 32)) -> [HTTP2HeaderField] {
         [
             HTTP2HeaderField(":method", "POST"),
             HTTP2HeaderField(":scheme", "https"),
@@ -34,14 +37,14 @@ public enum HTTP2MicroBenchmark {
         ]
     }
 
-    public static let sampleRequestBody: [UInt8] = Array(#"{"aps":{"alert":"Hello from the load generator"}}"#.utf8)
+    static let sampleRequestBody: [UInt8] = Array(#"{"aps":{"alert":"Hello from the load generator"}}"#.utf8)
 
     /// Server side only. First a client runs `requests` requests (in batches of `batch`
     /// concurrent streams) against a recording server while every byte the client sends is
     /// kept; then that byte stream is replayed into a fresh, identically configured server
     /// that answers each request with 200 + `apns-id` (no body) and drains its output. Only
     /// the replay is timed, so this approximates the per-core server cost of the wrapper.
-    public static func serverReplay(requests: Int, batch: Int = 100) throws(HTTP2Error) -> Result {
+    static func serverReplay(requests: Int, batch: Int = 100) throws(HTTP2Error) -> Result {
         let settings = [HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: 1000)]
         let overrides = [HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: 1)]
         let responseHeaders = [HTTP2HeaderField("apns-id", "00000000-0000-0000-0000-000000000000")]
@@ -101,7 +104,7 @@ public enum HTTP2MicroBenchmark {
 
     /// Both sides in one thread: client submits `batch` requests, bytes go to the server,
     /// it answers 200 (no body), bytes go back, the client collects the responses.
-    public static func roundTrip(requests: Int, batch: Int = 100) throws(HTTP2Error) -> Result {
+    static func roundTrip(requests: Int, batch: Int = 100) throws(HTTP2Error) -> Result {
         let client = try HTTP2ClientSession()
         let server = try HTTP2ServerSession(settings: [HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: 1000)])
         let headers = sampleRequestHeaders()
