@@ -26,20 +26,15 @@ public final class TestEmulator: Sendable {
         public var teamID = "TESTTEAM01"
         public var keyID = "TESTKEY001"
         /// Apps of the team: pushes to these topics are accepted with `signingKey`.
-        public var bundleIDs = ["com.example.app"]
+        public var bundleIDs: [String]
         /// More `apns-emulator serve` options, e.g. `["--unregistered-delay", "0"]`.
-        public var arguments: [String] = []
+        public var arguments: [String]
         /// Let the emulator log to standard error (off: tests stay quiet).
         public var logging = false
 
-        public init(teamID: String = "TESTTEAM01", keyID: String = "TESTKEY001", bundleIDs: [String] = ["com.example.app"],
-                    arguments: [String] = [], logging: Bool = false)
-        {
-            self.teamID = teamID
-            self.keyID = keyID
+        public init(bundleIDs: [String] = ["com.example.app"], arguments: [String] = []) {
             self.bundleIDs = bundleIDs
             self.arguments = arguments
-            self.logging = logging
         }
     }
 

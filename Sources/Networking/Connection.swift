@@ -222,20 +222,11 @@ public final class Connection: IOHandler {
     // MARK: IOHandler
 
     public func readable() {
-        guard !isClosed else { return }
-        if !ready {
-            continueHandshake()
-            return
-        }
-        readAvailable()
+        if isReadyForIO() { readAvailable() }
     }
 
     public func writable() {
-        guard !isClosed else { return }
-        if !ready {
-            continueHandshake()
-            return
-        }
+        guard isReadyForIO() else { return }
         flush()
         // TLS may have wanted a write to finish a read (renegotiation-style record flow).
         if tls?.hasBufferedReadData == true { readAvailable() }
@@ -243,6 +234,17 @@ public final class Connection: IOHandler {
 
     public func hangup() {
         close()
+    }
+
+    /// Whether reads and writes may go ahead: open, and past the TLS handshake (an event
+    /// before then moves the handshake on instead).
+    private func isReadyForIO() -> Bool {
+        guard !isClosed else { return false }
+        guard ready else {
+            continueHandshake()
+            return false
+        }
+        return true
     }
 
     private func continueHandshake() {

@@ -12,23 +12,22 @@ public struct StateWriterLimits: Sendable {
     /// Journal records an answer may be sent ahead of their commit (`--state-journal-lag`).
     /// Beyond it answers wait for the commit of everything before them (back-pressure);
     /// 0 makes every answer wait for its own record.
-    public var journalLag: Int
+    public var journalLag = 0
     /// Journal records waiting for the writer; more are dropped and counted.
-    public var maxRecords: Int
+    public var maxRecords = 100_000
     /// Estimated bytes of those records; more are dropped and counted.
-    public var maxRecordBytes: Int
+    public var maxRecordBytes = 64 << 20
     /// Attempts at a failing transaction before the store is declared failed.
-    public var attempts: Int
-    public var retryDelayMilliseconds: Int
+    public var attempts = 3
+    public var retryDelayMilliseconds = 200
 
-    public init(journalLag: Int = 0, maxRecords: Int = 100_000, maxRecordBytes: Int = 64 << 20, attempts: Int = 3,
-                retryDelayMilliseconds: Int = 200)
-    {
-        self.journalLag = journalLag
-        self.maxRecords = maxRecords
-        self.maxRecordBytes = maxRecordBytes
-        self.attempts = attempts
-        self.retryDelayMilliseconds = retryDelayMilliseconds
+    public init() {}
+
+    /// These limits with `journalLag` changed (`--state-journal-lag`).
+    public func with(journalLag: Int) -> StateWriterLimits {
+        var limits = self
+        limits.journalLag = journalLag
+        return limits
     }
 }
 

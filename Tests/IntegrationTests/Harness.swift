@@ -45,8 +45,9 @@ final class EmulatorProcess: @unchecked Sendable {
     {
         if inProcess {
             precondition(extraEnvironment.isEmpty && withKey && launcher.isEmpty, "in-process emulators take arguments only")
-            let kit = try TestEmulator.start(TestEmulator.Options(teamID: Self.teamID, keyID: Self.keyID, bundleIDs: [Self.bundleID],
-                                                                   arguments: extraArguments))
+            var options = TestEmulator.Options(bundleIDs: [Self.bundleID], arguments: extraArguments)
+            (options.teamID, options.keyID) = (Self.teamID, Self.keyID)
+            let kit = try TestEmulator.start(options)
             self.kit = kit
             directory = kit.directory
             keyPath = kit.signingKey.path

@@ -136,7 +136,7 @@ struct StateWriterTests {
 
     @Test func journalRecordsBeyondTheBoundAreDroppedAndCountedButStateChangesNever() throws {
         let store = GatedStore()
-        let writer = StateWriter(store: store, limits: StateWriterLimits(maxRecords: 10, maxRecordBytes: 1 << 20), log: { _ in })
+        let writer = StateWriter(store: store, limits: limits { $0.maxRecords = 10; $0.maxRecordBytes = 1 << 20 }, log: { _ in })
         writer.start()
         defer { writer.stop() }
         store.close()
@@ -151,7 +151,7 @@ struct StateWriterTests {
         #expect(store.allChanges.filter { $0.isJournalRecord }.count == 10)
         #expect(store.allChanges.filter { if case .tokenSaved = $0 { return true } else { return false } }.count == 51)
         // A byte bound as well.
-        let small = StateWriter(store: GatedStore(), limits: StateWriterLimits(maxRecords: 1000, maxRecordBytes: 1000), log: { _ in })
+        let small = StateWriter(store: GatedStore(), limits: limits { $0.maxRecords = 1000; $0.maxRecordBytes = 1000 }, log: { _ in })
         small.submit([record(1, payload: 600), record(2, payload: 600)])
         #expect(small.statistics.recordsDropped == 1)
     }
@@ -182,7 +182,7 @@ struct StateWriterTests {
     /// the lag every answer waits (back-pressure); admin answers always wait.
     @Test func answersWaitForLifecycleChangesAndForRecordsBeyondTheLag() throws {
         let store = GatedStore()
-        let writer = StateWriter(store: store, limits: StateWriterLimits(journalLag: 2), log: { _ in })
+        let writer = StateWriter(store: store, limits: StateWriterLimits().with(journalLag: 2), log: { _ in })
         writer.start()
         defer { writer.stop() }
         store.close()
@@ -212,7 +212,7 @@ struct StateWriterTests {
         let store = GatedStore()
         store.failing = true
         let messages = Locked<[String]>([])
-        let writer = StateWriter(store: store, limits: StateWriterLimits(attempts: 2, retryDelayMilliseconds: 1)) { line in
+        let writer = StateWriter(store: store, limits: limits { $0.attempts = 2; $0.retryDelayMilliseconds = 1 }) { line in
             messages.withLock { $0.append(line) }
         }
         let loop = QueueExecutor()
@@ -263,4 +263,11 @@ struct CommitGateTests {
         #expect(loop.runAll() == 0, "nothing re-arms once all is released")
         #expect(!gate.hold("d"))
     }
+}
+
+/// Default writer limits with some changed.
+private func limits(_ change: (inout StateWriterLimits) -> Void) -> StateWriterLimits {
+    var limits = StateWriterLimits()
+    change(&limits)
+    return limits
 }
