@@ -40,13 +40,13 @@ public final class EmulatorState: Sendable {
     private let faultsActive = Atomic<Bool>(false)
     /// Called, outside the lock, with the sequence numbers of records added or changed by a
     /// `withWorld` call (for event streams and long polls). Set once at start-up.
-    nonisolated(unsafe) public var onRecordChanges: (@Sendable ([UInt64], _ reset: Bool) -> Void)?
+    @exclusivity(unchecked) nonisolated(unsafe) public var onRecordChanges: (@Sendable ([UInt64], _ reset: Bool) -> Void)?
     /// Turned on while someone listens (event streams, long polls), so the request path pays
     /// nothing for change tracking otherwise.
     private let changeTracking = Atomic<Bool>(false)
     /// Where persistent changes go, in order, drained under the lock (`--state-dir`). Set
     /// once at start-up, before any request; nil keeps everything in memory only.
-    nonisolated(unsafe) public var persistence: (any StateChangeSink)?
+    @exclusivity(unchecked) nonisolated(unsafe) public var persistence: (any StateChangeSink)?
 
     public func setChangeTracking(_ on: Bool) { changeTracking.store(on, ordering: .relaxed) }
 

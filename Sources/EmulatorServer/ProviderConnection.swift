@@ -27,11 +27,12 @@ final class ProviderConnection: ConnectionHandler {
     let endpoint: ProviderEndpoint
     let server: ProviderServer
     private let session: HTTP2ServerSession
-    private var context: ProviderConnectionContext
+    // Loop-confined and on the request path: exclusivity-unchecked like HTTP2ServerSession's state.
+    @exclusivity(unchecked) private var context: ProviderConnectionContext
     private var idleTimer: TimerID?
     /// Runs while requests are arriving, to reset those that stall (`--request-timeout`).
     private var requestDeadlineTimer: TimerID?
-    private var responseHeaders: [HTTP2HeaderField] = []
+    @exclusivity(unchecked) private var responseHeaders: [HTTP2HeaderField] = []
     /// The connection's first bytes, held until they tell HTTP/2 from HTTP/1.x (at most the
     /// 24-byte preface); nil once decided.
     private var firstBytes: [UInt8]? = []
