@@ -81,25 +81,27 @@ import Testing
     /// check).
     @Test func schedulingFromAnotherThreadCrashesADebugBuild() async {
         await #expect(processExitsWith: .failure) {
-            let loop = try EventLoop(name: "misused")
-            loop.start()
-            let running = DispatchSemaphore(value: 0)
-            loop.execute { running.signal() }
-            running.wait()
+            let loop = try runningLoop()
             loop.schedule(afterMilliseconds: 0) {}
         }
     }
 
     @Test func registeringFromAnotherThreadCrashesADebugBuild() async {
         await #expect(processExitsWith: .failure) {
-            let loop = try EventLoop(name: "misused")
-            loop.start()
-            let running = DispatchSemaphore(value: 0)
-            loop.execute { running.signal() }
-            running.wait()
+            let loop = try runningLoop()
             let fd = eventfd(0, 0)
             try loop.register(fd: fd, events: .read, handler: Recorder())
         }
     }
     #endif
+}
+
+/// A loop started on its own thread, once it is known to run.
+private func runningLoop() throws -> EventLoop {
+    let loop = try EventLoop(name: "misused")
+    loop.start()
+    let running = DispatchSemaphore(value: 0)
+    loop.execute { running.signal() }
+    running.wait()
+    return loop
 }
