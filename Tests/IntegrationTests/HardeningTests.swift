@@ -82,7 +82,7 @@ struct HardeningTests {
 
     /// A body far over every payload limit is answered 413 before it has all arrived.
     @Test func anOversizedBodyIsAnsweredBeforeItEnds() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         var push = try emulator.push(device.token)
         push.payload = Array(("{\"aps\":{\"alert\":\"" + String(repeating: "a", count: 4 << 20) + "\"}}").utf8)
@@ -265,7 +265,7 @@ struct SlowDeviceTests {
     }
 
     @Test func aDeviceThatDoesNotAckHoldsAtMostItsWindow() throws {
-        let emulator = try EmulatorProcess(["--device-window", "20", "--max-records", "1000"])
+        let emulator = try EmulatorProcess(["--device-window", "20", "--max-records", "1000"], inProcess: true)
         let fd = try Socket.connect(to: try emulator.address("device"))
         defer { close(fd) }
         Socket.setTimeouts(fd, milliseconds: 10_000)
@@ -297,7 +297,7 @@ struct SlowDeviceTests {
     }
 
     @Test func aDeviceThatNeverAcksIsDisconnectedAfterTheTimeout() throws {
-        let emulator = try EmulatorProcess(["--device-ack-timeout", "1"])
+        let emulator = try EmulatorProcess(["--device-ack-timeout", "1"], inProcess: true)
         let fd = try Socket.connect(to: try emulator.address("device"))
         defer { close(fd) }
         Socket.setTimeouts(fd, milliseconds: 10_000)
@@ -335,7 +335,7 @@ struct JournalBoundTests {
     }
 
     @Test func theJournalKeepsToItsByteBudget() throws {
-        let emulator = try EmulatorProcess(["--max-record-bytes", "256K"])
+        let emulator = try EmulatorProcess(["--max-record-bytes", "256K"], inProcess: true)
         _ = try Self.pushLarge(emulator, count: 200)
         let info = try emulator.admin("GET", "/api/v1/info").json
         let kept = try #require(info["counts"]?["notifications"]?.intValue ?? info["notifications"]?.intValue)
@@ -347,7 +347,7 @@ struct JournalBoundTests {
 
     /// A list asking for the whole journal is cut at a byte budget and says so.
     @Test func aListResponseIsBoundedInBytes() throws {
-        let emulator = try EmulatorProcess(["--max-records", "20000"])
+        let emulator = try EmulatorProcess(["--max-records", "20000"], inProcess: true)
         _ = try Self.pushLarge(emulator, count: 4000)
         // Generous: under the sanitizers, writing 16 MiB of records takes a while.
         let reply = try emulator.admin("GET", "/api/v1/notifications?limit=20000", timeoutMilliseconds: 120_000)
@@ -368,7 +368,7 @@ struct PayloadFidelityTests {
         "{\n  \"aps\" : {\"alert\":\"pretty\"},\r\n  \"k\":[1, 2.50, -0.0]\n}",
     ])
     func theDeviceReceivesTheBytesAsSent(payload: String) throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let fd = try Socket.connect(to: try emulator.address("device"))
         defer { close(fd) }
         Socket.setTimeouts(fd, milliseconds: 10_000)

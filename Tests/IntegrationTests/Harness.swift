@@ -213,6 +213,7 @@ final class EmulatorProcess: @unchecked Sendable {
 
     /// Resident memory of the emulator process (from /proc), in bytes.
     var residentBytes: Int {
+        precondition(kit == nil, "resident memory is the test process's own when the emulator runs in it")
         let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
         let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
         return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024

@@ -81,7 +81,7 @@ struct ListenerTests {
     }
 
     @Test func aPortInUseIsExplained() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(inProcess: true)
         let taken = try emulator.address("sandbox")
         let result = try run(EmulatorProcess.binary, [
             "serve", "--listen", "127.0.0.1:\(taken.port)", "--sandbox-listen", "off", "--production-listen", "off",
