@@ -114,7 +114,11 @@ func runServe(_ args: [String]) -> Never {
     var received: Int32 = 0
     sigwait(&stopSignals, &received)
     emulator.shutDown()
-    exit(0)
+    // _exit, not exit: the event-loop threads have closed everything but may still be running
+    // their thread-exit destructors (OpenSSL's per-thread state), and exit's OpenSSL clean-up
+    // would free the same memory under them.
+    fflush(nil)
+    _exit(0)
 }
 
 // MARK: send
