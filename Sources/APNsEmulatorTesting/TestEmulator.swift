@@ -128,6 +128,19 @@ public final class TestEmulator: Sendable {
         api = EmulatorAdminClient(address: admin, token: emulator.configuration.admin.token)
     }
 
+    /// Starts an emulator, runs `body` with it and stops it however `body` ends:
+    ///
+    /// ```swift
+    /// @Test func shipping() async throws {
+    ///     try await TestEmulator.with { apns in … }
+    /// }
+    /// ```
+    public static func with<T>(_ options: Options = Options(), _ body: (TestEmulator) async throws -> T) async throws -> T {
+        let emulator = try start(options)
+        defer { emulator.stop() }
+        return try await body(emulator)
+    }
+
     /// Closes every listener and connection and removes the temporary directory.
     public func stop() {
         emulator.stop()

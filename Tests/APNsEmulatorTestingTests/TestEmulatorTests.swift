@@ -109,6 +109,20 @@ struct TestEmulatorTests {
         #expect(throws: (any Error).self) { _ = try connection.send(try push(apns, to: device.token).request, timeoutMilliseconds: 5000) }
     }
 
+    @Test func withStopsTheEmulatorWhenTheBodyThrows() async throws {
+        struct Failure: Error {}
+        var admin: HostPort?
+        await #expect(throws: Failure.self) {
+            try await TestEmulator.with { apns in
+                admin = apns.admin
+                _ = try apns.createDevice()
+                throw Failure()
+            }
+        }
+        let address = try #require(admin)
+        #expect(throws: (any Error).self) { close(try Socket.connect(to: address)) }
+    }
+
     @Test func badOptionsAreReportedNotCrashed() {
         #expect(throws: TestEmulatorError.self) { try TestEmulator.start(TestEmulator.Options(arguments: ["--no-such-flag"])) }
         #expect(throws: TestEmulatorError.self) { try TestEmulator.start(TestEmulator.Options(arguments: ["--max-records", "lots"])) }
