@@ -1,9 +1,11 @@
 import APNsCore
 import Foundation
+import Locking
 import Glibc
 import Networking
 import OpenSSLCrypto
 import ProviderClient
+import Synchronization
 import Testing
 
 extension EmulatorProcess {
@@ -373,14 +375,15 @@ struct AdminLimitsTests {
             + "Content-Length: \(length)\r\nExpect: 100-continue\r\n\r\n"
         let partial = [UInt8](repeating: 0x20, count: length - 1)
         var sockets = try (0..<60).map { _ in try AdminSocket(emulator, timeoutMilliseconds: 30_000) }
-        nonisolated(unsafe) var answers = [String](repeating: "", count: sockets.count)
+        let collected = Locked([String](repeating: "", count: sockets.count))
         let all = sockets
         DispatchQueue.concurrentPerform(iterations: all.count) { i in
             all[i].send(head)
             let answer = String(decoding: all[i].read(atLeast: 12), as: UTF8.self)
             if answer.hasPrefix("HTTP/1.1 100") { all[i].send(partial) }
-            answers[i] = answer
+            collected.withLock { $0[i] = answer }
         }
+        let answers = collected.withLock { $0 }
         let refused = answers.filter { $0.hasPrefix("HTTP/1.1 503") }
         #expect(refused.count == 56, "\(answers.map { $0.prefix(12) })")
         #expect(answers.filter { $0.hasPrefix("HTTP/1.1 100 Continue") }.count == 4)
@@ -435,7 +438,7 @@ struct AdminLimitsTests {
         let before = emulator.residentBytes
 
         // The reading client: counts notification events as they come.
-        nonisolated(unsafe) var seen = 0
+        let seen = Atomic<Int>(0)
         let reading = Thread {
             let marker = Array("event: notification\n".utf8)
             var tail: [UInt8] = []
@@ -445,7 +448,7 @@ struct AdminLimitsTests {
                 let bytes = tail + chunk
                 var i = 0
                 while i + marker.count <= bytes.count {
-                    if bytes[i] == marker[0] && Array(bytes[i..<(i + marker.count)]) == marker { seen += 1; i += marker.count } else { i += 1 }
+                    if bytes[i] == marker[0] && Array(bytes[i..<(i + marker.count)]) == marker { seen.add(1, ordering: .relaxed); i += marker.count } else { i += 1 }
                 }
                 tail = Array(bytes.suffix(marker.count - 1))
             }
@@ -467,7 +470,7 @@ struct AdminLimitsTests {
             #expect(socket.isClosedByServer())
         }
         // At least one event per push reached the reading client.
-        #expect(try eventually(60) { seen >= 3500 }, "the reading client saw \(seen) events")
+        #expect(try eventually(60) { seen.load(ordering: .relaxed) >= 3500 }, "the reading client saw \(seen.load(ordering: .relaxed)) events")
     }
 
     /// A push compares a record only with waiters filed under one of its keys: waiters for
