@@ -105,8 +105,14 @@ public final class TestEmulator: Sendable {
             // The test process's APNS_EMULATOR_* variables are not read: a test is self-contained.
             let configuration = try ServeConfiguration.resolve(arguments: arguments, environment: [:])
             emulator = try Emulator(configuration: configuration)
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw TestEmulatorError("the emulator did not start: \(error)")
+        }
+        do {
             try emulator.start()
         } catch {
+            emulator.stop()  // closes the listeners bound before the failure
             try? FileManager.default.removeItem(atPath: directory)
             throw TestEmulatorError("the emulator did not start: \(error)")
         }

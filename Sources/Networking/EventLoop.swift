@@ -133,7 +133,12 @@ public final class EventLoop: @unchecked Sendable {
         stopping.store(true, ordering: .releasing)
         wake()
         let current = owner.load(ordering: .acquiring)
-        guard current != 0, current != UInt(pthread_self()) else { return }
+        if current == 0 {
+            // Never started (a start-up that failed half-way): nothing runs it, close here.
+            closeEverything()
+            return
+        }
+        guard current != UInt(pthread_self()) else { return }
         finished.wait()
         finished.signal()  // later calls return at once
     }

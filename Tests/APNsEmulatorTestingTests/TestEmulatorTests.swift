@@ -123,6 +123,19 @@ struct TestEmulatorTests {
         #expect(throws: (any Error).self) { close(try Socket.connect(to: address)) }
     }
 
+    /// A start that fails half-way (the admin port is taken) leaves nothing bound: the
+    /// sandbox listener it had opened before refuses connections afterwards.
+    @Test func aFailedStartReleasesWhatItBound() throws {
+        let holder = try TestEmulator.start()
+        defer { holder.stop() }
+        let probe = try Socket.listen(HostPort(host: "127.0.0.1", port: 0))
+        close(probe.fd)
+        let sandbox = probe.bound
+        let options = TestEmulator.Options(arguments: ["--sandbox-listen", sandbox.description, "--admin-listen", holder.admin.description])
+        #expect(throws: TestEmulatorError.self) { try TestEmulator.start(options) }
+        #expect(throws: (any Error).self, "the failed start left \(sandbox) open") { close(try Socket.connect(to: sandbox)) }
+    }
+
     @Test func badOptionsAreReportedNotCrashed() {
         #expect(throws: TestEmulatorError.self) { try TestEmulator.start(TestEmulator.Options(arguments: ["--no-such-flag"])) }
         #expect(throws: TestEmulatorError.self) { try TestEmulator.start(TestEmulator.Options(arguments: ["--max-records", "lots"])) }
