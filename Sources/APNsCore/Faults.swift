@@ -59,16 +59,8 @@ public struct FaultMatch: Sendable, Equatable {
     public var environment: APNsEnvironment?
     public var connectionID: UInt64?
 
-    public init(token: String? = nil, topic: String? = nil, pushType: String? = nil, priority: Int? = nil,
-                environment: APNsEnvironment? = nil, connectionID: UInt64? = nil)
-    {
-        self.token = token
-        self.topic = topic
-        self.pushType = pushType
-        self.priority = priority
-        self.environment = environment
-        self.connectionID = connectionID
-    }
+    /// Matches every request; set the fields that must match.
+    public init() {}
 
     func matches(_ facts: FaultFacts) -> Bool {
         if let token, !Hex.equalIgnoringCase(token, facts.token) { return false }

@@ -38,16 +38,6 @@ public final class TestEmulator: Sendable {
         }
     }
 
-    /// The provider key the emulator trusts: give it to the provider under test.
-    public struct SigningKey: Sendable {
-        public let teamID: String
-        public let keyID: String
-        /// The key as Apple issues it (`AuthKey_KEYID.p8`, PKCS#8 PEM).
-        public let pem: String
-        /// The same, written to a file in the emulator's directory.
-        public let path: String
-    }
-
     public let options: Options
     public let signingKey: SigningKey
     /// Provider endpoints (TLS, HTTP/2), one per environment.
@@ -237,5 +227,17 @@ public struct DeviceHandle: Sendable {
     public func reinstall() throws(EmulatorAdminError) -> DeviceHandle {
         let token = try api.reinstall(deviceID: deviceID, bundleID: bundleID)
         return DeviceHandle(api: api, deviceID: deviceID, bundleID: bundleID, token: token, environment: environment)
+    }
+}
+
+extension TestEmulator {
+    /// The provider key the emulator trusts: give it to the provider under test.
+    public struct SigningKey: Sendable {
+        public let teamID: String
+        public let keyID: String
+        /// The key as Apple issues it (`AuthKey_KEYID.p8`, PKCS#8 PEM).
+        public let pem: String
+        /// The same, written to a file in the emulator's directory.
+        public let path: String
     }
 }

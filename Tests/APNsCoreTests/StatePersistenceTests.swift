@@ -427,3 +427,14 @@ struct StateCodecTests {
         #expect(throws: StateStoreError.self) { try StateCodec.decodeFaults([1, 2, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]) }
     }
 }
+
+extension FaultMatch {
+    /// A match on the given fields (the library's initialiser takes none).
+    init(token: String? = nil, topic: String? = nil, pushType: String? = nil, priority: Int? = nil,
+         environment: APNsEnvironment? = nil, connectionID: UInt64? = nil)
+    {
+        self.init()
+        (self.token, self.topic, self.pushType) = (token, topic, pushType)
+        (self.priority, self.environment, self.connectionID) = (priority, environment, connectionID)
+    }
+}

@@ -62,7 +62,9 @@ func everyKindOfChange() -> [StateChange] {
     changes.append(.appSaved(bundleID: "com.example.app", teamID: "TEAM"))
     changes.append(.appSaved(bundleID: "com.example.gone", teamID: "TEAM"))
     changes.append(.appRemoved(bundleID: "com.example.gone"))
-    var rule = FaultRule(id: "f1", match: FaultMatch(topic: "com.example.app"), action: FaultAction(kind: .respond(status: 500, reason: "X")), times: 2)
+    var match = FaultMatch()
+    match.topic = "com.example.app"
+    var rule = FaultRule(id: "f1", match: match, action: FaultAction(kind: .respond(status: 500, reason: "X")), times: 2)
     rule.restoreCounts(matched: 5, fired: 2)
     changes.append(.faultsSaved(FaultRulesSnapshot(rules: [rule], nextNumber: 2)))
     let slots: [WaitingSlot] = [.stored, .deferred(.lowPower), .batched(releaseAtMs: 99), .inFlight]
