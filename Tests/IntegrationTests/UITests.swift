@@ -20,19 +20,16 @@ struct UITests {
         return missing
     }
 
-    @Test func browserDrivesTheUI() throws {
-        let missing = Self.missingPackages()
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Runs Tests/ui/test_ui.py against `emulator` with a fresh device and `extra` arguments;
+    /// nil (with an issue recorded) when the browser packages are missing.
+    static func runBrowserTest(_ emulator: EmulatorProcess, _ extra: [String]) throws -> (status: Int32, out: String, err: String)? {
+        let missing = missingPackages()
         guard missing.isEmpty else {
             Issue.record("the web UI test needs the Debian packages \(missing.joined(separator: ", ")): run scripts/deps.sh test")
-            return
+            return nil
         }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let artifacts = root.appendingPathComponent(".build/test-artifacts")
-        try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
-        let screenshot = artifacts.appendingPathComponent("ui.png").path
-        try? FileManager.default.removeItem(atPath: screenshot)
-
-        let emulator = try EmulatorProcess()
         let device = try emulator.createDevice()
         let arguments = [
             root.appendingPathComponent("Tests/ui/test_ui.py").path,
@@ -43,11 +40,20 @@ struct UITests {
             "--topic", EmulatorProcess.bundleID,
             "--token", device.token,
             "--binary", EmulatorProcess.binary,
-            "--screenshot", screenshot,
-        ]
-        let result = try run(Self.python, arguments, timeout: 180)
+        ] + extra
+        let result = try run(python, arguments, timeout: 180)
         #expect(result.status == 0, "browser test failed:\n\(result.out)\(result.err)\nemulator log:\n\(emulator.stderr)")
-        guard result.status == 0 else { return }
+        return result
+    }
+
+    @Test func browserDrivesTheUI() throws {
+        let artifacts = Self.root.appendingPathComponent(".build/test-artifacts")
+        try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
+        let screenshot = artifacts.appendingPathComponent("ui.png").path
+        try? FileManager.default.removeItem(atPath: screenshot)
+
+        let emulator = try EmulatorProcess()
+        guard let result = try Self.runBrowserTest(emulator, ["--screenshot", screenshot]), result.status == 0 else { return }
 
         let png = try Data(contentsOf: URL(fileURLWithPath: screenshot))
         #expect(png.count > 10_000, "screenshot is only \(png.count) bytes")
@@ -57,28 +63,9 @@ struct UITests {
     /// With `--admin-token` the page asks for the token once (again after a wrong one), and
     /// then the timeline, the event stream and the forms work; a reload does not ask again.
     @Test func browserAsksForTheAdminTokenOnce() throws {
-        let missing = Self.missingPackages()
-        guard missing.isEmpty else {
-            Issue.record("the web UI test needs the Debian packages \(missing.joined(separator: ", ")): run scripts/deps.sh test")
-            return
-        }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let token = "ui-test-\(UUID().uuidString)"
         let emulator = try EmulatorProcess(environment: ["APNS_EMULATOR_ADMIN_TOKEN": token])
         emulator.adminToken = token
-        let device = try emulator.createDevice()
-        let arguments = [
-            root.appendingPathComponent("Tests/ui/test_ui.py").path,
-            "--admin", "http://\(try emulator.address("admin"))",
-            "--sandbox", "\(try emulator.address("sandbox"))",
-            "--ca", emulator.caPath,
-            "--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)",
-            "--topic", EmulatorProcess.bundleID,
-            "--token", device.token,
-            "--binary", EmulatorProcess.binary,
-            "--admin-token", token,
-        ]
-        let result = try run(Self.python, arguments, timeout: 180)
-        #expect(result.status == 0, "browser test failed:\n\(result.out)\(result.err)\nemulator log:\n\(emulator.stderr)")
+        _ = try Self.runBrowserTest(emulator, ["--admin-token", token])
     }
 }

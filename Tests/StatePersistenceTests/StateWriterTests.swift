@@ -85,6 +85,17 @@ func record(_ sequence: UInt64, payload: Int = 10) -> StateChange {
     return .recordSaved(r)
 }
 
+extension GatedStore {
+    /// Closes the gate and lets the writer start a transaction with `changes` (the
+    /// `transactions`-th since the store was made), which then waits at the gate: whatever is
+    /// submitted next queues up behind it.
+    func holdWriter(_ writer: StateWriter, with changes: [StateChange], transactions: Int = 1) {
+        close()
+        writer.submit(changes)
+        waitForWriter(transactions)
+    }
+}
+
 @Suite("State writer: group commit, bounds, failure")
 struct StateWriterTests {
     @Test func changesThatQueueUpDuringACommitGoInOneTransaction() throws {
@@ -92,9 +103,7 @@ struct StateWriterTests {
         let writer = StateWriter(store: store, log: { _ in })
         writer.start()
         defer { writer.stop() }
-        store.close()
-        writer.submit([token("first")])
-        store.waitForWriter()
+        store.holdWriter(writer, with: [token("first")])
         for i in 0..<500 { writer.submit([token("t\(i)"), record(UInt64(i))]) }
         store.release()
         #expect(writer.waitUntilCommitted())
@@ -109,9 +118,7 @@ struct StateWriterTests {
         let writer = StateWriter(store: store, log: { _ in })
         writer.start()
         defer { writer.stop() }
-        store.close()
-        writer.submit([token("gate")])
-        store.waitForWriter()
+        store.holdWriter(writer, with: [token("gate")])
         writer.submit([token("a"), token("b"), record(1), .recordsEvicted(before: 1)])
         writer.submit([token("a", state: .expired), .recordRemoved(sequence: 1), .recordsEvicted(before: 5)])
         store.release()
@@ -122,9 +129,7 @@ struct StateWriterTests {
         if case .recordRemoved(let sequence) = second[2] { #expect(sequence == 1) } else { Issue.record("\(second[2])") }
         if case .recordsEvicted(let before) = second[3] { #expect(before == 5) } else { Issue.record("\(second[3])") }
 
-        store.close()
-        writer.submit([token("gate2")])
-        store.waitForWriter(3)
+        store.holdWriter(writer, with: [token("gate2")], transactions: 3)
         writer.submit([token("lost"), record(7)])
         writer.submit([.reset(PersistedState()), token("after")])
         store.release()
@@ -139,9 +144,7 @@ struct StateWriterTests {
         let writer = StateWriter(store: store, limits: limits { $0.maxRecords = 10; $0.maxRecordBytes = 1 << 20 }, log: { _ in })
         writer.start()
         defer { writer.stop() }
-        store.close()
-        writer.submit([token("gate")])
-        store.waitForWriter()
+        store.holdWriter(writer, with: [token("gate")])
         for i in 0..<50 { writer.submit([record(UInt64(i)), token("t\(i)")]) }
         writer.submit([record(3, payload: 20)])  // an update of a queued record is never dropped
         #expect(writer.statistics.recordsDropped == 40)
@@ -185,9 +188,7 @@ struct StateWriterTests {
         let writer = StateWriter(store: store, limits: StateWriterLimits().with(journalLag: 2), log: { _ in })
         writer.start()
         defer { writer.stop() }
-        store.close()
-        writer.submit([record(1)])
-        store.waitForWriter()
+        store.holdWriter(writer, with: [record(1)])
         #expect(writer.uncommittedTicket() == nil, "one record in the open transaction: within the lag")
         #expect(writer.uncommittedTicket(everything: true) != nil)
         writer.submit([record(2)])
@@ -198,9 +199,7 @@ struct StateWriterTests {
         store.release()
         #expect(writer.waitUntilCommitted())
         #expect(writer.uncommittedTicket() == nil)
-        store.close()
-        writer.submit([token("gate")])
-        store.waitForWriter(3)
+        store.holdWriter(writer, with: [token("gate")], transactions: 3)
         writer.submit([record(4), .recordsEvicted(before: 2)])
         #expect(writer.uncommittedTicket() != nil, "the token before it is not committed")
         store.release()
@@ -246,9 +245,7 @@ struct CommitGateTests {
         writer.start()
         defer { writer.stop() }
         #expect(!gate.hold("now"), "nothing uncommitted: send at once")
-        store.close()
-        writer.submit([token("1")])
-        store.waitForWriter()
+        store.holdWriter(writer, with: [token("1")])
         #expect(gate.hold("a"))
         writer.submit([token("2")])
         #expect(gate.hold("b"))

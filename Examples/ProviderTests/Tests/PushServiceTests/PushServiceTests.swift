@@ -33,34 +33,38 @@ struct PushServiceTests {
         }
     }
 
-    @Test func tokensOfUninstalledAppsAreForgotten() throws {
-        let apns = try TestEmulator.start()
-        defer { apns.stop() }
+    /// A store in which `user` has one phone on `apns`.
+    func store(_ apns: TestEmulator, user: String) throws -> (TokenStore, DeviceHandle) {
         let phone = try apns.createDevice()
         let store = TokenStore()
-        store.add(phone.token, for: "bob")
-        try phone.uninstall()
-
-        let outcomes = try service(apns, store).notifyOrderShipped(user: "bob", orderID: 7)
-
-        #expect(outcomes.first?.status == 410)
-        #expect(outcomes.first?.reason == "Unregistered")
-        #expect(outcomes.first?.tokenRemoved == true)
-        #expect(store.tokens(for: "bob").isEmpty)
+        store.add(phone.token, for: user)
+        return (store, phone)
     }
 
-    @Test func aServerErrorKeepsTheToken() throws {
-        let apns = try TestEmulator.start()
-        defer { apns.stop() }
-        let phone = try apns.createDevice()
-        let store = TokenStore()
-        store.add(phone.token, for: "carol")
-        try apns.api.addFault(FaultRule(token: phone.token, action: .respond(status: 503, reason: "ServiceUnavailable"), times: 1))
+    @Test func tokensOfUninstalledAppsAreForgotten() async throws {
+        try await TestEmulator.with { apns in
+            let (store, phone) = try store(apns, user: "bob")
+            try phone.uninstall()
 
-        let outcomes = try service(apns, store).notifyOrderShipped(user: "carol", orderID: 9)
+            let outcomes = try service(apns, store).notifyOrderShipped(user: "bob", orderID: 7)
 
-        #expect(outcomes.first?.status == 503)
-        #expect(outcomes.first?.tokenRemoved == false)
-        #expect(store.tokens(for: "carol") == [phone.token])
+            #expect(outcomes.first?.status == 410)
+            #expect(outcomes.first?.reason == "Unregistered")
+            #expect(outcomes.first?.tokenRemoved == true)
+            #expect(store.tokens(for: "bob").isEmpty)
+        }
+    }
+
+    @Test func aServerErrorKeepsTheToken() async throws {
+        try await TestEmulator.with { apns in
+            let (store, phone) = try store(apns, user: "carol")
+            try apns.api.addFault(FaultRule(token: phone.token, action: .respond(status: 503, reason: "ServiceUnavailable"), times: 1))
+
+            let outcomes = try service(apns, store).notifyOrderShipped(user: "carol", orderID: 9)
+
+            #expect(outcomes.first?.status == 503)
+            #expect(outcomes.first?.tokenRemoved == false)
+            #expect(store.tokens(for: "carol") == [phone.token])
+        }
     }
 }
