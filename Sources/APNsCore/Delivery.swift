@@ -149,8 +149,9 @@ extension World {
             return []
         }
         if notification.priority < 10, deliveryOptions.lowPriorityDelayMs > 0 {
-            delivery.batched.append((nowMs + deliveryOptions.lowPriorityDelayMs, notification))
-            delivery.noteWaiting(.batched(releaseAtMs: nowMs + deliveryOptions.lowPriorityDelayMs), notification)
+            let releaseAt = nowMs + deliveryOptions.lowPriorityDelayMs
+            delivery.batched.append((releaseAt, notification))
+            delivery.noteWaiting(.batched(releaseAtMs: releaseAt), notification)
             setOutcome(notification.sequence, .pending,
                        "accepted; priority \(notification.priority) is batched for power and delivered within \(deliveryOptions.lowPriorityDelayMs) ms")
             return []

@@ -61,6 +61,9 @@ public struct NotificationRecord: Sendable {
     public var certificateSubject: String?
     /// What the journal counted this record as (bytes), when it was added.
     public var accountedBytes = 0
+    /// The request's header list size as HTTP/2 counts it (name + value + 32 per field), when
+    /// the HTTP/2 layer measured it (0: not known), so `approximateBytes` need not add it up.
+    public var headerListBytes = 0
     /// The allowance for a record's fixed part and its texts.
     public static let fixedBytes = 640
 
@@ -69,7 +72,11 @@ public struct NotificationRecord: Sendable {
     /// strings are O(1)).
     public var approximateBytes: Int {
         var total = Self.fixedBytes + payload.count + token.utf8.count + explanation.utf8.count + apnsID.utf8.count
-        for header in requestHeaders { total += header.name.utf8.count + header.value.utf8.count + 32 }
+        if headerListBytes > 0 {
+            total += headerListBytes
+        } else {
+            for header in requestHeaders { total += header.name.utf8.count + header.value.utf8.count + 32 }
+        }
         total += (jwtHeader?.utf8.count ?? 0) + (jwtClaims?.utf8.count ?? 0) + (path?.utf8.count ?? 0)
         return total
     }
@@ -211,7 +218,7 @@ public struct RecordStore: Sendable {
             // The slot holds a placeholder (left by an eviction), which `record` now takes.
             swap(&ring[slot], &record)
         }
-        if let lastEvicted { record = lastEvicted }
+        record = lastEvicted ?? Self.placeholder
         live += 1
         return sequence
     }

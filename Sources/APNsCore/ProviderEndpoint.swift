@@ -173,9 +173,7 @@ public final class ProviderEndpoint: Sendable {
         record.payloadSize = request.bodyLength
         record.payload = request.body.count <= options.recordedPayloadLimit
             ? request.body : Array(request.body.prefix(options.recordedPayloadLimit))
-        if let size = request.headerListSize {
-            record.accountedBytes = NotificationRecord.fixedBytes + record.payload.count + size
-        }
+        record.headerListBytes = request.headerListSize ?? 0
         if environment == .sandbox { record.uniqueID = connection.random.uniqueID() }
 
         var raiseStreamLimit = false

@@ -29,6 +29,10 @@ struct AdminHTTP: Sendable {
         var status: Int
         var body: [UInt8]
         var json: JSONValue { (try? JSONValue.parse(body)) ?? .null }
+        /// The answer as an error: the emulator's `{"error": …}` message, else the body's text.
+        var error: EmulatorAdminError {
+            EmulatorAdminError(status: status, message: json["error"]?.stringValue ?? String(decoding: body, as: UTF8.self))
+        }
     }
 
     /// Sends one request; `timeout` bounds the whole exchange (long polls pass their own).
@@ -54,10 +58,7 @@ struct AdminHTTP: Sendable {
     /// Sends one request and returns its JSON body when the status is 2xx.
     func json(_ method: String, _ path: String, body: JSONValue? = nil, timeoutSeconds: Double = 15) throws(EmulatorAdminError) -> JSONValue {
         let reply = try send(method, path, body: body, timeoutSeconds: timeoutSeconds)
-        guard (200..<300).contains(reply.status) else {
-            let message = reply.json["error"]?.stringValue ?? String(decoding: reply.body, as: UTF8.self)
-            throw EmulatorAdminError(status: reply.status, message: message)
-        }
+        guard (200..<300).contains(reply.status) else { throw reply.error }
         return reply.json
     }
 
@@ -96,25 +97,36 @@ struct AdminHTTP: Sendable {
         guard statusWords.count >= 2, let status = Int(statusWords[1]) else {
             throw EmulatorAdminError(status: 0, message: "\(what): not an HTTP response: \(lines.first ?? "")")
         }
-        var body = Array(response[headEnd.upperBound...])
-        let chunked = lines.dropFirst().contains { $0.lowercased().hasPrefix("transfer-encoding:") && $0.lowercased().contains("chunked") }
-        if chunked { body = dechunk(body) }
+        let fields = lines.dropFirst().map { $0.lowercased() }
+        let body = Array(response[headEnd.upperBound...])
+        let cut = EmulatorAdminError(status: 0, message: "\(what): the answer ended early (a timeout or a dropped connection)")
+        if fields.contains(where: { $0.hasPrefix("transfer-encoding:") && $0.contains("chunked") }) {
+            guard let whole = dechunk(body) else { throw cut }
+            return Reply(status: status, body: whole)
+        }
+        let length = fields.first { $0.hasPrefix("content-length:") }
+            .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+        if let length {
+            guard body.count >= length else { throw cut }
+            return Reply(status: status, body: Array(body.prefix(length)))
+        }
         return Reply(status: status, body: body)
     }
 
-    private static func dechunk(_ bytes: [UInt8]) -> [UInt8] {
+    /// The body of a chunked message; nil when it ends before its last (empty) chunk.
+    private static func dechunk(_ bytes: [UInt8]) -> [UInt8]? {
         var out: [UInt8] = []
         var index = 0
         while let lineEnd = bytes[index...].firstRange(of: [13, 10]) {
             let sizeText = String(decoding: bytes[index..<lineEnd.lowerBound], as: UTF8.self).split(separator: ";").first ?? ""
-            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size > 0 else { break }
+            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else { return nil }
+            if size == 0 { return out }
             let start = lineEnd.upperBound
-            guard start + size <= bytes.count else { break }
+            guard start + size + 2 <= bytes.count else { return nil }
             out.append(contentsOf: bytes[start..<start + size])
             index = start + size + 2
-            guard index <= bytes.count else { break }
         }
-        return out
+        return nil
     }
 }
 

@@ -110,7 +110,7 @@ public struct EmulatorAdminClient: Sendable {
     public func latestNotification(_ filter: PushFilter = PushFilter()) throws(EmulatorAdminError) -> PushRecord? {
         let reply = try http.send("GET", "/api/v1/notifications/latest" + Self.query(filter.queryItems))
         if reply.status == 404 { return nil }
-        guard reply.status == 200 else { throw EmulatorAdminError(status: reply.status, message: reply.json["error"]?.stringValue ?? "") }
+        guard reply.status == 200 else { throw reply.error }
         return PushRecord(reply.json)
     }
 
@@ -123,7 +123,7 @@ public struct EmulatorAdminClient: Sendable {
         let items = filter.queryItems + [("timeout", String(timeout))]
         let reply = try http.send("GET", "/api/v1/notifications/wait" + Self.query(items), timeoutSeconds: timeout + 5)
         if reply.status == 408 { return nil }
-        guard reply.status == 200 else { throw EmulatorAdminError(status: reply.status, message: reply.json["error"]?.stringValue ?? "") }
+        guard reply.status == 200 else { throw reply.error }
         return PushRecord(reply.json)
     }
 

@@ -146,16 +146,16 @@ final class AdminAPI: @unchecked Sendable {
             try installApp(deviceID: try Self.deviceID(p), req)
         }
         r.add("PATCH", "/api/v1/devices/{deviceId}/apps/{bundleId}", "set permission, app state, background mode") { [unowned self] req, p, _ in
-            try patchApp(deviceID: try Self.deviceID(p), bundleID: p["bundleId"]!, req)
+            try patchApp(deviceID: try Self.deviceID(p), bundleID: try Self.bundleID(p), req)
         }
         r.add("DELETE", "/api/v1/devices/{deviceId}/apps/{bundleId}", "uninstall: later pushes get 410") { [unowned self] _, p, _ in
-            try uninstall(deviceID: try Self.deviceID(p), bundleID: p["bundleId"]!)
+            try uninstall(deviceID: try Self.deviceID(p), bundleID: try Self.bundleID(p))
         }
         r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/reinstall", "uninstall and install again: new token") { [unowned self] _, p, _ in
-            try reinstall(deviceID: try Self.deviceID(p), bundleID: p["bundleId"]!)
+            try reinstall(deviceID: try Self.deviceID(p), bundleID: try Self.bundleID(p))
         }
         r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/rotate", "APNs replaces the app's tokens") { [unowned self] _, p, _ in
-            let (id, bundle) = (try Self.deviceID(p), p["bundleId"]!)
+            let (id, bundle) = (try Self.deviceID(p), try Self.bundleID(p))
             let entries = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.rotateTokens(deviceID: id, bundleID: bundle, nowMs: now)
             }
@@ -184,7 +184,7 @@ final class AdminAPI: @unchecked Sendable {
         r.add("GET", "/api/v1/apps", "which team owns which bundle") { [unowned self] _, _, _ in listApps() }
         r.add("POST", "/api/v1/apps", "add an app to a team") { [unowned self] req, _, _ in try addApp(req) }
         r.add("DELETE", "/api/v1/apps/{bundleId}", "remove an app") { [unowned self] _, p, _ in
-            let bundle = p["bundleId"]!
+            let bundle = try Self.bundleID(p)
             guard state.withWorld({ $0.credentials.removeApp(bundleID: bundle) }) != nil else {
                 throw AdminError(404, "no app \(bundle)")
             }
@@ -222,6 +222,12 @@ final class AdminAPI: @unchecked Sendable {
     // MARK: Helpers
 
     /// The `{deviceId}` of a path, refused (400) unless it is a valid id.
+    static func bundleID(_ parameters: [String: String]) throws -> String {
+        let bundle = parameters["bundleId"] ?? ""
+        guard DeviceRegistry.isValidBundleID(bundle) else { throw AdminError(400, RegistryError.invalidBundleID(bundle).description) }
+        return bundle
+    }
+
     static func deviceID(_ parameters: [String: String]) throws -> String {
         let id = parameters["deviceId"] ?? ""
         guard DeviceRegistry.isValidDeviceID(id) else { throw AdminError(400, "the device id in the path: \(DeviceRegistry.deviceIDRule)") }

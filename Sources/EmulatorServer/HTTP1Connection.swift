@@ -83,6 +83,8 @@ final class HTTP1Connection: ConnectionHandler {
     private var parser: HTTP1RequestParser
     private var phase = Phase.idle
     private var head: HTTP1RequestHead?
+    /// The current request's path and query, split once from `head` in `begin`.
+    private var target: (String, [String: String]) = ("", [:])
     private var keepAlive = true
     private var reservedBody = 0
     private var processing = false
@@ -192,7 +194,8 @@ final class HTTP1Connection: ConnectionHandler {
         self.head = head
         keepAlive = head.keepAlive
         let hasBody = head.framing != .none
-        let (path, query) = Self.splitTarget(head.originForm)
+        target = Self.splitTarget(head.originForm)
+        let (path, query) = target
         if let denial = server.admit(head, path: path, query: query) {
             server.metrics.refused(denial.reason)
             // An unread body ends the connection; without one the next request may follow.
@@ -218,7 +221,7 @@ final class HTTP1Connection: ConnectionHandler {
     private func dispatch(_ head: HTTP1RequestHead, _ body: [UInt8]) {
         phase = .handling
         deadline = nil
-        let (path, query) = Self.splitTarget(head.originForm)
+        let (path, query) = target
         var fields: [String: String] = [:]
         for (name, value) in head.fields where fields[name] == nil { fields[name] = value }
         let request = AdminRequest(method: head.method, path: path, query: query, headers: fields, body: body)

@@ -139,6 +139,9 @@ public final class Connection: IOHandler {
 
     private func shutdownOutput() {
         shutdownWhenDrained = false
+        // A failed epoll update on the way here may have closed the descriptor (its number may
+        // belong to another connection by now).
+        guard !isClosed else { return }
         _ = Glibc.shutdown(fd, Int32(SHUT_WR))
     }
 
@@ -187,6 +190,7 @@ public final class Connection: IOHandler {
         outputOffset = 0
         setWriteInterest(false)
         updateReadPause()
+        guard !isClosed else { return }  // the epoll update failed and closed the connection
         if closeWhenDrained {
             close()
             return

@@ -145,6 +145,8 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `task` on the loop's thread (later, even when called from it). Any thread.
     public func execute(_ task: @escaping @Sendable () -> Void) {
+        // After `stop` nothing runs tasks: dropping them frees what they hold.
+        guard !stopping.load(ordering: .acquiring) else { return }
         pending.withLock { $0.append(task) }
         wake()
     }
