@@ -286,10 +286,16 @@ public struct RecordStore: Sendable {
         return nil
     }
 
-    public mutating func removeAll(where matches: (NotificationRecord) -> Bool) -> Int {
-        let kept = newestFirst(limit: live) { !matches($0) }.reversed()
-        let removed = live - kept.count
-        ring = Array(kept)
+    /// Removes the records that match; returns their sequence numbers, oldest first.
+    public mutating func removeAll(where matches: (NotificationRecord) -> Bool) -> [UInt64] {
+        var kept: [NotificationRecord] = []
+        var removed: [UInt64] = []
+        kept.reserveCapacity(live)
+        for logical in 0..<live {
+            let record = ring[physical(logical)]
+            if matches(record) { removed.append(record.sequence) } else { kept.append(record) }
+        }
+        ring = kept
         head = 0
         live = ring.count
         bytes = ring.reduce(0) { $0 + $1.accountedBytes }

@@ -90,10 +90,9 @@ extension World {
 
     /// Deletes the journal records that match (admin API); returns how many.
     public mutating func deleteRecords(where matches: (NotificationRecord) -> Bool) -> Int {
-        if stateTracking.isOn {
-            stateTracking.removedRecords += records.newestFirst(limit: records.count, where: matches).map(\.sequence)
-        }
-        return records.removeAll(where: matches)
+        let removed = records.removeAll(where: matches)
+        if stateTracking.isOn { stateTracking.removedRecords += removed }
+        return removed.count
     }
 
     /// Everything a store keeps, as it is now (a fresh directory, a reset).

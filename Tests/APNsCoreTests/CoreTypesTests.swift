@@ -112,7 +112,7 @@ struct RecordStoreTests {
         #expect(store.newestFirst(limit: 10).map(\.token) == ["big"])
         for i in 11...14 { store.append(sized(i)) }
         #expect(store.newestFirst(limit: 10).map(\.token) == ["t014", "t013", "t012"])
-        #expect(store.removeAll { $0.token == "t013" } == 1)
+        #expect(store.removeAll { $0.token == "t013" }.count == 1)
         #expect(store.bytes == each * 2)
         #expect(store.update(sequence: 15) { $0.status = 200 })
         #expect(store.record(sequence: 15)?.status == 200)
@@ -132,7 +132,7 @@ struct RecordStoreTests {
     @Test func updateFindsRecordsAfterDeletes() {
         var store = RecordStore(capacity: 10)
         for i in 1...6 { store.append(record("t\(i)")) }
-        #expect(store.removeAll { $0.token == "t2" || $0.token == "t5" } == 2)
+        #expect(store.removeAll { $0.token == "t2" || $0.token == "t5" }.count == 2)
         #expect(store.update(sequence: 4) { $0.status = 200 })
         #expect(store.record(sequence: 4)?.status == 200)
         #expect(!store.update(sequence: 5) { $0.status = 200 })
