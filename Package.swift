@@ -15,7 +15,10 @@ import PackageDescription
 //                  embedded at build time by the EmbedAssets plugin (Plugins/)
 //   ProviderClient blocking HTTP/2 client + APNs helpers (send command, tests, benchmarks)
 //   DeviceClient   the device side of docs/device-protocol.md (device command, tests)
+//   HTTP1Client    a small blocking HTTP/1.1 client (admin API client, backend hook calls)
+//   BackendCalls   calls to an app's own backend (hooks), queued per device, retried, recorded
 //   APNsEmulatorTesting  an emulator inside `swift test`, with a typed admin client
+//   Scenarios      scenario files (devices, accounts, pushes, waits) run against an emulator
 //   apns-emulator  the command-line tool
 //
 // No unsafeFlags: a package that uses them cannot be depended on, and the library products
@@ -51,8 +54,10 @@ let package = Package(
         .target(name: "StatePersistence", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
         .target(name: "SQLiteStateStore", dependencies: ["APNsCore", "SQLite"], swiftSettings: swiftSettings),
         .target(name: "CommandLineOptions", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
+        .target(name: "HTTP1Client", dependencies: ["Networking"], swiftSettings: swiftSettings),
+        .target(name: "BackendCalls", dependencies: ["APNsCore", "HTTP1Client", "Locking"], swiftSettings: swiftSettings),
         .target(name: "EmulatorServer",
-                dependencies: ["APNsCore", "CommandLineOptions", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore", "Locking"],
+                dependencies: ["APNsCore", "BackendCalls", "CommandLineOptions", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore", "Locking"],
                 swiftSettings: swiftSettings,
                 plugins: ["EmbedAssets"]),
         // Writes ui/* and docs/openapi.json into EmulatorServer as string literals (UIAssets) at
@@ -66,9 +71,11 @@ let package = Package(
         .target(name: "DeviceClient", dependencies: ["APNsCore", "Networking", "OpenSSLCrypto"],
                 swiftSettings: swiftSettings),
         .target(name: "APNsEmulatorTesting",
-                dependencies: ["EmulatorServer", "APNsCore", "Networking", "OpenSSLCrypto"],
+                dependencies: ["EmulatorServer", "APNsCore", "HTTP1Client", "Networking", "OpenSSLCrypto"],
                 swiftSettings: swiftSettings),
-        .executableTarget(name: "apns-emulator", dependencies: ["EmulatorServer", "CommandLineOptions", "ProviderClient", "DeviceClient"],
+        .target(name: "Scenarios", dependencies: ["APNsEmulatorTesting", "ProviderClient", "APNsCore"],
+                swiftSettings: swiftSettings),
+        .executableTarget(name: "apns-emulator", dependencies: ["EmulatorServer", "CommandLineOptions", "ProviderClient", "DeviceClient", "Scenarios"],
                           swiftSettings: swiftSettings),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
@@ -76,6 +83,8 @@ let package = Package(
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
         .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "CommandLineOptions", "APNsCore"]),
         .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking"]),
+        .testTarget(name: "BackendCallsTests", dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking"]),
+        .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore"]),
         .testTarget(name: "NetworkingTests", dependencies: ["Networking", "CLinux"]),
         .testTarget(name: "APNsEmulatorTestingTests",
                     dependencies: ["APNsEmulatorTesting", "ProviderClient", "DeviceClient", "APNsCore", "Networking"]),

@@ -1,0 +1,3 @@
+// Calls to an app backend (placeholder).
+import APNsCore
+

@@ -1,0 +1,3 @@
+// Scenario files (placeholder).
+import APNsCore
+

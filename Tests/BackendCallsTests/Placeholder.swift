@@ -1,0 +1,2 @@
+import XCTest
+final class BackendCallsPlaceholderTests: XCTestCase { func testPlaceholder() {} }

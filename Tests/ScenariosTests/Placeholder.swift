@@ -1,0 +1,2 @@
+import XCTest
+final class ScenariosPlaceholderTests: XCTestCase { func testPlaceholder() {} }
