@@ -8,10 +8,34 @@ import Locking
 /// (JWT age, the 20-minute token rule, expirations, budgets) so tests need not wait.
 public protocol EmulatorClock: Sendable {
     func nowMilliseconds() -> Int64
+    /// How far the clock has been moved ahead of the time it follows (`OffsetClock`).
+    var offsetMilliseconds: Int64 { get }
 }
 
 extension EmulatorClock {
     public func nowSeconds() -> Int64 { nowMilliseconds() / 1000 }
+    public var offsetMilliseconds: Int64 { 0 }
+}
+
+/// Another clock plus an offset that only grows: `POST /api/v1/clock` moves the emulator's
+/// time ahead (expiries, budgets, the 410 delay) without waiting. Provider tokens are judged
+/// on the time without the offset, since providers sign them with the real time.
+public final class OffsetClock: EmulatorClock {
+    public let base: any EmulatorClock
+    private let offset = Atomic<Int64>(0)
+
+    public init(base: any EmulatorClock) { self.base = base }
+
+    public func nowMilliseconds() -> Int64 { base.nowMilliseconds() + offset.load(ordering: .relaxed) }
+    public var offsetMilliseconds: Int64 { offset.load(ordering: .relaxed) + base.offsetMilliseconds }
+
+    public func advance(milliseconds: Int64) {
+        precondition(milliseconds >= 0, "the emulator's clock only moves forward")
+        offset.add(milliseconds, ordering: .relaxed)
+    }
+
+    /// Back to the followed time (a reset).
+    public func resetOffset() { offset.store(0, ordering: .relaxed) }
 }
 
 public struct SystemClock: EmulatorClock {

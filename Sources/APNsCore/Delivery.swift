@@ -260,6 +260,7 @@ extension World {
             $0.display = verdict.display.rawValue
             $0.deliveredAtMs = nowMs
         }
+        noteAccount(notification, verdict: verdict, nowMs: nowMs)
         guard verdict.display != .none, let collapse = notification.collapseID else { return }
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
         if let older = delivery.collapsed[key, default: [:]].updateValue(notification.sequence, forKey: collapse),
@@ -378,7 +379,8 @@ extension World {
         func mine(_ message: JSONValue) -> DeviceFrame {
             DeviceFrame(deviceID: hello.deviceID, connectionID: connectionID, message: message)
         }
-        frames.append(mine(["type": "welcome", "version": 1, "deviceId": .string(hello.deviceID), "serverTime": .int(nowMs)]))
+        frames.append(mine(["type": "welcome", "version": 1, "deviceId": .string(hello.deviceID), "serverTime": .int(nowMs),
+                            "userId": registry.devices[hello.deviceID]?.userID.map(JSONValue.string) ?? .null]))
         for app in hello.apps {
             frames.append(contentsOf: try install(app, deviceID: hello.deviceID, nowMs: nowMs).map(mine))
         }
@@ -399,6 +401,7 @@ extension World {
         } catch {
             throw DeviceRequestError(error)
         }
+        didRegister(deviceID: deviceID, bundleID: app.bundleID)
         return messages
     }
 
@@ -507,10 +510,12 @@ extension World {
         guard var settings = registry.devices[deviceID]?.apps[bundleID]?.settings else {
             throw DeviceRequestError(RegistryError.appNotInstalled(deviceID: deviceID, bundleID: bundleID))
         }
+        let launched = appState.map { Self.isLaunch(from: settings.appState, to: $0) } ?? false
         if let appState { settings.appState = appState }
         if let authorization { settings.authorization = authorization }
         if let backgroundMode { settings.backgroundMode = backgroundMode }
         try? registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings = settings }
+        if launched { didRegister(deviceID: deviceID, bundleID: bundleID) }
         let frames = registry.devices[deviceID]?.isOnline == true
             ? releaseDeferred(AppKey(deviceID: deviceID, bundleID: bundleID), nowMs: nowMs) : []
         return (settings, frames)
@@ -564,9 +569,12 @@ extension World {
     }
 
     public mutating func rotateTokens(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
-        do throws(RegistryError) { return try registry.rotate(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs) } catch {
+        let entries: [TokenEntry]
+        do throws(RegistryError) { entries = try registry.rotate(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs) } catch {
             throw DeviceRequestError(error)
         }
+        didRegister(deviceID: deviceID, bundleID: bundleID)
+        return entries
     }
 
     /// Erase All Content and Settings: every app and token on the device is gone.
@@ -623,9 +631,11 @@ extension World {
             $0.callbacks.append(contentsOf: callbacks)
             $0.explanation += "; tapped: " + callbacks.joined(separator: ", ") + (launched ? " after a cold launch" : "")
         }
-        // Tapping opens the app, which releases what waited for a launch.
+        // Tapping opens the app, which releases what waited for a launch; the app then fetches
+        // what the notification points to.
         let (_, frames) = try updateApp(deviceID: deviceID, bundleID: bundleID, appState: .foreground, authorization: nil,
                                         backgroundMode: nil, nowMs: nowMs)
+        call(.fetch, deviceID: deviceID, bundleID: bundleID, payload: shown.payload)
         return (bundleID, callbacks, launched, frames)
     }
 

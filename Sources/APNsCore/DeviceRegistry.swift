@@ -48,10 +48,13 @@ public struct InstalledApp: Sendable, Equatable {
     public var installedAtMs: Int64
     /// Permission, run state and background mode: what the delivery rules read.
     public var settings = AppSettings()
+    /// The app got a token while nobody was logged in: it uploads it (`register`) at login.
+    public var uploadPending = false
 
     public init(bundleID: String, environment: APNsEnvironment, tokens: [TokenKind: String], installedAtMs: Int64,
-                settings: AppSettings = AppSettings())
+                settings: AppSettings = AppSettings(), uploadPending: Bool = false)
     {
+        self.uploadPending = uploadPending
         self.bundleID = bundleID
         self.environment = environment
         self.tokens = tokens
@@ -72,10 +75,13 @@ public struct Device: Sendable, Equatable {
     public var lowPowerMode = false
     /// Set by the admin API to take a virtual device offline.
     public var forcedOffline = false
+    /// The account logged in on the device's apps (nil: logged out).
+    public var userID: String?
 
     public init(id: String, isVirtual: Bool, apps: [String: InstalledApp], createdAtMs: Int64, connectionID: UInt64? = nil,
-                lowPowerMode: Bool = false, forcedOffline: Bool = false)
+                lowPowerMode: Bool = false, forcedOffline: Bool = false, userID: String? = nil)
     {
+        self.userID = userID
         self.id = id
         self.isVirtual = isVirtual
         self.apps = apps

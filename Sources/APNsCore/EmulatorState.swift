@@ -13,6 +13,12 @@ public struct World: Sendable {
     public var delivery = DeliveryState()
     public var deliveryOptions: DeliveryOptions
     public var faults = FaultRules()
+    /// Apps' own backends by bundle id (the hooks the simulated apps call).
+    public var backends: [String: AppBackend] = [:]
+    /// Hook calls decided under the lock, handed out by `EmulatorState` after it.
+    var backendOutbox: [BackendIntent] = []
+    /// The newest cross-account deliveries (`GET /api/v1/checks`), at most `crossAccountKeep`.
+    public var crossAccountDeliveries: [CrossAccountDelivery] = []
     public var counters = Counters()
     /// Changes collected for persistence (`--state-dir`); off otherwise.
     public var stateTracking = StateTracking()
@@ -47,6 +53,9 @@ public final class EmulatorState: Sendable {
     /// Where persistent changes go, in order, drained under the lock (`--state-dir`). Set
     /// once at start-up, before any request; nil keeps everything in memory only.
     @exclusivity(unchecked) nonisolated(unsafe) public var persistence: (any StateChangeSink)?
+    /// Called, outside the lock and in order per call, with the backend hook calls a
+    /// `withWorld` call decided (login, registration, fetch). Set once at start-up.
+    @exclusivity(unchecked) nonisolated(unsafe) public var onBackendIntents: (@Sendable ([BackendIntent]) -> Void)?
 
     public func setChangeTracking(_ on: Bool) { changeTracking.store(on, ordering: .relaxed) }
 
@@ -65,10 +74,12 @@ public final class EmulatorState: Sendable {
         let persistence = self.persistence
         var changes: [UInt64] = []
         var wake = false
+        var intents: [BackendIntent] = []
         let result = try world.withLock { (world: inout World) throws(E) -> T in
             let before = world.credentials.generation
             world.records.trackChanges = tracking || persistence != nil
             defer {
+                if !world.backendOutbox.isEmpty { intents = world.takeBackendIntents() }
                 if world.credentials.generation != before {
                     credentialsGeneration.store(world.credentials.generation, ordering: .releasing)
                 }
@@ -87,6 +98,7 @@ public final class EmulatorState: Sendable {
         }
         if wake { persistence?.wake() }
         if !changes.isEmpty { onRecordChanges?(changes, false) }
+        if !intents.isEmpty { onBackendIntents?(intents) }
         return result
     }
 

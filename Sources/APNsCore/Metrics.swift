@@ -21,6 +21,8 @@ public struct Counters: Sendable {
     /// Provider-token verifications (ES256 runs), by result: `valid` or the reason.
     public private(set) var jwtVerifications: [String: UInt64] = [:]
     public private(set) var faultsFired: [String: UInt64] = [:]
+    /// Deliveries whose payload named another account than the device's (the cross-account check).
+    public var crossAccountDeliveries: UInt64 = 0
 
     public init() {}
 

@@ -59,6 +59,12 @@ public struct NotificationRecord: Sendable {
     public var faultRuleID: String?
     /// Certificate connections: the client certificate's subject.
     public var certificateSubject: String?
+    /// Who was logged in on the device when it was delivered.
+    public var userID: String?
+    /// Whom the payload names (the app backend's `addresseePointer`), when it does.
+    public var addressee: String?
+    /// The payload named another account than the one logged in on the device.
+    public var crossAccount = false
     /// What the journal counted this record as (bytes), when it was added.
     public var accountedBytes = 0
     /// The request's header list size as HTTP/2 counts it (name + value + 32 per field), when

@@ -451,7 +451,7 @@ public final class ProviderEndpoint: Sendable {
     ) throws(Rejection) -> AuthenticatedProvider {
         let state = self.state
         let result = connection.authenticator.authenticate(
-            authorization: fields.authorization, environment: environment, nowMs: now,
+            authorization: fields.authorization, environment: environment, nowMs: now - clock.offsetMilliseconds,
             credentialsGeneration: state.currentCredentialsGeneration,
             lookUpKey: { id in state.withWorld { $0.credentials.keys[id] } })
         switch result {

@@ -3,7 +3,8 @@
 /// pure Swift, no unsafe code. Each value starts with a format byte so a reader can refuse
 /// what it does not know instead of misreading it.
 public enum StateCodec {
-    static let recordFormat: UInt8 = 1
+    /// 2 added the account fields (userID, addressee, crossAccount); 1 is still read.
+    static let recordFormat: UInt8 = 2
     static let notificationFormat: UInt8 = 1
     static let faultsFormat: UInt8 = 1
 
@@ -58,12 +59,15 @@ public enum StateCodec {
         w.put(r.respondedAtMs)
         w.put(r.faultRuleID)
         w.put(r.certificateSubject)
+        w.put(r.userID)
+        w.put(r.addressee)
+        w.put(r.crossAccount)
         return w.bytes
     }
 
     public static func decodeRecord(_ bytes: [UInt8]) throws(StateStoreError) -> NotificationRecord {
         var r = ByteReader(bytes, what: "journal record")
-        try r.expectFormat(recordFormat)
+        let format = try r.expectFormat(in: 1...recordFormat)
         var record = NotificationRecord(apnsID: "", token: "", environment: .sandbox, receivedAtMs: 0)
         record.sequence = try r.take()
         record.apnsID = try r.take()
@@ -111,6 +115,11 @@ public enum StateCodec {
         record.respondedAtMs = try r.take()
         record.faultRuleID = try r.take()
         record.certificateSubject = try r.take()
+        if format >= 2 {
+            record.userID = try r.take()
+            record.addressee = try r.take()
+            record.crossAccount = try r.take()
+        }
         try r.expectEnd()
         return record
     }
@@ -384,6 +393,15 @@ struct ByteReader {
         guard found == format else {
             throw StateStoreError("a stored \(what) has format \(found); this apns-emulator reads format \(format)")
         }
+    }
+
+    /// Reads the format byte; any format in `formats` is accepted and returned.
+    mutating func expectFormat(in formats: ClosedRange<UInt8>) throws(StateStoreError) -> UInt8 {
+        let found = try u8()
+        guard formats.contains(found) else {
+            throw StateStoreError("a stored \(what) has format \(found); this apns-emulator reads formats \(formats.lowerBound) to \(formats.upperBound)")
+        }
+        return found
     }
 
     func expectEnd() throws(StateStoreError) {

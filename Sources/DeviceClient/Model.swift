@@ -154,6 +154,9 @@ public enum DeviceRequest: Sendable {
     case erase
     case restore(fromDeviceID: String)
     case tap(apnsID: String)
+    /// An account logs in on the device (the emulator calls the apps' `bind` hooks).
+    case login(userID: String)
+    case logout
     case ping
     case ack(id: Int64)
 
@@ -168,6 +171,8 @@ public enum DeviceRequest: Sendable {
         case .erase: "erase"
         case .restore: "restore"
         case .tap: "tap"
+        case .login: "login"
+        case .logout: "logout"
         case .ping: "ping"
         case .ack: "ack"
         }
@@ -189,7 +194,8 @@ public enum DeviceRequest: Sendable {
         case .restore(let fromDeviceID): object["fromDeviceId"] = .string(fromDeviceID)
         case .tap(let apnsID): object["apnsId"] = .string(apnsID)
         case .ack(let id): object["id"] = .int(id)
-        case .erase, .ping: break
+        case .login(let userID): object["userId"] = .string(userID)
+        case .erase, .ping, .logout: break
         }
         return .object(object)
     }

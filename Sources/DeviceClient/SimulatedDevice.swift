@@ -40,6 +40,8 @@ public final class SimulatedDevice {
     public private(set) var tokens: [String: [TokenKind: String]] = [:]
     /// The last `welcome` frame (nil before the first one on this connection).
     public private(set) var welcome: JSONObject?
+    /// The account logged in on the device, as the emulator last said (nil: logged out).
+    public private(set) var userID: String?
     /// A `replaced` frame arrived on the current (or last) connection.
     public private(set) var wasReplaced = false
     /// Why the last connection ended (nil while connected or before the first connect).
@@ -313,6 +315,19 @@ public final class SimulatedDevice {
         }
     }
 
+    /// Logs an account in on the device; waits for `loggedIn` (the answer carries
+    /// `previousUserId`). The emulator then calls the apps' backend hooks (unbind, register, bind).
+    @discardableResult
+    public func login(_ userID: String) throws(DeviceClientError) -> JSONObject {
+        try command(.login(userID: userID), what: "loggedIn") { $0["type"]?.stringValue == "loggedIn" }
+    }
+
+    /// Logs the account out; waits for `loggedOut`.
+    @discardableResult
+    public func logout() throws(DeviceClientError) -> JSONObject {
+        try command(.logout, what: "loggedOut") { $0["type"]?.stringValue == "loggedOut" }
+    }
+
     /// Sends `ping` and waits for `pong`.
     public func ping() throws(DeviceClientError) {
         _ = try command(.ping, what: "pong") { $0["type"]?.stringValue == "pong" }
@@ -497,6 +512,11 @@ public final class SimulatedDevice {
         switch frame["type"]?.stringValue {
         case "welcome":
             welcome = frame
+            userID = frame["userId"]?.stringValue
+        case "loggedIn":
+            userID = frame["userId"]?.stringValue
+        case "loggedOut":
+            userID = nil
         case "registered":
             guard let bundleID = frame["bundleId"]?.stringValue, let token = frame["token"]?.stringValue else { break }
             let kind = TokenKind(rawValue: frame["kind"]?.stringValue ?? "app")

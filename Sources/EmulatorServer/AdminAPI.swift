@@ -69,6 +69,8 @@ final class AdminAPI: @unchecked Sendable {
         r.add("GET", "/api/v1/info", "version, uptime, addresses, counts") { [unowned self] _, _, _ in .json(200, info()) }
         r.add("POST", "/api/v1/reset", "back to the configured start state") { [unowned self] _, _, _ in
             state.reset()
+            emulator.backendCalls.reset()
+            emulator.offsetClock.resetOffset()
             emulator.providers.resetCounters()
             emulator.adminMetrics.reset()
             emulator.devices.reattachAll()
@@ -216,6 +218,7 @@ final class AdminAPI: @unchecked Sendable {
             guard state.withWorld({ $0.faults.remove(id: id) }) else { throw AdminError(404, "no fault rule \(id)") }
             return .json(200, ["id": .string(id), "deleted": true])
         }
+        addAccountRoutes(&r)
         router = r
     }
 
@@ -239,7 +242,7 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     /// Runs a device operation; its frames go to the device's connection.
-    private func deviceCall<T: Sendable>(_ body: (inout World, Int64) throws(DeviceRequestError) -> T) throws -> T {
+    func deviceCall<T: Sendable>(_ body: (inout World, Int64) throws(DeviceRequestError) -> T) throws -> T {
         let now = self.now
         do {
             return try state.withWorld { world throws(DeviceRequestError) in try body(&world, now) }

@@ -301,6 +301,13 @@ final class DeviceConnection: ConnectionHandler {
             entries.forEach { send(World.registeredMessage($0)) }
             send(["type": "restored", "fromDeviceId": .string(source),
                   "bundleIds": .array(Array(Set(entries.map(\.bundleID))).sorted().map(JSONValue.string))])
+        case "login":
+            let user = try Self.string(m, "userId")
+            let previous = try state.withWorld { world throws(DeviceRequestError) in try world.login(deviceID: deviceID, userID: user) }
+            send(["type": "loggedIn", "userId": .string(user), "previousUserId": previous.map(JSONValue.string) ?? .null])
+        case "logout":
+            let previous = try state.withWorld { world throws(DeviceRequestError) in try world.logout(deviceID: deviceID) }
+            send(["type": "loggedOut", "userId": .null, "previousUserId": previous.map(JSONValue.string) ?? .null])
         case "tap":
             let apnsID = try Self.string(m, "apnsId")
             let tapped = try state.withWorld { world throws(DeviceRequestError) in

@@ -1,4 +1,5 @@
 public import APNsCore
+import BackendCalls
 import Foundation
 import Glibc
 import HTTP2
@@ -74,17 +75,24 @@ public final class Emulator: @unchecked Sendable {
     public let startedAtMs: Int64
     let events: EventHub
     let adminMetrics = AdminMetrics()
+    /// The emulator's time: the followed clock plus what `POST /api/v1/clock` added.
+    let offsetClock: OffsetClock
+    /// The simulated apps' calls to their backends.
+    let backendCalls: BackendCaller
     /// Set once the admin listener is configured (for its gauges in /metrics).
     private(set) var adminServer: AdminServer?
 
-    public init(configuration: ServeConfiguration, clock: any EmulatorClock = SystemClock()) throws(StartupError) {
+    public init(configuration: ServeConfiguration, clock followed: any EmulatorClock = SystemClock()) throws(StartupError) {
         self.configuration = configuration
+        let clock = OffsetClock(base: followed)
         self.clock = clock
+        offsetClock = clock
         var world = World(registry: DeviceRegistry(tokenByteCount: configuration.tokenBytes),
                           records: RecordStore(capacity: configuration.maxRecords, byteBudget: configuration.maxRecordBytes),
                           deliveryOptions: configuration.delivery)
         demo = try Self.configureCredentials(configuration, into: &world, clock: clock)
         for rule in configuration.faultRules { world.faults.add(rule) }
+        world.backends = configuration.backends
         var current = world
         if let directory = configuration.stateDirectory {
             let quiet = configuration.quiet
@@ -125,6 +133,14 @@ public final class Emulator: @unchecked Sendable {
         devices = DeviceGateway(state: state, clock: clock, durability: durability) { [weak providers] in providers?.log($0) }
         providers.devices = devices
         providers.durability = durability
+        let backendCalls = BackendCaller(now: { clock.nowMilliseconds() }, maxQueued: configuration.maxBackendCalls,
+                                         logCapacity: configuration.maxBackendCalls)
+        self.backendCalls = backendCalls
+        state.onBackendIntents = { [weak backendCalls] intents in
+            backendCalls?.enqueue(intents.map(BackendRequest.init(intent:)))
+        }
+        let events = self.events
+        backendCalls.onChange = { [weak events] call in events?.backendCallChanged(call) }
     }
 
     public func log(_ message: @autoclosure () -> String) { providers.log(message()) }
@@ -347,6 +363,7 @@ public final class Emulator: @unchecked Sendable {
         ready.store(false, ordering: .releasing)
         group.stop()
         durability?.stop()
+        backendCalls.shutdown()
     }
 
     private func writeReadyFile(_ path: String) {

@@ -1,4 +1,5 @@
 import APNsCore
+import BackendCalls
 import Foundation
 import Networking
 import Synchronization
@@ -74,6 +75,14 @@ final class EventHub: @unchecked Sendable {
     }
 
     // MARK: Changes
+
+    /// Every event stream hears of backend calls (their filters are about notifications).
+    func backendCallChanged(_ call: BackendCallRecord) {
+        let current = streams.withLock { $0 }
+        guard !current.isEmpty else { return }
+        let chunk = EventChunk.backendCall(call)
+        for stream in current { stream.enqueue(chunk) }
+    }
 
     private func changed(_ sequences: [UInt64], reset: Bool) {
         let current = streams.withLock { $0 }

@@ -1,4 +1,5 @@
 import APNsCore
+import BackendCalls
 import Networking
 import Locking
 import Synchronization
@@ -11,6 +12,14 @@ final class EventChunk: Sendable {
     static func notification(_ record: NotificationRecord) -> EventChunk {
         var chunk = Array("event: notification\nid: \(record.sequence)\ndata: ".utf8)
         AdminJSON.record(record).append(to: &chunk)
+        chunk.append(contentsOf: "\n\n".utf8)
+        return EventChunk(chunk)
+    }
+
+    /// An app backend call was made or changed state (no `id:`: the ids count notifications).
+    static func backendCall(_ call: BackendCallRecord) -> EventChunk {
+        var chunk = Array("event: backendCall\ndata: ".utf8)
+        call.json.append(to: &chunk)
         chunk.append(contentsOf: "\n\n".utf8)
         return EventChunk(chunk)
     }

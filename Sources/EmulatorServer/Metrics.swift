@@ -123,6 +123,13 @@ extension Emulator {
                    by: "result", counters.jwtVerifications.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
         p.labelled("apns_emulator_fault_rules_fired_total", "counter", "Requests a fault rule acted on, by rule id.",
                    by: "rule", counters.faultsFired.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
+        p.single("apns_emulator_cross_account_deliveries_total", "counter",
+                 "Deliveries whose payload named another account (the app backend's addresseePointer) than the one logged in on the device.",
+                 Double(counters.crossAccountDeliveries))
+        let calls = backendCalls.counts
+        p.labelled("apns_emulator_backend_calls_total", "counter",
+                   "Simulated apps' calls to their backends by result: sent (answered, not retried), failed (every attempt), dropped (queue full).",
+                   by: "result", [("sent", Double(calls.sent)), ("failed", Double(calls.failed)), ("dropped", Double(calls.dropped))])
         p.single("apns_emulator_provider_connections", "gauge", "Open provider (HTTP/2) connections.",
                  Double(providers.openConnections.load(ordering: .relaxed)))
         p.single("apns_emulator_provider_connections_total", "counter", "Provider connections accepted.",

@@ -32,6 +32,9 @@ enum AdminJSON {
         o["explanation"] = .string(r.fullExplanation)
         o["deviceId"] = r.deviceID.map(JSONValue.string) ?? .null
         o["bundleId"] = r.bundleID.map(JSONValue.string) ?? .null
+        o["userId"] = r.userID.map(JSONValue.string) ?? .null
+        o["addressee"] = r.addressee.map(JSONValue.string) ?? .null
+        o["crossAccount"] = .bool(r.crossAccount)
         o["connectionId"] = .int(Int64(r.connectionID))
         o["streamId"] = .int(Int64(r.streamID))
         o["certificate"] = r.certificateSubject.map(JSONValue.string) ?? .null
@@ -95,6 +98,7 @@ enum AdminJSON {
                 "authorization": .string(app.settings.authorization.rawValue),
                 "appState": .string(app.settings.appState.rawValue),
                 "backgroundMode": .bool(app.settings.backgroundMode),
+                "tokenUploadPending": .bool(app.uploadPending),
                 "installedAt": .string(RFC3339.format(milliseconds: app.installedAtMs)),
             ])
         }
@@ -104,6 +108,7 @@ enum AdminJSON {
             "online": .bool(d.isOnline),
             "connected": .bool(d.connectionID != nil),
             "lowPowerMode": .bool(d.lowPowerMode),
+            "userId": d.userID.map(JSONValue.string) ?? .null,
             "createdAt": .string(RFC3339.format(milliseconds: d.createdAtMs)),
             "apps": .array(apps),
         ]

@@ -23,6 +23,8 @@ public struct ServeConfiguration: Sendable {
     public var clientCAPath: String?
     public var authKeys: [AuthKeySpec]
     public var apps: [(teamID: String, bundleID: String)]
+    /// Apps' own backends (`"backend"` under an app in the config file).
+    public var backends: [String: AppBackend] = [:]
     public var devices: [DeviceSpec]
     public var demo: Bool
     public var threads: Int
@@ -37,6 +39,8 @@ public struct ServeConfiguration: Sendable {
     public var endpoint: EndpointOptions
     public var readyFile: String?
     public var quiet: Bool
+    public var maxBackendCalls = 10_000
+    public var strictChecks = false
     public var deviceTLS: Bool
     public var delivery: DeliveryOptions
     /// Fault rules from `--faults FILE`, part of the start state.
@@ -126,6 +130,10 @@ extension ServeConfiguration {
         OptionSpec("state-dir", "DIR", "keep devices, tokens, runtime keys/apps/fault rules, stored notifications and the journal in DIR (SQLite) across restarts; see README, State across restarts (default: memory only)"),
         OptionSpec("state-journal-lag", "N", default: "0",
                    "with --state-dir: journal records a 200 may be sent ahead of their commit (a kill -9 loses at most these, the newest; beyond, answers wait for the disk); 0 = every 200 waits for its record"),
+        OptionSpec("max-backend-calls", "N", default: "10000",
+                   "app backend calls kept for inspection, and queued at most (beyond, a call is dropped and counted)"),
+        OptionSpec("strict-checks", nil,
+                   "GET /api/v1/checks answers 409 while a check fails (a push delivered to another account than the one it names)"),
         OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening"),
         OptionSpec("quiet", nil, "no banner and no per-connection log lines"),
     ]
@@ -219,7 +227,10 @@ extension ServeConfiguration {
         }
         apps = []
         for text in options.strings("app") {
-            do { apps.append(try Self.parseApp(text)) } catch {
+            do {
+                apps.append(try Self.parseApp(text))
+                if let backend = try Self.parseAppBackend(text) { backends[apps.last!.bundleID] = backend }
+            } catch {
                 throw UsageError("\(options.origin(spec["app"]!)): \(error.description)")
             }
         }
@@ -262,6 +273,8 @@ extension ServeConfiguration {
             throw UsageError("\(options.origin(spec["state-dir"]!)): give a directory (it is created when missing)")
         }
         quiet = options.string("quiet") == "true"
+        strictChecks = options.string("strict-checks") == "true"
+        maxBackendCalls = try integer("max-backend-calls", in: 1...1_000_000) ?? 10_000
         deviceTLS = options.string("device-tls") == "true"
         delivery = DeliveryOptions()
         delivery.backgroundBudgetPerHour = try integer("background-budget-per-hour", in: 0...100_000) ?? 3
@@ -387,11 +400,24 @@ extension ServeConfiguration {
         return spec
     }
 
+    /// The `"backend"` of an app written as an object in the config file.
+    static func parseAppBackend(_ text: String) throws(UsageError) -> AppBackend? {
+        guard text.hasPrefix("{"), let object = (try? JSONValue.parse(text))?.objectValue, let backend = object["backend"],
+            backend != .null
+        else { return nil }
+        do { return try AppBackend.parse(backend) } catch {
+            throw UsageError("app \(object["bundleId"]?.stringValue ?? text): \"backend\": \(error.description)")
+        }
+    }
+
     public static func parseApp(_ text: String) throws(UsageError) -> (teamID: String, bundleID: String) {
         if text.hasPrefix("{") {
             guard let object = (try? JSONValue.parse(text))?.objectValue, let team = object["teamId"]?.stringValue,
                 let bundle = object["bundleId"]?.stringValue
             else { throw UsageError("app \(text) needs \"teamId\" and \"bundleId\"") }
+            if let unknown = object.keys.first(where: { !["teamId", "bundleId", "backend"].contains($0) }) {
+                throw UsageError("app \(bundle): unknown field \"\(unknown)\" (expected teamId, bundleId, backend)")
+            }
             return try parseApp("\(team):\(bundle)")
         }
         let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)

@@ -13,7 +13,7 @@ import SQLite
 public final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// `PRAGMA user_version` of the schema this build writes. A file with a higher number
     /// was written by a newer apns-emulator and is refused.
-    public static let schemaVersion: Int64 = 1
+    public static let schemaVersion: Int64 = 2
     public static let fileName = "state.sqlite"
 
     public let directory: String
@@ -95,6 +95,19 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             throw StateStoreError("--state-dir \(directory): \(location) has schema version \(version), written by a newer apns-emulator; this one reads version \(schemaVersion). Use that newer apns-emulator, or another --state-dir")
         }
         if version == schemaVersion { return }
+        if version == 1 {
+            // Version 2 added accounts on devices (issue 10); older rows are logged out.
+            try db.execute("BEGIN IMMEDIATE")
+            do {
+                try db.execute(migrationFrom1)
+                try db.setUserVersion(schemaVersion)
+                try db.execute("COMMIT")
+            } catch {
+                try? db.execute("ROLLBACK")
+                throw error
+            }
+            return
+        }
         // Version 0: a new file, unless someone else's tables are in it.
         let tables = try db.scalarInt("SELECT count(*) FROM sqlite_master") ?? 0
         guard tables == 0 else {
@@ -111,13 +124,19 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         }
     }
 
+    static let migrationFrom1 = """
+        ALTER TABLE devices ADD COLUMN user_id TEXT;
+        ALTER TABLE device_apps ADD COLUMN upload_pending INTEGER NOT NULL DEFAULT 0;
+        """
+
     static let schema = """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
         CREATE TABLE devices (id TEXT PRIMARY KEY, virtual INTEGER NOT NULL, created_at_ms INTEGER NOT NULL,
-            low_power INTEGER NOT NULL, forced_offline INTEGER NOT NULL) WITHOUT ROWID;
+            low_power INTEGER NOT NULL, forced_offline INTEGER NOT NULL, user_id TEXT) WITHOUT ROWID;
         CREATE TABLE device_apps (device_id TEXT NOT NULL, bundle_id TEXT NOT NULL, environment TEXT NOT NULL,
             installed_at_ms INTEGER NOT NULL, authorization TEXT NOT NULL, app_state TEXT NOT NULL,
-            background_mode INTEGER NOT NULL, tokens TEXT NOT NULL, PRIMARY KEY (device_id, bundle_id)) WITHOUT ROWID;
+            background_mode INTEGER NOT NULL, tokens TEXT NOT NULL, upload_pending INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (device_id, bundle_id)) WITHOUT ROWID;
         CREATE TABLE tokens (token TEXT PRIMARY KEY, device_id TEXT NOT NULL, bundle_id TEXT NOT NULL,
             environment TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL, since_ms INTEGER,
             issued_at_ms INTEGER NOT NULL, pushes_until_unregistered INTEGER) WITHOUT ROWID;
@@ -171,6 +190,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
                 try q.bind(3, device.createdAtMs)
                 try q.bind(4, device.lowPowerMode)
                 try q.bind(5, device.forcedOffline)
+                try q.bind(6, device.userID)
             }
             try s.deleteDeviceApps.run { q throws(SQLiteError) in try q.bind(1, device.id) }
             for app in device.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) {
@@ -183,6 +203,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
                     try q.bind(6, app.settings.appState.rawValue)
                     try q.bind(7, app.settings.backgroundMode)
                     try q.bind(8, Self.tokensText(app.tokens))
+                    try q.bind(9, app.uploadPending)
                 }
             }
         case .deviceRemoved(let id):
@@ -322,7 +343,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         }
 
         var apps: [String: [String: InstalledApp]] = [:]
-        let appRows = try db.prepare("SELECT device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens FROM device_apps")
+        let appRows = try db.prepare("SELECT device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens, upload_pending FROM device_apps")
         while try appRows.step() {
             let bundle = appRows.text(1)
             var tokens: [TokenKind: String] = [:]
@@ -338,13 +359,14 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
                                        backgroundMode: appRows.bool(6))
             apps[appRows.text(0), default: [:]][bundle] = InstalledApp(
                 bundleID: bundle, environment: try Self.value(APNsEnvironment.self, appRows.text(2)), tokens: tokens,
-                installedAtMs: appRows.int64(3), settings: settings)
+                installedAtMs: appRows.int64(3), settings: settings, uploadPending: appRows.bool(8))
         }
-        let devices = try db.prepare("SELECT id, virtual, created_at_ms, low_power, forced_offline FROM devices ORDER BY id")
+        let devices = try db.prepare("SELECT id, virtual, created_at_ms, low_power, forced_offline, user_id FROM devices ORDER BY id")
         while try devices.step() {
             let id = devices.text(0)
             state.devices.append(Device(id: id, isVirtual: devices.bool(1), apps: apps[id] ?? [:], createdAtMs: devices.int64(2),
-                                        lowPowerMode: devices.bool(3), forcedOffline: devices.bool(4)))
+                                        lowPowerMode: devices.bool(3), forcedOffline: devices.bool(4),
+                                        userID: devices.optionalText(5)))
         }
 
         let tokens = try db.prepare("SELECT token, device_id, bundle_id, environment, kind, state, since_ms, issued_at_ms, pushes_until_unregistered FROM tokens ORDER BY token")
@@ -417,10 +439,10 @@ private final class Statements {
         setMeta = try db.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)")
         raiseNextSequence = try db.prepare(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('next_sequence', max(?1, coalesce((SELECT value FROM meta WHERE key = 'next_sequence'), 0)))")
-        saveDevice = try db.prepare("INSERT OR REPLACE INTO devices (id, virtual, created_at_ms, low_power, forced_offline) VALUES (?, ?, ?, ?, ?)")
+        saveDevice = try db.prepare("INSERT OR REPLACE INTO devices (id, virtual, created_at_ms, low_power, forced_offline, user_id) VALUES (?, ?, ?, ?, ?, ?)")
         deleteDevice = try db.prepare("DELETE FROM devices WHERE id = ?")
         deleteDeviceApps = try db.prepare("DELETE FROM device_apps WHERE device_id = ?")
-        saveDeviceApp = try db.prepare("INSERT INTO device_apps (device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        saveDeviceApp = try db.prepare("INSERT INTO device_apps (device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens, upload_pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
         saveToken = try db.prepare("INSERT OR REPLACE INTO tokens (token, device_id, bundle_id, environment, kind, state, since_ms, issued_at_ms, pushes_until_unregistered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
         saveKey = try db.prepare("INSERT OR REPLACE INTO keys (key_id, team_id, environment, topics, related_key_id, pem, source, added_at_run_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
         deleteKey = try db.prepare("DELETE FROM keys WHERE key_id = ?")

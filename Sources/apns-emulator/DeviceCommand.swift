@@ -38,19 +38,20 @@ private final class DeviceCLI {
     static let summary = """
         Runs one simulated device: connects to the emulator's device listener, installs the app and \
         prints one JSON object per line on stdout (events: registered, notification, appUpdated, \
-        deviceUpdated, uninstalled, tapped, erased, restored, pong, offline, online, disconnected, \
+        deviceUpdated, uninstalled, tapped, loggedIn, loggedOut, erased, restored, pong, offline, online, disconnected, \
         replaced, error). Every notification is acked after it is printed. Reconnects (with the same \
         device id) when the connection drops; exits 0 when a newer connection takes the device id.
 
         stdin commands, one per line: foreground | background | suspended | notRunning | terminated | \
         state APPSTATE | permission AUTHORIZATION | background-mode on|off | low-power on|off | \
-        tap [APNSID] | uninstall | reinstall | rotate | erase | restore FROMDEVICEID | offline | online | \
-        ping | quit. A line starting with '{' is sent to the emulator as a raw frame. End of stdin is \
+        tap [APNSID] | login USERID | logout | uninstall | reinstall | rotate | erase | restore FROMDEVICEID | \
+        offline | online | ping | quit. login and logout make the app call its backend (bind, unbind, and \
+        a pending token upload) when one is configured. A line starting with '{' is sent to the emulator as a raw frame. End of stdin is \
         not a quit.
         """
 
     static let commandWords = AppState.allCases.map(\.rawValue) + [
-        "state", "permission", "background-mode", "low-power", "tap", "uninstall", "reinstall", "rotate", "erase",
+        "state", "permission", "background-mode", "low-power", "tap", "login", "logout", "uninstall", "reinstall", "rotate", "erase",
         "restore", "offline", "online", "ping", "quit",
     ]
 
@@ -494,6 +495,14 @@ private final class DeviceCLI {
             }
             guard device.isConnected else { return notConnected("tap") }
             sendRequest(.tap(apnsID: apnsID))
+        case "login":
+            guard let user = oneArgument("USERID") else { return }
+            guard device.isConnected else { return notConnected("login") }
+            sendRequest(.login(userID: user))
+        case "logout":
+            guard noArguments() else { return }
+            guard device.isConnected else { return notConnected("logout") }
+            sendRequest(.logout)
         case "uninstall":
             guard noArguments() else { return }
             guard device.isConnected else { return notConnected("uninstall") }

@@ -352,6 +352,9 @@ struct StateCodecTests {
         r.respondedAtMs = 2
         r.faultRuleID = "f1"
         r.certificateSubject = "CN=x"
+        r.userID = "alice"
+        r.addressee = "bob"
+        r.crossAccount = true
         return r
     }
 
@@ -359,9 +362,9 @@ struct StateCodecTests {
     /// codec (and this fixture) carry it.
     @Test func recordsRoundTripEveryField() throws {
         let record = Self.fullRecord()
-        // 40 fields in the codec, plus `accountedBytes` and `headerListBytes`, which only the
+        // 43 fields in the codec, plus `accountedBytes` and `headerListBytes`, which only the
         // journal's byte count uses (it recomputes it on restore).
-        #expect(Mirror(reflecting: record).children.count == 42, "NotificationRecord changed: extend StateCodec and this test")
+        #expect(Mirror(reflecting: record).children.count == 45, "NotificationRecord changed: extend StateCodec and this test")
         var decoded = try StateCodec.decodeRecord(StateCodec.encode(record))
         decoded.accountedBytes = record.accountedBytes
         decoded.headerListBytes = record.headerListBytes
@@ -370,16 +373,28 @@ struct StateCodecTests {
         #expect(String(describing: try StateCodec.decodeRecord(StateCodec.encode(sparse))) == String(describing: sparse))
     }
 
-    /// Format 1 as it is stored: a change to these bytes makes existing state directories
-    /// unreadable (a new layout needs a new format number and a reader for the old one).
-    @Test func formatOneBytesStayTheSame() {
+    /// The stored formats: a change to these bytes makes existing state directories unreadable
+    /// (a new layout needs a new format number and a reader for the old one). Records are
+    /// written in format 2 (format 1 plus the account fields) and format 1 is still read.
+    @Test func storedFormatsStayTheSame() throws {
         func hex(_ bytes: [UInt8]) -> String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
-        #expect(hex(StateCodec.encode(Self.fullRecord())) ==
-            "012a2443363931434136442d464646332d424434422d334434422d464243444233444343314341012436366364313638302d646538322d343639362d386266632d3632396339313138643432390434666331010f636f6d2e6578616d706c652e6170700105616c657274"
-            + "010a019eeaad950d010573636f72650a70726f64756374696f6eb406010c556e72656769737465726564010d187b22617073223a7b22616c657274223a22c3bc227d7d00ffd08c01f6a1d5edee660b756e696e7374616c6c6564ffffffffffffffffff01feffffff0f01"
-            + "04504f5354010e2f332f6465766963652f3466633103073a6d6574686f6404504f53540a61706e732d746f7069630f636f6d2e6578616d706c652e61707005656d707479000101045445414d01034b4559010f7b22616c67223a224553323536227d010e7b2269737322"
-            + "3a225445414d227d01010570686f6e65010f636f6d2e6578616d706c652e6170701164726f707065642d62792d73797374656d020b77696c6c50726573656e740a64696452656365697665010662616e6e657201020101046e6f74650104010266310104434e3d78")
-        #expect(hex(StateCodec.encode(Self.sparseRecord())) == "0100014100000000001400000773616e64626f7800000000000000000000000000000000000200000872656a65637465640000000000000000")
+        func bytes(_ hex: String) -> [UInt8] {
+            let digits = Array(hex.utf8)
+            return stride(from: 0, to: digits.count, by: 2).map { UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16)! }
+        }
+        let formatOneFull = "012a2443363931434136442d464646332d424434422d334434422d464243444233444343314341012436366364313638302d646538322d343639362d386266632d3632396339313138643432390434666331010f636f6d2e6578616d706c652e6170700105616c657274010a019eeaad950d010573636f72650a70726f64756374696f6eb406010c556e72656769737465726564010d187b22617073223a7b22616c657274223a22c3bc227d7d00ffd08c01f6a1d5edee660b756e696e7374616c6c6564ffffffffffffffffff01feffffff0f0104504f5354010e2f332f6465766963652f3466633103073a6d6574686f6404504f53540a61706e732d746f7069630f636f6d2e6578616d706c652e61707005656d707479000101045445414d01034b4559010f7b22616c67223a224553323536227d010e7b22697373223a225445414d227d01010570686f6e65010f636f6d2e6578616d706c652e6170701164726f707065642d62792d73797374656d020b77696c6c50726573656e740a64696452656365697665010662616e6e657201020101046e6f74650104010266310104434e3d78"
+        let formatOneSparse = "0100014100000000001400000773616e64626f7800000000000000000000000000000000000200000872656a65637465640000000000000000"
+        // Format 2 = format 1's fields, then userID "alice", addressee "bob", crossAccount true.
+        #expect(hex(StateCodec.encode(Self.fullRecord())) == "02" + formatOneFull.dropFirst(2) + "0105616c6963650103626f6201")
+        #expect(hex(StateCodec.encode(Self.sparseRecord())) == "02" + formatOneSparse.dropFirst(2) + "000000")
+        var withoutAccount = Self.fullRecord()
+        withoutAccount.userID = nil
+        withoutAccount.addressee = nil
+        withoutAccount.crossAccount = false
+        var decoded = try StateCodec.decodeRecord(bytes(formatOneFull))
+        decoded.accountedBytes = withoutAccount.accountedBytes
+        #expect(String(describing: decoded) == String(describing: withoutAccount))
+        #expect(String(describing: try StateCodec.decodeRecord(bytes(formatOneSparse))) == String(describing: Self.sparseRecord()))
         #expect(hex(StateCodec.encode(Self.notification())) == "01090249440261620a636f6d2e782e766f6970016405636f6d2e7804766f6970140001f6010301020301000101")
         #expect(hex(StateCodec.encode(FaultRulesSnapshot(rules: Self.faultRules(), nextNumber: 12))) ==
             "01180704736c6f77010261620101740105616c657274010a010a70726f64756374696f6e010603010853687574646f776e010e04140a0108040180808080808080e83f01011606026b30000000000000000000000000000000026b3100000000000001e80701580000000000000000026b32000000000000020e0000000000000000026b33000000000000040000000000000000026b3400000000000005020000000000000000026b35000000000000030000000000000000000000")

@@ -22,9 +22,9 @@ func canonical(_ s: PersistedState) -> String {
     lines += s.devices.map { d in
         // Dictionaries print in no fixed order: spell the apps out sorted.
         let apps = d.apps.values.sorted { $0.bundleID < $1.bundleID }.map { app in
-            "\(app.bundleID) \(app.environment) \(app.tokens.sorted { $0.key.rawValue < $1.key.rawValue }) \(app.installedAtMs) \(app.settings)"
+            "\(app.bundleID) \(app.environment) \(app.tokens.sorted { $0.key.rawValue < $1.key.rawValue }) \(app.installedAtMs) \(app.settings) \(app.uploadPending)"
         }
-        return "device \(d.id) \(d.isVirtual) \(d.createdAtMs) \(d.lowPowerMode) \(d.forcedOffline) \(d.connectionID as Any) \(apps)"
+        return "device \(d.id) \(d.isVirtual) \(d.createdAtMs) \(d.lowPowerMode) \(d.forcedOffline) \(d.connectionID as Any) \(d.userID as Any) \(apps)"
     }
     lines += s.tokens.map { "token \($0)" }
     lines += s.keys.map { "key \($0)" }
@@ -40,9 +40,11 @@ func everyKindOfChange() -> [StateChange] {
     var changes: [StateChange] = []
     var apps: [String: InstalledApp] = [:]
     apps["com.example.app"] = InstalledApp(bundleID: "com.example.app", environment: .sandbox, tokens: [.app: "aa01", .voip: "aa02"],
-                                           installedAtMs: 5, settings: AppSettings(authorization: .provisional, appState: .terminated, backgroundMode: false))
+                                           installedAtMs: 5, settings: AppSettings(authorization: .provisional, appState: .terminated, backgroundMode: false),
+                                           uploadPending: true)
     apps["com.example.other"] = InstalledApp(bundleID: "com.example.other", environment: .production, tokens: [.widgets: "aa03"], installedAtMs: 6)
-    changes.append(.deviceSaved(Device(id: "phone", isVirtual: false, apps: apps, createdAtMs: 1, lowPowerMode: true, forcedOffline: false)))
+    changes.append(.deviceSaved(Device(id: "phone", isVirtual: false, apps: apps, createdAtMs: 1, lowPowerMode: true, forcedOffline: false,
+                                       userID: "alice")))
     changes.append(.deviceSaved(Device(id: "virtual", isVirtual: true, apps: [:], createdAtMs: 2, forcedOffline: true)))
     changes.append(.deviceSaved(Device(id: "gone", isVirtual: true, apps: [:], createdAtMs: 3)))
     changes.append(.deviceRemoved(id: "gone"))
@@ -149,6 +151,37 @@ struct SQLiteStateStoreTests {
         #expect(loaded.nextRecordSequence == 43)
     }
 
+    /// A state directory written before accounts existed (schema 1) is upgraded in place:
+    /// its devices load logged out, and accounts are kept from then on.
+    @Test func schemaOneIsUpgraded() throws {
+        let dir = try TemporaryDirectory()
+        let phone = Device(id: "phone", isVirtual: true, apps: [:], createdAtMs: 1)
+        do {
+            let store = try SQLiteStateStore(directory: dir.state)
+            try store.write([.deviceSaved(phone)])
+            store.close()
+            // Back to schema 1's tables, as an older apns-emulator left them.
+            let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
+            try db.execute("ALTER TABLE devices DROP COLUMN user_id; ALTER TABLE device_apps DROP COLUMN upload_pending")
+            try db.setUserVersion(1)
+            db.close()
+        }
+        let store = try SQLiteStateStore(directory: dir.state)
+        #expect(try store.load().devices.map(\.id) == ["phone"])
+        var loggedIn = phone
+        loggedIn.userID = "alice"
+        loggedIn.apps["com.example.app"] = InstalledApp(bundleID: "com.example.app", environment: .sandbox, tokens: [.app: "ab"],
+                                                        installedAtMs: 2, uploadPending: true)
+        try store.write([.deviceSaved(loggedIn)])
+        store.close()
+        let reloaded = try SQLiteStateStore(directory: dir.state).load().devices
+        #expect(reloaded.first?.userID == "alice")
+        #expect(reloaded.first?.apps["com.example.app"]?.uploadPending == true)
+        let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
+        #expect(try db.userVersion() == SQLiteStateStore.schemaVersion)
+        db.close()
+    }
+
     @Test func aNewerSchemaVersionIsRefused() throws {
         let dir = try TemporaryDirectory()
         try SQLiteStateStore(directory: dir.state).close()
@@ -158,7 +191,7 @@ struct SQLiteStateStoreTests {
             db.close()
         }
         let error = try #require(throws: StateStoreError.self) { try SQLiteStateStore(directory: dir.state) }
-        #expect(error.description.contains("schema version 2, written by a newer apns-emulator"))
+        #expect(error.description.contains("schema version \(SQLiteStateStore.schemaVersion + 1), written by a newer apns-emulator"))
     }
 
     @Test func aForeignDatabaseIsRefused() throws {

@@ -1,0 +1,121 @@
+import APNsCore
+import BackendCalls
+
+/// Admin routes for the app's half of the chain: backends, accounts on devices, the calls the
+/// apps made, the cross-account check, and the emulator's clock.
+extension AdminAPI {
+    func addAccountRoutes(_ r: inout AdminRouter) {
+        r.add("GET", "/api/v1/apps/{bundleId}/backend", "the app's backend hooks") { [unowned self] _, p, _ in
+            let bundle = try Self.bundleID(p)
+            guard let backend = state.withWorld({ $0.backends[bundle] }) else { throw AdminError(404, "app \(bundle) has no backend") }
+            return .json(200, backend.json)
+        }
+        r.add("PUT", "/api/v1/apps/{bundleId}/backend", "set the app's backend hooks") { [unowned self] req, p, _ in
+            let bundle = try Self.bundleID(p)
+            let backend: AppBackend
+            do { backend = try AppBackend.parse(.object(try req.jsonObject())) } catch let error as BackendConfigError {
+                throw AdminError(400, error.description)
+            }
+            try? state.withWorld { world throws(RegistryError) in try world.setBackend(backend, bundleID: bundle) }
+            emulator.log("admin: backend of \(bundle) set (\(backend.hooks.keys.sorted().map(\.rawValue).joined(separator: ", ")))")
+            return .json(200, backend.json)
+        }
+        r.add("DELETE", "/api/v1/apps/{bundleId}/backend", "remove the app's backend hooks") { [unowned self] _, p, _ in
+            let bundle = try Self.bundleID(p)
+            let existed = state.withWorld { world in world.backends.removeValue(forKey: bundle) != nil }
+            guard existed else { throw AdminError(404, "app \(bundle) has no backend") }
+            return .json(200, ["bundleId": .string(bundle), "deleted": true])
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/login", "log an account in on the device (bind; unbind first when switching)") { [unowned self] req, p, _ in
+            let id = try Self.deviceID(p)
+            guard let user = try req.jsonObject()["userId"]?.stringValue else { throw AdminError(400, "\"userId\" (a string) is required") }
+            let previous = try deviceCall { world, _ throws(DeviceRequestError) in try world.login(deviceID: id, userID: user) }
+            tellDevice(id, ["type": "loggedIn", "userId": .string(user)])
+            emulator.log("admin: \(user) logged in on \(id)")
+            return .json(200, ["deviceId": .string(id), "userId": .string(user), "previousUserId": previous.map(JSONValue.string) ?? .null])
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/logout", "log the account out (unbind)") { [unowned self] _, p, _ in
+            let id = try Self.deviceID(p)
+            let previous = try deviceCall { world, _ throws(DeviceRequestError) in try world.logout(deviceID: id) }
+            if previous != nil { tellDevice(id, ["type": "loggedOut", "userId": .null]) }
+            return .json(200, ["deviceId": .string(id), "userId": .null, "previousUserId": previous.map(JSONValue.string) ?? .null])
+        }
+        r.add("GET", "/api/v1/devices/{deviceId}/backend-calls", "the device's apps' calls to their backends, oldest first") { [unowned self] req, p, _ in
+            let id = try Self.deviceID(p)
+            guard state.withWorld({ $0.registry.devices[id] != nil }) else { throw AdminError(404, "no device with id '\(id)'") }
+            return try backendCalls(deviceID: id, req)
+        }
+        r.add("GET", "/api/v1/backend-calls", "every device's backend calls, oldest first") { [unowned self] req, _, _ in
+            try backendCalls(deviceID: nil, req)
+        }
+        r.add("GET", "/api/v1/checks", "cross-account deliveries (409 in strict mode while any exist)") { [unowned self] req, _, _ in
+            checks(req)
+        }
+        r.add("GET", "/api/v1/clock", "the emulator's time and how far it was moved ahead") { [unowned self] _, _, _ in
+            .json(200, clockJSON())
+        }
+        r.add("POST", "/api/v1/clock", "move the emulator's time ahead: {\"advanceSeconds\": N} or {\"advanceMs\": N}") { [unowned self] req, _, _ in
+            let body = try req.jsonObject()
+            let ms: Int64
+            if let seconds = body["advanceSeconds"] {
+                guard let value = seconds.numberValue, value >= 0, value <= 400 * 86_400 else {
+                    throw AdminError(400, "\"advanceSeconds\" must be a number from 0 to 34560000 (400 days)")
+                }
+                ms = Int64(value * 1000)
+            } else if let millis = body["advanceMs"] {
+                guard let value = millis.intValue, value >= 0, value <= 400 * 86_400_000 else {
+                    throw AdminError(400, "\"advanceMs\" must be a whole number from 0 to 34560000000 (400 days)")
+                }
+                ms = value
+            } else {
+                throw AdminError(400, "give \"advanceSeconds\" or \"advanceMs\" (the clock only moves forward)")
+            }
+            emulator.offsetClock.advance(milliseconds: ms)
+            // What the new time releases or expires happens now, not at the next tick.
+            emulator.devices.tick()
+            emulator.log("admin: clock moved ahead by \(ms) ms")
+            return .json(200, clockJSON())
+        }
+    }
+
+    private func clockJSON() -> JSONValue {
+        let now = self.now
+        return ["now": .string(RFC3339.format(milliseconds: now)), "nowMs": .int(now),
+                "offsetMs": .int(emulator.offsetClock.offsetMilliseconds)]
+    }
+
+    /// A connected device hears about an account change made from outside (its CLI prints it).
+    private func tellDevice(_ id: String, _ message: JSONValue) {
+        guard let connection = state.withWorld({ $0.registry.devices[id]?.connectionID }) else { return }
+        emulator.devices.dispatch([DeviceFrame(deviceID: id, connectionID: connection, message: message)])
+    }
+
+    private func backendCalls(deviceID: String?, _ req: AdminRequest) throws -> AdminResponse {
+        let hook = req.query["hook"]
+        if let hook, BackendHookKind(rawValue: hook) == nil {
+            throw AdminError(400, "hook must be one of \(BackendHookKind.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        var calls = emulator.backendCalls.calls(deviceID: deviceID, hook: hook)
+        if let bundle = req.query["bundleId"] { calls = calls.filter { $0.request.bundleID == bundle } }
+        return .json(200, ["calls": .array(calls.map(\.json))])
+    }
+
+    private func checks(_ req: AdminRequest) -> AdminResponse {
+        let (failures, total) = state.withWorld { ($0.crossAccountDeliveries, $0.counters.crossAccountDeliveries) }
+        let strict = emulator.configuration.strictChecks || req.query["strict"] == "true" || req.query["strict"] == "1"
+        let list: [JSONValue] = failures.map { f in
+            .object(JSONObject([
+                ("check", "crossAccount"), ("apnsId", .string(f.apnsID)), ("sequence", .int(Int64(f.sequence))),
+                ("deviceId", .string(f.deviceID)), ("bundleId", .string(f.bundleID)),
+                ("userId", f.userID.map(JSONValue.string) ?? .null), ("addressee", .string(f.addressee)),
+                ("at", .string(RFC3339.format(milliseconds: f.atMs))),
+                ("message", .string("a push for \(f.addressee) was delivered to \(f.deviceID) while \(f.userID.map { "\($0) was" } ?? "nobody was") logged in")),
+            ]))
+        }
+        let body: JSONValue = .object(JSONObject([
+            ("ok", .bool(total == 0)), ("strict", .bool(strict)), ("crossAccountDeliveries", .int(Int64(total))),
+            ("failures", .array(list)),
+        ]))
+        return .json(strict && total > 0 ? 409 : 200, body)
+    }
+}
