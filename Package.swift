@@ -77,7 +77,7 @@ let package = Package(
                 swiftSettings: swiftSettings),
         .executableTarget(name: "apns-emulator", dependencies: ["EmulatorServer", "CommandLineOptions", "ProviderClient", "DeviceClient", "Scenarios"],
                           swiftSettings: swiftSettings),
-        .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto"]),
+        .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto", "Locking"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
         .testTarget(name: "StatePersistenceTests", dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "APNsCore", "Locking"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
