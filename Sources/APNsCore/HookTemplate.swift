@@ -116,7 +116,7 @@ public enum HookTemplate {
     }
 
     /// A value as text: strings as they are, null as nothing, anything else as its JSON.
-    static func text(_ value: JSONValue) -> String {
+    public static func text(_ value: JSONValue) -> String {
         switch value {
         case .string(let s): return s
         case .null: return ""

@@ -1,0 +1,302 @@
+import APNsCore
+import Foundation
+import Glibc
+import ProviderClient
+import Testing
+
+/// examples/backend/backend.py as a real process on loopback: the app backend the simulated
+/// apps call through their hooks.
+final class ExampleBackend: @unchecked Sendable {
+    let process = Process()
+    let url: String
+    private let output = Pipe()
+
+    static var root: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+
+    init(buggy: Bool = false, port: Int = 0) throws {
+        process.executableURL = URL(fileURLWithPath: which("python3") ?? "/usr/bin/python3")
+        process.arguments = [Self.root.appendingPathComponent("examples/backend/backend.py").path, "--port", String(port)]
+            + (buggy ? ["--buggy"] : [])
+        process.standardOutput = output
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        // The one stdout line: "listening on http://127.0.0.1:PORT".
+        var line = Data()
+        while !line.contains(0x0A) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard let range = text.range(of: "http://") else { throw HarnessError("backend.py did not start: \(text)") }
+        url = String(text[range.lowerBound...].prefix { !$0.isWhitespace })
+    }
+
+    deinit {
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// The hooks of examples/backend/hooks.json pointed at this backend.
+    func hooks(maxAttempts: Int? = nil) throws -> JSONValue {
+        try Self.hooks(base: url, maxAttempts: maxAttempts)
+    }
+
+    static func hooks(base: String, maxAttempts: Int? = nil) throws -> JSONValue {
+        let text = try String(contentsOf: root.appendingPathComponent("examples/backend/hooks.json"), encoding: .utf8)
+        var hooks = try JSONValue.parse(text.replacingOccurrences(of: "${BACKEND}", with: base))
+        if let maxAttempts, case .object(var object) = hooks {
+            object["maxAttempts"] = .int(Int64(maxAttempts))
+            hooks = .object(object)
+        }
+        return hooks
+    }
+
+    func request(_ method: String, _ path: String, body: JSONValue? = nil) throws -> JSONValue {
+        var arguments = ["-s", "-X", method, url + path]
+        if let body { arguments += ["-H", "Content-Type: application/json", "--data-binary", body.serialized()] }
+        let result = try run(which("curl") ?? "/usr/bin/curl", arguments)
+        return try JSONValue.parse(result.out)
+    }
+
+    func tokens(of user: String) throws -> [String] {
+        try request("GET", "/users/\(user)/tokens")["tokens"]?.arrayValue?.compactMap { $0["token"]?.stringValue } ?? []
+    }
+}
+
+/// A port nothing listens on (yet): bound and released.
+func freePort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw HarnessError("no free port") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+@Suite("The app's backend: hooks, accounts and the cross-account check (device processes, a real HTTP backend)")
+struct AppBackendTests {
+    static let bundle = EmulatorProcess.bundleID
+
+    func setUp(_ emulator: EmulatorProcess, _ hooks: JSONValue) throws {
+        let reply = try emulator.admin("PUT", "/api/v1/apps/\(Self.bundle)/backend", body: hooks)
+        #expect(reply.status == 200, "\(reply.raw)")
+    }
+
+    func calls(_ emulator: EmulatorProcess, _ device: String, hook: String? = nil) throws -> [JSONValue] {
+        let query = hook.map { "?hook=\($0)" } ?? ""
+        return try emulator.admin("GET", "/api/v1/devices/\(device)/backend-calls\(query)").json["calls"]?.arrayValue ?? []
+    }
+
+    /// Whether the calls of `device` reached a final state, the newest `count` of them done.
+    func settled(_ emulator: EmulatorProcess, _ device: String, count: Int) throws -> Bool {
+        let all = try calls(emulator, device)
+        return all.count >= count && all.allSatisfy { ["done", "failed", "dropped"].contains($0["state"]?.stringValue ?? "") }
+    }
+
+    @Test func loginUploadsTheTokenAndBindsIt() throws {
+        let backend = try ExampleBackend()
+        let emulator = try EmulatorProcess(inProcess: true)
+        try setUp(emulator, try backend.hooks())
+        let device = try DeviceProcess(emulator, deviceID: "phone")
+        let token = try device.registeredToken()
+        #expect(try backend.tokens(of: "alice").isEmpty)
+        device.command("login alice")
+        #expect(device.next("loggedIn")?["userId"] == "alice")
+        #expect(try eventually { try backend.tokens(of: "alice") == [token] })
+        // The calls, in order, with what was sent and what came back.
+        #expect(try eventually { try settled(emulator, "phone", count: 2) })
+        let made = try calls(emulator, "phone")
+        #expect(made.map { $0["hook"]?.stringValue ?? "" } == ["register", "bind"])
+        #expect(made[0]["url"]?.stringValue == backend.url + "/devices/register")
+        #expect(made[0]["method"] == "POST")
+        #expect(made[0]["body"]?["token"]?.stringValue == token)
+        #expect(made[0]["body"]?["userId"] == "alice")
+        #expect(made[1]["status"] == .int(200))
+        #expect(made[1]["at"]?.stringValue?.hasSuffix("Z") == true)
+        #expect(try emulator.admin("GET", "/api/v1/devices/phone").json["userId"] == "alice")
+    }
+
+    @Test func aReinstallUploadsTheNewToken() throws {
+        let backend = try ExampleBackend()
+        let emulator = try EmulatorProcess(inProcess: true)
+        try setUp(emulator, try backend.hooks())
+        let device = try DeviceProcess(emulator, deviceID: "phone")
+        let old = try device.registeredToken()
+        device.command("login alice")
+        #expect(try eventually { try backend.tokens(of: "alice") == [old] })
+        device.command("reinstall")
+        let new = try device.registeredToken()
+        #expect(new != old)
+        #expect(try eventually { try backend.tokens(of: "alice") == [new] }, "the new token replaced the old one in the backend")
+        #expect(try calls(emulator, "phone", hook: "register").last?["token"]?.stringValue == new)
+    }
+
+    @Test func deniedPermissionStillRegistersAndUploads() throws {
+        let backend = try ExampleBackend()
+        let emulator = try EmulatorProcess(inProcess: true)
+        try setUp(emulator, try backend.hooks())
+        let device = try DeviceProcess(emulator, deviceID: "phone", extra: ["--authorization", "denied"])
+        let token = try device.registeredToken()
+        device.command("login alice")
+        #expect(try eventually { try backend.tokens(of: "alice") == [token] })
+    }
+
+    /// A logs out, B logs in on the same phone; the provider pushes to A's tokens. The correct
+    /// backend has none left; the buggy one still has the phone's, and the detector says so.
+    @Test(arguments: [false, true]) func switchingAccountsAndAPushForTheFirst(buggy: Bool) throws {
+        let backend = try ExampleBackend(buggy: buggy)
+        let emulator = try EmulatorProcess(inProcess: true)
+        try setUp(emulator, try backend.hooks())
+        let device = try DeviceProcess(emulator, deviceID: "phone", extra: ["--app-state", "foreground"])
+        let token = try device.registeredToken()
+        device.command("login alice")
+        #expect(device.next("loggedIn") != nil)
+        device.command("logout")
+        #expect(device.next("loggedOut") != nil)
+        device.command("login bob")
+        #expect(device.next("loggedIn")?["userId"] == "bob")
+        #expect(try eventually { try settled(emulator, "phone", count: 4) })
+        #expect(try calls(emulator, "phone").map { $0["hook"]?.stringValue ?? "" } == ["register", "bind", "unbind", "bind"])
+        // The provider: whatever the backend says alice's tokens are, each gets alice's push.
+        let aliceTokens = try backend.tokens(of: "alice")
+        #expect(aliceTokens == (buggy ? [token] : []))
+        let connection = try emulator.connect()
+        for target in aliceTokens {
+            let result = APNsResult(try connection.send(try emulator.push(target, payload: #"{"aps":{"alert":"for alice"},"uid":"alice"}"#).request))
+            #expect(result.status == 200)
+        }
+        let checks = try emulator.admin("GET", "/api/v1/checks?strict=true")
+        if buggy {
+            let shown = try #require(device.next("notification"))
+            #expect(shown["payload"]?["uid"] == "alice")
+            #expect(checks.status == 409)
+            #expect(checks.json["failures"]?.arrayValue?.first?["addressee"] == "alice")
+            #expect(checks.json["failures"]?.arrayValue?.first?["userId"] == "bob")
+            let record = try #require(try emulator.notifications(token: token).first)
+            #expect(record["crossAccount"] == true && record["userId"] == "bob" && record["addressee"] == "alice")
+            #expect(try emulator.metric("apns_emulator_cross_account_deliveries_total") == 1)
+        } else {
+            #expect(device.noneBeforePong("notification"))
+            #expect(checks.status == 200 && checks.json["ok"] == true)
+        }
+    }
+
+    @Test func backgroundPushesFetchUntilTheBudgetIsUsedUp() throws {
+        let backend = try ExampleBackend()
+        let emulator = try EmulatorProcess(inProcess: true)
+        try setUp(emulator, try backend.hooks())
+        let device = try DeviceProcess(emulator, deviceID: "phone")
+        let token = try device.registeredToken()
+        device.command("login alice")
+        var ids: [String] = []
+        for n in 1...4 {
+            let created = try backend.request("POST", "/messages", body: ["userId": "alice", "body": .string("message \(n)")])
+            ids.append(try #require(created["id"].map { HookTemplate.text($0) }))
+        }
+        let connection = try emulator.connect()
+        var results: [APNsResult] = []
+        for id in ids {
+            var push = try emulator.push(token, payload: #"{"aps":{"content-available":1},"messageId":"\#(id)","uid":"alice"}"#)
+            push.pushType = "background"
+            push.priority = "5"
+            results.append(APNsResult(try connection.send(push.request)))
+        }
+        #expect(results.allSatisfy { $0.status == 200 })
+        for _ in 1...3 { #expect(device.next("notification") != nil) }
+        let fetched: () throws -> [String] = {
+            (try backend.request("GET", "/state")["fetched"]?.arrayValue ?? []).compactMap { $0["id"].map { HookTemplate.text($0) } }
+        }
+        #expect(try eventually { try fetched().count == 3 })
+        #expect(try fetched() == Array(ids.prefix(3)), "each delivered background push fetched what it points to")
+        let fourth = try emulator.admin("GET", "/api/v1/notifications/\(results[3].apnsID!)").json
+        #expect(fourth["outcome"] == "deferred")
+        #expect(device.noneBeforePong("notification"))
+        #expect(try calls(emulator, "phone", hook: "fetch").count == 3, "a throttled push never fetches")
+    }
+
+    @Test func callsWaitForABackendThatIsDownAndArriveInOrder() throws {
+        let port = try freePort()
+        let emulator = try EmulatorProcess(inProcess: true)
+        try setUp(emulator, try ExampleBackend.hooks(base: "http://127.0.0.1:\(port)", maxAttempts: 20))
+        let device = try DeviceProcess(emulator, deviceID: "phone")
+        let token = try device.registeredToken()
+        device.command("login alice")
+        device.command("logout")
+        device.command("login bob")
+        #expect(try eventually {
+            try calls(emulator, "phone").first.map { ($0["attempts"]?.intValue ?? 0) >= 2 && $0["state"] == "retrying" } ?? false
+        }, "the first call is retried while the backend is down")
+        let backend = try ExampleBackend(port: port)
+        #expect(try eventually(30) { try settled(emulator, "phone", count: 4) })
+        #expect(try calls(emulator, "phone").map { "\($0["hook"]?.stringValue ?? "") \($0["state"]?.stringValue ?? "")" }
+            == ["register done", "bind done", "unbind done", "bind done"])
+        #expect(try backend.tokens(of: "bob") == [token])
+        #expect(try backend.tokens(of: "alice").isEmpty, "unbind arrived before bob's bind")
+    }
+
+    @Test func accountsChangedThroughTheAdminAPIReachTheDeviceAndSurviveARestart() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("apns-accounts-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        do {
+            let emulator = try EmulatorProcess(["--state-dir", state], inProcess: true)
+            let device = try DeviceProcess(emulator, deviceID: "phone")
+            _ = try device.registeredToken()
+            let login = try emulator.admin("POST", "/api/v1/devices/phone/login", body: ["userId": "carol"])
+            #expect(login.status == 200 && login.json["previousUserId"] == .null)
+            #expect(device.next("loggedIn")?["userId"] == "carol")
+            #expect(try emulator.admin("POST", "/api/v1/devices/phone/login", body: ["userId": ""]).status == 400)
+            #expect(try emulator.admin("POST", "/api/v1/devices/nope/login", body: ["userId": "x"]).status == 404)
+        }
+        let emulator = try EmulatorProcess(["--state-dir", state], inProcess: true)
+        #expect(try emulator.admin("GET", "/api/v1/devices/phone").json["userId"] == "carol")
+        let logout = try emulator.admin("POST", "/api/v1/devices/phone/logout")
+        #expect(logout.json["previousUserId"] == "carol")
+    }
+
+    @Test func aBackendFromTheConfigFileAndBadBackendsRefused() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-backend-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config: JSONValue = ["app": [["teamId": .string(EmulatorProcess.teamID), "bundleId": "com.example.other",
+                                          "backend": ["bind": ["url": "http://127.0.0.1:9/bind"], "addresseePointer": "/uid"]]]]
+        let path = directory.appendingPathComponent("config.json").path
+        try Data(config.serialized().utf8).write(to: URL(fileURLWithPath: path))
+        let emulator = try EmulatorProcess(["--config", path], inProcess: true)
+        let backend = try emulator.admin("GET", "/api/v1/apps/com.example.other/backend")
+        #expect(backend.status == 200)
+        #expect(backend.json["bind"]?["url"] == "http://127.0.0.1:9/bind")
+        #expect(backend.json["addresseePointer"] == "/uid")
+        #expect(try emulator.admin("GET", "/api/v1/apps/\(Self.bundle)/backend").status == 404)
+        let bad = try emulator.admin("PUT", "/api/v1/apps/\(Self.bundle)/backend", body: ["register": ["url": "http://h/{{nope}}"]])
+        #expect(bad.status == 400)
+        #expect(bad.json["error"]?.stringValue?.contains("{{nope}}") == true)
+        // A reset keeps what the configuration said and drops what was set at run time.
+        try setUp(emulator, ["addresseePointer": "/uid"])
+        #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/apps/\(Self.bundle)/backend").status == 404)
+        #expect(try emulator.admin("GET", "/api/v1/apps/com.example.other/backend").status == 200)
+    }
+
+    @Test func theClockMovesAheadForBudgetsButNotForProviderTokens() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let (_, token) = try emulator.createDevice()
+        let moved = try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 7200])
+        #expect(moved.status == 200)
+        #expect(moved.json["offsetMs"] == .int(7_200_000))
+        // A provider token signed now is still fresh: providers sign with the real time.
+        let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+        #expect(result.status == 200)
+        #expect(try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": -1]).status == 400)
+        #expect(try emulator.admin("POST", "/api/v1/clock", body: [:]).status == 400)
+        #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/clock").json["offsetMs"] == .int(0))
+    }
+}
