@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import HTTP1Client
 import Locking
 
@@ -22,7 +23,6 @@ public final class BackendCaller: Sendable {
     private let maxQueued: Int
     private let poolSize: Int
     private let backoff: RetryBackoff
-    private let workers = DispatchQueue(label: "backend-calls", attributes: .concurrent)
     /// Delivers `onChange` in the order the changes happened, outside the lock.
     private let changes = DispatchQueue(label: "backend-calls.changes")
 
@@ -115,8 +115,15 @@ public final class BackendCaller: Sendable {
         var generation: UInt64
     }
 
+    /// Workers are threads of their own rather than Dispatch work items: they block in socket
+    /// calls, and blocked items would starve Dispatch's pool (about one thread per core),
+    /// which runs the retry timers.
     private func startWorkers(_ count: Int) {
-        for _ in 0..<count { workers.async { self.work() } }
+        for _ in 0..<count {
+            let thread = Thread { self.work() }
+            thread.name = "backend-call"
+            thread.start()
+        }
     }
 
     /// Sends first calls of ready devices until none is left. Recording an attempt's result
@@ -125,7 +132,7 @@ public final class BackendCaller: Sendable {
         var finished: (attempt: Attempt, result: AttemptResult, endedAtMs: Int64)?
         while true {
             let next = state.withLock { queues -> Attempt? in
-                if let finished { record(finished.result, of: finished.attempt, endedAtMs: finished.endedAtMs, in: &queues) }
+                if let finished { recordResult(finished.result, of: finished.attempt, endedAtMs: finished.endedAtMs, in: &queues) }
                 return takeNext(&queues)
             }
             guard let next else { return }
@@ -149,7 +156,7 @@ public final class BackendCaller: Sendable {
         return nil
     }
 
-    private func record(_ result: AttemptResult, of attempt: Attempt, endedAtMs: Int64, in queues: inout CallQueues) {
+    private func recordResult(_ result: AttemptResult, of attempt: Attempt, endedAtMs: Int64, in queues: inout CallQueues) {
         let device = attempt.record.request.deviceID
         // A reset or shutdown since the attempt began: the call is no longer ours to record.
         guard attempt.generation == queues.generation, var record = queues.lines[device]?.calls.first,

@@ -47,7 +47,6 @@ struct CallQueues {
         if line.calls.isEmpty {
             lines[device] = nil
         } else {
-            line.waitingForRetry = false
             lines[device] = line
             ready.append(device)
         }

@@ -159,6 +159,20 @@ import Testing
         #expect(backend.targets.filter { $0 != "/fast" } == ["/slow", "/after-slow"])
     }
 
+    @Test func atMostMaxConcurrentCallsAreOnTheWire() throws {
+        let backend = try TestBackend { _, _ in .hold(then: 200) }
+        defer { backend.stop() }
+        let caller = makeCaller(maxConcurrentCalls: 2)
+        defer { caller.shutdown() }
+        caller.enqueue(["A", "B", "C", "D"].map { call(backend.url("/\($0)"), device: $0) })
+        try eventually("two calls are on the wire") { backend.requests.count == 2 }
+        #expect(caller.workersRunning == 2)
+        #expect(caller.calls().map(\.attempts).reduce(0, +) == 2)
+        backend.release()
+        try eventually("all ended") { caller.allEnded(4) }
+        #expect(Set(backend.targets) == ["/A", "/B", "/C", "/D"])
+    }
+
     @Test func aDeviceWaitingForItsRetryHoldsNoWorker() throws {
         let down = try TestBackend()
         let downURL = down.url("/register")
