@@ -1,4 +1,4 @@
-public import APNsCore
+import APNsCore
 
 /// One call an app makes to its own backend (a hook, rendered): what `BackendCaller` sends.
 public struct BackendRequest: Sendable, Equatable {

@@ -1,2 +1,0 @@
-import XCTest
-final class BackendCallsPlaceholderTests: XCTestCase { func testPlaceholder() {} }

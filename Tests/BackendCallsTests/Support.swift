@@ -1,0 +1,52 @@
+import BackendCalls
+import Glibc
+import Networking
+import Testing
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Polls `condition` until it holds, failing after `milliseconds`: how these tests wait for
+/// calls to happen, never for a fixed time.
+func eventually(_ what: String, milliseconds: Int64 = 5000, sourceLocation: SourceLocation = #_sourceLocation,
+                _ condition: () -> Bool) throws
+{
+    let deadline = Monotonic.nowMilliseconds() + milliseconds
+    while !condition() {
+        guard Monotonic.nowMilliseconds() < deadline else {
+            throw TestFailure(description: "not within \(milliseconds) ms: \(what) (\(sourceLocation))")
+        }
+        usleep(2000)
+    }
+}
+
+/// A caller with fast retries, as every test wants one.
+func makeCaller(maxQueued: Int = 10_000, logCapacity: Int = 10_000, maxConcurrentCalls: Int = 4) -> BackendCaller {
+    BackendCaller(now: { Int64(WallClock.nowMs) }, maxQueued: maxQueued, logCapacity: logCapacity,
+                  retryBaseDelayMs: 10, retryMaxDelayMs: 40, maxConcurrentCalls: maxConcurrentCalls)
+}
+
+func call(_ url: String, device: String = "phone-1", hook: String = "register", method: String = "POST",
+          body: String? = #"{"token":"ab"}"#, timeoutMs: Int = 2000, maxAttempts: Int = 5) -> BackendRequest
+{
+    BackendRequest(deviceID: device, bundleID: "com.example.app", hook: hook, method: method, url: url,
+                   headers: [BackendHeader("Content-Type", "application/json")], body: body.map { Array($0.utf8) },
+                   userID: "user-1", token: "ab", timeoutMs: timeoutMs, maxAttempts: maxAttempts)
+}
+
+extension BackendCaller {
+    /// Every kept record has ended (done, failed or dropped) and there are `count` of them.
+    func allEnded(_ count: Int) -> Bool {
+        let records = calls()
+        return records.count == count && records.allSatisfy { $0.finishedAtMs != nil }
+    }
+}
+
+enum WallClock {
+    static var nowMs: Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
+    }
+}
