@@ -35,7 +35,9 @@ final class ExampleBackend: @unchecked Sendable {
     }
 
     deinit {
-        process.terminate()
+        // SIGKILL: children of the test process inherit its blocked SIGTERM, so Python would
+        // never see a terminate().
+        kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
 
@@ -265,11 +267,15 @@ struct AppBackendTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-backend-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let config: JSONValue = ["app": [["teamId": .string(EmulatorProcess.teamID), "bundleId": "com.example.other",
-                                          "backend": ["bind": ["url": "http://127.0.0.1:9/bind"], "addresseePointer": "/uid"]]]]
+        // `--app` flags would replace the file's apps, so this emulator gets its apps from the file only.
+        let config: JSONValue = ["app": [
+            .string("\(EmulatorProcess.teamID):\(Self.bundle)"),
+            ["teamId": .string(EmulatorProcess.teamID), "bundleId": "com.example.other",
+             "backend": ["bind": ["url": "http://127.0.0.1:9/bind"], "addresseePointer": "/uid"]],
+        ]]
         let path = directory.appendingPathComponent("config.json").path
         try Data(config.serialized().utf8).write(to: URL(fileURLWithPath: path))
-        let emulator = try EmulatorProcess(["--config", path], inProcess: true)
+        let emulator = try EmulatorProcess(["--config", path], withKey: false)
         let backend = try emulator.admin("GET", "/api/v1/apps/com.example.other/backend")
         #expect(backend.status == 200)
         #expect(backend.json["bind"]?["url"] == "http://127.0.0.1:9/bind")
