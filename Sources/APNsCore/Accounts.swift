@@ -67,8 +67,9 @@ extension World {
         return previous
     }
 
-    /// The app's `didRegisterForRemoteNotifications` ran with its current token.
-    mutating func didRegister(deviceID: String, bundleID: String) {
+    /// The app's `didRegisterForRemoteNotifications` ran with its current token (installs,
+    /// launches, rotations and reconnects call this; so does an admin install).
+    public mutating func didRegister(deviceID: String, bundleID: String) {
         guard let device = registry.devices[deviceID], device.apps[bundleID] != nil else { return }
         if device.userID == nil {
             if device.apps[bundleID]?.uploadPending == false {
