@@ -1,5 +1,6 @@
-// apns-emulator web UI: a live timeline of notification records, their details, devices and
-// fault rules, all through the admin API. Hand-written, no dependencies. Every piece of server
+// apns-emulator web UI: a live timeline of notification records, their details, devices (with
+// the account logged in), fault rules and the apps' calls to their backends, all through the
+// admin API. Hand-written, no dependencies. Every piece of server
 // data reaches the DOM as text (textContent / text nodes / attributes), never as HTML.
 'use strict';
 (() => {
@@ -7,6 +8,9 @@
   const FILTERS = ['token', 'topic', 'pushType', 'status', 'reason', 'environment', 'outcome', 'deviceId'];
   const AUTHORIZATIONS = ['notDetermined', 'denied', 'authorized', 'provisional', 'ephemeral'];
   const APP_STATES = ['foreground', 'background', 'suspended', 'notRunning', 'terminated'];
+  const TABS = ['timeline', 'devices', 'faults', 'backend'];
+  const MAX_CALLS = 5000; // backend calls kept in the page
+  const MAX_CALL_ROWS = 1000; // and shown
 
   const $ = (sel, root = document) => root.querySelector(sel);
   const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
@@ -39,6 +43,11 @@
     statusClass: null, // "4xx" style status filter, client-side
     tab: 'timeline',
     devices: [], faults: [], keys: [], info: null, infoAt: 0, filtersExtra: {},
+    calls: new Map(), // backend call id -> call
+    callBodies: new Map(), // id -> <tbody> (a call's row and, expanded, its details)
+    expandedCalls: new Set(),
+    callsFilter: { deviceId: '', hook: '' },
+    checks: null,
     openSections: { device: true, payload: true, response: true, jwt: true, headers: false, timing: true },
   };
 
@@ -70,7 +79,8 @@
     return asking;
   }
 
-  async function api(method, path, body) {
+  /** Calls the admin API; an answer with a status in `allow` (e.g. 409 from a strict check) is data, not an error. */
+  async function api(method, path, body, { allow = [] } = {}) {
     for (;;) {
       const init = { method, headers: {} };
       if (adminToken) init.headers.Authorization = `Bearer ${adminToken}`;
@@ -82,7 +92,11 @@
         await askForToken(adminToken ? 'That token was not accepted.' : '');
         continue;
       }
-      if (!res.ok) throw new Error((data && data.error) || `${method} ${path}: HTTP ${res.status}`);
+      if (!res.ok && !allow.includes(res.status)) {
+        const err = new Error((data && data.error) || `${method} ${path}: HTTP ${res.status}`);
+        err.status = res.status;
+        throw err;
+      }
       return data;
     }
   }
@@ -118,6 +132,10 @@
   const OUTCOME_CLASS = { delivered: 'o-ok', pending: 'o-info', stored: 'o-info', rejected: 'o-err', expired: 'o-grey',
     coalesced: 'o-grey', throttled: 'o-warn', deferred: 'o-warn', 'dropped-by-system': 'o-warn' };
   const outcomeBadge = (o) => h('span', { class: `outcome ${OUTCOME_CLASS[o] || 'o-grey'}` }, o || '—');
+  /** A push delivered while another account than the one its payload names was logged in. */
+  const crossText = (r) => `for ${r.addressee ?? '?'}, ${r.userId != null ? `shown to ${r.userId}` : 'shown while logged out'}`;
+  const crossTitle = (r) => `Cross-account delivery: the payload names ${r.addressee ?? '?'}, but ${r.userId != null ? `${r.userId} was` : 'nobody was'} logged in on ${r.deviceId || 'the device'}`;
+  const crossBadge = (r, long) => h('span', { class: 'badge xacct', title: crossTitle(r) }, long ? `cross-account: ${crossText(r)}` : 'cross-account');
   const envBadge = (env) => h('span', { class: `badge ${env === 'production' ? 's-warn' : 's-info'}`, title: env }, env === 'production' ? 'prod' : 'sbx');
 
   function toast(message, isError) {
@@ -218,7 +236,7 @@
   function searchText(r) {
     if (!r._search) {
       r._search = [r.apnsId, r.uniqueId, r.token, r.topic, r.reason, r.explanation, r.deviceId, r.bundleId, r.collapseId,
-        r.pushType, r.outcome, String(r.status), typeof r.payload === 'string' ? r.payload : JSON.stringify(r.payload)]
+        r.pushType, r.outcome, r.userId, r.addressee, r.crossAccount ? 'cross-account' : null, String(r.status), typeof r.payload === 'string' ? r.payload : JSON.stringify(r.payload)]
         .filter(Boolean).join('\n').toLowerCase();
     }
     return r._search;
@@ -237,16 +255,19 @@
 
   function buildRow(r) {
     const sum = summaryOf(r);
-    return h('tr', { dataset: { seq: r.sequence, apnsId: r.apnsId } },
+    const cross = r.crossAccount === true;
+    return h('tr', { class: cross ? 'cross' : null, dataset: { seq: r.sequence, apnsId: r.apnsId } },
       h('td', { class: 'c-time', title: r.receivedAt }, fmtTime(r.receivedAtMs)),
       h('td', { class: 'c-status' }, statusPill(r.status)),
-      h('td', { class: 'c-reason', title: r.reason || '' }, r.reason || ''),
+      h('td', { class: 'c-reason', title: cross ? crossTitle(r) : r.reason || '' }, cross ? crossBadge(r) : null, cross && r.reason ? ' ' : null, r.reason || ''),
       h('td', { class: 'c-type' }, r.pushType || '—'),
       h('td', { class: 'c-topic', title: r.topic || '' }, r.topic || '—'),
       h('td', { class: 'c-token', title: r.token }, h('button', { type: 'button', class: 'tok', dataset: { token: r.token }, title: `Everything sent to ${r.token}` }, shortToken(r.token))),
       h('td', { class: 'c-env' }, envBadge(r.environment)),
       h('td', { class: 'c-outcome', title: r.explanation || '' }, outcomeBadge(r.outcome)),
-      h('td', { class: 'c-summary', title: [sum.title, sum.body].filter(Boolean).join('\n') }, sum.title ? h('b', null, sum.title) : null, sum.title && sum.body ? ' ' : null, sum.body));
+      h('td', { class: 'c-summary', title: [cross ? crossTitle(r) : null, sum.title, sum.body].filter(Boolean).join('\n') },
+        cross ? h('span', { class: 'xacct-text' }, `${crossText(r)} · `) : null,
+        sum.title ? h('b', null, sum.title) : null, sum.title && sum.body ? ' ' : null, sum.body));
   }
 
   /** How far a record has progressed; an update never replaces a record with an older version. */
@@ -364,14 +385,23 @@
     const query = p.toString();
     const es = new EventSource(`/api/v1/events${query ? `?${query}` : ''}`);
     source = es;
-    es.addEventListener('open', () => { setConn('live'); load(); });
+    es.addEventListener('open', () => { setConn('live'); load(); loadCalls(); refreshChecks(); });
     es.addEventListener('notification', (ev) => {
       let r;
       try { r = JSON.parse(ev.data); } catch { return; }
       if (loading) buffered.push(r);
       else enqueue(r);
     });
-    es.addEventListener('reset', () => { queue.clear(); clearRecords(); $('#count-notifications').textContent = 0; updateCounts(); refreshSide(); });
+    es.addEventListener('backendCall', (ev) => {
+      let c;
+      try { c = JSON.parse(ev.data); } catch { return; }
+      if (c && c.id != null) enqueueCall(c);
+    });
+    es.addEventListener('reset', () => {
+      queue.clear(); clearRecords(); $('#count-notifications').textContent = 0; updateCounts();
+      callQueue.clear(); state.calls.clear(); state.expandedCalls.clear(); state.callsJSON = null; renderCalls();
+      refreshSide(); refreshChecks();
+    });
     es.addEventListener('error', () => {
       if (source !== es) return;
       if (es.readyState === EventSource.CLOSED) {
@@ -397,15 +427,17 @@
     let batch = [...queue.values()].sort((a, b) => a.sequence - b.sequence);
     queue.clear();
     if (batch.length > MAX_ROWS) batch = batch.slice(-MAX_ROWS);
-    let added = 0, side = false;
+    let added = 0, side = false, cross = false;
     for (const r of batch) {
       if (!state.records.has(r.sequence)) added++;
       if (r.fault || r.status === 410) side = true;
+      if (r.crossAccount && !(state.records.get(r.sequence) || {}).crossAccount) cross = true;
       upsert(r, { live: true });
     }
     if (added && !infoTimer) infoTimer = setTimeout(() => { infoTimer = null; refreshInfo(); }, 500);
     updateCounts();
     if (side) scheduleSide();
+    if (cross) scheduleChecks();
   }
 
   /** (Re)loads the newest 200 matching records; events that arrive meanwhile are merged after. */
@@ -437,6 +469,7 @@
     body.replaceChildren(fragment);
     loading = false;
     for (const r of buffered) upsert(r, { live: true, careful: true });
+    if (buffered.some((r) => r.crossAccount)) scheduleChecks();
     buffered = [];
     if (keep != null && state.rows.has(keep)) select(keep);
     else if (keep != null) select(null);
@@ -619,6 +652,7 @@
     pane.replaceChildren(
       h('div', { class: 'd-head' }, statusPill(r.status), h('span', { class: 'reason' }, r.reason || (r.status === 200 ? 'OK' : '')), outcomeBadge(r.outcome),
         h('span', { class: 'muted' }, r.pushType || ''), envBadge(r.environment)),
+      r.crossAccount ? h('div', { class: 'd-cross', id: 'cross-account' }, crossBadge(r, true)) : null,
       h('div', { class: 'd-sub' }, h('span', { class: 'mono', title: 'apns-id' }, r.apnsId), copyBtn(r.apnsId), h('span', null, fmtDateTime(r.receivedAt)), h('span', null, `#${r.sequence}`)),
       h('div', { class: 'd-actions' },
         h('button', { type: 'button', class: 'btn small', title: 'Everything sent to this token (t)', onclick: () => setFilter('token', r.token) }, 'All pushes to this token'),
@@ -632,8 +666,11 @@
           h('div', null,
             kv([['Outcome', outcomeBadge(r.outcome)], ['Display', r.display], ['Callbacks', r.callbacks && r.callbacks.length ? r.callbacks.map((c) => h('span', { class: 'chip mono' }, c)) : null],
               ['Stored', r.stored ? 'yes (held until the device was reachable)' : 'no'], ['Device', device], ['App', r.bundleId], ['Token', h('span', { class: 'mono', style: 'word-break:break-all' }, r.token)],
-              ['Delivered', r.deliveredAt ? fmtDateTime(r.deliveredAt) : null]]),
-            h('p', { class: `explain ${explainCls}`, id: 'explanation' }, r.explanation || '')))),
+              ['Delivered', r.deliveredAt ? fmtDateTime(r.deliveredAt) : null],
+              'userId' in r && (r.deliveredAt || r.userId != null) ? ['Account', r.userId != null ? h('span', { class: 'account', id: 'record-user' }, r.userId) : h('span', { class: 'muted', id: 'record-user' }, 'nobody logged in')] : null,
+              r.addressee != null ? ['Addressee', h('span', { class: r.crossAccount ? 'account xacct-text' : 'account', id: 'record-addressee' }, r.addressee)] : null]),
+            h('p', { class: `explain ${explainCls}`, id: 'explanation' }, r.explanation || ''),
+            r.crossAccount ? h('p', { class: 'explain err' }, `${crossTitle(r)}: the push reached the wrong account. Typically the app backend still had this device's token bound to ${r.addressee ?? 'that account'} (a logout or account switch it did not act on, or one token bound to two accounts).`) : null))),
       section('payload', 'Payload', `${bytes(r.payloadSize)}${typeof r.payload === 'string' ? ' · not JSON' : ''}`, sizeBar(r), h('div', { id: 'payload-json' }, jsonView(r.payload))),
       section('response', 'Response', `${r.status === 0 ? 'none' : r.status}${r.respondedAt ? '' : ' · pending'}`,
         kv([['Status', statusPill(r.status)], ['Reason', r.reason], ['apns-id', h('span', { class: 'mono' }, r.apnsId)],
@@ -684,15 +721,30 @@
     $('#uptime').textContent = `up ${fmtDuration(state.info.uptimeSeconds + (Date.now() - state.infoAt) / 1000)}`;
   }
 
+  // Refreshes overlap (a timer, an action's follow-up): an answer older than one already shown is dropped.
+  const STALE = Symbol('stale');
+  const refreshes = {};
+  async function newest(what, promise) {
+    const r = refreshes[what] || (refreshes[what] = { asked: 0, shown: 0 });
+    const mine = ++r.asked;
+    const data = await promise;
+    if (mine < r.shown) return STALE;
+    r.shown = mine;
+    return data;
+  }
+
   let sideTimer = null;
   function scheduleSide() { clearTimeout(sideTimer); sideTimer = setTimeout(refreshSide, 250); }
   async function refreshSide() {
-    await Promise.all([refreshDevices(), refreshFaults(), refreshInfo(), state.tab === 'devices' ? refreshTokens() : null]);
+    await Promise.all([refreshDevices(), refreshFaults(), refreshInfo(), refreshChecks(), state.tab === 'devices' ? refreshTokens() : null,
+      // Calls arrive as events; a server that sends none is polled while the tab is open.
+      state.tab === 'backend' && !state.callEventsSeen ? loadCalls() : null]);
   }
 
   async function refreshTokens() {
     let data;
-    try { data = await api('GET', '/api/v1/tokens'); } catch { return; }
+    try { data = await newest('tokens', api('GET', '/api/v1/tokens')); } catch { return; }
+    if (data === STALE) return;
     const json = JSON.stringify(data.tokens);
     if (json === state.tokensJSON) return;
     state.tokensJSON = json;
@@ -705,7 +757,8 @@
 
   async function refreshDevices() {
     let data;
-    try { data = await api('GET', '/api/v1/devices'); } catch { return; }
+    try { data = await newest('devices', api('GET', '/api/v1/devices')); } catch { return; }
+    if (data === STALE) return;
     const json = JSON.stringify(data.devices);
     if (json === state.devicesJSON) return;
     // Do not pull a select from under the user's pointer; the next refresh catches up.
@@ -715,6 +768,7 @@
     state.devices = data.devices;
     renderDevices();
     fillDatalists();
+    fillCallDevices();
     updateCounts();
   }
 
@@ -729,8 +783,61 @@
     fill('#dl-topics', topics); fill('#dl-bundles', bundles); fill('#dl-tokens', tokens);
   }
 
+  /** What is typed into the "log in as" fields, and which one has the focus, to survive a re-render. */
+  function accountDrafts() {
+    const drafts = new Map();
+    let focus = null;
+    for (const input of $$('#devices input[data-field="userId"]')) {
+      if (input.value) drafts.set(input.dataset.device, input.value);
+      if (input === document.activeElement) focus = { device: input.dataset.device, start: input.selectionStart, end: input.selectionEnd };
+    }
+    return { drafts, focus };
+  }
+  function restoreAccountDrafts({ drafts, focus }) {
+    for (const input of $$('#devices input[data-field="userId"]')) {
+      if (drafts.has(input.dataset.device)) input.value = drafts.get(input.dataset.device);
+      if (focus && focus.device === input.dataset.device) {
+        input.focus();
+        try { input.setSelectionRange(focus.start, focus.end); } catch { /* not a text field */ }
+      }
+    }
+  }
+  const accountInput = (deviceId) => $$('#devices input[data-field="userId"]').find((i) => i.dataset.device === deviceId);
+
+  /** Who is logged in on the device, a "log in as" form and, when someone is, a log-out button. */
+  function accountControls(d, base) {
+    const login = async (e) => {
+      e.preventDefault();
+      const userId = e.target.elements.userId.value.trim();
+      if (!userId) return;
+      const done = await act(api('POST', `${base}/login`, { userId }));
+      if (!done) return;
+      toast(done.previousUserId && done.previousUserId !== userId ? `${done.previousUserId} logged out, ${userId} logged in on ${d.deviceId}` : `${userId} logged in on ${d.deviceId}`);
+      const input = accountInput(d.deviceId);
+      if (input) input.value = '';
+    };
+    const logout = async () => {
+      const done = await act(api('POST', `${base}/logout`));
+      if (done) toast(done.previousUserId ? `${done.previousUserId} logged out of ${d.deviceId}` : `Nobody was logged in on ${d.deviceId}`);
+    };
+    const who = d.userId != null
+      ? h('span', { class: 'badge s-info account-badge', dataset: { field: 'account' }, title: `logged in on ${d.deviceId}: ${d.userId}` }, d.userId)
+      : h('span', { class: 'badge s-grey account-badge logged-out', dataset: { field: 'account' }, title: 'nobody is logged in in the apps on this device' }, 'logged out');
+    return h('div', { class: 'device-account' },
+      h('span', { class: 'muted small' }, 'Account'), who,
+      d.userId != null ? h('button', { type: 'button', class: 'btn small', dataset: { action: 'logout' }, title: `Log ${d.userId} out (the apps call their unbind hook)`, onclick: logout }, 'Log out') : null,
+      h('form', { class: 'inline-form account-form', autocomplete: 'off', onsubmit: login },
+        h('label', { class: 'muted small', for: `account-${d.deviceId}` }, d.userId != null ? 'switch to' : 'log in as'),
+        h('input', { id: `account-${d.deviceId}`, name: 'userId', placeholder: 'user id', required: true, class: 'w-topic',
+          'aria-label': `log in on ${d.deviceId} as`, dataset: { field: 'userId', device: d.deviceId } }),
+        h('button', { class: 'btn small', dataset: { action: 'login' }, title: 'Log this account in (the apps call their bind hook, and register for a token got while logged out)' }, 'Log in')),
+      h('span', { class: 'spacer' }),
+      h('button', { type: 'button', class: 'btn small ghost', dataset: { action: 'calls' }, onclick: () => showCallsOf(d.deviceId) }, 'Backend calls →'));
+  }
+
   function renderDevices() {
     const root = $('#devices');
+    const kept = accountDrafts();
     if (!state.devices.length) { root.replaceChildren(h('div', { class: 'empty' }, 'No devices. Add a virtual device above, or connect one to the device socket.')); return; }
     root.replaceChildren(...state.devices.map((d) => {
       const base = `/api/v1/devices/${enc(d.deviceId)}`;
@@ -742,12 +849,15 @@
         return h('tr', { dataset: { bundle: app.bundleId } },
           h('td', null, h('div', { class: 'bundle' }, app.bundleId), envBadge(app.environment)),
           h('td', null, Object.entries(app.tokens || {}).map(([kind, token]) => h('div', { class: 'token-line' },
-            h('span', { class: 'kind' }, kind), h('button', { type: 'button', class: 'tok', title: `Everything sent to ${token}`, onclick: () => setFilter('token', token) }, shortToken(token)), copyBtn(token)))),
+            h('span', { class: 'kind' }, kind), h('button', { type: 'button', class: 'tok', title: `Everything sent to ${token}`, onclick: () => setFilter('token', token) }, shortToken(token)), copyBtn(token))),
+            app.tokenUploadPending ? h('div', { class: 'upload-pending', dataset: { field: 'tokenUploadPending' },
+              title: 'The app got this token while logged out; it uploads it to its backend (register hook) at the next login.' }, 'token not uploaded yet') : null),
           h('td', null, choose('authorization', AUTHORIZATIONS, app.authorization)),
           h('td', null, choose('appState', APP_STATES, app.appState)),
           h('td', null, h('label', { title: 'Background Modes: remote notifications' }, h('input', { type: 'checkbox', checked: app.backgroundMode,
             onchange: (e) => act(api('PATCH', appBase, { backgroundMode: e.target.checked }), `background mode ${e.target.checked ? 'on' : 'off'}`) }), ' bg')),
           h('td', null, h('div', { class: 'app-actions' },
+            h('button', { type: 'button', class: 'btn small ghost', dataset: { action: 'backend', bundle: app.bundleId }, title: `The backend hooks of ${app.bundleId}`, onclick: () => openBackend(app.bundleId) }, 'Backend…'),
             h('button', { type: 'button', class: 'btn small', title: 'APNs issues new tokens; the old ones stop working', onclick: () => act(api('POST', `${appBase}/rotate`), 'Token rotated') }, 'Rotate'),
             h('button', { type: 'button', class: 'btn small', title: 'Uninstall and install again: new token', onclick: () => act(api('POST', `${appBase}/reinstall`), 'Reinstalled') }, 'Reinstall'),
             h('button', { type: 'button', class: 'btn small danger-outline', onclick: async () => {
@@ -763,9 +873,369 @@
           h('button', { type: 'button', class: 'btn small', dataset: { action: 'online' }, onclick: () => act(api('PATCH', base, { online: !d.online }), d.online ? 'Device offline' : 'Device online') }, d.online ? 'Go offline' : 'Go online'),
           h('label', { class: 'small' }, h('input', { type: 'checkbox', checked: d.lowPowerMode, onchange: (e) => act(api('PATCH', base, { lowPowerMode: e.target.checked }), `Low Power Mode ${e.target.checked ? 'on' : 'off'}`) }), ' Low Power'),
           h('button', { type: 'button', class: 'btn small ghost', onclick: () => setFilter('deviceId', d.deviceId) }, 'Pushes →')),
+        accountControls(d, base),
         d.apps.length ? h('table', { class: 'grid apps' }, h('thead', null, h('tr', null, ['App', 'Tokens', 'Permission', 'App state', 'Mode', ''].map((x) => h('th', null, x)))), h('tbody', null, apps))
           : h('div', { class: 'muted' }, 'No apps installed.'));
     }));
+    restoreAccountDrafts(kept);
+  }
+
+  // ---------------------------------------------------------------- backend calls
+
+  const CALL_STATE_CLASS = { pending: 's-info', retrying: 's-warn', done: 's-ok', failed: 's-err', dropped: 's-grey' };
+  const CALL_RANK = { pending: 0, retrying: 1, done: 2, failed: 2, dropped: 2 };
+  /** How far a call has got; an event never replaces a call with an older version of it. */
+  const callProgress = (c) => (c.attempts || 0) * 10 + (CALL_RANK[c.state] ?? 0);
+  const callTime = (c) => (c.atMs != null ? c.atMs : c.at ? Date.parse(c.at) : NaN);
+  const callMatches = (c) => (!state.callsFilter.deviceId || c.deviceId === state.callsFilter.deviceId)
+    && (!state.callsFilter.hook || c.hook === state.callsFilter.hook);
+
+  let callsGeneration = 0, callsLoading = false, callBuffer = [];
+  const callQueue = new Map();
+  let callFlushTimer = null;
+
+  /** (Re)loads the calls: every device's, or the filtered device's (GET /api/v1/devices/{id}/backend-calls). */
+  async function loadCalls() {
+    const generation = ++callsGeneration;
+    const deviceId = state.callsFilter.deviceId;
+    callsLoading = true;
+    callBuffer = [];
+    let data;
+    try {
+      data = await api('GET', deviceId ? `/api/v1/devices/${enc(deviceId)}/backend-calls` : '/api/v1/backend-calls');
+    } catch (e) {
+      if (generation !== callsGeneration) return;
+      if (deviceId && e.status === 404) {
+        data = { calls: [] }; // the device is gone
+      } else {
+        // Keep what is shown, with the events that came meanwhile.
+        callsLoading = false;
+        for (const c of callBuffer) mergeCall(c);
+        callBuffer = [];
+        renderCalls();
+        return; // like the other refreshes: the event stream's indicator tells that the emulator is unreachable
+      }
+    }
+    if (generation !== callsGeneration) return;
+    // A poll that brings nothing new leaves the rows alone (and what the user selected in them).
+    const json = `${deviceId}\n${JSON.stringify(data.calls)}`;
+    if (json === state.callsJSON && !callBuffer.length) { callsLoading = false; return; }
+    state.callsJSON = json;
+    if (deviceId) {
+      for (const [id, c] of state.calls) if (c.deviceId === deviceId) state.calls.delete(id);
+    } else {
+      state.calls.clear();
+    }
+    for (const c of data.calls || []) {
+      if (c.deviceId == null && deviceId) c.deviceId = deviceId;
+      state.calls.set(c.id, c);
+    }
+    callsLoading = false;
+    for (const c of callBuffer) mergeCall(c);
+    callBuffer = [];
+    trimCalls();
+    renderCalls();
+  }
+
+  function enqueueCall(c) {
+    state.callEventsSeen = true;
+    if (callsLoading) { callBuffer.push(c); return; }
+    callQueue.set(c.id, c);
+    if (!callFlushTimer) callFlushTimer = setTimeout(flushCalls, 30);
+  }
+  function flushCalls() {
+    callFlushTimer = null;
+    const batch = [...callQueue.values()].sort((a, b) => a.id - b.id);
+    callQueue.clear();
+    const many = batch.length > 50;
+    for (const c of batch) if (mergeCall(c) && !many) updateCallRow(c);
+    trimCalls();
+    if (many) renderCalls(); else updateCallCounts();
+  }
+  /** Takes a call (from an event or a load) unless an equally new version is already here. */
+  function mergeCall(c) {
+    const old = state.calls.get(c.id);
+    if (old && callProgress(c) < callProgress(old)) return false;
+    state.calls.set(c.id, c);
+    return true;
+  }
+  function trimCalls() {
+    if (state.calls.size <= MAX_CALLS) return;
+    const ids = [...state.calls.keys()].sort((a, b) => a - b);
+    for (const id of ids.slice(0, state.calls.size - MAX_CALLS)) {
+      state.calls.delete(id);
+      state.expandedCalls.delete(id);
+      const body = state.callBodies.get(id);
+      if (body) { body.remove(); state.callBodies.delete(id); }
+    }
+  }
+
+  function callResult(c) {
+    const parts = [];
+    if (c.status != null) parts.push(statusPill(c.status));
+    if (c.state && !(c.state === 'done' && c.status != null)) {
+      parts.push(parts.length ? ' ' : null, h('span', { class: `badge ${CALL_STATE_CLASS[c.state] || 's-grey'}`, dataset: { field: 'state' } }, c.state));
+    }
+    if (c.error) parts.push(' ', h('span', { class: 'call-error', title: c.error }, c.error));
+    return parts.length ? parts : h('span', { class: 'muted' }, '—');
+  }
+
+  function parsedResponse(text) {
+    if (typeof text !== 'string') return text;
+    try { return JSON.parse(text); } catch { return text; }
+  }
+
+  function callDetail(c) {
+    const headers = c.headers && typeof c.headers === 'object'
+      ? (Array.isArray(c.headers) ? c.headers : Object.entries(c.headers).map(([name, value]) => ({ name, value: String(value) }))) : [];
+    const finished = c.finishedAt ? `${fmtDateTime(c.finishedAt)}${since(c.at, c.finishedAt)}` : null;
+    return h('div', { class: 'call-view' },
+      kv([['Request', h('span', { class: 'mono', style: 'word-break:break-all' }, `${c.method || ''} ${c.url || ''}`.trim())],
+        ['Queued', c.at ? fmtDateTime(c.at) : null], ['Finished', finished], ['State', c.state], ['Attempts', c.attempts],
+        ['Account', c.userId], ['Token', c.token ? h('span', { class: 'mono', style: 'word-break:break-all' }, c.token) : null],
+        c.error ? ['Error', h('span', { class: 'call-error' }, c.error)] : null]),
+      h('div', { class: 'two' },
+        h('div', null, h('div', { class: 'small muted' }, 'request headers'), headerTable(headers),
+          h('div', { class: 'small muted', style: 'margin-top:8px' }, 'request body'),
+          c.body == null ? h('div', { class: 'muted' }, 'no body') : h('div', { class: 'call-body' }, jsonView(c.body))),
+        h('div', null, h('div', { class: 'small muted' }, c.status != null ? `answer: ${c.status}` : 'answer'),
+          c.response == null || c.response === '' ? h('div', { class: 'muted' }, c.status != null ? 'empty body' : 'no answer yet')
+            : h('div', { class: 'call-response' }, jsonView(parsedResponse(c.response))))));
+  }
+
+  /** One call: its row and, when expanded, its details, in a <tbody> of its own. */
+  function callBody(c) {
+    const open = state.expandedCalls.has(c.id);
+    const t = callTime(c);
+    const request = `${c.method || ''} ${c.url || ''}`.trim();
+    const body = h('tbody', { class: `call${open ? ' open' : ''}`, dataset: { id: c.id, hook: c.hook || '', state: c.state || '' } },
+      h('tr', { class: 'call-row', title: 'Click for the request and the answer' },
+        h('td', { class: 'k-time', title: c.at || '' }, isNaN(t) ? '—' : fmtTime(t)),
+        h('td', { class: 'mono k-device', title: c.deviceId || '' }, c.deviceId || '—'),
+        h('td', { class: 'k-app', title: c.bundleId || '' }, c.bundleId || '—'),
+        h('td', null, h('span', { class: 'hook', dataset: { field: 'hook' } }, c.hook || '—')),
+        h('td', { class: 'k-request', title: request }, c.method ? h('span', { class: 'method', dataset: { field: 'method' } }, c.method) : null, c.method ? ' ' : null,
+          h('span', { class: 'url', dataset: { field: 'url' } }, c.url || '')),
+        h('td', { class: 'k-result' }, callResult(c)),
+        h('td', { class: 'num' }, c.attempts != null ? String(c.attempts) : '—'),
+        h('td', { class: 'num' }, c.durationMs != null ? `${c.durationMs} ms` : '—'),
+        h('td', { class: 'k-user', title: c.userId || '' }, c.userId ?? '—')));
+    if (open) body.append(h('tr', { class: 'call-detail' }, h('td', { colspan: 9 }, callDetail(c))));
+    return body;
+  }
+
+  function renderCalls() {
+    if (state.tab !== 'backend') { state.callsDirty = true; updateCallCounts(); return; }
+    state.callsDirty = false;
+    const list = [...state.calls.values()].filter(callMatches).sort((a, b) => b.id - a.id).slice(0, MAX_CALL_ROWS);
+    for (const body of state.callBodies.values()) body.remove();
+    state.callBodies.clear();
+    const table = $('#calls');
+    for (const c of list) {
+      const body = callBody(c);
+      state.callBodies.set(c.id, body);
+      table.append(body);
+    }
+    updateCallCounts();
+  }
+
+  /** An event changed one call: replace its <tbody>, or put a new one in its place (newest first). */
+  function updateCallRow(c) {
+    if (state.tab !== 'backend') { state.callsDirty = true; return; }
+    const existing = state.callBodies.get(c.id);
+    if (!callMatches(c)) {
+      if (existing) { existing.remove(); state.callBodies.delete(c.id); }
+      return;
+    }
+    const body = callBody(c);
+    if (existing) existing.replaceWith(body);
+    else {
+      let before = $('#calls > tbody');
+      while (before && Number(before.dataset.id) > c.id) before = before.nextElementSibling;
+      $('#calls').insertBefore(body, before);
+      body.classList.add('fresh');
+    }
+    state.callBodies.set(c.id, body);
+    while (state.callBodies.size > MAX_CALL_ROWS) {
+      const last = $('#calls > tbody:last-of-type');
+      state.callBodies.delete(Number(last.dataset.id));
+      last.remove();
+    }
+  }
+
+  function toggleCall(id) {
+    if (state.expandedCalls.has(id)) state.expandedCalls.delete(id); else state.expandedCalls.add(id);
+    const c = state.calls.get(id);
+    if (c) updateCallRow(c);
+  }
+
+  function updateCallCounts() {
+    $('#count-calls').textContent = state.calls.size;
+    if (state.tab !== 'backend') return;
+    const shown = state.callBodies.size;
+    const matching = [...state.calls.values()].filter(callMatches).length;
+    $('#calls-empty').hidden = shown > 0;
+    $('#calls').hidden = shown === 0;
+    const f = state.callsFilter;
+    const filtered = Boolean((f.deviceId || f.hook) && state.calls.size);
+    $('#calls-empty-what').textContent = filtered ? 'No backend calls match the filter.' : 'No backend calls yet.';
+    $('#calls-empty-hint').hidden = filtered;
+    $('#calls-shown').textContent = shown ? `${shown} shown${matching > shown ? ` of ${matching}` : ''}${matching !== state.calls.size ? ` (${state.calls.size} loaded)` : ''} · click a call for its request and answer` : '';
+  }
+
+  function fillCallDevices() {
+    const select = $('#calls-filter').elements.deviceId;
+    if (document.activeElement === select) return; // not from under the user's pointer; the next refresh catches up
+    const current = state.callsFilter.deviceId;
+    const ids = state.devices.map((d) => d.deviceId);
+    if (current && !ids.includes(current)) ids.push(current);
+    select.replaceChildren(h('option', { value: '' }, 'every device'), ...ids.map((id) => h('option', { value: id, selected: id === current }, id)));
+    select.value = current;
+  }
+
+  function setCallsFilter(changes) {
+    const deviceChanged = changes.deviceId !== undefined && changes.deviceId !== state.callsFilter.deviceId;
+    Object.assign(state.callsFilter, changes);
+    const form = $('#calls-filter');
+    form.elements.hook.value = state.callsFilter.hook;
+    fillCallDevices();
+    for (const el of [form.elements.deviceId, form.elements.hook]) el.classList.toggle('active', Boolean(el.value));
+    if (deviceChanged) loadCalls();
+    renderCalls();
+  }
+
+  function showCallsOf(deviceId) {
+    showTab('backend');
+    setCallsFilter({ deviceId });
+  }
+
+  // ---------------------------------------------------------------- checks
+
+  let checksTimer = null;
+  function scheduleChecks() { clearTimeout(checksTimer); checksTimer = setTimeout(refreshChecks, 100); }
+  async function refreshChecks() {
+    let data;
+    try { data = await newest('checks', api('GET', '/api/v1/checks', undefined, { allow: [409] })); } catch { return; }
+    if (data === STALE) return;
+    const json = JSON.stringify(data);
+    if (json === state.checksJSON) return;
+    state.checksJSON = json;
+    state.checks = data;
+    renderChecks();
+  }
+
+  function renderChecks() {
+    const el = $('#checks');
+    const c = state.checks;
+    if (!c) { el.hidden = true; return; }
+    const n = c.crossAccountDeliveries || 0;
+    const failed = n > 0 || c.ok === false;
+    el.hidden = false;
+    el.dataset.state = failed ? 'fail' : 'ok';
+    el.dataset.count = String(n);
+    el.textContent = n ? `${n.toLocaleString('en-US')} cross-account deliver${n === 1 ? 'y' : 'ies'}`
+      : failed ? `${(c.failures || []).length} failed checks` : 'checks OK';
+    if ($('#checks-dialog').open) renderChecksDialog();
+  }
+
+  function renderChecksDialog() {
+    const c = state.checks || { failures: [] };
+    const n = c.crossAccountDeliveries || 0;
+    const failures = (c.failures || []).slice(-100).reverse();
+    $('#checks-summary').textContent = n
+      ? `${n} push${n === 1 ? ' was' : 'es were'} delivered while another account than the one the payload names was logged in on the device${c.strict ? ' (strict mode: GET /api/v1/checks answers 409)' : ''}.${failures.length < n ? ` The newest ${failures.length}:` : ''}`
+      : 'No cross-account deliveries: every push that named an account (the app backend\'s addresseePointer) reached a device where that account was logged in.';
+    $('#checks-failures').replaceChildren(...failures.map((f) => h('li', null,
+      h('div', null, f.message || f.check || 'failed'),
+      h('div', { class: 'small muted' }, fmtDateTime(f.at), f.bundleId ? ` · ${f.bundleId}` : '', ' · ',
+        f.apnsId ? h('button', { type: 'button', class: 'tok', title: 'Show the record', onclick: () => { $('#checks-dialog').close(); showRecord(f.sequence, f.apnsId); } }, f.apnsId) : null))));
+  }
+
+  /** Selects a record in the timeline, fetching it when it is not loaded. */
+  async function showRecord(sequence, apnsId) {
+    showTab('timeline');
+    if (!state.rows.has(sequence)) {
+      const r = await act(api('GET', `/api/v1/notifications/${enc(apnsId)}`));
+      if (!r) return;
+      upsert(r);
+      updateCounts();
+      sequence = r.sequence;
+    }
+    select(sequence, { scroll: true });
+  }
+
+  // ---------------------------------------------------------------- app backend (hooks) dialog
+
+  const HOOKS = ['register', 'bind', 'unbind', 'fetch'];
+  let backendBundle = null;
+
+  async function openBackend(bundleId) {
+    backendBundle = bundleId;
+    $('#backend-title').textContent = `Backend of ${bundleId}`;
+    $('#backend-error').textContent = '';
+    $('#backend-view').replaceChildren(h('div', { class: 'muted' }, 'Loading…'));
+    $('#backend-json').value = '';
+    $('#backend-delete').hidden = true;
+    const dialog = $('#backend-dialog');
+    if (!dialog.open) dialog.showModal();
+    let backend = null;
+    try {
+      backend = await api('GET', `/api/v1/apps/${enc(bundleId)}/backend`);
+    } catch (e) {
+      if (backendBundle !== bundleId) return;
+      if (e.status !== 404) $('#backend-error').textContent = e.message;
+    }
+    if (backendBundle !== bundleId) return;
+    showBackend(backend);
+  }
+
+  function showBackend(b) {
+    $('#backend-delete').hidden = !b;
+    $('#backend-json').value = b ? JSON.stringify(b, null, 2) : '';
+    if (!b) {
+      $('#backend-view').replaceChildren(h('p', { class: 'muted', id: 'backend-none' }, 'No backend: the app calls nothing, and pushes to it are not checked against the account logged in.'));
+      return;
+    }
+    const hooks = HOOKS.filter((k) => b[k]);
+    $('#backend-view').replaceChildren(
+      hooks.length ? h('table', { class: 'grid hooks' }, h('thead', null, h('tr', null, ['Hook', 'Request', 'Body'].map((x) => h('th', null, x)))),
+        h('tbody', null, hooks.map((k) => h('tr', { dataset: { hook: k } },
+          h('td', null, h('span', { class: 'hook' }, k)),
+          h('td', { class: 'mono', style: 'word-break:break-all' }, `${b[k].method || 'POST'} ${b[k].url || ''}`,
+            b[k].headers && Object.keys(b[k].headers).length ? h('div', { class: 'muted small' }, Object.entries(b[k].headers).map(([n, v]) => `${n}: ${v}`).join('\n')) : null),
+          h('td', null, b[k].body == null ? h('span', { class: 'muted' }, 'none') : jsonView(b[k].body))))))
+        : h('p', { class: 'muted' }, 'No hooks: the app calls nothing.'),
+      kv([['Addressee', b.addresseePointer ? h('span', { class: 'mono', id: 'backend-pointer' }, b.addresseePointer) : 'none: pushes are not checked against the account'],
+        ['Timeout', b.timeoutMs != null ? `${b.timeoutMs} ms per attempt` : null], ['Attempts', b.maxAttempts != null ? `at most ${b.maxAttempts}` : null]]));
+  }
+
+  async function saveBackend() {
+    const bundleId = backendBundle;
+    let body;
+    $('#backend-error').textContent = '';
+    const text = $('#backend-json').value.trim();
+    try { body = JSON.parse(text || '{}'); } catch (e) { $('#backend-error').textContent = `Not JSON: ${e.message}`; return; }
+    try {
+      const saved = await api('PUT', `/api/v1/apps/${enc(bundleId)}/backend`, body);
+      if (backendBundle !== bundleId) return;
+      showBackend(saved);
+      toast(`Backend of ${bundleId} saved`);
+    } catch (e) {
+      $('#backend-error').textContent = e.message;
+    }
+  }
+
+  async function deleteBackend() {
+    const bundleId = backendBundle;
+    $('#backend-error').textContent = '';
+    try {
+      await api('DELETE', `/api/v1/apps/${enc(bundleId)}/backend`);
+      if (backendBundle !== bundleId) return;
+      showBackend(null);
+      toast(`Backend of ${bundleId} removed`);
+    } catch (e) {
+      $('#backend-error').textContent = e.message;
+    }
   }
 
   function describeMatch(m) {
@@ -785,7 +1255,8 @@
 
   async function refreshFaults() {
     let data;
-    try { data = await api('GET', '/api/v1/faults'); } catch { return; }
+    try { data = await newest('faults', api('GET', '/api/v1/faults')); } catch { return; }
+    if (data === STALE) return;
     const json = JSON.stringify(data.faults);
     if (json === state.faultsJSON) return;
     state.faultsJSON = json;
@@ -847,11 +1318,12 @@
   // ---------------------------------------------------------------- tabs, keys, start
 
   function showTab(tab) {
-    if (!['timeline', 'devices', 'faults'].includes(tab)) tab = 'timeline';
+    if (!TABS.includes(tab)) tab = 'timeline';
     state.tab = tab;
     for (const b of $$('.tabs button')) b.setAttribute('aria-selected', String(b.dataset.tab === tab));
     for (const p of $$('.panel')) p.hidden = p.id !== `panel-${tab}`;
     writeHash();
+    if (tab === 'backend' && state.callsDirty) renderCalls();
     if (tab !== 'timeline') refreshSide();
   }
 
@@ -863,9 +1335,9 @@
       if (state.selected != null) select(null);
       return;
     }
-    if (typing || e.ctrlKey || e.metaKey || e.altKey || $('#confirm').open) return;
+    if (typing || e.ctrlKey || e.metaKey || e.altKey || $$('dialog').some((d) => d.open)) return;
     const key = e.key;
-    if (key === '1' || key === '2' || key === '3') { showTab(['timeline', 'devices', 'faults'][Number(key) - 1]); return; }
+    if (/^[1-4]$/.test(key)) { showTab(TABS[Number(key) - 1]); return; }
     if (state.tab !== 'timeline') return;
     if (key === 'j' || key === 'ArrowDown') { e.preventDefault(); move(1); }
     else if (key === 'k' || key === 'ArrowUp') { e.preventDefault(); move(-1); }
@@ -910,6 +1382,17 @@
       if (await confirmDialog('Delete every fault rule?', 'Delete all')) act(api('DELETE', '/api/v1/faults'), 'All fault rules deleted');
     });
     $('#new-device').addEventListener('submit', submitDevice);
+    $('#calls-filter').addEventListener('change', (e) => setCallsFilter({ [e.target.name]: e.target.value }));
+    $('#calls-filter').addEventListener('submit', (e) => e.preventDefault());
+    $('#calls').addEventListener('click', (e) => {
+      const row = e.target.closest('tr.call-row');
+      if (row) toggleCall(Number(row.parentElement.dataset.id));
+    });
+    $('#checks').addEventListener('click', () => { renderChecksDialog(); $('#checks-dialog').showModal(); });
+    $('#backend-save').addEventListener('click', saveBackend);
+    $('#backend-delete').addEventListener('click', async () => {
+      if (await confirmDialog(`Remove the backend of ${backendBundle}? Its apps stop calling it, and pushes to it are no longer checked against the account.`, 'Remove')) deleteBackend();
+    });
     document.addEventListener('keydown', onKey);
     window.addEventListener('hashchange', () => { readHash(); showTab(state.tab); applyFilters(); });
     updateFaultForm();

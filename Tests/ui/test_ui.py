@@ -6,12 +6,15 @@ python3-selenium; scripts/deps.sh test installs them) against a running emulator
       --ca certs/ca.pem --key TEAMID:KEYID:AuthKey.p8 --topic com.example.app --token HEX \
       --binary .build/debug/apns-emulator --screenshot ui.png [--admin-token TOKEN]
 
-The token must belong to a device with the topic's app installed. With --admin-token the
+The token must belong to a device with the topic's app installed. The accounts step adds a device
+of its own, gives the topic's app a backend (and leaves it set) and writes two more screenshots
+next to --screenshot (NAME-accounts.png, NAME-backend.png). With --admin-token the
 emulator must have been started with that token: then only the token checks run. Exits 0 when every check
 passes, 1 with a message naming the failed check otherwise, 2 when the browser stack is missing.
 """
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -89,6 +92,7 @@ class UITest:
         self.admin = Admin(args.admin, args.admin_token)
         self.driver = None
         self.timings = {}
+        self.expected_console_errors = []  # (substring, substring): a failed request the test caused on purpose
 
     # -- helpers
 
@@ -115,6 +119,15 @@ class UITest:
         apns_id = next((line.split(":", 1)[1].strip() for line in result.stdout.splitlines() if line.startswith("apns-id:")), None)
         check(apns_id, f"send printed no apns-id: {result.stdout}{result.stderr}")
         return apns_id, result
+
+    def click(self, selector):
+        """Clicks what the selector finds, again if a re-render replaced it between finding and clicking."""
+        wait_for(f"a click on {selector}", lambda: self.css(selector) and (self.css(selector)[0].click(), True)[1])
+
+    def text(self, selector):
+        """The text of the first element the selector finds; None while there is none (e.g. during a load)."""
+        found = self.css(selector)
+        return found[0].text if found else None
 
     def row(self, apns_id):
         found = self.css(f'#rows tr[data-apns-id="{apns_id}"]')
@@ -310,6 +323,125 @@ class UITest:
         wait_for("the rule to leave the list", lambda: not row())
         self.log(f"fault rule {rule['id']} added through the form, fired once, deleted")
 
+    def extra_screenshot(self, suffix):
+        stem, ext = os.path.splitext(self.args.screenshot)
+        path = f"{stem}-{suffix}{ext or '.png'}"
+        check(self.driver.save_screenshot(path), f"could not write {path}")
+        return path
+
+    def accounts(self):
+        """Accounts on a device, the app's backend calls and a push shown to the wrong account (issue 10)."""
+        device, bundle, q = "ui-accounts-phone", self.args.topic, urllib.parse.quote
+        token = self.admin.call("POST", "/api/v1/devices", {"bundleId": bundle, "environment": "sandbox", "deviceId": device})["token"]
+        # The app's backend: a bind hook to a dead port (its calls fail and are retried: only their rows matter
+        # here) and the payload field that names the account a push is for.
+        self.admin.call("PUT", f"/api/v1/apps/{q(bundle)}/backend", {
+            "bind": {"url": "http://127.0.0.1:9/bind/{{token}}", "method": "PUT", "body": {"userId": "{{userId}}"}},
+            "addresseePointer": "/uid"})
+        self.tab("devices")
+        card = f'.device[data-device="{device}"]'
+        badge = lambda: self.text(f"{card} .account-badge")
+        logout_button = lambda: self.css(f'{card} button[data-action="logout"]')
+        user = lambda: self.admin.get(f"/api/v1/devices/{q(device)}")["userId"]
+        wait_for("the new device, nobody logged in", lambda: badge() == "logged out", timeout=6)
+        check(not logout_button(), "a Log out button while nobody is logged in")
+
+        def log_in(user_id):
+            def attempt():  # again from the start when the card is re-rendered under the test
+                field = self.one(f'{card} input[data-field="userId"]')
+                field.clear()
+                field.send_keys(user_id)
+                self.one(f'{card} button[data-action="login"]').click()
+                return True
+            wait_for(f"the login form to take {user_id[:20]!r}", attempt)
+
+        # An account the API refuses: its error is shown, and nobody is logged in.
+        self.expected_console_errors.append((f"/api/v1/devices/{device}/login", "status of 400"))
+        log_in("x" * 300)
+        wait_for("the API's error for a 300-character userId", lambda: any("256" in t.text for t in self.css(".toast.err")))
+        check(user() is None, "an account the API refused is logged in")
+        log_in("alice")
+        wait_for("the admin API to report alice logged in", lambda: user() == "alice")
+        wait_for("the device to show alice", lambda: badge() == "alice" and logout_button())
+        check(self.one(f'{card} input[data-field="userId"]').get_attribute("value") == "", "the field still holds alice after logging in")
+        self.log("logged alice in through the form (a userId the API refuses: its error shown)")
+
+        # The backend as the app has it.
+        self.click(f'{card} button[data-action="backend"][data-bundle="{bundle}"]')
+        wait_for("the backend dialog with the /uid pointer and the bind hook",
+                 lambda: self.one("#backend-dialog").get_attribute("open") is not None and self.text("#backend-pointer") == "/uid"
+                 and "PUT http://127.0.0.1:9/bind/{{token}}" in (self.text('#backend-view tr[data-hook="bind"]') or ""))
+        self.one('#backend-dialog button[value="cancel"]').click()
+        wait_for("the backend dialog to close", lambda: self.one("#backend-dialog").get_attribute("open") is None)
+
+        # The login made the app call its bind hook.
+        self.tab("backend")
+        bind_rows = lambda: self.css('#calls tbody.call[data-hook="bind"]')
+        wait_for("a bind call in the Backend calls tab", bind_rows, timeout=6)
+        # Rows are replaced when the call changes (pending, retrying, failed): read one in a single call.
+        cell = lambda css: self.js("const b = document.querySelector('#calls tbody.call[data-hook=\"bind\"]');"
+                                   "const e = b && b.querySelector(arguments[0]); return e ? e.textContent : null;", css)
+        check(cell('[data-field="hook"]') == "bind", "the call row does not name its hook")
+        url = cell('[data-field="url"]')
+        check("127.0.0.1:9/bind/" in (url or ""), f"the bind call's URL is {url!r}")
+        detail = lambda: self.css('#calls tbody.call[data-hook="bind"] tr.call-detail')
+
+        def expand():
+            if not detail():
+                bind_rows()[0].find_element(By.CSS_SELECTOR, "tr.call-row").click()
+            return detail()
+        wait_for("the bind call's details", expand)
+        ids = self.js("return Array.from(document.querySelectorAll('#calls tbody.call'), (b) => b.dataset.id);")
+        check(len(ids) == len(set(ids)), f"a call is listed more than once: {ids}")  # changes update its row
+        self.log(f"bind call listed: {cell('td.k-request')} ({cell('td.k-result') or 'no result yet'}); details expand")
+        self.extra_screenshot("backend")
+
+        # A push that names bob reaches the device where alice is logged in.
+        before = self.admin.get("/api/v1/checks")["crossAccountDeliveries"]
+        self.tab("timeline")
+        apns_id, _ = self.send({"aps": {"alert": {"title": "For bob", "body": "Your order has shipped"}}, "uid": "bob"}, token=token)
+        record = wait_for("the record to be marked cross-account",
+                          lambda: (lambda r: r if r.get("crossAccount") else None)(self.admin.get(f"/api/v1/notifications/{apns_id}")))
+        check(record["userId"] == "alice" and record["addressee"] == "bob", f"the record names {record['addressee']!r} shown to {record['userId']!r}")
+        row_badge = lambda: self.row(apns_id) and self.row(apns_id).find_elements(By.CSS_SELECTOR, "td.c-reason .badge.xacct")
+        wait_for("the cross-account badge in the row", row_badge)
+        check(row_badge()[0].text == "cross-account", f"the row's badge says {row_badge()[0].text!r}")
+        summary = self.row(apns_id).find_element(By.CSS_SELECTOR, "td.c-summary").text
+        check(summary.startswith("for bob, shown to alice"), f"the row's content cell is {summary!r}")
+        self.open_record(apns_id)
+        check(self.one("#cross-account").text == "cross-account: for bob, shown to alice", f"the detail's badge is {self.one('#cross-account').text!r}")
+        check(self.one("#record-user").text == "alice" and self.one("#record-addressee").text == "bob", "the detail does not name alice and bob")
+        expected = before + 1
+        indicator = lambda: self.one("#checks")
+        wait_for(f"the checks indicator to show {expected}", lambda: indicator().get_attribute("data-count") == str(expected)
+                 and indicator().text == f"{expected} cross-account deliver{'y' if expected == 1 else 'ies'}")
+        check(indicator().get_attribute("data-state") == "fail", "the checks indicator is not in its failed state")
+        time.sleep(0.3)  # let the fresh-row highlight settle
+        self.extra_screenshot("accounts")
+        indicator().click()
+        wait_for("the checks dialog to list the push", lambda: self.one("#checks-dialog").get_attribute("open") is not None
+                 and apns_id in self.one("#checks-failures").text and "bob" in self.one("#checks-failures").text)
+        self.one('#checks-dialog button[value="close"]').click()
+        wait_for("the checks dialog to close", lambda: self.one("#checks-dialog").get_attribute("open") is None)
+        self.log(f"push for bob shown to alice: badge in the row and the detail, checks indicator at {expected}")
+
+        # Switch to an account whose name is markup: shown as text.
+        self.tab("devices")
+        hostile = '<img src=x id=pwned3 onerror="window.__pwned=3">'
+        log_in(hostile)
+        wait_for("the switch to the hostile account", lambda: user() == hostile)
+        wait_for("the device to show the hostile account as text", lambda: badge() == hostile)
+        check(not self.css("#pwned3") and self.js("return window.__pwned === undefined;"), "a userId was inserted as HTML")
+        # Log out through the button.
+        self.click(f'{card} button[data-action="logout"]')
+        wait_for("the admin API to report nobody logged in", lambda: user() is None)
+        wait_for("the device to show logged out", lambda: badge() == "logged out" and not logout_button())
+        # A token got while logged out waits for the next login.
+        self.admin.call("POST", f"/api/v1/devices/{q(device)}/apps/{q(bundle)}/rotate")
+        wait_for("the app to show its token as not uploaded yet",
+                 lambda: [e for e in self.css(f'{card} [data-field="tokenUploadPending"]') if e.text == "token not uploaded yet"], timeout=6)
+        self.log("switched to a markup userId (shown as text), logged out through the button; a rotated token shows as not uploaded")
+
     def reset(self):
         self.tab("timeline")
         check(self.css("#rows tr"), "the timeline is empty before the reset")
@@ -360,14 +492,16 @@ class UITest:
         self.log("live rows and a POST from the form work with the token")
 
     def console_is_clean(self):
+        expected = lambda message: any(a in message and b in message for a, b in self.expected_console_errors)
         errors = [entry for entry in self.driver.get_log("browser") if entry.get("level") == "SEVERE"
-                  and not (self.args.admin_token and "401" in entry.get("message", ""))]
+                  and not (self.args.admin_token and "401" in entry.get("message", ""))
+                  and not expected(entry.get("message", ""))]
         # The fault step makes a push fail on purpose, but nothing in the page may log an error.
         check(not errors, "browser console errors: " + "; ".join(e.get("message", "") for e in errors))
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
-                 self.screenshot, self.device_controls, self.fault_rules, self.reset, self.console_is_clean]
+                 self.screenshot, self.device_controls, self.fault_rules, self.accounts, self.reset, self.console_is_clean]
         if self.args.admin_token:
             steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()
