@@ -13,7 +13,7 @@ final class RunContext {
 
     let scenario: Scenario
     let target: EmulatorTarget
-    /// `--var`, then the environment, then the scenario's `variables`.
+    /// The scenario's variables (`--var`, environment, defaults) and the runner's overrides.
     let fixed: [String: String]
     var saved: [String: String] = [:]
     var devices: [String: DeviceRef] = [:]

@@ -7,7 +7,8 @@ public struct Scenario: Sendable {
     public var description: String?
     /// The app devices get unless a step names another.
     public var bundleID: String
-    /// Defaults for `${NAME}` (below `--var` and the environment).
+    /// `${NAME}` values: those given to the parser (`--var`, the environment) over the file's
+    /// `variables` defaults.
     public var variables: [String: String]
     /// `PUT /api/v1/apps/{bundleId}/backend` bodies, sent before the first step.
     public var backends: [(bundleID: String, backend: JSONValue)]

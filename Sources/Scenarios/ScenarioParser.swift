@@ -102,7 +102,8 @@ public enum ScenarioParser {
         for (offset, value) in list.enumerated() {
             steps.append(try StepParser(index: offset + 1, aliases: aliases).parse(value, known: &known))
         }
-        return Scenario(name: name, description: description, bundleID: bundleID, variables: defaults, backends: backends,
+        return Scenario(name: name, description: description, bundleID: bundleID,
+                        variables: defaults.merging(variables) { _, given in given }, backends: backends,
                         emulatorArguments: emulatorArguments, expectedCrossAccount: expectedCrossAccount, steps: steps)
     }
 

@@ -6,8 +6,8 @@ import Foundation
 /// that fails: later steps build on it), then the cross-account check.
 public enum ScenarioRunner {
     public struct Options: Sendable {
-        /// `--var` values over the environment (the command merges them); the scenario's
-        /// `variables` are the defaults below.
+        /// Values over the scenario's own `variables` (which already hold what the parser was
+        /// given).
         public var variables: [String: String]
         /// A cross-account count other than the expected one fails the run.
         public var strict: Bool

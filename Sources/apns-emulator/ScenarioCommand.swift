@@ -92,7 +92,7 @@ private enum ScenarioCLI {
         let printer = ReportPrinter(ascii: options.isSet("ascii") || isatty(STDOUT_FILENO) == 0, quiet: options.isSet("quiet"))
         if !json && !printer.quiet { emit(printer.header(scenario)) }
         let progress: @Sendable (StepReport) -> Void = { step in emit(printer.step(step)) }
-        let runOptions = ScenarioRunner.Options(variables: variables, strict: !options.isSet("no-strict"),
+        let runOptions = ScenarioRunner.Options(strict: !options.isSet("no-strict"),
                                                 onStep: json ? nil : progress)
         let report = ScenarioRunner.run(scenario, on: target, options: runOptions)
         target.stop()
