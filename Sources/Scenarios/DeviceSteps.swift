@@ -31,8 +31,12 @@ extension StepRunner {
         if let deviceID { body["deviceId"] = .string(deviceID) }
         if let authorization = fields.string("authorization") { body["authorization"] = .string(authorization) }
         if let mode = try fields.bool("backgroundMode") { body["backgroundMode"] = .bool(mode) }
-        let created = try admin("installing \(bundle)" + (deviceID.map { " on a new device \($0)" } ?? "")) { () throws(EmulatorAdminError) in
-            try api.request("POST", path, body: .object(body))
+        let created: JSONValue
+        do { created = try api.request("POST", path, body: .object(body)) } catch {
+            var failure = StepFailure(error, doing: "installing \(bundle)" + (deviceID.map { " on a new device \($0)" } ?? ""))
+            // An emulator the runner did not start may have the device from an earlier run.
+            if error.status == 409, deviceID != nil { failure.message += " (run with --reset, or give the step a \"deviceId\")" }
+            throw failure
         }
         let id = created["deviceId"]?.stringValue ?? deviceID ?? ""
         let state = fields.string("appState") ?? "background"
