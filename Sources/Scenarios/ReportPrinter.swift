@@ -74,7 +74,8 @@ public struct ReportPrinter: Sendable {
     /// The text in plain ASCII when asked.
     func plain(_ text: String) -> String {
         guard ascii else { return text }
-        let swaps: [(String, String)] = [("✓", "ok"), ("✗", "FAIL"), ("…", "..."), ("≠", "!="), ("→", "->"), ("×", "x"), ("≥", ">=")]
+        let swaps: [(String, String)] = [("✓", "ok"), ("✗", "FAIL"), ("…", "..."), ("≠", "!="), ("→", "->"), ("×", "x"), ("≥", ">="),
+                                         ("—", "-"), ("–", "-"), ("’", "'"), ("“", "\""), ("”", "\"")]
         var out = text
         for (symbol, word) in swaps { out = out.replacingOccurrences(of: symbol, with: word) }
         return String(String.UnicodeScalarView(out.unicodeScalars.map { $0.isASCII ? $0 : "?" }))

@@ -34,11 +34,11 @@ private enum ScenarioCLI {
     ]
 
     static let summary = """
-        Runs a scenario file (JSON; docs/scenarios.md): virtual devices, accounts, pushes, provider \
-        commands, waits and expectations, then the cross-account check. Without --admin it starts its \
-        own emulator in this process on free loopback ports, so nothing else is needed.
+        apns-emulator scenario FILE [options]: runs the scenario FILE (JSON; docs/scenarios.md): virtual \
+        devices, accounts, pushes, provider commands, waits and expectations, then the cross-account \
+        check. Without --admin it starts its own emulator in this process on free loopback ports, so \
+        nothing else is needed.
         Exit status: 0 when every step passed and the checks are clean, 1 otherwise, 2 for a bad file or options.
-        usage: apns-emulator scenario FILE [--var NAME=VALUE …] [--admin HOST:PORT --key TEAMID:KEYID:PATH …]
         """
 
     static func fail(_ message: String, code: Int32 = 2) -> Never {
@@ -81,6 +81,9 @@ private enum ScenarioCLI {
 
         let target: EmulatorTarget
         if let remote {
+            if !scenario.emulatorArguments.isEmpty {
+                FileHandle.standardError.write(Data("apns-emulator scenario: note: \"emulator.arguments\" only apply to an emulator the runner starts; ignored with --admin\n".utf8))
+            }
             target = connect(remote, options, scenario)
         } else {
             do { target = try EmulatorTarget.inProcess(bundleIDs: scenario.bundleIDs, arguments: scenario.emulatorArguments) } catch {
