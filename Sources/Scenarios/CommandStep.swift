@@ -19,7 +19,8 @@ extension StepRunner {
 
         let outcome = try ChildProcess.run(argv, environment: environment, directory: directory, timeoutMs: timeoutMs)
         context.lastRun = ["exitStatus": outcome.exitStatus.map(String.init) ?? "", "stdout": outcome.stdout, "stderr": outcome.stderr]
-        let shown = ([outcome.stdout, outcome.stderr].joined(separator: "\n")).tail(lines: 12)
+        let shown = [outcome.stdout, outcome.stderr].map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .filter { !$0.isEmpty }.joined(separator: "\n").tail(lines: 12)
         if outcome.timedOut {
             throw StepFailure("\(argv[0]) did not finish within \(timeoutMs) ms (killed)", expected: "exit \(expected)", seen: shown)
         }

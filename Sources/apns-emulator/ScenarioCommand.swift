@@ -47,6 +47,9 @@ private enum ScenarioCLI {
     }
 
     static func run(_ args: [String]) -> Never {
+        // Interrupted is not passed: main.swift's handlers exit 0, fine for serve, wrong here.
+        signal(SIGINT) { _ in _exit(130) }
+        signal(SIGTERM) { _ in _exit(143) }
         if args.contains("--help") || args.contains("-h") {
             print(OptionParser.help(command: "scenario", summary: summary, specs: specs))
             exit(0)
