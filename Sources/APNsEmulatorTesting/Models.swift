@@ -32,6 +32,12 @@ public struct PushRecord: Sendable, CustomStringConvertible {
     public var display: String?
     public var deviceID: String?
     public var bundleID: String?
+    /// The account logged in on the device when it was delivered (nil: nobody).
+    public var userID: String?
+    /// Whom the payload names (the backend's `addresseePointer`), when it names anyone.
+    public var addressee: String?
+    /// Delivered where another account than the addressee was logged in.
+    public var crossAccount: Bool
     /// Why the emulator answered and delivered as it did, in words.
     public var explanation: String
     /// The payload exactly as sent (JSON text when it was JSON).
@@ -56,6 +62,9 @@ public struct PushRecord: Sendable, CustomStringConvertible {
         display = value["display"]?.stringValue
         deviceID = value["deviceId"]?.stringValue
         bundleID = value["bundleId"]?.stringValue
+        userID = value["userId"]?.stringValue
+        addressee = value["addressee"]?.stringValue
+        crossAccount = value["crossAccount"]?.boolValue ?? false
         explanation = value["explanation"]?.stringValue ?? ""
         let sentPayload = value["payload"] ?? .null
         payload = value["payloadIsJSON"]?.boolValue == true ? sentPayload.serialized() : (sentPayload.stringValue ?? "")
@@ -135,6 +144,8 @@ public struct DeviceInfo: Sendable {
         /// `foreground`, `background`, `suspended`, `notRunning` or `forceQuit`.
         public var appState: String
         public var backgroundMode: Bool
+        /// The app got its token while nobody was logged in; it uploads it (`register`) at login.
+        public var tokenUploadPending: Bool
     }
 
     public var deviceID: String
@@ -142,6 +153,8 @@ public struct DeviceInfo: Sendable {
     public var isOnline: Bool
     public var isConnected: Bool
     public var lowPowerMode: Bool
+    /// The account logged in on the device (nil: nobody).
+    public var userID: String?
     public var apps: [App]
 
     init(_ value: JSONValue) {
@@ -150,6 +163,7 @@ public struct DeviceInfo: Sendable {
         isOnline = value["online"]?.boolValue ?? false
         isConnected = value["connected"]?.boolValue ?? false
         lowPowerMode = value["lowPowerMode"]?.boolValue ?? false
+        userID = value["userId"]?.stringValue
         apps = (value["apps"]?.arrayValue ?? []).map { app in
             var tokens: [String: String] = [:]
             for (kind, token) in app["tokens"]?.objectValue ?? JSONObject() { tokens[kind] = token.stringValue }
@@ -157,7 +171,8 @@ public struct DeviceInfo: Sendable {
                        environment: PushEnvironment(rawValue: app["environment"]?.stringValue ?? "") ?? .sandbox,
                        token: app["token"]?.stringValue, tokens: tokens,
                        authorization: app["authorization"]?.stringValue ?? "", appState: app["appState"]?.stringValue ?? "",
-                       backgroundMode: app["backgroundMode"]?.boolValue ?? false)
+                       backgroundMode: app["backgroundMode"]?.boolValue ?? false,
+                       tokenUploadPending: app["tokenUploadPending"]?.boolValue ?? false)
         }
     }
 }

@@ -1,0 +1,93 @@
+import Foundation
+
+/// The report as text: one line per step (number, ✓/✗, label, duration, note), what was
+/// expected and seen under a failed one, the check, and a summary line that starts with PASS
+/// or FAIL. `ascii` swaps the symbols for plain words (for logs and pipes).
+public struct ReportPrinter: Sendable {
+    public var ascii: Bool
+    /// Only failures, the check and the summary.
+    public var quiet: Bool
+
+    public init(ascii: Bool, quiet: Bool = false) {
+        self.ascii = ascii
+        self.quiet = quiet
+    }
+
+    public func header(_ scenario: Scenario) -> String {
+        plain("scenario \(scenario.name)" + (scenario.description.map { ": \($0)" } ?? ""))
+    }
+
+    /// A step's lines (empty in quiet mode unless it failed).
+    public func step(_ step: StepReport) -> String {
+        if quiet && step.passed { return "" }
+        let number = String(step.index).leftPadded(3)
+        var label = step.label
+        if label.count > 70 { label = String(label.prefix(69)) + "…" }
+        var line = "\(number) \(step.passed ? "✓" : "✗") \(label.padded(70)) \(String(step.durationMs).leftPadded(6)) ms"
+        if let note = step.note { line += "  \(note)" }
+        var lines = [line]
+        if let failure = step.failure { lines.append(indent("failed: " + failure)) }
+        if let expected = step.expected { lines.append(indent("expected: " + expected)) }
+        if let seen = step.seen { lines.append(indent("seen:     " + seen, continuation: "          ")) }
+        return plain(lines.joined(separator: "\n"))
+    }
+
+    /// After the steps: steps not run, the check, the verdict.
+    public func footer(_ report: ScenarioReport) -> String {
+        var lines: [String] = []
+        if let setup = report.setupError { lines.append("setup failed: \(setup)") }
+        let notRun = report.totalSteps - report.steps.count
+        if notRun > 0 && report.setupError == nil { lines.append("    (\(notRun) more step\(notRun == 1 ? "" : "s") not run)") }
+        if let checks = report.checks {
+            var line = "checks: crossAccount \(checks.crossAccount)"
+            if let error = checks.error { line = "checks: could not be read: \(error)" }
+            else if checks.expected > 0 || checks.crossAccount > 0 { line += " (expected \(checks.expected))" }
+            line += checks.passed ? " ✓" : " ✗"
+            if !checks.strict && checks.crossAccount != checks.expected { line += " (not strict: reported only)" }
+            lines.append(line)
+            for message in checks.messages { lines.append("  " + message) }
+        }
+        lines.append(summary(report))
+        return plain(lines.joined(separator: "\n"))
+    }
+
+    public func summary(_ report: ScenarioReport) -> String {
+        let seconds = String(format1(Double(report.durationMs) / 1000))
+        let passedSteps = report.steps.filter(\.passed).count
+        if report.passed {
+            return "PASS \(report.name): \(passedSteps) step\(passedSteps == 1 ? "" : "s") in \(seconds) s, checks clean"
+        }
+        var why: [String] = []
+        if report.setupError != nil { why.append("setup failed") }
+        if let step = report.failedStep { why.append("step \(step.index) of \(report.totalSteps) failed (\(step.kind.rawValue))") }
+        if let checks = report.checks, !checks.passed {
+            why.append(checks.error != nil ? "checks unreadable" : "crossAccount \(checks.crossAccount), expected \(checks.expected)")
+        }
+        return "FAIL \(report.name): \(why.joined(separator: "; ")) (\(seconds) s)"
+    }
+
+    private func indent(_ text: String, continuation: String = "") -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+            .map { "      " + ($0.offset == 0 ? "" : continuation) + $0.element }.joined(separator: "\n")
+    }
+
+    /// The text in plain ASCII when asked.
+    func plain(_ text: String) -> String {
+        guard ascii else { return text }
+        let swaps: [(String, String)] = [("✓", "ok"), ("✗", "FAIL"), ("…", "..."), ("≠", "!="), ("→", "->"), ("×", "x"), ("≥", ">="),
+                                         ("—", "-"), ("–", "-"), ("’", "'"), ("“", "\""), ("”", "\"")]
+        var out = text
+        for (symbol, word) in swaps { out = out.replacingOccurrences(of: symbol, with: word) }
+        return String(String.UnicodeScalarView(out.unicodeScalars.map { $0.isASCII ? $0 : "?" }))
+    }
+
+    private func format1(_ value: Double) -> String {
+        let tenths = Int((value * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10)"
+    }
+}
+
+extension String {
+    func padded(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+    func leftPadded(_ width: Int) -> String { count >= width ? self : String(repeating: " ", count: width - count) + self }
+}

@@ -1,0 +1,57 @@
+/// The `${…}` names the runner fills in from what happened so far, as opposed to `--var`,
+/// environment, scenario `variables` and saved values. The file check knows them too, so a
+/// misspelt one is a file error, not a failure halfway through.
+enum RuntimeName: Equatable {
+    /// `device.ALIAS.FIELD`: the device as the emulator has it now.
+    case device(alias: String, field: String)
+    /// `lastPush.FIELD`, `lastRun.FIELD`, `lastHttp.FIELD`.
+    case lastPush(String), lastRun(String), lastHttp(String)
+    /// `lastHttp.json:/pointer`: a value in the last HTTP answer's JSON body.
+    case lastHttpJSON(pointer: String)
+    /// `clock.nowMs`: the emulator's time now.
+    case clockNow
+    /// `emulator.FIELD`: where the emulator is (adminUrl, host, port, …).
+    case emulator(String)
+
+    static let deviceFields = ["token", "id", "userId", "bundleId", "environment"]
+    static let pushFields = ["apnsId", "uniqueId", "status", "reason", "token"]
+    static let runFields = ["exitStatus", "stdout", "stderr"]
+    static let httpFields = ["status", "body"]
+    static let emulatorFields = ["adminUrl", "host", "port", "productionPort", "ca", "keyPath", "keyId", "teamId", "topic"]
+    static let namespaces = ["device", "lastPush", "lastRun", "lastHttp", "clock", "emulator"]
+
+    /// nil: not a runtime name (a plain variable). Throws for a runtime namespace with a field
+    /// it does not have.
+    static func parse(_ name: String) throws(Template.SyntaxError) -> RuntimeName? {
+        guard let dot = name.firstIndex(of: "."), namespaces.contains(String(name[..<dot])) else { return nil }
+        let space = String(name[..<dot])
+        let rest = String(name[name.index(after: dot)...])
+        func field(_ allowed: [String]) throws(Template.SyntaxError) -> String {
+            guard allowed.contains(rest) else {
+                throw Template.SyntaxError(message: "${\(name)}: \(space) has \(allowed.joined(separator: ", "))")
+            }
+            return rest
+        }
+        switch space {
+        case "device":
+            guard let last = rest.lastIndex(of: "."), !rest[..<last].isEmpty else {
+                throw Template.SyntaxError(message: "${\(name)}: write ${device.ALIAS.FIELD} (FIELD: \(deviceFields.joined(separator: ", ")))")
+            }
+            let field = String(rest[rest.index(after: last)...])
+            guard deviceFields.contains(field) else {
+                throw Template.SyntaxError(message: "${\(name)}: a device has \(deviceFields.joined(separator: ", "))")
+            }
+            return .device(alias: String(rest[..<last]), field: field)
+        case "lastPush": return .lastPush(try field(pushFields))
+        case "lastRun": return .lastRun(try field(runFields))
+        case "lastHttp":
+            if rest.hasPrefix("json:") { return .lastHttpJSON(pointer: String(rest.dropFirst(5))) }
+            return .lastHttp(try field(httpFields + ["json:/POINTER"]))
+        case "clock":
+            _ = try field(["nowMs"])
+            return .clockNow
+        default:
+            return .emulator(try field(emulatorFields))
+        }
+    }
+}

@@ -1,0 +1,81 @@
+public import APNsCore
+import APNsEmulatorTesting
+
+/// How a step went.
+public struct StepReport: Sendable {
+    public var index: Int
+    public var kind: StepKind
+    /// The step's `name`, else a line made from its fields as written.
+    public var label: String
+    public var passed: Bool
+    public var durationMs: Int
+    /// A short note on what happened (`→ 200, apns-id …`).
+    public var note: String?
+    /// Why it failed, and for expectations what was expected and what was there.
+    public var failure: String?
+    public var expected: String?
+    public var seen: String?
+}
+
+/// The cross-account check after the steps: deliveries the detector flagged on this
+/// scenario's devices.
+public struct CheckSummary: Sendable {
+    public var crossAccount: Int
+    /// What the scenario expects (`expectedChecks.crossAccount`, 0 by default).
+    public var expected: Int
+    /// Whether a count other than `expected` fails the run (`--no-strict` only reports it).
+    public var strict: Bool
+    /// The detector's messages.
+    public var messages: [String]
+    /// The check could not be read.
+    public var error: String?
+
+    public var passed: Bool { error == nil && (!strict || crossAccount == expected) }
+
+    /// The detector's messages for this run's devices.
+    static func crossAccount(_ context: RunContext) throws(StepFailure) -> [String] {
+        let report = try admin("reading GET /api/v1/checks") { () throws(EmulatorAdminError) in try context.api.checks() }
+        let mine = context.deviceIDs
+        return report.failures.filter { mine.contains($0.deviceID) }.map { "\($0.check): \($0.message) (apns-id \($0.apnsID))" }
+    }
+}
+
+/// A whole run: every step that ran, the check, and the verdict.
+public struct ScenarioReport: Sendable {
+    public var name: String
+    public var description: String?
+    /// The run could not start (emulator, backends): no step ran.
+    public var setupError: String?
+    public var steps: [StepReport]
+    public var totalSteps: Int
+    public var checks: CheckSummary?
+    public var durationMs: Int
+
+    public var passed: Bool {
+        setupError == nil && steps.count == totalSteps && steps.allSatisfy(\.passed) && checks?.passed == true
+    }
+
+    public var failedStep: StepReport? { steps.first { !$0.passed } }
+
+    public var json: JSONValue {
+        func text(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+        let steps: [JSONValue] = self.steps.map { step in
+            .object(JSONObject([
+                ("index", .int(Int64(step.index))), ("do", .string(step.kind.rawValue)), ("label", .string(step.label)),
+                ("passed", .bool(step.passed)), ("durationMs", .int(Int64(step.durationMs))), ("note", text(step.note)),
+                ("failure", text(step.failure)), ("expected", text(step.expected)), ("seen", text(step.seen)),
+            ]))
+        }
+        let checks: JSONValue = self.checks.map { c in
+            .object(JSONObject([
+                ("passed", .bool(c.passed)), ("crossAccount", .int(Int64(c.crossAccount))), ("expected", .int(Int64(c.expected))),
+                ("strict", .bool(c.strict)), ("messages", .array(c.messages.map(JSONValue.string))), ("error", text(c.error)),
+            ]))
+        } ?? .null
+        return .object(JSONObject([
+            ("name", .string(name)), ("passed", .bool(passed)), ("setupError", text(setupError)),
+            ("steps", .array(steps)), ("stepsRun", .int(Int64(self.steps.count))), ("totalSteps", .int(Int64(totalSteps))),
+            ("checks", checks), ("durationMs", .int(Int64(durationMs))),
+        ]))
+    }
+}

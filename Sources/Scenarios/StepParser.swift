@@ -1,0 +1,220 @@
+import APNsCore
+
+/// Checks one step object against `StepCatalog` and the variables known at that point.
+struct StepParser {
+    let index: Int
+    /// Every alias the scenario makes (the default device when there is only one).
+    let aliases: [String]
+
+    static let environments = ["sandbox", "production"]
+    static let hooks = BackendHookKind.allCases.map(\.rawValue)
+    static let callStates = ["pending", "retrying", "done", "failed", "dropped"]
+    static let outcomes = ["any", "rejected", "pending", "stored", "delivered", "expired", "coalesced", "throttled", "deferred", "dropped-by-system"]
+
+    func parse(_ value: JSONValue, known: inout VariableCheck) throws(ScenarioFileError) -> Step {
+        guard let object = value.objectValue else {
+            throw ScenarioFileError(location: "step \(index)", "must be an object such as {\"do\": \"login\", …}")
+        }
+        let kinds = StepKind.allCases.map(\.rawValue).joined(separator: ", ")
+        guard let kindText = object["do"]?.stringValue else {
+            throw ScenarioFileError(location: "step \(index)", field: "do", "is required: the step kind (\(kinds))")
+        }
+        guard let kind = StepKind(rawValue: kindText) else {
+            let hint = StepKind.allCases.first { $0.rawValue.lowercased() == kindText.lowercased() }.map { " Did you mean \"\($0.rawValue)\"?" } ?? ""
+            throw ScenarioFileError(location: "step \(index)", field: "do", "unknown step kind \"\(kindText)\".\(hint) Known: \(kinds)")
+        }
+        let location = "step \(index) (\(kind.rawValue))"
+        func fail(_ field: String?, _ message: String) -> ScenarioFileError {
+            ScenarioFileError(location: location, field: field, message)
+        }
+
+        let specs = StepKind.commonFields + kind.fields
+        try Self.checkFields(object, specs, fail: fail)
+        try checkKindRules(kind, object, fail: fail)
+
+        // The device the step acts on.
+        var alias: String?
+        if let named = object["device"]?.stringValue, kind != .restore {
+            guard known.aliasesSoFar.contains(named) else {
+                throw fail("device", "no device \"\(named)\" exists at this point (a \"device\" step makes one: {\"do\": \"device\", \"alias\": \"\(named)\"})")
+            }
+            alias = named
+        } else if needsDevice(kind, object) {
+            guard aliases.count == 1, let only = aliases.first, known.aliasesSoFar.contains(only) else {
+                throw fail("device", aliases.count > 1
+                    ? "is required: the scenario has several devices (\(aliases.joined(separator: ", ")))"
+                    : "is required: no device exists at this point (add a {\"do\": \"device\", \"alias\": …} step first)")
+            }
+            alias = only
+        }
+        if kind == .restore, let from = object["from"]?.stringValue, !known.aliasesSoFar.contains(from) {
+            throw fail("from", "no device \"\(from)\" exists at this point")
+        }
+        for field in ["delivery", "backendCall", "deliveries", "backendCalls"] {
+            if let named = object[field]?["device"]?.stringValue, !known.aliasesSoFar.contains(named) {
+                throw fail("\(field).device", "no device \"\(named)\" exists at this point")
+            }
+        }
+
+        for member in object.members where member.key != "save" && member.key != "do" {
+            try known.check(member.value, location: location, field: member.key)
+        }
+        switch kind {
+        case .device: if let made = object["alias"]?.stringValue { known.aliasesSoFar.insert(made) }
+        case .restore: if let made = object["device"]?.stringValue { known.aliasesSoFar.insert(made) }
+        case .push: known.pushed = true
+        case .run: known.ran = true
+        case .http: known.requested = true
+        default: break
+        }
+
+        var save: [(name: String, template: String)] = []
+        if let entries = object["save"]?.objectValue {
+            for (name, value) in entries {
+                guard Template.isValidName(name), !name.contains(".") else {
+                    throw fail("save", "\"\(name)\" is not a variable name (letters, digits, _ and -)")
+                }
+                guard let template = ScenarioParser.scalarText(value) else {
+                    throw fail("save", "\"\(name)\" must be a string such as \"${device.phone.token}\"")
+                }
+                try known.check(.string(template), location: location, field: "save.\(name)")
+                save.append((name, template))
+            }
+            for entry in save { known.saved.insert(entry.name) }
+        } else if kind == .save {
+            throw fail("save", "is required: {\"NAME\": \"${…}\"}")
+        }
+        return Step(index: index, kind: kind, fields: object, save: save, deviceAlias: alias)
+    }
+
+    /// Steps that act on a device even when they do not name one.
+    private func needsDevice(_ kind: StepKind, _ object: JSONObject) -> Bool {
+        switch kind {
+        case .push: return object["token"] == nil
+        case .expect: return object["deliveries"] == nil && object["backendCalls"] == nil && object["checks"] == nil
+        default: return kind.usesDevice
+        }
+    }
+
+    // MARK: Fields and types
+
+    static func checkFields(_ object: JSONObject, _ specs: [FieldSpec],
+                            fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError)
+    {
+        let names = specs.map(\.name)
+        if let unknown = object.keys.first(where: { !names.contains($0) }) {
+            throw fail(unknown, "is not a field of this step (known: \(names.joined(separator: ", ")))")
+        }
+        for spec in specs {
+            guard let value = object[spec.name] else {
+                if spec.required { throw fail(spec.name, "is required: \(spec.help)") }
+                continue
+            }
+            guard Self.matches(value, spec.type) else { throw fail(spec.name, "must be \(spec.type.words)") }
+            if case .criteria(let criteria) = spec.type, let inner = value.objectValue {
+                try checkFields(inner, criteria.fields) { field, message in
+                    fail(field.map { "\(spec.name).\($0)" } ?? spec.name, message)
+                }
+                try checkChoices(inner, prefix: spec.name + ".", fail: fail)
+            }
+        }
+        try checkChoices(object, prefix: "", fail: fail)
+    }
+
+    static func matches(_ value: JSONValue, _ type: FieldType) -> Bool {
+        if case .string(let text) = value, text.contains("${"), type != .object, type != .array {
+            return true  // checked again once substituted
+        }
+        switch type {
+        case .string: return value.stringValue != nil
+        case .number: return value.numberValue != nil
+        case .bool: return value.boolValue != nil
+        case .object, .criteria: return value.objectValue != nil
+        case .array: return value.arrayValue != nil
+        case .any: return true
+        case .stringOrNull: return value.stringValue != nil || value == .null
+        }
+    }
+
+    /// Literal values of enumerated fields (templates are checked when they run).
+    static func checkChoices(_ object: JSONObject, prefix: String, fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError) {
+        let choices: [(String, [String])] = [
+            ("environment", environments), ("authorization", Authorization.allCases.map(\.rawValue)),
+            ("appState", AppState.allCases.map(\.rawValue)), ("state", prefix.isEmpty ? AppState.allCases.map(\.rawValue) : callStates),
+            ("hook", hooks), ("outcome", outcomes),
+        ]
+        for (field, allowed) in choices {
+            guard let text = object[field]?.stringValue, !text.contains("${") else { continue }
+            if !allowed.contains(text) {
+                throw fail(prefix + field, "\"\(text)\" is not one of \(allowed.joined(separator: ", "))")
+            }
+        }
+    }
+
+    // MARK: Rules of single kinds
+
+    private func checkKindRules(_ kind: StepKind, _ object: JSONObject, fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError) {
+        switch kind {
+        case .device:
+            if let alias = object["alias"]?.stringValue, alias.contains("${") || alias.contains(".") || alias.isEmpty {
+                throw fail("alias", "an alias is a plain name (no ${…}, no dots)")
+            }
+        case .waitFor, .expectNone:
+            let subjects = ["delivery", "backendCall"].filter { object[$0] != nil }
+            guard subjects.count == 1 else {
+                throw fail(nil, "give exactly one of \"delivery\" and \"backendCall\" (got \(subjects.isEmpty ? "neither" : "both"))")
+            }
+            try checkSince(object, fail: fail)
+        case .expect:
+            let deviceFields = ["userId", "token", "tokenNot", "tokenUploadPending", "authorization", "appState", "installed"]
+            let subjects = ["deliveries", "backendCalls", "checks"].filter { object[$0] != nil }
+                + (deviceFields.contains { object[$0] != nil } ? ["device fields"] : [])
+            guard subjects.count == 1 else {
+                throw fail(nil, subjects.isEmpty
+                    ? "say what to expect: device fields (\(deviceFields.joined(separator: ", "))), \"deliveries\", \"backendCalls\" or \"checks\""
+                    : "expect one thing per step, not \(subjects.joined(separator: " and "))")
+            }
+            if object["deliveries"] != nil || object["backendCalls"] != nil {
+                guard object["count"] != nil else { throw fail("count", "is required with deliveries/backendCalls: how many exactly") }
+            } else if object["count"] != nil {
+                throw fail("count", "goes with deliveries or backendCalls")
+            }
+            if let checks = object["checks"]?.objectValue {
+                try ScenarioParser.unknownFields(checks, allowed: ["crossAccount"], location: "step \(index) (expect) checks")
+                guard let value = checks["crossAccount"], Self.matches(value, .number) else {
+                    throw fail("checks.crossAccount", "is required: a number")
+                }
+            }
+            try checkSince(object, fail: fail)
+        case .push:
+            if object["device"] != nil && object["token"] != nil { throw fail("token", "give device or token, not both") }
+            if let expect = object["expect"]?.objectValue {
+                try Self.checkFields(expect, [FieldSpec("status", .any, "status or \"4xx\""), FieldSpec("reason", .stringOrNull, "reason")]) { field, message in
+                    fail("expect." + (field ?? ""), message)
+                }
+            }
+        case .http:
+            if let expect = object["expect"]?.objectValue {
+                try Self.checkFields(expect, [FieldSpec("status", .any, "status or \"2xx\""), FieldSpec("json", .object, "pointer → value")]) { field, message in
+                    fail("expect." + (field ?? ""), message)
+                }
+            }
+        case .run:
+            guard let argv = object["argv"]?.arrayValue, !argv.isEmpty, argv.allSatisfy({ $0.stringValue != nil }) else {
+                throw fail("argv", "must be a non-empty array of strings: [\"python3\", \"notify.py\", …]")
+            }
+            if let env = object["env"]?.objectValue, env.contains(where: { ScenarioParser.scalarText($0.value) == nil }) {
+                throw fail("env", "values must be strings")
+            }
+        default:
+            break
+        }
+    }
+
+    private func checkSince(_ object: JSONObject, fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError) {
+        guard let since = object["since"] else { return }
+        if since.intValue != nil { return }
+        if let text = since.stringValue, text == "start" || text == "step" || text.contains("${") || Int64(text) != nil { return }
+        throw fail("since", "must be \"start\", \"step\", a time in ms, or a ${variable} holding one")
+    }
+}

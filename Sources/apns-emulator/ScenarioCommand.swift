@@ -1,0 +1,144 @@
+import APNsEmulatorTesting
+import CommandLineOptions
+import Foundation
+import Glibc
+import Networking
+import Scenarios
+
+// MARK: scenario
+
+/// `apns-emulator scenario FILE`: runs a scenario file (docs/scenarios.md) against an emulator
+/// it starts in this process, or against a running one (`--admin`). Exit status: 0 when every
+/// step passed and the checks are clean, 1 when not, 2 for a bad file or bad options.
+func runScenario(_ args: [String]) -> Never {
+    ScenarioCLI.run(args)
+}
+
+/// Everything of the `scenario` command, so no name clashes with main.swift's globals.
+private enum ScenarioCLI {
+    static let specs = [
+        OptionSpec("var", "NAME=VALUE", repeatable: true, "set ${NAME} (over the environment and the scenario's variables)"),
+        OptionSpec("admin", "HOST:PORT", "drive this running emulator (its admin listener) instead of starting one"),
+        OptionSpec("admin-token", "TOKEN", "with --admin: the emulator's --admin-token"),
+        OptionSpec("key", "TEAMID:KEYID:PATH", "with --admin: the provider key (.p8) push steps and run steps sign with"),
+        OptionSpec("sandbox", "HOST:PORT", "with --admin: the sandbox provider endpoint (default: from the emulator's /api/v1/info)"),
+        OptionSpec("production", "HOST:PORT", "with --admin: the production provider endpoint (default: from /api/v1/info)"),
+        OptionSpec("ca", "PATH", "with --admin: the CA the endpoints' certificate chains to (default: the emulator's caFile)"),
+        OptionSpec("reset", nil, "with --admin: POST /api/v1/reset first (a clean slate; it drops every device and record)"),
+        OptionSpec("strict", nil, "a cross-account delivery the scenario does not expect fails the run (the default)"),
+        OptionSpec("no-strict", nil, "report cross-account deliveries without failing the run"),
+        OptionSpec("check", nil, "only check the file (exit 0 or 2); run nothing"),
+        OptionSpec("json", nil, "print the report as one JSON object at the end instead of text"),
+        OptionSpec("quiet", nil, "print only failures, the check and the summary line"),
+        OptionSpec("ascii", nil, "plain ASCII (ok/FAIL instead of ✓/✗; the default when stdout is not a terminal)"),
+    ]
+
+    static let summary = """
+        apns-emulator scenario FILE [options]: runs the scenario FILE (JSON; docs/scenarios.md): virtual \
+        devices, accounts, pushes, provider commands, waits and expectations, then the cross-account \
+        check. Without --admin it starts its own emulator in this process on free loopback ports, so \
+        nothing else is needed.
+        Exit status: 0 when every step passed and the checks are clean, 1 otherwise, 2 for a bad file or options.
+        """
+
+    static func fail(_ message: String, code: Int32 = 2) -> Never {
+        FileHandle.standardError.write(Data("apns-emulator scenario: \(message)\n".utf8))
+        exit(code)
+    }
+
+    static func run(_ args: [String]) -> Never {
+        // Interrupted is not passed: main.swift's handlers exit 0, fine for serve, wrong here.
+        signal(SIGINT) { _ in _exit(130) }
+        signal(SIGTERM) { _ in _exit(143) }
+        if args.contains("--help") || args.contains("-h") {
+            print(OptionParser.help(command: "scenario", summary: summary, specs: specs))
+            exit(0)
+        }
+        let options: ResolvedOptions
+        let positional: [String]
+        do { (options, positional) = try OptionParser.parse(args, specs: specs, environment: [:]) } catch {
+            fail(error.description)
+        }
+        guard positional.count == 1, let path = positional.first else {
+            fail("give one scenario FILE (got \(positional.count)); see --help")
+        }
+        if options.isSet("strict") && options.isSet("no-strict") { fail("choose one of --strict and --no-strict") }
+        let remote = options.string("admin")
+        for flag in ["admin-token", "key", "sandbox", "production", "ca", "reset"] where remote == nil && options.isSet(flag) {
+            fail("--\(flag) goes with --admin (without it the runner starts its own emulator)")
+        }
+
+        var variables = ProcessInfo.processInfo.environment
+        for assignment in options.strings("var") {
+            guard let equals = assignment.firstIndex(of: "="), equals != assignment.startIndex else {
+                fail("--var '\(assignment)' is not NAME=VALUE")
+            }
+            variables[String(assignment[..<equals])] = String(assignment[assignment.index(after: equals)...])
+        }
+        let scenario: Scenario
+        do { scenario = try ScenarioParser.parse(file: path, variables: variables) } catch { fail(error.description) }
+        if options.isSet("check") {
+            print("\(path): ok (\(scenario.steps.count) steps)")
+            exit(0)
+        }
+
+        let target: EmulatorTarget
+        if let remote {
+            if !scenario.emulatorArguments.isEmpty {
+                FileHandle.standardError.write(Data("apns-emulator scenario: note: \"emulator.arguments\" only apply to an emulator the runner starts; ignored with --admin\n".utf8))
+            }
+            target = connect(remote, options, scenario)
+        } else {
+            do { target = try EmulatorTarget.inProcess(bundleIDs: scenario.bundleIDs, arguments: scenario.emulatorArguments) } catch {
+                fail("the emulator did not start: \(error)", code: 1)
+            }
+        }
+
+        let json = options.isSet("json")
+        let printer = ReportPrinter(ascii: options.isSet("ascii") || isatty(STDOUT_FILENO) == 0, quiet: options.isSet("quiet"))
+        if !json && !printer.quiet { emit(printer.header(scenario)) }
+        let progress: @Sendable (StepReport) -> Void = { step in emit(printer.step(step)) }
+        let runOptions = ScenarioRunner.Options(strict: !options.isSet("no-strict"),
+                                                onStep: json ? nil : progress)
+        let report = ScenarioRunner.run(scenario, on: target, options: runOptions)
+        target.stop()
+        if json { emit(report.json.serialized(pretty: true)) } else { emit(printer.footer(report)) }
+        // _exit after flushing: the in-process emulator's threads may still be winding down.
+        fflush(nil)
+        _exit(report.passed ? 0 : 1)
+    }
+
+    /// An emulator already running: its admin API must answer, and push steps need a key.
+    static func connect(_ admin: String, _ options: ResolvedOptions, _ scenario: Scenario) -> EmulatorTarget {
+        let addressText = admin.hasPrefix("http://") ? String(admin.dropFirst("http://".count).prefix { $0 != "/" }) : admin
+        func address(_ text: String, _ flag: String) -> HostPort {
+            do { return try HostPort(parsing: text) } catch { fail("--\(flag): \(error.description)") }
+        }
+        var access = EmulatorTarget.ProviderAccess()
+        access.sandbox = options.string("sandbox").map { address($0, "sandbox") }
+        access.production = options.string("production").map { address($0, "production") }
+        access.caPath = options.string("ca")
+        if let key = options.string("key") {
+            let parts = key.split(separator: ":", maxSplits: 2).map(String.init)
+            guard parts.count == 3 else { fail("--key '\(key)' is not TEAMID:KEYID:PATH") }
+            guard FileManager.default.isReadableFile(atPath: parts[2]) else { fail("--key: cannot read \(parts[2])") }
+            (access.teamID, access.keyID, access.keyPath) = (parts[0], parts[1], parts[2])
+        } else if let push = scenario.steps.first(where: { $0.kind == .push }) {
+            fail("\(push.location) pushes, which needs the provider key: --key TEAMID:KEYID:PATH")
+        }
+        let target: EmulatorTarget
+        do {
+            target = try EmulatorTarget.remote(admin: address(addressText, "admin"), token: options.string("admin-token"), overrides: access)
+            if options.isSet("reset") { try target.api.reset() }
+        } catch {
+            fail("--admin \(admin): \(error.description)")
+        }
+        return target
+    }
+
+    static func emit(_ text: String) {
+        guard !text.isEmpty else { return }
+        print(text)
+        fflush(nil)
+    }
+}

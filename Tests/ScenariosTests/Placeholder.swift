@@ -1,2 +1,0 @@
-import XCTest
-final class ScenariosPlaceholderTests: XCTestCase { func testPlaceholder() {} }

@@ -1,0 +1,101 @@
+import APNsCore
+import Foundation
+import Scenarios
+import Testing
+
+/// Scenarios run end to end against an emulator the runner starts in this process: virtual
+/// devices, accounts, pushes through our HTTP/2 client, waits on records, the checks.
+@Suite("Scenarios: runs against an in-process emulator")
+struct RunTests {
+    func run(_ text: String, strict: Bool = true) throws -> ScenarioReport {
+        let scenario = try ScenarioParser.parse(Array(text.utf8), variables: [:])
+        return ScenarioRunner.run(scenario, options: ScenarioRunner.Options(strict: strict))
+    }
+
+    /// The whole text report, as the command prints it (plain ASCII).
+    func text(_ report: ScenarioReport) -> String {
+        let printer = ReportPrinter(ascii: true)
+        return (report.steps.map(printer.step) + [printer.footer(report)]).joined(separator: "\n")
+    }
+
+    /// alice is logged in on the phone; a push names whom it is for in "uid" (the
+    /// addresseePointer of a backend without hooks: the detector needs no backend calls).
+    static let prelude = #"""
+        "backends": {"com.example.app": {"addresseePointer": "/uid"}},
+        "steps": [
+          {"do": "device", "alias": "phone", "appState": "foreground"},
+          {"do": "login", "device": "phone", "user": "alice"},
+        """#
+
+    @Test func aScenarioThatHoldsPasses() throws {
+        let report = try run(#"{"name": "push to alice", "# + Self.prelude + #"""
+              {"do": "expect", "device": "phone", "userId": "alice", "tokenUploadPending": false},
+              {"do": "push", "device": "phone", "payload": {"aps": {"alert": "hi"}, "uid": "alice"}, "save": {"first": "${lastPush.apnsId}"}},
+              {"do": "waitFor", "delivery": {"device": "phone", "apnsId": "${first}", "userId": "alice", "callback": "willPresent", "crossAccount": false}, "timeoutMs": 5000},
+              {"do": "expect", "deliveries": {"device": "phone"}, "count": 1},
+              {"do": "save", "save": {"old": "${device.phone.token}"}},
+              {"do": "reinstall"},
+              {"do": "expect", "device": "phone", "tokenNot": "${old}"},
+              {"do": "push", "token": "${old}", "expect": {"status": 410, "reason": "Unregistered"}},
+              {"do": "expect", "checks": {"crossAccount": 0}}
+            ]}
+            """#)
+        #expect(report.passed, "\(text(report))")
+        #expect(report.steps.count == 11)
+        #expect(report.checks?.crossAccount == 0)
+        #expect(ReportPrinter(ascii: true).summary(report).hasPrefix("PASS push to alice: 11 steps"))
+    }
+
+    @Test func aFailedWaitSaysWhatWasExpectedAndSeen() throws {
+        let report = try run(#"{"name": "wrong callback", "# + Self.prelude + #"""
+              {"do": "push", "device": "phone", "payload": {"aps": {"alert": "hi"}, "uid": "alice"}},
+              {"do": "waitFor", "delivery": {"device": "phone", "callback": "didReceiveRemoteNotification"}, "timeoutMs": 300},
+              {"do": "logout"}
+            ]}
+            """#)
+        #expect(!report.passed)
+        let failed = try #require(report.failedStep)
+        #expect(failed.index == 4)
+        #expect(failed.failure == "none arrived within 300 ms")
+        #expect(failed.expected == "notification record to phone with outcome delivered, callback didReceiveRemoteNotification")
+        #expect(failed.seen?.contains("outcome delivered callbacks [willPresent] display banner userId alice") == true)
+        let printed = text(report)
+        #expect(printed.contains("  4 FAIL waitFor delivery {device phone, callback didReceiveRemoteNotification}"))
+        #expect(printed.contains("      expected: notification record to phone"))
+        #expect(printed.contains("(1 more step not run)"))
+        #expect(printed.contains("FAIL wrong callback: step 4 of 5 failed (waitFor)"))
+    }
+
+    @Test func aCrossAccountDeliveryFailsTheRunUnlessExpected() throws {
+        let steps = Self.prelude + #"""
+              {"do": "push", "device": "phone", "payload": {"aps": {"alert": "for bob"}, "uid": "bob"}},
+              {"do": "waitFor", "delivery": {"device": "phone", "crossAccount": true, "addressee": "bob", "userId": "alice"}}
+            ]}
+            """#
+        let strict = try run(#"{"name": "leak", "# + steps)
+        #expect(strict.steps.allSatisfy { $0.passed })
+        #expect(!strict.passed)
+        #expect(strict.checks?.crossAccount == 1)
+        let printed = text(strict)
+        #expect(printed.contains("checks: crossAccount 1 (expected 0) FAIL"))
+        #expect(printed.contains("crossAccount: a push for bob was delivered to phone while alice was logged in"))
+        #expect(printed.contains("FAIL leak: crossAccount 1, expected 0"))
+
+        #expect(try run(#"{"name": "leak", "# + steps, strict: false).passed)
+        #expect(try run(#"{"name": "leak", "expectedChecks": {"crossAccount": 1}, "# + steps).passed)
+    }
+
+    @Test func expectNoneAndTheClock() throws {
+        let report = try run(#"{"name": "quiet phone", "# + Self.prelude + #"""
+              {"do": "expectNone", "delivery": {"device": "phone", "outcome": "any"}, "withinMs": 200},
+              {"do": "advanceClock", "seconds": 60, "save": {"t": "${clock.nowMs}"}},
+              {"do": "push", "device": "phone", "payload": {"aps": {"alert": "late"}, "uid": "alice"}},
+              {"do": "expectNone", "delivery": {"device": "phone"}, "withinMs": 300, "since": "${t}"}
+            ]}
+            """#)
+        let failed = try #require(report.failedStep)
+        #expect(failed.index == 6)
+        #expect(failed.failure == "one arrived")
+        #expect(failed.expected == "no notification record to phone with outcome delivered within 300 ms")
+    }
+}
