@@ -80,7 +80,8 @@ extension World {
         call(.register, deviceID: deviceID, bundleID: bundleID)
     }
 
-    /// Whether a change of run state launches the app (and so registers again).
+    /// Whether a change of run state launches the app (and so registers again). An app
+    /// installed not running registers at its first launch.
     static func isLaunch(from old: AppState, to new: AppState) -> Bool {
         (old == .notRunning || old == .terminated) && (new == .foreground || new == .background)
     }

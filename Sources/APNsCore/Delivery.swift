@@ -401,7 +401,7 @@ extension World {
         } catch {
             throw DeviceRequestError(error)
         }
-        didRegister(deviceID: deviceID, bundleID: app.bundleID)
+        if app.settings.appState.isRunning { didRegister(deviceID: deviceID, bundleID: app.bundleID) }
         return messages
     }
 

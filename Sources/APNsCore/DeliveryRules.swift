@@ -6,6 +6,9 @@ public enum Authorization: String, Sendable, CaseIterable {
 /// The app's run state (docs/device-model.md, "Delivery rules").
 public enum AppState: String, Sendable, CaseIterable {
     case foreground, background, suspended, notRunning, terminated
+
+    /// The app has been launched (its registration callback has run).
+    public var isRunning: Bool { self == .foreground || self == .background || self == .suspended }
 }
 
 /// What the user sees.

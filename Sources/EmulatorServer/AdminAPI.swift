@@ -468,7 +468,7 @@ final class AdminAPI: @unchecked Sendable {
                 let entry = try world.registry.register(deviceID: device.id, bundleID: app.bundleID, environment: app.environment,
                                                         kind: app.kind, fixedToken: app.token, nowMs: now)
                 try world.registry.updateDevice(device.id) { $0.apps[app.bundleID]?.settings = app.settings }
-                world.didRegister(deviceID: device.id, bundleID: app.bundleID)
+                if app.settings.appState.isRunning { world.didRegister(deviceID: device.id, bundleID: app.bundleID) }
                 return .success(entry)
             } catch {
                 world.registry = saved
@@ -492,7 +492,7 @@ final class AdminAPI: @unchecked Sendable {
                 let entry = try world.registry.register(deviceID: deviceID, bundleID: app.bundleID, environment: app.environment,
                                                         kind: app.kind, fixedToken: app.token, nowMs: now)
                 try world.registry.updateDevice(deviceID) { $0.apps[app.bundleID]?.settings = app.settings }
-                world.didRegister(deviceID: deviceID, bundleID: app.bundleID)
+                if app.settings.appState.isRunning { world.didRegister(deviceID: deviceID, bundleID: app.bundleID) }
                 return .success(entry)
             } catch {
                 return .failure(error)

@@ -30,14 +30,16 @@ extension AdminAPI {
             let id = try Self.deviceID(p)
             guard let user = try req.jsonObject()["userId"]?.stringValue else { throw AdminError(400, "\"userId\" (a string) is required") }
             let previous = try deviceCall { world, _ throws(DeviceRequestError) in try world.login(deviceID: id, userID: user) }
-            tellDevice(id, ["type": "loggedIn", "userId": .string(user)])
+            if previous != user {
+                tellDevice(id, ["type": "loggedIn", "userId": .string(user), "previousUserId": previous.map(JSONValue.string) ?? .null])
+            }
             emulator.log("admin: \(user) logged in on \(id)")
             return .json(200, ["deviceId": .string(id), "userId": .string(user), "previousUserId": previous.map(JSONValue.string) ?? .null])
         }
         r.add("POST", "/api/v1/devices/{deviceId}/logout", "log the account out (unbind)") { [unowned self] _, p, _ in
             let id = try Self.deviceID(p)
             let previous = try deviceCall { world, _ throws(DeviceRequestError) in try world.logout(deviceID: id) }
-            if previous != nil { tellDevice(id, ["type": "loggedOut", "userId": .null]) }
+            if let previous { tellDevice(id, ["type": "loggedOut", "userId": .null, "previousUserId": .string(previous)]) }
             return .json(200, ["deviceId": .string(id), "userId": .null, "previousUserId": previous.map(JSONValue.string) ?? .null])
         }
         r.add("GET", "/api/v1/devices/{deviceId}/backend-calls", "the device's apps' calls to their backends, oldest first") { [unowned self] req, p, _ in

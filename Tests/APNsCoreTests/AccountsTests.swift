@@ -92,6 +92,19 @@ struct AccountsTests {
         #expect(f.calls() == ["register alice \(f.token)"], "a reconnect registers the device's apps again")
     }
 
+    @Test func anAppInstalledButNeverOpenedRegistersAtItsFirstLaunch() throws {
+        let f = try BackendFixture()
+        try f.login("alice")
+        _ = f.calls()
+        let now = f.now
+        let notOpened = AppRegistration(bundleID: "com.example.app", environment: .sandbox,
+                                        settings: AppSettings(appState: .notRunning), kinds: [.app])
+        _ = try f.state.withWorld { world throws(DeviceRequestError) in try world.install(notOpened, deviceID: "phone", nowMs: now) }
+        #expect(f.calls().isEmpty)
+        try f.setApp(.background)
+        #expect(f.calls() == ["register alice \(f.token)"])
+    }
+
     @Test func deniedPermissionStillRegistersAndUploads() throws {
         let f = try BackendFixture(settings: AppSettings(authorization: .denied))
         try f.login("alice")
