@@ -1,4 +1,5 @@
 import APNsCore
+public import HTTP1Client
 
 /// One call an app makes to its own backend (a hook, rendered): what `BackendCaller` sends.
 public struct BackendRequest: Sendable, Equatable {
@@ -37,14 +38,8 @@ public struct BackendRequest: Sendable, Equatable {
     }
 }
 
-public struct BackendHeader: Sendable, Equatable {
-    public var name: String
-    public var value: String
-    public init(_ name: String, _ value: String) {
-        self.name = name
-        self.value = value
-    }
-}
+/// A header of a hook call: the HTTP client's own type.
+public typealias BackendHeader = HTTP1Header
 
 /// Where a call is.
 public enum BackendCallState: String, Sendable {

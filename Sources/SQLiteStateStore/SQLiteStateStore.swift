@@ -96,16 +96,8 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         }
         if version == schemaVersion { return }
         if version == 1 {
-            // Version 2 added accounts on devices (issue 10); older rows are logged out.
-            try db.execute("BEGIN IMMEDIATE")
-            do {
-                try db.execute(migrationFrom1)
-                try db.setUserVersion(schemaVersion)
-                try db.execute("COMMIT")
-            } catch {
-                try? db.execute("ROLLBACK")
-                throw error
-            }
+            // Version 2 added accounts on devices; older rows load logged out.
+            try upgrade(db, running: migrationFrom1)
             return
         }
         // Version 0: a new file, unless someone else's tables are in it.
@@ -113,9 +105,14 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         guard tables == 0 else {
             throw StateStoreError("--state-dir \(directory): \(location) is a SQLite database without an apns-emulator schema version (tables but user_version 0); move it away, or use another --state-dir")
         }
+        try upgrade(db, running: schema)
+    }
+
+    /// Runs `sql` and sets the current schema version, in one transaction.
+    private static func upgrade(_ db: SQLiteDatabase, running sql: String) throws {
         try db.execute("BEGIN IMMEDIATE")
         do {
-            try db.execute(schema)
+            try db.execute(sql)
             try db.setUserVersion(schemaVersion)
             try db.execute("COMMIT")
         } catch {
