@@ -58,6 +58,9 @@ public struct PendingNotification: Sendable {
     public var payload: [UInt8]
     public var content: PushContent
     public var wasStored = false
+    /// When the provider got its 200 (monotonic ns; 0: not known, e.g. restored from disk),
+    /// for the delivery latency histogram.
+    public var acceptedAtNanos: UInt64 = 0
 
     public init(sequence: UInt64, apnsID: String, token: String, topic: String, deviceID: String, bundleID: String,
                 pushType: PushType, priority: Int, collapseID: String?, storeUntilMs: Int64?, payload: [UInt8],
@@ -448,6 +451,10 @@ extension World {
         delivery.inflight.removeValue(forKey: deliveryID)
         releaseWindowSlot(deviceID)
         delivery.noteDone(flight.notification.sequence)
+        if flight.notification.acceptedAtNanos > 0 {
+            let elapsed = MonotonicTime.nanoseconds() &- flight.notification.acceptedAtNanos
+            counters.deliveryLatency.record(Double(elapsed) / 1e9)
+        }
         settle(flight.notification, verdict: flight.verdict, nowMs: nowMs)
         guard delivery.windowFull.contains(deviceID),
             delivery.inflightPerDevice[deviceID, default: 0] <= deliveryOptions.deviceWindow / 2

@@ -21,6 +21,10 @@ public struct Counters: Sendable {
     /// Provider-token verifications (ES256 runs), by result: `valid` or the reason.
     public private(set) var jwtVerifications: [String: UInt64] = [:]
     public private(set) var faultsFired: [String: UInt64] = [:]
+    /// Provider's 200 → the device's ack (socket devices; virtual ones have no ack).
+    public var deliveryLatency = Histogram(bounds: Histogram.latencyBounds)
+    /// Body sizes of the requests that reached the payload checks.
+    public var payloadSizes = Histogram(bounds: Histogram.payloadBounds)
     /// Deliveries whose payload named another account than the device's (the cross-account check).
     public var crossAccountDeliveries: UInt64 = 0
 

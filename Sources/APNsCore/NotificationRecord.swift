@@ -242,6 +242,11 @@ public struct RecordStore: Sendable {
         live > 0 ? ring[head].sequence : nil
     }
 
+    /// Reads the `index`-th newest record in place (no copy).
+    func withRecord<T>(newestFirstIndex index: Int, _ body: (borrowing NotificationRecord) -> T) -> T {
+        body(ring[physical(live - 1 - index)])
+    }
+
     /// Records newest first, filtered, at most `limit`.
     public func newestFirst(limit: Int, where matches: (NotificationRecord) -> Bool = { _ in true }) -> [NotificationRecord] {
         var out: [NotificationRecord] = []

@@ -240,6 +240,7 @@ public final class ProviderEndpoint: Sendable {
                 }
                 world.counters.countNotification(status: record.status, reason: rejection?.reason, reasonText: nil,
                                                  pushType: pushType, environment: environment)
+                world.counters.payloadSizes.record(Double(record.payloadSize))
                 if let verification = connection.authenticator.lastVerification {
                     world.counters.countVerification(verification)
                 }
@@ -670,10 +671,12 @@ public final class ProviderEndpoint: Sendable {
         case 0?: storeUntil = nil
         case let seconds?: storeUntil = seconds * 1000 > now ? seconds * 1000 : nil
         }
-        return .deliver(PendingNotification(
+        var notification = PendingNotification(
             sequence: sequence, apnsID: apnsID, token: entry.token, topic: entry.topic, deviceID: entry.deviceID,
             bundleID: entry.bundleID, pushType: pushType, priority: priority, collapseID: collapseID,
-            storeUntilMs: storeUntil, payload: payload, content: content))
+            storeUntilMs: storeUntil, payload: payload, content: content)
+        notification.acceptedAtNanos = MonotonicTime.nanoseconds()
+        return .deliver(notification)
     }
 }
 

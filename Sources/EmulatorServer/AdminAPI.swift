@@ -219,6 +219,8 @@ final class AdminAPI: @unchecked Sendable {
             return .json(200, ["id": .string(id), "deleted": true])
         }
         addAccountRoutes(&r)
+        addBatchRoutes(&r)
+        addStatsRoutes(&r)
         router = r
     }
 
@@ -412,7 +414,7 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     /// Fields shared by device creation and app installation.
-    private struct AppRequest {
+    struct AppRequest {
         var bundleID: String
         var environment: APNsEnvironment
         var kind: TokenKind
@@ -420,7 +422,7 @@ final class AdminAPI: @unchecked Sendable {
         var settings: AppSettings
     }
 
-    private func appRequest(_ body: JSONObject) throws -> AppRequest {
+    func appRequest(_ body: JSONObject) throws -> AppRequest {
         guard let bundle = body["bundleId"]?.stringValue else {
             throw AdminError(400, "\"bundleId\" is required, e.g. {\"bundleId\":\"com.example.app\",\"environment\":\"sandbox\"}")
         }

@@ -7,18 +7,9 @@ import Locking
 /// Request processing time, one histogram per event loop (no contention on the hot path);
 /// `/metrics` adds them up.
 final class LatencyHistograms: Sendable {
-    /// Upper bounds in seconds (Prometheus `le`).
-    static let bounds: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5]
-    private static let boundsNs: [UInt64] = bounds.map { UInt64($0 * 1e9) }
-
-    private struct Histogram {
-        var counts = [UInt64](repeating: 0, count: LatencyHistograms.bounds.count + 1)
-        var sumNs: UInt64 = 0
-    }
-
     /// One lock per loop, each in a small box.
     private final class Box: Sendable {
-        let histogram = Locked(Histogram())
+        let histogram = Locked(Histogram(bounds: Histogram.latencyBounds))
     }
 
     private let perLoop: [Box]
@@ -28,34 +19,18 @@ final class LatencyHistograms: Sendable {
     }
 
     func record(nanoseconds: UInt64, loop: Int) {
-        let bucket = Self.boundsNs.firstIndex { nanoseconds <= $0 } ?? Self.bounds.count
-        perLoop[loop % perLoop.count].histogram.withLock {
-            $0.counts[bucket] += 1
-            $0.sumNs &+= nanoseconds
-        }
+        perLoop[loop % perLoop.count].histogram.withLock { $0.record(Double(nanoseconds) / 1e9) }
     }
 
     func reset() {
-        for box in perLoop { box.histogram.withLock { $0 = Histogram() } }
+        for box in perLoop { box.histogram.withLock { $0 = Histogram(bounds: Histogram.latencyBounds) } }
     }
 
-    /// Cumulative bucket counts, sum in seconds, total count.
-    func snapshot() -> (buckets: [UInt64], sum: Double, count: UInt64) {
-        var counts = [UInt64](repeating: 0, count: Self.bounds.count + 1)
-        var sum: UInt64 = 0
-        for box in perLoop {
-            box.histogram.withLock { h in
-                for i in counts.indices { counts[i] += h.counts[i] }
-                sum &+= h.sumNs
-            }
-        }
-        var cumulative: [UInt64] = []
-        var running: UInt64 = 0
-        for c in counts {
-            running += c
-            cumulative.append(running)
-        }
-        return (cumulative, Double(sum) / 1e9, running)
+    /// Every loop's samples together.
+    func snapshot() -> Histogram {
+        var total = Histogram(bounds: Histogram.latencyBounds)
+        for box in perLoop { total.add(box.histogram.withLock { $0 }) }
+        return total
     }
 }
 
@@ -79,6 +54,17 @@ struct PrometheusText {
     mutating func single(_ name: String, _ type: String, _ help: String, _ value: Double) {
         family(name, type, help)
         sample(name, [], value)
+    }
+
+    /// A histogram family: cumulative `_bucket`s by `le`, then `_sum` and `_count`.
+    mutating func histogram(_ name: String, _ help: String, _ h: Histogram) {
+        family(name, "histogram", help)
+        for (index, bucket) in h.cumulative.enumerated() {
+            let le = index < h.bounds.count ? Self.format(h.bounds[index]) : "+Inf"
+            sample(name + "_bucket", [("le", le)], Double(bucket))
+        }
+        sample(name + "_sum", [], h.sum)
+        sample(name + "_count", [], Double(h.count))
     }
 
     /// A family with one sample per value of the label `label`, in the order given.
@@ -136,15 +122,12 @@ extension Emulator {
                  Double(providers.connectionsTotal.load(ordering: .relaxed)))
         p.single("apns_emulator_streams_total", "counter", "HTTP/2 requests (streams) answered on provider connections.",
                  Double(providers.streamsTotal.load(ordering: .relaxed)))
-        let latency = providers.latency.snapshot()
-        p.family("apns_emulator_request_duration_seconds", "histogram",
-                 "Time from a complete request to its response being queued (fault delays included).")
-        for (index, bound) in LatencyHistograms.bounds.enumerated() {
-            p.sample("apns_emulator_request_duration_seconds_bucket", [("le", PrometheusText.format(bound))], Double(latency.buckets[index]))
-        }
-        p.sample("apns_emulator_request_duration_seconds_bucket", [("le", "+Inf")], Double(latency.count))
-        p.sample("apns_emulator_request_duration_seconds_sum", [], latency.sum)
-        p.sample("apns_emulator_request_duration_seconds_count", [], Double(latency.count))
+        p.histogram("apns_emulator_request_duration_seconds",
+                    "Time from a complete request to its response being queued (fault delays included).", providers.latency.snapshot())
+        p.histogram("apns_emulator_delivery_latency_seconds",
+                    "Time from the provider's 200 to the device's ack (device sockets; virtual devices have no ack).",
+                    counters.deliveryLatency)
+        p.histogram("apns_emulator_payload_bytes", "Payload sizes of requests that reached the payload checks.", counters.payloadSizes)
         p.labelled("apns_emulator_connections_refused_total", "counter",
                    "Connections closed on arrival because --max-connections of their kind were open.",
                    by: "kind", [providerBudget, deviceBudget].map { ($0.kind, Double($0.refused.load(ordering: .relaxed))) })
