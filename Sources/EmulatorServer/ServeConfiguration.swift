@@ -433,6 +433,10 @@ extension ServeConfiguration {
         var out: [DeviceSpec] = []
         for item in list {
             let text = item.serialized()
+            if let object = item.objectValue, object["count"] != nil {
+                out += try parseDeviceBatch(object, text: text, path: path)
+                continue
+            }
             guard let object = item.objectValue, let id = object["deviceId"]?.stringValue, !id.isEmpty,
                 let apps = object["apps"]?.arrayValue
             else {
@@ -461,5 +465,23 @@ extension ServeConfiguration {
             out.append(spec)
         }
         return out
+    }
+
+    /// `{"count": N, "idPrefix": "load-", "bundleId", "environment"}`: N devices PREFIX1…PREFIXN
+    /// with that app (a load test's population, created at start).
+    static func parseDeviceBatch(_ object: JSONObject, text: String, path: String) throws(UsageError) -> [DeviceSpec] {
+        guard let count = object["count"]?.intValue, (1...Int64(World.maxBatchDevices * 10)).contains(count) else {
+            throw UsageError("device batch \(text) in \(path): \"count\" must be a whole number from 1 to \(World.maxBatchDevices * 10)")
+        }
+        let prefix = object["idPrefix"]?.stringValue ?? "device-"
+        guard DeviceRegistry.isValidDeviceID(prefix + String(count)) else {
+            throw UsageError("device batch \(text) in \(path): \"idPrefix\": \(DeviceRegistry.deviceIDRule)")
+        }
+        guard let bundle = object["bundleId"]?.stringValue, DeviceRegistry.isValidBundleID(bundle),
+            let environment = object["environment"]?.stringValue.flatMap(APNsEnvironment.init(rawValue:))
+        else {
+            throw UsageError("device batch \(text) in \(path) needs a valid \"bundleId\" and \"environment\" (sandbox or production)")
+        }
+        return (1...count).map { n in DeviceSpec(deviceID: "\(prefix)\(n)", apps: [(bundle, environment, .app, nil)]) }
     }
 }

@@ -311,3 +311,22 @@ struct HookTemplateTests {
         #expect(JSONPointer("/~2") == nil)
     }
 }
+
+@Suite("Histograms")
+struct HistogramTests {
+    @Test func bucketsQuantilesAndSums() {
+        var h = Histogram(bounds: [1, 2, 5])
+        #expect(h.quantile(0.5) == nil)
+        for value in [0.5, 1, 1.5, 3, 4, 9] { h.record(value) }
+        #expect(h.counts == [2, 1, 2, 1])
+        #expect(h.cumulative == [2, 3, 5, 6])
+        #expect(h.count == 6 && h.sum == 19)
+        #expect(h.quantile(0.5) == 2)
+        #expect(h.quantile(0.8) == 5)
+        #expect(h.quantile(1) == .infinity)
+        var other = Histogram(bounds: [1, 2, 5])
+        other.record(2)
+        h.add(other)
+        #expect(h.cumulative == [2, 4, 6, 7])
+    }
+}
