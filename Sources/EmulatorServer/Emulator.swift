@@ -133,6 +133,8 @@ public final class Emulator: @unchecked Sendable {
         devices = DeviceGateway(state: state, clock: clock, durability: durability) { [weak providers] in providers?.log($0) }
         providers.devices = devices
         providers.durability = durability
+        providers.load = configuration.load
+        providers.churn = configuration.load.connectionChurn.map { Locked(ChurnLimiter(limit: $0.count, windowMs: $0.windowMs)) }
         let backendCalls = BackendCaller(now: { clock.nowMilliseconds() }, maxQueued: configuration.maxBackendCalls,
                                          logCapacity: configuration.maxBackendCalls)
         self.backendCalls = backendCalls
@@ -422,6 +424,14 @@ public final class Emulator: @unchecked Sendable {
     private func acceptProvider(fd: Int32, peer: String, environment: APNsEnvironment, tls: Bool) {
         let endpoint = self.endpoint
         let providers = self.providers
+        if let churn = providers.churn, !churn.withLock({ $0.admit(nowMs: Monotonic.nowMilliseconds()) }) {
+            // Too many new connections in the window: closed on arrival, as a busy service does.
+            close(fd)
+            if providers.churnRefused.add(1, ordering: .relaxed).newValue % 1000 == 1 {
+                providers.log("--connection-churn: closing new provider connections until the window ends (\(peer))")
+            }
+            return
+        }
         hand(fd: fd, peer: peer, tls: tls, budget: providerBudget) { connection in
             do {
                 let handler = try ProviderConnection(connection: connection, listenerEnvironment: environment,
@@ -451,6 +461,12 @@ final class ProviderServer: @unchecked Sendable {
     var clientTrust: CertificateTrustStore?
     /// `--state-dir`: answers wait for their changes to be committed. Set once at start-up.
     var durability: StateWriter?
+    /// Apple's behaviour under load (`--profile realistic`). Set once at start-up.
+    var load = LoadBehaviour()
+    /// `--connection-churn`: new connections admitted in the current window.
+    var churn: Locked<ChurnLimiter>?
+    /// Connections closed on arrival by `--connection-churn` (metrics).
+    let churnRefused = Atomic<Int>(0)
 
     init(idleTimeoutSeconds: Int, requestTimeoutSeconds: Int = 10, quiet: Bool, loops: Int) {
         self.idleTimeoutSeconds = idleTimeoutSeconds

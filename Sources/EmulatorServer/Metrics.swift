@@ -129,8 +129,9 @@ extension Emulator {
                     counters.deliveryLatency)
         p.histogram("apns_emulator_payload_bytes", "Payload sizes of requests that reached the payload checks.", counters.payloadSizes)
         p.labelled("apns_emulator_connections_refused_total", "counter",
-                   "Connections closed on arrival because --max-connections of their kind were open.",
-                   by: "kind", [providerBudget, deviceBudget].map { ($0.kind, Double($0.refused.load(ordering: .relaxed))) })
+                   "Connections closed on arrival: --max-connections of their kind were open (provider, device), or --connection-churn (churn).",
+                   by: "kind", [providerBudget, deviceBudget].map { ($0.kind, Double($0.refused.load(ordering: .relaxed))) }
+                       + [("churn", Double(providers.churnRefused.load(ordering: .relaxed)))])
         p.single("apns_emulator_accept_pauses_total", "counter",
                  "Times a listener stopped accepting for a moment because the process was out of file descriptors.",
                  Double(acceptPauses.load(ordering: .relaxed)))

@@ -38,6 +38,13 @@ final class ProviderConnection: ConnectionHandler {
     private var firstBytes: [UInt8]? = []
     /// An HTTP/1.x client was answered; what it sends from now on is read and dropped.
     private var refusedHTTP1 = false
+    /// `--stream-limit-drop`: the limit is down to 1 after ExpiredProviderToken until a success.
+    private var streamLimitDropped = false
+    /// Requests of the same read as an ExpiredProviderToken were in flight when the limit
+    /// dropped: they are refused (RST_STREAM REFUSED_STREAM).
+    private var refusingInFlight = false
+    /// `--connection-rate`.
+    private lazy var pacer: AnswerPacer? = server.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
 
     init(connection: Connection, listenerEnvironment: APNsEnvironment, endpoint: ProviderEndpoint,
          server: ProviderServer) throws(HTTP2Error)
@@ -153,6 +160,7 @@ final class ProviderConnection: ConnectionHandler {
             default: break
             }
         }
+        refusingInFlight = false
         flushSession()
         if !session.wantsRead && !session.wantsWrite { connection.closeAfterFlush() }
         if requestDeadlineTimer == nil, session.openStreamCount > 0 { scheduleRequestDeadline(after: server.requestTimeoutSeconds * 1000) }
@@ -213,6 +221,10 @@ final class ProviderConnection: ConnectionHandler {
     private func handle(_ request: HTTP2Request) {
         let started = Monotonic.nowNanoseconds()
         server.streamsTotal.add(1, ordering: .relaxed)
+        if refusingInFlight {
+            refuseInFlight(request)
+            return
+        }
         let push = PushRequest(streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
                                body: request.body, bodyLength: request.bodyLength, isComplete: request.isComplete,
                                headerListSize: request.headerListSize)
@@ -233,22 +245,39 @@ final class ProviderConnection: ConnectionHandler {
     private func answer(_ streamID: Int32, _ response: PushResponse, started: UInt64) {
         if !response.deviceFrames.isEmpty { server.devices.dispatch(response.deviceFrames) }
         let loopIndex = connection.loop.index
-        guard let fault = response.fault else {
-            respond(streamID, response)
+        let fault = response.fault
+        let delay = (fault?.delayMs ?? 0) + (server.load.delaysAnswers ? loadDelayMs() : 0)
+        guard delay > 0 else {
+            if let fault { carryOut(fault, streamID: streamID, response) } else { respond(streamID, response) }
             server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
             return
         }
-        if fault.delayMs > 0 {
-            connection.loop.schedule(afterMilliseconds: Int64(fault.delayMs)) { [weak self] in
-                guard let self, !self.connection.isClosed else { return }
-                self.carryOut(fault, streamID: streamID, response)
-                self.flushSession()
-                self.server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
-            }
-        } else {
-            carryOut(fault, streamID: streamID, response)
-            server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
+        connection.loop.schedule(afterMilliseconds: Int64(delay)) { [weak self] in
+            guard let self, !self.connection.isClosed else { return }
+            if let fault { self.carryOut(fault, streamID: streamID, response) } else { self.respond(streamID, response) }
+            self.flushSession()
+            self.server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
         }
+    }
+
+    /// `--response-latency`, `--response-jitter` and `--connection-rate`: how long this answer waits.
+    private func loadDelayMs() -> Int {
+        let load = server.load
+        var ms = load.responseLatencyMs
+        if load.responseJitterMs > 0 { ms += Int.random(in: 0...load.responseJitterMs) }
+        if pacer != nil {
+            let wait = pacer!.delay(nowNanos: Monotonic.nowNanoseconds())
+            ms += Int((wait + 999_999) / 1_000_000)
+        }
+        return ms
+    }
+
+    /// A request sent before the client saw the limit drop to 1: refused, as APNs does.
+    private func refuseInFlight(_ request: HTTP2Request) {
+        session.submitRstStream(streamID: request.streamID, errorCode: HTTP2ErrorCode.refusedStream)
+        let explanation = "stream refused (RST_STREAM REFUSED_STREAM): it was in flight when ExpiredProviderToken dropped the stream limit to 1 (--stream-limit-drop)"
+        endpoint.recordRefused(streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
+                               headersTruncated: false, explanation: explanation, connection: &context)
     }
 
     /// A stream the HTTP/2 layer reset by itself (PROTOCOL_ERROR): logged and journaled.
@@ -275,6 +304,18 @@ final class ProviderConnection: ConnectionHandler {
         if body != nil { responseHeaders.append(.contentTypeJSON) }
         session.submitResponse(streamID: streamID, status: response.status, headers: responseHeaders, body: body)
         if response.raiseStreamLimit { session.submitSettings(Self.raisedLimit) }
+        guard server.load.streamLimitDrop else { return }
+        // A fault rule answering ExpiredProviderToken counts too (its reason is only text).
+        if response.reason == .expiredProviderToken || response.reasonText == APNsReason.expiredProviderToken.rawValue {
+            // Observed at APNs: SETTINGS MAX_CONCURRENT_STREAMS 1 at once, and the streams
+            // already in flight refused.
+            session.submitSettings(Self.advertisedBeforeAuthentication)
+            streamLimitDropped = true
+            refusingInFlight = true
+        } else if streamLimitDropped, response.status == 200 {
+            session.submitSettings(Self.raisedLimit)
+            streamLimitDropped = false
+        }
     }
 
     /// What a fault rule asked for (README, "Faults").

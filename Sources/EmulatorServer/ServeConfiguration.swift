@@ -40,6 +40,8 @@ public struct ServeConfiguration: Sendable {
     public var readyFile: String?
     public var quiet: Bool
     public var maxBackendCalls = 10_000
+    /// How the provider endpoint pushes back under load (`--profile realistic` and its parts).
+    public var load = LoadBehaviour()
     public var strictChecks = false
     public var deviceTLS: Bool
     public var delivery: DeliveryOptions
@@ -134,6 +136,15 @@ extension ServeConfiguration {
                    "app backend calls kept for inspection, and queued at most (beyond, a call is dropped and counted)"),
         OptionSpec("strict-checks", nil,
                    "GET /api/v1/checks answers 409 while a check fails (a push delivered to another account than the one it names)"),
+        OptionSpec("profile", "default|realistic", default: "default",
+                   "realistic: Apple's behaviour under load on (stream-limit drop, latency, per-connection rate, churn limit, 429s, priority-5 batching); see README"),
+        OptionSpec("stream-limit-drop", "on|off", default: "off",
+                   "after ExpiredProviderToken: SETTINGS MAX_CONCURRENT_STREAMS 1 and RST_STREAM REFUSED_STREAM for the streams already sent; back up after a success"),
+        OptionSpec("response-latency", "MS", default: "0", "hold every answer this long (plus --response-jitter)"),
+        OptionSpec("response-jitter", "MS", default: "0", "add up to this much more to each answer's wait, uniformly"),
+        OptionSpec("connection-rate", "N", "at most N answers per second on one provider connection; the rest wait their turn (default: no cap)"),
+        OptionSpec("connection-churn", "N/SECONDS",
+                   "more than N new provider connections within SECONDS are closed on arrival until the window ends (default: off)"),
         OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening"),
         OptionSpec("quiet", nil, "no banner and no per-connection log lines"),
     ]
@@ -168,8 +179,25 @@ extension ServeConfiguration {
         return try ServeConfiguration(options)
     }
 
-    init(_ options: ResolvedOptions) throws(UsageError) {
+    /// `--profile realistic`: Apple's behaviour under load, each part also its own flag. The
+    /// numbers are choices (Apple publishes none); a flag given explicitly wins.
+    static let realisticProfile: [(String, String)] = [
+        ("stream-limit-drop", "on"), ("response-latency", "5"), ("response-jitter", "10"), ("connection-rate", "5000"),
+        ("connection-churn", "100/10"), ("too-many-requests", "100/10"), ("low-priority-delay", "1000"),
+        ("background-budget-per-hour", "3"),
+    ]
+
+    init(_ given: ResolvedOptions) throws(UsageError) {
         let spec = Dictionary(uniqueKeysWithValues: Self.specs.map { ($0.name, $0) })
+        var options = given
+        switch given.string("profile") ?? "default" {
+        case "default": break
+        case "realistic":
+            for (name, value) in Self.realisticProfile where given.source(name) == .defaultValue {
+                options.values[name] = ([value], .defaultValue)
+            }
+        case let other: throw UsageError("\(given.origin(spec["profile"]!)): '\(other)' is not one of default, realistic")
+        }
         func address(_ name: String) throws(UsageError) -> HostPort? {
             guard let text = options.string(name), text != "off" else { return nil }
             do { return try HostPort(parsing: text) } catch {
@@ -274,6 +302,21 @@ extension ServeConfiguration {
         }
         quiet = options.string("quiet") == "true"
         strictChecks = options.string("strict-checks") == "true"
+        switch options.string("stream-limit-drop") ?? "off" {
+        case "on": load.streamLimitDrop = true
+        case "off": load.streamLimitDrop = false
+        case let other: throw UsageError("\(options.origin(spec["stream-limit-drop"]!)): '\(other)' is not on or off")
+        }
+        load.responseLatencyMs = try integer("response-latency", in: 0...60_000) ?? 0
+        load.responseJitterMs = try integer("response-jitter", in: 0...60_000) ?? 0
+        load.answersPerSecondPerConnection = try integer("connection-rate", in: 1...10_000_000)
+        if let text = options.string("connection-churn") {
+            let parts = text.split(separator: "/")
+            guard parts.count == 2, let count = Int(parts[0]), count > 0, let seconds = Double(parts[1]), seconds > 0, seconds <= 86_400 else {
+                throw UsageError("\(options.origin(spec["connection-churn"]!)): '\(text)' is not N/SECONDS (for example 100/10)")
+            }
+            load.connectionChurn = (count, Int64(seconds * 1000))
+        }
         maxBackendCalls = try integer("max-backend-calls", in: 1...1_000_000) ?? 10_000
         deviceTLS = options.string("device-tls") == "true"
         delivery = DeliveryOptions()

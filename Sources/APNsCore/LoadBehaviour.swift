@@ -1,0 +1,64 @@
+/// How the provider endpoint pushes back under load, as Apple's does when a provider pushes
+/// hard (all off by default; `--profile realistic` turns on a preset). See README, "Apple's
+/// behaviour under load".
+public struct LoadBehaviour: Sendable, Equatable {
+    /// After `ExpiredProviderToken`: SETTINGS MAX_CONCURRENT_STREAMS 1 and RST_STREAM
+    /// REFUSED_STREAM for the streams already sent; back to the full limit after a success.
+    public var streamLimitDrop = false
+    /// Every answer waits this long, plus up to `responseJitterMs` more (uniformly).
+    public var responseLatencyMs = 0
+    public var responseJitterMs = 0
+    /// At most this many answers per second on one connection (nil: no cap); the rest queue.
+    public var answersPerSecondPerConnection: Int?
+    /// More than `count` new provider connections within `windowMs` (all peers together) are
+    /// closed on arrival until the window ends.
+    public var connectionChurn: (count: Int, windowMs: Int64)?
+
+    public init() {}
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.streamLimitDrop == b.streamLimitDrop && a.responseLatencyMs == b.responseLatencyMs && a.responseJitterMs == b.responseJitterMs
+            && a.answersPerSecondPerConnection == b.answersPerSecondPerConnection
+            && a.connectionChurn?.count == b.connectionChurn?.count && a.connectionChurn?.windowMs == b.connectionChurn?.windowMs
+    }
+
+    public var delaysAnswers: Bool { responseLatencyMs > 0 || responseJitterMs > 0 || answersPerSecondPerConnection != nil }
+}
+
+/// Paces one connection's answers to a rate: each answer takes the next free slot.
+public struct AnswerPacer: Sendable {
+    public let intervalNanos: UInt64
+    private var nextFreeNanos: UInt64 = 0
+
+    public init(perSecond: Int) { intervalNanos = 1_000_000_000 / UInt64(max(1, perSecond)) }
+
+    /// How long the answer due now must wait (ns).
+    public mutating func delay(nowNanos: UInt64) -> UInt64 {
+        let slot = max(nowNanos, nextFreeNanos)
+        nextFreeNanos = slot + intervalNanos
+        return slot - nowNanos
+    }
+}
+
+/// Counts new connections in fixed windows; over the limit, the rest of the window refuses.
+public struct ChurnLimiter: Sendable {
+    public let limit: Int
+    public let windowMs: Int64
+    private var windowStartMs: Int64?
+    private var admitted = 0
+
+    public init(limit: Int, windowMs: Int64) {
+        self.limit = limit
+        self.windowMs = windowMs
+    }
+
+    public mutating func admit(nowMs: Int64) -> Bool {
+        if windowStartMs.map({ nowMs - $0 >= windowMs }) ?? true {
+            windowStartMs = nowMs
+            admitted = 0
+        }
+        guard admitted < limit else { return false }
+        admitted += 1
+        return true
+    }
+}
