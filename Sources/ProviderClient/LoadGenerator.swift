@@ -25,6 +25,12 @@ public final class LoadGenerator: Sendable {
         public var completed: Int
         /// Finished without a 200.
         public var failed: Int
+
+        public init(elapsedSeconds: Double, completed: Int, failed: Int) {
+            self.elapsedSeconds = elapsedSeconds
+            self.completed = completed
+            self.failed = failed
+        }
     }
 
     public struct Report: Sendable {
