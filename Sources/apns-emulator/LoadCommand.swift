@@ -46,7 +46,7 @@ private enum LoadCLI {
     ]
 
     static let summary = """
-        apns-emulator load [options]: sends pushes like a provider under load: --connections HTTP/2 \
+        Sends pushes like a provider under load: --connections HTTP/2 \
         connections (one thread each), each keeping --streams requests in flight, until --requests were \
         sent or --duration passed; then prints throughput, answers by status and reason, push types and \
         latency percentiles (submit to complete answer). A connection the server ends (GOAWAY, close) is \
@@ -99,7 +99,7 @@ private enum LoadCLI {
         let description = LoadDescription(
             target: prepared.connection.address.description, tls: prepared.connection.tls, environment: settings.environment.rawValue,
             tokens: prepared.tokens.count, tokenSource: settings.devices == nil ? "from the emulator" : "created", keySpec: prepared.keySpec,
-            plan: plan, requests: plan.maxRequests, duration: settings.duration)
+            plan: plan, requests: settings.requests ?? (settings.duration == nil ? defaultRequests : nil), duration: settings.duration)
 
         if !settings.json { emit(description.header) }
         signal(SIGINT) { _ in
