@@ -39,7 +39,8 @@ public final class LoadGenerator: Sendable {
         public var durationSeconds: Double
         /// Finished requests a second.
         public var throughput: Double { durationSeconds > 0 ? Double(stats.outcomes.values.reduce(0, +)) / durationSeconds : 0 }
-        /// Why it stopped: the request count, the duration, or `stop()`.
+        /// Why it stopped: "requests" (all sent), "duration", "interrupt" (`stop()`), or
+        /// "unreachable" (no connection could be opened again for `plan.reconnectGiveUp`).
         public var stoppedBy: String
     }
 
@@ -68,10 +69,12 @@ public final class LoadGenerator: Sendable {
             thread.start()
         }
         while group.wait(timeout: .now() + tick) == .timedOut { onTick(progress) }
-        let end = Monotonic.nowNanoseconds()
+        // Up to the last answer: time spent retrying a server that is gone is not throughput.
+        let end = workers.map(\.lastFinished).max().flatMap { $0 > 0 ? $0 : nil } ?? Monotonic.nowNanoseconds()
         var stats = LoadStats()
         for worker in workers { stats.merge(worker.stats) }
-        return Report(stats: stats, durationSeconds: Double(end - shared.startNanoseconds) / 1e9, stoppedBy: shared.stopReason)
+        let stoppedBy = workers.allSatisfy(\.gaveUp) ? "unreachable" : shared.stopReason
+        return Report(stats: stats, durationSeconds: Double(end - shared.startNanoseconds) / 1e9, stoppedBy: stoppedBy)
     }
 
     /// Stops sending; requests in flight are still waited for (up to `plan.drainTimeout`).
@@ -118,7 +121,7 @@ final class LoadRunState: Sendable {
     var isStopped: Bool { stopped.load(ordering: .relaxed) }
 
     var stopReason: String {
-        if isStopped { return "stopped" }
+        if isStopped { return "interrupt" }
         return nextRequest.load(ordering: .relaxed) >= plan.maxRequests ? "requests" : "duration"
     }
 

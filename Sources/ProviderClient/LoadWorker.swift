@@ -11,6 +11,10 @@ final class LoadWorker: @unchecked Sendable {
     private let shared: LoadRunState
     private var plan: LoadPlan { shared.plan }
     private(set) var stats = LoadStats()
+    /// The server could not be reached again for `plan.reconnectGiveUp` seconds.
+    private(set) var gaveUp = false
+    /// When the last request ended (monotonic nanoseconds; 0: none did).
+    private(set) var lastFinished: UInt64 = 0
 
     private var connection: HTTP2ClientConnection?
     /// The current connection got a GOAWAY: no new streams on it; replaced once its own end.
@@ -112,6 +116,7 @@ final class LoadWorker: @unchecked Sendable {
                     // A server gone for good ends this connection's part of the run.
                     if now - since > UInt64(plan.reconnectGiveUp * 1e9) {
                         sending = false
+                        gaveUp = true
                         continue
                     }
                     reconnectDelay = min(max(reconnectDelay * 2, 50 * Self.millisecond), 2 * Self.second)
@@ -214,6 +219,7 @@ final class LoadWorker: @unchecked Sendable {
 
     private func reportProgress() {
         guard completedSinceReport > 0 else { return }
+        lastFinished = Monotonic.nowNanoseconds()
         shared.addProgress(completed: completedSinceReport, failed: failedSinceReport)
         completedSinceReport = 0
         failedSinceReport = 0

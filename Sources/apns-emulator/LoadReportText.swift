@@ -40,8 +40,10 @@ struct LoadDescription {
     func summary(_ report: LoadGenerator.Report) -> String {
         let stats = report.stats
         let finished = stats.outcomes.values.reduce(0, +)
-        var lines = [String(format: "requests     %@ in %.2f s: %@ req/s (stopped by %@)", grouped(finished), report.durationSeconds,
-                            grouped(report.throughput), report.stoppedBy)]
+        let ending = ["requests": "all sent", "duration": "duration reached", "interrupt": "interrupted",
+                      "unreachable": "the server could not be reached again"][report.stoppedBy] ?? report.stoppedBy
+        var lines = [String(format: "requests     %@ in %.2f s: %@ req/s (%@)", grouped(finished), report.durationSeconds,
+                            grouped(report.throughput), ending)]
         let outcomes = stats.outcomes.sorted { $0.key < $1.key }
         for (i, (outcome, count)) in outcomes.enumerated() {
             lines.append((i == 0 ? "answers      " : "             ") + "\(outcome): \(grouped(count))")

@@ -70,7 +70,7 @@ struct LoadCommandTests {
         let result = try load(emulator, ["--duration", "0.5", "--rate", "100", "--devices", "2", "--connections", "1"])
         #expect(result.status == 0, "\(result.err)")
         #expect(result.out.contains("target       https://\(try emulator.address("sandbox"))"), "\(result.out)")
-        #expect(result.out.contains("(stopped by duration)"))
+        #expect(result.out.contains("(duration reached)"), "\(result.out)")
         #expect(result.out.contains("answers      200: "))
         #expect(result.out.contains("latency ms   p50 "))
         #expect(result.err.contains("no POST /api/v1/devices/batch") || !result.err.contains("note"))
