@@ -25,11 +25,14 @@ public final class LoadGenerator: Sendable {
         public var completed: Int
         /// Finished without a 200.
         public var failed: Int
+        /// Connections that could not be opened again (the server gone, or refusing churn).
+        public var connectFailures: Int
 
-        public init(elapsedSeconds: Double, completed: Int, failed: Int) {
+        public init(elapsedSeconds: Double, completed: Int, failed: Int, connectFailures: Int = 0) {
             self.elapsedSeconds = elapsedSeconds
             self.completed = completed
             self.failed = failed
+            self.connectFailures = connectFailures
         }
     }
 
@@ -82,7 +85,8 @@ public final class LoadGenerator: Sendable {
 
     public var progress: Progress {
         Progress(elapsedSeconds: Double(Monotonic.nowNanoseconds() - shared.startNanoseconds) / 1e9,
-                 completed: shared.completed.load(ordering: .relaxed), failed: shared.failed.load(ordering: .relaxed))
+                 completed: shared.completed.load(ordering: .relaxed), failed: shared.failed.load(ordering: .relaxed),
+                 connectFailures: shared.connectFailures.load(ordering: .relaxed))
     }
 }
 
@@ -98,6 +102,7 @@ final class LoadRunState: Sendable {
     private let start = Atomic<UInt64>(0)
     let completed = Atomic<Int>(0)
     let failed = Atomic<Int>(0)
+    let connectFailures = Atomic<Int>(0)
 
     init(plan: LoadPlan) {
         self.plan = plan

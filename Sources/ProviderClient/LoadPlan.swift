@@ -27,8 +27,9 @@ public struct LoadPlan: Sendable {
     public var requestTimeout: Double = 30
     /// How long to wait for answers in flight once the run stops sending.
     public var drainTimeout: Double = 10
-    /// A connection that cannot be opened again for this long stops its part of the run.
-    public var reconnectGiveUp: Double = 10
+    /// A connection that cannot be opened again for this long stops its part of the run:
+    /// longer than the churn windows servers close new connections in.
+    public var reconnectGiveUp: Double = 30
     /// When to sign a new provider token. Apple accepts one for an hour and refuses a new
     /// one on a connection within 20 minutes of the previous (TooManyProviderTokenUpdates).
     public var providerTokenRefresh: Double = 40 * 60

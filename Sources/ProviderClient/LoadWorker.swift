@@ -110,6 +110,7 @@ final class LoadWorker: @unchecked Sendable {
                     reconnectDelay = 0
                 } catch {
                     stats.connectFailures += 1
+                    shared.connectFailures.wrappingAdd(1, ordering: .relaxed)
                     stats.note(connectionError: error.description)
                     let since = reconnectFailingSince ?? now
                     reconnectFailingSince = since

@@ -33,8 +33,9 @@ struct LoadDescription {
     static func progress(_ now: LoadGenerator.Progress, since last: LoadGenerator.Progress) -> String {
         let interval = max(now.elapsedSeconds - last.elapsedSeconds, 0.001)
         let rate = Double(now.completed - last.completed) / interval
-        return String(format: "%6.1f s  %@ req/s  %@ done  %@ not 200", now.elapsedSeconds, grouped(rate), grouped(now.completed),
-                      grouped(now.failed))
+        let line = String(format: "%6.1f s  %@ req/s  %@ done  %@ not 200", now.elapsedSeconds, grouped(rate), grouped(now.completed),
+                          grouped(now.failed))
+        return now.connectFailures > 0 ? line + "  \(grouped(now.connectFailures)) failed connects" : line
     }
 
     func summary(_ report: LoadGenerator.Report) -> String {
