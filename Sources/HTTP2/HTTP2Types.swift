@@ -65,6 +65,9 @@ public enum HTTP2ErrorCode {
     public static let enhanceYourCalm: UInt32 = 0xb
     public static let inadequateSecurity: UInt32 = 0xc
     public static let http11Required: UInt32 = 0xd
+
+    /// The RFC 9113 name of a code ("REFUSED_STREAM"), or its hex value when unknown.
+    public static func name(_ code: UInt32) -> String { errorCodeName(code) }
 }
 
 /// An error reported by nghttp2. `code` is an nghttp2 library error code (negative,

@@ -184,6 +184,25 @@ public final class HTTP2ClientConnection {
     /// Takes a finished response, if it has arrived.
     public func response(for stream: Int32) -> HTTP2Response? { finished.removeValue(forKey: stream) }
 
+    /// Takes every finished response, for callers that keep many streams in flight.
+    public func takeFinishedResponses() -> [HTTP2Response] {
+        guard !finished.isEmpty else { return [] }
+        let responses = Array(finished.values)
+        finished.removeAll(keepingCapacity: true)
+        return responses
+    }
+
+    /// One round without a goal: writes what is queued, waits up to `waitMilliseconds` for the
+    /// peer, reads what came. A caller with its own schedule (a load generator pacing its
+    /// requests) loops on this instead of `pump`, which throws when its time runs out.
+    public func pumpOnce(waitMilliseconds: Int32) throws(ClientError) {
+        guard !isClosed else { return }
+        session.drainOutput(into: &output)
+        try flush()
+        collect()
+        try waitAndRead(waitMilliseconds: waitMilliseconds)
+    }
+
     /// Runs the connection until `done` is true, the peer closes, or the time runs out.
     /// Returns normally when the peer closed, so callers can inspect a GOAWAY.
     public func pump(timeoutMilliseconds: Int64, until done: () -> Bool) throws(ClientError) {
@@ -196,17 +215,23 @@ public final class HTTP2ClientConnection {
             if done() { return }
             let remaining = deadline - Monotonic.nowMilliseconds()
             if remaining <= 0 { throw ClientError("timed out after \(timeoutMilliseconds) ms") }
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN) | (outputOffset < output.count ? Int16(POLLOUT) : 0), revents: 0)
-            if tls?.hasBufferedReadData != true {
-                _ = poll(&pfd, 1, Int32(clamping: min(remaining, 100)))
-            }
-            if !(try readAvailable()) {
-                collect()
-                close()
-                return
-            }
-            collect()
+            try waitAndRead(waitMilliseconds: Int32(clamping: min(remaining, 100)))
         }
+    }
+
+    /// Waits for input (or for room to write what is pending), reads it, and closes when the
+    /// peer has closed.
+    private func waitAndRead(waitMilliseconds: Int32) throws(ClientError) {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN) | (outputOffset < output.count ? Int16(POLLOUT) : 0), revents: 0)
+        if tls?.hasBufferedReadData != true {
+            _ = poll(&pfd, 1, waitMilliseconds)
+        }
+        if !(try readAvailable()) {
+            collect()
+            close()
+            return
+        }
+        collect()
     }
 
     private func collect() {

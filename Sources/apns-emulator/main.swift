@@ -7,7 +7,7 @@ import Networking
 import OpenSSLCrypto
 import ProviderClient
 
-/// `apns-emulator [serve|send|device|scenario|jwt|readyz|certs|help|version] [options]`
+/// `apns-emulator [serve|send|device|scenario|load|jwt|readyz|certs|help|version] [options]`
 let arguments = Array(CommandLine.arguments.dropFirst())
 
 // A parent may start us with signals blocked (Foundation's Process inherits the spawning
@@ -28,6 +28,7 @@ let commands: [(name: String, summary: String)] = [
     ("serve", "run the emulator (the default command)"),
     ("send", "send one push over HTTP/2, like a provider, and print the answer"),
     ("device", "run one simulated device (JSON events on stdout, commands on stdin)"),
+    ("load", "load an emulator like providers do: N connections × M streams, then throughput and latency"),
     ("scenario", "run a scenario file: devices, accounts, pushes, waits and checks (docs/scenarios.md)"),
     ("jwt", "print a provider token (JWT) signed with a .p8 key"),
     ("readyz", "exit 0 when an emulator's admin API says it is ready (for health checks)"),
@@ -61,6 +62,7 @@ case "serve": runServe(rest)
 case "send": runSend(rest)
 case "device": runDevice(rest)
 case "scenario": runScenario(rest)
+case "load": runLoad(rest)
 case "bench-latency": runLatencyBenchmark(rest)
 case "jwt": runJWT(rest)
 case "readyz": runReadyz(rest)

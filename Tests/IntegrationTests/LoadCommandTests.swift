@@ -1,0 +1,123 @@
+import APNsCore
+import Foundation
+import Testing
+
+/// `apns-emulator load`, the real binary against an emulator in the test process.
+@Suite("load command")
+struct LoadCommandTests {
+    func load(_ emulator: EmulatorProcess, _ arguments: [String], key: Bool = true) throws -> (status: Int32, out: String, err: String) {
+        var all = ["load", "--admin", try emulator.address("admin").description, "--bundle", EmulatorProcess.bundleID]
+        if key { all += ["--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)"] }
+        return try run(EmulatorProcess.binary, all + arguments, timeout: 30)
+    }
+
+    func summary(_ result: (status: Int32, out: String, err: String)) throws -> JSONValue {
+        #expect(result.status == 0, "\(result.err)")
+        return try JSONValue.parse(Array(result.out.utf8))
+    }
+
+    /// `apns_emulator_notifications_total` summed over the samples whose labels include `label`.
+    func notifications(_ emulator: EmulatorProcess, _ label: String) throws -> Int {
+        let text = try emulator.admin("GET", "/metrics").raw
+        return text.split(separator: "\n")
+            .filter { $0.hasPrefix("apns_emulator_notifications_total{") && $0.contains(label) }
+            .reduce(0) { $0 + Int(Double($1.split(separator: " ").last ?? "") ?? 0) }
+    }
+
+    @Test func sendsTheRequestedCountInTheExactMixAndReportsOrderedPercentiles() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        // No --key: the emulator lists the harness key, whose .p8 is readable here.
+        let json = try summary(try load(emulator, ["--connections", "2", "--streams", "20", "--requests", "2000",
+                                                   "--devices", "10", "--mix", "alert=75,background=25", "--json", "--quiet"],
+                                        key: false))
+        #expect(json["requests"]?.intValue == 2000)
+        #expect(json["succeeded"]?.intValue == 2000)
+        #expect(json["statuses"] == ["200": 2000])
+        #expect(json["pushTypes"] == ["alert": 1500, "background": 500])
+        #expect(json["tokens"]?.intValue == 10)
+        #expect(json["stoppedBy"]?.stringValue == "requests")
+        #expect(json["reconnects"]?.intValue == 0 && json["goAways"]?.intValue == 0)
+        let latency = try #require(json["latencyMs"])
+        let ordered = ["min", "p50", "p90", "p99", "p99.9", "max"].compactMap { latency[$0]?.numberValue }
+        #expect(ordered.count == 6 && ordered == ordered.sorted() && ordered[5] > 0, "\(latency)")
+        #expect(latency["samples"]?.intValue == 2000)
+        #expect((json["throughput"]?.numberValue ?? 0) > 0)
+
+        #expect(try notifications(emulator, #"status="200""#) == 2000)
+        #expect(try notifications(emulator, #"push_type="alert""#) == 1500)
+        #expect(try notifications(emulator, #"push_type="background""#) == 500)
+        let background = try #require(emulator.notifications(limit: 4).first { $0["pushType"]?.stringValue == "background" })
+        #expect(background["priority"]?.intValue == 5 || background["priority"]?.stringValue == "5")
+    }
+
+    @Test func aPacedRunOverH2CEndsAndReportsItsRate() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"], inProcess: true)
+        for _ in 0..<3 { _ = try emulator.createDevice() }
+        let json = try summary(try load(emulator, ["--h2c", "--tokens-from-emulator", "--rate", "200", "--requests", "100",
+                                                   "--connections", "2", "--payload-bytes", "600", "--json", "--quiet"]))
+        #expect(json["rate"]?.numberValue == 200)
+        #expect(json["tls"] == false)
+        #expect(json["tokens"]?.intValue == 3 && json["tokenSource"]?.stringValue == "from the emulator")
+        #expect(json["succeeded"]?.intValue == 100)
+        #expect(json["payloadBytes"]?["alert"]?.intValue == 600)
+        // 100 requests at 200/s, of which a tenth of a second's worth may go at once: at least 0.4 s.
+        let seconds = json["durationSeconds"]?.numberValue ?? 0
+        #expect(seconds >= 0.35 && seconds < 20, "\(seconds)")
+    }
+
+    @Test func aDurationStopsTheRunAndTheTextSummaryNamesEveryAnswer() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let result = try load(emulator, ["--duration", "0.5", "--rate", "100", "--devices", "2", "--connections", "1"])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out.contains("target       https://\(try emulator.address("sandbox"))"), "\(result.out)")
+        #expect(result.out.contains("(duration reached)"), "\(result.out)")
+        #expect(result.out.contains("answers      200: "))
+        #expect(result.out.contains("latency ms   p50 "))
+        // The devices came from one batch call, not one call each.
+        #expect(!result.err.contains("one call each"), "\(result.err)")
+        #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.count == 2)
+    }
+
+    @Test func aConnectionEndedByGoAwayIsOpenedAgainAndTheRunGoesOn() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let rule: JSONValue = ["action": ["goAway": ["errorCode": 0]], "after": 300, "times": 1]
+        #expect(try emulator.admin("POST", "/api/v1/faults", body: rule).status == 201)
+        let json = try summary(try load(emulator, ["--connections", "2", "--streams", "10", "--requests", "1000", "--devices", "5",
+                                                   "--json", "--quiet"]))
+        #expect(json["requests"]?.intValue == 1000)
+        #expect(json["goAways"]?.intValue == 1)
+        #expect((json["reconnects"]?.intValue ?? 0) >= 1)
+        #expect((json["succeeded"]?.intValue ?? 0) >= 1000 - 10, "\(json)")
+    }
+
+    @Test(arguments: [
+        (["--connections", "0"], "--connections must be a whole number from 1 to 1,000"),
+        (["--streams", "many"], "--streams must be a whole number"),
+        (["--requests", "20000000"], "--requests must be a whole number from 1 to 10,000,000"),
+        (["--duration", "7200"], "--duration must be a number above 0 and up to 3,600"),
+        (["--mix", "alert=80,voip=20"], "'voip' is not a push type it can send"),
+        (["--mix", "alert=x"], "the weight of alert must be a whole number"),
+        (["--environment", "staging"], "--environment must be sandbox or production"),
+        (["--devices", "5", "--tokens-from-emulator"], "choose one of --devices and --tokens-from-emulator"),
+        (["--payload-bytes", "5000"], "--payload-bytes must be a whole number from 0 to 4,096"),
+        (["--key", "nonsense"], "is not TEAMID:KEYID:PATH"),
+        (["--requestz", "5"], "unknown option --requestz"),
+    ])
+    func badFlagsExitTwoWithAMessage(_ arguments: [String], _ message: String) throws {
+        // Usage is checked before the emulator is asked anything: no emulator is needed.
+        let result = try run(EmulatorProcess.binary, ["load", "--admin", "127.0.0.1:1"] + arguments)
+        #expect(result.status == 2, "\(result.err)")
+        #expect(result.err.contains(message), "\(result.err)")
+    }
+
+    @Test func noTokensOrNoEmulatorExitsOne() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let none = try load(emulator, ["--tokens-from-emulator"])
+        #expect(none.status == 1)
+        #expect(none.err.contains("the emulator has no active tokens for \(EmulatorProcess.bundleID) (sandbox)"), "\(none.err)")
+        let unreachable = try run(EmulatorProcess.binary, ["load", "--admin", "127.0.0.1:1", "--key", "T:K:\(emulator.keyPath)"])
+        #expect(unreachable.status == 1)
+        #expect(unreachable.err.contains("cannot reach the admin API at 127.0.0.1:1"), "\(unreachable.err)")
+        #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.isEmpty == true)
+    }
+}
