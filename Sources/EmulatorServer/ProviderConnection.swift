@@ -41,8 +41,10 @@ final class ProviderConnection: ConnectionHandler {
     /// `--stream-limit-drop`: the limit is down to 1 after ExpiredProviderToken until a success.
     private var streamLimitDropped = false
     /// Requests of the same read as an ExpiredProviderToken were in flight when the limit
-    /// dropped: they are refused (RST_STREAM REFUSED_STREAM).
+    /// dropped: they are refused (RST_STREAM REFUSED_STREAM). Only while a read is handled:
+    /// an answer held back (latency, a fault delay) does not refuse what the next read brings.
     private var refusingInFlight = false
+    private var handlingRead = false
     /// `--connection-rate`.
     private lazy var pacer: AnswerPacer? = server.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
 
@@ -153,6 +155,7 @@ final class ProviderConnection: ConnectionHandler {
             connection.closeAfterFlush()
             return
         }
+        handlingRead = true
         session.consumeEvents { event in
             switch event {
             case .request(let request): handle(request)
@@ -160,6 +163,7 @@ final class ProviderConnection: ConnectionHandler {
             default: break
             }
         }
+        handlingRead = false
         refusingInFlight = false
         flushSession()
         if !session.wantsRead && !session.wantsWrite { connection.closeAfterFlush() }
@@ -311,7 +315,7 @@ final class ProviderConnection: ConnectionHandler {
             // already in flight refused.
             session.submitSettings(Self.advertisedBeforeAuthentication)
             streamLimitDropped = true
-            refusingInFlight = true
+            refusingInFlight = handlingRead
         } else if streamLimitDropped, response.status == 200 {
             session.submitSettings(Self.raisedLimit)
             streamLimitDropped = false
