@@ -8,7 +8,7 @@
   const FILTERS = ['token', 'topic', 'pushType', 'status', 'reason', 'environment', 'outcome', 'deviceId'];
   const AUTHORIZATIONS = ['notDetermined', 'denied', 'authorized', 'provisional', 'ephemeral'];
   const APP_STATES = ['foreground', 'background', 'suspended', 'notRunning', 'terminated'];
-  const TABS = ['timeline', 'devices', 'faults', 'backend'];
+  const TABS = ['timeline', 'devices', 'faults', 'backend', 'load'];
   const MAX_CALLS = 5000; // backend calls kept in the page
   const MAX_CALL_ROWS = 1000; // and shown
 
@@ -280,6 +280,7 @@
     const tr = buildRow(r);
     tr.hidden = !matchesClient(r);
     const existing = state.rows.get(r.sequence);
+    state.rows.set(r.sequence, tr);
     if (existing) {
       if (existing.classList.contains('selected')) tr.classList.add('selected');
       existing.replaceWith(tr);
@@ -289,14 +290,14 @@
       while (before && Number(before.dataset.seq) > r.sequence) before = before.nextElementSibling;
       body.insertBefore(tr, before);
       if (live) tr.classList.add('fresh');
-      trim();
+      trim(); // counts the new row (which goes again at once if it is the oldest)
     }
-    state.rows.set(r.sequence, tr);
     if (state.selected === r.sequence) renderDetail();
   }
 
   function trim() {
-    while (state.rows.size > MAX_ROWS) {
+    const limit = rowLimit();
+    while (state.rows.size > limit) {
       const last = $('#rows').lastElementChild;
       const seq = Number(last.dataset.seq);
       last.remove();
@@ -321,7 +322,8 @@
 
   function updateCounts() {
     const shown = visibleRows().length;
-    $('#shown').textContent = `${shown} shown${shown !== state.records.size ? ` of ${state.records.size} loaded` : ''}`;
+    $('#shown').textContent = `${shown} shown${shown !== state.records.size ? ` of ${state.records.size} loaded` : ''}`
+      + (busy && state.tab === 'timeline' ? ` · under load: the newest ${BUSY_ROWS}, once a second` : '');
     const empty = $('#empty');
     empty.replaceChildren();
     empty.hidden = shown > 0;
@@ -389,6 +391,7 @@
     es.addEventListener('notification', (ev) => {
       let r;
       try { r = JSON.parse(ev.data); } catch { return; }
+      countRequest(r);
       if (loading) buffered.push(r);
       else enqueue(r);
     });
@@ -398,6 +401,7 @@
       if (c && c.id != null) enqueueCall(c);
     });
     es.addEventListener('reset', () => {
+      loadReset();
       queue.clear(); clearRecords(); $('#count-notifications').textContent = 0; updateCounts();
       callQueue.clear(); state.calls.clear(); state.expandedCalls.clear(); state.callsJSON = null; renderCalls();
       refreshSide(); refreshChecks();
@@ -415,29 +419,64 @@
     });
   }
 
-  // Events are applied in batches, so a load test pushing thousands per second cannot swamp the page.
+  // Events are applied in batches, so a load test pushing thousands per second cannot swamp the page:
+  // every 30 ms while the timeline is shown, every second while another tab is. While events pour in
+  // (more than BUSY a second), a shown timeline keeps only the newest BUSY_ROWS rows, without the
+  // fresh-row highlight, and a hidden one builds no rows: the newest MAX_ROWS records wait for the
+  // timeline to be shown or the stream to calm down. At most CHUNK rows are built in one go.
   const queue = new Map();
-  let flushTimer = null, infoTimer = null;
+  let flushTimer = null, infoTimer = null, arrived = 0, busy = false, lastFlushAt = 0;
+  const pendingFlags = { added: false, side: false, cross: false };
+  const BUSY = 400; // records per second: more is a load
+  const CHUNK = 400; // rows built in one go; the rest right after, so the page can breathe
+  const BUSY_ROWS = 200; // rows kept while the timeline is shown under load: laying out more costs too much
+  const rowLimit = () => (busy && state.tab === 'timeline' ? BUSY_ROWS : MAX_ROWS);
   function enqueue(r) {
+    const old = state.records.get(r.sequence) || queue.get(r.sequence);
+    if (!old) pendingFlags.added = true;
+    if (r.fault || r.status === 410) pendingFlags.side = true;
+    if (r.crossAccount && !(old || {}).crossAccount) pendingFlags.cross = true;
     queue.set(r.sequence, r);
-    if (!flushTimer) flushTimer = setTimeout(flush, 30);
+    arrived++;
+    if (!flushTimer) flushTimer = setTimeout(flush, state.tab !== 'timeline' || busy ? 1000 : 30);
+  }
+  /** Keeps the newest MAX_ROWS queued records: older ones would leave the table as soon as the newer ones enter it. */
+  function trimQueue() {
+    if (queue.size <= MAX_ROWS * 1.5) return;
+    const keep = [...queue.keys()].sort((a, b) => b - a)[MAX_ROWS - 1];
+    for (const seq of queue.keys()) if (seq < keep) queue.delete(seq);
   }
   function flush() {
+    clearTimeout(flushTimer);
     flushTimer = null;
-    let batch = [...queue.values()].sort((a, b) => a.sequence - b.sequence);
-    queue.clear();
-    if (batch.length > MAX_ROWS) batch = batch.slice(-MAX_ROWS);
-    let added = 0, side = false, cross = false;
-    for (const r of batch) {
-      if (!state.records.has(r.sequence)) added++;
-      if (r.fault || r.status === 410) side = true;
-      if (r.crossAccount && !(state.records.get(r.sequence) || {}).crossAccount) cross = true;
-      upsert(r, { live: true });
-    }
+    const { added, side, cross } = pendingFlags;
+    pendingFlags.added = pendingFlags.side = pendingFlags.cross = false;
     if (added && !infoTimer) infoTimer = setTimeout(() => { infoTimer = null; refreshInfo(); }, 500);
-    updateCounts();
     if (side) scheduleSide();
     if (cross) scheduleChecks();
+    const now = performance.now(), elapsed = now - lastFlushAt;
+    if (elapsed >= 25) { // not for the rest of a batch that is applied in chunks
+      busy = (arrived * 1000) / elapsed > BUSY;
+      arrived = 0;
+      lastFlushAt = now;
+    }
+    if (state.tab !== 'timeline' && busy) {
+      trimQueue();
+      flushTimer = setTimeout(flush, 1000);
+      return;
+    }
+    let batch = [...queue.values()].sort((a, b) => a.sequence - b.sequence);
+    queue.clear();
+    if (batch.length > rowLimit()) batch = batch.slice(-rowLimit());
+    if (batch.length > CHUNK) {
+      for (const r of batch.slice(CHUNK)) queue.set(r.sequence, r);
+      batch = batch.slice(0, CHUNK);
+      flushTimer = setTimeout(flush, 0);
+    }
+    const live = batch.length <= 50;
+    for (const r of batch) upsert(r, { live });
+    updateCounts();
+    if (busy && !flushTimer) flushTimer = setTimeout(flush, 1000); // to notice the end of the load
   }
 
   /** (Re)loads the newest 200 matching records; events that arrive meanwhile are merged after. */
@@ -467,6 +506,7 @@
       fragment.append(tr);
     }
     body.replaceChildren(fragment);
+    noteHistory(data.notifications);
     loading = false;
     for (const r of buffered) upsert(r, { live: true, careful: true });
     if (buffered.some((r) => r.crossAccount)) scheduleChecks();
@@ -1315,6 +1355,401 @@
     if (created) { toast(`Device ${created.deviceId}: token ${shortToken(created.token)}`); f.deviceId.value = ''; }
   }
 
+  // ---------------------------------------------------------------- load
+
+  // Requests are counted from the event stream (a record's first event) into per-second buckets
+  // by when the emulator received them; the last WINDOW seconds are kept. The gauges and the
+  // run's summary come from GET /api/v1/stats, request latency from the /metrics histogram,
+  // polled once a second while the tab is shown. Everything is drawn once a second, never per event.
+  const WINDOW = 120; // seconds of history in the charts
+  const IDLE_GAP_MS = 5000; // a request after this long without any starts a new run
+  const SVGNS = 'http://www.w3.org/2000/svg';
+  const LT = {
+    buckets: new Map(), // second (browser clock) -> {total, errors, reasons: Map reason -> count, or null}
+    seen: new Set(), seenFloor: 0, maxSeq: 0, // record sequences already counted (sequences at or below the floor count as seen)
+    lastReceivedMs: 0, // the newest request seen, emulator clock
+    runSinceMs: null, runBy: 'page', // null: everything the journal keeps
+    offsetMs: 0, // emulator clock minus browser clock, from the last stats answer
+    stats: null, statsAt: 0,
+    samples: [], // {t, provider, devices, pending}: gauges, one per poll
+    latency: [], // {t, count, p50, p90, p99}: request duration over each poll's interval (bucket bounds, seconds)
+    delivery: null, // {count, p50, p99}: the delivery-latency histogram over the last poll's interval
+    prevDuration: null, prevDelivery: null, // cumulative buckets at the previous poll
+    polling: false, peakProvider: 0, peakBacklog: 0,
+    nextStatsAt: 0, // the stats walk the run's records: a slow answer spaces the polls out
+  };
+  const fmtInt = (n) => Number(n).toLocaleString('en-US');
+  function fmtNum(v) {
+    if (v >= 1e6) return `${+(v / 1e6).toFixed(1)}M`;
+    if (v >= 1e4) return `${+(v / 1e3).toFixed(1)}k`;
+    return String(+v.toFixed(v < 10 ? 2 : 0));
+  }
+  const fmtSeconds = (s) => (s >= 1 ? `${+s.toFixed(2)} s` : `${+(s * 1000).toPrecision(3)} ms`);
+  const fmtMs = (ms) => (ms == null ? '—' : ms < 1000 ? `${ms} ms` : ms < 60000 ? `${(ms / 1000).toFixed(1)} s` : fmtDuration(ms / 1000));
+  const reasonKey = (r) => r.reason || (r.status === 0 ? 'stream reset (no status)' : `HTTP ${r.status}`);
+
+  /** Counts a record the first time the event stream brings it (later events are changes to it). */
+  function countRequest(r) {
+    const seq = r && r.sequence;
+    if (typeof seq !== 'number' || seq <= LT.seenFloor || LT.seen.has(seq)) return;
+    LT.seen.add(seq);
+    if (seq > LT.maxSeq) LT.maxSeq = seq;
+    const received = Number(r.receivedAtMs) || Date.now() + LT.offsetMs;
+    // After a pause, a new run; unless one was just started (the button, a reset) and this is its first request.
+    const fresh = LT.runSinceMs != null && LT.lastReceivedMs < LT.runSinceMs;
+    if (received > LT.lastReceivedMs + IDLE_GAP_MS && !fresh) newRun(received, 'gap');
+    if (received > LT.lastReceivedMs) LT.lastReceivedMs = received;
+    const second = Math.floor((received - LT.offsetMs) / 1000);
+    if (second <= Math.floor(Date.now() / 1000) - WINDOW) return;
+    let b = LT.buckets.get(second);
+    if (!b) LT.buckets.set(second, b = { total: 0, errors: 0, reasons: null });
+    b.total++;
+    if (r.status !== 200) {
+      b.errors++;
+      const key = reasonKey(r);
+      if (!b.reasons) b.reasons = new Map();
+      b.reasons.set(key, (b.reasons.get(key) || 0) + 1);
+    }
+  }
+
+  /** Records loaded as history are not new requests, and tell when the last one came. */
+  function noteHistory(records) {
+    for (const r of records) {
+      if (typeof r.sequence === 'number') LT.seen.add(r.sequence);
+      if (r.receivedAtMs > LT.lastReceivedMs) LT.lastReceivedMs = r.receivedAtMs;
+    }
+  }
+
+  function newRun(sinceMs, by) {
+    LT.runSinceMs = sinceMs;
+    LT.runBy = by;
+    LT.stats = null;
+    LT.nextStatsAt = 0;
+    if (state.tab === 'load') { renderRun(); pollLoad(); }
+  }
+
+  function loadReset() {
+    LT.seen.clear();
+    LT.seenFloor = LT.maxSeq = LT.lastReceivedMs = 0;
+    LT.peakProvider = LT.peakBacklog = 0;
+    LT.prevDuration = LT.prevDelivery = null;
+    newRun(Date.now() + LT.offsetMs, 'reset');
+  }
+
+  async function apiText(path) {
+    for (;;) {
+      const res = await fetch(path, { headers: adminToken ? { Authorization: `Bearer ${adminToken}` } : {} });
+      if (res.status === 401) { await askForToken(adminToken ? 'That token was not accepted.' : ''); continue; }
+      if (!res.ok) throw new Error(`GET ${path}: HTTP ${res.status}`);
+      return res.text();
+    }
+  }
+
+  /** A Prometheus histogram's cumulative buckets [{le, count}], summed over label sets, by bound. */
+  function histogram(text, name) {
+    const byBound = new Map();
+    const prefix = `${name}_bucket{`;
+    for (const line of text.split('\n')) {
+      if (!line.startsWith(prefix)) continue;
+      const m = /le="([^"]+)"[^}]*\}\s+(\S+)/.exec(line);
+      if (!m) continue;
+      const le = m[1] === '+Inf' ? Infinity : Number(m[1]);
+      byBound.set(le, (byBound.get(le) || 0) + Number(m[2]));
+    }
+    return [...byBound].map(([le, count]) => ({ le, count })).sort((a, b) => a.le - b.le);
+  }
+  /** The buckets filled since `prev` (all of them when the counters were reset meanwhile). */
+  function histogramDelta(cur, prev) {
+    if (!prev || prev.length !== cur.length || !cur.length || cur[cur.length - 1].count < prev[prev.length - 1].count) return cur;
+    return cur.map((b, i) => ({ le: b.le, count: b.count - prev[i].count }));
+  }
+  /** The upper bound of the bucket that holds quantile q, or null without observations. */
+  function quantileBound(buckets, q) {
+    const total = buckets.length ? buckets[buckets.length - 1].count : 0;
+    if (!total) return null;
+    for (const b of buckets) if (b.count >= q * total) return b.le;
+    return Infinity;
+  }
+  function fmtBound(le, buckets) {
+    if (le == null) return '—';
+    if (le === Infinity) {
+      const finite = (buckets || []).filter((b) => b.le !== Infinity);
+      return finite.length ? `> ${fmtSeconds(finite[finite.length - 1].le)}` : '> max';
+    }
+    return `≤ ${fmtSeconds(le)}`;
+  }
+
+  async function pollStats() {
+    const since = LT.runSinceMs == null ? 0 : Math.floor(LT.runSinceMs);
+    const asked = Date.now();
+    const stats = await api('GET', `/api/v1/stats?since=${since}`);
+    const answered = Date.now();
+    LT.nextStatsAt = asked + Math.max(1000, 5 * (answered - asked)) - 100;
+    const serverNow = Date.parse(stats.now);
+    if (!isNaN(serverNow)) LT.offsetMs = serverNow - (asked + answered) / 2;
+    if (stats.lastAt && Date.parse(stats.lastAt) > LT.lastReceivedMs) LT.lastReceivedMs = Date.parse(stats.lastAt);
+    LT.samples.push({ t: answered, provider: stats.providerConnections, devices: stats.deviceConnections, pending: stats.pendingDeliveries });
+    while (LT.samples.length && LT.samples[0].t < answered - WINDOW * 1000) LT.samples.shift();
+    LT.peakProvider = Math.max(LT.peakProvider, stats.providerConnections || 0);
+    LT.peakBacklog = Math.max(LT.peakBacklog, stats.pendingDeliveries || 0);
+    if (since === (LT.runSinceMs == null ? 0 : Math.floor(LT.runSinceMs))) { LT.stats = stats; LT.statsAt = answered; }
+  }
+
+  async function pollMetrics() {
+    const text = await apiText('/metrics');
+    const t = Date.now();
+    const duration = histogram(text, 'apns_emulator_request_duration_seconds');
+    const delivery = histogram(text, 'apns_emulator_delivery_latency_seconds');
+    if (LT.prevDuration) {
+      const d = histogramDelta(duration, LT.prevDuration);
+      const count = d.length ? d[d.length - 1].count : 0;
+      LT.latency.push({ t, count, buckets: d, p50: quantileBound(d, 0.5), p90: quantileBound(d, 0.9), p99: quantileBound(d, 0.99) });
+      while (LT.latency.length && LT.latency[0].t < t - WINDOW * 1000) LT.latency.shift();
+    }
+    if (LT.prevDelivery) {
+      const d = histogramDelta(delivery, LT.prevDelivery);
+      LT.delivery = { count: d.length ? d[d.length - 1].count : 0, buckets: d, p50: quantileBound(d, 0.5), p99: quantileBound(d, 0.99) };
+    }
+    LT.prevDuration = duration;
+    LT.prevDelivery = delivery;
+  }
+
+  async function pollLoad() {
+    if (LT.polling) return;
+    LT.polling = true;
+    try {
+      await Promise.all([Date.now() >= LT.nextStatsAt ? pollStats().catch(() => {}) : null, pollMetrics().catch(() => {})]);
+    } finally {
+      LT.polling = false;
+    }
+    if (state.tab === 'load') renderPolled();
+  }
+
+  // -- drawing
+
+  function svgEl(tag, attrs, ...kids) {
+    const el = document.createElementNS(SVGNS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) if (v != null) el.setAttribute(k, String(v));
+    for (const kid of kids) if (kid != null) el.append(kid instanceof Node ? kid : String(kid));
+    return el;
+  }
+  function niceCeil(v) {
+    if (!(v > 0)) return 1;
+    const p = 10 ** Math.floor(Math.log10(v));
+    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+    return 10 * p;
+  }
+  /** An SVG path through [t, v] points; null values and gaps longer than maxGap (ms) break it. */
+  function pathOf(points, x, y, maxGap) {
+    let d = '', prevT = null;
+    for (const [t, v] of points) {
+      if (v == null || !isFinite(t)) { prevT = null; continue; }
+      d += `${prevT == null || t - prevT > maxGap ? 'M' : 'L'}${x(t).toFixed(1)} ${y(v).toFixed(1)}`;
+      prevT = t;
+    }
+    return d;
+  }
+  /**
+   * Draws time series into an <svg> sized by CSS: x from t0 to t1 (browser ms), y linear from 0
+   * to a round maximum, or logarithmic over `log` ([lo, hi], with `ticks`). A series is
+   * {cls, points: [[t, v]], area, dots}.
+   */
+  function drawChart(svg, { t0, t1, series, yMax = 1, log = null, ticks = null, yFmt = fmtNum, maxGap = 2500 }) {
+    const w = Math.max(160, Math.round(svg.getBoundingClientRect().width) || 300);
+    const hgt = Math.max(40, Math.round(svg.getBoundingClientRect().height) || 120);
+    const left = 46, right = 8, top = 6, bottom = 16;
+    const x = (t) => left + ((t - t0) / (t1 - t0)) * (w - left - right);
+    let y, tickValues;
+    if (log) {
+      const [lo, hi] = log.map(Math.log10);
+      y = (v) => top + (1 - (Math.log10(Math.min(log[1], Math.max(log[0], v))) - lo) / (hi - lo)) * (hgt - top - bottom);
+      tickValues = ticks;
+    } else {
+      const max = niceCeil(yMax);
+      y = (v) => top + (1 - Math.min(v, max) / max) * (hgt - top - bottom);
+      tickValues = hgt >= 90 ? [0, max / 2, max] : [0, max];
+    }
+    const kids = [];
+    for (const v of tickValues) {
+      kids.push(svgEl('line', { class: 'grid-line', x1: left, x2: w - right, y1: y(v).toFixed(1), y2: y(v).toFixed(1) }),
+        svgEl('text', { class: 'axis', x: left - 5, y: (y(v) + 3.5).toFixed(1), 'text-anchor': 'end' }, yFmt(v)));
+    }
+    const span = (t1 - t0) / 1000;
+    for (const [t, label, anchor] of [[t0, span >= 120 ? `−${span / 60} min` : `−${span} s`, 'start'], [(t0 + t1) / 2, span >= 120 ? `−${span / 120} min` : `−${span / 2} s`, 'middle'], [t1, 'now', 'end']]) {
+      kids.push(svgEl('text', { class: 'axis', x: x(t).toFixed(1), y: hgt - 3, 'text-anchor': anchor }, label));
+    }
+    const base = y(log ? log[0] : 0).toFixed(1);
+    for (const s of series) {
+      const points = s.points.filter(([t]) => t >= t0 && t <= t1);
+      const d = pathOf(points, x, y, maxGap);
+      if (s.area && d) {
+        const known = points.filter(([, v]) => v != null);
+        kids.push(svgEl('path', { class: `area ${s.cls}`, d: `${d}L${x(known[known.length - 1][0]).toFixed(1)} ${base}L${x(known[0][0]).toFixed(1)} ${base}Z` }));
+      }
+      kids.push(svgEl('path', { class: `line ${s.cls}`, d }));
+      const last = [...points].reverse().find(([, v]) => v != null);
+      if (s.dots && last) kids.push(svgEl('circle', { class: `dot ${s.cls}`, cx: x(last[0]).toFixed(1), cy: y(last[1]).toFixed(1), r: 2.5 }));
+    }
+    svg.setAttribute('viewBox', `0 0 ${w} ${hgt}`);
+    svg.replaceChildren(...kids);
+  }
+  function sparkline(values, max) {
+    const w = 180, hgt = 20, n = values.length;
+    let d = '';
+    values.forEach((v, i) => { d += `${i ? 'L' : 'M'}${((i / Math.max(1, n - 1)) * w).toFixed(1)} ${(hgt - 1 - (v / max) * (hgt - 2)).toFixed(1)}`; });
+    return svgEl('svg', { class: 'spark', viewBox: `0 0 ${w} ${hgt}`, preserveAspectRatio: 'none', 'aria-hidden': 'true' },
+      svgEl('path', { class: 'area k-err', d: `${d}L${w} ${hgt}L0 ${hgt}Z` }), svgEl('path', { class: 'line k-err', d, 'vector-effect': 'non-scaling-stroke' }));
+  }
+  function setValue(id, text, value) {
+    const el = $(id);
+    el.textContent = text;
+    el.dataset.value = value == null ? '' : String(value);
+    return el;
+  }
+
+  /** Once a second: the counts of the last complete second, the requests chart, the errors by reason. */
+  function renderLoad() {
+    const nowSecond = Math.floor(Date.now() / 1000);
+    const seconds = [];
+    for (let s = nowSecond - WINDOW; s < nowSecond; s++) seconds.push(s);
+    const last = LT.buckets.get(nowSecond - 1) || { total: 0, errors: 0 };
+    let peak = 0;
+    const all = [], errors = [], reasons = new Map();
+    seconds.forEach((s, i) => {
+      const b = LT.buckets.get(s);
+      const t = (s + 1) * 1000;
+      all.push([t, b ? b.total : 0]);
+      errors.push([t, b ? b.errors : 0]);
+      if (!b) return;
+      peak = Math.max(peak, b.total);
+      if (b.reasons) for (const [k, n] of b.reasons) {
+        let e = reasons.get(k);
+        if (!e) reasons.set(k, e = { total: 0, series: new Array(WINDOW).fill(0) });
+        e.total += n;
+        e.series[i] = n;
+      }
+    });
+    setValue('#load-rps', fmtInt(last.total), last.total);
+    $('#load-rps-peak').textContent = peak ? `last second · peak ${fmtInt(peak)}/s` : 'last second';
+    setValue('#load-eps', fmtInt(last.errors), last.errors).classList.toggle('bad', last.errors > 0);
+    $('#load-eps-share').textContent = last.total ? `${Math.round((last.errors / last.total) * 100)}% of the last second` : 'non-200 answers';
+    const chart = $('#chart-rps');
+    drawChart(chart, { t0: (nowSecond - WINDOW) * 1000, t1: nowSecond * 1000, yMax: Math.max(5, peak),
+      series: [{ cls: 'k-all', points: all, area: true }, { cls: 'k-err', points: errors, area: true }] });
+    chart.dataset.latest = String(last.total);
+    chart.dataset.peak = String(peak);
+    chart.dataset.points = String(all.filter(([, v]) => v > 0).length);
+
+    const rows = [...reasons].sort((a, b) => b[1].total - a[1].total);
+    const max = Math.max(1, ...rows.map(([, e]) => Math.max(...e.series)));
+    $('#load-reasons tbody').replaceChildren(...rows.slice(0, 10).map(([k, e]) => h('tr', { dataset: { reason: k, count: e.total } },
+      h('td', { class: 'reason' }, k), h('td', { class: 'spark-cell' }, sparkline(e.series, max)),
+      h('td', { class: 'num' }, fmtInt(e.total)), h('td', { class: 'num' }, fmtInt(e.series[WINDOW - 1])))));
+    $('#load-reasons').hidden = rows.length === 0;
+    $('#load-reasons-empty').hidden = rows.length > 0;
+    const filtered = Object.entries(state.filters);
+    const note = $('#load-filtered');
+    note.hidden = filtered.length === 0;
+    note.textContent = filtered.length ? `live counts only for ${filtered.map(([k, v]) => `${k}=${v}`).join(' ')} (the timeline's filters)` : '';
+  }
+
+  /** After each poll: gauges, latency, and the run's summary. */
+  function renderPolled() {
+    const s = LT.samples[LT.samples.length - 1];
+    if (s) {
+      setValue('#load-provider', fmtInt(s.provider), s.provider).dataset.peak = String(LT.peakProvider);
+      $('#load-provider-peak').textContent = `open now · peak ${fmtInt(LT.peakProvider)}`;
+      setValue('#load-devices', fmtInt(s.devices), s.devices);
+      setValue('#load-backlog', fmtInt(s.pending), s.pending).dataset.peak = String(LT.peakBacklog);
+      $('#load-backlog-peak').textContent = `pending deliveries · peak ${fmtInt(LT.peakBacklog)}`;
+    }
+    const now = Date.now(), t0 = now - WINDOW * 1000;
+    const conn = $('#chart-connections'), backlog = $('#chart-backlog');
+    const recent = LT.samples.filter((x) => x.t >= t0);
+    drawChart(conn, { t0, t1: now, maxGap: 6000, yMax: Math.max(4, ...recent.map((x) => x.provider)), series: [{ cls: 'k-conn', points: recent.map((x) => [x.t, x.provider]), dots: true }] });
+    drawChart(backlog, { t0, t1: now, maxGap: 6000, yMax: Math.max(10, ...recent.map((x) => x.pending)), series: [{ cls: 'k-backlog', points: recent.map((x) => [x.t, x.pending]), dots: true }] });
+    conn.dataset.max = String(Math.max(0, ...recent.map((x) => x.provider)));
+    backlog.dataset.max = String(Math.max(0, ...recent.map((x) => x.pending)));
+
+    const lat = LT.latency.filter((x) => x.t >= t0);
+    const latest = [...lat].reverse().find((x) => x.count > 0);
+    setValue('#load-p99', latest ? fmtBound(latest.p99, latest.buckets) : '—', latest ? latest.p99 : null);
+    const figures = [];
+    if (latest) {
+      for (const q of ['p50', 'p90', 'p99']) figures.push(h('span', { class: `figure k-${q}`, dataset: { quantile: q, value: latest[q] } }, h('b', null, q), ' ', fmtBound(latest[q], latest.buckets)));
+      figures.push(h('span', { class: 'muted small' }, `over ${fmtInt(latest.count)} requests${latest === lat[lat.length - 1] ? ' in the last second' : ' (the last busy second)'}`));
+    } else figures.push(h('span', { class: 'muted' }, 'No requests in the last 2 minutes.'));
+    const dl = LT.delivery;
+    if (dl && dl.count) figures.push(h('span', { class: 'muted small', title: 'apns_emulator_delivery_latency_seconds: response → device ack, device sockets only' },
+      `device ack p50 ${fmtBound(dl.p50, dl.buckets)}, p99 ${fmtBound(dl.p99, dl.buckets)}`));
+    $('#load-latency').replaceChildren(...figures);
+    const latencyChart = $('#chart-latency');
+    const point = (q) => lat.map((x) => [x.t, x.count ? x[q] : null]);
+    drawChart(latencyChart, { t0, t1: now, log: [0.0001, 5], ticks: [0.0001, 0.001, 0.01, 0.1, 1], yFmt: fmtSeconds, maxGap: 2500,
+      series: ['p50', 'p90', 'p99'].map((q) => ({ cls: `k-${q}`, points: point(q), dots: true })) });
+    latencyChart.dataset.samples = String(lat.filter((x) => x.count > 0).length);
+    renderRun();
+  }
+
+  function renderRun() {
+    const st = LT.stats;
+    const serverNow = st ? Date.parse(st.now) : NaN;
+    const lastAt = st && st.lastAt ? Date.parse(st.lastAt) : NaN;
+    const active = st && st.requests > 0 && serverNow - lastAt < IDLE_GAP_MS;
+    $('#load-run-title').textContent = active ? 'Current run' : 'Last run';
+    $('#load-run').dataset.state = !st ? 'loading' : active ? 'running' : 'idle';
+    const by = { button: 'Start new run', gap: 'first request after a pause', reset: 'reset', page: '' }[LT.runBy];
+    $('#load-run-since').textContent = LT.runSinceMs == null ? 'everything the journal keeps'
+      : `since ${fmtTime(LT.runSinceMs)}${by ? ` (${by})` : ''}`;
+    setValue('#run-requests', st ? fmtInt(st.requests) : '…', st ? st.requests : '');
+    $('#run-duration').textContent = st && st.requests ? fmtMs(st.durationMs) : '—';
+    $('#run-rps').textContent = st && st.requestsPerSecond != null ? fmtInt(st.requestsPerSecond) : '—';
+    const none = () => h('span', { class: 'muted' }, 'none');
+    const entries = (o) => Object.entries((st && o && st[o]) || {});
+    const status = entries('byStatus').sort((a, b) => Number(a[0]) - Number(b[0]));
+    $('#run-status').replaceChildren(...(status.length ? status.map(([k, n]) => h('span', { class: 'run-item', dataset: { status: k, count: n } }, statusPill(Number(k)), ' ', fmtInt(n))) : [none()]));
+    const reasons = entries('byReason').sort((a, b) => b[1] - a[1]);
+    $('#run-reasons').replaceChildren(...(reasons.length ? reasons.map(([k, n]) => h('span', { class: 'run-item', dataset: { reason: k, count: n } }, h('b', null, k), ' ', fmtInt(n))) : [none()]));
+    const outcomes = entries('byOutcome').sort((a, b) => b[1] - a[1]);
+    $('#run-outcomes').replaceChildren(...(outcomes.length ? outcomes.map(([k, n]) => h('span', { class: 'run-item', dataset: { outcome: k, count: n } }, outcomeBadge(k), ' ', fmtInt(n))) : [none()]));
+    const dl = st && st.deliveryLatencyMs;
+    $('#run-latency').replaceChildren(...(dl && dl.count
+      ? [...['p50', 'p90', 'p99', 'max'].map((q) => h('span', { class: 'run-item', dataset: { quantile: q, value: dl[q] } }, h('b', null, q), ` ${fmtMs(dl[q])}`)),
+        h('span', { class: 'muted' }, `of ${fmtInt(dl.count)} delivered`)]
+      : [none()]));
+    $('#run-incomplete').hidden = !(st && st.journalMayBeIncomplete);
+  }
+
+  /** When the tab is shown: draw now, then once a second. */
+  function loadShown() {
+    renderLoad();
+    renderRun();
+    pollLoad();
+  }
+
+  function loadTick() {
+    const second = Math.floor(Date.now() / 1000);
+    for (const k of LT.buckets.keys()) if (k < second - WINDOW) LT.buckets.delete(k);
+    if (LT.seen.size > 200000) {
+      LT.seenFloor = LT.maxSeq - 100000;
+      for (const seq of LT.seen) if (seq <= LT.seenFloor) LT.seen.delete(seq);
+    }
+    const last = LT.buckets.get(second - 1);
+    const badge = $('#count-rps');
+    badge.hidden = !last;
+    badge.textContent = last ? `${fmtNum(last.total)}/s` : '';
+    if (state.tab === 'load' && !document.hidden) { renderLoad(); pollLoad(); }
+  }
+
+  function startLoad() {
+    $('#load-new-run').addEventListener('click', () => newRun(Date.now() + LT.offsetMs, 'button'));
+    // Just after each second ends, so the last complete second is counted.
+    const schedule = () => setTimeout(() => { loadTick(); schedule(); }, 1200 - (Date.now() % 1000));
+    schedule();
+    pollStats().catch(() => {}); // the emulator's clock, and when the last request came
+    window.addEventListener('resize', debounce(() => { if (state.tab === 'load') { renderLoad(); renderPolled(); } }, 150));
+  }
+
   // ---------------------------------------------------------------- tabs, keys, start
 
   function showTab(tab) {
@@ -1323,7 +1758,9 @@
     for (const b of $$('.tabs button')) b.setAttribute('aria-selected', String(b.dataset.tab === tab));
     for (const p of $$('.panel')) p.hidden = p.id !== `panel-${tab}`;
     writeHash();
+    if (tab === 'timeline' && queue.size) { arrived = 0; flush(); }
     if (tab === 'backend' && state.callsDirty) renderCalls();
+    if (tab === 'load') loadShown();
     if (tab !== 'timeline') refreshSide();
   }
 
@@ -1337,7 +1774,7 @@
     }
     if (typing || e.ctrlKey || e.metaKey || e.altKey || $$('dialog').some((d) => d.open)) return;
     const key = e.key;
-    if (/^[1-4]$/.test(key)) { showTab(TABS[Number(key) - 1]); return; }
+    if (/^[1-5]$/.test(key)) { showTab(TABS[Number(key) - 1]); return; }
     if (state.tab !== 'timeline') return;
     if (key === 'j' || key === 'ArrowDown') { e.preventDefault(); move(1); }
     else if (key === 'k' || key === 'ArrowUp') { e.preventDefault(); move(-1); }
@@ -1404,6 +1841,7 @@
     api('GET', '/api/v1/keys').then((k) => { state.keys = k.keys || []; updateCounts(); }, () => {});
     setInterval(() => { if (!document.hidden) refreshSide(); }, 4000);
     setInterval(tickUptime, 1000);
+    startLoad();
   }
 
   start();

@@ -3,7 +3,8 @@ import Testing
 
 /// The web UI in a real headless browser: Tests/ui/test_ui.py drives Debian's Chromium through
 /// Selenium against the real binary (live timeline, detail pane, device controls, fault rules,
-/// reset) and writes a screenshot to .build/test-artifacts/ui.png.
+/// accounts, the Load tab during a bounded h2load run, reset) and writes screenshots to
+/// .build/test-artifacts/ (ui.png, ui-load.png, …).
 @Suite("Web UI")
 struct UITests {
     static let python = "/usr/bin/python3"
@@ -17,6 +18,7 @@ struct UITests {
         if !fm.isExecutableFile(atPath: python) || (try? run(python, ["-c", "import selenium"]))?.status != 0 {
             missing.append("python3-selenium")
         }
+        if !fm.isExecutableFile(atPath: "/usr/bin/h2load") && which("h2load") == nil { missing.append("nghttp2-client") }
         return missing
     }
 
@@ -50,14 +52,19 @@ struct UITests {
         let artifacts = Self.root.appendingPathComponent(".build/test-artifacts")
         try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
         let screenshot = artifacts.appendingPathComponent("ui.png").path
-        try? FileManager.default.removeItem(atPath: screenshot)
+        let loadScreenshot = artifacts.appendingPathComponent("ui-load.png").path
+        for path in [screenshot, loadScreenshot] { try? FileManager.default.removeItem(atPath: path) }
 
-        let emulator = try EmulatorProcess()
-        guard let result = try Self.runBrowserTest(emulator, ["--screenshot", screenshot]), result.status == 0 else { return }
+        // A cleartext HTTP/2 listener for the Load tab's h2load run.
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let h2c = try emulator.address("h2cSandbox").description
+        guard let result = try Self.runBrowserTest(emulator, ["--screenshot", screenshot, "--h2c", h2c]), result.status == 0 else { return }
 
-        let png = try Data(contentsOf: URL(fileURLWithPath: screenshot))
-        #expect(png.count > 10_000, "screenshot is only \(png.count) bytes")
-        #expect(Array(png.prefix(8)) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], "screenshot is not a PNG")
+        for path in [screenshot, loadScreenshot] {
+            let png = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect(png.count > 10_000, "\(path) is only \(png.count) bytes")
+            #expect(Array(png.prefix(8)) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], "\(path) is not a PNG")
+        }
     }
 
     /// With `--admin-token` the page asks for the token once (again after a wrong one), and

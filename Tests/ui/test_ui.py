@@ -4,19 +4,24 @@ python3-selenium; scripts/deps.sh test installs them) against a running emulator
 
   /usr/bin/python3 Tests/ui/test_ui.py --admin http://127.0.0.1:8197 --sandbox 127.0.0.1:2197 \
       --ca certs/ca.pem --key TEAMID:KEYID:AuthKey.p8 --topic com.example.app --token HEX \
-      --binary .build/debug/apns-emulator --screenshot ui.png [--admin-token TOKEN]
+      --binary .build/debug/apns-emulator --screenshot ui.png [--h2c 127.0.0.1:2199] [--admin-token TOKEN]
 
 The token must belong to a device with the topic's app installed. The accounts step adds a device
 of its own, gives the topic's app a backend (and leaves it set) and writes two more screenshots
-next to --screenshot (NAME-accounts.png, NAME-backend.png). With --admin-token the
+next to --screenshot (NAME-accounts.png, NAME-backend.png). The load step adds a device too and
+runs h2load (nghttp2-client) against --h2c (the emulator's --h2c-sandbox-listen; without it, TLS
+to --sandbox) for about 5 s while it watches the Load tab, and writes NAME-load.png. With --admin-token the
 emulator must have been started with that token: then only the token checks run. Exits 0 when every check
 passes, 1 with a message naming the failed check otherwise, 2 when the browser stack is missing.
 """
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -442,6 +447,101 @@ class UITest:
                  lambda: [e for e in self.css(f'{card} [data-field="tokenUploadPending"]') if e.text == "token not uploaded yet"], timeout=6)
         self.log("switched to a markup userId (shown as text), logged out through the button; a rotated token shows as not uploaded")
 
+    def load_tab(self):
+        """The Load tab while h2load runs a bounded load (issue 11): live requests/s and its chart, the provider
+        connections gauge, errors by reason (a few pushes to a token nobody has: 400 BadDeviceToken), and after
+        the load the run's summary from GET /api/v1/stats."""
+        step_began = time.monotonic()
+        h2load = shutil.which("h2load")
+        check(h2load, "h2load is missing (Debian package nghttp2-client; scripts/deps.sh test installs it)")
+        token = self.admin.call("POST", "/api/v1/devices", {"bundleId": self.args.topic, "environment": "sandbox", "deviceId": "ui-load-phone"})["token"]
+        jwt = subprocess.run([self.args.binary, "jwt", "--key", self.args.key], capture_output=True, text=True, timeout=10)
+        check(jwt.returncode == 0 and jwt.stdout.strip(), f"jwt failed: {jwt.stdout}{jwt.stderr}")
+        base = f"http://{self.args.h2c}" if self.args.h2c else f"https://{self.args.sandbox}"
+        self.tab("load")
+        self.click("#load-new-run")
+        wait_for("the new run, with no requests yet", lambda: self.one("#run-requests").get_attribute("data-value") == "0"
+                 and "Start new run" in (self.text("#load-run-since") or ""), timeout=5)
+
+        # 2 connections x 400 requests/s for 5 s, and a third sending 20/s to a token nobody has: bounded in count and time.
+        good_n, bad_n, seconds = 4000, 100, 5
+        workdir = tempfile.mkdtemp(prefix="ui-load-")
+        payload = os.path.join(workdir, "payload.json")
+        with open(payload, "w") as f:
+            json.dump({"aps": {"alert": {"title": "Load", "body": "one of many"}}}, f)
+        common = ["-H", f"authorization: bearer {jwt.stdout.strip()}", "-H", f"apns-topic: {self.args.topic}", "-d", payload]
+        runs = {
+            "good": [h2load, "-n", str(good_n), "-c", "2", "-m", "10", f"--rps={good_n // seconds // 2}", *common, f"{base}/3/device/{token}"],
+            "bad": [h2load, "-n", str(bad_n), "-c", "1", "-m", "1", f"--rps={bad_n // seconds}", *common, f"{base}/3/device/{'00' * 32}"],
+        }
+        procs = {name: subprocess.Popen(["timeout", "20", *command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for name, command in runs.items()}
+        began = time.monotonic()
+        seen = {"rps": 0, "chart": 0, "provider": 0, "reason": False, "running": False, "latency": False, "badge": False}
+        screenshot = None
+        read = """
+            const v = (s, a) => { const e = document.querySelector(s); return e ? e.getAttribute(a) : null; };
+            const path = document.querySelector('#chart-rps path.line.k-all');
+            return {rps: v('#load-rps', 'data-value'), peak: v('#chart-rps', 'data-peak'), path: path ? path.getAttribute('d') : '',
+                    provider: v('#load-provider', 'data-value'), providerPeak: v('#load-provider', 'data-peak'),
+                    reason: v('#load-reasons tr[data-reason="BadDeviceToken"]', 'data-count'), state: v('#load-run', 'data-state'),
+                    p99: v('#load-latency [data-quantile="p99"]', 'data-value'), badge: !document.querySelector('#count-rps').hidden};"""
+        try:
+            while any(p.poll() is None for p in procs.values()):
+                check(time.monotonic() - began < 20, "h2load ran for more than 20 s")
+                now = self.js(read)
+                seen["rps"] = max(seen["rps"], int(now["rps"] or 0))
+                if now["path"] and "L" in now["path"]:
+                    seen["chart"] = max(seen["chart"], int(now["peak"] or 0))
+                seen["provider"] = max(seen["provider"], int(now["provider"] or 0), int(now["providerPeak"] or 0))
+                seen["reason"] = seen["reason"] or int(now["reason"] or 0) > 0
+                seen["running"] = seen["running"] or now["state"] == "running"
+                seen["latency"] = seen["latency"] or bool(now["p99"])
+                seen["badge"] = seen["badge"] or now["badge"]
+                if screenshot is None and time.monotonic() - began > seconds * 0.85 and seen["rps"] and seen["reason"] and seen["provider"]:
+                    screenshot = self.extra_screenshot("load")  # during the load: gauges up, charts filling
+                time.sleep(0.1)
+            outputs = {name: p.communicate(timeout=5)[0] for name, p in procs.items()}
+        finally:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+        def counts(name):
+            out = outputs[name]
+            done = re.search(r"requests: \d+ total, \d+ started, (\d+) done", out)
+            codes = re.search(r"status codes: (\d+) 2xx, \d+ 3xx, (\d+) 4xx, (\d+) 5xx", out)
+            check(procs[name].returncode == 0 and done and codes, f"h2load ({name}) failed ({procs[name].returncode}): {out[-800:]}")
+            return int(done.group(1)), int(codes.group(1)), int(codes.group(2))
+        good_done, good_2xx, _ = counts("good")
+        bad_done, _, bad_4xx = counts("bad")
+        check(good_2xx >= good_n * 0.95, f"only {good_2xx} of {good_n} pushes got a 2xx: {outputs['good'][-800:]}")
+        check(bad_4xx == bad_n, f"{bad_4xx} of {bad_n} pushes to an unknown token got a 4xx: {outputs['bad'][-800:]}")
+        check(seen["rps"] > 0, "the requests/s readout stayed at 0 during the load")
+        check(seen["chart"] > 0, "the requests/s chart drew no data during the load")
+        check(seen["provider"] >= 1, "the provider connections gauge never showed a connection during the load")
+        check(seen["reason"], "errors by reason never listed BadDeviceToken during the load")
+        check(seen["running"], "the run card never said the run was going on")
+        check(seen["latency"], "no request latency percentiles during the load")
+        check(seen["badge"], "the Load tab's requests/s badge never showed")
+        if screenshot is None:
+            screenshot = self.extra_screenshot("load")
+
+        # The run's summary, from the journal: every request of the load, its statuses and the reason.
+        total = good_done + bad_done
+        attr = lambda css, name: (self.css(css) or [None])[0] and self.css(css)[0].get_attribute(name)
+        wait_for(f"the run's summary to count {total} requests", lambda: int(attr("#run-requests", "data-value") or 0) >= total, timeout=6)
+        wait_for("the summary's status counts", lambda: int(attr('#run-status [data-status="200"]', "data-count") or 0) >= good_2xx
+                 and int(attr('#run-status [data-status="400"]', "data-count") or 0) >= bad_4xx, timeout=3)
+        check(int(attr('#run-reasons [data-reason="BadDeviceToken"]', "data-count") or 0) >= bad_4xx, "the summary does not list the BadDeviceToken errors")
+        check(self.one("#run-rps").text not in ("", "—") and self.one("#run-duration").text not in ("", "—"), "the summary shows no duration or requests/s")
+        check(attr('#run-latency [data-quantile="p99"]', "data-value") is not None, "the summary shows no delivery latency")
+        self.log(f"load tab: {total} requests by h2load ({base.split(':')[0]}); readout up to {seen['rps']}/s, chart peak {seen['chart']}/s, "
+                 f"{seen['provider']} provider connections, BadDeviceToken listed; summary {attr('#run-requests', 'data-value')} requests; "
+                 f"{time.monotonic() - step_began:.1f} s; {screenshot}")
+
     def reset(self):
         self.tab("timeline")
         check(self.css("#rows tr"), "the timeline is empty before the reset")
@@ -501,7 +601,7 @@ class UITest:
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
-                 self.screenshot, self.device_controls, self.fault_rules, self.accounts, self.reset, self.console_is_clean]
+                 self.screenshot, self.device_controls, self.fault_rules, self.accounts, self.load_tab, self.reset, self.console_is_clean]
         if self.args.admin_token:
             steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()
@@ -532,6 +632,7 @@ def main():
     parser.add_argument("--token", required=True, help="a device token with the topic's app installed")
     parser.add_argument("--binary", required=True, help="the apns-emulator binary (for its send command)")
     parser.add_argument("--screenshot", help="PNG to write (the full run)")
+    parser.add_argument("--h2c", help="the emulator's cleartext HTTP/2 sandbox listener HOST:PORT, for the load step (default: TLS to --sandbox)")
     parser.add_argument("--admin-token", help="the emulator's --admin-token: check that the page asks for it once, and works")
     args = parser.parse_args()
     if not args.admin_token and not args.screenshot:
