@@ -21,6 +21,20 @@ public struct Counters: Sendable {
     /// Provider-token verifications (ES256 runs), by result: `valid` or the reason.
     public private(set) var jwtVerifications: [String: UInt64] = [:]
     public private(set) var faultsFired: [String: UInt64] = [:]
+    /// Requests by `apns-topic` (the first `maxTopics` seen; the rest are counted as `other`,
+    /// so a provider sending random topics cannot grow /metrics without bound).
+    public private(set) var byTopic: [String: UInt64] = [:]
+    public static let maxTopics = 100
+
+    mutating func countTopic(_ topic: String?) {
+        let key = topic ?? "(none)"
+        if byTopic[key] != nil || byTopic.count < Self.maxTopics {
+            byTopic[key, default: 0] += 1
+        } else {
+            byTopic["other", default: 0] += 1
+        }
+    }
+
     /// Provider's 200 → the device's ack (socket devices; virtual ones have no ack).
     public var deliveryLatency = Histogram(bounds: Histogram.latencyBounds)
     /// Body sizes of the requests that reached the payload checks.

@@ -241,6 +241,7 @@ public final class ProviderEndpoint: Sendable {
                 world.counters.countNotification(status: record.status, reason: rejection?.reason, reasonText: nil,
                                                  pushType: pushType, environment: environment)
                 world.counters.payloadSizes.record(Double(record.payloadSize))
+                world.counters.countTopic(record.topic)
                 if let verification = connection.authenticator.lastVerification {
                     world.counters.countVerification(verification)
                 }

@@ -101,6 +101,9 @@ extension Emulator {
                                                            ("push_type", key.pushType), ("environment", key.environment.rawValue)],
                      Double(value))
         }
+        p.labelled("apns_emulator_requests_by_topic_total", "counter",
+                   "Requests that reached the payload checks, by apns-topic (the first \(Counters.maxTopics) topics; later ones as other).",
+                   by: "topic", counters.byTopic.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
         p.labelled("apns_emulator_delivery_outcomes_total", "counter",
                    "Accepted notifications entering each delivery state (stored, delivered, expired, coalesced, throttled, deferred, dropped-by-system, pending).",
                    by: "outcome", counters.outcomes.map { ($0.key.rawValue, Double($0.value)) }.sorted { $0.0 < $1.0 })

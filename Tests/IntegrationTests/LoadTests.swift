@@ -64,6 +64,7 @@ struct LoadTests {
             #expect(buckets.last == (try emulator.metric(name + "_count")), "\(name): +Inf bucket equals the count")
         }
         #expect(try emulator.metric("apns_emulator_payload_bytes_count") == 21)
+        #expect(try emulator.metric("apns_emulator_requests_by_topic_total", labels: #"topic="com.example.app""#) == 21)
     }
 
     @Test func aConfigFileCanStartWithAPopulation() throws {
