@@ -9,6 +9,18 @@ import Testing
 struct RealisticLoadTests {
     func value(_ settings: HTTP2ReceivedSettings, _ id: Int32) -> UInt32? { settings.entries.first { $0.id == id }?.value }
 
+    /// Two devices; pushes to the second are answered ExpiredProviderToken (a fault rule stands
+    /// in for a provider token that aged out, which a test cannot wait an hour for).
+    func tokens(_ emulator: EmulatorProcess) throws -> (good: (deviceID: String, token: String), expired: (deviceID: String, token: String)) {
+        let good = try emulator.createDevice()
+        let expired = try emulator.createDevice()
+        let rule = try emulator.admin("POST", "/api/v1/faults", body: [
+            "match": ["token": .string(expired.token)], "action": ["status": 403, "reason": "ExpiredProviderToken"],
+        ])
+        #expect(rule.status == 201)
+        return (good, expired)
+    }
+
     /// The limit seen in each SETTINGS frame from the server, in order.
     func limits(_ connection: HTTP2ClientConnection) -> [UInt32] {
         connection.session.receivedSettings.filter { !$0.isAck }.compactMap { value($0, HTTP2Setting.maxConcurrentStreams) }
@@ -16,13 +28,7 @@ struct RealisticLoadTests {
 
     @Test func expiredProviderTokenDropsTheStreamLimitAndRefusesWhatIsInFlight() throws {
         let emulator = try EmulatorProcess(["--stream-limit-drop", "on"], inProcess: true)
-        let good = try emulator.createDevice()
-        let expired = try emulator.createDevice()
-        // The provider's token is answered ExpiredProviderToken for this one device token.
-        let rule = try emulator.admin("POST", "/api/v1/faults", body: [
-            "match": ["token": .string(expired.token)], "action": ["status": 403, "reason": "ExpiredProviderToken"],
-        ])
-        #expect(rule.status == 201)
+        let (good, expired) = try tokens(emulator)
         let connection = try emulator.connect()
         #expect(APNsResult(try connection.send(try emulator.push(good.token).request)).status == 200)
         try connection.pump(timeoutMilliseconds: 2000) { connection.session.remoteMaxConcurrentStreams == 1000 }
@@ -51,11 +57,7 @@ struct RealisticLoadTests {
 
     @Test func withoutTheFlagNothingDrops() throws {
         let emulator = try EmulatorProcess(inProcess: true)
-        let good = try emulator.createDevice()
-        let expired = try emulator.createDevice()
-        _ = try emulator.admin("POST", "/api/v1/faults", body: [
-            "match": ["token": .string(expired.token)], "action": ["status": 403, "reason": "ExpiredProviderToken"],
-        ])
+        let (good, expired) = try tokens(emulator)
         let connection = try emulator.connect()
         #expect(APNsResult(try connection.send(try emulator.push(good.token).request)).status == 200)
         let first = try connection.submit(try emulator.push(expired.token).request)
@@ -92,11 +94,7 @@ struct RealisticLoadTests {
     @Test func theRealisticProfileTurnsThePartsOnAndFlagsWin() throws {
         let emulator = try EmulatorProcess(["--profile", "realistic", "--connection-churn", "1000/1", "--connection-rate", "100000",
                                             "--response-latency", "0", "--response-jitter", "0"], inProcess: true)
-        let good = try emulator.createDevice()
-        let expired = try emulator.createDevice()
-        _ = try emulator.admin("POST", "/api/v1/faults", body: [
-            "match": ["token": .string(expired.token)], "action": ["status": 403, "reason": "ExpiredProviderToken"],
-        ])
+        let (good, expired) = try tokens(emulator)
         let connection = try emulator.connect()
         #expect(APNsResult(try connection.send(try emulator.push(good.token).request)).status == 200)
         #expect(APNsResult(try connection.send(try emulator.push(expired.token).request)).status == 403)
