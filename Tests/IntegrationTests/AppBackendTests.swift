@@ -196,6 +196,54 @@ struct AppBackendTests {
         }
     }
 
+    /// Rotation, a launch, a tap and a restore, each through the device process: the backend
+    /// sees the new token at once, a launch registers again, a tap fetches as the logged-in
+    /// account, and a restored phone uploads its own token.
+    @Test func rotationLaunchTapAndRestoreReachTheBackend() throws {
+        let backend = try ExampleBackend()
+        let emulator = try EmulatorProcess(inProcess: true)
+        try setUp(emulator, try backend.hooks())
+        let device = try DeviceProcess(emulator, deviceID: "phone", extra: ["--app-state", "foreground"])
+        let first = try device.registeredToken()
+        device.command("login alice")
+        #expect(try eventually { try backend.tokens(of: "alice") == [first] })
+
+        device.command("rotate")
+        let rotated = try device.registeredToken()
+        #expect(rotated != first)
+        #expect(try eventually { try backend.tokens(of: "alice") == [rotated] }, "a changed token is uploaded at once")
+
+        let registersBefore = try calls(emulator, "phone", hook: "register").count
+        device.command("terminated")
+        #expect(device.next("appUpdated") != nil)
+        device.command("foreground")
+        #expect(device.next("appUpdated") != nil)
+        #expect(try eventually { try calls(emulator, "phone", hook: "register").count == registersBefore + 1 },
+                "a launch registers again")
+
+        let message = try backend.request("POST", "/messages", body: ["userId": "alice", "body": "hello"])
+        let id = try #require(message["id"].map { HookTemplate.text($0) })
+        let result = APNsResult(try emulator.connect().send(
+            try emulator.push(rotated, payload: #"{"aps":{"alert":"new message"},"messageId":"\#(id)","uid":"alice"}"#).request))
+        #expect(device.next("notification") != nil)
+        device.command("tap \(result.apnsID!)")
+        #expect(device.next("tapped") != nil)
+        #expect(try eventually {
+            (try backend.request("GET", "/state")["fetched"]?.arrayValue ?? []).contains { $0["id"].map { HookTemplate.text($0) } == id && $0["byUser"] == "alice" }
+        }, "the tap fetched the message as alice")
+
+        // The backup goes onto a new phone: the old token dies, the new phone uploads its own.
+        let newPhone = try DeviceProcess(emulator, deviceID: "new-phone", extra: ["--app-state", "foreground"])
+        _ = try newPhone.registeredToken()
+        newPhone.command("login alice")
+        #expect(newPhone.next("loggedIn") != nil)
+        newPhone.command("restore phone")
+        #expect(newPhone.next("restored") != nil)
+        let restoredToken = try #require(try emulator.admin("GET", "/api/v1/devices/new-phone").json["apps"]?.arrayValue?.first?["token"]?.stringValue)
+        #expect(try eventually { try backend.tokens(of: "alice").contains(restoredToken) })
+        #expect(try calls(emulator, "new-phone", hook: "register").last?["token"]?.stringValue == restoredToken)
+    }
+
     @Test func backgroundPushesFetchUntilTheBudgetIsUsedUp() throws {
         let backend = try ExampleBackend()
         let emulator = try EmulatorProcess(inProcess: true)
