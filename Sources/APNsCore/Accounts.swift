@@ -68,8 +68,8 @@ extension World {
     }
 
     /// The app's `didRegisterForRemoteNotifications` ran with its current token (installs,
-    /// launches, rotations and reconnects call this; so does an admin install).
-    public mutating func didRegister(deviceID: String, bundleID: String) {
+    /// launches, rotations and reconnects call this).
+    mutating func didRegister(deviceID: String, bundleID: String) {
         guard let device = registry.devices[deviceID], device.apps[bundleID] != nil else { return }
         if device.userID == nil {
             if device.apps[bundleID]?.uploadPending == false {
@@ -135,36 +135,5 @@ extension World {
 
     public static func isValidUserID(_ id: String) -> Bool {
         !id.isEmpty && id.count <= 256 && !id.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
-    }
-}
-
-extension World {
-    /// The most devices one batch may create (a load test calls again for more).
-    public static let maxBatchDevices = 100_000
-
-    /// Creates `count` virtual devices with the same app, all or nothing (`idPrefix` + 1…count,
-    /// or generated ids). Returns each device's token entry, in order.
-    public mutating func addVirtualDevices(count: Int, app: AppRegistration, kind: TokenKind, idPrefix: String?, nowMs: Int64)
-        throws(RegistryError) -> [TokenEntry]
-    {
-        precondition(count > 0, "a batch creates at least one device")
-        let saved = registry
-        var entries: [TokenEntry] = []
-        entries.reserveCapacity(count)
-        do throws(RegistryError) {
-            for n in 1...count {
-                let device = try registry.addDevice(id: idPrefix.map { "\($0)\(n)" }, isVirtual: true, nowMs: nowMs)
-                let entry = try registry.register(deviceID: device.id, bundleID: app.bundleID, environment: app.environment,
-                                                  kind: kind, nowMs: nowMs)
-                try registry.updateDevice(device.id) { $0.apps[app.bundleID]?.settings = app.settings }
-                if app.settings.appState.isRunning { didRegister(deviceID: device.id, bundleID: app.bundleID) }
-                entries.append(entry)
-            }
-        } catch {
-            registry = saved
-            backendOutbox.removeAll()
-            throw error
-        }
-        return entries
     }
 }

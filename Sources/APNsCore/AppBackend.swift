@@ -130,7 +130,7 @@ extension BackendHook {
         if let headers = object["headers"], headers != .null {
             guard let fields = headers.objectValue else { throw BackendConfigError("\"headers\" must be an object of strings") }
             for (name, value) in fields {
-                guard let text = value.stringValue, HTTPFieldName.isToken(name), !text.contains(where: { $0 == "\r" || $0 == "\n" }) else {
+                guard let text = value.stringValue, HTTPSyntax.isToken(name), !text.contains(where: { $0 == "\r" || $0 == "\n" }) else {
                     throw BackendConfigError("header \"\(name)\" must have a valid name and a single-line string value")
                 }
                 hook.headers.append((name, text))
@@ -150,10 +150,20 @@ extension BackendHook {
     }
 }
 
-enum HTTPFieldName {
-    static func isToken(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { c in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(c)
+/// Byte-level HTTP grammar shared by the admin API's parser and the hook checks.
+public enum HTTPSyntax {
+    /// tchar (RFC 9110 §5.6.2).
+    public static func isTokenChar(_ c: UInt8) -> Bool {
+        switch c {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            return true
+        default: return false
         }
     }
+
+    /// A field name or method: one or more tchars.
+    public static func isToken(_ text: String) -> Bool { !text.isEmpty && text.utf8.allSatisfy(isTokenChar) }
 }

@@ -393,19 +393,29 @@ extension World {
 
     /// Installs (or re-registers) an app; returns one `registered` message per token kind.
     public mutating func install(_ app: AppRegistration, deviceID: String, nowMs: Int64) throws(DeviceRequestError) -> [JSONValue] {
-        var messages: [JSONValue] = []
         do throws(RegistryError) {
-            for kind in app.kinds.isEmpty ? [.app] : app.kinds {
-                let entry = try registry.register(deviceID: deviceID, bundleID: app.bundleID, environment: app.environment,
-                                                  kind: kind, nowMs: nowMs)
-                messages.append(Self.registeredMessage(entry))
-            }
-            try registry.updateDevice(deviceID) { $0.apps[app.bundleID]?.settings = app.settings }
+            return try installApp(deviceID: deviceID, bundleID: app.bundleID, environment: app.environment,
+                                  kinds: app.kinds.isEmpty ? [.app] : app.kinds, settings: app.settings, nowMs: nowMs)
+                .map(Self.registeredMessage)
         } catch {
             throw DeviceRequestError(error)
         }
-        if app.settings.appState.isRunning { didRegister(deviceID: deviceID, bundleID: app.bundleID) }
-        return messages
+    }
+
+    /// Installs (or re-registers) an app's tokens with its settings; a running app's
+    /// registration callback runs (an app installed not running registers at its launch).
+    /// The one place every install goes through: device frames, the admin API, batches.
+    public mutating func installApp(deviceID: String, bundleID: String, environment: APNsEnvironment, kinds: [TokenKind],
+                                    fixedToken: String? = nil, settings: AppSettings, nowMs: Int64) throws(RegistryError) -> [TokenEntry]
+    {
+        var entries: [TokenEntry] = []
+        for kind in kinds {
+            entries.append(try registry.register(deviceID: deviceID, bundleID: bundleID, environment: environment, kind: kind,
+                                                 fixedToken: fixedToken, nowMs: nowMs))
+        }
+        try registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings = settings }
+        if settings.appState.isRunning { didRegister(deviceID: deviceID, bundleID: bundleID) }
+        return entries
     }
 
     public static func registeredMessage(_ entry: TokenEntry) -> JSONValue {

@@ -1,7 +1,7 @@
 /// How the provider endpoint pushes back under load, as Apple's does when a provider pushes
 /// hard (all off by default; `--profile realistic` turns on a preset). See README, "Apple's
 /// behaviour under load".
-public struct LoadBehaviour: Sendable, Equatable {
+public struct LoadBehaviour: Sendable {
     /// After `ExpiredProviderToken`: SETTINGS MAX_CONCURRENT_STREAMS 1 and RST_STREAM
     /// REFUSED_STREAM for the streams already sent; back to the full limit after a success.
     public var streamLimitDrop = false
@@ -15,12 +15,6 @@ public struct LoadBehaviour: Sendable, Equatable {
     public var connectionChurn: (count: Int, windowMs: Int64)?
 
     public init() {}
-
-    public static func == (a: Self, b: Self) -> Bool {
-        a.streamLimitDrop == b.streamLimitDrop && a.responseLatencyMs == b.responseLatencyMs && a.responseJitterMs == b.responseJitterMs
-            && a.answersPerSecondPerConnection == b.answersPerSecondPerConnection
-            && a.connectionChurn?.count == b.connectionChurn?.count && a.connectionChurn?.windowMs == b.connectionChurn?.windowMs
-    }
 
     public var delaysAnswers: Bool { responseLatencyMs > 0 || responseJitterMs > 0 || answersPerSecondPerConnection != nil }
 }

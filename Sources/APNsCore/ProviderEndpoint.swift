@@ -349,8 +349,10 @@ public final class ProviderEndpoint: Sendable {
         case .closeConnection:
             record.explanation = "fault rule \(fired.ruleID): connection closed"
         }
-        var reply = PushResponse(status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID, reason: nil,
-                                 reasonText: record.reason, timestampMs: record.timestampMs, raiseStreamLimit: false,
+        // A rule answering with one of Apple's reasons is that reason to the rest of the
+        // emulator (the stream-limit drop after ExpiredProviderToken, say).
+        var reply = PushResponse(status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID,
+                                 reason: record.reason.flatMap(APNsReason.init(appleName:)), reasonText: record.reason, timestampMs: record.timestampMs, raiseStreamLimit: false,
                                  recordSequence: 0)
         let pushType = record.pushType.flatMap(PushType.init(rawValue:))
         reply.recordSequence = state.withWorld { world in

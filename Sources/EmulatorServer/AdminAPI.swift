@@ -467,11 +467,9 @@ final class AdminAPI: @unchecked Sendable {
             let saved = world.registry
             do throws(RegistryError) {
                 let device = try world.registry.addDevice(id: deviceID, isVirtual: true, nowMs: now)
-                let entry = try world.registry.register(deviceID: device.id, bundleID: app.bundleID, environment: app.environment,
-                                                        kind: app.kind, fixedToken: app.token, nowMs: now)
-                try world.registry.updateDevice(device.id) { $0.apps[app.bundleID]?.settings = app.settings }
-                if app.settings.appState.isRunning { world.didRegister(deviceID: device.id, bundleID: app.bundleID) }
-                return .success(entry)
+                let entries = try world.installApp(deviceID: device.id, bundleID: app.bundleID, environment: app.environment,
+                                                   kinds: [app.kind], fixedToken: app.token, settings: app.settings, nowMs: now)
+                return .success(entries[0])
             } catch {
                 world.registry = saved
                 return .failure(error)
@@ -491,11 +489,9 @@ final class AdminAPI: @unchecked Sendable {
         let now = self.now
         let result = state.withWorld { world -> Result<TokenEntry, RegistryError> in
             do throws(RegistryError) {
-                let entry = try world.registry.register(deviceID: deviceID, bundleID: app.bundleID, environment: app.environment,
-                                                        kind: app.kind, fixedToken: app.token, nowMs: now)
-                try world.registry.updateDevice(deviceID) { $0.apps[app.bundleID]?.settings = app.settings }
-                if app.settings.appState.isRunning { world.didRegister(deviceID: deviceID, bundleID: app.bundleID) }
-                return .success(entry)
+                let entries = try world.installApp(deviceID: deviceID, bundleID: app.bundleID, environment: app.environment,
+                                                   kinds: [app.kind], fixedToken: app.token, settings: app.settings, nowMs: now)
+                return .success(entries[0])
             } catch {
                 return .failure(error)
             }

@@ -4,6 +4,10 @@
 /// (request smuggling): duplicate or malformed `Content-Length`, `Transfer-Encoding` next to
 /// `Content-Length`, obsolete line folding, whitespace before a field's colon, bare CRs.
 
+#if canImport(APNsCore)  // absent when scripts/fuzz compiles Core and this file as one module
+import APNsCore
+#endif
+
 /// A request line and its header fields.
 struct HTTP1RequestHead: Sendable {
     enum Framing: Equatable, Sendable {
@@ -341,17 +345,6 @@ struct HTTP1RequestParser {
 
 /// Byte-level grammar of RFC 9110/9112.
 enum HTTP1Syntax {
-    /// tchar (RFC 9110 §5.6.2).
-    static func isTokenChar(_ c: UInt8) -> Bool {
-        switch c {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-            return true
-        default: return false
-        }
-    }
 
     static func hexValue(_ c: UInt8) -> Int? {
         switch c {
@@ -365,7 +358,7 @@ enum HTTP1Syntax {
     /// `method SP request-target SP HTTP-version`.
     static func requestLine(_ line: ArraySlice<UInt8>) throws(HTTP1Failure) -> (String, String, Int) {
         let parts = line.split(separator: 0x20, omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(isTokenChar),
+        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(HTTPSyntax.isTokenChar),
             !parts[1].isEmpty, parts[1].allSatisfy({ $0 > 0x20 && $0 < 0x7F })
         else {
             throw HTTP1Failure(400, "malformed request line")
@@ -387,7 +380,7 @@ enum HTTP1Syntax {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { throw HTTP1Failure(400, "a header line without a colon") }
         let name = line[line.startIndex..<colon]
         guard !name.isEmpty else { throw HTTP1Failure(400, "a header field without a name") }
-        guard name.allSatisfy(isTokenChar) else {
+        guard name.allSatisfy(HTTPSyntax.isTokenChar) else {
             if name.last == 0x20 || name.last == 0x09 {
                 throw HTTP1Failure(400, "whitespace between a header field name and its colon")
             }

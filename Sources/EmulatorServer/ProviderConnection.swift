@@ -309,8 +309,7 @@ final class ProviderConnection: ConnectionHandler {
         session.submitResponse(streamID: streamID, status: response.status, headers: responseHeaders, body: body)
         if response.raiseStreamLimit { session.submitSettings(Self.raisedLimit) }
         guard server.load.streamLimitDrop else { return }
-        // A fault rule answering ExpiredProviderToken counts too (its reason is only text).
-        if response.reason == .expiredProviderToken || response.reasonText == APNsReason.expiredProviderToken.rawValue {
+        if response.reason == .expiredProviderToken {
             // Observed at APNs: SETTINGS MAX_CONCURRENT_STREAMS 1 at once, and the streams
             // already in flight refused.
             session.submitSettings(Self.advertisedBeforeAuthentication)
