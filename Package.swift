@@ -8,6 +8,7 @@ import PackageDescription
 //   OpenSSLCrypto  thin OpenSSL wrapper: ES256, keys, TLS contexts/connections, test certs
 //   Networking     epoll event loops, sockets, timers (Glibc)
 //   SQLite         thin SQLite wrapper (the only unsafe code for it)
+//   Redis          thin hiredis wrapper (the only unsafe code for it)
 //   StatePersistence  group-commit writer thread between the state lock and a StateStore
 //   SQLiteStateStore  the --state-dir backend (schema, rows) on SQLite
 //   CommandLineOptions  flags, APNS_EMULATOR_* variables and --config files → option values
@@ -45,12 +46,14 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CLinux"),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
         .target(name: "Locking", swiftSettings: swiftSettings),
         .target(name: "APNsCore", dependencies: ["Locking"], swiftSettings: swiftSettings),
         .target(name: "HTTP2", dependencies: ["CNghttp2"], swiftSettings: swiftSettings),
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
         .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto", "Locking"], swiftSettings: swiftSettings),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
+        .target(name: "Redis", dependencies: ["CHiredis"], swiftSettings: swiftSettings),
         .target(name: "StatePersistence", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
         .target(name: "SQLiteStateStore", dependencies: ["APNsCore", "SQLite"], swiftSettings: swiftSettings),
         .target(name: "CommandLineOptions", dependencies: ["APNsCore"], swiftSettings: swiftSettings),

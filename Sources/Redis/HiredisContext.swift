@@ -1,0 +1,211 @@
+import CHiredis
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One hiredis context (a blocking TCP connection): every hiredis pointer lives in this file.
+///
+/// Reads and writes first wait in poll() against a deadline, so a whole call (all replies of a
+/// pipeline) is bounded, and a read that runs out of time leaves hiredis's state untouched:
+/// the subscriber can return "nothing yet" and read on later. The socket timeouts
+/// (redisSetTimeout) are only a backstop for a syscall that blocks after poll said it would not.
+final class HiredisContext {
+    private var context: UnsafeMutablePointer<redisContext>?
+    /// host:port, for messages.
+    let endpoint: String
+
+    init(url: RedisURL, connectTimeoutMs: Int, socketTimeoutMs: Int) throws(RedisError) {
+        endpoint = url.endpoint
+        guard let c = redisConnectWithTimeout(url.host, Int32(clamping: url.port), Self.timeval(ms: connectTimeoutMs)) else {
+            throw RedisError(.connection, "redis \(endpoint): connect failed: out of memory")
+        }
+        if c.pointee.err != 0 {
+            // hiredis 0.14 reports a connect timeout as an I/O error with errno's text.
+            var failure = error(of: c, doing: "connect")
+            if failure.kind == .connection, Self.text(of: c) == String(cString: strerror(ETIMEDOUT)) {
+                failure = RedisError(.timeout, "redis \(endpoint): connect timed out after \(connectTimeoutMs) ms")
+            }
+            redisFree(c)
+            throw failure
+        }
+        context = c
+        setSocketTimeout(ms: socketTimeoutMs)
+    }
+
+    deinit { close() }
+
+    var isOpen: Bool { context != nil }
+
+    func close() {
+        if let context { redisFree(context) }
+        context = nil
+    }
+
+    func setSocketTimeout(ms: Int) {
+        if let context { _ = redisSetTimeout(context, Self.timeval(ms: ms)) }
+    }
+
+    /// Queues the commands and writes them all out before `deadline`.
+    func send(_ commands: [[RedisArgument]], deadline: ContinuousClock.Instant) throws(RedisError) {
+        let c = try live()
+        for command in commands { try append(command, to: c) }
+        var done: Int32 = 0
+        repeat {
+            guard try wait(for: POLLOUT, on: c, until: deadline) else {
+                throw RedisError(.timeout, "redis \(endpoint): could not send the command in time")
+            }
+            if withoutSIGPIPE({ redisBufferWrite(c, &done) }) != REDIS_OK {
+                throw error(of: c, doing: "send")
+            }
+        } while done == 0
+    }
+
+    /// The next reply, or nil when none is complete by `deadline`.
+    func readReply(until deadline: ContinuousClock.Instant) throws(RedisError) -> RedisReply? {
+        let c = try live()
+        while true {
+            // First whatever hiredis has buffered already (a pipeline's later replies).
+            var raw: UnsafeMutableRawPointer?
+            if redisGetReplyFromReader(c, &raw) != REDIS_OK { throw error(of: c, doing: "read") }
+            if let raw {
+                defer { freeReplyObject(raw) }
+                return try convert(raw.assumingMemoryBound(to: redisReply.self))
+            }
+            guard try wait(for: POLLIN, on: c, until: deadline) else { return nil }
+            if redisBufferRead(c) != REDIS_OK { throw error(of: c, doing: "read") }
+        }
+    }
+
+    // MARK: - Internals
+
+    private func live() throws(RedisError) -> UnsafeMutablePointer<redisContext> {
+        guard let context else { throw RedisError(.connection, "redis \(endpoint): the connection is closed") }
+        return context
+    }
+
+    /// Binary-safe: every argument goes with its length (redisAppendCommandArgv copies them).
+    private func append(_ command: [RedisArgument], to c: UnsafeMutablePointer<redisContext>) throws(RedisError) {
+        let parts = command.map(\.utf8Bytes)
+        // One buffer for all arguments, plus a byte so it is never empty (a nil base address).
+        var joined: [UInt8] = []
+        joined.reserveCapacity(parts.reduce(1) { $0 + $1.count })
+        for part in parts { joined += part }
+        joined.append(0)
+        let lengths = parts.map(\.count)
+        let rc = joined.withUnsafeBytes { raw in
+            let base = raw.baseAddress!.assumingMemoryBound(to: CChar.self)
+            var argv: [UnsafePointer<CChar>?] = []
+            var offset = 0
+            for length in lengths {
+                argv.append(base + offset)
+                offset += length
+            }
+            return argv.withUnsafeMutableBufferPointer { argvBuffer in
+                lengths.withUnsafeBufferPointer { lengthBuffer in
+                    redisAppendCommandArgv(c, Int32(lengths.count), argvBuffer.baseAddress, lengthBuffer.baseAddress)
+                }
+            }
+        }
+        if rc != REDIS_OK { throw error(of: c, doing: "queue command") }
+    }
+
+    /// Waits until the socket is ready for `event`; false when `deadline` passes first.
+    private func wait(for event: Int32, on c: UnsafeMutablePointer<redisContext>,
+                      until deadline: ContinuousClock.Instant) throws(RedisError) -> Bool {
+        var descriptor = pollfd(fd: c.pointee.fd, events: Int16(event), revents: 0)
+        while true {
+            let ms = Self.milliseconds(until: deadline)
+            let n = poll(&descriptor, 1, ms)
+            if n > 0 { return true } // also on POLLHUP/POLLERR: the read or write then reports it
+            if n == 0 {
+                if ms == 0 { return false }
+                continue
+            }
+            if errno == EINTR { continue }
+            throw RedisError(.connection, "redis \(endpoint): poll failed: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    private func convert(_ reply: UnsafeMutablePointer<redisReply>) throws(RedisError) -> RedisReply {
+        let r = reply.pointee
+        func bytes() -> [UInt8] {
+            guard let str = r.str else { return [] }
+            return Array(UnsafeRawBufferPointer(start: str, count: r.len))
+        }
+        switch r.type {
+        // RESP3 (hiredis 1.x only): a double or bignum keeps its decimal text in str, and a
+        // verbatim string its text without the "txt:" prefix.
+        case REDIS_REPLY_STRING, REDIS_REPLY_VERB, REDIS_REPLY_DOUBLE, REDIS_REPLY_BIGNUM:
+            return .string(bytes())
+        case REDIS_REPLY_STATUS:
+            return .status(String(decoding: bytes(), as: UTF8.self))
+        case REDIS_REPLY_ERROR:
+            return .error(String(decoding: bytes(), as: UTF8.self))
+        case REDIS_REPLY_INTEGER, REDIS_REPLY_BOOL:
+            return .integer(Int64(r.integer))
+        case REDIS_REPLY_NIL:
+            return .null
+        case REDIS_REPLY_ARRAY, REDIS_REPLY_MAP, REDIS_REPLY_SET, REDIS_REPLY_PUSH, REDIS_REPLY_ATTR:
+            var elements: [RedisReply] = []
+            elements.reserveCapacity(r.elements)
+            for i in 0..<r.elements {
+                if let element = r.element[i] { elements.append(try convert(element)) } else { elements.append(.null) }
+            }
+            return .array(elements)
+        default:
+            throw RedisError(.protocolError, "redis \(endpoint): reply of unknown type \(r.type)")
+        }
+    }
+
+    private func error(of c: UnsafeMutablePointer<redisContext>, doing what: String) -> RedisError {
+        let code = c.pointee.err
+        let kind: RedisError.Kind = switch code {
+        case REDIS_ERR_PROTOCOL: .protocolError
+        case REDIS_ERR_TIMEOUT: .timeout
+        default: .connection
+        }
+        return RedisError(kind, "redis \(endpoint): \(what) failed: \(Self.text(of: c))")
+    }
+
+    private static func text(of c: UnsafeMutablePointer<redisContext>) -> String {
+        withUnsafeBytes(of: c.pointee.errstr) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+    }
+
+    private static func timeval(ms: Int) -> Glibc.timeval {
+        let ms = max(1, ms) // zero would mean "no timeout" to the socket options
+        return Glibc.timeval(tv_sec: ms / 1000, tv_usec: (ms % 1000) * 1000)
+    }
+
+    /// Milliseconds left until `deadline`, rounded up so poll does not spin; 0 once it passed.
+    private static func milliseconds(until deadline: ContinuousClock.Instant) -> Int32 {
+        let left = ContinuousClock.now.duration(to: deadline)
+        guard left > .zero else { return 0 }
+        let (seconds, attoseconds) = left.components
+        return Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+    }
+}
+
+/// Runs `body` with SIGPIPE blocked on this thread and swallows one it raised: hiredis 0.14
+/// writes with write(2), so a send to a server that went away would otherwise kill the process.
+private func withoutSIGPIPE<T>(_ body: () -> T) -> T {
+    var pipeSignal = sigset_t()
+    sigemptyset(&pipeSignal)
+    sigaddset(&pipeSignal, SIGPIPE)
+    var pending = sigset_t()
+    sigpending(&pending)
+    let pendingAlready = sigismember(&pending, SIGPIPE) == 1
+    var previousMask = sigset_t()
+    pthread_sigmask(SIG_BLOCK, &pipeSignal, &previousMask)
+    let result = body()
+    if !pendingAlready {
+        sigpending(&pending)
+        if sigismember(&pending, SIGPIPE) == 1 {
+            var noWait = timespec(tv_sec: 0, tv_nsec: 0)
+            _ = sigtimedwait(&pipeSignal, nil, &noWait)
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &previousMask, nil)
+    return result
+}
