@@ -111,6 +111,10 @@ public struct DeliveryState: Sendable {
     var collapsed: [AppKey: [String: UInt64]] = [:]
     var recentPushes: [String: (windowStartMs: Int64, count: Int)] = [:]
     var nextDeliveryID: UInt64 = 1
+    /// Multi-instance mode: notifications another instance sent and is waiting to have
+    /// acknowledged, by sequence. That instance owns them (delivery id, verdict, ack timer);
+    /// this copy only mirrors them until its rows say where they went. Always empty otherwise.
+    var mirroredInflight: [UInt64: PendingNotification] = [:]
     /// With persistence on: notifications entering or leaving a waiting slot, in order.
     /// Budgets, collapse state and flood windows are not kept (they refill or start afresh).
     public var tracksChanges = false
@@ -134,11 +138,12 @@ public struct DeliveryState: Sendable {
         all += deferred.values.map { WaitingNotification(slot: .deferred($0.reason), notification: $0.notification) }
         all += batched.map { WaitingNotification(slot: .batched(releaseAtMs: $0.releaseAtMs), notification: $0.notification) }
         all += inflight.values.map { WaitingNotification(slot: .inFlight, notification: $0.notification) }
+        all += mirroredInflight.values.map { WaitingNotification(slot: .inFlight, notification: $0) }
         return all.sorted { $0.notification.sequence < $1.notification.sequence }
     }
 
     /// Notifications accepted and not yet settled, for accounting.
-    public var pendingCount: Int { stored.count + deferred.count + batched.count + inflight.count }
+    public var pendingCount: Int { stored.count + deferred.count + batched.count + inflight.count + mirroredInflight.count }
 }
 
 // MARK: - Routing accepted notifications

@@ -165,6 +165,26 @@ public struct DeviceRegistry: Sendable {
         for entry in restoredTokens { tokens[entry.token] = entry }
     }
 
+    /// Replication: a device row as another instance saved it, connection id included (in
+    /// multi-instance mode connection ids are unique across instances and the device's
+    /// socket may live elsewhere).
+    public mutating func saveReplicated(_ device: Device) {
+        devices[device.id] = device
+        noteDevice(device.id)
+    }
+
+    /// Replication: the device is gone (its tokens come as their own rows).
+    public mutating func removeReplicated(deviceID: String) {
+        devices.removeValue(forKey: deviceID)
+        noteDevice(deviceID)
+    }
+
+    /// Replication: a token row as another instance saved it.
+    public mutating func saveReplicated(_ entry: TokenEntry) {
+        tokens[entry.token] = entry
+        noteToken(entry.token)
+    }
+
     /// Copies a device and its current tokens from another registry (a configured device
     /// missing from the persisted state). Its pinned tokens become active again, as after a reset.
     public mutating func adopt(device: Device, from other: DeviceRegistry) {

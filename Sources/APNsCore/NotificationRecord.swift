@@ -237,6 +237,59 @@ public struct RecordStore: Sendable {
         append(moving: &moved)
     }
 
+    /// Replication: takes a record another instance's journal holds, under its own sequence
+    /// number. An update replaces the record in place (keeping what the journal counted it
+    /// as, as `update` does); a new one is appended, or put in order if older than the newest.
+    public mutating func upsert(_ record: NotificationRecord) {
+        if let index = physicalIndex(of: record.sequence) {
+            var record = record
+            record.accountedBytes = ring[index].accountedBytes
+            ring[index] = record
+            if trackChanges, changes.last != record.sequence { changes.append(record.sequence) }
+            return
+        }
+        if live > 0, ring[physical(live - 1)].sequence > record.sequence {
+            // Rare (only when this journal lost a record the producer still has): rebuild.
+            var all = newestFirst(limit: live).reversed() as [NotificationRecord]
+            all.insert(record, at: all.firstIndex { $0.sequence > record.sequence } ?? all.count)
+            let next = nextSequence
+            ring = []
+            head = 0
+            live = 0
+            bytes = 0
+            let tracking = trackChanges
+            trackChanges = false
+            for item in all { appendKeepingSequence(item) }
+            trackChanges = tracking
+            if trackChanges { changes.append(record.sequence) }
+            nextSequence = max(next, nextSequence)
+            return
+        }
+        appendKeepingSequence(record)
+    }
+
+    private mutating func appendKeepingSequence(_ record: NotificationRecord) {
+        let next = nextSequence
+        nextSequence = record.sequence
+        var moved = record
+        append(moving: &moved)
+        nextSequence = max(next, record.sequence + 1)
+    }
+
+    /// Replication: drops the records older than `sequence` from the end, as the producer's
+    /// journal did (counted as evicted), and never hands out a number below it.
+    public mutating func evict(before sequence: UInt64) {
+        while live > 0, ring[head].sequence < sequence {
+            var emptied = Self.placeholder
+            swap(&ring[head], &emptied)
+            bytes -= emptied.accountedBytes
+            head = (head + 1) % capacity
+            live -= 1
+            evicted += 1
+        }
+        nextSequence = max(nextSequence, sequence)
+    }
+
     /// The oldest record kept, nil when empty (persistence trims what fell off the end).
     public var oldestSequence: UInt64? {
         live > 0 ? ring[head].sequence : nil

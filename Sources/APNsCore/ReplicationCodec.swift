@@ -1,0 +1,403 @@
+// The byte form of every `StateChange` and of device frames, for multi-instance mode: an
+// instance appends the rows it produced to a shared log and forwards frames for device
+// sockets that another instance holds. Same conventions as the blobs above (format byte,
+// varints, length-prefixed texts); the record, notification and fault blobs are reused
+// as they are, so one reader understands both.
+
+extension StateCodec {
+    static let changeFormat: UInt8 = 1
+    static let framesFormat: UInt8 = 1
+    /// Deeper JSON than this in a frame is refused: damaged bytes must not exhaust the stack.
+    static let maxJSONDepth = 64
+
+    // MARK: Rows
+
+    public static func encode(_ change: StateChange) -> [UInt8] {
+        var w = ByteWriter(capacity: 256)
+        w.u8(changeFormat)
+        write(change, to: &w)
+        return w.bytes
+    }
+
+    public static func decodeChange(_ bytes: [UInt8]) throws(StateStoreError) -> StateChange {
+        var r = ByteReader(bytes, what: "state change")
+        try r.expectFormat(changeFormat)
+        let change = try readChange(from: &r)
+        try r.expectEnd()
+        return change
+    }
+
+    /// Several rows as one value (one append to the log: what one `withWorld` call produced).
+    public static func encode(changes: [StateChange]) -> [UInt8] {
+        var w = ByteWriter(capacity: 256 * changes.count + 8)
+        w.u8(changeFormat)
+        w.u64(UInt64(changes.count))
+        for change in changes { write(change, to: &w) }
+        return w.bytes
+    }
+
+    public static func decodeChanges(_ bytes: [UInt8]) throws(StateStoreError) -> [StateChange] {
+        var r = ByteReader(bytes, what: "state change list")
+        try r.expectFormat(changeFormat)
+        let count = try r.count()
+        var changes: [StateChange] = []
+        changes.reserveCapacity(count)
+        for _ in 0..<count { changes.append(try readChange(from: &r)) }
+        try r.expectEnd()
+        return changes
+    }
+
+    private static func write(_ change: StateChange, to w: inout ByteWriter) {
+        switch change {
+        case .deviceSaved(let device):
+            w.u8(1)
+            write(device, to: &w)
+        case .deviceRemoved(let id):
+            w.u8(2)
+            w.put(id)
+        case .tokenSaved(let entry):
+            w.u8(3)
+            write(entry, to: &w)
+        case .keySaved(let key):
+            w.u8(4)
+            write(key, to: &w)
+        case .keyRemoved(let id):
+            w.u8(5)
+            w.put(id)
+        case .appSaved(let bundle, let team):
+            w.u8(6)
+            w.put(bundle)
+            w.put(team)
+        case .appRemoved(let bundle):
+            w.u8(7)
+            w.put(bundle)
+        case .faultsSaved(let faults):
+            w.u8(8)
+            w.blob(encode(faults))
+        case .notificationWaiting(let waiting):
+            w.u8(9)
+            write(waiting, to: &w)
+        case .notificationDone(let sequence):
+            w.u8(10)
+            w.put(sequence)
+        case .recordSaved(let record):
+            w.u8(11)
+            write(record, to: &w)
+        case .recordRemoved(let sequence):
+            w.u8(12)
+            w.put(sequence)
+        case .recordsEvicted(let before):
+            w.u8(13)
+            w.put(before)
+        case .reset(let state):
+            w.u8(14)
+            write(state, to: &w)
+        }
+    }
+
+    private static func readChange(from r: inout ByteReader) throws(StateStoreError) -> StateChange {
+        switch try r.u8() {
+        case 1: return .deviceSaved(try readDevice(from: &r))
+        case 2: return .deviceRemoved(id: try r.take())
+        case 3: return .tokenSaved(try readToken(from: &r))
+        case 4: return .keySaved(try readKey(from: &r))
+        case 5: return .keyRemoved(keyID: try r.take())
+        case 6: return .appSaved(bundleID: try r.take(), teamID: try r.take())
+        case 7: return .appRemoved(bundleID: try r.take())
+        case 8: return .faultsSaved(try decodeFaults(try r.bytes()))
+        case 9: return .notificationWaiting(try readWaiting(from: &r))
+        case 10: return .notificationDone(sequence: try r.take())
+        case 11: return .recordSaved(try readRecord(from: &r))
+        case 12: return .recordRemoved(sequence: try r.take())
+        case 13: return .recordsEvicted(before: try r.take())
+        case 14: return .reset(try readState(from: &r))
+        case let other: throw r.damaged("change kind \(other)")
+        }
+    }
+
+    // MARK: Devices and tokens
+
+    private static func write(_ d: Device, to w: inout ByteWriter) {
+        w.put(d.id)
+        w.put(d.isVirtual)
+        w.put(d.createdAtMs)
+        w.put(d.connectionID)
+        w.put(d.lowPowerMode)
+        w.put(d.forcedOffline)
+        w.put(d.userID)
+        // Sorted, so equal devices have equal bytes.
+        w.u64(UInt64(d.apps.count))
+        for app in d.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) {
+            w.put(app.bundleID)
+            w.put(app.environment)
+            w.u64(UInt64(app.tokens.count))
+            for (kind, token) in app.tokens.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                w.put(kind)
+                w.put(token)
+            }
+            w.put(app.installedAtMs)
+            w.put(app.settings.authorization)
+            w.put(app.settings.appState)
+            w.put(app.settings.backgroundMode)
+            w.put(app.uploadPending)
+        }
+    }
+
+    private static func readDevice(from r: inout ByteReader) throws(StateStoreError) -> Device {
+        var device = Device(id: try r.take(), isVirtual: try r.take(), apps: [:], createdAtMs: try r.take())
+        device.connectionID = try r.take()
+        device.lowPowerMode = try r.take()
+        device.forcedOffline = try r.take()
+        device.userID = try r.take()
+        let appCount = try r.count()
+        for _ in 0..<appCount {
+            let bundleID: String = try r.take()
+            let environment: APNsEnvironment = try r.take()
+            var tokens: [TokenKind: String] = [:]
+            let tokenCount = try r.count()
+            for _ in 0..<tokenCount {
+                let kind: TokenKind = try r.take()
+                tokens[kind] = try r.take()
+            }
+            let installedAt: Int64 = try r.take()
+            let settings = AppSettings(authorization: try r.take(), appState: try r.take(), backgroundMode: try r.take())
+            device.apps[bundleID] = InstalledApp(bundleID: bundleID, environment: environment, tokens: tokens,
+                                                 installedAtMs: installedAt, settings: settings, uploadPending: try r.take())
+        }
+        return device
+    }
+
+    private static func write(_ t: TokenEntry, to w: inout ByteWriter) {
+        w.put(t.token)
+        w.put(t.deviceID)
+        w.put(t.bundleID)
+        w.put(t.environment)
+        w.put(t.kind)
+        switch t.state {
+        case .active: w.u8(0)
+        case .unregistered(let since):
+            w.u8(1)
+            w.put(since)
+        case .expired: w.u8(2)
+        case .rateLimited: w.u8(3)
+        }
+        w.put(t.issuedAtMs)
+        w.put(t.pushesUntilUnregistered)
+    }
+
+    private static func readToken(from r: inout ByteReader) throws(StateStoreError) -> TokenEntry {
+        let token: String = try r.take()
+        let deviceID: String = try r.take()
+        let bundleID: String = try r.take()
+        let environment: APNsEnvironment = try r.take()
+        let kind: TokenKind = try r.take()
+        let state: TokenState
+        switch try r.u8() {
+        case 0: state = .active
+        case 1: state = .unregistered(sinceMs: try r.take())
+        case 2: state = .expired
+        case 3: state = .rateLimited
+        case let other: throw r.damaged("token state \(other)")
+        }
+        return TokenEntry(token: token, deviceID: deviceID, bundleID: bundleID, environment: environment, kind: kind,
+                          state: state, issuedAtMs: try r.take(), pushesUntilUnregistered: try r.take())
+    }
+
+    // MARK: Keys
+
+    private static func write(_ k: StoredKey, to w: inout ByteWriter) {
+        w.put(k.teamID)
+        w.put(k.keyID)
+        w.put(k.environment)
+        w.put(k.topics)
+        w.put(k.relatedKeyID)
+        w.put(k.pem)
+        w.put(k.source)
+        w.put(k.addedAtRunTime)
+    }
+
+    private static func readKey(from r: inout ByteReader) throws(StateStoreError) -> StoredKey {
+        StoredKey(teamID: try r.take(), keyID: try r.take(), environment: try r.take(), topics: try r.take(),
+                  relatedKeyID: try r.take(), pem: try r.take(), source: try r.take(), addedAtRunTime: try r.take())
+    }
+
+    // MARK: Waiting notifications and records
+
+    private static func write(_ waiting: WaitingNotification, to w: inout ByteWriter) {
+        switch waiting.slot {
+        case .stored: w.u8(0)
+        case .deferred(let reason):
+            w.u8(1)
+            w.put(reason)
+        case .batched(let releaseAt):
+            w.u8(2)
+            w.put(releaseAt)
+        case .inFlight: w.u8(3)
+        }
+        // Without `acceptedAtNanos`: monotonic time means nothing on another host, so a
+        // replica treats it as not known (0), as after a restart.
+        w.blob(encode(waiting.notification))
+    }
+
+    private static func readWaiting(from r: inout ByteReader) throws(StateStoreError) -> WaitingNotification {
+        let slot: WaitingSlot
+        switch try r.u8() {
+        case 0: slot = .stored
+        case 1: slot = .deferred(try r.take())
+        case 2: slot = .batched(releaseAtMs: try r.take())
+        case 3: slot = .inFlight
+        case let other: throw r.damaged("waiting slot \(other)")
+        }
+        return WaitingNotification(slot: slot, notification: try decodeNotification(try r.bytes()))
+    }
+
+    /// The record blob plus the journal's byte accounting, so a replica's byte budget evicts
+    /// exactly what the producer's did.
+    private static func write(_ record: NotificationRecord, to w: inout ByteWriter) {
+        w.blob(encode(record))
+        w.put(record.accountedBytes)
+        w.put(record.headerListBytes)
+    }
+
+    private static func readRecord(from r: inout ByteReader) throws(StateStoreError) -> NotificationRecord {
+        var record = try decodeRecord(try r.bytes())
+        record.accountedBytes = try r.take()
+        record.headerListBytes = try r.take()
+        return record
+    }
+
+    // MARK: A whole state (reset)
+
+    private static func write(_ s: PersistedState, to w: inout ByteWriter) {
+        w.put(s.initialized)
+        w.u64(UInt64(s.devices.count))
+        for device in s.devices { write(device, to: &w) }
+        w.u64(UInt64(s.tokens.count))
+        for token in s.tokens { write(token, to: &w) }
+        w.u64(UInt64(s.keys.count))
+        for key in s.keys { write(key, to: &w) }
+        w.u64(UInt64(s.apps.count))
+        for app in s.apps {
+            w.put(app.bundleID)
+            w.put(app.teamID)
+        }
+        if let faults = s.faults {
+            w.u8(1)
+            w.blob(encode(faults))
+        } else {
+            w.u8(0)
+        }
+        w.u64(UInt64(s.waiting.count))
+        for waiting in s.waiting { write(waiting, to: &w) }
+        w.u64(UInt64(s.records.count))
+        for record in s.records { write(record, to: &w) }
+        w.put(s.nextRecordSequence)
+    }
+
+    private static func readState(from r: inout ByteReader) throws(StateStoreError) -> PersistedState {
+        var s = PersistedState()
+        s.initialized = try r.take()
+        for _ in 0..<(try r.count()) { s.devices.append(try readDevice(from: &r)) }
+        for _ in 0..<(try r.count()) { s.tokens.append(try readToken(from: &r)) }
+        for _ in 0..<(try r.count()) { s.keys.append(try readKey(from: &r)) }
+        for _ in 0..<(try r.count()) { s.apps.append((bundleID: try r.take(), teamID: try r.take())) }
+        s.faults = try r.u8() == 0 ? nil : try decodeFaults(try r.bytes())
+        for _ in 0..<(try r.count()) { s.waiting.append(try readWaiting(from: &r)) }
+        for _ in 0..<(try r.count()) { s.records.append(try readRecord(from: &r)) }
+        s.nextRecordSequence = try r.take()
+        return s
+    }
+
+    // MARK: Device frames
+
+    /// Frames for device sockets another instance holds (forwarded there and written as is).
+    public static func encode(frames: [DeviceFrame]) -> [UInt8] {
+        var w = ByteWriter(capacity: 256 * frames.count + 8)
+        w.u8(framesFormat)
+        w.u64(UInt64(frames.count))
+        for frame in frames {
+            w.put(frame.deviceID)
+            w.put(frame.connectionID)
+            w.put(frame.closeAfter)
+            write(frame.message, to: &w)
+        }
+        return w.bytes
+    }
+
+    public static func decodeFrames(_ bytes: [UInt8]) throws(StateStoreError) -> [DeviceFrame] {
+        var r = ByteReader(bytes, what: "device frame list")
+        try r.expectFormat(framesFormat)
+        let count = try r.count()
+        var frames: [DeviceFrame] = []
+        for _ in 0..<count {
+            let deviceID: String = try r.take()
+            let connectionID: UInt64 = try r.take()
+            let closeAfter: Bool = try r.take()
+            frames.append(DeviceFrame(deviceID: deviceID, connectionID: connectionID,
+                                      message: try readJSON(from: &r, depth: 0), closeAfter: closeAfter))
+        }
+        try r.expectEnd()
+        return frames
+    }
+
+    /// The value's own structure (not JSON text): a `.raw` payload stays the provider's bytes
+    /// and nothing needs parsing on the receiving side.
+    private static func write(_ value: JSONValue, to w: inout ByteWriter) {
+        switch value {
+        case .null: w.u8(0)
+        case .bool(let b): w.u8(b ? 2 : 1)
+        case .int(let i):
+            w.u8(3)
+            w.put(i)
+        case .double(let d):
+            w.u8(4)
+            w.put(d)
+        case .string(let s):
+            w.u8(5)
+            w.put(s)
+        case .array(let items):
+            w.u8(6)
+            w.u64(UInt64(items.count))
+            for item in items { write(item, to: &w) }
+        case .object(let object):
+            w.u8(7)
+            w.u64(UInt64(object.members.count))
+            for member in object.members {
+                w.put(member.key)
+                write(member.value, to: &w)
+            }
+        case .raw(let bytes):
+            w.u8(8)
+            w.blob(bytes)
+        }
+    }
+
+    private static func readJSON(from r: inout ByteReader, depth: Int) throws(StateStoreError) -> JSONValue {
+        guard depth < maxJSONDepth else { throw r.damaged("JSON nested deeper than \(maxJSONDepth)") }
+        switch try r.u8() {
+        case 0: return .null
+        case 1: return .bool(false)
+        case 2: return .bool(true)
+        case 3: return .int(try r.take())
+        case 4: return .double(try r.take())
+        case 5: return .string(try r.take())
+        case 6:
+            let count = try r.count()
+            var items: [JSONValue] = []
+            for _ in 0..<count { items.append(try readJSON(from: &r, depth: depth + 1)) }
+            return .array(items)
+        case 7:
+            let count = try r.count()
+            var members: [(key: String, value: JSONValue)] = []
+            for _ in 0..<count { members.append((try r.take(), try readJSON(from: &r, depth: depth + 1))) }
+            return .object(JSONObject(members))
+        case 8: return .raw(try r.bytes())
+        case let other: throw r.damaged("JSON kind \(other)")
+        }
+    }
+}
+
+extension TokenKind: StateCodable {}
+extension Authorization: StateCodable {}
+extension AppState: StateCodable {}
+extension DeferReason: StateCodable {}
