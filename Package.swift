@@ -11,6 +11,7 @@ import PackageDescription
 //   Redis          thin hiredis wrapper (the only unsafe code for it)
 //   StatePersistence  group-commit writer thread between the state lock and a StateStore
 //   SQLiteStateStore  the --state-dir backend (schema, rows) on SQLite
+//   RedisStore     --redis: the state in Redis, shared by several instances (lease, log, relay)
 //   CommandLineOptions  flags, APNS_EMULATOR_* variables and --config files → option values
 //   EmulatorServer wiring: provider endpoint, admin API, devices; ui/ and docs/openapi.json are
 //                  embedded at build time by the EmbedAssets plugin (Plugins/)
@@ -59,8 +60,9 @@ let package = Package(
         .target(name: "CommandLineOptions", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
         .target(name: "HTTP1Client", dependencies: ["Networking"], swiftSettings: swiftSettings),
         .target(name: "BackendCalls", dependencies: ["APNsCore", "HTTP1Client", "Locking"], swiftSettings: swiftSettings),
+        .target(name: "RedisStore", dependencies: ["APNsCore", "Redis", "Locking"], swiftSettings: swiftSettings),
         .target(name: "EmulatorServer",
-                dependencies: ["APNsCore", "BackendCalls", "CommandLineOptions", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore", "Locking"],
+                dependencies: ["APNsCore", "BackendCalls", "CommandLineOptions", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore", "Redis", "RedisStore", "Locking"],
                 swiftSettings: swiftSettings,
                 plugins: ["EmbedAssets"]),
         // Writes ui/* and docs/openapi.json into EmulatorServer as string literals (UIAssets) at

@@ -1,5 +1,8 @@
 /// How accepted notifications travel to devices (docs/device-model.md).
 public struct DeliveryOptions: Sendable {
+    /// Delivery ids are the notifications' journal sequence numbers (several instances
+    /// sharing the state, where every instance must find the delivery an ack names).
+    public var deliveryIDsAreSequences = false
     /// Background wakes per (device, app) per hour. Apple: "two or three an hour".
     public var backgroundBudgetPerHour = 3
     /// How long APNs keeps a notification for an offline device when `apns-expiration` is absent.
@@ -122,8 +125,10 @@ public struct DeliveryState: Sendable {
 
     public init() {}
 
-    mutating func noteWaiting(_ slot: WaitingSlot, _ notification: PendingNotification) {
-        if tracksChanges { waitingChanges.append(.notificationWaiting(WaitingNotification(slot: slot, notification: notification))) }
+    mutating func noteWaiting(_ slot: WaitingSlot, _ notification: PendingNotification, flight: FlightRow? = nil) {
+        if tracksChanges {
+            waitingChanges.append(.notificationWaiting(WaitingNotification(slot: slot, notification: notification, flight: flight)))
+        }
     }
 
     mutating func noteDone(_ sequence: UInt64) {
@@ -137,7 +142,10 @@ public struct DeliveryState: Sendable {
         var all = stored.values.map { WaitingNotification(slot: .stored, notification: $0) }
         all += deferred.values.map { WaitingNotification(slot: .deferred($0.reason), notification: $0.notification) }
         all += batched.map { WaitingNotification(slot: .batched(releaseAtMs: $0.releaseAtMs), notification: $0.notification) }
-        all += inflight.values.map { WaitingNotification(slot: .inFlight, notification: $0.notification) }
+        all += inflight.map { id, f in
+            WaitingNotification(slot: .inFlight, notification: f.notification,
+                                flight: FlightRow(deliveryID: id, connectionID: f.connectionID, sentAtMs: f.sentAtMs, verdict: f.verdict))
+        }
         all += mirroredInflight.values.map { WaitingNotification(slot: .inFlight, notification: $0) }
         return all.sorted { $0.notification.sequence < $1.notification.sequence }
     }
@@ -237,11 +245,14 @@ extension World {
                       why: "the device has \(waiting) deliveries it has not acknowledged (its window is full)")
                 return []
             }
-            let id = delivery.nextDeliveryID
-            delivery.nextDeliveryID += 1
+            // Shared state (`--redis`): the notification's sequence, unique across instances,
+            // so any instance finds the delivery an ack names, and a row names it at once.
+            let id = deliveryOptions.deliveryIDsAreSequences ? notification.sequence : delivery.nextDeliveryID
+            delivery.nextDeliveryID = max(delivery.nextDeliveryID, id + 1)
             delivery.inflight[id] = InFlight(connectionID: connectionID, notification: notification, verdict: verdict, sentAtMs: nowMs)
             delivery.inflightPerDevice[device.id] = waiting + 1
-            delivery.noteWaiting(.inFlight, notification)
+            delivery.noteWaiting(.inFlight, notification,
+                                 flight: FlightRow(deliveryID: id, connectionID: connectionID, sentAtMs: nowMs, verdict: verdict))
             setOutcome(notification.sequence, .pending, "sent to the device; waiting for its ack")
             return [DeviceFrame(deviceID: device.id, connectionID: connectionID,
                                 message: Self.notificationMessage(id: id, notification, verdict))]

@@ -68,38 +68,142 @@ public final class EmulatorState: Sendable {
     public var currentCredentialsGeneration: UInt64 { credentialsGeneration.load(ordering: .acquiring) }
     public var hasFaultRules: Bool { faultsActive.load(ordering: .relaxed) }
 
+    /// Several instances sharing one world (`--redis`): every change goes through it. Set once
+    /// at start-up, before any request; nil for a single instance.
+    @exclusivity(unchecked) nonisolated(unsafe) public var coordinator: (any WorldCoordinator)?
+
     /// Runs `body` with exclusive access to the world. Keep it short.
+    ///
+    /// With a coordinator the change is also shared with the other instances before this
+    /// returns. When that is impossible (the shared store is down) the body still runs, on this
+    /// instance's copy only, which is then reloaded once the store is back; callers whose
+    /// answer promises the change was kept use `withSharedWorld` instead.
     public func withWorld<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T) throws(E) -> T {
-        let tracking = onRecordChanges != nil && changeTracking.load(ordering: .relaxed)
-        let persistence = self.persistence
-        var changes: [UInt64] = []
+        guard let coordinator else {
+            let (result, after) = try locked(body, sharing: false)
+            after.announce(self)
+            return result
+        }
+        let (result, shared) = try sharing(body, coordinator)
+        if let result {
+            if !shared { coordinator.noteUnsharedChange() }
+            return result
+        }
+        // Not run (the store cannot be reached): run on this copy only, reloaded later.
+        let (local, after) = try locked(body, sharing: true)
+        coordinator.noteUnsharedChange()
+        after.announce(self)
+        return local
+    }
+
+    /// `withWorld` that refuses instead of diverging: nil when the change could not be shared
+    /// with the other instances (the store is down, or this instance lost its turn while
+    /// writing). Without a coordinator it always runs.
+    public func withSharedWorld<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T) throws(E) -> T? {
+        guard let coordinator else { return try withWorld(body) }
+        let (result, shared) = try sharing(body, coordinator)
+        return shared ? result : nil
+    }
+
+    /// The body's result when it ran (nil when it did not), and whether its rows were shared.
+    /// A body that throws after changing something still has its rows shared.
+    private func sharing<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T, _ coordinator: any WorldCoordinator)
+        throws(E) -> (T?, shared: Bool)
+    {
+        var after = AfterLock()
+        var ran: Result<T, E>?
+        let shared = coordinator.mutate { () -> [StateChange] in
+            do throws(E) {
+                ran = .success(try locked(body, sharing: true, after: &after))
+            } catch {
+                ran = .failure(error)
+            }
+            return after.rows
+        }
+        after.announce(self)
+        switch ran {
+        case .success(let result)?: return (result, shared)
+        case .failure(let error)?:
+            if !shared { coordinator.noteUnsharedChange() }
+            throw error
+        case nil: return (nil, false)
+        }
+    }
+
+    /// Reads the world without changing it: no coordination, no change tracking.
+    public func readWorld<T>(_ body: (borrowing World) throws -> T) rethrows -> T {
+        try world.withLock { (world: inout World) in try body(world) }
+    }
+
+    /// Applies what other instances changed (the coordinator, under its own lock). Nothing it
+    /// does is a change of this instance's own: marks it leaves behind are dropped.
+    public func applyShared<T>(_ body: (inout World) throws(StateStoreError) -> T) throws(StateStoreError) -> T {
+        try world.withLock { (world: inout World) throws(StateStoreError) -> T in
+            defer {
+                _ = world.records.takeChanges()
+                _ = world.takeStateChanges(recordSequences: [])
+                _ = world.takeBackendIntents()
+                credentialsGeneration.store(world.credentials.generation, ordering: .releasing)
+                faultsActive.store(!world.faults.isEmpty, ordering: .relaxed)
+            }
+            return try body(&world)
+        }
+    }
+
+    /// Tells listeners (event streams, long polls) about records another instance changed.
+    public func announceSharedChanges(records: [UInt64], reset: Bool) {
+        if reset { onRecordChanges?([], true) } else if !records.isEmpty { onRecordChanges?(records, false) }
+    }
+
+    /// What a `withWorld` call hands on once the lock is released.
+    private struct AfterLock {
+        var records: [UInt64] = []
         var wake = false
         var intents: [BackendIntent] = []
-        let result = try world.withLock { (world: inout World) throws(E) -> T in
+        /// The rows for a coordinator (shared mode only).
+        var rows: [StateChange] = []
+
+        func announce(_ state: EmulatorState) {
+            if wake { state.persistence?.wake() }
+            if !records.isEmpty { state.onRecordChanges?(records, false) }
+            if !intents.isEmpty { state.onBackendIntents?(intents) }
+        }
+    }
+
+    /// Runs `body` under the lock; `after` is filled even when it throws.
+    private func locked<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T, sharing: Bool) throws(E) -> (T, AfterLock) {
+        var after = AfterLock()
+        let result = try locked(body, sharing: sharing, after: &after)
+        return (result, after)
+    }
+
+    private func locked<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T, sharing: Bool, after: inout AfterLock) throws(E) -> T {
+        let tracking = onRecordChanges != nil && changeTracking.load(ordering: .relaxed)
+        let persistence = self.persistence
+        let collecting = sharing || persistence != nil
+        return try world.withLock { (world: inout World) throws(E) -> T in
             let before = world.credentials.generation
-            world.records.trackChanges = tracking || persistence != nil
+            world.records.trackChanges = tracking || collecting
             defer {
-                if !world.backendOutbox.isEmpty { intents = world.takeBackendIntents() }
+                if !world.backendOutbox.isEmpty { after.intents = world.takeBackendIntents() }
                 if world.credentials.generation != before {
                     credentialsGeneration.store(world.credentials.generation, ordering: .releasing)
                 }
                 faultsActive.store(!world.faults.isEmpty, ordering: .relaxed)
-                if tracking || persistence != nil {
+                if tracking || collecting {
                     let changed = world.records.takeChanges()
-                    if tracking { changes = changed }
-                    if let persistence {
+                    if tracking { after.records = changed }
+                    if sharing {
+                        after.rows = world.takeStateChanges(recordSequences: changed)
+                    } else if let persistence {
                         // Under the lock, so the sink sees changes in the order they happened.
                         let rows = world.takeStateChanges(recordSequences: changed)
-                        if !rows.isEmpty { wake = persistence.enqueue(rows) }
+                        if !rows.isEmpty { after.wake = persistence.enqueue(rows) }
                     }
                 }
             }
             return try body(&world)
         }
-        if wake { persistence?.wake() }
-        if !changes.isEmpty { onRecordChanges?(changes, false) }
-        if !intents.isEmpty { onBackendIntents?(intents) }
-        return result
     }
 
     /// Back to the configured start state, atomically: one lock, one assignment.
@@ -113,7 +217,7 @@ public final class EmulatorState: Sendable {
             world.registry.continueRandomness(from: registry)
             world.credentials.advanceGeneration(beyond: generation)
             world.records.continueSequence(from: nextSequence)
-            if persistence != nil {
+            if persistence != nil || coordinator != nil {
                 // The drain at the end of this call hands the store the whole start state,
                 // which it writes as one transaction.
                 world.startTrackingChanges()
@@ -127,4 +231,18 @@ public final class EmulatorState: Sendable {
     public func setStartState(_ start: World) {
         startState.withLock { $0 = start }
     }
+}
+
+/// Serializes changes to a world that several emulator instances share (`--redis`).
+public protocol WorldCoordinator: AnyObject, Sendable {
+    /// Runs `change` while this instance alone may change the shared world, after catching up
+    /// with every change the others made, then stores the rows it returns where the others
+    /// see them. False when that failed: `change` did not run (the store cannot be reached),
+    /// or it ran but its rows could not be stored (this instance's copy is then reloaded).
+    func mutate(_ change: () -> [StateChange]) -> Bool
+    /// A change was made to this instance's copy only (the store was down): reload it from the
+    /// store once the store is back.
+    func noteUnsharedChange()
+    /// Why changes are refused right now, or nil when they are shared normally.
+    var unavailableReason: String? { get }
 }

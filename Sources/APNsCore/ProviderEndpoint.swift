@@ -142,6 +142,11 @@ public final class ProviderEndpoint: Sendable {
     }
 
     public func handle(_ request: consuming PushRequest, connection: inout ProviderConnectionContext) -> PushResponse {
+        if state.coordinator?.unavailableReason != nil {
+            // Several instances share the state and it cannot be reached: nothing can be
+            // judged or kept, so nothing is promised (APNs answers 503 when it cannot serve).
+            return unavailable(apnsID: connection.random.apnsID(), raise: false)
+        }
         let now = clock.nowMilliseconds()
         let fields = APNsHeaderFields(request.headers)
         let environment = APNsEnvironment.resolve(
@@ -210,7 +215,8 @@ public final class ProviderEndpoint: Sendable {
             let json = request.bodyLength > 0 && request.bodyLength == request.body.count
                 ? JSONValidator.check(request.body) : nil
             let content = json == .object ? PushContent.read(request.body) : PushContent()
-            let reply = state.withWorld { (world: inout World) -> PushResponse in
+            let apnsID = record.apnsID
+            let reply = state.withSharedWorld { (world: inout World) -> PushResponse in
                 var rejection: Rejection?
                 var route: AcceptedRoute?
                 var pushType: PushType?
@@ -258,12 +264,13 @@ public final class ProviderEndpoint: Sendable {
                 return reply
             }
             connection.authenticator.lastVerification = nil
-            return reply
+            return reply ?? unavailable(apnsID: apnsID, raise: raiseStreamLimit)
         } catch {
             // Rejected before any state was consulted.
             record.reject(error, spelledAs: options.reasonText(error.reason))
             let verification = connection.authenticator.lastVerification
-            let reply = state.withWorld { world in
+            let apnsID = record.apnsID
+            let reply = state.withSharedWorld { world in
                 world.counters.countNotification(status: record.status, reason: error.reason, reasonText: nil, pushType: nil,
                                                  environment: environment)
                 if let verification { world.counters.countVerification(verification) }
@@ -272,8 +279,16 @@ public final class ProviderEndpoint: Sendable {
                 return reply
             }
             connection.authenticator.lastVerification = nil
-            return reply
+            return reply ?? unavailable(apnsID: apnsID, raise: raiseStreamLimit)
         }
+    }
+
+    /// 503 `ServiceUnavailable`, not journaled: the shared state (`--redis`) could not take
+    /// the request's changes.
+    private func unavailable(apnsID: String, raise: Bool) -> PushResponse {
+        PushResponse(status: 503, apnsID: apnsID, uniqueID: nil, reason: .serviceUnavailable,
+                     reasonText: options.reasonText(.serviceUnavailable), timestampMs: nil, raiseStreamLimit: raise,
+                     recordSequence: 0)
     }
 
     /// Journals a request the HTTP/2 layer reset before it could be judged (its header list
@@ -457,7 +472,7 @@ public final class ProviderEndpoint: Sendable {
         let result = connection.authenticator.authenticate(
             authorization: fields.authorization, environment: environment, nowMs: now - clock.offsetMilliseconds,
             credentialsGeneration: state.currentCredentialsGeneration,
-            lookUpKey: { id in state.withWorld { $0.credentials.keys[id] } })
+            lookUpKey: { id in state.readWorld { $0.credentials.keys[id] } })
         switch result {
         case .authenticated(let provider, let first):
             raise = first

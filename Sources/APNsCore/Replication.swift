@@ -237,8 +237,9 @@ extension World {
     private mutating func placeReplicated(_ waiting: WaitingNotification) {
         let n = waiting.notification
         let key = AppKey(deviceID: n.deviceID, bundleID: n.bundleID)
-        // Own in-flight deliveries are left alone (scanning them for every row would cost
-        // too much, and no other instance moves them).
+        // In-flight deliveries are found at once when their ids are their sequence numbers
+        // (shared state); otherwise own ones are left alone (scanning them for every row
+        // would cost too much).
         removeReplicatedWaiting(n.sequence, key: key, includingOwn: false)
         switch waiting.slot {
         case .stored:
@@ -252,7 +253,15 @@ extension World {
             }.map { $0 + 1 } ?? 0
             delivery.batched.insert((releaseAt, n), at: at)
         case .inFlight:
-            delivery.mirroredInflight[n.sequence] = n
+            guard let flight = waiting.flight else {
+                delivery.mirroredInflight[n.sequence] = n
+                return
+            }
+            // The whole delivery: any instance may take the device's ack, or find it stuck.
+            delivery.inflight[flight.deliveryID] = InFlight(connectionID: flight.connectionID, notification: n,
+                                                            verdict: flight.verdict, sentAtMs: flight.sentAtMs)
+            delivery.inflightPerDevice[n.deviceID, default: 0] += 1
+            delivery.nextDeliveryID = max(delivery.nextDeliveryID, flight.deliveryID + 1)
         }
     }
 
@@ -261,6 +270,11 @@ extension World {
     @discardableResult
     private mutating func removeReplicatedWaiting(_ sequence: UInt64, key: AppKey?, includingOwn: Bool) -> Bool {
         if delivery.mirroredInflight.removeValue(forKey: sequence) != nil { return true }
+        if deliveryOptions.deliveryIDsAreSequences, let flight = delivery.inflight[sequence], flight.notification.sequence == sequence {
+            delivery.inflight.removeValue(forKey: sequence)
+            releaseWindowSlot(flight.notification.deviceID)
+            return true
+        }
         if let key {
             if delivery.stored[key]?.sequence == sequence {
                 delivery.stored.removeValue(forKey: key)

@@ -157,7 +157,8 @@ extension StateCodec {
             let tokenCount = try r.count()
             for _ in 0..<tokenCount {
                 let kind: TokenKind = try r.take()
-                tokens[kind] = try r.take()
+                let token: String = try r.take()
+                tokens[kind] = token
             }
             let installedAt: Int64 = try r.take()
             let settings = AppSettings(authorization: try r.take(), appState: try r.take(), backgroundMode: try r.take())
@@ -237,6 +238,19 @@ extension StateCodec {
         // Without `acceptedAtNanos`: monotonic time means nothing on another host, so a
         // replica treats it as not known (0), as after a restart.
         w.blob(encode(waiting.notification))
+        if let flight = waiting.flight {
+            w.u8(1)
+            w.put(flight.deliveryID)
+            w.put(flight.connectionID)
+            w.put(flight.sentAtMs)
+            w.put(flight.verdict.callbacks)
+            w.put(flight.verdict.display)
+            w.put(flight.verdict.outcome)
+            w.put(flight.verdict.reason)
+            w.put(flight.verdict.usedBackgroundBudget)
+        } else {
+            w.u8(0)
+        }
     }
 
     private static func readWaiting(from r: inout ByteReader) throws(StateStoreError) -> WaitingNotification {
@@ -248,7 +262,16 @@ extension StateCodec {
         case 3: slot = .inFlight
         case let other: throw r.damaged("waiting slot \(other)")
         }
-        return WaitingNotification(slot: slot, notification: try decodeNotification(try r.bytes()))
+        var waiting = WaitingNotification(slot: slot, notification: try decodeNotification(try r.bytes()))
+        if try r.u8() == 1 {
+            let id: UInt64 = try r.take()
+            let connection: UInt64 = try r.take()
+            let sentAt: Int64 = try r.take()
+            let verdict = DeliveryVerdict(callbacks: try r.take(), display: try r.take(), outcome: try r.take(),
+                                          reason: try r.take(), usedBackgroundBudget: try r.take())
+            waiting.flight = FlightRow(deliveryID: id, connectionID: connection, sentAtMs: sentAt, verdict: verdict)
+        }
+        return waiting
     }
 
     /// The record blob plus the journal's byte accounting, so a replica's byte budget evicts
@@ -401,3 +424,4 @@ extension TokenKind: StateCodable {}
 extension Authorization: StateCodable {}
 extension AppState: StateCodable {}
 extension DeferReason: StateCodable {}
+extension Display: StateCodable {}

@@ -25,10 +25,30 @@ public enum WaitingSlot: Sendable, Equatable {
 public struct WaitingNotification: Sendable {
     public var slot: WaitingSlot
     public var notification: PendingNotification
+    /// For `.inFlight`: the delivery as sent, so that another instance sharing the state
+    /// (`--redis`) can take the device's ack. Not kept by `--state-dir` (after a restart an
+    /// in-flight notification goes back to the store anyway).
+    public var flight: FlightRow?
 
-    public init(slot: WaitingSlot, notification: PendingNotification) {
+    public init(slot: WaitingSlot, notification: PendingNotification, flight: FlightRow? = nil) {
         self.slot = slot
         self.notification = notification
+        self.flight = flight
+    }
+}
+
+/// A delivery waiting for the device's ack, as sent.
+public struct FlightRow: Sendable, Equatable {
+    public var deliveryID: UInt64
+    public var connectionID: UInt64
+    public var sentAtMs: Int64
+    public var verdict: DeliveryVerdict
+
+    public init(deliveryID: UInt64, connectionID: UInt64, sentAtMs: Int64, verdict: DeliveryVerdict) {
+        self.deliveryID = deliveryID
+        self.connectionID = connectionID
+        self.sentAtMs = sentAtMs
+        self.verdict = verdict
     }
 }
 

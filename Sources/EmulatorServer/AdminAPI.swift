@@ -26,6 +26,10 @@ final class AdminAPI: @unchecked Sendable {
         do {
             switch router.match(method: request.method, path: request.path) {
             case .found(let route, let parameters):
+                if request.method != "GET", request.method != "HEAD", let reason = state.coordinator?.unavailableReason {
+                    // --redis: a change now would be this instance's alone (and lost at the reload).
+                    throw AdminError(503, "the shared state cannot take changes: \(reason)")
+                }
                 response = try route.handler(request, parameters, http)
             case .wrongMethod(let allowed):
                 let unique = Array(Set(allowed)).sorted()
@@ -55,7 +59,8 @@ final class AdminAPI: @unchecked Sendable {
         var r = AdminRouter()
         r.add("GET", "/livez", "liveness", open: true) { _, _, _ in .json(200, ["status": "live"]) }
         r.add("GET", "/readyz", "readiness", open: true) { [unowned self] _, _, _ in
-            emulator.isReady ? .json(200, ["status": "ready"]) : .json(503, ["status": "starting"])
+            if let reason = state.coordinator?.unavailableReason { return .json(503, ["status": "unavailable", "reason": .string(reason)]) }
+            return emulator.isReady ? .json(200, ["status": "ready"]) : .json(503, ["status": "starting"])
         }
         r.add("GET", "/metrics", "Prometheus metrics") { [unowned self] _, _, _ in
             AdminResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
@@ -92,7 +97,7 @@ final class AdminAPI: @unchecked Sendable {
         }
         r.add("GET", "/api/v1/notifications/latest", "the newest record matching the filters") { [unowned self] req, _, _ in
             let query = try Self.query(req)
-            guard let record = state.withWorld({ $0.records.newestFirst(limit: 1, where: query.matches).first }) else {
+            guard let record = state.readWorld({ $0.records.newestFirst(limit: 1, where: query.matches).first }) else {
                 throw AdminError(404, "no notification matches")
             }
             return .json(200, AdminJSON.record(record))
@@ -102,7 +107,7 @@ final class AdminAPI: @unchecked Sendable {
         }
         r.add("GET", "/api/v1/notifications/{id}", "one record by apns-id or apns-unique-id") { [unowned self] _, p, _ in
             let id = p["id"] ?? ""
-            let record = state.withWorld { world in
+            let record = state.readWorld { world in
                 world.records.newestFirst(limit: 1) { $0.apnsID.caseInsensitiveCompare(id) == .orderedSame
                     || $0.uniqueID?.caseInsensitiveCompare(id) == .orderedSame }.first
             }
@@ -168,7 +173,7 @@ final class AdminAPI: @unchecked Sendable {
         r.add("GET", "/api/v1/tokens", "every token issued, with its state") { [unowned self] _, _, _ in listTokens() }
         r.add("GET", "/api/v1/tokens/{token}", "one token") { [unowned self] _, p, _ in
             let token = (p["token"] ?? "").lowercased()
-            guard let entry = state.withWorld({ $0.registry.token(token) }) else { throw AdminError(404, "no token \(token)") }
+            guard let entry = state.readWorld({ $0.registry.token(token) }) else { throw AdminError(404, "no token \(token)") }
             return .json(200, AdminJSON.token(entry))
         }
         r.add("PUT", "/api/v1/tokens/{token}/state", "set a token's state directly") { [unowned self] req, p, _ in
@@ -195,7 +200,7 @@ final class AdminAPI: @unchecked Sendable {
 
         // Faults
         r.add("GET", "/api/v1/faults", "fault rules in order") { [unowned self] _, _, _ in
-            .json(200, ["faults": .array(state.withWorld { $0.faults.rules }.map(FaultJSON.rule))])
+            .json(200, ["faults": .array(state.readWorld { $0.faults.rules }.map(FaultJSON.rule))])
         }
         r.add("POST", "/api/v1/faults", "add a fault rule") { [unowned self] req, _, _ in
             var rule = try FaultJSON.parse(try req.jsonObject())
@@ -210,7 +215,7 @@ final class AdminAPI: @unchecked Sendable {
         }
         r.add("GET", "/api/v1/faults/{id}", "one fault rule") { [unowned self] _, p, _ in
             let id = p["id"]!
-            guard let rule = state.withWorld({ $0.faults.rules.first { $0.id == id } }) else { throw AdminError(404, "no fault rule \(id)") }
+            guard let rule = state.readWorld({ $0.faults.rules.first { $0.id == id } }) else { throw AdminError(404, "no fault rule \(id)") }
             return .json(200, FaultJSON.rule(rule))
         }
         r.add("DELETE", "/api/v1/faults/{id}", "remove a fault rule") { [unowned self] _, p, _ in
@@ -254,7 +259,7 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     private func info() -> JSONValue {
-        let (records, evicted, devices, tokens, keys, apps, faults, pending) = state.withWorld { w in
+        let (records, evicted, devices, tokens, keys, apps, faults, pending) = state.readWorld { w in
             (w.records.count, w.records.evicted, w.registry.devices.count, w.registry.tokens.count, w.credentials.keys.count,
              w.credentials.apps.count, w.faults.rules.count, w.delivery.pendingCount)
         }
@@ -282,7 +287,7 @@ final class AdminAPI: @unchecked Sendable {
             limit = value
         }
         let query = try Self.query(request)
-        var records = state.withWorld { $0.records.newestFirst(limit: limit, where: query.matches) }
+        var records = state.readWorld { $0.records.newestFirst(limit: limit, where: query.matches) }
         // A response is bounded in bytes too: records can be large (4 KB payloads, full
         // header lists), and `limit` can ask for the whole journal.
         var budget = Self.listByteBudget
@@ -331,7 +336,7 @@ final class AdminAPI: @unchecked Sendable {
         }
         waiterID = id
         if query.sinceMs != nil {
-            let existing = state.withWorld { $0.records.newestFirst(limit: Int.max, where: query.matches).last }
+            let existing = state.readWorld { $0.records.newestFirst(limit: Int.max, where: query.matches).last }
             if let existing {
                 finish(.json(200, AdminJSON.record(existing)))
                 return nil
@@ -375,7 +380,7 @@ final class AdminAPI: @unchecked Sendable {
     // MARK: Devices
 
     private func listDevices() -> AdminResponse {
-        let devices = state.withWorld { world in
+        let devices = state.readWorld { world in
             world.registry.devices.values.sorted { $0.createdAtMs < $1.createdAtMs || ($0.createdAtMs == $1.createdAtMs && $0.id < $1.id) }
                 .map { AdminJSON.device($0, registry: world.registry) }
         }
@@ -383,7 +388,7 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     private func getDevice(_ id: String) throws -> AdminResponse {
-        let device = state.withWorld { world in world.registry.devices[id].map { AdminJSON.device($0, registry: world.registry) } }
+        let device = state.readWorld { world in world.registry.devices[id].map { AdminJSON.device($0, registry: world.registry) } }
         guard let device else { throw AdminError(404, "no device with id '\(id)'") }
         return .json(200, device)
     }
@@ -515,7 +520,7 @@ final class AdminAPI: @unchecked Sendable {
                                 backgroundMode: backgroundMode, nowMs: now)
         }
         emulator.devices.dispatch(frames)
-        if let connection = state.withWorld({ $0.registry.devices[deviceID]?.connectionID }) {
+        if let connection = state.readWorld({ $0.registry.devices[deviceID]?.connectionID }) {
             // Tell a connected device what changed, as its own `app` request would be answered.
             emulator.devices.dispatch([DeviceFrame(deviceID: deviceID, connectionID: connection, message: [
                 "type": "appUpdated", "bundleId": .string(bundleID), "authorization": .string(settings.authorization.rawValue),
@@ -553,7 +558,7 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     private func listTokens() -> AdminResponse {
-        let tokens = state.withWorld { world in
+        let tokens = state.readWorld { world in
             world.registry.tokens.values.sorted { $0.issuedAtMs < $1.issuedAtMs || ($0.issuedAtMs == $1.issuedAtMs && $0.token < $1.token) }
                 .map(AdminJSON.token)
         }
@@ -610,7 +615,7 @@ final class AdminAPI: @unchecked Sendable {
     // MARK: Keys and apps
 
     private func listKeys() -> AdminResponse {
-        let keys = state.withWorld { $0.credentials.keys.values.sorted { $0.keyID < $1.keyID } }
+        let keys = state.readWorld { $0.credentials.keys.values.sorted { $0.keyID < $1.keyID } }
         return .json(200, ["keys": .array(keys.map(AdminJSON.key))])
     }
 
@@ -643,7 +648,7 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     private func listApps() -> AdminResponse {
-        let apps = state.withWorld { $0.credentials.apps.sorted { $0.key < $1.key } }
+        let apps = state.readWorld { $0.credentials.apps.sorted { $0.key < $1.key } }
         return .json(200, ["apps": .array(apps.map { ["bundleId": .string($0.key), "teamId": .string($0.value.teamID)] })])
     }
 

@@ -8,7 +8,7 @@ extension AdminAPI {
             if let text = req.query["since"] {
                 since = try Self.query(AdminRequest(method: "GET", path: "", query: ["since": text], headers: [:], body: [])).sinceMs ?? 0
             }
-            let (summary, pending, records) = state.withWorld { w in (w.records.summary(sinceMs: since), w.delivery.pendingCount, w.records.count) }
+            let (summary, pending, records) = state.readWorld { w in (w.records.summary(sinceMs: since), w.delivery.pendingCount, w.records.count) }
             guard case .object(var body) = summary.json else { return .json(200, summary.json) }
             body["now"] = .string(RFC3339.format(milliseconds: now))
             body["providerConnections"] = .int(Int64(emulator.providers.openConnections.load(ordering: .relaxed)))

@@ -27,7 +27,7 @@ public enum Banner {
         if let ca = a.caFile { row("trust this CA", ca) } else if !c.listen.isEmpty || c.sandboxListen != nil || c.productionListen != nil {
             row("TLS certificate", c.tlsCertificatePath)
         }
-        let keys = emulator.state.withWorld { world in
+        let keys = emulator.state.readWorld { world in
             world.credentials.keys.values.sorted { $0.keyID < $1.keyID }.map { "\($0.teamID):\($0.keyID)" }
         }
         row("provider keys", keys.isEmpty ? "none (add --auth-key TEAMID:KEYID:PATH)" : keys.joined(separator: ", "))
@@ -122,7 +122,7 @@ public enum Banner {
         }
         let c = emulator.configuration
         // A key that can sign (a .p8, not a public key) and an app its team owns.
-        let choice = emulator.state.withWorld { world -> Example? in
+        let choice = emulator.state.readWorld { world -> Example? in
             for spec in c.authKeys {
                 guard let text = try? String(contentsOfFile: spec.path, encoding: .utf8), text.contains("PRIVATE KEY") else { continue }
                 let bundles = world.credentials.apps.filter { $0.value.teamID == spec.teamID }.keys.sorted()
@@ -137,7 +137,7 @@ public enum Banner {
             return nil
         }
         if let choice { return choice }
-        let bundle = emulator.state.withWorld { $0.credentials.apps.keys.sorted().first } ?? "com.example.app"
+        let bundle = emulator.state.readWorld { $0.credentials.apps.keys.sorted().first } ?? "com.example.app"
         return Example(keySpec: "TEAMID:KEYID:AuthKey_KEYID.p8", topic: bundle, environment: .sandbox, token: nil,
                        placeholder: true)
     }

@@ -14,6 +14,9 @@ final class DeviceGateway: Sendable {
     let log: @Sendable (String) -> Void
     /// `--state-dir`: frames wait until the changes behind them are committed.
     let durability: StateWriter?
+    /// `--redis`: frames for sockets this instance does not hold go to the instance that does.
+    /// Set once at start-up.
+    nonisolated(unsafe) var relay: (@Sendable ([DeviceFrame]) -> Void)?
     /// Live device connections by connection id.
     private let connections = Locked<[UInt64: ConnectionRef]>([:])
 
@@ -48,8 +51,13 @@ final class DeviceGateway: Sendable {
             if byConnection[frame.connectionID] == nil { order.append(frame.connectionID) }
             byConnection[frame.connectionID, default: []].append(frame)
         }
+        var elsewhere: [DeviceFrame] = []
+        defer { if !elsewhere.isEmpty { relay?(elsewhere) } }
         for id in order {
-            guard let ref = connections.withLock({ $0[id] }) else { continue }
+            guard let ref = connections.withLock({ $0[id] }) else {
+                if relay != nil { elsewhere += byConnection[id]! }
+                continue
+            }
             let batch = byConnection[id]!
             let send: @Sendable () -> Void = {
                 guard let handler = ref.handler else { return }
@@ -71,6 +79,7 @@ final class DeviceGateway: Sendable {
 
     /// Runs once a second: expiries, batches, refilled budgets.
     func tick() {
+        if state.coordinator?.unavailableReason != nil { return }
         let now = clock.nowMilliseconds()
         dispatch(state.withWorld { $0.tick(nowMs: now) })
     }
@@ -230,6 +239,12 @@ final class DeviceConnection: ConnectionHandler {
     private func handle(type: String, _ m: JSONObject) throws {
         if type == "ping" {
             send(["type": "pong"])
+            return
+        }
+        if let reason = state.coordinator?.unavailableReason {
+            // The shared state cannot take changes: the device tries again later, as after a
+            // dropped connection.
+            fail("unavailable", reason, fatal: true)
             return
         }
         guard let deviceID else {

@@ -8,6 +8,7 @@ import OpenSSLCrypto
 import StatePersistence
 import Synchronization
 import Locking
+import RedisStore
 
 public struct StartupError: Error, CustomStringConvertible, Sendable {
     public let description: String
@@ -64,7 +65,9 @@ public final class Emulator: @unchecked Sendable {
     /// `--max-connections`, one budget per kind of connection.
     let providerBudget: ConnectionBudget
     let deviceBudget: ConnectionBudget
-    private let nextConnectionID = Atomic<UInt64>(1)
+    private let nextConnectionID: Atomic<UInt64>
+    /// `--redis`: the instances sharing this world; nil for a single instance.
+    let shared: RedisCoordinator?
     private var listeners: [Listener] = []
     private var tlsContext: TLSContext?
     public private(set) var addresses = BoundAddresses()
@@ -90,6 +93,7 @@ public final class Emulator: @unchecked Sendable {
         var world = World(registry: DeviceRegistry(tokenByteCount: configuration.tokenBytes),
                           records: RecordStore(capacity: configuration.maxRecords, byteBudget: configuration.maxRecordBytes),
                           deliveryOptions: configuration.delivery)
+        world.deliveryOptions.deliveryIDsAreSequences = configuration.redis != nil
         demo = try Self.configureCredentials(configuration, into: &world, clock: clock)
         for rule in configuration.faultRules { world.faults.add(rule) }
         world.backends = configuration.backends
@@ -110,10 +114,36 @@ public final class Emulator: @unchecked Sendable {
         } else {
             durability = nil
         }
+        if configuration.redis != nil { current.startTrackingChanges() }
         state = EmulatorState(start: current)
         // A reset goes back to the configuration, not to what a state directory held.
         state.setStartState(world)
         state.persistence = durability
+        if let url = configuration.redis {
+            let quiet = configuration.quiet
+            let coordinator = RedisCoordinator(
+                store: RedisStateStore(url: url, prefix: configuration.redisPrefix), state: state, configured: world, clock: clock,
+                loadKey: StateDirectory.loadKey
+            ) { message in
+                if !quiet { ProviderServer.logLine(message) }
+            }
+            do {
+                try coordinator.start()
+            } catch {
+                throw StartupError("\(error)")
+            }
+            state.coordinator = coordinator
+            shared = coordinator
+            nextConnectionID = Atomic(coordinator.firstConnectionID)
+            if let path = demo?.keyPath,
+                let token = state.readWorld({ $0.registry.devices[Self.demoDeviceID]?.apps[Self.demoBundleID]?.tokens[.app] })
+            {
+                demo = (path, token)
+            }
+        } else {
+            shared = nil
+            nextConnectionID = Atomic(1)
+        }
         endpoint = ProviderEndpoint(state: state, clock: clock, options: configuration.endpoint)
         do {
             group = try EventLoopGroup(count: configuration.threads)
@@ -131,6 +161,11 @@ public final class Emulator: @unchecked Sendable {
         // Weak: the providers hold the gateway, so a strong capture here would be a cycle that
         // keeps both (and this emulator) alive after it is stopped.
         devices = DeviceGateway(state: state, clock: clock, durability: durability) { [weak providers] in providers?.log($0) }
+        if let shared {
+            let devices = self.devices
+            devices.relay = { [weak shared] frames in shared?.relay(frames) }
+            shared.deliverFrames = { [weak devices] frames in devices?.dispatch(frames) }
+        }
         providers.devices = devices
         providers.durability = durability
         providers.load = configuration.load
@@ -365,6 +400,7 @@ public final class Emulator: @unchecked Sendable {
         ready.store(false, ordering: .releasing)
         group.stop()
         durability?.stop()
+        shared?.stop()
         backendCalls.shutdown()
     }
 

@@ -90,7 +90,7 @@ final class EventHub: @unchecked Sendable {
             for stream in current { stream.enqueue(.reset) }
             return
         }
-        let records = state.withWorld { world in sequences.compactMap { world.records.record(sequence: $0) } }
+        let records = state.readWorld { world in sequences.compactMap { world.records.record(sequence: $0) } }
         var anyWoken = false
         for record in records {
             var chunk: EventChunk?

@@ -89,7 +89,7 @@ struct PrometheusText {
 extension Emulator {
     /// `/metrics`: every family is named `apns_emulator_*`.
     func metricsText() -> String {
-        let (counters, records, deviceCount, pending) = state.withWorld { w in
+        let (counters, records, deviceCount, pending) = state.readWorld { w in
             (w.counters, w.records.count, w.registry.devices.count, w.delivery.pendingCount)
         }
         var p = PrometheusText()

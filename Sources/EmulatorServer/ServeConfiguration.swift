@@ -1,4 +1,5 @@
 public import APNsCore
+public import Redis
 import Foundation
 public import Networking
 public import CommandLineOptions
@@ -51,6 +52,10 @@ public struct ServeConfiguration: Sendable {
     public var stateDirectory: String?
     /// `--state-journal-lag`: journal records a 200 may be sent ahead of their commit.
     public var stateJournalLag: Int
+    /// `--redis URL`: share the state with other instances through Redis; nil = this process only.
+    public var redis: RedisURL?
+    /// `--redis-prefix`: the Redis keys' prefix (several emulators in one Redis database).
+    public var redisPrefix = "apns-emulator:"
     /// Who may use the admin API and what it may cost (AdminOptions.swift).
     public var admin: AdminOptions
 
@@ -130,6 +135,9 @@ extension ServeConfiguration {
         OptionSpec("too-many-requests", "N/SECONDS", "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off)"),
         OptionSpec("faults", "FILE", "JSON file of fault rules (a list, or {\"faults\": [...]}) active from the start; see README, Faults"),
         OptionSpec("state-dir", "DIR", "keep devices, tokens, runtime keys/apps/fault rules, stored notifications and the journal in DIR (SQLite) across restarts; see README, State across restarts (default: memory only)"),
+        OptionSpec("redis", "URL",
+                   "share devices, tokens, stored notifications, budgets and the journal with other instances through Redis (redis://[:PASSWORD@]HOST[:PORT][/DB]); see README, Several instances (default: this process only)"),
+        OptionSpec("redis-prefix", "PREFIX", default: "apns-emulator:", "with --redis: the prefix of every key this emulator uses"),
         OptionSpec("state-journal-lag", "N", default: "0",
                    "with --state-dir: journal records a 200 may be sent ahead of their commit (a kill -9 loses at most these, the newest; beyond, answers wait for the disk); 0 = every 200 waits for its record"),
         OptionSpec("max-backend-calls", "N", default: "10000",
@@ -299,6 +307,20 @@ extension ServeConfiguration {
         stateJournalLag = try integer("state-journal-lag", in: 0...100_000) ?? 0
         if stateDirectory?.isEmpty == true {
             throw UsageError("\(options.origin(spec["state-dir"]!)): give a directory (it is created when missing)")
+        }
+        if let text = options.string("redis") {
+            do {
+                redis = try RedisURL(parsing: text)
+            } catch {
+                throw UsageError("\(options.origin(spec["redis"]!)): \(error)")
+            }
+            if stateDirectory != nil {
+                throw UsageError("--state-dir and --redis cannot be combined: with --redis the state lives in Redis")
+            }
+        }
+        redisPrefix = options.string("redis-prefix") ?? "apns-emulator:"
+        if redisPrefix.isEmpty || redisPrefix.utf8.count > 200 {
+            throw UsageError("\(options.origin(spec["redis-prefix"]!)): give 1 to 200 characters")
         }
         quiet = options.string("quiet") == "true"
         strictChecks = options.string("strict-checks") == "true"

@@ -285,9 +285,11 @@ private final class DeviceCLI {
             var event = errorEvent(code: frame["code"]?.stringValue ?? "unknown", message: frame["message"]?.stringValue ?? "")
             event["fatal"] = .bool(frame["fatal"]?.boolValue ?? false)
             emit(.object(event))
-            if !welcomed {
+            if !welcomed, frame["code"]?.stringValue != "unavailable" {
                 // The emulator answers hello before anything else: an error before welcome
-                // means it rejects this device, and retrying would only repeat that.
+                // means it rejects this device, and retrying would only repeat that (except
+                // `unavailable`: instances sharing their state through Redis that cannot reach
+                // it; the connection closes and the device tries again).
                 let why = "\(frame["code"]?.stringValue ?? "error"): \(frame["message"]?.stringValue ?? "")"
                 FileHandle.standardError.write(Data("apns-emulator: the emulator rejected device \(device.deviceID): \(why)\n".utf8))
                 device.disconnect()

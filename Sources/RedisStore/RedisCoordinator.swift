@@ -1,0 +1,539 @@
+public import APNsCore
+import Foundation
+import Locking
+public import Redis
+
+/// Several emulator instances as one APNs (`--redis`): each keeps a whole copy of the world,
+/// and every change goes through Redis in one order.
+///
+/// An instance changes the world only while it holds the lease (a Redis key with a TTL). On
+/// taking it, the instance first applies every change the others logged since it last looked
+/// (so its copy is current), then runs the change on its copy and appends the rows it made
+/// (the same rows `--state-dir` persists) to the log and the state keys — one script, fenced
+/// by the lease token, before the caller answers anyone. The others apply those rows as they
+/// arrive (a thread blocked on the log) or when they next take the lease. So changes are
+/// linearizable; reads are served from the local copy, current to within the log's delivery
+/// delay (milliseconds).
+///
+/// The lease is kept while changes keep coming and given up when the instance is idle for a
+/// moment or another instance asks for it (`want`), so a busy instance does not pay a round
+/// trip per change for the lease, only for the append.
+public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
+    /// How long a lease lasts without an append (an instance that stops, e.g. SIGSTOP, loses it).
+    public static let leaseMilliseconds = 2_000
+    /// Given up after this long without a change.
+    static let idleReleaseMilliseconds: Int64 = 2
+    /// Waiting longer than this for the lease counts as the store being unavailable.
+    static let acquireTimeoutMilliseconds: Int64 = 3_000
+    static let heartbeatMilliseconds: Int64 = 1_000
+    static let instanceTTLMilliseconds = 3_000
+
+    public let store: RedisStateStore
+    /// This instance's number (from Redis, 1…); the high bits of its connection ids.
+    public private(set) var instance = 0
+    let state: EmulatorState
+    let configured: World
+    let clock: any EmulatorClock
+    let loadKey: @Sendable (StoredKey) throws(StateStoreError) -> ProviderKey
+    let log: @Sendable (String) -> Void
+    /// Frames for device sockets on this instance, relayed by another one.
+    public var deliverFrames: (@Sendable ([DeviceFrame]) -> Void)?
+
+    /// Everything below changes under this lock, which is held across Redis calls: it orders
+    /// this instance's changes, and it is always taken before the world's lock.
+    private let shared: Locked<Shared>
+    private struct Shared: @unchecked Sendable {
+        var redis: RedisConnection?
+        var token = ""
+        var holding = false
+        var leaseUntilMs: Int64 = 0
+        var lastChangeMs: Int64 = 0
+        /// The last log entry applied to (or written from) this copy.
+        var version: UInt64 = 0
+        var lastID = "0-0"
+        /// Why changes are refused (nil: they are not).
+        var unavailable: String?
+        /// This copy may differ from the store: reload it when the lease is next held.
+        var needsReload = false
+        /// Applied changes still to be announced to event streams (after the lock).
+        var announcements: [(records: [UInt64], reset: Bool)] = []
+    }
+    private let reason = Locked<String?>(nil)
+    private let running = Locked(true)
+    private var threads: [Thread] = []
+    private let publisher = Locked<RedisConnection?>(nil)
+
+    public init(store: RedisStateStore, state: EmulatorState, configured: World, clock: any EmulatorClock,
+                loadKey: @escaping @Sendable (StoredKey) throws(StateStoreError) -> ProviderKey, log: @escaping @Sendable (String) -> Void)
+    {
+        self.store = store
+        self.state = state
+        self.configured = configured
+        self.clock = clock
+        self.loadKey = loadKey
+        self.log = log
+        shared = Locked(Shared())
+    }
+
+    public var unavailableReason: String? { reason.withLock { $0 } }
+
+    // MARK: Start and stop
+
+    /// Joins the shared state: takes an instance number, then either loads the state others
+    /// made or (for the first instance of an empty store) writes this one's. Retries for up to
+    /// `waitMilliseconds` while Redis cannot be reached.
+    public func start(waitMilliseconds: Int64 = 10_000) throws(StateStoreError) {
+        let deadline = monotonicMilliseconds() + waitMilliseconds
+        var lastError = ""
+        while true {
+            do {
+                let redis = try RedisConnection(url: store.url)
+                guard let number = try redis.command("INCR", store.key("instances")).int else {
+                    throw RedisError(.protocolError, "INCR did not answer a number")
+                }
+                instance = Int(number)
+                try shared.withLock { (s: inout Shared) throws(RedisError) in
+                    s.redis = redis
+                    s.token = "\(number)-\(UInt64.random(in: 1...UInt64.max))"
+                    try takeLease(&s, redis)
+                    let (_, version, _) = try store.load(on: redis)
+                    if version == 0 {
+                        // The first instance: the store starts as this instance's world.
+                        let start = state.readWorld { $0.persistedState }
+                        let written = try store.append([.reset(start)], instance: instance, fence: s.token, on: redis)
+                        s.version = written.version
+                        s.lastID = written.id
+                        if written.released { s.holding = false }
+                    } else {
+                        try reload(&s, redis)
+                    }
+                    try heartbeat(redis)
+                }
+                break
+            } catch {
+                lastError = "\(error)"
+                if monotonicMilliseconds() > deadline {
+                    throw StateStoreError("cannot use Redis at \(store.url.redacted): \(lastError)")
+                }
+                usleep(200_000)
+            }
+        }
+        flushAnnouncements()
+        startThread("apns-redis-log") { [weak self] in self?.followLog() }
+        startThread("apns-redis-keeper") { [weak self] in self?.keep() }
+        startThread("apns-redis-frames") { [weak self] in self?.receiveFrames() }
+    }
+
+    public func stop() {
+        running.withLock { $0 = false }
+        shared.withLock { (s: inout Shared) in
+            if s.holding, let redis = s.redis { try? release(&s, redis) }
+            if let redis = s.redis { _ = try? redis.command("DEL", store.key("alive:\(instance)")) }
+        }
+    }
+
+    private var isRunning: Bool { running.withLock { $0 } }
+
+    private func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        let thread = Thread(block: body)
+        thread.name = name
+        thread.start()
+        threads.append(thread)
+    }
+
+    // MARK: Changes
+
+    public func mutate(_ change: () -> [StateChange]) -> Bool {
+        // Checked before the lock: while Redis is away the keeper may hold it for a reconnect
+        // attempt, and a provider should get its 503 at once, not after that.
+        if unavailableReason != nil { return false }
+        let ok = shared.withLock { (s: inout Shared) -> Bool in
+            guard s.unavailable == nil, let redis = s.redis else { return false }
+            do {
+                try takeLease(&s, redis)
+                if s.needsReload { try reload(&s, redis) }
+            } catch {
+                failed(&s, error)
+                return false
+            }
+            let rows = change()
+            s.lastChangeMs = monotonicMilliseconds()
+            guard !rows.isEmpty else { return true }
+            do {
+                let written = try store.append(rows, instance: instance, fence: s.token, on: redis)
+                if written.version != s.version + 1 { s.needsReload = true }  // cannot happen under the lease
+                s.version = written.version
+                s.lastID = written.id
+                if written.released { s.holding = false }
+                return true
+            } catch {
+                // Not stored, or not known to be: this copy is ahead of the store.
+                s.needsReload = true
+                failed(&s, error)
+                return false
+            }
+        }
+        flushAnnouncements()
+        return ok
+    }
+
+    public func noteUnsharedChange() {
+        shared.withLock { $0.needsReload = true }
+    }
+
+    /// Ensures this instance holds the lease, catching up with the log when it takes it.
+    private func takeLease(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
+        let now = monotonicMilliseconds()
+        if s.holding, s.leaseUntilMs - now > 200 { return }
+        let deadline = now + Self.acquireTimeoutMilliseconds
+        var pause: UInt32 = 50
+        while true {
+            let reply = try Self.acquireScript.run(on: redis, keys: [store.key("lease"), store.key("want"), store.key("version")],
+                                                   arguments: [.text(s.token), .text(String(Self.leaseMilliseconds))])
+            guard let parts = reply.elements, parts.count == 2, let got = parts[0].int, let version = parts[1].int else {
+                throw RedisError(.protocolError, "unexpected reply to the lease script")
+            }
+            if got == 1 {
+                let wasHolding = s.holding
+                s.holding = true
+                s.leaseUntilMs = monotonicMilliseconds() + Int64(Self.leaseMilliseconds)
+                if !wasHolding || UInt64(version) != s.version { try catchUp(&s, redis, to: UInt64(version)) }
+                return
+            }
+            s.holding = false
+            if monotonicMilliseconds() > deadline {
+                throw RedisError(.timeout, "another instance has held the shared state for over \(Self.acquireTimeoutMilliseconds) ms")
+            }
+            usleep(pause)
+            pause = min(pause * 2, 1_000)
+        }
+    }
+
+    private func release(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
+        s.holding = false
+        _ = try Self.releaseScript.run(on: redis, keys: [store.key("lease")], arguments: [.text(s.token)])
+    }
+
+    /// Applies the log from where this copy is up to `version` (under the lease: nothing newer
+    /// can appear meanwhile). A gap (the log was trimmed past this copy) means a reload.
+    private func catchUp(_ s: inout Shared, _ redis: RedisConnection, to version: UInt64) throws(RedisError) {
+        while s.version < version && !s.needsReload {
+            let reply = try redis.command("XRANGE", store.key("log"), .text("(" + s.lastID), "+", "COUNT", "1000")
+            let entries = reply.elements ?? []
+            if entries.isEmpty { s.needsReload = true; break }
+            try apply(entries, &s)
+        }
+        if s.needsReload { try reload(&s, redis) }
+    }
+
+    /// Applies log entries (XRANGE / XREAD shape) newer than this copy, in order.
+    private func apply(_ entries: [RedisReply], _ s: inout Shared) throws(RedisError) {
+        for entry in entries {
+            guard let parts = entry.elements, parts.count == 2, let id = parts[0].text, let fields = parts[1].elements else {
+                throw RedisError(.protocolError, "unexpected log entry")
+            }
+            var version: UInt64 = 0
+            var rows: [UInt8]?
+            var i = 0
+            while i + 1 < fields.count {
+                switch fields[i].text {
+                case "v": version = fields[i + 1].text.flatMap { UInt64($0) } ?? 0
+                case "r": rows = fields[i + 1].bytes
+                default: break
+                }
+                i += 2
+            }
+            if version <= s.version { continue }
+            guard version == s.version + 1, let rows else {
+                s.needsReload = true
+                return
+            }
+            do {
+                let changes = try StateCodec.decodeChanges(rows)
+                let now = clock.nowMilliseconds()
+                let applied = try state.applyShared { (world: inout World) throws(StateStoreError) in
+                    try world.applyReplicated(changes, nowMs: now, configured: configured, loadKey: loadKey)
+                }
+                s.announcements.append((applied.recordSequences, applied.reset))
+            } catch {
+                log("cannot apply shared change \(version): \(error); reloading the shared state")
+                s.needsReload = true
+                return
+            }
+            s.version = version
+            s.lastID = id
+        }
+    }
+
+    /// Replaces this copy with the store's state (under the lease).
+    private func reload(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
+        let (persisted, version, lastID) = try store.load(on: redis)
+        let now = clock.nowMilliseconds()
+        do {
+            _ = try state.applyShared { (world: inout World) throws(StateStoreError) in
+                try world.applyReplicated([.reset(persisted)], nowMs: now, configured: configured, loadKey: loadKey)
+            }
+        } catch {
+            throw RedisError(.protocolError, "the shared state cannot be loaded: \(error)")
+        }
+        s.version = version
+        s.lastID = lastID
+        s.needsReload = false
+        s.announcements.append(([], true))
+    }
+
+    private func failed(_ s: inout Shared, _ any: any Error) {
+        let error = any as? RedisError ?? RedisError(.protocolError, "\(any)")
+        if let redis = s.redis, redis.isBroken || error.kind == .connection {
+            s.redis = nil
+            s.holding = false
+            let text = "Redis at \(store.url.redacted) cannot be reached: \(error)"
+            s.unavailable = text
+            reason.withLock { $0 = text }
+            log("shared state unavailable: \(error); providers get 503 until Redis is back")
+        } else if error.kind == .timeout {
+            log("shared state: \(error)")
+        } else if error.description.hasPrefix("LEASE") {
+            s.holding = false
+            log("shared state: the lease expired before a change was stored; reloading")
+        } else {
+            log("shared state: \(error)")
+        }
+    }
+
+    private func flushAnnouncements() {
+        let pending = shared.withLock { (s: inout Shared) -> [(records: [UInt64], reset: Bool)] in
+            defer { s.announcements = [] }
+            return s.announcements
+        }
+        for item in pending { state.announceSharedChanges(records: item.records, reset: item.reset) }
+    }
+
+    // MARK: Threads
+
+    /// Applies what the others log, as it arrives (a connection of its own, blocked on XREAD).
+    private func followLog() {
+        var redis: RedisConnection?
+        while isRunning {
+            let from = shared.withLock { $0.unavailable == nil ? $0.lastID : nil }
+            guard let from else {
+                usleep(200_000)
+                continue
+            }
+            do {
+                if redis == nil || redis!.isBroken {
+                    redis = try RedisConnection(url: store.url, commandTimeoutMs: 3_000)
+                }
+                let reply = try redis!.command("XREAD", "COUNT", "1000", "BLOCK", "1000", "STREAMS", store.key("log"), .text(from))
+                guard let streams = reply.elements, let entries = streams.first?.elements?.last?.elements else { continue }
+                shared.withLock { (s: inout Shared) in
+                    // A copy waiting for its reload is not patched further (the keeper reloads it).
+                    guard !s.needsReload else { return }
+                    do { try apply(entries, &s) } catch { s.needsReload = true }
+                }
+                flushAnnouncements()
+            } catch {
+                redis = nil
+                usleep(200_000)
+            }
+        }
+    }
+
+    /// Gives up an idle lease, beats the heart, reloads when needed, reconnects after an
+    /// outage, and disconnects the devices of instances that stopped beating.
+    private func keep() {
+        var nextHeartbeat: Int64 = 0
+        var nextSweep: Int64 = 0
+        var nextReloadAttempt: Int64 = 0
+        while isRunning {
+            usleep(1_000)
+            let now = monotonicMilliseconds()
+            if unavailableReason != nil {
+                reconnect()
+                continue
+            }
+            shared.withLock { (s: inout Shared) in
+                guard let redis = s.redis else { return }
+                do {
+                    if s.needsReload, now >= nextReloadAttempt {
+                        do {
+                            try takeLease(&s, redis)
+                            try reload(&s, redis)
+                        } catch {
+                            // Not in a tight loop, and not holding the lease meanwhile.
+                            nextReloadAttempt = now + 1_000
+                            if s.holding { try? release(&s, redis) }
+                            throw error
+                        }
+                    }
+                    if s.holding, now - s.lastChangeMs >= Self.idleReleaseMilliseconds { try release(&s, redis) }
+                    if now >= nextHeartbeat {
+                        nextHeartbeat = now + Self.heartbeatMilliseconds
+                        try heartbeat(redis)
+                    }
+                } catch {
+                    failed(&s, error)
+                }
+            }
+            flushAnnouncements()
+            if now >= nextSweep {
+                nextSweep = now + 2 * Self.heartbeatMilliseconds
+                sweepStoppedInstances()
+            }
+        }
+    }
+
+    private var lastReconnectAttemptMs: Int64 = 0
+
+    /// After an outage: a new connection (made without the lock, so changes keep getting
+    /// their quick refusal meanwhile), then this copy reloaded from the store, since whatever
+    /// happened meanwhile (others' changes, a trimmed log) is not in it.
+    private func reconnect() {
+        let now = monotonicMilliseconds()
+        guard now - lastReconnectAttemptMs >= 500 else { return }
+        lastReconnectAttemptMs = now
+        guard let redis = try? RedisConnection(url: store.url), (try? redis.command("PING")) != nil else { return }
+        let back = shared.withLock { (s: inout Shared) -> Bool in
+            do {
+                s.redis = redis
+                try takeLease(&s, redis)
+                try reload(&s, redis)
+                try heartbeat(redis)
+                s.unavailable = nil
+                return true
+            } catch {
+                s.redis = nil
+                s.holding = false
+                return false
+            }
+        }
+        guard back else { return }
+        reason.withLock { $0 = nil }
+        flushAnnouncements()
+        log("shared state available again (Redis at \(store.url.redacted))")
+    }
+
+    private func heartbeat(_ redis: RedisConnection) throws(RedisError) {
+        _ = try redis.command("SET", store.key("alive:\(instance)"), "1", "PX", .text(String(Self.instanceTTLMilliseconds)))
+    }
+
+    /// Devices whose socket was on an instance that stopped (killed, or cut off from Redis for
+    /// longer than its heartbeat lasts) are disconnected, so their in-flight notifications go
+    /// back to the store for when they reconnect to another instance.
+    private func sweepStoppedInstances() {
+        guard unavailableReason == nil else { return }
+        let others = state.readWorld { world -> [(device: String, connection: UInt64)] in
+            world.registry.devices.values.compactMap { device in
+                guard let id = device.connectionID, Self.instance(ofConnection: id) != instance else { return nil }
+                return (device.id, id)
+            }
+        }
+        guard !others.isEmpty else { return }
+        let instances = Array(Set(others.map { Self.instance(ofConnection: $0.connection) })).sorted()
+        let alive: [Bool]
+        do {
+            alive = try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> [Bool] in
+                let redis = try publishingConnection(&connection)
+                let replies = try redis.pipeline(instances.map { ["EXISTS", store.key("alive:\($0)")] })
+                return replies.map { $0.int == 1 }
+            }
+        } catch {
+            return
+        }
+        let stopped = Set(zip(instances, alive).filter { !$0.1 }.map(\.0))
+        guard !stopped.isEmpty else { return }
+        let now = clock.nowMilliseconds()
+        let gone = others.filter { stopped.contains(Self.instance(ofConnection: $0.connection)) }
+        _ = state.withSharedWorld { world in
+            for (device, connection) in gone { world.disconnectDevice(device, connectionID: connection, nowMs: now) }
+        }
+        log("instance(s) \(stopped.sorted().map(String.init).joined(separator: ", ")) stopped: \(gone.count) device(s) marked disconnected")
+    }
+
+    // MARK: Frames for devices on other instances
+
+    /// Connection ids carry their instance in the high bits.
+    public static let instanceShift: UInt64 = 40
+
+    public static func instance(ofConnection id: UInt64) -> Int { Int(id >> instanceShift) }
+
+    /// The first connection id this instance hands out.
+    public var firstConnectionID: UInt64 { UInt64(instance) << Self.instanceShift | 1 }
+
+    /// Sends frames for sockets held by other instances to those instances (pub/sub). A frame
+    /// lost on the way is like a dropped connection: the notification stays in flight until
+    /// the device reconnects, then it is delivered again.
+    public func relay(_ frames: [DeviceFrame]) {
+        var byInstance: [Int: [DeviceFrame]] = [:]
+        for frame in frames {
+            let owner = Self.instance(ofConnection: frame.connectionID)
+            if owner != instance, owner != 0 { byInstance[owner, default: []].append(frame) }
+        }
+        guard !byInstance.isEmpty else { return }
+        do {
+            try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) in
+                let redis = try publishingConnection(&connection)
+                _ = try redis.pipeline(byInstance.map { owner, frames in
+                    ["PUBLISH", store.key("frames:\(owner)"), .bytes(StateCodec.encode(frames: frames))]
+                })
+            }
+        } catch {
+            log("cannot relay \(frames.count) frame(s) to another instance: \(error)")
+        }
+    }
+
+    private func publishingConnection(_ connection: inout RedisConnection?) throws(RedisError) -> RedisConnection {
+        if let existing = connection, !existing.isBroken { return existing }
+        let fresh = try RedisConnection(url: store.url)
+        connection = fresh
+        return fresh
+    }
+
+    private func receiveFrames() {
+        var subscriber: RedisSubscriber?
+        while isRunning {
+            do {
+                if subscriber == nil {
+                    subscriber = try RedisSubscriber(url: store.url, channels: [prefixed("frames:\(instance)")])
+                }
+                guard let (_, message) = try subscriber!.next(timeoutMs: 1_000) else { continue }
+                let frames = try StateCodec.decodeFrames(message)
+                deliverFrames?(frames)
+            } catch {
+                subscriber?.close()
+                subscriber = nil
+                usleep(200_000)
+            }
+        }
+        subscriber?.close()
+    }
+
+    private func prefixed(_ name: String) -> String { store.prefix + name }
+
+    // MARK: Scripts
+
+    /// KEYS: lease want version. ARGV: token ttl. → {1 or 0, version}
+    static let acquireScript = RedisScript("""
+        local v = tonumber(redis.call('GET', KEYS[3]) or '0')
+        if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, v} end
+        if redis.call('GET', KEYS[1]) == ARGV[1] then
+          redis.call('PEXPIRE', KEYS[1], ARGV[2])
+          return {1, v}
+        end
+        redis.call('SET', KEYS[2], '1', 'PX', 100)
+        return {0, v}
+        """)
+
+    /// KEYS: lease. ARGV: token.
+    static let releaseScript = RedisScript("""
+        if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+        return 0
+        """)
+}
+
+/// Lease and heartbeat timing: immune to wall-clock steps and to `POST /api/v1/clock`.
+private func monotonicMilliseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+}
