@@ -36,9 +36,13 @@ final class DeviceProcess: @unchecked Sendable {
     private let lines = LineCollector()
     private var consumed = 0
 
-    init(_ emulator: EmulatorProcess, deviceID: String, environment: String = "sandbox", extra: [String] = []) throws {
+    /// - Parameter address: where to connect instead of the emulator's device listener (a
+    ///   load balancer in front of several instances).
+    init(_ emulator: EmulatorProcess, deviceID: String, environment: String = "sandbox", extra: [String] = [],
+         address: HostPort? = nil) throws
+    {
         process.executableURL = URL(fileURLWithPath: EmulatorProcess.binary)
-        process.arguments = ["device", "--connect", try emulator.address("device").description, "--device-id", deviceID,
+        process.arguments = ["device", "--connect", try (address ?? emulator.address("device")).description, "--device-id", deviceID,
                              "--bundle", EmulatorProcess.bundleID, "--environment", environment] + extra
         process.standardInput = input
         process.standardOutput = output

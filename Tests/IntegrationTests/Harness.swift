@@ -28,6 +28,7 @@ final class EmulatorProcess: @unchecked Sendable {
     let process = Process()
     let key: ProviderSigningKey
     let keyPath: String
+    private(set) var certsDirectory = ""
     let ready: JSONValue
     /// Set when the emulator runs in this process.
     private let kit: TestEmulator?
@@ -40,8 +41,10 @@ final class EmulatorProcess: @unchecked Sendable {
 
     /// - Parameter launcher: a command that runs the binary (e.g. `prlimit --nofile=64:64 --`);
     ///   it must exec it, so the process id stays the emulator's.
+    /// - Parameter sharedDirectory: instances of one service (`--redis`) use the same provider
+    ///   key and the same CA from there (the first one creates them).
     init(_ extraArguments: [String] = [], environment extraEnvironment: [String: String] = [:],
-         withKey: Bool = true, launcher: [String] = [], inProcess: Bool = false) throws
+         withKey: Bool = true, launcher: [String] = [], inProcess: Bool = false, sharedDirectory: String? = nil) throws
     {
         if inProcess {
             precondition(extraEnvironment.isEmpty && withKey && launcher.isEmpty, "in-process emulators take arguments only")
@@ -60,15 +63,21 @@ final class EmulatorProcess: @unchecked Sendable {
         kit = nil
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-emulator-test-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let privateKey = try ES256PrivateKey.generate()
+        keyPath = (sharedDirectory ?? directory) + "/AuthKey_\(Self.keyID).p8"
+        let privateKey: ES256PrivateKey
+        if let pem = try? String(contentsOfFile: keyPath, encoding: .utf8) {
+            privateKey = try ES256PrivateKey(pem: pem)
+        } else {
+            privateKey = try ES256PrivateKey.generate()
+            try privateKey.pkcs8PEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        }
         key = ProviderSigningKey(teamID: Self.teamID, keyID: Self.keyID, privateKey: privateKey)
-        keyPath = directory + "/AuthKey_\(Self.keyID).p8"
-        try privateKey.pkcs8PEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        certsDirectory = (sharedDirectory ?? directory) + "/certs"
 
         let readyPath = directory + "/ready.json"
         var arguments = [
             "serve", "--sandbox-listen", "127.0.0.1:0", "--production-listen", "127.0.0.1:0",
-            "--admin-listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0", "--certs-dir", directory + "/certs",
+            "--admin-listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0", "--certs-dir", certsDirectory,
             "--ready-file", readyPath,
         ]
         if withKey {
@@ -126,7 +135,7 @@ final class EmulatorProcess: @unchecked Sendable {
         return try HostPort(parsing: text)
     }
 
-    var caPath: String { kit?.caCertificatePath ?? directory + "/certs/ca.pem" }
+    var caPath: String { kit?.caCertificatePath ?? certsDirectory + "/ca.pem" }
 
     /// A provider connection to one of the listeners.
     func connect(_ listener: String = "sandbox", alpn: Bool = true, serverName: String? = nil) throws -> HTTP2ClientConnection {

@@ -1,0 +1,226 @@
+import APNsCore
+import Foundation
+import Glibc
+import HTTP2
+import Networking
+import ProviderClient
+import Testing
+
+/// Emulator instances sharing one Redis (`--redis`), behind HAProxy in TCP mode for both the
+/// providers' TLS listener and the device socket — the deployment README "Several instances"
+/// describes. Everything is a real process on loopback.
+final class EmulatorCluster: @unchecked Sendable {
+    let redis: RedisServerProcess
+    let shared: String
+    let instances: [EmulatorProcess]
+    let haproxy = Process()
+    let provider: HostPort
+    let device: HostPort
+
+    init(count: Int = 3, extra: [String] = []) throws {
+        redis = try RedisServerProcess(persistent: true)
+        shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-cluster-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        // One after the other: the first creates the shared key and CA, and the store's state.
+        var started: [EmulatorProcess] = []
+        for _ in 0..<count {
+            started.append(try EmulatorProcess(["--redis", redis.url] + extra, sharedDirectory: shared))
+        }
+        instances = started
+        provider = HostPort(host: "127.0.0.1", port: UInt16(try RedisServerProcess.freePort()))
+        device = HostPort(host: "127.0.0.1", port: UInt16(try RedisServerProcess.freePort()))
+        func servers(_ listener: String) throws -> String {
+            try started.enumerated().map { index, e in
+                "  server e\(index + 1) \(try e.address(listener)) check inter 200ms fall 1 rise 1"
+            }.joined(separator: "\n")
+        }
+        let config = """
+            global
+              maxconn 4096
+            defaults
+              mode tcp
+              timeout connect 2s
+              timeout client 60s
+              timeout server 60s
+              retries 3
+              option redispatch
+            frontend providers
+              bind \(provider)
+              default_backend sandbox
+            backend sandbox
+              balance roundrobin
+            \(try servers("sandbox"))
+            frontend devices
+              bind \(device)
+              default_backend devices
+            backend devices
+              balance roundrobin
+            \(try servers("device"))
+
+            """
+        try config.write(toFile: shared + "/haproxy.cfg", atomically: true, encoding: .utf8)
+        guard let binary = which("haproxy") ?? ["/usr/sbin/haproxy", "/usr/bin/haproxy"].first(where: FileManager.default.isExecutableFile)
+        else { throw HarnessError("haproxy is not installed: scripts/deps.sh test installs it") }
+        haproxy.executableURL = URL(fileURLWithPath: binary)
+        haproxy.arguments = ["-f", shared + "/haproxy.cfg", "-db"]
+        haproxy.standardOutput = FileHandle.nullDevice
+        haproxy.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try haproxy.run()
+        let port = provider.port
+        guard try eventually(10, { Self.accepts(port: port) }) else { throw HarnessError("haproxy did not start") }
+    }
+
+    deinit {
+        if haproxy.isRunning {
+            haproxy.terminate()
+            haproxy.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(atPath: shared)
+    }
+
+    /// A provider connection through the load balancer (each one lands on the next instance).
+    func connect() throws -> HTTP2ClientConnection {
+        var options = HTTP2ClientConnection.Options(address: provider)
+        options.caPath = instances[0].caPath
+        return try HTTP2ClientConnection(options)
+    }
+
+    /// Kills an instance as a crash would (SIGKILL: no goodbye to Redis or to its devices).
+    func kill(_ index: Int) {
+        let process = instances[index].process
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// The instance whose device listener holds `count` sockets.
+    func instanceHoldingDevices() throws -> Int? {
+        try instances.indices.first { index in
+            guard instances[index].process.isRunning else { return false }
+            return try instances[index].metric("apns_emulator_device_connections") > 0
+        }
+    }
+
+    static func accepts(port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+}
+
+/// The instance a provider connection's records came from (connection ids carry it).
+private func instanceOf(_ record: JSONValue) -> Int? {
+    record["connectionId"]?.intValue.map { Int($0) >> 40 }
+}
+
+@Suite("Several instances as one APNs (--redis, HAProxy, device processes)", .serialized)
+struct SharedStateTests {
+    @Test func tokensPushesStoreAndUninstallAreSharedByEveryInstance() throws {
+        let cluster = try EmulatorCluster()
+        let (e1, e2, e3) = (cluster.instances[0], cluster.instances[1], cluster.instances[2])
+        // The device's socket is on instance 3; its token was made there.
+        let device = try DeviceProcess(e3, deviceID: "shared-phone", extra: ["--app-state", "foreground"])
+        let token = try device.registeredToken()
+
+        // Accepted by instances 1 and 2, delivered through instance 3, acknowledged there,
+        // and seen as delivered by instance 1.
+        for (index, emulator) in [e1, e2].enumerated() {
+            let result = APNsResult(try emulator.connect().send(try emulator.push(token, payload: #"{"aps":{"alert":"from \#(index + 1)"}}"#).request))
+            #expect(result.status == 200)
+            let event = try #require(device.next("notification"), "instance \(index + 1)'s push did not reach the device on instance 3")
+            #expect(event["apnsId"]?.stringValue == result.apnsID)
+            #expect(try eventually { try e1.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"] == "delivered" })
+        }
+
+        // Offline: one stored notification per device and app, whichever instance took the pushes.
+        device.command("offline")
+        #expect(device.next("offline") != nil)
+        let first = APNsResult(try e1.connect().send(try e1.push(token, payload: #"{"aps":{"alert":"one"}}"#).request))
+        let second = APNsResult(try e2.connect().send(try e2.push(token, payload: #"{"aps":{"alert":"two"}}"#).request))
+        #expect(first.status == 200 && second.status == 200)
+        #expect(try e3.admin("GET", "/api/v1/notifications/\(first.apnsID!)").json["outcome"] == "coalesced")
+        #expect(try e3.admin("GET", "/api/v1/notifications/\(second.apnsID!)").json["outcome"] == "stored")
+        device.command("online")
+        let stored = try #require(device.next("notification"))
+        #expect(stored["apnsId"]?.stringValue == second.apnsID)
+        #expect(device.noneBeforePong("notification"))
+
+        // Through the load balancer: connections land on different instances, all answered.
+        var instancesSeen: Set<Int> = []
+        for _ in 0..<6 {
+            let result = APNsResult(try cluster.connect().send(try e1.push(token).request))
+            #expect(result.status == 200)
+            let record = try e2.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json
+            if let instance = instanceOf(record) { instancesSeen.insert(instance) }
+        }
+        #expect(instancesSeen.count >= 2, "HAProxy spread 6 connections over \(instancesSeen.sorted())")
+
+        // An uninstall on the device's instance makes every instance answer 410.
+        device.command("uninstall")
+        #expect(device.next("uninstalled") != nil)
+        for emulator in [e1, e2] {
+            let gone = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+            #expect(gone.status == 410)
+            #expect(gone.reason == "Unregistered")
+        }
+    }
+
+    @Test func redisDownMeans503AndServiceReturnsByItself() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let token = try e1.createDevice().token
+        #expect(APNsResult(try e2.connect().send(try e2.push(token).request)).status == 200)
+
+        cluster.redis.kill()
+        // A 503 the moment the instance finds Redis gone, and /readyz says why.
+        let connection = try e1.connect()
+        #expect(try eventually(10) { APNsResult(try connection.send(try e1.push(token).request)).status == 503 })
+        let refused = APNsResult(try connection.send(try e1.push(token).request))
+        #expect(refused.status == 503)
+        #expect(refused.reason == "ServiceUnavailable")
+        let ready = try e1.admin("GET", "/readyz")
+        #expect(ready.status == 503)
+        #expect(ready.json["reason"]?.stringValue?.contains("Redis") == true)
+        #expect(try eventually(10) { try e2.admin("POST", "/api/v1/devices", body: ["bundleId": "com.example.app", "environment": "sandbox"]).status == 503 })
+
+        try cluster.redis.restart()
+        #expect(try eventually(15) { try e1.admin("GET", "/readyz").status == 200 && e2.admin("GET", "/readyz").status == 200 })
+        let back = APNsResult(try e1.connect().send(try e1.push(token).request))
+        #expect(back.status == 200)
+        // What was acknowledged before the outage is still there, on both instances.
+        var accepted: [JSONValue] = []
+        #expect(try eventually(5) {
+            accepted = try e2.notifications(token: token).filter { $0["status"] == 200 }
+            return accepted.count == 2
+        }, "instance 2 shows \(accepted.count) accepted pushes")
+    }
+
+    @Test func devicesOfAKilledInstanceReconnectAndGetTheirNotifications() throws {
+        let cluster = try EmulatorCluster()
+        let e1 = cluster.instances[0]
+        let device = try DeviceProcess(e1, deviceID: "roaming-phone", extra: ["--app-state", "foreground"], address: cluster.device)
+        let token = try device.registeredToken()
+        var holder: Int?
+        #expect(try eventually { holder = try cluster.instanceHoldingDevices(); return holder != nil })
+        let victim = try #require(holder)
+        let survivor = cluster.instances[(victim + 1) % cluster.instances.count]
+        #expect(APNsResult(try survivor.connect().send(try survivor.push(token).request)).status == 200)
+        #expect(device.next("notification") != nil)
+
+        cluster.kill(victim)
+        #expect(device.next("disconnected", timeout: 10) != nil)
+        // Accepted while the device has no socket anywhere: stored, and delivered once it is back.
+        let pushed = APNsResult(try survivor.connect().send(try survivor.push(token, payload: #"{"aps":{"alert":"while away"}}"#).request))
+        #expect(pushed.status == 200)
+        let event = try #require(device.next("notification", timeout: 20), "the device did not get its notification after reconnecting")
+        #expect(event["apnsId"]?.stringValue == pushed.apnsID)
+        #expect(try eventually { try survivor.admin("GET", "/api/v1/notifications/\(pushed.apnsID!)").json["outcome"] == "delivered" })
+        #expect(try cluster.instanceHoldingDevices() != victim)
+    }
+}
