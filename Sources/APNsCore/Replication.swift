@@ -353,7 +353,10 @@ extension World {
 
         var journal = RecordStore(capacity: configured.records.capacity, byteBudget: configured.records.byteBudget)
         for record in state.records { journal.upsert(record) }
-        journal.continueSequence(from: max(state.nextRecordSequence, records.nextSequence))
+        // (A consistent state's next sequence is past its waiting ones already; as a store's
+        // `load`, never trust that alone.)
+        let newestWaiting = state.waiting.map(\.notification.sequence).max().map { $0 + 1 } ?? 0
+        journal.continueSequence(from: max(state.nextRecordSequence, records.nextSequence, newestWaiting))
         next.records = journal
 
         next.delivery.nextDeliveryID = max(next.delivery.nextDeliveryID, delivery.nextDeliveryID)

@@ -157,7 +157,7 @@ extension StateCodec {
             let tokenCount = try r.count()
             for _ in 0..<tokenCount {
                 let kind: TokenKind = try r.take()
-                let token: String = try r.take()
+                let token: String = try r.take()  // (assigned directly, `take` would read a `String?`)
                 tokens[kind] = token
             }
             let installedAt: Int64 = try r.take()

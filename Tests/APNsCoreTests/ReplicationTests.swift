@@ -1,0 +1,776 @@
+import APNsCore
+import Synchronization
+import Testing
+
+/// Collects what an `EmulatorState` drains, as the shared log would receive it.
+final class CollectingSink: StateChangeSink, @unchecked Sendable {
+    private let rows = Mutex<[StateChange]>([])
+    func enqueue(_ changes: [StateChange]) -> Bool {
+        rows.withLock { $0 += changes }
+        return false
+    }
+    func wake() {}
+    func take() -> [StateChange] { rows.withLock { rows in defer { rows = [] }; return rows } }
+}
+
+/// SplitMix64: a fixed seed gives the same long run every time.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Two instances: `state` (W1) runs the emulator's own code paths with persistence on, and
+/// `replica` (W2) only applies W1's rows. Both start from the same configured world.
+final class ReplicaPair: @unchecked Sendable {
+    static let pinned = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+    static let apps = ["com.example.app", "com.example.other"]
+    let clock = ManualClock(milliseconds: 1_767_225_600_000)
+    let keyA: SigningKey
+    let configured: World
+    let state: EmulatorState
+    let sink = CollectingSink()
+    let endpoint: ProviderEndpoint
+    var replica: World
+    var providerConnection: UInt64 = 1
+    var lastApplied = ReplicationApplied()
+    /// Every sequence number the replica was handed (records and notifications).
+    var highestApplied: UInt64 = 0
+    private(set) var failed = false
+
+    init(capacity: Int = 100, options: DeliveryOptions = DeliveryOptions()) throws {
+        keyA = try SigningKey(team: "TEAMAAAAAA", key: "KEYAAAAAAA")
+        var credentials = Credentials()
+        credentials.add(keyA.providerKey())
+        for app in Self.apps { credentials.addApp(teamID: "TEAMAAAAAA", bundleID: app) }
+        var registry = DeviceRegistry(seed: 7)
+        let now = clock.nowMilliseconds()
+        try registry.addDevice(id: "ci", isVirtual: true, nowMs: now)
+        _ = try registry.register(deviceID: "ci", bundleID: "com.example.app", environment: .sandbox, fixedToken: Self.pinned, nowMs: now)
+        configured = World(credentials: credentials, registry: registry, records: RecordStore(capacity: capacity), deliveryOptions: options)
+        var first = configured
+        first.startTrackingChanges()
+        state = EmulatorState(start: first)
+        state.setStartState(configured)
+        state.persistence = sink
+        endpoint = ProviderEndpoint(state: state, clock: clock)
+        replica = configured
+        replica.startTrackingChanges()
+    }
+
+    var now: Int64 { clock.nowMilliseconds() }
+
+    func world<T: Sendable>(_ body: (inout World) throws -> T) rethrows -> T {
+        try state.withWorld { world in try body(&world) }
+    }
+
+    /// A push as a provider sends it, through the provider endpoint.
+    func push(_ token: String, topic: String = "com.example.app", body: String = #"{"aps":{"alert":"hi"}}"#,
+              headers: [(String, String)] = []) throws -> PushResponse
+    {
+        var fields: [(name: String, value: String)] = [
+            (":method", "POST"), (":scheme", "https"), (":authority", "127.0.0.1:2197"), (":path", "/3/device/\(token)"),
+            ("authorization", "bearer \(try keyA.token(issuedAt: clock.nowSeconds()))"), ("apns-topic", topic),
+        ]
+        fields += headers.map { (name: $0.0, value: $0.1) }
+        var connection = ProviderConnectionContext(connectionID: providerConnection, listenerEnvironment: .sandbox, serverName: nil,
+                                                   tokenPolicy: TokenPolicy(), random: FastRandom(seed: providerConnection))
+        providerConnection += 1
+        return endpoint.handle(PushRequest(streamID: 1, headers: fields, body: Array(body.utf8)), connection: &connection)
+    }
+
+    func connect(_ deviceID: String, connection: UInt64, apps: [String] = ["com.example.app"],
+                 settings: AppSettings = AppSettings(), lowPower: Bool = false) throws -> [DeviceFrame]
+    {
+        let hello = DeviceHello(deviceID: deviceID, lowPowerMode: lowPower, apps: apps.map {
+            AppRegistration(bundleID: $0, environment: .sandbox, settings: settings, kinds: [.app])
+        })
+        let now = self.now
+        return try state.withWorld { world throws(DeviceRequestError) in try world.connectDevice(hello, connectionID: connection, nowMs: now) }
+    }
+
+    func token(of device: String, bundle: String = "com.example.app") -> String? {
+        world { $0.registry.devices[device]?.apps[bundle]?.tokens[.app] }
+    }
+
+    /// What the replica does with a stored key: any verifier will do for the comparison.
+    func loadKey(_ stored: StoredKey) throws(StateStoreError) -> ProviderKey {
+        ProviderKey(teamID: stored.teamID, keyID: stored.keyID, environment: stored.environment, topics: stored.topics.map(Set.init),
+                    relatedKeyID: stored.relatedKeyID, verifier: keyA.verifier, source: stored.source, pem: stored.pem,
+                    addedAtRunTime: stored.addedAtRunTime)
+    }
+
+    /// Hands W1's rows to W2 through the byte form, then checks the two states are equal and
+    /// that the replica has nothing of its own to emit.
+    @discardableResult
+    func sync(_ step: String = "", sourceLocation: SourceLocation = #_sourceLocation) throws -> ReplicationApplied {
+        let rows = try StateCodec.decodeChanges(StateCodec.encode(changes: sink.take()))
+        for row in rows {
+            switch row {
+            case .recordSaved(let r): highestApplied = max(highestApplied, r.sequence)
+            case .notificationWaiting(let w): highestApplied = max(highestApplied, w.notification.sequence)
+            default: break
+            }
+        }
+        let pair = self
+        lastApplied = try replica.applyReplicated(rows, nowMs: now, configured: configured) { stored throws(StateStoreError) in
+            try pair.loadKey(stored)
+        }
+        let leftOver = replica.takeStateChanges(recordSequences: replica.records.takeChanges())
+        if !leftOver.isEmpty {
+            failed = true
+            Issue.record("\(step): the replica re-emits \(leftOver.count) rows", sourceLocation: sourceLocation)
+        }
+        let expected = world { $0.persistedState }
+        let actual = replica.persistedState
+        if StateCodec.encode(.reset(expected)) != StateCodec.encode(.reset(actual)) {
+            failed = true
+            Issue.record("\(step): \(Self.difference(expected, actual))", sourceLocation: sourceLocation)
+        }
+        return lastApplied
+    }
+
+    /// Which part of two states differs (the first one found), for a readable failure.
+    static func difference(_ a: PersistedState, _ b: PersistedState) -> String {
+        func bytes(_ s: PersistedState) -> [UInt8] { StateCodec.encode(.reset(s)) }
+        var parts: [(String, (inout PersistedState) -> Void)] = []
+        parts.append(("devices", { $0.devices = [] }))
+        parts.append(("tokens", { $0.tokens = [] }))
+        parts.append(("keys", { $0.keys = [] }))
+        parts.append(("apps", { $0.apps = [] }))
+        parts.append(("faults", { $0.faults = nil }))
+        parts.append(("waiting", { $0.waiting = [] }))
+        parts.append(("records", { $0.records = [] }))
+        parts.append(("next sequence", { $0.nextRecordSequence = 0 }))
+        var left = a
+        var right = b
+        var differing: [String] = []
+        for (name, clear) in parts {
+            var onlyA = a
+            var onlyB = b
+            // Everything but this part cleared: the part alone decides.
+            for (other, clearOther) in parts where other != name {
+                clearOther(&onlyA)
+                clearOther(&onlyB)
+            }
+            if bytes(onlyA) != bytes(onlyB) { differing.append(name) }
+            clear(&left)
+            clear(&right)
+        }
+        var detail = "states differ in " + differing.joined(separator: ", ")
+        if differing.contains("waiting") {
+            detail += "\n W1 waiting: \(a.waiting.map { "\($0.notification.sequence) \($0.slot)" })"
+            detail += "\n W2 waiting: \(b.waiting.map { "\($0.notification.sequence) \($0.slot)" })"
+        }
+        if differing.contains("records") {
+            detail += "\n W1 records: \(a.records.map { "\($0.sequence) \($0.outcome.rawValue)" })"
+            detail += "\n W2 records: \(b.records.map { "\($0.sequence) \($0.outcome.rawValue)" })"
+        }
+        if differing.contains("next sequence") { detail += "\n next: \(a.nextRecordSequence) vs \(b.nextRecordSequence)" }
+        return detail
+    }
+
+    /// The replica as an emulator of its own: it accepts a push after replication.
+    func replicaAcceptsAPush() throws -> PushResponse {
+        let local = EmulatorState(start: replica)
+        let endpoint = ProviderEndpoint(state: local, clock: clock)
+        var fields: [(name: String, value: String)] = [
+            (":method", "POST"), (":scheme", "https"), (":authority", "127.0.0.1:2197"), (":path", "/3/device/\(Self.pinned)"),
+            ("authorization", "bearer \(try keyA.token(issuedAt: clock.nowSeconds()))"), ("apns-topic", "com.example.app"),
+        ]
+        fields.append(("apns-priority", "10"))
+        var connection = ProviderConnectionContext(connectionID: 99_999, listenerEnvironment: .sandbox, serverName: nil,
+                                                   tokenPolicy: TokenPolicy(), random: FastRandom(seed: 1))
+        return endpoint.handle(PushRequest(streamID: 1, headers: fields, body: Array(#"{"aps":{"alert":"x"}}"#.utf8)), connection: &connection)
+    }
+}
+
+@Suite("Replication between world replicas")
+struct ReplicationTests {
+    // MARK: The byte form
+
+    static func device() -> Device {
+        let settings = AppSettings(authorization: .provisional, appState: .terminated, backgroundMode: false)
+        let app = InstalledApp(bundleID: "com.example.app", environment: .production, tokens: [.app: "aa01", .voip: "bb02"],
+                               installedAtMs: -5, settings: settings, uploadPending: true)
+        let other = InstalledApp(bundleID: "com.example.other", environment: .sandbox, tokens: [:], installedAtMs: 9)
+        return Device(id: "phone", isVirtual: true, apps: [app.bundleID: app, other.bundleID: other], createdAtMs: 1_767_225_600_000,
+                      connectionID: UInt64.max, lowPowerMode: true, forcedOffline: true, userID: "alice")
+    }
+
+    static func tokens() -> [TokenEntry] {
+        [TokenEntry(token: "aa01", deviceID: "phone", bundleID: "com.example.app", environment: .production, kind: .voip,
+                    state: .unregistered(sinceMs: -3), issuedAtMs: 77, pushesUntilUnregistered: 2),
+         TokenEntry(token: "aa02", deviceID: "d", bundleID: "b", environment: .sandbox, kind: .app, state: .active, issuedAtMs: 0),
+         TokenEntry(token: "aa03", deviceID: "d", bundleID: "b", environment: .sandbox, kind: .liveactivity, state: .expired, issuedAtMs: 1),
+         TokenEntry(token: "aa04", deviceID: "d", bundleID: "b", environment: .sandbox, kind: .widgets, state: .rateLimited, issuedAtMs: 2)]
+    }
+
+    static func key() -> StoredKey {
+        StoredKey(teamID: "TEAM", keyID: "KEY", environment: .production, topics: ["com.a", "com.b"], relatedKeyID: "OTHER",
+                  pem: "-----BEGIN PRIVATE KEY-----\nx\n", source: "api", addedAtRunTime: true)
+    }
+
+    static func waiting() -> [WaitingNotification] {
+        let n = StateCodecTests.notification()
+        return [WaitingNotification(slot: .stored, notification: n), WaitingNotification(slot: .deferred(.lowPower), notification: n),
+                WaitingNotification(slot: .deferred(.budget), notification: n), WaitingNotification(slot: .deferred(.terminated), notification: n),
+                WaitingNotification(slot: .batched(releaseAtMs: -12), notification: n), WaitingNotification(slot: .inFlight, notification: n)]
+    }
+
+    static func fullState() -> PersistedState {
+        var state = PersistedState()
+        state.initialized = true
+        state.devices = [device(), Device(id: "bare", isVirtual: false, apps: [:], createdAtMs: 0)]
+        state.tokens = tokens()
+        state.keys = [key(), StoredKey(teamID: "T", keyID: "K2", environment: nil, topics: nil, relatedKeyID: nil, pem: "", source: "", addedAtRunTime: false)]
+        state.apps = [("com.a", "TEAM"), ("com.b", "TEAM2")]
+        state.faults = FaultRulesSnapshot(rules: StateCodecTests.faultRules(), nextNumber: 12)
+        state.waiting = waiting()
+        var record = StateCodecTests.fullRecord()
+        record.headerListBytes = 321
+        state.records = [record, StateCodecTests.sparseRecord()]
+        state.nextRecordSequence = 1_000
+        return state
+    }
+
+    /// One row of every kind, every field set.
+    static func everyRow() -> [StateChange] {
+        var record = StateCodecTests.fullRecord()
+        record.headerListBytes = 321
+        return [.deviceSaved(device()), .deviceRemoved(id: "phone")] + tokens().map { .tokenSaved($0) }
+            + [.keySaved(key()), .keyRemoved(keyID: "KEY"), .appSaved(bundleID: "com.a", teamID: "TEAM"), .appRemoved(bundleID: "com.a"),
+               .faultsSaved(FaultRulesSnapshot(rules: StateCodecTests.faultRules(), nextNumber: 3))]
+            + waiting().map { .notificationWaiting($0) }
+            + [.notificationDone(sequence: UInt64.max), .recordSaved(record), .recordRemoved(sequence: 5), .recordsEvicted(before: 17),
+               .reset(fullState()), .reset(PersistedState())]
+    }
+
+    /// The structs' field counts: a new field fails here until the row codec carries it.
+    @Test func everyFieldIsCovered() {
+        #expect(Mirror(reflecting: Self.device()).children.count == 8, "Device changed: extend the row codec")
+        #expect(Mirror(reflecting: Self.device().apps.first!.value).children.count == 6, "InstalledApp changed")
+        #expect(Mirror(reflecting: AppSettings()).children.count == 3, "AppSettings changed")
+        #expect(Mirror(reflecting: Self.tokens()[0]).children.count == 8, "TokenEntry changed")
+        #expect(Mirror(reflecting: Self.key()).children.count == 8, "StoredKey changed")
+        #expect(Mirror(reflecting: PersistedState()).children.count == 9, "PersistedState changed")
+        #expect(Mirror(reflecting: Self.waiting()[0]).children.count == 2, "WaitingNotification changed")
+        // 13 encoded, plus acceptedAtNanos (monotonic time of this host only).
+        #expect(Mirror(reflecting: StateCodecTests.notification()).children.count == 14, "PendingNotification changed")
+        #expect(Mirror(reflecting: DeviceFrame(deviceID: "", connectionID: 0, message: .null)).children.count == 4, "DeviceFrame changed")
+    }
+
+    @Test func everyRowRoundTrips() throws {
+        for row in Self.everyRow() {
+            let bytes = StateCodec.encode(row)
+            let decoded = try StateCodec.decodeChange(bytes)
+            #expect(StateCodec.encode(decoded) == bytes, "\(row.key.map { "\($0)" } ?? "unkeyed row")")
+            #expect(decoded.key == row.key)
+        }
+        let list = StateCodec.encode(changes: Self.everyRow())
+        #expect(try StateCodec.decodeChanges(list).map { StateCodec.encode($0) } == Self.everyRow().map { StateCodec.encode($0) })
+        #expect(try StateCodec.decodeChanges(StateCodec.encode(changes: [])).isEmpty)
+    }
+
+    /// Byte equality above proves the codec is stable; these check the values themselves.
+    @Test func decodedRowsCarryEveryValue() throws {
+        func roundTrip(_ change: StateChange) throws -> StateChange { try StateCodec.decodeChange(StateCodec.encode(change)) }
+        guard case .deviceSaved(let device) = try roundTrip(.deviceSaved(Self.device())) else { Issue.record("kind"); return }
+        #expect(device == Self.device())
+        for entry in Self.tokens() {
+            guard case .tokenSaved(let decoded) = try roundTrip(.tokenSaved(entry)) else { Issue.record("kind"); return }
+            #expect(decoded == entry)
+        }
+        guard case .keySaved(let key) = try roundTrip(.keySaved(Self.key())) else { Issue.record("kind"); return }
+        #expect(key == Self.key())
+        guard case .appSaved(let bundle, let team) = try roundTrip(.appSaved(bundleID: "com.a", teamID: "TEAM")) else { Issue.record("kind"); return }
+        #expect(bundle == "com.a" && team == "TEAM")
+        for waiting in Self.waiting() {
+            guard case .notificationWaiting(let decoded) = try roundTrip(.notificationWaiting(waiting)) else { Issue.record("kind"); return }
+            #expect(decoded.slot == waiting.slot)
+            #expect(String(describing: decoded.notification) == String(describing: waiting.notification))
+        }
+        var record = StateCodecTests.fullRecord()
+        record.headerListBytes = 321
+        guard case .recordSaved(let decodedRecord) = try roundTrip(.recordSaved(record)) else { Issue.record("kind"); return }
+        #expect(String(describing: decodedRecord) == String(describing: record), "accountedBytes and headerListBytes too")
+        guard case .reset(let state) = try roundTrip(.reset(Self.fullState())) else { Issue.record("kind"); return }
+        let full = Self.fullState()
+        #expect(state.initialized && state.devices == full.devices && state.tokens == full.tokens && state.keys == full.keys)
+        #expect(state.apps.map { "\($0.bundleID)=\($0.teamID)" } == ["com.a=TEAM", "com.b=TEAM2"])
+        #expect(state.faults?.rules.map(\.id) == full.faults?.rules.map(\.id) && state.faults?.nextNumber == 12)
+        #expect(state.waiting.map(\.slot) == full.waiting.map(\.slot))
+        #expect(String(describing: state.records) == String(describing: full.records))
+        #expect(state.nextRecordSequence == 1_000)
+        guard case .reset(let empty) = try roundTrip(.reset(PersistedState())) else { Issue.record("kind"); return }
+        #expect(!empty.initialized && empty.faults == nil && empty.nextRecordSequence == 1)
+    }
+
+    @Test func framesRoundTripWithRawPayloads() throws {
+        let payload = Array(#"{"aps":{"alert":"ü"}}"#.utf8)
+        let message: JSONValue = .object(JSONObject([
+            ("type", "notification"), ("id", .int(-7)), ("d", .double(0.5)), ("n", .null), ("t", true), ("f", false),
+            ("list", [1, "two", [.null]]), ("payload", .raw(payload)), ("dup", 1), ("dup", 2),
+        ]))
+        let frames = [DeviceFrame(deviceID: "phone", connectionID: UInt64.max, message: message, closeAfter: true),
+                      DeviceFrame(deviceID: "p2", connectionID: 0, message: ["type": "replaced"])]
+        let decoded = try StateCodec.decodeFrames(StateCodec.encode(frames: frames))
+        #expect(decoded.map(\.deviceID) == ["phone", "p2"])
+        #expect(decoded.map(\.connectionID) == [UInt64.max, 0])
+        #expect(decoded.map(\.closeAfter) == [true, false])
+        #expect(decoded.map(\.message) == frames.map(\.message), "the raw payload stays raw, duplicate keys stay")
+        #expect(try StateCodec.decodeFrames(StateCodec.encode(frames: [])).isEmpty)
+    }
+
+    @Test func damagedBytesAreErrorsNotCrashes() {
+        let rows = StateCodec.encode(changes: Self.everyRow())
+        // Every truncation, and every single byte changed (each either decodes or throws).
+        for length in stride(from: 0, to: rows.count, by: 1) {
+            #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges(Array(rows.prefix(length))) }
+        }
+        for index in rows.indices {
+            var damaged = rows
+            damaged[index] ^= 0xA5
+            _ = try? StateCodec.decodeChanges(damaged)
+        }
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges([2] + rows.dropFirst()) }
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges(rows + [0]) }
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeChange([1, 99]) }
+        let frames = StateCodec.encode(frames: [DeviceFrame(deviceID: "d", connectionID: 1, message: ["a": [1, .raw([1, 2])]])])
+        for length in 0..<frames.count {
+            #expect(throws: StateStoreError.self) { try StateCodec.decodeFrames(Array(frames.prefix(length))) }
+        }
+        // Deep nesting is refused before it can exhaust the stack.
+        let deep: [UInt8] = [1, 1, 1, UInt8(ascii: "d"), 1, 0] + Array([[UInt8]](repeating: [6, 1], count: 100_000).joined()) + [0]
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeFrames(deep) }
+    }
+
+    @Test func storageFieldsMapBackAndRemovalsAreKnown() {
+        let keys: [ChangeKey] = [.device("d:1"), .token("ab"), .key("K"), .app("com.a"), .faults, .waiting(7), .record(UInt64.max)]
+        #expect(keys.map(\.storageField) == ["d:d:1", "t:ab", "k:K", "a:com.a", "f", "w:7", "r:18446744073709551615"])
+        #expect(keys.map { ChangeKey(storageField: $0.storageField) } == keys)
+        #expect(ChangeKey(storageField: "w:x") == nil && ChangeKey(storageField: "x:1") == nil && ChangeKey(storageField: "d") == nil)
+        let removals = Self.everyRow().filter(\.isRemoval).map { $0.key!.storageField }
+        #expect(removals == ["d:phone", "k:KEY", "a:com.a", "w:18446744073709551615", "r:5"])
+    }
+
+    // MARK: Applying rows: hand-written transitions
+
+    @Test func storedThenInFlightThenAcknowledged() throws {
+        let p = try ReplicaPair()
+        let frames = try p.connect("phone", connection: 10)
+        try p.sync("connect")
+        #expect(p.replica.registry.devices["phone"]?.connectionID == 10, "the connection id is kept")
+        let token = try #require(p.token(of: "phone"))
+        p.world { $0.disconnectDevice("phone", connectionID: 10, nowMs: p.now) }
+        let applied = try p.sync("disconnect")
+        #expect(applied.leftConnections == [DeviceConnection(deviceID: "phone", connectionID: 10)])
+        let stored = try p.push(token)
+        try p.sync("stored")
+        #expect(p.replica.delivery.waiting.map(\.slot) == [.stored])
+        #expect(p.lastApplied.waitingDeviceIDs == ["phone"])
+        #expect(frames.contains { $0.message["type"] == "welcome" })
+
+        let again = try p.connect("phone", connection: 11)
+        try p.sync("reconnect: stored → in flight")
+        #expect(p.replica.delivery.waiting.map(\.slot) == [.inFlight])
+        #expect(p.replica.delivery.pendingCount == 1)
+        let id = UInt64(try #require(again.first { $0.message["type"] == "notification" }?.message["id"]?.intValue))
+        _ = try p.state.withWorld { world throws(DeviceRequestError) in
+            try world.acknowledge(deviceID: "phone", connectionID: 11, deliveryID: id, nowMs: p.now)
+        }
+        try p.sync("ack")
+        #expect(p.replica.delivery.waiting.isEmpty)
+        #expect(p.replica.records.record(sequence: stored.recordSequence)?.outcome == .delivered)
+        #expect(p.lastApplied.recordSequences == [stored.recordSequence])
+
+        // In flight again, then the device goes away: back to the store on both.
+        _ = try p.push(token)
+        try p.sync("in flight")
+        p.world { $0.disconnectDevice("phone", connectionID: 11, nowMs: p.now) }
+        try p.sync("disconnect with a delivery in flight")
+        #expect(p.replica.delivery.waiting.map(\.slot) == [.stored])
+        #expect(try p.replicaAcceptsAPush().recordSequence > p.highestApplied)
+    }
+
+    @Test func coalescingInTheStoreAndOnScreen() throws {
+        let p = try ReplicaPair()
+        _ = try p.connect("phone", connection: 10)
+        let token = try #require(p.token(of: "phone"))
+        p.world { $0.disconnectDevice("phone", connectionID: 10, nowMs: p.now) }
+        let first = try p.push(token)
+        let second = try p.push(token)
+        try p.sync("two stored, one kept")
+        #expect(p.replica.records.record(sequence: first.recordSequence)?.outcome == .coalesced)
+        #expect(p.replica.delivery.waiting.map(\.notification.sequence) == [second.recordSequence])
+
+        // On screen: W1 delivers to the virtual device with a collapse id; a push with the same
+        // id accepted by the replica replaces it there.
+        let shown = try p.push(ReplicaPair.pinned, headers: [("apns-collapse-id", "score")])
+        try p.sync("delivered with a collapse id")
+        #expect(p.replica.records.record(sequence: shown.recordSequence)?.outcome == .delivered)
+        let local = EmulatorState(start: p.replica)
+        let endpoint = ProviderEndpoint(state: local, clock: p.clock)
+        var connection = ProviderConnectionContext(connectionID: 5, listenerEnvironment: .sandbox, serverName: nil,
+                                                   tokenPolicy: TokenPolicy(), random: FastRandom(seed: 5))
+        let fields: [(name: String, value: String)] = [
+            (":method", "POST"), (":scheme", "https"), (":authority", "a"), (":path", "/3/device/\(ReplicaPair.pinned)"),
+            ("authorization", "bearer \(try p.keyA.token(issuedAt: p.clock.nowSeconds()))"), ("apns-topic", "com.example.app"),
+            ("apns-collapse-id", "score"),
+        ]
+        let replaced = endpoint.handle(PushRequest(streamID: 1, headers: fields, body: Array(#"{"aps":{"alert":"2"}}"#.utf8)), connection: &connection)
+        #expect(replaced.recordSequence > p.highestApplied)
+        #expect(local.withWorld { $0.records.record(sequence: shown.recordSequence)?.outcome } == .coalesced)
+    }
+
+    @Test func deferredAndBatchedSlotsAndTheirRelease() throws {
+        var options = DeliveryOptions()
+        options.backgroundBudgetPerHour = 1
+        options.lowPriorityDelayMs = 60_000
+        let p = try ReplicaPair(options: options)
+        let frames = try p.connect("phone", connection: 10)
+        let token = try #require(p.token(of: "phone"))
+        #expect(!frames.isEmpty)
+        let background: [(String, String)] = [("apns-push-type", "background"), ("apns-priority", "5")]
+        _ = try p.push(token, body: #"{"aps":{"content-available":1}}"#, headers: background)
+        _ = try p.push(token, body: #"{"aps":{"content-available":1}}"#, headers: background)
+        _ = try p.push(token, headers: [("apns-priority", "5")])
+        try p.sync("batched")
+        #expect(p.replica.delivery.waiting.allSatisfy { if case .batched = $0.slot { return true } else { return false } })
+        p.clock.advance(seconds: 61)
+        _ = p.world { $0.tick(nowMs: p.now) }
+        try p.sync("released: one wake, one held, one alert")
+        #expect(Set(p.replica.delivery.waiting.map { "\($0.slot)" }).count == 2)
+        _ = try p.state.withWorld { world throws(DeviceRequestError) in
+            try world.setLowPowerMode(deviceID: "phone", true, nowMs: p.now)
+        }
+        try p.sync("low power")
+    }
+
+    @Test func aResetIsAppliedAsALiveReplica() throws {
+        let p = try ReplicaPair()
+        _ = try p.connect("phone", connection: 10)
+        let token = try #require(p.token(of: "phone"))
+        _ = try p.push(token)
+        _ = try p.push(ReplicaPair.pinned)
+        p.world { $0.credentials.addApp(teamID: "TEAMAAAAAA", bundleID: "com.example.extra") }
+        try p.sync("before the reset")
+        let before = p.replica.records.nextSequence
+        p.state.reset()
+        let applied = try p.sync("reset")
+        #expect(applied.reset)
+        #expect(applied.deviceIDs == ["ci", "phone"])
+        #expect(p.replica.registry.devices.keys.sorted() == ["ci"])
+        #expect(p.replica.delivery.pendingCount == 0)
+        #expect(p.replica.records.nextSequence == before, "numbers continue")
+        #expect(try p.replicaAcceptsAPush().recordSequence >= before)
+
+        // A reset state that names a connection and an in-flight notification keeps both.
+        var state = p.world { $0.persistedState }
+        var device = try #require(state.devices.first)
+        device.connectionID = 77
+        state.devices = [device]
+        var n = StateCodecTests.notification()
+        n.sequence = 500
+        n.deviceID = device.id
+        state.waiting = [WaitingNotification(slot: .inFlight, notification: n)]
+        let pair = p
+        let result = try p.replica.applyReplicated([.reset(state)], nowMs: p.now, configured: p.configured) { stored throws(StateStoreError) in
+            try pair.loadKey(stored)
+        }
+        #expect(result.reset)
+        #expect(p.replica.registry.devices[device.id]?.connectionID == 77)
+        #expect(p.replica.delivery.waiting.map(\.slot) == [.inFlight])
+        #expect(p.replica.records.nextSequence > 500)
+        #expect(p.replica.takeStateChanges(recordSequences: p.replica.records.takeChanges()).isEmpty)
+    }
+
+    @Test func evictionKeepsBothJournalsAlike() throws {
+        let p = try ReplicaPair(capacity: 3)
+        var sequences: [UInt64] = []
+        for round in 0..<7 {
+            sequences.append(try p.push(ReplicaPair.pinned).recordSequence)
+            if round % 3 == 0 { try p.sync("push \(round)") }
+        }
+        try p.sync("evicted")
+        #expect(p.replica.records.newestFirst(limit: 10).map(\.sequence) == sequences.suffix(3).reversed())
+        _ = p.world { world in world.deleteRecords { $0.sequence == sequences[5] } }
+        try p.sync("deleted")
+        _ = p.world { world in world.deleteRecords { _ in true } }
+        try p.sync("all deleted")
+        #expect(p.replica.records.count == 0)
+        #expect(try p.replicaAcceptsAPush().recordSequence == sequences[6] + 1)
+    }
+
+    @Test func marksMadeBeforeApplyingAreKept() throws {
+        let p = try ReplicaPair()
+        try p.replica.registry.addDevice(id: "local", isVirtual: true, nowMs: p.now)
+        _ = try p.push(ReplicaPair.pinned)
+        let rows = p.sink.take()
+        let pair = p
+        _ = try p.replica.applyReplicated(rows, nowMs: p.now, configured: p.configured) { stored throws(StateStoreError) in
+            try pair.loadKey(stored)
+        }
+        let own = p.replica.takeStateChanges(recordSequences: p.replica.records.takeChanges())
+        #expect(own.map { $0.key?.storageField } == ["d:local"], "only the replica's own change")
+    }
+
+    @Test func aKeyThatFailsToLoadLeavesTheWorldUntouched() throws {
+        let p = try ReplicaPair()
+        let before = StateCodec.encode(.reset(p.replica.persistedState))
+        #expect(throws: StateStoreError.self) {
+            _ = try p.replica.applyReplicated([.deviceRemoved(id: "ci"), .keySaved(Self.key())], nowMs: 0, configured: p.configured) {
+                stored throws(StateStoreError) in throw StateStoreError("no \(stored.keyID)")
+            }
+        }
+        #expect(StateCodec.encode(.reset(p.replica.persistedState)) == before)
+    }
+
+    // MARK: Applying rows: a long random run
+
+    @Test func aLongRandomRunKeepsTheReplicaEqual() throws {
+        var options = DeliveryOptions()
+        options.backgroundBudgetPerHour = 2
+        options.lowPriorityDelayMs = 20_000
+        options.unregisteredDelayMs = 15_000
+        options.unregisteredAfterPushes = 2
+        options.deviceWindow = 3
+        options.deviceAckTimeoutMs = 90_000
+        options.defaultStorageMs = 600_000
+        let p = try ReplicaPair(capacity: 40, options: options)
+        var random = SeededGenerator(state: 0x5EED_2026)
+        let sockets = ["s1", "s2", "s3"]
+        let virtuals = ["v1", "v2"]
+        var nextConnection: UInt64 = 100
+        var deliveries: [(device: String, connection: UInt64, id: UInt64)] = []
+        var runtimeKeys = 0
+        var resets = 0
+        var counts: [String: Int] = [:]
+        var slots: Set<String> = []
+        var outcomes: Set<String> = []
+
+        func note(_ frames: [DeviceFrame]) {
+            for frame in frames where frame.message["type"] == "notification" {
+                if let id = frame.message["id"]?.intValue { deliveries.append((frame.deviceID, frame.connectionID, UInt64(id))) }
+            }
+        }
+        func anyDevice() -> String? { p.world { $0.registry.devices.keys.sorted() }.randomElement(using: &random) }
+        func anyApp() -> String { ReplicaPair.apps.randomElement(using: &random)! }
+        func settings() -> AppSettings {
+            AppSettings(authorization: Authorization.allCases.randomElement(using: &random)!,
+                        appState: AppState.allCases.randomElement(using: &random)!, backgroundMode: Bool.random(using: &random))
+        }
+        let now = { p.now }
+
+        for step in 0..<2_000 {
+            let action = Int.random(in: 0..<100, using: &random)
+            var name = ""
+            switch action {
+            case 0..<30:
+                name = "push"
+                let tokens = p.world { $0.registry.tokens.values.map { ($0.token, $0.bundleID) }.sorted { $0.0 < $1.0 } }
+                guard let (token, bundle) = tokens.randomElement(using: &random) else { break }
+                var headers: [(String, String)] = []
+                var body = #"{"aps":{"alert":"hi"}}"#
+                switch Int.random(in: 0..<6, using: &random) {
+                case 0:
+                    headers = [("apns-push-type", "background"), ("apns-priority", "5")]
+                    body = #"{"aps":{"content-available":1}}"#
+                case 1: headers = [("apns-priority", "5")]
+                case 2: headers = [("apns-collapse-id", "c\(Int.random(in: 0..<2, using: &random))")]
+                case 3: headers = [("apns-expiration", "0")]
+                case 4: headers = [("apns-expiration", String(p.clock.nowSeconds() + Int64.random(in: 1...120, using: &random)))]
+                default: break
+                }
+                note(try p.push(token, topic: bundle, body: body, headers: headers).deviceFrames)
+            case 30..<38:
+                name = "connect"
+                let device = sockets.randomElement(using: &random)!
+                nextConnection += 1
+                let apps = ReplicaPair.apps.filter { _ in Bool.random(using: &random) }
+                if let frames = try? p.connect(device, connection: nextConnection, apps: apps, settings: settings(),
+                                               lowPower: Int.random(in: 0..<5, using: &random) == 0)
+                {
+                    note(frames)
+                }
+            case 38..<43:
+                name = "disconnect"
+                let connected = p.world { w in sockets.compactMap { id in w.registry.devices[id]?.connectionID.map { (id, $0) } } }
+                if let (device, connection) = connected.randomElement(using: &random) {
+                    p.world { $0.disconnectDevice(device, connectionID: connection, nowMs: now()) }
+                }
+            case 43..<55:
+                name = "ack"
+                if !deliveries.isEmpty {
+                    let d = deliveries.remove(at: Int.random(in: 0..<deliveries.count, using: &random))
+                    if let frames = try? p.state.withWorld({ world throws(DeviceRequestError) in
+                        try world.acknowledge(deviceID: d.device, connectionID: d.connection, deliveryID: d.id, nowMs: now())
+                    }) {
+                        note(frames)
+                    }
+                }
+            case 55..<61:
+                name = "tick"
+                p.clock.advance(milliseconds: Int64.random(in: 0...40_000, using: &random))
+                note(p.world { $0.tick(nowMs: now()) })
+            case 61..<64:
+                name = "virtual device"
+                let id = virtuals.randomElement(using: &random)!
+                let app = anyApp()
+                let s = settings()
+                p.world { w in
+                    if w.registry.devices[id] == nil { _ = try? w.registry.addDevice(id: id, isVirtual: true, nowMs: now()) }
+                    _ = try? w.installApp(deviceID: id, bundleID: app, environment: .sandbox, kinds: [.app], settings: s, nowMs: now())
+                }
+            case 64..<68:
+                name = "uninstall"
+                if let device = anyDevice() {
+                    let app = anyApp()
+                    _ = try? p.state.withWorld { world throws(DeviceRequestError) in
+                        try world.uninstallApp(deviceID: device, bundleID: app, nowMs: now())
+                    }
+                }
+            case 68..<74:
+                name = "app settings"
+                if let device = anyDevice() {
+                    let app = anyApp()
+                    let s = settings()
+                    if let (_, frames) = try? p.state.withWorld({ world throws(DeviceRequestError) in
+                        try world.updateApp(deviceID: device, bundleID: app, appState: s.appState,
+                                            authorization: Bool.random(using: &random) ? s.authorization : nil,
+                                            backgroundMode: s.backgroundMode, nowMs: now())
+                    }) {
+                        note(frames)
+                    }
+                }
+            case 74..<77:
+                name = "offline / low power"
+                if let device = anyDevice() {
+                    let on = Bool.random(using: &random)
+                    let lowPower = Bool.random(using: &random)
+                    if let frames = try? p.state.withWorld({ world throws(DeviceRequestError) in
+                        if lowPower { return try world.setLowPowerMode(deviceID: device, on, nowMs: now()) }
+                        return try world.setForcedOffline(deviceID: device, on, nowMs: now())
+                    }) {
+                        note(frames)
+                    }
+                }
+            case 77..<80:
+                name = "login / logout"
+                if let device = anyDevice() {
+                    let user = ["alice", "bob", nil].randomElement(using: &random)!
+                    _ = try? p.state.withWorld { world throws(DeviceRequestError) in
+                        if let user { _ = try world.login(deviceID: device, userID: user) } else { _ = try world.logout(deviceID: device) }
+                    }
+                }
+            case 80..<82:
+                name = "rotate / erase / restore"
+                if let device = anyDevice() {
+                    let target = anyDevice() ?? device
+                    let which = Int.random(in: 0..<3, using: &random)
+                    let app = anyApp()
+                    _ = try? p.state.withWorld { world throws(DeviceRequestError) in
+                        switch which {
+                        case 0: _ = try world.rotateTokens(deviceID: device, bundleID: app, nowMs: now())
+                        case 1: try world.eraseDevice(device, nowMs: now())
+                        default: _ = try world.restoreBackup(from: device, to: target, nowMs: now())
+                        }
+                    }
+                }
+            case 82..<84:
+                name = "faults"
+                let kind = Int.random(in: 0..<3, using: &random)
+                p.world { w in
+                    switch kind {
+                    case 0: _ = w.faults.add(FaultRule(id: "", match: FaultMatch(topic: "com.example.other"),
+                                                       action: FaultAction(kind: .respond(status: 500, reason: "InternalServerError")),
+                                                       times: 3))
+                    case 1: _ = w.faults.remove(id: w.faults.rules.first?.id ?? "")
+                    default: w.faults.removeAll()
+                    }
+                }
+            case 84..<86:
+                name = "keys and apps"
+                runtimeKeys += 1
+                let n = runtimeKeys
+                let verifier = p.keyA.verifier
+                let add = Bool.random(using: &random)
+                p.world { w in
+                    if add {
+                        w.credentials.add(ProviderKey(teamID: "TEAMRRRRRR", keyID: "KEYRT\(n % 4)", topics: n % 2 == 0 ? ["com.r"] : nil,
+                                                      verifier: verifier, source: "api", pem: "PEM \(n)", addedAtRunTime: true))
+                        w.credentials.addApp(teamID: n % 2 == 0 ? "TEAMRRRRRR" : "TEAMSSSSSS", bundleID: "com.r\(n % 3)")
+                    } else {
+                        w.credentials.removeKey(id: "KEYRT\(n % 4)")
+                        w.credentials.removeApp(bundleID: "com.r\(n % 3)")
+                    }
+                }
+            case 86..<88:
+                name = "token state / remove device"
+                let tokens = p.world { $0.registry.tokens.keys.sorted() }
+                if Bool.random(using: &random), let token = tokens.randomElement(using: &random) {
+                    let state: TokenState = [.rateLimited, .expired, .active].randomElement(using: &random)!
+                    p.world { _ = $0.registry.setState(token: token, state) }
+                } else if let device = anyDevice(), device != "ci" {
+                    p.world { _ = try? $0.registry.removeDevice(id: device, nowMs: now()) }
+                }
+            case 88..<90:
+                name = "delete records"
+                let modulus = UInt64.random(in: 2...9, using: &random)
+                _ = p.world { world in world.deleteRecords { $0.sequence % modulus == 0 } }
+            case 90..<92:
+                name = "tap"
+                let shown = p.world { w in
+                    w.records.newestFirst(limit: 5) { $0.outcome == .delivered && $0.display == "banner" && $0.deviceID != nil }
+                }
+                if let record = shown.randomElement(using: &random), let device = record.deviceID {
+                    if let result = try? p.state.withWorld({ world throws(DeviceRequestError) in
+                        try world.tap(deviceID: device, apnsID: record.apnsID, nowMs: now())
+                    }) {
+                        note(result.frames)
+                    }
+                }
+            case 92:
+                if Int.random(in: 0..<4, using: &random) == 0 {
+                    name = "reset"
+                    resets += 1
+                    p.state.reset()
+                    deliveries = []
+                } else {
+                    name = "long wait"
+                    p.clock.advance(seconds: 100)
+                    note(p.world { $0.tick(nowMs: now()) })
+                }
+            default:
+                name = "push to a socket device"
+                if let device = sockets.randomElement(using: &random), let token = p.token(of: device) {
+                    note(try p.push(token, headers: Bool.random(using: &random) ? [("apns-collapse-id", "s")] : []).deviceFrames)
+                }
+            }
+            counts[name, default: 0] += 1
+            try p.sync("step \(step) (\(name))")
+            for waiting in p.replica.delivery.waiting {
+                switch waiting.slot {
+                case .stored: slots.insert("stored")
+                case .deferred: slots.insert("deferred")
+                case .batched: slots.insert("batched")
+                case .inFlight: slots.insert("in flight")
+                }
+            }
+            outcomes.formUnion(p.replica.records.newestFirst(limit: 3).map(\.outcome.rawValue))
+            if p.failed { break }  // one readable failure rather than two thousand
+        }
+        // The run went through the interesting places.
+        #expect(resets >= 1)
+        #expect(counts["push", default: 0] > 400)
+        #expect(slots == ["stored", "deferred", "batched", "in flight"])
+        #expect(outcomes.isSuperset(of: ["delivered", "stored", "coalesced", "expired", "deferred", "pending"]), "\(outcomes)")
+        print("replication run: \(counts.sorted { $0.key < $1.key }), outcomes \(outcomes.sorted()), resets \(resets)")
+        #expect(try p.replicaAcceptsAPush().recordSequence > p.highestApplied)
+    }
+}
