@@ -1,4 +1,4 @@
-import APNsCore
+@testable import APNsCore
 import Synchronization
 import Testing
 
@@ -220,7 +220,11 @@ struct ReplicationTests {
         let n = StateCodecTests.notification()
         return [WaitingNotification(slot: .stored, notification: n), WaitingNotification(slot: .deferred(.lowPower), notification: n),
                 WaitingNotification(slot: .deferred(.budget), notification: n), WaitingNotification(slot: .deferred(.terminated), notification: n),
-                WaitingNotification(slot: .batched(releaseAtMs: -12), notification: n), WaitingNotification(slot: .inFlight, notification: n)]
+                WaitingNotification(slot: .batched(releaseAtMs: -12), notification: n), WaitingNotification(slot: .inFlight, notification: n),
+                WaitingNotification(slot: .inFlight, notification: n, flight: FlightRow(
+                    deliveryID: 77, connectionID: 5 << 40 | 3, sentAtMs: -4,
+                    verdict: DeliveryVerdict(callbacks: ["willPresent", "didReceive"], display: .banner, outcome: .droppedBySystem,
+                                             reason: "why", usedBackgroundBudget: true)))]
     }
 
     static func fullState() -> PersistedState {
@@ -259,7 +263,9 @@ struct ReplicationTests {
         #expect(Mirror(reflecting: Self.tokens()[0]).children.count == 8, "TokenEntry changed")
         #expect(Mirror(reflecting: Self.key()).children.count == 8, "StoredKey changed")
         #expect(Mirror(reflecting: PersistedState()).children.count == 9, "PersistedState changed")
-        #expect(Mirror(reflecting: Self.waiting()[0]).children.count == 2, "WaitingNotification changed")
+        #expect(Mirror(reflecting: Self.waiting()[0]).children.count == 3, "WaitingNotification changed")
+        #expect(Mirror(reflecting: Self.waiting().last!.flight!).children.count == 4, "FlightRow changed")
+        #expect(Mirror(reflecting: Self.waiting().last!.flight!.verdict).children.count == 5, "DeliveryVerdict changed")
         // 13 encoded, plus acceptedAtNanos (monotonic time of this host only).
         #expect(Mirror(reflecting: StateCodecTests.notification()).children.count == 14, "PendingNotification changed")
         #expect(Mirror(reflecting: DeviceFrame(deviceID: "", connectionID: 0, message: .null)).children.count == 4, "DeviceFrame changed")
@@ -294,6 +300,7 @@ struct ReplicationTests {
             guard case .notificationWaiting(let decoded) = try roundTrip(.notificationWaiting(waiting)) else { Issue.record("kind"); return }
             #expect(decoded.slot == waiting.slot)
             #expect(String(describing: decoded.notification) == String(describing: waiting.notification))
+            #expect(decoded.flight == waiting.flight)
         }
         var record = StateCodecTests.fullRecord()
         record.headerListBytes = 321
