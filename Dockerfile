@@ -24,7 +24,7 @@ FROM ${SWIFT_IMAGE} AS build
 # installed only when missing, so a builder image that already has them needs no network.
 RUN set -eu; \
     missing=""; \
-    for pkg in libnghttp2-dev libssl-dev libsqlite3-dev pkg-config; do \
+    for pkg in libnghttp2-dev libssl-dev libsqlite3-dev libhiredis-dev pkg-config; do \
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' \
             || missing="$missing $pkg"; \
     done; \
@@ -46,7 +46,7 @@ COPY ui ./ui
 COPY docs/openapi.json ./docs/openapi.json
 
 # Swift's runtime and Foundation are linked in; the binary then needs only glibc, libstdc++,
-# libnghttp2, libssl/libcrypto and libsqlite3 at run time. Symbols are stripped (about a third of the size).
+# libnghttp2, libssl/libcrypto, libsqlite3 and libhiredis at run time. Symbols are stripped (about a third of the size).
 RUN set -eu; \
     swift build -c release --static-swift-stdlib --product apns-emulator; \
     bin="$(swift build -c release --static-swift-stdlib --show-bin-path)"; \
@@ -61,7 +61,7 @@ FROM ${RUNTIME_IMAGE}
 # libcap2-bin is for setcap below. Installed only when missing, as above.
 RUN set -eu; \
     missing=""; \
-    for pkg in libnghttp2-14 libssl3 libsqlite3-0 ca-certificates libcap2-bin; do \
+    for pkg in libnghttp2-14 libssl3 libsqlite3-0 libhiredis0.14 ca-certificates libcap2-bin; do \
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' \
             || missing="$missing $pkg"; \
     done; \
