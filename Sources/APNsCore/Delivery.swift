@@ -131,6 +131,13 @@ public struct DeliveryState: Sendable {
         }
     }
 
+    /// Budgets change only here, so that with change tracking on they are shared.
+    mutating func setBudget(_ key: AppKey, _ budget: BackgroundBudget) {
+        guard budgets[key] != budget else { return }
+        budgets[key] = budget
+        if tracksChanges { waitingChanges.append(.budgetSaved(deviceID: key.deviceID, bundleID: key.bundleID, budget: budget)) }
+    }
+
     mutating func noteDone(_ sequence: UInt64) {
         if tracksChanges { waitingChanges.append(.notificationDone(sequence: sequence)) }
     }
@@ -218,13 +225,13 @@ extension World {
             }
             delivery.deferred[key] = (notification, reason)
             delivery.noteWaiting(.deferred(reason), notification)
-            if wantsWake { delivery.budgets[key] = budget }
+            if wantsWake { delivery.setBudget(key, budget) }
             setOutcome(notification.sequence, .deferred, "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour))
             return []
         case .deliver(let verdict):
             if verdict.usedBackgroundBudget {
                 _ = budget.consume(nowMs: nowMs)
-                delivery.budgets[key] = budget
+                delivery.setBudget(key, budget)
             }
             if device.isVirtual {
                 settle(notification, verdict: verdict, nowMs: nowMs)

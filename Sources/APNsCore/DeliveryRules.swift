@@ -163,6 +163,15 @@ public struct BackgroundBudget: Sendable, Equatable {
         arrival = nowMs * Int64(max(perHour, 1))
     }
 
+    /// A budget as another instance left it (`arrivalUnits` of that one).
+    public init(perHour: Int, arrivalUnits: Int64) {
+        self.perHour = perHour
+        arrival = arrivalUnits
+    }
+
+    /// The state in full, for sharing it (`--redis`).
+    public var arrivalUnits: Int64 { arrival }
+
     private func scaled(_ ms: Int64) -> Int64 { ms * Int64(perHour) }
 
     public func available(nowMs: Int64) -> Bool {

@@ -20,6 +20,8 @@ extension ChangeKey {
         case .faults: return "f"
         case .waiting(let sequence): return "w:" + String(sequence)
         case .record(let sequence): return "r:" + String(sequence)
+        // A device id cannot contain a newline (DeviceRegistry.isValidDeviceID).
+        case .budget(let device, let bundle): return "b:" + device + "\n" + bundle
         }
     }
 
@@ -41,6 +43,9 @@ extension ChangeKey {
         case "r":
             guard let sequence = UInt64(id) else { return nil }
             self = .record(sequence)
+        case "b":
+            guard let newline = id.firstIndex(of: "\n") else { return nil }
+            self = .budget(deviceID: String(id[..<newline]), bundleID: String(id[id.index(after: newline)...]))
         default: return nil
         }
     }
@@ -52,7 +57,7 @@ extension StateChange {
     public var isRemoval: Bool {
         switch self {
         case .deviceRemoved, .keyRemoved, .appRemoved, .notificationDone, .recordRemoved: return true
-        case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .notificationWaiting, .recordSaved,
+        case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .notificationWaiting, .recordSaved, .budgetSaved,
              .recordsEvicted, .reset:
             return false
         }
@@ -205,6 +210,8 @@ extension World {
                 records.continueSequence(from: (removed.max() ?? 0) + 1)
             case .recordsEvicted(let before):
                 records.evict(before: before)
+            case .budgetSaved(let device, let bundle, let budget):
+                delivery.budgets[AppKey(deviceID: device, bundleID: bundle)] = budget
             case .reset(let state):
                 applied.deviceIDs.formUnion(registry.devices.keys)
                 applyReplicatedReset(state, configured: configured, keys: keys[index] ?? [])
@@ -365,5 +372,6 @@ extension World {
         self = next
         for waiting in state.waiting { placeReplicated(waiting) }
         for record in state.records { noteOnScreen(record) }
+        for entry in state.budgets { delivery.budgets[AppKey(deviceID: entry.deviceID, bundleID: entry.bundleID)] = entry.budget }
     }
 }

@@ -92,6 +92,11 @@ extension StateCodec {
         case .reset(let state):
             w.u8(14)
             write(state, to: &w)
+        case .budgetSaved(let device, let bundle, let budget):
+            w.u8(15)
+            w.put(device)
+            w.put(bundle)
+            write(budget, to: &w)
         }
     }
 
@@ -111,6 +116,7 @@ extension StateCodec {
         case 12: return .recordRemoved(sequence: try r.take())
         case 13: return .recordsEvicted(before: try r.take())
         case 14: return .reset(try readState(from: &r))
+        case 15: return .budgetSaved(deviceID: try r.take(), bundleID: try r.take(), budget: try readBudget(from: &r))
         case let other: throw r.damaged("change kind \(other)")
         }
     }
@@ -315,6 +321,21 @@ extension StateCodec {
         w.u64(UInt64(s.records.count))
         for record in s.records { write(record, to: &w) }
         w.put(s.nextRecordSequence)
+        w.u64(UInt64(s.budgets.count))
+        for entry in s.budgets {
+            w.put(entry.deviceID)
+            w.put(entry.bundleID)
+            write(entry.budget, to: &w)
+        }
+    }
+
+    private static func write(_ budget: BackgroundBudget, to w: inout ByteWriter) {
+        w.put(budget.perHour)
+        w.put(budget.arrivalUnits)
+    }
+
+    private static func readBudget(from r: inout ByteReader) throws(StateStoreError) -> BackgroundBudget {
+        BackgroundBudget(perHour: try r.take(), arrivalUnits: try r.take())
     }
 
     private static func readState(from r: inout ByteReader) throws(StateStoreError) -> PersistedState {
@@ -328,6 +349,9 @@ extension StateCodec {
         for _ in 0..<(try r.count()) { s.waiting.append(try readWaiting(from: &r)) }
         for _ in 0..<(try r.count()) { s.records.append(try readRecord(from: &r)) }
         s.nextRecordSequence = try r.take()
+        for _ in 0..<(try r.count()) {
+            s.budgets.append((deviceID: try r.take(), bundleID: try r.take(), budget: try readBudget(from: &r)))
+        }
         return s
     }
 

@@ -125,6 +125,9 @@ public indirect enum StateChange: Sendable {
     case recordsEvicted(before: UInt64)
     /// Everything replaced by this state (start-up of a fresh directory, `POST /reset`).
     case reset(PersistedState)
+    /// An app's background budget after a background push used it. Shared by instances on one
+    /// Redis; `--state-dir` does not keep budgets (they refill, as after a reboot).
+    case budgetSaved(deviceID: String, bundleID: String, budget: BackgroundBudget)
 
     /// Changes with the same key supersede each other; nil for changes that never do.
     public var key: ChangeKey? {
@@ -142,6 +145,7 @@ public indirect enum StateChange: Sendable {
         case .recordSaved(let record): return .record(record.sequence)
         case .recordRemoved(let sequence): return .record(sequence)
         case .recordsEvicted, .reset: return nil
+        case .budgetSaved(let device, let bundle, _): return .budget(deviceID: device, bundleID: bundle)
         }
     }
 
@@ -153,6 +157,7 @@ public indirect enum StateChange: Sendable {
 
 public enum ChangeKey: Hashable, Sendable {
     case device(String), token(String), key(String), app(String), faults, waiting(UInt64), record(UInt64)
+    case budget(deviceID: String, bundleID: String)
 }
 
 /// Everything a store holds, as read at start-up.
@@ -170,6 +175,8 @@ public struct PersistedState: Sendable {
     public var records: [NotificationRecord] = []
     /// The journal's next sequence number (kept across a reset, so numbers never repeat).
     public var nextRecordSequence: UInt64 = 1
+    /// Background budgets in use (shared state only; `--state-dir` lets them refill).
+    public var budgets: [(deviceID: String, bundleID: String, budget: BackgroundBudget)] = []
 
     public init() {}
 }
@@ -255,6 +262,7 @@ public final class InMemoryStateStore: StateStore {
             m.nextSequence = max(m.nextSequence, record.sequence + 1)
         case .recordRemoved(let sequence): m.records.removeValue(forKey: sequence)
         case .recordsEvicted(let before): m.records = m.records.filter { $0.key >= before }
+        case .budgetSaved: break  // budgets refill after a restart
         case .reset(let state):
             m = Model()
             m.initialized = true

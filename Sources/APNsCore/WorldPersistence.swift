@@ -107,6 +107,8 @@ extension World {
         state.waiting = delivery.waiting
         state.records = records.newestFirst(limit: records.count).reversed()
         state.nextRecordSequence = records.nextSequence
+        state.budgets = delivery.budgets.sorted { ($0.key.deviceID, $0.key.bundleID) < ($1.key.deviceID, $1.key.bundleID) }
+            .map { ($0.key.deviceID, $0.key.bundleID, $0.value) }
         return state
     }
 

@@ -92,6 +92,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 case .appSaved(let bundle, let team): state.apps.append((bundle, team))
                 case .faultsSaved(let faults): state.faults = faults
                 case .recordSaved(let record): records.append(record)
+                case .budgetSaved(let device, let bundle, let budget): state.budgets.append((device, bundle, budget))
                 default: break
                 }
                 i += 2
@@ -166,7 +167,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// The script's operations for one row (see `appendScript`).
     static func operations(for change: StateChange, into out: inout [RedisArgument], maxSequence: inout UInt64) {
         switch change {
-        case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved:
+        case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .budgetSaved:
             out += ["S", .text(change.key!.storageField), .bytes(StateCodec.encode(change))]
         case .deviceRemoved, .keyRemoved, .appRemoved:
             out += ["D", .text(change.key!.storageField)]
@@ -200,6 +201,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 operations(for: .notificationWaiting(waiting), into: &out, maxSequence: &maxSequence)
             }
             for record in state.records { operations(for: .recordSaved(record), into: &out, maxSequence: &maxSequence) }
+            for entry in state.budgets {
+                operations(for: .budgetSaved(deviceID: entry.deviceID, bundleID: entry.bundleID, budget: entry.budget),
+                           into: &out, maxSequence: &maxSequence)
+            }
         }
     }
 

@@ -276,6 +276,8 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             try s.deleteRecord.run { q throws(SQLiteError) in try q.bind(1, Int64(bitPattern: sequence)) }
         case .recordsEvicted(let before):
             try s.evictRecords.run { q throws(SQLiteError) in try q.bind(1, Int64(bitPattern: before)) }
+        case .budgetSaved:
+            break  // not kept across restarts: budgets refill, as after a reboot
         case .reset(let state):
             try db.execute("DELETE FROM meta; DELETE FROM devices; DELETE FROM device_apps; DELETE FROM tokens; DELETE FROM keys; DELETE FROM apps; DELETE FROM waiting; DELETE FROM records;")
             try s.setMeta.run { q throws(SQLiteError) in

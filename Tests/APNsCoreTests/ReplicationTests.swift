@@ -236,6 +236,7 @@ struct ReplicationTests {
         state.apps = [("com.a", "TEAM"), ("com.b", "TEAM2")]
         state.faults = FaultRulesSnapshot(rules: StateCodecTests.faultRules(), nextNumber: 12)
         state.waiting = waiting()
+        state.budgets = [("phone", "com.a", BackgroundBudget(perHour: 2, arrivalUnits: 7_200_123))]
         var record = StateCodecTests.fullRecord()
         record.headerListBytes = 321
         state.records = [record, StateCodecTests.sparseRecord()]
@@ -252,7 +253,8 @@ struct ReplicationTests {
                .faultsSaved(FaultRulesSnapshot(rules: StateCodecTests.faultRules(), nextNumber: 3))]
             + waiting().map { .notificationWaiting($0) }
             + [.notificationDone(sequence: UInt64.max), .recordSaved(record), .recordRemoved(sequence: 5), .recordsEvicted(before: 17),
-               .reset(fullState()), .reset(PersistedState())]
+               .reset(fullState()), .reset(PersistedState()),
+               .budgetSaved(deviceID: "phone", bundleID: "com.a", budget: BackgroundBudget(perHour: 3, arrivalUnits: -5_400_000))]
     }
 
     /// The structs' field counts: a new field fails here until the row codec carries it.
@@ -262,7 +264,7 @@ struct ReplicationTests {
         #expect(Mirror(reflecting: AppSettings()).children.count == 3, "AppSettings changed")
         #expect(Mirror(reflecting: Self.tokens()[0]).children.count == 8, "TokenEntry changed")
         #expect(Mirror(reflecting: Self.key()).children.count == 8, "StoredKey changed")
-        #expect(Mirror(reflecting: PersistedState()).children.count == 9, "PersistedState changed")
+        #expect(Mirror(reflecting: PersistedState()).children.count == 10, "PersistedState changed")
         #expect(Mirror(reflecting: Self.waiting()[0]).children.count == 3, "WaitingNotification changed")
         #expect(Mirror(reflecting: Self.waiting().last!.flight!).children.count == 4, "FlightRow changed")
         #expect(Mirror(reflecting: Self.waiting().last!.flight!.verdict).children.count == 5, "DeliveryVerdict changed")

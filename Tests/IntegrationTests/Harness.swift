@@ -262,6 +262,16 @@ final class AdminSocket: @unchecked Sendable {
 
     deinit { close(fd) }
 
+    /// `recv`, again when a signal interrupted it (a child process of the test exiting sends
+    /// SIGCHLD, and that must not read as the server closing).
+    private func receive(_ buffer: inout [UInt8]) -> Int {
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n < 0 && errno == EINTR { continue }
+            return n
+        }
+    }
+
     func send(_ bytes: [UInt8]) {
         _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
@@ -273,7 +283,7 @@ final class AdminSocket: @unchecked Sendable {
         var response: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = recv(fd, &buffer, buffer.count, 0)
+            let n = receive(&buffer)
             if n <= 0 { break }
             response.append(contentsOf: buffer[0..<n])
         }
@@ -285,7 +295,7 @@ final class AdminSocket: @unchecked Sendable {
         var response: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while response.count < count {
-            let n = recv(fd, &buffer, buffer.count, 0)
+            let n = receive(&buffer)
             if n <= 0 { break }
             response.append(contentsOf: buffer[0..<n])
         }
@@ -306,7 +316,7 @@ final class AdminSocket: @unchecked Sendable {
                 let total = text.utf8.distance(from: text.utf8.startIndex, to: end.upperBound.samePosition(in: text.utf8)!) + (head ? 0 : length)
                 if bytes.count >= total { return String(decoding: bytes[..<total], as: UTF8.self) }
             }
-            let n = recv(fd, &buffer, buffer.count, 0)
+            let n = receive(&buffer)
             if n <= 0 { throw HarnessError("connection ended within a response: \(text)") }
             bytes.append(contentsOf: buffer[0..<n])
         }

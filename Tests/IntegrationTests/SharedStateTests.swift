@@ -171,6 +171,22 @@ struct SharedStateTests {
         }
     }
 
+    @Test func backgroundBudgetIsOneBudgetWhicheverInstanceTakesThePush() throws {
+        let cluster = try EmulatorCluster(extra: ["--background-budget-per-hour", "2"])
+        let token = try cluster.instances[0].createDevice().token
+        var outcomes: [String] = []
+        for emulator in cluster.instances {
+            var push = try emulator.push(token, payload: #"{"aps":{"content-available":1}}"#)
+            push.pushType = "background"
+            push.priority = "5"
+            let result = APNsResult(try emulator.connect().send(push.request))
+            #expect(result.status == 200)
+            outcomes.append(try emulator.admin("GET", "/api/v1/notifications/\(result.apnsID!)").json["outcome"]?.stringValue ?? "")
+        }
+        // Two wakes an hour for the app, not two per instance.
+        #expect(outcomes == ["delivered", "delivered", "deferred"], "\(outcomes)")
+    }
+
     @Test func redisDownMeans503AndServiceReturnsByItself() throws {
         let cluster = try EmulatorCluster(count: 2)
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
