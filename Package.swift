@@ -91,6 +91,7 @@ let package = Package(
         .testTarget(name: "BackendCallsTests", dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking"]),
         .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore", "ProviderClient", "Networking"]),
         .testTarget(name: "NetworkingTests", dependencies: ["Networking", "CLinux"]),
+        .testTarget(name: "RedisTests", dependencies: ["Redis"]),
         .testTarget(name: "APNsEmulatorTestingTests",
                     dependencies: ["APNsEmulatorTesting", "ProviderClient", "DeviceClient", "APNsCore", "Networking"]),
         .testTarget(name: "IntegrationTests",
