@@ -514,8 +514,8 @@ def check_dockerfile(files, problems):
     build_runs = runs(builder)
     if not re.search(r"swift build -c release --static-swift-stdlib --product apns-emulator", build_runs):
         fail("Dockerfile: builder must run 'swift build -c release --static-swift-stdlib --product apns-emulator'")
-    for stage, packages in ((builder, ["libnghttp2-dev", "libssl-dev", "libsqlite3-dev", "pkg-config"]),
-                            (runtime, ["libnghttp2-14", "libssl3", "libsqlite3-0", "ca-certificates"])):
+    for stage, packages in ((builder, ["libnghttp2-dev", "libssl-dev", "libsqlite3-dev", "libhiredis-dev", "pkg-config"]),
+                            (runtime, ["libnghttp2-14", "libssl3", "libsqlite3-0", "libhiredis0.14", "ca-certificates"])):
         text_runs = runs(stage)
         for package in packages:
             if package not in text_runs:
