@@ -10,6 +10,9 @@ public final class RedisSubscriber: @unchecked Sendable {
     /// Connects, authenticates and subscribes; returns once Redis confirmed every channel.
     /// The handshake after the connect has connectTimeoutMs too.
     public init(url: RedisURL, channels: [String], connectTimeoutMs: Int = 1000) throws(RedisError) {
+        guard !channels.isEmpty else {
+            throw RedisError(.protocolError, "redis \(url.endpoint): a subscriber needs at least one channel")
+        }
         self.channels = channels
         context = try HiredisContext(url: url, connectTimeoutMs: connectTimeoutMs, socketTimeoutMs: connectTimeoutMs)
         let endpoint = context.endpoint

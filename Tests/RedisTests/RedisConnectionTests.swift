@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Redis
 import Testing
 
@@ -165,9 +168,13 @@ func milliseconds(_ body: () -> Void) -> Int {
     @Test func subscriberReceivesPublishedMessagesAndTimesOut() throws {
         let server = try RedisServerProcess()
         let subscriber = try RedisSubscriber(url: server.redisURL, channels: ["news", "other"])
-        var nothing: (channel: String, message: [UInt8])?? = .some(nil)
-        let waited = milliseconds { nothing = try? subscriber.next(timeoutMs: 100) }
-        #expect(nothing! == nil)
+        var received: [UInt8]? = [0]
+        var failure: RedisError?
+        let waited = milliseconds {
+            do { received = try subscriber.next(timeoutMs: 100)?.message } catch { failure = error as? RedisError }
+        }
+        #expect(failure == nil)
+        #expect(received == nil)
         #expect(waited >= 90 && waited < 1000)
 
         let publisher = try server.connect()
@@ -185,6 +192,7 @@ func milliseconds(_ body: () -> Void) -> Int {
         // Still usable after a timeout.
         _ = try publisher.command("PUBLISH", "news", "third")
         #expect(try subscriber.next(timeoutMs: 2000)?.message == Array("third".utf8))
+        #expect(redisError { _ = try RedisSubscriber(url: server.redisURL, channels: []) }?.kind == .protocolError)
         subscriber.close()
         subscriber.close()
         #expect(redisError { _ = try subscriber.next(timeoutMs: 10) }?.kind == .connection)
@@ -293,10 +301,55 @@ func milliseconds(_ body: () -> Void) -> Int {
         #expect(handshake?.kind == .timeout)
         #expect(connecting < 1500)
 
+        var subscribing: RedisError?
+        let subscribeTook = milliseconds {
+            subscribing = redisError { _ = try RedisSubscriber(url: server.redisURL, channels: ["c"], connectTimeoutMs: 300) }
+        }
+        #expect(subscribing?.kind == .timeout)
+        #expect(subscribeTook < 1500)
+
         server.resume()
         let fresh = try server.connect()
         #expect(try fresh.command("PING") == .status("PONG"))
         #expect(redisError { _ = try redis.command("PING") }?.kind == .connection)
+    }
+
+    /// A listener whose accept queue is full drops further SYNs, so connect() hangs: the connect
+    /// timeout must end it.
+    @Test func connectTimesOutOnAnUnansweredConnect() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &address) {
+            try $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                guard bind(listener, $0, length) == 0, getsockname(listener, $0, &length) == 0, listen(listener, 0) == 0 else {
+                    throw RedisError(.connection, "listener: \(String(cString: strerror(errno)))")
+                }
+            }
+        }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        // Fill the accept queue (never accepted) with non-blocking connects.
+        var fillers: [Int32] = []
+        defer { fillers.forEach { _ = close($0) } }
+        for _ in 0..<4 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            fillers.append(fd)
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        }
+        usleep(50_000)
+
+        var error: RedisError?
+        let took = milliseconds {
+            error = redisError { _ = try RedisConnection(url: RedisURL(port: port), connectTimeoutMs: 300) }
+        }
+        #expect(error?.kind == .timeout)
+        #expect(error?.description == "redis 127.0.0.1:\(port): connect timed out after 300 ms")
+        #expect(took >= 280 && took < 1500)
     }
 
     @Test func restartedServerNeedsANewConnection() throws {
