@@ -14,7 +14,8 @@ public final class RedisConnection: @unchecked Sendable {
     public private(set) var isBroken = false
 
     /// Connects, then sends AUTH (when the URL has a password) and SELECT (when its database
-    /// is not 0) in one round trip. Takes at most about connectTimeoutMs + commandTimeoutMs.
+    /// is not 0) in one round trip. Takes at most about connectTimeoutMs + commandTimeoutMs,
+    /// plus the name lookup of a host name (getaddrinfo, which hiredis cannot bound).
     public init(url: RedisURL, connectTimeoutMs: Int = 1000, commandTimeoutMs: Int = 2000) throws(RedisError) {
         self.url = url
         self.commandTimeoutMs = max(1, commandTimeoutMs)
