@@ -4,8 +4,7 @@ import Glibc
 #endif
 
 /// A real `redis-server` for tests: a free loopback port, its own temporary directory, no
-/// persistence unless asked (an append-only file synced at every write, so a restart keeps
-/// the data, as a production Redis would). Self-contained (Foundation and Glibc only) so the file can be copied into any
+/// persistence. Self-contained (Foundation and Glibc only) so the file can be copied into any
 /// test target. Use it from one test at a time.
 ///
 /// Finds `redis-server` on PATH (or at $REDIS_SERVER) and throws a clear error when it is
@@ -18,19 +17,22 @@ final class RedisServerProcess: @unchecked Sendable {
     let port: Int
     /// Set with --requirepass; clients must AUTH.
     let password: String?
-    let persistent: Bool
     let directory: String
     private let executable: String
-    private var process: Process
+    /// The running server's process id; nil once it exited and was reaped.
+    private(set) var pid: pid_t?
 
     /// redis://[:password@]127.0.0.1:port
     var url: String { "redis://" + (password.map { ":\($0)@" } ?? "") + "127.0.0.1:\(port)" }
-    var pid: pid_t { process.processIdentifier }
+
+    /// Set: an append-only file synced at every write, so a restart keeps the data (as a
+    /// production Redis would).
+    let persistent: Bool
 
     init(password: String? = nil, persistent: Bool = false) throws {
+        self.persistent = persistent
         executable = try Self.findExecutable()
         self.password = password
-        self.persistent = persistent
         directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("redis-test-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -39,7 +41,7 @@ final class RedisServerProcess: @unchecked Sendable {
         for _ in 0..<5 {
             let port = try Self.freePort()
             do {
-                process = try Self.launch(executable, port: port, password: password, persistent: persistent, directory: directory)
+                pid = try Self.launch(executable, port: port, password: password, persistent: persistent, directory: directory)
                 self.port = port
                 return
             } catch {
@@ -51,38 +53,41 @@ final class RedisServerProcess: @unchecked Sendable {
     }
 
     deinit {
-        if process.isRunning {
-            Glibc.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        kill()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
     /// SIGTERM and wait: Redis closes its connections and exits.
     func stop() {
-        guard process.isRunning else { return }
-        Glibc.kill(process.processIdentifier, SIGCONT) // a paused server could not act on SIGTERM
-        process.terminate()
-        process.waitUntilExit()
+        guard let pid else { return }
+        Glibc.kill(pid, SIGTERM)
+        Glibc.kill(pid, SIGCONT) // a paused server acts on SIGTERM only once it runs again
+        Self.reap(pid)
+        self.pid = nil
     }
 
-    /// SIGKILL and wait: the connections are reset by the kernel, with no goodbye from Redis.
+    /// SIGKILL and wait: the kernel resets the connections, with no goodbye from Redis.
     func kill() {
-        guard process.isRunning else { return }
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        guard let pid else { return }
+        Glibc.kill(pid, SIGKILL)
+        Self.reap(pid)
+        self.pid = nil
     }
 
     /// SIGSTOP: the server keeps its port (the kernel still accepts connections) but answers nothing.
-    func pause() { Glibc.kill(process.processIdentifier, SIGSTOP) }
+    func pause() {
+        if let pid { Glibc.kill(pid, SIGSTOP) }
+    }
 
     /// SIGCONT after `pause()`.
-    func resume() { Glibc.kill(process.processIdentifier, SIGCONT) }
+    func resume() {
+        if let pid { Glibc.kill(pid, SIGCONT) }
+    }
 
-    /// Stops the server and starts a new one on the same port (with the data when persistent).
+    /// Stops the server and starts a new one on the same port, with no data (nothing is saved).
     func restart() throws {
         stop()
-        process = try Self.launch(executable, port: port, password: password, persistent: persistent, directory: directory)
+        pid = try Self.launch(executable, port: port, password: password, persistent: persistent, directory: directory)
     }
 
     // MARK: - Internals
@@ -103,33 +108,57 @@ final class RedisServerProcess: @unchecked Sendable {
             + "Install it with `scripts/deps.sh test` (Debian package redis-server) or set REDIS_SERVER=/path/to/redis-server")
     }
 
-    private static func launch(_ executable: String, port: Int, password: String?, persistent: Bool, directory: String) throws -> Process {
+    /// Starts redis-server and waits until it answers PING. posix_spawn rather than Foundation's
+    /// Process: a child started from a test thread would inherit that thread's blocked signals
+    /// (libdispatch workers block nearly all), and then ignore SIGTERM.
+    private static func launch(_ executable: String, port: Int, password: String?, persistent: Bool, directory: String) throws -> pid_t {
         let log = directory + "/redis-\(port).log"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        var arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", persistent ? "yes" : "no",
+        var arguments = [executable, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", persistent ? "yes" : "no", "--appendfsync", "always",
                          "--dir", directory, "--logfile", log, "--daemonize", "no"]
-        if persistent { arguments += ["--appendfsync", "always"] }
         if let password { arguments += ["--requirepass", password] }
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var defaultSignals = sigset_t()
+        sigemptyset(&defaultSignals)
+        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGHUP] { sigaddset(&defaultSignals, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaultSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var files = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&files)
+        defer { posix_spawn_file_actions_destroy(&files) }
+        posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&files, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&files, 2, "/dev/null", O_WRONLY, 0)
+
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, executable, &files, &attributes, &argv, environ)
+        guard rc == 0 else { throw Failure(description: "cannot start \(executable): \(String(cString: strerror(rc)))") }
 
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if !process.isRunning {
-                process.waitUntilExit()
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
                 let tail = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").suffix(3)
-                throw Failure(description: "redis-server on port \(port) exited with status \(process.terminationStatus): \(tail.joined(separator: " | "))")
+                throw Failure(description: "redis-server on port \(port) exited (wait status \(status)): \(tail.joined(separator: " | "))")
             }
-            if answersPing(port: port) { return process }
+            if answersPing(port: port) { return pid }
             usleep(10_000)
         }
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        Glibc.kill(pid, SIGKILL)
+        reap(pid)
         throw Failure(description: "redis-server on port \(port) did not answer PING within 10 s")
+    }
+
+    private static func reap(_ pid: pid_t) {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
     }
 
     /// True once the server answers PING (with +PONG, or -NOAUTH when it wants a password).
