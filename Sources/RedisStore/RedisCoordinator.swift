@@ -41,7 +41,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
 
     /// Everything below changes under this lock, which is held across Redis calls: it orders
     /// this instance's changes, and it is always taken before the world's lock.
-    private let shared: Locked<Shared>
+    private let shared: BlockingLock<Shared>
     private struct Shared: @unchecked Sendable {
         var redis: RedisConnection?
         var token = ""
@@ -72,7 +72,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         self.clock = clock
         self.loadKey = loadKey
         self.log = log
-        shared = Locked(Shared())
+        shared = BlockingLock(Shared())
     }
 
     public var unavailableReason: String? { reason.withLock { $0 } }
@@ -326,6 +326,14 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                 }
                 let reply = try redis!.command("XREAD", "COUNT", "1000", "BLOCK", "1000", "STREAMS", store.key("log"), .text(from))
                 guard let streams = reply.elements, let entries = streams.first?.elements?.last?.elements else { continue }
+                if entries.allSatisfy({ Self.instance(ofEntry: $0) == instance }) {
+                    // Only this instance's own changes: it holds the lease, so nobody else can be
+                    // writing. Skip them without the lock, and look again a little later rather
+                    // than waking for every change this instance makes (the next read starts
+                    // after them: `lastID` moves with every append).
+                    usleep(2_000)
+                    continue
+                }
                 shared.withLock { (s: inout Shared) in
                     // A copy waiting for its reload is not patched further (the keeper reloads it).
                     guard !s.needsReload else { return }
@@ -352,7 +360,9 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                 reconnect()
                 continue
             }
-            shared.withLock { (s: inout Shared) in
+            // Busy means changes are being made: nothing to give up or reload now, and a
+            // keeper waiting for the lock would only delay them.
+            shared.withLockIfFree { (s: inout Shared) in
                 guard let redis = s.redis else { return }
                 do {
                     if s.needsReload, now >= nextReloadAttempt {
@@ -510,6 +520,17 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
 
     private func prefixed(_ name: String) -> String { store.prefix + name }
 
+    /// The instance that wrote a log entry (its `i` field), 0 when it has none.
+    static func instance(ofEntry entry: RedisReply) -> Int {
+        guard let fields = entry.elements?.last?.elements else { return 0 }
+        var i = 0
+        while i + 1 < fields.count {
+            if fields[i].text == "i" { return fields[i + 1].text.flatMap { Int($0) } ?? 0 }
+            i += 2
+        }
+        return 0
+    }
+
     // MARK: Scripts
 
     /// KEYS: lease want version. ARGV: token ttl. → {1 or 0, version}
@@ -536,4 +557,27 @@ private func monotonicMilliseconds() -> Int64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+}
+
+/// The coordinator's lock: held across Redis round trips, so a waiter sleeps in the kernel
+/// instead of spinning (Synchronization's Mutex spins first, which on two cores takes the CPU
+/// the holder and Redis need).
+final class BlockingLock<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+
+    /// Runs `body` only if nobody holds the lock now.
+    func withLockIfFree(_ body: (inout Value) -> Void) {
+        guard lock.try() else { return }
+        defer { lock.unlock() }
+        body(&value)
+    }
 }
