@@ -14,9 +14,22 @@ namespace (`unshare --net --mount`). In there this driver
      JSON lines it prints: what the LIBRARY reported for each push;
   5. checks those results and the emulator's journal, and prints a table.
 
+With --cluster N (scripts/test-compat --cluster 3) step 2 starts, in the same namespace, the
+emulator as several instances sharing their state (README, "Several instances"): one
+redis-server on a free loopback port (no persistence, its own directory); N emulators with
+--redis and the same key, apps and certs dir, each with two --listen TLS listeners, an admin
+and a device listener on free ports of its own (the first is started and ready, so it made the
+certs, before the others); and HAProxy (TCP mode, TLS passed through, so SNI still picks the
+environment) on 127.0.0.1:443 and :2197, round-robin over the instances' listeners. The
+libraries connect through HAProxy; devices are made through the first instance's admin API and
+the journal is read from another's, which must show every push. The records must also have
+come through at least two instances (instance = connectionId >> 40); the table shows how
+many each took. redis-server and haproxy must be installed (scripts/deps.sh test).
+
 Exit status: 0 when every library passed, 1 otherwise.
 """
 import argparse
+import collections
 import ctypes
 import json
 import os
@@ -48,6 +61,8 @@ PLAN = {
 }
 CASE_OF_N = {0: "alert", 1: "background", 2: "wrong-environment", 3: "unregistered", 4: "production"}
 BURST_FIRST_N = 5
+INSTANCE_SHIFT = 40         # with --redis, a connection id carries its instance in bits 40 and up
+CLUSTER_SETTLE_SECONDS = 5  # how long another instance's admin API may take to show a push
 
 
 @dataclass
@@ -128,32 +143,184 @@ LISTEN_FLAGS = ["--listen", "127.0.0.1:443", "--listen", "127.0.0.1:2197",
                 "--sandbox-listen", "off", "--production-listen", "off"]
 
 
-def start_emulator(binary, work, libs):
+def make_key(work):
     key = work / f"AuthKey_{KEY_ID}.p8"
     subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
                     "-out", str(key)], check=True, capture_output=True, timeout=30)
-    ready = work / "ready.json"
-    command = [binary, "serve", *LISTEN_FLAGS,
-               "--admin-listen", "127.0.0.1:0", "--device-listen", "off",
+    return key
+
+
+def emulator_command(binary, work, libs, key, listen_flags, ready):
+    """The same key, apps and certs dir for the single emulator and every cluster instance."""
+    command = [binary, "serve", *listen_flags,
                "--certs-dir", str(work / "certs"), "--auth-key", f"{TEAM_ID}:{KEY_ID}:{key}",
                "--demo", "off", "--quiet", "--ready-file", str(ready)]
     for lib in libs:
         command += ["--app", f"{TEAM_ID}:{lib.topic}"]
-    log = open(work / "emulator.log", "w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+    return command
+
+
+def launch_emulator(command, log_path):
+    log = open(log_path, "w")
+    try:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+    finally:
+        log.close()
+
+
+def wait_ready(process, ready, log_path, what="the emulator"):
     deadline = time.monotonic() + 30
     while not ready.exists() or not ready.read_text().strip().endswith("}"):
         if process.poll() is not None:
-            sys.exit(f"run.py: the emulator exited with {process.returncode} before it was ready:\n"
-                     + (work / "emulator.log").read_text()[-3000:])
+            sys.exit(f"run.py: {what} exited with {process.returncode} before it was ready:\n"
+                     + log_path.read_text()[-3000:])
         if time.monotonic() > deadline:
             process.kill()
-            sys.exit("run.py: the emulator was not ready within 30 s")
+            sys.exit(f"run.py: {what} was not ready within 30 s")
         time.sleep(0.05)
-    info = json.loads(ready.read_text())
+    return json.loads(ready.read_text())
+
+
+def start_emulator(binary, work, libs, key):
+    ready = work / "ready.json"
+    command = emulator_command(binary, work, libs, key,
+                               [*LISTEN_FLAGS, "--admin-listen", "127.0.0.1:0", "--device-listen", "off"], ready)
+    process = launch_emulator(command, work / "emulator.log")
+    info = wait_ready(process, ready, work / "emulator.log")
     for port in PORTS:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
-    return process, key, info, " ".join(command)
+    return process, info, " ".join(command)
+
+
+# ---------------------------------------------------------------------------- cluster
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(process, name, seconds=10):
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(seconds)
+    except subprocess.TimeoutExpired:
+        print(f"run.py: {name} did not stop within {seconds} s of SIGTERM; killing it", file=sys.stderr)
+        process.kill()
+        process.wait(5)
+
+
+class Cluster:
+    """redis-server, N emulator instances sharing their state through it, and HAProxy on
+    Apple's two ports in front of their --listen listeners. Every process binds 127.0.0.1 only;
+    stop() ends them all, also after a failed start."""
+
+    def __init__(self, size, binary, work, libs, key):
+        self.size, self.binary, self.work, self.libs, self.key = size, binary, work, libs, key
+        self.redis = None
+        self.haproxy = None
+        self.instances = []   # (process, ready info, log path), instance k+1 at index k
+        self.redis_port = None
+
+    @property
+    def processes(self):
+        return ([("redis-server", self.redis)]
+                + [(f"emulator {i + 1}", p) for i, (p, _, _) in enumerate(self.instances)]
+                + [("haproxy", self.haproxy)])
+
+    def start(self):
+        for tool in ("redis-server", "haproxy"):
+            if shutil.which(tool) is None:
+                sys.exit(f"run.py: --cluster needs {tool}, which is not installed; "
+                         "scripts/deps.sh test installs redis-server and haproxy")
+        self.start_redis()
+        # The first instance alone: it writes its start state into the empty Redis and makes
+        # the CA and server certificate in the shared certs dir; the others then load both.
+        # One after the other, so each takes the next instance number from Redis (INCR):
+        # instance k (connectionId >> 40 == k) is the k-th started, server ek in haproxy.cfg.
+        for k in range(1, self.size + 1):
+            self.instances.append(self.start_instance(k))
+        self.start_haproxy()
+
+    def start_redis(self):
+        directory = self.work / "redis"
+        directory.mkdir()
+        self.redis_port = free_port()
+        log_path = self.work / "redis.log"
+        with open(log_path, "w") as log:
+            self.redis = subprocess.Popen(
+                ["redis-server", "--bind", "127.0.0.1", "--port", str(self.redis_port), "--save", "",
+                 "--appendonly", "no", "--dir", str(directory), "--daemonize", "no"],
+                stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.redis_port), timeout=2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            if self.redis.poll() is not None:
+                sys.exit(f"run.py: redis-server exited with {self.redis.returncode}:\n" + log_path.read_text()[-3000:])
+            if time.monotonic() > deadline:
+                sys.exit("run.py: redis-server did not answer PING within 15 s:\n" + log_path.read_text()[-3000:])
+            time.sleep(0.05)
+
+    def start_instance(self, k):
+        directory = self.work / f"instance-{k}"
+        directory.mkdir()
+        ready, log_path = directory / "ready.json", self.work / f"emulator-{k}.log"
+        # Two Apple-style listeners, as the single emulator has (one behind :443, one behind
+        # :2197): SNI / :authority picks the environment; the ports are the instance's own.
+        flags = ["--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0",
+                 "--sandbox-listen", "off", "--production-listen", "off",
+                 "--admin-listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0",
+                 "--redis", f"redis://127.0.0.1:{self.redis_port}/0"]
+        command = emulator_command(self.binary, self.work, self.libs, self.key, flags, ready)
+        process = launch_emulator(command, log_path)
+        self.instances.append((process, None, log_path))  # stopped with the others if it fails now
+        info = wait_ready(process, ready, log_path, f"emulator instance {k}")
+        return self.instances.pop()[0], info, log_path
+
+    def start_haproxy(self):
+        lines = ["global", "  maxconn 4096", "defaults", "  mode tcp", "  timeout connect 2s",
+                 "  timeout client 120s", "  timeout server 120s", "  retries 3", "  option redispatch"]
+        for index, port in enumerate(PORTS):
+            lines += [f"frontend apple-{port}", f"  bind 127.0.0.1:{port}", f"  default_backend instances-{port}",
+                      f"backend instances-{port}", "  balance roundrobin"]
+            for k, (_, info, _) in enumerate(self.instances, start=1):
+                lines.append(f"  server e{k} {info['listen'][index]} check inter 200ms fall 1 rise 1")
+        config = self.work / "haproxy.cfg"
+        config.write_text("\n".join(lines) + "\n")
+        log_path = self.work / "haproxy.log"
+        with open(log_path, "w") as log:
+            self.haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(config)], stdout=log,
+                                            stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        deadline = time.monotonic() + 15
+        for port in PORTS:
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                    break
+                except OSError:
+                    if self.haproxy.poll() is not None:
+                        sys.exit(f"run.py: haproxy exited with {self.haproxy.returncode}:\n"
+                                 + log_path.read_text()[-3000:])
+                    if time.monotonic() > deadline:
+                        sys.exit(f"run.py: haproxy did not listen on 127.0.0.1:{port} within 15 s")
+                    time.sleep(0.05)
+
+    def exited(self):
+        return [f"{name} exited with {p.returncode} during the run" for name, p in self.processes
+                if p is not None and p.poll() is not None]
+
+    def stop(self):
+        # The balancer first (no new connections), then the instances, then their store.
+        for name, process in reversed(self.processes):
+            stop(process, name)
 
 
 class Admin:
@@ -169,6 +336,17 @@ class Admin:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as error:
             raise RuntimeError(f"{method} {path}: {error.code} {error.read()[:300]!r}") from None
+
+    def notifications(self, query, until=None, settle_seconds=0.0):
+        """GET /notifications?QUERY. With settle_seconds: an instance's copy follows the
+        others' changes within milliseconds (README, "What each operation promises"), so ask
+        again until until(records) holds or the time is up."""
+        deadline = time.monotonic() + settle_seconds
+        while True:
+            records = self.call("GET", f"/notifications?{query}")["notifications"]
+            if until is None or until(records) or time.monotonic() >= deadline:
+                return records
+            time.sleep(0.05)
 
     def device(self, bundle, environment):
         return self.call("POST", "/devices", {"bundleId": bundle, "environment": environment})
@@ -215,6 +393,7 @@ class Outcome:
     burst_seconds: float = None
     pushes: int = 0
     untrusted_error: str = ""
+    instances: collections.Counter = field(default_factory=collections.Counter)  # cluster: records per instance
 
     @property
     def passed(self):
@@ -284,17 +463,28 @@ def check_results(outcome, lines, burst, unregistered_at):
     return by_n
 
 
-def check_journal(outcome, admin, by_n, burst):
-    """Every push the library sent is in the journal exactly once, with the answer the library
-    reported, and every apns-id the library reported names that push's record."""
-    lib = outcome.lib
-    records = admin.call("GET", f"/notifications?topic={lib.topic}&limit=100000")["notifications"]
+def records_of(records, name):
+    """The journal records of one provider run, by the n in their payload."""
     mine = {}
     for record in records:
         compat = (record.get("payload") or {}).get("compat") if isinstance(record.get("payload"), dict) else None
-        if isinstance(compat, dict) and compat.get("lib") == lib.name:
+        if isinstance(compat, dict) and compat.get("lib") == name:
             mine.setdefault(compat.get("n"), []).append(record)
+    return mine
+
+
+def check_journal(outcome, admin, by_n, burst, cluster=False):
+    """Every push the library sent is in the journal exactly once, with the answer the library
+    reported, and every apns-id the library reported names that push's record. In cluster
+    mode, which instance took each record (connectionId >> 40) is counted."""
+    lib = outcome.lib
     expected_ns = list(CASE_OF_N) + [BURST_FIRST_N + i for i in range(burst)]
+    records = admin.notifications(
+        f"topic={lib.topic}&limit=100000", settle_seconds=CLUSTER_SETTLE_SECONDS if cluster else 0.0,
+        until=lambda records: sum(len(v) for v in records_of(records, lib.name).values()) >= len(expected_ns))
+    mine = records_of(records, lib.name)
+    if cluster:
+        outcome.instances.update(r["connectionId"] >> INSTANCE_SHIFT for rs in mine.values() for r in rs)
     found, problems = 0, {}  # problem text -> the pushes (n) it applies to
 
     def problem(n, text):
@@ -405,7 +595,9 @@ def check_untrusted(outcome, admin, work):
             outcome.untrusted_error = why.strip() if why == line["error"] else f"{line['error']} ({why.strip()})"
 
 
-def run_library(lib, admin, work, burst, key, timeout):
+def run_library(lib, admin, journal, work, burst, key, timeout, cluster):
+    """admin makes the devices, journal is read for the checks: the same emulator, or two
+    instances of a cluster."""
     outcome = Outcome(lib)
     unregistered_at = prepare(admin, lib, burst, work, key)
     started = time.monotonic()
@@ -417,8 +609,8 @@ def run_library(lib, admin, work, burst, key, timeout):
     outcome.version = summary.get("version", lib.name)
     outcome.pushes = sum(1 for line in lines if line.get("case") != "summary")
     by_n = check_results(outcome, lines, burst, unregistered_at)
-    check_journal(outcome, admin, by_n, burst)
-    check_untrusted(outcome, admin, work)
+    check_journal(outcome, journal, by_n, burst, cluster)
+    check_untrusted(outcome, journal, work)
     return outcome
 
 
@@ -430,10 +622,17 @@ COLUMNS = [("library", None), ("alert", "alert"), ("background", "background"),
            ("no CA", "no CA")]
 
 
-def print_table(outcomes):
-    rows = [[h for h, _ in COLUMNS] + ["pushes", "time", "result"]]
+def per_instance(counter, size):
+    return " ".join(f"e{k}:{counter.get(k, 0)}" for k in range(1, size + 1))
+
+
+def print_table(outcomes, cluster_size=0):
+    columns = COLUMNS + ([("records per instance", "instances")] if cluster_size else [])
+    rows = [[h for h, _ in columns] + ["pushes", "time", "result"]]
     for o in outcomes:
-        rows.append([o.version or o.lib.name] + [o.cells.get(key, "-") for _, key in COLUMNS[1:]]
+        if cluster_size:
+            o.cells["instances"] = per_instance(o.instances, cluster_size)
+        rows.append([o.version or o.lib.name] + [o.cells.get(key, "-") for _, key in columns[1:]]
                     + [str(o.pushes), f"{o.seconds:.1f}s", "PASS" if o.passed else "FAIL"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, row in enumerate(rows):
@@ -451,7 +650,12 @@ def main():
     parser.add_argument("--libs", default="", help="comma-separated subset of library names")
     parser.add_argument("--burst", type=int, default=500, help="pushes in each library's burst")
     parser.add_argument("--timeout", type=int, default=60, help="seconds each provider may take")
+    parser.add_argument("--cluster", type=int, default=0, metavar="N",
+                        help="N >= 2: N emulator instances sharing Redis behind HAProxy on :443 and :2197 "
+                             "(default 0: one emulator)")
     args = parser.parse_args()
+    if args.cluster == 1 or args.cluster < 0:
+        parser.error("--cluster N needs N >= 2 (0 = one emulator)")
     suite_started = time.monotonic()
 
     work = Path(args.work).resolve()
@@ -467,9 +671,26 @@ def main():
         libs = [lib for lib in libs if lib.name in wanted]
 
     enter_private_network(work)
-    emulator, key, info, command = start_emulator(args.bin, work, libs)
+    key = make_key(work)
+    emulator = cluster = None
+    suite_failures = []  # cluster mode: what is wrong with the run as a whole
     try:
-        print(f"emulator: {args.bin} (--listen) on 127.0.0.1:443 and :2197, admin {info['admin']}")
+        if args.cluster:
+            cluster = Cluster(args.cluster, args.bin, work, libs, key)
+            cluster.start()
+            # Devices are made through the first instance, the journal is read from the last.
+            admin, journal = Admin(cluster.instances[0][1]["admin"]), Admin(cluster.instances[-1][1]["admin"])
+            print(f"cluster: {args.cluster} instances of {args.bin} sharing redis://127.0.0.1:{cluster.redis_port}/0, "
+                  f"behind haproxy (round-robin, TCP) on 127.0.0.1:443 and :2197")
+            for k, (_, info, _) in enumerate(cluster.instances, start=1):
+                role = ("; devices made here" if k == 1 else "") + \
+                    ("; journal read here" if k == len(cluster.instances) else "")
+                print(f"  e{k}: --listen {', '.join(info['listen'])} (behind :443, :2197), "
+                      f"admin {info['admin']}, devices {info['device']}{role}")
+        else:
+            emulator, info, command = start_emulator(args.bin, work, libs, key)
+            admin = journal = Admin(info["admin"])
+            print(f"emulator: {args.bin} (--listen) on 127.0.0.1:443 and :2197, admin {info['admin']}")
         print(f"hosts: {', '.join(APPLE_HOSTS)} -> 127.0.0.1 (this namespace only); CA {ca}")
         if any(lib.name == "jdk-httpclient" for lib in libs):
             subprocess.run(["javac", "-d", str(work / "java"), str(HERE / "java" / "ApnsProvider.java")],
@@ -478,23 +699,33 @@ def main():
                             "-file", str(ca), "-keystore", str(work / "truststore.p12"),
                             "-storetype", "PKCS12", "-storepass", "changeit"],
                            check=True, capture_output=True, timeout=60)
-        admin = Admin(info["admin"])
         outcomes = []
         for lib in libs:
             print(f"running {lib.name} …", flush=True)
-            outcomes.append(run_library(lib, admin, work, args.burst, key, args.timeout))
-        if emulator.poll() is not None:
+            outcomes.append(run_library(lib, admin, journal, work, args.burst, key, args.timeout, cluster is not None))
+        if emulator is not None and emulator.poll() is not None:
             for o in outcomes:
                 o.failures.append(f"the emulator exited with {emulator.returncode} during the run")
+        if cluster is not None:
+            suite_failures += cluster.exited()
     finally:
-        emulator.terminate()
-        try:
-            emulator.wait(10)
-        except subprocess.TimeoutExpired:
-            emulator.kill()
+        stop(emulator, "the emulator")
+        if cluster is not None:
+            cluster.stop()
 
     print()
-    print_table(outcomes)
+    print_table(outcomes, args.cluster)
+    if cluster is not None:
+        total = collections.Counter()
+        for o in outcomes:
+            total.update(o.instances)
+        print(f"\njournal records per instance (connectionId >> {INSTANCE_SHIFT}, read from e{args.cluster}): "
+              f"{per_instance(total, args.cluster)}")
+        strangers = sorted(k for k in total if not 1 <= k <= args.cluster)
+        if strangers:
+            suite_failures.append(f"journal records from instances {strangers}, which this run did not start")
+        if len([k for k in total if total[k]]) < 2:
+            suite_failures.append(f"the journal's records came through {len([k for k in total if total[k]])} instance(s), expected at least 2")
     refused = [o for o in outcomes if o.untrusted_error]
     if refused:
         print("\nwithout the CA setting, each library refused the emulator's certificate:")
@@ -507,12 +738,18 @@ def main():
             print(f"  - {text}")
         if len(o.failures) > 25:
             print(f"  - … and {len(o.failures) - 25} more")
-        print(f"  logs: {work / (o.lib.name + '.stdout')}, {work / (o.lib.name + '.stderr')}, "
-              f"{work / 'emulator.log'}")
+        logs = f"{work / 'emulator.log'}" if not args.cluster else f"{work}/emulator-*.log, haproxy.log, redis.log"
+        print(f"  logs: {work / (o.lib.name + '.stdout')}, {work / (o.lib.name + '.stderr')}, {logs}")
+    if suite_failures:
+        print("\ncluster FAILED:")
+        for text in suite_failures:
+            print(f"  - {text}")
+        print(f"  logs: {work}/emulator-*.log, haproxy.log, redis.log")
     total = sum(o.pushes for o in outcomes)
-    print(f"\n{len(outcomes) - len(failed)}/{len(outcomes)} libraries passed; {total} pushes; "
-          f"{time.monotonic() - suite_started:.1f} s")
-    return 1 if failed else 0
+    print(f"\n{len(outcomes) - len(failed)}/{len(outcomes)} libraries passed"
+          + (f" through {args.cluster} instances" if args.cluster else "")
+          + f"; {total} pushes; {time.monotonic() - suite_started:.1f} s")
+    return 1 if failed or suite_failures else 0
 
 
 if __name__ == "__main__":
