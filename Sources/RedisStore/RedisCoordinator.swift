@@ -96,7 +96,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                     s.redis = redis
                     s.token = "\(number)-\(UInt64.random(in: 1...UInt64.max))"
                     try takeLease(&s, redis)
-                    let (_, version, _) = try store.load(on: redis)
+                    let version = try redis.command("GET", store.key("version")).int ?? 0
                     if version == 0 {
                         // The first instance: the store starts as this instance's world.
                         let start = state.readWorld { $0.persistedState }

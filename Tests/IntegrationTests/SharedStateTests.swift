@@ -4,6 +4,7 @@ import Glibc
 import HTTP2
 import Networking
 import ProviderClient
+import RedisTestSupport
 import Testing
 
 /// Emulator instances sharing one Redis (`--redis`), behind HAProxy in TCP mode for both the

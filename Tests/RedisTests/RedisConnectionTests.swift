@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 import Redis
+import RedisTestSupport
 import Testing
 
 extension RedisServerProcess {

@@ -9,27 +9,27 @@ import Glibc
 ///
 /// Finds `redis-server` on PATH (or at $REDIS_SERVER) and throws a clear error when it is
 /// missing, so tests fail instead of passing silently (scripts/deps.sh test installs it).
-final class RedisServerProcess: @unchecked Sendable {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+public final class RedisServerProcess: @unchecked Sendable {
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
     }
 
-    let port: Int
+    public let port: Int
     /// Set with --requirepass; clients must AUTH.
-    let password: String?
-    let directory: String
+    public let password: String?
+    public let directory: String
     private let executable: String
     /// The running server's process id; nil once it exited and was reaped.
-    private(set) var pid: pid_t?
+    public private(set) var pid: pid_t?
 
     /// redis://[:password@]127.0.0.1:port
-    var url: String { "redis://" + (password.map { ":\($0)@" } ?? "") + "127.0.0.1:\(port)" }
+    public var url: String { "redis://" + (password.map { ":\($0)@" } ?? "") + "127.0.0.1:\(port)" }
 
     /// Set: an append-only file synced at every write, so a restart keeps the data (as a
     /// production Redis would).
-    let persistent: Bool
+    public let persistent: Bool
 
-    init(password: String? = nil, persistent: Bool = false) throws {
+    public init(password: String? = nil, persistent: Bool = false) throws {
         self.persistent = persistent
         executable = try Self.findExecutable()
         self.password = password
@@ -58,7 +58,7 @@ final class RedisServerProcess: @unchecked Sendable {
     }
 
     /// SIGTERM and wait: Redis closes its connections and exits.
-    func stop() {
+    public func stop() {
         guard let pid else { return }
         Glibc.kill(pid, SIGTERM)
         Glibc.kill(pid, SIGCONT) // a paused server acts on SIGTERM only once it runs again
@@ -67,7 +67,7 @@ final class RedisServerProcess: @unchecked Sendable {
     }
 
     /// SIGKILL and wait: the kernel resets the connections, with no goodbye from Redis.
-    func kill() {
+    public func kill() {
         guard let pid else { return }
         Glibc.kill(pid, SIGKILL)
         Self.reap(pid)
@@ -75,17 +75,17 @@ final class RedisServerProcess: @unchecked Sendable {
     }
 
     /// SIGSTOP: the server keeps its port (the kernel still accepts connections) but answers nothing.
-    func pause() {
+    public func pause() {
         if let pid { Glibc.kill(pid, SIGSTOP) }
     }
 
     /// SIGCONT after `pause()`.
-    func resume() {
+    public func resume() {
         if let pid { Glibc.kill(pid, SIGCONT) }
     }
 
     /// Stops the server and starts a new one on the same port, with no data (nothing is saved).
-    func restart() throws {
+    public func restart() throws {
         stop()
         pid = try Self.launch(executable, port: port, password: password, persistent: persistent, directory: directory)
     }
@@ -183,7 +183,7 @@ final class RedisServerProcess: @unchecked Sendable {
     }
 
     /// A port the kernel just handed out for 127.0.0.1 and that nobody listens on now.
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
         defer { Glibc.close(fd) }

@@ -1,0 +1,80 @@
+import APNsCore
+import Foundation
+import Redis
+import RedisStore
+import RedisTestSupport
+import Testing
+
+/// The Redis backend of the store interface (`--redis`) against a real redis-server, held to
+/// the same reference as the SQLite one (InMemoryStateStore).
+@Suite("Redis state store", .serialized)
+struct RedisStateStoreTests {
+    @Test func everyEntityRoundTripsAsTheReferenceStoreKeepsIt() throws {
+        let redis = try RedisServerProcess()
+        let reference = InMemoryStateStore()
+        // Redis forgets a waiting notification once its expiry (plus a grace period) is past,
+        // which for these 1970 timestamps is long ago: give them a future one here.
+        let future = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
+        let changes = everyKindOfChange().map { change -> StateChange in
+            guard case .notificationWaiting(var waiting) = change, waiting.notification.storeUntilMs != nil else { return change }
+            waiting.notification.storeUntilMs = future
+            return .notificationWaiting(waiting)
+        }
+        try reference.write(changes)
+        let store = RedisStateStore(url: try RedisURL(parsing: redis.url))
+        #expect(try store.load().initialized == false, "an empty Redis holds nothing")
+        try store.write(Array(changes.prefix(10)))
+        try store.write(Array(changes.dropFirst(10)))
+
+        let loaded = try RedisStateStore(url: try RedisURL(parsing: redis.url)).load()
+        let kept = try reference.load()
+        var comparable = loaded
+        comparable.nextRecordSequence = kept.nextRecordSequence  // checked on its own below
+        let expected = canonical(kept)
+        let actual = canonical(comparable)
+        #expect(actual == expected, "\(zip(actual.split(separator: "\n"), expected.split(separator: "\n")).filter { $0 != $1 }.prefix(3))")
+        #expect(loaded.records.map(\.sequence) == [2, 3, 5, 6])
+        #expect(loaded.waiting.map(\.slot) == [.stored, .deferred(.lowPower), .batched(releaseAtMs: 99), .inFlight])
+        // Past every sequence number ever written, the finished notification 20 included (the
+        // reference and SQLite look only at what they still hold, 13).
+        #expect(loaded.nextRecordSequence == 21)
+    }
+
+    @Test func aResetReplacesEverythingAndAnotherPrefixIsAnotherStore() throws {
+        let redis = try RedisServerProcess()
+        let url = try RedisURL(parsing: redis.url)
+        let store = RedisStateStore(url: url)
+        try store.write(everyKindOfChange())
+        var fresh = PersistedState()
+        fresh.initialized = true
+        fresh.devices = [Device(id: "only", isVirtual: true, apps: [:], createdAtMs: 7)]
+        fresh.nextRecordSequence = 40
+        try store.write([.reset(fresh)])
+        let loaded = try store.load()
+        #expect(loaded.devices.map(\.id) == ["only"])
+        #expect(loaded.tokens.isEmpty && loaded.records.isEmpty && loaded.waiting.isEmpty && loaded.keys.isEmpty)
+        #expect(loaded.nextRecordSequence == 40)
+        #expect(try RedisStateStore(url: url, prefix: "other:").load().initialized == false)
+    }
+
+    /// Notifications waiting for a device carry a TTL at their expiry (plus a grace period),
+    /// so a Redis nobody runs against forgets them; in-flight ones have none.
+    @Test func waitingNotificationsExpireThroughRedisTTLs() throws {
+        let redis = try RedisServerProcess()
+        let url = try RedisURL(parsing: redis.url)
+        let store = RedisStateStore(url: url)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        func waiting(_ sequence: UInt64, _ slot: WaitingSlot, until: Int64?) -> StateChange {
+            .notificationWaiting(WaitingNotification(slot: slot, notification: PendingNotification(
+                sequence: sequence, apnsID: "N\(sequence)", token: "aa", topic: "t", deviceID: "d", bundleID: "b", pushType: .alert,
+                priority: 10, collapseID: nil, storeUntilMs: until, payload: [], content: PushContent())))
+        }
+        // Expired long enough ago that the grace period is over too; one still valid; one in flight.
+        try store.write([waiting(1, .stored, until: now - RedisStateStore.waitingGraceMs - 10_000),
+                         waiting(2, .stored, until: now + 3_600_000), waiting(3, .inFlight, until: nil)])
+        let connection = try RedisConnection(url: url)
+        #expect(try connection.command("PTTL", "apns-emulator:w:2").int.map { $0 > 3_600_000 } == true)
+        #expect(try connection.command("PTTL", "apns-emulator:w:3").int == -1)
+        #expect(try store.load().waiting.map(\.notification.sequence) == [2, 3])
+    }
+}
