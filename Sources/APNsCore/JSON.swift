@@ -212,7 +212,20 @@ private struct JSONParser {
 
     mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
-        var out = [UInt8]()
+        // Most strings have no escapes: find the run of plain bytes and take it whole (a
+        // 4 KB payload string byte by byte was most of a device client's time).
+        let start = index
+        index = bytes.withUnsafeBufferPointer { buffer in
+            var i = start
+            while i < buffer.count, buffer[i] >= 0x20, buffer[i] != UInt8(ascii: "\""), buffer[i] != UInt8(ascii: "\\") { i += 1 }
+            return i
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+            index += 1
+            guard let s = String(validating: bytes[start..<(index - 1)], as: UTF8.self) else { throw error("string is not valid UTF-8") }
+            return s
+        }
+        var out = Array(bytes[start..<index])
         while index < bytes.count {
             let c = bytes[index]
             if c == UInt8(ascii: "\"") {
@@ -318,7 +331,7 @@ extension JSONValue {
         case .raw(let bytes):
             // Valid JSON has line breaks only as whitespace between tokens: written as
             // spaces, so the text also fits in one line of the device protocol.
-            for byte in bytes { out.append(byte == 0x0A || byte == 0x0D ? 0x20 : byte) }
+            JSONValue.appendRuns(bytes, into: &out, stoppingAt: { $0 == 0x0A || $0 == 0x0D }) { _, out in out.append(0x20) }
         case .array(let items):
             out.append(UInt8(ascii: "["))
             for (i, item) in items.enumerated() {
@@ -352,18 +365,42 @@ extension JSONValue {
 
     public static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(0x22)
-        for c in s.utf8 {
-            switch c {
-            case 0x22: out.append(contentsOf: [0x5C, 0x22])
-            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0x00..<0x20:
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hexDigits[Int(c >> 4)], hexDigits[Int(c & 0xF)]])
-            default: out.append(c)
-            }
+        var s = s
+        s.withUTF8 { utf8 in
+            appendRuns(utf8, into: &out, stoppingAt: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }, escape)
         }
         out.append(0x22)
+    }
+
+    /// Copies `bytes` in runs, handing each byte `special` picks to `replace`: appending a run
+    /// at once instead of byte by byte saves a uniqueness and capacity check per byte.
+    @inline(__always)
+    static func appendRuns<C: Collection<UInt8>>(_ bytes: C, into out: inout [UInt8], stoppingAt special: (UInt8) -> Bool,
+                                                 _ replace: (UInt8, inout [UInt8]) -> Void) where C.Index == Int {
+        var runStart = bytes.startIndex
+        var i = runStart
+        while i < bytes.endIndex {
+            let c = bytes[i]
+            if special(c) {
+                out.append(contentsOf: bytes[runStart..<i])
+                replace(c, &out)
+                runStart = i + 1
+            }
+            i += 1
+        }
+        out.append(contentsOf: bytes[runStart..<bytes.endIndex])
+    }
+
+    private static func escape(_ c: UInt8, _ out: inout [UInt8]) {
+        switch c {
+        case 0x22: out.append(contentsOf: [0x5C, 0x22])
+        case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+        case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+        case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+        case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+        case 0x00..<0x20:
+            out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hexDigits[Int(c >> 4)], hexDigits[Int(c & 0xF)]])
+        default: out.append(c)
+        }
     }
 }

@@ -59,6 +59,11 @@ public final class SimulatedDevice {
     /// Bad frames met while a command waited (or while good frames were queued for `poll`):
     /// reported, in order, by the next `poll` / `nextMessage` / `nextNotification`.
     private var deferredErrors: [DeviceClientError] = []
+    /// Notifications read with `autoAck` on and not acked yet: acked together once the bytes
+    /// read so far are parsed (one write, not one per notification).
+    private var autoAcks: [Int64] = []
+    /// Scratch space for socket reads, kept: zeroing 64 KB on every poll adds up.
+    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
 
     public init(address: HostPort, deviceID: String, apps: [DeviceApp], lowPowerMode: Bool = false,
                 tls: (caPath: String?, verifyPeer: Bool)? = nil)
@@ -230,6 +235,17 @@ public final class SimulatedDevice {
 
     public func ack(_ id: Int64) throws(DeviceClientError) {
         try request(.ack(id: id))
+    }
+
+    /// Acks several notifications in one write.
+    public func ack(_ ids: [Int64]) throws(DeviceClientError) {
+        guard !ids.isEmpty else { return }
+        var lines: [UInt8] = []
+        for id in ids {
+            DeviceRequest.ack(id: id).frame.append(to: &lines)
+            lines.append(UInt8(ascii: "\n"))
+        }
+        try sendLine(lines)
     }
 
     private func sendLine(_ bytes: [UInt8]) throws(DeviceClientError) {
@@ -427,15 +443,17 @@ public final class SimulatedDevice {
 
     /// Reads everything the socket has now (never blocks) and queues the complete frames.
     private func drain() throws(DeviceClientError) {
+        // Notifications parsed before a bad frame are acked all the same.
+        defer { sendAutoAcks() }
         // Frames already buffered (left by an earlier bad line) come first.
         try extractLines()
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while let transport {
             let outcome = chunk.withUnsafeMutableBytes { transport.read(into: $0) }
             switch outcome {
             case .data(let n):
                 readBuffer.append(contentsOf: chunk[0..<n])
                 try extractLines()
+                sendAutoAcks()
             case .wouldBlock:
                 return
             case .closed:
@@ -552,15 +570,23 @@ public final class SimulatedDevice {
             wasReplaced = true
         case "notification":
             guard autoAck, let id = frame["id"]?.intValue else { break }
-            do {
-                try ack(id)
-            } catch {
-                // The frame stays queued; an ack that cannot be written means the connection
-                // is unusable (the emulator puts the delivery back in its store).
-                disconnect(reason: "cannot ack notification \(id): \(error.message)")
-            }
+            autoAcks.append(id)
         default:
             break
+        }
+    }
+
+    private func sendAutoAcks() {
+        guard !autoAcks.isEmpty else { return }
+        let ids = autoAcks
+        autoAcks.removeAll(keepingCapacity: true)
+        guard transport != nil else { return }
+        do {
+            try ack(ids)
+        } catch {
+            // The frames stay queued; acks that cannot be written mean the connection is
+            // unusable (the emulator puts the deliveries back in its store).
+            disconnect(reason: "cannot ack notifications \(ids.first!)…\(ids.last!): \(error.message)")
         }
     }
 }

@@ -75,6 +75,11 @@ private final class DeviceCLI {
     var installAfterUninstall = false
     var lastDisplayedAPNsID: String?
 
+    /// While frames read together are handled, their events wait here and their acks in
+    /// `acks`: one write to stdout and one to the emulator per read, not one per frame.
+    var held: [UInt8]?
+    var acks: [Int64] = []
+
     var stdinOpen = true
     var stdinBuffer: [UInt8] = []
     var discardingLongLine = false
@@ -229,6 +234,8 @@ private final class DeviceCLI {
     }
 
     func readDevice() {
+        held = []
+        defer { releaseHeld() }
         do {
             for frame in try device.poll(timeoutMilliseconds: 0) { handle(frame) }
         } catch {
@@ -252,8 +259,19 @@ private final class DeviceCLI {
         scheduleRetry()
     }
 
+    /// Prints the held events, then acks their notifications (acked after printed).
+    func releaseHeld() {
+        guard let bytes = held else { return }
+        held = nil
+        write(bytes)
+        let ids = acks
+        acks.removeAll(keepingCapacity: true)
+        do { try device.ack(ids) } catch { /* the connection is gone; handled by the loop */ }
+    }
+
     func replaced() -> Never {
         emit(["event": "replaced"])
+        releaseHeld()
         device.disconnect()
         exit(0)
     }
@@ -291,6 +309,7 @@ private final class DeviceCLI {
                 // `unavailable`: instances sharing their state through Redis that cannot reach
                 // it; the connection closes and the device tries again).
                 let why = "\(frame["code"]?.stringValue ?? "error"): \(frame["message"]?.stringValue ?? "")"
+                releaseHeld()
                 FileHandle.standardError.write(Data("apns-emulator: the emulator rejected device \(device.deviceID): \(why)\n".utf8))
                 device.disconnect()
                 exit(1)
@@ -349,7 +368,11 @@ private final class DeviceCLI {
         event["token"] = .string(notification.token)
         emit(.object(event))
         if notification.isDisplayed { lastDisplayedAPNsID = notification.apnsID }
-        do { try device.ack(notification.id) } catch { /* the connection is gone; handled by the loop */ }
+        if held != nil {
+            acks.append(notification.id)
+        } else {
+            do { try device.ack(notification.id) } catch { /* the connection is gone; handled by the loop */ }
+        }
     }
 
     /// `{"event": <type>, …the frame's other fields}`.
@@ -364,9 +387,18 @@ private final class DeviceCLI {
     }
 
     func emit(_ event: JSONValue) {
+        if held != nil {
+            event.append(to: &held!)
+            held!.append(UInt8(ascii: "\n"))
+            return
+        }
         var line = event.serializedBytes()
         line.append(UInt8(ascii: "\n"))
-        line.withUnsafeBytes { raw in
+        write(line)
+    }
+
+    func write(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
                 let n = Glibc.write(1, raw.baseAddress! + offset, raw.count - offset)
