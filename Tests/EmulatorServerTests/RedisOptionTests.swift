@@ -1,0 +1,35 @@
+import CommandLineOptions
+import EmulatorServer
+import Testing
+
+@Suite("--redis options")
+struct RedisOptionTests {
+    func resolve(_ arguments: [String], _ environment: [String: String] = [:]) throws -> ServeConfiguration {
+        try ServeConfiguration.resolve(arguments: ["--demo", "off"] + arguments, environment: environment)
+    }
+
+    func message(_ arguments: [String]) -> String {
+        do {
+            _ = try resolve(arguments)
+            return ""
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test func urlsFromTheFlagAndTheEnvironment() throws {
+        #expect(try resolve([]).redis == nil)
+        let url = try #require(try resolve(["--redis", "redis://:s3cret@10.0.0.5:6380/2"]).redis)
+        #expect(url.host == "10.0.0.5" && url.port == 6380 && url.database == 2 && url.password == "s3cret")
+        #expect(try resolve([], ["APNS_EMULATOR_REDIS": "redis://127.0.0.1"]).redis?.port == 6379)
+        #expect(try resolve(["--redis", "redis://127.0.0.1", "--redis-prefix", "team-a:"]).redisPrefix == "team-a:")
+    }
+
+    @Test func badValuesAreClearErrors() {
+        let bad = message(["--redis", "http://127.0.0.1:6379"])
+        #expect(bad.contains("--redis") && bad.contains("redis://"), "\(bad)")
+        #expect(!message(["--redis", "redis://:hunter2@127.0.0.1:99999"]).contains("hunter2"), "the password never shows")
+        #expect(message(["--redis", "redis://127.0.0.1", "--state-dir", "/tmp/x"]).contains("cannot be combined"))
+        #expect(message(["--redis", "redis://127.0.0.1", "--redis-prefix", ""]).contains("--redis-prefix"))
+    }
+}
