@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Static contract check of Dockerfile, .dockerignore, docker-compose.yml and the example
-provider (run by scripts/test-containers; usable on its own).
+"""Static contract check of Dockerfile, .dockerignore, docker-compose.yml (with its "cluster"
+profile: Redis, three emulator instances, HAProxy) and the files under examples/compose/
+(run by scripts/test-containers; usable on its own).
 
     scripts/test-containers-static.py --root . --serve-help serve.txt --device-help device.txt
 
@@ -27,6 +28,15 @@ APPLE_HOSTS = ["api.push.apple.com", "api.sandbox.push.apple.com", "api.developm
 EMULATOR, DEVICE, PROVIDER = "apns-emulator", "device", "provider"
 ADMIN_PORT, DEVICE_PORT = 8197, 5223
 PROVIDER_PORTS = {443, 2197}
+# Profile "cluster": instances sharing their state through Redis, behind HAProxy.
+CLUSTER = "cluster"
+DEFAULT_SERVICES = {EMULATOR, DEVICE, PROVIDER}
+INSTANCES = ["apns-emulator-1", "apns-emulator-2", "apns-emulator-3"]
+REDIS, HAPROXY, CLUSTER_DEVICE, CLUSTER_PROVIDER = "redis", "haproxy", "device-cluster", "provider-cluster"
+REDIS_PORT = 6379
+# Settings an instance may have other than the single emulator: the shared store, and the
+# names its admin API is called by.
+INSTANCE_ONLY_ENV = {"APNS_EMULATOR_REDIS", "APNS_EMULATOR_REDIS_PREFIX", "APNS_EMULATOR_ADMIN_ALLOWED_HOST"}
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -40,11 +50,13 @@ class Files:
         for name in ["docker-compose.yml", "Dockerfile", ".dockerignore"]:
             self.texts[name] = read(os.path.join(root, name))
 
-    def provider_file(self, context, name):
-        key = f"{context}/{name}"
+    def context_file(self, context, name):
+        key = os.path.normpath(f"{context}/{name}")
         if key not in self.texts:
-            self.texts[key] = read(os.path.join(self.root, context, name))
+            self.texts[key] = read(os.path.join(self.root, key))
         return self.texts[key]
+
+    provider_file = context_file
 
     def copy(self):
         other = Files.__new__(Files)
@@ -389,6 +401,297 @@ def check_compose(files, serve_env, device_flags, problems):
     if not any(s.startswith((".", "/")) and ro for s, _, ro in volume_entries(provider)):
         fail(f"service '{PROVIDER}': mount the key directory read-only")
 
+    check_cluster(files, doc, serve_env, device_flags, certs_volume, bundle, problems)
+
+
+# ---------------------------------------------------------------------------- profile "cluster"
+
+def service_networks(service):
+    nets = service.get("networks")
+    return set(nets) if isinstance(nets, (list, dict)) else set()
+
+
+def service_aliases(service):
+    """{network: set(aliases)}"""
+    nets = service.get("networks")
+    out = {}
+    if isinstance(nets, dict):
+        for net, value in nets.items():
+            out[net] = set((value or {}).get("aliases") or []) if isinstance(value, dict) else set()
+    return out
+
+
+def depends(service):
+    """{dependency: condition}"""
+    deps = service.get("depends_on") or {}
+    if isinstance(deps, list):
+        return {str(d): "service_started" for d in deps}
+    return {str(k): str((v or {}).get("condition", "service_started")) for k, v in deps.items()}
+
+
+def healthy_ancestors(services, name):
+    """Services that `name` waits for as healthy, directly or through others it waits for."""
+    seen, todo = set(), [name]
+    while todo:
+        for dep, condition in depends(services.get(todo.pop()) or {}).items():
+            if condition == "service_healthy" and dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def haproxy_sections(text):
+    """[(kind, name, [lines])] of an haproxy.cfg, comments dropped."""
+    sections = []
+    for raw in (text or "").splitlines():
+        line = raw.split("#", 1)[0].rstrip()
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            kind, _, name = line.strip().partition(" ")
+            sections.append((kind, name.strip(), []))
+        elif sections:
+            sections[-1][2].append(line.strip())
+    return sections
+
+
+def check_cluster(files, doc, serve_env, device_flags, certs_volume, bundle, problems):
+    fail = problems.append
+    services = doc["services"]
+    emulator = services[EMULATOR]
+
+    # A plain `up` is unchanged: only the three default services lack a profile.
+    for name, service in services.items():
+        profiles = service.get("profiles") or []
+        if name in DEFAULT_SERVICES:
+            if profiles:
+                fail(f"service '{name}': must not have a profile (plain 'up' runs it)")
+        elif CLUSTER not in profiles:
+            fail(f"service '{name}': needs profiles: [\"{CLUSTER}\"] (a plain 'up' would start it)")
+    for name in [REDIS, *INSTANCES, HAPROXY]:
+        if not isinstance(services.get(name), dict):
+            fail(f"docker-compose.yml: service '{name}' of the {CLUSTER} profile is missing")
+    if problems:
+        return
+
+    # One host name, one service: an alias held by two services on the same network would
+    # send a provider to either at random.
+    holders = {}
+    for name, service in services.items():
+        for net, aliases in service_aliases(service).items():
+            for alias in aliases:
+                holders.setdefault((net, alias), []).append(name)
+    for (net, alias), names in sorted(holders.items()):
+        if len(names) > 1:
+            fail(f"network '{net}': alias {alias} is held by {', '.join(names)}")
+
+    if "APNS_EMULATOR_REDIS" not in serve_env:
+        fail("the emulator has no --redis / APNS_EMULATOR_REDIS (needed by the cluster instances)")
+    emulator_env = env_map(emulator)
+    config_mounts = {(s, t.rstrip("/")) for s, t, ro in volume_entries(emulator) if s.startswith((".", "/"))}
+    certs_dir = (emulator_env.get("APNS_EMULATOR_CERTS_DIR") or "").rstrip("/")
+    instance_envs = []
+    for name in INSTANCES:
+        service = services[name]
+        env = env_map(service)
+        instance_envs.append(env)
+        if service.get("image") != emulator.get("image"):
+            fail(f"service '{name}': must run the emulator's image")
+        args = command_list(service)
+        if args and args[0] != "serve":
+            fail(f"service '{name}': command must be 'serve'")
+        for var in env:
+            if var.startswith("APNS_EMULATOR_") and var not in serve_env:
+                fail(f"service '{name}': {var} is not an environment variable of 'apns-emulator serve'")
+        match = re.fullmatch(r"redis://(?::[^@]*@)?([^:/]+)(?::(\d+))?(?:/\d+)?", env.get("APNS_EMULATOR_REDIS", ""))
+        if not match or match.group(1) != REDIS or int(match.group(2) or REDIS_PORT) != REDIS_PORT:
+            fail(f"service '{name}': APNS_EMULATOR_REDIS must be redis://{REDIS}:{REDIS_PORT}/0 (the {REDIS} service)")
+        # Every instance configured as the single emulator is (keys, apps, config file, listeners).
+        for var in sorted(set(env) | set(emulator_env)):
+            if var in INSTANCE_ONLY_ENV:
+                continue
+            if env.get(var) != emulator_env.get(var):
+                fail(f"service '{name}': {var} differs from {EMULATOR}'s ({env.get(var)!r} vs {emulator_env.get(var)!r}); "
+                     "every instance needs the same configuration")
+        allowed = env.get("APNS_EMULATOR_ADMIN_ALLOWED_HOST", "").lower().split()
+        if HAPROXY not in allowed:
+            fail(f"service '{name}': APNS_EMULATOR_ADMIN_ALLOWED_HOST must include {HAPROXY} (its admin frontend)")
+        mounts = volume_entries(service)
+        for source, target in config_mounts:
+            if not any(s == source and t.rstrip("/") == target and ro for s, t, ro in mounts):
+                fail(f"service '{name}': must mount {source} read-only at {target}, as {EMULATOR} does")
+        certs = [(t, ro) for s, t, ro in mounts if s == certs_volume]
+        if certs_volume and not any(t.rstrip("/") == certs_dir for t, _ in certs):
+            fail(f"service '{name}': must mount the certs volume '{certs_volume}' at {certs_dir} (one CA for all)")
+        if any(not ro for _, ro in certs):
+            fail(f"service '{name}': the certs volume must be read-only here ({EMULATOR} writes it; "
+                 "an instance started too early would write a second CA)")
+        test = (service.get("healthcheck") or {}).get("test")
+        test = shlex.split(test) if isinstance(test, str) else [str(x) for x in (test or [])]
+        if "readyz" not in test or flag_value(test, "--admin") != f"127.0.0.1:{ADMIN_PORT}":
+            fail(f"service '{name}': healthcheck must run 'apns-emulator readyz --admin 127.0.0.1:{ADMIN_PORT}'")
+        if str(service.get("restart", "no")) not in ("on-failure", "always", "unless-stopped"):
+            fail(f"service '{name}': needs restart: on-failure (runtimes that ignore service_healthy start it early)")
+        waits = healthy_ancestors(services, name)
+        for needed in (EMULATOR, REDIS):
+            if needed not in waits:
+                fail(f"service '{name}': must wait for {needed} (depends_on … condition: service_healthy)")
+        if name != INSTANCES[0] and INSTANCES[0] not in waits:
+            fail(f"service '{name}': must start after {INSTANCES[0]} (depends_on … condition: service_healthy)")
+        nets = service_networks(service)
+        for other in (REDIS, HAPROXY):
+            if not nets & service_networks(services[other]):
+                fail(f"service '{name}': shares no network with {other}")
+    if any(env != instance_envs[0] for env in instance_envs[1:]):
+        fail("the cluster instances' environments differ")
+
+    # Redis and HAProxy: small images from the runtime's Debian base, packages installed only when missing.
+    builds = {}
+    for name, package in ((REDIS, "redis-server"), (HAPROXY, "haproxy")):
+        build = services[name].get("build")
+        build = {"context": build} if isinstance(build, str) else (build or {})
+        context = str(build.get("context", "")).rstrip("/")
+        builds[name] = context
+        if not context or not os.path.isdir(os.path.join(files.root, context)):
+            fail(f"service '{name}': build context '{context}' does not exist")
+            continue
+        check_debian_package_image(files, context, package, problems)
+    redis_test = (services[REDIS].get("healthcheck") or {}).get("test")
+    if not redis_test or "ping" not in " ".join(map(str, redis_test if isinstance(redis_test, list) else [redis_test])):
+        fail(f"service '{REDIS}': healthcheck must ping redis (the first instance waits for it)")
+
+    # HAProxy: Apple's names in the cluster network, its config mounted, TCP frontends to every instance.
+    haproxy = services[HAPROXY]
+    haproxy_nets = service_aliases(haproxy)
+    apple_nets = [net for net, aliases in haproxy_nets.items() if set(APPLE_HOSTS) <= aliases]
+    if not apple_nets:
+        fail(f"service '{HAPROXY}': needs the aliases {', '.join(APPLE_HOSTS)} on the cluster network")
+    for name in INSTANCES:
+        if not service_networks(services[name]) & set(apple_nets or haproxy_nets):
+            fail(f"service '{HAPROXY}': not on the instances' network")
+    for name in INSTANCES:
+        if name not in healthy_ancestors(services, HAPROXY):
+            fail(f"service '{HAPROXY}': must wait for {name} (depends_on … condition: service_healthy)")
+    cfg_mounts = [(s, t) for s, t, ro in volume_entries(haproxy) if t.endswith("haproxy.cfg")]
+    cfg_text, cfg_name = None, None
+    if not cfg_mounts:
+        fail(f"service '{HAPROXY}': haproxy.cfg is not mounted")
+    else:
+        source, target = cfg_mounts[0]
+        if not all(ro for s, t, ro in volume_entries(haproxy) if t.endswith("haproxy.cfg")):
+            fail(f"service '{HAPROXY}': mount haproxy.cfg read-only")
+        cfg_name = os.path.normpath(source)
+        cfg_text = files.context_file(".", cfg_name)
+        if cfg_text is None:
+            fail(f"service '{HAPROXY}': {source} does not exist")
+        dockerfile = files.context_file(builds[HAPROXY], "Dockerfile") or ""
+        cmd = [args for op, args in instructions(dockerfile) if op == "CMD"]
+        command = command_list(haproxy) or (json.loads(cmd[-1]) if cmd and cmd[-1].startswith("[") else [])
+        if flag_value(command, "-f") != target:
+            fail(f"service '{HAPROXY}': haproxy is not started with -f {target} (the mounted config)")
+    if cfg_text is not None:
+        check_haproxy_cfg(cfg_name, cfg_text, emulator_env, haproxy, problems)
+
+    # The example pair through HAProxy (optional).
+    if CLUSTER_DEVICE in services:
+        device = services[CLUSTER_DEVICE]
+        args = command_list(device)
+        if device.get("image") != emulator.get("image") or not args or args[0] != "device":
+            fail(f"service '{CLUSTER_DEVICE}': must run 'device …' from the emulator's image")
+        for arg in args[1:]:
+            if device_flags and arg.startswith("--") and arg.split("=")[0] not in device_flags:
+                fail(f"service '{CLUSTER_DEVICE}': {arg} is not an option of 'apns-emulator device'")
+        if host_port(flag_value(args, "--connect") or "") != (HAPROXY, DEVICE_PORT):
+            fail(f"service '{CLUSTER_DEVICE}': --connect must be {HAPROXY}:{DEVICE_PORT}")
+        if bundle and flag_value(args, "--bundle") != bundle:
+            fail(f"service '{CLUSTER_DEVICE}': --bundle must be the configured app {bundle}")
+        if not service_networks(device) & service_networks(haproxy):
+            fail(f"service '{CLUSTER_DEVICE}': shares no network with {HAPROXY}")
+    if CLUSTER_PROVIDER in services:
+        provider = services[CLUSTER_PROVIDER]
+        penv = env_map(provider)
+        if not service_networks(provider) & set(apple_nets):
+            fail(f"service '{CLUSTER_PROVIDER}': not on the network where {HAPROXY} has Apple's names")
+        mounts = [(t, ro) for s, t, ro in volume_entries(provider) if s == certs_volume]
+        if not mounts or not all(ro for _, ro in mounts) \
+                or penv.get("SSL_CERT_FILE") != mounts[0][0].rstrip("/") + "/ca.pem":
+            fail(f"service '{CLUSTER_PROVIDER}': mount the certs volume read-only and set SSL_CERT_FILE to its ca.pem")
+        if CLUSTER_DEVICE in services and penv.get("DEVICE_ID") != flag_value(command_list(services[CLUSTER_DEVICE]), "--device-id"):
+            fail(f"service '{CLUSTER_PROVIDER}': DEVICE_ID must be {CLUSTER_DEVICE}'s --device-id")
+        admin = re.fullmatch(r"http://([^:/]+):(\d+)/?", penv.get("EMULATOR_ADMIN_URL", ""))
+        allowed = instance_envs[0].get("APNS_EMULATOR_ADMIN_ALLOWED_HOST", "").lower().split()
+        if not admin or admin.group(1) not in [HAPROXY, *INSTANCES] or int(admin.group(2)) != ADMIN_PORT \
+                or admin.group(1) not in allowed:
+            fail(f"service '{CLUSTER_PROVIDER}': EMULATOR_ADMIN_URL must be http://{HAPROXY}:{ADMIN_PORT} "
+                 "(or an instance), a name the instances allow")
+
+
+def check_debian_package_image(files, context, package, problems):
+    fail = problems.append
+    dockerfile = files.context_file(context, "Dockerfile")
+    if dockerfile is None:
+        fail(f"{context}/Dockerfile is missing")
+        return
+    froms = [args for op, args in instructions(dockerfile) if op == "FROM"]
+    if not re.search(r"^ARG RUNTIME_IMAGE=debian:bookworm\S*\s*$", dockerfile, re.M):
+        fail(f"{context}/Dockerfile: needs 'ARG RUNTIME_IMAGE=debian:bookworm-slim' (the emulator's runtime base)")
+    if froms not in (["${RUNTIME_IMAGE}"], ["$RUNTIME_IMAGE"]):
+        fail(f"{context}/Dockerfile: must be a single 'FROM ${{RUNTIME_IMAGE}}'")
+    runs = " ".join(args for op, args in instructions(dockerfile) if op == "RUN")
+    if package not in runs:
+        fail(f"{context}/Dockerfile: does not ensure {package}")
+    elif "apt-get install" in runs and not re.search(r"dpkg-query|dpkg -s|dpkg -l", runs):
+        fail(f"{context}/Dockerfile: installs {package} unconditionally (install only when missing, so local images work offline)")
+
+
+def check_haproxy_cfg(name, text, emulator_env, haproxy, problems):
+    fail = problems.append
+    sections = haproxy_sections(text)
+    # What every instance listens on (the same environment as the single emulator).
+    instance_ports = {host_port(v)[1] for v in emulator_env.get("APNS_EMULATOR_LISTEN", "").split()}
+    instance_ports |= {host_port(emulator_env.get(k, ""))[1] for k in ("APNS_EMULATOR_DEVICE_LISTEN", "APNS_EMULATOR_ADMIN_LISTEN")}
+    instance_ports.discard(None)
+    mode, frontends, backends = None, {}, {}
+    for kind, section, lines in sections:
+        if kind == "defaults":
+            mode = next((l.split()[1] for l in lines if l.split()[0] == "mode"), mode)
+        if kind not in ("frontend", "backend", "listen"):
+            continue
+        own = next((l.split()[1] for l in lines if l.split()[0] == "mode" and len(l.split()) > 1), mode)
+        if own != "tcp":
+            fail(f"{name}: {kind} {section} is not in TCP mode (TLS has to pass through to the instances)")
+        if kind in ("frontend", "listen"):
+            ports = set()
+            for l in lines:
+                if l.split()[0] == "bind":
+                    ports |= {int(p) for p in re.findall(r":(\d+)\b", l)}
+            target = section if kind == "listen" else next(
+                (l.split()[1] for l in lines if l.split()[0] in ("default_backend", "use_backend") and len(l.split()) > 1), None)
+            for port in ports:
+                frontends[port] = (section, target)
+        if kind in ("backend", "listen"):
+            backends[section] = [host_port(l.split()[2]) for l in lines
+                                 if l.split()[0] == "server" and len(l.split()) > 2]
+    for port in sorted(PROVIDER_PORTS | {DEVICE_PORT}):
+        if port not in frontends:
+            fail(f"{name}: no frontend binds port {port} ({'devices' if port == DEVICE_PORT else 'providers'})")
+    for port, (frontend, backend) in sorted(frontends.items()):
+        if backend not in backends:
+            fail(f"{name}: frontend {frontend} (port {port}) has no backend '{backend}'")
+            continue
+        servers = backends[backend]
+        if port not in instance_ports:
+            fail(f"{name}: port {port} is not a port the emulator instances listen on ({sorted(instance_ports)})")
+        for instance in INSTANCES:
+            if (instance, port) not in servers:
+                fail(f"{name}: backend {backend} lacks server {instance}:{port}")
+        for host, server_port in servers:
+            if host not in INSTANCES or server_port != port:
+                fail(f"{name}: backend {backend} has server {host}:{server_port}, not an instance's port {port}")
+    for host_ip, published, container_port in published_ports(haproxy):
+        if not container_port.isdigit() or int(container_port) not in frontends:
+            fail(f"service '{HAPROXY}': publishes port {container_port}, which no frontend binds")
+
 
 def check_provider_context(files, context, problems):
     fail = problems.append
@@ -566,6 +869,7 @@ def check(files, serve_env, device_flags):
 def mutations():
     """(what, file, old, new): each must make the check fail."""
     c, d = "docker-compose.yml", "Dockerfile"
+    cfg, rd, hd = "examples/compose/haproxy/haproxy.cfg", "examples/compose/redis/Dockerfile", "examples/compose/haproxy/Dockerfile"
     return [
         ("admin port published on all interfaces", c, '"127.0.0.1:${APNS_EMULATOR_ADMIN_PORT', '"${APNS_EMULATOR_ADMIN_PORT'),
         ("alias api.development.push.apple.com dropped", c, "- api.development.push.apple.com", ""),
@@ -583,6 +887,25 @@ def mutations():
         ("not a static stdlib build", d, "--static-swift-stdlib --product", "--product"),
         ("non-root without the capability", d, "setcap cap_net_bind_service=+ep", "true"),
         (".build not ignored", ".dockerignore", re.compile(r"^.*\.build.*$", re.M), ""),
+        # profile "cluster"
+        ("redis without the cluster profile", c, re.compile(r'(\n  redis:\n)    profiles: \["cluster"\]\n'), r"\1"),
+        ("instances on another Redis", c, "APNS_EMULATOR_REDIS: redis://redis:6379/0", "APNS_EMULATOR_REDIS: redis://localhost:6379/0"),
+        ("an instance configured differently", c, "APNS_EMULATOR_REDIS: redis://redis:6379/0",
+         'APNS_EMULATOR_REDIS: redis://redis:6379/0\n        APNS_EMULATOR_APP: "TESTTEAM01:com.example.other"'),
+        ("instances may write the certs volume", c, "- certs:/var/lib/apns-emulator/certs:ro", "- certs:/var/lib/apns-emulator/certs"),
+        ("second instance not after the first", c,
+         re.compile(r"(\n  apns-emulator-2:\n(?:    .*\n)*?        condition: )service_healthy"), r"\1service_started"),
+        ("first instance not waiting for the certificates", c,
+         re.compile(r"(\n    depends_on:\n      # The certificates exist.*\n(?:      #.*\n)*)      apns-emulator:\n        condition: service_healthy\n"), r"\1"),
+        ("Apple's names on the single emulator's network twice", c, "      apns-cluster:\n        aliases:", "      apns:\n        aliases:"),
+        ("cluster admin port on all interfaces", c, '"127.0.0.1:${APNS_EMULATOR_CLUSTER_ADMIN_PORT', '"${APNS_EMULATOR_CLUSTER_ADMIN_PORT'),
+        ("cluster device at the single emulator", c, "- haproxy:5223", "- apns-emulator:5223"),
+        ("haproxy in HTTP mode", cfg, "  mode tcp", "  mode http"),
+        ("haproxy without the device frontend", cfg, "bind :5223", "bind :5224"),
+        ("haproxy backend lacks an instance", cfg, "  server apns-emulator-3 apns-emulator-3:443\n", ""),
+        ("haproxy backend on the wrong port", cfg, "apns-emulator-2:2197", "apns-emulator-2:2198"),
+        ("redis-server installed unconditionally", rd, "dpkg-query", "true"),
+        ("hard-coded haproxy base image", hd, "FROM ${RUNTIME_IMAGE}", "FROM debian:bookworm-slim"),
     ]
 
 
@@ -612,6 +935,9 @@ def self_test(files, serve_env, device_flags, explain=False):
     broken.texts[key] = (broken.texts.get(key) or "").replace("aioapns==4.0", "aioapns>=4.0")
     if not check(broken, serve_env, device_flags):
         failures.append("self-test 'unpinned aioapns': passed the check")
+    # An emulator without --redis cannot run the cluster profile.
+    if not check(files.copy(), serve_env - {"APNS_EMULATOR_REDIS"}, device_flags):
+        failures.append("self-test 'emulator without --redis': passed the check")
     return failures
 
 
@@ -647,10 +973,11 @@ def main():
         print(f"static check: FAIL {failure}")
     if problems or failures:
         return 1
-    print(f"static check: ok (Dockerfile, .dockerignore, docker-compose.yml, provider; "
+    print(f"static check: ok (Dockerfile, .dockerignore, docker-compose.yml, provider, "
+          f"cluster profile: {REDIS}, {', '.join(INSTANCES)}, {HAPROXY} + haproxy.cfg; "
           f"{len(serve_env)} variables from {source}"
           f"{', device flags from device --help' if device_flags else ''}; "
-          f"{len(mutations()) + 1} broken variants all rejected)")
+          f"{len(mutations()) + 2} broken variants all rejected)")
     return 0
 
 
