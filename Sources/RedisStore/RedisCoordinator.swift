@@ -23,6 +23,9 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     public static let leaseMilliseconds = 2_000
     /// Given up after this long without a change.
     static let idleReleaseMilliseconds: Int64 = 2
+    /// Kept at least this long once taken, even when another instance asks for it: the
+    /// changes of a busy instance go out in slices rather than one hand-over per change.
+    static let minimumHoldMilliseconds: Int64 = 5
     /// Waiting longer than this for the lease counts as the store being unavailable.
     static let acquireTimeoutMilliseconds: Int64 = 3_000
     static let heartbeatMilliseconds: Int64 = 1_000
@@ -46,6 +49,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         var redis: RedisConnection?
         var token = ""
         var holding = false
+        var holdingSinceMs: Int64 = 0
         var leaseUntilMs: Int64 = 0
         var lastChangeMs: Int64 = 0
         /// The last log entry applied to (or written from) this copy.
@@ -160,7 +164,8 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             s.lastChangeMs = monotonicMilliseconds()
             guard !rows.isEmpty else { return true }
             do {
-                let written = try store.append(rows, instance: instance, fence: s.token, on: redis)
+                let mayRelease = monotonicMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds
+                let written = try store.append(rows, instance: instance, fence: s.token, mayRelease: mayRelease, on: redis)
                 if written.version != s.version + 1 { s.needsReload = true }  // cannot happen under the lease
                 s.version = written.version
                 s.lastID = written.id
@@ -195,6 +200,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             }
             if got == 1 {
                 let wasHolding = s.holding
+                if !wasHolding { s.holdingSinceMs = monotonicMilliseconds() }
                 s.holding = true
                 s.leaseUntilMs = monotonicMilliseconds() + Int64(Self.leaseMilliseconds)
                 if !wasHolding || UInt64(version) != s.version { try catchUp(&s, redis, to: UInt64(version)) }
@@ -205,7 +211,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                 throw RedisError(.timeout, "another instance has held the shared state for over \(Self.acquireTimeoutMilliseconds) ms")
             }
             usleep(pause)
-            pause = min(pause * 2, 1_000)
+            pause = min(pause * 2, 400)
         }
     }
 
@@ -534,14 +540,23 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     // MARK: Scripts
 
     /// KEYS: lease want version. ARGV: token ttl. → {1 or 0, version}
+    ///
+    /// `want` names the instance next in line (for 100 ms, renewed while it keeps asking):
+    /// a free lease goes to it, not to whoever asks first, so a busy instance that gives the
+    /// lease up and asks again at once cannot starve the others.
     static let acquireScript = RedisScript("""
         local v = tonumber(redis.call('GET', KEYS[3]) or '0')
-        if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, v} end
         if redis.call('GET', KEYS[1]) == ARGV[1] then
           redis.call('PEXPIRE', KEYS[1], ARGV[2])
           return {1, v}
         end
-        redis.call('SET', KEYS[2], '1', 'PX', 100)
+        local w = redis.call('GET', KEYS[2])
+        if w and w ~= ARGV[1] then return {0, v} end
+        if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+          if w then redis.call('DEL', KEYS[2]) end
+          return {1, v}
+        end
+        redis.call('SET', KEYS[2], ARGV[1], 'PX', 100)
         return {0, v}
         """)
 

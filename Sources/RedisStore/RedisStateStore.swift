@@ -142,7 +142,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// log. With `fence`, only while the lease holds that token (else `.server` "LEASE").
     /// Returns the new version, the log entry's id, and whether the lease was given up
     /// because another instance asked for it.
-    func append(_ changes: [StateChange], instance: Int, fence: String?, on redis: RedisConnection)
+    func append(_ changes: [StateChange], instance: Int, fence: String?, mayRelease: Bool = true, on redis: RedisConnection)
         throws(RedisError) -> (version: UInt64, id: String, released: Bool)
     {
         var arguments: [RedisArgument] = [
@@ -153,6 +153,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         var operations: [RedisArgument] = []
         for change in changes { Self.operations(for: change, into: &operations, maxSequence: &maxSequence) }
         arguments.append(.text(String(maxSequence)))
+        arguments.append(mayRelease ? "1" : "0")
         arguments += operations
         let reply = try Self.appendScript.run(
             on: redis,
@@ -209,7 +210,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     }
 
     /// KEYS: lease want version log state records waiting maxseq.
-    /// ARGV: fence ttl instance loglength rows waitingprefix maxsequence, then operations:
+    /// ARGV: fence ttl instance loglength rows waitingprefix maxsequence mayrelease, then operations:
     /// S field value | D field | R seq value | X seq | E before | W seq value expireAtMs | V seq | Z.
     static let appendScript = RedisScript("""
         if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -218,7 +219,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         local v = redis.call('INCR', KEYS[3])
         local id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5])
         local wp = ARGV[6]
-        local i = 8
+        local i = 9
         while i <= #ARGV do
           local op = ARGV[i]
           if op == 'S' then
@@ -257,7 +258,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         local released = 0
         if ARGV[1] ~= '' then
           redis.call('PEXPIRE', KEYS[1], ARGV[2])
-          if redis.call('EXISTS', KEYS[2]) == 1 then
+          if ARGV[8] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then
             redis.call('DEL', KEYS[1], KEYS[2]); released = 1
           end
         end
