@@ -101,5 +101,9 @@ public enum TokenKind: String, Sendable, CaseIterable {
         }
     }
 
-    public func topic(forBundle bundleID: String) -> String { bundleID + topicSuffix }
+    public func topic(forBundle bundleID: String) -> String {
+        // Read on every push (`TokenEntry.topic`): an app token's topic is the bundle id
+        // itself, shared rather than rebuilt by appending "".
+        self == .app ? bundleID : bundleID + topicSuffix
+    }
 }
