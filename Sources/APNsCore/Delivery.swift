@@ -234,7 +234,7 @@ extension World {
                 delivery.setBudget(key, budget)
             }
             if device.isVirtual {
-                settle(notification, verdict: verdict, nowMs: nowMs)
+                settle(notification, verdict: verdict, nowMs: nowMs, device: device)
                 return []
             }
             records.update(sequence: notification.sequence) {
@@ -276,7 +276,8 @@ extension World {
 
     /// The final state of a notification the device has (acked, or a virtual device).
     /// Callbacks and display are kept as data; the words are put together when shown.
-    mutating func settle(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64) {
+    /// `device`: the notification's device, when the caller has just looked it up.
+    mutating func settle(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64, device: Device? = nil) {
         counters.countOutcome(verdict.outcome)
         records.update(sequence: notification.sequence) {
             $0.outcome = verdict.outcome
@@ -286,7 +287,7 @@ extension World {
             $0.display = verdict.display.rawValue
             $0.deliveredAtMs = nowMs
         }
-        noteAccount(notification, verdict: verdict, nowMs: nowMs)
+        noteAccount(notification, verdict: verdict, nowMs: nowMs, device: device)
         guard verdict.display != .none, let collapse = notification.collapseID else { return }
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
         if let older = delivery.collapsed[key, default: [:]].updateValue(notification.sequence, forKey: collapse),

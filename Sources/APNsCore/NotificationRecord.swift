@@ -219,12 +219,16 @@ public struct RecordStore: Sendable {
         let slot = physical(live)
         if slot == ring.count {
             if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
-            ring.append(record)
+            // Moved in (`record` takes the placeholder first): appending `record` itself
+            // would copy it, retaining each of its strings and arrays.
+            var moved = lastEvicted ?? Self.placeholder
+            swap(&moved, &record)
+            ring.append(moved)
         } else {
             // The slot holds a placeholder (left by an eviction), which `record` now takes.
             swap(&ring[slot], &record)
+            record = lastEvicted ?? Self.placeholder
         }
-        record = lastEvicted ?? Self.placeholder
         live += 1
         return sequence
     }

@@ -45,17 +45,20 @@ struct APNsHeaderFields {
 
     init(_ headers: [(name: String, value: String)]) {
         var seen: UInt32 = 0
-        var others: [Substring.UTF8View] = []
         var host: String?
         for position in headers.indices {
             let (name, value) = headers[position]
             let bit = Self.classify(name)
             switch bit {
             case 0:
-                // Rare and few: a linear scan is cheaper than hashing.
-                let utf8 = Substring(name).utf8
-                if duplicate == nil, others.contains(where: { $0.elementsEqual(utf8) }) { duplicate = name }
-                others.append(utf8)
+                // Few (user-agent, content-length…): a scan of the names before it is cheaper
+                // than hashing, or than collecting them in an array. Only another unread name
+                // can be equal to it; byte equality, as nghttp2 compares names.
+                if duplicate == nil,
+                   headers[..<position].contains(where: { $0.name.utf8.count == name.utf8.count && $0.name.utf8.elementsEqual(name.utf8) })
+                {
+                    duplicate = name
+                }
                 if host == nil, name == "host" { host = value }
                 continue
             case 1 << 0: method = value

@@ -42,11 +42,17 @@ public enum PushType: String, Sendable, CaseIterable {
     /// The push type a topic's suffix implies, or nil for a bare bundle id. Compares bytes:
     /// this runs on every request.
     public static func implied(byTopic topic: Substring) -> PushType? {
-        let count = topic.utf8.count
-        for (type, suffix) in suffixBytes where count > suffix.count && ASCII.hasSuffix(topic, suffix) {
-            return type
+        var topic = topic
+        // One pass over the topic's bytes for all the suffixes (not one `withUTF8` each).
+        return topic.withUTF8 { bytes in
+            for (type, suffix) in suffixBytes where bytes.count > suffix.count
+                && bytes[bytes.count - 1] == suffix[suffix.count - 1]
+                && bytes[(bytes.count - suffix.count)...].elementsEqual(suffix)
+            {
+                return type
+            }
+            return nil
         }
-        return nil
     }
 
     /// Apple writes push types in lowercase; other cases are accepted as the same type
@@ -101,5 +107,9 @@ public enum TokenKind: String, Sendable, CaseIterable {
         }
     }
 
-    public func topic(forBundle bundleID: String) -> String { bundleID + topicSuffix }
+    public func topic(forBundle bundleID: String) -> String {
+        // Read on every push (`TokenEntry.topic`): an app token's topic is the bundle id
+        // itself, shared rather than rebuilt by appending "".
+        self == .app ? bundleID : bundleID + topicSuffix
+    }
 }
