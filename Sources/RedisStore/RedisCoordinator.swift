@@ -368,6 +368,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             }
             // Busy means changes are being made: nothing to give up or reload now, and a
             // keeper waiting for the lock would only delay them.
+            var reloaded = false
             shared.withLockIfFree { (s: inout Shared) in
                 guard let redis = s.redis else { return }
                 do {
@@ -375,6 +376,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                         do {
                             try takeLease(&s, redis)
                             try reload(&s, redis)
+                            reloaded = true
                         } catch {
                             // Not in a tight loop, and not holding the lease meanwhile.
                             nextReloadAttempt = now + 1_000
@@ -383,15 +385,19 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                         }
                     }
                     if s.holding, now - s.lastChangeMs >= Self.idleReleaseMilliseconds { try release(&s, redis) }
-                    if now >= nextHeartbeat {
-                        nextHeartbeat = now + Self.heartbeatMilliseconds
-                        try heartbeat(redis)
-                    }
                 } catch {
                     failed(&s, error)
                 }
             }
-            flushAnnouncements()
+            if reloaded { flushAnnouncements() }
+            if now >= nextHeartbeat {
+                // On the publishing connection, not under the busy lock: an instance serving a
+                // steady load must not look stopped to the others.
+                nextHeartbeat = now + Self.heartbeatMilliseconds
+                try? publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) in
+                    try heartbeat(try publishingConnection(&connection))
+                }
+            }
             if now >= nextSweep {
                 nextSweep = now + 2 * Self.heartbeatMilliseconds
                 sweepStoppedInstances()
