@@ -130,6 +130,20 @@ public final class EmulatorState: Sendable {
         }
     }
 
+    /// Runs `body`, whose changes a coordinator may write together at its end (one provider
+    /// read's requests: one write to Redis instead of one per request). False when they could
+    /// not be kept: then nothing `body` prepared to answer may be sent. Always true without a
+    /// coordinator.
+    public func batchingChanges(_ body: () -> Void) -> Bool {
+        guard let coordinator else {
+            body()
+            return true
+        }
+        coordinator.beginBatch()
+        body()
+        return coordinator.endBatch()
+    }
+
     /// Reads the world without changing it: no coordination, no change tracking.
     public func readWorld<T>(_ body: (borrowing World) throws -> T) rethrows -> T {
         try world.withLock { (world: inout World) in try body(world) }
@@ -245,4 +259,9 @@ public protocol WorldCoordinator: AnyObject, Sendable {
     func noteUnsharedChange()
     /// Why changes are refused right now, or nil when they are shared normally.
     var unavailableReason: String? { get }
+    /// Changes this thread makes until `endBatch` may be written together, at its end; their
+    /// answers must not leave before `endBatch` says they were kept.
+    func beginBatch()
+    /// Writes what this thread's batch changed; false when that (or part of it) was lost.
+    func endBatch() -> Bool
 }

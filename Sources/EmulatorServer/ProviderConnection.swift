@@ -45,6 +45,9 @@ final class ProviderConnection: ConnectionHandler {
     /// an answer held back (latency, a fault delay) does not refuse what the next read brings.
     private var refusingInFlight = false
     private var handlingRead = false
+    /// `--redis`: while one read's requests are judged, their device frames wait for the
+    /// batch's write (nil outside a read).
+    private var framesOfRead: [DeviceFrame]?
     /// `--connection-rate`.
     private lazy var pacer: AnswerPacer? = server.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
 
@@ -156,15 +159,31 @@ final class ProviderConnection: ConnectionHandler {
             return
         }
         handlingRead = true
-        session.consumeEvents { event in
-            switch event {
-            case .request(let request): handle(request)
-            case .requestRefused(let refused): journal(refused)
-            default: break
+        let batched = endpoint.state.coordinator != nil
+        if batched { framesOfRead = [] }
+        // With --redis the requests of one read are written to Redis together, before any of
+        // their answers or device frames leave; if that write fails, none of them does.
+        let kept = endpoint.state.batchingChanges {
+            session.consumeEvents { event in
+                switch event {
+                case .request(let request): handle(request)
+                case .requestRefused(let refused): journal(refused)
+                default: break
+                }
             }
         }
         handlingRead = false
         refusingInFlight = false
+        let frames = framesOfRead ?? []
+        framesOfRead = nil
+        guard kept else {
+            // What these answers promised is not in the shared state: the provider sees the
+            // connection drop (no answer), as from a crashed server, and sends again.
+            server.log("provider connection \(connection.id): the shared state did not take this read's requests; closing without answering them")
+            connection.close()
+            return
+        }
+        if !frames.isEmpty { server.devices.dispatch(frames) }
         flushSession()
         if !session.wantsRead && !session.wantsWrite { connection.closeAfterFlush() }
         if requestDeadlineTimer == nil, session.openStreamCount > 0 { scheduleRequestDeadline(after: server.requestTimeoutSeconds * 1000) }
@@ -247,7 +266,9 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     private func answer(_ streamID: Int32, _ response: PushResponse, started: UInt64) {
-        if !response.deviceFrames.isEmpty { server.devices.dispatch(response.deviceFrames) }
+        if !response.deviceFrames.isEmpty {
+            if framesOfRead != nil { framesOfRead! += response.deviceFrames } else { server.devices.dispatch(response.deviceFrames) }
+        }
         let loopIndex = connection.loop.index
         let fault = response.fault
         let delay = (fault?.delayMs ?? 0) + (server.load.delaysAnswers ? loadDelayMs() : 0)

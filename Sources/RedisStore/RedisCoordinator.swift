@@ -61,6 +61,16 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         var needsReload = false
         /// Applied changes still to be announced to event streams (after the lock).
         var announcements: [(records: [UInt64], reset: Bool)] = []
+        /// Rows of batched changes (`beginBatch`) made on this copy but not written yet, in
+        /// order. Whoever writes next writes them first, so the log keeps this copy's order.
+        var pendingRows: [StateChange] = []
+        /// Batched changes are numbered; a batch remembers its first and last number, and
+        /// the ranges whose write failed tell it whether all of it was kept.
+        var lastTicket: UInt64 = 0
+        var writtenTicket: UInt64 = 0
+        var lostTickets: [ClosedRange<UInt64>] = []
+        /// Open batches by thread: (first, last) ticket, nil while nothing was changed.
+        var batches: [UInt: (first: UInt64, last: UInt64)?] = [:]
     }
     private let reason = Locked<String?>(nil)
     private let running = Locked(true)
@@ -151,11 +161,15 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         // Checked before the lock: while Redis is away the keeper may hold it for a reconnect
         // attempt, and a provider should get its 503 at once, not after that.
         if unavailableReason != nil { return false }
+        let thread = Self.currentThread
         let ok = shared.withLock { (s: inout Shared) -> Bool in
             guard s.unavailable == nil, let redis = s.redis else { return false }
             do {
                 try takeLease(&s, redis)
-                if s.needsReload { try reload(&s, redis) }
+                if s.needsReload {
+                    dropPending(&s)
+                    try reload(&s, redis)
+                }
             } catch {
                 failed(&s, error)
                 return false
@@ -163,24 +177,73 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             let rows = change()
             s.lastChangeMs = monotonicMilliseconds()
             guard !rows.isEmpty else { return true }
-            do {
-                let mayRelease = monotonicMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds
-                let written = try store.append(rows, instance: instance, fence: s.token, mayRelease: mayRelease, on: redis)
-                if written.version != s.version + 1 { s.needsReload = true }  // cannot happen under the lease
-                s.version = written.version
-                s.lastID = written.id
-                if written.released { s.holding = false }
+            if let open = s.batches[thread] {
+                s.lastTicket += 1
+                s.batches[thread] = (open?.first ?? s.lastTicket, s.lastTicket)
+                s.pendingRows += rows
                 return true
-            } catch {
-                // Not stored, or not known to be: this copy is ahead of the store.
-                s.needsReload = true
-                failed(&s, error)
-                return false
             }
+            return write(rows, &s, redis)
         }
         flushAnnouncements()
         return ok
     }
+
+    public func beginBatch() {
+        let thread = Self.currentThread
+        shared.withLock { (s: inout Shared) in s.batches[thread] = .some(nil) }
+    }
+
+    public func endBatch() -> Bool {
+        let thread = Self.currentThread
+        let ok = shared.withLock { (s: inout Shared) -> Bool in
+            guard let open = s.batches.removeValue(forKey: thread), let (first, last) = open else { return true }
+            if !s.pendingRows.isEmpty {
+                if let redis = s.redis { _ = write([], &s, redis) } else { dropPending(&s) }
+            }
+            let kept = !s.lostTickets.contains { $0.overlaps(first...last) }
+            // Ranges no open batch can still ask about are forgotten.
+            let oldest = s.batches.values.compactMap { $0?.first }.min() ?? s.lastTicket + 1
+            s.lostTickets.removeAll { $0.upperBound < oldest }
+            return kept
+        }
+        flushAnnouncements()
+        return ok
+    }
+
+    /// Writes the pending batched rows and then `rows`, as one step. On failure the pending
+    /// tickets are lost and this copy is reloaded.
+    private func write(_ rows: [StateChange], _ s: inout Shared, _ redis: RedisConnection) -> Bool {
+        let all = s.pendingRows.isEmpty ? rows : s.pendingRows + rows
+        do {
+            let mayRelease = monotonicMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds
+            let written = try store.append(all, instance: instance, fence: s.token, mayRelease: mayRelease, on: redis)
+            if written.version != s.version + 1 { s.needsReload = true }  // cannot happen under the lease
+            s.version = written.version
+            s.lastID = written.id
+            s.pendingRows = []
+            s.writtenTicket = s.lastTicket
+            if written.released { s.holding = false }
+            return true
+        } catch {
+            // Not stored, or not known to be: this copy is ahead of the store.
+            dropPending(&s)
+            s.needsReload = true
+            failed(&s, error)
+            return false
+        }
+    }
+
+    /// The pending batched changes will never be written: their batches are told so.
+    private func dropPending(_ s: inout Shared) {
+        guard !s.pendingRows.isEmpty, s.lastTicket > s.writtenTicket else { return }
+        s.lostTickets.append((s.writtenTicket + 1)...s.lastTicket)
+        s.writtenTicket = s.lastTicket
+        s.pendingRows = []
+    }
+
+    /// The calling thread, as the key of its open batch.
+    private static var currentThread: UInt { UInt(pthread_self()) }
 
     public func noteUnsharedChange() {
         shared.withLock { $0.needsReload = true }
@@ -374,6 +437,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                 do {
                     if s.needsReload, now >= nextReloadAttempt {
                         do {
+                            dropPending(&s)
                             try takeLease(&s, redis)
                             try reload(&s, redis)
                             reloaded = true
@@ -384,7 +448,9 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                             throw error
                         }
                     }
-                    if s.holding, now - s.lastChangeMs >= Self.idleReleaseMilliseconds { try release(&s, redis) }
+                    if s.holding, s.pendingRows.isEmpty, now - s.lastChangeMs >= Self.idleReleaseMilliseconds {
+                        try release(&s, redis)
+                    }
                 } catch {
                     failed(&s, error)
                 }
@@ -418,6 +484,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         let back = shared.withLock { (s: inout Shared) -> Bool in
             do {
                 s.redis = redis
+                dropPending(&s)
                 try takeLease(&s, redis)
                 try reload(&s, redis)
                 try heartbeat(redis)

@@ -218,6 +218,40 @@ struct SharedStateTests {
         }, "instance 2 shows \(accepted.count) accepted pushes")
     }
 
+    /// Redis stops answering (SIGSTOP) in the middle of a stream of pushes: the push whose
+    /// write cannot be made gets no answer (the connection drops), later ones get 503, and
+    /// every push that got its 200 is in the shared journal once Redis is back.
+    @Test func nothingAcknowledgedIsLostWhenRedisStops() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let token = try e1.createDevice().token
+        var acknowledged: [String] = []
+        var connection = try e1.connect()
+        var unanswered = 0
+        var refused = 0
+        for i in 0..<80 {
+            if i == 40 { cluster.redis.pause() }
+            do {
+                let result = APNsResult(try connection.send(try e1.push(token, payload: #"{"aps":{"alert":"\#(i)"}}"#).request))
+                if result.status == 200 { acknowledged.append(result.apnsID!) }
+                if result.status == 503 { refused += 1 }
+            } catch {
+                unanswered += 1
+                connection = try e1.connect()
+            }
+        }
+        cluster.redis.resume()
+        #expect(acknowledged.count >= 40, "\(acknowledged.count) acknowledged, \(refused) refused, \(unanswered) unanswered")
+        #expect(unanswered + refused == 80 - acknowledged.count, "every push without a 200 was refused or unanswered")
+        #expect(refused > 0, "once the instance knows Redis is gone it answers 503")
+        #expect(try eventually(15) { try e1.admin("GET", "/readyz").status == 200 && e2.admin("GET", "/readyz").status == 200 })
+        var journaled: Set<String> = []
+        #expect(try eventually(5) {
+            journaled = Set(try e2.notifications(token: token, limit: 500).compactMap { $0["apnsId"]?.stringValue })
+            return journaled.isSuperset(of: acknowledged)
+        }, "acknowledged but missing from the shared journal: \(Set(acknowledged).subtracting(journaled))")
+    }
+
     @Test func devicesOfAKilledInstanceReconnectAndGetTheirNotifications() throws {
         let cluster = try EmulatorCluster()
         let e1 = cluster.instances[0]
