@@ -207,13 +207,7 @@ public struct RecordStore: Sendable {
         // Otherwise make room by count, then by bytes (never evicting the record being added).
         var lastEvicted: NotificationRecord?
         while live > 0 && (live == capacity || bytes + record.accountedBytes > byteBudget) {
-            var emptied = Self.placeholder
-            swap(&ring[head], &emptied)
-            bytes -= emptied.accountedBytes
-            head = (head + 1) % capacity
-            live -= 1
-            evicted += 1
-            lastEvicted = emptied
+            lastEvicted = dropOldest()
         }
         bytes += record.accountedBytes
         let slot = physical(live)
@@ -283,15 +277,20 @@ public struct RecordStore: Sendable {
     /// Replication: drops the records older than `sequence` from the end, as the producer's
     /// journal did (counted as evicted), and never hands out a number below it.
     public mutating func evict(before sequence: UInt64) {
-        while live > 0, ring[head].sequence < sequence {
-            var emptied = Self.placeholder
-            swap(&ring[head], &emptied)
-            bytes -= emptied.accountedBytes
-            head = (head + 1) % capacity
-            live -= 1
-            evicted += 1
-        }
+        while live > 0, ring[head].sequence < sequence { dropOldest() }
         nextSequence = max(nextSequence, sequence)
+    }
+
+    /// Takes the oldest record off the ring (counted as evicted) and hands it back.
+    @discardableResult
+    private mutating func dropOldest() -> NotificationRecord {
+        var emptied = Self.placeholder
+        swap(&ring[head], &emptied)
+        bytes -= emptied.accountedBytes
+        head = (head + 1) % capacity
+        live -= 1
+        evicted += 1
+        return emptied
     }
 
     /// The oldest record kept, nil when empty (persistence trims what fell off the end).

@@ -60,6 +60,16 @@ public struct ResolvedOptions: Sendable {
     public func isSet(_ name: String) -> Bool { values[name].map { !$0.values.isEmpty } ?? false }
     public func source(_ name: String) -> OptionSource { values[name]?.source ?? .defaultValue }
 
+    /// The option as a whole number within `range`, nil when it is not set; a bad value is a
+    /// usage error that says where it came from.
+    public func integer(_ spec: OptionSpec, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
+        guard let text = string(spec.name) else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw UsageError("\(origin(spec)): '\(text)' is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
+    }
+
     /// "--sandbox-listen (command line)" for messages.
     public func origin(_ spec: OptionSpec) -> String {
         switch source(spec.name) {

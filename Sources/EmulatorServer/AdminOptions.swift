@@ -42,11 +42,7 @@ public struct AdminOptions: Sendable {
         let spec = Dictionary(uniqueKeysWithValues: Self.specs.map { ($0.name, $0) })
         func origin(_ name: String) -> String { options.origin(spec[name]!) }
         func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
-            guard let text = options.string(name) else { return nil }
-            guard let value = Int(text), range.contains(value) else {
-                throw UsageError("\(origin(name)): '\(text)' is not a whole number from \(range.lowerBound) to \(range.upperBound)")
-            }
-            return value
+            try options.integer(spec[name]!, in: range)
         }
 
         for name in options.strings("admin-allowed-host") {

@@ -213,11 +213,7 @@ extension ServeConfiguration {
             }
         }
         func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
-            guard let text = options.string(name) else { return nil }
-            guard let value = Int(text), range.contains(value) else {
-                throw UsageError("\(options.origin(spec[name]!)): '\(text)' is not a whole number from \(range.lowerBound) to \(range.upperBound)")
-            }
-            return value
+            try options.integer(spec[name]!, in: range)
         }
         func choice<T: RawRepresentable>(_ name: String, _ type: T.Type, allowed: [String]) throws(UsageError) -> T where T.RawValue == String {
             let text = options.string(name) ?? ""

@@ -641,11 +641,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
 }
 
 /// Lease and heartbeat timing: immune to wall-clock steps and to `POST /api/v1/clock`.
-private func monotonicMilliseconds() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-}
+private func monotonicMilliseconds() -> Int64 { Int64(MonotonicTime.nanoseconds() / 1_000_000) }
 
 /// The coordinator's lock: held across Redis round trips, so a waiter sleeps in the kernel
 /// instead of spinning (Synchronization's Mutex spins first, which on two cores takes the CPU

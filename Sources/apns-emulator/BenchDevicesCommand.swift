@@ -27,11 +27,9 @@ func runBenchDevices(_ args: [String]) -> Never {
     }
     do {
         let (options, _) = try OptionParser.parse(args, specs: specs, environment: [:])
+        // Every one of these has a default, so it is always set.
         func number(_ name: String, _ range: ClosedRange<Int>) throws -> Int {
-            guard let value = Int(options.string(name) ?? ""), range.contains(value) else {
-                throw UsageError("--\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
-            }
-            return value
+            try options.integer(specs.first { $0.name == name }!, in: range)!
         }
         let count = try number("count", 1...1_000_000)
         let loopCount = try number("loops", 1...64)
