@@ -130,3 +130,19 @@ final class Fixture: @unchecked Sendable {
         state.withWorld { $0.records.newestFirst(limit: 1).first }
     }
 }
+
+/// A push as a provider sends it, each on a new provider connection (`connectionID`, then
+/// counted up), signed with `key` at `issuedAt`.
+func providerPush(_ endpoint: ProviderEndpoint, token: String, key: SigningKey, issuedAt: Int64, connectionID: inout UInt64,
+                  topic: String, body: String, headers: [(String, String)]) throws -> PushResponse
+{
+    var fields: [(name: String, value: String)] = [
+        (":method", "POST"), (":scheme", "https"), (":authority", "127.0.0.1:2197"), (":path", "/3/device/\(token)"),
+        ("authorization", "bearer \(try key.token(issuedAt: issuedAt))"), ("apns-topic", topic),
+    ]
+    fields += headers.map { (name: $0.0, value: $0.1) }
+    var connection = ProviderConnectionContext(connectionID: connectionID, listenerEnvironment: .sandbox, serverName: nil,
+                                               tokenPolicy: TokenPolicy(), random: FastRandom(seed: connectionID))
+    connectionID += 1
+    return endpoint.handle(PushRequest(streamID: 1, headers: fields, body: Array(body.utf8)), connection: &connection)
+}

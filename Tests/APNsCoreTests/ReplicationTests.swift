@@ -13,20 +13,6 @@ final class CollectingSink: StateChangeSink, @unchecked Sendable {
     func take() -> [StateChange] { rows.withLock { rows in defer { rows = [] }; return rows } }
 }
 
-/// SplitMix64: a fixed seed gives the same long run every time.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-/// Two instances: `state` (W1) runs the emulator's own code paths with persistence on, and
-/// `replica` (W2) only applies W1's rows. Both start from the same configured world.
 final class ReplicaPair: @unchecked Sendable {
     static let pinned = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
     static let apps = ["com.example.app", "com.example.other"]
@@ -73,15 +59,8 @@ final class ReplicaPair: @unchecked Sendable {
     func push(_ token: String, topic: String = "com.example.app", body: String = #"{"aps":{"alert":"hi"}}"#,
               headers: [(String, String)] = []) throws -> PushResponse
     {
-        var fields: [(name: String, value: String)] = [
-            (":method", "POST"), (":scheme", "https"), (":authority", "127.0.0.1:2197"), (":path", "/3/device/\(token)"),
-            ("authorization", "bearer \(try keyA.token(issuedAt: clock.nowSeconds()))"), ("apns-topic", topic),
-        ]
-        fields += headers.map { (name: $0.0, value: $0.1) }
-        var connection = ProviderConnectionContext(connectionID: providerConnection, listenerEnvironment: .sandbox, serverName: nil,
-                                                   tokenPolicy: TokenPolicy(), random: FastRandom(seed: providerConnection))
-        providerConnection += 1
-        return endpoint.handle(PushRequest(streamID: 1, headers: fields, body: Array(body.utf8)), connection: &connection)
+        try providerPush(endpoint, token: token, key: keyA, issuedAt: clock.nowSeconds(), connectionID: &providerConnection,
+                         topic: topic, body: body, headers: headers)
     }
 
     func connect(_ deviceID: String, connection: UInt64, apps: [String] = ["com.example.app"],
@@ -552,7 +531,7 @@ struct ReplicationTests {
         options.deviceAckTimeoutMs = 90_000
         options.defaultStorageMs = 600_000
         let p = try ReplicaPair(capacity: 40, options: options)
-        var random = SeededGenerator(state: 0x5EED_2026)
+        var random = FastRandom(seed: 0x5EED_2026)  // a fixed seed: the same long run every time
         let sockets = ["s1", "s2", "s3"]
         let virtuals = ["v1", "v2"]
         var nextConnection: UInt64 = 100

@@ -77,16 +77,8 @@ final class PersistenceFixture: @unchecked Sendable {
     func push(_ token: String, key: SigningKey? = nil, topic: String = "com.example.app", body: String = #"{"aps":{"alert":"hi"}}"#,
               headers: [(String, String)] = []) throws -> PushResponse
     {
-        let key = key ?? keyA
-        var fields: [(name: String, value: String)] = [
-            (":method", "POST"), (":scheme", "https"), (":authority", "127.0.0.1:2197"), (":path", "/3/device/\(token)"),
-            ("authorization", "bearer \(try key.token(issuedAt: clock.nowSeconds()))"), ("apns-topic", topic),
-        ]
-        fields += headers.map { (name: $0.0, value: $0.1) }
-        var connection = ProviderConnectionContext(connectionID: connectionID, listenerEnvironment: .sandbox, serverName: nil,
-                                                   tokenPolicy: TokenPolicy(), random: FastRandom(seed: connectionID))
-        connectionID += 1
-        return endpoint.handle(PushRequest(streamID: 1, headers: fields, body: Array(body.utf8)), connection: &connection)
+        try providerPush(endpoint, token: token, key: key ?? keyA, issuedAt: clock.nowSeconds(), connectionID: &connectionID,
+                         topic: topic, body: body, headers: headers)
     }
 
     func record(_ sequence: UInt64) -> NotificationRecord? { state.withWorld { $0.records.record(sequence: sequence) } }
