@@ -1,7 +1,7 @@
 public import APNsCore
 import Foundation
 import Locking
-public import Redis
+import Redis
 
 /// Several emulator instances as one APNs (`--redis`): each keeps a whole copy of the world,
 /// and every change goes through Redis in one order.
@@ -75,7 +75,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     private let reason = Locked<String?>(nil)
     private let running = Locked(true)
     private var threads: [Thread] = []
-    private let publisher = Locked<RedisConnection?>(nil)
+    let publisher = Locked<RedisConnection?>(nil)
 
     public init(store: RedisStateStore, state: EmulatorState, configured: World, clock: any EmulatorClock,
                 loadKey: @escaping @Sendable (StoredKey) throws(StateStoreError) -> ProviderKey, log: @escaping @Sendable (String) -> Void)
@@ -146,7 +146,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         }
     }
 
-    private var isRunning: Bool { running.withLock { $0 } }
+    var isRunning: Bool { running.withLock { $0 } }
 
     private func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
         let thread = Thread(block: body)
@@ -502,103 +502,6 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         log("shared state available again (Redis at \(store.url.redacted))")
     }
 
-    private func heartbeat(_ redis: RedisConnection) throws(RedisError) {
-        _ = try redis.command("SET", store.key("alive:\(instance)"), "1", "PX", .text(String(Self.instanceTTLMilliseconds)))
-    }
-
-    /// Devices whose socket was on an instance that stopped (killed, or cut off from Redis for
-    /// longer than its heartbeat lasts) are disconnected, so their in-flight notifications go
-    /// back to the store for when they reconnect to another instance.
-    private func sweepStoppedInstances() {
-        guard unavailableReason == nil else { return }
-        let others = state.readWorld { world -> [(device: String, connection: UInt64)] in
-            world.registry.devices.values.compactMap { device in
-                guard let id = device.connectionID, Self.instance(ofConnection: id) != instance else { return nil }
-                return (device.id, id)
-            }
-        }
-        guard !others.isEmpty else { return }
-        let instances = Array(Set(others.map { Self.instance(ofConnection: $0.connection) })).sorted()
-        let alive: [Bool]
-        do {
-            alive = try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> [Bool] in
-                let redis = try publishingConnection(&connection)
-                let replies = try redis.pipeline(instances.map { ["EXISTS", store.key("alive:\($0)")] })
-                return replies.map { $0.int == 1 }
-            }
-        } catch {
-            return
-        }
-        let stopped = Set(zip(instances, alive).filter { !$0.1 }.map(\.0))
-        guard !stopped.isEmpty else { return }
-        let now = clock.nowMilliseconds()
-        let gone = others.filter { stopped.contains(Self.instance(ofConnection: $0.connection)) }
-        _ = state.withSharedWorld { world in
-            for (device, connection) in gone { world.disconnectDevice(device, connectionID: connection, nowMs: now) }
-        }
-        log("instance(s) \(stopped.sorted().map(String.init).joined(separator: ", ")) stopped: \(gone.count) device(s) marked disconnected")
-    }
-
-    // MARK: Frames for devices on other instances
-
-    /// Connection ids carry their instance in the high bits.
-    public static let instanceShift: UInt64 = 40
-
-    public static func instance(ofConnection id: UInt64) -> Int { Int(id >> instanceShift) }
-
-    /// The first connection id this instance hands out.
-    public var firstConnectionID: UInt64 { UInt64(instance) << Self.instanceShift | 1 }
-
-    /// Sends frames for sockets held by other instances to those instances (pub/sub). A frame
-    /// lost on the way is like a dropped connection: the notification stays in flight until
-    /// the device reconnects, then it is delivered again.
-    public func relay(_ frames: [DeviceFrame]) {
-        var byInstance: [Int: [DeviceFrame]] = [:]
-        for frame in frames {
-            let owner = Self.instance(ofConnection: frame.connectionID)
-            if owner != instance, owner != 0 { byInstance[owner, default: []].append(frame) }
-        }
-        guard !byInstance.isEmpty else { return }
-        do {
-            try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) in
-                let redis = try publishingConnection(&connection)
-                _ = try redis.pipeline(byInstance.map { owner, frames in
-                    ["PUBLISH", store.key("frames:\(owner)"), .bytes(StateCodec.encode(frames: frames))]
-                })
-            }
-        } catch {
-            log("cannot relay \(frames.count) frame(s) to another instance: \(error)")
-        }
-    }
-
-    private func publishingConnection(_ connection: inout RedisConnection?) throws(RedisError) -> RedisConnection {
-        if let existing = connection, !existing.isBroken { return existing }
-        let fresh = try RedisConnection(url: store.url)
-        connection = fresh
-        return fresh
-    }
-
-    private func receiveFrames() {
-        var subscriber: RedisSubscriber?
-        while isRunning {
-            do {
-                if subscriber == nil {
-                    subscriber = try RedisSubscriber(url: store.url, channels: [prefixed("frames:\(instance)")])
-                }
-                guard let (_, message) = try subscriber!.next(timeoutMs: 1_000) else { continue }
-                let frames = try StateCodec.decodeFrames(message)
-                deliverFrames?(frames)
-            } catch {
-                subscriber?.close()
-                subscriber = nil
-                usleep(200_000)
-            }
-        }
-        subscriber?.close()
-    }
-
-    private func prefixed(_ name: String) -> String { store.prefix + name }
-
     /// The instance that wrote a log entry (its `i` field), 0 when it has none.
     static func instance(ofEntry entry: RedisReply) -> Int {
         guard let fields = entry.elements?.last?.elements else { return 0 }
@@ -641,27 +544,4 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
 }
 
 /// Lease and heartbeat timing: immune to wall-clock steps and to `POST /api/v1/clock`.
-private func monotonicMilliseconds() -> Int64 { Int64(MonotonicTime.nanoseconds() / 1_000_000) }
-
-/// The coordinator's lock: held across Redis round trips, so a waiter sleeps in the kernel
-/// instead of spinning (Synchronization's Mutex spins first, which on two cores takes the CPU
-/// the holder and Redis need).
-final class BlockingLock<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-
-    /// Runs `body` only if nobody holds the lock now.
-    func withLockIfFree(_ body: (inout Value) -> Void) {
-        guard lock.try() else { return }
-        defer { lock.unlock() }
-        body(&value)
-    }
-}
+func monotonicMilliseconds() -> Int64 { Int64(MonotonicTime.nanoseconds() / 1_000_000) }
