@@ -72,6 +72,11 @@ public final class EmulatorState: Sendable {
     /// at start-up, before any request; nil for a single instance.
     @exclusivity(unchecked) nonisolated(unsafe) public var coordinator: (any WorldCoordinator)?
 
+    /// Why changes are refused right now, or nil: the shared state (`--redis`) cannot be
+    /// reached, or the state directory (`--state-dir`) cannot commit. Then nothing that would
+    /// change the state may be promised: providers get 503, admin changes are refused.
+    public var unavailableReason: String? { coordinator?.unavailableReason ?? persistence?.unavailableReason }
+
     /// Runs `body` with exclusive access to the world. Keep it short.
     ///
     /// With a coordinator the change is also shared with the other instances before this

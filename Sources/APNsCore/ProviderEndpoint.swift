@@ -102,6 +102,9 @@ public struct PushResponse: Sendable {
     public var timestampMs: Int64?
     /// The first valid provider token on this connection: raise MAX_CONCURRENT_STREAMS now.
     public var raiseStreamLimit: Bool
+    /// The request changed nothing (refused because the state cannot take changes): the
+    /// answer waits for no commit.
+    public var changedNothing = false
     /// A fault rule fired: the connection carries out its action (delay, reset, GOAWAY…).
     public var fault: FiredFault? = nil
     /// The record's sequence number in the journal.
@@ -142,9 +145,10 @@ public final class ProviderEndpoint: Sendable {
     }
 
     public func handle(_ request: consuming PushRequest, connection: inout ProviderConnectionContext) -> PushResponse {
-        if state.coordinator?.unavailableReason != nil {
-            // Several instances share the state and it cannot be reached: nothing can be
-            // judged or kept, so nothing is promised (APNs answers 503 when it cannot serve).
+        if state.unavailableReason != nil {
+            // The shared state (--redis) cannot be reached or the state directory cannot
+            // commit: nothing can be judged or kept, so nothing is promised (APNs answers 503
+            // when it cannot serve).
             return unavailable(apnsID: connection.random.apnsID(), raise: false)
         }
         let now = clock.nowMilliseconds()
@@ -283,12 +287,14 @@ public final class ProviderEndpoint: Sendable {
         }
     }
 
-    /// 503 `ServiceUnavailable`, not journaled: the shared state (`--redis`) could not take
-    /// the request's changes.
+    /// 503 `ServiceUnavailable`, not journaled: the shared state (`--redis`) or the state
+    /// directory (`--state-dir`) could not take the request's changes.
     private func unavailable(apnsID: String, raise: Bool) -> PushResponse {
-        PushResponse(status: 503, apnsID: apnsID, uniqueID: nil, reason: .serviceUnavailable,
-                     reasonText: options.reasonText(.serviceUnavailable), timestampMs: nil, raiseStreamLimit: raise,
-                     recordSequence: 0)
+        var response = PushResponse(status: 503, apnsID: apnsID, uniqueID: nil, reason: .serviceUnavailable,
+                                    reasonText: options.reasonText(.serviceUnavailable), timestampMs: nil, raiseStreamLimit: raise,
+                                    recordSequence: 0)
+        response.changedNothing = true
+        return response
     }
 
     /// Journals a request the HTTP/2 layer reset before it could be judged (its header list

@@ -23,6 +23,13 @@ public protocol StateChangeSink: AnyObject, Sendable {
     /// Called outside the lock after an `enqueue` that asked for it (a thread wake-up is a
     /// system call; it has no business inside the critical section).
     func wake()
+    /// Why changes are refused right now (the store cannot commit), or nil. Read on every
+    /// request: must be cheap when nil.
+    var unavailableReason: String? { get }
+}
+
+extension StateChangeSink {
+    public var unavailableReason: String? { nil }
 }
 
 extension World {

@@ -26,9 +26,10 @@ final class AdminAPI: @unchecked Sendable {
         do {
             switch router.match(method: request.method, path: request.path) {
             case .found(let route, let parameters):
-                if request.method != "GET", request.method != "HEAD", let reason = state.coordinator?.unavailableReason {
-                    // --redis: a change now would be this instance's alone (and lost at the reload).
-                    throw AdminError(503, "the shared state cannot take changes: \(reason)")
+                if request.method != "GET", request.method != "HEAD", let reason = state.unavailableReason {
+                    // --redis: a change now would be this instance's alone (and lost at the
+                    // reload); --state-dir: it could not be kept.
+                    throw AdminError(503, "the emulator cannot take changes now: \(reason)")
                 }
                 response = try route.handler(request, parameters, http)
             case .wrongMethod(let allowed):
@@ -47,7 +48,14 @@ final class AdminAPI: @unchecked Sendable {
         guard let response else { return }
         // --state-dir: an answer to a change waits until the change is committed.
         if request.method != "GET", let durability = emulator.durability, let ticket = durability.uncommittedTicket(everything: true) {
-            durability.afterCommit(ticket, on: http.connection.loop) { http.respond(response) }
+            durability.afterCommit(ticket, on: http.connection.loop) { committed in
+                guard committed else {
+                    let reason = durability.unavailableReason ?? "the state directory could not commit it"
+                    http.respond(.error(503, "the change was made in memory but is not in the state directory: \(reason). It is written once the directory takes writes again, unless the emulator stops first"))
+                    return
+                }
+                http.respond(response)
+            }
             return
         }
         http.respond(response)
@@ -59,7 +67,7 @@ final class AdminAPI: @unchecked Sendable {
         var r = AdminRouter()
         r.add("GET", "/livez", "liveness", open: true) { _, _, _ in .json(200, ["status": "live"]) }
         r.add("GET", "/readyz", "readiness", open: true) { [unowned self] _, _, _ in
-            if let reason = state.coordinator?.unavailableReason { return .json(503, ["status": "unavailable", "reason": .string(reason)]) }
+            if let reason = state.unavailableReason { return .json(503, ["status": "unavailable", "reason": .string(reason)]) }
             return emulator.isReady ? .json(200, ["status": "ready"]) : .json(503, ["status": "starting"])
         }
         r.add("GET", "/metrics", "Prometheus metrics") { [unowned self] _, _, _ in

@@ -79,7 +79,7 @@ final class DeviceGateway: Sendable {
 
     /// Runs once a second: expiries, batches, refilled budgets.
     func tick() {
-        if state.coordinator?.unavailableReason != nil { return }
+        if state.unavailableReason != nil { return }
         let now = clock.nowMilliseconds()
         dispatch(state.withWorld { $0.tick(nowMs: now) })
     }
@@ -106,7 +106,18 @@ final class DeviceConnection: ConnectionHandler {
         case close
     }
     private lazy var commitGate: CommitGate<Outgoing>? = gateway.durability.map { durability in
-        CommitGate(durability: durability, executor: connection.loop) { [weak self] items in items.forEach { self?.perform($0) } }
+        CommitGate(durability: durability, executor: connection.loop) { [weak self] items, committed in
+            guard let self else { return }
+            guard committed else {
+                // Not on disk: nothing of it may reach the device. It reconnects later and is
+                // given what is stored for it then, as after a dropped connection.
+                let reason = durability.unavailableReason ?? "the state directory could not commit"
+                self.perform(.message(["type": "error", "code": "unavailable", "message": .string(reason), "fatal": true]))
+                self.perform(.close)
+                return
+            }
+            items.forEach { self.perform($0) }
+        }
     }
 
     init(connection: Connection, gateway: DeviceGateway) {
@@ -241,7 +252,7 @@ final class DeviceConnection: ConnectionHandler {
             send(["type": "pong"])
             return
         }
-        if let reason = state.coordinator?.unavailableReason {
+        if let reason = state.unavailableReason {
             // The shared state cannot take changes: the device tries again later, as after a
             // dropped connection.
             fail("unavailable", reason, fatal: true)

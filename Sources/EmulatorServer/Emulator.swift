@@ -101,7 +101,7 @@ public final class Emulator: @unchecked Sendable {
         if let directory = configuration.stateDirectory {
             let quiet = configuration.quiet
             let (restored, writer) = try StateDirectory.open(directory, configured: world, journalLag: configuration.stateJournalLag,
-                                                             clock: clock) { message in
+                                                             onFailure: configuration.stateFailure, clock: clock) { message in
                 if !quiet { ProviderServer.logLine(message) }
             }
             current = restored
@@ -294,6 +294,9 @@ public final class Emulator: @unchecked Sendable {
     /// Binds every listener and starts the event loops.
     public func start() throws(StartupError) {
         signal(SIGPIPE, SIG_IGN)
+        // Past a file-size limit (ulimit -f) a write fails with EFBIG, which the state writer
+        // handles like a full disk, instead of the signal killing the process.
+        signal(SIGXFSZ, SIG_IGN)
         let c = configuration
         if !c.listen.isEmpty || c.sandboxListen != nil || c.productionListen != nil || (c.deviceTLS && c.deviceListen != nil) {
             tlsContext = try makeTLSContext()

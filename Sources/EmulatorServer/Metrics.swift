@@ -157,15 +157,17 @@ extension Emulator {
         p.single("apns_emulator_state_transactions_total", "counter", "Transactions (group commits) in the state directory.",
                  Double(stats.transactions))
         p.labelled("apns_emulator_state_dropped_total", "counter",
-                   "Changes not persisted: journal records when the writer queue was full, anything once the store failed.",
+                   "Changes not persisted: journal records when the writer queue was full, anything still queued when the emulator stopped while the store was failing.",
                    by: "kind", [("record", Double(stats.recordsDropped)), ("state", Double(stats.changesDropped))])
         p.single("apns_emulator_state_write_errors_total", "counter", "Failed transactions in the state directory.",
                  Double(stats.writeErrors))
         p.single("apns_emulator_state_queue_changes", "gauge", "Changes waiting for the state writer.", Double(stats.queuedChanges))
         p.single("apns_emulator_state_queue_record_bytes", "gauge", "Estimated bytes of journal records waiting for the state writer.",
                  Double(stats.queuedRecordBytes))
-        p.single("apns_emulator_state_up", "gauge", "1 while the state directory takes writes, 0 once it has failed.",
+        p.single("apns_emulator_state_up", "gauge", "1 while the state directory takes writes, 0 while its transactions fail.",
                  stats.failure == nil ? 1 : 0)
+        p.single("apns_emulator_state_outages_total", "counter",
+                 "Times the state directory started failing (every attempt at a transaction failed).", Double(stats.outages))
     }
 }
 

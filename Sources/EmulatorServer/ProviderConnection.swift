@@ -253,13 +253,20 @@ final class ProviderConnection: ConnectionHandler {
                                headerListSize: request.headerListSize)
         let response = endpoint.handle(push, connection: &context)
         // --state-dir: the answer waits until what the request changed is committed.
-        if let gate = commitGate, gate.hold((request.streamID, response, started)) { return }
+        if !response.changedNothing, let gate = commitGate, gate.hold((request.streamID, response, started)) { return }
         answer(request.streamID, response, started: started)
     }
 
     private lazy var commitGate: CommitGate<(Int32, PushResponse, UInt64)>? = server.durability.map { durability in
-        CommitGate(durability: durability, executor: connection.loop) { [weak self] answers in
+        CommitGate(durability: durability, executor: connection.loop) { [weak self] answers, committed in
             guard let self, !self.connection.isClosed else { return }
+            guard committed else {
+                // What these answers promise is not on disk: the provider sees the connection
+                // drop (no answer), as from a crashed server, and sends again.
+                self.server.log("provider connection \(self.connection.id): the state directory did not commit \(answers.count) answer(s); closing without sending them")
+                self.connection.close()
+                return
+            }
             for (streamID, response, started) in answers { self.answer(streamID, response, started: started) }
             self.flushSession()
         }

@@ -3,6 +3,7 @@ public import Redis
 import Foundation
 public import Networking
 public import CommandLineOptions
+public import StatePersistence
 
 /// Everything `apns-emulator serve` needs, validated.
 public struct ServeConfiguration: Sendable {
@@ -52,6 +53,9 @@ public struct ServeConfiguration: Sendable {
     public var stateDirectory: String?
     /// `--state-journal-lag`: journal records a 200 may be sent ahead of their commit.
     public var stateJournalLag: Int
+    /// `--state-failure`: while the state directory cannot commit, refuse work (503) or go
+    /// on in memory.
+    public var stateFailure: StateFailurePolicy = .refuse
     /// `--redis URL`: share the state with other instances through Redis; nil = this process only.
     public var redis: RedisURL?
     /// `--redis-prefix`: the Redis keys' prefix (several emulators in one Redis database).
@@ -140,6 +144,8 @@ extension ServeConfiguration {
         OptionSpec("redis-prefix", "PREFIX", default: "apns-emulator:", "with --redis: the prefix of every key this emulator uses"),
         OptionSpec("state-journal-lag", "N", default: "0",
                    "with --state-dir: journal records a 200 may be sent ahead of their commit (a kill -9 loses at most these, the newest; beyond, answers wait for the disk); 0 = every 200 waits for its record"),
+        OptionSpec("state-failure", "refuse|memory", default: "refuse",
+                   "with --state-dir, while the directory cannot commit (disk full, read-only, I/O errors): refuse (providers get 503, admin changes 503, /readyz 503, until a retry commits) or memory (go on unpersisted, logged)"),
         OptionSpec("max-backend-calls", "N", default: "10000",
                    "app backend calls kept for inspection, and queued at most (beyond, a call is dropped and counted)"),
         OptionSpec("strict-checks", nil,
@@ -301,6 +307,7 @@ extension ServeConfiguration {
         readyFile = options.string("ready-file")
         stateDirectory = options.string("state-dir")
         stateJournalLag = try integer("state-journal-lag", in: 0...100_000) ?? 0
+        stateFailure = try choice("state-failure", StateFailurePolicy.self, allowed: StateFailurePolicy.allCases.map(\.rawValue))
         if stateDirectory?.isEmpty == true {
             throw UsageError("\(options.origin(spec["state-dir"]!)): give a directory (it is created when missing)")
         }

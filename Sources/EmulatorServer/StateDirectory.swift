@@ -13,7 +13,7 @@ enum StateDirectory {
     /// else the persisted state laid over it (README, "State across restarts").
     /// `log` is for what was loaded (quiet with `--quiet`); the writer's failures are always
     /// logged.
-    static func open(_ directory: String, configured: World, journalLag: Int, clock: any EmulatorClock,
+    static func open(_ directory: String, configured: World, journalLag: Int, onFailure: StateFailurePolicy, clock: any EmulatorClock,
                      log: @escaping @Sendable (String) -> Void) throws(StartupError) -> (World, StateWriter)
     {
         let store: SQLiteStateStore
@@ -43,7 +43,9 @@ enum StateDirectory {
         }
         // Written before any listener opens, so what is served is already on disk.
         do { try store.write(changes) } catch { throw StartupError("--state-dir \(directory): \(error.description)") }
-        let writer = StateWriter(store: store, limits: StateWriterLimits().with(journalLag: journalLag)) { ProviderServer.logLine($0) }
+        let writer = StateWriter(store: store, limits: StateWriterLimits().with(journalLag: journalLag), onFailure: onFailure) {
+            ProviderServer.logLine($0)
+        }
         writer.start()
         return (world, writer)
     }

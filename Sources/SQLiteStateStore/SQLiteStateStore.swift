@@ -15,6 +15,11 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// was written by a newer apns-emulator and is refused.
     public static let schemaVersion: Int64 = 2
     public static let fileName = "state.sqlite"
+    /// Beside the database: how many transactions were committed, written after each commit.
+    /// SQLite stops reading its write-ahead log at the first frame whose checksum fails and
+    /// silently loses every transaction after it; this file, which that damage cannot reach,
+    /// lets the next start notice (`commits` in the database is behind it) and say so.
+    public static let markerName = "last-commit"
 
     public let directory: String
     public let location: String
@@ -22,6 +27,9 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// nil once closed: statements are finalized before the connection, or the connection
     /// (and its lock on the file) would linger.
     private var prepared: Statements?
+    /// Transactions committed in the database's life (`meta.commits`), and the marker file.
+    private var commits: Int64 = 0
+    private let marker: CommitMarker
 
     /// Opens (creating when needed) the state in `directory`. Every failure is an error
     /// whose message says what to do; nothing here traps.
@@ -29,6 +37,8 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         self.directory = directory
         location = (directory as NSString).appendingPathComponent(Self.fileName)
         try Self.prepareDirectory(directory)
+        marker = CommitMarker(path: (directory as NSString).appendingPathComponent(Self.markerName))
+        try Self.checkFiles(directory: directory, location: location, marker: marker)
         do {
             db = try SQLiteDatabase(path: location)
         } catch {
@@ -58,6 +68,9 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             try db.execute("PRAGMA journal_size_limit = 67108864")
             try db.execute("PRAGMA cache_size = -16384")
             try Self.checkOrCreateSchema(db, directory: directory, location: location)
+            try Self.checkIntegrity(db, directory: directory, location: location)
+            commits = try db.scalarInt("SELECT value FROM meta WHERE key = 'commits'") ?? 0
+            try Self.checkNothingLost(commits: commits, marker: marker, directory: directory, location: location)
             prepared = try Statements(db)
         } catch let error as SQLiteError {
             throw explain(error)
@@ -71,6 +84,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
     public func close() {
         prepared = nil
         db.close()
+        marker.close()
     }
 
     private static func prepareDirectory(_ directory: String) throws(StateStoreError) {
@@ -87,6 +101,51 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             let reason = (error as NSError).localizedDescription
             throw StateStoreError("--state-dir \(directory): cannot create the directory (\(reason)); check the path and permissions")
         }
+    }
+
+    /// A database file that is missing or empty while its write-ahead log (or the commit
+    /// marker) says there was data: SQLite would start a new database and overwrite the log.
+    private static func checkFiles(directory: String, location: String, marker: CommitMarker) throws(StateStoreError) {
+        let databaseBytes = fileSize(location)
+        let walBytes = fileSize(location + "-wal") ?? 0
+        if databaseBytes == nil, walBytes == 0 {
+            // No database at all (a new directory, or moved away to start afresh): its count
+            // starts again from zero.
+            try? FileManager.default.removeItem(atPath: marker.path)
+            return
+        }
+        guard databaseBytes ?? 0 == 0 else { return }
+        let what = databaseBytes == nil ? "is missing" : "is empty (0 bytes)"
+        if walBytes > 0 {
+            throw StateStoreError("--state-dir \(directory): \(location) \(what), but its write-ahead log \(location)-wal holds \(walBytes) bytes: the database file was deleted, truncated or replaced, and starting now would discard the log and everything in it. To recover, put the original \(fileName) back (from a backup); to start afresh, move \(fileName), \(fileName)-wal and \(markerName) away, or use another --state-dir")
+        }
+        if databaseBytes == 0, let committed = marker.read(), committed > 0 {
+            throw StateStoreError("--state-dir \(directory): \(location) is empty (0 bytes), but \(marker.path) records \(committed) committed transactions: the database file was truncated. To recover, put the original \(fileName) back (from a backup); to start afresh, move \(fileName) and \(markerName) away, or use another --state-dir")
+        }
+    }
+
+    private static func fileSize(_ path: String) -> Int64? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }
+        return (attributes[.size] as? NSNumber)?.int64Value
+    }
+
+    /// SQLite's quick check (every page and index entry readable and well formed, without the
+    /// slower cross-checks of integrity_check): a database damaged on disk is refused at start
+    /// rather than failing, or answering wrongly, later.
+    private static func checkIntegrity(_ db: SQLiteDatabase, directory: String, location: String) throws {
+        let check = try db.prepare("PRAGMA quick_check(5)")
+        var problems: [String] = []
+        while try check.step() { problems.append(check.text(0)) }
+        guard problems != ["ok"] else { return }
+        throw StateStoreError("--state-dir \(directory): \(location) is damaged: SQLite's integrity check reports \(problems.joined(separator: "; ")). Move \(fileName)* and \(markerName) away (keep them to inspect with sqlite3, whose .recover command salvages what is readable), or use another --state-dir, to start afresh")
+    }
+
+    /// Transactions the marker saw committed but the database no longer has: SQLite dropped
+    /// them from a damaged write-ahead log (or a power loss took them before they reached the
+    /// disk). Either way answers were given for them; the start stops and says so.
+    private static func checkNothingLost(commits: Int64, marker: CommitMarker, directory: String, location: String) throws {
+        guard let committed = marker.read(), committed > commits else { return }
+        throw StateStoreError("--state-dir \(directory): \(location) holds \(commits) committed transactions, but \(marker.path) records \(committed): the newest \(committed - commits) are missing. SQLite drops every transaction after a damaged frame of the write-ahead log \(fileName)-wal (a power loss can also take the newest ones), so what they held (accepted pushes, devices, tokens) is gone. To start with what is left, delete \(marker.path); to keep the evidence, copy the directory first")
     }
 
     private static func checkOrCreateSchema(_ db: SQLiteDatabase, directory: String, location: String) throws {
@@ -165,7 +224,15 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
                 if next > 0 {
                     try statements.raiseNextSequence.run { q throws(SQLiteError) in try q.bind(1, Int64(bitPattern: next)) }
                 }
+                // Last, so that a reset's emptying of `meta` cannot lose it.
+                try statements.setMeta.run { q throws(SQLiteError) in
+                    try q.bind(1, "commits")
+                    try q.bind(2, commits + 1)
+                }
                 try db.execute("COMMIT")
+                commits += 1
+                // After the commit, so the marker is never ahead of the database.
+                marker.write(commits)
             } catch {
                 try? db.execute("ROLLBACK")
                 throw error
@@ -426,6 +493,43 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
     static func value<T: RawRepresentable>(_: T.Type, _ text: String) throws(StateStoreError) -> T where T.RawValue == String {
         guard let value = T(rawValue: text) else { throw StateStoreError("unknown \(T.self) '\(text)'") }
         return value
+    }
+}
+
+/// `last-commit`: one line with the number of committed transactions, rewritten in place after
+/// every commit (fixed width, so an overwrite never needs a new block of a full disk).
+final class CommitMarker: @unchecked Sendable {
+    let path: String
+    private var handle: FileHandle?
+
+    init(path: String) { self.path = path }
+
+    /// nil when there is none or it cannot be read (then nothing is checked against it).
+    func read() -> Int64? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        let digits = String(decoding: data, as: UTF8.self).filter(\.isNumber)
+        return Int64(digits)
+    }
+
+    func write(_ commits: Int64) {
+        if handle == nil {
+            if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+            handle = FileHandle(forWritingAtPath: path)
+        }
+        guard let handle else { return }
+        let number = String(commits)
+        let line = "\(String(repeating: "0", count: max(0, 19 - number.count)))\(number) transactions committed\n"
+        do {
+            try handle.seek(toOffset: 0)
+            try handle.write(contentsOf: Data(line.utf8))
+        } catch {
+            // A marker that lags the database is harmless; only one ahead of it would be wrong.
+        }
+    }
+
+    func close() {
+        try? handle?.close()
+        handle = nil
     }
 }
 

@@ -5,12 +5,14 @@
 public final class CommitGate<Item> {
     private let durability: StateWriter
     private let executor: any CommitExecutor
-    private let release: ([Item]) -> Void
+    private let release: ([Item], _ committed: Bool) -> Void
     private var held: [(ticket: UInt64, item: Item)] = []
     private var waiting = false
 
-    /// `release` runs on `executor` with the items whose changes are committed, oldest first.
-    public init(durability: StateWriter, executor: any CommitExecutor, release: @escaping ([Item]) -> Void) {
+    /// `release` runs on `executor` with the items whose changes are committed, oldest first,
+    /// and `true`; or with `false` when the commit they waited for failed (the store is
+    /// failing): then what they announce is not on disk, and they must not be sent as if it were.
+    public init(durability: StateWriter, executor: any CommitExecutor, release: @escaping ([Item], _ committed: Bool) -> Void) {
         self.durability = durability
         self.executor = executor
         self.release = release
@@ -33,13 +35,14 @@ public final class CommitGate<Item> {
         guard !waiting, let last = held.last else { return }
         waiting = true
         let ticket = last.ticket
-        durability.afterCommit(ticket, on: executor) { [weak self] in
+        durability.afterCommit(ticket, on: executor) { [weak self] committed in
             guard let self else { return }
             self.waiting = false
-            let count = self.held.prefix { $0.ticket <= ticket }.count
+            // A failed commit fails everything held: later items waited behind it.
+            let count = committed ? self.held.prefix { $0.ticket <= ticket }.count : self.held.count
             let ready = self.held[..<count].map(\.item)
             self.held.removeFirst(count)
-            self.release(ready)
+            self.release(ready, committed)
             if !self.held.isEmpty { self.waitForCommit() }
         }
     }

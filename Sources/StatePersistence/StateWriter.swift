@@ -17,11 +17,22 @@ public struct StateWriterLimits: Sendable {
     public var maxRecords = 100_000
     /// Estimated bytes of those records; more are dropped and counted.
     public var maxRecordBytes = 64 << 20
-    /// Attempts at a failing transaction before the store is declared failed.
+    /// Attempts at a failing transaction before the store is declared failing.
     public var attempts = 3
     public var retryDelayMilliseconds = 200
+    /// While failing, the store is tried again after this long, doubling up to the maximum.
+    public var failingRetryMilliseconds = 500
+    public var maxFailingRetryMilliseconds = 5_000
 
     public init() {}
+
+    /// No bound on queued records (re-queueing what was already accepted).
+    static var unbounded: StateWriterLimits {
+        var limits = StateWriterLimits()
+        limits.maxRecords = .max
+        limits.maxRecordBytes = .max
+        return limits
+    }
 
     /// These limits with `journalLag` changed (`--state-journal-lag`).
     public func with(journalLag: Int) -> StateWriterLimits {
@@ -31,19 +42,34 @@ public struct StateWriterLimits: Sendable {
     }
 }
 
+/// What the emulator does while the store cannot commit (`--state-failure`).
+public enum StateFailurePolicy: String, Sendable, CaseIterable {
+    /// Refuse work that would change the state (503) until a commit succeeds again; answers
+    /// held for a failed commit are not sent. The default: a 200 means it is stored.
+    case refuse
+    /// Go on serving from memory (logged): answers no longer wait for the disk, and what
+    /// could not be written stays queued (within the bounds) until the store works again.
+    case memory
+}
+
 /// Counters for `/metrics`.
 public struct StateWriterStats: Sendable {
     public var changesWritten: UInt64 = 0
     public var transactions: UInt64 = 0
-    /// Journal records not written because the queue was full (or the store had failed).
+    /// Journal records not written because the queue was full, or because the emulator
+    /// stopped while the store was failing.
     public var recordsDropped: UInt64 = 0
-    /// Other changes lost because the store had failed (never dropped otherwise).
+    /// Other changes not written because the emulator stopped while the store was failing
+    /// (never dropped otherwise).
     public var changesDropped: UInt64 = 0
     public var writeErrors: UInt64 = 0
     public var queuedChanges: Int = 0
     public var queuedRecordBytes: Int = 0
-    /// Why the store stopped taking writes, once it has.
+    /// Why the store is not taking writes, while it is not (nil once a commit succeeds again).
     public var failure: String?
+    /// Times the store started failing, and times it recovered.
+    public var outages: UInt64 = 0
+    public var recoveries: UInt64 = 0
 }
 
 /// Group commit on a dedicated thread. Request threads hand over changes under the world's
@@ -61,23 +87,34 @@ public struct StateWriterStats: Sendable {
 ///
 /// Bounds: changes other than journal records are coalesced per entity (a later row for the
 /// same device, token or notification replaces the earlier one), so they never outnumber the
-/// state in memory, and are never dropped while the store works. Journal records are bounded
-/// by `limits`; beyond that new records are dropped and counted, never waited for.
+/// state in memory, and are never dropped. Journal records are bounded by `limits`; beyond
+/// that new records are dropped and counted, never waited for.
+///
+/// When a transaction fails `limits.attempts` times the store is *failing*: its changes go
+/// back to the head of the queue and are tried again with backoff until a commit succeeds,
+/// so nothing the emulator accepted is dropped while it runs. Under `.refuse` (the default)
+/// the answers waiting for that commit are told it failed (their connection is closed
+/// unanswered) and `unavailableReason` makes the emulator refuse new work until the store
+/// commits again; under `.memory` answers stop waiting for the disk.
 public final class StateWriter: StateChangeSink, @unchecked Sendable {
     private let store: any StateStore
     private let limits: StateWriterLimits
+    public let onFailure: StateFailurePolicy
     private let log: @Sendable (String) -> Void
     private let condition = NSCondition()
     // Guarded by `condition`:
     private var pending = PendingChanges()
-    private var waiters: [(ticket: UInt64, executor: any CommitExecutor, task: ConfinedTask)] = []
+    private var waiters: [Waiter] = []
     private var stats = StateWriterStats()
     private var running = false
     private var stopping = false
     private var writerIdle = true
     /// A producer was told to call `wake` and has not yet.
     private var wakePending = false
-    private var failed = false
+    /// The last transaction failed every attempt; the queue holds its changes again.
+    private var failing = false
+    /// Read on every request (`unavailableReason`): set while failing under `.refuse`.
+    private let refusing = Atomic<Bool>(false)
     /// The number of the last `enqueue` call, of the last one with a change other than a
     /// journal record, and of the last one committed.
     private let enqueued = Atomic<UInt64>(0)
@@ -87,13 +124,24 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     private let uncommittedRecords = Atomic<Int>(0)
     private var recordsInTransaction = 0
 
-    public init(store: any StateStore, limits: StateWriterLimits = StateWriterLimits(), log: @escaping @Sendable (String) -> Void) {
+    public init(store: any StateStore, limits: StateWriterLimits = StateWriterLimits(), onFailure: StateFailurePolicy = .refuse,
+                log: @escaping @Sendable (String) -> Void)
+    {
         self.store = store
         self.limits = limits
+        self.onFailure = onFailure
         self.log = log
     }
 
     public var location: String { store.location }
+
+    /// Why changes are refused right now (`.refuse` while the store is failing), else nil.
+    public var unavailableReason: String? {
+        guard refusing.load(ordering: .acquiring) else { return nil }
+        condition.lock()
+        defer { condition.unlock() }
+        return stats.failure.map { "\($0); retrying" }
+    }
 
     public func start() {
         condition.lock()
@@ -120,19 +168,12 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     @discardableResult
     public func enqueue(_ changes: [StateChange]) -> Bool {
         condition.lock()
-        if failed {
-            for change in changes {
-                if change.isJournalRecord { stats.recordsDropped += 1 } else { stats.changesDropped += 1 }
-            }
-        }
         var critical = false
-        if !failed {
-            for change in changes {
-                if !pending.add(change, limits: limits) { stats.recordsDropped += 1 }
-                if !critical, Self.answersWaitFor(change) { critical = true }
-            }
-            uncommittedRecords.store(recordsInTransaction + pending.recordCount, ordering: .releasing)
+        for change in changes {
+            if !pending.add(change, limits: limits) { stats.recordsDropped += 1 }
+            if !critical, Self.answersWaitFor(change) { critical = true }
         }
+        uncommittedRecords.store(recordsInTransaction + pending.recordCount, ordering: .releasing)
         // Bumped under the queue lock, so the writer's ticket covers exactly what it took.
         let ticket = enqueued.add(1, ordering: .releasing).newValue
         if critical { criticalEnqueued.store(ticket, ordering: .releasing) }
@@ -164,26 +205,30 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     }
 
     /// The ticket an answer must wait for, or nil when it may go now. `everything` waits for
-    /// journal records too, whatever the lag (admin answers).
+    /// journal records too, whatever the lag (admin answers). Under `.memory` nothing waits
+    /// while the store is failing.
     public func uncommittedTicket(everything: Bool = false) -> UInt64? {
+        if onFailure == .memory, memoryOnly.load(ordering: .acquiring) { return nil }
         let done = committed.load(ordering: .acquiring)
         let ticket = everything || uncommittedRecords.load(ordering: .acquiring) > limits.journalLag
             ? enqueued.load(ordering: .acquiring) : criticalEnqueued.load(ordering: .acquiring)
         return ticket > done ? ticket : nil
     }
 
-    /// Runs `task` on `executor` once everything up to `ticket` is committed (or the store
-    /// has failed; answers are never held forever). The task may capture objects confined to
-    /// the executor's thread: it only ever runs there.
-    public func afterCommit(_ ticket: UInt64, on executor: any CommitExecutor, _ task: @escaping () -> Void) {
-        let confined = ConfinedTask(task)
+    /// Runs `task` on `executor` once everything up to `ticket` is committed (`true`), or
+    /// once the transaction meant to commit it has failed every attempt (`false`: what the
+    /// task would announce is not on disk; under `.memory`, `true` then as well). Answers are
+    /// never held longer than one transaction's attempts. The task may capture objects
+    /// confined to the executor's thread: it only ever runs there.
+    public func afterCommit(_ ticket: UInt64, on executor: any CommitExecutor, _ task: @escaping (_ committed: Bool) -> Void) {
+        let waiter = Waiter(ticket: ticket, executor: executor, task: ConfinedTask(task))
         condition.lock()
         if committed.load(ordering: .acquiring) >= ticket {
             condition.unlock()
-            executor.execute { confined.run() }
+            executor.execute { waiter.task.run(true) }
             return
         }
-        waiters.append((ticket, executor, confined))
+        waiters.append(waiter)
         condition.unlock()
     }
 
@@ -212,6 +257,7 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     // MARK: Writer thread
 
     private func run() {
+        var backoff = limits.failingRetryMilliseconds
         condition.lock()
         while true {
             while pending.isEmpty && !stopping {
@@ -228,32 +274,53 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
             let error = write(batch)
 
             condition.lock()
+            recordsInTransaction = 0
+            var released: [Waiter] = []
             if let error {
                 stats.writeErrors += 1
-                if !failed {
-                    failed = true
-                    stats.failure = error.description
-                    log("state: writing \(store.location) failed \(limits.attempts) times (\(error)); from now on nothing is persisted and the emulator goes on in memory. What was committed before stays in the state directory.")
+                // Nothing is lost: the batch goes back before whatever queued meanwhile.
+                pending.requeue(batch)
+                if !failing {
+                    startFailing(error)
+                } else {
+                    stats.failure = failureText(error)
+                    if Int64(MonotonicTime.nanoseconds() / 1_000_000) - lastFailureLogMs >= 60_000 {
+                        lastFailureLogMs = Int64(MonotonicTime.nanoseconds() / 1_000_000)
+                        log("state: \(store.location) still cannot be written (\(error)); \(pending.count) change(s) wait for it")
+                    }
                 }
-                for change in batch {
-                    if change.isJournalRecord { stats.recordsDropped += 1 } else { stats.changesDropped += 1 }
+                // The answers waiting for this transaction learn it failed (under `.memory`
+                // they go as if it had not).
+                released = waiters
+                waiters.removeAll()
+                uncommittedRecords.store(pending.recordCount, ordering: .releasing)
+                if stopping {
+                    giveUp()
+                    condition.unlock()
+                    dispatch(released, committed: onFailure == .memory)
+                    condition.lock()
+                    break
                 }
-                for change in pending.take() {
-                    if change.isJournalRecord { stats.recordsDropped += 1 } else { stats.changesDropped += 1 }
-                }
-                // Nothing will be committed any more: release every waiter now and for good.
-                committed.store(UInt64.max, ordering: .releasing)
-            } else {
-                stats.transactions += 1
-                stats.changesWritten += UInt64(batch.count)
-                committed.store(ticket, ordering: .releasing)
+                condition.unlock()
+                dispatch(released, committed: onFailure == .memory)
+                condition.lock()
+                // Back off (a stop cuts the wait short and makes one last attempt).
+                if !stopping { _ = condition.wait(until: Date().addingTimeInterval(Double(backoff) / 1000)) }
+                backoff = min(backoff * 2, limits.maxFailingRetryMilliseconds)
+                continue
             }
-            recordsInTransaction = 0
+            stats.transactions += 1
+            stats.changesWritten += UInt64(batch.count)
+            committed.store(ticket, ordering: .releasing)
+            if failing {
+                stopFailing()
+                backoff = limits.failingRetryMilliseconds
+            }
             uncommittedRecords.store(pending.recordCount, ordering: .releasing)
-            let ready = takeReadyWaiters()
+            released = takeReadyWaiters()
             condition.broadcast()
             condition.unlock()
-            dispatch(ready)
+            dispatch(released, committed: true)
             condition.lock()
         }
         running = false
@@ -261,7 +328,51 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
         condition.unlock()
     }
 
-    /// One transaction, retried a few times (a busy disk, a transient error).
+    /// Set when the store is failing under `.memory`: answers stop waiting for it.
+    private let memoryOnly = Atomic<Bool>(false)
+
+    private func failureText(_ error: StateStoreError) -> String {
+        "the state directory cannot commit: \(error)"
+    }
+
+    /// Under the queue lock.
+    private var lastFailureLogMs: Int64 = 0
+
+    private func startFailing(_ error: StateStoreError) {
+        failing = true
+        lastFailureLogMs = Int64(MonotonicTime.nanoseconds() / 1_000_000)
+        stats.outages += 1
+        stats.failure = failureText(error)
+        switch onFailure {
+        case .refuse:
+            refusing.store(true, ordering: .releasing)
+            log("state: writing \(store.location) failed \(limits.attempts) times (\(error)). Providers get 503 and admin changes are refused until it commits again; answers that were waiting for it are not sent (their connections are closed). Retrying with backoff up to \(limits.maxFailingRetryMilliseconds / 1000) s.")
+        case .memory:
+            memoryOnly.store(true, ordering: .releasing)
+            log("state: writing \(store.location) failed \(limits.attempts) times (\(error)). --state-failure memory: going on in memory; answers no longer wait for the disk, and what is not written is lost if the emulator stops before the directory works again. Retrying with backoff up to \(limits.maxFailingRetryMilliseconds / 1000) s.")
+        }
+    }
+
+    /// Under the queue lock, after a commit succeeded again.
+    private func stopFailing() {
+        failing = false
+        stats.recoveries += 1
+        stats.failure = nil
+        refusing.store(false, ordering: .releasing)
+        memoryOnly.store(false, ordering: .releasing)
+        log("state: writing \(store.location) works again; everything queued meanwhile is committed and the emulator serves as before")
+    }
+
+    /// Stopping while the store fails: what is queued cannot be kept.
+    private func giveUp() {
+        let changes = pending.take()
+        for change in changes {
+            if change.isJournalRecord { stats.recordsDropped += 1 } else { stats.changesDropped += 1 }
+        }
+        log("state: stopping while \(store.location) cannot be written; \(changes.count) change(s) made since the last commit are not in the state directory")
+    }
+
+    /// One transaction, tried a few times (a busy disk, a transient error).
     private func write(_ batch: [StateChange]) -> StateStoreError? {
         var lastError: StateStoreError?
         for attempt in 1...max(1, limits.attempts) {
@@ -270,14 +381,14 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
                 return nil
             } catch {
                 lastError = error
-                log("state: writing \(store.location) failed (attempt \(attempt) of \(limits.attempts)): \(error)")
+                if !failing { log("state: writing \(store.location) failed (attempt \(attempt) of \(limits.attempts)): \(error)") }
                 if attempt < limits.attempts { usleep(UInt32(limits.retryDelayMilliseconds * 1000 * attempt)) }
             }
         }
         return lastError
     }
 
-    private func takeReadyWaiters() -> [(ticket: UInt64, executor: any CommitExecutor, task: ConfinedTask)] {
+    private func takeReadyWaiters() -> [Waiter] {
         let done = committed.load(ordering: .acquiring)
         guard !waiters.isEmpty else { return [] }
         if waiters.allSatisfy({ $0.ticket <= done }) {
@@ -290,7 +401,7 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     }
 
     /// One hop per executor (event loop) per commit, not one per answer.
-    private func dispatch(_ ready: [(ticket: UInt64, executor: any CommitExecutor, task: ConfinedTask)]) {
+    private func dispatch(_ ready: [Waiter], committed: Bool) {
         guard !ready.isEmpty else { return }
         var groups: [ObjectIdentifier: (executor: any CommitExecutor, tasks: [ConfinedTask])] = [:]
         var order: [ObjectIdentifier] = []
@@ -304,15 +415,22 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
         }
         for id in order {
             let (executor, tasks) = groups[id]!
-            executor.execute { for task in tasks { task.run() } }
+            executor.execute { for task in tasks { task.run(committed) } }
         }
     }
 }
 
 /// A task handed from its owning thread through the writer and back to that thread.
 struct ConfinedTask: @unchecked Sendable {
-    let run: () -> Void
-    init(_ run: @escaping () -> Void) { self.run = run }
+    let run: (_ committed: Bool) -> Void
+    init(_ run: @escaping (_ committed: Bool) -> Void) { self.run = run }
+}
+
+/// An answer waiting for the commit of everything up to `ticket`.
+struct Waiter {
+    let ticket: UInt64
+    let executor: any CommitExecutor
+    let task: ConfinedTask
 }
 
 /// The changes waiting for the writer, coalesced: a change with the key of an earlier one
@@ -370,6 +488,17 @@ struct PendingChanges {
         changes.append(change)
         count += 1
         return true
+    }
+
+    /// Puts a batch that failed back in front of what queued after it: later rows for the same
+    /// entities still win. Never drops: these changes were accepted within the bounds.
+    mutating func requeue(_ batch: [StateChange]) {
+        let newer = take()
+        var merged = PendingChanges()
+        let unbounded = StateWriterLimits.unbounded
+        for change in batch { _ = merged.add(change, limits: unbounded) }
+        for change in newer { _ = merged.add(change, limits: unbounded) }
+        self = merged
     }
 
     /// Everything, in order, and empties the queue (keeping the index's capacity: it is

@@ -251,4 +251,108 @@ struct SQLiteStateStoreTests {
         first.close()
         #expect(try SQLiteStateStore(directory: dir.state).load().tokens.count == 1)
     }
+
+    // MARK: Damage found at start
+
+    /// The files of a store that is still open, as a kill -9 would leave them.
+    private func crashImage(of store: String, into copy: String) throws {
+        try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
+        for name in ["state.sqlite", "state.sqlite-wal", SQLiteStateStore.markerName]
+        where FileManager.default.fileExists(atPath: store + "/" + name) {
+            try FileManager.default.copyItem(atPath: store + "/" + name, toPath: copy + "/" + name)
+        }
+    }
+
+    /// Many small transactions, each in the write-ahead log (no checkpoint yet).
+    private func storeWithCommits(_ dir: TemporaryDirectory, count: Int) throws -> SQLiteStateStore {
+        let store = try SQLiteStateStore(directory: dir.state)
+        for i in 0..<count { try store.write([token(String(format: "%04x", i))]) }
+        return store
+    }
+
+    @Test func aCrashImageStartsAndKeepsEveryCommit() throws {
+        let dir = try TemporaryDirectory()
+        let store = try storeWithCommits(dir, count: 50)
+        try crashImage(of: dir.state, into: dir.path + "/copy")
+        store.close()
+        let restarted = try SQLiteStateStore(directory: dir.path + "/copy")
+        #expect(try restarted.load().tokens.count == 50)
+        restarted.close()
+    }
+
+    @Test func anEmptyDatabaseBesideItsWriteAheadLogIsRefused() throws {
+        let dir = try TemporaryDirectory()
+        let store = try storeWithCommits(dir, count: 20)
+        let copy = dir.path + "/copy"
+        try crashImage(of: dir.state, into: copy)
+        store.close()
+        try Data().write(to: URL(fileURLWithPath: copy + "/state.sqlite"))
+        let walBytes = try #require(FileManager.default.attributesOfItem(atPath: copy + "/state.sqlite-wal")[.size] as? Int)
+        let error = try #require(throws: StateStoreError.self) { try SQLiteStateStore(directory: copy) }
+        #expect(error.description.contains("state.sqlite is empty (0 bytes)"))
+        #expect(error.description.contains("holds \(walBytes) bytes"))
+        #expect(error.description.contains("put the original state.sqlite back"))
+        // Refused before SQLite touched anything: the log is still there, whole.
+        #expect((try FileManager.default.attributesOfItem(atPath: copy + "/state.sqlite-wal")[.size] as? Int) == walBytes)
+
+        // Moved away entirely, the directory starts afresh (the commit count with it).
+        for name in ["state.sqlite", "state.sqlite-wal"] { try FileManager.default.removeItem(atPath: copy + "/" + name) }
+        let fresh = try SQLiteStateStore(directory: copy)
+        #expect(try fresh.load().tokens.isEmpty)
+        fresh.close()
+    }
+
+    /// SQLite stops reading its log at the first frame with a bad checksum and loses every
+    /// transaction after it without a word; the commit marker beside the database notices.
+    @Test func transactionsLostFromADamagedWriteAheadLogAreReported() throws {
+        let dir = try TemporaryDirectory()
+        let store = try storeWithCommits(dir, count: 400)
+        let copy = dir.path + "/copy"
+        try crashImage(of: dir.state, into: copy)
+        store.close()
+        let wal = copy + "/state.sqlite-wal"
+        let size = try #require(FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int)
+        let handle = try #require(FileHandle(forWritingAtPath: wal))
+        try handle.seek(toOffset: UInt64(size / 2))
+        var random = SystemRandomNumberGenerator()
+        handle.write(Data((0..<512).map { _ in UInt8.random(in: 0...255, using: &random) }))
+        try handle.close()
+
+        let error = try #require(throws: StateStoreError.self) { try SQLiteStateStore(directory: copy) }
+        #expect(error.description.contains("records 400"))
+        #expect(error.description.contains("are missing"))
+        #expect(error.description.contains("delete \(copy)/\(SQLiteStateStore.markerName)"))
+        // Doing what the message says starts with what is left.
+        try FileManager.default.removeItem(atPath: copy + "/" + SQLiteStateStore.markerName)
+        let rest = try SQLiteStateStore(directory: copy)
+        let kept = try rest.load().tokens.count
+        #expect(kept > 0 && kept < 400)
+        rest.close()
+    }
+
+    @Test func aDatabaseThatFailsTheIntegrityCheckIsRefused() throws {
+        let dir = try TemporaryDirectory()
+        do {
+            let store = try SQLiteStateStore(directory: dir.state)
+            // Enough rows for several pages of one table, checkpointed into the file on close.
+            try store.write((0..<2000).map { token(String(format: "%06x", $0)) })
+            store.close()
+        }
+        // A leaf page of the tokens table whose header miscounts its fragmented bytes: the file
+        // opens and reads, but the page is not what its header says.
+        let path = dir.state + "/state.sqlite"
+        let pageSize = 4096
+        let pages = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0) / pageSize
+        #expect(pages > 8)
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seek(toOffset: UInt64((pages - 2) * pageSize + 7))
+        handle.write(Data([0x3F]))
+        try handle.close()
+        let error = try #require(throws: StateStoreError.self) {
+            let store = try SQLiteStateStore(directory: dir.state)
+            _ = try store.load()
+        }
+        #expect(error.description.contains("integrity check reports"), "\(error)")
+        #expect(error.description.contains("state.sqlite"))
+    }
 }

@@ -170,7 +170,7 @@ struct StateWriterTests {
         writer.submit([token("a")])
         let ticket = try #require(writer.uncommittedTicket())
         let answered = Locked(false)
-        writer.afterCommit(ticket, on: loop) { answered.withLock { $0 = true } }
+        writer.afterCommit(ticket, on: loop) { committed in answered.withLock { $0 = committed } }
         store.waitForWriter()
         #expect(loop.runAll() == 0, "not before the commit")
         store.release()
@@ -207,29 +207,109 @@ struct StateWriterTests {
         #expect(writer.uncommittedTicket() == nil)
     }
 
-    @Test func aFailingStoreIsReportedAndNeverHoldsAnswersForever() throws {
+    /// A store that fails every attempt: the answers waiting for it are told so (never sent
+    /// as if committed), the writer refuses work meanwhile, and once the store works again
+    /// everything accepted before is committed: nothing is dropped.
+    @Test func aFailingStoreRefusesWorkUntilItCommitsAgainAndLosesNothing() throws {
         let store = GatedStore()
         store.failing = true
         let messages = Locked<[String]>([])
-        let writer = StateWriter(store: store, limits: limits { $0.attempts = 2; $0.retryDelayMilliseconds = 1 }) { line in
-            messages.withLock { $0.append(line) }
-        }
+        let writer = StateWriter(store: store, limits: quickRetries) { line in messages.withLock { $0.append(line) } }
         let loop = QueueExecutor()
         writer.start()
         defer { writer.stop() }
+        #expect(writer.unavailableReason == nil)
         writer.submit([token("a"), record(1)])
         let ticket = try #require(writer.uncommittedTicket())
-        writer.afterCommit(ticket, on: loop) {}
-        #expect(writer.waitUntilCommitted())
+        let outcome = Locked<Bool?>(nil)
+        writer.afterCommit(ticket, on: loop) { committed in outcome.withLock { $0 = committed } }
         #expect(loop.runAllWhenHandedOver() == 1, "the held answer is released")
-        let stats = writer.statistics
-        #expect(stats.failure?.contains("disk full") == true)
-        #expect(stats.writeErrors == 1 && stats.changesDropped == 1 && stats.recordsDropped == 1)
-        #expect(messages.withLock { $0.contains { $0.contains("nothing is persisted") } })
+        #expect(outcome.withLock { $0 } == false, "and told its commit failed")
+        let reason = try #require(writer.unavailableReason)
+        #expect(reason.contains("disk full"))
+        #expect(writer.statistics.failure != nil && writer.statistics.outages == 1)
+        #expect(messages.withLock { $0.contains { $0.contains("Providers get 503") } })
+        // Changes made meanwhile (a device's ack, say) queue behind the failed ones.
         writer.submit([token("b")])
-        #expect(writer.uncommittedTicket() == nil, "after a failure nothing waits")
-        #expect(writer.statistics.changesDropped == 2)
+        #expect(writer.uncommittedTicket() != nil)
+
+        store.failing = false
+        #expect(writer.waitUntilCommitted())
+        #expect(writer.unavailableReason == nil)
+        let stats = writer.statistics
+        #expect(stats.failure == nil && stats.recoveries == 1)
+        #expect(stats.changesDropped == 0 && stats.recordsDropped == 0)
+        let names = store.allChanges.compactMap { change -> String? in
+            if case .tokenSaved(let entry) = change { return entry.token }
+            if case .recordSaved(let record) = change { return "record \(record.sequence)" }
+            return nil
+        }
+        #expect(names == ["a", "record 1", "b"], "the failed batch first, then what queued behind it")
+        #expect(messages.withLock { $0.contains { $0.contains("works again") } })
+        // Serving as before: a new answer waits for its commit and is told it succeeded.
+        writer.submit([token("c")])
+        if let next = writer.uncommittedTicket() {
+            writer.afterCommit(next, on: loop) { committed in outcome.withLock { $0 = committed } }
+            #expect(loop.runAllWhenHandedOver() == 1)
+            #expect(outcome.withLock { $0 } == true)
+        }
     }
+
+    /// `--state-failure memory`: answers stop waiting for a failing store and nothing is
+    /// refused; what queued is written once the store works again.
+    @Test func underTheMemoryPolicyAnswersGoOnAndTheQueueIsWrittenLater() throws {
+        let store = GatedStore()
+        store.failing = true
+        let writer = StateWriter(store: store, limits: quickRetries, onFailure: .memory, log: { _ in })
+        let loop = QueueExecutor()
+        writer.start()
+        defer { writer.stop() }
+        writer.submit([token("a")])
+        let ticket = try #require(writer.uncommittedTicket())
+        let outcome = Locked<Bool?>(nil)
+        writer.afterCommit(ticket, on: loop) { committed in outcome.withLock { $0 = committed } }
+        #expect(loop.runAllWhenHandedOver() == 1)
+        #expect(outcome.withLock { $0 } == true, "released as the policy asks")
+        #expect(writer.unavailableReason == nil, "nothing is refused")
+        writer.submit([token("b")])
+        #expect(writer.uncommittedTicket() == nil, "answers do not wait while the store fails")
+        #expect(writer.statistics.failure != nil)
+        store.failing = false
+        #expect(writer.waitUntilCommitted())
+        #expect(store.allChanges.count == 2 && writer.statistics.failure == nil)
+    }
+
+    /// Stopping while the store fails cannot keep what is queued: it is counted and logged.
+    @Test func stoppingWhileTheStoreFailsCountsWhatIsLost() throws {
+        let store = GatedStore()
+        store.failing = true
+        let messages = Locked<[String]>([])
+        let writer = StateWriter(store: store, limits: quickRetries) { line in messages.withLock { $0.append(line) } }
+        writer.start()
+        writer.submit([token("a"), record(1)])
+        #expect(try eventually { writer.unavailableReason != nil })
+        writer.stop()
+        let stats = writer.statistics
+        #expect(stats.changesDropped == 1 && stats.recordsDropped == 1)
+        #expect(messages.withLock { $0.contains { $0.contains("not in the state directory") } })
+    }
+}
+
+/// Retries in milliseconds rather than seconds.
+private let quickRetries = limits {
+    $0.attempts = 2
+    $0.retryDelayMilliseconds = 1
+    $0.failingRetryMilliseconds = 5
+    $0.maxFailingRetryMilliseconds = 20
+}
+
+private func eventually(_ seconds: Double = 10, _ condition: () -> Bool) throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(2_000)
+    }
+    return condition()
 }
 
 @Suite("Commit gate: answers held per connection")
@@ -241,7 +321,10 @@ struct CommitGateTests {
         let writer = StateWriter(store: store, log: { _ in })
         let loop = QueueExecutor()
         let released = Locked<[String]>([])
-        let gate = CommitGate<String>(durability: writer, executor: loop) { items in released.withLock { $0 += items } }
+        let gate = CommitGate<String>(durability: writer, executor: loop) { items, committed in
+            #expect(committed)
+            released.withLock { $0 += items }
+        }
         writer.start()
         defer { writer.stop() }
         #expect(!gate.hold("now"), "nothing uncommitted: send at once")
