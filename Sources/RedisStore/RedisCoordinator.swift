@@ -71,8 +71,26 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         var lostTickets: [ClosedRange<UInt64>] = []
         /// Open batches by thread: (first, last) ticket, nil while nothing was changed.
         var batches: [UInt: (first: UInt64, last: UInt64)?] = [:]
+        /// The epoch of the shared state this copy follows ("" until it has joined one).
+        var epoch = ""
+        /// Set while the shared state is lost and being restored (`recoverLostState`).
+        var recovery: Recovery?
     }
+
+    /// A lost shared state being restored: the instances that follow it say how current their
+    /// copies are, and after a short window the newest copy is written back as the state.
+    struct Recovery {
+        let lostEpoch: String
+        let detectedMs: Int64
+        var lastCandidacyMs: Int64 = 0
+    }
+    /// How long instances have, after noticing the state is gone, to offer their copies.
+    static let recoveryWindowMilliseconds: Int64 = 2_000
+    /// A candidate that has not restored the state this long after its turn came is passed over.
+    static let recoveryTurnMilliseconds: Int64 = 3_000
     private let reason = Locked<String?>(nil)
+    /// `Shared.epoch`, readable without the busy lock (the keeper compares it every second).
+    private let followedEpoch = Locked("")
     private let running = Locked(true)
     private var threads: [Thread] = []
     let publisher = Locked<RedisConnection?>(nil)
@@ -112,9 +130,17 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                     try takeLease(&s, redis)
                     let version = try redis.command("GET", store.key("version")).int ?? 0
                     if version == 0 {
+                        if try redis.command("EXISTS", store.key("recovering")).int == 1 {
+                            // Running instances are restoring a lost state: join it once restored.
+                            try? release(&s, redis)
+                            throw RedisError(.timeout, "the instances sharing this Redis are restoring its lost state")
+                        }
                         // The first instance: the store starts as this instance's world.
                         let start = state.readWorld { $0.persistedState }
-                        let written = try store.append([.reset(start)], instance: instance, fence: s.token, on: redis)
+                        let epoch = RedisStateStore.newEpoch()
+                        let written = try store.append([.reset(start)], instance: instance, fence: s.token, epoch: .seed(epoch), on: redis)
+                        s.epoch = epoch
+                        followedEpoch.withLock { $0 = epoch }
                         s.version = written.version
                         s.lastID = written.id
                         if written.released { s.holding = false }
@@ -217,7 +243,8 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         let all = s.pendingRows.isEmpty ? rows : s.pendingRows + rows
         do {
             let mayRelease = monotonicMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds
-            let written = try store.append(all, instance: instance, fence: s.token, mayRelease: mayRelease, on: redis)
+            let written = try store.append(all, instance: instance, fence: s.token, epoch: .expect(s.epoch), mayRelease: mayRelease,
+                                           on: redis)
             if written.version != s.version + 1 { s.needsReload = true }  // cannot happen under the lease
             s.version = written.version
             s.lastID = written.id
@@ -256,11 +283,17 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         let deadline = now + Self.acquireTimeoutMilliseconds
         var pause: UInt32 = 50
         while true {
-            let reply = try Self.acquireScript.run(on: redis, keys: [store.key("lease"), store.key("want"), store.key("version")],
-                                                   arguments: [.text(s.token), .text(String(Self.leaseMilliseconds))])
-            guard let parts = reply.elements, parts.count == 2, let got = parts[0].int, let version = parts[1].int else {
+            let reply = try Self.acquireScript.run(
+                on: redis, keys: [store.key("lease"), store.key("want"), store.key("version"), store.key("epoch")],
+                arguments: [.text(s.token), .text(String(Self.leaseMilliseconds))])
+            guard let parts = reply.elements, parts.count == 3, let got = parts[0].int, let version = parts[1].int,
+                let epoch = parts[2].text
+            else {
                 throw RedisError(.protocolError, "unexpected reply to the lease script")
             }
+            // Another state than the one this copy follows (or none): nothing may be applied
+            // or written until that is sorted out.
+            if !s.epoch.isEmpty, epoch != s.epoch { throw RedisError(.server, "EPOCH \(epoch)") }
             if got == 1 {
                 let wasHolding = s.holding
                 if !wasHolding { s.holdingSinceMs = monotonicMilliseconds() }
@@ -336,7 +369,18 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
 
     /// Replaces this copy with the store's state (under the lease).
     private func reload(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
-        let (persisted, version, lastID) = try store.load(on: redis)
+        var (persisted, version, lastID, epoch) = try store.load(on: redis)
+        if epoch == nil {
+            // Nothing there (lost), or a state written before epochs existed (adopt it).
+            guard version > 0 else { throw RedisError(.server, "EPOCH ") }
+            _ = try redis.command("SET", store.key("epoch"), .text(RedisStateStore.newEpoch()), "NX")
+            epoch = try store.epoch(on: redis)
+        }
+        if let epoch, epoch != s.epoch {
+            if !s.epoch.isEmpty { log("shared state: following a new shared state in Redis (epoch \(s.epoch) → \(epoch))") }
+            s.epoch = epoch
+            followedEpoch.withLock { $0 = epoch }
+        }
         let now = clock.nowMilliseconds()
         do {
             _ = try state.applyShared { (world: inout World) throws(StateStoreError) in
@@ -362,12 +406,38 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             log("shared state unavailable: \(error); providers get 503 until Redis is back")
         } else if error.kind == .timeout {
             log("shared state: \(error)")
+        } else if error.kind == .server, error.description.hasPrefix("EPOCH") {
+            let current = error.description.dropFirst("EPOCH".count).trimmingCharacters(in: .whitespaces)
+            epochChanged(&s, current: current.isEmpty ? nil : current)
         } else if error.description.hasPrefix("LEASE") {
             s.holding = false
             log("shared state: the lease expired before a change was stored; reloading")
         } else {
             log("shared state: \(error)")
         }
+    }
+
+    /// The state in Redis is not the one this copy follows. Gone (`current` nil: Redis lost its
+    /// data): every instance refuses changes until the state is restored from the newest copy
+    /// among them (`recoverLostState`). Another one (seeded anew while this instance was away):
+    /// it is the shared state now, so this copy is reloaded from it.
+    private func epochChanged(_ s: inout Shared, current: String?) {
+        dropPending(&s)
+        s.holding = false
+        guard let current else {
+            guard s.recovery == nil, !s.epoch.isEmpty else { return }
+            s.recovery = Recovery(lostEpoch: s.epoch, detectedMs: monotonicMilliseconds())
+            let text = "the shared state in Redis was lost (Redis restarted without its data, or was flushed); the instances restore it from the newest copy among them"
+            s.unavailable = text
+            reason.withLock { $0 = text }
+            log("shared state lost: Redis no longer holds the state this instance follows (epoch \(s.epoch)); providers get 503 until it is restored from the newest copy among the instances")
+            return
+        }
+        guard current != s.epoch else { return }
+        log("shared state: Redis holds another shared state (epoch \(s.epoch) → \(current)), seeded while this instance was away; reloading this copy from it")
+        s.epoch = current
+        followedEpoch.withLock { $0 = current }
+        s.needsReload = true
     }
 
     private func flushAnnouncements() {
@@ -426,7 +496,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             usleep(1_000)
             let now = monotonicMilliseconds()
             if unavailableReason != nil {
-                reconnect()
+                if shared.withLock({ $0.recovery != nil }) { recoverLostState() } else { reconnect() }
                 continue
             }
             // Busy means changes are being made: nothing to give up or reload now, and a
@@ -460,8 +530,17 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                 // On the publishing connection, not under the busy lock: an instance serving a
                 // steady load must not look stopped to the others.
                 nextHeartbeat = now + Self.heartbeatMilliseconds
-                try? publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) in
-                    try heartbeat(try publishingConnection(&connection))
+                let epoch = try? publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> String? in
+                    let redis = try publishingConnection(&connection)
+                    try heartbeat(redis)
+                    return try store.epoch(on: redis)
+                }
+                // A flushed Redis, or one seeded anew, shows here within a heartbeat even when
+                // no change comes along to find out.
+                if let epoch, epoch != followedEpoch.withLock({ $0 }) {
+                    shared.withLock { (s: inout Shared) in
+                        if s.recovery == nil, s.unavailable == nil, epoch != s.epoch { epochChanged(&s, current: epoch) }
+                    }
                 }
             }
             if now >= nextSweep {
@@ -485,6 +564,12 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             do {
                 s.redis = redis
                 dropPending(&s)
+                // Redis may have come back without its data, or with another state.
+                let current = try store.epoch(on: redis)
+                if current != s.epoch {
+                    epochChanged(&s, current: current)
+                    if s.recovery != nil { return false }
+                }
                 try takeLease(&s, redis)
                 try reload(&s, redis)
                 try heartbeat(redis)
@@ -502,6 +587,96 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         log("shared state available again (Redis at \(store.url.redacted))")
     }
 
+    /// While the shared state is lost: every instance that followed it offers its copy (the
+    /// version it had applied) in `recovering`; once the window has passed, the instance with
+    /// the newest copy writes it back under a new epoch, and the others, seeing the epoch
+    /// appear, reload it. A write that seeds only where no epoch exists makes exactly one of
+    /// them win; a candidate whose turn passes without a restore (it stopped) is passed over.
+    private func recoverLostState() {
+        let now = monotonicMilliseconds()
+        var restored = false
+        var rejoined = false
+        shared.withLock { (s: inout Shared) in
+            guard var recovery = s.recovery else { return }
+            if s.redis == nil || s.redis!.isBroken {
+                guard let fresh = try? RedisConnection(url: store.url) else { return }
+                s.redis = fresh
+            }
+            guard let redis = s.redis else { return }
+            do {
+                if let current = try store.epoch(on: redis), current != recovery.lostEpoch {
+                    // Restored by another instance (or seeded by a new one): follow it.
+                    s.recovery = nil
+                    s.epoch = current
+                    followedEpoch.withLock { $0 = current }
+                    try takeLease(&s, redis)
+                    try reload(&s, redis)
+                    try heartbeat(redis)
+                    s.unavailable = nil
+                    rejoined = true
+                    return
+                }
+                if now - recovery.lastCandidacyMs >= 500 {
+                    recovery.lastCandidacyMs = now
+                    s.recovery = recovery
+                    _ = try Self.candidacyScript.run(
+                        on: redis, keys: [store.key("recovering"), store.key("instances")],
+                        arguments: [.text(Self.candidateName(instance)), .text(String(s.version)), "30000"])
+                    try heartbeat(redis)
+                }
+                let waited = now - recovery.detectedMs
+                guard waited >= Self.recoveryWindowMilliseconds else { return }
+                let ranking = try redis.command("ZREVRANGE", store.key("recovering"), "0", "-1").elements?.compactMap(\.text) ?? []
+                let rank = Int64(ranking.firstIndex(of: Self.candidateName(instance)) ?? ranking.count)
+                guard waited >= Self.recoveryWindowMilliseconds + rank * Self.recoveryTurnMilliseconds else { return }
+                let copy = state.readWorld { $0.persistedState }
+                let epoch = RedisStateStore.newEpoch()
+                let written: (version: UInt64, id: String, released: Bool)
+                do {
+                    written = try store.append([.reset(copy)], instance: instance, fence: nil, epoch: .seed(epoch), on: redis)
+                } catch let error as RedisError where error.kind == .server && error.description.hasPrefix("EPOCH") {
+                    return  // another candidate was first: follow it on the next pass
+                }
+                _ = try? redis.command("DEL", store.key("recovering"))
+                log("shared state restored into Redis from this instance's copy (version \(s.version) of the lost state: \(copy.devices.count) device(s), \(copy.tokens.count) token(s), \(copy.waiting.count) waiting notification(s), \(copy.records.count) record(s)); the other instances reload it")
+                s.recovery = nil
+                s.epoch = epoch
+                followedEpoch.withLock { $0 = epoch }
+                s.version = written.version
+                s.lastID = written.id
+                s.needsReload = false
+                s.holding = false
+                try heartbeat(redis)
+                s.unavailable = nil
+                restored = true
+            } catch {
+                if redis.isBroken { s.redis = nil }
+            }
+        }
+        guard restored || rejoined else { return }
+        reason.withLock { $0 = nil }
+        flushAnnouncements()
+        if rejoined { log("shared state available again: restored by another instance, reloaded from Redis") }
+    }
+
+    /// Members of `recovering`, ranked by score (the version of the copy) and, for equal ones,
+    /// by name: zero-padded so the order is numeric.
+    static func candidateName(_ instance: Int) -> String {
+        let digits = String(instance)
+        return String(repeating: "0", count: max(0, 10 - digits.count)) + digits
+    }
+
+    /// KEYS: recovering instances. ARGV: candidate version ttl.
+    ///
+    /// Also raises the instance counter to this instance's number: a Redis that lost its data
+    /// forgot it, and a new instance must not take the number of one still running.
+    static let candidacyScript = RedisScript("""
+        redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+        redis.call('PEXPIRE', KEYS[1], ARGV[3])
+        if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[1]) then redis.call('SET', KEYS[2], tonumber(ARGV[1])) end
+        return 1
+        """)
+
     /// The instance that wrote a log entry (its `i` field), 0 when it has none.
     static func instance(ofEntry entry: RedisReply) -> Int {
         guard let fields = entry.elements?.last?.elements else { return 0 }
@@ -515,25 +690,26 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
 
     // MARK: Scripts
 
-    /// KEYS: lease want version. ARGV: token ttl. → {1 or 0, version}
+    /// KEYS: lease want version epoch. ARGV: token ttl. → {1 or 0, version, epoch or ''}
     ///
     /// `want` names the instance next in line (for 100 ms, renewed while it keeps asking):
     /// a free lease goes to it, not to whoever asks first, so a busy instance that gives the
     /// lease up and asks again at once cannot starve the others.
     static let acquireScript = RedisScript("""
         local v = tonumber(redis.call('GET', KEYS[3]) or '0')
+        local e = redis.call('GET', KEYS[4]) or ''
         if redis.call('GET', KEYS[1]) == ARGV[1] then
           redis.call('PEXPIRE', KEYS[1], ARGV[2])
-          return {1, v}
+          return {1, v, e}
         end
         local w = redis.call('GET', KEYS[2])
-        if w and w ~= ARGV[1] then return {0, v} end
+        if w and w ~= ARGV[1] then return {0, v, e} end
         if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
           if w then redis.call('DEL', KEYS[2]) end
-          return {1, v}
+          return {1, v, e}
         end
         redis.call('SET', KEYS[2], ARGV[1], 'PX', 100)
-        return {0, v}
+        return {0, v, e}
         """)
 
     /// KEYS: lease. ARGV: token.

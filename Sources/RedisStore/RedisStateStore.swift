@@ -15,7 +15,12 @@ public import Redis
 ///                write (`v` version, `i` instance, `r` the rows), trimmed to about
 ///                `logLength` entries — an instance that falls further behind reloads;
 /// - `maxseq`     the highest journal sequence number ever used (numbers never repeat);
-/// - `lease`, `want`  whose turn it is to change the state (see `RedisCoordinator`).
+/// - `lease`, `want`  whose turn it is to change the state (see `RedisCoordinator`);
+/// - `epoch`      a random id written with the state when it is seeded: instances remember the
+///                one they follow, so a Redis that lost its data (restarted without an
+///                append-only file, `FLUSHALL`) or was seeded anew is noticed, never followed
+///                as if it were the same state; `recovering` the instances restoring a lost
+///                state (see `RedisCoordinator`).
 ///
 /// Not for Redis Cluster: the scripts touch keys they compute (one `w:<seq>` per notification).
 public final class RedisStateStore: StateStore, @unchecked Sendable {
@@ -70,8 +75,11 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
 
     /// Everything the store holds, with the version it was read at. Consistent only while
     /// nobody writes (the coordinator holds the lease while it loads).
-    func load(on redis: RedisConnection) throws(RedisError) -> (state: PersistedState, version: UInt64, lastLogID: String) {
+    func load(on redis: RedisConnection) throws(RedisError)
+        -> (state: PersistedState, version: UInt64, lastLogID: String, epoch: String?)
+    {
         var state = PersistedState()
+        let epoch = try redis.command("GET", key("epoch")).text
         let version = try redis.command("GET", key("version")).text.flatMap { UInt64($0) }
         state.initialized = version != nil
         var cursor = "0"
@@ -124,7 +132,17 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         state.nextRecordSequence = max(maxSequence + 1, (state.records.last?.sequence ?? 0) + 1,
                                        (state.waiting.last?.notification.sequence ?? 0) + 1)
         let last = try redis.command("XREVRANGE", key("log"), "+", "-", "COUNT", "1").elements?.first?.elements?.first?.text
-        return (state, version ?? 0, last ?? "0-0")
+        return (state, version ?? 0, last ?? "0-0", epoch)
+    }
+
+    /// The epoch of the state in Redis (nil: none, the state is gone or was never seeded).
+    func epoch(on redis: RedisConnection) throws(RedisError) -> String? {
+        try redis.command("GET", key("epoch")).text
+    }
+
+    /// A new random epoch.
+    static func newEpoch() -> String {
+        (0..<2).map { _ in String(UInt64.random(in: 0...UInt64.max), radix: 16) }.joined(separator: "-")
     }
 
     private func decode(_ bytes: [UInt8]?) throws(RedisError) -> StateChange {
@@ -138,13 +156,29 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
 
     // MARK: Writing
 
+    /// Which state a write is meant for.
+    enum EpochCondition {
+        /// Any (`StateStore.write`, tests).
+        case any
+        /// The state this instance follows; another one (or none) fails with "EPOCH".
+        case expect(String)
+        /// A new state, seeded with this epoch, only where there is none (else "EPOCH").
+        case seed(String)
+    }
+
     /// Writes `changes` as one atomic step: the rows into the state keys, one entry into the
-    /// log. With `fence`, only while the lease holds that token (else `.server` "LEASE").
-    /// Returns the new version, the log entry's id, and whether the lease was given up
-    /// because another instance asked for it.
-    func append(_ changes: [StateChange], instance: Int, fence: String?, mayRelease: Bool = true, on redis: RedisConnection)
-        throws(RedisError) -> (version: UInt64, id: String, released: Bool)
+    /// log. With `fence`, only while the lease holds that token (else `.server` "LEASE"); only
+    /// into the state `epoch` names (else `.server` "EPOCH"). Returns the new version, the log
+    /// entry's id, and whether the lease was given up because another instance asked for it.
+    func append(_ changes: [StateChange], instance: Int, fence: String?, epoch: EpochCondition = .any, mayRelease: Bool = true,
+                on redis: RedisConnection) throws(RedisError) -> (version: UInt64, id: String, released: Bool)
     {
+        let (expected, seeded): (String, String)
+        switch epoch {
+        case .any: (expected, seeded) = ("", "")
+        case .expect(let current): (expected, seeded) = (current, "")
+        case .seed(let new): (expected, seeded) = ("", new)
+        }
         var arguments: [RedisArgument] = [
             .text(fence ?? ""), .text(String(RedisCoordinator.leaseMilliseconds)), .text(String(instance)),
             .text(String(logLength)), .bytes(StateCodec.encode(changes: changes)), .text(prefix + "w:"),
@@ -154,10 +188,13 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         for change in changes { Self.operations(for: change, into: &operations, maxSequence: &maxSequence) }
         arguments.append(.text(String(maxSequence)))
         arguments.append(mayRelease ? "1" : "0")
+        arguments.append(.text(expected))
+        arguments.append(.text(seeded))
         arguments += operations
         let reply = try Self.appendScript.run(
             on: redis,
-            keys: [key("lease"), key("want"), key("version"), key("log"), key("state"), key("records"), key("waiting"), key("maxseq")],
+            keys: [key("lease"), key("want"), key("version"), key("log"), key("state"), key("records"), key("waiting"), key("maxseq"),
+                   key("epoch")],
             arguments: arguments)
         guard let parts = reply.elements, parts.count == 3, let version = parts[0].int, let id = parts[1].text else {
             throw RedisError(.protocolError, "unexpected reply to the append script")
@@ -209,17 +246,26 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         }
     }
 
-    /// KEYS: lease want version log state records waiting maxseq.
-    /// ARGV: fence ttl instance loglength rows waitingprefix maxsequence mayrelease, then operations:
+    /// KEYS: lease want version log state records waiting maxseq epoch.
+    /// ARGV: fence ttl instance loglength rows waitingprefix maxsequence mayrelease expectedepoch
+    /// seedepoch, then operations:
     /// S field value | D field | R seq value | X seq | E before | W seq value expireAtMs | V seq | Z.
     static let appendScript = RedisScript("""
         if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then
           return redis.error_reply('LEASE this instance no longer holds the lease')
         end
+        local e = redis.call('GET', KEYS[9])
+        if ARGV[9] ~= '' and e ~= ARGV[9] then
+          return redis.error_reply('EPOCH ' .. (e or ''))
+        end
+        if ARGV[10] ~= '' then
+          if e then return redis.error_reply('EPOCH ' .. e) end
+          redis.call('SET', KEYS[9], ARGV[10])
+        end
         local v = redis.call('INCR', KEYS[3])
         local id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5])
         local wp = ARGV[6]
-        local i = 9
+        local i = 11
         while i <= #ARGV do
           local op = ARGV[i]
           if op == 'S' then

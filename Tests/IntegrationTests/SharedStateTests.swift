@@ -18,8 +18,9 @@ final class EmulatorCluster: @unchecked Sendable {
     let provider: HostPort
     let device: HostPort
 
-    init(count: Int = 3, extra: [String] = []) throws {
-        redis = try RedisServerProcess(persistent: true)
+    /// - Parameter persistent: Redis keeps its data across a restart (an append-only file).
+    init(count: Int = 3, extra: [String] = [], persistent: Bool = true) throws {
+        redis = try RedisServerProcess(persistent: persistent)
         shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-cluster-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
         // One after the other: the first creates the shared key and CA, and the store's state.
@@ -216,6 +217,44 @@ struct SharedStateTests {
             accepted = try e2.notifications(token: token).filter { $0["status"] == 200 }
             return accepted.count == 2
         }, "instance 2 shows \(accepted.count) accepted pushes")
+    }
+
+    /// Redis loses the state under running instances (restarted without an append-only
+    /// file, or FLUSHALL): they notice within seconds, refuse meanwhile (503, /readyz says
+    /// why), and exactly one writes the newest copy back; both then answer alike again, with
+    /// the tokens and the journal from before.
+    @Test(arguments: ["restarted empty", "FLUSHALL"])
+    func aRedisThatLosesItsDataIsRestoredFromTheNewestCopy(how: String) throws {
+        let cluster = try EmulatorCluster(count: 2, persistent: false)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let first = try e1.createDevice().token
+        let second = try e2.createDevice().token
+        let before = APNsResult(try e2.connect().send(try e2.push(first).request))
+        #expect(before.status == 200)
+        #expect(try eventually { try e1.admin("GET", "/api/v1/notifications/\(before.apnsID!)").status == 200 })
+
+        if how == "FLUSHALL" {
+            let flushed = try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.redis.port), "FLUSHALL"])
+            #expect(flushed.out.contains("OK"), "\(flushed)")
+        } else {
+            try cluster.redis.restart()
+        }
+        // Noticed: refused until restored, and /readyz says why.
+        #expect(try eventually(10) { try e1.admin("GET", "/readyz").json["reason"]?.stringValue?.contains("lost") == true })
+        // Restored within seconds, on both.
+        #expect(try eventually(20) { try e1.admin("GET", "/readyz").status == 200 && e2.admin("GET", "/readyz").status == 200 })
+        for emulator in [e1, e2] {
+            for token in [first, second] {
+                let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+                #expect(result.status == 200, "\(how): a token made before answers \(result.status) \(result.reason ?? "")")
+            }
+            #expect(try emulator.admin("GET", "/api/v1/notifications/\(before.apnsID!)").status == 200, "the journal from before")
+        }
+        // One state again: a device made on one instance is known to the other.
+        let after = try e1.createDevice().token
+        #expect(try eventually(5) { APNsResult(try e2.connect().send(try e2.push(after).request)).status == 200 })
+        let restorers = [e1, e2].filter { $0.stderr.contains("shared state restored into Redis") }.count
+        #expect(restorers == 1, "exactly one instance wrote its copy back")
     }
 
     /// Redis stops answering (SIGSTOP) in the middle of a stream of pushes: the push whose
