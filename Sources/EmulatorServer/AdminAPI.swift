@@ -21,8 +21,29 @@ final class AdminAPI: @unchecked Sendable {
     var clock: any EmulatorClock { emulator.clock }
     var now: Int64 { clock.nowMilliseconds() }
 
+    /// With `--redis`, changes wait for Redis (the lease, the write): they run here, one at
+    /// a time, so the admin loop keeps answering reads from this instance's copy meanwhile.
+    private let sharedChanges = DispatchQueue(label: "apns-admin-shared-changes")
+
     func handle(_ request: AdminRequest, _ http: HTTP1Connection) {
-        let response: AdminResponse?
+        if state.coordinator != nil, request.method != "GET", request.method != "HEAD" {
+            let loop = http.connection.loop
+            let confined = ConfinedConnection(http: http)
+            sharedChanges.async { [self] in
+                let response = answer(request, confined.http)
+                loop.execute { [self] in deliver(response, to: request, confined.http) }
+            }
+            return
+        }
+        deliver(answer(request, http), to: request, http)
+    }
+
+    /// The connection taken to the change queue and back. Only its own loop uses it: change
+    /// routes never touch the connection (only GET routes stream or wait on it).
+    private struct ConfinedConnection: @unchecked Sendable { let http: HTTP1Connection }
+
+    /// The route's answer (nil when the route answers by itself: streams, long polls).
+    private func answer(_ request: AdminRequest, _ http: HTTP1Connection) -> AdminResponse? {
         do {
             switch router.match(method: request.method, path: request.path) {
             case .found(let route, let parameters):
@@ -31,22 +52,26 @@ final class AdminAPI: @unchecked Sendable {
                     // reload); --state-dir: it could not be kept.
                     throw AdminError(503, "the emulator cannot take changes now: \(reason)")
                 }
-                response = try route.handler(request, parameters, http)
+                return try route.handler(request, parameters, http)
             case .wrongMethod(let allowed):
                 let unique = Array(Set(allowed)).sorted()
                 var error = AdminResponse.error(405, "\(request.method) is not allowed on \(request.path); use \(unique.joined(separator: " or "))")
                 error.headers.append(("Allow", unique.joined(separator: ", ")))
-                response = error
+                return error
             case .notFound:
                 throw AdminError(404, "no such endpoint: \(request.path); see /api/v1/openapi.json")
             }
         } catch let error as AdminError {
-            response = .error(error.status, error.message)
+            return .error(error.status, error.message)
         } catch {
-            response = .error(500, "\(error)")
+            return .error(500, "\(error)")
         }
+    }
+
+    /// Sends the answer on the connection's loop; with `--state-dir` an answer to a change
+    /// waits until the change is committed.
+    private func deliver(_ response: AdminResponse?, to request: AdminRequest, _ http: HTTP1Connection) {
         guard let response else { return }
-        // --state-dir: an answer to a change waits until the change is committed.
         if request.method != "GET", let durability = emulator.durability, let ticket = durability.uncommittedTicket(everything: true) {
             durability.afterCommit(ticket, on: http.connection.loop) { committed in
                 guard committed else {

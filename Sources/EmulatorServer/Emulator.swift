@@ -57,6 +57,8 @@ public final class Emulator: @unchecked Sendable {
     public let state: EmulatorState
     let endpoint: ProviderEndpoint
     let group: EventLoopGroup
+    /// The admin API's own loop.
+    let adminGroup: EventLoopGroup
     let providers: ProviderServer
     let devices: DeviceGateway
     /// `--state-dir`: the writer that commits changes; nil keeps everything in memory.
@@ -147,6 +149,7 @@ public final class Emulator: @unchecked Sendable {
         endpoint = ProviderEndpoint(state: state, clock: clock, options: configuration.endpoint)
         do {
             group = try EventLoopGroup(count: configuration.threads)
+            adminGroup = try EventLoopGroup(count: 1, namePrefix: "admin")
         } catch {
             throw StartupError("cannot create event loops: \(error)")
         }
@@ -304,10 +307,12 @@ public final class Emulator: @unchecked Sendable {
             providers.clientTrust = try loadClientTrust()
         }
         let acceptLoop = group.loops[0]
-        func bind(_ address: HostPort?, _ what: String, _ accept: @escaping (Int32, String) -> Void) throws(StartupError) -> HostPort? {
+        func bind(_ address: HostPort?, _ what: String, on loop: EventLoop = acceptLoop,
+                  _ accept: @escaping (Int32, String) -> Void) throws(StartupError) -> HostPort?
+        {
             guard let address else { return nil }
             do {
-                let listener = try Listener(address: address, loop: acceptLoop, accept: accept)
+                let listener = try Listener(address: address, loop: loop, accept: accept)
                 let bound = listener.address
                 listener.onExhausted = { [unowned self] code in
                     self.acceptPauses.add(1, ordering: .relaxed)
@@ -346,8 +351,11 @@ public final class Emulator: @unchecked Sendable {
         let admin = AdminServer(api: AdminAPI(emulator: self, events: events), options: c.admin,
                                 policy: c.admin.policy(boundTo: c.adminListen), metrics: adminMetrics)
         adminServer = admin
-        addresses.admin = try bind(c.adminListen, "--admin-listen") { [unowned self] fd, peer in
-            self.hand(fd: fd, peer: peer, tls: false) { connection in
+        // Its own loop, accepting too: the admin API answers while provider loops are busy
+        // (a load test, or with --redis a slow Redis they wait for).
+        let adminLoop = adminGroup.loops[0]
+        addresses.admin = try bind(c.adminListen, "--admin-listen", on: adminLoop) { [unowned self] fd, peer in
+            self.hand(fd: fd, peer: peer, tls: false, on: adminLoop) { connection in
                 HTTP1Connection(connection: connection, server: admin)
             }
         }
@@ -359,6 +367,7 @@ public final class Emulator: @unchecked Sendable {
         }
         scheduleTicks(on: acceptLoop)
         group.start()
+        adminGroup.start()
         ready.store(true, ordering: .releasing)
         if let path = c.readyFile { writeReadyFile(path) }
     }
@@ -402,6 +411,7 @@ public final class Emulator: @unchecked Sendable {
     public func stop() {
         ready.store(false, ordering: .releasing)
         group.stop()
+        adminGroup.stop()
         durability?.stop()
         shared?.stop()
         backendCalls.shutdown()
@@ -424,7 +434,7 @@ public final class Emulator: @unchecked Sendable {
 
     /// Gives a new descriptor to the next loop and builds its protocol handler there. Over
     /// its kind's budget the descriptor is closed at once.
-    private func hand(fd: Int32, peer: String, tls: Bool, budget: ConnectionBudget? = nil,
+    private func hand(fd: Int32, peer: String, tls: Bool, budget: ConnectionBudget? = nil, on chosen: EventLoop? = nil,
                       makeHandler: @escaping @Sendable (Connection) -> ConnectionHandler?) {
         if let budget, !budget.take() {
             Glibc.close(fd)
@@ -433,7 +443,7 @@ public final class Emulator: @unchecked Sendable {
             }
             return
         }
-        let loop = group.next()
+        let loop = chosen ?? group.next()
         let id = nextConnectionID.add(1, ordering: .relaxed).oldValue
         let context = tls ? tlsContext : nil
         let build: @Sendable () -> Void = {

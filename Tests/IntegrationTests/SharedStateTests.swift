@@ -5,6 +5,7 @@ import HTTP2
 import Networking
 import ProviderClient
 import RedisTestSupport
+import Synchronization
 import Testing
 
 /// Emulator instances sharing one Redis (`--redis`), behind HAProxy in TCP mode for both the
@@ -113,6 +114,50 @@ final class EmulatorCluster: @unchecked Sendable {
         return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         } == 0
+    }
+}
+
+/// A TCP proxy that holds every chunk from the upstream server back for a while (a slow
+/// Redis); Python's asyncio, so the delay is per chunk and the order is kept.
+final class DelayProxy {
+    let process = Process()
+    let port: Int
+
+    init(upstreamPort: Int, delayMilliseconds: Int) throws {
+        port = try RedisServerProcess.freePort()
+        let script = """
+            import asyncio, sys
+            up, port, delay = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) / 1000
+            async def pipe(reader, writer, late):
+                try:
+                    while data := await reader.read(65536):
+                        if late:
+                            await asyncio.sleep(delay)
+                        writer.write(data)
+                        await writer.drain()
+                finally:
+                    writer.close()
+            async def serve(client_reader, client_writer):
+                server_reader, server_writer = await asyncio.open_connection("127.0.0.1", up)
+                await asyncio.gather(pipe(client_reader, server_writer, False), pipe(server_reader, client_writer, True))
+            async def main():
+                server = await asyncio.start_server(serve, "127.0.0.1", port)
+                await server.serve_forever()
+            asyncio.run(main())
+            """
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, String(upstreamPort), String(port), String(delayMilliseconds)]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let port = UInt16(port)
+        guard try eventually(10, { EmulatorCluster.accepts(port: port) }) else { throw HarnessError("the delay proxy did not start") }
+    }
+
+    deinit {
+        // SIGKILL: children of the test process may inherit SIGTERM blocked.
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
     }
 }
 
@@ -255,6 +300,42 @@ struct SharedStateTests {
         #expect(try eventually(5) { APNsResult(try e2.connect().send(try e2.push(after).request)).status == 200 })
         let restorers = [e1, e2].filter { $0.stderr.contains("shared state restored into Redis") }.count
         #expect(restorers == 1, "exactly one instance wrote its copy back")
+    }
+
+    /// Every Redis answer 500 ms late (a TCP proxy in between): provider pushes wait for it,
+    /// but the admin API's reads come from the instance's own copy and are answered at once.
+    @Test func adminReadsDoNotWaitForASlowRedis() throws {
+        let redis = try RedisServerProcess()
+        let proxy = try DelayProxy(upstreamPort: redis.port, delayMilliseconds: 500)
+        let emulator = try EmulatorProcess(["--redis", "redis://127.0.0.1:\(proxy.port)", "--threads", "2"])
+        let token = try emulator.createDevice().token
+        // Four providers pushing all the time, each push waiting for a slow write.
+        let stop = Atomic<Bool>(false)
+        let pushed = Counter()
+        let push = try emulator.push(token)  // here: the harness's provider token is made once, not by four threads at once
+        var threads: [Thread] = []
+        for _ in 0..<4 {
+            let thread = Thread {
+                guard let connection = try? emulator.connect() else { return }
+                while !stop.load(ordering: .relaxed), (try? connection.send(push.request)) != nil { pushed.add() }
+            }
+            thread.start()
+            threads.append(thread)
+        }
+        defer { stop.store(true, ordering: .relaxed) }
+        usleep(1_000_000)
+        var slowest = 0.0
+        for _ in 0..<20 {
+            for path in ["/api/v1/devices", "/api/v1/notifications?limit=10", "/api/v1/info", "/readyz"] {
+                let started = Date()
+                #expect(try emulator.admin("GET", path).status == 200)
+                slowest = max(slowest, Date().timeIntervalSince(started))
+            }
+            usleep(50_000)
+        }
+        print("slow Redis (500 ms an answer): \(pushed.count) pushes meanwhile, slowest admin read \(Int(slowest * 1000)) ms")
+        #expect(pushed.count > 0, "the providers were waiting on Redis meanwhile")
+        #expect(slowest < 0.25, "admin reads come from the instance's copy: slowest \(slowest) s")
     }
 
     /// Redis stops answering (SIGSTOP) in the middle of a stream of pushes: the push whose
