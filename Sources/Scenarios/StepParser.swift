@@ -50,6 +50,9 @@ struct StepParser {
         if kind == .restore, let from = object["from"]?.stringValue, !known.aliasesSoFar.contains(from) {
             throw fail("from", "no device \"\(from)\" exists at this point")
         }
+        if kind == .restore, let made = object["device"]?.stringValue, !known.aliasesSoFar.contains(made) {
+            try Self.checkAlias(made, field: "device", isDeviceID: true, fail: fail)  // a new device, its id the alias
+        }
         for field in ["delivery", "backendCall", "deliveries", "backendCalls"] {
             if let named = object[field]?["device"]?.stringValue, !known.aliasesSoFar.contains(named) {
                 throw fail("\(field).device", "no device \"\(named)\" exists at this point")
@@ -111,6 +114,7 @@ struct StepParser {
                 continue
             }
             guard Self.matches(value, spec.type) else { throw fail(spec.name, "must be \(spec.type.words)") }
+            if let rule = spec.rule, !Self.isTemplate(value), let problem = rule.problem(value) { throw fail(spec.name, problem) }
             if case .criteria(let criteria) = spec.type, let inner = value.objectValue {
                 try checkFields(inner, criteria.fields) { field, message in
                     fail(field.map { "\(spec.name).\($0)" } ?? spec.name, message)
@@ -121,8 +125,14 @@ struct StepParser {
         try checkChoices(object, prefix: "", fail: fail)
     }
 
+    /// A string with `${…}`: its value is known, and checked, only when the step runs.
+    static func isTemplate(_ value: JSONValue) -> Bool {
+        if case .string(let text) = value { return text.contains("${") }
+        return false
+    }
+
     static func matches(_ value: JSONValue, _ type: FieldType) -> Bool {
-        if case .string(let text) = value, text.contains("${"), type != .object, type != .array {
+        if isTemplate(value), type != .object, type != .array {
             return true  // checked again once substituted
         }
         switch type {
@@ -156,8 +166,8 @@ struct StepParser {
     private func checkKindRules(_ kind: StepKind, _ object: JSONObject, fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError) {
         switch kind {
         case .device:
-            if let alias = object["alias"]?.stringValue, alias.contains("${") || alias.contains(".") || alias.isEmpty {
-                throw fail("alias", "an alias is a plain name (no ${…}, no dots)")
+            if let alias = object["alias"]?.stringValue {
+                try Self.checkAlias(alias, field: "alias", isDeviceID: object["deviceId"] == nil, fail: fail)
             }
         case .waitFor, .expectNone:
             let subjects = ["delivery", "backendCall"].filter { object[$0] != nil }
@@ -184,6 +194,9 @@ struct StepParser {
                 guard let value = checks["crossAccount"], Self.matches(value, .number) else {
                     throw fail("checks.crossAccount", "is required: a number")
                 }
+                if !Self.isTemplate(value), let problem = ValueRule.crossAccount.problem(value) {
+                    throw fail("checks.crossAccount", problem)
+                }
             }
             try checkSince(object, fail: fail)
         case .push:
@@ -208,6 +221,16 @@ struct StepParser {
             }
         default:
             break
+        }
+    }
+
+    /// A new device's alias; `isDeviceID`: the emulator's id for it too (no `deviceId` given).
+    private static func checkAlias(_ alias: String, field: String, isDeviceID: Bool,
+                                   fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError)
+    {
+        if let problem = AliasRule.problem(alias) { throw fail(field, problem) }
+        if isDeviceID, !DeviceRegistry.isValidDeviceID(alias) {
+            throw fail(field, "is also the device id when no \"deviceId\" is given, and \(DeviceRegistry.deviceIDRule)")
         }
     }
 

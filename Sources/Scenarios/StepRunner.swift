@@ -12,6 +12,7 @@ struct StepRunner {
     var api: EmulatorAdminClient { context.api }
 
     func run() throws(StepFailure) -> String? {
+        try checkValues()
         switch step.kind {
         case .device: return try createDevice()
         case .install: return try install()
@@ -41,6 +42,15 @@ struct StepRunner {
         case .expectNone: return try expectNone()
         case .expect: return try expect()
         case .save: return nil
+        }
+    }
+
+    /// The catalog's value rules on the fields as filled in: a `${…}` that became what the
+    /// file check would have refused fails the step in the file check's words.
+    func checkValues() throws(StepFailure) {
+        for spec in StepKind.commonFields + step.kind.fields {
+            guard let rule = spec.rule, let value = fields[spec.name], let problem = rule.problem(value) else { continue }
+            throw StepFailure("\"\(spec.name)\" \(problem)")
         }
     }
 
