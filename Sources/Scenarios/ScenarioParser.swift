@@ -98,12 +98,13 @@ public enum ScenarioParser {
             throw ScenarioFileError(location: "top level", field: "steps", "is required: a non-empty array of steps")
         }
         let aliases = deviceAliases(list)
+        let fixed = defaults.merging(variables) { _, given in given }
         var steps: [Step] = []
         for (offset, value) in list.enumerated() {
-            steps.append(try StepParser(index: offset + 1, aliases: aliases).parse(value, known: &known))
+            steps.append(try StepParser(index: offset + 1, aliases: aliases, variables: fixed).parse(value, known: &known))
         }
         return Scenario(name: name, description: description, bundleID: bundleID,
-                        variables: defaults.merging(variables) { _, given in given }, backends: backends,
+                        variables: fixed, backends: backends,
                         emulatorArguments: emulatorArguments, expectedCrossAccount: expectedCrossAccount, steps: steps)
     }
 

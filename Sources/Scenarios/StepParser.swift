@@ -5,6 +5,8 @@ struct StepParser {
     let index: Int
     /// Every alias the scenario makes (the default device when there is only one).
     let aliases: [String]
+    /// The values the file alone gives `${…}` (`--var`, the environment, `variables`).
+    let variables: [String: String]
 
     static let environments = ["sandbox", "production"]
     static let hooks = BackendHookKind.allCases.map(\.rawValue)
@@ -31,6 +33,7 @@ struct StepParser {
         let specs = StepKind.commonFields + kind.fields
         try Self.checkFields(object, specs, fail: fail)
         try checkKindRules(kind, object, fail: fail)
+        if let (field, problem) = kind.valueProblem(in: knownValues(object, known)) { throw fail(field, problem) }
 
         // The device the step acts on.
         var alias: String?
@@ -90,6 +93,23 @@ struct StepParser {
         return Step(index: index, kind: kind, fields: object, save: save, deviceAlias: alias)
     }
 
+    /// The step's fields with `${…}` filled in where the file alone says the value; the
+    /// others (saved by an earlier step, about devices and pushes) are left out: the run
+    /// checks them once they are known.
+    private func knownValues(_ object: JSONObject, _ known: VariableCheck) -> JSONObject {
+        var out = JSONObject()
+        for member in object.members {
+            guard Self.isTemplate(member.value), let text = member.value.stringValue else {
+                out.members.append(member)
+                continue
+            }
+            guard let names = try? Template.references(in: member.value),
+                  names.allSatisfy({ !known.saved.contains($0) && variables[$0] != nil }) else { continue }
+            out.members.append((member.key, .string(Template.substitute(text) { variables[$0] ?? "" })))
+        }
+        return out
+    }
+
     /// Steps that act on a device even when they do not name one.
     private func needsDevice(_ kind: StepKind, _ object: JSONObject) -> Bool {
         switch kind {
@@ -114,7 +134,6 @@ struct StepParser {
                 continue
             }
             guard Self.matches(value, spec.type) else { throw fail(spec.name, "must be \(spec.type.words)") }
-            if let rule = spec.rule, !Self.isTemplate(value), let problem = rule.problem(value) { throw fail(spec.name, problem) }
             if case .criteria(let criteria) = spec.type, let inner = value.objectValue {
                 try checkFields(inner, criteria.fields) { field, message in
                     fail(field.map { "\(spec.name).\($0)" } ?? spec.name, message)

@@ -48,10 +48,7 @@ struct StepRunner {
     /// The catalog's value rules on the fields as filled in: a `${…}` that became what the
     /// file check would have refused fails the step in the file check's words.
     func checkValues() throws(StepFailure) {
-        for spec in StepKind.commonFields + step.kind.fields {
-            guard let rule = spec.rule, let value = fields[spec.name], let problem = rule.problem(value) else { continue }
-            throw StepFailure("\"\(spec.name)\" \(problem)")
-        }
+        if let (field, problem) = step.kind.valueProblem(in: fields.object) { throw StepFailure("\"\(field)\" \(problem)") }
     }
 
     /// The step's device alias (resolved when the file was read).

@@ -78,6 +78,18 @@ extension ValueRule {
     static let crossAccount = ValueRule.number(0...Double(World.crossAccountKeep), whole: true, note: nil)
 }
 
+extension StepKind {
+    /// The first of the step's fields whose value breaks its rule, and why. The file check
+    /// asks with the values the file gives, the run with the values filled in.
+    func valueProblem(in object: JSONObject) -> (field: String, problem: String)? {
+        for spec in Self.commonFields + fields {
+            guard let rule = spec.rule, let value = object[spec.name], value != .null, let problem = rule.problem(value) else { continue }
+            return (spec.name, problem)
+        }
+        return nil
+    }
+}
+
 /// Device aliases are names in `${device.ALIAS.token}` and, unless a step gives `deviceId`,
 /// the device's id as well.
 enum AliasRule {
