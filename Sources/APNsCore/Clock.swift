@@ -24,6 +24,10 @@ public final class OffsetClock: EmulatorClock {
     public let base: any EmulatorClock
     private let offset = Atomic<Int64>(0)
 
+    /// The most one move may add: 400 days, far past every APNs rule that waits (a token's
+    /// hour, a 30-day expiration), and far from overflowing milliseconds.
+    public static let maxAdvanceMilliseconds: Int64 = 400 * 86_400_000
+
     public init(base: any EmulatorClock) { self.base = base }
 
     public func nowMilliseconds() -> Int64 { base.nowMilliseconds() + offset.load(ordering: .relaxed) }

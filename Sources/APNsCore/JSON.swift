@@ -88,7 +88,18 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
 public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
     public let offset: Int
     public let message: String
-    public var description: String { "invalid JSON at byte \(offset): \(message)" }
+    /// Where in the document, such as `devices[2].apps[0].bundleId` (empty: the top level).
+    /// Only `parseFile` says.
+    public var path: String = ""
+
+    public var description: String { "invalid JSON at byte \(offset)\(path.isEmpty ? "" : " (\(path))"): \(message)" }
+
+    /// The error one level further out: inside the member `key` or the item `index`.
+    func inside(key: String? = nil, index: Int? = nil) -> JSONParseError {
+        let outer = key ?? "[\(index ?? 0)]"
+        let joined = path.isEmpty ? outer : path.hasPrefix("[") ? outer + path : outer + "." + path
+        return JSONParseError(offset: offset, message: message, path: joined)
+    }
 }
 
 extension JSONValue {
@@ -96,8 +107,23 @@ extension JSONValue {
         try parse(Array(text.utf8))
     }
 
+    /// As lenient as APNs is with payloads: a key given twice counts once (the last one), and
+    /// a number too large for a Double becomes infinity.
     public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
-        var parser = JSONParser(bytes: bytes)
+        try parse(bytes, isFile: false)
+    }
+
+    /// A file someone wrote (a config, scenario or fault-rule file): a leading UTF-8 byte
+    /// order mark is skipped, and a key given twice in one object or a number too large for
+    /// a Double is an error, since the file would not mean what its author thinks. Errors
+    /// say where (`path`).
+    public static func parseFile(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+        try parse(bytes, isFile: true)
+    }
+
+    private static func parse(_ bytes: [UInt8], isFile: Bool) throws(JSONParseError) -> JSONValue {
+        var parser = JSONParser(bytes: bytes, isFile: isFile)
+        if isFile, bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
         let value = try parser.parseValue(depth: 0)
         parser.skipWhitespace()
         if parser.index != bytes.count { throw parser.error("trailing characters after the JSON value") }
@@ -107,6 +133,8 @@ extension JSONValue {
 
 private struct JSONParser {
     let bytes: [UInt8]
+    /// `JSONValue.parseFile`'s checks; payloads and API bodies skip them.
+    let isFile: Bool
     var index = 0
 
     func error(_ message: String) -> JSONParseError { JSONParseError(offset: index, message: message) }
@@ -123,21 +151,18 @@ private struct JSONParser {
         guard index < bytes.count else { throw error("unexpected end of input") }
         switch bytes[index] {
         case UInt8(ascii: "{"):
+            if isFile { return try parseFileObject(depth: depth) }
             var object = JSONObject()
             try parseItems(upTo: "}", of: "object") { (p) throws(JSONParseError) in
-                p.skipWhitespace()
-                guard p.index < p.bytes.count, p.bytes[p.index] == UInt8(ascii: "\"") else { throw p.error("expected a string key") }
-                let key = try p.parseString()
-                p.skipWhitespace()
-                guard p.index < p.bytes.count, p.bytes[p.index] == UInt8(ascii: ":") else { throw p.error("expected ':'") }
-                p.index += 1
+                let key = try p.parseKey()
                 object.members.append((key, try p.parseValue(depth: depth + 1)))
             }
             return .object(object)
         case UInt8(ascii: "["):
             var array = [JSONValue]()
             try parseItems(upTo: "]", of: "array") { (p) throws(JSONParseError) in
-                array.append(try p.parseValue(depth: depth + 1))
+                guard p.isFile else { return array.append(try p.parseValue(depth: depth + 1)) }
+                do throws(JSONParseError) { array.append(try p.parseValue(depth: depth + 1)) } catch { throw error.inside(index: array.count) }
             }
             return .array(array)
         case UInt8(ascii: "\""):
@@ -154,6 +179,34 @@ private struct JSONParser {
         default:
             return try parseNumber()
         }
+    }
+
+    /// A member's key and the ':' after it.
+    mutating func parseKey() throws(JSONParseError) -> String {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+        let key = try parseString()
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
+        index += 1
+        return key
+    }
+
+    /// An object of a file: a key given twice is an error, and errors inside say the key.
+    /// Apart from payloads, so their parse costs nothing more.
+    mutating func parseFileObject(depth: Int) throws(JSONParseError) -> JSONValue {
+        var object = JSONObject()
+        var seen = Set<String>()
+        try parseItems(upTo: "}", of: "object") { (p) throws(JSONParseError) in
+            p.skipWhitespace()
+            let keyOffset = p.index
+            let key = try p.parseKey()
+            guard seen.insert(key).inserted else {
+                throw JSONParseError(offset: keyOffset, message: "duplicate key \"\(key)\"", path: key)
+            }
+            do throws(JSONParseError) { object.members.append((key, try p.parseValue(depth: depth + 1))) } catch { throw error.inside(key: key) }
+        }
+        return .object(object)
     }
 
     /// The items of an object or array, from its opening byte to `close`, separated by ','
@@ -207,6 +260,10 @@ private struct JSONParser {
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
         if isInteger, let value = Int64(text) { return .int(value) }
         guard let value = Double(text) else { throw error("invalid number") }
+        if isFile, !value.isFinite {
+            let shown = text.count > 40 ? String(text.prefix(40)) + "…" : text
+            throw JSONParseError(offset: start, message: "the number \(shown) is out of range (beyond ±1.8e308)")
+        }
         return .double(value)
     }
 

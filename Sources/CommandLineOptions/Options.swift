@@ -160,22 +160,17 @@ public enum OptionParser {
         return (resolved, positional)
     }
 
+    /// The config file's object. The file is read with a size cap and parsed as a file
+    /// (a BOM is skipped; a duplicate key is an error that names it).
     static func loadConfigFile(_ path: String) throws(UsageError) -> JSONObject {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw UsageError("--config \(path): cannot read the file")
-        }
-        do {
-            guard let object = try JSONValue.parse(Array(data)).objectValue else {
-                throw UsageError("--config \(path): the file must hold a JSON object")
-            }
-            return object
-        } catch let error as JSONParseError {
-            throw UsageError("--config \(path): \(error)")
-        } catch let error as UsageError {
-            throw error
-        } catch {
+        let value: JSONValue
+        do { value = try JSONValue.parseFile(try InputFile.read(path)) } catch {
             throw UsageError("--config \(path): \(error)")
         }
+        guard let object = value.objectValue else {
+            throw UsageError("--config \(path): the file must hold a JSON object")
+        }
+        return object
     }
 
     /// A config-file value as option strings. Objects are kept as JSON text; the option's

@@ -59,14 +59,15 @@ extension AdminAPI {
         r.add("POST", "/api/v1/clock", "move the emulator's time ahead: {\"advanceSeconds\": N} or {\"advanceMs\": N}") { [unowned self] req, _, _ in
             let body = try req.jsonObject()
             let ms: Int64
+            let most = OffsetClock.maxAdvanceMilliseconds
             if let seconds = body["advanceSeconds"] {
-                guard let value = seconds.numberValue, value >= 0, value <= 400 * 86_400 else {
-                    throw AdminError(400, "\"advanceSeconds\" must be a number from 0 to 34560000 (400 days)")
+                guard let value = seconds.numberValue, value >= 0, value <= Double(most / 1000) else {
+                    throw AdminError(400, "\"advanceSeconds\" must be a number from 0 to \(most / 1000) (400 days)")
                 }
                 ms = Int64(value * 1000)
             } else if let millis = body["advanceMs"] {
-                guard let value = millis.intValue, value >= 0, value <= 400 * 86_400_000 else {
-                    throw AdminError(400, "\"advanceMs\" must be a whole number from 0 to 34560000000 (400 days)")
+                guard let value = millis.intValue, value >= 0, value <= most else {
+                    throw AdminError(400, "\"advanceMs\" must be a whole number from 0 to \(most) (400 days)")
                 }
                 ms = value
             } else {

@@ -369,9 +369,8 @@ extension ServeConfiguration {
     }
 
     static func loadFaults(_ path: String, origin: String) throws(UsageError) -> [FaultRule] {
-        guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("\(origin): cannot read \(path)") }
         let value: JSONValue
-        do { value = try JSONValue.parse(Array(data)) } catch { throw UsageError("\(origin): \(path): \(error)") }
+        do { value = try JSONValue.parseFile(try InputFile.read(path)) } catch { throw UsageError("\(origin): \(path): \(error)") }
         guard let list = value.arrayValue ?? value["faults"]?.arrayValue else {
             throw UsageError("\(origin): \(path) must hold a list of fault rules or {\"faults\": [...]}")
         }

@@ -16,6 +16,9 @@ extension StepRunner {
             return "\(wanted) as expected"
         }
         if let checks = fields.nested("checks") {
+            if let value = checks["crossAccount"], let problem = ValueRule.crossAccount.problem(value) {
+                throw StepFailure("\"checks.crossAccount\" \(problem)")
+            }
             guard let wanted = try checks.int("crossAccount") else { throw StepFailure("\"checks.crossAccount\" is required") }
             let failures = try CheckSummary.crossAccount(context)
             guard failures.count == wanted else {

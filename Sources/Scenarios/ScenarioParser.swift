@@ -11,11 +11,10 @@ public enum ScenarioParser {
     /// - Parameter variables: `--var` values, then the environment (scenario `variables` are
     ///   the defaults below them).
     public static func parse(file path: String, variables: [String: String]) throws(ScenarioFileError) -> Scenario {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ScenarioFileError(file: path, "cannot read the file")
-        }
+        let bytes: [UInt8]
+        do { bytes = try InputFile.read(path) } catch { throw ScenarioFileError(file: path, error.description) }
         do {
-            return try parse(Array(data), variables: variables, directory: (path as NSString).deletingLastPathComponent)
+            return try parse(bytes, variables: variables, directory: (path as NSString).deletingLastPathComponent)
         } catch {
             throw error.inFile(path)
         }
@@ -25,9 +24,10 @@ public enum ScenarioParser {
     ///   scenario file's directory; nil: the current directory).
     public static func parse(_ bytes: [UInt8], variables: [String: String], directory: String? = nil) throws(ScenarioFileError) -> Scenario {
         let json: JSONValue
-        do { json = try JSONValue.parse(bytes) } catch {
+        do { json = try JSONValue.parseFile(bytes) } catch {
             let (line, column) = position(of: error.offset, in: bytes)
-            throw ScenarioFileError("not valid JSON at line \(line), column \(column): \(error.message)")
+            let place = error.path.isEmpty ? "" : " (\(error.path))"
+            throw ScenarioFileError("not valid JSON at line \(line), column \(column)\(place): \(error.message)")
         }
         guard let top = json.objectValue else { throw ScenarioFileError("a scenario is a JSON object with \"name\" and \"steps\"") }
         try unknownFields(top, allowed: topLevelFields, location: "top level")
@@ -87,10 +87,10 @@ public enum ScenarioParser {
             }
             try unknownFields(object, allowed: ["crossAccount"], location: "expectedChecks")
             if let count = object["crossAccount"] {
-                guard let number = count.intValue, number >= 0 else {
-                    throw ScenarioFileError(location: "expectedChecks", field: "crossAccount", "must be a whole number ≥ 0")
+                if let problem = count.numberValue == nil ? "must be a number" : ValueRule.crossAccount.problem(count) {
+                    throw ScenarioFileError(location: "expectedChecks", field: "crossAccount", problem)
                 }
-                expectedCrossAccount = Int(number)
+                expectedCrossAccount = Int(count.intValue ?? 0)
             }
         }
 
@@ -98,12 +98,13 @@ public enum ScenarioParser {
             throw ScenarioFileError(location: "top level", field: "steps", "is required: a non-empty array of steps")
         }
         let aliases = deviceAliases(list)
+        let fixed = defaults.merging(variables) { _, given in given }
         var steps: [Step] = []
         for (offset, value) in list.enumerated() {
-            steps.append(try StepParser(index: offset + 1, aliases: aliases).parse(value, known: &known))
+            steps.append(try StepParser(index: offset + 1, aliases: aliases, variables: fixed).parse(value, known: &known))
         }
         return Scenario(name: name, description: description, bundleID: bundleID,
-                        variables: defaults.merging(variables) { _, given in given }, backends: backends,
+                        variables: fixed, backends: backends,
                         emulatorArguments: emulatorArguments, expectedCrossAccount: expectedCrossAccount, steps: steps)
     }
 
@@ -115,12 +116,11 @@ public enum ScenarioParser {
             throw ScenarioFileError(location: location, "must be an object (the body of PUT /api/v1/apps/{bundleId}/backend) or a file name")
         }
         let path = name.hasPrefix("/") || directory == nil || directory == "" ? name : "\(directory!)/\(name)"
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ScenarioFileError(location: location, "cannot read the backend file \(path)")
+        let parsed: JSONValue
+        do { parsed = try JSONValue.parseFile(try InputFile.read(path)) } catch {
+            throw ScenarioFileError(location: location, "the backend file \(path): \(error)")
         }
-        guard let parsed = try? JSONValue.parse(Array(data)), parsed.objectValue != nil else {
-            throw ScenarioFileError(location: location, "\(path) does not hold a JSON object")
-        }
+        guard parsed.objectValue != nil else { throw ScenarioFileError(location: location, "\(path) does not hold a JSON object") }
         return parsed
     }
 

@@ -72,12 +72,15 @@ struct FieldSpec {
     let type: FieldType
     let required: Bool
     let help: String
+    /// What the value may be beyond its type (checked in the file and again once substituted).
+    let rule: ValueRule?
 
-    init(_ name: String, _ type: FieldType, required: Bool = false, _ help: String) {
+    init(_ name: String, _ type: FieldType, required: Bool = false, _ help: String, rule: ValueRule? = nil) {
         self.name = name
         self.type = type
         self.required = required
         self.help = help
+        self.rule = rule
     }
 }
 
@@ -102,7 +105,7 @@ extension StepKind {
                     FieldSpec("authorization", .string, "authorized, denied, provisional, ephemeral, notDetermined"),
                     FieldSpec("appState", .string, "the state the app is launched into (default background; notRunning: installed, not opened)"),
                     FieldSpec("backgroundMode", .bool, "the app has the remote-notification background mode"),
-                    FieldSpec("deviceId", .string, "the emulator's device id (default: the alias)")]
+                    FieldSpec("deviceId", .string, "the emulator's device id (default: the alias)", rule: .deviceID)]
         case .install, .reinstall:
             return appStep + [FieldSpec("environment", .string, "sandbox or production (default: the device's)"),
                               FieldSpec("authorization", .string, "permission (default authorized)"),
@@ -120,13 +123,13 @@ extension StepKind {
         case .online, .offline, .logout:
             return [Self.deviceField]
         case .login, .switchAccount:
-            return [Self.deviceField, FieldSpec("user", .string, required: true, "the account")]
+            return [Self.deviceField, FieldSpec("user", .string, required: true, "the account", rule: .userID)]
         case .tap:
             return [Self.deviceField, FieldSpec("apnsId", .string, "the notification (default: the newest one on screen)")]
         case .advanceClock:
-            return [FieldSpec("seconds", .number, required: true, "how far to move the emulator's time ahead")]
+            return [FieldSpec("seconds", .number, required: true, "how far to move the emulator's time ahead", rule: .clockSeconds)]
         case .sleep:
-            return [FieldSpec("ms", .number, required: true, "milliseconds")]
+            return [FieldSpec("ms", .number, required: true, "milliseconds", rule: .waitMs)]
         case .push:
             return [FieldSpec("device", .string, "device alias: its app's current token"),
                     FieldSpec("token", .string, "a token, instead of device"),
@@ -134,33 +137,33 @@ extension StepKind {
                     FieldSpec("topic", .string, "apns-topic"),
                     FieldSpec("environment", .string, "sandbox or production (default: the app's)"),
                     FieldSpec("payload", .any, "a JSON object, or text sent as is"),
-                    FieldSpec("pushType", .string, "apns-push-type"), FieldSpec("priority", .number, "apns-priority"),
-                    FieldSpec("expiration", .number, "apns-expiration"), FieldSpec("collapseId", .string, "apns-collapse-id"),
+                    FieldSpec("pushType", .string, "apns-push-type"), FieldSpec("priority", .number, "apns-priority", rule: .priority),
+                    FieldSpec("expiration", .number, "apns-expiration", rule: .expiration), FieldSpec("collapseId", .string, "apns-collapse-id"),
                     FieldSpec("apnsId", .string, "apns-id"),
                     FieldSpec("expect", .object, "{\"status\": 200, \"reason\": …} (default: status 200)")]
         case .run:
             return [FieldSpec("argv", .array, required: true, "the command and its arguments"),
                     FieldSpec("env", .object, "more environment variables"),
                     FieldSpec("cwd", .string, "working directory (default: the runner's)"),
-                    FieldSpec("expectExit", .number, "expected exit status (default 0)"),
+                    FieldSpec("expectExit", .number, "expected exit status (default 0)", rule: .exitStatus),
                     FieldSpec("stdoutContains", .string, "text the output must contain"),
-                    FieldSpec("timeoutMs", .number, "kill it after this long (default 60000)")]
+                    FieldSpec("timeoutMs", .number, "kill it after this long (default 60000)", rule: .timeoutMs)]
         case .http:
             return [FieldSpec("url", .string, required: true, "http://host:port/path"),
                     FieldSpec("method", .string, "GET (default), POST, …"),
                     FieldSpec("headers", .object, "request headers"), FieldSpec("body", .any, "a JSON body"),
                     FieldSpec("expect", .object, "{\"status\": 200, \"json\": {\"/pointer\": value}}"),
-                    FieldSpec("timeoutMs", .number, "default 10000")]
+                    FieldSpec("timeoutMs", .number, "default 10000", rule: .timeoutMs)]
         case .waitFor:
             return [FieldSpec("delivery", .criteria(.delivery), "wait for a notification record"),
                     FieldSpec("backendCall", .criteria(.backendCall), "wait for an app's call to its backend"),
-                    FieldSpec("count", .number, "at least this many (default 1)"),
-                    FieldSpec("timeoutMs", .number, "default 10000"),
+                    FieldSpec("count", .number, "at least this many (default 1)", rule: .count),
+                    FieldSpec("timeoutMs", .number, "default 10000", rule: .waitMs),
                     FieldSpec("since", .any, "\"start\" (default), \"step\", or emulator time in ms")]
         case .expectNone:
             return [FieldSpec("delivery", .criteria(.delivery), "no such notification record"),
                     FieldSpec("backendCall", .criteria(.backendCall), "no such backend call"),
-                    FieldSpec("withinMs", .number, "how long to watch (default 1000)"),
+                    FieldSpec("withinMs", .number, "how long to watch (default 1000)", rule: .waitMs),
                     FieldSpec("since", .any, "\"start\" (default), \"step\", or emulator time in ms")]
         case .expect:
             return [Self.deviceField, Self.bundleField,
@@ -172,7 +175,7 @@ extension StepKind {
                     FieldSpec("installed", .bool, "the app is installed"),
                     FieldSpec("deliveries", .criteria(.delivery), "count notification records like these"),
                     FieldSpec("backendCalls", .criteria(.backendCall), "count backend calls like these"),
-                    FieldSpec("count", .number, "exactly this many deliveries or backend calls"),
+                    FieldSpec("count", .number, "exactly this many deliveries or backend calls", rule: .count),
                     FieldSpec("checks", .object, "{\"crossAccount\": N}: the detector's count for this scenario's devices"),
                     FieldSpec("since", .any, "for deliveries/backendCalls: \"start\" (default), \"step\", or ms")]
         case .save:

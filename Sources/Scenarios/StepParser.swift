@@ -5,6 +5,8 @@ struct StepParser {
     let index: Int
     /// Every alias the scenario makes (the default device when there is only one).
     let aliases: [String]
+    /// The values the file alone gives `${…}` (`--var`, the environment, `variables`).
+    let variables: [String: String]
 
     static let environments = ["sandbox", "production"]
     static let hooks = BackendHookKind.allCases.map(\.rawValue)
@@ -31,6 +33,7 @@ struct StepParser {
         let specs = StepKind.commonFields + kind.fields
         try Self.checkFields(object, specs, fail: fail)
         try checkKindRules(kind, object, fail: fail)
+        if let (field, problem) = kind.valueProblem(in: knownValues(object, known)) { throw fail(field, problem) }
 
         // The device the step acts on.
         var alias: String?
@@ -49,6 +52,9 @@ struct StepParser {
         }
         if kind == .restore, let from = object["from"]?.stringValue, !known.aliasesSoFar.contains(from) {
             throw fail("from", "no device \"\(from)\" exists at this point")
+        }
+        if kind == .restore, let made = object["device"]?.stringValue, !known.aliasesSoFar.contains(made) {
+            try Self.checkAlias(made, field: "device", isDeviceID: true, fail: fail)  // a new device, its id the alias
         }
         for field in ["delivery", "backendCall", "deliveries", "backendCalls"] {
             if let named = object[field]?["device"]?.stringValue, !known.aliasesSoFar.contains(named) {
@@ -87,6 +93,23 @@ struct StepParser {
         return Step(index: index, kind: kind, fields: object, save: save, deviceAlias: alias)
     }
 
+    /// The step's fields with `${…}` filled in where the file alone says the value; the
+    /// others (saved by an earlier step, about devices and pushes) are left out: the run
+    /// checks them once they are known.
+    private func knownValues(_ object: JSONObject, _ known: VariableCheck) -> JSONObject {
+        var out = JSONObject()
+        for member in object.members {
+            guard Self.isTemplate(member.value), let text = member.value.stringValue else {
+                out.members.append(member)
+                continue
+            }
+            guard let names = try? Template.references(in: member.value),
+                  names.allSatisfy({ !known.saved.contains($0) && variables[$0] != nil }) else { continue }
+            out.members.append((member.key, .string(Template.substitute(text) { variables[$0] ?? "" })))
+        }
+        return out
+    }
+
     /// Steps that act on a device even when they do not name one.
     private func needsDevice(_ kind: StepKind, _ object: JSONObject) -> Bool {
         switch kind {
@@ -121,8 +144,14 @@ struct StepParser {
         try checkChoices(object, prefix: "", fail: fail)
     }
 
+    /// A string with `${…}`: its value is known, and checked, only when the step runs.
+    static func isTemplate(_ value: JSONValue) -> Bool {
+        if case .string(let text) = value { return text.contains("${") }
+        return false
+    }
+
     static func matches(_ value: JSONValue, _ type: FieldType) -> Bool {
-        if case .string(let text) = value, text.contains("${"), type != .object, type != .array {
+        if isTemplate(value), type != .object, type != .array {
             return true  // checked again once substituted
         }
         switch type {
@@ -156,8 +185,8 @@ struct StepParser {
     private func checkKindRules(_ kind: StepKind, _ object: JSONObject, fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError) {
         switch kind {
         case .device:
-            if let alias = object["alias"]?.stringValue, alias.contains("${") || alias.contains(".") || alias.isEmpty {
-                throw fail("alias", "an alias is a plain name (no ${…}, no dots)")
+            if let alias = object["alias"]?.stringValue {
+                try Self.checkAlias(alias, field: "alias", isDeviceID: object["deviceId"] == nil, fail: fail)
             }
         case .waitFor, .expectNone:
             let subjects = ["delivery", "backendCall"].filter { object[$0] != nil }
@@ -184,6 +213,9 @@ struct StepParser {
                 guard let value = checks["crossAccount"], Self.matches(value, .number) else {
                     throw fail("checks.crossAccount", "is required: a number")
                 }
+                if !Self.isTemplate(value), let problem = ValueRule.crossAccount.problem(value) {
+                    throw fail("checks.crossAccount", problem)
+                }
             }
             try checkSince(object, fail: fail)
         case .push:
@@ -208,6 +240,16 @@ struct StepParser {
             }
         default:
             break
+        }
+    }
+
+    /// A new device's alias; `isDeviceID`: the emulator's id for it too (no `deviceId` given).
+    private static func checkAlias(_ alias: String, field: String, isDeviceID: Bool,
+                                   fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError)
+    {
+        if let problem = AliasRule.problem(alias) { throw fail(field, problem) }
+        if isDeviceID, !DeviceRegistry.isValidDeviceID(alias) {
+            throw fail(field, "is also the device id when no \"deviceId\" is given, and \(DeviceRegistry.deviceIDRule)")
         }
     }
 

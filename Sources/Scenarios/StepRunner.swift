@@ -12,6 +12,7 @@ struct StepRunner {
     var api: EmulatorAdminClient { context.api }
 
     func run() throws(StepFailure) -> String? {
+        try checkValues()
         switch step.kind {
         case .device: return try createDevice()
         case .install: return try install()
@@ -42,6 +43,12 @@ struct StepRunner {
         case .expect: return try expect()
         case .save: return nil
         }
+    }
+
+    /// The catalog's value rules on the fields as filled in: a `${…}` that became what the
+    /// file check would have refused fails the step in the file check's words.
+    func checkValues() throws(StepFailure) {
+        if let (field, problem) = step.kind.valueProblem(in: fields.object) { throw StepFailure("\"\(field)\" \(problem)") }
     }
 
     /// The step's device alias (resolved when the file was read).

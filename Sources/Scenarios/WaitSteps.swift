@@ -45,6 +45,9 @@ extension StepRunner {
 
 /// What a wait looks at: notification records or backend calls matching criteria, since a time.
 struct Watch: CustomStringConvertible {
+    /// The most records one listing asks for (so the most a count can reach).
+    static let listLimit = 1000
+
     enum Subject {
         case delivery(DeliveryCriteria)
         case backendCall(CallCriteria)
@@ -100,7 +103,7 @@ struct Watch: CustomStringConvertible {
     }
 
     private func records(_ filter: PushFilter) throws(StepFailure) -> [PushRecord] {
-        try admin("listing notification records") { () throws(EmulatorAdminError) in try context.api.notifications(filter, limit: 1000) }
+        try admin("listing notification records") { () throws(EmulatorAdminError) in try context.api.notifications(filter, limit: Self.listLimit) }
     }
 
     private func calls(_ criteria: CallCriteria) throws(StepFailure) -> [BackendCall] {

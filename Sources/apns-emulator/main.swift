@@ -172,10 +172,10 @@ func runSend(_ args: [String]) -> Never {
 
     var payloadText = positional.first ?? #"{"aps":{"alert":"Hello from apns-emulator"}}"#
     if payloadText.hasPrefix("@") {
-        guard let text = try? String(contentsOfFile: String(payloadText.dropFirst()), encoding: .utf8) else {
-            fail("cannot read payload file \(payloadText.dropFirst())")
+        let path = String(payloadText.dropFirst())
+        do { payloadText = String(decoding: try InputFile.read(path), as: UTF8.self) } catch {
+            fail("payload file \(path): \(error)")
         }
-        payloadText = text
     }
     var providerToken: String?
     if let spec = options.string("key") {

@@ -98,4 +98,25 @@ struct RunTests {
         #expect(failed.failure == "one arrived")
         #expect(failed.expected == "no notification record to phone with outcome delivered within 300 ms")
     }
+
+    /// A value the file check could not know (saved by a step) is checked by the same rule
+    /// when the step runs, and fails it in the check's words.
+    @Test func aValueKnownOnlyAtTheRunIsCheckedByTheSameRule() throws {
+        let report = try run(#"""
+            {"name": "late values", "steps": [
+              {"do": "save", "save": {"big": "${clock.nowMs}", "negative": "-1"}},
+              {"do": "sleep", "ms": "${negative}"}
+            ]}
+            """#)
+        let failed = try #require(report.failedStep)
+        #expect(failed.index == 2)
+        #expect(failed.failure == #""ms" must be a whole number from 0 to 3600000 (1 hour), not -1"#)
+        let clock = try run(#"""
+            {"name": "late values", "steps": [
+              {"do": "save", "save": {"big": "${clock.nowMs}"}},
+              {"do": "advanceClock", "seconds": "${big}"}
+            ]}
+            """#)
+        #expect(clock.failedStep?.failure?.hasPrefix(#""seconds" must be a number from 0 to 34560000 (400 days), not "#) == true)
+    }
 }
