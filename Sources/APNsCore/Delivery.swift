@@ -377,8 +377,13 @@ public struct DeviceRequestError: Error, Sendable, Equatable {
 
     /// A registry refusal, keeping whether it was about something missing.
     init(_ error: RegistryError) {
-        self.init("bad_request", error.description, isNotFound: error.isNotFound)
+        var code = "bad_request"
+        if case .tooManyApps = error { code = Self.tooManyApps }
+        self.init(code, error.description, isNotFound: error.isNotFound)
     }
+
+    /// The code of a refusal to take a device over `DeviceRegistry.maxAppsPerDevice`.
+    public static let tooManyApps = "too_many_apps"
 }
 
 extension World {
@@ -388,6 +393,10 @@ extension World {
     public mutating func connectDevice(_ hello: DeviceHello, connectionID: UInt64, nowMs: Int64)
         throws(DeviceRequestError) -> [DeviceFrame]
     {
+        // Refused before anything changes: a hello over the bound installs none of its apps.
+        do throws(RegistryError) { try registry.checkRoom(forApps: hello.apps.lazy.map(\.bundleID), on: hello.deviceID) } catch {
+            throw DeviceRequestError(error)
+        }
         var frames: [DeviceFrame] = []
         if registry.devices[hello.deviceID] == nil {
             do throws(RegistryError) { try registry.addDevice(id: hello.deviceID, isVirtual: false, nowMs: nowMs) } catch {
@@ -634,6 +643,9 @@ extension World {
         guard source != target else { throw DeviceRequestError("bad_request", "a device cannot restore its own backup") }
         guard let old = registry.devices[source] else {
             throw DeviceRequestError(RegistryError.unknownDevice(source))
+        }
+        do throws(RegistryError) { try registry.checkRoom(forApps: old.apps.keys, on: target) } catch {
+            throw DeviceRequestError(error)
         }
         var entries: [TokenEntry] = []
         for app in old.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) {
