@@ -629,10 +629,12 @@ extension World {
 
     /// Erase All Content and Settings: every app and token on the device is gone.
     public mutating func eraseDevice(_ deviceID: String, nowMs: Int64) throws(DeviceRequestError) {
-        guard let device = registry.devices[deviceID] else {
+        // The bundle ids, not a copy of the device held while its apps are removed (that would
+        // copy the app dictionary per app).
+        guard let bundleIDs = registry.devices[deviceID]?.apps.keys.sorted() else {
             throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
         }
-        for bundleID in device.apps.keys.sorted() {
+        for bundleID in bundleIDs {
             _ = try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
         }
     }
@@ -641,14 +643,15 @@ extension World {
     /// source's tokens become invalid (the old phone is assumed wiped).
     public mutating func restoreBackup(from source: String, to target: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
         guard source != target else { throw DeviceRequestError("bad_request", "a device cannot restore its own backup") }
-        guard let old = registry.devices[source] else {
+        // The apps, not a copy of the device held while they are removed from it.
+        guard let apps = registry.devices[source]?.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) else {
             throw DeviceRequestError(RegistryError.unknownDevice(source))
         }
-        do throws(RegistryError) { try registry.checkRoom(forApps: old.apps.keys, on: target) } catch {
+        do throws(RegistryError) { try registry.checkRoom(forApps: apps.lazy.map(\.bundleID), on: target) } catch {
             throw DeviceRequestError(error)
         }
         var entries: [TokenEntry] = []
-        for app in old.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) {
+        for app in apps {
             _ = try uninstallApp(deviceID: source, bundleID: app.bundleID, nowMs: nowMs)
             if registry.devices[target]?.apps[app.bundleID] != nil {
                 _ = try uninstallApp(deviceID: target, bundleID: app.bundleID, nowMs: nowMs)

@@ -141,7 +141,7 @@ extension ServeConfiguration {
         OptionSpec("state-journal-lag", "N", default: "0",
                    "with --state-dir: journal records a 200 may be sent ahead of their commit (a kill -9 loses at most these, the newest; beyond, answers wait for the disk); 0 = every 200 waits for its record"),
         OptionSpec("max-backend-calls", "N", default: "10000",
-                   "app backend calls kept for inspection, and queued at most (beyond, a call is dropped and counted)"),
+                   "app backend calls kept for inspection, and queued at most, half of them for one backend host:port (beyond, a call is dropped and counted)"),
         OptionSpec("strict-checks", nil,
                    "GET /api/v1/checks answers 409 while a check fails (a push delivered to another account than the one it names)"),
         OptionSpec("profile", "default|realistic", default: "default",
