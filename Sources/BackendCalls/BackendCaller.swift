@@ -15,7 +15,9 @@ import Locking
 ///   and backends with calls ready take turns for the workers (`FairScheduler`), so a
 ///   backend that never answers ties up at most its own share, however many calls wait
 ///   for it. Workers are threads started on demand, at most `maxConcurrentCalls`; waiting
-///   for a retry holds none.
+///   for a retry holds none. Only when more backends than `maxConcurrentCalls /
+///   maxConcurrentCallsPerBackend` are stuck at once are all workers taken; another
+///   backend's call then has the next turn, when any attempt ends.
 /// - An attempt with no answer (refused, timed out, cut short), a 5xx or a 429 is tried again
 ///   after a backoff until the request's `maxAttempts`; any other answer ends the call
 ///   (redirects are not followed). https URLs fail at once (`HTTP1ClientError.httpsMessage`).

@@ -47,6 +47,22 @@ import Testing
         #expect(Self.drain(&scheduler) == ["dead-2"])
     }
 
+    /// Two stuck backends hold both workers of a pool of two; when one attempt ends, the
+    /// worker it frees goes to the backend that waited, not back to the stuck one.
+    @Test func whenEveryWorkerIsTakenTheBackendThatWaitedHasTheNextTurn() {
+        var scheduler = Scheduler(perPartitionLimit: 1)
+        for backend in ["dead-a", "dead-b"] {
+            scheduler.makeReady("\(backend)-1", in: backend)
+            scheduler.makeReady("\(backend)-2", in: backend)
+        }
+        #expect(scheduler.takeNext()?.line == "dead-a-1")
+        #expect(scheduler.takeNext()?.line == "dead-b-1")
+        scheduler.makeReady("healthy-1", in: "healthy")
+        scheduler.finished(in: "dead-a")
+        #expect(scheduler.takeNext()?.line == "healthy-1")
+        #expect(scheduler.takeNext()?.line == "dead-a-2")
+    }
+
     @Test func startableCountsReadyLinesUpToEachBackendsRoom() {
         var scheduler = Scheduler(perPartitionLimit: 3)
         for n in 1...5 { scheduler.makeReady("a-\(n)", in: "a") }
