@@ -89,16 +89,19 @@ let package = Package(
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
         .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "CommandLineOptions", "APNsCore"]),
         .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking"]),
-        .testTarget(name: "BackendCallsTests", dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking"]),
+        .testTarget(name: "BackendCallsTests",
+                    dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking", "BackendTestSupport"]),
         .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore", "ProviderClient", "Networking"]),
         .testTarget(name: "NetworkingTests", dependencies: ["Networking", "CLinux"]),
         // A real redis-server for tests (free port, kill, pause, restart): shared by the test targets.
         .target(name: "RedisTestSupport", path: "Tests/RedisTestSupport"),
+        // A real HTTP server standing in for an app's backend (answers, holds, trickles): shared too.
+        .target(name: "BackendTestSupport", dependencies: ["Networking", "Locking"], path: "Tests/BackendTestSupport"),
         .testTarget(name: "RedisTests", dependencies: ["Redis", "RedisTestSupport"]),
         .testTarget(name: "APNsEmulatorTestingTests",
                     dependencies: ["APNsEmulatorTesting", "ProviderClient", "DeviceClient", "APNsCore", "Networking"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking", "Locking", "APNsEmulatorTesting",
-                                   "RedisTestSupport"]),
+                                   "RedisTestSupport", "BackendTestSupport"]),
     ]
 )

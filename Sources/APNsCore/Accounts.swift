@@ -42,12 +42,16 @@ extension World {
         guard Self.isValidUserID(userID) else {
             throw DeviceRequestError("bad_request", "\"userId\" must be 1 to 256 characters without control characters")
         }
-        guard let device = registry.devices[deviceID] else { throw DeviceRequestError(RegistryError.unknownDevice(deviceID)) }
-        let previous = device.userID
+        // The bundle ids, not a copy of the device: changing the device while a copy of it is
+        // held copies its whole app dictionary, once per app.
+        guard let bundleIDs = registry.devices[deviceID]?.apps.keys.sorted() else {
+            throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
+        }
+        let previous = registry.devices[deviceID]?.userID
         if previous == userID { return previous }
         if previous != nil { try logout(deviceID: deviceID) }
         try? registry.updateDevice(deviceID) { $0.userID = userID }
-        for bundleID in device.apps.keys.sorted() {
+        for bundleID in bundleIDs {
             if registry.devices[deviceID]?.apps[bundleID]?.uploadPending == true {
                 try? registry.updateDevice(deviceID) { $0.apps[bundleID]?.uploadPending = false }
                 call(.register, deviceID: deviceID, bundleID: bundleID)
@@ -70,11 +74,11 @@ extension World {
     /// The app's `didRegisterForRemoteNotifications` ran with its current token (installs,
     /// launches, rotations and reconnects call this).
     mutating func didRegister(deviceID: String, bundleID: String) {
-        guard let device = registry.devices[deviceID], device.apps[bundleID] != nil else { return }
-        if device.userID == nil {
-            if device.apps[bundleID]?.uploadPending == false {
-                try? registry.updateDevice(deviceID) { $0.apps[bundleID]?.uploadPending = true }
-            }
+        // Only the values are read: a copy of the device held while it is changed would make
+        // the change copy its whole app dictionary.
+        guard let pending = registry.devices[deviceID]?.apps[bundleID]?.uploadPending else { return }
+        if registry.devices[deviceID]?.userID == nil {
+            if !pending { try? registry.updateDevice(deviceID) { $0.apps[bundleID]?.uploadPending = true } }
             return
         }
         call(.register, deviceID: deviceID, bundleID: bundleID)

@@ -377,8 +377,13 @@ public struct DeviceRequestError: Error, Sendable, Equatable {
 
     /// A registry refusal, keeping whether it was about something missing.
     init(_ error: RegistryError) {
-        self.init("bad_request", error.description, isNotFound: error.isNotFound)
+        var code = "bad_request"
+        if case .tooManyApps = error { code = Self.tooManyApps }
+        self.init(code, error.description, isNotFound: error.isNotFound)
     }
+
+    /// The code of a refusal to take a device over `DeviceRegistry.maxAppsPerDevice`.
+    public static let tooManyApps = "too_many_apps"
 }
 
 extension World {
@@ -388,6 +393,10 @@ extension World {
     public mutating func connectDevice(_ hello: DeviceHello, connectionID: UInt64, nowMs: Int64)
         throws(DeviceRequestError) -> [DeviceFrame]
     {
+        // Refused before anything changes: a hello over the bound installs none of its apps.
+        do throws(RegistryError) { try registry.checkRoom(forApps: hello.apps.lazy.map(\.bundleID), on: hello.deviceID) } catch {
+            throw DeviceRequestError(error)
+        }
         var frames: [DeviceFrame] = []
         if registry.devices[hello.deviceID] == nil {
             do throws(RegistryError) { try registry.addDevice(id: hello.deviceID, isVirtual: false, nowMs: nowMs) } catch {
@@ -620,10 +629,12 @@ extension World {
 
     /// Erase All Content and Settings: every app and token on the device is gone.
     public mutating func eraseDevice(_ deviceID: String, nowMs: Int64) throws(DeviceRequestError) {
-        guard let device = registry.devices[deviceID] else {
+        // The bundle ids, not a copy of the device held while its apps are removed (that would
+        // copy the app dictionary per app).
+        guard let bundleIDs = registry.devices[deviceID]?.apps.keys.sorted() else {
             throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
         }
-        for bundleID in device.apps.keys.sorted() {
+        for bundleID in bundleIDs {
             _ = try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
         }
     }
@@ -632,11 +643,15 @@ extension World {
     /// source's tokens become invalid (the old phone is assumed wiped).
     public mutating func restoreBackup(from source: String, to target: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
         guard source != target else { throw DeviceRequestError("bad_request", "a device cannot restore its own backup") }
-        guard let old = registry.devices[source] else {
+        // The apps, not a copy of the device held while they are removed from it.
+        guard let apps = registry.devices[source]?.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) else {
             throw DeviceRequestError(RegistryError.unknownDevice(source))
         }
+        do throws(RegistryError) { try registry.checkRoom(forApps: apps.lazy.map(\.bundleID), on: target) } catch {
+            throw DeviceRequestError(error)
+        }
         var entries: [TokenEntry] = []
-        for app in old.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) {
+        for app in apps {
             _ = try uninstallApp(deviceID: source, bundleID: app.bundleID, nowMs: nowMs)
             if registry.devices[target]?.apps[app.bundleID] != nil {
                 _ = try uninstallApp(deviceID: target, bundleID: app.bundleID, nowMs: nowMs)

@@ -103,6 +103,8 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
     case tokenInUse(String)
     case invalidToken(String)
     case invalidDeviceID(String)
+    /// Installing one more app would take the device over `DeviceRegistry.maxAppsPerDevice`.
+    case tooManyApps(deviceID: String)
 
     public var description: String {
         switch self {
@@ -113,6 +115,7 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
         case .tokenInUse(let token): return "token \(token) is already issued"
         case .invalidToken(let token): return "'\(token)' is not an even-length hex token"
         case .invalidDeviceID: return DeviceRegistry.deviceIDRule
+        case .tooManyApps(let id): return DeviceRegistry.tooManyAppsMessage(deviceID: id)
         }
     }
 
@@ -120,7 +123,7 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isNotFound: Bool {
         switch self {
         case .unknownDevice, .appNotInstalled: return true
-        case .invalidBundleID, .deviceExists, .tokenInUse, .invalidToken, .invalidDeviceID: return false
+        case .invalidBundleID, .deviceExists, .tokenInUse, .invalidToken, .invalidDeviceID, .tooManyApps: return false
         }
     }
 }
@@ -139,6 +142,15 @@ public struct DeviceRegistry: Sendable {
     public var tracksChanges = false
     private var changedDevices: Set<String> = []
     private var changedTokens: Set<String> = []
+
+    /// The most apps one device may have installed. A real iPhone has a few dozen apps that
+    /// take notifications; the bound keeps what one device costs (its `hello` is installed
+    /// under the state lock, its row is saved whole) small and fixed.
+    public static let maxAppsPerDevice = 1000
+
+    static func tooManyAppsMessage(deviceID: String) -> String {
+        "device '\(deviceID)' would have more than \(maxAppsPerDevice) apps, the most a device may have installed (uninstall one first)"
+    }
 
     public init(tokenByteCount: Int = 32, seed: UInt64? = nil) {
         self.tokenByteCount = tokenByteCount
@@ -254,16 +266,32 @@ public struct DeviceRegistry: Sendable {
         return device
     }
 
+    /// Throws `tooManyApps` when installing `bundleIDs` (those not installed yet) would take the
+    /// device over `maxAppsPerDevice`: checked before a hello or a restore installs any of them,
+    /// so a refused one changes nothing. An unknown device counts as having none.
+    public func checkRoom(forApps bundleIDs: some Sequence<String>, on deviceID: String) throws(RegistryError) {
+        let installed = devices[deviceID]?.apps ?? [:]
+        var added = Set<String>()
+        for bundleID in bundleIDs where installed[bundleID] == nil {
+            added.insert(bundleID)
+            if installed.count + added.count > Self.maxAppsPerDevice { throw .tooManyApps(deviceID: deviceID) }
+        }
+    }
+
     /// Installs an app (or re-registers an installed one) and returns its token of `kind`.
     /// Registering again returns the same token while it is valid, as on iOS. `fixedToken`
     /// lets a configuration pin a token so test suites can hard-code it.
     public mutating func register(deviceID: String, bundleID: String, environment: APNsEnvironment,
                                   kind: TokenKind = .app, fixedToken: String? = nil, nowMs: Int64) throws(RegistryError) -> TokenEntry
     {
-        guard var device = devices[deviceID] else { throw .unknownDevice(deviceID) }
+        // The device is changed where it is stored: a copy of it taken out of `devices` and
+        // written back would copy its whole app dictionary on every install (a hello listing
+        // N apps cost N² that way).
+        guard devices[deviceID] != nil else { throw .unknownDevice(deviceID) }
         guard Self.isValidBundleID(bundleID) else { throw .invalidBundleID(bundleID) }
-        var app = device.apps[bundleID]
-            ?? InstalledApp(bundleID: bundleID, environment: environment, tokens: [:], installedAtMs: nowMs)
+        let installed = devices[deviceID]!.apps[bundleID]
+        if installed == nil && devices[deviceID]!.apps.count >= Self.maxAppsPerDevice { throw .tooManyApps(deviceID: deviceID) }
+        var app = installed ?? InstalledApp(bundleID: bundleID, environment: environment, tokens: [:], installedAtMs: nowMs)
         if app.environment != environment {
             // Switching between a development and a distribution build is a reinstall.
             invalidateTokens(of: app, nowMs: nowMs)
@@ -289,8 +317,7 @@ public struct DeviceRegistry: Sendable {
                                kind: kind, state: .active, issuedAtMs: nowMs)
         tokens[token] = entry
         app.tokens[kind] = token
-        device.apps[bundleID] = app
-        devices[deviceID] = device
+        devices[deviceID]!.apps[bundleID] = app
         noteToken(token)
         noteDevice(deviceID)
         return entry
@@ -320,8 +347,9 @@ public struct DeviceRegistry: Sendable {
     public mutating func uninstall(deviceID: String, bundleID: String, invalidAtMs: Int64,
                                    afterPushes: Int? = nil) throws(RegistryError)
     {
-        guard var device = devices[deviceID] else { throw .unknownDevice(deviceID) }
-        guard let app = device.apps.removeValue(forKey: bundleID) else {
+        guard devices[deviceID] != nil else { throw .unknownDevice(deviceID) }
+        // Removed in place, not from a copy written back (which would copy the app dictionary).
+        guard let app = devices[deviceID]!.apps.removeValue(forKey: bundleID) else {
             throw .appNotInstalled(deviceID: deviceID, bundleID: bundleID)
         }
         invalidateTokens(of: app, nowMs: invalidAtMs)
@@ -331,7 +359,6 @@ public struct DeviceRegistry: Sendable {
                 noteToken(token)
             }
         }
-        devices[deviceID] = device
         noteDevice(deviceID)
     }
 

@@ -6,21 +6,31 @@ import Locking
 /// Sends apps' calls to their own backends (the register, bind, unbind and fetch hooks) and
 /// keeps a record of each for the inspection API.
 ///
-/// - One device's calls reach the backend one after another, in the order they were queued:
-///   a call waits behind the one before it, retries included, so an unbind is never overtaken
-///   by the bind that follows it.
-/// - Different devices are served concurrently by at most `maxConcurrentCalls` workers. A
-///   worker is busy only while an attempt is on the wire: waiting for a retry holds no thread,
-///   so a dead backend ties up one worker per attempt in progress, not one per device.
+/// - One app's calls on one device reach its backend one after another, in the order they
+///   were queued: a call waits behind the one before it, retries included, so an unbind is
+///   never overtaken by the bind that follows it. Different apps, and different devices,
+///   are independent.
+/// - No backend delays another's calls: calls are scheduled by backend (host and port of the
+///   URL). At most `maxConcurrentCallsPerBackend` attempts are on the wire to one backend,
+///   and backends with calls ready take turns for the workers (`FairScheduler`), so a
+///   backend that never answers ties up at most its own share, however many calls wait
+///   for it. Workers are threads started on demand, at most `maxConcurrentCalls`; waiting
+///   for a retry holds none. Only when more backends than `maxConcurrentCalls /
+///   maxConcurrentCallsPerBackend` are stuck at once are all workers taken; another
+///   backend's call then has the next turn, when any attempt ends.
 /// - An attempt with no answer (refused, timed out, cut short), a 5xx or a 429 is tried again
 ///   after a backoff until the request's `maxAttempts`; any other answer ends the call
 ///   (redirects are not followed). https URLs fail at once (`HTTP1ClientError.httpsMessage`).
-/// - Bounded: at most `maxQueued` calls queued or in flight (more are recorded as dropped),
-///   and the newest `logCapacity` records are kept.
+///   `timeoutMs` bounds a whole attempt (connect, send, answer), so an answer trickling in a
+///   byte at a time ends at it too.
+/// - Bounded: at most `maxQueued` calls queued or in flight, of which at most
+///   `maxQueuedPerBackend` for one backend (more are recorded as dropped), and the newest
+///   `logCapacity` records are kept.
 public final class BackendCaller: Sendable {
     private let state: Locked<CallQueues>
     private let now: @Sendable () -> Int64
     private let maxQueued: Int
+    private let maxQueuedPerBackend: Int
     private let poolSize: Int
     private let backoff: RetryBackoff
     /// Delivers `onChange` in the order the changes happened, outside the lock.
@@ -29,18 +39,23 @@ public final class BackendCaller: Sendable {
     /// - Parameters:
     ///   - now: the time for records, in ms since the epoch (the emulator's clock).
     ///   - maxQueued: calls queued or in flight at most, over all devices.
+    ///   - maxQueuedPerBackend: … of which for one backend at most (nil: half of `maxQueued`,
+    ///     so that a backend that does not answer leaves the other half to the others).
     ///   - logCapacity: records kept; the oldest go first.
     ///   - retryBaseDelayMs: the wait after a first failed attempt; it doubles with each further one …
     ///   - retryMaxDelayMs: … up to this.
-    ///   - maxConcurrentCalls: attempts on the wire at once, over all devices.
-    public init(now: @escaping @Sendable () -> Int64, maxQueued: Int = 10_000, logCapacity: Int = 10_000,
-                retryBaseDelayMs: Int = 200, retryMaxDelayMs: Int = 5_000, maxConcurrentCalls: Int = 4)
+    ///   - maxConcurrentCalls: attempts on the wire at once (worker threads), over all backends.
+    ///   - maxConcurrentCallsPerBackend: attempts on the wire at once to one backend.
+    public init(now: @escaping @Sendable () -> Int64, maxQueued: Int = 10_000, maxQueuedPerBackend: Int? = nil,
+                logCapacity: Int = 10_000, retryBaseDelayMs: Int = 200, retryMaxDelayMs: Int = 5_000,
+                maxConcurrentCalls: Int = 32, maxConcurrentCallsPerBackend: Int = 4)
     {
         self.now = now
         self.maxQueued = max(0, maxQueued)
+        self.maxQueuedPerBackend = max(1, maxQueuedPerBackend ?? self.maxQueued / 2)
         self.poolSize = max(1, maxConcurrentCalls)
         self.backoff = RetryBackoff(baseMs: retryBaseDelayMs, maxMs: retryMaxDelayMs)
-        self.state = Locked(CallQueues(logCapacity: logCapacity))
+        self.state = Locked(CallQueues(logCapacity: logCapacity, perBackendConcurrency: max(1, maxConcurrentCallsPerBackend)))
     }
 
     /// Told about every record added or changed (queued, retrying, sent again, ended), in
@@ -50,7 +65,7 @@ public final class BackendCaller: Sendable {
         set { state.withLock { $0.onChange = newValue } }
     }
 
-    /// Queues calls behind each device's earlier ones and returns at once.
+    /// Queues calls behind the earlier ones of the same app on the same device and returns at once.
     public func enqueue(_ requests: [BackendRequest]) {
         guard !requests.isEmpty else { return }
         let atMs = now()
@@ -58,15 +73,11 @@ public final class BackendCaller: Sendable {
             for request in requests {
                 var record = BackendCallRecord(id: queues.nextID, request: request, atMs: atMs)
                 queues.nextID += 1
-                if queues.stopped || queues.counts.queued >= maxQueued {
+                if let refused = queues.add(record, maxQueued: maxQueued, maxQueuedPerBackend: maxQueuedPerBackend) {
                     record.state = .dropped
-                    record.error = queues.stopped ? "not sent: backend calls have stopped" : "queue full (\(maxQueued) calls)"
+                    record.error = refused
                     record.finishedAtMs = atMs
                     queues.counts.dropped += 1
-                } else {
-                    queues.counts.queued += 1
-                    if queues.lines[request.deviceID] == nil { queues.ready.append(request.deviceID) }
-                    queues.lines[request.deviceID, default: CallQueues.DeviceLine()].calls.append(record)
                 }
                 queues.log.append(record)
                 publish(record, queues)
@@ -109,9 +120,10 @@ public final class BackendCaller: Sendable {
 
     // MARK: Workers
 
-    /// One attempt taken off a device line, and the queues' generation when it was taken.
+    /// One attempt taken off a line, its backend, and the queues' generation when it was taken.
     private struct Attempt: Sendable {
         var record: BackendCallRecord
+        var backend: String
         var generation: UInt64
     }
 
@@ -126,15 +138,18 @@ public final class BackendCaller: Sendable {
         }
     }
 
-    /// Sends first calls of ready devices until none is left. Recording an attempt's result
-    /// and taking the next share one lock.
+    /// Sends the calls the scheduler hands out until none can go now. Recording an attempt's
+    /// result and taking the next share one lock; when the result made more calls ready than
+    /// this worker can take, more workers start.
     private func work() {
         var finished: (attempt: Attempt, result: AttemptResult, endedAtMs: Int64)?
         while true {
-            let next = state.withLock { queues -> Attempt? in
+            let (next, start) = state.withLock { queues -> (Attempt?, Int) in
                 if let finished { recordResult(finished.result, of: finished.attempt, endedAtMs: finished.endedAtMs, in: &queues) }
-                return takeNext(&queues)
+                let next = takeNext(&queues)
+                return (next, queues.workersToStart(poolSize: poolSize))
             }
+            startWorkers(start)
             guard let next else { return }
             let result = Self.send(next.record.request)
             finished = (next, result, now())
@@ -142,30 +157,32 @@ public final class BackendCaller: Sendable {
     }
 
     private func takeNext(_ queues: inout CallQueues) -> Attempt? {
-        while !queues.stopped, let device = queues.ready.popFirst() {
-            guard var record = queues.lines[device]?.calls.first else { continue }
-            let wasRetrying = record.state == .retrying
-            record.attempts += 1
-            record.state = .pending
-            queues.counts.attempts += 1
-            queues.updateFirst(record)
-            if wasRetrying { publish(record, queues) }
-            return Attempt(record: record, generation: queues.generation)
+        guard !queues.stopped, let (first, backend) = queues.takeNext() else {
+            queues.runningWorkers -= 1
+            return nil
         }
-        queues.runningWorkers -= 1
-        return nil
+        var record = first
+        let wasRetrying = record.state == .retrying
+        record.attempts += 1
+        record.state = .pending
+        queues.counts.attempts += 1
+        queues.updateFirst(record)
+        if wasRetrying { publish(record, queues) }
+        return Attempt(record: record, backend: backend, generation: queues.generation)
     }
 
     private func recordResult(_ result: AttemptResult, of attempt: Attempt, endedAtMs: Int64, in queues: inout CallQueues) {
-        let device = attempt.record.request.deviceID
+        // The worker is free for another backend's turn whatever became of the call.
+        queues.scheduler.finished(in: attempt.backend)
+        let key = CallQueues.LineKey(attempt.record.request)
         // A reset or shutdown since the attempt began: the call is no longer ours to record.
-        guard attempt.generation == queues.generation, var record = queues.lines[device]?.calls.first,
+        guard attempt.generation == queues.generation, var record = queues.lines[key]?.calls.first?.record,
               record.id == attempt.record.id else { return }
         record.note(result)
         switch AttemptVerdict(result) {
         case .retryable where record.attempts < max(1, record.request.maxAttempts):
             record.state = .retrying
-            queues.lines[device]?.waitingForRetry = true
+            queues.lines[key]?.waitingForRetry = true
             queues.updateFirst(record)
             scheduleRetry(of: record, generation: queues.generation)
         case .done:
@@ -173,34 +190,33 @@ public final class BackendCaller: Sendable {
             record.finishedAtMs = endedAtMs
             queues.counts.sent += 1
             queues.updateFirst(record)
-            queues.finishFirst(of: device)
+            queues.finishFirst(of: key)
         case .failed, .retryable:
             record.state = .failed
             record.finishedAtMs = endedAtMs
             queues.counts.failed += 1
             queues.updateFirst(record)
-            queues.finishFirst(of: device)
+            queues.finishFirst(of: key)
         }
         publish(record, queues)
     }
 
-    /// A timer, not a sleeping worker: the device becomes ready again when it fires.
+    /// A timer, not a sleeping worker: the line becomes ready again when it fires.
     private func scheduleRetry(of record: BackendCallRecord, generation: UInt64) {
         let delayMs = backoff.delayMs(afterFailedAttempts: record.attempts)
-        let device = record.request.deviceID
+        let key = CallQueues.LineKey(record.request)
         let id = record.id
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(delayMs)) { [weak self] in
-            self?.retryDue(device: device, callID: id, generation: generation)
+            self?.retryDue(key, callID: id, generation: generation)
         }
     }
 
-    private func retryDue(device: String, callID: UInt64, generation: UInt64) {
+    private func retryDue(_ key: CallQueues.LineKey, callID: UInt64, generation: UInt64) {
         let start = state.withLock { queues -> Int in
-            guard !queues.stopped, queues.generation == generation, var line = queues.lines[device],
-                  line.waitingForRetry, line.calls.first?.id == callID else { return 0 }
-            line.waitingForRetry = false
-            queues.lines[device] = line
-            queues.ready.append(device)
+            guard !queues.stopped, queues.generation == generation, let line = queues.lines[key],
+                  line.waitingForRetry, line.calls.first?.record.id == callID else { return 0 }
+            queues.lines[key]?.waitingForRetry = false
+            queues.makeReady(key)
             return queues.workersToStart(poolSize: poolSize)
         }
         startWorkers(start)

@@ -287,7 +287,7 @@ final class AdminAPI: @unchecked Sendable {
         do {
             return try state.withWorld { world throws(DeviceRequestError) in try body(&world, now) }
         } catch {
-            throw AdminError(error.isNotFound ? 404 : 400, error.message)
+            throw AdminError(error.isNotFound ? 404 : error.code == DeviceRequestError.tooManyApps ? 409 : 400, error.message)
         }
     }
 
@@ -640,7 +640,7 @@ final class AdminAPI: @unchecked Sendable {
     static func status(for error: RegistryError) -> Int {
         if error.isNotFound { return 404 }
         switch error {
-        case .deviceExists, .tokenInUse: return 409
+        case .deviceExists, .tokenInUse, .tooManyApps: return 409
         default: return 400
         }
     }

@@ -356,6 +356,11 @@ final class DeviceConnection: ConnectionHandler {
         var apps: [AppRegistration] = []
         if let list = m["apps"] {
             guard let items = list.arrayValue else { throw DeviceRequestError("bad_request", "\"apps\" must be a list") }
+            guard items.count <= DeviceRegistry.maxAppsPerDevice else {
+                fail(DeviceRequestError.tooManyApps, "the hello lists \(items.count) apps; a device has at most "
+                     + "\(DeviceRegistry.maxAppsPerDevice) installed", fatal: true)
+                return
+            }
             for item in items {
                 guard let object = item.objectValue else { throw DeviceRequestError("bad_request", "each app must be an object") }
                 apps.append(try Self.app(object))
@@ -364,9 +369,15 @@ final class DeviceConnection: ConnectionHandler {
         let hello = DeviceHello(deviceID: id, lowPowerMode: try Self.optionalBool(m, "lowPowerMode") ?? false, apps: apps)
         let now = self.now
         let connectionID = connection.id
-        let frames = try state.withWorld { world throws(DeviceRequestError) in
-            try world.connectDevice(hello, connectionID: connectionID, nowMs: now)
+        let connected = state.withWorld { world in
+            Result { () throws(DeviceRequestError) in try world.connectDevice(hello, connectionID: connectionID, nowMs: now) }
         }
+        if case .failure(let error) = connected, error.code == DeviceRequestError.tooManyApps {
+            // Like a hello listing too many: the device must change what it sends.
+            fail(error.code, error.message, fatal: true)
+            return
+        }
+        let frames = try connected.get()
         deviceID = id
         lastHello = hello
         if let helloTimer { connection.loop.cancel(helloTimer) }

@@ -147,7 +147,7 @@ extension ServeConfiguration {
         OptionSpec("state-failure", "refuse|memory", default: "refuse",
                    "with --state-dir, while the directory cannot commit (disk full, read-only, I/O errors): refuse (providers get 503, admin changes 503, /readyz 503, until a retry commits) or memory (go on unpersisted, logged)"),
         OptionSpec("max-backend-calls", "N", default: "10000",
-                   "app backend calls kept for inspection, and queued at most (beyond, a call is dropped and counted)"),
+                   "app backend calls kept for inspection, and queued at most, half of them for one backend host:port (beyond, a call is dropped and counted)"),
         OptionSpec("strict-checks", nil,
                    "GET /api/v1/checks answers 409 while a check fails (a push delivered to another account than the one it names)"),
         OptionSpec("profile", "default|realistic", default: "default",

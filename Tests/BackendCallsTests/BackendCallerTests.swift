@@ -2,6 +2,7 @@
 import HTTP1Client
 import Locking
 import Networking
+import BackendTestSupport
 import Testing
 
 @Suite struct BackendCallerTests {
@@ -86,7 +87,7 @@ import Testing
     @Test func callsOverTheQueueLimitAreDroppedAndCounted() throws {
         let backend = try TestBackend { _, _ in .hold(then: 200) }
         defer { backend.stop() }
-        let caller = makeCaller(maxQueued: 3)
+        let caller = makeCaller(maxQueued: 3, maxQueuedPerBackend: 3)
         defer { caller.shutdown() }
         caller.enqueue((1...5).map { call(backend.url("/\($0)")) })
         let records = caller.calls()

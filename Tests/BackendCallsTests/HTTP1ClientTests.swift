@@ -1,5 +1,6 @@
 import HTTP1Client
 import Networking
+import BackendTestSupport
 import Testing
 
 @Suite struct HTTPURLTests {
@@ -122,6 +123,22 @@ import Testing
         }
         let elapsed = Monotonic.nowMilliseconds() - started
         #expect(elapsed >= 290 && elapsed < 2000, "took \(elapsed) ms")
+    }
+
+    /// A byte every 50 ms never leaves the client idle for long: only a deadline for the whole
+    /// exchange ends it (the answer would take 53 s).
+    @Test func aTricklingAnswerEndsAtTheTimeoutToo() throws {
+        let backend = try TestBackend { _, _ in .trickle(200, everyMs: 50) }
+        defer { backend.stop() }
+        let started = Monotonic.nowMilliseconds()
+        #expect {
+            try HTTP1Client.exchange(url: backend.url("/"), timeoutMs: 600)
+        } throws: { error in
+            let error = error as? HTTP1ClientError
+            return error?.kind == .timedOut && (error?.bytesReceived ?? 0) > 0 && error?.message.contains("within 600 ms") == true
+        }
+        let elapsed = Monotonic.nowMilliseconds() - started
+        #expect(elapsed >= 590 && elapsed < 2000, "took \(elapsed) ms")
     }
 
     @Test func aRefusedConnectionSaysSo() throws {

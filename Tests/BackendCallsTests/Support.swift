@@ -22,15 +22,18 @@ func eventually(_ what: String, milliseconds: Int64 = 5000, sourceLocation: Sour
 }
 
 /// A caller with fast retries, as every test wants one.
-func makeCaller(maxQueued: Int = 10_000, logCapacity: Int = 10_000, maxConcurrentCalls: Int = 4) -> BackendCaller {
-    BackendCaller(now: { Int64(WallClock.nowMs) }, maxQueued: maxQueued, logCapacity: logCapacity,
-                  retryBaseDelayMs: 10, retryMaxDelayMs: 40, maxConcurrentCalls: maxConcurrentCalls)
+func makeCaller(maxQueued: Int = 10_000, maxQueuedPerBackend: Int? = nil, logCapacity: Int = 10_000,
+                maxConcurrentCalls: Int = 32, maxConcurrentCallsPerBackend: Int = 4) -> BackendCaller
+{
+    BackendCaller(now: { Int64(WallClock.nowMs) }, maxQueued: maxQueued, maxQueuedPerBackend: maxQueuedPerBackend,
+                  logCapacity: logCapacity, retryBaseDelayMs: 10, retryMaxDelayMs: 40, maxConcurrentCalls: maxConcurrentCalls,
+                  maxConcurrentCallsPerBackend: maxConcurrentCallsPerBackend)
 }
 
-func call(_ url: String, device: String = "phone-1", hook: String = "register", method: String = "POST",
-          body: String? = #"{"token":"ab"}"#, timeoutMs: Int = 2000, maxAttempts: Int = 5) -> BackendRequest
+func call(_ url: String, device: String = "phone-1", app: String = "com.example.app", hook: String = "register",
+          method: String = "POST", body: String? = #"{"token":"ab"}"#, timeoutMs: Int = 2000, maxAttempts: Int = 5) -> BackendRequest
 {
-    BackendRequest(deviceID: device, bundleID: "com.example.app", hook: hook, method: method, url: url,
+    BackendRequest(deviceID: device, bundleID: app, hook: hook, method: method, url: url,
                    headers: [BackendHeader("Content-Type", "application/json")], body: body.map { Array($0.utf8) },
                    userID: "user-1", token: "ab", timeoutMs: timeoutMs, maxAttempts: maxAttempts)
 }

@@ -6,26 +6,32 @@ import Networking
 /// A real HTTP/1.1 server on loopback standing in for an app's backend: it records every
 /// request and answers as the test's `answer` function says. One thread accepts; each
 /// connection gets a thread of its own, so a held answer does not hold up the others.
-final class TestBackend: Sendable {
-    struct Request: Sendable, Equatable {
-        var method: String
-        var target: String
+/// Shared by the BackendCalls tests and the integration tests.
+public final class TestBackend: Sendable {
+    public struct Request: Sendable, Equatable {
+        public var method: String
+        public var target: String
         /// Field names lowercased.
-        var headers: [String: String]
-        var body: [UInt8]
-        var text: String { String(decoding: body, as: UTF8.self) }
+        public var headers: [String: String]
+        public var body: [UInt8]
+        /// When the whole request had arrived (`Monotonic.nowMilliseconds()`).
+        public var receivedAtMs: Int64
+        public var text: String { String(decoding: body, as: UTF8.self) }
     }
 
-    enum Answer: Sendable {
+    public enum Answer: Sendable {
         /// A status with a Content-Length body, or a chunked one (two chunks, an extension, a trailer).
         case status(Int, body: String = "", chunked: Bool = false)
         /// Written as it is; then the connection closes.
         case raw(String)
         /// No answer until `release()` (then this status), or the connection closes on `stop()`.
         case hold(then: Int)
+        /// This status with a 1000-byte body, one byte every `everyMs` (a backend answering at
+        /// 1 byte/s when `everyMs` is 1000), until the client or `stop()` closes.
+        case trickle(Int, everyMs: Int)
     }
 
-    let address: HostPort
+    public let address: HostPort
     private let listener: Int32
     /// The answer for a request, given how many earlier requests had the same target.
     private let answer: @Sendable (Request, Int) -> Answer
@@ -38,24 +44,24 @@ final class TestBackend: Sendable {
         var released = false
     }
 
-    init(host: String = "127.0.0.1", port: UInt16 = 0, answer: @escaping @Sendable (Request, Int) -> Answer = { _, _ in .status(200) }) throws {
+    public init(host: String = "127.0.0.1", port: UInt16 = 0, answer: @escaping @Sendable (Request, Int) -> Answer = { _, _ in .status(200) }) throws {
         (listener, address) = try Socket.listen(HostPort(host: host, port: port))
         self.answer = answer
         Thread { [self] in acceptLoop() }.start()
     }
 
-    var requests: [Request] { state.withLock { $0.requests } }
-    var targets: [String] { requests.map(\.target) }
+    public var requests: [Request] { state.withLock { $0.requests } }
+    public var targets: [String] { requests.map(\.target) }
 
     /// `http://address` + path.
-    func url(_ path: String) -> String { "http://\(address)\(path)" }
+    public func url(_ path: String) -> String { "http://\(address)\(path)" }
 
     /// Held answers go out.
-    func release() { state.withLock { $0.released = true } }
+    public func release() { state.withLock { $0.released = true } }
 
     /// Closes the listener (connections are refused from now on) and every held connection.
     /// Every test stops its servers: the accepting thread keeps the server alive until then.
-    func stop() {
+    public func stop() {
         let first = state.withLock { state in
             defer { state.stopped = true }
             return !state.stopped
@@ -97,10 +103,15 @@ final class TestBackend: Sendable {
                 usleep(2000)
             }
             Self.write(fd, Self.response(status: status, body: "", chunked: false))
+        case .trickle(let status, let everyMs):
+            for byte in Self.response(status: status, body: String(repeating: "x", count: 1000), chunked: false).utf8 {
+                guard !stopped, Self.write(fd, [byte]) else { return }
+                usleep(useconds_t(everyMs) * 1000)
+            }
         }
     }
 
-    static func response(status: Int, body: String, chunked: Bool) -> String {
+    public static func response(status: Int, body: String, chunked: Bool) -> String {
         let head = "HTTP/1.1 \(status) Test\r\nConnection: close\r\n"
         guard chunked else { return head + "Content-Length: \(body.utf8.count)\r\n\r\n" + body }
         let bytes = Array(body.utf8)
@@ -128,7 +139,8 @@ final class TestBackend: Sendable {
                 let length = Int(headers["content-length"] ?? "0") ?? 0
                 if bytes.count - end.upperBound >= length {
                     return Request(method: String(words[0]), target: String(words[1]), headers: headers,
-                                   body: Array(bytes[end.upperBound..<end.upperBound + length]))
+                                   body: Array(bytes[end.upperBound..<end.upperBound + length]),
+                                   receivedAtMs: Monotonic.nowMilliseconds())
                 }
             }
             let count = recv(fd, &buffer, buffer.count, 0)
@@ -137,13 +149,16 @@ final class TestBackend: Sendable {
         }
     }
 
-    private static func write(_ fd: Int32, _ text: String) {
-        let bytes = Array(text.utf8)
+    private static func write(_ fd: Int32, _ text: String) { _ = write(fd, Array(text.utf8)) }
+
+    /// False when the client has gone.
+    private static func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
             let sent = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard sent > 0 else { return }
+            guard sent > 0 else { return false }
             offset += sent
         }
+        return true
     }
 }

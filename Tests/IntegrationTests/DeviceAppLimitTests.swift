@@ -1,0 +1,101 @@
+import APNsCore
+import Foundation
+import Glibc
+import Networking
+import Testing
+
+/// `DeviceRegistry.maxAppsPerDevice` from outside: raw device sockets, the admin API and the
+/// config file of the emulator binary.
+@Suite("At most 1000 apps per device")
+struct DeviceAppLimitTests {
+    static let limit = 1000
+
+    /// A hello listing `count` apps com.example.app1 … com.example.appN.
+    static func hello(_ fd: Int32, deviceID: String, apps count: Int) {
+        let apps = (1...count).map { #"{"bundleId":"com.example.app\#($0)","environment":"sandbox"}"# }.joined(separator: ",")
+        send(fd, #"{"type":"hello","version":1,"deviceId":"\#(deviceID)","apps":[\#(apps)]}"#)
+    }
+
+    static func send(_ fd: Int32, _ line: String) {
+        let bytes = Array(line.utf8) + [0x0A]
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard sent > 0 else { return }
+            offset += sent
+        }
+    }
+
+    static func connect(_ emulator: EmulatorProcess) throws -> Int32 {
+        let fd = try Socket.connect(to: try emulator.address("device"))
+        Socket.setTimeouts(fd, milliseconds: 10_000)
+        return fd
+    }
+
+    @Test(arguments: [limit + 1, 16_000])
+    func aHelloListingMoreAppsIsRefusedAndClosed(apps: Int) throws {
+        let emulator = try EmulatorProcess()
+        let fd = try Self.connect(emulator)
+        defer { close(fd) }
+        Self.hello(fd, deviceID: "crowded", apps: apps)
+        let (lines, closed) = SlowDeviceTests.readLines(fd) { _ in false }
+        #expect(closed, "a fatal error closes the connection")
+        #expect(lines.count == 1 && lines.first?["type"] == "error", "\(lines.prefix(3))")
+        #expect(lines.first?["code"] == "too_many_apps" && lines.first?["fatal"] == true)
+        #expect(lines.first?["message"] == .string("the hello lists \(apps) apps; a device has at most 1000 installed"))
+        #expect(try emulator.admin("GET", "/api/v1/devices/crowded").status == 404, "nothing of it was kept")
+    }
+
+    @Test func aDeviceWithAsManyAppsAsAllowedTakesNoMore() throws {
+        let emulator = try EmulatorProcess()
+        let fd = try Self.connect(emulator)
+        defer { close(fd) }
+        Self.hello(fd, deviceID: "full", apps: Self.limit)
+        let connected = SlowDeviceTests.readLines(fd) { $0.filter { $0["type"] == "registered" }.count == Self.limit }
+        #expect(connected.lines.filter { $0["type"] == "registered" }.count == Self.limit)
+
+        // An install over the bound is refused; the connection stays.
+        Self.send(fd, #"{"type":"install","bundleId":"com.example.extra","environment":"sandbox"}"#)
+        Self.send(fd, #"{"type":"ping"}"#)
+        let refused = SlowDeviceTests.readLines(fd) { $0.contains { $0["type"] == "pong" } }
+        let error = try #require(refused.lines.first { $0["type"] == "error" })
+        #expect(error["code"] == "too_many_apps" && error["fatal"] == false)
+        #expect(error["message"] == "device 'full' would have more than 1000 apps, the most a device may have installed (uninstall one first)")
+        // Re-registering an app it has is not a new one.
+        Self.send(fd, #"{"type":"install","bundleId":"com.example.app7","environment":"sandbox"}"#)
+        #expect(SlowDeviceTests.readLines(fd) { $0.contains { $0["type"] == "registered" } }.lines.last?["bundleId"] == "com.example.app7")
+
+        let admin = try emulator.admin("POST", "/api/v1/devices/full/apps", body: ["bundleId": "com.example.extra", "environment": "sandbox"])
+        #expect(admin.status == 409)
+        #expect(admin.json["error"]?.stringValue?.contains("more than 1000 apps") == true, "\(admin.json)")
+
+        // A second connection whose hello would add one more is refused before it takes the
+        // device over: the first connection keeps it.
+        let second = try Self.connect(emulator)
+        defer { close(second) }
+        Self.send(second, #"{"type":"hello","deviceId":"full","apps":[{"bundleId":"com.example.new","environment":"sandbox"}]}"#)
+        let (lines, closed) = SlowDeviceTests.readLines(second) { _ in false }
+        #expect(closed && lines.first?["code"] == "too_many_apps" && lines.first?["fatal"] == true, "\(lines)")
+        Self.send(fd, #"{"type":"ping"}"#)
+        let still = SlowDeviceTests.readLines(fd) { $0.contains { $0["type"] == "pong" } }
+        #expect(!still.lines.contains { $0["type"] == "replaced" } && still.lines.contains { $0["type"] == "pong" })
+        let apps = try emulator.admin("GET", "/api/v1/devices/full").json["apps"]?.arrayValue?.count
+        #expect(apps == Self.limit)
+    }
+
+    @Test func aConfigFileDeviceWithMoreAppsStopsTheStart() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cfg-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let apps = (1...(Self.limit + 1)).map { #"{"bundleId":"com.example.app\#($0)","environment":"sandbox"}"# }
+        try #"{"devices":[{"deviceId":"crowded","apps":[\#(apps.joined(separator: ","))]}]}"#
+            .write(toFile: directory + "/config.json", atomically: true, encoding: .utf8)
+        let result = try run(EmulatorProcess.binary, [
+            "serve", "--quiet", "--config", directory + "/config.json", "--demo", "off", "--certs-dir", directory + "/certs",
+            "--sandbox-listen", "127.0.0.1:0", "--production-listen", "off", "--admin-listen", "127.0.0.1:0",
+            "--device-listen", "127.0.0.1:0",
+        ])
+        #expect(result.status != 0)
+        #expect(result.err.contains("config device crowded: device 'crowded' would have more than 1000 apps"), "\(result.err)")
+    }
+}
