@@ -317,7 +317,7 @@ final class ProviderConnection: ConnectionHandler {
         let explanation: String
         switch refused.reason {
         case .headerListTooLarge(let size, let limit):
-            explanation = "stream reset (RST_STREAM PROTOCOL_ERROR): the header list is \(size) bytes, over the \(limit) bytes this server advertises in SETTINGS_MAX_HEADER_LIST_SIZE; the fields after the limit were not kept"
+            explanation = "stream reset (RST_STREAM PROTOCOL_ERROR): the header list went over the \(limit) bytes this server advertises in SETTINGS_MAX_HEADER_LIST_SIZE (\(size) bytes at the field that crossed it); the fields from there on were not kept or looked at. The \(HTTP2ServerSession.oversizedHeaderListsPerConnection)th such list on a connection ends it with GOAWAY ENHANCE_YOUR_CALM"
         }
         server.log("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
         endpoint.recordRefused(streamID: refused.streamID, headers: refused.headers.map { ($0.name, $0.value) },

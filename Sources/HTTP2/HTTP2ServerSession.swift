@@ -63,6 +63,15 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// Header fields of recent requests by position, to reuse their Strings (see `field`).
     @exclusivity(unchecked) fileprivate var recentFields = RecentHeaderFields()
     @exclusivity(unchecked) fileprivate var settingsAcked = false
+    /// Header lists over `maxHeaderListSize` on this connection so far.
+    @exclusivity(unchecked) fileprivate var oversizedHeaderLists = 0
+    /// The last one allowed has come: nothing more is read, and the next drain ends the
+    /// connection with GOAWAY ENHANCE_YOUR_CALM (`calmSent` once it has).
+    @exclusivity(unchecked) fileprivate var endingForCalm = false
+    @exclusivity(unchecked) private var calmSent = false
+    /// The connection is ended (GOAWAY ENHANCE_YOUR_CALM) at this many oversized header lists:
+    /// a client that keeps sending them is not one to keep decoding for.
+    public static let oversizedHeaderListsPerConnection = 3
     @exclusivity(unchecked) private var scratch = HeaderScratch()
 
     /// - Parameters:
@@ -76,8 +85,10 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     ///   - maxBufferedBody: request body bytes kept per request; further bytes are counted only.
     ///   - maxHeaderListSize: the decoded header list a request may have (RFC 9113 §6.5.2
     ///     sizes). nghttp2 does not enforce SETTINGS_MAX_HEADER_LIST_SIZE itself; over this,
-    ///     the fields are dropped as they are decoded, the stream is reset with PROTOCOL_ERROR
-    ///     and `.requestRefused` reports it. nil: no limit.
+    ///     the stream is reset with PROTOCOL_ERROR at once, `.requestRefused` reports it with
+    ///     the fields kept so far, and the rest of the block is decoded without being looked
+    ///     at; the `oversizedHeaderListsPerConnection`-th such list ends the connection with
+    ///     GOAWAY ENHANCE_YOUR_CALM. nil: no limit.
     ///   - earlyAnswerBodyLength: once a body is longer than this, the request is handed over
     ///     at once (`isComplete` false) so it can be answered (413) without reading the rest;
     ///     the stream is reset with NO_ERROR after the answer (RFC 9113 §8.1). nil: never.
@@ -127,13 +138,22 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// The caller should `drainOutput`, write it, and close. Events recorded before the
     /// error are still available. Stream-level errors do not throw (nghttp2 answers them
     /// with RST_STREAM by itself).
-    public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2Error) { try core.receive(bytes) }
+    public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2Error) {
+        if endingForCalm { return }
+        try core.receive(bytes)
+    }
 
     /// Convenience for `[UInt8]` input.
-    public func receive(_ bytes: [UInt8]) throws(HTTP2Error) { try core.receive(bytes) }
+    public func receive(_ bytes: [UInt8]) throws(HTTP2Error) {
+        if endingForCalm { return }
+        try core.receive(bytes)
+    }
 
     /// Convenience for part of a read buffer, e.g. `try session.receive(readBuffer[0..<n])`.
-    public func receive(_ bytes: ArraySlice<UInt8>) throws(HTTP2Error) { try core.receive(bytes) }
+    public func receive(_ bytes: ArraySlice<UInt8>) throws(HTTP2Error) {
+        if endingForCalm { return }
+        try core.receive(bytes)
+    }
 
     /// Returns and clears the recorded events. Returns the shared empty array (no
     /// allocation) when there are none.
@@ -214,7 +234,16 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
 
     /// Appends every pending output byte to `buffer` (calls `mem_send` until it has nothing
     /// more). Stream-close callbacks fire in here (→ `.streamClosed` events).
-    public func drainOutput(into buffer: inout [UInt8]) { core.drainOutput(into: &buffer) }
+    public func drainOutput(into buffer: inout [UInt8]) {
+        core.drainOutput(into: &buffer)
+        if endingForCalm, !calmSent {
+            // After the resets already queued (a terminating session sends nothing but its
+            // GOAWAY), so the client learns what became of each stream.
+            calmSent = true
+            _ = nghttp2_session_terminate_session(session, HTTP2ErrorCode.enhanceYourCalm)
+            core.drainOutput(into: &buffer)
+        }
+    }
 
     // MARK: Stalled requests
 
@@ -298,6 +327,17 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         events.append(.request(request))
     }
 
+    /// A header list that just went over the limit, while it is being decoded: refused now.
+    /// True when it is the last one this connection may send (see `endingForCalm`).
+    fileprivate func refuseOversizedHeaders(_ index: Int) -> Bool {
+        slots[index].headersRefused = true
+        slots[index].refusalSent = true
+        refuseHeaders(index)
+        oversizedHeaderLists += 1
+        if oversizedHeaderLists >= Self.oversizedHeaderListsPerConnection { endingForCalm = true }
+        return endingForCalm
+    }
+
     /// A header list over the limit: reset the stream and report what was kept of it.
     fileprivate func refuseHeaders(_ index: Int) {
         let streamID = slots[index].streamID
@@ -344,8 +384,13 @@ private func serverOnHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<ng
     // was compressed (one HPACK index can stand for a 4 KB field).
     server.slots[index].headerListSize += nameLength + valueLength + 32
     if server.slots[index].headerListSize > server.maxHeaderListSize {
-        server.slots[index].headersRefused = true
-        return 0
+        // Refused now, and nghttp2 told to stop calling back: it still decodes the rest of
+        // the block (the HPACK table must stay in step) but no longer validates and hands
+        // over every field, which is what made 5,000 one-byte references to a 4 KB field
+        // cost milliseconds of CPU per block.
+        // The last one allowed stops the read right here (PAUSE: `receive` returns and is fed
+        // nothing more); the connection ends at the next drain.
+        return server.refuseOversizedHeaders(index) ? LibError.pause : LibError.temporalCallbackFailure
     }
     let position = server.slots[index].headers.count
     let field = server.recentFields.field(at: position, name: name, nameLength: nameLength, value: value,

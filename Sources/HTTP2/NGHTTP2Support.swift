@@ -30,6 +30,7 @@ enum LibError {
     static let nomem = NGHTTP2_ERR_NOMEM.rawValue
     static let callbackFailure = NGHTTP2_ERR_CALLBACK_FAILURE.rawValue
     static let temporalCallbackFailure = NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+    static let pause = NGHTTP2_ERR_PAUSE.rawValue
 }
 
 func libErrorText(_ code: Int32) -> String {

@@ -699,8 +699,9 @@ struct RequestLimitTests {
         #expect(requests.map(\.streamID) == [3], "the connection keeps serving other streams")
         try #require(refused.count == 1)
         #expect(refused[0].streamID == 1)
+        // Decoding stopped counting at the field that went over: the size is where it stopped.
         let fixed = (7 + 4 + 32) + (7 + 5 + 32) + (5 + 12 + 32) + (10 + 18 + 32)
-        #expect(refused[0].reason == .headerListTooLarge(size: fixed + 5001 * (6 + 4000 + 32), limit: 8000))
+        #expect(refused[0].reason == .headerListTooLarge(size: fixed + 2 * (6 + 4000 + 32), limit: 8000))
         let kept = refused[0].headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
         #expect(kept <= 8000, "only what fits in the limit is kept: \(kept)")
         var output: [UInt8] = []
@@ -708,6 +709,52 @@ struct RequestLimitTests {
         let resets = parseFrames(output).filter { $0.type == WireFrame.rstStream }
         #expect(resets.map(\.streamID) == [1])
         #expect(resets.first.map { Array($0.payload) } == [0, 0, 0, 1], "PROTOCOL_ERROR")
+    }
+
+    /// A client that keeps sending header lists over the limit is not decoded for ever: the
+    /// third ends the connection with GOAWAY ENHANCE_YOUR_CALM; the ones before are refused
+    /// one by one and the connection serves what else comes.
+    @Test func repeatedOversizedHeaderListsEndTheConnection() throws {
+        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)],
+                                            maxHeaderListSize: 8000)
+        let big = String(repeating: "x", count: 4000)
+        func block(_ extra: [UInt8]) -> [UInt8] {
+            [0x83, 0x87] + HPACK.integer(4, prefixBits: 4, flags: 0x00) + HPACK.string("/3/device/ab")
+                + HPACK.integer(1, prefixBits: 4, flags: 0x00) + HPACK.string("api.push.apple.com") + extra
+        }
+        let define = HPACK.integer(0, prefixBits: 6, flags: 0x40) + HPACK.string("x-bomb") + HPACK.string(big)
+        let references = [UInt8](repeating: 0x80 | 62, count: 5000)
+        var wire = clientPreface + HPACK.frame(type: 0x4, flags: 0, stream: 0, [])
+            + HPACK.frame(type: 0x1, flags: 0x5, stream: 1, block(define + references))
+            + HPACK.frame(type: 0x1, flags: 0x5, stream: 3, block([]))
+        for stream in stride(from: 5, through: 11, by: 2) {
+            wire += HPACK.frame(type: 0x1, flags: 0x5, stream: UInt32(stream), block(references))
+        }
+        try server.receive(wire)
+        let events = server.takeEvents()
+        let refused = events.compactMap { event -> Int32? in
+            if case .requestRefused(let r) = event { return r.streamID } else { return nil }
+        }
+        let served = events.compactMap { event -> Int32? in
+            if case .request(let r) = event { return r.streamID } else { return nil }
+        }
+        #expect(refused == [1, 5, 7], "three refused, then nothing more is read")
+        #expect(served == [3])
+        var output: [UInt8] = []
+        server.drainOutput(into: &output)
+        let frames = parseFrames(output).filter { $0.type == WireFrame.rstStream || $0.type == WireFrame.goAway }
+        #expect(frames.map(\.type) == [WireFrame.rstStream, WireFrame.rstStream, WireFrame.rstStream, WireFrame.goAway],
+                "each stream's reset, then the GOAWAY")
+        let goAway = try #require(frames.last)
+        #expect(Array(goAway.payload[4..<8]) == [0, 0, 0, 0x0b], "ENHANCE_YOUR_CALM")
+        #expect(!server.wantsRead, "nothing more is read")
+        try server.receive(wire)
+        #expect(!server.takeEvents().contains { event in
+            switch event {
+            case .request, .requestRefused: return true
+            default: return false
+            }
+        }, "what comes after is not read")
     }
 
     @Test func aHeaderListExactlyAtTheLimitIsServed() throws {
