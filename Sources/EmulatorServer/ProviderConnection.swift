@@ -30,6 +30,14 @@ final class ProviderConnection: ConnectionHandler {
     // Loop-confined and on the request path: exclusivity-unchecked like HTTP2ServerSession's state.
     @exclusivity(unchecked) private var context: ProviderConnectionContext
     private var idleTimer: TimerID?
+    /// How long a connection has, once TLS (or TCP) is up, to send the HTTP/2 connection
+    /// preface: the same as the TLS handshake. Until then the idle timeout (an hour) would
+    /// let silent connections hold every place `--max-connections` allows.
+    static let prefaceTimeoutMs: Int64 = 10_000
+    /// Bytes received so far; the connection preface is the first 24
+    /// ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"; what follows would be rejected if it were wrong).
+    private var prefaceBytes = 0
+    static let prefaceLength = 24
     /// Runs while requests are arriving, to reset those that stall (`--request-timeout`).
     private var requestDeadlineTimer: TimerID?
     @exclusivity(unchecked) private var responseHeaders: [HTTP2HeaderField] = []
@@ -100,6 +108,13 @@ final class ProviderConnection: ConnectionHandler {
         // reach it as garbage, so they wait for the client's HTTP/2 preface.
         if firstBytes == nil { flushSession() }
         scheduleIdleCheck()
+        connection.loop.schedule(afterMilliseconds: Self.prefaceTimeoutMs) { [weak self] in
+            guard let self, !self.connection.isClosed, !self.refusedHTTP1,
+                self.prefaceBytes < Self.prefaceLength
+            else { return }
+            self.server.log("provider connection \(self.connection.id): no HTTP/2 connection preface within \(Self.prefaceTimeoutMs / 1000) s; closed")
+            self.connection.close()
+        }
     }
 
     /// The provider certificate the client presented, read and checked (docs/apns-behaviour.md,
@@ -149,6 +164,7 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     private func receive(_ bytes: UnsafeRawBufferPointer) {
+        prefaceBytes += bytes.count
         do {
             try session.receive(bytes)
         } catch {

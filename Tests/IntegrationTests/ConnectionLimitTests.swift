@@ -66,6 +66,30 @@ struct ConnectionLimitTests {
         #expect(APNsResult(try emulator.connect().send(try emulator.push(token).request)).status == 200)
     }
 
+    /// Connections that open (TLS done, or TCP for h2c) and never send the HTTP/2 preface are
+    /// closed after 10 s, as an unfinished handshake is, not after the hour-long idle timeout:
+    /// silent sockets take every place only for a moment.
+    @Test func connectionsThatNeverSendThePrefaceAreClosedSoon() throws {
+        let emulator = try EmulatorProcess(["--max-connections", "4", "--h2c-sandbox-listen", "127.0.0.1:0"])
+        let token = try emulator.createDevice().token
+        let address = try emulator.address("h2cSandbox")
+        let started = Date()
+        let silent = try (0..<4).map { _ in try Socket.connect(to: address) }
+        defer { silent.forEach { close($0) } }
+        for fd in silent { Socket.setTimeouts(fd, milliseconds: 20_000) }
+        #expect(throws: (any Error).self, "every place is taken") { _ = try emulator.connect() }
+        // Each silent connection is closed by the emulator (recv sees the end, or a reset).
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        for fd in silent {
+            var n = recv(fd, &buffer, buffer.count, 0)
+            while n > 0 { n = recv(fd, &buffer, buffer.count, 0) }  // the emulator's SETTINGS, then the end
+        }
+        let waited = Date().timeIntervalSince(started)
+        #expect(waited > 9 && waited < 15, "closed after \(waited) s")
+        #expect(try eventually(5) { (try? emulator.connect().send(try emulator.push(token).request)).map { APNsResult($0).status } == 200 })
+        #expect(emulator.stderr.contains("no HTTP/2 connection preface within 10 s"))
+    }
+
     /// With the descriptor table full, the listener stops accepting for a moment instead of
     /// spinning on `accept` (level-triggered epoll reports the waiting connection at once,
     /// again and again), says so once, and serves again when descriptors are free.
