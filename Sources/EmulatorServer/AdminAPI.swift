@@ -30,20 +30,23 @@ final class AdminAPI: @unchecked Sendable {
             let loop = http.connection.loop
             let confined = ConfinedConnection(http: http)
             sharedChanges.async { [self] in
-                let response = answer(request, confined.http)
-                loop.execute { [self] in deliver(response, to: request, confined.http) }
+                let (response, ran) = answer(request, confined.http)
+                loop.execute { [self] in deliver(response, to: request, changed: ran, confined.http) }
             }
             return
         }
-        deliver(answer(request, http), to: request, http)
+        let (response, ran) = answer(request, http)
+        deliver(response, to: request, changed: ran, http)
     }
 
     /// The connection taken to the change queue and back. Only its own loop uses it: change
     /// routes never touch the connection (only GET routes stream or wait on it).
     private struct ConfinedConnection: @unchecked Sendable { let http: HTTP1Connection }
 
-    /// The route's answer (nil when the route answers by itself: streams, long polls).
-    private func answer(_ request: AdminRequest, _ http: HTTP1Connection) -> AdminResponse? {
+    /// The route's answer (nil when the route answers by itself: streams, long polls), and
+    /// whether its handler ran (only then may a change have been made).
+    private func answer(_ request: AdminRequest, _ http: HTTP1Connection) -> (AdminResponse?, ran: Bool) {
+        var ran = false
         do {
             switch router.match(method: request.method, path: request.path) {
             case .found(let route, let parameters):
@@ -52,27 +55,30 @@ final class AdminAPI: @unchecked Sendable {
                     // reload); --state-dir: it could not be kept.
                     throw AdminError(503, "the emulator cannot take changes now: \(reason)")
                 }
-                return try route.handler(request, parameters, http)
+                ran = true
+                return (try route.handler(request, parameters, http), true)
             case .wrongMethod(let allowed):
                 let unique = Array(Set(allowed)).sorted()
                 var error = AdminResponse.error(405, "\(request.method) is not allowed on \(request.path); use \(unique.joined(separator: " or "))")
                 error.headers.append(("Allow", unique.joined(separator: ", ")))
-                return error
+                return (error, false)
             case .notFound:
                 throw AdminError(404, "no such endpoint: \(request.path); see /api/v1/openapi.json")
             }
         } catch let error as AdminError {
-            return .error(error.status, error.message)
+            return (.error(error.status, error.message), ran)
         } catch {
-            return .error(500, "\(error)")
+            return (.error(500, "\(error)"), ran)
         }
     }
 
     /// Sends the answer on the connection's loop; with `--state-dir` an answer to a change
-    /// waits until the change is committed.
-    private func deliver(_ response: AdminResponse?, to request: AdminRequest, _ http: HTTP1Connection) {
+    /// waits until the change (and everything before it) is committed.
+    private func deliver(_ response: AdminResponse?, to request: AdminRequest, changed: Bool, _ http: HTTP1Connection) {
         guard let response else { return }
-        if request.method != "GET", let durability = emulator.durability, let ticket = durability.uncommittedTicket(everything: true) {
+        if changed, request.method != "GET", let durability = emulator.durability,
+            let ticket = durability.uncommittedTicket(everything: true)
+        {
             durability.afterCommit(ticket, on: http.connection.loop) { committed in
                 guard committed else {
                     let reason = durability.unavailableReason ?? "the state directory could not commit it"

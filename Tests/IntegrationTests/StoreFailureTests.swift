@@ -240,6 +240,7 @@ struct StoreFailureTests {
         #expect(error.isEmpty || reason.contains(error), "\(reason)")
         let change = try emulator.admin("POST", "/api/v1/devices", body: ["bundleId": "com.example.app", "environment": "sandbox"])
         #expect(change.status == 503)
+        #expect(change.json["error"]?.stringValue?.contains("cannot take changes now") == true, "refused before anything changed: \(change.raw)")
         #expect(change.json["error"]?.stringValue?.contains(directory) == true, "\(change.raw)")
         #expect(try emulator.admin("GET", "/api/v1/devices").status == 200, "reads are served")
         #expect(try emulator.metric("apns_emulator_state_up") == 0)
