@@ -303,21 +303,38 @@ public struct RecordStore: Sendable {
         body(ring[physical(live - 1 - index)])
     }
 
-    /// Records newest first, filtered, at most `limit`.
-    public func newestFirst(limit: Int, where matches: (NotificationRecord) -> Bool = { _ in true }) -> [NotificationRecord] {
+    /// Records newest first, filtered, at most `limit`; with `before`, only older records than
+    /// that sequence number (the next page of a list).
+    public func newestFirst(limit: Int, before: UInt64? = nil, where matches: (NotificationRecord) -> Bool = { _ in true })
+        -> [NotificationRecord]
+    {
         var out: [NotificationRecord] = []
         guard limit > 0 else { return out }
-        let n = live
-        var i = 0
-        while i < n {
-            let record = ring[physical(n - 1 - i)]
+        // Logical indices below `end` hold sequences below `before` (they increase with the index).
+        var end = live
+        if let before {
+            var low = 0
+            while low < end {
+                let mid = (low + end) / 2
+                if ring[physical(mid)].sequence < before { low = mid + 1 } else { end = mid }
+            }
+        }
+        var i = end - 1
+        while i >= 0 {
+            let record = ring[physical(i)]
             if matches(record) {
                 out.append(record)
                 if out.count == limit { break }
             }
-            i += 1
+            i -= 1
         }
         return out
+    }
+
+    /// The oldest record that matches, found without copying the others.
+    public func oldest(where matches: (NotificationRecord) -> Bool) -> NotificationRecord? {
+        for i in 0..<live where matches(ring[physical(i)]) { return ring[physical(i)] }
+        return nil
     }
 
     /// Changes the record with the given sequence number, if it is still kept.

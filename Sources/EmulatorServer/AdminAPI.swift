@@ -74,6 +74,9 @@ final class AdminAPI: @unchecked Sendable {
         r.add("GET", "/api/v1/info", "version, uptime, addresses, counts") { [unowned self] _, _, _ in .json(200, info()) }
         r.add("POST", "/api/v1/reset", "back to the configured start state") { [unowned self] _, _, _ in
             state.reset()
+            // The replaced world was freed as reset returned; give its pages back to the OS,
+            // or glibc keeps them (1,000,000 devices left the process at 2.1 GB).
+            Memory.returnFreedPages()
             emulator.backendCalls.reset()
             emulator.offsetClock.resetOffset()
             emulator.providers.resetCounters()
@@ -116,7 +119,7 @@ final class AdminAPI: @unchecked Sendable {
         }
 
         // Devices
-        r.add("GET", "/api/v1/devices", "list devices") { [unowned self] _, _, _ in listDevices() }
+        r.add("GET", "/api/v1/devices", "list devices, a page at a time") { [unowned self] req, _, _ in try listDevices(req) }
         r.add("POST", "/api/v1/devices", "create a virtual device with an app") { [unowned self] req, _, _ in
             try createDevice(req)
         }
@@ -170,7 +173,9 @@ final class AdminAPI: @unchecked Sendable {
         }
 
         // Tokens
-        r.add("GET", "/api/v1/tokens", "every token issued, with its state") { [unowned self] _, _, _ in listTokens() }
+        r.add("GET", "/api/v1/tokens", "every token issued, with its state, a page at a time") { [unowned self] req, _, _ in
+            try listTokens(req)
+        }
         r.add("GET", "/api/v1/tokens/{token}", "one token") { [unowned self] _, p, _ in
             let token = (p["token"] ?? "").lowercased()
             guard let entry = state.readWorld({ $0.registry.token(token) }) else { throw AdminError(404, "no token \(token)") }
@@ -181,14 +186,14 @@ final class AdminAPI: @unchecked Sendable {
         }
 
         // Keys and apps
-        r.add("GET", "/api/v1/keys", "provider keys") { [unowned self] _, _, _ in listKeys() }
+        r.add("GET", "/api/v1/keys", "provider keys") { [unowned self] req, _, _ in try listKeys(req) }
         r.add("POST", "/api/v1/keys", "add a provider key") { [unowned self] req, _, _ in try addKey(req) }
         r.add("DELETE", "/api/v1/keys/{keyId}", "remove a provider key") { [unowned self] _, p, _ in
             let id = p["keyId"]!
             guard state.withWorld({ $0.credentials.removeKey(id: id) }) != nil else { throw AdminError(404, "no key \(id)") }
             return .json(200, ["keyId": .string(id), "deleted": true])
         }
-        r.add("GET", "/api/v1/apps", "which team owns which bundle") { [unowned self] _, _, _ in listApps() }
+        r.add("GET", "/api/v1/apps", "which team owns which bundle") { [unowned self] req, _, _ in try listApps(req) }
         r.add("POST", "/api/v1/apps", "add an app to a team") { [unowned self] req, _, _ in try addApp(req) }
         r.add("DELETE", "/api/v1/apps/{bundleId}", "remove an app") { [unowned self] _, p, _ in
             let bundle = try Self.bundleID(p)
@@ -199,9 +204,7 @@ final class AdminAPI: @unchecked Sendable {
         }
 
         // Faults
-        r.add("GET", "/api/v1/faults", "fault rules in order") { [unowned self] _, _, _ in
-            .json(200, ["faults": .array(state.readWorld { $0.faults.rules }.map(FaultJSON.rule))])
-        }
+        r.add("GET", "/api/v1/faults", "fault rules in order") { [unowned self] req, _, _ in try listFaults(req) }
         r.add("POST", "/api/v1/faults", "add a fault rule") { [unowned self] req, _, _ in
             var rule = try FaultJSON.parse(try req.jsonObject())
             let position = req.query["position"].flatMap(Int.init)
@@ -280,14 +283,27 @@ final class AdminAPI: @unchecked Sendable {
 
     // MARK: Notifications
 
+    /// Newest first. `limit` keeps its old meaning (≥ 0, no maximum but the journal's size and
+    /// the byte budget below); `cursor` continues below the last record of the previous page,
+    /// by sequence number, so records added meanwhile do not shift it.
     private func listNotifications(_ request: AdminRequest) throws -> AdminResponse {
         var limit = 1000
         if let text = request.query["limit"] {
             guard let value = Int(text), value >= 0 else { throw AdminError(400, "limit must be a whole number ≥ 0, not '\(text)'") }
             limit = value
         }
+        var before: UInt64?
+        if let cursor = request.query["cursor"], !cursor.isEmpty {
+            guard let sequence = UInt64(try PageRequest.decode(cursor, list: "notifications")) else {
+                throw AdminError(400, "cursor is not a \"nextCursor\" of notifications; start again without one")
+            }
+            before = sequence
+        }
         let query = try Self.query(request)
-        var records = state.readWorld { $0.records.newestFirst(limit: limit, where: query.matches) }
+        // One more than asked tells whether another page follows.
+        var records = state.readWorld { $0.records.newestFirst(limit: limit == Int.max ? limit : limit + 1, before: before, where: query.matches) }
+        let more = records.count > limit
+        if more { records.removeLast() }
         // A response is bounded in bytes too: records can be large (4 KB payloads, full
         // header lists), and `limit` can ask for the whole journal.
         var budget = Self.listByteBudget
@@ -297,9 +313,8 @@ final class AdminAPI: @unchecked Sendable {
         }.count
         let truncated = fitting < records.count
         records.removeLast(records.count - max(fitting, min(1, records.count)))
-        var body = JSONObject([("notifications", .array(records.map(AdminJSON.record)))])
-        if truncated { body["truncated"] = .bool(true) }
-        return .json(200, .object(body))
+        let next = (more || truncated) ? records.last.map { PageRequest.encode(list: "notifications", String($0.sequence)) } : nil
+        return .page("notifications", records.map(AdminJSON.record), nextCursor: next, extra: truncated ? [("truncated", true)] : [])
     }
 
     /// Record bytes one list response may carry (its JSON is up to about twice that).
@@ -336,7 +351,7 @@ final class AdminAPI: @unchecked Sendable {
         }
         waiterID = id
         if query.sinceMs != nil {
-            let existing = state.readWorld { $0.records.newestFirst(limit: Int.max, where: query.matches).last }
+            let existing = state.readWorld { $0.records.oldest(where: query.matches) }
             if let existing {
                 finish(.json(200, AdminJSON.record(existing)))
                 return nil
@@ -379,18 +394,19 @@ final class AdminAPI: @unchecked Sendable {
 
     // MARK: Devices
 
-    private func listDevices() -> AdminResponse {
-        let devices = state.readWorld { world in
-            world.registry.devices.values.sorted { $0.createdAtMs < $1.createdAtMs || ($0.createdAtMs == $1.createdAtMs && $0.id < $1.id) }
-                .map { AdminJSON.device($0, registry: world.registry) }
-        }
-        return .json(200, ["devices": .array(devices)])
+    /// Oldest first (creation time, then id). Under the lock only the page's devices are
+    /// copied, from the registry's ordered index; their JSON is made after it is released.
+    private func listDevices(_ request: AdminRequest) throws -> AdminResponse {
+        let page = try PageRequest(request, list: "devices")
+        let after = try page.listKey(list: "devices")
+        let (devices, more) = state.readWorld { $0.registry.devicesPage(after: after, limit: page.limit) }
+        let next = more ? devices.last.map { PageRequest.cursor(list: "devices", $0.listKey) } : nil
+        return .page("devices", devices.map(AdminJSON.device), nextCursor: next)
     }
 
     private func getDevice(_ id: String) throws -> AdminResponse {
-        let device = state.readWorld { world in world.registry.devices[id].map { AdminJSON.device($0, registry: world.registry) } }
-        guard let device else { throw AdminError(404, "no device with id '\(id)'") }
-        return .json(200, device)
+        guard let device = state.readWorld({ $0.registry.devices[id] }) else { throw AdminError(404, "no device with id '\(id)'") }
+        return .json(200, AdminJSON.device(device))
     }
 
     private func deleteDevice(_ id: String) throws -> AdminResponse {
@@ -469,14 +485,18 @@ final class AdminAPI: @unchecked Sendable {
         let now = self.now
         let result = state.withWorld { world -> Result<TokenEntry, RegistryError> in
             // All or nothing: a failed registration leaves no half-made device.
-            let saved = world.registry
+            let device: Device
             do throws(RegistryError) {
-                let device = try world.registry.addDevice(id: deviceID, isVirtual: true, nowMs: now)
+                device = try world.registry.addDevice(id: deviceID, isVirtual: true, nowMs: now)
+            } catch {
+                return .failure(error)
+            }
+            do throws(RegistryError) {
                 let entries = try world.installApp(deviceID: device.id, bundleID: app.bundleID, environment: app.environment,
                                                    kinds: [app.kind], fixedToken: app.token, settings: app.settings, nowMs: now)
                 return .success(entries[0])
             } catch {
-                world.registry = saved
+                world.registry.discard(newDevices: [device.id])
                 return .failure(error)
             }
         }
@@ -557,12 +577,13 @@ final class AdminAPI: @unchecked Sendable {
         return .json(200, ["tokens": .array(entries.map(AdminJSON.token))])
     }
 
-    private func listTokens() -> AdminResponse {
-        let tokens = state.readWorld { world in
-            world.registry.tokens.values.sorted { $0.issuedAtMs < $1.issuedAtMs || ($0.issuedAtMs == $1.issuedAtMs && $0.token < $1.token) }
-                .map(AdminJSON.token)
-        }
-        return .json(200, ["tokens": .array(tokens)])
+    /// Oldest first (issue time, then token), a page at a time, as devices are.
+    private func listTokens(_ request: AdminRequest) throws -> AdminResponse {
+        let page = try PageRequest(request, list: "tokens")
+        let after = try page.listKey(list: "tokens")
+        let (tokens, more) = state.readWorld { $0.registry.tokensPage(after: after, limit: page.limit) }
+        let next = more ? tokens.last.map { PageRequest.cursor(list: "tokens", $0.listKey) } : nil
+        return .page("tokens", tokens.map(AdminJSON.token), nextCursor: next)
     }
 
     /// `PUT /api/v1/tokens/{token}/state` with `{"state": "active" | "unregistered" | "expired" |
@@ -614,9 +635,24 @@ final class AdminAPI: @unchecked Sendable {
 
     // MARK: Keys and apps
 
-    private func listKeys() -> AdminResponse {
-        let keys = state.readWorld { $0.credentials.keys.values.sorted { $0.keyID < $1.keyID } }
-        return .json(200, ["keys": .array(keys.map(AdminJSON.key))])
+    /// By key id. The lock is held only to take the dictionary (a reference); keys are few,
+    /// so they are sorted per page, outside it.
+    private func listKeys(_ request: AdminRequest) throws -> AdminResponse {
+        let page = try PageRequest(request, list: "keys")
+        let all = state.readWorld { $0.credentials.keys }
+        let (keys, next) = Self.pageByName(all.values, name: \.keyID, page, list: "keys")
+        return .page("keys", keys.map(AdminJSON.key), nextCursor: next)
+    }
+
+    /// The page of `rows` after the cursor's name, in name order, and the next cursor.
+    static func pageByName<C: Collection>(_ rows: C, name: (C.Element) -> String, _ page: PageRequest, list: String)
+        -> ([C.Element], String?)
+    {
+        var candidates = rows.filter { page.position == nil || name($0) > page.position! }
+        candidates.sort { name($0) < name($1) }
+        let more = candidates.count > page.limit
+        let rows = Array(candidates.prefix(page.limit))
+        return (rows, more ? rows.last.map { PageRequest.encode(list: list, name($0)) } : nil)
     }
 
     /// `POST /api/v1/keys` with `teamId`, `keyId`, the key as `pem` (a .p8 or a public key PEM)
@@ -647,9 +683,27 @@ final class AdminAPI: @unchecked Sendable {
         return .json(201, AdminJSON.key(providerKey))
     }
 
-    private func listApps() -> AdminResponse {
-        let apps = state.readWorld { $0.credentials.apps.sorted { $0.key < $1.key } }
-        return .json(200, ["apps": .array(apps.map { ["bundleId": .string($0.key), "teamId": .string($0.value.teamID)] })])
+    /// By bundle id, paged as keys are.
+    private func listApps(_ request: AdminRequest) throws -> AdminResponse {
+        let page = try PageRequest(request, list: "apps")
+        let all = state.readWorld { $0.credentials.apps }
+        let (apps, next) = Self.pageByName(all, name: \.key, page, list: "apps")
+        return .page("apps", apps.map { ["bundleId": .string($0.key), "teamId": .string($0.value.teamID)] }, nextCursor: next)
+    }
+
+    /// In the order they are tried; the cursor is a position in that order, so a rule added or
+    /// removed between pages shifts the rest by one.
+    private func listFaults(_ request: AdminRequest) throws -> AdminResponse {
+        let page = try PageRequest(request, list: "faults")
+        let start = Int(clamping: try page.number(list: "faults") ?? 0)
+        let (rules, more) = state.readWorld { world -> ([FaultRule], Bool) in
+            let all = world.faults.rules
+            guard start < all.count else { return ([], false) }
+            let end = min(all.count, start + page.limit)
+            return (Array(all[start..<end]), end < all.count)
+        }
+        let next = more ? PageRequest.encode(list: "faults", String(start + rules.count)) : nil
+        return .page("faults", rules.map(FaultJSON.rule), nextCursor: next)
     }
 
     private func addApp(_ request: AdminRequest) throws -> AdminResponse {

@@ -97,9 +97,12 @@ extension AdminAPI {
         if let hook, BackendHookKind(rawValue: hook) == nil {
             throw AdminError(400, "hook must be one of \(BackendHookKind.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        var calls = emulator.backendCalls.calls(deviceID: deviceID, hook: hook)
-        if let bundle = req.query["bundleId"] { calls = calls.filter { $0.request.bundleID == bundle } }
-        return .json(200, ["calls": .array(calls.map(\.json))])
+        let list = deviceID == nil ? "backend-calls" : "device-backend-calls"
+        let page = try PageRequest(req, list: list)
+        let (calls, more) = emulator.backendCalls.calls(after: try page.number(list: list), limit: page.limit, deviceID: deviceID,
+                                                         hook: hook, bundleID: req.query["bundleId"])
+        let next = more ? calls.last.map { PageRequest.encode(list: list, String($0.id)) } : nil
+        return .page("calls", calls.map(\.json), nextCursor: next)
     }
 
     private func checks(_ req: AdminRequest) -> AdminResponse {
