@@ -388,6 +388,14 @@ public struct DeviceRegistry: Sendable {
         }
     }
 
+    /// Drops up to `count` devices and tokens, with no trace (a registry being thrown away, a
+    /// piece at a time); false once it is empty.
+    public mutating func discardSome(_ count: Int) -> Bool {
+        devices.discardSome(count)
+        tokens.discardSome(count)
+        return !devices.isEmpty || !tokens.isEmpty
+    }
+
     /// A page of devices in the listed order (creation time, then id), after `after`.
     public func devicesPage(after: ListKey?, limit: Int) -> (rows: [Device], more: Bool) {
         devices.page(after: after, limit: limit)

@@ -56,6 +56,12 @@ public struct OrderedTable<Row: ListedRow>: Sendable {
         return (keys.compactMap { rows[$0.id] }, more)
     }
 
+    /// Drops up to `count` rows, and the order (for a table being thrown away).
+    public mutating func discardSome(_ count: Int) {
+        order = SortedKeys()
+        for id in Array(rows.keys.prefix(count)) { rows.removeValue(forKey: id) }
+    }
+
     private mutating func reorder(from before: ListKey?, to after: ListKey?) {
         guard before != after else { return }
         if let before { order.remove(before) }

@@ -73,10 +73,7 @@ final class AdminAPI: @unchecked Sendable {
         }
         r.add("GET", "/api/v1/info", "version, uptime, addresses, counts") { [unowned self] _, _, _ in .json(200, info()) }
         r.add("POST", "/api/v1/reset", "back to the configured start state") { [unowned self] _, _, _ in
-            state.reset()
-            // The replaced world was freed as reset returned; give its pages back to the OS,
-            // or glibc keeps them (1,000,000 devices left the process at 2.1 GB).
-            Memory.returnFreedPages()
+            Self.dispose(state.reset())
             emulator.backendCalls.reset()
             emulator.offsetClock.resetOffset()
             emulator.providers.resetCounters()
@@ -90,8 +87,8 @@ final class AdminAPI: @unchecked Sendable {
         }
 
         // Notifications
-        r.add("GET", "/api/v1/notifications", "list, newest first, with filters") { [unowned self] req, _, _ in
-            try listNotifications(req)
+        r.add("GET", "/api/v1/notifications", "list, newest first, with filters") { [unowned self] req, _, http in
+            try listNotifications(req, http)
         }
         r.add("DELETE", "/api/v1/notifications", "delete records matching the filters") { [unowned self] req, _, _ in
             let query = try Self.query(req)
@@ -119,7 +116,7 @@ final class AdminAPI: @unchecked Sendable {
         }
 
         // Devices
-        r.add("GET", "/api/v1/devices", "list devices, a page at a time") { [unowned self] req, _, _ in try listDevices(req) }
+        r.add("GET", "/api/v1/devices", "list devices, a page at a time") { [unowned self] req, _, http in try listDevices(req, http) }
         r.add("POST", "/api/v1/devices", "create a virtual device with an app") { [unowned self] req, _, _ in
             try createDevice(req)
         }
@@ -173,8 +170,8 @@ final class AdminAPI: @unchecked Sendable {
         }
 
         // Tokens
-        r.add("GET", "/api/v1/tokens", "every token issued, with its state, a page at a time") { [unowned self] req, _, _ in
-            try listTokens(req)
+        r.add("GET", "/api/v1/tokens", "every token issued, with its state, a page at a time") { [unowned self] req, _, http in
+            try listTokens(req, http)
         }
         r.add("GET", "/api/v1/tokens/{token}", "one token") { [unowned self] _, p, _ in
             let token = (p["token"] ?? "").lowercased()
@@ -186,14 +183,14 @@ final class AdminAPI: @unchecked Sendable {
         }
 
         // Keys and apps
-        r.add("GET", "/api/v1/keys", "provider keys") { [unowned self] req, _, _ in try listKeys(req) }
+        r.add("GET", "/api/v1/keys", "provider keys") { [unowned self] req, _, http in try listKeys(req, http) }
         r.add("POST", "/api/v1/keys", "add a provider key") { [unowned self] req, _, _ in try addKey(req) }
         r.add("DELETE", "/api/v1/keys/{keyId}", "remove a provider key") { [unowned self] _, p, _ in
             let id = p["keyId"]!
             guard state.withWorld({ $0.credentials.removeKey(id: id) }) != nil else { throw AdminError(404, "no key \(id)") }
             return .json(200, ["keyId": .string(id), "deleted": true])
         }
-        r.add("GET", "/api/v1/apps", "which team owns which bundle") { [unowned self] req, _, _ in try listApps(req) }
+        r.add("GET", "/api/v1/apps", "which team owns which bundle") { [unowned self] req, _, http in try listApps(req, http) }
         r.add("POST", "/api/v1/apps", "add an app to a team") { [unowned self] req, _, _ in try addApp(req) }
         r.add("DELETE", "/api/v1/apps/{bundleId}", "remove an app") { [unowned self] _, p, _ in
             let bundle = try Self.bundleID(p)
@@ -204,7 +201,7 @@ final class AdminAPI: @unchecked Sendable {
         }
 
         // Faults
-        r.add("GET", "/api/v1/faults", "fault rules in order") { [unowned self] req, _, _ in try listFaults(req) }
+        r.add("GET", "/api/v1/faults", "fault rules in order") { [unowned self] req, _, http in try listFaults(req, http) }
         r.add("POST", "/api/v1/faults", "add a fault rule") { [unowned self] req, _, _ in
             var rule = try FaultJSON.parse(try req.jsonObject())
             let position = req.query["position"].flatMap(Int.init)
@@ -233,6 +230,20 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     // MARK: Helpers
+
+    /// Frees the world a reset replaced off the event loops (1,000,000 devices take seconds),
+    /// 5,000 devices at a time with a pause between, then gives its pages back to the OS, which
+    /// glibc would otherwise keep (a reset used to leave the process at 2.1 GB).
+    static func dispose(_ replaced: ReplacedWorld) {
+        let thread = Thread {
+            // The lowest priority: throwing the old world away must not take a core from a loop.
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)  // 0: this thread, on Linux
+            while replaced.freeSome(5000) { usleep(1000) }
+            replaced.free()
+            Memory.returnFreedPages()
+        }
+        thread.start()
+    }
 
     /// The `{deviceId}` of a path, refused (400) unless it is a valid id.
     static func bundleID(_ parameters: [String: String]) throws -> String {
@@ -286,7 +297,7 @@ final class AdminAPI: @unchecked Sendable {
     /// Newest first. `limit` keeps its old meaning (≥ 0, no maximum but the journal's size and
     /// the byte budget below); `cursor` continues below the last record of the previous page,
     /// by sequence number, so records added meanwhile do not shift it.
-    private func listNotifications(_ request: AdminRequest) throws -> AdminResponse {
+    private func listNotifications(_ request: AdminRequest, _ http: HTTP1Connection) throws -> AdminResponse? {
         var limit = 1000
         if let text = request.query["limit"] {
             guard let value = Int(text), value >= 0 else { throw AdminError(400, "limit must be a whole number ≥ 0, not '\(text)'") }
@@ -314,7 +325,10 @@ final class AdminAPI: @unchecked Sendable {
         let truncated = fitting < records.count
         records.removeLast(records.count - max(fitting, min(1, records.count)))
         let next = (more || truncated) ? records.last.map { PageRequest.encode(list: "notifications", String($0.sequence)) } : nil
-        return .page("notifications", records.map(AdminJSON.record), nextCursor: next, extra: truncated ? [("truncated", true)] : [])
+        let kept = records
+        return answerOffLoop(http) {
+            .page("notifications", kept.map(AdminJSON.record), nextCursor: next, extra: truncated ? [("truncated", true)] : [])
+        }
     }
 
     /// Record bytes one list response may carry (its JSON is up to about twice that).
@@ -396,12 +410,12 @@ final class AdminAPI: @unchecked Sendable {
 
     /// Oldest first (creation time, then id). Under the lock only the page's devices are
     /// copied, from the registry's ordered index; their JSON is made after it is released.
-    private func listDevices(_ request: AdminRequest) throws -> AdminResponse {
+    private func listDevices(_ request: AdminRequest, _ http: HTTP1Connection) throws -> AdminResponse? {
         let page = try PageRequest(request, list: "devices")
         let after = try page.listKey(list: "devices")
         let (devices, more) = state.readWorld { $0.registry.devicesPage(after: after, limit: page.limit) }
         let next = more ? devices.last.map { PageRequest.cursor(list: "devices", $0.listKey) } : nil
-        return .page("devices", devices.map(AdminJSON.device), nextCursor: next)
+        return answerOffLoop(http) { .page("devices", devices.map(AdminJSON.device), nextCursor: next) }
     }
 
     private func getDevice(_ id: String) throws -> AdminResponse {
@@ -578,12 +592,12 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     /// Oldest first (issue time, then token), a page at a time, as devices are.
-    private func listTokens(_ request: AdminRequest) throws -> AdminResponse {
+    private func listTokens(_ request: AdminRequest, _ http: HTTP1Connection) throws -> AdminResponse? {
         let page = try PageRequest(request, list: "tokens")
         let after = try page.listKey(list: "tokens")
         let (tokens, more) = state.readWorld { $0.registry.tokensPage(after: after, limit: page.limit) }
         let next = more ? tokens.last.map { PageRequest.cursor(list: "tokens", $0.listKey) } : nil
-        return .page("tokens", tokens.map(AdminJSON.token), nextCursor: next)
+        return answerOffLoop(http) { .page("tokens", tokens.map(AdminJSON.token), nextCursor: next) }
     }
 
     /// `PUT /api/v1/tokens/{token}/state` with `{"state": "active" | "unregistered" | "expired" |
@@ -637,11 +651,13 @@ final class AdminAPI: @unchecked Sendable {
 
     /// By key id. The lock is held only to take the dictionary (a reference); keys are few,
     /// so they are sorted per page, outside it.
-    private func listKeys(_ request: AdminRequest) throws -> AdminResponse {
+    private func listKeys(_ request: AdminRequest, _ http: HTTP1Connection) throws -> AdminResponse? {
         let page = try PageRequest(request, list: "keys")
         let all = state.readWorld { $0.credentials.keys }
-        let (keys, next) = Self.pageByName(all.values, name: \.keyID, page, list: "keys")
-        return .page("keys", keys.map(AdminJSON.key), nextCursor: next)
+        return answerOffLoop(http) {
+            let (keys, next) = Self.pageByName(all.values, name: \.keyID, page, list: "keys")
+            return .page("keys", keys.map(AdminJSON.key), nextCursor: next)
+        }
     }
 
     /// The page of `rows` after the cursor's name, in name order, and the next cursor.
@@ -684,16 +700,18 @@ final class AdminAPI: @unchecked Sendable {
     }
 
     /// By bundle id, paged as keys are.
-    private func listApps(_ request: AdminRequest) throws -> AdminResponse {
+    private func listApps(_ request: AdminRequest, _ http: HTTP1Connection) throws -> AdminResponse? {
         let page = try PageRequest(request, list: "apps")
         let all = state.readWorld { $0.credentials.apps }
-        let (apps, next) = Self.pageByName(all, name: \.key, page, list: "apps")
-        return .page("apps", apps.map { ["bundleId": .string($0.key), "teamId": .string($0.value.teamID)] }, nextCursor: next)
+        return answerOffLoop(http) {
+            let (apps, next) = Self.pageByName(all, name: \.key, page, list: "apps")
+            return .page("apps", apps.map { ["bundleId": .string($0.key), "teamId": .string($0.value.teamID)] }, nextCursor: next)
+        }
     }
 
     /// In the order they are tried; the cursor is a position in that order, so a rule added or
     /// removed between pages shifts the rest by one.
-    private func listFaults(_ request: AdminRequest) throws -> AdminResponse {
+    private func listFaults(_ request: AdminRequest, _ http: HTTP1Connection) throws -> AdminResponse? {
         let page = try PageRequest(request, list: "faults")
         let start = Int(clamping: try page.number(list: "faults") ?? 0)
         let (rules, more) = state.readWorld { world -> ([FaultRule], Bool) in
@@ -703,7 +721,7 @@ final class AdminAPI: @unchecked Sendable {
             return (Array(all[start..<end]), end < all.count)
         }
         let next = more ? PageRequest.encode(list: "faults", String(start + rules.count)) : nil
-        return .page("faults", rules.map(FaultJSON.rule), nextCursor: next)
+        return answerOffLoop(http) { .page("faults", rules.map(FaultJSON.rule), nextCursor: next) }
     }
 
     private func addApp(_ request: AdminRequest) throws -> AdminResponse {

@@ -1,5 +1,6 @@
 import APNsCore
 import Foundation
+import Networking
 
 /// How one list request pages: `limit` (1 to `maxLimit`, default `defaultLimit`) and `cursor`,
 /// the `nextCursor` a previous page returned. A cursor is opaque to clients: base64url of
@@ -74,5 +75,33 @@ extension AdminResponse {
         for (key, value) in extra { body[key] = value }
         body["nextCursor"] = nextCursor.map(JSONValue.string) ?? .null
         return .json(200, .object(body))
+    }
+}
+
+extension AdminAPI {
+    /// Where large answers are built: off the event loops, which provider connections share.
+    /// The JSON of 10,000 devices takes about 100 ms to make, and a push on the same loop would
+    /// wait that out. Serial, so the admin API's big answers take one core at most.
+    static let encoder = DispatchQueue(label: "apns-emulator.admin-encoder")
+
+    /// Answers with what `build` makes on the encoder queue (from values copied under the lock
+    /// already), then on the connection's loop. Nil: the route answers later.
+    func answerOffLoop(_ http: HTTP1Connection, _ build: @escaping @Sendable () -> AdminResponse) -> AdminResponse? {
+        let connection = OnLoop(http)
+        Self.encoder.async {
+            let response = build()
+            connection.loop.execute { connection.http.respond(response) }
+        }
+        return nil
+    }
+
+    /// A connection carried to another thread and back, and touched only on its own loop.
+    private final class OnLoop: @unchecked Sendable {
+        let http: HTTP1Connection
+        let loop: EventLoop
+        init(_ http: HTTP1Connection) {
+            self.http = http
+            loop = http.connection.loop
+        }
     }
 }
