@@ -2,14 +2,33 @@ import Networking
 import Synchronization
 
 /// Which admin connections may stay open (README, "Admin API limits"). `--admin-max-connections`
-/// regular slots; past them the oldest idle connection (between requests, never used, or
-/// lingering after a final answer, never one with a request in progress, a long poll or an
-/// event stream) is closed to make room; when none is idle, `healthReserve` more slots serve
+/// regular slots; past them the oldest idle connection (between requests, lingering after a
+/// final answer for `lingerGraceMs`, or silent for `freshGraceMs` since it connected; never one
+/// with a request in progress, a long poll or an event stream) is closed to make room; when none is idle, `healthReserve` more slots serve
 /// `/livez`, `/readyz` and `/metrics` only, one request each. So a crowd of clients that keep
 /// their connections open cannot lock out health checks or a new admin client.
 final class AdminSlots: Sendable {
     /// Slots beyond the cap for health checks.
     static let healthReserve = 16
+    /// A new connection's request may still be on its way: in a burst of newcomers, evicting
+    /// each other before a byte is read would serve none of them.
+    static let freshGraceMs: Int64 = 1000
+    /// A connection that got its final answer (a 503, say) reads what the client still sends
+    /// for a moment: closed with unread bytes, it would reset, and the client could lose the
+    /// answer.
+    static let lingerGraceMs: Int64 = 250
+
+    /// How soon an idle connection may be evicted.
+    enum Idleness {
+        case betweenRequests, fresh, lingering
+        var graceMs: Int64 {
+            switch self {
+            case .betweenRequests: return 0
+            case .fresh: return AdminSlots.freshGraceMs
+            case .lingering: return AdminSlots.lingerGraceMs
+            }
+        }
+    }
 
     enum Slot {
         case regular, reserve
@@ -25,6 +44,8 @@ final class AdminSlots: Sendable {
         var since: UInt64
         var slot: Slot
         var evictor: Evictor
+        /// Monotonic ms from which it may be evicted.
+        var evictableAt: Int64
     }
 
     private struct Table {
@@ -37,9 +58,9 @@ final class AdminSlots: Sendable {
 
         /// Takes the oldest idle connection holding a `slot` out of the table, if any.
         mutating func evictOldest(_ slot: Slot) -> Evictor? {
-            guard let (id, entry) = idle.filter({ $0.value.slot == slot }).min(by: { $0.value.since < $1.value.since }) else {
-                return nil
-            }
+            let now = Monotonic.nowMilliseconds()
+            let candidates = idle.filter { $0.value.slot == slot && $0.value.evictableAt <= now }
+            guard let (id, entry) = candidates.min(by: { $0.value.since < $1.value.since }) else { return nil }
             idle.removeValue(forKey: id)
             evicted.insert(id)
             return entry.evictor
@@ -102,12 +123,13 @@ final class AdminSlots: Sendable {
         return promoted
     }
 
-    /// The connection waits for a request (or lingers): it may be evicted from now on.
-    func becameIdle(_ id: UInt64, _ slot: Slot, _ evictor: Evictor) {
+    /// The connection waits for a request (or lingers): it may be evicted once its grace is over.
+    func becameIdle(_ id: UInt64, _ slot: Slot, _ idleness: Idleness, _ evictor: Evictor) {
+        let evictableAt = Monotonic.nowMilliseconds() + idleness.graceMs
         table.withLock { t in
             guard !t.evicted.contains(id) else { return }
             t.clock += 1
-            t.idle[id] = Idle(since: t.clock, slot: slot, evictor: evictor)
+            t.idle[id] = Idle(since: t.clock, slot: slot, evictor: evictor, evictableAt: evictableAt)
         }
     }
 

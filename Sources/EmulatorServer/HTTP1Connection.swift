@@ -118,7 +118,7 @@ final class HTTP1Connection: ConnectionHandler {
             return
         }
         setDeadline(server.options.idleTimeoutMs)
-        becomeIdle()
+        becomeIdle(.fresh)
     }
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
@@ -281,7 +281,7 @@ final class HTTP1Connection: ConnectionHandler {
         }
         phase = .idle
         setDeadline(server.options.idleTimeoutMs)
-        becomeIdle()
+        becomeIdle(.betweenRequests)
         process()
     }
 
@@ -299,14 +299,14 @@ final class HTTP1Connection: ConnectionHandler {
     }
 
     /// From now until its next request this connection may be closed to make room.
-    private func becomeIdle() {
+    private func becomeIdle(_ idleness: AdminSlots.Idleness) {
         guard let slot else { return }
         final class Weak: @unchecked Sendable {
             weak var connection: HTTP1Connection?
             init(_ connection: HTTP1Connection) { self.connection = connection }
         }
         let target = Weak(self)
-        server.slots.becameIdle(slotID, slot, AdminSlots.Evictor(loop: connection.loop) { target.connection?.evicted() })
+        server.slots.becameIdle(slotID, slot, idleness, AdminSlots.Evictor(loop: connection.loop) { target.connection?.evicted() })
     }
 
     /// Closed (on this connection's loop) to make room for a newer one at the cap. Its slot is
@@ -329,7 +329,7 @@ final class HTTP1Connection: ConnectionHandler {
         reservedBody = 0
         connection.shutdownOutputAfterFlush()
         setDeadline(AdminServer.lingerMs)
-        becomeIdle()
+        becomeIdle(.lingering)
     }
 
     /// Starts a streamed response (server-sent events): the head now, events later. Returns

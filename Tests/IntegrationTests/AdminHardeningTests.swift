@@ -428,9 +428,22 @@ struct AdminLimitsTests {
     @Test func busyConnectionsLeaveRoomForHealthChecks() throws {
         let emulator = try EmulatorProcess(["--admin-max-connections", "4", "--admin-max-waiters", "8"])
         let host = try emulator.address("admin").description
-        let polls = try (0..<4).map { _ in try AdminSocket(emulator) }
-        for socket in polls { socket.send("GET /api/v1/notifications/wait?token=aa&timeout=30 HTTP/1.1\r\nHost: \(host)\r\n\r\n") }
-        #expect(try eventually { try emulator.metric("apns_emulator_admin_waiters") == 4 })
+        // Connections are admitted on the event loops in no fixed order, so the request that
+        // reads the gauge may take a place before a poll does; a poll refused so is sent again.
+        var polls: [AdminSocket] = []
+        defer { withExtendedLifetime(polls) {} }
+        #expect(try eventually {
+            polls.removeAll { socket in
+                var byte: UInt8 = 0
+                return recv(socket.fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK)) >= 0
+            }
+            while polls.count < 4 {
+                let socket = try AdminSocket(emulator)
+                socket.send("GET /api/v1/notifications/wait?token=aa&timeout=30 HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+                polls.append(socket)
+            }
+            return try emulator.metric("apns_emulator_admin_waiters") == 4
+        })
         #expect(try emulator.admin("GET", "/readyz").status == 200)
         #expect(try emulator.admin("GET", "/livez").status == 200)
         let other = try AdminSocket(emulator)
@@ -466,11 +479,12 @@ struct AdminLimitsTests {
             // Short: the refused ones are answered and closed already; the 16 waiters time out.
             Socket.setTimeouts(socket.fd, milliseconds: 500)
             let answer = socket.readToEnd()
-            if answer.isEmpty || answer.hasPrefix("HTTP/1.1 503") { closed += 1 }
+            guard socket.isClosedByServer() else { continue }
+            closed += 1
             if answer.hasPrefix("HTTP/1.1 503"), answer.contains("Connection: close") { refusedWithClose += 1 }
         }
         #expect(closed == 184, "\(closed) of the 184 refused polls were closed by the server")
-        #expect(refusedWithClose > 0)
+        #expect(refusedWithClose >= 100, "\(refusedWithClose) were answered 503 with Connection: close")
         #expect(try emulator.metric("apns_emulator_admin_waiters") == 16)
         #expect(try emulator.admin("GET", "/api/v1/devices").status == 200)
     }
