@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import Networking
+import Synchronization
 
 /// How one list request pages: `limit` (1 to `maxLimit`, default `defaultLimit`) and `cursor`,
 /// the `nextCursor` a previous page returned. A cursor is opaque to clients: base64url of
@@ -81,8 +82,9 @@ extension AdminResponse {
 extension AdminAPI {
     /// Where large answers are built: off the event loops, which provider connections share.
     /// The JSON of 10,000 devices takes about 100 ms to make, and a push on the same loop would
-    /// wait that out. Serial, so the admin API's big answers take one core at most.
-    static let encoder = DispatchQueue(label: "apns-emulator.admin-encoder")
+    /// wait that out. One thread, at a lower priority, so the admin API's big answers take one
+    /// core at most and give it up to the loops when they need it.
+    static let encoder = BackgroundThread(name: "admin-encoder", nice: 10)
 
     /// Answers with what `build` makes on the encoder queue (from values copied under the lock
     /// already), then on the connection's loop. Nil: the route answers later.
@@ -103,5 +105,31 @@ extension AdminAPI {
             self.http = http
             loop = http.connection.loop
         }
+    }
+}
+
+/// One thread of its own, at a lower priority (`nice`), running tasks in order.
+final class BackgroundThread: Sendable {
+    private let tasks = Mutex<[@Sendable () -> Void]>([])
+    private let waiting = DispatchSemaphore(value: 0)
+
+    init(name: String, nice: Int32) {
+        // Lives as long as the process: the threads are static.
+        let thread = Thread { [self] in
+            // On Linux 0 means this thread, not the process.
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, nice)
+            while true {
+                waiting.wait()
+                let task = tasks.withLock { $0.removeFirst() }
+                task()
+            }
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    func async(_ task: @escaping @Sendable () -> Void) {
+        tasks.withLock { $0.append(task) }
+        waiting.signal()
     }
 }
