@@ -308,8 +308,16 @@ public struct RecordStore: Sendable {
     public func newestFirst(limit: Int, before: UInt64? = nil, where matches: (NotificationRecord) -> Bool = { _ in true })
         -> [NotificationRecord]
     {
+        scanNewestFirst(limit: limit, before: before, scanning: .max, where: matches).records
+    }
+
+    /// `newestFirst` that looks at no more than `scanning` records (a bound on the time it
+    /// holds the state lock), and says where to go on: the sequence to look before next, or
+    /// nil when the oldest record was reached.
+    public func scanNewestFirst(limit: Int, before: UInt64?, scanning: Int, where matches: (NotificationRecord) -> Bool)
+        -> (records: [NotificationRecord], resumeBefore: UInt64?)
+    {
         var out: [NotificationRecord] = []
-        guard limit > 0 else { return out }
         // Logical indices below `end` hold sequences below `before` (they increase with the index).
         var end = live
         if let before {
@@ -319,16 +327,18 @@ public struct RecordStore: Sendable {
                 if ring[physical(mid)].sequence < before { low = mid + 1 } else { end = mid }
             }
         }
+        guard limit > 0 else { return (out, end > 0 ? ring[physical(end - 1)].sequence + 1 : nil) }
         var i = end - 1
-        while i >= 0 {
-            let record = ring[physical(i)]
-            if matches(record) {
-                out.append(record)
-                if out.count == limit { break }
+        let stop = scanning >= end ? -1 : end - 1 - scanning
+        while i > stop {
+            // Read in place: a copy of every record looked at costs more than the comparison.
+            if matches(ring[physical(i)]) {
+                out.append(ring[physical(i)])
+                if out.count == limit { return (out, ring[physical(i)].sequence) }
             }
             i -= 1
         }
-        return out
+        return (out, i >= 0 ? ring[physical(i + 1)].sequence : nil)
     }
 
     /// The oldest record that matches, found without copying the others.
