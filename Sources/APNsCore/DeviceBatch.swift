@@ -9,18 +9,23 @@ extension World {
         throws(RegistryError) -> [TokenEntry]
     {
         precondition(count > 0, "a batch creates at least one device")
-        let saved = registry
+        var added: [String] = []
         var entries: [TokenEntry] = []
+        added.reserveCapacity(count)
         entries.reserveCapacity(count)
+        let outbox = backendOutbox.count
         do throws(RegistryError) {
             for n in 1...count {
                 let device = try registry.addDevice(id: idPrefix.map { "\($0)\(n)" }, isVirtual: true, nowMs: nowMs)
+                added.append(device.id)
                 entries += try installApp(deviceID: device.id, bundleID: app.bundleID, environment: app.environment, kinds: [kind],
                                           settings: app.settings, nowMs: nowMs)
             }
         } catch {
-            registry = saved
-            backendOutbox.removeAll()
+            // Undone device by device: a saved copy of the registry would make this batch
+            // copy every existing device first.
+            registry.discard(newDevices: added)
+            backendOutbox.removeLast(backendOutbox.count - outbox)
             throw error
         }
         return entries

@@ -38,6 +38,10 @@ public struct TokenEntry: Sendable, Equatable {
     public var topic: String { kind.topic(forBundle: bundleID) }
 }
 
+extension TokenEntry: ListedRow {
+    public var listKey: ListKey { ListKey(ms: issuedAtMs, id: token) }
+}
+
 /// An app installed on a simulated device, in one environment (a development-signed build
 /// registers in sandbox, a distribution build in production).
 public struct InstalledApp: Sendable, Equatable {
@@ -95,6 +99,10 @@ public struct Device: Sendable, Equatable {
     public var isOnline: Bool { !forcedOffline && (isVirtual || connectionID != nil) }
 }
 
+extension Device: ListedRow {
+    public var listKey: ListKey { ListKey(ms: createdAtMs, id: id) }
+}
+
 public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
     case unknownDevice(String)
     case appNotInstalled(deviceID: String, bundleID: String)
@@ -132,9 +140,10 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
 /// invalidated so that later pushes get 410 rather than 400). A value type so that the
 /// configured start state can be kept and restored by a reset.
 public struct DeviceRegistry: Sendable {
-    public private(set) var devices: [String: Device] = [:]
-    /// Keyed by lowercase hex.
-    public private(set) var tokens: [String: TokenEntry] = [:]
+    /// By id, and in the order the admin API lists them (creation time, then id).
+    public private(set) var devices = OrderedTable<Device>()
+    /// Keyed by lowercase hex; listed by issue time, then token.
+    public private(set) var tokens = OrderedTable<TokenEntry>()
     /// Token length in bytes. Apple says not to assume one; 32 is what devices use today.
     public var tokenByteCount: Int
     private var random: FastRandom
@@ -390,6 +399,38 @@ public struct DeviceRegistry: Sendable {
         guard let device = devices.removeValue(forKey: id) else { throw .unknownDevice(id) }
         noteDevice(id)
         for app in device.apps.values { invalidateTokens(of: app, nowMs: nowMs) }
+    }
+
+    /// Takes back devices just added, with the tokens issued to their apps (a creation that
+    /// failed half-way). Cheaper than restoring a saved copy of the registry, which makes the
+    /// first change after it copy every device (about 100 ms per 1,000,000, under the lock).
+    public mutating func discard(newDevices ids: [String]) {
+        for id in ids {
+            guard let device = devices.removeValue(forKey: id) else { continue }
+            noteDevice(id)
+            for token in device.apps.values.flatMap(\.tokens.values) where tokens[token]?.deviceID == id {
+                tokens.removeValue(forKey: token)
+                noteToken(token)
+            }
+        }
+    }
+
+    /// Drops up to `count` devices and tokens, with no trace (a registry being thrown away, a
+    /// piece at a time); false once it is empty.
+    public mutating func discardSome(_ count: Int) -> Bool {
+        devices.discardSome(count)
+        tokens.discardSome(count)
+        return !devices.isEmpty || !tokens.isEmpty
+    }
+
+    /// A page of devices in the listed order (creation time, then id), after `after`.
+    public func devicesPage(after: ListKey?, limit: Int) -> (rows: [Device], more: Bool) {
+        devices.page(after: after, limit: limit)
+    }
+
+    /// A page of tokens in the listed order (issue time, then token), after `after`.
+    public func tokensPage(after: ListKey?, limit: Int) -> (rows: [TokenEntry], more: Bool) {
+        tokens.page(after: after, limit: limit)
     }
 
     private mutating func invalidateTokens(of app: InstalledApp, nowMs: Int64) {

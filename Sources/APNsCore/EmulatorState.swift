@@ -225,15 +225,17 @@ public final class EmulatorState: Sendable {
         }
     }
 
-    /// Back to the configured start state, atomically: one lock, one assignment.
-    public func reset() {
+    /// Back to the configured start state, atomically: one lock, one assignment. Returns the
+    /// world it replaced, so that the caller frees it where that costs nobody anything.
+    @discardableResult
+    public func reset() -> ReplacedWorld {
         let start = startState.withLock { $0 }
-        withWorld { world in
+        let replaced = withWorld { world -> World in
             let generation = world.credentials.generation
             let nextSequence = world.records.nextSequence
-            let registry = world.registry
-            world = start
-            world.registry.continueRandomness(from: registry)
+            var old = start
+            swap(&world, &old)
+            world.registry.continueRandomness(from: old.registry)
             world.credentials.advanceGeneration(beyond: generation)
             world.records.continueSequence(from: nextSequence)
             if persistence != nil || coordinator != nil {
@@ -242,8 +244,10 @@ public final class EmulatorState: Sendable {
                 world.startTrackingChanges()
                 world.stateTracking.resetTo = world.persistedState
             }
+            return old
         }
         onRecordChanges?([], true)
+        return ReplacedWorld(replaced)
     }
 
     /// Replaces the start state (used once configuration is loaded).
@@ -269,4 +273,19 @@ public protocol WorldCoordinator: AnyObject, Sendable {
     func beginBatch()
     /// Writes what this thread's batch changed; false when that (or part of it) was lost.
     func endBatch() -> Bool
+}
+
+/// A world a reset replaced. Freeing one with 1,000,000 devices takes seconds, which nobody
+/// should wait for under the lock or on an event loop: free it on a thread of its own.
+public final class ReplacedWorld: @unchecked Sendable {
+    private var world: World?
+    init(_ world: World) { self.world = world }
+    /// Frees up to `count` devices and tokens; false once none are left. A piece at a time,
+    /// with pauses between, because freeing a million of them in one go from another thread
+    /// starves the event loop whose malloc arena they came from (a push waited 230 ms).
+    public func freeSome(_ count: Int) -> Bool {
+        world?.registry.discardSome(count) ?? false
+    }
+
+    public func free() { world = nil }
 }

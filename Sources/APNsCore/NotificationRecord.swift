@@ -303,21 +303,48 @@ public struct RecordStore: Sendable {
         body(ring[physical(live - 1 - index)])
     }
 
-    /// Records newest first, filtered, at most `limit`.
-    public func newestFirst(limit: Int, where matches: (NotificationRecord) -> Bool = { _ in true }) -> [NotificationRecord] {
+    /// Records newest first, filtered, at most `limit`; with `before`, only older records than
+    /// that sequence number (the next page of a list).
+    public func newestFirst(limit: Int, before: UInt64? = nil, where matches: (NotificationRecord) -> Bool = { _ in true })
+        -> [NotificationRecord]
+    {
+        scanNewestFirst(limit: limit, before: before, scanning: .max, where: matches).records
+    }
+
+    /// `newestFirst` that looks at no more than `scanning` records (a bound on the time it
+    /// holds the state lock), and says where to go on: the sequence to look before next, or
+    /// nil when the oldest record was reached.
+    public func scanNewestFirst(limit: Int, before: UInt64?, scanning: Int, where matches: (NotificationRecord) -> Bool)
+        -> (records: [NotificationRecord], resumeBefore: UInt64?)
+    {
         var out: [NotificationRecord] = []
-        guard limit > 0 else { return out }
-        let n = live
-        var i = 0
-        while i < n {
-            let record = ring[physical(n - 1 - i)]
-            if matches(record) {
-                out.append(record)
-                if out.count == limit { break }
+        // Logical indices below `end` hold sequences below `before` (they increase with the index).
+        var end = live
+        if let before {
+            var low = 0
+            while low < end {
+                let mid = (low + end) / 2
+                if ring[physical(mid)].sequence < before { low = mid + 1 } else { end = mid }
             }
-            i += 1
         }
-        return out
+        guard limit > 0 else { return (out, end > 0 ? ring[physical(end - 1)].sequence + 1 : nil) }
+        var i = end - 1
+        let stop = scanning >= end ? -1 : end - 1 - scanning
+        while i > stop {
+            // Read in place: a copy of every record looked at costs more than the comparison.
+            if matches(ring[physical(i)]) {
+                out.append(ring[physical(i)])
+                if out.count == limit { return (out, ring[physical(i)].sequence) }
+            }
+            i -= 1
+        }
+        return (out, i >= 0 ? ring[physical(i + 1)].sequence : nil)
+    }
+
+    /// The oldest record that matches, found without copying the others.
+    public func oldest(where matches: (NotificationRecord) -> Bool) -> NotificationRecord? {
+        for i in 0..<live where matches(ring[physical(i)]) { return ring[physical(i)] }
+        return nil
     }
 
     /// Changes the record with the given sequence number, if it is still kept.

@@ -39,8 +39,23 @@ public struct EmulatorAdminClient: Sendable {
         DeviceInfo(try http.json("GET", "/api/v1/devices/\(deviceID.queryEncoded)"))
     }
 
+    /// Every device, oldest first, fetched a page at a time.
     public func devices() throws(EmulatorAdminError) -> [DeviceInfo] {
-        (try http.json("GET", "/api/v1/devices")["devices"]?.arrayValue ?? []).map(DeviceInfo.init)
+        var all: [DeviceInfo] = []
+        var cursor: String?
+        repeat {
+            let page = try devicesPage(limit: 10_000, cursor: cursor)
+            all += page.items
+            cursor = page.nextCursor
+        } while cursor != nil
+        return all
+    }
+
+    /// One page of devices, oldest first: `limit` 1 to 10,000, `cursor` the `nextCursor` of
+    /// the page before (nil for the first).
+    public func devicesPage(limit: Int = 1000, cursor: String? = nil) throws(EmulatorAdminError) -> AdminPage<DeviceInfo> {
+        let reply = try http.json("GET", "/api/v1/devices" + Self.query(Self.paging(limit, cursor)))
+        return AdminPage(reply, "devices", DeviceInfo.init)
     }
 
     public func deleteDevice(_ deviceID: String) throws(EmulatorAdminError) {
@@ -106,6 +121,15 @@ public struct EmulatorAdminClient: Sendable {
         return (reply["notifications"]?.arrayValue ?? []).map(PushRecord.init)
     }
 
+    /// One page of the records matching `filter`, newest first; pass its `nextCursor` (with
+    /// the same filter) for the older ones.
+    public func notificationsPage(_ filter: PushFilter = PushFilter(), limit: Int = 1000, cursor: String? = nil)
+        throws(EmulatorAdminError) -> AdminPage<PushRecord>
+    {
+        let reply = try http.json("GET", "/api/v1/notifications" + Self.query(filter.queryItems + Self.paging(limit, cursor)))
+        return AdminPage(reply, "notifications", PushRecord.init)
+    }
+
     /// The newest record matching `filter`, or nil.
     public func latestNotification(_ filter: PushFilter = PushFilter()) throws(EmulatorAdminError) -> PushRecord? {
         let reply = try http.send("GET", "/api/v1/notifications/latest" + Self.query(filter.queryItems))
@@ -165,7 +189,23 @@ public struct EmulatorAdminClient: Sendable {
         return total
     }
 
+    static func paging(_ limit: Int, _ cursor: String?) -> [(String, String)] {
+        [("limit", String(limit))] + (cursor.map { [("cursor", $0)] } ?? [])
+    }
+
     static func query(_ items: [(String, String)]) -> String {
         items.isEmpty ? "" : "?" + items.map { "\($0.0)=\($0.1.queryEncoded)" }.joined(separator: "&")
+    }
+}
+
+/// One page of a list of the admin API and where the next one starts.
+public struct AdminPage<Item: Sendable>: Sendable {
+    public var items: [Item]
+    /// Pass as `cursor` for the next page; nil on the last one.
+    public var nextCursor: String?
+
+    init(_ reply: JSONValue, _ field: String, _ item: (JSONValue) -> Item) {
+        items = (reply[field]?.arrayValue ?? []).map(item)
+        nextCursor = reply["nextCursor"]?.stringValue
     }
 }

@@ -92,6 +92,19 @@ public final class BackendCaller: Sendable {
         state.withLock { $0.log.matching(deviceID: deviceID, hook: hook) }
     }
 
+    /// A page of the kept records, oldest first: ids above `after`, of one device, hook and/or
+    /// bundle when given, at most `limit`, and whether more follow.
+    public func calls(after: UInt64?, limit: Int, deviceID: String?, hook: String?, bundleID: String?)
+        -> (records: [BackendCallRecord], more: Bool)
+    {
+        state.withLock { queues in
+            queues.log.page(after: after, limit: limit) { record in
+                (deviceID == nil || record.request.deviceID == deviceID) && (hook == nil || record.request.hook == hook)
+                    && (bundleID == nil || record.request.bundleID == bundleID)
+            }
+        }
+    }
+
     public var counts: BackendCallCounts { state.withLock { $0.counts } }
 
     /// Workers sending now or about to (for tests: 0 means nothing is on the wire).

@@ -25,5 +25,22 @@ struct RecordLog {
         }
     }
 
+    /// Up to `limit` records with ids above `after` that pass `matches`, oldest first, and
+    /// whether more follow. Ids are consecutive, so the start is found without a scan.
+    func page(after: UInt64?, limit: Int, where matches: (BackendCallRecord) -> Bool) -> (records: [BackendCallRecord], more: Bool) {
+        guard let oldest = records.first?.id, limit > 0 else { return ([], false) }
+        var index = 0
+        if let after, after >= oldest { index = after - oldest >= UInt64(records.count) ? records.count : Int(after - oldest) + 1 }
+        var out: [BackendCallRecord] = []
+        while index < records.count {
+            let record = records[index]
+            index += 1
+            guard matches(record) else { continue }
+            if out.count == limit { return (out, true) }
+            out.append(record)
+        }
+        return (out, false)
+    }
+
     mutating func removeAll() { records.removeAll() }
 }

@@ -4,6 +4,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <malloc.h>
 
 // Swift's Glibc module is built without _GNU_SOURCE, which hides accept4's prototype (defining
 // it here would clash with the types that module already declares). This is glibc's prototype

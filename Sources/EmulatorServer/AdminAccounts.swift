@@ -42,13 +42,13 @@ extension AdminAPI {
             if let previous { tellDevice(id, ["type": "loggedOut", "userId": .null, "previousUserId": .string(previous)]) }
             return .json(200, ["deviceId": .string(id), "userId": .null, "previousUserId": previous.map(JSONValue.string) ?? .null])
         }
-        r.add("GET", "/api/v1/devices/{deviceId}/backend-calls", "the device's apps' calls to their backends, oldest first") { [unowned self] req, p, _ in
+        r.add("GET", "/api/v1/devices/{deviceId}/backend-calls", "the device's apps' calls to their backends, oldest first") { [unowned self] req, p, http in
             let id = try Self.deviceID(p)
             guard state.withWorld({ $0.registry.devices[id] != nil }) else { throw AdminError(404, "no device with id '\(id)'") }
-            return try backendCalls(deviceID: id, req)
+            return try backendCalls(deviceID: id, req, http)
         }
-        r.add("GET", "/api/v1/backend-calls", "every device's backend calls, oldest first") { [unowned self] req, _, _ in
-            try backendCalls(deviceID: nil, req)
+        r.add("GET", "/api/v1/backend-calls", "every device's backend calls, oldest first") { [unowned self] req, _, http in
+            try backendCalls(deviceID: nil, req, http)
         }
         r.add("GET", "/api/v1/checks", "cross-account deliveries (409 in strict mode while any exist)") { [unowned self] req, _, _ in
             checks(req)
@@ -93,14 +93,17 @@ extension AdminAPI {
         emulator.devices.dispatch([DeviceFrame(deviceID: id, connectionID: connection, message: message)])
     }
 
-    private func backendCalls(deviceID: String?, _ req: AdminRequest) throws -> AdminResponse {
+    private func backendCalls(deviceID: String?, _ req: AdminRequest, _ http: HTTP1Connection) throws -> AdminResponse? {
         let hook = req.query["hook"]
         if let hook, BackendHookKind(rawValue: hook) == nil {
             throw AdminError(400, "hook must be one of \(BackendHookKind.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        var calls = emulator.backendCalls.calls(deviceID: deviceID, hook: hook)
-        if let bundle = req.query["bundleId"] { calls = calls.filter { $0.request.bundleID == bundle } }
-        return .json(200, ["calls": .array(calls.map(\.json))])
+        let list = deviceID == nil ? "backend-calls" : "device-backend-calls"
+        let page = try PageRequest(req, list: list)
+        let (calls, more) = emulator.backendCalls.calls(after: try page.number(list: list), limit: page.limit, deviceID: deviceID,
+                                                         hook: hook, bundleID: req.query["bundleId"])
+        let next = more ? calls.last.map { PageRequest.encode(list: list, String($0.id)) } : nil
+        return answerOffLoop(http) { .page("calls", calls.map(\.json), nextCursor: next) }
     }
 
     private func checks(_ req: AdminRequest) -> AdminResponse {

@@ -15,13 +15,14 @@ final class AdminServer: Sendable {
     let metrics: AdminMetrics
     let limits = HTTP1RequestParser.Limits()
     private let bodyBytesReserved = Atomic<Int>(0)
-    private let connections = Atomic<Int>(0)
+    let slots: AdminSlots
 
     init(api: AdminAPI, options: AdminOptions, policy: AdminAccessPolicy, metrics: AdminMetrics) {
         self.api = api
         self.options = options
         self.policy = policy
         self.metrics = metrics
+        slots = AdminSlots(maxConnections: options.maxConnections, metrics: metrics)
     }
 
     /// The access rules for a request head, judged before its body is read: nil to go on.
@@ -52,20 +53,11 @@ final class AdminServer: Sendable {
 
     var bodyBytesInFlight: Int { bodyBytesReserved.load(ordering: .relaxed) }
 
-    /// Counts a new connection in; false when `--admin-max-connections` are open already.
-    func admitConnection() -> Bool {
-        let open = connections.add(1, ordering: .relaxed).newValue
-        guard open <= options.maxConnections else {
-            connections.subtract(1, ordering: .relaxed)
-            metrics.connectionsRefused.add()
-            return false
-        }
-        return true
-    }
+    /// The connections admitted, and whom to close when they are too many (AdminSlots.swift).
+    var openConnections: Int { slots.open }
 
-    func connectionClosed() { connections.subtract(1, ordering: .relaxed) }
-
-    var openConnections: Int { connections.load(ordering: .relaxed) }
+    /// Paths a health-check reserve connection may ask for.
+    static func isHealthCheck(_ path: String) -> Bool { path == "/livez" || path == "/readyz" || path == "/metrics" }
 }
 
 /// A counter for `/metrics` that any thread may bump.
@@ -89,6 +81,8 @@ final class AdminMetrics: Sendable {
     /// Requests that broke HTTP/1.1 framing or syntax (answered 4xx/5xx and closed).
     let malformed = Counter()
     let connectionsRefused = Counter()
+    /// Idle connections closed to make room for a new one at the cap.
+    let connectionsEvicted = Counter()
     let bodyBudgetRefusals = Counter()
     let streamsDropped = Counter()
     let waitersRefused = Counter()
@@ -105,7 +99,7 @@ final class AdminMetrics: Sendable {
     }
 
     func reset() {
-        for counter in refused + timeouts + [malformed, connectionsRefused, bodyBudgetRefusals, streamsDropped, waitersRefused,
+        for counter in refused + timeouts + [malformed, connectionsRefused, connectionsEvicted, bodyBudgetRefusals, streamsDropped, waitersRefused,
                                              waiterChecks, waiterWakeups]
         {
             counter.reset()

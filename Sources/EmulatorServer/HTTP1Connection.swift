@@ -79,7 +79,9 @@ final class HTTP1Connection: ConnectionHandler {
     let server: AdminServer
     /// Set while this connection carries an event stream.
     var eventStream: EventStreamClient?
-    private let admitted: Bool
+    /// The slot this connection holds (AdminSlots.swift); nil when it was refused one.
+    private var slot: AdminSlots.Slot?
+    private let slotID: UInt64
     private var parser: HTTP1RequestParser
     private var phase = Phase.idle
     private var head: HTTP1RequestHead?
@@ -97,7 +99,8 @@ final class HTTP1Connection: ConnectionHandler {
         self.connection = connection
         self.server = server
         self.parser = HTTP1RequestParser(limits: server.limits)
-        admitted = server.admitConnection()
+        slotID = server.slots.newID()
+        slot = server.slots.admit()
     }
 
     var isClosed: Bool { connection.isClosed }
@@ -110,11 +113,12 @@ final class HTTP1Connection: ConnectionHandler {
     // MARK: ConnectionHandler
 
     func connectionDidBecomeReady(_ connection: Connection) {
-        guard admitted else {
-            finish(.error(503, "too many admin connections (--admin-max-connections \(server.options.maxConnections)); try again later"))
+        guard slot != nil else {
+            finish(.error(503, "too many admin connections (--admin-max-connections \(server.options.maxConnections)), none of them idle; try again later"))
             return
         }
         setDeadline(server.options.idleTimeoutMs)
+        becomeIdle(.fresh)
     }
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
@@ -136,7 +140,7 @@ final class HTTP1Connection: ConnectionHandler {
     }
 
     func connectionDidClose(_ connection: Connection) {
-        if admitted { server.connectionClosed() }
+        if let slot { server.slots.closed(slotID, slot) }
         server.releaseBody(reservedBody)
         reservedBody = 0
         let handlers = onClose
@@ -155,6 +159,11 @@ final class HTTP1Connection: ConnectionHandler {
             case .idle, .head:
                 guard parser.bufferedCount > 0 else { return }
                 if phase == .idle {
+                    guard server.slots.becameBusy(slotID) else {
+                        // Evicted for a newcomer just as this request came: the close is on its way.
+                        connection.close()
+                        return
+                    }
                     phase = .head
                     setDeadline(server.options.readTimeoutMs)
                 }
@@ -196,6 +205,11 @@ final class HTTP1Connection: ConnectionHandler {
         let hasBody = head.framing != .none
         target = Self.splitTarget(head.originForm)
         let (path, query) = target
+        if slot == .reserve, let refusal = reserveRefusal(path) {
+            if hasBody { keepAlive = false } else { _ = try? parser.nextBody() }
+            finish(refusal)
+            return
+        }
         if let denial = server.admit(head, path: path, query: query) {
             server.metrics.refused(denial.reason)
             // An unread body ends the connection; without one the next request may follow.
@@ -258,13 +272,47 @@ final class HTTP1Connection: ConnectionHandler {
         // Close handlers belong to the request just answered (a long poll's clean-up); a
         // keep-alive connection serving many of them must not collect them.
         onClose.removeAll()
+        // A 503 says "later": a client that stayed connected would hold a slot meanwhile
+        // (512 refused long polls used to keep every other admin client out).
+        if response.status == 503 { keepAlive = false }
         guard keepAlive else {
             linger()
             return
         }
         phase = .idle
         setDeadline(server.options.idleTimeoutMs)
+        becomeIdle(.betweenRequests)
         process()
+    }
+
+    /// A connection in the health-check reserve serves one health check, or one other request
+    /// if a regular slot has come free; else it is refused (nil: go on).
+    private func reserveRefusal(_ path: String) -> AdminResponse? {
+        if server.slots.promote() {
+            slot = .regular
+            return nil
+        }
+        keepAlive = false
+        if AdminServer.isHealthCheck(path) { return nil }
+        return .error(503, "too many admin connections (--admin-max-connections \(server.options.maxConnections)), none of them idle; "
+                      + "only /livez, /readyz and /metrics are answered now; try again later")
+    }
+
+    /// From now until its next request this connection may be closed to make room.
+    private func becomeIdle(_ idleness: AdminSlots.Idleness) {
+        guard let slot else { return }
+        final class Weak: @unchecked Sendable {
+            weak var connection: HTTP1Connection?
+            init(_ connection: HTTP1Connection) { self.connection = connection }
+        }
+        let target = Weak(self)
+        server.slots.becameIdle(slotID, slot, idleness, AdminSlots.Evictor(loop: connection.loop) { target.connection?.evicted() })
+    }
+
+    /// Closed (on this connection's loop) to make room for a newer one at the cap. Its slot is
+    /// the newcomer's already; a request that arrived meanwhile found that out and closed it.
+    private func evicted() {
+        if !connection.isClosed { connection.close() }
     }
 
     /// Answers and closes, whatever state the request is in.
@@ -281,6 +329,7 @@ final class HTTP1Connection: ConnectionHandler {
         reservedBody = 0
         connection.shutdownOutputAfterFlush()
         setDeadline(AdminServer.lingerMs)
+        becomeIdle(.lingering)
     }
 
     /// Starts a streamed response (server-sent events): the head now, events later. Returns

@@ -181,6 +181,8 @@ extension Emulator {
         single("apns_emulator_admin_connections", "gauge", "Open admin API connections.", adminServer?.openConnections ?? 0)
         single("apns_emulator_admin_connections_refused_total", "counter",
                "Admin connections answered 503 because --admin-max-connections were open.", m.connectionsRefused.value)
+        single("apns_emulator_admin_connections_evicted_total", "counter",
+               "Idle admin connections closed to make room for a new one at --admin-max-connections.", m.connectionsEvicted.value)
         p.labelled("apns_emulator_admin_requests_refused_total", "counter",
                    "Admin requests refused by the access rules: host (403), origin (403), token (401), content-type (415).",
                    by: "reason", zip(AdminMetrics.refusalReasons, m.refused).map { ($0, Double($1.value)) })

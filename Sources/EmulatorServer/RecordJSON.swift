@@ -83,7 +83,7 @@ enum AdminJSON {
         (try? JSONValue.parse(text)) ?? .string(text)
     }
 
-    static func device(_ d: Device, registry: DeviceRegistry) -> JSONValue {
+    static func device(_ d: Device) -> JSONValue {
         var apps: [JSONValue] = []
         for app in d.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) {
             var tokens = JSONObject()

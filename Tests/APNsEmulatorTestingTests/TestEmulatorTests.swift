@@ -89,6 +89,21 @@ struct TestEmulatorTests {
         #expect(!FileManager.default.fileExists(atPath: first.directory))
     }
 
+    /// The client pages like the API: `devicesPage` a page at a time, `devices()` all of them.
+    @Test func listsPage() throws {
+        let apns = try TestEmulator.start()
+        defer { apns.stop() }
+        for n in 1...5 { try apns.api.createDevice(bundleID: apns.bundleID, deviceID: "page-\(n)") }
+        let first = try apns.api.devicesPage(limit: 2)
+        #expect(first.items.map(\.deviceID) == ["page-1", "page-2"])
+        let cursor = try #require(first.nextCursor)
+        let rest = try apns.api.devicesPage(limit: 10, cursor: cursor)
+        #expect(rest.items.map(\.deviceID) == ["page-3", "page-4", "page-5"] && rest.nextCursor == nil)
+        #expect(try apns.api.devices().map(\.deviceID) == (1...5).map { "page-\($0)" })
+        #expect(throws: EmulatorAdminError.self) { try apns.api.devicesPage(limit: 10_001) }
+        #expect(try apns.api.notificationsPage(limit: 5).nextCursor == nil)
+    }
+
     /// A stopped emulator closes everything: its listeners refuse connections, and the
     /// provider and device connections it had are closed by it, so a suite can start hundreds.
     @Test func stoppingClosesListenersAndConnections() throws {

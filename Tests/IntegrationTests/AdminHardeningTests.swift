@@ -404,8 +404,9 @@ struct AdminLimitsTests {
         #expect(try emulator.admin("POST", "/api/v1/devices", body: ["bundleId": "com.example.app", "environment": "sandbox"]).status == 201)
     }
 
-    @Test func connectionsAreCapped() throws {
-        let emulator = try EmulatorProcess(["--admin-max-connections", "3"], inProcess: true)
+    /// At the cap the oldest idle keep-alive connection makes room for a new one.
+    @Test func idleConnectionsMakeRoomForNewOnes() throws {
+        let emulator = try EmulatorProcess(["--admin-max-connections", "3"])
         let host = try emulator.address("admin").description
         var open: [AdminSocket] = []
         for _ in 0..<3 {
@@ -414,13 +415,78 @@ struct AdminLimitsTests {
             #expect(try socket.readResponse().hasPrefix("HTTP/1.1 200"))
             open.append(socket)
         }
-        let over = try emulator.admin("GET", "/livez")
-        #expect(over.status == 503 && over.raw.contains("--admin-max-connections"), "\(over.raw)")
-        open.removeFirst()
-        #expect(try eventually { try emulator.admin("GET", "/livez").status == 200 })
-        // Asked again until answered: the connection of the last request may still hold the
-        // third place for a moment, and then /metrics itself is refused.
-        #expect(try eventually { try emulator.metric("apns_emulator_admin_connections_refused_total") >= 1 })
+        let newcomer = try emulator.admin("GET", "/api/v1/info")
+        #expect(newcomer.status == 200, "\(newcomer.raw)")
+        #expect(open[0].isClosedByServer(), "the oldest idle connection was closed")
+        open[1].send("GET /livez HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+        #expect(try open[1].readResponse().hasPrefix("HTTP/1.1 200"), "the others stay")
+        #expect(try emulator.metric("apns_emulator_admin_connections_evicted_total") >= 1)
+    }
+
+    /// When every connection is busy (long polls here), a few reserve places still answer
+    /// health checks, one request each; other requests there get 503 and are closed.
+    @Test func busyConnectionsLeaveRoomForHealthChecks() throws {
+        let emulator = try EmulatorProcess(["--admin-max-connections", "4", "--admin-max-waiters", "8"])
+        let host = try emulator.address("admin").description
+        // Connections are admitted on the event loops in no fixed order, so the request that
+        // reads the gauge may take a place before a poll does; a poll refused so is sent again.
+        var polls: [AdminSocket] = []
+        defer { withExtendedLifetime(polls) {} }
+        #expect(try eventually {
+            polls.removeAll { socket in
+                var byte: UInt8 = 0
+                return recv(socket.fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK)) >= 0
+            }
+            while polls.count < 4 {
+                let socket = try AdminSocket(emulator)
+                socket.send("GET /api/v1/notifications/wait?token=aa&timeout=30 HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+                polls.append(socket)
+            }
+            return try emulator.metric("apns_emulator_admin_waiters") == 4
+        })
+        #expect(try emulator.admin("GET", "/readyz").status == 200)
+        #expect(try emulator.admin("GET", "/livez").status == 200)
+        let other = try AdminSocket(emulator)
+        other.send("GET /api/v1/info HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+        let refused = try EmulatorProcess.reply(try other.readResponse())
+        #expect(refused.status == 503 && refused.raw.contains("only /livez, /readyz and /metrics"), "\(refused.raw)")
+        #expect(other.isClosedByServer())
+        // Keep-alive asked for, but a reserve place answers once and closes.
+        let health = try AdminSocket(emulator)
+        health.send("GET /readyz HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+        #expect(try health.readResponse().hasPrefix("HTTP/1.1 200"))
+        #expect(health.isClosedByServer())
+    }
+
+    /// The case, scaled down: 200 long polls against 64 connections and 16 waiters,
+    /// every client keeping its connection open. Refused polls are closed by the server, so
+    /// /readyz and ordinary requests are served while the 16 wait.
+    @Test func refusedLongPollsDoNotFillTheConnections() throws {
+        let emulator = try EmulatorProcess(["--admin-max-connections", "64", "--admin-max-waiters", "16"])
+        let host = try emulator.address("admin").description
+        let request = "GET /api/v1/notifications/wait?token=aa&timeout=60 HTTP/1.1\r\nHost: \(host)\r\n\r\n"
+        let polls = try (0..<200).map { _ in
+            let socket = try AdminSocket(emulator)
+            socket.send(request)
+            return socket
+        }
+        #expect(try eventually { try emulator.metric("apns_emulator_admin_waiters") == 16 })
+        #expect(try emulator.admin("GET", "/readyz").status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/info").status == 200)
+        var closed = 0
+        var refusedWithClose = 0
+        for socket in polls {
+            // Short: the refused ones are answered and closed already; the 16 waiters time out.
+            Socket.setTimeouts(socket.fd, milliseconds: 500)
+            let answer = socket.readToEnd()
+            guard socket.isClosedByServer() else { continue }
+            closed += 1
+            if answer.hasPrefix("HTTP/1.1 503"), answer.contains("Connection: close") { refusedWithClose += 1 }
+        }
+        #expect(closed == 184, "\(closed) of the 184 refused polls were closed by the server")
+        #expect(refusedWithClose >= 100, "\(refusedWithClose) were answered 503 with Connection: close")
+        #expect(try emulator.metric("apns_emulator_admin_waiters") == 16)
+        #expect(try emulator.admin("GET", "/api/v1/devices").status == 200)
     }
 
     /// Event stream clients that never read are dropped once 8 MiB behind, costing a bounded
