@@ -789,6 +789,7 @@
     if (json === state.tokensJSON) return;
     state.tokensJSON = json;
     const cls = { active: 's-ok', unregistered: 's-err', expired: 's-warn', 'rate-limited': 's-warn' };
+    $('#tokens-more').hidden = !data.nextCursor;
     $('#tokens').replaceChildren(...data.tokens.slice().reverse().map((t) => h('tr', null,
       h('td', null, h('button', { type: 'button', class: 'tok', title: `Everything sent to ${t.token}`, onclick: () => setFilter('token', t.token) }, shortToken(t.token)), ' ', copyBtn(t.token)),
       h('td', { class: 'mono' }, t.deviceId), h('td', null, t.topic), h('td', null, t.kind), h('td', null, envBadge(t.environment)),
@@ -806,6 +807,7 @@
     if (active && active.tagName === 'SELECT' && $('#devices').contains(active)) return;
     state.devicesJSON = json;
     state.devices = data.devices;
+    state.moreDevices = !!data.nextCursor;
     renderDevices();
     fillDatalists();
     fillCallDevices();
@@ -918,6 +920,8 @@
           : h('div', { class: 'muted' }, 'No apps installed.'));
     }));
     restoreAccountDrafts(kept);
+    // The API pages its lists (1000 at a time by default); the UI shows the first page.
+    if (state.moreDevices) root.append(h('div', { class: 'muted small' }, `The first ${state.devices.length} devices, oldest first; the admin API lists the rest page by page (GET /api/v1/devices?cursor=…).`));
   }
 
   // ---------------------------------------------------------------- backend calls
