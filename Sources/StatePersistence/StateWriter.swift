@@ -284,8 +284,8 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
                     startFailing(error)
                 } else {
                     stats.failure = failureText(error)
-                    if Int64(MonotonicTime.nanoseconds() / 1_000_000) - lastFailureLogMs >= 60_000 {
-                        lastFailureLogMs = Int64(MonotonicTime.nanoseconds() / 1_000_000)
+                    if Self.nowMs() - lastFailureLogMs >= 60_000 {
+                        lastFailureLogMs = Self.nowMs()
                         log("state: \(store.location) still cannot be written (\(error)); \(pending.count) change(s) wait for it")
                     }
                 }
@@ -305,7 +305,8 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
                 dispatch(released, committed: onFailure == .memory)
                 condition.lock()
                 // Back off (a stop cuts the wait short and makes one last attempt).
-                if !stopping { _ = condition.wait(until: Date().addingTimeInterval(Double(backoff) / 1000)) }
+                let retryAt = Date().addingTimeInterval(Double(backoff) / 1000)
+                while !stopping && Date() < retryAt { _ = condition.wait(until: retryAt) }
                 backoff = min(backoff * 2, limits.maxFailingRetryMilliseconds)
                 continue
             }
@@ -338,9 +339,11 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     /// Under the queue lock.
     private var lastFailureLogMs: Int64 = 0
 
+    private static func nowMs() -> Int64 { Int64(MonotonicTime.nanoseconds() / 1_000_000) }
+
     private func startFailing(_ error: StateStoreError) {
         failing = true
-        lastFailureLogMs = Int64(MonotonicTime.nanoseconds() / 1_000_000)
+        lastFailureLogMs = Self.nowMs()
         stats.outages += 1
         stats.failure = failureText(error)
         switch onFailure {
