@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Module layout (see README "Code map"):
+// Module layout (see CONTRIBUTING.md, "Code map"):
 //   Locking        the one lock type (a Mutex, or a pthread mutex for ThreadSanitizer runs)
 //   APNsCore       pure APNs model: rules, reasons, JWT claims, token registry, record store
 //   HTTP2          thin nghttp2 wrapper (server + client sessions), knows nothing of APNs

@@ -6,7 +6,7 @@ profile: Redis, three emulator instances, HAProxy) and the files under examples/
     scripts/test-containers-static.py --root . --serve-help serve.txt --device-help device.txt
 
 --serve-help / --device-help are the outputs of `apns-emulator serve --help` and
-`apns-emulator device --help`; without them the option table of README.md stands in for
+`apns-emulator device --help`; without them the option table of docs/configuration.md stands in for
 serve's environment variables and the device flags are not checked. After checking the real
 files it checks a set of deliberately broken copies and fails unless each is rejected, so a
 check that has stopped biting is noticed. Needs PyYAML (Debian: python3-yaml).
@@ -80,8 +80,8 @@ def help_flags(text):
     return set(re.findall(r"^\s+(--[a-z0-9][a-z0-9-]*)", text or "", re.M))
 
 
-def readme_env_names(root):
-    text = read(os.path.join(root, "README.md")) or ""
+def documented_env_names(root):
+    text = read(os.path.join(root, "docs", "configuration.md")) or ""
     return set(re.findall(r"^\| `--[^`]+` \| `(APNS_EMULATOR_[A-Z0-9_]+)`", text, re.M))
 
 
@@ -957,8 +957,8 @@ def main():
         source = "serve --help"
     else:
         serve_text = ""
-        serve_env = readme_env_names(root)
-        source = "README.md option table (no binary given)"
+        serve_env = documented_env_names(root)
+        source = "docs/configuration.md option table (no binary given)"
     if not serve_env:
         print(f"static check: no environment variables found in {source}", file=sys.stderr)
         return 1

@@ -1,6 +1,6 @@
 /// How the provider endpoint pushes back under load, as Apple's does when a provider pushes
-/// hard (all off by default; `--profile realistic` turns on a preset). See README, "Apple's
-/// behaviour under load".
+/// hard (all off by default; `--profile realistic` turns on a preset). See docs/load-testing.md,
+/// "Apple's behaviour under load".
 public struct LoadBehaviour: Sendable {
     /// After `ExpiredProviderToken`: SETTINGS MAX_CONCURRENT_STREAMS 1 and RST_STREAM
     /// REFUSED_STREAM for the streams already sent; back to the full limit after a success.

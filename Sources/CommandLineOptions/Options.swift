@@ -198,7 +198,7 @@ public enum OptionParser {
         return [try scalar(value)]
     }
 
-    /// The README's option table (a test keeps the README in step with it).
+    /// The option table of docs/configuration.md (a test keeps that page in step with it).
     public static func markdownTable(specs: [OptionSpec]) -> String {
         var lines = ["| flag | environment variable | config key | default | meaning |", "|---|---|---|---|---|"]
         for spec in specs {

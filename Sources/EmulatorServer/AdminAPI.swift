@@ -3,7 +3,7 @@ import Foundation
 import Networking
 import OpenSSLCrypto
 
-/// The admin/inspection HTTP API (README, "Admin API"; docs/openapi.json). Paths and JSON
+/// The admin/inspection HTTP API (docs/admin-api.md; docs/openapi.json). Paths and JSON
 /// field names are a public contract.
 final class AdminAPI: @unchecked Sendable {
     /// Unowned: the emulator owns its admin server, which owns this.

@@ -1,4 +1,4 @@
-/// Who may use the admin API (README, "Admin API", "Access"), decided from a request head
+/// Who may use the admin API (docs/admin-api.md, "Access"), decided from a request head
 /// alone, before any body is read. No I/O.
 ///
 /// The threats are the developer's own browser: a page on any site can send requests to

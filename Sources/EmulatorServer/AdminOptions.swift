@@ -3,8 +3,8 @@ import Foundation
 import Networking
 import CommandLineOptions
 
-/// Settings of the admin listener: who may use it and how much it may cost (README, "Admin
-/// API", "Access" and "Admin API limits").
+/// Settings of the admin listener: who may use it and how much it may cost (docs/admin-api.md,
+/// "Access" and "Admin API limits").
 public struct AdminOptions: Sendable {
     /// Extra names the API may be reached by (`Host`), lowercased.
     public var allowedHosts: [String] = []

@@ -1,7 +1,7 @@
 import Networking
 import Synchronization
 
-/// Which admin connections may stay open (README, "Admin API limits"). `--admin-max-connections`
+/// Which admin connections may stay open (docs/admin-api.md, "Admin API limits"). `--admin-max-connections`
 /// regular slots; past them the oldest idle connection (between requests, lingering after a
 /// final answer for `lingerGraceMs`, or silent for `freshGraceMs` since it connected; never one
 /// with a request in progress, a long poll or an event stream) is closed to make room; when none is idle, `healthReserve` more slots serve

@@ -172,7 +172,7 @@ extension Emulator {
 }
 
 extension Emulator {
-    /// The admin listener's limits at work (README, "Admin API limits").
+    /// The admin listener's limits at work (docs/admin-api.md, "Admin API limits").
     func adminMetricsText(_ p: inout PrometheusText) {
         let m = adminMetrics
         func single(_ name: String, _ type: String, _ help: String, _ value: Int) {

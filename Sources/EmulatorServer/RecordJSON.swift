@@ -1,6 +1,6 @@
 import APNsCore
 
-/// JSON shapes of the admin API. Field names here are a public contract (README, "Admin API").
+/// JSON shapes of the admin API. Field names here are a public contract (docs/admin-api.md).
 enum AdminJSON {
     static func record(_ r: NotificationRecord) -> JSONValue {
         var o = JSONObject()

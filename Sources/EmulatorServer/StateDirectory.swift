@@ -10,7 +10,7 @@ extension EventLoop: CommitExecutor {}
 /// `--state-dir`: opens the store, works out the world to start with and starts the writer.
 enum StateDirectory {
     /// The world to serve: `configured` for a new directory (which is then written in full),
-    /// else the persisted state laid over it (README, "State across restarts").
+    /// else the persisted state laid over it (docs/state.md, "Start-up").
     /// `log` is for what was loaded (quiet with `--quiet`); the writer's failures are always
     /// logged.
     static func open(_ directory: String, configured: World, journalLag: Int, onFailure: StateFailurePolicy, clock: any EmulatorClock,

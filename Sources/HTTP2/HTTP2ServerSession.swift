@@ -521,7 +521,7 @@ struct RecentHeaderFields {
 }
 
 /// nghttp2's protections against request floods, set explicitly rather than left to whatever
-/// the installed library defaults to (README, "Limits").
+/// the installed library defaults to (docs/limits.md, "Provider side").
 public enum FloodLimits {
     /// CONTINUATION frames allowed after one HEADERS frame (CVE-2024-28182).
     public static let maxContinuations = 8

@@ -163,7 +163,7 @@ struct AdminPagingTests {
             slowest = max(slowest, Monotonic.nowMilliseconds() - started)
             pushes += 1
         }
-        // Generous for a debug build on a shared machine; the release figure is in the README.
+        // Generous for a debug build on a shared machine; the release figure is in docs/admin-api.md.
         #expect(slowest < 250, "the slowest of \(pushes) pushes took \(slowest) ms while devices were listed")
     }
 

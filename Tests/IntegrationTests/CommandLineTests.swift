@@ -186,17 +186,19 @@ struct CommandLineTests {
 
 @Suite("Documentation")
 struct DocumentationTests {
-    /// The README's option table is the one `serve --help-markdown` prints from the option
-    /// specs, so every flag, environment variable and config key is documented.
-    @Test func readmeDocumentsEveryServeOption() throws {
+    /// The option table of docs/configuration.md is the one `serve --help-markdown` prints from
+    /// the option specs, so every flag, environment variable and config key is documented; the
+    /// admin API's page names its main paths.
+    @Test func configurationPageDocumentsEveryServeOption() throws {
         let table = try run(EmulatorProcess.binary, ["serve", "--help-markdown"])
         #expect(table.status == 0)
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        #expect(readme.contains(table.out.trimmingCharacters(in: .whitespacesAndNewlines)),
-                "README.md is out of date: paste the output of `apns-emulator serve --help-markdown`")
+        let configuration = try String(contentsOf: root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        #expect(configuration.contains(table.out.trimmingCharacters(in: .whitespacesAndNewlines)),
+                "docs/configuration.md is out of date: paste the output of `apns-emulator serve --help-markdown`")
+        let adminAPI = try String(contentsOf: root.appendingPathComponent("docs/admin-api.md"), encoding: .utf8)
         for path in ["/livez", "/readyz", "/api/v1/devices", "/api/v1/notifications", "/api/v1/reset"] {
-            #expect(readme.contains(path))
+            #expect(adminAPI.contains(path))
         }
     }
 }

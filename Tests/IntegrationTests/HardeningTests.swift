@@ -128,7 +128,7 @@ struct HardeningTests {
 }
 
 /// The floods nghttp2 guards against, on the wire: each ends the offending connection with
-/// GOAWAY while another provider keeps being served (README, "Limits").
+/// GOAWAY while another provider keeps being served (docs/limits.md).
 @Suite("HTTP/2 floods")
 struct FloodTests {
     static var headerBlock: [UInt8] {

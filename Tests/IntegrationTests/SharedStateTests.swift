@@ -9,7 +9,7 @@ import Synchronization
 import Testing
 
 /// Emulator instances sharing one Redis (`--redis`), behind HAProxy in TCP mode for both the
-/// providers' TLS listener and the device socket — the deployment README "Several instances"
+/// providers' TLS listener and the device socket — the deployment docs/several-instances.md
 /// describes. Everything is a real process on loopback.
 final class EmulatorCluster: @unchecked Sendable {
     let redis: RedisServerProcess

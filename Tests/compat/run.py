@@ -15,7 +15,7 @@ namespace (`unshare --net --mount`). In there this driver
   5. checks those results and the emulator's journal, and prints a table.
 
 With --cluster N (scripts/test-compat --cluster 3) step 2 starts, in the same namespace, the
-emulator as several instances sharing their state (README, "Several instances"): one
+emulator as several instances sharing their state (docs/several-instances.md): one
 redis-server on a free loopback port (no persistence, its own directory); N emulators with
 --redis and the same key, apps and certs dir, each with two --listen TLS listeners, an admin
 and a device listener on free ports of its own (the first is started and ready, so it made the
@@ -339,7 +339,7 @@ class Admin:
 
     def notifications(self, query, until=None, settle_seconds=0.0):
         """GET /notifications?QUERY. With settle_seconds: an instance's copy follows the
-        others' changes within milliseconds (README, "What each operation promises"), so ask
+        others' changes within milliseconds (docs/several-instances.md, "What each operation promises"), so ask
         again until until(records) holds or the time is up."""
         deadline = time.monotonic() + settle_seconds
         while True:
