@@ -83,25 +83,28 @@ let package = Package(
         .executableTarget(name: "apns-emulator", dependencies: ["EmulatorServer", "CommandLineOptions", "ProviderClient", "DeviceClient", "Scenarios"],
                           swiftSettings: swiftSettings),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto", "Locking"]),
-        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"]),
         .testTarget(name: "StatePersistenceTests",
-                    dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "RedisStore", "Redis", "RedisTestSupport", "APNsCore", "Locking"]),
-        .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
+                    dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "RedisStore", "Redis", "RedisTestSupport", "APNsCore", "Locking", "TestSupport"]),
+        .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "TestSupport"]),
         .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "CommandLineOptions", "APNsCore"]),
-        .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking"]),
+        .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking", "TestSupport"]),
         .testTarget(name: "BackendCallsTests",
-                    dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking", "BackendTestSupport"]),
-        .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore", "ProviderClient", "Networking"]),
+                    dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking", "BackendTestSupport", "TestSupport"]),
+        .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore", "ProviderClient", "Networking", "TestSupport"]),
         .testTarget(name: "NetworkingTests", dependencies: ["Networking", "CLinux"]),
+        // What every test target may share: one `eventually`, external tools (a missing one skips
+        // the tests that need it), a command runner, the binary under test, raw HTTP/2 bytes.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         // A real redis-server for tests (free port, kill, pause, restart): shared by the test targets.
-        .target(name: "RedisTestSupport", path: "Tests/RedisTestSupport"),
+        .target(name: "RedisTestSupport", dependencies: ["TestSupport"], path: "Tests/RedisTestSupport"),
         // A real HTTP server standing in for an app's backend (answers, holds, trickles): shared too.
         .target(name: "BackendTestSupport", dependencies: ["Networking", "Locking"], path: "Tests/BackendTestSupport"),
-        .testTarget(name: "RedisTests", dependencies: ["Redis", "RedisTestSupport"]),
+        .testTarget(name: "RedisTests", dependencies: ["Redis", "RedisTestSupport", "TestSupport"]),
         .testTarget(name: "APNsEmulatorTestingTests",
                     dependencies: ["APNsEmulatorTesting", "ProviderClient", "DeviceClient", "APNsCore", "Networking"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking", "Locking", "APNsEmulatorTesting",
-                                   "RedisTestSupport", "BackendTestSupport"]),
+                                   "RedisTestSupport", "BackendTestSupport", "TestSupport"]),
     ]
 )

@@ -4,6 +4,7 @@ import Locking
 import Networking
 import BackendTestSupport
 import Testing
+import TestSupport
 
 @Suite struct BackendCallerTests {
     @Test func aDevicesCallsStayInOrderAcrossRetries() throws {

@@ -3,24 +3,6 @@ import Glibc
 import Networking
 import Testing
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-}
-
-/// Polls `condition` until it holds, failing after `milliseconds`: how these tests wait for
-/// calls to happen, never for a fixed time.
-func eventually(_ what: String, milliseconds: Int64 = 5000, sourceLocation: SourceLocation = #_sourceLocation,
-                _ condition: () -> Bool) throws
-{
-    let deadline = Monotonic.nowMilliseconds() + milliseconds
-    while !condition() {
-        guard Monotonic.nowMilliseconds() < deadline else {
-            throw TestFailure(description: "not within \(milliseconds) ms: \(what) (\(sourceLocation))")
-        }
-        usleep(2000)
-    }
-}
-
 /// A caller with fast retries, as every test wants one.
 func makeCaller(maxQueued: Int = 10_000, maxQueuedPerBackend: Int? = nil, logCapacity: Int = 10_000,
                 maxConcurrentCalls: Int = 32, maxConcurrentCallsPerBackend: Int = 4) -> BackendCaller

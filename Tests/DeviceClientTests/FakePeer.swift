@@ -13,17 +13,6 @@ struct PeerError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Polls `condition` every 10 ms until it holds or the time passes, and says whether it held:
-/// how a test waits for something to happen (a process exiting), never for a fixed time.
-func eventually(milliseconds: Int = 5000, _ condition: () -> Bool) -> Bool {
-    let deadline = Monotonic.nowMilliseconds() + Int64(milliseconds)
-    while true {
-        if condition() { return true }
-        if Monotonic.nowMilliseconds() >= deadline { return false }
-        usleep(10_000)
-    }
-}
-
 /// A scripted stand-in for the emulator's device listener (docs/device-protocol.md): a
 /// loopback listener on a free port whose script runs on its own thread, accepting and
 /// talking to connections with blocking reads that time out. `finish()` waits for the script

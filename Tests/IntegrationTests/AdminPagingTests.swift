@@ -3,6 +3,7 @@ import Foundation
 import Networking
 import ProviderClient
 import Testing
+import TestSupport
 
 extension EmulatorProcess {
     /// Every row of a list, following `nextCursor` page by page; also the pages' sizes.

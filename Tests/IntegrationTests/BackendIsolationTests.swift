@@ -3,6 +3,7 @@ import BackendTestSupport
 import Foundation
 import Networking
 import Testing
+import TestSupport
 
 /// The emulator binary with two apps whose backends are real HTTP servers on loopback: one
 /// never answers (or answers a byte a second), the other answers at once. However many of

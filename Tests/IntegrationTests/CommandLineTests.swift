@@ -2,11 +2,12 @@ import APNsCore
 import Foundation
 import ProviderClient
 import Testing
+import TestSupport
 
 @Suite("Command line, third-party HTTP/2 clients and admin API")
 struct CommandLineTests {
-    @Test func curlHTTP2GetsApplesAnswers() throws {
-        let curl = try #require(which("curl"), "curl is installed by scripts/test")
+    @Test(.requires(.curl)) func curlHTTP2GetsApplesAnswers() throws {
+        let curl = try #require(ExternalTool.curl.path)
         let emulator = try EmulatorProcess()
         let device = try emulator.createDevice()
         let url = "https://\(try emulator.address("sandbox"))/3/device/\(device.token)"
@@ -36,8 +37,8 @@ struct CommandLineTests {
         #expect(records.first?["payload"]?["aps"]?.objectValue?.isEmpty == true || records.count >= 2)
     }
 
-    @Test func nghttpSeesApplesFramesAndSettings() throws {
-        let nghttp = try #require(which("nghttp"), "nghttp is installed by scripts/test (nghttp2-client)")
+    @Test(.requires(.nghttp)) func nghttpSeesApplesFramesAndSettings() throws {
+        let nghttp = try #require(ExternalTool.nghttp.path)
         let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
         let device = try emulator.createDevice()
         let payload = emulator.directory + "/payload.json"
@@ -191,7 +192,7 @@ struct DocumentationTests {
     @Test func readmeDocumentsEveryServeOption() throws {
         let table = try run(EmulatorProcess.binary, ["serve", "--help-markdown"])
         #expect(table.status == 0)
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: PackageRoot.path)
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
         #expect(readme.contains(table.out.trimmingCharacters(in: .whitespacesAndNewlines)),
                 "README.md is out of date: paste the output of `apns-emulator serve --help-markdown`")

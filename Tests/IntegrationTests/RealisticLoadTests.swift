@@ -4,6 +4,7 @@ import HTTP2
 import Networking
 import ProviderClient
 import Testing
+import TestSupport
 
 @Suite("Apple's behaviour under load (--profile realistic and its parts), on the wire")
 struct RealisticLoadTests {
