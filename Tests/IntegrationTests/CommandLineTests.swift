@@ -156,7 +156,7 @@ struct CommandLineTests {
     /// With the user's own key and app, the banner's commands run as printed: create a
     /// device, push with curl and with `send`, list what arrived. Also through `--listen`,
     /// where curl reaches Apple's host name with --resolve.
-    @Test(arguments: [[String](), ["--listen", "127.0.0.1:0", "--sandbox-listen", "off", "--production-listen", "off"]])
+    @Test(.requires(.curl), arguments: [[String](), ["--listen", "127.0.0.1:0", "--sandbox-listen", "off", "--production-listen", "off"]])
     func bannerCommandsRunAsPrinted(extra: [String]) throws {
         let emulator = try EmulatorProcess(extra)
         try #require(try eventually { emulator.stdout.contains("see what arrived:") })

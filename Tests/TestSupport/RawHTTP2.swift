@@ -9,13 +9,6 @@ public struct WireFrame: Equatable, Sendable {
     public var streamID: Int32
     public var payload: [UInt8]
 
-    public init(type: UInt8, flags: UInt8, streamID: Int32, payload: [UInt8]) {
-        self.type = type
-        self.flags = flags
-        self.streamID = streamID
-        self.payload = payload
-    }
-
     public static let data: UInt8 = 0x0
     public static let headers: UInt8 = 0x1
     public static let rstStream: UInt8 = 0x3
