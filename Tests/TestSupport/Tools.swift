@@ -38,9 +38,9 @@ extension Trait where Self == ConditionTrait {
     /// naming what is missing (a machine without them still runs the rest of the suite).
     public static func requires(_ tools: ExternalTool...) -> Self {
         let missing = tools.filter { !$0.isInstalled }
-        let names = missing.isEmpty ? tools.map(\.description) : missing.map(\.description)
-        return .enabled(if: missing.isEmpty,
-                        Comment(rawValue: "needs \(names.joined(separator: ", ")), not installed here: scripts/deps.sh test installs it"))
+        let named = missing.isEmpty ? tools : missing
+        return .enabled(if: missing.isEmpty, Comment(rawValue: "needs \(named.map(\.description).joined(separator: " and ")), "
+                            + "not installed here (scripts/deps.sh test installs \(named.count == 1 ? "it" : "them"))"))
     }
 }
 
