@@ -1,3 +1,5 @@
+// BackendCallsTests: calls to an app's backend against a real loopback HTTP server
+// (BackendTestSupport). Imports BackendCalls, HTTP1Client, Networking, Locking and the test-support targets.
 import BackendCalls
 import Glibc
 import Networking

@@ -1,3 +1,5 @@
+// HTTP2Tests: the nghttp2 wrapper's client and server sessions against each other in memory,
+// their bytes read back by TestSupport's independent frame parser. Imports HTTP2 and TestSupport.
 @testable import HTTP2
 import Testing
 import TestSupport

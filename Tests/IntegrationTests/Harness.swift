@@ -1,3 +1,7 @@
+// IntegrationTests: the real binary (and the in-process test kit) on free ports, driven over
+// the wire by our own clients, curl, nghttp, device processes and a browser. This file is the
+// harness every test here uses. Imports the package's client-side modules and the three
+// test-support targets.
 import APNsCore
 import APNsEmulatorTesting
 import Foundation

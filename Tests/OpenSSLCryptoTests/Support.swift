@@ -1,3 +1,5 @@
+// OpenSSLCryptoTests: the OpenSSL wrapper (ES256, keys, TLS, test certificates), checked
+// against the openssl command line too. Imports OpenSSLCrypto and TestSupport.
 import Foundation
 import Glibc
 import Testing
