@@ -23,4 +23,5 @@ export function h(tag, props, ...kids) {
   }
   return el;
 }
+/** fn, called once `ms` after the last of a burst of calls. */
 export function debounce(fn, ms) { let t; return (...args) => { clearTimeout(t); t = setTimeout(() => fn(...args), ms); }; }

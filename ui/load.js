@@ -1,5 +1,5 @@
-// The Load tab: requests and errors per second counted from the event stream, gauges and the
-// run's summary from GET /api/v1/stats, request latency from /metrics, drawn once a second.
+// The Load tab: requests and errors per second, connections, backlog, latency and the run's
+// summary, live.
 // May import: the helpers (dom, format, widgets, api, state), charts and histogram.
 
 import { api, apiText } from './api.js';
@@ -64,6 +64,7 @@ export function noteHistory(records) {
   }
 }
 
+/** A run's summary counts from `sinceMs` (emulator clock); `by` says what started it. */
 function newRun(sinceMs, by) {
   LT.runSinceMs = sinceMs;
   LT.runBy = by;
@@ -72,6 +73,7 @@ function newRun(sinceMs, by) {
   if (state.tab === 'load') { renderRun(); pollLoad(); }
 }
 
+/** After a reset of the emulator: nothing counted, peaks forgotten, a new run. */
 export function loadReset() {
   LT.seen.clear();
   LT.seenFloor = LT.maxSeq = LT.lastReceivedMs = 0;
@@ -79,6 +81,7 @@ export function loadReset() {
   LT.prevDuration = LT.prevDelivery = null;
   newRun(Date.now() + LT.offsetMs, 'reset');
 }
+/** GET /api/v1/stats: the gauges, the run's summary and the emulator's clock. */
 async function pollStats() {
   const since = LT.runSinceMs == null ? 0 : Math.floor(LT.runSinceMs);
   const asked = Date.now();
@@ -95,6 +98,7 @@ async function pollStats() {
   if (since === (LT.runSinceMs == null ? 0 : Math.floor(LT.runSinceMs))) { LT.stats = stats; LT.statsAt = answered; }
 }
 
+/** /metrics: request and delivery latency over the interval since the last poll. */
 async function pollMetrics() {
   const text = await apiText('/metrics');
   const t = Date.now();
@@ -114,6 +118,7 @@ async function pollMetrics() {
   LT.prevDelivery = delivery;
 }
 
+/** One poll of both, never two at once; stats less often when they answer slowly. */
 async function pollLoad() {
   if (LT.polling) return;
   LT.polling = true;
@@ -125,6 +130,7 @@ async function pollLoad() {
   if (state.tab === 'load') renderPolled();
 }
 
+/** A figure's text, and its value in data-value for tests and scripts. */
 function setValue(id, text, value) {
   const el = $(id);
   el.textContent = text;
@@ -216,6 +222,7 @@ function renderPolled() {
   renderRun();
 }
 
+/** The run's summary card. */
 function renderRun() {
   const st = LT.stats;
   const serverNow = st ? Date.parse(st.now) : NaN;
@@ -252,6 +259,7 @@ export function loadShown() {
   pollLoad();
 }
 
+/** Each second: forget what left the window, the tab's badge, and while shown a redraw and a poll. */
 function loadTick() {
   const second = Math.floor(Date.now() / 1000);
   for (const k of LT.buckets.keys()) if (k < second - WINDOW) LT.buckets.delete(k);
@@ -266,6 +274,7 @@ function loadTick() {
   if (state.tab === 'load' && !document.hidden) { renderLoad(); pollLoad(); }
 }
 
+/** Starts the tick and the first stats poll; wires Start new run and redraws on a resize. */
 export function startLoad() {
   $('#load-new-run').addEventListener('click', () => newRun(Date.now() + LT.offsetMs, 'button'));
   // Just after each second ends, so the last complete second is counted.
