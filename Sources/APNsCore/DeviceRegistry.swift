@@ -161,7 +161,10 @@ public struct DeviceRegistry: Sendable {
         "device '\(deviceID)' would have more than \(maxAppsPerDevice) apps, the most a device may have installed (uninstall one first)"
     }
 
-    public init(tokenByteCount: Int = 32, seed: UInt64? = nil) {
+    /// What devices use today.
+    public static let defaultTokenByteCount = 32
+
+    public init(tokenByteCount: Int = defaultTokenByteCount, seed: UInt64? = nil) {
         self.tokenByteCount = tokenByteCount
         self.random = seed.map(FastRandom.init(seed:)) ?? FastRandom()
     }

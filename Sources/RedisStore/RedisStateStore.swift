@@ -34,7 +34,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// For `StateStore` use; the coordinator passes its own connection.
     private var connection: RedisConnection?
 
-    public init(url: RedisURL, prefix: String = "apns-emulator:", logLength: Int = 100_000) {
+    /// The keys' prefix unless one is chosen (`--redis-prefix`).
+    public static let defaultPrefix = "apns-emulator:"
+
+    public init(url: RedisURL, prefix: String = defaultPrefix, logLength: Int = 100_000) {
         self.url = url
         self.prefix = prefix
         self.logLength = logLength
