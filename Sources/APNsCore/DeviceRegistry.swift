@@ -1,3 +1,6 @@
+// DeviceRegistry: devices, the apps installed on them and the tokens issued to them, as APNs
+// sees them. Pure model: imports nothing.
+
 /// The state a device token is in, as APNs sees it.
 public enum TokenState: Sendable, Equatable {
     case active

@@ -1,3 +1,5 @@
+// BackendCaller: apps' calls to their own backends, queued, sent, retried and recorded.
+// Imports Dispatch, Foundation, HTTP1Client (the wire) and Locking.
 import Dispatch
 import Foundation
 import HTTP1Client

@@ -1,3 +1,5 @@
+// Banner: the text `serve` prints at start. Reads the emulator and its configuration; no I/O.
+// Imports APNsCore, Networking and Foundation.
 import APNsCore
 import Networking
 import Foundation

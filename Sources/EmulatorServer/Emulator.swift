@@ -1,3 +1,5 @@
+// Emulator: the composition root of `serve`: builds the state, event loops and listeners from
+// a ServeConfiguration and starts them. May import every module below EmulatorServer.
 public import APNsCore
 import BackendCalls
 import Foundation

@@ -1,3 +1,5 @@
+// RedisStateStore: the StateStore that keeps the emulator's state in Redis (`--redis`).
+// Imports APNsCore (the rows) and Redis (the hiredis wrapper).
 public import APNsCore
 public import Redis
 

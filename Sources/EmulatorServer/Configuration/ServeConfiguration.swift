@@ -90,7 +90,7 @@ public struct ServeConfiguration: Sendable {
 }
 
 extension ServeConfiguration {
-    /// The TLS listeners and ports. Defaults are Apple's ports' neighbours on loopback; nil is off.
+    /// Where `serve` listens; nil is off. The defaults are on loopback.
     public struct Listeners: Sendable, Equatable {
         /// Listeners that behave like Apple's hosts: each connection's environment comes from the
         /// name it asked for (SNI, `:authority`), sandbox when that is not an Apple host name.
