@@ -1,5 +1,8 @@
+// TestEmulator: an emulator inside the test process (free ports, its own key and directory)
+// and conveniences over its admin client. Imports EmulatorServer (the emulator itself),
+// APNsCore, Foundation, Networking and OpenSSLCrypto (the provider key).
 import APNsCore
-import EmulatorServer
+public import EmulatorServer
 import Foundation
 import Networking
 import OpenSSLCrypto
@@ -20,21 +23,30 @@ import OpenSSLCrypto
 /// `start()` ignores SIGPIPE in the process (as the emulator binary does): a peer that goes
 /// away makes a write fail instead of killing the test runner.
 public final class TestEmulator: Sendable {
-    /// What to start with. Anything else `apns-emulator serve` accepts goes in `arguments`.
+    /// What to start with. Anything else `apns-emulator serve` accepts is set in Swift with
+    /// `configure`, or given as `arguments`.
     public struct Options: Sendable {
         /// The provider key's team and key id (10 characters each, as Apple's).
         public var teamID = "TESTTEAM01"
         public var keyID = "TESTKEY001"
         /// Apps of the team: pushes to these topics are accepted with `signingKey`.
         public var bundleIDs: [String]
-        /// More `apns-emulator serve` options, e.g. `["--unregistered-delay", "0"]`.
+        /// More `apns-emulator serve` options, e.g. `["--unregistered-delay", "0"]`. They apply
+        /// after `configure` and win where both set something.
         public var arguments: [String]
         /// Let the emulator log to standard error (off: tests stay quiet).
         public var logging = false
+        /// Changes the configuration in Swift, e.g. `{ $0.delivery.deviceWindow = 10 }`. It is
+        /// given the test kit's own: free loopback ports, certificates in the emulator's
+        /// directory, the provider key and `bundleIDs`, quiet unless `logging`.
+        public var configure: @Sendable (inout ServeConfiguration) -> Void
 
-        public init(bundleIDs: [String] = ["com.example.app"], arguments: [String] = []) {
+        public init(bundleIDs: [String] = ["com.example.app"], arguments: [String] = [],
+                    configure: @escaping @Sendable (inout ServeConfiguration) -> Void = { _ in })
+        {
             self.bundleIDs = bundleIDs
             self.arguments = arguments
+            self.configure = configure
         }
     }
 
@@ -81,19 +93,18 @@ public final class TestEmulator: Sendable {
             try? FileManager.default.removeItem(atPath: directory)
             throw TestEmulatorError("cannot prepare \(directory): \(error)")
         }
-        var arguments = [
-            "--sandbox-listen", "127.0.0.1:0", "--production-listen", "127.0.0.1:0",
-            "--admin-listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0",
-            "--certs-dir", "\(directory)/certs",
-            "--auth-key", "\(options.teamID):\(options.keyID):\(signingKey.path)",
-        ]
-        for bundle in options.bundleIDs { arguments += ["--app", "\(options.teamID):\(bundle)"] }
-        if !options.logging { arguments.append("--quiet") }
-        arguments += options.arguments
+        let freePort = HostPort(host: "127.0.0.1", port: 0)
+        var configuration = ServeConfiguration(
+            listeners: .init(sandbox: freePort, production: freePort, admin: freePort, device: freePort),
+            tls: .init(source: .generated(certsDirectory: "\(directory)/certs")),
+            authKeys: [.init(teamID: options.teamID, keyID: options.keyID, path: signingKey.path)],
+            apps: options.bundleIDs.map { (options.teamID, $0) },
+            quiet: !options.logging)
+        options.configure(&configuration)
         let emulator: Emulator
         do {
             // The test process's APNS_EMULATOR_* variables are not read: a test is self-contained.
-            let configuration = try ServeConfiguration.resolve(arguments: arguments, environment: [:])
+            configuration = try ServeConfiguration.resolve(arguments: options.arguments, environment: [:], over: configuration)
             emulator = try Emulator(configuration: configuration)
         } catch {
             try? FileManager.default.removeItem(atPath: directory)
