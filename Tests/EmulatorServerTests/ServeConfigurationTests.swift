@@ -21,6 +21,17 @@ struct ServeConfigurationTests {
         }
     }
 
+    /// A window that is not a finite number of seconds is a usage error, never a crash.
+    @Test func aRateWindowMustBeFinite() throws {
+        for flag in ["--too-many-requests", "--connection-churn"] {
+            for value in ["1/inf", "1/nan", "1/-1", "1/1e30"] {
+                let error = #expect(throws: UsageError.self) { try resolve([flag, value]) }
+                #expect(error?.description.contains("is not N/SECONDS") == true, "\(flag) \(value): \(String(describing: error))")
+            }
+        }
+        #expect(try resolve(["--too-many-requests", "100/10"]).delivery.tooManyRequests != nil)
+    }
+
     @Test func optionsApplyOverABase() throws {
         var base = ServeConfiguration()
         base.listeners.sandbox = HostPort(host: "127.0.0.1", port: 0)

@@ -128,13 +128,15 @@ extension ServeConfiguration {
 
 extension ResolvedOptions {
     /// `N/SECONDS` (for example 100/10): more than N within SECONDS. `example` goes in the message
-    /// for a value that is not one.
-    func countWithin(_ spec: OptionSpec, maxSeconds: Double = .infinity, example: String) throws(UsageError)
+    /// for a value that is not one. SECONDS is finite (`inf` would overflow the window in ms)
+    /// and at most a year unless `maxSeconds` says less.
+    func countWithin(_ spec: OptionSpec, maxSeconds: Double = 86_400 * 365, example: String) throws(UsageError)
         -> (count: Int, windowMs: Int64)?
     {
         guard let text = string(spec) else { return nil }
         let parts = text.split(separator: "/")
-        guard parts.count == 2, let count = Int(parts[0]), count > 0, let seconds = Double(parts[1]), seconds > 0, seconds <= maxSeconds
+        guard parts.count == 2, let count = Int(parts[0]), count > 0, let seconds = Double(parts[1]), seconds.isFinite, seconds > 0,
+            seconds <= maxSeconds
         else {
             throw UsageError("\(origin(spec)): '\(text)' is not N/SECONDS (for example \(example))")
         }
