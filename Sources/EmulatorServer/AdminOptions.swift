@@ -1,5 +1,7 @@
 import APNsCore
+import AdminAPI
 import Foundation
+import HTTPGrammar
 import Networking
 import CommandLineOptions
 

@@ -1,8 +1,11 @@
+import AdminAPI
 public import APNsCore
 import BackendCalls
 import Foundation
 import Glibc
+import HTTP1Server
 import HTTP2
+import MonotonicClock
 public import Networking
 import OpenSSLCrypto
 import StatePersistence
@@ -59,7 +62,7 @@ public final class Emulator: @unchecked Sendable {
     let group: EventLoopGroup
     /// The admin API's own loop.
     let adminGroup: EventLoopGroup
-    let providers: ProviderServer
+    let providers: ProviderConnections
     let devices: DeviceGateway
     /// `--state-dir`: the writer that commits changes; nil keeps everything in memory.
     let durability: StateWriter?
@@ -85,7 +88,7 @@ public final class Emulator: @unchecked Sendable {
     /// The simulated apps' calls to their backends.
     let backendCalls: BackendCaller
     /// Set once the admin listener is configured (for its gauges in /metrics).
-    private(set) var adminServer: AdminServer?
+    private(set) var adminServer: HTTP1Server?
 
     public init(configuration: ServeConfiguration, clock followed: any EmulatorClock = SystemClock()) throws(StartupError) {
         self.configuration = configuration
@@ -104,7 +107,7 @@ public final class Emulator: @unchecked Sendable {
             let quiet = configuration.quiet
             let (restored, writer) = try StateDirectory.open(directory, configured: world, journalLag: configuration.stateJournalLag,
                                                              onFailure: configuration.stateFailure, clock: clock) { message in
-                if !quiet { ProviderServer.logLine(message) }
+                if !quiet { ProviderConnections.logLine(message) }
             }
             current = restored
             durability = writer
@@ -127,7 +130,7 @@ public final class Emulator: @unchecked Sendable {
                 store: RedisStateStore(url: url, prefix: configuration.redisPrefix), state: state, configured: world, clock: clock,
                 loadKey: StateDirectory.loadKey
             ) { message in
-                if !quiet { ProviderServer.logLine(message) }
+                if !quiet { ProviderConnections.logLine(message) }
             }
             do {
                 try coordinator.start()
@@ -157,7 +160,7 @@ public final class Emulator: @unchecked Sendable {
         providerBudget = ConnectionBudget(kind: "provider", limit: configuration.maxConnections)
         deviceBudget = ConnectionBudget(kind: "device", limit: configuration.maxConnections)
         events = EventHub(state: state, metrics: adminMetrics)
-        let providers = ProviderServer(idleTimeoutSeconds: configuration.idleTimeoutSeconds,
+        let providers = ProviderConnections(idleTimeoutSeconds: configuration.idleTimeoutSeconds,
                                        requestTimeoutSeconds: configuration.requestTimeoutSeconds, quiet: configuration.quiet,
                                        loops: configuration.threads)
         self.providers = providers
@@ -348,16 +351,13 @@ public final class Emulator: @unchecked Sendable {
         addresses.h2cProduction = try bind(c.h2cProductionListen, "--h2c-production-listen") { [unowned self] fd, peer in
             self.acceptProvider(fd: fd, peer: peer, environment: .production, tls: false)
         }
-        let admin = AdminServer(api: AdminAPI(emulator: self, events: events), options: c.admin,
-                                policy: c.admin.policy(boundTo: c.adminListen), metrics: adminMetrics)
+        let admin = makeAdminServer()
         adminServer = admin
         // Its own loop, accepting too: the admin API answers while provider loops are busy
         // (a load test, or with --redis a slow Redis they wait for).
         let adminLoop = adminGroup.loops[0]
         addresses.admin = try bind(c.adminListen, "--admin-listen", on: adminLoop) { [unowned self] fd, peer in
-            self.hand(fd: fd, peer: peer, tls: false, on: adminLoop) { connection in
-                HTTP1Connection(connection: connection, server: admin)
-            }
+            self.hand(fd: fd, peer: peer, tls: false, on: adminLoop) { connection in admin.connection(connection) }
         }
         let gateway = devices
         addresses.device = try bind(c.deviceListen, "--device-listen") { [unowned self] fd, peer in
@@ -484,7 +484,7 @@ public final class Emulator: @unchecked Sendable {
         hand(fd: fd, peer: peer, tls: tls, budget: providerBudget) { connection in
             do {
                 let handler = try ProviderConnection(connection: connection, listenerEnvironment: environment,
-                                                     endpoint: endpoint, server: providers)
+                                                     endpoint: endpoint, providers: providers)
                 providers.connectionOpened(handler)
                 return handler
             } catch {
@@ -495,8 +495,8 @@ public final class Emulator: @unchecked Sendable {
     }
 }
 
-/// Shared by all provider connections: settings and bookkeeping.
-final class ProviderServer: @unchecked Sendable {
+/// What every provider connection shares: settings, counters and the table of open ones.
+final class ProviderConnections: @unchecked Sendable {
     let idleTimeoutSeconds: Int
     let requestTimeoutSeconds: Int
     let quiet: Bool

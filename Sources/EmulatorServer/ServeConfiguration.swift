@@ -1,4 +1,5 @@
 public import APNsCore
+import AdminAPI
 public import Redis
 import Foundation
 public import Networking

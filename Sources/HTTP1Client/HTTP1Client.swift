@@ -1,4 +1,5 @@
 import Glibc
+import MonotonicClock
 import Networking
 
 /// A small blocking HTTP/1.1 client: one request per connection (`Connection: close`), the
