@@ -6,7 +6,6 @@ import HTTP1Server
 /// the apps made to their backends, and the cross-account check.
 struct AccountRoutes: AdminResource {
     unowned let api: AdminService
-    init(_ api: AdminService) { self.api = api }
 
     func addRoutes(to r: inout AdminRouter) {
         r.add("GET", "/api/v1/apps/{bundleId}/backend", "the app's backend hooks") { _, p, _ in

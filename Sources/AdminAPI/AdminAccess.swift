@@ -1,4 +1,4 @@
-public import HTTP1Server
+import HTTP1Server
 import HTTPGrammar
 
 /// Who may use the admin API (README, "Admin API", "Access"), decided from a request head

@@ -1,10 +1,3 @@
-// AdminAPI: the admin/inspection HTTP API (README, "Admin API"; docs/openapi.json) and its web
-// UI, served through HTTP1Server: access rules, routes (one file per resource), paging, event
-// streams and long polls, /metrics text. Handlers decode a request, call one World command (or
-// one of the emulator's, through `AdminHost`), and encode the answer. Paths and JSON field
-// names are a public contract. Imports APNsCore, BackendCalls, HTTP1Server, HTTPGrammar,
-// Networking, Locking and Foundation; not the server that hosts it.
-
 public import APNsCore
 public import BackendCalls
 public import Networking

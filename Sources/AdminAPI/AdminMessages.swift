@@ -1,4 +1,4 @@
-public import HTTP1Server
+import HTTP1Server
 import APNsCore
 
 /// An admin API failure with the status and message to send.

@@ -113,19 +113,27 @@ extension AdminResource {
         return nil
     }
 
-    /// A page read `PageRequest.rowsPerLock` rows at a time, each slice going on after the last row of the
-    /// one before (as the next page would), and whether rows follow.
-    func inSlices<Row: ListedRow>(after: ListKey?, limit: Int, _ take: (borrowing World, ListKey?, Int) -> (rows: [Row], more: Bool))
-        -> (rows: [Row], more: Bool)
+    /// A page of a list in row-key order (devices, tokens), read `PageRequest.rowsPerLock`
+    /// rows per hold of the state lock, each slice going on after the last row of the one
+    /// before (as the next page would); its JSON is made off the loop.
+    func keyedPage<Row: ListedRow>(_ request: HTTP1Request, _ http: HTTP1Connection, list: String,
+                                   _ take: (borrowing World, ListKey?, Int) -> (rows: [Row], more: Bool),
+                                   json: @escaping @Sendable (Row) -> JSONValue) throws -> HTTP1Response?
     {
+        let page = try PageRequest(request, list: list)
+        var position = try page.listKey(list: list)
         var rows: [Row] = []
-        var position = after
+        var more = false
         while true {
-            let slice = state.readWorld { take($0, position, min(PageRequest.rowsPerLock, limit - rows.count)) }
+            let slice = state.readWorld { take($0, position, min(PageRequest.rowsPerLock, page.limit - rows.count)) }
             rows += slice.rows
-            guard slice.more, rows.count < limit, let last = slice.rows.last else { return (rows, slice.more) }
+            more = slice.more
+            guard slice.more, rows.count < page.limit, let last = slice.rows.last else { break }
             position = last.listKey
         }
+        let next = more ? rows.last.map { PageRequest.cursor(list: list, $0.listKey) } : nil
+        let kept = rows
+        return answerOffLoop(http) { .page(list, kept.map(json), nextCursor: next) }
     }
 }
 

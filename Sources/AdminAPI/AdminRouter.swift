@@ -62,9 +62,9 @@ struct AdminRouter {
 /// One resource of the admin API (devices, tokens, faults, …): a file of its own that adds its
 /// routes to the table. A new resource is a new conforming type, listed in
 /// `AdminService.resources`.
-protocol AdminResource {
+protocol AdminResource: Sendable {
     /// The service the handlers answer for (unowned: it owns the table that holds them).
     var api: AdminService { get }
-    init(_ api: AdminService)
+    init(api: AdminService)
     func addRoutes(to router: inout AdminRouter)
 }

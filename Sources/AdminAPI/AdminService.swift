@@ -1,7 +1,13 @@
-public import APNsCore
+// AdminAPI: the admin/inspection HTTP API (README, "Admin API"; docs/openapi.json) and its web
+// UI, served through HTTP1Server: access rules, routes (one file per resource), paging, event
+// streams and long polls, /metrics text. Handlers decode a request, call one World command (or
+// one of the emulator's, through `AdminHost`), and encode the answer. Paths and JSON field
+// names are a public contract. Imports APNsCore, BackendCalls, HTTP1Server, HTTPGrammar,
+// Networking, Locking and Foundation; not the server that hosts it.
+
+import APNsCore
 import Foundation
 public import HTTP1Server
-import HTTPGrammar
 
 /// The admin API as an HTTP/1.1 service: the access rules judge each request head, the route
 /// table answers, and with `--state-dir` an answer to a change waits for its commit.
@@ -28,7 +34,7 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
         self.policy = policy
         self.settings = settings
         var router = AdminRouter()
-        for resource in Self.resources { resource.init(self).addRoutes(to: &router) }
+        for resource in Self.resources { resource.init(api: self).addRoutes(to: &router) }
         self.router = router
     }
 

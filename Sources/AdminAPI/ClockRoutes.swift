@@ -4,7 +4,6 @@ import HTTP1Server
 /// The emulator's clock, which only moves forward: expiries, budgets and delays without waiting.
 struct ClockRoutes: AdminResource {
     unowned let api: AdminService
-    init(_ api: AdminService) { self.api = api }
 
     func addRoutes(to r: inout AdminRouter) {
         r.add("GET", "/api/v1/clock", "the emulator's time and how far it was moved ahead") { _, _, _ in

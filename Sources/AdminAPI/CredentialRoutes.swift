@@ -4,7 +4,6 @@ import HTTP1Server
 /// Provider keys and the apps teams own: what provider tokens are checked against.
 struct CredentialRoutes: AdminResource {
     unowned let api: AdminService
-    init(_ api: AdminService) { self.api = api }
 
     func addRoutes(to r: inout AdminRouter) {
         r.add("GET", "/api/v1/keys", "provider keys") { req, _, http in try listKeys(req, http) }

@@ -5,7 +5,6 @@ import HTTP1Server
 /// erase, restore, tap; install, change, uninstall, reinstall, rotate.
 struct DeviceRoutes: AdminResource {
     unowned let api: AdminService
-    init(_ api: AdminService) { self.api = api }
 
     func addRoutes(to r: inout AdminRouter) {
         r.add("GET", "/api/v1/devices", "list devices, a page at a time") { req, _, http in try listDevices(req, http) }
@@ -68,11 +67,7 @@ struct DeviceRoutes: AdminResource {
     /// Oldest first (creation time, then id). Under the lock only the page's devices are
     /// copied, from the registry's ordered index; their JSON is made after it is released.
     private func listDevices(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
-        let page = try PageRequest(request, list: "devices")
-        let after = try page.listKey(list: "devices")
-        let (devices, more) = inSlices(after: after, limit: page.limit) { $0.registry.devicesPage(after: $1, limit: $2) }
-        let next = more ? devices.last.map { PageRequest.cursor(list: "devices", $0.listKey) } : nil
-        return answerOffLoop(http) { .page("devices", devices.map(AdminJSON.device), nextCursor: next) }
+        try keyedPage(request, http, list: "devices", { $0.registry.devicesPage(after: $1, limit: $2) }, json: AdminJSON.device)
     }
 
     private func getDevice(_ id: String) throws -> HTTP1Response {

@@ -4,7 +4,6 @@ import HTTP1Server
 /// Fault rules (README, "Faults"): what the provider endpoint does instead of its usual answer.
 struct FaultRoutes: AdminResource {
     unowned let api: AdminService
-    init(_ api: AdminService) { self.api = api }
 
     func addRoutes(to r: inout AdminRouter) {
         r.add("GET", "/api/v1/faults", "fault rules in order") { req, _, http in try listFaults(req, http) }

@@ -6,7 +6,6 @@ import Networking
 /// the stream of every record as it happens.
 struct NotificationRoutes: AdminResource {
     unowned let api: AdminService
-    init(_ api: AdminService) { self.api = api }
 
     /// Records looked at per hold of the state lock: under a millisecond, so a filter that
     /// matches little in a large journal does not hold it for the whole scan.

@@ -7,7 +7,6 @@ import Networking
 /// running, the load summary, and the reset.
 struct SystemRoutes: AdminResource {
     unowned let api: AdminService
-    init(_ api: AdminService) { self.api = api }
 
     func addRoutes(to r: inout AdminRouter) {
         r.add("GET", "/livez", "liveness", open: true) { _, _, _ in .json(200, ["status": "live"]) }

@@ -4,7 +4,6 @@ import HTTP1Server
 /// Every token issued, with its state, and setting a token's state directly.
 struct TokenRoutes: AdminResource {
     unowned let api: AdminService
-    init(_ api: AdminService) { self.api = api }
 
     func addRoutes(to r: inout AdminRouter) {
         r.add("GET", "/api/v1/tokens", "every token issued, with its state, a page at a time") { req, _, http in
@@ -22,11 +21,7 @@ struct TokenRoutes: AdminResource {
 
     /// Oldest first (issue time, then token), a page at a time, as devices are.
     private func listTokens(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
-        let page = try PageRequest(request, list: "tokens")
-        let after = try page.listKey(list: "tokens")
-        let (tokens, more) = inSlices(after: after, limit: page.limit) { $0.registry.tokensPage(after: $1, limit: $2) }
-        let next = more ? tokens.last.map { PageRequest.cursor(list: "tokens", $0.listKey) } : nil
-        return answerOffLoop(http) { .page("tokens", tokens.map(AdminJSON.token), nextCursor: next) }
+        try keyedPage(request, http, list: "tokens", { $0.registry.tokensPage(after: $1, limit: $2) }, json: AdminJSON.token)
     }
 
     /// `PUT /api/v1/tokens/{token}/state` with `{"state": "active" | "unregistered" | "expired" |

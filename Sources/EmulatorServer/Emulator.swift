@@ -1,3 +1,8 @@
+// EmulatorServer: the composition of the server: configuration, the provider connections,
+// the device gateway, the admin API's host and the listeners that tie them to event loops.
+// Imports the core, the wrappers (HTTP2, OpenSSLCrypto, Networking), the stores, AdminAPI,
+// HTTP1Server, BackendCalls and CommandLineOptions.
+
 import AdminAPI
 public import APNsCore
 import BackendCalls

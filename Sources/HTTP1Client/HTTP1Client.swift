@@ -1,3 +1,6 @@
+// HTTP1Client: a small blocking HTTP/1.1 client (the admin client, the apps' backend calls).
+// Imports Networking, MonotonicClock and Glibc.
+
 import Glibc
 import MonotonicClock
 import Networking

@@ -1,13 +1,8 @@
-// HTTP1Server: an HTTP/1.1 server for one service (the admin API): request parsing, pure and
-// fuzzed (this file), and the connections that read requests and write answers on an event
-// loop, within their limits. Knows nothing of what the service answers. Imports Networking,
-// MonotonicClock, Locking, HTTPGrammar and Foundation.
-
-/// HTTP/1.1 request parsing (RFC 9112), without I/O: bytes go in as they arrive, a request
-/// head and then its body come out. Everything that makes message framing ambiguous is
-/// refused, because the emulator may sit behind proxies that frame differently (request
-/// smuggling): duplicate or malformed `Content-Length`, `Transfer-Encoding` next to
-/// `Content-Length`, obsolete line folding, whitespace before a field's colon, bare CRs.
+// HTTP/1.1 request parsing (RFC 9112), without I/O: bytes go in as they arrive, a request
+// head and then its body come out. Everything that makes message framing ambiguous is
+// refused, because the emulator may sit behind proxies that frame differently (request
+// smuggling): duplicate or malformed `Content-Length`, `Transfer-Encoding` next to
+// `Content-Length`, obsolete line folding, whitespace before a field's colon, bare CRs.
 
 import HTTPGrammar
 

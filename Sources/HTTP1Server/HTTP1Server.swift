@@ -1,3 +1,8 @@
+// HTTP1Server: an HTTP/1.1 server for one service (the admin API): the pure, fuzzed request
+// parser (HTTP1Parser.swift), and connections that read requests and write answers on an event
+// loop within their limits (slots, timeouts, a body budget). Knows nothing of what the service
+// answers. Imports Networking, MonotonicClock, Locking, HTTPGrammar and Foundation.
+
 public import Networking
 import Synchronization
 

@@ -1,3 +1,7 @@
+// Networking: event loops on epoll, non-blocking sockets and connections (TLS through
+// OpenSSLCrypto), listeners and timers; nothing about what the bytes mean. Imports Glibc,
+// CLinux, OpenSSLCrypto, Locking, MonotonicClock and Foundation.
+
 import Foundation
 import CLinux
 import Glibc

@@ -1,3 +1,7 @@
+// RedisStore: `--redis`, the state in Redis shared by several instances: the lease that
+// orders changes, the change log, the relay of device frames. Imports APNsCore, Redis,
+// Locking, MonotonicClock and Foundation.
+
 public import APNsCore
 import Foundation
 import Locking

@@ -1,3 +1,7 @@
+// StatePersistence: the group-commit writer thread between the state lock and a StateStore,
+// and the gate that holds answers until their changes are committed. Imports APNsCore,
+// MonotonicClock and Foundation; no store of its own.
+
 public import APNsCore
 import Foundation
 import MonotonicClock
