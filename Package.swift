@@ -5,6 +5,7 @@ import PackageDescription
 //   Locking        how threads share values: Locked (brief holds), BlockingLock (held across I/O)
 //   MonotonicClock the one monotonic clock (CLOCK_MONOTONIC), for durations and deadlines
 //   JSON           a JSON value type with its parser and writer
+//   DeviceVocabulary  the words emulator and devices share: environments, token kinds, app permission and state
 //   HTTPGrammar    HTTP's small shared grammar: tokens, host names (pure)
 //   APNsCore       pure APNs model: rules, reasons, JWT claims, token registry, delivery, record store
 //   HTTP2          thin nghttp2 wrapper (server + client sessions), knows nothing of APNs
@@ -22,7 +23,7 @@ import PackageDescription
 //   EmulatorServer the composition: configuration, provider endpoint connections, device
 //                  gateway, the admin API's host, listeners
 //   ProviderClient blocking HTTP/2 client + APNs helpers (send command, tests, benchmarks)
-//   DeviceClient   the device side of docs/device-protocol.md, in the protocol's own types
+//   DeviceClient   the device side of docs/device-protocol.md, in the protocol's words and JSON
 //   HTTP1Client    a small blocking HTTP/1.1 client (admin client, backend hook calls)
 //   AdminClient    a typed client of the admin API (test kit, `load`, scenarios)
 //   BackendCalls   calls to an app's own backend (hooks), queued per device, retried, recorded
@@ -42,7 +43,7 @@ let package = Package(
         .executable(name: "apns-emulator", targets: ["apns-emulator"]),
         // An emulator in-process for Swift test suites (start on port 0, typed admin client).
         .library(name: "APNsEmulatorTesting", targets: ["APNsEmulatorTesting"]),
-        // A simulated device over the device socket, in the device protocol's own types.
+        // A simulated device over the device socket, in the device protocol's words (not the core's).
         .library(name: "DeviceClient", targets: ["DeviceClient"]),
         // A small blocking HTTP/2 APNs client (what `apns-emulator send` uses).
         .library(name: "ProviderClient", targets: ["ProviderClient"]),
@@ -58,8 +59,9 @@ let package = Package(
         .target(name: "Locking", swiftSettings: swiftSettings),
         .target(name: "MonotonicClock", swiftSettings: swiftSettings),
         .target(name: "JSON", swiftSettings: swiftSettings),
+        .target(name: "DeviceVocabulary", swiftSettings: swiftSettings),
         .target(name: "HTTPGrammar", swiftSettings: swiftSettings),
-        .target(name: "APNsCore", dependencies: ["Locking", "MonotonicClock", "JSON", "HTTPGrammar"], swiftSettings: swiftSettings),
+        .target(name: "APNsCore", dependencies: ["Locking", "MonotonicClock", "JSON", "DeviceVocabulary", "HTTPGrammar"], swiftSettings: swiftSettings),
         .target(name: "HTTP2", dependencies: ["CNghttp2", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
         .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto", "Locking", "MonotonicClock"], swiftSettings: swiftSettings),
@@ -89,7 +91,7 @@ let package = Package(
         .target(name: "ProviderClient",
                 dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking", "Locking", "MonotonicClock"],
                 swiftSettings: swiftSettings),
-        .target(name: "DeviceClient", dependencies: ["JSON", "Networking", "OpenSSLCrypto", "MonotonicClock"],
+        .target(name: "DeviceClient", dependencies: ["DeviceVocabulary", "JSON", "Networking", "OpenSSLCrypto", "MonotonicClock"],
                 swiftSettings: swiftSettings),
         .target(name: "AdminClient", dependencies: ["JSON", "HTTP1Client", "Networking"], swiftSettings: swiftSettings),
         .target(name: "APNsEmulatorTesting",
