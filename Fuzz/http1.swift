@@ -1,5 +1,5 @@
-// Fuzz target: the admin API's HTTP/1.1 parser. The same bytes must give the same requests
-// (or the same refusal) whether they arrive at once or in small pieces.
+// Fuzz target: the HTTP/1.1 request parser (the admin listener's). The same bytes must give
+// the same requests (or the same refusal) whether they arrive at once or in small pieces.
 
 @testable import HTTP1Server
 

@@ -166,8 +166,8 @@ public final class Emulator: @unchecked Sendable {
         deviceBudget = ConnectionBudget(kind: "device", limit: configuration.maxConnections)
         events = EventHub(state: state, metrics: adminMetrics)
         let providers = ProviderConnections(idleTimeoutSeconds: configuration.idleTimeoutSeconds,
-                                       requestTimeoutSeconds: configuration.requestTimeoutSeconds, quiet: configuration.quiet,
-                                       loops: configuration.threads)
+                                            requestTimeoutSeconds: configuration.requestTimeoutSeconds, quiet: configuration.quiet,
+                                            loops: configuration.threads)
         self.providers = providers
         // Weak: the providers hold the gateway, so a strong capture here would be a cycle that
         // keeps both (and this emulator) alive after it is stopped.
