@@ -1,7 +1,7 @@
 import Foundation
 import PackagePlugin
 
-/// Build-tool plugin of EmulatorServer: embeds the web UI (ui/*) and the OpenAPI document
+/// Build-tool plugin of AdminAPI: embeds the web UI (ui/*) and the OpenAPI document
 /// (docs/openapi.json) in the binary. It runs embed-assets-tool, which writes one Swift file of
 /// string literals (UIAssets.files, UIAssets.openAPI) into the build directory. The files are
 /// the command's inputs, so editing one rebuilds; nothing generated is committed. Which files

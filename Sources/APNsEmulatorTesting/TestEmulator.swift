@@ -1,11 +1,9 @@
 // TestEmulator: an emulator inside the test process (free ports, its own key and directory)
 // and conveniences over its admin client. Imports EmulatorServer (the emulator itself),
-// APNsCore, Foundation, Networking and OpenSSLCrypto (the provider key).
-import APNsCore
+// Foundation and Networking.
 public import EmulatorServer
 import Foundation
 import Networking
-import OpenSSLCrypto
 
 /// An APNs emulator running inside the test process: real TLS, real HTTP/2 and the same rules
 /// as `apns-emulator serve`, on free loopback ports, with a fresh provider key and its own
@@ -66,7 +64,7 @@ public final class TestEmulator: Sendable {
     /// A typed client of this emulator's admin API.
     public let api: EmulatorAdminClient
 
-    private let emulator: Emulator
+    private let emulator: InProcessEmulator
 
     public var sandboxURL: String { "https://\(sandbox)" }
     public var productionURL: String { "https://\(production)" }
@@ -82,57 +80,22 @@ public final class TestEmulator: Sendable {
 
     private init(_ options: Options) throws(TestEmulatorError) {
         self.options = options
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-emulator-\(UUID().uuidString)").path
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            let key = try ES256PrivateKey.generate()
-            let keyPath = "\(directory)/AuthKey_\(options.keyID).p8"
-            try key.pkcs8PEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
-            signingKey = SigningKey(teamID: options.teamID, keyID: options.keyID, pem: key.pkcs8PEM, path: keyPath)
+            emulator = try InProcessEmulator(teamID: options.teamID, keyID: options.keyID, bundleIDs: options.bundleIDs,
+                                             arguments: options.arguments, logging: options.logging,
+                                             configure: options.configure)
         } catch {
-            try? FileManager.default.removeItem(atPath: directory)
-            throw TestEmulatorError("cannot prepare \(directory): \(error)")
+            throw TestEmulatorError(error.description)
         }
-        let freePort = HostPort(host: "127.0.0.1", port: 0)
-        var configuration = ServeConfiguration(
-            listeners: .init(sandbox: freePort, production: freePort, admin: freePort, device: freePort),
-            tls: .init(source: .generated(certsDirectory: "\(directory)/certs")),
-            authKeys: [.init(teamID: options.teamID, keyID: options.keyID, path: signingKey.path)],
-            apps: options.bundleIDs.map { (options.teamID, $0) },
-            quiet: !options.logging)
-        options.configure(&configuration)
-        let emulator: Emulator
-        do {
-            // The test process's APNS_EMULATOR_* variables are not read: a test is self-contained.
-            configuration = try ServeConfiguration.resolve(arguments: options.arguments, environment: [:], over: configuration)
-            emulator = try Emulator(configuration: configuration)
-        } catch {
-            try? FileManager.default.removeItem(atPath: directory)
-            throw TestEmulatorError("the emulator did not start: \(error)")
-        }
-        do {
-            try emulator.start()
-        } catch {
-            emulator.stop()  // closes the listeners bound before the failure
-            try? FileManager.default.removeItem(atPath: directory)
-            throw TestEmulatorError("the emulator did not start: \(error)")
-        }
-        let bound = emulator.addresses
-        guard let sandbox = bound.sandbox, let production = bound.production, let admin = bound.admin, let device = bound.device,
-            let ca = bound.caFile
-        else {
-            emulator.stop()
-            try? FileManager.default.removeItem(atPath: directory)
-            throw TestEmulatorError("the emulator started without its listeners (an option in `arguments` turned one off?)")
-        }
-        self.sandbox = sandbox
-        self.production = production
-        self.admin = admin
-        self.device = device
-        self.caCertificatePath = ca
-        self.directory = directory
-        self.emulator = emulator
-        api = EmulatorAdminClient(address: admin, token: emulator.configuration.admin.token)
+        let key = emulator.key
+        signingKey = SigningKey(teamID: key.teamID, keyID: key.keyID, pem: key.pem, path: key.path)
+        sandbox = emulator.sandbox
+        production = emulator.production
+        admin = emulator.admin
+        device = emulator.device
+        caCertificatePath = emulator.caCertificatePath
+        directory = emulator.directory
+        api = EmulatorAdminClient(address: admin, token: emulator.adminToken)
     }
 
     /// Starts an emulator, runs `body` with it and stops it however `body` ends:
@@ -149,10 +112,7 @@ public final class TestEmulator: Sendable {
     }
 
     /// Closes every listener and connection and removes the temporary directory.
-    public func stop() {
-        emulator.stop()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    public func stop() { emulator.stop() }
 
     // MARK: Conveniences over `api`
 

@@ -2,7 +2,9 @@
 // mapping. Imports APNsCore, Foundation (the keys directory check), Networking and
 // CommandLineOptions.
 import APNsCore
+import AdminAPI
 import Foundation
+import HTTPGrammar
 import Networking
 import CommandLineOptions
 

@@ -1,10 +1,16 @@
-// Emulator: the composition root of `serve`: builds the state, event loops and listeners from
-// a ServeConfiguration and starts them. May import every module below EmulatorServer.
+// EmulatorServer: the composition of the server: configuration, the provider connections,
+// the device gateway, the admin API's host and the listeners that tie them to event loops.
+// Imports the core, the wrappers (HTTP2, OpenSSLCrypto, Networking), the stores, AdminAPI,
+// HTTP1Server, BackendCalls and CommandLineOptions.
+
+import AdminAPI
 public import APNsCore
 import BackendCalls
 import Foundation
 import Glibc
+import HTTP1Server
 import HTTP2
+import MonotonicClock
 public import Networking
 import OpenSSLCrypto
 import StatePersistence
@@ -61,7 +67,7 @@ public final class Emulator: @unchecked Sendable {
     let group: EventLoopGroup
     /// The admin API's own loop.
     let adminGroup: EventLoopGroup
-    let providers: ProviderServer
+    let providers: ProviderConnections
     let devices: DeviceGateway
     /// `--state-dir`: the writer that commits changes; nil keeps everything in memory.
     let durability: StateWriter?
@@ -87,7 +93,7 @@ public final class Emulator: @unchecked Sendable {
     /// The simulated apps' calls to their backends.
     let backendCalls: BackendCaller
     /// Set once the admin listener is configured (for its gauges in /metrics).
-    private(set) var adminServer: AdminServer?
+    private(set) var adminServer: HTTP1Server?
 
     public init(configuration: ServeConfiguration, clock followed: any EmulatorClock = SystemClock()) throws(StartupError) {
         self.configuration = configuration
@@ -106,7 +112,7 @@ public final class Emulator: @unchecked Sendable {
             let quiet = configuration.quiet
             let (restored, writer) = try StateDirectory.open(directory.path, configured: world, journalLag: directory.journalLag,
                                                              onFailure: directory.onFailure, clock: clock) { message in
-                if !quiet { ProviderServer.logLine(message) }
+                if !quiet { ProviderConnections.logLine(message) }
             }
             current = restored
             durability = writer
@@ -129,7 +135,7 @@ public final class Emulator: @unchecked Sendable {
                 store: RedisStateStore(url: redis.url, prefix: redis.prefix), state: state, configured: world, clock: clock,
                 loadKey: StateDirectory.loadKey
             ) { message in
-                if !quiet { ProviderServer.logLine(message) }
+                if !quiet { ProviderConnections.logLine(message) }
             }
             do {
                 try coordinator.start()
@@ -159,9 +165,9 @@ public final class Emulator: @unchecked Sendable {
         providerBudget = ConnectionBudget(kind: "provider", limit: configuration.connections.maxConnections)
         deviceBudget = ConnectionBudget(kind: "device", limit: configuration.connections.maxConnections)
         events = EventHub(state: state, metrics: adminMetrics)
-        let providers = ProviderServer(idleTimeoutSeconds: configuration.connections.idleTimeoutSeconds,
-                                       requestTimeoutSeconds: configuration.connections.requestTimeoutSeconds, quiet: configuration.quiet,
-                                       loops: configuration.connections.threads)
+        let providers = ProviderConnections(idleTimeoutSeconds: configuration.connections.idleTimeoutSeconds,
+                                            requestTimeoutSeconds: configuration.connections.requestTimeoutSeconds, quiet: configuration.quiet,
+                                            loops: configuration.connections.threads)
         self.providers = providers
         // Weak: the providers hold the gateway, so a strong capture here would be a cycle that
         // keeps both (and this emulator) alive after it is stopped.
@@ -351,16 +357,13 @@ public final class Emulator: @unchecked Sendable {
         addresses.h2cProduction = try bind(configured.h2cProduction, "--h2c-production-listen") { [unowned self] fd, peer in
             self.acceptProvider(fd: fd, peer: peer, environment: .production, tls: false)
         }
-        let admin = AdminServer(api: AdminAPI(emulator: self, events: events), options: c.admin,
-                                policy: c.admin.policy(boundTo: configured.admin), metrics: adminMetrics)
+        let admin = makeAdminServer()
         adminServer = admin
         // Its own loop, accepting too: the admin API answers while provider loops are busy
         // (a load test, or with --redis a slow Redis they wait for).
         let adminLoop = adminGroup.loops[0]
         addresses.admin = try bind(configured.admin, "--admin-listen", on: adminLoop) { [unowned self] fd, peer in
-            self.hand(fd: fd, peer: peer, tls: false, on: adminLoop) { connection in
-                HTTP1Connection(connection: connection, server: admin)
-            }
+            self.hand(fd: fd, peer: peer, tls: false, on: adminLoop) { connection in admin.connection(connection) }
         }
         let gateway = devices
         addresses.device = try bind(configured.device, "--device-listen") { [unowned self] fd, peer in
@@ -487,7 +490,7 @@ public final class Emulator: @unchecked Sendable {
         hand(fd: fd, peer: peer, tls: tls, budget: providerBudget) { connection in
             do {
                 let handler = try ProviderConnection(connection: connection, listenerEnvironment: environment,
-                                                     endpoint: endpoint, server: providers)
+                                                     endpoint: endpoint, providers: providers)
                 providers.connectionOpened(handler)
                 return handler
             } catch {
@@ -498,8 +501,8 @@ public final class Emulator: @unchecked Sendable {
     }
 }
 
-/// Shared by all provider connections: settings and bookkeeping.
-final class ProviderServer: @unchecked Sendable {
+/// What every provider connection shares: settings, counters and the table of open ones.
+final class ProviderConnections: @unchecked Sendable {
     let idleTimeoutSeconds: Int
     let requestTimeoutSeconds: Int
     let quiet: Bool

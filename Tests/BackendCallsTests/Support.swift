@@ -1,5 +1,6 @@
 import BackendCalls
 import Glibc
+import MonotonicClock
 import Networking
 import Testing
 

@@ -1,9 +1,10 @@
 // ServeConfiguration+StartState: what exists from the start (provider keys, apps and their
 // backends, devices, fault rules) read from its text forms: `--auth-key` and `--app` values
 // (or their config-file objects), the config file's "devices", the `--faults` file (in the
-// admin API's rule form, FaultJSON). Imports APNsCore (its model and JSON) and
-// CommandLineOptions (UsageError) only.
+// admin API's rule form, FaultJSON). Imports APNsCore (its model and JSON), AdminAPI
+// (FaultJSON) and CommandLineOptions (UsageError) only.
 import APNsCore
+import AdminAPI
 public import CommandLineOptions
 
 extension ServeConfiguration {
