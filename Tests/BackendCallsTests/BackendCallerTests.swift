@@ -1,6 +1,7 @@
 @testable import BackendCalls
 import HTTP1Client
 import Locking
+import MonotonicClock
 import Networking
 import BackendTestSupport
 import Testing

@@ -1,5 +1,6 @@
 @testable import BackendCalls
 import BackendTestSupport
+import MonotonicClock
 import Networking
 import Testing
 import TestSupport

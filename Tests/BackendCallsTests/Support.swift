@@ -2,6 +2,7 @@
 // (BackendTestSupport). Imports BackendCalls, HTTP1Client, Networking, Locking and the test-support targets.
 import BackendCalls
 import Glibc
+import MonotonicClock
 import Networking
 import Testing
 

@@ -2,6 +2,7 @@ import APNsCore
 import DeviceClient
 import Foundation
 import Glibc
+import MonotonicClock
 import Networking
 import Testing
 import TestSupport

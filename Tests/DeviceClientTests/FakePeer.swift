@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import Glibc
+import MonotonicClock
 import Networking
 import Synchronization
 #if canImport(OpenSSLCrypto)

@@ -1,5 +1,6 @@
 import APNsCore
 import Foundation
+import MonotonicClock
 import Networking
 import ProviderClient
 import Testing

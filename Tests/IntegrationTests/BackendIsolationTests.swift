@@ -1,6 +1,7 @@
 import APNsCore
 import BackendTestSupport
 import Foundation
+import MonotonicClock
 import Networking
 import Testing
 import TestSupport

@@ -7,6 +7,7 @@ import APNsEmulatorTesting
 import Foundation
 import Glibc
 import HTTP2
+import MonotonicClock
 import Networking
 import OpenSSLCrypto
 import ProviderClient

@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import HTTP2
+import MonotonicClock
 import Networking
 import ProviderClient
 import Testing
