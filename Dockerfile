@@ -21,7 +21,9 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 FROM ${SWIFT_IMAGE} AS build
 
 # The C libraries the package wraps (nghttp2, OpenSSL, SQLite) and pkg-config to find them. They are
-# installed only when missing, so a builder image that already has them needs no network.
+# installed only when missing, so a builder image that already has them needs no network
+# ($missing is split into package names on purpose).
+# hadolint ignore=SC2086
 RUN set -eu; \
     missing=""; \
     for pkg in libnghttp2-dev libssl-dev libsqlite3-dev libhiredis-dev pkg-config; do \
@@ -59,6 +61,7 @@ RUN set -eu; \
 FROM ${RUNTIME_IMAGE}
 
 # libcap2-bin is for setcap below. Installed only when missing, as above.
+# hadolint ignore=SC2086
 RUN set -eu; \
     missing=""; \
     for pkg in libnghttp2-14 libssl3 libsqlite3-0 libhiredis0.14 ca-certificates libcap2-bin; do \

@@ -2,8 +2,12 @@
 import PackageDescription
 
 // Module layout (see CONTRIBUTING.md, "Code map"):
-//   Locking        the one lock type (a Mutex, or a pthread mutex for ThreadSanitizer runs)
-//   APNsCore       pure APNs model: rules, reasons, JWT claims, token registry, record store
+//   Locking        how threads share values: Locked (brief holds), BlockingLock (held across I/O)
+//   MonotonicClock the one monotonic clock (CLOCK_MONOTONIC), for durations and deadlines
+//   JSON           a JSON value type with its parser and writer
+//   DeviceVocabulary  the words emulator and devices share: environments, token kinds, app permission and state
+//   HTTPGrammar    HTTP's small shared grammar: tokens, host names (pure)
+//   APNsCore       pure APNs model: rules, reasons, JWT claims, token registry, delivery, record store
 //   HTTP2          thin nghttp2 wrapper (server + client sessions), knows nothing of APNs
 //   OpenSSLCrypto  thin OpenSSL wrapper: ES256, keys, TLS contexts/connections, test certs
 //   Networking     epoll event loops, sockets, timers (Glibc)
@@ -13,15 +17,19 @@ import PackageDescription
 //   SQLiteStateStore  the --state-dir backend (schema, rows) on SQLite
 //   RedisStore     --redis: the state in Redis, shared by several instances (lease, log, relay)
 //   CommandLineOptions  flags, APNS_EMULATOR_* variables and --config files → option values
-//   EmulatorServer wiring: provider endpoint, admin API, devices; ui/ and docs/openapi.json are
-//                  embedded at build time by the EmbedAssets plugin (Plugins/)
+//   HTTP1Server    an HTTP/1.1 server for one service: pure request parser, connections, limits
+//   AdminAPI       the admin API (a file per resource) and web UI on HTTP1Server; ui/ and
+//                  docs/openapi.json are embedded at build time by the EmbedAssets plugin (Plugins/)
+//   EmulatorServer the composition: configuration, provider endpoint connections, device
+//                  gateway, the admin API's host, listeners
 //   ProviderClient blocking HTTP/2 client + APNs helpers (send command, tests, benchmarks)
-//   DeviceClient   the device side of docs/device-protocol.md (device command, tests)
-//   HTTP1Client    a small blocking HTTP/1.1 client (admin API client, backend hook calls)
+//   DeviceClient   the device side of docs/device-protocol.md, in the protocol's words and JSON
+//   HTTP1Client    a small blocking HTTP/1.1 client (admin client, backend hook calls)
+//   AdminClient    a typed client of the admin API (test kit, `load`, scenarios)
 //   BackendCalls   calls to an app's own backend (hooks), queued per device, retried, recorded
-//   APNsEmulatorTesting  an emulator inside `swift test`, with a typed admin client
+//   APNsEmulatorTesting  an emulator inside `swift test`, re-exporting the typed admin client
 //   Scenarios      scenario files (devices, accounts, pushes, waits) run against an emulator
-//   apns-emulator  the command-line tool
+//   apns-emulator  the command-line tool (one file per subcommand); does not link the test kit
 //
 // No unsafeFlags: a package that uses them cannot be depended on, and the library products
 // below are for other packages.
@@ -35,8 +43,8 @@ let package = Package(
         .executable(name: "apns-emulator", targets: ["apns-emulator"]),
         // An emulator in-process for Swift test suites (start on port 0, typed admin client).
         .library(name: "APNsEmulatorTesting", targets: ["APNsEmulatorTesting"]),
-        // A simulated device over the device socket; its API uses APNsCore's JSON and enums.
-        .library(name: "DeviceClient", targets: ["DeviceClient", "APNsCore"]),
+        // A simulated device over the device socket, in the device protocol's words (not the core's).
+        .library(name: "DeviceClient", targets: ["DeviceClient"]),
         // A small blocking HTTP/2 APNs client (what `apns-emulator send` uses).
         .library(name: "ProviderClient", targets: ["ProviderClient"]),
     ],
@@ -49,59 +57,78 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
         .target(name: "Locking", swiftSettings: swiftSettings),
-        .target(name: "APNsCore", dependencies: ["Locking"], swiftSettings: swiftSettings),
-        .target(name: "HTTP2", dependencies: ["CNghttp2"], swiftSettings: swiftSettings),
+        .target(name: "MonotonicClock", swiftSettings: swiftSettings),
+        .target(name: "JSON", swiftSettings: swiftSettings),
+        .target(name: "DeviceVocabulary", swiftSettings: swiftSettings),
+        .target(name: "HTTPGrammar", swiftSettings: swiftSettings),
+        .target(name: "APNsCore", dependencies: ["Locking", "MonotonicClock", "JSON", "DeviceVocabulary", "HTTPGrammar"], swiftSettings: swiftSettings),
+        .target(name: "HTTP2", dependencies: ["CNghttp2", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
-        .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto", "Locking"], swiftSettings: swiftSettings),
+        .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto", "Locking", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         .target(name: "Redis", dependencies: ["CHiredis"], swiftSettings: swiftSettings),
-        .target(name: "StatePersistence", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
+        .target(name: "StatePersistence", dependencies: ["APNsCore", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "SQLiteStateStore", dependencies: ["APNsCore", "SQLite"], swiftSettings: swiftSettings),
         .target(name: "CommandLineOptions", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
-        .target(name: "HTTP1Client", dependencies: ["Networking"], swiftSettings: swiftSettings),
+        .target(name: "HTTP1Client", dependencies: ["Networking", "MonotonicClock"], swiftSettings: swiftSettings),
+        .target(name: "HTTP1Server", dependencies: ["Networking", "Locking", "MonotonicClock", "HTTPGrammar"], swiftSettings: swiftSettings),
         .target(name: "BackendCalls", dependencies: ["APNsCore", "HTTP1Client", "Locking"], swiftSettings: swiftSettings),
-        .target(name: "RedisStore", dependencies: ["APNsCore", "Redis", "Locking"], swiftSettings: swiftSettings),
-        .target(name: "EmulatorServer",
-                dependencies: ["APNsCore", "BackendCalls", "CommandLineOptions", "HTTP2", "OpenSSLCrypto", "Networking", "StatePersistence", "SQLiteStateStore", "Redis", "RedisStore", "Locking"],
+        .target(name: "RedisStore", dependencies: ["APNsCore", "Redis", "Locking", "MonotonicClock"], swiftSettings: swiftSettings),
+        .target(name: "AdminAPI",
+                dependencies: ["APNsCore", "BackendCalls", "HTTP1Server", "HTTPGrammar", "Networking", "Locking"],
                 swiftSettings: swiftSettings,
                 plugins: ["EmbedAssets"]),
-        // Writes ui/* and docs/openapi.json into EmulatorServer as string literals (UIAssets) at
-        // build time. Not SwiftPM's embedInCode resources: byte-array literals made a clean debug
+        // Writes ui/* and docs/openapi.json into AdminAPI as string literals (UIAssets) at build
+        // time. Not SwiftPM's embedInCode resources: byte-array literals made a clean debug
         // build about ten times slower.
         .plugin(name: "EmbedAssets", capability: .buildTool(), dependencies: ["embed-assets-tool"]),
         .executableTarget(name: "embed-assets-tool", path: "Plugins/EmbedAssetsTool"),
+        .target(name: "EmulatorServer",
+                dependencies: ["APNsCore", "AdminAPI", "HTTP1Server", "HTTPGrammar", "BackendCalls", "CommandLineOptions", "HTTP2",
+                               "OpenSSLCrypto", "Networking", "MonotonicClock", "StatePersistence", "SQLiteStateStore", "Redis", "RedisStore",
+                               "Locking"],
+                swiftSettings: swiftSettings),
         .target(name: "ProviderClient",
-                dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking"],
+                dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking", "Locking", "MonotonicClock"],
                 swiftSettings: swiftSettings),
-        .target(name: "DeviceClient", dependencies: ["APNsCore", "Networking", "OpenSSLCrypto"],
+        .target(name: "DeviceClient", dependencies: ["DeviceVocabulary", "JSON", "Networking", "OpenSSLCrypto", "MonotonicClock"],
                 swiftSettings: swiftSettings),
+        .target(name: "AdminClient", dependencies: ["JSON", "HTTP1Client", "Networking"], swiftSettings: swiftSettings),
         .target(name: "APNsEmulatorTesting",
-                dependencies: ["EmulatorServer", "APNsCore", "HTTP1Client", "Networking", "OpenSSLCrypto"],
+                dependencies: ["EmulatorServer", "AdminClient", "Networking"],
                 swiftSettings: swiftSettings),
-        .target(name: "Scenarios", dependencies: ["APNsEmulatorTesting", "ProviderClient", "APNsCore", "HTTP1Client"],
+        .target(name: "Scenarios", dependencies: ["AdminClient", "EmulatorServer", "ProviderClient", "APNsCore", "HTTP1Client"],
                 swiftSettings: swiftSettings),
-        .executableTarget(name: "apns-emulator", dependencies: ["EmulatorServer", "CommandLineOptions", "ProviderClient", "DeviceClient", "Scenarios"],
+        .executableTarget(name: "apns-emulator",
+                          dependencies: ["EmulatorServer", "CommandLineOptions", "ProviderClient", "DeviceClient", "AdminClient", "Scenarios",
+                                         "MonotonicClock"],
                           swiftSettings: swiftSettings),
-        .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "OpenSSLCrypto", "Locking"]),
-        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
+        .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "JSON", "OpenSSLCrypto", "Locking"]),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"]),
         .testTarget(name: "StatePersistenceTests",
-                    dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "RedisStore", "Redis", "RedisTestSupport", "APNsCore", "Locking"]),
-        .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto"]),
-        .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "CommandLineOptions", "APNsCore"]),
-        .testTarget(name: "DeviceClientTests", dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking"]),
+                    dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "RedisStore", "Redis", "RedisTestSupport", "APNsCore", "Locking", "TestSupport"]),
+        .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "TestSupport"]),
+        .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server"]),
+        .testTarget(name: "AdminAPITests", dependencies: ["AdminAPI", "HTTP1Server", "APNsCore"]),
+        .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "AdminAPI", "CommandLineOptions", "APNsCore", "Networking"]),
+        .testTarget(name: "DeviceClientTests",
+                    dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking", "MonotonicClock", "TestSupport"]),
         .testTarget(name: "BackendCallsTests",
-                    dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking", "BackendTestSupport"]),
-        .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore", "ProviderClient", "Networking"]),
-        .testTarget(name: "NetworkingTests", dependencies: ["Networking", "CLinux"]),
+                    dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking", "MonotonicClock", "BackendTestSupport", "TestSupport"]),
+        .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore", "ProviderClient", "Networking", "TestSupport"]),
+        .testTarget(name: "NetworkingTests", dependencies: ["Networking", "CLinux", "MonotonicClock"]),
+        // What every test target may share: one `eventually`, external tools (a missing one skips
+        // the tests that need it), a command runner, the binary under test, raw HTTP/2 bytes.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         // A real redis-server for tests (free port, kill, pause, restart): shared by the test targets.
-        .target(name: "RedisTestSupport", path: "Tests/RedisTestSupport"),
+        .target(name: "RedisTestSupport", dependencies: ["TestSupport"], path: "Tests/RedisTestSupport"),
         // A real HTTP server standing in for an app's backend (answers, holds, trickles): shared too.
-        .target(name: "BackendTestSupport", dependencies: ["Networking", "Locking"], path: "Tests/BackendTestSupport"),
-        .testTarget(name: "RedisTests", dependencies: ["Redis", "RedisTestSupport"]),
+        .target(name: "BackendTestSupport", dependencies: ["Networking", "Locking", "MonotonicClock"], path: "Tests/BackendTestSupport"),
+        .testTarget(name: "RedisTests", dependencies: ["Redis", "RedisTestSupport", "TestSupport"]),
         .testTarget(name: "APNsEmulatorTestingTests",
                     dependencies: ["APNsEmulatorTesting", "ProviderClient", "DeviceClient", "APNsCore", "Networking"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking", "Locking", "APNsEmulatorTesting",
-                                   "RedisTestSupport", "BackendTestSupport"]),
+                    dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking", "Locking", "MonotonicClock",
+                                   "APNsEmulatorTesting", "RedisTestSupport", "BackendTestSupport", "TestSupport"]),
     ]
 )

@@ -1,5 +1,8 @@
-// Fuzz target: the admin API's HTTP/1.1 parser. The same bytes must give the same requests
-// (or the same refusal) whether they arrive at once or in small pieces.
+// Fuzz target: the HTTP/1.1 request parser (the admin listener's). The same bytes must give
+// the same requests (or the same refusal) whether they arrive at once or in small pieces.
+
+@testable import HTTP1Server
+
 func fuzzHTTP1(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size > 0 else { return 0 }
     let piece = Int(data[0] % 16) + 1

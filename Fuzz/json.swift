@@ -1,6 +1,8 @@
 // Fuzz target: the payload validator and the JSON reader must agree, a value written out
 // must read back as itself, and the file reading must read what it takes as the payload one.
 
+@testable import APNsCore
+
 public func fuzzJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     let verdict = JSONValidator.check(bytes)

@@ -1,5 +1,7 @@
 // Fuzz target: everything that reads a provider token from an `authorization` header.
 
+@testable import APNsCore
+
 public func fuzzJWT(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
     if let token = ConnectionAuthenticator.bearerToken(Substring(text)) {

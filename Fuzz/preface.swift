@@ -1,5 +1,7 @@
 // Fuzz target: telling HTTP/2 from HTTP/1.x by a connection's first bytes.
 
+import HTTP2
+
 public func fuzzPreface(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     if case .http1 = ConnectionPreface.classify(bytes) {

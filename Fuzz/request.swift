@@ -1,3 +1,4 @@
+@testable import APNsCore
 import Foundation
 
 // Fuzz target: the request rules. The input is split into header lines ("name: value") and,

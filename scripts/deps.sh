@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages this project needs, only where they are missing.
-# Usage: scripts/deps.sh [build|test|bench|compat|docs]
+# Usage: scripts/deps.sh [build|test|bench|compat|containers|docs]
 set -euo pipefail
 
 want=(libnghttp2-dev libssl-dev libsqlite3-dev libhiredis-dev pkg-config)
 case "${1:-build}" in
   test)  want+=(nghttp2-client curl openssl chromium chromium-driver python3-selenium redis-server haproxy) ;;
+  containers) want+=(python3-venv haproxy) ;;   # scripts/test-containers: venv for its PyPI tools, haproxy -c
   bench) want+=(nghttp2-client nghttp2-server curl openssl redis-server haproxy) ;;
   docs)  want+=(python3) ;;  # scripts/docs: the Markdown link check
   compat)  # scripts/test-compat: a venv for the Python libraries, unshare/ip/mount, a JDK, node

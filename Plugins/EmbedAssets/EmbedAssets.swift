@@ -1,10 +1,14 @@
 import Foundation
 import PackagePlugin
 
-/// Build-tool plugin of EmulatorServer: embeds the web UI (ui/*) and the OpenAPI document
+/// Build-tool plugin of AdminAPI: embeds the web UI (ui/*) and the OpenAPI document
 /// (docs/openapi.json) in the binary. It runs embed-assets-tool, which writes one Swift file of
 /// string literals (UIAssets.files, UIAssets.openAPI) into the build directory. The files are
-/// the command's inputs, so editing one rebuilds; nothing generated is committed.
+/// the command's inputs, so editing one rebuilds; nothing generated is committed. Which files
+/// there are is read when SwiftPM plans the build, and it plans again only when the package's
+/// structure changes (ui/ is no target's directory): after adding or removing a file in ui/,
+/// `touch Package.swift` (else the new file is missing, or the build stops at the removed one;
+/// AdminContractTests.embeddedAssetsAreTheRepositorysFiles tells).
 @main
 struct EmbedAssets: BuildToolPlugin {
     /// The file types the UI may use; others in ui/ are not served.

@@ -36,6 +36,9 @@ extension World {
         backends[bundleID] = backend
     }
 
+    /// False when the app had no backend.
+    public mutating func removeBackend(bundleID: String) -> Bool { backends.removeValue(forKey: bundleID) != nil }
+
     /// Logs `userID` in on the device (after logging out whoever was). Returns who was logged in.
     @discardableResult
     public mutating func login(deviceID: String, userID: String) throws(DeviceRequestError) -> String? {

@@ -1,3 +1,5 @@
+import HTTPGrammar
+
 /// An app's own backend, as the simulated app calls it (issue: "the app's half of the chain"):
 /// upload the token (`register`), tie it to the account (`bind`/`unbind`), fetch what a push
 /// points to (`fetch`). Each hook is an HTTP template; `addresseePointer` names the payload
@@ -148,22 +150,4 @@ extension BackendHook {
             ("body", body ?? .null),
         ]))
     }
-}
-
-/// Byte-level HTTP grammar shared by the admin API's parser and the hook checks.
-public enum HTTPSyntax {
-    /// tchar (RFC 9110 §5.6.2).
-    public static func isTokenChar(_ c: UInt8) -> Bool {
-        switch c {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-            return true
-        default: return false
-        }
-    }
-
-    /// A field name or method: one or more tchars.
-    public static func isToken(_ text: String) -> Bool { !text.isEmpty && text.utf8.allSatisfy(isTokenChar) }
 }

@@ -1,8 +1,6 @@
 import Foundation
 import Synchronization
-#if canImport(Locking)  // absent when scripts/fuzz compiles Core and Locking as one module
 import Locking
-#endif
 
 /// Wall-clock time in milliseconds since the epoch. Injected everywhere a rule depends on time
 /// (JWT age, the 20-minute token rule, expirations, budgets) so tests need not wait.

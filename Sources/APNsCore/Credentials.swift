@@ -117,3 +117,16 @@ public struct Credentials: Sendable {
         return nil
     }
 }
+
+/// Keys and apps changed at run time (the admin API).
+extension World {
+    public mutating func addKey(_ key: ProviderKey) { credentials.add(key) }
+
+    /// The key removed, nil when there was none with that id.
+    public mutating func removeKey(id: String) -> ProviderKey? { credentials.removeKey(id: id) }
+
+    public mutating func addApp(teamID: String, bundleID: String) { credentials.addApp(teamID: teamID, bundleID: bundleID) }
+
+    /// Who owned the app, nil when nobody did.
+    public mutating func removeApp(bundleID: String) -> Credentials.AppOwnership? { credentials.removeApp(bundleID: bundleID) }
+}

@@ -1,12 +1,4 @@
-/// The app's notification permission (docs/device-model.md, "Permission").
-public enum Authorization: String, Sendable, CaseIterable {
-    case notDetermined, denied, authorized, provisional, ephemeral
-}
-
-/// The app's run state (docs/device-model.md, "Delivery rules").
-public enum AppState: String, Sendable, CaseIterable {
-    case foreground, background, suspended, notRunning, terminated
-
+extension AppState {
     /// The app has been launched (its registration callback has run).
     public var isRunning: Bool { self == .foreground || self == .background || self == .suspended }
 }

@@ -1,3 +1,6 @@
+// DeviceRegistry: devices, the apps installed on them and the tokens issued to them, as APNs
+// sees them. Pure model: imports nothing.
+
 /// The state a device token is in, as APNs sees it.
 public enum TokenState: Sendable, Equatable {
     case active
@@ -161,7 +164,10 @@ public struct DeviceRegistry: Sendable {
         "device '\(deviceID)' would have more than \(maxAppsPerDevice) apps, the most a device may have installed (uninstall one first)"
     }
 
-    public init(tokenByteCount: Int = 32, seed: UInt64? = nil) {
+    /// What devices use today.
+    public static let defaultTokenByteCount = 32
+
+    public init(tokenByteCount: Int = defaultTokenByteCount, seed: UInt64? = nil) {
         self.tokenByteCount = tokenByteCount
         self.random = seed.map(FastRandom.init(seed:)) ?? FastRandom()
     }

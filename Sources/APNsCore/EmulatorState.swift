@@ -1,7 +1,5 @@
 import Synchronization
-#if canImport(Locking)  // absent when scripts/fuzz compiles Core and Locking as one module
 import Locking
-#endif
 
 /// All mutable emulator state that a reset puts back: credentials, devices and tokens, and the
 /// notification journal. A value, so the configured start state is simply a kept copy.

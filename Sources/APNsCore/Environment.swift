@@ -1,8 +1,4 @@
-/// The two APNs environments. A device token belongs to exactly one of them.
-public enum APNsEnvironment: String, Sendable, CaseIterable {
-    case sandbox
-    case production
-
+extension APNsEnvironment {
     /// Apple's host names and the environment each one selects (docs/apns-behaviour.md,
     /// "Endpoints and environments").
     /// `api.development.push.apple.com` appears in Apple's own text and behaves as the sandbox.

@@ -188,3 +188,14 @@ public struct FaultRules: Sendable {
         return nil
     }
 }
+
+/// Fault rules changed at run time (the admin API).
+extension World {
+    /// Adds the rule at the end (or at `index`); returns its id.
+    public mutating func addFault(_ rule: FaultRule, at index: Int?) -> String { faults.add(rule, at: index) }
+
+    /// False when no rule has that id.
+    public mutating func removeFault(id: String) -> Bool { faults.remove(id: id) }
+
+    public mutating func removeAllFaults() { faults.removeAll() }
+}

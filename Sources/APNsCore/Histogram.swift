@@ -1,5 +1,3 @@
-import Dispatch
-
 /// A fixed-bucket histogram (Prometheus style): counts per upper bound, plus the sum.
 public struct Histogram: Sendable {
     public let bounds: [Double]
@@ -48,9 +46,4 @@ public struct Histogram: Sendable {
         }
         return .infinity
     }
-}
-
-/// Nanoseconds of a clock that never jumps, for durations.
-public enum MonotonicTime {
-    public static func nanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 }

@@ -1,3 +1,5 @@
+import MonotonicClock
+
 /// Settings for how the endpoint judges requests where Apple's behaviour is unconfirmed.
 public struct EndpointOptions: Sendable {
     public enum InvalidPayloadPolicy: String, Sendable, CaseIterable {
@@ -699,7 +701,7 @@ public final class ProviderEndpoint: Sendable {
             sequence: sequence, apnsID: apnsID, token: entry.token, topic: entry.topic, deviceID: entry.deviceID,
             bundleID: entry.bundleID, pushType: pushType, priority: priority, collapseID: collapseID,
             storeUntilMs: storeUntil, payload: payload, content: content)
-        notification.acceptedAtNanos = MonotonicTime.nanoseconds()
+        notification.acceptedAtNanos = Monotonic.nowNanoseconds()
         return .deliver(notification)
     }
 }

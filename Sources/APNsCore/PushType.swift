@@ -86,13 +86,10 @@ public enum PushType: String, Sendable, CaseIterable {
     }
 }
 
-/// What kind of token a device hands out. Each kind is bound to one topic form: a regular app
-/// token serves `<bundle>`, a PushKit VoIP token serves `<bundle>.voip`, and so on. A push whose
-/// topic differs from the token's topic gets `DeviceTokenNotForTopic`
-/// (docs/apns-behaviour.md, "Device tokens").
-public enum TokenKind: String, Sendable, CaseIterable {
-    case app, voip, complication, controls, fileprovider, liveactivity, location, pushtotalk, widgets
-
+/// Each token kind is bound to one topic form: a regular app token serves `<bundle>`, a PushKit
+/// VoIP token serves `<bundle>.voip`, and so on. A push whose topic differs from the token's
+/// topic gets `DeviceTokenNotForTopic` (docs/apns-behaviour.md, "Device tokens").
+extension TokenKind {
     public var topicSuffix: String {
         switch self {
         case .app: return ""

@@ -65,7 +65,7 @@ extension StateChange {
 }
 
 /// A device's socket connection, by its (cluster-wide) id.
-public struct DeviceConnection: Sendable, Hashable {
+public struct DeviceConnectionID: Sendable, Hashable {
     public var deviceID: String
     public var connectionID: UInt64
 
@@ -91,7 +91,7 @@ public struct ReplicationApplied: Sendable {
     /// Connections a device row no longer names (replaced, disconnected, device removed).
     /// Deliveries this instance sent on one of them will never be acknowledged:
     /// `disconnectDevice(deviceID, connectionID:)` puts them back in the store.
-    public var leftConnections: [DeviceConnection] = []
+    public var leftConnections: [DeviceConnectionID] = []
 
     public init() {}
 }
@@ -157,7 +157,7 @@ extension World {
             case .deviceSaved(let device):
                 if let old = registry.devices[device.id] {
                     if let connection = old.connectionID, connection != device.connectionID {
-                        applied.leftConnections.append(DeviceConnection(deviceID: device.id, connectionID: connection))
+                        applied.leftConnections.append(DeviceConnectionID(deviceID: device.id, connectionID: connection))
                     }
                     // An uninstall forgets what was on screen for the app (as `dropWaiting`).
                     for bundleID in old.apps.keys where device.apps[bundleID] == nil {
@@ -168,7 +168,7 @@ extension World {
                 applied.deviceIDs.insert(device.id)
             case .deviceRemoved(let id):
                 if let connection = registry.devices[id]?.connectionID {
-                    applied.leftConnections.append(DeviceConnection(deviceID: id, connectionID: connection))
+                    applied.leftConnections.append(DeviceConnectionID(deviceID: id, connectionID: connection))
                 }
                 registry.removeReplicated(deviceID: id)
                 applied.deviceIDs.insert(id)

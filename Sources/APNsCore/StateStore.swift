@@ -1,7 +1,5 @@
 import Synchronization
-#if canImport(Locking)  // absent when scripts/fuzz compiles Core and Locking as one module
 import Locking
-#endif
 
 // The persistence interface (`--state-dir`). The world changes under its lock; every change
 // that must survive a restart is described as a `StateChange` — a whole row to save, or a key

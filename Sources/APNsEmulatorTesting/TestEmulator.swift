@@ -1,8 +1,9 @@
-import APNsCore
-import EmulatorServer
+// TestEmulator: an emulator inside the test process (free ports, its own key and directory)
+// and conveniences over its admin client. Imports EmulatorServer (the emulator itself),
+// Foundation and Networking.
+public import EmulatorServer
 import Foundation
 import Networking
-import OpenSSLCrypto
 
 /// An APNs emulator running inside the test process: real TLS, real HTTP/2 and the same rules
 /// as `apns-emulator serve`, on free loopback ports, with a fresh provider key and its own
@@ -20,21 +21,30 @@ import OpenSSLCrypto
 /// `start()` ignores SIGPIPE in the process (as the emulator binary does): a peer that goes
 /// away makes a write fail instead of killing the test runner.
 public final class TestEmulator: Sendable {
-    /// What to start with. Anything else `apns-emulator serve` accepts goes in `arguments`.
+    /// What to start with. Anything else `apns-emulator serve` accepts is set in Swift with
+    /// `configure`, or given as `arguments`.
     public struct Options: Sendable {
         /// The provider key's team and key id (10 characters each, as Apple's).
         public var teamID = "TESTTEAM01"
         public var keyID = "TESTKEY001"
         /// Apps of the team: pushes to these topics are accepted with `signingKey`.
         public var bundleIDs: [String]
-        /// More `apns-emulator serve` options, e.g. `["--unregistered-delay", "0"]`.
+        /// More `apns-emulator serve` options, e.g. `["--unregistered-delay", "0"]`. They apply
+        /// after `configure` and win where both set something.
         public var arguments: [String]
         /// Let the emulator log to standard error (off: tests stay quiet).
         public var logging = false
+        /// Changes the configuration in Swift, e.g. `{ $0.delivery.deviceWindow = 10 }`. It is
+        /// given the test kit's own: free loopback ports, certificates in the emulator's
+        /// directory, the provider key and `bundleIDs`, quiet unless `logging`.
+        public var configure: @Sendable (inout ServeConfiguration) -> Void
 
-        public init(bundleIDs: [String] = ["com.example.app"], arguments: [String] = []) {
+        public init(bundleIDs: [String] = ["com.example.app"], arguments: [String] = [],
+                    configure: @escaping @Sendable (inout ServeConfiguration) -> Void = { _ in })
+        {
             self.bundleIDs = bundleIDs
             self.arguments = arguments
+            self.configure = configure
         }
     }
 
@@ -54,7 +64,7 @@ public final class TestEmulator: Sendable {
     /// A typed client of this emulator's admin API.
     public let api: EmulatorAdminClient
 
-    private let emulator: Emulator
+    private let emulator: InProcessEmulator
 
     public var sandboxURL: String { "https://\(sandbox)" }
     public var productionURL: String { "https://\(production)" }
@@ -70,58 +80,22 @@ public final class TestEmulator: Sendable {
 
     private init(_ options: Options) throws(TestEmulatorError) {
         self.options = options
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-emulator-\(UUID().uuidString)").path
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            let key = try ES256PrivateKey.generate()
-            let keyPath = "\(directory)/AuthKey_\(options.keyID).p8"
-            try key.pkcs8PEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
-            signingKey = SigningKey(teamID: options.teamID, keyID: options.keyID, pem: key.pkcs8PEM, path: keyPath)
+            emulator = try InProcessEmulator(teamID: options.teamID, keyID: options.keyID, bundleIDs: options.bundleIDs,
+                                             arguments: options.arguments, logging: options.logging,
+                                             configure: options.configure)
         } catch {
-            try? FileManager.default.removeItem(atPath: directory)
-            throw TestEmulatorError("cannot prepare \(directory): \(error)")
+            throw TestEmulatorError(error.description)
         }
-        var arguments = [
-            "--sandbox-listen", "127.0.0.1:0", "--production-listen", "127.0.0.1:0",
-            "--admin-listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0",
-            "--certs-dir", "\(directory)/certs",
-            "--auth-key", "\(options.teamID):\(options.keyID):\(signingKey.path)",
-        ]
-        for bundle in options.bundleIDs { arguments += ["--app", "\(options.teamID):\(bundle)"] }
-        if !options.logging { arguments.append("--quiet") }
-        arguments += options.arguments
-        let emulator: Emulator
-        do {
-            // The test process's APNS_EMULATOR_* variables are not read: a test is self-contained.
-            let configuration = try ServeConfiguration.resolve(arguments: arguments, environment: [:])
-            emulator = try Emulator(configuration: configuration)
-        } catch {
-            try? FileManager.default.removeItem(atPath: directory)
-            throw TestEmulatorError("the emulator did not start: \(error)")
-        }
-        do {
-            try emulator.start()
-        } catch {
-            emulator.stop()  // closes the listeners bound before the failure
-            try? FileManager.default.removeItem(atPath: directory)
-            throw TestEmulatorError("the emulator did not start: \(error)")
-        }
-        let bound = emulator.addresses
-        guard let sandbox = bound.sandbox, let production = bound.production, let admin = bound.admin, let device = bound.device,
-            let ca = bound.caFile
-        else {
-            emulator.stop()
-            try? FileManager.default.removeItem(atPath: directory)
-            throw TestEmulatorError("the emulator started without its listeners (an option in `arguments` turned one off?)")
-        }
-        self.sandbox = sandbox
-        self.production = production
-        self.admin = admin
-        self.device = device
-        self.caCertificatePath = ca
-        self.directory = directory
-        self.emulator = emulator
-        api = EmulatorAdminClient(address: admin, token: emulator.configuration.admin.token)
+        let key = emulator.key
+        signingKey = SigningKey(teamID: key.teamID, keyID: key.keyID, pem: key.pem, path: key.path)
+        sandbox = emulator.sandbox
+        production = emulator.production
+        admin = emulator.admin
+        device = emulator.device
+        caCertificatePath = emulator.caCertificatePath
+        directory = emulator.directory
+        api = EmulatorAdminClient(address: admin, token: emulator.adminToken)
     }
 
     /// Starts an emulator, runs `body` with it and stops it however `body` ends:
@@ -138,10 +112,7 @@ public final class TestEmulator: Sendable {
     }
 
     /// Closes every listener and connection and removes the temporary directory.
-    public func stop() {
-        emulator.stop()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    public func stop() { emulator.stop() }
 
     // MARK: Conveniences over `api`
 

@@ -1,3 +1,5 @@
+// BackendCaller: apps' calls to their own backends, queued, sent, retried and recorded.
+// Imports Dispatch, Foundation, HTTP1Client (the wire) and Locking.
 import Dispatch
 import Foundation
 import HTTP1Client
@@ -36,6 +38,9 @@ public final class BackendCaller: Sendable {
     /// Delivers `onChange` in the order the changes happened, outside the lock.
     private let changes = DispatchQueue(label: "backend-calls.changes")
 
+    /// Calls queued, and records kept, unless told otherwise (`--max-backend-calls`).
+    public static let defaultCapacity = 10_000
+
     /// - Parameters:
     ///   - now: the time for records, in ms since the epoch (the emulator's clock).
     ///   - maxQueued: calls queued or in flight at most, over all devices.
@@ -46,8 +51,8 @@ public final class BackendCaller: Sendable {
     ///   - retryMaxDelayMs: … up to this.
     ///   - maxConcurrentCalls: attempts on the wire at once (worker threads), over all backends.
     ///   - maxConcurrentCallsPerBackend: attempts on the wire at once to one backend.
-    public init(now: @escaping @Sendable () -> Int64, maxQueued: Int = 10_000, maxQueuedPerBackend: Int? = nil,
-                logCapacity: Int = 10_000, retryBaseDelayMs: Int = 200, retryMaxDelayMs: Int = 5_000,
+    public init(now: @escaping @Sendable () -> Int64, maxQueued: Int = defaultCapacity, maxQueuedPerBackend: Int? = nil,
+                logCapacity: Int = defaultCapacity, retryBaseDelayMs: Int = 200, retryMaxDelayMs: Int = 5_000,
                 maxConcurrentCalls: Int = 32, maxConcurrentCallsPerBackend: Int = 4)
     {
         self.now = now

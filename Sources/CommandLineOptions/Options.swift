@@ -1,3 +1,6 @@
+// CommandLineOptions: flags, APNS_EMULATOR_* variables and --config files → option values
+// (text, with where each came from). Knows no command's meaning. Imports APNsCore (JSON,
+// InputFile) and Foundation only.
 public import APNsCore
 import Foundation
 
@@ -60,6 +63,37 @@ public struct ResolvedOptions: Sendable {
     public func isSet(_ name: String) -> Bool { values[name].map { !$0.values.isEmpty } ?? false }
     public func source(_ name: String) -> OptionSource { values[name]?.source ?? .defaultValue }
 
+    // The same, keyed by the option itself: a command that declares its options as constants
+    // cannot misspell one.
+    public func string(_ spec: OptionSpec) -> String? { string(spec.name) }
+    public func strings(_ spec: OptionSpec) -> [String] { strings(spec.name) }
+    public func isSet(_ spec: OptionSpec) -> Bool { isSet(spec.name) }
+
+    /// A switch's state when it was given: `--quiet`, `--quiet=false`, `APNS_EMULATOR_QUIET=true`.
+    /// Only "true" turns it on.
+    public func switchValue(_ spec: OptionSpec) -> Bool? { string(spec).map { $0 == "true" } }
+
+    /// Gives `spec` this value unless a flag, variable or config file set it (a preset).
+    public mutating func preset(_ spec: OptionSpec, _ value: String) {
+        if !isSet(spec) { values[spec.name] = ([value], .defaultValue) }
+    }
+
+    /// The option's text when it is one of `allowed`, nil when it is not set.
+    public func choice(_ spec: OptionSpec, among allowed: [String]) throws(UsageError) -> String? {
+        guard let text = string(spec) else { return nil }
+        guard allowed.contains(text) else {
+            throw UsageError("\(origin(spec)): '\(text)' is not one of \(allowed.joined(separator: ", "))")
+        }
+        return text
+    }
+
+    /// The option as one of an enumeration's cases (their raw values, in declaration order, are
+    /// the allowed texts), nil when it is not set.
+    public func choice<T: RawRepresentable & CaseIterable>(_ spec: OptionSpec, _ type: T.Type) throws(UsageError) -> T?
+    where T.RawValue == String {
+        try choice(spec, among: T.allCases.map(\.rawValue)).flatMap(T.init(rawValue:))
+    }
+
     /// The option as a whole number within `range`, nil when it is not set; a bad value is a
     /// usage error that says where it came from.
     public func integer(_ spec: OptionSpec, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
@@ -84,8 +118,11 @@ public struct ResolvedOptions: Sendable {
 public enum OptionParser {
     /// Parses `arguments` (without the subcommand) against `specs`, then fills in the
     /// environment and, if `--config` was given (or APNS_EMULATOR_CONFIG), the JSON file.
+    /// `fillingDefaults: false` leaves unset options unset (their defaults are the caller's own
+    /// values, which the table only shows).
     public static func parse(_ arguments: [String], specs: [OptionSpec], environment: [String: String],
-                             configSpec: OptionSpec? = nil) throws(UsageError) -> (ResolvedOptions, positional: [String])
+                             configSpec: OptionSpec? = nil, fillingDefaults: Bool = true) throws(UsageError)
+        -> (ResolvedOptions, positional: [String])
     {
         var fromFlags: [String: [String]] = [:]
         var positional: [String] = []
@@ -149,7 +186,7 @@ public enum OptionParser {
                 resolved.values[spec.name] = (values, .environment(spec.environmentVariable))
             } else if let file, let value = file[spec.configKey], let path = resolved.configPath {
                 resolved.values[spec.name] = (try fileValues(value, spec: spec, path: path), .file(path))
-            } else if let defaultValue = spec.defaultValue {
+            } else if fillingDefaults, let defaultValue = spec.defaultValue {
                 resolved.values[spec.name] = ([defaultValue], .defaultValue)
             }
         }

@@ -1,7 +1,4 @@
-public import APNsCore
-
-// `Authorization` and `AppState` are APNsCore's (the emulator's delivery rules use the same
-// vocabulary as the device protocol).
+public import JSON
 
 /// One app on a simulated device, with the settings the device announces for it.
 public struct DeviceApp: Sendable, Equatable {

@@ -1,5 +1,6 @@
-public import APNsCore
+public import JSON
 import Glibc
+import MonotonicClock
 public import Networking
 import OpenSSLCrypto
 

@@ -1,5 +1,10 @@
+// AdminOptions: who may use the admin API and what it may cost, with its flags and their
+// mapping. Imports APNsCore, Foundation (the keys directory check), Networking and
+// CommandLineOptions.
 import APNsCore
+import AdminAPI
 import Foundation
+import HTTPGrammar
 import Networking
 import CommandLineOptions
 
@@ -23,58 +28,64 @@ public struct AdminOptions: Sendable {
 
     public init() {}
 
-    static let specs: [OptionSpec] = [
-        OptionSpec("admin-allowed-host", "NAME", repeatable: true,
-                   "another name the admin API may be reached by (its Host header), e.g. apns-emulator in a compose network; loopback names and IP addresses are always allowed"),
-        OptionSpec("admin-token", "TOKEN",
-                   "require Authorization: Bearer TOKEN on the admin API (all but /livez, /readyz and the web UI's files); prefer the environment variable, flags show in ps"),
-        OptionSpec("admin-insecure", nil,
-                   "allow --admin-listen on a non-loopback address without --admin-token (anyone who reaches it can change everything)"),
-        OptionSpec("keys-dir", "DIR", "directory POST /api/v1/keys may read key files from (\"path\"); without it keys are sent as \"pem\""),
-        OptionSpec("admin-max-connections", "N", default: "1024", "concurrent admin connections; more are answered 503"),
-        OptionSpec("admin-max-waiters", "N", default: "512", "concurrent long polls (/api/v1/notifications/wait); more are answered 503"),
-        OptionSpec("admin-read-timeout", "SECONDS", default: "10",
-                   "time a client has to send a request's headers, and then its body; slower clients get 408 and are closed"),
-        OptionSpec("admin-idle-timeout", "SECONDS", default: "60", "close admin keep-alive connections idle this long"),
+    enum Flag {
+        private static let defaults = AdminOptions()
+        static let allowedHost = OptionSpec("admin-allowed-host", "NAME", repeatable: true,
+                                            "another name the admin API may be reached by (its Host header), e.g. apns-emulator in a compose network; loopback names and IP addresses are always allowed")
+        static let token = OptionSpec("admin-token", "TOKEN",
+                                      "require Authorization: Bearer TOKEN on the admin API (all but /livez, /readyz and the web UI's files); prefer the environment variable, flags show in ps")
+        static let insecure = OptionSpec("admin-insecure", nil,
+                                         "allow --admin-listen on a non-loopback address without --admin-token (anyone who reaches it can change everything)")
+        static let keysDirectory = OptionSpec("keys-dir", "DIR", "directory POST /api/v1/keys may read key files from (\"path\"); without it keys are sent as \"pem\"")
+        static let maxConnections = OptionSpec("admin-max-connections", "N", default: String(defaults.maxConnections),
+                                               "concurrent admin connections; more are answered 503")
+        static let maxWaiters = OptionSpec("admin-max-waiters", "N", default: String(defaults.maxWaiters),
+                                           "concurrent long polls (/api/v1/notifications/wait); more are answered 503")
+        static let readTimeout = OptionSpec("admin-read-timeout", "SECONDS", default: String(defaults.readTimeoutMs / 1000),
+                                            "time a client has to send a request's headers, and then its body; slower clients get 408 and are closed")
+        static let idleTimeout = OptionSpec("admin-idle-timeout", "SECONDS", default: String(defaults.idleTimeoutMs / 1000),
+                                            "close admin keep-alive connections idle this long")
+    }
+
+    static let specs = [
+        Flag.allowedHost, Flag.token, Flag.insecure, Flag.keysDirectory, Flag.maxConnections, Flag.maxWaiters, Flag.readTimeout,
+        Flag.idleTimeout,
     ]
 
-    init(_ options: ResolvedOptions, adminListen: HostPort?) throws(UsageError) {
-        let spec = Dictionary(uniqueKeysWithValues: Self.specs.map { ($0.name, $0) })
-        func origin(_ name: String) -> String { options.origin(spec[name]!) }
-        func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
-            try options.integer(spec[name]!, in: range)
-        }
-
-        for name in options.strings("admin-allowed-host") {
+    /// What the options set replaces `base`'s value (allowed hosts add to its list).
+    init(_ options: ResolvedOptions, adminListen: HostPort?, over base: AdminOptions = AdminOptions()) throws(UsageError) {
+        self = base
+        for name in options.strings(Flag.allowedHost) {
             guard let host = HostName.parse(host: name), host.port == nil else {
-                throw UsageError("\(origin("admin-allowed-host")): '\(name)' is not a host name (without a port)")
+                throw UsageError("\(options.origin(Flag.allowedHost)): '\(name)' is not a host name (without a port)")
             }
             allowedHosts.append(host.host)
         }
-        if let token = options.string("admin-token") {
+        if let token = options.string(Flag.token) {
             guard (1...512).contains(token.utf8.count), token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-                throw UsageError("\(origin("admin-token")): the token must be 1 to 512 printable ASCII characters without spaces")
+                throw UsageError("\(options.origin(Flag.token)): the token must be 1 to 512 printable ASCII characters without spaces")
             }
             self.token = token
         }
-        switch options.string("admin-insecure") ?? "false" {
+        switch options.string(Flag.insecure) {
+        case nil: break
         case "true", "1": insecure = true
         case "false", "0": insecure = false
-        case let other: throw UsageError("\(origin("admin-insecure")): '\(other)' is not true or false")
+        case let other?: throw UsageError("\(options.origin(Flag.insecure)): '\(other)' is not true or false")
         }
-        if let directory = options.string("keys-dir") {
+        if let directory = options.string(Flag.keysDirectory) {
             var isDirectory: ObjCBool = false
             guard let real = FileSystem.realPath(directory), FileManager.default.fileExists(atPath: real, isDirectory: &isDirectory),
                 isDirectory.boolValue
             else {
-                throw UsageError("\(origin("keys-dir")): '\(directory)' is not a directory")
+                throw UsageError("\(options.origin(Flag.keysDirectory)): '\(directory)' is not a directory")
             }
             keysDirectory = real
         }
-        maxConnections = try integer("admin-max-connections", in: 1...1_000_000) ?? maxConnections
-        maxWaiters = try integer("admin-max-waiters", in: 0...1_000_000) ?? maxWaiters
-        readTimeoutMs = Int64(try integer("admin-read-timeout", in: 1...3600) ?? 10) * 1000
-        idleTimeoutMs = Int64(try integer("admin-idle-timeout", in: 1...86_400) ?? 60) * 1000
+        maxConnections = try options.integer(Flag.maxConnections, in: 1...1_000_000) ?? maxConnections
+        maxWaiters = try options.integer(Flag.maxWaiters, in: 0...1_000_000) ?? maxWaiters
+        readTimeoutMs = try options.integer(Flag.readTimeout, in: 1...3600).map { Int64($0) * 1000 } ?? readTimeoutMs
+        idleTimeoutMs = try options.integer(Flag.idleTimeout, in: 1...86_400).map { Int64($0) * 1000 } ?? idleTimeoutMs
 
         if let adminListen, token == nil, !insecure, !Self.isLoopback(adminListen.host) {
             throw UsageError("--admin-listen \(adminListen) makes the admin API (which can add keys, devices and faults, and reset"

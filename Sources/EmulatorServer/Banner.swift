@@ -1,3 +1,5 @@
+// Banner: the text `serve` prints at start. Reads the emulator and its configuration; no I/O.
+// Imports APNsCore, Networking and Foundation.
 import APNsCore
 import Networking
 import Foundation
@@ -17,15 +19,15 @@ public enum Banner {
         if let x = a.h2cSandbox { row("provider, sandbox h2c", "http://\(x)  (cleartext HTTP/2, prior knowledge)") }
         if let x = a.h2cProduction { row("provider, production h2c", "http://\(x)") }
         if let x = a.admin {
-            let exposed = c.adminListen.map { !AdminOptions.isLoopback($0.host) } ?? false
+            let exposed = c.listeners.admin.map { !AdminOptions.isLoopback($0.host) } ?? false
             let access = c.admin.token != nil ? "; token required" : exposed ? "; no token, reachable from the network" : ""
             row("admin API", "http://\(x)/api/v1  (health: /livez, /readyz\(access))")
         }
         if let x = a.device {
-            row("device socket", "\(x)  (\(c.deviceTLS ? "TLS" : "plain TCP"), docs/device-protocol.md)")
+            row("device socket", "\(x)  (\(c.listeners.deviceTLS ? "TLS" : "plain TCP"), docs/device-protocol.md)")
         }
-        if let ca = a.caFile { row("trust this CA", ca) } else if !c.listen.isEmpty || c.sandboxListen != nil || c.productionListen != nil {
-            row("TLS certificate", c.tlsCertificatePath)
+        if let ca = a.caFile { row("trust this CA", ca) } else if c.listeners.hasTLSProviderListener {
+            row("TLS certificate", c.tls.source.certificatePath)
         }
         let keys = emulator.state.readWorld { world in
             world.credentials.keys.values.sorted { $0.keyID < $1.keyID }.map { "\($0.teamID):\($0.keyID)" }

@@ -1,8 +1,16 @@
+// EmulatorServer: the composition of the server: configuration, the provider connections,
+// the device gateway, the admin API's host and the listeners that tie them to event loops.
+// Imports the core, the wrappers (HTTP2, OpenSSLCrypto, Networking), the stores, AdminAPI,
+// HTTP1Server, BackendCalls and CommandLineOptions.
+
+import AdminAPI
 public import APNsCore
 import BackendCalls
 import Foundation
 import Glibc
+import HTTP1Server
 import HTTP2
+import MonotonicClock
 public import Networking
 import OpenSSLCrypto
 import StatePersistence
@@ -59,7 +67,7 @@ public final class Emulator: @unchecked Sendable {
     let group: EventLoopGroup
     /// The admin API's own loop.
     let adminGroup: EventLoopGroup
-    let providers: ProviderServer
+    let providers: ProviderConnections
     let devices: DeviceGateway
     /// `--state-dir`: the writer that commits changes; nil keeps everything in memory.
     let durability: StateWriter?
@@ -85,7 +93,7 @@ public final class Emulator: @unchecked Sendable {
     /// The simulated apps' calls to their backends.
     let backendCalls: BackendCaller
     /// Set once the admin listener is configured (for its gauges in /metrics).
-    private(set) var adminServer: AdminServer?
+    private(set) var adminServer: HTTP1Server?
 
     public init(configuration: ServeConfiguration, clock followed: any EmulatorClock = SystemClock()) throws(StartupError) {
         self.configuration = configuration
@@ -93,18 +101,18 @@ public final class Emulator: @unchecked Sendable {
         self.clock = clock
         offsetClock = clock
         var world = World(registry: DeviceRegistry(tokenByteCount: configuration.tokenBytes),
-                          records: RecordStore(capacity: configuration.maxRecords, byteBudget: configuration.maxRecordBytes),
+                          records: RecordStore(capacity: configuration.records.maxRecords, byteBudget: configuration.records.maxRecordBytes),
                           deliveryOptions: configuration.delivery)
-        world.deliveryOptions.deliveryIDsAreSequences = configuration.redis != nil
+        world.deliveryOptions.deliveryIDsAreSequences = configuration.state.redis != nil
         demo = try Self.configureCredentials(configuration, into: &world, clock: clock)
         for rule in configuration.faultRules { world.faults.add(rule) }
         world.backends = configuration.backends
         var current = world
-        if let directory = configuration.stateDirectory {
+        if let directory = configuration.state.directory {
             let quiet = configuration.quiet
-            let (restored, writer) = try StateDirectory.open(directory, configured: world, journalLag: configuration.stateJournalLag,
-                                                             onFailure: configuration.stateFailure, clock: clock) { message in
-                if !quiet { ProviderServer.logLine(message) }
+            let (restored, writer) = try StateDirectory.open(directory.path, configured: world, journalLag: directory.journalLag,
+                                                             onFailure: directory.onFailure, clock: clock) { message in
+                if !quiet { ProviderConnections.logLine(message) }
             }
             current = restored
             durability = writer
@@ -116,18 +124,18 @@ public final class Emulator: @unchecked Sendable {
         } else {
             durability = nil
         }
-        if configuration.redis != nil { current.startTrackingChanges() }
+        if configuration.state.redis != nil { current.startTrackingChanges() }
         state = EmulatorState(start: current)
         // A reset goes back to the configuration, not to what a state directory held.
         state.setStartState(world)
         state.persistence = durability
-        if let url = configuration.redis {
+        if let redis = configuration.state.redis {
             let quiet = configuration.quiet
             let coordinator = RedisCoordinator(
-                store: RedisStateStore(url: url, prefix: configuration.redisPrefix), state: state, configured: world, clock: clock,
+                store: RedisStateStore(url: redis.url, prefix: redis.prefix), state: state, configured: world, clock: clock,
                 loadKey: StateDirectory.loadKey
             ) { message in
-                if !quiet { ProviderServer.logLine(message) }
+                if !quiet { ProviderConnections.logLine(message) }
             }
             do {
                 try coordinator.start()
@@ -148,18 +156,18 @@ public final class Emulator: @unchecked Sendable {
         }
         endpoint = ProviderEndpoint(state: state, clock: clock, options: configuration.endpoint)
         do {
-            group = try EventLoopGroup(count: configuration.threads)
+            group = try EventLoopGroup(count: configuration.connections.threads)
             adminGroup = try EventLoopGroup(count: 1, namePrefix: "admin")
         } catch {
             throw StartupError("cannot create event loops: \(error)")
         }
         startedAtMs = clock.nowMilliseconds()
-        providerBudget = ConnectionBudget(kind: "provider", limit: configuration.maxConnections)
-        deviceBudget = ConnectionBudget(kind: "device", limit: configuration.maxConnections)
+        providerBudget = ConnectionBudget(kind: "provider", limit: configuration.connections.maxConnections)
+        deviceBudget = ConnectionBudget(kind: "device", limit: configuration.connections.maxConnections)
         events = EventHub(state: state, metrics: adminMetrics)
-        let providers = ProviderServer(idleTimeoutSeconds: configuration.idleTimeoutSeconds,
-                                       requestTimeoutSeconds: configuration.requestTimeoutSeconds, quiet: configuration.quiet,
-                                       loops: configuration.threads)
+        let providers = ProviderConnections(idleTimeoutSeconds: configuration.connections.idleTimeoutSeconds,
+                                            requestTimeoutSeconds: configuration.connections.requestTimeoutSeconds, quiet: configuration.quiet,
+                                            loops: configuration.connections.threads)
         self.providers = providers
         // Weak: the providers hold the gateway, so a strong capture here would be a cycle that
         // keeps both (and this emulator) alive after it is stopped.
@@ -173,8 +181,8 @@ public final class Emulator: @unchecked Sendable {
         providers.durability = durability
         providers.load = configuration.load
         providers.churn = configuration.load.connectionChurn.map { Locked(ChurnLimiter(limit: $0.count, windowMs: $0.windowMs)) }
-        let backendCalls = BackendCaller(now: { clock.nowMilliseconds() }, maxQueued: configuration.maxBackendCalls,
-                                         logCapacity: configuration.maxBackendCalls)
+        let backendCalls = BackendCaller(now: { clock.nowMilliseconds() }, maxQueued: configuration.records.maxBackendCalls,
+                                         logCapacity: configuration.records.maxBackendCalls)
         self.backendCalls = backendCalls
         state.onBackendIntents = { [weak backendCalls] intents in
             backendCalls?.enqueue(intents.map(BackendRequest.init(intent:)))
@@ -210,8 +218,8 @@ public final class Emulator: @unchecked Sendable {
 
         let now = clock.nowMilliseconds()
         var demo: (String, String)?
-        if configuration.demo {
-            let path = "\(configuration.certsDirectory)/demo-AuthKey_\(demoKeyID).p8"
+        if configuration.makesDemo {
+            let path = "\(configuration.tls.source.certsDirectory)/demo-AuthKey_\(demoKeyID).p8"
             let key = try loadOrCreateDemoKey(path: path)
             world.credentials.add(ProviderKey(teamID: demoTeamID, keyID: demoKeyID, verifier: ES256SignatureVerifier(key: key.publicKey),
                                               source: path))
@@ -266,27 +274,27 @@ public final class Emulator: @unchecked Sendable {
 
     /// The TLS context; makes TEST ONLY certificates when none were given and none exist.
     private func makeTLSContext() throws(StartupError) -> TLSContext {
-        let c = configuration
+        let source = configuration.tls.source
         let fm = FileManager.default
-        if !c.tlsPathsGiven && !(fm.fileExists(atPath: c.tlsCertificatePath) && fm.fileExists(atPath: c.tlsKeyPath)) {
+        if case .generated(let directory) = source, !(fm.fileExists(atPath: source.certificatePath) && fm.fileExists(atPath: source.keyPath)) {
             do {
-                let made = try TestCertificates.generate(into: c.certsDirectory)
-                log("generated TEST ONLY certificates in \(c.certsDirectory)/ (CA: \(made.caPath))")
+                let made = try TestCertificates.generate(into: directory)
+                log("generated TEST ONLY certificates in \(directory)/ (CA: \(made.caPath))")
             } catch {
-                throw StartupError("cannot generate TEST ONLY certificates in \(c.certsDirectory): \(error)")
+                throw StartupError("cannot generate TEST ONLY certificates in \(directory): \(error)")
             }
         }
         do {
-            return try TLSContext.server(certificateChainPath: c.tlsCertificatePath, privateKeyPath: c.tlsKeyPath)
+            return try TLSContext.server(certificateChainPath: source.certificatePath, privateKeyPath: source.keyPath)
         } catch {
-            throw StartupError("--tls-cert \(c.tlsCertificatePath) / --tls-key \(c.tlsKeyPath): \(error)")
+            throw StartupError("--tls-cert \(source.certificatePath) / --tls-key \(source.keyPath): \(error)")
         }
     }
 
     /// The CA provider client certificates must chain to (certificate-based connections).
     private func loadClientTrust() throws(StartupError) -> CertificateTrustStore? {
-        let path = configuration.clientCAPath ?? "\(configuration.certsDirectory)/ca.pem"
-        guard configuration.clientCAPath != nil || FileManager.default.fileExists(atPath: path) else { return nil }
+        let (path, required) = configuration.tls.clientCA
+        guard required || FileManager.default.fileExists(atPath: path) else { return nil }
         do {
             return try CertificateTrustStore(pemPath: path)
         } catch {
@@ -301,9 +309,10 @@ public final class Emulator: @unchecked Sendable {
         // handles like a full disk, instead of the signal killing the process.
         signal(SIGXFSZ, SIG_IGN)
         let c = configuration
-        if !c.listen.isEmpty || c.sandboxListen != nil || c.productionListen != nil || (c.deviceTLS && c.deviceListen != nil) {
+        let configured = c.listeners
+        if configured.needsServerCertificate {
             tlsContext = try makeTLSContext()
-            if !c.tlsPathsGiven { addresses.caFile = "\(c.certsDirectory)/ca.pem" }
+            addresses.caFile = c.tls.source.generatedCAPath
             providers.clientTrust = try loadClientTrust()
         }
         let acceptLoop = group.loops[0]
@@ -328,7 +337,7 @@ public final class Emulator: @unchecked Sendable {
                 throw StartupError(Self.bindFailure(address, what, error))
             }
         }
-        for address in c.listen {
+        for address in configured.listen {
             // Sandbox unless the name the client asked for is Apple's production host.
             if let bound = try bind(address, "--listen", { [unowned self] fd, peer in
                 self.acceptProvider(fd: fd, peer: peer, environment: .sandbox, tls: true)
@@ -336,32 +345,29 @@ public final class Emulator: @unchecked Sendable {
                 addresses.listen.append(bound)
             }
         }
-        addresses.sandbox = try bind(c.sandboxListen, "--sandbox-listen") { [unowned self] fd, peer in
+        addresses.sandbox = try bind(configured.sandbox, "--sandbox-listen") { [unowned self] fd, peer in
             self.acceptProvider(fd: fd, peer: peer, environment: .sandbox, tls: true)
         }
-        addresses.production = try bind(c.productionListen, "--production-listen") { [unowned self] fd, peer in
+        addresses.production = try bind(configured.production, "--production-listen") { [unowned self] fd, peer in
             self.acceptProvider(fd: fd, peer: peer, environment: .production, tls: true)
         }
-        addresses.h2cSandbox = try bind(c.h2cSandboxListen, "--h2c-sandbox-listen") { [unowned self] fd, peer in
+        addresses.h2cSandbox = try bind(configured.h2cSandbox, "--h2c-sandbox-listen") { [unowned self] fd, peer in
             self.acceptProvider(fd: fd, peer: peer, environment: .sandbox, tls: false)
         }
-        addresses.h2cProduction = try bind(c.h2cProductionListen, "--h2c-production-listen") { [unowned self] fd, peer in
+        addresses.h2cProduction = try bind(configured.h2cProduction, "--h2c-production-listen") { [unowned self] fd, peer in
             self.acceptProvider(fd: fd, peer: peer, environment: .production, tls: false)
         }
-        let admin = AdminServer(api: AdminAPI(emulator: self, events: events), options: c.admin,
-                                policy: c.admin.policy(boundTo: c.adminListen), metrics: adminMetrics)
+        let admin = makeAdminServer()
         adminServer = admin
         // Its own loop, accepting too: the admin API answers while provider loops are busy
         // (a load test, or with --redis a slow Redis they wait for).
         let adminLoop = adminGroup.loops[0]
-        addresses.admin = try bind(c.adminListen, "--admin-listen", on: adminLoop) { [unowned self] fd, peer in
-            self.hand(fd: fd, peer: peer, tls: false, on: adminLoop) { connection in
-                HTTP1Connection(connection: connection, server: admin)
-            }
+        addresses.admin = try bind(configured.admin, "--admin-listen", on: adminLoop) { [unowned self] fd, peer in
+            self.hand(fd: fd, peer: peer, tls: false, on: adminLoop) { connection in admin.connection(connection) }
         }
         let gateway = devices
-        addresses.device = try bind(c.deviceListen, "--device-listen") { [unowned self] fd, peer in
-            self.hand(fd: fd, peer: peer, tls: c.deviceTLS, budget: self.deviceBudget) { connection in
+        addresses.device = try bind(configured.device, "--device-listen") { [unowned self] fd, peer in
+            self.hand(fd: fd, peer: peer, tls: configured.deviceTLS, budget: self.deviceBudget) { connection in
                 DeviceConnection(connection: connection, gateway: gateway)
             }
         }
@@ -484,7 +490,7 @@ public final class Emulator: @unchecked Sendable {
         hand(fd: fd, peer: peer, tls: tls, budget: providerBudget) { connection in
             do {
                 let handler = try ProviderConnection(connection: connection, listenerEnvironment: environment,
-                                                     endpoint: endpoint, server: providers)
+                                                     endpoint: endpoint, providers: providers)
                 providers.connectionOpened(handler)
                 return handler
             } catch {
@@ -495,8 +501,8 @@ public final class Emulator: @unchecked Sendable {
     }
 }
 
-/// Shared by all provider connections: settings and bookkeeping.
-final class ProviderServer: @unchecked Sendable {
+/// What every provider connection shares: settings, counters and the table of open ones.
+final class ProviderConnections: @unchecked Sendable {
     let idleTimeoutSeconds: Int
     let requestTimeoutSeconds: Int
     let quiet: Bool

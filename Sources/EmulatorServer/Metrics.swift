@@ -1,8 +1,8 @@
+import AdminAPI
 import APNsCore
 import Foundation
-import StatePersistence
-import Synchronization
 import Locking
+import StatePersistence
 
 /// Request processing time, one histogram per event loop (no contention on the hot path);
 /// `/metrics` adds them up.
@@ -31,58 +31,6 @@ final class LatencyHistograms: Sendable {
         var total = Histogram(bounds: Histogram.latencyBounds)
         for box in perLoop { total.add(box.histogram.withLock { $0 }) }
         return total
-    }
-}
-
-/// Prometheus text exposition (format 0.0.4).
-struct PrometheusText {
-    private(set) var text = ""
-
-    mutating func family(_ name: String, _ type: String, _ help: String) {
-        text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-    }
-
-    mutating func sample(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
-        text += name
-        if !labels.isEmpty {
-            text += "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
-        }
-        text += " " + Self.format(value) + "\n"
-    }
-
-    /// A family with one sample and no labels.
-    mutating func single(_ name: String, _ type: String, _ help: String, _ value: Double) {
-        family(name, type, help)
-        sample(name, [], value)
-    }
-
-    /// A histogram family: cumulative `_bucket`s by `le`, then `_sum` and `_count`.
-    mutating func histogram(_ name: String, _ help: String, _ h: Histogram) {
-        family(name, "histogram", help)
-        for (index, bucket) in h.cumulative.enumerated() {
-            let le = index < h.bounds.count ? Self.format(h.bounds[index]) : "+Inf"
-            sample(name + "_bucket", [("le", le)], Double(bucket))
-        }
-        sample(name + "_sum", [], h.sum)
-        sample(name + "_count", [], Double(h.count))
-    }
-
-    /// A family with one sample per value of the label `label`, in the order given.
-    mutating func labelled(_ name: String, _ type: String, _ help: String, by label: String,
-                           _ samples: some Sequence<(String, Double)>) {
-        family(name, type, help)
-        for (labelValue, value) in samples { sample(name, [(label, labelValue)], value) }
-    }
-
-    static func escape(_ value: String) -> String {
-        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n")
-    }
-
-    static func format(_ value: Double) -> String {
-        if value.isInfinite { return value > 0 ? "+Inf" : "-Inf" }
-        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
-        return String(value)
     }
 }
 
@@ -145,7 +93,7 @@ extension Emulator {
         p.single("apns_emulator_records", "gauge", "Notification records kept for inspection.", Double(records))
         if let durability { stateMetrics(durability.statistics, into: &p) }
         p.single("apns_emulator_uptime_seconds", "gauge", "Seconds since start.", Double(clock.nowMilliseconds() - startedAtMs) / 1000)
-        adminMetricsText(&p)
+        adminMetrics.appendText(to: &p, server: adminServer, events: events)
         return p.text
     }
 
@@ -168,41 +116,5 @@ extension Emulator {
                  stats.failure == nil ? 1 : 0)
         p.single("apns_emulator_state_outages_total", "counter",
                  "Times the state directory started failing (every attempt at a transaction failed).", Double(stats.outages))
-    }
-}
-
-extension Emulator {
-    /// The admin listener's limits at work (docs/admin-api.md, "Admin API limits").
-    func adminMetricsText(_ p: inout PrometheusText) {
-        let m = adminMetrics
-        func single(_ name: String, _ type: String, _ help: String, _ value: Int) {
-            p.single(name, type, help, Double(value))
-        }
-        single("apns_emulator_admin_connections", "gauge", "Open admin API connections.", adminServer?.openConnections ?? 0)
-        single("apns_emulator_admin_connections_refused_total", "counter",
-               "Admin connections answered 503 because --admin-max-connections were open.", m.connectionsRefused.value)
-        single("apns_emulator_admin_connections_evicted_total", "counter",
-               "Idle admin connections closed to make room for a new one at --admin-max-connections.", m.connectionsEvicted.value)
-        p.labelled("apns_emulator_admin_requests_refused_total", "counter",
-                   "Admin requests refused by the access rules: host (403), origin (403), token (401), content-type (415).",
-                   by: "reason", zip(AdminMetrics.refusalReasons, m.refused).map { ($0, Double($1.value)) })
-        single("apns_emulator_admin_malformed_requests_total", "counter",
-               "Admin requests that broke HTTP/1.1 syntax or framing (answered 4xx/5xx, connection closed).", m.malformed.value)
-        p.labelled("apns_emulator_admin_timeouts_total", "counter",
-                   "Admin connections closed for slowness: headers or body (408, --admin-read-timeout), idle (--admin-idle-timeout).",
-                   by: "phase", zip(AdminMetrics.timeoutPhases, m.timeouts).map { ($0, Double($1.value)) })
-        single("apns_emulator_admin_body_bytes_in_flight", "gauge", "Request body bytes being read, out of a budget of 32 MiB.",
-               adminServer?.bodyBytesInFlight ?? 0)
-        single("apns_emulator_admin_body_budget_refusals_total", "counter",
-               "Admin requests answered 503 because the request body budget was spent.", m.bodyBudgetRefusals.value)
-        single("apns_emulator_admin_event_streams", "gauge", "Open /api/v1/events streams.", events.streamCount)
-        single("apns_emulator_admin_event_streams_dropped_total", "counter",
-               "Event stream clients disconnected for falling 8 MiB behind.", m.streamsDropped.value)
-        single("apns_emulator_admin_waiters", "gauge", "Long polls waiting (/api/v1/notifications/wait).", events.waiterCount)
-        single("apns_emulator_admin_waiters_refused_total", "counter",
-               "Long polls answered 503 because --admin-max-waiters were waiting.", m.waitersRefused.value)
-        single("apns_emulator_admin_waiter_checks_total", "counter",
-               "Waiters compared with a changed record (only those filed under a key the record has).", m.waiterChecks.value)
-        single("apns_emulator_admin_waiter_wakeups_total", "counter", "Long polls answered with a record.", m.waiterWakeups.value)
     }
 }

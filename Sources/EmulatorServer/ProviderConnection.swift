@@ -1,5 +1,6 @@
 import APNsCore
 import HTTP2
+import MonotonicClock
 import Networking
 import OpenSSLCrypto
 import StatePersistence
@@ -25,7 +26,7 @@ final class ProviderConnection: ConnectionHandler {
 
     let connection: Connection
     let endpoint: ProviderEndpoint
-    let server: ProviderServer
+    let providers: ProviderConnections
     private let session: HTTP2ServerSession
     // Loop-confined and on the request path: exclusivity-unchecked like HTTP2ServerSession's state.
     @exclusivity(unchecked) private var context: ProviderConnectionContext
@@ -57,14 +58,14 @@ final class ProviderConnection: ConnectionHandler {
     /// batch's write (nil outside a read).
     private var framesOfRead: [DeviceFrame]?
     /// `--connection-rate`.
-    private lazy var pacer: AnswerPacer? = server.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
+    private lazy var pacer: AnswerPacer? = providers.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
 
     init(connection: Connection, listenerEnvironment: APNsEnvironment, endpoint: ProviderEndpoint,
-         server: ProviderServer) throws(HTTP2Error)
+         providers: ProviderConnections) throws(HTTP2Error)
     {
         self.connection = connection
         self.endpoint = endpoint
-        self.server = server
+        self.providers = providers
         // The advertised MAX_HEADER_LIST_SIZE is enforced; a body past the largest payload
         // limit is answered (413) at once instead of being read to its end.
         session = try HTTP2ServerSession(settings: Self.enforcedSettings,
@@ -82,13 +83,13 @@ final class ProviderConnection: ConnectionHandler {
                                             listenerEnvironment: context.listenerEnvironment,
                                             serverName: connection.serverName,
                                             tokenPolicy: endpoint.options.tokenPolicy)
-        server.log("provider connection \(connection.id) from \(connection.peer) (\(context.listenerEnvironment.rawValue)"
+        providers.log("provider connection \(connection.id) from \(connection.peer) (\(context.listenerEnvironment.rawValue)"
             + (connection.tls != nil ? ", TLS, ALPN \(connection.negotiatedALPN ?? "none"), SNI \(connection.serverName ?? "none"))" : ", h2c)"))
         if let certificate = clientCertificate() {
             context.credential = .certificate(certificate)
             let environment = APNsEnvironment.resolve(authority: nil, serverName: context.serverName.map { Substring($0) },
                                                       listener: context.listenerEnvironment)
-            server.log("provider connection \(connection.id): client certificate \(certificate.subject)"
+            providers.log("provider connection \(connection.id): client certificate \(certificate.subject)"
                 + (certificate.problem.map { " (not valid: \($0))" } ?? ""))
             if certificate.problem == nil, !certificate.allows(environment) {
                 // As APNs does: GOAWAY, last stream 0, {"reason":"BadCertificateEnvironment"}.
@@ -112,7 +113,7 @@ final class ProviderConnection: ConnectionHandler {
             guard let self, !self.connection.isClosed, !self.refusedHTTP1,
                 self.prefaceBytes < Self.prefaceLength
             else { return }
-            self.server.log("provider connection \(self.connection.id): no HTTP/2 connection preface within \(Self.prefaceTimeoutMs / 1000) s; closed")
+            self.providers.log("provider connection \(self.connection.id): no HTTP/2 connection preface within \(Self.prefaceTimeoutMs / 1000) s; closed")
             self.connection.close()
         }
     }
@@ -127,7 +128,7 @@ final class ProviderConnection: ConnectionHandler {
         }
         let bundle = info.subjectUID ?? info.commonName.map { $0.replacingOccurrences(of: "Apple Push Services: ", with: "") } ?? ""
         var problem: String?
-        if let trust = server.clientTrust {
+        if let trust = providers.clientTrust {
             problem = tls.verifyPeerCertificate(trustStore: trust)
         } else {
             problem = "no --client-ca is configured to trust provider certificates"
@@ -169,7 +170,7 @@ final class ProviderConnection: ConnectionHandler {
             try session.receive(bytes)
         } catch {
             // nghttp2 has queued a GOAWAY; send it and hang up.
-            server.log("provider connection \(connection.id): HTTP/2 error: \(error.message)")
+            providers.log("provider connection \(connection.id): HTTP/2 error: \(error.message)")
             flushSession()
             connection.closeAfterFlush()
             return
@@ -195,14 +196,14 @@ final class ProviderConnection: ConnectionHandler {
         guard kept else {
             // What these answers promised is not in the shared state: the provider sees the
             // connection drop (no answer), as from a crashed server, and sends again.
-            server.log("provider connection \(connection.id): the shared state did not take this read's requests; closing without answering them")
+            providers.log("provider connection \(connection.id): the shared state did not take this read's requests; closing without answering them")
             connection.close()
             return
         }
-        if !frames.isEmpty { server.devices.dispatch(frames) }
+        if !frames.isEmpty { providers.devices.dispatch(frames) }
         flushSession()
         if !session.wantsRead && !session.wantsWrite { connection.closeAfterFlush() }
-        if requestDeadlineTimer == nil, session.openStreamCount > 0 { scheduleRequestDeadline(after: server.requestTimeoutSeconds * 1000) }
+        if requestDeadlineTimer == nil, session.openStreamCount > 0 { scheduleRequestDeadline(after: providers.requestTimeoutSeconds * 1000) }
     }
 
     /// A client that trickles a request (slowloris) must not hold its stream's buffers for
@@ -211,11 +212,11 @@ final class ProviderConnection: ConnectionHandler {
         requestDeadlineTimer = connection.loop.schedule(afterMilliseconds: Int64(max(milliseconds, 10))) { [weak self] in
             guard let self, !self.connection.isClosed else { return }
             self.requestDeadlineTimer = nil
-            let timeout = Int64(self.server.requestTimeoutSeconds) * 1000
+            let timeout = Int64(self.providers.requestTimeoutSeconds) * 1000
             let now = Monotonic.nowMilliseconds()
             for stalled in self.session.resetStalledRequests(startedBefore: now - timeout) {
-                let explanation = "stream reset (RST_STREAM CANCEL): the request was not complete \(self.server.requestTimeoutSeconds) s after it began (--request-timeout)"
-                self.server.log("provider connection \(self.connection.id) stream \(stalled.streamID): \(explanation)")
+                let explanation = "stream reset (RST_STREAM CANCEL): the request was not complete \(self.providers.requestTimeoutSeconds) s after it began (--request-timeout)"
+                self.providers.log("provider connection \(self.connection.id) stream \(stalled.streamID): \(explanation)")
                 self.endpoint.recordRefused(streamID: stalled.streamID, headers: stalled.headers.map { ($0.name, $0.value) },
                                             headersTruncated: false, explanation: explanation, connection: &self.context)
             }
@@ -232,7 +233,7 @@ final class ProviderConnection: ConnectionHandler {
     private func refuseHTTP1(requestLine: String, upgrade: Bool) {
         refusedHTTP1 = true
         firstBytes = nil
-        server.log("provider connection \(connection.id): HTTP/1.1 request '\(requestLine)'\(upgrade ? " asking to upgrade to h2c" : ""), answered 505: APNs speaks HTTP/2 only")
+        providers.log("provider connection \(connection.id): HTTP/1.1 request '\(requestLine)'\(upgrade ? " asking to upgrade to h2c" : ""), answered 505: APNs speaks HTTP/2 only")
         let howTo = connection.tls != nil
             ? "Use an HTTP/2 client: curl --http2, or a library with HTTP/2 enabled (ALPN h2)."
             : "This cleartext listener speaks HTTP/2 with prior knowledge: curl --http2-prior-knowledge, or a client configured for h2c prior knowledge. Upgrading from HTTP/1.1 (Upgrade: h2c) is not supported, as Apple's service has no cleartext HTTP at all."
@@ -254,12 +255,12 @@ final class ProviderConnection: ConnectionHandler {
     func connectionDidClose(_ connection: Connection) {
         if let idleTimer { connection.loop.cancel(idleTimer) }
         if let requestDeadlineTimer { connection.loop.cancel(requestDeadlineTimer) }
-        server.connectionClosed(self)
+        providers.connectionClosed(self)
     }
 
     private func handle(_ request: HTTP2Request) {
         let started = Monotonic.nowNanoseconds()
-        server.streamsTotal.add(1, ordering: .relaxed)
+        providers.streamsTotal.add(1, ordering: .relaxed)
         if refusingInFlight {
             refuseInFlight(request)
             return
@@ -273,13 +274,13 @@ final class ProviderConnection: ConnectionHandler {
         answer(request.streamID, response, started: started)
     }
 
-    private lazy var commitGate: CommitGate<(Int32, PushResponse, UInt64)>? = server.durability.map { durability in
+    private lazy var commitGate: CommitGate<(Int32, PushResponse, UInt64)>? = providers.durability.map { durability in
         CommitGate(durability: durability, executor: connection.loop) { [weak self] answers, committed in
             guard let self, !self.connection.isClosed else { return }
             guard committed else {
                 // What these answers promise is not on disk: the provider sees the connection
                 // drop (no answer), as from a crashed server, and sends again.
-                self.server.log("provider connection \(self.connection.id): the state directory did not commit \(answers.count) answer(s); closing without sending them")
+                self.providers.log("provider connection \(self.connection.id): the state directory did not commit \(answers.count) answer(s); closing without sending them")
                 self.connection.close()
                 return
             }
@@ -290,27 +291,27 @@ final class ProviderConnection: ConnectionHandler {
 
     private func answer(_ streamID: Int32, _ response: PushResponse, started: UInt64) {
         if !response.deviceFrames.isEmpty {
-            if framesOfRead != nil { framesOfRead! += response.deviceFrames } else { server.devices.dispatch(response.deviceFrames) }
+            if framesOfRead != nil { framesOfRead! += response.deviceFrames } else { providers.devices.dispatch(response.deviceFrames) }
         }
         let loopIndex = connection.loop.index
         let fault = response.fault
-        let delay = (fault?.delayMs ?? 0) + (server.load.delaysAnswers ? loadDelayMs() : 0)
+        let delay = (fault?.delayMs ?? 0) + (providers.load.delaysAnswers ? loadDelayMs() : 0)
         guard delay > 0 else {
             if let fault { carryOut(fault, streamID: streamID, response) } else { respond(streamID, response) }
-            server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
+            providers.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
             return
         }
         connection.loop.schedule(afterMilliseconds: Int64(delay)) { [weak self] in
             guard let self, !self.connection.isClosed else { return }
             if let fault { self.carryOut(fault, streamID: streamID, response) } else { self.respond(streamID, response) }
             self.flushSession()
-            self.server.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
+            self.providers.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
         }
     }
 
     /// `--response-latency`, `--response-jitter` and `--connection-rate`: how long this answer waits.
     private func loadDelayMs() -> Int {
-        let load = server.load
+        let load = providers.load
         var ms = load.responseLatencyMs
         if load.responseJitterMs > 0 { ms += Int.random(in: 0...load.responseJitterMs) }
         if pacer != nil {
@@ -335,7 +336,7 @@ final class ProviderConnection: ConnectionHandler {
         case .headerListTooLarge(let size, let limit):
             explanation = "stream reset (RST_STREAM PROTOCOL_ERROR): the header list went over the \(limit) bytes this server advertises in SETTINGS_MAX_HEADER_LIST_SIZE (\(size) bytes at the field that crossed it); the fields from there on were not kept or looked at. The \(HTTP2ServerSession.oversizedHeaderListsPerConnection)th such list on a connection ends it with GOAWAY ENHANCE_YOUR_CALM"
         }
-        server.log("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
+        providers.log("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
         endpoint.recordRefused(streamID: refused.streamID, headers: refused.headers.map { ($0.name, $0.value) },
                                headersTruncated: true, explanation: explanation, connection: &context)
     }
@@ -352,7 +353,7 @@ final class ProviderConnection: ConnectionHandler {
         if body != nil { responseHeaders.append(.contentTypeJSON) }
         session.submitResponse(streamID: streamID, status: response.status, headers: responseHeaders, body: body)
         if response.raiseStreamLimit { session.submitSettings(Self.raisedLimit) }
-        guard server.load.streamLimitDrop else { return }
+        guard providers.load.streamLimitDrop else { return }
         if response.reason == .expiredProviderToken {
             // Observed at APNs: SETTINGS MAX_CONCURRENT_STREAMS 1 at once, and the streams
             // already in flight refused.
@@ -404,13 +405,13 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     private func scheduleIdleCheck() {
-        let timeout = Int64(server.idleTimeoutSeconds) * 1000
+        let timeout = Int64(providers.idleTimeoutSeconds) * 1000
         guard timeout > 0, !connection.isClosed else { return }
         let due = connection.lastActivity + timeout - Monotonic.nowMilliseconds()
         idleTimer = connection.loop.schedule(afterMilliseconds: max(due, 10)) { [weak self] in
             guard let self, !self.connection.isClosed else { return }
             if Monotonic.nowMilliseconds() - self.connection.lastActivity >= timeout {
-                self.server.log("provider connection \(self.connection.id): idle for \(timeout / 1000) s, GOAWAY IdleTimeout")
+                self.providers.log("provider connection \(self.connection.id): idle for \(timeout / 1000) s, GOAWAY IdleTimeout")
                 self.goAway(reason: .idleTimeout)
             } else {
                 self.scheduleIdleCheck()

@@ -44,7 +44,7 @@ enum StateDirectory {
         // Written before any listener opens, so what is served is already on disk.
         do { try store.write(changes) } catch { throw StartupError("--state-dir \(directory): \(error.description)") }
         let writer = StateWriter(store: store, limits: StateWriterLimits().with(journalLag: journalLag), onFailure: onFailure) {
-            ProviderServer.logLine($0)
+            ProviderConnections.logLine($0)
         }
         writer.start()
         return (world, writer)

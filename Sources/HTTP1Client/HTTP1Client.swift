@@ -1,4 +1,8 @@
+// HTTP1Client: a small blocking HTTP/1.1 client (the admin client, the apps' backend calls).
+// Imports Networking, MonotonicClock and Glibc.
+
 import Glibc
+import MonotonicClock
 import Networking
 
 /// A small blocking HTTP/1.1 client: one request per connection (`Connection: close`), the

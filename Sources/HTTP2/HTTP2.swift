@@ -1,4 +1,5 @@
 // HTTP2 — a thin Swift wrapper over nghttp2 1.52 (Debian 12's libnghttp2, ssize_t API).
+// Imports CNghttp2, MonotonicClock and Glibc.
 //
 // It turns bytes in into events and calls into bytes out; it knows nothing about APNs,
 // sockets or TLS. Two session types:

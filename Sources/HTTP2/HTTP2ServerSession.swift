@@ -3,6 +3,7 @@
 
 import CNghttp2
 import Glibc
+import MonotonicClock
 
 /// Per-stream state of a request, kept in `StreamSlots`.
 struct ServerStreamSlot: StreamSlot {
@@ -308,7 +309,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         slots[index].refusalSent = false
         slots[index].answeredEarly = false
         slots[index].handedOver = false
-        slots[index].startedAtMs = monotonicMilliseconds()
+        slots[index].startedAtMs = Monotonic.nowMilliseconds()
         slots[index].headers.reserveCapacity(headerCapacityHint)
         return index
     }
@@ -555,11 +556,4 @@ public enum FloodLimits {
         defer { nghttp2_option_del(option) }
         return body(option)
     }
-}
-
-/// Monotonic milliseconds (CLOCK_MONOTONIC), for request deadlines.
-func monotonicMilliseconds() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
 }

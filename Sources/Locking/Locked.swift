@@ -1,9 +1,20 @@
+// Locking: how threads share values in this package, one story. Imports Synchronization
+// (and Foundation for the blocking and sanitizer locks) only.
+//
+// - `Locked<Value>`, the default: a value behind a lock held for a few steps (a look-up, a
+//   counter, a table entry). Never held across I/O or a wait.
+// - `BlockingLock<Value>`: a lock held across I/O (a Redis round trip), on which waiters sleep
+//   in the kernel instead of spinning.
+// - A thread that sleeps until work is handed to it waits on an `NSCondition` (the state
+//   writer), the condition-variable form of a blocking lock.
+// Sources use no other lock (no bare Mutex or NSLock), so a ThreadSanitizer build sees them all.
+
 public import Synchronization
 #if SANITIZE_THREAD
 public import Foundation
 #endif
 
-/// A value that threads share behind a lock: the one lock type of the package.
+/// A value that threads share behind a lock held briefly (the default lock of the package).
 ///
 /// Normally a `Synchronization.Mutex`. Built with `-D SANITIZE_THREAD` (scripts/test-sanitizers
 /// does) it is a pthread mutex instead: Mutex locks with futexes, which ThreadSanitizer cannot

@@ -1,4 +1,5 @@
 import Glibc
+import MonotonicClock
 public import OpenSSLCrypto
 
 /// What a protocol (HTTP/2, HTTP/1.1, device frames) implements on top of a `Connection`.

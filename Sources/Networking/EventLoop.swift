@@ -1,8 +1,13 @@
+// Networking: event loops on epoll, non-blocking sockets and connections (TLS through
+// OpenSSLCrypto), listeners and timers; nothing about what the bytes mean. Imports Glibc,
+// CLinux, OpenSSLCrypto, Locking, MonotonicClock and Foundation.
+
 import Foundation
 import CLinux
 import Glibc
 import Synchronization
 import Locking
+import MonotonicClock
 
 /// Something an event loop tells about readiness of its file descriptor.
 public protocol IOHandler: AnyObject {
@@ -383,20 +388,6 @@ struct TimerHeap {
 
     private func less(_ a: Int, _ b: Int) -> Bool {
         items[a].deadline < items[b].deadline || (items[a].deadline == items[b].deadline && items[a].id < items[b].id)
-    }
-}
-
-public enum Monotonic {
-    public static func nowMilliseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-
-    public static func nowNanoseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 }
 

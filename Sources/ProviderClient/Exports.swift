@@ -1,3 +1,7 @@
+// ProviderClient: a blocking HTTP/2 APNs client and a load generator (the `send` and `load`
+// commands, tests, benchmarks). Imports APNsCore, HTTP2, OpenSSLCrypto, Networking, Locking,
+// MonotonicClock.
+
 // The types this module's API is written in, so `import ProviderClient` is all a package
 // that depends on the ProviderClient product needs.
 @_exported public import struct HTTP2.HTTP2HeaderField

@@ -1,5 +1,6 @@
 import Glibc
 public import HTTP2
+import MonotonicClock
 public import Networking
 import OpenSSLCrypto
 

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import MonotonicClock
 import Networking
 import Synchronization
 

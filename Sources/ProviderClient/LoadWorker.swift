@@ -1,5 +1,6 @@
 import Foundation
 import HTTP2
+import MonotonicClock
 import Networking
 
 /// One connection of a load run and the thread that drives it: keeps up to

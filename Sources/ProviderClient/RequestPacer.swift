@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A token bucket shared by every connection's thread: `perSecond` requests a second on
 /// average, at most `burst` at once after a pause. `reserve` hands out the next slot and says
@@ -10,14 +10,14 @@ public final class RequestPacer: Sendable {
     /// How far ahead of schedule a slot may be: the burst after a pause.
     private let tolerance: UInt64
     /// When the next slot is due if nobody is ahead of schedule.
-    private let theoreticalArrival: Mutex<UInt64>
+    private let theoreticalArrival: Locked<UInt64>
 
     public init(perSecond: Double, burst: Int) {
         precondition(perSecond > 0 && burst >= 1)
         self.perSecond = perSecond
         interval = max(1, UInt64((1e9 / perSecond).rounded()))
         tolerance = interval * UInt64(burst - 1)
-        theoreticalArrival = Mutex(0)
+        theoreticalArrival = Locked(0)
     }
 
     /// Reserves one slot; returns when it is due (monotonic nanoseconds, `now` or later).

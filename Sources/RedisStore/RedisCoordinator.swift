@@ -1,6 +1,11 @@
+// RedisStore: `--redis`, the state in Redis shared by several instances: the lease that
+// orders changes, the change log, the relay of device frames. Imports APNsCore, Redis,
+// Locking, MonotonicClock and Foundation.
+
 public import APNsCore
 import Foundation
 import Locking
+import MonotonicClock
 import Redis
 
 /// Several emulator instances as one APNs (`--redis`): each keeps a whole copy of the world,
@@ -115,7 +120,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     /// made or (for the first instance of an empty store) writes this one's. Retries for up to
     /// `waitMilliseconds` while Redis cannot be reached.
     public func start(waitMilliseconds: Int64 = 10_000) throws(StateStoreError) {
-        let deadline = monotonicMilliseconds() + waitMilliseconds
+        let deadline = Monotonic.nowMilliseconds() + waitMilliseconds
         var lastError = ""
         while true {
             do {
@@ -152,7 +157,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                 break
             } catch {
                 lastError = "\(error)"
-                if monotonicMilliseconds() > deadline {
+                if Monotonic.nowMilliseconds() > deadline {
                     throw StateStoreError("cannot use Redis at \(store.url.redacted): \(lastError)")
                 }
                 usleep(200_000)
@@ -201,7 +206,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                 return false
             }
             let rows = change()
-            s.lastChangeMs = monotonicMilliseconds()
+            s.lastChangeMs = Monotonic.nowMilliseconds()
             guard !rows.isEmpty else { return true }
             if let open = s.batches[thread] {
                 s.lastTicket += 1
@@ -242,7 +247,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     private func write(_ rows: [StateChange], _ s: inout Shared, _ redis: RedisConnection) -> Bool {
         let all = s.pendingRows.isEmpty ? rows : s.pendingRows + rows
         do {
-            let mayRelease = monotonicMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds
+            let mayRelease = Monotonic.nowMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds
             let written = try store.append(all, instance: instance, fence: s.token, epoch: .expect(s.epoch), mayRelease: mayRelease,
                                            on: redis)
             if written.version != s.version + 1 { s.needsReload = true }  // cannot happen under the lease
@@ -278,7 +283,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
 
     /// Ensures this instance holds the lease, catching up with the log when it takes it.
     private func takeLease(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
-        let now = monotonicMilliseconds()
+        let now = Monotonic.nowMilliseconds()
         if s.holding, s.leaseUntilMs - now > 200 { return }
         let deadline = now + Self.acquireTimeoutMilliseconds
         var pause: UInt32 = 50
@@ -296,14 +301,14 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             if !s.epoch.isEmpty, epoch != s.epoch { throw RedisError(.server, "EPOCH \(epoch)") }
             if got == 1 {
                 let wasHolding = s.holding
-                if !wasHolding { s.holdingSinceMs = monotonicMilliseconds() }
+                if !wasHolding { s.holdingSinceMs = Monotonic.nowMilliseconds() }
                 s.holding = true
-                s.leaseUntilMs = monotonicMilliseconds() + Int64(Self.leaseMilliseconds)
+                s.leaseUntilMs = Monotonic.nowMilliseconds() + Int64(Self.leaseMilliseconds)
                 if !wasHolding || UInt64(version) != s.version { try catchUp(&s, redis, to: UInt64(version)) }
                 return
             }
             s.holding = false
-            if monotonicMilliseconds() > deadline {
+            if Monotonic.nowMilliseconds() > deadline {
                 throw RedisError(.timeout, "another instance has held the shared state for over \(Self.acquireTimeoutMilliseconds) ms")
             }
             usleep(pause)
@@ -426,7 +431,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         s.holding = false
         guard let current else {
             guard s.recovery == nil, !s.epoch.isEmpty else { return }
-            s.recovery = Recovery(lostEpoch: s.epoch, detectedMs: monotonicMilliseconds())
+            s.recovery = Recovery(lostEpoch: s.epoch, detectedMs: Monotonic.nowMilliseconds())
             let text = "the shared state in Redis was lost (Redis restarted without its data, or was flushed); the instances restore it from the newest copy among them"
             s.unavailable = text
             reason.withLock { $0 = text }
@@ -494,7 +499,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         var nextReloadAttempt: Int64 = 0
         while isRunning {
             usleep(1_000)
-            let now = monotonicMilliseconds()
+            let now = Monotonic.nowMilliseconds()
             if unavailableReason != nil {
                 if shared.withLock({ $0.recovery != nil }) { recoverLostState() } else { reconnect() }
                 continue
@@ -556,7 +561,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     /// their quick refusal meanwhile), then this copy reloaded from the store, since whatever
     /// happened meanwhile (others' changes, a trimmed log) is not in it.
     private func reconnect() {
-        let now = monotonicMilliseconds()
+        let now = Monotonic.nowMilliseconds()
         guard now - lastReconnectAttemptMs >= 500 else { return }
         lastReconnectAttemptMs = now
         guard let redis = try? RedisConnection(url: store.url), (try? redis.command("PING")) != nil else { return }
@@ -593,7 +598,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     /// appear, reload it. A write that seeds only where no epoch exists makes exactly one of
     /// them win; a candidate whose turn passes without a restore (it stopped) is passed over.
     private func recoverLostState() {
-        let now = monotonicMilliseconds()
+        let now = Monotonic.nowMilliseconds()
         var restored = false
         var rejoined = false
         shared.withLock { (s: inout Shared) in
@@ -719,5 +724,3 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         """)
 }
 
-/// Lease and heartbeat timing: immune to wall-clock steps and to `POST /api/v1/clock`.
-func monotonicMilliseconds() -> Int64 { Int64(MonotonicTime.nanoseconds() / 1_000_000) }

@@ -1,3 +1,5 @@
+// RedisStateStore: the StateStore that keeps the emulator's state in Redis (`--redis`).
+// Imports APNsCore (the rows) and Redis (the hiredis wrapper).
 public import APNsCore
 public import Redis
 
@@ -34,7 +36,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// For `StateStore` use; the coordinator passes its own connection.
     private var connection: RedisConnection?
 
-    public init(url: RedisURL, prefix: String = "apns-emulator:", logLength: Int = 100_000) {
+    /// The keys' prefix unless one is chosen (`--redis-prefix`).
+    public static let defaultPrefix = "apns-emulator:"
+
+    public init(url: RedisURL, prefix: String = defaultPrefix, logLength: Int = 100_000) {
         self.url = url
         self.prefix = prefix
         self.logLength = logLength

@@ -1,5 +1,5 @@
 import APNsCore
-import APNsEmulatorTesting
+import AdminClient
 
 /// `200`, `"200"` or `"2xx"`: an HTTP status or a class of them.
 struct StatusPattern: CustomStringConvertible {

@@ -1,5 +1,5 @@
 import APNsCore
-import APNsEmulatorTesting
+import AdminClient
 import Foundation
 
 /// Device, app and account steps: each is one or two admin API calls on a virtual device.

@@ -1,4 +1,5 @@
-public import APNsEmulatorTesting
+public import AdminClient
+public import EmulatorServer
 import Foundation
 
 /// The emulator a scenario runs against: one the runner starts in this process (nothing else
@@ -10,7 +11,7 @@ public final class EmulatorTarget: Sendable {
     public let adminURL: String
     public let provider: ProviderAccess
     /// Set when the runner started the emulator (stopped by `stop()`).
-    private let owned: TestEmulator?
+    private let owned: InProcessEmulator?
 
     /// Where and how to push.
     public struct ProviderAccess: Sendable {
@@ -35,7 +36,7 @@ public final class EmulatorTarget: Sendable {
         }
     }
 
-    private init(api: EmulatorAdminClient, adminURL: String, provider: ProviderAccess, owned: TestEmulator?) {
+    private init(api: EmulatorAdminClient, adminURL: String, provider: ProviderAccess, owned: InProcessEmulator?) {
         self.api = api
         self.adminURL = adminURL
         self.provider = provider
@@ -44,12 +45,12 @@ public final class EmulatorTarget: Sendable {
 
     /// Starts an emulator in this process on free loopback ports, with a fresh provider key
     /// trusted for `bundleIDs`.
-    public static func inProcess(bundleIDs: [String], arguments: [String] = []) throws(TestEmulatorError) -> EmulatorTarget {
-        let emulator = try TestEmulator.start(TestEmulator.Options(bundleIDs: bundleIDs, arguments: arguments))
+    public static func inProcess(bundleIDs: [String], arguments: [String] = []) throws(StartupError) -> EmulatorTarget {
+        let emulator = try InProcessEmulator(bundleIDs: bundleIDs, arguments: arguments)
         let access = ProviderAccess(sandbox: emulator.sandbox, production: emulator.production, caPath: emulator.caCertificatePath,
-                                    teamID: emulator.signingKey.teamID, keyID: emulator.signingKey.keyID,
-                                    keyPath: emulator.signingKey.path)
-        return EmulatorTarget(api: emulator.api, adminURL: emulator.adminURL, provider: access, owned: emulator)
+                                    teamID: emulator.key.teamID, keyID: emulator.key.keyID, keyPath: emulator.key.path)
+        let api = EmulatorAdminClient(address: emulator.admin, token: emulator.adminToken)
+        return EmulatorTarget(api: api, adminURL: "http://\(emulator.admin)", provider: access, owned: emulator)
     }
 
     /// An emulator already running. Provider endpoints and CA not given in `overrides` are

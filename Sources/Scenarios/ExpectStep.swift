@@ -1,5 +1,5 @@
 import APNsCore
-import APNsEmulatorTesting
+import AdminClient
 
 /// `expect`: the state right now, no waiting. A device's account, token and app settings;
 /// an exact count of records or backend calls; or the cross-account detector's count.

@@ -1,5 +1,5 @@
 import APNsCore
-import APNsEmulatorTesting
+import AdminClient
 import Foundation
 import ProviderClient
 

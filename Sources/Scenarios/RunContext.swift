@@ -1,5 +1,5 @@
 import APNsCore
-import APNsEmulatorTesting
+import AdminClient
 import Foundation
 
 /// What a run knows between steps: variables, device aliases, the last push, command and

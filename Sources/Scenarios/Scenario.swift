@@ -1,3 +1,7 @@
+// Scenarios: scenario files (docs/scenarios.md) parsed and run against an emulator, one the
+// runner starts in this process or one already running. Imports AdminClient, EmulatorServer
+// (for the in-process emulator), ProviderClient, HTTP1Client, APNsCore and Foundation.
+
 public import APNsCore
 
 /// A scenario file, checked: devices, accounts, pushes and waits as data (docs/scenarios.md).

@@ -1,5 +1,5 @@
 public import APNsCore
-import APNsEmulatorTesting
+import AdminClient
 
 /// How a step went.
 public struct StepReport: Sendable {

@@ -1,5 +1,5 @@
 import APNsCore
-import APNsEmulatorTesting
+import AdminClient
 import Foundation
 
 /// Runs a checked scenario: backends first, then the steps in order (stopping at the first

@@ -1,4 +1,4 @@
-import APNsEmulatorTesting
+import AdminClient
 
 /// Why a step failed: a message, and for expectations what was expected and what was seen.
 struct StepFailure: Error {

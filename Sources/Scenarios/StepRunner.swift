@@ -1,5 +1,5 @@
 import APNsCore
-import APNsEmulatorTesting
+import AdminClient
 
 /// Runs one step against the emulator. Each kind lives in its own file (DeviceSteps,
 /// PushStep, CommandStep, HTTPStep, WaitSteps, ExpectStep); this only dispatches. A step

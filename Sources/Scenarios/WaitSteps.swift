@@ -1,5 +1,5 @@
 import APNsCore
-import APNsEmulatorTesting
+import AdminClient
 import Foundation
 
 /// `waitFor` and `expectNone`: polling the admin API (records, backend calls) every 50 ms

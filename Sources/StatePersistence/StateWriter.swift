@@ -1,5 +1,10 @@
+// StatePersistence: the group-commit writer thread between the state lock and a StateStore,
+// and the gate that holds answers until their changes are committed. Imports APNsCore,
+// MonotonicClock and Foundation; no store of its own.
+
 public import APNsCore
 import Foundation
+import MonotonicClock
 import Synchronization
 
 /// Something that runs a task on the thread that owns a connection (an event loop).
@@ -339,7 +344,7 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     /// Under the queue lock.
     private var lastFailureLogMs: Int64 = 0
 
-    private static func nowMs() -> Int64 { Int64(MonotonicTime.nanoseconds() / 1_000_000) }
+    private static func nowMs() -> Int64 { Monotonic.nowMilliseconds() }
 
     private func startFailing(_ error: StateStoreError) {
         failing = true

@@ -2,6 +2,7 @@ import APNsCore
 import CommandLineOptions
 import Foundation
 import Glibc
+import MonotonicClock
 import Networking
 
 /// `apns-emulator bench-devices`: many device sockets from one process (thousands of `device`
@@ -9,8 +10,9 @@ import Networking
 /// acks every notification, writes their tokens to a file (one a line) and a ready file, then
 /// holds them until SIGTERM/SIGINT or --hold seconds and prints a JSON summary. Used by
 /// scripts/bench.
-func runBenchDevices(_ args: [String]) -> Never {
-    let specs = [
+let benchDevicesCommand = Subcommand(
+    name: "bench-devices", summary: "Holds many simulated device sockets that ack every push.",
+    specs: [
         OptionSpec("device", "HOST:PORT", default: "127.0.0.1:5223", "the device listener"),
         OptionSpec("count", "N", default: "1000", "devices (sockets) to connect"),
         OptionSpec("bundle", "BUNDLEID", default: "com.example.app", "the app every device has"),
@@ -20,16 +22,17 @@ func runBenchDevices(_ args: [String]) -> Never {
         OptionSpec("ready-file", "PATH", "write {connected, failed, connectSeconds} here once all are connected"),
         OptionSpec("connect-timeout", "SECONDS", default: "120", "give up waiting for the connections after this long"),
         OptionSpec("hold", "SECONDS", default: "600", "keep the sockets this long at most, then print the summary"),
-    ]
-    if args.contains("--help") {
-        print(OptionParser.help(command: "bench-devices", summary: "Holds many simulated device sockets that ack every push.", specs: specs))
-        exit(0)
-    }
+    ],
+    helpFlags: ["--help"],
+    run: runBenchDevices
+)
+
+private func runBenchDevices(_ command: Subcommand, _ args: [String]) -> Never {
     do {
-        let (options, _) = try OptionParser.parse(args, specs: specs, environment: [:])
+        let (options, _) = command.parse(args)
         // Every one of these has a default, so it is always set.
         func number(_ name: String, _ range: ClosedRange<Int>) throws -> Int {
-            try options.integer(specs.first { $0.name == name }!, in: range)!
+            try options.integer(command.spec(name), in: range)!
         }
         let count = try number("count", 1...1_000_000)
         let loopCount = try number("loops", 1...64)

@@ -3,14 +3,16 @@ import DeviceClient
 import CommandLineOptions
 import Foundation
 import Glibc
+import MonotonicClock
 import Networking
 import ProviderClient
 
 /// `apns-emulator bench-latency`: push-to-device latency on a running emulator. One process
 /// plays both ends, so one clock times each push from the provider's first byte to the
 /// device reading the notification. Used by scripts/bench-latency.
-func runLatencyBenchmark(_ args: [String]) -> Never {
-    let specs = [
+let benchLatencyCommand = Subcommand(
+    name: "bench-latency", summary: "Times pushes from provider to a simulated device.",
+    specs: [
         OptionSpec("admin", "HOST:PORT", default: "127.0.0.1:8197", "the emulator's admin listener"),
         OptionSpec("provider", "HOST:PORT", default: "127.0.0.1:2197", "the sandbox provider listener"),
         OptionSpec("device", "HOST:PORT", default: "127.0.0.1:5223", "the device listener"),
@@ -18,13 +20,14 @@ func runLatencyBenchmark(_ args: [String]) -> Never {
         OptionSpec("key", "TEAMID:KEYID:PATH", "provider signing key (.p8) whose team owns --bundle"),
         OptionSpec("bundle", "BUNDLEID", default: "com.example.app", "app bundle id"),
         OptionSpec("count", "N", default: "2000", "pushes to time (one at a time)"),
-    ]
-    if args.contains("--help") {
-        print(OptionParser.help(command: "bench-latency", summary: "Times pushes from provider to a simulated device.", specs: specs))
-        exit(0)
-    }
+    ],
+    helpFlags: ["--help"],
+    run: runLatencyBenchmark
+)
+
+private func runLatencyBenchmark(_ command: Subcommand, _ args: [String]) -> Never {
     do {
-        let (options, _) = try OptionParser.parse(args, specs: specs, environment: [:])
+        let (options, _) = command.parse(args)
         guard let keySpec = options.string("key") else { throw UsageError("bench-latency needs --key TEAMID:KEYID:PATH") }
         guard let count = Int(options.string("count") ?? ""), count > 0, count <= 1_000_000 else {
             throw UsageError("--count must be a whole number from 1 to 1000000")

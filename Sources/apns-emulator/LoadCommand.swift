@@ -1,5 +1,5 @@
 import APNsCore
-import APNsEmulatorTesting
+import AdminClient
 import CommandLineOptions
 import Foundation
 import Glibc
@@ -10,9 +10,7 @@ import Synchronization
 /// `apns-emulator load`: a provider-side load generator against an emulator (or any APNs-like
 /// HTTP/2 endpoint given with --provider). Exit status: 0 when the run completed, whatever
 /// the answers; 1 when it could not run (no emulator, no connection, no tokens); 2 for usage.
-func runLoad(_ args: [String]) -> Never {
-    LoadCLI.run(args)
-}
+let loadCommand = LoadCLI.command
 
 /// Ctrl-C count: the first stops sending and prints the summary, the second exits at once.
 private let interrupts = Atomic<Int>(0)
@@ -54,26 +52,17 @@ private enum LoadCLI {
         Exit status: 0 when the run completed (whatever the answers), 1 when it could not run, 2 for usage errors.
         """
 
-    static func fail(_ message: String, code: Int32 = 2) -> Never {
-        FileHandle.standardError.write(Data("apns-emulator load: \(message)\n".utf8))
-        exit(code)
-    }
+    static let command = Subcommand(
+        name: "load", listing: "load an emulator like providers do: N connections × M streams, then throughput and latency",
+        summary: summary, specs: specs, errorPrefix: "apns-emulator load", run: { _, args in run(args) })
+
+    static func fail(_ message: String, code: Int32 = 2) -> Never { command.fail(message, code: code) }
 
     static func note(_ message: String) { FileHandle.standardError.write(Data("apns-emulator load: note: \(message)\n".utf8)) }
 
     static func run(_ args: [String]) -> Never {
-        if args.contains("--help") || args.contains("-h") {
-            print(OptionParser.help(command: "load", summary: summary, specs: specs))
-            exit(0)
-        }
-        let options: ResolvedOptions
-        do {
-            let (parsed, positional) = try OptionParser.parse(args, specs: specs, environment: [:])
-            guard positional.isEmpty else { throw UsageError("unexpected argument '\(positional[0])'; see --help") }
-            options = parsed
-        } catch {
-            fail("\(error)")
-        }
+        let (options, positional) = command.parse(args)
+        guard positional.isEmpty else { fail("unexpected argument '\(positional[0])'; see --help") }
 
         // Usage first: nothing is asked of the emulator for a bad command line.
         let settings: Settings

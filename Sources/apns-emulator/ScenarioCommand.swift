@@ -1,18 +1,14 @@
-import APNsEmulatorTesting
+import AdminClient
 import CommandLineOptions
 import Foundation
 import Glibc
 import Networking
 import Scenarios
 
-// MARK: scenario
-
 /// `apns-emulator scenario FILE`: runs a scenario file (docs/scenarios.md) against an emulator
 /// it starts in this process, or against a running one (`--admin`). Exit status: 0 when every
 /// step passed and the checks are clean, 1 when not, 2 for a bad file or bad options.
-func runScenario(_ args: [String]) -> Never {
-    ScenarioCLI.run(args)
-}
+let scenarioCommand = ScenarioCLI.command
 
 /// Everything of the `scenario` command, so no name clashes with main.swift's globals.
 private enum ScenarioCLI {
@@ -41,24 +37,17 @@ private enum ScenarioCLI {
         Exit status: 0 when every step passed and the checks are clean, 1 otherwise, 2 for a bad file or options.
         """
 
-    static func fail(_ message: String, code: Int32 = 2) -> Never {
-        FileHandle.standardError.write(Data("apns-emulator scenario: \(message)\n".utf8))
-        exit(code)
-    }
+    static let command = Subcommand(
+        name: "scenario", listing: "run a scenario file: devices, accounts, pushes, waits and checks (docs/scenarios.md)",
+        summary: summary, specs: specs, errorPrefix: "apns-emulator scenario", run: { _, args in run(args) })
+
+    static func fail(_ message: String, code: Int32 = 2) -> Never { command.fail(message, code: code) }
 
     static func run(_ args: [String]) -> Never {
         // Interrupted is not passed: main.swift's handlers exit 0, fine for serve, wrong here.
         signal(SIGINT) { _ in _exit(130) }
         signal(SIGTERM) { _ in _exit(143) }
-        if args.contains("--help") || args.contains("-h") {
-            print(OptionParser.help(command: "scenario", summary: summary, specs: specs))
-            exit(0)
-        }
-        let options: ResolvedOptions
-        let positional: [String]
-        do { (options, positional) = try OptionParser.parse(args, specs: specs, environment: [:]) } catch {
-            fail(error.description)
-        }
+        let (options, positional) = command.parse(args)
         guard positional.count == 1, let path = positional.first else {
             fail("give one scenario FILE (got \(positional.count)); see --help")
         }

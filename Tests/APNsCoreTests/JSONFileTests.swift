@@ -1,4 +1,5 @@
 @testable import APNsCore
+@testable import JSON
 import Foundation
 import Testing
 

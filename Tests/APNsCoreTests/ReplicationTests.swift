@@ -357,7 +357,7 @@ struct ReplicationTests {
         let token = try #require(p.token(of: "phone"))
         p.world { $0.disconnectDevice("phone", connectionID: 10, nowMs: p.now) }
         let applied = try p.sync("disconnect")
-        #expect(applied.leftConnections == [DeviceConnection(deviceID: "phone", connectionID: 10)])
+        #expect(applied.leftConnections == [DeviceConnectionID(deviceID: "phone", connectionID: 10)])
         let stored = try p.push(token)
         try p.sync("stored")
         #expect(p.replica.delivery.waiting.map(\.slot) == [.stored])

@@ -173,3 +173,20 @@ struct TestEmulatorTests {
         #expect(delivered?.isDisplayed == true)
     }
 }
+
+/// Configuring the test kit in Swift instead of with `arguments`.
+@Suite("APNsEmulatorTesting: a configuration in Swift")
+struct TestEmulatorConfigurationTests {
+    @Test func configureSetsAnyPartAndArgumentsApplyAfter() throws {
+        var options = TestEmulator.Options(arguments: ["--admin-token", "from-arguments"]) { configuration in
+            configuration.admin.token = "from-swift"
+            configuration.delivery.deviceWindow = 10
+        }
+        options.bundleIDs = ["com.example.configured"]
+        let apns = try TestEmulator.start(options)
+        defer { apns.stop() }
+        #expect(try apns.createDevice().bundleID == "com.example.configured", "the kit's client knows the token")
+        #expect(throws: EmulatorAdminError.self) { try EmulatorAdminClient(address: apns.admin, token: "from-swift").devices() }
+        #expect(try EmulatorAdminClient(address: apns.admin, token: "from-arguments").devices().count == 1)
+    }
+}

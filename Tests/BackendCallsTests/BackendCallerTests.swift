@@ -1,9 +1,11 @@
 @testable import BackendCalls
 import HTTP1Client
 import Locking
+import MonotonicClock
 import Networking
 import BackendTestSupport
 import Testing
+import TestSupport
 
 @Suite struct BackendCallerTests {
     @Test func aDevicesCallsStayInOrderAcrossRetries() throws {

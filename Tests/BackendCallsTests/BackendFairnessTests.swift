@@ -1,7 +1,9 @@
 @testable import BackendCalls
 import BackendTestSupport
+import MonotonicClock
 import Networking
 import Testing
+import TestSupport
 
 /// One app's dead or slow backend against another app's healthy one, both real HTTP servers
 /// on loopback, through the caller as the emulator configures it (32 workers, 4 per backend,
@@ -31,7 +33,7 @@ import Testing
         try eventually("the dead backend has its share on the wire") { deadBackend.requests.count == 4 }
         let queuedAt = Monotonic.nowMilliseconds()
         caller.enqueue([call(healthy.url("/register"), device: "healthy-1", app: "com.healthy.app", timeoutMs: 5000)])
-        try eventually("the healthy backend got its call", milliseconds: 4000) { healthy.requests.count == 1 }
+        try eventually("the healthy backend got its call", seconds: 4) { healthy.requests.count == 1 }
         let waitedMs = healthy.requests[0].receivedAtMs - queuedAt
         #expect(waitedMs < 1000, "the healthy app's call waited \(waitedMs) ms behind \(waiting) calls to a \(dead) backend")
         try eventually("its call is recorded done") { caller.calls(deviceID: "healthy-1").first?.state == .done }

@@ -1,4 +1,5 @@
 import HTTP1Client
+import MonotonicClock
 import Networking
 import BackendTestSupport
 import Testing

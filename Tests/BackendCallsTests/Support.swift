@@ -1,25 +1,10 @@
+// BackendCallsTests: calls to an app's backend against a real loopback HTTP server
+// (BackendTestSupport). Imports BackendCalls, HTTP1Client, Networking, Locking and the test-support targets.
 import BackendCalls
 import Glibc
+import MonotonicClock
 import Networking
 import Testing
-
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-}
-
-/// Polls `condition` until it holds, failing after `milliseconds`: how these tests wait for
-/// calls to happen, never for a fixed time.
-func eventually(_ what: String, milliseconds: Int64 = 5000, sourceLocation: SourceLocation = #_sourceLocation,
-                _ condition: () -> Bool) throws
-{
-    let deadline = Monotonic.nowMilliseconds() + milliseconds
-    while !condition() {
-        guard Monotonic.nowMilliseconds() < deadline else {
-            throw TestFailure(description: "not within \(milliseconds) ms: \(what) (\(sourceLocation))")
-        }
-        usleep(2000)
-    }
-}
 
 /// A caller with fast retries, as every test wants one.
 func makeCaller(maxQueued: Int = 10_000, maxQueuedPerBackend: Int? = nil, logCapacity: Int = 10_000,

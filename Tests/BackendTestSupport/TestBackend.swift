@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Locking
+import MonotonicClock
 import Networking
 
 /// A real HTTP/1.1 server on loopback standing in for an app's backend: it records every

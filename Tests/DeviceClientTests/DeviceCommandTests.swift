@@ -2,17 +2,13 @@ import APNsCore
 import DeviceClient
 import Foundation
 import Glibc
+import MonotonicClock
 import Networking
 import Testing
+import TestSupport
 
 /// `apns-emulator device` as a child process: JSON events on stdout, commands on stdin.
 final class DeviceProcess {
-    static var binary: String {
-        if let path = ProcessInfo.processInfo.environment["APNS_EMULATOR_BIN"] { return path }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/apns-emulator").path
-    }
-
     let process = Process()
     private let input = Pipe()
     private let output = Pipe()
@@ -25,7 +21,7 @@ final class DeviceProcess {
     init(_ arguments: [String], environment extra: [String: String] = [:]) throws {
         // Writing to the stdin of a child that already exited must not kill the test process.
         signal(SIGPIPE, SIG_IGN)
-        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.executableURL = URL(fileURLWithPath: EmulatorBinary.path)
         process.arguments = ["device"] + arguments
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("APNS_EMULATOR_") }
         environment.merge(extra) { $1 }
@@ -100,7 +96,7 @@ final class DeviceProcess {
 
     /// The exit status, or nil if still running after the time.
     func waitForExit(timeoutMilliseconds: Int = 5000) -> Int32? {
-        guard eventually(milliseconds: timeoutMilliseconds, { !process.isRunning }) else { return nil }
+        guard (try? eventually(Double(timeoutMilliseconds) / 1000, { !process.isRunning })) == true else { return nil }
         process.waitUntilExit()
         return process.terminationStatus
     }

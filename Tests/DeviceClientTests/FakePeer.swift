@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import Glibc
+import MonotonicClock
 import Networking
 import Synchronization
 #if canImport(OpenSSLCrypto)
@@ -11,17 +12,6 @@ import Locking
 struct PeerError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// Polls `condition` every 10 ms until it holds or the time passes, and says whether it held:
-/// how a test waits for something to happen (a process exiting), never for a fixed time.
-func eventually(milliseconds: Int = 5000, _ condition: () -> Bool) -> Bool {
-    let deadline = Monotonic.nowMilliseconds() + Int64(milliseconds)
-    while true {
-        if condition() { return true }
-        if Monotonic.nowMilliseconds() >= deadline { return false }
-        usleep(10_000)
-    }
 }
 
 /// A scripted stand-in for the emulator's device listener (docs/device-protocol.md): a

@@ -18,11 +18,11 @@ struct RedisOptionTests {
     }
 
     @Test func urlsFromTheFlagAndTheEnvironment() throws {
-        #expect(try resolve([]).redis == nil)
-        let url = try #require(try resolve(["--redis", "redis://:s3cret@10.0.0.5:6380/2"]).redis)
+        #expect(try resolve([]).state.redis == nil)
+        let url = try #require(try resolve(["--redis", "redis://:s3cret@10.0.0.5:6380/2"]).state.redis?.url)
         #expect(url.host == "10.0.0.5" && url.port == 6380 && url.database == 2 && url.password == "s3cret")
-        #expect(try resolve([], ["APNS_EMULATOR_REDIS": "redis://127.0.0.1"]).redis?.port == 6379)
-        #expect(try resolve(["--redis", "redis://127.0.0.1", "--redis-prefix", "team-a:"]).redisPrefix == "team-a:")
+        #expect(try resolve([], ["APNS_EMULATOR_REDIS": "redis://127.0.0.1"]).state.redis?.url.port == 6379)
+        #expect(try resolve(["--redis", "redis://127.0.0.1", "--redis-prefix", "team-a:"]).state.redis?.prefix == "team-a:")
     }
 
     @Test func badValuesAreClearErrors() {

@@ -1,5 +1,6 @@
 @testable import HTTP2
 import Testing
+import TestSupport
 
 @Suite("Request/response")
 struct RequestResponseTests {
@@ -141,17 +142,17 @@ struct RequestResponseTests {
         #expect(token.utf8.count > 127, "multi-byte HPACK length")
         func block(_ authorization: [UInt8]) -> [UInt8] {
             [0x83, 0x87]                                                   // :method POST, :scheme https (static)
-                + HPACK.integer(4, prefixBits: 4, flags: 0x00) + HPACK.string("/3/device/ab")   // :path, not indexed
-                + HPACK.integer(1, prefixBits: 4, flags: 0x00) + HPACK.string("api.push.apple.com")
+                + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")   // :path, not indexed
+                + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
                 + authorization
         }
-        let incremental = HPACK.integer(23, prefixBits: 6, flags: 0x40) + HPACK.string(token)  // adds dynamic entry 62
-        let indexed = HPACK.integer(62, prefixBits: 7, flags: 0x80)                           // dynamic table reference
-        let neverIndexed = HPACK.integer(23, prefixBits: 4, flags: 0x10) + HPACK.string(token)
-        let bytes = clientPreface + HPACK.frame(type: 0x4, flags: 0, stream: 0, [])
-            + HPACK.frame(type: 0x1, flags: 0x5, stream: 1, block(incremental))
-            + HPACK.frame(type: 0x1, flags: 0x5, stream: 3, block(indexed))
-            + HPACK.frame(type: 0x1, flags: 0x5, stream: 5, block(neverIndexed))
+        let incremental = RawHTTP2.integer(23, prefixBits: 6, flags: 0x40) + RawHTTP2.string(token)  // adds dynamic entry 62
+        let indexed = RawHTTP2.integer(62, prefixBits: 7, flags: 0x80)                           // dynamic table reference
+        let neverIndexed = RawHTTP2.integer(23, prefixBits: 4, flags: 0x10) + RawHTTP2.string(token)
+        let bytes = RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+            + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 1, block(incremental))
+            + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 3, block(indexed))
+            + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 5, block(neverIndexed))
         try server.receive(bytes)
         let requests = server.takeEvents().compactMap { event -> HTTP2Request? in
             if case .request(let r) = event { return r } else { return nil }
@@ -251,7 +252,7 @@ struct SettingsTests {
 
         let first = try #require(pair.serverFrames.first)
         #expect(first.type == WireFrame.settings && !first.isAck, "the server's first frame is its SETTINGS")
-        #expect(first.settings == [setting(1, 4096), setting(3, 1), setting(6, 8000)])
+        #expect(first.settingEntries == [setting(1, 4096), setting(3, 1), setting(6, 8000)])
         #expect(pair.client.receivedSettings.first?.entries == [setting(1, 4096), setting(3, 1), setting(6, 8000)])
         #expect(pair.client.receivedSettings.first?.isAck == false)
         #expect(pair.client.remoteMaxConcurrentStreams == 1)
@@ -275,7 +276,7 @@ struct SettingsTests {
                             overrides: [setting(HTTP2Setting.maxConcurrentStreams, 1)])
         try pair.pump()
         let first = try #require(pair.serverFrames.first)
-        #expect(first.settings == [setting(6, 8000), setting(3, 1)])
+        #expect(first.settingEntries == [setting(6, 8000), setting(3, 1)])
     }
 
     @Test("100-stream burst before the client reads SETTINGS is served (advertised MCS 1, enforced 1000)")
@@ -290,7 +291,7 @@ struct SettingsTests {
         // The client sends everything before it has read a byte from the server.
         var c2s: [UInt8] = []
         pair.client.drainOutput(into: &c2s)
-        let burst = parseFrames(c2s, skipPreface: true).filter { $0.type == WireFrame.headers }
+        let burst = RawHTTP2.frames(c2s, skipPreface: true).filter { $0.type == WireFrame.headers }
         #expect(burst.count == 100)
         #expect(pair.client.receivedSettings.isEmpty)
         pair.clientWire += c2s
@@ -334,7 +335,7 @@ struct SettingsTests {
         #expect(pair.server.takeEvents().filter { if case .request = $0 { return true } else { return false } }.count == 1)
         var s2c: [UInt8] = []
         pair.server.drainOutput(into: &s2c)
-        #expect(parseFrames(s2c).filter { $0.type == WireFrame.rstStream }.map(\.errorCode) == [7, 7])
+        #expect(RawHTTP2.frames(s2c).filter { $0.type == WireFrame.rstStream }.map(\.errorCode) == [7, 7])
     }
 }
 
@@ -469,7 +470,7 @@ struct ErrorTests {
         }
         var out: [UInt8] = []
         server.drainOutput(into: &out)
-        let goAway = try #require(parseFrames(out).first { $0.type == WireFrame.goAway })
+        let goAway = try #require(RawHTTP2.frames(out).first { $0.type == WireFrame.goAway })
         #expect(goAway.errorCode == HTTP2ErrorCode.protocolError)
         #expect(!server.wantsRead && !server.wantsWrite)
     }
@@ -478,7 +479,7 @@ struct ErrorTests {
     func malformedFrame() throws {
         let server = try HTTP2ServerSession(settings: [])
         // Preface, then a SETTINGS frame whose length (5) is not a multiple of 6.
-        let bytes = clientPreface + [0, 0, 5, 0x4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0]
+        let bytes = RawHTTP2.clientPreface + [0, 0, 5, 0x4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0]
         var thrown: HTTP2Error?
         do { try server.receive(bytes) } catch { thrown = error }
         let error = try #require(thrown)
@@ -487,7 +488,7 @@ struct ErrorTests {
 
         var out: [UInt8] = []
         server.drainOutput(into: &out)
-        let goAway = try #require(parseFrames(out).first { $0.type == WireFrame.goAway })
+        let goAway = try #require(RawHTTP2.frames(out).first { $0.type == WireFrame.goAway })
         #expect(goAway.errorCode == HTTP2ErrorCode.frameSizeError)
         #expect(throws: HTTP2Error.self) { try server.receive([0]) }
     }
@@ -495,15 +496,15 @@ struct ErrorTests {
     @Test("preface followed by something other than SETTINGS: error quotes nghttp2's GOAWAY reason")
     func settingsExpected() throws {
         let server = try HTTP2ServerSession(settings: [])
-        let ping = HPACK.frame(type: 0x6, flags: 0, stream: 0, [UInt8](repeating: 0, count: 8))
+        let ping = RawHTTP2.frame(type: 0x6, flags: 0, stream: 0, [UInt8](repeating: 0, count: 8))
         var thrown: HTTP2Error?
-        do { try server.receive(clientPreface + ping) } catch { thrown = error }
+        do { try server.receive(RawHTTP2.clientPreface + ping) } catch { thrown = error }
         let error = try #require(thrown)
         #expect(error.goAwayErrorCode == HTTP2ErrorCode.protocolError)
         #expect(error.message.contains("SETTINGS expected"), "\(error.message)")
         var out: [UInt8] = []
         server.drainOutput(into: &out)
-        let frames = parseFrames(out)
+        let frames = RawHTTP2.frames(out)
         #expect(frames.first?.type == WireFrame.settings, "our SETTINGS still goes out first")
         #expect(frames.last?.type == WireFrame.goAway)
         #expect(frames.last.map { String(decoding: $0.payload.dropFirst(8), as: UTF8.self) } == "SETTINGS expected")
@@ -512,17 +513,17 @@ struct ErrorTests {
     @Test("an invalid frame is named in the error, on either side (the shared error callbacks)")
     func invalidFrameDetail() throws {
         let server = try HTTP2ServerSession(settings: [])
-        let badPush = HPACK.frame(type: 0x4, flags: 0, stream: 0, [0, 2, 0, 0, 0, 2])  // ENABLE_PUSH = 2
+        let badPush = RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [0, 2, 0, 0, 0, 2])  // ENABLE_PUSH = 2
         var thrown: HTTP2Error?
-        do { try server.receive(clientPreface + HPACK.frame(type: 0x4, flags: 0, stream: 0, []) + badPush) } catch { thrown = error }
+        do { try server.receive(RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + badPush) } catch { thrown = error }
         #expect(thrown?.message.contains("invalid frame (type 4, stream 0)") == true, "\(thrown?.message ?? "")")
 
         let client = try HTTP2ClientSession()
         var out: [UInt8] = []
         client.drainOutput(into: &out)  // the preface and SETTINGS
-        let badWindow = HPACK.frame(type: 0x4, flags: 0, stream: 0, [0, 4, 0x80, 0, 0, 0])  // INITIAL_WINDOW_SIZE 2^31
+        let badWindow = RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [0, 4, 0x80, 0, 0, 0])  // INITIAL_WINDOW_SIZE 2^31
         thrown = nil
-        do { try client.receive(HPACK.frame(type: 0x4, flags: 0, stream: 0, []) + badWindow) } catch { thrown = error }
+        do { try client.receive(RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + badWindow) } catch { thrown = error }
         #expect(thrown?.goAwayErrorCode == HTTP2ErrorCode.flowControlError)
         #expect(thrown?.message.contains("invalid frame (type 4, stream 0)") == true, "\(thrown?.message ?? "")")
     }
@@ -530,18 +531,18 @@ struct ErrorTests {
     @Test("PRIORITY frames are accepted silently; one that depends on itself is a connection error in nghttp2")
     func priorityFrames() throws {
         let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])
-        let block: [UInt8] = [0x83, 0x87, 0x84] + HPACK.integer(1, prefixBits: 4, flags: 0) + HPACK.string("x")  // POST https / x
+        let block: [UInt8] = [0x83, 0x87, 0x84] + RawHTTP2.integer(1, prefixBits: 4, flags: 0) + RawHTTP2.string("x")  // POST https / x
         let prioritySpec: [UInt8] = [0, 0, 0, 0, 15]  // depends on 0, weight 16
-        let bytes = clientPreface + HPACK.frame(type: 0x4, flags: 0, stream: 0, [])
-            + HPACK.frame(type: 0x2, flags: 0, stream: 3, prioritySpec)                  // PRIORITY on an idle stream
-            + HPACK.frame(type: 0x1, flags: 0x5 | 0x20, stream: 1, prioritySpec + block)  // HEADERS with PRIORITY flag
+        let bytes = RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+            + RawHTTP2.frame(type: 0x2, flags: 0, stream: 3, prioritySpec)                  // PRIORITY on an idle stream
+            + RawHTTP2.frame(type: 0x1, flags: 0x5 | 0x20, stream: 1, prioritySpec + block)  // HEADERS with PRIORITY flag
         try server.receive(bytes)
         let ids = server.takeEvents().compactMap { e -> Int32? in if case .request(let r) = e { return r.streamID } else { return nil } }
         #expect(ids == [1])
         #expect(server.openStreamCount == 1, "the idle PRIORITY anchor is not a request stream")
 
         var thrown: HTTP2Error?
-        do { try server.receive(HPACK.frame(type: 0x2, flags: 0, stream: 5, [0, 0, 0, 5, 15])) } catch { thrown = error }
+        do { try server.receive(RawHTTP2.frame(type: 0x2, flags: 0, stream: 5, [0, 0, 0, 5, 15])) } catch { thrown = error }
         #expect(thrown?.goAwayErrorCode == HTTP2ErrorCode.protocolError)
         #expect(thrown?.message.contains("depend on itself") == true, "\(thrown?.message ?? "")")
     }
@@ -557,7 +558,7 @@ struct ErrorTests {
         #expect(thrown?.goAwayErrorCode == HTTP2ErrorCode.compressionError)
         var out: [UInt8] = []
         pair.server.drainOutput(into: &out)
-        #expect(parseFrames(out).first { $0.type == WireFrame.goAway }?.errorCode == HTTP2ErrorCode.compressionError)
+        #expect(RawHTTP2.frames(out).first { $0.type == WireFrame.goAway }?.errorCode == HTTP2ErrorCode.compressionError)
     }
 
     @Test("stream-level errors do not throw: content-length mismatch → RST_STREAM(PROTOCOL_ERROR), no request")
@@ -678,15 +679,15 @@ struct RequestLimitTests {
         let big = String(repeating: "x", count: 4000)
         func block(_ extra: [UInt8]) -> [UInt8] {
             [0x83, 0x87]                                                   // :method POST, :scheme https
-                + HPACK.integer(4, prefixBits: 4, flags: 0x00) + HPACK.string("/3/device/ab")
-                + HPACK.integer(1, prefixBits: 4, flags: 0x00) + HPACK.string("api.push.apple.com")
+                + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
+                + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
                 + extra
         }
-        let bomb = HPACK.integer(0, prefixBits: 6, flags: 0x40) + HPACK.string("x-bomb") + HPACK.string(big)  // entry 62
+        let bomb = RawHTTP2.integer(0, prefixBits: 6, flags: 0x40) + RawHTTP2.string("x-bomb") + RawHTTP2.string(big)  // entry 62
             + [UInt8](repeating: 0x80 | 62, count: 5000)                                                       // 5000 references
-        let wire = clientPreface + HPACK.frame(type: 0x4, flags: 0, stream: 0, [])
-            + HPACK.frame(type: 0x1, flags: 0x5, stream: 1, block(bomb))
-            + HPACK.frame(type: 0x1, flags: 0x5, stream: 3, block([]))
+        let wire = RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+            + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 1, block(bomb))
+            + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 3, block([]))
         #expect(wire.count < 10_000, "\(wire.count) bytes on the wire")
         try server.receive(wire)
         let events = server.takeEvents()
@@ -706,7 +707,7 @@ struct RequestLimitTests {
         #expect(kept <= 8000, "only what fits in the limit is kept: \(kept)")
         var output: [UInt8] = []
         server.drainOutput(into: &output)
-        let resets = parseFrames(output).filter { $0.type == WireFrame.rstStream }
+        let resets = RawHTTP2.frames(output).filter { $0.type == WireFrame.rstStream }
         #expect(resets.map(\.streamID) == [1])
         #expect(resets.first.map { Array($0.payload) } == [0, 0, 0, 1], "PROTOCOL_ERROR")
     }
@@ -719,16 +720,16 @@ struct RequestLimitTests {
                                             maxHeaderListSize: 8000)
         let big = String(repeating: "x", count: 4000)
         func block(_ extra: [UInt8]) -> [UInt8] {
-            [0x83, 0x87] + HPACK.integer(4, prefixBits: 4, flags: 0x00) + HPACK.string("/3/device/ab")
-                + HPACK.integer(1, prefixBits: 4, flags: 0x00) + HPACK.string("api.push.apple.com") + extra
+            [0x83, 0x87] + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
+                + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com") + extra
         }
-        let define = HPACK.integer(0, prefixBits: 6, flags: 0x40) + HPACK.string("x-bomb") + HPACK.string(big)
+        let define = RawHTTP2.integer(0, prefixBits: 6, flags: 0x40) + RawHTTP2.string("x-bomb") + RawHTTP2.string(big)
         let references = [UInt8](repeating: 0x80 | 62, count: 5000)
-        var wire = clientPreface + HPACK.frame(type: 0x4, flags: 0, stream: 0, [])
-            + HPACK.frame(type: 0x1, flags: 0x5, stream: 1, block(define + references))
-            + HPACK.frame(type: 0x1, flags: 0x5, stream: 3, block([]))
+        var wire = RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+            + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 1, block(define + references))
+            + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 3, block([]))
         for stream in stride(from: 5, through: 11, by: 2) {
-            wire += HPACK.frame(type: 0x1, flags: 0x5, stream: UInt32(stream), block(references))
+            wire += RawHTTP2.frame(type: 0x1, flags: 0x5, stream: UInt32(stream), block(references))
         }
         try server.receive(wire)
         let events = server.takeEvents()
@@ -742,7 +743,7 @@ struct RequestLimitTests {
         #expect(served == [3])
         var output: [UInt8] = []
         server.drainOutput(into: &output)
-        let frames = parseFrames(output).filter { $0.type == WireFrame.rstStream || $0.type == WireFrame.goAway }
+        let frames = RawHTTP2.frames(output).filter { $0.type == WireFrame.rstStream || $0.type == WireFrame.goAway }
         #expect(frames.map(\.type) == [WireFrame.rstStream, WireFrame.rstStream, WireFrame.rstStream, WireFrame.goAway],
                 "each stream's reset, then the GOAWAY")
         let goAway = try #require(frames.last)

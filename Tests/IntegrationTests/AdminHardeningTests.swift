@@ -1,12 +1,13 @@
 import APNsCore
 import Foundation
-import Locking
 import Glibc
+import Locking
 import Networking
 import OpenSSLCrypto
 import ProviderClient
 import Synchronization
 import Testing
+import TestSupport
 
 extension EmulatorProcess {
     /// `count` pushes to `token` on one connection (the first alone: one stream until a

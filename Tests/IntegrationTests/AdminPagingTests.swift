@@ -1,8 +1,10 @@
 import APNsCore
 import Foundation
+import MonotonicClock
 import Networking
 import ProviderClient
 import Testing
+import TestSupport
 
 extension EmulatorProcess {
     /// Every row of a list, following `nextCursor` page by page; also the pages' sizes.

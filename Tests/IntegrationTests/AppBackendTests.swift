@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import ProviderClient
 import Testing
+import TestSupport
 
 /// examples/backend/backend.py as a real process on loopback: the app backend the simulated
 /// apps call through their hooks.
@@ -11,12 +12,10 @@ final class ExampleBackend: @unchecked Sendable {
     let url: String
     private let output = Pipe()
 
-    static var root: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    }
+    static var root: URL { URL(fileURLWithPath: PackageRoot.path) }
 
     init(buggy: Bool = false, port: Int = 0) throws {
-        process.executableURL = URL(fileURLWithPath: which("python3") ?? "/usr/bin/python3")
+        process.executableURL = URL(fileURLWithPath: try #require(ExternalTool.python3.path))
         process.arguments = [Self.root.appendingPathComponent("examples/backend/backend.py").path, "--port", String(port)]
             + (buggy ? ["--buggy"] : [])
         process.standardOutput = output
@@ -59,28 +58,13 @@ final class ExampleBackend: @unchecked Sendable {
     func request(_ method: String, _ path: String, body: JSONValue? = nil) throws -> JSONValue {
         var arguments = ["-s", "-X", method, url + path]
         if let body { arguments += ["-H", "Content-Type: application/json", "--data-binary", body.serialized()] }
-        let result = try run(which("curl") ?? "/usr/bin/curl", arguments)
+        let result = try run(try #require(ExternalTool.curl.path), arguments)
         return try JSONValue.parse(result.out)
     }
 
     func tokens(of user: String) throws -> [String] {
         try request("GET", "/users/\(user)/tokens")["tokens"]?.arrayValue?.compactMap { $0["token"]?.stringValue } ?? []
     }
-}
-
-/// A port nothing listens on (yet): bound and released.
-func freePort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-    }
-    guard bound else { throw HarnessError("no free port") }
-    return Int(UInt16(bigEndian: address.sin_port))
 }
 
 @Suite("The app's backend: hooks, accounts and the cross-account check (device processes, a real HTTP backend)")
@@ -103,7 +87,7 @@ struct AppBackendTests {
         return all.count >= count && all.allSatisfy { ["done", "failed", "dropped"].contains($0["state"]?.stringValue ?? "") }
     }
 
-    @Test func loginUploadsTheTokenAndBindsIt() throws {
+    @Test(.requires(.python3, .curl)) func loginUploadsTheTokenAndBindsIt() throws {
         let backend = try ExampleBackend()
         let emulator = try EmulatorProcess(inProcess: true)
         try setUp(emulator, try backend.hooks())
@@ -126,7 +110,7 @@ struct AppBackendTests {
         #expect(try emulator.admin("GET", "/api/v1/devices/phone").json["userId"] == "alice")
     }
 
-    @Test func aReinstallUploadsTheNewToken() throws {
+    @Test(.requires(.python3, .curl)) func aReinstallUploadsTheNewToken() throws {
         let backend = try ExampleBackend()
         let emulator = try EmulatorProcess(inProcess: true)
         try setUp(emulator, try backend.hooks())
@@ -141,7 +125,7 @@ struct AppBackendTests {
         #expect(try calls(emulator, "phone", hook: "register").last?["token"]?.stringValue == new)
     }
 
-    @Test func deniedPermissionStillRegistersAndUploads() throws {
+    @Test(.requires(.python3, .curl)) func deniedPermissionStillRegistersAndUploads() throws {
         let backend = try ExampleBackend()
         let emulator = try EmulatorProcess(inProcess: true)
         try setUp(emulator, try backend.hooks())
@@ -153,7 +137,7 @@ struct AppBackendTests {
 
     /// A logs out, B logs in on the same phone; the provider pushes to A's tokens. The correct
     /// backend has none left; the buggy one still has the phone's, and the detector says so.
-    @Test(arguments: [false, true]) func switchingAccountsAndAPushForTheFirst(buggy: Bool) throws {
+    @Test(.requires(.python3, .curl), arguments: [false, true]) func switchingAccountsAndAPushForTheFirst(buggy: Bool) throws {
         let backend = try ExampleBackend(buggy: buggy)
         let emulator = try EmulatorProcess(inProcess: true)
         try setUp(emulator, try backend.hooks())
@@ -199,7 +183,7 @@ struct AppBackendTests {
     /// Rotation, a launch, a tap and a restore, each through the device process: the backend
     /// sees the new token at once, a launch registers again, a tap fetches as the logged-in
     /// account, and a restored phone uploads its own token.
-    @Test func rotationLaunchTapAndRestoreReachTheBackend() throws {
+    @Test(.requires(.python3, .curl)) func rotationLaunchTapAndRestoreReachTheBackend() throws {
         let backend = try ExampleBackend()
         let emulator = try EmulatorProcess(inProcess: true)
         try setUp(emulator, try backend.hooks())
@@ -244,7 +228,7 @@ struct AppBackendTests {
         #expect(try calls(emulator, "new-phone", hook: "register").last?["token"]?.stringValue == restoredToken)
     }
 
-    @Test func backgroundPushesFetchUntilTheBudgetIsUsedUp() throws {
+    @Test(.requires(.python3, .curl)) func backgroundPushesFetchUntilTheBudgetIsUsedUp() throws {
         let backend = try ExampleBackend()
         let emulator = try EmulatorProcess(inProcess: true)
         try setUp(emulator, try backend.hooks())
@@ -277,7 +261,7 @@ struct AppBackendTests {
         #expect(try calls(emulator, "phone", hook: "fetch").count == 3, "a throttled push never fetches")
     }
 
-    @Test func callsWaitForABackendThatIsDownAndArriveInOrder() throws {
+    @Test(.requires(.python3, .curl)) func callsWaitForABackendThatIsDownAndArriveInOrder() throws {
         let port = try freePort()
         let emulator = try EmulatorProcess(inProcess: true)
         try setUp(emulator, try ExampleBackend.hooks(base: "http://127.0.0.1:\(port)", maxAttempts: 20))

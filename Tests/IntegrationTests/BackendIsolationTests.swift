@@ -1,8 +1,10 @@
 import APNsCore
 import BackendTestSupport
 import Foundation
+import MonotonicClock
 import Networking
 import Testing
+import TestSupport
 
 /// The emulator binary with two apps whose backends are real HTTP servers on loopback: one
 /// never answers (or answers a byte a second), the other answers at once. However many of

@@ -4,6 +4,7 @@ import HTTP2
 import OpenSSLCrypto
 import ProviderClient
 import Testing
+import TestSupport
 
 /// Certificate-based (mTLS) provider connections over the wire (docs/apns-behaviour.md,
 /// "Certificate connections").

@@ -2,11 +2,12 @@ import APNsCore
 import Foundation
 import ProviderClient
 import Testing
+import TestSupport
 
 @Suite("Command line, third-party HTTP/2 clients and admin API")
 struct CommandLineTests {
-    @Test func curlHTTP2GetsApplesAnswers() throws {
-        let curl = try #require(which("curl"), "curl is installed by scripts/test")
+    @Test(.requires(.curl)) func curlHTTP2GetsApplesAnswers() throws {
+        let curl = try #require(ExternalTool.curl.path)
         let emulator = try EmulatorProcess()
         let device = try emulator.createDevice()
         let url = "https://\(try emulator.address("sandbox"))/3/device/\(device.token)"
@@ -36,8 +37,8 @@ struct CommandLineTests {
         #expect(records.first?["payload"]?["aps"]?.objectValue?.isEmpty == true || records.count >= 2)
     }
 
-    @Test func nghttpSeesApplesFramesAndSettings() throws {
-        let nghttp = try #require(which("nghttp"), "nghttp is installed by scripts/test (nghttp2-client)")
+    @Test(.requires(.nghttp)) func nghttpSeesApplesFramesAndSettings() throws {
+        let nghttp = try #require(ExternalTool.nghttp.path)
         let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
         let device = try emulator.createDevice()
         let payload = emulator.directory + "/payload.json"
@@ -155,7 +156,7 @@ struct CommandLineTests {
     /// With the user's own key and app, the banner's commands run as printed: create a
     /// device, push with curl and with `send`, list what arrived. Also through `--listen`,
     /// where curl reaches Apple's host name with --resolve.
-    @Test(arguments: [[String](), ["--listen", "127.0.0.1:0", "--sandbox-listen", "off", "--production-listen", "off"]])
+    @Test(.requires(.curl), arguments: [[String](), ["--listen", "127.0.0.1:0", "--sandbox-listen", "off", "--production-listen", "off"]])
     func bannerCommandsRunAsPrinted(extra: [String]) throws {
         let emulator = try EmulatorProcess(extra)
         try #require(try eventually { emulator.stdout.contains("see what arrived:") })
@@ -192,7 +193,7 @@ struct DocumentationTests {
     @Test func configurationPageDocumentsEveryServeOption() throws {
         let table = try run(EmulatorProcess.binary, ["serve", "--help-markdown"])
         #expect(table.status == 0)
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: PackageRoot.path)
         let configuration = try String(contentsOf: root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
         #expect(configuration.contains(table.out.trimmingCharacters(in: .whitespacesAndNewlines)),
                 "docs/configuration.md is out of date: paste the output of `apns-emulator serve --help-markdown`")

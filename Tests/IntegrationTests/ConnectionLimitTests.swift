@@ -5,6 +5,7 @@ import Networking
 import ProviderClient
 import Synchronization
 import Testing
+import TestSupport
 
 /// `--max-connections` and running out of file descriptors, against the real binary.
 @Suite("Connection limits")

@@ -5,6 +5,7 @@ import HTTP2
 import Networking
 import ProviderClient
 import Testing
+import TestSupport
 
 /// Reads a server-sent event stream from the admin API on a raw socket.
 final class EventStreamReader {

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Networking
 import Testing
+import TestSupport
 
 /// `DeviceRegistry.maxAppsPerDevice` from outside: raw device sockets, the admin API and the
 /// config file of the emulator binary.

@@ -1,10 +1,11 @@
 import APNsCore
 import Foundation
 import Glibc
+import Locking
 import ProviderClient
 import Synchronization
 import Testing
-import Locking
+import TestSupport
 
 /// Collects JSON lines from a pipe (chunks may split lines).
 final class LineCollector: Sendable {

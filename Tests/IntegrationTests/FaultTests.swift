@@ -3,6 +3,7 @@ import Foundation
 import HTTP2
 import ProviderClient
 import Testing
+import TestSupport
 
 /// Every fault action, observed with a real HTTP/2 client.
 @Suite("Fault injection over the wire")

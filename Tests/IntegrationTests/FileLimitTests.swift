@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import Testing
+import TestSupport
 
 /// The files the binary reads (scenario and config files) and the values in them, through the
 /// real `apns-emulator` process: exit status and the message a person sees.

@@ -5,6 +5,7 @@ import Networking
 import ProviderClient
 import Synchronization
 import Testing
+import TestSupport
 
 /// Hostile requests on the wire, against the real binary: each is refused in bounded memory
 /// while other clients go on being served.
@@ -19,7 +20,7 @@ struct HardeningTests {
         let device = try emulator.createDevice()
         let before = emulator.residentBytes >> 10
 
-        let frames = try RawHPACK.exchange(try emulator.address("h2cSandbox"), RawHPACK.bombs(token: device.token, count: 6),
+        let frames = try RawHTTP2.exchange(try emulator.address("h2cSandbox"), RawHTTP2.bombs(token: device.token, count: 6),
                                            until: { frames in frames.contains { $0.type == 0x7 } })
         let resets = frames.filter { $0.type == 0x3 }
         #expect(resets.map(\.streamID) == [1, 3, 5])
@@ -49,14 +50,14 @@ struct HardeningTests {
         let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0", "--quiet"])
         let device = try emulator.createDevice()
         let address = try emulator.address("h2cSandbox")
-        let wire = RawHPACK.bombs(token: device.token, count: 3)
+        let wire = RawHTTP2.bombs(token: device.token, count: 3)
         let stop = Atomic<Bool>(false)
         let sent = Atomic<Int>(0)
         var attackers: [Thread] = []
         for _ in 0..<6 {
             let thread = Thread {
                 while !stop.load(ordering: .relaxed) {
-                    _ = try? RawHPACK.exchange(address, wire, until: { frames in frames.contains { $0.type == 0x7 } })
+                    _ = try? RawHTTP2.exchange(address, wire, until: { frames in frames.contains { $0.type == 0x7 } })
                     sent.add(3, ordering: .relaxed)
                 }
             }
@@ -89,13 +90,13 @@ struct HardeningTests {
         let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0", "--request-timeout", "1"])
         let device = try emulator.createDevice()
         var block: [UInt8] = [0x83, 0x86]
-        block += RawHPACK.integer(4, prefixBits: 4, flags: 0) + RawHPACK.string("/3/device/\(device.token)")
-        block += RawHPACK.integer(1, prefixBits: 4, flags: 0) + RawHPACK.string("api.sandbox.push.apple.com")
-        block += RawHPACK.integer(23, prefixBits: 4, flags: 0) + RawHPACK.string("bearer \(try emulator.providerToken())")
+        block += RawHTTP2.integer(4, prefixBits: 4, flags: 0) + RawHTTP2.string("/3/device/\(device.token)")
+        block += RawHTTP2.integer(1, prefixBits: 4, flags: 0) + RawHTTP2.string("api.sandbox.push.apple.com")
+        block += RawHTTP2.integer(23, prefixBits: 4, flags: 0) + RawHTTP2.string("bearer \(try emulator.providerToken())")
         // Headers without END_STREAM and one byte of body; the rest never comes.
-        let wire = RawHPACK.clientPreface + RawHPACK.frame(type: 0x4, flags: 0, stream: 0, [])
-            + RawHPACK.frame(type: 0x1, flags: 0x4, stream: 1, block) + RawHPACK.frame(type: 0x0, flags: 0, stream: 1, [0x7b])
-        let frames = try RawHPACK.exchange(try emulator.address("h2cSandbox"), wire, until: { frames in
+        let wire = RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+            + RawHTTP2.frame(type: 0x1, flags: 0x4, stream: 1, block) + RawHTTP2.frame(type: 0x0, flags: 0, stream: 1, [0x7b])
+        let frames = try RawHTTP2.exchange(try emulator.address("h2cSandbox"), wire, until: { frames in
             frames.contains { $0.type == 0x3 }
         })
         let reset = try #require(frames.first { $0.type == 0x3 }, "no RST_STREAM within 10 s")
@@ -133,8 +134,8 @@ struct HardeningTests {
 struct FloodTests {
     static var headerBlock: [UInt8] {
         var block: [UInt8] = [0x83, 0x86]
-        block += RawHPACK.integer(4, prefixBits: 4, flags: 0) + RawHPACK.string("/3/device/ab")
-        block += RawHPACK.integer(1, prefixBits: 4, flags: 0) + RawHPACK.string("x")
+        block += RawHTTP2.integer(4, prefixBits: 4, flags: 0) + RawHTTP2.string("/3/device/ab")
+        block += RawHTTP2.integer(1, prefixBits: 4, flags: 0) + RawHTTP2.string("x")
         return block
     }
 
@@ -148,20 +149,20 @@ struct FloodTests {
     static var rapidReset: [UInt8] {
         repeated(3000) { i -> [UInt8] in
             let stream = UInt32(1 + 2 * i)
-            return RawHPACK.frame(type: 0x1, flags: 0x4, stream: stream, headerBlock)
-                + RawHPACK.frame(type: 0x3, flags: 0, stream: stream, [0, 0, 0, 8])
+            return RawHTTP2.frame(type: 0x1, flags: 0x4, stream: stream, headerBlock)
+                + RawHTTP2.frame(type: 0x3, flags: 0, stream: stream, [0, 0, 0, 8])
         }
     }
 
     /// CONTINUATION flood (CVE-2024-28182): a header block that never ends.
     static var continuationFlood: [UInt8] {
-        RawHPACK.frame(type: 0x1, flags: 0, stream: 1, headerBlock)
-            + repeated(3000) { _ in RawHPACK.frame(type: 0x9, flags: 0, stream: 1, [0x40, 1, 0x61, 1, 0x62]) }
+        RawHTTP2.frame(type: 0x1, flags: 0, stream: 1, headerBlock)
+            + repeated(3000) { _ in RawHTTP2.frame(type: 0x9, flags: 0, stream: 1, [0x40, 1, 0x61, 1, 0x62]) }
     }
 
     /// PING and SETTINGS floods: more ACKs owed than the limit.
-    static var pingFlood: [UInt8] { repeated(30_000) { _ in RawHPACK.frame(type: 0x6, flags: 0, stream: 0, Array("12345678".utf8)) } }
-    static var settingsFlood: [UInt8] { repeated(30_000) { _ in RawHPACK.frame(type: 0x4, flags: 0, stream: 0, []) } }
+    static var pingFlood: [UInt8] { repeated(30_000) { _ in RawHTTP2.frame(type: 0x6, flags: 0, stream: 0, Array("12345678".utf8)) } }
+    static var settingsFlood: [UInt8] { repeated(30_000) { _ in RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) } }
 
     static let floods: [(name: String, errorCode: UInt32)] = [
         ("rapid reset", 2), ("CONTINUATION flood", 1), ("PING flood", 11), ("SETTINGS flood", 11),
@@ -183,8 +184,8 @@ struct FloodTests {
         let device = try emulator.createDevice()
         let bystander = try emulator.connect()
         #expect(APNsResult(try bystander.send(try emulator.push(device.token).request)).status == 200)
-        let frames = try RawHPACK.exchange(try emulator.address("h2cSandbox"),
-                                           RawHPACK.clientPreface + RawHPACK.frame(type: 0x4, flags: 0, stream: 0, []) + Self.wire(flood.name),
+        let frames = try RawHTTP2.exchange(try emulator.address("h2cSandbox"),
+                                           RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + Self.wire(flood.name),
                                            until: { $0.contains { $0.type == 0x7 } })
         let goAway = try #require(frames.first { $0.type == 0x7 }, "\(flood.name): no GOAWAY")
         let code = goAway.payload.count >= 8 ? goAway.payload[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } : 0
@@ -193,32 +194,8 @@ struct FloodTests {
     }
 }
 
-/// Raw HTTP/2 bytes for requests no well-behaved encoder produces.
-enum RawHPACK {
-    static let clientPreface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
-
-    struct Frame {
-        var type: UInt8
-        var flags: UInt8
-        var streamID: UInt32
-        var payload: [UInt8]
-    }
-
-    static func integer(_ value: Int, prefixBits: Int, flags: UInt8) -> [UInt8] {
-        let max = (1 << prefixBits) - 1
-        if value < max { return [flags | UInt8(value)] }
-        var out: [UInt8] = [flags | UInt8(max)]
-        var rest = value - max
-        while rest >= 128 {
-            out.append(UInt8(rest % 128 + 128))
-            rest /= 128
-        }
-        out.append(UInt8(rest))
-        return out
-    }
-
-    static func string(_ s: String) -> [UInt8] { integer(s.utf8.count, prefixBits: 7, flags: 0x00) + Array(s.utf8) }
-
+/// The raw HTTP/2 these tests send (TestSupport writes and reads the frames).
+extension RawHTTP2 {
     /// A connection's preface and `count` HPACK bombs: the first adds a 4000-byte field to the
     /// dynamic table, and every bomb then references it 5000 times, one byte each (20 MB of
     /// header fields decoded from some 5 KB on the wire).
@@ -238,29 +215,9 @@ enum RawHPACK {
         return wire
     }
 
-    static func frame(type: UInt8, flags: UInt8, stream: UInt32, _ payload: [UInt8]) -> [UInt8] {
-        let n = payload.count
-        return [UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
-                UInt8(stream >> 24), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)] + payload
-    }
-
-    static func parse(_ bytes: [UInt8]) -> (frames: [Frame], rest: Int) {
-        var frames: [Frame] = []
-        var i = 0
-        while i + 9 <= bytes.count {
-            let length = Int(bytes[i]) << 16 | Int(bytes[i + 1]) << 8 | Int(bytes[i + 2])
-            guard i + 9 + length <= bytes.count else { break }
-            let stream = UInt32(bytes[i + 5] & 0x7f) << 24 | UInt32(bytes[i + 6]) << 16 | UInt32(bytes[i + 7]) << 8 | UInt32(bytes[i + 8])
-            frames.append(Frame(type: bytes[i + 3], flags: bytes[i + 4], streamID: stream,
-                                payload: Array(bytes[(i + 9)..<(i + 9 + length)])))
-            i += 9 + length
-        }
-        return (frames, i)
-    }
-
     /// Sends `bytes` on a cleartext connection and reads frames until `until` holds, the
     /// peer closes, or 10 seconds pass.
-    static func exchange(_ address: HostPort, _ bytes: [UInt8], until: ([Frame]) -> Bool) throws -> [Frame] {
+    static func exchange(_ address: HostPort, _ bytes: [UInt8], until: ([WireFrame]) -> Bool) throws -> [WireFrame] {
         let fd = try Socket.connect(to: address)
         defer { close(fd) }
         Socket.setTimeouts(fd, milliseconds: 10_000)
@@ -274,12 +231,12 @@ enum RawHPACK {
         var buffer = [UInt8](repeating: 0, count: 65536)
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if until(parse(received).frames) { break }
+            if until(frames(received)) { break }
             let n = recv(fd, &buffer, buffer.count, 0)
             if n <= 0 { break }
             received.append(contentsOf: buffer[0..<n])
         }
-        return parse(received).frames
+        return frames(received)
     }
 }
 

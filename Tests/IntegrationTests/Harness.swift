@@ -1,12 +1,18 @@
+// IntegrationTests: the real binary (and the in-process test kit) on free ports, driven over
+// the wire by our own clients, curl, nghttp, device processes and a browser. This file is the
+// harness every test here uses. Imports the package's client-side modules and the three
+// test-support targets.
 import APNsCore
 import APNsEmulatorTesting
 import Foundation
 import Glibc
 import HTTP2
+import MonotonicClock
 import Networking
 import OpenSSLCrypto
 import ProviderClient
 import Testing
+import TestSupport
 
 struct HarnessError: Error, CustomStringConvertible {
     let description: String
@@ -33,11 +39,7 @@ final class EmulatorProcess: @unchecked Sendable {
     /// Set when the emulator runs in this process.
     private let kit: TestEmulator?
 
-    static var binary: String {
-        if let path = ProcessInfo.processInfo.environment["APNS_EMULATOR_BIN"] { return path }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/apns-emulator").path
-    }
+    static var binary: String { EmulatorBinary.path }
 
     /// - Parameter launcher: a command that runs the binary (e.g. `prlimit --nofile=64:64 --`);
     ///   it must exec it, so the process id stays the emulator's.
@@ -334,50 +336,4 @@ final class AdminSocket: @unchecked Sendable {
         send(bytes)
         return readToEnd()
     }
-}
-
-/// Polls `condition` every 10 ms until it holds or `seconds` pass, and says whether it held.
-/// This is how a test waits for something to happen: for a readiness signal (a gauge in
-/// /metrics, a record's outcome, a file appearing, a socket closing, a process exiting), never
-/// for a fixed time. The deadline is a failure condition only, never a measurement.
-func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) throws -> Bool {
-    let deadline = Monotonic.nowMilliseconds() + Int64(seconds * 1000)
-    while true {
-        if try condition() { return true }
-        if Monotonic.nowMilliseconds() >= deadline { return false }
-        usleep(10_000)
-    }
-}
-
-/// Runs an external command and returns (exit status, stdout, stderr).
-@discardableResult
-func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 20) throws -> (status: Int32, out: String, err: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    // Read both pipes fully before waiting, so a chatty child cannot block on a full pipe.
-    let group = DispatchGroup()
-    nonisolated(unsafe) var outData = Data()
-    nonisolated(unsafe) var errData = Data()
-    DispatchQueue.global().async(group: group) { outData = out.fileHandleForReading.readDataToEndOfFile() }
-    DispatchQueue.global().async(group: group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
-    if group.wait(timeout: .now() + timeout) == .timedOut {
-        process.terminate()
-        throw HarnessError("\(executable) \(arguments.joined(separator: " ")) timed out")
-    }
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
-}
-
-func which(_ name: String) -> String? {
-    for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
-        let path = "\(dir)/\(name)"
-        if FileManager.default.isExecutableFile(atPath: path) { return path }
-    }
-    return nil
 }

@@ -3,6 +3,7 @@ import Foundation
 import Networking
 import ProviderClient
 import Testing
+import TestSupport
 
 /// `--listen`: listeners that behave like Apple's hosts, for providers that only know
 /// Apple's names and ports, and the errors a user meets while setting them up.
@@ -43,7 +44,7 @@ struct ListenerTests {
     }
 
     @Test func listenersThatWouldShareAPortAreNamedAtStart() throws {
-        let port = try freePort()
+        let port = UInt16(try freePort())
         let result = try run(EmulatorProcess.binary, [
             "serve", "--listen", "127.0.0.1:\(port)", "--sandbox-listen", "127.0.0.1:\(port)",
             "--admin-listen", "off", "--device-listen", "off", "--production-listen", "off",
@@ -101,17 +102,11 @@ struct ListenerTests {
         }
         return directory
     }
-
-    func freePort() throws -> UInt16 {
-        let (fd, bound) = try Socket.listen(HostPort(host: "127.0.0.1", port: 0))
-        close(fd)
-        return bound.port
-    }
 }
 
-@Suite("HTTP/1.1 on a provider port")
+@Suite("HTTP/1.1 on a provider port", .requires(.curl))
 struct HTTP1OnProviderPortTests {
-    func curl() throws -> String { try #require(which("curl"), "curl is installed by scripts/test") }
+    func curl() throws -> String { try #require(ExternalTool.curl.path) }
 
     @Test func curlWithoutHTTP2GetsAnAnswerItCanShow() throws {
         let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])

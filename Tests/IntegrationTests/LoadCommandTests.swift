@@ -1,17 +1,18 @@
 import APNsCore
 import Foundation
 import Testing
+import TestSupport
 
 /// `apns-emulator load`, the real binary against an emulator in the test process.
 @Suite("load command")
 struct LoadCommandTests {
-    func load(_ emulator: EmulatorProcess, _ arguments: [String], key: Bool = true) throws -> (status: Int32, out: String, err: String) {
+    func load(_ emulator: EmulatorProcess, _ arguments: [String], key: Bool = true) throws -> CommandResult {
         var all = ["load", "--admin", try emulator.address("admin").description, "--bundle", EmulatorProcess.bundleID]
         if key { all += ["--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)"] }
         return try run(EmulatorProcess.binary, all + arguments, timeout: 30)
     }
 
-    func summary(_ result: (status: Int32, out: String, err: String)) throws -> JSONValue {
+    func summary(_ result: CommandResult) throws -> JSONValue {
         #expect(result.status == 0, "\(result.err)")
         return try JSONValue.parse(Array(result.out.utf8))
     }

@@ -2,6 +2,7 @@ import APNsCore
 import Foundation
 import ProviderClient
 import Testing
+import TestSupport
 
 @Suite("Load-test support: batch devices, run summary, latency histograms")
 struct LoadTests {

@@ -1,10 +1,11 @@
 import APNsCore
 import Foundation
-import HTTP2
 import Glibc
+import HTTP2
 import Networking
 import ProviderClient
 import Testing
+import TestSupport
 
 @Suite("Provider endpoint over real HTTP/2", .serialized)
 struct ProviderEndpointTests {
@@ -239,7 +240,7 @@ struct ProviderEndpointTests {
 
 @Suite("Provider keys over the wire")
 struct ProviderKeyTests {
-    @Test func derSignatureFromOpenSSLIsAccepted() throws {
+    @Test(.requires(.openssl)) func derSignatureFromOpenSSLIsAccepted() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
         // Apple's command-line recipe: openssl dgst -sha256 -sign (DER signature).
@@ -247,7 +248,7 @@ struct ProviderKeyTests {
         let claims = Base64URL.encode(Array(#"{"iss":"\#(EmulatorProcess.teamID)","iat":\#(Int64(Date().timeIntervalSince1970))}"#.utf8))
         let input = emulator.directory + "/input.txt"
         try "\(header).\(claims)".write(toFile: input, atomically: true, encoding: .utf8)
-        let openssl = try #require(which("openssl"))
+        let openssl = try #require(ExternalTool.openssl.path)
         let signed = try run(openssl, ["dgst", "-sha256", "-sign", emulator.keyPath, "-out", emulator.directory + "/sig.der", input])
         #expect(signed.status == 0, "\(signed.err)")
         let signature = try #require(FileManager.default.contents(atPath: emulator.directory + "/sig.der"))

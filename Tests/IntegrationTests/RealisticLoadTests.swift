@@ -1,9 +1,11 @@
 import APNsCore
 import Foundation
 import HTTP2
+import MonotonicClock
 import Networking
 import ProviderClient
 import Testing
+import TestSupport
 
 @Suite("Apple's behaviour under load (--profile realistic and its parts), on the wire")
 struct RealisticLoadTests {

@@ -7,6 +7,7 @@ import ProviderClient
 import RedisTestSupport
 import Synchronization
 import Testing
+import TestSupport
 
 /// Emulator instances sharing one Redis (`--redis`), behind HAProxy in TCP mode for both the
 /// providers' TLS listener and the device socket — the deployment docs/several-instances.md
@@ -30,8 +31,8 @@ final class EmulatorCluster: @unchecked Sendable {
             started.append(try EmulatorProcess(["--redis", redis.url] + extra, sharedDirectory: shared))
         }
         instances = started
-        provider = HostPort(host: "127.0.0.1", port: UInt16(try RedisServerProcess.freePort()))
-        device = HostPort(host: "127.0.0.1", port: UInt16(try RedisServerProcess.freePort()))
+        provider = HostPort(host: "127.0.0.1", port: UInt16(try freePort()))
+        device = HostPort(host: "127.0.0.1", port: UInt16(try freePort()))
         func servers(_ listener: String) throws -> String {
             try started.enumerated().map { index, e in
                 "  server e\(index + 1) \(try e.address(listener)) check inter 200ms fall 1 rise 1"
@@ -62,8 +63,7 @@ final class EmulatorCluster: @unchecked Sendable {
 
             """
         try config.write(toFile: shared + "/haproxy.cfg", atomically: true, encoding: .utf8)
-        guard let binary = which("haproxy") ?? ["/usr/sbin/haproxy", "/usr/bin/haproxy"].first(where: FileManager.default.isExecutableFile)
-        else { throw HarnessError("haproxy is not installed: scripts/deps.sh test installs it") }
+        guard let binary = ExternalTool.haproxy.path else { throw HarnessError("haproxy is not installed: scripts/deps.sh test installs it") }
         haproxy.executableURL = URL(fileURLWithPath: binary)
         haproxy.arguments = ["-f", shared + "/haproxy.cfg", "-db"]
         haproxy.standardOutput = FileHandle.nullDevice
@@ -124,7 +124,7 @@ final class DelayProxy {
     let port: Int
 
     init(upstreamPort: Int, delayMilliseconds: Int) throws {
-        port = try RedisServerProcess.freePort()
+        port = try freePort()
         let script = """
             import asyncio, sys
             up, port, delay = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) / 1000
@@ -166,7 +166,7 @@ private func instanceOf(_ record: JSONValue) -> Int? {
     record["connectionId"]?.intValue.map { Int($0) >> 40 }
 }
 
-@Suite("Several instances as one APNs (--redis, HAProxy, device processes)", .serialized)
+@Suite("Several instances as one APNs (--redis, HAProxy, device processes)", .serialized, .requires(.redisServer, .haproxy))
 struct SharedStateTests {
     @Test func tokensPushesStoreAndUninstallAreSharedByEveryInstance() throws {
         let cluster = try EmulatorCluster()
@@ -268,7 +268,7 @@ struct SharedStateTests {
     /// file, or FLUSHALL): they notice within seconds, refuse meanwhile (503, /readyz says
     /// why), and exactly one writes the newest copy back; both then answer alike again, with
     /// the tokens and the journal from before.
-    @Test(arguments: ["restarted empty", "FLUSHALL"])
+    @Test(.requires(.redisCLI), arguments: ["restarted empty", "FLUSHALL"])
     func aRedisThatLosesItsDataIsRestoredFromTheNewestCopy(how: String) throws {
         let cluster = try EmulatorCluster(count: 2, persistent: false)
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])

@@ -2,11 +2,12 @@ import APNsCore
 import Foundation
 import Glibc
 import HTTP2
+import Locking
 import OpenSSLCrypto
 import ProviderClient
 import Synchronization
 import Testing
-import Locking
+import TestSupport
 
 /// A state directory outside any one emulator's temporary directory, so it outlives them.
 final class StateDirectory {

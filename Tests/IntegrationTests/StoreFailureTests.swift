@@ -4,6 +4,7 @@ import Glibc
 import HTTP2
 import ProviderClient
 import Testing
+import TestSupport
 
 /// A state directory on a tmpfs of its own (root only: `mount -t tmpfs`), unmounted at the end.
 final class SmallDisk {

@@ -1,37 +1,36 @@
 import Foundation
 import Testing
+import TestSupport
+
+/// What the browser test needs: Chromium, its WebDriver, Selenium for Python and h2load.
+enum Browser {
+    static let python = "/usr/bin/python3"
+
+    /// Debian packages missing here for the browser test.
+    static let missingPackages: [String] = {
+        var missing = [ExternalTool.chromium, .chromedriver, .h2load].filter { !$0.isInstalled }.map(\.package)
+        if !FileManager.default.isExecutableFile(atPath: python) || (try? run(python, ["-c", "import selenium"]))?.status != 0 {
+            missing.append("python3-selenium")
+        }
+        return missing
+    }()
+
+    /// Skips the browser tests where a package they need is missing, naming them.
+    static let installed = ConditionTrait.enabled(
+        if: missingPackages.isEmpty,
+        Comment(rawValue: "the web UI test needs the Debian packages \(missingPackages.joined(separator: ", ")): run scripts/deps.sh test"))
+}
 
 /// The web UI in a real headless browser: Tests/ui/test_ui.py drives Debian's Chromium through
 /// Selenium against the real binary (live timeline, detail pane, device controls, fault rules,
 /// accounts, the Load tab during a bounded h2load run, reset) and writes screenshots to
 /// .build/test-artifacts/ (ui.png, ui-load.png, …).
-@Suite("Web UI")
+@Suite("Web UI", Browser.installed)
 struct UITests {
-    static let python = "/usr/bin/python3"
+    static let root = URL(fileURLWithPath: PackageRoot.path)
 
-    /// What the browser test needs and is missing, as Debian package names.
-    static func missingPackages() -> [String] {
-        var missing: [String] = []
-        let fm = FileManager.default
-        if !fm.isExecutableFile(atPath: "/usr/bin/chromium") && which("chromium") == nil { missing.append("chromium") }
-        if !fm.isExecutableFile(atPath: "/usr/bin/chromedriver") && which("chromedriver") == nil { missing.append("chromium-driver") }
-        if !fm.isExecutableFile(atPath: python) || (try? run(python, ["-c", "import selenium"]))?.status != 0 {
-            missing.append("python3-selenium")
-        }
-        if !fm.isExecutableFile(atPath: "/usr/bin/h2load") && which("h2load") == nil { missing.append("nghttp2-client") }
-        return missing
-    }
-
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    /// Runs Tests/ui/test_ui.py against `emulator` with a fresh device and `extra` arguments;
-    /// nil (with an issue recorded) when the browser packages are missing.
-    static func runBrowserTest(_ emulator: EmulatorProcess, _ extra: [String]) throws -> (status: Int32, out: String, err: String)? {
-        let missing = missingPackages()
-        guard missing.isEmpty else {
-            Issue.record("the web UI test needs the Debian packages \(missing.joined(separator: ", ")): run scripts/deps.sh test")
-            return nil
-        }
+    /// Runs Tests/ui/test_ui.py against `emulator` with a fresh device and `extra` arguments.
+    static func runBrowserTest(_ emulator: EmulatorProcess, _ extra: [String]) throws -> CommandResult {
         let device = try emulator.createDevice()
         let arguments = [
             root.appendingPathComponent("Tests/ui/test_ui.py").path,
@@ -43,7 +42,7 @@ struct UITests {
             "--token", device.token,
             "--binary", EmulatorProcess.binary,
         ] + extra
-        let result = try run(python, arguments, timeout: 180)
+        let result = try run(Browser.python, arguments, timeout: 180)
         #expect(result.status == 0, "browser test failed:\n\(result.out)\(result.err)\nemulator log:\n\(emulator.stderr)")
         return result
     }
@@ -58,7 +57,7 @@ struct UITests {
         // A cleartext HTTP/2 listener for the Load tab's h2load run.
         let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
         let h2c = try emulator.address("h2cSandbox").description
-        guard let result = try Self.runBrowserTest(emulator, ["--screenshot", screenshot, "--h2c", h2c]), result.status == 0 else { return }
+        guard try Self.runBrowserTest(emulator, ["--screenshot", screenshot, "--h2c", h2c]).status == 0 else { return }
 
         for path in [screenshot, loadScreenshot] {
             let png = try Data(contentsOf: URL(fileURLWithPath: path))

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import CLinux
+import MonotonicClock
 import Testing
 @testable import Networking
 

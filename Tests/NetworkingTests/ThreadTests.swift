@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import CLinux
+import MonotonicClock
 import Testing
 @testable import Networking
 

@@ -1,4 +1,5 @@
 import Glibc
+import MonotonicClock
 import Testing
 @testable import Networking
 

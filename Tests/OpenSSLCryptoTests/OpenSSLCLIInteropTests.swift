@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 import OpenSSLCrypto
 
 /// Keys and signatures exchanged with the `openssl` command-line tool.
@@ -17,7 +18,7 @@ struct OpenSSLCLIInteropTests {
         #expect(pem.hasPrefix("-----BEGIN PRIVATE KEY-----"))
         let key = try ES256PrivateKey(pem: pem)
 
-        let cliPublic = try runChecked(["openssl", "pkey", "-in", dir.file("AuthKey.p8"), "-pubout"]).output
+        let cliPublic = try runChecked(["openssl", "pkey", "-in", dir.file("AuthKey.p8"), "-pubout"]).out
         let publicKey = try ES256PublicKey(pem: cliPublic)
         #expect(publicKey.pem == key.publicKey.pem)
         #expect(publicKey.verify(signature: try key.sign(message), message: message))
@@ -47,7 +48,7 @@ struct OpenSSLCLIInteropTests {
         try Data(try key.signDER(message)).write(to: URL(fileURLWithPath: dir.file("signature.der")))
         let result = try runChecked(["openssl", "dgst", "-sha256", "-verify", dir.file("public.pem"),
                                      "-signature", dir.file("signature.der"), dir.file("message")])
-        #expect(result.output.contains("Verified OK"))
+        #expect(result.out.contains("Verified OK"))
     }
 
     @Test func sec1ECPrivateKeyLoads() throws {
@@ -60,7 +61,7 @@ struct OpenSSLCLIInteropTests {
             let pem = try readText(dir.file(name))
             #expect(pem.contains("-----BEGIN EC PRIVATE KEY-----"))
             let key = try ES256PrivateKey(pem: pem)
-            let cliPublic = try runChecked(["openssl", "pkey", "-in", dir.file(name), "-pubout"]).output
+            let cliPublic = try runChecked(["openssl", "pkey", "-in", dir.file(name), "-pubout"]).out
             #expect(key.publicKey.pem == cliPublic, "\(name)")
             #expect(try ES256PublicKey(pemPrivateOrPublic: pem).pem == cliPublic, "\(name)")
         }
@@ -76,7 +77,7 @@ struct OpenSSLCLIInteropTests {
         defer { dir.remove() }
         try runChecked(command + ["-out", dir.file("key.pem")])
         let privatePEM = try readText(dir.file("key.pem"))
-        let publicPEM = try runChecked(["openssl", "pkey", "-in", dir.file("key.pem"), "-pubout"]).output
+        let publicPEM = try runChecked(["openssl", "pkey", "-in", dir.file("key.pem"), "-pubout"]).out
 
         func expectRejected(_ load: () throws -> Void) {
             do {

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 import OpenSSLCrypto
 
 /// A TCP listener on 127.0.0.1 (ephemeral port) whose thread serves `connections` TLS
@@ -67,7 +68,7 @@ final class LoopbackTLSServer: @unchecked Sendable {
 
 @Suite("openssl s_client against our server")
 struct OpenSSLClientInteropTests {
-    func sClient(port: UInt16, pki: TestPKI, extra: [String]) throws -> ProcessResult {
+    func sClient(port: UInt16, pki: TestPKI, extra: [String]) throws -> CommandResult {
         try run(["openssl", "s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", pki.caPath,
                  "-verify_return_error", "-servername", "api.push.apple.com", "-ign_eof"] + extra)
     }
@@ -82,12 +83,12 @@ struct OpenSSLClientInteropTests {
         let second = try sClient(port: server.port, pki: pki, extra: [version, "-alpn", "h2", "-sess_in", session])
         let seen = server.finish()
 
-        #expect(first.status == 0, "\(first.stderr)")
-        #expect(first.output.contains("ALPN protocol: h2"))
-        #expect(first.output.contains(LoopbackTLSServer.greeting))
-        #expect(first.output.contains("Verify return code: 0 (ok)"))
-        #expect(second.status == 0, "\(second.stderr)")
-        #expect(second.output.contains("Reused, TLSv1."), "\(second.output)")
+        #expect(first.status == 0, "\(first.err)")
+        #expect(first.out.contains("ALPN protocol: h2"))
+        #expect(first.out.contains(LoopbackTLSServer.greeting))
+        #expect(first.out.contains("Verify return code: 0 (ok)"))
+        #expect(second.status == 0, "\(second.err)")
+        #expect(second.out.contains("Reused, TLSv1."), "\(second.out)")
         try #require(seen.count == 2)
         let expectedVersion = version == "-tls1_2" ? "TLSv1.2" : "TLSv1.3"
         for record in seen {
@@ -106,8 +107,8 @@ struct OpenSSLClientInteropTests {
         let server = try LoopbackTLSServer(context: try pki.serverContext(), connections: 1)
         let result = try sClient(port: server.port, pki: pki, extra: ["-alpn", "http/1.1"])
         let seen = server.finish()
-        #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.output.contains("No ALPN negotiated"))
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out.contains("No ALPN negotiated"))
         try #require(seen.count == 1)
         #expect(seen[0].result == .ok(0))
         #expect(seen[0].alpn == nil)

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 import OpenSSLCrypto
 
 /// A test CA (from `TestCertificates.generate`) that issues provider certificates.
@@ -97,7 +98,7 @@ struct ProviderCertificateTests {
         #expect(parsed.production == production)
         #expect(parsed.subjectUID == "com.example.flags")
         // The CLI sees exactly the extensions the flags ask for.
-        let text = try runChecked(["openssl", "x509", "-in", certificatePath, "-noout", "-text"]).output
+        let text = try runChecked(["openssl", "x509", "-in", certificatePath, "-noout", "-text"]).out
         #expect(text.contains("1.2.840.113635.100.6.3.1:") == development)
         #expect(text.contains("1.2.840.113635.100.6.3.2:") == production)
     }
@@ -125,7 +126,7 @@ struct ProviderCertificateTests {
         let parsed = try info(ofPEMFile: certificatePath)
         #expect(parsed.topics.isEmpty)
         #expect(parsed.subjectUID == "com.example.app")
-        let text = try runChecked(["openssl", "x509", "-in", certificatePath, "-noout", "-text"]).output
+        let text = try runChecked(["openssl", "x509", "-in", certificatePath, "-noout", "-text"]).out
         #expect(!text.contains("1.2.840.113635.100.6.3.6"))
     }
 
@@ -138,7 +139,7 @@ struct ProviderCertificateTests {
         let pem = try readText(keyPath)
         #expect(pem.hasPrefix("-----BEGIN PRIVATE KEY-----"))
         let key = try ES256PrivateKey(pem: pem)  // throws unless P-256
-        let certificateKey = try runChecked(["openssl", "x509", "-in", certificatePath, "-noout", "-pubkey"]).output
+        let certificateKey = try runChecked(["openssl", "x509", "-in", certificatePath, "-noout", "-pubkey"]).out
         #expect(key.publicKey.pem == certificateKey)
     }
 
@@ -198,27 +199,27 @@ struct ProviderCertificateTests {
         let ca = try ProviderPKI()
         defer { ca.directory.remove() }
         let (certificatePath, _) = try ca.issue("both", bundleID: "com.example.app", development: true, production: true)
-        let text = try runChecked(["openssl", "x509", "-in", certificatePath, "-noout", "-text"]).output
+        let text = try runChecked(["openssl", "x509", "-in", certificatePath, "-noout", "-text"]).out
         for oid in ["1.2.840.113635.100.6.3.1:", "1.2.840.113635.100.6.3.2:", "1.2.840.113635.100.6.3.6:"] {
             #expect(text.contains(oid), "\(oid) missing")
         }
         #expect(text.contains("TLS Web Client Authentication"))
         let subject = try runChecked(["openssl", "x509", "-in", certificatePath, "-noout", "-subject",
-                                      "-nameopt", "RFC2253"]).output
+                                      "-nameopt", "RFC2253"]).out
         #expect(subject.contains("UID=com.example.app"), "\(subject)")
         #expect(subject.contains("CN=Apple Push Services: com.example.app"), "\(subject)")
         #expect(subject.contains("(TEST ONLY)"), "\(subject)")
 
         // The CLI agrees it chains to the CA and suits TLS client authentication.
         let verify = try run(["openssl", "verify", "-purpose", "sslclient", "-CAfile", ca.caPath, certificatePath])
-        #expect(verify.status == 0, "\(verify.output) \(verify.stderr)")
+        #expect(verify.status == 0, "\(verify.out) \(verify.err)")
 
         // openssl's own DER parser reads the topic list as the alternating strings, in order.
-        let dump = try runChecked(["openssl", "asn1parse", "-in", certificatePath]).output.split(separator: "\n")
+        let dump = try runChecked(["openssl", "asn1parse", "-in", certificatePath]).out.split(separator: "\n")
         let oidLine = try #require(dump.firstIndex { $0.contains(":1.2.840.113635.100.6.3.6") })
         let octetLine = try #require(dump[(oidLine + 1)...].first { $0.contains("OCTET STRING") })
         let offset = try #require(octetLine.split(separator: ":").first?.trimmingCharacters(in: .whitespaces))
-        let inner = try runChecked(["openssl", "asn1parse", "-in", certificatePath, "-strparse", offset]).output
+        let inner = try runChecked(["openssl", "asn1parse", "-in", certificatePath, "-strparse", offset]).out
         let lines = inner.split(separator: "\n")
         let strings = lines.filter { $0.contains("UTF8STRING") }.compactMap { $0.split(separator: ":").last.map(String.init) }
         #expect(strings == ["com.example.app", "app", "com.example.app.voip", "voip",
@@ -308,7 +309,7 @@ struct ProviderCertificateTests {
         #expect(parsed.issuerCommonName == "openssl CLI TEST ONLY Intermediate")
 
         // Its validity, as the CLI prints it, is what we read.
-        let enddate = try runChecked(["openssl", "x509", "-in", chain.leafPath, "-noout", "-enddate"]).output
+        let enddate = try runChecked(["openssl", "x509", "-in", chain.leafPath, "-noout", "-enddate"]).out
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
@@ -621,7 +622,7 @@ struct ProviderCertificateResumptionTests {
         let store = try CertificateTrustStore(pemPath: ca.caPath)
         let server = try VerifyingTLSServer(context: try ca.pki.serverContext(), connections: 2, stores: [store])
         let session = ca.directory.file("session.pem")
-        func sClient(_ extra: [String]) throws -> ProcessResult {
+        func sClient(_ extra: [String]) throws -> CommandResult {
             try run(["openssl", "s_client", "-connect", "127.0.0.1:\(server.port)", "-CAfile", ca.caPath,
                      "-verify_return_error", "-servername", "localhost", "-ign_eof", version,
                      "-cert", provider.certificatePath, "-key", provider.keyPath] + extra)
@@ -629,8 +630,8 @@ struct ProviderCertificateResumptionTests {
         let first = try sClient(["-sess_out", session])
         let second = try sClient(["-sess_in", session])
         let seen = server.finish()
-        #expect(first.status == 0, "\(first.stderr)")
-        #expect(second.status == 0, "\(second.stderr)")
+        #expect(first.status == 0, "\(first.err)")
+        #expect(second.status == 0, "\(second.err)")
         try #require(seen.count == 2)
         #expect(!seen[0].reused)
         #expect(seen[1].reused)
@@ -656,7 +657,7 @@ struct ProviderCertificateResumptionTests {
         let intermediate = try CertificateTrustStore(pemPath: chain.intermediatePath)
         let server = try VerifyingTLSServer(context: try pki.serverContext(), connections: 2, stores: [root, intermediate])
         let session = pki.directory.file("session.pem")
-        func sClient(_ extra: [String]) throws -> ProcessResult {
+        func sClient(_ extra: [String]) throws -> CommandResult {
             try run(["openssl", "s_client", "-connect", "127.0.0.1:\(server.port)", "-CAfile", pki.caPath,
                      "-verify_return_error", "-servername", "localhost", "-ign_eof", version,
                      "-cert", chain.leafPath, "-key", chain.leafKeyPath, "-cert_chain", chain.intermediatePath] + extra)
@@ -664,8 +665,8 @@ struct ProviderCertificateResumptionTests {
         let first = try sClient(["-sess_out", session])
         let second = try sClient(["-sess_in", session])
         let seen = server.finish()
-        #expect(first.status == 0, "\(first.stderr)")
-        #expect(second.status == 0, "\(second.stderr)")
+        #expect(first.status == 0, "\(first.err)")
+        #expect(second.status == 0, "\(second.err)")
         try #require(seen.count == 2)
         #expect(!seen[0].reused)
         #expect(seen[1].reused)

@@ -1,6 +1,9 @@
+// OpenSSLCryptoTests: the OpenSSL wrapper (ES256, keys, TLS, test certificates), checked
+// against the openssl command line too. Imports OpenSSLCrypto and TestSupport.
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 import OpenSSLCrypto
 
 /// A fresh directory under the system temp dir; call `remove()` when done.
@@ -20,39 +23,18 @@ struct TemporaryDirectory {
     func remove() { try? FileManager.default.removeItem(atPath: path) }
 }
 
-struct ProcessResult {
-    let status: Int32
-    let stdout: Data
-    let stderr: String
-    var output: String { String(decoding: stdout, as: UTF8.self) }
-}
-
 /// Runs a command (looked up on PATH) with no stdin and collects its output.
 @discardableResult
-func run(_ arguments: [String], workingDirectory: String? = nil) throws -> ProcessResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    if let workingDirectory { process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory) }
-    let stdout = Pipe()
-    let stderr = Pipe()
-    process.standardOutput = stdout
-    process.standardError = stderr
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    // Outputs here are small (well under a pipe buffer), so sequential reads cannot deadlock.
-    let out = stdout.fileHandleForReading.readDataToEndOfFile()
-    let err = stderr.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return ProcessResult(status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self))
+func run(_ arguments: [String], workingDirectory: String? = nil) throws -> CommandResult {
+    try run("/usr/bin/env", arguments, workingDirectory: workingDirectory, timeout: 120)
 }
 
 /// Runs a command and fails the test (by throwing) unless it exits 0.
 @discardableResult
-func runChecked(_ arguments: [String], workingDirectory: String? = nil) throws -> ProcessResult {
+func runChecked(_ arguments: [String], workingDirectory: String? = nil) throws -> CommandResult {
     let result = try run(arguments, workingDirectory: workingDirectory)
     guard result.status == 0 else {
-        throw CryptoError(message: "\(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)")
+        throw CryptoError(message: "\(arguments.joined(separator: " ")) exited \(result.status): \(result.err)")
     }
     return result
 }
@@ -64,13 +46,6 @@ func readText(_ path: String) throws -> String {
 func readBytes(_ path: String) throws -> [UInt8] {
     [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
 }
-
-/// The package root, found from this file's location (Tests/OpenSSLCryptoTests/Support.swift).
-let packageRoot: String = {
-    var url = URL(fileURLWithPath: #filePath)
-    for _ in 0..<3 { url.deleteLastPathComponent() }
-    return url.path
-}()
 
 // MARK: - Socket pair and threads for TLS tests
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 import OpenSSLCrypto
 
 /// Checks a directory holding ca.pem, ca-key.pem, server.pem, server-key.pem with the openssl CLI.
@@ -16,30 +17,30 @@ func checkTestPKI(in directory: String) throws {
     let leaf = directory + "/server.pem"
 
     let verify = try run(["openssl", "verify", "-CAfile", ca, leaf])
-    #expect(verify.status == 0, "\(verify.stderr)")
-    #expect(verify.output.contains("server.pem: OK"))
+    #expect(verify.status == 0, "\(verify.err)")
+    #expect(verify.out.contains("server.pem: OK"))
     // The TLS server purpose check exercises the EKU and key usage.
     #expect(try run(["openssl", "verify", "-purpose", "sslserver", "-CAfile", ca, leaf]).status == 0)
 
-    let sans = try runChecked(["openssl", "x509", "-in", leaf, "-noout", "-ext", "subjectAltName"]).output
+    let sans = try runChecked(["openssl", "x509", "-in", leaf, "-noout", "-ext", "subjectAltName"]).out
     for name in ["DNS:localhost", "IP Address:127.0.0.1", "IP Address:0:0:0:0:0:0:0:1", "DNS:api.push.apple.com",
                  "DNS:api.sandbox.push.apple.com", "DNS:api.development.push.apple.com"] {
         #expect(sans.contains(name), "SAN \(name) missing from \(sans)")
     }
 
-    let leafText = try runChecked(["openssl", "x509", "-in", leaf, "-noout", "-text"]).output
+    let leafText = try runChecked(["openssl", "x509", "-in", leaf, "-noout", "-text"]).out
     #expect(leafText.contains("CA:FALSE"))
     #expect(leafText.contains("TLS Web Server Authentication"))
     #expect(leafText.contains("ecdsa-with-SHA256"))
     #expect(leafText.contains("NIST CURVE: P-256"))
-    let leafSubject = try runChecked(["openssl", "x509", "-in", leaf, "-noout", "-subject"]).output
+    let leafSubject = try runChecked(["openssl", "x509", "-in", leaf, "-noout", "-subject"]).out
     #expect(leafSubject.contains("TEST ONLY"))
 
-    let caText = try runChecked(["openssl", "x509", "-in", ca, "-noout", "-text"]).output
+    let caText = try runChecked(["openssl", "x509", "-in", ca, "-noout", "-text"]).out
     #expect(caText.contains("CA:TRUE"))
     #expect(caText.contains("Certificate Sign"))
     #expect(caText.contains("NIST CURVE: P-256"))
-    #expect(try runChecked(["openssl", "x509", "-in", ca, "-noout", "-subject"]).output.contains("TEST ONLY CA"))
+    #expect(try runChecked(["openssl", "x509", "-in", ca, "-noout", "-subject"]).out.contains("TEST ONLY CA"))
 
     // Validity: leaf 825 days, CA 10 years (checked from both sides with -checkend).
     let day = 86_400
@@ -51,7 +52,7 @@ func checkTestPKI(in directory: String) throws {
     // Both keys are P-256 and the server key matches the leaf.
     _ = try ES256PrivateKey(pem: try readText(directory + "/ca-key.pem"))
     let serverKey = try ES256PrivateKey(pem: try readText(directory + "/server-key.pem"))
-    let leafPublic = try runChecked(["openssl", "x509", "-in", leaf, "-noout", "-pubkey"]).output
+    let leafPublic = try runChecked(["openssl", "x509", "-in", leaf, "-noout", "-pubkey"]).out
     #expect(serverKey.publicKey.pem == leafPublic)
 }
 
@@ -83,9 +84,9 @@ struct TestCertificatesTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let target = dir.file("out")
-        let result = try runChecked(["bash", packageRoot + "/scripts/gen-certs.sh", target])
-        #expect(result.output.contains("server.pem"))
-        #expect((result.output + result.stderr).contains("TEST ONLY"))
+        let result = try runChecked(["bash", PackageRoot.path + "/scripts/gen-certs.sh", target])
+        #expect(result.out.contains("server.pem"))
+        #expect((result.out + result.err).contains("TEST ONLY"))
         try checkTestPKI(in: target)
 
         // And the result works as a TLS server identity.
@@ -101,7 +102,7 @@ struct TestCertificatesTests {
     @Test func genCertsScriptDefaultsToCertsDirectory() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        try runChecked(["bash", packageRoot + "/scripts/gen-certs.sh"], workingDirectory: dir.path)
+        try runChecked(["bash", PackageRoot.path + "/scripts/gen-certs.sh"], workingDirectory: dir.path)
         try checkTestPKI(in: dir.file("certs"))
     }
 }

@@ -1,14 +1,15 @@
+// RedisTestSupport: a real redis-server process for tests, one job. Imports Foundation, Glibc
+// and TestSupport (its tool lookup and free ports).
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#endif
+import TestSupport
 
 /// A real `redis-server` for tests: a free loopback port, its own temporary directory, no
-/// persistence. Self-contained (Foundation and Glibc only) so the file can be copied into any
-/// test target. Use it from one test at a time.
+/// persistence. Use it from one test at a time.
 ///
-/// Finds `redis-server` on PATH (or at $REDIS_SERVER) and throws a clear error when it is
-/// missing, so tests fail instead of passing silently (scripts/deps.sh test installs it).
+/// Finds `redis-server` at $REDIS_SERVER, else as `ExternalTool.redisServer`, and throws a
+/// clear error when it is missing; tests that need it say `.requires(.redisServer)`, so a
+/// machine without Redis skips them with that message (scripts/deps.sh test installs it).
 public final class RedisServerProcess: @unchecked Sendable {
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
@@ -39,7 +40,7 @@ public final class RedisServerProcess: @unchecked Sendable {
         // A port found free can be taken before redis-server binds it: then try another.
         var failures: [String] = []
         for _ in 0..<5 {
-            let port = try Self.freePort()
+            let port = try freePort()
             do {
                 pid = try Self.launch(executable, port: port, password: password, persistent: persistent, directory: directory)
                 self.port = port
@@ -100,10 +101,7 @@ public final class RedisServerProcess: @unchecked Sendable {
             }
             return path
         }
-        let directories = (environment["PATH"] ?? "").split(separator: ":").map(String.init) + ["/usr/bin", "/usr/sbin", "/usr/local/bin"]
-        for directory in directories where FileManager.default.isExecutableFile(atPath: directory + "/redis-server") {
-            return directory + "/redis-server"
-        }
+        if let path = ExternalTool.redisServer.path { return path }
         throw Failure(description: "redis-server is not installed (not on PATH): these tests need a real Redis. "
             + "Install it with `scripts/deps.sh test` (Debian package redis-server) or set REDIS_SERVER=/path/to/redis-server")
     }
@@ -180,20 +178,6 @@ public final class RedisServerProcess: @unchecked Sendable {
         guard n > 0 else { return false }
         let answer = String(decoding: buffer[..<n], as: UTF8.self)
         return answer.hasPrefix("+PONG") || answer.hasPrefix("-NOAUTH")
-    }
-
-    /// A port the kernel just handed out for 127.0.0.1 and that nobody listens on now.
-    public static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
-        defer { Glibc.close(fd) }
-        var address = loopback(port: 0)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw Failure(description: "bind 127.0.0.1:0: \(String(cString: strerror(errno)))") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     private static func loopback(port: Int) -> sockaddr_in {

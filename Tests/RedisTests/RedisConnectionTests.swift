@@ -5,6 +5,7 @@ import Glibc
 import Redis
 import RedisTestSupport
 import Testing
+import TestSupport
 
 extension RedisServerProcess {
     var redisURL: RedisURL { RedisURL(host: "127.0.0.1", port: port, password: password) }
@@ -22,7 +23,7 @@ func milliseconds(_ body: () -> Void) -> Int {
     return Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
 }
 
-@Suite struct RedisConnectionTests {
+@Suite(.requires(.redisServer)) struct RedisConnectionTests {
     @Test func binarySafeSetAndGet() throws {
         let server = try RedisServerProcess()
         let redis = try server.connect()
@@ -251,7 +252,7 @@ func milliseconds(_ body: () -> Void) -> Int {
 }
 
 /// What happens when the server dies, hangs or comes back.
-@Suite struct RedisFailureTests {
+@Suite(.requires(.redisServer)) struct RedisFailureTests {
     @Test func killedServerFailsFastAndBreaksTheConnection() throws {
         let server = try RedisServerProcess()
         let redis = try server.connect()

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Scenarios
 import Testing
+import TestSupport
 
 /// examples/scenarios against examples/backend/backend.py: real hook calls from the emulator
 /// to a real backend process (the emulator's BackendCaller sends them).
@@ -9,7 +10,7 @@ import Testing
 struct ExampleBackendTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    @Test(.enabled(if: BackendProcess.python != nil, "needs python3 on the PATH"))
+    @Test(.requires(.python3))
     func reinstallUploadsTheNewToken() throws {
         let backend = try BackendProcess(buggy: false)
         defer { backend.stop() }
@@ -26,16 +27,11 @@ final class BackendProcess: Sendable {
     let process: Process
     let url: String
 
-    static var python: String? {
-        (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-            .map { "\($0)/python3" }.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
-
     struct StartError: Error, CustomStringConvertible { let description: String }
 
     init(buggy: Bool) throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.python ?? "/usr/bin/python3")
+        process.executableURL = URL(fileURLWithPath: ExternalTool.python3.path ?? "/usr/bin/python3")
         process.arguments = [ExampleBackendTests.root.appendingPathComponent("examples/backend/backend.py").path, "--port", "0"]
             + (buggy ? ["--buggy"] : [])
         let output = Pipe()

@@ -4,10 +4,11 @@ import Redis
 import RedisStore
 import RedisTestSupport
 import Testing
+import TestSupport
 
 /// The Redis backend of the store interface (`--redis`) against a real redis-server, held to
 /// the same reference as the SQLite one (InMemoryStateStore).
-@Suite("Redis state store", .serialized)
+@Suite("Redis state store", .serialized, .requires(.redisServer))
 struct RedisStateStoreTests {
     @Test func everyEntityRoundTripsAsTheReferenceStoreKeepsIt() throws {
         let redis = try RedisServerProcess()

@@ -3,6 +3,7 @@ import Foundation
 import StatePersistence
 import Synchronization
 import Testing
+import TestSupport
 import Locking
 
 /// A store whose writes can be held at a gate, made to fail, and inspected.
@@ -287,7 +288,7 @@ struct StateWriterTests {
         let writer = StateWriter(store: store, limits: quickRetries) { line in messages.withLock { $0.append(line) } }
         writer.start()
         writer.submit([token("a"), record(1)])
-        #expect(try eventually { writer.unavailableReason != nil })
+        #expect(try eventually(10, pollingEvery: 0.002) { writer.unavailableReason != nil })
         writer.stop()
         let stats = writer.statistics
         #expect(stats.changesDropped == 1 && stats.recordsDropped == 1)
@@ -301,15 +302,6 @@ private let quickRetries = limits {
     $0.retryDelayMilliseconds = 1
     $0.failingRetryMilliseconds = 5
     $0.maxFailingRetryMilliseconds = 20
-}
-
-private func eventually(_ seconds: Double = 10, _ condition: () -> Bool) throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(2_000)
-    }
-    return condition()
 }
 
 @Suite("Commit gate: answers held per connection")

@@ -4,7 +4,7 @@
 Starts backend.py (both variants) on a free loopback port and drives its endpoints as the
 emulator's hooks and notify.py would. NotifyThroughEmulator also runs notify.py (aioapns)
 against a real emulator; it is skipped unless both are found:
-  APNS_EMULATOR_BIN  the apns-emulator binary (default: .build/debug/apns-emulator in the repo)
+  APNS_EMULATOR_BIN  the apns-emulator binary (default: the repo's debug build, `swift build --show-bin-path`)
   NOTIFY_PYTHON      a python with aioapns      (default: .build/compat-venv/bin/python)
 """
 import http.client
@@ -243,8 +243,16 @@ class BuggyBackend(Shared, BackendCase):
         self.assertIsNotNone(state["sessions"][0]["endedAt"])  # alice's session did end
 
 
+def debug_build_binary():
+    """apns-emulator in the directory `swift build --show-bin-path` names, or None."""
+    if not shutil.which("swift"):
+        return None
+    answer = subprocess.run(["swift", "build", "--show-bin-path"], cwd=REPO, capture_output=True, text=True)
+    return os.path.join(answer.stdout.strip(), "apns-emulator") if answer.returncode == 0 else None
+
+
 def find_emulator():
-    binary = os.environ.get("APNS_EMULATOR_BIN") or str(REPO / ".build/debug/apns-emulator")
+    binary = os.environ.get("APNS_EMULATOR_BIN") or debug_build_binary() or ""
     python = os.environ.get("NOTIFY_PYTHON") or str(REPO / ".build/compat-venv/bin/python")
     if not (os.access(binary, os.X_OK) and os.access(python, os.X_OK) and shutil.which("openssl")):
         return None

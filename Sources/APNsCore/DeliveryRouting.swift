@@ -1,0 +1,277 @@
+// Where an accepted notification goes (delivered, stored, held, batched) and what becomes of
+// the waiting ones as devices come and go, acknowledge, and time passes.
+
+extension World {
+    /// An accepted notification: delivered now, stored, held, batched or expired.
+    mutating func route(_ notification: PendingNotification, nowMs: Int64) -> [DeviceFrame] {
+        guard let device = registry.devices[notification.deviceID] else { return [] }
+        if !device.isOnline {
+            store(notification, nowMs: nowMs, why: "the device is offline")
+            return []
+        }
+        if notification.priority < 10, deliveryOptions.lowPriorityDelayMs > 0 {
+            let releaseAt = nowMs + deliveryOptions.lowPriorityDelayMs
+            delivery.batched.append((releaseAt, notification))
+            delivery.noteWaiting(.batched(releaseAtMs: releaseAt), notification)
+            setOutcome(notification.sequence, .pending,
+                       "accepted; priority \(notification.priority) is batched for power and delivered within \(deliveryOptions.lowPriorityDelayMs) ms")
+            return []
+        }
+        return deliverNow(notification, nowMs: nowMs, device: device)
+    }
+
+    /// Keeps one notification per (device, app), the newest, until it expires.
+    mutating func store(_ notification: PendingNotification, nowMs: Int64, why: String) {
+        var notification = notification
+        guard let until = notification.storeUntilMs, until > nowMs else {
+            setOutcome(notification.sequence, .expired,
+                       "\(why), and apns-expiration \(notification.storeUntilMs == nil ? "0 means it is never stored" : "has passed")")
+            return
+        }
+        let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
+        if let older = delivery.stored[key], older.sequence != notification.sequence {
+            setOutcome(older.sequence, .coalesced, "replaced in the store by a newer notification (APNs keeps one per app)")
+            delivery.noteDone(older.sequence)
+        }
+        notification.wasStored = true
+        delivery.stored[key] = notification
+        delivery.noteWaiting(.stored, notification)
+        setOutcome(notification.sequence, .stored, "stored: \(why); kept until \(RFC3339.format(milliseconds: until))")
+        records.update(sequence: notification.sequence) { $0.wasStored = true }
+    }
+
+    /// Applies the delivery rules and hands the notification to the device.
+    mutating func deliverNow(_ notification: PendingNotification, nowMs: Int64, device known: Device? = nil) -> [DeviceFrame] {
+        let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
+        guard let device = known ?? registry.devices[notification.deviceID], let app = device.apps[notification.bundleID] else {
+            setOutcome(notification.sequence, .droppedBySystem, "the app is no longer installed, so the device discards it")
+            return []
+        }
+        // Only background wakes need the budget; most pushes never look it up.
+        let wantsWake = notification.content.contentAvailable
+        var budget = wantsWake
+            ? delivery.budgets[key] ?? BackgroundBudget(perHour: deliveryOptions.backgroundBudgetPerHour, nowMs: nowMs)
+            : BackgroundBudget(perHour: 0, nowMs: nowMs)
+        let decision = DeliveryRules.decide(pushType: notification.pushType, content: notification.content, app: app.settings,
+                                            lowPowerMode: device.lowPowerMode, budgetAvailable: budget.available(nowMs: nowMs))
+        switch decision {
+        case .deferBackground(let reason):
+            if let older = delivery.deferred[key], older.notification.sequence != notification.sequence {
+                setOutcome(older.notification.sequence, .throttled,
+                           "a newer background push replaced it while it was held; the system keeps only the newest")
+                delivery.noteDone(older.notification.sequence)
+            }
+            delivery.deferred[key] = (notification, reason)
+            delivery.noteWaiting(.deferred(reason), notification)
+            if wantsWake { delivery.setBudget(key, budget) }
+            setOutcome(notification.sequence, .deferred, "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour))
+            return []
+        case .deliver(let verdict):
+            if verdict.usedBackgroundBudget {
+                _ = budget.consume(nowMs: nowMs)
+                delivery.setBudget(key, budget)
+            }
+            if device.isVirtual {
+                settle(notification, verdict: verdict, nowMs: nowMs, device: device)
+                return []
+            }
+            records.update(sequence: notification.sequence) {
+                $0.callbacks = verdict.callbacks
+                $0.display = verdict.display.rawValue
+            }
+            guard let connectionID = device.connectionID else {
+                store(notification, nowMs: nowMs, why: "the device is offline")
+                return []
+            }
+            let waiting = delivery.inflightPerDevice[device.id, default: 0]
+            if waiting >= deliveryOptions.deviceWindow {
+                delivery.windowFull.insert(device.id)
+                store(notification, nowMs: nowMs,
+                      why: "the device has \(waiting) deliveries it has not acknowledged (its window is full)")
+                return []
+            }
+            // Shared state (`--redis`): the notification's sequence, unique across instances,
+            // so any instance finds the delivery an ack names, and a row names it at once.
+            let id = deliveryOptions.deliveryIDsAreSequences ? notification.sequence : delivery.nextDeliveryID
+            delivery.nextDeliveryID = max(delivery.nextDeliveryID, id + 1)
+            delivery.inflight[id] = InFlight(connectionID: connectionID, notification: notification, verdict: verdict, sentAtMs: nowMs)
+            delivery.inflightPerDevice[device.id] = waiting + 1
+            delivery.noteWaiting(.inFlight, notification,
+                                 flight: FlightRow(deliveryID: id, connectionID: connectionID, sentAtMs: nowMs, verdict: verdict))
+            setOutcome(notification.sequence, .pending, "sent to the device; waiting for its ack")
+            return [DeviceFrame(deviceID: device.id, connectionID: connectionID,
+                                message: Self.notificationMessage(id: id, notification, verdict))]
+        }
+    }
+
+    static func describe(_ reason: DeferReason, budget: Int) -> String {
+        switch reason {
+        case .budget: return "the app's background budget (\(budget) per hour) is used up; delivered when it refills"
+        case .lowPower: return "Low Power Mode is on; delivered when it is turned off"
+        case .terminated: return "the app was force-quit; delivered when the user launches it"
+        }
+    }
+
+    /// The final state of a notification the device has (acked, or a virtual device).
+    /// Callbacks and display are kept as data; the words are put together when shown.
+    /// `device`: the notification's device, when the caller has just looked it up.
+    mutating func settle(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64, device: Device? = nil) {
+        counters.countOutcome(verdict.outcome)
+        records.update(sequence: notification.sequence) {
+            $0.outcome = verdict.outcome
+            $0.explanation = verdict.outcome == .delivered ? "delivered" : "dropped by the system"
+            $0.deliveryNote = verdict.reason
+            $0.callbacks = verdict.callbacks
+            $0.display = verdict.display.rawValue
+            $0.deliveredAtMs = nowMs
+        }
+        noteAccount(notification, verdict: verdict, nowMs: nowMs, device: device)
+        guard verdict.display != .none, let collapse = notification.collapseID else { return }
+        let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
+        if let older = delivery.collapsed[key, default: [:]].updateValue(notification.sequence, forKey: collapse),
+            older != notification.sequence
+        {
+            setOutcome(older, .coalesced, "replaced in Notification Center by \(notification.apnsID) with the same apns-collapse-id")
+        }
+    }
+
+    mutating func setOutcome(_ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String) {
+        counters.countOutcome(outcome)
+        records.update(sequence: sequence) {
+            $0.outcome = outcome
+            $0.explanation = explanation
+        }
+    }
+
+    /// The `notification` frame. The payload goes in as the provider's bytes (validated as a
+    /// JSON object on acceptance), so nothing is parsed under the state lock and the device
+    /// receives exactly what was sent.
+    static func notificationMessage(id: UInt64, _ n: PendingNotification, _ verdict: DeliveryVerdict) -> JSONValue {
+        let payload = JSONValue.raw(n.payload)
+        return .object(JSONObject([
+            ("type", "notification"), ("id", .int(Int64(id))), ("apnsId", .string(n.apnsID)),
+            ("bundleId", .string(n.bundleID)), ("token", .string(n.token)), ("topic", .string(n.topic)),
+            ("pushType", .string(n.pushType.rawValue)), ("priority", .int(Int64(n.priority))),
+            ("collapseId", n.collapseID.map(JSONValue.string) ?? .null), ("payload", payload),
+            ("callbacks", .array(verdict.callbacks.map(JSONValue.string))), ("display", .string(verdict.display.rawValue)),
+            ("reason", verdict.reason.map(JSONValue.string) ?? .null), ("stored", .bool(n.wasStored)),
+        ]))
+    }
+
+    /// Per-token flood check (`TooManyRequests`, docs/apns-behaviour.md, "Reasons and statuses");
+    /// true when over the limit.
+    mutating func isFlooding(token: String, nowMs: Int64) -> Bool {
+        guard let limit = deliveryOptions.tooManyRequests else { return false }
+        var window = delivery.recentPushes[token] ?? (nowMs, 0)
+        if nowMs - window.windowStartMs >= limit.windowMs { window = (nowMs, 0) }
+        window.count += 1
+        delivery.recentPushes[token] = window
+        return window.count > limit.count
+    }
+
+    // MARK: Waiting notifications, the device window, time
+
+    mutating func returnInflight(deviceID: String, connectionID: UInt64, nowMs: Int64) {
+        let lost = delivery.inflight.filter { $0.value.connectionID == connectionID && $0.value.notification.deviceID == deviceID }
+        // Oldest first, so the newest per app ends up in the store.
+        for (id, flight) in lost.sorted(by: { $0.key < $1.key }) {
+            delivery.inflight.removeValue(forKey: id)
+            releaseWindowSlot(deviceID)
+            delivery.noteDone(flight.notification.sequence)
+            store(flight.notification, nowMs: nowMs, why: "the device disconnected before acknowledging it")
+        }
+    }
+
+    mutating func releaseWindowSlot(_ deviceID: String) {
+        let left = delivery.inflightPerDevice[deviceID, default: 1] - 1
+        delivery.inflightPerDevice[deviceID] = left > 0 ? left : nil
+    }
+
+    /// Devices whose oldest unacknowledged delivery has waited past the ack timeout: they are
+    /// told why and disconnected, and what they had not acknowledged goes back to the store.
+    mutating func disconnectStuckDevices(nowMs: Int64) -> [DeviceFrame] {
+        let deadline = nowMs - deliveryOptions.deviceAckTimeoutMs
+        var stuck: [String: UInt64] = [:]
+        for flight in delivery.inflight.values where flight.sentAtMs <= deadline {
+            stuck[flight.notification.deviceID] = flight.connectionID
+        }
+        var frames: [DeviceFrame] = []
+        for (deviceID, connectionID) in stuck.sorted(by: { $0.key < $1.key }) {
+            let seconds = deliveryOptions.deviceAckTimeoutMs / 1000
+            frames.append(DeviceFrame(deviceID: deviceID, connectionID: connectionID, message: [
+                "type": "error", "code": "ack_timeout", "fatal": true,
+                "message": .string("a delivery has not been acknowledged for \(seconds) seconds; reconnect to receive what is stored"),
+            ], closeAfter: true))
+            disconnectDevice(deviceID, connectionID: connectionID, nowMs: nowMs)
+        }
+        return frames
+    }
+
+    /// Delivers what waited for the device: the stored notification and held background
+    /// pushes whose reason has passed.
+    mutating func flushWaiting(deviceID: String, nowMs: Int64) -> [DeviceFrame] {
+        guard let device = registry.devices[deviceID], device.isOnline else { return [] }
+        var frames: [DeviceFrame] = []
+        for bundleID in device.apps.keys.sorted() {
+            let key = AppKey(deviceID: deviceID, bundleID: bundleID)
+            if let stored = delivery.stored.removeValue(forKey: key) {
+                delivery.noteDone(stored.sequence)
+                if let until = stored.storeUntilMs, until > nowMs {
+                    frames.append(contentsOf: deliverNow(stored, nowMs: nowMs))
+                } else {
+                    setOutcome(stored.sequence, .expired, "expired in the store before the device came back online")
+                }
+            }
+            frames.append(contentsOf: releaseDeferred(key, nowMs: nowMs))
+        }
+        return frames
+    }
+
+    /// Tries a held background push again (the rules decide whether it may run now).
+    mutating func releaseDeferred(_ key: AppKey, nowMs: Int64) -> [DeviceFrame] {
+        guard let held = delivery.deferred.removeValue(forKey: key) else { return [] }
+        delivery.noteDone(held.notification.sequence)
+        return deliverNow(held.notification, nowMs: nowMs)
+    }
+
+    mutating func dropWaiting(_ key: AppKey, why: String) {
+        if let stored = delivery.stored.removeValue(forKey: key) {
+            setOutcome(stored.sequence, .droppedBySystem, "discarded: \(why)")
+            delivery.noteDone(stored.sequence)
+        }
+        if let held = delivery.deferred.removeValue(forKey: key) {
+            setOutcome(held.notification.sequence, .droppedBySystem, "discarded: \(why)")
+            delivery.noteDone(held.notification.sequence)
+        }
+        delivery.collapsed.removeValue(forKey: key)
+    }
+
+    /// Time passes: stored notifications expire, batches and refilled budgets release.
+    public mutating func tick(nowMs: Int64) -> [DeviceFrame] {
+        var frames = delivery.inflight.isEmpty ? [] : disconnectStuckDevices(nowMs: nowMs)
+        for (key, stored) in delivery.stored where (stored.storeUntilMs ?? 0) <= nowMs {
+            delivery.stored.removeValue(forKey: key)
+            delivery.noteDone(stored.sequence)
+            setOutcome(stored.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline")
+        }
+        if !delivery.batched.isEmpty {
+            let due = delivery.batched.filter { $0.releaseAtMs <= nowMs }
+            delivery.batched.removeAll { $0.releaseAtMs <= nowMs }
+            for item in due {
+                delivery.noteDone(item.notification.sequence)
+                if registry.devices[item.notification.deviceID]?.isOnline == true {
+                    frames.append(contentsOf: deliverNow(item.notification, nowMs: nowMs))
+                } else {
+                    store(item.notification, nowMs: nowMs, why: "the device went offline while the push was batched")
+                }
+            }
+        }
+        for (key, held) in delivery.deferred where held.reason == .budget {
+            guard registry.devices[key.deviceID]?.isOnline == true,
+                delivery.budgets[key]?.available(nowMs: nowMs) ?? true
+            else { continue }
+            frames.append(contentsOf: releaseDeferred(key, nowMs: nowMs))
+        }
+        return frames
+    }
+}

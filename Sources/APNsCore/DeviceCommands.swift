@@ -1,0 +1,330 @@
+// What a device does, over its socket or through the admin API: connect, install and change
+// apps, acknowledge, uninstall, rotate, erase, restore, tap. Each is one call under the state
+// lock, so the socket and the admin API change a device the same way.
+
+import MonotonicClock
+
+/// What a device says in `hello` (docs/device-protocol.md).
+public struct DeviceHello: Sendable {
+    public var deviceID: String
+    public var lowPowerMode: Bool
+    public var apps: [AppRegistration]
+
+    public init(deviceID: String, lowPowerMode: Bool, apps: [AppRegistration]) {
+        self.deviceID = deviceID
+        self.lowPowerMode = lowPowerMode
+        self.apps = apps
+    }
+}
+
+public struct AppRegistration: Sendable {
+    public var bundleID: String
+    public var environment: APNsEnvironment
+    public var settings: AppSettings
+    public var kinds: [TokenKind]
+
+    public init(bundleID: String, environment: APNsEnvironment, settings: AppSettings, kinds: [TokenKind]) {
+        self.bundleID = bundleID
+        self.environment = environment
+        self.settings = settings
+        self.kinds = kinds
+    }
+}
+
+/// A device request the emulator refuses (answered with an `error` frame).
+public struct DeviceRequestError: Error, Sendable, Equatable {
+    public var code: String
+    public var message: String
+    /// The device or app the request names does not exist (the admin API answers 404; the
+    /// device protocol has no such distinction and says `bad_request`).
+    public var isNotFound = false
+
+    public init(_ code: String, _ message: String, isNotFound: Bool = false) {
+        self.code = code
+        self.message = message
+        self.isNotFound = isNotFound
+    }
+
+    /// A registry refusal, keeping whether it was about something missing.
+    init(_ error: RegistryError) {
+        var code = "bad_request"
+        if case .tooManyApps = error { code = Self.tooManyApps }
+        self.init(code, error.description, isNotFound: error.isNotFound)
+    }
+
+    /// The code of a refusal to take a device over `DeviceRegistry.maxAppsPerDevice`.
+    public static let tooManyApps = "too_many_apps"
+}
+
+extension World {
+    /// A device said hello on `connectionID`. Returns the frames for it (welcome, tokens,
+    /// waiting notifications) and, when another connection held the device, a `replaced`
+    /// frame for that one.
+    public mutating func connectDevice(_ hello: DeviceHello, connectionID: UInt64, nowMs: Int64)
+        throws(DeviceRequestError) -> [DeviceFrame]
+    {
+        // Refused before anything changes: a hello over the bound installs none of its apps.
+        do throws(RegistryError) { try registry.checkRoom(forApps: hello.apps.lazy.map(\.bundleID), on: hello.deviceID) } catch {
+            throw DeviceRequestError(error)
+        }
+        var frames: [DeviceFrame] = []
+        if registry.devices[hello.deviceID] == nil {
+            do throws(RegistryError) { try registry.addDevice(id: hello.deviceID, isVirtual: false, nowMs: nowMs) } catch {
+                throw DeviceRequestError(error)
+            }
+        }
+        if let old = registry.devices[hello.deviceID]?.connectionID, old != connectionID {
+            frames.append(DeviceFrame(deviceID: hello.deviceID, connectionID: old, message: ["type": "replaced"], closeAfter: true))
+            returnInflight(deviceID: hello.deviceID, connectionID: old, nowMs: nowMs)
+        }
+        try? registry.updateDevice(hello.deviceID) {
+            $0.connectionID = connectionID
+            $0.isVirtual = false
+            $0.lowPowerMode = hello.lowPowerMode
+        }
+        func mine(_ message: JSONValue) -> DeviceFrame {
+            DeviceFrame(deviceID: hello.deviceID, connectionID: connectionID, message: message)
+        }
+        frames.append(mine(["type": "welcome", "version": 1, "deviceId": .string(hello.deviceID), "serverTime": .int(nowMs),
+                            "userId": registry.devices[hello.deviceID]?.userID.map(JSONValue.string) ?? .null]))
+        for app in hello.apps {
+            frames.append(contentsOf: try install(app, deviceID: hello.deviceID, nowMs: nowMs).map(mine))
+        }
+        frames.append(contentsOf: flushWaiting(deviceID: hello.deviceID, nowMs: nowMs))
+        return frames
+    }
+
+    /// Installs (or re-registers) an app; returns one `registered` message per token kind.
+    public mutating func install(_ app: AppRegistration, deviceID: String, nowMs: Int64) throws(DeviceRequestError) -> [JSONValue] {
+        do throws(RegistryError) {
+            return try installApp(deviceID: deviceID, bundleID: app.bundleID, environment: app.environment,
+                                  kinds: app.kinds.isEmpty ? [.app] : app.kinds, settings: app.settings, nowMs: nowMs)
+                .map(Self.registeredMessage)
+        } catch {
+            throw DeviceRequestError(error)
+        }
+    }
+
+    /// Installs (or re-registers) an app's tokens with its settings; a running app's
+    /// registration callback runs (an app installed not running registers at its launch).
+    /// The one place every install goes through: device frames, the admin API, batches.
+    public mutating func installApp(deviceID: String, bundleID: String, environment: APNsEnvironment, kinds: [TokenKind],
+                                    fixedToken: String? = nil, settings: AppSettings, nowMs: Int64) throws(RegistryError) -> [TokenEntry]
+    {
+        var entries: [TokenEntry] = []
+        for kind in kinds {
+            entries.append(try registry.register(deviceID: deviceID, bundleID: bundleID, environment: environment, kind: kind,
+                                                 fixedToken: fixedToken, nowMs: nowMs))
+        }
+        try registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings = settings }
+        if settings.appState.isRunning { didRegister(deviceID: deviceID, bundleID: bundleID) }
+        return entries
+    }
+
+    public static func registeredMessage(_ entry: TokenEntry) -> JSONValue {
+        ["type": "registered", "bundleId": .string(entry.bundleID), "environment": .string(entry.environment.rawValue),
+         "kind": .string(entry.kind.rawValue), "token": .string(entry.token), "topic": .string(entry.topic)]
+    }
+
+    /// The connection went away: deliveries it did not ack go back to the store.
+    public mutating func disconnectDevice(_ deviceID: String, connectionID: UInt64, nowMs: Int64) {
+        returnInflight(deviceID: deviceID, connectionID: connectionID, nowMs: nowMs)
+        if registry.devices[deviceID]?.connectionID == connectionID {
+            try? registry.updateDevice(deviceID) { $0.connectionID = nil }
+        }
+    }
+
+    @discardableResult
+    /// The device acknowledged a delivery. Returns what it may now receive: once a full
+    /// window has drained to half, the notifications stored meanwhile.
+    public mutating func acknowledge(deviceID: String, connectionID: UInt64, deliveryID: UInt64, nowMs: Int64)
+        throws(DeviceRequestError) -> [DeviceFrame]
+    {
+        guard let flight = delivery.inflight[deliveryID], flight.notification.deviceID == deviceID,
+            flight.connectionID == connectionID
+        else {
+            throw DeviceRequestError("bad_request", "no delivery \(deliveryID) is waiting for an ack on this connection")
+        }
+        delivery.inflight.removeValue(forKey: deliveryID)
+        releaseWindowSlot(deviceID)
+        delivery.noteDone(flight.notification.sequence)
+        if flight.notification.acceptedAtNanos > 0 {
+            let elapsed = Monotonic.nowNanoseconds() &- flight.notification.acceptedAtNanos
+            counters.deliveryLatency.record(Double(elapsed) / 1e9)
+        }
+        settle(flight.notification, verdict: flight.verdict, nowMs: nowMs)
+        guard delivery.windowFull.contains(deviceID),
+            delivery.inflightPerDevice[deviceID, default: 0] <= deliveryOptions.deviceWindow / 2
+        else { return [] }
+        delivery.windowFull.remove(deviceID)
+        return flushWaiting(deviceID: deviceID, nowMs: nowMs)
+    }
+
+    /// Changes an app's settings; a force-quit app that is launched gets its held push.
+    public mutating func updateApp(deviceID: String, bundleID: String, appState: AppState?, authorization: Authorization?,
+                                   backgroundMode: Bool?, nowMs: Int64) throws(DeviceRequestError) -> (AppSettings, [DeviceFrame])
+    {
+        guard var settings = registry.devices[deviceID]?.apps[bundleID]?.settings else {
+            throw DeviceRequestError(RegistryError.appNotInstalled(deviceID: deviceID, bundleID: bundleID))
+        }
+        let launched = appState.map { Self.isLaunch(from: settings.appState, to: $0) } ?? false
+        if let appState { settings.appState = appState }
+        if let authorization { settings.authorization = authorization }
+        if let backgroundMode { settings.backgroundMode = backgroundMode }
+        try? registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings = settings }
+        if launched { didRegister(deviceID: deviceID, bundleID: bundleID) }
+        let frames = registry.devices[deviceID]?.isOnline == true
+            ? releaseDeferred(AppKey(deviceID: deviceID, bundleID: bundleID), nowMs: nowMs) : []
+        return (settings, frames)
+    }
+
+    /// Takes a device offline (notifications are stored) or back online (they are delivered),
+    /// whether or not a socket is attached.
+    public mutating func setForcedOffline(deviceID: String, _ offline: Bool, nowMs: Int64) throws(DeviceRequestError) -> [DeviceFrame] {
+        do throws(RegistryError) { try registry.updateDevice(deviceID) { $0.forcedOffline = offline } } catch {
+            throw DeviceRequestError(error)
+        }
+        return offline ? [] : flushWaiting(deviceID: deviceID, nowMs: nowMs)
+    }
+
+    public mutating func setLowPowerMode(deviceID: String, _ on: Bool, nowMs: Int64) throws(DeviceRequestError) -> [DeviceFrame] {
+        do throws(RegistryError) { try registry.updateDevice(deviceID) { $0.lowPowerMode = on } } catch {
+            throw DeviceRequestError(error)
+        }
+        guard !on, let device = registry.devices[deviceID], device.isOnline else { return [] }
+        var frames: [DeviceFrame] = []
+        for bundleID in device.apps.keys.sorted() {
+            frames.append(contentsOf: releaseDeferred(AppKey(deviceID: deviceID, bundleID: bundleID), nowMs: nowMs))
+        }
+        return frames
+    }
+
+    /// Deletes an app; returns the tokens it had (now invalid, maybe after the configured delay).
+    public mutating func uninstallApp(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> (invalidAtMs: Int64, tokens: [TokenEntry]) {
+        let tokens = registry.devices[deviceID]?.apps[bundleID]?.tokens.values.sorted() ?? []
+        let invalidAt = nowMs + deliveryOptions.unregisteredDelayMs
+        do throws(RegistryError) {
+            try registry.uninstall(deviceID: deviceID, bundleID: bundleID, invalidAtMs: invalidAt,
+                                   afterPushes: deliveryOptions.unregisteredDelayMs > 0 ? deliveryOptions.unregisteredAfterPushes : nil)
+        } catch {
+            throw DeviceRequestError(error)
+        }
+        dropWaiting(AppKey(deviceID: deviceID, bundleID: bundleID), why: "the app was uninstalled")
+        return (invalidAt, tokens.compactMap { registry.token($0) })
+    }
+
+    public mutating func rotateTokens(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
+        let entries: [TokenEntry]
+        do throws(RegistryError) { entries = try registry.rotate(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs) } catch {
+            throw DeviceRequestError(error)
+        }
+        didRegister(deviceID: deviceID, bundleID: bundleID)
+        return entries
+    }
+
+    /// Erase All Content and Settings: every app and token on the device is gone.
+    public mutating func eraseDevice(_ deviceID: String, nowMs: Int64) throws(DeviceRequestError) {
+        // The bundle ids, not a copy of the device held while its apps are removed (that would
+        // copy the app dictionary per app).
+        guard let bundleIDs = registry.devices[deviceID]?.apps.keys.sorted() else {
+            throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
+        }
+        for bundleID in bundleIDs {
+            _ = try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
+        }
+    }
+
+    /// Restores a backup of `source` onto `target`: the apps move with new tokens; the
+    /// source's tokens become invalid (the old phone is assumed wiped).
+    public mutating func restoreBackup(from source: String, to target: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
+        guard source != target else { throw DeviceRequestError("bad_request", "a device cannot restore its own backup") }
+        // The apps, not a copy of the device held while they are removed from it.
+        guard let apps = registry.devices[source]?.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) else {
+            throw DeviceRequestError(RegistryError.unknownDevice(source))
+        }
+        do throws(RegistryError) { try registry.checkRoom(forApps: apps.lazy.map(\.bundleID), on: target) } catch {
+            throw DeviceRequestError(error)
+        }
+        var entries: [TokenEntry] = []
+        for app in apps {
+            _ = try uninstallApp(deviceID: source, bundleID: app.bundleID, nowMs: nowMs)
+            if registry.devices[target]?.apps[app.bundleID] != nil {
+                _ = try uninstallApp(deviceID: target, bundleID: app.bundleID, nowMs: nowMs)
+            }
+            entries += try installAgain(app, on: target, nowMs: nowMs)
+        }
+        return entries
+    }
+
+    /// Uninstalls the app and installs it again with the same settings and token kinds: new
+    /// tokens, the old ones invalid (maybe after the configured delay). Returns the new tokens.
+    public mutating func reinstallApp(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
+        guard let app = registry.devices[deviceID]?.apps[bundleID] else {
+            throw DeviceRequestError("bad_request", "app \(bundleID) is not installed on device \(deviceID)")
+        }
+        _ = try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
+        return try installAgain(app, on: deviceID, nowMs: nowMs)
+    }
+
+    /// Installs `app` on `deviceID` afresh, with its environment, settings and token kinds;
+    /// returns its tokens.
+    private mutating func installAgain(_ app: InstalledApp, on deviceID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
+        let registration = AppRegistration(bundleID: app.bundleID, environment: app.environment, settings: app.settings,
+                                           kinds: app.tokens.keys.sorted { $0.rawValue < $1.rawValue })
+        _ = try install(registration, deviceID: deviceID, nowMs: nowMs)
+        return registry.devices[deviceID]?.apps[app.bundleID]?.tokens.values.compactMap { registry.token($0) } ?? []
+    }
+
+    /// Sets Low Power Mode and whether the device is online (nil: unchanged), in that order;
+    /// returns the frames of what that releases.
+    public mutating func setPresence(deviceID: String, lowPowerMode: Bool?, online: Bool?, nowMs: Int64)
+        throws(DeviceRequestError) -> [DeviceFrame]
+    {
+        var frames: [DeviceFrame] = []
+        if let lowPowerMode { frames += try setLowPowerMode(deviceID: deviceID, lowPowerMode, nowMs: nowMs) }
+        if let online { frames += try setForcedOffline(deviceID: deviceID, !online, nowMs: nowMs) }
+        return frames
+    }
+
+    /// Removes the device; its tokens become invalid.
+    public mutating func removeDevice(_ deviceID: String, nowMs: Int64) throws(RegistryError) {
+        try registry.removeDevice(id: deviceID, nowMs: nowMs)
+    }
+
+    /// Sets a token's state directly (a test provoking an answer); nil for an unknown token.
+    public mutating func setTokenState(_ token: String, _ state: TokenState) -> TokenEntry? {
+        guard registry.setState(token: token, state) else { return nil }
+        return registry.token(token)
+    }
+
+    /// The user taps a notification on screen or in Notification Center.
+    /// Returns the tap's callbacks and the frames of anything held for the app until it was
+    /// launched (a background push held while it was force-quit).
+    public mutating func tap(deviceID: String, apnsID: String, nowMs: Int64) throws(DeviceRequestError)
+        -> (bundleID: String, callbacks: [String], launched: Bool, frames: [DeviceFrame])
+    {
+        guard let device = registry.devices[deviceID] else {
+            throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
+        }
+        // On screen or in Notification Center: delivered with something to show, not replaced
+        // by a newer one with its collapse id, and not tapped yet (a tap removes it).
+        let shown = records.newestFirst(limit: 1) { r in
+            r.deviceID == deviceID && r.outcome == .delivered && r.display != nil && r.display != Display.none.rawValue
+                && !r.callbacks.contains(AppCallback.didReceive) && Hex.equalIgnoringCase(r.apnsID, apnsID)
+        }.first
+        guard let shown, let bundleID = shown.bundleID, let settings = device.apps[bundleID]?.settings else {
+            throw DeviceRequestError("bad_request", "no notification \(apnsID) is on screen or in Notification Center")
+        }
+        let (callbacks, launched) = DeliveryRules.tap(app: settings)
+        records.update(sequence: shown.sequence) {
+            $0.callbacks.append(contentsOf: callbacks)
+            $0.explanation += "; tapped: " + callbacks.joined(separator: ", ") + (launched ? " after a cold launch" : "")
+        }
+        // Tapping opens the app, which releases what waited for a launch; the app then fetches
+        // what the notification points to.
+        let (_, frames) = try updateApp(deviceID: deviceID, bundleID: bundleID, appState: .foreground, authorization: nil,
+                                        backgroundMode: nil, nowMs: nowMs)
+        call(.fetch, deviceID: deviceID, bundleID: bundleID, payload: shown.payload)
+        return (bundleID, callbacks, launched, frames)
+    }
+}

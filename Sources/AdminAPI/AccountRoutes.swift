@@ -1,0 +1,91 @@
+import APNsCore
+import BackendCalls
+import HTTP1Server
+
+/// The app's half of the chain: the apps' backends, accounts logged in on devices, the calls
+/// the apps made to their backends, and the cross-account check.
+struct AccountRoutes: AdminResource {
+    unowned let api: AdminService
+
+    func addRoutes(to r: inout AdminRouter) {
+        r.add("GET", "/api/v1/apps/{bundleId}/backend", "the app's backend hooks") { _, p, _ in
+            let bundle = try Self.bundleID(p)
+            guard let backend = state.readWorld({ $0.backends[bundle] }) else { throw AdminError(404, "app \(bundle) has no backend") }
+            return .json(200, backend.json)
+        }
+        r.add("PUT", "/api/v1/apps/{bundleId}/backend", "set the app's backend hooks") { req, p, _ in
+            let bundle = try Self.bundleID(p)
+            let backend: AppBackend
+            do { backend = try AppBackend.parse(.object(try req.jsonObject())) } catch let error as BackendConfigError {
+                throw AdminError(400, error.description)
+            }
+            try? state.withWorld { world throws(RegistryError) in try world.setBackend(backend, bundleID: bundle) }
+            host.log("admin: backend of \(bundle) set (\(backend.hooks.keys.sorted().map(\.rawValue).joined(separator: ", ")))")
+            return .json(200, backend.json)
+        }
+        r.add("DELETE", "/api/v1/apps/{bundleId}/backend", "remove the app's backend hooks") { _, p, _ in
+            let bundle = try Self.bundleID(p)
+            guard state.withWorld({ $0.removeBackend(bundleID: bundle) }) else { throw AdminError(404, "app \(bundle) has no backend") }
+            return .json(200, ["bundleId": .string(bundle), "deleted": true])
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/login", "log an account in on the device (bind; unbind first when switching)") { req, p, _ in
+            let id = try Self.deviceID(p)
+            guard let user = try req.jsonObject()["userId"]?.stringValue else { throw AdminError(400, "\"userId\" (a string) is required") }
+            let previous = try deviceCall { world, _ throws(DeviceRequestError) in try world.login(deviceID: id, userID: user) }
+            if previous != user {
+                tellDevice(id, ["type": "loggedIn", "userId": .string(user), "previousUserId": previous.map(JSONValue.string) ?? .null])
+            }
+            host.log("admin: \(user) logged in on \(id)")
+            return .json(200, ["deviceId": .string(id), "userId": .string(user), "previousUserId": previous.map(JSONValue.string) ?? .null])
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/logout", "log the account out (unbind)") { _, p, _ in
+            let id = try Self.deviceID(p)
+            let previous = try deviceCall { world, _ throws(DeviceRequestError) in try world.logout(deviceID: id) }
+            if let previous { tellDevice(id, ["type": "loggedOut", "userId": .null, "previousUserId": .string(previous)]) }
+            return .json(200, ["deviceId": .string(id), "userId": .null, "previousUserId": previous.map(JSONValue.string) ?? .null])
+        }
+        r.add("GET", "/api/v1/devices/{deviceId}/backend-calls", "the device's apps' calls to their backends, oldest first") { req, p, http in
+            let id = try Self.deviceID(p)
+            guard state.readWorld({ $0.registry.devices[id] != nil }) else { throw AdminError(404, "no device with id '\(id)'") }
+            return try backendCalls(deviceID: id, req, http)
+        }
+        r.add("GET", "/api/v1/backend-calls", "every device's backend calls, oldest first") { req, _, http in
+            try backendCalls(deviceID: nil, req, http)
+        }
+        r.add("GET", "/api/v1/checks", "cross-account deliveries (409 in strict mode while any exist)") { req, _, _ in
+            checks(req)
+        }
+    }
+
+    private func backendCalls(deviceID: String?, _ req: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+        let hook = req.query["hook"]
+        if let hook, BackendHookKind(rawValue: hook) == nil {
+            throw AdminError(400, "hook must be one of \(BackendHookKind.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let list = deviceID == nil ? "backend-calls" : "device-backend-calls"
+        let page = try PageRequest(req, list: list)
+        let (calls, more) = host.backendCalls.calls(after: try page.number(list: list), limit: page.limit, deviceID: deviceID,
+                                                    hook: hook, bundleID: req.query["bundleId"])
+        let next = more ? calls.last.map { PageRequest.encode(list: list, String($0.id)) } : nil
+        return answerOffLoop(http) { .page("calls", calls.map(\.json), nextCursor: next) }
+    }
+
+    private func checks(_ req: HTTP1Request) -> HTTP1Response {
+        let (failures, total) = state.readWorld { ($0.crossAccountDeliveries, $0.counters.crossAccountDeliveries) }
+        let strict = api.settings.strictChecks || req.query["strict"] == "true" || req.query["strict"] == "1"
+        let list: [JSONValue] = failures.map { f in
+            .object(JSONObject([
+                ("check", "crossAccount"), ("apnsId", .string(f.apnsID)), ("sequence", .int(Int64(f.sequence))),
+                ("deviceId", .string(f.deviceID)), ("bundleId", .string(f.bundleID)),
+                ("userId", f.userID.map(JSONValue.string) ?? .null), ("addressee", .string(f.addressee)),
+                ("at", .string(RFC3339.format(milliseconds: f.atMs))),
+                ("message", .string("a push for \(f.addressee) was delivered to \(f.deviceID) while \(f.userID.map { "\($0) was" } ?? "nobody was") logged in")),
+            ]))
+        }
+        let body: JSONValue = .object(JSONObject([
+            ("ok", .bool(total == 0)), ("strict", .bool(strict)), ("crossAccountDeliveries", .int(Int64(total))),
+            ("failures", .array(list)),
+        ]))
+        return .json(strict && total > 0 ? 409 : 200, body)
+    }
+}

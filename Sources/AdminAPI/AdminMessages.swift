@@ -1,0 +1,43 @@
+import HTTP1Server
+import APNsCore
+
+/// An admin API failure with the status and message to send.
+public struct AdminError: Error {
+    public var status: Int
+    public var message: String
+    public init(_ status: Int, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+}
+
+extension HTTP1Request {
+    /// The body as a JSON object; an empty body counts as `{}`.
+    func jsonObject() throws(AdminError) -> JSONObject {
+        if body.isEmpty || body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return JSONObject() }
+        do {
+            guard let object = try JSONValue.parse(body).objectValue else {
+                throw AdminError(400, "the request body must be a JSON object")
+            }
+            return object
+        } catch let error as JSONParseError {
+            throw AdminError(400, "the request body is not valid JSON: \(error)")
+        } catch let error as AdminError {
+            throw error
+        } catch {
+            throw AdminError(400, "\(error)")
+        }
+    }
+}
+
+extension HTTP1Response {
+    static func json(_ status: Int, _ value: JSONValue) -> HTTP1Response {
+        var body = value.serializedBytes()
+        body.append(0x0A)
+        return HTTP1Response(status: status, headers: [("Content-Type", "application/json")], body: body)
+    }
+
+    static func error(_ status: Int, _ message: String) -> HTTP1Response {
+        json(status, ["error": .string(message), "status": .int(Int64(status))])
+    }
+}

@@ -1,0 +1,217 @@
+import APNsCore
+import HTTP1Server
+
+/// Virtual and socket devices and the apps on them: create (one or a batch), list, change,
+/// erase, restore, tap; install, change, uninstall, reinstall, rotate.
+struct DeviceRoutes: AdminResource {
+    unowned let api: AdminService
+
+    func addRoutes(to r: inout AdminRouter) {
+        r.add("GET", "/api/v1/devices", "list devices, a page at a time") { req, _, http in try listDevices(req, http) }
+        r.add("POST", "/api/v1/devices", "create a virtual device with an app") { req, _, _ in try createDevice(req) }
+        r.add("POST", "/api/v1/devices/batch", "create many virtual devices with the same app") { req, _, _ in try createDevices(req) }
+        r.add("GET", "/api/v1/devices/{deviceId}", "one device") { _, p, _ in try getDevice(try Self.deviceID(p)) }
+        r.add("PATCH", "/api/v1/devices/{deviceId}", "set online/offline and Low Power Mode") { req, p, _ in
+            try patchDevice(try Self.deviceID(p), req)
+        }
+        r.add("DELETE", "/api/v1/devices/{deviceId}", "remove a device") { _, p, _ in try deleteDevice(try Self.deviceID(p)) }
+        r.add("POST", "/api/v1/devices/{deviceId}/erase", "erase all content and settings") { _, p, _ in
+            let id = try Self.deviceID(p)
+            try deviceCall { world, now throws(DeviceRequestError) in try world.eraseDevice(id, nowMs: now) }
+            return try getDevice(id)
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/restore", "restore another device's backup onto this one") { req, p, _ in
+            let target = try Self.deviceID(p)
+            guard let source = try req.jsonObject()["fromDeviceId"]?.stringValue else {
+                throw AdminError(400, "\"fromDeviceId\" is required")
+            }
+            guard DeviceRegistry.isValidDeviceID(source) else { throw AdminError(400, "\"fromDeviceId\": \(DeviceRegistry.deviceIDRule)") }
+            let entries = try deviceCall { world, now throws(DeviceRequestError) in
+                try world.restoreBackup(from: source, to: target, nowMs: now)
+            }
+            return .json(200, ["deviceId": .string(target), "fromDeviceId": .string(source), "tokens": .array(entries.map(AdminJSON.token))])
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/tap", "tap a notification on screen") { req, p, _ in
+            let id = try Self.deviceID(p)
+            guard let apnsID = try req.jsonObject()["apnsId"]?.stringValue else { throw AdminError(400, "\"apnsId\" is required") }
+            let tapped = try deviceCall { world, now throws(DeviceRequestError) in try world.tap(deviceID: id, apnsID: apnsID, nowMs: now) }
+            host.dispatch(tapped.frames)
+            return .json(200, ["apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
+                               "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched)])
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/apps", "install an app") { req, p, _ in
+            try installApp(deviceID: try Self.deviceID(p), req)
+        }
+        r.add("PATCH", "/api/v1/devices/{deviceId}/apps/{bundleId}", "set permission, app state, background mode") { req, p, _ in
+            try patchApp(deviceID: try Self.deviceID(p), bundleID: try Self.bundleID(p), req)
+        }
+        r.add("DELETE", "/api/v1/devices/{deviceId}/apps/{bundleId}", "uninstall: later pushes get 410") { _, p, _ in
+            try uninstall(deviceID: try Self.deviceID(p), bundleID: try Self.bundleID(p))
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/reinstall", "uninstall and install again: new token") { _, p, _ in
+            let (id, bundle) = (try Self.deviceID(p), try Self.bundleID(p))
+            let entries = try deviceCall { world, now throws(DeviceRequestError) in
+                try world.reinstallApp(deviceID: id, bundleID: bundle, nowMs: now)
+            }
+            return .json(200, ["tokens": .array(entries.map(AdminJSON.token))])
+        }
+        r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/rotate", "APNs replaces the app's tokens") { _, p, _ in
+            let (id, bundle) = (try Self.deviceID(p), try Self.bundleID(p))
+            let entries = try deviceCall { world, now throws(DeviceRequestError) in
+                try world.rotateTokens(deviceID: id, bundleID: bundle, nowMs: now)
+            }
+            return .json(200, ["tokens": .array(entries.map(AdminJSON.token))])
+        }
+    }
+
+    /// Oldest first (creation time, then id). Under the lock only the page's devices are
+    /// copied, from the registry's ordered index; their JSON is made after it is released.
+    private func listDevices(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+        try keyedPage(request, http, list: "devices", { $0.registry.devicesPage(after: $1, limit: $2) }, json: AdminJSON.device)
+    }
+
+    private func getDevice(_ id: String) throws -> HTTP1Response {
+        guard let device = state.readWorld({ $0.registry.devices[id] }) else { throw AdminError(404, "no device with id '\(id)'") }
+        return .json(200, AdminJSON.device(device))
+    }
+
+    private func deleteDevice(_ id: String) throws -> HTTP1Response {
+        let now = self.now
+        do {
+            try state.withWorld { world throws(RegistryError) in try world.removeDevice(id, nowMs: now) }
+        } catch {
+            throw AdminError(Self.status(for: error), error.description)
+        }
+        return .json(200, ["deviceId": .string(id), "deleted": true])
+    }
+
+    private func patchDevice(_ id: String, _ request: HTTP1Request) throws -> HTTP1Response {
+        let body = try request.jsonObject()
+        let online = try Self.bool(body, "online")
+        let lowPower = try Self.bool(body, "lowPowerMode")
+        guard online != nil || lowPower != nil else { throw AdminError(400, "give \"online\" and/or \"lowPowerMode\" (true or false)") }
+        let frames = try deviceCall { world, now throws(DeviceRequestError) in
+            try world.setPresence(deviceID: id, lowPowerMode: lowPower, online: online, nowMs: now)
+        }
+        host.dispatch(frames)
+        return try getDevice(id)
+    }
+
+    private func createDevice(_ request: HTTP1Request) throws -> HTTP1Response {
+        let body = try request.jsonObject()
+        let app = try Self.appRequest(body)
+        var deviceID: String?
+        if let value = body["deviceId"] {
+            guard let text = value.stringValue, DeviceRegistry.isValidDeviceID(text) else {
+                throw AdminError(400, "\"deviceId\": \(DeviceRegistry.deviceIDRule)")
+            }
+            deviceID = text
+        }
+        let now = self.now
+        let entry: TokenEntry
+        do {
+            entry = try state.withWorld { world throws(RegistryError) in
+                try world.createVirtualDevice(id: deviceID, app: app.registration, fixedToken: app.token, nowMs: now)
+            }
+        } catch {
+            throw AdminError(Self.status(for: error), error.description)
+        }
+        host.log("admin: virtual device \(entry.deviceID) with \(entry.bundleID) (\(entry.environment.rawValue)) token \(entry.token)")
+        return .json(201, Self.created(entry))
+    }
+
+    /// `POST /api/v1/devices/batch`: many virtual devices in one call (load tests).
+    private func createDevices(_ request: HTTP1Request) throws -> HTTP1Response {
+        let body = try request.jsonObject()
+        guard let count = body["count"]?.intValue, (1...Int64(World.maxBatchDevices)).contains(count) else {
+            throw AdminError(400, "\"count\" must be a whole number from 1 to \(World.maxBatchDevices) (call again for more)")
+        }
+        if body["token"] != nil { throw AdminError(400, "\"token\" cannot be pinned for a batch") }
+        if body["deviceId"] != nil { throw AdminError(400, "a batch takes \"idPrefix\" (ids PREFIX1…PREFIXN), not \"deviceId\"") }
+        var prefix: String?
+        if let value = body["idPrefix"] {
+            guard let text = value.stringValue, DeviceRegistry.isValidDeviceID(text + String(count)) else {
+                throw AdminError(400, "\"idPrefix\": with the number after it, \(DeviceRegistry.deviceIDRule)")
+            }
+            prefix = text
+        }
+        let app = try Self.appRequest(body)
+        let now = self.now
+        let entries: [TokenEntry]
+        do {
+            entries = try state.withWorld { world throws(RegistryError) in
+                try world.addVirtualDevices(count: Int(count), app: app.registration, kind: app.kind, idPrefix: prefix, nowMs: now)
+            }
+        } catch {
+            throw AdminError(Self.status(for: error), error.description)
+        }
+        host.log("admin: \(entries.count) virtual devices with \(app.bundleID) (\(app.environment.rawValue))")
+        // Built as bytes directly: 100,000 devices are about 11 MB of JSON.
+        var out: [UInt8] = []
+        out.reserveCapacity(entries.count * (entries.first.map { $0.token.utf8.count + $0.deviceID.utf8.count + 30 } ?? 0) + 64)
+        out.append(contentsOf: #"{"bundleId":"#.utf8)
+        JSONValue.string(app.bundleID).append(to: &out)
+        out.append(contentsOf: #","environment":"#.utf8)
+        JSONValue.string(app.environment.rawValue).append(to: &out)
+        out.append(contentsOf: #","devices":["#.utf8)
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { out.append(0x2C) }
+            out.append(contentsOf: #"{"deviceId":"#.utf8)
+            JSONValue.string(entry.deviceID).append(to: &out)
+            out.append(contentsOf: #","token":""#.utf8)
+            out.append(contentsOf: entry.token.utf8)
+            out.append(contentsOf: #""}"#.utf8)
+        }
+        out.append(contentsOf: "]}".utf8)
+        out.append(0x0A)
+        return HTTP1Response(status: 201, headers: [("Content-Type", "application/json")], body: out)
+    }
+
+    private func installApp(deviceID: String, _ request: HTTP1Request) throws -> HTTP1Response {
+        let app = try Self.appRequest(try request.jsonObject())
+        let now = self.now
+        let entry: TokenEntry
+        do {
+            entry = try state.withWorld { world throws(RegistryError) in
+                try world.installApp(deviceID: deviceID, bundleID: app.bundleID, environment: app.environment, kinds: [app.kind],
+                                     fixedToken: app.token, settings: app.settings, nowMs: now)[0]
+            }
+        } catch {
+            throw AdminError(Self.status(for: error), error.description)
+        }
+        return .json(201, Self.created(entry))
+    }
+
+    private func patchApp(deviceID: String, bundleID: String, _ request: HTTP1Request) throws -> HTTP1Response {
+        let body = try request.jsonObject()
+        let appState = try Self.choice(body, "appState", AppState.self)
+        let authorization = try Self.choice(body, "authorization", Authorization.self)
+        let backgroundMode = try Self.bool(body, "backgroundMode")
+        guard appState != nil || authorization != nil || backgroundMode != nil else {
+            throw AdminError(400, "give any of \"appState\", \"authorization\", \"backgroundMode\"")
+        }
+        let (settings, frames) = try deviceCall { world, now throws(DeviceRequestError) in
+            try world.updateApp(deviceID: deviceID, bundleID: bundleID, appState: appState, authorization: authorization,
+                                backgroundMode: backgroundMode, nowMs: now)
+        }
+        host.dispatch(frames)
+        let fields: JSONObject = JSONObject([
+            ("bundleId", .string(bundleID)), ("authorization", .string(settings.authorization.rawValue)),
+            ("appState", .string(settings.appState.rawValue)), ("backgroundMode", .bool(settings.backgroundMode)),
+        ])
+        // Tell a connected device what changed, as its own `app` request would be answered.
+        tellDevice(deviceID, .object(JSONObject([("type", "appUpdated")] + fields.members)))
+        return .json(200, .object(JSONObject([("deviceId", .string(deviceID))] + fields.members)))
+    }
+
+    private func uninstall(deviceID: String, bundleID: String) throws -> HTTP1Response {
+        let (invalidAt, tokens) = try deviceCall { world, now throws(DeviceRequestError) in
+            try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now)
+        }
+        host.log("admin: uninstalled \(bundleID) from \(deviceID)")
+        return .json(200, [
+            "deviceId": .string(deviceID), "bundleId": .string(bundleID),
+            "unregisteredAt": .int(invalidAt), "tokens": .array(tokens.map(AdminJSON.token)),
+        ])
+    }
+}

@@ -1,0 +1,112 @@
+public import APNsCore
+public import BackendCalls
+import Foundation
+import Locking
+import Networking
+import Synchronization
+
+/// Listeners for journal changes: server-sent event streams (`/api/v1/events`) and long polls
+/// (`/api/v1/notifications/wait`). Change tracking in the state is on only while someone
+/// listens, so the request path pays nothing otherwise; while someone does, a change costs
+/// one serialisation per record (shared by every stream), an append per matching stream and
+/// a look-up in the waiter index.
+public final class EventHub: @unchecked Sendable {
+    let state: EmulatorState
+    let metrics: AdminMetrics
+    private let streams = Locked<[EventStreamClient]>([])
+    private let waiters = Locked(WaiterIndex<Waiter>())
+    private let nextID = Atomic<UInt64>(1)
+
+    struct Waiter: @unchecked Sendable {
+        let loop: EventLoop
+        /// Called on `loop` with the record that satisfied the waiter.
+        let deliver: (NotificationRecord) -> Void
+    }
+
+    public init(state: EmulatorState, metrics: AdminMetrics) {
+        self.state = state
+        self.metrics = metrics
+        state.onRecordChanges = { [weak self] sequences, reset in self?.changed(sequences, reset: reset) }
+    }
+
+    func newID() -> UInt64 { nextID.add(1, ordering: .relaxed).oldValue }
+
+    var streamCount: Int { streams.withLock { $0.count } }
+    var waiterCount: Int { waiters.withLock { $0.count } }
+
+    // MARK: Event streams
+
+    func add(_ stream: EventStreamClient) {
+        streams.withLock { $0.append(stream) }
+        updateTracking()
+    }
+
+    func remove(stream id: UInt64) {
+        streams.withLock { $0.removeAll { $0.id == id } }
+        updateTracking()
+    }
+
+    // MARK: Long polls
+
+    /// Files a waiter; nil when `limit` waiters are waiting already.
+    func addWaiter(query: NotificationQuery, loop: EventLoop, limit: Int, deliver: @escaping (NotificationRecord) -> Void) -> UInt64? {
+        let id = newID()
+        let added = waiters.withLock { index -> Bool in
+            guard index.count < limit else { return false }
+            index.insert(id, query: query, value: Waiter(loop: loop, deliver: deliver))
+            return true
+        }
+        guard added else {
+            metrics.waitersRefused.add()
+            return nil
+        }
+        updateTracking()
+        return id
+    }
+
+    func remove(waiter id: UInt64) {
+        let removed = waiters.withLock { $0.remove(id) } != nil
+        if removed { updateTracking() }
+    }
+
+    private func updateTracking() {
+        let listening = streams.withLock { !$0.isEmpty } || waiters.withLock { $0.count > 0 }
+        state.setChangeTracking(listening)
+    }
+
+    // MARK: Changes
+
+    /// Every event stream hears of backend calls (their filters are about notifications).
+    public func backendCallChanged(_ call: BackendCallRecord) {
+        let current = streams.withLock { $0 }
+        guard !current.isEmpty else { return }
+        let chunk = EventChunk.backendCall(call)
+        for stream in current { stream.enqueue(chunk) }
+    }
+
+    private func changed(_ sequences: [UInt64], reset: Bool) {
+        let current = streams.withLock { $0 }
+        if reset {
+            for stream in current { stream.enqueue(.reset) }
+            return
+        }
+        let records = state.readWorld { world in sequences.compactMap { world.records.record(sequence: $0) } }
+        var anyWoken = false
+        for record in records {
+            var chunk: EventChunk?
+            for stream in current where stream.query.matches(record) {
+                if chunk == nil { chunk = .notification(record) }
+                stream.enqueue(chunk!)
+            }
+            let (woken, examined) = waiters.withLock { $0.takeMatches(for: record) }
+            if examined > 0 { metrics.waiterChecks.add(examined) }
+            guard !woken.isEmpty else { continue }
+            metrics.waiterWakeups.add(woken.count)
+            anyWoken = true
+            for waiter in woken {
+                waiter.loop.execute { waiter.deliver(record) }
+            }
+        }
+        if anyWoken { updateTracking() }
+    }
+}

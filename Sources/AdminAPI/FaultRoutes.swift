@@ -1,0 +1,47 @@
+import APNsCore
+import HTTP1Server
+
+/// Fault rules (README, "Faults"): what the provider endpoint does instead of its usual answer.
+struct FaultRoutes: AdminResource {
+    unowned let api: AdminService
+
+    func addRoutes(to r: inout AdminRouter) {
+        r.add("GET", "/api/v1/faults", "fault rules in order") { req, _, http in try listFaults(req, http) }
+        r.add("POST", "/api/v1/faults", "add a fault rule") { req, _, _ in
+            var rule = try FaultJSON.parse(try req.jsonObject())
+            let position = req.query["position"].flatMap(Int.init)
+            rule.id = state.withWorld { $0.addFault(rule, at: position) }
+            host.log("admin: fault rule \(rule.id) added")
+            return .json(201, FaultJSON.rule(rule))
+        }
+        r.add("DELETE", "/api/v1/faults", "remove every fault rule") { _, _, _ in
+            state.withWorld { $0.removeAllFaults() }
+            return .json(200, ["deleted": true])
+        }
+        r.add("GET", "/api/v1/faults/{id}", "one fault rule") { _, p, _ in
+            let id = p["id"]!
+            guard let rule = state.readWorld({ $0.faults.rules.first { $0.id == id } }) else { throw AdminError(404, "no fault rule \(id)") }
+            return .json(200, FaultJSON.rule(rule))
+        }
+        r.add("DELETE", "/api/v1/faults/{id}", "remove a fault rule") { _, p, _ in
+            let id = p["id"]!
+            guard state.withWorld({ $0.removeFault(id: id) }) else { throw AdminError(404, "no fault rule \(id)") }
+            return .json(200, ["id": .string(id), "deleted": true])
+        }
+    }
+
+    /// In the order they are tried; the cursor is a position in that order, so a rule added or
+    /// removed between pages shifts the rest by one.
+    private func listFaults(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+        let page = try PageRequest(request, list: "faults")
+        let start = Int(clamping: try page.number(list: "faults") ?? 0)
+        let (rules, more) = state.readWorld { world -> ([FaultRule], Bool) in
+            let all = world.faults.rules
+            guard start < all.count else { return ([], false) }
+            let end = min(all.count, start + page.limit)
+            return (Array(all[start..<end]), end < all.count)
+        }
+        let next = more ? PageRequest.encode(list: "faults", String(start + rules.count)) : nil
+        return answerOffLoop(http) { .page("faults", rules.map(FaultJSON.rule), nextCursor: next) }
+    }
+}

@@ -1,0 +1,176 @@
+import APNsCore
+import HTTP1Server
+import Networking
+
+/// The notification journal: lists, look-ups, deletes, the long poll for the first match and
+/// the stream of every record as it happens.
+struct NotificationRoutes: AdminResource {
+    unowned let api: AdminService
+
+    /// Records looked at per hold of the state lock: under a millisecond, so a filter that
+    /// matches little in a large journal does not hold it for the whole scan.
+    static let recordsPerLock = 5000
+    /// Record bytes one list response may carry (its JSON is up to about twice that).
+    static let listByteBudget = 16 << 20
+
+    func addRoutes(to r: inout AdminRouter) {
+        r.add("GET", "/api/v1/events", "server-sent events: every record as it happens") { req, _, http in
+            try eventStream(req, http)
+        }
+        r.add("GET", "/api/v1/notifications", "list, newest first, with filters") { req, _, http in
+            try listNotifications(req, http)
+        }
+        r.add("DELETE", "/api/v1/notifications", "delete records matching the filters") { req, _, _ in
+            let query = try Self.query(req)
+            let deleted = state.withWorld { world in world.deleteRecords(where: query.matches) }
+            return .json(200, ["deleted": .int(Int64(deleted))])
+        }
+        r.add("GET", "/api/v1/notifications/latest", "the newest record matching the filters") { req, _, _ in
+            let query = try Self.query(req)
+            guard let record = state.readWorld({ $0.records.newestFirst(limit: 1, where: query.matches).first }) else {
+                throw AdminError(404, "no notification matches")
+            }
+            return .json(200, AdminJSON.record(record))
+        }
+        r.add("GET", "/api/v1/notifications/wait", "long-poll for the first matching record") { req, _, http in
+            try wait(req, http)
+        }
+        r.add("GET", "/api/v1/notifications/{id}", "one record by apns-id or apns-unique-id") { _, p, _ in
+            let id = p["id"] ?? ""
+            let record = state.readWorld { world in
+                world.records.newestFirst(limit: 1) { $0.apnsID.caseInsensitiveCompare(id) == .orderedSame
+                    || $0.uniqueID?.caseInsensitiveCompare(id) == .orderedSame }.first
+            }
+            guard let record else { throw AdminError(404, "no notification with apns-id or apns-unique-id \(id)") }
+            return .json(200, AdminJSON.record(record))
+        }
+    }
+
+    /// Newest first. `limit` keeps its old meaning (≥ 0, no maximum but the journal's size and
+    /// the byte budget below); `cursor` continues below the last record of the previous page,
+    /// by sequence number, so records added meanwhile do not shift it.
+    private func listNotifications(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+        var limit = 1000
+        if let text = request.query["limit"] {
+            guard let value = Int(text), value >= 0 else { throw AdminError(400, "limit must be a whole number ≥ 0, not '\(text)'") }
+            limit = value
+        }
+        var before: UInt64?
+        if let cursor = request.query["cursor"], !cursor.isEmpty {
+            guard let sequence = UInt64(try PageRequest.decode(cursor, list: "notifications")) else {
+                throw AdminError(400, "cursor is not a \"nextCursor\" of notifications; start again without one")
+            }
+            before = sequence
+        }
+        let query = try Self.query(request)
+        // One more than asked tells whether another page follows.
+        var records = newestRecords(limit == Int.max ? limit : limit + 1, before: before, query)
+        let more = records.count > limit
+        if more { records.removeLast() }
+        // A response is bounded in bytes too: records can be large (4 KB payloads, full
+        // header lists), and `limit` can ask for the whole journal.
+        var budget = Self.listByteBudget
+        let fitting = records.prefix { record in
+            budget -= record.accountedBytes
+            return budget >= 0
+        }.count
+        let truncated = fitting < records.count
+        records.removeLast(records.count - max(fitting, min(1, records.count)))
+        let next = (more || truncated) ? records.last.map { PageRequest.encode(list: "notifications", String($0.sequence)) } : nil
+        let kept = records
+        return answerOffLoop(http) {
+            .page("notifications", kept.map(AdminJSON.record), nextCursor: next, extra: truncated ? [("truncated", true)] : [])
+        }
+    }
+
+    /// Up to `count` records matching `query`, newest first, below `before`: scanned
+    /// `recordsPerLock` at a time.
+    private func newestRecords(_ count: Int, before: UInt64?, _ query: NotificationQuery) -> [NotificationRecord] {
+        var records: [NotificationRecord] = []
+        var position = before
+        while records.count < count {
+            let (slice, resume) = state.readWorld {
+                $0.records.scanNewestFirst(limit: count - records.count, before: position, scanning: Self.recordsPerLock,
+                                           where: query.matches)
+            }
+            records += slice
+            guard let resume else { break }
+            position = resume
+        }
+        return records
+    }
+
+    /// `GET /api/v1/notifications/wait`: the first record matching the filters — among those
+    /// received since `since` when given, else the next to arrive — or 408 after `timeout`.
+    private func wait(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+        let query = try Self.query(request)
+        var timeout = 30.0
+        if let text = request.query["timeout"] {
+            guard let value = Double(text), value >= 0, value <= 600 else {
+                throw AdminError(400, "timeout must be a number of seconds from 0 to 600, not '\(text)'")
+            }
+            timeout = value
+        }
+        let loop = http.connection.loop
+        let events = api.events
+        var answered = false
+        var waiterID: UInt64 = 0
+        var timer: TimerID?
+        let finish: (HTTP1Response) -> Void = { response in
+            guard !answered else { return }
+            answered = true
+            events.remove(waiter: waiterID)
+            if let timer { loop.cancel(timer) }
+            http.respond(response)
+        }
+        // Listen first, then look at what is already there, so nothing slips between.
+        let limit = api.settings.maxWaiters
+        guard let id = events.addWaiter(query: query, loop: loop, limit: limit, deliver: { record in
+            finish(.json(200, AdminJSON.record(record)))
+        }) else {
+            throw AdminError(503, "\(limit) long polls are waiting already (--admin-max-waiters); try again later")
+        }
+        waiterID = id
+        if query.sinceMs != nil {
+            let existing = state.readWorld { $0.records.oldest(where: query.matches) }
+            if let existing {
+                finish(.json(200, AdminJSON.record(existing)))
+                return nil
+            }
+        }
+        timer = loop.schedule(afterMilliseconds: Int64(timeout * 1000)) {
+            finish(.error(408, "no notification matched within \(timeout) seconds"))
+        }
+        http.whenClosed { finish(.error(499, "client went away")) }
+        return nil
+    }
+
+    /// `GET /api/v1/events`: server-sent events, one `notification` event per record added or
+    /// changed (the record's JSON), `reset` after a reset, and a comment every 15 s. A client
+    /// that falls `EventStreamClient.maxQueuedBytes` behind is disconnected.
+    private func eventStream(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+        let query = try Self.query(request)
+        guard http.startStream(contentType: "text/event-stream") else { return nil }
+        http.sendStreamChunk(Array(": apns-emulator events\nretry: 1000\n\n".utf8))
+        let metrics = api.metrics
+        let events = api.events
+        let peer = http.connection.peer
+        let client = EventStreamClient(id: events.newID(), query: query, http: http) { [weak host = api.host] _ in
+            metrics.streamsDropped.add()
+            host?.log("admin: event stream client \(peer) dropped: it fell \(EventStreamClient.maxQueuedBytes >> 20) MiB behind")
+        }
+        http.onStreamDrained = { client.drain() }
+        events.add(client)
+        let loop = http.connection.loop
+        func scheduleKeepAlive() {
+            loop.schedule(afterMilliseconds: 15_000) { [weak http, weak client] in
+                guard let http, !http.isClosed, let client else { return }
+                client.enqueue(.keepAlive)
+                scheduleKeepAlive()
+            }
+        }
+        scheduleKeepAlive()
+        http.whenClosed { events.remove(stream: client.id) }
+        return nil
+    }
+}

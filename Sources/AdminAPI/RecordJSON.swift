@@ -1,0 +1,144 @@
+import APNsCore
+
+/// JSON shapes of the admin API. Field names here are a public contract (docs/admin-api.md).
+enum AdminJSON {
+    static func record(_ r: NotificationRecord) -> JSONValue {
+        var o = JSONObject()
+        o["sequence"] = .int(Int64(r.sequence))
+        o["apnsId"] = .string(r.apnsID)
+        o["uniqueId"] = r.uniqueID.map(JSONValue.string) ?? .null
+        o["token"] = .string(r.token)
+        o["topic"] = r.topic.map(JSONValue.string) ?? .null
+        o["pushType"] = r.pushType.map(JSONValue.string) ?? .null
+        o["priority"] = .int(Int64(r.priority))
+        o["expiration"] = r.expiration.map(JSONValue.int) ?? .null
+        o["collapseId"] = r.collapseID.map(JSONValue.string) ?? .null
+        o["environment"] = .string(r.environment.rawValue)
+        o["status"] = .int(Int64(r.status))
+        o["reason"] = r.reason.map(JSONValue.string) ?? .null
+        if let timestamp = r.timestampMs { o["timestamp"] = .int(timestamp) }
+        let payload = payload(r.payload, size: r.payloadSize)
+        o["payload"] = payload.value
+        o["payloadIsJSON"] = .bool(payload.isJSON)
+        o["payloadSize"] = .int(Int64(r.payloadSize))
+        o["payloadTruncated"] = .bool(r.payloadSize > r.payload.count)
+        o["receivedAt"] = .string(RFC3339.format(milliseconds: r.receivedAtMs))
+        o["receivedAtMs"] = .int(r.receivedAtMs)
+        o["outcome"] = .string(r.outcome.rawValue)
+        o["callbacks"] = .array(r.callbacks.map(JSONValue.string))
+        o["display"] = r.display.map(JSONValue.string) ?? .null
+        o["stored"] = .bool(r.wasStored)
+        o["deliveredAt"] = r.deliveredAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null
+        o["explanation"] = .string(r.fullExplanation)
+        o["deviceId"] = r.deviceID.map(JSONValue.string) ?? .null
+        o["bundleId"] = r.bundleID.map(JSONValue.string) ?? .null
+        o["userId"] = r.userID.map(JSONValue.string) ?? .null
+        o["addressee"] = r.addressee.map(JSONValue.string) ?? .null
+        o["crossAccount"] = .bool(r.crossAccount)
+        o["connectionId"] = .int(Int64(r.connectionID))
+        o["streamId"] = .int(Int64(r.streamID))
+        o["certificate"] = r.certificateSubject.map(JSONValue.string) ?? .null
+        o["teamId"] = r.teamID.map(JSONValue.string) ?? .null
+        o["keyId"] = r.keyID.map(JSONValue.string) ?? .null
+        o["jwt"] = r.jwtVerified == nil && r.jwtHeader == nil ? .null : [
+            "header": r.jwtHeader.map(parsedOrText) ?? .null,
+            "claims": r.jwtClaims.map(parsedOrText) ?? .null,
+            "verified": r.jwtVerified.map(JSONValue.bool) ?? .bool(false),
+        ]
+        o["headers"] = .array(r.requestHeaders.map { ["name": .string($0.name), "value": .string($0.value)] })
+        o["headersTruncated"] = .bool(r.headersTruncated)
+        o["respondedAt"] = r.respondedAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null
+        o["response"] = response(r)
+        o["fault"] = r.faultRuleID.map(JSONValue.string) ?? .null
+        return .object(o)
+    }
+
+    /// The answer as it went on the wire (status 0: the stream was reset or the connection
+    /// ended by a fault rule).
+    static func response(_ r: NotificationRecord) -> JSONValue {
+        var headers: [JSONValue] = [["name": ":status", "value": .string(String(r.status))],
+                                    ["name": "apns-id", "value": .string(r.apnsID)]]
+        if let unique = r.uniqueID { headers.append(["name": "apns-unique-id", "value": .string(unique)]) }
+        var body: JSONValue = .null
+        if let reason = r.reason {
+            headers.append(["name": "content-type", "value": "application/json"])
+            var object: JSONObject = JSONObject([("reason", .string(reason))])
+            if let timestamp = r.timestampMs { object["timestamp"] = .int(timestamp) }
+            body = .object(object)
+        }
+        return ["status": .int(Int64(r.status)), "reason": r.reason.map(JSONValue.string) ?? .null,
+                "headers": .array(headers), "body": body]
+    }
+
+    /// The payload as JSON when it parses; otherwise as text, so a broken payload can still
+    /// be read (`payloadIsJSON` tells the two apart).
+    static func payload(_ bytes: [UInt8], size: Int) -> (value: JSONValue, isJSON: Bool) {
+        // Valid JSON is shown as sent (not parsed and rewritten), so big numbers and odd
+        // escapes look exactly as the provider wrote them.
+        if bytes.count == size, !bytes.isEmpty, JSONValidator.check(bytes).isValid { return (.raw(bytes), true) }
+        return (.string(String(decoding: bytes, as: UTF8.self)), false)
+    }
+
+    static func parsedOrText(_ text: String) -> JSONValue {
+        (try? JSONValue.parse(text)) ?? .string(text)
+    }
+
+    static func device(_ d: Device) -> JSONValue {
+        var apps: [JSONValue] = []
+        for app in d.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) {
+            var tokens = JSONObject()
+            for (kind, token) in app.tokens.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                tokens[kind.rawValue] = .string(token)
+            }
+            apps.append([
+                "bundleId": .string(app.bundleID),
+                "environment": .string(app.environment.rawValue),
+                "token": app.tokens[.app].map(JSONValue.string) ?? .null,
+                "tokens": .object(tokens),
+                "authorization": .string(app.settings.authorization.rawValue),
+                "appState": .string(app.settings.appState.rawValue),
+                "backgroundMode": .bool(app.settings.backgroundMode),
+                "tokenUploadPending": .bool(app.uploadPending),
+                "installedAt": .string(RFC3339.format(milliseconds: app.installedAtMs)),
+            ])
+        }
+        return [
+            "deviceId": .string(d.id),
+            "virtual": .bool(d.isVirtual),
+            "online": .bool(d.isOnline),
+            "connected": .bool(d.connectionID != nil),
+            "lowPowerMode": .bool(d.lowPowerMode),
+            "userId": d.userID.map(JSONValue.string) ?? .null,
+            "createdAt": .string(RFC3339.format(milliseconds: d.createdAtMs)),
+            "apps": .array(apps),
+        ]
+    }
+
+    static func token(_ t: TokenEntry) -> JSONValue {
+        var o: JSONObject = JSONObject([
+            ("token", .string(t.token)), ("deviceId", .string(t.deviceID)), ("bundleId", .string(t.bundleID)),
+            ("environment", .string(t.environment.rawValue)), ("kind", .string(t.kind.rawValue)),
+            ("topic", .string(t.topic)),
+        ])
+        switch t.state {
+        case .active: o["state"] = "active"
+        case .unregistered(let since):
+            o["state"] = "unregistered"
+            o["unregisteredAt"] = .int(since)
+        case .expired: o["state"] = "expired"
+        case .rateLimited: o["state"] = "rate-limited"
+        }
+        return .object(o)
+    }
+
+    static func key(_ k: ProviderKey) -> JSONValue {
+        [
+            "teamId": .string(k.teamID), "keyId": .string(k.keyID),
+            "environment": k.environment.map { .string($0.rawValue) } ?? .null,
+            "topics": k.topics.map { .array($0.sorted().map(JSONValue.string)) } ?? .null,
+            "relatedKeyId": k.relatedKeyID.map(JSONValue.string) ?? .null,
+            "kind": .string(k.isTopicSpecific ? "topic-specific" : "team-scoped"),
+            "source": .string(k.source),
+        ]
+    }
+}

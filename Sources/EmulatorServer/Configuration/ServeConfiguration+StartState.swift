@@ -1,0 +1,204 @@
+// ServeConfiguration+StartState: what exists from the start (provider keys, apps and their
+// backends, devices, fault rules) read from its text forms: `--auth-key` and `--app` values
+// (or their config-file objects), the config file's "devices", the `--faults` file (in the
+// admin API's rule form, FaultJSON). Imports APNsCore (its model and JSON), AdminAPI
+// (FaultJSON) and CommandLineOptions (UsageError) only.
+import APNsCore
+import AdminAPI
+public import CommandLineOptions
+
+extension ServeConfiguration {
+    static func loadFaults(_ path: String, origin: String) throws(UsageError) -> [FaultRule] {
+        let value: JSONValue
+        do { value = try JSONValue.parseFile(try InputFile.read(path)) } catch { throw UsageError("\(origin): \(path): \(error)") }
+        guard let list = value.arrayValue ?? value["faults"]?.arrayValue else {
+            throw UsageError("\(origin): \(path) must hold a list of fault rules or {\"faults\": [...]}")
+        }
+        var rules: [FaultRule] = []
+        for (index, item) in list.enumerated() {
+            guard let object = item.objectValue else { throw UsageError("\(origin): rule \(index + 1) in \(path) is not an object") }
+            do { rules.append(try FaultJSON.parse(object)) } catch let error as AdminError {
+                throw UsageError("\(origin): rule \(index + 1) in \(path): \(error.message)")
+            } catch {
+                throw UsageError("\(origin): rule \(index + 1) in \(path): \(error)")
+            }
+        }
+        return rules
+    }
+
+    static func isTeamOrKeyID(_ text: Substring) -> Bool {
+        // Apple's team and key ids are 10 uppercase letters and digits; accept any short
+        // alphanumeric id so made-up test ids work too.
+        !text.isEmpty && text.count <= 64 && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
+    }
+
+    public static func parseAuthKey(_ text: String) throws(UsageError) -> AuthKeySpec {
+        if text.hasPrefix("{") {
+            guard let object = (try? JSONValue.parse(text))?.objectValue else {
+                throw UsageError("auth key \(text) is not a JSON object")
+            }
+            return try authKey(fromObject: object)
+        }
+        let main: Substring
+        var query: Substring = ""
+        if let mark = text.firstIndex(of: "?") {
+            main = text[..<mark]
+            query = text[text.index(after: mark)...]
+        } else {
+            main = Substring(text)
+        }
+        let parts = main.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, isTeamOrKeyID(parts[0]), isTeamOrKeyID(parts[1]), !parts[2].isEmpty else {
+            throw UsageError("'\(text)' is not TEAMID:KEYID:PATH (for example ABCDE12345:KEY1234567:AuthKey_KEY1234567.p8)")
+        }
+        var spec = AuthKeySpec(teamID: String(parts[0]), keyID: String(parts[1]), path: String(parts[2]))
+        for pair in query.split(separator: "&") where !pair.isEmpty {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            let key = kv[0]
+            let value = kv.count > 1 ? String(kv[1]) : ""
+            switch key {
+            case "environment":
+                guard let env = APNsEnvironment(rawValue: value) else {
+                    throw UsageError("'\(text)': environment must be sandbox or production, not '\(value)'")
+                }
+                spec.environment = env
+            case "topics":
+                let topics = value.split(separator: ",").map(String.init)
+                guard !topics.isEmpty, topics.allSatisfy(DeviceRegistry.isValidBundleID) else {
+                    throw UsageError("'\(text)': topics must be a comma-separated list of bundle ids")
+                }
+                spec.topics = topics
+            case "related":
+                guard isTeamOrKeyID(Substring(value)) else { throw UsageError("'\(text)': related must be a key id") }
+                spec.relatedKeyID = value
+            default:
+                throw UsageError("'\(text)': unknown key option '\(key)'; use environment, topics or related")
+            }
+        }
+        return spec
+    }
+
+    static func authKey(fromObject object: JSONObject) throws(UsageError) -> AuthKeySpec {
+        let text = JSONValue.object(object).serialized()
+        guard let team = object["teamId"]?.stringValue, let key = object["keyId"]?.stringValue,
+            let path = object["path"]?.stringValue, isTeamOrKeyID(Substring(team)), isTeamOrKeyID(Substring(key))
+        else {
+            throw UsageError("auth key \(text) needs \"teamId\", \"keyId\" and \"path\"")
+        }
+        var spec = AuthKeySpec(teamID: team, keyID: key, path: path)
+        if let env = object["environment"] {
+            guard let value = env.stringValue.flatMap(APNsEnvironment.init(rawValue:)) else {
+                throw UsageError("auth key \(text): \"environment\" must be \"sandbox\" or \"production\"")
+            }
+            spec.environment = value
+        }
+        if let topics = object["topics"] {
+            guard let list = topics.arrayValue?.compactMap(\.stringValue), !list.isEmpty,
+                list.count == topics.arrayValue?.count, list.allSatisfy(DeviceRegistry.isValidBundleID)
+            else {
+                throw UsageError("auth key \(text): \"topics\" must be a list of bundle ids")
+            }
+            spec.topics = list
+        }
+        if let related = object["relatedKeyId"] {
+            guard let value = related.stringValue else { throw UsageError("auth key \(text): \"relatedKeyId\" must be a string") }
+            spec.relatedKeyID = value
+        }
+        return spec
+    }
+
+    /// The `"backend"` of an app written as an object in the config file.
+    static func parseAppBackend(_ text: String) throws(UsageError) -> AppBackend? {
+        guard text.hasPrefix("{"), let object = (try? JSONValue.parse(text))?.objectValue, let backend = object["backend"],
+            backend != .null
+        else { return nil }
+        do { return try AppBackend.parse(backend) } catch {
+            throw UsageError("app \(object["bundleId"]?.stringValue ?? text): \"backend\": \(error.description)")
+        }
+    }
+
+    public static func parseApp(_ text: String) throws(UsageError) -> (teamID: String, bundleID: String) {
+        if text.hasPrefix("{") {
+            guard let object = (try? JSONValue.parse(text))?.objectValue, let team = object["teamId"]?.stringValue,
+                let bundle = object["bundleId"]?.stringValue
+            else { throw UsageError("app \(text) needs \"teamId\" and \"bundleId\"") }
+            if let unknown = object.keys.first(where: { !["teamId", "bundleId", "backend"].contains($0) }) {
+                throw UsageError("app \(bundle): unknown field \"\(unknown)\" (expected teamId, bundleId, backend)")
+            }
+            return try parseApp("\(team):\(bundle)")
+        }
+        let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, isTeamOrKeyID(parts[0]), DeviceRegistry.isValidBundleID(String(parts[1])) else {
+            throw UsageError("'\(text)' is not TEAMID:BUNDLEID (for example ABCDE12345:com.example.app)")
+        }
+        return (String(parts[0]), String(parts[1]))
+    }
+
+    static func parseDevices(_ value: JSONValue?, path: String) throws(UsageError) -> [DeviceSpec] {
+        guard let value else { return [] }
+        guard let list = value.arrayValue else { throw UsageError("\"devices\" in \(path) must be a list") }
+        var out: [DeviceSpec] = []
+        for item in list {
+            let text = item.serialized()
+            if let object = item.objectValue, object["count"] != nil {
+                out += try parseDeviceBatch(object, text: text, path: path)
+                continue
+            }
+            guard let object = item.objectValue, let id = object["deviceId"]?.stringValue, !id.isEmpty,
+                let apps = object["apps"]?.arrayValue
+            else {
+                throw UsageError("device \(text) in \(path) needs \"deviceId\" and \"apps\"")
+            }
+            guard DeviceRegistry.isValidDeviceID(id) else {
+                throw UsageError("device \(text) in \(path): \(DeviceRegistry.deviceIDRule)")
+            }
+            var spec = DeviceSpec(deviceID: id, apps: [])
+            for app in apps {
+                guard let bundle = app["bundleId"]?.stringValue, DeviceRegistry.isValidBundleID(bundle),
+                    let env = app["environment"]?.stringValue.flatMap(APNsEnvironment.init(rawValue:))
+                else {
+                    throw UsageError("device \(id) in \(path): each app needs a valid \"bundleId\" and \"environment\" (sandbox or production)")
+                }
+                let kindText = app["kind"]?.stringValue ?? "app"
+                guard let kind = TokenKind(rawValue: kindText) else {
+                    throw UsageError("device \(id) in \(path): kind '\(kindText)' is not one of \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                let token = app["token"]?.stringValue
+                if let token, !Hex.isEvenLengthHex(Substring(token)) {
+                    throw UsageError("device \(id) in \(path): token '\(token)' is not even-length hex")
+                }
+                spec.apps.append((bundle, env, kind, token))
+            }
+            out.append(spec)
+        }
+        return out
+    }
+
+    /// `{"count": N, "idPrefix": "load-", "bundleId", "environment"}`: N devices PREFIX1…PREFIXN
+    /// with that app (a load test's population, created at start).
+    static func parseDeviceBatch(_ object: JSONObject, text: String, path: String) throws(UsageError) -> [DeviceSpec] {
+        guard let count = object["count"]?.intValue, (1...Int64(World.maxBatchDevices * 10)).contains(count) else {
+            throw UsageError("device batch \(text) in \(path): \"count\" must be a whole number from 1 to \(World.maxBatchDevices * 10)")
+        }
+        let prefix = object["idPrefix"]?.stringValue ?? "device-"
+        guard DeviceRegistry.isValidDeviceID(prefix + String(count)) else {
+            throw UsageError("device batch \(text) in \(path): \"idPrefix\": \(DeviceRegistry.deviceIDRule)")
+        }
+        guard let bundle = object["bundleId"]?.stringValue, DeviceRegistry.isValidBundleID(bundle),
+            let environment = object["environment"]?.stringValue.flatMap(APNsEnvironment.init(rawValue:))
+        else {
+            throw UsageError("device batch \(text) in \(path) needs a valid \"bundleId\" and \"environment\" (sandbox or production)")
+        }
+        return (1...count).map { n in DeviceSpec(deviceID: "\(prefix)\(n)", apps: [(bundle, environment, .app, nil)]) }
+    }
+
+    /// Keys and apps given in Swift (not as text) pass the checks `--auth-key` and `--app` make.
+    func checkAccounts() throws(UsageError) {
+        for key in authKeys where !(Self.isTeamOrKeyID(Substring(key.teamID)) && Self.isTeamOrKeyID(Substring(key.keyID)) && !key.path.isEmpty) {
+            throw UsageError("auth key \(key.teamID):\(key.keyID):\(key.path): team and key ids are 1 to 64 letters and digits, and a path is needed")
+        }
+        for app in apps where !(Self.isTeamOrKeyID(Substring(app.teamID)) && DeviceRegistry.isValidBundleID(app.bundleID)) {
+            throw UsageError("'\(app.teamID):\(app.bundleID)' is not TEAMID:BUNDLEID (for example ABCDE12345:com.example.app)")
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import APNsCore
+import Foundation
+public import Networking
+import OpenSSLCrypto
+
+/// An emulator in this process on free loopback ports, with a provider key made for it and a
+/// temporary directory of its own (certificates, key) that `stop()` removes: what
+/// `TestEmulator` runs, and `apns-emulator scenario` without `--admin`.
+public final class InProcessEmulator: Sendable {
+    /// The provider key the emulator trusts.
+    public struct Key: Sendable {
+        public let teamID: String
+        public let keyID: String
+        /// The key as Apple issues it (`AuthKey_KEYID.p8`, PKCS#8 PEM).
+        public let pem: String
+        /// The same, written to a file in the emulator's directory.
+        public let path: String
+    }
+
+    public let key: Key
+    /// Provider endpoints (TLS, HTTP/2), one per environment.
+    public let sandbox: HostPort
+    public let production: HostPort
+    /// The admin API and web UI (HTTP/1.1), and the token it wants, if any.
+    public let admin: HostPort
+    public let adminToken: String?
+    /// The device socket (docs/device-protocol.md).
+    public let device: HostPort
+    /// The CA that issued the endpoints' certificate.
+    public let caCertificatePath: String
+    public let directory: String
+    private let emulator: Emulator
+
+    /// Starts one. `teamID` owns `bundleIDs`; `configure` changes the configuration in Swift,
+    /// then `arguments` (more `apns-emulator serve` options) apply over it; without `logging`
+    /// the emulator is quiet. The process's APNS_EMULATOR_* variables are not read: it is
+    /// self-contained.
+    public init(teamID: String = "TESTTEAM01", keyID: String = "TESTKEY001", bundleIDs: [String], arguments: [String] = [],
+                logging: Bool = false, configure: (inout ServeConfiguration) -> Void = { _ in }) throws(StartupError)
+    {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-emulator-\(UUID().uuidString)").path
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let made = try ES256PrivateKey.generate()
+            let keyPath = "\(directory)/AuthKey_\(keyID).p8"
+            try made.pkcs8PEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
+            key = Key(teamID: teamID, keyID: keyID, pem: made.pkcs8PEM, path: keyPath)
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw StartupError("cannot prepare \(directory): \(error)")
+        }
+        let freePort = HostPort(host: "127.0.0.1", port: 0)
+        var configuration = ServeConfiguration(
+            listeners: .init(sandbox: freePort, production: freePort, admin: freePort, device: freePort),
+            tls: .init(source: .generated(certsDirectory: "\(directory)/certs")),
+            authKeys: [.init(teamID: teamID, keyID: keyID, path: key.path)],
+            apps: bundleIDs.map { (teamID, $0) },
+            quiet: !logging)
+        configure(&configuration)
+        let emulator: Emulator
+        do {
+            configuration = try ServeConfiguration.resolve(arguments: arguments, environment: [:], over: configuration)
+            emulator = try Emulator(configuration: configuration)
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw StartupError("the emulator did not start: \(error)")
+        }
+        do {
+            try emulator.start()
+        } catch {
+            emulator.stop()  // closes the listeners bound before the failure
+            try? FileManager.default.removeItem(atPath: directory)
+            throw StartupError("the emulator did not start: \(error)")
+        }
+        let bound = emulator.addresses
+        guard let sandbox = bound.sandbox, let production = bound.production, let admin = bound.admin, let device = bound.device,
+            let ca = bound.caFile
+        else {
+            emulator.stop()
+            try? FileManager.default.removeItem(atPath: directory)
+            throw StartupError("the emulator started without its listeners (an option in `arguments` turned one off?)")
+        }
+        self.sandbox = sandbox
+        self.production = production
+        self.admin = admin
+        self.device = device
+        self.caCertificatePath = ca
+        self.directory = directory
+        self.emulator = emulator
+        adminToken = emulator.configuration.admin.token
+    }
+
+    /// Closes every listener and connection and removes the temporary directory.
+    public func stop() {
+        emulator.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}

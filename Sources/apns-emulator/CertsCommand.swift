@@ -1,0 +1,42 @@
+import CommandLineOptions
+import Foundation
+import OpenSSLCrypto
+
+/// `apns-emulator certs`: TEST ONLY certificates for the endpoints, or a provider's.
+let certsCommand = Subcommand(
+    name: "certs", listing: "write TEST ONLY CA and server certificates",
+    summary: "Writes TEST ONLY certificates (never trust them outside a test machine).",
+    specs: [
+        OptionSpec("dir", "PATH", default: "certs", "directory to write ca.pem, ca-key.pem, server.pem, server-key.pem"),
+        OptionSpec("provider", "BUNDLEID", "instead, issue a provider (client) certificate for this app, signed by DIR/ca.pem: DIR/provider-BUNDLEID[-ENVIRONMENT].pem and -key.pem"),
+        OptionSpec("environment", "sandbox|production|both", default: "both", "with --provider: where the certificate is valid"),
+        OptionSpec("days", "N", default: "365", "with --provider: validity in days"),
+    ],
+    run: runCerts
+)
+
+private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
+    let (options, _) = command.parse(args)
+    let dir = options.string("dir") ?? "certs"
+    do {
+        guard let bundle = options.string("provider") else {
+            let made = try TestCertificates.generate(into: dir)
+            print("wrote TEST ONLY certificates: CA \(made.caPath), server \(made.certificatePath), key \(made.keyPath)")
+            exit(0)
+        }
+        let environment = options.string("environment") ?? "both"
+        guard ["sandbox", "production", "both"].contains(environment) else {
+            command.fail("--environment must be sandbox, production or both, not '\(environment)'")
+        }
+        guard let days = Int(options.string("days") ?? ""), days > 0 else { command.fail("--days must be a whole number > 0") }
+        let made = try TestCertificates.generateProviderCertificate(
+            // One file per environment choice, so a sandbox and a production certificate
+            // for the same app can live side by side.
+            into: dir, name: environment == "both" ? "provider-\(bundle)" : "provider-\(bundle)-\(environment)", caPath: "\(dir)/ca.pem", caKeyPath: "\(dir)/ca-key.pem", bundleID: bundle,
+            development: environment != "production", production: environment != "sandbox", validityDays: days)
+        print("wrote a TEST ONLY provider certificate for \(bundle) (\(environment)): \(made.certificatePath), key \(made.keyPath)")
+        exit(0)
+    } catch {
+        command.fail("\(error)")
+    }
+}

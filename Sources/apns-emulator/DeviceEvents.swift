@@ -1,0 +1,125 @@
+import DeviceClient
+import Foundation
+
+/// The emulator's frames as the `device` command's events on stdout: one JSON object a line,
+/// `{"event": TYPE, …}`; notifications are acked once printed.
+extension DeviceCLI {
+    func handle(_ frame: JSONObject) {
+        let type = frame["type"]?.stringValue ?? ""
+        switch type {
+        case "welcome":
+            welcomed = true
+            outageAnnounced = false
+            backoffMilliseconds = 100
+            if announceOnline {
+                announceOnline = false
+                emit(["event": "online", "deviceId": .string(device.deviceID)])
+            }
+        case "registered":
+            var event = JSONObject([("event", "registered")])
+            event["token"] = frame["token"] ?? .null
+            event["bundleId"] = frame["bundleId"] ?? .null
+            event["environment"] = frame["environment"] ?? .null
+            event["kind"] = frame["kind"] ?? "app"
+            event["topic"] = frame["topic"] ?? .null
+            emit(.object(event))
+        case "notification":
+            handleNotification(frame)
+        case "error":
+            var event = errorEvent(code: frame["code"]?.stringValue ?? "unknown", message: frame["message"]?.stringValue ?? "")
+            event["fatal"] = .bool(frame["fatal"]?.boolValue ?? false)
+            emit(.object(event))
+            if !welcomed, frame["code"]?.stringValue != "unavailable" {
+                // The emulator answers hello before anything else: an error before welcome
+                // means it rejects this device, and retrying would only repeat that (except
+                // `unavailable`: instances sharing their state through Redis that cannot reach
+                // it; the connection closes and the device tries again).
+                let why = "\(frame["code"]?.stringValue ?? "error"): \(frame["message"]?.stringValue ?? "")"
+                releaseHeld()
+                FileHandle.standardError.write(Data("apns-emulator: the emulator rejected device \(device.deviceID): \(why)\n".utf8))
+                device.disconnect()
+                exit(1)
+            }
+            // A flow waiting for an answer stops at an error (the emulator answers in order).
+            reinstallAfterErase = false
+            installAfterUninstall = false
+        case "replaced":
+            replaced()
+        case "appUpdated":
+            if frame["bundleId"]?.stringValue == app.bundleID {
+                if let value = frame["appState"]?.stringValue.flatMap(AppState.init(rawValue:)) { app.appState = value }
+                if let value = frame["authorization"]?.stringValue.flatMap(Authorization.init(rawValue:)) { app.authorization = value }
+                if let value = frame["backgroundMode"]?.boolValue { app.backgroundMode = value }
+            }
+            emit(.object(event(from: frame)))
+        case "uninstalled":
+            emit(.object(event(from: frame)))
+            if installAfterUninstall && frame["bundleId"]?.stringValue == app.bundleID {
+                installAfterUninstall = false
+                sendRequest(.install(app))
+            }
+        case "erased":
+            emit(.object(event(from: frame)))
+            if reinstallAfterErase {
+                reinstallAfterErase = false
+                sendRequest(.install(app))
+            }
+        default:
+            // appUpdated, deviceUpdated, tapped, restored, pong, and anything a later version adds.
+            emit(.object(event(from: frame)))
+        }
+    }
+
+    func handleNotification(_ frame: JSONObject) {
+        let notification: DeliveredNotification
+        do {
+            notification = try DeliveredNotification(frame: frame)
+        } catch {
+            emit(.object(errorEvent(code: "bad_frame", message: error.message)))
+            return
+        }
+        var event = JSONObject([("event", "notification")])
+        event["apnsId"] = .string(notification.apnsID)
+        event["pushType"] = .string(notification.pushType)
+        event["payload"] = notification.payload
+        event["callbacks"] = .array(notification.callbacks.map { .string($0) })
+        event["display"] = .string(notification.display)
+        if let reason = notification.reason { event["reason"] = .string(reason) }
+        event["id"] = .int(notification.id)
+        event["bundleId"] = .string(notification.bundleID)
+        event["priority"] = .int(Int64(notification.priority))
+        event["collapseId"] = notification.collapseID.map { .string($0) } ?? .null
+        event["stored"] = .bool(notification.stored)
+        event["topic"] = .string(notification.topic)
+        event["token"] = .string(notification.token)
+        emit(.object(event))
+        if notification.isDisplayed { lastDisplayedAPNsID = notification.apnsID }
+        if held != nil {
+            acks.append(notification.id)
+        } else {
+            do { try device.ack(notification.id) } catch { /* the connection is gone; handled by the loop */ }
+        }
+    }
+
+    /// `{"event": <type>, …the frame's other fields}`.
+    func event(from frame: JSONObject) -> JSONObject {
+        var event = JSONObject([("event", frame["type"] ?? .null)])
+        event.members.append(contentsOf: frame.members.filter { $0.key != "type" && $0.key != "event" })
+        return event
+    }
+
+    func errorEvent(code: String, message: String) -> JSONObject {
+        JSONObject([("event", "error"), ("code", .string(code)), ("message", .string(message))])
+    }
+
+    func emit(_ event: JSONValue) {
+        if held != nil {
+            event.append(to: &held!)
+            held!.append(UInt8(ascii: "\n"))
+            return
+        }
+        var line = event.serializedBytes()
+        line.append(UInt8(ascii: "\n"))
+        write(line)
+    }
+}

@@ -1,0 +1,116 @@
+import APNsCore
+import CommandLineOptions
+import Foundation
+import Networking
+import ProviderClient
+
+/// `apns-emulator send`: one push over HTTP/2, as a provider sends it, and the answer.
+let sendCommand = Subcommand(
+    name: "send", listing: "send one push over HTTP/2, like a provider, and print the answer",
+    summary: "Sends one push (PAYLOAD is JSON text, or @FILE) and prints status, reason and apns-id.\nExit status: 0 for 200, 1 for an APNs error, 2 for a usage or connection problem.",
+    specs: [
+        OptionSpec("token", "HEX", "device token"),
+        OptionSpec("topic", "BUNDLEID", "apns-topic"),
+        OptionSpec("key", "TEAMID:KEYID:PATH", "provider signing key (.p8); omit to send without authorization"),
+        OptionSpec("cert", "PATH", "a provider client certificate (PEM) for a certificate-based connection, instead of --key"),
+        OptionSpec("cert-key", "PATH", "the client certificate's private key (PEM)"),
+        OptionSpec("push-type", "TYPE", "apns-push-type (alert, background, voip, …)"),
+        OptionSpec("priority", "10|5|1", "apns-priority"),
+        OptionSpec("expiration", "SECONDS", "apns-expiration (UNIX seconds; 0 = do not store)"),
+        OptionSpec("collapse-id", "ID", "apns-collapse-id"),
+        OptionSpec("apns-id", "UUID", "apns-id"),
+        OptionSpec("sandbox", nil, "send to the sandbox environment (default host 127.0.0.1:2197; :authority api.sandbox.push.apple.com)"),
+        OptionSpec("production", nil, "send to the production environment (default host 127.0.0.1:2198; :authority api.push.apple.com)"),
+        OptionSpec("host", "HOST:PORT", "where to connect (overrides --sandbox/--production)"),
+        OptionSpec("ca", "PATH", "CA certificate to trust (default: certs/ca.pem if present, else the system store)"),
+        OptionSpec("insecure", nil, "do not verify the server certificate"),
+        OptionSpec("h2c", nil, "cleartext HTTP/2 with prior knowledge (for --h2c-*-listen)"),
+        OptionSpec("no-alpn", nil, "TLS without ALPN: HTTP/2 with prior knowledge, as pushy does by default"),
+        OptionSpec("json", nil, "print the answer as one JSON object"),
+    ],
+    run: runSend
+)
+
+private func runSend(_ command: Subcommand, _ args: [String]) -> Never {
+    let (options, positional) = command.parse(args)
+    guard positional.count <= 1 else { command.fail("send takes one PAYLOAD argument; got \(positional.count)") }
+    guard let token = options.string("token") else { command.fail("send needs --token HEX") }
+    guard let topic = options.string("topic") else { command.fail("send needs --topic BUNDLEID") }
+    if options.isSet("sandbox") && options.isSet("production") { command.fail("choose one of --sandbox and --production") }
+    let production = options.isSet("production")
+    let hostText = options.string("host") ?? (production ? "127.0.0.1:2198" : "127.0.0.1:2197")
+    let address: HostPort
+    do { address = try HostPort(parsing: hostText) } catch { command.fail("--host: \(error.description)") }
+
+    var payloadText = positional.first ?? #"{"aps":{"alert":"Hello from apns-emulator"}}"#
+    if payloadText.hasPrefix("@") {
+        let path = String(payloadText.dropFirst())
+        do { payloadText = String(decoding: try InputFile.read(path), as: UTF8.self) } catch {
+            command.fail("payload file \(path): \(error)")
+        }
+    }
+    var providerToken: String?
+    if let spec = options.string("key") {
+        do {
+            let key = try ProviderSigningKey(spec: spec)
+            providerToken = try key.token(issuedAt: SystemClock().nowSeconds())
+        } catch {
+            command.fail("\(error)")
+        }
+    }
+    var push = APNsPush(token: token, topic: topic, payload: Array(payloadText.utf8), providerToken: providerToken)
+    push.pushType = options.string("push-type")
+    push.priority = options.string("priority")
+    push.expiration = options.string("expiration")
+    push.collapseID = options.string("collapse-id")
+    push.apnsID = options.string("apns-id")
+    // Apple's host name in :authority picks the environment on any emulator listener,
+    // including the Apple-style --listen ones that serve both.
+    if options.isSet("production") { push.authority = "api.push.apple.com" }
+    else if options.isSet("sandbox") { push.authority = "api.sandbox.push.apple.com" }
+
+    var connectionOptions = HTTP2ClientConnection.Options(address: address)
+    connectionOptions.tls = !options.isSet("h2c")
+    connectionOptions.alpn = !options.isSet("no-alpn")
+    connectionOptions.verifyPeer = !options.isSet("insecure")
+    connectionOptions.caPath = options.string("ca") ?? (FileManager.default.fileExists(atPath: "certs/ca.pem") ? "certs/ca.pem" : nil)
+    if options.isSet("cert") != options.isSet("cert-key") { command.fail("--cert and --cert-key go together") }
+    connectionOptions.clientCertificatePath = options.string("cert")
+    connectionOptions.clientKeyPath = options.string("cert-key")
+    let result: APNsResult
+    /// Why no answer came, when none did: the server's GOAWAY or a stream reset.
+    var unanswered: String?
+    do {
+        let connection = try HTTP2ClientConnection(connectionOptions)
+        result = APNsResult(try connection.send(push.request))
+        if result.status == 0 {
+            if let goAway = connection.session.goAway {
+                unanswered = "connection ended by GOAWAY (error code \(goAway.errorCode), last stream \(goAway.lastStreamID))"
+                    + (goAway.debugData.isEmpty ? "" : ": " + String(decoding: goAway.debugData, as: UTF8.self))
+            } else if let code = result.response.resetErrorCode {
+                unanswered = "stream reset by the server (RST_STREAM error code \(code))"
+            }
+        }
+        connection.close()
+    } catch {
+        command.fail("\(error)")
+    }
+    if options.isSet("json") {
+        let value: JSONValue = [
+            "status": .int(Int64(result.status)), "reason": result.reason.map(JSONValue.string) ?? .null,
+            "apnsId": result.apnsID.map(JSONValue.string) ?? .null,
+            "uniqueId": result.uniqueID.map(JSONValue.string) ?? .null,
+            "timestamp": result.timestampMs.map(JSONValue.int) ?? .null,
+            "unanswered": unanswered.map(JSONValue.string) ?? .null,
+        ]
+        print(value.serialized())
+    } else {
+        print("status: \(result.status)")
+        if let reason = result.reason { print("reason: \(reason)") }
+        if let timestamp = result.timestampMs { print("timestamp: \(timestamp)") }
+        if let id = result.apnsID { print("apns-id: \(id)") }
+        if let id = result.uniqueID { print("apns-unique-id: \(id)") }
+        if let unanswered { print("no answer: \(unanswered)") }
+    }
+    exit(result.status == 200 ? 0 : 1)
+}

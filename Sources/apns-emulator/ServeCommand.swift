@@ -1,0 +1,53 @@
+import APNsCore
+import CommandLineOptions
+import EmulatorServer
+import Foundation
+import Glibc
+import Networking
+
+/// `apns-emulator serve` (the default command): runs the emulator until SIGTERM or SIGINT.
+let serveCommand = Subcommand(
+    name: "serve", listing: "run the emulator (the default command)",
+    summary: "Runs the emulator: APNs provider endpoints, device socket, admin API and web UI.",
+    specs: ServeConfiguration.specs, configFile: true, environmentVariables: true, markdownHelp: true,
+    run: runServe
+)
+
+private func runServe(_ command: Subcommand, _ args: [String]) -> Never {
+    let configuration: ServeConfiguration
+    do {
+        configuration = try ServeConfiguration.resolve(arguments: args, environment: ProcessInfo.processInfo.environment)
+    } catch {
+        command.fail(error.description)
+    }
+    // SIGTERM and SIGINT end the emulator gracefully: they are blocked on every thread (the
+    // event loops inherit this mask) and the main thread waits for them below.
+    var stopSignals = sigset_t()
+    sigemptyset(&stopSignals)
+    sigaddset(&stopSignals, SIGTERM)
+    sigaddset(&stopSignals, SIGINT)
+    pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+    // Thousands of connections need more than the usual soft limit of 1024 descriptors.
+    let files = OpenFileLimit.raiseToHardLimit()
+    if !configuration.quiet, files.after > files.before {
+        FileHandle.standardError.write(Data("open-file limit raised from \(files.before) to \(files.after)\n".utf8))
+    }
+    let emulator: Emulator
+    do {
+        emulator = try Emulator(configuration: configuration)
+        try emulator.start()
+    } catch {
+        command.fail(error.description, code: 1)
+    }
+    if !configuration.quiet { print(Banner.text(for: emulator)) }
+    fflush(nil)
+    // Providers get GOAWAY Shutdown before the process exits.
+    var received: Int32 = 0
+    sigwait(&stopSignals, &received)
+    emulator.shutDown()
+    // _exit, not exit: the event-loop threads have closed everything but may still be running
+    // their thread-exit destructors (OpenSSL's per-thread state), and exit's OpenSSL clean-up
+    // would free the same memory under them.
+    fflush(nil)
+    _exit(0)
+}

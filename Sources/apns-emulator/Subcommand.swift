@@ -1,0 +1,53 @@
+import CommandLineOptions
+import Foundation
+
+/// One `apns-emulator` subcommand: its line in the top-level help, what its `--help` prints,
+/// its options, and what it runs. `start` answers `--help`; `parse` reads the options and ends
+/// the process with status 2 on a usage error, as every subcommand does.
+struct Subcommand: Sendable {
+    let name: String
+    /// Its line in `apns-emulator --help`; nil for the benchmark helpers, which are not listed.
+    var listing: String?
+    /// What `--help` prints above the options.
+    let summary: String
+    let specs: [OptionSpec]
+    /// The arguments that ask for help (the benchmark helpers take `--help` only).
+    var helpFlags = ["--help", "-h"]
+    /// `--help` tells of a `--config` file and of APNS_EMULATOR_* variables.
+    var configFile = false
+    var environmentVariables = false
+    /// `--help-markdown` prints the options as a Markdown table (serve's, for docs/configuration.md).
+    var markdownHelp = false
+    /// How its error messages start (`apns-emulator: …`, `apns-emulator load: …`).
+    var errorPrefix = "apns-emulator"
+    /// Runs with the arguments after the subcommand's name, once `--help` is ruled out.
+    let run: @Sendable (Subcommand, [String]) -> Never
+
+    func start(_ arguments: [String]) -> Never {
+        if markdownHelp, arguments.contains("--help-markdown") {
+            print(OptionParser.markdownTable(specs: specs))
+            exit(0)
+        }
+        if arguments.contains(where: helpFlags.contains) {
+            print(OptionParser.help(command: name, summary: summary, specs: specs, configFile: configFile,
+                                    environmentVariables: environmentVariables))
+            exit(0)
+        }
+        run(self, arguments)
+    }
+
+    /// The options and the positional arguments; `environment` is read for options that have
+    /// a variable (the `device` command reads the process's).
+    func parse(_ arguments: [String], environment: [String: String] = [:]) -> (ResolvedOptions, positional: [String]) {
+        do { return try OptionParser.parse(arguments, specs: specs, environment: environment) } catch { fail(error.description) }
+    }
+
+    /// `PREFIX: message` on standard error, then exit (2: a usage error).
+    func fail(_ message: String, code: Int32 = 2) -> Never {
+        FileHandle.standardError.write(Data("\(errorPrefix): \(message)\n".utf8))
+        exit(code)
+    }
+
+    /// The spec of one of its options.
+    func spec(_ name: String) -> OptionSpec { specs.first { $0.name == name }! }
+}

@@ -1,0 +1,74 @@
+import CommandLineOptions
+@testable import EmulatorServer
+import Networking
+import Testing
+
+/// The typed configuration: the option table shows the parts' own defaults, options apply over
+/// a base, and the state backend is one of three.
+@Suite("serve configuration")
+struct ServeConfigurationTests {
+    func resolve(_ arguments: [String], over base: ServeConfiguration = ServeConfiguration()) throws -> ServeConfiguration {
+        try ServeConfiguration.resolve(arguments: arguments, environment: [:], over: base)
+    }
+
+    /// A default in `--help` is the one the parts use: giving it explicitly changes nothing.
+    @Test func everyDefaultInTheTableIsThePartsOwn() throws {
+        let plain = String(describing: try resolve([]))
+        #expect(plain == String(describing: ServeConfiguration()))
+        for spec in ServeConfiguration.specs {
+            guard let value = spec.defaultValue else { continue }
+            #expect(String(describing: try resolve([spec.flag, value])) == plain, "\(spec.flag) \(value)")
+        }
+    }
+
+    /// A window that is not a finite number of seconds is a usage error, never a crash.
+    @Test func aRateWindowMustBeFinite() throws {
+        for flag in ["--too-many-requests", "--connection-churn"] {
+            for value in ["1/inf", "1/nan", "1/-1", "1/1e30"] {
+                let error = #expect(throws: UsageError.self) { try resolve([flag, value]) }
+                #expect(error?.description.contains("is not N/SECONDS") == true, "\(flag) \(value): \(String(describing: error))")
+            }
+        }
+        #expect(try resolve(["--too-many-requests", "100/10"]).delivery.tooManyRequests != nil)
+    }
+
+    @Test func optionsApplyOverABase() throws {
+        var base = ServeConfiguration()
+        base.listeners.sandbox = HostPort(host: "127.0.0.1", port: 0)
+        base.delivery.deviceWindow = 7
+        base.apps = [("TEAM1", "com.example.one")]
+        base.admin.token = "t0ken"
+        let resolved = try resolve(["--device-window", "9", "--app", "TEAM1:com.example.two", "--production-listen", "off"], over: base)
+        #expect(resolved.delivery.deviceWindow == 9)
+        #expect(resolved.apps.map(\.bundleID) == ["com.example.one", "com.example.two"], "a repeatable option adds to the base's list")
+        #expect(resolved.listeners.sandbox == base.listeners.sandbox && resolved.listeners.production == nil)
+        #expect(resolved.admin.token == "t0ken")
+        #expect(try resolve([], over: base).delivery.deviceWindow == 7)
+    }
+
+    /// What comes in Swift gets the checks options get.
+    @Test func aBaseIsCheckedToo() {
+        var exposed = ServeConfiguration()
+        exposed.listeners.admin = HostPort(host: "0.0.0.0", port: 0)
+        #expect(throws: UsageError.self) { try resolve([], over: exposed) }
+        var badApp = ServeConfiguration()
+        badApp.apps = [("TEAM1", "not a bundle")]
+        #expect(throws: UsageError.self) { try resolve([], over: badApp) }
+    }
+
+    @Test func theStateLivesInOnePlace() throws {
+        #expect(try resolve([]).state == .memory)
+        #expect(try resolve(["--state-journal-lag", "5"]).state == .memory, "checked, but there is no directory to apply it to")
+        #expect(try resolve(["--state-dir", "/tmp/state", "--state-journal-lag", "5", "--state-failure", "memory"]).state
+            == .directory(.init(path: "/tmp/state", journalLag: 5, onFailure: .memory)))
+        let redis = try resolve(["--redis", "redis://127.0.0.1", "--state-journal-lag", "5"]).state.redis
+        #expect(redis?.url.port == 6379 && redis?.prefix == "apns-emulator:")
+    }
+
+    @Test func theCertificatesComeFromTheCertsDirectoryOrFiles() throws {
+        #expect(try resolve(["--certs-dir", "/tmp/c"]).tls.source == .generated(certsDirectory: "/tmp/c"))
+        let files = try resolve(["--tls-cert", "a.pem", "--tls-key", "b.pem", "--certs-dir", "/tmp/c"]).tls
+        #expect(files.source == .files(certificate: "a.pem", key: "b.pem", certsDirectory: "/tmp/c"))
+        #expect(files.source.generatedCAPath == nil && files.clientCA.path == "/tmp/c/ca.pem" && !files.clientCA.required)
+    }
+}

@@ -1,0 +1,111 @@
+// The Devices tab: a card per device (online, Low Power Mode, its account, its apps with their
+// tokens, permission, state and backend), the "add a virtual device" form, and the datalists of
+// topics, bundles and tokens the forms offer.
+// May import: the helpers (dom, format, widgets, api, state), accounts, and the views its
+// buttons lead to: backend, calls, filters, refresh, timeline.
+
+import { accountControls, accountDrafts, restoreAccountDrafts } from './accounts.js';
+import { api, enc, freshAnswer } from './api.js';
+import { openBackend } from './backend.js';
+import { fillCallDevices } from './calls.js';
+import { $, h } from './dom.js';
+import { setFilter } from './filters.js';
+import { shortToken } from './format.js';
+import { act } from './refresh.js';
+import { state } from './state.js';
+import { updateCounts } from './timeline.js';
+import { confirmDialog, copyBtn, envBadge, toast } from './widgets.js';
+
+const AUTHORIZATIONS = ['notDetermined', 'denied', 'authorized', 'provisional', 'ephemeral'];
+const APP_STATES = ['foreground', 'background', 'suspended', 'notRunning', 'terminated'];
+
+/** Fetches the devices (the first page) and re-renders when they changed. */
+export async function refreshDevices() {
+  // Do not pull a select from under the user's pointer; the next refresh catches up.
+  const choosing = () => {
+    const active = document.activeElement;
+    return active && active.tagName === 'SELECT' && $('#devices').contains(active);
+  };
+  const data = await freshAnswer('devices', api('GET', '/api/v1/devices'), (d) => d.devices, choosing);
+  if (!data) return;
+  state.devices = data.devices;
+  state.moreDevices = !!data.nextCursor;
+  renderDevices();
+  fillDatalists();
+  fillCallDevices();
+  updateCounts();
+}
+
+/** The topics, bundles and tokens the forms' inputs suggest. */
+function fillDatalists() {
+  const topics = new Set(), bundles = new Set(), tokens = new Set();
+  for (const d of state.devices) for (const app of d.apps) {
+    bundles.add(app.bundleId);
+    topics.add(app.bundleId);
+    for (const t of Object.values(app.tokens || {})) tokens.add(t);
+  }
+  const fill = (id, values) => $(id).replaceChildren(...[...values].sort().map((v) => h('option', { value: v })));
+  fill('#dl-topics', topics); fill('#dl-bundles', bundles); fill('#dl-tokens', tokens);
+}
+
+/** A card per device; what is typed into its account form survives. */
+function renderDevices() {
+  const root = $('#devices');
+  const kept = accountDrafts();
+  if (!state.devices.length) { root.replaceChildren(h('div', { class: 'empty' }, 'No devices. Add a virtual device above, or connect one to the device socket.')); return; }
+  root.replaceChildren(...state.devices.map((d) => {
+    const base = `/api/v1/devices/${enc(d.deviceId)}`;
+    const apps = d.apps.map((app) => {
+      const appBase = `${base}/apps/${enc(app.bundleId)}`;
+      const choose = (field, values, current) => h('select', { 'aria-label': field, dataset: { field, device: d.deviceId, bundle: app.bundleId },
+        onchange: (e) => act(api('PATCH', appBase, { [field]: e.target.value }), `${field} → ${e.target.value}`) },
+      values.map((v) => h('option', { value: v, selected: v === current }, v)));
+      return h('tr', { dataset: { bundle: app.bundleId } },
+        h('td', null, h('div', { class: 'bundle' }, app.bundleId), envBadge(app.environment)),
+        h('td', null, Object.entries(app.tokens || {}).map(([kind, token]) => h('div', { class: 'token-line' },
+          h('span', { class: 'kind' }, kind), h('button', { type: 'button', class: 'tok', title: `Everything sent to ${token}`, onclick: () => setFilter('token', token) }, shortToken(token)), copyBtn(token))),
+          app.tokenUploadPending ? h('div', { class: 'upload-pending', dataset: { field: 'tokenUploadPending' },
+            title: 'The app got this token while logged out; it uploads it to its backend (register hook) at the next login.' }, 'token not uploaded yet') : null),
+        h('td', null, choose('authorization', AUTHORIZATIONS, app.authorization)),
+        h('td', null, choose('appState', APP_STATES, app.appState)),
+        h('td', null, h('label', { title: 'Background Modes: remote notifications' }, h('input', { type: 'checkbox', checked: app.backgroundMode,
+          onchange: (e) => act(api('PATCH', appBase, { backgroundMode: e.target.checked }), `background mode ${e.target.checked ? 'on' : 'off'}`) }), ' bg')),
+        h('td', null, h('div', { class: 'app-actions' },
+          h('button', { type: 'button', class: 'btn small ghost', dataset: { action: 'backend', bundle: app.bundleId }, title: `The backend hooks of ${app.bundleId}`, onclick: () => openBackend(app.bundleId) }, 'Backend…'),
+          h('button', { type: 'button', class: 'btn small', title: 'APNs issues new tokens; the old ones stop working', onclick: () => act(api('POST', `${appBase}/rotate`), 'Token rotated') }, 'Rotate'),
+          h('button', { type: 'button', class: 'btn small', title: 'Uninstall and install again: new token', onclick: () => act(api('POST', `${appBase}/reinstall`), 'Reinstalled') }, 'Reinstall'),
+          h('button', { type: 'button', class: 'btn small danger-outline', onclick: async () => {
+            if (await confirmDialog(`Uninstall ${app.bundleId} from ${d.deviceId}? Its tokens become Unregistered (410).`, 'Uninstall')) act(api('DELETE', appBase), 'Uninstalled');
+          } }, 'Uninstall'))));
+    });
+    return h('div', { class: 'card device', dataset: { device: d.deviceId } },
+      h('div', { class: 'device-head' }, h('span', { class: 'name' }, d.deviceId),
+        h('span', { class: `badge ${d.online ? 's-ok' : 's-grey'}` }, d.online ? 'online' : 'offline'),
+        h('span', { class: 'badge s-grey' }, d.virtual ? 'virtual' : d.connected ? 'socket connected' : 'socket disconnected'),
+        d.lowPowerMode ? h('span', { class: 'badge s-warn' }, 'Low Power Mode') : null,
+        h('span', { class: 'spacer' }),
+        h('button', { type: 'button', class: 'btn small', dataset: { action: 'online' }, onclick: () => act(api('PATCH', base, { online: !d.online }), d.online ? 'Device offline' : 'Device online') }, d.online ? 'Go offline' : 'Go online'),
+        h('label', { class: 'small' }, h('input', { type: 'checkbox', checked: d.lowPowerMode, onchange: (e) => act(api('PATCH', base, { lowPowerMode: e.target.checked }), `Low Power Mode ${e.target.checked ? 'on' : 'off'}`) }), ' Low Power'),
+        h('button', { type: 'button', class: 'btn small ghost', onclick: () => setFilter('deviceId', d.deviceId) }, 'Pushes →')),
+      accountControls(d, base),
+      d.apps.length ? h('table', { class: 'grid apps' }, h('thead', null, h('tr', null, ['App', 'Tokens', 'Permission', 'App state', 'Mode', ''].map((x) => h('th', null, x)))), h('tbody', null, apps))
+        : h('div', { class: 'muted' }, 'No apps installed.'));
+  }));
+  restoreAccountDrafts(kept);
+  // The API pages its lists (1000 at a time by default); the UI shows the first page.
+  if (state.moreDevices) root.append(h('div', { class: 'muted small' }, `The first ${state.devices.length} devices, oldest first; the admin API lists the rest page by page (GET /api/v1/devices?cursor=…).`));
+}
+
+/** "Add virtual device". */
+async function submitDevice(e) {
+  e.preventDefault();
+  const f = e.target.elements;
+  const body = { bundleId: f.bundleId.value.trim(), environment: f.environment.value, kind: f.kind.value };
+  if (f.deviceId.value.trim()) body.deviceId = f.deviceId.value.trim();
+  const created = await act(api('POST', '/api/v1/devices', body));
+  if (created) { toast(`Device ${created.deviceId}: token ${shortToken(created.token)}`); f.deviceId.value = ''; }
+}
+
+export function wireDevices() {
+  $('#new-device').addEventListener('submit', submitDevice);
+}

@@ -1,0 +1,35 @@
+// Keeping the side lists fresh: devices, tokens, fault rules, info, checks and (without events)
+// backend calls are fetched again after an action, a relevant event, or on the 4 s timer.
+// May import: the helpers (widgets, state) and the views it refreshes.
+
+import { loadCalls } from './calls.js';
+import { refreshChecks } from './checks.js';
+import { refreshDevices } from './devices.js';
+import { refreshFaults } from './faults.js';
+import { refreshInfo } from './info.js';
+import { state } from './state.js';
+import { refreshTokens } from './tokens.js';
+import { toast } from './widgets.js';
+
+/** Runs an admin action, reports errors, then refreshes what it may have changed. */
+export async function act(promise, done) {
+  try {
+    const result = await promise;
+    if (done) toast(done);
+    return result;
+  } catch (e) {
+    toast(e.message, true);
+    return null;
+  } finally {
+    refreshSide();
+  }
+}
+
+let sideTimer = null;
+/** A refresh soon, once for a burst of events. */
+export function scheduleSide() { clearTimeout(sideTimer); sideTimer = setTimeout(refreshSide, 250); }
+export async function refreshSide() {
+  await Promise.all([refreshDevices(), refreshFaults(), refreshInfo(), refreshChecks(), state.tab === 'devices' ? refreshTokens() : null,
+    // Calls arrive as events; a server that sends none is polled while the tab is open.
+    state.tab === 'backend' && !state.callEventsSeen ? loadCalls() : null]);
+}

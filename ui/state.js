@@ -1,0 +1,20 @@
+// What the page knows and shows, shared by the views: the records and their rows, the filters,
+// the shown tab, the devices, fault rules, backend calls and checks last fetched.
+// May import: nothing.
+
+export const state = {
+  records: new Map(), // sequence -> record
+  rows: new Map(), // sequence -> <tr>
+  selected: null, // sequence
+  filters: {}, // server-side filters (query parameters)
+  q: '', // free text, client-side
+  statusClass: null, // "4xx" style status filter, client-side
+  tab: 'timeline',
+  devices: [], faults: [], keys: [], info: null, infoAt: 0, filtersExtra: {},
+  calls: new Map(), // backend call id -> call
+  callBodies: new Map(), // id -> <tbody> (a call's row and, expanded, its details)
+  expandedCalls: new Set(),
+  callsFilter: { deviceId: '', hook: '' },
+  checks: null,
+  openSections: { device: true, payload: true, response: true, jwt: true, headers: false, timing: true },
+};

@@ -1,0 +1,72 @@
+// The live event stream (GET /api/v1/events, with the timeline's filters): hands each event to
+// the view it is for, shows the connection state in the header, reconnects.
+// May import: the helpers (dom, api, state) and the views its events are for: timeline, calls,
+// checks, filters, load, refresh.
+
+import { adminToken } from './api.js';
+import { forgetCalls, enqueueCall, loadCalls } from './calls.js';
+import { refreshChecks } from './checks.js';
+import { $ } from './dom.js';
+import { serverQuery } from './filters.js';
+import { countRequest, loadReset } from './load.js';
+import { refreshSide } from './refresh.js';
+import { forgetRecords, loadRecords, receiveRecord } from './timeline.js';
+
+let source = null, retryTimer = null;
+
+function setConn(s, text) {
+  const el = $('#conn');
+  el.dataset.state = s;
+  el.textContent = text || s;
+}
+
+/** Opens the stream, again if it is open: after a change of the filters or of the token. */
+export function connect() {
+  if (source) source.close();
+  clearTimeout(retryTimer);
+  setConn('connecting', 'connecting…');
+  const p = new URLSearchParams(serverQuery());
+  if (adminToken()) p.set('access_token', adminToken());
+  const query = p.toString();
+  const es = new EventSource(`/api/v1/events${query ? `?${query}` : ''}`);
+  source = es;
+  es.addEventListener('open', () => { setConn('live'); loadRecords(); loadCalls(); refreshChecks(); });
+  es.addEventListener('notification', (ev) => {
+    let r;
+    try { r = JSON.parse(ev.data); } catch { return; }
+    countRequest(r);
+    receiveRecord(r);
+  });
+  es.addEventListener('backendCall', (ev) => {
+    let c;
+    try { c = JSON.parse(ev.data); } catch { return; }
+    if (c && c.id != null) enqueueCall(c);
+  });
+  es.addEventListener('reset', () => {
+    loadReset();
+    forgetRecords();
+    forgetCalls();
+    refreshSide(); refreshChecks();
+  });
+  es.addEventListener('error', () => {
+    if (source !== es) return;
+    if (es.readyState === EventSource.CLOSED) {
+      // The server refused the stream (e.g. a bad filter): say why once, then keep trying.
+      if ($('#conn').dataset.state !== 'offline') loadRecords();
+      setConn('offline', 'offline — retrying');
+      retryTimer = setTimeout(connect, 3000);
+    } else {
+      setConn('connecting', 'reconnecting…');
+    }
+  });
+}
+
+/** Reconnects only a stream that was opened. */
+export function reconnect() {
+  if (source) connect();
+}
+
+/** Opens the stream unless something (the filters) already did. */
+export function connectOnce() {
+  if (!source) connect();
+}

@@ -1,0 +1,278 @@
+// The Notifications tab's timeline: a row per record, the selection, the counts under it, and
+// how records reach it: loaded from GET /api/v1/notifications, then live from the event stream
+// in batches, so a load test cannot swamp the page.
+// May import: the helpers (dom, format, records, widgets, api, state) and the views it hands
+// over to: detail (the selected record), filters, info, checks, load, refresh.
+
+import { api } from './api.js';
+import { scheduleChecks } from './checks.js';
+import { renderDetail } from './detail.js';
+import { $, $$, h } from './dom.js';
+import { serverQuery, setFilter } from './filters.js';
+import { fmtTime, shortToken } from './format.js';
+import { refreshInfo } from './info.js';
+import { noteHistory } from './load.js';
+import { crossText, crossTitle, progress, searchText, summaryOf } from './records.js';
+import { act, scheduleSide } from './refresh.js';
+import { state } from './state.js';
+import { confirmDialog, crossBadge, envBadge, outcomeBadge, statusPill, toast } from './widgets.js';
+
+const MAX_ROWS = 2000; // records kept in the page
+
+/** The client-side filters: a status class (4xx) and the free text, every word of it. */
+function matchesClient(r) {
+  if (state.statusClass && String(r.status)[0] !== state.statusClass[0]) return false;
+  if (state.q) {
+    const hay = searchText(r);
+    return state.q.toLowerCase().split(/\s+/).filter(Boolean).every((w) => hay.includes(w));
+  }
+  return true;
+}
+
+function buildRow(r) {
+  const sum = summaryOf(r);
+  const cross = r.crossAccount === true;
+  return h('tr', { class: cross ? 'cross' : null, dataset: { seq: r.sequence, apnsId: r.apnsId } },
+    h('td', { class: 'c-time', title: r.receivedAt }, fmtTime(r.receivedAtMs)),
+    h('td', { class: 'c-status' }, statusPill(r.status)),
+    h('td', { class: 'c-reason', title: cross ? crossTitle(r) : r.reason || '' }, cross ? crossBadge(r) : null, cross && r.reason ? ' ' : null, r.reason || ''),
+    h('td', { class: 'c-type' }, r.pushType || '—'),
+    h('td', { class: 'c-topic', title: r.topic || '' }, r.topic || '—'),
+    h('td', { class: 'c-token', title: r.token }, h('button', { type: 'button', class: 'tok', dataset: { token: r.token }, title: `Everything sent to ${r.token}` }, shortToken(r.token))),
+    h('td', { class: 'c-env' }, envBadge(r.environment)),
+    h('td', { class: 'c-outcome', title: r.explanation || '' }, outcomeBadge(r.outcome)),
+    h('td', { class: 'c-summary', title: [cross ? crossTitle(r) : null, sum.title, sum.body].filter(Boolean).join('\n') },
+      cross ? h('span', { class: 'xacct-text' }, `${crossText(r)} · `) : null,
+      sum.title ? h('b', null, sum.title) : null, sum.title && sum.body ? ' ' : null, sum.body));
+}
+
+/** Adds or replaces a record's row, in sequence order; `careful` keeps a newer version already shown. */
+export function upsert(r, { live = false, careful = false } = {}) {
+  const old = state.records.get(r.sequence);
+  if (old && careful && progress(r) < progress(old)) return;
+  state.records.set(r.sequence, r);
+  const tr = buildRow(r);
+  tr.hidden = !matchesClient(r);
+  const existing = state.rows.get(r.sequence);
+  state.rows.set(r.sequence, tr);
+  if (existing) {
+    if (existing.classList.contains('selected')) tr.classList.add('selected');
+    existing.replaceWith(tr);
+  } else {
+    const body = $('#rows');
+    let before = body.firstElementChild;
+    while (before && Number(before.dataset.seq) > r.sequence) before = before.nextElementSibling;
+    body.insertBefore(tr, before);
+    if (live) tr.classList.add('fresh');
+    trim(); // counts the new row (which goes again at once if it is the oldest)
+  }
+  if (state.selected === r.sequence) renderDetail();
+}
+
+/** Drops the oldest rows past the limit (fewer under load). */
+function trim() {
+  const limit = rowLimit();
+  while (state.rows.size > limit) {
+    const last = $('#rows').lastElementChild;
+    const seq = Number(last.dataset.seq);
+    last.remove();
+    state.rows.delete(seq);
+    state.records.delete(seq);
+  }
+}
+
+/** Empties the table (the filters changed, the records were reset). */
+export function clearRecords() {
+  state.records.clear();
+  state.rows.clear();
+  $('#rows').replaceChildren();
+  select(null);
+}
+
+/** Hides the rows the client-side filters do not match. */
+export function applyClientFilter() {
+  for (const [seq, tr] of state.rows) tr.hidden = !matchesClient(state.records.get(seq));
+  updateCounts();
+}
+
+function visibleRows() { return $$('#rows > tr:not([hidden])'); }
+
+/** The count under the table and, when nothing is shown, why (and how to send a push). */
+export function updateCounts() {
+  const shown = visibleRows().length;
+  $('#shown').textContent = `${shown} shown${shown !== state.records.size ? ` of ${state.records.size} loaded` : ''}`
+    + (busy && state.tab === 'timeline' ? ` · under load: the newest ${BUSY_ROWS}, once a second` : '');
+  const empty = $('#empty');
+  empty.replaceChildren();
+  empty.hidden = shown > 0;
+  if (shown > 0) return;
+  const filtered = Object.keys(state.filters).length || state.q || state.statusClass;
+  if (filtered) { empty.append(h('div', null, 'Nothing matches these filters.')); return; }
+  empty.append(h('div', null, 'Waiting for pushes. New notifications appear here as they arrive.'));
+  const info = state.info;
+  const app = state.devices.flatMap((d) => d.apps).find((a) => a.token);
+  if (info && info.addresses && app) {
+    const host = app.environment === 'production' ? info.addresses.production : info.addresses.sandbox;
+    const key = state.keys.find((k) => k.source && k.source !== 'api');
+    const keyArg = key ? `${key.teamId}:${key.keyId}:${key.source}` : 'TEAMID:KEYID:AuthKey.p8';
+    if (host) empty.append(h('div', { class: 'small' }, 'Send one with the built-in provider:'),
+      h('pre', null, `apns-emulator send --host ${host} --ca ${info.addresses.caFile || 'certs/ca.pem'} \\\n  --key ${keyArg} --topic ${app.bundleId} \\\n  --token ${app.token} '{"aps":{"alert":"Hello"}}'`));
+  }
+}
+
+/** Selects a record (null: none) and shows it in the detail pane. */
+export function select(seq, { scroll = false } = {}) {
+  const prev = state.rows.get(state.selected);
+  if (prev) prev.classList.remove('selected');
+  state.selected = seq;
+  const tr = state.rows.get(seq);
+  if (tr) {
+    tr.classList.add('selected');
+    if (scroll) tr.scrollIntoView({ block: 'nearest' });
+  }
+  renderDetail(true);
+}
+
+/** Moves the selection `delta` rows down among the shown ones (up when negative). */
+export function move(delta) {
+  const rows = visibleRows();
+  if (!rows.length) return;
+  const i = rows.findIndex((tr) => Number(tr.dataset.seq) === state.selected);
+  const next = i < 0 ? rows[0] : rows[Math.max(0, Math.min(rows.length - 1, i + delta))];
+  select(Number(next.dataset.seq), { scroll: true });
+}
+
+// Events are applied in batches, so a load test pushing thousands per second cannot swamp the page:
+// every 30 ms while the timeline is shown, every second while another tab is. While events pour in
+// (more than BUSY a second), a shown timeline keeps only the newest BUSY_ROWS rows, without the
+// fresh-row highlight, and a hidden one builds no rows: the newest MAX_ROWS records wait for the
+// timeline to be shown or the stream to calm down. At most CHUNK rows are built in one go.
+const queue = new Map();
+let flushTimer = null, infoTimer = null, arrived = 0, busy = false, lastFlushAt = 0;
+const pendingFlags = { added: false, side: false, cross: false };
+const BUSY = 400; // records per second: more is a load
+const CHUNK = 400; // rows built in one go; the rest right after, so the page can breathe
+const BUSY_ROWS = 200; // rows kept while the timeline is shown under load: laying out more costs too much
+const rowLimit = () => (busy && state.tab === 'timeline' ? BUSY_ROWS : MAX_ROWS);
+/** Queues a live record; the flags say what else its arrival should refresh. */
+function enqueue(r) {
+  const old = state.records.get(r.sequence) || queue.get(r.sequence);
+  if (!old) pendingFlags.added = true;
+  if (r.fault || r.status === 410) pendingFlags.side = true;
+  if (r.crossAccount && !(old || {}).crossAccount) pendingFlags.cross = true;
+  queue.set(r.sequence, r);
+  arrived++;
+  if (!flushTimer) flushTimer = setTimeout(flush, state.tab !== 'timeline' || busy ? 1000 : 30);
+}
+
+/** Keeps the newest MAX_ROWS queued records: older ones would leave the table as soon as the newer ones enter it. */
+function trimQueue() {
+  if (queue.size <= MAX_ROWS * 1.5) return;
+  const keep = [...queue.keys()].sort((a, b) => b - a)[MAX_ROWS - 1];
+  for (const seq of queue.keys()) if (seq < keep) queue.delete(seq);
+}
+
+/** Applies the queued records, CHUNK at a time, and tells whether the page is under load. */
+function flush() {
+  clearTimeout(flushTimer);
+  flushTimer = null;
+  const { added, side, cross } = pendingFlags;
+  pendingFlags.added = pendingFlags.side = pendingFlags.cross = false;
+  if (added && !infoTimer) infoTimer = setTimeout(() => { infoTimer = null; refreshInfo(); }, 500);
+  if (side) scheduleSide();
+  if (cross) scheduleChecks();
+  const now = performance.now(), elapsed = now - lastFlushAt;
+  if (elapsed >= 25) { // not for the rest of a batch that is applied in chunks
+    busy = (arrived * 1000) / elapsed > BUSY;
+    arrived = 0;
+    lastFlushAt = now;
+  }
+  if (state.tab !== 'timeline' && busy) {
+    trimQueue();
+    flushTimer = setTimeout(flush, 1000);
+    return;
+  }
+  let batch = [...queue.values()].sort((a, b) => a.sequence - b.sequence);
+  queue.clear();
+  if (batch.length > rowLimit()) batch = batch.slice(-rowLimit());
+  if (batch.length > CHUNK) {
+    for (const r of batch.slice(CHUNK)) queue.set(r.sequence, r);
+    batch = batch.slice(0, CHUNK);
+    flushTimer = setTimeout(flush, 0);
+  }
+  const live = batch.length <= 50;
+  for (const r of batch) upsert(r, { live });
+  updateCounts();
+  if (busy && !flushTimer) flushTimer = setTimeout(flush, 1000); // to notice the end of the load
+}
+
+let loadGeneration = 0, loading = false, buffered = [];
+
+/** (Re)loads the newest 200 matching records; events that arrive meanwhile are merged after. */
+export async function loadRecords() {
+  const generation = ++loadGeneration;
+  loading = true;
+  buffered = [];
+  let data;
+  try {
+    const query = serverQuery();
+    data = await api('GET', `/api/v1/notifications?limit=200${query ? `&${query}` : ''}`);
+  } catch (e) {
+    if (generation === loadGeneration) { loading = false; toast(`Could not load notifications: ${e.message}`, true); }
+    return;
+  }
+  if (generation !== loadGeneration) return;
+  const keep = state.selected;
+  state.records.clear();
+  state.rows.clear();
+  const body = $('#rows');
+  const fragment = document.createDocumentFragment();
+  for (const r of data.notifications) {
+    const tr = buildRow(r);
+    tr.hidden = !matchesClient(r);
+    state.records.set(r.sequence, r);
+    state.rows.set(r.sequence, tr);
+    fragment.append(tr);
+  }
+  body.replaceChildren(fragment);
+  noteHistory(data.notifications);
+  loading = false;
+  for (const r of buffered) upsert(r, { live: true, careful: true });
+  if (buffered.some((r) => r.crossAccount)) scheduleChecks();
+  buffered = [];
+  if (keep != null && state.rows.has(keep)) select(keep);
+  else if (keep != null) select(null);
+  updateCounts();
+}
+
+/** A record from the event stream: held while a load is under way, merged after it. */
+export function receiveRecord(r) {
+  if (loading) buffered.push(r);
+  else enqueue(r);
+}
+
+/** Shows the records that waited in the queue while another tab was shown. */
+export function showQueued() {
+  if (queue.size) { arrived = 0; flush(); }
+}
+
+/** After a reset of the emulator: no records, none queued. */
+export function forgetRecords() {
+  queue.clear(); clearRecords(); $('#count-notifications').textContent = 0; updateCounts();
+}
+
+/** A click on a row selects it, on its token shows the token view; Delete records… asks first. */
+export function wireTimeline() {
+  $('#rows').addEventListener('click', (e) => {
+    const tok = e.target.closest('.tok');
+    if (tok) { setFilter('token', tok.dataset.token); return; }
+    const tr = e.target.closest('tr');
+    if (tr) select(Number(tr.dataset.seq));
+  });
+  $('#delete-records').addEventListener('click', async () => {
+    const q = serverQuery();
+    if (!await confirmDialog(q ? 'Delete every record matching the current filters?' : 'Delete every notification record?', 'Delete')) return;
+    const done = await act(api('DELETE', `/api/v1/notifications${q ? `?${q}` : ''}`));
+    if (done) { toast(`${done.deleted} records deleted`); loadRecords(); }
+  });
+}
