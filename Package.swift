@@ -2,8 +2,9 @@
 import PackageDescription
 
 // Module layout (see CONTRIBUTING.md, "Code map"):
-//   Locking        how threads share values: Locked (brief holds), BlockingLock (held across I/O)
+//   Locking        how threads share values: Locked (brief holds), BlockingLock (held across I/O), SetOnce
 //   MonotonicClock the one monotonic clock (CLOCK_MONOTONIC), for durations and deadlines
+//   Lifecycle      services started in order and stopped in reverse, and the one Logger with levels
 //   JSON           a JSON value type with its parser and writer
 //   DeviceVocabulary  the words emulator and devices share: environments, token kinds, app permission and state
 //   HTTPGrammar    HTTP's small shared grammar: tokens, host names (pure)
@@ -58,6 +59,7 @@ let package = Package(
         .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
         .target(name: "Locking", swiftSettings: swiftSettings),
         .target(name: "MonotonicClock", swiftSettings: swiftSettings),
+        .target(name: "Lifecycle", dependencies: ["Locking", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "JSON", swiftSettings: swiftSettings),
         .target(name: "DeviceVocabulary", swiftSettings: swiftSettings),
         .target(name: "HTTPGrammar", swiftSettings: swiftSettings),
@@ -67,13 +69,13 @@ let package = Package(
         .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto", "Locking", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         .target(name: "Redis", dependencies: ["CHiredis"], swiftSettings: swiftSettings),
-        .target(name: "StatePersistence", dependencies: ["APNsCore", "MonotonicClock"], swiftSettings: swiftSettings),
+        .target(name: "StatePersistence", dependencies: ["APNsCore", "Lifecycle", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "SQLiteStateStore", dependencies: ["APNsCore", "SQLite"], swiftSettings: swiftSettings),
         .target(name: "CommandLineOptions", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
         .target(name: "HTTP1Client", dependencies: ["Networking", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "HTTP1Server", dependencies: ["Networking", "Locking", "MonotonicClock", "HTTPGrammar"], swiftSettings: swiftSettings),
         .target(name: "BackendCalls", dependencies: ["APNsCore", "HTTP1Client", "Locking"], swiftSettings: swiftSettings),
-        .target(name: "RedisStore", dependencies: ["APNsCore", "Redis", "Locking", "MonotonicClock"], swiftSettings: swiftSettings),
+        .target(name: "RedisStore", dependencies: ["APNsCore", "Redis", "Locking", "Lifecycle", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "AdminAPI",
                 dependencies: ["APNsCore", "BackendCalls", "HTTP1Server", "HTTPGrammar", "Networking", "Locking"],
                 swiftSettings: swiftSettings,
@@ -86,7 +88,7 @@ let package = Package(
         .target(name: "EmulatorServer",
                 dependencies: ["APNsCore", "AdminAPI", "HTTP1Server", "HTTPGrammar", "BackendCalls", "CommandLineOptions", "HTTP2",
                                "OpenSSLCrypto", "Networking", "MonotonicClock", "StatePersistence", "SQLiteStateStore", "Redis", "RedisStore",
-                               "Locking"],
+                               "Locking", "Lifecycle"],
                 swiftSettings: swiftSettings),
         .target(name: "ProviderClient",
                 dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking", "Locking", "MonotonicClock"],
@@ -106,7 +108,7 @@ let package = Package(
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "JSON", "OpenSSLCrypto", "Locking"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"]),
         .testTarget(name: "StatePersistenceTests",
-                    dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "RedisStore", "Redis", "RedisTestSupport", "APNsCore", "Locking", "TestSupport"]),
+                    dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "RedisStore", "Redis", "RedisTestSupport", "APNsCore", "Locking", "Lifecycle", "TestSupport"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "TestSupport"]),
         .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server"]),
         .testTarget(name: "AdminAPITests", dependencies: ["AdminAPI", "HTTP1Server", "APNsCore"]),

@@ -43,32 +43,47 @@ public final class EmulatorState: Sendable {
     /// Whether any fault rule exists: requests skip fault matching without the lock when not.
     private let faultsActive = Atomic<Bool>(false)
     /// Called, outside the lock, with the sequence numbers of records added or changed by a
-    /// `withWorld` call (for event streams and long polls). Set once at start-up.
-    @exclusivity(unchecked) nonisolated(unsafe) public var onRecordChanges: (@Sendable ([UInt64], _ reset: Bool) -> Void)?
+    /// `withWorld` call (for event streams and long polls). Set once, by the event hub, which
+    /// needs the state first (`observeRecordChanges`).
+    private let recordObserver = SetOnce<@Sendable ([UInt64], _ reset: Bool) -> Void>()
+    @inline(__always) var onRecordChanges: (@Sendable ([UInt64], _ reset: Bool) -> Void)? { recordObserver.value }
     /// Turned on while someone listens (event streams, long polls), so the request path pays
     /// nothing for change tracking otherwise.
     private let changeTracking = Atomic<Bool>(false)
-    /// Where persistent changes go, in order, drained under the lock (`--state-dir`). Set
-    /// once at start-up, before any request; nil keeps everything in memory only.
-    @exclusivity(unchecked) nonisolated(unsafe) public var persistence: (any StateChangeSink)?
+    /// Where persistent changes go, in order, drained under the lock (`--state-dir`); nil
+    /// keeps everything in memory only.
+    public let persistence: (any StateChangeSink)?
     /// Called, outside the lock and in order per call, with the backend hook calls a
-    /// `withWorld` call decided (login, registration, fetch). Set once at start-up.
-    @exclusivity(unchecked) nonisolated(unsafe) public var onBackendIntents: (@Sendable ([BackendIntent]) -> Void)?
+    /// `withWorld` call decided (login, registration, fetch).
+    let onBackendIntents: (@Sendable ([BackendIntent]) -> Void)?
+    /// Several instances sharing one world (`--redis`): every change goes through it. The
+    /// coordinator applies changes to this state, so it is attached after both exist, once,
+    /// before any request; nil for a single instance.
+    private let coordinatorSlot = SetOnce<any WorldCoordinator>()
+    @inline(__always) public var coordinator: (any WorldCoordinator)? { coordinatorSlot.value }
 
     public func setChangeTracking(_ on: Bool) { changeTracking.store(on, ordering: .relaxed) }
 
-    public init(start: World) {
+    public init(start: World, persistence: (any StateChangeSink)? = nil,
+                onBackendIntents: (@Sendable ([BackendIntent]) -> Void)? = nil)
+    {
         world = Locked(start)
         startState = Locked(start)
         credentialsGeneration = Atomic(start.credentials.generation)
+        self.persistence = persistence
+        self.onBackendIntents = onBackendIntents
+    }
+
+    /// Links the state to the instances it is shared with (`--redis`). Once, before any request.
+    public func attach(coordinator: any WorldCoordinator) { coordinatorSlot.set(coordinator) }
+
+    /// Tells `observer` about every record change (the event hub). Once, at start-up.
+    public func observeRecordChanges(_ observer: @escaping @Sendable ([UInt64], _ reset: Bool) -> Void) {
+        recordObserver.set(observer)
     }
 
     public var currentCredentialsGeneration: UInt64 { credentialsGeneration.load(ordering: .acquiring) }
     public var hasFaultRules: Bool { faultsActive.load(ordering: .relaxed) }
-
-    /// Several instances sharing one world (`--redis`): every change goes through it. Set once
-    /// at start-up, before any request; nil for a single instance.
-    @exclusivity(unchecked) nonisolated(unsafe) public var coordinator: (any WorldCoordinator)?
 
     /// Why changes are refused right now, or nil: the shared state (`--redis`) cannot be
     /// reached, or the state directory (`--state-dir`) cannot commit. Then nothing that would

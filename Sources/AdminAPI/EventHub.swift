@@ -26,7 +26,7 @@ public final class EventHub: @unchecked Sendable {
     public init(state: EmulatorState, metrics: AdminMetrics) {
         self.state = state
         self.metrics = metrics
-        state.onRecordChanges = { [weak self] sequences, reset in self?.changed(sequences, reset: reset) }
+        state.observeRecordChanges { [weak self] sequences, reset in self?.changed(sequences, reset: reset) }
     }
 
     func newID() -> UInt64 { nextID.add(1, ordering: .relaxed).oldValue }

@@ -2,17 +2,27 @@ import AdminAPI
 import APNsCore
 import BackendCalls
 import HTTP1Server
+import Locking
 import Networking
 import OpenSSLCrypto
 import StatePersistence
 
 /// The admin API's view of this emulator (AdminAPI's `AdminHost`): its state and clock, its
 /// counters and connections, and the configuration rules keys and apps are checked with.
-final class EmulatorAdminHost: AdminHost, @unchecked Sendable {
-    /// Unowned: the emulator owns its admin server, which owns this.
-    unowned let emulator: Emulator
+final class EmulatorAdminHost: AdminHost, Sendable {
+    /// Unowned: the emulator owns its admin server, which owns this. Attached once, at the
+    /// end of `Emulator.init`, because the admin server is one of the emulator's parts.
+    private let link = SetOnce<UnownedEmulator>()
+    private struct UnownedEmulator: Sendable { unowned let emulator: Emulator }
 
-    init(_ emulator: Emulator) { self.emulator = emulator }
+    init() {}
+
+    func attach(_ emulator: Emulator) { link.set(UnownedEmulator(emulator: emulator)) }
+
+    private var emulator: Emulator {
+        guard let link = link.value else { preconditionFailure("the admin host is used before its emulator is built") }
+        return link.emulator
+    }
 
     var state: EmulatorState { emulator.state }
     var clock: OffsetClock { emulator.offsetClock }
@@ -25,7 +35,7 @@ final class EmulatorAdminHost: AdminHost, @unchecked Sendable {
     var deviceConnectionCount: Int { emulator.devices.connectionCount }
 
     func metricsText() -> String { emulator.metricsText() }
-    func log(_ message: String) { emulator.log(message) }
+    func log(_ message: String) { emulator.logger.info(message) }
     func dispatch(_ frames: [DeviceFrame]) { emulator.devices.dispatch(frames) }
 
     func afterCommit(on loop: EventLoop, _ answer: @escaping (_ failure: String?) -> Void) -> Bool {
@@ -67,19 +77,17 @@ final class EmulatorAdminHost: AdminHost, @unchecked Sendable {
 
 extension Emulator {
     /// The admin API with the access rules and limits of the configuration.
-    func makeAdminService() -> AdminService {
-        let c = configuration
+    static func makeAdminService(_ c: ServeConfiguration, host: EmulatorAdminHost, events: EventHub, metrics: AdminMetrics) -> AdminService {
         let settings = AdminSettings(maxWaiters: c.admin.maxWaiters, keysDirectory: c.admin.keysDirectory, strictChecks: c.strictChecks,
                                      maxConnections: c.admin.maxConnections, readTimeoutMs: c.admin.readTimeoutMs)
-        return AdminService(host: EmulatorAdminHost(self), events: events, metrics: adminMetrics,
-                            policy: c.admin.policy(boundTo: c.listeners.admin), settings: settings)
+        return AdminService(host: host, events: events, metrics: metrics, policy: c.admin.policy(boundTo: c.listeners.admin),
+                            settings: settings)
     }
 
     /// The HTTP/1.1 server of the admin listener.
-    func makeAdminServer() -> HTTP1Server {
-        let admin = configuration.admin
-        let options = HTTP1Server.Options(maxConnections: admin.maxConnections, readTimeoutMs: admin.readTimeoutMs,
-                                          idleTimeoutMs: admin.idleTimeoutMs)
-        return HTTP1Server(options: options, service: makeAdminService())
+    static func makeAdminServer(_ c: ServeConfiguration, service: AdminService) -> HTTP1Server {
+        let options = HTTP1Server.Options(maxConnections: c.admin.maxConnections, readTimeoutMs: c.admin.readTimeoutMs,
+                                          idleTimeoutMs: c.admin.idleTimeoutMs)
+        return HTTP1Server(options: options, service: service)
     }
 }

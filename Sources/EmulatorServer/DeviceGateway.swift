@@ -1,4 +1,5 @@
 import APNsCore
+import Lifecycle
 import Foundation
 import Networking
 import StatePersistence
@@ -11,12 +12,11 @@ import Locking
 final class DeviceGateway: Sendable {
     let state: EmulatorState
     let clock: any EmulatorClock
-    let log: @Sendable (String) -> Void
+    let logger: Logger
     /// `--state-dir`: frames wait until the changes behind them are committed.
     let durability: StateWriter?
     /// `--redis`: frames for sockets this instance does not hold go to the instance that does.
-    /// Set once at start-up.
-    nonisolated(unsafe) var relay: (@Sendable ([DeviceFrame]) -> Void)?
+    let relay: (@Sendable ([DeviceFrame]) -> Void)?
     /// Live device connections by connection id.
     private let connections = Locked<[UInt64: ConnectionRef]>([:])
 
@@ -25,11 +25,14 @@ final class DeviceGateway: Sendable {
         let loop: EventLoop
     }
 
-    init(state: EmulatorState, clock: any EmulatorClock, durability: StateWriter? = nil, log: @escaping @Sendable (String) -> Void) {
+    init(state: EmulatorState, clock: any EmulatorClock, durability: StateWriter?, logger: Logger,
+         relay: (@Sendable ([DeviceFrame]) -> Void)?)
+    {
         self.state = state
         self.clock = clock
         self.durability = durability
-        self.log = log
+        self.logger = logger
+        self.relay = relay
     }
 
     func register(_ handler: DeviceConnection) {
@@ -173,7 +176,7 @@ final class DeviceConnection: ConnectionHandler {
             let now = self.now
             let id = connection.id
             state.withWorld { $0.disconnectDevice(deviceID, connectionID: id, nowMs: now) }
-            gateway.log("device \(deviceID) disconnected (connection \(id))")
+            gateway.logger.info("device \(deviceID) disconnected (connection \(id))")
         }
     }
 
@@ -381,7 +384,7 @@ final class DeviceConnection: ConnectionHandler {
         deviceID = id
         lastHello = hello
         if let helloTimer { connection.loop.cancel(helloTimer) }
-        gateway.log("device \(id) connected from \(connection.peer) (connection \(connectionID), \(apps.count) app(s))")
+        gateway.logger.info("device \(id) connected from \(connection.peer) (connection \(connectionID), \(apps.count) app(s))")
         gateway.dispatch(frames)
     }
 

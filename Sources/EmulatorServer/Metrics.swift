@@ -81,11 +81,11 @@ extension Emulator {
         p.histogram("apns_emulator_payload_bytes", "Payload sizes of requests that reached the payload checks.", counters.payloadSizes)
         p.labelled("apns_emulator_connections_refused_total", "counter",
                    "Connections closed on arrival: --max-connections of their kind were open (provider, device), or --connection-churn (churn).",
-                   by: "kind", [providerBudget, deviceBudget].map { ($0.kind, Double($0.refused.load(ordering: .relaxed))) }
+                   by: "kind", [listeners.providerBudget, listeners.deviceBudget].map { ($0.kind, Double($0.refused.load(ordering: .relaxed))) }
                        + [("churn", Double(providers.churnRefused.load(ordering: .relaxed)))])
         p.single("apns_emulator_accept_pauses_total", "counter",
                  "Times a listener stopped accepting for a moment because the process was out of file descriptors.",
-                 Double(acceptPauses.load(ordering: .relaxed)))
+                 Double(listeners.acceptPauses.load(ordering: .relaxed)))
         p.single("apns_emulator_device_connections", "gauge", "Connected device sockets.", Double(devices.connectionCount))
         p.single("apns_emulator_devices", "gauge", "Devices known (virtual and socket).", Double(deviceCount))
         p.single("apns_emulator_pending_deliveries", "gauge",

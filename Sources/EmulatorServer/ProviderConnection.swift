@@ -1,4 +1,5 @@
 import APNsCore
+import Lifecycle
 import HTTP2
 import MonotonicClock
 import Networking
@@ -83,13 +84,13 @@ final class ProviderConnection: ConnectionHandler {
                                             listenerEnvironment: context.listenerEnvironment,
                                             serverName: connection.serverName,
                                             tokenPolicy: endpoint.options.tokenPolicy)
-        providers.log("provider connection \(connection.id) from \(connection.peer) (\(context.listenerEnvironment.rawValue)"
+        providers.logger.info("provider connection \(connection.id) from \(connection.peer) (\(context.listenerEnvironment.rawValue)"
             + (connection.tls != nil ? ", TLS, ALPN \(connection.negotiatedALPN ?? "none"), SNI \(connection.serverName ?? "none"))" : ", h2c)"))
         if let certificate = clientCertificate() {
             context.credential = .certificate(certificate)
             let environment = APNsEnvironment.resolve(authority: nil, serverName: context.serverName.map { Substring($0) },
                                                       listener: context.listenerEnvironment)
-            providers.log("provider connection \(connection.id): client certificate \(certificate.subject)"
+            providers.logger.info("provider connection \(connection.id): client certificate \(certificate.subject)"
                 + (certificate.problem.map { " (not valid: \($0))" } ?? ""))
             if certificate.problem == nil, !certificate.allows(environment) {
                 // As APNs does: GOAWAY, last stream 0, {"reason":"BadCertificateEnvironment"}.
@@ -113,7 +114,7 @@ final class ProviderConnection: ConnectionHandler {
             guard let self, !self.connection.isClosed, !self.refusedHTTP1,
                 self.prefaceBytes < Self.prefaceLength
             else { return }
-            self.providers.log("provider connection \(self.connection.id): no HTTP/2 connection preface within \(Self.prefaceTimeoutMs / 1000) s; closed")
+            self.providers.logger.info("provider connection \(self.connection.id): no HTTP/2 connection preface within \(Self.prefaceTimeoutMs / 1000) s; closed")
             self.connection.close()
         }
     }
@@ -128,7 +129,7 @@ final class ProviderConnection: ConnectionHandler {
         }
         let bundle = info.subjectUID ?? info.commonName.map { $0.replacingOccurrences(of: "Apple Push Services: ", with: "") } ?? ""
         var problem: String?
-        if let trust = providers.clientTrust {
+        if let trust = providers.tls.clientTrust {
             problem = tls.verifyPeerCertificate(trustStore: trust)
         } else {
             problem = "no --client-ca is configured to trust provider certificates"
@@ -170,7 +171,7 @@ final class ProviderConnection: ConnectionHandler {
             try session.receive(bytes)
         } catch {
             // nghttp2 has queued a GOAWAY; send it and hang up.
-            providers.log("provider connection \(connection.id): HTTP/2 error: \(error.message)")
+            providers.logger.info("provider connection \(connection.id): HTTP/2 error: \(error.message)")
             flushSession()
             connection.closeAfterFlush()
             return
@@ -196,7 +197,7 @@ final class ProviderConnection: ConnectionHandler {
         guard kept else {
             // What these answers promised is not in the shared state: the provider sees the
             // connection drop (no answer), as from a crashed server, and sends again.
-            providers.log("provider connection \(connection.id): the shared state did not take this read's requests; closing without answering them")
+            providers.logger.info("provider connection \(connection.id): the shared state did not take this read's requests; closing without answering them")
             connection.close()
             return
         }
@@ -216,7 +217,7 @@ final class ProviderConnection: ConnectionHandler {
             let now = Monotonic.nowMilliseconds()
             for stalled in self.session.resetStalledRequests(startedBefore: now - timeout) {
                 let explanation = "stream reset (RST_STREAM CANCEL): the request was not complete \(self.providers.requestTimeoutSeconds) s after it began (--request-timeout)"
-                self.providers.log("provider connection \(self.connection.id) stream \(stalled.streamID): \(explanation)")
+                self.providers.logger.info("provider connection \(self.connection.id) stream \(stalled.streamID): \(explanation)")
                 self.endpoint.recordRefused(streamID: stalled.streamID, headers: stalled.headers.map { ($0.name, $0.value) },
                                             headersTruncated: false, explanation: explanation, connection: &self.context)
             }
@@ -233,7 +234,7 @@ final class ProviderConnection: ConnectionHandler {
     private func refuseHTTP1(requestLine: String, upgrade: Bool) {
         refusedHTTP1 = true
         firstBytes = nil
-        providers.log("provider connection \(connection.id): HTTP/1.1 request '\(requestLine)'\(upgrade ? " asking to upgrade to h2c" : ""), answered 505: APNs speaks HTTP/2 only")
+        providers.logger.info("provider connection \(connection.id): HTTP/1.1 request '\(requestLine)'\(upgrade ? " asking to upgrade to h2c" : ""), answered 505: APNs speaks HTTP/2 only")
         let howTo = connection.tls != nil
             ? "Use an HTTP/2 client: curl --http2, or a library with HTTP/2 enabled (ALPN h2)."
             : "This cleartext listener speaks HTTP/2 with prior knowledge: curl --http2-prior-knowledge, or a client configured for h2c prior knowledge. Upgrading from HTTP/1.1 (Upgrade: h2c) is not supported, as Apple's service has no cleartext HTTP at all."
@@ -280,7 +281,7 @@ final class ProviderConnection: ConnectionHandler {
             guard committed else {
                 // What these answers promise is not on disk: the provider sees the connection
                 // drop (no answer), as from a crashed server, and sends again.
-                self.providers.log("provider connection \(self.connection.id): the state directory did not commit \(answers.count) answer(s); closing without sending them")
+                self.providers.logger.warning("provider connection \(self.connection.id): the state directory did not commit \(answers.count) answer(s); closing without sending them")
                 self.connection.close()
                 return
             }
@@ -336,7 +337,7 @@ final class ProviderConnection: ConnectionHandler {
         case .headerListTooLarge(let size, let limit):
             explanation = "stream reset (RST_STREAM PROTOCOL_ERROR): the header list went over the \(limit) bytes this server advertises in SETTINGS_MAX_HEADER_LIST_SIZE (\(size) bytes at the field that crossed it); the fields from there on were not kept or looked at. The \(HTTP2ServerSession.oversizedHeaderListsPerConnection)th such list on a connection ends it with GOAWAY ENHANCE_YOUR_CALM"
         }
-        providers.log("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
+        providers.logger.info("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
         endpoint.recordRefused(streamID: refused.streamID, headers: refused.headers.map { ($0.name, $0.value) },
                                headersTruncated: true, explanation: explanation, connection: &context)
     }
@@ -411,7 +412,7 @@ final class ProviderConnection: ConnectionHandler {
         idleTimer = connection.loop.schedule(afterMilliseconds: max(due, 10)) { [weak self] in
             guard let self, !self.connection.isClosed else { return }
             if Monotonic.nowMilliseconds() - self.connection.lastActivity >= timeout {
-                self.providers.log("provider connection \(self.connection.id): idle for \(timeout / 1000) s, GOAWAY IdleTimeout")
+                self.providers.logger.info("provider connection \(self.connection.id): idle for \(timeout / 1000) s, GOAWAY IdleTimeout")
                 self.goAway(reason: .idleTimeout)
             } else {
                 self.scheduleIdleCheck()

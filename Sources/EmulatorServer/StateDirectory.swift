@@ -1,4 +1,8 @@
+// StateDirectory: `--state-dir`: the store read at construction, written and followed by the
+// writer thread once started.
 import APNsCore
+import Lifecycle
+import Locking
 public import Networking
 import OpenSSLCrypto
 import SQLiteStateStore
@@ -7,14 +11,14 @@ public import StatePersistence
 /// Event loops run the answers that waited for a commit.
 extension EventLoop: CommitExecutor {}
 
-/// `--state-dir`: opens the store, works out the world to start with and starts the writer.
+/// `--state-dir`: opens the store and works out the world to start with; the writer is
+/// started with the other services.
 enum StateDirectory {
     /// The world to serve: `configured` for a new directory (which is then written in full),
-    /// else the persisted state laid over it (docs/state.md, "Start-up").
-    /// `log` is for what was loaded (quiet with `--quiet`); the writer's failures are always
-    /// logged.
+    /// else the persisted state laid over it (docs/state.md, "Start-up"). Reads the store;
+    /// writes nothing until the returned service starts.
     static func open(_ directory: String, configured: World, journalLag: Int, onFailure: StateFailurePolicy, clock: any EmulatorClock,
-                     log: @escaping @Sendable (String) -> Void) throws(StartupError) -> (World, StateWriter)
+                     logger: Logger) throws(StartupError) -> (World, StateDirectoryService)
     {
         let store: SQLiteStateStore
         let persisted: PersistedState
@@ -34,20 +38,16 @@ enum StateDirectory {
             }
             changes = world.takeStateChanges(recordSequences: world.records.takeChanges())
             world.records.trackChanges = false
-            log("state: loaded \(persisted.devices.count) device(s), \(persisted.tokens.count) token(s), \(persisted.waiting.count) waiting notification(s) and \(persisted.records.count) record(s) from \(store.location)")
+            logger.info("state: loaded \(persisted.devices.count) device(s), \(persisted.tokens.count) token(s), \(persisted.waiting.count) waiting notification(s) and \(persisted.records.count) record(s) from \(store.location)")
         } else {
             world = configured
             world.startTrackingChanges()
             changes = [.reset(world.persistedState)]
-            log("state: new state in \(store.location)")
+            logger.info("state: new state in \(store.location)")
         }
-        // Written before any listener opens, so what is served is already on disk.
-        do { try store.write(changes) } catch { throw StartupError("--state-dir \(directory): \(error.description)") }
-        let writer = StateWriter(store: store, limits: StateWriterLimits().with(journalLag: journalLag), onFailure: onFailure) {
-            ProviderConnections.logLine($0)
-        }
-        writer.start()
-        return (world, writer)
+        let writer = StateWriter(store: store, limits: StateWriterLimits().with(journalLag: journalLag), onFailure: onFailure,
+                                 logger: logger)
+        return (world, StateDirectoryService(directory: directory, store: store, firstChanges: changes, writer: writer))
     }
 
     /// A key added at run time, from the PEM kept in the state.
@@ -61,4 +61,34 @@ enum StateDirectory {
                            verifier: ES256SignatureVerifier(key: key), source: stored.source, pem: stored.pem,
                            addedAtRunTime: true)
     }
+}
+
+/// The state directory as a service: starting writes the world about to be served (before
+/// any listener opens, so what is served is already on disk) and starts the writer thread;
+/// stopping commits what is queued.
+final class StateDirectoryService: Service {
+    var serviceName: String { "state directory" }
+    let writer: StateWriter
+    private let directory: String
+    private let store: any StateStore
+    /// Released once written.
+    private let firstChanges: Locked<[StateChange]>
+
+    init(directory: String, store: any StateStore, firstChanges: [StateChange], writer: StateWriter) {
+        self.directory = directory
+        self.store = store
+        self.firstChanges = Locked(firstChanges)
+        self.writer = writer
+    }
+
+    func start() throws {
+        let changes = firstChanges.withLock { changes in
+            defer { changes = [] }
+            return changes
+        }
+        do { try store.write(changes) } catch { throw StartupError("--state-dir \(directory): \(error.description)") }
+        writer.start()
+    }
+
+    func stop(deadlineMs: Int64) { writer.stop(deadlineMs: deadlineMs) }
 }

@@ -7,6 +7,8 @@
 //   in the kernel instead of spinning.
 // - A thread that sleeps until work is handed to it waits on an `NSCondition` (the state
 //   writer), the condition-variable form of a blocking lock.
+// - `SetOnce<Value>`: not a lock but a link made once after construction, where two parts
+//   need each other (an atomic reference: setting it twice traps).
 // Sources use no other lock (no bare Mutex or NSLock), so a ThreadSanitizer build sees them all.
 
 public import Synchronization

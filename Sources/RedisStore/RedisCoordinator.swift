@@ -1,10 +1,11 @@
 // RedisStore: `--redis`, the state in Redis shared by several instances: the lease that
 // orders changes, the change log, the relay of device frames. Imports APNsCore, Redis,
-// Locking, MonotonicClock and Foundation.
+// Locking, Lifecycle (it is a service, given a logger), MonotonicClock and Foundation.
 
 public import APNsCore
 import Foundation
-import Locking
+public import Lifecycle
+public import Locking
 import MonotonicClock
 import Redis
 
@@ -43,9 +44,10 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     let configured: World
     let clock: any EmulatorClock
     let loadKey: @Sendable (StoredKey) throws(StateStoreError) -> ProviderKey
-    let log: @Sendable (String) -> Void
-    /// Frames for device sockets on this instance, relayed by another one.
-    public var deliverFrames: (@Sendable ([DeviceFrame]) -> Void)?
+    let logger: Logger
+    /// Frames for device sockets on this instance, relayed by another one. Set once by the
+    /// device gateway, which relays through this coordinator and so is built after it.
+    public let deliverFrames = SetOnce<@Sendable ([DeviceFrame]) -> Void>()
 
     /// Everything below changes under this lock, which is held across Redis calls: it orders
     /// this instance's changes, and it is always taken before the world's lock.
@@ -101,14 +103,14 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     let publisher = Locked<RedisConnection?>(nil)
 
     public init(store: RedisStateStore, state: EmulatorState, configured: World, clock: any EmulatorClock,
-                loadKey: @escaping @Sendable (StoredKey) throws(StateStoreError) -> ProviderKey, log: @escaping @Sendable (String) -> Void)
+                loadKey: @escaping @Sendable (StoredKey) throws(StateStoreError) -> ProviderKey, logger: Logger = .silent)
     {
         self.store = store
         self.state = state
         self.configured = configured
         self.clock = clock
         self.loadKey = loadKey
-        self.log = log
+        self.logger = logger
         shared = BlockingLock(Shared())
     }
 
@@ -119,7 +121,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     /// Joins the shared state: takes an instance number, then either loads the state others
     /// made or (for the first instance of an empty store) writes this one's. Retries for up to
     /// `waitMilliseconds` while Redis cannot be reached.
-    public func start(waitMilliseconds: Int64 = 10_000) throws(StateStoreError) {
+    public func start(waitMilliseconds: Int64) throws(StateStoreError) {
         let deadline = Monotonic.nowMilliseconds() + waitMilliseconds
         var lastError = ""
         while true {
@@ -363,7 +365,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                 }
                 s.announcements.append((applied.recordSequences, applied.reset))
             } catch {
-                log("cannot apply shared change \(version): \(error); reloading the shared state")
+                logger.warning("cannot apply shared change \(version): \(error); reloading the shared state")
                 s.needsReload = true
                 return
             }
@@ -382,7 +384,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             epoch = try store.epoch(on: redis)
         }
         if let epoch, epoch != s.epoch {
-            if !s.epoch.isEmpty { log("shared state: following a new shared state in Redis (epoch \(s.epoch) → \(epoch))") }
+            if !s.epoch.isEmpty { logger.warning("shared state: following a new shared state in Redis (epoch \(s.epoch) → \(epoch))") }
             s.epoch = epoch
             followedEpoch.withLock { $0 = epoch }
         }
@@ -408,17 +410,17 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             let text = "Redis at \(store.url.redacted) cannot be reached: \(error)"
             s.unavailable = text
             reason.withLock { $0 = text }
-            log("shared state unavailable: \(error); providers get 503 until Redis is back")
+            logger.warning("shared state unavailable: \(error); providers get 503 until Redis is back")
         } else if error.kind == .timeout {
-            log("shared state: \(error)")
+            logger.warning("shared state: \(error)")
         } else if error.kind == .server, error.description.hasPrefix("EPOCH") {
             let current = error.description.dropFirst("EPOCH".count).trimmingCharacters(in: .whitespaces)
             epochChanged(&s, current: current.isEmpty ? nil : current)
         } else if error.description.hasPrefix("LEASE") {
             s.holding = false
-            log("shared state: the lease expired before a change was stored; reloading")
+            logger.warning("shared state: the lease expired before a change was stored; reloading")
         } else {
-            log("shared state: \(error)")
+            logger.warning("shared state: \(error)")
         }
     }
 
@@ -435,11 +437,11 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             let text = "the shared state in Redis was lost (Redis restarted without its data, or was flushed); the instances restore it from the newest copy among them"
             s.unavailable = text
             reason.withLock { $0 = text }
-            log("shared state lost: Redis no longer holds the state this instance follows (epoch \(s.epoch)); providers get 503 until it is restored from the newest copy among the instances")
+            logger.warning("shared state lost: Redis no longer holds the state this instance follows (epoch \(s.epoch)); providers get 503 until it is restored from the newest copy among the instances")
             return
         }
         guard current != s.epoch else { return }
-        log("shared state: Redis holds another shared state (epoch \(s.epoch) → \(current)), seeded while this instance was away; reloading this copy from it")
+        logger.warning("shared state: Redis holds another shared state (epoch \(s.epoch) → \(current)), seeded while this instance was away; reloading this copy from it")
         s.epoch = current
         followedEpoch.withLock { $0 = current }
         s.needsReload = true
@@ -589,7 +591,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         guard back else { return }
         reason.withLock { $0 = nil }
         flushAnnouncements()
-        log("shared state available again (Redis at \(store.url.redacted))")
+        logger.warning("shared state available again (Redis at \(store.url.redacted))")
     }
 
     /// While the shared state is lost: every instance that followed it offers its copy (the
@@ -643,7 +645,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                     return  // another candidate was first: follow it on the next pass
                 }
                 _ = try? redis.command("DEL", store.key("recovering"))
-                log("shared state restored into Redis from this instance's copy (version \(s.version) of the lost state: \(copy.devices.count) device(s), \(copy.tokens.count) token(s), \(copy.waiting.count) waiting notification(s), \(copy.records.count) record(s)); the other instances reload it")
+                logger.warning("shared state restored into Redis from this instance's copy (version \(s.version) of the lost state: \(copy.devices.count) device(s), \(copy.tokens.count) token(s), \(copy.waiting.count) waiting notification(s), \(copy.records.count) record(s)); the other instances reload it")
                 s.recovery = nil
                 s.epoch = epoch
                 followedEpoch.withLock { $0 = epoch }
@@ -661,7 +663,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         guard restored || rejoined else { return }
         reason.withLock { $0 = nil }
         flushAnnouncements()
-        if rejoined { log("shared state available again: restored by another instance, reloaded from Redis") }
+        if rejoined { logger.warning("shared state available again: restored by another instance, reloaded from Redis") }
     }
 
     /// Members of `recovering`, ranked by score (the version of the copy) and, for equal ones,
@@ -724,3 +726,9 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         """)
 }
 
+
+extension RedisCoordinator: Service {
+    public var serviceName: String { "shared state (--redis)" }
+    public func start() throws { try start(waitMilliseconds: 10_000) }
+    public func stop(deadlineMs: Int64) { stop() }
+}

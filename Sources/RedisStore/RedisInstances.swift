@@ -40,7 +40,7 @@ extension RedisCoordinator {
         _ = state.withSharedWorld { world in
             for (device, connection) in gone { world.disconnectDevice(device, connectionID: connection, nowMs: now) }
         }
-        log("instance(s) \(stopped.sorted().map(String.init).joined(separator: ", ")) stopped: \(gone.count) device(s) marked disconnected")
+        logger.info("instance(s) \(stopped.sorted().map(String.init).joined(separator: ", ")) stopped: \(gone.count) device(s) marked disconnected")
     }
 
     // MARK: Frames for devices on other instances
@@ -71,7 +71,7 @@ extension RedisCoordinator {
                 })
             }
         } catch {
-            log("cannot relay \(frames.count) frame(s) to another instance: \(error)")
+            logger.warning("cannot relay \(frames.count) frame(s) to another instance: \(error)")
         }
     }
 
@@ -91,7 +91,7 @@ extension RedisCoordinator {
                 }
                 guard let (_, message) = try subscriber!.next(timeoutMs: 1_000) else { continue }
                 let frames = try StateCodec.decodeFrames(message)
-                deliverFrames?(frames)
+                deliverFrames.value?(frames)
             } catch {
                 subscriber?.close()
                 subscriber = nil

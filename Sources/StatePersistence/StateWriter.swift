@@ -1,9 +1,11 @@
 // StatePersistence: the group-commit writer thread between the state lock and a StateStore,
 // and the gate that holds answers until their changes are committed. Imports APNsCore,
-// MonotonicClock and Foundation; no store of its own.
+// Lifecycle (it is a service, given a logger), MonotonicClock and Foundation; no store of
+// its own.
 
 public import APNsCore
 import Foundation
+public import Lifecycle
 import MonotonicClock
 import Synchronization
 
@@ -105,7 +107,7 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     private let store: any StateStore
     private let limits: StateWriterLimits
     public let onFailure: StateFailurePolicy
-    private let log: @Sendable (String) -> Void
+    private let logger: Logger
     private let condition = NSCondition()
     // Guarded by `condition`:
     private var pending = PendingChanges()
@@ -129,13 +131,14 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     private let uncommittedRecords = Atomic<Int>(0)
     private var recordsInTransaction = 0
 
+    /// Built idle: `start` begins the writer thread. Its failures are warnings on `logger`.
     public init(store: any StateStore, limits: StateWriterLimits = StateWriterLimits(), onFailure: StateFailurePolicy = .refuse,
-                log: @escaping @Sendable (String) -> Void)
+                logger: Logger = .silent)
     {
         self.store = store
         self.limits = limits
         self.onFailure = onFailure
-        self.log = log
+        self.logger = logger
     }
 
     public var location: String { store.location }
@@ -148,6 +151,8 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
         return stats.failure.map { "\($0); retrying" }
     }
 
+    public var serviceName: String { "state directory" }
+
     public func start() {
         condition.lock()
         running = true
@@ -157,7 +162,9 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
         thread.start()
     }
 
-    /// Writes what is queued, then stops the thread (graceful shutdown, tests).
+    /// Writes what is queued, then stops the thread (graceful shutdown, tests). It waits for
+    /// the open transaction however long it takes: changes that were acknowledged are
+    /// committed or reported lost, never cut off by a deadline.
     public func stop() {
         condition.lock()
         stopping = true
@@ -291,7 +298,7 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
                     stats.failure = failureText(error)
                     if Self.nowMs() - lastFailureLogMs >= 60_000 {
                         lastFailureLogMs = Self.nowMs()
-                        log("state: \(store.location) still cannot be written (\(error)); \(pending.count) change(s) wait for it")
+                        logger.warning("state: \(store.location) still cannot be written (\(error)); \(pending.count) change(s) wait for it")
                     }
                 }
                 // The answers waiting for this transaction learn it failed (under `.memory`
@@ -354,10 +361,10 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
         switch onFailure {
         case .refuse:
             refusing.store(true, ordering: .releasing)
-            log("state: writing \(store.location) failed \(limits.attempts) times (\(error)). Providers get 503 and admin changes are refused until it commits again; answers that were waiting for it are not sent (their connections are closed). Retrying with backoff up to \(limits.maxFailingRetryMilliseconds / 1000) s.")
+            logger.warning("state: writing \(store.location) failed \(limits.attempts) times (\(error)). Providers get 503 and admin changes are refused until it commits again; answers that were waiting for it are not sent (their connections are closed). Retrying with backoff up to \(limits.maxFailingRetryMilliseconds / 1000) s.")
         case .memory:
             memoryOnly.store(true, ordering: .releasing)
-            log("state: writing \(store.location) failed \(limits.attempts) times (\(error)). --state-failure memory: going on in memory; answers no longer wait for the disk, and what is not written is lost if the emulator stops before the directory works again. Retrying with backoff up to \(limits.maxFailingRetryMilliseconds / 1000) s.")
+            logger.warning("state: writing \(store.location) failed \(limits.attempts) times (\(error)). --state-failure memory: going on in memory; answers no longer wait for the disk, and what is not written is lost if the emulator stops before the directory works again. Retrying with backoff up to \(limits.maxFailingRetryMilliseconds / 1000) s.")
         }
     }
 
@@ -368,7 +375,7 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
         stats.failure = nil
         refusing.store(false, ordering: .releasing)
         memoryOnly.store(false, ordering: .releasing)
-        log("state: writing \(store.location) works again; everything queued meanwhile is committed and the emulator serves as before")
+        logger.warning("state: writing \(store.location) works again; everything queued meanwhile is committed and the emulator serves as before")
     }
 
     /// Stopping while the store fails: what is queued cannot be kept.
@@ -377,7 +384,7 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
         for change in changes {
             if change.isJournalRecord { stats.recordsDropped += 1 } else { stats.changesDropped += 1 }
         }
-        log("state: stopping while \(store.location) cannot be written; \(changes.count) change(s) made since the last commit are not in the state directory")
+        logger.warning("state: stopping while \(store.location) cannot be written; \(changes.count) change(s) made since the last commit are not in the state directory")
     }
 
     /// One transaction, tried a few times (a busy disk, a transient error).
@@ -389,7 +396,7 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
                 return nil
             } catch {
                 lastError = error
-                if !failing { log("state: writing \(store.location) failed (attempt \(attempt) of \(limits.attempts)): \(error)") }
+                if !failing { logger.warning("state: writing \(store.location) failed (attempt \(attempt) of \(limits.attempts)): \(error)") }
                 if attempt < limits.attempts { usleep(UInt32(limits.retryDelayMilliseconds * 1000 * attempt)) }
             }
         }
@@ -522,4 +529,8 @@ struct PendingChanges {
         evictedBefore = nil
         return out
     }
+}
+
+extension StateWriter: Service {
+    public func stop(deadlineMs: Int64) { stop() }
 }

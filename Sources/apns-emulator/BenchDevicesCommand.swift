@@ -28,7 +28,7 @@ let benchDevicesCommand = Subcommand(
 )
 
 private func runBenchDevices(_ command: Subcommand, _ args: [String]) -> Never {
-    do {
+    command.failing {
         let (options, _) = command.parse(args)
         // Every one of these has a default, so it is always set.
         func number(_ name: String, _ range: ClosedRange<Int>) throws -> Int {
@@ -104,11 +104,5 @@ private func runBenchDevices(_ command: Subcommand, _ args: [String]) -> Never {
         // The sockets close with the process: tearing down thousands of connections one by
         // one would only make the emulator log them.
         _exit(0)
-    } catch let error as UsageError {
-        FileHandle.standardError.write(Data("apns-emulator: \(error.description)\n".utf8))
-        exit(2)
-    } catch {
-        FileHandle.standardError.write(Data("apns-emulator: \(error)\n".utf8))
-        exit(1)
     }
 }

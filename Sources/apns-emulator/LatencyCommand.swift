@@ -26,7 +26,7 @@ let benchLatencyCommand = Subcommand(
 )
 
 private func runLatencyBenchmark(_ command: Subcommand, _ args: [String]) -> Never {
-    do {
+    command.failing {
         let (options, _) = command.parse(args)
         guard let keySpec = options.string("key") else { throw UsageError("bench-latency needs --key TEAMID:KEYID:PATH") }
         guard let count = Int(options.string("count") ?? ""), count > 0, count <= 1_000_000 else {
@@ -74,11 +74,5 @@ private func runLatencyBenchmark(_ command: Subcommand, _ args: [String]) -> Nev
         print(result.serialized())
         device.disconnect()
         exit(0)
-    } catch let error as UsageError {
-        FileHandle.standardError.write(Data("apns-emulator: \(error.description)\n".utf8))
-        exit(2)
-    } catch {
-        FileHandle.standardError.write(Data("apns-emulator: \(error)\n".utf8))
-        exit(1)
     }
 }

@@ -29,22 +29,20 @@ private func runServe(_ command: Subcommand, _ args: [String]) -> Never {
     pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
     // Thousands of connections need more than the usual soft limit of 1024 descriptors.
     let files = OpenFileLimit.raiseToHardLimit()
-    if !configuration.quiet, files.after > files.before {
-        FileHandle.standardError.write(Data("open-file limit raised from \(files.before) to \(files.after)\n".utf8))
-    }
     let emulator: Emulator
     do {
         emulator = try Emulator(configuration: configuration)
+        if files.after > files.before { emulator.logger.info("open-file limit raised from \(files.before) to \(files.after)") }
         try emulator.start()
     } catch {
         command.fail(error.description, code: 1)
     }
     if !configuration.quiet { print(Banner.text(for: emulator)) }
     fflush(nil)
-    // Providers get GOAWAY Shutdown before the process exits.
+    // Providers get GOAWAY Shutdown before the process exits, and 300 ms to close.
     var received: Int32 = 0
     sigwait(&stopSignals, &received)
-    emulator.shutDown()
+    emulator.stop(drainMilliseconds: 300)
     // _exit, not exit: the event-loop threads have closed everything but may still be running
     // their thread-exit destructors (OpenSSL's per-thread state), and exit's OpenSSL clean-up
     // would free the same memory under them.

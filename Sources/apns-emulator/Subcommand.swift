@@ -48,6 +48,12 @@ struct Subcommand: Sendable {
         exit(code)
     }
 
+    /// Runs `body`, which ends the process itself; an error it throws ends it through `fail`
+    /// (status 2 for a usage error, 1 for any other).
+    func failing(_ body: () throws -> Never) -> Never {
+        do { try body() } catch let error as UsageError { fail(error.description) } catch { fail("\(error)", code: 1) }
+    }
+
     /// The spec of one of its options.
     func spec(_ name: String) -> OptionSpec { specs.first { $0.name == name }! }
 }

@@ -17,10 +17,9 @@ final class BackendFixture: @unchecked Sendable {
     ]
 
     init(settings: AppSettings = AppSettings(), options: DeliveryOptions = DeliveryOptions(), connect: Bool = true) throws {
-        device = try DeviceFixture(options: options, settings: settings)
+        device = try DeviceFixture(options: options, settings: settings) { [collected] intents in collected.withLock { $0 += intents } }
         let backend = try AppBackend.parse(Self.hooks)
         try device.base.state.withWorld { world throws(RegistryError) in try world.setBackend(backend, bundleID: "com.example.app") }
-        device.base.state.onBackendIntents = { [collected] intents in collected.withLock { $0 += intents } }
     }
 
     var state: EmulatorState { device.base.state }
@@ -203,9 +202,8 @@ struct AccountsTests {
     }
 
     @Test func withoutABackendNothingIsCalledAndNothingFlagged() throws {
-        let f = try DeviceFixture()
         let intents = Locked<Int>(0)
-        f.base.state.onBackendIntents = { list in intents.withLock { $0 += list.count } }
+        let f = try DeviceFixture { list in intents.withLock { $0 += list.count } }
         try f.base.state.withWorld { world throws(DeviceRequestError) in _ = try world.login(deviceID: "phone", userID: "alice") }
         let response = try f.push(#"{"aps":{"alert":"x"},"uid":"bob"}"#)
         try f.ack(response.deviceFrames)

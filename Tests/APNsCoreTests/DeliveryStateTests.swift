@@ -8,8 +8,10 @@ final class DeviceFixture: @unchecked Sendable {
     var connectionID: UInt64 = 100
     private(set) var token = ""
 
-    init(options: DeliveryOptions = DeliveryOptions(), settings: AppSettings = AppSettings()) throws {
-        base = try Fixture()
+    init(options: DeliveryOptions = DeliveryOptions(), settings: AppSettings = AppSettings(),
+         onBackendIntents: (@Sendable ([BackendIntent]) -> Void)? = nil) throws
+    {
+        base = try Fixture(onBackendIntents: onBackendIntents)
         base.state.withWorld { $0.deliveryOptions = options }
         let frames = try connect(settings: settings)
         token = frames.compactMap { $0.message["token"]?.stringValue }.first ?? ""

@@ -58,7 +58,7 @@ final class Fixture: @unchecked Sendable {
     let uninstalledToken: String
     let uninstalledAtMs: Int64
 
-    init(options: EndpointOptions = EndpointOptions()) throws {
+    init(options: EndpointOptions = EndpointOptions(), onBackendIntents: (@Sendable ([BackendIntent]) -> Void)? = nil) throws {
         keyA = try SigningKey(team: "TEAMAAAAAA", key: "KEYAAAAAAA")
         keyAProductionOnly = try SigningKey(team: "TEAMAAAAAA", key: "KEYAPROD01")
         keyTopic = try SigningKey(team: "TEAMAAAAAA", key: "KEYTOPIC01")
@@ -89,7 +89,8 @@ final class Fixture: @unchecked Sendable {
         uninstalledAtMs = now - 5_000
         try registry.uninstall(deviceID: "d3", bundleID: "com.example.app", invalidAtMs: uninstalledAtMs)
 
-        state = EmulatorState(start: World(credentials: credentials, registry: registry, records: RecordStore(capacity: 1000)))
+        state = EmulatorState(start: World(credentials: credentials, registry: registry, records: RecordStore(capacity: 1000)),
+                              onBackendIntents: onBackendIntents)
         endpoint = ProviderEndpoint(state: state, clock: clock, options: options)
     }
 

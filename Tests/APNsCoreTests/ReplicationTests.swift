@@ -41,9 +41,8 @@ final class ReplicaPair: @unchecked Sendable {
         configured = World(credentials: credentials, registry: registry, records: RecordStore(capacity: capacity), deliveryOptions: options)
         var first = configured
         first.startTrackingChanges()
-        state = EmulatorState(start: first)
+        state = EmulatorState(start: first, persistence: sink)
         state.setStartState(configured)
-        state.persistence = sink
         endpoint = ProviderEndpoint(state: state, clock: clock)
         replica = configured
         replica.startTrackingChanges()

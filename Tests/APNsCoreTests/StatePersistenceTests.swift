@@ -40,14 +40,13 @@ final class PersistenceFixture: @unchecked Sendable {
         var world = configured
         world.startTrackingChanges()
         try store.write([.reset(world.persistedState)])
-        state = EmulatorState(start: world)
+        state = EmulatorState(start: world, persistence: DirectSink(store))
         endpoint = ProviderEndpoint(state: state, clock: clock)
         attach()
     }
 
     private func attach() {
         state.setStartState(configured)
-        state.persistence = DirectSink(store)
         endpoint = ProviderEndpoint(state: state, clock: clock)
     }
 
@@ -64,7 +63,7 @@ final class PersistenceFixture: @unchecked Sendable {
         }
         try store.write(world.takeStateChanges(recordSequences: world.records.takeChanges()))
         world.records.trackChanges = false
-        state = EmulatorState(start: world)
+        state = EmulatorState(start: world, persistence: DirectSink(store))
         attach()
     }
 

@@ -11,7 +11,7 @@ struct AdminContractTests {
     func routes() throws -> [(method: String, pattern: String)] {
         let configuration = try ServeConfiguration.resolve(arguments: ["--demo", "off", "--quiet"], environment: [:])
         let emulator = try Emulator(configuration: configuration)
-        return emulator.makeAdminService().router.routes.map { ($0.method, $0.pattern) }
+        return emulator.adminService.router.routes.map { ($0.method, $0.pattern) }
     }
 
     /// docs/openapi.json describes exactly the routes the server has.

@@ -2,6 +2,7 @@ import APNsCore
 import Foundation
 import StatePersistence
 import Synchronization
+import Lifecycle
 import Testing
 import TestSupport
 import Locking
@@ -101,7 +102,7 @@ extension GatedStore {
 struct StateWriterTests {
     @Test func changesThatQueueUpDuringACommitGoInOneTransaction() throws {
         let store = GatedStore()
-        let writer = StateWriter(store: store, log: { _ in })
+        let writer = StateWriter(store: store)
         writer.start()
         defer { writer.stop() }
         store.holdWriter(writer, with: [token("first")])
@@ -116,7 +117,7 @@ struct StateWriterTests {
 
     @Test func laterRowsForTheSameEntityReplaceEarlierOnesAndAResetDropsWhatCameBefore() throws {
         let store = GatedStore()
-        let writer = StateWriter(store: store, log: { _ in })
+        let writer = StateWriter(store: store)
         writer.start()
         defer { writer.stop() }
         store.holdWriter(writer, with: [token("gate")])
@@ -142,7 +143,7 @@ struct StateWriterTests {
 
     @Test func journalRecordsBeyondTheBoundAreDroppedAndCountedButStateChangesNever() throws {
         let store = GatedStore()
-        let writer = StateWriter(store: store, limits: limits { $0.maxRecords = 10; $0.maxRecordBytes = 1 << 20 }, log: { _ in })
+        let writer = StateWriter(store: store, limits: limits { $0.maxRecords = 10; $0.maxRecordBytes = 1 << 20 })
         writer.start()
         defer { writer.stop() }
         store.holdWriter(writer, with: [token("gate")])
@@ -155,14 +156,14 @@ struct StateWriterTests {
         #expect(store.allChanges.filter { $0.isJournalRecord }.count == 10)
         #expect(store.allChanges.filter { if case .tokenSaved = $0 { return true } else { return false } }.count == 51)
         // A byte bound as well.
-        let small = StateWriter(store: GatedStore(), limits: limits { $0.maxRecords = 1000; $0.maxRecordBytes = 1000 }, log: { _ in })
+        let small = StateWriter(store: GatedStore(), limits: limits { $0.maxRecords = 1000; $0.maxRecordBytes = 1000 })
         small.submit([record(1, payload: 600), record(2, payload: 600)])
         #expect(small.statistics.recordsDropped == 1)
     }
 
     @Test func answersWaitForTheirCommitOnTheirOwnExecutor() throws {
         let store = GatedStore()
-        let writer = StateWriter(store: store, log: { _ in })
+        let writer = StateWriter(store: store)
         let loop = QueueExecutor()
         #expect(writer.uncommittedTicket() == nil)
         writer.start()
@@ -186,7 +187,7 @@ struct StateWriterTests {
     /// the lag every answer waits (back-pressure); admin answers always wait.
     @Test func answersWaitForLifecycleChangesAndForRecordsBeyondTheLag() throws {
         let store = GatedStore()
-        let writer = StateWriter(store: store, limits: StateWriterLimits().with(journalLag: 2), log: { _ in })
+        let writer = StateWriter(store: store, limits: StateWriterLimits().with(journalLag: 2))
         writer.start()
         defer { writer.stop() }
         store.holdWriter(writer, with: [record(1)])
@@ -215,7 +216,7 @@ struct StateWriterTests {
         let store = GatedStore()
         store.failing = true
         let messages = Locked<[String]>([])
-        let writer = StateWriter(store: store, limits: quickRetries) { line in messages.withLock { $0.append(line) } }
+        let writer = StateWriter(store: store, limits: quickRetries, logger: Logger(stamp: { "" }) { line in messages.withLock { $0.append(line) } })
         let loop = QueueExecutor()
         writer.start()
         defer { writer.stop() }
@@ -261,7 +262,7 @@ struct StateWriterTests {
     @Test func underTheMemoryPolicyAnswersGoOnAndTheQueueIsWrittenLater() throws {
         let store = GatedStore()
         store.failing = true
-        let writer = StateWriter(store: store, limits: quickRetries, onFailure: .memory, log: { _ in })
+        let writer = StateWriter(store: store, limits: quickRetries, onFailure: .memory)
         let loop = QueueExecutor()
         writer.start()
         defer { writer.stop() }
@@ -285,7 +286,7 @@ struct StateWriterTests {
         let store = GatedStore()
         store.failing = true
         let messages = Locked<[String]>([])
-        let writer = StateWriter(store: store, limits: quickRetries) { line in messages.withLock { $0.append(line) } }
+        let writer = StateWriter(store: store, limits: quickRetries, logger: Logger(stamp: { "" }) { line in messages.withLock { $0.append(line) } })
         writer.start()
         writer.submit([token("a"), record(1)])
         #expect(try eventually(10, pollingEvery: 0.002) { writer.unavailableReason != nil })
@@ -310,7 +311,7 @@ struct CommitGateTests {
     /// committed still queues behind earlier ones, and the gate settles (no re-arming loop).
     @Test func heldItemsLeaveInOrderAndTheGateSettles() throws {
         let store = GatedStore()
-        let writer = StateWriter(store: store, log: { _ in })
+        let writer = StateWriter(store: store)
         let loop = QueueExecutor()
         let released = Locked<[String]>([])
         let gate = CommitGate<String>(durability: writer, executor: loop) { items, committed in

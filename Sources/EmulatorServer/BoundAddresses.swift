@@ -1,0 +1,26 @@
+public import APNsCore
+import Glibc
+public import Networking
+
+/// The addresses actually bound (real ports when 0 was asked for).
+public struct BoundAddresses: Sendable {
+    /// `--listen` listeners (environment by SNI / `:authority`).
+    public var listen: [HostPort] = []
+    public var sandbox: HostPort?
+    public var production: HostPort?
+    public var h2cSandbox: HostPort?
+    public var h2cProduction: HostPort?
+    public var admin: HostPort?
+    public var device: HostPort?
+    public var caFile: String?
+
+    public var json: JSONValue {
+        func text(_ address: HostPort?) -> JSONValue { address.map { .string($0.description) } ?? .null }
+        return [
+            "listen": .array(listen.map { .string($0.description) }),
+            "sandbox": text(sandbox), "production": text(production), "h2cSandbox": text(h2cSandbox),
+            "h2cProduction": text(h2cProduction), "admin": text(admin), "device": text(device),
+            "caFile": caFile.map(JSONValue.string) ?? .null, "pid": .int(Int64(getpid())),
+        ]
+    }
+}

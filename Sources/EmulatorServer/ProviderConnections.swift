@@ -1,0 +1,83 @@
+// ProviderConnections: what every provider connection shares (settings, counters, the table
+// of open ones) and the drain that ends them.
+import APNsCore
+import Foundation
+import Lifecycle
+import Locking
+import MonotonicClock
+import Networking
+import OpenSSLCrypto
+import StatePersistence
+import Synchronization
+
+/// What every provider connection shares: settings, counters and the table of open ones.
+final class ProviderConnections: @unchecked Sendable {
+    let idleTimeoutSeconds: Int
+    let requestTimeoutSeconds: Int
+    let logger: Logger
+    let openConnections = Atomic<Int>(0)
+    let connectionsTotal = Atomic<Int>(0)
+    let streamsTotal = Atomic<Int>(0)
+    let latency: LatencyHistograms
+    /// Where the frames their pushes make go.
+    let devices: DeviceGateway
+    /// The endpoints' TLS material, with the trusted issuers of client certificates.
+    let tls: ServerTLS
+    /// `--state-dir`: answers wait for their changes to be committed.
+    let durability: StateWriter?
+    /// Apple's behaviour under load (`--profile realistic`).
+    let load: LoadBehaviour
+    /// `--connection-churn`: new connections admitted in the current window.
+    let churn: Locked<ChurnLimiter>?
+    /// Connections closed on arrival by `--connection-churn` (metrics).
+    let churnRefused = Atomic<Int>(0)
+
+    init(connections: ServeConfiguration.Connections, load: LoadBehaviour, devices: DeviceGateway, durability: StateWriter?,
+         tls: ServerTLS, logger: Logger)
+    {
+        idleTimeoutSeconds = connections.idleTimeoutSeconds
+        requestTimeoutSeconds = connections.requestTimeoutSeconds
+        latency = LatencyHistograms(loops: connections.threads)
+        self.load = load
+        churn = load.connectionChurn.map { Locked(ChurnLimiter(limit: $0.count, windowMs: $0.windowMs)) }
+        self.devices = devices
+        self.durability = durability
+        self.tls = tls
+        self.logger = logger
+    }
+
+    /// Counters go back to zero with a reset (gauges stay).
+    func resetCounters() {
+        connectionsTotal.store(0, ordering: .relaxed)
+        streamsTotal.store(0, ordering: .relaxed)
+        latency.reset()
+    }
+
+    private struct Open: @unchecked Sendable {
+        weak var connection: ProviderConnection?
+        let loop: EventLoop
+    }
+    private let open = Locked<[UInt64: Open]>([:])
+
+    func connectionOpened(_ connection: ProviderConnection) {
+        openConnections.add(1, ordering: .relaxed)
+        connectionsTotal.add(1, ordering: .relaxed)
+        open.withLock { $0[connection.connection.id] = Open(connection: connection, loop: connection.connection.loop) }
+    }
+
+    /// Ends every provider connection with GOAWAY `{"reason":"Shutdown"}` (on its own loop),
+    /// as APNs does before going away, then waits until the providers have closed them or
+    /// `deadlineMs` (Monotonic) has passed, whichever is first.
+    /// A deadline already passed closes at once, without GOAWAY (as a killed APNs would).
+    func drain(deadlineMs: Int64) {
+        guard deadlineMs > Monotonic.nowMilliseconds() else { return }
+        for entry in open.withLock({ Array($0.values) }) {
+            entry.loop.execute { entry.connection?.goAway(reason: .shutdown) }
+        }
+        while openConnections.load(ordering: .relaxed) > 0, Monotonic.nowMilliseconds() < deadlineMs { usleep(5_000) }
+    }
+    func connectionClosed(_ connection: ProviderConnection) {
+        openConnections.subtract(1, ordering: .relaxed)
+        open.withLock { _ = $0.removeValue(forKey: connection.connection.id) }
+    }
+}

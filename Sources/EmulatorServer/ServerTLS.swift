@@ -1,0 +1,65 @@
+// ServerTLS: the provider endpoints' certificate (made as TEST ONLY certificates when none
+// were given and none exist) and the CA provider client certificates must chain to.
+import Foundation
+import Lifecycle
+import Locking
+import OpenSSLCrypto
+
+/// The TLS material, as a service: made or read when started (before the listeners), read
+/// by each new connection after.
+final class ServerTLS: Service {
+    var serviceName: String { "TLS certificates" }
+    private let configuration: ServeConfiguration.TLS
+    private let needed: Bool
+    private let logger: Logger
+    private let loaded = Locked<(context: TLSContext?, clientTrust: CertificateTrustStore?)>((nil, nil))
+
+    init(configuration: ServeConfiguration, logger: Logger) {
+        self.configuration = configuration.tls
+        needed = configuration.listeners.needsServerCertificate
+        self.logger = logger
+    }
+
+    /// The endpoints' TLS context; nil before `start` or when no listener uses TLS.
+    var context: TLSContext? { loaded.withLock { $0.context } }
+    /// Trusted issuers of provider client certificates; nil = none configured.
+    var clientTrust: CertificateTrustStore? { loaded.withLock { $0.clientTrust } }
+
+    func start() throws {
+        guard needed else { return }
+        let context = try Self.makeContext(configuration.source, logger: logger)
+        let trust = try loadClientTrust()
+        loaded.withLock { $0 = (context, trust) }
+    }
+
+    func stop(deadlineMs: Int64) {}
+
+    /// The TLS context; makes TEST ONLY certificates when none were given and none exist.
+    private static func makeContext(_ source: ServeConfiguration.TLSSource, logger: Logger) throws(StartupError) -> TLSContext {
+        let fm = FileManager.default
+        if case .generated(let directory) = source, !(fm.fileExists(atPath: source.certificatePath) && fm.fileExists(atPath: source.keyPath)) {
+            do {
+                let made = try TestCertificates.generate(into: directory)
+                logger.info("generated TEST ONLY certificates in \(directory)/ (CA: \(made.caPath))")
+            } catch {
+                throw StartupError("cannot generate TEST ONLY certificates in \(directory): \(error)")
+            }
+        }
+        do {
+            return try TLSContext.server(certificateChainPath: source.certificatePath, privateKeyPath: source.keyPath)
+        } catch {
+            throw StartupError("--tls-cert \(source.certificatePath) / --tls-key \(source.keyPath): \(error)")
+        }
+    }
+
+    /// The CA provider client certificates must chain to (certificate-based connections).
+    private func loadClientTrust() throws(StartupError) -> CertificateTrustStore? {
+        let (path, required) = configuration.clientCA
+        guard required || FileManager.default.fileExists(atPath: path) else { return nil }
+        do {
+            return try CertificateTrustStore(pemPath: path)
+        } catch {
+            throw StartupError("--client-ca \(path): \(error)")
+        }
+    }
+}

@@ -1,0 +1,98 @@
+// StartCredentials: the provider keys, apps and devices the configuration names, read into the
+// world the emulator starts with, and the demo setup. Reads key files; writes only the demo key.
+import APNsCore
+import Foundation
+import OpenSSLCrypto
+
+/// ES256 verification from OpenSSL, plugged into Core's verifier slot.
+struct ES256SignatureVerifier: SignatureVerifier {
+    let key: ES256PublicKey
+    func verify(signature: [UInt8], message: [UInt8]) -> Bool { key.verify(signature: signature, message: message) }
+}
+
+/// What exists from the start: configured keys (read from their files at every start), apps,
+/// devices, and with `makesDemo` the demo team, key, app and device.
+enum StartCredentials {
+    /// Where the demo key lives (made once, kept across restarts).
+    static func demoKeyPath(_ configuration: ServeConfiguration) -> String {
+        "\(configuration.tls.source.certsDirectory)/demo-AuthKey_\(Emulator.demoKeyID).p8"
+    }
+
+    /// Loads keys and apps, makes the demo setup if asked, and creates configured devices. True
+    /// when the demo device was made here (not named by the configuration's devices).
+    static func configure(_ configuration: ServeConfiguration, into world: inout World,
+                                     clock: any EmulatorClock) throws(StartupError) -> Bool
+    {
+        for spec in configuration.authKeys {
+            guard let pem = try? String(contentsOfFile: spec.path, encoding: .utf8) else {
+                throw StartupError("--auth-key \(spec.teamID):\(spec.keyID):\(spec.path): cannot read \(spec.path)")
+            }
+            let key: ES256PublicKey
+            do {
+                key = try ES256PublicKey(pemPrivateOrPublic: pem)
+            } catch {
+                throw StartupError("--auth-key \(spec.teamID):\(spec.keyID):\(spec.path): \(error); expected the .p8 file Apple issued (PKCS#8 EC P-256 private key) or a PEM public key")
+            }
+            // No PEM kept: configured keys are read from their files at every start.
+            world.credentials.add(ProviderKey(
+                teamID: spec.teamID, keyID: spec.keyID, environment: spec.environment, topics: spec.topics.map(Set.init),
+                relatedKeyID: spec.relatedKeyID, verifier: ES256SignatureVerifier(key: key), source: spec.path))
+        }
+        for app in configuration.apps { world.credentials.addApp(teamID: app.teamID, bundleID: app.bundleID) }
+
+        let now = clock.nowMilliseconds()
+        var madeDemoDevice = false
+        if configuration.makesDemo {
+            let path = demoKeyPath(configuration)
+            let key = try loadOrCreateDemoKey(path: path)
+            world.credentials.add(ProviderKey(teamID: Emulator.demoTeamID, keyID: Emulator.demoKeyID, verifier: ES256SignatureVerifier(key: key.publicKey),
+                                              source: path))
+            if world.credentials.owner(ofBundle: Emulator.demoBundleID) == nil {
+                world.credentials.addApp(teamID: Emulator.demoTeamID, bundleID: Emulator.demoBundleID)
+            }
+            if !configuration.devices.contains(where: { $0.deviceID == Emulator.demoDeviceID }) {
+                do {
+                    try world.registry.addDevice(id: Emulator.demoDeviceID, isVirtual: true, nowMs: now)
+                    _ = try world.registry.register(deviceID: Emulator.demoDeviceID, bundleID: Emulator.demoBundleID,
+                                                    environment: .sandbox, nowMs: now)
+                    madeDemoDevice = true
+                } catch {
+                    throw StartupError("demo device: \(error)")
+                }
+            }
+        }
+        for device in configuration.devices {
+            do {
+                try world.registry.addDevice(id: device.deviceID, isVirtual: true, nowMs: now)
+                for app in device.apps {
+                    _ = try world.registry.register(deviceID: device.deviceID, bundleID: app.bundleID, environment: app.environment,
+                                                    kind: app.kind, fixedToken: app.token, nowMs: now)
+                }
+            } catch {
+                throw StartupError("config device \(device.deviceID): \(error)")
+            }
+        }
+        return madeDemoDevice
+    }
+
+    static func loadOrCreateDemoKey(path: String) throws(StartupError) -> ES256PrivateKey {
+        if let pem = try? String(contentsOfFile: path, encoding: .utf8) {
+            do { return try ES256PrivateKey(pem: pem) } catch {
+                throw StartupError("demo key \(path) is unreadable (\(error)); delete it to make a new one")
+            }
+        }
+        do {
+            let key = try ES256PrivateKey.generate()
+            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                    withIntermediateDirectories: true)
+            guard FileManager.default.createFile(atPath: path, contents: Data(key.pkcs8PEM.utf8),
+                                                 attributes: [.posixPermissions: 0o600])
+            else { throw StartupError("cannot write \(path)") }
+            return key
+        } catch let error as StartupError {
+            throw error
+        } catch {
+            throw StartupError("cannot create demo key \(path): \(error)")
+        }
+    }
+}
