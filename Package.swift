@@ -118,6 +118,7 @@ let package = Package(
         .testTarget(name: "BackendCallsTests",
                     dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking", "MonotonicClock", "BackendTestSupport", "TestSupport"]),
         .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore", "ProviderClient", "Networking", "TestSupport"]),
+        .testTarget(name: "LifecycleTests", dependencies: ["Lifecycle", "Locking"]),
         .testTarget(name: "NetworkingTests", dependencies: ["Networking", "CLinux", "MonotonicClock"]),
         // What every test target may share: one `eventually`, external tools (a missing one skips
         // the tests that need it), a command runner, the binary under test, raw HTTP/2 bytes.

@@ -22,7 +22,7 @@ extension ServeConfiguration {
         static let profile = OptionSpec("profile", "default|realistic", default: Profile.default.rawValue,
                                         "realistic: Apple's behaviour under load on (stream-limit drop, latency, per-connection rate, churn limit, 429s, priority-5 batching); see docs/load-testing.md")
         static let readyFile = OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening")
-        static let quiet = OptionSpec("quiet", nil, "no banner and no per-connection log lines")
+        static let quiet = OptionSpec("quiet", nil, "no banner and no info lines (per-connection and the like); warnings still show")
     }
 
     /// Every option of `serve`, in the order `--help` and docs/configuration.md list them.
