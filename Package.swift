@@ -68,7 +68,7 @@ let package = Package(
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
         .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto", "Locking", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
-        .target(name: "Redis", dependencies: ["CHiredis"], swiftSettings: swiftSettings),
+        .target(name: "Redis", dependencies: ["CHiredis", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "StatePersistence", dependencies: ["APNsCore", "Lifecycle", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "SQLiteStateStore", dependencies: ["APNsCore", "SQLite"], swiftSettings: swiftSettings),
         .target(name: "CommandLineOptions", dependencies: ["APNsCore"], swiftSettings: swiftSettings),

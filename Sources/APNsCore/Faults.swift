@@ -1,6 +1,6 @@
 /// Fault injection (README, "Faults"): an ordered list of rules; the first rule that matches
 /// a request and decides to fire acts on it. Off until rules are added.
-public struct FaultRule: Sendable {
+public struct FaultInjectionRule: Sendable {
     public var id: String
     public var match: FaultMatch
     public var action: FaultAction
@@ -122,7 +122,7 @@ public struct FiredFault: Sendable, Equatable {
 }
 
 public struct FaultRules: Sendable {
-    public private(set) var rules: [FaultRule] = []
+    public private(set) var rules: [FaultInjectionRule] = []
     /// The number in the id of the next rule added without one (`f1`, `f2`, …).
     public private(set) var nextNumber = 1
     private var jitter = FastRandom(seed: 0x5EED)
@@ -151,7 +151,7 @@ public struct FaultRules: Sendable {
 
     /// Adds a rule at the end (or at `index`); gives it an id when it has none.
     @discardableResult
-    public mutating func add(_ rule: FaultRule, at index: Int? = nil) -> String {
+    public mutating func add(_ rule: FaultInjectionRule, at index: Int? = nil) -> String {
         var rule = rule
         if rule.id.isEmpty {
             rule.id = "f\(nextNumber)"
@@ -192,7 +192,7 @@ public struct FaultRules: Sendable {
 /// Fault rules changed at run time (the admin API).
 extension World {
     /// Adds the rule at the end (or at `index`); returns its id.
-    public mutating func addFault(_ rule: FaultRule, at index: Int?) -> String { faults.add(rule, at: index) }
+    public mutating func addFault(_ rule: FaultInjectionRule, at index: Int?) -> String { faults.add(rule, at: index) }
 
     /// False when no rule has that id.
     public mutating func removeFault(id: String) -> Bool { faults.remove(id: id) }

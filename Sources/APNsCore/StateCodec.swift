@@ -214,7 +214,7 @@ public enum StateCodec {
         try r.expectFormat(faultsFormat)
         let nextNumber: Int = try r.take()
         let count = try r.count()
-        var rules: [FaultRule] = []
+        var rules: [FaultInjectionRule] = []
         for _ in 0..<count {
             let id: String = try r.take()
             var match = FaultMatch()
@@ -238,7 +238,7 @@ public enum StateCodec {
             case let other: throw r.damaged("fault action \(other)")
             }
             let action = FaultAction(kind: kind, delayMs: try r.take(), jitterMs: try r.take())
-            var rule = FaultRule(id: id, match: match, action: action, times: try r.take(), after: try r.take(),
+            var rule = FaultInjectionRule(id: id, match: match, action: action, times: try r.take(), after: try r.take(),
                                  probability: try r.take(), seed: (try r.take() as Int64?).map { UInt64(bitPattern: $0) })
             rule.restoreCounts(matched: try r.take(), fired: try r.take())
             rules.append(rule)

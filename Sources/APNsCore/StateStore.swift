@@ -86,10 +86,10 @@ public struct StoredKey: Sendable, Equatable {
 
 /// The fault rules in order, with their counters and the number the next unnamed rule gets.
 public struct FaultRulesSnapshot: Sendable {
-    public var rules: [FaultRule]
+    public var rules: [FaultInjectionRule]
     public var nextNumber: Int
 
-    public init(rules: [FaultRule], nextNumber: Int) {
+    public init(rules: [FaultInjectionRule], nextNumber: Int) {
         self.rules = rules
         self.nextNumber = nextNumber
     }

@@ -57,7 +57,7 @@ struct AccountRoutes: AdminResource {
         }
     }
 
-    private func backendCalls(deviceID: String?, _ req: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+    private func backendCalls(deviceID: String?, _ req: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
         let hook = req.query["hook"]
         if let hook, BackendHookKind(rawValue: hook) == nil {
             throw AdminError(400, "hook must be one of \(BackendHookKind.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -70,7 +70,7 @@ struct AccountRoutes: AdminResource {
         return answerOffLoop(http) { .page("calls", calls.map(\.json), nextCursor: next) }
     }
 
-    private func checks(_ req: HTTP1Request) -> HTTP1Response {
+    private func checks(_ req: HTTP1Request) -> HTTP1ServerResponse {
         let (failures, total) = state.readWorld { ($0.crossAccountDeliveries, $0.counters.crossAccountDeliveries) }
         let strict = api.settings.strictChecks || req.query["strict"] == "true" || req.query["strict"] == "1"
         let list: [JSONValue] = failures.map { f in

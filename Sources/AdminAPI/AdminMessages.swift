@@ -30,14 +30,14 @@ extension HTTP1Request {
     }
 }
 
-extension HTTP1Response {
-    static func json(_ status: Int, _ value: JSONValue) -> HTTP1Response {
+extension HTTP1ServerResponse {
+    static func json(_ status: Int, _ value: JSONValue) -> HTTP1ServerResponse {
         var body = value.serializedBytes()
         body.append(0x0A)
-        return HTTP1Response(status: status, headers: [("Content-Type", "application/json")], body: body)
+        return HTTP1ServerResponse(status: status, headers: [("Content-Type", "application/json")], body: body)
     }
 
-    static func error(_ status: Int, _ message: String) -> HTTP1Response {
+    static func error(_ status: Int, _ message: String) -> HTTP1ServerResponse {
         json(status, ["error": .string(message), "status": .int(Int64(status))])
     }
 }

@@ -85,9 +85,9 @@ struct PageRequest {
     }
 }
 
-extension HTTP1Response {
+extension HTTP1ServerResponse {
     /// `{NAME: [...], "nextCursor": …}`: null on the last page.
-    static func page(_ name: String, _ items: [JSONValue], nextCursor: String?, extra: [(String, JSONValue)] = []) -> HTTP1Response {
+    static func page(_ name: String, _ items: [JSONValue], nextCursor: String?, extra: [(String, JSONValue)] = []) -> HTTP1ServerResponse {
         var body = JSONObject([(name, .array(items))])
         for (key, value) in extra { body[key] = value }
         body["nextCursor"] = nextCursor.map(JSONValue.string) ?? .null
@@ -104,7 +104,7 @@ let adminEncoder = BackgroundThread(name: "admin-encoder", nice: 10)
 extension AdminResource {
     /// Answers with what `build` makes on the encoder queue (from values copied under the lock
     /// already), then on the connection's loop. Nil: the route answers later.
-    func answerOffLoop(_ http: HTTP1Connection, _ build: @escaping @Sendable () -> HTTP1Response) -> HTTP1Response? {
+    func answerOffLoop(_ http: HTTP1Connection, _ build: @escaping @Sendable () -> HTTP1ServerResponse) -> HTTP1ServerResponse? {
         let connection = OnLoop(http)
         adminEncoder.async {
             let response = build()
@@ -118,7 +118,7 @@ extension AdminResource {
     /// before (as the next page would); its JSON is made off the loop.
     func keyedPage<Row: ListedRow>(_ request: HTTP1Request, _ http: HTTP1Connection, list: String,
                                    _ take: (borrowing World, ListKey?, Int) -> (rows: [Row], more: Bool),
-                                   json: @escaping @Sendable (Row) -> JSONValue) throws -> HTTP1Response?
+                                   json: @escaping @Sendable (Row) -> JSONValue) throws -> HTTP1ServerResponse?
     {
         let page = try PageRequest(request, list: list)
         var position = try page.listKey(list: list)

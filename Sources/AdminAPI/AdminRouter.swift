@@ -13,7 +13,7 @@ struct AdminRoute {
     /// Returns a response, or nil when it will answer later through the connection.
     let handler: Handler
 
-    typealias Handler = (HTTP1Request, [String: String], HTTP1Connection) throws -> HTTP1Response?
+    typealias Handler = (HTTP1Request, [String: String], HTTP1Connection) throws -> HTTP1ServerResponse?
 
     var segments: [Substring] { pattern.split(separator: "/") }
 }

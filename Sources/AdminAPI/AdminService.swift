@@ -48,7 +48,7 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
     // MARK: HTTP1Service
 
     /// The access rules for a request head, judged before its body is read.
-    public func screen(_ head: HTTP1RequestHead, path: String, query: [String: String]) -> HTTP1Response? {
+    public func screen(_ head: HTTP1RequestHead, path: String, query: [String: String]) -> HTTP1ServerResponse? {
         var open = false
         var isEventStream = false
         if case .found(let route, _) = router.match(method: head.method, path: path) {
@@ -59,7 +59,7 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
             return nil
         }
         metrics.refused(denial.reason)
-        var response = HTTP1Response.error(denial.status, denial.message)
+        var response = HTTP1ServerResponse.error(denial.status, denial.message)
         response.headers += denial.headers
         return response
     }
@@ -81,7 +81,7 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
     /// Paths a connection from the health-check reserve may ask for.
     public func servesFromReserve(_ path: String) -> Bool { path == "/livez" || path == "/readyz" || path == "/metrics" }
 
-    public func answer(_ refusal: HTTP1Refusal) -> HTTP1Response {
+    public func answer(_ refusal: HTTP1Refusal) -> HTTP1ServerResponse {
         let crowded = "too many admin connections (--admin-max-connections \(settings.maxConnections)), none of them idle"
         let seconds = settings.readTimeoutMs / 1000
         switch refusal {
@@ -105,7 +105,7 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
 
     /// The route's answer (nil when the route answers by itself: streams, long polls), and
     /// whether its handler ran (only then may a change have been made).
-    private func answer(_ request: HTTP1Request, _ http: HTTP1Connection) -> (HTTP1Response?, ran: Bool) {
+    private func answer(_ request: HTTP1Request, _ http: HTTP1Connection) -> (HTTP1ServerResponse?, ran: Bool) {
         var ran = false
         do {
             switch router.match(method: request.method, path: request.path) {
@@ -119,7 +119,7 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
                 return (try route.handler(request, parameters, http), true)
             case .wrongMethod(let allowed):
                 let unique = Array(Set(allowed)).sorted()
-                var error = HTTP1Response.error(405, "\(request.method) is not allowed on \(request.path); use \(unique.joined(separator: " or "))")
+                var error = HTTP1ServerResponse.error(405, "\(request.method) is not allowed on \(request.path); use \(unique.joined(separator: " or "))")
                 error.headers.append(("Allow", unique.joined(separator: ", ")))
                 return (error, false)
             case .notFound:
@@ -134,7 +134,7 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
 
     /// Sends the answer on the connection's loop; with `--state-dir` an answer to a change
     /// waits until the change (and everything before it) is committed.
-    private func deliver(_ response: HTTP1Response?, to request: HTTP1Request, changed: Bool, _ http: HTTP1Connection) {
+    private func deliver(_ response: HTTP1ServerResponse?, to request: HTTP1Request, changed: Bool, _ http: HTTP1Connection) {
         guard let response else { return }
         let waits = changed && request.method != "GET" && host.afterCommit(on: http.connection.loop) { failure in
             guard let failure else { return http.respond(response) }

@@ -24,7 +24,7 @@ struct CredentialRoutes: AdminResource {
 
     /// By key id. The lock is held only to take the dictionary (a reference); keys are few,
     /// so they are sorted per page, outside it.
-    private func listKeys(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+    private func listKeys(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
         let page = try PageRequest(request, list: "keys")
         let all = state.readWorld { $0.credentials.keys }
         return answerOffLoop(http) {
@@ -35,7 +35,7 @@ struct CredentialRoutes: AdminResource {
 
     /// `POST /api/v1/keys` with `teamId`, `keyId`, the key as `pem` (a .p8 or a public key PEM)
     /// or `path` (inside `--keys-dir` only), and optional `environment`, `topics`, `relatedKeyId`.
-    private func addKey(_ request: HTTP1Request) throws -> HTTP1Response {
+    private func addKey(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         var body = try request.jsonObject()
         let pem: String
         if let text = body["pem"]?.stringValue {
@@ -53,7 +53,7 @@ struct CredentialRoutes: AdminResource {
     }
 
     /// By bundle id, paged as keys are.
-    private func listApps(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+    private func listApps(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
         let page = try PageRequest(request, list: "apps")
         let all = state.readWorld { $0.credentials.apps }
         return answerOffLoop(http) {
@@ -62,7 +62,7 @@ struct CredentialRoutes: AdminResource {
         }
     }
 
-    private func addApp(_ request: HTTP1Request) throws -> HTTP1Response {
+    private func addApp(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
         guard let team = body["teamId"]?.stringValue, let bundle = body["bundleId"]?.stringValue else {
             throw AdminError(400, "\"teamId\" and \"bundleId\" are required")

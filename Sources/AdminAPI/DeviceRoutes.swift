@@ -66,16 +66,16 @@ struct DeviceRoutes: AdminResource {
 
     /// Oldest first (creation time, then id). Under the lock only the page's devices are
     /// copied, from the registry's ordered index; their JSON is made after it is released.
-    private func listDevices(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+    private func listDevices(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
         try keyedPage(request, http, list: "devices", { $0.registry.devicesPage(after: $1, limit: $2) }, json: AdminJSON.device)
     }
 
-    private func getDevice(_ id: String) throws -> HTTP1Response {
+    private func getDevice(_ id: String) throws -> HTTP1ServerResponse {
         guard let device = state.readWorld({ $0.registry.devices[id] }) else { throw AdminError(404, "no device with id '\(id)'") }
         return .json(200, AdminJSON.device(device))
     }
 
-    private func deleteDevice(_ id: String) throws -> HTTP1Response {
+    private func deleteDevice(_ id: String) throws -> HTTP1ServerResponse {
         let now = self.now
         do {
             try state.withWorld { world throws(RegistryError) in try world.removeDevice(id, nowMs: now) }
@@ -85,7 +85,7 @@ struct DeviceRoutes: AdminResource {
         return .json(200, ["deviceId": .string(id), "deleted": true])
     }
 
-    private func patchDevice(_ id: String, _ request: HTTP1Request) throws -> HTTP1Response {
+    private func patchDevice(_ id: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
         let online = try Self.bool(body, "online")
         let lowPower = try Self.bool(body, "lowPowerMode")
@@ -97,7 +97,7 @@ struct DeviceRoutes: AdminResource {
         return try getDevice(id)
     }
 
-    private func createDevice(_ request: HTTP1Request) throws -> HTTP1Response {
+    private func createDevice(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
         let app = try Self.appRequest(body)
         var deviceID: String?
@@ -121,7 +121,7 @@ struct DeviceRoutes: AdminResource {
     }
 
     /// `POST /api/v1/devices/batch`: many virtual devices in one call (load tests).
-    private func createDevices(_ request: HTTP1Request) throws -> HTTP1Response {
+    private func createDevices(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
         guard let count = body["count"]?.intValue, (1...Int64(World.maxBatchDevices)).contains(count) else {
             throw AdminError(400, "\"count\" must be a whole number from 1 to \(World.maxBatchDevices) (call again for more)")
@@ -164,10 +164,10 @@ struct DeviceRoutes: AdminResource {
         }
         out.append(contentsOf: "]}".utf8)
         out.append(0x0A)
-        return HTTP1Response(status: 201, headers: [("Content-Type", "application/json")], body: out)
+        return HTTP1ServerResponse(status: 201, headers: [("Content-Type", "application/json")], body: out)
     }
 
-    private func installApp(deviceID: String, _ request: HTTP1Request) throws -> HTTP1Response {
+    private func installApp(deviceID: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let app = try Self.appRequest(try request.jsonObject())
         let now = self.now
         let entry: TokenEntry
@@ -182,7 +182,7 @@ struct DeviceRoutes: AdminResource {
         return .json(201, Self.created(entry))
     }
 
-    private func patchApp(deviceID: String, bundleID: String, _ request: HTTP1Request) throws -> HTTP1Response {
+    private func patchApp(deviceID: String, bundleID: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
         let appState = try Self.choice(body, "appState", AppState.self)
         let authorization = try Self.choice(body, "authorization", Authorization.self)
@@ -204,7 +204,7 @@ struct DeviceRoutes: AdminResource {
         return .json(200, .object(JSONObject([("deviceId", .string(deviceID))] + fields.members)))
     }
 
-    private func uninstall(deviceID: String, bundleID: String) throws -> HTTP1Response {
+    private func uninstall(deviceID: String, bundleID: String) throws -> HTTP1ServerResponse {
         let (invalidAt, tokens) = try deviceCall { world, now throws(DeviceRequestError) in
             try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now)
         }

@@ -6,7 +6,7 @@ public import APNsCore
 ///             | {"close": true} | {"maxConcurrentStreams": N} | {"unavailable": true}, plus "delayMs", "jitterMs",
 ///   "times", "after", "probability", "seed"}`
 public enum FaultJSON {
-    public static func rule(_ r: FaultRule) -> JSONValue {
+    public static func rule(_ r: FaultInjectionRule) -> JSONValue {
         var match = JSONObject()
         if let v = r.match.token { match["token"] = .string(v) }
         if let v = r.match.topic { match["topic"] = .string(v) }
@@ -42,7 +42,7 @@ public enum FaultJSON {
     }
 
     /// A rule from its JSON (the admin API's and `--faults` files'); throws `AdminError` (400).
-    public static func parse(_ o: JSONObject) throws -> FaultRule {
+    public static func parse(_ o: JSONObject) throws -> FaultInjectionRule {
         let known: Set = ["id", "match", "action", "times", "after", "probability", "seed"]
         if let unknown = o.keys.first(where: { !known.contains($0) }) {
             throw AdminError(400, "unknown field \"\(unknown)\" in a fault rule; fields: \(known.sorted().joined(separator: ", "))")
@@ -142,7 +142,7 @@ public enum FaultJSON {
             seed = UInt64(bitPattern: v)
         }
         let id = try o["id"].map { try string($0, "id") } ?? ""
-        return FaultRule(id: id, match: match, action: FaultAction(kind: kinds.first ?? .none, delayMs: delay, jitterMs: jitter),
+        return FaultInjectionRule(id: id, match: match, action: FaultAction(kind: kinds.first ?? .none, delayMs: delay, jitterMs: jitter),
                          times: times, after: after, probability: probability, seed: seed)
     }
 

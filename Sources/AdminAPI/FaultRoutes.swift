@@ -32,10 +32,10 @@ struct FaultRoutes: AdminResource {
 
     /// In the order they are tried; the cursor is a position in that order, so a rule added or
     /// removed between pages shifts the rest by one.
-    private func listFaults(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+    private func listFaults(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
         let page = try PageRequest(request, list: "faults")
         let start = Int(clamping: try page.number(list: "faults") ?? 0)
-        let (rules, more) = state.readWorld { world -> ([FaultRule], Bool) in
+        let (rules, more) = state.readWorld { world -> ([FaultInjectionRule], Bool) in
             let all = world.faults.rules
             guard start < all.count else { return ([], false) }
             let end = min(all.count, start + page.limit)

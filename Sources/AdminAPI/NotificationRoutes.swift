@@ -49,7 +49,7 @@ struct NotificationRoutes: AdminResource {
     /// Newest first. `limit` keeps its old meaning (≥ 0, no maximum but the journal's size and
     /// the byte budget below); `cursor` continues below the last record of the previous page,
     /// by sequence number, so records added meanwhile do not shift it.
-    private func listNotifications(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+    private func listNotifications(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
         var limit = 1000
         if let text = request.query["limit"] {
             guard let value = Int(text), value >= 0 else { throw AdminError(400, "limit must be a whole number ≥ 0, not '\(text)'") }
@@ -102,7 +102,7 @@ struct NotificationRoutes: AdminResource {
 
     /// `GET /api/v1/notifications/wait`: the first record matching the filters — among those
     /// received since `since` when given, else the next to arrive — or 408 after `timeout`.
-    private func wait(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+    private func wait(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
         let query = try Self.query(request)
         var timeout = 30.0
         if let text = request.query["timeout"] {
@@ -116,7 +116,7 @@ struct NotificationRoutes: AdminResource {
         var answered = false
         var waiterID: UInt64 = 0
         var timer: TimerID?
-        let finish: (HTTP1Response) -> Void = { response in
+        let finish: (HTTP1ServerResponse) -> Void = { response in
             guard !answered else { return }
             answered = true
             events.remove(waiter: waiterID)
@@ -148,7 +148,7 @@ struct NotificationRoutes: AdminResource {
     /// `GET /api/v1/events`: server-sent events, one `notification` event per record added or
     /// changed (the record's JSON), `reset` after a reset, and a comment every 15 s. A client
     /// that falls `EventStreamClient.maxQueuedBytes` behind is disconnected.
-    private func eventStream(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+    private func eventStream(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
         let query = try Self.query(request)
         guard http.startStream(contentType: "text/event-stream") else { return nil }
         http.sendStreamChunk(Array(": apns-emulator events\nretry: 1000\n\n".utf8))

@@ -15,12 +15,12 @@ struct SystemRoutes: AdminResource {
             return host.isReady ? .json(200, ["status": "ready"]) : .json(503, ["status": "starting"])
         }
         r.add("GET", "/metrics", "Prometheus metrics") { _, _, _ in
-            HTTP1Response(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")], body: Array(host.metricsText().utf8))
+            HTTP1ServerResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")], body: Array(host.metricsText().utf8))
         }
         r.add("GET", "/", "web UI", open: true) { _, _, _ in UIAssets.response(for: "index.html") }
         r.add("GET", "/ui/{file}", "web UI assets", open: true) { _, p, _ in UIAssets.response(for: p["file"] ?? "") }
         r.add("GET", "/api/v1/openapi.json", "this API as OpenAPI 3") { _, _, _ in
-            HTTP1Response(status: 200, headers: [("Content-Type", "application/json")], body: Array(UIAssets.openAPI.utf8))
+            HTTP1ServerResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array(UIAssets.openAPI.utf8))
         }
         r.add("GET", "/api/v1/info", "version, uptime, addresses, counts") { _, _, _ in .json(200, info()) }
         r.add("POST", "/api/v1/reset", "back to the configured start state") { _, _, _ in
@@ -54,7 +54,7 @@ struct SystemRoutes: AdminResource {
     }
 
     /// A load run's summary and the live gauges (the UI's Load tab).
-    private func stats(_ req: HTTP1Request) throws -> HTTP1Response {
+    private func stats(_ req: HTTP1Request) throws -> HTTP1ServerResponse {
         var since: Int64 = 0
         if let text = req.query["since"] {
             since = try Self.query(HTTP1Request(method: "GET", path: "", query: ["since": text], headers: [:], body: [])).sinceMs ?? 0

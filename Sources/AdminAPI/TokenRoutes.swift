@@ -20,13 +20,13 @@ struct TokenRoutes: AdminResource {
     }
 
     /// Oldest first (issue time, then token), a page at a time, as devices are.
-    private func listTokens(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1Response? {
+    private func listTokens(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
         try keyedPage(request, http, list: "tokens", { $0.registry.tokensPage(after: $1, limit: $2) }, json: AdminJSON.token)
     }
 
     /// `PUT /api/v1/tokens/{token}/state` with `{"state": "active" | "unregistered" | "expired" |
     /// "rate-limited", "since": ms or RFC 3339 (unregistered only; default now)}`.
-    private func setTokenState(_ token: String, _ request: HTTP1Request) throws -> HTTP1Response {
+    private func setTokenState(_ token: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
         guard let text = body["state"]?.stringValue else {
             throw AdminError(400, "\"state\" is required: active, unregistered, expired or rate-limited")

@@ -199,9 +199,9 @@ public final class HTTP1Connection: ConnectionHandler {
     // MARK: Answering
 
     /// Sends the answer to the current request; the next pipelined request follows.
-    public func respond(_ response: HTTP1Response) {
+    public func respond(_ response: HTTP1ServerResponse) {
         guard !connection.isClosed, phase == .handling else { return }
-        var head = "HTTP/1.1 \(response.status) \(HTTP1Response.statusText(response.status))\r\n"
+        var head = "HTTP/1.1 \(response.status) \(HTTP1ServerResponse.statusText(response.status))\r\n"
         for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
         head += "Content-Length: \(response.body.count)\r\n"
         head += keepAlive ? "\r\n" : "Connection: close\r\n\r\n"
@@ -230,7 +230,7 @@ public final class HTTP1Connection: ConnectionHandler {
 
     /// A connection in the health-check reserve serves one health check, or one other request
     /// if a regular slot has come free; else it is refused (nil: go on).
-    private func reserveRefusal(_ path: String) -> HTTP1Response? {
+    private func reserveRefusal(_ path: String) -> HTTP1ServerResponse? {
         if server.slots.promote() {
             slot = .regular
             return nil
@@ -258,7 +258,7 @@ public final class HTTP1Connection: ConnectionHandler {
     }
 
     /// Answers and closes, whatever state the request is in.
-    private func finish(_ response: HTTP1Response) {
+    private func finish(_ response: HTTP1ServerResponse) {
         keepAlive = false
         phase = .handling
         respond(response)

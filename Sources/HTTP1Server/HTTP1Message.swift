@@ -41,7 +41,7 @@ public struct HTTP1Request: Sendable {
 }
 
 /// An answer: the server adds `Content-Length` and, when the connection ends, `Connection: close`.
-public struct HTTP1Response: Sendable {
+public struct HTTP1ServerResponse: Sendable {
     public var status: Int
     public var headers: [(String, String)]
     public var body: [UInt8]

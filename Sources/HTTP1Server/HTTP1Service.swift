@@ -5,13 +5,13 @@
 public protocol HTTP1Service: AnyObject, Sendable {
     /// Judges a complete head before its body is read: nil to go on, or the answer that
     /// refuses it (the connection stays open when the request has no body).
-    func screen(_ head: HTTP1RequestHead, path: String, query: [String: String]) -> HTTP1Response?
+    func screen(_ head: HTTP1RequestHead, path: String, query: [String: String]) -> HTTP1ServerResponse?
     /// Answers a request, now or later, with `connection.respond` (or a stream).
     func handle(_ request: HTTP1Request, on connection: HTTP1Connection)
     /// Whether a connection in the reserve may serve this path (health checks).
     func servesFromReserve(_ path: String) -> Bool
     /// The answer to a request the server refuses itself.
-    func answer(_ refusal: HTTP1Refusal) -> HTTP1Response
+    func answer(_ refusal: HTTP1Refusal) -> HTTP1ServerResponse
     func count(_ event: HTTP1ServerEvent)
 }
 

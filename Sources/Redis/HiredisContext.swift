@@ -1,6 +1,7 @@
 import CHiredis
 #if canImport(Glibc)
 import Glibc
+import MonotonicClock
 #endif
 
 /// One hiredis context (a blocking TCP connection): every hiredis pointer lives in this file.
@@ -46,12 +47,12 @@ final class HiredisContext {
     }
 
     /// Queues the commands and writes them all out before `deadline`.
-    func send(_ commands: [[RedisArgument]], deadline: ContinuousClock.Instant) throws(RedisError) {
+    func send(_ commands: [[RedisArgument]], deadlineNs: UInt64) throws(RedisError) {
         let c = try live()
         for command in commands { try append(command, to: c) }
         var done: Int32 = 0
         repeat {
-            guard try wait(for: POLLOUT, on: c, until: deadline) else {
+            guard try wait(for: POLLOUT, on: c, until: deadlineNs) else {
                 throw RedisError(.timeout, "redis \(endpoint): could not send the command in time")
             }
             if withoutSIGPIPE({ redisBufferWrite(c, &done) }) != REDIS_OK {
@@ -61,7 +62,7 @@ final class HiredisContext {
     }
 
     /// The next reply, or nil when none is complete by `deadline`.
-    func readReply(until deadline: ContinuousClock.Instant) throws(RedisError) -> RedisReply? {
+    func readReply(until deadlineNs: UInt64) throws(RedisError) -> RedisReply? {
         let c = try live()
         while true {
             // First whatever hiredis has buffered already (a pipeline's later replies).
@@ -71,7 +72,7 @@ final class HiredisContext {
                 defer { freeReplyObject(raw) }
                 return try convert(raw.assumingMemoryBound(to: redisReply.self))
             }
-            guard try wait(for: POLLIN, on: c, until: deadline) else { return nil }
+            guard try wait(for: POLLIN, on: c, until: deadlineNs) else { return nil }
             if redisBufferRead(c) != REDIS_OK { throw error(of: c, doing: "read") }
         }
     }
@@ -111,10 +112,10 @@ final class HiredisContext {
 
     /// Waits until the socket is ready for `event`; false when `deadline` passes first.
     private func wait(for event: Int32, on c: UnsafeMutablePointer<redisContext>,
-                      until deadline: ContinuousClock.Instant) throws(RedisError) -> Bool {
+                      until deadlineNs: UInt64) throws(RedisError) -> Bool {
         var descriptor = pollfd(fd: c.pointee.fd, events: Int16(event), revents: 0)
         while true {
-            let ms = Self.milliseconds(until: deadline)
+            let ms = Self.milliseconds(until: deadlineNs)
             let n = poll(&descriptor, 1, ms)
             if n > 0 { return true } // also on POLLHUP/POLLERR: the read or write then reports it
             if n == 0 {
@@ -178,12 +179,12 @@ final class HiredisContext {
         return Glibc.timeval(tv_sec: ms / 1000, tv_usec: (ms % 1000) * 1000)
     }
 
-    /// Milliseconds left until `deadline`, rounded up so poll does not spin; 0 once it passed.
-    private static func milliseconds(until deadline: ContinuousClock.Instant) -> Int32 {
-        let left = ContinuousClock.now.duration(to: deadline)
-        guard left > .zero else { return 0 }
-        let (seconds, attoseconds) = left.components
-        return Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+    /// Milliseconds left until `deadlineNs` (Monotonic), rounded up so poll does not spin; 0
+    /// once it passed.
+    private static func milliseconds(until deadlineNs: UInt64) -> Int32 {
+        let now = Monotonic.nowNanoseconds()
+        guard deadlineNs > now else { return 0 }
+        return Int32(clamping: (deadlineNs - now + 999_999) / 1_000_000)
     }
 }
 

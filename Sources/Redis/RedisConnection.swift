@@ -1,3 +1,5 @@
+import MonotonicClock
+
 /// A blocking connection to one Redis server.
 ///
 /// Not thread-safe: one caller at a time (a pool, or one owning thread). `Sendable` only so it
@@ -73,9 +75,9 @@ public final class RedisConnection: @unchecked Sendable {
         if isBroken {
             throw RedisError(.connection, "redis \(context.endpoint): the connection broke earlier; make a new one")
         }
-        let deadline = ContinuousClock.now + .milliseconds(commandTimeoutMs)
+        let deadline = Monotonic.nowNanoseconds() + UInt64(commandTimeoutMs) * 1_000_000
         do throws(RedisError) {
-            try context.send(commands, deadline: deadline)
+            try context.send(commands, deadlineNs: deadline)
             var replies: [RedisReply] = []
             replies.reserveCapacity(commands.count)
             for _ in commands {

@@ -1,3 +1,5 @@
+import MonotonicClock
+
 /// A connection in SUBSCRIBE mode, receiving the messages PUBLISHed on its channels.
 ///
 /// Not thread-safe, like `RedisConnection`. When `next` throws, the connection is gone (messages
@@ -22,8 +24,8 @@ public final class RedisSubscriber: @unchecked Sendable {
                 commands.append(["AUTH"] + (url.username.map { [.text($0)] } ?? []) + [.text(password)])
             }
             commands.append(["SUBSCRIBE"] + channels.map { .text($0) })
-            let deadline = ContinuousClock.now + .milliseconds(max(1, connectTimeoutMs))
-            try context.send(commands, deadline: deadline)
+            let deadline = Monotonic.nowNanoseconds() + UInt64(max(1, connectTimeoutMs)) * 1_000_000
+            try context.send(commands, deadlineNs: deadline)
             func nextReply() throws(RedisError) -> RedisReply {
                 guard let reply = try context.readReply(until: deadline) else {
                     throw RedisError(.timeout, "redis \(endpoint): no answer to SUBSCRIBE within \(connectTimeoutMs) ms")
@@ -53,7 +55,7 @@ public final class RedisSubscriber: @unchecked Sendable {
     /// Throws when the connection is gone or closed.
     public func next(timeoutMs: Int) throws(RedisError) -> (channel: String, message: [UInt8])? {
         if isBroken { throw RedisError(.connection, "redis \(context.endpoint): the subscriber's connection broke earlier") }
-        let deadline = ContinuousClock.now + .milliseconds(max(0, timeoutMs))
+        let deadline = Monotonic.nowNanoseconds() + UInt64(max(0, timeoutMs)) * 1_000_000
         while true {
             let reply: RedisReply?
             do throws(RedisError) {

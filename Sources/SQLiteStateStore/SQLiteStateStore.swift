@@ -513,7 +513,7 @@ final class CommitMarker: @unchecked Sendable {
 
     func write(_ commits: Int64) {
         if handle == nil {
-            if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+            if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
             handle = FileHandle(forWritingAtPath: path)
         }
         guard let handle else { return }

@@ -674,7 +674,7 @@ struct ReplicationTests {
                 let kind = Int.random(in: 0..<3, using: &random)
                 p.world { w in
                     switch kind {
-                    case 0: _ = w.faults.add(FaultRule(id: "", match: FaultMatch(topic: "com.example.other"),
+                    case 0: _ = w.faults.add(FaultInjectionRule(id: "", match: FaultMatch(topic: "com.example.other"),
                                                        action: FaultAction(kind: .respond(status: 500, reason: "InternalServerError")),
                                                        times: 3))
                     case 1: _ = w.faults.remove(id: w.faults.rules.first?.id ?? "")

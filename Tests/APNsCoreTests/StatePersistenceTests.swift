@@ -220,7 +220,7 @@ struct StatePersistenceTests {
             world.credentials.add(ProviderKey(teamID: runtime.teamID, keyID: runtime.keyID, verifier: runtime.verifier,
                                               source: "api", pem: "-----BEGIN PUBLIC KEY-----", addedAtRunTime: true))
             world.credentials.addApp(teamID: "TEAMRRRRRR", bundleID: "com.example.runtime")
-            world.faults.add(FaultRule(id: "", match: FaultMatch(token: PersistenceFixture.pinned),
+            world.faults.add(FaultInjectionRule(id: "", match: FaultMatch(token: PersistenceFixture.pinned),
                                        action: FaultAction(kind: .respond(status: 500, reason: "InternalServerError")), times: 1))
             try! world.registry.addDevice(id: "r", isVirtual: true, nowMs: 0)
         }
@@ -237,7 +237,7 @@ struct StatePersistenceTests {
         #expect(rules.first?.matched == 2)
         #expect(rules.first?.fired == 1)
         #expect(try f.push(PersistenceFixture.pinned).status == 200, "the spent rule stays spent")
-        #expect(f.world { $0.faults.add(FaultRule(id: "", match: FaultMatch(), action: FaultAction(kind: .none))) } == "f2")
+        #expect(f.world { $0.faults.add(FaultInjectionRule(id: "", match: FaultMatch(), action: FaultAction(kind: .none))) } == "f2")
         // A key removed at run time stays removed.
         f.world { _ = $0.credentials.removeKey(id: runtime.keyID) }
         try f.restart()
@@ -404,14 +404,14 @@ struct StateCodecTests {
     }
 
     /// One rule with every field set, then one per action kind.
-    static func faultRules() -> [FaultRule] {
-        var rule = FaultRule(id: "slow", match: FaultMatch(token: "ab", topic: "t", pushType: "alert", priority: 5, environment: .production, connectionID: 3),
+    static func faultRules() -> [FaultInjectionRule] {
+        var rule = FaultInjectionRule(id: "slow", match: FaultMatch(token: "ab", topic: "t", pushType: "alert", priority: 5, environment: .production, connectionID: 3),
                              action: FaultAction(kind: .goAway(reason: "Shutdown", lastStreamID: 7, errorCode: 2), delayMs: 10, jitterMs: 5),
                              times: 4, after: 2, probability: 0.25, seed: UInt64.max)
         rule.restoreCounts(matched: 11, fired: 3)
         let kinds: [FaultAction.Kind] = [.none, .respond(status: 500, reason: "X"), .resetStream(errorCode: 7), .closeConnection,
                                          .maxConcurrentStreams(1), .goAway(reason: nil, lastStreamID: nil, errorCode: 0)]
-        return [rule] + kinds.enumerated().map { FaultRule(id: "k\($0.offset)", match: FaultMatch(), action: FaultAction(kind: $0.element)) }
+        return [rule] + kinds.enumerated().map { FaultInjectionRule(id: "k\($0.offset)", match: FaultMatch(), action: FaultAction(kind: $0.element)) }
     }
 
     @Test func waitingNotificationsAndFaultRulesRoundTrip() throws {

@@ -66,7 +66,7 @@ func everyKindOfChange() -> [StateChange] {
     changes.append(.appRemoved(bundleID: "com.example.gone"))
     var match = FaultMatch()
     match.topic = "com.example.app"
-    var rule = FaultRule(id: "f1", match: match, action: FaultAction(kind: .respond(status: 500, reason: "X")), times: 2)
+    var rule = FaultInjectionRule(id: "f1", match: match, action: FaultAction(kind: .respond(status: 500, reason: "X")), times: 2)
     rule.restoreCounts(matched: 5, fired: 2)
     changes.append(.faultsSaved(FaultRulesSnapshot(rules: [rule], nextNumber: 2)))
     let slots: [WaitingSlot] = [.stored, .deferred(.lowPower), .batched(releaseAtMs: 99), .inFlight]

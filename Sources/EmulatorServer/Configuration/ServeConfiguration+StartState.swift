@@ -8,13 +8,13 @@ import AdminAPI
 public import CommandLineOptions
 
 extension ServeConfiguration {
-    static func loadFaults(_ path: String, origin: String) throws(UsageError) -> [FaultRule] {
+    static func loadFaults(_ path: String, origin: String) throws(UsageError) -> [FaultInjectionRule] {
         let value: JSONValue
         do { value = try JSONValue.parseFile(try InputFile.read(path)) } catch { throw UsageError("\(origin): \(path): \(error)") }
         guard let list = value.arrayValue ?? value["faults"]?.arrayValue else {
             throw UsageError("\(origin): \(path) must hold a list of fault rules or {\"faults\": [...]}")
         }
-        var rules: [FaultRule] = []
+        var rules: [FaultInjectionRule] = []
         for (index, item) in list.enumerated() {
             guard let object = item.objectValue else { throw UsageError("\(origin): rule \(index + 1) in \(path) is not an object") }
             do { rules.append(try FaultJSON.parse(object)) } catch let error as AdminError {

@@ -24,7 +24,7 @@ public struct ServeConfiguration: Sendable {
     /// The quick start's key, app and device (`--demo`).
     public var demo: Demo
     /// Fault rules active from the start (`--faults FILE`).
-    public var faultRules: [FaultRule]
+    public var faultRules: [FaultInjectionRule]
     /// Event loops, and what one provider connection may take.
     public var connections: Connections
     /// What is kept for inspection.
@@ -46,7 +46,7 @@ public struct ServeConfiguration: Sendable {
 
     public init(listeners: Listeners = Listeners(), tls: TLS = TLS(), state: StateBackend = .memory,
                 authKeys: [AuthKeySpec] = [], apps: [(teamID: String, bundleID: String)] = [], backends: [String: AppBackend] = [:],
-                devices: [DeviceSpec] = [], demo: Demo = .auto, faultRules: [FaultRule] = [],
+                devices: [DeviceSpec] = [], demo: Demo = .auto, faultRules: [FaultInjectionRule] = [],
                 connections: Connections = Connections(), records: RecordLimits = RecordLimits(),
                 tokenBytes: Int = DeviceRegistry.defaultTokenByteCount, endpoint: EndpointOptions = EndpointOptions(),
                 delivery: DeliveryOptions = DeliveryOptions(), load: LoadBehaviour = LoadBehaviour(), admin: AdminOptions = AdminOptions(),
