@@ -15,8 +15,10 @@ func fuzzHTTP1(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 
 /// Every request (method, target, field count, body) or the failure, as text.
 func parseAll(_ bytes: [UInt8], pieceSize: Int) -> [String] {
-    var parser = HTTP1RequestParser(limits: HTTP1RequestParser.Limits(maxHeaderBytes: 2048, maxBodyBytes: 4096,
-                                                                     maxChunkLineBytes: 256))
+    var parser = HTTP1RequestParser(
+        limits: HTTP1RequestParser.Limits(
+            maxHeaderBytes: 2048, maxBodyBytes: 4096,
+            maxChunkLineBytes: 256))
     var out: [String] = []
     var offset = 0
     var head: HTTP1RequestHead?

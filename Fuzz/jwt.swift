@@ -14,7 +14,7 @@ public func fuzzJWT(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         if redacted != text {
             let utf8 = Array(text.utf8)
             guard let lastDot = utf8.lastIndex(of: UInt8(ascii: ".")),
-                  Array(redacted.utf8) == Array(utf8[...lastDot]) + Array(ProviderToken.signatureMarker.utf8)
+                Array(redacted.utf8) == Array(utf8[...lastDot]) + Array(ProviderToken.signatureMarker.utf8)
             else {
                 fatalError("the signature survived redaction")
             }

@@ -10,17 +10,19 @@ struct AcceptAll: SignatureVerifier {
 let fuzzState: EmulatorState = {
     var credentials = Credentials()
     credentials.add(ProviderKey(teamID: "TEAMAAAAAA", keyID: "KEYAAAAAAA", verifier: AcceptAll(), source: "fuzz"))
-    credentials.add(ProviderKey(teamID: "TEAMAAAAAA", keyID: "KEYTOPIC01", environment: .sandbox, topics: ["com.example.app"],
-                                relatedKeyID: nil, verifier: AcceptAll(), source: "fuzz"))
+    credentials.add(
+        ProviderKey(
+            teamID: "TEAMAAAAAA", keyID: "KEYTOPIC01", environment: .sandbox, topics: ["com.example.app"],
+            relatedKeyID: nil, verifier: AcceptAll(), source: "fuzz"))
     credentials.addApp(teamID: "TEAMAAAAAA", bundleID: "com.example.app")
     var registry = DeviceRegistry(seed: 1)
     _ = try? registry.addDevice(id: "d1", isVirtual: true, nowMs: 0)
-    _ = try? registry.register(deviceID: "d1", bundleID: "com.example.app", environment: .sandbox,
-                               fixedToken: "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", nowMs: 0)
+    _ = try? registry.register(
+        deviceID: "d1", bundleID: "com.example.app", environment: .sandbox,
+        fixedToken: "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", nowMs: 0)
     return EmulatorState(start: World(credentials: credentials, registry: registry, records: RecordStore(capacity: 64)))
 }()
 let fuzzEndpoint = ProviderEndpoint(state: fuzzState, clock: ManualClock(milliseconds: 1_767_225_600_000))
-
 
 public func fuzzRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
@@ -32,8 +34,9 @@ public func fuzzRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         guard let colon = line.dropFirst().firstIndex(of: ":") else { continue }
         headers.append((String(line[..<colon]), String(line[line.index(after: colon)...])))
     }
-    var connection = ProviderConnectionContext(connectionID: 1, listenerEnvironment: .sandbox, serverName: nil,
-                                               tokenPolicy: TokenPolicy(), random: FastRandom(seed: 3))
+    var connection = ProviderConnectionContext(
+        connectionID: 1, listenerEnvironment: .sandbox, serverName: nil,
+        tokenPolicy: TokenPolicy(), random: FastRandom(seed: 3))
     let before = fuzzState.withWorld { $0.records.nextSequence }
     let response = fuzzEndpoint.handle(PushRequest(streamID: 1, headers: headers, body: body), connection: &connection)
     let after = fuzzState.withWorld { $0.records.nextSequence }

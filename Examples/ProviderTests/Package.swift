@@ -14,14 +14,16 @@ let emulatorPackage = Context.packageDirectory.split(separator: "/").dropLast(2)
 let package = Package(
     name: "ProviderTests",
     dependencies: [
-        .package(path: "../.."),
+        .package(path: "../..")
     ],
     targets: [
         // The code under test: how this team's server sends pushes and reacts to APNs' answers.
         .target(name: "PushService", dependencies: [.product(name: "ProviderClient", package: emulatorPackage)]),
-        .testTarget(name: "PushServiceTests", dependencies: [
-            "PushService",
-            .product(name: "APNsEmulatorTesting", package: emulatorPackage),
-        ]),
+        .testTarget(
+            name: "PushServiceTests",
+            dependencies: [
+                "PushService",
+                .product(name: "APNsEmulatorTesting", package: emulatorPackage),
+            ]),
     ]
 )

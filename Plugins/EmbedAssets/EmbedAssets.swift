@@ -30,7 +30,7 @@ struct EmbedAssets: BuildToolPlugin {
                 arguments: [output.path(percentEncoded: false), openAPI.path(percentEncoded: false)]
                     + files.map { $0.path(percentEncoded: false) },
                 inputFiles: [openAPI] + files,
-                outputFiles: [output]),
+                outputFiles: [output])
         ]
     }
 }

@@ -34,7 +34,7 @@ func read(_ path: String) -> String {
 /// than tab and line feed, so also CR, which Swift would turn into LF) become \#u{...} escapes.
 func literal(_ text: String) -> String {
     var longest = 0
-    var run = -1 // -1: not after a quote or backslash
+    var run = -1  // -1: not after a quote or backslash
     for scalar in text.unicodeScalars {
         if scalar == "#", run >= 0 {
             run += 1

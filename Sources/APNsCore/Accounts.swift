@@ -99,8 +99,9 @@ extension World {
             let device = registry.devices[deviceID], let app = device.apps[bundleID]
         else { return }
         let token = app.tokens[.app] ?? app.tokens.values.sorted().first
-        let values = HookValues(token: token, deviceID: deviceID, bundleID: bundleID, environment: app.environment,
-                                userID: device.userID)
+        let values = HookValues(
+            token: token, deviceID: deviceID, bundleID: bundleID, environment: app.environment,
+            userID: device.userID)
         backendOutbox.append(BackendIntent(hook: hook, backend: backend, values: values, payload: payload))
     }
 
@@ -111,9 +112,10 @@ extension World {
 
     /// At delivery: who was logged in, whom the payload names, and the fetch the app makes.
     /// Parses the payload only for apps whose backend names an addressee field.
-    mutating func noteAccount(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64,
-                              device known: Device? = nil)
-    {
+    mutating func noteAccount(
+        _ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64,
+        device known: Device? = nil
+    ) {
         // A virtual device's push passes its device in: one hash lookup fewer per request.
         guard let device = known ?? registry.devices[notification.deviceID] else { return }
         let userID = device.userID
@@ -134,9 +136,10 @@ extension World {
         if crossAccount, let addressee {
             counters.crossAccountDeliveries += 1
             if crossAccountDeliveries.count >= Self.crossAccountKeep { crossAccountDeliveries.removeFirst() }
-            crossAccountDeliveries.append(CrossAccountDelivery(
-                sequence: notification.sequence, apnsID: notification.apnsID, deviceID: notification.deviceID,
-                bundleID: notification.bundleID, userID: userID, addressee: addressee, atMs: nowMs))
+            crossAccountDeliveries.append(
+                CrossAccountDelivery(
+                    sequence: notification.sequence, apnsID: notification.apnsID, deviceID: notification.deviceID,
+                    bundleID: notification.bundleID, userID: userID, addressee: addressee, atMs: nowMs))
         }
         if verdict.outcome == .delivered, verdict.callbacks.contains(AppCallback.didReceiveRemoteNotification) {
             call(.fetch, deviceID: notification.deviceID, bundleID: notification.bundleID, payload: notification.payload)

@@ -16,9 +16,10 @@ public struct AppBackend: Sendable, Equatable {
     public static let defaultTimeoutMs = 5_000
     public static let defaultMaxAttempts = 5
 
-    public init(hooks: [BackendHookKind: BackendHook] = [:], addresseePointer: String? = nil,
-                timeoutMs: Int = AppBackend.defaultTimeoutMs, maxAttempts: Int = AppBackend.defaultMaxAttempts)
-    {
+    public init(
+        hooks: [BackendHookKind: BackendHook] = [:], addresseePointer: String? = nil,
+        timeoutMs: Int = AppBackend.defaultTimeoutMs, maxAttempts: Int = AppBackend.defaultMaxAttempts
+    ) {
         self.hooks = hooks
         self.addresseePointer = addresseePointer
         self.timeoutMs = timeoutMs
@@ -144,10 +145,11 @@ extension BackendHook {
     }
 
     var json: JSONValue {
-        .object(JSONObject([
-            ("url", .string(url)), ("method", .string(method)),
-            ("headers", .object(JSONObject(headers.map { ($0.name, JSONValue.string($0.value)) }))),
-            ("body", body ?? .null),
-        ]))
+        .object(
+            JSONObject([
+                ("url", .string(url)), ("method", .string(method)),
+                ("headers", .object(JSONObject(headers.map { ($0.name, JSONValue.string($0.value)) }))),
+                ("body", body ?? .null),
+            ]))
     }
 }

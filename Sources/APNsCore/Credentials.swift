@@ -22,10 +22,11 @@ public final class ProviderKey: Sendable {
     /// Added through the admin API (configured keys are read from their files at each start).
     public let addedAtRunTime: Bool
 
-    public init(teamID: String, keyID: String, environment: APNsEnvironment? = nil, topics: Set<String>? = nil,
-                relatedKeyID: String? = nil, verifier: any SignatureVerifier, source: String = "", pem: String? = nil,
-                addedAtRunTime: Bool = false)
-    {
+    public init(
+        teamID: String, keyID: String, environment: APNsEnvironment? = nil, topics: Set<String>? = nil,
+        relatedKeyID: String? = nil, verifier: any SignatureVerifier, source: String = "", pem: String? = nil,
+        addedAtRunTime: Bool = false
+    ) {
         self.pem = pem
         self.addedAtRunTime = addedAtRunTime
         self.teamID = teamID

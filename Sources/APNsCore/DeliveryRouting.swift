@@ -13,8 +13,9 @@ extension World {
             let releaseAt = nowMs + deliveryOptions.lowPriorityDelayMs
             delivery.batched.append((releaseAt, notification))
             delivery.noteWaiting(.batched(releaseAtMs: releaseAt), notification)
-            setOutcome(notification.sequence, .pending,
-                       "accepted; priority \(notification.priority) is batched for power and delivered within \(deliveryOptions.lowPriorityDelayMs) ms")
+            setOutcome(
+                notification.sequence, .pending,
+                "accepted; priority \(notification.priority) is batched for power and delivered within \(deliveryOptions.lowPriorityDelayMs) ms")
             return []
         }
         return deliverNow(notification, nowMs: nowMs, device: device)
@@ -24,8 +25,9 @@ extension World {
     mutating func store(_ notification: PendingNotification, nowMs: Int64, why: String) {
         var notification = notification
         guard let until = notification.storeUntilMs, until > nowMs else {
-            setOutcome(notification.sequence, .expired,
-                       "\(why), and apns-expiration \(notification.storeUntilMs == nil ? "0 means it is never stored" : "has passed")")
+            setOutcome(
+                notification.sequence, .expired,
+                "\(why), and apns-expiration \(notification.storeUntilMs == nil ? "0 means it is never stored" : "has passed")")
             return
         }
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
@@ -49,16 +51,19 @@ extension World {
         }
         // Only background wakes need the budget; most pushes never look it up.
         let wantsWake = notification.content.contentAvailable
-        var budget = wantsWake
+        var budget =
+            wantsWake
             ? delivery.budgets[key] ?? BackgroundBudget(perHour: deliveryOptions.backgroundBudgetPerHour, nowMs: nowMs)
             : BackgroundBudget(perHour: 0, nowMs: nowMs)
-        let decision = DeliveryRules.decide(pushType: notification.pushType, content: notification.content, app: app.settings,
-                                            lowPowerMode: device.lowPowerMode, budgetAvailable: budget.available(nowMs: nowMs))
+        let decision = DeliveryRules.decide(
+            pushType: notification.pushType, content: notification.content, app: app.settings,
+            lowPowerMode: device.lowPowerMode, budgetAvailable: budget.available(nowMs: nowMs))
         switch decision {
         case .deferBackground(let reason):
             if let older = delivery.deferred[key], older.notification.sequence != notification.sequence {
-                setOutcome(older.notification.sequence, .throttled,
-                           "a newer background push replaced it while it was held; the system keeps only the newest")
+                setOutcome(
+                    older.notification.sequence, .throttled,
+                    "a newer background push replaced it while it was held; the system keeps only the newest")
                 delivery.noteDone(older.notification.sequence)
             }
             delivery.deferred[key] = (notification, reason)
@@ -86,8 +91,9 @@ extension World {
             let waiting = delivery.inflightPerDevice[device.id, default: 0]
             if waiting >= deliveryOptions.deviceWindow {
                 delivery.windowFull.insert(device.id)
-                store(notification, nowMs: nowMs,
-                      why: "the device has \(waiting) deliveries it has not acknowledged (its window is full)")
+                store(
+                    notification, nowMs: nowMs,
+                    why: "the device has \(waiting) deliveries it has not acknowledged (its window is full)")
                 return []
             }
             // Shared state (`--redis`): the notification's sequence, unique across instances,
@@ -96,11 +102,15 @@ extension World {
             delivery.nextDeliveryID = max(delivery.nextDeliveryID, id + 1)
             delivery.inflight[id] = InFlight(connectionID: connectionID, notification: notification, verdict: verdict, sentAtMs: nowMs)
             delivery.inflightPerDevice[device.id] = waiting + 1
-            delivery.noteWaiting(.inFlight, notification,
-                                 flight: FlightRow(deliveryID: id, connectionID: connectionID, sentAtMs: nowMs, verdict: verdict))
+            delivery.noteWaiting(
+                .inFlight, notification,
+                flight: FlightRow(deliveryID: id, connectionID: connectionID, sentAtMs: nowMs, verdict: verdict))
             setOutcome(notification.sequence, .pending, "sent to the device; waiting for its ack")
-            return [DeviceFrame(deviceID: device.id, connectionID: connectionID,
-                                message: Self.notificationMessage(id: id, notification, verdict))]
+            return [
+                DeviceFrame(
+                    deviceID: device.id, connectionID: connectionID,
+                    message: Self.notificationMessage(id: id, notification, verdict))
+            ]
         }
     }
 
@@ -148,14 +158,15 @@ extension World {
     /// receives exactly what was sent.
     static func notificationMessage(id: UInt64, _ n: PendingNotification, _ verdict: DeliveryVerdict) -> JSONValue {
         let payload = JSONValue.raw(n.payload)
-        return .object(JSONObject([
-            ("type", "notification"), ("id", .int(Int64(id))), ("apnsId", .string(n.apnsID)),
-            ("bundleId", .string(n.bundleID)), ("token", .string(n.token)), ("topic", .string(n.topic)),
-            ("pushType", .string(n.pushType.rawValue)), ("priority", .int(Int64(n.priority))),
-            ("collapseId", n.collapseID.map(JSONValue.string) ?? .null), ("payload", payload),
-            ("callbacks", .array(verdict.callbacks.map(JSONValue.string))), ("display", .string(verdict.display.rawValue)),
-            ("reason", verdict.reason.map(JSONValue.string) ?? .null), ("stored", .bool(n.wasStored)),
-        ]))
+        return .object(
+            JSONObject([
+                ("type", "notification"), ("id", .int(Int64(id))), ("apnsId", .string(n.apnsID)),
+                ("bundleId", .string(n.bundleID)), ("token", .string(n.token)), ("topic", .string(n.topic)),
+                ("pushType", .string(n.pushType.rawValue)), ("priority", .int(Int64(n.priority))),
+                ("collapseId", n.collapseID.map(JSONValue.string) ?? .null), ("payload", payload),
+                ("callbacks", .array(verdict.callbacks.map(JSONValue.string))), ("display", .string(verdict.display.rawValue)),
+                ("reason", verdict.reason.map(JSONValue.string) ?? .null), ("stored", .bool(n.wasStored)),
+            ]))
     }
 
     /// Per-token flood check (`TooManyRequests`, docs/apns-behaviour.md, "Reasons and statuses");
@@ -198,10 +209,13 @@ extension World {
         var frames: [DeviceFrame] = []
         for (deviceID, connectionID) in stuck.sorted(by: { $0.key < $1.key }) {
             let seconds = deliveryOptions.deviceAckTimeoutMs / 1000
-            frames.append(DeviceFrame(deviceID: deviceID, connectionID: connectionID, message: [
-                "type": "error", "code": "ack_timeout", "fatal": true,
-                "message": .string("a delivery has not been acknowledged for \(seconds) seconds; reconnect to receive what is stored"),
-            ], closeAfter: true))
+            frames.append(
+                DeviceFrame(
+                    deviceID: deviceID, connectionID: connectionID,
+                    message: [
+                        "type": "error", "code": "ack_timeout", "fatal": true,
+                        "message": .string("a delivery has not been acknowledged for \(seconds) seconds; reconnect to receive what is stored"),
+                    ], closeAfter: true))
             disconnectDevice(deviceID, connectionID: connectionID, nowMs: nowMs)
         }
         return frames

@@ -63,17 +63,20 @@ public enum DeliveryDecision: Sendable, Equatable {
 public enum DeliveryRules {
     /// - Parameters:
     ///   - budgetAvailable: whether the app's background budget allows a wake now.
-    public static func decide(pushType: PushType, content: PushContent, app: AppSettings, lowPowerMode: Bool,
-                              budgetAvailable: Bool) -> DeliveryDecision
-    {
+    public static func decide(
+        pushType: PushType, content: PushContent, app: AppSettings, lowPowerMode: Bool,
+        budgetAvailable: Bool
+    ) -> DeliveryDecision {
         switch pushType {
         case .voip, .complication, .fileprovider:
             // PushKit pushes wake or launch the app whatever its state and permission.
             return .deliver(DeliveryVerdict(callbacks: [AppCallback.didReceiveIncomingPush], display: .none))
         case .liveactivity, .widgets, .controls, .location, .pushtotalk, .mdm:
             // Handled by the system or an extension, not by app callbacks.
-            return .deliver(DeliveryVerdict(callbacks: [], display: content.isVisible && pushType == .liveactivity ? .banner : .none,
-                                            reason: "handled by the system (\(pushType.rawValue))"))
+            return .deliver(
+                DeliveryVerdict(
+                    callbacks: [], display: content.isVisible && pushType == .liveactivity ? .banner : .none,
+                    reason: "handled by the system (\(pushType.rawValue))"))
         case .alert, .background:
             break
         }
@@ -127,9 +130,11 @@ public enum DeliveryRules {
         }
 
         let outcome: DeliveryOutcome = callbacks.isEmpty && display == .none ? .droppedBySystem : .delivered
-        return .deliver(DeliveryVerdict(callbacks: callbacks, display: display, outcome: outcome,
-                                        reason: notes.isEmpty ? nil : notes.joined(separator: "; "),
-                                        usedBackgroundBudget: usedBudget))
+        return .deliver(
+            DeliveryVerdict(
+                callbacks: callbacks, display: display, outcome: outcome,
+                reason: notes.isEmpty ? nil : notes.joined(separator: "; "),
+                usedBackgroundBudget: usedBudget))
     }
 
     /// The callbacks a tap runs. Tapping always calls `didReceive`; a tap on a notification of

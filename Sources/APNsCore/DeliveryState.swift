@@ -68,10 +68,11 @@ public struct PendingNotification: Sendable {
     /// for the delivery latency histogram.
     public var acceptedAtNanos: UInt64 = 0
 
-    public init(sequence: UInt64, apnsID: String, token: String, topic: String, deviceID: String, bundleID: String,
-                pushType: PushType, priority: Int, collapseID: String?, storeUntilMs: Int64?, payload: [UInt8],
-                content: PushContent, wasStored: Bool = false)
-    {
+    public init(
+        sequence: UInt64, apnsID: String, token: String, topic: String, deviceID: String, bundleID: String,
+        pushType: PushType, priority: Int, collapseID: String?, storeUntilMs: Int64?, payload: [UInt8],
+        content: PushContent, wasStored: Bool = false
+    ) {
         self.sequence = sequence
         self.apnsID = apnsID
         self.token = token
@@ -153,8 +154,9 @@ public struct DeliveryState: Sendable {
         all += deferred.values.map { WaitingNotification(slot: .deferred($0.reason), notification: $0.notification) }
         all += batched.map { WaitingNotification(slot: .batched(releaseAtMs: $0.releaseAtMs), notification: $0.notification) }
         all += inflight.map { id, f in
-            WaitingNotification(slot: .inFlight, notification: f.notification,
-                                flight: FlightRow(deliveryID: id, connectionID: f.connectionID, sentAtMs: f.sentAtMs, verdict: f.verdict))
+            WaitingNotification(
+                slot: .inFlight, notification: f.notification,
+                flight: FlightRow(deliveryID: id, connectionID: f.connectionID, sentAtMs: f.sentAtMs, verdict: f.verdict))
         }
         all += mirroredInflight.values.map { WaitingNotification(slot: .inFlight, notification: $0) }
         return all.sorted { $0.notification.sequence < $1.notification.sequence }

@@ -60,7 +60,9 @@ extension World {
     /// A device said hello on `connectionID`. Returns the frames for it (welcome, tokens,
     /// waiting notifications) and, when another connection held the device, a `replaced`
     /// frame for that one.
-    public mutating func connectDevice(_ hello: DeviceHello, connectionID: UInt64, nowMs: Int64)
+    public mutating func connectDevice(
+        _ hello: DeviceHello, connectionID: UInt64, nowMs: Int64
+    )
         throws(DeviceRequestError) -> [DeviceFrame]
     {
         // Refused before anything changes: a hello over the bound installs none of its apps.
@@ -85,8 +87,11 @@ extension World {
         func mine(_ message: JSONValue) -> DeviceFrame {
             DeviceFrame(deviceID: hello.deviceID, connectionID: connectionID, message: message)
         }
-        frames.append(mine(["type": "welcome", "version": 1, "deviceId": .string(hello.deviceID), "serverTime": .int(nowMs),
-                            "userId": registry.devices[hello.deviceID]?.userID.map(JSONValue.string) ?? .null]))
+        frames.append(
+            mine([
+                "type": "welcome", "version": 1, "deviceId": .string(hello.deviceID), "serverTime": .int(nowMs),
+                "userId": registry.devices[hello.deviceID]?.userID.map(JSONValue.string) ?? .null,
+            ]))
         for app in hello.apps {
             frames.append(contentsOf: try install(app, deviceID: hello.deviceID, nowMs: nowMs).map(mine))
         }
@@ -97,9 +102,11 @@ extension World {
     /// Installs (or re-registers) an app; returns one `registered` message per token kind.
     public mutating func install(_ app: AppRegistration, deviceID: String, nowMs: Int64) throws(DeviceRequestError) -> [JSONValue] {
         do throws(RegistryError) {
-            return try installApp(deviceID: deviceID, bundleID: app.bundleID, environment: app.environment,
-                                  kinds: app.kinds.isEmpty ? [.app] : app.kinds, settings: app.settings, nowMs: nowMs)
-                .map(Self.registeredMessage)
+            return try installApp(
+                deviceID: deviceID, bundleID: app.bundleID, environment: app.environment,
+                kinds: app.kinds.isEmpty ? [.app] : app.kinds, settings: app.settings, nowMs: nowMs
+            )
+            .map(Self.registeredMessage)
         } catch {
             throw DeviceRequestError(error)
         }
@@ -108,13 +115,16 @@ extension World {
     /// Installs (or re-registers) an app's tokens with its settings; a running app's
     /// registration callback runs (an app installed not running registers at its launch).
     /// The one place every install goes through: device frames, the admin API, batches.
-    public mutating func installApp(deviceID: String, bundleID: String, environment: APNsEnvironment, kinds: [TokenKind],
-                                    fixedToken: String? = nil, settings: AppSettings, nowMs: Int64) throws(RegistryError) -> [TokenEntry]
-    {
+    public mutating func installApp(
+        deviceID: String, bundleID: String, environment: APNsEnvironment, kinds: [TokenKind],
+        fixedToken: String? = nil, settings: AppSettings, nowMs: Int64
+    ) throws(RegistryError) -> [TokenEntry] {
         var entries: [TokenEntry] = []
         for kind in kinds {
-            entries.append(try registry.register(deviceID: deviceID, bundleID: bundleID, environment: environment, kind: kind,
-                                                 fixedToken: fixedToken, nowMs: nowMs))
+            entries.append(
+                try registry.register(
+                    deviceID: deviceID, bundleID: bundleID, environment: environment, kind: kind,
+                    fixedToken: fixedToken, nowMs: nowMs))
         }
         try registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings = settings }
         if settings.appState.isRunning { didRegister(deviceID: deviceID, bundleID: bundleID) }
@@ -122,8 +132,10 @@ extension World {
     }
 
     public static func registeredMessage(_ entry: TokenEntry) -> JSONValue {
-        ["type": "registered", "bundleId": .string(entry.bundleID), "environment": .string(entry.environment.rawValue),
-         "kind": .string(entry.kind.rawValue), "token": .string(entry.token), "topic": .string(entry.topic)]
+        [
+            "type": "registered", "bundleId": .string(entry.bundleID), "environment": .string(entry.environment.rawValue),
+            "kind": .string(entry.kind.rawValue), "token": .string(entry.token), "topic": .string(entry.topic),
+        ]
     }
 
     /// The connection went away: deliveries it did not ack go back to the store.
@@ -137,7 +149,9 @@ extension World {
     @discardableResult
     /// The device acknowledged a delivery. Returns what it may now receive: once a full
     /// window has drained to half, the notifications stored meanwhile.
-    public mutating func acknowledge(deviceID: String, connectionID: UInt64, deliveryID: UInt64, nowMs: Int64)
+    public mutating func acknowledge(
+        deviceID: String, connectionID: UInt64, deliveryID: UInt64, nowMs: Int64
+    )
         throws(DeviceRequestError) -> [DeviceFrame]
     {
         guard let flight = delivery.inflight[deliveryID], flight.notification.deviceID == deviceID,
@@ -161,9 +175,10 @@ extension World {
     }
 
     /// Changes an app's settings; a force-quit app that is launched gets its held push.
-    public mutating func updateApp(deviceID: String, bundleID: String, appState: AppState?, authorization: Authorization?,
-                                   backgroundMode: Bool?, nowMs: Int64) throws(DeviceRequestError) -> (AppSettings, [DeviceFrame])
-    {
+    public mutating func updateApp(
+        deviceID: String, bundleID: String, appState: AppState?, authorization: Authorization?,
+        backgroundMode: Bool?, nowMs: Int64
+    ) throws(DeviceRequestError) -> (AppSettings, [DeviceFrame]) {
         guard var settings = registry.devices[deviceID]?.apps[bundleID]?.settings else {
             throw DeviceRequestError(RegistryError.appNotInstalled(deviceID: deviceID, bundleID: bundleID))
         }
@@ -173,7 +188,8 @@ extension World {
         if let backgroundMode { settings.backgroundMode = backgroundMode }
         try? registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings = settings }
         if launched { didRegister(deviceID: deviceID, bundleID: bundleID) }
-        let frames = registry.devices[deviceID]?.isOnline == true
+        let frames =
+            registry.devices[deviceID]?.isOnline == true
             ? releaseDeferred(AppKey(deviceID: deviceID, bundleID: bundleID), nowMs: nowMs) : []
         return (settings, frames)
     }
@@ -200,12 +216,15 @@ extension World {
     }
 
     /// Deletes an app; returns the tokens it had (now invalid, maybe after the configured delay).
-    public mutating func uninstallApp(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> (invalidAtMs: Int64, tokens: [TokenEntry]) {
+    public mutating func uninstallApp(
+        deviceID: String, bundleID: String, nowMs: Int64
+    ) throws(DeviceRequestError) -> (invalidAtMs: Int64, tokens: [TokenEntry]) {
         let tokens = registry.devices[deviceID]?.apps[bundleID]?.tokens.values.sorted() ?? []
         let invalidAt = nowMs + deliveryOptions.unregisteredDelayMs
         do throws(RegistryError) {
-            try registry.uninstall(deviceID: deviceID, bundleID: bundleID, invalidAtMs: invalidAt,
-                                   afterPushes: deliveryOptions.unregisteredDelayMs > 0 ? deliveryOptions.unregisteredAfterPushes : nil)
+            try registry.uninstall(
+                deviceID: deviceID, bundleID: bundleID, invalidAtMs: invalidAt,
+                afterPushes: deliveryOptions.unregisteredDelayMs > 0 ? deliveryOptions.unregisteredAfterPushes : nil)
         } catch {
             throw DeviceRequestError(error)
         }
@@ -269,15 +288,18 @@ extension World {
     /// Installs `app` on `deviceID` afresh, with its environment, settings and token kinds;
     /// returns its tokens.
     private mutating func installAgain(_ app: InstalledApp, on deviceID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
-        let registration = AppRegistration(bundleID: app.bundleID, environment: app.environment, settings: app.settings,
-                                           kinds: app.tokens.keys.sorted { $0.rawValue < $1.rawValue })
+        let registration = AppRegistration(
+            bundleID: app.bundleID, environment: app.environment, settings: app.settings,
+            kinds: app.tokens.keys.sorted { $0.rawValue < $1.rawValue })
         _ = try install(registration, deviceID: deviceID, nowMs: nowMs)
         return registry.devices[deviceID]?.apps[app.bundleID]?.tokens.values.compactMap { registry.token($0) } ?? []
     }
 
     /// Sets Low Power Mode and whether the device is online (nil: unchanged), in that order;
     /// returns the frames of what that releases.
-    public mutating func setPresence(deviceID: String, lowPowerMode: Bool?, online: Bool?, nowMs: Int64)
+    public mutating func setPresence(
+        deviceID: String, lowPowerMode: Bool?, online: Bool?, nowMs: Int64
+    )
         throws(DeviceRequestError) -> [DeviceFrame]
     {
         var frames: [DeviceFrame] = []
@@ -300,7 +322,9 @@ extension World {
     /// The user taps a notification on screen or in Notification Center.
     /// Returns the tap's callbacks and the frames of anything held for the app until it was
     /// launched (a background push held while it was force-quit).
-    public mutating func tap(deviceID: String, apnsID: String, nowMs: Int64) throws(DeviceRequestError)
+    public mutating func tap(
+        deviceID: String, apnsID: String, nowMs: Int64
+    ) throws(DeviceRequestError)
         -> (bundleID: String, callbacks: [String], launched: Bool, frames: [DeviceFrame])
     {
         guard let device = registry.devices[deviceID] else {
@@ -322,8 +346,9 @@ extension World {
         }
         // Tapping opens the app, which releases what waited for a launch; the app then fetches
         // what the notification points to.
-        let (_, frames) = try updateApp(deviceID: deviceID, bundleID: bundleID, appState: .foreground, authorization: nil,
-                                        backgroundMode: nil, nowMs: nowMs)
+        let (_, frames) = try updateApp(
+            deviceID: deviceID, bundleID: bundleID, appState: .foreground, authorization: nil,
+            backgroundMode: nil, nowMs: nowMs)
         call(.fetch, deviceID: deviceID, bundleID: bundleID, payload: shown.payload)
         return (bundleID, callbacks, launched, frames)
     }

@@ -25,9 +25,10 @@ public struct TokenEntry: Sendable, Equatable {
     /// answering 410 even before the delay is over (nil: time only).
     public var pushesUntilUnregistered: Int?
 
-    public init(token: String, deviceID: String, bundleID: String, environment: APNsEnvironment, kind: TokenKind,
-                state: TokenState, issuedAtMs: Int64, pushesUntilUnregistered: Int? = nil)
-    {
+    public init(
+        token: String, deviceID: String, bundleID: String, environment: APNsEnvironment, kind: TokenKind,
+        state: TokenState, issuedAtMs: Int64, pushesUntilUnregistered: Int? = nil
+    ) {
         self.token = token
         self.deviceID = deviceID
         self.bundleID = bundleID
@@ -58,9 +59,10 @@ public struct InstalledApp: Sendable, Equatable {
     /// The app got a token while nobody was logged in: it uploads it (`register`) at login.
     public var uploadPending = false
 
-    public init(bundleID: String, environment: APNsEnvironment, tokens: [TokenKind: String], installedAtMs: Int64,
-                settings: AppSettings = AppSettings(), uploadPending: Bool = false)
-    {
+    public init(
+        bundleID: String, environment: APNsEnvironment, tokens: [TokenKind: String], installedAtMs: Int64,
+        settings: AppSettings = AppSettings(), uploadPending: Bool = false
+    ) {
         self.uploadPending = uploadPending
         self.bundleID = bundleID
         self.environment = environment
@@ -85,9 +87,10 @@ public struct Device: Sendable, Equatable {
     /// The account logged in on the device's apps (nil: logged out).
     public var userID: String?
 
-    public init(id: String, isVirtual: Bool, apps: [String: InstalledApp], createdAtMs: Int64, connectionID: UInt64? = nil,
-                lowPowerMode: Bool = false, forcedOffline: Bool = false, userID: String? = nil)
-    {
+    public init(
+        id: String, isVirtual: Bool, apps: [String: InstalledApp], createdAtMs: Int64, connectionID: UInt64? = nil,
+        lowPowerMode: Bool = false, forcedOffline: Bool = false, userID: String? = nil
+    ) {
         self.userID = userID
         self.id = id
         self.isVirtual = isVirtual
@@ -263,10 +266,11 @@ public struct DeviceRegistry: Sendable {
     /// Letters, digits, `-`, `_` and `.`; 1 to 128 bytes.
     public static func isValidDeviceID(_ id: String) -> Bool {
         let bytes = id.utf8
-        return !bytes.isEmpty && bytes.count <= 128 && bytes.allSatisfy { c in
-            let lower = c | 0x20
-            return (c >= 0x30 && c <= 0x39) || (lower >= 0x61 && lower <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x2E
-        }
+        return !bytes.isEmpty && bytes.count <= 128
+            && bytes.allSatisfy { c in
+                let lower = c | 0x20
+                return (c >= 0x30 && c <= 0x39) || (lower >= 0x61 && lower <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x2E
+            }
     }
 
     /// Adds a device, virtual or socket-backed.
@@ -296,9 +300,10 @@ public struct DeviceRegistry: Sendable {
     /// Installs an app (or re-registers an installed one) and returns its token of `kind`.
     /// Registering again returns the same token while it is valid, as on iOS. `fixedToken`
     /// lets a configuration pin a token so test suites can hard-code it.
-    public mutating func register(deviceID: String, bundleID: String, environment: APNsEnvironment,
-                                  kind: TokenKind = .app, fixedToken: String? = nil, nowMs: Int64) throws(RegistryError) -> TokenEntry
-    {
+    public mutating func register(
+        deviceID: String, bundleID: String, environment: APNsEnvironment,
+        kind: TokenKind = .app, fixedToken: String? = nil, nowMs: Int64
+    ) throws(RegistryError) -> TokenEntry {
         // The device is changed where it is stored: a copy of it taken out of `devices` and
         // written back would copy its whole app dictionary on every install (a hello listing
         // N apps cost N² that way).
@@ -328,8 +333,9 @@ public struct DeviceRegistry: Sendable {
             token = mintToken()
         }
         if let old = app.tokens[kind], old != token { invalidate(token: old, nowMs: nowMs) }
-        let entry = TokenEntry(token: token, deviceID: deviceID, bundleID: bundleID, environment: environment,
-                               kind: kind, state: .active, issuedAtMs: nowMs)
+        let entry = TokenEntry(
+            token: token, deviceID: deviceID, bundleID: bundleID, environment: environment,
+            kind: kind, state: .active, issuedAtMs: nowMs)
         tokens[token] = entry
         app.tokens[kind] = token
         devices[deviceID]!.apps[bundleID] = app
@@ -359,9 +365,10 @@ public struct DeviceRegistry: Sendable {
 
     /// Deletes the app: its tokens become `Unregistered` as of `invalidAtMs` (APNs delays the
     /// 410 after an uninstall; `afterPushes` ends the delay early after that many pushes).
-    public mutating func uninstall(deviceID: String, bundleID: String, invalidAtMs: Int64,
-                                   afterPushes: Int? = nil) throws(RegistryError)
-    {
+    public mutating func uninstall(
+        deviceID: String, bundleID: String, invalidAtMs: Int64,
+        afterPushes: Int? = nil
+    ) throws(RegistryError) {
         guard devices[deviceID] != nil else { throw .unknownDevice(deviceID) }
         // Removed in place, not from a copy written back (which would copy the app dictionary).
         guard let app = devices[deviceID]!.apps.removeValue(forKey: bundleID) else {

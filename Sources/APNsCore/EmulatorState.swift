@@ -21,9 +21,10 @@ public struct World: Sendable {
     /// Changes collected for persistence (`--state-dir`); off otherwise.
     public var stateTracking = StateTracking()
 
-    public init(credentials: Credentials = Credentials(), registry: DeviceRegistry = DeviceRegistry(),
-                records: RecordStore = RecordStore(capacity: 50_000), deliveryOptions: DeliveryOptions = DeliveryOptions())
-    {
+    public init(
+        credentials: Credentials = Credentials(), registry: DeviceRegistry = DeviceRegistry(),
+        records: RecordStore = RecordStore(capacity: 50_000), deliveryOptions: DeliveryOptions = DeliveryOptions()
+    ) {
         self.credentials = credentials
         self.registry = registry
         self.records = records
@@ -64,9 +65,10 @@ public final class EmulatorState: Sendable {
 
     public func setChangeTracking(_ on: Bool) { changeTracking.store(on, ordering: .relaxed) }
 
-    public init(start: World, persistence: (any StateChangeSink)? = nil,
-                onBackendIntents: (@Sendable ([BackendIntent]) -> Void)? = nil)
-    {
+    public init(
+        start: World, persistence: (any StateChangeSink)? = nil,
+        onBackendIntents: (@Sendable ([BackendIntent]) -> Void)? = nil
+    ) {
         world = Locked(start)
         startState = Locked(start)
         credentialsGeneration = Atomic(start.credentials.generation)
@@ -125,7 +127,9 @@ public final class EmulatorState: Sendable {
 
     /// The body's result when it ran (nil when it did not), and whether its rows were shared.
     /// A body that throws after changing something still has its rows shared.
-    private func sharing<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T, _ coordinator: any WorldCoordinator)
+    private func sharing<T: Sendable, E: Error>(
+        _ body: (inout World) throws(E) -> T, _ coordinator: any WorldCoordinator
+    )
         throws(E) -> (T?, shared: Bool)
     {
         var after = AfterLock()

@@ -22,7 +22,9 @@ extension APNsEnvironment {
 
     /// The environment a request runs in: an Apple host name in `:authority` wins, then the TLS
     /// SNI, then the listener's own environment.
-    public static func resolve(authority: Substring?, serverName: Substring?, listener: APNsEnvironment)
+    public static func resolve(
+        authority: Substring?, serverName: Substring?, listener: APNsEnvironment
+    )
         -> APNsEnvironment
     {
         if let authority, let env = forAppleHost(authority) { return env }

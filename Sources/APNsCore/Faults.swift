@@ -16,9 +16,10 @@ public struct FaultInjectionRule: Sendable {
     public private(set) var fired = 0
     private var random: FastRandom
 
-    public init(id: String, match: FaultMatch, action: FaultAction, times: Int? = nil, after: Int = 0,
-                probability: Double? = nil, seed: UInt64? = nil)
-    {
+    public init(
+        id: String, match: FaultMatch, action: FaultAction, times: Int? = nil, after: Int = 0,
+        probability: Double? = nil, seed: UInt64? = nil
+    ) {
         self.id = id
         self.match = match
         self.action = action

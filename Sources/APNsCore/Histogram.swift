@@ -24,7 +24,9 @@ public struct Histogram: Sendable {
     /// Counts at or under each bound, then the total (Prometheus `_bucket` values).
     public var cumulative: [UInt64] {
         var running: UInt64 = 0
-        return counts.map { running += $0; return running }
+        return counts.map {
+            running += $0; return running
+        }
     }
 
     public mutating func add(_ other: Histogram) {

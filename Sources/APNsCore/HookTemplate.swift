@@ -8,9 +8,10 @@ public struct HookValues: Sendable {
     /// The push's payload (fetch only).
     public var payload: JSONValue?
 
-    public init(token: String?, deviceID: String, bundleID: String, environment: APNsEnvironment, userID: String?,
-                payload: JSONValue? = nil)
-    {
+    public init(
+        token: String?, deviceID: String, bundleID: String, environment: APNsEnvironment, userID: String?,
+        payload: JSONValue? = nil
+    ) {
         self.token = token
         self.deviceID = deviceID
         self.bundleID = bundleID
@@ -93,7 +94,9 @@ public enum HookTemplate {
                 result.append(.placeholder(.payload(parsed)))
             } else {
                 guard names.contains(String(inside)) else {
-                    throw BackendConfigError("unknown placeholder {{\(inside)}} (known: \(names.sorted().map { "{{\($0)}}" }.joined(separator: ", ")), {{payload:/pointer}})")
+                    throw BackendConfigError(
+                        "unknown placeholder {{\(inside)}} (known: \(names.sorted().map { "{{\($0)}}" }.joined(separator: ", ")), {{payload:/pointer}})"
+                    )
                 }
                 result.append(.placeholder(.name(String(inside))))
             }

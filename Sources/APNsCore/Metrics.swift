@@ -47,11 +47,13 @@ public struct Counters: Sendable {
 
     public init() {}
 
-    mutating func countNotification(status: Int, reason: APNsReason?, reasonText: String?, pushType: PushType?,
-                                     environment: APNsEnvironment)
-    {
+    mutating func countNotification(
+        status: Int, reason: APNsReason?, reasonText: String?, pushType: PushType?,
+        environment: APNsEnvironment
+    ) {
         if reason == nil, let reasonText {
-            unusual[NotificationKey(status: status, reason: reasonText, pushType: pushType?.rawValue ?? "", environment: environment), default: 0] += 1
+            unusual[NotificationKey(status: status, reason: reasonText, pushType: pushType?.rawValue ?? "", environment: environment), default: 0] +=
+                1
             return
         }
         let r = reason.flatMap { Self.reasons.firstIndex(of: $0) }.map { $0 + 1 } ?? 0
@@ -68,9 +70,10 @@ public struct Counters: Sendable {
             let r = key / 1000 % 1000
             let p = key / 10 % 100
             let e = key % 10
-            let notificationKey = NotificationKey(status: status, reason: r == 0 ? "" : spelling(Self.reasons[r - 1]),
-                                                  pushType: p == 0 ? "" : Self.pushTypes[p - 1].rawValue,
-                                                  environment: Self.environments[e])
+            let notificationKey = NotificationKey(
+                status: status, reason: r == 0 ? "" : spelling(Self.reasons[r - 1]),
+                pushType: p == 0 ? "" : Self.pushTypes[p - 1].rawValue,
+                environment: Self.environments[e])
             out[notificationKey, default: 0] += count
         }
         return out

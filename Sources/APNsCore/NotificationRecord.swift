@@ -305,7 +305,9 @@ public struct RecordStore: Sendable {
 
     /// Records newest first, filtered, at most `limit`; with `before`, only older records than
     /// that sequence number (the next page of a list).
-    public func newestFirst(limit: Int, before: UInt64? = nil, where matches: (NotificationRecord) -> Bool = { _ in true })
+    public func newestFirst(
+        limit: Int, before: UInt64? = nil, where matches: (NotificationRecord) -> Bool = { _ in true }
+    )
         -> [NotificationRecord]
     {
         scanNewestFirst(limit: limit, before: before, scanning: .max, where: matches).records
@@ -314,7 +316,9 @@ public struct RecordStore: Sendable {
     /// `newestFirst` that looks at no more than `scanning` records (a bound on the time it
     /// holds the state lock), and says where to go on: the sequence to look before next, or
     /// nil when the oldest record was reached.
-    public func scanNewestFirst(limit: Int, before: UInt64?, scanning: Int, where matches: (NotificationRecord) -> Bool)
+    public func scanNewestFirst(
+        limit: Int, before: UInt64?, scanning: Int, where matches: (NotificationRecord) -> Bool
+    )
         -> (records: [NotificationRecord], resumeBefore: UInt64?)
     {
         var out: [NotificationRecord] = []

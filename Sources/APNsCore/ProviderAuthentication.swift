@@ -90,8 +90,9 @@ public struct ConnectionAuthenticator: Sendable {
             return .rejected(.missingProviderToken, explanation: "no authorization header on a token-based connection", token: nil)
         }
         guard let tokenString = Self.bearerToken(Substring(authorization)) else {
-            return .rejected(.invalidProviderToken,
-                             explanation: "authorization header is not 'bearer <JWT>'", token: nil)
+            return .rejected(
+                .invalidProviderToken,
+                explanation: "authorization header is not 'bearer <JWT>'", token: nil)
         }
         if tokenString.isEmpty {
             return .rejected(.missingProviderToken, explanation: "authorization header carries an empty token", token: nil)
@@ -105,8 +106,9 @@ public struct ConnectionAuthenticator: Sendable {
             let entry = verified[index]
             return checkAge(entry.provider, environment: environment, nowMs: nowMs, firstOnConnection: false)
         }
-        let result = verifyNew(tokenString, environment: environment, nowMs: nowMs,
-                               credentialsGeneration: credentialsGeneration, lookUpKey: lookUpKey)
+        let result = verifyNew(
+            tokenString, environment: environment, nowMs: nowMs,
+            credentialsGeneration: credentialsGeneration, lookUpKey: lookUpKey)
         switch result {
         case .authenticated: lastVerification = "valid"
         case .rejected(let reason, _, _): lastVerification = reason.rawValue
@@ -131,19 +133,22 @@ public struct ConnectionAuthenticator: Sendable {
         return rest
     }
 
-    private func checkAge(_ provider: AuthenticatedProvider, environment: APNsEnvironment, nowMs: Int64,
-                          firstOnConnection: Bool) -> AuthenticationResult
-    {
+    private func checkAge(
+        _ provider: AuthenticatedProvider, environment: APNsEnvironment, nowMs: Int64,
+        firstOnConnection: Bool
+    ) -> AuthenticationResult {
         let age = nowMs / 1000 - provider.issuedAt
         if age > policy.maxTokenAgeSeconds {
-            return .rejected(.expiredProviderToken,
-                             explanation: "provider token iat is \(age) s old, more than the \(policy.maxTokenAgeSeconds) s APNs allows",
-                             token: provider.token)
+            return .rejected(
+                .expiredProviderToken,
+                explanation: "provider token iat is \(age) s old, more than the \(policy.maxTokenAgeSeconds) s APNs allows",
+                token: provider.token)
         }
         if let restricted = provider.key.environment, restricted != environment {
-            return .rejected(.badEnvironmentKeyIdInToken,
-                             explanation: "key \(provider.key.keyID) is restricted to \(restricted.rawValue), this request is \(environment.rawValue)",
-                             token: provider.token)
+            return .rejected(
+                .badEnvironmentKeyIdInToken,
+                explanation: "key \(provider.key.keyID) is restricted to \(restricted.rawValue), this request is \(environment.rawValue)",
+                token: provider.token)
         }
         return .authenticated(provider, firstOnConnection: firstOnConnection)
     }
@@ -173,31 +178,36 @@ public struct ConnectionAuthenticator: Sendable {
             return .rejected(.invalidProviderToken, explanation: "JWT claims have no iss (team id)", token: token)
         }
         guard issuer == key.teamID else {
-            return .rejected(.invalidProviderToken,
-                             explanation: "JWT iss \(issuer) is not the team of key \(keyID) (\(key.teamID))", token: token)
+            return .rejected(
+                .invalidProviderToken,
+                explanation: "JWT iss \(issuer) is not the team of key \(keyID) (\(key.teamID))", token: token)
         }
         guard let issuedAt = token.issuedAt else {
             return .rejected(.invalidProviderToken, explanation: token.issuedAtProblem ?? "JWT claims have no iat", token: token)
         }
         guard key.verifier.verify(signature: token.signature, message: token.signingInput) else {
-            return .rejected(.invalidProviderToken,
-                             explanation: "JWT signature does not verify with key \(keyID)", token: token)
+            return .rejected(
+                .invalidProviderToken,
+                explanation: "JWT signature does not verify with key \(keyID)", token: token)
         }
         let now = nowMs / 1000
         if issuedAt - now > policy.allowedFutureSkewSeconds {
             // Apple's own sample token carries a millisecond iat; say so when it looks like one.
-            let hint = issuedAt / 1000 - now < policy.allowedFutureSkewSeconds && issuedAt > 100_000_000_000
+            let hint =
+                issuedAt / 1000 - now < policy.allowedFutureSkewSeconds && issuedAt > 100_000_000_000
                 ? "; it looks like milliseconds, iat is in seconds" : ""
-            return .rejected(.invalidProviderToken,
-                             explanation: "JWT iat is \(issuedAt - now) s in the future (more than \(policy.allowedFutureSkewSeconds) s of skew)\(hint)",
-                             token: token)
+            return .rejected(
+                .invalidProviderToken,
+                explanation: "JWT iat is \(issuedAt - now) s in the future (more than \(policy.allowedFutureSkewSeconds) s of skew)\(hint)",
+                token: token)
         }
 
         // Team binding and key mixing (docs/apns-behaviour.md, "Provider tokens").
         if let boundTeam, boundTeam != key.teamID {
-            return .rejected(.invalidProviderToken,
-                             explanation: "connection is bound to team \(boundTeam); a token of team \(key.teamID) needs its own connection",
-                             token: token)
+            return .rejected(
+                .invalidProviderToken,
+                explanation: "connection is bound to team \(boundTeam); a token of team \(key.teamID) needs its own connection",
+                token: token)
         }
         if let firstKey, let reason = Self.mixingViolation(first: firstKey, next: key, environment: environment) {
             return .rejected(reason.0, explanation: reason.1, token: token)
@@ -213,9 +223,11 @@ public struct ConnectionAuthenticator: Sendable {
             now - previous.provider.issuedAt <= policy.maxTokenAgeSeconds
         {
             let seconds = (nowMs - previous.firstUsedAt) / 1000
-            return .rejected(.tooManyProviderTokenUpdates,
-                             explanation: "a new provider token \(seconds) s after the previous one on this connection; APNs allows one update per \(policy.minRefreshIntervalSeconds / 60) minutes",
-                             token: token)
+            return .rejected(
+                .tooManyProviderTokenUpdates,
+                explanation:
+                    "a new provider token \(seconds) s after the previous one on this connection; APNs allows one update per \(policy.minRefreshIntervalSeconds / 60) minutes",
+                token: token)
         }
 
         let firstOnConnection = boundTeam == nil
@@ -224,12 +236,14 @@ public struct ConnectionAuthenticator: Sendable {
             boundGeneration = credentialsGeneration
             firstKey = key
         }
-        let provider = AuthenticatedProvider(key: key, issuedAt: issuedAt, token: token,
-                                             boundAtGeneration: boundGeneration)
+        let provider = AuthenticatedProvider(
+            key: key, issuedAt: issuedAt, token: token,
+            boundAtGeneration: boundGeneration)
         // Re-signed claims keep the first use of those claims, so the 20-minute clock runs on.
         let sameClaims = verified.first { $0.provider.key.keyID == key.keyID && $0.provider.issuedAt == issuedAt }
-        let entry = Verified(tokenString: tokenString, provider: provider, generation: credentialsGeneration,
-                             firstUsedAt: sameClaims?.firstUsedAt ?? nowMs)
+        let entry = Verified(
+            tokenString: tokenString, provider: provider, generation: credentialsGeneration,
+            firstUsedAt: sameClaims?.firstUsedAt ?? nowMs)
         // Age and environment are judged like every later use of the same token, but the
         // token is still remembered: the 20-minute rule counts from its first use.
         let result = checkAge(provider, environment: environment, nowMs: nowMs, firstOnConnection: firstOnConnection)
@@ -246,7 +260,9 @@ public struct ConnectionAuthenticator: Sendable {
 
     /// Which keys may follow the connection's first key (docs/apns-behaviour.md, "Provider
     /// tokens": key kinds and mixing keys).
-    static func mixingViolation(first: ProviderKey, next: ProviderKey, environment: APNsEnvironment)
+    static func mixingViolation(
+        first: ProviderKey, next: ProviderKey, environment: APNsEnvironment
+    )
         -> (APNsReason, String)?
     {
         if first.keyID == next.keyID { return nil }
@@ -259,9 +275,15 @@ public struct ConnectionAuthenticator: Sendable {
             // which the environment check above has already caught.
             return nil
         case (false, true):
-            return (.unrelatedKeyIdInToken, "connection began with team-scoped key \(first.keyID); topic-specific key \(next.keyID) needs a new connection")
+            return (
+                .unrelatedKeyIdInToken,
+                "connection began with team-scoped key \(first.keyID); topic-specific key \(next.keyID) needs a new connection"
+            )
         case (true, false):
-            return (.unrelatedKeyIdInToken, "connection began with topic-specific key \(first.keyID); team-scoped key \(next.keyID) needs a new connection")
+            return (
+                .unrelatedKeyIdInToken,
+                "connection began with topic-specific key \(first.keyID); team-scoped key \(next.keyID) needs a new connection"
+            )
         case (true, true):
             if first.isRelated(to: next) { return nil }
             return (.unrelatedKeyIdInToken, "key \(next.keyID) is not related to \(first.keyID), the first key on this connection")

@@ -43,9 +43,10 @@ public struct CertificateCredential: Sendable, Equatable {
     /// Why the certificate is not valid (does not chain to the trusted CA, expired…), or nil.
     public var problem: String?
 
-    public init(bundleID: String, topics: [String], development: Bool, production: Bool, subject: String,
-                problem: String? = nil)
-    {
+    public init(
+        bundleID: String, topics: [String], development: Bool, production: Bool, subject: String,
+        problem: String? = nil
+    ) {
         self.bundleID = bundleID
         self.topics = topics.isEmpty ? [bundleID] : topics
         self.development = development
@@ -80,9 +81,10 @@ public struct ProviderConnectionContext: Sendable {
         return redacted
     }
 
-    public init(connectionID: UInt64, listenerEnvironment: APNsEnvironment, serverName: String?,
-                tokenPolicy: TokenPolicy, random: FastRandom = FastRandom())
-    {
+    public init(
+        connectionID: UInt64, listenerEnvironment: APNsEnvironment, serverName: String?,
+        tokenPolicy: TokenPolicy, random: FastRandom = FastRandom()
+    ) {
         self.connectionID = connectionID
         self.listenerEnvironment = listenerEnvironment
         self.serverName = serverName
@@ -182,7 +184,8 @@ public final class ProviderEndpoint: Sendable {
         record.topic = fields.topic
         record.collapseID = fields.collapseID.flatMap { $0.isEmpty ? nil : $0 }
         record.payloadSize = request.bodyLength
-        record.payload = request.body.count <= options.recordedPayloadLimit
+        record.payload =
+            request.body.count <= options.recordedPayloadLimit
             ? request.body : Array(request.body.prefix(options.recordedPayloadLimit))
         record.headerListBytes = request.headerListSize ?? 0
         if environment == .sandbox { record.uniqueID = connection.random.uniqueID() }
@@ -193,32 +196,38 @@ public final class ProviderEndpoint: Sendable {
             // Only a delay or a SETTINGS change: judge the request normally, then act.
             record.faultRuleID = fired.ruleID
             record.respondedAtMs = now + Int64(fired.delayMs)
-            var reply = handleNormally(request, fields: fields, environment: environment, now: now,
-                                       connection: &connection, record: &record, raise: &raiseStreamLimit)
+            var reply = handleNormally(
+                request, fields: fields, environment: environment, now: now,
+                connection: &connection, record: &record, raise: &raiseStreamLimit)
             reply.fault = fired
             return reply
         }
-        return handleNormally(request, fields: fields, environment: environment, now: now, connection: &connection,
-                              record: &record, raise: &raiseStreamLimit)
+        return handleNormally(
+            request, fields: fields, environment: environment, now: now, connection: &connection,
+            record: &record, raise: &raiseStreamLimit)
     }
 
-    private func handleNormally(_ request: PushRequest, fields: APNsHeaderFields, environment: APNsEnvironment, now: Int64,
-                                connection: inout ProviderConnectionContext, record: inout NotificationRecord,
-                                raise raiseStreamLimit: inout Bool) -> PushResponse
-    {
+    private func handleNormally(
+        _ request: PushRequest, fields: APNsHeaderFields, environment: APNsEnvironment, now: Int64,
+        connection: inout ProviderConnectionContext, record: inout NotificationRecord,
+        raise raiseStreamLimit: inout Bool
+    ) -> PushResponse {
         do throws(Rejection) {
             var syntax = try checkRequestLine(fields, record: &record)
             try checkHeaderSyntax(fields, syntax: &syntax, record: &record)
             let provider: ProviderIdentity
             switch connection.credential {
             case .token:
-                provider = .token(try authenticate(fields, environment: environment, now: now,
-                                                   connection: &connection, record: &record, raise: &raiseStreamLimit))
+                provider = .token(
+                    try authenticate(
+                        fields, environment: environment, now: now,
+                        connection: &connection, record: &record, raise: &raiseStreamLimit))
             case .certificate(let certificate):
                 provider = .certificate(try checkCertificate(certificate, environment: environment, record: &record))
             }
             // Payload facts that need no state are worked out before taking the lock.
-            let json = request.bodyLength > 0 && request.bodyLength == request.body.count
+            let json =
+                request.bodyLength > 0 && request.bodyLength == request.body.count
                 ? JSONValidator.check(request.body) : nil
             let content = json == .object ? PushContent.read(request.body) : PushContent()
             let apnsID = record.apnsID
@@ -229,36 +238,43 @@ public final class ProviderEndpoint: Sendable {
                 do throws(Rejection) {
                     let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: world, record: &record)
                     pushType = topic.pushType
-                    let entry = try checkDeviceToken(syntax, topic: topic.topic, environment: environment, now: now,
-                                                     world: &world, record: &record)
+                    let entry = try checkDeviceToken(
+                        syntax, topic: topic.topic, environment: environment, now: now,
+                        world: &world, record: &record)
                     try checkPayload(request, pushType: topic.pushType, json: json)
                     if entry.state == .rateLimited {
                         throw Rejection(reason: .tooManyRequests, explanation: "the token is set to rate-limited (admin API)")
                     }
                     if world.isFlooding(token: entry.token, nowMs: now) {
-                        throw Rejection(reason: .tooManyRequests,
-                                        explanation: "more than \(world.deliveryOptions.tooManyRequests?.count ?? 0) pushes to this token within \(world.deliveryOptions.tooManyRequests?.windowMs ?? 0) ms")
+                        throw Rejection(
+                            reason: .tooManyRequests,
+                            explanation:
+                                "more than \(world.deliveryOptions.tooManyRequests?.count ?? 0) pushes to this token within \(world.deliveryOptions.tooManyRequests?.windowMs ?? 0) ms"
+                        )
                     }
                     record.status = 200
                     record.deviceID = entry.deviceID
                     record.bundleID = entry.bundleID
-                    route = accepted(expiration: record.expiration, priority: record.priority, collapseID: record.collapseID,
-                                     apnsID: record.apnsID, payload: record.payload, sequence: world.records.nextSequence,
-                                     entry: entry, pushType: topic.pushType, json: json, content: content, now: now,
-                                     options: world.deliveryOptions)
+                    route = accepted(
+                        expiration: record.expiration, priority: record.priority, collapseID: record.collapseID,
+                        apnsID: record.apnsID, payload: record.payload, sequence: world.records.nextSequence,
+                        entry: entry, pushType: topic.pushType, json: json, content: content, now: now,
+                        options: world.deliveryOptions)
                 } catch {
                     record.reject(error, spelledAs: options.reasonText(error.reason))
                     rejection = error
                 }
-                world.counters.countNotification(status: record.status, reason: rejection?.reason, reasonText: nil,
-                                                 pushType: pushType, environment: environment)
+                world.counters.countNotification(
+                    status: record.status, reason: rejection?.reason, reasonText: nil,
+                    pushType: pushType, environment: environment)
                 world.counters.payloadSizes.record(Double(record.payloadSize))
                 world.counters.countTopic(record.topic)
                 if let verification = connection.authenticator.lastVerification {
                     world.counters.countVerification(verification)
                 }
-                var reply = response(for: record, rejection: rejection, raise: raiseStreamLimit,
-                                     sequence: world.records.nextSequence)
+                var reply = response(
+                    for: record, rejection: rejection, raise: raiseStreamLimit,
+                    sequence: world.records.nextSequence)
                 // Moved, not copied, into the journal; `record` now holds the evicted one, which
                 // is released when this request is done, outside the lock.
                 let sequence = world.records.append(moving: &record)
@@ -277,8 +293,9 @@ public final class ProviderEndpoint: Sendable {
             let verification = connection.authenticator.lastVerification
             let apnsID = record.apnsID
             let reply = state.withSharedWorld { world in
-                world.counters.countNotification(status: record.status, reason: error.reason, reasonText: nil, pushType: nil,
-                                                 environment: environment)
+                world.counters.countNotification(
+                    status: record.status, reason: error.reason, reasonText: nil, pushType: nil,
+                    environment: environment)
                 if let verification { world.counters.countVerification(verification) }
                 let reply = response(for: record, rejection: error, raise: raiseStreamLimit, sequence: world.records.nextSequence)
                 world.records.append(moving: &record)
@@ -292,25 +309,28 @@ public final class ProviderEndpoint: Sendable {
     /// 503 `ServiceUnavailable`, not journaled: the shared state (`--redis`) or the state
     /// directory (`--state-dir`) could not take the request's changes.
     private func unavailable(apnsID: String, raise: Bool) -> PushResponse {
-        var response = PushResponse(status: 503, apnsID: apnsID, uniqueID: nil, reason: .serviceUnavailable,
-                                    reasonText: options.reasonText(.serviceUnavailable), timestampMs: nil, raiseStreamLimit: raise,
-                                    recordSequence: 0)
+        var response = PushResponse(
+            status: 503, apnsID: apnsID, uniqueID: nil, reason: .serviceUnavailable,
+            reasonText: options.reasonText(.serviceUnavailable), timestampMs: nil, raiseStreamLimit: raise,
+            recordSequence: 0)
         response.changedNothing = true
         return response
     }
 
     /// Journals a request the HTTP/2 layer reset before it could be judged (its header list
     /// was over the advertised limit, or it stalled), so it can be seen like any other.
-    public func recordRefused(streamID: Int32, headers: [(name: String, value: String)], headersTruncated: Bool,
-                              explanation: String, connection: inout ProviderConnectionContext)
-    {
+    public func recordRefused(
+        streamID: Int32, headers: [(name: String, value: String)], headersTruncated: Bool,
+        explanation: String, connection: inout ProviderConnectionContext
+    ) {
         let now = clock.nowMilliseconds()
         let fields = APNsHeaderFields(headers)
         let environment = APNsEnvironment.resolve(
             authority: fields.authority.map { Substring($0) }, serverName: connection.serverName.map { Substring($0) },
             listener: connection.listenerEnvironment)
-        var record = NotificationRecord(apnsID: connection.random.apnsID(), token: "", environment: environment,
-                                        receivedAtMs: now)
+        var record = NotificationRecord(
+            apnsID: connection.random.apnsID(), token: "", environment: environment,
+            receivedAtMs: now)
         if let path = fields.path, let token = Self.deviceToken(inPath: path) { record.token = String(token.prefix(512)) }
         record.respondedAtMs = now
         record.connectionID = connection.connectionID
@@ -332,22 +352,27 @@ public final class ProviderEndpoint: Sendable {
 
     // MARK: Faults
 
-    private func evaluateFaults(_ fields: APNsHeaderFields, environment: APNsEnvironment,
-                                connection: ProviderConnectionContext) -> FiredFault?
-    {
+    private func evaluateFaults(
+        _ fields: APNsHeaderFields, environment: APNsEnvironment,
+        connection: ProviderConnectionContext
+    ) -> FiredFault? {
         let path = fields.path ?? ""
         let token = Self.deviceToken(inPath: path).map(String.init) ?? ""
         let topic = fields.topic ?? ""
-        let pushType = fields.pushType.map { PushType(headerValue: Substring($0))?.rawValue ?? $0 }
+        let pushType =
+            fields.pushType.map { PushType(headerValue: Substring($0))?.rawValue ?? $0 }
             ?? PushType.implied(byTopic: Substring(topic))?.rawValue ?? PushType.alert.rawValue
-        let facts = FaultFacts(token: token, topic: topic, pushType: pushType, priority: Int(fields.priority ?? "10") ?? 10,
-                               environment: environment, connectionID: connection.connectionID)
+        let facts = FaultFacts(
+            token: token, topic: topic, pushType: pushType, priority: Int(fields.priority ?? "10") ?? 10,
+            environment: environment, connectionID: connection.connectionID)
         let fired = state.withWorld { world in
             let fired = world.faults.evaluate(facts)
             if let fired { world.counters.countFault(fired.ruleID) }
             return fired
         }
-        return fired.map { var f = $0; f.pushType = pushType; return f }
+        return fired.map {
+            var f = $0; f.pushType = pushType; return f
+        }
     }
 
     /// Journals and answers a fault that replaces judging; nil for a delay-only or SETTINGS fault.
@@ -374,25 +399,31 @@ public final class ProviderEndpoint: Sendable {
         }
         // A rule answering with one of Apple's reasons is that reason to the rest of the
         // emulator (the stream-limit drop after ExpiredProviderToken, say).
-        var reply = PushResponse(status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID,
-                                 reason: record.reason.flatMap(APNsReason.init(appleName:)), reasonText: record.reason, timestampMs: record.timestampMs, raiseStreamLimit: false,
-                                 recordSequence: 0)
+        var reply = PushResponse(
+            status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID,
+            reason: record.reason.flatMap(APNsReason.init(appleName:)), reasonText: record.reason, timestampMs: record.timestampMs,
+            raiseStreamLimit: false,
+            recordSequence: 0)
         let pushType = record.pushType.flatMap(PushType.init(rawValue:))
         reply.recordSequence = state.withWorld { world in
-            world.counters.countNotification(status: record.status, reason: record.reason.flatMap(APNsReason.init(appleName:)),
-                                             reasonText: record.reason, pushType: pushType, environment: record.environment)
+            world.counters.countNotification(
+                status: record.status, reason: record.reason.flatMap(APNsReason.init(appleName:)),
+                reasonText: record.reason, pushType: pushType, environment: record.environment)
             return world.records.append(moving: &record)
         }
         reply.fault = fired
         return reply
     }
 
-    private func response(for record: NotificationRecord, rejection: Rejection?, raise: Bool, sequence: UInt64)
+    private func response(
+        for record: NotificationRecord, rejection: Rejection?, raise: Bool, sequence: UInt64
+    )
         -> PushResponse
     {
-        PushResponse(status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID,
-                     reason: rejection?.reason, reasonText: record.reason, timestampMs: record.timestampMs,
-                     raiseStreamLimit: raise, recordSequence: sequence)
+        PushResponse(
+            status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID,
+            reason: rejection?.reason, reasonText: record.reason, timestampMs: record.timestampMs,
+            raiseStreamLimit: raise, recordSequence: sequence)
     }
 
     // MARK: Stages
@@ -413,12 +444,14 @@ public final class ProviderEndpoint: Sendable {
 
     private func checkRequestLine(_ fields: APNsHeaderFields, record: inout NotificationRecord) throws(Rejection) -> Syntax {
         guard fields.method == "POST" else {
-            throw Rejection(reason: .methodNotAllowed,
-                            explanation: "method \(fields.method ?? "(none)") is not allowed; APNs accepts only POST")
+            throw Rejection(
+                reason: .methodNotAllowed,
+                explanation: "method \(fields.method ?? "(none)") is not allowed; APNs accepts only POST")
         }
         guard let path = fields.path, let token = Self.deviceToken(inPath: path) else {
-            throw Rejection(reason: .badPath,
-                            explanation: "path \(fields.path ?? "(none)") is not /3/device/<device-token>")
+            throw Rejection(
+                reason: .badPath,
+                explanation: "path \(fields.path ?? "(none)") is not /3/device/<device-token>")
         }
         record.token = String(token)
         let shape = Hex.shape(ofToken: token)
@@ -431,7 +464,9 @@ public final class ProviderEndpoint: Sendable {
         return Syntax(token: token, tokenShape: shape)
     }
 
-    private func checkHeaderSyntax(_ fields: APNsHeaderFields, syntax: inout Syntax, record: inout NotificationRecord)
+    private func checkHeaderSyntax(
+        _ fields: APNsHeaderFields, syntax: inout Syntax, record: inout NotificationRecord
+    )
         throws(Rejection)
     {
         if let id = fields.apnsID, !CanonicalUUID.isValid(Substring(id)) {
@@ -451,20 +486,23 @@ public final class ProviderEndpoint: Sendable {
             // time is accepted (it simply is already expired).
             guard let seconds = Int64(expiration), seconds >= 0, expiration.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
             else {
-                throw Rejection(reason: .badExpirationDate,
-                                explanation: "apns-expiration '\(expiration)' is not a UNIX time in whole seconds")
+                throw Rejection(
+                    reason: .badExpirationDate,
+                    explanation: "apns-expiration '\(expiration)' is not a UNIX time in whole seconds")
             }
             record.expiration = seconds
         }
         if let collapse = fields.collapseID, collapse.utf8.count > 64 {
-            throw Rejection(reason: .badCollapseId,
-                            explanation: "apns-collapse-id is \(collapse.utf8.count) bytes; the limit is 64")
+            throw Rejection(
+                reason: .badCollapseId,
+                explanation: "apns-collapse-id is \(collapse.utf8.count) bytes; the limit is 64")
         }
         if let value = fields.pushType {
             record.pushTypeHeaderPresent = true
             guard let type = PushType(headerValue: Substring(value)) else {
-                throw Rejection(reason: .invalidPushType,
-                                explanation: "apns-push-type '\(value)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw Rejection(
+                    reason: .invalidPushType,
+                    explanation: "apns-push-type '\(value)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             syntax.pushType = type
             // Known before the later stages run, so a request they refuse still shows it.
@@ -513,23 +551,28 @@ public final class ProviderEndpoint: Sendable {
     /// Certificate connections (docs/apns-behaviour.md, "Certificate connections"):
     /// `authorization` is ignored; the certificate must be valid and cover the request's
     /// environment.
-    private func checkCertificate(_ certificate: CertificateCredential, environment: APNsEnvironment,
-                                  record: inout NotificationRecord) throws(Rejection) -> CertificateCredential
-    {
+    private func checkCertificate(
+        _ certificate: CertificateCredential, environment: APNsEnvironment,
+        record: inout NotificationRecord
+    ) throws(Rejection) -> CertificateCredential {
         record.certificateSubject = certificate.subject
         if let problem = certificate.problem {
             throw Rejection(reason: .badCertificate, explanation: "the client certificate is not valid: \(problem)")
         }
         guard certificate.allows(environment) else {
-            throw Rejection(reason: .badCertificateEnvironment,
-                            explanation: "the client certificate is for \(certificate.development ? "sandbox" : "production") only; this request is \(environment.rawValue)")
+            throw Rejection(
+                reason: .badCertificateEnvironment,
+                explanation:
+                    "the client certificate is for \(certificate.development ? "sandbox" : "production") only; this request is \(environment.rawValue)"
+            )
         }
         return certificate
     }
 
-    private func checkTopic(_ fields: APNsHeaderFields, syntax: Syntax, provider identity: ProviderIdentity,
-                            world: World, record: inout NotificationRecord) throws(Rejection) -> (topic: String, pushType: PushType)
-    {
+    private func checkTopic(
+        _ fields: APNsHeaderFields, syntax: Syntax, provider identity: ProviderIdentity,
+        world: World, record: inout NotificationRecord
+    ) throws(Rejection) -> (topic: String, pushType: PushType) {
         var requested = fields.topic.flatMap { $0.isEmpty ? nil : $0 }
         if requested == nil, case .certificate(let certificate) = identity, certificate.topics.count == 1 {
             // A single-topic certificate names the default topic (docs/apns-behaviour.md,
@@ -539,14 +582,16 @@ public final class ProviderEndpoint: Sendable {
         }
         guard let topic = requested else {
             if case .certificate(let certificate) = identity {
-                throw Rejection(reason: .missingTopic,
-                                explanation: "the client certificate covers \(certificate.topics.count) topics, so apns-topic is required")
+                throw Rejection(
+                    reason: .missingTopic,
+                    explanation: "the client certificate covers \(certificate.topics.count) topics, so apns-topic is required")
             }
             throw Rejection(reason: .missingTopic, explanation: "apns-topic is required on token-based connections")
         }
         guard DeviceRegistry.isValidBundleID(topic) else {
-            throw Rejection(reason: .badTopic,
-                            explanation: "apns-topic '\(topic)' is not a bundle id (letters, digits, '-' and '.') with an optional push-type suffix")
+            throw Rejection(
+                reason: .badTopic,
+                explanation: "apns-topic '\(topic)' is not a bundle id (letters, digits, '-' and '.') with an optional push-type suffix")
         }
         let credentials = world.credentials
         // A topic that is itself a registered bundle id has no suffix, even if it happens to
@@ -556,12 +601,14 @@ public final class ProviderEndpoint: Sendable {
         let pushType: PushType
         if let header = syntax.pushType {
             if header.topicSuffix.isEmpty, let implied {
-                throw Rejection(reason: .invalidPushType,
-                                explanation: "push type \(header.rawValue) cannot be sent to topic \(topic), which is for \(implied.rawValue) pushes")
+                throw Rejection(
+                    reason: .invalidPushType,
+                    explanation: "push type \(header.rawValue) cannot be sent to topic \(topic), which is for \(implied.rawValue) pushes")
             }
             if !header.topicSuffix.isEmpty, implied != header {
-                throw Rejection(reason: .invalidPushType,
-                                explanation: "push type \(header.rawValue) needs topic <bundle id>\(header.topicSuffix); got \(topic)")
+                throw Rejection(
+                    reason: .invalidPushType,
+                    explanation: "push type \(header.rawValue) needs topic <bundle id>\(header.topicSuffix); got \(topic)")
             }
             pushType = header
         } else {
@@ -575,43 +622,51 @@ public final class ProviderEndpoint: Sendable {
         switch identity {
         case .certificate(let certificate):
             if pushType.requiresToken {
-                throw Rejection(reason: .invalidPushType,
-                                explanation: "\(pushType.rawValue) pushes need provider tokens; this connection uses a certificate")
+                throw Rejection(
+                    reason: .invalidPushType,
+                    explanation: "\(pushType.rawValue) pushes need provider tokens; this connection uses a certificate")
             }
             guard certificate.topics.contains(topic) else {
-                throw Rejection(reason: .topicDisallowed,
-                                explanation: "the client certificate covers \(certificate.topics.joined(separator: ", ")), not \(topic)")
+                throw Rejection(
+                    reason: .topicDisallowed,
+                    explanation: "the client certificate covers \(certificate.topics.joined(separator: ", ")), not \(topic)")
             }
             return (topic, pushType)
         case .token(let verified):
             provider = verified
         }
         if pushType.requiresCertificate {
-            throw Rejection(reason: .invalidPushType,
-                            explanation: "\(pushType.rawValue) pushes need a certificate-based connection; this one uses provider tokens")
+            throw Rejection(
+                reason: .invalidPushType,
+                explanation: "\(pushType.rawValue) pushes need a certificate-based connection; this one uses provider tokens")
         }
         guard let owner = credentials.owner(ofBundle: bundleID) else {
-            throw Rejection(reason: .topicDisallowed,
-                            explanation: "no team owns bundle \(bundleID); register it with --app \(provider.teamID):\(bundleID)")
+            throw Rejection(
+                reason: .topicDisallowed,
+                explanation: "no team owns bundle \(bundleID); register it with --app \(provider.teamID):\(bundleID)")
         }
         guard owner.teamID == provider.teamID else {
-            throw Rejection(reason: .topicDisallowed,
-                            explanation: "bundle \(bundleID) belongs to team \(owner.teamID), not \(provider.teamID)")
+            throw Rejection(
+                reason: .topicDisallowed,
+                explanation: "bundle \(bundleID) belongs to team \(owner.teamID), not \(provider.teamID)")
         }
         guard provider.key.covers(bundleID: bundleID, topic: topic) else {
-            throw Rejection(reason: .topicDisallowed,
-                            explanation: "topic-specific key \(provider.key.keyID) does not cover \(bundleID)")
+            throw Rejection(
+                reason: .topicDisallowed,
+                explanation: "topic-specific key \(provider.key.keyID) does not cover \(bundleID)")
         }
         guard owner.addedAtGeneration <= provider.boundAtGeneration else {
-            throw Rejection(reason: .topicDisallowed,
-                            explanation: "bundle \(bundleID) was added to team \(owner.teamID) after this connection was bound; open a new connection")
+            throw Rejection(
+                reason: .topicDisallowed,
+                explanation: "bundle \(bundleID) was added to team \(owner.teamID) after this connection was bound; open a new connection")
         }
         return (topic, pushType)
     }
 
-    private func checkDeviceToken(_ syntax: Syntax, topic: String, environment: APNsEnvironment, now: Int64,
-                                  world: inout World, record: inout NotificationRecord) throws(Rejection) -> TokenEntry
-    {
+    private func checkDeviceToken(
+        _ syntax: Syntax, topic: String, environment: APNsEnvironment, now: Int64,
+        world: inout World, record: inout NotificationRecord
+    ) throws(Rejection) -> TokenEntry {
         guard !syntax.token.isEmpty else {
             throw Rejection(reason: .missingDeviceToken, explanation: "no device token after /3/device/")
         }
@@ -625,23 +680,27 @@ public final class ProviderEndpoint: Sendable {
         }
         record.deviceID = entry.deviceID
         guard entry.environment == environment else {
-            throw Rejection(reason: .badDeviceToken,
-                            explanation: "this is a \(entry.environment.rawValue) token, sent to \(environment.rawValue)")
+            throw Rejection(
+                reason: .badDeviceToken,
+                explanation: "this is a \(entry.environment.rawValue) token, sent to \(environment.rawValue)")
         }
         guard entry.topic == topic else {
-            throw Rejection(reason: .deviceTokenNotForTopic,
-                            explanation: "the token belongs to topic \(entry.topic), not \(topic)")
+            throw Rejection(
+                reason: .deviceTokenNotForTopic,
+                explanation: "the token belongs to topic \(entry.topic), not \(topic)")
         }
         // A token invalidated with a delay may reach its 410 early after enough pushes.
-        let state = entry.pushesUntilUnregistered == nil
+        let state =
+            entry.pushesUntilUnregistered == nil
             ? entry.state : world.registry.countPushToInvalidatedToken(entry.token, nowMs: now) ?? entry.state
         switch state {
         case .active:
             return entry
         case .unregistered(let since) where since <= now:
-            throw Rejection(reason: .unregistered,
-                            explanation: "the token stopped being valid for \(entry.topic) at \(since) ms (app uninstalled or token replaced)",
-                            timestampMs: since)
+            throw Rejection(
+                reason: .unregistered,
+                explanation: "the token stopped being valid for \(entry.topic) at \(since) ms (app uninstalled or token replaced)",
+                timestampMs: since)
         case .unregistered:
             return entry  // invalidated, but APNs has not started answering 410 yet
         case .expired:
@@ -651,7 +710,9 @@ public final class ProviderEndpoint: Sendable {
         }
     }
 
-    private func checkPayload(_ request: PushRequest, pushType: PushType, json: JSONValidator.Verdict?)
+    private func checkPayload(
+        _ request: PushRequest, pushType: PushType, json: JSONValidator.Verdict?
+    )
         throws(Rejection)
     {
         guard request.bodyLength > 0 else {
@@ -660,8 +721,9 @@ public final class ProviderEndpoint: Sendable {
         let limit = pushType.payloadLimit
         if request.bodyLength > limit {
             let size = request.isComplete ? "\(request.bodyLength) bytes" : "at least \(request.bodyLength) bytes (the rest was not read)"
-            throw Rejection(reason: .payloadTooLarge,
-                            explanation: "payload \(size) > \(limit) limit for push type \(pushType.rawValue)")
+            throw Rejection(
+                reason: .payloadTooLarge,
+                explanation: "payload \(size) > \(limit) limit for push type \(pushType.rawValue)")
         }
         if json != .object, options.invalidPayload == .reject {
             let what: String
@@ -681,10 +743,11 @@ public final class ProviderEndpoint: Sendable {
 
     /// Prepares an accepted notification for delivery (store, device, budget…), before the
     /// record is moved into the journal.
-    private func accepted(expiration: Int64?, priority: Int, collapseID: String?, apnsID: String, payload: [UInt8],
-                          sequence: UInt64, entry: TokenEntry, pushType: PushType, json: JSONValidator.Verdict?,
-                          content: PushContent, now: Int64, options: DeliveryOptions) -> AcceptedRoute
-    {
+    private func accepted(
+        expiration: Int64?, priority: Int, collapseID: String?, apnsID: String, payload: [UInt8],
+        sequence: UInt64, entry: TokenEntry, pushType: PushType, json: JSONValidator.Verdict?,
+        content: PushContent, now: Int64, options: DeliveryOptions
+    ) -> AcceptedRoute {
         if case .unregistered = entry.state {
             return .drop("accepted; the app is no longer installed, so the device discards it")
         }

@@ -71,9 +71,10 @@ extension ProviderToken {
 
     /// Builds a signed provider token. `sign` returns the JWS signature (raw r||s for ES256).
     /// Used by the `send` command and by tests.
-    public static func make(keyID: String, teamID: String, issuedAt: Int64,
-                            sign: ([UInt8]) throws -> [UInt8]) rethrows -> String
-    {
+    public static func make(
+        keyID: String, teamID: String, issuedAt: Int64,
+        sign: ([UInt8]) throws -> [UInt8]
+    ) rethrows -> String {
         let header: JSONValue = ["alg": "ES256", "kid": .string(keyID)]
         let claims: JSONValue = ["iss": .string(teamID), "iat": .int(issuedAt)]
         let input = Base64URL.encode(header.serializedBytes()) + "." + Base64URL.encode(claims.serializedBytes())

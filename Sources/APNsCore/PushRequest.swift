@@ -14,9 +14,10 @@ public struct PushRequest: Sendable {
     /// field), when it did; the journal's byte budget uses it instead of counting again.
     public var headerListSize: Int?
 
-    public init(streamID: Int32, headers: [(name: String, value: String)], body: [UInt8], bodyLength: Int? = nil,
-                isComplete: Bool = true, headerListSize: Int? = nil)
-    {
+    public init(
+        streamID: Int32, headers: [(name: String, value: String)], body: [UInt8], bodyLength: Int? = nil,
+        isComplete: Bool = true, headerListSize: Int? = nil
+    ) {
         self.streamID = streamID
         self.headers = headers
         self.body = body
@@ -55,7 +56,7 @@ struct APNsHeaderFields {
                 // than hashing, or than collecting them in an array. Only another unread name
                 // can be equal to it; byte equality, as nghttp2 compares names.
                 if duplicate == nil,
-                   headers[..<position].contains(where: { $0.name.utf8.count == name.utf8.count && $0.name.utf8.elementsEqual(name.utf8) })
+                    headers[..<position].contains(where: { $0.name.utf8.count == name.utf8.count && $0.name.utf8.elementsEqual(name.utf8) })
                 {
                     duplicate = name
                 }
@@ -87,10 +88,11 @@ struct APNsHeaderFields {
     static func trimmed(_ value: String) -> String {
         let utf8 = value.utf8
         // Native strings are contiguous UTF-8: two byte reads, no index walking.
-        let padded = utf8.withContiguousStorageIfAvailable { bytes in
-            guard let first = bytes.first, let last = bytes.last else { return false }
-            return first == 0x20 || first == 0x09 || last == 0x20 || last == 0x09
-        } ?? (utf8.first.map { $0 == 0x20 || $0 == 0x09 } ?? false || utf8.last.map { $0 == 0x20 || $0 == 0x09 } ?? false)
+        let padded =
+            utf8.withContiguousStorageIfAvailable { bytes in
+                guard let first = bytes.first, let last = bytes.last else { return false }
+                return first == 0x20 || first == 0x09 || last == 0x20 || last == 0x09
+            } ?? (utf8.first.map { $0 == 0x20 || $0 == 0x09 } ?? false || utf8.last.map { $0 == 0x20 || $0 == 0x09 } ?? false)
         guard padded else { return value }
         let inner = utf8.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }
         return String(decoding: inner.reversed(), as: UTF8.self)

@@ -45,7 +45,8 @@ public enum PushType: String, Sendable, CaseIterable {
         var topic = topic
         // One pass over the topic's bytes for all the suffixes (not one `withUTF8` each).
         return topic.withUTF8 { bytes in
-            for (type, suffix) in suffixBytes where bytes.count > suffix.count
+            for (type, suffix) in suffixBytes
+            where bytes.count > suffix.count
                 && bytes[bytes.count - 1] == suffix[suffix.count - 1]
                 && bytes[(bytes.count - suffix.count)...].elementsEqual(suffix)
             {

@@ -58,7 +58,7 @@ extension StateChange {
         switch self {
         case .deviceRemoved, .keyRemoved, .appRemoved, .notificationDone, .recordRemoved: return true
         case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .notificationWaiting, .recordSaved, .budgetSaved,
-             .recordsEvicted, .reset:
+            .recordsEvicted, .reset:
             return false
         }
     }
@@ -115,8 +115,10 @@ extension World {
     ///
     /// Nothing applied is marked for `takeStateChanges` or `records.takeChanges()` (the rows
     /// are in the shared log already); marks made before the call are kept.
-    public mutating func applyReplicated(_ changes: [StateChange], nowMs: Int64, configured: World,
-                                         loadKey: (StoredKey) throws(StateStoreError) -> ProviderKey)
+    public mutating func applyReplicated(
+        _ changes: [StateChange], nowMs: Int64, configured: World,
+        loadKey: (StoredKey) throws(StateStoreError) -> ProviderKey
+    )
         throws(StateStoreError) -> ReplicationApplied
     {
         // The only step that can fail, done first.
@@ -133,8 +135,10 @@ extension World {
             }
         }
 
-        let tracking = (registry.tracksChanges, credentials.tracksChanges, faults.tracksChanges, delivery.tracksChanges,
-                        records.trackChanges)
+        let tracking = (
+            registry.tracksChanges, credentials.tracksChanges, faults.tracksChanges, delivery.tracksChanges,
+            records.trackChanges
+        )
         let evictedBefore = records.evicted
         registry.tracksChanges = false
         credentials.tracksChanges = false
@@ -142,8 +146,10 @@ extension World {
         delivery.tracksChanges = false
         records.trackChanges = false
         defer {
-            (registry.tracksChanges, credentials.tracksChanges, faults.tracksChanges, delivery.tracksChanges,
-             records.trackChanges) = tracking
+            (
+                registry.tracksChanges, credentials.tracksChanges, faults.tracksChanges, delivery.tracksChanges,
+                records.trackChanges
+            ) = tracking
             // Evictions the rows caused are the producer's, already in the log; a difference
             // left from before (a local eviction not drained yet) stays.
             stateTracking.evictedSeen = stateTracking.evictedSeen &+ (records.evicted &- evictedBefore)
@@ -233,9 +239,10 @@ extension World {
         flushWaiting(deviceID: deviceID, nowMs: nowMs)
     }
 
-    private static func providerKey(_ stored: StoredKey, configured: World,
-                                    loadKey: (StoredKey) throws(StateStoreError) -> ProviderKey) throws(StateStoreError) -> ProviderKey
-    {
+    private static func providerKey(
+        _ stored: StoredKey, configured: World,
+        loadKey: (StoredKey) throws(StateStoreError) -> ProviderKey
+    ) throws(StateStoreError) -> ProviderKey {
         if let key = configured.credentials.keys[stored.keyID], StoredKey(key) == stored { return key }
         return try loadKey(stored)
     }
@@ -255,9 +262,10 @@ extension World {
             delivery.deferred[key] = (n, reason)
         case .batched(let releaseAt):
             // In release order (the producer appends as it accepts, so this is the end).
-            let at = delivery.batched.lastIndex {
-                ($0.releaseAtMs, $0.notification.sequence) <= (releaseAt, n.sequence)
-            }.map { $0 + 1 } ?? 0
+            let at =
+                delivery.batched.lastIndex {
+                    ($0.releaseAtMs, $0.notification.sequence) <= (releaseAt, n.sequence)
+                }.map { $0 + 1 } ?? 0
             delivery.batched.insert((releaseAt, n), at: at)
         case .inFlight:
             guard let flight = waiting.flight else {
@@ -265,8 +273,9 @@ extension World {
                 return
             }
             // The whole delivery: any instance may take the device's ack, or find it stuck.
-            delivery.inflight[flight.deliveryID] = InFlight(connectionID: flight.connectionID, notification: n,
-                                                            verdict: flight.verdict, sentAtMs: flight.sentAtMs)
+            delivery.inflight[flight.deliveryID] = InFlight(
+                connectionID: flight.connectionID, notification: n,
+                verdict: flight.verdict, sentAtMs: flight.sentAtMs)
             delivery.inflightPerDevice[n.deviceID, default: 0] += 1
             delivery.nextDeliveryID = max(delivery.nextDeliveryID, flight.deliveryID + 1)
         }

@@ -168,8 +168,9 @@ extension StateCodec {
             }
             let installedAt: Int64 = try r.take()
             let settings = AppSettings(authorization: try r.take(), appState: try r.take(), backgroundMode: try r.take())
-            device.apps[bundleID] = InstalledApp(bundleID: bundleID, environment: environment, tokens: tokens,
-                                                 installedAtMs: installedAt, settings: settings, uploadPending: try r.take())
+            device.apps[bundleID] = InstalledApp(
+                bundleID: bundleID, environment: environment, tokens: tokens,
+                installedAtMs: installedAt, settings: settings, uploadPending: try r.take())
         }
         return device
     }
@@ -206,8 +207,9 @@ extension StateCodec {
         case 3: state = .rateLimited
         case let other: throw r.damaged("token state \(other)")
         }
-        return TokenEntry(token: token, deviceID: deviceID, bundleID: bundleID, environment: environment, kind: kind,
-                          state: state, issuedAtMs: try r.take(), pushesUntilUnregistered: try r.take())
+        return TokenEntry(
+            token: token, deviceID: deviceID, bundleID: bundleID, environment: environment, kind: kind,
+            state: state, issuedAtMs: try r.take(), pushesUntilUnregistered: try r.take())
     }
 
     // MARK: Keys
@@ -224,8 +226,9 @@ extension StateCodec {
     }
 
     private static func readKey(from r: inout ByteReader) throws(StateStoreError) -> StoredKey {
-        StoredKey(teamID: try r.take(), keyID: try r.take(), environment: try r.take(), topics: try r.take(),
-                  relatedKeyID: try r.take(), pem: try r.take(), source: try r.take(), addedAtRunTime: try r.take())
+        StoredKey(
+            teamID: try r.take(), keyID: try r.take(), environment: try r.take(), topics: try r.take(),
+            relatedKeyID: try r.take(), pem: try r.take(), source: try r.take(), addedAtRunTime: try r.take())
     }
 
     // MARK: Waiting notifications and records
@@ -273,8 +276,9 @@ extension StateCodec {
             let id: UInt64 = try r.take()
             let connection: UInt64 = try r.take()
             let sentAt: Int64 = try r.take()
-            let verdict = DeliveryVerdict(callbacks: try r.take(), display: try r.take(), outcome: try r.take(),
-                                          reason: try r.take(), usedBackgroundBudget: try r.take())
+            let verdict = DeliveryVerdict(
+                callbacks: try r.take(), display: try r.take(), outcome: try r.take(),
+                reason: try r.take(), usedBackgroundBudget: try r.take())
             waiting.flight = FlightRow(deliveryID: id, connectionID: connection, sentAtMs: sentAt, verdict: verdict)
         }
         return waiting
@@ -380,8 +384,10 @@ extension StateCodec {
             let deviceID: String = try r.take()
             let connectionID: UInt64 = try r.take()
             let closeAfter: Bool = try r.take()
-            frames.append(DeviceFrame(deviceID: deviceID, connectionID: connectionID,
-                                      message: try readJSON(from: &r, depth: 0), closeAfter: closeAfter))
+            frames.append(
+                DeviceFrame(
+                    deviceID: deviceID, connectionID: connectionID,
+                    message: try readJSON(from: &r, depth: 0), closeAfter: closeAfter))
         }
         try r.expectEnd()
         return frames

@@ -40,21 +40,26 @@ public struct RunSummary: Sendable {
             let index = min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)
             return .int(sorted[max(0, index)])
         }
-        return .object(JSONObject([
-            ("since", .string(RFC3339.format(milliseconds: sinceMs))), ("sinceMs", .int(sinceMs)),
-            ("requests", .int(Int64(requests))),
-            ("firstAt", firstMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null),
-            ("lastAt", lastMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null),
-            ("durationMs", .int(span)),
-            ("requestsPerSecond", span > 0 ? .double((Double(requests) / (Double(span) / 1000) * 10).rounded() / 10) : .null),
-            ("byStatus", counts(byStatus) { String($0) }), ("byReason", counts(byReason) { $0 }),
-            ("byPushType", counts(byPushType) { $0 }), ("byOutcome", counts(byOutcome) { $0 }),
-            ("deliveryLatencyMs", .object(JSONObject([
-                ("count", .int(Int64(sorted.count))), ("p50", percentile(0.5)), ("p90", percentile(0.9)),
-                ("p99", percentile(0.99)), ("max", sorted.last.map(JSONValue.int) ?? .null),
-            ]))),
-            ("journalMayBeIncomplete", .bool(journalMayBeIncomplete)),
-        ]))
+        return .object(
+            JSONObject([
+                ("since", .string(RFC3339.format(milliseconds: sinceMs))), ("sinceMs", .int(sinceMs)),
+                ("requests", .int(Int64(requests))),
+                ("firstAt", firstMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null),
+                ("lastAt", lastMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null),
+                ("durationMs", .int(span)),
+                ("requestsPerSecond", span > 0 ? .double((Double(requests) / (Double(span) / 1000) * 10).rounded() / 10) : .null),
+                ("byStatus", counts(byStatus) { String($0) }), ("byReason", counts(byReason) { $0 }),
+                ("byPushType", counts(byPushType) { $0 }), ("byOutcome", counts(byOutcome) { $0 }),
+                (
+                    "deliveryLatencyMs",
+                    .object(
+                        JSONObject([
+                            ("count", .int(Int64(sorted.count))), ("p50", percentile(0.5)), ("p90", percentile(0.9)),
+                            ("p99", percentile(0.99)), ("max", sorted.last.map(JSONValue.int) ?? .null),
+                        ]))
+                ),
+                ("journalMayBeIncomplete", .bool(journalMayBeIncomplete)),
+            ]))
     }
 }
 

@@ -238,8 +238,9 @@ public enum StateCodec {
             case let other: throw r.damaged("fault action \(other)")
             }
             let action = FaultAction(kind: kind, delayMs: try r.take(), jitterMs: try r.take())
-            var rule = FaultInjectionRule(id: id, match: match, action: action, times: try r.take(), after: try r.take(),
-                                 probability: try r.take(), seed: (try r.take() as Int64?).map { UInt64(bitPattern: $0) })
+            var rule = FaultInjectionRule(
+                id: id, match: match, action: action, times: try r.take(), after: try r.take(),
+                probability: try r.take(), seed: (try r.take() as Int64?).map { UInt64(bitPattern: $0) })
             rule.restoreCounts(matched: try r.take(), fired: try r.take())
             rules.append(rule)
         }
@@ -399,7 +400,8 @@ struct ByteReader {
     mutating func expectFormat(in formats: ClosedRange<UInt8>) throws(StateStoreError) -> UInt8 {
         let found = try u8()
         guard formats.contains(found) else {
-            throw StateStoreError("a stored \(what) has format \(found); this apns-emulator reads formats \(formats.lowerBound) to \(formats.upperBound)")
+            throw StateStoreError(
+                "a stored \(what) has format \(found); this apns-emulator reads formats \(formats.lowerBound) to \(formats.upperBound)")
         }
         return found
     }

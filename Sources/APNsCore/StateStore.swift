@@ -63,9 +63,10 @@ public struct StoredKey: Sendable, Equatable {
     /// at every start instead (so a replaced .p8 takes effect).
     public var addedAtRunTime: Bool
 
-    public init(teamID: String, keyID: String, environment: APNsEnvironment?, topics: [String]?, relatedKeyID: String?,
-                pem: String, source: String, addedAtRunTime: Bool)
-    {
+    public init(
+        teamID: String, keyID: String, environment: APNsEnvironment?, topics: [String]?, relatedKeyID: String?,
+        pem: String, source: String, addedAtRunTime: Bool
+    ) {
         self.teamID = teamID
         self.keyID = keyID
         self.environment = environment
@@ -79,8 +80,9 @@ public struct StoredKey: Sendable, Equatable {
     /// nil for a key without its PEM (made in code, e.g. by tests): it cannot be reloaded.
     public init?(_ key: ProviderKey) {
         guard let pem = key.pem else { return nil }
-        self.init(teamID: key.teamID, keyID: key.keyID, environment: key.environment, topics: key.topics.map { $0.sorted() },
-                  relatedKeyID: key.relatedKeyID, pem: pem, source: key.source, addedAtRunTime: key.addedAtRunTime)
+        self.init(
+            teamID: key.teamID, keyID: key.keyID, environment: key.environment, topics: key.topics.map { $0.sorted() },
+            relatedKeyID: key.relatedKeyID, pem: pem, source: key.source, addedAtRunTime: key.addedAtRunTime)
     }
 }
 
@@ -229,8 +231,9 @@ public final class InMemoryStateStore: StateStore {
             state.faults = m.faults
             state.waiting = m.waiting.values.sorted { $0.notification.sequence < $1.notification.sequence }
             state.records = m.records.values.sorted { $0.sequence < $1.sequence }
-            state.nextRecordSequence = max(m.nextSequence, (state.records.last?.sequence ?? 0) + 1,
-                                           (state.waiting.last?.notification.sequence ?? 0) + 1)
+            state.nextRecordSequence = max(
+                m.nextSequence, (state.records.last?.sequence ?? 0) + 1,
+                (state.waiting.last?.notification.sequence ?? 0) + 1)
             return state
         }
     }

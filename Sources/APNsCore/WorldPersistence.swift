@@ -131,9 +131,10 @@ extension World {
     ///
     /// Change tracking is on in the result; its pending changes are what the merge altered,
     /// for the caller to write before serving.
-    public static func restoring(_ persisted: PersistedState, over configured: World, nowMs: Int64,
-                                 loadKey: (StoredKey) throws(StateStoreError) -> ProviderKey) throws(StateStoreError) -> World
-    {
+    public static func restoring(
+        _ persisted: PersistedState, over configured: World, nowMs: Int64,
+        loadKey: (StoredKey) throws(StateStoreError) -> ProviderKey
+    ) throws(StateStoreError) -> World {
         var world = configured
         var registry = DeviceRegistry(tokenByteCount: configured.registry.tokenByteCount)
         registry.continueRandomness(from: configured.registry)

@@ -39,9 +39,10 @@ public final class TestEmulator: Sendable {
         /// directory, the provider key and `bundleIDs`, quiet unless `logging`.
         public var configure: @Sendable (inout ServeConfiguration) -> Void
 
-        public init(bundleIDs: [String] = ["com.example.app"], arguments: [String] = [],
-                    configure: @escaping @Sendable (inout ServeConfiguration) -> Void = { _ in })
-        {
+        public init(
+            bundleIDs: [String] = ["com.example.app"], arguments: [String] = [],
+            configure: @escaping @Sendable (inout ServeConfiguration) -> Void = { _ in }
+        ) {
             self.bundleIDs = bundleIDs
             self.arguments = arguments
             self.configure = configure
@@ -81,9 +82,10 @@ public final class TestEmulator: Sendable {
     private init(_ options: Options) throws(TestEmulatorError) {
         self.options = options
         do {
-            emulator = try InProcessEmulator(teamID: options.teamID, keyID: options.keyID, bundleIDs: options.bundleIDs,
-                                             arguments: options.arguments, logging: options.logging,
-                                             configure: options.configure)
+            emulator = try InProcessEmulator(
+                teamID: options.teamID, keyID: options.keyID, bundleIDs: options.bundleIDs,
+                arguments: options.arguments, logging: options.logging,
+                configure: options.configure)
         } catch {
             throw TestEmulatorError(error.description)
         }
@@ -118,7 +120,9 @@ public final class TestEmulator: Sendable {
 
     /// A virtual device with `bundleID` installed (the first of `options.bundleIDs` by
     /// default): its id and token.
-    public func createDevice(bundleID: String? = nil, environment: PushEnvironment = .sandbox, deviceID: String? = nil)
+    public func createDevice(
+        bundleID: String? = nil, environment: PushEnvironment = .sandbox, deviceID: String? = nil
+    )
         throws(EmulatorAdminError) -> DeviceHandle
     {
         let bundle = bundleID ?? self.bundleID
@@ -152,8 +156,9 @@ public final class TestEmulator: Sendable {
             thread.start()
         }
         guard let found else {
-            throw TestEmulatorError("no notification matching \(filter) arrived within \(timeout); received: "
-                + ((try? api.notifications(limit: 5).map(\.description).joined(separator: "; ")) ?? "?"))
+            throw TestEmulatorError(
+                "no notification matching \(filter) arrived within \(timeout); received: "
+                    + ((try? api.notifications(limit: 5).map(\.description).joined(separator: "; ")) ?? "?"))
         }
         return found
     }

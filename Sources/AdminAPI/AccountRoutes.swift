@@ -64,8 +64,9 @@ struct AccountRoutes: AdminResource {
         }
         let list = deviceID == nil ? "backend-calls" : "device-backend-calls"
         let page = try PageRequest(req, list: list)
-        let (calls, more) = host.backendCalls.calls(after: try page.number(list: list), limit: page.limit, deviceID: deviceID,
-                                                    hook: hook, bundleID: req.query["bundleId"])
+        let (calls, more) = host.backendCalls.calls(
+            after: try page.number(list: list), limit: page.limit, deviceID: deviceID,
+            hook: hook, bundleID: req.query["bundleId"])
         let next = more ? calls.last.map { PageRequest.encode(list: list, String($0.id)) } : nil
         return answerOffLoop(http) { .page("calls", calls.map(\.json), nextCursor: next) }
     }
@@ -74,18 +75,25 @@ struct AccountRoutes: AdminResource {
         let (failures, total) = state.readWorld { ($0.crossAccountDeliveries, $0.counters.crossAccountDeliveries) }
         let strict = api.settings.strictChecks || req.query["strict"] == "true" || req.query["strict"] == "1"
         let list: [JSONValue] = failures.map { f in
-            .object(JSONObject([
-                ("check", "crossAccount"), ("apnsId", .string(f.apnsID)), ("sequence", .int(Int64(f.sequence))),
-                ("deviceId", .string(f.deviceID)), ("bundleId", .string(f.bundleID)),
-                ("userId", f.userID.map(JSONValue.string) ?? .null), ("addressee", .string(f.addressee)),
-                ("at", .string(RFC3339.format(milliseconds: f.atMs))),
-                ("message", .string("a push for \(f.addressee) was delivered to \(f.deviceID) while \(f.userID.map { "\($0) was" } ?? "nobody was") logged in")),
-            ]))
+            .object(
+                JSONObject([
+                    ("check", "crossAccount"), ("apnsId", .string(f.apnsID)), ("sequence", .int(Int64(f.sequence))),
+                    ("deviceId", .string(f.deviceID)), ("bundleId", .string(f.bundleID)),
+                    ("userId", f.userID.map(JSONValue.string) ?? .null), ("addressee", .string(f.addressee)),
+                    ("at", .string(RFC3339.format(milliseconds: f.atMs))),
+                    (
+                        "message",
+                        .string(
+                            "a push for \(f.addressee) was delivered to \(f.deviceID) while \(f.userID.map { "\($0) was" } ?? "nobody was") logged in"
+                        )
+                    ),
+                ]))
         }
-        let body: JSONValue = .object(JSONObject([
-            ("ok", .bool(total == 0)), ("strict", .bool(strict)), ("crossAccountDeliveries", .int(Int64(total))),
-            ("failures", .array(list)),
-        ]))
+        let body: JSONValue = .object(
+            JSONObject([
+                ("ok", .bool(total == 0)), ("strict", .bool(strict)), ("crossAccountDeliveries", .int(Int64(total))),
+                ("failures", .array(list)),
+            ]))
         return .json(strict && total > 0 ? 409 : 200, body)
     }
 }

@@ -60,33 +60,42 @@ public struct AdminAccessPolicy: Sendable {
             }
             guard isAllowed(host) else {
                 let name = host.host
-                return Denial(status: 403, message: "Host '\(name)' is not allowed on the admin API (protection against DNS rebinding);"
-                    + " to reach it by this name, start the emulator with --admin-allowed-host \(name) (or APNS_EMULATOR_ADMIN_ALLOWED_HOST=\(name))",
+                return Denial(
+                    status: 403,
+                    message: "Host '\(name)' is not allowed on the admin API (protection against DNS rebinding);"
+                        + " to reach it by this name, start the emulator with --admin-allowed-host \(name) (or APNS_EMULATOR_ADMIN_ALLOWED_HOST=\(name))",
                     reason: "host")
             }
         }
         let changesState = Self.stateChanging.contains(head.method)
         if changesState, let origin = head.field("origin") {
             guard let authority, let request = HostName.parse(authority: authority), sameOrigin(origin, request) else {
-                return Denial(status: 403, message: "cross-origin request refused: Origin \(HTTP1Syntax.printable(origin)) is not this admin API;"
-                    + " state-changing requests are accepted from the web UI itself or from clients that send no Origin",
+                return Denial(
+                    status: 403,
+                    message: "cross-origin request refused: Origin \(HTTP1Syntax.printable(origin)) is not this admin API;"
+                        + " state-changing requests are accepted from the web UI itself or from clients that send no Origin",
                     reason: "origin")
             }
         }
         if let token, !open {
             let given = bearer(head.field("authorization")) ?? (acceptsQueryToken ? queryToken : nil)
             guard let given else {
-                return Denial(status: 401, message: "this admin API needs a token: send Authorization: Bearer TOKEN, the value of --admin-token (APNS_EMULATOR_ADMIN_TOKEN)",
-                              headers: [("WWW-Authenticate", "Bearer realm=\"apns-emulator\"")], reason: "token")
+                return Denial(
+                    status: 401,
+                    message: "this admin API needs a token: send Authorization: Bearer TOKEN, the value of --admin-token (APNS_EMULATOR_ADMIN_TOKEN)",
+                    headers: [("WWW-Authenticate", "Bearer realm=\"apns-emulator\"")], reason: "token")
             }
             guard Self.constantTimeEqual(given, token) else {
-                return Denial(status: 401, message: "wrong admin token; send the value of --admin-token (APNS_EMULATOR_ADMIN_TOKEN)",
-                              headers: [("WWW-Authenticate", "Bearer realm=\"apns-emulator\", error=\"invalid_token\"")], reason: "token")
+                return Denial(
+                    status: 401, message: "wrong admin token; send the value of --admin-token (APNS_EMULATOR_ADMIN_TOKEN)",
+                    headers: [("WWW-Authenticate", "Bearer realm=\"apns-emulator\", error=\"invalid_token\"")], reason: "token")
             }
         }
         if changesState, let type = head.field("content-type"), Self.mediaType(type) != "application/json" {
-            return Denial(status: 415, message: "Content-Type \(HTTP1Syntax.printable(type)) is not accepted: send JSON as application/json"
-                + " (curl: -H 'content-type: application/json'), or no body", reason: "content-type")
+            return Denial(
+                status: 415,
+                message: "Content-Type \(HTTP1Syntax.printable(type)) is not accepted: send JSON as application/json"
+                    + " (curl: -H 'content-type: application/json'), or no body", reason: "content-type")
         }
         return nil
     }

@@ -29,8 +29,7 @@ extension AdminResource {
     }
 
     static func choice<T: RawRepresentable & CaseIterable>(_ body: JSONObject, _ key: String, _: T.Type) throws -> T?
-        where T.RawValue == String
-    {
+    where T.RawValue == String {
         guard let value = body[key], value != .null else { return nil }
         guard let text = value.stringValue, let parsed = T(rawValue: text) else {
             throw AdminError(400, "\"\(key)\" must be one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")

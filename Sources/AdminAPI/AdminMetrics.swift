@@ -53,9 +53,10 @@ public final class AdminMetrics: Sendable {
     }
 
     public func reset() {
-        for counter in refused + timeouts + [malformed, connectionsRefused, connectionsEvicted, bodyBudgetRefusals, streamsDropped, waitersRefused,
-                                             waiterChecks, waiterWakeups]
-        {
+        for counter in refused + timeouts + [
+            malformed, connectionsRefused, connectionsEvicted, bodyBudgetRefusals, streamsDropped, waitersRefused,
+            waiterChecks, waiterWakeups,
+        ] {
             counter.reset()
         }
     }
@@ -70,30 +71,40 @@ extension AdminMetrics {
             p.single(name, type, help, Double(value))
         }
         single("apns_emulator_admin_connections", "gauge", "Open admin API connections.", server?.openConnections ?? 0)
-        single("apns_emulator_admin_connections_refused_total", "counter",
-               "Admin connections answered 503 because --admin-max-connections were open.", m.connectionsRefused.value)
-        single("apns_emulator_admin_connections_evicted_total", "counter",
-               "Idle admin connections closed to make room for a new one at --admin-max-connections.", m.connectionsEvicted.value)
-        p.labelled("apns_emulator_admin_requests_refused_total", "counter",
-                   "Admin requests refused by the access rules: host (403), origin (403), token (401), content-type (415).",
-                   by: "reason", zip(AdminMetrics.refusalReasons, m.refused).map { ($0, Double($1.value)) })
-        single("apns_emulator_admin_malformed_requests_total", "counter",
-               "Admin requests that broke HTTP/1.1 syntax or framing (answered 4xx/5xx, connection closed).", m.malformed.value)
-        p.labelled("apns_emulator_admin_timeouts_total", "counter",
-                   "Admin connections closed for slowness: headers or body (408, --admin-read-timeout), idle (--admin-idle-timeout).",
-                   by: "phase", zip(AdminMetrics.timeoutPhases, m.timeouts).map { ($0, Double($1.value)) })
-        single("apns_emulator_admin_body_bytes_in_flight", "gauge", "Request body bytes being read, out of a budget of 32 MiB.",
-               server?.bodyBytesInFlight ?? 0)
-        single("apns_emulator_admin_body_budget_refusals_total", "counter",
-               "Admin requests answered 503 because the request body budget was spent.", m.bodyBudgetRefusals.value)
+        single(
+            "apns_emulator_admin_connections_refused_total", "counter",
+            "Admin connections answered 503 because --admin-max-connections were open.", m.connectionsRefused.value)
+        single(
+            "apns_emulator_admin_connections_evicted_total", "counter",
+            "Idle admin connections closed to make room for a new one at --admin-max-connections.", m.connectionsEvicted.value)
+        p.labelled(
+            "apns_emulator_admin_requests_refused_total", "counter",
+            "Admin requests refused by the access rules: host (403), origin (403), token (401), content-type (415).",
+            by: "reason", zip(AdminMetrics.refusalReasons, m.refused).map { ($0, Double($1.value)) })
+        single(
+            "apns_emulator_admin_malformed_requests_total", "counter",
+            "Admin requests that broke HTTP/1.1 syntax or framing (answered 4xx/5xx, connection closed).", m.malformed.value)
+        p.labelled(
+            "apns_emulator_admin_timeouts_total", "counter",
+            "Admin connections closed for slowness: headers or body (408, --admin-read-timeout), idle (--admin-idle-timeout).",
+            by: "phase", zip(AdminMetrics.timeoutPhases, m.timeouts).map { ($0, Double($1.value)) })
+        single(
+            "apns_emulator_admin_body_bytes_in_flight", "gauge", "Request body bytes being read, out of a budget of 32 MiB.",
+            server?.bodyBytesInFlight ?? 0)
+        single(
+            "apns_emulator_admin_body_budget_refusals_total", "counter",
+            "Admin requests answered 503 because the request body budget was spent.", m.bodyBudgetRefusals.value)
         single("apns_emulator_admin_event_streams", "gauge", "Open /api/v1/events streams.", events.streamCount)
-        single("apns_emulator_admin_event_streams_dropped_total", "counter",
-               "Event stream clients disconnected for falling 8 MiB behind.", m.streamsDropped.value)
+        single(
+            "apns_emulator_admin_event_streams_dropped_total", "counter",
+            "Event stream clients disconnected for falling 8 MiB behind.", m.streamsDropped.value)
         single("apns_emulator_admin_waiters", "gauge", "Long polls waiting (/api/v1/notifications/wait).", events.waiterCount)
-        single("apns_emulator_admin_waiters_refused_total", "counter",
-               "Long polls answered 503 because --admin-max-waiters were waiting.", m.waitersRefused.value)
-        single("apns_emulator_admin_waiter_checks_total", "counter",
-               "Waiters compared with a changed record (only those filed under a key the record has).", m.waiterChecks.value)
+        single(
+            "apns_emulator_admin_waiters_refused_total", "counter",
+            "Long polls answered 503 because --admin-max-waiters were waiting.", m.waitersRefused.value)
+        single(
+            "apns_emulator_admin_waiter_checks_total", "counter",
+            "Waiters compared with a changed record (only those filed under a key the record has).", m.waiterChecks.value)
         single("apns_emulator_admin_waiter_wakeups_total", "counter", "Long polls answered with a record.", m.waiterWakeups.value)
     }
 }

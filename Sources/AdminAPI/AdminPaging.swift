@@ -74,7 +74,9 @@ struct PageRequest {
     static func cursor(list: String, _ key: ListKey) -> String { encode(list: list, "\(key.ms):\(key.id)") }
 
     /// The page of `rows` after the cursor's name, in name order, and the next cursor.
-    static func pageByName<C: Collection>(_ rows: C, name: (C.Element) -> String, _ page: PageRequest, list: String)
+    static func pageByName<C: Collection>(
+        _ rows: C, name: (C.Element) -> String, _ page: PageRequest, list: String
+    )
         -> ([C.Element], String?)
     {
         var candidates = rows.filter { page.position == nil || name($0) > page.position! }
@@ -116,10 +118,11 @@ extension AdminResource {
     /// A page of a list in row-key order (devices, tokens), read `PageRequest.rowsPerLock`
     /// rows per hold of the state lock, each slice going on after the last row of the one
     /// before (as the next page would); its JSON is made off the loop.
-    func keyedPage<Row: ListedRow>(_ request: HTTP1Request, _ http: HTTP1Connection, list: String,
-                                   _ take: (borrowing World, ListKey?, Int) -> (rows: [Row], more: Bool),
-                                   json: @escaping @Sendable (Row) -> JSONValue) throws -> HTTP1ServerResponse?
-    {
+    func keyedPage<Row: ListedRow>(
+        _ request: HTTP1Request, _ http: HTTP1Connection, list: String,
+        _ take: (borrowing World, ListKey?, Int) -> (rows: [Row], more: Bool),
+        json: @escaping @Sendable (Row) -> JSONValue
+    ) throws -> HTTP1ServerResponse? {
         let page = try PageRequest(request, list: list)
         var position = try page.listKey(list: list)
         var rows: [Row] = []

@@ -21,9 +21,10 @@ struct AdminRoute {
 struct AdminRouter {
     private(set) var routes: [AdminRoute] = []
 
-    mutating func add(_ method: String, _ pattern: String, _ summary: String, open: Bool = false,
-                      _ handler: @escaping AdminRoute.Handler)
-    {
+    mutating func add(
+        _ method: String, _ pattern: String, _ summary: String, open: Bool = false,
+        _ handler: @escaping AdminRoute.Handler
+    ) {
         routes.append(AdminRoute(method: method, pattern: pattern, summary: summary, open: open, handler: handler))
     }
 

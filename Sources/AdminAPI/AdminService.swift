@@ -119,7 +119,8 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
                 return (try route.handler(request, parameters, http), true)
             case .wrongMethod(let allowed):
                 let unique = Array(Set(allowed)).sorted()
-                var error = HTTP1ServerResponse.error(405, "\(request.method) is not allowed on \(request.path); use \(unique.joined(separator: " or "))")
+                var error = HTTP1ServerResponse.error(
+                    405, "\(request.method) is not allowed on \(request.path); use \(unique.joined(separator: " or "))")
                 error.headers.append(("Allow", unique.joined(separator: ", ")))
                 return (error, false)
             case .notFound:
@@ -136,10 +137,16 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
     /// waits until the change (and everything before it) is committed.
     private func deliver(_ response: HTTP1ServerResponse?, to request: HTTP1Request, changed: Bool, _ http: HTTP1Connection) {
         guard let response else { return }
-        let waits = changed && request.method != "GET" && host.afterCommit(on: http.connection.loop) { failure in
-            guard let failure else { return http.respond(response) }
-            http.respond(.error(503, "the change was made in memory but is not in the state directory: \(failure). It is written once the directory takes writes again, unless the emulator stops first"))
-        }
+        let waits =
+            changed && request.method != "GET"
+            && host.afterCommit(on: http.connection.loop) { failure in
+                guard let failure else { return http.respond(response) }
+                http.respond(
+                    .error(
+                        503,
+                        "the change was made in memory but is not in the state directory: \(failure). It is written once the directory takes writes again, unless the emulator stops first"
+                    ))
+            }
         if !waits { http.respond(response) }
     }
 }

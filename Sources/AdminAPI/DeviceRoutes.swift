@@ -36,8 +36,12 @@ struct DeviceRoutes: AdminResource {
             guard let apnsID = try req.jsonObject()["apnsId"]?.stringValue else { throw AdminError(400, "\"apnsId\" is required") }
             let tapped = try deviceCall { world, now throws(DeviceRequestError) in try world.tap(deviceID: id, apnsID: apnsID, nowMs: now) }
             host.dispatch(tapped.frames)
-            return .json(200, ["apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
-                               "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched)])
+            return .json(
+                200,
+                [
+                    "apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
+                    "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched),
+                ])
         }
         r.add("POST", "/api/v1/devices/{deviceId}/apps", "install an app") { req, p, _ in
             try installApp(deviceID: try Self.deviceID(p), req)
@@ -173,8 +177,9 @@ struct DeviceRoutes: AdminResource {
         let entry: TokenEntry
         do {
             entry = try state.withWorld { world throws(RegistryError) in
-                try world.installApp(deviceID: deviceID, bundleID: app.bundleID, environment: app.environment, kinds: [app.kind],
-                                     fixedToken: app.token, settings: app.settings, nowMs: now)[0]
+                try world.installApp(
+                    deviceID: deviceID, bundleID: app.bundleID, environment: app.environment, kinds: [app.kind],
+                    fixedToken: app.token, settings: app.settings, nowMs: now)[0]
             }
         } catch {
             throw AdminError(Self.status(for: error), error.description)
@@ -191,8 +196,9 @@ struct DeviceRoutes: AdminResource {
             throw AdminError(400, "give any of \"appState\", \"authorization\", \"backgroundMode\"")
         }
         let (settings, frames) = try deviceCall { world, now throws(DeviceRequestError) in
-            try world.updateApp(deviceID: deviceID, bundleID: bundleID, appState: appState, authorization: authorization,
-                                backgroundMode: backgroundMode, nowMs: now)
+            try world.updateApp(
+                deviceID: deviceID, bundleID: bundleID, appState: appState, authorization: authorization,
+                backgroundMode: backgroundMode, nowMs: now)
         }
         host.dispatch(frames)
         let fields: JSONObject = JSONObject([
@@ -209,9 +215,11 @@ struct DeviceRoutes: AdminResource {
             try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now)
         }
         host.log("admin: uninstalled \(bundleID) from \(deviceID)")
-        return .json(200, [
-            "deviceId": .string(deviceID), "bundleId": .string(bundleID),
-            "unregisteredAt": .int(invalidAt), "tokens": .array(tokens.map(AdminJSON.token)),
-        ])
+        return .json(
+            200,
+            [
+                "deviceId": .string(deviceID), "bundleId": .string(bundleID),
+                "unregisteredAt": .int(invalidAt), "tokens": .array(tokens.map(AdminJSON.token)),
+            ])
     }
 }

@@ -100,7 +100,9 @@ public enum FaultJSON {
             let reason = try g["reason"].map { try string($0, "action.goAway.reason") }
             var last: Int32?
             if let l = g["lastStreamId"] {
-                guard let v = l.intValue, v >= 0, v <= Int64(Int32.max) else { throw AdminError(400, "action.goAway.lastStreamId must be a stream id") }
+                guard let v = l.intValue, v >= 0, v <= Int64(Int32.max) else {
+                    throw AdminError(400, "action.goAway.lastStreamId must be a stream id")
+                }
                 last = Int32(v)
             }
             let code = g["errorCode"]?.intValue ?? 0
@@ -116,10 +118,12 @@ public enum FaultJSON {
         }
         if a["unavailable"]?.boolValue == true { kinds.append(.respond(status: 503, reason: "ServiceUnavailable")) }
         guard kinds.count <= 1 else {
-            throw AdminError(400, "choose one of status/reason, rstStream, goAway, close, maxConcurrentStreams, unavailable (delayMs combines with any)")
+            throw AdminError(
+                400, "choose one of status/reason, rstStream, goAway, close, maxConcurrentStreams, unavailable (delayMs combines with any)")
         }
         guard !kinds.isEmpty || delay > 0 else {
-            throw AdminError(400, "the action does nothing: give status/reason, rstStream, goAway, close, maxConcurrentStreams, unavailable or delayMs")
+            throw AdminError(
+                400, "the action does nothing: give status/reason, rstStream, goAway, close, maxConcurrentStreams, unavailable or delayMs")
         }
         var times: Int?
         if let t = o["times"], t != .null {
@@ -142,8 +146,9 @@ public enum FaultJSON {
             seed = UInt64(bitPattern: v)
         }
         let id = try o["id"].map { try string($0, "id") } ?? ""
-        return FaultInjectionRule(id: id, match: match, action: FaultAction(kind: kinds.first ?? .none, delayMs: delay, jitterMs: jitter),
-                         times: times, after: after, probability: probability, seed: seed)
+        return FaultInjectionRule(
+            id: id, match: match, action: FaultAction(kind: kinds.first ?? .none, delayMs: delay, jitterMs: jitter),
+            times: times, after: after, probability: probability, seed: seed)
     }
 
     private static func string(_ value: JSONValue, _ name: String) throws -> String {

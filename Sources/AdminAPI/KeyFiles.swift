@@ -11,13 +11,17 @@ enum KeyFiles {
     /// The text of the key file at `path` (absolute, or relative to the keys directory).
     static func read(_ path: String, keysDirectory: String?) throws(AdminError) -> String {
         guard let directory = keysDirectory else {
-            throw AdminError(400, "\"path\" is not accepted: the emulator was started without --keys-dir (APNS_EMULATOR_KEYS_DIR);"
-                + " send the key itself as \"pem\" (the .p8 text or a PEM public key)")
+            throw AdminError(
+                400,
+                "\"path\" is not accepted: the emulator was started without --keys-dir (APNS_EMULATOR_KEYS_DIR);"
+                    + " send the key itself as \"pem\" (the .p8 text or a PEM public key)")
         }
         // One answer for outside, missing, unreadable and not a file alike; the path is not
         // echoed, so two refusals can be compared byte for byte.
-        let refused = AdminError(400, "\"path\" names no readable key file inside --keys-dir \(directory);"
-            + " give a path inside that directory (relative to it or absolute), or send the key as \"pem\"")
+        let refused = AdminError(
+            400,
+            "\"path\" names no readable key file inside --keys-dir \(directory);"
+                + " give a path inside that directory (relative to it or absolute), or send the key as \"pem\"")
         guard let real = resolve(path, in: directory) else { throw refused }
         // Regular files only: a FIFO would block the event loop, a device never ends.
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: real),

@@ -38,8 +38,10 @@ struct NotificationRoutes: AdminResource {
         r.add("GET", "/api/v1/notifications/{id}", "one record by apns-id or apns-unique-id") { _, p, _ in
             let id = p["id"] ?? ""
             let record = state.readWorld { world in
-                world.records.newestFirst(limit: 1) { $0.apnsID.caseInsensitiveCompare(id) == .orderedSame
-                    || $0.uniqueID?.caseInsensitiveCompare(id) == .orderedSame }.first
+                world.records.newestFirst(limit: 1) {
+                    $0.apnsID.caseInsensitiveCompare(id) == .orderedSame
+                        || $0.uniqueID?.caseInsensitiveCompare(id) == .orderedSame
+                }.first
             }
             guard let record else { throw AdminError(404, "no notification with apns-id or apns-unique-id \(id)") }
             return .json(200, AdminJSON.record(record))
@@ -90,8 +92,9 @@ struct NotificationRoutes: AdminResource {
         var position = before
         while records.count < count {
             let (slice, resume) = state.readWorld {
-                $0.records.scanNewestFirst(limit: count - records.count, before: position, scanning: Self.recordsPerLock,
-                                           where: query.matches)
+                $0.records.scanNewestFirst(
+                    limit: count - records.count, before: position, scanning: Self.recordsPerLock,
+                    where: query.matches)
             }
             records += slice
             guard let resume else { break }
@@ -125,9 +128,13 @@ struct NotificationRoutes: AdminResource {
         }
         // Listen first, then look at what is already there, so nothing slips between.
         let limit = api.settings.maxWaiters
-        guard let id = events.addWaiter(query: query, loop: loop, limit: limit, deliver: { record in
-            finish(.json(200, AdminJSON.record(record)))
-        }) else {
+        guard
+            let id = events.addWaiter(
+                query: query, loop: loop, limit: limit,
+                deliver: { record in
+                    finish(.json(200, AdminJSON.record(record)))
+                })
+        else {
             throw AdminError(503, "\(limit) long polls are waiting already (--admin-max-waiters); try again later")
         }
         waiterID = id

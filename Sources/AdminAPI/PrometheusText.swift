@@ -36,8 +36,10 @@ public struct PrometheusText {
     }
 
     /// A family with one sample per value of the label `label`, in the order given.
-    public mutating func labelled(_ name: String, _ type: String, _ help: String, by label: String,
-                           _ samples: some Sequence<(String, Double)>) {
+    public mutating func labelled(
+        _ name: String, _ type: String, _ help: String, by label: String,
+        _ samples: some Sequence<(String, Double)>
+    ) {
         family(name, type, help)
         for (labelValue, value) in samples { sample(name, [(label, labelValue)], value) }
     }

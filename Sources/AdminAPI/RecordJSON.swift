@@ -40,11 +40,14 @@ enum AdminJSON {
         o["certificate"] = r.certificateSubject.map(JSONValue.string) ?? .null
         o["teamId"] = r.teamID.map(JSONValue.string) ?? .null
         o["keyId"] = r.keyID.map(JSONValue.string) ?? .null
-        o["jwt"] = r.jwtVerified == nil && r.jwtHeader == nil ? .null : [
-            "header": r.jwtHeader.map(parsedOrText) ?? .null,
-            "claims": r.jwtClaims.map(parsedOrText) ?? .null,
-            "verified": r.jwtVerified.map(JSONValue.bool) ?? .bool(false),
-        ]
+        o["jwt"] =
+            r.jwtVerified == nil && r.jwtHeader == nil
+            ? .null
+            : [
+                "header": r.jwtHeader.map(parsedOrText) ?? .null,
+                "claims": r.jwtClaims.map(parsedOrText) ?? .null,
+                "verified": r.jwtVerified.map(JSONValue.bool) ?? .bool(false),
+            ]
         o["headers"] = .array(r.requestHeaders.map { ["name": .string($0.name), "value": .string($0.value)] })
         o["headersTruncated"] = .bool(r.headersTruncated)
         o["respondedAt"] = r.respondedAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null
@@ -56,8 +59,10 @@ enum AdminJSON {
     /// The answer as it went on the wire (status 0: the stream was reset or the connection
     /// ended by a fault rule).
     static func response(_ r: NotificationRecord) -> JSONValue {
-        var headers: [JSONValue] = [["name": ":status", "value": .string(String(r.status))],
-                                    ["name": "apns-id", "value": .string(r.apnsID)]]
+        var headers: [JSONValue] = [
+            ["name": ":status", "value": .string(String(r.status))],
+            ["name": "apns-id", "value": .string(r.apnsID)],
+        ]
         if let unique = r.uniqueID { headers.append(["name": "apns-unique-id", "value": .string(unique)]) }
         var body: JSONValue = .null
         if let reason = r.reason {
@@ -66,8 +71,10 @@ enum AdminJSON {
             if let timestamp = r.timestampMs { object["timestamp"] = .int(timestamp) }
             body = .object(object)
         }
-        return ["status": .int(Int64(r.status)), "reason": r.reason.map(JSONValue.string) ?? .null,
-                "headers": .array(headers), "body": body]
+        return [
+            "status": .int(Int64(r.status)), "reason": r.reason.map(JSONValue.string) ?? .null,
+            "headers": .array(headers), "body": body,
+        ]
     }
 
     /// The payload as JSON when it parses; otherwise as text, so a broken payload can still

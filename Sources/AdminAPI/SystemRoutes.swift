@@ -35,8 +35,10 @@ struct SystemRoutes: AdminResource {
 
     private func info() -> JSONValue {
         let (records, evicted, devices, tokens, keys, apps, faults, pending) = state.readWorld { w in
-            (w.records.count, w.records.evicted, w.registry.devices.count, w.registry.tokens.count, w.credentials.keys.count,
-             w.credentials.apps.count, w.faults.rules.count, w.delivery.pendingCount)
+            (
+                w.records.count, w.records.evicted, w.registry.devices.count, w.registry.tokens.count, w.credentials.keys.count,
+                w.credentials.apps.count, w.faults.rules.count, w.delivery.pendingCount
+            )
         }
         return [
             "version": .string(host.version),

@@ -39,9 +39,13 @@ struct TokenRoutes: AdminResource {
         case "unregistered":
             var since = now
             if let value = body["since"] {
-                if let ms = value.intValue { since = ms }
-                else if let iso = value.stringValue.flatMap(RFC3339.parse) { since = iso }
-                else { throw AdminError(400, "\"since\" must be milliseconds since the epoch or an RFC 3339 time") }
+                if let ms = value.intValue {
+                    since = ms
+                } else if let iso = value.stringValue.flatMap(RFC3339.parse) {
+                    since = iso
+                } else {
+                    throw AdminError(400, "\"since\" must be milliseconds since the epoch or an RFC 3339 time")
+                }
             }
             newState = .unregistered(sinceMs: since)
         default:

@@ -148,10 +148,11 @@ public struct CheckReport: Sendable {
         ok = value["ok"]?.boolValue ?? false
         crossAccountDeliveries = Int(value["crossAccountDeliveries"]?.intValue ?? 0)
         failures = (value["failures"]?.arrayValue ?? []).map { f in
-            Failure(check: f["check"]?.stringValue ?? "", apnsID: f["apnsId"]?.stringValue ?? "",
-                    deviceID: f["deviceId"]?.stringValue ?? "", bundleID: f["bundleId"]?.stringValue ?? "",
-                    userID: f["userId"]?.stringValue, addressee: f["addressee"]?.stringValue ?? "",
-                    at: f["at"]?.stringValue ?? "", message: f["message"]?.stringValue ?? "")
+            Failure(
+                check: f["check"]?.stringValue ?? "", apnsID: f["apnsId"]?.stringValue ?? "",
+                deviceID: f["deviceId"]?.stringValue ?? "", bundleID: f["bundleId"]?.stringValue ?? "",
+                userID: f["userId"]?.stringValue, addressee: f["addressee"]?.stringValue ?? "",
+                at: f["at"]?.stringValue ?? "", message: f["message"]?.stringValue ?? "")
         }
     }
 }

@@ -26,9 +26,10 @@ public struct EmulatorAdminClient: Sendable {
     /// Creates a virtual device with one app installed; the device is online and the app
     /// authorized and in the foreground unless said otherwise.
     @discardableResult
-    public func createDevice(bundleID: String, environment: PushEnvironment = .sandbox, deviceID: String? = nil,
-                             authorization: String? = nil, appState: String? = nil) throws(EmulatorAdminError) -> DeviceInfo
-    {
+    public func createDevice(
+        bundleID: String, environment: PushEnvironment = .sandbox, deviceID: String? = nil,
+        authorization: String? = nil, appState: String? = nil
+    ) throws(EmulatorAdminError) -> DeviceInfo {
         var body = JSONObject([("bundleId", .string(bundleID)), ("environment", .string(environment.rawValue))])
         if let deviceID { body["deviceId"] = .string(deviceID) }
         let created = try http.json("POST", "/api/v1/devices", body: .object(body))
@@ -68,9 +69,10 @@ public struct EmulatorAdminClient: Sendable {
 
     /// Changes an app's notification permission (`authorized`, `denied`, …), its state
     /// (`foreground`, `background`, `suspended`, `notRunning`, `forceQuit`) or background mode.
-    public func setApp(deviceID: String, bundleID: String, authorization: String? = nil, appState: String? = nil,
-                       backgroundMode: Bool? = nil) throws(EmulatorAdminError)
-    {
+    public func setApp(
+        deviceID: String, bundleID: String, authorization: String? = nil, appState: String? = nil,
+        backgroundMode: Bool? = nil
+    ) throws(EmulatorAdminError) {
         var body = JSONObject()
         if let authorization { body["authorization"] = .string(authorization) }
         if let appState { body["appState"] = .string(appState) }
@@ -127,7 +129,9 @@ public struct EmulatorAdminClient: Sendable {
 
     /// One page of the records matching `filter`, newest first; pass its `nextCursor` (with
     /// the same filter) for the older ones.
-    public func notificationsPage(_ filter: PushFilter = PushFilter(), limit: Int = 1000, cursor: String? = nil)
+    public func notificationsPage(
+        _ filter: PushFilter = PushFilter(), limit: Int = 1000, cursor: String? = nil
+    )
         throws(EmulatorAdminError) -> AdminPage<PushRecord>
     {
         let reply = try http.json("GET", "/api/v1/notifications" + Self.query(filter.queryItems + Self.paging(limit, cursor)))

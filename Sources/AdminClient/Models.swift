@@ -97,10 +97,11 @@ public struct PushFilter: Sendable, Equatable {
     /// Only records received at or after this time (ms since the epoch).
     public var sinceMs: Int64?
 
-    public init(token: String? = nil, topic: String? = nil, pushType: String? = nil, status: Int? = nil,
-                reason: String? = nil, environment: PushEnvironment? = nil, outcome: String? = nil,
-                deviceID: String? = nil, apnsID: String? = nil, sinceMs: Int64? = nil)
-    {
+    public init(
+        token: String? = nil, topic: String? = nil, pushType: String? = nil, status: Int? = nil,
+        reason: String? = nil, environment: PushEnvironment? = nil, outcome: String? = nil,
+        deviceID: String? = nil, apnsID: String? = nil, sinceMs: Int64? = nil
+    ) {
         self.token = token
         self.topic = topic
         self.pushType = pushType
@@ -167,12 +168,13 @@ public struct DeviceInfo: Sendable {
         apps = (value["apps"]?.arrayValue ?? []).map { app in
             var tokens: [String: String] = [:]
             for (kind, token) in app["tokens"]?.objectValue ?? JSONObject() { tokens[kind] = token.stringValue }
-            return App(bundleID: app["bundleId"]?.stringValue ?? "",
-                       environment: PushEnvironment(rawValue: app["environment"]?.stringValue ?? "") ?? .sandbox,
-                       token: app["token"]?.stringValue, tokens: tokens,
-                       authorization: app["authorization"]?.stringValue ?? "", appState: app["appState"]?.stringValue ?? "",
-                       backgroundMode: app["backgroundMode"]?.boolValue ?? false,
-                       tokenUploadPending: app["tokenUploadPending"]?.boolValue ?? false)
+            return App(
+                bundleID: app["bundleId"]?.stringValue ?? "",
+                environment: PushEnvironment(rawValue: app["environment"]?.stringValue ?? "") ?? .sandbox,
+                token: app["token"]?.stringValue, tokens: tokens,
+                authorization: app["authorization"]?.stringValue ?? "", appState: app["appState"]?.stringValue ?? "",
+                backgroundMode: app["backgroundMode"]?.boolValue ?? false,
+                tokenUploadPending: app["tokenUploadPending"]?.boolValue ?? false)
         }
     }
 }
@@ -205,9 +207,10 @@ public struct FaultRule: Sendable {
     /// Added latency before the answer, in milliseconds.
     public var delayMs: Int
 
-    public init(token: String? = nil, topic: String? = nil, pushType: String? = nil, environment: PushEnvironment? = nil,
-                action: Action, times: Int? = nil, after: Int = 0, delayMs: Int = 0)
-    {
+    public init(
+        token: String? = nil, topic: String? = nil, pushType: String? = nil, environment: PushEnvironment? = nil,
+        action: Action, times: Int? = nil, after: Int = 0, delayMs: Int = 0
+    ) {
         self.token = token
         self.topic = topic
         self.pushType = pushType

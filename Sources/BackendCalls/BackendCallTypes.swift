@@ -21,9 +21,10 @@ public struct BackendRequest: Sendable, Equatable {
     /// 1 = no retries.
     public var maxAttempts: Int
 
-    public init(deviceID: String, bundleID: String, hook: String, method: String, url: String, headers: [BackendHeader] = [],
-                body: [UInt8]? = nil, userID: String? = nil, token: String? = nil, timeoutMs: Int = 5000, maxAttempts: Int = 5)
-    {
+    public init(
+        deviceID: String, bundleID: String, hook: String, method: String, url: String, headers: [BackendHeader] = [],
+        body: [UInt8]? = nil, userID: String? = nil, token: String? = nil, timeoutMs: Int = 5000, maxAttempts: Int = 5
+    ) {
         self.deviceID = deviceID
         self.bundleID = bundleID
         self.hook = hook
@@ -71,9 +72,10 @@ public struct BackendCallRecord: Sendable, Equatable {
     public var atMs: Int64
     public var finishedAtMs: Int64?
 
-    public init(id: UInt64, request: BackendRequest, state: BackendCallState = .pending, status: Int? = nil,
-                responseBody: String? = nil, error: String? = nil, attempts: Int = 0, atMs: Int64, finishedAtMs: Int64? = nil)
-    {
+    public init(
+        id: UInt64, request: BackendRequest, state: BackendCallState = .pending, status: Int? = nil,
+        responseBody: String? = nil, error: String? = nil, attempts: Int = 0, atMs: Int64, finishedAtMs: Int64? = nil
+    ) {
         self.id = id
         self.request = request
         self.state = state

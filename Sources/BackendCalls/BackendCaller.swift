@@ -51,10 +51,11 @@ public final class BackendCaller: Sendable {
     ///   - retryMaxDelayMs: … up to this.
     ///   - maxConcurrentCalls: attempts on the wire at once (worker threads), over all backends.
     ///   - maxConcurrentCallsPerBackend: attempts on the wire at once to one backend.
-    public init(now: @escaping @Sendable () -> Int64, maxQueued: Int = defaultCapacity, maxQueuedPerBackend: Int? = nil,
-                logCapacity: Int = defaultCapacity, retryBaseDelayMs: Int = 200, retryMaxDelayMs: Int = 5_000,
-                maxConcurrentCalls: Int = 32, maxConcurrentCallsPerBackend: Int = 4)
-    {
+    public init(
+        now: @escaping @Sendable () -> Int64, maxQueued: Int = defaultCapacity, maxQueuedPerBackend: Int? = nil,
+        logCapacity: Int = defaultCapacity, retryBaseDelayMs: Int = 200, retryMaxDelayMs: Int = 5_000,
+        maxConcurrentCalls: Int = 32, maxConcurrentCallsPerBackend: Int = 4
+    ) {
         self.now = now
         self.maxQueued = max(0, maxQueued)
         self.maxQueuedPerBackend = max(1, maxQueuedPerBackend ?? self.maxQueued / 2)
@@ -99,7 +100,9 @@ public final class BackendCaller: Sendable {
 
     /// A page of the kept records, oldest first: ids above `after`, of one device, hook and/or
     /// bundle when given, at most `limit`, and whether more follow.
-    public func calls(after: UInt64?, limit: Int, deviceID: String?, hook: String?, bundleID: String?)
+    public func calls(
+        after: UInt64?, limit: Int, deviceID: String?, hook: String?, bundleID: String?
+    )
         -> (records: [BackendCallRecord], more: Bool)
     {
         state.withLock { queues in
@@ -195,7 +198,8 @@ public final class BackendCaller: Sendable {
         let key = CallQueues.LineKey(attempt.record.request)
         // A reset or shutdown since the attempt began: the call is no longer ours to record.
         guard attempt.generation == queues.generation, var record = queues.lines[key]?.calls.first?.record,
-              record.id == attempt.record.id else { return }
+            record.id == attempt.record.id
+        else { return }
         record.note(result)
         switch AttemptVerdict(result) {
         case .retryable where record.attempts < max(1, record.request.maxAttempts):
@@ -232,7 +236,8 @@ public final class BackendCaller: Sendable {
     private func retryDue(_ key: CallQueues.LineKey, callID: UInt64, generation: UInt64) {
         let start = state.withLock { queues -> Int in
             guard !queues.stopped, queues.generation == generation, let line = queues.lines[key],
-                  line.waitingForRetry, line.calls.first?.record.id == callID else { return 0 }
+                line.waitingForRetry, line.calls.first?.record.id == callID
+            else { return 0 }
             queues.lines[key]?.waitingForRetry = false
             queues.makeReady(key)
             return queues.workersToStart(poolSize: poolSize)
@@ -247,9 +252,10 @@ public final class BackendCaller: Sendable {
 
     private static func send(_ request: BackendRequest) -> AttemptResult {
         do {
-            return .success(try HTTP1Client.exchange(
-                url: request.url, method: request.method, headers: request.headers.map { HTTP1Header($0.name, $0.value) },
-                body: request.body, timeoutMs: max(1, request.timeoutMs)))
+            return .success(
+                try HTTP1Client.exchange(
+                    url: request.url, method: request.method, headers: request.headers.map { HTTP1Header($0.name, $0.value) },
+                    body: request.body, timeoutMs: max(1, request.timeoutMs)))
         } catch {
             return .failure(error)
         }

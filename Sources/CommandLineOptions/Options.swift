@@ -14,9 +14,10 @@ public struct OptionSpec: Sendable {
     public let repeatable: Bool
     public let help: String
 
-    public init(_ name: String, _ valueName: String?, default defaultValue: String? = nil, repeatable: Bool = false,
-                _ help: String)
-    {
+    public init(
+        _ name: String, _ valueName: String?, default defaultValue: String? = nil, repeatable: Bool = false,
+        _ help: String
+    ) {
         self.name = name
         self.valueName = valueName
         self.defaultValue = defaultValue
@@ -120,8 +121,10 @@ public enum OptionParser {
     /// environment and, if `--config` was given (or APNS_EMULATOR_CONFIG), the JSON file.
     /// `fillingDefaults: false` leaves unset options unset (their defaults are the caller's own
     /// values, which the table only shows).
-    public static func parse(_ arguments: [String], specs: [OptionSpec], environment: [String: String],
-                             configSpec: OptionSpec? = nil, fillingDefaults: Bool = true) throws(UsageError)
+    public static func parse(
+        _ arguments: [String], specs: [OptionSpec], environment: [String: String],
+        configSpec: OptionSpec? = nil, fillingDefaults: Bool = true
+    ) throws(UsageError)
         -> (ResolvedOptions, positional: [String])
     {
         var fromFlags: [String: [String]] = [:]
@@ -242,16 +245,18 @@ public enum OptionParser {
             let flag = (spec.valueName.map { "`\(spec.flag) \($0)`" } ?? "`\(spec.flag)`")
                 .replacingOccurrences(of: "|", with: "\\|")
             let meaning = spec.help.replacingOccurrences(of: "|", with: "\\|") + (spec.repeatable ? " (repeatable)" : "")
-            lines.append("| \(flag) | `\(spec.environmentVariable)` | `\(spec.configKey)` | \(spec.defaultValue.map { "`\($0)`" } ?? "") | \(meaning) |")
+            lines.append(
+                "| \(flag) | `\(spec.environmentVariable)` | `\(spec.configKey)` | \(spec.defaultValue.map { "`\($0)`" } ?? "") | \(meaning) |")
         }
         return lines.joined(separator: "\n")
     }
 
     /// `--help` text for a command. `configFile` says whether the command reads `--config`
     /// (only `serve` does), so config keys are shown only there.
-    public static func help(command: String, summary: String, specs: [OptionSpec], configFile: Bool = false,
-                            environmentVariables: Bool = false) -> String
-    {
+    public static func help(
+        command: String, summary: String, specs: [OptionSpec], configFile: Bool = false,
+        environmentVariables: Bool = false
+    ) -> String {
         var lines = ["usage: apns-emulator \(command) [options]", "", summary, "", "options:"]
         for spec in specs {
             let left = spec.valueName.map { "\(spec.flag) \($0)" } ?? spec.flag
@@ -260,8 +265,9 @@ public enum OptionParser {
             if spec.repeatable { right += " (repeatable)" }
             lines.append("  " + left.padding(toLength: max(34, left.count + 2), withPad: " ", startingAt: 0) + right)
             if environmentVariables {
-                lines.append("  " + String(repeating: " ", count: 34) + "env: \(spec.environmentVariable)"
-                    + (configFile ? ", config: \"\(spec.configKey)\"" : ""))
+                lines.append(
+                    "  " + String(repeating: " ", count: 34) + "env: \(spec.environmentVariable)"
+                        + (configFile ? ", config: \"\(spec.configKey)\"" : ""))
             }
         }
         return lines.joined(separator: "\n")

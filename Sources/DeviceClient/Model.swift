@@ -11,9 +11,10 @@ public struct DeviceApp: Sendable, Equatable {
     /// Token kinds the app registers for.
     public var kinds: [TokenKind]
 
-    public init(bundleID: String, environment: APNsEnvironment, authorization: Authorization = .authorized,
-                appState: AppState = .background, backgroundMode: Bool = true, kinds: [TokenKind] = [.app])
-    {
+    public init(
+        bundleID: String, environment: APNsEnvironment, authorization: Authorization = .authorized,
+        appState: AppState = .background, backgroundMode: Bool = true, kinds: [TokenKind] = [.app]
+    ) {
         self.bundleID = bundleID
         self.environment = environment
         self.authorization = authorization
@@ -127,8 +128,9 @@ public struct DeviceClientError: Error, CustomStringConvertible, Sendable {
     /// Builds the error for a server `error` frame.
     public init(serverFrame frame: JSONObject) {
         let code = frame["code"]?.stringValue ?? "unknown"
-        self.init(.server, frame["message"]?.stringValue ?? "", code: code, fatal: frame["fatal"]?.boolValue ?? false,
-                  frame: frame)
+        self.init(
+            .server, frame["message"]?.stringValue ?? "", code: code, fatal: frame["fatal"]?.boolValue ?? false,
+            frame: frame)
     }
 
     public var description: String {

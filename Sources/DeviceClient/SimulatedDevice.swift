@@ -66,9 +66,10 @@ public final class SimulatedDevice {
     /// Scratch space for socket reads, kept: zeroing 64 KB on every poll adds up.
     private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
 
-    public init(address: HostPort, deviceID: String, apps: [DeviceApp], lowPowerMode: Bool = false,
-                tls: (caPath: String?, verifyPeer: Bool)? = nil)
-    {
+    public init(
+        address: HostPort, deviceID: String, apps: [DeviceApp], lowPowerMode: Bool = false,
+        tls: (caPath: String?, verifyPeer: Bool)? = nil
+    ) {
         self.address = address
         self.deviceID = deviceID
         self.apps = apps
@@ -263,11 +264,14 @@ public final class SimulatedDevice {
 
     /// Changes an app's settings; returns the `appUpdated` answer.
     @discardableResult
-    public func setApp(_ bundleID: String, appState: AppState? = nil, authorization: Authorization? = nil,
-                       backgroundMode: Bool? = nil) throws(DeviceClientError) -> JSONObject
-    {
-        try command(.app(bundleID: bundleID, appState: appState, authorization: authorization, backgroundMode: backgroundMode),
-                    what: "appUpdated") { $0["type"]?.stringValue == "appUpdated" && $0["bundleId"]?.stringValue == bundleID }
+    public func setApp(
+        _ bundleID: String, appState: AppState? = nil, authorization: Authorization? = nil,
+        backgroundMode: Bool? = nil
+    ) throws(DeviceClientError) -> JSONObject {
+        try command(
+            .app(bundleID: bundleID, appState: appState, authorization: authorization, backgroundMode: backgroundMode),
+            what: "appUpdated"
+        ) { $0["type"]?.stringValue == "appUpdated" && $0["bundleId"]?.stringValue == bundleID }
     }
 
     /// Turns Low Power Mode on or off; waits for `deviceUpdated`.
@@ -356,18 +360,20 @@ public final class SimulatedDevice {
 
     // MARK: Waiting
 
-    private func command(_ request: DeviceRequest, what: String,
-                         matches: (JSONObject) -> Bool) throws(DeviceClientError) -> JSONObject
-    {
+    private func command(
+        _ request: DeviceRequest, what: String,
+        matches: (JSONObject) -> Bool
+    ) throws(DeviceClientError) -> JSONObject {
         let deadline = Monotonic.nowMilliseconds() + Int64(commandTimeoutMilliseconds)
         let mark = received
         try self.request(request)
         return try awaitAnswer(after: mark, deadline: deadline, what: what, matches: matches)
     }
 
-    private func awaitRegistered(bundleID: String, kinds: [TokenKind], after mark: UInt64,
-                                 deadline: Int64) throws(DeviceClientError) -> [TokenKind: String]
-    {
+    private func awaitRegistered(
+        bundleID: String, kinds: [TokenKind], after mark: UInt64,
+        deadline: Int64
+    ) throws(DeviceClientError) -> [TokenKind: String] {
         var result: [TokenKind: String] = [:]
         for kind in kinds where result[kind] == nil {
             let frame = try awaitAnswer(after: mark, deadline: deadline, what: "registered for \(bundleID) (\(kind.rawValue))") {
@@ -385,9 +391,10 @@ public final class SimulatedDevice {
 
     /// Takes the first frame received after `mark` that `matches`; an `error` frame received
     /// after `mark` (before the answer) is the answer instead and is thrown.
-    private func awaitAnswer(after mark: UInt64, deadline: Int64, what: String,
-                             matches: (JSONObject) -> Bool) throws(DeviceClientError) -> JSONObject
-    {
+    private func awaitAnswer(
+        after mark: UInt64, deadline: Int64, what: String,
+        matches: (JSONObject) -> Bool
+    ) throws(DeviceClientError) -> JSONObject {
         let started = Monotonic.nowMilliseconds()
         let frame = try take(after: mark, deadline: deadline, deferBadFrames: true) { entry in
             entry["type"]?.stringValue == "error" || matches(entry)
@@ -404,9 +411,10 @@ public final class SimulatedDevice {
 
     /// Takes the first queued frame (received after `mark`) that `matches`, reading until the
     /// deadline. nil on timeout; throws when the connection closes first.
-    private func take(after mark: UInt64 = 0, deadline: Int64, deferBadFrames: Bool,
-                      _ matches: (JSONObject) -> Bool) throws(DeviceClientError) -> JSONObject?
-    {
+    private func take(
+        after mark: UInt64 = 0, deadline: Int64, deferBadFrames: Bool,
+        _ matches: (JSONObject) -> Bool
+    ) throws(DeviceClientError) -> JSONObject? {
         var checked = 0
         while true {
             if let index = inbox[checked...].firstIndex(where: { $0.seq > mark && matches($0.message) }) {
@@ -459,8 +467,9 @@ public final class SimulatedDevice {
                 return
             case .closed:
                 let partial = readBuffer.count > readStart
-                disconnect(reason: wasReplaced ? "replaced by a newer connection" :
-                    "the emulator closed the connection" + (partial ? " (in the middle of a line)" : ""))
+                disconnect(
+                    reason: wasReplaced
+                        ? "replaced by a newer connection" : "the emulator closed the connection" + (partial ? " (in the middle of a line)" : ""))
                 return
             case .failed(let message):
                 disconnect(reason: message)
@@ -552,7 +561,8 @@ public final class SimulatedDevice {
             }
         case "appUpdated":
             guard let bundleID = frame["bundleId"]?.stringValue,
-                  let index = apps.firstIndex(where: { $0.bundleID == bundleID }) else { break }
+                let index = apps.firstIndex(where: { $0.bundleID == bundleID })
+            else { break }
             if let value = frame["appState"]?.stringValue.flatMap(AppState.init(rawValue:)) { apps[index].appState = value }
             if let value = frame["authorization"]?.stringValue.flatMap(Authorization.init(rawValue:)) {
                 apps[index].authorization = value

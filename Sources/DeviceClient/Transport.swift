@@ -49,7 +49,9 @@ final class Transport {
             case .wantWrite: events = Int16(POLLOUT)
             case .closed:
                 close()
-                throw DeviceClientError(.connectFailed, "TLS handshake with \(address) failed: the server closed the connection (is its device listener TLS? serve --device-tls)")
+                throw DeviceClientError(
+                    .connectFailed,
+                    "TLS handshake with \(address) failed: the server closed the connection (is its device listener TLS? serve --device-tls)")
             case .failed(let message):
                 close()
                 throw DeviceClientError(.connectFailed, "TLS handshake with \(address) failed: \(message)")
@@ -145,4 +147,3 @@ final class Transport {
         }
     }
 }
-

@@ -64,10 +64,11 @@ final class EmulatorAdminHost: AdminHost, Sendable {
         do { key = try ES256PublicKey(pemPrivateOrPublic: pem) } catch {
             throw AdminError(400, "\(error); expected a PKCS#8 EC P-256 private key (.p8) or a PEM public key")
         }
-        return ProviderKey(teamID: spec.teamID, keyID: spec.keyID, environment: spec.environment,
-                           topics: spec.topics.map(Set.init), relatedKeyID: spec.relatedKeyID,
-                           verifier: ES256SignatureVerifier(key: key), source: body["pem"] != nil ? "api" : spec.path,
-                           pem: pem, addedAtRunTime: true)
+        return ProviderKey(
+            teamID: spec.teamID, keyID: spec.keyID, environment: spec.environment,
+            topics: spec.topics.map(Set.init), relatedKeyID: spec.relatedKeyID,
+            verifier: ES256SignatureVerifier(key: key), source: body["pem"] != nil ? "api" : spec.path,
+            pem: pem, addedAtRunTime: true)
     }
 
     func checkApp(teamID: String, bundleID: String) throws(AdminError) {
@@ -78,16 +79,19 @@ final class EmulatorAdminHost: AdminHost, Sendable {
 extension Emulator {
     /// The admin API with the access rules and limits of the configuration.
     static func makeAdminService(_ c: ServeConfiguration, host: EmulatorAdminHost, events: EventHub, metrics: AdminMetrics) -> AdminService {
-        let settings = AdminSettings(maxWaiters: c.admin.maxWaiters, keysDirectory: c.admin.keysDirectory, strictChecks: c.strictChecks,
-                                     maxConnections: c.admin.maxConnections, readTimeoutMs: c.admin.readTimeoutMs)
-        return AdminService(host: host, events: events, metrics: metrics, policy: c.admin.policy(boundTo: c.listeners.admin),
-                            settings: settings)
+        let settings = AdminSettings(
+            maxWaiters: c.admin.maxWaiters, keysDirectory: c.admin.keysDirectory, strictChecks: c.strictChecks,
+            maxConnections: c.admin.maxConnections, readTimeoutMs: c.admin.readTimeoutMs)
+        return AdminService(
+            host: host, events: events, metrics: metrics, policy: c.admin.policy(boundTo: c.listeners.admin),
+            settings: settings)
     }
 
     /// The HTTP/1.1 server of the admin listener.
     static func makeAdminServer(_ c: ServeConfiguration, service: AdminService) -> HTTP1Server {
-        let options = HTTP1Server.Options(maxConnections: c.admin.maxConnections, readTimeoutMs: c.admin.readTimeoutMs,
-                                          idleTimeoutMs: c.admin.idleTimeoutMs)
+        let options = HTTP1Server.Options(
+            maxConnections: c.admin.maxConnections, readTimeoutMs: c.admin.readTimeoutMs,
+            idleTimeoutMs: c.admin.idleTimeoutMs)
         return HTTP1Server(options: options, service: service)
     }
 }

@@ -30,21 +30,31 @@ public struct AdminOptions: Sendable {
 
     enum Flag {
         private static let defaults = AdminOptions()
-        static let allowedHost = OptionSpec("admin-allowed-host", "NAME", repeatable: true,
-                                            "another name the admin API may be reached by (its Host header), e.g. apns-emulator in a compose network; loopback names and IP addresses are always allowed")
-        static let token = OptionSpec("admin-token", "TOKEN",
-                                      "require Authorization: Bearer TOKEN on the admin API (all but /livez, /readyz and the web UI's files); prefer the environment variable, flags show in ps")
-        static let insecure = OptionSpec("admin-insecure", nil,
-                                         "allow --admin-listen on a non-loopback address without --admin-token (anyone who reaches it can change everything)")
-        static let keysDirectory = OptionSpec("keys-dir", "DIR", "directory POST /api/v1/keys may read key files from (\"path\"); without it keys are sent as \"pem\"")
-        static let maxConnections = OptionSpec("admin-max-connections", "N", default: String(defaults.maxConnections),
-                                               "concurrent admin connections; more are answered 503")
-        static let maxWaiters = OptionSpec("admin-max-waiters", "N", default: String(defaults.maxWaiters),
-                                           "concurrent long polls (/api/v1/notifications/wait); more are answered 503")
-        static let readTimeout = OptionSpec("admin-read-timeout", "SECONDS", default: String(defaults.readTimeoutMs / 1000),
-                                            "time a client has to send a request's headers, and then its body; slower clients get 408 and are closed")
-        static let idleTimeout = OptionSpec("admin-idle-timeout", "SECONDS", default: String(defaults.idleTimeoutMs / 1000),
-                                            "close admin keep-alive connections idle this long")
+        static let allowedHost = OptionSpec(
+            "admin-allowed-host", "NAME", repeatable: true,
+            "another name the admin API may be reached by (its Host header), e.g. apns-emulator in a compose network; loopback names and IP addresses are always allowed"
+        )
+        static let token = OptionSpec(
+            "admin-token", "TOKEN",
+            "require Authorization: Bearer TOKEN on the admin API (all but /livez, /readyz and the web UI's files); prefer the environment variable, flags show in ps"
+        )
+        static let insecure = OptionSpec(
+            "admin-insecure", nil,
+            "allow --admin-listen on a non-loopback address without --admin-token (anyone who reaches it can change everything)")
+        static let keysDirectory = OptionSpec(
+            "keys-dir", "DIR", "directory POST /api/v1/keys may read key files from (\"path\"); without it keys are sent as \"pem\"")
+        static let maxConnections = OptionSpec(
+            "admin-max-connections", "N", default: String(defaults.maxConnections),
+            "concurrent admin connections; more are answered 503")
+        static let maxWaiters = OptionSpec(
+            "admin-max-waiters", "N", default: String(defaults.maxWaiters),
+            "concurrent long polls (/api/v1/notifications/wait); more are answered 503")
+        static let readTimeout = OptionSpec(
+            "admin-read-timeout", "SECONDS", default: String(defaults.readTimeoutMs / 1000),
+            "time a client has to send a request's headers, and then its body; slower clients get 408 and are closed")
+        static let idleTimeout = OptionSpec(
+            "admin-idle-timeout", "SECONDS", default: String(defaults.idleTimeoutMs / 1000),
+            "close admin keep-alive connections idle this long")
     }
 
     static let specs = [
@@ -88,9 +98,10 @@ public struct AdminOptions: Sendable {
         idleTimeoutMs = try options.integer(Flag.idleTimeout, in: 1...86_400).map { Int64($0) * 1000 } ?? idleTimeoutMs
 
         if let adminListen, token == nil, !insecure, !Self.isLoopback(adminListen.host) {
-            throw UsageError("--admin-listen \(adminListen) makes the admin API (which can add keys, devices and faults, and reset"
-                + " everything) reachable from other machines. Require a token with --admin-token TOKEN"
-                + " (APNS_EMULATOR_ADMIN_TOKEN), or accept the exposure with --admin-insecure (APNS_EMULATOR_ADMIN_INSECURE=true)")
+            throw UsageError(
+                "--admin-listen \(adminListen) makes the admin API (which can add keys, devices and faults, and reset"
+                    + " everything) reachable from other machines. Require a token with --admin-token TOKEN"
+                    + " (APNS_EMULATOR_ADMIN_TOKEN), or accept the exposure with --admin-insecure (APNS_EMULATOR_ADMIN_INSECURE=true)")
         }
     }
 

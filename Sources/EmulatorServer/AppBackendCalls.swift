@@ -9,9 +9,10 @@ extension BackendRequest {
         if let payload = intent.payload { values.payload = try? JSONValue.parse(payload) }
         let hook = intent.backend.hooks[intent.hook]!
         let rendered = HookTemplate.render(hook, values)
-        self.init(deviceID: values.deviceID, bundleID: values.bundleID, hook: intent.hook.rawValue, method: rendered.method,
-                  url: rendered.url, headers: rendered.headers.map { BackendHeader($0.name, $0.value) }, body: rendered.body,
-                  userID: values.userID, token: values.token, timeoutMs: intent.backend.timeoutMs,
-                  maxAttempts: intent.backend.maxAttempts)
+        self.init(
+            deviceID: values.deviceID, bundleID: values.bundleID, hook: intent.hook.rawValue, method: rendered.method,
+            url: rendered.url, headers: rendered.headers.map { BackendHeader($0.name, $0.value) }, body: rendered.body,
+            userID: values.userID, token: values.token, timeoutMs: intent.backend.timeoutMs,
+            maxAttempts: intent.backend.maxAttempts)
     }
 }

@@ -12,7 +12,9 @@ public enum Banner {
         var lines = ["apns-emulator \(Emulator.version): local APNs emulator. TEST ONLY: never point real devices or keys you care about at it."]
         func row(_ label: String, _ value: String) { lines.append("  " + label.padding(toLength: 24, withPad: " ", startingAt: 0) + value) }
         for x in a.listen {
-            row("provider, Apple-style", "https://\(x)  (environment by host name: api.push.apple.com = production, api.sandbox.push.apple.com = sandbox)")
+            row(
+                "provider, Apple-style",
+                "https://\(x)  (environment by host name: api.push.apple.com = production, api.sandbox.push.apple.com = sandbox)")
         }
         if let x = a.sandbox { row("provider, sandbox", "https://\(x)  (TLS 1.2+, ALPN h2 or prior knowledge)") }
         if let x = a.production { row("provider, production", "https://\(x)") }
@@ -26,7 +28,9 @@ public enum Banner {
         if let x = a.device {
             row("device socket", "\(x)  (\(c.listeners.deviceTLS ? "TLS" : "plain TCP"), docs/device-protocol.md)")
         }
-        if let ca = a.caFile { row("trust this CA", ca) } else if c.listeners.hasTLSProviderListener {
+        if let ca = a.caFile {
+            row("trust this CA", ca)
+        } else if c.listeners.hasTLSProviderListener {
             row("TLS certificate", c.tls.source.certificatePath)
         }
         let keys = emulator.state.readWorld { world in
@@ -34,7 +38,10 @@ public enum Banner {
         }
         row("provider keys", keys.isEmpty ? "none (add --auth-key TEAMID:KEYID:PATH)" : keys.joined(separator: ", "))
         if let demo = emulator.demo {
-            row("demo", "team \(Emulator.demoTeamID), key \(Emulator.demoKeyID) (\(demo.keyPath)), app \(Emulator.demoBundleID), device \(Emulator.demoDeviceID)")
+            row(
+                "demo",
+                "team \(Emulator.demoTeamID), key \(Emulator.demoKeyID) (\(demo.keyPath)), app \(Emulator.demoBundleID), device \(Emulator.demoDeviceID)"
+            )
         }
 
         lines.append("")
@@ -86,7 +93,9 @@ public enum Banner {
         let adminAuth = emulator.configuration.admin.token == nil ? "" : " -H \"authorization: Bearer $APNS_EMULATOR_ADMIN_TOKEN\""
         var lines: [String] = []
         if example.placeholder {
-            lines.append("No configured key can sign a push (a .p8 private key is needed); with your own, --auth-key TEAMID:KEYID:AuthKey.p8 --app TEAMID:BUNDLEID:")
+            lines.append(
+                "No configured key can sign a push (a .p8 private key is needed); with your own, --auth-key TEAMID:KEYID:AuthKey.p8 --app TEAMID:BUNDLEID:"
+            )
         }
         let token: String
         if let known = example.token {
@@ -94,7 +103,9 @@ public enum Banner {
         } else if let admin = a.admin {
             token = "$TOKEN"
             lines.append("Create a device with the app (its token goes into $TOKEN):")
-            lines.append("  TOKEN=$(curl -s\(adminAuth) -H 'content-type: application/json' -X POST -d '{\"bundleId\":\"\(example.topic)\",\"environment\":\"\(example.environment.rawValue)\"}' \\")
+            lines.append(
+                "  TOKEN=$(curl -s\(adminAuth) -H 'content-type: application/json' -X POST -d '{\"bundleId\":\"\(example.topic)\",\"environment\":\"\(example.environment.rawValue)\"}' \\"
+            )
             lines.append("    http://\(admin)/api/v1/devices | sed -n 's/.*\"token\": *\"\\([0-9a-f]*\\)\".*/\\1/p')")
         } else {
             token = "DEVICE_TOKEN"
@@ -108,7 +119,9 @@ public enum Banner {
             lines.append("or with the built-in provider:")
             let caOption = a.caFile.map { "--ca \($0) " } ?? ""
             let environmentFlag = example.environment == .production ? "--production " : ""
-            lines.append("  \(exe) send \(environmentFlag)--host \(sendHost) \(caOption)--key \(example.keySpec) --topic \(example.topic) --token \(token) '{\"aps\":{\"alert\":\"Hello\"}}'")
+            lines.append(
+                "  \(exe) send \(environmentFlag)--host \(sendHost) \(caOption)--key \(example.keySpec) --topic \(example.topic) --token \(token) '{\"aps\":{\"alert\":\"Hello\"}}'"
+            )
         }
         if let x = a.admin {
             lines.append("and see what arrived:")
@@ -119,8 +132,9 @@ public enum Banner {
 
     static func chooseExample(_ emulator: Emulator) -> Example {
         if let demo = emulator.demo {
-            return Example(keySpec: "\(Emulator.demoTeamID):\(Emulator.demoKeyID):\(demo.keyPath)", topic: Emulator.demoBundleID,
-                           environment: .sandbox, token: demo.token)
+            return Example(
+                keySpec: "\(Emulator.demoTeamID):\(Emulator.demoKeyID):\(demo.keyPath)", topic: Emulator.demoBundleID,
+                environment: .sandbox, token: demo.token)
         }
         let c = emulator.configuration
         // A key that can sign (a .p8, not a public key) and an app its team owns.
@@ -133,15 +147,17 @@ public enum Banner {
                 let token = world.registry.tokens.values
                     .filter { $0.bundleID == bundle && $0.environment == environment && $0.kind == .app && $0.state == .active }
                     .map(\.token).sorted().first
-                return Example(keySpec: "\(spec.teamID):\(spec.keyID):\(spec.path)", topic: bundle, environment: environment,
-                               token: token)
+                return Example(
+                    keySpec: "\(spec.teamID):\(spec.keyID):\(spec.path)", topic: bundle, environment: environment,
+                    token: token)
             }
             return nil
         }
         if let choice { return choice }
         let bundle = emulator.state.readWorld { $0.credentials.apps.keys.sorted().first } ?? "com.example.app"
-        return Example(keySpec: "TEAMID:KEYID:AuthKey_KEYID.p8", topic: bundle, environment: .sandbox, token: nil,
-                       placeholder: true)
+        return Example(
+            keySpec: "TEAMID:KEYID:AuthKey_KEYID.p8", topic: bundle, environment: .sandbox, token: nil,
+            placeholder: true)
     }
 
     /// The addresses as a client on this machine reaches them: a listener on every interface

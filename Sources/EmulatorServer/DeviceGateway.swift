@@ -25,9 +25,10 @@ final class DeviceGateway: Sendable {
         let loop: EventLoop
     }
 
-    init(state: EmulatorState, clock: any EmulatorClock, durability: StateWriter?, logger: Logger,
-         relay: (@Sendable ([DeviceFrame]) -> Void)?)
-    {
+    init(
+        state: EmulatorState, clock: any EmulatorClock, durability: StateWriter?, logger: Logger,
+        relay: (@Sendable ([DeviceFrame]) -> Void)?
+    ) {
         self.state = state
         self.clock = clock
         self.durability = durability
@@ -285,11 +286,14 @@ final class DeviceConnection: ConnectionHandler {
             let authorization = try Self.optionalEnum(m, "authorization", Authorization.self)
             let backgroundMode = try Self.optionalBool(m, "backgroundMode")
             let (settings, frames) = try state.withWorld { world throws(DeviceRequestError) in
-                try world.updateApp(deviceID: deviceID, bundleID: bundle, appState: appState, authorization: authorization,
-                                    backgroundMode: backgroundMode, nowMs: now)
+                try world.updateApp(
+                    deviceID: deviceID, bundleID: bundle, appState: appState, authorization: authorization,
+                    backgroundMode: backgroundMode, nowMs: now)
             }
-            send(["type": "appUpdated", "bundleId": .string(bundle), "authorization": .string(settings.authorization.rawValue),
-                  "appState": .string(settings.appState.rawValue), "backgroundMode": .bool(settings.backgroundMode)])
+            send([
+                "type": "appUpdated", "bundleId": .string(bundle), "authorization": .string(settings.authorization.rawValue),
+                "appState": .string(settings.appState.rawValue), "backgroundMode": .bool(settings.backgroundMode),
+            ])
             gateway.dispatch(frames)
         case "device":
             guard let on = try Self.optionalBool(m, "lowPowerMode") else {
@@ -311,8 +315,10 @@ final class DeviceConnection: ConnectionHandler {
             let (invalidAt, tokens) = try state.withWorld { world throws(DeviceRequestError) in
                 try world.uninstallApp(deviceID: deviceID, bundleID: bundle, nowMs: now)
             }
-            send(["type": "uninstalled", "bundleId": .string(bundle), "unregisteredAt": .int(invalidAt),
-                  "tokens": .array(tokens.map { .string($0.token) })])
+            send([
+                "type": "uninstalled", "bundleId": .string(bundle), "unregisteredAt": .int(invalidAt),
+                "tokens": .array(tokens.map { .string($0.token) }),
+            ])
         case "rotate":
             let bundle = try Self.string(m, "bundleId")
             let entries = try state.withWorld { world throws(DeviceRequestError) in
@@ -328,8 +334,10 @@ final class DeviceConnection: ConnectionHandler {
                 try world.restoreBackup(from: source, to: deviceID, nowMs: now)
             }
             entries.forEach { send(World.registeredMessage($0)) }
-            send(["type": "restored", "fromDeviceId": .string(source),
-                  "bundleIds": .array(Array(Set(entries.map(\.bundleID))).sorted().map(JSONValue.string))])
+            send([
+                "type": "restored", "fromDeviceId": .string(source),
+                "bundleIds": .array(Array(Set(entries.map(\.bundleID))).sorted().map(JSONValue.string)),
+            ])
         case "login":
             let user = try Self.string(m, "userId")
             let previous = try state.withWorld { world throws(DeviceRequestError) in try world.login(deviceID: deviceID, userID: user) }
@@ -342,8 +350,10 @@ final class DeviceConnection: ConnectionHandler {
             let tapped = try state.withWorld { world throws(DeviceRequestError) in
                 try world.tap(deviceID: deviceID, apnsID: apnsID, nowMs: now)
             }
-            send(["type": "tapped", "apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
-                  "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched)])
+            send([
+                "type": "tapped", "apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
+                "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched),
+            ])
             gateway.dispatch(tapped.frames)
         default:
             throw DeviceRequestError("unknown_type", "unknown message type '\(type)'")
@@ -360,8 +370,10 @@ final class DeviceConnection: ConnectionHandler {
         if let list = m["apps"] {
             guard let items = list.arrayValue else { throw DeviceRequestError("bad_request", "\"apps\" must be a list") }
             guard items.count <= DeviceRegistry.maxAppsPerDevice else {
-                fail(DeviceRequestError.tooManyApps, "the hello lists \(items.count) apps; a device has at most "
-                     + "\(DeviceRegistry.maxAppsPerDevice) installed", fatal: true)
+                fail(
+                    DeviceRequestError.tooManyApps,
+                    "the hello lists \(items.count) apps; a device has at most "
+                        + "\(DeviceRegistry.maxAppsPerDevice) installed", fatal: true)
                 return
             }
             for item in items {
@@ -408,13 +420,16 @@ final class DeviceConnection: ConnectionHandler {
         return bool
     }
 
-    static func optionalEnum<T: RawRepresentable & CaseIterable>(_ m: JSONObject, _ key: String, _ type: T.Type)
+    static func optionalEnum<T: RawRepresentable & CaseIterable>(
+        _ m: JSONObject, _ key: String, _ type: T.Type
+    )
         throws(DeviceRequestError) -> T? where T.RawValue == String
     {
         guard let value = m[key], value != .null else { return nil }
         guard let text = value.stringValue, let parsed = T(rawValue: text) else {
-            throw DeviceRequestError("bad_request",
-                                     "\"\(key)\" must be one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
+            throw DeviceRequestError(
+                "bad_request",
+                "\"\(key)\" must be one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         return parsed
     }

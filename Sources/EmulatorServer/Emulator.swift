@@ -75,13 +75,17 @@ public final class Emulator: Sendable {
     }
 
     /// `logger` defaults to standard error, info and up (warnings and up with `quiet`).
-    public init(configuration: ServeConfiguration, clock followed: any EmulatorClock = SystemClock(), logger: Logger? = nil)
+    public init(
+        configuration: ServeConfiguration, clock followed: any EmulatorClock = SystemClock(), logger: Logger? = nil
+    )
         throws(StartupError)
     {
         self.configuration = configuration
-        let logger = logger ?? Logger(minimum: configuration.quiet ? .warning : .info) {
-            RFC3339.format(milliseconds: SystemClock().nowMilliseconds())
-        }
+        let logger =
+            logger
+            ?? Logger(minimum: configuration.quiet ? .warning : .info) {
+                RFC3339.format(milliseconds: SystemClock().nowMilliseconds())
+            }
         self.logger = logger
         let clock = OffsetClock(base: followed)
         self.clock = clock
@@ -89,9 +93,10 @@ public final class Emulator: Sendable {
         startedAtMs = clock.nowMilliseconds()
 
         // The world to start with: the configuration, laid under what a state directory holds.
-        var world = World(registry: DeviceRegistry(tokenByteCount: configuration.tokenBytes),
-                          records: RecordStore(capacity: configuration.records.maxRecords, byteBudget: configuration.records.maxRecordBytes),
-                          deliveryOptions: configuration.delivery)
+        var world = World(
+            registry: DeviceRegistry(tokenByteCount: configuration.tokenBytes),
+            records: RecordStore(capacity: configuration.records.maxRecords, byteBudget: configuration.records.maxRecordBytes),
+            deliveryOptions: configuration.delivery)
         world.deliveryOptions.deliveryIDsAreSequences = configuration.state.redis != nil
         let madeDemoDevice = try StartCredentials.configure(configuration, into: &world, clock: clock)
         demoKeyPath = madeDemoDevice ? StartCredentials.demoKeyPath(configuration) : nil
@@ -100,16 +105,18 @@ public final class Emulator: Sendable {
         var current = world
         var stateDirectory: StateDirectoryService?
         if let directory = configuration.state.directory {
-            let (restored, service) = try StateDirectory.open(directory.path, configured: world, journalLag: directory.journalLag,
-                                                              onFailure: directory.onFailure, clock: clock, logger: logger)
+            let (restored, service) = try StateDirectory.open(
+                directory.path, configured: world, journalLag: directory.journalLag,
+                onFailure: directory.onFailure, clock: clock, logger: logger)
             current = restored
             stateDirectory = service
         }
         durability = stateDirectory?.writer
         if configuration.state.redis != nil { current.startTrackingChanges() }
 
-        let backendCalls = BackendCaller(now: { clock.nowMilliseconds() }, maxQueued: configuration.records.maxBackendCalls,
-                                         logCapacity: configuration.records.maxBackendCalls)
+        let backendCalls = BackendCaller(
+            now: { clock.nowMilliseconds() }, maxQueued: configuration.records.maxBackendCalls,
+            logCapacity: configuration.records.maxBackendCalls)
         self.backendCalls = backendCalls
         state = EmulatorState(start: current, persistence: durability) { [weak backendCalls] intents in
             backendCalls?.enqueue(intents.map(BackendRequest.init(intent:)))
@@ -117,8 +124,9 @@ public final class Emulator: Sendable {
         // A reset goes back to the configuration, not to what a state directory held.
         state.setStartState(world)
         if let redis = configuration.state.redis {
-            let coordinator = RedisCoordinator(store: RedisStateStore(url: redis.url, prefix: redis.prefix), state: state,
-                                               configured: world, clock: clock, loadKey: StateDirectory.loadKey, logger: logger)
+            let coordinator = RedisCoordinator(
+                store: RedisStateStore(url: redis.url, prefix: redis.prefix), state: state,
+                configured: world, clock: clock, loadKey: StateDirectory.loadKey, logger: logger)
             state.attach(coordinator: coordinator)
             shared = coordinator
         } else {
@@ -132,8 +140,9 @@ public final class Emulator: Sendable {
         let devices = DeviceGateway(state: state, clock: clock, durability: durability, logger: logger, relay: relay)
         self.devices = devices
         shared?.deliverFrames.set { [weak devices] frames in devices?.dispatch(frames) }
-        providers = ProviderConnections(connections: configuration.connections, load: configuration.load, devices: devices,
-                                        durability: durability, tls: tls, logger: logger)
+        providers = ProviderConnections(
+            connections: configuration.connections, load: configuration.load, devices: devices,
+            durability: durability, tls: tls, logger: logger)
         events = EventHub(state: state, metrics: adminMetrics)
         let events = self.events
         backendCalls.onChange = { [weak events] call in events?.backendCallChanged(call) }
@@ -147,8 +156,10 @@ public final class Emulator: Sendable {
         let adminHost = EmulatorAdminHost()
         adminService = Self.makeAdminService(configuration, host: adminHost, events: events, metrics: adminMetrics)
         adminServer = Self.makeAdminServer(configuration, service: adminService)
-        listeners = ListenerSet(configuration: configuration, tls: tls, group: group, adminLoop: adminGroup.loops[0], endpoint: endpoint,
-                                providers: providers, devices: devices, admin: adminServer, logger: logger) { [weak shared] in
+        listeners = ListenerSet(
+            configuration: configuration, tls: tls, group: group, adminLoop: adminGroup.loops[0], endpoint: endpoint,
+            providers: providers, devices: devices, admin: adminServer, logger: logger
+        ) { [weak shared] in
             shared?.firstConnectionID ?? 1
         }
 
@@ -159,15 +170,20 @@ public final class Emulator: Sendable {
         parts.append(ServicePart("backend calls", stop: { [backendCalls] _ in backendCalls.shutdown() }))
         parts.append(tls)
         parts.append(listeners)
-        parts.append(ServicePart("event loops", start: { [group, adminGroup] in
-            group.start()
-            adminGroup.start()
-        }, stop: { [group, adminGroup] _ in
-            group.stop()
-            adminGroup.stop()
-        }))
-        serving = Serving(tickLoop: group.loops[0], devices: devices, listeners: listeners, providers: providers,
-                          readyFile: configuration.readyFile, logger: logger)
+        parts.append(
+            ServicePart(
+                "event loops",
+                start: { [group, adminGroup] in
+                    group.start()
+                    adminGroup.start()
+                },
+                stop: { [group, adminGroup] _ in
+                    group.stop()
+                    adminGroup.stop()
+                }))
+        serving = Serving(
+            tickLoop: group.loops[0], devices: devices, listeners: listeners, providers: providers,
+            readyFile: configuration.readyFile, logger: logger)
         parts.append(serving)
         services = ServiceGroup(parts)
         adminHost.attach(self)
@@ -204,9 +220,10 @@ private final class Serving: Service {
     private let readyFile: String?
     private let logger: Logger
 
-    init(tickLoop: EventLoop, devices: DeviceGateway, listeners: ListenerSet, providers: ProviderConnections, readyFile: String?,
-         logger: Logger)
-    {
+    init(
+        tickLoop: EventLoop, devices: DeviceGateway, listeners: ListenerSet, providers: ProviderConnections, readyFile: String?,
+        logger: Logger
+    ) {
         self.tickLoop = tickLoop
         self.devices = devices
         self.listeners = listeners

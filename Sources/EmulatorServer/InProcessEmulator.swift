@@ -35,9 +35,10 @@ public final class InProcessEmulator: Sendable {
     /// then `arguments` (more `apns-emulator serve` options) apply over it; without `logging`
     /// the emulator is quiet. The process's APNS_EMULATOR_* variables are not read: it is
     /// self-contained.
-    public init(teamID: String = "TESTTEAM01", keyID: String = "TESTKEY001", bundleIDs: [String], arguments: [String] = [],
-                logging: Bool = false, configure: (inout ServeConfiguration) -> Void = { _ in }) throws(StartupError)
-    {
+    public init(
+        teamID: String = "TESTTEAM01", keyID: String = "TESTKEY001", bundleIDs: [String], arguments: [String] = [],
+        logging: Bool = false, configure: (inout ServeConfiguration) -> Void = { _ in }
+    ) throws(StartupError) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-emulator-\(UUID().uuidString)").path
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

@@ -38,10 +38,11 @@ final class ListenerSet: Service, @unchecked Sendable {
     private var listeners: [(listener: Listener, loop: EventLoop)] = []
     private let bound = Locked(BoundAddresses())
 
-    init(configuration: ServeConfiguration, tls: ServerTLS, group: EventLoopGroup, adminLoop: EventLoop, endpoint: ProviderEndpoint,
-         providers: ProviderConnections, devices: DeviceGateway, admin: HTTP1Server, logger: Logger,
-         firstConnectionID: @escaping @Sendable () -> UInt64)
-    {
+    init(
+        configuration: ServeConfiguration, tls: ServerTLS, group: EventLoopGroup, adminLoop: EventLoop, endpoint: ProviderEndpoint,
+        providers: ProviderConnections, devices: DeviceGateway, admin: HTTP1Server, logger: Logger,
+        firstConnectionID: @escaping @Sendable () -> UInt64
+    ) {
         configured = configuration.listeners
         tlsSource = configuration.tls.source
         self.tls = tls
@@ -68,9 +69,12 @@ final class ListenerSet: Service, @unchecked Sendable {
         let acceptLoop = group.loops[0]
         for address in configured.listen {
             // Sandbox unless the name the client asked for is Apple's production host.
-            if let bound = try bind(address, "--listen", on: acceptLoop, { [unowned self] fd, peer in
-                self.acceptProvider(fd: fd, peer: peer, environment: .sandbox, tls: true)
-            }) {
+            if let bound = try bind(
+                address, "--listen", on: acceptLoop,
+                { [unowned self] fd, peer in
+                    self.acceptProvider(fd: fd, peer: peer, environment: .sandbox, tls: true)
+                })
+            {
                 addresses.listen.append(bound)
             }
         }
@@ -117,9 +121,10 @@ final class ListenerSet: Service, @unchecked Sendable {
 
     func stop(deadlineMs: Int64) { stopAccepting() }
 
-    private func bind(_ address: HostPort?, _ what: String, on loop: EventLoop,
-                      _ accept: @escaping (Int32, String) -> Void) throws(StartupError) -> HostPort?
-    {
+    private func bind(
+        _ address: HostPort?, _ what: String, on loop: EventLoop,
+        _ accept: @escaping (Int32, String) -> Void
+    ) throws(StartupError) -> HostPort? {
         guard let address else { return nil }
         do {
             let listener = try Listener(address: address, loop: loop, accept: accept)
@@ -127,7 +132,9 @@ final class ListenerSet: Service, @unchecked Sendable {
             let logger = self.logger
             listener.onExhausted = { [unowned self] code in
                 self.acceptPauses.add(1, ordering: .relaxed)
-                logger.warning("\(what) \(bound): out of file descriptors (\(String(cString: strerror(code)))); not accepting for a moment. The open-file limit is \(OpenFileLimit.current); raise it (ulimit -n) or lower --max-connections")
+                logger.warning(
+                    "\(what) \(bound): out of file descriptors (\(String(cString: strerror(code)))); not accepting for a moment. The open-file limit is \(OpenFileLimit.current); raise it (ulimit -n) or lower --max-connections"
+                )
             }
             listener.onError = { error in logger.warning("\(what) \(bound): \(error)") }
             try listener.start()
@@ -143,7 +150,8 @@ final class ListenerSet: Service, @unchecked Sendable {
         var message = "cannot listen on \(address) for \(flag): \(error)"
         switch error.code {
         case EACCES where address.port < 1024:
-            message += ". Ports below 1024 need privileges: run as root, give the binary the capability"
+            message +=
+                ". Ports below 1024 need privileges: run as root, give the binary the capability"
                 + " (sudo setcap cap_net_bind_service=+ep \(Banner.executablePath())), lower"
                 + " net.ipv4.ip_unprivileged_port_start (sudo sysctl net.ipv4.ip_unprivileged_port_start=443),"
                 + " or use Apple's other port, 2197"
@@ -159,8 +167,10 @@ final class ListenerSet: Service, @unchecked Sendable {
 
     /// Gives a new descriptor to the next loop and builds its protocol handler there. Over
     /// its kind's budget the descriptor is closed at once.
-    private func hand(fd: Int32, peer: String, tls: Bool, budget: ConnectionBudget? = nil, on chosen: EventLoop? = nil,
-                      makeHandler: @escaping @Sendable (Connection) -> ConnectionHandler?) {
+    private func hand(
+        fd: Int32, peer: String, tls: Bool, budget: ConnectionBudget? = nil, on chosen: EventLoop? = nil,
+        makeHandler: @escaping @Sendable (Connection) -> ConnectionHandler?
+    ) {
         if let budget, !budget.take() {
             Glibc.close(fd)
             if budget.shouldReportRefusal() {
@@ -208,8 +218,9 @@ final class ListenerSet: Service, @unchecked Sendable {
         }
         hand(fd: fd, peer: peer, tls: tls, budget: providerBudget) { connection in
             do {
-                let handler = try ProviderConnection(connection: connection, listenerEnvironment: environment,
-                                                     endpoint: endpoint, providers: providers)
+                let handler = try ProviderConnection(
+                    connection: connection, listenerEnvironment: environment,
+                    endpoint: endpoint, providers: providers)
                 providers.connectionOpened(handler)
                 return handler
             } catch {

@@ -41,55 +41,79 @@ extension Emulator {
             (w.counters, w.records.count, w.registry.devices.count, w.delivery.pendingCount)
         }
         var p = PrometheusText()
-        p.family("apns_emulator_notifications_total", "counter",
-                 "Requests to /3/device by response status, reason, push type and environment.")
+        p.family(
+            "apns_emulator_notifications_total", "counter",
+            "Requests to /3/device by response status, reason, push type and environment.")
         let notifications = counters.notifications(spelling: configuration.endpoint.reasonText)
-        for (key, value) in notifications.sorted(by: { ($0.key.status, $0.key.reason, $0.key.pushType, $0.key.environment.rawValue) < ($1.key.status, $1.key.reason, $1.key.pushType, $1.key.environment.rawValue) }) {
-            p.sample("apns_emulator_notifications_total", [("status", String(key.status)), ("reason", key.reason),
-                                                           ("push_type", key.pushType), ("environment", key.environment.rawValue)],
-                     Double(value))
+        for (key, value) in notifications.sorted(by: {
+            ($0.key.status, $0.key.reason, $0.key.pushType, $0.key.environment.rawValue) < (
+                $1.key.status, $1.key.reason, $1.key.pushType, $1.key.environment.rawValue
+            )
+        }) {
+            p.sample(
+                "apns_emulator_notifications_total",
+                [
+                    ("status", String(key.status)), ("reason", key.reason),
+                    ("push_type", key.pushType), ("environment", key.environment.rawValue),
+                ],
+                Double(value))
         }
-        p.labelled("apns_emulator_requests_by_topic_total", "counter",
-                   "Requests that reached the payload checks, by apns-topic (the first \(Counters.maxTopics) topics; later ones as other).",
-                   by: "topic", counters.byTopic.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
-        p.labelled("apns_emulator_delivery_outcomes_total", "counter",
-                   "Accepted notifications entering each delivery state (stored, delivered, expired, coalesced, throttled, deferred, dropped-by-system, pending).",
-                   by: "outcome", counters.outcomes.map { ($0.key.rawValue, Double($0.value)) }.sorted { $0.0 < $1.0 })
-        p.labelled("apns_emulator_jwt_verifications_total", "counter",
-                   "Provider tokens checked afresh (cache misses) by result: valid, or the APNs reason.",
-                   by: "result", counters.jwtVerifications.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
-        p.labelled("apns_emulator_fault_rules_fired_total", "counter", "Requests a fault rule acted on, by rule id.",
-                   by: "rule", counters.faultsFired.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
-        p.single("apns_emulator_cross_account_deliveries_total", "counter",
-                 "Deliveries whose payload named another account (the app backend's addresseePointer) than the one logged in on the device.",
-                 Double(counters.crossAccountDeliveries))
+        p.labelled(
+            "apns_emulator_requests_by_topic_total", "counter",
+            "Requests that reached the payload checks, by apns-topic (the first \(Counters.maxTopics) topics; later ones as other).",
+            by: "topic", counters.byTopic.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
+        p.labelled(
+            "apns_emulator_delivery_outcomes_total", "counter",
+            "Accepted notifications entering each delivery state (stored, delivered, expired, coalesced, throttled, deferred, dropped-by-system, pending).",
+            by: "outcome", counters.outcomes.map { ($0.key.rawValue, Double($0.value)) }.sorted { $0.0 < $1.0 })
+        p.labelled(
+            "apns_emulator_jwt_verifications_total", "counter",
+            "Provider tokens checked afresh (cache misses) by result: valid, or the APNs reason.",
+            by: "result", counters.jwtVerifications.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
+        p.labelled(
+            "apns_emulator_fault_rules_fired_total", "counter", "Requests a fault rule acted on, by rule id.",
+            by: "rule", counters.faultsFired.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
+        p.single(
+            "apns_emulator_cross_account_deliveries_total", "counter",
+            "Deliveries whose payload named another account (the app backend's addresseePointer) than the one logged in on the device.",
+            Double(counters.crossAccountDeliveries))
         let calls = backendCalls.counts
-        p.labelled("apns_emulator_backend_calls_total", "counter",
-                   "Simulated apps' calls to their backends by result: sent (answered, not retried), failed (every attempt), dropped (queue full).",
-                   by: "result", [("sent", Double(calls.sent)), ("failed", Double(calls.failed)), ("dropped", Double(calls.dropped))])
-        p.single("apns_emulator_provider_connections", "gauge", "Open provider (HTTP/2) connections.",
-                 Double(providers.openConnections.load(ordering: .relaxed)))
-        p.single("apns_emulator_provider_connections_total", "counter", "Provider connections accepted.",
-                 Double(providers.connectionsTotal.load(ordering: .relaxed)))
-        p.single("apns_emulator_streams_total", "counter", "HTTP/2 requests (streams) answered on provider connections.",
-                 Double(providers.streamsTotal.load(ordering: .relaxed)))
-        p.histogram("apns_emulator_request_duration_seconds",
-                    "Time from a complete request to its response being queued (fault delays included).", providers.latency.snapshot())
-        p.histogram("apns_emulator_delivery_latency_seconds",
-                    "Time from the provider's 200 to the device's ack (device sockets; virtual devices have no ack).",
-                    counters.deliveryLatency)
+        p.labelled(
+            "apns_emulator_backend_calls_total", "counter",
+            "Simulated apps' calls to their backends by result: sent (answered, not retried), failed (every attempt), dropped (queue full).",
+            by: "result", [("sent", Double(calls.sent)), ("failed", Double(calls.failed)), ("dropped", Double(calls.dropped))])
+        p.single(
+            "apns_emulator_provider_connections", "gauge", "Open provider (HTTP/2) connections.",
+            Double(providers.openConnections.load(ordering: .relaxed)))
+        p.single(
+            "apns_emulator_provider_connections_total", "counter", "Provider connections accepted.",
+            Double(providers.connectionsTotal.load(ordering: .relaxed)))
+        p.single(
+            "apns_emulator_streams_total", "counter", "HTTP/2 requests (streams) answered on provider connections.",
+            Double(providers.streamsTotal.load(ordering: .relaxed)))
+        p.histogram(
+            "apns_emulator_request_duration_seconds",
+            "Time from a complete request to its response being queued (fault delays included).", providers.latency.snapshot())
+        p.histogram(
+            "apns_emulator_delivery_latency_seconds",
+            "Time from the provider's 200 to the device's ack (device sockets; virtual devices have no ack).",
+            counters.deliveryLatency)
         p.histogram("apns_emulator_payload_bytes", "Payload sizes of requests that reached the payload checks.", counters.payloadSizes)
-        p.labelled("apns_emulator_connections_refused_total", "counter",
-                   "Connections closed on arrival: --max-connections of their kind were open (provider, device), or --connection-churn (churn).",
-                   by: "kind", [listeners.providerBudget, listeners.deviceBudget].map { ($0.kind, Double($0.refused.load(ordering: .relaxed))) }
-                       + [("churn", Double(providers.churnRefused.load(ordering: .relaxed)))])
-        p.single("apns_emulator_accept_pauses_total", "counter",
-                 "Times a listener stopped accepting for a moment because the process was out of file descriptors.",
-                 Double(listeners.acceptPauses.load(ordering: .relaxed)))
+        p.labelled(
+            "apns_emulator_connections_refused_total", "counter",
+            "Connections closed on arrival: --max-connections of their kind were open (provider, device), or --connection-churn (churn).",
+            by: "kind",
+            [listeners.providerBudget, listeners.deviceBudget].map { ($0.kind, Double($0.refused.load(ordering: .relaxed))) }
+                + [("churn", Double(providers.churnRefused.load(ordering: .relaxed)))])
+        p.single(
+            "apns_emulator_accept_pauses_total", "counter",
+            "Times a listener stopped accepting for a moment because the process was out of file descriptors.",
+            Double(listeners.acceptPauses.load(ordering: .relaxed)))
         p.single("apns_emulator_device_connections", "gauge", "Connected device sockets.", Double(devices.connectionCount))
         p.single("apns_emulator_devices", "gauge", "Devices known (virtual and socket).", Double(deviceCount))
-        p.single("apns_emulator_pending_deliveries", "gauge",
-                 "Accepted notifications not yet settled (stored, deferred, batched, in flight).", Double(pending))
+        p.single(
+            "apns_emulator_pending_deliveries", "gauge",
+            "Accepted notifications not yet settled (stored, deferred, batched, in flight).", Double(pending))
         p.single("apns_emulator_records", "gauge", "Notification records kept for inspection.", Double(records))
         if let durability { stateMetrics(durability.statistics, into: &p) }
         p.single("apns_emulator_uptime_seconds", "gauge", "Seconds since start.", Double(clock.nowMilliseconds() - startedAtMs) / 1000)
@@ -100,21 +124,28 @@ extension Emulator {
     /// `--state-dir` only. Counted since start (a reset does not zero them: they describe
     /// the store, not the emulated service).
     private func stateMetrics(_ stats: StateWriterStats, into p: inout PrometheusText) {
-        p.single("apns_emulator_state_changes_written_total", "counter", "Changes committed to the state directory.",
-                 Double(stats.changesWritten))
-        p.single("apns_emulator_state_transactions_total", "counter", "Transactions (group commits) in the state directory.",
-                 Double(stats.transactions))
-        p.labelled("apns_emulator_state_dropped_total", "counter",
-                   "Changes not persisted: journal records when the writer queue was full, anything still queued when the emulator stopped while the store was failing.",
-                   by: "kind", [("record", Double(stats.recordsDropped)), ("state", Double(stats.changesDropped))])
-        p.single("apns_emulator_state_write_errors_total", "counter", "Failed transactions in the state directory.",
-                 Double(stats.writeErrors))
+        p.single(
+            "apns_emulator_state_changes_written_total", "counter", "Changes committed to the state directory.",
+            Double(stats.changesWritten))
+        p.single(
+            "apns_emulator_state_transactions_total", "counter", "Transactions (group commits) in the state directory.",
+            Double(stats.transactions))
+        p.labelled(
+            "apns_emulator_state_dropped_total", "counter",
+            "Changes not persisted: journal records when the writer queue was full, anything still queued when the emulator stopped while the store was failing.",
+            by: "kind", [("record", Double(stats.recordsDropped)), ("state", Double(stats.changesDropped))])
+        p.single(
+            "apns_emulator_state_write_errors_total", "counter", "Failed transactions in the state directory.",
+            Double(stats.writeErrors))
         p.single("apns_emulator_state_queue_changes", "gauge", "Changes waiting for the state writer.", Double(stats.queuedChanges))
-        p.single("apns_emulator_state_queue_record_bytes", "gauge", "Estimated bytes of journal records waiting for the state writer.",
-                 Double(stats.queuedRecordBytes))
-        p.single("apns_emulator_state_up", "gauge", "1 while the state directory takes writes, 0 while its transactions fail.",
-                 stats.failure == nil ? 1 : 0)
-        p.single("apns_emulator_state_outages_total", "counter",
-                 "Times the state directory started failing (every attempt at a transaction failed).", Double(stats.outages))
+        p.single(
+            "apns_emulator_state_queue_record_bytes", "gauge", "Estimated bytes of journal records waiting for the state writer.",
+            Double(stats.queuedRecordBytes))
+        p.single(
+            "apns_emulator_state_up", "gauge", "1 while the state directory takes writes, 0 while its transactions fail.",
+            stats.failure == nil ? 1 : 0)
+        p.single(
+            "apns_emulator_state_outages_total", "counter",
+            "Times the state directory started failing (every attempt at a transaction failed).", Double(stats.outages))
     }
 }

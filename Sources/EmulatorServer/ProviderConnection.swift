@@ -61,41 +61,49 @@ final class ProviderConnection: ConnectionHandler {
     /// `--connection-rate`.
     private lazy var pacer: AnswerPacer? = providers.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
 
-    init(connection: Connection, listenerEnvironment: APNsEnvironment, endpoint: ProviderEndpoint,
-         providers: ProviderConnections) throws(HTTP2Error)
-    {
+    init(
+        connection: Connection, listenerEnvironment: APNsEnvironment, endpoint: ProviderEndpoint,
+        providers: ProviderConnections
+    ) throws(HTTP2Error) {
         self.connection = connection
         self.endpoint = endpoint
         self.providers = providers
         // The advertised MAX_HEADER_LIST_SIZE is enforced; a body past the largest payload
         // limit is answered (413) at once instead of being read to its end.
-        session = try HTTP2ServerSession(settings: Self.enforcedSettings,
-                                         advertisedOverrides: Self.advertisedBeforeAuthentication,
-                                         maxBufferedBody: PushType.largestPayloadLimit + 1,
-                                         maxHeaderListSize: Int(Self.maxHeaderListSize),
-                                         earlyAnswerBodyLength: PushType.largestPayloadLimit)
+        session = try HTTP2ServerSession(
+            settings: Self.enforcedSettings,
+            advertisedOverrides: Self.advertisedBeforeAuthentication,
+            maxBufferedBody: PushType.largestPayloadLimit + 1,
+            maxHeaderListSize: Int(Self.maxHeaderListSize),
+            earlyAnswerBodyLength: PushType.largestPayloadLimit)
         // The SNI is known only after the handshake; a placeholder until then.
-        context = ProviderConnectionContext(connectionID: connection.id, listenerEnvironment: listenerEnvironment,
-                                            serverName: nil, tokenPolicy: endpoint.options.tokenPolicy)
+        context = ProviderConnectionContext(
+            connectionID: connection.id, listenerEnvironment: listenerEnvironment,
+            serverName: nil, tokenPolicy: endpoint.options.tokenPolicy)
     }
 
     func connectionDidBecomeReady(_ connection: Connection) {
-        context = ProviderConnectionContext(connectionID: connection.id,
-                                            listenerEnvironment: context.listenerEnvironment,
-                                            serverName: connection.serverName,
-                                            tokenPolicy: endpoint.options.tokenPolicy)
-        providers.logger.info("provider connection \(connection.id) from \(connection.peer) (\(context.listenerEnvironment.rawValue)"
-            + (connection.tls != nil ? ", TLS, ALPN \(connection.negotiatedALPN ?? "none"), SNI \(connection.serverName ?? "none"))" : ", h2c)"))
+        context = ProviderConnectionContext(
+            connectionID: connection.id,
+            listenerEnvironment: context.listenerEnvironment,
+            serverName: connection.serverName,
+            tokenPolicy: endpoint.options.tokenPolicy)
+        providers.logger.info(
+            "provider connection \(connection.id) from \(connection.peer) (\(context.listenerEnvironment.rawValue)"
+                + (connection.tls != nil ? ", TLS, ALPN \(connection.negotiatedALPN ?? "none"), SNI \(connection.serverName ?? "none"))" : ", h2c)"))
         if let certificate = clientCertificate() {
             context.credential = .certificate(certificate)
-            let environment = APNsEnvironment.resolve(authority: nil, serverName: context.serverName.map { Substring($0) },
-                                                      listener: context.listenerEnvironment)
-            providers.logger.info("provider connection \(connection.id): client certificate \(certificate.subject)"
-                + (certificate.problem.map { " (not valid: \($0))" } ?? ""))
+            let environment = APNsEnvironment.resolve(
+                authority: nil, serverName: context.serverName.map { Substring($0) },
+                listener: context.listenerEnvironment)
+            providers.logger.info(
+                "provider connection \(connection.id): client certificate \(certificate.subject)"
+                    + (certificate.problem.map { " (not valid: \($0))" } ?? ""))
             if certificate.problem == nil, !certificate.allows(environment) {
                 // As APNs does: GOAWAY, last stream 0, {"reason":"BadCertificateEnvironment"}.
-                session.submitGoAway(errorCode: HTTP2ErrorCode.noError, lastStreamID: 0,
-                                     debugData: Self.reasonJSON(APNsReason.badCertificateEnvironment.rawValue))
+                session.submitGoAway(
+                    errorCode: HTTP2ErrorCode.noError, lastStreamID: 0,
+                    debugData: Self.reasonJSON(APNsReason.badCertificateEnvironment.rawValue))
                 flushSession()
                 connection.closeAfterFlush()
                 return
@@ -114,7 +122,8 @@ final class ProviderConnection: ConnectionHandler {
             guard let self, !self.connection.isClosed, !self.refusedHTTP1,
                 self.prefaceBytes < Self.prefaceLength
             else { return }
-            self.providers.logger.info("provider connection \(self.connection.id): no HTTP/2 connection preface within \(Self.prefaceTimeoutMs / 1000) s; closed")
+            self.providers.logger.info(
+                "provider connection \(self.connection.id): no HTTP/2 connection preface within \(Self.prefaceTimeoutMs / 1000) s; closed")
             self.connection.close()
         }
     }
@@ -124,8 +133,9 @@ final class ProviderConnection: ConnectionHandler {
     private func clientCertificate() -> CertificateCredential? {
         guard let tls = connection.tls, let der = tls.peerCertificateDER else { return nil }
         guard let info = try? ProviderCertificateInfo(der: der) else {
-            return CertificateCredential(bundleID: "", topics: [], development: false, production: false,
-                                         subject: "(unreadable)", problem: "the client certificate cannot be parsed")
+            return CertificateCredential(
+                bundleID: "", topics: [], development: false, production: false,
+                subject: "(unreadable)", problem: "the client certificate cannot be parsed")
         }
         let bundle = info.subjectUID ?? info.commonName.map { $0.replacingOccurrences(of: "Apple Push Services: ", with: "") } ?? ""
         var problem: String?
@@ -140,8 +150,9 @@ final class ProviderConnection: ConnectionHandler {
         if problem == nil, !info.development, !info.production {
             problem = "the certificate has neither the development nor the production APNs extension"
         }
-        return CertificateCredential(bundleID: bundle, topics: info.topics.map(\.topic), development: info.development,
-                                     production: info.production, subject: info.commonName ?? bundle, problem: problem)
+        return CertificateCredential(
+            bundleID: bundle, topics: info.topics.map(\.topic), development: info.development,
+            production: info.production, subject: info.commonName ?? bundle, problem: problem)
     }
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
@@ -197,7 +208,8 @@ final class ProviderConnection: ConnectionHandler {
         guard kept else {
             // What these answers promised is not in the shared state: the provider sees the
             // connection drop (no answer), as from a crashed server, and sends again.
-            providers.logger.info("provider connection \(connection.id): the shared state did not take this read's requests; closing without answering them")
+            providers.logger.info(
+                "provider connection \(connection.id): the shared state did not take this read's requests; closing without answering them")
             connection.close()
             return
         }
@@ -216,10 +228,12 @@ final class ProviderConnection: ConnectionHandler {
             let timeout = Int64(self.providers.requestTimeoutSeconds) * 1000
             let now = Monotonic.nowMilliseconds()
             for stalled in self.session.resetStalledRequests(startedBefore: now - timeout) {
-                let explanation = "stream reset (RST_STREAM CANCEL): the request was not complete \(self.providers.requestTimeoutSeconds) s after it began (--request-timeout)"
+                let explanation =
+                    "stream reset (RST_STREAM CANCEL): the request was not complete \(self.providers.requestTimeoutSeconds) s after it began (--request-timeout)"
                 self.providers.logger.info("provider connection \(self.connection.id) stream \(stalled.streamID): \(explanation)")
-                self.endpoint.recordRefused(streamID: stalled.streamID, headers: stalled.headers.map { ($0.name, $0.value) },
-                                            headersTruncated: false, explanation: explanation, connection: &self.context)
+                self.endpoint.recordRefused(
+                    streamID: stalled.streamID, headers: stalled.headers.map { ($0.name, $0.value) },
+                    headersTruncated: false, explanation: explanation, connection: &self.context)
             }
             self.flushSession()
             if let oldest = self.session.oldestIncompleteRequestStart {
@@ -234,12 +248,17 @@ final class ProviderConnection: ConnectionHandler {
     private func refuseHTTP1(requestLine: String, upgrade: Bool) {
         refusedHTTP1 = true
         firstBytes = nil
-        providers.logger.info("provider connection \(connection.id): HTTP/1.1 request '\(requestLine)'\(upgrade ? " asking to upgrade to h2c" : ""), answered 505: APNs speaks HTTP/2 only")
-        let howTo = connection.tls != nil
+        providers.logger.info(
+            "provider connection \(connection.id): HTTP/1.1 request '\(requestLine)'\(upgrade ? " asking to upgrade to h2c" : ""), answered 505: APNs speaks HTTP/2 only"
+        )
+        let howTo =
+            connection.tls != nil
             ? "Use an HTTP/2 client: curl --http2, or a library with HTTP/2 enabled (ALPN h2)."
             : "This cleartext listener speaks HTTP/2 with prior knowledge: curl --http2-prior-knowledge, or a client configured for h2c prior knowledge. Upgrading from HTTP/1.1 (Upgrade: h2c) is not supported, as Apple's service has no cleartext HTTP at all."
-        let body = "apns-emulator: this is an APNs provider endpoint, which speaks HTTP/2 only, as Apple's does. The request arrived as HTTP/1.x (\(requestLine)). \(howTo)\n"
-        let head = "HTTP/1.1 505 HTTP Version Not Supported\r\ncontent-type: text/plain; charset=utf-8\r\n"
+        let body =
+            "apns-emulator: this is an APNs provider endpoint, which speaks HTTP/2 only, as Apple's does. The request arrived as HTTP/1.x (\(requestLine)). \(howTo)\n"
+        let head =
+            "HTTP/1.1 505 HTTP Version Not Supported\r\ncontent-type: text/plain; charset=utf-8\r\n"
             + "content-length: \(body.utf8.count)\r\nconnection: close\r\n\r\n"
         connection.write(Array((head + body).utf8))
         // Closing at once could reset the connection before the client reads the answer
@@ -266,9 +285,10 @@ final class ProviderConnection: ConnectionHandler {
             refuseInFlight(request)
             return
         }
-        let push = PushRequest(streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
-                               body: request.body, bodyLength: request.bodyLength, isComplete: request.isComplete,
-                               headerListSize: request.headerListSize)
+        let push = PushRequest(
+            streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
+            body: request.body, bodyLength: request.bodyLength, isComplete: request.isComplete,
+            headerListSize: request.headerListSize)
         let response = endpoint.handle(push, connection: &context)
         // --state-dir: the answer waits until what the request changed is committed.
         if !response.changedNothing, let gate = commitGate, gate.hold((request.streamID, response, started)) { return }
@@ -281,7 +301,9 @@ final class ProviderConnection: ConnectionHandler {
             guard committed else {
                 // What these answers promise is not on disk: the provider sees the connection
                 // drop (no answer), as from a crashed server, and sends again.
-                self.providers.logger.warning("provider connection \(self.connection.id): the state directory did not commit \(answers.count) answer(s); closing without sending them")
+                self.providers.logger.warning(
+                    "provider connection \(self.connection.id): the state directory did not commit \(answers.count) answer(s); closing without sending them"
+                )
                 self.connection.close()
                 return
             }
@@ -325,9 +347,11 @@ final class ProviderConnection: ConnectionHandler {
     /// A request sent before the client saw the limit drop to 1: refused, as APNs does.
     private func refuseInFlight(_ request: HTTP2Request) {
         session.submitRstStream(streamID: request.streamID, errorCode: HTTP2ErrorCode.refusedStream)
-        let explanation = "stream refused (RST_STREAM REFUSED_STREAM): it was in flight when ExpiredProviderToken dropped the stream limit to 1 (--stream-limit-drop)"
-        endpoint.recordRefused(streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
-                               headersTruncated: false, explanation: explanation, connection: &context)
+        let explanation =
+            "stream refused (RST_STREAM REFUSED_STREAM): it was in flight when ExpiredProviderToken dropped the stream limit to 1 (--stream-limit-drop)"
+        endpoint.recordRefused(
+            streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
+            headersTruncated: false, explanation: explanation, connection: &context)
     }
 
     /// A stream the HTTP/2 layer reset by itself (PROTOCOL_ERROR): logged and journaled.
@@ -335,11 +359,13 @@ final class ProviderConnection: ConnectionHandler {
         let explanation: String
         switch refused.reason {
         case .headerListTooLarge(let size, let limit):
-            explanation = "stream reset (RST_STREAM PROTOCOL_ERROR): the header list went over the \(limit) bytes this server advertises in SETTINGS_MAX_HEADER_LIST_SIZE (\(size) bytes at the field that crossed it); the fields from there on were not kept or looked at. The \(HTTP2ServerSession.oversizedHeaderListsPerConnection)th such list on a connection ends it with GOAWAY ENHANCE_YOUR_CALM"
+            explanation =
+                "stream reset (RST_STREAM PROTOCOL_ERROR): the header list went over the \(limit) bytes this server advertises in SETTINGS_MAX_HEADER_LIST_SIZE (\(size) bytes at the field that crossed it); the fields from there on were not kept or looked at. The \(HTTP2ServerSession.oversizedHeaderListsPerConnection)th such list on a connection ends it with GOAWAY ENHANCE_YOUR_CALM"
         }
         providers.logger.info("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
-        endpoint.recordRefused(streamID: refused.streamID, headers: refused.headers.map { ($0.name, $0.value) },
-                               headersTruncated: true, explanation: explanation, connection: &context)
+        endpoint.recordRefused(
+            streamID: refused.streamID, headers: refused.headers.map { ($0.name, $0.value) },
+            headersTruncated: true, explanation: explanation, connection: &context)
     }
 
     private func respond(_ streamID: Int32, _ response: PushResponse) {

@@ -32,9 +32,10 @@ final class ProviderConnections: @unchecked Sendable {
     /// Connections closed on arrival by `--connection-churn` (metrics).
     let churnRefused = Atomic<Int>(0)
 
-    init(connections: ServeConfiguration.Connections, load: LoadBehaviour, devices: DeviceGateway, durability: StateWriter?,
-         tls: ServerTLS, logger: Logger)
-    {
+    init(
+        connections: ServeConfiguration.Connections, load: LoadBehaviour, devices: DeviceGateway, durability: StateWriter?,
+        tls: ServerTLS, logger: Logger
+    ) {
         idleTimeoutSeconds = connections.idleTimeoutSeconds
         requestTimeoutSeconds = connections.requestTimeoutSeconds
         latency = LatencyHistograms(loops: connections.threads)

@@ -20,9 +20,10 @@ enum StartCredentials {
 
     /// Loads keys and apps, makes the demo setup if asked, and creates configured devices. True
     /// when the demo device was made here (not named by the configuration's devices).
-    static func configure(_ configuration: ServeConfiguration, into world: inout World,
-                                     clock: any EmulatorClock) throws(StartupError) -> Bool
-    {
+    static func configure(
+        _ configuration: ServeConfiguration, into world: inout World,
+        clock: any EmulatorClock
+    ) throws(StartupError) -> Bool {
         for spec in configuration.authKeys {
             guard let pem = try? String(contentsOfFile: spec.path, encoding: .utf8) else {
                 throw StartupError("--auth-key \(spec.teamID):\(spec.keyID):\(spec.path): cannot read \(spec.path)")
@@ -31,12 +32,15 @@ enum StartCredentials {
             do {
                 key = try ES256PublicKey(pemPrivateOrPublic: pem)
             } catch {
-                throw StartupError("--auth-key \(spec.teamID):\(spec.keyID):\(spec.path): \(error); expected the .p8 file Apple issued (PKCS#8 EC P-256 private key) or a PEM public key")
+                throw StartupError(
+                    "--auth-key \(spec.teamID):\(spec.keyID):\(spec.path): \(error); expected the .p8 file Apple issued (PKCS#8 EC P-256 private key) or a PEM public key"
+                )
             }
             // No PEM kept: configured keys are read from their files at every start.
-            world.credentials.add(ProviderKey(
-                teamID: spec.teamID, keyID: spec.keyID, environment: spec.environment, topics: spec.topics.map(Set.init),
-                relatedKeyID: spec.relatedKeyID, verifier: ES256SignatureVerifier(key: key), source: spec.path))
+            world.credentials.add(
+                ProviderKey(
+                    teamID: spec.teamID, keyID: spec.keyID, environment: spec.environment, topics: spec.topics.map(Set.init),
+                    relatedKeyID: spec.relatedKeyID, verifier: ES256SignatureVerifier(key: key), source: spec.path))
         }
         for app in configuration.apps { world.credentials.addApp(teamID: app.teamID, bundleID: app.bundleID) }
 
@@ -45,16 +49,19 @@ enum StartCredentials {
         if configuration.makesDemo {
             let path = demoKeyPath(configuration)
             let key = try loadOrCreateDemoKey(path: path)
-            world.credentials.add(ProviderKey(teamID: Emulator.demoTeamID, keyID: Emulator.demoKeyID, verifier: ES256SignatureVerifier(key: key.publicKey),
-                                              source: path))
+            world.credentials.add(
+                ProviderKey(
+                    teamID: Emulator.demoTeamID, keyID: Emulator.demoKeyID, verifier: ES256SignatureVerifier(key: key.publicKey),
+                    source: path))
             if world.credentials.owner(ofBundle: Emulator.demoBundleID) == nil {
                 world.credentials.addApp(teamID: Emulator.demoTeamID, bundleID: Emulator.demoBundleID)
             }
             if !configuration.devices.contains(where: { $0.deviceID == Emulator.demoDeviceID }) {
                 do {
                     try world.registry.addDevice(id: Emulator.demoDeviceID, isVirtual: true, nowMs: now)
-                    _ = try world.registry.register(deviceID: Emulator.demoDeviceID, bundleID: Emulator.demoBundleID,
-                                                    environment: .sandbox, nowMs: now)
+                    _ = try world.registry.register(
+                        deviceID: Emulator.demoDeviceID, bundleID: Emulator.demoBundleID,
+                        environment: .sandbox, nowMs: now)
                     madeDemoDevice = true
                 } catch {
                     throw StartupError("demo device: \(error)")
@@ -65,8 +72,9 @@ enum StartCredentials {
             do {
                 try world.registry.addDevice(id: device.deviceID, isVirtual: true, nowMs: now)
                 for app in device.apps {
-                    _ = try world.registry.register(deviceID: device.deviceID, bundleID: app.bundleID, environment: app.environment,
-                                                    kind: app.kind, fixedToken: app.token, nowMs: now)
+                    _ = try world.registry.register(
+                        deviceID: device.deviceID, bundleID: app.bundleID, environment: app.environment,
+                        kind: app.kind, fixedToken: app.token, nowMs: now)
                 }
             } catch {
                 throw StartupError("config device \(device.deviceID): \(error)")
@@ -83,10 +91,13 @@ enum StartCredentials {
         }
         do {
             let key = try ES256PrivateKey.generate()
-            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
-                                                    withIntermediateDirectories: true)
-            guard FileManager.default.createFile(atPath: path, contents: Data(key.pkcs8PEM.utf8),
-                                                 attributes: [.posixPermissions: 0o600])
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent,
+                withIntermediateDirectories: true)
+            guard
+                FileManager.default.createFile(
+                    atPath: path, contents: Data(key.pkcs8PEM.utf8),
+                    attributes: [.posixPermissions: 0o600])
             else { throw StartupError("cannot write \(path)") }
             return key
         } catch let error as StartupError {

@@ -17,9 +17,10 @@ enum StateDirectory {
     /// The world to serve: `configured` for a new directory (which is then written in full),
     /// else the persisted state laid over it (docs/state.md, "Start-up"). Reads the store;
     /// writes nothing until the returned service starts.
-    static func open(_ directory: String, configured: World, journalLag: Int, onFailure: StateFailurePolicy, clock: any EmulatorClock,
-                     logger: Logger) throws(StartupError) -> (World, StateDirectoryService)
-    {
+    static func open(
+        _ directory: String, configured: World, journalLag: Int, onFailure: StateFailurePolicy, clock: any EmulatorClock,
+        logger: Logger
+    ) throws(StartupError) -> (World, StateDirectoryService) {
         let store: SQLiteStateStore
         let persisted: PersistedState
         do {
@@ -38,15 +39,18 @@ enum StateDirectory {
             }
             changes = world.takeStateChanges(recordSequences: world.records.takeChanges())
             world.records.trackChanges = false
-            logger.info("state: loaded \(persisted.devices.count) device(s), \(persisted.tokens.count) token(s), \(persisted.waiting.count) waiting notification(s) and \(persisted.records.count) record(s) from \(store.location)")
+            logger.info(
+                "state: loaded \(persisted.devices.count) device(s), \(persisted.tokens.count) token(s), \(persisted.waiting.count) waiting notification(s) and \(persisted.records.count) record(s) from \(store.location)"
+            )
         } else {
             world = configured
             world.startTrackingChanges()
             changes = [.reset(world.persistedState)]
             logger.info("state: new state in \(store.location)")
         }
-        let writer = StateWriter(store: store, limits: StateWriterLimits().with(journalLag: journalLag), onFailure: onFailure,
-                                 logger: logger)
+        let writer = StateWriter(
+            store: store, limits: StateWriterLimits().with(journalLag: journalLag), onFailure: onFailure,
+            logger: logger)
         return (world, StateDirectoryService(directory: directory, store: store, firstChanges: changes, writer: writer))
     }
 
@@ -56,10 +60,11 @@ enum StateDirectory {
         do { key = try ES256PublicKey(pemPrivateOrPublic: stored.pem) } catch {
             throw StateStoreError("stored key \(stored.teamID):\(stored.keyID) cannot be loaded: \(error)")
         }
-        return ProviderKey(teamID: stored.teamID, keyID: stored.keyID, environment: stored.environment,
-                           topics: stored.topics.map(Set.init), relatedKeyID: stored.relatedKeyID,
-                           verifier: ES256SignatureVerifier(key: key), source: stored.source, pem: stored.pem,
-                           addedAtRunTime: true)
+        return ProviderKey(
+            teamID: stored.teamID, keyID: stored.keyID, environment: stored.environment,
+            topics: stored.topics.map(Set.init), relatedKeyID: stored.relatedKeyID,
+            verifier: ES256SignatureVerifier(key: key), source: stored.source, pem: stored.pem,
+            addedAtRunTime: true)
     }
 }
 

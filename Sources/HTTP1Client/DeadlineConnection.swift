@@ -51,8 +51,11 @@ struct DeadlineConnection {
         }
         while true {
             guard wait(for: POLLIN) else {
-                throw failure(.timedOut, reader.hasHead ? "the answer from \(peer) did not complete within \(timeoutMs) ms"
-                                                        : "no answer from \(peer) within \(timeoutMs) ms")
+                throw failure(
+                    .timedOut,
+                    reader.hasHead
+                        ? "the answer from \(peer) did not complete within \(timeoutMs) ms"
+                        : "no answer from \(peer) within \(timeoutMs) ms")
             }
             // One byte past the limit is enough to know the answer is over it.
             let left = maxResponseBytes - reader.bytes.count

@@ -18,9 +18,10 @@ public enum HTTP1Client {
     public static let defaultMaxResponseBytes = 1 << 20
 
     /// Sends one request and returns the complete answer, whatever its status.
-    public static func exchange(url: HTTPURL, method: String = "GET", headers: [HTTP1Header] = [], body: [UInt8]? = nil,
-                                timeoutMs: Int, maxResponseBytes: Int = defaultMaxResponseBytes) throws(HTTP1ClientError) -> HTTP1Response
-    {
+    public static func exchange(
+        url: HTTPURL, method: String = "GET", headers: [HTTP1Header] = [], body: [UInt8]? = nil,
+        timeoutMs: Int, maxResponseBytes: Int = defaultMaxResponseBytes
+    ) throws(HTTP1ClientError) -> HTTP1Response {
         let request = try RequestHead.bytes(method: method, url: url, headers: headers, body: body)
         let deadline = Deadline(afterMs: timeoutMs)
         let connection = try DeadlineConnection.open(to: HostPort(host: url.host, port: url.port), deadline: deadline, timeoutMs: timeoutMs)
@@ -30,19 +31,23 @@ public enum HTTP1Client {
     }
 
     /// `exchange(url:…)` with the URL as text (`http://host[:port]/path?query`).
-    public static func exchange(url: String, method: String = "GET", headers: [HTTP1Header] = [], body: [UInt8]? = nil,
-                                timeoutMs: Int, maxResponseBytes: Int = defaultMaxResponseBytes) throws(HTTP1ClientError) -> HTTP1Response
-    {
-        try exchange(url: HTTPURL(string: url), method: method, headers: headers, body: body, timeoutMs: timeoutMs,
-                     maxResponseBytes: maxResponseBytes)
+    public static func exchange(
+        url: String, method: String = "GET", headers: [HTTP1Header] = [], body: [UInt8]? = nil,
+        timeoutMs: Int, maxResponseBytes: Int = defaultMaxResponseBytes
+    ) throws(HTTP1ClientError) -> HTTP1Response {
+        try exchange(
+            url: HTTPURL(string: url), method: method, headers: headers, body: body, timeoutMs: timeoutMs,
+            maxResponseBytes: maxResponseBytes)
     }
 
     /// `exchange(url:…)` with the parts of the URL given one by one (`target`: path and query).
-    public static func exchange(host: String, port: UInt16, method: String, target: String, headers: [HTTP1Header] = [],
-                                body: [UInt8]? = nil, timeoutMs: Int, maxResponseBytes: Int = defaultMaxResponseBytes) throws(HTTP1ClientError) -> HTTP1Response
-    {
-        try exchange(url: HTTPURL(host: host, port: port, target: target), method: method, headers: headers, body: body,
-                     timeoutMs: timeoutMs, maxResponseBytes: maxResponseBytes)
+    public static func exchange(
+        host: String, port: UInt16, method: String, target: String, headers: [HTTP1Header] = [],
+        body: [UInt8]? = nil, timeoutMs: Int, maxResponseBytes: Int = defaultMaxResponseBytes
+    ) throws(HTTP1ClientError) -> HTTP1Response {
+        try exchange(
+            url: HTTPURL(host: host, port: port, target: target), method: method, headers: headers, body: body,
+            timeoutMs: timeoutMs, maxResponseBytes: maxResponseBytes)
     }
 }
 

@@ -78,7 +78,8 @@ struct ResponseReader {
             var headers: [HTTP1Header] = []
             for line in lines.dropFirst() {
                 guard let colon = line.firstIndex(of: ":"), colon > line.startIndex,
-                      !line[..<colon].contains(where: { $0 == " " || $0 == "\t" }) else {
+                    !line[..<colon].contains(where: { $0 == " " || $0 == "\t" })
+                else {
                     throw .malformed("a header line that is not 'name: value': \(line.prefix(80))")
                 }
                 let value = line[line.index(after: colon)...].trimmingSpacesAndTabs
@@ -90,8 +91,9 @@ struct ResponseReader {
                 continue
             }
             let reason = parts.count > 2 ? String(parts[2]) : ""
-            head = Head(status: status, reason: reason, headers: headers, bodyStart: end.upperBound,
-                        framing: try Self.framing(status: status, headers: headers, isHeadRequest: isHeadRequest))
+            head = Head(
+                status: status, reason: reason, headers: headers, bodyStart: end.upperBound,
+                framing: try Self.framing(status: status, headers: headers, isHeadRequest: isHeadRequest))
         }
         return true
     }
@@ -150,7 +152,8 @@ struct ChunkedDecoder {
                 let digits = rest[..<lineEnd.lowerBound].prefix { $0 != UInt8(ascii: ";") }
                     .filter { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }
                 guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy(\.isHexDigit),
-                      let size = Int(String(decoding: digits, as: UTF8.self), radix: 16) else {
+                    let size = Int(String(decoding: digits, as: UTF8.self), radix: 16)
+                else {
                     throw .malformed("a chunk size that is not a hexadecimal number")
                 }
                 offset = lineEnd.upperBound - input.startIndex
@@ -184,7 +187,8 @@ extension Character {
 extension Substring {
     fileprivate var trimmingSpacesAndTabs: Substring {
         guard let first = firstIndex(where: { $0 != " " && $0 != "\t" }),
-              let last = lastIndex(where: { $0 != " " && $0 != "\t" }) else { return self[endIndex...] }
+            let last = lastIndex(where: { $0 != " " && $0 != "\t" })
+        else { return self[endIndex...] }
         return self[first...last]
     }
 }

@@ -179,7 +179,11 @@ public struct HTTP1RequestParser {
         while case .chunked(let chunk) = phase {
             switch chunk {
             case .size:
-                guard let line = try takeLine(limit: limits.maxChunkLineBytes, tooLong: HTTP1Failure(400, "a chunk-size line is longer than \(limits.maxChunkLineBytes) bytes")) else { return nil }
+                guard
+                    let line = try takeLine(
+                        limit: limits.maxChunkLineBytes,
+                        tooLong: HTTP1Failure(400, "a chunk-size line is longer than \(limits.maxChunkLineBytes) bytes"))
+                else { return nil }
                 let size = try Self.chunkSize(line)
                 guard size <= limits.maxBodyBytes - decoded.count else {
                     throw HTTP1Failure(413, "request body larger than \(HTTP1Syntax.size(limits.maxBodyBytes))")
@@ -197,7 +201,10 @@ public struct HTTP1RequestParser {
                 phase = .chunked(.size)
             case .trailers(let bytes):
                 let room = limits.maxHeaderBytes - bytes
-                guard let line = try takeLine(limit: room, tooLong: HTTP1Failure(431, "the trailer section is larger than \(HTTP1Syntax.size(limits.maxHeaderBytes))")) else { return nil }
+                guard
+                    let line = try takeLine(
+                        limit: room, tooLong: HTTP1Failure(431, "the trailer section is larger than \(HTTP1Syntax.size(limits.maxHeaderBytes))"))
+                else { return nil }
                 if line.isEmpty {
                     phase = .head
                     let body = decoded
@@ -322,7 +329,10 @@ public struct HTTP1RequestParser {
                 throw HTTP1Failure(400, "Transfer-Encoding must end with chunked, once; send the body with Content-Length, or chunked")
             }
             guard codings.count == 1 else {
-                throw HTTP1Failure(501, "Transfer-Encoding '\(HTTP1Syntax.printable(codings.joined(separator: ", ")))' is not supported; send the body with Content-Length, or just chunked")
+                throw HTTP1Failure(
+                    501,
+                    "Transfer-Encoding '\(HTTP1Syntax.printable(codings.joined(separator: ", ")))' is not supported; send the body with Content-Length, or just chunked"
+                )
             }
             return .chunked
         }

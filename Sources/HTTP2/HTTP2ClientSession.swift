@@ -49,8 +49,10 @@ public final class HTTP2ClientSession: NGHTTP2SessionOwner, @unchecked Sendable 
     ///   - peerMaxConcurrentStreamsBeforeSettings: how many streams nghttp2 lets us open
     ///     before the server's first SETTINGS arrives (nghttp2's default is 100). Requests
     ///     beyond the limit in force are queued inside nghttp2, not refused.
-    public init(settings: [HTTP2Setting] = HTTP2ClientSession.defaultSettings,
-                peerMaxConcurrentStreamsBeforeSettings: UInt32 = 100) throws(HTTP2Error) {
+    public init(
+        settings: [HTTP2Setting] = HTTP2ClientSession.defaultSettings,
+        peerMaxConcurrentStreamsBeforeSettings: UInt32 = 100
+    ) throws(HTTP2Error) {
         core = try NGHTTP2SessionCore(.client) { callbacks, option in
             nghttp2_session_callbacks_set_on_header_callback(callbacks, clientOnHeader)
             nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, clientOnDataChunk)
@@ -76,8 +78,10 @@ public final class HTTP2ClientSession: NGHTTP2SessionOwner, @unchecked Sendable 
     ///   - maxDataFrameSize: caps each DATA frame's payload, to send the body as several
     ///     frames (nghttp2 also caps at the peer's MAX_FRAME_SIZE and the flow-control window).
     @discardableResult
-    public func submitRequest(headers: [HTTP2HeaderField], body: [UInt8]?,
-                              maxDataFrameSize: Int? = nil) throws(HTTP2Error) -> Int32 {
+    public func submitRequest(
+        headers: [HTTP2HeaderField], body: [UInt8]?,
+        maxDataFrameSize: Int? = nil
+    ) throws(HTTP2Error) -> Int32 {
         let index = slots.allocate()
         scratch.begin(fields: headers.count, byteCount: HeaderScratch.byteCount(headers))
         for field in headers { scratch.append(field) }
@@ -85,10 +89,12 @@ public final class HTTP2ClientSession: NGHTTP2SessionOwner, @unchecked Sendable 
         if let body {
             slots[index].request = OutgoingBody(bytes: body)
             slots[index].maxDataFrame = max(1, maxDataFrameSize ?? Int.max)
-            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: slotPointer(index)),
-                                                 read_callback: clientReadRequestBody)
-            streamID = nghttp2_submit_request(session, nil, scratch.nv, scratch.count, &provider,
-                                              slotPointer(index))
+            var provider = nghttp2_data_provider(
+                source: nghttp2_data_source(ptr: slotPointer(index)),
+                read_callback: clientReadRequestBody)
+            streamID = nghttp2_submit_request(
+                session, nil, scratch.nv, scratch.count, &provider,
+                slotPointer(index))
         } else {
             streamID = nghttp2_submit_request(session, nil, scratch.nv, scratch.count, nil, slotPointer(index))
         }
@@ -106,8 +112,10 @@ public final class HTTP2ClientSession: NGHTTP2SessionOwner, @unchecked Sendable 
 
     /// Queues GOAWAY (`lastStreamID` nil = last peer-initiated stream processed, normally 0).
     @discardableResult
-    public func submitGoAway(errorCode: UInt32 = HTTP2ErrorCode.noError, lastStreamID: Int32? = nil,
-                             debugData: [UInt8] = []) -> Bool {
+    public func submitGoAway(
+        errorCode: UInt32 = HTTP2ErrorCode.noError, lastStreamID: Int32? = nil,
+        debugData: [UInt8] = []
+    ) -> Bool {
         core.submitGoAway(errorCode: errorCode, lastStreamID: lastStreamID, debugData: debugData)
     }
 
@@ -197,38 +205,48 @@ private func parseStatus(_ p: UnsafePointer<UInt8>?, _ n: Int) -> Int? {
     return v
 }
 
-private func clientOnHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
-                            _ name: UnsafePointer<UInt8>?, _ nameLength: Int,
-                            _ value: UnsafePointer<UInt8>?, _ valueLength: Int,
-                            _ flags: UInt8, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func clientOnHeader(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+    _ name: UnsafePointer<UInt8>?, _ nameLength: Int,
+    _ value: UnsafePointer<UInt8>?, _ valueLength: Int,
+    _ flags: UInt8, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let client = owner(userData), let frame, let session else { return 0 }
     guard frame.pointee.hd.type == FrameType.headers,
-          let index = slotIndex(nghttp2_session_get_stream_user_data(session, frame.pointee.hd.stream_id)) else {
+        let index = slotIndex(nghttp2_session_get_stream_user_data(session, frame.pointee.hd.stream_id))
+    else {
         return 0
     }
     // ":status" (7 bytes) is parsed, not listed.
     if nameLength == 7, let name, name[0] == 0x3A /* : */,
-       name[1] == 0x73, name[2] == 0x74, name[3] == 0x61, name[4] == 0x74, name[5] == 0x75, name[6] == 0x73 {
+        name[1] == 0x73, name[2] == 0x74, name[3] == 0x61, name[4] == 0x74, name[5] == 0x75, name[6] == 0x73
+    {
         client.slots[index].response.status = parseStatus(value, valueLength)
         return 0
     }
     client.slots[index].response.headers.append(
-        HTTP2HeaderField(name: makeString(name, nameLength), value: makeString(value, valueLength),
-                         neverIndex: flags & NVFlag.noIndex != 0))
+        HTTP2HeaderField(
+            name: makeString(name, nameLength), value: makeString(value, valueLength),
+            neverIndex: flags & NVFlag.noIndex != 0))
     return 0
 }
 
-private func clientOnDataChunk(_ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32,
-                               _ data: UnsafePointer<UInt8>?, _ length: Int,
-                               _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func clientOnDataChunk(
+    _ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32,
+    _ data: UnsafePointer<UInt8>?, _ length: Int,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let client = owner(userData), let session, let data, length > 0,
-          let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID)) else { return 0 }
+        let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID))
+    else { return 0 }
     client.slots[index].response.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
     return 0
 }
 
-private func clientOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
-                               _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func clientOnFrameRecv(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let client = owner(userData), let frame, let session else { return 0 }
     let hd = frame.pointee.hd
     switch hd.type {
@@ -267,17 +285,22 @@ private func clientOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer
     return 0
 }
 
-private func clientOnStreamClose(_ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32,
-                                 _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func clientOnStreamClose(
+    _ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let client = owner(userData), let session,
-          let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID)) else { return 0 }
+        let index = slotIndex(nghttp2_session_get_stream_user_data(session, streamID))
+    else { return 0 }
     client.slots[index].response.closeErrorCode = errorCode
     client.complete(index)
     return 0
 }
 
-private func clientOnFrameNotSend(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
-                                  _ libErrorCode: Int32, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func clientOnFrameNotSend(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+    _ libErrorCode: Int32, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let client = owner(userData), let frame, let session else { return 0 }
     guard frame.pointee.hd.type == FrameType.headers else { return 0 }
     let streamID = frame.pointee.hd.stream_id
@@ -292,7 +315,8 @@ private func clientOnFrameNotSend(_ session: OpaquePointer?, _ frame: UnsafePoin
 
 private let clientReadRequestBody: nghttp2_data_source_read_callback = { _, _, buffer, length, dataFlags, source, userData in
     guard let client = owner(userData), let source, let buffer, let dataFlags,
-          let index = slotIndex(source.pointee.ptr) else { return Int(LibError.temporalCallbackFailure) }
+        let index = slotIndex(source.pointee.ptr)
+    else { return Int(LibError.temporalCallbackFailure) }
     let limit = min(length, client.slots[index].maxDataFrame)
     return client.slots[index].request.read(into: buffer, length: limit, dataFlags: dataFlags)
 }

@@ -93,9 +93,11 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     ///   - earlyAnswerBodyLength: once a body is longer than this, the request is handed over
     ///     at once (`isComplete` false) so it can be answered (413) without reading the rest;
     ///     the stream is reset with NO_ERROR after the answer (RFC 9113 §8.1). nil: never.
-    public init(settings: [HTTP2Setting], advertisedOverrides: [HTTP2Setting] = [],
-                maxBufferedBody: Int = 65536, maxHeaderListSize: Int? = nil,
-                earlyAnswerBodyLength: Int? = nil) throws(HTTP2Error) {
+    public init(
+        settings: [HTTP2Setting], advertisedOverrides: [HTTP2Setting] = [],
+        maxBufferedBody: Int = 65536, maxHeaderListSize: Int? = nil,
+        earlyAnswerBodyLength: Int? = nil
+    ) throws(HTTP2Error) {
         core = try NGHTTP2SessionCore(.server, advertisedOverrides: advertisedOverrides) { callbacks, option in
             nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, serverOnBeginHeaders)
             nghttp2_session_callbacks_set_on_header_callback(callbacks, serverOnHeader)
@@ -193,8 +195,10 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// Returns false when the stream is unknown or already closed (e.g. the peer reset it)
     /// or nghttp2 rejected the submit.
     @discardableResult
-    public func submitResponse(streamID: Int32, status: Int, headers: [HTTP2HeaderField],
-                               body: [UInt8]?) -> Bool {
+    public func submitResponse(
+        streamID: Int32, status: Int, headers: [HTTP2HeaderField],
+        body: [UInt8]?
+    ) -> Bool {
         guard let index = slot(of: streamID) else { return false }
         scratch.begin(fields: headers.count + 1, byteCount: HeaderScratch.byteCount(headers, extra: 3))
         scratch.appendStatus(status)
@@ -202,8 +206,9 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         let rv: Int32
         if let body {
             slots[index].response = OutgoingBody(bytes: body)
-            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: slotPointer(index)),
-                                                 read_callback: serverReadResponseBody)
+            var provider = nghttp2_data_provider(
+                source: nghttp2_data_source(ptr: slotPointer(index)),
+                read_callback: serverReadResponseBody)
             rv = nghttp2_submit_response(session, streamID, scratch.nv, scratch.count, &provider)
         } else {
             rv = nghttp2_submit_response(session, streamID, scratch.nv, scratch.count, nil)
@@ -321,8 +326,9 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         swap(&body, &slots[index].body)
         if headers.count > headerCapacityHint { headerCapacityHint = min(headers.count, 64) }
         slots[index].handedOver = true
-        var request = HTTP2Request(streamID: slots[index].streamID, headers: headers, body: body,
-                                   bodyLength: slots[index].bodyLength)
+        var request = HTTP2Request(
+            streamID: slots[index].streamID, headers: headers, body: body,
+            bodyLength: slots[index].bodyLength)
         request.isComplete = complete
         request.headerListSize = slots[index].headerListSize
         events.append(.request(request))
@@ -346,9 +352,11 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         var headers: [HTTP2HeaderField] = []
         swap(&headers, &slots[index].headers)
         nghttp2_submit_rst_stream(session, 0, streamID, HTTP2ErrorCode.protocolError)
-        events.append(.requestRefused(HTTP2RefusedRequest(
-            streamID: streamID, headers: headers,
-            reason: .headerListTooLarge(size: slots[index].headerListSize, limit: maxHeaderListSize))))
+        events.append(
+            .requestRefused(
+                HTTP2RefusedRequest(
+                    streamID: streamID, headers: headers,
+                    reason: .headerListTooLarge(size: slots[index].headerListSize, limit: maxHeaderListSize))))
     }
 }
 
@@ -360,11 +368,14 @@ private func owner(_ userData: UnsafeMutableRawPointer?) -> HTTP2ServerSession? 
     return Unmanaged<HTTP2ServerSession>.fromOpaque(userData).takeUnretainedValue()
 }
 
-private func serverOnBeginHeaders(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
-                                  _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func serverOnBeginHeaders(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let server = owner(userData), let frame else { return 0 }
     guard frame.pointee.hd.type == FrameType.headers,
-          frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
+        frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
+    else { return 0 }
     let streamID = frame.pointee.hd.stream_id
     let index = server.allocateSlot(streamID: streamID)
     if nghttp2_session_set_stream_user_data(server.session, streamID, slotPointer(index)) != 0 {
@@ -374,10 +385,12 @@ private func serverOnBeginHeaders(_ session: OpaquePointer?, _ frame: UnsafePoin
     return 0
 }
 
-private func serverOnHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
-                            _ name: UnsafePointer<UInt8>?, _ nameLength: Int,
-                            _ value: UnsafePointer<UInt8>?, _ valueLength: Int,
-                            _ flags: UInt8, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func serverOnHeader(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+    _ name: UnsafePointer<UInt8>?, _ nameLength: Int,
+    _ value: UnsafePointer<UInt8>?, _ valueLength: Int,
+    _ flags: UInt8, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let server = owner(userData), let frame, let index = server.slot(of: frame.pointee.hd.stream_id) else {
         return 0
     }
@@ -394,15 +407,18 @@ private func serverOnHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<ng
         return server.refuseOversizedHeaders(index) ? LibError.pause : LibError.temporalCallbackFailure
     }
     let position = server.slots[index].headers.count
-    let field = server.recentFields.field(at: position, name: name, nameLength: nameLength, value: value,
-                                          valueLength: valueLength, neverIndex: flags & NVFlag.noIndex != 0)
+    let field = server.recentFields.field(
+        at: position, name: name, nameLength: nameLength, value: value,
+        valueLength: valueLength, neverIndex: flags & NVFlag.noIndex != 0)
     server.slots[index].headers.append(field)
     return 0
 }
 
-private func serverOnDataChunk(_ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32,
-                               _ data: UnsafePointer<UInt8>?, _ length: Int,
-                               _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func serverOnDataChunk(
+    _ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32,
+    _ data: UnsafePointer<UInt8>?, _ length: Int,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let server = owner(userData), let index = server.slot(of: streamID) else { return 0 }
     if server.slots[index].headersRefused || server.slots[index].handedOver { return 0 }
     server.slots[index].bodyLength += length
@@ -413,8 +429,10 @@ private func serverOnDataChunk(_ session: OpaquePointer?, _ flags: UInt8, _ stre
     return 0
 }
 
-private func serverOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
-                               _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func serverOnFrameRecv(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let server = owner(userData), let frame else { return 0 }
     let hd = frame.pointee.hd
     switch hd.type {
@@ -429,7 +447,8 @@ private func serverOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer
         } else if hd.flags & FrameFlag.endStream != 0, !server.slots[index].handedOver {
             server.deliverRequest(index)
         } else if hd.type == FrameType.data, !server.slots[index].handedOver,
-                  server.slots[index].bodyLength > server.earlyAnswerBodyLength {
+            server.slots[index].bodyLength > server.earlyAnswerBodyLength
+        {
             // More is coming and the body is already too long: answer now (checked at frame
             // ends, so a body that ends in this frame is judged whole).
             server.slots[index].answeredEarly = true
@@ -454,21 +473,25 @@ private func serverOnFrameRecv(_ session: OpaquePointer?, _ frame: UnsafePointer
 }
 
 /// After the final frame of an early answer, tells the client to stop sending the body.
-private func serverOnFrameSend(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
-                               _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func serverOnFrameSend(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let server = owner(userData), let frame else { return 0 }
     let hd = frame.pointee.hd
     guard hd.flags & FrameFlag.endStream != 0, hd.type == FrameType.data || hd.type == FrameType.headers,
-          let index = server.slot(of: hd.stream_id),
-          server.slots[index].answeredEarly,
-          nghttp2_session_get_stream_remote_close(server.session, hd.stream_id) == 0
+        let index = server.slot(of: hd.stream_id),
+        server.slots[index].answeredEarly,
+        nghttp2_session_get_stream_remote_close(server.session, hd.stream_id) == 0
     else { return 0 }
     nghttp2_submit_rst_stream(server.session, 0, hd.stream_id, HTTP2ErrorCode.noError)
     return 0
 }
 
-private func serverOnStreamClose(_ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32,
-                                 _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func serverOnStreamClose(
+    _ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let server = owner(userData), let index = server.slot(of: streamID) else { return 0 }
     server.slots.release(index)
     server.events.append(.streamClosed(streamID: streamID))
@@ -477,7 +500,8 @@ private func serverOnStreamClose(_ session: OpaquePointer?, _ streamID: Int32, _
 
 private let serverReadResponseBody: nghttp2_data_source_read_callback = { _, _, buffer, length, dataFlags, source, userData in
     guard let server = owner(userData), let source, let buffer, let dataFlags,
-          let index = slotIndex(source.pointee.ptr) else { return Int(LibError.temporalCallbackFailure) }
+        let index = slotIndex(source.pointee.ptr)
+    else { return Int(LibError.temporalCallbackFailure) }
     return server.slots[index].response.read(into: buffer, length: length, dataFlags: dataFlags)
 }
 
@@ -489,26 +513,32 @@ struct RecentHeaderFields {
     private var fields: [HTTP2HeaderField] = []
     private static let maxPositions = 32
 
-    mutating func field(at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int,
-                        value: UnsafePointer<UInt8>?, valueLength: Int, neverIndex: Bool) -> HTTP2HeaderField {
+    mutating func field(
+        at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int,
+        value: UnsafePointer<UInt8>?, valueLength: Int, neverIndex: Bool
+    ) -> HTTP2HeaderField {
         guard position < Self.maxPositions else {
-            return HTTP2HeaderField(name: makeString(name, nameLength), value: makeString(value, valueLength),
-                                    neverIndex: neverIndex)
+            return HTTP2HeaderField(
+                name: makeString(name, nameLength), value: makeString(value, valueLength),
+                neverIndex: neverIndex)
         }
         if position < fields.count {
             let cached = fields[position]
             let sameName = Self.matches(cached.name, name, nameLength)
             if sameName && Self.matches(cached.value, value, valueLength) {
-                return cached.neverIndex == neverIndex ? cached
+                return cached.neverIndex == neverIndex
+                    ? cached
                     : HTTP2HeaderField(name: cached.name, value: cached.value, neverIndex: neverIndex)
             }
-            let fresh = HTTP2HeaderField(name: sameName ? cached.name : makeString(name, nameLength),
-                                         value: makeString(value, valueLength), neverIndex: neverIndex)
+            let fresh = HTTP2HeaderField(
+                name: sameName ? cached.name : makeString(name, nameLength),
+                value: makeString(value, valueLength), neverIndex: neverIndex)
             fields[position] = fresh
             return fresh
         }
-        let fresh = HTTP2HeaderField(name: makeString(name, nameLength), value: makeString(value, valueLength),
-                                     neverIndex: neverIndex)
+        let fresh = HTTP2HeaderField(
+            name: makeString(name, nameLength), value: makeString(value, valueLength),
+            neverIndex: neverIndex)
         if position == fields.count { fields.append(fresh) }
         return fresh
     }

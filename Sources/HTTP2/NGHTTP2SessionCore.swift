@@ -36,8 +36,10 @@ final class NGHTTP2SessionCore {
 
     /// Creates the session with the callbacks and options `configure` sets, plus the shared
     /// error callbacks. The owner must call `attach` before the session sees any input.
-    init(_ role: Role, advertisedOverrides: [HTTP2Setting] = [],
-         configure: (_ callbacks: OpaquePointer, _ option: OpaquePointer) -> Void) throws(HTTP2Error) {
+    init(
+        _ role: Role, advertisedOverrides: [HTTP2Setting] = [],
+        configure: (_ callbacks: OpaquePointer, _ option: OpaquePointer) -> Void
+    ) throws(HTTP2Error) {
         var callbacks: OpaquePointer? = nil
         guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
             throw makeError(LibError.nomem)
@@ -53,10 +55,11 @@ final class NGHTTP2SessionCore {
         configure(callbacks, option)
 
         var created: OpaquePointer? = nil
-        let rv = switch role {
-        case .server: nghttp2_session_server_new2(&created, callbacks, nil, option)
-        case .client: nghttp2_session_client_new2(&created, callbacks, nil, option)
-        }
+        let rv =
+            switch role {
+            case .server: nghttp2_session_server_new2(&created, callbacks, nil, option)
+            case .client: nghttp2_session_client_new2(&created, callbacks, nil, option)
+            }
         guard rv == 0, let created else { throw makeError(rv) }
         session = created
         self.role = role
@@ -153,8 +156,10 @@ private func core(_ userData: UnsafeMutableRawPointer?) -> NGHTTP2SessionCore? {
     return (Unmanaged<AnyObject>.fromOpaque(userData).takeUnretainedValue() as? any NGHTTP2SessionOwner)?.core
 }
 
-private func onInvalidFrame(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
-                            _ libErrorCode: Int32, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func onInvalidFrame(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+    _ libErrorCode: Int32, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let core = core(userData) else { return 0 }
     core.note.invalidFrameCode = libErrorCode
     core.note.invalidFrameType = frame?.pointee.hd.type ?? 0
@@ -162,8 +167,10 @@ private func onInvalidFrame(_ session: OpaquePointer?, _ frame: UnsafePointer<ng
     return 0
 }
 
-private func onError(_ session: OpaquePointer?, _ libErrorCode: Int32, _ message: UnsafePointer<CChar>?,
-                     _ length: Int, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func onError(
+    _ session: OpaquePointer?, _ libErrorCode: Int32, _ message: UnsafePointer<CChar>?,
+    _ length: Int, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let core = core(userData), let message else { return 0 }
     core.note.message = message.withMemoryRebound(to: UInt8.self, capacity: length) { makeString($0, length) }
     return 0
@@ -228,8 +235,10 @@ struct OutgoingBody {
 
     /// Copies up to `length` bytes into `buffer`, sets EOF on the last ones; returns the count.
     @inline(__always)
-    mutating func read(into buffer: UnsafeMutablePointer<UInt8>, length: Int,
-                       dataFlags: UnsafeMutablePointer<UInt32>) -> Int {
+    mutating func read(
+        into buffer: UnsafeMutablePointer<UInt8>, length: Int,
+        dataFlags: UnsafeMutablePointer<UInt32>
+    ) -> Int {
         let offset = self.offset
         let n = bytes.withUnsafeBufferPointer { body -> Int in
             let n = min(body.count - offset, length)

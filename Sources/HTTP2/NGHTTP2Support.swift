@@ -64,8 +64,10 @@ func slotIndex(_ p: UnsafeMutableRawPointer?) -> Int? {
 
 /// Creates the nghttp2 settings entries for `settings` and calls `body` with them. The array
 /// lives only during `body`.
-func withSettingsEntries<R>(_ settings: [HTTP2Setting],
-                            _ body: (UnsafePointer<nghttp2_settings_entry>?, Int) -> R) -> R {
+func withSettingsEntries<R>(
+    _ settings: [HTTP2Setting],
+    _ body: (UnsafePointer<nghttp2_settings_entry>?, Int) -> R
+) -> R {
     withUnsafeTemporaryAllocation(of: nghttp2_settings_entry.self, capacity: max(settings.count, 1)) { buf in
         for (i, s) in settings.enumerated() {
             buf[i] = nghttp2_settings_entry(settings_id: s.id, value: s.value)
@@ -142,8 +144,9 @@ struct HeaderScratch: ~Copyable {
         start[2] = UInt8(truncatingIfNeeded: 48 + status % 10)
         used += 3
         let name: StaticString = ":status"
-        nv[count] = nghttp2_nv(name: UnsafeMutablePointer(mutating: name.utf8Start), value: start,
-                               namelen: name.utf8CodeUnitCount, valuelen: 3, flags: NVFlag.none)
+        nv[count] = nghttp2_nv(
+            name: UnsafeMutablePointer(mutating: name.utf8Start), value: start,
+            namelen: name.utf8CodeUnitCount, valuelen: 3, flags: NVFlag.none)
         count += 1
     }
 
@@ -151,8 +154,9 @@ struct HeaderScratch: ~Copyable {
     mutating func append(_ field: HTTP2HeaderField) {
         let (n, nl) = copy(field.name)
         let (v, vl) = copy(field.value)
-        nv[count] = nghttp2_nv(name: n, value: v, namelen: nl, valuelen: vl,
-                               flags: field.neverIndex ? NVFlag.noIndex : NVFlag.none)
+        nv[count] = nghttp2_nv(
+            name: n, value: v, namelen: nl, valuelen: vl,
+            flags: field.neverIndex ? NVFlag.noIndex : NVFlag.none)
         count += 1
     }
 
@@ -271,8 +275,10 @@ struct FirstSettingsPatcher {
 /// passing each appended region through `patch` while it is active.
 /// Returns a negative nghttp2 error code on a fatal error, else 0.
 @inline(__always)
-func drainSession(_ session: OpaquePointer, into buffer: inout [UInt8],
-                  patcher: inout FirstSettingsPatcher) -> Int32 {
+func drainSession(
+    _ session: OpaquePointer, into buffer: inout [UInt8],
+    patcher: inout FirstSettingsPatcher
+) -> Int32 {
     while true {
         var data: UnsafePointer<UInt8>? = nil
         let n = nghttp2_session_mem_send(session, &data)
@@ -313,8 +319,9 @@ func goAwayCode(forLibError code: Int32) -> UInt32 {
 /// free. (`ownStreamID`: 2 for a server, 1 for a client.)
 @inline(__always)
 func sessionIsTerminating(_ session: OpaquePointer, ownStreamID: Int32) -> Bool {
-    nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), ownStreamID,
-                          HTTP2ErrorCode.noError, nil, 0) == 0
+    nghttp2_submit_goaway(
+        session, UInt8(NGHTTP2_FLAG_NONE.rawValue), ownStreamID,
+        HTTP2ErrorCode.noError, nil, 0) == 0
 }
 
 /// Diagnostics recorded by the error callbacks (reset at each `receive`), turned into text
@@ -362,8 +369,10 @@ func feedSession(_ session: OpaquePointer, _ bytes: UnsafeRawBufferPointer, ownS
 
 /// Error path only: serializes the pending output into `pending` (the owner hands it out
 /// first on its next `drainOutput`) so the GOAWAY nghttp2 queued can be read for the error.
-func makeTerminationError(_ session: OpaquePointer, _ result: FeedResult, note: ErrorNote,
-                      patcher: inout FirstSettingsPatcher, pending: inout [UInt8]) -> HTTP2Error {
+func makeTerminationError(
+    _ session: OpaquePointer, _ result: FeedResult, note: ErrorNote,
+    patcher: inout FirstSettingsPatcher, pending: inout [UInt8]
+) -> HTTP2Error {
     let start = pending.count
     _ = drainSession(session, into: &pending, patcher: &patcher)
     var goAwayCode: UInt32? = nil
@@ -391,9 +400,10 @@ func makeTerminationError(_ session: OpaquePointer, _ result: FeedResult, note: 
         parts.append("GOAWAY(\(errorCodeName(goAwayCode))\(goAwayDebug.isEmpty ? "" : ", \"\(goAwayDebug)\""))")
     }
     if let detail = note.detail { parts.append(detail) }
-    return HTTP2Error(code: libCode,
-                      message: parts.isEmpty ? libErrorText(libCode) : libErrorText(libCode) + ": " + parts.joined(separator: "; "),
-                      goAwayErrorCode: goAwayCode)
+    return HTTP2Error(
+        code: libCode,
+        message: parts.isEmpty ? libErrorText(libCode) : libErrorText(libCode) + ": " + parts.joined(separator: "; "),
+        goAwayErrorCode: goAwayCode)
 }
 
 func errorCodeName(_ code: UInt32) -> String {

@@ -214,8 +214,10 @@ private struct JSONParser {
 
     /// The items of an object or array, from its opening byte to `close`, separated by ','
     /// (`item` parses one).
-    mutating func parseItems(upTo close: Unicode.Scalar, of what: String,
-                             _ item: (inout JSONParser) throws(JSONParseError) -> Void) throws(JSONParseError) {
+    mutating func parseItems(
+        upTo close: Unicode.Scalar, of what: String,
+        _ item: (inout JSONParser) throws(JSONParseError) -> Void
+    ) throws(JSONParseError) {
         let close = UInt8(ascii: close)
         index += 1
         skipWhitespace()
@@ -382,8 +384,7 @@ extension JSONValue {
         case .int(let i): out.append(contentsOf: String(i).utf8)
         case .double(let d):
             if d.isFinite {
-                if d == d.rounded(), abs(d) < 1e15 { out.append(contentsOf: String(Int64(d)).utf8) }
-                else { out.append(contentsOf: "\(d)".utf8) }
+                if d == d.rounded(), abs(d) < 1e15 { out.append(contentsOf: String(Int64(d)).utf8) } else { out.append(contentsOf: "\(d)".utf8) }
             } else {
                 out.append(contentsOf: "null".utf8)
             }
@@ -435,8 +436,10 @@ extension JSONValue {
     /// Copies `bytes` in runs, handing each byte `special` picks to `replace`: appending a run
     /// at once instead of byte by byte saves a uniqueness and capacity check per byte.
     @inline(__always)
-    static func appendRuns<C: Collection<UInt8>>(_ bytes: C, into out: inout [UInt8], stoppingAt special: (UInt8) -> Bool,
-                                                 _ replace: (UInt8, inout [UInt8]) -> Void) where C.Index == Int {
+    static func appendRuns<C: Collection<UInt8>>(
+        _ bytes: C, into out: inout [UInt8], stoppingAt special: (UInt8) -> Bool,
+        _ replace: (UInt8, inout [UInt8]) -> Void
+    ) where C.Index == Int {
         var runStart = bytes.startIndex
         var i = runStart
         while i < bytes.endIndex {

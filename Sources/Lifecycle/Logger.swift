@@ -17,9 +17,10 @@ public struct Logger: Sendable {
     private let write: @Sendable (String) -> Void
 
     /// Lines go to `write` (standard error by default), each opened by `stamp()` and a space.
-    public init(minimum: Level = .info, stamp: @escaping @Sendable () -> String,
-                write: @escaping @Sendable (String) -> Void = Logger.standardError)
-    {
+    public init(
+        minimum: Level = .info, stamp: @escaping @Sendable () -> String,
+        write: @escaping @Sendable (String) -> Void = Logger.standardError
+    ) {
         self.minimum = minimum
         self.stamp = stamp
         self.write = write

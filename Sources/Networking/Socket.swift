@@ -166,9 +166,10 @@ public enum Socket {
 
     /// A blocking client connection with a timeout for the connect itself.
     /// `receiveBuffer` sets SO_RCVBUF before connecting (a small one makes a slow reader in tests).
-    public static func connect(to address: HostPort, timeoutMilliseconds: Int32 = 5000,
-                               receiveBuffer: Int32? = nil) throws(SystemError) -> Int32
-    {
+    public static func connect(
+        to address: HostPort, timeoutMilliseconds: Int32 = 5000,
+        receiveBuffer: Int32? = nil
+    ) throws(SystemError) -> Int32 {
         var lastError = SystemError(operation: "connect \(address)", code: ECONNREFUSED)
         for candidate in try resolve(address, passive: false) {
             let fd = socket(candidate.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)

@@ -156,7 +156,8 @@ func generateP256Key() throws -> OpaquePointer {
     }
     defer { EVP_PKEY_CTX_free(ctx) }
     guard EVP_PKEY_keygen_init(ctx) == 1,
-          EVP_PKEY_CTX_set_group_name(ctx, "P-256") == 1 else {
+        EVP_PKEY_CTX_set_group_name(ctx, "P-256") == 1
+    else {
         throw CryptoError.openSSL("cannot set up P-256 key generation")
     }
     var key: OpaquePointer? = nil
@@ -232,8 +233,10 @@ private func rawToDER(_ raw: [UInt8]) -> [UInt8]? {
     guard raw.count == 2 * scalarLength, let sig = ECDSA_SIG_new() else { return nil }
     defer { ECDSA_SIG_free(sig) }
     let (r, s) = raw.withUnsafeBufferPointer { buffer in
-        (BN_bin2bn(buffer.baseAddress, Int32(scalarLength), nil),
-         BN_bin2bn(buffer.baseAddress! + scalarLength, Int32(scalarLength), nil))
+        (
+            BN_bin2bn(buffer.baseAddress, Int32(scalarLength), nil),
+            BN_bin2bn(buffer.baseAddress! + scalarLength, Int32(scalarLength), nil)
+        )
     }
     // ECDSA_SIG_set0 takes ownership of r and s only when it succeeds.
     guard let r, let s, ECDSA_SIG_set0(sig, r, s) == 1 else {

@@ -36,9 +36,11 @@ public struct ProviderCertificateInfo: Sendable, Equatable {
     /// The issuer's first commonName, e.g. "Apple Worldwide Developer Relations Certification Authority".
     public var issuerCommonName: String?
 
-    public init(subjectUID: String?, commonName: String?, development: Bool, production: Bool,
-                topics: [(topic: String, kind: String)], notBefore: Date?, notAfter: Date?,
-                issuerCommonName: String?) {
+    public init(
+        subjectUID: String?, commonName: String?, development: Bool, production: Bool,
+        topics: [(topic: String, kind: String)], notBefore: Date?, notAfter: Date?,
+        issuerCommonName: String?
+    ) {
         self.subjectUID = subjectUID
         self.commonName = commonName
         self.development = development
@@ -62,7 +64,8 @@ public struct ProviderCertificateInfo: Sendable, Equatable {
     init(certificate: OpaquePointer) throws {
         defer { ERR_clear_error() }
         guard let subject = X509_get_subject_name(certificate),
-              let issuer = X509_get_issuer_name(certificate) else {
+            let issuer = X509_get_issuer_name(certificate)
+        else {
             throw CryptoError.openSSL("certificate has no subject or issuer name")
         }
         subjectUID = try firstNameAttribute(subject, nid: NID_userId, what: "subject UID")
@@ -188,7 +191,8 @@ public final class CertificateTrustStore: @unchecked Sendable {
         guard let context = X509_STORE_CTX_new() else { return setupFailed }
         defer { X509_STORE_CTX_free(context) }
         guard X509_STORE_CTX_init(context, store, certificate, untrustedChain) == 1,
-              X509_STORE_CTX_set_default(context, "ssl_client") == 1 else {
+            X509_STORE_CTX_set_default(context, "ssl_client") == 1
+        else {
             return setupFailed
         }
         // Let any loaded certificate be a trust anchor, not only self-signed roots.
@@ -399,7 +403,8 @@ func parseTopicList(_ der: [UInt8]) throws -> [(topic: String, kind: String)] {
         let (kindTag, kindSequence) = try items.next()
         var kinds = kindSequence
         guard kindTag == DERTag.sequence, !kinds.isAtEnd else {
-            throw CryptoError(message: "malformed APNs topic extension (\(APNsCertificateOID.topics)): topic \"\(topic)\" is not followed by SEQUENCE { kind }")
+            throw CryptoError(
+                message: "malformed APNs topic extension (\(APNsCertificateOID.topics)): topic \"\(topic)\" is not followed by SEQUENCE { kind }")
         }
         let kind = try kinds.nextString()
         guard kinds.isAtEnd else {

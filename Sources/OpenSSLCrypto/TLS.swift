@@ -35,9 +35,11 @@ public final class TLSContext: @unchecked Sendable {
 
         try context.loadIdentity(certificatePath: certificateChainPath, keyPath: privateKeyPath, role: "server")
 
-        SSL_CTX_set_alpn_select_cb(ctx, { _, out, outLength, offered, offeredLength, _ in
-            selectH2(out: out, outLength: outLength, offered: offered, offeredLength: offeredLength)
-        }, nil)
+        SSL_CTX_set_alpn_select_cb(
+            ctx,
+            { _, out, outLength, offered, offeredLength, _ in
+                selectH2(out: out, outLength: outLength, offered: offered, offeredLength: offeredLength)
+            }, nil)
 
         // Accepting SNI explicitly matters: without a servername callback OpenSSL 3 treats the
         // name as "not acknowledged" and does not store it in the session, so a resumed TLS 1.2
@@ -63,8 +65,10 @@ public final class TLSContext: @unchecked Sendable {
     /// Client: trust `trustedCAPath` (PEM) if given, else the system default store; verify the
     /// peer (and, per connection, the hostname against serverName) only if `verifyPeer`; offer
     /// `alpnProtocols` (empty = no ALPN extension). Optional client certificate + key.
-    public static func client(trustedCAPath: String?, verifyPeer: Bool, alpnProtocols: [String],
-                              clientCertificatePath: String? = nil, clientKeyPath: String? = nil) throws -> TLSContext {
+    public static func client(
+        trustedCAPath: String?, verifyPeer: Bool, alpnProtocols: [String],
+        clientCertificatePath: String? = nil, clientKeyPath: String? = nil
+    ) throws -> TLSContext {
         ERR_clear_error()
         guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw CryptoError.openSSL("SSL_CTX_new failed") }
         let context = TLSContext(ctx: ctx, isServer: false, verifyPeer: verifyPeer)
@@ -116,7 +120,8 @@ public final class TLSContext: @unchecked Sendable {
             // The mismatch check already happens here, since the certificate is loaded first.
             let first = ERR_peek_error()
             if ERR_GET_LIB(first) == ERR_LIB_X509,
-               [X509_R_KEY_VALUES_MISMATCH, X509_R_KEY_TYPE_MISMATCH].contains(ERR_GET_REASON(first)) {
+                [X509_R_KEY_VALUES_MISMATCH, X509_R_KEY_TYPE_MISMATCH].contains(ERR_GET_REASON(first))
+            {
                 throw CryptoError.openSSL(mismatch)
             }
             throw CryptoError.openSSL("cannot load \(role) private key from \(keyPath)")
@@ -131,8 +136,11 @@ public final class TLSContext: @unchecked Sendable {
         // Partial writes + moving buffer suit a non-blocking event loop that retries a write
         // from a different buffer address; releasing idle buffers saves ~34 KB per idle
         // connection.
-        _ = copenssl_SSL_CTX_set_mode(ctx, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER
-                                                | SSL_MODE_RELEASE_BUFFERS))
+        _ = copenssl_SSL_CTX_set_mode(
+            ctx,
+            Int(
+                SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER
+                    | SSL_MODE_RELEASE_BUFFERS))
         // An encrypted key file must fail to load, not block on a terminal prompt.
         SSL_CTX_set_default_passwd_cb(ctx, refusePassphrase)
     }
@@ -140,8 +148,10 @@ public final class TLSContext: @unchecked Sendable {
 
 /// Server-side ALPN choice: "h2" if the client offers it, otherwise no selection (NOACK keeps
 /// the handshake going instead of failing it with no_application_protocol).
-private func selectH2(out: UnsafeMutablePointer<UnsafePointer<UInt8>?>?, outLength: UnsafeMutablePointer<UInt8>?,
-                      offered: UnsafePointer<UInt8>?, offeredLength: UInt32) -> Int32 {
+private func selectH2(
+    out: UnsafeMutablePointer<UnsafePointer<UInt8>?>?, outLength: UnsafeMutablePointer<UInt8>?,
+    offered: UnsafePointer<UInt8>?, offeredLength: UInt32
+) -> Int32 {
     guard let out, let outLength, let offered else { return SSL_TLSEXT_ERR_NOACK }
     let total = Int(offeredLength)
     var index = 0
@@ -165,10 +175,10 @@ private func selectH2(out: UnsafeMutablePointer<UnsafePointer<UInt8>?>?, outLeng
 // MARK: - Connection
 
 public enum TLSIOResult: Equatable, Sendable {
-    case ok(Int)          // bytes read/written (0 for a completed handshake)
+    case ok(Int)  // bytes read/written (0 for a completed handshake)
     case wantRead, wantWrite
-    case closed           // peer sent close_notify, EOF, or reset the connection
-    case failed(String)   // error text (OpenSSL queue drained into it)
+    case closed  // peer sent close_notify, EOF, or reset the connection
+    case failed(String)  // error text (OpenSSL queue drained into it)
 }
 
 /// One TLS session over an already-connected socket fd (blocking or non-blocking). Does not
@@ -186,7 +196,8 @@ public final class TLSConnection: @unchecked Sendable {
 
     public init(context: TLSContext, fd: Int32, isServer: Bool, serverName: String? = nil) throws {
         guard context.isServer == isServer else {
-            throw CryptoError(message: "a \(context.isServer ? "server" : "client") TLSContext cannot make a \(isServer ? "server" : "client") connection")
+            throw CryptoError(
+                message: "a \(context.isServer ? "server" : "client") TLSContext cannot make a \(isServer ? "server" : "client") connection")
         }
         ERR_clear_error()
         guard let ssl = SSL_new(context.ctx) else { throw CryptoError.openSSL("SSL_new failed") }

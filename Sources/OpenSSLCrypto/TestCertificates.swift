@@ -31,16 +31,21 @@ public enum TestCertificates {
         let serverKey = try generateP256Key()
         defer { EVP_PKEY_free(serverKey) }
 
-        let ca = try makeCertificate(subject: testSubject(caCommonName), publicKey: caKey, issuer: nil, issuerKey: caKey,
-                                     days: 3650, extensions: [
-                                         (NID_basic_constraints, "critical,CA:TRUE,pathlen:0"),
-                                         (NID_key_usage, "critical,keyCertSign,cRLSign"),
-                                         (NID_subject_key_identifier, "hash"),
-                                     ])
+        let ca = try makeCertificate(
+            subject: testSubject(caCommonName), publicKey: caKey, issuer: nil, issuerKey: caKey,
+            days: 3650,
+            extensions: [
+                (NID_basic_constraints, "critical,CA:TRUE,pathlen:0"),
+                (NID_key_usage, "critical,keyCertSign,cRLSign"),
+                (NID_subject_key_identifier, "hash"),
+            ])
         defer { X509_free(ca) }
-        let leaf = try makeCertificate(subject: testSubject(serverCommonName), publicKey: serverKey, issuer: ca, issuerKey: caKey,
-                                       days: 825, extensions: leafExtensions(purpose: "serverAuth",
-                                                                             subjectAltName: subjectAltNames.joined(separator: ",")))
+        let leaf = try makeCertificate(
+            subject: testSubject(serverCommonName), publicKey: serverKey, issuer: ca, issuerKey: caKey,
+            days: 825,
+            extensions: leafExtensions(
+                purpose: "serverAuth",
+                subjectAltName: subjectAltNames.joined(separator: ",")))
         defer { X509_free(leaf) }
 
         let base = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
@@ -76,10 +81,12 @@ public enum TestCertificates {
     /// Builds and signs a v3 certificate. `issuer == nil` means self-signed. Valid from
     /// `notBeforeOffset` seconds from now until `days` days from now. `rawExtensions` are added
     /// verbatim (non-critical) after `extensions`, for private OIDs OpenSSL has no syntax for.
-    static func makeCertificate(subject subjectEntries: [(field: String, value: String)], publicKey: OpaquePointer,
-                                issuer: OpaquePointer?, issuerKey: OpaquePointer, days: Int,
-                                notBeforeOffset: Int = -3600, extensions: [(Int32, String)],
-                                rawExtensions: [(oid: String, contents: [UInt8])] = []) throws -> OpaquePointer {
+    static func makeCertificate(
+        subject subjectEntries: [(field: String, value: String)], publicKey: OpaquePointer,
+        issuer: OpaquePointer?, issuerKey: OpaquePointer, days: Int,
+        notBeforeOffset: Int = -3600, extensions: [(Int32, String)],
+        rawExtensions: [(oid: String, contents: [UInt8])] = []
+    ) throws -> OpaquePointer {
         guard let certificate = X509_new() else { throw CryptoError.openSSL("X509_new failed") }
         do {
             guard X509_set_version(certificate, Int(X509_VERSION_3)) == 1 else {
@@ -98,16 +105,19 @@ public enum TestCertificates {
             }
             // Backdated (by default an hour) so a slightly slow clock elsewhere does not reject it.
             guard X509_gmtime_adj(X509_getm_notBefore(certificate), notBeforeOffset) != nil,
-                  X509_time_adj_ex(X509_getm_notAfter(certificate), Int32(days), 0, nil) != nil else {
+                X509_time_adj_ex(X509_getm_notAfter(certificate), Int32(days), 0, nil) != nil
+            else {
                 throw CryptoError.openSSL("cannot set validity")
             }
             guard let subject = X509_get_subject_name(certificate),
-                  subjectEntries.allSatisfy({ addNameEntry(subject, $0.field, $0.value) }) else {
+                subjectEntries.allSatisfy({ addNameEntry(subject, $0.field, $0.value) })
+            else {
                 throw CryptoError.openSSL("cannot set subject")
             }
             let issuerName = issuer.map { X509_get_subject_name($0) } ?? subject
             guard X509_set_issuer_name(certificate, issuerName) == 1,
-                  X509_set_pubkey(certificate, publicKey) == 1 else {
+                X509_set_pubkey(certificate, publicKey) == 1
+            else {
                 throw CryptoError.openSSL("cannot set issuer or public key")
             }
             // The extension context needs the subject's public key already set (for the

@@ -18,10 +18,12 @@ extension TestCertificates {
     ///
     /// Writes `<name>.pem` (certificate only) and `<name>-key.pem` (PKCS#8 key, mode 0600) into
     /// `directory` (created if missing), replacing existing files.
-    public static func generateProviderCertificate(into directory: String, name: String, caPath: String, caKeyPath: String,
-                                                   bundleID: String, development: Bool, production: Bool,
-                                                   topics: [(topic: String, kind: String)]? = nil,
-                                                   validityDays: Int = 365) throws -> (certificatePath: String, keyPath: String) {
+    public static func generateProviderCertificate(
+        into directory: String, name: String, caPath: String, caKeyPath: String,
+        bundleID: String, development: Bool, production: Bool,
+        topics: [(topic: String, kind: String)]? = nil,
+        validityDays: Int = 365
+    ) throws -> (certificatePath: String, keyPath: String) {
         guard !name.isEmpty, !name.contains("/") else {
             throw CryptoError(message: "invalid certificate file name \"\(name)\"")
         }

@@ -20,9 +20,10 @@ public struct ClientRequest: Sendable {
     /// Overrides `:authority` (default: the connection's host:port).
     public var authority: String?
 
-    public init(method: String = "POST", path: String, headers: [HTTP2HeaderField] = [], body: [UInt8]? = nil,
-                authority: String? = nil)
-    {
+    public init(
+        method: String = "POST", path: String, headers: [HTTP2HeaderField] = [], body: [UInt8]? = nil,
+        authority: String? = nil
+    ) {
         self.method = method
         self.path = path
         self.headers = headers
@@ -79,10 +80,11 @@ public final class HTTP2ClientConnection {
         }
         if options.tls {
             do {
-                let context = try TLSContext.client(trustedCAPath: options.caPath, verifyPeer: options.verifyPeer,
-                                                    alpnProtocols: options.alpn ? ["h2"] : [],
-                                                    clientCertificatePath: options.clientCertificatePath,
-                                                    clientKeyPath: options.clientKeyPath)
+                let context = try TLSContext.client(
+                    trustedCAPath: options.caPath, verifyPeer: options.verifyPeer,
+                    alpnProtocols: options.alpn ? ["h2"] : [],
+                    clientCertificatePath: options.clientCertificatePath,
+                    clientKeyPath: options.clientKeyPath)
                 let serverName = options.serverName ?? options.address.host
                 // SNI carries host names only, never IP literals (RFC 6066).
                 let sni = serverName.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" } ? nil : serverName
@@ -144,7 +146,8 @@ public final class HTTP2ClientConnection {
         var fields = [
             HTTP2HeaderField(":method", request.method),
             HTTP2HeaderField(":scheme", options.tls ? "https" : "http"),
-            HTTP2HeaderField(":authority", request.authority ?? options.serverName.map { "\($0):\(options.address.port)" } ?? options.address.description),
+            HTTP2HeaderField(
+                ":authority", request.authority ?? options.serverName.map { "\($0):\(options.address.port)" } ?? options.address.description),
             HTTP2HeaderField(":path", request.path),
         ]
         fields.append(contentsOf: request.headers)

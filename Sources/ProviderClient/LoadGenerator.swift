@@ -85,9 +85,10 @@ public final class LoadGenerator: Sendable {
     public func stop() { shared.requestStop() }
 
     public var progress: Progress {
-        Progress(elapsedSeconds: Double(Monotonic.nowNanoseconds() - shared.startNanoseconds) / 1e9,
-                 completed: shared.completed.load(ordering: .relaxed), failed: shared.failed.load(ordering: .relaxed),
-                 connectFailures: shared.connectFailures.load(ordering: .relaxed))
+        Progress(
+            elapsedSeconds: Double(Monotonic.nowNanoseconds() - shared.startNanoseconds) / 1e9,
+            completed: shared.completed.load(ordering: .relaxed), failed: shared.failed.load(ordering: .relaxed),
+            connectFailures: shared.connectFailures.load(ordering: .relaxed))
     }
 }
 

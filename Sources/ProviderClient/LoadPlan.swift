@@ -34,9 +34,10 @@ public struct LoadPlan: Sendable {
     /// one on a connection within 20 minutes of the previous (TooManyProviderTokenUpdates).
     public var providerTokenRefresh: Double = 40 * 60
 
-    public init(connection: HTTP2ClientConnection.Options, signingKey: ProviderSigningKey, topic: String,
-                authority: String?, deviceTokens: [String], mix: PushMix)
-    {
+    public init(
+        connection: HTTP2ClientConnection.Options, signingKey: ProviderSigningKey, topic: String,
+        authority: String?, deviceTokens: [String], mix: PushMix
+    ) {
         self.connection = connection
         self.signingKey = signingKey
         self.topic = topic

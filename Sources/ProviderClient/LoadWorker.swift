@@ -176,8 +176,9 @@ final class LoadWorker: @unchecked Sendable {
 
     private func submit(_ number: Int, on connection: HTTP2ClientConnection) {
         let kind = plan.mix.kind(ofRequest: number)
-        let request = ClientRequest(method: "POST", path: shared.paths[number % shared.paths.count], headers: headers[kind]!,
-                                    body: payloads[kind]!, authority: plan.authority)
+        let request = ClientRequest(
+            method: "POST", path: shared.paths[number % shared.paths.count], headers: headers[kind]!,
+            body: payloads[kind]!, authority: plan.authority)
         do {
             let stream = try connection.submit(request)
             inFlight[stream] = InFlight(started: Monotonic.nowNanoseconds(), kind: kind)

@@ -111,13 +111,15 @@ final class HiredisContext {
     }
 
     /// Waits until the socket is ready for `event`; false when `deadline` passes first.
-    private func wait(for event: Int32, on c: UnsafeMutablePointer<redisContext>,
-                      until deadlineNs: UInt64) throws(RedisError) -> Bool {
+    private func wait(
+        for event: Int32, on c: UnsafeMutablePointer<redisContext>,
+        until deadlineNs: UInt64
+    ) throws(RedisError) -> Bool {
         var descriptor = pollfd(fd: c.pointee.fd, events: Int16(event), revents: 0)
         while true {
             let ms = Self.milliseconds(until: deadlineNs)
             let n = poll(&descriptor, 1, ms)
-            if n > 0 { return true } // also on POLLHUP/POLLERR: the read or write then reports it
+            if n > 0 { return true }  // also on POLLHUP/POLLERR: the read or write then reports it
             if n == 0 {
                 if ms == 0 { return false }
                 continue
@@ -160,11 +162,12 @@ final class HiredisContext {
 
     private func error(of c: UnsafeMutablePointer<redisContext>, doing what: String) -> RedisError {
         let code = c.pointee.err
-        let kind: RedisError.Kind = switch code {
-        case REDIS_ERR_PROTOCOL: .protocolError
-        case REDIS_ERR_TIMEOUT: .timeout
-        default: .connection
-        }
+        let kind: RedisError.Kind =
+            switch code {
+            case REDIS_ERR_PROTOCOL: .protocolError
+            case REDIS_ERR_TIMEOUT: .timeout
+            default: .connection
+            }
         return RedisError(kind, "redis \(endpoint): \(what) failed: \(Self.text(of: c))")
     }
 
@@ -175,7 +178,7 @@ final class HiredisContext {
     }
 
     private static func timeval(ms: Int) -> Glibc.timeval {
-        let ms = max(1, ms) // zero would mean "no timeout" to the socket options
+        let ms = max(1, ms)  // zero would mean "no timeout" to the socket options
         return Glibc.timeval(tv_sec: ms / 1000, tv_usec: (ms % 1000) * 1000)
     }
 

@@ -10,8 +10,10 @@ public struct RedisScript: Sendable {
         sha1 = SHA1.hex(Array(source.utf8))
     }
 
-    public func run(on connection: RedisConnection, keys: [RedisArgument] = [],
-                    arguments: [RedisArgument] = []) throws(RedisError) -> RedisReply {
+    public func run(
+        on connection: RedisConnection, keys: [RedisArgument] = [],
+        arguments: [RedisArgument] = []
+    ) throws(RedisError) -> RedisReply {
         let rest: [RedisArgument] = [.int(keys.count)] + keys + arguments
         do throws(RedisError) {
             return try connection.command(["EVALSHA", .text(sha1)] + rest)

@@ -67,7 +67,8 @@ public final class RedisSubscriber: @unchecked Sendable {
             guard let reply else { return nil }
             // ["message", channel, payload]; anything else (a late confirmation) is skipped.
             if let parts = reply.elements, parts.count == 3, parts[0].text == "message",
-               let channel = parts[1].text, let message = parts[2].bytes {
+                let channel = parts[1].text, let message = parts[2].bytes
+            {
                 return (channel, message)
             }
         }

@@ -11,8 +11,10 @@ public struct RedisURL: Sendable, Equatable {
     public var username: String?
     public var password: String?
 
-    public init(host: String = "127.0.0.1", port: Int = 6379, database: Int = 0,
-                username: String? = nil, password: String? = nil) {
+    public init(
+        host: String = "127.0.0.1", port: Int = 6379, database: Int = 0,
+        username: String? = nil, password: String? = nil
+    ) {
         self.host = host
         self.port = port
         self.database = database
@@ -43,7 +45,8 @@ public struct RedisURL: Sendable, Equatable {
                 throw bad("credentials must be [user]:password")
             }
             guard let user = Self.percentDecoded(credentials[..<colon]),
-                  let pass = Self.percentDecoded(credentials[credentials.index(after: colon)...]) else {
+                let pass = Self.percentDecoded(credentials[credentials.index(after: colon)...])
+            else {
                 throw bad("bad percent-encoding in the credentials")
             }
             username = user.isEmpty ? nil : user
@@ -104,7 +107,8 @@ public struct RedisURL: Sendable, Equatable {
     /// `text` with whatever follows the first ':' of the credentials replaced by `***`.
     static func redact(_ text: String) -> String {
         guard let schemeEnd = text.firstRange(of: "://"),
-              let at = text[schemeEnd.upperBound...].lastIndex(of: "@") else { return text }
+            let at = text[schemeEnd.upperBound...].lastIndex(of: "@")
+        else { return text }
         let credentials = text[schemeEnd.upperBound..<at]
         guard let colon = credentials.firstIndex(of: ":") else { return text }
         return String(text[..<text.index(after: colon)]) + "***" + String(text[at...])
@@ -120,7 +124,8 @@ public struct RedisURL: Sendable, Equatable {
         while let byte = utf8.popFirst() {
             if byte == UInt8(ascii: "%") {
                 guard utf8.count >= 2,
-                      let value = UInt8(String(decoding: utf8.prefix(2), as: UTF8.self), radix: 16) else { return nil }
+                    let value = UInt8(String(decoding: utf8.prefix(2), as: UTF8.self), radix: 16)
+                else { return nil }
                 bytes.append(value)
                 utf8 = utf8.dropFirst(2)
             } else {

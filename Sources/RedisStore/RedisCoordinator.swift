@@ -102,9 +102,10 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     private var threads: [Thread] = []
     let publisher = Locked<RedisConnection?>(nil)
 
-    public init(store: RedisStateStore, state: EmulatorState, configured: World, clock: any EmulatorClock,
-                loadKey: @escaping @Sendable (StoredKey) throws(StateStoreError) -> ProviderKey, logger: Logger = .silent)
-    {
+    public init(
+        store: RedisStateStore, state: EmulatorState, configured: World, clock: any EmulatorClock,
+        loadKey: @escaping @Sendable (StoredKey) throws(StateStoreError) -> ProviderKey, logger: Logger = .silent
+    ) {
         self.store = store
         self.state = state
         self.configured = configured
@@ -250,8 +251,9 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         let all = s.pendingRows.isEmpty ? rows : s.pendingRows + rows
         do {
             let mayRelease = Monotonic.nowMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds
-            let written = try store.append(all, instance: instance, fence: s.token, epoch: .expect(s.epoch), mayRelease: mayRelease,
-                                           on: redis)
+            let written = try store.append(
+                all, instance: instance, fence: s.token, epoch: .expect(s.epoch), mayRelease: mayRelease,
+                on: redis)
             if written.version != s.version + 1 { s.needsReload = true }  // cannot happen under the lease
             s.version = written.version
             s.lastID = written.id
@@ -434,14 +436,19 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         guard let current else {
             guard s.recovery == nil, !s.epoch.isEmpty else { return }
             s.recovery = Recovery(lostEpoch: s.epoch, detectedMs: Monotonic.nowMilliseconds())
-            let text = "the shared state in Redis was lost (Redis restarted without its data, or was flushed); the instances restore it from the newest copy among them"
+            let text =
+                "the shared state in Redis was lost (Redis restarted without its data, or was flushed); the instances restore it from the newest copy among them"
             s.unavailable = text
             reason.withLock { $0 = text }
-            logger.warning("shared state lost: Redis no longer holds the state this instance follows (epoch \(s.epoch)); providers get 503 until it is restored from the newest copy among the instances")
+            logger.warning(
+                "shared state lost: Redis no longer holds the state this instance follows (epoch \(s.epoch)); providers get 503 until it is restored from the newest copy among the instances"
+            )
             return
         }
         guard current != s.epoch else { return }
-        logger.warning("shared state: Redis holds another shared state (epoch \(s.epoch) → \(current)), seeded while this instance was away; reloading this copy from it")
+        logger.warning(
+            "shared state: Redis holds another shared state (epoch \(s.epoch) → \(current)), seeded while this instance was away; reloading this copy from it"
+        )
         s.epoch = current
         followedEpoch.withLock { $0 = current }
         s.needsReload = true
@@ -645,7 +652,9 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                     return  // another candidate was first: follow it on the next pass
                 }
                 _ = try? redis.command("DEL", store.key("recovering"))
-                logger.warning("shared state restored into Redis from this instance's copy (version \(s.version) of the lost state: \(copy.devices.count) device(s), \(copy.tokens.count) token(s), \(copy.waiting.count) waiting notification(s), \(copy.records.count) record(s)); the other instances reload it")
+                logger.warning(
+                    "shared state restored into Redis from this instance's copy (version \(s.version) of the lost state: \(copy.devices.count) device(s), \(copy.tokens.count) token(s), \(copy.waiting.count) waiting notification(s), \(copy.records.count) record(s)); the other instances reload it"
+                )
                 s.recovery = nil
                 s.epoch = epoch
                 followedEpoch.withLock { $0 = epoch }
@@ -677,7 +686,8 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     ///
     /// Also raises the instance counter to this instance's number: a Redis that lost its data
     /// forgot it, and a new instance must not take the number of one still running.
-    static let candidacyScript = RedisScript("""
+    static let candidacyScript = RedisScript(
+        """
         redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
         redis.call('PEXPIRE', KEYS[1], ARGV[3])
         if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[1]) then redis.call('SET', KEYS[2], tonumber(ARGV[1])) end
@@ -702,7 +712,8 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     /// `want` names the instance next in line (for 100 ms, renewed while it keeps asking):
     /// a free lease goes to it, not to whoever asks first, so a busy instance that gives the
     /// lease up and asks again at once cannot starve the others.
-    static let acquireScript = RedisScript("""
+    static let acquireScript = RedisScript(
+        """
         local v = tonumber(redis.call('GET', KEYS[3]) or '0')
         local e = redis.call('GET', KEYS[4]) or ''
         if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -720,12 +731,12 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         """)
 
     /// KEYS: lease. ARGV: token.
-    static let releaseScript = RedisScript("""
+    static let releaseScript = RedisScript(
+        """
         if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
         return 0
         """)
 }
-
 
 extension RedisCoordinator: Service {
     public var serviceName: String { "shared state (--redis)" }

@@ -66,9 +66,10 @@ extension RedisCoordinator {
         do {
             try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) in
                 let redis = try publishingConnection(&connection)
-                _ = try redis.pipeline(byInstance.map { owner, frames in
-                    ["PUBLISH", store.key("frames:\(owner)"), .bytes(StateCodec.encode(frames: frames))]
-                })
+                _ = try redis.pipeline(
+                    byInstance.map { owner, frames in
+                        ["PUBLISH", store.key("frames:\(owner)"), .bytes(StateCodec.encode(frames: frames))]
+                    })
             }
         } catch {
             logger.warning("cannot relay \(frames.count) frame(s) to another instance: \(error)")

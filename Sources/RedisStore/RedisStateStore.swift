@@ -80,7 +80,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
 
     /// Everything the store holds, with the version it was read at. Consistent only while
     /// nobody writes (the coordinator holds the lease while it loads).
-    func load(on redis: RedisConnection) throws(RedisError)
+    func load(
+        on redis: RedisConnection
+    ) throws(RedisError)
         -> (state: PersistedState, version: UInt64, lastLogID: String, epoch: String?)
     {
         var state = PersistedState()
@@ -134,8 +136,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         if !gone.isEmpty { _ = try redis.command([.text("SREM"), key("waiting")] + gone) }
 
         let maxSequence = try redis.command("GET", key("maxseq")).text.flatMap { UInt64($0) } ?? 0
-        state.nextRecordSequence = max(maxSequence + 1, (state.records.last?.sequence ?? 0) + 1,
-                                       (state.waiting.last?.notification.sequence ?? 0) + 1)
+        state.nextRecordSequence = max(
+            maxSequence + 1, (state.records.last?.sequence ?? 0) + 1,
+            (state.waiting.last?.notification.sequence ?? 0) + 1)
         let last = try redis.command("XREVRANGE", key("log"), "+", "-", "COUNT", "1").elements?.first?.elements?.first?.text
         return (state, version ?? 0, last ?? "0-0", epoch)
     }
@@ -175,9 +178,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// log. With `fence`, only while the lease holds that token (else `.server` "LEASE"); only
     /// into the state `epoch` names (else `.server` "EPOCH"). Returns the new version, the log
     /// entry's id, and whether the lease was given up because another instance asked for it.
-    func append(_ changes: [StateChange], instance: Int, fence: String?, epoch: EpochCondition = .any, mayRelease: Bool = true,
-                on redis: RedisConnection) throws(RedisError) -> (version: UInt64, id: String, released: Bool)
-    {
+    func append(
+        _ changes: [StateChange], instance: Int, fence: String?, epoch: EpochCondition = .any, mayRelease: Bool = true,
+        on redis: RedisConnection
+    ) throws(RedisError) -> (version: UInt64, id: String, released: Bool) {
         let (expected, seeded): (String, String)
         switch epoch {
         case .any: (expected, seeded) = ("", "")
@@ -198,8 +202,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         arguments += operations
         let reply = try Self.appendScript.run(
             on: redis,
-            keys: [key("lease"), key("want"), key("version"), key("log"), key("state"), key("records"), key("waiting"), key("maxseq"),
-                   key("epoch")],
+            keys: [
+                key("lease"), key("want"), key("version"), key("log"), key("state"), key("records"), key("waiting"), key("maxseq"),
+                key("epoch"),
+            ],
             arguments: arguments)
         guard let parts = reply.elements, parts.count == 3, let version = parts[0].int, let id = parts[1].text else {
             throw RedisError(.protocolError, "unexpected reply to the append script")
@@ -245,8 +251,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             }
             for record in state.records { operations(for: .recordSaved(record), into: &out, maxSequence: &maxSequence) }
             for entry in state.budgets {
-                operations(for: .budgetSaved(deviceID: entry.deviceID, bundleID: entry.bundleID, budget: entry.budget),
-                           into: &out, maxSequence: &maxSequence)
+                operations(
+                    for: .budgetSaved(deviceID: entry.deviceID, bundleID: entry.bundleID, budget: entry.budget),
+                    into: &out, maxSequence: &maxSequence)
             }
         }
     }
@@ -255,7 +262,8 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// ARGV: fence ttl instance loglength rows waitingprefix maxsequence mayrelease expectedepoch
     /// seedepoch, then operations:
     /// S field value | D field | R seq value | X seq | E before | W seq value expireAtMs | V seq | Z.
-    static let appendScript = RedisScript("""
+    static let appendScript = RedisScript(
+        """
         if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then
           return redis.error_reply('LEASE this instance no longer holds the lease')
         end

@@ -42,16 +42,20 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         do {
             db = try SQLiteDatabase(path: location)
         } catch {
-            throw StateStoreError("--state-dir \(directory): cannot open \(location): \(error.message)"
-                + (error.isCannotOpen ? "; check that the directory exists and is writable" : ""))
+            throw StateStoreError(
+                "--state-dir \(directory): cannot open \(location): \(error.message)"
+                    + (error.isCannotOpen ? "; check that the directory exists and is writable" : ""))
         }
         let location = self.location
         func explain(_ error: SQLiteError) -> StateStoreError {
             if error.isCorrupt {
-                return StateStoreError("--state-dir \(directory): \(location) is not an apns-emulator state database or is damaged (\(error.message)); move it away, or use another --state-dir, to start afresh")
+                return StateStoreError(
+                    "--state-dir \(directory): \(location) is not an apns-emulator state database or is damaged (\(error.message)); move it away, or use another --state-dir, to start afresh"
+                )
             }
             if error.isBusy {
-                return StateStoreError("--state-dir \(directory): \(location) is in use by another apns-emulator; stop it, or use another --state-dir")
+                return StateStoreError(
+                    "--state-dir \(directory): \(location) is in use by another apns-emulator; stop it, or use another --state-dir")
             }
             return StateStoreError("--state-dir \(directory): \(location): \(error)")
         }
@@ -117,10 +121,14 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         guard databaseBytes ?? 0 == 0 else { return }
         let what = databaseBytes == nil ? "is missing" : "is empty (0 bytes)"
         if walBytes > 0 {
-            throw StateStoreError("--state-dir \(directory): \(location) \(what), but its write-ahead log \(location)-wal holds \(walBytes) bytes: the database file was deleted, truncated or replaced, and starting now would discard the log and everything in it. To recover, put the original \(fileName) back (from a backup); to start afresh, move \(fileName), \(fileName)-wal and \(markerName) away, or use another --state-dir")
+            throw StateStoreError(
+                "--state-dir \(directory): \(location) \(what), but its write-ahead log \(location)-wal holds \(walBytes) bytes: the database file was deleted, truncated or replaced, and starting now would discard the log and everything in it. To recover, put the original \(fileName) back (from a backup); to start afresh, move \(fileName), \(fileName)-wal and \(markerName) away, or use another --state-dir"
+            )
         }
         if databaseBytes == 0, let committed = marker.read(), committed > 0 {
-            throw StateStoreError("--state-dir \(directory): \(location) is empty (0 bytes), but \(marker.path) records \(committed) committed transactions: the database file was truncated. To recover, put the original \(fileName) back (from a backup); to start afresh, move \(fileName) and \(markerName) away, or use another --state-dir")
+            throw StateStoreError(
+                "--state-dir \(directory): \(location) is empty (0 bytes), but \(marker.path) records \(committed) committed transactions: the database file was truncated. To recover, put the original \(fileName) back (from a backup); to start afresh, move \(fileName) and \(markerName) away, or use another --state-dir"
+            )
         }
     }
 
@@ -137,7 +145,9 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         var problems: [String] = []
         while try check.step() { problems.append(check.text(0)) }
         guard problems != ["ok"] else { return }
-        throw StateStoreError("--state-dir \(directory): \(location) is damaged: SQLite's integrity check reports \(problems.joined(separator: "; ")). Move \(fileName)* and \(markerName) away (keep them to inspect with sqlite3, whose .recover command salvages what is readable), or use another --state-dir, to start afresh")
+        throw StateStoreError(
+            "--state-dir \(directory): \(location) is damaged: SQLite's integrity check reports \(problems.joined(separator: "; ")). Move \(fileName)* and \(markerName) away (keep them to inspect with sqlite3, whose .recover command salvages what is readable), or use another --state-dir, to start afresh"
+        )
     }
 
     /// Transactions the marker saw committed but the database no longer has: SQLite dropped
@@ -145,13 +155,17 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// disk). Either way answers were given for them; the start stops and says so.
     private static func checkNothingLost(commits: Int64, marker: CommitMarker, directory: String, location: String) throws {
         guard let committed = marker.read(), committed > commits else { return }
-        throw StateStoreError("--state-dir \(directory): \(location) holds \(commits) committed transactions, but \(marker.path) records \(committed): the newest \(committed - commits) are missing. SQLite drops every transaction after a damaged frame of the write-ahead log \(fileName)-wal (a power loss can also take the newest ones), so what they held (accepted pushes, devices, tokens) is gone. To start with what is left, delete \(marker.path); to keep the evidence, copy the directory first")
+        throw StateStoreError(
+            "--state-dir \(directory): \(location) holds \(commits) committed transactions, but \(marker.path) records \(committed): the newest \(committed - commits) are missing. SQLite drops every transaction after a damaged frame of the write-ahead log \(fileName)-wal (a power loss can also take the newest ones), so what they held (accepted pushes, devices, tokens) is gone. To start with what is left, delete \(marker.path); to keep the evidence, copy the directory first"
+        )
     }
 
     private static func checkOrCreateSchema(_ db: SQLiteDatabase, directory: String, location: String) throws {
         let version = try db.userVersion()
         if version > schemaVersion {
-            throw StateStoreError("--state-dir \(directory): \(location) has schema version \(version), written by a newer apns-emulator; this one reads version \(schemaVersion). Use that newer apns-emulator, or another --state-dir")
+            throw StateStoreError(
+                "--state-dir \(directory): \(location) has schema version \(version), written by a newer apns-emulator; this one reads version \(schemaVersion). Use that newer apns-emulator, or another --state-dir"
+            )
         }
         if version == schemaVersion { return }
         if version == 1 {
@@ -162,7 +176,9 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         // Version 0: a new file, unless someone else's tables are in it.
         let tables = try db.scalarInt("SELECT count(*) FROM sqlite_master") ?? 0
         guard tables == 0 else {
-            throw StateStoreError("--state-dir \(directory): \(location) is a SQLite database without an apns-emulator schema version (tables but user_version 0); move it away, or use another --state-dir")
+            throw StateStoreError(
+                "--state-dir \(directory): \(location) is a SQLite database without an apns-emulator schema version (tables but user_version 0); move it away, or use another --state-dir"
+            )
         }
         try upgrade(db, running: schema)
     }
@@ -346,7 +362,9 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         case .budgetSaved:
             break  // not kept across restarts: budgets refill, as after a reboot
         case .reset(let state):
-            try db.execute("DELETE FROM meta; DELETE FROM devices; DELETE FROM device_apps; DELETE FROM tokens; DELETE FROM keys; DELETE FROM apps; DELETE FROM waiting; DELETE FROM records;")
+            try db.execute(
+                "DELETE FROM meta; DELETE FROM devices; DELETE FROM device_apps; DELETE FROM tokens; DELETE FROM keys; DELETE FROM apps; DELETE FROM waiting; DELETE FROM records;"
+            )
             try s.setMeta.run { q throws(SQLiteError) in
                 try q.bind(1, "initialized")
                 try q.bind(2, Int64(1))
@@ -385,7 +403,8 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             return try loadAll()
         } catch let error as SQLiteError {
             if error.isCorrupt {
-                throw StateStoreError("--state-dir \(directory): \(location) is damaged (\(error.message)); move it away, or use another --state-dir, to start afresh")
+                throw StateStoreError(
+                    "--state-dir \(directory): \(location) is damaged (\(error.message)); move it away, or use another --state-dir, to start afresh")
             }
             throw StateStoreError("--state-dir \(directory): reading \(location): \(error)")
         } catch let error as StateStoreError {
@@ -409,7 +428,9 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         }
 
         var apps: [String: [String: InstalledApp]] = [:]
-        let appRows = try db.prepare("SELECT device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens, upload_pending FROM device_apps")
+        let appRows = try db.prepare(
+            "SELECT device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens, upload_pending FROM device_apps"
+        )
         while try appRows.step() {
             let bundle = appRows.text(1)
             var tokens: [TokenKind: String] = [:]
@@ -420,9 +441,10 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
                 }
                 tokens[kind] = String(parts[1])
             }
-            let settings = AppSettings(authorization: try Self.value(Authorization.self, appRows.text(4)),
-                                       appState: try Self.value(AppState.self, appRows.text(5)),
-                                       backgroundMode: appRows.bool(6))
+            let settings = AppSettings(
+                authorization: try Self.value(Authorization.self, appRows.text(4)),
+                appState: try Self.value(AppState.self, appRows.text(5)),
+                backgroundMode: appRows.bool(6))
             apps[appRows.text(0), default: [:]][bundle] = InstalledApp(
                 bundleID: bundle, environment: try Self.value(APNsEnvironment.self, appRows.text(2)), tokens: tokens,
                 installedAtMs: appRows.int64(3), settings: settings, uploadPending: appRows.bool(8))
@@ -430,12 +452,16 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         let devices = try db.prepare("SELECT id, virtual, created_at_ms, low_power, forced_offline, user_id FROM devices ORDER BY id")
         while try devices.step() {
             let id = devices.text(0)
-            state.devices.append(Device(id: id, isVirtual: devices.bool(1), apps: apps[id] ?? [:], createdAtMs: devices.int64(2),
-                                        lowPowerMode: devices.bool(3), forcedOffline: devices.bool(4),
-                                        userID: devices.optionalText(5)))
+            state.devices.append(
+                Device(
+                    id: id, isVirtual: devices.bool(1), apps: apps[id] ?? [:], createdAtMs: devices.int64(2),
+                    lowPowerMode: devices.bool(3), forcedOffline: devices.bool(4),
+                    userID: devices.optionalText(5)))
         }
 
-        let tokens = try db.prepare("SELECT token, device_id, bundle_id, environment, kind, state, since_ms, issued_at_ms, pushes_until_unregistered FROM tokens ORDER BY token")
+        let tokens = try db.prepare(
+            "SELECT token, device_id, bundle_id, environment, kind, state, since_ms, issued_at_ms, pushes_until_unregistered FROM tokens ORDER BY token"
+        )
         while try tokens.step() {
             let tokenState: TokenState
             switch tokens.text(5) {
@@ -445,19 +471,23 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             case "rate-limited": tokenState = .rateLimited
             case let other: throw StateStoreError("token \(tokens.text(0)): unknown state '\(other)'")
             }
-            state.tokens.append(TokenEntry(
-                token: tokens.text(0), deviceID: tokens.text(1), bundleID: tokens.text(2),
-                environment: try Self.value(APNsEnvironment.self, tokens.text(3)), kind: try Self.value(TokenKind.self, tokens.text(4)),
-                state: tokenState, issuedAtMs: tokens.int64(7), pushesUntilUnregistered: tokens.optionalInt64(8).map { Int($0) }))
+            state.tokens.append(
+                TokenEntry(
+                    token: tokens.text(0), deviceID: tokens.text(1), bundleID: tokens.text(2),
+                    environment: try Self.value(APNsEnvironment.self, tokens.text(3)), kind: try Self.value(TokenKind.self, tokens.text(4)),
+                    state: tokenState, issuedAtMs: tokens.int64(7), pushesUntilUnregistered: tokens.optionalInt64(8).map { Int($0) }))
         }
 
-        let keys = try db.prepare("SELECT key_id, team_id, environment, topics, related_key_id, pem, source, added_at_run_time FROM keys ORDER BY key_id")
+        let keys = try db.prepare(
+            "SELECT key_id, team_id, environment, topics, related_key_id, pem, source, added_at_run_time FROM keys ORDER BY key_id")
         while try keys.step() {
-            state.keys.append(StoredKey(
-                teamID: keys.text(1), keyID: keys.text(0),
-                environment: try keys.optionalText(2).map { (text: String) throws -> APNsEnvironment in try Self.value(APNsEnvironment.self, text) },
-                topics: keys.optionalText(3).map { $0.split(separator: ",").map(String.init) }, relatedKeyID: keys.optionalText(4),
-                pem: keys.text(5), source: keys.text(6), addedAtRunTime: keys.bool(7)))
+            state.keys.append(
+                StoredKey(
+                    teamID: keys.text(1), keyID: keys.text(0),
+                    environment: try keys.optionalText(2).map { (text: String) throws -> APNsEnvironment in try Self.value(APNsEnvironment.self, text)
+                    },
+                    topics: keys.optionalText(3).map { $0.split(separator: ",").map(String.init) }, relatedKeyID: keys.optionalText(4),
+                    pem: keys.text(5), source: keys.text(6), addedAtRunTime: keys.bool(7)))
         }
 
         let owners = try db.prepare("SELECT bundle_id, team_id FROM apps ORDER BY bundle_id")
@@ -541,17 +571,26 @@ private final class Statements {
     init(_ db: SQLiteDatabase) throws(SQLiteError) {
         setMeta = try db.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)")
         raiseNextSequence = try db.prepare(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('next_sequence', max(?1, coalesce((SELECT value FROM meta WHERE key = 'next_sequence'), 0)))")
-        saveDevice = try db.prepare("INSERT OR REPLACE INTO devices (id, virtual, created_at_ms, low_power, forced_offline, user_id) VALUES (?, ?, ?, ?, ?, ?)")
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('next_sequence', max(?1, coalesce((SELECT value FROM meta WHERE key = 'next_sequence'), 0)))"
+        )
+        saveDevice = try db.prepare(
+            "INSERT OR REPLACE INTO devices (id, virtual, created_at_ms, low_power, forced_offline, user_id) VALUES (?, ?, ?, ?, ?, ?)")
         deleteDevice = try db.prepare("DELETE FROM devices WHERE id = ?")
         deleteDeviceApps = try db.prepare("DELETE FROM device_apps WHERE device_id = ?")
-        saveDeviceApp = try db.prepare("INSERT INTO device_apps (device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens, upload_pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-        saveToken = try db.prepare("INSERT OR REPLACE INTO tokens (token, device_id, bundle_id, environment, kind, state, since_ms, issued_at_ms, pushes_until_unregistered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-        saveKey = try db.prepare("INSERT OR REPLACE INTO keys (key_id, team_id, environment, topics, related_key_id, pem, source, added_at_run_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        saveDeviceApp = try db.prepare(
+            "INSERT INTO device_apps (device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens, upload_pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        saveToken = try db.prepare(
+            "INSERT OR REPLACE INTO tokens (token, device_id, bundle_id, environment, kind, state, since_ms, issued_at_ms, pushes_until_unregistered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        saveKey = try db.prepare(
+            "INSERT OR REPLACE INTO keys (key_id, team_id, environment, topics, related_key_id, pem, source, added_at_run_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        )
         deleteKey = try db.prepare("DELETE FROM keys WHERE key_id = ?")
         saveApp = try db.prepare("INSERT OR REPLACE INTO apps (bundle_id, team_id) VALUES (?, ?)")
         deleteApp = try db.prepare("DELETE FROM apps WHERE bundle_id = ?")
-        saveWaiting = try db.prepare("INSERT OR REPLACE INTO waiting (seq, slot, defer_reason, release_at_ms, device_id, bundle_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        saveWaiting = try db.prepare(
+            "INSERT OR REPLACE INTO waiting (seq, slot, defer_reason, release_at_ms, device_id, bundle_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)")
         deleteWaiting = try db.prepare("DELETE FROM waiting WHERE seq = ?")
         saveRecord = try db.prepare("INSERT OR REPLACE INTO records (seq, data) VALUES (?, ?)")
         deleteRecord = try db.prepare("DELETE FROM records WHERE seq = ?")

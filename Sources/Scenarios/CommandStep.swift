@@ -25,8 +25,9 @@ extension StepRunner {
             throw StepFailure("\(argv[0]) did not finish within \(timeoutMs) ms (killed)", expected: "exit \(expected)", seen: shown)
         }
         guard outcome.exitStatus == expected else {
-            throw StepFailure("\(argv[0]) " + (outcome.exitStatus.map { "exited with \($0)" } ?? "was killed by a signal"),
-                              expected: "exit \(expected)", seen: shown.isEmpty ? "no output" : shown)
+            throw StepFailure(
+                "\(argv[0]) " + (outcome.exitStatus.map { "exited with \($0)" } ?? "was killed by a signal"),
+                expected: "exit \(expected)", seen: shown.isEmpty ? "no output" : shown)
         }
         if let wanted = fields.string("stdoutContains"), !outcome.stdout.contains(wanted) {
             throw StepFailure("the output lacks the expected text", expected: "stdout containing \"\(wanted)\"", seen: outcome.stdout.tail(lines: 12))
@@ -79,8 +80,9 @@ enum ChildProcess {
         if timedOut { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
         let exited = process.terminationReason == .exit
-        return Outcome(exitStatus: exited ? Int(process.terminationStatus) : nil, stdout: stdout.text(), stderr: stderr.text(),
-                       timedOut: timedOut)
+        return Outcome(
+            exitStatus: exited ? Int(process.terminationStatus) : nil, stdout: stdout.text(), stderr: stderr.text(),
+            timedOut: timedOut)
     }
 }
 

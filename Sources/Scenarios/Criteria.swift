@@ -7,7 +7,8 @@ struct StatusPattern: CustomStringConvertible {
 
     init(_ value: JSONValue) throws(StepFailure) {
         let text = value.intValue.map(String.init) ?? value.stringValue ?? ""
-        let valid = text.count == 3 && text.first.map { "12345".contains($0) } == true
+        let valid =
+            text.count == 3 && text.first.map { "12345".contains($0) } == true
             && (Int(text) != nil || text.dropFirst().lowercased() == "xx")
         guard valid else { throw StepFailure("a status is a number such as 200 or a class such as \"2xx\", not \(value.serialized())") }
         self.text = text.lowercased()

@@ -17,8 +17,9 @@ extension StepRunner {
 
     func install() throws(StepFailure) -> String? {
         let (ref, bundle) = (try context.device(alias), try bundleID())
-        let created = try installAndLaunch(path: "/api/v1/devices/\(ref.deviceID.pathEncoded)/apps", bundle: bundle,
-                                           environment: fields.string("environment") ?? ref.environment, deviceID: nil)
+        let created = try installAndLaunch(
+            path: "/api/v1/devices/\(ref.deviceID.pathEncoded)/apps", bundle: bundle,
+            environment: fields.string("environment") ?? ref.environment, deviceID: nil)
         return "token \(short(created["token"]?.stringValue))"
     }
 
@@ -80,8 +81,9 @@ extension StepRunner {
             let created = try admin("creating device \(target) to restore onto") { () throws(EmulatorAdminError) in
                 try api.request("POST", "/api/v1/devices", body: body)
             }
-            context.devices[target] = RunContext.DeviceRef(deviceID: created["deviceId"]?.stringValue ?? target,
-                                                           bundleID: source.bundleID, environment: source.environment)
+            context.devices[target] = RunContext.DeviceRef(
+                deviceID: created["deviceId"]?.stringValue ?? target,
+                bundleID: source.bundleID, environment: source.environment)
         }
         let ref = try context.device(target)
         try admin("restoring \(source.deviceID)'s backup onto \(ref.deviceID)") { () throws(EmulatorAdminError) in

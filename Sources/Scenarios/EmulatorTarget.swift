@@ -24,9 +24,10 @@ public final class EmulatorTarget: Sendable {
         public var keyID: String?
         public var keyPath: String?
 
-        public init(sandbox: HostPort? = nil, production: HostPort? = nil, caPath: String? = nil, teamID: String? = nil,
-                    keyID: String? = nil, keyPath: String? = nil)
-        {
+        public init(
+            sandbox: HostPort? = nil, production: HostPort? = nil, caPath: String? = nil, teamID: String? = nil,
+            keyID: String? = nil, keyPath: String? = nil
+        ) {
             self.sandbox = sandbox
             self.production = production
             self.caPath = caPath
@@ -47,8 +48,9 @@ public final class EmulatorTarget: Sendable {
     /// trusted for `bundleIDs`.
     public static func inProcess(bundleIDs: [String], arguments: [String] = []) throws(StartupError) -> EmulatorTarget {
         let emulator = try InProcessEmulator(bundleIDs: bundleIDs, arguments: arguments)
-        let access = ProviderAccess(sandbox: emulator.sandbox, production: emulator.production, caPath: emulator.caCertificatePath,
-                                    teamID: emulator.key.teamID, keyID: emulator.key.keyID, keyPath: emulator.key.path)
+        let access = ProviderAccess(
+            sandbox: emulator.sandbox, production: emulator.production, caPath: emulator.caCertificatePath,
+            teamID: emulator.key.teamID, keyID: emulator.key.keyID, keyPath: emulator.key.path)
         let api = EmulatorAdminClient(address: emulator.admin, token: emulator.adminToken)
         return EmulatorTarget(api: api, adminURL: "http://\(emulator.admin)", provider: access, owned: emulator)
     }
@@ -96,9 +98,11 @@ public final class EmulatorTarget: Sendable {
 
     /// The environment a provider command needs to reach this emulator (notify.py's names).
     func providerEnvironment(topic: String) -> [String: String] {
-        let names = [("APNS_ADMIN_URL", "adminUrl"), ("APNS_HOST", "host"), ("APNS_PORT", "port"),
-                     ("APNS_PRODUCTION_PORT", "productionPort"), ("APNS_CA", "ca"), ("APNS_KEY_PATH", "keyPath"),
-                     ("APNS_KEY_ID", "keyId"), ("APNS_TEAM_ID", "teamId"), ("APNS_TOPIC", "topic")]
+        let names = [
+            ("APNS_ADMIN_URL", "adminUrl"), ("APNS_HOST", "host"), ("APNS_PORT", "port"),
+            ("APNS_PRODUCTION_PORT", "productionPort"), ("APNS_CA", "ca"), ("APNS_KEY_PATH", "keyPath"),
+            ("APNS_KEY_ID", "keyId"), ("APNS_TEAM_ID", "teamId"), ("APNS_TOPIC", "topic"),
+        ]
         var environment: [String: String] = [:]
         for (variable, name) in names { environment[variable] = value(name, topic: topic) }
         return environment

@@ -10,8 +10,9 @@ extension StepRunner {
             let watch = try Watch(fields, context: context, since: try since())
             let found = try watch.matches()
             guard found.count == wanted else {
-                throw StepFailure("\(found.count) instead of \(wanted)", expected: "exactly \(wanted) × \(watch.description)",
-                                  seen: found.isEmpty ? "none" : "\(found.count):\n" + found.joined(separator: "\n"))
+                throw StepFailure(
+                    "\(found.count) instead of \(wanted)", expected: "exactly \(wanted) × \(watch.description)",
+                    seen: found.isEmpty ? "none" : "\(found.count):\n" + found.joined(separator: "\n"))
             }
             return "\(wanted) as expected"
         }
@@ -22,8 +23,9 @@ extension StepRunner {
             guard let wanted = try checks.int("crossAccount") else { throw StepFailure("\"checks.crossAccount\" is required") }
             let failures = try CheckSummary.crossAccount(context)
             guard failures.count == wanted else {
-                throw StepFailure("the detector counted \(failures.count)", expected: "crossAccount \(wanted)",
-                                  seen: failures.isEmpty ? "crossAccount 0" : failures.joined(separator: "\n"))
+                throw StepFailure(
+                    "the detector counted \(failures.count)", expected: "crossAccount \(wanted)",
+                    seen: failures.isEmpty ? "crossAccount 0" : failures.joined(separator: "\n"))
             }
             return "crossAccount \(wanted)"
         }

@@ -13,7 +13,9 @@ extension StepRunner {
         }
         var body: [UInt8]?
         if let value = fields["body"] {
-            if case .string(let text) = value { body = Array(text.utf8) } else {
+            if case .string(let text) = value {
+                body = Array(text.utf8)
+            } else {
                 body = value.serializedBytes()
                 if !headers.contains(where: { $0.name.lowercased() == "content-type" }) {
                     headers.append(HTTP1Header("Content-Type", "application/json"))
@@ -25,8 +27,9 @@ extension StepRunner {
         let timeoutMs = try fields.int("timeoutMs") ?? 10_000
         let response: HTTP1Response
         do {
-            response = try HTTP1Client.exchange(url: url, method: method, headers: headers, body: body, timeoutMs: timeoutMs,
-                                                maxResponseBytes: 16 << 20)
+            response = try HTTP1Client.exchange(
+                url: url, method: method, headers: headers, body: body, timeoutMs: timeoutMs,
+                maxResponseBytes: 16 << 20)
         } catch {
             throw StepFailure("\(method) \(url): \(error.message)")
         }
@@ -36,8 +39,9 @@ extension StepRunner {
         let expect = fields.nested("expect")
         let status = try StatusPattern(expect?["status"] ?? .string("2xx"))
         guard status.matches(response.status) else {
-            throw StepFailure("\(method) \(url) answered \(response.status)", expected: "status \(status)",
-                              seen: "status \(response.status): \(text)")
+            throw StepFailure(
+                "\(method) \(url) answered \(response.status)", expected: "status \(status)",
+                seen: "status \(response.status): \(text)")
         }
         if let pointers = expect?["json"]?.objectValue {
             guard let json = try? JSONValue.parse(response.body) else {
@@ -52,8 +56,9 @@ extension StepRunner {
                 }
             }
             guard wrong.isEmpty else {
-                throw StepFailure("the answer's JSON differs", expected: wrong.map(\.0).joined(separator: "; "),
-                                  seen: wrong.map(\.1).joined(separator: "; "))
+                throw StepFailure(
+                    "the answer's JSON differs", expected: wrong.map(\.0).joined(separator: "; "),
+                    seen: wrong.map(\.1).joined(separator: "; "))
             }
         }
         return "→ \(response.status)"

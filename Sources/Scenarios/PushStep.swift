@@ -55,8 +55,10 @@ extension StepRunner {
         } catch {
             throw StepFailure("push to \(address): \(error.description)")
         }
-        context.lastPush = ["apnsId": result.apnsID ?? "", "uniqueId": result.uniqueID ?? "", "status": String(result.status),
-                            "reason": result.reason ?? "", "token": token]
+        context.lastPush = [
+            "apnsId": result.apnsID ?? "", "uniqueId": result.uniqueID ?? "", "status": String(result.status),
+            "reason": result.reason ?? "", "token": token,
+        ]
         let answer = "\(result.status)" + (result.reason.map { " \($0)" } ?? "")
         let expect = fields.nested("expect")
         let status = try StatusPattern(expect?["status"] ?? .int(200))
@@ -66,8 +68,9 @@ extension StepRunner {
             wrong.append("reason \(expect.string("reason") ?? "none")")
         }
         guard wrong.isEmpty else {
-            throw StepFailure("APNs answered \(answer)", expected: wrong.joined(separator: ", "),
-                              seen: "status \(answer)" + (result.apnsID.map { ", apns-id \($0)" } ?? ""))
+            throw StepFailure(
+                "APNs answered \(answer)", expected: wrong.joined(separator: ", "),
+                seen: "status \(answer)" + (result.apnsID.map { ", apns-id \($0)" } ?? ""))
         }
         return "→ \(answer), apns-id \(short(result.apnsID))"
     }

@@ -40,8 +40,11 @@ public struct ReportPrinter: Sendable {
         if notRun > 0 && report.setupError == nil { lines.append("    (\(notRun) more step\(notRun == 1 ? "" : "s") not run)") }
         if let checks = report.checks {
             var line = "checks: crossAccount \(checks.crossAccount)"
-            if let error = checks.error { line = "checks: could not be read: \(error)" }
-            else if checks.expected > 0 || checks.crossAccount > 0 { line += " (expected \(checks.expected))" }
+            if let error = checks.error {
+                line = "checks: could not be read: \(error)"
+            } else if checks.expected > 0 || checks.crossAccount > 0 {
+                line += " (expected \(checks.expected))"
+            }
             line += checks.passed ? " ✓" : " ✗"
             if !checks.strict && checks.crossAccount != checks.expected { line += " (not strict: reported only)" }
             lines.append(line)
@@ -74,8 +77,10 @@ public struct ReportPrinter: Sendable {
     /// The text in plain ASCII when asked.
     func plain(_ text: String) -> String {
         guard ascii else { return text }
-        let swaps: [(String, String)] = [("✓", "ok"), ("✗", "FAIL"), ("…", "..."), ("≠", "!="), ("→", "->"), ("×", "x"), ("≥", ">="),
-                                         ("—", "-"), ("–", "-"), ("’", "'"), ("“", "\""), ("”", "\"")]
+        let swaps: [(String, String)] = [
+            ("✓", "ok"), ("✗", "FAIL"), ("…", "..."), ("≠", "!="), ("→", "->"), ("×", "x"), ("≥", ">="),
+            ("—", "-"), ("–", "-"), ("’", "'"), ("“", "\""), ("”", "\""),
+        ]
         var out = text
         for (symbol, word) in swaps { out = out.replacingOccurrences(of: symbol, with: word) }
         return String(String.UnicodeScalarView(out.unicodeScalars.map { $0.isASCII ? $0 : "?" }))

@@ -103,9 +103,10 @@ public enum ScenarioParser {
         for (offset, value) in list.enumerated() {
             steps.append(try StepParser(index: offset + 1, aliases: aliases, variables: fixed).parse(value, known: &known))
         }
-        return Scenario(name: name, description: description, bundleID: bundleID,
-                        variables: fixed, backends: backends,
-                        emulatorArguments: emulatorArguments, expectedCrossAccount: expectedCrossAccount, steps: steps)
+        return Scenario(
+            name: name, description: description, bundleID: bundleID,
+            variables: fixed, backends: backends,
+            emulatorArguments: emulatorArguments, expectedCrossAccount: expectedCrossAccount, steps: steps)
     }
 
     /// A backend object, or a file holding one (a path relative to the scenario file, such as
@@ -201,8 +202,9 @@ struct VariableCheck {
     func check(_ name: String) throws(Template.SyntaxError) {
         if saved.contains(name) || fixed.contains(name) { return }
         guard let runtime = try RuntimeName.parse(name) else {
-            throw Template.SyntaxError(message: "${\(name)} is not set: pass --var \(name)=VALUE, set it in the environment, "
-                + "give it a default in \"variables\", or save it in an earlier step")
+            throw Template.SyntaxError(
+                message: "${\(name)} is not set: pass --var \(name)=VALUE, set it in the environment, "
+                    + "give it a default in \"variables\", or save it in an earlier step")
         }
         switch runtime {
         case .device(let alias, _):

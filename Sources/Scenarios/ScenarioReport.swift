@@ -60,22 +60,26 @@ public struct ScenarioReport: Sendable {
     public var json: JSONValue {
         func text(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
         let steps: [JSONValue] = self.steps.map { step in
-            .object(JSONObject([
-                ("index", .int(Int64(step.index))), ("do", .string(step.kind.rawValue)), ("label", .string(step.label)),
-                ("passed", .bool(step.passed)), ("durationMs", .int(Int64(step.durationMs))), ("note", text(step.note)),
-                ("failure", text(step.failure)), ("expected", text(step.expected)), ("seen", text(step.seen)),
-            ]))
+            .object(
+                JSONObject([
+                    ("index", .int(Int64(step.index))), ("do", .string(step.kind.rawValue)), ("label", .string(step.label)),
+                    ("passed", .bool(step.passed)), ("durationMs", .int(Int64(step.durationMs))), ("note", text(step.note)),
+                    ("failure", text(step.failure)), ("expected", text(step.expected)), ("seen", text(step.seen)),
+                ]))
         }
-        let checks: JSONValue = self.checks.map { c in
-            .object(JSONObject([
-                ("passed", .bool(c.passed)), ("crossAccount", .int(Int64(c.crossAccount))), ("expected", .int(Int64(c.expected))),
-                ("strict", .bool(c.strict)), ("messages", .array(c.messages.map(JSONValue.string))), ("error", text(c.error)),
+        let checks: JSONValue =
+            self.checks.map { c in
+                .object(
+                    JSONObject([
+                        ("passed", .bool(c.passed)), ("crossAccount", .int(Int64(c.crossAccount))), ("expected", .int(Int64(c.expected))),
+                        ("strict", .bool(c.strict)), ("messages", .array(c.messages.map(JSONValue.string))), ("error", text(c.error)),
+                    ]))
+            } ?? .null
+        return .object(
+            JSONObject([
+                ("name", .string(name)), ("passed", .bool(passed)), ("setupError", text(setupError)),
+                ("steps", .array(steps)), ("stepsRun", .int(Int64(self.steps.count))), ("totalSteps", .int(Int64(totalSteps))),
+                ("checks", checks), ("durationMs", .int(Int64(durationMs))),
             ]))
-        } ?? .null
-        return .object(JSONObject([
-            ("name", .string(name)), ("passed", .bool(passed)), ("setupError", text(setupError)),
-            ("steps", .array(steps)), ("stepsRun", .int(Int64(self.steps.count))), ("totalSteps", .int(Int64(totalSteps))),
-            ("checks", checks), ("durationMs", .int(Int64(durationMs))),
-        ]))
     }
 }

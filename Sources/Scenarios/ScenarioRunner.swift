@@ -16,9 +16,10 @@ public enum ScenarioRunner {
         /// Called as each step ends (live progress).
         public var onStep: (@Sendable (StepReport) -> Void)?
 
-        public init(variables: [String: String] = [:], strict: Bool = true, workingDirectory: String? = nil,
-                    onStep: (@Sendable (StepReport) -> Void)? = nil)
-        {
+        public init(
+            variables: [String: String] = [:], strict: Bool = true, workingDirectory: String? = nil,
+            onStep: (@Sendable (StepReport) -> Void)? = nil
+        ) {
             self.variables = variables
             self.strict = strict
             self.workingDirectory = workingDirectory
@@ -31,8 +32,9 @@ public enum ScenarioRunner {
     public static func run(_ scenario: Scenario, options: Options = Options()) -> ScenarioReport {
         let target: EmulatorTarget
         do { target = try EmulatorTarget.inProcess(bundleIDs: scenario.bundleIDs, arguments: scenario.emulatorArguments) } catch {
-            return ScenarioReport(name: scenario.name, description: scenario.description, setupError: error.description, steps: [],
-                                  totalSteps: scenario.steps.count, checks: nil, durationMs: 0)
+            return ScenarioReport(
+                name: scenario.name, description: scenario.description, setupError: error.description, steps: [],
+                totalSteps: scenario.steps.count, checks: nil, durationMs: 0)
         }
         defer { target.stop() }
         return run(scenario, on: target, options: options)
@@ -40,10 +42,12 @@ public enum ScenarioRunner {
 
     public static func run(_ scenario: Scenario, on target: EmulatorTarget, options: Options = Options()) -> ScenarioReport {
         let started = Date()
-        let context = RunContext(scenario: scenario, target: target, variables: options.variables,
-                                 workingDirectory: options.workingDirectory)
-        var report = ScenarioReport(name: scenario.name, description: scenario.description, setupError: nil, steps: [],
-                                    totalSteps: scenario.steps.count, checks: nil, durationMs: 0)
+        let context = RunContext(
+            scenario: scenario, target: target, variables: options.variables,
+            workingDirectory: options.workingDirectory)
+        var report = ScenarioReport(
+            name: scenario.name, description: scenario.description, setupError: nil, steps: [],
+            totalSteps: scenario.steps.count, checks: nil, durationMs: 0)
         do {
             context.startMs = try context.emulatorNow()
             try setBackends(scenario, context)

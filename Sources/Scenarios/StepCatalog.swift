@@ -99,23 +99,29 @@ extension StepKind {
         let appStep = [Self.deviceField, Self.bundleField]
         switch self {
         case .device:
-            return [FieldSpec("alias", .string, required: true, "the name later steps use"),
-                    FieldSpec("bundleId", .string, "app to install (default: the scenario's bundleId)"),
-                    FieldSpec("environment", .string, "sandbox or production"),
-                    FieldSpec("authorization", .string, "authorized, denied, provisional, ephemeral, notDetermined"),
-                    FieldSpec("appState", .string, "the state the app is launched into (default background; notRunning: installed, not opened)"),
-                    FieldSpec("backgroundMode", .bool, "the app has the remote-notification background mode"),
-                    FieldSpec("deviceId", .string, "the emulator's device id (default: the alias)", rule: .deviceID)]
+            return [
+                FieldSpec("alias", .string, required: true, "the name later steps use"),
+                FieldSpec("bundleId", .string, "app to install (default: the scenario's bundleId)"),
+                FieldSpec("environment", .string, "sandbox or production"),
+                FieldSpec("authorization", .string, "authorized, denied, provisional, ephemeral, notDetermined"),
+                FieldSpec("appState", .string, "the state the app is launched into (default background; notRunning: installed, not opened)"),
+                FieldSpec("backgroundMode", .bool, "the app has the remote-notification background mode"),
+                FieldSpec("deviceId", .string, "the emulator's device id (default: the alias)", rule: .deviceID),
+            ]
         case .install, .reinstall:
-            return appStep + [FieldSpec("environment", .string, "sandbox or production (default: the device's)"),
-                              FieldSpec("authorization", .string, "permission (default authorized)"),
-                              FieldSpec("appState", .string, "the state it is launched into (default background; notRunning: not opened)"),
-                              FieldSpec("backgroundMode", .bool, "the app has the remote-notification background mode")]
+            return appStep + [
+                FieldSpec("environment", .string, "sandbox or production (default: the device's)"),
+                FieldSpec("authorization", .string, "permission (default authorized)"),
+                FieldSpec("appState", .string, "the state it is launched into (default background; notRunning: not opened)"),
+                FieldSpec("backgroundMode", .bool, "the app has the remote-notification background mode"),
+            ]
         case .uninstall, .rotate, .deny, .launch, .foreground, .background, .suspend, .terminate:
             return appStep
         case .restore:
-            return [FieldSpec("device", .string, required: true, "alias of the device restored onto (made when new)"),
-                    FieldSpec("from", .string, required: true, "alias of the device whose backup is restored")]
+            return [
+                FieldSpec("device", .string, required: true, "alias of the device restored onto (made when new)"),
+                FieldSpec("from", .string, required: true, "alias of the device whose backup is restored"),
+            ]
         case .permit:
             return appStep + [FieldSpec("authorization", .string, "authorized (default), provisional or ephemeral")]
         case .appState:
@@ -131,53 +137,65 @@ extension StepKind {
         case .sleep:
             return [FieldSpec("ms", .number, required: true, "milliseconds", rule: .waitMs)]
         case .push:
-            return [FieldSpec("device", .string, "device alias: its app's current token"),
-                    FieldSpec("token", .string, "a token, instead of device"),
-                    FieldSpec("bundleId", .string, "the app (apns-topic unless topic is given)"),
-                    FieldSpec("topic", .string, "apns-topic"),
-                    FieldSpec("environment", .string, "sandbox or production (default: the app's)"),
-                    FieldSpec("payload", .any, "a JSON object, or text sent as is"),
-                    FieldSpec("pushType", .string, "apns-push-type"), FieldSpec("priority", .number, "apns-priority", rule: .priority),
-                    FieldSpec("expiration", .number, "apns-expiration", rule: .expiration), FieldSpec("collapseId", .string, "apns-collapse-id"),
-                    FieldSpec("apnsId", .string, "apns-id"),
-                    FieldSpec("expect", .object, "{\"status\": 200, \"reason\": …} (default: status 200)")]
+            return [
+                FieldSpec("device", .string, "device alias: its app's current token"),
+                FieldSpec("token", .string, "a token, instead of device"),
+                FieldSpec("bundleId", .string, "the app (apns-topic unless topic is given)"),
+                FieldSpec("topic", .string, "apns-topic"),
+                FieldSpec("environment", .string, "sandbox or production (default: the app's)"),
+                FieldSpec("payload", .any, "a JSON object, or text sent as is"),
+                FieldSpec("pushType", .string, "apns-push-type"), FieldSpec("priority", .number, "apns-priority", rule: .priority),
+                FieldSpec("expiration", .number, "apns-expiration", rule: .expiration), FieldSpec("collapseId", .string, "apns-collapse-id"),
+                FieldSpec("apnsId", .string, "apns-id"),
+                FieldSpec("expect", .object, "{\"status\": 200, \"reason\": …} (default: status 200)"),
+            ]
         case .run:
-            return [FieldSpec("argv", .array, required: true, "the command and its arguments"),
-                    FieldSpec("env", .object, "more environment variables"),
-                    FieldSpec("cwd", .string, "working directory (default: the runner's)"),
-                    FieldSpec("expectExit", .number, "expected exit status (default 0)", rule: .exitStatus),
-                    FieldSpec("stdoutContains", .string, "text the output must contain"),
-                    FieldSpec("timeoutMs", .number, "kill it after this long (default 60000)", rule: .timeoutMs)]
+            return [
+                FieldSpec("argv", .array, required: true, "the command and its arguments"),
+                FieldSpec("env", .object, "more environment variables"),
+                FieldSpec("cwd", .string, "working directory (default: the runner's)"),
+                FieldSpec("expectExit", .number, "expected exit status (default 0)", rule: .exitStatus),
+                FieldSpec("stdoutContains", .string, "text the output must contain"),
+                FieldSpec("timeoutMs", .number, "kill it after this long (default 60000)", rule: .timeoutMs),
+            ]
         case .http:
-            return [FieldSpec("url", .string, required: true, "http://host:port/path"),
-                    FieldSpec("method", .string, "GET (default), POST, …"),
-                    FieldSpec("headers", .object, "request headers"), FieldSpec("body", .any, "a JSON body"),
-                    FieldSpec("expect", .object, "{\"status\": 200, \"json\": {\"/pointer\": value}}"),
-                    FieldSpec("timeoutMs", .number, "default 10000", rule: .timeoutMs)]
+            return [
+                FieldSpec("url", .string, required: true, "http://host:port/path"),
+                FieldSpec("method", .string, "GET (default), POST, …"),
+                FieldSpec("headers", .object, "request headers"), FieldSpec("body", .any, "a JSON body"),
+                FieldSpec("expect", .object, "{\"status\": 200, \"json\": {\"/pointer\": value}}"),
+                FieldSpec("timeoutMs", .number, "default 10000", rule: .timeoutMs),
+            ]
         case .waitFor:
-            return [FieldSpec("delivery", .criteria(.delivery), "wait for a notification record"),
-                    FieldSpec("backendCall", .criteria(.backendCall), "wait for an app's call to its backend"),
-                    FieldSpec("count", .number, "at least this many (default 1)", rule: .count),
-                    FieldSpec("timeoutMs", .number, "default 10000", rule: .waitMs),
-                    FieldSpec("since", .any, "\"start\" (default), \"step\", or emulator time in ms")]
+            return [
+                FieldSpec("delivery", .criteria(.delivery), "wait for a notification record"),
+                FieldSpec("backendCall", .criteria(.backendCall), "wait for an app's call to its backend"),
+                FieldSpec("count", .number, "at least this many (default 1)", rule: .count),
+                FieldSpec("timeoutMs", .number, "default 10000", rule: .waitMs),
+                FieldSpec("since", .any, "\"start\" (default), \"step\", or emulator time in ms"),
+            ]
         case .expectNone:
-            return [FieldSpec("delivery", .criteria(.delivery), "no such notification record"),
-                    FieldSpec("backendCall", .criteria(.backendCall), "no such backend call"),
-                    FieldSpec("withinMs", .number, "how long to watch (default 1000)", rule: .waitMs),
-                    FieldSpec("since", .any, "\"start\" (default), \"step\", or emulator time in ms")]
+            return [
+                FieldSpec("delivery", .criteria(.delivery), "no such notification record"),
+                FieldSpec("backendCall", .criteria(.backendCall), "no such backend call"),
+                FieldSpec("withinMs", .number, "how long to watch (default 1000)", rule: .waitMs),
+                FieldSpec("since", .any, "\"start\" (default), \"step\", or emulator time in ms"),
+            ]
         case .expect:
-            return [Self.deviceField, Self.bundleField,
-                    FieldSpec("userId", .stringOrNull, "account logged in (null: nobody)"),
-                    FieldSpec("token", .string, "the app's token equals this"),
-                    FieldSpec("tokenNot", .string, "the app's token differs from this"),
-                    FieldSpec("tokenUploadPending", .bool, "a token waits to be uploaded at login"),
-                    FieldSpec("authorization", .string, "permission"), FieldSpec("appState", .string, "run state"),
-                    FieldSpec("installed", .bool, "the app is installed"),
-                    FieldSpec("deliveries", .criteria(.delivery), "count notification records like these"),
-                    FieldSpec("backendCalls", .criteria(.backendCall), "count backend calls like these"),
-                    FieldSpec("count", .number, "exactly this many deliveries or backend calls", rule: .count),
-                    FieldSpec("checks", .object, "{\"crossAccount\": N}: the detector's count for this scenario's devices"),
-                    FieldSpec("since", .any, "for deliveries/backendCalls: \"start\" (default), \"step\", or ms")]
+            return [
+                Self.deviceField, Self.bundleField,
+                FieldSpec("userId", .stringOrNull, "account logged in (null: nobody)"),
+                FieldSpec("token", .string, "the app's token equals this"),
+                FieldSpec("tokenNot", .string, "the app's token differs from this"),
+                FieldSpec("tokenUploadPending", .bool, "a token waits to be uploaded at login"),
+                FieldSpec("authorization", .string, "permission"), FieldSpec("appState", .string, "run state"),
+                FieldSpec("installed", .bool, "the app is installed"),
+                FieldSpec("deliveries", .criteria(.delivery), "count notification records like these"),
+                FieldSpec("backendCalls", .criteria(.backendCall), "count backend calls like these"),
+                FieldSpec("count", .number, "exactly this many deliveries or backend calls", rule: .count),
+                FieldSpec("checks", .object, "{\"crossAccount\": N}: the detector's count for this scenario's devices"),
+                FieldSpec("since", .any, "for deliveries/backendCalls: \"start\" (default), \"step\", or ms"),
+            ]
         case .save:
             return []
         }

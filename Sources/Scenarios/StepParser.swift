@@ -39,14 +39,18 @@ struct StepParser {
         var alias: String?
         if let named = object["device"]?.stringValue, kind != .restore {
             guard known.aliasesSoFar.contains(named) else {
-                throw fail("device", "no device \"\(named)\" exists at this point (a \"device\" step makes one: {\"do\": \"device\", \"alias\": \"\(named)\"})")
+                throw fail(
+                    "device",
+                    "no device \"\(named)\" exists at this point (a \"device\" step makes one: {\"do\": \"device\", \"alias\": \"\(named)\"})")
             }
             alias = named
         } else if needsDevice(kind, object) {
             guard aliases.count == 1, let only = aliases.first, known.aliasesSoFar.contains(only) else {
-                throw fail("device", aliases.count > 1
-                    ? "is required: the scenario has several devices (\(aliases.joined(separator: ", ")))"
-                    : "is required: no device exists at this point (add a {\"do\": \"device\", \"alias\": …} step first)")
+                throw fail(
+                    "device",
+                    aliases.count > 1
+                        ? "is required: the scenario has several devices (\(aliases.joined(separator: ", ")))"
+                        : "is required: no device exists at this point (add a {\"do\": \"device\", \"alias\": …} step first)")
             }
             alias = only
         }
@@ -104,7 +108,8 @@ struct StepParser {
                 continue
             }
             guard let names = try? Template.references(in: member.value),
-                  names.allSatisfy({ !known.saved.contains($0) && variables[$0] != nil }) else { continue }
+                names.allSatisfy({ !known.saved.contains($0) && variables[$0] != nil })
+            else { continue }
             out.members.append((member.key, .string(Template.substitute(text) { variables[$0] ?? "" })))
         }
         return out
@@ -121,9 +126,10 @@ struct StepParser {
 
     // MARK: Fields and types
 
-    static func checkFields(_ object: JSONObject, _ specs: [FieldSpec],
-                            fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError)
-    {
+    static func checkFields(
+        _ object: JSONObject, _ specs: [FieldSpec],
+        fail: (String?, String) -> ScenarioFileError
+    ) throws(ScenarioFileError) {
         let names = specs.map(\.name)
         if let unknown = object.keys.first(where: { !names.contains($0) }) {
             throw fail(unknown, "is not a field of this step (known: \(names.joined(separator: ", ")))")
@@ -196,12 +202,15 @@ struct StepParser {
             try checkSince(object, fail: fail)
         case .expect:
             let deviceFields = ["userId", "token", "tokenNot", "tokenUploadPending", "authorization", "appState", "installed"]
-            let subjects = ["deliveries", "backendCalls", "checks"].filter { object[$0] != nil }
+            let subjects =
+                ["deliveries", "backendCalls", "checks"].filter { object[$0] != nil }
                 + (deviceFields.contains { object[$0] != nil } ? ["device fields"] : [])
             guard subjects.count == 1 else {
-                throw fail(nil, subjects.isEmpty
-                    ? "say what to expect: device fields (\(deviceFields.joined(separator: ", "))), \"deliveries\", \"backendCalls\" or \"checks\""
-                    : "expect one thing per step, not \(subjects.joined(separator: " and "))")
+                throw fail(
+                    nil,
+                    subjects.isEmpty
+                        ? "say what to expect: device fields (\(deviceFields.joined(separator: ", "))), \"deliveries\", \"backendCalls\" or \"checks\""
+                        : "expect one thing per step, not \(subjects.joined(separator: " and "))")
             }
             if object["deliveries"] != nil || object["backendCalls"] != nil {
                 guard object["count"] != nil else { throw fail("count", "is required with deliveries/backendCalls: how many exactly") }
@@ -221,13 +230,15 @@ struct StepParser {
         case .push:
             if object["device"] != nil && object["token"] != nil { throw fail("token", "give device or token, not both") }
             if let expect = object["expect"]?.objectValue {
-                try Self.checkFields(expect, [FieldSpec("status", .any, "status or \"4xx\""), FieldSpec("reason", .stringOrNull, "reason")]) { field, message in
+                try Self.checkFields(expect, [FieldSpec("status", .any, "status or \"4xx\""), FieldSpec("reason", .stringOrNull, "reason")]) {
+                    field, message in
                     fail("expect." + (field ?? ""), message)
                 }
             }
         case .http:
             if let expect = object["expect"]?.objectValue {
-                try Self.checkFields(expect, [FieldSpec("status", .any, "status or \"2xx\""), FieldSpec("json", .object, "pointer → value")]) { field, message in
+                try Self.checkFields(expect, [FieldSpec("status", .any, "status or \"2xx\""), FieldSpec("json", .object, "pointer → value")]) {
+                    field, message in
                     fail("expect." + (field ?? ""), message)
                 }
             }
@@ -244,9 +255,10 @@ struct StepParser {
     }
 
     /// A new device's alias; `isDeviceID`: the emulator's id for it too (no `deviceId` given).
-    private static func checkAlias(_ alias: String, field: String, isDeviceID: Bool,
-                                   fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError)
-    {
+    private static func checkAlias(
+        _ alias: String, field: String, isDeviceID: Bool,
+        fail: (String?, String) -> ScenarioFileError
+    ) throws(ScenarioFileError) {
         if let problem = AliasRule.problem(alias) { throw fail(field, problem) }
         if isDeviceID, !DeviceRegistry.isValidDeviceID(alias) {
             throw fail(field, "is also the device id when no \"deviceId\" is given, and \(DeviceRegistry.deviceIDRule)")

@@ -14,9 +14,10 @@ enum Template {
 
     /// Letters, digits, `_`, `-`, `.`, `:` and `/` (for `lastHttp.json:/a/b`).
     static func isValidName(_ name: String) -> Bool {
-        !name.isEmpty && name.unicodeScalars.allSatisfy {
-            ($0.value < 128 && ($0.properties.isAlphabetic || $0.properties.numericType != nil)) || "_-.:/".unicodeScalars.contains($0)
-        }
+        !name.isEmpty
+            && name.unicodeScalars.allSatisfy {
+                ($0.value < 128 && ($0.properties.isAlphabetic || $0.properties.numericType != nil)) || "_-.:/".unicodeScalars.contains($0)
+            }
     }
 
     static func pieces(_ text: String) throws(SyntaxError) -> [Piece] {

@@ -16,7 +16,8 @@ enum ValueRule: Sendable {
     func problem(_ value: JSONValue) -> String? {
         switch self {
         case .number(let range, let whole, let note):
-            let expected = "must be \(whole ? "a whole number" : "a number") from \(Self.text(range.lowerBound)) to "
+            let expected =
+                "must be \(whole ? "a whole number" : "a number") from \(Self.text(range.lowerBound)) to "
                 + "\(Self.text(range.upperBound))" + (note.map { " (\($0))" } ?? "")
             guard let number = Self.number(value) else { return "\(expected), not \(Self.shown(value))" }
             let fits = number.isFinite && range.contains(number) && (!whole || number == number.rounded())
@@ -65,8 +66,9 @@ extension ValueRule {
     /// How long a command or a request may take before it is killed or given up.
     static let timeoutMs = ValueRule.number(1...3_600_000, whole: true, note: "1 hour")
     /// As far as the emulator's clock moves in one step (`POST /api/v1/clock`).
-    static let clockSeconds = ValueRule.number(0...Double(OffsetClock.maxAdvanceMilliseconds / 1000), whole: false,
-                                               note: "400 days")
+    static let clockSeconds = ValueRule.number(
+        0...Double(OffsetClock.maxAdvanceMilliseconds / 1000), whole: false,
+        note: "400 days")
     /// apns-priority: APNs takes 10, 5 and 1; the others up to 10 are sent, to test BadPriority.
     static let priority = ValueRule.number(0...10, whole: true, note: "APNs takes 10, 5 and 1")
     /// apns-expiration: UNIX time in seconds (0: deliver once, do not store).

@@ -19,9 +19,10 @@ extension StepRunner {
             let found = try watch.matches()
             if found.count >= wanted { return "\(found.count) found: \(found.first ?? "")" }
             if Date() >= deadline {
-                throw StepFailure("none arrived within \(timeoutMs) ms" + (found.isEmpty ? "" : " (only \(found.count))"),
-                                  expected: (wanted > 1 ? "\(wanted) × " : "") + watch.description,
-                                  seen: try watch.seen())
+                throw StepFailure(
+                    "none arrived within \(timeoutMs) ms" + (found.isEmpty ? "" : " (only \(found.count))"),
+                    expected: (wanted > 1 ? "\(wanted) × " : "") + watch.description,
+                    seen: try watch.seen())
             }
             Thread.sleep(forTimeInterval: Self.pollInterval)
         }

@@ -132,9 +132,10 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     private var recordsInTransaction = 0
 
     /// Built idle: `start` begins the writer thread. Its failures are warnings on `logger`.
-    public init(store: any StateStore, limits: StateWriterLimits = StateWriterLimits(), onFailure: StateFailurePolicy = .refuse,
-                logger: Logger = .silent)
-    {
+    public init(
+        store: any StateStore, limits: StateWriterLimits = StateWriterLimits(), onFailure: StateFailurePolicy = .refuse,
+        logger: Logger = .silent
+    ) {
         self.store = store
         self.limits = limits
         self.onFailure = onFailure
@@ -222,7 +223,8 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     public func uncommittedTicket(everything: Bool = false) -> UInt64? {
         if onFailure == .memory, memoryOnly.load(ordering: .acquiring) { return nil }
         let done = committed.load(ordering: .acquiring)
-        let ticket = everything || uncommittedRecords.load(ordering: .acquiring) > limits.journalLag
+        let ticket =
+            everything || uncommittedRecords.load(ordering: .acquiring) > limits.journalLag
             ? enqueued.load(ordering: .acquiring) : criticalEnqueued.load(ordering: .acquiring)
         return ticket > done ? ticket : nil
     }
@@ -361,10 +363,14 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
         switch onFailure {
         case .refuse:
             refusing.store(true, ordering: .releasing)
-            logger.warning("state: writing \(store.location) failed \(limits.attempts) times (\(error)). Providers get 503 and admin changes are refused until it commits again; answers that were waiting for it are not sent (their connections are closed). Retrying with backoff up to \(limits.maxFailingRetryMilliseconds / 1000) s.")
+            logger.warning(
+                "state: writing \(store.location) failed \(limits.attempts) times (\(error)). Providers get 503 and admin changes are refused until it commits again; answers that were waiting for it are not sent (their connections are closed). Retrying with backoff up to \(limits.maxFailingRetryMilliseconds / 1000) s."
+            )
         case .memory:
             memoryOnly.store(true, ordering: .releasing)
-            logger.warning("state: writing \(store.location) failed \(limits.attempts) times (\(error)). --state-failure memory: going on in memory; answers no longer wait for the disk, and what is not written is lost if the emulator stops before the directory works again. Retrying with backoff up to \(limits.maxFailingRetryMilliseconds / 1000) s.")
+            logger.warning(
+                "state: writing \(store.location) failed \(limits.attempts) times (\(error)). --state-failure memory: going on in memory; answers no longer wait for the disk, and what is not written is lost if the emulator stops before the directory works again. Retrying with backoff up to \(limits.maxFailingRetryMilliseconds / 1000) s."
+            )
         }
     }
 
@@ -384,7 +390,9 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
         for change in changes {
             if change.isJournalRecord { stats.recordsDropped += 1 } else { stats.changesDropped += 1 }
         }
-        logger.warning("state: stopping while \(store.location) cannot be written; \(changes.count) change(s) made since the last commit are not in the state directory")
+        logger.warning(
+            "state: stopping while \(store.location) cannot be written; \(changes.count) change(s) made since the last commit are not in the state directory"
+        )
     }
 
     /// One transaction, tried a few times (a busy disk, a transient error).

@@ -53,17 +53,20 @@ private func runBenchDevices(_ command: Subcommand, _ args: [String]) -> Never {
 
         let app: JSONValue = ["bundleId": .string(bundle), "environment": "sandbox"]
         let hello: (Int) -> [UInt8] = { n in
-            var line = JSONValue.object(JSONObject([
-                ("type", "hello"), ("version", 1), ("deviceId", .string("\(prefix)\(n)")), ("apps", .array([app])),
-            ])).serializedBytes()
+            var line = JSONValue.object(
+                JSONObject([
+                    ("type", "hello"), ("version", 1), ("deviceId", .string("\(prefix)\(n)")), ("apps", .array([app])),
+                ])
+            ).serializedBytes()
             line.append(0x0A)
             return line
         }
         let tally = BenchTally()
         let group = try EventLoopGroup(count: loopCount, namePrefix: "bench-devices")
         let fleets = group.loops.map { loop in
-            BenchDeviceFleet(loop: loop, address: address, numbers: Array(stride(from: loop.index + 1, through: count, by: loopCount)),
-                             tally: tally, hello: hello)
+            BenchDeviceFleet(
+                loop: loop, address: address, numbers: Array(stride(from: loop.index + 1, through: count, by: loopCount)),
+                tally: tally, hello: hello)
         }
         let started = Monotonic.nowNanoseconds()
         group.start()

@@ -8,7 +8,9 @@ let certsCommand = Subcommand(
     summary: "Writes TEST ONLY certificates (never trust them outside a test machine).",
     specs: [
         OptionSpec("dir", "PATH", default: "certs", "directory to write ca.pem, ca-key.pem, server.pem, server-key.pem"),
-        OptionSpec("provider", "BUNDLEID", "instead, issue a provider (client) certificate for this app, signed by DIR/ca.pem: DIR/provider-BUNDLEID[-ENVIRONMENT].pem and -key.pem"),
+        OptionSpec(
+            "provider", "BUNDLEID",
+            "instead, issue a provider (client) certificate for this app, signed by DIR/ca.pem: DIR/provider-BUNDLEID[-ENVIRONMENT].pem and -key.pem"),
         OptionSpec("environment", "sandbox|production|both", default: "both", "with --provider: where the certificate is valid"),
         OptionSpec("days", "N", default: "365", "with --provider: validity in days"),
     ],
@@ -32,7 +34,8 @@ private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
         let made = try TestCertificates.generateProviderCertificate(
             // One file per environment choice, so a sandbox and a production certificate
             // for the same app can live side by side.
-            into: dir, name: environment == "both" ? "provider-\(bundle)" : "provider-\(bundle)-\(environment)", caPath: "\(dir)/ca.pem", caKeyPath: "\(dir)/ca-key.pem", bundleID: bundle,
+            into: dir, name: environment == "both" ? "provider-\(bundle)" : "provider-\(bundle)-\(environment)", caPath: "\(dir)/ca.pem",
+            caKeyPath: "\(dir)/ca-key.pem", bundleID: bundle,
             development: environment != "production", production: environment != "sandbox", validityDays: days)
         print("wrote a TEST ONLY provider certificate for \(bundle) (\(environment)): \(made.certificatePath), key \(made.keyPath)")
         exit(0)

@@ -13,13 +13,16 @@ let deviceCommand = Subcommand(
         OptionSpec("device-id", "ID", "the device's id: letters, digits, '-', '_', '.', at most 128 characters (required)"),
         OptionSpec("bundle", "BUNDLEID", "bundle id of the app installed on the device (required)"),
         OptionSpec("environment", "sandbox|production", "the app's APNs environment: sandbox (a development build) or production (required)"),
-        OptionSpec("authorization", "PERMISSION", default: "authorized",
-                   "the app's notification permission: notDetermined, denied, authorized, provisional or ephemeral"),
-        OptionSpec("app-state", "STATE", default: "background",
-                   "foreground, background, suspended, notRunning or terminated (force-quit by the user)"),
+        OptionSpec(
+            "authorization", "PERMISSION", default: "authorized",
+            "the app's notification permission: notDetermined, denied, authorized, provisional or ephemeral"),
+        OptionSpec(
+            "app-state", "STATE", default: "background",
+            "foreground, background, suspended, notRunning or terminated (force-quit by the user)"),
         OptionSpec("no-background-mode", nil, "the app lacks the Remote notifications background mode"),
-        OptionSpec("kinds", "KIND,KIND", default: "app",
-                   "token kinds the app registers for: \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))"),
+        OptionSpec(
+            "kinds", "KIND,KIND", default: "app",
+            "token kinds the app registers for: \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))"),
         OptionSpec("low-power", nil, "start with Low Power Mode on"),
         OptionSpec("tls", nil, "connect with TLS (for serve --device-tls)"),
         OptionSpec("ca", "PATH", "with --tls: CA certificate to trust (default: certs/ca.pem if present, else the system store)"),
@@ -124,7 +127,9 @@ final class DeviceCLI {
         for word in (options.string("kinds") ?? "app").split(separator: ",", omittingEmptySubsequences: false) {
             let name = word.trimmingCharacters(in: .whitespaces)
             guard let kind = TokenKind(rawValue: name) else {
-                usage("\(options.origin(spec("kinds"))) has '\(name)', which is not a token kind; use a comma-separated list of \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))")
+                usage(
+                    "\(options.origin(spec("kinds"))) has '\(name)', which is not a token kind; use a comma-separated list of \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
             }
             if !kinds.contains(kind) { kinds.append(kind) }
         }
@@ -138,8 +143,9 @@ final class DeviceCLI {
         } else if options.isSet("ca") || isOn("insecure") {
             usage("--ca and --insecure apply to TLS connections: add --tls (the device listener is TLS only with serve --device-tls)")
         }
-        let app = DeviceApp(bundleID: bundleID, environment: environment, authorization: authorization, appState: appState,
-                            backgroundMode: !isOn("no-background-mode"), kinds: kinds)
+        let app = DeviceApp(
+            bundleID: bundleID, environment: environment, authorization: authorization, appState: appState,
+            backgroundMode: !isOn("no-background-mode"), kinds: kinds)
         let device = SimulatedDevice(address: address, deviceID: deviceID, apps: [app], lowPowerMode: isOn("low-power"), tls: tls)
         return DeviceCLI(device: device, app: app, retryFirstConnect: !isOn("no-retry"))
     }

@@ -97,7 +97,7 @@ extension DeviceCLI {
         if held != nil {
             acks.append(notification.id)
         } else {
-            do { try device.ack(notification.id) } catch { /* the connection is gone; handled by the loop */ }
+            do { try device.ack(notification.id) } catch { /* the connection is gone; handled by the loop */  }
         }
     }
 

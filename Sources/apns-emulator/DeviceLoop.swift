@@ -103,7 +103,7 @@ extension DeviceCLI {
         write(bytes)
         let ids = acks
         acks.removeAll(keepingCapacity: true)
-        do { try device.ack(ids) } catch { /* the connection is gone; handled by the loop */ }
+        do { try device.ack(ids) } catch { /* the connection is gone; handled by the loop */  }
     }
 
     func replaced() -> Never {

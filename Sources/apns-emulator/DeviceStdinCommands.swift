@@ -24,95 +24,98 @@ extension DeviceCLI {
     static let maxCommandBytes = SimulatedDevice.maxLineBytes
 
     /// Every stdin command, in the order an unknown one's error lists them.
-    static let stdinCommands: [StdinCommand] = AppState.allCases.map { state in
-        StdinCommand(word: state.rawValue, takes: .none) { cli, _ in cli.changeApp(appState: state) }
-    } + [
-        StdinCommand(word: "state", takes: .one(AppState.allCases.map(\.rawValue).joined(separator: "|"))) { cli, arguments in
-            guard let state = AppState(rawValue: arguments[0]) else {
-                return cli.badCommand("'\(arguments[0])' is not an app state; use one of \(AppState.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            cli.changeApp(appState: state)
-        },
-        StdinCommand(word: "permission", takes: .one(Authorization.allCases.map(\.rawValue).joined(separator: "|"))) { cli, arguments in
-            guard let authorization = Authorization(rawValue: arguments[0]) else {
-                return cli.badCommand("'\(arguments[0])' is not an authorization; use one of \(Authorization.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            cli.changeApp(authorization: authorization)
-        },
-        StdinCommand(word: "background-mode", takes: .onOff) { cli, arguments in cli.changeApp(backgroundMode: arguments[0] == "on") },
-        StdinCommand(word: "low-power", takes: .onOff) { cli, arguments in
-            let on = arguments[0] == "on"
-            guard cli.device.isConnected else {
-                cli.device.lowPowerMode = on
-                cli.emit(["event": "deviceUpdated", "lowPowerMode": .bool(on), "offline": true])
-                return
-            }
-            cli.sendRequest(.device(lowPowerMode: on))
-        },
-        StdinCommand(word: "tap", takes: .optional("APNSID")) { cli, arguments in
-            guard let apnsID = arguments.first ?? cli.lastDisplayedAPNsID else {
-                return cli.badCommand("no displayed notification to tap yet; use tap APNSID")
-            }
-            cli.whenConnected("tap") { cli.sendRequest(.tap(apnsID: apnsID)) }
-        },
-        StdinCommand(word: "login", takes: .one("USERID")) { cli, arguments in
-            cli.whenConnected("login") { cli.sendRequest(.login(userID: arguments[0])) }
-        },
-        StdinCommand(word: "logout", takes: .none) { cli, _ in cli.whenConnected("logout") { cli.sendRequest(.logout) } },
-        StdinCommand(word: "uninstall", takes: .none) { cli, _ in
-            cli.whenConnected("uninstall") {
-                cli.installAfterUninstall = false
-                cli.sendRequest(.uninstall(bundleID: cli.app.bundleID))
-            }
-        },
-        StdinCommand(word: "reinstall", takes: .none) { cli, _ in
-            cli.whenConnected("reinstall") {
-                if cli.device.apps.contains(where: { $0.bundleID == cli.app.bundleID }) || cli.device.tokens[cli.app.bundleID] != nil {
-                    // Delete the app first, so the install is a reinstall (new tokens).
-                    cli.installAfterUninstall = true
-                    cli.sendRequest(.uninstall(bundleID: cli.app.bundleID))
-                } else {
-                    cli.sendRequest(.install(cli.app))
+    static let stdinCommands: [StdinCommand] =
+        AppState.allCases.map { state in
+            StdinCommand(word: state.rawValue, takes: .none) { cli, _ in cli.changeApp(appState: state) }
+        } + [
+            StdinCommand(word: "state", takes: .one(AppState.allCases.map(\.rawValue).joined(separator: "|"))) { cli, arguments in
+                guard let state = AppState(rawValue: arguments[0]) else {
+                    return cli.badCommand(
+                        "'\(arguments[0])' is not an app state; use one of \(AppState.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
-            }
-        },
-        StdinCommand(word: "rotate", takes: .none) { cli, _ in
-            cli.whenConnected("rotate") { cli.sendRequest(.rotate(bundleID: cli.app.bundleID)) }
-        },
-        StdinCommand(word: "erase", takes: .none) { cli, _ in
-            cli.whenConnected("erase") {
-                cli.reinstallAfterErase = true
-                cli.sendRequest(.erase)
-            }
-        },
-        StdinCommand(word: "restore", takes: .one("FROMDEVICEID")) { cli, arguments in
-            cli.whenConnected("restore") { cli.sendRequest(.restore(fromDeviceID: arguments[0])) }
-        },
-        StdinCommand(word: "offline", takes: .none) { cli, _ in
-            if case .offline = cli.link { return cli.badCommand("already offline; use online to reconnect") }
-            cli.device.disconnect()
-            cli.link = .offline
-            cli.outageAnnounced = false
-            cli.reinstallAfterErase = false
-            cli.installAfterUninstall = false
-            cli.emit(["event": "offline"])
-        },
-        StdinCommand(word: "online", takes: .none) { cli, _ in
-            switch cli.link {
-            case .connected:
-                cli.badCommand("already online")
-            case .offline, .retrying:
-                cli.backoffMilliseconds = 100
-                cli.announceOnline = true
-                cli.attemptConnect(first: false)
-            }
-        },
-        StdinCommand(word: "ping", takes: .none) { cli, _ in cli.whenConnected("ping") { cli.sendRequest(.ping) } },
-        StdinCommand(word: "quit", takes: .none) { cli, _ in
-            cli.device.disconnect()
-            exit(0)
-        },
-    ]
+                cli.changeApp(appState: state)
+            },
+            StdinCommand(word: "permission", takes: .one(Authorization.allCases.map(\.rawValue).joined(separator: "|"))) { cli, arguments in
+                guard let authorization = Authorization(rawValue: arguments[0]) else {
+                    return cli.badCommand(
+                        "'\(arguments[0])' is not an authorization; use one of \(Authorization.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                cli.changeApp(authorization: authorization)
+            },
+            StdinCommand(word: "background-mode", takes: .onOff) { cli, arguments in cli.changeApp(backgroundMode: arguments[0] == "on") },
+            StdinCommand(word: "low-power", takes: .onOff) { cli, arguments in
+                let on = arguments[0] == "on"
+                guard cli.device.isConnected else {
+                    cli.device.lowPowerMode = on
+                    cli.emit(["event": "deviceUpdated", "lowPowerMode": .bool(on), "offline": true])
+                    return
+                }
+                cli.sendRequest(.device(lowPowerMode: on))
+            },
+            StdinCommand(word: "tap", takes: .optional("APNSID")) { cli, arguments in
+                guard let apnsID = arguments.first ?? cli.lastDisplayedAPNsID else {
+                    return cli.badCommand("no displayed notification to tap yet; use tap APNSID")
+                }
+                cli.whenConnected("tap") { cli.sendRequest(.tap(apnsID: apnsID)) }
+            },
+            StdinCommand(word: "login", takes: .one("USERID")) { cli, arguments in
+                cli.whenConnected("login") { cli.sendRequest(.login(userID: arguments[0])) }
+            },
+            StdinCommand(word: "logout", takes: .none) { cli, _ in cli.whenConnected("logout") { cli.sendRequest(.logout) } },
+            StdinCommand(word: "uninstall", takes: .none) { cli, _ in
+                cli.whenConnected("uninstall") {
+                    cli.installAfterUninstall = false
+                    cli.sendRequest(.uninstall(bundleID: cli.app.bundleID))
+                }
+            },
+            StdinCommand(word: "reinstall", takes: .none) { cli, _ in
+                cli.whenConnected("reinstall") {
+                    if cli.device.apps.contains(where: { $0.bundleID == cli.app.bundleID }) || cli.device.tokens[cli.app.bundleID] != nil {
+                        // Delete the app first, so the install is a reinstall (new tokens).
+                        cli.installAfterUninstall = true
+                        cli.sendRequest(.uninstall(bundleID: cli.app.bundleID))
+                    } else {
+                        cli.sendRequest(.install(cli.app))
+                    }
+                }
+            },
+            StdinCommand(word: "rotate", takes: .none) { cli, _ in
+                cli.whenConnected("rotate") { cli.sendRequest(.rotate(bundleID: cli.app.bundleID)) }
+            },
+            StdinCommand(word: "erase", takes: .none) { cli, _ in
+                cli.whenConnected("erase") {
+                    cli.reinstallAfterErase = true
+                    cli.sendRequest(.erase)
+                }
+            },
+            StdinCommand(word: "restore", takes: .one("FROMDEVICEID")) { cli, arguments in
+                cli.whenConnected("restore") { cli.sendRequest(.restore(fromDeviceID: arguments[0])) }
+            },
+            StdinCommand(word: "offline", takes: .none) { cli, _ in
+                if case .offline = cli.link { return cli.badCommand("already offline; use online to reconnect") }
+                cli.device.disconnect()
+                cli.link = .offline
+                cli.outageAnnounced = false
+                cli.reinstallAfterErase = false
+                cli.installAfterUninstall = false
+                cli.emit(["event": "offline"])
+            },
+            StdinCommand(word: "online", takes: .none) { cli, _ in
+                switch cli.link {
+                case .connected:
+                    cli.badCommand("already online")
+                case .offline, .retrying:
+                    cli.backoffMilliseconds = 100
+                    cli.announceOnline = true
+                    cli.attemptConnect(first: false)
+                }
+            },
+            StdinCommand(word: "ping", takes: .none) { cli, _ in cli.whenConnected("ping") { cli.sendRequest(.ping) } },
+            StdinCommand(word: "quit", takes: .none) { cli, _ in
+                cli.device.disconnect()
+                exit(0)
+            },
+        ]
 
     /// One line of stdin: a raw frame (`{…}`), or a command of the table with its arguments.
     func command(_ bytes: [UInt8]) {
@@ -183,8 +186,10 @@ extension DeviceCLI {
                 device.apps[index].authorization = app.authorization
                 device.apps[index].backgroundMode = app.backgroundMode
             }
-            emit(["event": "appUpdated", "bundleId": .string(app.bundleID), "authorization": .string(app.authorization.rawValue),
-                  "appState": .string(app.appState.rawValue), "backgroundMode": .bool(app.backgroundMode), "offline": true])
+            emit([
+                "event": "appUpdated", "bundleId": .string(app.bundleID), "authorization": .string(app.authorization.rawValue),
+                "appState": .string(app.appState.rawValue), "backgroundMode": .bool(app.backgroundMode), "offline": true,
+            ])
             return
         }
         sendRequest(.app(bundleID: app.bundleID, appState: appState, authorization: authorization, backgroundMode: backgroundMode))

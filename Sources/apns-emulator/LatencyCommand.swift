@@ -36,17 +36,20 @@ private func runLatencyBenchmark(_ command: Subcommand, _ args: [String]) -> Nev
         let key = try ProviderSigningKey(spec: keySpec)
         let providerToken = try key.token(issuedAt: SystemClock().nowSeconds())
 
-        let device = SimulatedDevice(address: try HostPort(parsing: options.string("device")!),
-                                     deviceID: "latency-\(getpid())",
-                                     apps: [DeviceApp(bundleID: bundle, environment: .sandbox, appState: .foreground)])
+        let device = SimulatedDevice(
+            address: try HostPort(parsing: options.string("device")!),
+            deviceID: "latency-\(getpid())",
+            apps: [DeviceApp(bundleID: bundle, environment: .sandbox, appState: .foreground)])
         try device.connect()
         guard let token = device.token(for: bundle) else { throw UsageError("the device got no token") }
 
         var connectionOptions = HTTP2ClientConnection.Options(address: try HostPort(parsing: options.string("provider")!))
         connectionOptions.caPath = options.string("ca")
         let connection = try HTTP2ClientConnection(connectionOptions)
-        let request = APNsPush(token: token, topic: bundle, payload: Array(#"{"aps":{"alert":"latency"}}"#.utf8),
-                               providerToken: providerToken).request
+        let request = APNsPush(
+            token: token, topic: bundle, payload: Array(#"{"aps":{"alert":"latency"}}"#.utf8),
+            providerToken: providerToken
+        ).request
         // Warm up: authenticate the connection and fill caches.
         for _ in 0..<50 {
             _ = try connection.send(request)

@@ -21,12 +21,15 @@ private enum LoadCLI {
     static let defaultRequests = 100_000
 
     static let specs = [
-        OptionSpec("admin", "HOST:PORT", default: "127.0.0.1:8197", "the emulator's admin listener: provider listeners, CA, key and tokens come from it"),
+        OptionSpec(
+            "admin", "HOST:PORT", default: "127.0.0.1:8197", "the emulator's admin listener: provider listeners, CA, key and tokens come from it"),
         OptionSpec("admin-token", "TOKEN", "the emulator's --admin-token, if it has one"),
         OptionSpec("provider", "HOST:PORT", "the provider listener to load (default: the environment's listener from the emulator's /api/v1/info)"),
         OptionSpec("h2c", nil, "cleartext HTTP/2 (the emulator's --h2c-*-listen listener, or --provider speaks h2c)"),
         OptionSpec("ca", "PATH", "CA to trust (default: the emulator's caFile, else certs/ca.pem if present)"),
-        OptionSpec("key", "TEAMID:KEYID:PATH", "provider signing key (.p8) (default: a key the emulator lists for the bundle's team whose .p8 is readable here, e.g. the demo key)"),
+        OptionSpec(
+            "key", "TEAMID:KEYID:PATH",
+            "provider signing key (.p8) (default: a key the emulator lists for the bundle's team whose .p8 is readable here, e.g. the demo key)"),
         OptionSpec("bundle", "BUNDLEID", default: "com.example.app", "app bundle id (apns-topic)"),
         OptionSpec("environment", "sandbox|production", default: "sandbox", "environment of the tokens and of :authority"),
         OptionSpec("connections", "N", default: "4", "HTTP/2 connections, one thread each (1-1000)"),
@@ -34,7 +37,10 @@ private enum LoadCLI {
         OptionSpec("requests", "TOTAL", "requests to send, whatever their answers (up to 10000000; default 100000 unless --duration is given)"),
         OptionSpec("duration", "SECONDS", "stop sending after this long (up to 3600); with --requests, whichever comes first"),
         OptionSpec("rate", "PER_SECOND", default: "0", "requests a second over all connections (a token bucket; 0 = as fast as answers come)"),
-        OptionSpec("mix", "TYPE=WEIGHT,…", default: "alert", "push types and weights, e.g. alert=80,background=20 (alert: priority 10; background: content-available, priority 5); sent in a fixed interleaved order, so the counts are exact"),
+        OptionSpec(
+            "mix", "TYPE=WEIGHT,…", default: "alert",
+            "push types and weights, e.g. alert=80,background=20 (alert: priority 10; background: content-available, priority 5); sent in a fixed interleaved order, so the counts are exact"
+        ),
         OptionSpec("payload-bytes", "N", default: "0", "pad each payload to about N bytes (up to 4096; 0 = as small as it comes)"),
         OptionSpec("devices", "N", "create N virtual devices with the app and push to their tokens in turn (1-100000; default 100)"),
         OptionSpec("tokens-from-emulator", nil, "instead, push to the active tokens the emulator already has for the bundle and environment"),
@@ -68,16 +74,18 @@ private enum LoadCLI {
         let settings: Settings
         do { settings = try Settings(options) } catch { fail(error.description) }
 
-        var setup = LoadSetup(admin: settings.admin, token: options.string("admin-token"), bundleID: settings.bundleID,
-                              environment: settings.environment)
+        var setup = LoadSetup(
+            admin: settings.admin, token: options.string("admin-token"), bundleID: settings.bundleID,
+            environment: settings.environment)
         let prepared: Prepared
         do { prepared = try prepare(settings, &setup) } catch {
             fail(error.description, code: error.isUsage ? 2 : 1)
         }
         for message in setup.notes { note(message) }
 
-        var plan = LoadPlan(connection: prepared.connection, signingKey: prepared.key, topic: settings.bundleID,
-                            authority: setup.authority, deviceTokens: prepared.tokens, mix: settings.mix)
+        var plan = LoadPlan(
+            connection: prepared.connection, signingKey: prepared.key, topic: settings.bundleID,
+            authority: setup.authority, deviceTokens: prepared.tokens, mix: settings.mix)
         plan.payloadBytes = settings.payloadBytes
         plan.connections = settings.connections
         plan.streamsPerConnection = settings.streams
@@ -146,7 +154,8 @@ private enum LoadCLI {
             func integer(_ name: String, _ range: ClosedRange<Int>) throws(UsageError) -> Int? {
                 guard let text = options.string(name) else { return nil }
                 guard let value = Int(text), range.contains(value) else {
-                    throw UsageError("--\(name) must be a whole number from \(grouped(range.lowerBound)) to \(grouped(range.upperBound)), not '\(text)'")
+                    throw UsageError(
+                        "--\(name) must be a whole number from \(grouped(range.lowerBound)) to \(grouped(range.upperBound)), not '\(text)'")
                 }
                 return value
             }
@@ -211,12 +220,15 @@ private enum LoadCLI {
         var addresses: JSONValue = .null
         if settings.provider == nil || settings.caPath == nil { addresses = try setup.info() }
         let address: HostPort
-        if let provider = settings.provider { address = provider } else {
+        if let provider = settings.provider {
+            address = provider
+        } else {
             address = try setup.providerAddress(from: addresses, h2c: settings.h2c)
         }
         var connection = HTTP2ClientConnection.Options(address: address)
         connection.tls = !settings.h2c
-        connection.caPath = settings.caPath ?? addresses["caFile"]?.stringValue.flatMap { FileManager.default.isReadableFile(atPath: $0) ? $0 : nil }
+        connection.caPath =
+            settings.caPath ?? addresses["caFile"]?.stringValue.flatMap { FileManager.default.isReadableFile(atPath: $0) ? $0 : nil }
             ?? (FileManager.default.isReadableFile(atPath: "certs/ca.pem") ? "certs/ca.pem" : nil)
 
         // Reachable before devices are made for it: a failed run leaves the emulator as it was.
@@ -229,7 +241,9 @@ private enum LoadCLI {
         } else {
             tokens = try setup.existingTokens()
             guard !tokens.isEmpty else {
-                throw LoadSetupError("the emulator has no active tokens for \(settings.bundleID) (\(settings.environment.rawValue)); create devices first, or use --devices N")
+                throw LoadSetupError(
+                    "the emulator has no active tokens for \(settings.bundleID) (\(settings.environment.rawValue)); create devices first, or use --devices N"
+                )
             }
         }
         return Prepared(connection: connection, key: key, keySpec: keySpec, tokens: tokens)

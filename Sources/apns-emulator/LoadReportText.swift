@@ -33,18 +33,25 @@ struct LoadDescription {
     static func progress(_ now: LoadGenerator.Progress, since last: LoadGenerator.Progress) -> String {
         let interval = max(now.elapsedSeconds - last.elapsedSeconds, 0.001)
         let rate = Double(now.completed - last.completed) / interval
-        let line = String(format: "%6.1f s  %@ req/s  %@ done  %@ not 200", now.elapsedSeconds, grouped(rate), grouped(now.completed),
-                          grouped(now.failed))
+        let line = String(
+            format: "%6.1f s  %@ req/s  %@ done  %@ not 200", now.elapsedSeconds, grouped(rate), grouped(now.completed),
+            grouped(now.failed))
         return now.connectFailures > 0 ? line + "  \(grouped(now.connectFailures)) failed connects" : line
     }
 
     func summary(_ report: LoadGenerator.Report) -> String {
         let stats = report.stats
         let finished = stats.outcomes.values.reduce(0, +)
-        let ending = ["requests": "all sent", "duration": "duration reached", "interrupt": "interrupted",
-                      "unreachable": "the server could not be reached again"][report.stoppedBy] ?? report.stoppedBy
-        var lines = [String(format: "requests     %@ in %.2f s: %@ req/s (%@)", grouped(finished), report.durationSeconds,
-                            grouped(report.throughput), ending)]
+        let ending =
+            [
+                "requests": "all sent", "duration": "duration reached", "interrupt": "interrupted",
+                "unreachable": "the server could not be reached again",
+            ][report.stoppedBy] ?? report.stoppedBy
+        var lines = [
+            String(
+                format: "requests     %@ in %.2f s: %@ req/s (%@)", grouped(finished), report.durationSeconds,
+                grouped(report.throughput), ending)
+        ]
         let outcomes = stats.outcomes.sorted { $0.key < $1.key }
         for (i, (outcome, count)) in outcomes.enumerated() {
             lines.append((i == 0 ? "answers      " : "             ") + "\(outcome): \(grouped(count))")
@@ -55,11 +62,13 @@ struct LoadDescription {
         let latency = stats.latency
         if latency.count > 0 {
             let cells = Self.percentiles.map { "\($0.label) \(Self.milliseconds(latency.percentile($0.fraction)))" }
-            lines.append("latency ms   " + cells.joined(separator: "  ") + "  max \(Self.milliseconds(latency.maximum))"
-                + "  (mean \(Self.milliseconds(UInt64(latency.mean))))")
+            lines.append(
+                "latency ms   " + cells.joined(separator: "  ") + "  max \(Self.milliseconds(latency.maximum))"
+                    + "  (mean \(Self.milliseconds(UInt64(latency.mean))))")
         }
-        lines.append("connections  \(plan.connections) opened, \(stats.connectionsLost) ended by the server, \(stats.goAways) GOAWAY, "
-            + "\(stats.reconnects) reconnects, \(stats.connectFailures) failed connects")
+        lines.append(
+            "connections  \(plan.connections) opened, \(stats.connectionsLost) ended by the server, \(stats.goAways) GOAWAY, "
+                + "\(stats.reconnects) reconnects, \(stats.connectFailures) failed connects")
         for message in stats.connectionErrors { lines.append("             error: \(message)") }
         return lines.joined(separator: "\n")
     }

@@ -47,13 +47,15 @@ struct LoadSetup {
     /// The provider listener for the environment: its own listener, else a `--listen` one,
     /// else the other environment's (`:authority` still picks ours). `h2c` asks for cleartext.
     func providerAddress(from addresses: JSONValue, h2c: Bool) throws(LoadSetupError) -> HostPort {
-        let names = h2c
+        let names =
+            h2c
             ? (environment == .sandbox ? ["h2cSandbox", "h2cProduction"] : ["h2cProduction", "h2cSandbox"])
             : (environment == .sandbox ? ["sandbox", "listen", "production"] : ["production", "listen", "sandbox"])
         for name in names {
             let value = addresses[name]
             guard let text = value?.stringValue ?? value?.arrayValue?.first?.stringValue,
-                var address = try? HostPort(parsing: text) else { continue }
+                var address = try? HostPort(parsing: text)
+            else { continue }
             // A listener on every interface is reached on loopback.
             if address.host == "0.0.0.0" { address.host = "127.0.0.1" }
             if address.host == "::" { address.host = "::1" }
@@ -69,7 +71,8 @@ struct LoadSetup {
     func discoverKey() throws(LoadSetupError) -> (key: ProviderSigningKey, spec: String) {
         let apps = try adminCall("GET", "/api/v1/apps")["apps"]?.arrayValue ?? []
         guard let team = apps.first(where: { $0["bundleId"]?.stringValue == bundleID })?["teamId"]?.stringValue else {
-            throw LoadSetupError("no team owns \(bundleID) in the emulator at \(admin); give --bundle of an app it knows, or --key TEAMID:KEYID:PATH", usage: true)
+            throw LoadSetupError(
+                "no team owns \(bundleID) in the emulator at \(admin); give --bundle of an app it knows, or --key TEAMID:KEYID:PATH", usage: true)
         }
         let keys = try adminCall("GET", "/api/v1/keys")["keys"]?.arrayValue ?? []
         for key in keys where key["teamId"]?.stringValue == team {
@@ -80,7 +83,9 @@ struct LoadSetup {
             else { continue }
             return (ProviderSigningKey(teamID: team, keyID: keyID, privateKey: privateKey), "\(team):\(keyID):\(path)")
         }
-        throw LoadSetupError("no --key given, and no key of team \(team) that the emulator lists has a private .p8 readable from here; give --key TEAMID:KEYID:PATH", usage: true)
+        throw LoadSetupError(
+            "no --key given, and no key of team \(team) that the emulator lists has a private .p8 readable from here; give --key TEAMID:KEYID:PATH",
+            usage: true)
     }
 
     /// Active app tokens the emulator already has for the bundle and environment.
@@ -100,7 +105,7 @@ struct LoadSetup {
         do {
             let created = try api.request("POST", "/api/v1/devices/batch", body: body)
             return (created["devices"]?.arrayValue ?? []).compactMap { $0["token"]?.stringValue }
-        } catch where error.status == 404 || error.status == 405 {
+        } catch  where error.status == 404 || error.status == 405 {
             // Before the batch endpoint, POST /api/v1/devices/batch matched no route (404) or
             // the device route `/api/v1/devices/{deviceId}`, which takes no POST (405).
             notes.append("the emulator has no POST /api/v1/devices/batch; creating \(count) devices one call each")

@@ -74,7 +74,10 @@ private enum ScenarioCLI {
         let target: EmulatorTarget
         if let remote {
             if !scenario.emulatorArguments.isEmpty {
-                FileHandle.standardError.write(Data("apns-emulator scenario: note: \"emulator.arguments\" only apply to an emulator the runner starts; ignored with --admin\n".utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        "apns-emulator scenario: note: \"emulator.arguments\" only apply to an emulator the runner starts; ignored with --admin\n"
+                            .utf8))
             }
             target = connect(remote, options, scenario)
         } else {
@@ -87,8 +90,9 @@ private enum ScenarioCLI {
         let printer = ReportPrinter(ascii: options.isSet("ascii") || isatty(STDOUT_FILENO) == 0, quiet: options.isSet("quiet"))
         if !json && !printer.quiet { emit(printer.header(scenario)) }
         let progress: @Sendable (StepReport) -> Void = { step in emit(printer.step(step)) }
-        let runOptions = ScenarioRunner.Options(strict: !options.isSet("no-strict"),
-                                                onStep: json ? nil : progress)
+        let runOptions = ScenarioRunner.Options(
+            strict: !options.isSet("no-strict"),
+            onStep: json ? nil : progress)
         let report = ScenarioRunner.run(scenario, on: target, options: runOptions)
         target.stop()
         if json { emit(report.json.serialized(pretty: true)) } else { emit(printer.footer(report)) }

@@ -7,7 +7,8 @@ import ProviderClient
 /// `apns-emulator send`: one push over HTTP/2, as a provider sends it, and the answer.
 let sendCommand = Subcommand(
     name: "send", listing: "send one push over HTTP/2, like a provider, and print the answer",
-    summary: "Sends one push (PAYLOAD is JSON text, or @FILE) and prints status, reason and apns-id.\nExit status: 0 for 200, 1 for an APNs error, 2 for a usage or connection problem.",
+    summary:
+        "Sends one push (PAYLOAD is JSON text, or @FILE) and prints status, reason and apns-id.\nExit status: 0 for 200, 1 for an APNs error, 2 for a usage or connection problem.",
     specs: [
         OptionSpec("token", "HEX", "device token"),
         OptionSpec("topic", "BUNDLEID", "apns-topic"),
@@ -66,8 +67,11 @@ private func runSend(_ command: Subcommand, _ args: [String]) -> Never {
     push.apnsID = options.string("apns-id")
     // Apple's host name in :authority picks the environment on any emulator listener,
     // including the Apple-style --listen ones that serve both.
-    if options.isSet("production") { push.authority = "api.push.apple.com" }
-    else if options.isSet("sandbox") { push.authority = "api.sandbox.push.apple.com" }
+    if options.isSet("production") {
+        push.authority = "api.push.apple.com"
+    } else if options.isSet("sandbox") {
+        push.authority = "api.sandbox.push.apple.com"
+    }
 
     var connectionOptions = HTTP2ClientConnection.Options(address: address)
     connectionOptions.tls = !options.isSet("h2c")
@@ -85,7 +89,8 @@ private func runSend(_ command: Subcommand, _ args: [String]) -> Never {
         result = APNsResult(try connection.send(push.request))
         if result.status == 0 {
             if let goAway = connection.session.goAway {
-                unanswered = "connection ended by GOAWAY (error code \(goAway.errorCode), last stream \(goAway.lastStreamID))"
+                unanswered =
+                    "connection ended by GOAWAY (error code \(goAway.errorCode), last stream \(goAway.lastStreamID))"
                     + (goAway.debugData.isEmpty ? "" : ": " + String(decoding: goAway.debugData, as: UTF8.self))
             } else if let code = result.response.resetErrorCode {
                 unanswered = "stream reset by the server (RST_STREAM error code \(code))"

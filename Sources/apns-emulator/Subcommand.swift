@@ -29,8 +29,10 @@ struct Subcommand: Sendable {
             exit(0)
         }
         if arguments.contains(where: helpFlags.contains) {
-            print(OptionParser.help(command: name, summary: summary, specs: specs, configFile: configFile,
-                                    environmentVariables: environmentVariables))
+            print(
+                OptionParser.help(
+                    command: name, summary: summary, specs: specs, configFile: configFile,
+                    environmentVariables: environmentVariables))
             exit(0)
         }
         run(self, arguments)

@@ -22,12 +22,15 @@ let subcommands = [
     serveCommand, sendCommand, deviceCommand, loadCommand, scenarioCommand, jwtCommand, readyzCommand, certsCommand,
     benchLatencyCommand, benchDevicesCommand,
 ]
-let listed: [(name: String, summary: String)] = subcommands.compactMap { command in command.listing.map { (name: command.name, summary: $0) } }
+let listed: [(name: String, summary: String)] =
+    subcommands.compactMap { command in command.listing.map { (name: command.name, summary: $0) } }
     + [("version", "print the version")]
 
 func topLevelHelp() -> String {
-    var lines = ["apns-emulator \(Emulator.version): a local emulator of Apple's Push Notification service", "",
-                 "usage: apns-emulator [COMMAND] [options]   (COMMAND defaults to serve)", "", "commands:"]
+    var lines = [
+        "apns-emulator \(Emulator.version): a local emulator of Apple's Push Notification service", "",
+        "usage: apns-emulator [COMMAND] [options]   (COMMAND defaults to serve)", "", "commands:",
+    ]
     for command in listed { lines.append("  " + command.name.padding(toLength: 10, withPad: " ", startingAt: 0) + command.summary) }
     lines.append("")
     lines.append("Run 'apns-emulator COMMAND --help' for a command's options.")
@@ -53,7 +56,8 @@ case "help":
     print(topLevelHelp())
 default:
     guard let subcommand = subcommands.first(where: { $0.name == command }) else {
-        FileHandle.standardError.write(Data("apns-emulator: unknown command '\(command)'. Commands: \(listed.map(\.name).joined(separator: ", ")). See --help.\n".utf8))
+        FileHandle.standardError.write(
+            Data("apns-emulator: unknown command '\(command)'. Commands: \(listed.map(\.name).joined(separator: ", ")). See --help.\n".utf8))
         exit(2)
     }
     subcommand.start(rest)

@@ -55,8 +55,9 @@ final class BackendFixture: @unchecked Sendable {
     func setApp(_ appState: AppState? = nil, authorization: Authorization? = nil) throws {
         let now = self.now
         _ = try state.withWorld { world throws(DeviceRequestError) in
-            try world.updateApp(deviceID: "phone", bundleID: "com.example.app", appState: appState, authorization: authorization,
-                                backgroundMode: nil, nowMs: now)
+            try world.updateApp(
+                deviceID: "phone", bundleID: "com.example.app", appState: appState, authorization: authorization,
+                backgroundMode: nil, nowMs: now)
         }
     }
 
@@ -96,8 +97,9 @@ struct AccountsTests {
         try f.login("alice")
         _ = f.calls()
         let now = f.now
-        let notOpened = AppRegistration(bundleID: "com.example.app", environment: .sandbox,
-                                        settings: AppSettings(appState: .notRunning), kinds: [.app])
+        let notOpened = AppRegistration(
+            bundleID: "com.example.app", environment: .sandbox,
+            settings: AppSettings(appState: .notRunning), kinds: [.app])
         _ = try f.state.withWorld { world throws(DeviceRequestError) in try world.install(notOpened, deviceID: "phone", nowMs: now) }
         #expect(f.calls().isEmpty)
         try f.setApp(.background)
@@ -141,8 +143,9 @@ struct AccountsTests {
         let f = try BackendFixture()
         try f.login("alice")
         _ = f.calls()
-        let response = try f.device.push(#"{"aps":{"content-available":1},"messageId":"m 1"}"#,
-                                         headers: [("apns-push-type", "background"), ("apns-priority", "5")])
+        let response = try f.device.push(
+            #"{"aps":{"content-available":1},"messageId":"m 1"}"#,
+            headers: [("apns-push-type", "background"), ("apns-priority", "5")])
         #expect(f.calls().isEmpty, "no fetch before the device has it")
         try f.device.ack(response.deviceFrames)
         let fetch = f.rendered()
@@ -225,8 +228,9 @@ struct AccountsTests {
 
 @Suite("Hook templates")
 struct HookTemplateTests {
-    let values = HookValues(token: "ab01", deviceID: "phone-1", bundleID: "com.example.app", environment: .production,
-                            userID: "ann lee", payload: ["messageId": 42, "nested": ["list": ["x", "y"]], "a/b": "slash"])
+    let values = HookValues(
+        token: "ab01", deviceID: "phone-1", bundleID: "com.example.app", environment: .production,
+        userID: "ann lee", payload: ["messageId": 42, "nested": ["list": ["x", "y"]], "a/b": "slash"])
 
     @Test func placeholdersAreFilledByWhereTheyAre() throws {
         let hook = try AppBackend.parse([
@@ -234,10 +238,12 @@ struct HookTemplateTests {
                 "url": "http://h:1/u/{{userId}}/m/{{payload:/messageId}}?t={{ token }}",
                 "method": "put",
                 "headers": ["X-User": "{{userId}}", "Content-Type": "text/json"],
-                "body": ["id": "{{payload:/messageId}}", "text": "#{{payload:/messageId}} for {{userId}}", "second": "{{payload:/nested/list/1}}",
-                         "slash": "{{payload:/a~1b}}", "missing": "{{payload:/nope}}", "env": "{{environment}}",
-                         "list": ["{{deviceId}}", 1, true], "device": "{{bundleId}}"],
-            ],
+                "body": [
+                    "id": "{{payload:/messageId}}", "text": "#{{payload:/messageId}} for {{userId}}", "second": "{{payload:/nested/list/1}}",
+                    "slash": "{{payload:/a~1b}}", "missing": "{{payload:/nope}}", "env": "{{environment}}",
+                    "list": ["{{deviceId}}", 1, true], "device": "{{bundleId}}",
+                ],
+            ]
         ]).hooks[.fetch]!
         let out = HookTemplate.render(hook, values)
         #expect(out.method == "PUT")

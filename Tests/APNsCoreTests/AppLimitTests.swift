@@ -27,8 +27,9 @@ import Testing
         let again = try registry.register(deviceID: "phone", bundleID: "com.example.app1", environment: .sandbox, kind: .voip, nowMs: Self.now)
         #expect(again.kind == .voip, "another kind of an app it has is not another app")
         #expect(registry.devices["phone"]?.apps.count == Self.limit)
-        #expect(RegistryError.tooManyApps(deviceID: "phone").description
-            == "device 'phone' would have more than 1000 apps, the most a device may have installed (uninstall one first)")
+        #expect(
+            RegistryError.tooManyApps(deviceID: "phone").description
+                == "device 'phone' would have more than 1000 apps, the most a device may have installed (uninstall one first)")
     }
 
     @Test func aHelloOverTheBoundIsRefusedBeforeAnythingChanges() throws {

@@ -21,8 +21,10 @@ struct CoreTypesTests {
         #expect(JSONValidator.check(Array(text.utf8)) == verdict)
     }
 
-    @Test(arguments: ["", "{", "{\"a\":}", "{\"a\":1,}", "{a:1}", "{\"a\":01}", "{\"a\":\"\u{01}\"}",
-                      "{\"a\":1} x", "{\"a\":tru}", "{\"a\":\"\\x\"}", "{\"a\":1.}"])
+    @Test(arguments: [
+        "", "{", "{\"a\":}", "{\"a\":1,}", "{a:1}", "{\"a\":01}", "{\"a\":\"\u{01}\"}",
+        "{\"a\":1} x", "{\"a\":tru}", "{\"a\":\"\\x\"}", "{\"a\":1.}",
+    ])
     func invalidJSON(text: String) {
         guard case .invalid = JSONValidator.check(Array(text.utf8)) else {
             Issue.record("\(text) should be invalid")

@@ -24,15 +24,20 @@ let ruleRows: [RuleRow] = {
     var rows: [RuleRow] = []
     // Alert pushes, permission on: app state decides (table "App state decides the callback").
     for auth in [Authorization.authorized, .ephemeral] {
-        rows.append(RuleRow(content: alert, authorization: auth, appState: .foreground, callbacks: ["willPresent"], display: .banner, outcome: .delivered))
+        rows.append(
+            RuleRow(content: alert, authorization: auth, appState: .foreground, callbacks: ["willPresent"], display: .banner, outcome: .delivered))
         for state in [AppState.background, .suspended, .notRunning, .terminated] {
             rows.append(RuleRow(content: alert, authorization: auth, appState: state, callbacks: [], display: .banner, outcome: .delivered))
         }
     }
     // Provisional: quietly to Notification Center.
-    rows.append(RuleRow(content: alert, authorization: .provisional, appState: .foreground, callbacks: ["willPresent"], display: .notificationCenter, outcome: .delivered))
+    rows.append(
+        RuleRow(
+            content: alert, authorization: .provisional, appState: .foreground, callbacks: ["willPresent"], display: .notificationCenter,
+            outcome: .delivered))
     for state in [AppState.background, .suspended, .notRunning, .terminated] {
-        rows.append(RuleRow(content: alert, authorization: .provisional, appState: state, callbacks: [], display: .notificationCenter, outcome: .delivered))
+        rows.append(
+            RuleRow(content: alert, authorization: .provisional, appState: state, callbacks: [], display: .notificationCenter, outcome: .delivered))
     }
     // Denied / not determined: dropped by the system, no callback at all.
     for auth in [Authorization.denied, .notDetermined] {
@@ -42,23 +47,37 @@ let ruleRows: [RuleRow] = {
     }
     // Background pushes need no permission.
     for auth in Authorization.allCases {
-        rows.append(RuleRow(content: background, authorization: auth, appState: .foreground, callbacks: ["didReceiveRemoteNotification"], display: .none, outcome: .delivered))
+        rows.append(
+            RuleRow(
+                content: background, authorization: auth, appState: .foreground, callbacks: ["didReceiveRemoteNotification"], display: .none,
+                outcome: .delivered))
         for state in [AppState.background, .suspended, .notRunning] {
-            rows.append(RuleRow(content: background, authorization: auth, appState: state, callbacks: ["didReceiveRemoteNotification"], display: .none, outcome: .delivered))
+            rows.append(
+                RuleRow(
+                    content: background, authorization: auth, appState: state, callbacks: ["didReceiveRemoteNotification"], display: .none,
+                    outcome: .delivered))
         }
     }
     // Alert with content-available.
-    rows.append(RuleRow(content: alertAndBackground, authorization: .authorized, appState: .foreground,
-                        callbacks: ["willPresent", "didReceiveRemoteNotification"], display: .banner, outcome: .delivered))
+    rows.append(
+        RuleRow(
+            content: alertAndBackground, authorization: .authorized, appState: .foreground,
+            callbacks: ["willPresent", "didReceiveRemoteNotification"], display: .banner, outcome: .delivered))
     for state in [AppState.background, .suspended, .notRunning] {
-        rows.append(RuleRow(content: alertAndBackground, authorization: .authorized, appState: state,
-                            callbacks: ["didReceiveRemoteNotification"], display: .banner, outcome: .delivered))
+        rows.append(
+            RuleRow(
+                content: alertAndBackground, authorization: .authorized, appState: state,
+                callbacks: ["didReceiveRemoteNotification"], display: .banner, outcome: .delivered))
     }
-    rows.append(RuleRow(content: alertAndBackground, authorization: .authorized, appState: .terminated,
-                        callbacks: [], display: .banner, outcome: .delivered))
+    rows.append(
+        RuleRow(
+            content: alertAndBackground, authorization: .authorized, appState: .terminated,
+            callbacks: [], display: .banner, outcome: .delivered))
     // Permission denied: the alert is dropped, the background part still runs.
-    rows.append(RuleRow(content: alertAndBackground, authorization: .denied, appState: .background,
-                        callbacks: ["didReceiveRemoteNotification"], display: .none, outcome: .delivered))
+    rows.append(
+        RuleRow(
+            content: alertAndBackground, authorization: .denied, appState: .background,
+            callbacks: ["didReceiveRemoteNotification"], display: .none, outcome: .delivered))
     return rows
 }()
 
@@ -81,16 +100,18 @@ struct DeliveryRulesTests {
     }
 
     @Test func forceQuitAppGetsNoBackgroundPushUntilLaunched() {
-        let decision = DeliveryRules.decide(pushType: .background, content: background,
-                                            app: AppSettings(appState: .terminated), lowPowerMode: false, budgetAvailable: true)
+        let decision = DeliveryRules.decide(
+            pushType: .background, content: background,
+            app: AppSettings(appState: .terminated), lowPowerMode: false, budgetAvailable: true)
         #expect(decision == .deferBackground(.terminated))
     }
 
     @Test func withoutTheBackgroundModeBackgroundPushesNeverReachTheApp() {
         for state in AppState.allCases {
-            let decision = DeliveryRules.decide(pushType: .background, content: background,
-                                                app: AppSettings(appState: state, backgroundMode: false),
-                                                lowPowerMode: false, budgetAvailable: true)
+            let decision = DeliveryRules.decide(
+                pushType: .background, content: background,
+                app: AppSettings(appState: state, backgroundMode: false),
+                lowPowerMode: false, budgetAvailable: true)
             guard case .deliver(let verdict) = decision else {
                 Issue.record("expected a drop for \(state)")
                 continue
@@ -102,30 +123,42 @@ struct DeliveryRulesTests {
 
     @Test func mutableContentRunsTheServiceExtensionFirstButNeverForBackgroundPushes() {
         let mutable = PushContent(isVisible: true, mutableContent: true)
-        guard case .deliver(let verdict) = DeliveryRules.decide(pushType: .alert, content: mutable, app: AppSettings(appState: .foreground),
-                                                                lowPowerMode: false, budgetAvailable: true)
+        guard
+            case .deliver(let verdict) = DeliveryRules.decide(
+                pushType: .alert, content: mutable, app: AppSettings(appState: .foreground),
+                lowPowerMode: false, budgetAvailable: true)
         else { Issue.record("expected delivery"); return }
         #expect(verdict.callbacks == ["serviceExtension", "willPresent"])
         let silentMutable = PushContent(contentAvailable: true, mutableContent: true)
-        guard case .deliver(let silent) = DeliveryRules.decide(pushType: .background, content: silentMutable, app: AppSettings(),
-                                                               lowPowerMode: false, budgetAvailable: true)
+        guard
+            case .deliver(let silent) = DeliveryRules.decide(
+                pushType: .background, content: silentMutable, app: AppSettings(),
+                lowPowerMode: false, budgetAvailable: true)
         else { Issue.record("expected delivery"); return }
         #expect(!silent.callbacks.contains("serviceExtension"))
         // A dropped alert never reaches the extension either.
-        guard case .deliver(let denied) = DeliveryRules.decide(pushType: .alert, content: mutable, app: AppSettings(authorization: .denied),
-                                                               lowPowerMode: false, budgetAvailable: true)
+        guard
+            case .deliver(let denied) = DeliveryRules.decide(
+                pushType: .alert, content: mutable, app: AppSettings(authorization: .denied),
+                lowPowerMode: false, budgetAvailable: true)
         else { Issue.record("expected a drop"); return }
         #expect(denied.callbacks.isEmpty)
     }
 
     @Test func budgetAndLowPowerHoldBackgroundPushes() {
-        #expect(DeliveryRules.decide(pushType: .background, content: background, app: AppSettings(), lowPowerMode: false,
-                                     budgetAvailable: false) == .deferBackground(.budget))
-        #expect(DeliveryRules.decide(pushType: .background, content: background, app: AppSettings(), lowPowerMode: true,
-                                     budgetAvailable: true) == .deferBackground(.lowPower))
+        #expect(
+            DeliveryRules.decide(
+                pushType: .background, content: background, app: AppSettings(), lowPowerMode: false,
+                budgetAvailable: false) == .deferBackground(.budget))
+        #expect(
+            DeliveryRules.decide(
+                pushType: .background, content: background, app: AppSettings(), lowPowerMode: true,
+                budgetAvailable: true) == .deferBackground(.lowPower))
         // In the foreground the app gets it regardless.
-        guard case .deliver = DeliveryRules.decide(pushType: .background, content: background, app: AppSettings(appState: .foreground),
-                                                   lowPowerMode: true, budgetAvailable: false)
+        guard
+            case .deliver = DeliveryRules.decide(
+                pushType: .background, content: background, app: AppSettings(appState: .foreground),
+                lowPowerMode: true, budgetAvailable: false)
         else { Issue.record("foreground app should receive it"); return }
     }
 
@@ -136,8 +169,10 @@ struct DeliveryRulesTests {
     }
 
     @Test func voipGoesToPushKit() {
-        guard case .deliver(let verdict) = DeliveryRules.decide(pushType: .voip, content: PushContent(), app: AppSettings(authorization: .denied, appState: .terminated),
-                                                                lowPowerMode: false, budgetAvailable: false)
+        guard
+            case .deliver(let verdict) = DeliveryRules.decide(
+                pushType: .voip, content: PushContent(), app: AppSettings(authorization: .denied, appState: .terminated),
+                lowPowerMode: false, budgetAvailable: false)
         else { Issue.record("expected delivery"); return }
         #expect(verdict.callbacks == ["didReceiveIncomingPush"])
     }

@@ -8,9 +8,10 @@ final class DeviceFixture: @unchecked Sendable {
     var connectionID: UInt64 = 100
     private(set) var token = ""
 
-    init(options: DeliveryOptions = DeliveryOptions(), settings: AppSettings = AppSettings(),
-         onBackendIntents: (@Sendable ([BackendIntent]) -> Void)? = nil) throws
-    {
+    init(
+        options: DeliveryOptions = DeliveryOptions(), settings: AppSettings = AppSettings(),
+        onBackendIntents: (@Sendable ([BackendIntent]) -> Void)? = nil
+    ) throws {
         base = try Fixture(onBackendIntents: onBackendIntents)
         base.state.withWorld { $0.deliveryOptions = options }
         let frames = try connect(settings: settings)
@@ -23,9 +24,11 @@ final class DeviceFixture: @unchecked Sendable {
     @discardableResult
     func connect(settings: AppSettings = AppSettings()) throws -> [DeviceFrame] {
         connectionID += 1
-        let hello = DeviceHello(deviceID: "phone", lowPowerMode: false, apps: [
-            AppRegistration(bundleID: "com.example.app", environment: .sandbox, settings: settings, kinds: [.app]),
-        ])
+        let hello = DeviceHello(
+            deviceID: "phone", lowPowerMode: false,
+            apps: [
+                AppRegistration(bundleID: "com.example.app", environment: .sandbox, settings: settings, kinds: [.app])
+            ])
         let id = connectionID
         let now = self.now
         return try base.state.withWorld { world throws(DeviceRequestError) in
@@ -217,8 +220,9 @@ struct DeliveryStateTests {
         let connection = f.connectionID
         _ = connection
         let (_, frames) = try f.base.state.withWorld { world throws(DeviceRequestError) in
-            try world.updateApp(deviceID: "phone", bundleID: "com.example.app", appState: .foreground, authorization: nil,
-                                backgroundMode: nil, nowMs: now)
+            try world.updateApp(
+                deviceID: "phone", bundleID: "com.example.app", appState: .foreground, authorization: nil,
+                backgroundMode: nil, nowMs: now)
         }
         #expect(f.notifications(in: frames).first?["callbacks"] == ["didReceiveRemoteNotification"])
     }
@@ -271,8 +275,9 @@ struct DeliveryStateTests {
         let now = f.now
         let original = f.token
         _ = try f.base.state.withWorld { world throws(DeviceRequestError) in
-            try world.updateApp(deviceID: "phone", bundleID: "com.example.app", appState: nil, authorization: .denied,
-                                backgroundMode: nil, nowMs: now)
+            try world.updateApp(
+                deviceID: "phone", bundleID: "com.example.app", appState: nil, authorization: .denied,
+                backgroundMode: nil, nowMs: now)
         }
         #expect(f.base.state.withWorld { $0.registry.devices["phone"]?.apps["com.example.app"]?.tokens[.app] } == original)
         let rotated = try f.base.state.withWorld { world throws(DeviceRequestError) in

@@ -33,8 +33,9 @@ struct SigningKey {
     }
 
     func providerKey(environment: APNsEnvironment? = nil, topics: Set<String>? = nil, related: String? = nil) -> ProviderKey {
-        ProviderKey(teamID: teamID, keyID: keyID, environment: environment, topics: topics, relatedKeyID: related,
-                    verifier: verifier, source: "test")
+        ProviderKey(
+            teamID: teamID, keyID: keyID, environment: environment, topics: topics, relatedKeyID: related,
+            verifier: verifier, source: "test")
     }
 }
 
@@ -89,16 +90,18 @@ final class Fixture: @unchecked Sendable {
         uninstalledAtMs = now - 5_000
         try registry.uninstall(deviceID: "d3", bundleID: "com.example.app", invalidAtMs: uninstalledAtMs)
 
-        state = EmulatorState(start: World(credentials: credentials, registry: registry, records: RecordStore(capacity: 1000)),
-                              onBackendIntents: onBackendIntents)
+        state = EmulatorState(
+            start: World(credentials: credentials, registry: registry, records: RecordStore(capacity: 1000)),
+            onBackendIntents: onBackendIntents)
         endpoint = ProviderEndpoint(state: state, clock: clock, options: options)
     }
 
     var nowSeconds: Int64 { clock.nowSeconds() }
 
     func connection(_ environment: APNsEnvironment = .sandbox, serverName: String? = nil) -> ProviderConnectionContext {
-        ProviderConnectionContext(connectionID: 1, listenerEnvironment: environment, serverName: serverName,
-                                  tokenPolicy: TokenPolicy(), random: FastRandom(seed: 7))
+        ProviderConnectionContext(
+            connectionID: 1, listenerEnvironment: environment, serverName: serverName,
+            tokenPolicy: TokenPolicy(), random: FastRandom(seed: 7))
     }
 
     /// A valid alert push to the sandbox token, signed with key A.
@@ -134,16 +137,18 @@ final class Fixture: @unchecked Sendable {
 
 /// A push as a provider sends it, each on a new provider connection (`connectionID`, then
 /// counted up), signed with `key` at `issuedAt`.
-func providerPush(_ endpoint: ProviderEndpoint, token: String, key: SigningKey, issuedAt: Int64, connectionID: inout UInt64,
-                  topic: String, body: String, headers: [(String, String)]) throws -> PushResponse
-{
+func providerPush(
+    _ endpoint: ProviderEndpoint, token: String, key: SigningKey, issuedAt: Int64, connectionID: inout UInt64,
+    topic: String, body: String, headers: [(String, String)]
+) throws -> PushResponse {
     var fields: [(name: String, value: String)] = [
         (":method", "POST"), (":scheme", "https"), (":authority", "127.0.0.1:2197"), (":path", "/3/device/\(token)"),
         ("authorization", "bearer \(try key.token(issuedAt: issuedAt))"), ("apns-topic", topic),
     ]
     fields += headers.map { (name: $0.0, value: $0.1) }
-    var connection = ProviderConnectionContext(connectionID: connectionID, listenerEnvironment: .sandbox, serverName: nil,
-                                               tokenPolicy: TokenPolicy(), random: FastRandom(seed: connectionID))
+    var connection = ProviderConnectionContext(
+        connectionID: connectionID, listenerEnvironment: .sandbox, serverName: nil,
+        tokenPolicy: TokenPolicy(), random: FastRandom(seed: connectionID))
     connectionID += 1
     return endpoint.handle(PushRequest(streamID: 1, headers: fields, body: Array(body.utf8)), connection: &connection)
 }

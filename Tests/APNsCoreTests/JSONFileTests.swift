@@ -86,8 +86,9 @@ struct InputFileTests {
         try handle.truncate(atOffset: 200 << 20)
         try handle.close()
         #expect(throws: InputFile.ReadError.tooLarge(size: 200 << 20, limit: InputFile.maxBytes)) { try InputFile.read(path) }
-        #expect(InputFile.ReadError.tooLarge(size: 200 << 20, limit: InputFile.maxBytes).description
-            == "the file is 209715200 bytes (200 MiB), over the limit of 16777216 bytes (16 MiB)")
+        #expect(
+            InputFile.ReadError.tooLarge(size: 200 << 20, limit: InputFile.maxBytes).description
+                == "the file is 209715200 bytes (200 MiB), over the limit of 16777216 bytes (16 MiB)")
         let small = try temporaryFile(Array(repeating: 0x20, count: 11))
         defer { try? FileManager.default.removeItem(atPath: small) }
         #expect(throws: InputFile.ReadError.tooLarge(size: 11, limit: 10)) { try InputFile.read(small, limit: 10) }

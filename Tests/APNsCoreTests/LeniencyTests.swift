@@ -87,8 +87,10 @@ struct HeaderLeniencyTests {
         let token = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
         let request = try fixture.request(
             topic: " com.example.app\t", authorization: "  bearer \(token) ",
-            extra: [("apns-priority", "5 "), ("apns-push-type", " alert"), ("apns-expiration", " 0"),
-                    ("apns-id", " 6a5b0b6e-3c1d-4c52-9d2e-1f0a3b4c5d6e ")])
+            extra: [
+                ("apns-priority", "5 "), ("apns-push-type", " alert"), ("apns-expiration", " 0"),
+                ("apns-id", " 6a5b0b6e-3c1d-4c52-9d2e-1f0a3b4c5d6e "),
+            ])
         let response = fixture.send(request)
         #expect(response.status == 200)
         #expect(response.apnsID == "6a5b0b6e-3c1d-4c52-9d2e-1f0a3b4c5d6e")

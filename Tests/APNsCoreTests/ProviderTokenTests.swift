@@ -3,9 +3,10 @@ import Testing
 
 @Suite("Provider tokens (JWT)")
 struct ProviderTokenTests {
-    func authenticate(_ fixture: Fixture, _ authenticator: inout ConnectionAuthenticator, _ token: String,
-                      environment: APNsEnvironment = .sandbox) -> AuthenticationResult
-    {
+    func authenticate(
+        _ fixture: Fixture, _ authenticator: inout ConnectionAuthenticator, _ token: String,
+        environment: APNsEnvironment = .sandbox
+    ) -> AuthenticationResult {
         let credentials = fixture.state.withWorld { $0.credentials }
         return authenticator.authenticate(
             authorization: "bearer \(token)", environment: environment,
@@ -135,8 +136,9 @@ struct ProviderTokenTests {
             return
         }
         #expect(authenticator.teamID == "TEAMAAAAAA")
-        #expect(reason(authenticate(fixture, &authenticator, try fixture.keyB.token(issuedAt: fixture.nowSeconds)))
-            == .invalidProviderToken)
+        #expect(
+            reason(authenticate(fixture, &authenticator, try fixture.keyB.token(issuedAt: fixture.nowSeconds)))
+                == .invalidProviderToken)
     }
 
     @Test func topicSpecificKeysMixOnlyWithTheirRelatedKey() throws {
@@ -150,10 +152,12 @@ struct ProviderTokenTests {
             Issue.record("the related key may share the connection")
             return
         }
-        #expect(reason(authenticate(fixture, &authenticator, try fixture.keyTopicOther.token(issuedAt: fixture.nowSeconds)))
-            == .unrelatedKeyIdInToken)
-        #expect(reason(authenticate(fixture, &authenticator, try fixture.keyA.token(issuedAt: fixture.nowSeconds)))
-            == .unrelatedKeyIdInToken)
+        #expect(
+            reason(authenticate(fixture, &authenticator, try fixture.keyTopicOther.token(issuedAt: fixture.nowSeconds)))
+                == .unrelatedKeyIdInToken)
+        #expect(
+            reason(authenticate(fixture, &authenticator, try fixture.keyA.token(issuedAt: fixture.nowSeconds)))
+                == .unrelatedKeyIdInToken)
     }
 
     @Test func teamKeyConnectionRefusesTopicSpecificKey() throws {
@@ -163,8 +167,9 @@ struct ProviderTokenTests {
             Issue.record("expected success")
             return
         }
-        #expect(reason(authenticate(fixture, &authenticator, try fixture.keyTopic.token(issuedAt: fixture.nowSeconds)))
-            == .unrelatedKeyIdInToken)
+        #expect(
+            reason(authenticate(fixture, &authenticator, try fixture.keyTopic.token(issuedAt: fixture.nowSeconds)))
+                == .unrelatedKeyIdInToken)
     }
 
     @Test func futureIssueTimeBeyondSkewIsRefused() throws {
@@ -223,7 +228,8 @@ struct ProviderTokenUpdateTests {
         #expect(fixture.endpoint.handle(try fixture.request(authorization: "bearer \(a)"), connection: &connection).status == 200)
         #expect(fixture.endpoint.handle(try fixture.request(authorization: "bearer \(b)"), connection: &connection).status == 200)
         let newer = try fixture.keyA.token(issuedAt: iat + 1)
-        #expect(fixture.endpoint.handle(try fixture.request(authorization: "bearer \(newer)"), connection: &connection).reasonText
-            == "TooManyProviderTokenUpdates")
+        #expect(
+            fixture.endpoint.handle(try fixture.request(authorization: "bearer \(newer)"), connection: &connection).reasonText
+                == "TooManyProviderTokenUpdates")
     }
 }

@@ -10,7 +10,11 @@ final class CollectingSink: StateChangeSink, @unchecked Sendable {
         return false
     }
     func wake() {}
-    func take() -> [StateChange] { rows.withLock { rows in defer { rows = [] }; return rows } }
+    func take() -> [StateChange] {
+        rows.withLock { rows in
+            defer { rows = [] }; return rows
+        }
+    }
 }
 
 final class ReplicaPair: @unchecked Sendable {
@@ -55,19 +59,24 @@ final class ReplicaPair: @unchecked Sendable {
     }
 
     /// A push as a provider sends it, through the provider endpoint.
-    func push(_ token: String, topic: String = "com.example.app", body: String = #"{"aps":{"alert":"hi"}}"#,
-              headers: [(String, String)] = []) throws -> PushResponse
-    {
-        try providerPush(endpoint, token: token, key: keyA, issuedAt: clock.nowSeconds(), connectionID: &providerConnection,
-                         topic: topic, body: body, headers: headers)
+    func push(
+        _ token: String, topic: String = "com.example.app", body: String = #"{"aps":{"alert":"hi"}}"#,
+        headers: [(String, String)] = []
+    ) throws -> PushResponse {
+        try providerPush(
+            endpoint, token: token, key: keyA, issuedAt: clock.nowSeconds(), connectionID: &providerConnection,
+            topic: topic, body: body, headers: headers)
     }
 
-    func connect(_ deviceID: String, connection: UInt64, apps: [String] = ["com.example.app"],
-                 settings: AppSettings = AppSettings(), lowPower: Bool = false) throws -> [DeviceFrame]
-    {
-        let hello = DeviceHello(deviceID: deviceID, lowPowerMode: lowPower, apps: apps.map {
-            AppRegistration(bundleID: $0, environment: .sandbox, settings: settings, kinds: [.app])
-        })
+    func connect(
+        _ deviceID: String, connection: UInt64, apps: [String] = ["com.example.app"],
+        settings: AppSettings = AppSettings(), lowPower: Bool = false
+    ) throws -> [DeviceFrame] {
+        let hello = DeviceHello(
+            deviceID: deviceID, lowPowerMode: lowPower,
+            apps: apps.map {
+                AppRegistration(bundleID: $0, environment: .sandbox, settings: settings, kinds: [.app])
+            })
         let now = self.now
         return try state.withWorld { world throws(DeviceRequestError) in try world.connectDevice(hello, connectionID: connection, nowMs: now) }
     }
@@ -78,9 +87,10 @@ final class ReplicaPair: @unchecked Sendable {
 
     /// What the replica does with a stored key: any verifier will do for the comparison.
     func loadKey(_ stored: StoredKey) throws(StateStoreError) -> ProviderKey {
-        ProviderKey(teamID: stored.teamID, keyID: stored.keyID, environment: stored.environment, topics: stored.topics.map(Set.init),
-                    relatedKeyID: stored.relatedKeyID, verifier: keyA.verifier, source: stored.source, pem: stored.pem,
-                    addedAtRunTime: stored.addedAtRunTime)
+        ProviderKey(
+            teamID: stored.teamID, keyID: stored.keyID, environment: stored.environment, topics: stored.topics.map(Set.init),
+            relatedKeyID: stored.relatedKeyID, verifier: keyA.verifier, source: stored.source, pem: stored.pem,
+            addedAtRunTime: stored.addedAtRunTime)
     }
 
     /// Hands W1's rows to W2 through the byte form, then checks the two states are equal and
@@ -162,8 +172,9 @@ final class ReplicaPair: @unchecked Sendable {
             ("authorization", "bearer \(try keyA.token(issuedAt: clock.nowSeconds()))"), ("apns-topic", "com.example.app"),
         ]
         fields.append(("apns-priority", "10"))
-        var connection = ProviderConnectionContext(connectionID: 99_999, listenerEnvironment: .sandbox, serverName: nil,
-                                                   tokenPolicy: TokenPolicy(), random: FastRandom(seed: 1))
+        var connection = ProviderConnectionContext(
+            connectionID: 99_999, listenerEnvironment: .sandbox, serverName: nil,
+            tokenPolicy: TokenPolicy(), random: FastRandom(seed: 1))
         return endpoint.handle(PushRequest(streamID: 1, headers: fields, body: Array(#"{"aps":{"alert":"x"}}"#.utf8)), connection: &connection)
     }
 }
@@ -174,35 +185,46 @@ struct ReplicationTests {
 
     static func device() -> Device {
         let settings = AppSettings(authorization: .provisional, appState: .terminated, backgroundMode: false)
-        let app = InstalledApp(bundleID: "com.example.app", environment: .production, tokens: [.app: "aa01", .voip: "bb02"],
-                               installedAtMs: -5, settings: settings, uploadPending: true)
+        let app = InstalledApp(
+            bundleID: "com.example.app", environment: .production, tokens: [.app: "aa01", .voip: "bb02"],
+            installedAtMs: -5, settings: settings, uploadPending: true)
         let other = InstalledApp(bundleID: "com.example.other", environment: .sandbox, tokens: [:], installedAtMs: 9)
-        return Device(id: "phone", isVirtual: true, apps: [app.bundleID: app, other.bundleID: other], createdAtMs: 1_767_225_600_000,
-                      connectionID: UInt64.max, lowPowerMode: true, forcedOffline: true, userID: "alice")
+        return Device(
+            id: "phone", isVirtual: true, apps: [app.bundleID: app, other.bundleID: other], createdAtMs: 1_767_225_600_000,
+            connectionID: UInt64.max, lowPowerMode: true, forcedOffline: true, userID: "alice")
     }
 
     static func tokens() -> [TokenEntry] {
-        [TokenEntry(token: "aa01", deviceID: "phone", bundleID: "com.example.app", environment: .production, kind: .voip,
-                    state: .unregistered(sinceMs: -3), issuedAtMs: 77, pushesUntilUnregistered: 2),
-         TokenEntry(token: "aa02", deviceID: "d", bundleID: "b", environment: .sandbox, kind: .app, state: .active, issuedAtMs: 0),
-         TokenEntry(token: "aa03", deviceID: "d", bundleID: "b", environment: .sandbox, kind: .liveactivity, state: .expired, issuedAtMs: 1),
-         TokenEntry(token: "aa04", deviceID: "d", bundleID: "b", environment: .sandbox, kind: .widgets, state: .rateLimited, issuedAtMs: 2)]
+        [
+            TokenEntry(
+                token: "aa01", deviceID: "phone", bundleID: "com.example.app", environment: .production, kind: .voip,
+                state: .unregistered(sinceMs: -3), issuedAtMs: 77, pushesUntilUnregistered: 2),
+            TokenEntry(token: "aa02", deviceID: "d", bundleID: "b", environment: .sandbox, kind: .app, state: .active, issuedAtMs: 0),
+            TokenEntry(token: "aa03", deviceID: "d", bundleID: "b", environment: .sandbox, kind: .liveactivity, state: .expired, issuedAtMs: 1),
+            TokenEntry(token: "aa04", deviceID: "d", bundleID: "b", environment: .sandbox, kind: .widgets, state: .rateLimited, issuedAtMs: 2),
+        ]
     }
 
     static func key() -> StoredKey {
-        StoredKey(teamID: "TEAM", keyID: "KEY", environment: .production, topics: ["com.a", "com.b"], relatedKeyID: "OTHER",
-                  pem: "-----BEGIN PRIVATE KEY-----\nx\n", source: "api", addedAtRunTime: true)
+        StoredKey(
+            teamID: "TEAM", keyID: "KEY", environment: .production, topics: ["com.a", "com.b"], relatedKeyID: "OTHER",
+            pem: "-----BEGIN PRIVATE KEY-----\nx\n", source: "api", addedAtRunTime: true)
     }
 
     static func waiting() -> [WaitingNotification] {
         let n = StateCodecTests.notification()
-        return [WaitingNotification(slot: .stored, notification: n), WaitingNotification(slot: .deferred(.lowPower), notification: n),
-                WaitingNotification(slot: .deferred(.budget), notification: n), WaitingNotification(slot: .deferred(.terminated), notification: n),
-                WaitingNotification(slot: .batched(releaseAtMs: -12), notification: n), WaitingNotification(slot: .inFlight, notification: n),
-                WaitingNotification(slot: .inFlight, notification: n, flight: FlightRow(
+        return [
+            WaitingNotification(slot: .stored, notification: n), WaitingNotification(slot: .deferred(.lowPower), notification: n),
+            WaitingNotification(slot: .deferred(.budget), notification: n), WaitingNotification(slot: .deferred(.terminated), notification: n),
+            WaitingNotification(slot: .batched(releaseAtMs: -12), notification: n), WaitingNotification(slot: .inFlight, notification: n),
+            WaitingNotification(
+                slot: .inFlight, notification: n,
+                flight: FlightRow(
                     deliveryID: 77, connectionID: 5 << 40 | 3, sentAtMs: -4,
-                    verdict: DeliveryVerdict(callbacks: ["willPresent", "didReceive"], display: .banner, outcome: .droppedBySystem,
-                                             reason: "why", usedBackgroundBudget: true)))]
+                    verdict: DeliveryVerdict(
+                        callbacks: ["willPresent", "didReceive"], display: .banner, outcome: .droppedBySystem,
+                        reason: "why", usedBackgroundBudget: true))),
+        ]
     }
 
     static func fullState() -> PersistedState {
@@ -210,7 +232,9 @@ struct ReplicationTests {
         state.initialized = true
         state.devices = [device(), Device(id: "bare", isVirtual: false, apps: [:], createdAtMs: 0)]
         state.tokens = tokens()
-        state.keys = [key(), StoredKey(teamID: "T", keyID: "K2", environment: nil, topics: nil, relatedKeyID: nil, pem: "", source: "", addedAtRunTime: false)]
+        state.keys = [
+            key(), StoredKey(teamID: "T", keyID: "K2", environment: nil, topics: nil, relatedKeyID: nil, pem: "", source: "", addedAtRunTime: false),
+        ]
         state.apps = [("com.a", "TEAM"), ("com.b", "TEAM2")]
         state.faults = FaultRulesSnapshot(rules: StateCodecTests.faultRules(), nextNumber: 12)
         state.waiting = waiting()
@@ -227,12 +251,16 @@ struct ReplicationTests {
         var record = StateCodecTests.fullRecord()
         record.headerListBytes = 321
         return [.deviceSaved(device()), .deviceRemoved(id: "phone")] + tokens().map { .tokenSaved($0) }
-            + [.keySaved(key()), .keyRemoved(keyID: "KEY"), .appSaved(bundleID: "com.a", teamID: "TEAM"), .appRemoved(bundleID: "com.a"),
-               .faultsSaved(FaultRulesSnapshot(rules: StateCodecTests.faultRules(), nextNumber: 3))]
+            + [
+                .keySaved(key()), .keyRemoved(keyID: "KEY"), .appSaved(bundleID: "com.a", teamID: "TEAM"), .appRemoved(bundleID: "com.a"),
+                .faultsSaved(FaultRulesSnapshot(rules: StateCodecTests.faultRules(), nextNumber: 3)),
+            ]
             + waiting().map { .notificationWaiting($0) }
-            + [.notificationDone(sequence: UInt64.max), .recordSaved(record), .recordRemoved(sequence: 5), .recordsEvicted(before: 17),
-               .reset(fullState()), .reset(PersistedState()),
-               .budgetSaved(deviceID: "phone", bundleID: "com.a", budget: BackgroundBudget(perHour: 3, arrivalUnits: -5_400_000))]
+            + [
+                .notificationDone(sequence: UInt64.max), .recordSaved(record), .recordRemoved(sequence: 5), .recordsEvicted(before: 17),
+                .reset(fullState()), .reset(PersistedState()),
+                .budgetSaved(deviceID: "phone", bundleID: "com.a", budget: BackgroundBudget(perHour: 3, arrivalUnits: -5_400_000)),
+            ]
     }
 
     /// The structs' field counts: a new field fails here until the row codec carries it.
@@ -300,12 +328,15 @@ struct ReplicationTests {
 
     @Test func framesRoundTripWithRawPayloads() throws {
         let payload = Array(#"{"aps":{"alert":"ü"}}"#.utf8)
-        let message: JSONValue = .object(JSONObject([
-            ("type", "notification"), ("id", .int(-7)), ("d", .double(0.5)), ("n", .null), ("t", true), ("f", false),
-            ("list", [1, "two", [.null]]), ("payload", .raw(payload)), ("dup", 1), ("dup", 2),
-        ]))
-        let frames = [DeviceFrame(deviceID: "phone", connectionID: UInt64.max, message: message, closeAfter: true),
-                      DeviceFrame(deviceID: "p2", connectionID: 0, message: ["type": "replaced"])]
+        let message: JSONValue = .object(
+            JSONObject([
+                ("type", "notification"), ("id", .int(-7)), ("d", .double(0.5)), ("n", .null), ("t", true), ("f", false),
+                ("list", [1, "two", [.null]]), ("payload", .raw(payload)), ("dup", 1), ("dup", 2),
+            ]))
+        let frames = [
+            DeviceFrame(deviceID: "phone", connectionID: UInt64.max, message: message, closeAfter: true),
+            DeviceFrame(deviceID: "p2", connectionID: 0, message: ["type": "replaced"]),
+        ]
         let decoded = try StateCodec.decodeFrames(StateCodec.encode(frames: frames))
         #expect(decoded.map(\.deviceID) == ["phone", "p2"])
         #expect(decoded.map(\.connectionID) == [UInt64.max, 0])
@@ -403,14 +434,16 @@ struct ReplicationTests {
         #expect(p.replica.records.record(sequence: shown.recordSequence)?.outcome == .delivered)
         let local = EmulatorState(start: p.replica)
         let endpoint = ProviderEndpoint(state: local, clock: p.clock)
-        var connection = ProviderConnectionContext(connectionID: 5, listenerEnvironment: .sandbox, serverName: nil,
-                                                   tokenPolicy: TokenPolicy(), random: FastRandom(seed: 5))
+        var connection = ProviderConnectionContext(
+            connectionID: 5, listenerEnvironment: .sandbox, serverName: nil,
+            tokenPolicy: TokenPolicy(), random: FastRandom(seed: 5))
         let fields: [(name: String, value: String)] = [
             (":method", "POST"), (":scheme", "https"), (":authority", "a"), (":path", "/3/device/\(ReplicaPair.pinned)"),
             ("authorization", "bearer \(try p.keyA.token(issuedAt: p.clock.nowSeconds()))"), ("apns-topic", "com.example.app"),
             ("apns-collapse-id", "score"),
         ]
-        let replaced = endpoint.handle(PushRequest(streamID: 1, headers: fields, body: Array(#"{"aps":{"alert":"2"}}"#.utf8)), connection: &connection)
+        let replaced = endpoint.handle(
+            PushRequest(streamID: 1, headers: fields, body: Array(#"{"aps":{"alert":"2"}}"#.utf8)), connection: &connection)
         #expect(replaced.recordSequence > p.highestApplied)
         #expect(local.withWorld { $0.records.record(sequence: shown.recordSequence)?.outcome } == .coalesced)
     }
@@ -549,8 +582,9 @@ struct ReplicationTests {
         func anyDevice() -> String? { p.world { $0.registry.devices.keys.sorted() }.randomElement(using: &random) }
         func anyApp() -> String { ReplicaPair.apps.randomElement(using: &random)! }
         func settings() -> AppSettings {
-            AppSettings(authorization: Authorization.allCases.randomElement(using: &random)!,
-                        appState: AppState.allCases.randomElement(using: &random)!, backgroundMode: Bool.random(using: &random))
+            AppSettings(
+                authorization: Authorization.allCases.randomElement(using: &random)!,
+                appState: AppState.allCases.randomElement(using: &random)!, backgroundMode: Bool.random(using: &random))
         }
         let now = { p.now }
 
@@ -580,8 +614,9 @@ struct ReplicationTests {
                 let device = sockets.randomElement(using: &random)!
                 nextConnection += 1
                 let apps = ReplicaPair.apps.filter { _ in Bool.random(using: &random) }
-                if let frames = try? p.connect(device, connection: nextConnection, apps: apps, settings: settings(),
-                                               lowPower: Int.random(in: 0..<5, using: &random) == 0)
+                if let frames = try? p.connect(
+                    device, connection: nextConnection, apps: apps, settings: settings(),
+                    lowPower: Int.random(in: 0..<5, using: &random) == 0)
                 {
                     note(frames)
                 }
@@ -628,9 +663,10 @@ struct ReplicationTests {
                     let app = anyApp()
                     let s = settings()
                     if let (_, frames) = try? p.state.withWorld({ world throws(DeviceRequestError) in
-                        try world.updateApp(deviceID: device, bundleID: app, appState: s.appState,
-                                            authorization: Bool.random(using: &random) ? s.authorization : nil,
-                                            backgroundMode: s.backgroundMode, nowMs: now())
+                        try world.updateApp(
+                            deviceID: device, bundleID: app, appState: s.appState,
+                            authorization: Bool.random(using: &random) ? s.authorization : nil,
+                            backgroundMode: s.backgroundMode, nowMs: now())
                     }) {
                         note(frames)
                     }
@@ -674,9 +710,12 @@ struct ReplicationTests {
                 let kind = Int.random(in: 0..<3, using: &random)
                 p.world { w in
                     switch kind {
-                    case 0: _ = w.faults.add(FaultInjectionRule(id: "", match: FaultMatch(topic: "com.example.other"),
-                                                       action: FaultAction(kind: .respond(status: 500, reason: "InternalServerError")),
-                                                       times: 3))
+                    case 0:
+                        _ = w.faults.add(
+                            FaultInjectionRule(
+                                id: "", match: FaultMatch(topic: "com.example.other"),
+                                action: FaultAction(kind: .respond(status: 500, reason: "InternalServerError")),
+                                times: 3))
                     case 1: _ = w.faults.remove(id: w.faults.rules.first?.id ?? "")
                     default: w.faults.removeAll()
                     }
@@ -689,8 +728,10 @@ struct ReplicationTests {
                 let add = Bool.random(using: &random)
                 p.world { w in
                     if add {
-                        w.credentials.add(ProviderKey(teamID: "TEAMRRRRRR", keyID: "KEYRT\(n % 4)", topics: n % 2 == 0 ? ["com.r"] : nil,
-                                                      verifier: verifier, source: "api", pem: "PEM \(n)", addedAtRunTime: true))
+                        w.credentials.add(
+                            ProviderKey(
+                                teamID: "TEAMRRRRRR", keyID: "KEYRT\(n % 4)", topics: n % 2 == 0 ? ["com.r"] : nil,
+                                verifier: verifier, source: "api", pem: "PEM \(n)", addedAtRunTime: true))
                         w.credentials.addApp(teamID: n % 2 == 0 ? "TEAMRRRRRR" : "TEAMSSSSSS", bundleID: "com.r\(n % 3)")
                     } else {
                         w.credentials.removeKey(id: "KEYRT\(n % 4)")

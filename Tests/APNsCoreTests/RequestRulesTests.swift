@@ -10,9 +10,10 @@ struct RuleCase: Sendable, CustomTestStringConvertible {
     let environment: APNsEnvironment
     let build: @Sendable (Fixture) throws -> PushRequest
 
-    init(_ name: String, _ status: Int, _ reason: String?, on environment: APNsEnvironment = .sandbox,
-         _ build: @escaping @Sendable (Fixture) throws -> PushRequest)
-    {
+    init(
+        _ name: String, _ status: Int, _ reason: String?, on environment: APNsEnvironment = .sandbox,
+        _ build: @escaping @Sendable (Fixture) throws -> PushRequest
+    ) {
         self.name = name
         self.status = status
         self.reason = reason
@@ -124,8 +125,9 @@ let ruleCases: [RuleCase] = [
     },
     RuleCase("topic nobody owns", 400, "TopicDisallowed") { try $0.request(topic: "com.nobody.app") },
     RuleCase("topic-specific key outside its topics", 400, "TopicDisallowed") { f in
-        try f.request(token: f.otherAppToken, topic: "com.other.app",
-                      authorization: "bearer \(try f.keyTopic.token(issuedAt: f.nowSeconds))")
+        try f.request(
+            token: f.otherAppToken, topic: "com.other.app",
+            authorization: "bearer \(try f.keyTopic.token(issuedAt: f.nowSeconds))")
     },
     RuleCase("token is not hex", 400, "BadDeviceToken") { try $0.request(path: "/3/device/zz11") },
     RuleCase("token of odd length", 400, "BadDeviceToken") { try $0.request(path: "/3/device/abc") },
@@ -146,12 +148,14 @@ let ruleCases: [RuleCase] = [
     RuleCase("4097-byte alert", 413, "PayloadTooLarge") { try $0.request(body: payload(size: 4097)) },
     RuleCase("4096-byte alert", 200, nil) { try $0.request(body: payload(size: 4096)) },
     RuleCase("5120-byte voip", 200, nil) { f in
-        try f.request(token: f.voipToken, topic: "com.example.app.voip", extra: [("apns-push-type", "voip")],
-                      body: payload(size: 5120))
+        try f.request(
+            token: f.voipToken, topic: "com.example.app.voip", extra: [("apns-push-type", "voip")],
+            body: payload(size: 5120))
     },
     RuleCase("5121-byte voip", 413, "PayloadTooLarge") { f in
-        try f.request(token: f.voipToken, topic: "com.example.app.voip", extra: [("apns-push-type", "voip")],
-                      body: payload(size: 5121))
+        try f.request(
+            token: f.voipToken, topic: "com.example.app.voip", extra: [("apns-push-type", "voip")],
+            body: payload(size: 5121))
     },
     RuleCase("voip push type implied by the topic gets the voip limit", 200, nil) { f in
         try f.request(token: f.voipToken, topic: "com.example.app.voip", body: payload(size: 5000))
@@ -245,8 +249,9 @@ struct RequestRulesTests {
         var options = EndpointOptions()
         options.badEnvironmentKeySpelling = "BadEnvironmentKeyInToken"
         let fixture = try Fixture(options: options)
-        let response = fixture.send(try fixture.request(
-            authorization: "bearer \(try fixture.keyAProductionOnly.token(issuedAt: fixture.nowSeconds))"))
+        let response = fixture.send(
+            try fixture.request(
+                authorization: "bearer \(try fixture.keyAProductionOnly.token(issuedAt: fixture.nowSeconds))"))
         #expect(response.status == 403)
         #expect(response.reasonText == "BadEnvironmentKeyInToken")
     }
@@ -259,8 +264,9 @@ struct RequestRulesTests {
         // Bad path and duplicate headers: 404 first.
         #expect(fixture.send(try fixture.request(path: "/nope", extra: [("apns-topic", "x")])).reasonText == "BadPath")
         // Bad priority and no token: header syntax before authentication.
-        #expect(fixture.send(try fixture.request(authorization: .some(nil), extra: [("apns-priority", "9")])).reasonText
-            == "BadPriority")
+        #expect(
+            fixture.send(try fixture.request(authorization: .some(nil), extra: [("apns-priority", "9")])).reasonText
+                == "BadPriority")
         // No provider token and no topic: authentication before topic.
         #expect(fixture.send(try fixture.request(topic: nil, authorization: .some(nil))).reasonText == "MissingProviderToken")
         // No topic and a bad device token: topic before device token.
@@ -294,8 +300,9 @@ struct PushTypeTopicTests {
 
     @Test func backgroundPushOnTheAppTopicIsAccepted() throws {
         let fixture = try Fixture()
-        let response = fixture.send(try fixture.request(
-            extra: [("apns-push-type", "background"), ("apns-priority", "5")], body: #"{"aps":{"content-available":1}}"#))
+        let response = fixture.send(
+            try fixture.request(
+                extra: [("apns-push-type", "background"), ("apns-priority", "5")], body: #"{"aps":{"content-available":1}}"#))
         #expect(response.status == 200)
     }
 
@@ -313,7 +320,9 @@ struct PushTypeTopicTests {
 
 @Suite("Certificate connections (docs/apns-behaviour.md)")
 struct CertificateRulesTests {
-    func connection(_ fixture: Fixture, _ certificate: CertificateCredential, _ environment: APNsEnvironment = .sandbox)
+    func connection(
+        _ fixture: Fixture, _ certificate: CertificateCredential, _ environment: APNsEnvironment = .sandbox
+    )
         -> ProviderConnectionContext
     {
         var connection = fixture.connection(environment)
@@ -321,9 +330,10 @@ struct CertificateRulesTests {
         return connection
     }
 
-    let universal = CertificateCredential(bundleID: "com.example.app",
-                                          topics: ["com.example.app", "com.example.app.voip", "com.example.app.complication"],
-                                          development: true, production: true, subject: "Apple Push Services: com.example.app")
+    let universal = CertificateCredential(
+        bundleID: "com.example.app",
+        topics: ["com.example.app", "com.example.app.voip", "com.example.app.complication"],
+        development: true, production: true, subject: "Apple Push Services: com.example.app")
 
     @Test func authorizationIsIgnoredAndTheTopicMustBeListed() throws {
         let fixture = try Fixture()
@@ -331,8 +341,10 @@ struct CertificateRulesTests {
         let ok = fixture.endpoint.handle(try fixture.request(authorization: "bearer garbage"), connection: &conn)
         #expect(ok.status == 200)
         #expect(fixture.latestRecord()?.certificateSubject == "Apple Push Services: com.example.app")
-        let voip = fixture.endpoint.handle(try fixture.request(token: fixture.voipToken, topic: "com.example.app.voip",
-                                                               authorization: .some(nil)), connection: &conn)
+        let voip = fixture.endpoint.handle(
+            try fixture.request(
+                token: fixture.voipToken, topic: "com.example.app.voip",
+                authorization: .some(nil)), connection: &conn)
         #expect(voip.status == 200)
         let other = fixture.endpoint.handle(try fixture.request(token: fixture.otherAppToken, topic: "com.other.app"), connection: &conn)
         #expect(other.reasonText == "TopicDisallowed")
@@ -342,8 +354,11 @@ struct CertificateRulesTests {
         let fixture = try Fixture()
         var conn = connection(fixture, universal)
         #expect(fixture.endpoint.handle(try fixture.request(topic: nil), connection: &conn).reasonText == "MissingTopic")
-        var single = connection(fixture, CertificateCredential(bundleID: "com.example.app", topics: ["com.example.app"],
-                                                               development: true, production: false, subject: "s"))
+        var single = connection(
+            fixture,
+            CertificateCredential(
+                bundleID: "com.example.app", topics: ["com.example.app"],
+                development: true, production: false, subject: "s"))
         #expect(fixture.endpoint.handle(try fixture.request(topic: nil), connection: &single).status == 200)
         #expect(fixture.latestRecord()?.topic == "com.example.app")
     }
@@ -351,11 +366,16 @@ struct CertificateRulesTests {
     @Test func locationIsTokenOnlyAndTheEnvironmentMustMatch() throws {
         let fixture = try Fixture()
         var conn = connection(fixture, universal)
-        let location = fixture.endpoint.handle(try fixture.request(topic: "com.example.app.location-query",
-                                                                   extra: [("apns-push-type", "location")]), connection: &conn)
+        let location = fixture.endpoint.handle(
+            try fixture.request(
+                topic: "com.example.app.location-query",
+                extra: [("apns-push-type", "location")]), connection: &conn)
         #expect(location.reasonText == "InvalidPushType")
-        var production = connection(fixture, CertificateCredential(bundleID: "com.example.app", topics: ["com.example.app"],
-                                                                   development: false, production: true, subject: "s"))
+        var production = connection(
+            fixture,
+            CertificateCredential(
+                bundleID: "com.example.app", topics: ["com.example.app"],
+                development: false, production: true, subject: "s"))
         let wrong = fixture.endpoint.handle(try fixture.request(), connection: &production)
         #expect(wrong.status == 403)
         #expect(wrong.reasonText == "BadCertificateEnvironment")
@@ -363,8 +383,11 @@ struct CertificateRulesTests {
 
     @Test func anInvalidCertificateIsBadCertificate() throws {
         let fixture = try Fixture()
-        var conn = connection(fixture, CertificateCredential(bundleID: "com.example.app", topics: [], development: true,
-                                                             production: true, subject: "s", problem: "certificate has expired"))
+        var conn = connection(
+            fixture,
+            CertificateCredential(
+                bundleID: "com.example.app", topics: [], development: true,
+                production: true, subject: "s", problem: "certificate has expired"))
         let response = fixture.endpoint.handle(try fixture.request(), connection: &conn)
         #expect(response.status == 403)
         #expect(response.reasonText == "BadCertificate")

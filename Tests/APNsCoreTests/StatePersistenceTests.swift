@@ -57,9 +57,10 @@ final class PersistenceFixture: @unchecked Sendable {
         let runtime = runtimeKey
         var world = try World.restoring(persisted, over: configured, nowMs: clock.nowMilliseconds()) { stored throws(StateStoreError) in
             guard stored.keyID == runtime.keyID else { throw StateStoreError("unknown key \(stored.keyID)") }
-            return ProviderKey(teamID: stored.teamID, keyID: stored.keyID, environment: stored.environment,
-                               topics: stored.topics.map(Set.init), relatedKeyID: stored.relatedKeyID,
-                               verifier: runtime.verifier, source: stored.source, pem: stored.pem, addedAtRunTime: true)
+            return ProviderKey(
+                teamID: stored.teamID, keyID: stored.keyID, environment: stored.environment,
+                topics: stored.topics.map(Set.init), relatedKeyID: stored.relatedKeyID,
+                verifier: runtime.verifier, source: stored.source, pem: stored.pem, addedAtRunTime: true)
         }
         try store.write(world.takeStateChanges(recordSequences: world.records.takeChanges()))
         world.records.trackChanges = false
@@ -73,22 +74,27 @@ final class PersistenceFixture: @unchecked Sendable {
         try state.withWorld { world in try body(&world) }
     }
 
-    func push(_ token: String, key: SigningKey? = nil, topic: String = "com.example.app", body: String = #"{"aps":{"alert":"hi"}}"#,
-              headers: [(String, String)] = []) throws -> PushResponse
-    {
-        try providerPush(endpoint, token: token, key: key ?? keyA, issuedAt: clock.nowSeconds(), connectionID: &connectionID,
-                         topic: topic, body: body, headers: headers)
+    func push(
+        _ token: String, key: SigningKey? = nil, topic: String = "com.example.app", body: String = #"{"aps":{"alert":"hi"}}"#,
+        headers: [(String, String)] = []
+    ) throws -> PushResponse {
+        try providerPush(
+            endpoint, token: token, key: key ?? keyA, issuedAt: clock.nowSeconds(), connectionID: &connectionID,
+            topic: topic, body: body, headers: headers)
     }
 
     func record(_ sequence: UInt64) -> NotificationRecord? { state.withWorld { $0.records.record(sequence: sequence) } }
 
     /// A socket device saying hello on a new connection; returns its frames.
-    func connect(_ deviceID: String, connection: UInt64, apps: [String] = ["com.example.app"],
-                 settings: AppSettings = AppSettings()) throws -> [DeviceFrame]
-    {
-        let hello = DeviceHello(deviceID: deviceID, lowPowerMode: false, apps: apps.map {
-            AppRegistration(bundleID: $0, environment: .sandbox, settings: settings, kinds: [.app])
-        })
+    func connect(
+        _ deviceID: String, connection: UInt64, apps: [String] = ["com.example.app"],
+        settings: AppSettings = AppSettings()
+    ) throws -> [DeviceFrame] {
+        let hello = DeviceHello(
+            deviceID: deviceID, lowPowerMode: false,
+            apps: apps.map {
+                AppRegistration(bundleID: $0, environment: .sandbox, settings: settings, kinds: [.app])
+            })
         let now = self.now
         return try state.withWorld { world throws(DeviceRequestError) in try world.connectDevice(hello, connectionID: connection, nowMs: now) }
     }
@@ -217,11 +223,15 @@ struct StatePersistenceTests {
         let f = try PersistenceFixture()
         let runtime = f.runtimeKey.providerKey()
         f.world { world in
-            world.credentials.add(ProviderKey(teamID: runtime.teamID, keyID: runtime.keyID, verifier: runtime.verifier,
-                                              source: "api", pem: "-----BEGIN PUBLIC KEY-----", addedAtRunTime: true))
+            world.credentials.add(
+                ProviderKey(
+                    teamID: runtime.teamID, keyID: runtime.keyID, verifier: runtime.verifier,
+                    source: "api", pem: "-----BEGIN PUBLIC KEY-----", addedAtRunTime: true))
             world.credentials.addApp(teamID: "TEAMRRRRRR", bundleID: "com.example.runtime")
-            world.faults.add(FaultInjectionRule(id: "", match: FaultMatch(token: PersistenceFixture.pinned),
-                                       action: FaultAction(kind: .respond(status: 500, reason: "InternalServerError")), times: 1))
+            world.faults.add(
+                FaultInjectionRule(
+                    id: "", match: FaultMatch(token: PersistenceFixture.pinned),
+                    action: FaultAction(kind: .respond(status: 500, reason: "InternalServerError")), times: 1))
             try! world.registry.addDevice(id: "r", isVirtual: true, nowMs: 0)
         }
         let entry = try f.world { world in
@@ -305,7 +315,8 @@ struct StatePersistenceTests {
 @Suite("State codec")
 struct StateCodecTests {
     static func fullRecord() -> NotificationRecord {
-        var r = NotificationRecord(apnsID: "C691CA6D-FFF3-BD4B-3D4B-FBCDB3DCC1CA", token: "4fc1", environment: .production, receivedAtMs: 1_767_225_600_123)
+        var r = NotificationRecord(
+            apnsID: "C691CA6D-FFF3-BD4B-3D4B-FBCDB3DCC1CA", token: "4fc1", environment: .production, receivedAtMs: 1_767_225_600_123)
         r.sequence = 42
         r.uniqueID = "66cd1680-de82-4696-8bfc-629c9118d429"
         r.topic = "com.example.app"
@@ -373,7 +384,8 @@ struct StateCodecTests {
             let digits = Array(hex.utf8)
             return stride(from: 0, to: digits.count, by: 2).map { UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16)! }
         }
-        let formatOneFull = "012a2443363931434136442d464646332d424434422d334434422d464243444233444343314341012436366364313638302d646538322d343639362d386266632d3632396339313138643432390434666331010f636f6d2e6578616d706c652e6170700105616c657274010a019eeaad950d010573636f72650a70726f64756374696f6eb406010c556e72656769737465726564010d187b22617073223a7b22616c657274223a22c3bc227d7d00ffd08c01f6a1d5edee660b756e696e7374616c6c6564ffffffffffffffffff01feffffff0f0104504f5354010e2f332f6465766963652f3466633103073a6d6574686f6404504f53540a61706e732d746f7069630f636f6d2e6578616d706c652e61707005656d707479000101045445414d01034b4559010f7b22616c67223a224553323536227d010e7b22697373223a225445414d227d01010570686f6e65010f636f6d2e6578616d706c652e6170701164726f707065642d62792d73797374656d020b77696c6c50726573656e740a64696452656365697665010662616e6e657201020101046e6f74650104010266310104434e3d78"
+        let formatOneFull =
+            "012a2443363931434136442d464646332d424434422d334434422d464243444233444343314341012436366364313638302d646538322d343639362d386266632d3632396339313138643432390434666331010f636f6d2e6578616d706c652e6170700105616c657274010a019eeaad950d010573636f72650a70726f64756374696f6eb406010c556e72656769737465726564010d187b22617073223a7b22616c657274223a22c3bc227d7d00ffd08c01f6a1d5edee660b756e696e7374616c6c6564ffffffffffffffffff01feffffff0f0104504f5354010e2f332f6465766963652f3466633103073a6d6574686f6404504f53540a61706e732d746f7069630f636f6d2e6578616d706c652e61707005656d707479000101045445414d01034b4559010f7b22616c67223a224553323536227d010e7b22697373223a225445414d227d01010570686f6e65010f636f6d2e6578616d706c652e6170701164726f707065642d62792d73797374656d020b77696c6c50726573656e740a64696452656365697665010662616e6e657201020101046e6f74650104010266310104434e3d78"
         let formatOneSparse = "0100014100000000001400000773616e64626f7800000000000000000000000000000000000200000872656a65637465640000000000000000"
         // Format 2 = format 1's fields, then userID "alice", addressee "bob", crossAccount true.
         #expect(hex(StateCodec.encode(Self.fullRecord())) == "02" + formatOneFull.dropFirst(2) + "0105616c6963650103626f6201")
@@ -386,9 +398,13 @@ struct StateCodecTests {
         decoded.accountedBytes = withoutAccount.accountedBytes
         #expect(String(describing: decoded) == String(describing: withoutAccount))
         #expect(String(describing: try StateCodec.decodeRecord(bytes(formatOneSparse))) == String(describing: Self.sparseRecord()))
-        #expect(hex(StateCodec.encode(Self.notification())) == "01090249440261620a636f6d2e782e766f6970016405636f6d2e7804766f6970140001f6010301020301000101")
-        #expect(hex(StateCodec.encode(FaultRulesSnapshot(rules: Self.faultRules(), nextNumber: 12))) ==
-            "01180704736c6f77010261620101740105616c657274010a010a70726f64756374696f6e010603010853687574646f776e010e04140a0108040180808080808080e83f01011606026b30000000000000000000000000000000026b3100000000000001e80701580000000000000000026b32000000000000020e0000000000000000026b33000000000000040000000000000000026b3400000000000005020000000000000000026b35000000000000030000000000000000000000")
+        #expect(
+            hex(StateCodec.encode(Self.notification()))
+                == "01090249440261620a636f6d2e782e766f6970016405636f6d2e7804766f6970140001f6010301020301000101")
+        #expect(
+            hex(StateCodec.encode(FaultRulesSnapshot(rules: Self.faultRules(), nextNumber: 12)))
+                == "01180704736c6f77010261620101740105616c657274010a010a70726f64756374696f6e010603010853687574646f776e010e04140a0108040180808080808080e83f01011606026b30000000000000000000000000000000026b3100000000000001e80701580000000000000000026b32000000000000020e0000000000000000026b33000000000000040000000000000000026b3400000000000005020000000000000000026b35000000000000030000000000000000000000"
+        )
     }
 
     static func sparseRecord() -> NotificationRecord {
@@ -398,19 +414,23 @@ struct StateCodecTests {
     }
 
     static func notification() -> PendingNotification {
-        PendingNotification(sequence: 9, apnsID: "ID", token: "ab", topic: "com.x.voip", deviceID: "d", bundleID: "com.x",
-                            pushType: .voip, priority: 10, collapseID: nil, storeUntilMs: 123, payload: [1, 2, 3],
-                            content: PushContent(isVisible: true, contentAvailable: false, mutableContent: true), wasStored: true)
+        PendingNotification(
+            sequence: 9, apnsID: "ID", token: "ab", topic: "com.x.voip", deviceID: "d", bundleID: "com.x",
+            pushType: .voip, priority: 10, collapseID: nil, storeUntilMs: 123, payload: [1, 2, 3],
+            content: PushContent(isVisible: true, contentAvailable: false, mutableContent: true), wasStored: true)
     }
 
     /// One rule with every field set, then one per action kind.
     static func faultRules() -> [FaultInjectionRule] {
-        var rule = FaultInjectionRule(id: "slow", match: FaultMatch(token: "ab", topic: "t", pushType: "alert", priority: 5, environment: .production, connectionID: 3),
-                             action: FaultAction(kind: .goAway(reason: "Shutdown", lastStreamID: 7, errorCode: 2), delayMs: 10, jitterMs: 5),
-                             times: 4, after: 2, probability: 0.25, seed: UInt64.max)
+        var rule = FaultInjectionRule(
+            id: "slow", match: FaultMatch(token: "ab", topic: "t", pushType: "alert", priority: 5, environment: .production, connectionID: 3),
+            action: FaultAction(kind: .goAway(reason: "Shutdown", lastStreamID: 7, errorCode: 2), delayMs: 10, jitterMs: 5),
+            times: 4, after: 2, probability: 0.25, seed: UInt64.max)
         rule.restoreCounts(matched: 11, fired: 3)
-        let kinds: [FaultAction.Kind] = [.none, .respond(status: 500, reason: "X"), .resetStream(errorCode: 7), .closeConnection,
-                                         .maxConcurrentStreams(1), .goAway(reason: nil, lastStreamID: nil, errorCode: 0)]
+        let kinds: [FaultAction.Kind] = [
+            .none, .respond(status: 500, reason: "X"), .resetStream(errorCode: 7), .closeConnection,
+            .maxConcurrentStreams(1), .goAway(reason: nil, lastStreamID: nil, errorCode: 0),
+        ]
         return [rule] + kinds.enumerated().map { FaultInjectionRule(id: "k\($0.offset)", match: FaultMatch(), action: FaultAction(kind: $0.element)) }
     }
 
@@ -438,9 +458,10 @@ struct StateCodecTests {
 
 extension FaultMatch {
     /// A match on the given fields (the library's initialiser takes none).
-    init(token: String? = nil, topic: String? = nil, pushType: String? = nil, priority: Int? = nil,
-         environment: APNsEnvironment? = nil, connectionID: UInt64? = nil)
-    {
+    init(
+        token: String? = nil, topic: String? = nil, pushType: String? = nil, priority: Int? = nil,
+        environment: APNsEnvironment? = nil, connectionID: UInt64? = nil
+    ) {
         self.init()
         (self.token, self.topic, self.pushType) = (token, topic, pushType)
         (self.priority, self.environment, self.connectionID) = (priority, environment, connectionID)

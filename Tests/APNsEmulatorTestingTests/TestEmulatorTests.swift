@@ -18,10 +18,12 @@ struct TestEmulatorTests {
     }
 
     func push(_ apns: TestEmulator, to token: String, payload: String = #"{"aps":{"alert":"hello"}}"#) throws -> APNsPush {
-        let key = try ProviderSigningKey(teamID: apns.signingKey.teamID, keyID: apns.signingKey.keyID,
-                                         privateKey: ES256PrivateKey(pem: apns.signingKey.pem))
-        return APNsPush(token: token, topic: apns.bundleID, payload: Array(payload.utf8),
-                        providerToken: try key.token(issuedAt: Int64(Date().timeIntervalSince1970)))
+        let key = try ProviderSigningKey(
+            teamID: apns.signingKey.teamID, keyID: apns.signingKey.keyID,
+            privateKey: ES256PrivateKey(pem: apns.signingKey.pem))
+        return APNsPush(
+            token: token, topic: apns.bundleID, payload: Array(payload.utf8),
+            providerToken: try key.token(issuedAt: Int64(Date().timeIntervalSince1970)))
     }
 
     @Test func aPushIsAcceptedDeliveredAndInspectable() async throws {
@@ -111,8 +113,9 @@ struct TestEmulatorTests {
         let device = try apns.createDevice()
         let connection = try connect(apns)
         #expect(APNsResult(try connection.send(try push(apns, to: device.token).request)).status == 200)
-        let phone = SimulatedDevice(address: apns.device, deviceID: "socket-phone",
-                                    apps: [DeviceApp(bundleID: apns.bundleID, environment: .sandbox)])
+        let phone = SimulatedDevice(
+            address: apns.device, deviceID: "socket-phone",
+            apps: [DeviceApp(bundleID: apns.bundleID, environment: .sandbox)])
         try phone.connect()
         apns.stop()
         for address in [apns.sandbox, apns.production, apns.admin, apns.device] {
@@ -159,8 +162,9 @@ struct TestEmulatorTests {
     @Test func aSocketDeviceFromDeviceClientReceivesPushes() throws {
         let apns = try TestEmulator.start()
         defer { apns.stop() }
-        let phone = SimulatedDevice(address: apns.device, deviceID: "socket-phone",
-                                    apps: [DeviceApp(bundleID: apns.bundleID, environment: .sandbox)])
+        let phone = SimulatedDevice(
+            address: apns.device, deviceID: "socket-phone",
+            apps: [DeviceApp(bundleID: apns.bundleID, environment: .sandbox)])
         try phone.connect()
         guard let token = phone.tokens[apns.bundleID]?[.app] else {
             Issue.record("no token registered")

@@ -5,17 +5,19 @@ import Testing
 
 @Suite("Admin access rules")
 struct AdminAccessTests {
-    static func head(_ method: String = "GET", host: String? = "127.0.0.1:8197", _ fields: [(String, String)] = [],
-                     target: String = "/api/v1/info") -> HTTP1RequestHead
-    {
+    static func head(
+        _ method: String = "GET", host: String? = "127.0.0.1:8197", _ fields: [(String, String)] = [],
+        target: String = "/api/v1/info"
+    ) -> HTTP1RequestHead {
         var all = fields
         if let host { all.insert(("host", host), at: 0) }
         return HTTP1RequestHead(method: method, target: target, minorVersion: 1, fields: all, framing: .none)
     }
 
-    static func status(_ policy: AdminAccessPolicy, _ head: HTTP1RequestHead, open: Bool = false, queryToken: String? = nil,
-                       events: Bool = false) -> Int
-    {
+    static func status(
+        _ policy: AdminAccessPolicy, _ head: HTTP1RequestHead, open: Bool = false, queryToken: String? = nil,
+        events: Bool = false
+    ) -> Int {
         policy.check(head, open: open, queryToken: queryToken, acceptsQueryToken: events)?.status ?? 200
     }
 
@@ -53,11 +55,12 @@ struct AdminAccessTests {
         #expect(Self.status(policy, Self.head("GET", [("origin", "http://evil.example")])) == 200)
     }
 
-    @Test(arguments: [
-        (nil, 200), ("application/json", 200), ("Application/JSON; charset=utf-8", 200),
-        ("text/plain", 415), ("text/plain;charset=UTF-8", 415), ("application/x-www-form-urlencoded", 415),
-        ("multipart/form-data; boundary=x", 415), ("application/jsonp", 415),
-    ] as [(String?, Int)])
+    @Test(
+        arguments: [
+            (nil, 200), ("application/json", 200), ("Application/JSON; charset=utf-8", 200),
+            ("text/plain", 415), ("text/plain;charset=UTF-8", 415), ("application/x-www-form-urlencoded", 415),
+            ("multipart/form-data; boundary=x", 415), ("application/jsonp", 415),
+        ] as [(String?, Int)])
     func bodiesAreJSONOrUntyped(type: String?, status: Int) {
         let fields = type.map { [("content-type", $0)] } ?? []
         #expect(Self.status(AdminAccessPolicy(), Self.head("POST", fields)) == status)
@@ -88,7 +91,9 @@ struct AdminAccessTests {
 
 @Suite("Long-poll waiter index")
 struct WaiterIndexTests {
-    static func record(token: String, apnsID: String = "A-1", topic: String? = "com.example.app", deviceID: String? = nil)
+    static func record(
+        token: String, apnsID: String = "A-1", topic: String? = "com.example.app", deviceID: String? = nil
+    )
         -> NotificationRecord
     {
         var record = NotificationRecord(apnsID: apnsID, token: token, environment: .sandbox, receivedAtMs: 1000)

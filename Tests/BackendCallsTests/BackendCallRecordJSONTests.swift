@@ -11,9 +11,12 @@ import Testing
         record.attempts = 2
         record.finishedAtMs = 1_700_000_000_250
         let json = record.json
-        #expect(json.objectValue?.keys == ["id", "deviceId", "bundleId", "hook", "state", "method", "url", "headers", "body", "status",
-                                          "response", "error", "attempts", "at", "atMs", "finishedAt", "finishedAtMs", "durationMs",
-                                          "userId", "token"])
+        #expect(
+            json.objectValue?.keys == [
+                "id", "deviceId", "bundleId", "hook", "state", "method", "url", "headers", "body", "status",
+                "response", "error", "attempts", "at", "atMs", "finishedAt", "finishedAtMs", "durationMs",
+                "userId", "token",
+            ])
         #expect(json["id"] == 7 && json["deviceId"] == "phone-1" && json["bundleId"] == "com.example.app" && json["hook"] == "register")
         #expect(json["state"] == "done" && json["method"] == "POST" && json["url"] == "http://127.0.0.1:9/register")
         #expect(json["headers"] == ["Content-Type": "application/json"])

@@ -33,8 +33,10 @@ import TestSupport
         let caller = makeCaller()
         defer { caller.shutdown() }
         let url = { (path: String) in "http://127.0.0.1:\(port)\(path)" }
-        caller.enqueue([call(url("/unbind"), hook: "unbind", maxAttempts: 1000), call(url("/bind"), hook: "bind"),
-                        call(url("/register"), device: "phone-1")])
+        caller.enqueue([
+            call(url("/unbind"), hook: "unbind", maxAttempts: 1000), call(url("/bind"), hook: "bind"),
+            call(url("/register"), device: "phone-1"),
+        ])
         try eventually("the first call was retried") {
             let first = caller.calls().first
             return first?.state == .retrying && (first?.attempts ?? 0) >= 2
@@ -76,8 +78,10 @@ import TestSupport
         defer { backend.stop() }
         let caller = makeCaller()
         defer { caller.shutdown() }
-        caller.enqueue([call(backend.url("/gone")), call(backend.url("/moved"), device: "phone-2"),
-                        call(backend.url("/busy"), device: "phone-3")])
+        caller.enqueue([
+            call(backend.url("/gone")), call(backend.url("/moved"), device: "phone-2"),
+            call(backend.url("/busy"), device: "phone-3"),
+        ])
         try eventually("all ended") { caller.allEnded(3) }
         let records = caller.calls()
         #expect(records.map(\.state) == [.done, .done, .done])
@@ -153,8 +157,10 @@ import TestSupport
         defer { backend.stop() }
         let caller = makeCaller()
         defer { caller.shutdown() }
-        caller.enqueue([call(backend.url("/slow"), device: "A"), call(backend.url("/after-slow"), device: "A"),
-                        call(backend.url("/fast"), device: "B")])
+        caller.enqueue([
+            call(backend.url("/slow"), device: "A"), call(backend.url("/after-slow"), device: "A"),
+            call(backend.url("/fast"), device: "B"),
+        ])
         try eventually("B's call went through") { caller.calls(deviceID: "B").first?.state == .done }
         #expect(caller.calls(deviceID: "A").map(\.attempts) == [1, 0], "A's first call is still on the wire")
         backend.release()

@@ -47,9 +47,11 @@ import TestSupport
         defer { healthy.stop() }
         let caller = makeCaller()
         defer { caller.shutdown() }
-        caller.enqueue([call(dead.url("/register"), device: "phone", app: "com.dead.app"),
-                        call(dead.url("/bind"), device: "phone", app: "com.dead.app", hook: "bind"),
-                        call(healthy.url("/register"), device: "phone", app: "com.healthy.app")])
+        caller.enqueue([
+            call(dead.url("/register"), device: "phone", app: "com.dead.app"),
+            call(dead.url("/bind"), device: "phone", app: "com.dead.app", hook: "bind"),
+            call(healthy.url("/register"), device: "phone", app: "com.healthy.app"),
+        ])
         try eventually("the healthy app's call went through") { caller.calls(deviceID: "phone").last?.state == .done }
         try eventually("the dead app's first call is on the wire") { dead.requests.count == 1 }
         #expect(dead.targets == ["/register"], "the dead app's own calls still go one at a time, in order")

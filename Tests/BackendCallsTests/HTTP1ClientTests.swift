@@ -23,9 +23,11 @@ import Testing
         }
     }
 
-    @Test(arguments: ["api.example.com/x", "ftp://host/x", "http://", "http:///path", "http://host:0/", "http://host:70000/",
-                      "http://host:port/", "http://user@host/", "http://[::1/", "http://[::1]x/", "http://ho st/",
-                      "http://host/a b", "http://host/é", "http://host/a\r\nX: y"])
+    @Test(arguments: [
+        "api.example.com/x", "ftp://host/x", "http://", "http:///path", "http://host:0/", "http://host:70000/",
+        "http://host:port/", "http://user@host/", "http://[::1/", "http://[::1]x/", "http://ho st/",
+        "http://host/a b", "http://host/é", "http://host/a\r\nX: y",
+    ])
     func malformedURLsAreRefused(text: String) {
         #expect {
             try HTTPURL(string: text)
@@ -40,9 +42,10 @@ import Testing
     @Test func sendsHostLengthAndCloseAndReadsAContentLengthAnswer() throws {
         let backend = try TestBackend { _, _ in .status(201, body: "made") }
         defer { backend.stop() }
-        let response = try HTTP1Client.exchange(url: backend.url("/devices?x=1"), method: "PUT",
-                                                headers: [HTTP1Header("X-App", "demo"), HTTP1Header("Content-Length", "999")],
-                                                body: Array("hello".utf8), timeoutMs: 2000)
+        let response = try HTTP1Client.exchange(
+            url: backend.url("/devices?x=1"), method: "PUT",
+            headers: [HTTP1Header("X-App", "demo"), HTTP1Header("Content-Length", "999")],
+            body: Array("hello".utf8), timeoutMs: 2000)
         #expect(response.status == 201)
         #expect(response.reason == "Test")
         #expect(response.text == "made")
@@ -72,8 +75,9 @@ import Testing
 
     @Test func skipsInterimAnswersAndReadsNoBodyWhereThereIsNone() throws {
         let backend = try TestBackend { request, _ in
-            request.target == "/interim" ? .raw("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")
-                                         : .raw("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
+            request.target == "/interim"
+                ? .raw("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")
+                : .raw("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
         }
         defer { backend.stop() }
         #expect(try HTTP1Client.exchange(url: backend.url("/interim"), timeoutMs: 2000).status == 204)
@@ -167,7 +171,9 @@ import Testing
     }
 
     @Test func requestsThatWouldBreakTheFramingAreRefused() {
-        for (method, headers) in [("GE T", [HTTP1Header]()), ("GET", [HTTP1Header("X", "a\r\nInjected: 1")]), ("GET", [HTTP1Header("Bad Name", "v")])] {
+        for (method, headers) in [
+            ("GE T", [HTTP1Header]()), ("GET", [HTTP1Header("X", "a\r\nInjected: 1")]), ("GET", [HTTP1Header("Bad Name", "v")]),
+        ] {
             #expect {
                 try HTTP1Client.exchange(host: "127.0.0.1", port: 9, method: method, target: "/", headers: headers, timeoutMs: 100)
             } throws: { error in

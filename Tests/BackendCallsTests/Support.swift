@@ -7,20 +7,24 @@ import Networking
 import Testing
 
 /// A caller with fast retries, as every test wants one.
-func makeCaller(maxQueued: Int = 10_000, maxQueuedPerBackend: Int? = nil, logCapacity: Int = 10_000,
-                maxConcurrentCalls: Int = 32, maxConcurrentCallsPerBackend: Int = 4) -> BackendCaller
-{
-    BackendCaller(now: { Int64(WallClock.nowMs) }, maxQueued: maxQueued, maxQueuedPerBackend: maxQueuedPerBackend,
-                  logCapacity: logCapacity, retryBaseDelayMs: 10, retryMaxDelayMs: 40, maxConcurrentCalls: maxConcurrentCalls,
-                  maxConcurrentCallsPerBackend: maxConcurrentCallsPerBackend)
+func makeCaller(
+    maxQueued: Int = 10_000, maxQueuedPerBackend: Int? = nil, logCapacity: Int = 10_000,
+    maxConcurrentCalls: Int = 32, maxConcurrentCallsPerBackend: Int = 4
+) -> BackendCaller {
+    BackendCaller(
+        now: { Int64(WallClock.nowMs) }, maxQueued: maxQueued, maxQueuedPerBackend: maxQueuedPerBackend,
+        logCapacity: logCapacity, retryBaseDelayMs: 10, retryMaxDelayMs: 40, maxConcurrentCalls: maxConcurrentCalls,
+        maxConcurrentCallsPerBackend: maxConcurrentCallsPerBackend)
 }
 
-func call(_ url: String, device: String = "phone-1", app: String = "com.example.app", hook: String = "register",
-          method: String = "POST", body: String? = #"{"token":"ab"}"#, timeoutMs: Int = 2000, maxAttempts: Int = 5) -> BackendRequest
-{
-    BackendRequest(deviceID: device, bundleID: app, hook: hook, method: method, url: url,
-                   headers: [BackendHeader("Content-Type", "application/json")], body: body.map { Array($0.utf8) },
-                   userID: "user-1", token: "ab", timeoutMs: timeoutMs, maxAttempts: maxAttempts)
+func call(
+    _ url: String, device: String = "phone-1", app: String = "com.example.app", hook: String = "register",
+    method: String = "POST", body: String? = #"{"token":"ab"}"#, timeoutMs: Int = 2000, maxAttempts: Int = 5
+) -> BackendRequest {
+    BackendRequest(
+        deviceID: device, bundleID: app, hook: hook, method: method, url: url,
+        headers: [BackendHeader("Content-Type", "application/json")], body: body.map { Array($0.utf8) },
+        userID: "user-1", token: "ab", timeoutMs: timeoutMs, maxAttempts: maxAttempts)
 }
 
 extension BackendCaller {

@@ -45,7 +45,8 @@ public final class TestBackend: Sendable {
         var released = false
     }
 
-    public init(host: String = "127.0.0.1", port: UInt16 = 0, answer: @escaping @Sendable (Request, Int) -> Answer = { _, _ in .status(200) }) throws {
+    public init(host: String = "127.0.0.1", port: UInt16 = 0, answer: @escaping @Sendable (Request, Int) -> Answer = { _, _ in .status(200) }) throws
+    {
         (listener, address) = try Socket.listen(HostPort(host: host, port: port))
         self.answer = answer
         Thread { [self] in acceptLoop() }.start()
@@ -139,9 +140,10 @@ public final class TestBackend: Sendable {
                 }
                 let length = Int(headers["content-length"] ?? "0") ?? 0
                 if bytes.count - end.upperBound >= length {
-                    return Request(method: String(words[0]), target: String(words[1]), headers: headers,
-                                   body: Array(bytes[end.upperBound..<end.upperBound + length]),
-                                   receivedAtMs: Monotonic.nowMilliseconds())
+                    return Request(
+                        method: String(words[0]), target: String(words[1]), headers: headers,
+                        body: Array(bytes[end.upperBound..<end.upperBound + length]),
+                        receivedAtMs: Monotonic.nowMilliseconds())
                 }
             }
             let count = recv(fd, &buffer, buffer.count, 0)

@@ -133,26 +133,40 @@ struct DeviceCommandTests {
             let connection = try peer.accept()
             let hello = try connection.handshake()
             guard hello["deviceId"] == "cli-phone", hello["lowPowerMode"] == true,
-                  hello["apps"] == [["bundleId": "com.example.app", "environment": "production", "authorization": "denied",
-                                     "appState": "foreground", "backgroundMode": false, "kinds": ["app", "voip"]]]
+                hello["apps"] == [
+                    [
+                        "bundleId": "com.example.app", "environment": "production", "authorization": "denied",
+                        "appState": "foreground", "backgroundMode": false, "kinds": ["app", "voip"],
+                    ]
+                ]
             else { throw PeerError("hello \(hello)") }
             try connection.send(FakePeer.notification(id: 1, apnsID: "N-1", payload: ["aps": ["alert": "Hi"]]))
             guard try connection.expect("ack")["id"] == 1 else { throw PeerError("ack") }
-            guard JSONValue.object(try connection.expect("app")) == ["type": "app", "bundleId": "com.example.app",
-                                                                     "appState": "background"] else { throw PeerError("app") }
-            try connection.send(["type": "appUpdated", "bundleId": "com.example.app", "authorization": "denied",
-                                 "appState": "background", "backgroundMode": false])
+            guard
+                JSONValue.object(try connection.expect("app")) == [
+                    "type": "app", "bundleId": "com.example.app",
+                    "appState": "background",
+                ]
+            else { throw PeerError("app") }
+            try connection.send([
+                "type": "appUpdated", "bundleId": "com.example.app", "authorization": "denied",
+                "appState": "background", "backgroundMode": false,
+            ])
             guard try connection.expect("tap")["apnsId"] == "N-1" else { throw PeerError("tap") }
-            try connection.send(["type": "tapped", "apnsId": "N-1", "bundleId": "com.example.app",
-                                 "callbacks": ["didReceive"], "launched": false])
+            try connection.send([
+                "type": "tapped", "apnsId": "N-1", "bundleId": "com.example.app",
+                "callbacks": ["didReceive"], "launched": false,
+            ])
             // After the device's stdin is closed it must keep serving the socket. The ping is the
             // last line of its stdin, without a newline: the device sends it once it has read
             // the end of stdin.
             try connection.expect("ping")
             try connection.send(["type": "pong"])
-            try connection.send(FakePeer.notification(id: 2, apnsID: "N-2", pushType: "background", priority: 5,
-                                                      payload: ["aps": ["content-available": 1]], callbacks: [],
-                                                      display: "none", reason: "no background mode", stored: true))
+            try connection.send(
+                FakePeer.notification(
+                    id: 2, apnsID: "N-2", pushType: "background", priority: 5,
+                    payload: ["aps": ["content-available": 1]], callbacks: [],
+                    display: "none", reason: "no background mode", stored: true))
             guard try connection.expect("ack")["id"] == 2 else { throw PeerError("ack 2") }
             try connection.send(["type": "replaced"])
             connection.close()
@@ -162,13 +176,18 @@ struct DeviceCommandTests {
             try peer.expectNoPendingConnection()
         }
         try peer.run {
-            let device = try DeviceProcess(["--connect", peer.address.description, "--device-id", "cli-phone", "--bundle", app,
-                                            "--environment", "production", "--authorization", "denied", "--app-state", "foreground",
-                                            "--no-background-mode", "--kinds", "app,voip", "--low-power"])
+            let device = try DeviceProcess([
+                "--connect", peer.address.description, "--device-id", "cli-phone", "--bundle", app,
+                "--environment", "production", "--authorization", "denied", "--app-state", "foreground",
+                "--no-background-mode", "--kinds", "app,voip", "--low-power",
+            ])
             let first = try device.expect("registered")
-            #expect(JSONValue.object(first) == ["event": "registered", "token": .string(FakePeer.token("com.example.app/app")),
-                                                "bundleId": "com.example.app", "environment": "production", "kind": "app",
-                                                "topic": "com.example.app"])
+            #expect(
+                JSONValue.object(first) == [
+                    "event": "registered", "token": .string(FakePeer.token("com.example.app/app")),
+                    "bundleId": "com.example.app", "environment": "production", "kind": "app",
+                    "topic": "com.example.app",
+                ])
             let voip = try device.expect("registered")
             #expect(voip["kind"] == "voip")
             #expect(voip["token"] == .string(FakePeer.token("com.example.app/voip")))
@@ -225,11 +244,15 @@ struct DeviceCommandTests {
             try connection.expectEOF()
         }
         try peer.run {
-            let device = try DeviceProcess(["--connect", peer.address.description, "--device-id", "cli-2", "--bundle", app,
-                                            "--environment", "sandbox"])
+            let device = try DeviceProcess([
+                "--connect", peer.address.description, "--device-id", "cli-2", "--bundle", app,
+                "--environment", "sandbox",
+            ])
             try device.expect("registered")
-            let bad = ["dance", "state flying", "permission", "permission maybe", "background-mode maybe", "low-power",
-                       "tap", "ping extra", "Foreground", "restore", "{not json", "uninstall now"]
+            let bad = [
+                "dance", "state flying", "permission", "permission maybe", "background-mode maybe", "low-power",
+                "tap", "ping extra", "Foreground", "restore", "{not json", "uninstall now",
+            ]
             for line in bad {
                 try device.send(line)
                 let event = try device.expect("error")
@@ -254,9 +277,12 @@ struct DeviceCommandTests {
             try connection.expect("erase")
             try connection.send(["type": "erased"])
             let install = try connection.expect("install")
-            guard JSONValue.object(install) == ["type": "install", "bundleId": "com.example.app", "environment": "sandbox",
-                                                "authorization": "provisional", "appState": "background",
-                                                "backgroundMode": true, "kinds": ["app"]]
+            guard
+                JSONValue.object(install) == [
+                    "type": "install", "bundleId": "com.example.app", "environment": "sandbox",
+                    "authorization": "provisional", "appState": "background",
+                    "backgroundMode": true, "kinds": ["app"],
+                ]
             else { throw PeerError("install \(install)") }
             try connection.send(FakePeer.registered(bundleID: app, token: "e1"))
             guard try connection.expect("uninstall")["bundleId"] == "com.example.app" else { throw PeerError("uninstall") }
@@ -275,8 +301,10 @@ struct DeviceCommandTests {
             try connection.expectEOF()
         }
         try peer.run {
-            let device = try DeviceProcess(["--connect", peer.address.description, "--device-id", "cli-3", "--bundle", app,
-                                            "--environment", "sandbox", "--authorization", "provisional"])
+            let device = try DeviceProcess([
+                "--connect", peer.address.description, "--device-id", "cli-3", "--bundle", app,
+                "--environment", "sandbox", "--authorization", "provisional",
+            ])
             try device.expect("registered")
             try device.send("erase")
             try device.expect("erased")
@@ -321,8 +349,10 @@ struct DeviceCommandTests {
             try third.expectEOF()
         }
         try peer.run {
-            let device = try DeviceProcess(["--connect", peer.address.description, "--device-id", "cli-4", "--bundle", app,
-                                            "--environment", "sandbox"])
+            let device = try DeviceProcess([
+                "--connect", peer.address.description, "--device-id", "cli-4", "--bundle", app,
+                "--environment", "sandbox",
+            ])
             let token = try device.expect("registered")["token"]
             let dropped = try device.expect("disconnected")
             #expect(dropped["reason"]?.stringValue?.isEmpty == false)
@@ -351,8 +381,10 @@ struct DeviceCommandTests {
     func startBeforeEmulator() throws {
         let (fd, bound) = try Socket.listen(HostPort(host: "127.0.0.1", port: 0))
         close(fd)
-        let device = try DeviceProcess(["--connect", bound.description, "--device-id", "early", "--bundle", app,
-                                        "--environment", "sandbox"])
+        let device = try DeviceProcess([
+            "--connect", bound.description, "--device-id", "early", "--bundle", app,
+            "--environment", "sandbox",
+        ])
         let down = try device.expect("disconnected")
         #expect(down["reason"]?.stringValue?.contains("\(bound.port)") == true)
         let peer = try FakePeer(port: bound.port) { peer in
@@ -374,8 +406,10 @@ struct DeviceCommandTests {
     func exitsOne() throws {
         let (fd, bound) = try Socket.listen(HostPort(host: "127.0.0.1", port: 0))
         close(fd)
-        let result = try runToExit(["--connect", bound.description, "--device-id", "x", "--bundle", app,
-                                    "--environment", "sandbox", "--no-retry"])
+        let result = try runToExit([
+            "--connect", bound.description, "--device-id", "x", "--bundle", app,
+            "--environment", "sandbox", "--no-retry",
+        ])
         #expect(result.status == 1)
         #expect(result.err.contains("apns-emulator: cannot connect"))
 
@@ -386,8 +420,10 @@ struct DeviceCommandTests {
             try connection.expectEOF()
         }
         try peer.run {
-            let device = try DeviceProcess(["--connect", peer.address.description, "--device-id", "x", "--bundle", "bad bundle",
-                                            "--environment", "sandbox"])
+            let device = try DeviceProcess([
+                "--connect", peer.address.description, "--device-id", "x", "--bundle", "bad bundle",
+                "--environment", "sandbox",
+            ])
             #expect(try device.expect("error")["message"] == "invalid bundle id")
             #expect(device.waitForExit() == 1)
             #expect(device.stderrText().contains("rejected"))

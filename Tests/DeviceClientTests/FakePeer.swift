@@ -94,27 +94,30 @@ final class FakePeer: Sendable {
     }
 
     /// A `notification` frame exactly as docs/device-protocol.md shows it.
-    static func notification(id: Int64, apnsID: String = UUID().uuidString, bundleID: String = "com.example.app",
-                             token: String = FakePeer.token("com.example.app/app"), pushType: String = "alert",
-                             priority: Int64 = 10, collapseID: String? = nil,
-                             payload: JSONValue = ["aps": ["alert": "Hello"]], callbacks: [String] = ["willPresent"],
-                             display: String = "banner", reason: String? = nil, stored: Bool = false) -> JSONValue
-    {
-        .object(JSONObject([
-            ("type", "notification"), ("id", .int(id)), ("apnsId", .string(apnsID)), ("bundleId", .string(bundleID)),
-            ("token", .string(token)), ("topic", .string(bundleID)), ("pushType", .string(pushType)),
-            ("priority", .int(priority)), ("collapseId", collapseID.map { .string($0) } ?? .null), ("payload", payload),
-            ("callbacks", .array(callbacks.map { .string($0) })), ("display", .string(display)),
-            ("reason", reason.map { .string($0) } ?? .null), ("stored", .bool(stored)),
-        ]))
+    static func notification(
+        id: Int64, apnsID: String = UUID().uuidString, bundleID: String = "com.example.app",
+        token: String = FakePeer.token("com.example.app/app"), pushType: String = "alert",
+        priority: Int64 = 10, collapseID: String? = nil,
+        payload: JSONValue = ["aps": ["alert": "Hello"]], callbacks: [String] = ["willPresent"],
+        display: String = "banner", reason: String? = nil, stored: Bool = false
+    ) -> JSONValue {
+        .object(
+            JSONObject([
+                ("type", "notification"), ("id", .int(id)), ("apnsId", .string(apnsID)), ("bundleId", .string(bundleID)),
+                ("token", .string(token)), ("topic", .string(bundleID)), ("pushType", .string(pushType)),
+                ("priority", .int(priority)), ("collapseId", collapseID.map { .string($0) } ?? .null), ("payload", payload),
+                ("callbacks", .array(callbacks.map { .string($0) })), ("display", .string(display)),
+                ("reason", reason.map { .string($0) } ?? .null), ("stored", .bool(stored)),
+            ]))
     }
 
     static func registered(bundleID: String, environment: String = "sandbox", kind: String = "app", token: String) -> JSONValue {
         let suffix = kind == "app" ? "" : "." + (kind == "liveactivity" ? "push-type.liveactivity" : kind)
-        return .object(JSONObject([
-            ("type", "registered"), ("bundleId", .string(bundleID)), ("environment", .string(environment)),
-            ("kind", .string(kind)), ("token", .string(token)), ("topic", .string(bundleID + suffix)),
-        ]))
+        return .object(
+            JSONObject([
+                ("type", "registered"), ("bundleId", .string(bundleID)), ("environment", .string(environment)),
+                ("kind", .string(kind)), ("token", .string(token)), ("topic", .string(bundleID + suffix)),
+            ]))
     }
 }
 
@@ -255,8 +258,10 @@ final class PeerConnection {
         for app in hello["apps"]?.arrayValue ?? [] {
             let bundle = app["bundleId"]?.stringValue ?? ""
             for kind in app["kinds"]?.arrayValue?.compactMap(\.stringValue) ?? ["app"] {
-                try send(FakePeer.registered(bundleID: bundle, environment: app["environment"]?.stringValue ?? "sandbox",
-                                             kind: kind, token: FakePeer.token("\(bundle)/\(kind)") + tokenSuffix))
+                try send(
+                    FakePeer.registered(
+                        bundleID: bundle, environment: app["environment"]?.stringValue ?? "sandbox",
+                        kind: kind, token: FakePeer.token("\(bundle)/\(kind)") + tokenSuffix))
             }
         }
         return hello

@@ -9,11 +9,13 @@ import Locking
 
 private let bundle = "com.example.app"
 
-private func makeDevice(_ peer: FakePeer, id: String = "iphone-1", apps: [DeviceApp]? = nil,
-                        lowPowerMode: Bool = false) -> SimulatedDevice
-{
-    SimulatedDevice(address: peer.address, deviceID: id, apps: apps ?? [DeviceApp(bundleID: bundle, environment: .sandbox)],
-                    lowPowerMode: lowPowerMode)
+private func makeDevice(
+    _ peer: FakePeer, id: String = "iphone-1", apps: [DeviceApp]? = nil,
+    lowPowerMode: Bool = false
+) -> SimulatedDevice {
+    SimulatedDevice(
+        address: peer.address, deviceID: id, apps: apps ?? [DeviceApp(bundleID: bundle, environment: .sandbox)],
+        lowPowerMode: lowPowerMode)
 }
 
 @Suite("SimulatedDevice against a scripted peer")
@@ -28,11 +30,14 @@ struct SimulatedDeviceTests {
             _ = try? connection.readLine(timeoutMilliseconds: 2000)
         }
         try peer.run {
-            let device = makeDevice(peer, id: "iphone_1.test-A", apps: [
-                DeviceApp(bundleID: bundle, environment: .sandbox),
-                DeviceApp(bundleID: "com.example.other", environment: .production, authorization: .provisional,
-                          appState: .terminated, backgroundMode: false, kinds: [.app, .voip]),
-            ], lowPowerMode: true)
+            let device = makeDevice(
+                peer, id: "iphone_1.test-A",
+                apps: [
+                    DeviceApp(bundleID: bundle, environment: .sandbox),
+                    DeviceApp(
+                        bundleID: "com.example.other", environment: .production, authorization: .provisional,
+                        appState: .terminated, backgroundMode: false, kinds: [.app, .voip]),
+                ], lowPowerMode: true)
             try device.connect()
             device.disconnect()
         }
@@ -44,10 +49,16 @@ struct SimulatedDeviceTests {
         #expect(hello["lowPowerMode"] == true)
         let apps = try #require(hello["apps"]?.arrayValue)
         #expect(apps.count == 2)
-        #expect(apps[0] == ["bundleId": "com.example.app", "environment": "sandbox", "authorization": "authorized",
-                            "appState": "background", "backgroundMode": true, "kinds": ["app"]])
-        #expect(apps[1] == ["bundleId": "com.example.other", "environment": "production", "authorization": "provisional",
-                            "appState": "terminated", "backgroundMode": false, "kinds": ["app", "voip"]])
+        #expect(
+            apps[0] == [
+                "bundleId": "com.example.app", "environment": "sandbox", "authorization": "authorized",
+                "appState": "background", "backgroundMode": true, "kinds": ["app"],
+            ])
+        #expect(
+            apps[1] == [
+                "bundleId": "com.example.other", "environment": "production", "authorization": "provisional",
+                "appState": "terminated", "backgroundMode": false, "kinds": ["app", "voip"],
+            ])
     }
 
     @Test("connect waits for welcome and every registered, fills tokens, keeps stored notifications queued")
@@ -90,11 +101,15 @@ struct SimulatedDeviceTests {
         let peer = try FakePeer { peer in
             let connection = try peer.accept()
             try connection.handshake()
-            try connection.send(FakePeer.notification(id: 17, apnsID: "29681C4D-79F5-B189-DA27-D1C4A1425C96", token: "4fc1",
-                                                      collapseID: "score", payload: ["aps": ["alert": "Hello"], "x": 1]))
-            try connection.send(FakePeer.notification(id: 18, apnsID: "B-2", pushType: "background", priority: 5,
-                                                      payload: ["aps": ["content-available": 1]], callbacks: [],
-                                                      display: "none", reason: "the app lacks the background mode"))
+            try connection.send(
+                FakePeer.notification(
+                    id: 17, apnsID: "29681C4D-79F5-B189-DA27-D1C4A1425C96", token: "4fc1",
+                    collapseID: "score", payload: ["aps": ["alert": "Hello"], "x": 1]))
+            try connection.send(
+                FakePeer.notification(
+                    id: 18, apnsID: "B-2", pushType: "background", priority: 5,
+                    payload: ["aps": ["content-available": 1]], callbacks: [],
+                    display: "none", reason: "the app lacks the background mode"))
             let first = try connection.readLine()
             let second = try connection.readLine()
             acks.withLock { $0 = [String(decoding: first, as: UTF8.self), String(decoding: second, as: UTF8.self)] }
@@ -164,16 +179,20 @@ struct SimulatedDeviceTests {
                 throw PeerError("app frame \(app)")
             }
             try connection.send(FakePeer.notification(id: 1, apnsID: "N-1"))
-            try connection.send(["type": "appUpdated", "bundleId": "com.example.app", "authorization": "authorized",
-                                 "appState": "foreground", "backgroundMode": true])
+            try connection.send([
+                "type": "appUpdated", "bundleId": "com.example.app", "authorization": "authorized",
+                "appState": "foreground", "backgroundMode": true,
+            ])
             try connection.expect("ack")
 
             let both = try connection.expect("app")
             guard JSONValue.object(both) == ["type": "app", "bundleId": "com.example.app", "authorization": "denied", "backgroundMode": false] else {
                 throw PeerError("app frame \(both)")
             }
-            try connection.send(["type": "appUpdated", "bundleId": "com.example.app", "authorization": "denied",
-                                 "appState": "foreground", "backgroundMode": false])
+            try connection.send([
+                "type": "appUpdated", "bundleId": "com.example.app", "authorization": "denied",
+                "appState": "foreground", "backgroundMode": false,
+            ])
 
             guard JSONValue.object(try connection.expect("device")) == ["type": "device", "lowPowerMode": true] else { throw PeerError("device") }
             try connection.send(FakePeer.notification(id: 2, apnsID: "N-2"))
@@ -181,29 +200,41 @@ struct SimulatedDeviceTests {
             try connection.expect("ack")
 
             let install = try connection.expect("install")
-            guard JSONValue.object(install) == ["type": "install", "bundleId": "com.example.watch", "environment": "production",
-                              "authorization": "ephemeral", "appState": "foreground", "backgroundMode": true,
-                              "kinds": ["app", "complication"]] else { throw PeerError("install \(install)") }
+            guard
+                JSONValue.object(install) == [
+                    "type": "install", "bundleId": "com.example.watch", "environment": "production",
+                    "authorization": "ephemeral", "appState": "foreground", "backgroundMode": true,
+                    "kinds": ["app", "complication"],
+                ]
+            else { throw PeerError("install \(install)") }
             try connection.send(FakePeer.registered(bundleID: "com.example.watch", environment: "production", kind: "app", token: "c1"))
             try connection.send(FakePeer.notification(id: 3, apnsID: "N-3"))
-            try connection.send(FakePeer.registered(bundleID: "com.example.watch", environment: "production",
-                                                    kind: "complication", token: "c2"))
+            try connection.send(
+                FakePeer.registered(
+                    bundleID: "com.example.watch", environment: "production",
+                    kind: "complication", token: "c2"))
             try connection.expect("ack")
 
-            guard JSONValue.object(try connection.expect("rotate")) == ["type": "rotate", "bundleId": "com.example.app"] else { throw PeerError("rotate") }
+            guard JSONValue.object(try connection.expect("rotate")) == ["type": "rotate", "bundleId": "com.example.app"] else {
+                throw PeerError("rotate")
+            }
             try connection.send(FakePeer.registered(bundleID: bundle, kind: "app", token: "a2"))
 
             guard JSONValue.object(try connection.expect("tap")) == ["type": "tap", "apnsId": "N-1"] else { throw PeerError("tap") }
             try connection.send(FakePeer.notification(id: 4, apnsID: "N-4"))
-            try connection.send(["type": "tapped", "apnsId": "N-1", "bundleId": "com.example.app",
-                                 "callbacks": ["didReceive"], "launched": false])
+            try connection.send([
+                "type": "tapped", "apnsId": "N-1", "bundleId": "com.example.app",
+                "callbacks": ["didReceive"], "launched": false,
+            ])
             try connection.expect("ack")
 
             guard JSONValue.object(try connection.expect("uninstall")) == ["type": "uninstall", "bundleId": "com.example.watch"] else {
                 throw PeerError("uninstall")
             }
-            try connection.send(["type": "uninstalled", "bundleId": "com.example.watch", "unregisteredAt": 1767225600123,
-                                 "tokens": ["c1", "c2"]])
+            try connection.send([
+                "type": "uninstalled", "bundleId": "com.example.watch", "unregisteredAt": 1767225600123,
+                "tokens": ["c1", "c2"],
+            ])
 
             guard JSONValue.object(try connection.expect("restore")) == ["type": "restore", "fromDeviceId": "old-iphone"] else {
                 throw PeerError("restore")
@@ -231,8 +262,9 @@ struct SimulatedDeviceTests {
             try device.setLowPowerMode(true)
             #expect(device.lowPowerMode)
 
-            let watch = DeviceApp(bundleID: "com.example.watch", environment: .production, authorization: .ephemeral,
-                                  appState: .foreground, kinds: [.app, .complication])
+            let watch = DeviceApp(
+                bundleID: "com.example.watch", environment: .production, authorization: .ephemeral,
+                appState: .foreground, kinds: [.app, .complication])
             #expect(try device.install(watch) == [.app: "c1", .complication: "c2"])
             #expect(device.apps.contains(watch))
             #expect(device.tokens["com.example.watch"] == [.app: "c1", .complication: "c2"])
@@ -274,8 +306,10 @@ struct SimulatedDeviceTests {
             try connection.handshake()
             try connection.expect("app")
             try connection.send(FakePeer.notification(id: 9))
-            try connection.send(["type": "error", "code": "bad_request", "message": "no app com.example.nope on this device",
-                                 "fatal": false])
+            try connection.send([
+                "type": "error", "code": "bad_request", "message": "no app com.example.nope on this device",
+                "fatal": false,
+            ])
             try connection.expect("ack")
             try connection.expect("tap")
             try connection.send(["type": "error", "code": "bad_request", "message": "no notification X on screen", "fatal": false])
@@ -306,8 +340,10 @@ struct SimulatedDeviceTests {
         let peer = try FakePeer { peer in
             let connection = try peer.accept()
             try connection.expect("hello")
-            try connection.send(["type": "error", "code": "unsupported_version",
-                                 "message": "this emulator speaks device protocol version 2", "fatal": true])
+            try connection.send([
+                "type": "error", "code": "unsupported_version",
+                "message": "this emulator speaks device protocol version 2", "fatal": true,
+            ])
             connection.close()
         }
         try peer.run {
@@ -503,8 +539,10 @@ struct SimulatedDeviceTests {
             let hello1 = try first.handshake()
             hellos.withLock { $0.append(hello1) }
             try first.expect("app")
-            try first.send(["type": "appUpdated", "bundleId": "com.example.app", "authorization": "authorized",
-                            "appState": "foreground", "backgroundMode": true])
+            try first.send([
+                "type": "appUpdated", "bundleId": "com.example.app", "authorization": "authorized",
+                "appState": "foreground", "backgroundMode": true,
+            ])
             try first.expect("device")
             try first.send(["type": "deviceUpdated", "lowPowerMode": true])
             try first.expect("uninstall")
@@ -516,8 +554,12 @@ struct SimulatedDeviceTests {
             try second.expectEOF()
         }
         try peer.run {
-            let device = makeDevice(peer, apps: [DeviceApp(bundleID: bundle, environment: .sandbox),
-                                                 DeviceApp(bundleID: "com.example.second", environment: .production)])
+            let device = makeDevice(
+                peer,
+                apps: [
+                    DeviceApp(bundleID: bundle, environment: .sandbox),
+                    DeviceApp(bundleID: "com.example.second", environment: .production),
+                ])
             try device.connect()
             try device.setApp(bundle, appState: .foreground)
             try device.setLowPowerMode(true)
@@ -532,8 +574,13 @@ struct SimulatedDeviceTests {
         let second = try #require(hellos.withLock { $0.count == 2 ? $0[1] : nil })
         #expect(second["deviceId"] == "iphone-1")
         #expect(second["lowPowerMode"] == true)
-        #expect(second["apps"] == [["bundleId": "com.example.app", "environment": "sandbox", "authorization": "authorized",
-                                     "appState": "foreground", "backgroundMode": true, "kinds": ["app"]]])
+        #expect(
+            second["apps"] == [
+                [
+                    "bundleId": "com.example.app", "environment": "sandbox", "authorization": "authorized",
+                    "appState": "foreground", "backgroundMode": true, "kinds": ["app"],
+                ]
+            ])
     }
 
     @Test("request frames match the protocol document")

@@ -33,9 +33,10 @@ struct TLSDeviceTests {
             try connection.expectEOF()
         }
         try peer.run {
-            let device = SimulatedDevice(address: peer.address, deviceID: "tls-phone",
-                                         apps: [DeviceApp(bundleID: "com.example.app", environment: .production)],
-                                         tls: (caPath: files.caPath, verifyPeer: true))
+            let device = SimulatedDevice(
+                address: peer.address, deviceID: "tls-phone",
+                apps: [DeviceApp(bundleID: "com.example.app", environment: .production)],
+                tls: (caPath: files.caPath, verifyPeer: true))
             try device.connect()
             #expect(device.token(for: "com.example.app") == FakePeer.token("com.example.app/app"))
             let n = try #require(try device.nextNotification(timeoutMilliseconds: 3000))
@@ -60,8 +61,9 @@ struct TLSDeviceTests {
             _ = try? peer.accept()
         }
         try peer.run {
-            let device = SimulatedDevice(address: peer.address, deviceID: "tls-phone", apps: [],
-                                         tls: (caPath: other.caPath, verifyPeer: true))
+            let device = SimulatedDevice(
+                address: peer.address, deviceID: "tls-phone", apps: [],
+                tls: (caPath: other.caPath, verifyPeer: true))
             let error = #expect(throws: DeviceClientError.self) { try device.connect(timeoutMilliseconds: 3000) }
             #expect(error?.kind == .connectFailed)
             #expect(error?.description.contains("certificate") == true)

@@ -59,8 +59,9 @@ struct ServeConfigurationTests {
     @Test func theStateLivesInOnePlace() throws {
         #expect(try resolve([]).state == .memory)
         #expect(try resolve(["--state-journal-lag", "5"]).state == .memory, "checked, but there is no directory to apply it to")
-        #expect(try resolve(["--state-dir", "/tmp/state", "--state-journal-lag", "5", "--state-failure", "memory"]).state
-            == .directory(.init(path: "/tmp/state", journalLag: 5, onFailure: .memory)))
+        #expect(
+            try resolve(["--state-dir", "/tmp/state", "--state-journal-lag", "5", "--state-failure", "memory"]).state
+                == .directory(.init(path: "/tmp/state", journalLag: 5, onFailure: .memory)))
         let redis = try resolve(["--redis", "redis://127.0.0.1", "--state-journal-lag", "5"]).state.redis
         #expect(redis?.url.port == 6379 && redis?.prefix == "apns-emulator:")
     }

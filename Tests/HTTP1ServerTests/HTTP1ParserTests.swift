@@ -50,8 +50,11 @@ struct HTTP1ParserTests {
     @Test func pipelinedRequestsAndLeadingEmptyLines() {
         let text = "\r\nGET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\nHost: x\n\nDELETE /c HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
         for outcome in Self.all(text) {
-            #expect(outcome == [.request(method: "GET", target: "/a", body: ""), .request(method: "GET", target: "/b", body: ""),
-                                .request(method: "DELETE", target: "/c", body: "")])
+            #expect(
+                outcome == [
+                    .request(method: "GET", target: "/a", body: ""), .request(method: "GET", target: "/b", body: ""),
+                    .request(method: "DELETE", target: "/c", body: ""),
+                ])
         }
     }
 
@@ -65,7 +68,8 @@ struct HTTP1ParserTests {
     }
 
     @Test func chunkedBodiesWithExtensionsAndTrailers() {
-        let text = "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4;name=v\r\n{\"a\"\r\n3 \r\n:1}\r\n0\r\nX-Trailer: t\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n"
+        let text =
+            "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4;name=v\r\n{\"a\"\r\n3 \r\n:1}\r\n0\r\nX-Trailer: t\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n"
         for outcome in Self.all(text) {
             #expect(outcome == [.request(method: "POST", target: "/x", body: "{\"a\":1}"), .request(method: "GET", target: "/next", body: "")])
         }

@@ -29,7 +29,9 @@ enum HTTP2MicroBenchmark {
             HTTP2HeaderField(":scheme", "https"),
             HTTP2HeaderField(":path", "/3/device/" + deviceToken),
             HTTP2HeaderField(":authority", "api.sandbox.push.apple.com"),
-            HTTP2HeaderField("authorization", "bearer eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyMzQ1NjcifQ.eyJpc3MiOiJERUYxMjM0NTY3IiwiaWF0IjoxNzAwMDAwMDAwfQ.c2lnbmF0dXJl"),
+            HTTP2HeaderField(
+                "authorization",
+                "bearer eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyMzQ1NjcifQ.eyJpc3MiOiJERUYxMjM0NTY3IiwiaWF0IjoxNzAwMDAwMDAwfQ.c2lnbmF0dXJl"),
             HTTP2HeaderField("apns-topic", "com.example.app"),
             HTTP2HeaderField("apns-push-type", "alert"),
             HTTP2HeaderField("apns-priority", "10"),

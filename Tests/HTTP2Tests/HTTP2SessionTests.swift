@@ -11,12 +11,14 @@ struct RequestResponseTests {
         let errorBody = Array(#"{"reason":"BadDeviceToken"}"#.utf8)
         pair.responder = { request, server in
             if request.firstValue(":path") == "/3/device/good" {
-                server.submitResponse(streamID: request.streamID, status: 200,
-                                      headers: [HTTP2HeaderField("apns-id", "A-1")], body: nil)
+                server.submitResponse(
+                    streamID: request.streamID, status: 200,
+                    headers: [HTTP2HeaderField("apns-id", "A-1")], body: nil)
             } else {
-                server.submitResponse(streamID: request.streamID, status: 400,
-                                      headers: [HTTP2HeaderField.contentTypeJSON, HTTP2HeaderField("apns-id", "A-2")],
-                                      body: errorBody)
+                server.submitResponse(
+                    streamID: request.streamID, status: 400,
+                    headers: [HTTP2HeaderField.contentTypeJSON, HTTP2HeaderField("apns-id", "A-2")],
+                    body: errorBody)
             }
         }
         let extra = [HTTP2HeaderField("apns-topic", "com.example"), HTTP2HeaderField("content-length", "\(body.count)")]
@@ -51,8 +53,9 @@ struct RequestResponseTests {
         let frames = pair.serverFrames
         #expect(frames.filter { $0.streamID == good && $0.type == WireFrame.headers }.count == 1)
         #expect(frames.filter { $0.streamID == good && $0.type == WireFrame.data }.count == 0)
-        #expect(frames.first { $0.streamID == good && $0.type == WireFrame.headers }.map { $0.flags & 0x1 != 0 } == true,
-                "bodiless response carries END_STREAM on HEADERS")
+        #expect(
+            frames.first { $0.streamID == good && $0.type == WireFrame.headers }.map { $0.flags & 0x1 != 0 } == true,
+            "bodiless response carries END_STREAM on HEADERS")
         let badData = frames.filter { $0.streamID == bad && $0.type == WireFrame.data }
         #expect(badData.count == 1)
         #expect(badData.first?.flags == 0x1, "single DATA frame with END_STREAM")
@@ -124,11 +127,12 @@ struct RequestResponseTests {
     @Test("duplicate regular headers arrive twice, in order")
     func duplicateHeaders() throws {
         let pair = try Pair()
-        _ = try pair.client.submitRequest(headers: requestHeaders(extra: [
-            HTTP2HeaderField("apns-topic", "com.example.one"),
-            HTTP2HeaderField("apns-priority", "10"),
-            HTTP2HeaderField("apns-topic", "com.example.two"),
-        ]), body: nil)
+        _ = try pair.client.submitRequest(
+            headers: requestHeaders(extra: [
+                HTTP2HeaderField("apns-topic", "com.example.one"),
+                HTTP2HeaderField("apns-priority", "10"),
+                HTTP2HeaderField("apns-topic", "com.example.two"),
+            ]), body: nil)
         try pair.pump()
         let request = try #require(pair.requests.first)
         #expect(request.headers.filter { $0.name == "apns-topic" }.map(\.value) == ["com.example.one", "com.example.two"])
@@ -138,18 +142,20 @@ struct RequestResponseTests {
     @Test("indexed and never-indexed authorization decode the same (raw HPACK)")
     func authorizationIndexing() throws {
         let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])
-        let token = "bearer eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQyJ9.eyJpc3MiOiJERUYiLCJpYXQiOjE3MDAwMDAwMDB9.c2lnbmF0dXJlLXNpZ25hdHVyZS1zaWduYXR1cmUtc2lnbmF0dXJl"
+        let token =
+            "bearer eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQyJ9.eyJpc3MiOiJERUYiLCJpYXQiOjE3MDAwMDAwMDB9.c2lnbmF0dXJlLXNpZ25hdHVyZS1zaWduYXR1cmUtc2lnbmF0dXJl"
         #expect(token.utf8.count > 127, "multi-byte HPACK length")
         func block(_ authorization: [UInt8]) -> [UInt8] {
-            [0x83, 0x87]                                                   // :method POST, :scheme https (static)
-                + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")   // :path, not indexed
+            [0x83, 0x87]  // :method POST, :scheme https (static)
+                + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")  // :path, not indexed
                 + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
                 + authorization
         }
         let incremental = RawHTTP2.integer(23, prefixBits: 6, flags: 0x40) + RawHTTP2.string(token)  // adds dynamic entry 62
-        let indexed = RawHTTP2.integer(62, prefixBits: 7, flags: 0x80)                           // dynamic table reference
+        let indexed = RawHTTP2.integer(62, prefixBits: 7, flags: 0x80)  // dynamic table reference
         let neverIndexed = RawHTTP2.integer(23, prefixBits: 4, flags: 0x10) + RawHTTP2.string(token)
-        let bytes = RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+        let bytes =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
             + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 1, block(incremental))
             + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 3, block(indexed))
             + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 5, block(neverIndexed))
@@ -193,8 +199,9 @@ struct RequestResponseTests {
         var total = 0
         for _ in 0..<50 {
             for _ in 0..<batch {
-                _ = try pair.client.submitRequest(headers: requestHeaders(extra: [HTTP2HeaderField("apns-topic", "t")]),
-                                                  body: Array("{}".utf8))
+                _ = try pair.client.submitRequest(
+                    headers: requestHeaders(extra: [HTTP2HeaderField("apns-topic", "t")]),
+                    body: Array("{}".utf8))
             }
             try pair.pump()
             total += pair.responses.count
@@ -243,11 +250,12 @@ struct RequestResponseTests {
 struct SettingsTests {
     @Test("first SETTINGS carries advertised values; later SETTINGS are sent as-is; ACK events fire")
     func advertisedSettings() throws {
-        let pair = try Pair(serverSettings: [
-            setting(HTTP2Setting.headerTableSize, 4096),
-            setting(HTTP2Setting.maxConcurrentStreams, 1000),
-            setting(HTTP2Setting.maxHeaderListSize, 8000),
-        ], overrides: [setting(HTTP2Setting.maxConcurrentStreams, 1)])
+        let pair = try Pair(
+            serverSettings: [
+                setting(HTTP2Setting.headerTableSize, 4096),
+                setting(HTTP2Setting.maxConcurrentStreams, 1000),
+                setting(HTTP2Setting.maxHeaderListSize, 8000),
+            ], overrides: [setting(HTTP2Setting.maxConcurrentStreams, 1)])
         try pair.pump()
 
         let first = try #require(pair.serverFrames.first)
@@ -272,8 +280,9 @@ struct SettingsTests {
 
     @Test("an override for a setting not in `settings` is added with nghttp2's current value")
     func overrideOfMissingSetting() throws {
-        let pair = try Pair(serverSettings: [setting(HTTP2Setting.maxHeaderListSize, 8000)],
-                            overrides: [setting(HTTP2Setting.maxConcurrentStreams, 1)])
+        let pair = try Pair(
+            serverSettings: [setting(HTTP2Setting.maxHeaderListSize, 8000)],
+            overrides: [setting(HTTP2Setting.maxConcurrentStreams, 1)])
         try pair.pump()
         let first = try #require(pair.serverFrames.first)
         #expect(first.settingEntries == [setting(6, 8000), setting(3, 1)])
@@ -281,11 +290,12 @@ struct SettingsTests {
 
     @Test("100-stream burst before the client reads SETTINGS is served (advertised MCS 1, enforced 1000)")
     func pendingLimitBurstServed() throws {
-        let pair = try Pair(serverSettings: [
-            setting(HTTP2Setting.headerTableSize, 4096),
-            setting(HTTP2Setting.maxConcurrentStreams, 1000),
-            setting(HTTP2Setting.maxHeaderListSize, 8000),
-        ], overrides: [setting(HTTP2Setting.maxConcurrentStreams, 1)])
+        let pair = try Pair(
+            serverSettings: [
+                setting(HTTP2Setting.headerTableSize, 4096),
+                setting(HTTP2Setting.maxConcurrentStreams, 1000),
+                setting(HTTP2Setting.maxHeaderListSize, 8000),
+            ], overrides: [setting(HTTP2Setting.maxConcurrentStreams, 1)])
         var ids: [Int32] = []
         for _ in 0..<100 { ids.append(try pair.client.submitRequest(headers: requestHeaders(), body: Array("{}".utf8))) }
         // The client sends everything before it has read a byte from the server.
@@ -343,8 +353,10 @@ struct SettingsTests {
 struct PatcherTests {
     func frame(_ type: UInt8, _ flags: UInt8, _ stream: UInt32, _ payload: [UInt8]) -> [UInt8] {
         let n = payload.count
-        return [UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
-                UInt8(stream >> 24), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)] + payload
+        return [
+            UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
+            UInt8(stream >> 24), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff),
+        ] + payload
     }
 
     func entries(_ list: [(UInt16, UInt32)]) -> [UInt8] {
@@ -403,8 +415,9 @@ struct ControlFrameTests {
         let id = try pair.client.submitRequest(headers: requestHeaders(), body: nil)
         try pair.pump()
         #expect(pair.client.goAway == nil)
-        pair.server.submitGoAway(errorCode: HTTP2ErrorCode.noError, lastStreamID: nil,
-                                 debugData: Array(#"{"reason":"IdleTimeout"}"#.utf8))
+        pair.server.submitGoAway(
+            errorCode: HTTP2ErrorCode.noError, lastStreamID: nil,
+            debugData: Array(#"{"reason":"IdleTimeout"}"#.utf8))
         try pair.pump()
         let g = try #require(pair.client.goAway)
         #expect(g.errorCode == HTTP2ErrorCode.noError)
@@ -419,9 +432,10 @@ struct ControlFrameTests {
         try pair.pump()
         pair.client.submitGoAway(errorCode: HTTP2ErrorCode.enhanceYourCalm, lastStreamID: 0, debugData: [])
         try pair.pump()
-        #expect(pair.serverEvents.contains {
-            if case .goAwayReceived(let code, let last) = $0 { return code == 0xb && last == 0 } else { return false }
-        })
+        #expect(
+            pair.serverEvents.contains {
+                if case .goAwayReceived(let code, let last) = $0 { return code == 0xb && last == 0 } else { return false }
+            })
     }
 
     @Test("RST_STREAM from the server reaches the client as resetErrorCode")
@@ -446,9 +460,10 @@ struct ControlFrameTests {
         #expect(pair.requests.count == 1)
         pair.client.submitRstStream(streamID: id, errorCode: HTTP2ErrorCode.cancel)
         try pair.pump()
-        #expect(pair.serverEvents.contains {
-            if case .streamReset(let sid, let code) = $0 { return sid == id && code == 8 } else { return false }
-        })
+        #expect(
+            pair.serverEvents.contains {
+                if case .streamReset(let sid, let code) = $0 { return sid == id && code == 8 } else { return false }
+            })
         #expect(pair.server.submitResponse(streamID: id, status: 200, headers: [], body: nil) == false)
         #expect(pair.response(id)?.closeErrorCode == 8)
     }
@@ -533,8 +548,9 @@ struct ErrorTests {
         let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])
         let block: [UInt8] = [0x83, 0x87, 0x84] + RawHTTP2.integer(1, prefixBits: 4, flags: 0) + RawHTTP2.string("x")  // POST https / x
         let prioritySpec: [UInt8] = [0, 0, 0, 0, 15]  // depends on 0, weight 16
-        let bytes = RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
-            + RawHTTP2.frame(type: 0x2, flags: 0, stream: 3, prioritySpec)                  // PRIORITY on an idle stream
+        let bytes =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+            + RawHTTP2.frame(type: 0x2, flags: 0, stream: 3, prioritySpec)  // PRIORITY on an idle stream
             + RawHTTP2.frame(type: 0x1, flags: 0x5 | 0x20, stream: 1, prioritySpec + block)  // HEADERS with PRIORITY flag
         try server.receive(bytes)
         let ids = server.takeEvents().compactMap { e -> Int32? in if case .request(let r) = e { return r.streamID } else { return nil } }
@@ -575,22 +591,27 @@ struct ErrorTests {
     @Test("nghttp2 header validation: invalid regular values and connection headers reset the stream; surrounding spaces reach the application")
     func headerValidation() throws {
         let pair = try Pair()
-        let leadingSpace = try pair.client.submitRequest(headers: requestHeaders(extra: [
-            HTTP2HeaderField("apns-topic", " leading-space"),
-        ]), body: nil)
-        let controlChar = try pair.client.submitRequest(headers: requestHeaders(extra: [
-            HTTP2HeaderField("apns-topic", "a\u{01}b"),
-        ]), body: nil)
-        let connection = try pair.client.submitRequest(headers: requestHeaders(extra: [
-            HTTP2HeaderField("connection", "close"),
-        ]), body: nil)
-        let missingPath = try pair.client.submitRequest(headers: [
-            HTTP2HeaderField(":method", "POST"), HTTP2HeaderField(":scheme", "https"),
-            HTTP2HeaderField(":authority", "x"),
-        ], body: nil)
-        let fine = try pair.client.submitRequest(headers: requestHeaders(extra: [
-            HTTP2HeaderField("apns-topic", "inner space ok"),
-        ]), body: nil)
+        let leadingSpace = try pair.client.submitRequest(
+            headers: requestHeaders(extra: [
+                HTTP2HeaderField("apns-topic", " leading-space")
+            ]), body: nil)
+        let controlChar = try pair.client.submitRequest(
+            headers: requestHeaders(extra: [
+                HTTP2HeaderField("apns-topic", "a\u{01}b")
+            ]), body: nil)
+        let connection = try pair.client.submitRequest(
+            headers: requestHeaders(extra: [
+                HTTP2HeaderField("connection", "close")
+            ]), body: nil)
+        let missingPath = try pair.client.submitRequest(
+            headers: [
+                HTTP2HeaderField(":method", "POST"), HTTP2HeaderField(":scheme", "https"),
+                HTTP2HeaderField(":authority", "x"),
+            ], body: nil)
+        let fine = try pair.client.submitRequest(
+            headers: requestHeaders(extra: [
+                HTTP2HeaderField("apns-topic", "inner space ok")
+            ]), body: nil)
         try pair.pump()
         for id in [controlChar, connection, missingPath] {
             #expect(pair.response(id)?.resetErrorCode == HTTP2ErrorCode.protocolError, "stream \(id)")
@@ -659,8 +680,9 @@ struct ConnectionPrefaceTests {
         #expect(ConnectionPreface.classify(preface.prefix(10)) == .undecided)
         #expect(ConnectionPreface.classify([UInt8]()) == .undecided)
         #expect(ConnectionPreface.classify(Array("POS".utf8)) == .undecided)
-        #expect(ConnectionPreface.classify(Array("POST /3/device/ab HTTP/1.1\r\nhost: x\r\n".utf8))
-            == .http1(requestLine: "POST /3/device/ab HTTP/1.1"))
+        #expect(
+            ConnectionPreface.classify(Array("POST /3/device/ab HTTP/1.1\r\nhost: x\r\n".utf8))
+                == .http1(requestLine: "POST /3/device/ab HTTP/1.1"))
         #expect(ConnectionPreface.classify(Array("GET / HTTP/1.1\r\n".utf8)) == .http1(requestLine: "GET / HTTP/1.1"))
         // Neither: the HTTP/2 session gets it and rejects the bad preface itself.
         #expect(ConnectionPreface.classify([0x16, 0x03, 0x01, 0x02]) == .http2)
@@ -674,18 +696,21 @@ struct RequestLimitTests {
     /// dynamic table once and is then referenced by one-byte indexes, so a few kilobytes on
     /// the wire decode to megabytes. Over the limit nothing more is kept.
     @Test func headerListOverTheLimitIsResetAndNotKept() throws {
-        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)],
-                                            maxHeaderListSize: 8000)
+        let server = try HTTP2ServerSession(
+            settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)],
+            maxHeaderListSize: 8000)
         let big = String(repeating: "x", count: 4000)
         func block(_ extra: [UInt8]) -> [UInt8] {
-            [0x83, 0x87]                                                   // :method POST, :scheme https
+            [0x83, 0x87]  // :method POST, :scheme https
                 + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
                 + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
                 + extra
         }
-        let bomb = RawHTTP2.integer(0, prefixBits: 6, flags: 0x40) + RawHTTP2.string("x-bomb") + RawHTTP2.string(big)  // entry 62
-            + [UInt8](repeating: 0x80 | 62, count: 5000)                                                       // 5000 references
-        let wire = RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+        let bomb =
+            RawHTTP2.integer(0, prefixBits: 6, flags: 0x40) + RawHTTP2.string("x-bomb") + RawHTTP2.string(big)  // entry 62
+            + [UInt8](repeating: 0x80 | 62, count: 5000)  // 5000 references
+        let wire =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
             + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 1, block(bomb))
             + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 3, block([]))
         #expect(wire.count < 10_000, "\(wire.count) bytes on the wire")
@@ -716,8 +741,9 @@ struct RequestLimitTests {
     /// third ends the connection with GOAWAY ENHANCE_YOUR_CALM; the ones before are refused
     /// one by one and the connection serves what else comes.
     @Test func repeatedOversizedHeaderListsEndTheConnection() throws {
-        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)],
-                                            maxHeaderListSize: 8000)
+        let server = try HTTP2ServerSession(
+            settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)],
+            maxHeaderListSize: 8000)
         let big = String(repeating: "x", count: 4000)
         func block(_ extra: [UInt8]) -> [UInt8] {
             [0x83, 0x87] + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
@@ -725,7 +751,8 @@ struct RequestLimitTests {
         }
         let define = RawHTTP2.integer(0, prefixBits: 6, flags: 0x40) + RawHTTP2.string("x-bomb") + RawHTTP2.string(big)
         let references = [UInt8](repeating: 0x80 | 62, count: 5000)
-        var wire = RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+        var wire =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
             + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 1, block(define + references))
             + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 3, block([]))
         for stream in stride(from: 5, through: 11, by: 2) {
@@ -744,18 +771,20 @@ struct RequestLimitTests {
         var output: [UInt8] = []
         server.drainOutput(into: &output)
         let frames = RawHTTP2.frames(output).filter { $0.type == WireFrame.rstStream || $0.type == WireFrame.goAway }
-        #expect(frames.map(\.type) == [WireFrame.rstStream, WireFrame.rstStream, WireFrame.rstStream, WireFrame.goAway],
-                "each stream's reset, then the GOAWAY")
+        #expect(
+            frames.map(\.type) == [WireFrame.rstStream, WireFrame.rstStream, WireFrame.rstStream, WireFrame.goAway],
+            "each stream's reset, then the GOAWAY")
         let goAway = try #require(frames.last)
         #expect(Array(goAway.payload[4..<8]) == [0, 0, 0, 0x0b], "ENHANCE_YOUR_CALM")
         #expect(!server.wantsRead, "nothing more is read")
         try server.receive(wire)
-        #expect(!server.takeEvents().contains { event in
-            switch event {
-            case .request, .requestRefused: return true
-            default: return false
-            }
-        }, "what comes after is not read")
+        #expect(
+            !server.takeEvents().contains { event in
+                switch event {
+                case .request, .requestRefused: return true
+                default: return false
+                }
+            }, "what comes after is not read")
     }
 
     @Test func aHeaderListExactlyAtTheLimitIsServed() throws {
@@ -772,9 +801,10 @@ struct RequestLimitTests {
     @Test func aBodyPastTheLimitIsAnsweredEarly() throws {
         let pair = try Pair(maxBufferedBody: 5121, earlyAnswerBodyLength: 5120)
         pair.responder = { request, server in
-            server.submitResponse(streamID: request.streamID, status: request.isComplete ? 200 : 413,
-                                  headers: [HTTP2HeaderField("content-type", "application/json")],
-                                  body: Array(#"{"reason":"PayloadTooLarge"}"#.utf8))
+            server.submitResponse(
+                streamID: request.streamID, status: request.isComplete ? 200 : 413,
+                headers: [HTTP2HeaderField("content-type", "application/json")],
+                body: Array(#"{"reason":"PayloadTooLarge"}"#.utf8))
         }
         let body = [UInt8](repeating: 0x61, count: 200_000)
         let id = try pair.client.submitRequest(headers: requestHeaders(), body: body, maxDataFrameSize: 4096)

@@ -39,17 +39,21 @@ final class Pair {
     var serverWire: [UInt8] = []
     /// nil = leave requests unanswered.
     var responder: ((HTTP2Request, HTTP2ServerSession) -> Void)? = { request, server in
-        server.submitResponse(streamID: request.streamID, status: 200,
-                              headers: [HTTP2HeaderField("apns-id", "id-\(request.streamID)")], body: nil)
+        server.submitResponse(
+            streamID: request.streamID, status: 200,
+            headers: [HTTP2HeaderField("apns-id", "id-\(request.streamID)")], body: nil)
     }
 
-    init(serverSettings: [HTTP2Setting] = [setting(HTTP2Setting.maxConcurrentStreams, 1000)],
-         overrides: [HTTP2Setting] = [], maxBufferedBody: Int = 65536, maxHeaderListSize: Int? = nil,
-         earlyAnswerBodyLength: Int? = nil,
-         clientSettings: [HTTP2Setting] = HTTP2ClientSession.defaultSettings) throws {
-        server = try HTTP2ServerSession(settings: serverSettings, advertisedOverrides: overrides,
-                                        maxBufferedBody: maxBufferedBody, maxHeaderListSize: maxHeaderListSize,
-                                        earlyAnswerBodyLength: earlyAnswerBodyLength)
+    init(
+        serverSettings: [HTTP2Setting] = [setting(HTTP2Setting.maxConcurrentStreams, 1000)],
+        overrides: [HTTP2Setting] = [], maxBufferedBody: Int = 65536, maxHeaderListSize: Int? = nil,
+        earlyAnswerBodyLength: Int? = nil,
+        clientSettings: [HTTP2Setting] = HTTP2ClientSession.defaultSettings
+    ) throws {
+        server = try HTTP2ServerSession(
+            settings: serverSettings, advertisedOverrides: overrides,
+            maxBufferedBody: maxBufferedBody, maxHeaderListSize: maxHeaderListSize,
+            earlyAnswerBodyLength: earlyAnswerBodyLength)
         client = try HTTP2ClientSession(settings: clientSettings)
     }
 

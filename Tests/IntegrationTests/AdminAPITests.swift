@@ -22,13 +22,15 @@ struct AdminAPITests {
         #expect(badEnv.json["error"]?.stringValue?.contains("sandbox") == true)
         let notJSON = try emulator.admin("POST", "/api/v1/devices", body: .string("x"))
         #expect(notJSON.status == 400)
-        let created = try emulator.admin("POST", "/api/v1/devices",
-                                         body: ["bundleId": "com.example.app", "environment": "sandbox", "deviceId": "phone-1"])
+        let created = try emulator.admin(
+            "POST", "/api/v1/devices",
+            body: ["bundleId": "com.example.app", "environment": "sandbox", "deviceId": "phone-1"])
         #expect(created.status == 201)
         #expect(created.json["deviceId"]?.stringValue == "phone-1")
         #expect(created.json["token"]?.stringValue?.count == 64)
-        let again = try emulator.admin("POST", "/api/v1/devices",
-                                       body: ["bundleId": "com.example.app", "environment": "sandbox", "deviceId": "phone-1"])
+        let again = try emulator.admin(
+            "POST", "/api/v1/devices",
+            body: ["bundleId": "com.example.app", "environment": "sandbox", "deviceId": "phone-1"])
         #expect(again.status == 409)
         #expect(try emulator.admin("DELETE", "/api/v1/devices/phone-1/apps/com.nope.app").status == 404)
         #expect(try emulator.admin("DELETE", "/api/v1/devices/nobody/apps/com.example.app").status == 404)

@@ -57,10 +57,19 @@ struct AdminAccessIntegrationTests {
             ("POST", "/api/v1/reset", nil, [("Origin", "null")], 403),
             ("POST", "/api/v1/reset", nil, [("Content-Type", "application/x-www-form-urlencoded")], 415),
             ("DELETE", "/api/v1/devices/keep-me", nil, [evil], 403),
-            ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox"], [evil, ("Content-Type", "text/plain;charset=UTF-8")], 403),
+            (
+                "POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox"],
+                [evil, ("Content-Type", "text/plain;charset=UTF-8")], 403
+            ),
             ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox"], [("Content-Type", "text/plain")], 415),
-            ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox"], [("Content-Type", "application/x-www-form-urlencoded")], 415),
-            ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox"], [("Content-Type", "multipart/form-data; boundary=x")], 415),
+            (
+                "POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox"],
+                [("Content-Type", "application/x-www-form-urlencoded")], 415
+            ),
+            (
+                "POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox"],
+                [("Content-Type", "multipart/form-data; boundary=x")], 415
+            ),
             ("POST", "/api/v1/faults", ["match": [:], "action": ["status": 500]], [evil, ("Content-Type", "application/json")], 403),
             ("PUT", "/api/v1/tokens/00/state", ["state": "expired"], [("Origin", "http://127.0.0.1:1")], 403),
         ]
@@ -80,12 +89,21 @@ struct AdminAccessIntegrationTests {
         let port = try emulator.address("admin").port
         let body: JSONValue = ["bundleId": "com.example.app", "environment": "sandbox"]
         #expect(try emulator.admin("POST", "/api/v1/devices", body: body, headers: [("Origin", "http://127.0.0.1:\(port)")]).status == 201)
-        #expect(try emulator.admin("POST", "/api/v1/devices", body: body, headers: [("Origin", "http://localhost:\(port)")],
-                                   host: "localhost:\(port)").status == 201)
-        #expect(try emulator.admin("POST", "/api/v1/devices", body: body,
-                                   headers: [("Origin", "http://localhost:\(port)")]).status == 403, "another host name is another origin")
-        #expect(try emulator.admin("POST", "/api/v1/devices", body: body,
-                                   headers: [("Content-Type", "application/json; charset=utf-8")]).status == 201)
+        #expect(
+            try emulator.admin(
+                "POST", "/api/v1/devices", body: body, headers: [("Origin", "http://localhost:\(port)")],
+                host: "localhost:\(port)"
+            ).status == 201)
+        #expect(
+            try emulator.admin(
+                "POST", "/api/v1/devices", body: body,
+                headers: [("Origin", "http://localhost:\(port)")]
+            ).status == 403, "another host name is another origin")
+        #expect(
+            try emulator.admin(
+                "POST", "/api/v1/devices", body: body,
+                headers: [("Content-Type", "application/json; charset=utf-8")]
+            ).status == 201)
         // A body without a type (no page can send one without Origin) is read as JSON.
         var raw = "POST /api/v1/devices HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
         let json = #"{"bundleId":"com.example.app","environment":"sandbox"}"#
@@ -135,10 +153,12 @@ struct AdminAccessIntegrationTests {
     @Test func aNonLoopbackAdminListenerNeedsATokenOrAnExplicitFlag() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-emulator-open-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let refused = try run(EmulatorProcess.binary, [
-            "serve", "--sandbox-listen", "127.0.0.1:0", "--production-listen", "off", "--device-listen", "off",
-            "--admin-listen", "0.0.0.0:0", "--certs-dir", directory, "--demo", "off",
-        ])
+        let refused = try run(
+            EmulatorProcess.binary,
+            [
+                "serve", "--sandbox-listen", "127.0.0.1:0", "--production-listen", "off", "--device-listen", "off",
+                "--admin-listen", "0.0.0.0:0", "--certs-dir", directory, "--demo", "off",
+            ])
         #expect(refused.status != 0)
         #expect(refused.err.contains("--admin-token") && refused.err.contains("--admin-insecure"), "\(refused.err)")
 
@@ -172,9 +192,10 @@ struct AdminAccessIntegrationTests {
         #expect(try add("KEYABS", keys + "/inside.p8").status == 201)
         let outsideExisting = try add("K2", root + "/outside.p8")
         #expect(outsideExisting.status == 400)
-        for path in [root + "/missing.p8", "../outside.p8", "../missing.p8", "escape.p8", "/etc/passwd", "/etc/no-such-file",
-                     "nope.p8", keys, "/proc/self/environ", ""]
-        {
+        for path in [
+            root + "/missing.p8", "../outside.p8", "../missing.p8", "escape.p8", "/etc/passwd", "/etc/no-such-file",
+            "nope.p8", keys, "/proc/self/environ", "",
+        ] {
             let reply = try add("K2", path)
             #expect(reply.status == 400)
             #expect(reply.raw == outsideExisting.raw, "\(path): \(reply.raw)")
@@ -188,12 +209,16 @@ struct AdminAccessIntegrationTests {
         let emulator = try EmulatorProcess()
         let bad = "bad\nINJECTED"
         for id in [bad, "bad\rINJECTED", "bad id", "bad/INJECTED", "bäd", String(repeating: "a", count: 129), ""] {
-            let reply = try emulator.admin("POST", "/api/v1/devices",
-                                           body: ["bundleId": "com.example.app", "environment": "sandbox", "deviceId": .string(id)])
+            let reply = try emulator.admin(
+                "POST", "/api/v1/devices",
+                body: ["bundleId": "com.example.app", "environment": "sandbox", "deviceId": .string(id)])
             #expect(reply.status == 400, "\(id.debugDescription): \(reply.raw)")
         }
-        #expect(try emulator.admin("POST", "/api/v1/devices",
-                                   body: ["bundleId": "com.example.app", "environment": "sandbox", "deviceId": "ok-id_1.2"]).status == 201)
+        #expect(
+            try emulator.admin(
+                "POST", "/api/v1/devices",
+                body: ["bundleId": "com.example.app", "environment": "sandbox", "deviceId": "ok-id_1.2"]
+            ).status == 201)
         for (method, path, body) in [
             ("GET", "/api/v1/devices/bad%0AINJECTED", nil), ("DELETE", "/api/v1/devices/bad%0AINJECTED", nil),
             ("PATCH", "/api/v1/devices/bad%0D%0AINJECTED", ["online": false]), ("POST", "/api/v1/devices/bad%0AINJECTED/erase", nil),
@@ -227,8 +252,12 @@ struct AdminAccessIntegrationTests {
         let config = emulator.directory + "/bad-device.json"
         let file: JSONValue = ["devices": [["deviceId": .string(bad), "apps": .array([])]]]
         try file.serialized().write(toFile: config, atomically: true, encoding: .utf8)
-        let start = try run(EmulatorProcess.binary, ["serve", "--config", config, "--admin-listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0",
-                                                     "--production-listen", "off", "--device-listen", "off", "--certs-dir", emulator.directory + "/certs"])
+        let start = try run(
+            EmulatorProcess.binary,
+            [
+                "serve", "--config", config, "--admin-listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0",
+                "--production-listen", "off", "--device-listen", "off", "--certs-dir", emulator.directory + "/certs",
+            ])
         #expect(start.status != 0)
         #expect(start.err.contains("device id"), "\(start.err)")
         #expect(!start.err.contains("\nINJECTED"))
@@ -266,7 +295,10 @@ struct AdminHTTP1Tests {
         ("two Content-Length", "POST /api/v1/reset HTTP/1.1\r\nHost: H\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}", 400),
         ("differing Content-Length", "POST /api/v1/reset HTTP/1.1\r\nHost: H\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}x", 400),
         ("Content-Length list", "POST /api/v1/reset HTTP/1.1\r\nHost: H\r\nContent-Length: 2, 2\r\n\r\n{}", 400),
-        ("Transfer-Encoding and Content-Length", "POST /api/v1/reset HTTP/1.1\r\nHost: H\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n0\r\n\r\n", 400),
+        (
+            "Transfer-Encoding and Content-Length",
+            "POST /api/v1/reset HTTP/1.1\r\nHost: H\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n0\r\n\r\n", 400
+        ),
         ("unknown transfer coding", "POST /api/v1/reset HTTP/1.1\r\nHost: H\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
         ("a coding before chunked", "POST /api/v1/reset HTTP/1.1\r\nHost: H\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501),
         ("whitespace before the colon", "GET /livez HTTP/1.1\r\nHost : H\r\n\r\n", 400),
@@ -333,7 +365,8 @@ struct AdminHTTP1Tests {
         let host = try emulator.address("admin").description
         let json = #"{"bundleId":"com.example.app","environment":"sandbox","deviceId":"chunked-1"}"#
         let bytes = Array(json.utf8)
-        var request = "POST /api/v1/devices HTTP/1.1\r\nHost: \(host)\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        var request =
+            "POST /api/v1/devices HTTP/1.1\r\nHost: \(host)\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
         request += String(bytes.count - 10, radix: 16) + "\r\n" + String(decoding: bytes[..<(bytes.count - 10)], as: UTF8.self) + "\r\n"
         request += "a;ext=1\r\n" + String(decoding: bytes[(bytes.count - 10)...], as: UTF8.self) + "\r\n0\r\n\r\n"
         let response = try AdminSocket(emulator).exchange(Array(request.utf8))
@@ -372,7 +405,8 @@ struct AdminLimitsTests {
         let host = try emulator.address("admin").description
         let before = emulator.residentBytes
         let length = 8 << 20
-        let head = "POST /api/v1/devices HTTP/1.1\r\nHost: \(host)\r\nContent-Type: application/json\r\n"
+        let head =
+            "POST /api/v1/devices HTTP/1.1\r\nHost: \(host)\r\nContent-Type: application/json\r\n"
             + "Content-Length: \(length)\r\nExpect: 100-continue\r\n\r\n"
         let partial = [UInt8](repeating: 0x20, count: length - 1)
         var sockets = try (0..<60).map { _ in try AdminSocket(emulator, timeoutMilliseconds: 30_000) }
@@ -433,18 +467,19 @@ struct AdminLimitsTests {
         // reads the gauge may take a place before a poll does; a poll refused so is sent again.
         var polls: [AdminSocket] = []
         defer { withExtendedLifetime(polls) {} }
-        #expect(try eventually {
-            polls.removeAll { socket in
-                var byte: UInt8 = 0
-                return recv(socket.fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK)) >= 0
-            }
-            while polls.count < 4 {
-                let socket = try AdminSocket(emulator)
-                socket.send("GET /api/v1/notifications/wait?token=aa&timeout=30 HTTP/1.1\r\nHost: \(host)\r\n\r\n")
-                polls.append(socket)
-            }
-            return try emulator.metric("apns_emulator_admin_waiters") == 4
-        })
+        #expect(
+            try eventually {
+                polls.removeAll { socket in
+                    var byte: UInt8 = 0
+                    return recv(socket.fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK)) >= 0
+                }
+                while polls.count < 4 {
+                    let socket = try AdminSocket(emulator)
+                    socket.send("GET /api/v1/notifications/wait?token=aa&timeout=30 HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+                    polls.append(socket)
+                }
+                return try emulator.metric("apns_emulator_admin_waiters") == 4
+            })
         #expect(try emulator.admin("GET", "/readyz").status == 200)
         #expect(try emulator.admin("GET", "/livez").status == 200)
         let other = try AdminSocket(emulator)
@@ -515,7 +550,11 @@ struct AdminLimitsTests {
                 let bytes = tail + chunk
                 var i = 0
                 while i + marker.count <= bytes.count {
-                    if bytes[i] == marker[0] && Array(bytes[i..<(i + marker.count)]) == marker { seen.add(1, ordering: .relaxed); i += marker.count } else { i += 1 }
+                    if bytes[i] == marker[0] && Array(bytes[i..<(i + marker.count)]) == marker {
+                        seen.add(1, ordering: .relaxed); i += marker.count
+                    } else {
+                        i += 1
+                    }
                 }
                 tail = Array(bytes.suffix(marker.count - 1))
             }

@@ -26,9 +26,11 @@ extension EmulatorProcess {
 
     /// `count` virtual devices PREFIX1…PREFIXcount in one batch.
     func batch(_ count: Int, prefix: String) throws {
-        let reply = try admin("POST", "/api/v1/devices/batch", body: [
-            "bundleId": .string(Self.bundleID), "environment": "sandbox", "count": .int(Int64(count)), "idPrefix": .string(prefix),
-        ], timeoutMilliseconds: 120_000)
+        let reply = try admin(
+            "POST", "/api/v1/devices/batch",
+            body: [
+                "bundleId": .string(Self.bundleID), "environment": "sandbox", "count": .int(Int64(count)), "idPrefix": .string(prefix),
+            ], timeoutMilliseconds: 120_000)
         guard reply.status == 201 else { throw HarnessError("batch: \(reply.status) \(reply.raw)") }
     }
 }
@@ -126,7 +128,8 @@ struct AdminPagingTests {
         for n in 0..<4 {
             let rule: JSONValue = ["match": [:], "action": ["status": 500]]
             #expect(try emulator.admin("POST", "/api/v1/faults", body: rule).status == 201)
-            #expect(try emulator.admin("POST", "/api/v1/apps", body: ["teamId": "TEAM123456", "bundleId": .string("com.example.b\(n)")]).status == 201)
+            #expect(
+                try emulator.admin("POST", "/api/v1/apps", body: ["teamId": "TEAM123456", "bundleId": .string("com.example.b\(n)")]).status == 201)
         }
         let faults = try emulator.allPages("/api/v1/faults", "faults", limit: 3)
         #expect(faults.pages == [3, 1])
@@ -180,9 +183,10 @@ struct AdminPagingTests {
         #expect(full - baseline > 100 << 20, "200,000 devices took \((full - baseline) >> 20) MB")
         // Freed in the background, off the event loops, after the answer.
         var after = full
-        #expect(try eventually(60) {
-            after = emulator.residentBytes
-            return after - baseline < (full - baseline) / 4
-        }, "RSS \(baseline >> 20) MB → \(full >> 20) MB with 200,000 devices → \(after >> 20) MB after the reset")
+        #expect(
+            try eventually(60) {
+                after = emulator.residentBytes
+                return after - baseline < (full - baseline) / 4
+            }, "RSS \(baseline >> 20) MB → \(full >> 20) MB with 200,000 devices → \(after >> 20) MB after the reset")
     }
 }

@@ -16,7 +16,8 @@ final class ExampleBackend: @unchecked Sendable {
 
     init(buggy: Bool = false, port: Int = 0) throws {
         process.executableURL = URL(fileURLWithPath: try #require(ExternalTool.python3.path))
-        process.arguments = [Self.root.appendingPathComponent("examples/backend/backend.py").path, "--port", String(port)]
+        process.arguments =
+            [Self.root.appendingPathComponent("examples/backend/backend.py").path, "--port", String(port)]
             + (buggy ? ["--buggy"] : [])
         process.standardOutput = output
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")
@@ -164,10 +165,11 @@ struct AppBackendTests {
             #expect(shown["payload"]?["uid"] == "alice")
             // The device acks after printing; the record is settled (and checked) on the ack.
             var checks = try emulator.admin("GET", "/api/v1/checks?strict=true")
-            #expect(try eventually {
-                checks = try emulator.admin("GET", "/api/v1/checks?strict=true")
-                return checks.status == 409
-            })
+            #expect(
+                try eventually {
+                    checks = try emulator.admin("GET", "/api/v1/checks?strict=true")
+                    return checks.status == 409
+                })
             #expect(checks.json["failures"]?.arrayValue?.first?["addressee"] == "alice")
             #expect(checks.json["failures"]?.arrayValue?.first?["userId"] == "bob")
             let record = try #require(try emulator.notifications(token: token).first)
@@ -202,19 +204,24 @@ struct AppBackendTests {
         #expect(device.next("appUpdated") != nil)
         device.command("foreground")
         #expect(device.next("appUpdated") != nil)
-        #expect(try eventually { try calls(emulator, "phone", hook: "register").count == registersBefore + 1 },
-                "a launch registers again")
+        #expect(
+            try eventually { try calls(emulator, "phone", hook: "register").count == registersBefore + 1 },
+            "a launch registers again")
 
         let message = try backend.request("POST", "/messages", body: ["userId": "alice", "body": "hello"])
         let id = try #require(message["id"].map { HookTemplate.text($0) })
-        let result = APNsResult(try emulator.connect().send(
-            try emulator.push(rotated, payload: #"{"aps":{"alert":"new message"},"messageId":"\#(id)","uid":"alice"}"#).request))
+        let result = APNsResult(
+            try emulator.connect().send(
+                try emulator.push(rotated, payload: #"{"aps":{"alert":"new message"},"messageId":"\#(id)","uid":"alice"}"#).request))
         #expect(device.next("notification") != nil)
         device.command("tap \(result.apnsID!)")
         #expect(device.next("tapped") != nil)
-        #expect(try eventually {
-            (try backend.request("GET", "/state")["fetched"]?.arrayValue ?? []).contains { $0["id"].map { HookTemplate.text($0) } == id && $0["byUser"] == "alice" }
-        }, "the tap fetched the message as alice")
+        #expect(
+            try eventually {
+                (try backend.request("GET", "/state")["fetched"]?.arrayValue ?? []).contains {
+                    $0["id"].map { HookTemplate.text($0) } == id && $0["byUser"] == "alice"
+                }
+            }, "the tap fetched the message as alice")
 
         // The backup goes onto a new phone: the old token dies, the new phone uploads its own.
         let newPhone = try DeviceProcess(emulator, deviceID: "new-phone", extra: ["--app-state", "foreground"])
@@ -223,7 +230,8 @@ struct AppBackendTests {
         #expect(newPhone.next("loggedIn") != nil)
         newPhone.command("restore phone")
         #expect(newPhone.next("restored") != nil)
-        let restoredToken = try #require(try emulator.admin("GET", "/api/v1/devices/new-phone").json["apps"]?.arrayValue?.first?["token"]?.stringValue)
+        let restoredToken = try #require(
+            try emulator.admin("GET", "/api/v1/devices/new-phone").json["apps"]?.arrayValue?.first?["token"]?.stringValue)
         #expect(try eventually { try backend.tokens(of: "alice").contains(restoredToken) })
         #expect(try calls(emulator, "new-phone", hook: "register").last?["token"]?.stringValue == restoredToken)
     }
@@ -270,13 +278,15 @@ struct AppBackendTests {
         device.command("login alice")
         device.command("logout")
         device.command("login bob")
-        #expect(try eventually {
-            try calls(emulator, "phone").first.map { ($0["attempts"]?.intValue ?? 0) >= 2 && $0["state"] == "retrying" } ?? false
-        }, "the first call is retried while the backend is down")
+        #expect(
+            try eventually {
+                try calls(emulator, "phone").first.map { ($0["attempts"]?.intValue ?? 0) >= 2 && $0["state"] == "retrying" } ?? false
+            }, "the first call is retried while the backend is down")
         let backend = try ExampleBackend(port: port)
         #expect(try eventually(30) { try settled(emulator, "phone", count: 4) })
-        #expect(try calls(emulator, "phone").map { "\($0["hook"]?.stringValue ?? "") \($0["state"]?.stringValue ?? "")" }
-            == ["register done", "bind done", "unbind done", "bind done"])
+        #expect(
+            try calls(emulator, "phone").map { "\($0["hook"]?.stringValue ?? "") \($0["state"]?.stringValue ?? "")" }
+                == ["register done", "bind done", "unbind done", "bind done"])
         #expect(try backend.tokens(of: "bob") == [token])
         #expect(try backend.tokens(of: "alice").isEmpty, "unbind arrived before bob's bind")
     }
@@ -305,11 +315,15 @@ struct AppBackendTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         // `--app` flags would replace the file's apps, so this emulator gets its apps from the file only.
-        let config: JSONValue = ["app": [
-            .string("\(EmulatorProcess.teamID):\(Self.bundle)"),
-            ["teamId": .string(EmulatorProcess.teamID), "bundleId": "com.example.other",
-             "backend": ["bind": ["url": "http://127.0.0.1:9/bind"], "addresseePointer": "/uid"]],
-        ]]
+        let config: JSONValue = [
+            "app": [
+                .string("\(EmulatorProcess.teamID):\(Self.bundle)"),
+                [
+                    "teamId": .string(EmulatorProcess.teamID), "bundleId": "com.example.other",
+                    "backend": ["bind": ["url": "http://127.0.0.1:9/bind"], "addresseePointer": "/uid"],
+                ],
+            ]
+        ]
         let path = directory.appendingPathComponent("config.json").path
         try Data(config.serialized().utf8).write(to: URL(fileURLWithPath: path))
         let emulator = try EmulatorProcess(["--config", path], withKey: false)

@@ -11,8 +11,10 @@ import TestSupport
 @Suite("Certificate-based provider connections")
 struct CertificateTests {
     /// A provider certificate for com.example.app issued by the emulator's own test CA.
-    func certificate(_ emulator: EmulatorProcess, development: Bool = true, production: Bool = true,
-                     topics: [(topic: String, kind: String)]? = nil, days: Int = 30, name: String = "provider")
+    func certificate(
+        _ emulator: EmulatorProcess, development: Bool = true, production: Bool = true,
+        topics: [(topic: String, kind: String)]? = nil, days: Int = 30, name: String = "provider"
+    )
         throws -> (cert: String, key: String)
     {
         let made = try TestCertificates.generateProviderCertificate(
@@ -22,7 +24,9 @@ struct CertificateTests {
         return (made.certificatePath, made.keyPath)
     }
 
-    func connect(_ emulator: EmulatorProcess, _ credential: (cert: String, key: String), listener: String = "sandbox") throws
+    func connect(
+        _ emulator: EmulatorProcess, _ credential: (cert: String, key: String), listener: String = "sandbox"
+    ) throws
         -> HTTP2ClientConnection
     {
         var options = HTTP2ClientConnection.Options(address: try emulator.address(listener))
@@ -54,8 +58,14 @@ struct CertificateTests {
         #expect(APNsResult(try connection.send(push(voip.token, topic: EmulatorProcess.bundleID + ".voip").request)).status == 200)
         #expect(APNsResult(try connection.send(push(device.token, topic: nil).request)).reason == "MissingTopic")
         #expect(APNsResult(try connection.send(push(device.token, topic: "com.other.app").request)).reason == "TopicDisallowed")
-        #expect(APNsResult(try connection.send(push(device.token, topic: EmulatorProcess.bundleID + ".location-query",
-                                                    pushType: "location").request)).reason == "InvalidPushType")
+        #expect(
+            APNsResult(
+                try connection.send(
+                    push(
+                        device.token, topic: EmulatorProcess.bundleID + ".location-query",
+                        pushType: "location"
+                    ).request)
+            ).reason == "InvalidPushType")
     }
 
     @Test func aSingleTopicCertificateDefaultsTheTopic() throws {
@@ -77,8 +87,9 @@ struct CertificateTests {
         #expect(String(decoding: goAway.debugData, as: UTF8.self) == #"{"reason":"BadCertificateEnvironment"}"#)
         // The same certificate is fine on the production listener.
         let production = try emulator.createDevice(environment: "production")
-        let prod = try connect(emulator, try certificate(emulator, development: false, production: true, name: "prod"),
-                               listener: "production")
+        let prod = try connect(
+            emulator, try certificate(emulator, development: false, production: true, name: "prod"),
+            listener: "production")
         #expect(APNsResult(try prod.send(push(production.token).request)).status == 200)
     }
 
@@ -107,26 +118,37 @@ struct CertificateTests {
         let productionDevice = try emulator.createDevice(environment: "production")
         // One certificate per environment: the second must not overwrite the first.
         for environment in ["sandbox", "production"] {
-            let made = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider",
-                                                        EmulatorProcess.bundleID, "--environment", environment])
+            let made = try run(
+                EmulatorProcess.binary,
+                [
+                    "certs", "--dir", emulator.directory + "/certs", "--provider",
+                    EmulatorProcess.bundleID, "--environment", environment,
+                ])
             #expect(made.status == 0, "\(made.err)")
             #expect(made.out.contains("provider-\(EmulatorProcess.bundleID)-\(environment).pem"), "\(made.out)")
         }
         for (environment, device, listener) in [("sandbox", sandboxDevice, "sandbox"), ("production", productionDevice, "production")] {
             let cert = emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-\(environment).pem"
             let key = emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-\(environment)-key.pem"
-            let sent = try run(EmulatorProcess.binary, ["send", "--host", try emulator.address(listener).description, "--ca", emulator.caPath,
-                                                        "--cert", cert, "--cert-key", key, "--topic", EmulatorProcess.bundleID,
-                                                        "--token", device.token])
+            let sent = try run(
+                EmulatorProcess.binary,
+                [
+                    "send", "--host", try emulator.address(listener).description, "--ca", emulator.caPath,
+                    "--cert", cert, "--cert-key", key, "--topic", EmulatorProcess.bundleID,
+                    "--token", device.token,
+                ])
             #expect(sent.status == 0, "\(environment): \(sent.out) \(sent.err)")
             #expect(sent.out.contains("status: 200"))
         }
         // A sandbox-only certificate on the production listener is refused as Apple does.
-        let wrong = try run(EmulatorProcess.binary, [
-            "send", "--host", try emulator.address("production").description, "--ca", emulator.caPath,
-            "--cert", emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-sandbox.pem",
-            "--cert-key", emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-sandbox-key.pem",
-            "--topic", EmulatorProcess.bundleID, "--token", productionDevice.token])
+        let wrong = try run(
+            EmulatorProcess.binary,
+            [
+                "send", "--host", try emulator.address("production").description, "--ca", emulator.caPath,
+                "--cert", emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-sandbox.pem",
+                "--cert-key", emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-sandbox-key.pem",
+                "--topic", EmulatorProcess.bundleID, "--token", productionDevice.token,
+            ])
         #expect(wrong.status != 0)
         #expect((wrong.out + wrong.err).contains("BadCertificateEnvironment"), "\(wrong.out) \(wrong.err)")
     }

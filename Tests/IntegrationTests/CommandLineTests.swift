@@ -11,27 +11,39 @@ struct CommandLineTests {
         let emulator = try EmulatorProcess()
         let device = try emulator.createDevice()
         let url = "https://\(try emulator.address("sandbox"))/3/device/\(device.token)"
-        let ok = try run(curl, ["-sS", "--http2", "--cacert", emulator.caPath, "-D", "-", "-o", "/dev/null",
-                                "-w", "version=%{http_version}",
-                                "-H", "authorization: bearer \(try emulator.providerToken())",
-                                "-H", "apns-topic: \(EmulatorProcess.bundleID)", "-H", "apns-push-type: alert",
-                                "-d", #"{"aps":{"alert":"from curl"}}"#, url])
+        let ok = try run(
+            curl,
+            [
+                "-sS", "--http2", "--cacert", emulator.caPath, "-D", "-", "-o", "/dev/null",
+                "-w", "version=%{http_version}",
+                "-H", "authorization: bearer \(try emulator.providerToken())",
+                "-H", "apns-topic: \(EmulatorProcess.bundleID)", "-H", "apns-push-type: alert",
+                "-d", #"{"aps":{"alert":"from curl"}}"#, url,
+            ])
         #expect(ok.status == 0, "\(ok.err)")
         #expect(ok.out.hasPrefix("HTTP/2 200"))
         #expect(ok.out.lowercased().contains("apns-id: "))
         #expect(ok.out.lowercased().contains("apns-unique-id: "))
         #expect(ok.out.contains("version=2"))
 
-        let bad = try run(curl, ["-sS", "--http2", "--cacert", emulator.caPath, "-D", "/dev/stderr",
-                                 "-H", "authorization: bearer \(try emulator.providerToken())",
-                                 "-H", "apns-topic: \(EmulatorProcess.bundleID)", "-H", "apns-priority: 2",
-                                 "-d", #"{"aps":{}}"#, url])
+        let bad = try run(
+            curl,
+            [
+                "-sS", "--http2", "--cacert", emulator.caPath, "-D", "/dev/stderr",
+                "-H", "authorization: bearer \(try emulator.providerToken())",
+                "-H", "apns-topic: \(EmulatorProcess.bundleID)", "-H", "apns-priority: 2",
+                "-d", #"{"aps":{}}"#, url,
+            ])
         #expect(bad.err.hasPrefix("HTTP/2 400"))
         #expect(bad.out == #"{"reason":"BadPriority"}"#)
 
         // curl's own JSON example from the banner shape: missing token header.
-        let missing = try run(curl, ["-sS", "--http2", "--cacert", emulator.caPath,
-                                     "-H", "apns-topic: \(EmulatorProcess.bundleID)", "-d", "{}", url])
+        let missing = try run(
+            curl,
+            [
+                "-sS", "--http2", "--cacert", emulator.caPath,
+                "-H", "apns-topic: \(EmulatorProcess.bundleID)", "-d", "{}", url,
+            ])
         #expect(missing.out == #"{"reason":"MissingProviderToken"}"#)
         let records = try emulator.notifications(token: device.token)
         #expect(records.first?["payload"]?["aps"]?.objectValue?.isEmpty == true || records.count >= 2)
@@ -44,10 +56,14 @@ struct CommandLineTests {
         let payload = emulator.directory + "/payload.json"
         try #"{"aps":{"alert":"from nghttp"}}"#.write(toFile: payload, atomically: true, encoding: .utf8)
         for url in ["https://\(try emulator.address("sandbox"))", "http://\(try emulator.address("h2cSandbox"))"] {
-            let result = try run(nghttp, ["-v", "-y", "-d", payload,
-                                          "-H", "authorization: bearer \(try emulator.providerToken())",
-                                          "-H", "apns-topic: \(EmulatorProcess.bundleID)",
-                                          "\(url)/3/device/\(device.token)"])
+            let result = try run(
+                nghttp,
+                [
+                    "-v", "-y", "-d", payload,
+                    "-H", "authorization: bearer \(try emulator.providerToken())",
+                    "-H", "apns-topic: \(EmulatorProcess.bundleID)",
+                    "\(url)/3/device/\(device.token)",
+                ])
             #expect(result.status == 0, "\(result.err)")
             #expect(result.out.contains("SETTINGS_MAX_CONCURRENT_STREAMS(0x03):1]"), "\(result.out)")
             #expect(result.out.contains("SETTINGS_MAX_CONCURRENT_STREAMS(0x03):1000]"))
@@ -58,8 +74,12 @@ struct CommandLineTests {
             // A success is HEADERS with END_STREAM and no DATA frame.
             #expect(!result.out.contains("recv DATA frame"))
         }
-        let rejected = try run(nghttp, ["-v", "-y", "-d", payload, "-H", "apns-topic: \(EmulatorProcess.bundleID)",
-                                        "https://\(try emulator.address("sandbox"))/3/device/\(device.token)"])
+        let rejected = try run(
+            nghttp,
+            [
+                "-v", "-y", "-d", payload, "-H", "apns-topic: \(EmulatorProcess.bundleID)",
+                "https://\(try emulator.address("sandbox"))/3/device/\(device.token)",
+            ])
         #expect(rejected.out.contains(":status: 403"))
         // An error is HEADERS, then exactly one DATA frame, which ends the stream.
         #expect(rejected.out.components(separatedBy: "recv DATA frame").count - 1 == 1, "\(rejected.out)")
@@ -72,17 +92,25 @@ struct CommandLineTests {
         let device = try emulator.createDevice()
         let host = try emulator.address("sandbox").description
         let key = "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)"
-        let ok = try run(EmulatorProcess.binary, ["send", "--host", host, "--ca", emulator.caPath, "--key", key,
-                                                  "--topic", EmulatorProcess.bundleID, "--token", device.token,
-                                                  "--push-type", "alert", "--priority", "10",
-                                                  #"{"aps":{"alert":"from send"}}"#])
+        let ok = try run(
+            EmulatorProcess.binary,
+            [
+                "send", "--host", host, "--ca", emulator.caPath, "--key", key,
+                "--topic", EmulatorProcess.bundleID, "--token", device.token,
+                "--push-type", "alert", "--priority", "10",
+                #"{"aps":{"alert":"from send"}}"#,
+            ])
         #expect(ok.status == 0, "\(ok.err)")
         #expect(ok.out.contains("status: 200"))
         #expect(ok.out.contains("apns-id: "))
         #expect(ok.out.contains("apns-unique-id: "))
 
-        let bad = try run(EmulatorProcess.binary, ["send", "--host", host, "--ca", emulator.caPath, "--key", key,
-                                                   "--topic", EmulatorProcess.bundleID, "--token", "00ff", "--json", "{}"])
+        let bad = try run(
+            EmulatorProcess.binary,
+            [
+                "send", "--host", host, "--ca", emulator.caPath, "--key", key,
+                "--topic", EmulatorProcess.bundleID, "--token", "00ff", "--json", "{}",
+            ])
         #expect(bad.status == 1)
         let json = try JSONValue.parse(bad.out.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(json["status"]?.intValue == 400)
@@ -122,9 +150,12 @@ struct CommandLineTests {
         {"maxRecords": 2, "tokenBytes": 8,
          "devices": [{"deviceId": "pinned", "apps": [{"bundleId": "com.example.app", "environment": "sandbox", "token": "00112233445566778899aabbccddeeff"}]}]}
         """#.write(toFile: config, atomically: true, encoding: .utf8)
-        let emulator = try EmulatorProcess(["--config", config, "--token-bytes", "16"],
-                                           environment: ["APNS_EMULATOR_H2C_SANDBOX_LISTEN": "127.0.0.1:0",
-                                                         "APNS_EMULATOR_TOKEN_BYTES": "40"])
+        let emulator = try EmulatorProcess(
+            ["--config", config, "--token-bytes", "16"],
+            environment: [
+                "APNS_EMULATOR_H2C_SANDBOX_LISTEN": "127.0.0.1:0",
+                "APNS_EMULATOR_TOKEN_BYTES": "40",
+            ])
         #expect(emulator.ready["h2cSandbox"]?.stringValue != nil)
         let created = try emulator.createDevice()
         #expect(created.token.count == 32, "flag --token-bytes 16 wins over env (40) and file (8)")
@@ -147,9 +178,13 @@ struct CommandLineTests {
         let token = try #require(devices.json["apps"]?.arrayValue?.first?["token"]?.stringValue)
         #expect(banner.contains(token))
         let keyPath = emulator.directory + "/certs/demo-AuthKey_DEMOKEY000.p8"
-        let send = try run(EmulatorProcess.binary, ["send", "--host", try emulator.address("sandbox").description,
-                                                    "--ca", emulator.caPath, "--key", "DEMOTEAM00:DEMOKEY000:\(keyPath)",
-                                                    "--topic", "com.example.app", "--token", token])
+        let send = try run(
+            EmulatorProcess.binary,
+            [
+                "send", "--host", try emulator.address("sandbox").description,
+                "--ca", emulator.caPath, "--key", "DEMOTEAM00:DEMOKEY000:\(keyPath)",
+                "--topic", "com.example.app", "--token", token,
+            ])
         #expect(send.status == 0, "\(send.out) \(send.err)")
     }
 
@@ -195,8 +230,9 @@ struct DocumentationTests {
         #expect(table.status == 0)
         let root = URL(fileURLWithPath: PackageRoot.path)
         let configuration = try String(contentsOf: root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
-        #expect(configuration.contains(table.out.trimmingCharacters(in: .whitespacesAndNewlines)),
-                "docs/configuration.md is out of date: paste the output of `apns-emulator serve --help-markdown`")
+        #expect(
+            configuration.contains(table.out.trimmingCharacters(in: .whitespacesAndNewlines)),
+            "docs/configuration.md is out of date: paste the output of `apns-emulator serve --help-markdown`")
         let adminAPI = try String(contentsOf: root.appendingPathComponent("docs/admin-api.md"), encoding: .utf8)
         for path in ["/livez", "/readyz", "/api/v1/devices", "/api/v1/notifications", "/api/v1/reset"] {
             #expect(adminAPI.contains(path))

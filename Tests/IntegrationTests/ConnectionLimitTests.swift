@@ -62,8 +62,9 @@ struct ConnectionLimitTests {
         first = nil
         withExtendedLifetime(second) {}
         // The emulator frees the place when it has seen the close: try until a connection is served.
-        #expect(try eventually { (try? DeviceSocket(device))?.isServed() == true },
-                "a place freed by a closed device connection is usable again")
+        #expect(
+            try eventually { (try? DeviceSocket(device))?.isServed() == true },
+            "a place freed by a closed device connection is usable again")
         #expect(APNsResult(try emulator.connect().send(try emulator.push(token).request)).status == 200)
     }
 
@@ -117,10 +118,11 @@ struct ConnectionLimitTests {
         // thread running (level-triggered epoll returns at once, again and again), so that
         // never happens.
         var states: [String] = []
-        #expect(try eventually {
-            states = Self.threadStates(emulator)
-            return emulator.process.isRunning && !states.isEmpty && !states.contains("R")
-        }, "the emulator's threads never all slept while out of descriptors: \(states)")
+        #expect(
+            try eventually {
+                states = Self.threadStates(emulator)
+                return emulator.process.isRunning && !states.isEmpty && !states.contains("R")
+            }, "the emulator's threads never all slept while out of descriptors: \(states)")
         #expect(emulator.stderr.components(separatedBy: "out of file descriptors").count - 1 == 1, "said once")
 
         for fd in sockets { close(fd) }
@@ -136,7 +138,8 @@ struct ConnectionLimitTests {
         let ids = (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []
         return ids.compactMap { id in
             guard let stat = try? String(contentsOfFile: "\(tasks)/\(id)/stat", encoding: .utf8),
-                  let paren = stat.lastIndex(of: ")") else { return nil }
+                let paren = stat.lastIndex(of: ")")
+            else { return nil }
             // The state is the first field after the command name (which is in parentheses).
             return stat[stat.index(after: paren)...].split(separator: " ").first.map(String.init)
         }

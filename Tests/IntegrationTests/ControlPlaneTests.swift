@@ -123,7 +123,10 @@ struct ControlPlaneTests {
         let pushed = APNsResult(try connection.send(try emulator.push(device.token).request))
         var waited: EmulatorProcess.AdminReply?
         // A 200 is the push waking the poll (its own timeout would answer 408).
-        #expect(try eventually { waited = answer.withLock { reply }; return waited != nil })
+        #expect(
+            try eventually {
+                waited = answer.withLock { reply }; return waited != nil
+            })
         #expect(waited?.status == 200)
         #expect(waited?.json["apnsId"]?.stringValue == pushed.apnsID)
         #expect(try emulator.metric("apns_emulator_admin_waiter_wakeups_total") == 1)
@@ -166,17 +169,22 @@ struct ControlPlaneTests {
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(stored.apnsID!)").json["outcome"] == "delivered")
 
         // App settings decide what a virtual device does.
-        let patched = try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)",
-                                         body: ["authorization": "denied", "appState": "foreground"])
+        let patched = try emulator.admin(
+            "PATCH", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)",
+            body: ["authorization": "denied", "appState": "foreground"])
         #expect(patched.json["authorization"] == "denied")
         let denied = APNsResult(try connection.send(try emulator.push(device.token).request))
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(denied.apnsID!)").json["outcome"] == "dropped-by-system")
-        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)",
-                                   body: ["appState": "sleeping"]).status == 400)
+        #expect(
+            try emulator.admin(
+                "PATCH", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)",
+                body: ["appState": "sleeping"]
+            ).status == 400)
 
         // Token states set directly.
         let since: Int64 = 1_700_000_000_123
-        #expect(try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "unregistered", "since": .int(since)]).status == 200)
+        #expect(
+            try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "unregistered", "since": .int(since)]).status == 200)
         let gone = APNsResult(try connection.send(try emulator.push(device.token).request))
         #expect(gone.status == 410)
         #expect(gone.timestampMs == since)
@@ -223,8 +231,12 @@ struct ControlPlaneTests {
         var push = try emulator.push(device.token, topic: "com.runtime.app")
         push.providerToken = try key.token(issuedAt: Int64(Date().timeIntervalSince1970))
         #expect(APNsResult(try emulator.connect().send(push.request)).reason == "InvalidProviderToken")
-        let added = try emulator.admin("POST", "/api/v1/keys", body: ["teamId": "RUNTIME001", "keyId": "RUNKEY0001",
-                                                                     "pem": .string(key.privateKey.publicKey.pem)])
+        let added = try emulator.admin(
+            "POST", "/api/v1/keys",
+            body: [
+                "teamId": "RUNTIME001", "keyId": "RUNKEY0001",
+                "pem": .string(key.privateKey.publicKey.pem),
+            ])
         #expect(added.status == 201)
         #expect(added.json["kind"] == "team-scoped")
         #expect(APNsResult(try emulator.connect().send(push.request)).reason == "TopicDisallowed")
@@ -276,8 +288,9 @@ struct RemainingEndpointTests {
         #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.count == 1)
         // Install a second app on the same device.
         _ = try emulator.admin("POST", "/api/v1/apps", body: ["teamId": .string(EmulatorProcess.teamID), "bundleId": "com.example.second"])
-        let second = try emulator.admin("POST", "/api/v1/devices/\(device.deviceID)/apps",
-                                        body: ["bundleId": "com.example.second", "environment": "sandbox", "appState": "notRunning"])
+        let second = try emulator.admin(
+            "POST", "/api/v1/devices/\(device.deviceID)/apps",
+            body: ["bundleId": "com.example.second", "environment": "sandbox", "appState": "notRunning"])
         #expect(second.status == 201)
         let secondToken = try #require(second.json["token"]?.stringValue)
         #expect(try emulator.admin("GET", "/api/v1/devices/\(device.deviceID)").json["apps"]?.arrayValue?.count == 2)
@@ -290,8 +303,9 @@ struct RemainingEndpointTests {
         #expect(tapped.json["callbacks"] == ["didReceive"])
         #expect(tapped.json["launched"] == true)
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(pushed.apnsID!)").json["callbacks"]?.arrayValue?.contains("didReceive") == true)
-        #expect(try emulator.admin("POST", "/api/v1/devices/\(device.deviceID)/tap", body: ["apnsId": .string(pushed.apnsID!)]).status == 400,
-                "a tapped notification is no longer on screen")
+        #expect(
+            try emulator.admin("POST", "/api/v1/devices/\(device.deviceID)/tap", body: ["apnsId": .string(pushed.apnsID!)]).status == 400,
+            "a tapped notification is no longer on screen")
 
         // Tokens.
         let tokens = try emulator.admin("GET", "/api/v1/tokens").json["tokens"]?.arrayValue ?? []

@@ -91,11 +91,13 @@ struct DeviceAppLimitTests {
         let apps = (1...(Self.limit + 1)).map { #"{"bundleId":"com.example.app\#($0)","environment":"sandbox"}"# }
         try #"{"devices":[{"deviceId":"crowded","apps":[\#(apps.joined(separator: ","))]}]}"#
             .write(toFile: directory + "/config.json", atomically: true, encoding: .utf8)
-        let result = try run(EmulatorProcess.binary, [
-            "serve", "--quiet", "--config", directory + "/config.json", "--demo", "off", "--certs-dir", directory + "/certs",
-            "--sandbox-listen", "127.0.0.1:0", "--production-listen", "off", "--admin-listen", "127.0.0.1:0",
-            "--device-listen", "127.0.0.1:0",
-        ])
+        let result = try run(
+            EmulatorProcess.binary,
+            [
+                "serve", "--quiet", "--config", directory + "/config.json", "--demo", "off", "--certs-dir", directory + "/certs",
+                "--sandbox-listen", "127.0.0.1:0", "--production-listen", "off", "--admin-listen", "127.0.0.1:0",
+                "--device-listen", "127.0.0.1:0",
+            ])
         #expect(result.status != 0)
         #expect(result.err.contains("config device crowded: device 'crowded' would have more than 1000 apps"), "\(result.err)")
     }

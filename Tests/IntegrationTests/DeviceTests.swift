@@ -39,12 +39,16 @@ final class DeviceProcess: @unchecked Sendable {
 
     /// - Parameter address: where to connect instead of the emulator's device listener (a
     ///   load balancer in front of several instances).
-    init(_ emulator: EmulatorProcess, deviceID: String, environment: String = "sandbox", extra: [String] = [],
-         address: HostPort? = nil) throws
-    {
+    init(
+        _ emulator: EmulatorProcess, deviceID: String, environment: String = "sandbox", extra: [String] = [],
+        address: HostPort? = nil
+    ) throws {
         process.executableURL = URL(fileURLWithPath: EmulatorProcess.binary)
-        process.arguments = ["device", "--connect", try (address ?? emulator.address("device")).description, "--device-id", deviceID,
-                             "--bundle", EmulatorProcess.bundleID, "--environment", environment] + extra
+        process.arguments =
+            [
+                "device", "--connect", try (address ?? emulator.address("device")).description, "--device-id", deviceID,
+                "--bundle", EmulatorProcess.bundleID, "--environment", environment,
+            ] + extra
         process.standardInput = input
         process.standardOutput = output
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")
@@ -120,8 +124,9 @@ struct DeviceTests {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-1", extra: ["--app-state", "foreground"])
         let token = try device.registeredToken()
-        let result = APNsResult(try emulator.connect().send(
-            try emulator.push(token, payload: #"{"aps":{"alert":{"title":"Hi","body":"there"},"mutable-content":1}}"#).request))
+        let result = APNsResult(
+            try emulator.connect().send(
+                try emulator.push(token, payload: #"{"aps":{"alert":{"title":"Hi","body":"there"},"mutable-content":1}}"#).request))
         #expect(result.status == 200)
         let event = try #require(device.next("notification"))
         #expect(event["apnsId"]?.stringValue == result.apnsID)

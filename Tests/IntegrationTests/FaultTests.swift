@@ -17,8 +17,12 @@ struct FaultTests {
     @Test func statusAndReasonForTheFirstNThenNormal() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
-        _ = try addRule(emulator, ["match": ["token": .string(device.token)],
-                                   "action": ["status": 500, "reason": "InternalServerError"], "times": 2])
+        _ = try addRule(
+            emulator,
+            [
+                "match": ["token": .string(device.token)],
+                "action": ["status": 500, "reason": "InternalServerError"], "times": 2,
+            ])
         let connection = try emulator.connect()
         let results = try (0..<3).map { _ in APNsResult(try connection.send(try emulator.push(device.token).request)) }
         #expect(results.map(\.status) == [500, 500, 200])
@@ -98,8 +102,12 @@ struct FaultTests {
     @Test func goAwayCarriesReasonAndLastStreamID() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
-        _ = try addRule(emulator, ["match": ["environment": "sandbox"],
-                                   "action": ["goAway": ["reason": "Shutdown", "lastStreamId": 0, "errorCode": 0]]])
+        _ = try addRule(
+            emulator,
+            [
+                "match": ["environment": "sandbox"],
+                "action": ["goAway": ["reason": "Shutdown", "lastStreamId": 0, "errorCode": 0]],
+            ])
         let connection = try emulator.connect()
         _ = try? connection.send(try emulator.push(device.token).request, timeoutMilliseconds: 2000)
         try connection.pump(timeoutMilliseconds: 2000) { connection.session.goAway != nil }

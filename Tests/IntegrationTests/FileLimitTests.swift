@@ -33,20 +33,34 @@ struct FileLimitTests {
     @Test(arguments: [
         (#"{"do": "sleep", "ms": 1e30}"#, #", step 2 (sleep), field "ms": must be a whole number from 0 to 3600000 (1 hour), not 1e+30"#),
         (#"{"do": "sleep", "ms": -1}"#, #", step 2 (sleep), field "ms": must be a whole number from 0 to 3600000 (1 hour), not -1"#),
-        (#"{"do": "advanceClock", "seconds": 1e308}"#,
-         #", step 2 (advanceClock), field "seconds": must be a number from 0 to 34560000 (400 days), not 1e+308"#),
-        (#"{"do": "run", "argv": ["true"], "timeoutMs": 1e30}"#,
-         #", step 2 (run), field "timeoutMs": must be a whole number from 1 to 3600000 (1 hour), not 1e+30"#),
-        (#"{"do": "waitFor", "delivery": {}, "timeoutMs": 1e30}"#,
-         #", step 2 (waitFor), field "timeoutMs": must be a whole number from 0 to 3600000 (1 hour), not 1e+30"#),
-        (#"{"do": "push", "priority": 1e400}"#,
-         #": not valid JSON at line 1, column 88 (steps[1].priority): the number 1e400 is out of range (beyond ±1.8e308)"#),
-        (#"{"do": "push", "priority": 1e30}"#,
-         #", step 2 (push), field "priority": must be a whole number from 0 to 10 (APNs takes 10, 5 and 1), not 1e+30"#),
-        (#"{"do": "device", "alias": "\#(String(repeating: "a", count: 100_000))", "deviceId": "tablet"}"#,
-         #", step 2 (device), field "alias": an alias is at most 128 characters; this one has 100000"#),
-        (#"{"do": "device", "alias": "\#(String(repeating: "a", count: 100_000))"}"#,
-         #", step 2 (device), field "alias": an alias is at most 128 characters; this one has 100000"#),
+        (
+            #"{"do": "advanceClock", "seconds": 1e308}"#,
+            #", step 2 (advanceClock), field "seconds": must be a number from 0 to 34560000 (400 days), not 1e+308"#
+        ),
+        (
+            #"{"do": "run", "argv": ["true"], "timeoutMs": 1e30}"#,
+            #", step 2 (run), field "timeoutMs": must be a whole number from 1 to 3600000 (1 hour), not 1e+30"#
+        ),
+        (
+            #"{"do": "waitFor", "delivery": {}, "timeoutMs": 1e30}"#,
+            #", step 2 (waitFor), field "timeoutMs": must be a whole number from 0 to 3600000 (1 hour), not 1e+30"#
+        ),
+        (
+            #"{"do": "push", "priority": 1e400}"#,
+            #": not valid JSON at line 1, column 88 (steps[1].priority): the number 1e400 is out of range (beyond ±1.8e308)"#
+        ),
+        (
+            #"{"do": "push", "priority": 1e30}"#,
+            #", step 2 (push), field "priority": must be a whole number from 0 to 10 (APNs takes 10, 5 and 1), not 1e+30"#
+        ),
+        (
+            #"{"do": "device", "alias": "\#(String(repeating: "a", count: 100_000))", "deviceId": "tablet"}"#,
+            #", step 2 (device), field "alias": an alias is at most 128 characters; this one has 100000"#
+        ),
+        (
+            #"{"do": "device", "alias": "\#(String(repeating: "a", count: 100_000))"}"#,
+            #", step 2 (device), field "alias": an alias is at most 128 characters; this one has 100000"#
+        ),
     ])
     func scenarioCheckRefusesWhatARunWouldRefuse(step: String, expected: String) throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -97,11 +111,14 @@ struct FileLimitTests {
 
     @Test func aConfigFileWithADuplicateKeyIsRefusedNamingIt() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let config = try write("config.json", Array(#"""
-            {"maxRecords": 2,
-             "devices": [{"deviceId": "pinned", "apps": [{"bundleId": "com.example.app", "environment": "sandbox",
-                                                         "bundleId": "com.example.other"}]}]}
-            """#.utf8))
+        let config = try write(
+            "config.json",
+            Array(
+                #"""
+                {"maxRecords": 2,
+                 "devices": [{"deviceId": "pinned", "apps": [{"bundleId": "com.example.app", "environment": "sandbox",
+                                                             "bundleId": "com.example.other"}]}]}
+                """#.utf8))
         let result = try run(EmulatorProcess.binary, ["serve", "--config", config, "--quiet"])
         #expect(result.status == 2)
         #expect(result.err.hasPrefix("apns-emulator: --config \(config): invalid JSON at byte "), "\(result.err)")
@@ -131,7 +148,9 @@ struct FileLimitTests {
         let infinite = try write("infinite.json", Array(#"{"maxRecords": 1e400}"#.utf8))
         let infiniteResult = try run(EmulatorProcess.binary, ["serve", "--config", infinite, "--quiet"])
         #expect(infiniteResult.status == 2)
-        #expect(infiniteResult.err == "apns-emulator: --config \(infinite): invalid JSON at byte 15 (maxRecords): the number 1e400 is out of range (beyond ±1.8e308)\n")
+        #expect(
+            infiniteResult.err
+                == "apns-emulator: --config \(infinite): invalid JSON at byte 15 (maxRecords): the number 1e400 is out of range (beyond ±1.8e308)\n")
     }
 
     @Test func aFaultFileIsReadLikeAConfigFile() throws {

@@ -20,8 +20,9 @@ struct HardeningTests {
         let device = try emulator.createDevice()
         let before = emulator.residentBytes >> 10
 
-        let frames = try RawHTTP2.exchange(try emulator.address("h2cSandbox"), RawHTTP2.bombs(token: device.token, count: 6),
-                                           until: { frames in frames.contains { $0.type == 0x7 } })
+        let frames = try RawHTTP2.exchange(
+            try emulator.address("h2cSandbox"), RawHTTP2.bombs(token: device.token, count: 6),
+            until: { frames in frames.contains { $0.type == 0x7 } })
         let resets = frames.filter { $0.type == 0x3 }
         #expect(resets.map(\.streamID) == [1, 3, 5])
         #expect(resets.allSatisfy { $0.payload == [0, 0, 0, 1] }, "RST_STREAM PROTOCOL_ERROR")
@@ -79,7 +80,9 @@ struct HardeningTests {
         stop.store(true, ordering: .relaxed)
         latencies.sort()
         let p50 = latencies[latencies.count / 2], worst = latencies.last ?? 0
-        print("HPACK bombs from 6 connections: \(sent.load(ordering: .relaxed)) bombs (20 MB each decoded) in 3 s; \(latencies.count) pushes meanwhile, p50 \(String(format: "%.1f", p50)) ms, slowest \(String(format: "%.1f", worst)) ms")
+        print(
+            "HPACK bombs from 6 connections: \(sent.load(ordering: .relaxed)) bombs (20 MB each decoded) in 3 s; \(latencies.count) pushes meanwhile, p50 \(String(format: "%.1f", p50)) ms, slowest \(String(format: "%.1f", worst)) ms"
+        )
         #expect(sent.load(ordering: .relaxed) > 100, "the attack ran")
         #expect(worst < 50, "slowest push \(worst) ms")
     }
@@ -94,11 +97,14 @@ struct HardeningTests {
         block += RawHTTP2.integer(1, prefixBits: 4, flags: 0) + RawHTTP2.string("api.sandbox.push.apple.com")
         block += RawHTTP2.integer(23, prefixBits: 4, flags: 0) + RawHTTP2.string("bearer \(try emulator.providerToken())")
         // Headers without END_STREAM and one byte of body; the rest never comes.
-        let wire = RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+        let wire =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
             + RawHTTP2.frame(type: 0x1, flags: 0x4, stream: 1, block) + RawHTTP2.frame(type: 0x0, flags: 0, stream: 1, [0x7b])
-        let frames = try RawHTTP2.exchange(try emulator.address("h2cSandbox"), wire, until: { frames in
-            frames.contains { $0.type == 0x3 }
-        })
+        let frames = try RawHTTP2.exchange(
+            try emulator.address("h2cSandbox"), wire,
+            until: { frames in
+                frames.contains { $0.type == 0x3 }
+            })
         let reset = try #require(frames.first { $0.type == 0x3 }, "no RST_STREAM within 10 s")
         #expect(reset.streamID == 1)
         #expect(reset.payload == [0, 0, 0, 8], "CANCEL")
@@ -184,9 +190,10 @@ struct FloodTests {
         let device = try emulator.createDevice()
         let bystander = try emulator.connect()
         #expect(APNsResult(try bystander.send(try emulator.push(device.token).request)).status == 200)
-        let frames = try RawHTTP2.exchange(try emulator.address("h2cSandbox"),
-                                           RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + Self.wire(flood.name),
-                                           until: { $0.contains { $0.type == 0x7 } })
+        let frames = try RawHTTP2.exchange(
+            try emulator.address("h2cSandbox"),
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + Self.wire(flood.name),
+            until: { $0.contains { $0.type == 0x7 } })
         let goAway = try #require(frames.first { $0.type == 0x7 }, "\(flood.name): no GOAWAY")
         let code = goAway.payload.count >= 8 ? goAway.payload[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } : 0
         #expect(code == flood.errorCode, "\(flood.name): GOAWAY error \(code)")
@@ -202,7 +209,7 @@ extension RawHTTP2 {
     static func bombs(token: String, count: Int) -> [UInt8] {
         let big = String(repeating: "x", count: 4000)
         func block(_ extra: [UInt8]) -> [UInt8] {
-            [0x83, 0x86]                                                   // :method POST, :scheme http
+            [0x83, 0x86]  // :method POST, :scheme http
                 + integer(4, prefixBits: 4, flags: 0x00) + string("/3/device/\(token)")
                 + integer(1, prefixBits: 4, flags: 0x00) + string("api.sandbox.push.apple.com")
                 + extra
@@ -245,7 +252,10 @@ extension RawHTTP2 {
 @Suite("Slow devices")
 struct SlowDeviceTests {
     static func hello(_ fd: Int32, deviceID: String) {
-        let line = Array(#"{"type":"hello","version":1,"deviceId":"\#(deviceID)","apps":[{"bundleId":"com.example.app","environment":"sandbox"}]}"#.utf8) + [0x0A]
+        let line =
+            Array(#"{"type":"hello","version":1,"deviceId":"\#(deviceID)","apps":[{"bundleId":"com.example.app","environment":"sandbox"}]}"#.utf8) + [
+                0x0A
+            ]
         _ = line.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
@@ -305,8 +315,9 @@ struct SlowDeviceTests {
         defer { close(fd) }
         Socket.setTimeouts(fd, milliseconds: 10_000)
         Self.hello(fd, deviceID: "stuck-phone")
-        let token = try #require(Self.readLines(fd) { $0.contains { $0["type"] == "registered" } }.lines
-            .first { $0["type"] == "registered" }?["token"]?.stringValue)
+        let token = try #require(
+            Self.readLines(fd) { $0.contains { $0["type"] == "registered" } }.lines
+                .first { $0["type"] == "registered" }?["token"]?.stringValue)
         let answer = try emulator.connect().send(try emulator.push(token).request)
         #expect(APNsResult(answer).status == 200)
         let (lines, closed) = Self.readLines(fd) { _ in false }

@@ -45,9 +45,10 @@ final class EmulatorProcess: @unchecked Sendable {
     ///   it must exec it, so the process id stays the emulator's.
     /// - Parameter sharedDirectory: instances of one service (`--redis`) use the same provider
     ///   key and the same CA from there (the first one creates them).
-    init(_ extraArguments: [String] = [], environment extraEnvironment: [String: String] = [:],
-         withKey: Bool = true, launcher: [String] = [], inProcess: Bool = false, sharedDirectory: String? = nil) throws
-    {
+    init(
+        _ extraArguments: [String] = [], environment extraEnvironment: [String: String] = [:],
+        withKey: Bool = true, launcher: [String] = [], inProcess: Bool = false, sharedDirectory: String? = nil
+    ) throws {
         if inProcess {
             precondition(extraEnvironment.isEmpty && withKey && launcher.isEmpty, "in-process emulators take arguments only")
             var options = TestEmulator.Options(bundleIDs: [Self.bundleID], arguments: extraArguments)
@@ -57,9 +58,11 @@ final class EmulatorProcess: @unchecked Sendable {
             directory = kit.directory
             keyPath = kit.signingKey.path
             key = ProviderSigningKey(teamID: Self.teamID, keyID: Self.keyID, privateKey: try ES256PrivateKey(pem: kit.signingKey.pem))
-            ready = ["sandbox": .string(kit.sandbox.description), "production": .string(kit.production.description),
-                     "admin": .string(kit.admin.description), "device": .string(kit.device.description),
-                     "caFile": .string(kit.caCertificatePath)]
+            ready = [
+                "sandbox": .string(kit.sandbox.description), "production": .string(kit.production.description),
+                "admin": .string(kit.admin.description), "device": .string(kit.device.description),
+                "caFile": .string(kit.caCertificatePath),
+            ]
             return
         }
         kit = nil
@@ -175,9 +178,10 @@ final class EmulatorProcess: @unchecked Sendable {
 
     /// One admin request on its own connection (`Connection: close`). `headers` come after
     /// `Host`; a JSON body gets `Content-Type: application/json` unless `headers` name one.
-    func admin(_ method: String, _ path: String, body: JSONValue? = nil, headers: [(String, String)] = [],
-               host: String? = nil, timeoutMilliseconds: Int = 15_000) throws -> AdminReply
-    {
+    func admin(
+        _ method: String, _ path: String, body: JSONValue? = nil, headers: [(String, String)] = [],
+        host: String? = nil, timeoutMilliseconds: Int = 15_000
+    ) throws -> AdminReply {
         let address = try address("admin")
         let bytes = body?.serializedBytes() ?? []
         var request = "\(method) \(path) HTTP/1.1\r\nHost: \(host ?? address.description)\r\nConnection: close\r\n"
@@ -231,7 +235,9 @@ final class EmulatorProcess: @unchecked Sendable {
     }
 
     /// A virtual device with the app installed; returns (deviceId, token).
-    func createDevice(bundleID: String = EmulatorProcess.bundleID, environment: String = "sandbox", kind: String? = nil)
+    func createDevice(
+        bundleID: String = EmulatorProcess.bundleID, environment: String = "sandbox", kind: String? = nil
+    )
         throws -> (deviceID: String, token: String)
     {
         var body: JSONObject = JSONObject([("bundleId", .string(bundleID)), ("environment", .string(environment))])
@@ -313,7 +319,8 @@ final class AdminSocket: @unchecked Sendable {
             let text = String(decoding: bytes, as: UTF8.self)
             if let end = text.range(of: "\r\n\r\n") {
                 let headText = text[..<end.lowerBound].lowercased()
-                let length = headText.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                let length =
+                    headText.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
                     .flatMap { Int($0.dropFirst(15).trimmingCharacters(in: .whitespaces)) } ?? 0
                 let total = text.utf8.distance(from: text.utf8.startIndex, to: end.upperBound.samePosition(in: text.utf8)!) + (head ? 0 : length)
                 if bytes.count >= total { return String(decoding: bytes[..<total], as: UTF8.self) }

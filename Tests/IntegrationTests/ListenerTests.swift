@@ -45,17 +45,21 @@ struct ListenerTests {
 
     @Test func listenersThatWouldShareAPortAreNamedAtStart() throws {
         let port = UInt16(try freePort())
-        let result = try run(EmulatorProcess.binary, [
-            "serve", "--listen", "127.0.0.1:\(port)", "--sandbox-listen", "127.0.0.1:\(port)",
-            "--admin-listen", "off", "--device-listen", "off", "--production-listen", "off",
-        ])
+        let result = try run(
+            EmulatorProcess.binary,
+            [
+                "serve", "--listen", "127.0.0.1:\(port)", "--sandbox-listen", "127.0.0.1:\(port)",
+                "--admin-listen", "off", "--device-listen", "off", "--production-listen", "off",
+            ])
         #expect(result.status == 2)
         #expect(result.err.contains("--listen 127.0.0.1:\(port) and --sandbox-listen 127.0.0.1:\(port) would share port \(port)"), "\(result.err)")
         #expect(result.err.contains("--sandbox-listen off"))
-        let wildcard = try run(EmulatorProcess.binary, [
-            "serve", "--listen", "0.0.0.0:\(port)", "--admin-listen", "127.0.0.1:\(port)", "--device-listen", "off",
-            "--sandbox-listen", "off", "--production-listen", "off",
-        ])
+        let wildcard = try run(
+            EmulatorProcess.binary,
+            [
+                "serve", "--listen", "0.0.0.0:\(port)", "--admin-listen", "127.0.0.1:\(port)", "--device-listen", "off",
+                "--sandbox-listen", "off", "--production-listen", "off",
+            ])
         #expect(wildcard.status == 2)
         #expect(wildcard.err.contains("would share port"), "\(wildcard.err)")
     }
@@ -63,12 +67,15 @@ struct ListenerTests {
     /// Port 443 as an ordinary user: the error says how to get the privilege. Runs the binary
     /// as `nobody` when the tests run as root.
     @Test func privilegedPortNeedsPrivilegesAndSaysHow() throws {
-        let unprivilegedStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_unprivileged_port_start", encoding: .utf8))
+        let unprivilegedStart =
+            (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_unprivileged_port_start", encoding: .utf8))
             .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 1024
         try #require(unprivilegedStart > 443, "this machine lets anyone bind 443; nothing to check")
         var command = EmulatorProcess.binary
-        var arguments = ["serve", "--listen", "127.0.0.1:443", "--sandbox-listen", "off", "--production-listen", "off",
-                         "--admin-listen", "off", "--device-listen", "off", "--demo", "off", "--certs-dir", try readableCerts()]
+        var arguments = [
+            "serve", "--listen", "127.0.0.1:443", "--sandbox-listen", "off", "--production-listen", "off",
+            "--admin-listen", "off", "--device-listen", "off", "--demo", "off", "--certs-dir", try readableCerts(),
+        ]
         if getuid() == 0 {
             command = try #require(which("setpriv"), "setpriv (util-linux) runs the binary as nobody")
             arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", EmulatorProcess.binary] + arguments
@@ -84,10 +91,12 @@ struct ListenerTests {
     @Test func aPortInUseIsExplained() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let taken = try emulator.address("sandbox")
-        let result = try run(EmulatorProcess.binary, [
-            "serve", "--listen", "127.0.0.1:\(taken.port)", "--sandbox-listen", "off", "--production-listen", "off",
-            "--admin-listen", "off", "--device-listen", "off", "--demo", "off", "--certs-dir", emulator.directory + "/certs",
-        ])
+        let result = try run(
+            EmulatorProcess.binary,
+            [
+                "serve", "--listen", "127.0.0.1:\(taken.port)", "--sandbox-listen", "off", "--production-listen", "off",
+                "--admin-listen", "off", "--device-listen", "off", "--demo", "off", "--certs-dir", emulator.directory + "/certs",
+            ])
         #expect(result.status == 1)
         #expect(result.err.contains("Another program (or another emulator) is listening there"), "\(result.err)")
     }
@@ -111,15 +120,23 @@ struct HTTP1OnProviderPortTests {
     @Test func curlWithoutHTTP2GetsAnAnswerItCanShow() throws {
         let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
         let device = try emulator.createDevice()
-        let cleartext = try run(try curl(), ["-sS", "-i", "-d", #"{"aps":{}}"#,
-                                             "http://\(try emulator.address("h2cSandbox"))/3/device/\(device.token)"])
+        let cleartext = try run(
+            try curl(),
+            [
+                "-sS", "-i", "-d", #"{"aps":{}}"#,
+                "http://\(try emulator.address("h2cSandbox"))/3/device/\(device.token)",
+            ])
         #expect(cleartext.status == 0, "\(cleartext.err)")
         #expect(cleartext.out.hasPrefix("HTTP/1.1 505 HTTP Version Not Supported"), "\(cleartext.out)")
         #expect(cleartext.out.contains("speaks HTTP/2 only"))
         #expect(cleartext.out.contains("--http2-prior-knowledge"))
 
-        let tls = try run(try curl(), ["-sS", "-i", "--http1.1", "--cacert", emulator.caPath, "-d", #"{"aps":{}}"#,
-                                       "https://\(try emulator.address("sandbox"))/3/device/\(device.token)"])
+        let tls = try run(
+            try curl(),
+            [
+                "-sS", "-i", "--http1.1", "--cacert", emulator.caPath, "-d", #"{"aps":{}}"#,
+                "https://\(try emulator.address("sandbox"))/3/device/\(device.token)",
+            ])
         #expect(tls.status == 0, "\(tls.err)")
         #expect(tls.out.hasPrefix("HTTP/1.1 505"), "\(tls.out)")
         #expect(tls.out.contains("curl --http2"))
@@ -129,14 +146,22 @@ struct HTTP1OnProviderPortTests {
     /// curl --http2 on http:// (and the JDK's HttpClient) try `Upgrade: h2c` first.
     @Test func anH2CUpgradeRequestIsRefusedInWords() throws {
         let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
-        let result = try run(try curl(), ["-sS", "-i", "--http2", "-d", #"{"aps":{}}"#,
-                                          "http://\(try emulator.address("h2cSandbox"))/3/device/00"])
+        let result = try run(
+            try curl(),
+            [
+                "-sS", "-i", "--http2", "-d", #"{"aps":{}}"#,
+                "http://\(try emulator.address("h2cSandbox"))/3/device/00",
+            ])
         #expect(result.out.hasPrefix("HTTP/1.1 505"), "\(result.out)\(result.err)")
         #expect(result.out.contains("Upgrade: h2c) is not supported"))
         #expect(emulator.stderr.contains("asking to upgrade to h2c"))
         // Prior knowledge on the same listener still works.
-        let h2 = try run(try curl(), ["-sS", "-o", "/dev/null", "-w", "%{http_version} %{http_code}", "--http2-prior-knowledge",
-                                      "-d", #"{"aps":{}}"#, "http://\(try emulator.address("h2cSandbox"))/3/device/00"])
+        let h2 = try run(
+            try curl(),
+            [
+                "-sS", "-o", "/dev/null", "-w", "%{http_version} %{http_code}", "--http2-prior-knowledge",
+                "-d", #"{"aps":{}}"#, "http://\(try emulator.address("h2cSandbox"))/3/device/00",
+            ])
         #expect(h2.out == "2 403", "\(h2.out) \(h2.err)")
     }
 }

@@ -28,9 +28,14 @@ struct LoadCommandTests {
     @Test func sendsTheRequestedCountInTheExactMixAndReportsOrderedPercentiles() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         // No --key: the emulator lists the harness key, whose .p8 is readable here.
-        let json = try summary(try load(emulator, ["--connections", "2", "--streams", "20", "--requests", "2000",
-                                                   "--devices", "10", "--mix", "alert=75,background=25", "--json", "--quiet"],
-                                        key: false))
+        let json = try summary(
+            try load(
+                emulator,
+                [
+                    "--connections", "2", "--streams", "20", "--requests", "2000",
+                    "--devices", "10", "--mix", "alert=75,background=25", "--json", "--quiet",
+                ],
+                key: false))
         #expect(json["requests"]?.intValue == 2000)
         #expect(json["succeeded"]?.intValue == 2000)
         #expect(json["statuses"] == ["200": 2000])
@@ -54,8 +59,13 @@ struct LoadCommandTests {
     @Test func aPacedRunOverH2CEndsAndReportsItsRate() throws {
         let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"], inProcess: true)
         for _ in 0..<3 { _ = try emulator.createDevice() }
-        let json = try summary(try load(emulator, ["--h2c", "--tokens-from-emulator", "--rate", "200", "--requests", "100",
-                                                   "--connections", "2", "--payload-bytes", "600", "--json", "--quiet"]))
+        let json = try summary(
+            try load(
+                emulator,
+                [
+                    "--h2c", "--tokens-from-emulator", "--rate", "200", "--requests", "100",
+                    "--connections", "2", "--payload-bytes", "600", "--json", "--quiet",
+                ]))
         #expect(json["rate"]?.numberValue == 200)
         #expect(json["tls"] == false)
         #expect(json["tokens"]?.intValue == 3 && json["tokenSource"]?.stringValue == "from the emulator")
@@ -83,8 +93,13 @@ struct LoadCommandTests {
         let emulator = try EmulatorProcess(inProcess: true)
         let rule: JSONValue = ["action": ["goAway": ["errorCode": 0]], "after": 300, "times": 1]
         #expect(try emulator.admin("POST", "/api/v1/faults", body: rule).status == 201)
-        let json = try summary(try load(emulator, ["--connections", "2", "--streams", "10", "--requests", "1000", "--devices", "5",
-                                                   "--json", "--quiet"]))
+        let json = try summary(
+            try load(
+                emulator,
+                [
+                    "--connections", "2", "--streams", "10", "--requests", "1000", "--devices", "5",
+                    "--json", "--quiet",
+                ]))
         #expect(json["requests"]?.intValue == 1000)
         #expect(json["goAways"]?.intValue == 1)
         #expect((json["reconnects"]?.intValue ?? 0) >= 1)

@@ -88,9 +88,12 @@ struct ProviderEndpointTests {
         bad.priority = "11"
         var duplicate = try emulator.push(device.token)
         duplicate.extraHeaders = [HTTP2HeaderField("apns-topic", EmulatorProcess.bundleID)]
-        let noBody = ClientRequest(path: "/3/device/\(device.token)",
-                                   headers: [HTTP2HeaderField("authorization", "bearer \(try emulator.providerToken())"),
-                                             HTTP2HeaderField("apns-topic", EmulatorProcess.bundleID)])
+        let noBody = ClientRequest(
+            path: "/3/device/\(device.token)",
+            headers: [
+                HTTP2HeaderField("authorization", "bearer \(try emulator.providerToken())"),
+                HTTP2HeaderField("apns-topic", EmulatorProcess.bundleID),
+            ])
         let get = ClientRequest(method: "GET", path: "/3/device/\(device.token)")
         let big = try emulator.push(device.token, payload: #"{"aps":{"alert":""# + String(repeating: "x", count: 5000) + #""}}"#)
         let results = try connection.send([bad.request, duplicate.request, noBody, get, big.request]).map(APNsResult.init)

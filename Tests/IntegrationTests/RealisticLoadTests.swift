@@ -16,9 +16,11 @@ struct RealisticLoadTests {
     func tokens(_ emulator: EmulatorProcess) throws -> (good: (deviceID: String, token: String), expired: (deviceID: String, token: String)) {
         let good = try emulator.createDevice()
         let expired = try emulator.createDevice()
-        let rule = try emulator.admin("POST", "/api/v1/faults", body: [
-            "match": ["token": .string(expired.token)], "action": ["status": 403, "reason": "ExpiredProviderToken"],
-        ])
+        let rule = try emulator.admin(
+            "POST", "/api/v1/faults",
+            body: [
+                "match": ["token": .string(expired.token)], "action": ["status": 403, "reason": "ExpiredProviderToken"],
+            ])
         #expect(rule.status == 201)
         return (good, expired)
     }
@@ -94,8 +96,11 @@ struct RealisticLoadTests {
     }
 
     @Test func theRealisticProfileTurnsThePartsOnAndFlagsWin() throws {
-        let emulator = try EmulatorProcess(["--profile", "realistic", "--connection-churn", "1000/1", "--connection-rate", "100000",
-                                            "--response-latency", "0", "--response-jitter", "0"], inProcess: true)
+        let emulator = try EmulatorProcess(
+            [
+                "--profile", "realistic", "--connection-churn", "1000/1", "--connection-rate", "100000",
+                "--response-latency", "0", "--response-jitter", "0",
+            ], inProcess: true)
         let (good, expired) = try tokens(emulator)
         let connection = try emulator.connect()
         #expect(APNsResult(try connection.send(try emulator.push(good.token).request)).status == 200)

@@ -178,7 +178,8 @@ struct SharedStateTests {
         // Accepted by instances 1 and 2, delivered through instance 3, acknowledged there,
         // and seen as delivered by instance 1.
         for (index, emulator) in [e1, e2].enumerated() {
-            let result = APNsResult(try emulator.connect().send(try emulator.push(token, payload: #"{"aps":{"alert":"from \#(index + 1)"}}"#).request))
+            let result = APNsResult(
+                try emulator.connect().send(try emulator.push(token, payload: #"{"aps":{"alert":"from \#(index + 1)"}}"#).request))
             #expect(result.status == 200)
             let event = try #require(device.next("notification"), "instance \(index + 1)'s push did not reach the device on instance 3")
             #expect(event["apnsId"]?.stringValue == result.apnsID)
@@ -250,7 +251,10 @@ struct SharedStateTests {
         let ready = try e1.admin("GET", "/readyz")
         #expect(ready.status == 503)
         #expect(ready.json["reason"]?.stringValue?.contains("Redis") == true)
-        #expect(try eventually(10) { try e2.admin("POST", "/api/v1/devices", body: ["bundleId": "com.example.app", "environment": "sandbox"]).status == 503 })
+        #expect(
+            try eventually(10) {
+                try e2.admin("POST", "/api/v1/devices", body: ["bundleId": "com.example.app", "environment": "sandbox"]).status == 503
+            })
 
         try cluster.redis.restart()
         #expect(try eventually(15) { try e1.admin("GET", "/readyz").status == 200 && e2.admin("GET", "/readyz").status == 200 })
@@ -258,10 +262,11 @@ struct SharedStateTests {
         #expect(back.status == 200)
         // What was acknowledged before the outage is still there, on both instances.
         var accepted: [JSONValue] = []
-        #expect(try eventually(5) {
-            accepted = try e2.notifications(token: token).filter { $0["status"] == 200 }
-            return accepted.count == 2
-        }, "instance 2 shows \(accepted.count) accepted pushes")
+        #expect(
+            try eventually(5) {
+                accepted = try e2.notifications(token: token).filter { $0["status"] == 200 }
+                return accepted.count == 2
+            }, "instance 2 shows \(accepted.count) accepted pushes")
     }
 
     /// Redis loses the state under running instances (restarted without an append-only
@@ -366,10 +371,11 @@ struct SharedStateTests {
         #expect(refused > 0, "once the instance knows Redis is gone it answers 503")
         #expect(try eventually(15) { try e1.admin("GET", "/readyz").status == 200 && e2.admin("GET", "/readyz").status == 200 })
         var journaled: Set<String> = []
-        #expect(try eventually(5) {
-            journaled = Set(try e2.notifications(token: token, limit: 500).compactMap { $0["apnsId"]?.stringValue })
-            return journaled.isSuperset(of: acknowledged)
-        }, "acknowledged but missing from the shared journal: \(Set(acknowledged).subtracting(journaled))")
+        #expect(
+            try eventually(5) {
+                journaled = Set(try e2.notifications(token: token, limit: 500).compactMap { $0["apnsId"]?.stringValue })
+                return journaled.isSuperset(of: acknowledged)
+            }, "acknowledged but missing from the shared journal: \(Set(acknowledged).subtracting(journaled))")
     }
 
     @Test func devicesOfAKilledInstanceReconnectAndGetTheirNotifications() throws {
@@ -378,7 +384,10 @@ struct SharedStateTests {
         let device = try DeviceProcess(e1, deviceID: "roaming-phone", extra: ["--app-state", "foreground"], address: cluster.device)
         let token = try device.registeredToken()
         var holder: Int?
-        #expect(try eventually { holder = try cluster.instanceHoldingDevices(); return holder != nil })
+        #expect(
+            try eventually {
+                holder = try cluster.instanceHoldingDevices(); return holder != nil
+            })
         let victim = try #require(holder)
         let survivor = cluster.instances[(victim + 1) % cluster.instances.count]
         #expect(APNsResult(try survivor.connect().send(try survivor.push(token).request)).status == 200)

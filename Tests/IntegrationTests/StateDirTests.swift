@@ -21,8 +21,10 @@ final class StateDirectory {
 extension EmulatorProcess {
     /// The flags that bind a new emulator to this one's ports (a restart in place).
     func samePorts() throws -> [String] {
-        ["--sandbox-listen", try address("sandbox").description, "--production-listen", try address("production").description,
-         "--admin-listen", try address("admin").description, "--device-listen", try address("device").description]
+        [
+            "--sandbox-listen", try address("sandbox").description, "--production-listen", try address("production").description,
+            "--admin-listen", try address("admin").description, "--device-listen", try address("device").description,
+        ]
     }
 
     /// kill -9: no shutdown, no flush.
@@ -47,9 +49,10 @@ final class Counter: Sendable {
 
 /// Pushes `total` notifications over one connection with up to `window` in flight until the
 /// connection dies; returns the apns-ids answered 200, counting each answer in `answered`.
-func pushUntilCut(_ emulator: EmulatorProcess, push: APNsPush, total: Int, window: Int = 100, answered: Counter,
-                  started: Counter) -> [String]
-{
+func pushUntilCut(
+    _ emulator: EmulatorProcess, push: APNsPush, total: Int, window: Int = 100, answered: Counter,
+    started: Counter
+) -> [String] {
     var ok: [String] = []
     guard let connection = try? emulator.connect() else {
         started.add()
@@ -124,9 +127,11 @@ struct StateDirTests {
 
         // A key and an app added at run time, with a device for the app.
         let runtimeKey = try ES256PrivateKey.generate()
-        let addKey = try first.admin("POST", "/api/v1/keys", body: [
-            "teamId": "RUNTEAM001", "keyId": "RUNKEY0001", "pem": .string(runtimeKey.pkcs8PEM),
-        ])
+        let addKey = try first.admin(
+            "POST", "/api/v1/keys",
+            body: [
+                "teamId": "RUNTEAM001", "keyId": "RUNKEY0001", "pem": .string(runtimeKey.pkcs8PEM),
+            ])
         #expect(addKey.status == 201)
         #expect(try first.admin("POST", "/api/v1/apps", body: ["teamId": "RUNTEAM001", "bundleId": "com.example.runtime"]).status == 201)
         let (_, runtimeToken) = try first.createDevice(bundleID: "com.example.runtime")
@@ -154,8 +159,9 @@ struct StateDirTests {
 
         // The runtime key still signs for the runtime app.
         let signer = ProviderSigningKey(teamID: "RUNTEAM001", keyID: "RUNKEY0001", privateKey: runtimeKey)
-        let runtimePush = APNsPush(token: runtimeToken, topic: "com.example.runtime", payload: Array(#"{"aps":{"alert":"rt"}}"#.utf8),
-                                   providerToken: try signer.token(issuedAt: Int64(Date().timeIntervalSince1970)))
+        let runtimePush = APNsPush(
+            token: runtimeToken, topic: "com.example.runtime", payload: Array(#"{"aps":{"alert":"rt"}}"#.utf8),
+            providerToken: try signer.token(issuedAt: Int64(Date().timeIntervalSince1970)))
         #expect(APNsResult(try second.connect().send(runtimePush.request)).status == 200)
 
         // The journal from before the crash.
@@ -237,7 +243,8 @@ struct StateDirTests {
         let answeredIDs = all.flatMap(\.ids)
         let missing = answeredIDs.filter { outcomes[$0] == nil }
         print("per worker: \(all.map { "\($0.offline ? "offline" : "online") \($0.ids.count)" })")
-        print("crash under load (lag \(lag)): \(answeredIDs.count) answered 200, \(journal.count) records after the restart, \(missing.count) missing")
+        print(
+            "crash under load (lag \(lag)): \(answeredIDs.count) answered 200, \(journal.count) records after the restart, \(missing.count) missing")
         #expect(answeredIDs.count >= 6000)
         if lag == 0 {
             #expect(missing.isEmpty, "every 200 is in the journal")

@@ -45,9 +45,10 @@ struct PushTally {
 
 /// Pushes over one connection at a time, up to `window` in flight, reconnecting when the
 /// emulator drops it, until `stop` says so or `seconds` pass.
-func pushThroughFailures(_ emulator: EmulatorProcess, _ push: APNsPush, window: Int = 20, seconds: Double,
-                         stop: (PushTally) -> Bool) -> PushTally
-{
+func pushThroughFailures(
+    _ emulator: EmulatorProcess, _ push: APNsPush, window: Int = 20, seconds: Double,
+    stop: (PushTally) -> Bool
+) -> PushTally {
     var tally = PushTally()
     let deadline = Date().addingTimeInterval(seconds)
     func count(_ result: APNsResult) {
@@ -109,7 +110,9 @@ struct StoreFailureTests {
         let push = try first.push(token, payload: #"{"aps":{"alert":"filling the disk"},"pad":"\#(String(repeating: "x", count: 600))"}"#)
 
         let full = pushThroughFailures(first, push, seconds: 60) { $0.unavailable >= 20 }
-        print("disk full: \(full.accepted.count) answered 200, \(full.unavailable) answered 503, \(full.dropped) unanswered (connection closed), other \(full.other)")
+        print(
+            "disk full: \(full.accepted.count) answered 200, \(full.unavailable) answered 503, \(full.dropped) unanswered (connection closed), other \(full.other)"
+        )
         #expect(full.unavailable >= 20, "the full disk is noticed")
         #expect(full.accepted.count > 50)
         #expect(full.other.isEmpty)
@@ -146,9 +149,10 @@ struct StoreFailureTests {
         let push = try first.push(token)
         let pid = String(first.process.processIdentifier)
         let database = state.path + "/state.sqlite"
-        let biggest = [database, database + "-wal"].compactMap {
-            (try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int) ?? nil
-        }.max() ?? 0
+        let biggest =
+            [database, database + "-wal"].compactMap {
+                (try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int) ?? nil
+            }.max() ?? 0
         let limited = try run("/usr/bin/prlimit", ["--pid", pid, "--fsize=\(biggest + 65_536):unlimited"])
         try #require(limited.status == 0, "prlimit: \(limited.err)")
 
@@ -175,7 +179,9 @@ struct StoreFailureTests {
         let second = try EmulatorProcess(flags + ports)
         let kept = Set(try second.notifications(token: token, limit: 100_000).compactMap { $0["apnsId"]?.stringValue })
         let missing = (failing.accepted + after.accepted).filter { !kept.contains($0) }
-        print("\(policy): \(failing.accepted.count + after.accepted.count) answered 200, \(failing.unavailable) 503, \(missing.count) missing after kill -9")
+        print(
+            "\(policy): \(failing.accepted.count + after.accepted.count) answered 200, \(failing.unavailable) 503, \(missing.count) missing after kill -9"
+        )
         if policy == "refuse" {
             #expect(missing.isEmpty, "every 200 is on disk")
         } else {
@@ -206,8 +212,12 @@ struct StoreFailureTests {
         let emptied = try copy("emptied")
         defer { try? FileManager.default.removeItem(atPath: emptied) }
         try Data().write(to: URL(fileURLWithPath: emptied + "/state.sqlite"))
-        let refusal = try run(EmulatorProcess.binary, ["serve", "--state-dir", emptied, "--sandbox-listen", "127.0.0.1:0",
-                                                      "--production-listen", "off", "--admin-listen", "off", "--device-listen", "off"])
+        let refusal = try run(
+            EmulatorProcess.binary,
+            [
+                "serve", "--state-dir", emptied, "--sandbox-listen", "127.0.0.1:0",
+                "--production-listen", "off", "--admin-listen", "off", "--device-listen", "off",
+            ])
         #expect(refusal.status == 1)
         #expect(refusal.err.contains("\(emptied)/state.sqlite is empty (0 bytes), but its write-ahead log"), "\(refusal.err)")
         #expect(refusal.err.contains("put the original state.sqlite back"))
@@ -220,8 +230,12 @@ struct StoreFailureTests {
         try handle.seek(toOffset: UInt64(size / 2))
         handle.write(Data((0..<512).map { _ in UInt8.random(in: 0...255) }))
         try handle.close()
-        let gap = try run(EmulatorProcess.binary, ["serve", "--state-dir", damaged, "--sandbox-listen", "127.0.0.1:0",
-                                                  "--production-listen", "off", "--admin-listen", "off", "--device-listen", "off"])
+        let gap = try run(
+            EmulatorProcess.binary,
+            [
+                "serve", "--state-dir", damaged, "--sandbox-listen", "127.0.0.1:0",
+                "--production-listen", "off", "--admin-listen", "off", "--device-listen", "off",
+            ])
         #expect(gap.status == 1)
         #expect(gap.err.contains("are missing"), "\(gap.err)")
         #expect(gap.err.contains("delete \(damaged)/last-commit"))

@@ -32,16 +32,17 @@ struct UITests {
     /// Runs Tests/ui/test_ui.py against `emulator` with a fresh device and `extra` arguments.
     static func runBrowserTest(_ emulator: EmulatorProcess, _ extra: [String]) throws -> CommandResult {
         let device = try emulator.createDevice()
-        let arguments = [
-            root.appendingPathComponent("Tests/ui/test_ui.py").path,
-            "--admin", "http://\(try emulator.address("admin"))",
-            "--sandbox", "\(try emulator.address("sandbox"))",
-            "--ca", emulator.caPath,
-            "--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)",
-            "--topic", EmulatorProcess.bundleID,
-            "--token", device.token,
-            "--binary", EmulatorProcess.binary,
-        ] + extra
+        let arguments =
+            [
+                root.appendingPathComponent("Tests/ui/test_ui.py").path,
+                "--admin", "http://\(try emulator.address("admin"))",
+                "--sandbox", "\(try emulator.address("sandbox"))",
+                "--ca", emulator.caPath,
+                "--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)",
+                "--topic", EmulatorProcess.bundleID,
+                "--token", device.token,
+                "--binary", EmulatorProcess.binary,
+            ] + extra
         let result = try run(Browser.python, arguments, timeout: 180)
         #expect(result.status == 0, "browser test failed:\n\(result.out)\(result.err)\nemulator log:\n\(emulator.stderr)")
         return result

@@ -67,7 +67,10 @@ struct LoggerTests {
         let lines = Locked<[String]>([])
         let quiet = Logger(minimum: .warning, stamp: { "T" }) { line in lines.withLock { $0.append(line) } }
         var built = false
-        quiet.info({ built = true; return "connection 1 opened" }())
+        quiet.info(
+            {
+                built = true; return "connection 1 opened"
+            }())
         quiet.warning("state: writing failed")
         quiet.error("cannot listen")
         #expect(!built)

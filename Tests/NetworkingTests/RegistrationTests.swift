@@ -31,8 +31,12 @@ import Testing
                     failure.value = error
                 }
             }
-            handlerA.onReadable = { drainEventFD(a); replace(b) }
-            handlerB.onReadable = { drainEventFD(b); replace(a) }
+            handlerA.onReadable = {
+                drainEventFD(a); replace(b)
+            }
+            handlerB.onReadable = {
+                drainEventFD(b); replace(a)
+            }
             // Registered in one task while both are readable already: the next epoll_wait
             // reports both.
             let droppedBefore = try loop.sync {

@@ -41,8 +41,10 @@ extension EventLoop {
     }
 
     /// Polls `condition` on the loop until it holds.
-    func wait(timeoutMilliseconds: Int64 = 5000, sourceLocation: SourceLocation = #_sourceLocation,
-              until condition: @escaping () -> Bool) throws {
+    func wait(
+        timeoutMilliseconds: Int64 = 5000, sourceLocation: SourceLocation = #_sourceLocation,
+        until condition: @escaping () -> Bool
+    ) throws {
         let deadline = Monotonic.nowMilliseconds() + timeoutMilliseconds
         while try !sync(condition) {
             guard Monotonic.nowMilliseconds() < deadline else {

@@ -12,8 +12,10 @@ struct OpenSSLCLIInteropTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         // The same shape as Apple's AuthKey_XXXXXXXXXX.p8: unencrypted PKCS#8 PEM, P-256.
-        try runChecked(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-                        "-out", dir.file("AuthKey.p8")])
+        try runChecked([
+            "openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+            "-out", dir.file("AuthKey.p8"),
+        ])
         let pem = try readText(dir.file("AuthKey.p8"))
         #expect(pem.hasPrefix("-----BEGIN PRIVATE KEY-----"))
         let key = try ES256PrivateKey(pem: pem)
@@ -28,11 +30,15 @@ struct OpenSSLCLIInteropTests {
     @Test func cliDERSignatureVerifies() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        try runChecked(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-                        "-out", dir.file("key.pem")])
+        try runChecked([
+            "openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+            "-out", dir.file("key.pem"),
+        ])
         try Data(message).write(to: URL(fileURLWithPath: dir.file("message")))
-        try runChecked(["openssl", "dgst", "-sha256", "-sign", dir.file("key.pem"),
-                        "-out", dir.file("signature.der"), dir.file("message")])
+        try runChecked([
+            "openssl", "dgst", "-sha256", "-sign", dir.file("key.pem"),
+            "-out", dir.file("signature.der"), dir.file("message"),
+        ])
         let signature = try readBytes(dir.file("signature.der"))
         let publicKey = try ES256PublicKey(pemPrivateOrPublic: try readText(dir.file("key.pem")))
         #expect(publicKey.verify(signature: signature, message: message))
@@ -46,8 +52,10 @@ struct OpenSSLCLIInteropTests {
         try key.publicKey.pem.write(toFile: dir.file("public.pem"), atomically: true, encoding: .utf8)
         try Data(message).write(to: URL(fileURLWithPath: dir.file("message")))
         try Data(try key.signDER(message)).write(to: URL(fileURLWithPath: dir.file("signature.der")))
-        let result = try runChecked(["openssl", "dgst", "-sha256", "-verify", dir.file("public.pem"),
-                                     "-signature", dir.file("signature.der"), dir.file("message")])
+        let result = try runChecked([
+            "openssl", "dgst", "-sha256", "-verify", dir.file("public.pem"),
+            "-signature", dir.file("signature.der"), dir.file("message"),
+        ])
         #expect(result.out.contains("Verified OK"))
     }
 
@@ -98,8 +106,10 @@ struct OpenSSLCLIInteropTests {
     @Test func p384ErrorNamesTheCurve() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        try runChecked(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384",
-                        "-out", dir.file("key.pem")])
+        try runChecked([
+            "openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384",
+            "-out", dir.file("key.pem"),
+        ])
         #expect {
             try ES256PrivateKey(pem: try readText(dir.file("key.pem")))
         } throws: { error in
@@ -110,8 +120,10 @@ struct OpenSSLCLIInteropTests {
     @Test func encryptedKeyFailsWithoutPrompting() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        try runChecked(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-                        "-aes256", "-pass", "pass:secret", "-out", dir.file("key.pem")])
+        try runChecked([
+            "openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+            "-aes256", "-pass", "pass:secret", "-out", dir.file("key.pem"),
+        ])
         let pem = try readText(dir.file("key.pem"))
         #expect(pem.contains("ENCRYPTED PRIVATE KEY"))
         #expect(throws: CryptoError.self) { try ES256PrivateKey(pem: pem) }

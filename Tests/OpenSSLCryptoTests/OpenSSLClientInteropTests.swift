@@ -49,8 +49,9 @@ final class LoopbackTLSServer: @unchecked Sendable {
             var buffer = [UInt8](repeating: 0, count: 1024)
             while case .ok = buffer.withUnsafeMutableBytes({ connection.read(into: $0) }) {}
         }
-        let record = Seen(result: result, alpn: connection.negotiatedALPN, serverName: connection.requestedServerName,
-                          version: connection.protocolVersion, reused: connection.isSessionReused)
+        let record = Seen(
+            result: result, alpn: connection.negotiatedALPN, serverName: connection.requestedServerName,
+            version: connection.protocolVersion, reused: connection.isSessionReused)
         lock.lock()
         seen.append(record)
         lock.unlock()
@@ -69,8 +70,11 @@ final class LoopbackTLSServer: @unchecked Sendable {
 @Suite("openssl s_client against our server")
 struct OpenSSLClientInteropTests {
     func sClient(port: UInt16, pki: TestPKI, extra: [String]) throws -> CommandResult {
-        try run(["openssl", "s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", pki.caPath,
-                 "-verify_return_error", "-servername", "api.push.apple.com", "-ign_eof"] + extra)
+        try run(
+            [
+                "openssl", "s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", pki.caPath,
+                "-verify_return_error", "-servername", "api.push.apple.com", "-ign_eof",
+            ] + extra)
     }
 
     @Test(arguments: ["-tls1_2", "-tls1_3"])

@@ -13,13 +13,16 @@ private struct ProviderPKI {
 
     init() throws { pki = try TestPKI() }
 
-    func issue(_ name: String, bundleID: String = "com.example.app", development: Bool = true, production: Bool = false,
-               topics: [(topic: String, kind: String)]? = nil,
-               validityDays: Int = 365) throws -> (certificatePath: String, keyPath: String) {
-        try TestCertificates.generateProviderCertificate(into: directory.path, name: name, caPath: caPath,
-                                                         caKeyPath: caKeyPath, bundleID: bundleID,
-                                                         development: development, production: production,
-                                                         topics: topics, validityDays: validityDays)
+    func issue(
+        _ name: String, bundleID: String = "com.example.app", development: Bool = true, production: Bool = false,
+        topics: [(topic: String, kind: String)]? = nil,
+        validityDays: Int = 365
+    ) throws -> (certificatePath: String, keyPath: String) {
+        try TestCertificates.generateProviderCertificate(
+            into: directory.path, name: name, caPath: caPath,
+            caKeyPath: caKeyPath, bundleID: bundleID,
+            development: development, production: production,
+            topics: topics, validityDays: validityDays)
     }
 }
 
@@ -79,8 +82,11 @@ struct ProviderCertificateTests {
         #expect(parsed.commonName == "Apple Push Services: com.example.app")
         #expect(parsed.development)
         #expect(!parsed.production)
-        #expect(pairs(parsed.topics) == ["com.example.app|app", "com.example.app.voip|voip",
-                                         "com.example.app.complication|complication"])
+        #expect(
+            pairs(parsed.topics) == [
+                "com.example.app|app", "com.example.app.voip|voip",
+                "com.example.app.complication|complication",
+            ])
         #expect(parsed.issuerCommonName == TestCertificates.caCommonName)
         let now = Date()
         #expect(isAbout(parsed.notBefore, now.addingTimeInterval(-3600)), "\(String(describing: parsed.notBefore))")
@@ -91,8 +97,9 @@ struct ProviderCertificateTests {
     func environmentFlagsFollowTheExtensions(development: Bool, production: Bool) throws {
         let ca = try ProviderPKI()
         defer { ca.directory.remove() }
-        let (certificatePath, _) = try ca.issue("cert", bundleID: "com.example.flags", development: development,
-                                                production: production)
+        let (certificatePath, _) = try ca.issue(
+            "cert", bundleID: "com.example.flags", development: development,
+            production: production)
         let parsed = try info(ofPEMFile: certificatePath)
         #expect(parsed.development == development)
         #expect(parsed.production == production)
@@ -112,8 +119,9 @@ struct ProviderCertificateTests {
             ("com.example.other.voip", "voip"), ("com.example.other", "app"), (long, "complication"),
             ("com.example.café", "app"),
         ]
-        let (certificatePath, _) = try ca.issue("custom", bundleID: "com.example.other", development: false,
-                                                production: true, topics: topics)
+        let (certificatePath, _) = try ca.issue(
+            "custom", bundleID: "com.example.other", development: false,
+            production: true, topics: topics)
         let parsed = try info(ofPEMFile: certificatePath)
         #expect(pairs(parsed.topics) == pairs(topics))
         #expect(parsed.subjectUID == "com.example.other")
@@ -204,8 +212,10 @@ struct ProviderCertificateTests {
             #expect(text.contains(oid), "\(oid) missing")
         }
         #expect(text.contains("TLS Web Client Authentication"))
-        let subject = try runChecked(["openssl", "x509", "-in", certificatePath, "-noout", "-subject",
-                                      "-nameopt", "RFC2253"]).out
+        let subject = try runChecked([
+            "openssl", "x509", "-in", certificatePath, "-noout", "-subject",
+            "-nameopt", "RFC2253",
+        ]).out
         #expect(subject.contains("UID=com.example.app"), "\(subject)")
         #expect(subject.contains("CN=Apple Push Services: com.example.app"), "\(subject)")
         #expect(subject.contains("(TEST ONLY)"), "\(subject)")
@@ -222,8 +232,11 @@ struct ProviderCertificateTests {
         let inner = try runChecked(["openssl", "asn1parse", "-in", certificatePath, "-strparse", offset]).out
         let lines = inner.split(separator: "\n")
         let strings = lines.filter { $0.contains("UTF8STRING") }.compactMap { $0.split(separator: ":").last.map(String.init) }
-        #expect(strings == ["com.example.app", "app", "com.example.app.voip", "voip",
-                            "com.example.app.complication", "complication"], "\(inner)")
+        #expect(
+            strings == [
+                "com.example.app", "app", "com.example.app.voip", "voip",
+                "com.example.app.complication", "complication",
+            ], "\(inner)")
         #expect(lines.filter { $0.contains("SEQUENCE") }.count == 4, "\(inner)")  // the list + one per kind
     }
 
@@ -276,28 +289,40 @@ struct ProviderCertificateTests {
             try config.write(toFile: cfg, atomically: true, encoding: .utf8)
             let newKey = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
             let dir = directory
-            try runChecked(["openssl", "req", "-x509", "-new"] + newKey + [
-                "-keyout", dir.file("root-key.pem"), "-out", dir.file("root.pem"), "-subj", "/CN=openssl CLI TEST ONLY Root",
-                "-days", "30", "-config", cfg, "-extensions", "root_ext"])
-            try runChecked(["openssl", "req", "-new"] + newKey + [
-                "-keyout", dir.file("intermediate-key.pem"), "-out", dir.file("intermediate.csr"),
-                "-subj", "/CN=openssl CLI TEST ONLY Intermediate", "-config", cfg])
-            try runChecked(["openssl", "x509", "-req", "-in", dir.file("intermediate.csr"), "-CA", dir.file("root.pem"),
-                            "-CAkey", dir.file("root-key.pem"), "-set_serial", "2", "-days", "30",
-                            "-extfile", cfg, "-extensions", "intermediate_ext", "-out", dir.file("intermediate.pem")])
-            try runChecked(["openssl", "req", "-new"] + newKey + [
-                "-keyout", dir.file("leaf-key.pem"), "-out", dir.file("leaf.csr"), "-config", cfg])
-            try runChecked(["openssl", "x509", "-req", "-in", dir.file("leaf.csr"), "-CA", dir.file("intermediate.pem"),
-                            "-CAkey", dir.file("intermediate-key.pem"), "-set_serial", "3", "-days", "30",
-                            "-extfile", cfg, "-extensions", "provider_ext", "-out", dir.file("leaf.pem")])
+            try runChecked(
+                ["openssl", "req", "-x509", "-new"] + newKey + [
+                    "-keyout", dir.file("root-key.pem"), "-out", dir.file("root.pem"), "-subj", "/CN=openssl CLI TEST ONLY Root",
+                    "-days", "30", "-config", cfg, "-extensions", "root_ext",
+                ])
+            try runChecked(
+                ["openssl", "req", "-new"] + newKey + [
+                    "-keyout", dir.file("intermediate-key.pem"), "-out", dir.file("intermediate.csr"),
+                    "-subj", "/CN=openssl CLI TEST ONLY Intermediate", "-config", cfg,
+                ])
+            try runChecked([
+                "openssl", "x509", "-req", "-in", dir.file("intermediate.csr"), "-CA", dir.file("root.pem"),
+                "-CAkey", dir.file("root-key.pem"), "-set_serial", "2", "-days", "30",
+                "-extfile", cfg, "-extensions", "intermediate_ext", "-out", dir.file("intermediate.pem"),
+            ])
+            try runChecked(
+                ["openssl", "req", "-new"] + newKey + [
+                    "-keyout", dir.file("leaf-key.pem"), "-out", dir.file("leaf.csr"), "-config", cfg,
+                ])
+            try runChecked([
+                "openssl", "x509", "-req", "-in", dir.file("leaf.csr"), "-CA", dir.file("intermediate.pem"),
+                "-CAkey", dir.file("intermediate-key.pem"), "-set_serial", "3", "-days", "30",
+                "-extfile", cfg, "-extensions", "provider_ext", "-out", dir.file("leaf.pem"),
+            ])
             try (readText(dir.file("leaf.pem")) + readText(dir.file("intermediate.pem")))
                 .write(toFile: dir.file("leaf-chain.pem"), atomically: true, encoding: .utf8)
         }
     }
 
     @Test func certificateMadeWithTheOpenSSLCLIParses() throws {
-        let topicList = tlv(0x30, tlv(0x0C, Array("com.example.cli".utf8)) + tlv(0x30, tlv(0x0C, Array("app".utf8)))
-                                  + tlv(0x0C, Array("com.example.cli.voip".utf8)) + tlv(0x30, tlv(0x0C, Array("voip".utf8))))
+        let topicList = tlv(
+            0x30,
+            tlv(0x0C, Array("com.example.cli".utf8)) + tlv(0x30, tlv(0x0C, Array("app".utf8)))
+                + tlv(0x0C, Array("com.example.cli.voip".utf8)) + tlv(0x30, tlv(0x0C, Array("voip".utf8))))
         let chain = try CLIChain(topicListDER: topicList)
         defer { chain.directory.remove() }
         let parsed = try info(ofPEMFile: chain.leafPath)
@@ -344,13 +369,16 @@ struct ProviderCertificateTests {
     /// The client trusts the system store, like a real provider talking to Apple, unless
     /// `clientTrustsServerCA`: then it verifies the server, and OpenSSL, finding the issuer of its
     /// own certificate in that store too, sends that CA along with the certificate.
-    private func serverView(pki: TestPKI, certificate: (certificatePath: String, keyPath: String)?,
-                            stores: [CertificateTrustStore], caPaths: [String] = [],
-                            clientTrustsServerCA: Bool = false) async throws -> ServerView {
-        let client = try TLSContext.client(trustedCAPath: clientTrustsServerCA ? pki.caPath : nil,
-                                           verifyPeer: clientTrustsServerCA, alpnProtocols: ["h2"],
-                                           clientCertificatePath: certificate?.certificatePath,
-                                           clientKeyPath: certificate?.keyPath)
+    private func serverView(
+        pki: TestPKI, certificate: (certificatePath: String, keyPath: String)?,
+        stores: [CertificateTrustStore], caPaths: [String] = [],
+        clientTrustsServerCA: Bool = false
+    ) async throws -> ServerView {
+        let client = try TLSContext.client(
+            trustedCAPath: clientTrustsServerCA ? pki.caPath : nil,
+            verifyPeer: clientTrustsServerCA, alpnProtocols: ["h2"],
+            clientCertificatePath: certificate?.certificatePath,
+            clientKeyPath: certificate?.keyPath)
         let view = Box(ServerView())
         let (server, clientSide) = try await handshakePair(
             server: try pki.serverContext(), client: client, serverName: "localhost",
@@ -359,7 +387,8 @@ struct ProviderCertificateTests {
                 if let der = connection.peerCertificateDER {
                     do { result.info = try ProviderCertificateInfo(der: der) } catch { result.infoError = "\(error)" }
                 }
-                result.verdicts = stores.map { connection.verifyPeerCertificate(trustStore: $0) }
+                result.verdicts =
+                    stores.map { connection.verifyPeerCertificate(trustStore: $0) }
                     + caPaths.map { connection.verifyPeerCertificate(trustedCAPath: $0) }
                 view.value = result
             })
@@ -384,8 +413,10 @@ struct ProviderCertificateTests {
 
         let view = try await serverView(
             pki: ca.pki, certificate: provider,
-            stores: [try CertificateTrustStore(pemPath: ca.caPath), try CertificateTrustStore(pemPath: otherCA.caPath),
-                     bundle],
+            stores: [
+                try CertificateTrustStore(pemPath: ca.caPath), try CertificateTrustStore(pemPath: otherCA.caPath),
+                bundle,
+            ],
             caPaths: [ca.caPath, otherCA.caPath, ca.directory.file("missing.pem")])
         #expect(view.infoError == nil)
         #expect(view.info == (try info(ofPEMFile: provider.certificatePath)))
@@ -404,10 +435,13 @@ struct ProviderCertificateTests {
 
         // A client that also sends its (self-signed) CA: still fine against that CA, and refused
         // against the other one, in different words.
-        let chained = try await serverView(pki: ca.pki, certificate: provider,
-                                           stores: [try CertificateTrustStore(pemPath: ca.caPath),
-                                                    try CertificateTrustStore(pemPath: otherCA.caPath)],
-                                           clientTrustsServerCA: true)
+        let chained = try await serverView(
+            pki: ca.pki, certificate: provider,
+            stores: [
+                try CertificateTrustStore(pemPath: ca.caPath),
+                try CertificateTrustStore(pemPath: otherCA.caPath),
+            ],
+            clientTrustsServerCA: true)
         #expect(chained.info?.subjectUID == "com.example.tls")
         #expect(chained.verdicts == [nil, "self-signed certificate in certificate chain"])
     }
@@ -427,8 +461,9 @@ struct ProviderCertificateTests {
     @Test func noClientCertificateIsReported() async throws {
         let ca = try ProviderPKI()
         defer { ca.directory.remove() }
-        let view = try await serverView(pki: ca.pki, certificate: nil, stores: [try CertificateTrustStore(pemPath: ca.caPath)],
-                                        caPaths: [ca.caPath])
+        let view = try await serverView(
+            pki: ca.pki, certificate: nil, stores: [try CertificateTrustStore(pemPath: ca.caPath)],
+            caPaths: [ca.caPath])
         #expect(view.info == nil)
         #expect(view.verdicts == ["no certificate", "no certificate"])
     }
@@ -437,8 +472,9 @@ struct ProviderCertificateTests {
         let ca = try ProviderPKI()
         defer { ca.directory.remove() }
         // The test server certificate chains to the CA but its extendedKeyUsage is serverAuth only.
-        let view = try await serverView(pki: ca.pki, certificate: (ca.pki.certificatePath, ca.pki.keyPath),
-                                        stores: [try CertificateTrustStore(pemPath: ca.caPath)])
+        let view = try await serverView(
+            pki: ca.pki, certificate: (ca.pki.certificatePath, ca.pki.keyPath),
+            stores: [try CertificateTrustStore(pemPath: ca.caPath)])
         #expect(view.verdicts == ["unsuitable certificate purpose"])
         #expect(view.info?.subjectUID == nil)
         #expect(view.info?.development == false && view.info?.production == false)
@@ -460,8 +496,9 @@ struct ProviderCertificateTests {
         #expect(root.verify(der: leafDER) == "unable to get local issuer certificate")
         #expect(intermediate.verify(der: leafDER) == nil)
 
-        let view = try await serverView(pki: pki, certificate: (chain.chainPath, chain.leafKeyPath),
-                                        stores: [root, intermediate, try CertificateTrustStore(pemPath: pki.caPath)])
+        let view = try await serverView(
+            pki: pki, certificate: (chain.chainPath, chain.leafKeyPath),
+            stores: [root, intermediate, try CertificateTrustStore(pemPath: pki.caPath)])
         #expect(view.info?.subjectUID == "com.example.cli")
         #expect(view.verdicts == [nil, nil, "unable to get local issuer certificate"])
     }
@@ -539,7 +576,8 @@ struct ProviderCertificateTests {
         defer { ca.directory.remove() }
         #expect(throws: CryptoError.self) { try ProviderCertificateInfo.derFromPEM("not a certificate") }
         #expect(throws: CryptoError.self) { try ProviderCertificateInfo.derFromPEM(try readText(ca.caKeyPath)) }
-        #expect(try ProviderCertificateInfo.derFromPEM(try readText(ca.caPath))
+        #expect(
+            try ProviderCertificateInfo.derFromPEM(try readText(ca.caPath))
                 == [UInt8](try runChecked(["openssl", "x509", "-in", ca.caPath, "-outform", "DER"]).stdout))
 
         #expect(throws: CryptoError.self) { try CertificateTrustStore(pemPath: ca.directory.file("missing.pem")) }
@@ -601,8 +639,10 @@ private final class VerifyingTLSServer: @unchecked Sendable {
             var buffer = [UInt8](repeating: 0, count: 1024)
             while case .ok = buffer.withUnsafeMutableBytes({ connection.read(into: $0) }) {}
         }
-        seen.value.append(Seen(handshake: result, reused: connection.isSessionReused, subjectUID: subjectUID,
-                               verdicts: verdicts))
+        seen.value.append(
+            Seen(
+                handshake: result, reused: connection.isSessionReused, subjectUID: subjectUID,
+                verdicts: verdicts))
     }
 
     func finish() -> [Seen] {
@@ -623,9 +663,12 @@ struct ProviderCertificateResumptionTests {
         let server = try VerifyingTLSServer(context: try ca.pki.serverContext(), connections: 2, stores: [store])
         let session = ca.directory.file("session.pem")
         func sClient(_ extra: [String]) throws -> CommandResult {
-            try run(["openssl", "s_client", "-connect", "127.0.0.1:\(server.port)", "-CAfile", ca.caPath,
-                     "-verify_return_error", "-servername", "localhost", "-ign_eof", version,
-                     "-cert", provider.certificatePath, "-key", provider.keyPath] + extra)
+            try run(
+                [
+                    "openssl", "s_client", "-connect", "127.0.0.1:\(server.port)", "-CAfile", ca.caPath,
+                    "-verify_return_error", "-servername", "localhost", "-ign_eof", version,
+                    "-cert", provider.certificatePath, "-key", provider.keyPath,
+                ] + extra)
         }
         let first = try sClient(["-sess_out", session])
         let second = try sClient(["-sess_in", session])
@@ -658,9 +701,12 @@ struct ProviderCertificateResumptionTests {
         let server = try VerifyingTLSServer(context: try pki.serverContext(), connections: 2, stores: [root, intermediate])
         let session = pki.directory.file("session.pem")
         func sClient(_ extra: [String]) throws -> CommandResult {
-            try run(["openssl", "s_client", "-connect", "127.0.0.1:\(server.port)", "-CAfile", pki.caPath,
-                     "-verify_return_error", "-servername", "localhost", "-ign_eof", version,
-                     "-cert", chain.leafPath, "-key", chain.leafKeyPath, "-cert_chain", chain.intermediatePath] + extra)
+            try run(
+                [
+                    "openssl", "s_client", "-connect", "127.0.0.1:\(server.port)", "-CAfile", pki.caPath,
+                    "-verify_return_error", "-servername", "localhost", "-ign_eof", version,
+                    "-cert", chain.leafPath, "-key", chain.leafKeyPath, "-cert_chain", chain.intermediatePath,
+                ] + extra)
         }
         let first = try sClient(["-sess_out", session])
         let second = try sClient(["-sess_in", session])

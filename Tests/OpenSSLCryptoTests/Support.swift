@@ -91,10 +91,13 @@ struct HandshakeOutcome: Sendable {
 /// Handshakes both ends over a fresh blocking socket pair on two threads. On failure a side
 /// shuts its socket down so the other end sees EOF instead of waiting for the timeout.
 /// `afterHandshake` runs on each side's thread only when that side succeeded.
-func handshakePair(server serverContext: TLSContext, client clientContext: TLSContext, serverName: String? = nil,
-                   serverAfterHandshake: (@Sendable (TLSConnection) -> Void)? = nil,
-                   clientAfterHandshake: (@Sendable (TLSConnection) -> Void)? = nil) async throws
-    -> (server: HandshakeOutcome, client: HandshakeOutcome) {
+func handshakePair(
+    server serverContext: TLSContext, client clientContext: TLSContext, serverName: String? = nil,
+    serverAfterHandshake: (@Sendable (TLSConnection) -> Void)? = nil,
+    clientAfterHandshake: (@Sendable (TLSConnection) -> Void)? = nil
+) async throws
+    -> (server: HandshakeOutcome, client: HandshakeOutcome)
+{
     let (serverFD, clientFD) = try makeSocketPair()
     defer {
         close(serverFD)
@@ -110,12 +113,14 @@ func handshakePair(server serverContext: TLSContext, client clientContext: TLSCo
         } else {
             Glibc.shutdown(fd, Int32(SHUT_RDWR))
         }
-        return HandshakeOutcome(result: result, alpn: connection.negotiatedALPN,
-                                serverName: connection.requestedServerName, version: connection.protocolVersion,
-                                peerCertificate: connection.peerCertificateDER)
+        return HandshakeOutcome(
+            result: result, alpn: connection.negotiatedALPN,
+            serverName: connection.requestedServerName, version: connection.protocolVersion,
+            peerCertificate: connection.peerCertificateDER)
     }
-    return onTwoThreads({ drive(server, fd: serverFD, after: serverAfterHandshake) },
-                        { drive(client, fd: clientFD, after: clientAfterHandshake) })
+    return onTwoThreads(
+        { drive(server, fd: serverFD, after: serverAfterHandshake) },
+        { drive(client, fd: clientFD, after: clientAfterHandshake) })
 }
 
 /// A value handed from a thread to its joiner (the semaphore orders the accesses).
@@ -130,8 +135,12 @@ func onTwoThreads<A: Sendable, B: Sendable>(_ a: @escaping @Sendable () -> A, _ 
     let first = Slot<A>()
     let second = Slot<B>()
     let done = DispatchSemaphore(value: 0)
-    Thread { first.value = a(); done.signal() }.start()
-    Thread { second.value = b(); done.signal() }.start()
+    Thread {
+        first.value = a(); done.signal()
+    }.start()
+    Thread {
+        second.value = b(); done.signal()
+    }.start()
     done.wait()
     done.wait()
     return (first.value!, second.value!)

@@ -9,8 +9,9 @@ struct TLSTests {
         let pki = try TestPKI()
         defer { pki.directory.remove() }
         let client = try TLSContext.client(trustedCAPath: pki.caPath, verifyPeer: true, alpnProtocols: ["h2"])
-        let (server, clientSide) = try await handshakePair(server: try pki.serverContext(), client: client,
-                                                           serverName: "localhost")
+        let (server, clientSide) = try await handshakePair(
+            server: try pki.serverContext(), client: client,
+            serverName: "localhost")
         #expect(server.result == .ok(0))
         #expect(clientSide.result == .ok(0))
         #expect(server.alpn == "h2")
@@ -23,8 +24,9 @@ struct TLSTests {
         let pki = try TestPKI()
         defer { pki.directory.remove() }
         let client = try TLSContext.client(trustedCAPath: pki.caPath, verifyPeer: true, alpnProtocols: ["http/1.1", "h2"])
-        let (server, clientSide) = try await handshakePair(server: try pki.serverContext(), client: client,
-                                                           serverName: "localhost")
+        let (server, clientSide) = try await handshakePair(
+            server: try pki.serverContext(), client: client,
+            serverName: "localhost")
         #expect(server.alpn == "h2")
         #expect(clientSide.alpn == "h2")
     }
@@ -33,8 +35,9 @@ struct TLSTests {
         let pki = try TestPKI()
         defer { pki.directory.remove() }
         let client = try TLSContext.client(trustedCAPath: pki.caPath, verifyPeer: true, alpnProtocols: [])
-        let (server, clientSide) = try await handshakePair(server: try pki.serverContext(), client: client,
-                                                           serverName: "localhost")
+        let (server, clientSide) = try await handshakePair(
+            server: try pki.serverContext(), client: client,
+            serverName: "localhost")
         #expect(server.result == .ok(0))
         #expect(clientSide.result == .ok(0))
         #expect(server.alpn == nil)
@@ -45,8 +48,9 @@ struct TLSTests {
         let pki = try TestPKI()
         defer { pki.directory.remove() }
         let client = try TLSContext.client(trustedCAPath: pki.caPath, verifyPeer: true, alpnProtocols: ["http/1.1"])
-        let (server, clientSide) = try await handshakePair(server: try pki.serverContext(), client: client,
-                                                           serverName: "localhost")
+        let (server, clientSide) = try await handshakePair(
+            server: try pki.serverContext(), client: client,
+            serverName: "localhost")
         #expect(server.result == .ok(0))
         #expect(clientSide.result == .ok(0))
         #expect(server.alpn == nil)
@@ -57,8 +61,9 @@ struct TLSTests {
         let pki = try TestPKI()
         defer { pki.directory.remove() }
         let client = try TLSContext.client(trustedCAPath: pki.caPath, verifyPeer: true, alpnProtocols: ["h2"])
-        let (server, clientSide) = try await handshakePair(server: try pki.serverContext(), client: client,
-                                                           serverName: "api.push.apple.com")
+        let (server, clientSide) = try await handshakePair(
+            server: try pki.serverContext(), client: client,
+            serverName: "api.push.apple.com")
         #expect(clientSide.result == .ok(0))
         #expect(server.result == .ok(0))
         #expect(server.serverName == "api.push.apple.com")
@@ -78,8 +83,9 @@ struct TLSTests {
         defer { pki.directory.remove() }
         let client = try TLSContext.client(trustedCAPath: pki.caPath, verifyPeer: true, alpnProtocols: ["h2"])
         for address in ["127.0.0.1", "::1"] {
-            let (server, clientSide) = try await handshakePair(server: try pki.serverContext(), client: client,
-                                                               serverName: address)
+            let (server, clientSide) = try await handshakePair(
+                server: try pki.serverContext(), client: client,
+                serverName: address)
             #expect(clientSide.result == .ok(0), "\(address)")
             #expect(server.result == .ok(0), "\(address)")
             // RFC 6066: IP literals are not sent as SNI.
@@ -142,15 +148,17 @@ struct TLSTests {
         defer { close(serverFD) }
         let server = try TLSConnection(context: serverContext, fd: serverFD, isServer: true)
         let client = try TLSConnection(context: clientContext, fd: clientFD, isServer: false)
-        let (serverResult, clientResult) = onTwoThreads({ () -> TLSIOResult in
-            guard server.handshake() == .ok(0) else { return .failed("handshake") }
-            var buffer = [UInt8](repeating: 0, count: 100)
-            return buffer.withUnsafeMutableBytes { server.read(into: $0) }
-        }, { () -> TLSIOResult in
-            let result = client.handshake()
-            close(clientFD)  // abrupt: no close_notify
-            return result
-        })
+        let (serverResult, clientResult) = onTwoThreads(
+            { () -> TLSIOResult in
+                guard server.handshake() == .ok(0) else { return .failed("handshake") }
+                var buffer = [UInt8](repeating: 0, count: 100)
+                return buffer.withUnsafeMutableBytes { server.read(into: $0) }
+            },
+            { () -> TLSIOResult in
+                let result = client.handshake()
+                close(clientFD)  // abrupt: no close_notify
+                return result
+            })
         #expect(clientResult == .ok(0))
         #expect(serverResult == .closed)
     }
@@ -163,16 +171,18 @@ struct TLSTests {
             otherPKI.directory.remove()
         }
         let client = try TLSContext.client(trustedCAPath: otherPKI.caPath, verifyPeer: true, alpnProtocols: ["h2"])
-        let (server, clientSide) = try await handshakePair(server: try serverPKI.serverContext(), client: client,
-                                                           serverName: "localhost")
+        let (server, clientSide) = try await handshakePair(
+            server: try serverPKI.serverContext(), client: client,
+            serverName: "localhost")
         #expect(clientSide.result.isFailure)
         #expect(clientSide.result.failureText.contains("certificate verify failed"), "\(clientSide.result)")
         #expect(server.result.isFailure || server.result == .closed)
 
         // Without verification the same pair connects.
         let lenient = try TLSContext.client(trustedCAPath: otherPKI.caPath, verifyPeer: false, alpnProtocols: ["h2"])
-        let (_, lenientSide) = try await handshakePair(server: try serverPKI.serverContext(), client: lenient,
-                                                       serverName: "localhost")
+        let (_, lenientSide) = try await handshakePair(
+            server: try serverPKI.serverContext(), client: lenient,
+            serverName: "localhost")
         #expect(lenientSide.result == .ok(0))
     }
 
@@ -180,8 +190,9 @@ struct TLSTests {
         let pki = try TestPKI()
         defer { pki.directory.remove() }
         let client = try TLSContext.client(trustedCAPath: pki.caPath, verifyPeer: true, alpnProtocols: ["h2"])
-        let (_, clientSide) = try await handshakePair(server: try pki.serverContext(), client: client,
-                                                      serverName: "push.example.com")
+        let (_, clientSide) = try await handshakePair(
+            server: try pki.serverContext(), client: client,
+            serverName: "push.example.com")
         #expect(clientSide.result.isFailure)
         #expect(clientSide.result.failureText.contains("hostname mismatch"), "\(clientSide.result)")
         for name in ["api.sandbox.push.apple.com", "api.development.push.apple.com"] {
@@ -198,19 +209,22 @@ struct TLSTests {
             clientPKI.directory.remove()
         }
         let anonymous = try TLSContext.client(trustedCAPath: pki.caPath, verifyPeer: true, alpnProtocols: ["h2"])
-        let (server1, client1) = try await handshakePair(server: try pki.serverContext(), client: anonymous,
-                                                         serverName: "localhost")
+        let (server1, client1) = try await handshakePair(
+            server: try pki.serverContext(), client: anonymous,
+            serverName: "localhost")
         #expect(client1.result == .ok(0))
         #expect(server1.result == .ok(0))
         #expect(server1.peerCertificate == nil)
         let serverDER = try runChecked(["openssl", "x509", "-in", pki.certificatePath, "-outform", "DER"]).stdout
         #expect(client1.peerCertificate == [UInt8](serverDER))
 
-        let withCertificate = try TLSContext.client(trustedCAPath: pki.caPath, verifyPeer: true, alpnProtocols: ["h2"],
-                                                    clientCertificatePath: clientPKI.certificatePath,
-                                                    clientKeyPath: clientPKI.keyPath)
-        let (server2, client2) = try await handshakePair(server: try pki.serverContext(), client: withCertificate,
-                                                         serverName: "localhost")
+        let withCertificate = try TLSContext.client(
+            trustedCAPath: pki.caPath, verifyPeer: true, alpnProtocols: ["h2"],
+            clientCertificatePath: clientPKI.certificatePath,
+            clientKeyPath: clientPKI.keyPath)
+        let (server2, client2) = try await handshakePair(
+            server: try pki.serverContext(), client: withCertificate,
+            serverName: "localhost")
         #expect(client2.result == .ok(0))
         #expect(server2.result == .ok(0))
         let clientDER = try runChecked(["openssl", "x509", "-in", clientPKI.certificatePath, "-outform", "DER"]).stdout
@@ -309,8 +323,9 @@ struct TLSTests {
             try TLSContext.client(trustedCAPath: nil, verifyPeer: true, alpnProtocols: [""])
         }
         #expect(throws: CryptoError.self) {
-            try TLSContext.client(trustedCAPath: nil, verifyPeer: true, alpnProtocols: ["h2"],
-                                  clientCertificatePath: pki.certificatePath)
+            try TLSContext.client(
+                trustedCAPath: nil, verifyPeer: true, alpnProtocols: ["h2"],
+                clientCertificatePath: pki.certificatePath)
         }
         let serverContext = try pki.serverContext()
         #expect(throws: CryptoError.self) {

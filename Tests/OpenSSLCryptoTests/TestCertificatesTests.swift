@@ -23,8 +23,10 @@ func checkTestPKI(in directory: String) throws {
     #expect(try run(["openssl", "verify", "-purpose", "sslserver", "-CAfile", ca, leaf]).status == 0)
 
     let sans = try runChecked(["openssl", "x509", "-in", leaf, "-noout", "-ext", "subjectAltName"]).out
-    for name in ["DNS:localhost", "IP Address:127.0.0.1", "IP Address:0:0:0:0:0:0:0:1", "DNS:api.push.apple.com",
-                 "DNS:api.sandbox.push.apple.com", "DNS:api.development.push.apple.com"] {
+    for name in [
+        "DNS:localhost", "IP Address:127.0.0.1", "IP Address:0:0:0:0:0:0:0:1", "DNS:api.push.apple.com",
+        "DNS:api.sandbox.push.apple.com", "DNS:api.development.push.apple.com",
+    ] {
         #expect(sans.contains(name), "SAN \(name) missing from \(sans)")
     }
 
@@ -91,10 +93,12 @@ struct TestCertificatesTests {
 
         // And the result works as a TLS server identity.
         let client = try TLSContext.client(trustedCAPath: target + "/ca.pem", verifyPeer: true, alpnProtocols: ["h2"])
-        let server = try TLSContext.server(certificateChainPath: target + "/server.pem",
-                                           privateKeyPath: target + "/server-key.pem")
-        let (serverSide, clientSide) = try await handshakePair(server: server, client: client,
-                                                               serverName: "api.sandbox.push.apple.com")
+        let server = try TLSContext.server(
+            certificateChainPath: target + "/server.pem",
+            privateKeyPath: target + "/server-key.pem")
+        let (serverSide, clientSide) = try await handshakePair(
+            server: server, client: client,
+            serverName: "api.sandbox.push.apple.com")
         #expect(clientSide.result == .ok(0))
         #expect(serverSide.alpn == "h2")
     }

@@ -34,7 +34,8 @@ public final class RedisServerProcess: @unchecked Sendable {
         self.persistent = persistent
         executable = try Self.findExecutable()
         self.password = password
-        directory = FileManager.default.temporaryDirectory
+        directory =
+            FileManager.default.temporaryDirectory
             .appendingPathComponent("redis-test-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // A port found free can be taken before redis-server binds it: then try another.
@@ -62,7 +63,7 @@ public final class RedisServerProcess: @unchecked Sendable {
     public func stop() {
         guard let pid else { return }
         Glibc.kill(pid, SIGTERM)
-        Glibc.kill(pid, SIGCONT) // a paused server acts on SIGTERM only once it runs again
+        Glibc.kill(pid, SIGCONT)  // a paused server acts on SIGTERM only once it runs again
         Self.reap(pid)
         self.pid = nil
     }
@@ -102,8 +103,9 @@ public final class RedisServerProcess: @unchecked Sendable {
             return path
         }
         if let path = ExternalTool.redisServer.path { return path }
-        throw Failure(description: "redis-server is not installed (not on PATH): these tests need a real Redis. "
-            + "Install it with `scripts/deps.sh test` (Debian package redis-server) or set REDIS_SERVER=/path/to/redis-server")
+        throw Failure(
+            description: "redis-server is not installed (not on PATH): these tests need a real Redis. "
+                + "Install it with `scripts/deps.sh test` (Debian package redis-server) or set REDIS_SERVER=/path/to/redis-server")
     }
 
     /// Starts redis-server and waits until it answers PING. posix_spawn rather than Foundation's
@@ -111,8 +113,11 @@ public final class RedisServerProcess: @unchecked Sendable {
     /// (libdispatch workers block nearly all), and then ignore SIGTERM.
     private static func launch(_ executable: String, port: Int, password: String?, persistent: Bool, directory: String) throws -> pid_t {
         let log = directory + "/redis-\(port).log"
-        var arguments = [executable, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", persistent ? "yes" : "no", "--appendfsync", "always",
-                         "--dir", directory, "--logfile", log, "--daemonize", "no"]
+        var arguments = [
+            executable, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", persistent ? "yes" : "no", "--appendfsync",
+            "always",
+            "--dir", directory, "--logfile", log, "--daemonize", "no",
+        ]
         if let password { arguments += ["--requirepass", password] }
 
         var attributes = posix_spawnattr_t()

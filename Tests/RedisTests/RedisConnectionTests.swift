@@ -41,7 +41,7 @@ func milliseconds(_ body: () -> Void) -> Int {
         #expect(try redis.command("PING") == .status("PONG"))
         #expect(try redis.command("INCRBY", "n", .int(41)) == .integer(41))
         #expect(try redis.command("INCR", "n").int == 42)
-        #expect(try redis.command("GET", "n").int == 42) // a bulk string holding a number
+        #expect(try redis.command("GET", "n").int == 42)  // a bulk string holding a number
         #expect(try redis.command("DECRBY", "n", .int(Int64(50))) == .integer(-8))
         #expect(try redis.command("RPUSH", "list", "a", "b", "c") == .integer(3))
         #expect(try redis.command("LRANGE", "list", "0", "-1") == .array([.string([97]), .string([98]), .string([99])]))
@@ -51,8 +51,9 @@ func milliseconds(_ body: () -> Void) -> Int {
         #expect(try redis.command("HSET", "h", "f", "v") == .integer(1))
         #expect(try redis.command("HGETALL", "h") == .array([.string(Array("f".utf8)), .string(Array("v".utf8))]))
         // Nested arrays, with a nil inside.
-        #expect(try redis.command("EVAL", "return {1, {'x', false}, 'y'}", "0")
-            == .array([.integer(1), .array([.string([120]), .null]), .string([121])]))
+        #expect(
+            try redis.command("EVAL", "return {1, {'x', false}, 'y'}", "0")
+                == .array([.integer(1), .array([.string([120]), .null]), .string([121])]))
     }
 
     @Test func pipelineKeepsErrorsPerElement() throws {
@@ -61,7 +62,7 @@ func milliseconds(_ body: () -> Void) -> Int {
         let replies = try redis.pipeline([
             ["SET", "a", "1"],
             ["INCR", "a"],
-            ["LPUSH", "a", "x"], // WRONGTYPE: a holds a string
+            ["LPUSH", "a", "x"],  // WRONGTYPE: a holds a string
             ["NOSUCHCOMMAND"],
             ["GET", "a"],
         ])
@@ -108,7 +109,8 @@ func milliseconds(_ body: () -> Void) -> Int {
     @Test func scriptFallsBackToEvalAfterScriptFlush() throws {
         let server = try RedisServerProcess()
         let redis = try server.connect()
-        let script = RedisScript("""
+        let script = RedisScript(
+            """
             redis.call('SET', KEYS[1], ARGV[1])
             return {redis.call('INCRBY', KEYS[2], ARGV[2]), ARGV[1]}
             """)
@@ -117,11 +119,13 @@ func milliseconds(_ body: () -> Void) -> Int {
         _ = try redis.command("SCRIPT", "FLUSH")
 
         // Not cached: EVALSHA gets NOSCRIPT, then EVAL runs (and caches) it.
-        #expect(try script.run(on: redis, keys: ["k", "counter"], arguments: ["v", .int(5)])
-            == .array([.integer(5), .string(Array("v".utf8))]))
+        #expect(
+            try script.run(on: redis, keys: ["k", "counter"], arguments: ["v", .int(5)])
+                == .array([.integer(5), .string(Array("v".utf8))]))
         #expect(try redis.command("SCRIPT", "EXISTS", .text(script.sha1)) == .array([.integer(1)]))
-        #expect(try script.run(on: redis, keys: ["k", "counter"], arguments: ["w", .int(5)])
-            == .array([.integer(10), .string(Array("w".utf8))]))
+        #expect(
+            try script.run(on: redis, keys: ["k", "counter"], arguments: ["w", .int(5)])
+                == .array([.integer(10), .string(Array("w".utf8))]))
         _ = try redis.command("SCRIPT", "FLUSH")
         #expect(try script.run(on: redis, keys: ["k", "counter"], arguments: ["x", .int(1)]).elements?.first == .integer(11))
         #expect(try redis.command("GET", "k").text == "x")
@@ -141,9 +145,16 @@ func milliseconds(_ body: () -> Void) -> Int {
         #expect(id != nil)
         let first = try reader.command("XREAD", "BLOCK", "200", "STREAMS", "events", "0")
         // [[stream, [[id, [field, value]]]]]
-        #expect(first == .array([.array([.string(Array("events".utf8)), .array([
-            .array([.string(Array(id!.utf8)), .array([.string(Array("kind".utf8)), .string(Array("first".utf8))])]),
-        ])])]))
+        #expect(
+            first
+                == .array([
+                    .array([
+                        .string(Array("events".utf8)),
+                        .array([
+                            .array([.string(Array(id!.utf8)), .array([.string(Array("kind".utf8)), .string(Array("first".utf8))])])
+                        ]),
+                    ])
+                ]))
 
         // Nothing new within the block time: null, and the connection is fine.
         var empty: RedisReply?
@@ -364,7 +375,7 @@ func milliseconds(_ body: () -> Void) -> Int {
         #expect(error?.kind == .connection)
         #expect(redis.isBroken)
         let fresh = try server.connect()
-        #expect(try fresh.command("GET", "k") == .null) // nothing is saved
+        #expect(try fresh.command("GET", "k") == .null)  // nothing is saved
         #expect(try fresh.command("SET", "k", "w") == .status("OK"))
     }
 }

@@ -14,8 +14,9 @@ struct ExampleBackendTests {
     func reinstallUploadsTheNewToken() throws {
         let backend = try BackendProcess(buggy: false)
         defer { backend.stop() }
-        let scenario = try ScenarioParser.parse(file: Self.root.appendingPathComponent("examples/scenarios/reinstall-uploads-new-token.json").path,
-                                                variables: ["BACKEND": backend.url])
+        let scenario = try ScenarioParser.parse(
+            file: Self.root.appendingPathComponent("examples/scenarios/reinstall-uploads-new-token.json").path,
+            variables: ["BACKEND": backend.url])
         let report = ScenarioRunner.run(scenario, options: ScenarioRunner.Options(workingDirectory: Self.root.path))
         let printer = ReportPrinter(ascii: true)
         #expect(report.passed, "\((report.steps.map(printer.step) + [printer.footer(report)]).joined(separator: "\n"))")
@@ -32,7 +33,8 @@ final class BackendProcess: Sendable {
     init(buggy: Bool) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ExternalTool.python3.path ?? "/usr/bin/python3")
-        process.arguments = [ExampleBackendTests.root.appendingPathComponent("examples/backend/backend.py").path, "--port", "0"]
+        process.arguments =
+            [ExampleBackendTests.root.appendingPathComponent("examples/backend/backend.py").path, "--port", "0"]
             + (buggy ? ["--buggy"] : [])
         let output = Pipe()
         process.standardOutput = output

@@ -24,12 +24,14 @@ struct ParserTests {
     func steps(_ steps: String) -> String { #"{"name": "t", "steps": [\#(steps)]}"# }
 
     @Test func aSmallScenarioParsesWithItsDefaults() throws {
-        let scenario = try parse(steps(#"""
-            {"do": "device", "alias": "phone"},
-            {"do": "login", "user": "alice"},
-            {"do": "push", "payload": {"aps": {"alert": "hi"}}, "save": {"id": "${lastPush.apnsId}"}},
-            {"do": "waitFor", "delivery": {"device": "phone", "apnsId": "${id}"}}
-            """#))
+        let scenario = try parse(
+            steps(
+                #"""
+                {"do": "device", "alias": "phone"},
+                {"do": "login", "user": "alice"},
+                {"do": "push", "payload": {"aps": {"alert": "hi"}}, "save": {"id": "${lastPush.apnsId}"}},
+                {"do": "waitFor", "delivery": {"device": "phone", "apnsId": "${id}"}}
+                """#))
         #expect(scenario.name == "t")
         #expect(scenario.bundleID == "com.example.app")
         #expect(scenario.steps.map(\.kind) == [.device, .login, .push, .waitFor])
@@ -66,8 +68,9 @@ struct ParserTests {
     }
 
     @Test func aWrongTypeOrValueIsRefused() {
-        #expect(error(steps(#"{"do": "advanceClock", "seconds": "soon"}"#))?.description
-            == #"step 1 (advanceClock), field "seconds": must be a number"#)
+        #expect(
+            error(steps(#"{"do": "advanceClock", "seconds": "soon"}"#))?.description
+                == #"step 1 (advanceClock), field "seconds": must be a number"#)
         let state = error(steps(#"{"do": "device", "alias": "p", "appState": "asleep"}"#))
         #expect(state?.field == "appState")
         #expect(state?.message.contains("foreground, background") == true)
@@ -136,51 +139,78 @@ struct ParserTests {
         (#"{"do": "sleep", "ms": 1e30}"#, #"step 2 (sleep), field "ms": must be a whole number from 0 to 3600000 (1 hour), not 1e+30"#),
         (#"{"do": "sleep", "ms": -1}"#, #"step 2 (sleep), field "ms": must be a whole number from 0 to 3600000 (1 hour), not -1"#),
         (#"{"do": "sleep", "ms": 2.5}"#, #"step 2 (sleep), field "ms": must be a whole number from 0 to 3600000 (1 hour), not 2.5"#),
-        (#"{"do": "advanceClock", "seconds": 1e308}"#,
-         #"step 2 (advanceClock), field "seconds": must be a number from 0 to 34560000 (400 days), not 1e+308"#),
-        (#"{"do": "run", "argv": ["true"], "timeoutMs": 1e30}"#,
-         #"step 2 (run), field "timeoutMs": must be a whole number from 1 to 3600000 (1 hour), not 1e+30"#),
+        (
+            #"{"do": "advanceClock", "seconds": 1e308}"#,
+            #"step 2 (advanceClock), field "seconds": must be a number from 0 to 34560000 (400 days), not 1e+308"#
+        ),
+        (
+            #"{"do": "run", "argv": ["true"], "timeoutMs": 1e30}"#,
+            #"step 2 (run), field "timeoutMs": must be a whole number from 1 to 3600000 (1 hour), not 1e+30"#
+        ),
         (#"{"do": "run", "argv": ["true"], "expectExit": 256}"#, #"step 2 (run), field "expectExit": must be a whole number from 0 to 255, not 256"#),
-        (#"{"do": "http", "url": "http://x/", "timeoutMs": 0}"#,
-         #"step 2 (http), field "timeoutMs": must be a whole number from 1 to 3600000 (1 hour), not 0"#),
-        (#"{"do": "push", "priority": 11}"#,
-         #"step 2 (push), field "priority": must be a whole number from 0 to 10 (APNs takes 10, 5 and 1), not 11"#),
-        (#"{"do": "push", "expiration": -5}"#,
-         #"step 2 (push), field "expiration": must be a whole number from 0 to 9999999999 (a UNIX time in seconds), not -5"#),
+        (
+            #"{"do": "http", "url": "http://x/", "timeoutMs": 0}"#,
+            #"step 2 (http), field "timeoutMs": must be a whole number from 1 to 3600000 (1 hour), not 0"#
+        ),
+        (
+            #"{"do": "push", "priority": 11}"#,
+            #"step 2 (push), field "priority": must be a whole number from 0 to 10 (APNs takes 10, 5 and 1), not 11"#
+        ),
+        (
+            #"{"do": "push", "expiration": -5}"#,
+            #"step 2 (push), field "expiration": must be a whole number from 0 to 9999999999 (a UNIX time in seconds), not -5"#
+        ),
         (#"{"do": "waitFor", "delivery": {}, "count": 1001}"#, #"step 2 (waitFor), field "count": must be a whole number from 0 to 1000, not 1001"#),
-        (#"{"do": "expectNone", "delivery": {}, "withinMs": 3600001}"#,
-         #"step 2 (expectNone), field "withinMs": must be a whole number from 0 to 3600000 (1 hour), not 3600001"#),
-        (#"{"do": "expect", "checks": {"crossAccount": -1}}"#,
-         #"step 2 (expect), field "checks.crossAccount": must be a whole number from 0 to 1000, not -1"#),
-        (#"{"do": "login", "user": "tab\tbed"}"#,
-         #"step 2 (login), field "user": must be 1 to 256 characters without control characters (the emulator's rule for an account)"#),
-        (#"{"do": "device", "alias": "b", "deviceId": "has space"}"#,
-         #"step 2 (device), field "deviceId": is not a device id: a device id is 1 to 128 letters, digits, '-', '_' or '.'"#),
-        (#"{"do": "device", "alias": "my phone"}"#,
-         #"step 2 (device), field "alias": is also the device id when no "deviceId" is given, and a device id is 1 to 128 letters, digits, '-', '_' or '.'"#),
-        (#"{"do": "device", "alias": "\#(String(repeating: "a", count: 100_000))", "deviceId": "b"}"#,
-         #"step 2 (device), field "alias": an alias is at most 128 characters; this one has 100000"#),
-        (#"{"do": "restore", "device": "my tablet", "from": "p"}"#,
-         #"step 2 (restore), field "device": is also the device id when no "deviceId" is given, and a device id is 1 to 128 letters, digits, '-', '_' or '.'"#),
+        (
+            #"{"do": "expectNone", "delivery": {}, "withinMs": 3600001}"#,
+            #"step 2 (expectNone), field "withinMs": must be a whole number from 0 to 3600000 (1 hour), not 3600001"#
+        ),
+        (
+            #"{"do": "expect", "checks": {"crossAccount": -1}}"#,
+            #"step 2 (expect), field "checks.crossAccount": must be a whole number from 0 to 1000, not -1"#
+        ),
+        (
+            #"{"do": "login", "user": "tab\tbed"}"#,
+            #"step 2 (login), field "user": must be 1 to 256 characters without control characters (the emulator's rule for an account)"#
+        ),
+        (
+            #"{"do": "device", "alias": "b", "deviceId": "has space"}"#,
+            #"step 2 (device), field "deviceId": is not a device id: a device id is 1 to 128 letters, digits, '-', '_' or '.'"#
+        ),
+        (
+            #"{"do": "device", "alias": "my phone"}"#,
+            #"step 2 (device), field "alias": is also the device id when no "deviceId" is given, and a device id is 1 to 128 letters, digits, '-', '_' or '.'"#
+        ),
+        (
+            #"{"do": "device", "alias": "\#(String(repeating: "a", count: 100_000))", "deviceId": "b"}"#,
+            #"step 2 (device), field "alias": an alias is at most 128 characters; this one has 100000"#
+        ),
+        (
+            #"{"do": "restore", "device": "my tablet", "from": "p"}"#,
+            #"step 2 (restore), field "device": is also the device id when no "deviceId" is given, and a device id is 1 to 128 letters, digits, '-', '_' or '.'"#
+        ),
     ])
     func valuesARunRefusesAreRefusedByTheCheck(step: String, expected: String) {
         #expect(error(steps(#"{"do": "device", "alias": "p"}, "# + step))?.description == expected)
     }
 
     @Test func valuesWithinTheBoundsAndAliasesWithADeviceIdPass() throws {
-        let scenario = try parse(steps(#"""
-            {"do": "device", "alias": "my phone", "deviceId": "phone-1"},
-            {"do": "sleep", "ms": 3600000}, {"do": "advanceClock", "seconds": 0.5}, {"do": "advanceClock", "seconds": 34560000},
-            {"do": "push", "priority": 5, "expiration": 0}, {"do": "push", "priority": 7, "expect": {"status": 400, "reason": "BadPriority"}},
-            {"do": "waitFor", "delivery": {}, "count": 1000, "timeoutMs": 0}, {"do": "expect", "checks": {"crossAccount": 1000}}
-            """#))
+        let scenario = try parse(
+            steps(
+                #"""
+                {"do": "device", "alias": "my phone", "deviceId": "phone-1"},
+                {"do": "sleep", "ms": 3600000}, {"do": "advanceClock", "seconds": 0.5}, {"do": "advanceClock", "seconds": 34560000},
+                {"do": "push", "priority": 5, "expiration": 0}, {"do": "push", "priority": 7, "expect": {"status": 400, "reason": "BadPriority"}},
+                {"do": "waitFor", "delivery": {}, "count": 1000, "timeoutMs": 0}, {"do": "expect", "checks": {"crossAccount": 1000}}
+                """#))
         #expect(scenario.steps.count == 8)
     }
 
     @Test func aValueFromAVariableIsCheckedOnceTheFileSaysIt() throws {
         let file = steps(#"{"do": "sleep", "ms": "${MS}"}"#)
-        #expect(error(file, variables: ["MS": "1e30"])?.description
-            == #"step 1 (sleep), field "ms": must be a whole number from 0 to 3600000 (1 hour), not 1e30"#)
+        #expect(
+            error(file, variables: ["MS": "1e30"])?.description
+                == #"step 1 (sleep), field "ms": must be a whole number from 0 to 3600000 (1 hour), not 1e30"#)
         #expect(error(#"{"name": "t", "variables": {"MS": -1}, "steps": [{"do": "sleep", "ms": "${MS}"}]}"#)?.field == "ms")
         _ = try parse(file, variables: ["MS": "10"])
         // A value known only when the run gets there (saved, the clock) waits for the run.
@@ -196,10 +226,12 @@ struct ParserTests {
         try Data([0xEF, 0xBB, 0xBF] + Array(steps(#"{"do": "sleep", "ms": 1}"#).utf8)).write(to: URL(fileURLWithPath: bom))
         #expect(try ScenarioParser.parse(file: bom, variables: [:]).steps.count == 1)
         // A key twice is named; so is a number beyond a double.
-        #expect(error(steps(#"{"do": "sleep", "ms": 1,\#n "ms": 2}"#))?.description
-            == #"not valid JSON at line 2, column 2 (steps[0].ms): duplicate key "ms""#)
-        #expect(error(steps(#"{"do": "push", "priority": 1e400}"#))?.description
-            == #"not valid JSON at line 1, column 52 (steps[0].priority): the number 1e400 is out of range (beyond ±1.8e308)"#)
+        #expect(
+            error(steps(#"{"do": "sleep", "ms": 1,\#n "ms": 2}"#))?.description
+                == #"not valid JSON at line 2, column 2 (steps[0].ms): duplicate key "ms""#)
+        #expect(
+            error(steps(#"{"do": "push", "priority": 1e400}"#))?.description
+                == #"not valid JSON at line 1, column 52 (steps[0].priority): the number 1e400 is out of range (beyond ±1.8e308)"#)
         // Too large: refused from the size (a sparse file), never read.
         let big = "\(directory)/big.json"
         _ = FileManager.default.createFile(atPath: big, contents: nil)

@@ -28,18 +28,19 @@ struct RunTests {
         """#
 
     @Test func aScenarioThatHoldsPasses() throws {
-        let report = try run(#"{"name": "push to alice", "# + Self.prelude + #"""
-              {"do": "expect", "device": "phone", "userId": "alice", "tokenUploadPending": false},
-              {"do": "push", "device": "phone", "payload": {"aps": {"alert": "hi"}, "uid": "alice"}, "save": {"first": "${lastPush.apnsId}"}},
-              {"do": "waitFor", "delivery": {"device": "phone", "apnsId": "${first}", "userId": "alice", "callback": "willPresent", "crossAccount": false}, "timeoutMs": 5000},
-              {"do": "expect", "deliveries": {"device": "phone"}, "count": 1},
-              {"do": "save", "save": {"old": "${device.phone.token}"}},
-              {"do": "reinstall"},
-              {"do": "expect", "device": "phone", "tokenNot": "${old}"},
-              {"do": "push", "token": "${old}", "expect": {"status": 410, "reason": "Unregistered"}},
-              {"do": "expect", "checks": {"crossAccount": 0}}
-            ]}
-            """#)
+        let report = try run(
+            #"{"name": "push to alice", "# + Self.prelude + #"""
+                  {"do": "expect", "device": "phone", "userId": "alice", "tokenUploadPending": false},
+                  {"do": "push", "device": "phone", "payload": {"aps": {"alert": "hi"}, "uid": "alice"}, "save": {"first": "${lastPush.apnsId}"}},
+                  {"do": "waitFor", "delivery": {"device": "phone", "apnsId": "${first}", "userId": "alice", "callback": "willPresent", "crossAccount": false}, "timeoutMs": 5000},
+                  {"do": "expect", "deliveries": {"device": "phone"}, "count": 1},
+                  {"do": "save", "save": {"old": "${device.phone.token}"}},
+                  {"do": "reinstall"},
+                  {"do": "expect", "device": "phone", "tokenNot": "${old}"},
+                  {"do": "push", "token": "${old}", "expect": {"status": 410, "reason": "Unregistered"}},
+                  {"do": "expect", "checks": {"crossAccount": 0}}
+                ]}
+                """#)
         #expect(report.passed, "\(text(report))")
         #expect(report.steps.count == 11)
         #expect(report.checks?.crossAccount == 0)
@@ -47,12 +48,13 @@ struct RunTests {
     }
 
     @Test func aFailedWaitSaysWhatWasExpectedAndSeen() throws {
-        let report = try run(#"{"name": "wrong callback", "# + Self.prelude + #"""
-              {"do": "push", "device": "phone", "payload": {"aps": {"alert": "hi"}, "uid": "alice"}},
-              {"do": "waitFor", "delivery": {"device": "phone", "callback": "didReceiveRemoteNotification"}, "timeoutMs": 300},
-              {"do": "logout"}
-            ]}
-            """#)
+        let report = try run(
+            #"{"name": "wrong callback", "# + Self.prelude + #"""
+                  {"do": "push", "device": "phone", "payload": {"aps": {"alert": "hi"}, "uid": "alice"}},
+                  {"do": "waitFor", "delivery": {"device": "phone", "callback": "didReceiveRemoteNotification"}, "timeoutMs": 300},
+                  {"do": "logout"}
+                ]}
+                """#)
         #expect(!report.passed)
         let failed = try #require(report.failedStep)
         #expect(failed.index == 4)
@@ -67,11 +69,12 @@ struct RunTests {
     }
 
     @Test func aCrossAccountDeliveryFailsTheRunUnlessExpected() throws {
-        let steps = Self.prelude + #"""
-              {"do": "push", "device": "phone", "payload": {"aps": {"alert": "for bob"}, "uid": "bob"}},
-              {"do": "waitFor", "delivery": {"device": "phone", "crossAccount": true, "addressee": "bob", "userId": "alice"}}
-            ]}
-            """#
+        let steps =
+            Self.prelude + #"""
+                  {"do": "push", "device": "phone", "payload": {"aps": {"alert": "for bob"}, "uid": "bob"}},
+                  {"do": "waitFor", "delivery": {"device": "phone", "crossAccount": true, "addressee": "bob", "userId": "alice"}}
+                ]}
+                """#
         let strict = try run(#"{"name": "leak", "# + steps)
         #expect(strict.steps.allSatisfy { $0.passed })
         #expect(!strict.passed)
@@ -86,13 +89,14 @@ struct RunTests {
     }
 
     @Test func expectNoneAndTheClock() throws {
-        let report = try run(#"{"name": "quiet phone", "# + Self.prelude + #"""
-              {"do": "expectNone", "delivery": {"device": "phone", "outcome": "any"}, "withinMs": 200},
-              {"do": "advanceClock", "seconds": 60, "save": {"t": "${clock.nowMs}"}},
-              {"do": "push", "device": "phone", "payload": {"aps": {"alert": "late"}, "uid": "alice"}},
-              {"do": "expectNone", "delivery": {"device": "phone"}, "withinMs": 300, "since": "${t}"}
-            ]}
-            """#)
+        let report = try run(
+            #"{"name": "quiet phone", "# + Self.prelude + #"""
+                  {"do": "expectNone", "delivery": {"device": "phone", "outcome": "any"}, "withinMs": 200},
+                  {"do": "advanceClock", "seconds": 60, "save": {"t": "${clock.nowMs}"}},
+                  {"do": "push", "device": "phone", "payload": {"aps": {"alert": "late"}, "uid": "alice"}},
+                  {"do": "expectNone", "delivery": {"device": "phone"}, "withinMs": 300, "since": "${t}"}
+                ]}
+                """#)
         let failed = try #require(report.failedStep)
         #expect(failed.index == 6)
         #expect(failed.failure == "one arrived")
@@ -102,7 +106,8 @@ struct RunTests {
     /// A value the file check could not know (saved by a step) is checked by the same rule
     /// when the step runs, and fails it in the check's words.
     @Test func aValueKnownOnlyAtTheRunIsCheckedByTheSameRule() throws {
-        let report = try run(#"""
+        let report = try run(
+            #"""
             {"name": "late values", "steps": [
               {"do": "save", "save": {"big": "${clock.nowMs}", "negative": "-1"}},
               {"do": "sleep", "ms": "${negative}"}
@@ -111,7 +116,8 @@ struct RunTests {
         let failed = try #require(report.failedStep)
         #expect(failed.index == 2)
         #expect(failed.failure == #""ms" must be a whole number from 0 to 3600000 (1 hour), not -1"#)
-        let clock = try run(#"""
+        let clock = try run(
+            #"""
             {"name": "late values", "steps": [
               {"do": "save", "save": {"big": "${clock.nowMs}"}},
               {"do": "advanceClock", "seconds": "${big}"}

@@ -66,13 +66,18 @@ struct RedisStateStoreTests {
         let store = RedisStateStore(url: url)
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         func waiting(_ sequence: UInt64, _ slot: WaitingSlot, until: Int64?) -> StateChange {
-            .notificationWaiting(WaitingNotification(slot: slot, notification: PendingNotification(
-                sequence: sequence, apnsID: "N\(sequence)", token: "aa", topic: "t", deviceID: "d", bundleID: "b", pushType: .alert,
-                priority: 10, collapseID: nil, storeUntilMs: until, payload: [], content: PushContent())))
+            .notificationWaiting(
+                WaitingNotification(
+                    slot: slot,
+                    notification: PendingNotification(
+                        sequence: sequence, apnsID: "N\(sequence)", token: "aa", topic: "t", deviceID: "d", bundleID: "b", pushType: .alert,
+                        priority: 10, collapseID: nil, storeUntilMs: until, payload: [], content: PushContent())))
         }
         // Expired long enough ago that the grace period is over too; one still valid; one in flight.
-        try store.write([waiting(1, .stored, until: now - RedisStateStore.waitingGraceMs - 10_000),
-                         waiting(2, .stored, until: now + 3_600_000), waiting(3, .inFlight, until: nil)])
+        try store.write([
+            waiting(1, .stored, until: now - RedisStateStore.waitingGraceMs - 10_000),
+            waiting(2, .stored, until: now + 3_600_000), waiting(3, .inFlight, until: nil),
+        ])
         let connection = try RedisConnection(url: url)
         #expect(try connection.command("PTTL", "apns-emulator:w:2").int.map { $0 > 3_600_000 } == true)
         #expect(try connection.command("PTTL", "apns-emulator:w:3").int == -1)

@@ -24,7 +24,8 @@ func canonical(_ s: PersistedState) -> String {
         let apps = d.apps.values.sorted { $0.bundleID < $1.bundleID }.map { app in
             "\(app.bundleID) \(app.environment) \(app.tokens.sorted { $0.key.rawValue < $1.key.rawValue }) \(app.installedAtMs) \(app.settings) \(app.uploadPending)"
         }
-        return "device \(d.id) \(d.isVirtual) \(d.createdAtMs) \(d.lowPowerMode) \(d.forcedOffline) \(d.connectionID as Any) \(d.userID as Any) \(apps)"
+        return
+            "device \(d.id) \(d.isVirtual) \(d.createdAtMs) \(d.lowPowerMode) \(d.forcedOffline) \(d.connectionID as Any) \(d.userID as Any) \(apps)"
     }
     lines += s.tokens.map { "token \($0)" }
     lines += s.keys.map { "key \($0)" }
@@ -39,27 +40,43 @@ func canonical(_ s: PersistedState) -> String {
 func everyKindOfChange() -> [StateChange] {
     var changes: [StateChange] = []
     var apps: [String: InstalledApp] = [:]
-    apps["com.example.app"] = InstalledApp(bundleID: "com.example.app", environment: .sandbox, tokens: [.app: "aa01", .voip: "aa02"],
-                                           installedAtMs: 5, settings: AppSettings(authorization: .provisional, appState: .terminated, backgroundMode: false),
-                                           uploadPending: true)
+    apps["com.example.app"] = InstalledApp(
+        bundleID: "com.example.app", environment: .sandbox, tokens: [.app: "aa01", .voip: "aa02"],
+        installedAtMs: 5, settings: AppSettings(authorization: .provisional, appState: .terminated, backgroundMode: false),
+        uploadPending: true)
     apps["com.example.other"] = InstalledApp(bundleID: "com.example.other", environment: .production, tokens: [.widgets: "aa03"], installedAtMs: 6)
-    changes.append(.deviceSaved(Device(id: "phone", isVirtual: false, apps: apps, createdAtMs: 1, lowPowerMode: true, forcedOffline: false,
-                                       userID: "alice")))
+    changes.append(
+        .deviceSaved(
+            Device(
+                id: "phone", isVirtual: false, apps: apps, createdAtMs: 1, lowPowerMode: true, forcedOffline: false,
+                userID: "alice")))
     changes.append(.deviceSaved(Device(id: "virtual", isVirtual: true, apps: [:], createdAtMs: 2, forcedOffline: true)))
     changes.append(.deviceSaved(Device(id: "gone", isVirtual: true, apps: [:], createdAtMs: 3)))
     changes.append(.deviceRemoved(id: "gone"))
     let states: [TokenState] = [.active, .unregistered(sinceMs: 1_767_225_600_123), .expired, .rateLimited]
     for (i, state) in states.enumerated() {
-        changes.append(.tokenSaved(TokenEntry(token: "aa0\(i + 1)", deviceID: "phone", bundleID: "com.example.app", environment: .sandbox,
-                                              kind: i == 1 ? .voip : .app, state: state, issuedAtMs: Int64(i),
-                                              pushesUntilUnregistered: i == 1 ? 3 : nil)))
+        changes.append(
+            .tokenSaved(
+                TokenEntry(
+                    token: "aa0\(i + 1)", deviceID: "phone", bundleID: "com.example.app", environment: .sandbox,
+                    kind: i == 1 ? .voip : .app, state: state, issuedAtMs: Int64(i),
+                    pushesUntilUnregistered: i == 1 ? 3 : nil)))
     }
-    changes.append(.keySaved(StoredKey(teamID: "TEAM", keyID: "KEY1", environment: .production, topics: ["com.a", "com.b"],
-                                       relatedKeyID: "KEY2", pem: "-----BEGIN PRIVATE KEY-----\nabc\n", source: "api", addedAtRunTime: true)))
-    changes.append(.keySaved(StoredKey(teamID: "TEAM", keyID: "KEY2", environment: nil, topics: nil, relatedKeyID: nil,
-                                       pem: "pem", source: "/keys/k.p8", addedAtRunTime: false)))
-    changes.append(.keySaved(StoredKey(teamID: "TEAM", keyID: "KEY3", environment: nil, topics: nil, relatedKeyID: nil,
-                                       pem: "pem", source: "api", addedAtRunTime: true)))
+    changes.append(
+        .keySaved(
+            StoredKey(
+                teamID: "TEAM", keyID: "KEY1", environment: .production, topics: ["com.a", "com.b"],
+                relatedKeyID: "KEY2", pem: "-----BEGIN PRIVATE KEY-----\nabc\n", source: "api", addedAtRunTime: true)))
+    changes.append(
+        .keySaved(
+            StoredKey(
+                teamID: "TEAM", keyID: "KEY2", environment: nil, topics: nil, relatedKeyID: nil,
+                pem: "pem", source: "/keys/k.p8", addedAtRunTime: false)))
+    changes.append(
+        .keySaved(
+            StoredKey(
+                teamID: "TEAM", keyID: "KEY3", environment: nil, topics: nil, relatedKeyID: nil,
+                pem: "pem", source: "api", addedAtRunTime: true)))
     changes.append(.keyRemoved(keyID: "KEY3"))
     changes.append(.appSaved(bundleID: "com.example.app", teamID: "TEAM"))
     changes.append(.appSaved(bundleID: "com.example.gone", teamID: "TEAM"))
@@ -71,14 +88,19 @@ func everyKindOfChange() -> [StateChange] {
     changes.append(.faultsSaved(FaultRulesSnapshot(rules: [rule], nextNumber: 2)))
     let slots: [WaitingSlot] = [.stored, .deferred(.lowPower), .batched(releaseAtMs: 99), .inFlight]
     for (i, slot) in slots.enumerated() {
-        let n = PendingNotification(sequence: UInt64(10 + i), apnsID: "N\(i)", token: "aa01", topic: "com.example.app", deviceID: "phone",
-                                    bundleID: "com.example.app", pushType: .alert, priority: 10, collapseID: i == 0 ? "c" : nil,
-                                    storeUntilMs: i == 3 ? nil : 1000, payload: Array("{}".utf8), content: PushContent(isVisible: true))
+        let n = PendingNotification(
+            sequence: UInt64(10 + i), apnsID: "N\(i)", token: "aa01", topic: "com.example.app", deviceID: "phone",
+            bundleID: "com.example.app", pushType: .alert, priority: 10, collapseID: i == 0 ? "c" : nil,
+            storeUntilMs: i == 3 ? nil : 1000, payload: Array("{}".utf8), content: PushContent(isVisible: true))
         changes.append(.notificationWaiting(WaitingNotification(slot: slot, notification: n)))
     }
-    changes.append(.notificationWaiting(WaitingNotification(slot: .stored, notification: PendingNotification(
-        sequence: 20, apnsID: "done", token: "aa01", topic: "com.example.app", deviceID: "phone", bundleID: "com.example.app",
-        pushType: .alert, priority: 10, collapseID: nil, storeUntilMs: 1, payload: [], content: PushContent()))))
+    changes.append(
+        .notificationWaiting(
+            WaitingNotification(
+                slot: .stored,
+                notification: PendingNotification(
+                    sequence: 20, apnsID: "done", token: "aa01", topic: "com.example.app", deviceID: "phone", bundleID: "com.example.app",
+                    pushType: .alert, priority: 10, collapseID: nil, storeUntilMs: 1, payload: [], content: PushContent()))))
     changes.append(.notificationDone(sequence: 20))
     for sequence in UInt64(1)...6 {
         var r = NotificationRecord(apnsID: "ID\(sequence)", token: "aa01", environment: .production, receivedAtMs: 1_767_225_600_123)
@@ -170,8 +192,9 @@ struct SQLiteStateStoreTests {
         #expect(try store.load().devices.map(\.id) == ["phone"])
         var loggedIn = phone
         loggedIn.userID = "alice"
-        loggedIn.apps["com.example.app"] = InstalledApp(bundleID: "com.example.app", environment: .sandbox, tokens: [.app: "ab"],
-                                                        installedAtMs: 2, uploadPending: true)
+        loggedIn.apps["com.example.app"] = InstalledApp(
+            bundleID: "com.example.app", environment: .sandbox, tokens: [.app: "ab"],
+            installedAtMs: 2, uploadPending: true)
         try store.write([.deviceSaved(loggedIn)])
         store.close()
         let reloaded = try SQLiteStateStore(directory: dir.state).load().devices

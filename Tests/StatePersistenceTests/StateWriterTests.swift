@@ -143,7 +143,11 @@ struct StateWriterTests {
 
     @Test func journalRecordsBeyondTheBoundAreDroppedAndCountedButStateChangesNever() throws {
         let store = GatedStore()
-        let writer = StateWriter(store: store, limits: limits { $0.maxRecords = 10; $0.maxRecordBytes = 1 << 20 })
+        let writer = StateWriter(
+            store: store,
+            limits: limits {
+                $0.maxRecords = 10; $0.maxRecordBytes = 1 << 20
+            })
         writer.start()
         defer { writer.stop() }
         store.holdWriter(writer, with: [token("gate")])
@@ -156,7 +160,11 @@ struct StateWriterTests {
         #expect(store.allChanges.filter { $0.isJournalRecord }.count == 10)
         #expect(store.allChanges.filter { if case .tokenSaved = $0 { return true } else { return false } }.count == 51)
         // A byte bound as well.
-        let small = StateWriter(store: GatedStore(), limits: limits { $0.maxRecords = 1000; $0.maxRecordBytes = 1000 })
+        let small = StateWriter(
+            store: GatedStore(),
+            limits: limits {
+                $0.maxRecords = 1000; $0.maxRecordBytes = 1000
+            })
         small.submit([record(1, payload: 600), record(2, payload: 600)])
         #expect(small.statistics.recordsDropped == 1)
     }

@@ -18,9 +18,10 @@ public struct CommandTimedOut: Error, CustomStringConvertible {
 /// Runs `executable` (a path) with `arguments` and no standard input, and waits for it; throws
 /// when it has not finished after `timeout` seconds (it is then terminated).
 @discardableResult
-public func run(_ executable: String, _ arguments: [String], workingDirectory: String? = nil,
-                timeout: TimeInterval = 20) throws -> CommandResult
-{
+public func run(
+    _ executable: String, _ arguments: [String], workingDirectory: String? = nil,
+    timeout: TimeInterval = 20
+) throws -> CommandResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments

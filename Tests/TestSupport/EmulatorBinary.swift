@@ -12,9 +12,9 @@ public enum EmulatorBinary {
         // No fallback path: a test that cannot find the binary fails saying so.
         let unknown = "(no apns-emulator: set APNS_EMULATOR_BIN, or run from a package where `swift build --show-bin-path` works)"
         guard let swift = which("swift"),
-              let answer = try? run(swift, ["build", "--show-bin-path"], workingDirectory: PackageRoot.path, timeout: 120),
-              answer.status == 0,
-              let directory = answer.out.split(separator: "\n").last.map(String.init)
+            let answer = try? run(swift, ["build", "--show-bin-path"], workingDirectory: PackageRoot.path, timeout: 120),
+            answer.status == 0,
+            let directory = answer.out.split(separator: "\n").last.map(String.init)
         else { return unknown }
         return directory + "/apns-emulator"
     }()

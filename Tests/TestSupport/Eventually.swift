@@ -11,9 +11,10 @@ import Testing
 /// whether it held. This is how a test waits for something to happen (a gauge in /metrics, a
 /// record's outcome, a file appearing, a socket closing, a process exiting), never for a fixed
 /// time: the deadline is a failure condition only, never a measurement.
-public func eventually(_ seconds: Double = 20, pollingEvery interval: Double = 0.01,
-                       _ condition: () throws -> Bool) throws -> Bool
-{
+public func eventually(
+    _ seconds: Double = 20, pollingEvery interval: Double = 0.01,
+    _ condition: () throws -> Bool
+) throws -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
     while true {
         if try condition() { return true }
@@ -24,9 +25,10 @@ public func eventually(_ seconds: Double = 20, pollingEvery interval: Double = 0
 
 /// `eventually` for a test that cannot go on without the condition: throws, naming what did
 /// not happen and where, once `seconds` pass.
-public func eventually(_ what: String, seconds: Double = 5, pollingEvery interval: Double = 0.002,
-                       sourceLocation: SourceLocation = #_sourceLocation, _ condition: () throws -> Bool) throws
-{
+public func eventually(
+    _ what: String, seconds: Double = 5, pollingEvery interval: Double = 0.002,
+    sourceLocation: SourceLocation = #_sourceLocation, _ condition: () throws -> Bool
+) throws {
     guard try eventually(seconds, pollingEvery: interval, condition) else {
         throw TimedOut(description: "not within \(seconds) s: \(what) (\(sourceLocation))")
     }

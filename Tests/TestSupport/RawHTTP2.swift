@@ -50,8 +50,10 @@ public enum RawHTTP2 {
 
     public static func frame(type: UInt8, flags: UInt8, stream: UInt32, _ payload: [UInt8]) -> [UInt8] {
         let n = payload.count
-        return [UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
-                UInt8(stream >> 24), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)] + payload
+        return [
+            UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
+            UInt8(stream >> 24), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff),
+        ] + payload
     }
 
     /// The complete frames at the start of `bytes` (after the client preface when
@@ -67,8 +69,10 @@ public enum RawHTTP2 {
             let length = Int(bytes[i]) << 16 | Int(bytes[i + 1]) << 8 | Int(bytes[i + 2])
             guard i + 9 + length <= bytes.count else { break }
             let stream = Int32(bytes[i + 5] & 0x7f) << 24 | Int32(bytes[i + 6]) << 16 | Int32(bytes[i + 7]) << 8 | Int32(bytes[i + 8])
-            frames.append(WireFrame(type: bytes[i + 3], flags: bytes[i + 4], streamID: stream,
-                                    payload: Array(bytes[(i + 9)..<(i + 9 + length)])))
+            frames.append(
+                WireFrame(
+                    type: bytes[i + 3], flags: bytes[i + 4], streamID: stream,
+                    payload: Array(bytes[(i + 9)..<(i + 9 + length)])))
             i += 9 + length
         }
         return (frames, i)

@@ -39,8 +39,11 @@ extension Trait where Self == ConditionTrait {
     public static func requires(_ tools: ExternalTool...) -> Self {
         let missing = tools.filter { !$0.isInstalled }
         let named = missing.isEmpty ? tools : missing
-        return .enabled(if: missing.isEmpty, Comment(rawValue: "needs \(named.map(\.description).joined(separator: " and ")), "
-                            + "not installed here (scripts/deps.sh test installs \(named.count == 1 ? "it" : "them"))"))
+        return .enabled(
+            if: missing.isEmpty,
+            Comment(
+                rawValue: "needs \(named.map(\.description).joined(separator: " and ")), "
+                    + "not installed here (scripts/deps.sh test installs \(named.count == 1 ? "it" : "them"))"))
     }
 }
 

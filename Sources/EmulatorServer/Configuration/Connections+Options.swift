@@ -6,12 +6,15 @@ extension ServeConfiguration.Connections {
     enum Flag {
         private static let defaults = ServeConfiguration.Connections()
         static let threads = OptionSpec("threads", "N", "event-loop threads (default: number of cores)")
-        static let idleTimeout = OptionSpec("idle-timeout", "SECONDS", default: String(defaults.idleTimeoutSeconds),
-                                            "close idle provider connections with GOAWAY IdleTimeout (0 = never)")
-        static let maxConnections = OptionSpec("max-connections", "N", default: String(defaults.maxConnections),
-                                               "simultaneous connections of each kind (provider connections, device sockets); beyond it a new one is closed at once and counted")
-        static let requestTimeout = OptionSpec("request-timeout", "SECONDS", default: String(defaults.requestTimeoutSeconds),
-                                               "reset a provider request (RST_STREAM CANCEL) whose headers and body have not all arrived this long after it began")
+        static let idleTimeout = OptionSpec(
+            "idle-timeout", "SECONDS", default: String(defaults.idleTimeoutSeconds),
+            "close idle provider connections with GOAWAY IdleTimeout (0 = never)")
+        static let maxConnections = OptionSpec(
+            "max-connections", "N", default: String(defaults.maxConnections),
+            "simultaneous connections of each kind (provider connections, device sockets); beyond it a new one is closed at once and counted")
+        static let requestTimeout = OptionSpec(
+            "request-timeout", "SECONDS", default: String(defaults.requestTimeoutSeconds),
+            "reset a provider request (RST_STREAM CANCEL) whose headers and body have not all arrived this long after it began")
     }
 
     init(_ options: ResolvedOptions, over base: Self) throws(UsageError) {

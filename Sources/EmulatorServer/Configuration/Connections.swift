@@ -13,9 +13,10 @@ extension ServeConfiguration {
         /// Simultaneous connections allowed per kind (providers, devices).
         public var maxConnections: Int
 
-        public init(threads: Int = max(1, ProcessInfo.processInfo.activeProcessorCount), idleTimeoutSeconds: Int = 3600,
-                    requestTimeoutSeconds: Int = 10, maxConnections: Int = 20_000)
-        {
+        public init(
+            threads: Int = max(1, ProcessInfo.processInfo.activeProcessorCount), idleTimeoutSeconds: Int = 3600,
+            requestTimeoutSeconds: Int = 10, maxConnections: Int = 20_000
+        ) {
             self.threads = threads
             self.idleTimeoutSeconds = idleTimeoutSeconds
             self.requestTimeoutSeconds = requestTimeoutSeconds

@@ -7,27 +7,35 @@ import CommandLineOptions
 extension DeliveryOptions {
     enum Flag {
         private static let defaults = DeliveryOptions()
-        static let backgroundBudget = OptionSpec("background-budget-per-hour", "N", default: String(defaults.backgroundBudgetPerHour),
-                                                 "background pushes each app may receive per hour (Apple: two or three); the rest are deferred or throttled")
-        static let lowPriorityDelay = OptionSpec("low-priority-delay", "MS", default: String(defaults.lowPriorityDelayMs),
-                                                 "deliver priority 5 and 1 pushes this many milliseconds late, as Apple batches them for power (0 = at once)")
-        static let unregisteredDelay = OptionSpec("unregistered-delay", "SECONDS", default: String(defaults.unregisteredDelayMs / 1000),
-                                                  "after an uninstall, keep answering 200 this long before 410 Unregistered starts (Apple delays it unpredictably)")
-        static let unregisteredAfterPushes = OptionSpec("unregistered-after-pushes", "N",
-                                                        "with --unregistered-delay: start the 410s after N pushes even if the delay is not over")
-        static let deviceWindow = OptionSpec("device-window", "N", default: String(defaults.deviceWindow),
-                                             "deliveries a connected device may leave unacknowledged; beyond it notifications are stored (the newest per app), older ones coalesced")
-        static let deviceAckTimeout = OptionSpec("device-ack-timeout", "SECONDS", default: String(defaults.deviceAckTimeoutMs / 1000),
-                                                 "disconnect a device whose oldest unacknowledged delivery is this old (what it did not ack is stored again)")
-        static let tooManyRequests = OptionSpec("too-many-requests", "N/SECONDS",
-                                                "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off)")
+        static let backgroundBudget = OptionSpec(
+            "background-budget-per-hour", "N", default: String(defaults.backgroundBudgetPerHour),
+            "background pushes each app may receive per hour (Apple: two or three); the rest are deferred or throttled")
+        static let lowPriorityDelay = OptionSpec(
+            "low-priority-delay", "MS", default: String(defaults.lowPriorityDelayMs),
+            "deliver priority 5 and 1 pushes this many milliseconds late, as Apple batches them for power (0 = at once)")
+        static let unregisteredDelay = OptionSpec(
+            "unregistered-delay", "SECONDS", default: String(defaults.unregisteredDelayMs / 1000),
+            "after an uninstall, keep answering 200 this long before 410 Unregistered starts (Apple delays it unpredictably)")
+        static let unregisteredAfterPushes = OptionSpec(
+            "unregistered-after-pushes", "N",
+            "with --unregistered-delay: start the 410s after N pushes even if the delay is not over")
+        static let deviceWindow = OptionSpec(
+            "device-window", "N", default: String(defaults.deviceWindow),
+            "deliveries a connected device may leave unacknowledged; beyond it notifications are stored (the newest per app), older ones coalesced")
+        static let deviceAckTimeout = OptionSpec(
+            "device-ack-timeout", "SECONDS", default: String(defaults.deviceAckTimeoutMs / 1000),
+            "disconnect a device whose oldest unacknowledged delivery is this old (what it did not ack is stored again)")
+        static let tooManyRequests = OptionSpec(
+            "too-many-requests", "N/SECONDS",
+            "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off)")
     }
 
     init(_ options: ResolvedOptions, over base: Self) throws(UsageError) {
         self = base
         backgroundBudgetPerHour = try options.integer(Flag.backgroundBudget, in: 0...100_000) ?? backgroundBudgetPerHour
         lowPriorityDelayMs = try options.integer(Flag.lowPriorityDelay, in: 0...3_600_000).map(Int64.init) ?? lowPriorityDelayMs
-        unregisteredDelayMs = try options.integer(Flag.unregisteredDelay, in: 0...86_400 * 30).map { Int64($0) * 1000 }
+        unregisteredDelayMs =
+            try options.integer(Flag.unregisteredDelay, in: 0...86_400 * 30).map { Int64($0) * 1000 }
             ?? unregisteredDelayMs
         unregisteredAfterPushes = try options.integer(Flag.unregisteredAfterPushes, in: 1...1_000_000) ?? unregisteredAfterPushes
         deviceWindow = try options.integer(Flag.deviceWindow, in: 1...1_000_000) ?? deviceWindow

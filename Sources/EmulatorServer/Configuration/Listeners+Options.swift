@@ -7,20 +7,28 @@ import Networking
 extension ServeConfiguration.Listeners {
     enum Flag {
         private static let defaults = ServeConfiguration.Listeners()
-        static let listen = OptionSpec("listen", "HOST:PORT", repeatable: true,
-                                       "TLS listener like Apple's hosts (e.g. 127.0.0.1:443 and :2197): SNI or :authority api.push.apple.com means production, api.sandbox/api.development.push.apple.com sandbox, anything else sandbox")
-        static let sandbox = OptionSpec("sandbox-listen", "HOST:PORT", default: defaults.sandbox?.description,
-                                        "TLS listener whose environment is sandbox ('off' disables)")
-        static let production = OptionSpec("production-listen", "HOST:PORT", default: defaults.production?.description,
-                                           "TLS listener whose environment is production ('off' disables)")
-        static let h2cSandbox = OptionSpec("h2c-sandbox-listen", "HOST:PORT", default: defaults.h2cSandbox?.description,
-                                           "cleartext HTTP/2 (prior knowledge) listener, sandbox (default: off)")
-        static let h2cProduction = OptionSpec("h2c-production-listen", "HOST:PORT", default: defaults.h2cProduction?.description,
-                                              "cleartext HTTP/2 (prior knowledge) listener, production (default: off)")
-        static let admin = OptionSpec("admin-listen", "HOST:PORT", default: defaults.admin?.description,
-                                      "admin/inspection HTTP API ('off' disables)")
-        static let device = OptionSpec("device-listen", "HOST:PORT", default: defaults.device?.description,
-                                       "device socket, docs/device-protocol.md ('off' disables)")
+        static let listen = OptionSpec(
+            "listen", "HOST:PORT", repeatable: true,
+            "TLS listener like Apple's hosts (e.g. 127.0.0.1:443 and :2197): SNI or :authority api.push.apple.com means production, api.sandbox/api.development.push.apple.com sandbox, anything else sandbox"
+        )
+        static let sandbox = OptionSpec(
+            "sandbox-listen", "HOST:PORT", default: defaults.sandbox?.description,
+            "TLS listener whose environment is sandbox ('off' disables)")
+        static let production = OptionSpec(
+            "production-listen", "HOST:PORT", default: defaults.production?.description,
+            "TLS listener whose environment is production ('off' disables)")
+        static let h2cSandbox = OptionSpec(
+            "h2c-sandbox-listen", "HOST:PORT", default: defaults.h2cSandbox?.description,
+            "cleartext HTTP/2 (prior knowledge) listener, sandbox (default: off)")
+        static let h2cProduction = OptionSpec(
+            "h2c-production-listen", "HOST:PORT", default: defaults.h2cProduction?.description,
+            "cleartext HTTP/2 (prior knowledge) listener, production (default: off)")
+        static let admin = OptionSpec(
+            "admin-listen", "HOST:PORT", default: defaults.admin?.description,
+            "admin/inspection HTTP API ('off' disables)")
+        static let device = OptionSpec(
+            "device-listen", "HOST:PORT", default: defaults.device?.description,
+            "device socket, docs/device-protocol.md ('off' disables)")
         static let deviceTLS = OptionSpec("device-tls", nil, "serve the device socket over TLS (same certificate) instead of plain TCP")
     }
 
@@ -40,12 +48,15 @@ extension ServeConfiguration.Listeners {
         deviceTLS = options.switchValue(Flag.deviceTLS) ?? deviceTLS
 
         try Self.checkDistinctPorts(
-            listen.map { (Flag.listen.flag, $0) } + [
-                (Flag.sandbox.flag, sandbox), (Flag.production.flag, production), (Flag.h2cSandbox.flag, h2cSandbox),
-                (Flag.h2cProduction.flag, h2cProduction), (Flag.admin.flag, admin), (Flag.device.flag, device),
-            ].compactMap { name, address in address.map { (name, $0) } })
+            listen.map { (Flag.listen.flag, $0) }
+                + [
+                    (Flag.sandbox.flag, sandbox), (Flag.production.flag, production), (Flag.h2cSandbox.flag, h2cSandbox),
+                    (Flag.h2cProduction.flag, h2cProduction), (Flag.admin.flag, admin), (Flag.device.flag, device),
+                ].compactMap { name, address in address.map { (name, $0) } })
         if listen.isEmpty && sandbox == nil && production == nil && h2cSandbox == nil && h2cProduction == nil {
-            throw UsageError("every provider listener is off; keep at least one of --listen, --sandbox-listen, --production-listen, --h2c-sandbox-listen, --h2c-production-listen")
+            throw UsageError(
+                "every provider listener is off; keep at least one of --listen, --sandbox-listen, --production-listen, --h2c-sandbox-listen, --h2c-production-listen"
+            )
         }
     }
 

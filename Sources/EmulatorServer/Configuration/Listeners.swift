@@ -18,11 +18,12 @@ extension ServeConfiguration {
         /// The device socket speaks TLS (the providers' certificate) instead of plain TCP.
         public var deviceTLS: Bool
 
-        public init(listen: [HostPort] = [], sandbox: HostPort? = HostPort(host: "127.0.0.1", port: 2197),
-                    production: HostPort? = HostPort(host: "127.0.0.1", port: 2198), h2cSandbox: HostPort? = nil,
-                    h2cProduction: HostPort? = nil, admin: HostPort? = HostPort(host: "127.0.0.1", port: 8197),
-                    device: HostPort? = HostPort(host: "127.0.0.1", port: 5223), deviceTLS: Bool = false)
-        {
+        public init(
+            listen: [HostPort] = [], sandbox: HostPort? = HostPort(host: "127.0.0.1", port: 2197),
+            production: HostPort? = HostPort(host: "127.0.0.1", port: 2198), h2cSandbox: HostPort? = nil,
+            h2cProduction: HostPort? = nil, admin: HostPort? = HostPort(host: "127.0.0.1", port: 8197),
+            device: HostPort? = HostPort(host: "127.0.0.1", port: 5223), deviceTLS: Bool = false
+        ) {
             self.listen = listen
             self.sandbox = sandbox
             self.production = production

@@ -7,16 +7,22 @@ import CommandLineOptions
 extension LoadBehaviour {
     enum Flag {
         private static let defaults = LoadBehaviour()
-        static let streamLimitDrop = OptionSpec("stream-limit-drop", "on|off", default: defaults.streamLimitDrop ? "on" : "off",
-                                                "after ExpiredProviderToken: SETTINGS MAX_CONCURRENT_STREAMS 1 and RST_STREAM REFUSED_STREAM for the streams already sent; back up after a success")
-        static let responseLatency = OptionSpec("response-latency", "MS", default: String(defaults.responseLatencyMs),
-                                                "hold every answer this long (plus --response-jitter)")
-        static let responseJitter = OptionSpec("response-jitter", "MS", default: String(defaults.responseJitterMs),
-                                               "add up to this much more to each answer's wait, uniformly")
-        static let connectionRate = OptionSpec("connection-rate", "N",
-                                               "at most N answers per second on one provider connection; the rest wait their turn (default: no cap)")
-        static let connectionChurn = OptionSpec("connection-churn", "N/SECONDS",
-                                                "more than N new provider connections within SECONDS are closed on arrival until the window ends (default: off)")
+        static let streamLimitDrop = OptionSpec(
+            "stream-limit-drop", "on|off", default: defaults.streamLimitDrop ? "on" : "off",
+            "after ExpiredProviderToken: SETTINGS MAX_CONCURRENT_STREAMS 1 and RST_STREAM REFUSED_STREAM for the streams already sent; back up after a success"
+        )
+        static let responseLatency = OptionSpec(
+            "response-latency", "MS", default: String(defaults.responseLatencyMs),
+            "hold every answer this long (plus --response-jitter)")
+        static let responseJitter = OptionSpec(
+            "response-jitter", "MS", default: String(defaults.responseJitterMs),
+            "add up to this much more to each answer's wait, uniformly")
+        static let connectionRate = OptionSpec(
+            "connection-rate", "N",
+            "at most N answers per second on one provider connection; the rest wait their turn (default: no cap)")
+        static let connectionChurn = OptionSpec(
+            "connection-churn", "N/SECONDS",
+            "more than N new provider connections within SECONDS are closed on arrival until the window ends (default: off)")
     }
 
     init(_ options: ResolvedOptions, over base: Self) throws(UsageError) {

@@ -5,12 +5,16 @@ import CommandLineOptions
 extension ServeConfiguration.RecordLimits {
     enum Flag {
         private static let defaults = ServeConfiguration.RecordLimits()
-        static let maxRecords = OptionSpec("max-records", "N", default: String(defaults.maxRecords),
-                                           "notification records kept for inspection (oldest dropped first)")
-        static let maxRecordBytes = OptionSpec("max-record-bytes", "BYTES", default: String(defaults.maxRecordBytes),
-                                               "bytes the kept records may take in all (payloads, headers, texts; oldest dropped first); a number with an optional K, M or G suffix")
-        static let maxBackendCalls = OptionSpec("max-backend-calls", "N", default: String(defaults.maxBackendCalls),
-                                                "app backend calls kept for inspection, and queued at most, half of them for one backend host:port (beyond, a call is dropped and counted)")
+        static let maxRecords = OptionSpec(
+            "max-records", "N", default: String(defaults.maxRecords),
+            "notification records kept for inspection (oldest dropped first)")
+        static let maxRecordBytes = OptionSpec(
+            "max-record-bytes", "BYTES", default: String(defaults.maxRecordBytes),
+            "bytes the kept records may take in all (payloads, headers, texts; oldest dropped first); a number with an optional K, M or G suffix")
+        static let maxBackendCalls = OptionSpec(
+            "max-backend-calls", "N", default: String(defaults.maxBackendCalls),
+            "app backend calls kept for inspection, and queued at most, half of them for one backend host:port (beyond, a call is dropped and counted)"
+        )
     }
 
     init(_ options: ResolvedOptions, over base: Self) throws(UsageError) {
@@ -18,7 +22,8 @@ extension ServeConfiguration.RecordLimits {
         maxRecords = try options.integer(Flag.maxRecords, in: 1...10_000_000) ?? maxRecords
         if let text = options.string(Flag.maxRecordBytes) {
             guard let value = Self.byteCount(text), value >= 64 << 10 else {
-                throw UsageError("\(options.origin(Flag.maxRecordBytes)): '\(text)' is not a size of at least 64K (for example 268435456, 256M or 1G)")
+                throw UsageError(
+                    "\(options.origin(Flag.maxRecordBytes)): '\(text)' is not a size of at least 64K (for example 268435456, 256M or 1G)")
             }
             maxRecordBytes = value
         }

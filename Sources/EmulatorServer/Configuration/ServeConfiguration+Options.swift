@@ -9,54 +9,66 @@ extension ServeConfiguration {
     /// The flags that belong to no part.
     enum Flag {
         static let config = OptionSpec("config", "FILE", "JSON file with any of these settings plus \"devices\"")
-        static let authKey = OptionSpec("auth-key", "TEAMID:KEYID:PATH", repeatable: true,
-                                        "provider signing key: .p8 (PKCS#8) or PEM public key; append ?environment=sandbox|production&topics=BUNDLE,BUNDLE&related=KEYID to restrict it")
+        static let authKey = OptionSpec(
+            "auth-key", "TEAMID:KEYID:PATH", repeatable: true,
+            "provider signing key: .p8 (PKCS#8) or PEM public key; append ?environment=sandbox|production&topics=BUNDLE,BUNDLE&related=KEYID to restrict it"
+        )
         static let app = OptionSpec("app", "TEAMID:BUNDLEID", repeatable: true, "team TEAMID owns bundle BUNDLEID")
-        static let demo = OptionSpec("demo", "on|off|auto", default: ServeConfiguration().demo.rawValue,
-                                     "demo key, app and device for the quick start; auto = on when no key is configured")
-        static let tokenBytes = OptionSpec("token-bytes", "N", default: String(ServeConfiguration().tokenBytes),
-                                           "length of issued device tokens in bytes (Apple says not to assume 32)")
-        static let faults = OptionSpec("faults", "FILE", "JSON file of fault rules (a list, or {\"faults\": [...]}) active from the start; see README, Faults")
-        static let strictChecks = OptionSpec("strict-checks", nil,
-                                             "GET /api/v1/checks answers 409 while a check fails (a push delivered to another account than the one it names)")
-        static let profile = OptionSpec("profile", "default|realistic", default: Profile.default.rawValue,
-                                        "realistic: Apple's behaviour under load on (stream-limit drop, latency, per-connection rate, churn limit, 429s, priority-5 batching); see docs/load-testing.md")
+        static let demo = OptionSpec(
+            "demo", "on|off|auto", default: ServeConfiguration().demo.rawValue,
+            "demo key, app and device for the quick start; auto = on when no key is configured")
+        static let tokenBytes = OptionSpec(
+            "token-bytes", "N", default: String(ServeConfiguration().tokenBytes),
+            "length of issued device tokens in bytes (Apple says not to assume 32)")
+        static let faults = OptionSpec(
+            "faults", "FILE", "JSON file of fault rules (a list, or {\"faults\": [...]}) active from the start; see README, Faults")
+        static let strictChecks = OptionSpec(
+            "strict-checks", nil,
+            "GET /api/v1/checks answers 409 while a check fails (a push delivered to another account than the one it names)")
+        static let profile = OptionSpec(
+            "profile", "default|realistic", default: Profile.default.rawValue,
+            "realistic: Apple's behaviour under load on (stream-limit drop, latency, per-connection rate, churn limit, 429s, priority-5 batching); see docs/load-testing.md"
+        )
         static let readyFile = OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening")
         static let quiet = OptionSpec("quiet", nil, "no banner and no info lines (per-connection and the like); warnings still show")
     }
 
     /// Every option of `serve`, in the order `--help` and docs/configuration.md list them.
-    public static let specs: [OptionSpec] = [
-        Flag.config,
-        Listeners.Flag.listen, Listeners.Flag.sandbox, Listeners.Flag.production, Listeners.Flag.h2cSandbox,
-        Listeners.Flag.h2cProduction, Listeners.Flag.admin,
-    ] + AdminOptions.specs + [
-        Listeners.Flag.device, Listeners.Flag.deviceTLS,
-        TLS.Flag.certificate, TLS.Flag.key, TLS.Flag.certsDirectory, TLS.Flag.clientCA,
-        Flag.authKey, Flag.app, Flag.demo,
-        Connections.Flag.threads, Connections.Flag.idleTimeout, Connections.Flag.maxConnections, Connections.Flag.requestTimeout,
-        RecordLimits.Flag.maxRecords, RecordLimits.Flag.maxRecordBytes,
-        EndpointOptions.Flag.invalidPayload, Flag.tokenBytes, EndpointOptions.Flag.badEnvironmentReason, EndpointOptions.Flag.jwtClockSkew,
-        DeliveryOptions.Flag.backgroundBudget, DeliveryOptions.Flag.lowPriorityDelay, DeliveryOptions.Flag.unregisteredDelay,
-        DeliveryOptions.Flag.unregisteredAfterPushes, DeliveryOptions.Flag.deviceWindow, DeliveryOptions.Flag.deviceAckTimeout,
-        DeliveryOptions.Flag.tooManyRequests,
-        Flag.faults,
-        StateBackend.Flag.directory, StateBackend.Flag.redis, StateBackend.Flag.redisPrefix, StateBackend.Flag.journalLag,
-        StateBackend.Flag.failure,
-        RecordLimits.Flag.maxBackendCalls, Flag.strictChecks, Flag.profile,
-        LoadBehaviour.Flag.streamLimitDrop, LoadBehaviour.Flag.responseLatency, LoadBehaviour.Flag.responseJitter,
-        LoadBehaviour.Flag.connectionRate, LoadBehaviour.Flag.connectionChurn,
-        Flag.readyFile, Flag.quiet,
-    ]
+    public static let specs: [OptionSpec] =
+        [
+            Flag.config,
+            Listeners.Flag.listen, Listeners.Flag.sandbox, Listeners.Flag.production, Listeners.Flag.h2cSandbox,
+            Listeners.Flag.h2cProduction, Listeners.Flag.admin,
+        ] + AdminOptions.specs + [
+            Listeners.Flag.device, Listeners.Flag.deviceTLS,
+            TLS.Flag.certificate, TLS.Flag.key, TLS.Flag.certsDirectory, TLS.Flag.clientCA,
+            Flag.authKey, Flag.app, Flag.demo,
+            Connections.Flag.threads, Connections.Flag.idleTimeout, Connections.Flag.maxConnections, Connections.Flag.requestTimeout,
+            RecordLimits.Flag.maxRecords, RecordLimits.Flag.maxRecordBytes,
+            EndpointOptions.Flag.invalidPayload, Flag.tokenBytes, EndpointOptions.Flag.badEnvironmentReason, EndpointOptions.Flag.jwtClockSkew,
+            DeliveryOptions.Flag.backgroundBudget, DeliveryOptions.Flag.lowPriorityDelay, DeliveryOptions.Flag.unregisteredDelay,
+            DeliveryOptions.Flag.unregisteredAfterPushes, DeliveryOptions.Flag.deviceWindow, DeliveryOptions.Flag.deviceAckTimeout,
+            DeliveryOptions.Flag.tooManyRequests,
+            Flag.faults,
+            StateBackend.Flag.directory, StateBackend.Flag.redis, StateBackend.Flag.redisPrefix, StateBackend.Flag.journalLag,
+            StateBackend.Flag.failure,
+            RecordLimits.Flag.maxBackendCalls, Flag.strictChecks, Flag.profile,
+            LoadBehaviour.Flag.streamLimitDrop, LoadBehaviour.Flag.responseLatency, LoadBehaviour.Flag.responseJitter,
+            LoadBehaviour.Flag.connectionRate, LoadBehaviour.Flag.connectionChurn,
+            Flag.readyFile, Flag.quiet,
+        ]
 
     /// The configuration `arguments`, `environment` (APNS_EMULATOR_*) and the config file they
     /// name make of `base`: what they set replaces the base's value (a repeatable option adds
     /// to the base's list); what they leave unset keeps it.
-    public static func resolve(arguments: [String], environment: [String: String], over base: ServeConfiguration = ServeConfiguration())
+    public static func resolve(
+        arguments: [String], environment: [String: String], over base: ServeConfiguration = ServeConfiguration()
+    )
         throws(UsageError) -> ServeConfiguration
     {
-        let (options, positional) = try OptionParser.parse(arguments, specs: specs, environment: environment, configSpec: Flag.config,
-                                                           fillingDefaults: false)
+        let (options, positional) = try OptionParser.parse(
+            arguments, specs: specs, environment: environment, configSpec: Flag.config,
+            fillingDefaults: false)
         guard positional.isEmpty else { throw UsageError("unexpected argument '\(positional[0])'; see --help") }
         return try ServeConfiguration(options, over: base)
     }
@@ -130,7 +142,9 @@ extension ResolvedOptions {
     /// `N/SECONDS` (for example 100/10): more than N within SECONDS. `example` goes in the message
     /// for a value that is not one. SECONDS is finite (`inf` would overflow the window in ms)
     /// and at most a year unless `maxSeconds` says less.
-    func countWithin(_ spec: OptionSpec, maxSeconds: Double = 86_400 * 365, example: String) throws(UsageError)
+    func countWithin(
+        _ spec: OptionSpec, maxSeconds: Double = 86_400 * 365, example: String
+    ) throws(UsageError)
         -> (count: Int, windowMs: Int64)?
     {
         guard let text = string(spec) else { return nil }

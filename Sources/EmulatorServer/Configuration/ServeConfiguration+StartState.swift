@@ -161,7 +161,8 @@ extension ServeConfiguration {
                 }
                 let kindText = app["kind"]?.stringValue ?? "app"
                 guard let kind = TokenKind(rawValue: kindText) else {
-                    throw UsageError("device \(id) in \(path): kind '\(kindText)' is not one of \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw UsageError(
+                        "device \(id) in \(path): kind '\(kindText)' is not one of \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 let token = app["token"]?.stringValue
                 if let token, !Hex.isEvenLengthHex(Substring(token)) {

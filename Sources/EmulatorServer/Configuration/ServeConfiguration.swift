@@ -44,14 +44,15 @@ public struct ServeConfiguration: Sendable {
     /// No banner and no per-connection log lines.
     public var quiet: Bool
 
-    public init(listeners: Listeners = Listeners(), tls: TLS = TLS(), state: StateBackend = .memory,
-                authKeys: [AuthKeySpec] = [], apps: [(teamID: String, bundleID: String)] = [], backends: [String: AppBackend] = [:],
-                devices: [DeviceSpec] = [], demo: Demo = .auto, faultRules: [FaultInjectionRule] = [],
-                connections: Connections = Connections(), records: RecordLimits = RecordLimits(),
-                tokenBytes: Int = DeviceRegistry.defaultTokenByteCount, endpoint: EndpointOptions = EndpointOptions(),
-                delivery: DeliveryOptions = DeliveryOptions(), load: LoadBehaviour = LoadBehaviour(), admin: AdminOptions = AdminOptions(),
-                strictChecks: Bool = false, readyFile: String? = nil, quiet: Bool = false)
-    {
+    public init(
+        listeners: Listeners = Listeners(), tls: TLS = TLS(), state: StateBackend = .memory,
+        authKeys: [AuthKeySpec] = [], apps: [(teamID: String, bundleID: String)] = [], backends: [String: AppBackend] = [:],
+        devices: [DeviceSpec] = [], demo: Demo = .auto, faultRules: [FaultInjectionRule] = [],
+        connections: Connections = Connections(), records: RecordLimits = RecordLimits(),
+        tokenBytes: Int = DeviceRegistry.defaultTokenByteCount, endpoint: EndpointOptions = EndpointOptions(),
+        delivery: DeliveryOptions = DeliveryOptions(), load: LoadBehaviour = LoadBehaviour(), admin: AdminOptions = AdminOptions(),
+        strictChecks: Bool = false, readyFile: String? = nil, quiet: Bool = false
+    ) {
         self.listeners = listeners
         self.tls = tls
         self.state = state
@@ -101,9 +102,10 @@ extension ServeConfiguration {
         public var topics: [String]?
         public var relatedKeyID: String?
 
-        public init(teamID: String, keyID: String, path: String, environment: APNsEnvironment? = nil, topics: [String]? = nil,
-                    relatedKeyID: String? = nil)
-        {
+        public init(
+            teamID: String, keyID: String, path: String, environment: APNsEnvironment? = nil, topics: [String]? = nil,
+            relatedKeyID: String? = nil
+        ) {
             self.teamID = teamID
             self.keyID = keyID
             self.path = path
@@ -126,7 +128,9 @@ extension ServeConfiguration {
 
         public static func == (a: DeviceSpec, b: DeviceSpec) -> Bool {
             a.deviceID == b.deviceID && a.apps.count == b.apps.count
-                && zip(a.apps, b.apps).allSatisfy { $0.bundleID == $1.bundleID && $0.environment == $1.environment && $0.kind == $1.kind && $0.token == $1.token }
+                && zip(a.apps, b.apps).allSatisfy {
+                    $0.bundleID == $1.bundleID && $0.environment == $1.environment && $0.kind == $1.kind && $0.token == $1.token
+                }
         }
     }
 }

@@ -8,15 +8,25 @@ import StatePersistence
 
 extension ServeConfiguration.StateBackend {
     enum Flag {
-        static let directory = OptionSpec("state-dir", "DIR", "keep devices, tokens, runtime keys/apps/fault rules, stored notifications and the journal in DIR (SQLite) across restarts; see docs/state.md (default: memory only)")
-        static let redis = OptionSpec("redis", "URL",
-                                      "share devices, tokens, stored notifications, budgets and the journal with other instances through Redis (redis://[:PASSWORD@]HOST[:PORT][/DB]); see docs/several-instances.md (default: this process only)")
-        static let redisPrefix = OptionSpec("redis-prefix", "PREFIX", default: RedisStateStore.defaultPrefix,
-                                            "with --redis: the prefix of every key this emulator uses")
-        static let journalLag = OptionSpec("state-journal-lag", "N", default: String(Directory.defaultJournalLag),
-                                           "with --state-dir: journal records a 200 may be sent ahead of their commit (a kill -9 loses at most these, the newest; beyond, answers wait for the disk); 0 = every 200 waits for its record")
-        static let failure = OptionSpec("state-failure", "refuse|memory", default: Directory.defaultOnFailure.rawValue,
-                                        "with --state-dir, while the directory cannot commit (disk full, read-only, I/O errors): refuse (providers get 503, admin changes 503, /readyz 503, until a retry commits) or memory (go on unpersisted, logged)")
+        static let directory = OptionSpec(
+            "state-dir", "DIR",
+            "keep devices, tokens, runtime keys/apps/fault rules, stored notifications and the journal in DIR (SQLite) across restarts; see docs/state.md (default: memory only)"
+        )
+        static let redis = OptionSpec(
+            "redis", "URL",
+            "share devices, tokens, stored notifications, budgets and the journal with other instances through Redis (redis://[:PASSWORD@]HOST[:PORT][/DB]); see docs/several-instances.md (default: this process only)"
+        )
+        static let redisPrefix = OptionSpec(
+            "redis-prefix", "PREFIX", default: RedisStateStore.defaultPrefix,
+            "with --redis: the prefix of every key this emulator uses")
+        static let journalLag = OptionSpec(
+            "state-journal-lag", "N", default: String(Directory.defaultJournalLag),
+            "with --state-dir: journal records a 200 may be sent ahead of their commit (a kill -9 loses at most these, the newest; beyond, answers wait for the disk); 0 = every 200 waits for its record"
+        )
+        static let failure = OptionSpec(
+            "state-failure", "refuse|memory", default: Directory.defaultOnFailure.rawValue,
+            "with --state-dir, while the directory cannot commit (disk full, read-only, I/O errors): refuse (providers get 503, admin changes 503, /readyz 503, until a retry commits) or memory (go on unpersisted, logged)"
+        )
     }
 
     /// A backend the options name replaces the base's; the journal lag, failure policy and prefix

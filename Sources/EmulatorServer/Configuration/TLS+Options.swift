@@ -6,10 +6,12 @@ extension ServeConfiguration.TLS {
     enum Flag {
         static let certificate = OptionSpec("tls-cert", "PATH", "server certificate chain, PEM (default: CERTS-DIR/server.pem, generated if missing)")
         static let key = OptionSpec("tls-key", "PATH", "server private key, PEM (default: CERTS-DIR/server-key.pem)")
-        static let certsDirectory = OptionSpec("certs-dir", "PATH", default: ServeConfiguration.TLS().source.certsDirectory,
-                                               "where the default TEST ONLY certificates are read or generated")
-        static let clientCA = OptionSpec("client-ca", "PATH",
-                                         "CA certificates (PEM) that provider client certificates must chain to (default: CERTS-DIR/ca.pem)")
+        static let certsDirectory = OptionSpec(
+            "certs-dir", "PATH", default: ServeConfiguration.TLS().source.certsDirectory,
+            "where the default TEST ONLY certificates are read or generated")
+        static let clientCA = OptionSpec(
+            "client-ca", "PATH",
+            "CA certificates (PEM) that provider client certificates must chain to (default: CERTS-DIR/ca.pem)")
     }
 
     init(_ options: ResolvedOptions, over base: Self) throws(UsageError) {

@@ -7,9 +7,11 @@ import Testing
 @Suite("PushService against the APNs emulator")
 struct PushServiceTests {
     func service(_ apns: TestEmulator, _ store: TokenStore) throws -> PushService {
-        try PushService(settings: APNsSettings(address: apns.sandbox, caPath: apns.caCertificatePath,
-                                               teamID: apns.signingKey.teamID, keyID: apns.signingKey.keyID,
-                                               keyPEM: apns.signingKey.pem, topic: apns.bundleID), store: store)
+        try PushService(
+            settings: APNsSettings(
+                address: apns.sandbox, caPath: apns.caCertificatePath,
+                teamID: apns.signingKey.teamID, keyID: apns.signingKey.keyID,
+                keyPEM: apns.signingKey.pem, topic: apns.bundleID), store: store)
     }
 
     @Test func everyDeviceOfTheUserGetsTheShippingNotice() async throws {
