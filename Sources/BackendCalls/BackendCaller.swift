@@ -1,3 +1,6 @@
+// BackendCalls: the simulated apps' calls to their own backends (hooks): queued per device and
+// app, scheduled fairly per backend, retried with backoff, recorded in a bounded log. Imports
+// APNsCore (the hook intents), HTTP1Client, Locking, Dispatch and Foundation.
 // BackendCaller: apps' calls to their own backends, queued, sent, retried and recorded.
 // Imports Dispatch, Foundation, HTTP1Client (the wire) and Locking.
 import Dispatch

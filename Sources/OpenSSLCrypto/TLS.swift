@@ -1,3 +1,6 @@
+// OpenSSLCrypto: the thin OpenSSL wrapper: ES256 keys and signatures, TLS contexts and
+// connections, provider client certificates, and TEST ONLY certificate generation. The only
+// place OpenSSL's pointers are touched. Imports COpenSSL, Glibc and Foundation.
 import COpenSSL
 import Glibc
 

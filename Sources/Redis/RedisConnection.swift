@@ -1,3 +1,6 @@
+// Redis: the thin hiredis wrapper: blocking connections whose every call ends by a deadline,
+// pipelines, Lua scripts, a pub/sub subscriber. The only place hiredis's pointers are touched.
+// Imports CHiredis, MonotonicClock and Glibc.
 import MonotonicClock
 
 /// A blocking connection to one Redis server.

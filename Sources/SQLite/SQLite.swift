@@ -1,3 +1,5 @@
+// SQLite: the thin SQLite wrapper (a connection, statements, bindings, transactions). The
+// only place SQLite's pointers are touched. Imports CSQLite only.
 import CSQLite
 
 /// A failed SQLite call: the operation, SQLite's result code and its message.

@@ -1,3 +1,5 @@
+// SQLiteStateStore: `--state-dir`: the StateStore on SQLite: schema and its versions, rows,
+// damage checks at start, the last-commit marker. Imports APNsCore, SQLite and Foundation.
 public import APNsCore
 import Foundation
 import SQLite
