@@ -214,7 +214,7 @@ public final class EmulatorState: Sendable {
     }
 
     private func locked<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T, sharing: Bool, after: inout AfterLock) throws(E) -> T {
-        let tracking = onRecordChanges != nil && changeTracking.load(ordering: .relaxed)
+        let tracking = changeTracking.load(ordering: .relaxed) && onRecordChanges != nil
         let persistence = self.persistence
         let collecting = sharing || persistence != nil
         return try world.withLock { (world: inout World) throws(E) -> T in
