@@ -33,7 +33,7 @@ subjectKeyIdentifier = hash
 basicConstraints = critical,CA:FALSE
 keyUsage = critical,digitalSignature
 extendedKeyUsage = serverAuth
-subjectAltName = DNS:localhost,IP:127.0.0.1,IP:::1,DNS:api.push.apple.com,DNS:api.sandbox.push.apple.com,DNS:api.development.push.apple.com,DNS:apns-emulator
+subjectAltName = DNS:localhost,IP:127.0.0.1,IP:::1,DNS:api.push.apple.com,DNS:api.sandbox.push.apple.com,DNS:api.development.push.apple.com,DNS:api-broadcast.push.apple.com,DNS:api-broadcast.sandbox.push.apple.com,DNS:api-manage-broadcast.push.apple.com,DNS:api-manage-broadcast.sandbox.push.apple.com,DNS:apns-emulator
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid:always
 CNF
@@ -79,6 +79,7 @@ echo "Wrote TEST ONLY certificates to $out/:"
 echo "  $out/ca.pem          test CA certificate (trust it only on a test machine)"
 echo "  $out/ca-key.pem      test CA private key"
 echo "  $out/server.pem      server certificate (localhost, 127.0.0.1, ::1, api.push.apple.com,"
-echo "                       api.sandbox.push.apple.com, api.development.push.apple.com)"
+echo "                       api.sandbox.push.apple.com, api.development.push.apple.com and the"
+echo "                       api-broadcast and api-manage-broadcast names)"
 echo "  $out/server-key.pem  server private key"
 echo "WARNING: TEST ONLY. Never trust ca.pem outside a test machine." >&2

@@ -13,6 +13,10 @@ public struct World: Sendable {
     public var faults = FaultRules()
     /// Apps' own backends by bundle id (the hooks the simulated apps call).
     public var backends: [String: AppBackend] = [:]
+    /// Broadcast channels, live and deleted (the channel management API).
+    public var channels = ChannelDirectory()
+    /// Apps configured without the Broadcast capability (`--app TEAM:BUNDLE?broadcast=off`).
+    public var broadcastDisabledApps: Set<String> = []
     /// Hook calls decided under the lock, handed out by `EmulatorState` after it.
     var backendOutbox: [BackendIntent] = []
     /// The newest cross-account deliveries (`GET /api/v1/checks`), at most `crossAccountKeep`.

@@ -20,6 +20,8 @@ public enum Banner {
         if let x = a.production { row("provider, production", "https://\(x)") }
         if let x = a.h2cSandbox { row("provider, sandbox h2c", "http://\(x)  (cleartext HTTP/2, prior knowledge)") }
         if let x = a.h2cProduction { row("provider, production h2c", "http://\(x)") }
+        if let x = a.channelSandbox { row("channels, sandbox", "https://\(x)  (as api-manage-broadcast.sandbox.push.apple.com:2195)") }
+        if let x = a.channelProduction { row("channels, production", "https://\(x)  (as api-manage-broadcast.push.apple.com:2196)") }
         if let x = a.admin {
             let exposed = c.listeners.admin.map { !AdminOptions.isLoopback($0.host) } ?? false
             let access = c.admin.token != nil ? "; token required" : exposed ? "; no token, reachable from the network" : ""
@@ -178,6 +180,8 @@ public enum Banner {
         a.production = local(a.production)
         a.h2cSandbox = local(a.h2cSandbox)
         a.h2cProduction = local(a.h2cProduction)
+        a.channelSandbox = local(a.channelSandbox)
+        a.channelProduction = local(a.channelProduction)
         a.admin = local(a.admin)
         a.device = local(a.device)
         return a

@@ -10,6 +10,9 @@ public struct BoundAddresses: Sendable {
     public var production: HostPort?
     public var h2cSandbox: HostPort?
     public var h2cProduction: HostPort?
+    /// Channel management (`api-manage-broadcast` on Apple's ports 2195 and 2196).
+    public var channelSandbox: HostPort?
+    public var channelProduction: HostPort?
     public var admin: HostPort?
     public var device: HostPort?
     public var caFile: String?
@@ -19,7 +22,8 @@ public struct BoundAddresses: Sendable {
         return [
             "listen": .array(listen.map { .string($0.description) }),
             "sandbox": text(sandbox), "production": text(production), "h2cSandbox": text(h2cSandbox),
-            "h2cProduction": text(h2cProduction), "admin": text(admin), "device": text(device),
+            "h2cProduction": text(h2cProduction),
+            "channelSandbox": text(channelSandbox), "channelProduction": text(channelProduction), "admin": text(admin), "device": text(device),
             "caFile": caFile.map(JSONValue.string) ?? .null, "pid": .int(Int64(getpid())),
         ]
     }

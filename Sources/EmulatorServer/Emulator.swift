@@ -102,6 +102,8 @@ public final class Emulator: Sendable {
         demoKeyPath = madeDemoDevice ? StartCredentials.demoKeyPath(configuration) : nil
         for rule in configuration.faultRules { world.faults.add(rule) }
         world.backends = configuration.backends
+        world.broadcastDisabledApps = configuration.broadcastDisabledApps
+        world.channels.maxLivePerApp = configuration.records.maxChannels
         var current = world
         var stateDirectory: StateDirectoryService?
         if let directory = configuration.state.directory {
@@ -142,6 +144,7 @@ public final class Emulator: Sendable {
         shared?.deliverFrames.set { [weak devices] frames in devices?.dispatch(frames) }
         providers = ProviderConnections(
             connections: configuration.connections, load: configuration.load, devices: devices,
+            channels: ChannelEndpoint(state: state, clock: clock),
             durability: durability, tls: tls, logger: logger)
         events = EventHub(state: state, metrics: adminMetrics)
         let events = self.events

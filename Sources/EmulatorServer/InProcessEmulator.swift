@@ -52,7 +52,9 @@ public final class InProcessEmulator: Sendable {
         }
         let freePort = HostPort(host: "127.0.0.1", port: 0)
         var configuration = ServeConfiguration(
-            listeners: .init(sandbox: freePort, production: freePort, admin: freePort, device: freePort),
+            listeners: .init(
+                sandbox: freePort, production: freePort, channelSandbox: freePort, channelProduction: freePort, admin: freePort,
+                device: freePort),
             tls: .init(source: .generated(certsDirectory: "\(directory)/certs")),
             authKeys: [.init(teamID: teamID, keyID: keyID, path: key.path)],
             apps: bundleIDs.map { (teamID, $0) },

@@ -68,11 +68,12 @@ final class ListenerSet: Service, @unchecked Sendable {
         let configured = self.configured
         let acceptLoop = group.loops[0]
         for address in configured.listen {
-            // Sandbox unless the name the client asked for is Apple's production host.
+            // Sandbox unless the name the client asked for is Apple's production host; channel
+            // management when it is one of Apple's channel-management hosts.
             if let bound = try bind(
                 address, "--listen", on: acceptLoop,
                 { [unowned self] fd, peer in
-                    self.acceptProvider(fd: fd, peer: peer, environment: .sandbox, tls: true)
+                    self.acceptProvider(fd: fd, peer: peer, environment: .sandbox, tls: true, role: .byName)
                 })
             {
                 addresses.listen.append(bound)
@@ -89,6 +90,14 @@ final class ListenerSet: Service, @unchecked Sendable {
         }
         addresses.h2cProduction = try bind(configured.h2cProduction, "--h2c-production-listen", on: acceptLoop) { [unowned self] fd, peer in
             self.acceptProvider(fd: fd, peer: peer, environment: .production, tls: false)
+        }
+        addresses.channelSandbox = try bind(configured.channelSandbox, "--channel-sandbox-listen", on: acceptLoop) {
+            [unowned self] fd, peer in
+            self.acceptProvider(fd: fd, peer: peer, environment: .sandbox, tls: true, role: .channelManagement)
+        }
+        addresses.channelProduction = try bind(configured.channelProduction, "--channel-production-listen", on: acceptLoop) {
+            [unowned self] fd, peer in
+            self.acceptProvider(fd: fd, peer: peer, environment: .production, tls: true, role: .channelManagement)
         }
         // Its own loop, accepting too: the admin API answers while provider loops are busy
         // (a load test, or with --redis a slow Redis they wait for).
@@ -205,7 +214,9 @@ final class ListenerSet: Service, @unchecked Sendable {
         if loop.inEventLoop { build() } else { loop.execute(build) }
     }
 
-    private func acceptProvider(fd: Int32, peer: String, environment: APNsEnvironment, tls: Bool) {
+    private func acceptProvider(
+        fd: Int32, peer: String, environment: APNsEnvironment, tls: Bool, role: ProviderConnection.Role = .push
+    ) {
         let endpoint = self.endpoint
         let providers = self.providers
         if let churn = providers.churn, !churn.withLock({ $0.admit(nowMs: Monotonic.nowMilliseconds()) }) {
@@ -220,7 +231,7 @@ final class ListenerSet: Service, @unchecked Sendable {
             do {
                 let handler = try ProviderConnection(
                     connection: connection, listenerEnvironment: environment,
-                    endpoint: endpoint, providers: providers)
+                    endpoint: endpoint, providers: providers, role: role)
                 providers.connectionOpened(handler)
                 return handler
             } catch {

@@ -61,13 +61,22 @@ final class ProviderConnection: ConnectionHandler {
     /// `--connection-rate`.
     private lazy var pacer: AnswerPacer? = providers.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
 
+    /// What the listener serves: device pushes and broadcasts (Apple's push hosts), channel
+    /// management (its own hosts and ports), or either by the name asked for (`--listen`).
+    enum Role: Sendable {
+        case push, channelManagement, byName
+    }
+
+    let role: Role
+
     init(
         connection: Connection, listenerEnvironment: APNsEnvironment, endpoint: ProviderEndpoint,
-        providers: ProviderConnections
+        providers: ProviderConnections, role: Role = .push
     ) throws(HTTP2Error) {
         self.connection = connection
         self.endpoint = endpoint
         self.providers = providers
+        self.role = role
         // The advertised MAX_HEADER_LIST_SIZE is enforced; a body past the largest payload
         // limit is answered (413) at once instead of being read to its end.
         session = try HTTP2ServerSession(
@@ -289,6 +298,11 @@ final class ProviderConnection: ConnectionHandler {
             streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
             body: request.body, bodyLength: request.bodyLength, isComplete: request.isComplete,
             headerListSize: request.headerListSize)
+        if let management = channelRequest(request) {
+            let response = providers.channels.handle(push, management: management, connection: &context)
+            answerChannel(request.streamID, response)
+            return
+        }
         let response = endpoint.handle(push, connection: &context)
         // --state-dir: the answer waits until what the request changed is committed.
         if !response.changedNothing, let gate = commitGate, gate.hold((request.streamID, response, started)) { return }
@@ -366,6 +380,44 @@ final class ProviderConnection: ConnectionHandler {
         endpoint.recordRefused(
             streamID: refused.streamID, headers: refused.headers.map { ($0.name, $0.value) },
             headersTruncated: true, explanation: explanation, connection: &context)
+    }
+
+    /// Whether a request is the channel API's: true for channel management, false for a
+    /// broadcast send, nil for a device push. Device pushes pay one look at `:path`.
+    private func channelRequest(_ request: HTTP2Request) -> Bool? {
+        var path: String?
+        var authority: String?
+        for field in request.headers {
+            guard field.name.utf8.first == UInt8(ascii: ":") else { break }  // pseudo-headers come first
+            if field.name == ":path" { path = field.value } else if field.name == ":authority" { authority = field.value }
+        }
+        switch role {
+        case .channelManagement:
+            return true
+        case .byName:
+            let named = authority.map { Substring($0) } ?? context.serverName.map { Substring($0) }
+            if let named, ChannelEndpoint.isManagementHost(named) { return true }
+        case .push:
+            break
+        }
+        guard let path, ChannelEndpoint.isBroadcastPath(path) else { return nil }
+        return false
+    }
+
+    private func answerChannel(_ streamID: Int32, _ response: ChannelResponse) {
+        responseHeaders.removeAll(keepingCapacity: true)
+        responseHeaders.append(HTTP2HeaderField(name: "apns-request-id", value: response.requestID, neverIndex: true))
+        if let channel = response.channelID {
+            responseHeaders.append(HTTP2HeaderField(name: "apns-channel-id", value: channel, neverIndex: true))
+        }
+        let body = response.body
+        if body != nil { responseHeaders.append(.contentTypeJSON) }
+        session.submitResponse(streamID: streamID, status: response.status, headers: responseHeaders, body: body)
+        if response.raiseStreamLimit { session.submitSettings(Self.raisedLimit) }
+        if let explanation = response.explanation {
+            providers.logger.info(
+                "provider connection \(connection.id) stream \(streamID): channel \(response.operation?.name ?? "request") \(response.status) \(response.reason ?? ""): \(explanation)")
+        }
     }
 
     private func respond(_ streamID: Int32, _ response: PushResponse) {

@@ -21,6 +21,8 @@ final class ProviderConnections: @unchecked Sendable {
     let latency: LatencyHistograms
     /// Where the frames their pushes make go.
     let devices: DeviceGateway
+    /// Channel management and broadcast sends.
+    let channels: ChannelEndpoint
     /// The endpoints' TLS material, with the trusted issuers of client certificates.
     let tls: ServerTLS
     /// `--state-dir`: answers wait for their changes to be committed.
@@ -33,7 +35,8 @@ final class ProviderConnections: @unchecked Sendable {
     let churnRefused = Atomic<Int>(0)
 
     init(
-        connections: ServeConfiguration.Connections, load: LoadBehaviour, devices: DeviceGateway, durability: StateWriter?,
+        connections: ServeConfiguration.Connections, load: LoadBehaviour, devices: DeviceGateway, channels: ChannelEndpoint,
+        durability: StateWriter?,
         tls: ServerTLS, logger: Logger
     ) {
         idleTimeoutSeconds = connections.idleTimeoutSeconds
@@ -42,6 +45,7 @@ final class ProviderConnections: @unchecked Sendable {
         self.load = load
         churn = load.connectionChurn.map { Locked(ChurnLimiter(limit: $0.count, windowMs: $0.windowMs)) }
         self.devices = devices
+        self.channels = channels
         self.durability = durability
         self.tls = tls
         self.logger = logger

@@ -6,10 +6,13 @@ import Glibc
 /// outside a test machine: every subject says TEST ONLY.
 public enum TestCertificates {
     /// Names the server certificate is valid for, in subjectAltName syntax: loopback, Apple's
-    /// host names, and `apns-emulator`, the service name in docker-compose.yml.
+    /// host names (push, broadcast and channel management), and `apns-emulator`, the service
+    /// name in docker-compose.yml.
     public static let subjectAltNames = [
         "DNS:localhost", "IP:127.0.0.1", "IP:::1",
         "DNS:api.push.apple.com", "DNS:api.sandbox.push.apple.com", "DNS:api.development.push.apple.com",
+        "DNS:api-broadcast.push.apple.com", "DNS:api-broadcast.sandbox.push.apple.com",
+        "DNS:api-manage-broadcast.push.apple.com", "DNS:api-manage-broadcast.sandbox.push.apple.com",
         "DNS:apns-emulator",
     ]
     public static let caCommonName = "apns-emulator TEST ONLY CA"

@@ -82,6 +82,7 @@ final class EmulatorProcess: @unchecked Sendable {
         let readyPath = directory + "/ready.json"
         var arguments = [
             "serve", "--sandbox-listen", "127.0.0.1:0", "--production-listen", "127.0.0.1:0",
+            "--channel-sandbox-listen", "127.0.0.1:0", "--channel-production-listen", "127.0.0.1:0",
             "--admin-listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0", "--certs-dir", certsDirectory,
             "--ready-file", readyPath,
         ]

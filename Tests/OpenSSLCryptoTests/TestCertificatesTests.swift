@@ -26,6 +26,8 @@ func checkTestPKI(in directory: String) throws {
     for name in [
         "DNS:localhost", "IP Address:127.0.0.1", "IP Address:0:0:0:0:0:0:0:1", "DNS:api.push.apple.com",
         "DNS:api.sandbox.push.apple.com", "DNS:api.development.push.apple.com",
+        "DNS:api-manage-broadcast.push.apple.com", "DNS:api-manage-broadcast.sandbox.push.apple.com",
+        "DNS:api-broadcast.push.apple.com", "DNS:api-broadcast.sandbox.push.apple.com",
     ] {
         #expect(sans.contains(name), "SAN \(name) missing from \(sans)")
     }

@@ -140,7 +140,8 @@ def die_with_parent():
 # Apple-style listeners on Apple's two ports: the SNI / :authority a library sends picks the
 # environment, as on Apple's own hosts.
 LISTEN_FLAGS = ["--listen", "127.0.0.1:443", "--listen", "127.0.0.1:2197",
-                "--sandbox-listen", "off", "--production-listen", "off"]
+                "--sandbox-listen", "off", "--production-listen", "off",
+                "--channel-sandbox-listen", "off", "--channel-production-listen", "off"]
 
 
 def make_key(work):
@@ -277,6 +278,7 @@ class Cluster:
         # :2197): SNI / :authority picks the environment; the ports are the instance's own.
         flags = ["--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0",
                  "--sandbox-listen", "off", "--production-listen", "off",
+                 "--channel-sandbox-listen", "off", "--channel-production-listen", "off",
                  "--admin-listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0",
                  "--redis", f"redis://127.0.0.1:{self.redis_port}/0"]
         command = emulator_command(self.binary, self.work, self.libs, self.key, flags, ready)

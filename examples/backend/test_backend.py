@@ -277,6 +277,7 @@ class NotifyThroughEmulator(unittest.TestCase):
         ready = work / "ready.json"
         cls.emulator = subprocess.Popen(
             [binary, "serve", "--sandbox-listen", "127.0.0.1:0", "--production-listen", "127.0.0.1:0",
+             "--channel-sandbox-listen", "off", "--channel-production-listen", "off",
              "--admin-listen", "127.0.0.1:0", "--device-listen", "off", "--certs-dir", str(work / "certs"),
              "--auth-key", f"{cls.TEAM}:{cls.KEY}:{key}", "--app", f"{cls.TEAM}:{APP}",
              "--demo", "off", "--quiet", "--ready-file", str(ready)],

@@ -23,6 +23,12 @@ extension ServeConfiguration.Listeners {
         static let h2cProduction = OptionSpec(
             "h2c-production-listen", "HOST:PORT", default: defaults.h2cProduction?.description,
             "cleartext HTTP/2 (prior knowledge) listener, production (default: off)")
+        static let channelSandbox = OptionSpec(
+            "channel-sandbox-listen", "HOST:PORT", default: defaults.channelSandbox?.description,
+            "TLS listener for channel management in sandbox, like api-manage-broadcast.sandbox.push.apple.com:2195 ('off' disables)")
+        static let channelProduction = OptionSpec(
+            "channel-production-listen", "HOST:PORT", default: defaults.channelProduction?.description,
+            "TLS listener for channel management in production, like api-manage-broadcast.push.apple.com:2196 ('off' disables)")
         static let admin = OptionSpec(
             "admin-listen", "HOST:PORT", default: defaults.admin?.description,
             "admin/inspection HTTP API ('off' disables)")
@@ -43,6 +49,8 @@ extension ServeConfiguration.Listeners {
         production = try Self.address(Flag.production, options, otherwise: production)
         h2cSandbox = try Self.address(Flag.h2cSandbox, options, otherwise: h2cSandbox)
         h2cProduction = try Self.address(Flag.h2cProduction, options, otherwise: h2cProduction)
+        channelSandbox = try Self.address(Flag.channelSandbox, options, otherwise: channelSandbox)
+        channelProduction = try Self.address(Flag.channelProduction, options, otherwise: channelProduction)
         admin = try Self.address(Flag.admin, options, otherwise: admin)
         device = try Self.address(Flag.device, options, otherwise: device)
         deviceTLS = options.switchValue(Flag.deviceTLS) ?? deviceTLS
@@ -51,7 +59,8 @@ extension ServeConfiguration.Listeners {
             listen.map { (Flag.listen.flag, $0) }
                 + [
                     (Flag.sandbox.flag, sandbox), (Flag.production.flag, production), (Flag.h2cSandbox.flag, h2cSandbox),
-                    (Flag.h2cProduction.flag, h2cProduction), (Flag.admin.flag, admin), (Flag.device.flag, device),
+                    (Flag.h2cProduction.flag, h2cProduction), (Flag.channelSandbox.flag, channelSandbox),
+                    (Flag.channelProduction.flag, channelProduction), (Flag.admin.flag, admin), (Flag.device.flag, device),
                 ].compactMap { name, address in address.map { (name, $0) } })
         if listen.isEmpty && sandbox == nil && production == nil && h2cSandbox == nil && h2cProduction == nil {
             throw UsageError(

@@ -1,5 +1,7 @@
 // RecordLimits+Options: the flags for what is kept for inspection (notification records, app
-// backend calls) and their mapping. Imports CommandLineOptions only.
+// backend calls) and the channel limit, and their mapping. Imports APNsCore (the channel
+// limit) and CommandLineOptions.
+import APNsCore
 import CommandLineOptions
 
 extension ServeConfiguration.RecordLimits {
@@ -15,6 +17,9 @@ extension ServeConfiguration.RecordLimits {
             "max-backend-calls", "N", default: String(defaults.maxBackendCalls),
             "app backend calls kept for inspection, and queued at most, half of them for one backend host:port (beyond, a call is dropped and counted)"
         )
+        static let maxChannels = OptionSpec(
+            "max-channels", "N", default: String(defaults.maxChannels),
+            "live broadcast channels per app per environment (Apple's limit; beyond, CannotCreateChannelConfig)")
     }
 
     init(_ options: ResolvedOptions, over base: Self) throws(UsageError) {
@@ -28,6 +33,7 @@ extension ServeConfiguration.RecordLimits {
             maxRecordBytes = value
         }
         maxBackendCalls = try options.integer(Flag.maxBackendCalls, in: 1...1_000_000) ?? maxBackendCalls
+        maxChannels = try options.integer(Flag.maxChannels, in: 1...ChannelDirectory.defaultMaxLivePerApp) ?? maxChannels
     }
 
     /// `123`, `64K`, `256M`, `1G` (binary multiples).

@@ -1,6 +1,7 @@
 // RecordLimits: what is kept for inspection (notification records, app backend calls). A value
 // with its defaults; its flags are in RecordLimits+Options.swift. Imports BackendCalls (its
 // default capacity).
+public import APNsCore
 public import BackendCalls
 
 extension ServeConfiguration {
@@ -11,11 +12,17 @@ extension ServeConfiguration {
         public var maxRecordBytes: Int
         /// App backend calls kept, and queued at most.
         public var maxBackendCalls: Int
+        /// Live broadcast channels per app per environment (Apple's limit is 10,000).
+        public var maxChannels: Int
 
-        public init(maxRecords: Int = 50_000, maxRecordBytes: Int = 256 << 20, maxBackendCalls: Int = BackendCaller.defaultCapacity) {
+        public init(
+            maxRecords: Int = 50_000, maxRecordBytes: Int = 256 << 20, maxBackendCalls: Int = BackendCaller.defaultCapacity,
+            maxChannels: Int = ChannelDirectory.defaultMaxLivePerApp
+        ) {
             self.maxRecords = maxRecords
             self.maxRecordBytes = maxRecordBytes
             self.maxBackendCalls = maxBackendCalls
+            self.maxChannels = maxChannels
         }
     }
 }

@@ -13,7 +13,9 @@ extension ServeConfiguration {
             "auth-key", "TEAMID:KEYID:PATH", repeatable: true,
             "provider signing key: .p8 (PKCS#8) or PEM public key; append ?environment=sandbox|production&topics=BUNDLE,BUNDLE&related=KEYID to restrict it"
         )
-        static let app = OptionSpec("app", "TEAMID:BUNDLEID", repeatable: true, "team TEAMID owns bundle BUNDLEID")
+        static let app = OptionSpec(
+            "app", "TEAMID:BUNDLEID", repeatable: true,
+            "team TEAMID owns bundle BUNDLEID; TEAMID:BUNDLEID?broadcast=off: without the Broadcast capability (FeatureNotEnabled)")
         static let demo = OptionSpec(
             "demo", "on|off|auto", default: ServeConfiguration().demo.rawValue,
             "demo key, app and device for the quick start; auto = on when no key is configured")
@@ -38,13 +40,13 @@ extension ServeConfiguration {
         [
             Flag.config,
             Listeners.Flag.listen, Listeners.Flag.sandbox, Listeners.Flag.production, Listeners.Flag.h2cSandbox,
-            Listeners.Flag.h2cProduction, Listeners.Flag.admin,
+            Listeners.Flag.h2cProduction, Listeners.Flag.channelSandbox, Listeners.Flag.channelProduction, Listeners.Flag.admin,
         ] + AdminOptions.specs + [
             Listeners.Flag.device, Listeners.Flag.deviceTLS,
             TLS.Flag.certificate, TLS.Flag.key, TLS.Flag.certsDirectory, TLS.Flag.clientCA,
             Flag.authKey, Flag.app, Flag.demo,
             Connections.Flag.threads, Connections.Flag.idleTimeout, Connections.Flag.maxConnections, Connections.Flag.requestTimeout,
-            RecordLimits.Flag.maxRecords, RecordLimits.Flag.maxRecordBytes,
+            RecordLimits.Flag.maxRecords, RecordLimits.Flag.maxRecordBytes, RecordLimits.Flag.maxChannels,
             EndpointOptions.Flag.invalidPayload, Flag.tokenBytes, EndpointOptions.Flag.badEnvironmentReason, EndpointOptions.Flag.jwtClockSkew,
             DeliveryOptions.Flag.backgroundBudget, DeliveryOptions.Flag.lowPriorityDelay, DeliveryOptions.Flag.unregisteredDelay,
             DeliveryOptions.Flag.unregisteredAfterPushes, DeliveryOptions.Flag.deviceWindow, DeliveryOptions.Flag.deviceAckTimeout,
@@ -105,11 +107,14 @@ extension ServeConfiguration {
         }
         apps = base.apps
         backends = base.backends
+        broadcastDisabledApps = base.broadcastDisabledApps
         for text in options.strings(Flag.app) {
             do {
-                let app = try Self.parseApp(text)
+                let (spec, broadcast) = try Self.parseBroadcastCapability(text)
+                let app = try Self.parseApp(spec)
                 apps.append(app)
-                if let backend = try Self.parseAppBackend(text) { backends[app.bundleID] = backend }
+                if !broadcast { broadcastDisabledApps.insert(app.bundleID) }
+                if let backend = try Self.parseAppBackend(spec) { backends[app.bundleID] = backend }
             } catch {
                 throw UsageError("\(options.origin(Flag.app)): \(error.description)")
             }

@@ -117,6 +117,24 @@ extension ServeConfiguration {
         }
     }
 
+    /// The app spec without its capability, and whether the app has the Broadcast capability:
+    /// `TEAM:BUNDLE?broadcast=off`, or `"broadcast": false` in a config-file object.
+    static func parseBroadcastCapability(_ text: String) throws(UsageError) -> (spec: String, broadcast: Bool) {
+        if text.hasPrefix("{") {
+            guard var object = (try? JSONValue.parse(text))?.objectValue else { return (text, true) }
+            guard let value = object["broadcast"] else { return (text, true) }
+            guard case .bool(let on) = value else { throw UsageError("app \(text): \"broadcast\" must be true or false") }
+            object.members.removeAll { $0.key == "broadcast" }
+            return (JSONValue.object(object).serialized(), on)
+        }
+        guard let mark = text.firstIndex(of: "?") else { return (text, true) }
+        switch text[text.index(after: mark)...] {
+        case "broadcast=off": return (String(text[..<mark]), false)
+        case "broadcast=on": return (String(text[..<mark]), true)
+        default: throw UsageError("'\(text)': after ? only broadcast=off or broadcast=on")
+        }
+    }
+
     public static func parseApp(_ text: String) throws(UsageError) -> (teamID: String, bundleID: String) {
         if text.hasPrefix("{") {
             guard let object = (try? JSONValue.parse(text))?.objectValue, let team = object["teamId"]?.stringValue,

@@ -17,6 +17,8 @@ public struct ServeConfiguration: Sendable {
     public var authKeys: [AuthKeySpec]
     /// Apps and the team that owns each (`--app`).
     public var apps: [(teamID: String, bundleID: String)]
+    /// Apps without the Broadcast capability (`?broadcast=off`, `"broadcast": false`).
+    public var broadcastDisabledApps: Set<String> = []
     /// Apps' own backends (`"backend"` under an app in the config file), by bundle id.
     public var backends: [String: AppBackend]
     /// Devices that exist from the start (the config file's `"devices"`).

@@ -1,0 +1,504 @@
+/// Judges channel management (`/1/apps/<bundle>/channels`, `…/all-channels`) and broadcast
+/// sends (`POST /4/broadcasts/apps/<bundle>`) with Apple's rules, in the order of
+/// docs/apns-behaviour.md, "Broadcast channels": path and method → request id → provider
+/// token (or certificate) → the app in the path → the app's broadcast capability → the
+/// operation's own headers and body. Pure logic: no I/O; the clock and the state are injected.
+
+/// The reasons of Apple's broadcast and channel error table, with their statuses.
+public enum ChannelReason: String, Error, Sendable, CaseIterable {
+    case featureNotEnabled = "FeatureNotEnabled"
+    case missingChannelId = "MissingChannelId"
+    case badChannelId = "BadChannelId"
+    case channelNotRegistered = "ChannelNotRegistered"
+    case badRequestParams = "BadRequestParams"
+    case badRequestPayload = "BadRequestPayload"
+    case payloadEmpty = "PayloadEmpty"
+    case badMessageId = "BadMessageId"
+    case missingPushType = "MissingPushType"
+    case invalidPushType = "InvalidPushType"
+    case cannotCreateChannelConfig = "CannotCreateChannelConfig"
+    case badExpirationDate = "BadExpirationDate"
+    case topicDisallowed = "TopicDisallowed"
+    case badPriority = "BadPriority"
+    case topicMismatch = "TopicMismatch"
+    case badPath = "BadPath"
+    case methodNotAllowed = "MethodNotAllowed"
+    case payloadTooLarge = "PayloadTooLarge"
+    case serviceUnavailable = "ServiceUnavailable"
+
+    public var status: Int {
+        switch self {
+        case .topicMismatch: return 403
+        case .badPath: return 404
+        case .methodNotAllowed: return 405
+        case .payloadTooLarge: return 413
+        case .serviceUnavailable: return 503
+        default: return 400
+        }
+    }
+}
+
+/// What a channel request is, from its method and path.
+public enum ChannelOperation: Sendable, Equatable {
+    case create(bundleID: String)
+    case read(bundleID: String)
+    case delete(bundleID: String)
+    case list(bundleID: String)
+    case broadcast(bundleID: String)
+
+    public var bundleID: String {
+        switch self {
+        case .create(let b), .read(let b), .delete(let b), .list(let b), .broadcast(let b): return b
+        }
+    }
+
+    public var name: String {
+        switch self {
+        case .create: return "create"
+        case .read: return "read"
+        case .delete: return "delete"
+        case .list: return "list"
+        case .broadcast: return "broadcast"
+        }
+    }
+}
+
+/// The answer to a channel request, as APNs sends it.
+public struct ChannelResponse: Sendable {
+    public var status: Int
+    /// Echoed from the request, else generated (lowercase UUID).
+    public var requestID: String
+    /// The reason as spelled on the wire; nil for a success.
+    public var reason: String?
+    /// Why, in plain words (logs and the admin API); nil for a success.
+    public var explanation: String?
+    /// `apns-channel-id` of a channel just created.
+    public var channelID: String?
+    /// A read's or a list's JSON.
+    public var json: JSONValue?
+    /// The first valid provider token on this connection: raise MAX_CONCURRENT_STREAMS now.
+    public var raiseStreamLimit = false
+    public var operation: ChannelOperation?
+
+    /// `{"reason":"…"}` for a failure, the JSON of a read or list, else nothing.
+    public var body: [UInt8]? {
+        if let reason {
+            var out = Array("{\"reason\":".utf8)
+            JSONValue.writeString(reason, into: &out)
+            out.append(UInt8(ascii: "}"))
+            return out
+        }
+        return json?.serializedBytes()
+    }
+}
+
+/// Limits of the channel API (docs/apns-behaviour.md, "Broadcast channels").
+public struct ChannelOptions: Sendable, Equatable {
+    /// Apple's broadcast payload limit.
+    public static let broadcastPayloadLimit = 5120
+    public init() {}
+}
+
+public final class ChannelEndpoint: Sendable {
+    public let state: EmulatorState
+    public let clock: any EmulatorClock
+
+    public init(state: EmulatorState, clock: any EmulatorClock) {
+        self.state = state
+        self.clock = clock
+    }
+
+    struct Rejection: Error, Sendable {
+        var reason: String
+        var status: Int
+        var explanation: String
+
+        init(_ reason: ChannelReason, _ explanation: String) {
+            self.reason = reason.rawValue
+            status = reason.status
+            self.explanation = explanation
+        }
+
+        init(provider reason: APNsReason, _ explanation: String) {
+            self.reason = reason.rawValue
+            status = reason.status
+            self.explanation = explanation
+        }
+    }
+
+    /// The headers a channel request is judged by (lower-case names, as HTTP/2 sends them).
+    struct Fields {
+        var method: String?
+        var path: String?
+        var authority: String?
+        var authorization: String?
+        var requestID: String?
+        var apnsID: String?
+        var channelID: String?
+        var pushType: String?
+        var topic: String?
+        var priority: String?
+        var expiration: String?
+
+        init(_ headers: [(name: String, value: String)]) {
+            for (name, value) in headers {
+                let trimmed = value.trimmingSpaces
+                switch name {
+                case ":method": method = value
+                case ":path": path = value
+                case ":authority": authority = value
+                case "authorization": authorization = trimmed
+                case "apns-request-id": requestID = trimmed
+                case "apns-id": apnsID = trimmed
+                case "apns-channel-id": channelID = trimmed
+                case "apns-push-type": pushType = trimmed
+                case "apns-topic": topic = trimmed
+                case "apns-priority": priority = trimmed
+                case "apns-expiration": expiration = trimmed
+                default: break
+                }
+            }
+        }
+    }
+
+    /// Which operation a method and path name: nil for a path Apple does not serve (404
+    /// `BadPath`), `.failure` for a path it serves with another method (405).
+    public static func operation(method: String?, path: String?) -> Result<ChannelOperation, ChannelReason> {
+        guard let path else { return .failure(.badPath) }
+        let plain = path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? path
+        let parts = plain.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        // "", "1", "apps", bundle, "channels" | "all-channels"; "", "4", "broadcasts", "apps", bundle
+        if parts.count == 5, parts[0].isEmpty, parts[1] == "1", parts[2] == "apps", !parts[3].isEmpty {
+            let bundle = parts[3]
+            switch (parts[4], method) {
+            case ("channels", "POST"): return .success(.create(bundleID: bundle))
+            case ("channels", "GET"): return .success(.read(bundleID: bundle))
+            case ("channels", "DELETE"): return .success(.delete(bundleID: bundle))
+            case ("channels", _): return .failure(.methodNotAllowed)
+            case ("all-channels", "GET"): return .success(.list(bundleID: bundle))
+            case ("all-channels", _): return .failure(.methodNotAllowed)
+            default: return .failure(.badPath)
+            }
+        }
+        if parts.count == 5, parts[0].isEmpty, parts[1] == "4", parts[2] == "broadcasts", parts[3] == "apps", !parts[4].isEmpty {
+            return method == "POST" ? .success(.broadcast(bundleID: parts[4])) : .failure(.methodNotAllowed)
+        }
+        return .failure(.badPath)
+    }
+
+    /// Whether a path belongs to the channel API or to broadcast sends (the rest is the
+    /// device-push endpoint's).
+    public static func isManagementPath(_ path: String) -> Bool { path.hasPrefix("/1/") }
+    public static func isBroadcastPath(_ path: String) -> Bool { path.hasPrefix("/4/") }
+
+    /// Judges one request. `management` is true on a channel-management host (its own
+    /// listeners, or `--listen` for the `api-manage-broadcast` names), where only `/1/…`
+    /// paths exist; elsewhere only broadcast sends do.
+    public func handle(_ request: PushRequest, management: Bool, connection: inout ProviderConnectionContext) -> ChannelResponse {
+        let fields = Fields(request.headers)
+        let environment = APNsEnvironment.resolve(
+            authority: fields.authority.map { Substring(Self.managementAlias($0)) },
+            serverName: connection.serverName.map { Substring(Self.managementAlias($0)) },
+            listener: connection.listenerEnvironment)
+        let requestID =
+            fields.requestID.flatMap { CanonicalUUID.isValid(Substring($0)) ? $0 : nil }
+            ?? fields.apnsID.flatMap { CanonicalUUID.isValid(Substring($0)) ? $0 : nil }
+            ?? connection.random.uniqueID()
+        var response = ChannelResponse(status: 200, requestID: requestID)
+        do throws(Rejection) {
+            if let reason = state.unavailableReason {
+                throw Rejection(.serviceUnavailable, "the emulator cannot take changes now: \(reason)")
+            }
+            let operation = try Self.checkRequestLine(fields, management: management)
+            response.operation = operation
+            if let id = fields.requestID, !CanonicalUUID.isValid(Substring(id)) {
+                throw Rejection(.badMessageId, "apns-request-id '\(id)' is not a UUID (8-4-4-4-12 hex digits)")
+            }
+            if let id = fields.apnsID, !CanonicalUUID.isValid(Substring(id)) {
+                throw Rejection(.badMessageId, "apns-id '\(id)' is not a UUID (8-4-4-4-12 hex digits)")
+            }
+            let identity = try authenticate(fields, environment: environment, connection: &connection, response: &response)
+            let now = clock.nowMilliseconds()
+            let payload = request.body
+            let random = connection.random
+            var drawn = random
+            let outcome = try performLocked(
+                operation, fields: fields, identity: identity, environment: environment, payload: payload,
+                bodyLength: request.bodyLength, now: now, requestID: requestID, random: &drawn)
+            connection.random = drawn
+            response.status = outcome.status
+            response.channelID = outcome.channelID
+            response.json = outcome.json
+        } catch {
+            response.status = error.status
+            response.reason = error.reason
+            response.explanation = error.explanation
+        }
+        return response
+    }
+
+    /// `api-manage-broadcast.…` and `api-broadcast.…` select the environment of the Apple
+    /// host they stand beside.
+    static func managementAlias(_ host: String) -> String {
+        let lower = host.lowercased()
+        for prefix in ["api-manage-broadcast.", "api-broadcast."] where lower.hasPrefix(prefix) {
+            return "api." + lower.dropFirst(prefix.count)
+        }
+        return host
+    }
+
+    /// Whether a host name is one of Apple's channel-management hosts.
+    public static func isManagementHost(_ host: Substring) -> Bool {
+        var name = host.lowercased()
+        if let colon = name.lastIndex(of: ":"), !name.hasPrefix("[") { name = String(name[..<colon]) }
+        return name == "api-manage-broadcast.push.apple.com" || name == "api-manage-broadcast.sandbox.push.apple.com"
+    }
+
+    static func checkRequestLine(_ fields: Fields, management: Bool) throws(Rejection) -> ChannelOperation {
+        switch operation(method: fields.method, path: fields.path) {
+        case .failure(let reason):
+            throw Rejection(reason, "\(fields.method ?? "?") \(fields.path ?? "?"): \(reason == .badPath ? "no such path" : "method not allowed on this path")")
+        case .success(let operation):
+            if case .broadcast = operation, management {
+                throw Rejection(.badPath, "broadcasts are sent to the push hosts (api.push.apple.com), not to the channel-management host")
+            }
+            if !management, operation != .broadcast(bundleID: operation.bundleID) {
+                throw Rejection(.badPath, "channel management lives on api-manage-broadcast(.sandbox).push.apple.com (ports 2195 and 2196), not on the push hosts")
+            }
+            return operation
+        }
+    }
+
+    enum Identity {
+        case token(AuthenticatedProvider)
+        case certificate(CertificateCredential)
+    }
+
+    private func authenticate(
+        _ fields: Fields, environment: APNsEnvironment, connection: inout ProviderConnectionContext,
+        response: inout ChannelResponse
+    ) throws(Rejection) -> Identity {
+        switch connection.credential {
+        case .certificate(let certificate):
+            if let problem = certificate.problem {
+                throw Rejection(provider: .badCertificate, "the client certificate is not valid: \(problem)")
+            }
+            guard certificate.allows(environment) else {
+                throw Rejection(
+                    provider: .badCertificateEnvironment,
+                    "the client certificate is for \(certificate.development ? "sandbox" : "production") only; this request is \(environment.rawValue)")
+            }
+            return .certificate(certificate)
+        case .token:
+            let state = self.state
+            let result = connection.authenticator.authenticate(
+                authorization: fields.authorization, environment: environment,
+                nowMs: clock.nowMilliseconds() - clock.offsetMilliseconds,
+                credentialsGeneration: state.currentCredentialsGeneration,
+                lookUpKey: { id in state.readWorld { $0.credentials.keys[id] } })
+            switch result {
+            case .authenticated(let provider, let first):
+                response.raiseStreamLimit = first
+                return .token(provider)
+            case .rejected(let reason, let explanation, _):
+                throw Rejection(provider: reason, explanation)
+            }
+        }
+    }
+
+    struct Outcome: Sendable {
+        var status: Int
+        var channelID: String?
+        var json: JSONValue?
+    }
+
+    private func performLocked(
+        _ operation: ChannelOperation, fields: Fields, identity: Identity, environment: APNsEnvironment, payload: [UInt8],
+        bodyLength: Int, now: Int64, requestID: String, random: inout FastRandom
+    ) throws(Rejection) -> Outcome {
+        // Bodies are read before the lock is taken (so it is held briefly); what they got wrong
+        // is reported in the check order, after the app checks.
+        let create: Result<ChannelStoragePolicy, Rejection>? =
+            operation.isCreate ? Result { () throws(Rejection) in try Self.createRequest(payload, bodyLength: bodyLength) } : nil
+        let payloadProblem: Rejection? = operation.isBroadcast ? Self.payloadProblem(payload, bodyLength: bodyLength) : nil
+        var drawn = random
+        let result = state.withSharedWorld { (world: inout World) -> Result<Outcome, Rejection> in
+            do throws(Rejection) {
+                try Self.checkApp(operation.bundleID, identity: identity, world: world)
+                switch operation {
+                case .create(let bundle):
+                    guard let create else { throw Rejection(.badRequestPayload, "no request body") }
+                    let policy = try create.get()
+                    guard
+                        let channel = world.channels.create(
+                            bundleID: bundle, environment: environment, policy: policy, nowMs: now,
+                            makeID: { ChannelDirectory.randomID(&drawn) })
+                    else {
+                        throw Rejection(
+                            .cannotCreateChannelConfig,
+                            "\(bundle) already has \(world.channels.maxLivePerApp) live channels in \(environment.rawValue) (deleted ones do not count)")
+                    }
+                    return .success(Outcome(status: 201, channelID: channel.id))
+                case .read(let bundle):
+                    let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
+                    return .success(
+                        Outcome(
+                            status: 200,
+                            json: ["message-storage-policy": .int(Int64(channel.policy.rawValue)), "push-type": "LiveActivity"]))
+                case .delete(let bundle):
+                    let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
+                    world.channels.delete(id: channel.id, bundleID: bundle, environment: environment, nowMs: now)
+                    return .success(Outcome(status: 204))
+                case .list(let bundle):
+                    let ids = world.channels.liveChannels(bundleID: bundle, environment: environment).map { JSONValue.string($0.id) }
+                    return .success(Outcome(status: 200, json: ["channels": .array(ids)]))
+                case .broadcast(let bundle):
+                    let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
+                    let message = try Self.broadcast(
+                        fields, channel: channel, payload: payload, problem: payloadProblem, now: now, requestID: requestID)
+                    world.channels.recordBroadcast(id: channel.id, message: message)
+                    return .success(Outcome(status: 200))
+                }
+            } catch {
+                return .failure(error)
+            }
+        }
+        guard let result else {
+            throw Rejection(.serviceUnavailable, "the shared state (--redis) did not take the change")
+        }
+        random = drawn
+        return try result.get()
+    }
+
+    /// The body of a create: `{"message-storage-policy": 0|1, "push-type": "LiveActivity"}`.
+    /// The policy may be a number or a numeric string and the push type any case: node-apn
+    /// sends `"1"` and `"liveactivity"`, and Apple does not say these are refused.
+    static func createRequest(_ payload: [UInt8], bodyLength: Int) throws(Rejection) -> ChannelStoragePolicy {
+        guard bodyLength > 0 else { throw Rejection(.badRequestPayload, "the request has no body; it needs {\"message-storage-policy\": 0 or 1, \"push-type\": \"LiveActivity\"}") }
+        let value: JSONValue
+        do { value = try JSONValue.parse(payload) } catch {
+            throw Rejection(.badRequestPayload, "the body is not JSON: \(error)")
+        }
+        guard let object = value.objectValue else { throw Rejection(.badRequestPayload, "the body is not a JSON object") }
+        for key in object.keys where key != "message-storage-policy" && key != "push-type" {
+            throw Rejection(.badRequestParams, "unknown attribute '\(key)' (only message-storage-policy and push-type exist)")
+        }
+        guard let type = object["push-type"] else { throw Rejection(.missingPushType, "the body has no push-type") }
+        guard let text = type.stringValue, text.lowercased() == "liveactivity" else {
+            throw Rejection(.invalidPushType, "push-type must be LiveActivity, not \(type.serialized())")
+        }
+        guard let policyValue = object["message-storage-policy"] else {
+            throw Rejection(.badRequestParams, "the body has no message-storage-policy (0: No Message Stored, 1: Most Recent Message Stored)")
+        }
+        let number = policyValue.intValue ?? policyValue.stringValue.flatMap { Int64($0) }
+        guard let number, let policy = ChannelStoragePolicy(rawValue: Int(number)) else {
+            throw Rejection(.badRequestParams, "message-storage-policy must be 0 or 1, not \(policyValue.serialized())")
+        }
+        return policy
+    }
+
+    /// The app in the path must be the token's team's (or the certificate's), and have the
+    /// broadcast capability.
+    static func checkApp(_ bundle: String, identity: Identity, world: World) throws(Rejection) {
+        switch identity {
+        case .token(let provider):
+            guard world.credentials.owner(ofBundle: bundle)?.teamID == provider.teamID,
+                provider.key.covers(bundleID: bundle, topic: bundle)
+            else {
+                throw Rejection(.topicMismatch, "the provider token's team \(provider.teamID) (key \(provider.key.keyID)) does not cover \(bundle)")
+            }
+        case .certificate(let certificate):
+            guard certificate.bundleID == bundle else {
+                throw Rejection(.topicMismatch, "the client certificate is for \(certificate.bundleID), not \(bundle)")
+            }
+        }
+        if world.broadcastDisabledApps.contains(bundle) {
+            throw Rejection(.featureNotEnabled, "\(bundle) does not have the Broadcast capability (--app …?broadcast=off)")
+        }
+    }
+
+    /// The channel `apns-channel-id` names, live, of this app in this environment.
+    static func channel(_ fields: Fields, bundle: String, environment: APNsEnvironment, world: World) throws(Rejection)
+        -> BroadcastChannel
+    {
+        guard let id = fields.channelID, !id.isEmpty else { throw Rejection(.missingChannelId, "no apns-channel-id header") }
+        guard ChannelDirectory.isWellFormedID(id) else { throw Rejection(.badChannelId, "apns-channel-id '\(id)' is not base64") }
+        guard let channel = world.channels.live(id: id, bundleID: bundle, environment: environment) else {
+            let known = world.channels.channels[id]
+            let why: String
+            if let known, !known.isLive {
+                why = "channel \(id) was deleted"
+            } else if let known, known.environment != environment {
+                why = "channel \(id) is a \(known.environment.rawValue) channel; sandbox and production channels are separate"
+            } else if let known {
+                why = "channel \(id) belongs to \(known.bundleID), not \(bundle)"
+            } else {
+                why = "no channel \(id) for \(bundle) in \(environment.rawValue)"
+            }
+            throw Rejection(.channelNotRegistered, why)
+        }
+        return channel
+    }
+
+    /// A broadcast's headers and payload (docs/apns-behaviour.md, "Broadcast send").
+    static func broadcast(
+        _ fields: Fields, channel: BroadcastChannel, payload: [UInt8], problem: Rejection?, now: Int64, requestID: String
+    ) throws(Rejection) -> StoredBroadcast {
+        guard let type = fields.pushType, !type.isEmpty else { throw Rejection(.missingPushType, "no apns-push-type header") }
+        guard type.lowercased() == "liveactivity" else {
+            throw Rejection(.invalidPushType, "apns-push-type must be liveactivity for a broadcast, not \(type)")
+        }
+        if let topic = fields.topic, topic.contains(".push-type.") {
+            throw Rejection(.topicDisallowed, "apns-topic \(topic) carries a push-type suffix; broadcasts take no topic")
+        }
+        guard let priorityText = fields.priority else { throw Rejection(.badPriority, "no apns-priority header (10, 5 or 1)") }
+        guard let priority = Int(priorityText), [10, 5, 1].contains(priority) else {
+            throw Rejection(.badPriority, "apns-priority must be 10, 5 or 1, not \(priorityText)")
+        }
+        guard let expirationText = fields.expiration else {
+            throw Rejection(.badExpirationDate, "no apns-expiration header (0, or a UNIX time in seconds)")
+        }
+        guard let expiration = Int64(expirationText), expiration >= 0 else {
+            throw Rejection(.badExpirationDate, "apns-expiration must be 0 or a UNIX time in seconds, not \(expirationText)")
+        }
+        if expiration != 0, channel.policy == .noMessageStored {
+            throw Rejection(.badExpirationDate, "channel \(channel.id) is No Message Stored (policy 0): apns-expiration must be 0")
+        }
+        if let problem { throw problem }
+        let longest = now + ChannelDirectory.maxStorageMs
+        let expires = expiration == 0 ? longest : min(longest, expiration * 1000)
+        return StoredBroadcast(requestID: requestID, payload: payload, priority: priority, receivedAtMs: now, expiresAtMs: expires)
+    }
+}
+
+extension ChannelEndpoint {
+    /// What is wrong with a broadcast's payload, if anything: empty, over 5,120 bytes, not a
+    /// JSON object with an `aps` dictionary.
+    static func payloadProblem(_ payload: [UInt8], bodyLength: Int) -> Rejection? {
+        guard bodyLength > 0 else { return Rejection(.payloadEmpty, "the broadcast has no payload") }
+        guard bodyLength <= ChannelOptions.broadcastPayloadLimit else {
+            return Rejection(
+                .payloadTooLarge, "the payload is \(bodyLength) bytes; a broadcast takes at most \(ChannelOptions.broadcastPayloadLimit)")
+        }
+        guard let value = try? JSONValue.parse(payload) else { return Rejection(.badRequestPayload, "the payload is not JSON") }
+        guard value.objectValue?["aps"]?.objectValue != nil else {
+            return Rejection(.badRequestPayload, "the payload has no aps dictionary")
+        }
+        return nil
+    }
+}
+
+extension ChannelOperation {
+    var isCreate: Bool { if case .create = self { return true } else { return false } }
+    var isBroadcast: Bool { if case .broadcast = self { return true } else { return false } }
+}
+
+extension String {
+    /// Without leading and trailing spaces and tabs.
+    fileprivate var trimmingSpaces: String {
+        var text = Substring(self)
+        while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
+        while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
+        return String(text)
+    }
+}

@@ -1,0 +1,168 @@
+/// Broadcast channels (docs/apns-behaviour.md, "Broadcast channels"): what the channel
+/// management API creates, reads, lists and deletes, and the newest message a
+/// Most-Recent-Message-Stored channel keeps. Pure values; the world holds one directory.
+
+/// How a channel keeps messages for subscribers that are not online when it is published to.
+public enum ChannelStoragePolicy: Int, Sendable, Equatable {
+    /// No Message Stored: only subscribers online now get it; `apns-expiration` must be 0.
+    case noMessageStored = 0
+    /// Most Recent Message Stored: the newest message is kept (at most 8 hours) for later.
+    case mostRecentMessageStored = 1
+}
+
+/// A message a Most-Recent-Message-Stored channel keeps for subscribers that come later.
+public struct StoredBroadcast: Sendable, Equatable {
+    public var requestID: String
+    public var payload: [UInt8]
+    public var priority: Int
+    public var receivedAtMs: Int64
+    public var expiresAtMs: Int64
+
+    public init(requestID: String, payload: [UInt8], priority: Int, receivedAtMs: Int64, expiresAtMs: Int64) {
+        self.requestID = requestID
+        self.payload = payload
+        self.priority = priority
+        self.receivedAtMs = receivedAtMs
+        self.expiresAtMs = expiresAtMs
+    }
+}
+
+/// One channel of one app in one environment.
+public struct BroadcastChannel: Sendable, Equatable {
+    /// Random, standard base64; never reused, even after the channel is deleted.
+    public var id: String
+    public var bundleID: String
+    public var environment: APNsEnvironment
+    public var policy: ChannelStoragePolicy
+    public var createdAtMs: Int64
+    /// Deleted channels are kept (as tombstones) so their ids are never handed out again and
+    /// the admin API can still show them.
+    public var deletedAtMs: Int64?
+    /// Broadcasts accepted on it.
+    public var broadcasts: Int = 0
+    public var lastBroadcastAtMs: Int64?
+    /// Policy 1: the newest message, until it expires.
+    public var storedMessage: StoredBroadcast?
+
+    public var isLive: Bool { deletedAtMs == nil }
+}
+
+/// Every channel the emulator knows, live and deleted.
+public struct ChannelDirectory: Sendable {
+    /// Apple's limit: 10,000 live channels per app per environment ("CannotCreateChannelConfig").
+    public static let defaultMaxLivePerApp = 10_000
+    /// A stored message is kept at most this long (Apple: "up to 8 hours").
+    public static let maxStorageMs: Int64 = 8 * 3_600_000
+    /// Deleted channels kept for their ids and the admin API; the oldest go first past this.
+    public static let maxTombstones = 10_000
+
+    public var maxLivePerApp = ChannelDirectory.defaultMaxLivePerApp
+    public private(set) var channels: [String: BroadcastChannel] = [:]
+    /// Ids of deleted channels in deletion order, and every id ever issued (never reused).
+    private var tombstones: [String] = []
+    private var issuedIDs: Set<String> = []
+    private var liveCount: [AppEnvironment: Int] = [:]
+
+    struct AppEnvironment: Hashable, Sendable {
+        var bundleID: String
+        var environment: APNsEnvironment
+    }
+
+    public init() {}
+
+    public func liveCount(bundleID: String, environment: APNsEnvironment) -> Int {
+        liveCount[AppEnvironment(bundleID: bundleID, environment: environment)] ?? 0
+    }
+
+    /// The live channel `id` of that app in that environment (a channel of another app or
+    /// environment, or a deleted one, is not registered there).
+    public func live(id: String, bundleID: String, environment: APNsEnvironment) -> BroadcastChannel? {
+        guard let channel = channels[id], channel.isLive, channel.bundleID == bundleID, channel.environment == environment
+        else { return nil }
+        return channel
+    }
+
+    /// Live channels of an app in an environment, oldest first.
+    public func liveChannels(bundleID: String, environment: APNsEnvironment) -> [BroadcastChannel] {
+        channels.values.filter { $0.isLive && $0.bundleID == bundleID && $0.environment == environment }
+            .sorted { ($0.createdAtMs, $0.id) < ($1.createdAtMs, $1.id) }
+    }
+
+    /// Every channel, live and deleted, oldest first (the admin API).
+    public var all: [BroadcastChannel] { channels.values.sorted { ($0.createdAtMs, $0.id) < ($1.createdAtMs, $1.id) } }
+
+    /// Makes a channel; nil when the app already has `maxLivePerApp` live ones there.
+    /// `makeID` draws a fresh random id; one already issued is drawn again.
+    public mutating func create(
+        bundleID: String, environment: APNsEnvironment, policy: ChannelStoragePolicy, nowMs: Int64,
+        makeID: () -> String
+    ) -> BroadcastChannel? {
+        let key = AppEnvironment(bundleID: bundleID, environment: environment)
+        guard liveCount[key, default: 0] < maxLivePerApp else { return nil }
+        var id = makeID()
+        while issuedIDs.contains(id) { id = makeID() }
+        issuedIDs.insert(id)
+        let channel = BroadcastChannel(id: id, bundleID: bundleID, environment: environment, policy: policy, createdAtMs: nowMs)
+        channels[id] = channel
+        liveCount[key, default: 0] += 1
+        return channel
+    }
+
+    /// Deletes a live channel. What it already delivered stays delivered; its stored message
+    /// is kept for subscribers already waiting for it (Apple: pending messages may still be
+    /// delivered), nothing new is accepted.
+    @discardableResult
+    public mutating func delete(id: String, bundleID: String, environment: APNsEnvironment, nowMs: Int64) -> Bool {
+        guard var channel = live(id: id, bundleID: bundleID, environment: environment) else { return false }
+        channel.deletedAtMs = nowMs
+        channels[id] = channel
+        liveCount[AppEnvironment(bundleID: bundleID, environment: environment), default: 1] -= 1
+        tombstones.append(id)
+        if tombstones.count > Self.maxTombstones {
+            // The id stays in `issuedIDs`: it is never handed out again.
+            channels.removeValue(forKey: tombstones.removeFirst())
+        }
+        return true
+    }
+
+    /// Records an accepted broadcast; a policy-1 channel keeps it until `expiresAtMs`.
+    public mutating func recordBroadcast(id: String, message: StoredBroadcast) {
+        guard var channel = channels[id] else { return }
+        channel.broadcasts += 1
+        channel.lastBroadcastAtMs = message.receivedAtMs
+        if channel.policy == .mostRecentMessageStored { channel.storedMessage = message }
+        channels[id] = channel
+    }
+
+    /// Drops stored messages that have expired.
+    public mutating func expireStoredMessages(nowMs: Int64) {
+        for (id, channel) in channels where (channel.storedMessage?.expiresAtMs ?? .max) <= nowMs {
+            channels[id]?.storedMessage = nil
+        }
+    }
+
+    /// Everything back to empty (a reset), keeping the limit.
+    public mutating func removeAll() {
+        let limit = maxLivePerApp
+        self = ChannelDirectory()
+        maxLivePerApp = limit
+    }
+
+    /// A new channel id: 16 random bytes in standard base64 with padding, as Apple's are.
+    public static func randomID(_ random: inout FastRandom) -> String {
+        var text = Array(Base64URL.encode(random.bytes(16)).utf8)
+        for index in text.indices {
+            if text[index] == UInt8(ascii: "-") { text[index] = UInt8(ascii: "+") }
+            if text[index] == UInt8(ascii: "_") { text[index] = UInt8(ascii: "/") }
+        }
+        while text.count % 4 != 0 { text.append(UInt8(ascii: "=")) }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Whether `text` can be a channel id: base64 (either alphabet, padding optional) of at
+    /// least one byte, at most 256 characters. Apple says not to assume a length.
+    public static func isWellFormedID(_ text: String) -> Bool {
+        guard !text.isEmpty, text.utf8.count <= 256, let bytes = Base64URL.decode(text.utf8) else { return false }
+        return !bytes.isEmpty
+    }
+}
