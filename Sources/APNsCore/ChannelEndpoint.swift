@@ -24,6 +24,7 @@ public enum ChannelReason: String, Error, Sendable, CaseIterable {
     case badPath = "BadPath"
     case methodNotAllowed = "MethodNotAllowed"
     case payloadTooLarge = "PayloadTooLarge"
+    case tooManyRequests = "TooManyRequests"
     case serviceUnavailable = "ServiceUnavailable"
 
     public var status: Int {
@@ -32,6 +33,7 @@ public enum ChannelReason: String, Error, Sendable, CaseIterable {
         case .badPath: return 404
         case .methodNotAllowed: return 405
         case .payloadTooLarge: return 413
+        case .tooManyRequests: return 429
         case .serviceUnavailable: return 503
         default: return 400
         }
@@ -356,6 +358,11 @@ public final class ChannelEndpoint: Sendable {
                     let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
                     let message = try Self.broadcast(
                         fields, channel: channel, payload: payload, problem: payloadProblem, now: now, requestID: requestID)
+                    guard world.channels.allowsBroadcast(id: channel.id, nowMs: now) else {
+                        throw Rejection(
+                            .tooManyRequests,
+                            "channel \(channel.id) took \(world.channels.maxBroadcastsPerSecond) broadcasts in the last second (--channel-broadcast-rate)")
+                    }
                     world.channels.recordBroadcast(id: channel.id, message: message)
                     return .success(Outcome(status: 200))
                 }

@@ -43,6 +43,8 @@ public struct BroadcastChannel: Sendable, Equatable {
     public var lastBroadcastAtMs: Int64?
     /// Policy 1: the newest message, until it expires.
     public var storedMessage: StoredBroadcast?
+    /// When the broadcasts of the last second were accepted (at most the rate limit's count).
+    var recentBroadcastsMs: [Int64] = []
 
     public var isLive: Bool { deletedAtMs == nil }
 }
@@ -57,6 +59,11 @@ public struct ChannelDirectory: Sendable {
     public static let maxTombstones = 10_000
 
     public var maxLivePerApp = ChannelDirectory.defaultMaxLivePerApp
+    /// Broadcasts a channel takes per second before it answers 429 `TooManyRequests`; 0 = no
+    /// limit. Apple publishes none (a forum figure is about one update a second per activity);
+    /// the default is ten times that, so a provider Apple would accept is not refused here.
+    public var maxBroadcastsPerSecond = ChannelDirectory.defaultMaxBroadcastsPerSecond
+    public static let defaultMaxBroadcastsPerSecond = 10
     public private(set) var channels: [String: BroadcastChannel] = [:]
     /// Ids of deleted channels in deletion order, and every id ever issued (never reused).
     private var tombstones: [String] = []
@@ -125,11 +132,23 @@ public struct ChannelDirectory: Sendable {
         return true
     }
 
+    /// Whether channel `id` may take one more broadcast now (the last second's count is under
+    /// `maxBroadcastsPerSecond`).
+    public func allowsBroadcast(id: String, nowMs: Int64) -> Bool {
+        guard maxBroadcastsPerSecond > 0, let channel = channels[id] else { return true }
+        return channel.recentBroadcastsMs.count(where: { nowMs - $0 < 1000 }) < maxBroadcastsPerSecond
+    }
+
     /// Records an accepted broadcast; a policy-1 channel keeps it until `expiresAtMs`.
     public mutating func recordBroadcast(id: String, message: StoredBroadcast) {
         guard var channel = channels[id] else { return }
         channel.broadcasts += 1
         channel.lastBroadcastAtMs = message.receivedAtMs
+        if maxBroadcastsPerSecond > 0 {
+            channel.recentBroadcastsMs.removeAll { message.receivedAtMs - $0 >= 1000 }
+            channel.recentBroadcastsMs.append(message.receivedAtMs)
+            if channel.recentBroadcastsMs.count > maxBroadcastsPerSecond { channel.recentBroadcastsMs.removeFirst() }
+        }
         if channel.policy == .mostRecentMessageStored { channel.storedMessage = message }
         channels[id] = channel
     }
@@ -143,9 +162,9 @@ public struct ChannelDirectory: Sendable {
 
     /// Everything back to empty (a reset), keeping the limit.
     public mutating func removeAll() {
-        let limit = maxLivePerApp
+        let (limit, rate) = (maxLivePerApp, maxBroadcastsPerSecond)
         self = ChannelDirectory()
-        maxLivePerApp = limit
+        (maxLivePerApp, maxBroadcastsPerSecond) = (limit, rate)
     }
 
     /// A new channel id: 16 random bytes in standard base64 with padding, as Apple's are.

@@ -104,6 +104,7 @@ public final class Emulator: Sendable {
         world.backends = configuration.backends
         world.broadcastDisabledApps = configuration.broadcastDisabledApps
         world.channels.maxLivePerApp = configuration.records.maxChannels
+        world.channels.maxBroadcastsPerSecond = configuration.records.channelBroadcastRate
         var current = world
         var stateDirectory: StateDirectoryService?
         if let directory = configuration.state.directory {

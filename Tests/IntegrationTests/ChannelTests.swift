@@ -211,4 +211,24 @@ struct ChannelTests {
         #expect(shown?["broadcasts"]?.intValue == 2)
         #expect(shown?["storedMessage"]?.objectValue?["requestId"]?.stringValue != nil)
     }
+
+    /// A channel over `--channel-broadcast-rate` in one second gets 429 `TooManyRequests`;
+    /// another channel is not affected.
+    @Test func aChannelBroadcastingTooFastGetsTooManyRequests() throws {
+        let emulator = try EmulatorProcess(["--channel-broadcast-rate", "2"])
+        let management = try ChannelClient(emulator)
+        let busy = try #require(try management.create(policy: "0").header("apns-channel-id"))
+        let calm = try #require(try management.create(policy: "0").header("apns-channel-id"))
+        let push = try ChannelClient(emulator, listener: "sandbox")
+        func broadcast(_ channel: String) throws -> HTTP2Response {
+            try push.send(
+                "POST", "/4/broadcasts/apps/\(EmulatorProcess.bundleID)",
+                headers: [("apns-channel-id", channel), ("apns-push-type", "liveactivity"), ("apns-priority", "10"), ("apns-expiration", "0")],
+                body: #"{"aps":{"event":"update","timestamp":1,"content-state":{}}}"#)
+        }
+        let statuses = try (0..<3).map { _ in try broadcast(busy) }
+        #expect(statuses.map(\.status) == [200, 200, 429])
+        #expect(statuses[2].reason == "TooManyRequests")
+        #expect(try broadcast(calm).status == 200)
+    }
 }

@@ -20,6 +20,9 @@ extension ServeConfiguration.RecordLimits {
         static let maxChannels = OptionSpec(
             "max-channels", "N", default: String(defaults.maxChannels),
             "live broadcast channels per app per environment (Apple's limit; beyond, CannotCreateChannelConfig)")
+        static let channelBroadcastRate = OptionSpec(
+            "channel-broadcast-rate", "N", default: String(defaults.channelBroadcastRate),
+            "broadcasts one channel takes per second; more get 429 TooManyRequests (Apple publishes no figure; 0 = no limit)")
     }
 
     init(_ options: ResolvedOptions, over base: Self) throws(UsageError) {
@@ -34,6 +37,7 @@ extension ServeConfiguration.RecordLimits {
         }
         maxBackendCalls = try options.integer(Flag.maxBackendCalls, in: 1...1_000_000) ?? maxBackendCalls
         maxChannels = try options.integer(Flag.maxChannels, in: 1...ChannelDirectory.defaultMaxLivePerApp) ?? maxChannels
+        channelBroadcastRate = try options.integer(Flag.channelBroadcastRate, in: 0...1_000_000) ?? channelBroadcastRate
     }
 
     /// `123`, `64K`, `256M`, `1G` (binary multiples).

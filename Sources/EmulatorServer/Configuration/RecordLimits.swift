@@ -14,6 +14,8 @@ extension ServeConfiguration {
         public var maxBackendCalls: Int
         /// Live broadcast channels per app per environment (Apple's limit is 10,000).
         public var maxChannels: Int
+        /// Broadcasts one channel takes per second before 429 (0 = no limit).
+        public var channelBroadcastRate: Int = ChannelDirectory.defaultMaxBroadcastsPerSecond
 
         public init(
             maxRecords: Int = 50_000, maxRecordBytes: Int = 256 << 20, maxBackendCalls: Int = BackendCaller.defaultCapacity,

@@ -46,7 +46,7 @@ extension ServeConfiguration {
             TLS.Flag.certificate, TLS.Flag.key, TLS.Flag.certsDirectory, TLS.Flag.clientCA,
             Flag.authKey, Flag.app, Flag.demo,
             Connections.Flag.threads, Connections.Flag.idleTimeout, Connections.Flag.maxConnections, Connections.Flag.requestTimeout,
-            RecordLimits.Flag.maxRecords, RecordLimits.Flag.maxRecordBytes, RecordLimits.Flag.maxChannels,
+            RecordLimits.Flag.maxRecords, RecordLimits.Flag.maxRecordBytes, RecordLimits.Flag.maxChannels, RecordLimits.Flag.channelBroadcastRate,
             EndpointOptions.Flag.invalidPayload, Flag.tokenBytes, EndpointOptions.Flag.badEnvironmentReason, EndpointOptions.Flag.jwtClockSkew,
             DeliveryOptions.Flag.backgroundBudget, DeliveryOptions.Flag.lowPriorityDelay, DeliveryOptions.Flag.unregisteredDelay,
             DeliveryOptions.Flag.unregisteredAfterPushes, DeliveryOptions.Flag.deviceWindow, DeliveryOptions.Flag.deviceAckTimeout,
