@@ -131,6 +131,28 @@ struct ChannelCommandTests {
         #expect(shown?["broadcasts"]?.intValue == 3)
     }
 
+    /// A certificate-based connection instead of a provider token, for channels and broadcasts alike.
+    @Test func aClientCertificateWorksInsteadOfAKey() throws {
+        let emulator = try EmulatorProcess()
+        let made = try run(
+            EmulatorProcess.binary,
+            ["certs", "--dir", emulator.directory + "/certs", "--provider", EmulatorProcess.bundleID, "--environment", "sandbox"])
+        #expect(made.status == 0, "\(made.err)")
+        let certificate = [
+            "--cert", emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-sandbox.pem",
+            "--cert-key", emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-sandbox-key.pem",
+            "--ca", emulator.caPath, "--bundle", EmulatorProcess.bundleID,
+        ]
+        let created = try run(
+            EmulatorProcess.binary,
+            ["channels", "create", "--host", try emulator.address("channelSandbox").description] + certificate)
+        #expect(created.status == 0, "\(created.out) \(created.err)")
+        let id = try #require(created.line("apns-channel-id"))
+        let sent = try run(
+            EmulatorProcess.binary, ["send", "--channel", id, "--host", try emulator.address("sandbox").description] + certificate)
+        #expect(sent.status == 0 && sent.line("status") == "200", "\(sent.out) \(sent.err)")
+    }
+
     @Test func usageErrorsExitTwo() throws {
         let emulator = try EmulatorProcess()
         let cli = ChannelCommand(emulator: emulator)
