@@ -1,6 +1,6 @@
-// ProviderClient: a blocking HTTP/2 APNs client and a load generator (the `send` and `load`
-// commands, tests, benchmarks). Imports APNsCore, HTTP2, OpenSSLCrypto, Networking, Locking,
-// MonotonicClock.
+// ProviderClient: a blocking HTTP/2 APNs client, broadcast channel calls and a load generator
+// (the `send`, `channels` and `load` commands, tests, benchmarks). Imports APNsCore, HTTP2,
+// OpenSSLCrypto, Networking, Locking, MonotonicClock.
 
 // The types this module's API is written in, so `import ProviderClient` is all a package
 // that depends on the ProviderClient product needs.

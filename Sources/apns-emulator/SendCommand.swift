@@ -4,22 +4,26 @@ import Foundation
 import Networking
 import ProviderClient
 
-/// `apns-emulator send`: one push over HTTP/2, as a provider sends it, and the answer.
+/// `apns-emulator send`: one push over HTTP/2, as a provider sends it, and the answer; with
+/// `--channel`, a broadcast to a channel's subscribers instead.
 let sendCommand = Subcommand(
     name: "send", listing: "send one push over HTTP/2, like a provider, and print the answer",
     summary:
-        "Sends one push (PAYLOAD is JSON text, or @FILE) and prints status, reason and apns-id.\nExit status: 0 for 200, 1 for an APNs error, 2 for a usage or connection problem.",
+        "Sends one push (PAYLOAD is JSON text, or @FILE) and prints status, reason and apns-id.\nWith --channel it sends a broadcast (POST /4/broadcasts/apps/BUNDLEID) instead: no --token, no apns-topic;\n--expiration defaults to 0, --priority to 10, --push-type to LiveActivity; it prints status, reason and apns-request-id.\nExit status: 0 for 200, 1 for an APNs error, 2 for a usage or connection problem.",
     specs: [
         OptionSpec("token", "HEX", "device token"),
         OptionSpec("topic", "BUNDLEID", "apns-topic"),
+        OptionSpec("channel", "ID", "broadcast to this channel (apns-channel-id) instead of pushing to a device"),
+        OptionSpec("bundle", "BUNDLEID", "the app a broadcast is for (with --channel; default: --topic)"),
         OptionSpec("key", "TEAMID:KEYID:PATH", "provider signing key (.p8); omit to send without authorization"),
         OptionSpec("cert", "PATH", "a provider client certificate (PEM) for a certificate-based connection, instead of --key"),
         OptionSpec("cert-key", "PATH", "the client certificate's private key (PEM)"),
-        OptionSpec("push-type", "TYPE", "apns-push-type (alert, background, voip, …)"),
-        OptionSpec("priority", "10|5|1", "apns-priority"),
-        OptionSpec("expiration", "SECONDS", "apns-expiration (UNIX seconds; 0 = do not store)"),
+        OptionSpec("push-type", "TYPE", "apns-push-type (alert, background, voip, …; a broadcast's is LiveActivity)"),
+        OptionSpec("priority", "10|5|1", "apns-priority (a broadcast's default: 10)"),
+        OptionSpec("expiration", "SECONDS", "apns-expiration (UNIX seconds; 0 = do not store; a broadcast's default: 0)"),
         OptionSpec("collapse-id", "ID", "apns-collapse-id"),
         OptionSpec("apns-id", "UUID", "apns-id"),
+        OptionSpec("request-id", "UUID", "apns-request-id of a broadcast (with --channel)"),
         OptionSpec("sandbox", nil, "send to the sandbox environment (default host 127.0.0.1:2197; :authority api.sandbox.push.apple.com)"),
         OptionSpec("production", nil, "send to the production environment (default host 127.0.0.1:2198; :authority api.push.apple.com)"),
         OptionSpec("host", "HOST:PORT", "where to connect (overrides --sandbox/--production)"),
@@ -35,6 +39,10 @@ let sendCommand = Subcommand(
 private func runSend(_ command: Subcommand, _ args: [String]) -> Never {
     let (options, positional) = command.parse(args)
     guard positional.count <= 1 else { command.fail("send takes one PAYLOAD argument; got \(positional.count)") }
+    if let channel = options.string("channel") { runBroadcast(command, options, payload: positional.first, channel: channel) }
+    for name in ["bundle", "request-id"] where options.isSet(name) {
+        command.fail("--\(name) goes with --channel (a broadcast)")
+    }
     guard let token = options.string("token") else { command.fail("send needs --token HEX") }
     guard let topic = options.string("topic") else { command.fail("send needs --topic BUNDLEID") }
     if options.isSet("sandbox") && options.isSet("production") { command.fail("choose one of --sandbox and --production") }
@@ -43,22 +51,8 @@ private func runSend(_ command: Subcommand, _ args: [String]) -> Never {
     let address: HostPort
     do { address = try HostPort(parsing: hostText) } catch { command.fail("--host: \(error.description)") }
 
-    var payloadText = positional.first ?? #"{"aps":{"alert":"Hello from apns-emulator"}}"#
-    if payloadText.hasPrefix("@") {
-        let path = String(payloadText.dropFirst())
-        do { payloadText = String(decoding: try InputFile.read(path), as: UTF8.self) } catch {
-            command.fail("payload file \(path): \(error)")
-        }
-    }
-    var providerToken: String?
-    if let spec = options.string("key") {
-        do {
-            let key = try ProviderSigningKey(spec: spec)
-            providerToken = try key.token(issuedAt: SystemClock().nowSeconds())
-        } catch {
-            command.fail("\(error)")
-        }
-    }
+    let payloadText = readPayload(command, positional.first ?? #"{"aps":{"alert":"Hello from apns-emulator"}}"#)
+    let providerToken = signedProviderToken(command, options)
     var push = APNsPush(token: token, topic: topic, payload: Array(payloadText.utf8), providerToken: providerToken)
     push.pushType = options.string("push-type")
     push.priority = options.string("priority")
@@ -73,29 +67,14 @@ private func runSend(_ command: Subcommand, _ args: [String]) -> Never {
         push.authority = "api.sandbox.push.apple.com"
     }
 
-    var connectionOptions = HTTP2ClientConnection.Options(address: address)
-    connectionOptions.tls = !options.isSet("h2c")
-    connectionOptions.alpn = !options.isSet("no-alpn")
-    connectionOptions.verifyPeer = !options.isSet("insecure")
-    connectionOptions.caPath = options.string("ca") ?? (FileManager.default.fileExists(atPath: "certs/ca.pem") ? "certs/ca.pem" : nil)
-    if options.isSet("cert") != options.isSet("cert-key") { command.fail("--cert and --cert-key go together") }
-    connectionOptions.clientCertificatePath = options.string("cert")
-    connectionOptions.clientKeyPath = options.string("cert-key")
+    let connectionOptions = providerConnectionOptions(command, options, address: address)
     let result: APNsResult
     /// Why no answer came, when none did: the server's GOAWAY or a stream reset.
     var unanswered: String?
     do {
         let connection = try HTTP2ClientConnection(connectionOptions)
         result = APNsResult(try connection.send(push.request))
-        if result.status == 0 {
-            if let goAway = connection.session.goAway {
-                unanswered =
-                    "connection ended by GOAWAY (error code \(goAway.errorCode), last stream \(goAway.lastStreamID))"
-                    + (goAway.debugData.isEmpty ? "" : ": " + String(decoding: goAway.debugData, as: UTF8.self))
-            } else if let code = result.response.resetErrorCode {
-                unanswered = "stream reset by the server (RST_STREAM error code \(code))"
-            }
-        }
+        if result.status == 0 { unanswered = unansweredReason(connection, result.response) }
         connection.close()
     } catch {
         command.fail("\(error)")
@@ -118,4 +97,110 @@ private func runSend(_ command: Subcommand, _ args: [String]) -> Never {
         if let unanswered { print("no answer: \(unanswered)") }
     }
     exit(result.status == 200 ? 0 : 1)
+}
+
+/// `send --channel ID`: a broadcast (`POST /4/broadcasts/apps/<bundle>`) to the channel's
+/// subscribers, on the same provider hosts as device pushes.
+private func runBroadcast(_ command: Subcommand, _ options: ResolvedOptions, payload: String?, channel: String) -> Never {
+    for name in ["token", "collapse-id", "apns-id"] where options.isSet(name) {
+        command.fail("--\(name) is for device pushes; a broadcast (--channel) takes none\(name == "apns-id" ? " (use --request-id)" : "")")
+    }
+    if let bundle = options.string("bundle"), let topic = options.string("topic"), bundle != topic {
+        command.fail("--bundle \(bundle) and --topic \(topic) differ; a broadcast names one app")
+    }
+    guard let bundle = options.string("bundle") ?? options.string("topic") else {
+        command.fail("send --channel needs --bundle BUNDLEID (or --topic)")
+    }
+    guard !channel.isEmpty else { command.fail("--channel needs a channel id") }
+    if options.isSet("sandbox") && options.isSet("production") { command.fail("choose one of --sandbox and --production") }
+    let production = options.isSet("production")
+    let hostText = options.string("host") ?? (production ? "127.0.0.1:2198" : "127.0.0.1:2197")
+    let address: HostPort
+    do { address = try HostPort(parsing: hostText) } catch { command.fail("--host: \(error.description)") }
+
+    let defaultPayload = #"{"aps":{"event":"update","timestamp":\#(SystemClock().nowSeconds()),"content-state":{}}}"#
+    let payloadText = readPayload(command, payload ?? defaultPayload)
+    var push = BroadcastPush(
+        bundleID: bundle, channelID: channel, payload: Array(payloadText.utf8), providerToken: signedProviderToken(command, options))
+    if let type = options.string("push-type") { push.pushType = type }
+    if let priority = options.string("priority") { push.priority = priority }
+    if let expiration = options.string("expiration") { push.expiration = expiration }
+    push.requestID = options.string("request-id")
+    if options.isSet("production") {
+        push.authority = "api.push.apple.com"
+    } else if options.isSet("sandbox") {
+        push.authority = "api.sandbox.push.apple.com"
+    }
+
+    let connectionOptions = providerConnectionOptions(command, options, address: address)
+    let result: ChannelResult
+    var unanswered: String?
+    do {
+        let connection = try HTTP2ClientConnection(connectionOptions)
+        result = ChannelResult(try connection.send(push.request))
+        if result.status == 0 { unanswered = unansweredReason(connection, result.response) }
+        connection.close()
+    } catch {
+        command.fail("\(error)")
+    }
+    if options.isSet("json") {
+        let value: JSONValue = [
+            "status": .int(Int64(result.status)), "reason": result.reason.map(JSONValue.string) ?? .null,
+            "requestId": result.requestID.map(JSONValue.string) ?? .null, "channelId": .string(channel),
+            "unanswered": unanswered.map(JSONValue.string) ?? .null,
+        ]
+        print(value.serialized())
+    } else {
+        print("status: \(result.status)")
+        if let reason = result.reason { print("reason: \(reason)") }
+        if let id = result.requestID { print("apns-request-id: \(id)") }
+        if let unanswered { print("no answer: \(unanswered)") }
+    }
+    exit(result.status == 200 ? 0 : 1)
+}
+
+// MARK: Shared by the provider-side commands (send, channels)
+
+/// The payload text: itself, or the contents of the file after `@`.
+func readPayload(_ command: Subcommand, _ text: String) -> String {
+    guard text.hasPrefix("@") else { return text }
+    let path = String(text.dropFirst())
+    do { return String(decoding: try InputFile.read(path), as: UTF8.self) } catch {
+        command.fail("payload file \(path): \(error)")
+    }
+}
+
+/// A provider token signed now with `--key`, or nil without one.
+func signedProviderToken(_ command: Subcommand, _ options: ResolvedOptions) -> String? {
+    guard let spec = options.string("key") else { return nil }
+    do {
+        let key = try ProviderSigningKey(spec: spec)
+        return try key.token(issuedAt: SystemClock().nowSeconds())
+    } catch {
+        command.fail("\(error)")
+    }
+}
+
+/// The connection `--ca`, `--insecure`, `--cert`/`--cert-key` (and, where the command has
+/// them, `--h2c` and `--no-alpn`) ask for.
+func providerConnectionOptions(_ command: Subcommand, _ options: ResolvedOptions, address: HostPort) -> HTTP2ClientConnection.Options {
+    var connectionOptions = HTTP2ClientConnection.Options(address: address)
+    connectionOptions.tls = !options.isSet("h2c")
+    connectionOptions.alpn = !options.isSet("no-alpn")
+    connectionOptions.verifyPeer = !options.isSet("insecure")
+    connectionOptions.caPath = options.string("ca") ?? (FileManager.default.fileExists(atPath: "certs/ca.pem") ? "certs/ca.pem" : nil)
+    if options.isSet("cert") != options.isSet("cert-key") { command.fail("--cert and --cert-key go together") }
+    connectionOptions.clientCertificatePath = options.string("cert")
+    connectionOptions.clientKeyPath = options.string("cert-key")
+    return connectionOptions
+}
+
+/// Why a request got no answer: the server's GOAWAY or a stream reset (nil if neither is known).
+func unansweredReason(_ connection: HTTP2ClientConnection, _ response: HTTP2Response) -> String? {
+    if let goAway = connection.session.goAway {
+        return "connection ended by GOAWAY (error code \(goAway.errorCode), last stream \(goAway.lastStreamID))"
+            + (goAway.debugData.isEmpty ? "" : ": " + String(decoding: goAway.debugData, as: UTF8.self))
+    }
+    if let code = response.resetErrorCode { return "stream reset by the server (RST_STREAM error code \(code))" }
+    return nil
 }
