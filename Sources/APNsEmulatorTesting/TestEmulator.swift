@@ -58,6 +58,10 @@ public final class TestEmulator: Sendable {
     public let admin: HostPort
     /// The device socket (docs/device-protocol.md), for `DeviceClient.SimulatedDevice`.
     public let device: HostPort
+    /// Channel management, as `api-manage-broadcast.sandbox.push.apple.com` and
+    /// `api-manage-broadcast.push.apple.com` (TLS, HTTP/2); nil when an argument turned it off.
+    public let channelSandbox: HostPort?
+    public let channelProduction: HostPort?
     /// The CA that issued the endpoints' certificate: the provider must trust it.
     public let caCertificatePath: String
     /// The emulator's temporary directory (certificates, key); removed by `stop()`.
@@ -95,6 +99,8 @@ public final class TestEmulator: Sendable {
         production = emulator.production
         admin = emulator.admin
         device = emulator.device
+        channelSandbox = emulator.channelSandbox
+        channelProduction = emulator.channelProduction
         caCertificatePath = emulator.caCertificatePath
         directory = emulator.directory
         api = EmulatorAdminClient(address: admin, token: emulator.adminToken)

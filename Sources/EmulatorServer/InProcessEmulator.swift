@@ -26,6 +26,9 @@ public final class InProcessEmulator: Sendable {
     public let adminToken: String?
     /// The device socket (docs/device-protocol.md).
     public let device: HostPort
+    /// Channel management (as `api-manage-broadcast(.sandbox).push.apple.com`); nil when turned off.
+    public let channelSandbox: HostPort?
+    public let channelProduction: HostPort?
     /// The CA that issued the endpoints' certificate.
     public let caCertificatePath: String
     public let directory: String
@@ -87,6 +90,8 @@ public final class InProcessEmulator: Sendable {
         self.production = production
         self.admin = admin
         self.device = device
+        channelSandbox = bound.channelSandbox
+        channelProduction = bound.channelProduction
         self.caCertificatePath = ca
         self.directory = directory
         self.emulator = emulator

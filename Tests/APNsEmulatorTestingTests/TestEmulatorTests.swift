@@ -26,6 +26,25 @@ struct TestEmulatorTests {
             providerToken: try key.token(issuedAt: Int64(Date().timeIntervalSince1970)))
     }
 
+    /// The test kit's emulator serves channel management on its own free port; a channel made
+    /// there with ProviderClient's request is listed by the typed admin client.
+    @Test func aChannelMadeOnTheChannelListenerIsListedByTheAdminClient() throws {
+        let apns = try TestEmulator.start()
+        defer { apns.stop() }
+        var options = HTTP2ClientConnection.Options(address: try #require(apns.channelSandbox))
+        options.caPath = apns.caCertificatePath
+        let connection = try HTTP2ClientConnection(options)
+        let key = try ProviderSigningKey(
+            teamID: apns.signingKey.teamID, keyID: apns.signingKey.keyID, privateKey: ES256PrivateKey(pem: apns.signingKey.pem))
+        let token = try key.token(issuedAt: Int64(Date().timeIntervalSince1970))
+        let created = ChannelResult(try connection.send(ChannelManagementRequest.create(bundleID: apns.bundleID, providerToken: token).request))
+        #expect(created.status == 201)
+        let id = try #require(created.channelID)
+        let channels = try apns.api.channels(bundleID: apns.bundleID)
+        #expect(channels.map(\.id) == [id])
+        #expect(channels.first?.environment == "sandbox" && channels.first?.messageStoragePolicy == 1 && channels.first?.live == true)
+    }
+
     @Test func aPushIsAcceptedDeliveredAndInspectable() async throws {
         let apns = try TestEmulator.start()
         defer { apns.stop() }

@@ -1,0 +1,43 @@
+public import JSON
+
+/// A broadcast channel as the emulator keeps it (`GET /api/v1/channels`).
+public struct ChannelInfo: Sendable, Equatable {
+    /// `apns-channel-id`.
+    public var id: String
+    public var bundleID: String
+    /// `sandbox` or `production`.
+    public var environment: String
+    /// 0: No Message Stored; 1: Most Recent Message Stored.
+    public var messageStoragePolicy: Int
+    public var live: Bool
+    /// Broadcasts accepted on it.
+    public var broadcasts: Int
+    /// The message a policy-1 channel keeps (its `aps` payload), if any.
+    public var storedPayload: JSONValue?
+    /// The whole JSON object, for fields not named here.
+    public var json: JSONValue
+
+    public init(_ json: JSONValue) {
+        let o = json.objectValue
+        id = o?["id"]?.stringValue ?? ""
+        bundleID = o?["bundleId"]?.stringValue ?? ""
+        environment = o?["environment"]?.stringValue ?? ""
+        messageStoragePolicy = Int(o?["messageStoragePolicy"]?.intValue ?? 0)
+        live = o?["live"]?.boolValue ?? false
+        broadcasts = Int(o?["broadcasts"]?.intValue ?? 0)
+        storedPayload = o?["storedMessage"]?.objectValue?["payload"]
+        self.json = json
+    }
+}
+
+/// Broadcast channels made through the channel management API.
+extension EmulatorAdminClient {
+    /// Channels, live and deleted, oldest first; of one app and/or environment when given.
+    public func channels(bundleID: String? = nil, environment: String? = nil) throws(EmulatorAdminError) -> [ChannelInfo] {
+        var query: [String] = []
+        if let bundleID { query.append("bundleId=\(bundleID.queryEncoded)") }
+        if let environment { query.append("environment=\(environment.queryEncoded)") }
+        let path = "/api/v1/channels" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
+        return (try http.json("GET", path)["channels"]?.arrayValue ?? []).map(ChannelInfo.init)
+    }
+}
