@@ -91,6 +91,14 @@ extension Emulator {
         p.single(
             "apns_emulator_streams_total", "counter", "HTTP/2 requests (streams) answered on provider connections.",
             Double(providers.streamsTotal.load(ordering: .relaxed)))
+        p.family(
+            "apns_emulator_channel_requests_total", "counter",
+            "Channel management and broadcast requests by operation (create, read, delete, list, broadcast, unknown) and status.")
+        for (key, value) in providers.channelRequests.withLock({ $0 }).sorted(by: {
+            ($0.key.operation, $0.key.status) < ($1.key.operation, $1.key.status)
+        }) {
+            p.sample("apns_emulator_channel_requests_total", [("operation", key.operation), ("status", String(key.status))], Double(value))
+        }
         p.histogram(
             "apns_emulator_request_duration_seconds",
             "Time from a complete request to its response being queued (fault delays included).", providers.latency.snapshot())

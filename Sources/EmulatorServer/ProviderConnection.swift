@@ -300,6 +300,7 @@ final class ProviderConnection: ConnectionHandler {
             headerListSize: request.headerListSize)
         if let management = channelRequest(request) {
             let response = providers.channels.handle(push, management: management, connection: &context)
+            providers.countChannelRequest(operation: response.operation?.name ?? "unknown", status: response.status)
             answerChannel(request.streamID, response)
             return
         }

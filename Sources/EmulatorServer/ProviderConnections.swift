@@ -31,6 +31,17 @@ final class ProviderConnections: @unchecked Sendable {
     let load: LoadBehaviour
     /// `--connection-churn`: new connections admitted in the current window.
     let churn: Locked<ChurnLimiter>?
+    /// Channel management and broadcast requests answered, by operation and status (metrics).
+    let channelRequests = Locked<[ChannelRequestKey: Int]>([:])
+    struct ChannelRequestKey: Hashable, Sendable {
+        var operation: String
+        var status: Int
+    }
+
+    func countChannelRequest(operation: String, status: Int) {
+        channelRequests.withLock { $0[ChannelRequestKey(operation: operation, status: status), default: 0] += 1 }
+    }
+
     /// Connections closed on arrival by `--connection-churn` (metrics).
     let churnRefused = Atomic<Int>(0)
 
@@ -55,6 +66,7 @@ final class ProviderConnections: @unchecked Sendable {
     func resetCounters() {
         connectionsTotal.store(0, ordering: .relaxed)
         streamsTotal.store(0, ordering: .relaxed)
+        channelRequests.withLock { $0 = [:] }
         latency.reset()
     }
 

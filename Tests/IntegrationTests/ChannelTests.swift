@@ -213,6 +213,8 @@ struct ChannelTests {
         let channels = try emulator.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue ?? []
         let shown = channels.first { $0.objectValue?["id"]?.stringValue == stored }?.objectValue
         #expect(shown?["broadcasts"]?.intValue == 2)
+        #expect(try emulator.metric("apns_emulator_channel_requests_total", labels: #"operation="broadcast",status="200""#) == 2)
+        #expect(try emulator.metric("apns_emulator_channel_requests_total", labels: #"operation="broadcast",status="400""#) == 10)
         #expect(shown?["storedMessage"]?.objectValue?["requestId"]?.stringValue != nil)
     }
 
