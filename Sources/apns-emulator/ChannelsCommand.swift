@@ -73,17 +73,8 @@ private func runChannels(_ command: Subcommand, _ args: [String]) -> Never {
         request.authority = ChannelManagementRequest.sandboxHost
     }
 
-    let connectionOptions = providerConnectionOptions(command, options, address: address)
-    let result: ChannelResult
-    var unanswered: String?
-    do {
-        let connection = try HTTP2ClientConnection(connectionOptions)
-        result = ChannelResult(try connection.send(request.request))
-        if result.status == 0 { unanswered = unansweredReason(connection, result.response) }
-        connection.close()
-    } catch {
-        command.fail("\(error)")
-    }
+    let (response, unanswered) = sendOnce(command, options, address: address, request.request)
+    let result = ChannelResult(response)
     if options.isSet("json") {
         let value: JSONValue = [
             "status": .int(Int64(result.status)), "reason": result.reason.map(JSONValue.string) ?? .null,

@@ -67,18 +67,8 @@ private func runSend(_ command: Subcommand, _ args: [String]) -> Never {
         push.authority = "api.sandbox.push.apple.com"
     }
 
-    let connectionOptions = providerConnectionOptions(command, options, address: address)
-    let result: APNsResult
-    /// Why no answer came, when none did: the server's GOAWAY or a stream reset.
-    var unanswered: String?
-    do {
-        let connection = try HTTP2ClientConnection(connectionOptions)
-        result = APNsResult(try connection.send(push.request))
-        if result.status == 0 { unanswered = unansweredReason(connection, result.response) }
-        connection.close()
-    } catch {
-        command.fail("\(error)")
-    }
+    let (response, unanswered) = sendOnce(command, options, address: address, push.request)
+    let result = APNsResult(response)
     if options.isSet("json") {
         let value: JSONValue = [
             "status": .int(Int64(result.status)), "reason": result.reason.map(JSONValue.string) ?? .null,
@@ -132,17 +122,8 @@ private func runBroadcast(_ command: Subcommand, _ options: ResolvedOptions, pay
         push.authority = "api.sandbox.push.apple.com"
     }
 
-    let connectionOptions = providerConnectionOptions(command, options, address: address)
-    let result: ChannelResult
-    var unanswered: String?
-    do {
-        let connection = try HTTP2ClientConnection(connectionOptions)
-        result = ChannelResult(try connection.send(push.request))
-        if result.status == 0 { unanswered = unansweredReason(connection, result.response) }
-        connection.close()
-    } catch {
-        command.fail("\(error)")
-    }
+    let (response, unanswered) = sendOnce(command, options, address: address, push.request)
+    let result = ChannelResult(response)
     if options.isSet("json") {
         let value: JSONValue = [
             "status": .int(Int64(result.status)), "reason": result.reason.map(JSONValue.string) ?? .null,
@@ -196,6 +177,25 @@ func providerConnectionOptions(_ command: Subcommand, _ options: ResolvedOptions
 }
 
 /// Why a request got no answer: the server's GOAWAY or a stream reset (nil if neither is known).
+/// Sends one request on a connection of its own and closes it: the answer, and why none came
+/// when none did (the server's GOAWAY or a stream reset). A connection that cannot be made
+/// ends the command (status 2).
+func sendOnce(
+    _ command: Subcommand, _ options: ResolvedOptions, address: HostPort, _ request: ClientRequest
+)
+    -> (response: HTTP2Response, unanswered: String?)
+{
+    do {
+        let connection = try HTTP2ClientConnection(providerConnectionOptions(command, options, address: address))
+        let response = try connection.send(request)
+        let unanswered = response.status == nil ? unansweredReason(connection, response) : nil
+        connection.close()
+        return (response, unanswered)
+    } catch {
+        command.fail("\(error)")
+    }
+}
+
 func unansweredReason(_ connection: HTTP2ClientConnection, _ response: HTTP2Response) -> String? {
     if let goAway = connection.session.goAway {
         return "connection ended by GOAWAY (error code \(goAway.errorCode), last stream \(goAway.lastStreamID))"
