@@ -59,13 +59,7 @@ private func runSend(_ command: Subcommand, _ args: [String]) -> Never {
     push.expiration = options.string("expiration")
     push.collapseID = options.string("collapse-id")
     push.apnsID = options.string("apns-id")
-    // Apple's host name in :authority picks the environment on any emulator listener,
-    // including the Apple-style --listen ones that serve both.
-    if options.isSet("production") {
-        push.authority = "api.push.apple.com"
-    } else if options.isSet("sandbox") {
-        push.authority = "api.sandbox.push.apple.com"
-    }
+    push.authority = appleAuthority(options)
 
     let (response, unanswered) = sendOnce(command, options, address: address, push.request)
     let result = APNsResult(response)
@@ -116,11 +110,7 @@ private func runBroadcast(_ command: Subcommand, _ options: ResolvedOptions, pay
     if let priority = options.string("priority") { push.priority = priority }
     if let expiration = options.string("expiration") { push.expiration = expiration }
     push.requestID = options.string("request-id")
-    if options.isSet("production") {
-        push.authority = "api.push.apple.com"
-    } else if options.isSet("sandbox") {
-        push.authority = "api.sandbox.push.apple.com"
-    }
+    push.authority = appleAuthority(options)
 
     let (response, unanswered) = sendOnce(command, options, address: address, push.request)
     let result = ChannelResult(response)
@@ -177,6 +167,15 @@ func providerConnectionOptions(_ command: Subcommand, _ options: ResolvedOptions
 }
 
 /// Why a request got no answer: the server's GOAWAY or a stream reset (nil if neither is known).
+/// Apple's push host for `--production` or `--sandbox`, for `:authority`: it picks the
+/// environment on any emulator listener, including the Apple-style `--listen` ones that serve
+/// both; nil leaves it to the listener.
+func appleAuthority(_ options: ResolvedOptions) -> String? {
+    if options.isSet("production") { return "api.push.apple.com" }
+    if options.isSet("sandbox") { return "api.sandbox.push.apple.com" }
+    return nil
+}
+
 /// Sends one request on a connection of its own and closes it: the answer, and why none came
 /// when none did (the server's GOAWAY or a stream reset). A connection that cannot be made
 /// ends the command (status 2).
