@@ -263,6 +263,7 @@ extension World {
     /// Time passes: stored notifications expire, batches and refilled budgets release.
     public mutating func tick(nowMs: Int64) -> [DeviceFrame] {
         var frames = delivery.inflight.isEmpty ? [] : disconnectStuckDevices(nowMs: nowMs)
+        if !liveActivities.books.isEmpty { liveActivities.tick(nowMs: nowMs) }
         for (key, stored) in delivery.stored where (stored.storeUntilMs ?? 0) <= nowMs {
             delivery.stored.removeValue(forKey: key)
             delivery.noteDone(stored.sequence)

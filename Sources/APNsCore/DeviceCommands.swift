@@ -311,6 +311,7 @@ extension World {
     /// Removes the device; its tokens become invalid.
     public mutating func removeDevice(_ deviceID: String, nowMs: Int64) throws(RegistryError) {
         try registry.removeDevice(id: deviceID, nowMs: nowMs)
+        liveActivities.removeDevice(deviceID)
     }
 
     /// Sets a token's state directly (a test provoking an answer); nil for an unknown token.

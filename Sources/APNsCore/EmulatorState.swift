@@ -15,6 +15,8 @@ public struct World: Sendable {
     public var backends: [String: AppBackend] = [:]
     /// Broadcast channels, live and deleted (the channel management API).
     public var channels = ChannelDirectory()
+    /// Live Activities on the devices, and where their tokens lead.
+    public var liveActivities = LiveActivityWorld()
     /// Apps configured without the Broadcast capability (`--app TEAM:BUNDLE?broadcast=off`).
     public var broadcastDisabledApps: Set<String> = []
     /// Hook calls decided under the lock, handed out by `EmulatorState` after it.

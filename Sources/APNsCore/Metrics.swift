@@ -95,7 +95,7 @@ public struct Counters: Sendable {
 
 extension DeliveryOutcome: CaseIterable {
     public static let allCases: [DeliveryOutcome] = [
-        .rejected, .pending, .stored, .delivered, .expired, .coalesced, .throttled, .deferred, .droppedBySystem,
+        .rejected, .pending, .stored, .delivered, .expired, .coalesced, .throttled, .deferred, .droppedBySystem, .ignored,
     ]
 
     /// Position in `allCases`, without hashing the raw string.
@@ -110,6 +110,7 @@ extension DeliveryOutcome: CaseIterable {
         case .throttled: return 6
         case .deferred: return 7
         case .droppedBySystem: return 8
+        case .ignored: return 9
         }
     }
 }

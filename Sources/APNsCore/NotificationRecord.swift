@@ -129,6 +129,8 @@ public enum DeliveryOutcome: String, Sendable {
     case throttled
     case deferred
     case droppedBySystem = "dropped-by-system"
+    /// APNs answered 200, the device took no notice (a Live Activity push it could not use).
+    case ignored
 }
 
 /// A bounded, newest-first journal of records (a ring buffer). Old records fall off the end

@@ -238,28 +238,38 @@ public final class ProviderEndpoint: Sendable {
                 do throws(Rejection) {
                     let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: world, record: &record)
                     pushType = topic.pushType
-                    let entry = try checkDeviceToken(
-                        syntax, topic: topic.topic, environment: environment, now: now,
-                        world: &world, record: &record)
-                    try checkPayload(request, pushType: topic.pushType, json: json)
-                    if entry.state == .rateLimited {
-                        throw Rejection(reason: .tooManyRequests, explanation: "the token is set to rate-limited (admin API)")
+                    if topic.pushType == .liveactivity,
+                        let owner = try checkLiveActivityToken(syntax, topic: topic.topic, environment: environment, world: world, record: &record)
+                    {
+                        try checkPayload(request, pushType: topic.pushType, json: json)
+                        record.status = 200
+                        record.deviceID = owner.deviceID
+                        record.bundleID = owner.bundleID
+                        route = .liveActivity(token: record.token, priority: record.priority)
+                    } else {
+                        let entry = try checkDeviceToken(
+                            syntax, topic: topic.topic, environment: environment, now: now,
+                            world: &world, record: &record)
+                        try checkPayload(request, pushType: topic.pushType, json: json)
+                        if entry.state == .rateLimited {
+                            throw Rejection(reason: .tooManyRequests, explanation: "the token is set to rate-limited (admin API)")
+                        }
+                        if world.isFlooding(token: entry.token, nowMs: now) {
+                            throw Rejection(
+                                reason: .tooManyRequests,
+                                explanation:
+                                    "more than \(world.deliveryOptions.tooManyRequests?.count ?? 0) pushes to this token within \(world.deliveryOptions.tooManyRequests?.windowMs ?? 0) ms"
+                            )
+                        }
+                        record.status = 200
+                        record.deviceID = entry.deviceID
+                        record.bundleID = entry.bundleID
+                        route = accepted(
+                            expiration: record.expiration, priority: record.priority, collapseID: record.collapseID,
+                            apnsID: record.apnsID, payload: record.payload, sequence: world.records.nextSequence,
+                            entry: entry, pushType: topic.pushType, json: json, content: content, now: now,
+                            options: world.deliveryOptions)
                     }
-                    if world.isFlooding(token: entry.token, nowMs: now) {
-                        throw Rejection(
-                            reason: .tooManyRequests,
-                            explanation:
-                                "more than \(world.deliveryOptions.tooManyRequests?.count ?? 0) pushes to this token within \(world.deliveryOptions.tooManyRequests?.windowMs ?? 0) ms"
-                        )
-                    }
-                    record.status = 200
-                    record.deviceID = entry.deviceID
-                    record.bundleID = entry.bundleID
-                    route = accepted(
-                        expiration: record.expiration, priority: record.priority, collapseID: record.collapseID,
-                        apnsID: record.apnsID, payload: record.payload, sequence: world.records.nextSequence,
-                        entry: entry, pushType: topic.pushType, json: json, content: content, now: now,
-                        options: world.deliveryOptions)
                 } catch {
                     record.reject(error, spelledAs: options.reasonText(error.reason))
                     rejection = error
@@ -281,6 +291,8 @@ public final class ProviderEndpoint: Sendable {
                 switch route {
                 case .deliver(let notification)?: reply.deviceFrames = world.route(notification, nowMs: now)
                 case .drop(let why)?: world.setOutcome(sequence, .droppedBySystem, why)
+                case .liveActivity(let token, let priority)?:
+                    world.applyLiveActivityPush(token: token, payload: request.body, priority: priority, sequence: sequence, nowMs: now)
                 case nil: break
                 }
                 return reply
@@ -710,6 +722,28 @@ public final class ProviderEndpoint: Sendable {
         }
     }
 
+    /// A `liveactivity` push may go to a push-to-start or update token of a device's Live
+    /// Activities instead of a device token: nil when the token is not one of those. Its
+    /// environment and app must match, as a device token's must.
+    private func checkLiveActivityToken(
+        _ syntax: Syntax, topic: String, environment: APNsEnvironment, world: World, record: inout NotificationRecord
+    ) throws(Rejection) -> LiveActivityWorld.TokenOwner? {
+        guard !world.liveActivities.tokens.isEmpty, syntax.tokenShape.isEvenLengthHex, !syntax.token.isEmpty else { return nil }
+        let normalized = syntax.tokenShape.hasUppercase ? Hex.lowercased(syntax.token) : record.token
+        guard let owner = world.liveActivities.tokens[normalized] else { return nil }
+        record.deviceID = owner.deviceID
+        guard owner.environment == environment else {
+            throw Rejection(
+                reason: .badDeviceToken, explanation: "this is a \(owner.environment.rawValue) Live Activity token, sent to \(environment.rawValue)")
+        }
+        let expected = owner.bundleID + PushType.liveactivity.topicSuffix
+        guard topic == expected else {
+            throw Rejection(reason: .deviceTokenNotForTopic, explanation: "the Live Activity token belongs to topic \(expected), not \(topic)")
+        }
+        if normalized != record.token { record.token = normalized }
+        return owner
+    }
+
     private func checkPayload(
         _ request: PushRequest, pushType: PushType, json: JSONValidator.Verdict?
     )
@@ -739,6 +773,8 @@ public final class ProviderEndpoint: Sendable {
     private enum AcceptedRoute {
         case deliver(PendingNotification)
         case drop(String)
+        /// A push to a Live Activity token: the device's Live Activities take it.
+        case liveActivity(token: String, priority: Int)
     }
 
     /// Prepares an accepted notification for delivery (store, device, budget…), before the

@@ -15,7 +15,7 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
     /// The resources, each adding its routes (AdminRouter.swift). A new one is listed here.
     static let resources: [any AdminResource.Type] = [
         SystemRoutes.self, NotificationRoutes.self, DeviceRoutes.self, TokenRoutes.self, CredentialRoutes.self,
-        FaultRoutes.self, AccountRoutes.self, ClockRoutes.self, ChannelRoutes.self,
+        FaultRoutes.self, AccountRoutes.self, ClockRoutes.self, ChannelRoutes.self, LiveActivityRoutes.self,
     ]
 
     /// The emulator behind the API (which holds the emulator itself unowned: the emulator owns

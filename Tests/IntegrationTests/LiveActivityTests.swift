@@ -1,0 +1,114 @@
+// LiveActivityTests: Live Activities on a virtual device, started and updated by provider
+// pushes to their tokens over HTTP/2, against the real binary. Imports the harness's modules.
+import APNsCore
+import Foundation
+import ProviderClient
+import Testing
+import TestSupport
+
+@Suite("Live Activities: push-to-start and update tokens on a virtual device")
+struct LiveActivityTests {
+    private static let topic = EmulatorProcess.bundleID + ".push-type.liveactivity"
+
+    private func liveActivityPush(_ emulator: EmulatorProcess, token: String, _ aps: String, priority: String = "10") throws -> APNsPush {
+        var push = try emulator.push(token, payload: #"{"aps":\#(aps)}"#, topic: Self.topic)
+        push.pushType = "liveactivity"
+        push.priority = priority
+        return push
+    }
+
+    private func record(_ emulator: EmulatorProcess, _ apnsID: String?) throws -> JSONObject? {
+        try emulator.admin("GET", "/api/v1/notifications/\(apnsID ?? "")").json.objectValue
+    }
+
+    @Test func anActivityStartedByPushIsUpdatedThroughItsTokenAndDismissed() throws {
+        let emulator = try EmulatorProcess()
+        let (deviceID, _) = try emulator.createDevice()
+        let declared = try emulator.admin(
+            "PUT", "/api/v1/devices/\(deviceID)/apps/\(EmulatorProcess.bundleID)/live-activities",
+            body: ["types": ["DeliveryAttributes"], "frequentUpdates": false])
+        #expect(declared.status == 200)
+        let startToken = try #require(declared.json["pushToStartTokens"]?.objectValue?["DeliveryAttributes"]?.stringValue)
+        let connection = try emulator.connect()
+
+        let start = APNsResult(
+            try connection.send(
+                try liveActivityPush(
+                    emulator, token: startToken,
+                    #"{"event":"start","timestamp":1700000000,"attributes-type":"DeliveryAttributes","attributes":{"order":"42"},"content-state":{"eta":15},"alert":{"title":"On its way"},"input-push-token":1}"#
+                ).request))
+        #expect(start.status == 200)
+        #expect(try record(emulator, start.apnsID)?["outcome"]?.stringValue == "delivered")
+
+        var listed = try emulator.admin("GET", "/api/v1/devices/\(deviceID)/activities").json
+        var activity = try #require(listed["activities"]?.arrayValue?.first?.objectValue)
+        #expect(activity["state"]?.stringValue == "active")
+        #expect(activity["startedBy"]?.stringValue == "push")
+        #expect(activity["contentState"]?.objectValue?["eta"]?.intValue == 15)
+        let updateToken = try #require(activity["pushToken"]?.stringValue)
+        let activityID = try #require(activity["activityId"]?.stringValue)
+
+        let update = APNsResult(
+            try connection.send(
+                try liveActivityPush(emulator, token: updateToken, #"{"event":"update","timestamp":1700000100,"content-state":{"eta":5}}"#)
+                    .request))
+        #expect(update.status == 200)
+        listed = try emulator.admin("GET", "/api/v1/devices/\(deviceID)/activities").json
+        activity = try #require(listed["activities"]?.arrayValue?.first?.objectValue)
+        #expect(activity["contentState"]?.objectValue?["eta"]?.intValue == 5)
+        #expect(activity["updates"]?.intValue == 1)
+
+        // An older update is answered 200 by APNs; the device ignores it, and the record says why.
+        let stale = APNsResult(
+            try connection.send(
+                try liveActivityPush(emulator, token: updateToken, #"{"event":"update","timestamp":1700000050,"content-state":{"eta":9}}"#)
+                    .request))
+        #expect(stale.status == 200)
+        let ignored = try record(emulator, stale.apnsID)
+        #expect(ignored?["outcome"]?.stringValue == "ignored")
+        #expect(ignored?["explanation"]?.stringValue?.contains("older") == true, "\(ignored?["explanation"] ?? .null)")
+
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/\(deviceID)/activities/\(activityID)").status == 200)
+        listed = try emulator.admin("GET", "/api/v1/devices/\(deviceID)/activities").json
+        #expect(listed["activities"]?.arrayValue?.first?.objectValue?["state"]?.stringValue == "dismissed")
+    }
+
+    /// What Apple will not tell the provider: 200, and the device drops it, with the reason.
+    @Test(arguments: [
+        (#"{"event":"start","timestamp":1,"attributes-type":"DeliveryAttrs","attributes":{},"content-state":{},"alert":"x"}"#, "not declared"),
+        (
+            #"{"event":"start","timestamp":1,"attributes-type":"DeliveryAttributes","attributes":{},"content-state":"eta","alert":"x"}"#,
+            "content-state"
+        ),
+        (#"{"event":"start","timestamp":1,"attributes-type":"DeliveryAttributes","attributes":{"eta":null},"content-state":{},"alert":"x"}"#, "null"),
+    ])
+    func aStartTheDeviceCannotUseIsAnswered200AndJournaledAsIgnored(aps: String, why: String) throws {
+        let emulator = try EmulatorProcess()
+        let (deviceID, _) = try emulator.createDevice()
+        let declared = try emulator.admin(
+            "PUT", "/api/v1/devices/\(deviceID)/apps/\(EmulatorProcess.bundleID)/live-activities", body: ["types": ["DeliveryAttributes"]])
+        let startToken = try #require(declared.json["pushToStartTokens"]?.objectValue?["DeliveryAttributes"]?.stringValue)
+        let result = APNsResult(try emulator.connect().send(try liveActivityPush(emulator, token: startToken, aps).request))
+        #expect(result.status == 200)
+        let record = try record(emulator, result.apnsID)
+        #expect(record?["outcome"]?.stringValue == "ignored")
+        #expect(record?["explanation"]?.stringValue?.contains(why) == true, "\(record?["explanation"] ?? .null)")
+        #expect(try emulator.admin("GET", "/api/v1/devices/\(deviceID)/activities").json["activities"]?.arrayValue?.isEmpty == true)
+    }
+
+    @Test func aLiveActivityTokenKeepsItsEnvironmentAndApp() throws {
+        let emulator = try EmulatorProcess(["--app", "\(EmulatorProcess.teamID):com.example.other"])
+        let (deviceID, _) = try emulator.createDevice()
+        let declared = try emulator.admin(
+            "PUT", "/api/v1/devices/\(deviceID)/apps/\(EmulatorProcess.bundleID)/live-activities", body: ["types": ["DeliveryAttributes"]])
+        let startToken = try #require(declared.json["pushToStartTokens"]?.objectValue?["DeliveryAttributes"]?.stringValue)
+        let aps = #"{"event":"start","timestamp":1,"attributes-type":"DeliveryAttributes","attributes":{},"content-state":{},"alert":"x"}"#
+        let production = APNsResult(try emulator.connect("production").send(try liveActivityPush(emulator, token: startToken, aps).request))
+        #expect(production.status == 400 && production.reason == "BadDeviceToken")
+        var otherTopic = try liveActivityPush(emulator, token: startToken, aps)
+        otherTopic.topic = "com.example.other.push-type.liveactivity"
+        let mismatch = APNsResult(try emulator.connect().send(otherTopic.request))
+        #expect(mismatch.status == 400 && mismatch.reason == "DeviceTokenNotForTopic", "\(mismatch.status) \(mismatch.reason ?? "")")
+        #expect(try emulator.admin("PUT", "/api/v1/devices/nope/apps/\(EmulatorProcess.bundleID)/live-activities", body: ["types": []]).status == 404)
+    }
+}
