@@ -259,13 +259,16 @@ public final class ChannelEndpoint: Sendable {
     static func checkRequestLine(_ fields: Fields, management: Bool) throws(Rejection) -> ChannelOperation {
         switch operation(method: fields.method, path: fields.path) {
         case .failure(let reason):
-            throw Rejection(reason, "\(fields.method ?? "?") \(fields.path ?? "?"): \(reason == .badPath ? "no such path" : "method not allowed on this path")")
+            throw Rejection(
+                reason, "\(fields.method ?? "?") \(fields.path ?? "?"): \(reason == .badPath ? "no such path" : "method not allowed on this path")")
         case .success(let operation):
             if case .broadcast = operation, management {
                 throw Rejection(.badPath, "broadcasts are sent to the push hosts (api.push.apple.com), not to the channel-management host")
             }
             if !management, operation != .broadcast(bundleID: operation.bundleID) {
-                throw Rejection(.badPath, "channel management lives on api-manage-broadcast(.sandbox).push.apple.com (ports 2195 and 2196), not on the push hosts")
+                throw Rejection(
+                    .badPath, "channel management lives on api-manage-broadcast(.sandbox).push.apple.com (ports 2195 and 2196), not on the push hosts"
+                )
             }
             return operation
         }
@@ -288,7 +291,8 @@ public final class ChannelEndpoint: Sendable {
             guard certificate.allows(environment) else {
                 throw Rejection(
                     provider: .badCertificateEnvironment,
-                    "the client certificate is for \(certificate.development ? "sandbox" : "production") only; this request is \(environment.rawValue)")
+                    "the client certificate is for \(certificate.development ? "sandbox" : "production") only; this request is \(environment.rawValue)"
+                )
             }
             return .certificate(certificate)
         case .token:
@@ -338,7 +342,8 @@ public final class ChannelEndpoint: Sendable {
                     else {
                         throw Rejection(
                             .cannotCreateChannelConfig,
-                            "\(bundle) already has \(world.channels.maxLivePerApp) live channels in \(environment.rawValue) (deleted ones do not count)")
+                            "\(bundle) already has \(world.channels.maxLivePerApp) live channels in \(environment.rawValue) (deleted ones do not count)"
+                        )
                     }
                     return .success(Outcome(status: 201, channelID: channel.id))
                 case .read(let bundle):
@@ -361,7 +366,8 @@ public final class ChannelEndpoint: Sendable {
                     guard world.channels.allowsBroadcast(id: channel.id, nowMs: now) else {
                         throw Rejection(
                             .tooManyRequests,
-                            "channel \(channel.id) took \(world.channels.maxBroadcastsPerSecond) broadcasts in the last second (--channel-broadcast-rate)")
+                            "channel \(channel.id) took \(world.channels.maxBroadcastsPerSecond) broadcasts in the last second (--channel-broadcast-rate)"
+                        )
                     }
                     world.channels.recordBroadcast(id: channel.id, message: message)
                     return .success(Outcome(status: 200))
@@ -381,7 +387,10 @@ public final class ChannelEndpoint: Sendable {
     /// The policy may be a number or a numeric string and the push type any case: node-apn
     /// sends `"1"` and `"liveactivity"`, and Apple does not say these are refused.
     static func createRequest(_ payload: [UInt8], bodyLength: Int) throws(Rejection) -> ChannelStoragePolicy {
-        guard bodyLength > 0 else { throw Rejection(.badRequestPayload, "the request has no body; it needs {\"message-storage-policy\": 0 or 1, \"push-type\": \"LiveActivity\"}") }
+        guard bodyLength > 0 else {
+            throw Rejection(
+                .badRequestPayload, "the request has no body; it needs {\"message-storage-policy\": 0 or 1, \"push-type\": \"LiveActivity\"}")
+        }
         let value: JSONValue
         do { value = try JSONValue.parse(payload) } catch {
             throw Rejection(.badRequestPayload, "the body is not JSON: \(error)")
@@ -425,7 +434,9 @@ public final class ChannelEndpoint: Sendable {
     }
 
     /// The channel `apns-channel-id` names, live, of this app in this environment.
-    static func channel(_ fields: Fields, bundle: String, environment: APNsEnvironment, world: World) throws(Rejection)
+    static func channel(
+        _ fields: Fields, bundle: String, environment: APNsEnvironment, world: World
+    ) throws(Rejection)
         -> BroadcastChannel
     {
         guard let id = fields.channelID, !id.isEmpty else { throw Rejection(.missingChannelId, "no apns-channel-id header") }

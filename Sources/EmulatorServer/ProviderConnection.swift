@@ -416,7 +416,8 @@ final class ProviderConnection: ConnectionHandler {
         if response.raiseStreamLimit { session.submitSettings(Self.raisedLimit) }
         if let explanation = response.explanation {
             providers.logger.info(
-                "provider connection \(connection.id) stream \(streamID): channel \(response.operation?.name ?? "request") \(response.status) \(response.reason ?? ""): \(explanation)")
+                "provider connection \(connection.id) stream \(streamID): channel \(response.operation?.name ?? "request") \(response.status) \(response.reason ?? ""): \(explanation)"
+            )
         }
     }
 

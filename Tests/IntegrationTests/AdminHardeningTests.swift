@@ -156,7 +156,8 @@ struct AdminAccessIntegrationTests {
         let refused = try run(
             EmulatorProcess.binary,
             [
-                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--sandbox-listen", "127.0.0.1:0", "--production-listen", "off", "--device-listen", "off",
+                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--sandbox-listen", "127.0.0.1:0",
+                "--production-listen", "off", "--device-listen", "off",
                 "--admin-listen", "0.0.0.0:0", "--certs-dir", directory, "--demo", "off",
             ])
         #expect(refused.status != 0)
@@ -255,7 +256,8 @@ struct AdminAccessIntegrationTests {
         let start = try run(
             EmulatorProcess.binary,
             [
-                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--config", config, "--admin-listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0",
+                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--config", config, "--admin-listen", "127.0.0.1:0",
+                "--sandbox-listen", "127.0.0.1:0",
                 "--production-listen", "off", "--device-listen", "off", "--certs-dir", emulator.directory + "/certs",
             ])
         #expect(start.status != 0)

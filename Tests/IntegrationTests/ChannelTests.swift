@@ -110,7 +110,9 @@ struct ChannelTests {
         ]
         for (method, path, headers, body, status, reason) in cases {
             let response = try client.send(method, path, headers: headers, body: body)
-            #expect(response.status == status && response.reason == reason, "\(method) \(path) \(headers): \(response.status ?? 0) \(response.reason ?? "-")")
+            #expect(
+                response.status == status && response.reason == reason,
+                "\(method) \(path) \(headers): \(response.status ?? 0) \(response.reason ?? "-")")
             #expect(response.header("apns-request-id") != nil)
             #expect(response.header("content-type") == "application/json")
         }
@@ -173,7 +175,9 @@ struct ChannelTests {
         let push = try ChannelClient(emulator, listener: "sandbox")
         let path = "/4/broadcasts/apps/\(EmulatorProcess.bundleID)"
         let payload = #"{"aps":{"event":"update","timestamp":1700000000,"content-state":{"eta":5}}}"#
-        func headers(_ channel: String, expiration: String? = "0", priority: String? = "10", type: String? = "LiveActivity")
+        func headers(
+            _ channel: String, expiration: String? = "0", priority: String? = "10", type: String? = "LiveActivity"
+        )
             -> [(String, String)]
         {
             var list = [("apns-channel-id", channel)]

@@ -94,7 +94,8 @@ struct DeviceAppLimitTests {
         let result = try run(
             EmulatorProcess.binary,
             [
-                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--quiet", "--config", directory + "/config.json", "--demo", "off", "--certs-dir", directory + "/certs",
+                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--quiet", "--config", directory + "/config.json",
+                "--demo", "off", "--certs-dir", directory + "/certs",
                 "--sandbox-listen", "127.0.0.1:0", "--production-listen", "off", "--admin-listen", "127.0.0.1:0",
                 "--device-listen", "127.0.0.1:0",
             ])

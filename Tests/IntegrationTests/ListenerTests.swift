@@ -48,7 +48,8 @@ struct ListenerTests {
         let result = try run(
             EmulatorProcess.binary,
             [
-                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--listen", "127.0.0.1:\(port)", "--sandbox-listen", "127.0.0.1:\(port)",
+                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--listen", "127.0.0.1:\(port)", "--sandbox-listen",
+                "127.0.0.1:\(port)",
                 "--admin-listen", "off", "--device-listen", "off", "--production-listen", "off",
             ])
         #expect(result.status == 2)
@@ -57,7 +58,8 @@ struct ListenerTests {
         let wildcard = try run(
             EmulatorProcess.binary,
             [
-                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--listen", "0.0.0.0:\(port)", "--admin-listen", "127.0.0.1:\(port)", "--device-listen", "off",
+                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--listen", "0.0.0.0:\(port)", "--admin-listen",
+                "127.0.0.1:\(port)", "--device-listen", "off",
                 "--sandbox-listen", "off", "--production-listen", "off",
             ])
         #expect(wildcard.status == 2)
@@ -73,7 +75,8 @@ struct ListenerTests {
         try #require(unprivilegedStart > 443, "this machine lets anyone bind 443; nothing to check")
         var command = EmulatorProcess.binary
         var arguments = [
-            "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--listen", "127.0.0.1:443", "--sandbox-listen", "off", "--production-listen", "off",
+            "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--listen", "127.0.0.1:443", "--sandbox-listen", "off",
+            "--production-listen", "off",
             "--admin-listen", "off", "--device-listen", "off", "--demo", "off", "--certs-dir", try readableCerts(),
         ]
         if getuid() == 0 {
@@ -94,7 +97,8 @@ struct ListenerTests {
         let result = try run(
             EmulatorProcess.binary,
             [
-                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--listen", "127.0.0.1:\(taken.port)", "--sandbox-listen", "off", "--production-listen", "off",
+                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--listen", "127.0.0.1:\(taken.port)",
+                "--sandbox-listen", "off", "--production-listen", "off",
                 "--admin-listen", "off", "--device-listen", "off", "--demo", "off", "--certs-dir", emulator.directory + "/certs",
             ])
         #expect(result.status == 1)

@@ -215,7 +215,8 @@ struct StoreFailureTests {
         let refusal = try run(
             EmulatorProcess.binary,
             [
-                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--state-dir", emptied, "--sandbox-listen", "127.0.0.1:0",
+                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--state-dir", emptied, "--sandbox-listen",
+                "127.0.0.1:0",
                 "--production-listen", "off", "--admin-listen", "off", "--device-listen", "off",
             ])
         #expect(refusal.status == 1)
@@ -233,7 +234,8 @@ struct StoreFailureTests {
         let gap = try run(
             EmulatorProcess.binary,
             [
-                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--state-dir", damaged, "--sandbox-listen", "127.0.0.1:0",
+                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--state-dir", damaged, "--sandbox-listen",
+                "127.0.0.1:0",
                 "--production-listen", "off", "--admin-listen", "off", "--device-listen", "off",
             ])
         #expect(gap.status == 1)
