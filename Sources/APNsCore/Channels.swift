@@ -44,9 +44,31 @@ public struct BroadcastChannel: Sendable, Equatable {
     /// Policy 1: the newest message, until it expires.
     public var storedMessage: StoredBroadcast?
     /// When the broadcasts of the last second were accepted (at most the rate limit's count).
+    /// Per instance and not persisted: it is not part of equality.
     var recentBroadcastsMs: [Int64] = []
 
     public var isLive: Bool { deletedAtMs == nil }
+
+    public init(
+        id: String, bundleID: String, environment: APNsEnvironment, policy: ChannelStoragePolicy, createdAtMs: Int64,
+        deletedAtMs: Int64? = nil, broadcasts: Int = 0, lastBroadcastAtMs: Int64? = nil, storedMessage: StoredBroadcast? = nil
+    ) {
+        self.id = id
+        self.bundleID = bundleID
+        self.environment = environment
+        self.policy = policy
+        self.createdAtMs = createdAtMs
+        self.deletedAtMs = deletedAtMs
+        self.broadcasts = broadcasts
+        self.lastBroadcastAtMs = lastBroadcastAtMs
+        self.storedMessage = storedMessage
+    }
+
+    public static func == (a: BroadcastChannel, b: BroadcastChannel) -> Bool {
+        (a.id, a.bundleID, a.environment, a.policy, a.createdAtMs) == (b.id, b.bundleID, b.environment, b.policy, b.createdAtMs)
+            && (a.deletedAtMs, a.broadcasts, a.lastBroadcastAtMs) == (b.deletedAtMs, b.broadcasts, b.lastBroadcastAtMs)
+            && a.storedMessage == b.storedMessage
+    }
 }
 
 /// Every channel the emulator knows, live and deleted.
@@ -69,6 +91,10 @@ public struct ChannelDirectory: Sendable {
     private var tombstones: [String] = []
     private var issuedIDs: Set<String> = []
     private var liveCount: [AppEnvironment: Int] = [:]
+    /// With persistence on (`--state-dir`, `--redis`): channels saved or forgotten since
+    /// `takeChangedIDs`.
+    public var tracksChanges = false
+    private var changedIDs: Set<String> = []
 
     struct AppEnvironment: Hashable, Sendable {
         var bundleID: String
@@ -112,6 +138,7 @@ public struct ChannelDirectory: Sendable {
         let channel = BroadcastChannel(id: id, bundleID: bundleID, environment: environment, policy: policy, createdAtMs: nowMs)
         channels[id] = channel
         liveCount[key, default: 0] += 1
+        noteChange(id)
         return channel
     }
 
@@ -125,9 +152,12 @@ public struct ChannelDirectory: Sendable {
         channels[id] = channel
         liveCount[AppEnvironment(bundleID: bundleID, environment: environment), default: 1] -= 1
         tombstones.append(id)
+        noteChange(id)
         if tombstones.count > Self.maxTombstones {
             // The id stays in `issuedIDs`: it is never handed out again.
-            channels.removeValue(forKey: tombstones.removeFirst())
+            let forgotten = tombstones.removeFirst()
+            channels.removeValue(forKey: forgotten)
+            noteChange(forgotten)
         }
         return true
     }
@@ -151,20 +181,96 @@ public struct ChannelDirectory: Sendable {
         }
         if channel.policy == .mostRecentMessageStored { channel.storedMessage = message }
         channels[id] = channel
+        noteChange(id)
     }
 
     /// Drops stored messages that have expired.
     public mutating func expireStoredMessages(nowMs: Int64) {
         for (id, channel) in channels where (channel.storedMessage?.expiresAtMs ?? .max) <= nowMs {
             channels[id]?.storedMessage = nil
+            noteChange(id)
         }
     }
 
     /// Everything back to empty (a reset), keeping the limit.
     public mutating func removeAll() {
-        let (limit, rate) = (maxLivePerApp, maxBroadcastsPerSecond)
+        let (limit, rate, tracking, issued) = (maxLivePerApp, maxBroadcastsPerSecond, tracksChanges, issuedIDs)
+        var changed = changedIDs
+        if tracking { changed.formUnion(channels.keys) }
         self = ChannelDirectory()
-        (maxLivePerApp, maxBroadcastsPerSecond) = (limit, rate)
+        (maxLivePerApp, maxBroadcastsPerSecond, tracksChanges, issuedIDs, changedIDs) = (limit, rate, tracking, issued, changed)
+    }
+
+    // MARK: Persistence
+
+    /// Keeps every id `other` issued never reused here either (a reset replaces the directory).
+    public mutating func continueIssuedIDs(from other: ChannelDirectory) {
+        issuedIDs.formUnion(other.issuedIDs)
+    }
+
+    private mutating func noteChange(_ id: String) { if tracksChanges { changedIDs.insert(id) } }
+
+    /// Ids of the channels saved or forgotten since the last call (a forgotten one is no
+    /// longer in `channels`).
+    public mutating func takeChangedIDs() -> Set<String> { takeAll(&changedIDs) }
+
+    /// Replaces every channel by `restored` (a restart, another instance's reset), keeping the
+    /// limits: the per-app live counts and the deletion order are worked out again, and every
+    /// id issued before stays never reused. Marks nothing.
+    public mutating func restore(_ restored: [BroadcastChannel]) {
+        let issued = issuedIDs
+        var next = ChannelDirectory()
+        (next.maxLivePerApp, next.maxBroadcastsPerSecond, next.tracksChanges) = (maxLivePerApp, maxBroadcastsPerSecond, tracksChanges)
+        next.changedIDs = changedIDs
+        next.issuedIDs = issued
+        let ordered = restored.sorted { ($0.deletedAtMs ?? 0, $0.id) < ($1.deletedAtMs ?? 0, $1.id) }
+        for channel in ordered { next.save(channel) }
+        self = next
+    }
+
+    /// Takes a channel as another instance (or the store) has it: replaces the one with its
+    /// id, keeping the counts right. The rate window of a channel already here stays this
+    /// instance's own. Marks nothing.
+    public mutating func save(_ channel: BroadcastChannel) {
+        var channel = channel
+        if let old = channels[channel.id] {
+            channel.recentBroadcastsMs = old.recentBroadcastsMs
+            forget(old)
+        }
+        issuedIDs.insert(channel.id)
+        channels[channel.id] = channel
+        if channel.isLive {
+            liveCount[AppEnvironment(bundleID: channel.bundleID, environment: channel.environment), default: 0] += 1
+        } else {
+            // In deletion order; a new deletion (or a restore, sorted) goes at the end at once.
+            let known = channels
+            let order = { (id: String) in known[id].map { ($0.deletedAtMs ?? 0, $0.id) } ?? (0, id) }
+            let mine = (channel.deletedAtMs ?? 0, channel.id)
+            if let last = tombstones.last, order(last) > mine {
+                let at = tombstones.lastIndex { order($0) <= mine }.map { $0 + 1 } ?? 0
+                tombstones.insert(channel.id, at: at)
+            } else {
+                tombstones.append(channel.id)
+            }
+        }
+    }
+
+    /// Drops the channel `id` (its tombstone was forgotten elsewhere); the id stays issued.
+    /// Marks nothing.
+    public mutating func remove(id: String) {
+        guard let old = channels.removeValue(forKey: id) else { return }
+        forget(old)
+    }
+
+    /// Takes `channel` out of the counts and the tombstones (not out of `channels`).
+    private mutating func forget(_ channel: BroadcastChannel) {
+        if channel.isLive {
+            let key = AppEnvironment(bundleID: channel.bundleID, environment: channel.environment)
+            liveCount[key, default: 1] -= 1
+            if liveCount[key] == 0 { liveCount.removeValue(forKey: key) }
+        } else if let at = tombstones.firstIndex(of: channel.id) {
+            tombstones.remove(at: at)
+        }
     }
 
     /// A new channel id: 16 random bytes in standard base64 with padding, as Apple's are.

@@ -261,6 +261,7 @@ public final class EmulatorState: Sendable {
             world.registry.continueRandomness(from: old.registry)
             world.credentials.advanceGeneration(beyond: generation)
             world.records.continueSequence(from: nextSequence)
+            world.channels.continueIssuedIDs(from: old.channels)
             if persistence != nil || coordinator != nil {
                 // The drain at the end of this call hands the store the whole start state,
                 // which it writes as one transaction.

@@ -18,6 +18,7 @@ extension ChangeKey {
         case .key(let id): return "k:" + id
         case .app(let bundle): return "a:" + bundle
         case .faults: return "f"
+        case .channel(let id): return "c:" + id
         case .waiting(let sequence): return "w:" + String(sequence)
         case .record(let sequence): return "r:" + String(sequence)
         // A device id cannot contain a newline (DeviceRegistry.isValidDeviceID).
@@ -37,6 +38,7 @@ extension ChangeKey {
         case "t": self = .token(id)
         case "k": self = .key(id)
         case "a": self = .app(id)
+        case "c": self = .channel(id)
         case "w":
             guard let sequence = UInt64(id) else { return nil }
             self = .waiting(sequence)
@@ -56,9 +58,9 @@ extension StateChange {
     /// no single key and are neither.
     public var isRemoval: Bool {
         switch self {
-        case .deviceRemoved, .keyRemoved, .appRemoved, .notificationDone, .recordRemoved: return true
+        case .deviceRemoved, .keyRemoved, .appRemoved, .notificationDone, .recordRemoved, .channelRemoved: return true
         case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .notificationWaiting, .recordSaved, .budgetSaved,
-            .recordsEvicted, .reset:
+            .channelSaved, .recordsEvicted, .reset:
             return false
         }
     }
@@ -137,7 +139,7 @@ extension World {
 
         let tracking = (
             registry.tracksChanges, credentials.tracksChanges, faults.tracksChanges, delivery.tracksChanges,
-            records.trackChanges
+            records.trackChanges, channels.tracksChanges
         )
         let evictedBefore = records.evicted
         registry.tracksChanges = false
@@ -145,10 +147,11 @@ extension World {
         faults.tracksChanges = false
         delivery.tracksChanges = false
         records.trackChanges = false
+        channels.tracksChanges = false
         defer {
             (
                 registry.tracksChanges, credentials.tracksChanges, faults.tracksChanges, delivery.tracksChanges,
-                records.trackChanges
+                records.trackChanges, channels.tracksChanges
             ) = tracking
             // Evictions the rows caused are the producer's, already in the log; a difference
             // left from before (a local eviction not drained yet) stays.
@@ -218,6 +221,10 @@ extension World {
                 records.evict(before: before)
             case .budgetSaved(let device, let bundle, let budget):
                 delivery.budgets[AppKey(deviceID: device, bundleID: bundle)] = budget
+            case .channelSaved(let channel):
+                channels.save(channel)
+            case .channelRemoved(let id):
+                channels.remove(id: id)
             case .reset(let state):
                 applied.deviceIDs.formUnion(registry.devices.keys)
                 applyReplicatedReset(state, configured: configured, keys: keys[index] ?? [])
@@ -366,6 +373,8 @@ extension World {
         next.credentials.advanceGeneration(beyond: credentials.generation)
 
         if let snapshot = state.faults { next.faults = FaultRules(snapshot) }
+        next.channels.continueIssuedIDs(from: channels)
+        next.channels.restore(state.channels)
 
         var journal = RecordStore(capacity: configured.records.capacity, byteBudget: configured.records.byteBudget)
         for record in state.records { journal.upsert(record) }

@@ -5,7 +5,8 @@
 // as they are, so one reader understands both.
 
 extension StateCodec {
-    static let changeFormat: UInt8 = 1
+    /// 2 added broadcast channels (their rows, and in a reset's state); 1 is still read.
+    static let changeFormat: UInt8 = 2
     static let framesFormat: UInt8 = 1
     /// Deeper JSON than this in a frame is refused: damaged bytes must not exhaust the stack.
     static let maxJSONDepth = 64
@@ -21,8 +22,8 @@ extension StateCodec {
 
     public static func decodeChange(_ bytes: [UInt8]) throws(StateStoreError) -> StateChange {
         var r = ByteReader(bytes, what: "state change")
-        try r.expectFormat(changeFormat)
-        let change = try readChange(from: &r)
+        let format = try r.expectFormat(in: 1...changeFormat)
+        let change = try readChange(from: &r, format: format)
         try r.expectEnd()
         return change
     }
@@ -38,11 +39,11 @@ extension StateCodec {
 
     public static func decodeChanges(_ bytes: [UInt8]) throws(StateStoreError) -> [StateChange] {
         var r = ByteReader(bytes, what: "state change list")
-        try r.expectFormat(changeFormat)
+        let format = try r.expectFormat(in: 1...changeFormat)
         let count = try r.count()
         var changes: [StateChange] = []
         changes.reserveCapacity(count)
-        for _ in 0..<count { changes.append(try readChange(from: &r)) }
+        for _ in 0..<count { changes.append(try readChange(from: &r, format: format)) }
         try r.expectEnd()
         return changes
     }
@@ -97,10 +98,16 @@ extension StateCodec {
             w.put(device)
             w.put(bundle)
             write(budget, to: &w)
+        case .channelSaved(let channel):
+            w.u8(16)
+            w.blob(encode(channel))
+        case .channelRemoved(let id):
+            w.u8(17)
+            w.put(id)
         }
     }
 
-    private static func readChange(from r: inout ByteReader) throws(StateStoreError) -> StateChange {
+    private static func readChange(from r: inout ByteReader, format: UInt8) throws(StateStoreError) -> StateChange {
         switch try r.u8() {
         case 1: return .deviceSaved(try readDevice(from: &r))
         case 2: return .deviceRemoved(id: try r.take())
@@ -115,8 +122,10 @@ extension StateCodec {
         case 11: return .recordSaved(try readRecord(from: &r))
         case 12: return .recordRemoved(sequence: try r.take())
         case 13: return .recordsEvicted(before: try r.take())
-        case 14: return .reset(try readState(from: &r))
+        case 14: return .reset(try readState(from: &r, format: format))
         case 15: return .budgetSaved(deviceID: try r.take(), bundleID: try r.take(), budget: try readBudget(from: &r))
+        case 16: return .channelSaved(try decodeChannel(try r.bytes()))
+        case 17: return .channelRemoved(id: try r.take())
         case let other: throw r.damaged("change kind \(other)")
         }
     }
@@ -331,6 +340,8 @@ extension StateCodec {
             w.put(entry.bundleID)
             write(entry.budget, to: &w)
         }
+        w.u64(UInt64(s.channels.count))
+        for channel in s.channels { w.blob(encode(channel)) }
     }
 
     private static func write(_ budget: BackgroundBudget, to w: inout ByteWriter) {
@@ -342,7 +353,7 @@ extension StateCodec {
         BackgroundBudget(perHour: try r.take(), arrivalUnits: try r.take())
     }
 
-    private static func readState(from r: inout ByteReader) throws(StateStoreError) -> PersistedState {
+    private static func readState(from r: inout ByteReader, format: UInt8) throws(StateStoreError) -> PersistedState {
         var s = PersistedState()
         s.initialized = try r.take()
         for _ in 0..<(try r.count()) { s.devices.append(try readDevice(from: &r)) }
@@ -355,6 +366,9 @@ extension StateCodec {
         s.nextRecordSequence = try r.take()
         for _ in 0..<(try r.count()) {
             s.budgets.append((deviceID: try r.take(), bundleID: try r.take(), budget: try readBudget(from: &r)))
+        }
+        if format >= 2 {
+            for _ in 0..<(try r.count()) { s.channels.append(try decodeChannel(try r.bytes())) }
         }
         return s
     }

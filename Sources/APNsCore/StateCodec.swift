@@ -1,5 +1,5 @@
 /// A compact binary form of the rows a store keeps as blobs: journal records, waiting
-/// notifications and fault rules. Backend-neutral (SQLite blobs today, Redis values later);
+/// notifications, fault rules and broadcast channels. Backend-neutral (SQLite blobs today, Redis values later);
 /// pure Swift, no unsafe code. Each value starts with a format byte so a reader can refuse
 /// what it does not know instead of misreading it.
 public enum StateCodec {
@@ -7,6 +7,7 @@ public enum StateCodec {
     static let recordFormat: UInt8 = 2
     static let notificationFormat: UInt8 = 1
     static let faultsFormat: UInt8 = 1
+    static let channelFormat: UInt8 = 1
 
     // MARK: Records
 
@@ -246,6 +247,56 @@ public enum StateCodec {
         }
         try r.expectEnd()
         return FaultRulesSnapshot(rules: rules, nextNumber: nextNumber)
+    }
+}
+
+extension StateCodec {
+    // MARK: Broadcast channels
+
+    /// Everything but the rate limit's window of recent broadcasts (per instance, not kept).
+    public static func encode(_ c: BroadcastChannel) -> [UInt8] {
+        var w = ByteWriter(capacity: 96 + (c.storedMessage?.payload.count ?? 0))
+        w.u8(channelFormat)
+        w.put(c.id)
+        w.put(c.bundleID)
+        w.put(c.environment)
+        w.put(c.policy.rawValue)
+        w.put(c.createdAtMs)
+        w.put(c.deletedAtMs)
+        w.put(c.broadcasts)
+        w.put(c.lastBroadcastAtMs)
+        if let message = c.storedMessage {
+            w.u8(1)
+            w.put(message.requestID)
+            w.blob(message.payload)
+            w.put(message.priority)
+            w.put(message.receivedAtMs)
+            w.put(message.expiresAtMs)
+        } else {
+            w.u8(0)
+        }
+        return w.bytes
+    }
+
+    public static func decodeChannel(_ bytes: [UInt8]) throws(StateStoreError) -> BroadcastChannel {
+        var r = ByteReader(bytes, what: "broadcast channel")
+        try r.expectFormat(channelFormat)
+        let id: String = try r.take()
+        let bundleID: String = try r.take()
+        let environment: APNsEnvironment = try r.take()
+        let policyValue: Int = try r.take()
+        guard let policy = ChannelStoragePolicy(rawValue: policyValue) else { throw r.damaged("storage policy \(policyValue)") }
+        var channel = BroadcastChannel(id: id, bundleID: bundleID, environment: environment, policy: policy, createdAtMs: try r.take())
+        channel.deletedAtMs = try r.take()
+        channel.broadcasts = try r.take()
+        channel.lastBroadcastAtMs = try r.take()
+        if try r.u8() != 0 {
+            channel.storedMessage = StoredBroadcast(
+                requestID: try r.take(), payload: try r.bytes(), priority: try r.take(), receivedAtMs: try r.take(),
+                expiresAtMs: try r.take())
+        }
+        try r.expectEnd()
+        return channel
     }
 }
 

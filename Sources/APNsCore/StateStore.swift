@@ -128,6 +128,11 @@ public indirect enum StateChange: Sendable {
     /// An app's background budget after a background push used it. Shared by instances on one
     /// Redis; `--state-dir` does not keep budgets (they refill, as after a reboot).
     case budgetSaved(deviceID: String, bundleID: String, budget: BackgroundBudget)
+    /// A broadcast channel created, deleted (kept as a tombstone) or broadcast to (its counter
+    /// and, for Most Recent Message Stored, its message).
+    case channelSaved(BroadcastChannel)
+    /// A deleted channel's tombstone forgotten (past `ChannelDirectory.maxTombstones`).
+    case channelRemoved(id: String)
 
     /// Changes with the same key supersede each other; nil for changes that never do.
     public var key: ChangeKey? {
@@ -146,6 +151,8 @@ public indirect enum StateChange: Sendable {
         case .recordRemoved(let sequence): return .record(sequence)
         case .recordsEvicted, .reset: return nil
         case .budgetSaved(let device, let bundle, _): return .budget(deviceID: device, bundleID: bundle)
+        case .channelSaved(let channel): return .channel(channel.id)
+        case .channelRemoved(let id): return .channel(id)
         }
     }
 
@@ -158,6 +165,7 @@ public indirect enum StateChange: Sendable {
 public enum ChangeKey: Hashable, Sendable {
     case device(String), token(String), key(String), app(String), faults, waiting(UInt64), record(UInt64)
     case budget(deviceID: String, bundleID: String)
+    case channel(String)
 }
 
 /// Everything a store holds, as read at start-up.
@@ -177,6 +185,8 @@ public struct PersistedState: Sendable {
     public var nextRecordSequence: UInt64 = 1
     /// Background budgets in use (shared state only; `--state-dir` lets them refill).
     public var budgets: [(deviceID: String, bundleID: String, budget: BackgroundBudget)] = []
+    /// Broadcast channels, live and deleted, by id.
+    public var channels: [BroadcastChannel] = []
 
     public init() {}
 }
@@ -208,6 +218,7 @@ public final class InMemoryStateStore: StateStore {
         var waiting: [UInt64: WaitingNotification] = [:]
         var records: [UInt64: NotificationRecord] = [:]
         var nextSequence: UInt64 = 1
+        var channels: [String: BroadcastChannel] = [:]
     }
 
     private let model = Locked(Model())
@@ -231,6 +242,7 @@ public final class InMemoryStateStore: StateStore {
             state.faults = m.faults
             state.waiting = m.waiting.values.sorted { $0.notification.sequence < $1.notification.sequence }
             state.records = m.records.values.sorted { $0.sequence < $1.sequence }
+            state.channels = m.channels.values.sorted { $0.id < $1.id }
             state.nextRecordSequence = max(
                 m.nextSequence, (state.records.last?.sequence ?? 0) + 1,
                 (state.waiting.last?.notification.sequence ?? 0) + 1)
@@ -264,6 +276,8 @@ public final class InMemoryStateStore: StateStore {
         case .recordRemoved(let sequence): m.records.removeValue(forKey: sequence)
         case .recordsEvicted(let before): m.records = m.records.filter { $0.key >= before }
         case .budgetSaved: break  // budgets refill after a restart
+        case .channelSaved(let channel): m.channels[channel.id] = channel
+        case .channelRemoved(let id): m.channels.removeValue(forKey: id)
         case .reset(let state):
             m = Model()
             m.initialized = true
@@ -275,6 +289,7 @@ public final class InMemoryStateStore: StateStore {
             for waiting in state.waiting { m.waiting[waiting.notification.sequence] = waiting }
             for record in state.records { m.records[record.sequence] = record }
             m.nextSequence = state.nextRecordSequence
+            for channel in state.channels { m.channels[channel.id] = channel }
         }
     }
 }

@@ -41,6 +41,7 @@ extension World {
         credentials.tracksChanges = true
         faults.tracksChanges = true
         delivery.tracksChanges = true
+        channels.tracksChanges = true
     }
 
     /// The changes since the last call, as rows. `recordSequences` are the journal records
@@ -80,6 +81,9 @@ extension World {
             }
         }
         if faults.takeChanged() { out.append(.faultsSaved(faults.snapshot)) }
+        for id in channels.takeChangedIDs().sorted() {
+            if let channel = channels.channels[id] { out.append(.channelSaved(channel)) } else { out.append(.channelRemoved(id: id)) }
+        }
         out += delivery.takeWaitingChanges()
         for sequence in recordSequences {
             if let record = records.record(sequence: sequence) { out.append(.recordSaved(record)) }
@@ -116,6 +120,7 @@ extension World {
         state.nextRecordSequence = records.nextSequence
         state.budgets = delivery.budgets.sorted { ($0.key.deviceID, $0.key.bundleID) < ($1.key.deviceID, $1.key.bundleID) }
             .map { ($0.key.deviceID, $0.key.bundleID, $0.value) }
+        state.channels = channels.channels.values.sorted { $0.id < $1.id }
         return state
     }
 
@@ -126,6 +131,7 @@ extension World {
     /// - Keys: configured keys from their files; keys added at run time from the state (the
     ///   state wins for a key id in both). Team ownership: the union, the state winning.
     /// - Fault rules: the persisted list when one was saved, else the configured one.
+    /// - Broadcast channels: the persisted ones, live and deleted, under the configured limits.
     /// - Waiting notifications: back in their slots; in-flight ones go back to the store, as
     ///   on a disconnect. Journal: the persisted records within the configured bound.
     ///
@@ -145,6 +151,8 @@ extension World {
         records.continueSequence(from: persisted.nextRecordSequence)
         world.records = records
         if let faults = persisted.faults { world.faults = FaultRules(faults) }
+        // The limits stay the configured ones.
+        world.channels.restore(persisted.channels)
         world.startTrackingChanges()
         // Restored records that no longer fit (a smaller --max-records) are trimmed in the store too.
         if world.records.evicted > 0 { world.stateTracking.evictedSeen = 0 }

@@ -8,7 +8,8 @@ public import Redis
 ///
 /// Keys (all under `prefix`, default `apns-emulator:`):
 /// - `state`      hash, one field per row (`ChangeKey.storageField`) holding the encoded row:
-///                devices, tokens, keys, apps, fault rules, journal records;
+///                devices, tokens, keys, apps, fault rules, broadcast channels (`c:<id>`),
+///                journal records;
 /// - `records`    sorted set of journal sequence numbers (eviction by range);
 /// - `w:<seq>`    one key per notification waiting for its device, with a TTL at its
 ///                expiry (plus a grace period) so a store nobody runs against still forgets
@@ -108,6 +109,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 case .faultsSaved(let faults): state.faults = faults
                 case .recordSaved(let record): records.append(record)
                 case .budgetSaved(let device, let bundle, let budget): state.budgets.append((device, bundle, budget))
+                case .channelSaved(let channel): state.channels.append(channel)
                 default: break
                 }
                 i += 2
@@ -118,6 +120,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         state.keys.sort { $0.keyID < $1.keyID }
         state.apps.sort { $0.bundleID < $1.bundleID }
         state.records = records.sorted { $0.sequence < $1.sequence }
+        state.channels.sort { $0.id < $1.id }
 
         let members = try redis.command("SMEMBERS", key("waiting")).elements ?? []
         let sequences = members.compactMap { $0.text.flatMap { UInt64($0) } }.sorted()
@@ -216,9 +219,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// The script's operations for one row (see `appendScript`).
     static func operations(for change: StateChange, into out: inout [RedisArgument], maxSequence: inout UInt64) {
         switch change {
-        case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .budgetSaved:
+        case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .budgetSaved, .channelSaved:
             out += ["S", .text(change.key!.storageField), .bytes(StateCodec.encode(change))]
-        case .deviceRemoved, .keyRemoved, .appRemoved:
+        case .deviceRemoved, .keyRemoved, .appRemoved, .channelRemoved:
             out += ["D", .text(change.key!.storageField)]
         case .recordSaved(let record):
             maxSequence = max(maxSequence, record.sequence)
@@ -255,6 +258,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                     for: .budgetSaved(deviceID: entry.deviceID, bundleID: entry.bundleID, budget: entry.budget),
                     into: &out, maxSequence: &maxSequence)
             }
+            for channel in state.channels { operations(for: .channelSaved(channel), into: &out, maxSequence: &maxSequence) }
         }
     }
 

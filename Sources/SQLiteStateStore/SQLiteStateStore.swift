@@ -11,11 +11,13 @@ import SQLite
 /// refused at start-up instead of corrupting it.
 ///
 /// Devices, apps, tokens and keys are plain columns (readable with the sqlite3 shell);
-/// journal records, waiting notifications and fault rules are `StateCodec` blobs.
+/// journal records, waiting notifications, fault rules and broadcast channels are
+/// `StateCodec` blobs (a channel's id, app, environment and deletion time also as columns).
 public final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// `PRAGMA user_version` of the schema this build writes. A file with a higher number
     /// was written by a newer apns-emulator and is refused.
-    public static let schemaVersion: Int64 = 2
+    /// 3 added broadcast channels; 2 added accounts on devices.
+    public static let schemaVersion: Int64 = 3
     public static let fileName = "state.sqlite"
     /// Beside the database: how many transactions were committed, written after each commit.
     /// SQLite stops reading its write-ahead log at the first frame whose checksum fails and
@@ -172,7 +174,12 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         if version == schemaVersion { return }
         if version == 1 {
             // Version 2 added accounts on devices; older rows load logged out.
-            try upgrade(db, running: migrationFrom1)
+            try upgrade(db, running: migrationFrom1 + migrationFrom2)
+            return
+        }
+        if version == 2 {
+            // Version 3 added broadcast channels; older files have none.
+            try upgrade(db, running: migrationFrom2)
             return
         }
         // Version 0: a new file, unless someone else's tables are in it.
@@ -203,6 +210,13 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         ALTER TABLE device_apps ADD COLUMN upload_pending INTEGER NOT NULL DEFAULT 0;
         """
 
+    static let migrationFrom2 = channelsTable
+
+    static let channelsTable = """
+        CREATE TABLE channels (id TEXT PRIMARY KEY, bundle_id TEXT NOT NULL, environment TEXT NOT NULL,
+            deleted_at_ms INTEGER, data BLOB NOT NULL) WITHOUT ROWID;
+        """
+
     static let schema = """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
         CREATE TABLE devices (id TEXT PRIMARY KEY, virtual INTEGER NOT NULL, created_at_ms INTEGER NOT NULL,
@@ -220,7 +234,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         CREATE TABLE waiting (seq INTEGER PRIMARY KEY, slot TEXT NOT NULL, defer_reason TEXT, release_at_ms INTEGER,
             device_id TEXT NOT NULL, bundle_id TEXT NOT NULL, data BLOB NOT NULL);
         CREATE TABLE records (seq INTEGER PRIMARY KEY, data BLOB NOT NULL);
-        """
+        """ + channelsTable
 
     // MARK: Writing
 
@@ -363,9 +377,19 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             try s.evictRecords.run { q throws(SQLiteError) in try q.bind(1, Int64(bitPattern: before)) }
         case .budgetSaved:
             break  // not kept across restarts: budgets refill, as after a reboot
+        case .channelSaved(let channel):
+            try s.saveChannel.run { q throws(SQLiteError) in
+                try q.bind(1, channel.id)
+                try q.bind(2, channel.bundleID)
+                try q.bind(3, channel.environment.rawValue)
+                try q.bind(4, channel.deletedAtMs)
+                try q.bind(5, blob: StateCodec.encode(channel))
+            }
+        case .channelRemoved(let id):
+            try s.deleteChannel.run { q throws(SQLiteError) in try q.bind(1, id) }
         case .reset(let state):
             try db.execute(
-                "DELETE FROM meta; DELETE FROM devices; DELETE FROM device_apps; DELETE FROM tokens; DELETE FROM keys; DELETE FROM apps; DELETE FROM waiting; DELETE FROM records;"
+                "DELETE FROM meta; DELETE FROM devices; DELETE FROM device_apps; DELETE FROM tokens; DELETE FROM keys; DELETE FROM apps; DELETE FROM waiting; DELETE FROM records; DELETE FROM channels;"
             )
             try s.setMeta.run { q throws(SQLiteError) in
                 try q.bind(1, "initialized")
@@ -382,6 +406,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             if let faults = state.faults { try apply(.faultsSaved(faults)) }
             for waiting in state.waiting { try apply(.notificationWaiting(waiting)) }
             for record in state.records { try apply(.recordSaved(record)) }
+            for channel in state.channels { try apply(.channelSaved(channel)) }
         }
     }
 
@@ -515,6 +540,10 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             state.records.append(try StateCodec.decodeRecord(records.blob(0)))
         }
         if let last = state.records.last { nextSequence = max(nextSequence, last.sequence + 1) }
+        let channels = try db.prepare("SELECT data FROM channels ORDER BY id")
+        while try channels.step() {
+            state.channels.append(try StateCodec.decodeChannel(channels.blob(0)))
+        }
         state.nextRecordSequence = nextSequence
         if !state.initialized {
             state.initialized = !state.devices.isEmpty || !state.tokens.isEmpty || !state.records.isEmpty
@@ -568,7 +597,7 @@ final class CommitMarker: @unchecked Sendable {
 /// The statements every write uses, prepared once.
 private final class Statements {
     let setMeta, raiseNextSequence, saveDevice, deleteDevice, deleteDeviceApps, saveDeviceApp, saveToken, saveKey, deleteKey, saveApp,
-        deleteApp, saveWaiting, deleteWaiting, saveRecord, deleteRecord, evictRecords: SQLiteStatement
+        deleteApp, saveWaiting, deleteWaiting, saveRecord, deleteRecord, evictRecords, saveChannel, deleteChannel: SQLiteStatement
 
     init(_ db: SQLiteDatabase) throws(SQLiteError) {
         setMeta = try db.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)")
@@ -597,5 +626,8 @@ private final class Statements {
         saveRecord = try db.prepare("INSERT OR REPLACE INTO records (seq, data) VALUES (?, ?)")
         deleteRecord = try db.prepare("DELETE FROM records WHERE seq = ?")
         evictRecords = try db.prepare("DELETE FROM records WHERE seq < ?")
+        saveChannel = try db.prepare(
+            "INSERT OR REPLACE INTO channels (id, bundle_id, environment, deleted_at_ms, data) VALUES (?, ?, ?, ?, ?)")
+        deleteChannel = try db.prepare("DELETE FROM channels WHERE id = ?")
     }
 }

@@ -10,6 +10,7 @@ final class CollectingSink: StateChangeSink, @unchecked Sendable {
         return false
     }
     func wake() {}
+    func peek() -> [StateChange] { rows.withLock { $0 } }
     func take() -> [StateChange] {
         rows.withLock { rows in
             defer { rows = [] }; return rows
@@ -134,6 +135,7 @@ final class ReplicaPair: @unchecked Sendable {
         parts.append(("faults", { $0.faults = nil }))
         parts.append(("waiting", { $0.waiting = [] }))
         parts.append(("records", { $0.records = [] }))
+        parts.append(("channels", { $0.channels = [] }))
         parts.append(("next sequence", { $0.nextRecordSequence = 0 }))
         var left = a
         var right = b
@@ -243,7 +245,22 @@ struct ReplicationTests {
         record.headerListBytes = 321
         state.records = [record, StateCodecTests.sparseRecord()]
         state.nextRecordSequence = 1_000
+        state.channels = channels()
         return state
+    }
+
+    /// A live channel, a deleted one, and one with a stored message, every field set.
+    static func channels() -> [BroadcastChannel] {
+        let message = StoredBroadcast(requestID: "R", payload: [0, 1, 255], priority: 5, receivedAtMs: -1, expiresAtMs: 28_800_000)
+        return [
+            BroadcastChannel(id: "YQ==", bundleID: "com.a", environment: .sandbox, policy: .noMessageStored, createdAtMs: 0),
+            BroadcastChannel(
+                id: "Yg==", bundleID: "com.a", environment: .production, policy: .noMessageStored, createdAtMs: 1,
+                deletedAtMs: 2, broadcasts: 3, lastBroadcastAtMs: 4),
+            BroadcastChannel(
+                id: "Yw==", bundleID: "com.b", environment: .production, policy: .mostRecentMessageStored, createdAtMs: -7,
+                broadcasts: Int.max, lastBroadcastAtMs: -1, storedMessage: message),
+        ]
     }
 
     /// One row of every kind, every field set.
@@ -261,6 +278,7 @@ struct ReplicationTests {
                 .reset(fullState()), .reset(PersistedState()),
                 .budgetSaved(deviceID: "phone", bundleID: "com.a", budget: BackgroundBudget(perHour: 3, arrivalUnits: -5_400_000)),
             ]
+            + channels().map { .channelSaved($0) } + [.channelRemoved(id: "Yg==")]
     }
 
     /// The structs' field counts: a new field fails here until the row codec carries it.
@@ -270,7 +288,10 @@ struct ReplicationTests {
         #expect(Mirror(reflecting: AppSettings()).children.count == 3, "AppSettings changed")
         #expect(Mirror(reflecting: Self.tokens()[0]).children.count == 8, "TokenEntry changed")
         #expect(Mirror(reflecting: Self.key()).children.count == 8, "StoredKey changed")
-        #expect(Mirror(reflecting: PersistedState()).children.count == 10, "PersistedState changed")
+        #expect(Mirror(reflecting: PersistedState()).children.count == 11, "PersistedState changed")
+        // 9 encoded, plus recentBroadcastsMs (this instance's rate window).
+        #expect(Mirror(reflecting: Self.channels()[0]).children.count == 10, "BroadcastChannel changed")
+        #expect(Mirror(reflecting: Self.channels()[2].storedMessage!).children.count == 5, "StoredBroadcast changed")
         #expect(Mirror(reflecting: Self.waiting()[0]).children.count == 3, "WaitingNotification changed")
         #expect(Mirror(reflecting: Self.waiting().last!.flight!).children.count == 4, "FlightRow changed")
         #expect(Mirror(reflecting: Self.waiting().last!.flight!.verdict).children.count == 5, "DeliveryVerdict changed")
@@ -322,6 +343,11 @@ struct ReplicationTests {
         #expect(state.waiting.map(\.slot) == full.waiting.map(\.slot))
         #expect(String(describing: state.records) == String(describing: full.records))
         #expect(state.nextRecordSequence == 1_000)
+        #expect(state.channels == full.channels)
+        for channel in Self.channels() {
+            guard case .channelSaved(let decoded) = try roundTrip(.channelSaved(channel)) else { Issue.record("kind"); return }
+            #expect(decoded == channel)
+        }
         guard case .reset(let empty) = try roundTrip(.reset(PersistedState())) else { Issue.record("kind"); return }
         #expect(!empty.initialized && empty.faults == nil && empty.nextRecordSequence == 1)
     }
@@ -356,7 +382,7 @@ struct ReplicationTests {
             damaged[index] ^= 0xA5
             _ = try? StateCodec.decodeChanges(damaged)
         }
-        #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges([2] + rows.dropFirst()) }
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges([3] + rows.dropFirst()) }
         #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges(rows + [0]) }
         #expect(throws: StateStoreError.self) { try StateCodec.decodeChange([1, 99]) }
         let frames = StateCodec.encode(frames: [DeviceFrame(deviceID: "d", connectionID: 1, message: ["a": [1, .raw([1, 2])]])])
@@ -369,12 +395,14 @@ struct ReplicationTests {
     }
 
     @Test func storageFieldsMapBackAndRemovalsAreKnown() {
-        let keys: [ChangeKey] = [.device("d:1"), .token("ab"), .key("K"), .app("com.a"), .faults, .waiting(7), .record(UInt64.max)]
-        #expect(keys.map(\.storageField) == ["d:d:1", "t:ab", "k:K", "a:com.a", "f", "w:7", "r:18446744073709551615"])
+        let keys: [ChangeKey] = [
+            .device("d:1"), .token("ab"), .key("K"), .app("com.a"), .faults, .waiting(7), .record(UInt64.max), .channel("a/b+="),
+        ]
+        #expect(keys.map(\.storageField) == ["d:d:1", "t:ab", "k:K", "a:com.a", "f", "w:7", "r:18446744073709551615", "c:a/b+="])
         #expect(keys.map { ChangeKey(storageField: $0.storageField) } == keys)
         #expect(ChangeKey(storageField: "w:x") == nil && ChangeKey(storageField: "x:1") == nil && ChangeKey(storageField: "d") == nil)
         let removals = Self.everyRow().filter(\.isRemoval).map { $0.key!.storageField }
-        #expect(removals == ["d:phone", "k:KEY", "a:com.a", "w:18446744073709551615", "r:5"])
+        #expect(removals == ["d:phone", "k:KEY", "a:com.a", "w:18446744073709551615", "r:5", "c:Yg=="])
     }
 
     // MARK: Applying rows: hand-written transitions
@@ -470,6 +498,43 @@ struct ReplicationTests {
             try world.setLowPowerMode(deviceID: "phone", true, nowMs: p.now)
         }
         try p.sync("low power")
+    }
+
+    @Test func channelsAreReplicatedWithTheirCountsAndStoredMessages() throws {
+        let p = try ReplicaPair()
+        var ids = ["bGl2ZQ==", "ZGVsZXRlZA==", "c3RvcmVk"]
+        let made = p.world { world in
+            ["com.example.app", "com.example.app", "com.example.other"].enumerated().map { index, bundle in
+                world.channels.create(
+                    bundleID: bundle, environment: .sandbox, policy: index == 2 ? .mostRecentMessageStored : .noMessageStored,
+                    nowMs: Int64(index), makeID: { ids.removeFirst() })!
+            }
+        }
+        try p.sync("created")
+        #expect(p.replica.channels.liveCount(bundleID: "com.example.app", environment: .sandbox) == 2)
+        p.world { world in
+            _ = world.channels.delete(id: made[1].id, bundleID: "com.example.app", environment: .sandbox, nowMs: 5)
+            for n in 0..<3 {
+                world.channels.recordBroadcast(
+                    id: made[2].id,
+                    message: StoredBroadcast(requestID: "R\(n)", payload: [UInt8(n)], priority: 10, receivedAtMs: 10 + Int64(n), expiresAtMs: 99))
+            }
+        }
+        let rows = p.sink.peek()
+        #expect(rows.filter { $0.key == .channel(made[2].id) }.count == 1, "a burst of broadcasts is one row")
+        try p.sync("deleted and broadcast to")
+        #expect(p.replica.channels.liveCount(bundleID: "com.example.app", environment: .sandbox) == 1)
+        #expect(p.replica.channels.live(id: made[1].id, bundleID: "com.example.app", environment: .sandbox) == nil)
+        #expect(p.replica.channels.channels[made[2].id]?.storedMessage?.requestID == "R2")
+        #expect(p.replica.channels.channels[made[2].id]?.broadcasts == 3)
+        // The replica never hands out an id it learnt about.
+        var offers = [made[1].id, "ZnJlc2g="]
+        let fresh = p.replica.channels.create(
+            bundleID: "com.example.app", environment: .sandbox, policy: .noMessageStored, nowMs: 6, makeID: { offers.removeFirst() })
+        #expect(fresh?.id == "ZnJlc2g=")
+        p.state.reset()
+        try p.sync("reset")
+        #expect(p.replica.channels.all.isEmpty)
     }
 
     @Test func aResetIsAppliedAsALiveReplica() throws {

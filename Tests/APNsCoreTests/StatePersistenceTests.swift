@@ -255,6 +255,70 @@ struct StatePersistenceTests {
         #expect(f.world { $0.credentials.keys["KEYAAAAAAA"] } != nil, "configured keys come from the configuration")
     }
 
+    @Test func broadcastChannelsComeBackLiveDeletedAndWithTheirStoredMessage() throws {
+        let f = try PersistenceFixture()
+        var ids = ["bGl2ZQ==", "ZGVsZXRlZA==", "c3RvcmVk"]
+        let made = f.world { world in
+            (0..<3).map { index in
+                world.channels.create(
+                    bundleID: "com.example.app", environment: index == 2 ? .production : .sandbox,
+                    policy: index == 2 ? .mostRecentMessageStored : .noMessageStored, nowMs: Int64(index),
+                    makeID: { ids.removeFirst() })!
+            }
+        }
+        f.world { world in
+            _ = world.channels.delete(id: made[1].id, bundleID: "com.example.app", environment: .sandbox, nowMs: 7)
+            for n in 0..<2 {
+                world.channels.recordBroadcast(
+                    id: made[2].id,
+                    message: StoredBroadcast(
+                        requestID: "R\(n)", payload: Array("{}".utf8), priority: 10, receivedAtMs: 10 + Int64(n), expiresAtMs: 28_800_000))
+            }
+        }
+        let before = f.world { $0.channels.all }
+        #expect(try f.store.load().channels == before.sorted { $0.id < $1.id })
+        try f.restart()
+        #expect(f.world { $0.channels.all } == before)
+        #expect(f.world { $0.channels.liveCount(bundleID: "com.example.app", environment: .sandbox) } == 1)
+        #expect(f.world { $0.channels.live(id: made[1].id, bundleID: "com.example.app", environment: .sandbox) } == nil)
+        #expect(f.world { $0.channels.channels[made[2].id]?.storedMessage?.requestID } == "R1")
+        // An id issued before the restart is never handed out again.
+        var offers = [made[1].id, "ZnJlc2g="]
+        let fresh = f.world { world in
+            world.channels.create(
+                bundleID: "com.example.app", environment: .sandbox, policy: .noMessageStored, nowMs: 20, makeID: { offers.removeFirst() })
+        }
+        #expect(fresh?.id == "ZnJlc2g=")
+        // A reset empties them, in the store too.
+        f.state.reset()
+        #expect(try f.store.load().channels.isEmpty)
+        try f.restart()
+        #expect(f.world { $0.channels.all }.isEmpty)
+    }
+
+    @Test func aForgottenTombstoneLeavesTheStore() throws {
+        var world = World()
+        world.startTrackingChanges()
+        var next = 0
+        func makeID() -> String {
+            next += 1
+            return "aWQ\(next)"
+        }
+        let first = world.channels.create(bundleID: "b", environment: .sandbox, policy: .noMessageStored, nowMs: 0, makeID: makeID)!
+        world.channels.delete(id: first.id, bundleID: "b", environment: .sandbox, nowMs: 1)
+        for index in 0..<ChannelDirectory.maxTombstones {
+            let channel = world.channels.create(
+                bundleID: "b", environment: .sandbox, policy: .noMessageStored, nowMs: Int64(index + 2), makeID: makeID)!
+            world.channels.delete(id: channel.id, bundleID: "b", environment: .sandbox, nowMs: Int64(index + 2))
+        }
+        let changes = world.takeStateChanges(recordSequences: [])
+        #expect(changes.count == ChannelDirectory.maxTombstones + 1)
+        #expect(changes.contains { if case .channelRemoved(let id) = $0 { return id == first.id } else { return false } })
+        let store = InMemoryStateStore()
+        try store.write(changes)
+        #expect(try store.load().channels.count == ChannelDirectory.maxTombstones)
+    }
+
     @Test func theJournalKeepsItsBoundAndSequencesContinue() throws {
         let f = try PersistenceFixture(capacity: 3)
         var sequences: [UInt64] = []

@@ -39,6 +39,8 @@ struct RedisStateStoreTests {
         // Past every sequence number ever written, the finished notification 20 included (the
         // reference and SQLite look only at what they still hold, 13).
         #expect(loaded.nextRecordSequence == 21)
+        #expect(loaded.channels.map(\.id) == ["ZGVsZXRlZA==", "bGl2ZQ==", "c3RvcmVk"])
+        #expect(loaded.channels.last?.storedMessage?.requestID == "later")
     }
 
     @Test func aResetReplacesEverythingAndAnotherPrefixIsAnotherStore() throws {
@@ -54,6 +56,7 @@ struct RedisStateStoreTests {
         let loaded = try store.load()
         #expect(loaded.devices.map(\.id) == ["only"])
         #expect(loaded.tokens.isEmpty && loaded.records.isEmpty && loaded.waiting.isEmpty && loaded.keys.isEmpty)
+        #expect(loaded.channels.isEmpty, "a reset empties the channels")
         #expect(loaded.nextRecordSequence == 40)
         #expect(try RedisStateStore(url: url, prefix: "other:").load().initialized == false)
     }

@@ -16,7 +16,7 @@ final class TemporaryDirectory {
 }
 
 /// Everything a `PersistedState` holds, in one comparable text (records, notifications and
-/// fault rules by their codec bytes, so every field counts).
+/// fault rules and channels by their codec bytes, so every field counts).
 func canonical(_ s: PersistedState) -> String {
     var lines = ["initialized \(s.initialized)", "next \(s.nextRecordSequence)"]
     lines += s.devices.map { d in
@@ -33,6 +33,7 @@ func canonical(_ s: PersistedState) -> String {
     lines.append("faults \(s.faults.map { StateCodec.encode($0) } ?? [])")
     lines += s.waiting.map { "waiting \($0.slot) \(StateCodec.encode($0.notification))" }
     lines += s.records.map { "record \(StateCodec.encode($0))" }
+    lines += s.channels.map { "channel \(StateCodec.encode($0))" }
     return lines.joined(separator: "\n")
 }
 
@@ -116,7 +117,34 @@ func everyKindOfChange() -> [StateChange] {
     }
     changes.append(.recordRemoved(sequence: 4))
     changes.append(.recordsEvicted(before: 2))
+    changes += everyKindOfChannel().map { .channelSaved($0) }
+    // A burst of broadcasts: the last row wins.
+    var busy = everyKindOfChannel()[2]
+    busy.broadcasts += 1
+    busy.storedMessage?.requestID = "later"
+    changes.append(.channelSaved(busy))
+    changes.append(.channelRemoved(id: "Zm9yZ290dGVu"))
     return changes
+}
+
+/// A live channel, a deleted one, one with a stored message, and one whose tombstone is
+/// forgotten (removed again by `everyKindOfChange`).
+func everyKindOfChannel() -> [BroadcastChannel] {
+    let message = StoredBroadcast(
+        requestID: "6E4C4C7A-7D08-4B45-9C44-5B2A4E7E0F00", payload: Array(#"{"aps":{"event":"update"}}"#.utf8),
+        priority: 10, receivedAtMs: 1_767_225_600_500, expiresAtMs: 1_767_225_900_000)
+    return [
+        BroadcastChannel(id: "bGl2ZQ==", bundleID: "com.example.app", environment: .sandbox, policy: .noMessageStored, createdAtMs: 1),
+        BroadcastChannel(
+            id: "ZGVsZXRlZA==", bundleID: "com.example.app", environment: .production, policy: .noMessageStored, createdAtMs: 2,
+            deletedAtMs: 3, broadcasts: 4, lastBroadcastAtMs: -5),
+        BroadcastChannel(
+            id: "c3RvcmVk", bundleID: "com.example.other", environment: .sandbox, policy: .mostRecentMessageStored,
+            createdAtMs: 6, broadcasts: 1, lastBroadcastAtMs: message.receivedAtMs, storedMessage: message),
+        BroadcastChannel(
+            id: "Zm9yZ290dGVu", bundleID: "com.example.app", environment: .sandbox, policy: .noMessageStored, createdAtMs: 0,
+            deletedAtMs: 1),
+    ]
 }
 
 @Suite("SQLite state store")
@@ -141,6 +169,8 @@ struct SQLiteStateStoreTests {
         #expect(loaded.records.map(\.sequence) == [2, 3, 5, 6])
         #expect(loaded.waiting.map(\.slot) == [.stored, .deferred(.lowPower), .batched(releaseAtMs: 99), .inFlight])
         #expect(loaded.nextRecordSequence == 14, "past every record and waiting notification")
+        #expect(loaded.channels.map(\.id) == ["ZGVsZXRlZA==", "bGl2ZQ==", "c3RvcmVk"])
+        #expect(loaded.channels.last?.storedMessage?.requestID == "later" && loaded.channels.last?.broadcasts == 2)
     }
 
     @Test func aResetReplacesEverythingInOneTransaction() throws {
@@ -156,6 +186,7 @@ struct SQLiteStateStoreTests {
         let loaded = try store.load()
         #expect(loaded.devices.map(\.id) == ["ci"])
         #expect(loaded.tokens.isEmpty && loaded.keys.isEmpty && loaded.waiting.isEmpty && loaded.faults == nil)
+        #expect(loaded.channels.isEmpty, "the start state has no channels")
         #expect(loaded.records.map(\.sequence) == [77])
         #expect(loaded.nextRecordSequence == 78)
     }
@@ -184,7 +215,7 @@ struct SQLiteStateStoreTests {
             store.close()
             // Back to schema 1's tables, as an older apns-emulator left them.
             let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
-            try db.execute("ALTER TABLE devices DROP COLUMN user_id; ALTER TABLE device_apps DROP COLUMN upload_pending")
+            try db.execute("ALTER TABLE devices DROP COLUMN user_id; ALTER TABLE device_apps DROP COLUMN upload_pending; DROP TABLE channels")
             try db.setUserVersion(1)
             db.close()
         }
@@ -203,6 +234,26 @@ struct SQLiteStateStoreTests {
         let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
         #expect(try db.userVersion() == SQLiteStateStore.schemaVersion)
         db.close()
+    }
+
+    @Test func schemaTwoIsUpgradedWithNoChannels() throws {
+        let dir = try TemporaryDirectory()
+        do {
+            let store = try SQLiteStateStore(directory: dir.state)
+            try store.write([.deviceSaved(Device(id: "phone", isVirtual: true, apps: [:], createdAtMs: 1))])
+            store.close()
+            // Back to schema 2, as the apns-emulator before broadcast channels left it.
+            let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
+            try db.execute("DROP TABLE channels")
+            try db.setUserVersion(2)
+            db.close()
+        }
+        let store = try SQLiteStateStore(directory: dir.state)
+        let loaded = try store.load()
+        #expect(loaded.devices.map(\.id) == ["phone"] && loaded.channels.isEmpty)
+        try store.write(everyKindOfChannel().map { .channelSaved($0) })
+        store.close()
+        #expect(try SQLiteStateStore(directory: dir.state).load().channels == everyKindOfChannel().sorted { $0.id < $1.id })
     }
 
     @Test func aNewerSchemaVersionIsRefused() throws {
