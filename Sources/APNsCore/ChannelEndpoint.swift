@@ -190,8 +190,16 @@ public final class ChannelEndpoint: Sendable {
 
     /// Whether a path belongs to the channel API or to broadcast sends (the rest is the
     /// device-push endpoint's).
-    public static func isManagementPath(_ path: String) -> Bool { path.hasPrefix("/1/") }
-    public static func isBroadcastPath(_ path: String) -> Bool { path.hasPrefix("/4/") }
+    public static func isManagementPath(_ path: String) -> Bool { startsWithVersion(path, UInt8(ascii: "1")) }
+    /// Runs for every request on a push listener: three bytes compared, not `hasPrefix`.
+    public static func isBroadcastPath(_ path: String) -> Bool { startsWithVersion(path, UInt8(ascii: "4")) }
+
+    /// Whether `path` begins `/<digit>/`.
+    @inline(__always)
+    static func startsWithVersion(_ path: String, _ digit: UInt8) -> Bool {
+        var bytes = path.utf8.makeIterator()
+        return bytes.next() == UInt8(ascii: "/") && bytes.next() == digit && bytes.next() == UInt8(ascii: "/")
+    }
 
     /// Judges one request. `management` is true on a channel-management host (its own
     /// listeners, or `--listen` for the `api-manage-broadcast` names), where only `/1/…`

@@ -386,23 +386,23 @@ final class ProviderConnection: ConnectionHandler {
     /// Whether a request is the channel API's: true for channel management, false for a
     /// broadcast send, nil for a device push. Device pushes pay one look at `:path`.
     private func channelRequest(_ request: HTTP2Request) -> Bool? {
-        var path: String?
-        var authority: String?
-        for field in request.headers {
-            guard field.name.utf8.first == UInt8(ascii: ":") else { break }  // pseudo-headers come first
-            if field.name == ":path" { path = field.value } else if field.name == ":authority" { authority = field.value }
-        }
         switch role {
         case .channelManagement:
             return true
         case .byName:
-            let named = authority.map { Substring($0) } ?? context.serverName.map { Substring($0) }
+            let named = request.firstValue(":authority").map { Substring($0) } ?? context.serverName.map { Substring($0) }
             if let named, ChannelEndpoint.isManagementHost(named) { return true }
         case .push:
             break
         }
-        guard let path, ChannelEndpoint.isBroadcastPath(path) else { return nil }
-        return false
+        // Pseudo-headers come first; only `:path` is looked at.
+        for index in request.headers.indices {
+            guard request.headers[index].name.utf8.first == UInt8(ascii: ":") else { return nil }
+            if request.headers[index].name == ":path" {
+                return ChannelEndpoint.isBroadcastPath(request.headers[index].value) ? false : nil
+            }
+        }
+        return nil
     }
 
     private func answerChannel(_ streamID: Int32, _ response: ChannelResponse) {
