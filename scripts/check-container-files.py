@@ -20,6 +20,12 @@ import re
 import sys
 
 APPLE_HOSTS = {"api.push.apple.com", "api.sandbox.push.apple.com", "api.development.push.apple.com"}
+# Broadcast and channel-management names: on the single emulator (the cluster's HAProxy has no
+# channel-management frontends yet).
+BROADCAST_HOSTS = {
+    "api-broadcast.push.apple.com", "api-broadcast.sandbox.push.apple.com",
+    "api-manage-broadcast.push.apple.com", "api-manage-broadcast.sandbox.push.apple.com",
+}
 DEFAULT = {"apns-emulator", "device", "provider"}
 INSTANCES = ["apns-emulator-1", "apns-emulator-2", "apns-emulator-3"]
 CLUSTER = {"redis", *INSTANCES, "haproxy", "device-cluster", "provider-cluster"}
@@ -105,6 +111,9 @@ def check_compose(model, serve_env, device_flags, expect):
         for host in sorted(APPLE_HOSTS):
             if holders.get((network, host)) != [holder]:
                 fail(f"network '{network}': {host} must be an alias of {holder} alone, not {holders.get((network, host))}")
+    for host in sorted(BROADCAST_HOSTS):
+        if holders.get(("apns", host)) != ["apns-emulator"]:
+            fail(f"network 'apns': {host} must be an alias of apns-emulator alone, not {holders.get(('apns', host))}")
 
     # The single emulator: Apple's ports for providers, admin API and devices reachable in the network.
     listens = set(env.get("APNS_EMULATOR_LISTEN", "").split())
