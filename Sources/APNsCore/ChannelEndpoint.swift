@@ -335,6 +335,7 @@ public final class ChannelEndpoint: Sendable {
         let create: Result<ChannelStoragePolicy, Rejection>? =
             operation.isCreate ? Result { () throws(Rejection) in try Self.createRequest(payload, bodyLength: bodyLength) } : nil
         let payloadProblem: Rejection? = operation.isBroadcast ? Self.payloadProblem(payload, bodyLength: bodyLength) : nil
+        if let read = readOutcome(operation, fields: fields, identity: identity, environment: environment) { return try read.get() }
         var drawn = random
         let result = state.withSharedWorld { (world: inout World) -> Result<Outcome, Rejection> in
             do throws(Rejection) {
@@ -356,17 +357,13 @@ public final class ChannelEndpoint: Sendable {
                     return .success(Outcome(status: 201, channelID: channel.id))
                 case .read(let bundle):
                     let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
-                    return .success(
-                        Outcome(
-                            status: 200,
-                            json: ["message-storage-policy": .int(Int64(channel.policy.rawValue)), "push-type": "LiveActivity"]))
+                    return .success(Self.readAnswer(channel))
+                case .list(let bundle):
+                    return .success(Self.listAnswer(world.channels, bundle: bundle, environment: environment))
                 case .delete(let bundle):
                     let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
                     world.channels.delete(id: channel.id, bundleID: bundle, environment: environment, nowMs: now)
                     return .success(Outcome(status: 204))
-                case .list(let bundle):
-                    let ids = world.channels.liveChannels(bundleID: bundle, environment: environment).map { JSONValue.string($0.id) }
-                    return .success(Outcome(status: 200, json: ["channels": .array(ids)]))
                 case .broadcast(let bundle):
                     let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
                     let message = try Self.broadcast(
@@ -389,6 +386,42 @@ public final class ChannelEndpoint: Sendable {
         }
         random = drawn
         return try result.get()
+    }
+
+    /// Read and list of a single instance take the read path. With `--redis` they take the
+    /// write path, whose lease brings this copy up to date first: a channel just created on
+    /// another instance is then found, as on Apple's hosts. Nil for the operations that
+    /// change something.
+    private func readOutcome(
+        _ operation: ChannelOperation, fields: Fields, identity: Identity, environment: APNsEnvironment
+    )
+        -> Result<Outcome, Rejection>?
+    {
+        guard state.coordinator == nil else { return nil }
+        switch operation {
+        case .read, .list: break
+        default: return nil
+        }
+        return state.readWorld { world -> Result<Outcome, Rejection> in
+            do throws(Rejection) {
+                try Self.checkApp(operation.bundleID, identity: identity, world: world)
+                if case .list(let bundle) = operation {
+                    return .success(Self.listAnswer(world.channels, bundle: bundle, environment: environment))
+                }
+                let channel = try Self.channel(fields, bundle: operation.bundleID, environment: environment, world: world)
+                return .success(Self.readAnswer(channel))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    static func readAnswer(_ channel: BroadcastChannel) -> Outcome {
+        Outcome(status: 200, json: ["message-storage-policy": .int(Int64(channel.policy.rawValue)), "push-type": "LiveActivity"])
+    }
+
+    static func listAnswer(_ channels: ChannelDirectory, bundle: String, environment: APNsEnvironment) -> Outcome {
+        Outcome(status: 200, json: ["channels": .array(channels.liveChannels(bundleID: bundle, environment: environment).map { .string($0.id) })])
     }
 
     /// The body of a create: `{"message-storage-policy": 0|1, "push-type": "LiveActivity"}`.
