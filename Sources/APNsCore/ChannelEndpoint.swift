@@ -82,6 +82,16 @@ public struct ChannelResponse: Sendable {
     public var raiseStreamLimit = false
     public var operation: ChannelOperation?
 
+    /// A create, delete or broadcast that succeeded: with `--state-dir` it is answered once
+    /// committed (reads and refusals changed nothing).
+    public var changedState: Bool {
+        guard reason == nil, let operation else { return false }
+        switch operation {
+        case .create, .delete, .broadcast: return true
+        case .read, .list: return false
+        }
+    }
+
     /// `{"reason":"…"}` for a failure, the JSON of a read or list, else nothing.
     public var body: [UInt8]? {
         if let reason {

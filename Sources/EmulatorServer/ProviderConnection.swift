@@ -301,6 +301,8 @@ final class ProviderConnection: ConnectionHandler {
         if let management = channelRequest(request) {
             let response = providers.channels.handle(push, management: management, connection: &context)
             providers.countChannelRequest(operation: response.operation?.name ?? "unknown", status: response.status)
+            // --state-dir: a channel made, deleted or published to is answered once committed.
+            if response.changedState, let gate = channelCommitGate, gate.hold((request.streamID, response)) { return }
             answerChannel(request.streamID, response)
             return
         }
@@ -323,6 +325,21 @@ final class ProviderConnection: ConnectionHandler {
                 return
             }
             for (streamID, response, started) in answers { self.answer(streamID, response, started: started) }
+            self.flushSession()
+        }
+    }
+
+    private lazy var channelCommitGate: CommitGate<(Int32, ChannelResponse)>? = providers.durability.map { durability in
+        CommitGate(durability: durability, executor: connection.loop) { [weak self] answers, committed in
+            guard let self, !self.connection.isClosed else { return }
+            guard committed else {
+                self.providers.logger.warning(
+                    "provider connection \(self.connection.id): the state directory did not commit \(answers.count) channel answer(s); closing without sending them"
+                )
+                self.connection.close()
+                return
+            }
+            for (streamID, response) in answers { self.answerChannel(streamID, response) }
             self.flushSession()
         }
     }
