@@ -140,4 +140,72 @@ struct ChannelPersistenceTests {
         let gone = try onA.read(id)
         #expect(gone.status == 400 && gone.reason == "ChannelNotRegistered")
     }
+
+    /// The state directory's files may not grow (prlimit, as for device pushes): channel
+    /// requests get 503 or no answer, never a 201 that is not on disk; once the limit is lifted
+    /// the emulator serves again, and after kill -9 every channel it answered 201 is there.
+    @Test func everyChannelAnswered201ThroughAFailingStoreSurvivesKill9() throws {
+        let state = try StateDirectory()
+        let flags = ["--state-dir", state.path]
+        let first = try EmulatorProcess(flags)
+        let pid = String(first.process.processIdentifier)
+        let database = state.path + "/state.sqlite"
+        let biggest =
+            [database, database + "-wal"].compactMap { (try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int) ?? nil }
+            .max() ?? 0
+        let limited = try run("/usr/bin/prlimit", ["--pid", pid, "--fsize=\(biggest + 65_536):unlimited"])
+        try #require(limited.status == 0, "prlimit: \(limited.err)")
+
+        var created: [String] = []
+        var (unavailable, unanswered, other) = (0, 0, [Int]())
+        var client = try ChannelClient(first)
+        let deadline = Date().addingTimeInterval(60)
+        while unavailable < 5, Date() < deadline {
+            do {
+                let reply = try client.send(
+                    "POST", "/1/apps/\(EmulatorProcess.bundleID)/channels", body: #"{"message-storage-policy": 1, "push-type": "LiveActivity"}"#)
+                switch reply.status {
+                case 201?: created.append(reply.header("apns-channel-id") ?? "")
+                case 503?: unavailable += 1
+                default: other.append(reply.status ?? 0)
+                }
+            } catch {
+                unanswered += 1  // the connection was closed: the answer was not committed
+                client = try ChannelClient(first)
+            }
+        }
+        print("channels through a failing store: \(created.count) answered 201, \(unavailable) 503, \(unanswered) unanswered")
+        #expect(unavailable >= 5, "the failing store is noticed")
+        #expect(other.isEmpty, "\(other)")
+        _ = try run("/usr/bin/prlimit", ["--pid", pid, "--fsize=unlimited:unlimited"])
+        #expect(try eventually(15) { try first.metric("apns_emulator_state_up") == 1 }, "serves again by itself")
+        created.append(try ChannelClient(first).create(policy: "0"))
+
+        let ports = try first.samePorts()
+        first.crash()
+        let second = try EmulatorProcess(flags + ports)
+        let kept = Set(try ChannelClient(second).list())
+        let missing = created.filter { !kept.contains($0) }
+        #expect(missing.isEmpty, "every 201 is on disk: \(missing.count) of \(created.count) missing")
+    }
+
+    /// Redis restarted without its data under two instances: once the newest copy is written
+    /// back, the channels (and a policy-1 channel's stored message) are there on both.
+    @Test(.requires(.redisServer))
+    func channelsComeBackWhenRedisRestartsEmpty() throws {
+        let cluster = try EmulatorCluster(count: 2, persistent: false)
+        let (a, b) = (cluster.instances[0], cluster.instances[1])
+        let id = try ChannelClient(a).create(policy: "1")
+        let requestID = "5d4c3b2a-1908-4766-9544-332211009988"
+        #expect(try broadcast(try ChannelClient(b, listener: "sandbox"), to: id, requestID: requestID).status == 200)
+        try eventually("A has B's broadcast") { try adminChannel(a, id)?["storedMessage"]?["requestId"]?.stringValue == requestID }
+
+        try cluster.redis.restart()
+        #expect(try eventually(10) { try a.admin("GET", "/readyz").json["reason"]?.stringValue?.contains("lost") == true })
+        #expect(try eventually(20) { try a.admin("GET", "/readyz").status == 200 && b.admin("GET", "/readyz").status == 200 })
+        for emulator in [a, b] {
+            #expect(try ChannelClient(emulator).read(id).status == 200, "the channel is back")
+            #expect(try adminChannel(emulator, id)?["storedMessage"]?["requestId"]?.stringValue == requestID, "with its stored message")
+        }
+    }
 }
