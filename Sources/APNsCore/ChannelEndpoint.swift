@@ -104,14 +104,9 @@ public struct ChannelResponse: Sendable {
     }
 }
 
-/// Limits of the channel API (docs/apns-behaviour.md, "Broadcast channels").
-public struct ChannelOptions: Sendable, Equatable {
-    /// Apple's broadcast payload limit.
-    public static let broadcastPayloadLimit = 5120
-    public init() {}
-}
-
 public final class ChannelEndpoint: Sendable {
+    /// Apple's broadcast payload limit, in bytes.
+    public static let broadcastPayloadLimit = 5120
     public let state: EmulatorState
     public let clock: any EmulatorClock
 
@@ -198,10 +193,8 @@ public final class ChannelEndpoint: Sendable {
         return .failure(.badPath)
     }
 
-    /// Whether a path belongs to the channel API or to broadcast sends (the rest is the
-    /// device-push endpoint's).
-    public static func isManagementPath(_ path: String) -> Bool { startsWithVersion(path, UInt8(ascii: "1")) }
-    /// Runs for every request on a push listener: three bytes compared, not `hasPrefix`.
+    /// Whether a path is a broadcast send's (on a push listener the rest is the device-push
+    /// endpoint's). Runs for every request there: three bytes compared, not `hasPrefix`.
     public static func isBroadcastPath(_ path: String) -> Bool { startsWithVersion(path, UInt8(ascii: "4")) }
 
     /// Whether `path` begins `/<digit>/`.
@@ -240,12 +233,9 @@ public final class ChannelEndpoint: Sendable {
             let identity = try authenticate(fields, environment: environment, connection: &connection, response: &response)
             let now = clock.nowMilliseconds()
             let payload = request.body
-            let random = connection.random
-            var drawn = random
             let outcome = try performLocked(
                 operation, fields: fields, identity: identity, environment: environment, payload: payload,
-                bodyLength: request.bodyLength, now: now, requestID: requestID, random: &drawn)
-            connection.random = drawn
+                bodyLength: request.bodyLength, now: now, requestID: requestID, random: &connection.random)
             response.status = outcome.status
             response.channelID = outcome.channelID
             response.json = outcome.json
@@ -545,9 +535,9 @@ extension ChannelEndpoint {
     /// JSON object with an `aps` dictionary.
     static func payloadProblem(_ payload: [UInt8], bodyLength: Int) -> Rejection? {
         guard bodyLength > 0 else { return Rejection(.payloadEmpty, "the broadcast has no payload") }
-        guard bodyLength <= ChannelOptions.broadcastPayloadLimit else {
+        guard bodyLength <= ChannelEndpoint.broadcastPayloadLimit else {
             return Rejection(
-                .payloadTooLarge, "the payload is \(bodyLength) bytes; a broadcast takes at most \(ChannelOptions.broadcastPayloadLimit)")
+                .payloadTooLarge, "the payload is \(bodyLength) bytes; a broadcast takes at most \(ChannelEndpoint.broadcastPayloadLimit)")
         }
         guard let value = try? JSONValue.parse(payload) else { return Rejection(.badRequestPayload, "the payload is not JSON") }
         guard value.objectValue?["aps"]?.objectValue != nil else {
