@@ -423,15 +423,9 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     private func answerChannel(_ streamID: Int32, _ response: ChannelResponse) {
-        responseHeaders.removeAll(keepingCapacity: true)
-        responseHeaders.append(HTTP2HeaderField(name: "apns-request-id", value: response.requestID, neverIndex: true))
-        if let channel = response.channelID {
-            responseHeaders.append(HTTP2HeaderField(name: "apns-channel-id", value: channel, neverIndex: true))
-        }
-        let body = response.body
-        if body != nil { responseHeaders.append(.contentTypeJSON) }
-        session.submitResponse(streamID: streamID, status: response.status, headers: responseHeaders, body: body)
-        if response.raiseStreamLimit { session.submitSettings(Self.raisedLimit) }
+        submit(
+            streamID, status: response.status, id: ("apns-request-id", response.requestID),
+            second: response.channelID.map { ("apns-channel-id", $0) }, body: response.body, raise: response.raiseStreamLimit)
         if let explanation = response.explanation {
             providers.logger.info(
                 "provider connection \(connection.id) stream \(streamID): channel \(response.operation?.name ?? "request") \(response.status) \(response.reason ?? ""): \(explanation)"
@@ -439,18 +433,26 @@ final class ProviderConnection: ConnectionHandler {
         }
     }
 
-    private func respond(_ streamID: Int32, _ response: PushResponse) {
+    /// One answer: its id header (and a second one), `content-type` when there is a body, and
+    /// the raised stream limit after the connection's first valid provider token.
+    private func submit(
+        _ streamID: Int32, status: Int, id: (name: String, value: String), second: (name: String, value: String)?, body: [UInt8]?,
+        raise: Bool
+    ) {
         // A reused scratch array: nghttp2 copies the fields during the submit call.
         responseHeaders.removeAll(keepingCapacity: true)
         // Ids are unique per response: never index them, or they churn the HPACK table.
-        responseHeaders.append(HTTP2HeaderField(name: "apns-id", value: response.apnsID, neverIndex: true))
-        if let unique = response.uniqueID {
-            responseHeaders.append(HTTP2HeaderField(name: "apns-unique-id", value: unique, neverIndex: true))
-        }
-        let body = response.body
+        responseHeaders.append(HTTP2HeaderField(name: id.name, value: id.value, neverIndex: true))
+        if let second { responseHeaders.append(HTTP2HeaderField(name: second.name, value: second.value, neverIndex: true)) }
         if body != nil { responseHeaders.append(.contentTypeJSON) }
-        session.submitResponse(streamID: streamID, status: response.status, headers: responseHeaders, body: body)
-        if response.raiseStreamLimit { session.submitSettings(Self.raisedLimit) }
+        session.submitResponse(streamID: streamID, status: status, headers: responseHeaders, body: body)
+        if raise { session.submitSettings(Self.raisedLimit) }
+    }
+
+    private func respond(_ streamID: Int32, _ response: PushResponse) {
+        submit(
+            streamID, status: response.status, id: ("apns-id", response.apnsID),
+            second: response.uniqueID.map { ("apns-unique-id", $0) }, body: response.body, raise: response.raiseStreamLimit)
         guard providers.load.streamLimitDrop else { return }
         if response.reason == .expiredProviderToken {
             // Observed at APNs: SETTINGS MAX_CONCURRENT_STREAMS 1 at once, and the streams
