@@ -105,6 +105,22 @@ extension World {
         backendOutbox.append(BackendIntent(hook: hook, backend: backend, values: values, payload: payload))
     }
 
+    /// The app hands a new Live Activity token to its backend (`register`, with `{{tokenKind}}`
+    /// `pushToStart` or `update`, `{{activityId}}` and `{{attributesType}}`). Unlike the app's
+    /// device token it is sent whether or not someone is logged in (`{{userId}}` is then empty).
+    mutating func accountsCallRegister(
+        deviceID: String, bundleID: String, token: String, kind: LiveActivityTokenKind, attributesType: String, activityID: String?
+    ) {
+        guard let backend = backends[bundleID], backend.hooks[.register] != nil,
+            let device = registry.devices[deviceID], let app = device.apps[bundleID]
+        else { return }
+        var values = HookValues(token: token, deviceID: deviceID, bundleID: bundleID, environment: app.environment, userID: device.userID)
+        values.tokenKind = kind.rawValue
+        values.activityID = activityID
+        values.attributesType = attributesType
+        backendOutbox.append(BackendIntent(hook: .register, backend: backend, values: values, payload: nil))
+    }
+
     public mutating func takeBackendIntents() -> [BackendIntent] {
         defer { backendOutbox.removeAll() }
         return backendOutbox

@@ -81,6 +81,8 @@ public struct ChannelResponse: Sendable {
     /// The first valid provider token on this connection: raise MAX_CONCURRENT_STREAMS now.
     public var raiseStreamLimit = false
     public var operation: ChannelOperation?
+    /// What the devices hear of a broadcast (`activity` frames for connected devices).
+    public var deviceFrames: [DeviceFrame] = []
 
     /// A create, delete or broadcast that succeeded: with `--state-dir` it is answered once
     /// committed (reads and refusals changed nothing).
@@ -218,6 +220,12 @@ public final class ChannelEndpoint: Sendable {
             ?? fields.apnsID.flatMap { CanonicalUUID.isValid(Substring($0)) ? $0 : nil }
             ?? connection.random.uniqueID()
         var response = ChannelResponse(status: 200, requestID: requestID)
+        // Broadcasts are journaled (refused ones too), as device pushes are.
+        var record: NotificationRecord? =
+            !management && Self.isBroadcastPath(fields.path ?? "")
+            ? Self.broadcastRecord(
+                request, fields: fields, environment: environment, requestID: requestID, receivedAtMs: clock.nowMilliseconds(),
+                connection: &connection) : nil
         do throws(Rejection) {
             if let reason = state.unavailableReason {
                 throw Rejection(.serviceUnavailable, "the emulator cannot take changes now: \(reason)")
@@ -231,20 +239,57 @@ public final class ChannelEndpoint: Sendable {
                 throw Rejection(.badMessageId, "apns-id '\(id)' is not a UUID (8-4-4-4-12 hex digits)")
             }
             let identity = try authenticate(fields, environment: environment, connection: &connection, response: &response)
+            if case .token(let provider) = identity {
+                record?.teamID = provider.teamID
+                record?.keyID = provider.key.keyID
+            }
             let now = clock.nowMilliseconds()
             let payload = request.body
             let outcome = try performLocked(
                 operation, fields: fields, identity: identity, environment: environment, payload: payload,
-                bodyLength: request.bodyLength, now: now, requestID: requestID, random: &connection.random)
+                bodyLength: request.bodyLength, now: now, requestID: requestID, random: &connection.random, record: &record)
             response.status = outcome.status
             response.channelID = outcome.channelID
             response.json = outcome.json
+            response.deviceFrames = outcome.deviceFrames
         } catch {
             response.status = error.status
             response.reason = error.reason
             response.explanation = error.explanation
+            if var refused = record {
+                // Refused before the world was consulted: journaled on its own.
+                refused.reject(error)
+                _ = state.withSharedWorld { world in world.records.append(moving: &refused) }
+            }
         }
         return response
+    }
+
+    /// The journal record of a broadcast request, before it is judged.
+    static func broadcastRecord(
+        _ request: PushRequest, fields: Fields, environment: APNsEnvironment, requestID: String, receivedAtMs: Int64,
+        connection: inout ProviderConnectionContext
+    ) -> NotificationRecord {
+        var record = NotificationRecord(apnsID: requestID, token: "", environment: environment, receivedAtMs: receivedAtMs)
+        record.respondedAtMs = receivedAtMs
+        record.connectionID = connection.connectionID
+        record.streamID = request.streamID
+        record.method = fields.method
+        record.path = fields.path
+        record.requestHeaders = request.headers.map { header in
+            header.name == "authorization" ? (header.name, connection.redactedAuthorization(header.value)) : header
+        }
+        record.pushType = fields.pushType
+        record.pushTypeHeaderPresent = fields.pushType != nil
+        record.priority = fields.priority.flatMap { Int($0) } ?? 10
+        record.expiration = fields.expiration.flatMap { Int64($0) }
+        record.topic = fields.topic
+        record.payloadSize = request.bodyLength
+        record.payload = Array(request.body.prefix(ChannelEndpoint.broadcastPayloadLimit))
+        let parts = (fields.path ?? "").split(separator: "/")
+        if parts.count == 4 { record.bundleID = String(parts[3]) }
+        record.broadcast = BroadcastReach(channelID: fields.channelID ?? "")
+        return record
     }
 
     /// `api-manage-broadcast.…` and `api-broadcast.…` select the environment of the Apple
@@ -324,11 +369,12 @@ public final class ChannelEndpoint: Sendable {
         var status: Int
         var channelID: String?
         var json: JSONValue?
+        var deviceFrames: [DeviceFrame] = []
     }
 
     private func performLocked(
         _ operation: ChannelOperation, fields: Fields, identity: Identity, environment: APNsEnvironment, payload: [UInt8],
-        bodyLength: Int, now: Int64, requestID: String, random: inout FastRandom
+        bodyLength: Int, now: Int64, requestID: String, random: inout FastRandom, record: inout NotificationRecord?
     ) throws(Rejection) -> Outcome {
         // Bodies are read before the lock is taken (so it is held briefly); what they got wrong
         // is reported in the check order, after the app checks.
@@ -337,55 +383,86 @@ public final class ChannelEndpoint: Sendable {
         let payloadProblem: Rejection? = operation.isBroadcast ? Self.payloadProblem(payload, bodyLength: bodyLength) : nil
         if let read = readOutcome(operation, fields: fields, identity: identity, environment: environment) { return try read.get() }
         var drawn = random
+        var journal = record
+        record = nil
         let result = state.withSharedWorld { (world: inout World) -> Result<Outcome, Rejection> in
-            do throws(Rejection) {
-                try Self.checkApp(operation.bundleID, identity: identity, world: world)
-                switch operation {
-                case .create(let bundle):
-                    guard let create else { throw Rejection(.badRequestPayload, "no request body") }
-                    let policy = try create.get()
-                    guard
-                        let channel = world.channels.create(
-                            bundleID: bundle, environment: environment, policy: policy, nowMs: now,
-                            makeID: { ChannelDirectory.randomID(&drawn) })
-                    else {
-                        throw Rejection(
-                            .cannotCreateChannelConfig,
-                            "\(bundle) already has \(world.channels.maxLivePerApp) live channels in \(environment.rawValue) (deleted ones do not count)"
-                        )
-                    }
-                    return .success(Outcome(status: 201, channelID: channel.id))
-                case .read(let bundle):
-                    let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
-                    return .success(Self.readAnswer(channel))
-                case .list(let bundle):
-                    return .success(Self.listAnswer(world.channels, bundle: bundle, environment: environment))
-                case .delete(let bundle):
-                    let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
-                    world.channels.delete(id: channel.id, bundleID: bundle, environment: environment, nowMs: now)
-                    return .success(Outcome(status: 204))
-                case .broadcast(let bundle):
-                    let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
-                    let message = try Self.broadcast(
-                        fields, channel: channel, payload: payload, problem: payloadProblem, now: now, requestID: requestID)
-                    guard world.channels.allowsBroadcast(id: channel.id, nowMs: now) else {
-                        throw Rejection(
-                            .tooManyRequests,
-                            "channel \(channel.id) took \(world.channels.maxBroadcastsPerSecond) broadcasts in the last second (--channel-broadcast-rate)"
-                        )
-                    }
-                    world.channels.recordBroadcast(id: channel.id, message: message)
-                    return .success(Outcome(status: 200))
-                }
-            } catch {
-                return .failure(error)
+            let result = Self.perform(
+                operation, fields: fields, identity: identity, environment: environment, payload: payload, now: now, requestID: requestID,
+                create: create, payloadProblem: payloadProblem, drawn: &drawn, world: &world, journal: &journal)
+            if var entry = journal {
+                if case .failure(let error) = result { entry.reject(error) }
+                let sequence = world.records.append(moving: &entry)
+                if case .success = result { world.liveActivities.noteBroadcastRecord(requestID: requestID, sequence: sequence) }
             }
+            return result
         }
         guard let result else {
             throw Rejection(.serviceUnavailable, "the shared state (--redis) did not take the change")
         }
         random = drawn
         return try result.get()
+    }
+
+    private static func perform(
+        _ operation: ChannelOperation, fields: Fields, identity: Identity, environment: APNsEnvironment, payload: [UInt8], now: Int64,
+        requestID: String, create: Result<ChannelStoragePolicy, Rejection>?, payloadProblem: Rejection?, drawn: inout FastRandom,
+        world: inout World, journal: inout NotificationRecord?
+    ) -> Result<Outcome, Rejection> {
+        do throws(Rejection) {
+            try Self.checkApp(operation.bundleID, identity: identity, world: world)
+            switch operation {
+            case .create(let bundle):
+                guard let create else { throw Rejection(.badRequestPayload, "no request body") }
+                let policy = try create.get()
+                guard
+                    let channel = world.channels.create(
+                        bundleID: bundle, environment: environment, policy: policy, nowMs: now,
+                        makeID: { ChannelDirectory.randomID(&drawn) })
+                else {
+                    throw Rejection(
+                        .cannotCreateChannelConfig,
+                        "\(bundle) already has \(world.channels.maxLivePerApp) live channels in \(environment.rawValue) (deleted ones do not count)"
+                    )
+                }
+                return .success(Outcome(status: 201, channelID: channel.id))
+            case .read(let bundle):
+                let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
+                return .success(Self.readAnswer(channel))
+            case .list(let bundle):
+                return .success(Self.listAnswer(world.channels, bundle: bundle, environment: environment))
+            case .delete(let bundle):
+                let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
+                world.channels.delete(id: channel.id, bundleID: bundle, environment: environment, nowMs: now)
+                return .success(Outcome(status: 204))
+            case .broadcast(let bundle):
+                let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
+                let message = try Self.broadcast(
+                    fields, channel: channel, payload: payload, problem: payloadProblem, now: now, requestID: requestID)
+                guard world.channels.allowsBroadcast(id: channel.id, nowMs: now) else {
+                    throw Rejection(
+                        .tooManyRequests,
+                        "channel \(channel.id) took \(world.channels.maxBroadcastsPerSecond) broadcasts in the last second (--channel-broadcast-rate)"
+                    )
+                }
+                world.channels.recordBroadcast(id: channel.id, message: message)
+                let (reach, frames) = world.deliverBroadcast(channel, message: message, nowMs: now)
+                journal?.status = 200
+                journal?.broadcast = reach
+                journal?.outcome = reach.summaryOutcome(keptForLater: channel.policy == .mostRecentMessageStored)
+                journal?.explanation = Self.reachSummary(reach, channel: channel)
+                return .success(Outcome(status: 200, deviceFrames: frames))
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The record's explanation of a broadcast that was accepted.
+    static func reachSummary(_ reach: BroadcastReach, channel: BroadcastChannel) -> String {
+        let stored = channel.policy == .mostRecentMessageStored ? "; the channel keeps it for later subscribers (Most Recent Message Stored)" : ""
+        guard reach.subscribers > 0 else { return "accepted; no Live Activity subscribes to channel \(channel.id)\(stored)" }
+        let counts = reach.outcomes.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }.joined(separator: ", ")
+        return "accepted; \(reach.reached) of \(reach.subscribers) subscribed Live Activities showed it (\(counts))\(stored)"
     }
 
     /// Read and list of a single instance take the read path. With `--redis` they take the
@@ -559,5 +636,14 @@ extension String {
         while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
         while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
         return String(text)
+    }
+}
+
+extension NotificationRecord {
+    fileprivate mutating func reject(_ rejection: ChannelEndpoint.Rejection) {
+        status = rejection.status
+        reason = rejection.reason
+        explanation = rejection.explanation
+        outcome = .rejected
     }
 }

@@ -238,6 +238,7 @@ extension World {
             }
             frames.append(contentsOf: releaseDeferred(key, nowMs: nowMs))
         }
+        frames.append(contentsOf: flushLiveActivities(deviceID: deviceID, nowMs: nowMs))
         return frames
     }
 
@@ -263,7 +264,12 @@ extension World {
     /// Time passes: stored notifications expire, batches and refilled budgets release.
     public mutating func tick(nowMs: Int64) -> [DeviceFrame] {
         var frames = delivery.inflight.isEmpty ? [] : disconnectStuckDevices(nowMs: nowMs)
-        if !liveActivities.books.isEmpty { liveActivities.tick(nowMs: nowMs) }
+        if !liveActivities.books.isEmpty {
+            for (deviceID, changes) in liveActivities.tick(nowMs: nowMs) {
+                frames.append(contentsOf: liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs))
+            }
+            expireWaitingLiveActivityPushes(nowMs: nowMs)
+        }
         for (key, stored) in delivery.stored where (stored.storeUntilMs ?? 0) <= nowMs {
             delivery.stored.removeValue(forKey: key)
             delivery.noteDone(stored.sequence)

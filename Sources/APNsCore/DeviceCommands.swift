@@ -229,6 +229,10 @@ extension World {
             throw DeviceRequestError(error)
         }
         dropWaiting(AppKey(deviceID: deviceID, bundleID: bundleID), why: "the app was uninstalled")
+        // Its Live Activities go with it (the uninstall's answer says so; no frames of their own).
+        if liveActivities.book(deviceID: deviceID)?.apps[bundleID] != nil {
+            _ = liveActivities.removeApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
+        }
         return (invalidAt, tokens.compactMap { registry.token($0) })
     }
 

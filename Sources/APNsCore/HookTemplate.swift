@@ -7,6 +7,12 @@ public struct HookValues: Sendable {
     public var userID: String?
     /// The push's payload (fetch only).
     public var payload: JSONValue?
+    /// What kind of token `token` is: `app` (the app's own device token), or for Live
+    /// Activities `pushToStart` and `update`.
+    public var tokenKind = "app"
+    /// Live Activity tokens: the activity an update token belongs to, the attributes type.
+    public var activityID: String?
+    public var attributesType: String?
 
     public init(
         token: String?, deviceID: String, bundleID: String, environment: APNsEnvironment, userID: String?,
@@ -43,7 +49,7 @@ public struct RenderedHook: Sendable, Equatable {
 /// placeholder inside longer text is replaced by the value's text. Missing values are empty
 /// text (a logged-out `{{userId}}`, a payload field that is not there).
 public enum HookTemplate {
-    static let names: Set<String> = ["token", "deviceId", "bundleId", "environment", "userId"]
+    static let names: Set<String> = ["token", "deviceId", "bundleId", "environment", "userId", "tokenKind", "activityId", "attributesType"]
 
     enum Placeholder: Equatable {
         case name(String)
@@ -113,6 +119,9 @@ public enum HookTemplate {
         case .name("bundleId"): return .string(values.bundleID)
         case .name("environment"): return .string(values.environment.rawValue)
         case .name("userId"): return values.userID.map(JSONValue.string) ?? .null
+        case .name("tokenKind"): return .string(values.tokenKind)
+        case .name("activityId"): return values.activityID.map(JSONValue.string) ?? .null
+        case .name("attributesType"): return values.attributesType.map(JSONValue.string) ?? .null
         case .name: return .null
         case .payload(let pointer): return values.payload.flatMap { pointer.resolve(in: $0) } ?? .null
         }

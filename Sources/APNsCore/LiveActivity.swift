@@ -175,6 +175,9 @@ public struct LiveActivity: Sendable, Equatable {
     public var budget: LiveActivityBudget
     /// The newest throttled update, waiting for the budget.
     public var deferred: LiveActivityDeferredUpdate?
+    /// The request id of the last broadcast it took (so a channel's stored message is not
+    /// shown twice, for example when the device comes back online).
+    public var lastBroadcastID: String?
 
     public init(
         activityID: String, bundleID: String, attributesType: String, attributes: JSONValue, contentState: JSONValue,

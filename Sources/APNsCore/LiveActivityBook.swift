@@ -38,6 +38,14 @@ public enum LiveActivityBookError: Error, Sendable, Equatable, CustomStringConve
     /// The activity has no update token (it takes no token pushes, or it is over).
     case noUpdateToken(activityID: String)
 
+    /// It names an app, type or activity the device does not have (the admin API's 404).
+    public var isNotFound: Bool {
+        switch self {
+        case .unknownApp, .unknownActivity, .undeclaredType: return true
+        case .invalidBundleID, .invalidAttributesType, .noUpdateToken: return false
+        }
+    }
+
     public var description: String {
         switch self {
         case .invalidBundleID(let id): return "'\(id)' is not a valid bundle id (letters, digits, '-' and '.', e.g. com.example.app)"
@@ -375,19 +383,28 @@ public struct LiveActivityBook: Sendable {
     }
 
     /// A broadcast on `channelID`: one receipt per activity on the device that subscribes to
-    /// it (none: the broadcast is not for this device). A broadcast never starts an activity.
-    public mutating func receiveBroadcast(channelID: String, payload: JSONValue, priority: Int, nowMs: Int64) -> [LiveActivityReceipt] {
+    /// it (none: the broadcast is not for this device), or only for `activityID` (a channel's
+    /// stored message for an activity that just subscribed or came back online). An activity
+    /// that already took the broadcast `requestID` gets no receipt. A broadcast never starts
+    /// an activity.
+    public mutating func receiveBroadcast(
+        channelID: String, requestID: String, payload: JSONValue, priority: Int, nowMs: Int64, only activityID: String? = nil
+    ) -> [LiveActivityReceipt] {
+        let subscribers = activities().filter {
+            $0.channelID == channelID && $0.lastBroadcastID != requestID && (activityID == nil || $0.activityID == activityID)
+        }.map(\.activityID)
+        guard !subscribers.isEmpty else { return [] }
         // Whatever else it holds: a start has nothing to apply to.
         if LiveActivityPayload.aps(of: payload)?["event"]?.stringValue == LiveActivityPushEvent.start.rawValue {
-            return [
-                LiveActivityReceipt(
+            return subscribers.map { id in
+                activitiesByID[id]?.lastBroadcastID = requestID
+                return LiveActivityReceipt(
                     outcome: .ignored(
                         "ignored: a broadcast cannot start a Live Activity (channel \(channelID)); starts go to the app's push-to-start token"
-                    ))
-            ]
+                    ), activityID: id)
+            }
         }
         let parsed = Self.parse(payload)
-        let subscribers = activities().filter { $0.channelID == channelID }.map(\.activityID)
         var receipts: [LiveActivityReceipt] = []
         for activityID in subscribers {
             var changes = advance(activityID, nowMs: nowMs)
@@ -397,6 +414,7 @@ public struct LiveActivityBook: Sendable {
                 receipts.append(LiveActivityReceipt(outcome: .ignored(gone), activityID: activityID, changes: changes))
                 continue
             }
+            activitiesByID[activityID]?.lastBroadcastID = requestID
             switch parsed {
             case .failure(let refusal):
                 receipts.append(LiveActivityReceipt(outcome: .refused(refusal.description), activityID: activityID, changes: changes))

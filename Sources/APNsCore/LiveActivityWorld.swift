@@ -1,7 +1,7 @@
-/// Live Activities of every device in the world (one `LiveActivityBook` each), and which
-/// device and app each of their tokens leads to: the provider endpoint looks a `liveactivity`
-/// push's token up here when the device registry does not know it. In memory only for now
-/// (not in `--state-dir`, not shared with `--redis`).
+/// Live Activities of every device in the world (one `LiveActivityBook` each), which device
+/// and app each of their tokens leads to (the provider endpoint looks a `liveactivity` push's
+/// token up here when the device registry does not know it), and which devices have an
+/// activity subscribed to each broadcast channel.
 public struct LiveActivityWorld: Sendable {
     /// Where a push-to-start or update token leads.
     public struct TokenOwner: Sendable, Equatable {
@@ -14,15 +14,30 @@ public struct LiveActivityWorld: Sendable {
     /// Tokens that no longer lead to an activity stay known this long (in number), so a push
     /// to one is answered 200 and journaled with why the device ignored it.
     public static let maxEndedTokens = 10_000
+    /// Token pushes waiting for offline devices, over all devices; beyond it one more expires.
+    public static let maxWaitingPushes = 100_000
 
     public private(set) var books: [String: LiveActivityBook] = [:]
     public private(set) var tokens: [String: TokenOwner] = [:]
     private var endedTokens: [String] = []
     public var policy = LiveActivityPolicy()
+    /// Channel id → device id → activities on it subscribed to the channel (not dismissed).
+    public private(set) var subscribers: [String: [String: Int]] = [:]
+    private var channelsOfDevice: [String: [String: Int]] = [:]
+    /// Token pushes to a device that is offline, by token: the newest waits (as APNs stores
+    /// one notification per app), older ones are coalesced.
+    public internal(set) var waitingPushes: [String: WaitingLiveActivityPush] = [:]
+    /// Broadcast request id → its journal record, for the channel's stored message reaching
+    /// activities later (the newest `maxEndedTokens`).
+    var broadcastRecords: [String: UInt64] = [:]
+    private var broadcastRecordOrder: [String] = []
 
     public init() {}
 
     public func book(deviceID: String) -> LiveActivityBook? { books[deviceID] }
+
+    /// Activities subscribed to the channel, over all devices.
+    public func subscriberCount(channelID: String) -> Int { subscribers[channelID]?.values.reduce(0, +) ?? 0 }
 
     /// The app's ActivityAttributes types on a device; each type gets a push-to-start token in
     /// the app's environment.
@@ -53,6 +68,42 @@ public struct LiveActivityWorld: Sendable {
         return receipt
     }
 
+    /// `Activity.end` in the app.
+    public mutating func endByApp(
+        deviceID: String, activityID: String, contentState: JSONValue?, dismissalDateMs: Int64?, nowMs: Int64
+    ) throws(LiveActivityBookError) -> LiveActivityReceipt {
+        guard var book = books[deviceID] else { throw .unknownActivity(activityID) }
+        let receipt = try book.endByApp(activityID: activityID, contentState: contentState, dismissalDateMs: dismissalDateMs, nowMs: nowMs)
+        books[deviceID] = book
+        track(receipt.changes, deviceID: deviceID, environment: nil)
+        return receipt
+    }
+
+    /// A new push-to-start token for the app's type, or a new update token for the activity.
+    public mutating func rotate(
+        deviceID: String, bundleID: String?, attributesType: String?, activityID: String?, nowMs: Int64
+    ) throws(LiveActivityBookError) -> (token: String, changes: [LiveActivityChange]) {
+        guard var book = books[deviceID] else { throw .unknownApp(bundleID ?? "?") }
+        let rotated: (token: String, changes: [LiveActivityChange])
+        if let activityID {
+            rotated = try book.rotateUpdateToken(activityID: activityID, nowMs: nowMs)
+        } else {
+            rotated = try book.rotatePushToStartToken(bundleID: bundleID ?? "", type: attributesType ?? "", nowMs: nowMs)
+        }
+        books[deviceID] = book
+        track(rotated.changes, deviceID: deviceID, environment: nil)
+        return rotated
+    }
+
+    /// The app is uninstalled: its activities go, its tokens end.
+    public mutating func removeApp(deviceID: String, bundleID: String, nowMs: Int64) -> [LiveActivityChange] {
+        guard var book = books[deviceID], book.apps[bundleID] != nil else { return [] }
+        let changes = book.removeApp(bundleID: bundleID, nowMs: nowMs)
+        books[deviceID] = book
+        track(changes, deviceID: deviceID, environment: nil)
+        return changes
+    }
+
     /// The user removes an activity from the Lock Screen.
     public mutating func dismiss(deviceID: String, activityID: String, nowMs: Int64) throws(LiveActivityBookError) -> [LiveActivityChange] {
         guard var book = books[deviceID] else { throw .unknownActivity(activityID) }
@@ -81,15 +132,106 @@ public struct LiveActivityWorld: Sendable {
         return (owner, receipt)
     }
 
+    /// A broadcast on `channelID` as each subscribed device takes it: the activities of
+    /// online devices show it (or say why not); those of offline devices wait for the
+    /// channel's stored message (`stored`) or miss it (`expired`, No Message Stored).
+    public mutating func receiveBroadcast(
+        channelID: String, message: StoredBroadcast, policy storage: ChannelStoragePolicy, nowMs: Int64, isOnline: (String) -> Bool
+    ) -> (reach: BroadcastReach, changes: [(deviceID: String, changes: [LiveActivityChange])]) {
+        var reach = BroadcastReach(channelID: channelID)
+        var changed: [(String, [LiveActivityChange])] = []
+        guard let devices = subscribers[channelID] else { return (reach, changed) }
+        let payload = (try? JSONValue.parse(message.payload)) ?? .null
+        for deviceID in devices.keys.sorted() {
+            guard var book = books[deviceID] else { continue }
+            guard isOnline(deviceID) else {
+                for activity in book.activities() where activity.channelID == channelID {
+                    reach.add(Self.offlineDelivery(deviceID: deviceID, activityID: activity.activityID, storage: storage))
+                }
+                continue
+            }
+            let receipts = book.receiveBroadcast(
+                channelID: channelID, requestID: message.requestID, payload: payload, priority: message.priority, nowMs: nowMs)
+            books[deviceID] = book
+            var changes: [LiveActivityChange] = []
+            for receipt in receipts {
+                reach.add(Self.delivery(receipt, deviceID: deviceID, fromStore: false))
+                changes += receipt.changes
+            }
+            track(changes, deviceID: deviceID, environment: nil)
+            if !changes.isEmpty { changed.append((deviceID, changes)) }
+        }
+        return (reach, changed)
+    }
+
+    /// A channel's stored message for the activities of one device that have not taken it
+    /// (`activityID`: only that one, which just subscribed).
+    public mutating func receiveStoredBroadcast(
+        channelID: String, message: StoredBroadcast, deviceID: String, activityID: String?, nowMs: Int64
+    ) -> (deliveries: [BroadcastReach.Delivery], changes: [LiveActivityChange]) {
+        guard message.expiresAtMs > nowMs, var book = books[deviceID] else { return ([], []) }
+        let payload = (try? JSONValue.parse(message.payload)) ?? .null
+        let receipts = book.receiveBroadcast(
+            channelID: channelID, requestID: message.requestID, payload: payload, priority: message.priority, nowMs: nowMs, only: activityID)
+        guard !receipts.isEmpty else { return ([], []) }
+        books[deviceID] = book
+        let changes = receipts.flatMap(\.changes)
+        track(changes, deviceID: deviceID, environment: nil)
+        return (receipts.map { Self.delivery($0, deviceID: deviceID, fromStore: true) }, changes)
+    }
+
+    /// The channels a device's activities subscribe to.
+    public func channels(ofDevice deviceID: String) -> [String] { channelsOfDevice[deviceID].map { Array($0.keys).sorted() } ?? [] }
+
+    static func delivery(_ receipt: LiveActivityReceipt, deviceID: String, fromStore: Bool) -> BroadcastReach.Delivery {
+        let outcome: DeliveryOutcome
+        let explanation: String
+        switch receipt.outcome {
+        case .applied:
+            outcome = .delivered
+            explanation = fromStore ? "shown from the channel's stored message" : "shown"
+        case .ignored(let why), .refused(let why):
+            outcome = .ignored
+            explanation = why
+        case .throttled(let why):
+            outcome = .throttled
+            explanation = why
+        }
+        return BroadcastReach.Delivery(
+            deviceID: deviceID, activityID: receipt.activityID, outcome: outcome, explanation: explanation, fromStore: fromStore)
+    }
+
+    static func offlineDelivery(deviceID: String, activityID: String, storage: ChannelStoragePolicy) -> BroadcastReach.Delivery {
+        switch storage {
+        case .mostRecentMessageStored:
+            return BroadcastReach.Delivery(
+                deviceID: deviceID, activityID: activityID, outcome: .stored,
+                explanation: "the device is offline; the channel keeps its newest message (at most 8 hours) for when it is back")
+        case .noMessageStored:
+            return BroadcastReach.Delivery(
+                deviceID: deviceID, activityID: activityID, outcome: .expired,
+                explanation: "missed: the device was offline, and a No Message Stored channel reaches only devices online now")
+        }
+    }
+
+    /// Remembers a broadcast's journal record (bounded).
+    mutating func noteBroadcastRecord(requestID: String, sequence: UInt64) {
+        if broadcastRecords.updateValue(sequence, forKey: requestID) == nil { broadcastRecordOrder.append(requestID) }
+        if broadcastRecordOrder.count > Self.maxEndedTokens { broadcastRecords[broadcastRecordOrder.removeFirst()] = nil }
+    }
+
     /// Time passes: activities go stale, end after 8 hours, leave the Lock Screen; deferred
     /// updates go out once their budget allows.
-    public mutating func tick(nowMs: Int64) {
+    public mutating func tick(nowMs: Int64) -> [(deviceID: String, changes: [LiveActivityChange])] {
+        var changed: [(String, [LiveActivityChange])] = []
         for deviceID in Array(books.keys) {
             guard var book = books[deviceID], let next = book.nextDeadlineMs(nowMs: nowMs), next <= nowMs else { continue }
             let changes = book.tick(nowMs: nowMs)
             books[deviceID] = book
             track(changes, deviceID: deviceID, environment: nil)
+            if !changes.isEmpty { changed.append((deviceID, changes)) }
         }
+        return changed
     }
 
     /// A device is gone: so are its activities and tokens.
@@ -97,16 +239,39 @@ public struct LiveActivityWorld: Sendable {
         guard books.removeValue(forKey: deviceID) != nil else { return }
         tokens = tokens.filter { $0.value.deviceID != deviceID }
         endedTokens.removeAll { tokens[$0] == nil }
+        waitingPushes = waitingPushes.filter { $0.value.deviceID != deviceID }
+        resubscribe(deviceID)
+    }
+
+    /// Keeps `subscribers` in step with the device's activities.
+    private mutating func resubscribe(_ deviceID: String) {
+        var now: [String: Int] = [:]
+        for activity in books[deviceID]?.activities() ?? [] {
+            if let channel = activity.channelID { now[channel, default: 0] += 1 }
+        }
+        let before = channelsOfDevice[deviceID] ?? [:]
+        guard now != before else { return }
+        for channel in before.keys where now[channel] == nil {
+            subscribers[channel]?[deviceID] = nil
+            if subscribers[channel]?.isEmpty == true { subscribers[channel] = nil }
+        }
+        for (channel, count) in now { subscribers[channel, default: [:]][deviceID] = count }
+        channelsOfDevice[deviceID] = now.isEmpty ? nil : now
     }
 
     /// New tokens lead to their device; ended ones stay known for a while (see above).
     private mutating func track(_ changes: [LiveActivityChange], deviceID: String, environment: APNsEnvironment?) {
+        var subscriptionsMayDiffer = false
+        defer { if subscriptionsMayDiffer { resubscribe(deviceID) } }
         for change in changes {
             switch change {
+            case .started, .dismissed:
+                subscriptionsMayDiffer = true
             case .tokenIssued(let kind, let token, let app, _, _):
-                let inherited = tokens.values.first { $0.deviceID == deviceID && $0.bundleID == app }?.environment
-                tokens[token] = TokenOwner(
-                    deviceID: deviceID, bundleID: app, environment: environment ?? inherited ?? .sandbox, kind: kind)
+                // Looked up only when the caller does not know the environment (the scan is long).
+                let known =
+                    environment ?? tokens.values.first { $0.deviceID == deviceID && $0.bundleID == app }?.environment ?? .sandbox
+                tokens[token] = TokenOwner(deviceID: deviceID, bundleID: app, environment: known, kind: kind)
             case .tokenEnded(_, let token, _):
                 guard tokens[token] != nil else { continue }
                 endedTokens.append(token)
@@ -114,28 +279,6 @@ public struct LiveActivityWorld: Sendable {
             default:
                 continue
             }
-        }
-    }
-}
-
-extension World {
-    /// A `liveactivity` push to a Live Activity token, taken by the device at once (virtual
-    /// devices): the record says what came of it. APNs answered 200 whatever the device does.
-    mutating func applyLiveActivityPush(token: String, payload: [UInt8], priority: Int, sequence: UInt64, nowMs: Int64) {
-        guard let owner = liveActivities.tokens[token] else { return }
-        let live = Set(channels.liveChannels(bundleID: owner.bundleID, environment: owner.environment).map(\.id))
-        let json = (try? JSONValue.parse(payload)) ?? .null
-        guard
-            let (_, receipt) = liveActivities.receive(
-                token: token, payload: json, priority: priority, nowMs: nowMs, channelExists: { live.contains($0) })
-        else { return }
-        switch receipt.outcome {
-        case .applied:
-            setOutcome(sequence, .delivered, "applied to Live Activity \(receipt.activityID ?? "?")")
-        case .ignored(let why), .refused(let why):
-            setOutcome(sequence, .ignored, why)
-        case .throttled(let why):
-            setOutcome(sequence, .throttled, why)
         }
     }
 }

@@ -44,6 +44,15 @@ public struct Counters: Sendable {
     public var payloadSizes = Histogram(bounds: Histogram.payloadBounds)
     /// Deliveries whose payload named another account than the device's (the cross-account check).
     public var crossAccountDeliveries: UInt64 = 0
+    /// Broadcast deliveries to subscribed Live Activities, by outcome (a late one from a
+    /// channel's stored message counts again with its new outcome).
+    public private(set) var broadcastDeliveries: [DeliveryOutcome: UInt64] = [:]
+
+    mutating func countBroadcastReach(_ reach: BroadcastReach) {
+        for (outcome, count) in reach.outcomes { broadcastDeliveries[outcome, default: 0] += UInt64(count) }
+    }
+
+    mutating func countBroadcastDelivery(_ outcome: DeliveryOutcome) { broadcastDeliveries[outcome, default: 0] += 1 }
 
     public init() {}
 

@@ -65,6 +65,8 @@ public struct NotificationRecord: Sendable {
     public var addressee: String?
     /// The payload named another account than the one logged in on the device.
     public var crossAccount = false
+    /// A broadcast's reach (see `broadcast`); nil for device pushes.
+    public var broadcastBox: BroadcastReachBox?
     /// What the journal counted this record as (bytes), when it was added.
     public var accountedBytes = 0
     /// The request's header list size as HTTP/2 counts it (name + value + 32 per field), when

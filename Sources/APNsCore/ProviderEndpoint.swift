@@ -245,7 +245,7 @@ public final class ProviderEndpoint: Sendable {
                         record.status = 200
                         record.deviceID = owner.deviceID
                         record.bundleID = owner.bundleID
-                        route = .liveActivity(token: record.token, priority: record.priority)
+                        route = .liveActivity(token: record.token, priority: record.priority, expiration: record.expiration)
                     } else {
                         let entry = try checkDeviceToken(
                             syntax, topic: topic.topic, environment: environment, now: now,
@@ -291,8 +291,9 @@ public final class ProviderEndpoint: Sendable {
                 switch route {
                 case .deliver(let notification)?: reply.deviceFrames = world.route(notification, nowMs: now)
                 case .drop(let why)?: world.setOutcome(sequence, .droppedBySystem, why)
-                case .liveActivity(let token, let priority)?:
-                    world.applyLiveActivityPush(token: token, payload: request.body, priority: priority, sequence: sequence, nowMs: now)
+                case .liveActivity(let token, let priority, let expiration)?:
+                    reply.deviceFrames = world.applyLiveActivityPush(
+                        token: token, payload: request.body, priority: priority, expiration: expiration, sequence: sequence, nowMs: now)
                 case nil: break
                 }
                 return reply
@@ -774,7 +775,7 @@ public final class ProviderEndpoint: Sendable {
         case deliver(PendingNotification)
         case drop(String)
         /// A push to a Live Activity token: the device's Live Activities take it.
-        case liveActivity(token: String, priority: Int)
+        case liveActivity(token: String, priority: Int, expiration: Int64?)
     }
 
     /// Prepares an accepted notification for delivery (store, device, budget…), before the

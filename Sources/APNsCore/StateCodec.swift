@@ -3,8 +3,9 @@
 /// pure Swift, no unsafe code. Each value starts with a format byte so a reader can refuse
 /// what it does not know instead of misreading it.
 public enum StateCodec {
-    /// 2 added the account fields (userID, addressee, crossAccount); 1 is still read.
-    static let recordFormat: UInt8 = 2
+    /// 2 added the account fields (userID, addressee, crossAccount), 3 a broadcast's reach;
+    /// 1 and 2 are still read.
+    static let recordFormat: UInt8 = 3
     static let notificationFormat: UInt8 = 1
     static let faultsFormat: UInt8 = 1
     static let channelFormat: UInt8 = 1
@@ -63,7 +64,50 @@ public enum StateCodec {
         w.put(r.userID)
         w.put(r.addressee)
         w.put(r.crossAccount)
+        encode(r.broadcast, into: &w)
         return w.bytes
+    }
+
+    private static func encode(_ reach: BroadcastReach?, into w: inout ByteWriter) {
+        guard let reach else { return w.put(false) }
+        w.put(true)
+        w.put(reach.channelID)
+        w.put(reach.subscribers)
+        w.put(reach.reached)
+        w.put(reach.omitted)
+        let outcomes = reach.outcomes.sorted { $0.key.rawValue < $1.key.rawValue }
+        w.u64(UInt64(outcomes.count))
+        for (outcome, count) in outcomes {
+            w.put(outcome)
+            w.put(count)
+        }
+        w.u64(UInt64(reach.deliveries.count))
+        for delivery in reach.deliveries {
+            w.put(delivery.deviceID)
+            w.put(delivery.activityID)
+            w.put(delivery.outcome)
+            w.put(delivery.explanation)
+            w.put(delivery.fromStore)
+        }
+    }
+
+    private static func decodeReach(_ r: inout ByteReader) throws(StateStoreError) -> BroadcastReach? {
+        guard try r.take() as Bool else { return nil }
+        var reach = BroadcastReach(channelID: try r.take())
+        reach.subscribers = try r.take()
+        reach.reached = try r.take()
+        reach.omitted = try r.take()
+        for _ in 0..<(try r.count()) {
+            let outcome: DeliveryOutcome = try r.take()
+            let count: Int = try r.take()
+            reach.outcomes[outcome] = count
+        }
+        for _ in 0..<(try r.count()) {
+            reach.deliveries.append(
+                BroadcastReach.Delivery(
+                    deviceID: try r.take(), activityID: try r.take(), outcome: try r.take(), explanation: try r.take(), fromStore: try r.take()))
+        }
+        return reach
     }
 
     public static func decodeRecord(_ bytes: [UInt8]) throws(StateStoreError) -> NotificationRecord {
@@ -121,6 +165,7 @@ public enum StateCodec {
             record.addressee = try r.take()
             record.crossAccount = try r.take()
         }
+        if format >= 3 { record.broadcast = try decodeReach(&r) }
         try r.expectEnd()
         return record
     }

@@ -16,13 +16,14 @@ struct ChannelRoutes: AdminResource {
             let channels = state.readWorld { world in
                 world.channels.all.filter {
                     (bundle == nil || $0.bundleID == bundle) && (environment == nil || $0.environment.rawValue == environment)
-                }
+                }.map { Self.json($0, subscribers: world.liveActivities.subscriberCount(channelID: $0.id)) }
             }
-            return .json(200, ["channels": .array(channels.map(Self.json))])
+            return .json(200, ["channels": .array(channels)])
         }
     }
 
-    static func json(_ channel: BroadcastChannel) -> JSONValue {
+    /// `subscribers`: Live Activities subscribed to it now (not dismissed), on any device.
+    static func json(_ channel: BroadcastChannel, subscribers: Int) -> JSONValue {
         func time(_ ms: Int64?) -> JSONValue { ms.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null }
         var stored: JSONValue = .null
         if let message = channel.storedMessage {
@@ -37,7 +38,7 @@ struct ChannelRoutes: AdminResource {
             "messageStoragePolicy": .int(Int64(channel.policy.rawValue)), "pushType": "LiveActivity",
             "createdAt": time(channel.createdAtMs), "deletedAt": time(channel.deletedAtMs), "live": .bool(channel.isLive),
             "broadcasts": .int(Int64(channel.broadcasts)), "lastBroadcastAt": time(channel.lastBroadcastAtMs),
-            "storedMessage": stored,
+            "storedMessage": stored, "subscribers": .int(Int64(subscribers)),
         ]
     }
 }

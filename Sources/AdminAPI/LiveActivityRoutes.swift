@@ -16,19 +16,11 @@ struct LiveActivityRoutes: AdminResource {
             guard let list = body["types"]?.arrayValue, let types = Optional(list.compactMap(\.stringValue)), types.count == list.count
             else { throw AdminError(400, "\"types\" must be a list of ActivityAttributes type names") }
             let frequent = body["frequentUpdates"]?.boolValue ?? false
-            let outcome = state.withWorld { world -> Result<JSONValue, AdminError> in
-                guard let app = world.registry.devices[deviceID]?.apps[bundleID] else {
-                    return .failure(AdminError(404, "no app \(bundleID) on device \(deviceID)"))
-                }
-                do {
-                    try world.liveActivities.declare(
-                        deviceID: deviceID, bundleID: bundleID, environment: app.environment, types: types, frequentUpdates: frequent)
-                } catch {
-                    return .failure(AdminError(400, "\(error)"))
-                }
-                return .success(Self.appJSON(world, deviceID: deviceID, bundleID: bundleID))
+            let frames = try deviceCall { world, now throws(DeviceRequestError) in
+                try world.declareLiveActivities(deviceID: deviceID, bundleID: bundleID, types: types, frequentUpdates: frequent, nowMs: now)
             }
-            return .json(200, try outcome.get())
+            host.dispatch(frames)
+            return .json(200, state.readWorld { Self.appJSON($0, deviceID: deviceID, bundleID: bundleID) })
         }
         r.add("GET", "/api/v1/devices/{deviceId}/activities", "the device's Live Activities and push-to-start tokens") { _, p, _ in
             let deviceID = try Self.deviceID(p)
@@ -53,40 +45,65 @@ struct LiveActivityRoutes: AdminResource {
             } else {
                 updates = body["pushToken"]?.boolValue == false ? .none : .token
             }
-            let now = self.now
-            let outcome = state.withWorld { world -> Result<JSONValue, AdminError> in
-                guard let app = world.registry.devices[deviceID]?.apps[bundleID] else {
-                    return .failure(AdminError(404, "no app \(bundleID) on device \(deviceID)"))
-                }
-                let live = Set(world.channels.liveChannels(bundleID: bundleID, environment: app.environment).map(\.id))
-                do {
-                    let receipt = try world.liveActivities.startByApp(
-                        deviceID: deviceID, bundleID: bundleID, environment: app.environment, attributesType: type,
-                        attributes: body["attributes"] ?? .object(JSONObject()), contentState: body["contentState"] ?? .object(JSONObject()),
-                        updates: updates, nowMs: now, channelExists: { live.contains($0) })
-                    guard let id = receipt.activityID, let activity = world.liveActivities.book(deviceID: deviceID)?.activity(id) else {
-                        return .failure(AdminError(500, "the activity was not kept"))
-                    }
-                    return .success(Self.json(activity, nowMs: now))
-                } catch {
-                    return .failure(AdminError(400, "\(error)"))
-                }
+            let (activity, frames) = try deviceCall { world, now throws(DeviceRequestError) in
+                try world.startLiveActivity(
+                    deviceID: deviceID, bundleID: bundleID, attributesType: type, attributes: body["attributes"] ?? .object(JSONObject()),
+                    contentState: body["contentState"] ?? .object(JSONObject()), updates: updates, nowMs: now)
             }
-            return .json(201, try outcome.get())
+            host.dispatch(frames)
+            return .json(201, activity.json(atMs: self.now))
+        }
+        r.add(
+            "POST", "/api/v1/devices/{deviceId}/activities/{activityId}/end",
+            "the app ends a Live Activity: {\"contentState\"?, \"dismissalDate\"?: seconds since 1970 (in the past: removed at once)}"
+        ) { req, p, _ in
+            let deviceID = try Self.deviceID(p)
+            let activityID = p["activityId"] ?? ""
+            let body = req.body.isEmpty ? JSONObject() : try req.jsonObject()
+            var dismissalMs: Int64?
+            if let value = body["dismissalDate"], value != .null {
+                guard let seconds = value.numberValue else { throw AdminError(400, "\"dismissalDate\" must be seconds since 1970") }
+                dismissalMs = Int64(seconds * 1000)
+            }
+            let (receipt, frames) = try deviceCall { world, now throws(DeviceRequestError) in
+                try world.endLiveActivity(
+                    deviceID: deviceID, activityID: activityID, contentState: body["contentState"], dismissalDateMs: dismissalMs, nowMs: now)
+            }
+            host.dispatch(frames)
+            if let why = receipt.outcome.explanation { throw AdminError(409, why) }
+            return .json(200, try Self.activity(deviceID: deviceID, activityID: activityID, state: state, nowMs: self.now))
+        }
+        r.add(
+            "POST", "/api/v1/devices/{deviceId}/activities/{activityId}/rotate-token",
+            "the system issues the activity a new update token (the old one ends)"
+        ) { _, p, _ in
+            let deviceID = try Self.deviceID(p)
+            let activityID = p["activityId"] ?? ""
+            let (_, frames) = try deviceCall { world, now throws(DeviceRequestError) in
+                try world.rotateLiveActivityToken(deviceID: deviceID, activityID: activityID, nowMs: now)
+            }
+            host.dispatch(frames)
+            return .json(200, try Self.activity(deviceID: deviceID, activityID: activityID, state: state, nowMs: self.now))
+        }
+        r.add(
+            "POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/live-activities/{attributesType}/rotate-token",
+            "the system issues the app a new push-to-start token for the type (the old one ends)"
+        ) { _, p, _ in
+            let (deviceID, bundleID) = (try Self.deviceID(p), try Self.bundleID(p))
+            let type = p["attributesType"] ?? ""
+            let (_, frames) = try deviceCall { world, now throws(DeviceRequestError) in
+                try world.rotateLiveActivityToken(deviceID: deviceID, bundleID: bundleID, attributesType: type, nowMs: now)
+            }
+            host.dispatch(frames)
+            return .json(200, state.readWorld { Self.appJSON($0, deviceID: deviceID, bundleID: bundleID) })
         }
         r.add("DELETE", "/api/v1/devices/{deviceId}/activities/{activityId}", "the user dismisses a Live Activity") { _, p, _ in
             let deviceID = try Self.deviceID(p)
             let activityID = p["activityId"] ?? ""
-            let now = self.now
-            let outcome = state.withWorld { world -> Result<Void, AdminError> in
-                do {
-                    _ = try world.liveActivities.dismiss(deviceID: deviceID, activityID: activityID, nowMs: now)
-                    return .success(())
-                } catch {
-                    return .failure(AdminError(404, "\(error)"))
-                }
+            let frames = try deviceCall { world, now throws(DeviceRequestError) in
+                try world.dismissLiveActivity(deviceID: deviceID, activityID: activityID, nowMs: now)
             }
-            try outcome.get()
+            host.dispatch(frames)
             return .json(200, ["activityId": .string(activityID), "state": "dismissed"])
         }
     }
@@ -104,20 +121,14 @@ struct LiveActivityRoutes: AdminResource {
     static func deviceJSON(_ world: World, deviceID: String, nowMs: Int64) -> JSONValue {
         let book = world.liveActivities.book(deviceID: deviceID)
         let apps = (book?.apps.keys.sorted() ?? []).map { appJSON(world, deviceID: deviceID, bundleID: $0) }
-        let activities = (book?.activities(includeDismissed: true) ?? []).map { json($0, nowMs: nowMs) }
+        let activities = (book?.activities(includeDismissed: true) ?? []).map { $0.json(atMs: nowMs) }
         return ["deviceId": .string(deviceID), "apps": .array(apps), "activities": .array(activities)]
     }
 
-    static func json(_ activity: LiveActivity, nowMs: Int64) -> JSONValue {
-        func time(_ ms: Int64?) -> JSONValue { ms.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null }
-        return [
-            "activityId": .string(activity.activityID), "bundleId": .string(activity.bundleID),
-            "attributesType": .string(activity.attributesType), "attributes": activity.attributes,
-            "contentState": activity.contentState, "state": .string(activity.state(atMs: nowMs).rawValue),
-            "pushToken": activity.pushToken.map(JSONValue.string) ?? .null, "channel": activity.channelID.map(JSONValue.string) ?? .null,
-            "relevanceScore": activity.relevanceScore.map(JSONValue.double) ?? .null, "staleDate": time(activity.staleDateMs),
-            "dismissalDate": time(activity.dismissalDateMs), "startedAt": time(activity.startedAtMs), "endedAt": time(activity.endedAtMs),
-            "updates": .int(Int64(activity.updates)), "startedBy": .string(activity.startedBy.rawValue),
-        ]
+    static func activity(deviceID: String, activityID: String, state: EmulatorState, nowMs: Int64) throws -> JSONValue {
+        guard let activity = state.readWorld({ $0.liveActivities.book(deviceID: deviceID)?.activity(activityID) }) else {
+            throw AdminError(404, "no Live Activity with id '\(activityID)' on device \(deviceID)")
+        }
+        return activity.json(atMs: nowMs)
     }
 }

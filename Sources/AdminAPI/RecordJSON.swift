@@ -53,7 +53,27 @@ enum AdminJSON {
         o["respondedAt"] = r.respondedAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null
         o["response"] = response(r)
         o["fault"] = r.faultRuleID.map(JSONValue.string) ?? .null
+        if let reach = r.broadcast { o["broadcast"] = broadcast(reach) }
         return .object(o)
+    }
+
+    /// A broadcast's reach: `reached` activities showed it, `outcomes` counts every subscribed
+    /// activity by outcome, `deliveries` lists the first of them.
+    static func broadcast(_ reach: BroadcastReach) -> JSONValue {
+        var outcomes = JSONObject()
+        for (outcome, count) in reach.outcomes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            outcomes[outcome.rawValue] = .int(Int64(count))
+        }
+        let deliveries: [JSONValue] = reach.deliveries.map {
+            [
+                "deviceId": .string($0.deviceID), "activityId": $0.activityID.map(JSONValue.string) ?? .null,
+                "outcome": .string($0.outcome.rawValue), "explanation": .string($0.explanation), "fromStore": .bool($0.fromStore),
+            ]
+        }
+        return [
+            "channel": .string(reach.channelID), "subscribers": .int(Int64(reach.subscribers)), "reached": .int(Int64(reach.reached)),
+            "outcomes": .object(outcomes), "deliveries": .array(deliveries), "deliveriesOmitted": .int(Int64(reach.omitted)),
+        ]
     }
 
     /// The answer as it went on the wire (status 0: the stream was reset or the connection
@@ -61,7 +81,7 @@ enum AdminJSON {
     static func response(_ r: NotificationRecord) -> JSONValue {
         var headers: [JSONValue] = [
             ["name": ":status", "value": .string(String(r.status))],
-            ["name": "apns-id", "value": .string(r.apnsID)],
+            ["name": r.broadcast == nil ? "apns-id" : "apns-request-id", "value": .string(r.apnsID)],
         ]
         if let unique = r.uniqueID { headers.append(["name": "apns-unique-id", "value": .string(unique)]) }
         var body: JSONValue = .null

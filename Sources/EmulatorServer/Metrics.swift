@@ -77,6 +77,10 @@ extension Emulator {
             "apns_emulator_cross_account_deliveries_total", "counter",
             "Deliveries whose payload named another account (the app backend's addresseePointer) than the one logged in on the device.",
             Double(counters.crossAccountDeliveries))
+        p.labelled(
+            "apns_emulator_broadcast_deliveries_total", "counter",
+            "Broadcasts reaching subscribed Live Activities, by outcome: delivered, ignored, throttled, stored (device offline), expired (missed).",
+            by: "outcome", counters.broadcastDeliveries.map { ($0.key.rawValue, Double($0.value)) }.sorted { $0.0 < $1.0 })
         let calls = backendCalls.counts
         p.labelled(
             "apns_emulator_backend_calls_total", "counter",

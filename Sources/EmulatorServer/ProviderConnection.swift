@@ -423,6 +423,9 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     private func answerChannel(_ streamID: Int32, _ response: ChannelResponse) {
+        if !response.deviceFrames.isEmpty {
+            if framesOfRead != nil { framesOfRead! += response.deviceFrames } else { providers.devices.dispatch(response.deviceFrames) }
+        }
         submit(
             streamID, status: response.status, id: ("apns-request-id", response.requestID),
             second: response.channelID.map { ("apns-channel-id", $0) }, body: response.body, raise: response.raiseStreamLimit)

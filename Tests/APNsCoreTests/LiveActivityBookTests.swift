@@ -147,7 +147,8 @@ struct LiveActivityLifecycleTests {
         var (book, token) = try F.book()
         let (id, updateToken) = try F.started(&book, token: token, [("input-push-token", 0), ("input-push-channel", "ch-1")])
         #expect(updateToken == nil)
-        let receipts = book.receiveBroadcast(channelID: "ch-1", payload: F.update(timestamp: F.seconds0 + 1), priority: 10, nowMs: F.t0 + 9 * F.hour)
+        let receipts = book.receiveBroadcast(
+            channelID: "ch-1", requestID: "b1", payload: F.update(timestamp: F.seconds0 + 1), priority: 10, nowMs: F.t0 + 9 * F.hour)
         #expect(receipts.count == 1)
         #expect(receipts[0].changes == [.ended(activityID: id, by: .lifetime, atMs: F.t0 + 8 * F.hour, alert: nil)])
         #expect(
@@ -339,25 +340,43 @@ struct LiveActivityBroadcastTests {
         let (two, _) = try F.started(&book, token: token, nowMs: F.t0 + 2, [("input-push-channel", "ch-2")], removing: ["input-push-token"])
         let (three, _) = try F.started(&book, token: token, nowMs: F.t0 + 3)
         let (four, _) = try F.started(&book, token: token, nowMs: F.t0 + 4, [("input-push-channel", "ch-1")], removing: ["input-push-token"])
-        let receipts = book.receiveBroadcast(channelID: "ch-1", payload: F.update(timestamp: F.seconds0 + 60), priority: 10, nowMs: F.t0 + F.minute)
+        let receipts = book.receiveBroadcast(
+            channelID: "ch-1", requestID: "b2", payload: F.update(timestamp: F.seconds0 + 60), priority: 10, nowMs: F.t0 + F.minute)
         #expect(receipts.map(\.activityID) == [one, four])
         #expect(receipts.allSatisfy { $0.outcome == .applied })
         #expect(F.status(book, one) == "on the way" && F.status(book, four) == "on the way")
         #expect(F.status(book, two) == "preparing" && F.status(book, three) == "preparing")
-        #expect(book.receiveBroadcast(channelID: "ch-9", payload: F.update(timestamp: F.seconds0 + 60), priority: 10, nowMs: F.t0).isEmpty)
+        #expect(
+            book.receiveBroadcast(channelID: "ch-9", requestID: "b3", payload: F.update(timestamp: F.seconds0 + 60), priority: 10, nowMs: F.t0)
+                .isEmpty)
+    }
+
+    @Test("an activity takes a broadcast once: the same request again, for example a stored message, is skipped")
+    func onceEach() throws {
+        var (book, token) = try F.book()
+        let (one, _) = try F.started(&book, token: token, nowMs: F.t0 + 1, [("input-push-channel", "ch-1")], removing: ["input-push-token"])
+        let first = book.receiveBroadcast(
+            channelID: "ch-1", requestID: "r1", payload: F.update(timestamp: F.seconds0 + 60), priority: 5, nowMs: F.t0 + 2)
+        #expect(first.map(\.outcome) == [.applied])
+        #expect(
+            book.receiveBroadcast(channelID: "ch-1", requestID: "r1", payload: F.update(timestamp: F.seconds0 + 60), priority: 5, nowMs: F.t0 + 3)
+                .isEmpty)
+        #expect(book.activity(one)?.updates == 1 && book.activity(one)?.lastBroadcastID == "r1")
+        let (two, _) = try F.started(&book, token: token, nowMs: F.t0 + 4, [("input-push-channel", "ch-1")], removing: ["input-push-token"])
+        let late = book.receiveBroadcast(
+            channelID: "ch-1", requestID: "r1", payload: F.update(timestamp: F.seconds0 + 60), priority: 5, nowMs: F.t0 + 5, only: two)
+        #expect(late.map(\.activityID) == [two] && late.map(\.outcome) == [.applied])
     }
 
     @Test("a broadcast never starts an activity")
     func neverStarts() throws {
         var (book, token) = try F.book()
         _ = try F.started(&book, token: token, [("input-push-channel", "ch-1")], removing: ["input-push-token"])
-        for payload in [F.start(), F.start(removing: ["alert"])] {
-            let receipts = book.receiveBroadcast(channelID: "ch-1", payload: payload, priority: 10, nowMs: F.t0 + 1)
+        for (index, payload) in [F.start(), F.start(removing: ["alert"])].enumerated() {
+            let receipts = book.receiveBroadcast(channelID: "ch-1", requestID: "b4-\(index)", payload: payload, priority: 10, nowMs: F.t0 + 1)
             #expect(
-                receipts == [
-                    LiveActivityReceipt(
-                        outcome: .ignored(
-                            "ignored: a broadcast cannot start a Live Activity (channel ch-1); starts go to the app's push-to-start token"))
+                receipts.map(\.outcome) == [
+                    .ignored("ignored: a broadcast cannot start a Live Activity (channel ch-1); starts go to the app's push-to-start token")
                 ])
         }
         #expect(book.activities().count == 1)
@@ -368,13 +387,14 @@ struct LiveActivityBroadcastTests {
         var (book, token) = try F.book()
         let (one, _) = try F.started(&book, token: token, [("input-push-channel", "ch-1")], removing: ["input-push-token"])
         let now = F.t0 + F.minute
-        let end = book.receiveBroadcast(channelID: "ch-1", payload: F.end(timestamp: F.seconds0 + 60), priority: 10, nowMs: now)
+        let end = book.receiveBroadcast(channelID: "ch-1", requestID: "b5", payload: F.end(timestamp: F.seconds0 + 60), priority: 10, nowMs: now)
         #expect(
             end == [LiveActivityReceipt(outcome: .applied, activityID: one, changes: [.ended(activityID: one, by: .push, atMs: now, alert: nil)])])
-        let after = book.receiveBroadcast(channelID: "ch-1", payload: F.update(timestamp: F.seconds0 + 120), priority: 10, nowMs: now + 1)
+        let after = book.receiveBroadcast(
+            channelID: "ch-1", requestID: "b6", payload: F.update(timestamp: F.seconds0 + 120), priority: 10, nowMs: now + 1)
         #expect(after.map(\.outcome) == [.ignored("ignored: the activity ended at 2023-11-14T22:14:20.000Z; pushes after the end are ignored")])
         let bad = book.receiveBroadcast(
-            channelID: "ch-1", payload: F.update(timestamp: F.seconds0 + 120, removing: ["timestamp"]), priority: 10, nowMs: now + 1)
+            channelID: "ch-1", requestID: "b7", payload: F.update(timestamp: F.seconds0 + 120, removing: ["timestamp"]), priority: 10, nowMs: now + 1)
         #expect(bad.map(\.outcome) == [.refused("would not update: timestamp is missing (seconds since 1970)")])
     }
 }

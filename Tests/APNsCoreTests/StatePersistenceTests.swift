@@ -421,6 +421,9 @@ struct StateCodecTests {
         r.userID = "alice"
         r.addressee = "bob"
         r.crossAccount = true
+        var reach = BroadcastReach(channelID: "Y2g=")
+        reach.add(BroadcastReach.Delivery(deviceID: "d", activityID: "A", outcome: .delivered, explanation: "shown", fromStore: true))
+        r.broadcast = reach
         return r
     }
 
@@ -428,10 +431,11 @@ struct StateCodecTests {
     /// codec (and this fixture) carry it.
     @Test func recordsRoundTripEveryField() throws {
         let record = Self.fullRecord()
-        // 43 fields in the codec, plus `accountedBytes` and `headerListBytes`, which only the
+        // 44 fields in the codec, plus `accountedBytes` and `headerListBytes`, which only the
         // journal's byte count uses (it recomputes it on restore).
-        #expect(Mirror(reflecting: record).children.count == 45, "NotificationRecord changed: extend StateCodec and this test")
+        #expect(Mirror(reflecting: record).children.count == 46, "NotificationRecord changed: extend StateCodec and this test")
         var decoded = try StateCodec.decodeRecord(StateCodec.encode(record))
+        #expect(decoded.broadcast == record.broadcast && decoded.broadcast != nil)
         decoded.accountedBytes = record.accountedBytes
         decoded.headerListBytes = record.headerListBytes
         #expect(String(describing: decoded) == String(describing: record))
@@ -451,10 +455,23 @@ struct StateCodecTests {
         let formatOneFull =
             "012a2443363931434136442d464646332d424434422d334434422d464243444233444343314341012436366364313638302d646538322d343639362d386266632d3632396339313138643432390434666331010f636f6d2e6578616d706c652e6170700105616c657274010a019eeaad950d010573636f72650a70726f64756374696f6eb406010c556e72656769737465726564010d187b22617073223a7b22616c657274223a22c3bc227d7d00ffd08c01f6a1d5edee660b756e696e7374616c6c6564ffffffffffffffffff01feffffff0f0104504f5354010e2f332f6465766963652f3466633103073a6d6574686f6404504f53540a61706e732d746f7069630f636f6d2e6578616d706c652e61707005656d707479000101045445414d01034b4559010f7b22616c67223a224553323536227d010e7b22697373223a225445414d227d01010570686f6e65010f636f6d2e6578616d706c652e6170701164726f707065642d62792d73797374656d020b77696c6c50726573656e740a64696452656365697665010662616e6e657201020101046e6f74650104010266310104434e3d78"
         let formatOneSparse = "0100014100000000001400000773616e64626f7800000000000000000000000000000000000200000872656a65637465640000000000000000"
-        // Format 2 = format 1's fields, then userID "alice", addressee "bob", crossAccount true.
-        #expect(hex(StateCodec.encode(Self.fullRecord())) == "02" + formatOneFull.dropFirst(2) + "0105616c6963650103626f6201")
-        #expect(hex(StateCodec.encode(Self.sparseRecord())) == "02" + formatOneSparse.dropFirst(2) + "000000")
+        // Format 2 = format 1's fields, then userID "alice", addressee "bob", crossAccount true;
+        // format 3 = format 2's, then the broadcast reach (a presence flag first).
+        let accountFields = "0105616c6963650103626f6201"
+        // present, channel "Y2g=", subscribers 1, reached 1, omitted 0 (integers zigzag), one
+        // outcome count (delivered: 1), one delivery (device "d", activity "A", delivered, "shown", from the store)
+        let reach =
+            "01" + "045932673d" + "020200" + "01" + "0964656c697665726564" + "02" + "01" + "0164" + "010141" + "0964656c697665726564" + "0573686f776e"
+            + "01"
+        #expect(hex(StateCodec.encode(Self.fullRecord())) == "03" + formatOneFull.dropFirst(2) + accountFields + reach)
+        #expect(hex(StateCodec.encode(Self.sparseRecord())) == "03" + formatOneSparse.dropFirst(2) + "000000" + "00")
+        var formatTwo = Self.fullRecord()
+        formatTwo.broadcast = nil
+        var decodedTwo = try StateCodec.decodeRecord(bytes("02" + formatOneFull.dropFirst(2) + accountFields))
+        decodedTwo.accountedBytes = formatTwo.accountedBytes
+        #expect(String(describing: decodedTwo) == String(describing: formatTwo))
         var withoutAccount = Self.fullRecord()
+        withoutAccount.broadcast = nil
         withoutAccount.userID = nil
         withoutAccount.addressee = nil
         withoutAccount.crossAccount = false

@@ -1,0 +1,327 @@
+// How Live Activity changes leave the world: the journal (what a push or broadcast did), the
+// device's socket (`activity` frames), the app's backend (`register` for new tokens), and the
+// channel's stored message for activities that subscribe or come back online later.
+
+extension World {
+    /// A `liveactivity` push to a Live Activity token, accepted with 200. An online device
+    /// takes it at once; for an offline one it waits (the newest per token, until it expires),
+    /// as APNs keeps a notification for a device that is away.
+    mutating func applyLiveActivityPush(
+        token: String, payload: [UInt8], priority: Int, expiration: Int64?, sequence: UInt64, nowMs: Int64
+    ) -> [DeviceFrame] {
+        guard let owner = liveActivities.tokens[token] else { return [] }
+        guard registry.devices[owner.deviceID]?.isOnline ?? true else {
+            waitForDevice(
+                WaitingLiveActivityPush(
+                    token: token, deviceID: owner.deviceID, payload: payload, priority: priority, sequence: sequence,
+                    storeUntilMs: Self.storeUntil(expiration: expiration, nowMs: nowMs, defaultMs: deliveryOptions.defaultStorageMs)),
+                nowMs: nowMs)
+            return []
+        }
+        return takeLiveActivityPush(token: token, payload: payload, priority: priority, sequence: sequence, nowMs: nowMs, stored: false)
+    }
+
+    /// As for device pushes: no `apns-expiration` keeps it the default time, 0 never, else
+    /// until that second.
+    static func storeUntil(expiration: Int64?, nowMs: Int64, defaultMs: Int64) -> Int64? {
+        switch expiration {
+        case nil: return nowMs + defaultMs
+        case 0?: return nil
+        case let seconds?: return seconds * 1000 > nowMs ? seconds * 1000 : nil
+        }
+    }
+
+    private mutating func takeLiveActivityPush(
+        token: String, payload: [UInt8], priority: Int, sequence: UInt64, nowMs: Int64, stored: Bool
+    ) -> [DeviceFrame] {
+        guard let owner = liveActivities.tokens[token] else { return [] }
+        let live = Set(channels.liveChannels(bundleID: owner.bundleID, environment: owner.environment).map(\.id))
+        let json = (try? JSONValue.parse(payload)) ?? .null
+        guard
+            let (_, receipt) = liveActivities.receive(
+                token: token, payload: json, priority: priority, nowMs: nowMs, channelExists: { live.contains($0) })
+        else { return [] }
+        let note = stored ? " (after waiting for the device to come online)" : ""
+        switch receipt.outcome {
+        case .applied:
+            setOutcome(sequence, .delivered, "applied to Live Activity \(receipt.activityID ?? "?")" + note)
+        case .ignored(let why), .refused(let why):
+            setOutcome(sequence, .ignored, why + note)
+        case .throttled(let why):
+            setOutcome(sequence, .throttled, why + note)
+        }
+        if stored { records.update(sequence: sequence) { $0.wasStored = true } }
+        var frames = liveActivityChanged(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)
+        frames += storedBroadcastsForNewSubscribers(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)
+        return frames
+    }
+
+    private mutating func waitForDevice(_ push: WaitingLiveActivityPush, nowMs: Int64) {
+        guard let until = push.storeUntilMs, until > nowMs else {
+            setOutcome(push.sequence, .expired, "the device is offline, and apns-expiration 0 means the push is never stored")
+            return
+        }
+        if let older = liveActivities.waitingPushes[push.token] {
+            setOutcome(older.sequence, .coalesced, "replaced by a newer push to the same Live Activity token while the device was offline")
+        } else if liveActivities.waitingPushes.count >= LiveActivityWorld.maxWaitingPushes {
+            setOutcome(
+                push.sequence, .expired,
+                "the device is offline and \(LiveActivityWorld.maxWaitingPushes) Live Activity pushes already wait for offline devices")
+            return
+        }
+        liveActivities.waitingPushes[push.token] = push
+        setOutcome(push.sequence, .stored, "stored: the device is offline; it takes the push when it is back")
+    }
+
+    mutating func expireWaitingLiveActivityPushes(nowMs: Int64) {
+        guard !liveActivities.waitingPushes.isEmpty else { return }
+        for (token, push) in liveActivities.waitingPushes where (push.storeUntilMs ?? 0) <= nowMs {
+            liveActivities.waitingPushes[token] = nil
+            setOutcome(push.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline")
+        }
+    }
+
+    /// A device came online: the Live Activity pushes that waited for it, then what its
+    /// channels stored while it was away.
+    mutating func flushLiveActivities(deviceID: String, nowMs: Int64) -> [DeviceFrame] {
+        guard liveActivities.book(deviceID: deviceID) != nil else { return [] }
+        var frames: [DeviceFrame] = []
+        let waiting = liveActivities.waitingPushes.values.filter { $0.deviceID == deviceID }.sorted { $0.sequence < $1.sequence }
+        for push in waiting {
+            liveActivities.waitingPushes[push.token] = nil
+            guard (push.storeUntilMs ?? 0) > nowMs else {
+                setOutcome(push.sequence, .expired, "expired in the store before the device came back online")
+                continue
+            }
+            frames += takeLiveActivityPush(
+                token: push.token, payload: push.payload, priority: push.priority, sequence: push.sequence, nowMs: nowMs, stored: true)
+        }
+        for channelID in liveActivities.channels(ofDevice: deviceID) {
+            frames += deliverStoredBroadcast(channelID: channelID, deviceID: deviceID, activityID: nil, nowMs: nowMs, previously: .stored)
+        }
+        return frames
+    }
+
+    /// A broadcast accepted on `channel` (already recorded in the directory as its newest
+    /// message): every subscribed activity takes it. The reach goes in the journal record.
+    mutating func deliverBroadcast(_ channel: BroadcastChannel, message: StoredBroadcast, nowMs: Int64) -> (BroadcastReach, [DeviceFrame]) {
+        guard liveActivities.subscribers[channel.id] != nil else { return (BroadcastReach(channelID: channel.id), []) }
+        let registry = self.registry
+        let (reach, changed) = liveActivities.receiveBroadcast(
+            channelID: channel.id, message: message, policy: channel.policy, nowMs: nowMs,
+            isOnline: { registry.devices[$0]?.isOnline ?? false })
+        counters.countBroadcastReach(reach)
+        var frames: [DeviceFrame] = []
+        for (deviceID, changes) in changed { frames += liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs) }
+        return (reach, frames)
+    }
+
+    /// After changes to a device's activities: activities that just subscribed to a
+    /// Most-Recent-Message-Stored channel get its stored message.
+    mutating func storedBroadcastsForNewSubscribers(deviceID: String, _ changes: [LiveActivityChange], nowMs: Int64) -> [DeviceFrame] {
+        var frames: [DeviceFrame] = []
+        for case .started(let activityID, _, _, _, _) in changes {
+            guard let channelID = liveActivities.book(deviceID: deviceID)?.activity(activityID)?.channelID else { continue }
+            frames += deliverStoredBroadcast(channelID: channelID, deviceID: deviceID, activityID: activityID, nowMs: nowMs, previously: nil)
+        }
+        return frames
+    }
+
+    private mutating func deliverStoredBroadcast(
+        channelID: String, deviceID: String, activityID: String?, nowMs: Int64, previously: DeliveryOutcome?
+    ) -> [DeviceFrame] {
+        guard let channel = channels.channels[channelID], channel.policy == .mostRecentMessageStored,
+            let message = channel.storedMessage, message.expiresAtMs > nowMs
+        else { return [] }
+        let (deliveries, changes) = liveActivities.receiveStoredBroadcast(
+            channelID: channelID, message: message, deviceID: deviceID, activityID: activityID, nowMs: nowMs)
+        guard !deliveries.isEmpty else { return [] }
+        if let sequence = liveActivities.broadcastRecords[message.requestID] {
+            records.update(sequence: sequence) { record in
+                var reach = record.broadcast ?? BroadcastReach(channelID: channelID)
+                for delivery in deliveries {
+                    if let previously { reach.settle(delivery, previously: previously) } else { reach.add(delivery) }
+                }
+                record.broadcast = reach
+                record.outcome = reach.summaryOutcome(keptForLater: true)
+            }
+        }
+        for delivery in deliveries { counters.countBroadcastDelivery(delivery.outcome) }
+        return liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs)
+    }
+
+    /// What follows a change to a device's activities: `activity` frames for a connected
+    /// device, and the app backend's `register` hook for each new token.
+    mutating func liveActivityChanged(deviceID: String, _ changes: [LiveActivityChange], nowMs: Int64) -> [DeviceFrame] {
+        guard !changes.isEmpty else { return [] }
+        for case .tokenIssued(let kind, let token, let bundleID, let type, let activityID) in changes {
+            accountsCallRegister(deviceID: deviceID, bundleID: bundleID, token: token, kind: kind, attributesType: type, activityID: activityID)
+        }
+        guard let connectionID = registry.devices[deviceID]?.connectionID else { return [] }
+        let book = liveActivities.book(deviceID: deviceID)
+        return changes.map { change in
+            DeviceFrame(deviceID: deviceID, connectionID: connectionID, message: Self.activityMessage(change, book: book, nowMs: nowMs))
+        }
+    }
+
+    /// The `activity` frame of the device protocol for one change.
+    static func activityMessage(_ change: LiveActivityChange, book: LiveActivityBook?, nowMs: Int64) -> JSONValue {
+        var o = JSONObject([("type", "activity")])
+        func activity(_ id: String) {
+            o["activityId"] = .string(id)
+            if let activity = book?.activity(id) {
+                o["bundleId"] = .string(activity.bundleID)
+                o["activity"] = activity.json(atMs: nowMs)
+            }
+        }
+        switch change {
+        case .started(let id, _, _, let by, let alert):
+            o["event"] = "started"
+            o["startedBy"] = .string(by.rawValue)
+            activity(id)
+            if let alert { o["alert"] = alert }
+        case .updated(let id, let alert):
+            o["event"] = "updated"
+            activity(id)
+            if let alert { o["alert"] = alert }
+        case .stale(let id):
+            o["event"] = "stale"
+            activity(id)
+        case .ended(let id, let by, _, let alert):
+            o["event"] = "ended"
+            o["endedBy"] = .string(by.rawValue)
+            activity(id)
+            if let alert { o["alert"] = alert }
+        case .dismissed(let id, let by, _):
+            o["event"] = "dismissed"
+            o["dismissedBy"] = .string(by.rawValue)
+            activity(id)
+        case .tokenIssued(let kind, let token, let bundleID, let type, let id):
+            o["event"] = "token"
+            o["kind"] = .string(kind.rawValue)
+            o["token"] = .string(token)
+            o["bundleId"] = .string(bundleID)
+            o["attributesType"] = .string(type)
+            o["activityId"] = id.map(JSONValue.string) ?? .null
+        case .tokenEnded(let kind, let token, let id):
+            o["event"] = "tokenEnded"
+            o["kind"] = .string(kind.rawValue)
+            o["token"] = .string(token)
+            o["activityId"] = id.map(JSONValue.string) ?? .null
+        case .reloaded(let kind, let bundleID):
+            o["event"] = "reloaded"
+            o["kind"] = .string(kind.rawValue)
+            o["bundleId"] = .string(bundleID)
+        }
+        return .object(o)
+    }
+}
+
+/// A Live Activity token push waiting for its device to come online.
+public struct WaitingLiveActivityPush: Sendable, Equatable {
+    public var token: String
+    public var deviceID: String
+    public var payload: [UInt8]
+    public var priority: Int
+    /// Its journal record.
+    public var sequence: UInt64
+    public var storeUntilMs: Int64?
+}
+
+extension LiveActivity {
+    /// As the admin API and the device protocol show it (field names are a contract).
+    public func json(atMs nowMs: Int64) -> JSONValue {
+        func time(_ ms: Int64?) -> JSONValue { ms.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null }
+        return [
+            "activityId": .string(activityID), "bundleId": .string(bundleID), "attributesType": .string(attributesType),
+            "attributes": attributes, "contentState": contentState, "state": .string(state(atMs: nowMs).rawValue),
+            "pushToken": pushToken.map(JSONValue.string) ?? .null, "channel": channelID.map(JSONValue.string) ?? .null,
+            "relevanceScore": relevanceScore.map(JSONValue.double) ?? .null, "staleDate": time(staleDateMs),
+            "dismissalDate": time(dismissalDateMs), "startedAt": time(startedAtMs), "endedAt": time(endedAtMs),
+            "updates": .int(Int64(updates)), "startedBy": .string(startedBy.rawValue),
+        ]
+    }
+}
+
+/// The app's and the user's own calls on a device's Live Activities (admin API, device
+/// protocol): each returns what the connected device hears.
+extension World {
+    /// The app's ActivityAttributes types (push-to-start tokens for new ones).
+    public mutating func declareLiveActivities(
+        deviceID: String, bundleID: String, types: [String], frequentUpdates: Bool, nowMs: Int64
+    ) throws(DeviceRequestError) -> [DeviceFrame] {
+        guard let app = registry.devices[deviceID]?.apps[bundleID] else { throw Self.noApp(bundleID, deviceID) }
+        do throws(LiveActivityBookError) {
+            let changes = try liveActivities.declare(
+                deviceID: deviceID, bundleID: bundleID, environment: app.environment, types: types, frequentUpdates: frequentUpdates)
+            return liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs)
+        } catch {
+            throw DeviceRequestError("bad_request", error.description)
+        }
+    }
+
+    /// `Activity.request`: a refusal is the error ActivityKit would throw.
+    public mutating func startLiveActivity(
+        deviceID: String, bundleID: String, attributesType: String, attributes: JSONValue, contentState: JSONValue,
+        updates: LiveActivityUpdates, nowMs: Int64
+    ) throws(DeviceRequestError) -> (activity: LiveActivity, frames: [DeviceFrame]) {
+        guard let app = registry.devices[deviceID]?.apps[bundleID] else { throw Self.noApp(bundleID, deviceID) }
+        let live = Set(channels.liveChannels(bundleID: bundleID, environment: app.environment).map(\.id))
+        let receipt: LiveActivityReceipt
+        do throws(LiveActivityRefusal) {
+            receipt = try liveActivities.startByApp(
+                deviceID: deviceID, bundleID: bundleID, environment: app.environment, attributesType: attributesType,
+                attributes: attributes, contentState: contentState, updates: updates, nowMs: nowMs, channelExists: { live.contains($0) })
+        } catch {
+            throw DeviceRequestError("bad_request", error.description)
+        }
+        var frames = liveActivityChanged(deviceID: deviceID, receipt.changes, nowMs: nowMs)
+        frames += storedBroadcastsForNewSubscribers(deviceID: deviceID, receipt.changes, nowMs: nowMs)
+        guard let id = receipt.activityID, let activity = liveActivities.book(deviceID: deviceID)?.activity(id) else {
+            throw DeviceRequestError("bad_request", "the activity was not kept")
+        }
+        return (activity, frames)
+    }
+
+    /// `Activity.end` in the app (optional final content; a dismissal date in the past
+    /// removes it at once).
+    public mutating func endLiveActivity(
+        deviceID: String, activityID: String, contentState: JSONValue?, dismissalDateMs: Int64?, nowMs: Int64
+    ) throws(DeviceRequestError) -> (receipt: LiveActivityReceipt, frames: [DeviceFrame]) {
+        do throws(LiveActivityBookError) {
+            let receipt = try liveActivities.endByApp(
+                deviceID: deviceID, activityID: activityID, contentState: contentState, dismissalDateMs: dismissalDateMs, nowMs: nowMs)
+            return (receipt, liveActivityChanged(deviceID: deviceID, receipt.changes, nowMs: nowMs))
+        } catch {
+            throw DeviceRequestError("bad_request", error.description, isNotFound: error.isNotFound)
+        }
+    }
+
+    /// The user removes it from the Lock Screen.
+    public mutating func dismissLiveActivity(deviceID: String, activityID: String, nowMs: Int64) throws(DeviceRequestError) -> [DeviceFrame] {
+        do throws(LiveActivityBookError) {
+            let changes = try liveActivities.dismiss(deviceID: deviceID, activityID: activityID, nowMs: nowMs)
+            return liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs)
+        } catch {
+            throw DeviceRequestError("bad_request", error.description, isNotFound: error.isNotFound)
+        }
+    }
+
+    /// The system replaces a push-to-start token (`attributesType`) or an activity's update
+    /// token (`activityID`); the old one ends.
+    public mutating func rotateLiveActivityToken(
+        deviceID: String, bundleID: String? = nil, attributesType: String? = nil, activityID: String? = nil, nowMs: Int64
+    ) throws(DeviceRequestError) -> (token: String, frames: [DeviceFrame]) {
+        do throws(LiveActivityBookError) {
+            let (token, changes) = try liveActivities.rotate(
+                deviceID: deviceID, bundleID: bundleID, attributesType: attributesType, activityID: activityID, nowMs: nowMs)
+            return (token, liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs))
+        } catch {
+            throw DeviceRequestError("bad_request", error.description, isNotFound: error.isNotFound)
+        }
+    }
+
+    private static func noApp(_ bundleID: String, _ deviceID: String) -> DeviceRequestError {
+        DeviceRequestError("bad_request", "no app \(bundleID) on device \(deviceID)", isNotFound: true)
+    }
+}

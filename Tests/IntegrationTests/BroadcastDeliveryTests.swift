@@ -1,0 +1,218 @@
+// BroadcastDeliveryTests: broadcasts reaching the Live Activities subscribed to their channel
+// (online, offline, late subscribers, both storage policies), the journal's record of each
+// broadcast, and token pushes waiting for an offline device. Against the real binary, with our
+// own HTTP/2 client. Imports the harness's modules.
+import APNsCore
+import Foundation
+import HTTP2
+import ProviderClient
+import Testing
+import TestSupport
+
+/// One provider connection to a listener, sending channel requests or broadcasts.
+private struct BroadcastProvider {
+    let emulator: EmulatorProcess
+    let connection: HTTP2ClientConnection
+
+    init(_ emulator: EmulatorProcess, listener: String) throws {
+        self.emulator = emulator
+        connection = try emulator.connect(listener)
+    }
+
+    func send(_ method: String, _ path: String, headers: [(String, String)] = [], body: String? = nil) throws -> HTTP2Response {
+        var fields = [HTTP2HeaderField(name: "authorization", value: "bearer \(try emulator.providerToken())")]
+        fields += headers.map { HTTP2HeaderField(name: $0.0, value: $0.1) }
+        return try connection.send(ClientRequest(method: method, path: path, headers: fields, body: body.map { Array($0.utf8) }))
+    }
+}
+
+extension HTTP2Response {
+    fileprivate func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+}
+
+@Suite("Broadcasts reach the Live Activities subscribed to their channel")
+struct BroadcastDeliveryTests {
+    static let bundle = EmulatorProcess.bundleID
+    let emulator: EmulatorProcess
+    private let management: BroadcastProvider
+    private let push: BroadcastProvider
+
+    init() throws {
+        emulator = try EmulatorProcess()
+        management = try BroadcastProvider(emulator, listener: "channelSandbox")
+        push = try BroadcastProvider(emulator, listener: "sandbox")
+    }
+
+    func channel(policy: Int) throws -> String {
+        let created = try management.send(
+            "POST", "/1/apps/\(Self.bundle)/channels", body: #"{"message-storage-policy": \#(policy), "push-type": "LiveActivity"}"#)
+        return try #require(created.header("apns-channel-id"), "\(created.status ?? 0)")
+    }
+
+    /// A virtual device whose app declares DeliveryAttributes and runs one activity on `channel`.
+    func subscriber(_ channel: String) throws -> (deviceID: String, activityID: String) {
+        let (deviceID, _) = try emulator.createDevice()
+        let declared = try emulator.admin(
+            "PUT", "/api/v1/devices/\(deviceID)/apps/\(Self.bundle)/live-activities", body: ["types": ["DeliveryAttributes"]])
+        #expect(declared.status == 200)
+        let started = try emulator.admin(
+            "POST", "/api/v1/devices/\(deviceID)/apps/\(Self.bundle)/activities",
+            body: ["attributesType": "DeliveryAttributes", "attributes": ["order": "42"], "contentState": ["eta": 30], "channel": .string(channel)])
+        #expect(started.status == 201, "\(started.raw)")
+        return (deviceID, try #require(started.json["activityId"]?.stringValue))
+    }
+
+    func broadcast(_ channel: String, eta: Int, timestamp: Int = 1_700_000_100, expiration: String = "0") throws -> HTTP2Response {
+        try push.send(
+            "POST", "/4/broadcasts/apps/\(Self.bundle)",
+            headers: [("apns-channel-id", channel), ("apns-push-type", "LiveActivity"), ("apns-priority", "5"), ("apns-expiration", expiration)],
+            body: #"{"aps":{"event":"update","timestamp":\#(timestamp),"content-state":{"eta":\#(eta)}}}"#)
+    }
+
+    func activity(_ deviceID: String, _ activityID: String) throws -> JSONObject? {
+        let listed = try emulator.admin("GET", "/api/v1/devices/\(deviceID)/activities").json["activities"]?.arrayValue ?? []
+        return listed.compactMap(\.objectValue).first { $0["activityId"]?.stringValue == activityID }
+    }
+
+    func eta(_ deviceID: String, _ activityID: String) throws -> Int64? {
+        try activity(deviceID, activityID)?["contentState"]?.objectValue?["eta"]?.intValue
+    }
+
+    func record(_ requestID: String?) throws -> JSONObject {
+        let reply = try emulator.admin("GET", "/api/v1/notifications/\(requestID ?? "")")
+        #expect(reply.status == 200, "\(reply.raw)")
+        return reply.json.objectValue ?? JSONObject()
+    }
+
+    func setOnline(_ deviceID: String, _ online: Bool) throws {
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(deviceID)", body: ["online": .bool(online)]).status == 200)
+    }
+
+    @Test func everySubscribedActivityShowsTheBroadcastAndTheRecordCountsItsReach() throws {
+        let channel = try channel(policy: 1)
+        let other = try self.channel(policy: 1)
+        let one = try subscriber(channel)
+        let two = try subscriber(channel)
+        let elsewhere = try subscriber(other)
+        let subscribers = try emulator.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue ?? []
+        #expect(subscribers.first { $0.objectValue?["id"]?.stringValue == channel }?.objectValue?["subscribers"]?.intValue == 2)
+
+        let sent = try broadcast(channel, eta: 10)
+        #expect(sent.status == 200)
+        #expect(try eta(one.deviceID, one.activityID) == 10 && eta(two.deviceID, two.activityID) == 10)
+        #expect(try eta(elsewhere.deviceID, elsewhere.activityID) == 30, "a broadcast on another channel is not for it")
+
+        let record = try record(sent.header("apns-request-id"))
+        #expect(record["outcome"]?.stringValue == "delivered")
+        #expect(record["pushType"]?.stringValue == "LiveActivity" && record["status"]?.intValue == 200)
+        let reach = try #require(record["broadcast"]?.objectValue)
+        #expect(reach["channel"]?.stringValue == channel)
+        #expect(reach["subscribers"]?.intValue == 2 && reach["reached"]?.intValue == 2)
+        #expect(reach["outcomes"]?.objectValue?["delivered"]?.intValue == 2)
+        let devices = Set((reach["deliveries"]?.arrayValue ?? []).compactMap { $0.objectValue?["deviceId"]?.stringValue })
+        #expect(devices == [one.deviceID, two.deviceID])
+        #expect(record["explanation"]?.stringValue?.contains("2 of 2") == true, "\(record["explanation"] ?? .null)")
+        #expect(try emulator.metric("apns_emulator_broadcast_deliveries_total", labels: #"outcome="delivered""#) == 2)
+    }
+
+    @Test func aLateSubscriberGetsTheStoredMessageOnlyFromAMostRecentMessageStoredChannel() throws {
+        let stored = try channel(policy: 1)
+        let unstored = try channel(policy: 0)
+        let first = try broadcast(stored, eta: 12)
+        #expect(first.status == 200)
+        #expect(try broadcast(unstored, eta: 12).status == 200)
+        #expect(try record(first.header("apns-request-id"))["outcome"]?.stringValue == "stored", "nobody subscribed yet")
+
+        let late = try subscriber(stored)
+        #expect(try eta(late.deviceID, late.activityID) == 12, "the stored message is shown at once")
+        let reach = try #require(try record(first.header("apns-request-id"))["broadcast"]?.objectValue)
+        #expect(reach["reached"]?.intValue == 1)
+        #expect(reach["deliveries"]?.arrayValue?.first?.objectValue?["fromStore"]?.boolValue == true)
+
+        let missed = try subscriber(unstored)
+        #expect(try eta(missed.deviceID, missed.activityID) == 30, "No Message Stored keeps nothing for later")
+    }
+
+    @Test func anOfflineDeviceTakesTheStoredMessageWhenBackAndMissesANoMessageStoredOne() throws {
+        let stored = try channel(policy: 1)
+        let unstored = try channel(policy: 0)
+        let away = try subscriber(stored)
+        let awayToo = try subscriber(unstored)
+        try setOnline(away.deviceID, false)
+        try setOnline(awayToo.deviceID, false)
+
+        let kept = try broadcast(stored, eta: 7)
+        let lost = try broadcast(unstored, eta: 7)
+        #expect(kept.status == 200 && lost.status == 200)
+        #expect(try eta(away.deviceID, away.activityID) == 30)
+        let keptRecord = try record(kept.header("apns-request-id"))
+        #expect(keptRecord["broadcast"]?.objectValue?["outcomes"]?.objectValue?["stored"]?.intValue == 1)
+        let lostRecord = try record(lost.header("apns-request-id"))
+        #expect(lostRecord["broadcast"]?.objectValue?["outcomes"]?.objectValue?["expired"]?.intValue == 1)
+        #expect(lostRecord["outcome"]?.stringValue == "expired")
+
+        try setOnline(away.deviceID, true)
+        try setOnline(awayToo.deviceID, true)
+        #expect(try eta(away.deviceID, away.activityID) == 7, "shown from the channel's store once back online")
+        #expect(try eta(awayToo.deviceID, awayToo.activityID) == 30)
+        let settled = try record(kept.header("apns-request-id"))
+        #expect(settled["outcome"]?.stringValue == "delivered")
+        let outcomes = settled["broadcast"]?.objectValue?["outcomes"]?.objectValue
+        #expect(outcomes?["delivered"]?.intValue == 1 && outcomes?["stored"] == nil, "\(settled["broadcast"] ?? .null)")
+
+        // Coming back again does not show it twice.
+        try setOnline(away.deviceID, false)
+        try setOnline(away.deviceID, true)
+        #expect(try activity(away.deviceID, away.activityID)?["updates"]?.intValue == 1)
+    }
+
+    @Test func aRefusedBroadcastIsJournaledWithItsReason() throws {
+        let channel = try channel(policy: 0)
+        let refused = try push.send(
+            "POST", "/4/broadcasts/apps/\(Self.bundle)",
+            headers: [("apns-channel-id", channel), ("apns-push-type", "LiveActivity"), ("apns-priority", "10"), ("apns-expiration", "1900000000")],
+            body: #"{"aps":{"event":"update","timestamp":1,"content-state":{}}}"#)
+        #expect(refused.status == 400)
+        let record = try record(refused.header("apns-request-id"))
+        #expect(record["reason"]?.stringValue == "BadExpirationDate" && record["outcome"]?.stringValue == "rejected")
+        #expect(record["broadcast"]?.objectValue?["channel"]?.stringValue == channel)
+        let unauthenticated = try push.connection.send(
+            ClientRequest(
+                method: "POST", path: "/4/broadcasts/apps/\(Self.bundle)",
+                headers: [HTTP2HeaderField(name: "apns-channel-id", value: channel)], body: Array("{}".utf8)))
+        #expect(unauthenticated.status == 403)
+        #expect(try self.record(unauthenticated.header("apns-request-id"))["reason"]?.stringValue == "MissingProviderToken")
+    }
+
+    @Test func aTokenPushToAnOfflineDeviceWaitsAndTheNewestIsAppliedWhenItIsBack() throws {
+        let (deviceID, _) = try emulator.createDevice()
+        let declared = try emulator.admin(
+            "PUT", "/api/v1/devices/\(deviceID)/apps/\(Self.bundle)/live-activities", body: ["types": ["DeliveryAttributes"]])
+        #expect(declared.status == 200)
+        let started = try emulator.admin(
+            "POST", "/api/v1/devices/\(deviceID)/apps/\(Self.bundle)/activities",
+            body: ["attributesType": "DeliveryAttributes", "attributes": [:], "contentState": ["eta": 30], "pushToken": true])
+        let activityID = try #require(started.json["activityId"]?.stringValue)
+        let token = try #require(started.json["pushToken"]?.stringValue)
+        try setOnline(deviceID, false)
+        let connection = try emulator.connect()
+        func update(_ eta: Int, _ timestamp: Int) throws -> APNsResult {
+            var request = try emulator.push(
+                token, payload: #"{"aps":{"event":"update","timestamp":\#(timestamp),"content-state":{"eta":\#(eta)}}}"#,
+                topic: Self.bundle + ".push-type.liveactivity")
+            request.pushType = "liveactivity"
+            request.priority = "5"
+            return APNsResult(try connection.send(request.request))
+        }
+        let older = try update(20, 1_700_000_100)
+        let newer = try update(15, 1_700_000_200)
+        #expect(older.status == 200 && newer.status == 200)
+        #expect(try record(older.apnsID)["outcome"]?.stringValue == "coalesced")
+        #expect(try record(newer.apnsID)["outcome"]?.stringValue == "stored")
+        #expect(try eta(deviceID, activityID) == 30)
+        try setOnline(deviceID, true)
+        #expect(try eta(deviceID, activityID) == 15)
+        let applied = try record(newer.apnsID)
+        #expect(applied["outcome"]?.stringValue == "delivered" && applied["stored"]?.boolValue == true)
+    }
+}
