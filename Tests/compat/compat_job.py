@@ -22,6 +22,11 @@ def marker(job, case, n):
     return {"lib": job["lib"], "case": case, "n": n}
 
 
+def live_marker(job, case):
+    """The marker of a Live Activity or broadcast push (run.py, LIVE_PLAN): by case, not n."""
+    return {"lib": job["lib"], "case": case}
+
+
 def report(case, n, status=None, reason=None, apns_id=None, timestamp=None, error=None):
     line = {"case": case, "n": n, "status": status, "reason": reason,
             "apnsId": apns_id, "timestamp": timestamp, "error": error}

@@ -5,14 +5,22 @@ Run through scripts/test-compat, which starts this inside a private network and 
 namespace (`unshare --net --mount`). In there this driver
 
   1. brings up loopback and bind-mounts a hosts file over /etc/hosts that maps Apple's host
-     names (api.push.apple.com, api.sandbox.push.apple.com, api.development.push.apple.com)
-     to 127.0.0.1 — visible to this namespace only;
-  2. starts the emulator on 127.0.0.1:443 and 127.0.0.1:2197, Apple's two ports;
+     names (api.push.apple.com, api.sandbox.push.apple.com, api.development.push.apple.com,
+     and the channel-management and broadcast names api-manage-broadcast.(sandbox.)push.apple.com,
+     api-broadcast.(sandbox.)push.apple.com) to 127.0.0.1 — visible to this namespace only;
+  2. starts the emulator on 127.0.0.1:443 and 127.0.0.1:2197, Apple's two push ports, and
+     its channel-management listeners on 127.0.0.1:2195 (sandbox) and :2196 (production);
   3. creates virtual devices through the admin API;
   4. runs each provider (Tests/compat/*_provider.py, java/, node/) as a subprocess, configured
      only as a team would configure a test environment (a CA file to trust), and reads the
      JSON lines it prints: what the LIBRARY reported for each push;
-  5. checks those results and the emulator's journal, and prints a table.
+  5. checks those results and the emulator's journal, and prints a table;
+  6. for the libraries with Live Activity support (aioapns, kalyke-apns) and node's http2,
+     declares a Live Activity type on a device and has the app start activities with update
+     tokens (admin API), runs the library's *_live provider (push-to-start, update, end; for
+     node also channel create/read/list/delete and a broadcast), and checks the answers, the
+     journal's outcome for each push, the device's activities and the emulator's channels;
+     a second table. Not with --cluster: activities are not shared between instances.
 
 With --cluster N (scripts/test-compat --cluster 3) step 2 starts, in the same namespace, the
 emulator as several instances sharing their state (docs/several-instances.md): one
@@ -47,8 +55,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TEAM_ID = "COMPAT0001"
 KEY_ID = "COMPATKEY1"
-APPLE_HOSTS = ["api.push.apple.com", "api.sandbox.push.apple.com", "api.development.push.apple.com"]
+PUSH_HOSTS = ["api.push.apple.com", "api.sandbox.push.apple.com", "api.development.push.apple.com"]
+# Channel management (ports 2195 sandbox, 2196 production) and the broadcast names of Apple's
+# examples: mapped too, as a team testing broadcasts would.
+CHANNEL_HOSTS = ["api-manage-broadcast.sandbox.push.apple.com", "api-manage-broadcast.push.apple.com",
+                 "api-broadcast.sandbox.push.apple.com", "api-broadcast.push.apple.com"]
+APPLE_HOSTS = PUSH_HOSTS + CHANNEL_HOSTS
 PORTS = [443, 2197]
+CHANNEL_PORTS = [2195, 2196]
 
 # What every provider sends, in this order (n is the number in the payload's "compat" key).
 # Each case: expected status and reason, and the environment the journal must show.
@@ -64,6 +78,27 @@ BURST_FIRST_N = 5
 INSTANCE_SHIFT = 40         # with --redis, a connection id carries its instance in bits 40 and up
 CLUSTER_SETTLE_SECONDS = 5  # how long another instance's admin API may take to show a push
 
+# The Live Activity and broadcast cases (Tests/compat/*_live.py, node/live.mjs), by name:
+# expected status and reason, and the outcome of the push's journal record (None: a channel
+# request or a broadcast, which has no device-push record). Each library sends its own subset
+# (Library.live_cases), in its order.
+LIVE_PLAN = {
+    "start-readme": (200, None, "ignored"),   # kalyke's LiveActivityPayload start: see kalyke_live.py
+    "plain-topic": (400, "InvalidPushType", "rejected"),  # liveactivity with the bare bundle id as topic
+    "start": (200, None, "delivered"),        # push-to-start
+    "start-channel": (200, None, "delivered"),  # push-to-start subscribing to the channel
+    "update": (200, None, "delivered"),
+    "end": (200, None, "delivered"),
+    "channel-create": (201, None, None),
+    "channel-read": (200, None, None),
+    "channel-list": (200, None, None),
+    "broadcast": (200, None, None),
+    "channel-delete": (204, None, None),
+    "read-deleted": (400, "ChannelNotRegistered", None),
+    "broadcast-deleted": (400, "ChannelNotRegistered", None),
+}
+ATTRIBUTES_TYPE = "DeliveryAttributes"
+
 
 @dataclass
 class Library:
@@ -72,6 +107,8 @@ class Library:
     exposes_status: bool    # does the library report the HTTP status?
     exposes_apns_id: str    # "all", "success" or "none"
     launch: object = None   # (job file without extension, trusted?) -> (argv, extra environment)
+    live: object = None     # the same for its Live Activity / broadcast provider, if it has one
+    live_cases: tuple = ()  # the LIVE_PLAN cases that provider sends
 
     @property
     def topic(self):
@@ -90,16 +127,22 @@ def libraries(python, work, ca):
         return ["java", *(trust if trusted else []), "-cp", str(work / "java"), "ApnsProvider",
                 job + ".properties"], {}
 
-    def node(job, trusted):
-        return ["node", str(HERE / "node" / "provider.mjs"), job + ".json"], \
-            {"NODE_EXTRA_CA_CERTS": str(ca)} if trusted else {}
+    def node(script):
+        return lambda job, trusted: (["node", str(HERE / "node" / script), job + ".json"],
+                                     {"NODE_EXTRA_CA_CERTS": str(ca)} if trusted else {})
 
+    # apns2-up has no liveactivity push type, the JDK provider no Live Activity cases (node's
+    # covers a provider without a library).
     return [
-        Library("aioapns", "aioapns", True, "all", python_provider("aioapns_provider.py")),
+        Library("aioapns", "aioapns", True, "all", python_provider("aioapns_provider.py"),
+                python_provider("aioapns_live.py"), ("plain-topic", "start", "update", "end")),
         Library("apns2-up", "apns2", False, "none", python_provider("apns2_provider.py")),
-        Library("kalyke-apns", "kalyke", False, "success", python_provider("kalyke_provider.py")),
+        Library("kalyke-apns", "kalyke", False, "success", python_provider("kalyke_provider.py"),
+                python_provider("kalyke_live.py"), ("start-readme", "start", "update", "end")),
         Library("jdk-httpclient", "jdk", True, "all", java),
-        Library("node-http2", "node", True, "all", node),
+        Library("node-http2", "node", True, "all", node("provider.mjs"), node("live.mjs"),
+                ("channel-create", "channel-read", "channel-list", "start-channel", "update", "broadcast",
+                 "channel-delete", "read-deleted", "broadcast-deleted")),
     ]
 
 
@@ -138,10 +181,10 @@ def die_with_parent():
 
 
 # Apple-style listeners on Apple's two ports: the SNI / :authority a library sends picks the
-# environment, as on Apple's own hosts.
+# environment, as on Apple's own hosts. Channel management on Apple's 2195 and 2196.
 LISTEN_FLAGS = ["--listen", "127.0.0.1:443", "--listen", "127.0.0.1:2197",
                 "--sandbox-listen", "off", "--production-listen", "off",
-                "--channel-sandbox-listen", "off", "--channel-production-listen", "off"]
+                "--channel-sandbox-listen", "127.0.0.1:2195", "--channel-production-listen", "127.0.0.1:2196"]
 
 
 def make_key(work):
@@ -188,7 +231,7 @@ def start_emulator(binary, work, libs, key):
                                [*LISTEN_FLAGS, "--admin-listen", "127.0.0.1:0", "--device-listen", "off"], ready)
     process = launch_emulator(command, work / "emulator.log")
     info = wait_ready(process, ready, work / "emulator.log")
-    for port in PORTS:
+    for port in PORTS + CHANNEL_PORTS:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
     return process, info, " ".join(command)
 
@@ -412,9 +455,10 @@ def short(line):
     return " ".join(p for p in parts if p)
 
 
-def check_line(outcome, line, status, reason, unregistered_at=None):
+def check_line(outcome, line, status, reason, unregistered_at=None, carries_apns_id=True):
     """Does one library result say what Apple would: the status (where the library reports
-    it), the reason, and for a 410 a timestamp in milliseconds?"""
+    it), the reason, and for a 410 a timestamp in milliseconds? carries_apns_id=False: an
+    answer without apns-id (channel management, broadcasts)."""
     lib, problems = outcome.lib, []
     if line is None:
         return ["no result printed"]
@@ -428,7 +472,7 @@ def check_line(outcome, line, status, reason, unregistered_at=None):
         ts = line.get("timestamp")
         if not isinstance(ts, int) or abs(ts - unregistered_at) > 5000:
             problems.append(f"timestamp {ts!r}, expected milliseconds near {unregistered_at}")
-    if lib.exposes_apns_id == "all" or (lib.exposes_apns_id == "success" and status == 200):
+    if carries_apns_id and (lib.exposes_apns_id == "all" or (lib.exposes_apns_id == "success" and status == 200)):
         if not line.get("apnsId"):
             problems.append("no apns-id reported")
     return problems
@@ -538,9 +582,10 @@ def check_journal(outcome, admin, by_n, burst, cluster=False):
         outcome.failures.append(f"journal: {text}{where}")
 
 
-def launch(lib, work, variant, trusted, timeout):
-    """Run one provider; returns (JSON lines it printed, its stderr, problems with the run itself)."""
-    argv, extra_env = lib.launch(str(work / f"job-{variant}"), trusted)
+def launch(lib, work, variant, trusted, timeout, launcher=None):
+    """Run one provider (lib.launch, or launcher); returns (JSON lines it printed, its stderr,
+    problems with the run itself)."""
+    argv, extra_env = (launcher or lib.launch)(str(work / f"job-{variant}"), trusted)
     env = {k: v for k, v in os.environ.items()
            if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")}
     env.update(extra_env)
@@ -614,6 +659,196 @@ def run_library(lib, admin, journal, work, burst, key, timeout, cluster):
     check_journal(outcome, journal, by_n, burst, cluster)
     check_untrusted(outcome, journal, work)
     return outcome
+
+
+# ---------------------------------------------------------------------------- Live Activities
+
+@dataclass
+class LiveOutcome:
+    lib: Library
+    cells: dict = field(default_factory=dict)      # case or check -> short text
+    failures: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def passed(self):
+        return not self.failures
+
+
+def prepare_live(admin, lib, work, key):
+    """A device whose app declares DeliveryAttributes (its push-to-start token) and has
+    activities it started itself with update tokens (Activity.request(pushType: .token)): one
+    for the update, and one for the end, so that each push's effect shows on its own."""
+    device = admin.device(lib.topic, "sandbox")
+    base = f"/devices/{device['deviceId']}/apps/{lib.topic}"
+    declared = admin.call("PUT", f"{base}/live-activities", {"types": [ATTRIBUTES_TYPE]})
+    setup = {
+        "attributes": {"orderId": f"{lib.slug}-1", "store": "compat"},
+        "startState": {"status": "confirmed", "etaMinutes": 30},
+        "updateState": {"status": "on the way", "etaMinutes": 12},
+        "endState": {"status": "delivered", "etaMinutes": 0},
+        "broadcastState": {"status": "storm delays", "etaMinutes": 45},
+    }
+    def app_activity(order):
+        return admin.call("POST", f"{base}/activities", {
+            "attributesType": ATTRIBUTES_TYPE, "attributes": {"orderId": order},
+            "contentState": {"status": "ordered", "etaMinutes": 40}, "pushToken": True})
+    updated = app_activity(f"{lib.slug}-app-1")
+    ended = app_activity(f"{lib.slug}-app-2") if "end" in lib.live_cases else None
+    job = {"lib": f"{lib.name}-live", "teamId": TEAM_ID, "keyId": KEY_ID, "keyPath": str(key),
+           "topic": lib.topic, "timeoutSeconds": 30, "attributesType": ATTRIBUTES_TYPE,
+           "pushToStartToken": declared["pushToStartTokens"][ATTRIBUTES_TYPE],
+           "updateToken": updated["pushToken"], "endToken": ended and ended["pushToken"], **setup}
+    Path(work / f"job-{lib.name}-live.json").write_text(json.dumps(job, indent=1))
+    return device["deviceId"], {"update": updated["activityId"], "end": ended and ended["activityId"]}, job
+
+
+def check_live_journal(outcome, admin, lib, by_case, job):
+    """Each device push once in the journal, with the answer the library reported, the
+    liveactivity push type and topic, and the device's outcome."""
+    mine = {}
+    for record in admin.call("GET", "/notifications?pushType=liveactivity&limit=100000")["notifications"]:
+        compat = (record.get("payload") or {}).get("compat") if isinstance(record.get("payload"), dict) else None
+        if isinstance(compat, dict) and compat.get("lib") == job["lib"]:
+            mine.setdefault(compat.get("case"), []).append(record)
+    for case in lib.live_cases:
+        status, reason, wanted = LIVE_PLAN[case]
+        if wanted is None:
+            continue
+        recs = mine.get(case, [])
+        if len(recs) != 1:
+            outcome.failures.append(f"journal: {case}: {len(recs)} records, expected 1")
+            continue
+        r = recs[0]
+        topic = lib.topic if case == "plain-topic" else f"{lib.topic}.push-type.liveactivity"
+        got = (r["status"], r["reason"], r["pushType"], r["topic"], r.get("outcome"))
+        if got != (status, reason, "liveactivity", topic, wanted):
+            outcome.failures.append(f"journal: {case}: {got}, expected {(status, reason, 'liveactivity', topic, wanted)}"
+                                    f" ({r.get('explanation')})")
+        line = (by_case.get(case) or [{}])[0]
+        if line.get("apnsId") and line["apnsId"].upper() != r["apnsId"].upper():
+            outcome.failures.append(f"journal: {case}: the library reported another apns-id than the journal has")
+        if case == "start-readme" and "attributes-type is missing" not in (r.get("explanation") or ""):
+            outcome.failures.append(f"journal: start-readme: explanation {r.get('explanation')!r}, "
+                                    "expected the missing attributes-type")
+
+
+def check_live_device(outcome, admin, lib, device_id, activity_ids, job, channel, broadcast_record):
+    """What the pushes did on the device: the app's activities updated and ended, one activity
+    started by push per accepted start, with the start's attributes and content."""
+    problems = []
+    activities = admin.call("GET", f"/devices/{device_id}/activities")["activities"]
+    # (state, content, updates counted, a dismissal date?): an end is not counted as an update,
+    # and its dismissal-date (an hour ahead) keeps the ended activity on the Lock Screen.
+    for case, want in (("update", ("active", job["updateState"], 1, False)),
+                       ("end", ("ended", job["endState"], 0, True))):
+        if case not in lib.live_cases:
+            continue
+        mine = next((a for a in activities if a["activityId"] == activity_ids[case]), None)
+        got = mine and (mine["state"], mine["contentState"], mine["updates"], mine["dismissalDate"] is not None)
+        if got != want:
+            problems.append(f"the activity the {case} push went to is (state, content, updates, dismissal date) {got}, "
+                            f"expected {want}")
+    started = [a for a in activities if a.get("startedBy") == "push"]
+    starts = [c for c in lib.live_cases if c in ("start", "start-channel")]
+    if len(started) != len(starts):
+        problems.append(f"{len(started)} activities started by push, expected {len(starts)}"
+                        + (" (the start-readme push must not start one)" if "start-readme" in lib.live_cases else ""))
+    for a in started:
+        content = job["startState"]
+        if "start-channel" in starts and broadcast_record is not None:
+            content = job["broadcastState"]  # the broadcast reached it
+        if (a["attributesType"], a["attributes"], a["contentState"]) != (ATTRIBUTES_TYPE, job["attributes"], content):
+            problems.append(f"activity started by push has {a['attributesType']} {a['attributes']} {a['contentState']}, "
+                            f"expected {ATTRIBUTES_TYPE} {job['attributes']} {content}")
+        if "start-channel" in starts and a.get("channel") != channel:
+            problems.append(f"activity started by push is on channel {a.get('channel')!r}, expected {channel!r}")
+    outcome.cells["device"] = "ok" if not problems else "wrong"
+    outcome.failures += [f"device: {p}" for p in problems]
+
+
+def check_live_channels(outcome, admin, lib, by_case, job):
+    """The channel requests' answers and what the emulator kept: one channel, deleted, that took
+    the one broadcast sent while it was live. Returns (channel id, the broadcast's journal record
+    or None)."""
+    problems = []
+
+    def line(case):
+        return (by_case.get(case) or [{}])[0]
+
+    channel = line("channel-create").get("channelId")
+    if not channel:
+        problems.append("channel-create: no apns-channel-id")
+    if line("channel-read").get("body") != {"message-storage-policy": 1, "push-type": "LiveActivity"}:
+        problems.append(f"channel-read: body {line('channel-read').get('body')!r}")
+    if channel not in ((line("channel-list").get("body") or {}).get("channels") or []):
+        problems.append(f"channel-list: {channel} not in {line('channel-list').get('body')!r}")
+    sent = line("broadcast")
+    if not sent.get("requestId") or sent.get("requestId") != sent.get("sentRequestId"):
+        problems.append(f"broadcast: apns-request-id {sent.get('requestId')!r}, expected the sent {sent.get('sentRequestId')!r}")
+    kept = admin.call("GET", f"/channels?bundleId={lib.topic}")["channels"]
+    if len(kept) != 1 or kept[0]["id"] != channel:
+        problems.append(f"GET /api/v1/channels lists {[c['id'] for c in kept]}, expected [{channel}]")
+    else:
+        c = kept[0]
+        if (c["live"], c["deletedAt"] is not None, c["broadcasts"], c["messageStoragePolicy"]) != (False, True, 1, 1):
+            problems.append(f"channel live={c['live']} deletedAt={c['deletedAt']} broadcasts={c['broadcasts']} "
+                            f"policy={c['messageStoragePolicy']}, expected deleted, 1 broadcast, policy 1")
+    # The broadcast's own journal record, once the emulator delivers broadcasts: it must have
+    # reached the one activity subscribed through the start-channel push.
+    records = admin.call("GET", "/notifications?limit=100000")["notifications"]
+    record = next((r for r in records if isinstance(r.get("payload"), dict)
+                   and (r["payload"].get("compat") or {}) == {"lib": job["lib"], "case": "broadcast"}), None)
+    if record is None:
+        outcome.cells["delivery"] = "stored, not delivered yet"
+    else:
+        b = record.get("broadcast") or {}
+        if (b.get("channel"), b.get("reached"), (b.get("outcomes") or {}).get("delivered")) != (channel, 1, 1):
+            problems.append(f"broadcast journal record: {b!r}, expected channel {channel}, reached 1, delivered 1")
+        outcome.cells["delivery"] = "1 of 1" if not problems else "wrong"
+    outcome.cells["channels"] = "ok" if not problems else "wrong"
+    outcome.failures += [f"channels: {p}" for p in problems]
+    return channel, record
+
+
+def run_live(lib, admin, work, key, timeout):
+    """The library's Live Activity (and, for node, broadcast channel) cases against one emulator."""
+    outcome = LiveOutcome(lib)
+    device_id, activity_ids, job = prepare_live(admin, lib, work, key)
+    started = time.monotonic()
+    lines, _, problems = launch(lib, work, f"{lib.name}-live", trusted=True, timeout=timeout, launcher=lib.live)
+    outcome.seconds = time.monotonic() - started
+    outcome.failures += problems
+    by_case = {}
+    for line in lines:
+        by_case.setdefault(line.get("case"), []).append(line)
+    for case in lib.live_cases:
+        status, reason, journaled = LIVE_PLAN[case]
+        found = by_case.get(case, [None])
+        issues = check_line(outcome, found[0], status, reason, carries_apns_id=journaled is not None) + (
+            [f"reported {len(found)} times"] if len(found) > 1 else [])
+        outcome.cells[case] = "ok" if not issues else short(found[0])
+        outcome.failures += [f"{case}: {p}" for p in issues]
+    check_live_journal(outcome, admin, lib, by_case, job)
+    channel, record = None, None
+    if "channel-create" in lib.live_cases:
+        channel, record = check_live_channels(outcome, admin, lib, by_case, job)
+    check_live_device(outcome, admin, lib, device_id, activity_ids, job, channel, record)
+    return outcome
+
+
+def print_live_table(outcomes):
+    cases = [c for c in LIVE_PLAN if any(c in o.lib.live_cases for o in outcomes)]
+    checks = ["device"] + (["channels", "delivery"] if any("channel-create" in o.lib.live_cases for o in outcomes) else [])
+    rows = [["library"] + cases + checks + ["time", "result"]]
+    for o in outcomes:
+        rows.append([o.lib.name] + [o.cells.get(c, "-") for c in cases + checks]
+                    + [f"{o.seconds:.1f}s", "PASS" if o.passed else "FAIL"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
 
 
 # ---------------------------------------------------------------------------- output
@@ -705,8 +940,16 @@ def main():
         for lib in libs:
             print(f"running {lib.name} …", flush=True)
             outcomes.append(run_library(lib, admin, journal, work, args.burst, key, args.timeout, cluster is not None))
+        # Live Activities live on the instance whose device made them (apns-behaviour.md,
+        # "Where the emulator is simpler"), so these cases run against one emulator only.
+        live_outcomes = []
+        if cluster is None:
+            for lib in (lib for lib in libs if lib.live):
+                print(f"running {lib.name}: Live Activities{' and broadcast channels' if 'broadcast' in lib.live_cases else ''} …",
+                      flush=True)
+                live_outcomes.append(run_live(lib, admin, work, key, args.timeout))
         if emulator is not None and emulator.poll() is not None:
-            for o in outcomes:
+            for o in outcomes + live_outcomes:
                 o.failures.append(f"the emulator exited with {emulator.returncode} during the run")
         if cluster is not None:
             suite_failures += cluster.exited()
@@ -728,20 +971,27 @@ def main():
             suite_failures.append(f"journal records from instances {strangers}, which this run did not start")
         if len([k for k in total if total[k]]) < 2:
             suite_failures.append(f"the journal's records came through {len([k for k in total if total[k]])} instance(s), expected at least 2")
+    if live_outcomes:
+        print("\nLive Activities and broadcast channels (sandbox):")
+        print_live_table(live_outcomes)
+    elif cluster is not None:
+        print("\nLive Activities and broadcast channels: not run with --cluster (activities are not shared between instances)")
     refused = [o for o in outcomes if o.untrusted_error]
     if refused:
         print("\nwithout the CA setting, each library refused the emulator's certificate:")
         for o in refused:
             print(f"  {o.lib.name}: {o.untrusted_error[:150]}")
     failed = [o for o in outcomes if not o.passed]
-    for o in failed:
-        print(f"\n{o.lib.name} FAILED:")
+    live_failed = [o for o in live_outcomes if not o.passed]
+    for o in failed + live_failed:
+        print(f"\n{o.lib.name}{' (Live Activities)' if o in live_failed else ''} FAILED:")
         for text in o.failures[:25]:
             print(f"  - {text}")
         if len(o.failures) > 25:
             print(f"  - … and {len(o.failures) - 25} more")
         logs = f"{work / 'emulator.log'}" if not args.cluster else f"{work}/emulator-*.log, haproxy.log, redis.log"
-        print(f"  logs: {work / (o.lib.name + '.stdout')}, {work / (o.lib.name + '.stderr')}, {logs}")
+        name = o.lib.name + ("-live" if o in live_failed else "")
+        print(f"  logs: {work / (name + '.stdout')}, {work / (name + '.stderr')}, {logs}")
     if suite_failures:
         print("\ncluster FAILED:")
         for text in suite_failures:
@@ -750,8 +1000,9 @@ def main():
     total = sum(o.pushes for o in outcomes)
     print(f"\n{len(outcomes) - len(failed)}/{len(outcomes)} libraries passed"
           + (f" through {args.cluster} instances" if args.cluster else "")
+          + (f", {len(live_outcomes) - len(live_failed)}/{len(live_outcomes)} with Live Activities" if live_outcomes else "")
           + f"; {total} pushes; {time.monotonic() - suite_started:.1f} s")
-    return 1 if failed or suite_failures else 0
+    return 1 if failed or live_failed or suite_failures else 0
 
 
 if __name__ == "__main__":

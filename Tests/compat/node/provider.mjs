@@ -1,5 +1,5 @@
 // An APNs provider on node's built-in modules only: http2 for the connection, crypto for the
-// ES256 provider token.
+// ES256 provider token (token.mjs).
 //
 // It talks to Apple's host names: api.sandbox.push.apple.com on the alternative port 2197 and
 // api.push.apple.com on 443. Trust: node reads extra CA certificates from the file named by
@@ -8,29 +8,12 @@
 // Usage: node provider.mjs JOB.json   (the job is written by Tests/compat/run.py)
 // Prints one JSON line per push: what node's http2 client reported.
 import { connect, constants } from 'node:http2';
-import { createPrivateKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
+import { providerToken } from './token.mjs';
+
 const job = JSON.parse(readFileSync(process.argv[2], 'utf8'));
-const signingKey = createPrivateKey(readFileSync(job.keyPath)); // AuthKey_XXXX.p8 (PKCS#8 PEM)
-
-let providerToken = null;
-let issuedAt = 0;
-
-// The provider token, re-signed when it is older than 20 minutes (Apple allows up to 60).
-function authorization() {
-  const now = Math.floor(Date.now() / 1000);
-  if (!providerToken || now - issuedAt > 20 * 60) {
-    const header = Buffer.from(JSON.stringify({ alg: 'ES256', kid: job.keyId })).toString('base64url');
-    const claims = Buffer.from(JSON.stringify({ iss: job.teamId, iat: now })).toString('base64url');
-    // JOSE wants the raw r||s signature; 'ieee-p1363' makes node produce that instead of DER.
-    const signature = sign('sha256', Buffer.from(`${header}.${claims}`),
-      { key: signingKey, dsaEncoding: 'ieee-p1363' });
-    providerToken = `${header}.${claims}.${signature.toString('base64url')}`;
-    issuedAt = now;
-  }
-  return `bearer ${providerToken}`;
-}
+const authorization = providerToken(job);
 
 // POST /3/device/TOKEN on an open session; resolves with the answer (never rejects).
 function send(session, deviceToken, { pushType = 'alert', priority = 10, payload }) {
