@@ -1,8 +1,9 @@
 // The Notifications tab's detail pane: the selected record as the device showed it (a lock
 // screen preview), its payload, response, provider token, headers and timing.
 // May import: the helpers (dom, format, records, widgets, api, state) and the views its buttons
-// lead to: filters, navigation, refresh.
+// lead to: activities, filters, navigation, refresh.
 
+import { showActivitiesOf } from './activities.js';
 import { api, enc } from './api.js';
 import { $, h } from './dom.js';
 import { setFilter } from './filters.js';
@@ -104,6 +105,7 @@ export function renderDetail(resetScroll) {
         const t = await act(api('POST', `/api/v1/devices/${enc(device)}/tap`, { apnsId: r.apnsId }));
         if (t) toast(`Tapped: ${t.callbacks.join(', ') || 'no callbacks'}${t.launched ? ' (app launched)' : ''}`);
       } }, 'Tap it on the device') : null,
+      r.pushType === 'liveactivity' && device ? h('button', { type: 'button', class: 'btn small', title: 'The Live Activities on the device as it shows them now', onclick: () => showActivitiesOf(device) }, 'Live Activities on the device →') : null,
       h('button', { type: 'button', class: 'btn small ghost', onclick: () => copy(JSON.stringify(stripPrivate(r), null, 2)) }, 'Copy record JSON')),
     section('device', 'On the device', device || 'no device',
       h('div', { class: 'device-view' }, lockScreen(r),
