@@ -97,7 +97,8 @@ export function renderDetail(resetScroll) {
   pane.replaceChildren(
     h('div', { class: 'd-head' }, statusPill(r.status), h('span', { class: 'reason' }, r.reason || (r.status === 200 ? 'OK' : '')), outcomeBadge(r.outcome),
       h('span', { class: 'muted' }, r.pushType || ''), envBadge(r.environment)),
-    r.crossAccount ? h('div', { class: 'd-cross', id: 'cross-account' }, crossBadge(r, true)) : null,
+    // replaceChildren writes a null as the text "null": nothing is an empty string here.
+    r.crossAccount ? h('div', { class: 'd-cross', id: 'cross-account' }, crossBadge(r, true)) : '',
     h('div', { class: 'd-sub' }, h('span', { class: 'mono', title: 'apns-id' }, r.apnsId), copyBtn(r.apnsId), h('span', null, fmtDateTime(r.receivedAt)), h('span', null, `#${r.sequence}`)),
     h('div', { class: 'd-actions' },
       h('button', { type: 'button', class: 'btn small', title: 'Everything sent to this token (t)', onclick: () => setFilter('token', r.token) }, 'All pushes to this token'),

@@ -238,6 +238,8 @@ class UITest:
         detail = self.one("#detail").get_attribute("textContent")  # includes collapsed sections
         for needle in ("apns-unique-id", "signature verified", "apns-topic", record["keyId"] or "", record["apnsId"]):
             check(needle in detail, f"the detail pane does not show {needle!r}")
+        stray = self.js("return Array.from(document.getElementById('detail').childNodes, (n) => n.nodeType === 3 ? n.textContent.trim() : '').filter(Boolean);")
+        check(not stray, f"the detail pane shows stray text {stray!r}")
         self.log("detail pane: lock-screen preview, size bar, JSON, response, JWT and headers shown")
 
     def escaping(self):
