@@ -1,21 +1,24 @@
 // apns-emulator web UI: a live timeline of notification records, their details, devices (with
-// the account logged in), fault rules, the apps' calls to their backends and the load, all
-// through the admin API. Hand-written native ES modules, no dependencies, no bundler: the admin
-// API serves each file of ui/ at /ui/{file}. This module is the entry (index.html loads it): it
-// wires the page's controls to the views and starts them.
+// the account logged in and their Live Activities), broadcast channels, fault rules, the apps'
+// calls to their backends and the load, all through the admin API. Hand-written native ES
+// modules, no dependencies, no bundler: the admin API serves each file of ui/ at /ui/{file}.
+// This module is the entry (index.html loads it): it wires the page's controls to the views and
+// starts them.
 //
-// The modules: helpers that know no view (format, records, histogram: pure; dom, widgets,
-// charts: elements; api: the admin API; state: what the page knows), then one module per view
-// (timeline, detail, filters, devices, accounts, tokens, calls, faults, backend, checks, load,
-// info), and the glue between them (stream, refresh, navigation). Views call each other's
-// functions (a device's "Pushes →" sets a filter, which shows the timeline), so their imports
-// may go round in a circle; that is safe because a module's top level only defines things:
-// nothing runs before start() below, when every module is loaded.
+// The modules: helpers that know no view (format, records, liveactivity, histogram: pure; dom,
+// widgets, charts: elements; api: the admin API; state: what the page knows), then one module
+// per view (timeline, detail, filters, devices, accounts, activities, tokens, channels, calls,
+// faults, backend, checks, load, info), and the glue between them (stream, refresh,
+// navigation). Views call each other's functions (a device's "Pushes →" sets a filter, which
+// shows the timeline), so their imports may go round in a circle; that is safe because a
+// module's top level only defines things: nothing runs before start() below, when every module
+// is loaded.
 // May import: every module.
 
 import { api, onTokenEntered, wireLogin } from './api.js';
 import { wireBackendDialog } from './backend.js';
 import { wireCalls } from './calls.js';
+import { wireChannels } from './channels.js';
 import { wireChecks } from './checks.js';
 import { renderDetail } from './detail.js';
 import { wireDevices } from './devices.js';
@@ -52,6 +55,7 @@ async function start() {
   wireFaults();
   wireDevices();
   wireCalls();
+  wireChannels();
   wireChecks();
   wireBackendDialog();
   window.addEventListener('hashchange', () => { readHash(); showTab(state.tab); applyFilters(); });

@@ -52,7 +52,7 @@ function renderChecksDialog() {
 }
 
 /** Selects a record in the timeline, fetching it when it is not loaded. */
-async function showRecord(sequence, apnsId) {
+export async function showRecord(sequence, apnsId) {
   showTab('timeline');
   if (!state.rows.has(sequence)) {
     const r = await act(api('GET', `/api/v1/notifications/${enc(apnsId)}`));

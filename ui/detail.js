@@ -1,8 +1,9 @@
 // The Notifications tab's detail pane: the selected record as the device showed it (a lock
 // screen preview), its payload, response, provider token, headers and timing.
 // May import: the helpers (dom, format, records, widgets, api, state) and the views its buttons
-// lead to: filters, navigation, refresh.
+// lead to: activities, filters, navigation, refresh.
 
+import { showActivitiesOf } from './activities.js';
 import { api, enc } from './api.js';
 import { $, h } from './dom.js';
 import { setFilter } from './filters.js';
@@ -96,7 +97,8 @@ export function renderDetail(resetScroll) {
   pane.replaceChildren(
     h('div', { class: 'd-head' }, statusPill(r.status), h('span', { class: 'reason' }, r.reason || (r.status === 200 ? 'OK' : '')), outcomeBadge(r.outcome),
       h('span', { class: 'muted' }, r.pushType || ''), envBadge(r.environment)),
-    r.crossAccount ? h('div', { class: 'd-cross', id: 'cross-account' }, crossBadge(r, true)) : null,
+    // replaceChildren writes a null as the text "null": nothing is an empty string here.
+    r.crossAccount ? h('div', { class: 'd-cross', id: 'cross-account' }, crossBadge(r, true)) : '',
     h('div', { class: 'd-sub' }, h('span', { class: 'mono', title: 'apns-id' }, r.apnsId), copyBtn(r.apnsId), h('span', null, fmtDateTime(r.receivedAt)), h('span', null, `#${r.sequence}`)),
     h('div', { class: 'd-actions' },
       h('button', { type: 'button', class: 'btn small', title: 'Everything sent to this token (t)', onclick: () => setFilter('token', r.token) }, 'All pushes to this token'),
@@ -104,6 +106,7 @@ export function renderDetail(resetScroll) {
         const t = await act(api('POST', `/api/v1/devices/${enc(device)}/tap`, { apnsId: r.apnsId }));
         if (t) toast(`Tapped: ${t.callbacks.join(', ') || 'no callbacks'}${t.launched ? ' (app launched)' : ''}`);
       } }, 'Tap it on the device') : null,
+      r.pushType === 'liveactivity' && device ? h('button', { type: 'button', class: 'btn small', title: 'The Live Activities on the device as it shows them now', onclick: () => showActivitiesOf(device) }, 'Live Activities on the device →') : null,
       h('button', { type: 'button', class: 'btn small ghost', onclick: () => copy(JSON.stringify(stripPrivate(r), null, 2)) }, 'Copy record JSON')),
     section('device', 'On the device', device || 'no device',
       h('div', { class: 'device-view' }, lockScreen(r),

@@ -1,10 +1,11 @@
 // The Devices tab: a card per device (online, Low Power Mode, its account, its apps with their
-// tokens, permission, state and backend), the "add a virtual device" form, and the datalists of
+// tokens, permission, state and backend, its Live Activities), the "add a virtual device" form, and the datalists of
 // topics, bundles and tokens the forms offer.
-// May import: the helpers (dom, format, widgets, api, state), accounts, and the views its
-// buttons lead to: backend, calls, filters, refresh, timeline.
+// May import: the helpers (dom, format, widgets, api, state), accounts, activities, and the views
+// its buttons lead to: backend, calls, filters, refresh, timeline.
 
 import { accountControls, accountDrafts, restoreAccountDrafts } from './accounts.js';
+import { liveSection } from './activities.js';
 import { api, enc, freshAnswer } from './api.js';
 import { openBackend } from './backend.js';
 import { fillCallDevices } from './calls.js';
@@ -89,7 +90,8 @@ function renderDevices() {
         h('button', { type: 'button', class: 'btn small ghost', onclick: () => setFilter('deviceId', d.deviceId) }, 'Pushes →')),
       accountControls(d, base),
       d.apps.length ? h('table', { class: 'grid apps' }, h('thead', null, h('tr', null, ['App', 'Tokens', 'Permission', 'App state', 'Mode', ''].map((x) => h('th', null, x)))), h('tbody', null, apps))
-        : h('div', { class: 'muted' }, 'No apps installed.'));
+        : h('div', { class: 'muted' }, 'No apps installed.'),
+      liveSection(d.deviceId));
   }));
   restoreAccountDrafts(kept);
   // The API pages its lists (1000 at a time by default); the UI shows the first page.

@@ -10,7 +10,7 @@ import { refreshSide } from './refresh.js';
 import { state } from './state.js';
 import { move, select, showQueued } from './timeline.js';
 
-const TABS = ['timeline', 'devices', 'faults', 'backend', 'load'];
+const TABS = ['timeline', 'devices', 'channels', 'faults', 'backend', 'load'];
 /** Shows a tab (the timeline for an unknown one) and brings it up to date. */
 export function showTab(tab) {
   if (!TABS.includes(tab)) tab = 'timeline';
@@ -24,7 +24,7 @@ export function showTab(tab) {
   if (tab !== 'timeline') refreshSide();
 }
 
-/** j/k and the arrows move through the timeline, / searches, t toggles the token view, 1–5 pick a tab, Esc closes. */
+/** j/k and the arrows move through the timeline, / searches, t toggles the token view, 1–6 pick a tab, Esc closes. */
 function onKey(e) {
   const t = e.target;
   const typing = t instanceof HTMLInputElement || t instanceof HTMLSelectElement || t instanceof HTMLTextAreaElement;
@@ -35,7 +35,7 @@ function onKey(e) {
   }
   if (typing || e.ctrlKey || e.metaKey || e.altKey || $$('dialog').some((d) => d.open)) return;
   const key = e.key;
-  if (/^[1-5]$/.test(key)) { showTab(TABS[Number(key) - 1]); return; }
+  if (/^[1-6]$/.test(key)) { showTab(TABS[Number(key) - 1]); return; }
   if (state.tab !== 'timeline') return;
   if (key === 'j' || key === 'ArrowDown') { e.preventDefault(); move(1); }
   else if (key === 'k' || key === 'ArrowUp') { e.preventDefault(); move(-1); }

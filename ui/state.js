@@ -1,5 +1,6 @@
 // What the page knows and shows, shared by the views: the records and their rows, the filters,
-// the shown tab, the devices, fault rules, backend calls and checks last fetched.
+// the shown tab, the devices (and their Live Activities), fault rules, backend calls, checks and
+// broadcast channels last fetched.
 // May import: nothing.
 
 export const state = {
@@ -16,5 +17,7 @@ export const state = {
   expandedCalls: new Set(),
   callsFilter: { deviceId: '', hook: '' },
   checks: null,
+  activities: new Map(), // device id -> its GET …/activities answer (the first devices only)
+  channels: [], selectedChannel: null, broadcasts: null, // the Channels tab
   openSections: { device: true, payload: true, response: true, jwt: true, headers: false, timing: true },
 };

@@ -1,10 +1,12 @@
 // The live event stream (GET /api/v1/events, with the timeline's filters): hands each event to
 // the view it is for, shows the connection state in the header, reconnects.
 // May import: the helpers (dom, api, state) and the views its events are for: timeline, calls,
-// checks, filters, load, refresh.
+// checks, filters, load, refresh, activities, channels.
 
+import { noteLiveRecord } from './activities.js';
 import { adminToken } from './api.js';
 import { forgetCalls, enqueueCall, loadCalls } from './calls.js';
+import { noteBroadcastRecord } from './channels.js';
 import { refreshChecks } from './checks.js';
 import { $ } from './dom.js';
 import { serverQuery } from './filters.js';
@@ -36,6 +38,7 @@ export function connect() {
     try { r = JSON.parse(ev.data); } catch { return; }
     countRequest(r);
     receiveRecord(r);
+    if (r && r.pushType === 'liveactivity') { noteLiveRecord(r); noteBroadcastRecord(r); }
   });
   es.addEventListener('backendCall', (ev) => {
     let c;

@@ -23,8 +23,9 @@ enum Browser {
 
 /// The web UI in a real headless browser: Tests/ui/test_ui.py drives Debian's Chromium through
 /// Selenium against the real binary (live timeline, detail pane, device controls, fault rules,
-/// accounts, the Load tab during a bounded h2load run, reset) and writes screenshots to
-/// .build/test-artifacts/ (ui.png, ui-load.png, …).
+/// accounts, Live Activities, broadcast channels, the Load tab during a bounded h2load run, reset)
+/// and writes screenshots to .build/test-artifacts/ (ui.png, ui-activities.png, ui-channels.png,
+/// ui-load.png, …).
 @Suite("Web UI", Browser.installed)
 struct UITests {
     static let root = URL(fileURLWithPath: PackageRoot.path)
@@ -42,6 +43,7 @@ struct UITests {
                 "--topic", EmulatorProcess.bundleID,
                 "--token", device.token,
                 "--binary", EmulatorProcess.binary,
+                "--channel-sandbox", "\(try emulator.address("channelSandbox"))",
             ] + extra
         let result = try run(Browser.python, arguments, timeout: 180)
         #expect(result.status == 0, "browser test failed:\n\(result.out)\(result.err)\nemulator log:\n\(emulator.stderr)")
@@ -52,15 +54,15 @@ struct UITests {
         let artifacts = Self.root.appendingPathComponent(".build/test-artifacts")
         try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
         let screenshot = artifacts.appendingPathComponent("ui.png").path
-        let loadScreenshot = artifacts.appendingPathComponent("ui-load.png").path
-        for path in [screenshot, loadScreenshot] { try? FileManager.default.removeItem(atPath: path) }
+        let others = ["load", "activities", "channels"].map { artifacts.appendingPathComponent("ui-\($0).png").path }
+        for path in [screenshot] + others { try? FileManager.default.removeItem(atPath: path) }
 
         // A cleartext HTTP/2 listener for the Load tab's h2load run.
         let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
         let h2c = try emulator.address("h2cSandbox").description
         guard try Self.runBrowserTest(emulator, ["--screenshot", screenshot, "--h2c", h2c]).status == 0 else { return }
 
-        for path in [screenshot, loadScreenshot] {
+        for path in [screenshot] + others {
             let png = try Data(contentsOf: URL(fileURLWithPath: path))
             #expect(png.count > 10_000, "\(path) is only \(png.count) bytes")
             #expect(Array(png.prefix(8)) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], "\(path) is not a PNG")

@@ -4,11 +4,15 @@ python3-selenium; scripts/deps.sh test installs them) against a running emulator
 
   /usr/bin/python3 Tests/ui/test_ui.py --admin http://127.0.0.1:8197 --sandbox 127.0.0.1:2197 \
       --ca certs/ca.pem --key TEAMID:KEYID:AuthKey.p8 --topic com.example.app --token HEX \
-      --binary .build/debug/apns-emulator --screenshot ui.png [--h2c 127.0.0.1:2199] [--admin-token TOKEN]
+      --binary .build/debug/apns-emulator --screenshot ui.png --channel-sandbox 127.0.0.1:2195 [--h2c 127.0.0.1:2199] \
+      [--admin-token TOKEN]
 
 The token must belong to a device with the topic's app installed. The accounts step adds a device
 of its own, gives the topic's app a backend (and leaves it set) and writes two more screenshots
-next to --screenshot (NAME-accounts.png, NAME-backend.png). The load step adds a device too and
+next to --screenshot (NAME-accounts.png, NAME-backend.png). The Live Activities step adds a device
+with three activities (pushed to through --sandbox) and writes NAME-activities.png; the channels step
+makes two broadcast channels on --channel-sandbox (the emulator's --channel-sandbox-listen) with the
+binary's `channels create`, broadcasts on one and writes NAME-channels.png. The load step adds a device too and
 runs h2load (nghttp2-client) against --h2c (the emulator's --h2c-sandbox-listen; without it, TLS
 to --sandbox) for about 5 s while it watches the Load tab, and writes NAME-load.png. With --admin-token the
 emulator must have been started with that token: then only the token checks run. Exits 0 when every check
@@ -115,9 +119,9 @@ class UITest:
         check(found, f"no element matches {selector}")
         return found[0]
 
-    def send(self, payload, expect_ok=True, extra=(), token=None):
+    def send(self, payload, expect_ok=True, extra=(), token=None, topic=None):
         command = [self.args.binary, "send", "--host", self.args.sandbox, "--ca", self.args.ca, "--key", self.args.key,
-                   "--topic", self.args.topic, "--token", token or self.args.token, *extra, json.dumps(payload)]
+                   "--topic", topic or self.args.topic, "--token", token or self.args.token, *extra, json.dumps(payload)]
         result = subprocess.run(command, capture_output=True, text=True, timeout=30)
         if expect_ok:
             check(result.returncode == 0, f"send failed ({result.returncode}): {result.stdout}{result.stderr}")
@@ -234,6 +238,8 @@ class UITest:
         detail = self.one("#detail").get_attribute("textContent")  # includes collapsed sections
         for needle in ("apns-unique-id", "signature verified", "apns-topic", record["keyId"] or "", record["apnsId"]):
             check(needle in detail, f"the detail pane does not show {needle!r}")
+        stray = self.js("return Array.from(document.getElementById('detail').childNodes, (n) => n.nodeType === 3 ? n.textContent.trim() : '').filter(Boolean);")
+        check(not stray, f"the detail pane shows stray text {stray!r}")
         self.log("detail pane: lock-screen preview, size bar, JSON, response, JWT and headers shown")
 
     def escaping(self):
@@ -447,6 +453,187 @@ class UITest:
                  lambda: [e for e in self.css(f'{card} [data-field="tokenUploadPending"]') if e.text == "token not uploaded yet"], timeout=6)
         self.log("switched to a markup userId (shown as text), logged out through the button; a rotated token shows as not uploaded")
 
+    def live_push(self, token, aps):
+        """A liveactivity push to an ActivityKit token over the provider API (HTTP/2, TLS); returns its apns-id."""
+        apns_id, _ = self.send({"aps": aps}, token=token, topic=f"{self.args.topic}.push-type.liveactivity",
+                               extra=("--push-type", "liveactivity", "--priority", "10"))
+        record = wait_for(f"the record of the liveactivity push {apns_id} to be settled",
+                          lambda: (lambda r: r if r.get("outcome") not in (None, "pending") else None)(self.admin.get(f"/api/v1/notifications/{apns_id}")))
+        check(record["status"] == 200 and record["outcome"] == "delivered",
+              f"the {aps['event']} push was not applied: {record['status']} {record['outcome']} ({record.get('explanation')})")
+        return apns_id
+
+    def live_activities(self):
+        """Live Activities on a virtual device (issue 20): three started by the app with token push, one updated
+        through its update token, one made stale by an update whose stale-date is past, one ended; the device card
+        shows them on its Lock Screen (most relevant first) and in the Dynamic Island, and a dismiss button works."""
+        device, bundle, q = "ui-live-phone", self.args.topic, urllib.parse.quote
+        base = f"/api/v1/devices/{q(device)}"
+        self.admin.call("POST", "/api/v1/devices", {"bundleId": bundle, "environment": "sandbox", "deviceId": device})
+        declared = self.admin.call("PUT", f"{base}/apps/{q(bundle)}/live-activities", {"types": ["DeliveryAttributes", "GameAttributes"]})
+        start_tokens = declared["pushToStartTokens"]
+        check(set(start_tokens) == {"DeliveryAttributes", "GameAttributes"} and all(start_tokens.values()), f"push-to-start tokens: {start_tokens}")
+
+        def start(kind, attributes, content):
+            activity = self.admin.call("POST", f"{base}/apps/{q(bundle)}/activities",
+                                       {"attributesType": kind, "attributes": attributes, "contentState": content, "pushToken": True})
+            check(activity.get("pushToken") and activity["state"] == "active", f"the app's start gave {activity}")
+            return activity
+        courier = {"name": "Sam", "vehicle": "bike"}
+        delivery = start("DeliveryAttributes", {"orderNumber": "A-1042", "restaurant": "Luigi's"},
+                         {"status": "Preparing", "etaMinutes": 25, "courier": courier})
+        game = start("GameAttributes", {"homeTeam": "Lions", "awayTeam": "Bears"}, {"homeScore": 0, "awayScore": 0, "quarter": 1})
+        parcel = start("DeliveryAttributes", {"orderNumber": "B-7", "restaurant": "Noodle Bar"},
+                       {"status": "Out for delivery", "etaMinutes": 8, "courier": {"name": "Kim", "vehicle": "car"}})
+        now = int(time.time())
+        update_id = self.live_push(delivery["pushToken"], {"event": "update", "timestamp": now, "relevance-score": 90,
+                                                           "content-state": {"status": "On its way", "etaMinutes": 12, "courier": courier}})
+        self.live_push(game["pushToken"], {"event": "update", "timestamp": now, "relevance-score": 50, "stale-date": now - 60,
+                                           "content-state": {"homeScore": 14, "awayScore": 10, "quarter": 3}})
+        dismissal = now + 3600
+        self.live_push(parcel["pushToken"], {"event": "end", "timestamp": now, "dismissal-date": dismissal,
+                                             "content-state": {"status": "Delivered", "etaMinutes": 0, "courier": {"name": "Kim", "vehicle": "car"}}})
+        listed = {a["activityId"]: a for a in self.admin.get(f"{base}/activities")["activities"]}
+        states = {name: listed[a["activityId"]]["state"] for name, a in (("delivery", delivery), ("game", game), ("parcel", parcel))}
+        check(states == {"delivery": "active", "game": "stale", "parcel": "ended"}, f"the API says {states}")
+        check(listed[delivery["activityId"]]["contentState"]["etaMinutes"] == 12, "the update did not reach the activity")
+
+        # From the update's record in the timeline to the device's Live Activities.
+        self.tab("timeline")
+        self.open_record(update_id)
+        self.click("#detail .d-actions button[title^='The Live Activities on the device']")
+        wait_for("the Devices tab", lambda: self.one("#panel-devices").is_displayed())
+        live = f'#devices .live[data-device="{device}"]'
+        card = lambda a: f'{live} .la-card[data-activity="{a["activityId"]}"]'
+        row = lambda a: f'{live} .la-row[data-activity="{a["activityId"]}"]'
+        content = lambda: self.js("const l = document.querySelector(arguments[0]); return l && !l.hidden ? l.textContent : null;", live)
+        wait_for("the device's three Live Activities on its Lock Screen",
+                 lambda: len(self.css(f"{live} .live-lock .la-card")) == 3 and "On its way" in (content() or ""), timeout=6)
+        order = self.js("return Array.from(document.querySelectorAll(arguments[0] + ' .live-lock .la-card'), (c) => c.dataset.activity);", live)
+        check(order == [delivery["activityId"], game["activityId"], parcel["activityId"]],
+              f"the Lock Screen order is not by relevance (90, 50, none): {order}")
+
+        def value(selector, key):
+            found = self.css(f'{selector} .la-value[data-key="{key}"]')
+            check(found, f"no {key} value in {selector}")
+            return (found[0].find_element(By.CSS_SELECTOR, ".la-label").get_attribute("textContent"),
+                    found[0].find_element(By.CSS_SELECTOR, ".la-text").get_attribute("textContent"))
+        for key, expected in (("status", ("Status", "On its way")), ("etaMinutes", ("Eta minutes", "12")),
+                              ("courier.name", ("Courier name", "Sam")), ("courier.vehicle", ("Courier vehicle", "bike"))):
+            got = value(card(delivery), key)
+            check(got == expected, f"the delivery card shows {key} as {got}, not {expected}")
+        attributes = self.one(f'{card(delivery)} [data-field="attributes"]').get_attribute("textContent")
+        check(attributes == "A-1042 · Luigi's", f"the delivery card's header values are {attributes!r}")
+        check(value(card(game), "homeScore") == ("Home score", "14"), "the game card does not show the home score 14")
+
+        # Stale: dimmed with a badge and its stale date; ended: its own look, with the time it leaves the Lock Screen.
+        check("stale" in self.one(card(game)).get_attribute("class").split(), "the stale card has no stale look")
+        badge = self.one(f'{card(game)} [data-field="stale"]').get_attribute("textContent")
+        check(badge == "stale", f"the stale card's badge says {badge!r}")
+        note = self.one(f"{card(game)} .la-note").get_attribute("textContent")
+        check(time.strftime("%H:%M", time.localtime(now - 60)) in note, f"the stale card does not say since when: {note!r}")
+        opacity = float(self.js("return getComputedStyle(document.querySelector(arguments[0])).opacity;", f"{card(game)} .la-values"))
+        check(opacity < 0.8, f"the stale card's values are not dimmed (opacity {opacity})")
+        check("ended" in self.one(card(parcel)).get_attribute("class").split(), "the ended card has no ended look")
+        check(self.js("return getComputedStyle(document.querySelector(arguments[0])).filter;", card(parcel)).startswith("grayscale"),
+              "the ended card is not greyed")
+        ended = self.one(f"{card(parcel)} .la-note").get_attribute("textContent")
+        check(ended.startswith("ended") and f"leaves the Lock Screen at {time.strftime('%H:%M', time.localtime(dismissal))}" in ended,
+              f"the ended card's note is {ended!r}")
+        # The Dynamic Island: the most relevant running one is in it; compact and expanded show the content.
+        compact = self.one(f'{row(delivery)} [data-field="compact"]').get_attribute("textContent")
+        check("On its way" in compact and "12" in compact, f"the compact Island shows {compact!r}")
+        expanded = self.one(f'{row(delivery)} [data-field="expanded"]').get_attribute("textContent")
+        check("Courier name" in expanded and "Sam" in expanded and "A-1042" in expanded, f"the expanded Island shows {expanded!r}")
+        check("in the Island" in self.one(row(delivery)).get_attribute("textContent")
+              and "in the Island" not in self.one(row(game)).get_attribute("textContent"), "the most relevant activity is not the one marked in the Island")
+        check(self.css(f'{row(game)} [data-field="compact"]') and not self.css(f'{row(parcel)} [data-field="compact"]'),
+              "a stale activity must stay in the Island, an ended one must leave it")
+        state = self.one(f'{row(parcel)} [data-field="state"]').get_attribute("textContent")
+        check(state == "ended", f"the ended activity's row says {state!r}")
+        for kind, token in start_tokens.items():
+            shown = self.one(f'{live} .la-tokens tr[data-type="{kind}"] [data-field="pushToStartToken"] button.tok').get_attribute("textContent")
+            check(shown == f"{token[:6]}…{token[-4:]}", f"the push-to-start token of {kind} shows as {shown!r}")
+        self.js("document.querySelector(arguments[0]).scrollIntoView({block: 'start'});", live)
+        time.sleep(0.3)
+        screenshot = self.extra_screenshot("activities")
+
+        # The user dismisses the delivery: off the Lock Screen, listed as dismissed, and the API agrees.
+        self.click(f'{row(delivery)} button[data-action="dismiss"]')
+        wait_for("the API to say the activity is dismissed", lambda: next(
+            a for a in self.admin.get(f"{base}/activities")["activities"] if a["activityId"] == delivery["activityId"])["state"] == "dismissed")
+        wait_for("the dismissed activity to leave the Lock Screen", lambda: not self.css(card(delivery)) and not self.css(row(delivery))
+                 and len(self.css(f"{live} .live-lock .la-card")) == 2, timeout=6)
+        check(self.css(f'{live} .la-dismissed li[data-activity="{delivery["activityId"]}"]'), "the dismissed activity is not in the dismissed list")
+        check("in the Island" in self.one(row(game)).get_attribute("textContent"), "the next most relevant activity did not take the Island")
+        self.live_device = device
+        self.log(f"Live Activities: labelled content state, stale badge, ended look, relevance order, Dynamic Island, "
+                 f"push-to-start tokens; dismissed through the button; {screenshot}")
+
+    def channels(self):
+        """Broadcast channels (issue 20): two made through the channel management listener with the binary's
+        `channels create`, an activity subscribed to one and a broadcast on it; the Channels tab lists them with
+        their policy, counts, stored message and, for the selected one, its broadcasts from the journal."""
+        key = ["--key", self.args.key, "--ca", self.args.ca]
+
+        def create(policy):
+            result = subprocess.run([self.args.binary, "channels", "create", "--bundle", self.args.topic, "--host", self.args.channel_sandbox,
+                                     "--policy", str(policy), *key], capture_output=True, text=True, timeout=30)
+            check(result.returncode == 0, f"channels create failed ({result.returncode}): {result.stdout}{result.stderr}")
+            found = re.search(r"^apns-channel-id: (\S+)$", result.stdout, re.M)
+            check(found, f"channels create printed no apns-channel-id: {result.stdout}")
+            return found.group(1)
+        stored_id, plain_id = create(1), create(0)
+        device, q = getattr(self, "live_device", "ui-live-phone"), urllib.parse.quote
+        self.admin.call("POST", f"/api/v1/devices/{q(device)}/apps/{q(self.args.topic)}/activities",
+                        {"attributesType": "GameAttributes", "attributes": {"homeTeam": "Owls", "awayTeam": "Hawks"},
+                         "contentState": {"homeScore": 0, "awayScore": 0}, "channel": stored_id})
+        payload = {"aps": {"event": "update", "timestamp": int(time.time()), "content-state": {"homeScore": 3, "awayScore": 1}}}
+        sent = subprocess.run([self.args.binary, "send", "--channel", stored_id, "--bundle", self.args.topic, "--host", self.args.sandbox,
+                               *key, json.dumps(payload)], capture_output=True, text=True, timeout=30)
+        check(sent.returncode == 0 and re.search(r"^status: 200", sent.stdout, re.M), f"the broadcast failed ({sent.returncode}): {sent.stdout}{sent.stderr}")
+        listed = {c["id"]: c for c in self.admin.get("/api/v1/channels")["channels"]}
+        check(listed[stored_id]["broadcasts"] == 1 and listed[stored_id]["storedMessage"], f"the API's channel: {listed[stored_id]}")
+
+        self.tab("channels")
+        row = lambda cid: f'#channel-rows tr[data-channel="{cid}"]'
+        cell = lambda cid, field: self.js("const e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
+                                          f'{row(cid)} [data-field="{field}"]')
+        wait_for("both channels in the Channels tab", lambda: self.css(row(stored_id)) and self.css(row(plain_id)), timeout=6)
+        check(cell(stored_id, "policy") == "Most Recent Message Stored" and cell(plain_id, "policy") == "No Message Stored",
+              f"the policies show as {cell(stored_id, 'policy')!r} and {cell(plain_id, 'policy')!r}")
+        check(cell(stored_id, "broadcasts") == "1" and cell(plain_id, "broadcasts") == "0", "the broadcast counts are not 1 and 0")
+        check(cell(stored_id, "stored") == "update · Home score: 3, Away score: 1", f"the stored message shows as {cell(stored_id, 'stored')!r}")
+        for cid in (stored_id, plain_id):  # the lead's `subscribers` field, or — while the API has none
+            subscribers = listed[cid].get("subscribers")
+            check(cell(cid, "subscribers") == ("—" if subscribers is None else str(subscribers)),
+                  f"subscribers of {cid} show as {cell(cid, 'subscribers')!r}, the API says {subscribers}")
+        check(self.one("#count-channels").text == str(sum(1 for c in listed.values() if c["live"])), "the tab's count is not the live channels")
+        # The filters: production has none of them; back to every environment.
+        Select(self.one('#channels-filter select[name="environment"]')).select_by_value("production")
+        wait_for("the production filter to hide the sandbox channels", lambda: not self.css(row(stored_id)))
+        Select(self.one('#channels-filter select[name="environment"]')).select_by_value("")
+        wait_for("the channels to come back", lambda: self.css(row(stored_id)))
+
+        # The selected channel: its stored message and its broadcasts as the journal has them.
+        self.click(f"{row(stored_id)} td.bundle")
+        wait_for("the channel's details", lambda: self.one("#channel-detail").is_displayed() and stored_id in self.one("#channel-detail").text)
+        check('"homeScore": 3' in self.one("#channel-stored").text, "the stored message's JSON is not shown")
+        journal = [r for r in self.admin.get("/api/v1/notifications?pushType=liveactivity&limit=500")["notifications"]
+                   if (r.get("broadcast") or {}).get("channel") == stored_id]
+        if journal:  # broadcast records carry their reach (deliveries to subscribed activities)
+            shown = wait_for("the broadcast in the channel's list", lambda: self.css("#channel-broadcasts tbody.broadcast"))
+            check(len(shown) == len(journal), f"{len(shown)} broadcasts listed, the journal has {len(journal)}")
+            reached = self.one('#channel-broadcasts [data-field="reached"]').text
+            check(reached == str(journal[0]["broadcast"].get("reached")), f"the broadcast's reach shows as {reached!r}")
+        else:
+            wait_for("the list to say the broadcast's reach is not in the journal",
+                     lambda: "1 broadcast counted" in (self.text("#channel-broadcasts-empty") or ""))
+        time.sleep(0.3)
+        screenshot = self.extra_screenshot("channels")
+        self.log(f"channels {stored_id} (Most Recent Message Stored) and {plain_id} (No Message Stored) listed, "
+                 f"broadcast counted and stored, {len(journal)} broadcast record(s) with reach; {screenshot}")
+
     def load_tab(self):
         """The Load tab while h2load runs a bounded load (issue 11): live requests/s and its chart, the provider
         connections gauge, errors by reason (a few pushes to a token nobody has: 400 BadDeviceToken), and after
@@ -601,7 +788,7 @@ class UITest:
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
-                 self.screenshot, self.device_controls, self.fault_rules, self.accounts, self.load_tab, self.reset, self.console_is_clean]
+                 self.screenshot, self.device_controls, self.fault_rules, self.accounts, self.live_activities, self.channels, self.load_tab, self.reset, self.console_is_clean]
         if self.args.admin_token:
             steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()
@@ -632,11 +819,14 @@ def main():
     parser.add_argument("--token", required=True, help="a device token with the topic's app installed")
     parser.add_argument("--binary", required=True, help="the apns-emulator binary (for its send command)")
     parser.add_argument("--screenshot", help="PNG to write (the full run)")
+    parser.add_argument("--channel-sandbox", help="the emulator's channel management listener HOST:PORT (--channel-sandbox-listen), for the channels step")
     parser.add_argument("--h2c", help="the emulator's cleartext HTTP/2 sandbox listener HOST:PORT, for the load step (default: TLS to --sandbox)")
     parser.add_argument("--admin-token", help="the emulator's --admin-token: check that the page asks for it once, and works")
     args = parser.parse_args()
     if not args.admin_token and not args.screenshot:
         parser.error("--screenshot is required (except with --admin-token)")
+    if not args.admin_token and not args.channel_sandbox:
+        parser.error("--channel-sandbox is required (except with --admin-token)")
     args.token = args.token.lower()
     try:
         UITest(args).run()
