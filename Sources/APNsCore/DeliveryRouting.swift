@@ -77,6 +77,11 @@ extension World {
                 delivery.setBudget(key, budget)
             }
             if device.isVirtual {
+                // WidgetKit, not the app, takes these: a reload within the budget, or why not.
+                if let kind = WidgetPushKind(notification.pushType) {
+                    applyWidgetPush(notification, kind: kind, nowMs: nowMs)
+                    return []
+                }
                 settle(notification, verdict: verdict, nowMs: nowMs, device: device)
                 return []
             }
@@ -264,6 +269,7 @@ extension World {
     public mutating func tick(nowMs: Int64) -> [DeviceFrame] {
         var frames = delivery.inflight.isEmpty ? [] : disconnectStuckDevices(nowMs: nowMs)
         if !liveActivities.books.isEmpty { liveActivities.tick(nowMs: nowMs) }
+        if !widgetPushes.books.isEmpty { widgetPushes.tick(nowMs: nowMs) }
         for (key, stored) in delivery.stored where (stored.storeUntilMs ?? 0) <= nowMs {
             delivery.stored.removeValue(forKey: key)
             delivery.noteDone(stored.sequence)

@@ -292,7 +292,7 @@ public final class ProviderEndpoint: Sendable {
                 case .deliver(let notification)?: reply.deviceFrames = world.route(notification, nowMs: now)
                 case .drop(let why)?: world.setOutcome(sequence, .droppedBySystem, why)
                 case .liveActivity(let token, let priority)?:
-                    world.applyLiveActivityPush(token: token, payload: request.body, priority: priority, sequence: sequence, nowMs: now)
+                    world.takeLiveActivityPush(token: token, payload: request.body, priority: priority, sequence: sequence, nowMs: now)
                 case nil: break
                 }
                 return reply
