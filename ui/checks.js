@@ -1,4 +1,5 @@
-// The checks: the header's button (cross-account deliveries, from GET /api/v1/checks) and its
+// The checks: the header's button (cross-account deliveries and pushes devices ignored, from
+// GET /api/v1/checks) and its
 // dialog listing the failures, each leading to its record in the timeline.
 // May import: the helpers (dom, format, api, state) and the views it leads to: navigation,
 // refresh, timeline.
@@ -22,17 +23,20 @@ export async function refreshChecks() {
   renderChecks();
 }
 
-/** The header's button: OK, or how many deliveries went to the wrong account. */
+/** The header's button: OK, or how many deliveries went to the wrong account, else how many
+ * pushes devices ignored. */
 function renderChecks() {
   const el = $('#checks');
   const c = state.checks;
   if (!c) { el.hidden = true; return; }
   const n = c.crossAccountDeliveries || 0;
-  const failed = n > 0 || c.ok === false;
+  const ignored = c.ignoredPushes || 0;
+  const failed = n > 0 || ignored > 0 || c.ok === false;
   el.hidden = false;
   el.dataset.state = failed ? 'fail' : 'ok';
   el.dataset.count = String(n);
   el.textContent = n ? `${n.toLocaleString('en-US')} cross-account deliver${n === 1 ? 'y' : 'ies'}`
+    : ignored ? `${ignored.toLocaleString('en-US')} ignored push${ignored === 1 ? '' : 'es'}`
     : failed ? `${(c.failures || []).length} failed checks` : 'checks OK';
   if ($('#checks-dialog').open) renderChecksDialog();
 }
@@ -41,10 +45,17 @@ function renderChecks() {
 function renderChecksDialog() {
   const c = state.checks || { failures: [] };
   const n = c.crossAccountDeliveries || 0;
+  const ignored = c.ignoredPushes || 0;
   const failures = (c.failures || []).slice(-100).reverse();
-  $('#checks-summary').textContent = n
-    ? `${n} push${n === 1 ? ' was' : 'es were'} delivered while another account than the one the payload names was logged in on the device${c.strict ? ' (strict mode: GET /api/v1/checks answers 409)' : ''}.${failures.length < n ? ` The newest ${failures.length}:` : ''}`
+  const crossAccount = n
+    ? `${n} push${n === 1 ? ' was' : 'es were'} delivered while another account than the one the payload names was logged in on the device.`
     : 'No cross-account deliveries: every push that named an account (the app backend\'s addresseePointer) reached a device where that account was logged in.';
+  const ignoredText = ignored
+    ? ` ${ignored} push${ignored === 1 ? ' was' : 'es were'} answered 200 but ignored by the device (Live Activities, widgets).`
+    : '';
+  $('#checks-summary').textContent = crossAccount + ignoredText
+    + (c.strict && (n || ignored) ? ' Strict mode: GET /api/v1/checks answers 409.' : '')
+    + (failures.length < n + ignored ? ` The newest ${failures.length}:` : '');
   $('#checks-failures').replaceChildren(...failures.map((f) => h('li', null,
     h('div', null, f.message || f.check || 'failed'),
     h('div', { class: 'small muted' }, fmtDateTime(f.at), f.bundleId ? ` · ${f.bundleId}` : '', ' · ',

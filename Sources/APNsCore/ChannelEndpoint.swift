@@ -391,8 +391,19 @@ public final class ChannelEndpoint: Sendable {
                 create: create, payloadProblem: payloadProblem, drawn: &drawn, world: &world, journal: &journal)
             if var entry = journal {
                 if case .failure(let error) = result { entry.reject(error) }
+                let reach = entry.broadcast
                 let sequence = world.records.append(moving: &entry)
                 if case .success = result { world.liveActivities.noteBroadcastRecord(requestID: requestID, sequence: sequence) }
+                if let reach, let ignored = reach.outcomes[.ignored], let first = reach.deliveries.first(where: { $0.outcome == .ignored }) {
+                    // One finding per broadcast, however many activities ignored it.
+                    world.noteIgnoredPush(
+                        IgnoredPush(
+                            sequence: sequence, apnsID: requestID, deviceID: first.deviceID, bundleID: operation.bundleID,
+                            pushType: PushType.liveactivity.rawValue,
+                            explanation:
+                                "\(ignored) of \(reach.subscribers) subscribed Live Activities ignored the broadcast on channel \(reach.channelID); the first: \(first.explanation)",
+                            atMs: now))
+                }
             }
             return result
         }

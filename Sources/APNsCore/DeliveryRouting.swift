@@ -77,6 +77,11 @@ extension World {
                 delivery.setBudget(key, budget)
             }
             if device.isVirtual {
+                // WidgetKit, not the app, takes these: a reload within the budget, or why not.
+                if let kind = WidgetPushKind(notification.pushType) {
+                    applyWidgetPush(notification, kind: kind, nowMs: nowMs)
+                    return []
+                }
                 settle(notification, verdict: verdict, nowMs: nowMs, device: device)
                 return []
             }
@@ -270,6 +275,7 @@ extension World {
             }
             expireWaitingLiveActivityPushes(nowMs: nowMs)
         }
+        if !widgetPushes.books.isEmpty { widgetPushes.tick(nowMs: nowMs) }
         for (key, stored) in delivery.stored where (stored.storeUntilMs ?? 0) <= nowMs {
             delivery.stored.removeValue(forKey: key)
             delivery.noteDone(stored.sequence)

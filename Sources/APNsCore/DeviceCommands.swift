@@ -316,6 +316,7 @@ extension World {
     public mutating func removeDevice(_ deviceID: String, nowMs: Int64) throws(RegistryError) {
         try registry.removeDevice(id: deviceID, nowMs: nowMs)
         liveActivities.removeDevice(deviceID)
+        widgetPushes.removeDevice(deviceID)
     }
 
     /// Sets a token's state directly (a test provoking an answer); nil for an unknown token.

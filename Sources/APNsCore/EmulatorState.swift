@@ -23,6 +23,10 @@ public struct World: Sendable {
     var backendOutbox: [BackendIntent] = []
     /// The newest cross-account deliveries (`GET /api/v1/checks`), at most `crossAccountKeep`.
     public var crossAccountDeliveries: [CrossAccountDelivery] = []
+    /// The newest pushes the device ignored (`GET /api/v1/checks`), at most `ignoredPushesKeep`.
+    public var ignoredPushes: [IgnoredPush] = []
+    /// Widget and control reload budgets on virtual devices (WidgetPushes.swift).
+    public var widgetPushes = WidgetPushWorld()
     public var counters = Counters()
     /// Changes collected for persistence (`--state-dir`); off otherwise.
     public var stateTracking = StateTracking()

@@ -51,6 +51,13 @@ extension World {
             setOutcome(sequence, .throttled, why + note)
         }
         if stored { records.update(sequence: sequence) { $0.wasStored = true } }
+        if let record = records.record(sequence: sequence) {
+            noteLiveActivityOutcome(record.outcome) {
+                IgnoredPush(
+                    sequence: sequence, apnsID: record.apnsID, deviceID: owner.deviceID, bundleID: owner.bundleID,
+                    pushType: PushType.liveactivity.rawValue, explanation: record.explanation, atMs: nowMs)
+            }
+        }
         var frames = liveActivityChanged(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)
         frames += storedBroadcastsForNewSubscribers(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)
         return frames

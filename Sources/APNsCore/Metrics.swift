@@ -53,6 +53,12 @@ public struct Counters: Sendable {
     }
 
     mutating func countBroadcastDelivery(_ outcome: DeliveryOutcome) { broadcastDeliveries[outcome, default: 0] += 1 }
+    /// Pushes APNs accepted that the device ignored (the ignored-push check).
+    public var ignoredPushes: UInt64 = 0
+    /// `liveactivity` pushes by what the device did, by `DeliveryOutcome` ordinal.
+    private var liveActivityOutcomeCounts = [UInt64](repeating: 0, count: DeliveryOutcome.allCases.count)
+    /// `widgets` then `controls` pushes a virtual device took, by `DeliveryOutcome` ordinal.
+    private var widgetOutcomeCounts = [UInt64](repeating: 0, count: WidgetPushKind.allCases.count * DeliveryOutcome.allCases.count)
 
     public init() {}
 
@@ -95,6 +101,29 @@ public struct Counters: Sendable {
     public var outcomes: [DeliveryOutcome: UInt64] {
         var out: [DeliveryOutcome: UInt64] = [:]
         for (index, count) in outcomeCounts.enumerated() where count > 0 { out[DeliveryOutcome.allCases[index]] = count }
+        return out
+    }
+
+    mutating func countLiveActivityPush(_ outcome: DeliveryOutcome) { liveActivityOutcomeCounts[outcome.ordinal] += 1 }
+
+    /// `liveactivity` pushes by outcome (those that occurred).
+    public var liveActivityPushes: [DeliveryOutcome: UInt64] {
+        var out: [DeliveryOutcome: UInt64] = [:]
+        for (index, count) in liveActivityOutcomeCounts.enumerated() where count > 0 { out[DeliveryOutcome.allCases[index]] = count }
+        return out
+    }
+
+    mutating func countWidgetPush(kind: WidgetPushKind, outcome: DeliveryOutcome) {
+        widgetOutcomeCounts[(kind == .widgets ? 0 : 1) * DeliveryOutcome.allCases.count + outcome.ordinal] += 1
+    }
+
+    /// `widgets` and `controls` pushes virtual devices took, by kind and outcome (those that occurred).
+    public var widgetPushes: [(kind: WidgetPushKind, outcome: DeliveryOutcome, count: UInt64)] {
+        var out: [(kind: WidgetPushKind, outcome: DeliveryOutcome, count: UInt64)] = []
+        let outcomes = DeliveryOutcome.allCases
+        for (index, count) in widgetOutcomeCounts.enumerated() where count > 0 {
+            out.append((index < outcomes.count ? .widgets : .controls, outcomes[index % outcomes.count], count))
+        }
         return out
     }
 

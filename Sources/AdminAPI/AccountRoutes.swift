@@ -52,7 +52,7 @@ struct AccountRoutes: AdminResource {
         r.add("GET", "/api/v1/backend-calls", "every device's backend calls, oldest first") { req, _, http in
             try backendCalls(deviceID: nil, req, http)
         }
-        r.add("GET", "/api/v1/checks", "cross-account deliveries (409 in strict mode while any exist)") { req, _, _ in
+        r.add("GET", "/api/v1/checks", "cross-account deliveries and pushes the device ignored (409 in strict mode while any exist)") { req, _, _ in
             checks(req)
         }
     }
@@ -72,28 +72,42 @@ struct AccountRoutes: AdminResource {
     }
 
     private func checks(_ req: HTTP1Request) -> HTTP1ServerResponse {
-        let (failures, total) = state.readWorld { ($0.crossAccountDeliveries, $0.counters.crossAccountDeliveries) }
-        let strict = api.settings.strictChecks || req.query["strict"] == "true" || req.query["strict"] == "1"
-        let list: [JSONValue] = failures.map { f in
-            .object(
-                JSONObject([
-                    ("check", "crossAccount"), ("apnsId", .string(f.apnsID)), ("sequence", .int(Int64(f.sequence))),
-                    ("deviceId", .string(f.deviceID)), ("bundleId", .string(f.bundleID)),
-                    ("userId", f.userID.map(JSONValue.string) ?? .null), ("addressee", .string(f.addressee)),
-                    ("at", .string(RFC3339.format(milliseconds: f.atMs))),
-                    (
-                        "message",
-                        .string(
-                            "a push for \(f.addressee) was delivered to \(f.deviceID) while \(f.userID.map { "\($0) was" } ?? "nobody was") logged in"
-                        )
-                    ),
-                ]))
+        let (crossAccount, ignored, crossAccountTotal, ignoredTotal) = state.readWorld {
+            ($0.crossAccountDeliveries, $0.ignoredPushes, $0.counters.crossAccountDeliveries, $0.counters.ignoredPushes)
         }
+        let strict = api.settings.strictChecks || req.query["strict"] == "true" || req.query["strict"] == "1"
+        var list: [(sequence: UInt64, json: JSONValue)] = crossAccount.map { ($0.sequence, Self.json($0)) }
+        list += ignored.map { ($0.sequence, Self.json($0)) }
+        // Oldest first, whatever the check.
+        list.sort { $0.sequence < $1.sequence }
+        let failed = crossAccountTotal > 0 || ignoredTotal > 0
         let body: JSONValue = .object(
             JSONObject([
-                ("ok", .bool(total == 0)), ("strict", .bool(strict)), ("crossAccountDeliveries", .int(Int64(total))),
-                ("failures", .array(list)),
+                ("ok", .bool(!failed)), ("strict", .bool(strict)), ("crossAccountDeliveries", .int(Int64(crossAccountTotal))),
+                ("ignoredPushes", .int(Int64(ignoredTotal))), ("failures", .array(list.map(\.json))),
             ]))
-        return .json(strict && total > 0 ? 409 : 200, body)
+        return .json(strict && failed ? 409 : 200, body)
+    }
+
+    private static func json(_ f: CrossAccountDelivery) -> JSONValue {
+        let who = f.userID.map { "\($0) was" } ?? "nobody was"
+        let message = "a push for \(f.addressee) was delivered to \(f.deviceID) while \(who) logged in"
+        return .object(
+            JSONObject([
+                ("check", "crossAccount"), ("apnsId", .string(f.apnsID)), ("sequence", .int(Int64(f.sequence))),
+                ("deviceId", .string(f.deviceID)), ("bundleId", .string(f.bundleID)),
+                ("userId", f.userID.map(JSONValue.string) ?? .null), ("addressee", .string(f.addressee)),
+                ("at", .string(RFC3339.format(milliseconds: f.atMs))), ("message", .string(message)),
+            ]))
+    }
+
+    private static func json(_ f: IgnoredPush) -> JSONValue {
+        let message = "a \(f.pushType) push to \(f.deviceID) (\(f.bundleID)) was answered 200 but did nothing on the device — \(f.explanation)"
+        return .object(
+            JSONObject([
+                ("check", "ignoredPush"), ("apnsId", .string(f.apnsID)), ("sequence", .int(Int64(f.sequence))),
+                ("deviceId", .string(f.deviceID)), ("bundleId", .string(f.bundleID)), ("pushType", .string(f.pushType)),
+                ("at", .string(RFC3339.format(milliseconds: f.atMs))), ("message", .string(message)),
+            ]))
     }
 }

@@ -46,7 +46,7 @@ extension EmulatorAdminClient {
         return (try http.json("GET", path + Self.query(items))["calls"]?.arrayValue ?? []).map(BackendCall.init)
     }
 
-    /// The cross-account check (`GET /api/v1/checks`). Its 409 in strict mode is an answer
+    /// The checks (`GET /api/v1/checks`): cross-account deliveries, pushes devices ignored. Its 409 in strict mode is an answer
     /// here, not an error: `ok` says whether it passed.
     public func checks() throws(EmulatorAdminError) -> CheckReport {
         let reply = try http.send("GET", "/api/v1/checks")
@@ -126,15 +126,19 @@ public struct BackendCall: Sendable, CustomStringConvertible {
     }
 }
 
-/// `GET /api/v1/checks`: the cross-account deliveries the emulator saw.
+/// `GET /api/v1/checks`: the cross-account deliveries the emulator saw, and the pushes devices
+/// ignored.
 public struct CheckReport: Sendable {
     public struct Failure: Sendable {
+        /// `crossAccount` or `ignoredPush`.
         public var check: String
         public var apnsID: String
         public var deviceID: String
         public var bundleID: String
         public var userID: String?
         public var addressee: String
+        /// The ignored push's type (nil for a cross-account delivery).
+        public var pushType: String?
         public var at: String
         public var message: String
     }
@@ -142,17 +146,21 @@ public struct CheckReport: Sendable {
     public var ok: Bool
     /// How many there were (the list keeps the newest ones).
     public var crossAccountDeliveries: Int
+    /// Pushes answered 200 that the device ignored (the list keeps the newest ones).
+    public var ignoredPushes: Int
+    /// Oldest first.
     public var failures: [Failure]
 
     init(_ value: JSONValue) {
         ok = value["ok"]?.boolValue ?? false
         crossAccountDeliveries = Int(value["crossAccountDeliveries"]?.intValue ?? 0)
+        ignoredPushes = Int(value["ignoredPushes"]?.intValue ?? 0)
         failures = (value["failures"]?.arrayValue ?? []).map { f in
             Failure(
                 check: f["check"]?.stringValue ?? "", apnsID: f["apnsId"]?.stringValue ?? "",
                 deviceID: f["deviceId"]?.stringValue ?? "", bundleID: f["bundleId"]?.stringValue ?? "",
                 userID: f["userId"]?.stringValue, addressee: f["addressee"]?.stringValue ?? "",
-                at: f["at"]?.stringValue ?? "", message: f["message"]?.stringValue ?? "")
+                pushType: f["pushType"]?.stringValue, at: f["at"]?.stringValue ?? "", message: f["message"]?.stringValue ?? "")
         }
     }
 }

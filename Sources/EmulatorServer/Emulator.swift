@@ -98,6 +98,9 @@ public final class Emulator: Sendable {
             records: RecordStore(capacity: configuration.records.maxRecords, byteBudget: configuration.records.maxRecordBytes),
             deliveryOptions: configuration.delivery)
         world.deliveryOptions.deliveryIDsAreSequences = configuration.state.redis != nil
+        // Before the configured devices: their Live Activities take the policy when declared.
+        world.liveActivities.policy = configuration.liveActivities
+        world.liveActivities.policy.tokenByteCount = configuration.tokenBytes
         let madeDemoDevice = try StartCredentials.configure(configuration, into: &world, clock: clock)
         demoKeyPath = madeDemoDevice ? StartCredentials.demoKeyPath(configuration) : nil
         for rule in configuration.faultRules { world.faults.add(rule) }

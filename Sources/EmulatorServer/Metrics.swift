@@ -37,8 +37,9 @@ final class LatencyHistograms: Sendable {
 extension Emulator {
     /// `/metrics`: every family is named `apns_emulator_*`.
     func metricsText() -> String {
-        let (counters, records, deviceCount, pending) = state.readWorld { w in
-            (w.counters, w.records.count, w.registry.devices.count, w.delivery.pendingCount)
+        let now = clock.nowMilliseconds()
+        let (counters, records, deviceCount, pending, activities) = state.readWorld { w in
+            (w.counters, w.records.count, w.registry.devices.count, w.delivery.pendingCount, Self.activitiesByState(w.liveActivities, nowMs: now))
         }
         var p = PrometheusText()
         p.family(
@@ -66,6 +67,26 @@ extension Emulator {
             "apns_emulator_delivery_outcomes_total", "counter",
             "Accepted notifications entering each delivery state (stored, delivered, expired, coalesced, throttled, deferred, dropped-by-system, pending).",
             by: "outcome", counters.outcomes.map { ($0.key.rawValue, Double($0.value)) }.sorted { $0.0 < $1.0 })
+        // Every outcome a device gives a Live Activity push, seen or not, so a dashboard's
+        // series exist from the start.
+        let liveActivityPushes = counters.liveActivityPushes
+        var liveActivityOutcomes: [DeliveryOutcome] = [.delivered, .ignored, .throttled]
+        liveActivityOutcomes += liveActivityPushes.keys.filter { !liveActivityOutcomes.contains($0) }.sorted { $0.rawValue < $1.rawValue }
+        p.labelled(
+            "apns_emulator_live_activity_pushes_total", "counter",
+            "liveactivity pushes to Live Activity tokens by what the device did: delivered (shown), ignored (dropped, GET /api/v1/checks says why), throttled (over the update budget, shown later).",
+            by: "outcome", liveActivityOutcomes.map { ($0.rawValue, Double(liveActivityPushes[$0] ?? 0)) })
+        p.labelled(
+            "apns_emulator_live_activities", "gauge",
+            "Live Activities on virtual devices by state (active, stale, ended, dismissed; dismissed ones as far as they are kept).",
+            by: "state", LiveActivityState.allCases.map { ($0.rawValue, Double(activities[$0] ?? 0)) })
+        p.family(
+            "apns_emulator_widget_pushes_total", "counter",
+            "widgets and controls pushes virtual devices took, by kind and outcome: delivered (timelines reloaded), ignored (no content-changed), throttled (over the daily budget)."
+        )
+        for push in counters.widgetPushes.sorted(by: { ($0.kind.rawValue, $0.outcome.rawValue) < ($1.kind.rawValue, $1.outcome.rawValue) }) {
+            p.sample("apns_emulator_widget_pushes_total", [("kind", push.kind.rawValue), ("outcome", push.outcome.rawValue)], Double(push.count))
+        }
         p.labelled(
             "apns_emulator_jwt_verifications_total", "counter",
             "Provider tokens checked afresh (cache misses) by result: valid, or the APNs reason.",
@@ -131,6 +152,15 @@ extension Emulator {
         p.single("apns_emulator_uptime_seconds", "gauge", "Seconds since start.", Double(clock.nowMilliseconds() - startedAtMs) / 1000)
         adminMetrics.appendText(to: &p, server: adminServer, events: events)
         return p.text
+    }
+
+    /// Every device's activities by their state at `nowMs` (a scrape's work, not a push's).
+    private static func activitiesByState(_ world: LiveActivityWorld, nowMs: Int64) -> [LiveActivityState: Int] {
+        var counts: [LiveActivityState: Int] = [:]
+        for book in world.books.values {
+            for activity in book.activities(includeDismissed: true) { counts[activity.state(atMs: nowMs), default: 0] += 1 }
+        }
+        return counts
     }
 
     /// `--state-dir` only. Counted since start (a reset does not zero them: they describe

@@ -76,6 +76,11 @@ enum StartCredentials {
                         deviceID: device.deviceID, bundleID: app.bundleID, environment: app.environment,
                         kind: app.kind, fixedToken: app.token, nowMs: now)
                 }
+                for declaration in device.liveActivities {
+                    try world.liveActivities.declare(
+                        deviceID: device.deviceID, bundleID: declaration.bundleID, environment: declaration.environment,
+                        types: declaration.types, frequentUpdates: declaration.frequentUpdates)
+                }
             } catch {
                 throw StartupError("config device \(device.deviceID): \(error)")
             }

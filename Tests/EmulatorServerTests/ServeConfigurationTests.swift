@@ -1,3 +1,4 @@
+import APNsCore
 import CommandLineOptions
 @testable import EmulatorServer
 import Networking
@@ -44,6 +45,45 @@ struct ServeConfigurationTests {
         #expect(resolved.listeners.sandbox == base.listeners.sandbox && resolved.listeners.production == nil)
         #expect(resolved.admin.token == "t0ken")
         #expect(try resolve([], over: base).delivery.deviceWindow == 7)
+    }
+
+    /// The Live Activity budgets reach the policy; frequent updates never get less than the
+    /// ordinary budget, and a frequent figure below it is refused.
+    @Test func liveActivityBudgetsMapOntoThePolicy() throws {
+        let defaults = try resolve([]).liveActivities
+        #expect(defaults == LiveActivityPolicy())
+        let set = try resolve([
+            "--live-activity-budget-per-hour", "4", "--live-activity-frequent-budget-per-hour", "9", "--widget-push-budget-per-day", "0",
+        ]).liveActivities
+        #expect((set.updatesPerWindow, set.updatesPerWindowWithFrequentUpdates, set.widgetPushesPerWindow) == (4, 9, 0))
+        #expect(set.updateWindowMs == LiveActivityPolicy.hourMs && set.widgetWindowMs == LiveActivityPolicy.dayMs)
+        let raised = try resolve(["--live-activity-budget-per-hour", "100"]).liveActivities
+        #expect(raised.updatesPerWindowWithFrequentUpdates == 100, "the frequent budget follows an ordinary one raised above it")
+        #expect(try resolve(["--live-activity-budget-per-hour", "0"]).liveActivities.updatesPerWindowWithFrequentUpdates == 60)
+        var base = ServeConfiguration()
+        base.liveActivities.widgetPushesPerWindow = 7
+        #expect(try resolve(["--live-activity-budget-per-hour", "3"], over: base).liveActivities.widgetPushesPerWindow == 7)
+        for bad in [
+            ["--live-activity-budget-per-hour", "-1"], ["--widget-push-budget-per-day", "1.5"], ["--live-activity-frequent-budget-per-hour", "14"],
+        ] {
+            #expect(throws: UsageError.self, "\(bad)") { try resolve(bad) }
+        }
+    }
+
+    /// A config-file app's Live Activity keys, checked where they are.
+    @Test func configFileAppsDeclareLiveActivities() throws {
+        let app: JSONValue = ["bundleId": "com.example.app", "environment": "sandbox", "liveActivityTypes": ["A", "B"], "frequentUpdates": true]
+        let devices = try ServeConfiguration.parseDevices([["deviceId": "d1", "apps": [app]]] as JSONValue, path: "c.json")
+        #expect(
+            devices.first?.liveActivities == [
+                ServeConfiguration.LiveActivityDeclaration(
+                    bundleID: "com.example.app", environment: .sandbox, types: ["A", "B"], frequentUpdates: true)
+            ])
+        let plain: JSONValue = ["bundleId": "com.example.app", "environment": "sandbox"]
+        #expect(try ServeConfiguration.parseDevices([["deviceId": "d1", "apps": [plain]]] as JSONValue, path: "c.json").first?.liveActivities == [])
+        let twice: JSONValue = ["deviceId": "d1", "apps": [app, app]]
+        let error = #expect(throws: UsageError.self) { try ServeConfiguration.parseDevices([twice] as JSONValue, path: "c.json") }
+        #expect(error?.description.contains("device d1 in c.json: apps[1]: com.example.app declares \"liveActivityTypes\" in another entry") == true)
     }
 
     /// What comes in Swift gets the checks options get.

@@ -26,7 +26,8 @@ extension ServeConfiguration {
             "faults", "FILE", "JSON file of fault rules (a list, or {\"faults\": [...]}) active from the start; see README, Faults")
         static let strictChecks = OptionSpec(
             "strict-checks", nil,
-            "GET /api/v1/checks answers 409 while a check fails (a push delivered to another account than the one it names)")
+            "GET /api/v1/checks answers 409 while a check fails (a push delivered to another account than the one it names, a push the device ignored)"
+        )
         static let profile = OptionSpec(
             "profile", "default|realistic", default: Profile.default.rawValue,
             "realistic: Apple's behaviour under load on (stream-limit drop, latency, per-connection rate, churn limit, 429s, priority-5 batching); see docs/load-testing.md"
@@ -51,6 +52,7 @@ extension ServeConfiguration {
             DeliveryOptions.Flag.backgroundBudget, DeliveryOptions.Flag.lowPriorityDelay, DeliveryOptions.Flag.unregisteredDelay,
             DeliveryOptions.Flag.unregisteredAfterPushes, DeliveryOptions.Flag.deviceWindow, DeliveryOptions.Flag.deviceAckTimeout,
             DeliveryOptions.Flag.tooManyRequests,
+            LiveActivityPolicy.Flag.updateBudget, LiveActivityPolicy.Flag.frequentUpdateBudget, LiveActivityPolicy.Flag.widgetBudget,
             Flag.faults,
             StateBackend.Flag.directory, StateBackend.Flag.redis, StateBackend.Flag.redisPrefix, StateBackend.Flag.journalLag,
             StateBackend.Flag.failure,
@@ -136,6 +138,7 @@ extension ServeConfiguration {
         strictChecks = options.switchValue(Flag.strictChecks) ?? base.strictChecks
         load = try LoadBehaviour(options, over: base.load)
         delivery = try DeliveryOptions(options, over: base.delivery)
+        liveActivities = try LiveActivityPolicy(options, over: base.liveActivities)
         faultRules = base.faultRules
         if let path = options.string(Flag.faults) {
             faultRules = try Self.loadFaults(path, origin: options.origin(Flag.faults))

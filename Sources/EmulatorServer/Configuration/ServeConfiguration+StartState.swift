@@ -171,7 +171,11 @@ extension ServeConfiguration {
                 throw UsageError("device \(text) in \(path): \(DeviceRegistry.deviceIDRule)")
             }
             var spec = DeviceSpec(deviceID: id, apps: [])
-            for app in apps {
+            for (index, app) in apps.enumerated() {
+                if let unknown = app.objectValue?.keys.first(where: { !Self.deviceAppKeys.contains($0) }) {
+                    throw UsageError(
+                        "device \(id) in \(path): apps[\(index)]: unknown key \"\(unknown)\" (known: \(Self.deviceAppKeys.joined(separator: ", ")))")
+                }
                 guard let bundle = app["bundleId"]?.stringValue, DeviceRegistry.isValidBundleID(bundle),
                     let env = app["environment"]?.stringValue.flatMap(APNsEnvironment.init(rawValue:))
                 else {
@@ -187,11 +191,63 @@ extension ServeConfiguration {
                     throw UsageError("device \(id) in \(path): token '\(token)' is not even-length hex")
                 }
                 spec.apps.append((bundle, env, kind, token))
+                if let declaration = try parseLiveActivities(app, bundleID: bundle, environment: env, at: "device \(id) in \(path): apps[\(index)]") {
+                    guard !spec.liveActivities.contains(where: { $0.bundleID == bundle }) else {
+                        throw UsageError(
+                            "device \(id) in \(path): apps[\(index)]: \(bundle) declares \"liveActivityTypes\" in another entry already; list all its types in one"
+                        )
+                    }
+                    spec.liveActivities.append(declaration)
+                }
             }
             out.append(spec)
         }
         return out
     }
+
+    /// What an app entry of a configured device may hold.
+    static let deviceAppKeys = ["bundleId", "environment", "kind", "token", "liveActivityTypes", "frequentUpdates"]
+
+    /// An app entry's `"liveActivityTypes"` and `"frequentUpdates"` (nil: it declares none).
+    /// The names are judged by the same rule as `PUT …/live-activities`; `at` says where the
+    /// entry is, for messages.
+    static func parseLiveActivities(
+        _ app: JSONValue, bundleID: String, environment: APNsEnvironment, at place: String
+    ) throws(UsageError) -> LiveActivityDeclaration? {
+        let frequent: Bool
+        switch app["frequentUpdates"] {
+        case nil: frequent = false
+        case .bool(let on)?: frequent = on
+        case let other?: throw UsageError("\(place).frequentUpdates: must be true or false, not \(other.serialized())")
+        }
+        guard let value = app["liveActivityTypes"] else {
+            guard app["frequentUpdates"] == nil else {
+                throw UsageError("\(place).frequentUpdates: needs \"liveActivityTypes\" (the ActivityAttributes types it applies to)")
+            }
+            return nil
+        }
+        guard let list = value.arrayValue, !list.isEmpty, list.count <= maxLiveActivityTypes else {
+            throw UsageError(
+                "\(place).liveActivityTypes: must be a list of 1 to \(maxLiveActivityTypes) ActivityAttributes type names, e.g. [\"DeliveryAttributes\"]"
+            )
+        }
+        var types: [String] = []
+        for (index, item) in list.enumerated() {
+            guard let name = item.stringValue else {
+                throw UsageError("\(place).liveActivityTypes[\(index)]: \(item.serialized()) is not a type name (a string)")
+            }
+            types.append(name)
+        }
+        // The book's own rule, on a scratch book: the messages are the admin API's.
+        var scratch = LiveActivityBook()
+        do { try scratch.declare(bundleID: bundleID, types: types, frequentUpdates: frequent) } catch {
+            throw UsageError("\(place).liveActivityTypes: \(error.description)")
+        }
+        return LiveActivityDeclaration(bundleID: bundleID, environment: environment, types: types, frequentUpdates: frequent)
+    }
+
+    /// ActivityAttributes types one app may declare in the config file (an app has a handful).
+    static let maxLiveActivityTypes = 100
 
     /// `{"count": N, "idPrefix": "load-", "bundleId", "environment"}`: N devices PREFIX1…PREFIXN
     /// with that app (a load test's population, created at start).

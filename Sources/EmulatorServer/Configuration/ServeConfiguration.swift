@@ -35,6 +35,9 @@ public struct ServeConfiguration: Sendable {
     public var tokenBytes: Int
     public var endpoint: EndpointOptions
     public var delivery: DeliveryOptions
+    /// The budgets of Live Activity updates and widget reloads (`--live-activity-budget-per-hour`
+    /// and the like); every device's Live Activities start with it.
+    public var liveActivities: LiveActivityPolicy
     /// How the provider endpoint pushes back under load (`--profile realistic` and its parts).
     public var load: LoadBehaviour
     /// Who may use the admin API and what it may cost (AdminOptions.swift).
@@ -52,8 +55,9 @@ public struct ServeConfiguration: Sendable {
         devices: [DeviceSpec] = [], demo: Demo = .auto, faultRules: [FaultInjectionRule] = [],
         connections: Connections = Connections(), records: RecordLimits = RecordLimits(),
         tokenBytes: Int = DeviceRegistry.defaultTokenByteCount, endpoint: EndpointOptions = EndpointOptions(),
-        delivery: DeliveryOptions = DeliveryOptions(), load: LoadBehaviour = LoadBehaviour(), admin: AdminOptions = AdminOptions(),
-        strictChecks: Bool = false, readyFile: String? = nil, quiet: Bool = false
+        delivery: DeliveryOptions = DeliveryOptions(), liveActivities: LiveActivityPolicy = LiveActivityPolicy(),
+        load: LoadBehaviour = LoadBehaviour(), admin: AdminOptions = AdminOptions(), strictChecks: Bool = false, readyFile: String? = nil,
+        quiet: Bool = false
     ) {
         self.listeners = listeners
         self.tls = tls
@@ -69,6 +73,7 @@ public struct ServeConfiguration: Sendable {
         self.tokenBytes = tokenBytes
         self.endpoint = endpoint
         self.delivery = delivery
+        self.liveActivities = liveActivities
         self.load = load
         self.admin = admin
         self.strictChecks = strictChecks
@@ -122,17 +127,40 @@ extension ServeConfiguration {
     public struct DeviceSpec: Sendable, Equatable {
         public var deviceID: String
         public var apps: [(bundleID: String, environment: APNsEnvironment, kind: TokenKind, token: String?)]
+        /// The apps' Live Activity declarations (`"liveActivityTypes"`, `"frequentUpdates"`), as
+        /// `PUT …/live-activities` makes them: each type gets a push-to-start token.
+        public var liveActivities: [LiveActivityDeclaration]
 
-        public init(deviceID: String, apps: [(bundleID: String, environment: APNsEnvironment, kind: TokenKind, token: String?)] = []) {
+        public init(
+            deviceID: String, apps: [(bundleID: String, environment: APNsEnvironment, kind: TokenKind, token: String?)] = [],
+            liveActivities: [LiveActivityDeclaration] = []
+        ) {
             self.deviceID = deviceID
             self.apps = apps
+            self.liveActivities = liveActivities
         }
 
         public static func == (a: DeviceSpec, b: DeviceSpec) -> Bool {
             a.deviceID == b.deviceID && a.apps.count == b.apps.count
                 && zip(a.apps, b.apps).allSatisfy {
                     $0.bundleID == $1.bundleID && $0.environment == $1.environment && $0.kind == $1.kind && $0.token == $1.token
-                }
+                } && a.liveActivities == b.liveActivities
+        }
+    }
+
+    /// An app's ActivityAttributes types on a configured device.
+    public struct LiveActivityDeclaration: Sendable, Equatable {
+        public var bundleID: String
+        public var environment: APNsEnvironment
+        public var types: [String]
+        /// NSSupportsLiveActivitiesFrequentUpdates in the app's Info.plist.
+        public var frequentUpdates: Bool
+
+        public init(bundleID: String, environment: APNsEnvironment, types: [String], frequentUpdates: Bool = false) {
+            self.bundleID = bundleID
+            self.environment = environment
+            self.types = types
+            self.frequentUpdates = frequentUpdates
         }
     }
 }

@@ -1,0 +1,48 @@
+// IgnoredPushes: pushes APNs answered 200 that the device then ignored (a Live Activity start
+// of an undeclared type, an update to an ended activity, a widgets push without
+// content-changed…). Apple tells the provider nothing of them, so `GET /api/v1/checks` lists
+// them as findings, and `/metrics` counts Live Activity pushes by what the device did.
+
+/// One push the device ignored, and why in its own words.
+public struct IgnoredPush: Sendable, Equatable {
+    public var sequence: UInt64
+    public var apnsID: String
+    public var deviceID: String
+    public var bundleID: String
+    public var pushType: String
+    public var explanation: String
+    public var atMs: Int64
+
+    public init(
+        sequence: UInt64, apnsID: String, deviceID: String, bundleID: String, pushType: String, explanation: String, atMs: Int64
+    ) {
+        self.sequence = sequence
+        self.apnsID = apnsID
+        self.deviceID = deviceID
+        self.bundleID = bundleID
+        self.pushType = pushType
+        self.explanation = explanation
+        self.atMs = atMs
+    }
+}
+
+extension World {
+    /// At most this many ignored pushes are kept for `GET /api/v1/checks` (the counter keeps
+    /// counting).
+    public static let ignoredPushesKeep = 1_000
+
+    /// Counts an ignored push and keeps it (the newest `ignoredPushesKeep`) for the checks.
+    public mutating func noteIgnoredPush(_ push: IgnoredPush) {
+        counters.ignoredPushes += 1
+        if ignoredPushes.count >= Self.ignoredPushesKeep { ignoredPushes.removeFirst(ignoredPushes.count - Self.ignoredPushesKeep + 1) }
+        ignoredPushes.append(push)
+    }
+
+    /// What became of one Live Activity push (or of one activity a broadcast reached): counted
+    /// by outcome; an ignored one is a finding, described by `finding` only then.
+    public mutating func noteLiveActivityOutcome(_ outcome: DeliveryOutcome, finding: () -> IgnoredPush) {
+        guard outcome != .pending, outcome != .rejected else { return }
+        counters.countLiveActivityPush(outcome)
+        if outcome == .ignored { noteIgnoredPush(finding()) }
+    }
+}

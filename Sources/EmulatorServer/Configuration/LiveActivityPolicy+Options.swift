@@ -1,0 +1,48 @@
+// LiveActivityPolicy+Options: the flags for the budgets a device puts on Live Activity updates
+// and widget (or control) reloads by push, and their mapping. Apple publishes none of these
+// numbers, so each is a parameter. Imports APNsCore (LiveActivityPolicy) and
+// CommandLineOptions only.
+import APNsCore
+import CommandLineOptions
+
+extension LiveActivityPolicy {
+    enum Flag {
+        private static let defaults = LiveActivityPolicy()
+        static let updateBudget = OptionSpec(
+            "live-activity-budget-per-hour", "N", default: String(defaults.updatesPerWindow),
+            "priority-10 updates one Live Activity may show per hour (Apple publishes no figure); the rest are throttled and shown when the budget allows, 0 = every priority-10 update is throttled"
+        )
+        static let frequentUpdateBudget = OptionSpec(
+            "live-activity-frequent-budget-per-hour", "N", default: String(defaults.updatesPerWindowWithFrequentUpdates),
+            "the same for apps that declare frequent updates (NSSupportsLiveActivitiesFrequentUpdates); never below --live-activity-budget-per-hour (when not given, raised to it)"
+        )
+        static let widgetBudget = OptionSpec(
+            "widget-push-budget-per-day", "N", default: String(defaults.widgetPushesPerWindow),
+            "widgets and controls reloads by push one app may have per day (Apple publishes no figure); over it one reload waits for the budget, 0 = none goes through"
+        )
+    }
+
+    /// The largest budget a flag takes: far beyond anything a device allows, and small enough
+    /// that a budget's remembered times stay bounded.
+    static let maxBudget = 100_000
+
+    init(_ options: ResolvedOptions, over base: Self) throws(UsageError) {
+        self = base
+        let updates = try options.integer(Flag.updateBudget, in: 0...Self.maxBudget)
+        let frequent = try options.integer(Flag.frequentUpdateBudget, in: 0...Self.maxBudget)
+        updatesPerWindow = updates ?? updatesPerWindow
+        if let frequent {
+            // Frequent updates raise the budget (Apple's wording); a lower figure is a mistake.
+            guard frequent >= updatesPerWindow else {
+                throw UsageError(
+                    "\(options.origin(Flag.frequentUpdateBudget)): \(frequent) is below the budget without frequent updates (\(updatesPerWindow), \(options.origin(Flag.updateBudget))); frequent updates raise the budget, they never lower it"
+                )
+            }
+            updatesPerWindowWithFrequentUpdates = frequent
+        } else {
+            // Only the ordinary budget given: frequent updates still never get less.
+            updatesPerWindowWithFrequentUpdates = max(updatesPerWindowWithFrequentUpdates, updatesPerWindow)
+        }
+        widgetPushesPerWindow = try options.integer(Flag.widgetBudget, in: 0...Self.maxBudget) ?? widgetPushesPerWindow
+    }
+}
