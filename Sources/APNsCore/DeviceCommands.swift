@@ -22,12 +22,21 @@ public struct AppRegistration: Sendable {
     public var environment: APNsEnvironment
     public var settings: AppSettings
     public var kinds: [TokenKind]
+    /// The ActivityAttributes types it declares (nil: unchanged), and
+    /// NSSupportsLiveActivitiesFrequentUpdates.
+    public var liveActivityTypes: [String]?
+    public var frequentUpdates: Bool
 
-    public init(bundleID: String, environment: APNsEnvironment, settings: AppSettings, kinds: [TokenKind]) {
+    public init(
+        bundleID: String, environment: APNsEnvironment, settings: AppSettings, kinds: [TokenKind], liveActivityTypes: [String]? = nil,
+        frequentUpdates: Bool = false
+    ) {
         self.bundleID = bundleID
         self.environment = environment
         self.settings = settings
         self.kinds = kinds
+        self.liveActivityTypes = liveActivityTypes
+        self.frequentUpdates = frequentUpdates
     }
 }
 
@@ -99,10 +108,19 @@ extension World {
         return frames
     }
 
-    /// Installs (or re-registers) an app; returns one `registered` message per token kind.
+    /// Installs (or re-registers) an app; returns one `registered` message per token kind,
+    /// then, for an app that declares Live Activity types, an `activity` `token` message per
+    /// push-to-start token.
     public mutating func install(_ app: AppRegistration, deviceID: String, nowMs: Int64) throws(DeviceRequestError) -> [JSONValue] {
+        if let types = app.liveActivityTypes {
+            // Checked first, so a bad name installs nothing.
+            for type in types where !LiveActivityBook.isValidTypeName(type) {
+                throw DeviceRequestError("bad_request", LiveActivityBookError.invalidAttributesType(type).description)
+            }
+        }
+        var messages: [JSONValue]
         do throws(RegistryError) {
-            return try installApp(
+            messages = try installApp(
                 deviceID: deviceID, bundleID: app.bundleID, environment: app.environment,
                 kinds: app.kinds.isEmpty ? [.app] : app.kinds, settings: app.settings, nowMs: nowMs
             )
@@ -110,6 +128,11 @@ extension World {
         } catch {
             throw DeviceRequestError(error)
         }
+        if let types = app.liveActivityTypes {
+            messages += try declaredLiveActivityMessages(
+                deviceID: deviceID, bundleID: app.bundleID, types: types, frequentUpdates: app.frequentUpdates, nowMs: nowMs)
+        }
+        return messages
     }
 
     /// Installs (or re-registers) an app's tokens with its settings; a running app's

@@ -171,6 +171,37 @@ extension World {
         }
     }
 
+    /// A device's own `install` (or `liveActivities`) declaring types: the app backend hears
+    /// of new tokens; the device gets a `token` message for each current push-to-start token
+    /// (new or not, so a reinstall or reconnect tells it again).
+    public mutating func declaredLiveActivityMessages(
+        deviceID: String, bundleID: String, types: [String], frequentUpdates: Bool, nowMs: Int64
+    ) throws(DeviceRequestError) -> [JSONValue] {
+        guard let app = registry.devices[deviceID]?.apps[bundleID] else { throw Self.noApp(bundleID, deviceID) }
+        let changes: [LiveActivityChange]
+        do throws(LiveActivityBookError) {
+            changes = try liveActivities.declare(
+                deviceID: deviceID, bundleID: bundleID, environment: app.environment, types: types, frequentUpdates: frequentUpdates)
+        } catch {
+            throw DeviceRequestError("bad_request", error.description)
+        }
+        for case .tokenIssued(let kind, let token, let bundle, let type, let activityID) in changes {
+            accountsCallRegister(deviceID: deviceID, bundleID: bundle, token: token, kind: kind, attributesType: type, activityID: activityID)
+        }
+        let book = liveActivities.book(deviceID: deviceID)
+        var messages = changes.filter {
+            if case .tokenIssued = $0 { return false } else { return true }
+        }.map { Self.activityMessage($0, book: book, nowMs: nowMs) }
+        for type in types {
+            guard let token = book?.pushToStartToken(bundleID: bundleID, type: type) else { continue }
+            messages.append(
+                Self.activityMessage(
+                    .tokenIssued(kind: .pushToStart, token: token, bundleID: bundleID, attributesType: type, activityID: nil), book: book,
+                    nowMs: nowMs))
+        }
+        return messages
+    }
+
     /// The `activity` frame of the device protocol for one change.
     static func activityMessage(_ change: LiveActivityChange, book: LiveActivityBook?, nowMs: Int64) -> JSONValue {
         var o = JSONObject([("type", "activity")])
@@ -183,40 +214,40 @@ extension World {
         }
         switch change {
         case .started(let id, _, _, let by, let alert):
-            o["event"] = "started"
+            o["change"] = "started"
             o["startedBy"] = .string(by.rawValue)
             activity(id)
             if let alert { o["alert"] = alert }
         case .updated(let id, let alert):
-            o["event"] = "updated"
+            o["change"] = "updated"
             activity(id)
             if let alert { o["alert"] = alert }
         case .stale(let id):
-            o["event"] = "stale"
+            o["change"] = "stale"
             activity(id)
         case .ended(let id, let by, _, let alert):
-            o["event"] = "ended"
+            o["change"] = "ended"
             o["endedBy"] = .string(by.rawValue)
             activity(id)
             if let alert { o["alert"] = alert }
         case .dismissed(let id, let by, _):
-            o["event"] = "dismissed"
+            o["change"] = "dismissed"
             o["dismissedBy"] = .string(by.rawValue)
             activity(id)
         case .tokenIssued(let kind, let token, let bundleID, let type, let id):
-            o["event"] = "token"
+            o["change"] = "token"
             o["kind"] = .string(kind.rawValue)
             o["token"] = .string(token)
             o["bundleId"] = .string(bundleID)
             o["attributesType"] = .string(type)
             o["activityId"] = id.map(JSONValue.string) ?? .null
         case .tokenEnded(let kind, let token, let id):
-            o["event"] = "tokenEnded"
+            o["change"] = "tokenEnded"
             o["kind"] = .string(kind.rawValue)
             o["token"] = .string(token)
             o["activityId"] = id.map(JSONValue.string) ?? .null
         case .reloaded(let kind, let bundleID):
-            o["event"] = "reloaded"
+            o["change"] = "reloaded"
             o["kind"] = .string(kind.rawValue)
             o["bundleId"] = .string(bundleID)
         }
@@ -328,7 +359,7 @@ extension World {
         }
     }
 
-    private static func noApp(_ bundleID: String, _ deviceID: String) -> DeviceRequestError {
+    static func noApp(_ bundleID: String, _ deviceID: String) -> DeviceRequestError {
         DeviceRequestError("bad_request", "no app \(bundleID) on device \(deviceID)", isNotFound: true)
     }
 }

@@ -10,10 +10,15 @@ public struct DeviceApp: Sendable, Equatable {
     public var backgroundMode: Bool
     /// Token kinds the app registers for.
     public var kinds: [TokenKind]
+    /// The ActivityAttributes types it supports (nil: it declares none here).
+    public var liveActivityTypes: [String]?
+    /// NSSupportsLiveActivitiesFrequentUpdates.
+    public var frequentUpdates: Bool
 
     public init(
         bundleID: String, environment: APNsEnvironment, authorization: Authorization = .authorized,
-        appState: AppState = .background, backgroundMode: Bool = true, kinds: [TokenKind] = [.app]
+        appState: AppState = .background, backgroundMode: Bool = true, kinds: [TokenKind] = [.app],
+        liveActivityTypes: [String]? = nil, frequentUpdates: Bool = false
     ) {
         self.bundleID = bundleID
         self.environment = environment
@@ -21,6 +26,8 @@ public struct DeviceApp: Sendable, Equatable {
         self.appState = appState
         self.backgroundMode = backgroundMode
         self.kinds = kinds
+        self.liveActivityTypes = liveActivityTypes
+        self.frequentUpdates = frequentUpdates
     }
 
     /// The app as it appears in `hello` and `install` (every setting spelled out).
@@ -32,6 +39,10 @@ public struct DeviceApp: Sendable, Equatable {
         object["appState"] = .string(appState.rawValue)
         object["backgroundMode"] = .bool(backgroundMode)
         object["kinds"] = .array(kinds.map { .string($0.rawValue) })
+        if let liveActivityTypes {
+            object["liveActivityTypes"] = .array(liveActivityTypes.map(JSONValue.string))
+            object["frequentUpdates"] = .bool(frequentUpdates)
+        }
         return object
     }
 }
@@ -158,6 +169,19 @@ public enum DeviceRequest: Sendable {
     case logout
     case ping
     case ack(id: Int64)
+    /// The app declares its Live Activity types (push-to-start tokens come as `activity` frames).
+    case liveActivities(bundleID: String, types: [String], frequentUpdates: Bool = false)
+    /// `Activity.request`: with token push (`channel` nil, `pushToken` true), on a channel,
+    /// or local only.
+    case startActivity(
+        bundleID: String, attributesType: String, attributes: JSONValue, contentState: JSONValue, channel: String? = nil,
+        pushToken: Bool = true)
+    /// `Activity.end`, with optional final content and a dismissal date (seconds since 1970).
+    case endActivity(activityID: String, contentState: JSONValue? = nil, dismissalDate: Double? = nil)
+    /// The user removes it from the Lock Screen.
+    case dismissActivity(activityID: String)
+    /// Asks for the device's activities (answer: `activities`).
+    case activities
 
     /// The frame's `type`.
     var type: String {
@@ -174,6 +198,11 @@ public enum DeviceRequest: Sendable {
         case .logout: "logout"
         case .ping: "ping"
         case .ack: "ack"
+        case .liveActivities: "liveActivities"
+        case .startActivity: "startActivity"
+        case .endActivity: "endActivity"
+        case .dismissActivity: "dismissActivity"
+        case .activities: "activities"
         }
     }
 
@@ -194,7 +223,22 @@ public enum DeviceRequest: Sendable {
         case .tap(let apnsID): object["apnsId"] = .string(apnsID)
         case .ack(let id): object["id"] = .int(id)
         case .login(let userID): object["userId"] = .string(userID)
-        case .erase, .ping, .logout: break
+        case .erase, .ping, .logout, .activities: break
+        case .liveActivities(let bundleID, let types, let frequentUpdates):
+            object["bundleId"] = .string(bundleID)
+            object["liveActivityTypes"] = .array(types.map(JSONValue.string))
+            object["frequentUpdates"] = .bool(frequentUpdates)
+        case .startActivity(let bundleID, let attributesType, let attributes, let contentState, let channel, let pushToken):
+            object["bundleId"] = .string(bundleID)
+            object["attributesType"] = .string(attributesType)
+            object["attributes"] = attributes
+            object["contentState"] = contentState
+            if let channel { object["channel"] = .string(channel) } else { object["pushToken"] = .bool(pushToken) }
+        case .endActivity(let activityID, let contentState, let dismissalDate):
+            object["activityId"] = .string(activityID)
+            if let contentState { object["contentState"] = contentState }
+            if let dismissalDate { object["dismissalDate"] = .double(dismissalDate) }
+        case .dismissActivity(let activityID): object["activityId"] = .string(activityID)
         }
         return .object(object)
     }

@@ -39,6 +39,11 @@ public final class SimulatedDevice {
 
     /// bundleId → kind → token, from `registered` frames.
     public private(set) var tokens: [String: [TokenKind: String]] = [:]
+    /// Push-to-start tokens by bundle id and ActivityAttributes type, from `activity` frames.
+    public private(set) var pushToStartTokens: [String: [String: String]] = [:]
+    /// The device's Live Activities as the newest `activity` frame about each showed them
+    /// (the `activity` object of the frame: state, contentState, pushToken…), by activity id.
+    public private(set) var activities: [String: JSONObject] = [:]
     /// The last `welcome` frame (nil before the first one on this connection).
     public private(set) var welcome: JSONObject?
     /// The account logged in on the device, as the emulator last said (nil: logged out).
@@ -354,6 +359,57 @@ public final class SimulatedDevice {
         _ = try command(.ping, what: "pong") { $0["type"]?.stringValue == "pong" }
     }
 
+    // MARK: Live Activities
+
+    /// Declares the app's ActivityAttributes types; returns its push-to-start tokens by type.
+    @discardableResult
+    public func declareLiveActivities(
+        _ bundleID: String, types: [String], frequentUpdates: Bool = false
+    ) throws(DeviceClientError)
+        -> [String: String]
+    {
+        _ = try command(.liveActivities(bundleID: bundleID, types: types, frequentUpdates: frequentUpdates), what: "liveActivitiesDeclared") {
+            $0["type"]?.stringValue == "liveActivitiesDeclared" && $0["bundleId"]?.stringValue == bundleID
+        }
+        return pushToStartTokens[bundleID] ?? [:]
+    }
+
+    /// `Activity.request` in the app; returns the started activity (with its `pushToken` when
+    /// it takes token pushes). An ActivityKit error comes back as a `.server` error.
+    @discardableResult
+    public func startActivity(
+        _ bundleID: String, attributesType: String, attributes: JSONValue = .object(JSONObject()),
+        contentState: JSONValue = .object(JSONObject()), channel: String? = nil, pushToken: Bool = true
+    ) throws(DeviceClientError) -> JSONObject {
+        let answer = try command(
+            .startActivity(
+                bundleID: bundleID, attributesType: attributesType, attributes: attributes, contentState: contentState, channel: channel,
+                pushToken: pushToken),
+            what: "activityStarted"
+        ) { $0["type"]?.stringValue == "activityStarted" }
+        return answer["activity"]?.objectValue ?? answer
+    }
+
+    /// `Activity.end` in the app.
+    public func endActivity(_ activityID: String, contentState: JSONValue? = nil, dismissalDate: Double? = nil) throws(DeviceClientError) {
+        _ = try command(.endActivity(activityID: activityID, contentState: contentState, dismissalDate: dismissalDate), what: "activityEnded") {
+            $0["type"]?.stringValue == "activityEnded" && $0["activityId"]?.stringValue == activityID
+        }
+    }
+
+    /// The user removes an activity from the Lock Screen.
+    public func dismissActivity(_ activityID: String) throws(DeviceClientError) {
+        _ = try command(.dismissActivity(activityID: activityID), what: "activityDismissed") {
+            $0["type"]?.stringValue == "activityDismissed" && $0["activityId"]?.stringValue == activityID
+        }
+    }
+
+    /// The next `activity` frame (an activity started, updated, went stale, ended, was
+    /// dismissed; a token issued or ended), or nil when none comes in time.
+    public func nextActivityChange(timeoutMilliseconds: Int) throws(DeviceClientError) -> JSONObject? {
+        try nextMessage(ofType: "activity", timeoutMilliseconds: timeoutMilliseconds)
+    }
+
     public func token(for bundleID: String, kind: TokenKind = .app) -> String? {
         tokens[bundleID]?[kind]
     }
@@ -573,12 +629,26 @@ public final class SimulatedDevice {
         case "uninstalled":
             guard let bundleID = frame["bundleId"]?.stringValue else { break }
             tokens[bundleID] = nil
+            pushToStartTokens[bundleID] = nil
+            activities = activities.filter { $0.value["bundleId"]?.stringValue != bundleID }
             apps.removeAll { $0.bundleID == bundleID }
         case "erased":
             tokens = [:]
+            pushToStartTokens = [:]
+            activities = [:]
             apps = []
         case "replaced":
             wasReplaced = true
+        case "activity":
+            if let activity = frame["activity"]?.objectValue, let id = activity["activityId"]?.stringValue { activities[id] = activity }
+            if frame["change"]?.stringValue == "token", frame["kind"]?.stringValue == "pushToStart",
+                let bundleID = frame["bundleId"]?.stringValue, let type = frame["attributesType"]?.stringValue,
+                let token = frame["token"]?.stringValue
+            {
+                pushToStartTokens[bundleID, default: [:]][type] = token
+            }
+        case "activityStarted":
+            if let activity = frame["activity"]?.objectValue, let id = activity["activityId"]?.stringValue { activities[id] = activity }
         case "notification":
             guard autoAck, let id = frame["id"]?.intValue else { break }
             autoAcks.append(id)

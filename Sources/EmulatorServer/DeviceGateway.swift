@@ -355,8 +355,69 @@ final class DeviceConnection: ConnectionHandler {
                 "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched),
             ])
             gateway.dispatch(tapped.frames)
+        case "liveActivities", "startActivity", "endActivity", "dismissActivity", "activities":
+            try handleLiveActivity(type: type, m, deviceID: deviceID, now: now)
         default:
             throw DeviceRequestError("unknown_type", "unknown message type '\(type)'")
+        }
+    }
+
+    /// The app's and the user's Live Activity calls (docs/device-protocol.md, "Live
+    /// Activities"): the `activity` event frames first, then the answer.
+    private func handleLiveActivity(type: String, _ m: JSONObject, deviceID: String, now: Int64) throws {
+        switch type {
+        case "liveActivities":
+            let bundle = try Self.string(m, "bundleId")
+            let (types, frequent) = try Self.liveActivityDeclaration(m)
+            let messages = try state.withWorld { world throws(DeviceRequestError) in
+                try world.declaredLiveActivityMessages(
+                    deviceID: deviceID, bundleID: bundle, types: types ?? [], frequentUpdates: frequent, nowMs: now)
+            }
+            messages.forEach(send)
+            send(["type": "liveActivitiesDeclared", "bundleId": .string(bundle), "types": .array((types ?? []).map(JSONValue.string))])
+        case "startActivity":
+            let bundle = try Self.string(m, "bundleId")
+            let attributesType = try Self.string(m, "attributesType")
+            let updates: LiveActivityUpdates
+            if let channel = m["channel"], channel != .null {
+                guard let id = channel.stringValue else { throw DeviceRequestError("bad_request", "\"channel\" must be a channel id") }
+                updates = .channel(id)
+            } else {
+                updates = try Self.optionalBool(m, "pushToken") == false ? .none : .token
+            }
+            let (activity, frames) = try state.withWorld { world throws(DeviceRequestError) in
+                try world.startLiveActivity(
+                    deviceID: deviceID, bundleID: bundle, attributesType: attributesType, attributes: m["attributes"] ?? .object(JSONObject()),
+                    contentState: m["contentState"] ?? .object(JSONObject()), updates: updates, nowMs: now)
+            }
+            gateway.dispatch(frames)
+            send(["type": "activityStarted", "activityId": .string(activity.activityID), "activity": activity.json(atMs: now)])
+        case "endActivity":
+            let activityID = try Self.string(m, "activityId")
+            var dismissalMs: Int64?
+            if let value = m["dismissalDate"], value != .null {
+                guard let seconds = value.numberValue else { throw DeviceRequestError("bad_request", "\"dismissalDate\" must be seconds since 1970") }
+                dismissalMs = Int64(seconds * 1000)
+            }
+            let (receipt, frames) = try state.withWorld { world throws(DeviceRequestError) in
+                try world.endLiveActivity(
+                    deviceID: deviceID, activityID: activityID, contentState: m["contentState"], dismissalDateMs: dismissalMs, nowMs: now)
+            }
+            gateway.dispatch(frames)
+            if let why = receipt.outcome.explanation { throw DeviceRequestError("bad_request", why) }
+            send(["type": "activityEnded", "activityId": .string(activityID)])
+        case "dismissActivity":
+            let activityID = try Self.string(m, "activityId")
+            let frames = try state.withWorld { world throws(DeviceRequestError) in
+                try world.dismissLiveActivity(deviceID: deviceID, activityID: activityID, nowMs: now)
+            }
+            gateway.dispatch(frames)
+            send(["type": "activityDismissed", "activityId": .string(activityID)])
+        default:
+            let activities = state.readWorld { world in
+                (world.liveActivities.book(deviceID: deviceID)?.activities(includeDismissed: true) ?? []).map { $0.json(atMs: now) }
+            }
+            send(["type": "activities", "activities": .array(activities)])
         }
     }
 
@@ -458,6 +519,19 @@ final class DeviceConnection: ConnectionHandler {
             authorization: try optionalEnum(m, "authorization", Authorization.self) ?? .authorized,
             appState: try optionalEnum(m, "appState", AppState.self) ?? .background,
             backgroundMode: try optionalBool(m, "backgroundMode") ?? true)
-        return AppRegistration(bundleID: bundle, environment: environment, settings: settings, kinds: kinds)
+        let (types, frequent) = try liveActivityDeclaration(m)
+        return AppRegistration(
+            bundleID: bundle, environment: environment, settings: settings, kinds: kinds, liveActivityTypes: types, frequentUpdates: frequent)
+    }
+
+    /// `liveActivityTypes` (a list of ActivityAttributes type names; absent: nil) and
+    /// `frequentUpdates`.
+    static func liveActivityDeclaration(_ m: JSONObject) throws(DeviceRequestError) -> ([String]?, Bool) {
+        let frequent = try optionalBool(m, "frequentUpdates") ?? false
+        guard let list = m["liveActivityTypes"] else { return (nil, frequent) }
+        guard let items = list.arrayValue, let types = Optional(items.compactMap(\.stringValue)), types.count == items.count else {
+            throw DeviceRequestError("bad_request", "\"liveActivityTypes\" must be a list of ActivityAttributes type names")
+        }
+        return (types, frequent)
     }
 }

@@ -23,6 +23,10 @@ let deviceCommand = Subcommand(
         OptionSpec(
             "kinds", "KIND,KIND", default: "app",
             "token kinds the app registers for: \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))"),
+        OptionSpec(
+            "live-activity-types", "TYPE,TYPE",
+            "ActivityAttributes types the app supports (Live Activities; a push-to-start token each, printed as activity events)"),
+        OptionSpec("frequent-updates", nil, "with --live-activity-types: the app sets NSSupportsLiveActivitiesFrequentUpdates"),
         OptionSpec("low-power", nil, "start with Low Power Mode on"),
         OptionSpec("tls", nil, "connect with TLS (for serve --device-tls)"),
         OptionSpec("ca", "PATH", "with --tls: CA certificate to trust (default: certs/ca.pem if present, else the system store)"),
@@ -143,9 +147,18 @@ final class DeviceCLI {
         } else if options.isSet("ca") || isOn("insecure") {
             usage("--ca and --insecure apply to TLS connections: add --tls (the device listener is TLS only with serve --device-tls)")
         }
+        var liveActivityTypes: [String]?
+        if let list = options.string("live-activity-types") {
+            let types = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            guard !types.isEmpty else { usage("\(options.origin(spec("live-activity-types"))) needs at least one type name") }
+            liveActivityTypes = types
+        } else if isOn("frequent-updates") {
+            usage("--frequent-updates needs --live-activity-types (the app must support Live Activities)")
+        }
         let app = DeviceApp(
             bundleID: bundleID, environment: environment, authorization: authorization, appState: appState,
-            backgroundMode: !isOn("no-background-mode"), kinds: kinds)
+            backgroundMode: !isOn("no-background-mode"), kinds: kinds, liveActivityTypes: liveActivityTypes,
+            frequentUpdates: isOn("frequent-updates"))
         let device = SimulatedDevice(address: address, deviceID: deviceID, apps: [app], lowPowerMode: isOn("low-power"), tls: tls)
         return DeviceCLI(device: device, app: app, retryFirstConnect: !isOn("no-retry"))
     }

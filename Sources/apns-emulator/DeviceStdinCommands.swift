@@ -110,6 +110,24 @@ extension DeviceCLI {
                     cli.attemptConnect(first: false)
                 }
             },
+            StdinCommand(word: "activities", takes: .none) { cli, _ in cli.whenConnected("activities") { cli.sendRequest(.activities) } },
+            StdinCommand(word: "start-activity", takes: .optional("TYPE")) { cli, arguments in
+                guard let type = arguments.first ?? cli.app.liveActivityTypes?.first else {
+                    return cli.badCommand("the app declares no Live Activity types (--live-activity-types); use start-activity TYPE")
+                }
+                cli.whenConnected("start-activity") {
+                    cli.sendRequest(
+                        .startActivity(
+                            bundleID: cli.app.bundleID, attributesType: type, attributes: .object(JSONObject()),
+                            contentState: .object(JSONObject())))
+                }
+            },
+            StdinCommand(word: "end-activity", takes: .one("ACTIVITYID")) { cli, arguments in
+                cli.whenConnected("end-activity") { cli.sendRequest(.endActivity(activityID: arguments[0])) }
+            },
+            StdinCommand(word: "dismiss-activity", takes: .one("ACTIVITYID")) { cli, arguments in
+                cli.whenConnected("dismiss-activity") { cli.sendRequest(.dismissActivity(activityID: arguments[0])) }
+            },
             StdinCommand(word: "ping", takes: .none) { cli, _ in cli.whenConnected("ping") { cli.sendRequest(.ping) } },
             StdinCommand(word: "quit", takes: .none) { cli, _ in
                 cli.device.disconnect()

@@ -1,0 +1,154 @@
+// LiveActivityDeviceTests: the whole life of Live Activities on a device that holds a socket
+// (a real `apns-emulator device` process, and the DeviceClient library): push-to-start,
+// update by token and by broadcast, stale, end, dismissal; pushes while it is offline.
+// Against the real binary with our own HTTP/2 client. Imports the harness's modules.
+import APNsCore
+import DeviceClient
+import Foundation
+import HTTP2
+import ProviderClient
+import Testing
+import TestSupport
+
+extension DeviceProcess {
+    /// The next `activity` event with this change (others before it are consumed).
+    func nextActivity(_ change: String, timeout: TimeInterval = 5) -> JSONValue? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            guard let event = next("activity", timeout: deadline.timeIntervalSinceNow) else { return nil }
+            if event["change"]?.stringValue == change { return event }
+        }
+        return nil
+    }
+}
+
+@Suite("Live Activities on devices with a socket: device processes print each change")
+struct LiveActivityDeviceTests {
+    static let bundle = EmulatorProcess.bundleID
+    static let topic = bundle + ".push-type.liveactivity"
+
+    func liveActivityPush(_ emulator: EmulatorProcess, _ connection: HTTP2ClientConnection, token: String, _ aps: String) throws -> APNsResult {
+        var push = try emulator.push(token, payload: #"{"aps":\#(aps)}"#, topic: Self.topic)
+        push.pushType = "liveactivity"
+        push.priority = "10"
+        return APNsResult(try connection.send(push.request))
+    }
+
+    @Test func aDeviceProcessShowsTheWholeLifeOfItsActivities() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "la-phone", extra: ["--live-activity-types", "DeliveryAttributes"])
+        let tokenEvent = try #require(device.nextActivity("token"), "the device printed no push-to-start token")
+        #expect(tokenEvent["kind"]?.stringValue == "pushToStart" && tokenEvent["attributesType"]?.stringValue == "DeliveryAttributes")
+        let startToken = try #require(tokenEvent["token"]?.stringValue)
+        let connection = try emulator.connect()
+        let now = Int(Date().timeIntervalSince1970)
+
+        // Started by push, with token updates.
+        let start = try liveActivityPush(
+            emulator, connection, token: startToken,
+            #"{"event":"start","timestamp":\#(now),"attributes-type":"DeliveryAttributes","attributes":{"order":"42"},"content-state":{"eta":15},"alert":{"title":"On its way"},"input-push-token":1}"#
+        )
+        #expect(start.status == 200)
+        let started = try #require(device.nextActivity("started"))
+        #expect(started["startedBy"]?.stringValue == "push" && started["alert"]?["title"]?.stringValue == "On its way")
+        let activityID = try #require(started["activityId"]?.stringValue)
+        let updateEvent = try #require(device.nextActivity("token"))
+        #expect(updateEvent["kind"]?.stringValue == "update" && updateEvent["activityId"]?.stringValue == activityID)
+        let updateToken = try #require(updateEvent["token"]?.stringValue)
+
+        // Updated by token, with a stale date a moment away.
+        let update = try liveActivityPush(
+            emulator, connection, token: updateToken,
+            #"{"event":"update","timestamp":\#(now + 1),"content-state":{"eta":5},"stale-date":\#(now + 2)}"#)
+        #expect(update.status == 200)
+        let updated = try #require(device.nextActivity("updated"))
+        #expect(updated["activity"]?["contentState"]?["eta"]?.intValue == 5)
+        let stale = try #require(device.nextActivity("stale", timeout: 6), "the activity did not go stale after its stale-date")
+        #expect(stale["activity"]?["state"]?.stringValue == "stale")
+
+        // A second activity on a channel, started by push, updated by a broadcast.
+        let channelResponse = try emulator.connect("channelSandbox").send(
+            ClientRequest(
+                method: "POST", path: "/1/apps/\(Self.bundle)/channels",
+                headers: [HTTP2HeaderField(name: "authorization", value: "bearer \(try emulator.providerToken())")],
+                body: Array(#"{"message-storage-policy": 1, "push-type": "LiveActivity"}"#.utf8)))
+        let channel = try #require(channelResponse.headers.first { $0.name == "apns-channel-id" }?.value)
+        _ = try liveActivityPush(
+            emulator, connection, token: startToken,
+            #"{"event":"start","timestamp":\#(now),"attributes-type":"DeliveryAttributes","attributes":{"order":"43"},"content-state":{"eta":40},"alert":"Second","input-push-channel":"\#(channel)"}"#
+        )
+        let second = try #require(device.nextActivity("started"))
+        let secondID = try #require(second["activityId"]?.stringValue)
+        #expect(second["activity"]?["channel"]?.stringValue == channel)
+        let broadcast = try connection.send(
+            ClientRequest(
+                method: "POST", path: "/4/broadcasts/apps/\(Self.bundle)",
+                headers: [
+                    HTTP2HeaderField(name: "authorization", value: "bearer \(try emulator.providerToken())"),
+                    HTTP2HeaderField(name: "apns-channel-id", value: channel), HTTP2HeaderField(name: "apns-push-type", value: "LiveActivity"),
+                    HTTP2HeaderField(name: "apns-priority", value: "5"), HTTP2HeaderField(name: "apns-expiration", value: "0"),
+                ],
+                body: Array(#"{"aps":{"event":"update","timestamp":\#(now + 5),"content-state":{"eta":35}}}"#.utf8)))
+        #expect(broadcast.status == 200)
+        let byBroadcast = try #require(device.nextActivity("updated"))
+        #expect(byBroadcast["activityId"]?.stringValue == secondID && byBroadcast["activity"]?["contentState"]?["eta"]?.intValue == 35)
+
+        // Ended by push (it stays on the Lock Screen until its dismissal date), then swiped away.
+        let end = try liveActivityPush(
+            emulator, connection, token: updateToken,
+            #"{"event":"end","timestamp":\#(now + 10),"content-state":{"eta":0},"dismissal-date":\#(now + 3600)}"#)
+        #expect(end.status == 200)
+        let ended = try #require(device.nextActivity("ended"))
+        #expect(ended["endedBy"]?.stringValue == "push" && ended["activity"]?["state"]?.stringValue == "ended")
+        device.command("dismiss-activity \(activityID)")
+        let dismissed = try #require(device.nextActivity("dismissed"))
+        #expect(dismissed["dismissedBy"]?.stringValue == "user" && dismissed["activityId"]?.stringValue == activityID)
+        #expect(device.next("activityDismissed") != nil)
+
+        // A push after the end: APNs says 200, the journal says why the device ignored it.
+        let late = try liveActivityPush(
+            emulator, connection, token: updateToken, #"{"event":"update","timestamp":\#(now + 20),"content-state":{"eta":1}}"#)
+        #expect(late.status == 200)
+        let record = try emulator.admin("GET", "/api/v1/notifications/\(late.apnsID ?? "")").json
+        #expect(record["outcome"]?.stringValue == "ignored")
+        #expect(record["explanation"]?.stringValue?.contains("dismissed by the user") == true, "\(record["explanation"] ?? .null)")
+    }
+
+    @Test func theDeviceClientStartsActivitiesAndTakesPushesSentWhileItWasOffline() throws {
+        let emulator = try EmulatorProcess()
+        let app = DeviceApp(bundleID: Self.bundle, environment: .sandbox, liveActivityTypes: ["DeliveryAttributes"])
+        let device = SimulatedDevice(address: try emulator.address("device"), deviceID: "client-phone", apps: [app])
+        try device.connect()
+        defer { device.disconnect() }
+        #expect(
+            try eventually {
+                _ = try device.poll(timeoutMilliseconds: 50); return device.pushToStartTokens[Self.bundle]?["DeliveryAttributes"] != nil
+            })
+
+        let activity = try device.startActivity(
+            Self.bundle, attributesType: "DeliveryAttributes", attributes: ["order": "7"], contentState: ["eta": 30])
+        let activityID = try #require(activity["activityId"]?.stringValue)
+        let token = try #require(activity["pushToken"]?.stringValue)
+        #expect(activity["startedBy"]?.stringValue == "app")
+        #expect(throws: DeviceClientError.self) { try device.startActivity(Self.bundle, attributesType: "Undeclared") }
+
+        // Offline: the update waits, and is shown once the device is back.
+        device.disconnect()
+        let now = Int(Date().timeIntervalSince1970)
+        let connection = try emulator.connect()
+        let update = try liveActivityPush(
+            emulator, connection, token: token, #"{"event":"update","timestamp":\#(now),"content-state":{"eta":12}}"#)
+        #expect(update.status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(update.apnsID ?? "")").json["outcome"]?.stringValue == "stored")
+        try device.connect()
+        var change = try device.nextActivityChange(timeoutMilliseconds: 3000)
+        while let seen = change, seen["change"]?.stringValue != "updated" { change = try device.nextActivityChange(timeoutMilliseconds: 3000) }
+        #expect(change?["activityId"]?.stringValue == activityID, "the device heard of the update once back online")
+        #expect(device.activities[activityID]?["contentState"]?.objectValue?["eta"]?.intValue == 12)
+        let record = try emulator.admin("GET", "/api/v1/notifications/\(update.apnsID ?? "")").json
+        #expect(record["outcome"]?.stringValue == "delivered" && record["stored"]?.boolValue == true)
+
+        try device.endActivity(activityID, contentState: ["eta": 0], dismissalDate: 0)
+        #expect(device.activities[activityID]?["state"]?.stringValue == "dismissed", "a dismissal date in the past removes it at once")
+    }
+}
