@@ -152,3 +152,40 @@ struct LiveActivityDeviceTests {
         #expect(device.activities[activityID]?["state"]?.stringValue == "dismissed", "a dismissal date in the past removes it at once")
     }
 }
+
+@Suite("Live Activity tokens reach the app's backend")
+struct LiveActivityBackendTests {
+    @Test func newLiveActivityTokensCallRegisterWithTheirKind() throws {
+        let emulator = try EmulatorProcess()
+        let bundle = EmulatorProcess.bundleID
+        // Nobody listens on the port: the calls fail, but each is recorded as rendered.
+        let hooks: JSONValue = [
+            "register": [
+                "url": "http://127.0.0.1:9/tokens",
+                "body": ["token": "{{token}}", "kind": "{{tokenKind}}", "activity": "{{activityId}}", "type": "{{attributesType}}"],
+            ], "maxAttempts": 1,
+        ]
+        let set = try emulator.admin("PUT", "/api/v1/apps/\(bundle)/backend", body: hooks)
+        #expect(set.status == 200, "\(set.raw)")
+        let (deviceID, _) = try emulator.createDevice()
+        let declared = try emulator.admin(
+            "PUT", "/api/v1/devices/\(deviceID)/apps/\(bundle)/live-activities", body: ["types": ["DeliveryAttributes"]])
+        let startToken = try #require(declared.json["pushToStartTokens"]?["DeliveryAttributes"]?.stringValue)
+        let started = try emulator.admin(
+            "POST", "/api/v1/devices/\(deviceID)/apps/\(bundle)/activities",
+            body: ["attributesType": "DeliveryAttributes", "attributes": [:], "contentState": [:], "pushToken": true])
+        let activityID = try #require(started.json["activityId"]?.stringValue)
+        let updateToken = try #require(started.json["pushToken"]?.stringValue)
+        func bodies() throws -> [JSONValue] {
+            let calls = try emulator.admin("GET", "/api/v1/devices/\(deviceID)/backend-calls?hook=register").json["calls"]?.arrayValue ?? []
+            return calls.compactMap { $0["body"] }.filter { $0["kind"]?.stringValue != "app" }
+        }
+        #expect(try eventually { try bodies().count == 2 })
+        let sent = try bodies()
+        #expect(sent.contains { $0["token"]?.stringValue == startToken && $0["kind"] == "pushToStart" && $0["type"] == "DeliveryAttributes" })
+        #expect(
+            sent.contains {
+                $0["token"]?.stringValue == updateToken && $0["kind"] == "update" && $0["activity"]?.stringValue == activityID
+            })
+    }
+}
