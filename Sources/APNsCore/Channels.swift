@@ -95,6 +95,9 @@ public struct ChannelDirectory: Sendable {
     /// `takeChangedIDs`.
     public var tracksChanges = false
     private var changedIDs: Set<String> = []
+    /// While someone follows the admin event stream: channels changed since `takeEventIDs`.
+    public var tracksEvents = false
+    private var eventIDs: Set<String> = []
 
     struct AppEnvironment: Hashable, Sendable {
         var bundleID: String
@@ -208,7 +211,13 @@ public struct ChannelDirectory: Sendable {
         issuedIDs.formUnion(other.issuedIDs)
     }
 
-    private mutating func noteChange(_ id: String) { if tracksChanges { changedIDs.insert(id) } }
+    private mutating func noteChange(_ id: String) {
+        if tracksChanges { changedIDs.insert(id) }
+        if tracksEvents { eventIDs.insert(id) }
+    }
+
+    /// Ids of the channels changed since the last call, for the event stream.
+    public mutating func takeEventIDs() -> [String] { eventIDs.isEmpty ? [] : Array(takeAll(&eventIDs)).sorted() }
 
     /// Ids of the channels saved or forgotten since the last call (a forgotten one is no
     /// longer in `channels`).

@@ -57,6 +57,7 @@ public final class EmulatorState: Sendable {
     /// `withWorld` call (for event streams and long polls). Set once, by the event hub, which
     /// needs the state first (`observeRecordChanges`).
     private let recordObserver = SetOnce<@Sendable ([UInt64], _ reset: Bool) -> Void>()
+    fileprivate let channelObserver = SetOnce<@Sendable ([(BroadcastChannel, subscribers: Int)]) -> Void>()
     @inline(__always) var onRecordChanges: (@Sendable ([UInt64], _ reset: Bool) -> Void)? { recordObserver.value }
     /// Turned on while someone listens (event streams, long polls), so the request path pays
     /// nothing for change tracking otherwise.
@@ -92,6 +93,12 @@ public final class EmulatorState: Sendable {
     /// Tells `observer` about every record change (the event hub). Once, at start-up.
     public func observeRecordChanges(_ observer: @escaping @Sendable ([UInt64], _ reset: Bool) -> Void) {
         recordObserver.set(observer)
+    }
+
+    /// Channels created, deleted or published to, while record changes are tracked (someone
+    /// follows the event stream).
+    public func observeChannelChanges(_ observer: @escaping @Sendable ([(BroadcastChannel, subscribers: Int)]) -> Void) {
+        channelObserver.set(observer)
     }
 
     public var currentCredentialsGeneration: UInt64 { credentialsGeneration.load(ordering: .acquiring) }
@@ -206,6 +213,8 @@ public final class EmulatorState: Sendable {
         var records: [UInt64] = []
         var wake = false
         var intents: [BackendIntent] = []
+        /// Channels changed (while someone follows the event stream), with their subscribers.
+        var channels: [(BroadcastChannel, subscribers: Int)] = []
         /// The rows for a coordinator (shared mode only).
         var rows: [StateChange] = []
 
@@ -213,6 +222,7 @@ public final class EmulatorState: Sendable {
             if wake { state.persistence?.wake() }
             if !records.isEmpty { state.onRecordChanges?(records, false) }
             if !intents.isEmpty { state.onBackendIntents?(intents) }
+            if !channels.isEmpty { state.channelObserver.value?(channels) }
         }
     }
 
@@ -230,7 +240,16 @@ public final class EmulatorState: Sendable {
         return try world.withLock { (world: inout World) throws(E) -> T in
             let before = world.credentials.generation
             world.records.trackChanges = tracking || collecting
+            world.channels.tracksEvents = tracking
             defer {
+                if tracking {
+                    let ids = world.channels.takeEventIDs()
+                    if !ids.isEmpty {
+                        after.channels = ids.compactMap { id in
+                            world.channels.channels[id].map { ($0, world.liveActivities.subscriberCount(channelID: id)) }
+                        }
+                    }
+                }
                 if !world.backendOutbox.isEmpty { after.intents = world.takeBackendIntents() }
                 if world.credentials.generation != before {
                     credentialsGeneration.store(world.credentials.generation, ordering: .releasing)

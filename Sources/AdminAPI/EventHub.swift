@@ -27,6 +27,7 @@ public final class EventHub: @unchecked Sendable {
         self.state = state
         self.metrics = metrics
         state.observeRecordChanges { [weak self] sequences, reset in self?.changed(sequences, reset: reset) }
+        state.observeChannelChanges { [weak self] channels in self?.channelsChanged(channels) }
     }
 
     func newID() -> UInt64 { nextID.add(1, ordering: .relaxed).oldValue }
@@ -75,6 +76,17 @@ public final class EventHub: @unchecked Sendable {
     }
 
     // MARK: Changes
+
+    /// `event: channel` for each channel created, deleted or published to (every stream:
+    /// their filters are about notifications).
+    func channelsChanged(_ channels: [(BroadcastChannel, subscribers: Int)]) {
+        let clients = streams.withLock { $0 }
+        guard !clients.isEmpty else { return }
+        for (channel, subscribers) in channels {
+            let chunk = EventChunk.channel(ChannelRoutes.json(channel, subscribers: subscribers))
+            for client in clients { client.enqueue(chunk) }
+        }
+    }
 
     /// Every event stream hears of backend calls (their filters are about notifications).
     public func backendCallChanged(_ call: BackendCallRecord) {

@@ -24,6 +24,15 @@ final class EventChunk: Sendable {
         return EventChunk(chunk)
     }
 
+    /// A broadcast channel was created, deleted or published to (as `GET /api/v1/channels`
+    /// shows it).
+    static func channel(_ json: JSONValue) -> EventChunk {
+        var chunk = Array("event: channel\ndata: ".utf8)
+        json.append(to: &chunk)
+        chunk.append(contentsOf: "\n\n".utf8)
+        return EventChunk(chunk)
+    }
+
     static let reset = EventChunk(Array("event: reset\ndata: {}\n\n".utf8))
     static let keepAlive = EventChunk(Array(": keep-alive\n\n".utf8))
 }
