@@ -236,6 +236,17 @@ public struct DeviceHandle: Sendable {
     /// The device's activities (every app's), dismissed ones included, oldest first.
     public func activities() throws(EmulatorAdminError) -> [ActivityInfo] { try api.activities(deviceID: deviceID) }
 
+    /// The app ends the activity, with final content when given; it leaves the Lock Screen at
+    /// `dismissalDate` (seconds since 1970), by default up to four hours on.
+    @discardableResult
+    public func endActivity(
+        _ activityID: String, contentState: JSONValue? = nil, dismissalDate: Double? = nil
+    ) throws(EmulatorAdminError)
+        -> ActivityInfo
+    {
+        try api.endActivity(deviceID: deviceID, activityID: activityID, contentState: contentState, dismissalDate: dismissalDate)
+    }
+
     /// The user swipes the activity away.
     public func dismissActivity(_ activityID: String) throws(EmulatorAdminError) {
         try api.dismissActivity(deviceID: deviceID, activityID: activityID)

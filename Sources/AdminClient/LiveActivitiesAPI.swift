@@ -125,6 +125,36 @@ extension EmulatorAdminClient {
         return ActivityInfo(try http.json("POST", appPath(deviceID, bundleID) + "/activities", body: .object(body)))
     }
 
+    /// The app ends the activity (`Activity.end`), with final content when given; it leaves the
+    /// Lock Screen at `dismissalDate` (seconds since 1970; in the past: at once), by default up
+    /// to four hours on. A 409 says why an activity cannot end (it has already).
+    @discardableResult
+    public func endActivity(
+        deviceID: String, activityID: String, contentState: JSONValue? = nil, dismissalDate: Double? = nil
+    ) throws(EmulatorAdminError) -> ActivityInfo {
+        var body = JSONObject()
+        if let contentState { body["contentState"] = contentState }
+        if let dismissalDate { body["dismissalDate"] = .double(dismissalDate) }
+        let path = "/api/v1/devices/\(deviceID.queryEncoded)/activities/\(activityID.queryEncoded)/end"
+        return ActivityInfo(try http.json("POST", path, body: .object(body)))
+    }
+
+    /// The system gives the activity a new update token; the old one leads nowhere from now on.
+    @discardableResult
+    public func rotateActivityToken(deviceID: String, activityID: String) throws(EmulatorAdminError) -> ActivityInfo {
+        let path = "/api/v1/devices/\(deviceID.queryEncoded)/activities/\(activityID.queryEncoded)/rotate-token"
+        return ActivityInfo(try http.json("POST", path))
+    }
+
+    /// The system gives the app a new push-to-start token for the type; returns the app's tokens.
+    @discardableResult
+    public func rotatePushToStartToken(
+        deviceID: String, bundleID: String, attributesType: String
+    ) throws(EmulatorAdminError) -> [String: String] {
+        let path = appPath(deviceID, bundleID) + "/live-activities/\(attributesType.queryEncoded)/rotate-token"
+        return LiveActivityApp(try http.json("POST", path)).pushToStartTokens
+    }
+
     /// The user removes the activity from the Lock Screen (a running one ends with it).
     public func dismissActivity(deviceID: String, activityID: String) throws(EmulatorAdminError) {
         _ = try http.json("DELETE", "/api/v1/devices/\(deviceID.queryEncoded)/activities/\(activityID.queryEncoded)")

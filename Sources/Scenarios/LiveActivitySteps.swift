@@ -3,8 +3,8 @@ import AdminClient
 import Foundation
 
 /// Live Activity steps on a virtual device: the app declares its ActivityAttributes types
-/// (each gets a push-to-start token), starts an activity itself, the user dismisses one; and
-/// the activity expectations (`expect` now, `waitFor` until it holds).
+/// (each gets a push-to-start token), starts and ends an activity itself, the user dismisses
+/// one; and the activity expectations (`expect` now, `waitFor` until it holds).
 extension StepRunner {
     func declareActivities() throws(StepFailure) -> String? {
         let (ref, bundle) = (try context.device(alias), try bundleID())
@@ -40,6 +40,19 @@ extension StepRunner {
         context.activities[name] = RunContext.ActivityRef(deviceAlias: alias, deviceID: ref.deviceID, activityID: started.activityID)
         let how = started.channel.map { "on channel \(short($0))" } ?? started.pushToken.map { "update token \(short($0))" } ?? "no server updates"
         return "\(name) is \(short(started.activityID)), \(how)"
+    }
+
+    /// `Activity.end` in the app: final content, and when it leaves the Lock Screen.
+    func endActivity() throws(StepFailure) -> String? {
+        let name = try fields.requiredString("activity")
+        let ref = try context.activity(name)
+        var dismissal: Double?
+        if let seconds = try fields.int("dismissIn") { dismissal = Double(try context.emulatorNow() / 1000 + Int64(seconds)) }
+        let contentState = fields["contentState"]
+        let ended = try admin("ending activity \(name) on \(ref.deviceID)") { () throws(EmulatorAdminError) in
+            try api.endActivity(deviceID: ref.deviceID, activityID: ref.activityID, contentState: contentState, dismissalDate: dismissal)
+        }
+        return ActivityCriteria.describe(ended)
     }
 
     /// The user swipes the activity away.

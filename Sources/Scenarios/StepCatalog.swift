@@ -9,7 +9,7 @@ public enum StepKind: String, Sendable, CaseIterable {
     case tap
     case advanceClock, sleep
     case push, run, http
-    case declareActivities, startActivity, dismissActivity
+    case declareActivities, startActivity, endActivity, dismissActivity
     case createChannel, broadcast
     case waitFor, expectNone, expect
     case save
@@ -196,6 +196,12 @@ extension StepKind {
                 FieldSpec("channel", .string, "take updates on this channel (its name from createChannel)"),
                 FieldSpec("channelId", .string, "take updates on the channel with this apns-channel-id"),
             ]
+        case .endActivity:
+            return [
+                FieldSpec("activity", .string, required: true, "the activity's name"),
+                FieldSpec("contentState", .object, "the final content (default: the last shown)"),
+                FieldSpec("dismissIn", .number, "leaves the Lock Screen this many seconds after the emulator's now", rule: .dateOffset),
+            ]
         case .dismissActivity:
             return [FieldSpec("activity", .string, required: true, "the activity's name")]
         case .createChannel:
@@ -261,7 +267,7 @@ extension StepKind {
     var usesDevice: Bool {
         switch self {
         case .device, .restore, .advanceClock, .sleep, .run, .http, .waitFor, .expectNone, .save: return false
-        case .dismissActivity, .createChannel, .broadcast: return false
+        case .endActivity, .dismissActivity, .createChannel, .broadcast: return false
         case .push, .expect: return false  // only without a token or another subject (StepParser)
         default: return true
         }

@@ -35,7 +35,7 @@ extension Step {
         case .startActivity:
             let how = s("channel").map { " on channel \($0)" } ?? s("channelId").map { " on channel \(short($0))" } ?? ""
             return "startActivity \(s("activity") ?? "?") (\(s("attributesType") ?? "?"))\(how)\(on)"
-        case .dismissActivity: return "dismissActivity \(s("activity") ?? "?")"
+        case .endActivity, .dismissActivity: return "\(kind.rawValue) \(s("activity") ?? "?")"
         case .createChannel: return "createChannel \(s("channel") ?? "?")" + (s("messageStoragePolicy").map { " policy \($0)" } ?? "")
         case .broadcast:
             let event = f["payload"]?["aps"]?["event"].flatMap { ScenarioParser.scalarText($0) }

@@ -362,7 +362,7 @@ struct StepParser {
         case .push:
             try made("startsActivity", known.activitiesSoFar, "an activity")
             try used("activity", object["activity"], known.activitiesSoFar, "activity", activityMaker)
-        case .dismissActivity:
+        case .endActivity, .dismissActivity:
             try used("activity", object["activity"], known.activitiesSoFar, "activity", activityMaker)
         case .broadcast:
             try used("channel", object["channel"], known.channelsSoFar, "channel", "a createChannel step")

@@ -41,6 +41,7 @@ struct StepRunner {
         case .http: return try httpRequest()
         case .declareActivities: return try declareActivities()
         case .startActivity: return try startActivity()
+        case .endActivity: return try endActivity()
         case .dismissActivity: return try dismissActivity()
         case .createChannel: return try createChannel()
         case .broadcast: return try broadcast()

@@ -88,6 +88,14 @@ struct TestEmulatorTests {
         #expect(quiet.pushToken == nil && quiet.channel == nil)
         #expect(try device.startActivity("DeliveryAttributes").pushToken != nil)
 
+        let rotated = try apns.api.rotateActivityToken(deviceID: device.deviceID, activityID: pushed.activityID)
+        #expect(rotated.pushToken != nil && rotated.pushToken != pushed.pushToken)
+        let newStart = try apns.api.rotatePushToStartToken(deviceID: device.deviceID, bundleID: apns.bundleID, attributesType: "DeliveryAttributes")
+        #expect(newStart["DeliveryAttributes"] != nil && newStart["DeliveryAttributes"] != startToken)
+        let ended = try device.endActivity(pushed.activityID, contentState: ["eta": 0], dismissalDate: Date().timeIntervalSince1970 + 600)
+        #expect(ended.state == "ended" && ended.contentState == ["eta": 0] && ended.dismissalDate != nil && ended.endedAt != nil)
+        #expect { try device.endActivity(pushed.activityID) } throws: { ($0 as? EmulatorAdminError)?.status == 409 }
+
         try device.dismissActivity(onChannel.activityID)
         #expect(try apns.api.activity(deviceID: device.deviceID, activityID: onChannel.activityID)?.state == "dismissed")
         #expect(try device.activities().map(\.activityID).contains(onChannel.activityID))

@@ -61,6 +61,7 @@ struct LiveActivityParserTests {
     @Test(arguments: [
         (#"{"do": "push", "activity": "order"}"#, "activity", "no activity \"order\" exists at this point"),
         (#"{"do": "dismissActivity", "activity": "order"}"#, "activity", "no activity \"order\" exists at this point"),
+        (#"{"do": "endActivity", "activity": "order", "dismissIn": 5}"#, "activity", "no activity \"order\" exists at this point"),
         (#"{"do": "expect", "activity": {"name": "order", "state": "active"}}"#, "activity.name", "no activity \"order\""),
         (#"{"do": "expect", "activity": {"state": "active"}}"#, "activity.name", "is required"),
         (#"{"do": "broadcast", "channel": "run7", "payload": {"aps": {}}}"#, "channel", "no channel \"run7\" exists at this point"),

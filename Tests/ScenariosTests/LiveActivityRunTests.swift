@@ -103,6 +103,21 @@ struct LiveActivityRunTests {
         #expect(wrong.expected == "state ended, updates 2")
     }
 
+    @Test func theAppEndsItsActivityWithFinalContentAndADismissalDate() throws {
+        let report = try run(
+            #"""
+            {"do": "startActivity", "activity": "order", "attributesType": "DeliveryAttributes", "contentState": {"eta": 30}},
+            {"do": "endActivity", "activity": "order", "contentState": {"eta": 0}, "dismissIn": 60},
+            {"do": "expect", "activity": {"name": "order", "state": "ended", "contentState": {"eta": 0}}},
+            {"do": "advanceClock", "seconds": 61},
+            {"do": "expect", "activity": {"name": "order", "state": "dismissed"}},
+            {"do": "endActivity", "activity": "order"}
+            """#)
+        let failed = try #require(report.failedStep, "\(text(report))")
+        #expect(failed.index == 8, "\(text(report))")
+        #expect(failed.failure?.hasPrefix("ending activity order on phone: the emulator answered 409") == true, "\(failed.failure ?? "")")
+    }
+
     @Test func theAppRefusingAStartFailsTheStepWithTheEmulatorsWords() throws {
         let report = try run(#"{"do": "startActivity", "activity": "order", "attributesType": "PizzaAttributes"}"#)
         let failed = try #require(report.failedStep)
