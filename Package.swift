@@ -99,7 +99,7 @@ let package = Package(
         .target(name: "APNsEmulatorTesting",
                 dependencies: ["EmulatorServer", "AdminClient", "Networking"],
                 swiftSettings: swiftSettings),
-        .target(name: "Scenarios", dependencies: ["AdminClient", "EmulatorServer", "ProviderClient", "APNsCore", "HTTP1Client"],
+        .target(name: "Scenarios", dependencies: ["AdminClient", "EmulatorServer", "ProviderClient", "HTTP2", "APNsCore", "HTTP1Client"],
                 swiftSettings: swiftSettings),
         .executableTarget(name: "apns-emulator",
                           dependencies: ["EmulatorServer", "CommandLineOptions", "ProviderClient", "DeviceClient", "AdminClient", "Scenarios",

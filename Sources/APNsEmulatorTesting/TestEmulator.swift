@@ -1,7 +1,8 @@
 // TestEmulator: an emulator inside the test process (free ports, its own key and directory)
-// and conveniences over its admin client. Imports EmulatorServer (the emulator itself),
+// and conveniences over its admin client. Imports EmulatorServer (the emulator itself), JSON,
 // Foundation and Networking.
 public import EmulatorServer
+public import JSON
 import Foundation
 import Networking
 
@@ -209,6 +210,46 @@ public struct DeviceHandle: Sendable {
     public func reinstall() throws(EmulatorAdminError) -> DeviceHandle {
         let token = try api.reinstall(deviceID: deviceID, bundleID: bundleID)
         return DeviceHandle(api: api, deviceID: deviceID, bundleID: bundleID, token: token, environment: environment)
+    }
+
+    // MARK: Live Activities
+
+    /// Declares the app's ActivityAttributes types; returns each type's push-to-start token
+    /// (push a `liveactivity` start event to it, topic `BUNDLE.push-type.liveactivity`).
+    @discardableResult
+    public func declareLiveActivities(_ types: [String], frequentUpdates: Bool = false) throws(EmulatorAdminError) -> [String: String] {
+        try api.declareLiveActivities(deviceID: deviceID, bundleID: bundleID, types: types, frequentUpdates: frequentUpdates)
+    }
+
+    /// The app starts an activity of a declared type (by default taking token-push updates: its
+    /// `pushToken` is where the provider sends them).
+    @discardableResult
+    public func startActivity(
+        _ attributesType: String, attributes: JSONValue = .object(JSONObject()), contentState: JSONValue = .object(JSONObject()),
+        updates: ActivityUpdates = .token
+    ) throws(EmulatorAdminError) -> ActivityInfo {
+        try api.startActivity(
+            deviceID: deviceID, bundleID: bundleID, attributesType: attributesType, attributes: attributes, contentState: contentState,
+            updates: updates)
+    }
+
+    /// The device's activities (every app's), dismissed ones included, oldest first.
+    public func activities() throws(EmulatorAdminError) -> [ActivityInfo] { try api.activities(deviceID: deviceID) }
+
+    /// The app ends the activity, with final content when given; it leaves the Lock Screen at
+    /// `dismissalDate` (seconds since 1970), by default up to four hours on.
+    @discardableResult
+    public func endActivity(
+        _ activityID: String, contentState: JSONValue? = nil, dismissalDate: Double? = nil
+    ) throws(EmulatorAdminError)
+        -> ActivityInfo
+    {
+        try api.endActivity(deviceID: deviceID, activityID: activityID, contentState: contentState, dismissalDate: dismissalDate)
+    }
+
+    /// The user swipes the activity away.
+    public func dismissActivity(_ activityID: String) throws(EmulatorAdminError) {
+        try api.dismissActivity(deviceID: deviceID, activityID: activityID)
     }
 }
 

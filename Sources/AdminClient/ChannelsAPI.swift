@@ -14,6 +14,8 @@ public struct ChannelInfo: Sendable, Equatable {
     public var broadcasts: Int
     /// The message a policy-1 channel keeps (its `aps` payload), if any.
     public var storedPayload: JSONValue?
+    /// Live Activities subscribed to it now (nil: the emulator does not say).
+    public var subscribers: Int?
     /// The whole JSON object, for fields not named here.
     public var json: JSONValue
 
@@ -26,6 +28,7 @@ public struct ChannelInfo: Sendable, Equatable {
         live = o?["live"]?.boolValue ?? false
         broadcasts = Int(o?["broadcasts"]?.intValue ?? 0)
         storedPayload = o?["storedMessage"]?.objectValue?["payload"]
+        subscribers = o?["subscribers"]?.intValue.map { Int($0) }
         self.json = json
     }
 }

@@ -17,6 +17,9 @@ public final class EmulatorTarget: Sendable {
     public struct ProviderAccess: Sendable {
         public var sandbox: HostPort?
         public var production: HostPort?
+        /// Channel management (Apple's `api-manage-broadcast` hosts): createChannel steps.
+        public var channelSandbox: HostPort?
+        public var channelProduction: HostPort?
         /// The CA the endpoints' certificate chains to (nil: the system store).
         public var caPath: String?
         /// The provider key (`--key TEAMID:KEYID:PATH`); nil: push steps cannot sign.
@@ -26,10 +29,12 @@ public final class EmulatorTarget: Sendable {
 
         public init(
             sandbox: HostPort? = nil, production: HostPort? = nil, caPath: String? = nil, teamID: String? = nil,
-            keyID: String? = nil, keyPath: String? = nil
+            keyID: String? = nil, keyPath: String? = nil, channelSandbox: HostPort? = nil, channelProduction: HostPort? = nil
         ) {
             self.sandbox = sandbox
             self.production = production
+            self.channelSandbox = channelSandbox
+            self.channelProduction = channelProduction
             self.caPath = caPath
             self.teamID = teamID
             self.keyID = keyID
@@ -50,19 +55,21 @@ public final class EmulatorTarget: Sendable {
         let emulator = try InProcessEmulator(bundleIDs: bundleIDs, arguments: arguments)
         let access = ProviderAccess(
             sandbox: emulator.sandbox, production: emulator.production, caPath: emulator.caCertificatePath,
-            teamID: emulator.key.teamID, keyID: emulator.key.keyID, keyPath: emulator.key.path)
+            teamID: emulator.key.teamID, keyID: emulator.key.keyID, keyPath: emulator.key.path,
+            channelSandbox: emulator.channelSandbox, channelProduction: emulator.channelProduction)
         let api = EmulatorAdminClient(address: emulator.admin, token: emulator.adminToken)
         return EmulatorTarget(api: api, adminURL: "http://\(emulator.admin)", provider: access, owned: emulator)
     }
 
-    /// An emulator already running. Provider endpoints and CA not given in `overrides` are
+    /// An emulator already running. Provider and channel endpoints and CA not given in `overrides` are
     /// taken from its `GET /api/v1/info` (addresses it bound to all interfaces are reached
     /// on loopback).
     public static func remote(admin: HostPort, token: String?, overrides: ProviderAccess) throws(EmulatorAdminError) -> EmulatorTarget {
         let api = EmulatorAdminClient(address: admin, token: token)
         let addresses = try api.info()["addresses"] ?? .null
-        func address(_ name: String) -> HostPort? {
-            let text = addresses[name]?.stringValue ?? addresses["listen"]?.arrayValue?.first?.stringValue
+        // A `--listen` listener serves both push environments, not channel management.
+        func address(_ name: String, orListen: Bool = true) -> HostPort? {
+            let text = addresses[name]?.stringValue ?? (orListen ? addresses["listen"]?.arrayValue?.first?.stringValue : nil)
             guard let text, var parsed = try? HostPort(parsing: text) else { return nil }
             if parsed.host == "0.0.0.0" { parsed.host = "127.0.0.1" }
             if parsed.host == "::" { parsed.host = "::1" }
@@ -71,6 +78,8 @@ public final class EmulatorTarget: Sendable {
         var access = overrides
         access.sandbox = overrides.sandbox ?? address("sandbox")
         access.production = overrides.production ?? address("production")
+        access.channelSandbox = overrides.channelSandbox ?? address("channelSandbox", orListen: false)
+        access.channelProduction = overrides.channelProduction ?? address("channelProduction", orListen: false)
         access.caPath = overrides.caPath ?? addresses["caFile"]?.stringValue
         return EmulatorTarget(api: api, adminURL: "http://\(admin)", provider: access, owned: nil)
     }

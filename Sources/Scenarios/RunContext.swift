@@ -2,11 +2,26 @@ import APNsCore
 import AdminClient
 import Foundation
 
-/// What a run knows between steps: variables, device aliases, the last push, command and
-/// HTTP answer, and the emulator time the run started at (waits look at what happened since).
+/// What a run knows between steps: variables, device aliases, named Live Activities and
+/// channels, the last push, broadcast, command and HTTP answer, and the emulator time the run
+/// started at (waits look at what happened since).
 final class RunContext {
     struct DeviceRef {
         var deviceID: String
+        var bundleID: String
+        var environment: String
+    }
+
+    /// A Live Activity a step named: where it is.
+    struct ActivityRef {
+        var deviceAlias: String
+        var deviceID: String
+        var activityID: String
+    }
+
+    /// A channel a createChannel step made.
+    struct ChannelRef {
+        var id: String
         var bundleID: String
         var environment: String
     }
@@ -17,7 +32,10 @@ final class RunContext {
     let fixed: [String: String]
     var saved: [String: String] = [:]
     var devices: [String: DeviceRef] = [:]
+    var activities: [String: ActivityRef] = [:]
+    var channels: [String: ChannelRef] = [:]
     var lastPush: [String: String] = [:]
+    var lastBroadcast: [String: String] = [:]
     var lastRun: [String: String] = [:]
     var lastHTTP: (status: Int, body: [UInt8])?
     /// Emulator time (ms) when the run and the current step started.
@@ -60,6 +78,32 @@ final class RunContext {
                 }
                 return token
             }
+        case .pushToStart(let alias, let type):
+            return try pushToStart(alias, attributesType: type).token
+        case .activity(let named, let field):
+            let ref = try activity(named)
+            switch field {
+            case "id": return ref.activityID
+            case "deviceId": return ref.deviceID
+            default: break
+            }
+            let info = try activityInfo(named)
+            switch field {
+            case "pushToken":
+                guard let token = info.pushToken else {
+                    throw StepFailure("${\(name)}: activity \(named) has no update token (it takes no token pushes, or it has ended)")
+                }
+                return token
+            case "channel":
+                guard let channel = info.channel else { throw StepFailure("${\(name)}: activity \(named) subscribes to no channel") }
+                return channel
+            case "bundleId": return info.bundleID
+            default: return info.state
+            }
+        case .channel(let named, let field):
+            let ref = try channel(named)
+            return field == "id" ? ref.id : field == "bundleId" ? ref.bundleID : ref.environment
+        case .lastBroadcast(let field): return lastBroadcast[field] ?? ""
         case .lastPush(let field): return lastPush[field] ?? ""
         case .lastRun(let field): return lastRun[field] ?? ""
         case .lastHttp(let field):
@@ -116,6 +160,47 @@ final class RunContext {
     func deviceID(_ alias: String?) throws(StepFailure) -> String? {
         guard let alias else { return nil }
         return try device(alias).deviceID
+    }
+
+    // MARK: Live Activities and channels
+
+    func activity(_ name: String) throws(StepFailure) -> ActivityRef {
+        guard let ref = activities[name] else { throw StepFailure("no activity \"\(name)\" yet (the step that names it did not run)") }
+        return ref
+    }
+
+    /// The named activity as its device has it now.
+    func activityInfo(_ name: String) throws(StepFailure) -> ActivityInfo {
+        let ref = try activity(name)
+        let found = try admin("reading the activities of \(ref.deviceID)") { () throws(EmulatorAdminError) in
+            try api.activity(deviceID: ref.deviceID, activityID: ref.activityID)
+        }
+        guard let found else { throw StepFailure("activity \(name) (\(ref.activityID)) is no longer on \(ref.deviceAlias)") }
+        return found
+    }
+
+    /// The push-to-start token of `attributesType` on the device and the app it belongs to: its
+    /// own app's, else that of the first other app of the device that declares the type.
+    func pushToStart(_ alias: String, attributesType: String) throws(StepFailure) -> (token: String, bundleID: String) {
+        let ref = try device(alias)
+        let apps = try admin("reading the Live Activity apps of \(ref.deviceID)") { () throws(EmulatorAdminError) in
+            try api.liveActivityApps(deviceID: ref.deviceID)
+        }
+        let declaring = apps.filter { $0.pushToStartTokens[attributesType] != nil }
+        guard let app = declaring.first(where: { $0.bundleID == ref.bundleID }) ?? declaring.first,
+            let token = app.pushToStartTokens[attributesType]
+        else {
+            let declared = apps.flatMap { app in app.types.map { "\($0) (\(app.bundleID))" } }
+            throw StepFailure(
+                "no app on \(alias) declares the Live Activity type \(attributesType) "
+                    + (declared.isEmpty ? "(none declares any: a declareActivities step does)" : "(declared: \(declared.joined(separator: ", ")))"))
+        }
+        return (token, app.bundleID)
+    }
+
+    func channel(_ name: String) throws(StepFailure) -> ChannelRef {
+        guard let ref = channels[name] else { throw StepFailure("no channel \"\(name)\" yet (its createChannel step did not make one)") }
+        return ref
     }
 
     /// The scenario's device ids (checks look at these only).

@@ -1,6 +1,6 @@
 // Scenarios: scenario files (docs/scenarios.md) parsed and run against an emulator, one the
 // runner starts in this process or one already running. Imports AdminClient, EmulatorServer
-// (for the in-process emulator), ProviderClient, HTTP1Client, APNsCore and Foundation.
+// (for the in-process emulator), ProviderClient and HTTP2, HTTP1Client, APNsCore and Foundation.
 
 public import APNsCore
 

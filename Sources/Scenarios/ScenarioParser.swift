@@ -185,7 +185,10 @@ struct VariableCheck {
     var fixed: Set<String>
     var saved: Set<String> = []
     var aliasesSoFar: Set<String> = []
-    var pushed = false, ran = false, requested = false
+    /// Live Activities and broadcast channels named by earlier steps.
+    var activitiesSoFar: Set<String> = []
+    var channelsSoFar: Set<String> = []
+    var pushed = false, ran = false, requested = false, broadcasted = false
 
     func check(_ value: JSONValue, location: String, field: String?) throws(ScenarioFileError) {
         let names: [String]
@@ -207,10 +210,21 @@ struct VariableCheck {
                     + "give it a default in \"variables\", or save it in an earlier step")
         }
         switch runtime {
-        case .device(let alias, _):
+        case .device(let alias, _), .pushToStart(let alias, _):
             guard aliasesSoFar.contains(alias) else {
                 throw Template.SyntaxError(message: "${\(name)}: no device \"\(alias)\" exists at this point (made by a device or restore step)")
             }
+        case .activity(let named, _):
+            guard activitiesSoFar.contains(named) else {
+                throw Template.SyntaxError(
+                    message: "${\(name)}: no activity \"\(named)\" exists at this point (named by startActivity, or a push with startsActivity)")
+            }
+        case .channel(let named, _):
+            guard channelsSoFar.contains(named) else {
+                throw Template.SyntaxError(message: "${\(name)}: no channel \"\(named)\" exists at this point (made by a createChannel step)")
+            }
+        case .lastBroadcast:
+            guard broadcasted else { throw Template.SyntaxError(message: "${\(name)}: no broadcast step comes before this one") }
         case .lastPush:
             guard pushed else { throw Template.SyntaxError(message: "${\(name)}: no push step comes before this one") }
         case .lastRun:

@@ -9,6 +9,8 @@ public enum StepKind: String, Sendable, CaseIterable {
     case tap
     case advanceClock, sleep
     case push, run, http
+    case declareActivities, startActivity, endActivity, dismissActivity
+    case createChannel, broadcast
     case waitFor, expectNone, expect
     case save
 }
@@ -37,7 +39,7 @@ enum FieldType: Equatable {
 }
 
 enum CriteriaKind: String {
-    case delivery, backendCall
+    case delivery, backendCall, activity
 
     /// The fields a criteria object may hold.
     var fields: [FieldSpec] {
@@ -62,6 +64,15 @@ enum CriteriaKind: String {
                 FieldSpec("status", .any, "the backend's answer: 200 or \"2xx\""),
                 FieldSpec("state", .string, "pending, retrying, done, failed, dropped"),
                 FieldSpec("url", .string, "a substring of the called URL"),
+            ]
+        case .activity:
+            return [
+                FieldSpec("name", .string, required: true, "the activity's name (startActivity, or push with startsActivity)"),
+                FieldSpec("state", .string, "active, stale, ended, dismissed"),
+                FieldSpec("contentState", .object, "values its content state has: {\"eta\": 5}"),
+                FieldSpec("updates", .number, "how many updates it has shown"),
+                FieldSpec("attributesType", .string, "its ActivityAttributes type"),
+                FieldSpec("startedBy", .string, "app or push"),
             ]
         }
     }
@@ -140,6 +151,11 @@ extension StepKind {
             return [
                 FieldSpec("device", .string, "device alias: its app's current token"),
                 FieldSpec("token", .string, "a token, instead of device"),
+                FieldSpec("activity", .string, "a named Live Activity: its update token, instead of device"),
+                FieldSpec("pushToStart", .string, "with device: the push-to-start token of this ActivityAttributes type"),
+                FieldSpec("startsActivity", .string, "with pushToStart: the name of the activity the push starts"),
+                FieldSpec("staleIn", .number, "sets aps.stale-date this many seconds after the emulator's now", rule: .dateOffset),
+                FieldSpec("dismissIn", .number, "sets aps.dismissal-date this many seconds after the emulator's now", rule: .dateOffset),
                 FieldSpec("bundleId", .string, "the app (apns-topic unless topic is given)"),
                 FieldSpec("topic", .string, "apns-topic"),
                 FieldSpec("environment", .string, "sandbox or production (default: the app's)"),
@@ -166,10 +182,55 @@ extension StepKind {
                 FieldSpec("expect", .object, "{\"status\": 200, \"json\": {\"/pointer\": value}}"),
                 FieldSpec("timeoutMs", .number, "default 10000", rule: .timeoutMs),
             ]
+        case .declareActivities:
+            return appStep + [
+                FieldSpec("types", .array, required: true, "the app's ActivityAttributes type names"),
+                FieldSpec("frequentUpdates", .bool, "NSSupportsLiveActivitiesFrequentUpdates (a larger update budget)"),
+            ]
+        case .startActivity:
+            return appStep + [
+                FieldSpec("activity", .string, required: true, "the name later steps use"),
+                FieldSpec("attributesType", .string, required: true, "a declared ActivityAttributes type"),
+                FieldSpec("attributes", .object, "the static data"), FieldSpec("contentState", .object, "the first content"),
+                FieldSpec("pushToken", .bool, "take updates by token push (default true; false: none)"),
+                FieldSpec("channel", .string, "take updates on this channel (its name from createChannel)"),
+                FieldSpec("channelId", .string, "take updates on the channel with this apns-channel-id"),
+            ]
+        case .endActivity:
+            return [
+                FieldSpec("activity", .string, required: true, "the activity's name"),
+                FieldSpec("contentState", .object, "the final content (default: the last shown)"),
+                FieldSpec("dismissIn", .number, "leaves the Lock Screen this many seconds after the emulator's now", rule: .dateOffset),
+            ]
+        case .dismissActivity:
+            return [FieldSpec("activity", .string, required: true, "the activity's name")]
+        case .createChannel:
+            return [
+                FieldSpec("channel", .string, required: true, "the name later steps use"),
+                FieldSpec("bundleId", .string, "the app (default: the scenario's)"),
+                FieldSpec("environment", .string, "sandbox or production"),
+                FieldSpec("messageStoragePolicy", .number, "0: no message stored, 1: the most recent (default 1)", rule: .storagePolicy),
+                FieldSpec("expect", .object, "{\"status\": 201, \"reason\": …} (default: status 201)"),
+            ]
+        case .broadcast:
+            return [
+                FieldSpec("channel", .string, "a channel's name (from createChannel)"),
+                FieldSpec("channelId", .string, "an apns-channel-id, instead of channel"),
+                FieldSpec("bundleId", .string, "the app (default: the channel's)"),
+                FieldSpec("environment", .string, "sandbox or production (default: the channel's)"),
+                FieldSpec("payload", .any, required: true, "the aps update: a JSON object, or text sent as is"),
+                FieldSpec("pushType", .string, "apns-push-type (default LiveActivity)"),
+                FieldSpec("priority", .number, "apns-priority (default 10)", rule: .priority),
+                FieldSpec("expiration", .number, "apns-expiration (default 0)", rule: .expiration),
+                FieldSpec("staleIn", .number, "sets aps.stale-date this many seconds after the emulator's now", rule: .dateOffset),
+                FieldSpec("dismissIn", .number, "sets aps.dismissal-date this many seconds after the emulator's now", rule: .dateOffset),
+                FieldSpec("expect", .object, "{\"status\": 200, \"reason\": …} (default: status 200)"),
+            ]
         case .waitFor:
             return [
                 FieldSpec("delivery", .criteria(.delivery), "wait for a notification record"),
                 FieldSpec("backendCall", .criteria(.backendCall), "wait for an app's call to its backend"),
+                FieldSpec("activity", .criteria(.activity), "wait until a Live Activity is like this"),
                 FieldSpec("count", .number, "at least this many (default 1)", rule: .count),
                 FieldSpec("timeoutMs", .number, "default 10000", rule: .waitMs),
                 FieldSpec("since", .any, "\"start\" (default), \"step\", or emulator time in ms"),
@@ -192,6 +253,7 @@ extension StepKind {
                 FieldSpec("installed", .bool, "the app is installed"),
                 FieldSpec("deliveries", .criteria(.delivery), "count notification records like these"),
                 FieldSpec("backendCalls", .criteria(.backendCall), "count backend calls like these"),
+                FieldSpec("activity", .criteria(.activity), "a Live Activity is like this now"),
                 FieldSpec("count", .number, "exactly this many deliveries or backend calls", rule: .count),
                 FieldSpec("checks", .object, "{\"crossAccount\": N}: the detector's count for this scenario's devices"),
                 FieldSpec("since", .any, "for deliveries/backendCalls: \"start\" (default), \"step\", or ms"),
@@ -205,6 +267,7 @@ extension StepKind {
     var usesDevice: Bool {
         switch self {
         case .device, .restore, .advanceClock, .sleep, .run, .http, .waitFor, .expectNone, .save: return false
+        case .endActivity, .dismissActivity, .createChannel, .broadcast: return false
         case .push, .expect: return false  // only without a token or another subject (StepParser)
         default: return true
         }

@@ -21,13 +21,31 @@ extension Step {
         case .advanceClock: return "advanceClock \(s("seconds") ?? "?") s"
         case .sleep: return "sleep \(s("ms") ?? "?") ms"
         case .push:
-            let type = s("pushType") ?? (f["payload"]?["aps"]?["content-available"] != nil ? "background" : "alert")
-            return "push \(type) to \(deviceAlias ?? s("token").map { short($0) } ?? "?")"
-                + (s("priority").map { " priority \($0)" } ?? "")
+            let liveActivity = f["activity"] != nil || f["pushToStart"] != nil
+            let event = f["payload"]?["aps"]?["event"].flatMap { ScenarioParser.scalarText($0) }
+            let type =
+                s("pushType") ?? (liveActivity ? "liveactivity" : f["payload"]?["aps"]?["content-available"] != nil ? "background" : "alert")
+            let to =
+                s("activity").map { "activity \($0)" } ?? s("pushToStart").map { "\(deviceAlias ?? "?")'s push-to-start token (\($0))" }
+                ?? deviceAlias ?? s("token").map { short($0) } ?? "?"
+            return "push \(type)\(event.map { " \($0)" } ?? "") to \(to)" + (s("priority").map { " priority \($0)" } ?? "")
+        case .declareActivities:
+            let types = (f["types"]?.arrayValue ?? []).compactMap { ScenarioParser.scalarText($0) }
+            return "declareActivities \(types.joined(separator: ", "))\(on)"
+        case .startActivity:
+            let how = s("channel").map { " on channel \($0)" } ?? s("channelId").map { " on channel \(short($0))" } ?? ""
+            return "startActivity \(s("activity") ?? "?") (\(s("attributesType") ?? "?"))\(how)\(on)"
+        case .endActivity, .dismissActivity: return "\(kind.rawValue) \(s("activity") ?? "?")"
+        case .createChannel: return "createChannel \(s("channel") ?? "?")" + (s("messageStoragePolicy").map { " policy \($0)" } ?? "")
+        case .broadcast:
+            let event = f["payload"]?["aps"]?["event"].flatMap { ScenarioParser.scalarText($0) }
+            return "broadcast\(event.map { " \($0)" } ?? "") on \(s("channel") ?? s("channelId").map { short($0) } ?? "?")"
         case .run:
             let argv = (f["argv"]?.arrayValue ?? []).compactMap { ScenarioParser.scalarText($0) }.joined(separator: " ")
             return "run " + (argv.count > 90 ? String(argv.prefix(89)) + "…" : argv)
         case .http: return "http \((s("method") ?? "GET").uppercased()) \(s("url") ?? "?")"
+        case .waitFor where f["activity"] != nil, .expect where f["activity"] != nil:
+            return "\(kind.rawValue) \(activityCriteria())"
         case .waitFor, .expectNone:
             let count = s("count").map { $0 == "1" ? "" : "\($0) × " } ?? ""
             return "\(kind.rawValue) \(count)\(criteria("delivery", "backendCall"))"
@@ -44,6 +62,14 @@ extension Step {
         case .save: return "save " + save.map(\.name).joined(separator: ", ")
         default: return kind.rawValue + on
         }
+    }
+
+    /// `activity delivery {state stale}` from an `activity` field.
+    private func activityCriteria() -> String {
+        let object = fields["activity"]?.objectValue ?? JSONObject()
+        let parts = object.filter { $0.key != "name" }.map { "\($0.key) \(ScenarioParser.scalarText($0.value) ?? $0.value.serialized())" }
+        return "activity \(object["name"].flatMap { ScenarioParser.scalarText($0) } ?? "?")"
+            + (parts.isEmpty ? "" : " {" + parts.joined(separator: ", ") + "}")
     }
 
     /// `delivery {device phone, outcome deferred}` from a criteria field.

@@ -11,7 +11,11 @@ struct StepParser {
     static let environments = ["sandbox", "production"]
     static let hooks = BackendHookKind.allCases.map(\.rawValue)
     static let callStates = ["pending", "retrying", "done", "failed", "dropped"]
-    static let outcomes = ["any", "rejected", "pending", "stored", "delivered", "expired", "coalesced", "throttled", "deferred", "dropped-by-system"]
+    static let outcomes = [
+        "any", "rejected", "pending", "stored", "delivered", "expired", "coalesced", "throttled", "deferred", "dropped-by-system", "ignored",
+    ]
+    static let activityStates = LiveActivityState.allCases.map(\.rawValue)
+    static let starters = ["app", "push"]
 
     func parse(_ value: JSONValue, known: inout VariableCheck) throws(ScenarioFileError) -> Step {
         guard let object = value.objectValue else {
@@ -65,6 +69,7 @@ struct StepParser {
                 throw fail("\(field).device", "no device \"\(named)\" exists at this point")
             }
         }
+        try checkNames(kind, object, known, fail: fail)
 
         for member in object.members where member.key != "save" && member.key != "do" {
             try known.check(member.value, location: location, field: member.key)
@@ -72,7 +77,12 @@ struct StepParser {
         switch kind {
         case .device: if let made = object["alias"]?.stringValue { known.aliasesSoFar.insert(made) }
         case .restore: if let made = object["device"]?.stringValue { known.aliasesSoFar.insert(made) }
-        case .push: known.pushed = true
+        case .push:
+            known.pushed = true
+            if let made = object["startsActivity"]?.stringValue { known.activitiesSoFar.insert(made) }
+        case .startActivity: if let made = object["activity"]?.stringValue { known.activitiesSoFar.insert(made) }
+        case .createChannel: if let made = object["channel"]?.stringValue { known.channelsSoFar.insert(made) }
+        case .broadcast: known.broadcasted = true
         case .run: known.ran = true
         case .http: known.requested = true
         default: break
@@ -118,16 +128,19 @@ struct StepParser {
     /// Steps that act on a device even when they do not name one.
     private func needsDevice(_ kind: StepKind, _ object: JSONObject) -> Bool {
         switch kind {
-        case .push: return object["token"] == nil
-        case .expect: return object["deliveries"] == nil && object["backendCalls"] == nil && object["checks"] == nil
+        case .push: return object["token"] == nil && object["activity"] == nil
+        case .expect:
+            return object["deliveries"] == nil && object["backendCalls"] == nil && object["checks"] == nil && object["activity"] == nil
         default: return kind.usesDevice
         }
     }
 
     // MARK: Fields and types
 
+    /// `criteria`: the kind of criteria object `object` is (nil: a step), for the values its
+    /// enumerated fields may take (`state` means another thing in each).
     static func checkFields(
-        _ object: JSONObject, _ specs: [FieldSpec],
+        _ object: JSONObject, _ specs: [FieldSpec], criteria: CriteriaKind? = nil,
         fail: (String?, String) -> ScenarioFileError
     ) throws(ScenarioFileError) {
         let names = specs.map(\.name)
@@ -140,14 +153,13 @@ struct StepParser {
                 continue
             }
             guard Self.matches(value, spec.type) else { throw fail(spec.name, "must be \(spec.type.words)") }
-            if case .criteria(let criteria) = spec.type, let inner = value.objectValue {
-                try checkFields(inner, criteria.fields) { field, message in
+            if case .criteria(let kind) = spec.type, let inner = value.objectValue {
+                try checkFields(inner, kind.fields, criteria: kind) { field, message in
                     fail(field.map { "\(spec.name).\($0)" } ?? spec.name, message)
                 }
-                try checkChoices(inner, prefix: spec.name + ".", fail: fail)
             }
         }
-        try checkChoices(object, prefix: "", fail: fail)
+        try checkChoices(object, criteria: criteria, fail: fail)
     }
 
     /// A string with `${…}`: its value is known, and checked, only when the step runs.
@@ -172,16 +184,23 @@ struct StepParser {
     }
 
     /// Literal values of enumerated fields (templates are checked when they run).
-    static func checkChoices(_ object: JSONObject, prefix: String, fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError) {
+    static func checkChoices(_ object: JSONObject, criteria: CriteriaKind?, fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError) {
+        let states: [String]
+        switch criteria {
+        case nil, .delivery?: states = AppState.allCases.map(\.rawValue)
+        case .backendCall?: states = callStates
+        case .activity?: states = activityStates
+        }
         let choices: [(String, [String])] = [
             ("environment", environments), ("authorization", Authorization.allCases.map(\.rawValue)),
-            ("appState", AppState.allCases.map(\.rawValue)), ("state", prefix.isEmpty ? AppState.allCases.map(\.rawValue) : callStates),
-            ("hook", hooks), ("outcome", outcomes),
+            ("appState", AppState.allCases.map(\.rawValue)),
+            ("state", states),
+            ("hook", hooks), ("outcome", outcomes), ("startedBy", starters),
         ]
         for (field, allowed) in choices {
             guard let text = object[field]?.stringValue, !text.contains("${") else { continue }
             if !allowed.contains(text) {
-                throw fail(prefix + field, "\"\(text)\" is not one of \(allowed.joined(separator: ", "))")
+                throw fail(field, "\"\(text)\" is not one of \(allowed.joined(separator: ", "))")
             }
         }
     }
@@ -194,7 +213,19 @@ struct StepParser {
             if let alias = object["alias"]?.stringValue {
                 try Self.checkAlias(alias, field: "alias", isDeviceID: object["deviceId"] == nil, fail: fail)
             }
-        case .waitFor, .expectNone:
+        case .waitFor:
+            let subjects = ["delivery", "backendCall", "activity"].filter { object[$0] != nil }
+            guard subjects.count == 1 else {
+                throw fail(
+                    nil,
+                    "give exactly one of \"delivery\", \"backendCall\" and \"activity\" (got "
+                        + (subjects.isEmpty ? "none" : subjects.count == 2 ? "both \(subjects[0]) and \(subjects[1])" : "all three") + ")")
+            }
+            if object["activity"] != nil, let extra = ["count", "since"].first(where: { object[$0] != nil }) {
+                throw fail(extra, "goes with delivery or backendCall (an activity is waited for until it is as described)")
+            }
+            try checkSince(object, fail: fail)
+        case .expectNone:
             let subjects = ["delivery", "backendCall"].filter { object[$0] != nil }
             guard subjects.count == 1 else {
                 throw fail(nil, "give exactly one of \"delivery\" and \"backendCall\" (got \(subjects.isEmpty ? "neither" : "both"))")
@@ -203,14 +234,18 @@ struct StepParser {
         case .expect:
             let deviceFields = ["userId", "token", "tokenNot", "tokenUploadPending", "authorization", "appState", "installed"]
             let subjects =
-                ["deliveries", "backendCalls", "checks"].filter { object[$0] != nil }
+                ["deliveries", "backendCalls", "checks", "activity"].filter { object[$0] != nil }
                 + (deviceFields.contains { object[$0] != nil } ? ["device fields"] : [])
             guard subjects.count == 1 else {
                 throw fail(
                     nil,
                     subjects.isEmpty
-                        ? "say what to expect: device fields (\(deviceFields.joined(separator: ", "))), \"deliveries\", \"backendCalls\" or \"checks\""
+                        ? "say what to expect: device fields (\(deviceFields.joined(separator: ", "))), \"deliveries\", \"backendCalls\", "
+                            + "\"checks\" or \"activity\""
                         : "expect one thing per step, not \(subjects.joined(separator: " and "))")
+            }
+            if object["activity"] != nil, let extra = ["device", "bundleId", "since"].first(where: { object[$0] != nil }) {
+                throw fail(extra, "does not go with \"activity\" (the activity's name says where it is)")
             }
             if object["deliveries"] != nil || object["backendCalls"] != nil {
                 guard object["count"] != nil else { throw fail("count", "is required with deliveries/backendCalls: how many exactly") }
@@ -228,13 +263,45 @@ struct StepParser {
             }
             try checkSince(object, fail: fail)
         case .push:
-            if object["device"] != nil && object["token"] != nil { throw fail("token", "give device or token, not both") }
+            let targets = ["device", "token", "activity"].filter { object[$0] != nil }
+            if targets.count > 1 { throw fail(targets[1], "give one of device, token and activity, not \(targets.joined(separator: " and "))") }
+            if object["pushToStart"] != nil, object["token"] != nil || object["activity"] != nil {
+                throw fail("pushToStart", "is a token of the device: it goes with device (or the only device), not with token or activity")
+            }
+            if object["startsActivity"] != nil, object["pushToStart"] == nil {
+                throw fail("startsActivity", "goes with pushToStart: the activity a push to the device's push-to-start token starts")
+            }
+            try Self.checkDateOffsets(object, fail: fail)
             if let expect = object["expect"]?.objectValue {
                 try Self.checkFields(expect, [FieldSpec("status", .any, "status or \"4xx\""), FieldSpec("reason", .stringOrNull, "reason")]) {
                     field, message in
                     fail("expect." + (field ?? ""), message)
                 }
             }
+        case .declareActivities:
+            if let types = object["types"]?.arrayValue,
+                types.contains(where: { $0.stringValue == nil || ($0.stringValue?.isEmpty ?? true) })
+            {
+                throw fail("types", "must be an array of ActivityAttributes type names: [\"DeliveryAttributes\"]")
+            }
+        case .startActivity:
+            let ways = ["pushToken", "channel", "channelId"].filter { object[$0] != nil }
+            if ways.count > 1 {
+                throw fail(
+                    ways[1],
+                    "give one of pushToken, channel and channelId (how the activity takes its updates), not \(ways.joined(separator: " and "))")
+            }
+        case .createChannel:
+            try Self.checkAnswerExpectation(object, fail: fail)
+        case .broadcast:
+            let channels = ["channel", "channelId"].filter { object[$0] != nil }
+            guard channels.count == 1 else {
+                throw fail(
+                    nil,
+                    "give exactly one of \"channel\" (a createChannel step's name) and \"channelId\" (got \(channels.isEmpty ? "neither" : "both"))")
+            }
+            try Self.checkDateOffsets(object, fail: fail)
+            try Self.checkAnswerExpectation(object, fail: fail)
         case .http:
             if let expect = object["expect"]?.objectValue {
                 try Self.checkFields(expect, [FieldSpec("status", .any, "status or \"2xx\""), FieldSpec("json", .object, "pointer → value")]) {
@@ -249,6 +316,58 @@ struct StepParser {
             if let env = object["env"]?.objectValue, env.contains(where: { ScenarioParser.scalarText($0.value) == nil }) {
                 throw fail("env", "values must be strings")
             }
+        default:
+            break
+        }
+    }
+
+    /// `staleIn` and `dismissIn` write into the payload's `aps`, so it must be a JSON object.
+    private static func checkDateOffsets(_ object: JSONObject, fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError) {
+        guard let offset = ["staleIn", "dismissIn"].first(where: { object[$0] != nil }) else { return }
+        guard let payload = object["payload"], let aps = payload["aps"], aps.objectValue != nil else {
+            throw fail(offset, "sets a date in the payload's aps, so give a \"payload\" object with an \"aps\" object")
+        }
+    }
+
+    /// A push-like step's `expect`: `status` and `reason` only.
+    private static func checkAnswerExpectation(_ object: JSONObject, fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError) {
+        guard let expect = object["expect"]?.objectValue else { return }
+        try checkFields(expect, [FieldSpec("status", .any, "status or \"4xx\""), FieldSpec("reason", .stringOrNull, "reason")]) { field, message in
+            fail("expect." + (field ?? ""), message)
+        }
+    }
+
+    /// Live Activity and channel names: a new one is a plain name not taken yet, one used must
+    /// exist by then.
+    private func checkNames(
+        _ kind: StepKind, _ object: JSONObject, _ known: VariableCheck,
+        fail: (String?, String) -> ScenarioFileError
+    ) throws(ScenarioFileError) {
+        func made(_ field: String, _ taken: Set<String>, _ what: String) throws(ScenarioFileError) {
+            guard let name = object[field]?.stringValue else { return }
+            if let problem = AliasRule.problem(name, what: "a name") { throw fail(field, problem) }
+            if taken.contains(name) { throw fail(field, "\(what) \"\(name)\" exists already (give this one another name)") }
+        }
+        func used(_ field: String, _ value: JSONValue?, _ known: Set<String>, _ what: String, _ maker: String) throws(ScenarioFileError) {
+            guard let name = value?.stringValue, !Self.isTemplate(.string(name)) else { return }
+            guard known.contains(name) else { throw fail(field, "no \(what) \"\(name)\" exists at this point (\(maker) names one)") }
+        }
+        let activityMaker = "startActivity, or a push with startsActivity,"
+        switch kind {
+        case .startActivity:
+            try made("activity", known.activitiesSoFar, "an activity")
+            try used("channel", object["channel"], known.channelsSoFar, "channel", "a createChannel step")
+        case .createChannel:
+            try made("channel", known.channelsSoFar, "a channel")
+        case .push:
+            try made("startsActivity", known.activitiesSoFar, "an activity")
+            try used("activity", object["activity"], known.activitiesSoFar, "activity", activityMaker)
+        case .endActivity, .dismissActivity:
+            try used("activity", object["activity"], known.activitiesSoFar, "activity", activityMaker)
+        case .broadcast:
+            try used("channel", object["channel"], known.channelsSoFar, "channel", "a createChannel step")
+        case .waitFor, .expect:
+            try used("activity.name", object["activity"]?["name"], known.activitiesSoFar, "activity", activityMaker)
         default:
             break
         }

@@ -2,7 +2,8 @@ import APNsCore
 import AdminClient
 
 /// Runs one step against the emulator. Each kind lives in its own file (DeviceSteps,
-/// PushStep, CommandStep, HTTPStep, WaitSteps, ExpectStep); this only dispatches. A step
+/// PushStep, LiveActivitySteps, ChannelSteps, CommandStep, HTTPStep, WaitSteps, ExpectStep);
+/// this only dispatches. A step
 /// returns a short note for the report, or throws `StepFailure`.
 struct StepRunner {
     let context: RunContext
@@ -38,9 +39,15 @@ struct StepRunner {
         case .push: return try push()
         case .run: return try runCommand()
         case .http: return try httpRequest()
-        case .waitFor: return try waitFor()
+        case .declareActivities: return try declareActivities()
+        case .startActivity: return try startActivity()
+        case .endActivity: return try endActivity()
+        case .dismissActivity: return try dismissActivity()
+        case .createChannel: return try createChannel()
+        case .broadcast: return try broadcast()
+        case .waitFor: return try fields["activity"] != nil ? waitForActivity() : waitFor()
         case .expectNone: return try expectNone()
-        case .expect: return try expect()
+        case .expect: return try fields["activity"] != nil ? expectActivity() : expect()
         case .save: return nil
         }
     }

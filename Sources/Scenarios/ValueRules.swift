@@ -74,6 +74,10 @@ extension ValueRule {
     /// apns-expiration: UNIX time in seconds (0: deliver once, do not store).
     static let expiration = ValueRule.number(0...9_999_999_999, whole: true, note: "a UNIX time in seconds")
     static let exitStatus = ValueRule.number(0...255, whole: true, note: nil)
+    /// A Live Activity date (stale, dismissal) relative to the emulator's now: up to 400 days.
+    static let dateOffset = ValueRule.number(-34_560_000...34_560_000, whole: true, note: "seconds, up to 400 days either way")
+    /// message-storage-policy: APNs takes 0 and 1; the others up to 9 are sent, to see the 400.
+    static let storagePolicy = ValueRule.number(0...9, whole: true, note: "APNs takes 0 and 1")
     /// How many records or backend calls a step counts: one listing holds at most this many.
     static let count = ValueRule.number(0...Double(Watch.listLimit), whole: true, note: nil)
     /// The detector keeps this many cross-account deliveries for `GET /api/v1/checks`.
@@ -93,15 +97,17 @@ extension StepKind {
 }
 
 /// Device aliases are names in `${device.ALIAS.token}` and, unless a step gives `deviceId`,
-/// the device's id as well.
+/// the device's id as well; activity and channel names (`${activity.NAME.pushToken}`) follow
+/// the same rule.
 enum AliasRule {
     static let maxCharacters = 128
 
     /// Why `alias` is not one; nil when it is.
-    static func problem(_ alias: String) -> String? {
-        if alias.contains("${") || alias.contains(".") || alias.isEmpty { return "an alias is a plain name (no ${…}, no dots)" }
+    /// `what`: the word for it in the message (activity and channel names keep the same rule).
+    static func problem(_ alias: String, what: String = "an alias") -> String? {
+        if alias.contains("${") || alias.contains(".") || alias.isEmpty { return "\(what) is a plain name (no ${…}, no dots)" }
         if alias.count > maxCharacters {
-            return "an alias is at most \(maxCharacters) characters; this one has \(alias.count)"
+            return "\(what) is at most \(maxCharacters) characters; this one has \(alias.count)"
         }
         return nil
     }

@@ -19,6 +19,9 @@ private enum ScenarioCLI {
         OptionSpec("key", "TEAMID:KEYID:PATH", "with --admin: the provider key (.p8) push steps and run steps sign with"),
         OptionSpec("sandbox", "HOST:PORT", "with --admin: the sandbox provider endpoint (default: from the emulator's /api/v1/info)"),
         OptionSpec("production", "HOST:PORT", "with --admin: the production provider endpoint (default: from /api/v1/info)"),
+        OptionSpec(
+            "channel-sandbox", "HOST:PORT", "with --admin: the sandbox channel management endpoint (default: channelSandbox from /api/v1/info)"),
+        OptionSpec("channel-production", "HOST:PORT", "with --admin: the production channel management endpoint (default: from /api/v1/info)"),
         OptionSpec("ca", "PATH", "with --admin: the CA the endpoints' certificate chains to (default: the emulator's caFile)"),
         OptionSpec("reset", nil, "with --admin: POST /api/v1/reset first (a clean slate; it drops every device and record)"),
         OptionSpec("strict", nil, "a cross-account delivery the scenario does not expect fails the run (the default)"),
@@ -53,7 +56,8 @@ private enum ScenarioCLI {
         }
         if options.isSet("strict") && options.isSet("no-strict") { fail("choose one of --strict and --no-strict") }
         let remote = options.string("admin")
-        for flag in ["admin-token", "key", "sandbox", "production", "ca", "reset"] where remote == nil && options.isSet(flag) {
+        for flag in ["admin-token", "key", "sandbox", "production", "channel-sandbox", "channel-production", "ca", "reset"]
+        where remote == nil && options.isSet(flag) {
             fail("--\(flag) goes with --admin (without it the runner starts its own emulator)")
         }
 
@@ -110,14 +114,16 @@ private enum ScenarioCLI {
         var access = EmulatorTarget.ProviderAccess()
         access.sandbox = options.string("sandbox").map { address($0, "sandbox") }
         access.production = options.string("production").map { address($0, "production") }
+        access.channelSandbox = options.string("channel-sandbox").map { address($0, "channel-sandbox") }
+        access.channelProduction = options.string("channel-production").map { address($0, "channel-production") }
         access.caPath = options.string("ca")
         if let key = options.string("key") {
             let parts = key.split(separator: ":", maxSplits: 2).map(String.init)
             guard parts.count == 3 else { fail("--key '\(key)' is not TEAMID:KEYID:PATH") }
             guard FileManager.default.isReadableFile(atPath: parts[2]) else { fail("--key: cannot read \(parts[2])") }
             (access.teamID, access.keyID, access.keyPath) = (parts[0], parts[1], parts[2])
-        } else if let push = scenario.steps.first(where: { $0.kind == .push }) {
-            fail("\(push.location) pushes, which needs the provider key: --key TEAMID:KEYID:PATH")
+        } else if let push = scenario.steps.first(where: { [.push, .createChannel, .broadcast].contains($0.kind) }) {
+            fail("\(push.location) signs with the provider key: --key TEAMID:KEYID:PATH")
         }
         let target: EmulatorTarget
         do {

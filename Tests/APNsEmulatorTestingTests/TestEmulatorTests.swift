@@ -45,6 +45,76 @@ struct TestEmulatorTests {
         #expect(channels.first?.environment == "sandbox" && channels.first?.messageStoragePolicy == 1 && channels.first?.live == true)
     }
 
+    /// Live Activities through the typed client and the device handle: declared types and
+    /// their push-to-start tokens, a start by push, starts by the app (token, channel, none),
+    /// the user's dismissal, and the emulator's refusals as typed errors.
+    @Test func liveActivitiesAreDeclaredStartedListedAndDismissed() throws {
+        let apns = try TestEmulator.start()
+        defer { apns.stop() }
+        let device = try apns.createDevice()
+        let tokens = try device.declareLiveActivities(["DeliveryAttributes", "ScoreAttributes"], frequentUpdates: true)
+        let startToken = try #require(tokens["DeliveryAttributes"])
+        #expect(tokens.count == 2 && tokens["ScoreAttributes"] != startToken)
+        let apps = try apns.api.liveActivityApps(deviceID: device.deviceID)
+        #expect(apps.map(\.bundleID) == [apns.bundleID] && apps.first?.frequentUpdates == true)
+        #expect(apps.first?.types == ["DeliveryAttributes", "ScoreAttributes"] && apps.first?.pushToStartTokens == tokens)
+
+        var start = try push(
+            apns, to: startToken,
+            payload:
+                #"{"aps":{"event":"start","timestamp":1,"attributes-type":"DeliveryAttributes","attributes":{"orderId":"42"},"content-state":{"eta":15},"alert":"Order 42","input-push-token":1}}"#
+        )
+        start.topic = apns.bundleID + ".push-type.liveactivity"
+        start.pushType = "liveactivity"
+        #expect(APNsResult(try connect(apns).send(start.request)).status == 200)
+        let pushed = try #require(try device.activities().first)
+        #expect(pushed.startedBy == "push" && pushed.state == "active" && pushed.attributesType == "DeliveryAttributes")
+        #expect(pushed.attributes["orderId"] == "42" && pushed.contentState["eta"]?.intValue == 15 && pushed.updates == 0)
+        #expect(pushed.pushToken != nil && pushed.channel == nil && pushed.startedAt != nil && pushed.endedAt == nil)
+
+        var options = HTTP2ClientConnection.Options(address: try #require(apns.channelSandbox))
+        options.caPath = apns.caCertificatePath
+        let key = try ProviderSigningKey(
+            teamID: apns.signingKey.teamID, keyID: apns.signingKey.keyID, privateKey: ES256PrivateKey(pem: apns.signingKey.pem))
+        let created = ChannelResult(
+            try HTTP2ClientConnection(options).send(
+                ChannelManagementRequest.create(bundleID: apns.bundleID, providerToken: try key.token(issuedAt: Int64(Date().timeIntervalSince1970)))
+                    .request))
+        let channel = try #require(created.channelID)
+        let onChannel = try device.startActivity("ScoreAttributes", attributes: ["match": "7"], contentState: ["home": 0], updates: .channel(channel))
+        #expect(onChannel.startedBy == "app" && onChannel.channel == channel && onChannel.pushToken == nil)
+        #expect(onChannel.contentState == ["home": 0] && onChannel.attributes == ["match": "7"])
+        let quiet = try device.startActivity("DeliveryAttributes", updates: .none)
+        #expect(quiet.pushToken == nil && quiet.channel == nil)
+        #expect(try device.startActivity("DeliveryAttributes").pushToken != nil)
+
+        let rotated = try apns.api.rotateActivityToken(deviceID: device.deviceID, activityID: pushed.activityID)
+        #expect(rotated.pushToken != nil && rotated.pushToken != pushed.pushToken)
+        let newStart = try apns.api.rotatePushToStartToken(deviceID: device.deviceID, bundleID: apns.bundleID, attributesType: "DeliveryAttributes")
+        #expect(newStart["DeliveryAttributes"] != nil && newStart["DeliveryAttributes"] != startToken)
+        let ended = try device.endActivity(pushed.activityID, contentState: ["eta": 0], dismissalDate: Date().timeIntervalSince1970 + 600)
+        #expect(ended.state == "ended" && ended.contentState == ["eta": 0] && ended.dismissalDate != nil && ended.endedAt != nil)
+        #expect { try device.endActivity(pushed.activityID) } throws: { ($0 as? EmulatorAdminError)?.status == 409 }
+
+        try device.dismissActivity(onChannel.activityID)
+        #expect(try apns.api.activity(deviceID: device.deviceID, activityID: onChannel.activityID)?.state == "dismissed")
+        #expect(try device.activities().map(\.activityID).contains(onChannel.activityID))
+        #expect(try apns.api.activity(deviceID: device.deviceID, activityID: "NO-SUCH-ACTIVITY") == nil)
+
+        #expect {
+            try device.startActivity("PizzaAttributes")
+        } throws: { error in
+            let error = error as? EmulatorAdminError
+            return error?.status == 400 && error?.message.contains("PizzaAttributes") == true
+        }
+        #expect(throws: EmulatorAdminError.self) { try device.startActivity("DeliveryAttributes", updates: .channel("bm90LWEtY2hhbm5lbA==")) }
+        #expect { try device.dismissActivity("NO-SUCH-ACTIVITY") } throws: { ($0 as? EmulatorAdminError)?.status == 404 }
+        #expect {
+            try apns.api.declareLiveActivities(deviceID: "no-such-device", bundleID: apns.bundleID, types: ["DeliveryAttributes"])
+        } throws: { ($0 as? EmulatorAdminError)?.status == 404 }
+        #expect { try apns.api.activities(deviceID: "no-such-device") } throws: { ($0 as? EmulatorAdminError)?.status == 404 }
+    }
+
     @Test func aPushIsAcceptedDeliveredAndInspectable() async throws {
         let apns = try TestEmulator.start()
         defer { apns.stop() }

@@ -111,4 +111,47 @@ struct LiveActivityTests {
         #expect(mismatch.status == 400 && mismatch.reason == "DeviceTokenNotForTopic", "\(mismatch.status) \(mismatch.reason ?? "")")
         #expect(try emulator.admin("PUT", "/api/v1/devices/nope/apps/\(EmulatorProcess.bundleID)/live-activities", body: ["types": []]).status == 404)
     }
+
+    /// `apns-emulator scenario --admin` drives a running binary's Live Activities and channels:
+    /// the channel listener is found in its /api/v1/info, pushes and broadcasts signed with
+    /// the key given; a file that signs without `--key` is refused before anything runs.
+    @Test func aScenarioDrivesLiveActivitiesAndChannelsOnARunningEmulator() throws {
+        let emulator = try EmulatorProcess()
+        let path = emulator.directory + "/live.json"
+        let start =
+            #"{"event": "start", "timestamp": 1, "attributes-type": "DeliveryAttributes", "attributes": {"orderId": "42"}, "#
+            + #""content-state": {"eta": 15}, "alert": "Order 42", "input-push-token": 1}"#
+        let scenario = #"""
+            {"name": "live", "steps": [
+              {"do": "device", "alias": "phone"},
+              {"do": "declareActivities", "types": ["DeliveryAttributes"]},
+              {"do": "createChannel", "channel": "run7"},
+              {"do": "startActivity", "activity": "map", "attributesType": "DeliveryAttributes", "channel": "run7"},
+              {"do": "push", "pushToStart": "DeliveryAttributes", "startsActivity": "order", "payload": {"aps": \#(start)}},
+              {"do": "push", "activity": "order", "staleIn": 60,
+               "payload": {"aps": {"event": "update", "timestamp": 2, "content-state": {"eta": 5}}}},
+              {"do": "expect", "activity": {"name": "order", "state": "active", "contentState": {"eta": 5}, "updates": 1}},
+              {"do": "advanceClock", "seconds": 61},
+              {"do": "expect", "activity": {"name": "order", "state": "stale"}},
+              {"do": "broadcast", "channel": "run7", "payload": {"aps": {"event": "update", "timestamp": 3, "content-state": {}}}},
+              {"do": "dismissActivity", "activity": "order"},
+              {"do": "expect", "activity": {"name": "order", "state": "dismissed"}}
+            ]}
+            """#
+        try scenario.write(toFile: path, atomically: true, encoding: .utf8)
+        let admin = try emulator.address("admin").description
+        let key = "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)"
+        let result = try run(EmulatorProcess.binary, ["scenario", "--ascii", "--admin", admin, "--key", key, path], timeout: 60)
+        #expect(result.status == 0, "\(result.out)\(result.err)")
+        #expect(result.out.contains("PASS live: 12 steps"), "\(result.out)")
+
+        let channels = try emulator.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue ?? []
+        #expect(channels.count == 1 && channels.first?["broadcasts"]?.intValue == 1)
+        let activities = try emulator.admin("GET", "/api/v1/devices/phone/activities").json["activities"]?.arrayValue ?? []
+        #expect(activities.compactMap { $0["state"]?.stringValue }.sorted() == ["active", "dismissed"])
+
+        let unsigned = try run(EmulatorProcess.binary, ["scenario", "--admin", admin, path])
+        #expect(unsigned.status == 2)
+        #expect(unsigned.err.contains("step 3 (createChannel) signs with the provider key: --key TEAMID:KEYID:PATH"), "\(unsigned.err)")
+    }
 }

@@ -103,6 +103,18 @@ struct RunTests {
         #expect(failed.expected == "no notification record to phone with outcome delivered within 300 ms")
     }
 
+    /// The emulator judges provider tokens on the real clock: a push step after the emulator's
+    /// clock ran an hour ahead still signs a token it takes.
+    @Test func aPushAfterTheClockRanAheadIsStillAccepted() throws {
+        let report = try run(
+            #"{"name": "later", "# + Self.prelude + #"""
+                  {"do": "advanceClock", "seconds": 3600},
+                  {"do": "push", "device": "phone", "payload": {"aps": {"alert": "an hour on"}, "uid": "alice"}}
+                ]}
+                """#)
+        #expect(report.passed, "\(text(report))")
+    }
+
     /// A value the file check could not know (saved by a step) is checked by the same rule
     /// when the step runs, and fails it in the check's words.
     @Test func aValueKnownOnlyAtTheRunIsCheckedByTheSameRule() throws {
