@@ -166,6 +166,26 @@ struct BroadcastDeliveryTests {
         #expect(try activity(away.deviceID, away.activityID)?["updates"]?.intValue == 1)
     }
 
+    @Test func theEventStreamCarriesChannelChangesAndBroadcastRecords() throws {
+        let events = try EventStreamReader(emulator)
+        // Changes made before the emulator took the stream are not in it.
+        #expect(try eventually { try emulator.metric("apns_emulator_admin_event_streams") >= 1 })
+        let id = try channel(policy: 1)
+        let created = try #require(events.next("channel"), "no channel event for the create")
+        #expect(created["id"]?.stringValue == id && created["live"]?.boolValue == true)
+        _ = try subscriber(id)
+        let sent = try broadcast(id, eta: 3)
+        // The record's event comes first (records are announced before channels).
+        var record = events.next("notification")
+        while let seen = record, seen["broadcast"] == nil { record = events.next("notification") }
+        #expect(record?["apnsId"]?.stringValue == sent.header("apns-request-id"))
+        let published = try #require(events.next("channel"))
+        #expect(published["id"]?.stringValue == id && published["broadcasts"]?.intValue == 1 && published["subscribers"]?.intValue == 1)
+        #expect(
+            try management.send("DELETE", "/1/apps/\(Self.bundle)/channels", headers: [("apns-channel-id", id)]).status == 204)
+        #expect(events.next("channel")?["live"]?.boolValue == false)
+    }
+
     @Test func aRefusedBroadcastIsJournaledWithItsReason() throws {
         let channel = try channel(policy: 0)
         let refused = try push.send(
