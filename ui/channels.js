@@ -124,7 +124,7 @@ function broadcastRow(r) {
       h('td', { class: 'num', dataset: { field: 'reached' } }, b.reached == null ? '—' : fmtInt(b.reached)),
       h('td', null, outcomeChips(b.outcomes))),
     deliveries.length ? h('tr', { class: 'deliveries' }, h('td', { colspan: 5 },
-      h('details', null, h('summary', { class: 'small' }, deliveries.length < (b.reached || 0) ? `the first ${deliveries.length} of ${fmtInt(b.reached)} deliveries` : `${deliveries.length} deliver${deliveries.length === 1 ? 'y' : 'ies'}`),
+      h('details', null, h('summary', { class: 'small' }, b.deliveriesOmitted ? `the first ${deliveries.length} of ${fmtInt(deliveries.length + b.deliveriesOmitted)} deliveries` : `${deliveries.length} deliver${deliveries.length === 1 ? 'y' : 'ies'}`),
         h('table', { class: 'grid' }, h('tbody', null, deliveries.map((d) => h('tr', null,
           h('td', null, h('button', { type: 'button', class: 'tok', title: 'This device\'s Live Activities', onclick: () => showActivitiesOf(d.deviceId) }, d.deviceId)),
           h('td', { class: 'mono small' }, d.activityId || '—'), h('td', null, outcomeBadge(d.outcome)), h('td', { class: 'small' }, d.explanation || '')))))))) : null);
@@ -155,7 +155,7 @@ function renderChannelDetail() {
         h('h3', { class: 'ch-sub' }, 'Broadcasts ', h('span', { class: 'muted' }, `among the newest ${BROADCAST_SCAN} liveactivity records of the journal`)),
         !b ? h('div', { class: 'muted small' }, 'Loading…')
           : list.length ? h('table', { class: 'grid broadcasts', id: 'channel-broadcasts' },
-            h('thead', null, h('tr', null, ['Time', 'apns-id', 'Status', 'Reached', 'Outcomes'].map((x, i) => h('th', { class: i === 3 ? 'num' : null }, x)))), list.map(broadcastRow))
+            h('thead', null, h('tr', null, ['Time', 'apns-request-id', 'Status', 'Reached', 'Outcomes'].map((x, i) => h('th', { class: i === 3 ? 'num' : null }, x)))), list.map(broadcastRow))
             : h('div', { class: 'muted small', id: 'channel-broadcasts-empty' }, c.broadcasts
               ? `${fmtInt(c.broadcasts)} broadcast${c.broadcasts === 1 ? '' : 's'} counted; none with its reach among the newest ${fmtInt(b.scanned)} liveactivity records (records age out of the journal, and a reset or DELETE /api/v1/notifications removes them).`
               : 'Nothing broadcast on this channel yet.'))));

@@ -21,7 +21,9 @@ public struct NotificationQuery: Sendable, Equatable {
     public func matches(_ r: NotificationRecord) -> Bool {
         if let token, !Hex.equalIgnoringCase(r.token, token) { return false }
         if let topic, r.topic != topic { return false }
-        if let pushType, r.pushType != pushType { return false }
+        // In any case: a broadcast's record keeps `apns-push-type` as sent (Apple writes
+        // `LiveActivity` there), and `pushType=liveactivity` must still find it.
+        if let pushType, r.pushType?.lowercased() != pushType.lowercased() { return false }
         if let status, r.status != status { return false }
         if let reason, r.reason != reason { return false }
         if let environment, r.environment != environment { return false }

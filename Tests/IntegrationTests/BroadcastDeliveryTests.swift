@@ -105,6 +105,8 @@ struct BroadcastDeliveryTests {
         let record = try record(sent.header("apns-request-id"))
         #expect(record["outcome"]?.stringValue == "delivered")
         #expect(record["pushType"]?.stringValue == "LiveActivity" && record["status"]?.intValue == 200)
+        let filtered = try emulator.admin("GET", "/api/v1/notifications?pushType=liveactivity").json["notifications"]?.arrayValue ?? []
+        #expect(filtered.contains { $0.objectValue?["apnsId"] == record["apnsId"] }, "the pushType filter matches in any case")
         let reach = try #require(record["broadcast"]?.objectValue)
         #expect(reach["channel"]?.stringValue == channel)
         #expect(reach["subscribers"]?.intValue == 2 && reach["reached"]?.intValue == 2)

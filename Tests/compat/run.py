@@ -735,7 +735,8 @@ def check_live_journal(outcome, admin, lib, by_case, job):
 
 def check_live_device(outcome, admin, lib, device_id, activity_ids, job, channel, broadcast_record):
     """What the pushes did on the device: the app's activities updated and ended, one activity
-    started by push per accepted start, with the start's attributes and content."""
+    started by push per accepted start, with the start's attributes and content (the
+    broadcast's content for the one on the channel, which the broadcast's record names)."""
     problems = []
     activities = admin.call("GET", f"/devices/{device_id}/activities")["activities"]
     # (state, content, updates counted, a dismissal date?): an end is not counted as an update,
@@ -755,22 +756,27 @@ def check_live_device(outcome, admin, lib, device_id, activity_ids, job, channel
         problems.append(f"{len(started)} activities started by push, expected {len(starts)}"
                         + (" (the start-readme push must not start one)" if "start-readme" in lib.live_cases else ""))
     for a in started:
-        content = job["startState"]
-        if "start-channel" in starts and broadcast_record is not None:
-            content = job["broadcastState"]  # the broadcast reached it
+        # The activity on the channel shows what the broadcast sent after its start.
+        content = job["broadcastState"] if "start-channel" in starts else job["startState"]
         if (a["attributesType"], a["attributes"], a["contentState"]) != (ATTRIBUTES_TYPE, job["attributes"], content):
             problems.append(f"activity started by push has {a['attributesType']} {a['attributes']} {a['contentState']}, "
                             f"expected {ATTRIBUTES_TYPE} {job['attributes']} {content}")
         if "start-channel" in starts and a.get("channel") != channel:
             problems.append(f"activity started by push is on channel {a.get('channel')!r}, expected {channel!r}")
+    if "start-channel" in starts and broadcast_record is not None and len(started) == 1:
+        deliveries = (broadcast_record.get("broadcast") or {}).get("deliveries") or []
+        named = [(d.get("deviceId"), d.get("activityId")) for d in deliveries]
+        if named != [(device_id, started[0]["activityId"])]:
+            problems.append(f"the broadcast's deliveries name (device, activity) {named}, "
+                            f"expected [{(device_id, started[0]['activityId'])}]")
     outcome.cells["device"] = "ok" if not problems else "wrong"
     outcome.failures += [f"device: {p}" for p in problems]
 
 
 def check_live_channels(outcome, admin, lib, by_case, job):
     """The channel requests' answers and what the emulator kept: one channel, deleted, that took
-    the one broadcast sent while it was live. Returns (channel id, the broadcast's journal record
-    or None)."""
+    the one broadcast sent while it was live, which reached the one subscribed activity. Returns
+    (channel id, the broadcast's journal record or None)."""
     problems = []
 
     def line(case):
@@ -790,22 +796,37 @@ def check_live_channels(outcome, admin, lib, by_case, job):
     if len(kept) != 1 or kept[0]["id"] != channel:
         problems.append(f"GET /api/v1/channels lists {[c['id'] for c in kept]}, expected [{channel}]")
     else:
+        # Deleting the channel does not dismiss the activity the start-channel push made, so it
+        # still counts as the channel's one subscriber.
         c = kept[0]
-        if (c["live"], c["deletedAt"] is not None, c["broadcasts"], c["messageStoragePolicy"]) != (False, True, 1, 1):
-            problems.append(f"channel live={c['live']} deletedAt={c['deletedAt']} broadcasts={c['broadcasts']} "
-                            f"policy={c['messageStoragePolicy']}, expected deleted, 1 broadcast, policy 1")
-    # The broadcast's own journal record, once the emulator delivers broadcasts: it must have
-    # reached the one activity subscribed through the start-channel push.
-    records = admin.call("GET", "/notifications?limit=100000")["notifications"]
-    record = next((r for r in records if isinstance(r.get("payload"), dict)
-                   and (r["payload"].get("compat") or {}) == {"lib": job["lib"], "case": "broadcast"}), None)
-    if record is None:
-        outcome.cells["delivery"] = "stored, not delivered yet"
-    else:
+        got = (c["live"], c["deletedAt"] is not None, c["broadcasts"], c["messageStoragePolicy"], c.get("subscribers"))
+        if got != (False, True, 1, 1, 1):
+            problems.append(f"channel (live, deleted, broadcasts, policy, subscribers) {got}, "
+                            "expected (False, True, 1, 1, 1)")
+    # The broadcast's own journal record, under the request id node sent: it reached the one
+    # activity the start-channel push subscribed, which was on a connected (virtual) device.
+    delivery_problems = []
+    record = None
+    if sent.get("sentRequestId"):
+        try:
+            record = admin.call("GET", f"/notifications/{sent['sentRequestId']}")
+        except RuntimeError as error:
+            delivery_problems.append(f"broadcast journal record: {error}")
+    if record is not None:
         b = record.get("broadcast") or {}
-        if (b.get("channel"), b.get("reached"), (b.get("outcomes") or {}).get("delivered")) != (channel, 1, 1):
-            problems.append(f"broadcast journal record: {b!r}, expected channel {channel}, reached 1, delivered 1")
-        outcome.cells["delivery"] = "1 of 1" if not problems else "wrong"
+        got = (record.get("outcome"), b.get("channel"), b.get("subscribers"), b.get("reached"),
+               b.get("outcomes"), b.get("deliveriesOmitted"))
+        want = ("delivered", channel, 1, 1, {"delivered": 1}, 0)
+        if got != want:
+            delivery_problems.append(f"broadcast journal record (outcome, channel, subscribers, reached, outcomes, "
+                                     f"deliveriesOmitted) {got}, expected {want}")
+        deliveries = b.get("deliveries") or []
+        if len(deliveries) != 1 or (deliveries[0].get("outcome"), deliveries[0].get("fromStore")) != ("delivered", False):
+            delivery_problems.append(f"broadcast deliveries {deliveries!r}, expected one delivered, not from the store")
+    elif not delivery_problems:
+        delivery_problems.append("broadcast: no apns-request-id sent, so no journal record to check")
+    outcome.cells["delivery"] = "1 of 1" if not delivery_problems else "wrong"
+    problems += delivery_problems
     outcome.cells["channels"] = "ok" if not problems else "wrong"
     outcome.failures += [f"channels: {p}" for p in problems]
     return channel, record

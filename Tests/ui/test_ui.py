@@ -585,15 +585,31 @@ class UITest:
             return found.group(1)
         stored_id, plain_id = create(1), create(0)
         device, q = getattr(self, "live_device", "ui-live-phone"), urllib.parse.quote
-        self.admin.call("POST", f"/api/v1/devices/{q(device)}/apps/{q(self.args.topic)}/activities",
-                        {"attributesType": "GameAttributes", "attributes": {"homeTeam": "Owls", "awayTeam": "Hawks"},
-                         "contentState": {"homeScore": 0, "awayScore": 0}, "channel": stored_id})
+        subscribed = self.admin.call("POST", f"/api/v1/devices/{q(device)}/apps/{q(self.args.topic)}/activities",
+                                     {"attributesType": "GameAttributes", "attributes": {"homeTeam": "Owls", "awayTeam": "Hawks"},
+                                      "contentState": {"homeScore": 0, "awayScore": 0}, "channel": stored_id})
         payload = {"aps": {"event": "update", "timestamp": int(time.time()), "content-state": {"homeScore": 3, "awayScore": 1}}}
         sent = subprocess.run([self.args.binary, "send", "--channel", stored_id, "--bundle", self.args.topic, "--host", self.args.sandbox,
                                *key, json.dumps(payload)], capture_output=True, text=True, timeout=30)
         check(sent.returncode == 0 and re.search(r"^status: 200", sent.stdout, re.M), f"the broadcast failed ({sent.returncode}): {sent.stdout}{sent.stderr}")
         listed = {c["id"]: c for c in self.admin.get("/api/v1/channels")["channels"]}
         check(listed[stored_id]["broadcasts"] == 1 and listed[stored_id]["storedMessage"], f"the API's channel: {listed[stored_id]}")
+        check((listed[stored_id].get("subscribers"), listed[plain_id].get("subscribers")) == (1, 0),
+              f"the API's subscribers are {listed[stored_id].get('subscribers')} and {listed[plain_id].get('subscribers')}, expected 1 and 0")
+        # The broadcast reached the one subscribed activity (on the online virtual device): its one journal
+        # record says so, and the activity shows the broadcast's content state.
+        journal = [r for r in self.admin.get("/api/v1/notifications?pushType=liveactivity&limit=500")["notifications"]
+                   if (r.get("broadcast") or {}).get("channel") == stored_id]
+        check(len(journal) == 1, f"{len(journal)} broadcast records for {stored_id} in the journal, expected 1")
+        reach = journal[0]["broadcast"]
+        check((journal[0].get("outcome"), reach.get("reached"), reach.get("outcomes")) == ("delivered", 1, {"delivered": 1}),
+              f"the broadcast's record: outcome {journal[0].get('outcome')!r}, reach {reach}")
+        check([(d.get("deviceId"), d.get("activityId")) for d in reach.get("deliveries") or []] == [(device, subscribed["activityId"])],
+              f"the broadcast's deliveries {reach.get('deliveries')}, expected one to {device}'s activity {subscribed['activityId']}")
+        activity = next((a for a in self.admin.get(f"/api/v1/devices/{q(device)}/activities")["activities"]
+                         if a["activityId"] == subscribed["activityId"]), None)
+        check(activity and activity["contentState"] == {"homeScore": 3, "awayScore": 1},
+              f"the subscribed activity shows {activity and activity['contentState']}, not the broadcast's content state")
 
         self.tab("channels")
         row = lambda cid: f'#channel-rows tr[data-channel="{cid}"]'
@@ -604,10 +620,8 @@ class UITest:
               f"the policies show as {cell(stored_id, 'policy')!r} and {cell(plain_id, 'policy')!r}")
         check(cell(stored_id, "broadcasts") == "1" and cell(plain_id, "broadcasts") == "0", "the broadcast counts are not 1 and 0")
         check(cell(stored_id, "stored") == "update · Home score: 3, Away score: 1", f"the stored message shows as {cell(stored_id, 'stored')!r}")
-        for cid in (stored_id, plain_id):  # the lead's `subscribers` field, or — while the API has none
-            subscribers = listed[cid].get("subscribers")
-            check(cell(cid, "subscribers") == ("—" if subscribers is None else str(subscribers)),
-                  f"subscribers of {cid} show as {cell(cid, 'subscribers')!r}, the API says {subscribers}")
+        check((cell(stored_id, "subscribers"), cell(plain_id, "subscribers")) == ("1", "0"),
+              f"the subscribers show as {cell(stored_id, 'subscribers')!r} and {cell(plain_id, 'subscribers')!r}, expected 1 and 0")
         check(self.one("#count-channels").text == str(sum(1 for c in listed.values() if c["live"])), "the tab's count is not the live channels")
         # The filters: production has none of them; back to every environment.
         Select(self.one('#channels-filter select[name="environment"]')).select_by_value("production")
@@ -619,20 +633,18 @@ class UITest:
         self.click(f"{row(stored_id)} td.bundle")
         wait_for("the channel's details", lambda: self.one("#channel-detail").is_displayed() and stored_id in self.one("#channel-detail").text)
         check('"homeScore": 3' in self.one("#channel-stored").text, "the stored message's JSON is not shown")
-        journal = [r for r in self.admin.get("/api/v1/notifications?pushType=liveactivity&limit=500")["notifications"]
-                   if (r.get("broadcast") or {}).get("channel") == stored_id]
-        if journal:  # broadcast records carry their reach (deliveries to subscribed activities)
-            shown = wait_for("the broadcast in the channel's list", lambda: self.css("#channel-broadcasts tbody.broadcast"))
-            check(len(shown) == len(journal), f"{len(shown)} broadcasts listed, the journal has {len(journal)}")
-            reached = self.one('#channel-broadcasts [data-field="reached"]').text
-            check(reached == str(journal[0]["broadcast"].get("reached")), f"the broadcast's reach shows as {reached!r}")
-        else:
-            wait_for("the list to say the broadcast's reach is not in the journal",
-                     lambda: "1 broadcast counted" in (self.text("#channel-broadcasts-empty") or ""))
+        # Its one broadcast, as the journal has it: reached 1, one delivery, to the subscribed activity.
+        shown = wait_for("the broadcast in the channel's list", lambda: self.css("#channel-broadcasts tbody.broadcast"))
+        check(len(shown) == 1, f"{len(shown)} broadcasts listed, expected the journal's 1")
+        check(shown[0].get_attribute("data-apns-id") == journal[0]["apnsId"], "the listed broadcast is not the journal's record")
+        reached = self.one('#channel-broadcasts [data-field="reached"]').text
+        check(reached == "1", f"the broadcast's reach shows as {reached!r}, expected 1")
+        summary = self.one("#channel-broadcasts tr.deliveries summary").text
+        check(summary == "1 delivery", f"the deliveries' summary reads {summary!r}")
         time.sleep(0.3)
         screenshot = self.extra_screenshot("channels")
         self.log(f"channels {stored_id} (Most Recent Message Stored) and {plain_id} (No Message Stored) listed, "
-                 f"broadcast counted and stored, {len(journal)} broadcast record(s) with reach; {screenshot}")
+                 f"broadcast counted, stored and reaching its 1 subscriber; {screenshot}")
 
     def load_tab(self):
         """The Load tab while h2load runs a bounded load (issue 11): live requests/s and its chart, the provider
