@@ -189,7 +189,12 @@ extension World {
             let elapsed = Monotonic.nowNanoseconds() &- flight.notification.acceptedAtNanos
             counters.deliveryLatency.record(Double(elapsed) / 1e9)
         }
-        settle(flight.notification, verdict: flight.verdict, nowMs: nowMs)
+        if let kind = WidgetPushKind(flight.notification.pushType) {
+            // WidgetKit on the device takes it: a reload within the budget, or why not.
+            applyWidgetPush(flight.notification, kind: kind, nowMs: nowMs)
+        } else {
+            settle(flight.notification, verdict: flight.verdict, nowMs: nowMs)
+        }
         guard delivery.windowFull.contains(deviceID),
             delivery.inflightPerDevice[deviceID, default: 0] <= deliveryOptions.deviceWindow / 2
         else { return [] }

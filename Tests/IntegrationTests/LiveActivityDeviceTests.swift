@@ -189,3 +189,33 @@ struct LiveActivityBackendTests {
             })
     }
 }
+
+@Suite("Widget and control pushes on a device with a socket")
+struct WidgetSocketTests {
+    @Test func aWidgetsPushWithoutContentChangedReachesTheDeviceAndDoesNothing() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "widget-phone", extra: ["--kinds", "widgets"])
+        let token = try device.registeredToken()
+        let connection = try emulator.connect()
+        func widgetPush(_ aps: String) throws -> APNsResult {
+            var push = try emulator.push(token, payload: #"{"aps":\#(aps)}"#, topic: EmulatorProcess.bundleID + ".push-type.widgets")
+            push.pushType = "widgets"
+            return APNsResult(try connection.send(push.request))
+        }
+        let idle = try widgetPush(#"{"alert":"x"}"#)
+        #expect(idle.status == 200)
+        #expect(device.next("notification")?["apnsId"]?.stringValue == idle.apnsID)
+        #expect(
+            try eventually {
+                try emulator.admin("GET", "/api/v1/notifications/\(idle.apnsID ?? "")").json["outcome"]?.stringValue == "ignored"
+            })
+        let why = try emulator.admin("GET", "/api/v1/notifications/\(idle.apnsID ?? "")").json["explanation"]?.stringValue ?? ""
+        #expect(why.contains("content-changed"), "\(why)")
+        let reload = try widgetPush(#"{"content-changed":true}"#)
+        #expect(device.next("notification")?["apnsId"]?.stringValue == reload.apnsID)
+        #expect(
+            try eventually {
+                try emulator.admin("GET", "/api/v1/notifications/\(reload.apnsID ?? "")").json["outcome"]?.stringValue == "delivered"
+            })
+    }
+}
