@@ -390,12 +390,32 @@ public struct LiveActivityBook: Sendable {
     public mutating func receiveBroadcast(
         channelID: String, requestID: String, payload: JSONValue, priority: Int, nowMs: Int64, only activityID: String? = nil
     ) -> [LiveActivityReceipt] {
+        receiveBroadcast(
+            channelID: channelID, requestID: requestID, update: Self.readBroadcast(payload), priority: priority, nowMs: nowMs,
+            only: activityID)
+    }
+
+    /// A broadcast's payload as every subscribed device reads it: read once, shown to many.
+    public struct BroadcastUpdate: Sendable {
+        fileprivate var isStart: Bool
+        fileprivate var parsed: Result<LiveActivityPayload, LiveActivityRefusal>
+    }
+
+    public static func readBroadcast(_ payload: JSONValue) -> BroadcastUpdate {
+        BroadcastUpdate(
+            isStart: LiveActivityPayload.aps(of: payload)?["event"]?.stringValue == LiveActivityPushEvent.start.rawValue,
+            parsed: parse(payload))
+    }
+
+    public mutating func receiveBroadcast(
+        channelID: String, requestID: String, update: BroadcastUpdate, priority: Int, nowMs: Int64, only activityID: String? = nil
+    ) -> [LiveActivityReceipt] {
         let subscribers = activities().filter {
             $0.channelID == channelID && $0.lastBroadcastID != requestID && (activityID == nil || $0.activityID == activityID)
         }.map(\.activityID)
         guard !subscribers.isEmpty else { return [] }
         // Whatever else it holds: a start has nothing to apply to.
-        if LiveActivityPayload.aps(of: payload)?["event"]?.stringValue == LiveActivityPushEvent.start.rawValue {
+        if update.isStart {
             return subscribers.map { id in
                 activitiesByID[id]?.lastBroadcastID = requestID
                 return LiveActivityReceipt(
@@ -404,7 +424,7 @@ public struct LiveActivityBook: Sendable {
                     ), activityID: id)
             }
         }
-        let parsed = Self.parse(payload)
+        let parsed = update.parsed
         var receipts: [LiveActivityReceipt] = []
         for activityID in subscribers {
             var changes = advance(activityID, nowMs: nowMs)

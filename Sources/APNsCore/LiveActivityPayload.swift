@@ -208,35 +208,58 @@ enum LiveActivityJSON {
 
     /// The JSON Pointer (RFC 6901) of the first null, depth first.
     static func firstNull(in value: JSONValue, pointer: String) -> String? {
-        switch value {
-        case .null: return pointer
-        case .object(let object):
-            for member in object {
-                let escaped = member.key.replacing("~", with: "~0").replacing("/", with: "~1")
-                if let found = firstNull(in: member.value, pointer: pointer + "/" + escaped) { return found }
-            }
-            return nil
-        case .array(let items):
-            for (index, item) in items.enumerated() {
-                if let found = firstNull(in: item, pointer: pointer + "/\(index)") { return found }
-            }
-            return nil
-        default: return nil
-        }
+        // The path is spelled only once a null is found (a broadcast checks every subscriber).
+        guard let steps = firstPath(in: value, where: { $0 == .null }) else { return nil }
+        return pointer
+            + steps.reversed().map { step in
+                switch step {
+                case .key(let key): return "/" + key.replacing("~", with: "~0").replacing("/", with: "~1")
+                case .index(let index): return "/\(index)"
+                }
+            }.joined()
     }
 
     /// The dotted path (`attributes.stops[1].eta`) of the first string that looks like a date.
     static func firstDateString(in value: JSONValue, path: String) -> String? {
+        guard
+            let steps = firstPath(
+                in: value,
+                where: {
+                    if case .string(let text) = $0 { return looksLikeDateTime(text) } else { return false }
+                })
+        else { return nil }
+        return path
+            + steps.reversed().map { step in
+                switch step {
+                case .key(let key): return "." + key
+                case .index(let index): return "[\(index)]"
+                }
+            }.joined()
+    }
+
+    enum PathStep {
+        case key(String)
+        case index(Int)
+    }
+
+    /// The steps to the first value that matches, innermost first; nil when none does.
+    static func firstPath(in value: JSONValue, where matches: (JSONValue) -> Bool) -> [PathStep]? {
+        if matches(value) { return [] }
         switch value {
-        case .string(let text): return looksLikeDateTime(text) ? path : nil
         case .object(let object):
             for member in object {
-                if let found = firstDateString(in: member.value, path: path + "." + member.key) { return found }
+                if var found = firstPath(in: member.value, where: matches) {
+                    found.append(.key(member.key))
+                    return found
+                }
             }
             return nil
         case .array(let items):
             for (index, item) in items.enumerated() {
-                if let found = firstDateString(in: item, path: path + "[\(index)]") { return found }
+                if var found = firstPath(in: item, where: matches) {
+                    found.append(.index(index))
+                    return found
+                }
             }
             return nil
         default: return nil

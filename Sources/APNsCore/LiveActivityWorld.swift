@@ -45,9 +45,11 @@ public struct LiveActivityWorld: Sendable {
     public mutating func declare(
         deviceID: String, bundleID: String, environment: APNsEnvironment, types: [String], frequentUpdates: Bool
     ) throws(LiveActivityBookError) -> [LiveActivityChange] {
-        var book = books[deviceID] ?? LiveActivityBook(policy: policy)
-        let changes = try book.declare(bundleID: bundleID, types: types, frequentUpdates: frequentUpdates)
-        books[deviceID] = book
+        if books[deviceID] == nil { books[deviceID] = LiveActivityBook(policy: policy) }
+        let changes =
+            try changeBook(deviceID) { (book) throws(LiveActivityBookError) in
+                try book.declare(bundleID: bundleID, types: types, frequentUpdates: frequentUpdates)
+            } ?? []
         track(changes, deviceID: deviceID, environment: environment)
         return changes
     }
@@ -57,13 +59,14 @@ public struct LiveActivityWorld: Sendable {
         deviceID: String, bundleID: String, environment: APNsEnvironment, attributesType: String, attributes: JSONValue,
         contentState: JSONValue, updates: LiveActivityUpdates, nowMs: Int64, channelExists: (String) -> Bool
     ) throws(LiveActivityRefusal) -> LiveActivityReceipt {
-        guard var book = books[deviceID] else {
+        let started = try changeBook(deviceID) { (book) throws(LiveActivityRefusal) in
+            try book.startByApp(
+                bundleID: bundleID, attributesType: attributesType, attributes: attributes, contentState: contentState, updates: updates,
+                nowMs: nowMs, channelExists: channelExists)
+        }
+        guard let receipt = started else {
             throw LiveActivityRefusal(.start, "\(bundleID) declares no Live Activities on \(deviceID)")
         }
-        let receipt = try book.startByApp(
-            bundleID: bundleID, attributesType: attributesType, attributes: attributes, contentState: contentState, updates: updates,
-            nowMs: nowMs, channelExists: channelExists)
-        books[deviceID] = book
         track(receipt.changes, deviceID: deviceID, environment: environment)
         return receipt
     }
@@ -72,9 +75,10 @@ public struct LiveActivityWorld: Sendable {
     public mutating func endByApp(
         deviceID: String, activityID: String, contentState: JSONValue?, dismissalDateMs: Int64?, nowMs: Int64
     ) throws(LiveActivityBookError) -> LiveActivityReceipt {
-        guard var book = books[deviceID] else { throw .unknownActivity(activityID) }
-        let receipt = try book.endByApp(activityID: activityID, contentState: contentState, dismissalDateMs: dismissalDateMs, nowMs: nowMs)
-        books[deviceID] = book
+        let ended = try changeBook(deviceID) { (book) throws(LiveActivityBookError) in
+            try book.endByApp(activityID: activityID, contentState: contentState, dismissalDateMs: dismissalDateMs, nowMs: nowMs)
+        }
+        guard let receipt = ended else { throw .unknownActivity(activityID) }
         track(receipt.changes, deviceID: deviceID, environment: nil)
         return receipt
     }
@@ -83,32 +87,27 @@ public struct LiveActivityWorld: Sendable {
     public mutating func rotate(
         deviceID: String, bundleID: String?, attributesType: String?, activityID: String?, nowMs: Int64
     ) throws(LiveActivityBookError) -> (token: String, changes: [LiveActivityChange]) {
-        guard var book = books[deviceID] else { throw .unknownApp(bundleID ?? "?") }
-        let rotated: (token: String, changes: [LiveActivityChange])
-        if let activityID {
-            rotated = try book.rotateUpdateToken(activityID: activityID, nowMs: nowMs)
-        } else {
-            rotated = try book.rotatePushToStartToken(bundleID: bundleID ?? "", type: attributesType ?? "", nowMs: nowMs)
+        let done = try changeBook(deviceID) { (book) throws(LiveActivityBookError) -> (token: String, changes: [LiveActivityChange]) in
+            if let activityID { return try book.rotateUpdateToken(activityID: activityID, nowMs: nowMs) }
+            return try book.rotatePushToStartToken(bundleID: bundleID ?? "", type: attributesType ?? "", nowMs: nowMs)
         }
-        books[deviceID] = book
+        guard let rotated = done else { throw .unknownApp(bundleID ?? "?") }
         track(rotated.changes, deviceID: deviceID, environment: nil)
         return rotated
     }
 
     /// The app is uninstalled: its activities go, its tokens end.
     public mutating func removeApp(deviceID: String, bundleID: String, nowMs: Int64) -> [LiveActivityChange] {
-        guard var book = books[deviceID], book.apps[bundleID] != nil else { return [] }
-        let changes = book.removeApp(bundleID: bundleID, nowMs: nowMs)
-        books[deviceID] = book
+        guard books[deviceID]?.apps[bundleID] != nil else { return [] }
+        let changes = changeBook(deviceID) { $0.removeApp(bundleID: bundleID, nowMs: nowMs) } ?? []
         track(changes, deviceID: deviceID, environment: nil)
         return changes
     }
 
     /// The user removes an activity from the Lock Screen.
     public mutating func dismiss(deviceID: String, activityID: String, nowMs: Int64) throws(LiveActivityBookError) -> [LiveActivityChange] {
-        guard var book = books[deviceID] else { throw .unknownActivity(activityID) }
-        let changes = try book.dismiss(activityID: activityID, nowMs: nowMs)
-        books[deviceID] = book
+        let dismissed = try changeBook(deviceID) { (book) throws(LiveActivityBookError) in try book.dismiss(activityID: activityID, nowMs: nowMs) }
+        guard let changes = dismissed else { throw .unknownActivity(activityID) }
         track(changes, deviceID: deviceID, environment: nil)
         return changes
     }
@@ -118,16 +117,19 @@ public struct LiveActivityWorld: Sendable {
     public mutating func receive(
         token: String, payload: JSONValue, priority: Int, nowMs: Int64, channelExists: (String) -> Bool
     ) -> (owner: TokenOwner, receipt: LiveActivityReceipt)? {
-        guard let owner = tokens[token], var book = books[owner.deviceID] else { return nil }
-        let receipt: LiveActivityReceipt
-        switch owner.kind {
-        case .pushToStart:
-            receipt = book.receiveStart(
-                pushToStartToken: token, payload: payload, priority: priority, nowMs: nowMs, channelExists: channelExists)
-        case .update:
-            receipt = book.receiveUpdate(updateToken: token, payload: payload, priority: priority, nowMs: nowMs)
-        }
-        books[owner.deviceID] = book
+        guard let owner = tokens[token],
+            let receipt = changeBook(
+                owner.deviceID,
+                { book in
+                    switch owner.kind {
+                    case .pushToStart:
+                        return book.receiveStart(
+                            pushToStartToken: token, payload: payload, priority: priority, nowMs: nowMs, channelExists: channelExists)
+                    case .update:
+                        return book.receiveUpdate(updateToken: token, payload: payload, priority: priority, nowMs: nowMs)
+                    }
+                })
+        else { return nil }
         track(receipt.changes, deviceID: owner.deviceID, environment: owner.environment)
         return (owner, receipt)
     }
@@ -141,18 +143,20 @@ public struct LiveActivityWorld: Sendable {
         var reach = BroadcastReach(channelID: channelID)
         var changed: [(String, [LiveActivityChange])] = []
         guard let devices = subscribers[channelID] else { return (reach, changed) }
-        let payload = (try? JSONValue.parse(message.payload)) ?? .null
+        let update = LiveActivityBook.readBroadcast((try? JSONValue.parse(message.payload)) ?? .null)
         for deviceID in devices.keys.sorted() {
-            guard var book = books[deviceID] else { continue }
+            guard books[deviceID] != nil else { continue }
             guard isOnline(deviceID) else {
-                for activity in book.activities() where activity.channelID == channelID {
+                for activity in books[deviceID]?.activities() ?? [] where activity.channelID == channelID {
                     reach.add(Self.offlineDelivery(deviceID: deviceID, activityID: activity.activityID, storage: storage))
                 }
                 continue
             }
-            let receipts = book.receiveBroadcast(
-                channelID: channelID, requestID: message.requestID, payload: payload, priority: message.priority, nowMs: nowMs)
-            books[deviceID] = book
+            let receipts =
+                changeBook(deviceID) {
+                    $0.receiveBroadcast(
+                        channelID: channelID, requestID: message.requestID, update: update, priority: message.priority, nowMs: nowMs)
+                } ?? []
             var changes: [LiveActivityChange] = []
             for receipt in receipts {
                 reach.add(Self.delivery(receipt, deviceID: deviceID, fromStore: false))
@@ -169,12 +173,15 @@ public struct LiveActivityWorld: Sendable {
     public mutating func receiveStoredBroadcast(
         channelID: String, message: StoredBroadcast, deviceID: String, activityID: String?, nowMs: Int64
     ) -> (deliveries: [BroadcastReach.Delivery], changes: [LiveActivityChange]) {
-        guard message.expiresAtMs > nowMs, var book = books[deviceID] else { return ([], []) }
+        guard message.expiresAtMs > nowMs, books[deviceID] != nil else { return ([], []) }
         let payload = (try? JSONValue.parse(message.payload)) ?? .null
-        let receipts = book.receiveBroadcast(
-            channelID: channelID, requestID: message.requestID, payload: payload, priority: message.priority, nowMs: nowMs, only: activityID)
+        let receipts =
+            changeBook(deviceID) {
+                $0.receiveBroadcast(
+                    channelID: channelID, requestID: message.requestID, payload: payload, priority: message.priority, nowMs: nowMs,
+                    only: activityID)
+            } ?? []
         guard !receipts.isEmpty else { return ([], []) }
-        books[deviceID] = book
         let changes = receipts.flatMap(\.changes)
         track(changes, deviceID: deviceID, environment: nil)
         return (receipts.map { Self.delivery($0, deviceID: deviceID, fromStore: true) }, changes)
@@ -225,9 +232,8 @@ public struct LiveActivityWorld: Sendable {
     public mutating func tick(nowMs: Int64) -> [(deviceID: String, changes: [LiveActivityChange])] {
         var changed: [(String, [LiveActivityChange])] = []
         for deviceID in Array(books.keys) {
-            guard var book = books[deviceID], let next = book.nextDeadlineMs(nowMs: nowMs), next <= nowMs else { continue }
-            let changes = book.tick(nowMs: nowMs)
-            books[deviceID] = book
+            guard let next = books[deviceID]?.nextDeadlineMs(nowMs: nowMs), next <= nowMs else { continue }
+            let changes = changeBook(deviceID) { $0.tick(nowMs: nowMs) } ?? []
             track(changes, deviceID: deviceID, environment: nil)
             if !changes.isEmpty { changed.append((deviceID, changes)) }
         }
@@ -241,6 +247,14 @@ public struct LiveActivityWorld: Sendable {
         endedTokens.removeAll { tokens[$0] == nil }
         waitingPushes = waitingPushes.filter { $0.value.deviceID != deviceID }
         resubscribe(deviceID)
+    }
+
+    /// Changes one device's book in place: taken out of the dictionary meanwhile, so that the
+    /// change copies none of it. Nil when the device has no book.
+    private mutating func changeBook<T, E: Error>(_ deviceID: String, _ body: (inout LiveActivityBook) throws(E) -> T) throws(E) -> T? {
+        guard var book = books.removeValue(forKey: deviceID) else { return nil }
+        defer { books[deviceID] = book }
+        return try body(&book)
     }
 
     /// Keeps `subscribers` in step with the device's activities.
