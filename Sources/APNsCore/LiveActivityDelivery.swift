@@ -286,12 +286,15 @@ extension LiveActivity {
 extension World {
     /// The app's ActivityAttributes types (push-to-start tokens for new ones).
     public mutating func declareLiveActivities(
-        deviceID: String, bundleID: String, types: [String], frequentUpdates: Bool, nowMs: Int64
+        deviceID: String, bundleID: String, types: [String], frequentUpdates: Bool, frequentUpdatesEnabled: Bool? = nil, nowMs: Int64
     ) throws(DeviceRequestError) -> [DeviceFrame] {
         guard let app = registry.devices[deviceID]?.apps[bundleID] else { throw Self.noApp(bundleID, deviceID) }
         do throws(LiveActivityBookError) {
             let changes = try liveActivities.declare(
                 deviceID: deviceID, bundleID: bundleID, environment: app.environment, types: types, frequentUpdates: frequentUpdates)
+            if let frequentUpdatesEnabled {
+                try liveActivities.setFrequentUpdatesEnabled(frequentUpdatesEnabled, deviceID: deviceID, bundleID: bundleID)
+            }
             return liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs)
         } catch {
             throw DeviceRequestError("bad_request", error.description)

@@ -54,6 +54,14 @@ public struct LiveActivityWorld: Sendable {
         return changes
     }
 
+    /// The user's Settings switch for the app's frequent updates.
+    public mutating func setFrequentUpdatesEnabled(_ enabled: Bool, deviceID: String, bundleID: String) throws(LiveActivityBookError) {
+        guard
+            (try changeBook(deviceID, { (book) throws(LiveActivityBookError) in try book.setFrequentUpdatesEnabled(enabled, bundleID: bundleID) }))
+                != nil
+        else { throw .unknownApp(bundleID) }
+    }
+
     /// `Activity.request` in the app.
     public mutating func startByApp(
         deviceID: String, bundleID: String, environment: APNsEnvironment, attributesType: String, attributes: JSONValue,

@@ -45,18 +45,21 @@ struct AdminRouter {
         return allowed.isEmpty ? .notFound : .wrongMethod(allowed: allowed)
     }
 
-    /// Matches literal segments exactly and binds `{name}` segments (percent-decoded).
+    /// Matches literal segments exactly and binds `{name}` segments (percent-decoded). The
+    /// literals are compared first, so a route that does not match decodes nothing (a request
+    /// is matched against every route until one fits).
     static func bind(_ pattern: [Substring], _ parts: [Substring]) -> [String: String]? {
         guard pattern.count == parts.count else { return nil }
+        for (p, value) in zip(pattern, parts) where !isParameter(p) && p != value { return nil }
         var parameters: [String: String] = [:]
-        for (p, value) in zip(pattern, parts) {
-            if p.hasPrefix("{") && p.hasSuffix("}") {
-                parameters[String(p.dropFirst().dropLast())] = String(value).removingPercentEncoding ?? String(value)
-            } else if p != value {
-                return nil
-            }
+        for (p, value) in zip(pattern, parts) where isParameter(p) {
+            parameters[String(p.dropFirst().dropLast())] = String(value).removingPercentEncoding ?? String(value)
         }
         return parameters
+    }
+
+    private static func isParameter(_ segment: Substring) -> Bool {
+        segment.utf8.first == UInt8(ascii: "{") && segment.utf8.last == UInt8(ascii: "}")
     }
 }
 

@@ -9,15 +9,21 @@ struct LiveActivityRoutes: AdminResource {
     func addRoutes(to r: inout AdminRouter) {
         r.add(
             "PUT", "/api/v1/devices/{deviceId}/apps/{bundleId}/live-activities",
-            "the app's Live Activity types: {\"types\": [\"DeliveryAttributes\"], \"frequentUpdates\": false}"
+            "the app's Live Activity types: {\"types\": [\"DeliveryAttributes\"], \"frequentUpdates\": false, \"frequentUpdatesEnabled\"?: the user's switch}"
         ) { req, p, _ in
             let (deviceID, bundleID) = (try Self.deviceID(p), try Self.bundleID(p))
             let body = try req.jsonObject()
             guard let list = body["types"]?.arrayValue, let types = Optional(list.compactMap(\.stringValue)), types.count == list.count
             else { throw AdminError(400, "\"types\" must be a list of ActivityAttributes type names") }
             let frequent = body["frequentUpdates"]?.boolValue ?? false
+            var enabled: Bool?
+            if let value = body["frequentUpdatesEnabled"] {
+                guard let on = value.boolValue else { throw AdminError(400, "\"frequentUpdatesEnabled\" must be true or false") }
+                enabled = on
+            }
             let frames = try deviceCall { world, now throws(DeviceRequestError) in
-                try world.declareLiveActivities(deviceID: deviceID, bundleID: bundleID, types: types, frequentUpdates: frequent, nowMs: now)
+                try world.declareLiveActivities(
+                    deviceID: deviceID, bundleID: bundleID, types: types, frequentUpdates: frequent, frequentUpdatesEnabled: enabled, nowMs: now)
             }
             host.dispatch(frames)
             return .json(200, state.readWorld { Self.appJSON($0, deviceID: deviceID, bundleID: bundleID) })
@@ -114,7 +120,8 @@ struct LiveActivityRoutes: AdminResource {
         for type in app?.attributesTypes ?? [] { tokens.members.append((type, app?.pushToStartTokens[type].map(JSONValue.string) ?? .null)) }
         return [
             "bundleId": .string(bundleID), "types": .array((app?.attributesTypes ?? []).map(JSONValue.string)),
-            "frequentUpdates": .bool(app?.frequentUpdates ?? false), "pushToStartTokens": .object(tokens),
+            "frequentUpdates": .bool(app?.frequentUpdates ?? false), "frequentUpdatesEnabled": .bool(app?.frequentUpdatesEnabled ?? true),
+            "pushToStartTokens": .object(tokens),
         ]
     }
 

@@ -154,4 +154,34 @@ struct LiveActivityTests {
         #expect(unsigned.status == 2)
         #expect(unsigned.err.contains("step 3 (createChannel) signs with the provider key: --key TEAMID:KEYID:PATH"), "\(unsigned.err)")
     }
+
+    /// Frequent updates raise the hourly budget of priority-10 updates; the user's switch in
+    /// Settings takes it back to the ordinary one.
+    @Test func theFrequentUpdatesSwitchChangesTheBudget() throws {
+        let emulator = try EmulatorProcess(["--live-activity-budget-per-hour", "1", "--live-activity-frequent-budget-per-hour", "3"])
+        let (deviceID, _) = try emulator.createDevice()
+        let path = "/api/v1/devices/\(deviceID)/apps/\(EmulatorProcess.bundleID)/live-activities"
+        #expect(try emulator.admin("PUT", path, body: ["types": ["DeliveryAttributes"], "frequentUpdates": true]).status == 200)
+        let started = try emulator.admin(
+            "POST", "/api/v1/devices/\(deviceID)/apps/\(EmulatorProcess.bundleID)/activities",
+            body: ["attributesType": "DeliveryAttributes", "attributes": [:], "contentState": [:], "pushToken": true])
+        let token = try #require(started.json["pushToken"]?.stringValue)
+        let connection = try emulator.connect()
+        var timestamp = 1_700_000_000
+        func update() throws -> String? {
+            timestamp += 1
+            let sent = APNsResult(
+                try connection.send(
+                    try liveActivityPush(emulator, token: token, #"{"event":"update","timestamp":\#(timestamp),"content-state":{"n":\#(timestamp)}}"#)
+                        .request))
+            return try record(emulator, sent.apnsID)?["outcome"]?.stringValue
+        }
+        #expect(try (0..<3).map { _ in try update() } == ["delivered", "delivered", "delivered"])
+        #expect(try update() == "throttled", "the frequent budget is 3 an hour")
+        let off = try emulator.admin(
+            "PUT", path, body: ["types": ["DeliveryAttributes"], "frequentUpdates": true, "frequentUpdatesEnabled": false])
+        #expect(off.json["frequentUpdatesEnabled"]?.boolValue == false)
+        #expect(try update() == "throttled", "with the switch off the budget is 1 an hour, long used up")
+        #expect(try emulator.admin("PUT", path, body: ["types": ["DeliveryAttributes"], "frequentUpdatesEnabled": "no"]).status == 400)
+    }
 }
