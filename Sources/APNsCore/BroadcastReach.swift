@@ -46,15 +46,14 @@ public struct BroadcastReach: Sendable, Equatable {
     /// A delivery whose outcome changed later (an activity offline at the broadcast, counted
     /// as `previously`, took the stored message when its device came back).
     public mutating func settle(_ delivery: Delivery, previously: DeliveryOutcome) {
-        if let count = outcomes[previously] {
+        // The earlier delivery is forgotten only when it was counted: in the list, or (the
+        // list being full) among the omitted ones.
+        let index = deliveries.firstIndex { $0.deviceID == delivery.deviceID && $0.activityID == delivery.activityID }
+        if let count = outcomes[previously], index != nil || omitted > 0 {
             outcomes[previously] = count > 1 ? count - 1 : nil
             subscribers -= 1
             if previously == .delivered { reached -= 1 }
-            if let index = deliveries.firstIndex(where: { $0.deviceID == delivery.deviceID && $0.activityID == delivery.activityID }) {
-                deliveries.remove(at: index)
-            } else if omitted > 0 {
-                omitted -= 1
-            }
+            if let index { deliveries.remove(at: index) } else { omitted -= 1 }
         }
         add(delivery)
     }
