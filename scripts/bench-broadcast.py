@@ -63,14 +63,14 @@ def rss_kb(pid):
 
 class Devices:
     """The device sockets, read by one thread: it answers what needs an answer (acks) and
-    keeps, per device, the kernel time of each `activity` frame by (event, seq)."""
+    keeps, per device, the kernel time of each `activity` frame by (change, seq)."""
 
     def __init__(self, address, count, bundle, deadline):
         self.sel = selectors.DefaultSelector()
         self.count = count
         self.welcomed = set()
         self.errors = []
-        self.seen = [dict() for _ in range(count)]  # (event, seq) -> first kernel ns
+        self.seen = [dict() for _ in range(count)]  # (change, seq) -> first kernel ns
         self.lock = threading.Lock()
         self.stop = False
         self.buffers = [b""] * count
@@ -127,7 +127,7 @@ class Devices:
         elif kind == "activity":
             seq = ((frame.get("activity") or {}).get("contentState") or {}).get("seq")
             with self.lock:
-                self.seen[i].setdefault((frame.get("event"), seq), at)
+                self.seen[i].setdefault((frame.get("change"), seq), at)
 
     def times(self, event, seq):
         with self.lock:
