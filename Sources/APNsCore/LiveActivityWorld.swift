@@ -9,6 +9,13 @@ public struct LiveActivityWorld: Sendable {
         public var bundleID: String
         public var environment: APNsEnvironment
         public var kind: LiveActivityTokenKind
+
+        public init(deviceID: String, bundleID: String, environment: APNsEnvironment, kind: LiveActivityTokenKind) {
+            self.deviceID = deviceID
+            self.bundleID = bundleID
+            self.environment = environment
+            self.kind = kind
+        }
     }
 
     /// Tokens that no longer lead to an activity stay known this long (in number), so a push
@@ -17,16 +24,25 @@ public struct LiveActivityWorld: Sendable {
     /// Token pushes waiting for offline devices, over all devices; beyond it one more expires.
     public static let maxWaitingPushes = 100_000
 
-    public private(set) var books: [String: LiveActivityBook] = [:]
-    public private(set) var tokens: [String: TokenOwner] = [:]
-    private var endedTokens: [String] = []
+    public internal(set) var books: [String: LiveActivityBook] = [:]
+    public internal(set) var tokens: [String: TokenOwner] = [:]
+    /// Every token in `tokens` by its device, in the order issued (a device's row names them;
+    /// a device that goes takes them along without a scan of all tokens).
+    var tokensOfDevice: [String: [String]] = [:]
+    var endedTokens: [String] = []
     public var policy = LiveActivityPolicy()
     /// Channel id → device id → activities on it subscribed to the channel (not dismissed).
-    public private(set) var subscribers: [String: [String: Int]] = [:]
-    private var channelsOfDevice: [String: [String: Int]] = [:]
+    public internal(set) var subscribers: [String: [String: Int]] = [:]
+    var channelsOfDevice: [String: [String: Int]] = [:]
     /// Token pushes to a device that is offline, by token: the newest waits (as APNs stores
-    /// one notification per app), older ones are coalesced.
+    /// one notification per app), older ones are coalesced. Changed through `hold` and
+    /// `takeWaiting`, which mark the device for persistence.
     public internal(set) var waitingPushes: [String: WaitingLiveActivityPush] = [:]
+    /// With persistence on (`--state-dir`, `--redis`): devices whose Live Activity state
+    /// changed since `takeChangedDevices`. Only Live Activity paths mark; device pushes never
+    /// come here.
+    public var tracksChanges = false
+    var changedDevices: Set<String> = []
     /// Broadcast request id → its journal record, for the channel's stored message reaching
     /// activities later (the newest `maxEndedTokens`).
     var broadcastRecords: [String: UInt64] = [:]
@@ -48,6 +64,7 @@ public struct LiveActivityWorld: Sendable {
         var book = books[deviceID] ?? LiveActivityBook(policy: policy)
         let changes = try book.declare(bundleID: bundleID, types: types, frequentUpdates: frequentUpdates)
         books[deviceID] = book
+        noteChange(deviceID)
         track(changes, deviceID: deviceID, environment: environment)
         return changes
     }
@@ -64,6 +81,7 @@ public struct LiveActivityWorld: Sendable {
             bundleID: bundleID, attributesType: attributesType, attributes: attributes, contentState: contentState, updates: updates,
             nowMs: nowMs, channelExists: channelExists)
         books[deviceID] = book
+        noteChange(deviceID)
         track(receipt.changes, deviceID: deviceID, environment: environment)
         return receipt
     }
@@ -75,6 +93,7 @@ public struct LiveActivityWorld: Sendable {
         guard var book = books[deviceID] else { throw .unknownActivity(activityID) }
         let receipt = try book.endByApp(activityID: activityID, contentState: contentState, dismissalDateMs: dismissalDateMs, nowMs: nowMs)
         books[deviceID] = book
+        noteChange(deviceID)
         track(receipt.changes, deviceID: deviceID, environment: nil)
         return receipt
     }
@@ -91,6 +110,7 @@ public struct LiveActivityWorld: Sendable {
             rotated = try book.rotatePushToStartToken(bundleID: bundleID ?? "", type: attributesType ?? "", nowMs: nowMs)
         }
         books[deviceID] = book
+        noteChange(deviceID)
         track(rotated.changes, deviceID: deviceID, environment: nil)
         return rotated
     }
@@ -100,6 +120,7 @@ public struct LiveActivityWorld: Sendable {
         guard var book = books[deviceID], book.apps[bundleID] != nil else { return [] }
         let changes = book.removeApp(bundleID: bundleID, nowMs: nowMs)
         books[deviceID] = book
+        noteChange(deviceID)
         track(changes, deviceID: deviceID, environment: nil)
         return changes
     }
@@ -109,6 +130,7 @@ public struct LiveActivityWorld: Sendable {
         guard var book = books[deviceID] else { throw .unknownActivity(activityID) }
         let changes = try book.dismiss(activityID: activityID, nowMs: nowMs)
         books[deviceID] = book
+        noteChange(deviceID)
         track(changes, deviceID: deviceID, environment: nil)
         return changes
     }
@@ -128,6 +150,7 @@ public struct LiveActivityWorld: Sendable {
             receipt = book.receiveUpdate(updateToken: token, payload: payload, priority: priority, nowMs: nowMs)
         }
         books[owner.deviceID] = book
+        noteChange(owner.deviceID)
         track(receipt.changes, deviceID: owner.deviceID, environment: owner.environment)
         return (owner, receipt)
     }
@@ -153,6 +176,7 @@ public struct LiveActivityWorld: Sendable {
             let receipts = book.receiveBroadcast(
                 channelID: channelID, requestID: message.requestID, payload: payload, priority: message.priority, nowMs: nowMs)
             books[deviceID] = book
+            noteChange(deviceID)
             var changes: [LiveActivityChange] = []
             for receipt in receipts {
                 reach.add(Self.delivery(receipt, deviceID: deviceID, fromStore: false))
@@ -175,6 +199,7 @@ public struct LiveActivityWorld: Sendable {
             channelID: channelID, requestID: message.requestID, payload: payload, priority: message.priority, nowMs: nowMs, only: activityID)
         guard !receipts.isEmpty else { return ([], []) }
         books[deviceID] = book
+        noteChange(deviceID)
         let changes = receipts.flatMap(\.changes)
         track(changes, deviceID: deviceID, environment: nil)
         return (receipts.map { Self.delivery($0, deviceID: deviceID, fromStore: true) }, changes)
@@ -228,6 +253,7 @@ public struct LiveActivityWorld: Sendable {
             guard var book = books[deviceID], let next = book.nextDeadlineMs(nowMs: nowMs), next <= nowMs else { continue }
             let changes = book.tick(nowMs: nowMs)
             books[deviceID] = book
+            noteChange(deviceID)
             track(changes, deviceID: deviceID, environment: nil)
             if !changes.isEmpty { changed.append((deviceID, changes)) }
         }
@@ -237,14 +263,53 @@ public struct LiveActivityWorld: Sendable {
     /// A device is gone: so are its activities and tokens.
     public mutating func removeDevice(_ deviceID: String) {
         guard books.removeValue(forKey: deviceID) != nil else { return }
-        tokens = tokens.filter { $0.value.deviceID != deviceID }
-        endedTokens.removeAll { tokens[$0] == nil }
-        waitingPushes = waitingPushes.filter { $0.value.deviceID != deviceID }
+        noteChange(deviceID)
+        forgetTokens(ofDevice: deviceID)
         resubscribe(deviceID)
     }
 
+    /// Drops the device's tokens and the pushes waiting on them.
+    mutating func forgetTokens(ofDevice deviceID: String) {
+        guard let owned = tokensOfDevice.removeValue(forKey: deviceID) else { return }
+        for token in owned {
+            tokens[token] = nil
+            waitingPushes[token] = nil
+        }
+        endedTokens.removeAll { tokens[$0] == nil }
+    }
+
+    /// A push waits for the offline device (replacing one waiting on the same token).
+    mutating func hold(_ push: WaitingLiveActivityPush) {
+        waitingPushes[push.token] = push
+        noteChange(push.deviceID)
+    }
+
+    /// Takes the push waiting on `token` out (the device took it, or it expired).
+    @discardableResult
+    mutating func takeWaiting(token: String) -> WaitingLiveActivityPush? {
+        guard let push = waitingPushes.removeValue(forKey: token) else { return nil }
+        noteChange(push.deviceID)
+        return push
+    }
+
+    @inline(__always)
+    mutating func noteChange(_ deviceID: String) { if tracksChanges { changedDevices.insert(deviceID) } }
+
+    /// Devices whose Live Activity state changed since the last call.
+    public mutating func takeChangedDevices() -> Set<String> { takeAll(&changedDevices) }
+
+    /// An ended token falls off the end of those remembered: a push to it is no longer
+    /// answered 200.
+    mutating func forgetEndedToken(_ token: String) {
+        guard let owner = tokens.removeValue(forKey: token) else { return }
+        waitingPushes[token] = nil
+        tokensOfDevice[owner.deviceID]?.removeAll { $0 == token }
+        if tokensOfDevice[owner.deviceID]?.isEmpty == true { tokensOfDevice[owner.deviceID] = nil }
+        noteChange(owner.deviceID)
+    }
+
     /// Keeps `subscribers` in step with the device's activities.
-    private mutating func resubscribe(_ deviceID: String) {
+    mutating func resubscribe(_ deviceID: String) {
         var now: [String: Int] = [:]
         for activity in books[deviceID]?.activities() ?? [] {
             if let channel = activity.channelID { now[channel, default: 0] += 1 }
@@ -271,11 +336,13 @@ public struct LiveActivityWorld: Sendable {
                 // Looked up only when the caller does not know the environment (the scan is long).
                 let known =
                     environment ?? tokens.values.first { $0.deviceID == deviceID && $0.bundleID == app }?.environment ?? .sandbox
-                tokens[token] = TokenOwner(deviceID: deviceID, bundleID: app, environment: known, kind: kind)
+                if tokens.updateValue(TokenOwner(deviceID: deviceID, bundleID: app, environment: known, kind: kind), forKey: token) == nil {
+                    tokensOfDevice[deviceID, default: []].append(token)
+                }
             case .tokenEnded(_, let token, _):
                 guard tokens[token] != nil else { continue }
                 endedTokens.append(token)
-                if endedTokens.count > Self.maxEndedTokens { tokens.removeValue(forKey: endedTokens.removeFirst()) }
+                if endedTokens.count > Self.maxEndedTokens { forgetEndedToken(endedTokens.removeFirst()) }
             default:
                 continue
             }
