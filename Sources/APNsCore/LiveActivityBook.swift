@@ -60,7 +60,7 @@ public enum LiveActivityBookError: Error, Sendable, Equatable, CustomStringConve
 }
 
 /// A token that no longer leads anywhere, and the sentence a push to it gets.
-private struct EndedToken: Sendable {
+struct EndedToken: Sendable {
     var explanation: String
 }
 
@@ -69,17 +69,20 @@ private struct EndedToken: Sendable {
 public struct LiveActivityBook: Sendable {
     public var policy: LiveActivityPolicy
     /// By bundle id.
-    public private(set) var apps: [String: LiveActivityApp] = [:]
-    private var activitiesByID: [String: LiveActivity] = [:]
-    /// Current push-to-start tokens: the app and type each starts.
-    private var pushToStartOwners: [String: (bundleID: String, attributesType: String)] = [:]
-    /// Current update tokens: the activity each updates.
-    private var updateTokenOwners: [String: String] = [:]
+    // Internal rather than private for the state codec (`StateCodec.encode(LiveActivityRow)`),
+    // which writes and reads a book's fields as they are.
+    public internal(set) var apps: [String: LiveActivityApp] = [:]
+    var activitiesByID: [String: LiveActivity] = [:]
+    /// Current push-to-start tokens: the app and type each starts (derived from `apps`).
+    var pushToStartOwners: [String: (bundleID: String, attributesType: String)] = [:]
+    /// Current update tokens: the activity each updates (derived from the activities).
+    var updateTokenOwners: [String: String] = [:]
     /// Tokens that ended, oldest first, so that a push to one says why (at most
     /// `policy.endedTokensKept`).
-    private var endedTokens: [String: EndedToken] = [:]
-    private var endedTokenOrder: [String] = []
-    private var widgetPushes: [String: WidgetPushState] = [:]
+    var endedTokens: [String: EndedToken] = [:]
+    var endedTokenOrder: [String] = []
+    /// By `widgetKey`.
+    var widgetPushes: [String: WidgetPushState] = [:]
     private var random: FastRandom
 
     public init(policy: LiveActivityPolicy = LiveActivityPolicy(), seed: UInt64? = nil) {
@@ -705,9 +708,9 @@ public struct LiveActivityBook: Sendable {
         }
     }
 
-    private static func widgetKey(_ kind: WidgetPushKind, _ bundleID: String) -> String { "\(kind.rawValue) \(bundleID)" }
+    static func widgetKey(_ kind: WidgetPushKind, _ bundleID: String) -> String { "\(kind.rawValue) \(bundleID)" }
 
-    private static func splitWidgetKey(_ key: String) -> (WidgetPushKind, String)? {
+    static func splitWidgetKey(_ key: String) -> (WidgetPushKind, String)? {
         let parts = key.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, let kind = WidgetPushKind(rawValue: String(parts[0])) else { return nil }
         return (kind, String(parts[1]))

@@ -76,14 +76,14 @@ extension World {
                 "the device is offline and \(LiveActivityWorld.maxWaitingPushes) Live Activity pushes already wait for offline devices")
             return
         }
-        liveActivities.waitingPushes[push.token] = push
+        liveActivities.hold(push)
         setOutcome(push.sequence, .stored, "stored: the device is offline; it takes the push when it is back")
     }
 
     mutating func expireWaitingLiveActivityPushes(nowMs: Int64) {
         guard !liveActivities.waitingPushes.isEmpty else { return }
         for (token, push) in liveActivities.waitingPushes where (push.storeUntilMs ?? 0) <= nowMs {
-            liveActivities.waitingPushes[token] = nil
+            liveActivities.takeWaiting(token: token)
             setOutcome(push.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline")
         }
     }
@@ -95,7 +95,7 @@ extension World {
         var frames: [DeviceFrame] = []
         let waiting = liveActivities.waitingPushes.values.filter { $0.deviceID == deviceID }.sorted { $0.sequence < $1.sequence }
         for push in waiting {
-            liveActivities.waitingPushes[push.token] = nil
+            liveActivities.takeWaiting(token: push.token)
             guard (push.storeUntilMs ?? 0) > nowMs else {
                 setOutcome(push.sequence, .expired, "expired in the store before the device came back online")
                 continue
@@ -264,6 +264,15 @@ public struct WaitingLiveActivityPush: Sendable, Equatable {
     /// Its journal record.
     public var sequence: UInt64
     public var storeUntilMs: Int64?
+
+    public init(token: String, deviceID: String, payload: [UInt8], priority: Int, sequence: UInt64, storeUntilMs: Int64?) {
+        self.token = token
+        self.deviceID = deviceID
+        self.payload = payload
+        self.priority = priority
+        self.sequence = sequence
+        self.storeUntilMs = storeUntilMs
+    }
 }
 
 extension LiveActivity {

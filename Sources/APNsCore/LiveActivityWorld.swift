@@ -9,6 +9,13 @@ public struct LiveActivityWorld: Sendable {
         public var bundleID: String
         public var environment: APNsEnvironment
         public var kind: LiveActivityTokenKind
+
+        public init(deviceID: String, bundleID: String, environment: APNsEnvironment, kind: LiveActivityTokenKind) {
+            self.deviceID = deviceID
+            self.bundleID = bundleID
+            self.environment = environment
+            self.kind = kind
+        }
     }
 
     /// Tokens that no longer lead to an activity stay known this long (in number), so a push
@@ -17,19 +24,28 @@ public struct LiveActivityWorld: Sendable {
     /// Token pushes waiting for offline devices, over all devices; beyond it one more expires.
     public static let maxWaitingPushes = 100_000
 
-    public private(set) var books: [String: LiveActivityBook] = [:]
-    public private(set) var tokens: [String: TokenOwner] = [:]
-    private var endedTokens: [String] = []
+    public internal(set) var books: [String: LiveActivityBook] = [:]
+    public internal(set) var tokens: [String: TokenOwner] = [:]
+    /// Every token in `tokens` by its device, in the order issued (a device's row names them;
+    /// a device that goes takes them along without a scan of all tokens).
+    var tokensOfDevice: [String: [String]] = [:]
+    var endedTokens: [String] = []
     public var policy = LiveActivityPolicy()
     /// Channel id → device id → activities on it subscribed to the channel (not dismissed).
-    public private(set) var subscribers: [String: [String: Int]] = [:]
-    private var channelsOfDevice: [String: [String: Int]] = [:]
+    public internal(set) var subscribers: [String: [String: Int]] = [:]
+    var channelsOfDevice: [String: [String: Int]] = [:]
     /// Token pushes to a device that is offline, by token: the newest waits (as APNs stores
-    /// one notification per app), older ones are coalesced.
+    /// one notification per app), older ones are coalesced. Changed through `hold` and
+    /// `takeWaiting`, which mark the device for persistence.
     public internal(set) var waitingPushes: [String: WaitingLiveActivityPush] = [:]
     /// Broadcast request id → its journal record, for the channel's stored message reaching
     /// activities later (the newest `maxEndedTokens`).
     var broadcastRecords: [String: UInt64] = [:]
+    /// With persistence on (`--state-dir`, `--redis`): devices whose Live Activity state
+    /// changed since `takeChangedDevices`. Only Live Activity paths mark; device pushes never
+    /// come here.
+    public var tracksChanges = false
+    var changedDevices: Set<String> = []
     private var broadcastRecordOrder: [String] = []
 
     public init() {}
@@ -251,22 +267,64 @@ public struct LiveActivityWorld: Sendable {
     /// A device is gone: so are its activities and tokens.
     public mutating func removeDevice(_ deviceID: String) {
         guard books.removeValue(forKey: deviceID) != nil else { return }
-        tokens = tokens.filter { $0.value.deviceID != deviceID }
-        endedTokens.removeAll { tokens[$0] == nil }
-        waitingPushes = waitingPushes.filter { $0.value.deviceID != deviceID }
+        noteChange(deviceID)
+        forgetTokens(ofDevice: deviceID)
         resubscribe(deviceID)
+    }
+
+    /// Drops the device's tokens and the pushes waiting on them.
+    mutating func forgetTokens(ofDevice deviceID: String) {
+        guard let owned = tokensOfDevice.removeValue(forKey: deviceID) else { return }
+        for token in owned {
+            tokens[token] = nil
+            waitingPushes[token] = nil
+        }
+        endedTokens.removeAll { tokens[$0] == nil }
+    }
+
+    /// A push waits for the offline device (replacing one waiting on the same token).
+    mutating func hold(_ push: WaitingLiveActivityPush) {
+        waitingPushes[push.token] = push
+        noteChange(push.deviceID)
+    }
+
+    /// Takes the push waiting on `token` out (the device took it, or it expired).
+    @discardableResult
+    mutating func takeWaiting(token: String) -> WaitingLiveActivityPush? {
+        guard let push = waitingPushes.removeValue(forKey: token) else { return nil }
+        noteChange(push.deviceID)
+        return push
+    }
+
+    @inline(__always)
+    mutating func noteChange(_ deviceID: String) { if tracksChanges { changedDevices.insert(deviceID) } }
+
+    /// Devices whose Live Activity state changed since the last call.
+    public mutating func takeChangedDevices() -> Set<String> { takeAll(&changedDevices) }
+
+    /// An ended token falls off the end of those remembered: a push to it is no longer
+    /// answered 200.
+    mutating func forgetEndedToken(_ token: String) {
+        guard let owner = tokens.removeValue(forKey: token) else { return }
+        waitingPushes[token] = nil
+        tokensOfDevice[owner.deviceID]?.removeAll { $0 == token }
+        if tokensOfDevice[owner.deviceID]?.isEmpty == true { tokensOfDevice[owner.deviceID] = nil }
+        noteChange(owner.deviceID)
     }
 
     /// Changes one device's book in place: taken out of the dictionary meanwhile, so that the
     /// change copies none of it. Nil when the device has no book.
     private mutating func changeBook<T, E: Error>(_ deviceID: String, _ body: (inout LiveActivityBook) throws(E) -> T) throws(E) -> T? {
         guard var book = books.removeValue(forKey: deviceID) else { return nil }
-        defer { books[deviceID] = book }
+        defer {
+            books[deviceID] = book
+            noteChange(deviceID)
+        }
         return try body(&book)
     }
 
     /// Keeps `subscribers` in step with the device's activities.
-    private mutating func resubscribe(_ deviceID: String) {
+    mutating func resubscribe(_ deviceID: String) {
         var now: [String: Int] = [:]
         for activity in books[deviceID]?.activities() ?? [] {
             if let channel = activity.channelID { now[channel, default: 0] += 1 }
@@ -293,11 +351,13 @@ public struct LiveActivityWorld: Sendable {
                 // Looked up only when the caller does not know the environment (the scan is long).
                 let known =
                     environment ?? tokens.values.first { $0.deviceID == deviceID && $0.bundleID == app }?.environment ?? .sandbox
-                tokens[token] = TokenOwner(deviceID: deviceID, bundleID: app, environment: known, kind: kind)
+                if tokens.updateValue(TokenOwner(deviceID: deviceID, bundleID: app, environment: known, kind: kind), forKey: token) == nil {
+                    tokensOfDevice[deviceID, default: []].append(token)
+                }
             case .tokenEnded(_, let token, _):
                 guard tokens[token] != nil else { continue }
                 endedTokens.append(token)
-                if endedTokens.count > Self.maxEndedTokens { tokens.removeValue(forKey: endedTokens.removeFirst()) }
+                if endedTokens.count > Self.maxEndedTokens { forgetEndedToken(endedTokens.removeFirst()) }
             default:
                 continue
             }

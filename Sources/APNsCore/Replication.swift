@@ -5,7 +5,9 @@
 //
 // What rows do not carry stays per instance (see `applyReplicated`): counters, the backend
 // outbox and hook settings, cross-account checks, background budgets, flood windows,
-// token and fault randomness, and the delivery bookkeeping of this instance's own sockets.
+// token and fault randomness, the delivery bookkeeping of this instance's own sockets, and
+// which journal record each broadcast has (its stored message reaching activities later is
+// added to the record only by the instance that took the broadcast).
 
 extension ChangeKey {
     /// The row's field in a hash of rows ("d:<device id>", "t:<token>", "k:<key id>",
@@ -19,6 +21,7 @@ extension ChangeKey {
         case .app(let bundle): return "a:" + bundle
         case .faults: return "f"
         case .channel(let id): return "c:" + id
+        case .liveActivities(let id): return "l:" + id
         case .waiting(let sequence): return "w:" + String(sequence)
         case .record(let sequence): return "r:" + String(sequence)
         // A device id cannot contain a newline (DeviceRegistry.isValidDeviceID).
@@ -39,6 +42,7 @@ extension ChangeKey {
         case "k": self = .key(id)
         case "a": self = .app(id)
         case "c": self = .channel(id)
+        case "l": self = .liveActivities(id)
         case "w":
             guard let sequence = UInt64(id) else { return nil }
             self = .waiting(sequence)
@@ -58,9 +62,10 @@ extension StateChange {
     /// no single key and are neither.
     public var isRemoval: Bool {
         switch self {
-        case .deviceRemoved, .keyRemoved, .appRemoved, .notificationDone, .recordRemoved, .channelRemoved: return true
+        case .deviceRemoved, .keyRemoved, .appRemoved, .notificationDone, .recordRemoved, .channelRemoved, .liveActivitiesRemoved:
+            return true
         case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .notificationWaiting, .recordSaved, .budgetSaved,
-            .channelSaved, .recordsEvicted, .reset:
+            .channelSaved, .liveActivitiesSaved, .recordsEvicted, .reset:
             return false
         }
     }
@@ -139,7 +144,7 @@ extension World {
 
         let tracking = (
             registry.tracksChanges, credentials.tracksChanges, faults.tracksChanges, delivery.tracksChanges,
-            records.trackChanges, channels.tracksChanges
+            records.trackChanges, channels.tracksChanges, liveActivities.tracksChanges, widgetPushes.tracksChanges
         )
         let evictedBefore = records.evicted
         registry.tracksChanges = false
@@ -148,10 +153,12 @@ extension World {
         delivery.tracksChanges = false
         records.trackChanges = false
         channels.tracksChanges = false
+        liveActivities.tracksChanges = false
+        widgetPushes.tracksChanges = false
         defer {
             (
                 registry.tracksChanges, credentials.tracksChanges, faults.tracksChanges, delivery.tracksChanges,
-                records.trackChanges, channels.tracksChanges
+                records.trackChanges, channels.tracksChanges, liveActivities.tracksChanges, widgetPushes.tracksChanges
             ) = tracking
             // Evictions the rows caused are the producer's, already in the log; a difference
             // left from before (a local eviction not drained yet) stays.
@@ -225,6 +232,11 @@ extension World {
                 channels.save(channel)
             case .channelRemoved(let id):
                 channels.remove(id: id)
+            case .liveActivitiesSaved(let row):
+                restoreLiveActivities(row)
+            case .liveActivitiesRemoved(let id):
+                liveActivities.removeDevice(id)
+                widgetPushes.removeDevice(id)
             case .reset(let state):
                 applied.deviceIDs.formUnion(registry.devices.keys)
                 applyReplicatedReset(state, configured: configured, keys: keys[index] ?? [])
@@ -375,6 +387,8 @@ extension World {
         if let snapshot = state.faults { next.faults = FaultRules(snapshot) }
         next.channels.continueIssuedIDs(from: channels)
         next.channels.restore(state.channels)
+        next.liveActivities.restoreAll(state.liveActivities)
+        next.widgetPushes.restoreAll(state.liveActivities, policy: next.liveActivities.policy)
 
         var journal = RecordStore(capacity: configured.records.capacity, byteBudget: configured.records.byteBudget)
         for record in state.records { journal.upsert(record) }

@@ -5,8 +5,9 @@
 // as they are, so one reader understands both.
 
 extension StateCodec {
-    /// 2 added broadcast channels (their rows, and in a reset's state); 1 is still read.
-    static let changeFormat: UInt8 = 2
+    /// 2 added broadcast channels (their rows, and in a reset's state), 3 Live Activity rows;
+    /// 1 and 2 are still read.
+    static let changeFormat: UInt8 = 3
     static let framesFormat: UInt8 = 1
     /// Deeper JSON than this in a frame is refused: damaged bytes must not exhaust the stack.
     static let maxJSONDepth = 64
@@ -104,6 +105,12 @@ extension StateCodec {
         case .channelRemoved(let id):
             w.u8(17)
             w.put(id)
+        case .liveActivitiesSaved(let row):
+            w.u8(18)
+            w.blob(encode(row))
+        case .liveActivitiesRemoved(let id):
+            w.u8(19)
+            w.put(id)
         }
     }
 
@@ -126,6 +133,8 @@ extension StateCodec {
         case 15: return .budgetSaved(deviceID: try r.take(), bundleID: try r.take(), budget: try readBudget(from: &r))
         case 16: return .channelSaved(try decodeChannel(try r.bytes()))
         case 17: return .channelRemoved(id: try r.take())
+        case 18: return .liveActivitiesSaved(try decodeLiveActivities(try r.bytes()))
+        case 19: return .liveActivitiesRemoved(deviceID: try r.take())
         case let other: throw r.damaged("change kind \(other)")
         }
     }
@@ -342,6 +351,8 @@ extension StateCodec {
         }
         w.u64(UInt64(s.channels.count))
         for channel in s.channels { w.blob(encode(channel)) }
+        w.u64(UInt64(s.liveActivities.count))
+        for row in s.liveActivities { w.blob(encode(row)) }
     }
 
     private static func write(_ budget: BackgroundBudget, to w: inout ByteWriter) {
@@ -369,6 +380,9 @@ extension StateCodec {
         }
         if format >= 2 {
             for _ in 0..<(try r.count()) { s.channels.append(try decodeChannel(try r.bytes())) }
+        }
+        if format >= 3 {
+            for _ in 0..<(try r.count()) { s.liveActivities.append(try decodeLiveActivities(try r.bytes())) }
         }
         return s
     }
@@ -409,7 +423,7 @@ extension StateCodec {
 
     /// The value's own structure (not JSON text): a `.raw` payload stays the provider's bytes
     /// and nothing needs parsing on the receiving side.
-    private static func write(_ value: JSONValue, to w: inout ByteWriter) {
+    static func write(_ value: JSONValue, to w: inout ByteWriter) {
         switch value {
         case .null: w.u8(0)
         case .bool(let b): w.u8(b ? 2 : 1)
@@ -439,8 +453,8 @@ extension StateCodec {
         }
     }
 
-    private static func readJSON(from r: inout ByteReader, depth: Int) throws(StateStoreError) -> JSONValue {
-        guard depth < maxJSONDepth else { throw r.damaged("JSON nested deeper than \(maxJSONDepth)") }
+    static func readJSON(from r: inout ByteReader, depth: Int, maxDepth: Int = maxJSONDepth) throws(StateStoreError) -> JSONValue {
+        guard depth < maxDepth else { throw r.damaged("JSON nested deeper than \(maxDepth)") }
         switch try r.u8() {
         case 0: return .null
         case 1: return .bool(false)
@@ -451,12 +465,12 @@ extension StateCodec {
         case 6:
             let count = try r.count()
             var items: [JSONValue] = []
-            for _ in 0..<count { items.append(try readJSON(from: &r, depth: depth + 1)) }
+            for _ in 0..<count { items.append(try readJSON(from: &r, depth: depth + 1, maxDepth: maxDepth)) }
             return .array(items)
         case 7:
             let count = try r.count()
             var members: [(key: String, value: JSONValue)] = []
-            for _ in 0..<count { members.append((try r.take(), try readJSON(from: &r, depth: depth + 1))) }
+            for _ in 0..<count { members.append((try r.take(), try readJSON(from: &r, depth: depth + 1, maxDepth: maxDepth))) }
             return .object(JSONObject(members))
         case 8: return .raw(try r.bytes())
         case let other: throw r.damaged("JSON kind \(other)")

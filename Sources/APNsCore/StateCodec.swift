@@ -1,5 +1,6 @@
 /// A compact binary form of the rows a store keeps as blobs: journal records, waiting
-/// notifications, fault rules and broadcast channels. Backend-neutral (SQLite blobs today, Redis values later);
+/// notifications, fault rules, broadcast channels and devices' Live Activities
+/// (LiveActivityPersistence.swift). Backend-neutral (SQLite blobs today, Redis values later);
 /// pure Swift, no unsafe code. Each value starts with a format byte so a reader can refuse
 /// what it does not know instead of misreading it.
 public enum StateCodec {
@@ -9,6 +10,9 @@ public enum StateCodec {
     static let notificationFormat: UInt8 = 1
     static let faultsFormat: UInt8 = 1
     static let channelFormat: UInt8 = 1
+    static let liveActivityFormat: UInt8 = 1
+    /// Stored JSON (a Live Activity's data) may nest this deep: past the parser's 128.
+    static let maxStoredJSONDepth = 130
 
     // MARK: Records
 

@@ -133,6 +133,11 @@ public indirect enum StateChange: Sendable {
     case channelSaved(BroadcastChannel)
     /// A deleted channel's tombstone forgotten (past `ChannelDirectory.maxTombstones`).
     case channelRemoved(id: String)
+    /// A device's Live Activities, their tokens and waiting token pushes, and its widget
+    /// budgets, whole (any Live Activity change on the device).
+    case liveActivitiesSaved(LiveActivityRow)
+    /// The device has none left (it was removed).
+    case liveActivitiesRemoved(deviceID: String)
 
     /// Changes with the same key supersede each other; nil for changes that never do.
     public var key: ChangeKey? {
@@ -153,6 +158,8 @@ public indirect enum StateChange: Sendable {
         case .budgetSaved(let device, let bundle, _): return .budget(deviceID: device, bundleID: bundle)
         case .channelSaved(let channel): return .channel(channel.id)
         case .channelRemoved(let id): return .channel(id)
+        case .liveActivitiesSaved(let row): return .liveActivities(row.deviceID)
+        case .liveActivitiesRemoved(let id): return .liveActivities(id)
         }
     }
 
@@ -166,6 +173,8 @@ public enum ChangeKey: Hashable, Sendable {
     case device(String), token(String), key(String), app(String), faults, waiting(UInt64), record(UInt64)
     case budget(deviceID: String, bundleID: String)
     case channel(String)
+    /// A device's Live Activity row, by device id.
+    case liveActivities(String)
 }
 
 /// Everything a store holds, as read at start-up.
@@ -187,6 +196,8 @@ public struct PersistedState: Sendable {
     public var budgets: [(deviceID: String, bundleID: String, budget: BackgroundBudget)] = []
     /// Broadcast channels, live and deleted, by id.
     public var channels: [BroadcastChannel] = []
+    /// Devices' Live Activities (and widget budgets), by device id.
+    public var liveActivities: [LiveActivityRow] = []
 
     public init() {}
 }
@@ -219,6 +230,7 @@ public final class InMemoryStateStore: StateStore {
         var records: [UInt64: NotificationRecord] = [:]
         var nextSequence: UInt64 = 1
         var channels: [String: BroadcastChannel] = [:]
+        var liveActivities: [String: LiveActivityRow] = [:]
     }
 
     private let model = Locked(Model())
@@ -243,6 +255,7 @@ public final class InMemoryStateStore: StateStore {
             state.waiting = m.waiting.values.sorted { $0.notification.sequence < $1.notification.sequence }
             state.records = m.records.values.sorted { $0.sequence < $1.sequence }
             state.channels = m.channels.values.sorted { $0.id < $1.id }
+            state.liveActivities = m.liveActivities.values.sorted { $0.deviceID < $1.deviceID }
             state.nextRecordSequence = max(
                 m.nextSequence, (state.records.last?.sequence ?? 0) + 1,
                 (state.waiting.last?.notification.sequence ?? 0) + 1)
@@ -278,6 +291,8 @@ public final class InMemoryStateStore: StateStore {
         case .budgetSaved: break  // budgets refill after a restart
         case .channelSaved(let channel): m.channels[channel.id] = channel
         case .channelRemoved(let id): m.channels.removeValue(forKey: id)
+        case .liveActivitiesSaved(let row): m.liveActivities[row.deviceID] = row
+        case .liveActivitiesRemoved(let id): m.liveActivities.removeValue(forKey: id)
         case .reset(let state):
             m = Model()
             m.initialized = true
@@ -290,6 +305,7 @@ public final class InMemoryStateStore: StateStore {
             for record in state.records { m.records[record.sequence] = record }
             m.nextSequence = state.nextRecordSequence
             for channel in state.channels { m.channels[channel.id] = channel }
+            for row in state.liveActivities { m.liveActivities[row.deviceID] = row }
         }
     }
 }

@@ -3,11 +3,14 @@
 // budget (LiveActivityBook.receiveWidgetPush has the rule), and the record says what came of it.
 
 /// Every virtual device's widget and control reload budgets, one book per device that has had
-/// such a push. In memory only, like the Live Activities (not in `--state-dir`, not shared
-/// with `--redis`).
+/// such a push. Kept by `--state-dir` and shared with `--redis` in the device's Live Activity
+/// row (`LiveActivityRow.widgets`).
 public struct WidgetPushWorld: Sendable {
     /// By device id. Only the widget part of each book is used here.
-    public private(set) var books: [String: LiveActivityBook] = [:]
+    public internal(set) var books: [String: LiveActivityBook] = [:]
+    /// With persistence on: devices whose budgets changed since `takeChangedDevices`.
+    public var tracksChanges = false
+    var changedDevices: Set<String> = []
 
     public init() {}
 
@@ -24,6 +27,7 @@ public struct WidgetPushWorld: Sendable {
         var book = books[deviceID] ?? LiveActivityBook(policy: policy)
         let receipt = book.receiveWidgetPush(kind: kind, bundleID: bundleID, payload: payload, priority: priority, nowMs: nowMs)
         books[deviceID] = book
+        if tracksChanges { changedDevices.insert(deviceID) }
         return receipt
     }
 
@@ -33,11 +37,18 @@ public struct WidgetPushWorld: Sendable {
             guard var book = books[deviceID], let next = book.nextDeadlineMs(nowMs: nowMs), next <= nowMs else { continue }
             _ = book.tick(nowMs: nowMs)
             books[deviceID] = book
+            if tracksChanges { changedDevices.insert(deviceID) }
         }
     }
 
     /// A device is gone: so are its budgets.
-    mutating func removeDevice(_ deviceID: String) { books.removeValue(forKey: deviceID) }
+    mutating func removeDevice(_ deviceID: String) {
+        guard books.removeValue(forKey: deviceID) != nil else { return }
+        if tracksChanges { changedDevices.insert(deviceID) }
+    }
+
+    /// Devices whose budgets changed since the last call.
+    public mutating func takeChangedDevices() -> Set<String> { takeAll(&changedDevices) }
 }
 
 extension WidgetPushKind {

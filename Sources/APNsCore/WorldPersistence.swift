@@ -42,6 +42,8 @@ extension World {
         faults.tracksChanges = true
         delivery.tracksChanges = true
         channels.tracksChanges = true
+        liveActivities.tracksChanges = true
+        widgetPushes.tracksChanges = true
     }
 
     /// The changes since the last call, as rows. `recordSequences` are the journal records
@@ -84,6 +86,11 @@ extension World {
         for id in channels.takeChangedIDs().sorted() {
             if let channel = channels.channels[id] { out.append(.channelSaved(channel)) } else { out.append(.channelRemoved(id: id)) }
         }
+        if !liveActivities.changedDevices.isEmpty || !widgetPushes.changedDevices.isEmpty {
+            for id in liveActivities.takeChangedDevices().union(widgetPushes.takeChangedDevices()).sorted() {
+                out.append(liveActivityChange(deviceID: id))
+            }
+        }
         out += delivery.takeWaitingChanges()
         for sequence in recordSequences {
             if let record = records.record(sequence: sequence) { out.append(.recordSaved(record)) }
@@ -121,6 +128,7 @@ extension World {
         state.budgets = delivery.budgets.sorted { ($0.key.deviceID, $0.key.bundleID) < ($1.key.deviceID, $1.key.bundleID) }
             .map { ($0.key.deviceID, $0.key.bundleID, $0.value) }
         state.channels = channels.channels.values.sorted { $0.id < $1.id }
+        state.liveActivities = liveActivityRows
         return state
     }
 
@@ -132,6 +140,9 @@ extension World {
     ///   state wins for a key id in both). Team ownership: the union, the state winning.
     /// - Fault rules: the persisted list when one was saved, else the configured one.
     /// - Broadcast channels: the persisted ones, live and deleted, under the configured limits.
+    /// - Live Activities (and widget budgets): a device's persisted row replaces what the
+    ///   configuration declares for it (the same tokens as before the restart); configured
+    ///   declarations for a device without a row stay. The configured budgets apply.
     /// - Waiting notifications: back in their slots; in-flight ones go back to the store, as
     ///   on a disconnect. Journal: the persisted records within the configured bound.
     ///
@@ -153,7 +164,21 @@ extension World {
         if let faults = persisted.faults { world.faults = FaultRules(faults) }
         // The limits stay the configured ones.
         world.channels.restore(persisted.channels)
+        var gone: [String] = []
+        for row in persisted.liveActivities {
+            // (A row's device is in the state unless the state is inconsistent.)
+            guard world.registry.devices[row.deviceID] != nil else {
+                gone.append(row.deviceID)
+                continue
+            }
+            world.restoreLiveActivities(row)
+        }
         world.startTrackingChanges()
+        world.stateTracking.extra += gone.map { .liveActivitiesRemoved(deviceID: $0) }
+        let rowDevices = Set(persisted.liveActivities.map(\.deviceID))
+        for id in configured.liveActivities.deviceIDs.union(configured.widgetPushes.books.keys).sorted() where !rowDevices.contains(id) {
+            if let row = world.liveActivityRow(deviceID: id) { world.stateTracking.extra.append(.liveActivitiesSaved(row)) }
+        }
         // Restored records that no longer fit (a smaller --max-records) are trimmed in the store too.
         if world.records.evicted > 0 { world.stateTracking.evictedSeen = 0 }
 

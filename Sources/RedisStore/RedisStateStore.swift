@@ -9,7 +9,7 @@ public import Redis
 /// Keys (all under `prefix`, default `apns-emulator:`):
 /// - `state`      hash, one field per row (`ChangeKey.storageField`) holding the encoded row:
 ///                devices, tokens, keys, apps, fault rules, broadcast channels (`c:<id>`),
-///                journal records;
+///                each device's Live Activities (`l:<device id>`), journal records;
 /// - `records`    sorted set of journal sequence numbers (eviction by range);
 /// - `w:<seq>`    one key per notification waiting for its device, with a TTL at its
 ///                expiry (plus a grace period) so a store nobody runs against still forgets
@@ -110,6 +110,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 case .recordSaved(let record): records.append(record)
                 case .budgetSaved(let device, let bundle, let budget): state.budgets.append((device, bundle, budget))
                 case .channelSaved(let channel): state.channels.append(channel)
+                case .liveActivitiesSaved(let row): state.liveActivities.append(row)
                 default: break
                 }
                 i += 2
@@ -121,6 +122,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         state.apps.sort { $0.bundleID < $1.bundleID }
         state.records = records.sorted { $0.sequence < $1.sequence }
         state.channels.sort { $0.id < $1.id }
+        state.liveActivities.sort { $0.deviceID < $1.deviceID }
 
         let members = try redis.command("SMEMBERS", key("waiting")).elements ?? []
         let sequences = members.compactMap { $0.text.flatMap { UInt64($0) } }.sorted()
@@ -219,9 +221,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// The script's operations for one row (see `appendScript`).
     static func operations(for change: StateChange, into out: inout [RedisArgument], maxSequence: inout UInt64) {
         switch change {
-        case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .budgetSaved, .channelSaved:
+        case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .budgetSaved, .channelSaved, .liveActivitiesSaved:
             out += ["S", .text(change.key!.storageField), .bytes(StateCodec.encode(change))]
-        case .deviceRemoved, .keyRemoved, .appRemoved, .channelRemoved:
+        case .deviceRemoved, .keyRemoved, .appRemoved, .channelRemoved, .liveActivitiesRemoved:
             out += ["D", .text(change.key!.storageField)]
         case .recordSaved(let record):
             maxSequence = max(maxSequence, record.sequence)
@@ -259,6 +261,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                     into: &out, maxSequence: &maxSequence)
             }
             for channel in state.channels { operations(for: .channelSaved(channel), into: &out, maxSequence: &maxSequence) }
+            for row in state.liveActivities { operations(for: .liveActivitiesSaved(row), into: &out, maxSequence: &maxSequence) }
         }
     }
 

@@ -11,13 +11,14 @@ import SQLite
 /// refused at start-up instead of corrupting it.
 ///
 /// Devices, apps, tokens and keys are plain columns (readable with the sqlite3 shell);
-/// journal records, waiting notifications, fault rules and broadcast channels are
-/// `StateCodec` blobs (a channel's id, app, environment and deletion time also as columns).
+/// journal records, waiting notifications, fault rules, broadcast channels and each
+/// device's Live Activities are `StateCodec` blobs (a channel's id, app, environment and
+/// deletion time also as columns; a Live Activity row's device id).
 public final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// `PRAGMA user_version` of the schema this build writes. A file with a higher number
     /// was written by a newer apns-emulator and is refused.
-    /// 3 added broadcast channels; 2 added accounts on devices.
-    public static let schemaVersion: Int64 = 3
+    /// 4 added Live Activities; 3 added broadcast channels; 2 added accounts on devices.
+    public static let schemaVersion: Int64 = 4
     public static let fileName = "state.sqlite"
     /// Beside the database: how many transactions were committed, written after each commit.
     /// SQLite stops reading its write-ahead log at the first frame whose checksum fails and
@@ -174,12 +175,17 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         if version == schemaVersion { return }
         if version == 1 {
             // Version 2 added accounts on devices; older rows load logged out.
-            try upgrade(db, running: migrationFrom1 + migrationFrom2)
+            try upgrade(db, running: migrationFrom1 + migrationFrom2 + migrationFrom3)
             return
         }
         if version == 2 {
             // Version 3 added broadcast channels; older files have none.
-            try upgrade(db, running: migrationFrom2)
+            try upgrade(db, running: migrationFrom2 + migrationFrom3)
+            return
+        }
+        if version == 3 {
+            // Version 4 added Live Activities; older files have none.
+            try upgrade(db, running: migrationFrom3)
             return
         }
         // Version 0: a new file, unless someone else's tables are in it.
@@ -212,6 +218,12 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
 
     static let migrationFrom2 = channelsTable
 
+    static let migrationFrom3 = liveActivitiesTable
+
+    static let liveActivitiesTable = """
+        CREATE TABLE live_activities (device_id TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
+        """
+
     static let channelsTable = """
         CREATE TABLE channels (id TEXT PRIMARY KEY, bundle_id TEXT NOT NULL, environment TEXT NOT NULL,
             deleted_at_ms INTEGER, data BLOB NOT NULL) WITHOUT ROWID;
@@ -234,7 +246,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         CREATE TABLE waiting (seq INTEGER PRIMARY KEY, slot TEXT NOT NULL, defer_reason TEXT, release_at_ms INTEGER,
             device_id TEXT NOT NULL, bundle_id TEXT NOT NULL, data BLOB NOT NULL);
         CREATE TABLE records (seq INTEGER PRIMARY KEY, data BLOB NOT NULL);
-        """ + channelsTable
+        """ + channelsTable + liveActivitiesTable
 
     // MARK: Writing
 
@@ -387,9 +399,16 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             }
         case .channelRemoved(let id):
             try s.deleteChannel.run { q throws(SQLiteError) in try q.bind(1, id) }
+        case .liveActivitiesSaved(let row):
+            try s.saveLiveActivities.run { q throws(SQLiteError) in
+                try q.bind(1, row.deviceID)
+                try q.bind(2, blob: StateCodec.encode(row))
+            }
+        case .liveActivitiesRemoved(let id):
+            try s.deleteLiveActivities.run { q throws(SQLiteError) in try q.bind(1, id) }
         case .reset(let state):
             try db.execute(
-                "DELETE FROM meta; DELETE FROM devices; DELETE FROM device_apps; DELETE FROM tokens; DELETE FROM keys; DELETE FROM apps; DELETE FROM waiting; DELETE FROM records; DELETE FROM channels;"
+                "DELETE FROM meta; DELETE FROM devices; DELETE FROM device_apps; DELETE FROM tokens; DELETE FROM keys; DELETE FROM apps; DELETE FROM waiting; DELETE FROM records; DELETE FROM channels; DELETE FROM live_activities;"
             )
             try s.setMeta.run { q throws(SQLiteError) in
                 try q.bind(1, "initialized")
@@ -407,6 +426,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             for waiting in state.waiting { try apply(.notificationWaiting(waiting)) }
             for record in state.records { try apply(.recordSaved(record)) }
             for channel in state.channels { try apply(.channelSaved(channel)) }
+            for row in state.liveActivities { try apply(.liveActivitiesSaved(row)) }
         }
     }
 
@@ -544,6 +564,10 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         while try channels.step() {
             state.channels.append(try StateCodec.decodeChannel(channels.blob(0)))
         }
+        let liveActivities = try db.prepare("SELECT data FROM live_activities ORDER BY device_id")
+        while try liveActivities.step() {
+            state.liveActivities.append(try StateCodec.decodeLiveActivities(liveActivities.blob(0)))
+        }
         state.nextRecordSequence = nextSequence
         if !state.initialized {
             state.initialized = !state.devices.isEmpty || !state.tokens.isEmpty || !state.records.isEmpty
@@ -597,7 +621,8 @@ final class CommitMarker: @unchecked Sendable {
 /// The statements every write uses, prepared once.
 private final class Statements {
     let setMeta, raiseNextSequence, saveDevice, deleteDevice, deleteDeviceApps, saveDeviceApp, saveToken, saveKey, deleteKey, saveApp,
-        deleteApp, saveWaiting, deleteWaiting, saveRecord, deleteRecord, evictRecords, saveChannel, deleteChannel: SQLiteStatement
+        deleteApp, saveWaiting, deleteWaiting, saveRecord, deleteRecord, evictRecords, saveChannel, deleteChannel,
+        saveLiveActivities, deleteLiveActivities: SQLiteStatement
 
     init(_ db: SQLiteDatabase) throws(SQLiteError) {
         setMeta = try db.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)")
@@ -629,5 +654,7 @@ private final class Statements {
         saveChannel = try db.prepare(
             "INSERT OR REPLACE INTO channels (id, bundle_id, environment, deleted_at_ms, data) VALUES (?, ?, ?, ?, ?)")
         deleteChannel = try db.prepare("DELETE FROM channels WHERE id = ?")
+        saveLiveActivities = try db.prepare("INSERT OR REPLACE INTO live_activities (device_id, data) VALUES (?, ?)")
+        deleteLiveActivities = try db.prepare("DELETE FROM live_activities WHERE device_id = ?")
     }
 }

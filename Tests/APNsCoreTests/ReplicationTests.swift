@@ -246,6 +246,9 @@ struct ReplicationTests {
         state.records = [record, StateCodecTests.sparseRecord()]
         state.nextRecordSequence = 1_000
         state.channels = channels()
+        state.liveActivities = [
+            try! LiveActivityPersistenceTests.fullRow(), LiveActivityRow(deviceID: "bare", book: nil, widgets: LiveActivityBook()),
+        ]
         return state
     }
 
@@ -279,6 +282,7 @@ struct ReplicationTests {
                 .budgetSaved(deviceID: "phone", bundleID: "com.a", budget: BackgroundBudget(perHour: 3, arrivalUnits: -5_400_000)),
             ]
             + channels().map { .channelSaved($0) } + [.channelRemoved(id: "Yg==")]
+            + [.liveActivitiesSaved(try! LiveActivityPersistenceTests.fullRow()), .liveActivitiesRemoved(deviceID: "phone")]
     }
 
     /// The structs' field counts: a new field fails here until the row codec carries it.
@@ -288,7 +292,7 @@ struct ReplicationTests {
         #expect(Mirror(reflecting: AppSettings()).children.count == 3, "AppSettings changed")
         #expect(Mirror(reflecting: Self.tokens()[0]).children.count == 8, "TokenEntry changed")
         #expect(Mirror(reflecting: Self.key()).children.count == 8, "StoredKey changed")
-        #expect(Mirror(reflecting: PersistedState()).children.count == 11, "PersistedState changed")
+        #expect(Mirror(reflecting: PersistedState()).children.count == 12, "PersistedState changed")
         // 9 encoded, plus recentBroadcastsMs (this instance's rate window).
         #expect(Mirror(reflecting: Self.channels()[0]).children.count == 10, "BroadcastChannel changed")
         #expect(Mirror(reflecting: Self.channels()[2].storedMessage!).children.count == 5, "StoredBroadcast changed")
@@ -344,6 +348,7 @@ struct ReplicationTests {
         #expect(String(describing: state.records) == String(describing: full.records))
         #expect(state.nextRecordSequence == 1_000)
         #expect(state.channels == full.channels)
+        #expect(state.liveActivities.map(StateCodec.encode) == full.liveActivities.map(StateCodec.encode))
         for channel in Self.channels() {
             guard case .channelSaved(let decoded) = try roundTrip(.channelSaved(channel)) else { Issue.record("kind"); return }
             #expect(decoded == channel)
@@ -382,7 +387,7 @@ struct ReplicationTests {
             damaged[index] ^= 0xA5
             _ = try? StateCodec.decodeChanges(damaged)
         }
-        #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges([3] + rows.dropFirst()) }
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges([4] + rows.dropFirst()) }
         #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges(rows + [0]) }
         #expect(throws: StateStoreError.self) { try StateCodec.decodeChange([1, 99]) }
         let frames = StateCodec.encode(frames: [DeviceFrame(deviceID: "d", connectionID: 1, message: ["a": [1, .raw([1, 2])]])])
@@ -397,12 +402,14 @@ struct ReplicationTests {
     @Test func storageFieldsMapBackAndRemovalsAreKnown() {
         let keys: [ChangeKey] = [
             .device("d:1"), .token("ab"), .key("K"), .app("com.a"), .faults, .waiting(7), .record(UInt64.max), .channel("a/b+="),
+            .liveActivities("l:x"),
         ]
-        #expect(keys.map(\.storageField) == ["d:d:1", "t:ab", "k:K", "a:com.a", "f", "w:7", "r:18446744073709551615", "c:a/b+="])
+        #expect(
+            keys.map(\.storageField) == ["d:d:1", "t:ab", "k:K", "a:com.a", "f", "w:7", "r:18446744073709551615", "c:a/b+=", "l:l:x"])
         #expect(keys.map { ChangeKey(storageField: $0.storageField) } == keys)
         #expect(ChangeKey(storageField: "w:x") == nil && ChangeKey(storageField: "x:1") == nil && ChangeKey(storageField: "d") == nil)
         let removals = Self.everyRow().filter(\.isRemoval).map { $0.key!.storageField }
-        #expect(removals == ["d:phone", "k:KEY", "a:com.a", "w:18446744073709551615", "r:5", "c:Yg=="])
+        #expect(removals == ["d:phone", "k:KEY", "a:com.a", "w:18446744073709551615", "r:5", "c:Yg==", "l:phone"])
     }
 
     // MARK: Applying rows: hand-written transitions

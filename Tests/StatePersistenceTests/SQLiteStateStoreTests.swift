@@ -215,7 +215,9 @@ struct SQLiteStateStoreTests {
             store.close()
             // Back to schema 1's tables, as an older apns-emulator left them.
             let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
-            try db.execute("ALTER TABLE devices DROP COLUMN user_id; ALTER TABLE device_apps DROP COLUMN upload_pending; DROP TABLE channels")
+            try db.execute(
+                "ALTER TABLE devices DROP COLUMN user_id; ALTER TABLE device_apps DROP COLUMN upload_pending; DROP TABLE channels; DROP TABLE live_activities"
+            )
             try db.setUserVersion(1)
             db.close()
         }
@@ -244,7 +246,7 @@ struct SQLiteStateStoreTests {
             store.close()
             // Back to schema 2, as the apns-emulator before broadcast channels left it.
             let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
-            try db.execute("DROP TABLE channels")
+            try db.execute("DROP TABLE channels; DROP TABLE live_activities")
             try db.setUserVersion(2)
             db.close()
         }
@@ -254,6 +256,36 @@ struct SQLiteStateStoreTests {
         try store.write(everyKindOfChannel().map { .channelSaved($0) })
         store.close()
         #expect(try SQLiteStateStore(directory: dir.state).load().channels == everyKindOfChannel().sorted { $0.id < $1.id })
+    }
+
+    @Test func schemaThreeIsUpgradedWithNoLiveActivities() throws {
+        let dir = try TemporaryDirectory()
+        do {
+            let store = try SQLiteStateStore(directory: dir.state)
+            try store.write([.deviceSaved(Device(id: "phone", isVirtual: true, apps: [:], createdAtMs: 1))])
+            store.close()
+            // Back to schema 3, as the apns-emulator before Live Activities were kept left it.
+            let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
+            try db.execute("DROP TABLE live_activities")
+            try db.setUserVersion(3)
+            db.close()
+        }
+        let store = try SQLiteStateStore(directory: dir.state)
+        let loaded = try store.load()
+        #expect(loaded.devices.map(\.id) == ["phone"] && loaded.liveActivities.isEmpty)
+        var book = LiveActivityBook(seed: 1)
+        try book.declare(bundleID: "com.example.app", types: ["T"], frequentUpdates: false)
+        let row = LiveActivityRow(deviceID: "phone", book: book)
+        try store.write([.liveActivitiesSaved(row)])
+        store.close()
+        let reopened = try SQLiteStateStore(directory: dir.state)
+        #expect(try reopened.load().liveActivities.map(StateCodec.encode) == [StateCodec.encode(row)])
+        try reopened.write([.liveActivitiesRemoved(deviceID: "phone")])
+        #expect(try reopened.load().liveActivities.isEmpty)
+        reopened.close()
+        let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
+        #expect(try db.userVersion() == SQLiteStateStore.schemaVersion)
+        db.close()
     }
 
     @Test func aNewerSchemaVersionIsRefused() throws {

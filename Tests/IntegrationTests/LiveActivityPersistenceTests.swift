@@ -1,0 +1,164 @@
+// LiveActivityPersistenceTests: Live Activities (their tokens, state and channel subscriptions)
+// survive kill -9 with --state-dir and are shared by instances on one Redis (--redis), against
+// the real binary with our own HTTP/2 client.
+import APNsCore
+import Foundation
+import HTTP2
+import ProviderClient
+import RedisTestSupport
+import Testing
+import TestSupport
+
+/// Live Activity steps against one emulator: the admin API and provider pushes.
+private struct LiveActivityDriver {
+    static let bundle = EmulatorProcess.bundleID
+    static let topic = bundle + ".push-type.liveactivity"
+    let emulator: EmulatorProcess
+
+    /// A virtual device whose app declares DeliveryAttributes; its push-to-start token.
+    func device() throws -> (deviceID: String, startToken: String) {
+        let (deviceID, _) = try emulator.createDevice()
+        let declared = try emulator.admin(
+            "PUT", "/api/v1/devices/\(deviceID)/apps/\(Self.bundle)/live-activities", body: ["types": ["DeliveryAttributes"]])
+        #expect(declared.status == 200, "\(declared.raw)")
+        return (deviceID, try #require(declared.json["pushToStartTokens"]?["DeliveryAttributes"]?.stringValue))
+    }
+
+    func push(_ token: String, _ aps: String, priority: String = "10") throws -> APNsResult {
+        var push = try emulator.push(token, payload: #"{"aps":\#(aps)}"#, topic: Self.topic)
+        push.pushType = "liveactivity"
+        push.priority = priority
+        return APNsResult(try emulator.connect().send(push.request))
+    }
+
+    func activities(_ deviceID: String) throws -> [JSONObject] {
+        try emulator.admin("GET", "/api/v1/devices/\(deviceID)/activities").json["activities"]?.arrayValue?.compactMap(\.objectValue) ?? []
+    }
+
+    func activity(_ deviceID: String, _ activityID: String) throws -> JSONObject? {
+        try activities(deviceID).first { $0["activityId"]?.stringValue == activityID }
+    }
+
+    func eta(_ deviceID: String, _ activityID: String) throws -> Int64? {
+        try activity(deviceID, activityID)?["contentState"]?["eta"]?.intValue
+    }
+
+    func record(_ id: String?) throws -> JSONObject {
+        try emulator.admin("GET", "/api/v1/notifications/\(id ?? "")").json.objectValue ?? JSONObject()
+    }
+
+    /// A channel request or broadcast on one of the channel listeners.
+    func channelRequest(_ listener: String, _ method: String, _ path: String, headers: [(String, String)], body: String) throws -> HTTP2Response {
+        var fields = [HTTP2HeaderField(name: "authorization", value: "bearer \(try emulator.providerToken())")]
+        fields += headers.map { HTTP2HeaderField(name: $0.0, value: $0.1) }
+        return try emulator.connect(listener).send(ClientRequest(method: method, path: path, headers: fields, body: Array(body.utf8)))
+    }
+
+    func channel() throws -> String {
+        let created = try channelRequest(
+            "channelSandbox", "POST", "/1/apps/\(Self.bundle)/channels", headers: [],
+            body: #"{"message-storage-policy": 1, "push-type": "LiveActivity"}"#)
+        return try #require(created.headers.first { $0.name == "apns-channel-id" }?.value, "\(created.status ?? 0)")
+    }
+
+    func broadcast(_ channel: String, eta: Int, timestamp: Int) throws -> HTTP2Response {
+        try channelRequest(
+            "sandbox", "POST", "/4/broadcasts/apps/\(Self.bundle)",
+            headers: [("apns-channel-id", channel), ("apns-push-type", "LiveActivity"), ("apns-priority", "5"), ("apns-expiration", "0")],
+            body: #"{"aps":{"event":"update","timestamp":\#(timestamp),"content-state":{"eta":\#(eta)}}}"#)
+    }
+
+    /// Starts an activity by push to `startToken` (asking for an update token); its id and token.
+    func startByPush(_ deviceID: String, _ startToken: String) throws -> (activityID: String, token: String) {
+        let started = try push(
+            startToken,
+            #"{"event":"start","timestamp":1700000000,"attributes-type":"DeliveryAttributes","attributes":{"order":"42"},"content-state":{"eta":30},"alert":{"title":"On its way"},"input-push-token":1}"#
+        )
+        #expect(started.status == 200)
+        let activity = try #require(try activities(deviceID).first { $0["startedBy"]?.stringValue == "push" })
+        return (try #require(activity["activityId"]?.stringValue), try #require(activity["pushToken"]?.stringValue))
+    }
+}
+
+@Suite("Live Activities across restarts (--state-dir) and instances (--redis)")
+struct LiveActivityPersistenceTests {
+    @Test func activitiesTokensAndSubscriptionsSurviveKill9() throws {
+        let state = try StateDirectory()
+        let first = try EmulatorProcess(["--state-dir", state.path])
+        var la = LiveActivityDriver(emulator: first)
+        let (deviceID, startToken) = try la.device()
+        let channel = try la.channel()
+        let (activityID, firstToken) = try la.startByPush(deviceID, startToken)
+        #expect(try la.push(firstToken, #"{"event":"update","timestamp":1700000100,"content-state":{"eta":20}}"#).status == 200)
+        let rotated = try first.admin("POST", "/api/v1/devices/\(deviceID)/activities/\(activityID)/rotate-token")
+        #expect(rotated.status == 200)
+        let token = try #require(rotated.json["pushToken"]?.stringValue)
+        #expect(token != firstToken)
+        let subscribed = try first.admin(
+            "POST", "/api/v1/devices/\(deviceID)/apps/\(LiveActivityDriver.bundle)/activities",
+            body: ["attributesType": "DeliveryAttributes", "attributes": ["order": "7"], "contentState": ["eta": 60], "channel": .string(channel)])
+        #expect(subscribed.status == 201, "\(subscribed.raw)")
+        let subscriberID = try #require(subscribed.json["activityId"]?.stringValue)
+        let before = try la.activities(deviceID)
+
+        let ports = try first.samePorts()
+        first.crash()
+        let second = try EmulatorProcess(["--state-dir", state.path] + ports)
+        la = LiveActivityDriver(emulator: second)
+        #expect(try la.activities(deviceID) == before, "the same activities, state and tokens after kill -9")
+        let app = try second.admin("GET", "/api/v1/devices/\(deviceID)/activities").json["apps"]?.arrayValue?.first
+        #expect(app?["pushToStartTokens"]?["DeliveryAttributes"]?.stringValue == startToken)
+        let listed = try second.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue ?? []
+        #expect(listed.first { $0["id"]?.stringValue == channel }?["subscribers"]?.intValue == 1, "the subscription is counted again")
+
+        // The rotated token still updates the activity; the replaced one is answered 200 and ignored.
+        let update = try la.push(token, #"{"event":"update","timestamp":1700000200,"content-state":{"eta":10}}"#)
+        #expect(update.status == 200)
+        #expect(try la.record(update.apnsID)["outcome"]?.stringValue == "delivered")
+        #expect(try la.eta(deviceID, activityID) == 10)
+        let old = try la.push(firstToken, #"{"event":"update","timestamp":1700000300,"content-state":{"eta":1}}"#)
+        #expect(old.status == 200)
+        let ignored = try la.record(old.apnsID)
+        #expect(ignored["outcome"]?.stringValue == "ignored" && ignored["explanation"]?.stringValue?.contains("rotated") == true, "\(ignored)")
+        // A broadcast still reaches the subscribed activity.
+        let sent = try la.broadcast(channel, eta: 5, timestamp: 1_700_000_400)
+        #expect(sent.status == 200)
+        #expect(try la.eta(deviceID, subscriberID) == 5)
+        let reach = try la.record(sent.headers.first { $0.name == "apns-request-id" }?.value)["broadcast"]
+        #expect(reach?["reached"]?.intValue == 1, "\(reach ?? .null)")
+        // A new activity by the same push-to-start token still starts.
+        #expect(
+            try la.push(
+                startToken,
+                #"{"event":"start","timestamp":1700000500,"attributes-type":"DeliveryAttributes","attributes":{},"content-state":{},"alert":"x"}"#
+            ).status == 200)
+        #expect(try la.activities(deviceID).count == 3)
+    }
+
+    @Test(.requires(.redisServer))
+    func anActivityStartedOnOneInstanceIsUpdatedThroughAnother() throws {
+        let redis = try RedisServerProcess()
+        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-la-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        let a = try EmulatorProcess(["--redis", redis.url], sharedDirectory: shared)
+        let b = try EmulatorProcess(["--redis", redis.url], sharedDirectory: shared)
+        let onA = LiveActivityDriver(emulator: a)
+        let onB = LiveActivityDriver(emulator: b)
+
+        let (deviceID, startToken) = try onA.device()
+        let (activityID, token) = try onA.startByPush(deviceID, startToken)
+        try eventually("B lists the activity A started") { try onB.activity(deviceID, activityID)?["pushToken"]?.stringValue == token }
+        let update = try onB.push(token, #"{"event":"update","timestamp":1700000100,"content-state":{"eta":12}}"#)
+        #expect(update.status == 200)
+        #expect(try onB.record(update.apnsID)["outcome"]?.stringValue == "delivered")
+        #expect(try onB.eta(deviceID, activityID) == 12)
+        try eventually("A has B's update") { try onA.eta(deviceID, activityID) == 12 }
+        // A start through B by the push-to-start token A issued.
+        let started = try onB.push(
+            startToken,
+            #"{"event":"start","timestamp":1700000200,"attributes-type":"DeliveryAttributes","attributes":{},"content-state":{},"alert":"x"}"#)
+        #expect(started.status == 200)
+        try eventually("A lists B's start") { try onA.activities(deviceID).count == 2 }
+    }
+}
