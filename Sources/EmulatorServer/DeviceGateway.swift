@@ -65,9 +65,12 @@ final class DeviceGateway: Sendable {
             let batch = byConnection[id]!
             let send: @Sendable () -> Void = {
                 guard let handler = ref.handler else { return }
-                for frame in batch {
-                    handler.send(frame.message)
-                    if frame.closeAfter { handler.close(reason: "replaced by a newer connection") }
+                // One write for the batch, not one per frame.
+                handler.connection.batchingWrites {
+                    for frame in batch {
+                        handler.send(frame.message)
+                        if frame.closeAfter { handler.close(reason: "replaced by a newer connection") }
+                    }
                 }
             }
             if ref.loop.inEventLoop { send() } else { ref.loop.execute(send) }
