@@ -93,7 +93,9 @@ extension World {
     mutating func flushLiveActivities(deviceID: String, nowMs: Int64) -> [DeviceFrame] {
         guard liveActivities.book(deviceID: deviceID) != nil else { return [] }
         var frames: [DeviceFrame] = []
-        let waiting = liveActivities.waitingPushes.values.filter { $0.deviceID == deviceID }.sorted { $0.sequence < $1.sequence }
+        // The device's own tokens, not every push waiting anywhere (this runs on each flush).
+        let waiting = (liveActivities.tokensOfDevice[deviceID] ?? []).compactMap { liveActivities.waitingPushes[$0] }
+            .sorted { $0.sequence < $1.sequence }
         for push in waiting {
             liveActivities.takeWaiting(token: push.token)
             guard (push.storeUntilMs ?? 0) > nowMs else {

@@ -197,7 +197,12 @@ public struct LiveActivityWorld: Sendable {
     public mutating func receiveStoredBroadcast(
         channelID: String, message: StoredBroadcast, deviceID: String, activityID: String?, nowMs: Int64
     ) -> (deliveries: [BroadcastReach.Delivery], changes: [LiveActivityChange]) {
-        guard message.expiresAtMs > nowMs, books[deviceID] != nil else { return ([], []) }
+        // Most flushes find every activity has it already: then nothing is parsed.
+        guard message.expiresAtMs > nowMs,
+            books[deviceID]?.activities().contains(where: {
+                $0.channelID == channelID && $0.lastBroadcastID != message.requestID && (activityID == nil || $0.activityID == activityID)
+            }) == true
+        else { return ([], []) }
         let payload = (try? JSONValue.parse(message.payload)) ?? .null
         let receipts =
             changeBook(deviceID) {
