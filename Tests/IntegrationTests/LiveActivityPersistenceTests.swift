@@ -161,4 +161,36 @@ struct LiveActivityPersistenceTests {
         #expect(started.status == 200)
         try eventually("A lists B's start") { try onA.activities(deviceID).count == 2 }
     }
+
+    /// A channel made on A, an activity subscribed on A, a broadcast through B: the activity
+    /// shows it on both, and B's journal record counts the delivery.
+    @Test(.requires(.redisServer))
+    func aBroadcastThroughOneInstanceReachesAnActivityStartedOnAnother() throws {
+        let redis = try RedisServerProcess()
+        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-la-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        let a = try EmulatorProcess(["--redis", redis.url], sharedDirectory: shared)
+        let b = try EmulatorProcess(["--redis", redis.url], sharedDirectory: shared)
+        let onA = LiveActivityDriver(emulator: a)
+        let onB = LiveActivityDriver(emulator: b)
+
+        let channel = try onA.channel()
+        let (deviceID, _) = try onA.device()
+        let started = try a.admin(
+            "POST", "/api/v1/devices/\(deviceID)/apps/\(LiveActivityDriver.bundle)/activities",
+            body: ["attributesType": "DeliveryAttributes", "attributes": [:], "contentState": ["eta": 30], "channel": .string(channel)])
+        #expect(started.status == 201, "\(started.raw)")
+        let activityID = try #require(started.json["activityId"]?.stringValue)
+        try eventually("B knows the subscription") {
+            let channels = try b.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue ?? []
+            return channels.first { $0["id"]?.stringValue == channel }?["subscribers"]?.intValue == 1
+        }
+        let sent = try onB.broadcast(channel, eta: 9, timestamp: 1_700_000_100)
+        #expect(sent.status == 200)
+        let reach = try onB.record(sent.headers.first { $0.name == "apns-request-id" }?.value)["broadcast"]?.objectValue
+        #expect(reach?["reached"]?.intValue == 1, "\(reach ?? JSONObject())")
+        #expect(try onB.eta(deviceID, activityID) == 9)
+        try eventually("A shows the broadcast") { try onA.eta(deviceID, activityID) == 9 }
+    }
 }
