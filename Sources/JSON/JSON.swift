@@ -284,7 +284,11 @@ private struct JSONParser {
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
             index += 1
-            guard let s = String(validating: bytes[start..<(index - 1)], as: UTF8.self) else { throw error("string is not valid UTF-8") }
+            // From a buffer, not an array slice: a slice made the validation look up generic
+            // metadata at run time, for every string (a device client parses many).
+            let end = index - 1
+            let s = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }
+            guard let s else { throw error("string is not valid UTF-8") }
             return s
         }
         var out = Array(bytes[start..<index])
