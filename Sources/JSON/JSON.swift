@@ -277,16 +277,23 @@ private struct JSONParser {
         // Most strings have no escapes: find the run of plain bytes and take it whole (a
         // 4 KB payload string byte by byte was most of a device client's time).
         let start = index
+        var bits: UInt8 = 0
         index = bytes.withUnsafeBufferPointer { buffer in
             var i = start
-            while i < buffer.count, buffer[i] >= 0x20, buffer[i] != UInt8(ascii: "\""), buffer[i] != UInt8(ascii: "\\") { i += 1 }
+            while i < buffer.count, buffer[i] >= 0x20, buffer[i] != UInt8(ascii: "\""), buffer[i] != UInt8(ascii: "\\") {
+                bits |= buffer[i]
+                i += 1
+            }
             return i
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
             index += 1
-            // From a buffer, not an array slice: a slice made the validation look up generic
-            // metadata at run time, for every string (a device client parses many).
             let end = index - 1
+            // ASCII (most keys and values) needs no validation; the generic validating
+            // initializer looks up type metadata at run time on every call.
+            if bits < 0x80 {
+                return bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }
+            }
             let s = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }
             guard let s else { throw error("string is not valid UTF-8") }
             return s
