@@ -110,3 +110,20 @@ struct InputFileTests {
         #expect(InputFile.ReadError.unreadable("it is a directory").description == "cannot read the file (it is a directory)")
     }
 }
+
+@Suite("JSON strings: ASCII, other UTF-8, invalid bytes")
+struct JSONStringTests {
+    @Test func plainAndNonASCIIStringsParseAndInvalidUTF8IsRefused() throws {
+        #expect(try JSONValue.parse(Array(#"{"a":"plain","b":"über ☃"}"#.utf8)) == ["a": "plain", "b": "über ☃"])
+        // An escape takes the other path; the text must be the same.
+        #expect(try JSONValue.parse(Array(#"["a\u00fcb"]"#.utf8)) == ["aüb"])
+        var bytes = Array(#"{"k":"ab"#.utf8)
+        bytes.append(0xFF)
+        bytes += Array(#""}"#.utf8)
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(bytes) }
+        var key = Array(#"{"a"#.utf8)
+        key += [0xC3]  // a lead byte without its continuation
+        key += Array(#"":1}"#.utf8)
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(key) }
+    }
+}
