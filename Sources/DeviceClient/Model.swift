@@ -72,25 +72,55 @@ public struct DeliveredNotification: Sendable {
     /// Decodes a `notification` frame. Only `id` is required (without it the delivery cannot
     /// be acked); other missing fields get empty values.
     public init(frame: JSONObject) throws(DeviceClientError) {
-        guard frame["type"]?.stringValue == "notification" else {
+        // One pass over the members (a lookup per field would compare keys a hundred times,
+        // for every notification).
+        var type: String?
+        var id: Int64?
+        var (apnsID, bundleID, token, topic, pushType, display) = ("", "", "", "", "", "none")
+        var priority = 10
+        var collapseID: String?
+        var reason: String?
+        var payload: JSONValue = .null
+        var callbacks: [String] = []
+        var stored = false
+        for (key, value) in frame.members {
+            switch key {
+            case "type": type = value.stringValue
+            case "id": id = value.intValue
+            case "apnsId": apnsID = value.stringValue ?? ""
+            case "bundleId": bundleID = value.stringValue ?? ""
+            case "token": token = value.stringValue ?? ""
+            case "topic": topic = value.stringValue ?? ""
+            case "pushType": pushType = value.stringValue ?? ""
+            case "priority": priority = value.intValue.map { Int($0) } ?? 10
+            case "collapseId": collapseID = value.stringValue
+            case "payload": payload = value
+            case "callbacks": callbacks = (value.arrayValue ?? []).compactMap(\.stringValue)
+            case "display": display = value.stringValue ?? "none"
+            case "reason": reason = value.stringValue
+            case "stored": stored = value.boolValue ?? false
+            default: break
+            }
+        }
+        guard type == "notification" else {
             throw DeviceClientError(.badFrame, "not a notification frame: \(JSONValue.object(frame).serialized())")
         }
-        guard let id = frame["id"]?.intValue else {
+        guard let id else {
             throw DeviceClientError(.badFrame, "notification frame without a numeric \"id\": \(JSONValue.object(frame).serialized())")
         }
         self.id = id
-        apnsID = frame["apnsId"]?.stringValue ?? ""
-        bundleID = frame["bundleId"]?.stringValue ?? ""
-        token = frame["token"]?.stringValue ?? ""
-        topic = frame["topic"]?.stringValue ?? ""
-        pushType = frame["pushType"]?.stringValue ?? ""
-        priority = frame["priority"]?.intValue.map { Int($0) } ?? 10
-        collapseID = frame["collapseId"]?.stringValue
-        payload = frame["payload"] ?? .null
-        callbacks = (frame["callbacks"]?.arrayValue ?? []).compactMap(\.stringValue)
-        display = frame["display"]?.stringValue ?? "none"
-        reason = frame["reason"]?.stringValue
-        stored = frame["stored"]?.boolValue ?? false
+        self.apnsID = apnsID
+        self.bundleID = bundleID
+        self.token = token
+        self.topic = topic
+        self.pushType = pushType
+        self.priority = priority
+        self.collapseID = collapseID
+        self.payload = payload
+        self.callbacks = callbacks
+        self.display = display
+        self.reason = reason
+        self.stored = stored
         raw = frame
     }
 

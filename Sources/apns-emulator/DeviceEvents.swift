@@ -78,20 +78,19 @@ extension DeviceCLI {
             emit(.object(errorEvent(code: "bad_frame", message: error.message)))
             return
         }
-        var event = JSONObject([("event", "notification")])
-        event["apnsId"] = .string(notification.apnsID)
-        event["pushType"] = .string(notification.pushType)
-        event["payload"] = notification.payload
-        event["callbacks"] = .array(notification.callbacks.map { .string($0) })
-        event["display"] = .string(notification.display)
-        if let reason = notification.reason { event["reason"] = .string(reason) }
-        event["id"] = .int(notification.id)
-        event["bundleId"] = .string(notification.bundleID)
-        event["priority"] = .int(Int64(notification.priority))
-        event["collapseId"] = notification.collapseID.map { .string($0) } ?? .null
-        event["stored"] = .bool(notification.stored)
-        event["topic"] = .string(notification.topic)
-        event["token"] = .string(notification.token)
+        // Built in order, not through the keyed setter (which looks each key up first).
+        var members: [(key: String, value: JSONValue)] = [
+            ("event", "notification"), ("apnsId", .string(notification.apnsID)), ("pushType", .string(notification.pushType)),
+            ("payload", notification.payload), ("callbacks", .array(notification.callbacks.map { .string($0) })),
+            ("display", .string(notification.display)),
+        ]
+        if let reason = notification.reason { members.append(("reason", .string(reason))) }
+        members += [
+            ("id", .int(notification.id)), ("bundleId", .string(notification.bundleID)), ("priority", .int(Int64(notification.priority))),
+            ("collapseId", notification.collapseID.map { .string($0) } ?? .null), ("stored", .bool(notification.stored)),
+            ("topic", .string(notification.topic)), ("token", .string(notification.token)),
+        ]
+        let event = JSONObject(members)
         emit(.object(event))
         if notification.isDisplayed { lastDisplayedAPNsID = notification.apnsID }
         if held != nil {
