@@ -80,6 +80,24 @@ private struct LiveActivityDriver {
     }
 }
 
+/// Two instances sharing one Redis (and a directory for their certificates).
+private struct InstancePair {
+    let redis: RedisServerProcess
+    let shared: String
+    let a: EmulatorProcess
+    let b: EmulatorProcess
+
+    init() throws {
+        redis = try RedisServerProcess()
+        shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-la-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        a = try EmulatorProcess(["--redis", redis.url], sharedDirectory: shared)
+        b = try EmulatorProcess(["--redis", redis.url], sharedDirectory: shared)
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: shared) }
+}
+
 @Suite("Live Activities across restarts (--state-dir) and instances (--redis)")
 struct LiveActivityPersistenceTests {
     @Test func activitiesTokensAndSubscriptionsSurviveKill9() throws {
@@ -137,14 +155,10 @@ struct LiveActivityPersistenceTests {
 
     @Test(.requires(.redisServer))
     func anActivityStartedOnOneInstanceIsUpdatedThroughAnother() throws {
-        let redis = try RedisServerProcess()
-        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-la-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: shared) }
-        let a = try EmulatorProcess(["--redis", redis.url], sharedDirectory: shared)
-        let b = try EmulatorProcess(["--redis", redis.url], sharedDirectory: shared)
-        let onA = LiveActivityDriver(emulator: a)
-        let onB = LiveActivityDriver(emulator: b)
+        let pair = try InstancePair()
+        defer { pair.remove() }
+        let (a, b) = (pair.a, pair.b)
+        let (onA, onB) = (LiveActivityDriver(emulator: a), LiveActivityDriver(emulator: b))
 
         let (deviceID, startToken) = try onA.device()
         let (activityID, token) = try onA.startByPush(deviceID, startToken)
@@ -166,14 +180,10 @@ struct LiveActivityPersistenceTests {
     /// shows it on both, and B's journal record counts the delivery.
     @Test(.requires(.redisServer))
     func aBroadcastThroughOneInstanceReachesAnActivityStartedOnAnother() throws {
-        let redis = try RedisServerProcess()
-        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-la-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: shared) }
-        let a = try EmulatorProcess(["--redis", redis.url], sharedDirectory: shared)
-        let b = try EmulatorProcess(["--redis", redis.url], sharedDirectory: shared)
-        let onA = LiveActivityDriver(emulator: a)
-        let onB = LiveActivityDriver(emulator: b)
+        let pair = try InstancePair()
+        defer { pair.remove() }
+        let (a, b) = (pair.a, pair.b)
+        let (onA, onB) = (LiveActivityDriver(emulator: a), LiveActivityDriver(emulator: b))
 
         let channel = try onA.channel()
         let (deviceID, _) = try onA.device()
