@@ -128,6 +128,8 @@ extension World {
     /// After changes to a device's activities: activities that just subscribed to a
     /// Most-Recent-Message-Stored channel get its stored message.
     mutating func storedBroadcastsForNewSubscribers(deviceID: String, _ changes: [LiveActivityChange], nowMs: Int64) -> [DeviceFrame] {
+        // An offline device takes it when it is back (its flush).
+        guard registry.devices[deviceID]?.isOnline ?? false else { return [] }
         var frames: [DeviceFrame] = []
         for case .started(let activityID, _, _, _, _) in changes {
             guard let channelID = liveActivities.book(deviceID: deviceID)?.activity(activityID)?.channelID else { continue }

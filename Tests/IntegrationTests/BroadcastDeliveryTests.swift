@@ -168,6 +168,26 @@ struct BroadcastDeliveryTests {
         #expect(try activity(away.deviceID, away.activityID)?["updates"]?.intValue == 1)
     }
 
+    @Test func anActivityThatSubscribesWhileItsDeviceIsOfflineGetsTheStoredMessageWhenItIsBack() throws {
+        let stored = try channel(policy: 1)
+        let sent = try broadcast(stored, eta: 4)
+        #expect(sent.status == 200)
+        let (deviceID, _) = try emulator.createDevice()
+        #expect(
+            try emulator.admin(
+                "PUT", "/api/v1/devices/\(deviceID)/apps/\(Self.bundle)/live-activities", body: ["types": ["DeliveryAttributes"]]
+            ).status == 200)
+        try setOnline(deviceID, false)
+        let started = try emulator.admin(
+            "POST", "/api/v1/devices/\(deviceID)/apps/\(Self.bundle)/activities",
+            body: ["attributesType": "DeliveryAttributes", "attributes": [:], "contentState": ["eta": 30], "channel": .string(stored)])
+        let activityID = try #require(started.json["activityId"]?.stringValue)
+        #expect(try eta(deviceID, activityID) == 30, "offline: nothing arrives")
+        try setOnline(deviceID, true)
+        #expect(try eta(deviceID, activityID) == 4)
+        #expect(try record(sent.header("apns-request-id"))["broadcast"]?.objectValue?["reached"]?.intValue == 1)
+    }
+
     @Test func theEventStreamCarriesChannelChangesAndBroadcastRecords() throws {
         let events = try EventStreamReader(emulator)
         // Changes made before the emulator took the stream are not in it.
