@@ -203,4 +203,97 @@ struct LiveActivityPersistenceTests {
         #expect(try onB.eta(deviceID, activityID) == 9)
         try eventually("A shows the broadcast") { try onA.eta(deviceID, activityID) == 9 }
     }
+
+    /// The state directory's files may not grow (prlimit): Live Activity starts get 503 or no
+    /// answer, never a 200 whose activity is not on disk; once the limit is lifted the
+    /// emulator serves again, and after kill -9 every start it answered 200 is an activity.
+    @Test func everyStartAnswered200ThroughAFailingStoreSurvivesKill9() throws {
+        let state = try StateDirectory()
+        let flags = ["--state-dir", state.path]
+        let first = try EmulatorProcess(flags)
+        let la = LiveActivityDriver(emulator: first)
+        let (deviceID, startToken) = try la.device()
+        let pid = String(first.process.processIdentifier)
+        let database = state.path + "/state.sqlite"
+        let biggest =
+            [database, database + "-wal"].compactMap { (try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int) ?? nil }
+            .max() ?? 0
+        // Room for some starts: the device's row, rewritten whole, grows with each activity.
+        let limited = try run("/usr/bin/prlimit", ["--pid", pid, "--fsize=\(biggest + 1_048_576):unlimited"])
+        try #require(limited.status == 0, "prlimit: \(limited.err)")
+
+        func start(_ n: Int, _ connection: HTTP2ClientConnection) throws -> Int? {
+            var push = try first.push(
+                startToken,
+                payload:
+                    #"{"aps":{"event":"start","timestamp":1700000000,"attributes-type":"DeliveryAttributes","attributes":{"n":\#(n)},"content-state":{"eta":1},"alert":"x"}}"#,
+                topic: LiveActivityDriver.topic)
+            push.pushType = "liveactivity"
+            return APNsResult(try connection.send(push.request)).status
+        }
+        var acknowledged: [Int] = []
+        var (unavailable, unanswered, other) = (0, 0, [Int]())
+        var connection = try first.connect()
+        var n = 0
+        let deadline = Date().addingTimeInterval(60)
+        while unavailable < 5, Date() < deadline, n < 20_000 {
+            n += 1
+            do {
+                switch try start(n, connection) {
+                case 200?: acknowledged.append(n)
+                case 503?: unavailable += 1
+                case let status: other.append(status ?? 0)
+                }
+            } catch {
+                unanswered += 1  // the connection was closed: the answer was not committed
+                connection = try first.connect()
+            }
+        }
+        print("Live Activity starts through a failing store: \(acknowledged.count) answered 200, \(unavailable) 503, \(unanswered) unanswered")
+        #expect(unavailable >= 5, "the failing store is noticed")
+        #expect(other.isEmpty, "\(other)")
+        _ = try run("/usr/bin/prlimit", ["--pid", pid, "--fsize=unlimited:unlimited"])
+        #expect(try eventually(15) { try first.metric("apns_emulator_state_up") == 1 }, "serves again by itself")
+        n += 1
+        #expect(try start(n, try first.connect()) == 200)
+        acknowledged.append(n)
+
+        let ports = try first.samePorts()
+        first.crash()
+        let second = try EmulatorProcess(flags + ports)
+        let kept = Set(try LiveActivityDriver(emulator: second).activities(deviceID).compactMap { $0["attributes"]?["n"]?.intValue })
+        let missing = acknowledged.filter { !kept.contains(Int64($0)) }
+        #expect(missing.isEmpty, "every 200 is an activity on disk: \(missing.count) of \(acknowledged.count) missing")
+    }
+
+    /// Redis restarted without its data under two instances: once the newest copy is written
+    /// back, an activity, its update token and its subscription are there on both.
+    @Test(.requires(.redisServer))
+    func activitiesComeBackWhenRedisRestartsEmpty() throws {
+        let cluster = try EmulatorCluster(count: 2, persistent: false)
+        let (a, b) = (cluster.instances[0], cluster.instances[1])
+        let (onA, onB) = (LiveActivityDriver(emulator: a), LiveActivityDriver(emulator: b))
+        let channel = try onA.channel()
+        let (deviceID, startToken) = try onA.device()
+        let (activityID, token) = try onA.startByPush(deviceID, startToken)
+        let subscribed = try a.admin(
+            "POST", "/api/v1/devices/\(deviceID)/apps/\(LiveActivityDriver.bundle)/activities",
+            body: ["attributesType": "DeliveryAttributes", "attributes": [:], "contentState": ["eta": 30], "channel": .string(channel)])
+        let subscriberID = try #require(subscribed.json["activityId"]?.stringValue)
+        #expect(try onB.push(token, #"{"event":"update","timestamp":1700000100,"content-state":{"eta":12}}"#).status == 200)
+        try eventually("A has B's update") { try onA.eta(deviceID, activityID) == 12 }
+
+        try cluster.redis.restart()
+        #expect(try eventually(10) { try a.admin("GET", "/readyz").json["reason"]?.stringValue?.contains("lost") == true })
+        #expect(try eventually(20) { try a.admin("GET", "/readyz").status == 200 && b.admin("GET", "/readyz").status == 200 })
+        for driver in [onA, onB] {
+            #expect(try driver.activity(deviceID, activityID)?["pushToken"]?.stringValue == token, "the activity is back with its token")
+            #expect(try driver.eta(deviceID, activityID) == 12)
+        }
+        #expect(try onA.push(token, #"{"event":"update","timestamp":1700000200,"content-state":{"eta":5}}"#).status == 200)
+        try eventually("B has the update after the restart") { try onB.eta(deviceID, activityID) == 5 }
+        let sent = try onB.broadcast(channel, eta: 3, timestamp: 1_700_000_300)
+        #expect(sent.status == 200)
+        try eventually("the subscription came back too") { try onA.eta(deviceID, subscriberID) == 3 }
+    }
 }
