@@ -42,21 +42,19 @@ extension World {
                 token: token, payload: json, priority: priority, nowMs: nowMs, channelExists: { live.contains($0) })
         else { return [] }
         let note = stored ? " (after waiting for the device to come online)" : ""
+        let (outcome, explanation): (DeliveryOutcome, String)
         switch receipt.outcome {
-        case .applied:
-            setOutcome(sequence, .delivered, "applied to Live Activity \(receipt.activityID ?? "?")" + note)
-        case .ignored(let why), .refused(let why):
-            setOutcome(sequence, .ignored, why + note)
-        case .throttled(let why):
-            setOutcome(sequence, .throttled, why + note)
+        case .applied: (outcome, explanation) = (.delivered, "applied to Live Activity \(receipt.activityID ?? "?")" + note)
+        case .ignored(let why), .refused(let why): (outcome, explanation) = (.ignored, why + note)
+        case .throttled(let why): (outcome, explanation) = (.throttled, why + note)
         }
+        setOutcome(sequence, outcome, explanation)
         if stored { records.update(sequence: sequence) { $0.wasStored = true } }
-        if let record = records.record(sequence: sequence) {
-            noteLiveActivityOutcome(record.outcome) {
-                IgnoredPush(
-                    sequence: sequence, apnsID: record.apnsID, deviceID: owner.deviceID, bundleID: owner.bundleID,
-                    pushType: PushType.liveactivity.rawValue, explanation: record.explanation, atMs: nowMs)
-            }
+        let apnsID = outcome == .ignored ? records.apnsID(sequence: sequence) ?? "" : ""
+        noteLiveActivityOutcome(outcome) {
+            IgnoredPush(
+                sequence: sequence, apnsID: apnsID, deviceID: owner.deviceID,
+                bundleID: owner.bundleID, pushType: PushType.liveactivity.rawValue, explanation: explanation, atMs: nowMs)
         }
         var frames = liveActivityChanged(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)
         frames += storedBroadcastsForNewSubscribers(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)

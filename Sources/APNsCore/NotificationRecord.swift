@@ -368,6 +368,11 @@ public struct RecordStore: Sendable {
         physicalIndex(of: sequence).map { ring[$0] }
     }
 
+    /// The record's `apns-id`, read in place (no copy of the record).
+    func apnsID(sequence: UInt64) -> String? {
+        physicalIndex(of: sequence).map { ring[$0].apnsID }
+    }
+
     /// Sequence numbers increase from the oldest record to the newest, so a binary search over
     /// the ring's logical order finds one (they have gaps after a filtered delete).
     private func physicalIndex(of sequence: UInt64) -> Int? {
