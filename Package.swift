@@ -75,7 +75,7 @@ let package = Package(
         .target(name: "HTTP1Client", dependencies: ["Networking", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "HTTP1Server", dependencies: ["Networking", "Locking", "MonotonicClock", "HTTPGrammar"], swiftSettings: swiftSettings),
         .target(name: "BackendCalls", dependencies: ["APNsCore", "HTTP1Client", "Locking"], swiftSettings: swiftSettings),
-        .target(name: "RedisStore", dependencies: ["APNsCore", "Redis", "Locking", "Lifecycle", "MonotonicClock"], swiftSettings: swiftSettings),
+        .target(name: "RedisStore", dependencies: ["APNsCore", "Redis", "Locking", "Lifecycle", "MonotonicClock", "StatePersistence"], swiftSettings: swiftSettings),
         .target(name: "AdminAPI",
                 dependencies: ["APNsCore", "BackendCalls", "HTTP1Server", "HTTPGrammar", "Networking", "Locking"],
                 swiftSettings: swiftSettings,

@@ -169,18 +169,15 @@ public final class EmulatorState: Sendable {
         }
     }
 
-    /// Runs `body`, whose changes a coordinator may write together at its end (one provider
-    /// read's requests: one write to Redis instead of one per request). False when they could
-    /// not be kept: then nothing `body` prepared to answer may be sent. Always true without a
-    /// coordinator.
-    public func batchingChanges(_ body: () -> Void) -> Bool {
-        guard let coordinator else {
-            body()
-            return true
-        }
-        coordinator.beginBatch()
+    /// Runs `body`, whose changes a coordinator writes after they are made (`--redis`: queued
+    /// for its writer, so the event loop does not wait for Redis). What the caller answers for
+    /// them must wait for the coordinator's commit (`CommitGate`); elsewhere a change waits for
+    /// its write before `withSharedWorld` returns.
+    public func committingLater(_ body: () -> Void) {
+        guard let coordinator else { return body() }
+        coordinator.beginCommittingLater()
+        defer { coordinator.endCommittingLater() }
         body()
-        return coordinator.endBatch()
     }
 
     /// Reads the world without changing it: no coordination, no change tracking.
@@ -307,19 +304,19 @@ public final class EmulatorState: Sendable {
 public protocol WorldCoordinator: AnyObject, Sendable {
     /// Runs `change` while this instance alone may change the shared world, after catching up
     /// with every change the others made, then stores the rows it returns where the others
-    /// see them. False when that failed: `change` did not run (the store cannot be reached),
-    /// or it ran but its rows could not be stored (this instance's copy is then reloaded).
+    /// see them (inside `beginCommittingLater`: queues them for that). False when that failed:
+    /// `change` did not run (the store cannot be reached), or it ran but its rows could not be
+    /// stored (this instance's copy is then reloaded).
     func mutate(_ change: () -> [StateChange]) -> Bool
     /// A change was made to this instance's copy only (the store was down): reload it from the
     /// store once the store is back.
     func noteUnsharedChange()
     /// Why changes are refused right now, or nil when they are shared normally.
     var unavailableReason: String? { get }
-    /// Changes this thread makes until `endBatch` may be written together, at its end; their
-    /// answers must not leave before `endBatch` says they were kept.
-    func beginBatch()
-    /// Writes what this thread's batch changed; false when that (or part of it) was lost.
-    func endBatch() -> Bool
+    /// Changes this thread makes until `endCommittingLater` are queued for writing, not
+    /// waited for: what promises them waits for the coordinator's commit tickets.
+    func beginCommittingLater()
+    func endCommittingLater()
 }
 
 /// A world a reset replaced. Freeing one with 1,000,000 devices takes seconds, which nobody

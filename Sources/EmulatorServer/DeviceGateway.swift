@@ -13,8 +13,8 @@ final class DeviceGateway: Sendable {
     let state: EmulatorState
     let clock: any EmulatorClock
     let logger: Logger
-    /// `--state-dir`: frames wait until the changes behind them are committed.
-    let durability: StateWriter?
+    /// `--state-dir` or `--redis`: frames wait until the changes behind them are committed.
+    let commits: (any CommitTracker)?
     /// `--redis`: frames for sockets this instance does not hold go to the instance that does.
     let relay: (@Sendable ([DeviceFrame]) -> Void)?
     /// Live device connections by connection id.
@@ -26,12 +26,12 @@ final class DeviceGateway: Sendable {
     }
 
     init(
-        state: EmulatorState, clock: any EmulatorClock, durability: StateWriter?, logger: Logger,
+        state: EmulatorState, clock: any EmulatorClock, commits: (any CommitTracker)?, logger: Logger,
         relay: (@Sendable ([DeviceFrame]) -> Void)?
     ) {
         self.state = state
         self.clock = clock
-        self.durability = durability
+        self.commits = commits
         self.logger = logger
         self.relay = relay
     }
@@ -105,20 +105,20 @@ final class DeviceConnection: ConnectionHandler {
     /// The hello this connection made, replayed after a reset so the device stays attached.
     private var lastHello: DeviceHello?
     private var helloTimer: TimerID?
-    /// With `--state-dir`, what this connection is told waits, in order, until the changes
-    /// behind it are committed: a device never holds a token or a notification the state
-    /// directory would not have after a crash.
+    /// With `--state-dir` or `--redis`, what this connection is told waits, in order, until
+    /// the changes behind it are committed: a device never holds a token or a notification
+    /// the state directory (or Redis) would not have after a crash.
     private enum Outgoing {
         case message(JSONValue)
         case close
     }
-    private lazy var commitGate: CommitGate<Outgoing>? = gateway.durability.map { durability in
-        CommitGate(durability: durability, executor: connection.loop) { [weak self] items, committed in
+    private lazy var commitGate: CommitGate<Outgoing>? = gateway.commits.map { commits in
+        CommitGate(durability: commits, executor: connection.loop) { [weak self] items, committed in
             guard let self else { return }
             guard committed else {
                 // Not on disk: nothing of it may reach the device. It reconnects later and is
                 // given what is stored for it then, as after a dropped connection.
-                let reason = durability.unavailableReason ?? "the state directory could not commit"
+                let reason = commits.unavailableReason ?? "the state store could not keep it"
                 self.perform(.message(["type": "error", "code": "unavailable", "message": .string(reason), "fatal": true]))
                 self.perform(.close)
                 return
@@ -149,21 +149,15 @@ final class DeviceConnection: ConnectionHandler {
         // line from the front would copy the rest of the buffer per line (quadratic in a
         // flood of tiny messages). Their answers go out in one write.
         var consumed = 0
-        connection.batchingWrites {
-            while !connection.isClosed {
-                guard let newline = buffer[max(consumed, scanned)...].firstIndex(of: 0x0A) else {
-                    scanned = buffer.count
-                    break
-                }
-                if newline - consumed > Self.maxLine {
-                    fail("line_too_long", "a line is longer than 1 MiB", fatal: true)
-                    return
-                }
-                let line = Array(buffer[consumed..<newline])
-                consumed = newline + 1
-                handle(line: line)
+        var failed = false
+        // With --redis the changes are queued for Redis's writer, not waited for: what this
+        // connection is told waits for them in the commit gate.
+        state.committingLater {
+            connection.batchingWrites {
+                failed = !readLines(&consumed)
             }
         }
+        if failed { return }
         if consumed > 0 {
             buffer.removeFirst(consumed)
             scanned = max(0, scanned - consumed)
@@ -171,6 +165,24 @@ final class DeviceConnection: ConnectionHandler {
         if buffer.count > Self.maxLine, !connection.isClosed {
             fail("line_too_long", "a line is longer than 1 MiB", fatal: true)
         }
+    }
+
+    /// Handles the complete lines from `consumed` on; false after a fatal error.
+    private func readLines(_ consumed: inout Int) -> Bool {
+        while !connection.isClosed {
+            guard let newline = buffer[max(consumed, scanned)...].firstIndex(of: 0x0A) else {
+                scanned = buffer.count
+                break
+            }
+            if newline - consumed > Self.maxLine {
+                fail("line_too_long", "a line is longer than 1 MiB", fatal: true)
+                return false
+            }
+            let line = Array(buffer[consumed..<newline])
+            consumed = newline + 1
+            handle(line: line)
+        }
+        return true
     }
 
     func connectionDidClose(_ connection: Connection) {

@@ -143,13 +143,14 @@ public final class Emulator: Sendable {
         let shared = self.shared
         var relay: (@Sendable ([DeviceFrame]) -> Void)?
         if let shared { relay = { [weak shared] frames in shared?.relay(frames) } }
-        let devices = DeviceGateway(state: state, clock: clock, durability: durability, logger: logger, relay: relay)
+        let commits: (any CommitTracker)? = durability ?? self.shared
+        let devices = DeviceGateway(state: state, clock: clock, commits: commits, logger: logger, relay: relay)
         self.devices = devices
         shared?.deliverFrames.set { [weak devices] frames in devices?.dispatch(frames) }
         providers = ProviderConnections(
             connections: configuration.connections, load: configuration.load, devices: devices,
             channels: ChannelEndpoint(state: state, clock: clock),
-            durability: durability, tls: tls, logger: logger)
+            commits: commits, tls: tls, logger: logger)
         events = EventHub(state: state, metrics: adminMetrics)
         let events = self.events
         backendCalls.onChange = { [weak events] call in events?.backendCallChanged(call) }

@@ -55,8 +55,8 @@ final class ProviderConnection: ConnectionHandler {
     /// an answer held back (latency, a fault delay) does not refuse what the next read brings.
     private var refusingInFlight = false
     private var handlingRead = false
-    /// `--redis`: while one read's requests are judged, their device frames wait for the
-    /// batch's write (nil outside a read).
+    /// The device frames of the answers sent while one read is handled (or one commit
+    /// releases held answers), dispatched together (nil otherwise).
     private var framesOfRead: [DeviceFrame]?
     /// `--connection-rate`.
     private lazy var pacer: AnswerPacer? = providers.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
@@ -197,11 +197,10 @@ final class ProviderConnection: ConnectionHandler {
             return
         }
         handlingRead = true
-        let batched = endpoint.state.coordinator != nil
-        if batched { framesOfRead = [] }
-        // With --redis the requests of one read are written to Redis together, before any of
-        // their answers or device frames leave; if that write fails, none of them does.
-        let kept = endpoint.state.batchingChanges {
+        framesOfRead = []
+        // With --redis the changes are queued for Redis's writer rather than waited for: the
+        // answers that promise them wait in the commit gate, as with --state-dir.
+        endpoint.state.committingLater {
             session.consumeEvents { event in
                 switch event {
                 case .request(let request): handle(request)
@@ -212,20 +211,17 @@ final class ProviderConnection: ConnectionHandler {
         }
         handlingRead = false
         refusingInFlight = false
-        let frames = framesOfRead ?? []
-        framesOfRead = nil
-        guard kept else {
-            // What these answers promised is not in the shared state: the provider sees the
-            // connection drop (no answer), as from a crashed server, and sends again.
-            providers.logger.info(
-                "provider connection \(connection.id): the shared state did not take this read's requests; closing without answering them")
-            connection.close()
-            return
-        }
-        if !frames.isEmpty { providers.devices.dispatch(frames) }
+        dispatchFramesOfRead()
         flushSession()
         if !session.wantsRead && !session.wantsWrite { connection.closeAfterFlush() }
         if requestDeadlineTimer == nil, session.openStreamCount > 0 { scheduleRequestDeadline(after: providers.requestTimeoutSeconds * 1000) }
+    }
+
+    /// Device frames of the answers sent together go to the device gateway in one hand-over.
+    private func dispatchFramesOfRead() {
+        let frames = framesOfRead ?? []
+        framesOfRead = nil
+        if !frames.isEmpty { providers.devices.dispatch(frames) }
     }
 
     /// A client that trickles a request (slowloris) must not hold its stream's buffers for
@@ -312,29 +308,31 @@ final class ProviderConnection: ConnectionHandler {
         answer(request.streamID, response, started: started)
     }
 
-    private lazy var commitGate: CommitGate<(Int32, PushResponse, UInt64)>? = providers.durability.map { durability in
-        CommitGate(durability: durability, executor: connection.loop) { [weak self] answers, committed in
+    private lazy var commitGate: CommitGate<(Int32, PushResponse, UInt64)>? = providers.commits.map { commits in
+        CommitGate(durability: commits, executor: connection.loop) { [weak self] answers, committed in
             guard let self, !self.connection.isClosed else { return }
             guard committed else {
-                // What these answers promise is not on disk: the provider sees the connection
-                // drop (no answer), as from a crashed server, and sends again.
+                // What these answers promise is not kept (on disk, in Redis): the provider sees
+                // the connection drop (no answer), as from a crashed server, and sends again.
                 self.providers.logger.warning(
-                    "provider connection \(self.connection.id): the state directory did not commit \(answers.count) answer(s); closing without sending them"
+                    "provider connection \(self.connection.id): the state store did not keep the changes of \(answers.count) answer(s); closing without sending them"
                 )
                 self.connection.close()
                 return
             }
+            self.framesOfRead = []
             for (streamID, response, started) in answers { self.answer(streamID, response, started: started) }
+            self.dispatchFramesOfRead()
             self.flushSession()
         }
     }
 
-    private lazy var channelCommitGate: CommitGate<(Int32, ChannelResponse)>? = providers.durability.map { durability in
-        CommitGate(durability: durability, executor: connection.loop) { [weak self] answers, committed in
+    private lazy var channelCommitGate: CommitGate<(Int32, ChannelResponse)>? = providers.commits.map { commits in
+        CommitGate(durability: commits, executor: connection.loop) { [weak self] answers, committed in
             guard let self, !self.connection.isClosed else { return }
             guard committed else {
                 self.providers.logger.warning(
-                    "provider connection \(self.connection.id): the state directory did not commit \(answers.count) channel answer(s); closing without sending them"
+                    "provider connection \(self.connection.id): the state store did not keep the changes of \(answers.count) channel answer(s); closing without sending them"
                 )
                 self.connection.close()
                 return

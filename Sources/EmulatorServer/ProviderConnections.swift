@@ -25,8 +25,8 @@ final class ProviderConnections: @unchecked Sendable {
     let channels: ChannelEndpoint
     /// The endpoints' TLS material, with the trusted issuers of client certificates.
     let tls: ServerTLS
-    /// `--state-dir`: answers wait for their changes to be committed.
-    let durability: StateWriter?
+    /// `--state-dir` or `--redis`: answers wait for their changes to be committed.
+    let commits: (any CommitTracker)?
     /// Apple's behaviour under load (`--profile realistic`).
     let load: LoadBehaviour
     /// `--connection-churn`: new connections admitted in the current window.
@@ -47,7 +47,7 @@ final class ProviderConnections: @unchecked Sendable {
 
     init(
         connections: ServeConfiguration.Connections, load: LoadBehaviour, devices: DeviceGateway, channels: ChannelEndpoint,
-        durability: StateWriter?,
+        commits: (any CommitTracker)?,
         tls: ServerTLS, logger: Logger
     ) {
         idleTimeoutSeconds = connections.idleTimeoutSeconds
@@ -57,7 +57,7 @@ final class ProviderConnections: @unchecked Sendable {
         churn = load.connectionChurn.map { Locked(ChurnLimiter(limit: $0.count, windowMs: $0.windowMs)) }
         self.devices = devices
         self.channels = channels
-        self.durability = durability
+        self.commits = commits
         self.tls = tls
         self.logger = logger
     }

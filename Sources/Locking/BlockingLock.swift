@@ -1,24 +1,70 @@
 import Foundation
 
 /// A value behind a lock that may be held while waiting on I/O (the Redis coordinator holds
-/// its lock across round trips to Redis). A waiter sleeps in the kernel at once: `Locked`'s
-/// Mutex spins first, which on two cores takes the CPU the holder and Redis need.
+/// its lock across round trips to Redis), and waited on until it is in a wanted state. A
+/// waiter sleeps in the kernel at once: `Locked`'s Mutex spins first, which on two cores takes
+/// the CPU the holder and Redis need.
 public final class BlockingLock<Value>: @unchecked Sendable {
-    private let lock = NSLock()
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var value: Value
 
-    public init(_ value: Value) { self.value = value }
+    public init(_ value: Value) {
+        self.value = value
+        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(changed, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
 
+    deinit {
+        pthread_cond_destroy(changed)
+        pthread_mutex_destroy(mutex)
+        changed.deallocate()
+        mutex.deallocate()
+    }
+
+    /// Runs `body` under the lock; those waiting in `withLock(when:)` look again afterwards.
     public func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
-        lock.lock()
-        defer { lock.unlock() }
+        pthread_mutex_lock(mutex)
+        defer { unlockAndWake() }
         return try body(&value)
+    }
+
+    /// Runs `body` under the lock once `ready` holds, waiting (without the lock) until it does
+    /// or `timeoutMilliseconds` have passed; `body` is told which.
+    public func withLock<T, E: Error>(
+        when ready: (borrowing Value) -> Bool, timeoutMilliseconds: Int, _ body: (inout Value, _ ready: Bool) throws(E) -> T
+    ) throws(E) -> T {
+        pthread_mutex_lock(mutex)
+        defer { unlockAndWake() }
+        var isReady = ready(value)
+        if !isReady, timeoutMilliseconds > 0 {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let total = Int(now.tv_nsec) + timeoutMilliseconds % 1000 * 1_000_000
+            var deadline = timespec(
+                tv_sec: now.tv_sec + timeoutMilliseconds / 1000 + total / 1_000_000_000, tv_nsec: total % 1_000_000_000)
+            while !isReady {
+                let timedOut = pthread_cond_timedwait(changed, mutex, &deadline) == ETIMEDOUT
+                isReady = ready(value)
+                if timedOut { break }
+            }
+        }
+        return try body(&value, isReady)
     }
 
     /// Runs `body` only if nobody holds the lock now.
     public func withLockIfFree(_ body: (inout Value) -> Void) {
-        guard lock.try() else { return }
-        defer { lock.unlock() }
+        guard pthread_mutex_trylock(mutex) == 0 else { return }
+        defer { unlockAndWake() }
         body(&value)
+    }
+
+    private func unlockAndWake() {
+        pthread_cond_broadcast(changed)
+        pthread_mutex_unlock(mutex)
     }
 }

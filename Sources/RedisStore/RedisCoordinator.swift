@@ -1,6 +1,7 @@
 // RedisStore: `--redis`, the state in Redis shared by several instances: the lease that
-// orders changes, the change log, the relay of device frames. Imports APNsCore, Redis,
-// Locking, Lifecycle (it is a service, given a logger), MonotonicClock and Foundation.
+// orders changes, the change log and its pipelined writer, the relay of device frames.
+// Imports APNsCore, Redis, Locking, Lifecycle (it is a service, given a logger),
+// MonotonicClock, StatePersistence (the commit tickets answers wait for) and Foundation.
 
 public import APNsCore
 import Foundation
@@ -8,23 +9,27 @@ public import Lifecycle
 public import Locking
 import MonotonicClock
 import Redis
+public import StatePersistence
 
 /// Several emulator instances as one APNs (`--redis`): each keeps a whole copy of the world,
 /// and every change goes through Redis in one order.
 ///
 /// An instance changes the world only while it holds the lease (a Redis key with a TTL). On
 /// taking it, the instance first applies every change the others logged since it last looked
-/// (so its copy is current), then runs the change on its copy and appends the rows it made
-/// (the same rows `--state-dir` persists) to the log and the state keys — one script, fenced
-/// by the lease token, before the caller answers anyone. The others apply those rows as they
-/// arrive (a thread blocked on the log) or when they next take the lease. So changes are
-/// linearizable; reads are served from the local copy, current to within the log's delivery
-/// delay (milliseconds).
+/// (so its copy is current), then runs the change on its copy and queues the rows it made
+/// (the same rows `--state-dir` persists). A writer thread appends everything queued to the
+/// log and the state keys in one script, fenced by the lease token, while the next changes
+/// queue up; the answers that promise those changes (a 200, a frame to a device) wait for
+/// that append, as with `--state-dir` they wait for the group commit, so no event loop waits
+/// for Redis while this instance holds the lease. The others apply the rows as they arrive (a
+/// thread blocked on the log) or when they next take the lease. So changes are linearizable;
+/// reads are served from the local copy, current to within the log's delivery delay
+/// (milliseconds).
 ///
-/// The lease is kept while changes keep coming and given up when the instance is idle for a
-/// moment or another instance asks for it (`want`), so a busy instance does not pay a round
-/// trip per change for the lease, only for the append.
-public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
+/// The lease is kept while changes keep coming and handed over when the instance is idle for
+/// a moment or another instance asks for it (`want`, seen in the append's reply): then new
+/// changes wait until what is queued is written and the lease released.
+public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked Sendable {
     /// How long a lease lasts without an append (an instance that stops, e.g. SIGSTOP, loses it).
     public static let leaseMilliseconds = 2_000
     /// Given up after this long without a change.
@@ -53,7 +58,10 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     /// this instance's changes, and it is always taken before the world's lock.
     private let shared: BlockingLock<Shared>
     private struct Shared: @unchecked Sendable {
-        var redis: RedisConnection?
+        var redis: RedisConnection? { didSet { redisGeneration &+= 1 } }
+        /// Changes with every new (or lost) connection: the writer's own connection is made
+        /// anew too, since one that sat through an outage may be dead without knowing it.
+        var redisGeneration = 0
         var token = ""
         var holding = false
         var holdingSinceMs: Int64 = 0
@@ -68,16 +76,26 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         var needsReload = false
         /// Applied changes still to be announced to event streams (after the lock).
         var announcements: [(records: [UInt64], reset: Bool)] = []
-        /// Rows of batched changes (`beginBatch`) made on this copy but not written yet, in
-        /// order. Whoever writes next writes them first, so the log keeps this copy's order.
-        var pendingRows: [StateChange] = []
-        /// Batched changes are numbered; a batch remembers its first and last number, and
-        /// the ranges whose write failed tell it whether all of it was kept.
+        /// Rows made on this copy and not yet handed to the writer, in order.
+        var outbox: [StateChange] = []
+        /// The writer has a batch out to Redis.
+        var writing = false
+        /// Another instance asked for the lease: no change is made until it is handed over.
+        var yielding = false
+        /// Changes with rows are numbered (tickets). Everything up to `resolvedTicket` was
+        /// written, or failed: those in `failedTickets` (the newest few ranges).
         var lastTicket: UInt64 = 0
-        var writtenTicket: UInt64 = 0
-        var lostTickets: [ClosedRange<UInt64>] = []
-        /// Open batches by thread: (first, last) ticket, nil while nothing was changed.
-        var batches: [UInt: (first: UInt64, last: UInt64)?] = [:]
+        var resolvedTicket: UInt64 = 0
+        var failedTickets: [ClosedRange<UInt64>] = []
+        var waiters = CommitWaiters()
+        /// The last ticket of each thread's changes: what that thread's next answer waits for.
+        var threadTickets: [UInt: UInt64] = [:]
+        /// Threads whose changes are written after they return (`beginCommittingLater`).
+        var laterThreads: Set<UInt> = []
+
+        var writerIdle: Bool { outbox.isEmpty && !writing }
+
+        func failed(_ ticket: UInt64) -> Bool { failedTickets.contains { $0.contains(ticket) } }
         /// The epoch of the shared state this copy follows ("" until it has joined one).
         var epoch = ""
         /// Set while the shared state is lost and being restored (`recoverLostState`).
@@ -151,7 +169,6 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                         followedEpoch.withLock { $0 = epoch }
                         s.version = written.version
                         s.lastID = written.id
-                        if written.released { s.holding = false }
                     } else {
                         try reload(&s, redis)
                     }
@@ -167,12 +184,15 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             }
         }
         flushAnnouncements()
+        startThread("apns-redis-writer") { [weak self] in self?.writeLoop() }
         startThread("apns-redis-log") { [weak self] in self?.followLog() }
         startThread("apns-redis-keeper") { [weak self] in self?.keep() }
         startThread("apns-redis-frames") { [weak self] in self?.receiveFrames() }
     }
 
     public func stop() {
+        // What was acknowledged, or waits for its acknowledgement, is written first.
+        shared.withLock(when: { $0.writerIdle || $0.unavailable != nil }, timeoutMilliseconds: 5_000) { (_: inout Shared, _: Bool) in }
         running.withLock { $0 = false }
         shared.withLock { (s: inout Shared) in
             if s.holding, let redis = s.redis { try? release(&s, redis) }
@@ -191,91 +211,184 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
 
     // MARK: Changes
 
+    /// Runs `change` on this copy while this instance holds the lease, and queues its rows for
+    /// the writer thread. On a thread inside `beginCommittingLater` it returns at once (what
+    /// answers promise waits for `afterCommit`); elsewhere (the admin API's change queue,
+    /// the keeper) it waits until the rows are in Redis and says whether they are.
     public func mutate(_ change: () -> [StateChange]) -> Bool {
         // Checked before the lock: while Redis is away the keeper may hold it for a reconnect
         // attempt, and a provider should get its 503 at once, not after that.
         if unavailableReason != nil { return false }
         let thread = Self.currentThread
-        let ok = shared.withLock { (s: inout Shared) -> Bool in
-            guard s.unavailable == nil, let redis = s.redis else { return false }
+        var ticket: UInt64 = 0
+        var later = false
+        // A change waits while the lease is being handed over, and (to catch up or reload)
+        // until the writer is idle when this instance must take the lease anew.
+        let ok = shared.withLock(when: Self.mayChange, timeoutMilliseconds: Int(Self.acquireTimeoutMilliseconds)) {
+            (s: inout Shared, ready: Bool) -> Bool in
+            guard ready, s.unavailable == nil, let redis = s.redis else { return false }
             do {
                 try takeLease(&s, redis)
-                if s.needsReload {
-                    dropPending(&s)
-                    try reload(&s, redis)
-                }
+                if s.needsReload { try reload(&s, redis) }
             } catch {
                 failed(&s, error)
                 return false
             }
             let rows = change()
             s.lastChangeMs = Monotonic.nowMilliseconds()
+            later = s.laterThreads.contains(thread)
             guard !rows.isEmpty else { return true }
-            if let open = s.batches[thread] {
-                s.lastTicket += 1
-                s.batches[thread] = (open?.first ?? s.lastTicket, s.lastTicket)
-                s.pendingRows += rows
-                return true
-            }
-            return write(rows, &s, redis)
-        }
-        flushAnnouncements()
-        return ok
-    }
-
-    public func beginBatch() {
-        let thread = Self.currentThread
-        shared.withLock { (s: inout Shared) in s.batches[thread] = .some(nil) }
-    }
-
-    public func endBatch() -> Bool {
-        let thread = Self.currentThread
-        let ok = shared.withLock { (s: inout Shared) -> Bool in
-            guard let open = s.batches.removeValue(forKey: thread), let (first, last) = open else { return true }
-            if !s.pendingRows.isEmpty {
-                if let redis = s.redis { _ = write([], &s, redis) } else { dropPending(&s) }
-            }
-            let kept = !s.lostTickets.contains { $0.overlaps(first...last) }
-            // Ranges no open batch can still ask about are forgotten.
-            let oldest = s.batches.values.compactMap { $0?.first }.min() ?? s.lastTicket + 1
-            s.lostTickets.removeAll { $0.upperBound < oldest }
-            return kept
-        }
-        flushAnnouncements()
-        return ok
-    }
-
-    /// Writes the pending batched rows and then `rows`, as one step. On failure the pending
-    /// tickets are lost and this copy is reloaded.
-    private func write(_ rows: [StateChange], _ s: inout Shared, _ redis: RedisConnection) -> Bool {
-        let all = s.pendingRows.isEmpty ? rows : s.pendingRows + rows
-        do {
-            let mayRelease = Monotonic.nowMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds
-            let written = try store.append(
-                all, instance: instance, fence: s.token, epoch: .expect(s.epoch), mayRelease: mayRelease,
-                on: redis)
-            if written.version != s.version + 1 { s.needsReload = true }  // cannot happen under the lease
-            s.version = written.version
-            s.lastID = written.id
-            s.pendingRows = []
-            s.writtenTicket = s.lastTicket
-            if written.released { s.holding = false }
+            s.lastTicket += 1
+            ticket = s.lastTicket
+            s.threadTickets[thread] = ticket
+            s.outbox += rows
             return true
-        } catch {
-            // Not stored, or not known to be: this copy is ahead of the store.
-            dropPending(&s)
-            s.needsReload = true
-            failed(&s, error)
-            return false
+        }
+        flushAnnouncements()
+        guard ok, ticket > 0, !later else { return ok }
+        return waitForCommit(ticket)
+    }
+
+    /// Whether a change may be made now (see `mutate`).
+    private static func mayChange(_ s: borrowing Shared) -> Bool {
+        s.unavailable != nil || (!s.yielding && ((s.holding && !s.needsReload) || s.writerIdle))
+    }
+
+    /// Blocks until `ticket` is written (true) or failed (false).
+    private func waitForCommit(_ ticket: UInt64) -> Bool {
+        shared.withLock(when: { $0.resolvedTicket >= ticket }, timeoutMilliseconds: 30_000) { (s: inout Shared, ready: Bool) in
+            ready && !s.failed(ticket)
         }
     }
 
-    /// The pending batched changes will never be written: their batches are told so.
-    private func dropPending(_ s: inout Shared) {
-        guard !s.pendingRows.isEmpty, s.lastTicket > s.writtenTicket else { return }
-        s.lostTickets.append((s.writtenTicket + 1)...s.lastTicket)
-        s.writtenTicket = s.lastTicket
-        s.pendingRows = []
+    public func beginCommittingLater() {
+        let thread = Self.currentThread
+        shared.withLock { (s: inout Shared) in _ = s.laterThreads.insert(thread) }
+    }
+
+    public func endCommittingLater() {
+        let thread = Self.currentThread
+        shared.withLock { (s: inout Shared) in _ = s.laterThreads.remove(thread) }
+    }
+
+    // MARK: Commits (CommitTracker)
+
+    /// What an answer given now waits for: everything queued so far (as with `--state-dir`: a
+    /// frame may announce another thread's change), or, when this thread's own last change
+    /// failed, that change (so the answer learns it was not kept, even when everything queued
+    /// after it was written).
+    public func uncommittedTicket(everything: Bool) -> UInt64? {
+        let thread = Self.currentThread
+        return shared.withLock { (s: inout Shared) -> UInt64? in
+            if let own = s.threadTickets[thread], s.failed(own) {
+                // Told once: later answers of this thread do not promise that change.
+                s.threadTickets[thread] = nil
+                return own
+            }
+            return s.lastTicket > s.resolvedTicket ? s.lastTicket : nil
+        }
+    }
+
+    public func afterCommit(_ ticket: UInt64, on executor: any CommitExecutor, _ task: @escaping (_ committed: Bool) -> Void) {
+        let now = shared.withLock { (s: inout Shared) -> Bool? in
+            if s.failed(ticket) { return false }
+            if s.resolvedTicket >= ticket { return true }
+            s.waiters.add(ticket, on: executor, task)
+            return nil
+        }
+        guard let now else { return }
+        executor.executeConfined(task, committed: now)
+    }
+
+    /// The writer thread: takes every row queued so far (from all connections) and writes it
+    /// in one script, fenced by the lease, while the next rows queue up; then releases the
+    /// answers that waited for them. A failed write fails everything not yet written (this
+    /// copy is reloaded before the next change).
+    private func writeLoop() {
+        var connection: RedisConnection?
+        var generation = 0
+        while true {
+            let stop = !isRunning
+            let batch = shared.withLock(when: { !$0.outbox.isEmpty }, timeoutMilliseconds: stop ? 0 : 100) {
+                (s: inout Shared, _: Bool) -> Batch? in
+                guard !s.outbox.isEmpty else { return nil }
+                let batch = Batch(
+                    rows: s.outbox, last: s.lastTicket, fence: s.token, epoch: s.epoch, sentMs: Monotonic.nowMilliseconds(),
+                    generation: s.redisGeneration)
+                s.outbox = []
+                s.writing = true
+                return batch
+            }
+            guard let batch else {
+                if stop { return }
+                continue
+            }
+            let result: Result<(version: UInt64, id: String, wanted: Bool), RedisError>
+            do {
+                if connection == nil || connection!.isBroken || generation != batch.generation {
+                    connection = try RedisConnection(url: store.url)
+                    generation = batch.generation
+                }
+                result = .success(
+                    try store.append(batch.rows, instance: instance, fence: batch.fence, epoch: .expect(batch.epoch), on: connection!))
+            } catch {
+                if connection?.isBroken ?? false { connection = nil }
+                result = .failure(error)
+            }
+            let (answers, committed) = shared.withLock { (s: inout Shared) -> (CommitRelease, Bool) in
+                s.writing = false
+                switch result {
+                case .success(let written):
+                    s.resolvedTicket = max(s.resolvedTicket, batch.last)
+                    if written.version > s.version {
+                        s.version = written.version
+                        s.lastID = written.id
+                    }
+                    s.leaseUntilMs = batch.sentMs + Int64(Self.leaseMilliseconds)
+                    if written.wanted, Monotonic.nowMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds {
+                        s.yielding = true
+                    }
+                    if s.yielding, s.outbox.isEmpty, let redis = s.redis {
+                        // Handed over between slices of changes, never under a batch in flight.
+                        try? release(&s, redis)
+                        s.yielding = false
+                    }
+                    return (s.waiters.takeReady(committed: s.resolvedTicket), true)
+                case .failure(let error):
+                    // Not stored, or not known to be: this copy is ahead of the store.
+                    failPending(&s)
+                    s.needsReload = true
+                    failed(&s, error)
+                    return (s.waiters.takeAll(), false)
+                }
+            }
+            flushAnnouncements()
+            answers.run(committed: committed)
+        }
+    }
+
+    private struct Batch: @unchecked Sendable {
+        let rows: [StateChange]
+        let last: UInt64
+        let fence: String
+        let epoch: String
+        let sentMs: Int64
+        let generation: Int
+    }
+
+    /// Everything not written yet never will be: its tickets fail (with those of the batch in
+    /// flight, if any: its fate is unknown) and the answers waiting for them are told.
+    private func failPending(_ s: inout Shared) {
+        s.outbox = []
+        s.yielding = false
+        guard s.lastTicket > s.resolvedTicket else { return }
+        s.failedTickets.append((s.resolvedTicket + 1)...s.lastTicket)
+        if s.failedTickets.count > 64 { s.failedTickets.removeFirst(s.failedTickets.count - 64) }
+        s.resolvedTicket = s.lastTicket
+        let waiting = s.waiters.takeAll()
+        // Run by whoever holds no lock: the tasks go to their executors, so running them here
+        // only queues them.
+        waiting.run(committed: false)
     }
 
     /// The calling thread, as the key of its open batch.
@@ -289,14 +402,19 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     private func takeLease(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
         let now = Monotonic.nowMilliseconds()
         if s.holding, s.leaseUntilMs - now > 200 { return }
+        // A new turn gets a new token: a batch of the last turn still on its way (fenced by the
+        // old one) cannot land in this one.
+        if !s.holding { s.token = "\(instance)-\(UInt64.random(in: 1...UInt64.max))" }
         let deadline = now + Self.acquireTimeoutMilliseconds
         var pause: UInt32 = 50
         while true {
+            // The lease runs from when Redis set it, which is no earlier than this.
+            let asked = Monotonic.nowMilliseconds()
             let reply = try Self.acquireScript.run(
                 on: redis, keys: [store.key("lease"), store.key("want"), store.key("version"), store.key("epoch")],
                 arguments: [.text(s.token), .text(String(Self.leaseMilliseconds))])
-            guard let parts = reply.elements, parts.count == 3, let got = parts[0].int, let version = parts[1].int,
-                let epoch = parts[2].text
+            guard let parts = reply.elements, parts.count == 4, let got = parts[0].int, let version = parts[1].int,
+                let epoch = parts[2].text, let renewed = parts[3].int
             else {
                 throw RedisError(.protocolError, "unexpected reply to the lease script")
             }
@@ -305,10 +423,19 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             if !s.epoch.isEmpty, epoch != s.epoch { throw RedisError(.server, "EPOCH \(epoch)") }
             if got == 1 {
                 let wasHolding = s.holding
+                if wasHolding, renewed == 0, !s.writerIdle {
+                    // It lapsed (this instance was stopped or starved) and was free again: others
+                    // may have changed the state, so the rows still to be written were made on a
+                    // stale copy. (With nothing in flight, catching up below is enough.)
+                    try? release(&s, redis)
+                    failPending(&s)
+                    s.needsReload = true
+                    throw RedisError(.server, "LEASE the lease lapsed before this instance renewed it")
+                }
                 if !wasHolding { s.holdingSinceMs = Monotonic.nowMilliseconds() }
                 s.holding = true
-                s.leaseUntilMs = Monotonic.nowMilliseconds() + Int64(Self.leaseMilliseconds)
-                if !wasHolding || UInt64(version) != s.version { try catchUp(&s, redis, to: UInt64(version)) }
+                s.leaseUntilMs = asked + Int64(Self.leaseMilliseconds)
+                if !wasHolding || renewed == 0 || UInt64(version) != s.version { try catchUp(&s, redis, to: UInt64(version)) }
                 return
             }
             s.holding = false
@@ -345,16 +472,25 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
             }
             var version: UInt64 = 0
             var rows: [UInt8]?
+            var writer = 0
             var i = 0
             while i + 1 < fields.count {
                 switch fields[i].text {
                 case "v": version = fields[i + 1].text.flatMap { UInt64($0) } ?? 0
+                case "i": writer = fields[i + 1].text.flatMap { Int($0) } ?? 0
                 case "r": rows = fields[i + 1].bytes
                 default: break
                 }
                 i += 2
             }
             if version <= s.version { continue }
+            if writer == instance {
+                // This copy made it (applied before it was written); the writer's answer may
+                // simply not be in yet.
+                s.version = version
+                s.lastID = id
+                continue
+            }
             guard version == s.version + 1, let rows else {
                 s.needsReload = true
                 return
@@ -431,7 +567,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
     /// among them (`recoverLostState`). Another one (seeded anew while this instance was away):
     /// it is the shared state now, so this copy is reloaded from it.
     private func epochChanged(_ s: inout Shared, current: String?) {
-        dropPending(&s)
+        failPending(&s)
         s.holding = false
         guard let current else {
             guard s.recovery == nil, !s.epoch.isEmpty else { return }
@@ -521,7 +657,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                 do {
                     if s.needsReload, now >= nextReloadAttempt {
                         do {
-                            dropPending(&s)
+                            failPending(&s)
                             try takeLease(&s, redis)
                             try reload(&s, redis)
                             reloaded = true
@@ -532,7 +668,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                             throw error
                         }
                     }
-                    if s.holding, s.pendingRows.isEmpty, now - s.lastChangeMs >= Self.idleReleaseMilliseconds {
+                    if s.holding, s.writerIdle, now - s.lastChangeMs >= Self.idleReleaseMilliseconds {
                         try release(&s, redis)
                     }
                 } catch {
@@ -577,7 +713,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         let back = shared.withLock { (s: inout Shared) -> Bool in
             do {
                 s.redis = redis
-                dropPending(&s)
+                failPending(&s)
                 // Redis may have come back without its data, or with another state.
                 let current = try store.epoch(on: redis)
                 if current != s.epoch {
@@ -645,7 +781,7 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
                 guard waited >= Self.recoveryWindowMilliseconds + rank * Self.recoveryTurnMilliseconds else { return }
                 let copy = state.readWorld { $0.persistedState }
                 let epoch = RedisStateStore.newEpoch()
-                let written: (version: UInt64, id: String, released: Bool)
+                let written: (version: UInt64, id: String, wanted: Bool)
                 do {
                     written = try store.append([.reset(copy)], instance: instance, fence: nil, epoch: .seed(epoch), on: redis)
                 } catch let error as RedisError where error.kind == .server && error.description.hasPrefix("EPOCH") {
@@ -707,7 +843,8 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
 
     // MARK: Scripts
 
-    /// KEYS: lease want version epoch. ARGV: token ttl. → {1 or 0, version, epoch or ''}
+    /// KEYS: lease want version epoch. ARGV: token ttl. → {1 or 0, version, epoch or '', 1 when it
+    /// was held already (renewed)}
     ///
     /// `want` names the instance next in line (for 100 ms, renewed while it keeps asking):
     /// a free lease goes to it, not to whoever asks first, so a busy instance that gives the
@@ -718,16 +855,16 @@ public final class RedisCoordinator: WorldCoordinator, @unchecked Sendable {
         local e = redis.call('GET', KEYS[4]) or ''
         if redis.call('GET', KEYS[1]) == ARGV[1] then
           redis.call('PEXPIRE', KEYS[1], ARGV[2])
-          return {1, v, e}
+          return {1, v, e, 1}
         end
         local w = redis.call('GET', KEYS[2])
-        if w and w ~= ARGV[1] then return {0, v, e} end
+        if w and w ~= ARGV[1] then return {0, v, e, 0} end
         if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
           if w then redis.call('DEL', KEYS[2]) end
-          return {1, v, e}
+          return {1, v, e, 0}
         end
         redis.call('SET', KEYS[2], ARGV[1], 'PX', 100)
-        return {0, v, e}
+        return {0, v, e, 0}
         """)
 
     /// KEYS: lease. ARGV: token.

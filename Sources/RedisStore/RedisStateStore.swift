@@ -182,11 +182,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// Writes `changes` as one atomic step: the rows into the state keys, one entry into the
     /// log. With `fence`, only while the lease holds that token (else `.server` "LEASE"); only
     /// into the state `epoch` names (else `.server` "EPOCH"). Returns the new version, the log
-    /// entry's id, and whether the lease was given up because another instance asked for it.
+    /// entry's id, and whether another instance asks for the lease.
     func append(
-        _ changes: [StateChange], instance: Int, fence: String?, epoch: EpochCondition = .any, mayRelease: Bool = true,
-        on redis: RedisConnection
-    ) throws(RedisError) -> (version: UInt64, id: String, released: Bool) {
+        _ changes: [StateChange], instance: Int, fence: String?, epoch: EpochCondition = .any, on redis: RedisConnection
+    ) throws(RedisError) -> (version: UInt64, id: String, wanted: Bool) {
         let (expected, seeded): (String, String)
         switch epoch {
         case .any: (expected, seeded) = ("", "")
@@ -201,7 +200,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         var operations: [RedisArgument] = []
         for change in changes { Self.operations(for: change, into: &operations, maxSequence: &maxSequence) }
         arguments.append(.text(String(maxSequence)))
-        arguments.append(mayRelease ? "1" : "0")
+        arguments.append("")
         arguments.append(.text(expected))
         arguments.append(.text(seeded))
         arguments += operations
@@ -266,7 +265,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     }
 
     /// KEYS: lease want version log state records waiting maxseq epoch.
-    /// ARGV: fence ttl instance loglength rows waitingprefix maxsequence mayrelease expectedepoch
+    /// ARGV: fence ttl instance loglength rows waitingprefix maxsequence (unused) expectedepoch
     /// seedepoch, then operations:
     /// S field value | D field | R seq value | X seq | E before | W seq value expireAtMs | V seq | Z.
     static let appendScript = RedisScript(
@@ -321,13 +320,11 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
           end
         end
         if tonumber(ARGV[7]) > tonumber(redis.call('GET', KEYS[8]) or '0') then redis.call('SET', KEYS[8], ARGV[7]) end
-        local released = 0
+        local wanted = 0
         if ARGV[1] ~= '' then
           redis.call('PEXPIRE', KEYS[1], ARGV[2])
-          if ARGV[8] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then
-            redis.call('DEL', KEYS[1], KEYS[2]); released = 1
-          end
+          wanted = redis.call('EXISTS', KEYS[2])
         end
-        return {v, id, released}
+        return {v, id, wanted}
         """)
 }

@@ -1,9 +1,10 @@
-/// With `--state-dir`, what a connection sends that promises durability (a provider's
-/// answer, a frame to a device) waits here until the changes made before it are committed.
+/// With `--state-dir` or `--redis`, what a connection sends that promises durability (a
+/// provider's answer, a frame to a device) waits here until the changes made before it are
+/// committed.
 /// Items leave in order, in one batch per commit, so a connection writes (and flushes) once
 /// per commit rather than once per item. Confined to the executor's thread, like its connection.
 public final class CommitGate<Item> {
-    private let durability: StateWriter
+    private let durability: any CommitTracker
     private let executor: any CommitExecutor
     private let release: ([Item], _ committed: Bool) -> Void
     private var held: [(ticket: UInt64, item: Item)] = []
@@ -12,7 +13,7 @@ public final class CommitGate<Item> {
     /// `release` runs on `executor` with the items whose changes are committed, oldest first,
     /// and `true`; or with `false` when the commit they waited for failed (the store is
     /// failing): then what they announce is not on disk, and they must not be sent as if it were.
-    public init(durability: StateWriter, executor: any CommitExecutor, release: @escaping ([Item], _ committed: Bool) -> Void) {
+    public init(durability: any CommitTracker, executor: any CommitExecutor, release: @escaping ([Item], _ committed: Bool) -> Void) {
         self.durability = durability
         self.executor = executor
         self.release = release

@@ -103,7 +103,7 @@ public struct StateWriterStats: Sendable {
 /// the answers waiting for that commit are told it failed (their connection is closed
 /// unanswered) and `unavailableReason` makes the emulator refuse new work until the store
 /// commits again; under `.memory` answers stop waiting for the disk.
-public final class StateWriter: StateChangeSink, @unchecked Sendable {
+public final class StateWriter: StateChangeSink, CommitTracker, @unchecked Sendable {
     private let store: any StateStore
     private let limits: StateWriterLimits
     public let onFailure: StateFailurePolicy
@@ -111,7 +111,7 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     private let condition = NSCondition()
     // Guarded by `condition`:
     private var pending = PendingChanges()
-    private var waiters: [Waiter] = []
+    private var waiters = CommitWaiters()
     private var stats = StateWriterStats()
     private var running = false
     private var stopping = false
@@ -220,7 +220,7 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     /// The ticket an answer must wait for, or nil when it may go now. `everything` waits for
     /// journal records too, whatever the lag (admin answers). Under `.memory` nothing waits
     /// while the store is failing.
-    public func uncommittedTicket(everything: Bool = false) -> UInt64? {
+    public func uncommittedTicket(everything: Bool) -> UInt64? {
         if onFailure == .memory, memoryOnly.load(ordering: .acquiring) { return nil }
         let done = committed.load(ordering: .acquiring)
         let ticket =
@@ -235,14 +235,13 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
     /// never held longer than one transaction's attempts. The task may capture objects
     /// confined to the executor's thread: it only ever runs there.
     public func afterCommit(_ ticket: UInt64, on executor: any CommitExecutor, _ task: @escaping (_ committed: Bool) -> Void) {
-        let waiter = Waiter(ticket: ticket, executor: executor, task: ConfinedTask(task))
         condition.lock()
         if committed.load(ordering: .acquiring) >= ticket {
             condition.unlock()
-            executor.execute { waiter.task.run(true) }
+            executor.executeConfined(task, committed: true)
             return
         }
-        waiters.append(waiter)
+        waiters.add(ticket, on: executor, task)
         condition.unlock()
     }
 
@@ -289,7 +288,7 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
 
             condition.lock()
             recordsInTransaction = 0
-            var released: [Waiter] = []
+            var released = CommitRelease(waiters: [])
             if let error {
                 stats.writeErrors += 1
                 // Nothing is lost: the batch goes back before whatever queued meanwhile.
@@ -305,18 +304,17 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
                 }
                 // The answers waiting for this transaction learn it failed (under `.memory`
                 // they go as if it had not).
-                released = waiters
-                waiters.removeAll()
+                released = waiters.takeAll()
                 uncommittedRecords.store(pending.recordCount, ordering: .releasing)
                 if stopping {
                     giveUp()
                     condition.unlock()
-                    dispatch(released, committed: onFailure == .memory)
+                    released.run(committed: onFailure == .memory)
                     condition.lock()
                     break
                 }
                 condition.unlock()
-                dispatch(released, committed: onFailure == .memory)
+                released.run(committed: onFailure == .memory)
                 condition.lock()
                 // Back off (a stop cuts the wait short and makes one last attempt).
                 let retryAt = Date().addingTimeInterval(Double(backoff) / 1000)
@@ -332,10 +330,10 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
                 backoff = limits.failingRetryMilliseconds
             }
             uncommittedRecords.store(pending.recordCount, ordering: .releasing)
-            released = takeReadyWaiters()
+            released = waiters.takeReady(committed: ticket)
             condition.broadcast()
             condition.unlock()
-            dispatch(released, committed: true)
+            released.run(committed: true)
             condition.lock()
         }
         running = false
@@ -410,50 +408,6 @@ public final class StateWriter: StateChangeSink, @unchecked Sendable {
         }
         return lastError
     }
-
-    private func takeReadyWaiters() -> [Waiter] {
-        let done = committed.load(ordering: .acquiring)
-        guard !waiters.isEmpty else { return [] }
-        if waiters.allSatisfy({ $0.ticket <= done }) {
-            defer { waiters.removeAll(keepingCapacity: true) }
-            return waiters
-        }
-        let ready = waiters.filter { $0.ticket <= done }
-        waiters.removeAll { $0.ticket <= done }
-        return ready
-    }
-
-    /// One hop per executor (event loop) per commit, not one per answer.
-    private func dispatch(_ ready: [Waiter], committed: Bool) {
-        guard !ready.isEmpty else { return }
-        var groups: [ObjectIdentifier: (executor: any CommitExecutor, tasks: [ConfinedTask])] = [:]
-        var order: [ObjectIdentifier] = []
-        for waiter in ready {
-            let id = ObjectIdentifier(waiter.executor)
-            if groups[id] == nil {
-                groups[id] = (waiter.executor, [])
-                order.append(id)
-            }
-            groups[id]!.tasks.append(waiter.task)
-        }
-        for id in order {
-            let (executor, tasks) = groups[id]!
-            executor.execute { for task in tasks { task.run(committed) } }
-        }
-    }
-}
-
-/// A task handed from its owning thread through the writer and back to that thread.
-struct ConfinedTask: @unchecked Sendable {
-    let run: (_ committed: Bool) -> Void
-    init(_ run: @escaping (_ committed: Bool) -> Void) { self.run = run }
-}
-
-/// An answer waiting for the commit of everything up to `ticket`.
-struct Waiter {
-    let ticket: UInt64
-    let executor: any CommitExecutor
-    let task: ConfinedTask
 }
 
 /// The changes waiting for the writer, coalesced: a change with the key of an earlier one
