@@ -38,6 +38,19 @@ extension StateCodec {
         return w.bytes
     }
 
+    /// `encode(changes:)` of rows already encoded one by one (`encode(_:)`): their bytes are
+    /// copied, not encoded again.
+    public static func encode(encodedChanges rows: [[UInt8]]) -> [UInt8] {
+        var w = ByteWriter(capacity: rows.reduce(9) { $0 + $1.count })
+        w.u8(changeFormat)
+        w.u64(UInt64(rows.count))
+        for row in rows {
+            precondition(row.first == changeFormat, "a row encoded by encode(_:)")
+            w.bytes.append(contentsOf: row[1...])
+        }
+        return w.bytes
+    }
+
     public static func decodeChanges(_ bytes: [UInt8]) throws(StateStoreError) -> [StateChange] {
         var r = ByteReader(bytes, what: "state change list")
         let format = try r.expectFormat(in: 1...changeFormat)

@@ -1,7 +1,9 @@
 // RedisStateStore: the StateStore that keeps the emulator's state in Redis (`--redis`).
-// Imports APNsCore (the rows) and Redis (the hiredis wrapper).
+// Imports APNsCore (the rows), Redis (the hiredis wrapper) and StatePersistence (how rows
+// coalesce).
 public import APNsCore
 public import Redis
+import StatePersistence
 
 /// The emulator's state in Redis (`--redis`): the second backend of `StateStore`, and the
 /// shared log several instances replicate from.
@@ -183,27 +185,42 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// log. With `fence`, only while the lease holds that token (else `.server` "LEASE"); only
     /// into the state `epoch` names (else `.server` "EPOCH"). Returns the new version, the log
     /// entry's id, and whether another instance asks for the lease.
+    ///
+    /// The rows are coalesced first (`PendingChanges`: each entity once, with its newest row,
+    /// after at most one leading reset, evictions last), so the script writes like with like
+    /// in a few variadic commands instead of a few commands per row; the log entry holds the
+    /// coalesced rows, which leave a copy in the same state as the rows themselves.
     func append(
-        _ changes: [StateChange], instance: Int, fence: String?, epoch: EpochCondition = .any, on redis: RedisConnection
+        _ uncoalesced: [StateChange], instance: Int, fence: String?, epoch: EpochCondition = .any, on redis: RedisConnection
     ) throws(RedisError) -> (version: UInt64, id: String, wanted: Bool) {
+        let changes = PendingChanges.coalesced(uncoalesced)
         let (expected, seeded): (String, String)
         switch epoch {
         case .any: (expected, seeded) = ("", "")
         case .expect(let current): (expected, seeded) = (current, "")
         case .seed(let new): (expected, seeded) = ("", new)
         }
+        var writes = Writes()
+        var encoded: [[UInt8]] = []
+        encoded.reserveCapacity(changes.count)
+        var hasReset = false
+        for change in changes {
+            if case .reset(let state) = change {
+                hasReset = true
+                writes.add(state)
+                continue
+            }
+            let bytes = StateCodec.encode(change)
+            encoded.append(bytes)
+            writes.add(change, encoded: bytes)
+        }
+        let rows = hasReset ? StateCodec.encode(changes: changes) : StateCodec.encode(encodedChanges: encoded)
         var arguments: [RedisArgument] = [
             .text(fence ?? ""), .text(String(RedisCoordinator.leaseMilliseconds)), .text(String(instance)),
-            .text(String(logLength)), .bytes(StateCodec.encode(changes: changes)), .text(prefix + "w:"),
+            .text(String(logLength)), .bytes(rows), .text(prefix + "w:"), .text(String(writes.maxSequence)),
+            hasReset ? "1" : "0", .text(expected), .text(seeded),
         ]
-        var maxSequence: UInt64 = 0
-        var operations: [RedisArgument] = []
-        for change in changes { Self.operations(for: change, into: &operations, maxSequence: &maxSequence) }
-        arguments.append(.text(String(maxSequence)))
-        arguments.append("")
-        arguments.append(.text(expected))
-        arguments.append(.text(seeded))
-        arguments += operations
+        writes.append(to: &arguments)
         let reply = try Self.appendScript.run(
             on: redis,
             keys: [
@@ -217,57 +234,92 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         return (UInt64(version), id, parts[2].int == 1)
     }
 
-    /// The script's operations for one row (see `appendScript`).
-    static func operations(for change: StateChange, into out: inout [RedisArgument], maxSequence: inout UInt64) {
-        switch change {
-        case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .budgetSaved, .channelSaved, .liveActivitiesSaved:
-            out += ["S", .text(change.key!.storageField), .bytes(StateCodec.encode(change))]
-        case .deviceRemoved, .keyRemoved, .appRemoved, .channelRemoved, .liveActivitiesRemoved:
-            out += ["D", .text(change.key!.storageField)]
-        case .recordSaved(let record):
-            maxSequence = max(maxSequence, record.sequence)
-            out += ["R", .text(String(record.sequence)), .bytes(StateCodec.encode(change))]
-        case .recordRemoved(let sequence):
-            out += ["X", .text(String(sequence))]
-        case .recordsEvicted(let before):
-            out += ["E", .text(String(before))]
-        case .notificationWaiting(let waiting):
-            let n = waiting.notification
-            maxSequence = max(maxSequence, n.sequence)
-            // In flight: the device has it; its fate is decided by the ack, not by time.
-            let expiry: Int64
-            if case .inFlight = waiting.slot { expiry = 0 } else { expiry = n.storeUntilMs.map { $0 + waitingGraceMs } ?? 0 }
-            out += ["W", .text(String(n.sequence)), .bytes(StateCodec.encode(change)), .text(String(expiry))]
-        case .notificationDone(let sequence):
-            out += ["V", .text(String(sequence))]
-        case .reset(let state):
-            out.append("Z")
+    /// A batch's writes, like with like (see `appendScript`).
+    struct Writes {
+        var hashSets: [RedisArgument] = []
+        var hashDeletes: [RedisArgument] = []
+        var recordsAdded: [RedisArgument] = []
+        var recordsRemoved: [RedisArgument] = []
+        /// Triples: sequence, row, expiry (ms since 1970, 0 for none).
+        var waiting: [RedisArgument] = []
+        var done: [RedisArgument] = []
+        var evictedBefore: UInt64?
+        var maxSequence: UInt64 = 0
+
+        mutating func add(_ change: StateChange, encoded: [UInt8]) {
+            switch change {
+            case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .budgetSaved, .channelSaved, .liveActivitiesSaved:
+                hashSets += [.text(change.key!.storageField), .bytes(encoded)]
+            case .deviceRemoved, .keyRemoved, .appRemoved, .channelRemoved, .liveActivitiesRemoved:
+                hashDeletes.append(.text(change.key!.storageField))
+            case .recordSaved(let record):
+                maxSequence = max(maxSequence, record.sequence)
+                hashSets += [.text("r:\(record.sequence)"), .bytes(encoded)]
+                recordsAdded.append(.text(String(record.sequence)))
+            case .recordRemoved(let sequence):
+                maxSequence = max(maxSequence, sequence)
+                hashDeletes.append(.text("r:\(sequence)"))
+                recordsRemoved.append(.text(String(sequence)))
+            case .recordsEvicted(let before):
+                evictedBefore = max(evictedBefore ?? 0, before)
+            case .notificationWaiting(let entry):
+                let n = entry.notification
+                maxSequence = max(maxSequence, n.sequence)
+                // In flight: the device has it; its fate is decided by the ack, not by time.
+                let expiry: Int64
+                if case .inFlight = entry.slot { expiry = 0 } else { expiry = n.storeUntilMs.map { $0 + waitingGraceMs } ?? 0 }
+                waiting += [.text(String(n.sequence)), .bytes(encoded), .text(String(expiry))]
+            case .notificationDone(let sequence):
+                // Coalescing may have dropped its waiting row: the number was used all the same.
+                maxSequence = max(maxSequence, sequence)
+                done.append(.text(String(sequence)))
+            case .reset(let state):
+                add(state)
+            }
+        }
+
+        private mutating func add(encoding change: StateChange) { add(change, encoded: StateCodec.encode(change)) }
+
+        /// The rows of a whole state (a reset: the script clears everything first).
+        mutating func add(_ state: PersistedState) {
             maxSequence = max(maxSequence, state.nextRecordSequence > 0 ? state.nextRecordSequence - 1 : 0)
-            for device in state.devices { operations(for: .deviceSaved(device), into: &out, maxSequence: &maxSequence) }
-            for token in state.tokens { operations(for: .tokenSaved(token), into: &out, maxSequence: &maxSequence) }
-            for key in state.keys { operations(for: .keySaved(key), into: &out, maxSequence: &maxSequence) }
-            for app in state.apps {
-                operations(for: .appSaved(bundleID: app.bundleID, teamID: app.teamID), into: &out, maxSequence: &maxSequence)
-            }
-            if let faults = state.faults { operations(for: .faultsSaved(faults), into: &out, maxSequence: &maxSequence) }
-            for waiting in state.waiting {
-                operations(for: .notificationWaiting(waiting), into: &out, maxSequence: &maxSequence)
-            }
-            for record in state.records { operations(for: .recordSaved(record), into: &out, maxSequence: &maxSequence) }
+            for device in state.devices { add(encoding: .deviceSaved(device)) }
+            for token in state.tokens { add(encoding: .tokenSaved(token)) }
+            for key in state.keys { add(encoding: .keySaved(key)) }
+            for app in state.apps { add(encoding: .appSaved(bundleID: app.bundleID, teamID: app.teamID)) }
+            if let faults = state.faults { add(encoding: .faultsSaved(faults)) }
+            for waiting in state.waiting { add(encoding: .notificationWaiting(waiting)) }
+            for record in state.records { add(encoding: .recordSaved(record)) }
             for entry in state.budgets {
-                operations(
-                    for: .budgetSaved(deviceID: entry.deviceID, bundleID: entry.bundleID, budget: entry.budget),
-                    into: &out, maxSequence: &maxSequence)
+                add(encoding: .budgetSaved(deviceID: entry.deviceID, bundleID: entry.bundleID, budget: entry.budget))
             }
-            for channel in state.channels { operations(for: .channelSaved(channel), into: &out, maxSequence: &maxSequence) }
-            for row in state.liveActivities { operations(for: .liveActivitiesSaved(row), into: &out, maxSequence: &maxSequence) }
+            for channel in state.channels { add(encoding: .channelSaved(channel)) }
+            for row in state.liveActivities { add(encoding: .liveActivitiesSaved(row)) }
+        }
+
+        func append(to arguments: inout [RedisArgument]) {
+            arguments.append(.text(evictedBefore.map(String.init) ?? ""))
+            for list in [hashSets, hashDeletes, recordsAdded, recordsRemoved, waiting, done] {
+                arguments.append(.text(String(list.count)))
+            }
+            arguments += hashSets
+            arguments += hashDeletes
+            arguments += recordsAdded
+            arguments += recordsRemoved
+            arguments += waiting
+            arguments += done
         }
     }
 
     /// KEYS: lease want version log state records waiting maxseq epoch.
-    /// ARGV: fence ttl instance loglength rows waitingprefix maxsequence (unused) expectedepoch
-    /// seedepoch, then operations:
-    /// S field value | D field | R seq value | X seq | E before | W seq value expireAtMs | V seq | Z.
+    /// ARGV: 1 fence, 2 ttl, 3 instance, 4 loglength, 5 rows (the log entry), 6 waiting key
+    /// prefix, 7 max sequence, 8 reset ('1': clear everything first), 9 expected epoch, 10 seed
+    /// epoch, 11 evict records before ('' none), 12–17 the lengths of the lists that follow:
+    /// hash field/value pairs to set, hash fields to delete, record sequences added, removed,
+    /// waiting notifications (sequence, row, expiry or 0), notifications done.
+    ///
+    /// The lists touch each entity once, so their order does not matter: each becomes one
+    /// variadic command per chunk (a command per row cost more in the script than the writes).
     static let appendScript = RedisScript(
         """
         if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -284,40 +336,56 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         local v = redis.call('INCR', KEYS[3])
         local id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5])
         local wp = ARGV[6]
-        local i = 11
-        while i <= #ARGV do
-          local op = ARGV[i]
-          if op == 'S' then
-            redis.call('HSET', KEYS[5], ARGV[i+1], ARGV[i+2]); i = i + 3
-          elseif op == 'D' then
-            redis.call('HDEL', KEYS[5], ARGV[i+1]); i = i + 2
-          elseif op == 'R' then
-            redis.call('HSET', KEYS[5], 'r:' .. ARGV[i+1], ARGV[i+2])
-            redis.call('ZADD', KEYS[6], ARGV[i+1], ARGV[i+1]); i = i + 3
-          elseif op == 'X' then
-            redis.call('HDEL', KEYS[5], 'r:' .. ARGV[i+1])
-            redis.call('ZREM', KEYS[6], ARGV[i+1]); i = i + 2
-          elseif op == 'E' then
-            local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. ARGV[i+1])
-            for _, s in ipairs(old) do redis.call('HDEL', KEYS[5], 'r:' .. s) end
-            redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. ARGV[i+1]); i = i + 2
-          elseif op == 'W' then
-            if ARGV[i+3] ~= '0' then
-              redis.call('SET', wp .. ARGV[i+1], ARGV[i+2], 'PXAT', ARGV[i+3])
-            else
-              redis.call('SET', wp .. ARGV[i+1], ARGV[i+2])
-            end
-            redis.call('SADD', KEYS[7], ARGV[i+1]); i = i + 4
-          elseif op == 'V' then
-            redis.call('DEL', wp .. ARGV[i+1])
-            redis.call('SREM', KEYS[7], ARGV[i+1]); i = i + 2
-          elseif op == 'Z' then
-            redis.call('DEL', KEYS[5], KEYS[6])
-            for _, s in ipairs(redis.call('SMEMBERS', KEYS[7])) do redis.call('DEL', wp .. s) end
-            redis.call('DEL', KEYS[7]); i = i + 1
-          else
-            return redis.error_reply('ERR unknown operation ' .. op)
+        if ARGV[8] == '1' then
+          redis.call('DEL', KEYS[5], KEYS[6])
+          for _, s in ipairs(redis.call('SMEMBERS', KEYS[7])) do redis.call('DEL', wp .. s) end
+          redis.call('DEL', KEYS[7])
+        end
+        local i = 18
+        -- Runs cmd key (prefixed) items for the n items from ARGV[i], at most 1000 at a time
+        -- (Lua's stack bounds unpack).
+        local function each(n, width, run)
+          local last = i + n - 1
+          while i <= last do
+            local upto = math.min(i + 1000 * width - 1, last)
+            run(i, upto)
+            i = upto + 1
           end
+        end
+        each(tonumber(ARGV[12]), 2, function(a, b) redis.call('HSET', KEYS[5], unpack(ARGV, a, b)) end)
+        each(tonumber(ARGV[13]), 1, function(a, b) redis.call('HDEL', KEYS[5], unpack(ARGV, a, b)) end)
+        each(tonumber(ARGV[14]), 1, function(a, b)
+          local pairs = {}
+          for j = a, b do pairs[#pairs + 1] = ARGV[j]; pairs[#pairs + 1] = ARGV[j] end
+          redis.call('ZADD', KEYS[6], unpack(pairs))
+        end)
+        each(tonumber(ARGV[15]), 1, function(a, b) redis.call('ZREM', KEYS[6], unpack(ARGV, a, b)) end)
+        each(tonumber(ARGV[16]), 3, function(a, b)
+          local members = {}
+          for j = a, b, 3 do
+            if ARGV[j+2] ~= '0' then
+              redis.call('SET', wp .. ARGV[j], ARGV[j+1], 'PXAT', ARGV[j+2])
+            else
+              redis.call('SET', wp .. ARGV[j], ARGV[j+1])
+            end
+            members[#members + 1] = ARGV[j]
+          end
+          redis.call('SADD', KEYS[7], unpack(members))
+        end)
+        each(tonumber(ARGV[17]), 1, function(a, b)
+          local keys = {}
+          for j = a, b do keys[#keys + 1] = wp .. ARGV[j] end
+          redis.call('DEL', unpack(keys))
+          redis.call('SREM', KEYS[7], unpack(ARGV, a, b))
+        end)
+        if ARGV[11] ~= '' then
+          local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. ARGV[11])
+          for j = 1, #old, 1000 do
+            local fields = {}
+            for k = j, math.min(j + 999, #old) do fields[#fields + 1] = 'r:' .. old[k] end
+            redis.call('HDEL', KEYS[5], unpack(fields))
+          end
+          redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. ARGV[11])
         end
         if tonumber(ARGV[7]) > tonumber(redis.call('GET', KEYS[8]) or '0') then redis.call('SET', KEYS[8], ARGV[7]) end
         local wanted = 0

@@ -412,8 +412,9 @@ public final class StateWriter: StateChangeSink, CommitTracker, @unchecked Senda
 
 /// The changes waiting for the writer, coalesced: a change with the key of an earlier one
 /// replaces it in place (same entity, newer row); a reset discards everything before it;
-/// evictions collapse into one trailing `recordsEvicted`.
-struct PendingChanges {
+/// evictions collapse into one trailing `recordsEvicted`. So what remains touches every
+/// entity once, after at most one leading reset (`--redis`'s writer relies on that).
+public struct PendingChanges {
     private var changes: [StateChange?] = []
     private var index: [ChangeKey: Int] = [:]
     private(set) var count = 0
@@ -421,7 +422,17 @@ struct PendingChanges {
     private(set) var recordBytes = 0
     private var evictedBefore: UInt64?
 
-    var isEmpty: Bool { count == 0 && evictedBefore == nil }
+    public init() {}
+
+    public var isEmpty: Bool { count == 0 && evictedBefore == nil }
+
+    /// `changes`, coalesced (no bounds: they were accepted already).
+    public static func coalesced(_ changes: [StateChange]) -> [StateChange] {
+        var pending = PendingChanges()
+        let unbounded = StateWriterLimits.unbounded
+        for change in changes { _ = pending.add(change, limits: unbounded) }
+        return pending.take()
+    }
 
     static func estimatedBytes(_ change: StateChange) -> Int {
         guard case .recordSaved(let record) = change else { return 0 }
