@@ -11,8 +11,13 @@ import StatePersistence
 /// Keys (all under `prefix`, default `apns-emulator:`):
 /// - `state`      hash, one field per row (`ChangeKey.storageField`) holding the encoded row:
 ///                devices, tokens, keys, apps, fault rules, broadcast channels (`c:<id>`),
-///                each device's Live Activities (`l:<device id>`), journal records;
-/// - `records`    sorted set of journal sequence numbers (eviction by range);
+///                each device's Live Activities (`l:<device id>`); journal records in the
+///                rows of the write that made them (`rb:<version>`, the log entry's value),
+///                the newest row of a record winning, or (written by a reset) one field each
+///                (`r:<sequence>`);
+/// - `records`, `batches`  sorted sets of the `r:` sequences and of the `rb:` fields (scored
+///                by their highest record sequence), for eviction by range; `evicted` the
+///                bound below which records are gone;
 /// - `w:<seq>`    one key per notification waiting for its device, with a TTL at its
 ///                expiry (plus a grace period) so a store nobody runs against still forgets
 ///                expired notifications; `waiting` is the set of their sequence numbers;
@@ -93,7 +98,13 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         let version = try redis.command("GET", key("version")).text.flatMap { UInt64($0) }
         state.initialized = version != nil
         var cursor = "0"
-        var records: [NotificationRecord] = []
+        // A record's newest row wins: rows of a batch (`rb:<version>`) by version, rows of
+        // their own (`r:<sequence>`, written by a reset) before any batch.
+        var records: [UInt64: (version: UInt64, record: NotificationRecord?)] = [:]
+        func keep(_ sequence: UInt64, _ version: UInt64, _ record: NotificationRecord?) {
+            if let kept = records[sequence], kept.version > version { return }
+            records[sequence] = (version, record)
+        }
         repeat {
             let reply = try redis.command("HSCAN", key("state"), .text(cursor), "COUNT", "1000")
             guard let parts = reply.elements, parts.count == 2, let next = parts[0].text, let fields = parts[1].elements else {
@@ -102,6 +113,17 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             cursor = next
             var i = 1
             while i < fields.count {
+                if let name = fields[i - 1].text, name.hasPrefix("rb:"), let batch = UInt64(name.dropFirst(3)) {
+                    for change in try decodeBatch(fields[i].bytes) {
+                        switch change {
+                        case .recordSaved(let record): keep(record.sequence, batch, record)
+                        case .recordRemoved(let sequence): keep(sequence, batch, nil)
+                        default: break
+                        }
+                    }
+                    i += 2
+                    continue
+                }
                 let change = try decode(fields[i].bytes)
                 switch change {
                 case .deviceSaved(let device): state.devices.append(device)
@@ -109,7 +131,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 case .keySaved(let key): state.keys.append(key)
                 case .appSaved(let bundle, let team): state.apps.append((bundle, team))
                 case .faultsSaved(let faults): state.faults = faults
-                case .recordSaved(let record): records.append(record)
+                case .recordSaved(let record): keep(record.sequence, 0, record)
                 case .budgetSaved(let device, let bundle, let budget): state.budgets.append((device, bundle, budget))
                 case .channelSaved(let channel): state.channels.append(channel)
                 case .liveActivitiesSaved(let row): state.liveActivities.append(row)
@@ -122,7 +144,8 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         state.tokens.sort { $0.token < $1.token }
         state.keys.sort { $0.keyID < $1.keyID }
         state.apps.sort { $0.bundleID < $1.bundleID }
-        state.records = records.sorted { $0.sequence < $1.sequence }
+        let evicted = try redis.command("GET", key("evicted")).text.flatMap { UInt64($0) } ?? 0
+        state.records = records.values.compactMap(\.record).filter { $0.sequence >= evicted }.sorted { $0.sequence < $1.sequence }
         state.channels.sort { $0.id < $1.id }
         state.liveActivities.sort { $0.deviceID < $1.deviceID }
 
@@ -158,6 +181,15 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// A new random epoch.
     static func newEpoch() -> String {
         (0..<2).map { _ in String(UInt64.random(in: 0...UInt64.max), radix: 16) }.joined(separator: "-")
+    }
+
+    private func decodeBatch(_ bytes: [UInt8]?) throws(RedisError) -> [StateChange] {
+        guard let bytes else { throw RedisError(.protocolError, "a batch of state rows is not a string") }
+        do {
+            return try StateCodec.decodeChanges(bytes)
+        } catch {
+            throw RedisError(.protocolError, "a batch of state rows cannot be read: \(error)")
+        }
     }
 
     private func decode(_ bytes: [UInt8]?) throws(RedisError) -> StateChange {
@@ -200,13 +232,15 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         case .expect(let current): (expected, seeded) = (current, "")
         case .seed(let new): (expected, seeded) = ("", new)
         }
-        var writes = Writes()
+        let hasReset = if case .reset = changes.first { true } else { false }
+        // Journal records are kept in the log entry's rows, stored once more as the batch's
+        // field, rather than one field each: the script then handles no argument per record.
+        // (A reset writes a field per record, as the whole state is written anew.)
+        var writes = Writes(recordsInBatch: !hasReset)
         var encoded: [[UInt8]] = []
         encoded.reserveCapacity(changes.count)
-        var hasReset = false
         for change in changes {
             if case .reset(let state) = change {
-                hasReset = true
                 writes.add(state)
                 continue
             }
@@ -219,13 +253,14 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             .text(fence ?? ""), .text(String(RedisCoordinator.leaseMilliseconds)), .text(String(instance)),
             .text(String(logLength)), .bytes(rows), .text(prefix + "w:"), .text(String(writes.maxSequence)),
             hasReset ? "1" : "0", .text(expected), .text(seeded),
+            .text(writes.batchMaxRecordSequence.map(String.init) ?? ""),
         ]
         writes.append(to: &arguments)
         let reply = try Self.appendScript.run(
             on: redis,
             keys: [
                 key("lease"), key("want"), key("version"), key("log"), key("state"), key("records"), key("waiting"), key("maxseq"),
-                key("epoch"),
+                key("epoch"), key("batches"), key("evicted"),
             ],
             arguments: arguments)
         guard let parts = reply.elements, parts.count == 3, let version = parts[0].int, let id = parts[1].text else {
@@ -236,6 +271,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
 
     /// A batch's writes, like with like (see `appendScript`).
     struct Writes {
+        /// Journal records stay in the batch's rows (`rb:<version>`), not in fields of their own.
+        let recordsInBatch: Bool
+        /// The highest sequence of a record in the batch's rows (nil: none there).
+        var batchMaxRecordSequence: UInt64?
         var hashSets: [RedisArgument] = []
         var hashDeletes: [RedisArgument] = []
         var recordsAdded: [RedisArgument] = []
@@ -254,10 +293,17 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 hashDeletes.append(.text(change.key!.storageField))
             case .recordSaved(let record):
                 maxSequence = max(maxSequence, record.sequence)
-                hashSets += [.text("r:\(record.sequence)"), .bytes(encoded)]
-                recordsAdded.append(.text(String(record.sequence)))
+                if recordsInBatch {
+                    batchMaxRecordSequence = max(batchMaxRecordSequence ?? 0, record.sequence)
+                } else {
+                    hashSets += [.text("r:\(record.sequence)"), .bytes(encoded)]
+                    recordsAdded.append(.text(String(record.sequence)))
+                }
             case .recordRemoved(let sequence):
                 maxSequence = max(maxSequence, sequence)
+                // The batch's rows say it is gone (newer than any row of it); a field of its own
+                // from a reset goes too.
+                if recordsInBatch { batchMaxRecordSequence = max(batchMaxRecordSequence ?? 0, sequence) }
                 hashDeletes.append(.text("r:\(sequence)"))
                 recordsRemoved.append(.text(String(sequence)))
             case .recordsEvicted(let before):
@@ -311,12 +357,18 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         }
     }
 
-    /// KEYS: lease want version log state records waiting maxseq epoch.
+    /// KEYS: lease want version log state records waiting maxseq epoch batches evicted.
     /// ARGV: 1 fence, 2 ttl, 3 instance, 4 loglength, 5 rows (the log entry), 6 waiting key
     /// prefix, 7 max sequence, 8 reset ('1': clear everything first), 9 expected epoch, 10 seed
-    /// epoch, 11 evict records before ('' none), 12–17 the lengths of the lists that follow:
-    /// hash field/value pairs to set, hash fields to delete, record sequences added, removed,
-    /// waiting notifications (sequence, row, expiry or 0), notifications done.
+    /// epoch, 11 the highest record sequence in the rows ('' none: the rows are not kept as
+    /// `rb:<version>`), 12 evict records before ('' none), 13–18 the lengths of the lists that
+    /// follow: hash field/value pairs to set, hash fields to delete, record sequences added
+    /// (fields of their own), removed, waiting notifications (sequence, row, expiry or 0),
+    /// notifications done.
+    ///
+    /// `batches` scores each `rb:` field by its highest record sequence, so eviction drops a
+    /// batch once all its records are older than the bound; `evicted` is that bound, below
+    /// which records left in a kept batch are not loaded.
     ///
     /// The lists touch each entity once, so their order does not matter: each becomes one
     /// variadic command per chunk (a command per row cost more in the script than the writes).
@@ -337,11 +389,15 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         local id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5])
         local wp = ARGV[6]
         if ARGV[8] == '1' then
-          redis.call('DEL', KEYS[5], KEYS[6])
+          redis.call('DEL', KEYS[5], KEYS[6], KEYS[10])
           for _, s in ipairs(redis.call('SMEMBERS', KEYS[7])) do redis.call('DEL', wp .. s) end
           redis.call('DEL', KEYS[7])
         end
-        local i = 18
+        if ARGV[11] ~= '' then
+          redis.call('HSET', KEYS[5], 'rb:' .. v, ARGV[5])
+          redis.call('ZADD', KEYS[10], ARGV[11], 'rb:' .. v)
+        end
+        local i = 19
         -- Runs cmd key (prefixed) items for the n items from ARGV[i], at most 1000 at a time
         -- (Lua's stack bounds unpack).
         local function each(n, width, run)
@@ -352,15 +408,15 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             i = upto + 1
           end
         end
-        each(tonumber(ARGV[12]), 2, function(a, b) redis.call('HSET', KEYS[5], unpack(ARGV, a, b)) end)
-        each(tonumber(ARGV[13]), 1, function(a, b) redis.call('HDEL', KEYS[5], unpack(ARGV, a, b)) end)
-        each(tonumber(ARGV[14]), 1, function(a, b)
+        each(tonumber(ARGV[13]), 2, function(a, b) redis.call('HSET', KEYS[5], unpack(ARGV, a, b)) end)
+        each(tonumber(ARGV[14]), 1, function(a, b) redis.call('HDEL', KEYS[5], unpack(ARGV, a, b)) end)
+        each(tonumber(ARGV[15]), 1, function(a, b)
           local pairs = {}
           for j = a, b do pairs[#pairs + 1] = ARGV[j]; pairs[#pairs + 1] = ARGV[j] end
           redis.call('ZADD', KEYS[6], unpack(pairs))
         end)
-        each(tonumber(ARGV[15]), 1, function(a, b) redis.call('ZREM', KEYS[6], unpack(ARGV, a, b)) end)
-        each(tonumber(ARGV[16]), 3, function(a, b)
+        each(tonumber(ARGV[16]), 1, function(a, b) redis.call('ZREM', KEYS[6], unpack(ARGV, a, b)) end)
+        each(tonumber(ARGV[17]), 3, function(a, b)
           local members = {}
           for j = a, b, 3 do
             if ARGV[j+2] ~= '0' then
@@ -372,20 +428,25 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
           end
           redis.call('SADD', KEYS[7], unpack(members))
         end)
-        each(tonumber(ARGV[17]), 1, function(a, b)
+        each(tonumber(ARGV[18]), 1, function(a, b)
           local keys = {}
           for j = a, b do keys[#keys + 1] = wp .. ARGV[j] end
           redis.call('DEL', unpack(keys))
           redis.call('SREM', KEYS[7], unpack(ARGV, a, b))
         end)
-        if ARGV[11] ~= '' then
-          local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. ARGV[11])
+        if ARGV[12] ~= '' then
+          local before = '(' .. ARGV[12]
+          local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', before)
           for j = 1, #old, 1000 do
             local fields = {}
             for k = j, math.min(j + 999, #old) do fields[#fields + 1] = 'r:' .. old[k] end
             redis.call('HDEL', KEYS[5], unpack(fields))
           end
-          redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. ARGV[11])
+          redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', before)
+          local batches = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', before)
+          for j = 1, #batches, 1000 do redis.call('HDEL', KEYS[5], unpack(batches, j, math.min(j + 999, #batches))) end
+          redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', before)
+          if tonumber(ARGV[12]) > tonumber(redis.call('GET', KEYS[11]) or '0') then redis.call('SET', KEYS[11], ARGV[12]) end
         end
         if tonumber(ARGV[7]) > tonumber(redis.call('GET', KEYS[8]) or '0') then redis.call('SET', KEYS[8], ARGV[7]) end
         local wanted = 0

@@ -61,6 +61,34 @@ struct RedisStateStoreTests {
         #expect(try RedisStateStore(url: url, prefix: "other:").load().initialized == false)
     }
 
+    /// Journal records live in the rows of the write that made them (one field per write, not
+    /// per record): a record's newest row wins, a removal is kept, eviction drops a write's
+    /// field once all its records are older than the bound, and what a kept write still holds
+    /// below the bound is not loaded.
+    @Test func recordsKeptPerWriteLoadNewestAndEvictByTheBound() throws {
+        let redis = try RedisServerProcess()
+        let url = try RedisURL(parsing: redis.url)
+        let store = RedisStateStore(url: url)
+        try store.write([record(1), record(2), record(3)])
+        var updated = NotificationRecord(apnsID: "A2", token: "t", environment: .sandbox, receivedAtMs: 0)
+        updated.sequence = 2
+        updated.outcome = .delivered
+        try store.write([.recordSaved(updated), record(4), .recordRemoved(sequence: 3)])
+        var loaded = try store.load()
+        #expect(loaded.records.map(\.sequence) == [1, 2, 4])
+        #expect(loaded.records.first { $0.sequence == 2 }?.outcome == .delivered, "the newer row of record 2")
+
+        // Records 1–3 evicted: the first write's field is dropped; the second is kept (record 4)
+        // but its row of record 2 is below the bound.
+        try store.write([record(5), .recordsEvicted(before: 4)])
+        loaded = try store.load()
+        #expect(loaded.records.map(\.sequence) == [4, 5])
+        let redisConnection = try RedisConnection(url: url)
+        let fields = try redisConnection.command("HKEYS", "apns-emulator:state").elements?.compactMap(\.text) ?? []
+        #expect(fields.filter { $0.hasPrefix("rb:") }.count == 2, "\(fields)")
+        #expect(!fields.contains { $0.hasPrefix("r:") }, "no field per record: \(fields)")
+    }
+
     /// Notifications waiting for a device carry a TTL at their expiry (plus a grace period),
     /// so a Redis nobody runs against forgets them; in-flight ones have none.
     @Test func waitingNotificationsExpireThroughRedisTTLs() throws {
