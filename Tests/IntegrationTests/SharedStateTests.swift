@@ -2,6 +2,7 @@ import APNsCore
 import Foundation
 import Glibc
 import HTTP2
+import Locking
 import Networking
 import ProviderClient
 import RedisTestSupport
@@ -341,6 +342,47 @@ struct SharedStateTests {
         print("slow Redis (500 ms an answer): \(pushed.count) pushes meanwhile, slowest admin read \(Int(slowest * 1000)) ms")
         #expect(pushed.count > 0, "the providers were waiting on Redis meanwhile")
         #expect(slowest < 0.25, "admin reads come from the instance's copy: slowest \(slowest) s")
+    }
+
+    /// Every Redis answer 100 ms late: pushes arriving on many connections while a write is on
+    /// its way are written together by the next one (the event loops queue their changes and
+    /// go on reading; the answers wait for their write), not one write per connection's read.
+    @Test(.requires(.redisCLI)) func pushesOfManyConnectionsShareAWriteWhileRedisIsSlow() throws {
+        let redis = try RedisServerProcess()
+        let proxy = try DelayProxy(upstreamPort: redis.port, delayMilliseconds: 100)
+        let emulator = try EmulatorProcess(["--redis", "redis://127.0.0.1:\(proxy.port)", "--threads", "2"])
+        let token = try emulator.createDevice().token
+        let push = try emulator.push(token)
+        let count = 24
+        func scripts() throws -> Int {
+            let stats = try run("/usr/bin/env", ["redis-cli", "-p", String(redis.port), "info", "commandstats"]).out
+            // Redis ends its lines with CRLF, one Character in Swift.
+            let line = stats.split(whereSeparator: \.isNewline).first { $0.hasPrefix("cmdstat_evalsha:") } ?? ""
+            return Int(line.split(separator: ",").first?.split(separator: "=").last ?? "0") ?? 0
+        }
+        // Every connection made first, then all pushes at once.
+        let connected = Counter()
+        let go = Atomic<Bool>(false)
+        let statuses = Locked<[Int]>([])
+        for _ in 0..<count {
+            Thread {
+                let connection = try? emulator.connect()
+                connected.add()
+                while !go.load(ordering: .acquiring) { usleep(1_000) }
+                let status = (try? connection.map { try APNsResult($0.send(push.request)).status }) ?? nil
+                statuses.withLock { $0.append(status ?? 0) }
+            }.start()
+        }
+        #expect(try eventually(20) { connected.count == count })
+        let before = try scripts()
+        go.store(true, ordering: .releasing)
+        #expect(try eventually(20) { statuses.withLock { $0.count } == count })
+        let written = try scripts() - before
+        #expect(statuses.withLock { $0 } == Array(repeating: 200, count: count))
+        // One script per connection before; now the first push's write and one or two for
+        // everything that queued behind it (and the odd lease renewal).
+        #expect(written <= 8, "\(written) scripts for \(count) pushes")
+        print("slow Redis (100 ms an answer): \(count) pushes on as many connections, \(written) scripts")
     }
 
     /// Redis stops answering (SIGSTOP) in the middle of a stream of pushes: the push whose
