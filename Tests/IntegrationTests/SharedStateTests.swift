@@ -420,6 +420,41 @@ struct SharedStateTests {
             }, "acknowledged but missing from the shared journal: \(Set(acknowledged).subtracting(journaled))")
     }
 
+    /// An instance killed (SIGKILL) while four providers push to it in batches: every push it
+    /// answered 200 is in the shared journal the other instance shows, since an answer leaves
+    /// only once Redis has the write that holds it.
+    @Test func nothingAcknowledgedIsLostWhenAnInstanceIsKilledMidStream() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let token = try e1.createDevice().token
+        let push = try e1.push(token)
+        let acknowledged = Locked<[String]>([])
+        let finished = Counter()
+        for _ in 0..<4 {
+            Thread {
+                defer { finished.add() }
+                guard let connection = try? e1.connect() else { return }
+                for _ in 0..<200 {
+                    guard let answers = try? connection.send(Array(repeating: push.request, count: 10)) else { return }
+                    let ok = answers.map(APNsResult.init).filter { $0.status == 200 }.compactMap(\.apnsID)
+                    acknowledged.withLock { $0 += ok }
+                }
+            }.start()
+        }
+        #expect(try eventually(20) { acknowledged.withLock { $0.count } >= 400 }, "the providers got under way")
+        cluster.kill(0)
+        #expect(try eventually(20) { finished.count == 4 })
+        let answered = acknowledged.withLock { $0 }
+        #expect(answered.count < 8_000, "the kill came while they were still pushing")
+        print("instance killed mid-stream: \(answered.count) pushes had been answered 200")
+        var journaled: Set<String> = []
+        #expect(
+            try eventually(10) {
+                journaled = Set(try e2.notifications(token: token, limit: 20_000).compactMap { $0["apnsId"]?.stringValue })
+                return journaled.isSuperset(of: answered)
+            }, "\(Set(answered).subtracting(journaled).count) of \(answered.count) acknowledged pushes missing from the shared journal")
+    }
+
     @Test func devicesOfAKilledInstanceReconnectAndGetTheirNotifications() throws {
         let cluster = try EmulatorCluster()
         let e1 = cluster.instances[0]
