@@ -39,6 +39,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     static let minimumHoldMilliseconds: Int64 = 5
     /// Waiting longer than this for the lease counts as the store being unavailable.
     static let acquireTimeoutMilliseconds: Int64 = 3_000
+    /// Rows queued for the writer at most: beyond, changes wait for it (and after the acquire
+    /// timeout are refused, 503), so a stalled Redis holds back providers instead of memory.
+    static let maxQueuedRows = 20_000
+    /// Rows one append script takes at most (Redis runs nothing else meanwhile).
+    static let maxRowsPerWrite = 5_000
     static let heartbeatMilliseconds: Int64 = 1_000
     static let instanceTTLMilliseconds = 3_000
 
@@ -76,8 +81,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var needsReload = false
         /// Applied changes still to be announced to event streams (after the lock).
         var announcements: [(records: [UInt64], reset: Bool)] = []
-        /// Rows made on this copy and not yet handed to the writer, in order.
+        /// Rows made on this copy and not yet handed to the writer, in order, and where each
+        /// change's rows end among them.
         var outbox: [StateChange] = []
+        var queued = QueuedTickets()
         /// The writer has a batch out to Redis.
         var writing = false
         /// Another instance asked for the lease: no change is made until it is handed over.
@@ -242,6 +249,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             ticket = s.lastTicket
             s.threadTickets[thread] = ticket
             s.outbox += rows
+            s.queued.append(ticket, end: s.outbox.count)
             return true
         }
         flushAnnouncements()
@@ -251,7 +259,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// Whether a change may be made now (see `mutate`).
     private static func mayChange(_ s: borrowing Shared) -> Bool {
-        s.unavailable != nil || (!s.yielding && ((s.holding && !s.needsReload) || s.writerIdle))
+        s.unavailable != nil
+            || (!s.yielding && s.outbox.count < maxQueuedRows && ((s.holding && !s.needsReload) || s.writerIdle))
     }
 
     /// Blocks until `ticket` is written (true) or failed (false).
@@ -312,10 +321,13 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             let batch = shared.withLock(when: { !$0.outbox.isEmpty }, timeoutMilliseconds: stop ? 0 : 100) {
                 (s: inout Shared, _: Bool) -> Batch? in
                 guard !s.outbox.isEmpty else { return nil }
+                // Everything queued, or (when that is a lot) the rows of its first changes.
+                let (taken, last) = s.queued.cut(limit: Self.maxRowsPerWrite, rows: s.outbox.count, lastTicket: s.lastTicket)
                 let batch = Batch(
-                    rows: s.outbox, last: s.lastTicket, fence: s.token, epoch: s.epoch, sentMs: Monotonic.nowMilliseconds(),
-                    generation: s.redisGeneration)
-                s.outbox = []
+                    rows: taken == s.outbox.count ? s.outbox : Array(s.outbox[..<taken]), last: last, fence: s.token,
+                    epoch: s.epoch, sentMs: Monotonic.nowMilliseconds(), generation: s.redisGeneration)
+                s.outbox.removeFirst(taken)
+                s.queued.drop(rows: taken)
                 s.writing = true
                 return batch
             }
@@ -367,6 +379,30 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         }
     }
 
+    /// Where each queued change's rows end in the outbox, oldest first: a write that takes only
+    /// the first rows takes whole changes, and settles their tickets.
+    struct QueuedTickets {
+        private var ends: [(ticket: UInt64, end: Int)] = []
+
+        mutating func append(_ ticket: UInt64, end: Int) { ends.append((ticket, end)) }
+
+        mutating func removeAll() { ends.removeAll() }
+
+        /// The rows to take (all of them when they are at most `limit`; else whole changes, at
+        /// least one) and the last ticket among them.
+        func cut(limit: Int, rows: Int, lastTicket: UInt64) -> (rows: Int, last: UInt64) {
+            guard rows > limit, let first = ends.first else { return (rows, lastTicket) }
+            let fitting = ends.last { $0.end <= limit } ?? first
+            return (fitting.end, fitting.ticket)
+        }
+
+        mutating func drop(rows: Int) {
+            let gone = ends.firstIndex { $0.end > rows } ?? ends.count
+            ends.removeFirst(gone)
+            for i in ends.indices { ends[i].end -= rows }
+        }
+    }
+
     private struct Batch: @unchecked Sendable {
         let rows: [StateChange]
         let last: UInt64
@@ -380,6 +416,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// flight, if any: its fate is unknown) and the answers waiting for them are told.
     private func failPending(_ s: inout Shared) {
         s.outbox = []
+        s.queued.removeAll()
         s.yielding = false
         guard s.lastTicket > s.resolvedTicket else { return }
         s.failedTickets.append((s.resolvedTicket + 1)...s.lastTicket)

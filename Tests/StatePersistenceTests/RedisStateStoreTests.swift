@@ -1,7 +1,7 @@
 import APNsCore
 import Foundation
 import Redis
-import RedisStore
+@testable import RedisStore
 import RedisTestSupport
 import Testing
 import TestSupport
@@ -113,5 +113,23 @@ struct RedisStateStoreTests {
         #expect(try connection.command("PTTL", "apns-emulator:w:2").int.map { $0 > 3_600_000 } == true)
         #expect(try connection.command("PTTL", "apns-emulator:w:3").int == -1)
         #expect(try store.load().waiting.map(\.notification.sequence) == [2, 3])
+    }
+}
+
+/// How the `--redis` writer splits a long queue: whole changes per write, never a change cut
+/// in two (its answer waits for all of its rows), and at least one change however large.
+@Suite("Redis writer: the queue cut into writes")
+struct RedisWriterQueueTests {
+    @Test func aLongQueueIsCutAtTheLastWholeChangeWithinTheLimit() {
+        var queued = RedisCoordinator.QueuedTickets()
+        queued.append(1, end: 3)
+        queued.append(2, end: 7)
+        queued.append(3, end: 12)
+        #expect(queued.cut(limit: 20, rows: 12, lastTicket: 3) == (12, 3), "everything, when it fits")
+        #expect(queued.cut(limit: 10, rows: 12, lastTicket: 3) == (7, 2), "changes 1 and 2 fit, 3 would not")
+        #expect(queued.cut(limit: 2, rows: 12, lastTicket: 3) == (3, 1), "the first change whole, though over the limit")
+        queued.drop(rows: 7)
+        queued.append(4, end: 9)
+        #expect(queued.cut(limit: 6, rows: 9, lastTicket: 4) == (5, 3), "what is left starts at row 0")
     }
 }
