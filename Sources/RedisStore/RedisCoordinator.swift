@@ -152,7 +152,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var lastError = ""
         while true {
             do {
-                let redis = try RedisConnection(url: store.url)
+                let redis = try store.connect()
                 guard let number = try redis.command("INCR", store.key("instances")).int else {
                     throw RedisError(.protocolError, "INCR did not answer a number")
                 }
@@ -338,7 +338,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             let result: Result<(version: UInt64, id: String, wanted: Bool), RedisError>
             do {
                 if connection == nil || connection!.isBroken || generation != batch.generation {
-                    connection = try RedisConnection(url: store.url)
+                    connection = try store.connect()
                     generation = batch.generation
                 }
                 result = .success(
@@ -579,7 +579,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     private func failed(_ s: inout Shared, _ any: any Error) {
         let error = any as? RedisError ?? RedisError(.protocolError, "\(any)")
-        if let redis = s.redis, redis.isBroken || error.kind == .connection {
+        // A cluster moved the keys' slot to another node: connect anew, to it.
+        let moved = error.kind == .server && (error.description.hasPrefix("MOVED") || error.description.hasPrefix("ASK"))
+        if moved { store.slotMoved() }
+        if let redis = s.redis, redis.isBroken || error.kind == .connection || moved {
             s.redis = nil
             s.holding = false
             let text = "Redis at \(store.url.redacted) cannot be reached: \(error)"
@@ -648,7 +651,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             }
             do {
                 if redis == nil || redis!.isBroken {
-                    redis = try RedisConnection(url: store.url, commandTimeoutMs: 3_000)
+                    redis = try store.connect(commandTimeoutMs: 3_000)
                 }
                 let reply = try redis!.command("XREAD", "COUNT", "1000", "BLOCK", "1000", "STREAMS", store.key("log"), .text(from))
                 guard let streams = reply.elements, let entries = streams.first?.elements?.last?.elements else { continue }
@@ -746,7 +749,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         let now = Monotonic.nowMilliseconds()
         guard now - lastReconnectAttemptMs >= 500 else { return }
         lastReconnectAttemptMs = now
-        guard let redis = try? RedisConnection(url: store.url), (try? redis.command("PING")) != nil else { return }
+        guard let redis = try? store.connect(), (try? redis.command("PING")) != nil else { return }
         let back = shared.withLock { (s: inout Shared) -> Bool in
             do {
                 s.redis = redis
@@ -786,7 +789,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         shared.withLock { (s: inout Shared) in
             guard var recovery = s.recovery else { return }
             if s.redis == nil || s.redis!.isBroken {
-                guard let fresh = try? RedisConnection(url: store.url) else { return }
+                guard let fresh = try? store.connect() else { return }
                 s.redis = fresh
             }
             guard let redis = s.redis else { return }

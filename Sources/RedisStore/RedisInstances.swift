@@ -78,7 +78,7 @@ extension RedisCoordinator {
 
     func publishingConnection(_ connection: inout RedisConnection?) throws(RedisError) -> RedisConnection {
         if let existing = connection, !existing.isBroken { return existing }
-        let fresh = try RedisConnection(url: store.url)
+        let fresh = try store.connect()
         connection = fresh
         return fresh
     }

@@ -3,6 +3,7 @@
 // coalesce).
 public import APNsCore
 public import Redis
+import Locking
 import StatePersistence
 
 /// The emulator's state in Redis (`--redis`): the second backend of `StateStore`, and the
@@ -32,10 +33,25 @@ import StatePersistence
 ///                as if it were the same state; `recovering` the instances restoring a lost
 ///                state (see `RedisCoordinator`).
 ///
-/// Not for Redis Cluster: the scripts touch keys they compute (one `w:<seq>` per notification).
+/// On a Redis Cluster (`cluster_enabled:1`) every key carries the prefix as its hash tag
+/// (`{apns-emulator:}state`), so all of them, the ones the scripts compute included, are in one
+/// slot: connections go to the node that owns it (`CLUSTER SLOTS`), found again after a move.
 public final class RedisStateStore: StateStore, @unchecked Sendable {
+    /// Where to start: the one Redis, or any node of a cluster.
     public let url: RedisURL
-    public let prefix: String
+    /// As configured (`--redis-prefix`).
+    public let configuredPrefix: String
+    /// The keys' prefix: the configured one, as a hash tag on a cluster. Set before use.
+    public var prefix: String { layout.withLock { $0.prefix } }
+    private let layout: Locked<Layout>
+    private struct Layout {
+        var prefix: String
+        /// Found out on the first connection.
+        var prepared = false
+        var cluster = false
+        /// The node that owns the keys' slot (the one Redis: `url`).
+        var node: RedisURL
+    }
     /// Entries the log keeps (approximately).
     public let logLength: Int
     /// How long a waiting notification's key outlives its expiry, so the emulator's own expiry
@@ -49,13 +65,95 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
 
     public init(url: RedisURL, prefix: String = defaultPrefix, logLength: Int = 100_000) {
         self.url = url
-        self.prefix = prefix
+        configuredPrefix = prefix
+        layout = Locked(Layout(prefix: prefix, node: url))
         self.logLength = logLength
     }
 
     public var location: String { url.redacted }
 
     func key(_ name: String) -> RedisArgument { .text(prefix + name) }
+
+    /// Whether the keys are on a Redis Cluster (known after the first connection).
+    public var isCluster: Bool { layout.withLock { $0.cluster } }
+
+    // MARK: Connections
+
+    /// A connection to where the keys are: the one Redis, or the cluster node that owns their
+    /// slot. The first call finds out which (and on a cluster sets the hash-tagged prefix).
+    public func connect(commandTimeoutMs: Int = 2000) throws(RedisError) -> RedisConnection {
+        let (prepared, node) = layout.withLock { ($0.prepared, $0.node) }
+        if !prepared { return try locate(commandTimeoutMs: commandTimeoutMs) }
+        do {
+            return try RedisConnection(url: node, commandTimeoutMs: commandTimeoutMs)
+        } catch {
+            // The owner may have gone (a failover): ask the cluster again, from the start node.
+            guard isCluster else { throw error }
+            return try locate(commandTimeoutMs: commandTimeoutMs)
+        }
+    }
+
+    /// A command was answered MOVED: the slot has another owner; the next `connect` asks.
+    public func slotMoved() {
+        layout.withLock { if $0.cluster { $0.prepared = false } }
+    }
+
+    /// Connects to `url`, finds out whether it is a cluster node and, if so, which node owns
+    /// the keys' slot, and returns a connection there.
+    private func locate(commandTimeoutMs: Int) throws(RedisError) -> RedisConnection {
+        let start = try RedisConnection(url: url, commandTimeoutMs: commandTimeoutMs)
+        let info = try start.command("INFO", "cluster").text ?? ""
+        guard info.contains("cluster_enabled:1") else {
+            layout.withLock {
+                $0.prepared = true
+                $0.cluster = false
+                $0.node = url
+                $0.prefix = configuredPrefix
+            }
+            return start
+        }
+        let tagged = Self.hashTagged(configuredPrefix)
+        guard let slot = try start.command("CLUSTER", "KEYSLOT", .text(tagged + "state")).int else {
+            throw RedisError(.protocolError, "CLUSTER KEYSLOT did not answer a number")
+        }
+        guard let owner = Self.owner(ofSlot: Int(slot), in: try start.command("CLUSTER", "SLOTS")) else {
+            throw RedisError(.server, "no node of the cluster at \(url.redacted) serves slot \(slot) (is every slot assigned?)")
+        }
+        var node = url
+        node.host = owner.host
+        node.port = owner.port
+        node.database = 0
+        layout.withLock {
+            $0.prepared = true
+            $0.cluster = true
+            $0.node = node
+            $0.prefix = tagged
+        }
+        if node.host == url.host, node.port == url.port { return start }
+        return try RedisConnection(url: node, commandTimeoutMs: commandTimeoutMs)
+    }
+
+    /// The prefix as a hash tag (`{prefix}`), unless it has one already.
+    static func hashTagged(_ prefix: String) -> String {
+        if let open = prefix.firstIndex(of: "{"), let close = prefix[open...].firstIndex(of: "}"),
+            prefix.index(after: open) < close
+        {
+            return prefix
+        }
+        return "{" + prefix + "}"
+    }
+
+    /// The master serving `slot`, from a `CLUSTER SLOTS` reply: [[start, end, [host, port, id], …], …].
+    static func owner(ofSlot slot: Int, in reply: RedisReply) -> (host: String, port: Int)? {
+        for range in reply.elements ?? [] {
+            guard let parts = range.elements, parts.count >= 3, let first = parts[0].int, let last = parts[1].int,
+                (Int(first)...Int(last)).contains(slot), let master = parts[2].elements, master.count >= 2,
+                let host = master[0].text, let port = master[1].int
+            else { continue }
+            return (host.isEmpty ? "127.0.0.1" : host, Int(port))
+        }
+        return nil
+    }
 
     // MARK: StateStore
 
@@ -79,7 +177,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
 
     private func ownConnection() throws(RedisError) -> RedisConnection {
         if let connection, !connection.isBroken { return connection }
-        let fresh = try RedisConnection(url: url)
+        let fresh = try connect()
         connection = fresh
         return fresh
     }

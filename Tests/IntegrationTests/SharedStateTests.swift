@@ -481,3 +481,50 @@ struct SharedStateTests {
         #expect(try cluster.instanceHoldingDevices() != victim)
     }
 }
+
+/// `--redis` on a real Redis Cluster: three master nodes on loopback, joined by
+/// `redis-cli --cluster create`. The state's keys share one hash tag, so one node holds all of
+/// them, and the scripts (which touch keys they compute) run there.
+@Suite("Several instances on a Redis Cluster", .serialized, .requires(.redisServer), .requires(.redisCLI))
+struct RedisClusterTests {
+    @Test func instancesPointedAtAnyNodeShareTheStateOnTheNodeThatOwnsItsSlot() throws {
+        let cluster = try RedisClusterProcess()
+        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-redis-cluster-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        let owner = try cluster.owner(of: "{apns-emulator:}state")
+        // Each instance starts from another node than the owner (MOVED would answer there).
+        let others = cluster.nodes.indices.filter { $0 != owner }
+        let e1 = try EmulatorProcess(["--redis", cluster.url(node: others[0])], sharedDirectory: shared)
+        let e2 = try EmulatorProcess(["--redis", cluster.url(node: others[1])], sharedDirectory: shared)
+
+        let token = try e1.createDevice().token
+        #expect(try eventually { try e2.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.count == 1 })
+        var accepted: [String] = []
+        for emulator in [e1, e2, e1, e2] {
+            let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+            #expect(result.status == 200)
+            accepted += result.apnsID.map { [$0] } ?? []
+        }
+        for emulator in [e1, e2] {
+            #expect(
+                try eventually {
+                    Set(try emulator.notifications(token: token).compactMap { $0["apnsId"]?.stringValue }).isSuperset(of: accepted)
+                }, "every push on both instances' journals")
+        }
+        // Every key on the owner, under the hash tag; none on the other nodes.
+        for (index, node) in cluster.nodes.enumerated() {
+            let keys = try run("/usr/bin/env", ["redis-cli", "-p", String(node.port), "--scan"]).out
+                .split(whereSeparator: \.isNewline).map(String.init)
+            if index == owner {
+                #expect(keys.contains("{apns-emulator:}state") && keys.contains("{apns-emulator:}log"), "\(keys)")
+                #expect(keys.allSatisfy { $0.hasPrefix("{apns-emulator:}") }, "\(keys)")
+            } else {
+                #expect(keys.isEmpty, "node \(index) holds \(keys)")
+            }
+        }
+        // A restart of an instance finds the state there again.
+        let restarted = try EmulatorProcess(["--redis", cluster.url(node: owner)], sharedDirectory: shared)
+        #expect(APNsResult(try restarted.connect().send(try restarted.push(token).request)).status == 200)
+    }
+}

@@ -29,9 +29,12 @@ public final class RedisServerProcess: @unchecked Sendable {
     /// Set: an append-only file synced at every write, so a restart keeps the data (as a
     /// production Redis would).
     public let persistent: Bool
+    /// More redis-server options (a cluster node's).
+    public let extraArguments: [String]
 
-    public init(password: String? = nil, persistent: Bool = false) throws {
+    public init(password: String? = nil, persistent: Bool = false, extraArguments: [String] = []) throws {
         self.persistent = persistent
+        self.extraArguments = extraArguments
         executable = try Self.findExecutable()
         self.password = password
         directory =
@@ -43,7 +46,8 @@ public final class RedisServerProcess: @unchecked Sendable {
         for _ in 0..<5 {
             let port = try freePort()
             do {
-                pid = try Self.launch(executable, port: port, password: password, persistent: persistent, directory: directory)
+                pid = try Self.launch(
+                    executable, port: port, password: password, persistent: persistent, directory: directory, extra: extraArguments)
                 self.port = port
                 return
             } catch {
@@ -89,7 +93,8 @@ public final class RedisServerProcess: @unchecked Sendable {
     /// Stops the server and starts a new one on the same port, with no data (nothing is saved).
     public func restart() throws {
         stop()
-        pid = try Self.launch(executable, port: port, password: password, persistent: persistent, directory: directory)
+        pid = try Self.launch(
+            executable, port: port, password: password, persistent: persistent, directory: directory, extra: extraArguments)
     }
 
     // MARK: - Internals
@@ -111,7 +116,9 @@ public final class RedisServerProcess: @unchecked Sendable {
     /// Starts redis-server and waits until it answers PING. posix_spawn rather than Foundation's
     /// Process: a child started from a test thread would inherit that thread's blocked signals
     /// (libdispatch workers block nearly all), and then ignore SIGTERM.
-    private static func launch(_ executable: String, port: Int, password: String?, persistent: Bool, directory: String) throws -> pid_t {
+    private static func launch(
+        _ executable: String, port: Int, password: String?, persistent: Bool, directory: String, extra: [String]
+    ) throws -> pid_t {
         let log = directory + "/redis-\(port).log"
         var arguments = [
             executable, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", persistent ? "yes" : "no", "--appendfsync",
@@ -119,6 +126,7 @@ public final class RedisServerProcess: @unchecked Sendable {
             "--dir", directory, "--logfile", log, "--daemonize", "no",
         ]
         if let password { arguments += ["--requirepass", password] }
+        arguments += extra.map { $0.replacingOccurrences(of: "{port}", with: String(port)) }
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

@@ -1,0 +1,53 @@
+import Foundation
+import TestSupport
+
+/// A real Redis Cluster for tests: three master nodes on loopback (`--cluster-enabled yes`),
+/// joined by `redis-cli --cluster create`, every slot covered before `init` returns.
+public final class RedisClusterProcess: @unchecked Sendable {
+    public let nodes: [RedisServerProcess]
+
+    /// redis://127.0.0.1:port of one node (any node: a client finds the one that owns its slot).
+    public func url(node: Int = 0) -> String { nodes[node].url }
+
+    public init() throws {
+        var started: [RedisServerProcess] = []
+        for _ in 0..<3 {
+            started.append(
+                try RedisServerProcess(extraArguments: [
+                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes-{port}.conf", "--cluster-node-timeout", "2000",
+                ]))
+        }
+        nodes = started
+        let create = try run(
+            "/usr/bin/env",
+            ["redis-cli", "--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" } + ["--cluster-replicas", "0", "--cluster-yes"],
+            timeout: 30)
+        guard create.status == 0 else {
+            throw RedisServerProcess.Failure(description: "redis-cli --cluster create failed: \(create.out) \(create.err)")
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            let info = try run("/usr/bin/env", ["redis-cli", "-p", String(nodes[0].port), "cluster", "info"]).out
+            if info.contains("cluster_state:ok") { return }
+            usleep(100_000)
+        }
+        throw RedisServerProcess.Failure(description: "the cluster did not reach cluster_state:ok within 20 s")
+    }
+
+    /// The node that owns `key`'s slot, as `CLUSTER KEYSLOT` and `CLUSTER SLOTS` say.
+    public func owner(of key: String) throws -> Int {
+        let slot = Int(try run("/usr/bin/env", ["redis-cli", "-p", String(nodes[0].port), "cluster", "keyslot", key]).out
+            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        for (index, node) in nodes.enumerated() {
+            let table = try run("/usr/bin/env", ["redis-cli", "-p", String(node.port), "cluster", "nodes"]).out
+            for line in table.split(whereSeparator: \.isNewline) where line.contains("myself") {
+                for range in line.split(separator: " ").dropFirst(8) {
+                    let bounds = range.split(separator: "-").compactMap { Int($0) }
+                    if bounds.count == 2, (bounds[0]...bounds[1]).contains(slot) { return index }
+                    if bounds.count == 1, bounds[0] == slot { return index }
+                }
+            }
+        }
+        throw RedisServerProcess.Failure(description: "no node owns slot \(slot)")
+    }
+}
