@@ -36,8 +36,10 @@ public final class RedisClusterProcess: @unchecked Sendable {
 
     /// The node that owns `key`'s slot, as `CLUSTER KEYSLOT` and `CLUSTER SLOTS` say.
     public func owner(of key: String) throws -> Int {
-        let slot = Int(try run("/usr/bin/env", ["redis-cli", "-p", String(nodes[0].port), "cluster", "keyslot", key]).out
-            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        let slot =
+            Int(
+                try run("/usr/bin/env", ["redis-cli", "-p", String(nodes[0].port), "cluster", "keyslot", key]).out
+                    .trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
         for (index, node) in nodes.enumerated() {
             let table = try run("/usr/bin/env", ["redis-cli", "-p", String(node.port), "cluster", "nodes"]).out
             for line in table.split(whereSeparator: \.isNewline) where line.contains("myself") {
