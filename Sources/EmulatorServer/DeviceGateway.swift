@@ -88,7 +88,9 @@ final class DeviceGateway: Sendable {
     func tick() {
         if state.unavailableReason != nil { return }
         let now = clock.nowMilliseconds()
-        dispatch(state.withWorld { $0.tick(nowMs: now) })
+        // Runs on an event loop: with --redis its changes are queued, not waited for (the
+        // frames it makes wait in each connection's commit gate).
+        state.committingLater { dispatch(state.withWorld { $0.tick(nowMs: now) }) }
     }
 }
 
@@ -191,7 +193,7 @@ final class DeviceConnection: ConnectionHandler {
         if let deviceID {
             let now = self.now
             let id = connection.id
-            state.withWorld { $0.disconnectDevice(deviceID, connectionID: id, nowMs: now) }
+            state.committingLater { state.withWorld { $0.disconnectDevice(deviceID, connectionID: id, nowMs: now) } }
             gateway.logger.info("device \(deviceID) disconnected (connection \(id))")
         }
     }
