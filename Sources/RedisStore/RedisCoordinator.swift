@@ -496,30 +496,53 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             let reply = try redis.command("XRANGE", store.key("log"), .text("(" + s.lastID), "+", "COUNT", "1000")
             let entries = reply.elements ?? []
             if entries.isEmpty { s.needsReload = true; break }
-            try apply(entries, &s)
+            try apply(entries, &s, rows: try rowsKeptInState(entries, on: redis))
         }
         if s.needsReload { try reload(&s, redis) }
     }
 
     /// Applies log entries (XRANGE / XREAD shape) newer than this copy, in order.
-    private func apply(_ entries: [RedisReply], _ s: inout Shared) throws(RedisError) {
+    /// The rows of the entries (by version) that keep them in the state's `rb:<version>` field
+    /// rather than in the log, fetched in one round trip. This instance's own are not needed.
+    private func rowsKeptInState(_ entries: [RedisReply], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
+        let wanted = entries.map(Self.fields(ofEntry:)).filter { $0.writer != instance && $0.rows == nil && $0.inState }.map(\.version)
+        guard !wanted.isEmpty else { return [:] }
+        let replies = try redis.pipeline(wanted.map { ["HGET", store.key("state"), .text("rb:\($0)")] })
+        var rows: [UInt64: [UInt8]] = [:]
+        for (version, reply) in zip(wanted, replies) { if let bytes = reply.bytes { rows[version] = bytes } }
+        return rows
+    }
+
+    /// A log entry's fields: `v` version, `i` the instance that wrote it, and its rows either
+    /// in `r` or (`b`) in the state's `rb:<version>` field.
+    static func fields(ofEntry entry: RedisReply) -> (version: UInt64, writer: Int, rows: [UInt8]?, inState: Bool) {
+        var version: UInt64 = 0
+        var writer = 0
+        var rows: [UInt8]?
+        var inState = false
+        let fields = entry.elements?.last?.elements ?? []
+        var i = 0
+        while i + 1 < fields.count {
+            switch fields[i].text {
+            case "v": version = fields[i + 1].text.flatMap { UInt64($0) } ?? 0
+            case "i": writer = fields[i + 1].text.flatMap { Int($0) } ?? 0
+            case "r": rows = fields[i + 1].bytes
+            case "b": inState = true
+            default: break
+            }
+            i += 2
+        }
+        return (version, writer, rows, inState)
+    }
+
+    private func apply(_ entries: [RedisReply], _ s: inout Shared, rows kept: [UInt64: [UInt8]]) throws(RedisError) {
         for entry in entries {
-            guard let parts = entry.elements, parts.count == 2, let id = parts[0].text, let fields = parts[1].elements else {
+            guard let parts = entry.elements, parts.count == 2, let id = parts[0].text, parts[1].elements != nil else {
                 throw RedisError(.protocolError, "unexpected log entry")
             }
-            var version: UInt64 = 0
-            var rows: [UInt8]?
-            var writer = 0
-            var i = 0
-            while i + 1 < fields.count {
-                switch fields[i].text {
-                case "v": version = fields[i + 1].text.flatMap { UInt64($0) } ?? 0
-                case "i": writer = fields[i + 1].text.flatMap { Int($0) } ?? 0
-                case "r": rows = fields[i + 1].bytes
-                default: break
-                }
-                i += 2
-            }
+            let (version, writer, inline, inState) = Self.fields(ofEntry: entry)
+            // Rows kept in the state that are gone (evicted) mean this copy is too far behind.
+            let rows = inline ?? (inState ? kept[version] : nil)
             if version <= s.version { continue }
             if writer == instance {
                 // This copy made it (applied before it was written); the writer's answer may
@@ -655,7 +678,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 }
                 let reply = try redis!.command("XREAD", "COUNT", "1000", "BLOCK", "1000", "STREAMS", store.key("log"), .text(from))
                 guard let streams = reply.elements, let entries = streams.first?.elements?.last?.elements else { continue }
-                if entries.allSatisfy({ Self.instance(ofEntry: $0) == instance }) {
+                if entries.allSatisfy({ Self.fields(ofEntry: $0).writer == instance }) {
                     // Only this instance's own changes: it holds the lease, so nobody else can be
                     // writing. Skip them without the lock, and look again a little later rather
                     // than waking for every change this instance makes (the next read starts
@@ -663,10 +686,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     usleep(2_000)
                     continue
                 }
+                // Fetched before the lock: the changes of this instance need not wait for it.
+                let kept = try rowsKeptInState(entries, on: redis!)
                 shared.withLock { (s: inout Shared) in
                     // A copy waiting for its reload is not patched further (the keeper reloads it).
                     guard !s.needsReload else { return }
-                    do { try apply(entries, &s) } catch { s.needsReload = true }
+                    do { try apply(entries, &s, rows: kept) } catch { s.needsReload = true }
                 }
                 flushAnnouncements()
             } catch {
@@ -869,17 +894,6 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[1]) then redis.call('SET', KEYS[2], tonumber(ARGV[1])) end
         return 1
         """)
-
-    /// The instance that wrote a log entry (its `i` field), 0 when it has none.
-    static func instance(ofEntry entry: RedisReply) -> Int {
-        guard let fields = entry.elements?.last?.elements else { return 0 }
-        var i = 0
-        while i + 1 < fields.count {
-            if fields[i].text == "i" { return fields[i + 1].text.flatMap { Int($0) } ?? 0 }
-            i += 2
-        }
-        return 0
-    }
 
     // MARK: Scripts
 

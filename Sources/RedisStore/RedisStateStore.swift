@@ -23,7 +23,8 @@ import StatePersistence
 ///                expiry (plus a grace period) so a store nobody runs against still forgets
 ///                expired notifications; `waiting` is the set of their sequence numbers;
 /// - `version`    how many changes were ever written; `log` a stream with one entry per
-///                write (`v` version, `i` instance, `r` the rows), trimmed to about
+///                write (`v` version, `i` instance, `r` the rows, or `b` when they are in
+///                the state's `rb:<version>` field already), trimmed to about
 ///                `logLength` entries — an instance that falls further behind reloads;
 /// - `maxseq`     the highest journal sequence number ever used (numbers never repeat);
 /// - `lease`, `want`  whose turn it is to change the state (see `RedisCoordinator`);
@@ -484,16 +485,20 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
           redis.call('SET', KEYS[9], ARGV[10])
         end
         local v = redis.call('INCR', KEYS[3])
-        local id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5])
         local wp = ARGV[6]
         if ARGV[8] == '1' then
           redis.call('DEL', KEYS[5], KEYS[6], KEYS[10])
           for _, s in ipairs(redis.call('SMEMBERS', KEYS[7])) do redis.call('DEL', wp .. s) end
           redis.call('DEL', KEYS[7])
         end
+        local id
         if ARGV[11] ~= '' then
+          -- The rows once, in the state; the log entry says where they are.
           redis.call('HSET', KEYS[5], 'rb:' .. v, ARGV[5])
           redis.call('ZADD', KEYS[10], ARGV[11], 'rb:' .. v)
+          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'b', '1')
+        else
+          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5])
         end
         local i = 19
         -- Runs cmd key (prefixed) items for the n items from ARGV[i], at most 1000 at a time
