@@ -35,8 +35,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// Given up after this long without a change.
     static let idleReleaseMilliseconds: Int64 = 2
     /// Kept at least this long once taken, even when another instance asks for it: the
-    /// changes of a busy instance go out in slices rather than one hand-over per change.
-    static let minimumHoldMilliseconds: Int64 = 5
+    /// changes of a busy instance go out in slices rather than one hand-over per change. Each
+    /// hand-over costs round trips and the catch-up; 20 ms gave two and three busy instances
+    /// 0.65× and 0.51× one instance's pushes where 5 ms gave 0.61× and 0.43× (scripts/bench-cluster,
+    /// 2 cores), for up to that long a wait for a push that arrives at an instance without it.
+    static let minimumHoldMilliseconds: Int64 = 20
     /// Waiting longer than this for the lease counts as the store being unavailable.
     static let acquireTimeoutMilliseconds: Int64 = 3_000
     /// Rows queued for the writer at most: beyond, changes wait for it (and after the acquire
