@@ -344,6 +344,26 @@ struct SharedStateTests {
         #expect(slowest < 0.25, "admin reads come from the instance's copy: slowest \(slowest) s")
     }
 
+    /// A long poll on one instance is answered by a push another instance took: changes that
+    /// arrive through the log reach listeners as this instance's own do.
+    @Test func aLongPollOnOneInstanceSeesAPushTakenByAnother() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let token = try e1.createDevice().token
+        let answer = Locked<EmulatorProcess.AdminReply?>(nil)
+        Thread {
+            let reply = try? e2.admin("GET", "/api/v1/notifications/wait?token=\(token)&timeout=20", timeoutMilliseconds: 30_000);
+            answer.withLock { $0 = reply }
+        }.start()
+        usleep(300_000)  // the poll is waiting before the push
+        let pushed = APNsResult(try e1.connect().send(try e1.push(token).request))
+        #expect(pushed.status == 200)
+        #expect(try eventually(20) { answer.withLock { $0 } != nil })
+        let reply = try #require(answer.withLock { $0 })
+        #expect(reply.status == 200)
+        #expect(reply.json["apnsId"]?.stringValue == pushed.apnsID)
+    }
+
     /// Every Redis answer 100 ms late: pushes arriving on many connections while a write is on
     /// its way are written together by the next one (the event loops queue their changes and
     /// go on reading; the answers wait for their write), not one write per connection's read.
