@@ -14,11 +14,11 @@ extension ServeConfiguration.StateBackend {
         )
         static let redis = OptionSpec(
             "redis", "URL",
-            "share devices, tokens, stored notifications, budgets and the journal with other instances through Redis (redis://[:PASSWORD@]HOST[:PORT][/DB]); see docs/several-instances.md (default: this process only)"
+            "share devices, tokens, stored notifications, budgets and the journal with other instances through Redis (redis://[:PASSWORD@]HOST[:PORT][/DB]; a single Redis, or any node of a Redis Cluster); see docs/several-instances.md (default: this process only)"
         )
         static let redisPrefix = OptionSpec(
             "redis-prefix", "PREFIX", default: RedisStateStore.defaultPrefix,
-            "with --redis: the prefix of every key this emulator uses")
+            "with --redis: the prefix of every key this emulator uses (on a Redis Cluster, its hash tag: {PREFIX})")
         static let journalLag = OptionSpec(
             "state-journal-lag", "N", default: String(Directory.defaultJournalLag),
             "with --state-dir: journal records a 200 may be sent ahead of their commit (a kill -9 loses at most these, the newest; beyond, answers wait for the disk); 0 = every 200 waits for its record"
