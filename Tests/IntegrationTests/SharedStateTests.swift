@@ -475,6 +475,50 @@ struct SharedStateTests {
             }, "\(Set(answered).subtracting(journaled).count) of \(answered.count) acknowledged pushes missing from the shared journal")
     }
 
+    /// Redis stops answering (SIGSTOP) while four providers push in batches: the writes in
+    /// flight and everything queued behind them fail together, those answers are never sent,
+    /// and every push that was answered 200 is in the shared journal once Redis is back.
+    @Test func nothingAcknowledgedIsLostWhenRedisStopsUnderManyConnections() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let token = try e1.createDevice().token
+        let push = try e1.push(token)
+        let acknowledged = Locked<[String]>([])
+        let finished = Counter()
+        let stop = Atomic<Bool>(false)
+        for _ in 0..<4 {
+            Thread {
+                defer { finished.add() }
+                var connection = try? e1.connect()
+                while !stop.load(ordering: .acquiring) {
+                    guard let open = connection else { break }
+                    guard let answers = try? open.send(Array(repeating: push.request, count: 10)) else {
+                        connection = try? e1.connect()  // dropped unanswered: try again on a new one
+                        continue
+                    }
+                    let ok = answers.map(APNsResult.init).filter { $0.status == 200 }.compactMap(\.apnsID)
+                    acknowledged.withLock { $0 += ok }
+                }
+            }.start()
+        }
+        #expect(try eventually(20) { acknowledged.withLock { $0.count } >= 400 }, "the providers got under way")
+        cluster.redis.pause()
+        usleep(3_000_000)
+        cluster.redis.resume()
+        #expect(try eventually(15) { try e1.admin("GET", "/readyz").status == 200 && e2.admin("GET", "/readyz").status == 200 })
+        usleep(300_000)
+        stop.store(true, ordering: .releasing)
+        #expect(try eventually(30) { finished.count == 4 })
+        let answered = acknowledged.withLock { $0 }
+        var journaled: Set<String> = []
+        #expect(
+            try eventually(10) {
+                journaled = Set(try e2.notifications(token: token, limit: 100_000).compactMap { $0["apnsId"]?.stringValue })
+                return journaled.isSuperset(of: answered)
+            }, "\(Set(answered).subtracting(journaled).count) of \(answered.count) acknowledged pushes missing from the shared journal")
+        print("Redis paused under four providers: \(answered.count) pushes answered 200, all in the shared journal")
+    }
+
     @Test func devicesOfAKilledInstanceReconnectAndGetTheirNotifications() throws {
         let cluster = try EmulatorCluster()
         let e1 = cluster.instances[0]
