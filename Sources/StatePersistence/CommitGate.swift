@@ -8,6 +8,8 @@ public final class CommitGate<Item> {
     private let executor: any CommitExecutor
     private let release: ([Item], _ committed: Bool) -> Void
     private var held: [(ticket: UInt64, item: Item)] = []
+    /// A commit is to be asked for at the end of the executor's turn (`hold`).
+    private var asking = false
     private var waiting = false
 
     /// `release` runs on `executor` with the items whose changes are committed, oldest first,
@@ -27,7 +29,18 @@ public final class CommitGate<Item> {
         // Tickets must never go down, or the release below would wait for nothing: one that
         // needs nothing (or less) only waits behind the items before it.
         held.append((max(ticket ?? 0, held.last?.ticket ?? 0), item))
-        waitForCommit()
+        // Asked for at the end of the executor's current turn, for the last item held by
+        // then: the answers of one read leave together, on one commit, in one write, rather
+        // than split over the commits that happen to land while the read is handled.
+        if !waiting && !asking {
+            asking = true
+            executor.executeConfined(
+                { [weak self] _ in
+                    guard let self else { return }
+                    self.asking = false
+                    self.waitForCommit()
+                }, committed: true)
+        }
         return true
     }
 
