@@ -168,6 +168,41 @@ private func instanceOf(_ record: JSONValue) -> Int? {
 }
 
 @Suite("Several instances as one APNs (--redis, HAProxy, device processes)", .serialized, .requires(.redisServer, .haproxy))
+/// Four providers pushing the harness's push to one emulator in batches of 10, each on a
+/// connection of its own, keeping the apns-ids of the pushes answered 200. A connection that
+/// drops ends its provider, or (`reconnect`) is replaced by a new one.
+final class BatchPushers: @unchecked Sendable {
+    private let ids = Locked<[String]>([])
+    private let done = Counter()
+    private let stopping = Atomic<Bool>(false)
+
+    /// - Parameter batches: per provider (nil: until `stop`).
+    init(_ emulator: EmulatorProcess, token: String, batches: Int?, reconnect: Bool) throws {
+        let push = try emulator.push(token)
+        for _ in 0..<4 {
+            Thread { [self] in
+                defer { done.add() }
+                var connection = try? emulator.connect()
+                var sent = 0
+                while !stopping.load(ordering: .acquiring), batches.map({ sent < $0 }) ?? true, let open = connection {
+                    sent += 1
+                    guard let answers = try? open.send(Array(repeating: push.request, count: 10)) else {
+                        // Dropped unanswered.
+                        connection = reconnect ? try? emulator.connect() : nil
+                        continue
+                    }
+                    let ok = answers.map(APNsResult.init).filter { $0.status == 200 }.compactMap(\.apnsID)
+                    ids.withLock { $0 += ok }
+                }
+            }.start()
+        }
+    }
+
+    var acknowledged: [String] { ids.withLock { $0 } }
+    var finished: Bool { done.count == 4 }
+    func stop() { stopping.store(true, ordering: .releasing) }
+}
+
 struct SharedStateTests {
     @Test func tokensPushesStoreAndUninstallAreSharedByEveryInstance() throws {
         let cluster = try EmulatorCluster()
@@ -447,32 +482,14 @@ struct SharedStateTests {
         let cluster = try EmulatorCluster(count: 2)
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
         let token = try e1.createDevice().token
-        let push = try e1.push(token)
-        let acknowledged = Locked<[String]>([])
-        let finished = Counter()
-        for _ in 0..<4 {
-            Thread {
-                defer { finished.add() }
-                guard let connection = try? e1.connect() else { return }
-                for _ in 0..<200 {
-                    guard let answers = try? connection.send(Array(repeating: push.request, count: 10)) else { return }
-                    let ok = answers.map(APNsResult.init).filter { $0.status == 200 }.compactMap(\.apnsID)
-                    acknowledged.withLock { $0 += ok }
-                }
-            }.start()
-        }
-        #expect(try eventually(20) { acknowledged.withLock { $0.count } >= 400 }, "the providers got under way")
+        let pushers = try BatchPushers(e1, token: token, batches: 200, reconnect: false)
+        #expect(try eventually(20) { pushers.acknowledged.count >= 400 }, "the providers got under way")
         cluster.kill(0)
-        #expect(try eventually(20) { finished.count == 4 })
-        let answered = acknowledged.withLock { $0 }
+        #expect(try eventually(20) { pushers.finished })
+        let answered = pushers.acknowledged
         #expect(answered.count < 8_000, "the kill came while they were still pushing")
         print("instance killed mid-stream: \(answered.count) pushes had been answered 200")
-        var journaled: Set<String> = []
-        #expect(
-            try eventually(10) {
-                journaled = Set(try e2.notifications(token: token, limit: 20_000).compactMap { $0["apnsId"]?.stringValue })
-                return journaled.isSuperset(of: answered)
-            }, "\(Set(answered).subtracting(journaled).count) of \(answered.count) acknowledged pushes missing from the shared journal")
+        try expectJournaled(answered, token: token, on: e2)
     }
 
     /// Redis stops answering (SIGSTOP) while four providers push in batches: the writes in
@@ -482,41 +499,28 @@ struct SharedStateTests {
         let cluster = try EmulatorCluster(count: 2)
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
         let token = try e1.createDevice().token
-        let push = try e1.push(token)
-        let acknowledged = Locked<[String]>([])
-        let finished = Counter()
-        let stop = Atomic<Bool>(false)
-        for _ in 0..<4 {
-            Thread {
-                defer { finished.add() }
-                var connection = try? e1.connect()
-                while !stop.load(ordering: .acquiring) {
-                    guard let open = connection else { break }
-                    guard let answers = try? open.send(Array(repeating: push.request, count: 10)) else {
-                        connection = try? e1.connect()  // dropped unanswered: try again on a new one
-                        continue
-                    }
-                    let ok = answers.map(APNsResult.init).filter { $0.status == 200 }.compactMap(\.apnsID)
-                    acknowledged.withLock { $0 += ok }
-                }
-            }.start()
-        }
-        #expect(try eventually(20) { acknowledged.withLock { $0.count } >= 400 }, "the providers got under way")
+        let pushers = try BatchPushers(e1, token: token, batches: nil, reconnect: true)
+        #expect(try eventually(20) { pushers.acknowledged.count >= 400 }, "the providers got under way")
         cluster.redis.pause()
         usleep(3_000_000)
         cluster.redis.resume()
         #expect(try eventually(15) { try e1.admin("GET", "/readyz").status == 200 && e2.admin("GET", "/readyz").status == 200 })
         usleep(300_000)
-        stop.store(true, ordering: .releasing)
-        #expect(try eventually(30) { finished.count == 4 })
-        let answered = acknowledged.withLock { $0 }
+        pushers.stop()
+        #expect(try eventually(30) { pushers.finished })
+        let answered = pushers.acknowledged
+        try expectJournaled(answered, token: token, on: e2)
+        print("Redis paused under four providers: \(answered.count) pushes answered 200, all in the shared journal")
+    }
+
+    /// Every one of `answered` is in `emulator`'s journal (within 10 s).
+    private func expectJournaled(_ answered: [String], token: String, on emulator: EmulatorProcess) throws {
         var journaled: Set<String> = []
         #expect(
             try eventually(10) {
-                journaled = Set(try e2.notifications(token: token, limit: 100_000).compactMap { $0["apnsId"]?.stringValue })
+                journaled = Set(try emulator.notifications(token: token, limit: 100_000).compactMap { $0["apnsId"]?.stringValue })
                 return journaled.isSuperset(of: answered)
             }, "\(Set(answered).subtracting(journaled).count) of \(answered.count) acknowledged pushes missing from the shared journal")
-        print("Redis paused under four providers: \(answered.count) pushes answered 200, all in the shared journal")
     }
 
     @Test func devicesOfAKilledInstanceReconnectAndGetTheirNotifications() throws {
