@@ -223,12 +223,15 @@ struct StoreFailureTests {
         #expect(refusal.err.contains("\(emptied)/state.sqlite is empty (0 bytes), but its write-ahead log"), "\(refusal.err)")
         #expect(refusal.err.contains("put the original state.sqlite back"))
 
-        // 512 random bytes in the middle of the log: SQLite drops what follows; we say so.
+        // 512 random bytes in a live frame in the middle of the log: SQLite drops what follows; we
+        // say so. (The middle of the file may hold frames of an earlier generation that SQLite
+        // already ignores, so the frame is found by the log's salt.)
         let damaged = try copy("damaged")
         defer { try? FileManager.default.removeItem(atPath: damaged) }
-        let size = (try FileManager.default.attributesOfItem(atPath: damaged + "/state.sqlite-wal")[.size] as? Int) ?? 0
+        let liveFrames = try Self.liveFrameOffsets(ofLog: damaged + "/state.sqlite-wal")
+        #expect(liveFrames.count >= 2, "the log holds \(liveFrames.count) live frames")
         let handle = try #require(FileHandle(forWritingAtPath: damaged + "/state.sqlite-wal"))
-        try handle.seek(toOffset: UInt64(size / 2))
+        try handle.seek(toOffset: UInt64(liveFrames[liveFrames.count / 2] + 24))  // into the page, past the frame header
         handle.write(Data((0..<512).map { _ in UInt8.random(in: 0...255) }))
         try handle.close()
         let gap = try run(
@@ -246,6 +249,23 @@ struct StoreFailureTests {
         let kept = Set(try rest.notifications(token: token, limit: 100_000).compactMap { $0["apnsId"]?.stringValue })
         print("a damaged write-ahead log: \(tally.accepted.count) answered 200, \(kept.count) left after the damage")
         #expect(kept.count < tally.accepted.count)
+    }
+
+    /// Byte offsets of the frames of a SQLite write-ahead log that belong to its current
+    /// generation: from the start, while a frame's salts match the log header's (file format 4.1).
+    static func liveFrameOffsets(ofLog path: String) throws -> [Int] {
+        let log = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        func word(_ at: Int) -> UInt32 { log[at..<at + 4].reduce(0) { $0 << 8 | UInt32($1) } }
+        guard log.count >= 32 else { return [] }
+        let pageSize = Int(word(8) == 1 ? 65536 : word(8))
+        let salts = (word(16), word(20))
+        var offsets: [Int] = []
+        var frame = 32
+        while frame + 24 + pageSize <= log.count, (word(frame + 8), word(frame + 12)) == salts {
+            offsets.append(frame)
+            frame += 24 + pageSize
+        }
+        return offsets
     }
 
     /// While the store fails: 503 with the reason on /readyz and on admin changes, reads served.
