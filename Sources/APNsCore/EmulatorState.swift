@@ -1,5 +1,6 @@
 import Synchronization
 import Locking
+import MonotonicClock
 
 /// All mutable emulator state that a reset puts back: credentials, devices and tokens, and the
 /// notification journal. A value, so the configured start state is simply a kept copy.
@@ -75,6 +76,26 @@ public final class EmulatorState: Sendable {
     @inline(__always) public var coordinator: (any WorldCoordinator)? { coordinatorSlot.value }
 
     public func setChangeTracking(_ on: Bool) { changeTracking.store(on, ordering: .relaxed) }
+
+    /// Time spent waiting for and inside the world's lock by changes (`withWorld` and its
+    /// kin; reads are not counted), for `/metrics`: the time held per request bounds what more
+    /// event loops (`--threads`) can add, since only one of them can be inside at a time.
+    private let lockHeldNanoseconds = Atomic<UInt64>(0)
+    private let lockWaitedNanoseconds = Atomic<UInt64>(0)
+    private let lockAcquisitions = Atomic<UInt64>(0)
+
+    public struct LockTime: Sendable {
+        public var heldNanoseconds: UInt64
+        public var waitedNanoseconds: UInt64
+        public var acquisitions: UInt64
+    }
+
+    public var lockTime: LockTime {
+        LockTime(
+            heldNanoseconds: lockHeldNanoseconds.load(ordering: .relaxed),
+            waitedNanoseconds: lockWaitedNanoseconds.load(ordering: .relaxed),
+            acquisitions: lockAcquisitions.load(ordering: .relaxed))
+    }
 
     public init(
         start: World, persistence: (any StateChangeSink)? = nil,
@@ -240,7 +261,9 @@ public final class EmulatorState: Sendable {
         let tracking = changeTracking.load(ordering: .relaxed) && onRecordChanges != nil
         let persistence = self.persistence
         let collecting = sharing || persistence != nil
+        let asked = Monotonic.nowNanoseconds()
         return try world.withLock { (world: inout World) throws(E) -> T in
+            let acquired = Monotonic.nowNanoseconds()
             let before = world.credentials.generation
             world.records.trackChanges = tracking || collecting
             world.channels.tracksEvents = tracking
@@ -269,6 +292,9 @@ public final class EmulatorState: Sendable {
                         if !rows.isEmpty { after.wake = persistence.enqueue(rows) }
                     }
                 }
+                lockWaitedNanoseconds.add(acquired &- asked, ordering: .relaxed)
+                lockHeldNanoseconds.add(Monotonic.nowNanoseconds() &- acquired, ordering: .relaxed)
+                lockAcquisitions.add(1, ordering: .relaxed)
             }
             return try body(&world)
         }

@@ -107,6 +107,16 @@ extension Emulator {
             "apns_emulator_backend_calls_total", "counter",
             "Simulated apps' calls to their backends by result: sent (answered, not retried), failed (every attempt), dropped (queue full).",
             by: "result", [("sent", Double(calls.sent)), ("failed", Double(calls.failed)), ("dropped", Double(calls.dropped))])
+        let lock = state.lockTime
+        p.single(
+            "apns_emulator_state_lock_held_seconds_total", "counter",
+            "Time changes spent inside the state's lock (one at a time, whatever --threads says).",
+            Double(lock.heldNanoseconds) / 1e9)
+        p.single(
+            "apns_emulator_state_lock_waited_seconds_total", "counter",
+            "Time changes waited for the state's lock while another thread held it.", Double(lock.waitedNanoseconds) / 1e9)
+        p.single(
+            "apns_emulator_state_lock_acquisitions_total", "counter", "Times changes took the state's lock.", Double(lock.acquisitions))
         p.single(
             "apns_emulator_provider_connections", "gauge", "Open provider (HTTP/2) connections.",
             Double(providers.openConnections.load(ordering: .relaxed)))
