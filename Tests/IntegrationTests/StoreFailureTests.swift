@@ -229,7 +229,7 @@ struct StoreFailureTests {
         let damaged = try copy("damaged")
         defer { try? FileManager.default.removeItem(atPath: damaged) }
         let liveFrames = try Self.liveFrameOffsets(ofLog: damaged + "/state.sqlite-wal")
-        #expect(liveFrames.count >= 2, "the log holds \(liveFrames.count) live frames")
+        try #require(liveFrames.count >= 2, "the log holds \(liveFrames.count) live frames")
         let handle = try #require(FileHandle(forWritingAtPath: damaged + "/state.sqlite-wal"))
         try handle.seek(toOffset: UInt64(liveFrames[liveFrames.count / 2] + 24))  // into the page, past the frame header
         handle.write(Data((0..<512).map { _ in UInt8.random(in: 0...255) }))
