@@ -595,4 +595,50 @@ struct RedisClusterTests {
         let restarted = try EmulatorProcess(["--redis", cluster.url(node: owner)], sharedDirectory: shared)
         #expect(APNsResult(try restarted.connect().send(try restarted.push(token).request)).status == 200)
     }
+
+    /// The keys' slot moves to another node while two instances run (a reshard): they are
+    /// answered MOVED, find the new owner and go on with the same state; nothing they answered
+    /// 200 is lost, before or after.
+    @Test func instancesFollowTheirSlotToANewOwner() throws {
+        let cluster = try RedisClusterProcess()
+        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-redis-reshard-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        let key = "{apns-emulator:}state"
+        let owner = try cluster.owner(of: key)
+        let e1 = try EmulatorProcess(["--redis", cluster.url(node: owner)], sharedDirectory: shared)
+        let e2 = try EmulatorProcess(["--redis", cluster.url(node: owner)], sharedDirectory: shared)
+        let token = try e1.createDevice().token
+        #expect(try eventually { try e2.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.count == 1 })
+        var accepted: [String] = []
+        func push(_ emulator: EmulatorProcess) throws -> Int? {
+            // A connection dropped unanswered (a write that failed while the slot moved) is no
+            // answer at all: nothing was promised.
+            guard let reply = try? emulator.connect().send(try emulator.push(token).request) else { return nil }
+            let result = APNsResult(reply)
+            if result.status == 200, let id = result.apnsID { accepted.append(id) }
+            return result.status
+        }
+        for emulator in [e1, e2, e1, e2] { #expect(try push(emulator) == 200) }
+
+        let newOwner = cluster.nodes.indices.first { $0 != owner }!
+        try cluster.moveSlot(of: key, to: newOwner)
+        #expect(try cluster.owner(of: key) == newOwner)
+        // Each instance is answered MOVED by the old owner, then works on the new one: a push
+        // may meet the switch (503, or a dropped connection) but later ones are 200.
+        for emulator in [e1, e2] {
+            #expect(try eventually(15, pollingEvery: 0.2) { try push(emulator) == 200 }, "pushes accepted again after the move")
+        }
+        for emulator in [e1, e2, e1, e2] { #expect(try push(emulator) == 200) }
+        let keys = try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.nodes[newOwner].port), "--scan"]).out
+        #expect(keys.contains("{apns-emulator:}state") && keys.contains("{apns-emulator:}log"), "\(keys)")
+        let left = try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.nodes[owner].port), "--scan"]).out
+        #expect(left.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "the old owner still holds \(left)")
+        for emulator in [e1, e2] {
+            #expect(
+                try eventually {
+                    Set(try emulator.notifications(token: token, limit: 1000).compactMap { $0["apnsId"]?.stringValue }).isSuperset(of: accepted)
+                }, "every push answered 200, before and after the move, in both journals")
+        }
+    }
 }

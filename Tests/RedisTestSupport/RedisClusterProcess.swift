@@ -34,6 +34,34 @@ public final class RedisClusterProcess: @unchecked Sendable {
         throw RedisServerProcess.Failure(description: "the cluster did not reach cluster_state:ok within 20 s")
     }
 
+    /// Moves `key`'s slot, with every key in it, to node `target`, as `redis-cli --cluster
+    /// reshard` does for one slot: IMPORTING on the target, MIGRATING on the owner, MIGRATE the
+    /// keys, then every node told the new owner. Clients of the old owner get MOVED afterwards
+    /// (ASK or TRYAGAIN while it runs).
+    public func moveSlot(of key: String, to target: Int) throws {
+        let source = try owner(of: key)
+        guard source != target else { return }
+        func cli(_ node: Int, _ arguments: [String]) throws -> String {
+            let result = try run("/usr/bin/env", ["redis-cli", "-p", String(nodes[node].port)] + arguments, timeout: 30)
+            let out = result.out.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard result.status == 0, !out.hasPrefix("ERR") else {
+                throw RedisServerProcess.Failure(description: "redis-cli \(arguments.joined(separator: " ")): \(out) \(result.err)")
+            }
+            return out
+        }
+        let slot = try cli(0, ["cluster", "keyslot", key])
+        let sourceID = try cli(source, ["cluster", "myid"])
+        let targetID = try cli(target, ["cluster", "myid"])
+        _ = try cli(target, ["cluster", "setslot", slot, "importing", sourceID])
+        _ = try cli(source, ["cluster", "setslot", slot, "migrating", targetID])
+        while true {
+            let keys = try cli(source, ["cluster", "getkeysinslot", slot, "100"]).split(whereSeparator: \.isNewline).map(String.init)
+            if keys.isEmpty { break }
+            _ = try cli(source, ["migrate", "127.0.0.1", String(nodes[target].port), "", "0", "5000", "keys"] + keys)
+        }
+        for node in nodes.indices { _ = try cli(node, ["cluster", "setslot", slot, "node", targetID]) }
+    }
+
     /// The node that owns `key`'s slot, as `CLUSTER KEYSLOT` and `CLUSTER SLOTS` say.
     public func owner(of key: String) throws -> Int {
         let slot =
