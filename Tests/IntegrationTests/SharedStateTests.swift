@@ -24,8 +24,7 @@ final class EmulatorCluster: @unchecked Sendable {
     /// - Parameter persistent: Redis keeps its data across a restart (an append-only file).
     init(count: Int = 3, extra: [String] = [], persistent: Bool = true) throws {
         redis = try RedisServerProcess(persistent: persistent)
-        shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-cluster-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        shared = try makeSharedDirectory()
         // One after the other: the first creates the shared key and CA, and the store's state.
         var started: [EmulatorProcess] = []
         for _ in 0..<count {
@@ -162,12 +161,18 @@ final class DelayProxy {
     }
 }
 
+/// A fresh directory for the instances of one service to share (the provider key and the CA).
+private func makeSharedDirectory() throws -> String {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("apns-cluster-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
 /// The instance a provider connection's records came from (connection ids carry it).
 private func instanceOf(_ record: JSONValue) -> Int? {
     record["connectionId"]?.intValue.map { Int($0) >> 40 }
 }
 
-@Suite("Several instances as one APNs (--redis, HAProxy, device processes)", .serialized, .requires(.redisServer, .haproxy))
 /// Four providers pushing the harness's push to one emulator in batches of 10, each on a
 /// connection of its own, keeping the apns-ids of the pushes answered 200. A connection that
 /// drops ends its provider, or (`reconnect`) is replaced by a new one.
@@ -203,6 +208,7 @@ final class BatchPushers: @unchecked Sendable {
     func stop() { stopping.store(true, ordering: .releasing) }
 }
 
+@Suite("Several instances as one APNs (--redis, HAProxy, device processes)", .serialized, .requires(.redisServer, .haproxy))
 struct SharedStateTests {
     @Test func tokensPushesStoreAndUninstallAreSharedByEveryInstance() throws {
         let cluster = try EmulatorCluster()
@@ -557,8 +563,7 @@ struct SharedStateTests {
 struct RedisClusterTests {
     @Test func instancesPointedAtAnyNodeShareTheStateOnTheNodeThatOwnsItsSlot() throws {
         let cluster = try RedisClusterProcess()
-        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-redis-cluster-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        let shared = try makeSharedDirectory()
         defer { try? FileManager.default.removeItem(atPath: shared) }
         let owner = try cluster.owner(of: "{apns-emulator:}state")
         // Each instance starts from another node than the owner (MOVED would answer there).
@@ -601,8 +606,7 @@ struct RedisClusterTests {
     /// 200 is lost, before or after.
     @Test func instancesFollowTheirSlotToANewOwner() throws {
         let cluster = try RedisClusterProcess()
-        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("apns-redis-reshard-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        let shared = try makeSharedDirectory()
         defer { try? FileManager.default.removeItem(atPath: shared) }
         let key = "{apns-emulator:}state"
         let owner = try cluster.owner(of: key)
