@@ -201,9 +201,13 @@ public final class EmulatorState: Sendable {
         body()
     }
 
-    /// Reads the world without changing it: no coordination, no change tracking.
+    /// Reads the world without changing it: no coordination, no change tracking. Records a
+    /// follower keeps encoded are decoded first, once, so reads find them ready.
     public func readWorld<T>(_ body: (borrowing World) throws -> T) rethrows -> T {
-        try world.withLock { (world: inout World) in try body(world) }
+        try world.withLock { (world: inout World) in
+            if world.records.mayKeepEncoded { world.records.decodeKept() }
+            return try body(world)
+        }
     }
 
     /// Applies what other instances changed (the coordinator, under its own lock). Nothing it

@@ -74,6 +74,11 @@ public struct NotificationRecord: Sendable {
     public var headerListBytes = 0
     /// The allowance for a record's fixed part and its texts.
     public static let fixedBytes = 640
+    /// A record another instance wrote (`--redis`), kept in its stored form until something
+    /// reads it: decoding every record of every instance cost each follower more than half
+    /// of what it spent per push. Only `sequence`, `accountedBytes` and `headerListBytes` are
+    /// set meanwhile; `RecordStore` decodes it whenever it hands the record out.
+    var keptEncoded: [UInt8]?
 
     /// Roughly what the record occupies: its variable parts plus a fixed allowance for the
     /// rest. Used for the journal's byte budget, so it must be cheap (UTF-8 counts of native
@@ -99,6 +104,13 @@ public struct NotificationRecord: Sendable {
         if let display { parts.append("display \(display)") }
         if let deliveryNote { parts.append(deliveryNote) }
         return parts.joined(separator: "; ")
+    }
+
+    /// A record kept in its stored form (`keptEncoded`).
+    init(keptEncoded bytes: [UInt8], sequence: UInt64) {
+        self.init(apnsID: "", token: "", environment: .sandbox, receivedAtMs: 0)
+        self.sequence = sequence
+        keptEncoded = bytes
     }
 
     public init(apnsID: String, token: String, environment: APNsEnvironment, receivedAtMs: Int64) {
@@ -153,6 +165,10 @@ public struct RecordStore: Sendable {
     public private(set) var evicted: UInt64 = 0
     /// When on, appends and updates note the sequence numbers they touched.
     public var trackChanges = false
+    /// Some slots may hold records kept encoded (`NotificationRecord.keptEncoded`: what a
+    /// follower took from another instance). Every accessor decodes them; `decodeKept` does
+    /// it once for all, before a burst of reads.
+    public private(set) var mayKeepEncoded = false
     private var changes: [UInt64] = []
 
     public mutating func takeChanges() -> [UInt64] {
@@ -198,6 +214,7 @@ public struct RecordStore: Sendable {
         nextSequence += 1
         let sequence = record.sequence
         if trackChanges { changes.append(sequence) }
+        if record.keptEncoded != nil { mayKeepEncoded = true }
         if record.accountedBytes == 0 { record.accountedBytes = record.approximateBytes }
         // The usual case once the journal is full: the oldest record makes room by count alone
         // and the new one takes its slot (one swap, nothing copied).
@@ -245,6 +262,7 @@ public struct RecordStore: Sendable {
     public mutating func upsert(_ record: NotificationRecord) {
         if let index = physicalIndex(of: record.sequence) {
             var record = record
+            if record.keptEncoded != nil { mayKeepEncoded = true }
             record.accountedBytes = ring[index].accountedBytes
             ring[index] = record
             if trackChanges, changes.last != record.sequence { changes.append(record.sequence) }
@@ -304,7 +322,40 @@ public struct RecordStore: Sendable {
 
     /// Reads the `index`-th newest record in place (no copy).
     func withRecord<T>(newestFirstIndex index: Int, _ body: (borrowing NotificationRecord) -> T) -> T {
+        let slot = physical(live - 1 - index)
+        return ring[slot].keptEncoded == nil ? body(ring[slot]) : body(Self.decoded(ring[slot]))
+    }
+
+    /// The `index`-th newest record as the journal holds it (possibly kept encoded; tests).
+    func withRecordAsStored<T>(newestFirstIndex index: Int, _ body: (borrowing NotificationRecord) -> T) -> T {
         body(ring[physical(live - 1 - index)])
+    }
+
+    /// Slot `slot`'s record as a value, decoded when it is kept encoded.
+    @inline(__always)
+    private func value(at slot: Int) -> NotificationRecord {
+        ring[slot].keptEncoded == nil ? ring[slot] : Self.decoded(ring[slot])
+    }
+
+    /// Whether slot `slot`'s record matches, read in place unless it is kept encoded.
+    @inline(__always)
+    private func slot(_ slot: Int, matches: (NotificationRecord) -> Bool) -> Bool {
+        ring[slot].keptEncoded == nil ? matches(ring[slot]) : matches(Self.decoded(ring[slot]))
+    }
+
+    private static func decoded(_ kept: NotificationRecord) -> NotificationRecord { StateCodec.decodeKept(kept) }
+
+    private mutating func decodeInPlace(_ slot: Int) {
+        if ring[slot].keptEncoded != nil { ring[slot] = Self.decoded(ring[slot]) }
+    }
+
+    /// Decodes every record kept encoded, so that the reads that follow find them ready (an
+    /// admin API read after a burst of another instance's pushes decodes each record once,
+    /// not once per read).
+    public mutating func decodeKept() {
+        guard mayKeepEncoded else { return }
+        for logical in 0..<live { decodeInPlace(physical(logical)) }
+        mayKeepEncoded = false
     }
 
     /// Records newest first, filtered, at most `limit`; with `before`, only older records than
@@ -340,8 +391,8 @@ public struct RecordStore: Sendable {
         let stop = scanning >= end ? -1 : end - 1 - scanning
         while i > stop {
             // Read in place: a copy of every record looked at costs more than the comparison.
-            if matches(ring[physical(i)]) {
-                out.append(ring[physical(i)])
+            if slot(physical(i), matches: matches) {
+                out.append(value(at: physical(i)))
                 if out.count == limit { return (out, ring[physical(i)].sequence) }
             }
             i -= 1
@@ -351,7 +402,7 @@ public struct RecordStore: Sendable {
 
     /// The oldest record that matches, found without copying the others.
     public func oldest(where matches: (NotificationRecord) -> Bool) -> NotificationRecord? {
-        for i in 0..<live where matches(ring[physical(i)]) { return ring[physical(i)] }
+        for i in 0..<live where slot(physical(i), matches: matches) { return value(at: physical(i)) }
         return nil
     }
 
@@ -359,18 +410,19 @@ public struct RecordStore: Sendable {
     @discardableResult
     public mutating func update(sequence: UInt64, _ change: (inout NotificationRecord) -> Void) -> Bool {
         guard let index = physicalIndex(of: sequence) else { return false }
+        decodeInPlace(index)
         change(&ring[index])
         if trackChanges, changes.last != sequence { changes.append(sequence) }
         return true
     }
 
     public func record(sequence: UInt64) -> NotificationRecord? {
-        physicalIndex(of: sequence).map { ring[$0] }
+        physicalIndex(of: sequence).map { value(at: $0) }
     }
 
     /// The record's `apns-id`, read in place (no copy of the record).
     func apnsID(sequence: UInt64) -> String? {
-        physicalIndex(of: sequence).map { ring[$0].apnsID }
+        physicalIndex(of: sequence).map { ring[$0].keptEncoded == nil ? ring[$0].apnsID : value(at: $0).apnsID }
     }
 
     /// Sequence numbers increase from the oldest record to the newest, so a binary search over
@@ -399,12 +451,13 @@ public struct RecordStore: Sendable {
         var removed: [UInt64] = []
         kept.reserveCapacity(live)
         for logical in 0..<live {
-            let record = ring[physical(logical)]
+            let record = value(at: physical(logical))
             if matches(record) { removed.append(record.sequence) } else { kept.append(record) }
         }
         ring = kept
         head = 0
         live = ring.count
+        mayKeepEncoded = false
         bytes = ring.reduce(0) { $0 + $1.accountedBytes }
         return removed
     }

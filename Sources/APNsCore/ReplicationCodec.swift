@@ -51,13 +51,16 @@ extension StateCodec {
         return w.bytes
     }
 
-    public static func decodeChanges(_ bytes: [UInt8]) throws(StateStoreError) -> [StateChange] {
+    /// The rows of `encode(changes:)`. With `keepingRecordsEncoded`, journal records come back
+    /// kept in their stored form where nothing needs their fields yet (a follower's journal
+    /// decodes them when they are read; `StateCodec.recordKeptEncoded`).
+    public static func decodeChanges(_ bytes: [UInt8], keepingRecordsEncoded: Bool = false) throws(StateStoreError) -> [StateChange] {
         var r = ByteReader(bytes, what: "state change list")
         let format = try r.expectFormat(in: 1...changeFormat)
         let count = try r.count()
         var changes: [StateChange] = []
         changes.reserveCapacity(count)
-        for _ in 0..<count { changes.append(try readChange(from: &r, format: format)) }
+        for _ in 0..<count { changes.append(try readChange(from: &r, format: format, keepingRecordsEncoded: keepingRecordsEncoded)) }
         try r.expectEnd()
         return changes
     }
@@ -127,7 +130,11 @@ extension StateCodec {
         }
     }
 
-    private static func readChange(from r: inout ByteReader, format: UInt8) throws(StateStoreError) -> StateChange {
+    private static func readChange(
+        from r: inout ByteReader, format: UInt8, keepingRecordsEncoded: Bool = false
+    ) throws(StateStoreError)
+        -> StateChange
+    {
         switch try r.u8() {
         case 1: return .deviceSaved(try readDevice(from: &r))
         case 2: return .deviceRemoved(id: try r.take())
@@ -139,7 +146,7 @@ extension StateCodec {
         case 8: return .faultsSaved(try decodeFaults(try r.bytes()))
         case 9: return .notificationWaiting(try readWaiting(from: &r))
         case 10: return .notificationDone(sequence: try r.take())
-        case 11: return .recordSaved(try readRecord(from: &r))
+        case 11: return .recordSaved(try readRecord(from: &r, keepingEncoded: keepingRecordsEncoded))
         case 12: return .recordRemoved(sequence: try r.take())
         case 13: return .recordsEvicted(before: try r.take())
         case 14: return .reset(try readState(from: &r, format: format))
@@ -323,8 +330,9 @@ extension StateCodec {
         w.put(record.headerListBytes)
     }
 
-    private static func readRecord(from r: inout ByteReader) throws(StateStoreError) -> NotificationRecord {
-        var record = try decodeRecord(try r.bytes())
+    private static func readRecord(from r: inout ByteReader, keepingEncoded: Bool = false) throws(StateStoreError) -> NotificationRecord {
+        let bytes = try r.bytes()
+        var record = keepingEncoded ? try recordKeptEncoded(bytes) : try decodeRecord(bytes)
         record.accountedBytes = try r.take()
         record.headerListBytes = try r.take()
         return record

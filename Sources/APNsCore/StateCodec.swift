@@ -19,6 +19,7 @@ public enum StateCodec {
     /// Every field but `accountedBytes`, which the journal works out again when it takes the
     /// record back. `decodeRecord` reads the same fields in the same order.
     public static func encode(_ r: NotificationRecord) -> [UInt8] {
+        if let kept = r.keptEncoded { return kept }
         var w = ByteWriter(capacity: 512 + r.payload.count)
         w.u8(recordFormat)
         w.put(r.sequence)
@@ -112,6 +113,43 @@ public enum StateCodec {
                     deviceID: try r.take(), activityID: try r.take(), outcome: try r.take(), explanation: try r.take(), fromStore: try r.take()))
         }
         return reach
+    }
+
+    /// A record as `decodeRecord` reads it, or kept encoded (`NotificationRecord.keptEncoded`)
+    /// when nothing needs its fields yet: one with a collapse id is decoded at once, since a
+    /// replica tracks what is on screen per collapse id as it applies records.
+    static func recordKeptEncoded(_ bytes: [UInt8]) throws(StateStoreError) -> NotificationRecord {
+        var r = ByteReader(bytes, what: "journal record")
+        _ = try r.expectFormat(in: 1...recordFormat)
+        let sequence: UInt64 = try r.take()
+        try r.skipBytes()  // apnsID
+        try r.skipOptionalBytes()  // uniqueID
+        try r.skipBytes()  // token
+        try r.skipOptionalBytes()  // topic
+        try r.skipOptionalBytes()  // pushType
+        _ = try r.u8()  // pushTypeHeaderPresent
+        _ = try r.u64()  // priority
+        if try r.u8() != 0 { _ = try r.u64() }  // expiration
+        if try r.u8() != 0 { return try decodeRecord(bytes) }  // collapseID
+        return NotificationRecord(keptEncoded: bytes, sequence: sequence)
+    }
+
+    /// A record kept encoded, decoded (with the journal's accounting it carried). Its bytes
+    /// were read once already, when the row arrived, so a failure here means memory no longer
+    /// holds what arrived: the record says so rather than take the instance down.
+    static func decodeKept(_ kept: NotificationRecord) -> NotificationRecord {
+        guard let bytes = kept.keptEncoded else { return kept }
+        var record: NotificationRecord
+        do {
+            record = try decodeRecord(bytes)
+        } catch {
+            record = NotificationRecord(apnsID: "", token: "", environment: .sandbox, receivedAtMs: 0)
+            record.sequence = kept.sequence
+            record.explanation = "this record could not be read back: \(error)"
+        }
+        record.accountedBytes = kept.accountedBytes
+        record.headerListBytes = kept.headerListBytes
+        return record
     }
 
     public static func decodeRecord(_ bytes: [UInt8]) throws(StateStoreError) -> NotificationRecord {
@@ -545,6 +583,16 @@ struct ByteReader {
         let n = try count()
         defer { offset += n }
         return Array(data[offset..<offset + n])
+    }
+
+    /// Passes over length-prefixed bytes (a text or a blob) without reading them.
+    mutating func skipBytes() throws(StateStoreError) {
+        offset += try count()
+    }
+
+    /// Passes over an optional text or blob.
+    mutating func skipOptionalBytes() throws(StateStoreError) {
+        if try u8() != 0 { try skipBytes() }
     }
 
     mutating func string() throws(StateStoreError) -> String {

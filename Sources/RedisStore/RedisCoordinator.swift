@@ -559,7 +559,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 return
             }
             do {
-                let changes = try StateCodec.decodeChanges(rows)
+                let changes = try StateCodec.decodeChanges(rows, keepingRecordsEncoded: true)
                 let now = clock.nowMilliseconds()
                 let applied = try state.applyShared { (world: inout World) throws(StateStoreError) in
                     try world.applyReplicated(changes, nowMs: now, configured: configured, loadKey: loadKey)

@@ -33,8 +33,11 @@ final class ReplicaPair: @unchecked Sendable {
     /// Every sequence number the replica was handed (records and notifications).
     var highestApplied: UInt64 = 0
     private(set) var failed = false
+    /// The replica keeps records encoded until read, as a `--redis` follower does.
+    let keepsRecordsEncoded: Bool
 
-    init(capacity: Int = 100, options: DeliveryOptions = DeliveryOptions()) throws {
+    init(capacity: Int = 100, options: DeliveryOptions = DeliveryOptions(), keepsRecordsEncoded: Bool = false) throws {
+        self.keepsRecordsEncoded = keepsRecordsEncoded
         keyA = try SigningKey(team: "TEAMAAAAAA", key: "KEYAAAAAAA")
         var credentials = Credentials()
         credentials.add(keyA.providerKey())
@@ -98,7 +101,7 @@ final class ReplicaPair: @unchecked Sendable {
     /// that the replica has nothing of its own to emit.
     @discardableResult
     func sync(_ step: String = "", sourceLocation: SourceLocation = #_sourceLocation) throws -> ReplicationApplied {
-        let rows = try StateCodec.decodeChanges(StateCodec.encode(changes: sink.take()))
+        let rows = try StateCodec.decodeChanges(StateCodec.encode(changes: sink.take()), keepingRecordsEncoded: keepsRecordsEncoded)
         for row in rows {
             switch row {
             case .recordSaved(let r): highestApplied = max(highestApplied, r.sequence)
@@ -451,8 +454,9 @@ struct ReplicationTests {
         #expect(try p.replicaAcceptsAPush().recordSequence > p.highestApplied)
     }
 
-    @Test func coalescingInTheStoreAndOnScreen() throws {
-        let p = try ReplicaPair()
+    @Test(arguments: [false, true])
+    func coalescingInTheStoreAndOnScreen(keepsRecordsEncoded: Bool) throws {
+        let p = try ReplicaPair(keepsRecordsEncoded: keepsRecordsEncoded)
         _ = try p.connect("phone", connection: 10)
         let token = try #require(p.token(of: "phone"))
         p.world { $0.disconnectDevice("phone", connectionID: 10, nowMs: p.now) }
@@ -582,8 +586,9 @@ struct ReplicationTests {
         #expect(p.replica.takeStateChanges(recordSequences: p.replica.records.takeChanges()).isEmpty)
     }
 
-    @Test func evictionKeepsBothJournalsAlike() throws {
-        let p = try ReplicaPair(capacity: 3)
+    @Test(arguments: [false, true])
+    func evictionKeepsBothJournalsAlike(keepsRecordsEncoded: Bool) throws {
+        let p = try ReplicaPair(capacity: 3, keepsRecordsEncoded: keepsRecordsEncoded)
         var sequences: [UInt64] = []
         for round in 0..<7 {
             sequences.append(try p.push(ReplicaPair.pinned).recordSequence)
@@ -597,6 +602,44 @@ struct ReplicationTests {
         try p.sync("all deleted")
         #expect(p.replica.records.count == 0)
         #expect(try p.replicaAcceptsAPush().recordSequence == sequences[6] + 1)
+    }
+
+    /// A follower keeps another instance's records in their stored form until something reads
+    /// them, and every way of reading one gives the record the producer has.
+    @Test func aFollowerKeepsRecordsEncodedUntilTheyAreRead() throws {
+        let p = try ReplicaPair(keepsRecordsEncoded: true)
+        let plain = try p.push(ReplicaPair.pinned)
+        let collapsing = try p.push(ReplicaPair.pinned, headers: [("apns-collapse-id", "score")])
+        let rejected = try p.push("not-a-token")
+        try p.sync("three pushes")
+        func original(_ sequence: UInt64) -> [UInt8]? { p.world { $0.records.record(sequence: sequence) }.map(StateCodec.encode) }
+        func kept(_ sequence: UInt64) -> Bool {
+            var found = false
+            for index in 0..<p.replica.records.count {
+                p.replica.records.withRecordAsStored(newestFirstIndex: index) { if $0.sequence == sequence { found = $0.keptEncoded != nil } }
+            }
+            return found
+        }
+        #expect(p.replica.records.mayKeepEncoded)
+        #expect(kept(plain.recordSequence) && kept(rejected.recordSequence), "kept in their stored form")
+        #expect(!kept(collapsing.recordSequence), "a collapse id is needed at once (what is on screen)")
+        for sequence in [plain.recordSequence, collapsing.recordSequence, rejected.recordSequence] {
+            let read = try #require(p.replica.records.record(sequence: sequence))
+            #expect(read.keptEncoded == nil)
+            #expect(StateCodec.encode(read) == original(sequence), "record \(sequence) reads back as the producer has it")
+            #expect(p.replica.records.apnsID(sequence: sequence) == read.apnsID)
+        }
+        let byToken = p.replica.records.newestFirst(limit: 10) { $0.token == "not-a-token" }
+        #expect(byToken.map(\.sequence) == [rejected.recordSequence], "a filter sees the fields")
+        #expect(p.replica.records.oldest { $0.status == 200 }?.sequence == plain.recordSequence)
+        // Changing one decodes it in place; the others stay as they are.
+        p.replica.records.update(sequence: plain.recordSequence) { $0.deliveryNote = "seen" }
+        #expect(!kept(plain.recordSequence) && kept(rejected.recordSequence))
+        #expect(p.replica.records.record(sequence: plain.recordSequence)?.deliveryNote == "seen")
+        // A read through the state decodes everything once.
+        let state = EmulatorState(start: p.replica)
+        let allKept = state.readWorld { world -> Bool in !world.records.mayKeepEncoded }
+        #expect(allKept)
     }
 
     @Test func marksMadeBeforeApplyingAreKept() throws {
@@ -625,7 +668,8 @@ struct ReplicationTests {
 
     // MARK: Applying rows: a long random run
 
-    @Test func aLongRandomRunKeepsTheReplicaEqual() throws {
+    @Test(arguments: [false, true])
+    func aLongRandomRunKeepsTheReplicaEqual(keepsRecordsEncoded: Bool) throws {
         var options = DeliveryOptions()
         options.backgroundBudgetPerHour = 2
         options.lowPriorityDelayMs = 20_000
@@ -634,7 +678,7 @@ struct ReplicationTests {
         options.deviceWindow = 3
         options.deviceAckTimeoutMs = 90_000
         options.defaultStorageMs = 600_000
-        let p = try ReplicaPair(capacity: 40, options: options)
+        let p = try ReplicaPair(capacity: 40, options: options, keepsRecordsEncoded: keepsRecordsEncoded)
         var random = FastRandom(seed: 0x5EED_2026)  // a fixed seed: the same long run every time
         let sockets = ["s1", "s2", "s3"]
         let virtuals = ["v1", "v2"]
