@@ -365,7 +365,9 @@ extension World {
             throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
         }
         // On screen or in Notification Center: delivered with something to show, not replaced
-        // by a newer one with its collapse id, and not tapped yet (a tap removes it).
+        // by a newer one with its collapse id, and not tapped yet (a tap removes it). A search:
+        // records kept encoded are decoded once for it, not on every tap.
+        records.decodeKept()
         let shown = records.newestFirst(limit: 1) { r in
             r.deviceID == deviceID && r.outcome == .delivered && r.display != nil && r.display != Display.none.rawValue
                 && !r.callbacks.contains(AppCallback.didReceive) && Hex.equalIgnoringCase(r.apnsID, apnsID)

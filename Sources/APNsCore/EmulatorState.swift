@@ -201,9 +201,15 @@ public final class EmulatorState: Sendable {
         body()
     }
 
-    /// Reads the world without changing it: no coordination, no change tracking. Records a
-    /// follower keeps encoded are decoded first, once, so reads find them ready.
+    /// Reads the world without changing it: no coordination, no change tracking.
     public func readWorld<T>(_ body: (borrowing World) throws -> T) rethrows -> T {
+        try world.withLock { (world: inout World) in try body(world) }
+    }
+
+    /// `readWorld` for reads that look through the journal (lists, searches, stats): the
+    /// records a follower keeps encoded (`--redis`) are decoded first, once, rather than on
+    /// every read of them.
+    public func readJournal<T>(_ body: (borrowing World) throws -> T) rethrows -> T {
         try world.withLock { (world: inout World) in
             if world.records.mayKeepEncoded { world.records.decodeKept() }
             return try body(world)

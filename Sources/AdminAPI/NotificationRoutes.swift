@@ -27,7 +27,7 @@ struct NotificationRoutes: AdminResource {
         }
         r.add("GET", "/api/v1/notifications/latest", "the newest record matching the filters") { req, _, _ in
             let query = try Self.query(req)
-            guard let record = state.readWorld({ $0.records.newestFirst(limit: 1, where: query.matches).first }) else {
+            guard let record = state.readJournal({ $0.records.newestFirst(limit: 1, where: query.matches).first }) else {
                 throw AdminError(404, "no notification matches")
             }
             return .json(200, AdminJSON.record(record))
@@ -37,7 +37,7 @@ struct NotificationRoutes: AdminResource {
         }
         r.add("GET", "/api/v1/notifications/{id}", "one record by apns-id or apns-unique-id") { _, p, _ in
             let id = p["id"] ?? ""
-            let record = state.readWorld { world in
+            let record = state.readJournal { world in
                 world.records.newestFirst(limit: 1) {
                     $0.apnsID.caseInsensitiveCompare(id) == .orderedSame
                         || $0.uniqueID?.caseInsensitiveCompare(id) == .orderedSame
@@ -91,7 +91,7 @@ struct NotificationRoutes: AdminResource {
         var records: [NotificationRecord] = []
         var position = before
         while records.count < count {
-            let (slice, resume) = state.readWorld {
+            let (slice, resume) = state.readJournal {
                 $0.records.scanNewestFirst(
                     limit: count - records.count, before: position, scanning: Self.recordsPerLock,
                     where: query.matches)
@@ -139,7 +139,7 @@ struct NotificationRoutes: AdminResource {
         }
         waiterID = id
         if query.sinceMs != nil {
-            let existing = state.readWorld { $0.records.oldest(where: query.matches) }
+            let existing = state.readJournal { $0.records.oldest(where: query.matches) }
             if let existing {
                 finish(.json(200, AdminJSON.record(existing)))
                 return nil

@@ -61,7 +61,7 @@ struct SystemRoutes: AdminResource {
         if let text = req.query["since"] {
             since = try Self.query(HTTP1Request(method: "GET", path: "", query: ["since": text], headers: [:], body: [])).sinceMs ?? 0
         }
-        let (summary, pending, records) = state.readWorld { w in (w.records.summary(sinceMs: since), w.delivery.pendingCount, w.records.count) }
+        let (summary, pending, records) = state.readJournal { w in (w.records.summary(sinceMs: since), w.delivery.pendingCount, w.records.count) }
         guard case .object(var body) = summary.json else { return .json(200, summary.json) }
         body["now"] = .string(RFC3339.format(milliseconds: now))
         body["providerConnections"] = .int(Int64(host.providerConnectionCount))
