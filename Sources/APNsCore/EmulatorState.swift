@@ -163,16 +163,36 @@ public final class EmulatorState: Sendable {
         return shared ? result : nil
     }
 
-    /// The body's result when it ran (nil when it did not), and whether its rows were shared.
-    /// A body that throws after changing something still has its rows shared.
+    /// What `withSharedWorldIfReady` did.
+    public enum SharedAttempt<T: Sendable>: Sendable {
+        /// The body ran and its rows are shared (or queued to be, inside `committingLater`).
+        case done(T)
+        /// The change could not be shared (the store is down, or the turn was lost): refuse.
+        case refused
+        /// Running it now would mean waiting (`--redis`: for the lease): the body did not run.
+        case wouldWait
+    }
+
+    /// `withSharedWorld` that never waits for the other instances: an event loop that may not
+    /// block hands the work to a thread that may (`ProviderConnection`'s deferred pushes).
+    public func withSharedWorldIfReady<T: Sendable>(_ body: (inout World) -> T) -> SharedAttempt<T> {
+        guard let coordinator else { return .done(withWorld(body)) }
+        let (result, shared) = sharing(body, coordinator, waiting: false)
+        guard let result else { return shared ? .wouldWait : .refused }
+        return shared ? .done(result) : .refused
+    }
+
+    /// The body's result when it ran (nil when it did not), and whether its rows were shared
+    /// (without `waiting`, a body that did not run because it would have waited is `(nil,
+    /// true)`). A body that throws after changing something still has its rows shared.
     private func sharing<T: Sendable, E: Error>(
-        _ body: (inout World) throws(E) -> T, _ coordinator: any WorldCoordinator
+        _ body: (inout World) throws(E) -> T, _ coordinator: any WorldCoordinator, waiting: Bool = true
     )
         throws(E) -> (T?, shared: Bool)
     {
         var after = AfterLock()
         var ran: Result<T, E>?
-        let shared = coordinator.mutate { () -> [StateChange] in
+        func change() -> [StateChange] {
             do throws(E) {
                 ran = .success(try locked(body, sharing: true, after: &after))
             } catch {
@@ -180,6 +200,8 @@ public final class EmulatorState: Sendable {
             }
             return after.rows
         }
+        let mutated = waiting ? coordinator.mutate(change) : coordinator.mutateIfReady(change)
+        guard let shared = mutated else { return (nil, true) }
         after.announce(self)
         switch ran {
         case .success(let result)?: return (result, shared)
@@ -350,6 +372,10 @@ public protocol WorldCoordinator: AnyObject, Sendable {
     /// `change` did not run (the store cannot be reached), or it ran but its rows could not be
     /// stored (this instance's copy is then reloaded).
     func mutate(_ change: () -> [StateChange]) -> Bool
+    /// `mutate` when it can run without waiting (this instance may change the world now and
+    /// nobody else is in the middle of doing so); nil, and `change` not run, when it would
+    /// have to wait, for the lease or a catch-up.
+    func mutateIfReady(_ change: () -> [StateChange]) -> Bool?
     /// A change was made to this instance's copy only (the store was down): reload it from the
     /// store once the store is back.
     func noteUnsharedChange()

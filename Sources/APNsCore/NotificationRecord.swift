@@ -260,6 +260,11 @@ public struct RecordStore: Sendable {
     /// number. An update replaces the record in place (keeping what the journal counted it
     /// as, as `update` does); a new one is appended, or put in order if older than the newest.
     public mutating func upsert(_ record: NotificationRecord) {
+        if live == 0 || ring[physical(live - 1)].sequence < record.sequence {
+            // The usual case: a record newer than any kept.
+            if record.keptEncoded != nil { mayKeepEncoded = true }
+            return appendKeepingSequence(record)
+        }
         if let index = physicalIndex(of: record.sequence) {
             var record = record
             if record.keptEncoded != nil { mayKeepEncoded = true }

@@ -149,11 +149,48 @@ public final class ProviderEndpoint: Sendable {
     }
 
     public func handle(_ request: consuming PushRequest, connection: inout ProviderConnectionContext) -> PushResponse {
+        switch begin(request, connection: &connection) {
+        case .answered(let response): return response
+        case .needsState(var check): return finish(&check)
+        }
+    }
+
+    /// What `begin` leaves: an answer, or the stages that need the state still to run.
+    public enum Judging: Sendable {
+        case answered(PushResponse)
+        case needsState(PendingCheck)
+    }
+
+    /// A push judged as far as it can be without the state (the request line, header syntax,
+    /// the provider token or certificate, the payload's JSON): the stateful stages (topic,
+    /// device token, payload, rate) and the record are still to run, under the state's lock,
+    /// now (`finish`) or on a thread that may wait for the other instances (`judge`).
+    public struct PendingCheck: Sendable {
+        fileprivate enum Stage: Sendable {
+            case judge(fields: APNsHeaderFields, syntax: Syntax, provider: ProviderIdentity, json: JSONValidator.Verdict?, content: PushContent)
+            /// Rejected before any state was consulted: only the record and counters remain.
+            case journal(Rejection)
+        }
+        fileprivate let stage: Stage
+        fileprivate var record: NotificationRecord
+        fileprivate let request: PushRequest
+        fileprivate let environment: APNsEnvironment
+        fileprivate let now: Int64
+        fileprivate let raiseStreamLimit: Bool
+        fileprivate let verification: String?
+        fileprivate let fault: FiredFault?
+        /// The `apns-id` the answer carries.
+        public let apnsID: String
+    }
+
+    /// Judges the stateless stages; see `PendingCheck`. A push that a fault rule answers, or
+    /// that the state cannot take now (`unavailableReason`), is answered here.
+    public func begin(_ request: consuming PushRequest, connection: inout ProviderConnectionContext) -> Judging {
         if state.unavailableReason != nil {
             // The shared state (--redis) cannot be reached or the state directory cannot
             // commit: nothing can be judged or kept, so nothing is promised (APNs answers 503
             // when it cannot serve).
-            return unavailable(apnsID: connection.random.apnsID(), raise: false)
+            return .answered(unavailable(apnsID: connection.random.apnsID(), raise: false))
         }
         let now = clock.nowMilliseconds()
         let fields = APNsHeaderFields(request.headers)
@@ -190,28 +227,16 @@ public final class ProviderEndpoint: Sendable {
         record.headerListBytes = request.headerListSize ?? 0
         if environment == .sandbox { record.uniqueID = connection.random.uniqueID() }
 
-        var raiseStreamLimit = false
+        var fault: FiredFault?
         if state.hasFaultRules, let fired = evaluateFaults(fields, environment: environment, connection: connection) {
-            if let reply = applyFault(fired, record: &record, now: now) { return reply }
+            if let reply = applyFault(fired, record: &record, now: now) { return .answered(reply) }
             // Only a delay or a SETTINGS change: judge the request normally, then act.
             record.faultRuleID = fired.ruleID
             record.respondedAtMs = now + Int64(fired.delayMs)
-            var reply = handleNormally(
-                request, fields: fields, environment: environment, now: now,
-                connection: &connection, record: &record, raise: &raiseStreamLimit)
-            reply.fault = fired
-            return reply
+            fault = fired
         }
-        return handleNormally(
-            request, fields: fields, environment: environment, now: now, connection: &connection,
-            record: &record, raise: &raiseStreamLimit)
-    }
-
-    private func handleNormally(
-        _ request: PushRequest, fields: APNsHeaderFields, environment: APNsEnvironment, now: Int64,
-        connection: inout ProviderConnectionContext, record: inout NotificationRecord,
-        raise raiseStreamLimit: inout Bool
-    ) -> PushResponse {
+        var raiseStreamLimit = false
+        let stage: PendingCheck.Stage
         do throws(Rejection) {
             var syntax = try checkRequestLine(fields, record: &record)
             try checkHeaderSyntax(fields, syntax: &syntax, record: &record)
@@ -230,95 +255,131 @@ public final class ProviderEndpoint: Sendable {
                 request.bodyLength > 0 && request.bodyLength == request.body.count
                 ? JSONValidator.check(request.body) : nil
             let content = json == .object ? PushContent.read(request.body) : PushContent()
-            let apnsID = record.apnsID
-            let reply = state.withSharedWorld { (world: inout World) -> PushResponse in
-                var rejection: Rejection?
-                var route: AcceptedRoute?
-                var pushType: PushType?
-                do throws(Rejection) {
-                    let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: world, record: &record)
-                    pushType = topic.pushType
-                    if topic.pushType == .liveactivity,
-                        let owner = try checkLiveActivityToken(syntax, topic: topic.topic, environment: environment, world: world, record: &record)
-                    {
-                        try checkPayload(request, pushType: topic.pushType, json: json)
-                        record.status = 200
-                        record.deviceID = owner.deviceID
-                        record.bundleID = owner.bundleID
-                        route = .liveActivity(token: record.token, priority: record.priority, expiration: record.expiration)
-                    } else {
-                        let entry = try checkDeviceToken(
-                            syntax, topic: topic.topic, environment: environment, now: now,
-                            world: &world, record: &record)
-                        try checkPayload(request, pushType: topic.pushType, json: json)
-                        if entry.state == .rateLimited {
-                            throw Rejection(reason: .tooManyRequests, explanation: "the token is set to rate-limited (admin API)")
-                        }
-                        if world.isFlooding(token: entry.token, nowMs: now) {
-                            throw Rejection(
-                                reason: .tooManyRequests,
-                                explanation:
-                                    "more than \(world.deliveryOptions.tooManyRequests?.count ?? 0) pushes to this token within \(world.deliveryOptions.tooManyRequests?.windowMs ?? 0) ms"
-                            )
-                        }
-                        record.status = 200
-                        record.deviceID = entry.deviceID
-                        record.bundleID = entry.bundleID
-                        route = accepted(
-                            expiration: record.expiration, priority: record.priority, collapseID: record.collapseID,
-                            apnsID: record.apnsID, payload: record.payload, sequence: world.records.nextSequence,
-                            entry: entry, pushType: topic.pushType, json: json, content: content, now: now,
-                            options: world.deliveryOptions)
-                    }
-                } catch {
-                    record.reject(error, spelledAs: options.reasonText(error.reason))
-                    rejection = error
-                }
-                world.counters.countNotification(
-                    status: record.status, reason: rejection?.reason, reasonText: nil,
-                    pushType: pushType, environment: environment)
-                world.counters.payloadSizes.record(Double(record.payloadSize))
-                world.counters.countTopic(record.topic)
-                if let verification = connection.authenticator.lastVerification {
-                    world.counters.countVerification(verification)
-                }
-                var reply = response(
-                    for: record, rejection: rejection, raise: raiseStreamLimit,
-                    sequence: world.records.nextSequence)
-                // Moved, not copied, into the journal; `record` now holds the evicted one, which
-                // is released when this request is done, outside the lock.
-                let sequence = world.records.append(moving: &record)
-                switch route {
-                case .deliver(let notification)?: reply.deviceFrames = world.route(notification, nowMs: now)
-                case .drop(let why)?: world.setOutcome(sequence, .droppedBySystem, why)
-                case .liveActivity(let token, let priority, let expiration)?:
-                    reply.deviceFrames = world.applyLiveActivityPush(
-                        token: token, payload: request.body, priority: priority, expiration: expiration, sequence: sequence, nowMs: now)
-                case nil: break
-                }
-                return reply
-            }
-            connection.authenticator.lastVerification = nil
-            return reply ?? unavailable(apnsID: apnsID, raise: raiseStreamLimit)
+            stage = .judge(fields: fields, syntax: syntax, provider: provider, json: json, content: content)
         } catch {
-            // Rejected before any state was consulted.
             record.reject(error, spelledAs: options.reasonText(error.reason))
-            let verification = connection.authenticator.lastVerification
-            let apnsID = record.apnsID
-            let reply = state.withSharedWorld { world in
-                world.counters.countNotification(
-                    status: record.status, reason: error.reason, reasonText: nil, pushType: nil,
-                    environment: environment)
-                if let verification { world.counters.countVerification(verification) }
-                let reply = response(for: record, rejection: error, raise: raiseStreamLimit, sequence: world.records.nextSequence)
-                world.records.append(moving: &record)
-                return reply
-            }
-            connection.authenticator.lastVerification = nil
-            return reply ?? unavailable(apnsID: apnsID, raise: raiseStreamLimit)
+            stage = .journal(error)
+        }
+        let verification = connection.authenticator.lastVerification
+        connection.authenticator.lastVerification = nil
+        let apnsID = record.apnsID
+        return .needsState(
+            PendingCheck(
+                stage: stage, record: record, request: request, environment: environment, now: now,
+                raiseStreamLimit: raiseStreamLimit, verification: verification, fault: fault, apnsID: apnsID))
+    }
+
+    /// Runs `check`'s stateful stages under the state's lock (with `--redis`, waiting for this
+    /// instance's turn to change the shared state); 503 when the change cannot be kept.
+    public func finish(_ check: inout PendingCheck) -> PushResponse {
+        state.withSharedWorld { (world: inout World) -> PushResponse in judge(&check, in: &world) } ?? unavailable(check)
+    }
+
+    /// `finish` if it can run without waiting; nil (nothing run) when it would have to wait.
+    public func finishIfReady(_ check: inout PendingCheck) -> PushResponse? {
+        switch state.withSharedWorldIfReady({ (world: inout World) -> PushResponse in judge(&check, in: &world) }) {
+        case .done(let response): return response
+        case .refused: return unavailable(check)
+        case .wouldWait: return nil
         }
     }
 
+    /// 503 for a check whose change could not be kept (see `unavailable`).
+    public func unavailable(_ check: PendingCheck) -> PushResponse {
+        unavailable(apnsID: check.apnsID, raise: check.raiseStreamLimit)
+    }
+
+    /// The stateful stages of `check` on a world the caller holds (`finish`, or a batch of
+    /// deferred checks in one change). Moves the record into the journal.
+    public func judge(_ check: inout PendingCheck, in world: inout World) -> PushResponse {
+        var reply: PushResponse
+        switch check.stage {
+        case .judge(let fields, let syntax, let provider, let json, let content):
+            reply = judge(
+                &check.record, fields: fields, syntax: syntax, provider: provider, json: json, content: content,
+                request: check.request, environment: check.environment, now: check.now,
+                raise: check.raiseStreamLimit, verification: check.verification, world: &world)
+        case .journal(let rejection):
+            world.counters.countNotification(
+                status: check.record.status, reason: rejection.reason, reasonText: nil, pushType: nil,
+                environment: check.environment)
+            if let verification = check.verification { world.counters.countVerification(verification) }
+            reply = response(for: check.record, rejection: rejection, raise: check.raiseStreamLimit, sequence: world.records.nextSequence)
+            world.records.append(moving: &check.record)
+        }
+        reply.fault = check.fault
+        return reply
+    }
+
+    private func judge(
+        _ record: inout NotificationRecord, fields: APNsHeaderFields, syntax: Syntax, provider: ProviderIdentity,
+        json: JSONValidator.Verdict?, content: PushContent, request: PushRequest, environment: APNsEnvironment, now: Int64,
+        raise raiseStreamLimit: Bool, verification: String?, world: inout World
+    ) -> PushResponse {
+        var rejection: Rejection?
+        var route: AcceptedRoute?
+        var pushType: PushType?
+        do throws(Rejection) {
+            let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: world, record: &record)
+            pushType = topic.pushType
+            if topic.pushType == .liveactivity,
+                let owner = try checkLiveActivityToken(syntax, topic: topic.topic, environment: environment, world: world, record: &record)
+            {
+                try checkPayload(request, pushType: topic.pushType, json: json)
+                record.status = 200
+                record.deviceID = owner.deviceID
+                record.bundleID = owner.bundleID
+                route = .liveActivity(token: record.token, priority: record.priority, expiration: record.expiration)
+            } else {
+                let entry = try checkDeviceToken(
+                    syntax, topic: topic.topic, environment: environment, now: now,
+                    world: &world, record: &record)
+                try checkPayload(request, pushType: topic.pushType, json: json)
+                if entry.state == .rateLimited {
+                    throw Rejection(reason: .tooManyRequests, explanation: "the token is set to rate-limited (admin API)")
+                }
+                if world.isFlooding(token: entry.token, nowMs: now) {
+                    throw Rejection(
+                        reason: .tooManyRequests,
+                        explanation:
+                            "more than \(world.deliveryOptions.tooManyRequests?.count ?? 0) pushes to this token within \(world.deliveryOptions.tooManyRequests?.windowMs ?? 0) ms"
+                    )
+                }
+                record.status = 200
+                record.deviceID = entry.deviceID
+                record.bundleID = entry.bundleID
+                route = accepted(
+                    expiration: record.expiration, priority: record.priority, collapseID: record.collapseID,
+                    apnsID: record.apnsID, payload: record.payload, sequence: world.records.nextSequence,
+                    entry: entry, pushType: topic.pushType, json: json, content: content, now: now,
+                    options: world.deliveryOptions)
+            }
+        } catch {
+            record.reject(error, spelledAs: options.reasonText(error.reason))
+            rejection = error
+        }
+        world.counters.countNotification(
+            status: record.status, reason: rejection?.reason, reasonText: nil,
+            pushType: pushType, environment: environment)
+        world.counters.payloadSizes.record(Double(record.payloadSize))
+        world.counters.countTopic(record.topic)
+        if let verification { world.counters.countVerification(verification) }
+        var reply = response(
+            for: record, rejection: rejection, raise: raiseStreamLimit,
+            sequence: world.records.nextSequence)
+        // Moved, not copied, into the journal; `record` now holds the evicted one, which
+        // is released when this request is done, outside the lock.
+        let sequence = world.records.append(moving: &record)
+        switch route {
+        case .deliver(let notification)?: reply.deviceFrames = world.route(notification, nowMs: now)
+        case .drop(let why)?: world.setOutcome(sequence, .droppedBySystem, why)
+        case .liveActivity(let token, let priority, let expiration)?:
+            reply.deviceFrames = world.applyLiveActivityPush(
+                token: token, payload: request.body, priority: priority, expiration: expiration, sequence: sequence, nowMs: now)
+        case nil: break
+        }
+        return reply
+    }
     /// 503 `ServiceUnavailable`, not journaled: the shared state (`--redis`) or the state
     /// directory (`--state-dir`) could not take the request's changes.
     private func unavailable(apnsID: String, raise: Bool) -> PushResponse {
@@ -442,7 +503,7 @@ public final class ProviderEndpoint: Sendable {
     // MARK: Stages
 
     /// What the stateless stages learned, for the later ones.
-    private struct Syntax {
+    fileprivate struct Syntax: Sendable {
         var token: Substring
         var tokenShape: Hex.TokenShape
         /// The `apns-push-type` header, parsed.
@@ -556,7 +617,7 @@ public final class ProviderEndpoint: Sendable {
     /// Topic rules (docs/apns-behaviour.md, "Push types and topics"). Returns the topic and the
     /// effective push type.
     /// Who sent a request: a verified provider token, or the connection's certificate.
-    private enum ProviderIdentity {
+    fileprivate enum ProviderIdentity: Sendable {
         case token(AuthenticatedProvider)
         case certificate(CertificateCredential)
     }
@@ -771,7 +832,7 @@ public final class ProviderEndpoint: Sendable {
     }
 
     /// What becomes of an accepted notification once it is journaled.
-    private enum AcceptedRoute {
+    fileprivate enum AcceptedRoute {
         case deliver(PendingNotification)
         case drop(String)
         /// A push to a Live Activity token: the device's Live Activities take it.

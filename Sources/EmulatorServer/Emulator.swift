@@ -147,10 +147,12 @@ public final class Emulator: Sendable {
         let devices = DeviceGateway(state: state, clock: clock, commits: commits, logger: logger, relay: relay)
         self.devices = devices
         shared?.deliverFrames.set { [weak devices] frames in devices?.dispatch(frames) }
+        let endpoint = ProviderEndpoint(state: state, clock: clock, options: configuration.endpoint)
         providers = ProviderConnections(
             connections: configuration.connections, load: configuration.load, devices: devices,
             channels: ChannelEndpoint(state: state, clock: clock),
-            commits: commits, tls: tls, logger: logger)
+            commits: commits, deferredChecks: shared.map { DeferredPushChecks(endpoint: endpoint, commits: $0) },
+            tls: tls, logger: logger)
         events = EventHub(state: state, metrics: adminMetrics)
         let events = self.events
         backendCalls.onChange = { [weak events] call in events?.backendCallChanged(call) }
@@ -160,7 +162,6 @@ public final class Emulator: Sendable {
         } catch {
             throw StartupError("cannot create event loops: \(error)")
         }
-        let endpoint = ProviderEndpoint(state: state, clock: clock, options: configuration.endpoint)
         let adminHost = EmulatorAdminHost()
         adminService = Self.makeAdminService(configuration, host: adminHost, events: events, metrics: adminMetrics)
         adminServer = Self.makeAdminServer(configuration, service: adminService)
@@ -185,9 +186,10 @@ public final class Emulator: Sendable {
                     group.start()
                     adminGroup.start()
                 },
-                stop: { [group, adminGroup] _ in
+                stop: { [group, adminGroup, providers] _ in
                     group.stop()
                     adminGroup.stop()
+                    providers.deferredChecks?.stop()
                 }))
         serving = Serving(
             tickLoop: group.loops[0], devices: devices, listeners: listeners, providers: providers,

@@ -302,10 +302,46 @@ final class ProviderConnection: ConnectionHandler {
             answerChannel(request.streamID, response)
             return
         }
-        let response = endpoint.handle(push, connection: &context)
-        // --state-dir: the answer waits until what the request changed is committed.
-        if !response.changedNothing, let gate = commitGate, gate.hold((request.streamID, response, started)) { return }
-        answer(request.streamID, response, started: started)
+        switch endpoint.begin(push, connection: &context) {
+        case .answered(let response):
+            deliver(request.streamID, response, started: started)
+        case .needsState(var check):
+            // With --redis, when another instance holds the lease, the stateful stages wait on
+            // a thread of their own rather than stop this loop; once one push of a connection
+            // waits there, its later ones follow it, so they are judged in the order sent.
+            if deferredChecks == 0, let response = endpoint.finishIfReady(&check) {
+                deliver(request.streamID, response, started: started)
+                return
+            }
+            guard let deferred = providers.deferredChecks else {
+                deliver(request.streamID, endpoint.finish(&check), started: started)
+                return
+            }
+            deferredChecks += 1
+            let streamID = request.streamID
+            deferred.submit(check, on: connection.loop) { [weak self] response, ticket in
+                guard let self else { return }
+                self.deferredChecks -= 1
+                guard !self.connection.isClosed else { return }
+                self.framesOfRead = []
+                self.deliver(streamID, response, started: started, ticket: .some(ticket))
+                self.dispatchFramesOfRead()
+                self.flushSession()
+            }
+        }
+    }
+
+    /// Pushes of this connection waiting in `DeferredPushChecks`.
+    private var deferredChecks = 0
+
+    /// Answers now, or (`--state-dir`, `--redis`) once what the request changed is committed:
+    /// the changes made so far on this thread, or up to `ticket` for a push judged elsewhere.
+    private func deliver(_ streamID: Int32, _ response: PushResponse, started: UInt64, ticket: UInt64?? = nil) {
+        if !response.changedNothing, let gate = commitGate {
+            let held = ticket.map { gate.hold((streamID, response, started), ticket: $0) } ?? gate.hold((streamID, response, started))
+            if held { return }
+        }
+        answer(streamID, response, started: started)
     }
 
     private lazy var commitGate: CommitGate<(Int32, PushResponse, UInt64)>? = providers.commits.map { commits in

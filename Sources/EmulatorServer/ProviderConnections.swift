@@ -27,6 +27,8 @@ final class ProviderConnections: @unchecked Sendable {
     let tls: ServerTLS
     /// `--state-dir` or `--redis`: answers wait for their changes to be committed.
     let commits: (any CommitTracker)?
+    /// `--redis`: pushes judged while another instance holds the lease.
+    let deferredChecks: DeferredPushChecks?
     /// Apple's behaviour under load (`--profile realistic`).
     let load: LoadBehaviour
     /// `--connection-churn`: new connections admitted in the current window.
@@ -47,9 +49,10 @@ final class ProviderConnections: @unchecked Sendable {
 
     init(
         connections: ServeConfiguration.Connections, load: LoadBehaviour, devices: DeviceGateway, channels: ChannelEndpoint,
-        commits: (any CommitTracker)?,
+        commits: (any CommitTracker)?, deferredChecks: DeferredPushChecks?,
         tls: ServerTLS, logger: Logger
     ) {
+        self.deferredChecks = deferredChecks
         idleTimeoutSeconds = connections.idleTimeoutSeconds
         requestTimeoutSeconds = connections.requestTimeoutSeconds
         latency = LatencyHistograms(loops: connections.threads)

@@ -260,6 +260,43 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         return waitForCommit(ticket)
     }
 
+    /// `mutate` on an event loop that must not wait: runs `change` only when this instance
+    /// holds the lease for a while yet and nobody holds this coordinator's lock (which is held
+    /// across Redis round trips: taking the lease, catching up, reloading); nil otherwise, and
+    /// `change` did not run. An event loop that waited here for the lease stopped reading its
+    /// connections meanwhile, and under load from several instances spent most of its time so.
+    public func mutateIfReady(_ change: () -> [StateChange]) -> Bool? {
+        if unavailableReason != nil { return false }
+        let thread = Self.currentThread
+        var ticket: UInt64 = 0
+        var later = false
+        var ran = false
+        shared.withLockIfFree { (s: inout Shared) in
+            guard Self.mayChangeWithoutRedis(s) else { return }
+            ran = true
+            let rows = change()
+            s.lastChangeMs = Monotonic.nowMilliseconds()
+            later = s.laterThreads.contains(thread)
+            guard !rows.isEmpty else { return }
+            s.lastTicket += 1
+            ticket = s.lastTicket
+            s.threadTickets[thread] = ticket
+            s.outbox += rows
+            s.queued.append(ticket, end: s.outbox.count)
+        }
+        guard ran else { return nil }
+        flushAnnouncements()
+        guard ticket > 0, !later else { return true }
+        return waitForCommit(ticket)
+    }
+
+    /// Whether a change may be made at once, with no call to Redis first (`takeLease` would
+    /// return at once, and there is nothing to reload).
+    private static func mayChangeWithoutRedis(_ s: borrowing Shared) -> Bool {
+        s.unavailable == nil && s.redis != nil && s.holding && !s.needsReload && !s.yielding
+            && s.outbox.count < maxQueuedRows && s.leaseUntilMs - Monotonic.nowMilliseconds() > 200
+    }
+
     /// Whether a change may be made now (see `mutate`).
     private static func mayChange(_ s: borrowing Shared) -> Bool {
         s.unavailable != nil

@@ -24,7 +24,12 @@ public final class CommitGate<Item> {
     /// Holds `item` when something is not committed yet (or earlier items still wait);
     /// false means nothing is pending: send it now.
     public func hold(_ item: Item) -> Bool {
-        let ticket = durability.uncommittedTicket()
+        hold(item, ticket: durability.uncommittedTicket())
+    }
+
+    /// `hold` for an item whose change another thread made: `ticket` is what that thread's
+    /// `uncommittedTicket()` said right after it.
+    public func hold(_ item: Item, ticket: UInt64?) -> Bool {
         guard ticket != nil || !held.isEmpty else { return false }
         // Tickets must never go down, or the release below would wait for nothing: one that
         // needs nothing (or less) only waits behind the items before it.
