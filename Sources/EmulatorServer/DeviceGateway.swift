@@ -89,9 +89,27 @@ final class DeviceGateway: Sendable {
         if state.unavailableReason != nil { return }
         let now = clock.nowMilliseconds()
         // Runs on an event loop: with --redis its changes are queued, not waited for (the
-        // frames it makes wait in each connection's commit gate).
-        state.committingLater { dispatch(state.withWorld { $0.tick(nowMs: now) }) }
+        // frames it makes wait in each connection's commit gate), and when another instance
+        // holds the lease the tick runs on a thread that may wait for it, not on the loop.
+        var waits = false
+        state.committingLater {
+            switch state.withSharedWorldIfReady({ $0.tick(nowMs: now) }) {
+            case .done(let frames): dispatch(frames)
+            case .refused: break
+            case .wouldWait: waits = true
+            }
+        }
+        guard waits, !tickWaiting.exchange(true, ordering: .acquiring) else { return }
+        tickQueue.async { [self] in
+            defer { tickWaiting.store(false, ordering: .releasing) }
+            let now = clock.nowMilliseconds()
+            dispatch(state.withWorld { $0.tick(nowMs: now) })
+        }
     }
+
+    /// A tick waiting for the lease (`tick`): at most one at a time.
+    private let tickWaiting = Atomic<Bool>(false)
+    private let tickQueue = DispatchQueue(label: "apns-device-ticks")
 }
 
 /// One device connection: newline-delimited JSON (docs/device-protocol.md).

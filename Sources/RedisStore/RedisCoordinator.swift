@@ -82,8 +82,6 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var unavailable: String?
         /// This copy may differ from the store: reload it when the lease is next held.
         var needsReload = false
-        /// Applied changes still to be announced to event streams (after the lock).
-        var announcements: [(records: [UInt64], reset: Bool)] = []
         /// Rows made on this copy and not yet handed to the writer, in order, and where each
         /// change's rows end among them.
         var outbox: [StateChange] = []
@@ -92,8 +90,20 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var writing = false
         /// Another instance asked for the lease: no change is made until it is handed over.
         var yielding = false
-        /// Changes with rows are numbered (tickets). Everything up to `resolvedTicket` was
-        /// written, or failed: those in `failedTickets` (the newest few ranges).
+        var writerIdle: Bool { outbox.isEmpty && !writing }
+        /// The epoch of the shared state this copy follows ("" until it has joined one).
+        var epoch = ""
+        /// Set while the shared state is lost and being restored (`recoverLostState`).
+        var recovery: Recovery?
+    }
+
+    /// What event loops ask about commits, behind a lock of its own: `shared` is held across
+    /// Redis round trips (the lease, a catch-up, a reload), and an event loop holding an answer
+    /// or starting a read must not wait for those. Taken inside `shared`, never around it.
+    private let tickets = BlockingLock(Tickets())
+    private struct Tickets {
+        /// Changes with rows are numbered (tickets), under `shared`. Everything up to
+        /// `resolvedTicket` was written, or failed: those in `failedTickets` (the newest few).
         var lastTicket: UInt64 = 0
         var resolvedTicket: UInt64 = 0
         var failedTickets: [ClosedRange<UInt64>] = []
@@ -102,14 +112,19 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var threadTickets: [UInt: UInt64] = [:]
         /// Threads whose changes are written after they return (`beginCommittingLater`).
         var laterThreads: Set<UInt> = []
-
-        var writerIdle: Bool { outbox.isEmpty && !writing }
+        /// Applied changes still to be announced to event streams (after the locks).
+        var announcements: [(records: [UInt64], reset: Bool)] = []
 
         func failed(_ ticket: UInt64) -> Bool { failedTickets.contains { $0.contains(ticket) } }
-        /// The epoch of the shared state this copy follows ("" until it has joined one).
-        var epoch = ""
-        /// Set while the shared state is lost and being restored (`recoverLostState`).
-        var recovery: Recovery?
+
+        /// Numbers a change with rows made by `thread`; says whether that thread commits later.
+        mutating func number(_ thread: UInt, hasRows: Bool) -> (ticket: UInt64, later: Bool) {
+            let later = laterThreads.contains(thread)
+            guard hasRows else { return (0, later) }
+            lastTicket += 1
+            threadTickets[thread] = lastTicket
+            return (lastTicket, later)
+        }
     }
 
     /// A lost shared state being restored: the instances that follow it say how current their
@@ -246,11 +261,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             }
             let rows = change()
             s.lastChangeMs = Monotonic.nowMilliseconds()
-            later = s.laterThreads.contains(thread)
+            (ticket, later) = tickets.withLock { $0.number(thread, hasRows: !rows.isEmpty) }
             guard !rows.isEmpty else { return true }
-            s.lastTicket += 1
-            ticket = s.lastTicket
-            s.threadTickets[thread] = ticket
             s.outbox += rows
             s.queued.append(ticket, end: s.outbox.count)
             return true
@@ -276,11 +288,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             ran = true
             let rows = change()
             s.lastChangeMs = Monotonic.nowMilliseconds()
-            later = s.laterThreads.contains(thread)
+            (ticket, later) = tickets.withLock { $0.number(thread, hasRows: !rows.isEmpty) }
             guard !rows.isEmpty else { return }
-            s.lastTicket += 1
-            ticket = s.lastTicket
-            s.threadTickets[thread] = ticket
             s.outbox += rows
             s.queued.append(ticket, end: s.outbox.count)
         }
@@ -305,19 +314,19 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// Blocks until `ticket` is written (true) or failed (false).
     private func waitForCommit(_ ticket: UInt64) -> Bool {
-        shared.withLock(when: { $0.resolvedTicket >= ticket }, timeoutMilliseconds: 30_000) { (s: inout Shared, ready: Bool) in
-            ready && !s.failed(ticket)
+        tickets.withLock(when: { $0.resolvedTicket >= ticket }, timeoutMilliseconds: 30_000) { (t: inout Tickets, ready: Bool) in
+            ready && !t.failed(ticket)
         }
     }
 
     public func beginCommittingLater() {
         let thread = Self.currentThread
-        shared.withLock { (s: inout Shared) in _ = s.laterThreads.insert(thread) }
+        tickets.withLock { (t: inout Tickets) in _ = t.laterThreads.insert(thread) }
     }
 
     public func endCommittingLater() {
         let thread = Self.currentThread
-        shared.withLock { (s: inout Shared) in _ = s.laterThreads.remove(thread) }
+        tickets.withLock { (t: inout Tickets) in _ = t.laterThreads.remove(thread) }
     }
 
     // MARK: Commits (CommitTracker)
@@ -328,21 +337,21 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// after it was written).
     public func uncommittedTicket(everything: Bool) -> UInt64? {
         let thread = Self.currentThread
-        return shared.withLock { (s: inout Shared) -> UInt64? in
-            if let own = s.threadTickets[thread], s.failed(own) {
+        return tickets.withLock { (t: inout Tickets) -> UInt64? in
+            if let own = t.threadTickets[thread], t.failed(own) {
                 // Told once: later answers of this thread do not promise that change.
-                s.threadTickets[thread] = nil
+                t.threadTickets[thread] = nil
                 return own
             }
-            return s.lastTicket > s.resolvedTicket ? s.lastTicket : nil
+            return t.lastTicket > t.resolvedTicket ? t.lastTicket : nil
         }
     }
 
     public func afterCommit(_ ticket: UInt64, on executor: any CommitExecutor, _ task: @escaping (_ committed: Bool) -> Void) {
-        let now = shared.withLock { (s: inout Shared) -> Bool? in
-            if s.failed(ticket) { return false }
-            if s.resolvedTicket >= ticket { return true }
-            s.waiters.add(ticket, on: executor, task)
+        let now = tickets.withLock { (t: inout Tickets) -> Bool? in
+            if t.failed(ticket) { return false }
+            if t.resolvedTicket >= ticket { return true }
+            t.waiters.add(ticket, on: executor, task)
             return nil
         }
         guard let now else { return }
@@ -362,7 +371,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 (s: inout Shared, _: Bool) -> Batch? in
                 guard !s.outbox.isEmpty else { return nil }
                 // Everything queued, or (when that is a lot) the rows of its first changes.
-                let (taken, last) = s.queued.cut(limit: Self.maxRowsPerWrite, rows: s.outbox.count, lastTicket: s.lastTicket)
+                let (taken, last) = s.queued.cut(limit: Self.maxRowsPerWrite, rows: s.outbox.count, lastTicket: tickets.withLock { $0.lastTicket })
                 let batch = Batch(
                     rows: taken == s.outbox.count ? s.outbox : Array(s.outbox[..<taken]), last: last, fence: s.token,
                     epoch: s.epoch, sentMs: Monotonic.nowMilliseconds(), generation: s.redisGeneration)
@@ -391,7 +400,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 s.writing = false
                 switch result {
                 case .success(let written):
-                    s.resolvedTicket = max(s.resolvedTicket, batch.last)
+                    let answers = tickets.withLock { (t: inout Tickets) -> CommitRelease in
+                        t.resolvedTicket = max(t.resolvedTicket, batch.last)
+                        return t.waiters.takeReady(committed: t.resolvedTicket)
+                    }
                     if written.version > s.version {
                         s.version = written.version
                         s.lastID = written.id
@@ -405,13 +417,13 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         try? release(&s, redis)
                         s.yielding = false
                     }
-                    return (s.waiters.takeReady(committed: s.resolvedTicket), true)
+                    return (answers, true)
                 case .failure(let error):
                     // Not stored, or not known to be: this copy is ahead of the store.
                     failPending(&s)
                     s.needsReload = true
                     failed(&s, error)
-                    return (s.waiters.takeAll(), false)
+                    return (tickets.withLock { $0.waiters.takeAll() }, false)
                 }
             }
             flushAnnouncements()
@@ -458,11 +470,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         s.outbox = []
         s.queued.removeAll()
         s.yielding = false
-        guard s.lastTicket > s.resolvedTicket else { return }
-        s.failedTickets.append((s.resolvedTicket + 1)...s.lastTicket)
-        if s.failedTickets.count > 64 { s.failedTickets.removeFirst(s.failedTickets.count - 64) }
-        s.resolvedTicket = s.lastTicket
-        let waiting = s.waiters.takeAll()
+        let waiting = tickets.withLock { (t: inout Tickets) -> CommitRelease? in
+            guard t.lastTicket > t.resolvedTicket else { return nil }
+            t.failedTickets.append((t.resolvedTicket + 1)...t.lastTicket)
+            if t.failedTickets.count > 64 { t.failedTickets.removeFirst(t.failedTickets.count - 64) }
+            t.resolvedTicket = t.lastTicket
+            return t.waiters.takeAll()
+        }
+        guard let waiting else { return }
         // Run by whoever holds no lock: the tasks go to their executors, so running them here
         // only queues them.
         waiting.run(committed: false)
@@ -601,7 +616,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 let applied = try state.applyShared { (world: inout World) throws(StateStoreError) in
                     try world.applyReplicated(changes, nowMs: now, configured: configured, loadKey: loadKey)
                 }
-                s.announcements.append((applied.recordSequences, applied.reset))
+                tickets.withLock { $0.announcements.append((applied.recordSequences, applied.reset)) }
             } catch {
                 logger.warning("cannot apply shared change \(version): \(error); reloading the shared state")
                 s.needsReload = true
@@ -637,7 +652,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         s.version = version
         s.lastID = lastID
         s.needsReload = false
-        s.announcements.append(([], true))
+        tickets.withLock { $0.announcements.append(([], true)) }
     }
 
     private func failed(_ s: inout Shared, _ any: any Error) {
@@ -694,9 +709,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     }
 
     private func flushAnnouncements() {
-        let pending = shared.withLock { (s: inout Shared) -> [(records: [UInt64], reset: Bool)] in
-            defer { s.announcements = [] }
-            return s.announcements
+        let pending = tickets.withLock { (t: inout Tickets) -> [(records: [UInt64], reset: Bool)] in
+            defer { t.announcements = [] }
+            return t.announcements
         }
         for item in pending { state.announceSharedChanges(records: item.records, reset: item.reset) }
     }
