@@ -151,7 +151,7 @@ public final class ProviderEndpoint: Sendable {
     public func handle(_ request: consuming PushRequest, connection: inout ProviderConnectionContext) -> PushResponse {
         switch begin(request, connection: &connection) {
         case .answered(let response): return response
-        case .needsState(var check): return finish(&check)
+        case .needsState(let check): return finish(check)
         }
     }
 
@@ -164,8 +164,10 @@ public final class ProviderEndpoint: Sendable {
     /// A push judged as far as it can be without the state (the request line, header syntax,
     /// the provider token or certificate, the payload's JSON): the stateful stages (topic,
     /// device token, payload, rate) and the record are still to run, under the state's lock,
-    /// now (`finish`) or on a thread that may wait for the other instances (`judge`).
-    public struct PendingCheck: Sendable {
+    /// now (`finish`) or on a thread that may wait for the other instances (`judge`). A class:
+    /// the record it carries is large, and a value moved through `Judging` and into a queue was
+    /// copied each time (1,700 instructions of memcpy a request).
+    public final class PendingCheck: @unchecked Sendable {
         fileprivate enum Stage: Sendable {
             case judge(fields: APNsHeaderFields, syntax: Syntax, provider: ProviderIdentity, json: JSONValidator.Verdict?, content: PushContent)
             /// Rejected before any state was consulted: only the record and counters remain.
@@ -181,6 +183,21 @@ public final class ProviderEndpoint: Sendable {
         fileprivate let fault: FiredFault?
         /// The `apns-id` the answer carries.
         public let apnsID: String
+
+        fileprivate init(
+            stage: Stage, record: NotificationRecord, request: PushRequest, environment: APNsEnvironment, now: Int64,
+            raiseStreamLimit: Bool, verification: String?, fault: FiredFault?, apnsID: String
+        ) {
+            self.stage = stage
+            self.record = record
+            self.request = request
+            self.environment = environment
+            self.now = now
+            self.raiseStreamLimit = raiseStreamLimit
+            self.verification = verification
+            self.fault = fault
+            self.apnsID = apnsID
+        }
     }
 
     /// Judges the stateless stages; see `PendingCheck`. A push that a fault rule answers, or
@@ -271,13 +288,13 @@ public final class ProviderEndpoint: Sendable {
 
     /// Runs `check`'s stateful stages under the state's lock (with `--redis`, waiting for this
     /// instance's turn to change the shared state); 503 when the change cannot be kept.
-    public func finish(_ check: inout PendingCheck) -> PushResponse {
-        state.withSharedWorld { (world: inout World) -> PushResponse in judge(&check, in: &world) } ?? unavailable(check)
+    public func finish(_ check: PendingCheck) -> PushResponse {
+        state.withSharedWorld { (world: inout World) -> PushResponse in judge(check, in: &world) } ?? unavailable(check)
     }
 
     /// `finish` if it can run without waiting; nil (nothing run) when it would have to wait.
-    public func finishIfReady(_ check: inout PendingCheck) -> PushResponse? {
-        switch state.withSharedWorldIfReady({ (world: inout World) -> PushResponse in judge(&check, in: &world) }) {
+    public func finishIfReady(_ check: PendingCheck) -> PushResponse? {
+        switch state.withSharedWorldIfReady({ (world: inout World) -> PushResponse in judge(check, in: &world) }) {
         case .done(let response): return response
         case .refused: return unavailable(check)
         case .wouldWait: return nil
@@ -291,7 +308,7 @@ public final class ProviderEndpoint: Sendable {
 
     /// The stateful stages of `check` on a world the caller holds (`finish`, or a batch of
     /// deferred checks in one change). Moves the record into the journal.
-    public func judge(_ check: inout PendingCheck, in world: inout World) -> PushResponse {
+    public func judge(_ check: PendingCheck, in world: inout World) -> PushResponse {
         var reply: PushResponse
         switch check.stage {
         case .judge(let fields, let syntax, let provider, let json, let content):

@@ -19,7 +19,7 @@ final class DeferredPushChecks: @unchecked Sendable {
     static let maxPerChange = 500
 
     struct Item {
-        var check: ProviderEndpoint.PendingCheck
+        let check: ProviderEndpoint.PendingCheck
         let executor: any CommitExecutor
         /// Runs on `executor`: the answer, and the ticket it waits for (nil: none).
         let done: (PushResponse, UInt64?) -> Void
@@ -55,7 +55,7 @@ final class DeferredPushChecks: @unchecked Sendable {
 
     private func run() {
         while true {
-            var batch = queue.withLock(when: { !$0.items.isEmpty || !$0.running }, timeoutMilliseconds: 1_000) {
+            let batch = queue.withLock(when: { !$0.items.isEmpty || !$0.running }, timeoutMilliseconds: 1_000) {
                 (q: inout Queue, _: Bool) -> [Item]? in
                 if q.items.isEmpty { return q.running ? [] : nil }
                 let count = min(q.items.count, Self.maxPerChange)
@@ -68,7 +68,7 @@ final class DeferredPushChecks: @unchecked Sendable {
             var ticket: UInt64?
             endpoint.state.committingLater {
                 let judged = endpoint.state.withSharedWorld { (world: inout World) -> [PushResponse] in
-                    batch!.indices.map { endpoint.judge(&batch![$0].check, in: &world) }
+                    batch!.map { endpoint.judge($0.check, in: &world) }
                 }
                 responses = judged ?? batch!.map { endpoint.unavailable($0.check) }
                 ticket = judged == nil ? nil : commits.uncommittedTicket()
