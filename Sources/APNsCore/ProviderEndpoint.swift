@@ -202,7 +202,9 @@ public final class ProviderEndpoint: Sendable {
 
     /// Judges the stateless stages; see `PendingCheck`. A push that a fault rule answers, or
     /// that the state cannot take now (`unavailableReason`), is answered here.
-    public func begin(_ request: consuming PushRequest, connection: inout ProviderConnectionContext) -> Judging {
+    public func begin(
+        _ request: consuming PushRequest, connection: inout ProviderConnectionContext, deferring: Deferring = .never
+    ) -> Judging {
         if state.unavailableReason != nil {
             // The shared state (--redis) cannot be reached or the state directory cannot
             // commit: nothing can be judged or kept, so nothing is promised (APNs answers 503
@@ -253,7 +255,8 @@ public final class ProviderEndpoint: Sendable {
             fault = fired
         }
         var raiseStreamLimit = false
-        let stage: PendingCheck.Stage
+        // Held by the stateful stages from here on (a `consuming` parameter cannot be).
+        let pushRequest = request
         do throws(Rejection) {
             var syntax = try checkRequestLine(fields, record: &record)
             try checkHeaderSyntax(fields, syntax: &syntax, record: &record)
@@ -269,36 +272,80 @@ public final class ProviderEndpoint: Sendable {
             }
             // Payload facts that need no state are worked out before taking the lock.
             let json =
-                request.bodyLength > 0 && request.bodyLength == request.body.count
-                ? JSONValidator.check(request.body) : nil
-            let content = json == .object ? PushContent.read(request.body) : PushContent()
-            stage = .judge(fields: fields, syntax: syntax, provider: provider, json: json, content: content)
+                pushRequest.bodyLength > 0 && pushRequest.bodyLength == pushRequest.body.count
+                ? JSONValidator.check(pushRequest.body) : nil
+            let content = json == .object ? PushContent.read(pushRequest.body) : PushContent()
+            let verification = connection.authenticator.lastVerification
+            connection.authenticator.lastVerification = nil
+            // Judged in place when it can be (what it needs is borrowed, not copied into a
+            // `PendingCheck`); packed up only for a thread that may wait.
+            func judgeNow(_ world: inout World) -> PushResponse {
+                judge(
+                    &record, fields: fields, syntax: syntax, provider: provider, json: json, content: content,
+                    request: pushRequest, environment: environment, now: now, raise: raiseStreamLimit,
+                    verification: verification, world: &world)
+            }
+            if let answer = stateful(judgeNow, deferring: deferring, apnsID: record.apnsID, raise: raiseStreamLimit, fault: fault) {
+                return .answered(answer)
+            }
+            return .needsState(
+                PendingCheck(
+                    stage: .judge(fields: fields, syntax: syntax, provider: provider, json: json, content: content),
+                    record: record, request: pushRequest, environment: environment, now: now,
+                    raiseStreamLimit: raiseStreamLimit, verification: verification, fault: fault, apnsID: record.apnsID))
         } catch {
             record.reject(error, spelledAs: options.reasonText(error.reason))
-            stage = .journal(error)
+            let verification = connection.authenticator.lastVerification
+            connection.authenticator.lastVerification = nil
+            func journalNow(_ world: inout World) -> PushResponse {
+                journal(&record, rejection: error, environment: environment, raise: raiseStreamLimit, verification: verification, world: &world)
+            }
+            if let answer = stateful(journalNow, deferring: deferring, apnsID: record.apnsID, raise: raiseStreamLimit, fault: fault) {
+                return .answered(answer)
+            }
+            return .needsState(
+                PendingCheck(
+                    stage: .journal(error), record: record, request: pushRequest, environment: environment, now: now,
+                    raiseStreamLimit: raiseStreamLimit, verification: verification, fault: fault, apnsID: record.apnsID))
         }
-        let verification = connection.authenticator.lastVerification
-        connection.authenticator.lastVerification = nil
-        let apnsID = record.apnsID
-        return .needsState(
-            PendingCheck(
-                stage: stage, record: record, request: request, environment: environment, now: now,
-                raiseStreamLimit: raiseStreamLimit, verification: verification, fault: fault, apnsID: apnsID))
+    }
+
+    /// Whether `begin` may hand the stateful stages back instead of running them.
+    public enum Deferring: Sendable {
+        /// Never: run them now, waiting for the state if need be (`handle`).
+        case never
+        /// When running them now would wait (`--redis`: for the lease).
+        case ifWaiting
+        /// Always (the connection has pushes waiting already, which must go first).
+        case always
+    }
+
+    /// Runs the stateful part `body` as `deferring` allows: its answer (with the fault rule that
+    /// fired), 503 when the change cannot be kept, or nil when it is to be handed back.
+    private func stateful(
+        _ body: (inout World) -> PushResponse, deferring: Deferring, apnsID: String, raise: Bool, fault: FiredFault?
+    ) -> PushResponse? {
+        var answer: PushResponse
+        switch deferring {
+        case .never:
+            answer = state.withSharedWorld(body) ?? unavailable(apnsID: apnsID, raise: raise)
+        case .ifWaiting:
+            switch state.withSharedWorldIfReady(body) {
+            case .done(let judged): answer = judged
+            case .refused: return unavailable(apnsID: apnsID, raise: raise)
+            case .wouldWait: return nil
+            }
+        case .always:
+            return nil
+        }
+        answer.fault = fault
+        return answer
     }
 
     /// Runs `check`'s stateful stages under the state's lock (with `--redis`, waiting for this
     /// instance's turn to change the shared state); 503 when the change cannot be kept.
     public func finish(_ check: PendingCheck) -> PushResponse {
         state.withSharedWorld { (world: inout World) -> PushResponse in judge(check, in: &world) } ?? unavailable(check)
-    }
-
-    /// `finish` if it can run without waiting; nil (nothing run) when it would have to wait.
-    public func finishIfReady(_ check: PendingCheck) -> PushResponse? {
-        switch state.withSharedWorldIfReady({ (world: inout World) -> PushResponse in judge(check, in: &world) }) {
-        case .done(let response): return response
-        case .refused: return unavailable(check)
-        case .wouldWait: return nil
-        }
     }
 
     /// 503 for a check whose change could not be kept (see `unavailable`).
@@ -317,14 +364,23 @@ public final class ProviderEndpoint: Sendable {
                 request: check.request, environment: check.environment, now: check.now,
                 raise: check.raiseStreamLimit, verification: check.verification, world: &world)
         case .journal(let rejection):
-            world.counters.countNotification(
-                status: check.record.status, reason: rejection.reason, reasonText: nil, pushType: nil,
-                environment: check.environment)
-            if let verification = check.verification { world.counters.countVerification(verification) }
-            reply = response(for: check.record, rejection: rejection, raise: check.raiseStreamLimit, sequence: world.records.nextSequence)
-            world.records.append(moving: &check.record)
+            reply = journal(
+                &check.record, rejection: rejection, environment: check.environment, raise: check.raiseStreamLimit,
+                verification: check.verification, world: &world)
         }
         reply.fault = check.fault
+        return reply
+    }
+
+    /// The record and counters of a push rejected before any state was consulted.
+    private func journal(
+        _ record: inout NotificationRecord, rejection: Rejection, environment: APNsEnvironment, raise: Bool, verification: String?,
+        world: inout World
+    ) -> PushResponse {
+        world.counters.countNotification(status: record.status, reason: rejection.reason, reasonText: nil, pushType: nil, environment: environment)
+        if let verification { world.counters.countVerification(verification) }
+        let reply = response(for: record, rejection: rejection, raise: raise, sequence: world.records.nextSequence)
+        world.records.append(moving: &record)
         return reply
     }
 

@@ -302,17 +302,15 @@ final class ProviderConnection: ConnectionHandler {
             answerChannel(request.streamID, response)
             return
         }
-        switch endpoint.begin(push, connection: &context) {
+        // With --redis, when another instance holds the lease, the stateful stages wait on a
+        // thread of their own rather than stop this loop; once one push of a connection waits
+        // there, its later ones follow it, so they are judged in the order sent.
+        let deferring: ProviderEndpoint.Deferring =
+            providers.deferredChecks == nil ? .never : deferredChecks > 0 ? .always : .ifWaiting
+        switch endpoint.begin(push, connection: &context, deferring: deferring) {
         case .answered(let response):
             deliver(request.streamID, response, started: started)
         case .needsState(let check):
-            // With --redis, when another instance holds the lease, the stateful stages wait on
-            // a thread of their own rather than stop this loop; once one push of a connection
-            // waits there, its later ones follow it, so they are judged in the order sent.
-            if deferredChecks == 0, let response = endpoint.finishIfReady(check) {
-                deliver(request.streamID, response, started: started)
-                return
-            }
             guard let deferred = providers.deferredChecks else {
                 deliver(request.streamID, endpoint.finish(check), started: started)
                 return
