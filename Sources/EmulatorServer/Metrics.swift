@@ -126,6 +126,10 @@ extension Emulator {
         p.single(
             "apns_emulator_streams_total", "counter", "HTTP/2 requests (streams) answered on provider connections.",
             Double(providers.streamsTotal.load(ordering: .relaxed)))
+        p.single(
+            "apns_emulator_pushes_waiting_for_the_lease_total", "counter",
+            "--redis: pushes judged on a thread that waited for this instance's turn to change the shared state, not on their event loop.",
+            Double(providers.deferredPushes.load(ordering: .relaxed)))
         p.family(
             "apns_emulator_channel_requests_total", "counter",
             "Channel management and broadcast requests by operation (create, read, delete, list, broadcast, unknown) and status.")

@@ -316,6 +316,7 @@ final class ProviderConnection: ConnectionHandler {
                 return
             }
             deferredChecks += 1
+            providers.deferredPushes.add(1, ordering: .relaxed)
             let streamID = request.streamID
             deferred.submit(check, on: connection.loop) { [weak self] response, ticket in
                 guard let self else { return }

@@ -18,6 +18,8 @@ final class ProviderConnections: @unchecked Sendable {
     let openConnections = Atomic<Int>(0)
     let connectionsTotal = Atomic<Int>(0)
     let streamsTotal = Atomic<Int>(0)
+    /// `--redis`: pushes whose stateful stages waited for the lease on the deferred thread.
+    let deferredPushes = Atomic<Int>(0)
     let latency: LatencyHistograms
     /// Where the frames their pushes make go.
     let devices: DeviceGateway
@@ -69,6 +71,7 @@ final class ProviderConnections: @unchecked Sendable {
     func resetCounters() {
         connectionsTotal.store(0, ordering: .relaxed)
         streamsTotal.store(0, ordering: .relaxed)
+        deferredPushes.store(0, ordering: .relaxed)
         channelRequests.withLock { $0 = [:] }
         latency.reset()
     }

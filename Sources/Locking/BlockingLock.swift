@@ -56,6 +56,23 @@ public final class BlockingLock<Value>: @unchecked Sendable {
         return try body(&value, isReady)
     }
 
+    /// Runs `body` if the lock can be had within `microseconds` (it is free, or its holder is
+    /// quick); false, and `body` not run, otherwise.
+    public func withLockIfFree(within microseconds: Int, _ body: (inout Value) -> Void) -> Bool {
+        if pthread_mutex_trylock(mutex) != 0 {
+            var deadline = timespec()
+            // (`pthread_mutex_timedlock` counts on the real-time clock.)
+            clock_gettime(CLOCK_REALTIME, &deadline)
+            let total = Int(deadline.tv_nsec) + microseconds * 1_000
+            deadline.tv_sec += total / 1_000_000_000
+            deadline.tv_nsec = total % 1_000_000_000
+            guard pthread_mutex_timedlock(mutex, &deadline) == 0 else { return false }
+        }
+        defer { unlockAndWake() }
+        body(&value)
+        return true
+    }
+
     /// Runs `body` only if nobody holds the lock now.
     public func withLockIfFree(_ body: (inout Value) -> Void) {
         guard pthread_mutex_trylock(mutex) == 0 else { return }

@@ -436,6 +436,7 @@ struct SharedStateTests {
         print("lease elsewhere, Redis 150 ms late: slowest PING \(Int(slowest * 1000)) ms; \(answered.count) pushes answered meanwhile")
         #expect(answered.allSatisfy { $0 == 200 }, "\(Set(answered))")
         #expect(slowest < 0.1, "the event loop answered a PING after \(Int(slowest * 1000)) ms")
+        #expect(try waiting.metric("apns_emulator_pushes_waiting_for_the_lease_total") >= 1, "its pushes waited off the event loop")
     }
 
     /// A long poll on one instance is answered by a push another instance took: changes that
