@@ -285,7 +285,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     private func decodeBatch(_ bytes: [UInt8]?) throws(RedisError) -> [StateChange] {
         guard let bytes else { throw RedisError(.protocolError, "a batch of state rows is not a string") }
         do {
-            return try StateCodec.decodeChanges(bytes)
+            // Its journal records stay encoded until read (a copy loading 50,000 of them
+            // decoded each under the lock before it could serve).
+            return try StateCodec.decodeChanges(bytes, keepingRecordsEncoded: true)
         } catch {
             throw RedisError(.protocolError, "a batch of state rows cannot be read: \(error)")
         }
