@@ -230,12 +230,22 @@ public final class EmulatorState: Sendable {
 
     /// `readWorld` for reads that look through the journal (lists, searches, stats): the
     /// records a follower keeps encoded (`--redis`) are decoded first, once, rather than on
-    /// every read of them.
+    /// every read of them, and outside the lock (50,000 of them take a third of a second, which
+    /// pushes must not wait for); what arrives meanwhile is decoded as it is read.
     public func readJournal<T>(_ body: (borrowing World) throws -> T) rethrows -> T {
-        try world.withLock { (world: inout World) in
-            if world.records.mayKeepEncoded { world.records.decodeKept() }
-            return try body(world)
-        }
+        while decodeKeptRecords(slice: 2_000) {}
+        return try readWorld(body)
+    }
+
+    /// Decodes up to `slice` of the records a follower keeps encoded, newest first, without
+    /// holding the lock while it decodes; true when there may be more.
+    @discardableResult
+    public func decodeKeptRecords(slice: Int) -> Bool {
+        let kept = world.withLock { (world: inout World) in world.records.keptRecords(limit: slice) }
+        guard !kept.isEmpty else { return false }
+        let decoded = kept.map { (from: $0, to: StateCodec.decodeKept($0)) }
+        world.withLock { (world: inout World) in world.records.replaceKept(decoded) }
+        return kept.count == slice
     }
 
     /// Applies what other instances changed (the coordinator, under its own lock). Nothing it

@@ -354,6 +354,33 @@ public struct RecordStore: Sendable {
         if ring[slot].keptEncoded != nil { ring[slot] = Self.decoded(ring[slot]) }
     }
 
+    /// Up to `limit` of the records kept encoded, newest first, as they are kept (for decoding
+    /// outside the lock: `EmulatorState.decodeKeptRecords`). A scan that reaches the oldest
+    /// record clears `mayKeepEncoded`: what it found is about to be replaced, and a record kept
+    /// encoded after it sets it again.
+    mutating func keptRecords(limit: Int) -> [NotificationRecord] {
+        guard mayKeepEncoded else { return [] }
+        var found: [NotificationRecord] = []
+        var logical = live - 1
+        while logical >= 0, found.count < limit {
+            let slot = physical(logical)
+            if ring[slot].keptEncoded != nil { found.append(ring[slot]) }
+            logical -= 1
+        }
+        if logical < 0 { mayKeepEncoded = false }
+        return found
+    }
+
+    /// Puts records decoded outside the lock in place of the kept ones they were decoded from;
+    /// a record that changed meanwhile (a newer row arrived, or it was decoded and updated) is
+    /// left as it is.
+    mutating func replaceKept(_ decoded: [(from: NotificationRecord, to: NotificationRecord)]) {
+        for (from, to) in decoded {
+            guard let slot = physicalIndex(of: from.sequence), let kept = ring[slot].keptEncoded, kept == from.keptEncoded else { continue }
+            ring[slot] = to
+        }
+    }
+
     /// Decodes every record kept encoded, so that the reads that follow find them ready (an
     /// admin API read after a burst of another instance's pushes decodes each record once,
     /// not once per read).

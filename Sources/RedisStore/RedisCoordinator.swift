@@ -723,6 +723,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// Applies what the others log, as it arrives (a connection of its own, blocked on XREAD).
     private func followLog() {
         var redis: RedisConnection?
+        /// Records kept encoded are being decoded while the log is quiet: look again sooner.
+        var decodingKept = false
         while isRunning {
             let from = shared.withLock { $0.unavailable == nil ? $0.lastID : nil }
             guard let from else {
@@ -733,8 +735,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 if redis == nil || redis!.isBroken {
                     redis = try store.connect(commandTimeoutMs: 3_000)
                 }
-                let reply = try redis!.command("XREAD", "COUNT", "1000", "BLOCK", "1000", "STREAMS", store.key("log"), .text(from))
-                guard let streams = reply.elements, let entries = streams.first?.elements?.last?.elements else { continue }
+                let reply = try redis!.command(
+                    "XREAD", "COUNT", "1000", "BLOCK", decodingKept ? "10" : "1000", "STREAMS", store.key("log"), .text(from))
+                guard let streams = reply.elements, let entries = streams.first?.elements?.last?.elements else {
+                    // The log is quiet: decode a slice of the others' records kept encoded (outside
+                    // the state's lock), so that a journal read later finds them ready.
+                    decodingKept = state.decodeKeptRecords(slice: 2_000)
+                    continue
+                }
                 if entries.allSatisfy({ Self.fields(ofEntry: $0).writer == instance }) {
                     // Only this instance's own changes: it holds the lease, so nobody else can be
                     // writing. Skip them without the lock, and look again a little later rather

@@ -642,6 +642,29 @@ struct ReplicationTests {
         #expect(state.readJournal { world -> Bool in !world.records.mayKeepEncoded })
     }
 
+    /// Records kept encoded are decoded outside the lock, a slice at a time; one that a newer
+    /// row replaced meanwhile is not overwritten with the older one decoded.
+    @Test func keptRecordsAreDecodedOutsideTheLockWithoutLosingANewerRow() throws {
+        let p = try ReplicaPair(keepsRecordsEncoded: true)
+        let one = try p.push(ReplicaPair.pinned)
+        let two = try p.push(ReplicaPair.pinned)
+        try p.sync("two pushes")
+        let kept = p.replica.records.keptRecords(limit: 10)
+        #expect(kept.map(\.sequence) == [two.recordSequence, one.recordSequence], "newest first")
+        // A newer row of the first record arrives before the decoded ones are put back.
+        p.world { world in _ = world.records.update(sequence: one.recordSequence) { $0.deliveryNote = "newer" } }
+        try p.sync("the first record changed")
+        p.replica.records.replaceKept(kept.map { (from: $0, to: StateCodec.decodeKept($0)) })
+        #expect(p.replica.records.record(sequence: one.recordSequence)?.deliveryNote == "newer")
+        p.replica.records.withRecordAsStored(newestFirstIndex: 0) { #expect($0.sequence == two.recordSequence && $0.keptEncoded == nil) }
+        p.replica.records.withRecordAsStored(newestFirstIndex: 1) { #expect($0.keptEncoded != nil, "the newer row, still as it came") }
+        // Through the state: slices until none is left.
+        let state = EmulatorState(start: p.replica)
+        #expect(state.decodeKeptRecords(slice: 1), "one decoded, more may be left")
+        #expect(!state.decodeKeptRecords(slice: 1), "none left")
+        #expect(state.readWorld { world -> Bool in !world.records.mayKeepEncoded })
+    }
+
     @Test func marksMadeBeforeApplyingAreKept() throws {
         let p = try ReplicaPair()
         try p.replica.registry.addDevice(id: "local", isVirtual: true, nowMs: p.now)
