@@ -631,7 +631,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// Replaces this copy with the store's state (under the lease).
     private func reload(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
-        var (persisted, version, lastID, epoch) = try store.load(on: redis)
+        var (persisted, version, lastID, epoch) = try store.load(on: redis, keepingRecordsEncoded: true)
         if epoch == nil {
             // Nothing there (lost), or a state written before epochs existed (adopt it).
             guard version > 0 else { throw RedisError(.server, "EPOCH ") }

@@ -186,9 +186,12 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     // MARK: Reading
 
     /// Everything the store holds, with the version it was read at. Consistent only while
-    /// nobody writes (the coordinator holds the lease while it loads).
+    /// nobody writes (the coordinator holds the lease while it loads). With
+    /// `keepingRecordsEncoded` the journal records come kept in their stored form, for a copy
+    /// that decodes them when read (a copy loading 50,000 of them decoded each under the lock
+    /// before it could serve).
     func load(
-        on redis: RedisConnection
+        on redis: RedisConnection, keepingRecordsEncoded: Bool = false
     ) throws(RedisError)
         -> (state: PersistedState, version: UInt64, lastLogID: String, epoch: String?)
     {
@@ -213,7 +216,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             var i = 1
             while i < fields.count {
                 if let name = fields[i - 1].text, name.hasPrefix("rb:"), let batch = UInt64(name.dropFirst(3)) {
-                    for change in try decodeBatch(fields[i].bytes) {
+                    for change in try decodeBatch(fields[i].bytes, keepingRecordsEncoded: keepingRecordsEncoded) {
                         switch change {
                         case .recordSaved(let record): keep(record.sequence, batch, record)
                         case .recordRemoved(let sequence): keep(sequence, batch, nil)
@@ -282,12 +285,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         (0..<2).map { _ in String(UInt64.random(in: 0...UInt64.max), radix: 16) }.joined(separator: "-")
     }
 
-    private func decodeBatch(_ bytes: [UInt8]?) throws(RedisError) -> [StateChange] {
+    private func decodeBatch(_ bytes: [UInt8]?, keepingRecordsEncoded: Bool) throws(RedisError) -> [StateChange] {
         guard let bytes else { throw RedisError(.protocolError, "a batch of state rows is not a string") }
         do {
-            // Its journal records stay encoded until read (a copy loading 50,000 of them
-            // decoded each under the lock before it could serve).
-            return try StateCodec.decodeChanges(bytes, keepingRecordsEncoded: true)
+            return try StateCodec.decodeChanges(bytes, keepingRecordsEncoded: keepingRecordsEncoded)
         } catch {
             throw RedisError(.protocolError, "a batch of state rows cannot be read: \(error)")
         }
