@@ -233,7 +233,9 @@ public final class EmulatorState: Sendable {
     /// every read of them, and outside the lock (50,000 of them take a third of a second, which
     /// pushes must not wait for); what arrives meanwhile is decoded as it is read.
     public func readJournal<T>(_ body: (borrowing World) throws -> T) rethrows -> T {
-        while decodeKeptRecords(slice: 2_000) {}
+        // Bounded: under a flood from the others, what keeps arriving is decoded as it is read.
+        var slices = 0
+        while slices < 50, decodeKeptRecords(slice: 2_000) { slices += 1 }
         return try readWorld(body)
     }
 
