@@ -166,8 +166,8 @@ public struct RecordStore: Sendable {
     /// When on, appends and updates note the sequence numbers they touched.
     public var trackChanges = false
     /// Some slots may hold records kept encoded (`NotificationRecord.keptEncoded`: what a
-    /// follower took from another instance). Every accessor decodes them; `decodeKept` does
-    /// it once for all, before a burst of reads.
+    /// follower took from another instance). Every accessor decodes them; journal reads
+    /// decode them first, outside the lock (`EmulatorState.readJournal`).
     public private(set) var mayKeepEncoded = false
     private var changes: [UInt64] = []
 
@@ -261,8 +261,7 @@ public struct RecordStore: Sendable {
     /// as, as `update` does); a new one is appended, or put in order if older than the newest.
     public mutating func upsert(_ record: NotificationRecord) {
         if live == 0 || ring[physical(live - 1)].sequence < record.sequence {
-            // The usual case: a record newer than any kept.
-            if record.keptEncoded != nil { mayKeepEncoded = true }
+            // The usual case: a record newer than any kept (`append` notes one kept encoded).
             return appendKeepingSequence(record)
         }
         if let index = physicalIndex(of: record.sequence) {

@@ -134,9 +134,10 @@ public enum StateCodec {
         return NotificationRecord(keptEncoded: bytes, sequence: sequence)
     }
 
-    /// A record kept encoded, decoded (with the journal's accounting it carried). Its bytes
-    /// were read once already, when the row arrived, so a failure here means memory no longer
-    /// holds what arrived: the record says so rather than take the instance down.
+    /// A record kept encoded, decoded (with the journal's accounting it carried). Only its
+    /// start was read when its row arrived (the row list around it was checked whole), so a
+    /// record damaged further in is found here: the record says so rather than take the
+    /// instance down.
     static func decodeKept(_ kept: NotificationRecord) -> NotificationRecord {
         guard let bytes = kept.keptEncoded else { return kept }
         var record: NotificationRecord

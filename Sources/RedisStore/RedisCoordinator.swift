@@ -245,31 +245,47 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         // attempt, and a provider should get its 503 at once, not after that.
         if unavailableReason != nil { return false }
         let thread = Self.currentThread
-        var ticket: UInt64 = 0
-        var later = false
+        var queued: (ticket: UInt64, later: Bool)?
         // A change waits while the lease is being handed over, and (to catch up or reload)
         // until the writer is idle when this instance must take the lease anew.
-        let ok = shared.withLock(when: Self.mayChange, timeoutMilliseconds: Int(Self.acquireTimeoutMilliseconds)) {
-            (s: inout Shared, ready: Bool) -> Bool in
-            guard ready, s.unavailable == nil, let redis = s.redis else { return false }
+        shared.withLock(when: Self.mayChange, timeoutMilliseconds: Int(Self.acquireTimeoutMilliseconds)) {
+            (s: inout Shared, ready: Bool) in
+            guard ready, s.unavailable == nil, let redis = s.redis else { return }
             do {
                 try takeLease(&s, redis)
                 if s.needsReload { try reload(&s, redis) }
             } catch {
                 failed(&s, error)
-                return false
+                return
             }
-            let rows = change()
-            s.lastChangeMs = Monotonic.nowMilliseconds()
-            (ticket, later) = tickets.withLock { $0.number(thread, hasRows: !rows.isEmpty) }
-            guard !rows.isEmpty else { return true }
-            s.outbox += rows
-            s.queued.append(ticket, end: s.outbox.count)
-            return true
+            queued = runAndQueue(change, &s, thread: thread)
         }
+        guard let queued else {
+            flushAnnouncements()
+            return false
+        }
+        return finish(queued)
+    }
+
+    /// Runs `change` on this copy (the caller may change the world now) and queues its rows for
+    /// the writer, numbered with a ticket (0 when it made none).
+    private func runAndQueue(_ change: () -> [StateChange], _ s: inout Shared, thread: UInt) -> (ticket: UInt64, later: Bool) {
+        let rows = change()
+        s.lastChangeMs = Monotonic.nowMilliseconds()
+        let queued = tickets.withLock { $0.number(thread, hasRows: !rows.isEmpty) }
+        if !rows.isEmpty {
+            s.outbox += rows
+            s.queued.append(queued.ticket, end: s.outbox.count)
+        }
+        return queued
+    }
+
+    /// After a change ran: announces what was applied meanwhile and, outside
+    /// `beginCommittingLater`, waits until its rows are in Redis (whether they are).
+    private func finish(_ queued: (ticket: UInt64, later: Bool)) -> Bool {
         flushAnnouncements()
-        guard ok, ticket > 0, !later else { return ok }
-        return waitForCommit(ticket)
+        guard queued.ticket > 0, !queued.later else { return true }
+        return waitForCommit(queued.ticket)
     }
 
     /// `mutate` on an event loop that must not wait: runs `change` only when this instance
@@ -280,25 +296,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     public func mutateIfReady(_ change: () -> [StateChange]) -> Bool? {
         if unavailableReason != nil { return false }
         let thread = Self.currentThread
-        var ticket: UInt64 = 0
-        var later = false
-        var ran = false
+        var queued: (ticket: UInt64, later: Bool)?
         // Within a tenth of a millisecond: the writer and the follower hold the lock for
         // microseconds, a holder waiting for a Redis answer for longer.
         _ = shared.withLockIfFree(within: 100) { (s: inout Shared) in
             guard Self.mayChangeWithoutRedis(s) else { return }
-            ran = true
-            let rows = change()
-            s.lastChangeMs = Monotonic.nowMilliseconds()
-            (ticket, later) = tickets.withLock { $0.number(thread, hasRows: !rows.isEmpty) }
-            guard !rows.isEmpty else { return }
-            s.outbox += rows
-            s.queued.append(ticket, end: s.outbox.count)
+            queued = runAndQueue(change, &s, thread: thread)
         }
-        guard ran else { return nil }
-        flushAnnouncements()
-        guard ticket > 0, !later else { return true }
-        return waitForCommit(ticket)
+        return queued.map(finish)
     }
 
     /// Whether a change may be made at once, with no call to Redis first (`takeLease` would
