@@ -24,6 +24,8 @@ import PackageDescription
 //   EmulatorServer the composition: configuration, provider endpoint connections, device
 //                  gateway, the admin API's host, listeners
 //   ProviderClient blocking HTTP/2 client + APNs helpers (send command, tests, benchmarks)
+//   Conformance    the conformance catalogue (conformance/catalogue.json, embedded by EmbedAssets),
+//                  the requests of its cases, verdicts, recordings and replay (pure)
 //   DeviceClient   the device side of docs/device-protocol.md, in the protocol's words and JSON
 //   HTTP1Client    a small blocking HTTP/1.1 client (admin client, backend hook calls)
 //   AdminClient    a typed client of the admin API (test kit, `load`, scenarios)
@@ -93,6 +95,9 @@ let package = Package(
         .target(name: "ProviderClient",
                 dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking", "Locking", "MonotonicClock"],
                 swiftSettings: swiftSettings),
+        .target(name: "Conformance", dependencies: ["JSON", "APNsCore", "HTTP2", "ProviderClient"],
+                swiftSettings: swiftSettings,
+                plugins: ["EmbedAssets"]),
         .target(name: "DeviceClient", dependencies: ["DeviceVocabulary", "JSON", "Networking", "OpenSSLCrypto", "MonotonicClock"],
                 swiftSettings: swiftSettings),
         .target(name: "AdminClient", dependencies: ["JSON", "HTTP1Client", "Networking"], swiftSettings: swiftSettings),
@@ -103,7 +108,7 @@ let package = Package(
                 swiftSettings: swiftSettings),
         .executableTarget(name: "apns-emulator",
                           dependencies: ["EmulatorServer", "CommandLineOptions", "ProviderClient", "DeviceClient", "AdminClient", "Scenarios",
-                                         "MonotonicClock"],
+                                         "MonotonicClock", "Conformance"],
                           swiftSettings: swiftSettings),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "JSON", "OpenSSLCrypto", "Locking"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"]),
@@ -118,6 +123,7 @@ let package = Package(
         .testTarget(name: "BackendCallsTests",
                     dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking", "MonotonicClock", "BackendTestSupport", "TestSupport"]),
         .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore", "ProviderClient", "Networking", "TestSupport"]),
+        .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "JSON", "OpenSSLCrypto", "ProviderClient", "TestSupport"]),
         .testTarget(name: "LifecycleTests", dependencies: ["Lifecycle", "Locking"]),
         .testTarget(name: "NetworkingTests", dependencies: ["Networking", "CLinux", "MonotonicClock"]),
         // What every test target may share: one `eventually`, external tools (a missing one skips

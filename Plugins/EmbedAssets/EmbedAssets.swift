@@ -1,7 +1,7 @@
 import Foundation
 import PackagePlugin
 
-/// Build-tool plugin of AdminAPI: embeds the web UI (ui/*) and the OpenAPI document
+/// Build-tool plugin of AdminAPI and Conformance. For AdminAPI it embeds the web UI (ui/*) and the OpenAPI document
 /// (docs/openapi.json) in the binary. It runs embed-assets-tool, which writes one Swift file of
 /// string literals (UIAssets.files, UIAssets.openAPI) into the build directory. The files are
 /// the command's inputs, so editing one rebuilds; nothing generated is committed. Which files
@@ -16,6 +16,7 @@ struct EmbedAssets: BuildToolPlugin {
 
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
         let root = context.package.directoryURL
+        if target.name == "Conformance" { return try catalogueCommand(context: context, root: root) }
         let ui = root.appending(path: "ui", directoryHint: .isDirectory)
         let openAPI = root.appending(path: "docs/openapi.json", directoryHint: .notDirectory)
         let files = try FileManager.default.contentsOfDirectory(atPath: ui.path(percentEncoded: false))
@@ -30,6 +31,21 @@ struct EmbedAssets: BuildToolPlugin {
                 arguments: [output.path(percentEncoded: false), openAPI.path(percentEncoded: false)]
                     + files.map { $0.path(percentEncoded: false) },
                 inputFiles: [openAPI] + files,
+                outputFiles: [output])
+        ]
+    }
+
+    /// Conformance: conformance/catalogue.json as `embeddedCatalogue`, so the binary carries the
+    /// catalogue it was built with.
+    private func catalogueCommand(context: PluginContext, root: URL) throws -> [Command] {
+        let catalogue = root.appending(path: "conformance/catalogue.json", directoryHint: .notDirectory)
+        let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedCatalogue.swift", directoryHint: .notDirectory)
+        return [
+            .buildCommand(
+                displayName: "Embedding conformance/catalogue.json in Conformance",
+                executable: try context.tool(named: "embed-assets-tool").url,
+                arguments: ["--catalogue", output.path(percentEncoded: false), catalogue.path(percentEncoded: false)],
+                inputFiles: [catalogue],
                 outputFiles: [output])
         ]
     }

@@ -1,4 +1,5 @@
 // embed-assets-tool OUTPUT OPENAPI [UI-FILE...]
+// embed-assets-tool --catalogue OUTPUT CATALOGUE
 //
 // Run by the EmbedAssets build-tool plugin. Writes OUTPUT, a Swift file that embeds the UI
 // files (by file name, with their Content-Type) and the OpenAPI document as string literals:
@@ -58,6 +59,16 @@ func literal(_ text: String) -> String {
 }
 
 let arguments = CommandLine.arguments.dropFirst()
+// embed-assets-tool --catalogue OUTPUT CATALOGUE: the conformance catalogue, for Conformance.
+if arguments.first == "--catalogue" {
+    guard arguments.count == 3 else { fail("usage: embed-assets-tool --catalogue OUTPUT CATALOGUE") }
+    let output = arguments[arguments.startIndex + 1]
+    let text =
+        "// Generated at build time by the EmbedAssets plugin (Plugins/) from conformance/catalogue.json.\n"
+        + "let embeddedCatalogue = \(literal(read(arguments[arguments.startIndex + 2])))\n"
+    do { try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic) } catch { fail("cannot write \(output): \(error)") }
+    exit(0)
+}
 guard arguments.count >= 2 else { fail("usage: embed-assets-tool OUTPUT OPENAPI [UI-FILE...]") }
 let output = arguments[arguments.startIndex]
 let openAPI = arguments[arguments.startIndex + 1]

@@ -6,7 +6,7 @@ import EmulatorServer
 import Foundation
 import Glibc
 
-/// `apns-emulator [serve|send|channels|device|scenario|load|jwt|readyz|certs|help|version] [options]`
+/// `apns-emulator [serve|send|channels|device|scenario|load|conformance|jwt|readyz|certs|help|version] [options]`
 let arguments = Array(CommandLine.arguments.dropFirst())
 
 // A parent may start us with signals blocked (Foundation's Process inherits the spawning
@@ -19,7 +19,8 @@ signal(SIGINT) { _ in _exit(0) }
 
 /// Every subcommand; those with a listing appear in `--help` in this order.
 let subcommands = [
-    serveCommand, sendCommand, channelsCommand, deviceCommand, loadCommand, scenarioCommand, jwtCommand, readyzCommand, certsCommand,
+    serveCommand, sendCommand, channelsCommand, deviceCommand, loadCommand, scenarioCommand, conformanceCommand, jwtCommand, readyzCommand,
+    certsCommand,
     benchLatencyCommand, benchDevicesCommand,
 ]
 let listed: [(name: String, summary: String)] =

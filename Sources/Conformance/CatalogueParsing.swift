@@ -1,0 +1,202 @@
+import JSON
+
+/// Reading conformance/catalogue.json. Strict: an unknown field, a missing one or a case whose
+/// `needs` does not say what its request uses is an error naming the case, so the data cannot
+/// quietly say something the tool does not do.
+extension ConformanceCatalogue {
+    public static func parse(_ bytes: [UInt8]) throws(CatalogueError) -> ConformanceCatalogue {
+        let root: JSONObject
+        do {
+            guard let object = try JSONValue.parse(bytes).objectValue else { throw CatalogueError("the catalogue is not a JSON object") }
+            root = object
+        } catch let error as JSONParseError {
+            throw CatalogueError("the catalogue is not valid JSON: \(error)")
+        } catch let error as CatalogueError {
+            throw error
+        } catch {
+            throw CatalogueError("\(error)")
+        }
+        try allowOnly(["about", "version", "defaults", "notCovered", "cases"], in: root, "the catalogue")
+        guard root["version"]?.intValue == 1 else { throw CatalogueError("the catalogue's version is not 1") }
+        let defaults = try parseDefaults(root["defaults"])
+        var notCovered: [(String, String)] = []
+        for (reason, why) in root["notCovered"]?.objectValue ?? JSONObject() {
+            guard let text = why.stringValue else { throw CatalogueError("notCovered.\(reason) is not a string") }
+            notCovered.append((reason, text))
+        }
+        guard let caseValues = root["cases"]?.arrayValue else { throw CatalogueError("the catalogue has no cases array") }
+        var cases: [ConformanceCase] = []
+        var ids = Set<String>()
+        for (index, value) in caseValues.enumerated() {
+            let item = try parseCase(value, index: index, defaults: defaults)
+            guard ids.insert(item.id).inserted else { throw CatalogueError("case \(item.id) appears twice") }
+            cases.append(item)
+        }
+        return ConformanceCatalogue(defaults: defaults, notCovered: notCovered, cases: cases)
+    }
+
+    private static func parseDefaults(_ value: JSONValue?) throws(CatalogueError) -> RequestDefaults {
+        guard let object = value?.objectValue else { throw CatalogueError("the catalogue has no defaults object") }
+        try allowOnly(["method", "path", "headers", "body"], in: object, "defaults")
+        guard let method = object["method"]?.stringValue, let path = object["path"]?.stringValue,
+            let body = object["body"]?.stringValue
+        else { throw CatalogueError("defaults needs method, path and body strings") }
+        return RequestDefaults(method: method, path: path, headers: try headerPairs(object["headers"], "defaults.headers"), body: body)
+    }
+
+    private static func parseCase(_ value: JSONValue, index: Int, defaults: RequestDefaults) throws(CatalogueError) -> ConformanceCase {
+        guard let object = value.objectValue, let id = object["id"]?.stringValue, !id.isEmpty else {
+            throw CatalogueError("case \(index + 1) has no id")
+        }
+        let name = "case \(id)"
+        try allowOnly(["id", "title", "stage", "evidence", "unconfirmed", "needs", "request", "expect"], in: object, name)
+        guard let title = object["title"]?.stringValue, let evidence = object["evidence"]?.stringValue,
+            let stage = object["stage"]?.intValue, let unconfirmed = object["unconfirmed"]?.boolValue
+        else { throw CatalogueError("\(name) needs title, evidence, stage and unconfirmed") }
+        guard (1...9).contains(stage) else { throw CatalogueError("\(name): stage \(stage) is not 1 to 9") }
+        guard let needValues = object["needs"]?.arrayValue else { throw CatalogueError("\(name) has no needs array") }
+        var needs = Set<Need>()
+        for need in needValues {
+            guard let text = need.stringValue, let parsed = Need(rawValue: text) else {
+                throw CatalogueError("\(name): need \(need.serialized()) is not one of \(Need.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            needs.insert(parsed)
+        }
+        let request = try parseRequest(object["request"], name)
+        let expect = try parseExpectation(object["expect"], name)
+        let item = ConformanceCase(
+            id: id, title: title, stage: Int(stage), evidence: evidence, unconfirmed: unconfirmed, needs: needs, request: request,
+            expect: expect)
+        let used = item.neededByRequest(defaults: defaults)
+        guard used == needs else {
+            let says = needs.sorted().map { $0.rawValue }.joined(separator: ", ")
+            let uses = used.sorted().map { $0.rawValue }.joined(separator: ", ")
+            throw CatalogueError("\(name): needs says [\(says)] but its request uses [\(uses)]")
+        }
+        return item
+    }
+
+    private static func parseRequest(_ value: JSONValue?, _ name: String) throws(CatalogueError) -> CaseRequest {
+        var request = CaseRequest()
+        guard let value else { return request }
+        guard let object = value.objectValue else { throw CatalogueError("\(name): request is not an object") }
+        try allowOnly(
+            ["method", "path", "set", "remove", "append", "body", "bodySize", "auth", "before", "environment"], in: object, "\(name).request")
+        request.method = try optionalString(object["method"], "\(name).request.method")
+        request.path = try optionalString(object["path"], "\(name).request.path")
+        if let set = object["set"] {
+            guard let members = set.objectValue else { throw CatalogueError("\(name).request.set is not an object") }
+            for (header, text) in members {
+                guard let text = text.stringValue else { throw CatalogueError("\(name).request.set.\(header) is not a string") }
+                request.set.append((header, text))
+            }
+        }
+        if let remove = object["remove"] {
+            guard let names = remove.arrayValue?.compactMap(\.stringValue), names.count == remove.arrayValue?.count else {
+                throw CatalogueError("\(name).request.remove is not an array of header names")
+            }
+            request.remove = names
+        }
+        if object["append"] != nil { request.append = try headerPairs(object["append"], "\(name).request.append") }
+        switch (object["body"], object["bodySize"]) {
+        case (nil, nil): break
+        case (.some(.null), nil): request.body = .none
+        case (.some(.string(let text)), nil): request.body = .text(text)
+        case (nil, .some(let size)):
+            guard let bytes = size.intValue, (32...65_536).contains(bytes) else {
+                throw CatalogueError("\(name).request.bodySize is not a whole number from 32 to 65536")
+            }
+            request.body = .size(Int(bytes))
+        default: throw CatalogueError("\(name).request: body is a string or null, and goes without bodySize")
+        }
+        if let auth = try optionalString(object["auth"], "\(name).request.auth") {
+            guard let parsed = Auth(rawValue: auth) else {
+                throw CatalogueError("\(name): auth \(auth) is not one of \(Auth.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            request.auth = parsed
+        }
+        if let before = try optionalString(object["before"], "\(name).request.before") {
+            guard before == Auth.valid.rawValue else { throw CatalogueError("\(name): before can only be \"valid\"") }
+            request.before = .valid
+        }
+        if let environment = try optionalString(object["environment"], "\(name).request.environment") {
+            guard let parsed = CaseRequest.Environment(rawValue: environment) else {
+                throw CatalogueError("\(name): environment is \"same\" or \"other\"")
+            }
+            request.environment = parsed
+        }
+        return request
+    }
+
+    private static func parseExpectation(_ value: JSONValue?, _ name: String) throws(CatalogueError) -> Expectation {
+        guard let object = value?.objectValue, let status = object["status"]?.intValue, (200...599).contains(status) else {
+            throw CatalogueError("\(name) needs expect.status (an HTTP status)")
+        }
+        try allowOnly(["status", "reason", "checks"], in: object, "\(name).expect")
+        let reason = try optionalString(object["reason"], "\(name).expect.reason")
+        guard (status == 200) == (reason == nil) else { throw CatalogueError("\(name): a 200 has no reason, and an error has one") }
+        var checks: [Check] = []
+        for check in object["checks"]?.arrayValue ?? [] {
+            guard let text = check.stringValue, let parsed = Check(rawValue: text) else {
+                throw CatalogueError("\(name): check \(check.serialized()) is not one of \(Check.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            checks.append(parsed)
+        }
+        return Expectation(status: Int(status), reason: reason, checks: checks)
+    }
+
+    private static func headerPairs(_ value: JSONValue?, _ name: String) throws(CatalogueError) -> [(name: String, value: String)] {
+        guard let array = value?.arrayValue else { throw CatalogueError("\(name) is not an array of [name, value] pairs") }
+        var pairs: [(String, String)] = []
+        for pair in array {
+            guard let items = pair.arrayValue, items.count == 2, let header = items[0].stringValue, let text = items[1].stringValue else {
+                throw CatalogueError("\(name): \(pair.serialized()) is not a [name, value] pair")
+            }
+            pairs.append((header, text))
+        }
+        return pairs
+    }
+
+    private static func optionalString(_ value: JSONValue?, _ name: String) throws(CatalogueError) -> String? {
+        guard let value else { return nil }
+        guard let text = value.stringValue else { throw CatalogueError("\(name) is not a string") }
+        return text
+    }
+
+    private static func allowOnly(_ fields: Set<String>, in object: JSONObject, _ name: String) throws(CatalogueError) {
+        if let unknown = object.keys.first(where: { !fields.contains($0) }) {
+            throw CatalogueError("\(name) has an unknown field \(unknown) (known: \(fields.sorted().joined(separator: ", ")))")
+        }
+    }
+}
+
+extension ConformanceCase {
+    /// What the request needs, read from it: the placeholders its path and headers use, its
+    /// credentials, a request sent before it.
+    func neededByRequest(defaults: RequestDefaults) -> Set<Need> {
+        var texts = [request.path ?? defaults.path]
+        let removed = Set(request.remove)
+        let replaced = Set(request.set.map(\.name))
+        texts += defaults.headers.filter { !removed.contains($0.name) && !replaced.contains($0.name) }.map(\.value)
+        texts += request.set.map(\.value) + request.append.map(\.value)
+        var needs = Set<Need>()
+        for text in texts {
+            if text.contains(Placeholder.deviceToken) || text.contains(Placeholder.deviceTokenUpperCase) { needs.insert(.deviceToken) }
+            if text.contains(Placeholder.uninstalledToken) { needs.insert(.uninstalledToken) }
+        }
+        if let need = request.auth.need { needs.insert(need) }
+        // The request sent before goes to the defaults' path: a valid token.
+        if request.before != nil, defaults.path.contains(Placeholder.deviceToken) { needs.insert(.deviceToken) }
+        return needs
+    }
+}
+
+/// The placeholders a catalogue's paths, headers and bodies may use.
+enum Placeholder {
+    static let deviceToken = "{device-token}"
+    static let deviceTokenUpperCase = "{DEVICE-TOKEN}"
+    static let uninstalledToken = "{uninstalled-token}"
+    static let unknownToken = "{unknown-token}"
+    static let topic = "{topic}"
+    static let caseID = "{case}"
+}

@@ -1,0 +1,112 @@
+public import JSON
+
+/// What a run saw, written by `--record FILE` so it can be replayed against another target
+/// (`--replay FILE`): typically Apple's answers, replayed against the emulator.
+public struct Recording: Sendable {
+    public struct Answer: Sendable, Equatable {
+        public var id: String
+        public var status: Int?
+        public var reason: String?
+        /// Each check the case makes and whether the recorded answer passed it.
+        public var checks: [String: Bool]
+        public var unanswered: String?
+    }
+
+    public var target: String
+    public var environment: ConformanceEnvironment
+    public var recordedAt: String
+    public var tool: String
+    public var answers: [Answer]
+
+    public init(target: String, environment: ConformanceEnvironment, recordedAt: String, tool: String, results: [CaseResult]) {
+        self.target = target
+        self.environment = environment
+        self.recordedAt = recordedAt
+        self.tool = tool
+        answers = results.compactMap { result in
+            guard let seen = result.seen else { return nil }
+            return Answer(
+                id: result.item.id, status: seen.status, reason: seen.reason,
+                checks: Dictionary(uniqueKeysWithValues: result.checks.map { ($0.check.rawValue, $0.passed) }), unanswered: seen.unanswered)
+        }
+    }
+
+    public var json: JSONValue {
+        let answerValues: [JSONValue] = answers.map { answer in
+            var checks = JSONObject()
+            for (name, passed) in answer.checks.sorted(by: { $0.key < $1.key }) { checks.members.append((name, .bool(passed))) }
+            return [
+                "id": .string(answer.id), "status": answer.status.map { .int(Int64($0)) } ?? .null,
+                "reason": answer.reason.map(JSONValue.string) ?? .null, "checks": .object(checks),
+                "unanswered": answer.unanswered.map(JSONValue.string) ?? .null,
+            ]
+        }
+        return [
+            "recording": 1, "tool": .string(tool), "target": .string(target), "environment": .string(environment.rawValue),
+            "recordedAt": .string(recordedAt), "answers": .array(answerValues),
+        ]
+    }
+
+    public static func parse(_ bytes: [UInt8]) throws(CatalogueError) -> Recording {
+        let root: JSONObject
+        do {
+            guard let object = try JSONValue.parse(bytes).objectValue else { throw CatalogueError("the recording is not a JSON object") }
+            root = object
+        } catch let error as CatalogueError {
+            throw error
+        } catch {
+            throw CatalogueError("the recording is not valid JSON: \(error)")
+        }
+        guard root["recording"]?.intValue == 1 else { throw CatalogueError("not a conformance recording (no \"recording\": 1)") }
+        guard let environmentText = root["environment"]?.stringValue, let environment = ConformanceEnvironment(rawValue: environmentText) else {
+            throw CatalogueError("the recording's environment is not sandbox or production")
+        }
+        guard let answerValues = root["answers"]?.arrayValue else { throw CatalogueError("the recording has no answers array") }
+        var answers: [Answer] = []
+        for (index, value) in answerValues.enumerated() {
+            guard let object = value.objectValue, let id = object["id"]?.stringValue else {
+                throw CatalogueError("answer \(index + 1) of the recording has no id")
+            }
+            var status: Int?
+            if let statusValue = object["status"], statusValue != .null {
+                guard let number = statusValue.intValue else { throw CatalogueError("answer \(id): status is not a number or null") }
+                status = Int(number)
+            }
+            var checks: [String: Bool] = [:]
+            for (name, passed) in object["checks"]?.objectValue ?? JSONObject() {
+                guard let flag = passed.boolValue else { throw CatalogueError("answer \(id): check \(name) is not true or false") }
+                checks[name] = flag
+            }
+            answers.append(
+                Answer(
+                    id: id, status: status, reason: object["reason"]?.stringValue, checks: checks,
+                    unanswered: object["unanswered"]?.stringValue))
+        }
+        var recording = Recording(
+            target: root["target"]?.stringValue ?? "", environment: environment, recordedAt: root["recordedAt"]?.stringValue ?? "",
+            tool: root["tool"]?.stringValue ?? "", results: [])
+        recording.answers = answers
+        return recording
+    }
+}
+
+extension Recording.Answer {
+    var summary: String { Observation(status: status, reason: reason).summary }
+}
+
+/// Comparing a target's answers with a recording's, case by case.
+public enum Replay {
+    /// The result of one recorded case seen again: `pass` when the target answered as recorded.
+    public static func compare(_ recorded: Recording.Answer, _ planned: PlannedCase, seen: Observation) -> CaseResult {
+        let checks = planned.item.expect.checks.map { ($0, Judge.passes($0, seen, planned)) }
+        var result = CaseResult(item: planned.item, expected: recorded.summary, seen: seen, checks: checks, verdict: .pass)
+        if seen.status != recorded.status || (seen.status != nil && seen.reason != recorded.reason) {
+            result.verdict = .differs
+            result.why = "recorded \(recorded.summary), answered \(seen.summary)"
+        } else if let changed = checks.first(where: { check in recorded.checks[check.0.rawValue].map { $0 != check.1 } ?? false }) {
+            result.verdict = .differs
+            result.why = "\(changed.0.rawValue): recorded \(changed.1 ? "failing" : "passing"), answered \(changed.1 ? "passing" : "failing")"
+        }
+        return result
+    }
+}

@@ -1,0 +1,107 @@
+public import JSON
+
+/// The report of a run: a table for people, JSON for programs.
+public struct ConformanceReport: Sendable {
+    public var target: String
+    public var environment: ConformanceEnvironment
+    /// "catalogue", or the recording's file when replaying.
+    public var comparedWith: String
+    public var results: [CaseResult]
+
+    public init(target: String, environment: ConformanceEnvironment, comparedWith: String, results: [CaseResult]) {
+        self.target = target
+        self.environment = environment
+        self.comparedWith = comparedWith
+        self.results = results
+    }
+
+    public var summary: RunSummary { RunSummary(results) }
+
+    /// A table: case, expected (or recorded), seen, verdict, evidence; then the reasons for
+    /// every difference and skip, and the counts.
+    public var text: String {
+        let expectedTitle = comparedWith == "catalogue" ? "expected" : "recorded"
+        var rows: [[String]] = [["case", expectedTitle, "seen", "verdict", "evidence"]]
+        for result in results {
+            rows.append([
+                result.item.id, result.expected, result.seen?.summary ?? "—", result.verdict.rawValue,
+                result.item.evidence + (result.item.unconfirmed ? " (unconfirmed)" : ""),
+            ])
+        }
+        let widths = (0..<5).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        var lines = ["target \(target), \(environment.rawValue), compared with the \(comparedWith)", ""]
+        for row in rows {
+            lines.append(
+                row.enumerated().map { index, cell in index == 4 ? cell : cell.padding(toLength: widths[index] + 2, withPad: " ", startingAt: 0) }
+                    .joined())
+        }
+        let notes = results.filter { $0.verdict != .pass && $0.why != nil }
+        if !notes.isEmpty {
+            lines.append("")
+            for result in notes { lines.append("\(result.item.id) (\(result.verdict.rawValue)): \(result.why ?? "")") }
+        }
+        let counts = summary
+        lines.append("")
+        lines.append(
+            "\(results.count) cases: \(counts.pass) pass, \(counts.differs) differ"
+                + (counts.differsUnconfirmed > 0 ? " (\(counts.differsUnconfirmed) of them unconfirmed)" : "")
+                + ", \(counts.noAnswer) without an answer, \(counts.skipped) skipped")
+        return lines.joined(separator: "\n")
+    }
+
+    public var json: JSONValue {
+        let cases: [JSONValue] = results.map { result in
+            var checks = JSONObject()
+            for (check, passed) in result.checks { checks.members.append((check.rawValue, .bool(passed))) }
+            let seen: JSONValue =
+                result.seen.map { seen in
+                    [
+                        "status": seen.status.map { .int(Int64($0)) } ?? .null, "reason": seen.reason.map(JSONValue.string) ?? .null,
+                        "timestamp": seen.timestampMs.map(JSONValue.int) ?? .null, "apnsId": seen.apnsID.map(JSONValue.string) ?? .null,
+                        "uniqueId": seen.uniqueID.map(JSONValue.string) ?? .null,
+                        "unanswered": seen.unanswered.map(JSONValue.string) ?? .null,
+                    ]
+                } ?? .null
+            return [
+                "id": .string(result.item.id), "title": .string(result.item.title), "stage": .int(Int64(result.item.stage)),
+                "evidence": .string(result.item.evidence), "unconfirmed": .bool(result.item.unconfirmed),
+                "expected": .string(result.expected), "seen": seen, "checks": .object(checks),
+                "verdict": .string(result.verdict.rawValue), "why": result.why.map(JSONValue.string) ?? .null,
+            ]
+        }
+        return [
+            "target": .string(target), "environment": .string(environment.rawValue), "comparedWith": .string(comparedWith),
+            "cases": .array(cases), "summary": summary.json,
+        ]
+    }
+}
+
+/// What `--dry-run` prints for one case: every request it would send, credentials described.
+public enum DryRun {
+    public static func describe(_ planned: PlannedCase, target: String) -> String {
+        var lines = ["# \(planned.item.id): \(planned.item.title) (expects \(planned.item.expect.summary))"]
+        let connection =
+            switch planned.connection {
+            case .shared: "the run's connection"
+            case .own: "a connection of its own"
+            case .certificate: "a connection of its own with the client certificate"
+            }
+        lines.append("#   to \(target) on \(connection), \(planned.connection.environment.rawValue)")
+        for (label, request) in [("first", planned.before), ("then", planned.main)] {
+            guard let request else { continue }
+            if planned.before != nil { lines.append("#   \(label):") }
+            lines.append("\(request.request.method) \(request.request.path)")
+            lines.append(":authority: \(request.request.authority ?? target)")
+            for header in request.request.headers {
+                lines.append(header.name == "authorization" ? "authorization: <\(request.credentials)>" : "\(header.name): \(header.value)")
+            }
+            if let body = request.request.body {
+                let text = String(decoding: body, as: UTF8.self)
+                lines.append(body.count > 160 ? "(\(body.count) bytes) \(text.prefix(120))…" : text)
+            } else {
+                lines.append("(no body)")
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+}

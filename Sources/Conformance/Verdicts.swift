@@ -1,0 +1,142 @@
+public import JSON
+public import ProviderClient
+
+/// What a target answered to one request, as far as a provider can see it.
+public struct Observation: Sendable, Equatable {
+    /// nil: no answer (a reset stream, a GOAWAY, a closed connection, a timeout).
+    public var status: Int?
+    public var reason: String?
+    public var timestampMs: Int64?
+    public var apnsID: String?
+    public var uniqueID: String?
+    /// Why no answer came, when none did.
+    public var unanswered: String?
+
+    public init(
+        status: Int?, reason: String? = nil, timestampMs: Int64? = nil, apnsID: String? = nil, uniqueID: String? = nil,
+        unanswered: String? = nil
+    ) {
+        self.status = status
+        self.reason = reason
+        self.timestampMs = timestampMs
+        self.apnsID = apnsID
+        self.uniqueID = uniqueID
+        self.unanswered = unanswered
+    }
+
+    public init(_ result: APNsResult, unanswered: String?) {
+        self.init(
+            status: result.response.status, reason: result.reason, timestampMs: result.timestampMs, apnsID: result.apnsID,
+            uniqueID: result.uniqueID, unanswered: result.response.status == nil ? (unanswered ?? "no answer") : nil)
+    }
+
+    /// `400 BadTopic`, `200`, or why there was no answer.
+    public var summary: String {
+        guard let status else { return "no answer" }
+        return reason.map { "\(status) \($0)" } ?? "\(status)"
+    }
+}
+
+public enum Verdict: String, Sendable {
+    /// The answer is the expected one (or, in a replay, the recorded one).
+    case pass
+    case differs
+    /// The request got no answer at all.
+    case noAnswer = "no-answer"
+    /// The case was not sent: its needs were not given, or its setup failed.
+    case skipped
+}
+
+/// One case's result: what was expected (from the catalogue, or a recording), what was seen.
+public struct CaseResult: Sendable {
+    public var item: ConformanceCase
+    public var expected: String
+    public var seen: Observation?
+    /// Each check the case makes, and whether the answer passed it.
+    public var checks: [(check: Check, passed: Bool)]
+    public var verdict: Verdict
+    /// Why it differs or was skipped, in a sentence.
+    public var why: String?
+
+    public static func skipped(_ item: ConformanceCase, expected: String, why: String) -> CaseResult {
+        CaseResult(item: item, expected: expected, seen: nil, checks: [], verdict: .skipped, why: why)
+    }
+}
+
+/// Judging answers against the catalogue's expectations.
+public enum Judge {
+    public static func judge(_ planned: PlannedCase, seen: Observation) -> CaseResult {
+        let expect = planned.item.expect
+        let checks = expect.checks.map { ($0, passes($0, seen, planned)) }
+        var result = CaseResult(item: planned.item, expected: expect.summary, seen: seen, checks: checks, verdict: .pass)
+        if seen.status == nil {
+            result.verdict = .noAnswer
+            result.why = seen.unanswered
+        } else if seen.status != expect.status || seen.reason != expect.reason {
+            result.verdict = .differs
+            result.why = "expected \(expect.summary), answered \(seen.summary)"
+        } else if let failed = checks.first(where: { !$0.1 }) {
+            result.verdict = .differs
+            result.why = "\(failed.0.rawValue): \(explain(failed.0, seen, planned))"
+        }
+        return result
+    }
+
+    static func passes(_ check: Check, _ seen: Observation, _ planned: PlannedCase) -> Bool {
+        switch check {
+        case .apnsIDPresent: return seen.apnsID.map { !$0.isEmpty } ?? false
+        case .apnsIDEchoed:
+            let sent = planned.main.request.headers.first { $0.name == "apns-id" }?.value
+            return sent != nil && seen.apnsID == sent
+        case .uniqueIDOnSandboxOnly:
+            return (seen.uniqueID != nil) == (planned.connection.environment == .sandbox)
+        case .timestampInMilliseconds:
+            // Milliseconds since 1970 passed 10^12 in 2001; seconds will not reach it for millennia.
+            return seen.timestampMs.map { $0 > 1_000_000_000_000 } ?? false
+        }
+    }
+
+    static func explain(_ check: Check, _ seen: Observation, _ planned: PlannedCase) -> String {
+        switch check {
+        case .apnsIDPresent: "the answer has no apns-id"
+        case .apnsIDEchoed:
+            "sent apns-id \(planned.main.request.headers.first { $0.name == "apns-id" }?.value ?? "none"), answered \(seen.apnsID ?? "none")"
+        case .uniqueIDOnSandboxOnly:
+            planned.connection.environment == .sandbox
+                ? "a sandbox answer without apns-unique-id" : "a production answer with apns-unique-id \(seen.uniqueID ?? "")"
+        case .timestampInMilliseconds: "timestamp \(seen.timestampMs.map(String.init) ?? "missing") is not milliseconds"
+        }
+    }
+}
+
+/// The counts a run ends with.
+public struct RunSummary: Sendable, Equatable {
+    public var pass = 0
+    public var differs = 0
+    public var differsUnconfirmed = 0
+    public var noAnswer = 0
+    public var skipped = 0
+
+    public init(_ results: [CaseResult]) {
+        for result in results {
+            switch result.verdict {
+            case .pass: pass += 1
+            case .differs:
+                differs += 1
+                if result.item.unconfirmed { differsUnconfirmed += 1 }
+            case .noAnswer: noAnswer += 1
+            case .skipped: skipped += 1
+            }
+        }
+    }
+
+    /// Every case that ran answered as expected.
+    public var agrees: Bool { differs == 0 && noAnswer == 0 }
+
+    public var json: JSONValue {
+        [
+            "pass": .int(Int64(pass)), "differs": .int(Int64(differs)), "differsUnconfirmed": .int(Int64(differsUnconfirmed)),
+            "noAnswer": .int(Int64(noAnswer)), "skipped": .int(Int64(skipped)),
+        ]
+    }
+}

@@ -1,0 +1,294 @@
+import APNsCore
+import CommandLineOptions
+import Conformance
+import EmulatorServer
+import Foundation
+import JSON
+import Networking
+import ProviderClient
+
+/// `apns-emulator conformance`: the catalogue of APNs cases against any APNs-compatible server
+/// (the emulator, another mock, Apple's sandbox with a real key and token), or a recording of
+/// one run replayed against another. docs/conformance.md is its manual.
+let conformanceCommand = Subcommand(
+    name: "conformance", listing: "run the catalogue of APNs cases against a server (or Apple) and compare",
+    summary: """
+        Sends each case of the conformance catalogue (one per APNs rule a provider can see) to --target and
+        compares the answer with the one docs/apns-behaviour.md gives, with its evidence. Cases whose needs are
+        not given (--token, --second-key, …) are skipped and say why. Safe to point at Apple: one provider token
+        per connection, at most --rate requests a second, a bounded number of requests, nothing repeated.
+        --record FILE writes what was seen; --replay FILE compares a target's answers with a recording instead.
+        Exit status: 0 when every case that ran answered as expected, 1 when one differs or got no answer,
+        2 for a usage problem or a target that cannot be reached.
+        """,
+    specs: [
+        OptionSpec("target", "HOST:PORT", "the server to test (Apple: api.sandbox.push.apple.com:443)"),
+        OptionSpec("sandbox", nil, "judge in the sandbox (the default; :authority api.sandbox.push.apple.com)"),
+        OptionSpec("production", nil, "judge in production (:authority api.push.apple.com)"),
+        OptionSpec("key", "TEAMID:KEYID:PATH", "the provider signing key (.p8) the run's token is signed with"),
+        OptionSpec("topic", "BUNDLEID", "the app's bundle id (apns-topic), owned by the key's team"),
+        OptionSpec("token", "HEX", "a valid device token of --topic in this environment (a development token for the sandbox)"),
+        OptionSpec("uninstalled-token", "HEX", "a token of --topic whose app was uninstalled (for 410 Unregistered)"),
+        OptionSpec("second-key", "TEAMID:KEYID:PATH", "a second key of the same team"),
+        OptionSpec("other-environment-key", "TEAMID:KEYID:PATH", "a key restricted to the other environment"),
+        OptionSpec("certificate", "PATH", "a provider certificate (PEM) for --topic, for the certificate cases"),
+        OptionSpec("certificate-key", "PATH", "the certificate's private key (PEM)"),
+        OptionSpec("allow-token-update", nil, "run the case that signs a second token within 20 minutes on one connection"),
+        OptionSpec("case", "ID", repeatable: true, "run only this case"),
+        OptionSpec("catalogue", "FILE", "another catalogue file (default: the one built in)"),
+        OptionSpec("rate", "N", default: "5", "at most N requests a second (1–20)"),
+        OptionSpec("ca", "PATH", "CA certificate to trust (default: certs/ca.pem if present, else the system store)"),
+        OptionSpec("insecure", nil, "do not verify the server certificate"),
+        OptionSpec("json", nil, "print the report as one JSON object"),
+        OptionSpec("record", "FILE", "write what was seen to FILE, for --replay"),
+        OptionSpec("replay", "FILE", "compare the target's answers with this recording instead of the catalogue"),
+        OptionSpec("dry-run", nil, "print every request the run would send, and send nothing"),
+        OptionSpec("list", nil, "print the catalogue's cases and exit"),
+    ],
+    run: runConformance
+)
+
+private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
+    let (options, positional) = command.parse(args)
+    guard positional.isEmpty else { command.fail("conformance takes no arguments; got \(positional.joined(separator: " "))") }
+    let catalogue = loadCatalogue(command, options)
+    if options.isSet("list") {
+        for item in catalogue.cases {
+            let needs = item.needs.isEmpty ? "" : "  [needs \(item.needs.sorted().map(\.rawValue).joined(separator: ", "))]"
+            print("\(item.id)  \(item.expect.summary)  \(item.evidence)\(item.unconfirmed ? " (unconfirmed)" : "")  \(item.title)\(needs)")
+        }
+        exit(0)
+    }
+    let recording = options.string("replay").map { path in readRecording(command, path) }
+    if options.isSet("sandbox") && options.isSet("production") { command.fail("choose one of --sandbox and --production") }
+    let environment: ConformanceEnvironment =
+        options.isSet("production") ? .production : options.isSet("sandbox") ? .sandbox : recording?.environment ?? .sandbox
+    guard let targetText = options.string("target") else { command.fail("conformance needs --target HOST:PORT") }
+    let target: HostPort
+    do { target = try HostPort(parsing: targetText) } catch { command.fail("--target: \(error.description)") }
+    guard let topic = options.string("topic") else { command.fail("conformance needs --topic BUNDLEID") }
+    let rate: Int
+    do { rate = try options.integer(command.spec("rate"), in: 1...20) ?? 5 } catch { command.fail(error.description) }
+    if options.isSet("certificate") != options.isSet("certificate-key") { command.fail("--certificate and --certificate-key go together") }
+    if options.isSet("record") && recording != nil { command.fail("--record and --replay do not go together") }
+
+    var inputs = RunInputs(
+        topic: topic, environment: environment, key: signingKey(command, options, "key", required: true)!,
+        unknownToken: randomToken(), now: Int64(Date().timeIntervalSince1970))
+    for (name, token) in [("token", options.string("token")), ("uninstalled-token", options.string("uninstalled-token"))] {
+        if let token, token.isEmpty || token.count % 2 != 0 || !token.allSatisfy(\.isHexDigit) {
+            command.fail("--\(name) \(token) is not a device token (an even number of hex digits)")
+        }
+    }
+    inputs.deviceToken = options.string("token")
+    inputs.uninstalledToken = options.string("uninstalled-token")
+    inputs.secondKey = signingKey(command, options, "second-key")
+    inputs.otherEnvironmentKey = signingKey(command, options, "other-environment-key")
+    inputs.hasCertificate = options.isSet("certificate")
+    inputs.allowTokenUpdate = options.isSet("allow-token-update")
+
+    let planner: CasePlanner
+    do { planner = try CasePlanner(catalogue: catalogue, inputs: inputs) } catch { command.fail("--key: cannot sign a token: \(error)") }
+    let chosen = chooseCases(command, catalogue, only: options.strings("case"), recording: recording)
+
+    if options.isSet("dry-run") {
+        for item in chosen {
+            if let why = inputs.whySkipped(item) {
+                print("# \(item.id): skipped, \(why)\n")
+                continue
+            }
+            do { print(DryRun.describe(try planner.plan(item), target: target.description) + "\n") } catch {
+                command.fail("case \(item.id): \(error)")
+            }
+        }
+        exit(0)
+    }
+
+    var connections = ConformanceConnections(command: command, options: options, target: target, environment: environment)
+    var pacer = RequestPace(perSecond: rate)
+    var results: [CaseResult] = []
+    for item in chosen {
+        let expected = recording?.answers.first { $0.id == item.id }
+        let expectedText = expected.map { Observation(status: $0.status, reason: $0.reason).summary } ?? item.expect.summary
+        if let why = inputs.whySkipped(item) {
+            results.append(.skipped(item, expected: expectedText, why: why))
+            continue
+        }
+        let planned: PlannedCase
+        do { planned = try planner.plan(item) } catch {
+            results.append(.skipped(item, expected: expectedText, why: "\(error)"))
+            continue
+        }
+        let seen: Observation
+        switch connections.run(planned, pacer: &pacer) {
+        case .setupFailed(let why):
+            results.append(.skipped(item, expected: expectedText, why: why))
+            continue
+        case .seen(let observation): seen = observation
+        }
+        if let expected {
+            results.append(Replay.compare(expected, planned, seen: seen))
+        } else {
+            results.append(Judge.judge(planned, seen: seen))
+        }
+    }
+    connections.closeAll()
+
+    let report = ConformanceReport(
+        target: target.description, environment: environment, comparedWith: options.string("replay").map { "recording \($0)" } ?? "catalogue",
+        results: results)
+    if let path = options.string("record") {
+        let recordingOut = Recording(
+            target: target.description, environment: environment, recordedAt: ISO8601DateFormatter().string(from: Date()),
+            tool: "apns-emulator \(Emulator.version)", results: results)
+        do { try Data(recordingOut.json.serialized(pretty: true).utf8).write(to: URL(fileURLWithPath: path)) } catch {
+            command.fail("--record \(path): \(error)", code: 1)
+        }
+    }
+    print(options.isSet("json") ? report.json.serialized() : report.text)
+    if connections.neverConnected, results.contains(where: { $0.verdict == .noAnswer }) { exit(2) }
+    exit(report.summary.agrees ? 0 : 1)
+}
+
+private func loadCatalogue(_ command: Subcommand, _ options: ResolvedOptions) -> ConformanceCatalogue {
+    do {
+        guard let path = options.string("catalogue") else { return try ConformanceCatalogue.builtIn() }
+        return try ConformanceCatalogue.parse(try InputFile.read(path))
+    } catch {
+        command.fail("catalogue: \(error)")
+    }
+}
+
+private func readRecording(_ command: Subcommand, _ path: String) -> Recording {
+    do { return try Recording.parse(try InputFile.read(path)) } catch { command.fail("--replay \(path): \(error)") }
+}
+
+/// The cases to run: `--case` ones (each must exist), those of a recording, or all.
+private func chooseCases(
+    _ command: Subcommand, _ catalogue: ConformanceCatalogue, only: [String], recording: Recording?
+)
+    -> [ConformanceCase]
+{
+    for id in only where catalogue.case(id) == nil { command.fail("--case \(id): no such case (see --list)") }
+    var cases = only.isEmpty ? catalogue.cases : catalogue.cases.filter { only.contains($0.id) }
+    if let recording {
+        let recorded = Set(recording.answers.map(\.id))
+        if let unknown = recording.answers.first(where: { catalogue.case($0.id) == nil }) {
+            command.fail("--replay: the recording has case \(unknown.id), which this catalogue does not (recorded with another version?)")
+        }
+        cases = cases.filter { recorded.contains($0.id) }
+    }
+    return cases
+}
+
+private func signingKey(_ command: Subcommand, _ options: ResolvedOptions, _ name: String, required: Bool = false) -> ProviderSigningKey? {
+    guard let spec = options.string(name) else {
+        if required { command.fail("conformance needs --\(name) TEAMID:KEYID:PATH") }
+        return nil
+    }
+    do { return try ProviderSigningKey(spec: spec) } catch {
+        command.fail(error.description.replacingOccurrences(of: "--key", with: "--\(name)"))
+    }
+}
+
+private func randomToken() -> String {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+}
+
+/// Spaces requests at most `perSecond` a second, across every connection of the run.
+struct RequestPace {
+    let interval: TimeInterval
+    private var next = Date.distantPast
+
+    init(perSecond: Int) { interval = 1.0 / Double(perSecond) }
+
+    mutating func wait() {
+        let now = Date()
+        if next > now { Thread.sleep(forTimeInterval: next.timeIntervalSince(now)) }
+        next = max(now, next) + interval
+    }
+}
+
+/// The run's connections: one shared per environment for the run's token, and one of its own for
+/// each case with other credentials (closed right after, so nothing else rides on it).
+struct ConformanceConnections {
+    enum Outcome {
+        case seen(Observation)
+        /// The request sent first did not get its 200: the case cannot say anything.
+        case setupFailed(String)
+    }
+
+    let command: Subcommand
+    let options: ResolvedOptions
+    let target: HostPort
+    let environment: ConformanceEnvironment
+    private var shared: [ConformanceEnvironment: HTTP2ClientConnection] = [:]
+    private(set) var neverConnected = true
+
+    init(command: Subcommand, options: ResolvedOptions, target: HostPort, environment: ConformanceEnvironment) {
+        self.command = command
+        self.options = options
+        self.target = target
+        self.environment = environment
+    }
+
+    mutating func run(_ planned: PlannedCase, pacer: inout RequestPace) -> Outcome {
+        let kind = planned.connection
+        let connection: HTTP2ClientConnection
+        do {
+            if case .shared(let environment) = kind, let open = shared[environment], !open.isClosed, open.session.goAway == nil {
+                connection = open
+            } else {
+                connection = try connect(kind)
+                if case .shared(let environment) = kind { shared[environment] = connection }
+            }
+        } catch {
+            return .seen(Observation(status: nil, unanswered: "\(error)"))
+        }
+        defer { if case .shared = kind {} else { connection.close() } }
+        if let before = planned.before {
+            pacer.wait()
+            let (observation, _) = send(before.request, on: connection)
+            guard observation.status == 200 else {
+                return .setupFailed("the request sent first (\(before.credentials)) was answered \(observation.summary), not 200")
+            }
+        }
+        pacer.wait()
+        return .seen(send(planned.main.request, on: connection).0)
+    }
+
+    private func send(_ request: ClientRequest, on connection: HTTP2ClientConnection) -> (Observation, HTTP2Response?) {
+        do {
+            let response = try connection.send(request)
+            return (Observation(APNsResult(response), unanswered: unansweredReason(connection, response)), response)
+        } catch {
+            return (Observation(status: nil, unanswered: "\(error)"), nil)
+        }
+    }
+
+    private mutating func connect(_ kind: ConnectionKind) throws(ClientError) -> HTTP2ClientConnection {
+        var connectionOptions = providerConnectionOptions(command, options, address: address(for: kind.environment))
+        connectionOptions.clientCertificatePath = nil
+        connectionOptions.clientKeyPath = nil
+        if case .certificate = kind {
+            connectionOptions.clientCertificatePath = options.string("certificate")
+            connectionOptions.clientKeyPath = options.string("certificate-key")
+        }
+        let connection = try HTTP2ClientConnection(connectionOptions)
+        neverConnected = false
+        return connection
+    }
+
+    /// Apple's other environment is another host; any other target serves both, picked by
+    /// `:authority`.
+    private func address(for environment: ConformanceEnvironment) -> HostPort {
+        guard environment != self.environment, target.host.hasSuffix(".push.apple.com") else { return target }
+        return (try? HostPort(parsing: "\(environment.appleHost):\(target.port)")) ?? target
+    }
+
+    mutating func closeAll() {
+        for connection in shared.values { connection.close() }
+        shared = [:]
+    }
+}

@@ -1,0 +1,209 @@
+// ConformanceTests: the catalogue as data (it parses, agrees with docs/apns-behaviour.md, is
+// refused when it says something the tool does not do) and the requests its cases become.
+// Running it against a server is in IntegrationTests/ConformanceCommandTests.
+import Conformance
+import Foundation
+import JSON
+import OpenSSLCrypto
+import ProviderClient
+import Testing
+import TestSupport
+
+@Suite struct CatalogueTests {
+    static func behaviourPage() throws -> String {
+        try String(contentsOfFile: PackageRoot.path + "/docs/apns-behaviour.md", encoding: .utf8)
+    }
+
+    /// The reasons each stage of the page's check-order table answers with.
+    static func checkOrderReasons() throws -> [Int: Set<String>] {
+        let page = try behaviourPage()
+        guard let start = page.range(of: "## 3. Check order"), let end = page.range(of: "## 4.", range: start.upperBound..<page.endIndex) else {
+            throw HarnessFailure("docs/apns-behaviour.md has no check-order section")
+        }
+        var stages: [Int: Set<String>] = [:]
+        for line in page[start.upperBound..<end.lowerBound].split(separator: "\n") where line.hasPrefix("| ") {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count >= 4, let dot = cells[1].firstIndex(of: "."), let stage = Int(cells[1][..<dot]) else { continue }
+            let answers = cells[cells.count - 2]
+            stages[stage] = Set(answers.split(separator: "`").enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) })
+        }
+        return stages
+    }
+
+    @Test func theBuiltInCatalogueIsTheRepositorysFileAndParses() throws {
+        let file = try ConformanceCatalogue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: PackageRoot.path + "/conformance/catalogue.json"))))
+        let builtIn = try ConformanceCatalogue.builtIn()
+        #expect(builtIn.cases.map(\.id) == file.cases.map(\.id))
+        #expect(builtIn.cases.count >= 50)
+    }
+
+    /// The drift test: every reason the check-order table lists for a stage is the expectation of
+    /// a case of that stage (or listed as not covered, with why), and every case expects a reason
+    /// its stage's row lists (200 for stage 9).
+    @Test func theCatalogueAndTheCheckOrderTableAgree() throws {
+        let catalogue = try ConformanceCatalogue.builtIn()
+        let table = try Self.checkOrderReasons()
+        #expect(Set(table.keys).isSuperset(of: 1...9), "the table has stages \(table.keys.sorted())")
+        let notCovered = Set(catalogue.notCovered.map(\.reason))
+        for item in catalogue.cases {
+            if let reason = item.expect.reason {
+                #expect(
+                    table[item.stage]?.contains(reason) == true,
+                    "case \(item.id) expects \(reason) at stage \(item.stage); the table's row lists \(table[item.stage]?.sorted() ?? [])")
+            } else {
+                #expect(item.stage == 9, "case \(item.id) expects 200 at stage \(item.stage)")
+            }
+        }
+        for stage in 1...8 {
+            for reason in table[stage] ?? [] {
+                let covered = catalogue.cases.contains { $0.stage == stage && $0.expect.reason == reason }
+                #expect(covered || notCovered.contains(reason), "stage \(stage)'s \(reason) has no case and is not listed as not covered")
+            }
+        }
+        for reason in notCovered {
+            #expect(table.values.contains { $0.contains(reason) }, "notCovered lists \(reason), which the check order does not")
+        }
+    }
+
+    /// Evidence keys name sources the page lists, and a case that rests on a choice says it is unconfirmed.
+    @Test func evidenceNamesThePagesSourcesAndChoicesAreUnconfirmed() throws {
+        let page = try Self.behaviourPage()
+        let sources = page.components(separatedBy: "## 16. Sources").last ?? ""
+        for item in try ConformanceCatalogue.builtIn().cases {
+            #expect(["doc", "seen", "lib", "chosen"].contains { item.evidence.hasPrefix($0) }, "case \(item.id): evidence \(item.evidence)")
+            for key in item.evidence.split(whereSeparator: { !$0.isLetter && !$0.isNumber }) where key.count >= 2 {
+                guard let first = key.first, "DOF".contains(first), key.dropFirst().allSatisfy(\.isNumber) else { continue }
+                #expect(sources.contains("**\(key)**"), "case \(item.id) cites \(key), which the page's sources do not list")
+            }
+            if item.evidence.hasPrefix("chosen") { #expect(item.unconfirmed, "case \(item.id) rests on a choice but is not unconfirmed") }
+        }
+    }
+
+    @Test func aCatalogueThatSaysWhatTheToolDoesNotDoIsRefused() throws {
+        func refusal(_ cases: String) -> String {
+            let text = """
+                {"version": 1, "defaults": {"method": "POST", "path": "/3/device/{device-token}", "headers": [["apns-topic", "{topic}"]], "body": "{}"},
+                 "cases": [\(cases)]}
+                """
+            do {
+                _ = try ConformanceCatalogue.parse(Array(text.utf8))
+                return "accepted"
+            } catch { return error.description }
+        }
+        let good =
+            #"{"id": "a", "title": "t", "stage": 9, "evidence": "doc D1", "unconfirmed": false, "needs": ["device-token"], "expect": {"status": 200}}"#
+        #expect(refusal(good) == "accepted")
+        #expect(
+            refusal(good.replacingOccurrences(of: #""needs": ["device-token"]"#, with: #""needs": []"#)).contains(
+                "needs says [] but its request uses [device-token]"))
+        #expect(refusal(good.replacingOccurrences(of: #""title""#, with: #""titel""#)).contains("unknown field titel"))
+        #expect(refusal(good + "," + good).contains("case a appears twice"))
+        #expect(refusal(good.replacingOccurrences(of: #"{"status": 200}"#, with: #"{"status": 400}"#)).contains("an error has one"))
+        #expect(refusal(good.replacingOccurrences(of: #""stage": 9"#, with: #""stage": 12"#)).contains("not 1 to 9"))
+        let auth = good.replacingOccurrences(of: #""expect""#, with: #""request": {"auth": "magic"}, "expect""#)
+        #expect(refusal(auth).contains("auth magic is not one of"))
+    }
+}
+
+@Suite struct CasePlanningTests {
+    static func planner(deviceToken: String? = "ab12") throws -> CasePlanner {
+        let key = ProviderSigningKey(teamID: "TEAM123456", keyID: "KEY1234567", privateKey: try ES256PrivateKey.generate())
+        var inputs = RunInputs(
+            topic: "com.example.app", environment: .sandbox, key: key, unknownToken: String(repeating: "0f", count: 32), now: 1_796_000_000)
+        inputs.deviceToken = deviceToken
+        return try CasePlanner(catalogue: try ConformanceCatalogue.builtIn(), inputs: inputs)
+    }
+
+    static func header(_ planned: PlannedCase, _ name: String) -> [String] {
+        planned.main.request.headers.filter { $0.name == name }.map(\.value)
+    }
+
+    @Test func casesWithTheRunsTokenShareOneConnectionAndOneToken() throws {
+        let planner = try Self.planner()
+        var tokens = Set<String>()
+        for item in planner.catalogue.cases where item.request.auth == .valid && item.request.before == nil {
+            let planned = try planner.plan(item)
+            guard case .shared = planned.connection else {
+                Issue.record("\(item.id) does not use the shared connection")
+                continue
+            }
+            tokens.formUnion(Self.header(planned, "authorization"))
+        }
+        #expect(tokens == ["bearer " + planner.runToken])
+        // Other credentials never ride on it.
+        for id in ["jwt-expired", "bearer-capitalised", "token-update-within-20-minutes"] {
+            let planned = try planner.plan(try #require(planner.catalogue.case(id)))
+            guard case .own = planned.connection else { throw HarnessFailure("\(id) shares the run's connection") }
+        }
+    }
+
+    @Test func requestsAreTheDefaultsWithTheCasesChanges() throws {
+        let planner = try Self.planner()
+        let priority = try planner.plan(try #require(planner.catalogue.case("bad-priority")))
+        #expect(Self.header(priority, "apns-priority") == ["7"])
+        #expect(Self.header(priority, "apns-topic") == ["com.example.app"])
+        #expect(priority.main.request.path == "/3/device/" + String(repeating: "0f", count: 32))
+        #expect(priority.main.request.authority == "api.sandbox.push.apple.com")
+        let duplicate = try planner.plan(try #require(planner.catalogue.case("duplicate-header")))
+        #expect(Self.header(duplicate, "apns-priority") == ["5", "5"])
+        let noTopic = try planner.plan(try #require(planner.catalogue.case("missing-topic")))
+        #expect(Self.header(noTopic, "apns-topic").isEmpty)
+        let upper = try planner.plan(try #require(planner.catalogue.case("device-token-upper-case")))
+        #expect(upper.main.request.path == "/3/device/AB12")
+        let other = try planner.plan(try #require(planner.catalogue.case("device-token-other-environment")))
+        #expect(other.connection == .shared(.production) && other.main.request.authority == "api.push.apple.com")
+        let empty = try planner.plan(try #require(planner.catalogue.case("payload-empty")))
+        #expect(empty.main.request.body == nil)
+        for (id, size) in [("payload-at-limit", 4096), ("payload-too-large", 4097)] {
+            let item = try #require(planner.catalogue.case(id))
+            let body = try #require(try planner.plan(item).main.request.body)
+            #expect(body.count == size)
+            #expect(try JSONValue.parse(body).objectValue != nil)
+        }
+    }
+
+    @Test func tokenVariantsSayWhatTheyClaim() throws {
+        let planner = try Self.planner()
+        func claims(_ id: String) throws -> JSONValue {
+            let planned = try planner.plan(try #require(planner.catalogue.case(id)))
+            let value = try #require(Self.header(planned, "authorization").first)
+            let parts = value.split(separator: " ").last!.split(separator: ".", omittingEmptySubsequences: false)
+            var text = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            while text.count % 4 != 0 { text += "=" }
+            return try JSONValue.parse(Array(try #require(Data(base64Encoded: text))))
+        }
+        #expect(try claims("jwt-expired")["iat"]?.intValue == 1_796_000_000 - 7200)
+        #expect(try claims("jwt-iat-milliseconds")["iat"]?.intValue == 1_796_000_000_000)
+        #expect(try claims("iat-string")["iat"]?.stringValue == "1796000000")
+        #expect(try claims("iat-fractional")["iat"]?.numberValue == 1_796_000_000.25)
+        #expect(try claims("jwt-wrong-team")["iss"]?.stringValue == "0000000000")
+        // A needed input that is missing is a skip, not a request.
+        let withoutToken = try Self.planner(deviceToken: nil)
+        #expect(withoutToken.inputs.whySkipped(try #require(withoutToken.catalogue.case("accepted"))) == "needs device-token (--token)")
+    }
+}
+
+@Suite struct RecordingTests {
+    @Test func aRecordingReadsBackAsWritten() throws {
+        let planner = try CasePlanningTests.planner()
+        let item = try #require(planner.catalogue.case("accepted"))
+        let planned = try planner.plan(item)
+        let seen = Observation(status: 200, apnsID: "5E3D6A1B-7C2F-4D8E-9A0B-1C2D3E4F5A6B", uniqueID: "u")
+        let result = Judge.judge(planned, seen: seen)
+        #expect(result.verdict == .pass)
+        let recording = Recording(target: "t:1", environment: .sandbox, recordedAt: "now", tool: "test", results: [result])
+        let read = try Recording.parse(Array(recording.json.serialized().utf8))
+        #expect(read.answers == recording.answers)
+        #expect(read.answers.first?.checks == ["apns-id-present": true, "unique-id-on-sandbox-only": true])
+        // The same answer again is the same; one with no apns-unique-id now differs by that check.
+        #expect(Replay.compare(read.answers[0], planned, seen: seen).verdict == .pass)
+        let changed = Replay.compare(read.answers[0], planned, seen: Observation(status: 200, apnsID: "x"))
+        #expect(changed.verdict == .differs)
+        #expect(changed.why?.hasPrefix("unique-id-on-sandbox-only") == true)
+    }
+}
+
+struct HarnessFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import JSON
+import OpenSSLCrypto
+import Testing
+import TestSupport
+
+/// An emulator with everything the catalogue's cases need: a device token, an uninstalled one,
+/// a second key of the team, a key restricted to production, and a provider certificate.
+final class ConformanceFixture {
+    let emulator: EmulatorProcess
+    let keys: String
+    let token: String
+    let uninstalledToken: String
+
+    init(_ extraArguments: [String] = []) throws {
+        keys = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-keys-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: keys, withIntermediateDirectories: true)
+        for name in ["second", "production"] {
+            try ES256PrivateKey.generate().pkcs8PEM.write(toFile: "\(keys)/\(name).p8", atomically: true, encoding: .utf8)
+        }
+        emulator = try EmulatorProcess(
+            [
+                "--auth-key", "\(EmulatorProcess.teamID):KEY2222222:\(keys)/second.p8",
+                "--auth-key", "\(EmulatorProcess.teamID):KEY3333333:\(keys)/production.p8?environment=production",
+            ] + extraArguments)
+        token = try emulator.createDevice().token
+        let uninstalled = try emulator.createDevice()
+        let reply = try emulator.admin("DELETE", "/api/v1/devices/\(uninstalled.deviceID)/apps/\(EmulatorProcess.bundleID)")
+        guard reply.status == 200 else { throw HarnessError("uninstall: \(reply.status) \(reply.raw)") }
+        uninstalledToken = uninstalled.token
+        let certs = try run(
+            EmulatorProcess.binary,
+            ["certs", "--dir", emulator.certsDirectory, "--provider", EmulatorProcess.bundleID, "--environment", "sandbox"])
+        guard certs.status == 0 else { throw HarnessError("certs: \(certs.err)") }
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: keys) }
+
+    /// Every option a case can need, for the sandbox listener.
+    var allNeeds: [String] {
+        let certificate = "\(emulator.certsDirectory)/provider-\(EmulatorProcess.bundleID)-sandbox"
+        return [
+            "--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)", "--topic", EmulatorProcess.bundleID,
+            "--token", token, "--uninstalled-token", uninstalledToken,
+            "--second-key", "\(EmulatorProcess.teamID):KEY2222222:\(keys)/second.p8",
+            "--other-environment-key", "\(EmulatorProcess.teamID):KEY3333333:\(keys)/production.p8",
+            "--certificate", certificate + ".pem", "--certificate-key", certificate + "-key.pem", "--allow-token-update",
+            "--ca", emulator.caPath, "--rate", "20",
+        ]
+    }
+
+    func conformance(_ arguments: [String], listener: String = "sandbox") throws -> CommandResult {
+        try run(
+            EmulatorProcess.binary, ["conformance", "--target", try emulator.address(listener).description] + arguments, timeout: 120)
+    }
+
+    /// The run's JSON report: each case's verdict by id.
+    static func verdicts(_ result: CommandResult) throws -> [String: String] {
+        let report = try JSONValue.parse(Array(result.stdout))
+        var verdicts: [String: String] = [:]
+        for item in report["cases"]?.arrayValue ?? [] {
+            verdicts[item["id"]?.stringValue ?? ""] = item["verdict"]?.stringValue
+        }
+        return verdicts
+    }
+}
+
+@Suite(.serialized) struct ConformanceCommandTests {
+    /// The whole catalogue, every need given, against the emulator: every case runs and passes,
+    /// and its requests really reached the emulator (the journal has one record per request).
+    @Test func theCatalogueAgreesWithTheEmulator() throws {
+        let fixture = try ConformanceFixture()
+        let before = try fixture.emulator.notifications(limit: 10_000).count
+        let result = try fixture.conformance(fixture.allNeeds + ["--json"])
+        #expect(result.status == 0, "\(result.err)\n\(result.out.prefix(3000))")
+        let verdicts = try ConformanceFixture.verdicts(result)
+        #expect(verdicts.count >= 50)
+        #expect(verdicts.filter { $0.value != "pass" }.isEmpty, "\(verdicts.filter { $0.value != "pass" })")
+        // One record per request: the cases, plus the two sent first on the same connection.
+        let sent = try fixture.emulator.notifications(limit: 10_000).count - before
+        #expect(sent == verdicts.count + 2)
+    }
+
+    /// In production the same cases pass too: the answers carry no apns-unique-id there, and a
+    /// sandbox token is the other environment's.
+    @Test func theCatalogueAgreesInProduction() throws {
+        let fixture = try ConformanceFixture()
+        let production = try fixture.emulator.createDevice(environment: "production").token
+        var arguments = [
+            "--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)", "--topic", EmulatorProcess.bundleID,
+            "--token", production, "--ca", fixture.emulator.caPath, "--rate", "20", "--production", "--json",
+        ]
+        arguments += ["--case", "accepted", "--case", "device-token-other-environment", "--case", "bad-topic"]
+        let result = try fixture.conformance(arguments, listener: "production")
+        #expect(result.status == 0, "\(result.out.prefix(2000))")
+        #expect(try ConformanceFixture.verdicts(result) == ["accepted": "pass", "device-token-other-environment": "pass", "bad-topic": "pass"])
+    }
+
+    /// An emulator started with the other choice where Apple is unconfirmed: the suite reports
+    /// exactly the cases that choice changes.
+    @Test func anotherChoiceFlagShowsExactlyTheCasesItChanges() throws {
+        let fixture = try ConformanceFixture(["--invalid-payload", "accept", "--bad-environment-reason", "BadEnvironmentKeyInToken"])
+        let result = try fixture.conformance(fixture.allNeeds + ["--json"])
+        #expect(result.status == 1)
+        let differing = try ConformanceFixture.verdicts(result).filter { $0.value != "pass" }
+        #expect(differing == ["payload-not-json": "differs", "payload-json-array": "differs", "key-for-the-other-environment": "differs"])
+        let report = try JSONValue.parse(Array(result.stdout))
+        let environmentCase = report["cases"]?.arrayValue?.first { $0["id"]?.stringValue == "key-for-the-other-environment" }
+        #expect(environmentCase?["seen"]?["reason"]?.stringValue == "BadEnvironmentKeyInToken")
+        #expect(environmentCase?["unconfirmed"]?.boolValue == true)
+        #expect(report["summary"]?["differsUnconfirmed"]?.intValue == 3)
+    }
+
+    /// A recording, one answer changed by hand, replayed: that case and no other is reported.
+    @Test func aReplayReportsTheOneAnswerThatChanged() throws {
+        let fixture = try ConformanceFixture()
+        let recordingPath = fixture.emulator.directory + "/recording.json"
+        let recorded = try fixture.conformance(fixture.allNeeds + ["--record", recordingPath])
+        #expect(recorded.status == 0, "\(recorded.out.suffix(2000))")
+        var recording = try JSONValue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: recordingPath))))
+        guard case .object(var root) = recording, case .array(var answers) = root["answers"] else {
+            throw HarnessError("the recording has no answers")
+        }
+        #expect(answers.count >= 50)
+        let index = try #require(answers.firstIndex { $0["id"]?.stringValue == "missing-topic" })
+        guard case .object(var changed) = answers[index] else { throw HarnessError("answer is not an object") }
+        changed["reason"] = "BadTopic"
+        answers[index] = .object(changed)
+        root["answers"] = .array(answers)
+        recording = .object(root)
+        try Data(recording.serialized().utf8).write(to: URL(fileURLWithPath: recordingPath))
+
+        let replay = try fixture.conformance(fixture.allNeeds + ["--replay", recordingPath, "--json"])
+        #expect(replay.status == 1)
+        let verdicts = try ConformanceFixture.verdicts(replay)
+        #expect(verdicts.count == answers.count)
+        #expect(verdicts.filter { $0.value != "pass" } == ["missing-topic": "differs"])
+        let text = try fixture.conformance(fixture.allNeeds + ["--replay", recordingPath])
+        #expect(text.out.contains("missing-topic (differs): recorded 400 BadTopic, answered 400 MissingTopic"))
+    }
+
+    /// Cases whose needs are not given are skipped, each saying which option it needs; the dry
+    /// run prints every request and sends none.
+    @Test func missingNeedsSkipAndADryRunSendsNothing() throws {
+        let fixture = try ConformanceFixture()
+        let key = ["--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)", "--topic", EmulatorProcess.bundleID]
+        let result = try fixture.conformance(key + ["--ca", fixture.emulator.caPath, "--rate", "20", "--json"])
+        #expect(result.status == 0, "\(result.out.prefix(2000))")
+        let report = try JSONValue.parse(Array(result.stdout))
+        let accepted = report["cases"]?.arrayValue?.first { $0["id"]?.stringValue == "accepted" }
+        #expect(accepted?["verdict"]?.stringValue == "skipped")
+        #expect(accepted?["why"]?.stringValue == "needs device-token (--token)")
+        #expect((report["summary"]?["pass"]?.intValue ?? 0) >= 25)
+
+        let before = try fixture.emulator.notifications(limit: 10_000).count
+        let dry = try fixture.conformance(fixture.allNeeds + ["--dry-run"])
+        #expect(dry.status == 0)
+        #expect(dry.out.contains("# bad-priority: apns-priority 7 (expects 400 BadPriority)"))
+        #expect(dry.out.contains("apns-priority: 7"))
+        #expect(dry.out.contains("authorization: <iat two hours ago>"))
+        #expect(!dry.out.contains("bearer ey"), "a dry run prints no provider token")
+        #expect(try fixture.emulator.notifications(limit: 10_000).count == before)
+    }
+
+    @Test func usageErrorsExitTwoAndSaySo() throws {
+        let fixture = try ConformanceFixture()
+        let key = ["--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)"]
+        let cases: [([String], String)] = [
+            (key, "needs --topic"),
+            (["--topic", "com.example.app"], "needs --key"),
+            (key + ["--topic", "com.example.app", "--case", "no-such-case"], "--case no-such-case: no such case"),
+            (key + ["--topic", "com.example.app", "--token", "xyz"], "is not a device token"),
+            (key + ["--topic", "com.example.app", "--rate", "500"], "--rate"),
+            (key + ["--topic", "com.example.app", "--replay", "/nonexistent.json"], "--replay /nonexistent.json"),
+            (key + ["--topic", "com.example.app", "--certificate", "c.pem"], "--certificate and --certificate-key go together"),
+        ]
+        for (arguments, message) in cases {
+            let result = try fixture.conformance(arguments)
+            #expect(result.status == 2, "\(arguments)")
+            #expect(result.err.contains(message), "\(arguments): \(result.err)")
+        }
+        let unreachable = try run(
+            EmulatorProcess.binary, ["conformance", "--target", "127.0.0.1:9"] + key + ["--topic", "com.example.app", "--case", "bad-topic"])
+        #expect(unreachable.status == 2, "\(unreachable.out)")
+        #expect(unreachable.out.contains("cannot connect"))
+    }
+}
