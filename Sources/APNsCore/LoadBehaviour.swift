@@ -13,6 +13,9 @@ public struct LoadBehaviour: Sendable {
     /// More than `count` new provider connections within `windowMs` (all peers together) are
     /// closed on arrival until the window ends.
     public var connectionChurn: (count: Int, windowMs: Int64)?
+    /// A connection whose error points (see `ErrorBudget`) within `windowMs` reach `points` is
+    /// ended with GOAWAY (nil: never).
+    public var errorDisconnect: (points: Int, windowMs: Int64)?
 
     public init() {}
 
@@ -54,5 +57,49 @@ public struct ChurnLimiter: Sendable {
         guard admitted < limit else { return false }
         admitted += 1
         return true
+    }
+}
+
+/// "APNs disconnects a provider connection with too many error conditions, and sooner with
+/// certain ones such as BadDeviceToken; 410 is not an error condition" (Apple's page on handling
+/// responses; the numbers are not published). Each error answer costs points on its
+/// connection; when the points of the last `windowMs` reach `limit`, the connection is ended.
+public struct ErrorBudget: Sendable {
+    /// What a `BadDeviceToken` costs; any other counted error costs 1 (chosen).
+    public static let badDeviceTokenPoints = 5
+
+    public let limit: Int
+    public let windowMs: Int64
+    /// The charges of the window, oldest first: at most `limit` of them, since reaching the
+    /// limit ends the connection.
+    private var charges: [(atMs: Int64, points: Int)] = []
+    private var total = 0
+
+    public init(limit: Int, windowMs: Int64) {
+        self.limit = limit
+        self.windowMs = windowMs
+    }
+
+    /// What an answer costs: 4xx errors count, `BadDeviceToken` more; 410 does not (Apple says
+    /// so), nor do 429s (APNs' own pushback, which a provider is told to retry), nor 5xx (the
+    /// server's failures, not the provider's).
+    public static func points(status: Int, reason: APNsReason?) -> Int {
+        guard (400..<500).contains(status), status != 410, status != 429 else { return 0 }
+        return reason == .badDeviceToken ? badDeviceTokenPoints : 1
+    }
+
+    /// Counts one answer; true when the connection has now made too many errors.
+    public mutating func charge(status: Int, reason: APNsReason?, nowMs: Int64) -> Bool {
+        let points = Self.points(status: status, reason: reason)
+        guard points > 0 else { return false }
+        var expired = 0
+        while expired < charges.count, charges[expired].atMs <= nowMs - windowMs {
+            total -= charges[expired].points
+            expired += 1
+        }
+        if expired > 0 { charges.removeFirst(expired) }
+        charges.append((nowMs, points))
+        total += points
+        return total >= limit
     }
 }

@@ -153,6 +153,10 @@ extension Emulator {
             [listeners.providerBudget, listeners.deviceBudget].map { ($0.kind, Double($0.refused.load(ordering: .relaxed))) }
                 + [("churn", Double(providers.churnRefused.load(ordering: .relaxed)))])
         p.single(
+            "apns_emulator_connections_ended_for_errors_total", "counter",
+            "Provider connections ended with GOAWAY because their errors reached --error-disconnect.",
+            Double(providers.errorDisconnects.load(ordering: .relaxed)))
+        p.single(
             "apns_emulator_accept_pauses_total", "counter",
             "Times a listener stopped accepting for a moment because the process was out of file descriptors.",
             Double(listeners.acceptPauses.load(ordering: .relaxed)))

@@ -58,6 +58,10 @@ final class ProviderConnection: ConnectionHandler {
     /// The device frames of the answers sent while one read is handled (or one commit
     /// releases held answers), dispatched together (nil otherwise).
     private var framesOfRead: [DeviceFrame]?
+    /// `--error-disconnect`: the connection's error points; once GOAWAY went out for them,
+    /// `goingAway` (the answers still owed are sent, then the connection closes).
+    private lazy var errorBudget: ErrorBudget? = providers.load.errorDisconnect.map { ErrorBudget(limit: $0.points, windowMs: $0.windowMs) }
+    private var goingAway = false
     /// `--connection-rate`.
     private lazy var pacer: AnswerPacer? = providers.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
 
@@ -489,6 +493,9 @@ final class ProviderConnection: ConnectionHandler {
         submit(
             streamID, status: response.status, id: ("apns-id", response.apnsID),
             second: response.uniqueID.map { ("apns-unique-id", $0) }, body: response.body, raise: response.raiseStreamLimit)
+        if errorBudget != nil, !goingAway, errorBudget!.charge(status: response.status, reason: response.reason, nowMs: Monotonic.nowMilliseconds()) {
+            goAwayForErrors(after: response)
+        }
         guard providers.load.streamLimitDrop else { return }
         if response.reason == .expiredProviderToken {
             // Observed at APNs: SETTINGS MAX_CONCURRENT_STREAMS 1 at once, and the streams
@@ -523,6 +530,8 @@ final class ProviderConnection: ConnectionHandler {
 
     private func flushSession() {
         connection.write { session.drainOutput(into: &$0) }
+        // After an --error-disconnect GOAWAY: closed once every stream owed an answer has it.
+        if goingAway, !session.wantsRead, !session.wantsWrite { connection.closeAfterFlush() }
     }
 
     /// `{"reason":"…"}`, the debug data APNs puts in its GOAWAY frames.
@@ -538,6 +547,20 @@ final class ProviderConnection: ConnectionHandler {
         session.submitGoAway(errorCode: errorCode, lastStreamID: nil, debugData: Self.reasonJSON(reason.rawValue))
         flushSession()
         connection.closeAfterFlush()
+    }
+
+    /// `--error-disconnect`: GOAWAY with the reason of the error that went over the limit. The
+    /// streams already received are still answered (a 200 is never lost to it); nghttp2 refuses
+    /// newer ones, and the connection closes once nothing is owed (at the latest after 10 s).
+    private func goAwayForErrors(after response: PushResponse) {
+        goingAway = true
+        let reason = response.reason?.rawValue ?? String(response.status)
+        providers.logger.info(
+            "provider connection \(connection.id): too many errors (\(errorBudget?.limit ?? 0) points within \((errorBudget?.windowMs ?? 0) / 1000) s, --error-disconnect), GOAWAY \(reason)"
+        )
+        providers.countErrorDisconnect()
+        session.submitGoAway(errorCode: HTTP2ErrorCode.noError, lastStreamID: nil, debugData: Self.reasonJSON(reason))
+        connection.loop.schedule(afterMilliseconds: 10_000) { [weak self] in self?.connection.closeAfterFlush() }
     }
 
     private func scheduleIdleCheck() {

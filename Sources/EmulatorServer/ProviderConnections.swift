@@ -48,6 +48,10 @@ final class ProviderConnections: @unchecked Sendable {
 
     /// Connections closed on arrival by `--connection-churn` (metrics).
     let churnRefused = Atomic<Int>(0)
+    /// Connections ended with GOAWAY by `--error-disconnect` (metrics).
+    let errorDisconnects = Atomic<Int>(0)
+
+    func countErrorDisconnect() { errorDisconnects.add(1, ordering: .relaxed) }
 
     init(
         connections: ServeConfiguration.Connections, load: LoadBehaviour, devices: DeviceGateway, channels: ChannelEndpoint,

@@ -23,6 +23,10 @@ extension LoadBehaviour {
         static let connectionChurn = OptionSpec(
             "connection-churn", "N/SECONDS",
             "more than N new provider connections within SECONDS are closed on arrival until the window ends (default: off)")
+        static let errorDisconnect = OptionSpec(
+            "error-disconnect", "N/SECONDS",
+            "end a provider connection with GOAWAY once its errors within SECONDS reach N points (a 4xx costs 1, BadDeviceToken 5; 410 and 429 nothing) (default: off)"
+        )
     }
 
     init(_ options: ResolvedOptions, over base: Self) throws(UsageError) {
@@ -37,5 +41,8 @@ extension LoadBehaviour {
         responseJitterMs = try options.integer(Flag.responseJitter, in: 0...60_000) ?? responseJitterMs
         answersPerSecondPerConnection = try options.integer(Flag.connectionRate, in: 1...10_000_000) ?? answersPerSecondPerConnection
         connectionChurn = try options.countWithin(Flag.connectionChurn, maxSeconds: 86_400, example: "100/10") ?? connectionChurn
+        if let limit = try options.countWithin(Flag.errorDisconnect, maxSeconds: 86_400, example: "50/60") {
+            errorDisconnect = (limit.count, limit.windowMs)
+        }
     }
 }

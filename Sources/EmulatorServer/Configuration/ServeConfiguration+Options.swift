@@ -30,7 +30,7 @@ extension ServeConfiguration {
         )
         static let profile = OptionSpec(
             "profile", "default|realistic", default: Profile.default.rawValue,
-            "realistic: Apple's behaviour under load on (stream-limit drop, latency, per-connection rate, churn limit, 429s, priority-5 batching); see docs/load-testing.md"
+            "realistic: Apple's behaviour under load on (stream-limit drop, latency, per-connection rate, churn limit, disconnect after errors, 429s, priority-5 batching); see docs/load-testing.md"
         )
         static let readyFile = OptionSpec("ready-file", "PATH", "write the bound addresses as JSON here once listening")
         static let quiet = OptionSpec("quiet", nil, "no banner and no info lines (per-connection and the like); warnings still show")
@@ -58,7 +58,7 @@ extension ServeConfiguration {
             StateBackend.Flag.failure,
             RecordLimits.Flag.maxBackendCalls, Flag.strictChecks, Flag.profile,
             LoadBehaviour.Flag.streamLimitDrop, LoadBehaviour.Flag.responseLatency, LoadBehaviour.Flag.responseJitter,
-            LoadBehaviour.Flag.connectionRate, LoadBehaviour.Flag.connectionChurn,
+            LoadBehaviour.Flag.connectionRate, LoadBehaviour.Flag.connectionChurn, LoadBehaviour.Flag.errorDisconnect,
             Flag.readyFile, Flag.quiet,
         ]
 
@@ -87,6 +87,7 @@ extension ServeConfiguration {
     static let realisticProfile: [(OptionSpec, String)] = [
         (LoadBehaviour.Flag.streamLimitDrop, "on"), (LoadBehaviour.Flag.responseLatency, "5"), (LoadBehaviour.Flag.responseJitter, "10"),
         (LoadBehaviour.Flag.connectionRate, "5000"), (LoadBehaviour.Flag.connectionChurn, "100/10"),
+        (LoadBehaviour.Flag.errorDisconnect, "50/60"),
         (DeliveryOptions.Flag.tooManyRequests, "100/10"), (DeliveryOptions.Flag.lowPriorityDelay, "1000"),
         (DeliveryOptions.Flag.backgroundBudget, "3"),
     ]
