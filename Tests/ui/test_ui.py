@@ -241,6 +241,12 @@ class UITest:
         stray = self.js("return Array.from(document.getElementById('detail').childNodes, (n) => n.nodeType === 3 ? n.textContent.trim() : '').filter(Boolean);")
         check(not stray, f"the detail pane shows stray text {stray!r}")
         self.log("detail pane: lock-screen preview, size bar, JSON, response, JWT and headers shown")
+        check(self.one("#copy-curl").text == "Copy cURL" and self.one("#download-apns").text == "Download .apns", "the detail pane has no Copy cURL / Download .apns buttons")
+        self.click("#copy-curl")
+        # Copied (a toast says so), or shown to be selected where the clipboard is refused.
+        shown = lambda: (self.css("#curl-text") and "/3/device/" in self.css("#curl-text")[0].get_attribute("value")) or any("cURL command copied" in t.text for t in self.css("#toasts .toast"))
+        wait_for("the curl command copied or shown", shown)
+        self.log("detail pane: Copy cURL and Download .apns buttons work")
 
     def escaping(self):
         hostile = '<img src=x id=pwned onerror="window.__pwned=1">'
