@@ -288,6 +288,22 @@ class UITest:
         check(self.driver.save_screenshot(self.args.screenshot), f"could not write {self.args.screenshot}")
         self.log(f"screenshot: {self.args.screenshot}")
 
+    def validators(self):
+        self.tab("devices")
+        form = self.one("#validate-token")
+        form.find_element(By.NAME, "token").send_keys(self.args.token)
+        form.find_element(By.NAME, "bundleId").send_keys(self.args.topic)
+        Select(form.find_element(By.NAME, "environment")).select_by_visible_text("production")
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        wait_for("the token's verdict", lambda: "BadDeviceToken" in self.one("#validate-token-result").text)
+        check("this is a sandbox token, sent to production" in self.one("#validate-token-result").text, "the token verdict has no explanation")
+        jwt = subprocess.run([self.args.binary, "jwt", "--key", self.args.key], capture_output=True, text=True, timeout=30).stdout.strip()
+        form = self.one("#validate-jwt")
+        form.find_element(By.NAME, "jwt").send_keys(jwt)
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        wait_for("the provider token's verdict", lambda: "would be accepted" in self.one("#validate-jwt-result").text)
+        self.log("validators: a sandbox token judged for production (BadDeviceToken), a fresh provider token accepted")
+
     def device_controls(self):
         token = self.admin.get(f"/api/v1/tokens/{self.args.token}")
         device, bundle = token["deviceId"], token["bundleId"]
@@ -806,7 +822,7 @@ class UITest:
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
-                 self.screenshot, self.device_controls, self.fault_rules, self.accounts, self.live_activities, self.channels, self.load_tab, self.reset, self.console_is_clean]
+                 self.screenshot, self.validators, self.device_controls, self.fault_rules, self.accounts, self.live_activities, self.channels, self.load_tab, self.reset, self.console_is_clean]
         if self.args.admin_token:
             steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()
