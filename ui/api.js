@@ -65,12 +65,18 @@ export async function api(method, path, body, { allow = [] } = {}) {
   }
 }
 
-/** A GET whose answer is text (/metrics). */
+/** A GET whose answer is text (/metrics, a record's curl command or .apns file); a refusal throws with the API's message. */
 export async function apiText(path) {
   for (;;) {
     const res = await fetch(path, { headers: token ? { Authorization: `Bearer ${token}` } : {} });
     if (res.status === 401) { await askForToken(token ? 'That token was not accepted.' : ''); continue; }
-    if (!res.ok) throw new Error(`GET ${path}: HTTP ${res.status}`);
+    if (!res.ok) {
+      let message = '';
+      try { message = (await res.json()).error; } catch { /* not JSON */ }
+      const err = new Error(message || `GET ${path}: HTTP ${res.status}`);
+      err.status = res.status;
+      throw err;
+    }
     return res.text();
   }
 }

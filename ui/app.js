@@ -7,8 +7,8 @@
 //
 // The modules: helpers that know no view (format, records, liveactivity, histogram: pure; dom,
 // widgets, charts: elements; api: the admin API; state: what the page knows), then one module
-// per view (timeline, detail, filters, devices, accounts, activities, tokens, channels, calls,
-// faults, backend, checks, load, info), and the glue between them (stream, refresh,
+// per view (timeline, detail, filters, devices, accounts, activities, tokens, validate, channels,
+// calls, faults, backend, checks, load, info), and the glue between them (stream, refresh,
 // navigation). Views call each other's functions (a device's "Pushes →" sets a filter, which
 // shows the timeline), so their imports may go round in a circle; that is safe because a
 // module's top level only defines things: nothing runs before start() below, when every module
@@ -32,6 +32,7 @@ import { act, refreshSide } from './refresh.js';
 import { state } from './state.js';
 import { connectOnce, reconnect } from './stream.js';
 import { clearRecords, updateCounts, wireTimeline } from './timeline.js';
+import { wireValidators } from './validate.js';
 import { confirmDialog } from './widgets.js';
 
 function wireReset() {
@@ -58,6 +59,7 @@ async function start() {
   wireChannels();
   wireChecks();
   wireBackendDialog();
+  wireValidators();
   window.addEventListener('hashchange', () => { readHash(); showTab(state.tab); applyFilters(); });
   updateFaultForm();
   showTab(state.tab);

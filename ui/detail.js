@@ -1,10 +1,11 @@
 // The Notifications tab's detail pane: the selected record as the device showed it (a lock
-// screen preview), its payload, response, provider token, headers and timing.
+// screen preview), its payload, response, provider token, headers and timing, and the record
+// exported as a curl command or an .apns file.
 // May import: the helpers (dom, format, records, widgets, api, state) and the views its buttons
 // lead to: activities, filters, navigation, refresh.
 
 import { showActivitiesOf } from './activities.js';
-import { api, enc } from './api.js';
+import { api, apiText, enc } from './api.js';
 import { $, h } from './dom.js';
 import { setFilter } from './filters.js';
 import { bytes, fmtDateTime, fmtDuration, pad, since } from './format.js';
@@ -76,6 +77,38 @@ function sizeBar(r) {
       h('span', null, r.pushType === 'voip' ? 'VoIP limit' : 'limit for this push type')));
 }
 
+/** The record's request as a curl command (GET …/curl), copied; shown to be selected instead where
+ * the page may not write the clipboard (served over http from another host). */
+async function copyCurl(r) {
+  let text;
+  try { text = await apiText(`/api/v1/notifications/${enc(r.apnsId)}/curl`); } catch (e) { toast(e.message, true); return; }
+  if (navigator.clipboard && window.isSecureContext) {
+    try {
+      await navigator.clipboard.writeText(text);
+      toast('cURL command copied: set $APNS_JWT to your provider token');
+      return;
+    } catch { /* shown below */ }
+  }
+  const box = h('textarea', { id: 'curl-text', class: 'curl-box mono', readonly: true, rows: text.split('\n').length, 'aria-label': 'curl command' });
+  box.value = text;
+  const old = $('#curl-text');
+  if (old) old.replaceWith(box); else $('#detail .d-actions').after(box);
+  box.focus();
+  box.select();
+}
+
+/** The payload as an .apns file for `xcrun simctl push` or a drop on the Simulator (GET …/apns). */
+async function downloadApns(r) {
+  let text;
+  try { text = await apiText(`/api/v1/notifications/${enc(r.apnsId)}/apns`); } catch (e) { toast(e.message, true); return; }
+  const url = URL.createObjectURL(new Blob([text], { type: 'application/json' }));
+  const link = h('a', { href: url, download: `${r.apnsId}.apns`, style: 'display:none' });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
 /** Shows the selected record, or how to select one. */
 export function renderDetail(resetScroll) {
   const pane = $('#detail');
@@ -107,6 +140,8 @@ export function renderDetail(resetScroll) {
         if (t) toast(`Tapped: ${t.callbacks.join(', ') || 'no callbacks'}${t.launched ? ' (app launched)' : ''}`);
       } }, 'Tap it on the device') : null,
       r.pushType === 'liveactivity' && device ? h('button', { type: 'button', class: 'btn small', title: 'The Live Activities on the device as it shows them now', onclick: () => showActivitiesOf(device) }, 'Live Activities on the device →') : null,
+      h('button', { type: 'button', class: 'btn small ghost', id: 'copy-curl', title: 'A curl command that sends this request again ($APNS_JWT for the provider token)', onclick: () => copyCurl(r) }, 'Copy cURL'),
+      h('button', { type: 'button', class: 'btn small ghost', id: 'download-apns', title: 'The payload as an .apns file for xcrun simctl push or the Simulator', onclick: () => downloadApns(r) }, 'Download .apns'),
       h('button', { type: 'button', class: 'btn small ghost', onclick: () => copy(JSON.stringify(stripPrivate(r), null, 2)) }, 'Copy record JSON')),
     section('device', 'On the device', device || 'no device',
       h('div', { class: 'device-view' }, lockScreen(r),

@@ -118,7 +118,7 @@ public struct ConnectionAuthenticator: Sendable {
     }
 
     /// Accepts `bearer` in any case (Apple writes lowercase; some clients send `Bearer`).
-    static func bearerToken(_ header: Substring) -> Substring? {
+    public static func bearerToken(_ header: Substring) -> Substring? {
         let scheme = "bearer".utf8
         let utf8 = header.utf8
         // `bearer` with nothing after it (its space trimmed away) carries an empty token.

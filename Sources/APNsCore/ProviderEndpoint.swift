@@ -741,10 +741,7 @@ public final class ProviderEndpoint: Sendable {
                 explanation: "apns-topic '\(topic)' is not a bundle id (letters, digits, '-' and '.') with an optional push-type suffix")
         }
         let credentials = world.credentials
-        // A topic that is itself a registered bundle id has no suffix, even if it happens to
-        // end like one (an app called com.example.voip).
-        var implied = PushType.implied(byTopic: Substring(topic))
-        if implied != nil, credentials.owner(ofBundle: topic) != nil { implied = nil }
+        let implied = TopicRules.impliedPushType(ofTopic: topic, credentials: credentials)
         let pushType: PushType
         if let header = syntax.pushType {
             if header.topicSuffix.isEmpty, let implied {
@@ -762,8 +759,7 @@ public final class ProviderEndpoint: Sendable {
             pushType = implied ?? .alert
         }
         record.pushType = pushType.rawValue
-        let suffixLength = pushType.topicSuffix.utf8.count
-        let bundleID = suffixLength == 0 ? topic : String(Substring(topic.utf8.dropLast(suffixLength)))
+        let bundleID = TopicRules.bundleID(ofTopic: topic, pushType: pushType)
         record.bundleID = bundleID
         let provider: AuthenticatedProvider
         switch identity {
@@ -787,73 +783,30 @@ public final class ProviderEndpoint: Sendable {
                 reason: .invalidPushType,
                 explanation: "\(pushType.rawValue) pushes need a certificate-based connection; this one uses provider tokens")
         }
-        guard let owner = credentials.owner(ofBundle: bundleID) else {
-            throw Rejection(
-                reason: .topicDisallowed,
-                explanation: "no team owns bundle \(bundleID); register it with --app \(provider.teamID):\(bundleID)")
-        }
-        guard owner.teamID == provider.teamID else {
-            throw Rejection(
-                reason: .topicDisallowed,
-                explanation: "bundle \(bundleID) belongs to team \(owner.teamID), not \(provider.teamID)")
-        }
-        guard provider.key.covers(bundleID: bundleID, topic: topic) else {
-            throw Rejection(
-                reason: .topicDisallowed,
-                explanation: "topic-specific key \(provider.key.keyID) does not cover \(bundleID)")
-        }
-        guard owner.addedAtGeneration <= provider.boundAtGeneration else {
-            throw Rejection(
-                reason: .topicDisallowed,
-                explanation: "bundle \(bundleID) was added to team \(owner.teamID) after this connection was bound; open a new connection")
+        if let refusal = TopicRules.tokenRefusal(bundleID: bundleID, topic: topic, provider: provider, credentials: credentials) {
+            throw Rejection(reason: refusal.reason, explanation: refusal.explanation)
         }
         return (topic, pushType)
     }
 
+    /// The shared rules (DeviceTokenRules.swift); a token invalidated with a delay may reach
+    /// its 410 early after enough pushes, so this push is counted first.
     private func checkDeviceToken(
         _ syntax: Syntax, topic: String, environment: APNsEnvironment, now: Int64,
         world: inout World, record: inout NotificationRecord
     ) throws(Rejection) -> TokenEntry {
-        guard !syntax.token.isEmpty else {
-            throw Rejection(reason: .missingDeviceToken, explanation: "no device token after /3/device/")
-        }
-        guard syntax.tokenShape.isEvenLengthHex else {
-            throw Rejection(reason: .badDeviceToken, explanation: "device token is not an even-length run of hex digits")
-        }
+        if let refusal = DeviceTokenRules.refusal(ofText: syntax.token, shape: syntax.tokenShape) { throw Rejection(refusal) }
         // The record already holds the token as a String; reuse it unless it needs lowercasing.
         let normalized = syntax.tokenShape.hasUppercase ? Hex.lowercased(syntax.token) : record.token
-        guard let entry = world.registry.token(normalized) else {
-            throw Rejection(reason: .badDeviceToken, explanation: "no device was issued this token")
-        }
-        record.deviceID = entry.deviceID
-        guard entry.environment == environment else {
-            throw Rejection(
-                reason: .badDeviceToken,
-                explanation: "this is a \(entry.environment.rawValue) token, sent to \(environment.rawValue)")
-        }
-        guard entry.topic == topic else {
-            throw Rejection(
-                reason: .deviceTokenNotForTopic,
-                explanation: "the token belongs to topic \(entry.topic), not \(topic)")
-        }
-        // A token invalidated with a delay may reach its 410 early after enough pushes.
-        let state =
-            entry.pushesUntilUnregistered == nil
-            ? entry.state : world.registry.countPushToInvalidatedToken(entry.token, nowMs: now) ?? entry.state
-        switch state {
-        case .active:
-            return entry
-        case .unregistered(let since) where since <= now:
-            throw Rejection(
-                reason: .unregistered,
-                explanation: "the token stopped being valid for \(entry.topic) at \(since) ms (app uninstalled or token replaced)",
-                timestampMs: since)
-        case .unregistered:
-            return entry  // invalidated, but APNs has not started answering 410 yet
-        case .expired:
-            throw Rejection(reason: .expiredToken, explanation: "the token has expired")
-        case .rateLimited:
-            return entry  // answered by the rate stage, after the payload checks
+        let found = world.registry.token(normalized)
+        if let found { record.deviceID = found.deviceID }
+        do {
+            return try DeviceTokenRules.judge(found, topic: topic, environment: environment, nowMs: now) { entry in
+                entry.pushesUntilUnregistered == nil
+                    ? entry.state : world.registry.countPushToInvalidatedToken(entry.token, nowMs: now) ?? entry.state
+            }
+        } catch {
+            throw Rejection(error)
         }
     }
 
@@ -937,6 +890,12 @@ public final class ProviderEndpoint: Sendable {
             storeUntilMs: storeUntil, payload: payload, content: content)
         notification.acceptedAtNanos = Monotonic.nowNanoseconds()
         return .deliver(notification)
+    }
+}
+
+extension ProviderEndpoint.Rejection {
+    fileprivate init(_ refusal: DeviceTokenRules.Refusal) {
+        self.init(reason: refusal.reason, explanation: refusal.explanation, timestampMs: refusal.timestampMs)
     }
 }
 

@@ -16,6 +16,9 @@ public protocol AdminHost: AnyObject, Sendable {
     /// The addresses bound, as `GET /api/v1/info` shows them.
     var addresses: JSONValue { get }
     var providerConnectionCount: Int { get }
+    /// How the provider endpoint judges pushes (token policy, reason spellings): the
+    /// validators answer as it would.
+    var endpointOptions: EndpointOptions { get }
     var deviceConnectionCount: Int { get }
 
     /// `GET /metrics`: every family, Prometheus text.

@@ -16,6 +16,7 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
     static let resources: [any AdminResource.Type] = [
         SystemRoutes.self, NotificationRoutes.self, DeviceRoutes.self, TokenRoutes.self, CredentialRoutes.self,
         FaultRoutes.self, AccountRoutes.self, ClockRoutes.self, ChannelRoutes.self, LiveActivityRoutes.self,
+        ValidationRoutes.self,
     ]
 
     /// The emulator behind the API (which holds the emulator itself unowned: the emulator owns

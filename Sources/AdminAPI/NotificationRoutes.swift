@@ -36,15 +36,65 @@ struct NotificationRoutes: AdminResource {
             try wait(req, http)
         }
         r.add("GET", "/api/v1/notifications/{id}", "one record by apns-id or apns-unique-id") { _, p, _ in
-            let id = p["id"] ?? ""
-            let record = state.readJournal { world in
-                world.records.newestFirst(limit: 1) {
-                    $0.apnsID.caseInsensitiveCompare(id) == .orderedSame
-                        || $0.uniqueID?.caseInsensitiveCompare(id) == .orderedSame
-                }.first
-            }
-            guard let record else { throw AdminError(404, "no notification with apns-id or apns-unique-id \(id)") }
-            return .json(200, AdminJSON.record(record))
+            .json(200, AdminJSON.record(try record(p["id"] ?? "")))
+        }
+        r.add("GET", "/api/v1/notifications/{id}/curl", "a curl command that sends the recorded request again") { req, p, _ in
+            try curlCommand(try record(p["id"] ?? ""), req)
+        }
+        r.add("GET", "/api/v1/notifications/{id}/apns", "the payload as an .apns file for the Simulator") { _, p, _ in
+            try simulatorFile(try record(p["id"] ?? ""))
+        }
+    }
+
+    /// The newest record whose apns-id or apns-unique-id is `id`.
+    private func record(_ id: String) throws -> NotificationRecord {
+        let record = state.readJournal { world in
+            world.records.newestFirst(limit: 1) {
+                $0.apnsID.caseInsensitiveCompare(id) == .orderedSame
+                    || $0.uniqueID?.caseInsensitiveCompare(id) == .orderedSame
+            }.first
+        }
+        guard let record else { throw AdminError(404, "no notification with apns-id or apns-unique-id \(id)") }
+        return record
+    }
+
+    /// `?host=apple` (default): Apple's host for the record's environment; `?host=emulator`:
+    /// this emulator's listener for it.
+    private func curlCommand(_ record: NotificationRecord, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
+        let target: PushExport.CurlTarget
+        switch request.query["host"] ?? "apple" {
+        case "apple": target = .apple(record.environment)
+        case "emulator": target = try emulatorTarget(record.environment)
+        case let other: throw AdminError(400, "host must be apple or emulator, not '\(other)'")
+        }
+        let command = try Self.exported { () throws(PushExport.Refusal) in try PushExport.curlCommand(record, to: target) }
+        return HTTP1ServerResponse(status: 200, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Array(command.utf8))
+    }
+
+    private func emulatorTarget(_ environment: APNsEnvironment) throws -> PushExport.CurlTarget {
+        let addresses = host.addresses.objectValue ?? JSONObject()
+        let production = environment == .production
+        let target = PushExport.CurlTarget.emulator(
+            environment, direct: addresses[production ? "production" : "sandbox"]?.stringValue,
+            listen: addresses["listen"]?.arrayValue?.first?.stringValue,
+            h2c: addresses[production ? "h2cProduction" : "h2cSandbox"]?.stringValue,
+            caFile: addresses["caFile"]?.stringValue)
+        guard let target else { throw AdminError(409, "the emulator has no listener that serves \(environment.rawValue) pushes") }
+        return target
+    }
+
+    private func simulatorFile(_ record: NotificationRecord) throws -> HTTP1ServerResponse {
+        let file = try Self.exported { () throws(PushExport.Refusal) in try PushExport.simulatorFile(record) }
+        return HTTP1ServerResponse(
+            status: 200,
+            headers: [("Content-Type", "application/json"), ("Content-Disposition", "attachment; filename=\"\(record.apnsID).apns\"")],
+            body: file)
+    }
+
+    /// An export's refusal as 409 (the journal kept part of the request) or 422.
+    private static func exported<T>(_ body: () throws(PushExport.Refusal) -> T) throws -> T {
+        do { return try body() } catch {
+            throw AdminError(error.kind == .incomplete ? 409 : 422, error.message)
         }
     }
 

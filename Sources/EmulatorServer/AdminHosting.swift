@@ -31,6 +31,7 @@ final class EmulatorAdminHost: AdminHost, Sendable {
     var version: String { Emulator.version }
     var startedAtMs: Int64 { emulator.startedAtMs }
     var addresses: JSONValue { emulator.addresses.json }
+    var endpointOptions: EndpointOptions { emulator.configuration.endpoint }
     var providerConnectionCount: Int { emulator.providers.openConnections.load(ordering: .relaxed) }
     var deviceConnectionCount: Int { emulator.devices.connectionCount }
 

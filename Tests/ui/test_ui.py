@@ -241,6 +241,12 @@ class UITest:
         stray = self.js("return Array.from(document.getElementById('detail').childNodes, (n) => n.nodeType === 3 ? n.textContent.trim() : '').filter(Boolean);")
         check(not stray, f"the detail pane shows stray text {stray!r}")
         self.log("detail pane: lock-screen preview, size bar, JSON, response, JWT and headers shown")
+        check(self.one("#copy-curl").text == "Copy cURL" and self.one("#download-apns").text == "Download .apns", "the detail pane has no Copy cURL / Download .apns buttons")
+        self.click("#copy-curl")
+        # Copied (a toast says so), or shown to be selected where the clipboard is refused.
+        shown = lambda: (self.css("#curl-text") and "/3/device/" in self.css("#curl-text")[0].get_attribute("value")) or any("cURL command copied" in t.text for t in self.css("#toasts .toast"))
+        wait_for("the curl command copied or shown", shown)
+        self.log("detail pane: Copy cURL and Download .apns buttons work")
 
     def escaping(self):
         hostile = '<img src=x id=pwned onerror="window.__pwned=1">'
@@ -281,6 +287,22 @@ class UITest:
         time.sleep(0.3)  # let the fresh-row highlight settle
         check(self.driver.save_screenshot(self.args.screenshot), f"could not write {self.args.screenshot}")
         self.log(f"screenshot: {self.args.screenshot}")
+
+    def validators(self):
+        self.tab("devices")
+        form = self.one("#validate-token")
+        form.find_element(By.NAME, "token").send_keys(self.args.token)
+        form.find_element(By.NAME, "bundleId").send_keys(self.args.topic)
+        Select(form.find_element(By.NAME, "environment")).select_by_visible_text("production")
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        wait_for("the token's verdict", lambda: "BadDeviceToken" in self.one("#validate-token-result").text)
+        check("this is a sandbox token, sent to production" in self.one("#validate-token-result").text, "the token verdict has no explanation")
+        jwt = subprocess.run([self.args.binary, "jwt", "--key", self.args.key], capture_output=True, text=True, timeout=30).stdout.strip()
+        form = self.one("#validate-jwt")
+        form.find_element(By.NAME, "jwt").send_keys(jwt)
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        wait_for("the provider token's verdict", lambda: "would be accepted" in self.one("#validate-jwt-result").text)
+        self.log("validators: a sandbox token judged for production (BadDeviceToken), a fresh provider token accepted")
 
     def device_controls(self):
         token = self.admin.get(f"/api/v1/tokens/{self.args.token}")
@@ -800,7 +822,7 @@ class UITest:
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
-                 self.screenshot, self.device_controls, self.fault_rules, self.accounts, self.live_activities, self.channels, self.load_tab, self.reset, self.console_is_clean]
+                 self.screenshot, self.validators, self.device_controls, self.fault_rules, self.accounts, self.live_activities, self.channels, self.load_tab, self.reset, self.console_is_clean]
         if self.args.admin_token:
             steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()

@@ -1,0 +1,63 @@
+/// The device-token stage of a push (docs/apns-behaviour.md, "Check order"): what APNs makes of
+/// a token for a topic and an environment. The provider endpoint judges every push with it, and
+/// the admin API's token validator answers with it, so the two cannot disagree.
+public enum DeviceTokenRules {
+    /// Why a push to the token is refused at this stage.
+    public struct Refusal: Error, Sendable, Equatable {
+        public enum Kind: String, Sendable {
+            case missing, malformed, unknown
+            case wrongEnvironment = "wrong-environment"
+            case wrongTopic = "wrong-topic"
+            case unregistered, expired
+        }
+        public var kind: Kind
+        public var reason: APNsReason
+        public var explanation: String
+        /// 410 `Unregistered` only: when the token stopped being valid (ms).
+        public var timestampMs: Int64? = nil
+    }
+
+    /// Refusals the token's text alone decides, before it is looked up.
+    public static func refusal(ofText token: Substring, shape: Hex.TokenShape) -> Refusal? {
+        guard !token.isEmpty else {
+            return Refusal(kind: .missing, reason: .missingDeviceToken, explanation: "no device token after /3/device/")
+        }
+        guard shape.isEvenLengthHex else {
+            return Refusal(kind: .malformed, reason: .badDeviceToken, explanation: "device token is not an even-length run of hex digits")
+        }
+        return nil
+    }
+
+    /// Judges the token's entry (nil: never issued) for a push to `topic` in `environment`.
+    /// `stateNow` is the entry's state as this push finds it: the endpoint counts the push
+    /// first, for a token that turns 410 after a number of pushes; a validator only reads it.
+    public static func judge(
+        _ found: TokenEntry?, topic: String, environment: APNsEnvironment, nowMs: Int64,
+        stateNow: (TokenEntry) -> TokenState
+    ) throws(Refusal) -> TokenEntry {
+        guard let entry = found else {
+            throw Refusal(kind: .unknown, reason: .badDeviceToken, explanation: "no device was issued this token")
+        }
+        guard entry.environment == environment else {
+            throw Refusal(
+                kind: .wrongEnvironment, reason: .badDeviceToken,
+                explanation: "this is a \(entry.environment.rawValue) token, sent to \(environment.rawValue)")
+        }
+        guard entry.topic == topic else {
+            throw Refusal(kind: .wrongTopic, reason: .deviceTokenNotForTopic, explanation: "the token belongs to topic \(entry.topic), not \(topic)")
+        }
+        switch stateNow(entry) {
+        case .unregistered(let since) where since <= nowMs:
+            throw Refusal(
+                kind: .unregistered, reason: .unregistered,
+                explanation: "the token stopped being valid for \(entry.topic) at \(since) ms (app uninstalled or token replaced)",
+                timestampMs: since)
+        case .expired:
+            throw Refusal(kind: .expired, reason: .expiredToken, explanation: "the token has expired")
+        case .active, .unregistered, .rateLimited:
+            // Invalidated but not answering 410 yet, or rate-limited (the rate stage answers,
+            // after the payload checks): this stage lets the push through.
+            return entry
+        }
+    }
+}

@@ -1,0 +1,42 @@
+/// Topic rules for token-based pushes (docs/apns-behaviour.md, "Push types and topics"), shared
+/// by the provider endpoint and the admin API's provider-token validator.
+public enum TopicRules {
+    /// The push type a topic's suffix implies (`.voip`, `.push-type.liveactivity`…). A topic that
+    /// is itself a registered bundle id has no suffix, even if it happens to end like one (an
+    /// app called com.example.voip).
+    public static func impliedPushType(ofTopic topic: String, credentials: Credentials) -> PushType? {
+        guard let implied = PushType.implied(byTopic: Substring(topic)) else { return nil }
+        return credentials.owner(ofBundle: topic) == nil ? implied : nil
+    }
+
+    /// The bundle id a topic addresses: the topic without the suffix of `pushType`.
+    public static func bundleID(ofTopic topic: String, pushType: PushType) -> String {
+        let suffixLength = pushType.topicSuffix.utf8.count
+        return suffixLength == 0 ? topic : String(Substring(topic.utf8.dropLast(suffixLength)))
+    }
+
+    /// Why a verified provider token may not push to `topic` of `bundleID`: 403
+    /// `TopicDisallowed` when no team owns the bundle, another team does, the key is
+    /// topic-specific and does not cover it, or the bundle was added after the connection was
+    /// bound; nil when it may.
+    public static func tokenRefusal(
+        bundleID: String, topic: String, provider: AuthenticatedProvider, credentials: Credentials
+    ) -> (reason: APNsReason, explanation: String)? {
+        guard let owner = credentials.owner(ofBundle: bundleID) else {
+            return (.topicDisallowed, "no team owns bundle \(bundleID); register it with --app \(provider.teamID):\(bundleID)")
+        }
+        guard owner.teamID == provider.teamID else {
+            return (.topicDisallowed, "bundle \(bundleID) belongs to team \(owner.teamID), not \(provider.teamID)")
+        }
+        guard provider.key.covers(bundleID: bundleID, topic: topic) else {
+            return (.topicDisallowed, "topic-specific key \(provider.key.keyID) does not cover \(bundleID)")
+        }
+        guard owner.addedAtGeneration <= provider.boundAtGeneration else {
+            return (
+                .topicDisallowed,
+                "bundle \(bundleID) was added to team \(owner.teamID) after this connection was bound; open a new connection"
+            )
+        }
+        return nil
+    }
+}
