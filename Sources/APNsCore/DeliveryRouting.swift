@@ -21,7 +21,8 @@ extension World {
         return deliverNow(notification, nowMs: nowMs, device: device)
     }
 
-    /// Keeps one notification per (device, app), the newest, until it expires.
+    /// Keeps one notification per (device, app) until it expires: the newest, or with
+    /// `--stored-survivor random` any of those that arrived, with equal chance.
     mutating func store(_ notification: PendingNotification, nowMs: Int64, why: String) {
         var notification = notification
         guard let until = notification.storeUntilMs, until > nowMs else {
@@ -32,8 +33,21 @@ extension World {
         }
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
         if let older = delivery.stored[key], older.sequence != notification.sequence {
+            if deliveryOptions.storedSurvivor != .newest {
+                let arrivals = (delivery.storeArrivals[key] ?? 1) + 1
+                delivery.storeArrivals[key] = arrivals
+                if !deliveryOptions.storedSurvivor.newcomerWins(deviceID: key.deviceID, bundleID: key.bundleID, arrivals: arrivals) {
+                    setOutcome(
+                        notification.sequence, .coalesced,
+                        "not stored: APNs keeps one notification per app and chose another of the \(arrivals) that arrived (--stored-survivor random)"
+                    )
+                    return
+                }
+            }
             setOutcome(older.sequence, .coalesced, "replaced in the store by a newer notification (APNs keeps one per app)")
             delivery.noteDone(older.sequence)
+        } else if deliveryOptions.storedSurvivor != .newest {
+            delivery.storeArrivals[key] = 1
         }
         notification.wasStored = true
         delivery.stored[key] = notification
@@ -234,6 +248,7 @@ extension World {
         for bundleID in device.apps.keys.sorted() {
             let key = AppKey(deviceID: deviceID, bundleID: bundleID)
             if let stored = delivery.stored.removeValue(forKey: key) {
+                delivery.storeArrivals.removeValue(forKey: key)
                 delivery.noteDone(stored.sequence)
                 if let until = stored.storeUntilMs, until > nowMs {
                     frames.append(contentsOf: deliverNow(stored, nowMs: nowMs))
@@ -255,6 +270,7 @@ extension World {
     }
 
     mutating func dropWaiting(_ key: AppKey, why: String) {
+        delivery.storeArrivals.removeValue(forKey: key)
         if let stored = delivery.stored.removeValue(forKey: key) {
             setOutcome(stored.sequence, .droppedBySystem, "discarded: \(why)")
             delivery.noteDone(stored.sequence)
@@ -278,6 +294,7 @@ extension World {
         if !widgetPushes.books.isEmpty { widgetPushes.tick(nowMs: nowMs) }
         for (key, stored) in delivery.stored where (stored.storeUntilMs ?? 0) <= nowMs {
             delivery.stored.removeValue(forKey: key)
+            delivery.storeArrivals.removeValue(forKey: key)
             delivery.noteDone(stored.sequence)
             setOutcome(stored.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline")
         }

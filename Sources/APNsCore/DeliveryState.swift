@@ -27,8 +27,42 @@ public struct DeliveryOptions: Sendable {
     /// A device whose oldest unacknowledged delivery is this old is disconnected; what it
     /// had not acknowledged goes back to the store.
     public var deviceAckTimeoutMs: Int64 = 60_000
+    /// Which notification an offline device's slot keeps when several arrive: the newest, or
+    /// one chosen at random (Apple: "in a non-deterministic way").
+    public var storedSurvivor: StoredSurvivor = .newest
 
     public init() {}
+}
+
+/// APNs keeps one notification per app for an offline device, and Apple's sending page says it
+/// picks the one "in a non-deterministic way" (a 2025 DTS answer says the same). `newest` is
+/// what providers tend to assume; `random` keeps each of the notifications that arrived for the
+/// slot with equal chance, reproducibly for one seed, so a provider that relies on newest-wins
+/// sees it fail.
+public enum StoredSurvivor: Sendable, Equatable {
+    case newest
+    case random(seed: UInt64)
+
+    /// Whether the newcomer, the `arrivals`-th notification for a slot since it filled, takes
+    /// it from the one kept so far: with chance 1/arrivals, which leaves each arrival an equal
+    /// chance of being kept (reservoir sampling). Depends only on the seed, the slot and the
+    /// count, so the same pushes with the same seed keep the same one.
+    public func newcomerWins(deviceID: String, bundleID: String, arrivals: Int) -> Bool {
+        guard case .random(let seed) = self, arrivals > 1 else { return true }
+        var mixed = seed ^ Self.fnv1a(deviceID) ^ (Self.fnv1a(bundleID) &* 0x1000_0000_01B3) ^ (UInt64(arrivals) &* 0x9E37_79B9_7F4A_7C15)
+        // SplitMix64's finaliser: every input bit reaches every output bit.
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        mixed ^= mixed >> 31
+        return mixed % UInt64(arrivals) == 0
+    }
+
+    /// FNV-1a: a hash that is the same in every process (Swift's Hasher is seeded per process).
+    static func fnv1a(_ text: String) -> UInt64 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        return hash
+    }
 }
 
 /// A message for one device connection, produced inside the lock and written after it.
@@ -105,6 +139,9 @@ struct InFlight: Sendable {
 /// held background pushes, deliveries awaiting an ack, budgets and what is on screen.
 public struct DeliveryState: Sendable {
     var stored: [AppKey: PendingNotification] = [:]
+    /// `--stored-survivor random`: notifications that arrived for each filled slot (memory
+    /// only: after a restart, or on another instance, a slot counts afresh).
+    var storeArrivals: [AppKey: Int] = [:]
     var deferred: [AppKey: (notification: PendingNotification, reason: DeferReason)] = [:]
     var batched: [(releaseAtMs: Int64, notification: PendingNotification)] = []
     var inflight: [UInt64: InFlight] = [:]

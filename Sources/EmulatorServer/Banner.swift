@@ -39,6 +39,10 @@ public enum Banner {
             world.credentials.keys.values.sorted { $0.keyID < $1.keyID }.map { "\($0.teamID):\($0.keyID)" }
         }
         row("provider keys", keys.isEmpty ? "none (add --auth-key TEAMID:KEYID:PATH)" : keys.joined(separator: ", "))
+        if case .random(let seed) = c.delivery.storedSurvivor {
+            // Printed so a run with plain `random` can be repeated with random:SEED.
+            row("stored survivor", "random, seed \(seed) (--stored-survivor random:\(seed) repeats the choices)")
+        }
         if let demo = emulator.demo {
             row(
                 "demo",

@@ -221,3 +221,30 @@ struct BackgroundBudgetTests {
         #expect(!used)
     }
 }
+
+/// `--stored-survivor random`: each of the notifications that arrived for a slot is kept with
+/// equal chance, and one seed always makes the same choice.
+@Suite struct StoredSurvivorChoiceTests {
+    /// The index (0-based) of the notification kept when `count` arrive, as `store` applies it.
+    static func kept(_ survivor: StoredSurvivor, device: String, count: Int) -> Int {
+        var kept = 0
+        for arrivals in 2...count where survivor.newcomerWins(deviceID: device, bundleID: "com.example.app", arrivals: arrivals) {
+            kept = arrivals - 1
+        }
+        return kept
+    }
+
+    @Test func eachArrivalIsKeptWithEqualChance() {
+        var counts = [Int](repeating: 0, count: 5)
+        for device in 0..<20_000 { counts[Self.kept(.random(seed: 42), device: "device-\(device)", count: 5)] += 1 }
+        // 4,000 each expected; 3.5 standard deviations is about ±200.
+        for count in counts { #expect((3_700...4_300).contains(count), "\(counts)") }
+    }
+
+    @Test func oneSeedChoosesTheSameAndNewestAlwaysTakesTheSlot() {
+        let seeded = (0..<100).map { Self.kept(.random(seed: 7), device: "d\($0)", count: 6) }
+        #expect((0..<100).map { Self.kept(.random(seed: 7), device: "d\($0)", count: 6) } == seeded)
+        #expect((0..<100).map { Self.kept(.random(seed: 8), device: "d\($0)", count: 6) } != seeded)
+        #expect((0..<100).allSatisfy { Self.kept(.newest, device: "d\($0)", count: 6) == 5 })
+    }
+}

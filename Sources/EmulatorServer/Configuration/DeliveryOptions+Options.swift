@@ -25,6 +25,10 @@ extension DeliveryOptions {
         static let deviceAckTimeout = OptionSpec(
             "device-ack-timeout", "SECONDS", default: String(defaults.deviceAckTimeoutMs / 1000),
             "disconnect a device whose oldest unacknowledged delivery is this old (what it did not ack is stored again)")
+        static let storedSurvivor = OptionSpec(
+            "stored-survivor", "newest|random|random:SEED", default: "newest",
+            "which notification an offline device's slot keeps when several arrive for an app: the newest, or one at random (Apple: \"non-deterministic\"); a SEED makes the choice repeatable"
+        )
         static let tooManyRequests = OptionSpec(
             "too-many-requests", "N/SECONDS",
             "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off)")
@@ -41,5 +45,15 @@ extension DeliveryOptions {
         deviceWindow = try options.integer(Flag.deviceWindow, in: 1...1_000_000) ?? deviceWindow
         deviceAckTimeoutMs = try options.integer(Flag.deviceAckTimeout, in: 1...86_400).map { Int64($0) * 1000 } ?? deviceAckTimeoutMs
         tooManyRequests = try options.countWithin(Flag.tooManyRequests, example: "100/1") ?? tooManyRequests
+        switch options.string(Flag.storedSurvivor) {
+        case nil, "newest": break
+        case "random": storedSurvivor = .random(seed: UInt64.random(in: 0...UInt64.max))
+        case let text? where text.hasPrefix("random:"):
+            guard let seed = UInt64(text.dropFirst("random:".count)) else {
+                throw UsageError("\(options.origin(Flag.storedSurvivor)): '\(text)' is not random:SEED with SEED a whole number")
+            }
+            storedSurvivor = .random(seed: seed)
+        case let other?: throw UsageError("\(options.origin(Flag.storedSurvivor)): '\(other)' is not newest, random or random:SEED")
+        }
     }
 }

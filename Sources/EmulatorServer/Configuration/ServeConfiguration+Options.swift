@@ -51,7 +51,7 @@ extension ServeConfiguration {
             EndpointOptions.Flag.invalidPayload, Flag.tokenBytes, EndpointOptions.Flag.badEnvironmentReason, EndpointOptions.Flag.jwtClockSkew,
             DeliveryOptions.Flag.backgroundBudget, DeliveryOptions.Flag.lowPriorityDelay, DeliveryOptions.Flag.unregisteredDelay,
             DeliveryOptions.Flag.unregisteredAfterPushes, DeliveryOptions.Flag.deviceWindow, DeliveryOptions.Flag.deviceAckTimeout,
-            DeliveryOptions.Flag.tooManyRequests,
+            DeliveryOptions.Flag.tooManyRequests, DeliveryOptions.Flag.storedSurvivor,
             LiveActivityPolicy.Flag.updateBudget, LiveActivityPolicy.Flag.frequentUpdateBudget, LiveActivityPolicy.Flag.widgetBudget,
             Flag.faults,
             StateBackend.Flag.directory, StateBackend.Flag.redis, StateBackend.Flag.redisPrefix, StateBackend.Flag.journalLag,
