@@ -15,7 +15,8 @@ extension World {
             delivery.noteWaiting(.batched(releaseAtMs: releaseAt), notification)
             setOutcome(
                 notification.sequence, .pending,
-                "accepted; priority \(notification.priority) is batched for power and delivered within \(deliveryOptions.lowPriorityDelayMs) ms")
+                "accepted; priority \(notification.priority) is batched for power and delivered within \(deliveryOptions.lowPriorityDelayMs) ms",
+                atMs: nowMs)
             return []
         }
         return deliverNow(notification, nowMs: nowMs, device: device)
@@ -28,7 +29,7 @@ extension World {
         guard let until = notification.storeUntilMs, until > nowMs else {
             setOutcome(
                 notification.sequence, .expired,
-                "\(why), and apns-expiration \(notification.storeUntilMs == nil ? "0 means it is never stored" : "has passed")")
+                "\(why), and apns-expiration \(notification.storeUntilMs == nil ? "0 means it is never stored" : "has passed")", atMs: nowMs)
             return
         }
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
@@ -39,12 +40,12 @@ extension World {
                 if !deliveryOptions.storedSurvivor.newcomerWins(deviceID: key.deviceID, bundleID: key.bundleID, arrivals: arrivals) {
                     setOutcome(
                         notification.sequence, .coalesced,
-                        "not stored: APNs keeps one notification per app and chose another of the \(arrivals) that arrived (--stored-survivor random)"
-                    )
+                        "not stored: APNs keeps one notification per app and chose another of the \(arrivals) that arrived (--stored-survivor random)",
+                        atMs: nowMs)
                     return
                 }
             }
-            setOutcome(older.sequence, .coalesced, "replaced in the store by a newer notification (APNs keeps one per app)")
+            setOutcome(older.sequence, .coalesced, "replaced in the store by a newer notification (APNs keeps one per app)", atMs: nowMs)
             delivery.noteDone(older.sequence)
         } else if deliveryOptions.storedSurvivor != .newest {
             delivery.storeArrivals[key] = 1
@@ -52,7 +53,7 @@ extension World {
         notification.wasStored = true
         delivery.stored[key] = notification
         delivery.noteWaiting(.stored, notification)
-        setOutcome(notification.sequence, .stored, "stored: \(why); kept until \(RFC3339.format(milliseconds: until))")
+        setOutcome(notification.sequence, .stored, "stored: \(why); kept until \(RFC3339.format(milliseconds: until))", atMs: nowMs)
         records.update(sequence: notification.sequence) { $0.wasStored = true }
     }
 
@@ -60,7 +61,7 @@ extension World {
     mutating func deliverNow(_ notification: PendingNotification, nowMs: Int64, device known: Device? = nil) -> [DeviceFrame] {
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
         guard let device = known ?? registry.devices[notification.deviceID], let app = device.apps[notification.bundleID] else {
-            setOutcome(notification.sequence, .droppedBySystem, "the app is no longer installed, so the device discards it")
+            setOutcome(notification.sequence, .droppedBySystem, "the app is no longer installed, so the device discards it", atMs: nowMs)
             return []
         }
         // Only background wakes need the budget; most pushes never look it up.
@@ -77,13 +78,14 @@ extension World {
             if let older = delivery.deferred[key], older.notification.sequence != notification.sequence {
                 setOutcome(
                     older.notification.sequence, .throttled,
-                    "a newer background push replaced it while it was held; the system keeps only the newest")
+                    "a newer background push replaced it while it was held; the system keeps only the newest", atMs: nowMs)
                 delivery.noteDone(older.notification.sequence)
             }
             delivery.deferred[key] = (notification, reason)
             delivery.noteWaiting(.deferred(reason), notification)
             if wantsWake { delivery.setBudget(key, budget) }
-            setOutcome(notification.sequence, .deferred, "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour))
+            setOutcome(
+                notification.sequence, .deferred, "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour), atMs: nowMs)
             return []
         case .deliver(let verdict):
             if verdict.usedBackgroundBudget {
@@ -124,7 +126,7 @@ extension World {
             delivery.noteWaiting(
                 .inFlight, notification,
                 flight: FlightRow(deliveryID: id, connectionID: connectionID, sentAtMs: nowMs, verdict: verdict))
-            setOutcome(notification.sequence, .pending, "sent to the device; waiting for its ack")
+            setOutcome(notification.sequence, .pending, "sent to the device; waiting for its ack", atMs: nowMs)
             return [
                 DeviceFrame(
                     deviceID: device.id, connectionID: connectionID,
@@ -153,6 +155,7 @@ extension World {
             $0.callbacks = verdict.callbacks
             $0.display = verdict.display.rawValue
             $0.deliveredAtMs = nowMs
+            $0.noteTransition(verdict.outcome, atMs: nowMs)
         }
         noteAccount(notification, verdict: verdict, nowMs: nowMs, device: device)
         guard verdict.display != .none, let collapse = notification.collapseID else { return }
@@ -160,15 +163,16 @@ extension World {
         if let older = delivery.collapsed[key, default: [:]].updateValue(notification.sequence, forKey: collapse),
             older != notification.sequence
         {
-            setOutcome(older, .coalesced, "replaced in Notification Center by \(notification.apnsID) with the same apns-collapse-id")
+            setOutcome(older, .coalesced, "replaced in Notification Center by \(notification.apnsID) with the same apns-collapse-id", atMs: nowMs)
         }
     }
 
-    mutating func setOutcome(_ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String) {
+    mutating func setOutcome(_ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String, atMs nowMs: Int64) {
         counters.countOutcome(outcome)
         records.update(sequence: sequence) {
             $0.outcome = outcome
             $0.explanation = explanation
+            $0.noteTransition(outcome, atMs: nowMs)
         }
     }
 
@@ -253,7 +257,7 @@ extension World {
                 if let until = stored.storeUntilMs, until > nowMs {
                     frames.append(contentsOf: deliverNow(stored, nowMs: nowMs))
                 } else {
-                    setOutcome(stored.sequence, .expired, "expired in the store before the device came back online")
+                    setOutcome(stored.sequence, .expired, "expired in the store before the device came back online", atMs: nowMs)
                 }
             }
             frames.append(contentsOf: releaseDeferred(key, nowMs: nowMs))
@@ -269,14 +273,14 @@ extension World {
         return deliverNow(held.notification, nowMs: nowMs)
     }
 
-    mutating func dropWaiting(_ key: AppKey, why: String) {
+    mutating func dropWaiting(_ key: AppKey, why: String, nowMs: Int64) {
         delivery.storeArrivals.removeValue(forKey: key)
         if let stored = delivery.stored.removeValue(forKey: key) {
-            setOutcome(stored.sequence, .droppedBySystem, "discarded: \(why)")
+            setOutcome(stored.sequence, .droppedBySystem, "discarded: \(why)", atMs: nowMs)
             delivery.noteDone(stored.sequence)
         }
         if let held = delivery.deferred.removeValue(forKey: key) {
-            setOutcome(held.notification.sequence, .droppedBySystem, "discarded: \(why)")
+            setOutcome(held.notification.sequence, .droppedBySystem, "discarded: \(why)", atMs: nowMs)
             delivery.noteDone(held.notification.sequence)
         }
         delivery.collapsed.removeValue(forKey: key)
@@ -296,7 +300,7 @@ extension World {
             delivery.stored.removeValue(forKey: key)
             delivery.storeArrivals.removeValue(forKey: key)
             delivery.noteDone(stored.sequence)
-            setOutcome(stored.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline")
+            setOutcome(stored.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline", atMs: nowMs)
         }
         if !delivery.batched.isEmpty {
             let due = delivery.batched.filter { $0.releaseAtMs <= nowMs }

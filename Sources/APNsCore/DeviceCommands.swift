@@ -256,7 +256,7 @@ extension World {
         } catch {
             throw DeviceRequestError(error)
         }
-        dropWaiting(AppKey(deviceID: deviceID, bundleID: bundleID), why: "the app was uninstalled")
+        dropWaiting(AppKey(deviceID: deviceID, bundleID: bundleID), why: "the app was uninstalled", nowMs: nowMs)
         // Its Live Activities go with it (the uninstall's answer says so; no frames of their own).
         if liveActivities.book(deviceID: deviceID)?.apps[bundleID] != nil {
             _ = liveActivities.removeApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)

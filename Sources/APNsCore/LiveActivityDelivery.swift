@@ -48,7 +48,7 @@ extension World {
         case .ignored(let why), .refused(let why): (outcome, explanation) = (.ignored, why + note)
         case .throttled(let why): (outcome, explanation) = (.throttled, why + note)
         }
-        setOutcome(sequence, outcome, explanation)
+        setOutcome(sequence, outcome, explanation, atMs: nowMs)
         if stored { records.update(sequence: sequence) { $0.wasStored = true } }
         let apnsID = outcome == .ignored ? records.apnsID(sequence: sequence) ?? "" : ""
         noteLiveActivityOutcome(outcome) {
@@ -63,26 +63,27 @@ extension World {
 
     private mutating func waitForDevice(_ push: WaitingLiveActivityPush, nowMs: Int64) {
         guard let until = push.storeUntilMs, until > nowMs else {
-            setOutcome(push.sequence, .expired, "the device is offline, and apns-expiration 0 means the push is never stored")
+            setOutcome(push.sequence, .expired, "the device is offline, and apns-expiration 0 means the push is never stored", atMs: nowMs)
             return
         }
         if let older = liveActivities.waitingPushes[push.token] {
-            setOutcome(older.sequence, .coalesced, "replaced by a newer push to the same Live Activity token while the device was offline")
+            setOutcome(
+                older.sequence, .coalesced, "replaced by a newer push to the same Live Activity token while the device was offline", atMs: nowMs)
         } else if liveActivities.waitingPushes.count >= LiveActivityWorld.maxWaitingPushes {
             setOutcome(
                 push.sequence, .expired,
-                "the device is offline and \(LiveActivityWorld.maxWaitingPushes) Live Activity pushes already wait for offline devices")
+                "the device is offline and \(LiveActivityWorld.maxWaitingPushes) Live Activity pushes already wait for offline devices", atMs: nowMs)
             return
         }
         liveActivities.hold(push)
-        setOutcome(push.sequence, .stored, "stored: the device is offline; it takes the push when it is back")
+        setOutcome(push.sequence, .stored, "stored: the device is offline; it takes the push when it is back", atMs: nowMs)
     }
 
     mutating func expireWaitingLiveActivityPushes(nowMs: Int64) {
         guard !liveActivities.waitingPushes.isEmpty else { return }
         for (token, push) in liveActivities.waitingPushes where (push.storeUntilMs ?? 0) <= nowMs {
             liveActivities.takeWaiting(token: token)
-            setOutcome(push.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline")
+            setOutcome(push.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline", atMs: nowMs)
         }
     }
 
@@ -97,7 +98,7 @@ extension World {
         for push in waiting {
             liveActivities.takeWaiting(token: push.token)
             guard (push.storeUntilMs ?? 0) > nowMs else {
-                setOutcome(push.sequence, .expired, "expired in the store before the device came back online")
+                setOutcome(push.sequence, .expired, "expired in the store before the device came back online", atMs: nowMs)
                 continue
             }
             frames += takeLiveActivityPush(

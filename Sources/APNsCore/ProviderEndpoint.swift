@@ -445,7 +445,7 @@ public final class ProviderEndpoint: Sendable {
         let sequence = world.records.append(moving: &record)
         switch route {
         case .deliver(let notification)?: reply.deviceFrames = world.route(notification, nowMs: now)
-        case .drop(let why)?: world.setOutcome(sequence, .droppedBySystem, why)
+        case .drop(let why)?: world.setOutcome(sequence, .droppedBySystem, why, atMs: now)
         case .liveActivity(let token, let priority, let expiration)?:
             reply.deviceFrames = world.applyLiveActivityPush(
                 token: token, payload: request.body, priority: priority, expiration: expiration, sequence: sequence, nowMs: now)

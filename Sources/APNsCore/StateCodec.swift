@@ -4,9 +4,9 @@
 /// pure Swift, no unsafe code. Each value starts with a format byte so a reader can refuse
 /// what it does not know instead of misreading it.
 public enum StateCodec {
-    /// 2 added the account fields (userID, addressee, crossAccount), 3 a broadcast's reach;
-    /// 1 and 2 are still read.
-    static let recordFormat: UInt8 = 3
+    /// 2 added the account fields (userID, addressee, crossAccount), 3 a broadcast's reach,
+    /// 4 the delivery transitions; 1 to 3 are still read.
+    static let recordFormat: UInt8 = 4
     static let notificationFormat: UInt8 = 1
     static let faultsFormat: UInt8 = 1
     static let channelFormat: UInt8 = 1
@@ -70,6 +70,11 @@ public enum StateCodec {
         w.put(r.addressee)
         w.put(r.crossAccount)
         encode(r.broadcast, into: &w)
+        w.u64(UInt64(r.transitions.count))
+        for transition in r.transitions {
+            w.put(transition.atMs)
+            w.put(transition.outcome)
+        }
         return w.bytes
     }
 
@@ -209,6 +214,13 @@ public enum StateCodec {
             record.crossAccount = try r.take()
         }
         if format >= 3 { record.broadcast = try decodeReach(&r) }
+        if format >= 4 {
+            let count = try r.count()
+            guard count <= NotificationRecord.maxTransitions else {
+                throw r.damaged("\(count) transitions, more than \(NotificationRecord.maxTransitions)")
+            }
+            for _ in 0..<count { record.transitions.append((try r.take(), try r.take())) }
+        }
         try r.expectEnd()
         return record
     }

@@ -210,7 +210,8 @@ extension World {
             switch waiting.slot {
             case .stored:
                 if let older = world.delivery.stored[key] {
-                    world.setOutcome(older.sequence, .coalesced, "replaced in the store by a newer notification (APNs keeps one per app)")
+                    world.setOutcome(
+                        older.sequence, .coalesced, "replaced in the store by a newer notification (APNs keeps one per app)", atMs: nowMs)
                     world.delivery.noteDone(older.sequence)
                 }
                 world.delivery.stored[key] = n

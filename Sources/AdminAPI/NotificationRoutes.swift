@@ -44,6 +44,23 @@ struct NotificationRoutes: AdminResource {
         r.add("GET", "/api/v1/notifications/{id}/apns", "the payload as an .apns file for the Simulator") { _, p, _ in
             try simulatorFile(try record(p["id"] ?? ""))
         }
+        r.add("GET", "/api/v1/notifications/{id}/log", "the delivery log: each state with when, as Apple's console shows it") { _, p, _ in
+            .json(200, Self.deliveryLog(try record(p["id"] ?? "")))
+        }
+    }
+
+    /// `{"apnsId", "uniqueId", "outcome", "log": [{"at", "atMs", "state", "console", "note"}]}`.
+    static func deliveryLog(_ record: NotificationRecord) -> JSONValue {
+        let entries: [JSONValue] = DeliveryLog.entries(for: record).map { entry in
+            [
+                "at": .string(RFC3339.format(milliseconds: entry.atMs)), "atMs": .int(entry.atMs), "state": .string(entry.state),
+                "console": .string(entry.console), "note": entry.note.map(JSONValue.string) ?? .null,
+            ]
+        }
+        return [
+            "apnsId": .string(record.apnsID), "uniqueId": record.uniqueID.map(JSONValue.string) ?? .null,
+            "outcome": .string(record.outcome.rawValue), "log": .array(entries),
+        ]
     }
 
     /// The newest record whose apns-id or apns-unique-id is `id`.

@@ -424,6 +424,7 @@ struct StateCodecTests {
         var reach = BroadcastReach(channelID: "Y2g=")
         reach.add(BroadcastReach.Delivery(deviceID: "d", activityID: "A", outcome: .delivered, explanation: "shown", fromStore: true))
         r.broadcast = reach
+        r.transitions = [(5, .stored), (9, .delivered)]
         return r
     }
 
@@ -431,10 +432,10 @@ struct StateCodecTests {
     /// codec (and this fixture) carry it.
     @Test func recordsRoundTripEveryField() throws {
         let record = Self.fullRecord()
-        // 44 fields in the codec, plus `accountedBytes` and `headerListBytes`, which only the
+        // 45 fields in the codec, plus `accountedBytes` and `headerListBytes`, which only the
         // journal's byte count uses (it recomputes it on restore), and `keptEncoded`, the codec's
         // own bytes while a follower has not decoded the record yet.
-        #expect(Mirror(reflecting: record).children.count == 47, "NotificationRecord changed: extend StateCodec and this test")
+        #expect(Mirror(reflecting: record).children.count == 48, "NotificationRecord changed: extend StateCodec and this test")
         var decoded = try StateCodec.decodeRecord(StateCodec.encode(record))
         #expect(decoded.broadcast == record.broadcast && decoded.broadcast != nil)
         decoded.accountedBytes = record.accountedBytes

@@ -1,0 +1,58 @@
+import Foundation
+import JSON
+import ProviderClient
+import Testing
+import TestSupport
+
+/// `GET /api/v1/notifications/{id}/log`: the states a push went through, with when, under the
+/// names of Apple's Push Notifications Console.
+@Suite struct DeliveryLogTests {
+    static func log(_ emulator: EmulatorProcess, _ id: String) throws -> [JSONValue] {
+        let reply = try emulator.admin("GET", "/api/v1/notifications/\(id)/log")
+        #expect(reply.status == 200, "\(reply.raw)")
+        return reply.json["log"]?.arrayValue ?? []
+    }
+
+    static func consoleNames(_ log: [JSONValue]) -> [String] { log.compactMap { $0["console"]?.stringValue } }
+
+    @Test func aPushStoredForAnOfflineDeviceShowsEveryStateWithItsTime() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)", body: ["online": false]).status == 200)
+        let connection = try emulator.connect()
+        let result = APNsResult(try connection.send(try emulator.push(device.token).request))
+        #expect(result.status == 200)
+        let uniqueID = try #require(result.uniqueID)
+        #expect(Self.consoleNames(try Self.log(emulator, uniqueID)) == ["Received", "Accepted", "Stored: device offline"])
+        Thread.sleep(forTimeInterval: 0.05)
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)", body: ["online": true]).status == 200)
+        var log: [JSONValue] = []
+        _ = try eventually {
+            log = try Self.log(emulator, uniqueID)
+            return log.count == 4
+        }
+        #expect(Self.consoleNames(log) == ["Received", "Accepted", "Stored: device offline", "Delivered from storage"])
+        let times = log.compactMap { $0["atMs"]?.intValue }
+        #expect(times == times.sorted() && times.count == 4)
+        #expect(times[3] - times[2] >= 50, "delivered when the device came back, not when stored: \(times)")
+        #expect(log[3]["state"]?.stringValue == "delivered" && log[3]["note"]?.stringValue?.isEmpty == false)
+        // The same log by apns-id; the record keeps it across a look-up of the record itself.
+        #expect(Self.consoleNames(try Self.log(emulator, try #require(result.apnsID))).count == 4)
+    }
+
+    @Test func refusedAndDiscardedPushesSayWhy() throws {
+        let emulator = try EmulatorProcess()
+        let connection = try emulator.connect()
+        let refused = APNsResult(try connection.send(try emulator.push(String(repeating: "ab", count: 32)).request))
+        #expect(Self.consoleNames(try Self.log(emulator, try #require(refused.apnsID))) == ["Received", "Discarded: BadDeviceToken"])
+
+        // Stored for an offline device, then the app is uninstalled: discarded as unregistered.
+        let device = try emulator.createDevice()
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)", body: ["online": false]).status == 200)
+        let stored = APNsResult(try connection.send(try emulator.push(device.token).request))
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)").status == 200)
+        let log = try Self.log(emulator, try #require(stored.apnsID))
+        #expect(Self.consoleNames(log) == ["Received", "Accepted", "Stored: device offline", "Discarded: unregistered"])
+        #expect(try emulator.admin("GET", "/api/v1/notifications/not-an-id/log").status == 404)
+    }
+}
