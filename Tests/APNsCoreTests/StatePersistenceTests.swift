@@ -447,7 +447,8 @@ struct StateCodecTests {
 
     /// The stored formats: a change to these bytes makes existing state directories unreadable
     /// (a new layout needs a new format number and a reader for the old one). Records are
-    /// written in format 2 (format 1 plus the account fields) and format 1 is still read.
+    /// written in format 4 (format 1, the account fields, a broadcast's reach, the delivery
+    /// transitions) and formats 1 to 3 are still read.
     @Test func storedFormatsStayTheSame() throws {
         func hex(_ bytes: [UInt8]) -> String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
         func bytes(_ hex: String) -> [UInt8] {
@@ -465,14 +466,21 @@ struct StateCodecTests {
         let reach =
             "01" + "045932673d" + "020200" + "01" + "0964656c697665726564" + "02" + "01" + "0164" + "010141" + "0964656c697665726564" + "0573686f776e"
             + "01"
-        #expect(hex(StateCodec.encode(Self.fullRecord())) == "03" + formatOneFull.dropFirst(2) + accountFields + reach)
-        #expect(hex(StateCodec.encode(Self.sparseRecord())) == "03" + formatOneSparse.dropFirst(2) + "000000" + "00")
-        var formatTwo = Self.fullRecord()
+        // Format 4 = format 3's, then the transitions: count 2, (5 ms, stored), (9 ms, delivered).
+        let transitions = "02" + "0a" + "0673746f726564" + "12" + "0964656c697665726564"
+        #expect(hex(StateCodec.encode(Self.fullRecord())) == "04" + formatOneFull.dropFirst(2) + accountFields + reach + transitions)
+        #expect(hex(StateCodec.encode(Self.sparseRecord())) == "04" + formatOneSparse.dropFirst(2) + "000000" + "00" + "00")
+        var formatThree = Self.fullRecord()
+        formatThree.transitions = []
+        var decodedThree = try StateCodec.decodeRecord(bytes("03" + formatOneFull.dropFirst(2) + accountFields + reach))
+        decodedThree.accountedBytes = formatThree.accountedBytes
+        #expect(String(describing: decodedThree) == String(describing: formatThree))
+        var formatTwo = formatThree
         formatTwo.broadcast = nil
         var decodedTwo = try StateCodec.decodeRecord(bytes("02" + formatOneFull.dropFirst(2) + accountFields))
         decodedTwo.accountedBytes = formatTwo.accountedBytes
         #expect(String(describing: decodedTwo) == String(describing: formatTwo))
-        var withoutAccount = Self.fullRecord()
+        var withoutAccount = formatThree
         withoutAccount.broadcast = nil
         withoutAccount.userID = nil
         withoutAccount.addressee = nil

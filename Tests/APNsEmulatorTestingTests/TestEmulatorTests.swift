@@ -21,10 +21,13 @@ struct TestEmulatorTests {
         let key = try ProviderSigningKey(
             teamID: apns.signingKey.teamID, keyID: apns.signingKey.keyID,
             privateKey: ES256PrivateKey(pem: apns.signingKey.pem))
+        // One issue time for the whole run: a token signed a second later on the same
+        // connection is a new token within 20 minutes (429 TooManyProviderTokenUpdates).
         return APNsPush(
-            token: token, topic: apns.bundleID, payload: Array(payload.utf8),
-            providerToken: try key.token(issuedAt: Int64(Date().timeIntervalSince1970)))
+            token: token, topic: apns.bundleID, payload: Array(payload.utf8), providerToken: try key.token(issuedAt: Self.issuedAt))
     }
+
+    static let issuedAt = Int64(Date().timeIntervalSince1970)
 
     /// The test kit's emulator serves channel management on its own free port; a channel made
     /// there with ProviderClient's request is listed by the typed admin client.
