@@ -39,13 +39,15 @@ RUN set -eu; \
 WORKDIR /src
 # SwiftPM checks every target's directory when it loads the manifest, so the test targets'
 # sources come along even though only the executable is built. The EmbedAssets plugin
-# (Plugins/) builds the web UI (ui/) and the OpenAPI document into the binary.
+# (Plugins/) builds the web UI (ui/), the OpenAPI document and the conformance catalogue
+# (conformance/) into the binary.
 COPY Package.swift ./
 COPY Sources ./Sources
 COPY Tests ./Tests
 COPY Plugins ./Plugins
 COPY ui ./ui
 COPY docs/openapi.json ./docs/openapi.json
+COPY conformance ./conformance
 
 # Swift's runtime and Foundation are linked in; the binary then needs only glibc, libstdc++,
 # libnghttp2, libssl/libcrypto, libsqlite3 and libhiredis at run time. Symbols are stripped (about a third of the size).
