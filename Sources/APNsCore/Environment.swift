@@ -1,4 +1,10 @@
 extension APNsEnvironment {
+    /// Apple's host name for the environment (what `:authority` says to pick it).
+    public var appleHost: String { self == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com" }
+
+    /// The other environment.
+    public var other: APNsEnvironment { self == .production ? .sandbox : .production }
+
     /// Apple's host names and the environment each one selects (docs/apns-behaviour.md,
     /// "Endpoints and environments").
     /// `api.development.push.apple.com` appears in Apple's own text and behaves as the sandbox.

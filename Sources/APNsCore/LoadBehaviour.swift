@@ -88,10 +88,8 @@ public struct ErrorBudget: Sendable {
         return reason == .badDeviceToken ? badDeviceTokenPoints : 1
     }
 
-    /// Counts one answer; true when the connection has now made too many errors.
-    public mutating func charge(status: Int, reason: APNsReason?, nowMs: Int64) -> Bool {
-        let points = Self.points(status: status, reason: reason)
-        guard points > 0 else { return false }
+    /// Counts an answer's `points` (> 0); true when the connection has now made too many errors.
+    public mutating func charge(_ points: Int, nowMs: Int64) -> Bool {
         var expired = 0
         while expired < charges.count, charges[expired].atMs <= nowMs - windowMs {
             total -= charges[expired].points

@@ -735,11 +735,7 @@ public final class ProviderEndpoint: Sendable {
             }
             throw Rejection(reason: .missingTopic, explanation: "apns-topic is required on token-based connections")
         }
-        guard DeviceRegistry.isValidBundleID(topic) else {
-            throw Rejection(
-                reason: .badTopic,
-                explanation: "apns-topic '\(topic)' is not a bundle id (letters, digits, '-' and '.') with an optional push-type suffix")
-        }
+        if let refusal = TopicRules.syntaxRefusal(topic) { throw Rejection(reason: refusal.reason, explanation: refusal.explanation) }
         let credentials = world.credentials
         let implied = TopicRules.impliedPushType(ofTopic: topic, credentials: credentials)
         let pushType: PushType
@@ -778,12 +774,9 @@ public final class ProviderEndpoint: Sendable {
         case .token(let verified):
             provider = verified
         }
-        if pushType.requiresCertificate {
-            throw Rejection(
-                reason: .invalidPushType,
-                explanation: "\(pushType.rawValue) pushes need a certificate-based connection; this one uses provider tokens")
-        }
-        if let refusal = TopicRules.tokenRefusal(bundleID: bundleID, topic: topic, provider: provider, credentials: credentials) {
+        if let refusal = TopicRules.tokenRefusal(
+            pushType: pushType, bundleID: bundleID, topic: topic, provider: provider, credentials: credentials)
+        {
             throw Rejection(reason: refusal.reason, explanation: refusal.explanation)
         }
         return (topic, pushType)

@@ -161,11 +161,6 @@ public enum PushExport {
     }
 }
 
-extension APNsEnvironment {
-    /// Apple's host name for the environment.
-    public var appleHost: String { self == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com" }
-}
-
 extension String {
     fileprivate func replacingAll(_ target: Character, with replacement: String) -> String {
         var out = ""

@@ -1,6 +1,12 @@
 /// Topic rules for token-based pushes (docs/apns-behaviour.md, "Push types and topics"), shared
 /// by the provider endpoint and the admin API's provider-token validator.
 public enum TopicRules {
+    /// 400 `BadTopic` for a topic that is not a bundle id with an optional push-type suffix.
+    public static func syntaxRefusal(_ topic: String) -> (reason: APNsReason, explanation: String)? {
+        guard !DeviceRegistry.isValidBundleID(topic) else { return nil }
+        return (.badTopic, "apns-topic '\(topic)' is not a bundle id (letters, digits, '-' and '.') with an optional push-type suffix")
+    }
+
     /// The push type a topic's suffix implies (`.voip`, `.push-type.liveactivity`…). A topic that
     /// is itself a registered bundle id has no suffix, even if it happens to end like one (an
     /// app called com.example.voip).
@@ -15,13 +21,16 @@ public enum TopicRules {
         return suffixLength == 0 ? topic : String(Substring(topic.utf8.dropLast(suffixLength)))
     }
 
-    /// Why a verified provider token may not push to `topic` of `bundleID`: 403
-    /// `TopicDisallowed` when no team owns the bundle, another team does, the key is
-    /// topic-specific and does not cover it, or the bundle was added after the connection was
-    /// bound; nil when it may.
+    /// Why a verified provider token may not send a `pushType` push to `topic` of `bundleID`:
+    /// 400 `InvalidPushType` for a type only certificates may send; 400 `TopicDisallowed` when
+    /// no team owns the bundle, another team does, the key is topic-specific and does not cover
+    /// it, or the bundle was added after the connection was bound; nil when it may.
     public static func tokenRefusal(
-        bundleID: String, topic: String, provider: AuthenticatedProvider, credentials: Credentials
+        pushType: PushType, bundleID: String, topic: String, provider: AuthenticatedProvider, credentials: Credentials
     ) -> (reason: APNsReason, explanation: String)? {
+        if pushType.requiresCertificate {
+            return (.invalidPushType, "\(pushType.rawValue) pushes need a certificate-based connection; this one uses provider tokens")
+        }
         guard let owner = credentials.owner(ofBundle: bundleID) else {
             return (.topicDisallowed, "no team owns bundle \(bundleID); register it with --app \(provider.teamID):\(bundleID)")
         }

@@ -148,16 +148,11 @@ struct ValidationRoutes: AdminResource {
 
     /// The topic stage of a token-based push for a verified provider token.
     private func topicRefusal(_ topic: String, _ provider: AuthenticatedProvider) -> (reason: APNsReason, explanation: String)? {
-        guard DeviceRegistry.isValidBundleID(topic) else {
-            return (.badTopic, "apns-topic '\(topic)' is not a bundle id (letters, digits, '-' and '.') with an optional push-type suffix")
-        }
+        if let refusal = TopicRules.syntaxRefusal(topic) { return refusal }
         let credentials = state.readWorld { $0.credentials }
         let pushType = TopicRules.impliedPushType(ofTopic: topic, credentials: credentials) ?? .alert
-        if pushType.requiresCertificate {
-            return (.invalidPushType, "\(pushType.rawValue) pushes need a certificate-based connection; this one uses provider tokens")
-        }
         let bundle = TopicRules.bundleID(ofTopic: topic, pushType: pushType)
-        return TopicRules.tokenRefusal(bundleID: bundle, topic: topic, provider: provider, credentials: credentials)
+        return TopicRules.tokenRefusal(pushType: pushType, bundleID: bundle, topic: topic, provider: provider, credentials: credentials)
     }
 
     /// What a rejected token names, when it is a JWT at all (nil for an empty or unparsable one).

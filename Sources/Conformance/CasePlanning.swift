@@ -1,19 +1,11 @@
-import APNsCore
+public import APNsCore
 public import HTTP2
 public import ProviderClient
-
-/// The two APNs environments, by Apple's host names.
-public enum ConformanceEnvironment: String, Sendable, CaseIterable {
-    case sandbox, production
-
-    public var appleHost: String { self == .sandbox ? "api.sandbox.push.apple.com" : "api.push.apple.com" }
-    public var other: ConformanceEnvironment { self == .sandbox ? .production : .sandbox }
-}
 
 /// What the person running the suite gave: the target's topic, tokens, keys, and permissions.
 public struct RunInputs: Sendable {
     public var topic: String
-    public var environment: ConformanceEnvironment
+    public var environment: APNsEnvironment
     public var key: ProviderSigningKey
     public var deviceToken: String?
     public var uninstalledToken: String?
@@ -26,7 +18,7 @@ public struct RunInputs: Sendable {
     /// The run's clock, in UNIX seconds: every token of the run is signed relative to it.
     public var now: Int64
 
-    public init(topic: String, environment: ConformanceEnvironment, key: ProviderSigningKey, unknownToken: String, now: Int64) {
+    public init(topic: String, environment: APNsEnvironment, key: ProviderSigningKey, unknownToken: String, now: Int64) {
         self.topic = topic
         self.environment = environment
         self.key = key
@@ -56,13 +48,13 @@ public struct RunInputs: Sendable {
 /// Which connection a case is sent on.
 public enum ConnectionKind: Sendable, Hashable {
     /// The run's connection to one environment, carrying the run's one provider token.
-    case shared(ConformanceEnvironment)
+    case shared(APNsEnvironment)
     /// A connection of the case's own, closed after it: other credentials never touch the shared one.
-    case own(ConformanceEnvironment)
+    case own(APNsEnvironment)
     /// A connection of the case's own with the client certificate.
-    case certificate(ConformanceEnvironment)
+    case certificate(APNsEnvironment)
 
-    public var environment: ConformanceEnvironment {
+    public var environment: APNsEnvironment {
         switch self {
         case .shared(let environment), .own(let environment), .certificate(let environment): environment
         }
@@ -112,7 +104,7 @@ public struct CasePlanner: Sendable {
             item: item, connection: connection, before: before, main: try build(item.request, id: item.id, environment: environment))
     }
 
-    private func build(_ spec: CaseRequest, id: String, environment: ConformanceEnvironment) throws -> PlannedRequest {
+    private func build(_ spec: CaseRequest, id: String, environment: APNsEnvironment) throws -> PlannedRequest {
         let defaults = catalogue.defaults
         let fill = { (text: String) in self.fill(text, id: id) }
         var headers: [HTTP2HeaderField] = []

@@ -5,17 +5,7 @@ import JSON
 /// quietly say something the tool does not do.
 extension ConformanceCatalogue {
     public static func parse(_ bytes: [UInt8]) throws(CatalogueError) -> ConformanceCatalogue {
-        let root: JSONObject
-        do {
-            guard let object = try JSONValue.parse(bytes).objectValue else { throw CatalogueError("the catalogue is not a JSON object") }
-            root = object
-        } catch let error as JSONParseError {
-            throw CatalogueError("the catalogue is not valid JSON: \(error)")
-        } catch let error as CatalogueError {
-            throw error
-        } catch {
-            throw CatalogueError("\(error)")
-        }
+        let root = try CatalogueError.object(bytes, "the catalogue")
         try allowOnly(["about", "version", "defaults", "notCovered", "cases"], in: root, "the catalogue")
         guard root["version"]?.intValue == 1 else { throw CatalogueError("the catalogue's version is not 1") }
         let defaults = try parseDefaults(root["defaults"])
@@ -167,6 +157,16 @@ extension ConformanceCatalogue {
         if let unknown = object.keys.first(where: { !fields.contains($0) }) {
             throw CatalogueError("\(name) has an unknown field \(unknown) (known: \(fields.sorted().joined(separator: ", ")))")
         }
+    }
+}
+
+extension CatalogueError {
+    /// The JSON object a file holds, or an error naming `what` it was meant to be.
+    static func object(_ bytes: [UInt8], _ what: String) throws(CatalogueError) -> JSONObject {
+        let value: JSONValue
+        do { value = try JSONValue.parse(bytes) } catch { throw CatalogueError("\(what) is not valid JSON: \(error)") }
+        guard let object = value.objectValue else { throw CatalogueError("\(what) is not a JSON object") }
+        return object
     }
 }
 

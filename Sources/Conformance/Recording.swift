@@ -1,4 +1,4 @@
-public import JSON
+public import APNsCore
 
 /// What a run saw, written by `--record FILE` so it can be replayed against another target
 /// (`--replay FILE`): typically Apple's answers, replayed against the emulator.
@@ -13,12 +13,12 @@ public struct Recording: Sendable {
     }
 
     public var target: String
-    public var environment: ConformanceEnvironment
+    public var environment: APNsEnvironment
     public var recordedAt: String
     public var tool: String
     public var answers: [Answer]
 
-    public init(target: String, environment: ConformanceEnvironment, recordedAt: String, tool: String, results: [CaseResult]) {
+    public init(target: String, environment: APNsEnvironment, recordedAt: String, tool: String, results: [CaseResult]) {
         self.target = target
         self.environment = environment
         self.recordedAt = recordedAt
@@ -48,17 +48,9 @@ public struct Recording: Sendable {
     }
 
     public static func parse(_ bytes: [UInt8]) throws(CatalogueError) -> Recording {
-        let root: JSONObject
-        do {
-            guard let object = try JSONValue.parse(bytes).objectValue else { throw CatalogueError("the recording is not a JSON object") }
-            root = object
-        } catch let error as CatalogueError {
-            throw error
-        } catch {
-            throw CatalogueError("the recording is not valid JSON: \(error)")
-        }
+        let root = try CatalogueError.object(bytes, "the recording")
         guard root["recording"]?.intValue == 1 else { throw CatalogueError("not a conformance recording (no \"recording\": 1)") }
-        guard let environmentText = root["environment"]?.stringValue, let environment = ConformanceEnvironment(rawValue: environmentText) else {
+        guard let environmentText = root["environment"]?.stringValue, let environment = APNsEnvironment(rawValue: environmentText) else {
             throw CatalogueError("the recording's environment is not sandbox or production")
         }
         guard let answerValues = root["answers"]?.arrayValue else { throw CatalogueError("the recording has no answers array") }

@@ -1,14 +1,14 @@
-public import JSON
+public import APNsCore
 
 /// The report of a run: a table for people, JSON for programs.
 public struct ConformanceReport: Sendable {
     public var target: String
-    public var environment: ConformanceEnvironment
+    public var environment: APNsEnvironment
     /// "catalogue", or the recording's file when replaying.
     public var comparedWith: String
     public var results: [CaseResult]
 
-    public init(target: String, environment: ConformanceEnvironment, comparedWith: String, results: [CaseResult]) {
+    public init(target: String, environment: APNsEnvironment, comparedWith: String, results: [CaseResult]) {
         self.target = target
         self.environment = environment
         self.comparedWith = comparedWith

@@ -1,4 +1,4 @@
-public import JSON
+public import APNsCore
 public import ProviderClient
 
 /// What a target answered to one request, as far as a provider can see it.

@@ -74,7 +74,7 @@ public enum Banner {
         let example = chooseExample(emulator)
         // Where to send: the listener of the example's environment, else an Apple-style one
         // reached by Apple's host name (curl --resolve), else cleartext.
-        let appleHost = example.environment == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com"
+        let appleHost = example.environment.appleHost
         let direct = example.environment == .production ? a.production : a.sandbox
         var curlFlags: [String] = []
         let endpoint: String

@@ -493,8 +493,13 @@ final class ProviderConnection: ConnectionHandler {
         submit(
             streamID, status: response.status, id: ("apns-id", response.apnsID),
             second: response.uniqueID.map { ("apns-unique-id", $0) }, body: response.body, raise: response.raiseStreamLimit)
-        if errorBudget != nil, !goingAway, errorBudget!.charge(status: response.status, reason: response.reason, nowMs: Monotonic.nowMilliseconds()) {
-            goAwayForErrors(after: response)
+        // Successes cost nothing: no clock read for them.
+        if !goingAway, var budget = errorBudget, case let points = ErrorBudget.points(status: response.status, reason: response.reason),
+            points > 0
+        {
+            let tooMany = budget.charge(points, nowMs: Monotonic.nowMilliseconds())
+            errorBudget = budget
+            if tooMany { goAwayForErrors(after: response) }
         }
         guard providers.load.streamLimitDrop else { return }
         if response.reason == .expiredProviderToken {

@@ -3,7 +3,9 @@ import CommandLineOptions
 import Conformance
 import EmulatorServer
 import Foundation
+import Glibc
 import JSON
+import MonotonicClock
 import Networking
 import ProviderClient
 
@@ -61,7 +63,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     }
     let recording = options.string("replay").map { path in readRecording(command, path) }
     if options.isSet("sandbox") && options.isSet("production") { command.fail("choose one of --sandbox and --production") }
-    let environment: ConformanceEnvironment =
+    let environment: APNsEnvironment =
         options.isSet("production") ? .production : options.isSet("sandbox") ? .sandbox : recording?.environment ?? .sandbox
     guard let targetText = options.string("target") else { command.fail("conformance needs --target HOST:PORT") }
     let target: HostPort
@@ -105,7 +107,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     }
 
     var connections = ConformanceConnections(command: command, options: options, target: target, environment: environment)
-    var pacer = RequestPace(perSecond: rate)
+    let pacer = RequestPacer(perSecond: Double(rate), burst: 1)
     var results: [CaseResult] = []
     for item in chosen {
         let expected = recording?.answers.first { $0.id == item.id }
@@ -120,7 +122,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
             continue
         }
         let seen: Observation
-        switch connections.run(planned, pacer: &pacer) {
+        switch connections.run(planned, pacer: pacer) {
         case .setupFailed(let why):
             results.append(.skipped(item, expected: expectedText, why: why))
             continue
@@ -196,20 +198,6 @@ private func randomToken() -> String {
     return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
 }
 
-/// Spaces requests at most `perSecond` a second, across every connection of the run.
-struct RequestPace {
-    let interval: TimeInterval
-    private var next = Date.distantPast
-
-    init(perSecond: Int) { interval = 1.0 / Double(perSecond) }
-
-    mutating func wait() {
-        let now = Date()
-        if next > now { Thread.sleep(forTimeInterval: next.timeIntervalSince(now)) }
-        next = max(now, next) + interval
-    }
-}
-
 /// The run's connections: one shared per environment for the run's token, and one of its own for
 /// each case with other credentials (closed right after, so nothing else rides on it).
 struct ConformanceConnections {
@@ -222,18 +210,18 @@ struct ConformanceConnections {
     let command: Subcommand
     let options: ResolvedOptions
     let target: HostPort
-    let environment: ConformanceEnvironment
-    private var shared: [ConformanceEnvironment: HTTP2ClientConnection] = [:]
+    let environment: APNsEnvironment
+    private var shared: [APNsEnvironment: HTTP2ClientConnection] = [:]
     private(set) var neverConnected = true
 
-    init(command: Subcommand, options: ResolvedOptions, target: HostPort, environment: ConformanceEnvironment) {
+    init(command: Subcommand, options: ResolvedOptions, target: HostPort, environment: APNsEnvironment) {
         self.command = command
         self.options = options
         self.target = target
         self.environment = environment
     }
 
-    mutating func run(_ planned: PlannedCase, pacer: inout RequestPace) -> Outcome {
+    mutating func run(_ planned: PlannedCase, pacer: RequestPacer) -> Outcome {
         let kind = planned.connection
         let connection: HTTP2ClientConnection
         do {
@@ -248,14 +236,21 @@ struct ConformanceConnections {
         }
         defer { if case .shared = kind {} else { connection.close() } }
         if let before = planned.before {
-            pacer.wait()
+            Self.waitForSlot(pacer)
             let (observation, _) = send(before.request, on: connection)
             guard observation.status == 200 else {
                 return .setupFailed("the request sent first (\(before.credentials)) was answered \(observation.summary), not 200")
             }
         }
-        pacer.wait()
+        Self.waitForSlot(pacer)
         return .seen(send(planned.main.request, on: connection).0)
+    }
+
+    /// At most `--rate` requests a second, across every connection of the run.
+    private static func waitForSlot(_ pacer: RequestPacer) {
+        let now = Monotonic.nowNanoseconds()
+        let due = pacer.reserve(now: now)
+        if due > now { usleep(useconds_t((due - now) / 1000)) }
     }
 
     private func send(_ request: ClientRequest, on connection: HTTP2ClientConnection) -> (Observation, HTTP2Response?) {
@@ -284,7 +279,7 @@ struct ConformanceConnections {
 
     /// Apple's other environment is another host; any other target serves both, picked by
     /// `:authority`.
-    private func address(for environment: ConformanceEnvironment) -> HostPort {
+    private func address(for environment: APNsEnvironment) -> HostPort {
         guard environment != self.environment, target.host.hasSuffix(".push.apple.com") else { return target }
         return (try? HostPort(parsing: "\(environment.appleHost):\(target.port)")) ?? target
     }
