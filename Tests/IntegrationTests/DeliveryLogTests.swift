@@ -40,6 +40,30 @@ import TestSupport
         #expect(Self.consoleNames(try Self.log(emulator, try #require(result.apnsID))).count == 4)
     }
 
+    /// The log is part of the record: killed (SIGKILL) and started again on the same
+    /// `--state-dir`, the emulator shows the same states with the same times.
+    @Test func theLogSurvivesACrashWithAStateDirectory() throws {
+        let state = try StateDirectory()
+        let first = try EmulatorProcess(["--state-dir", state.path])
+        let device = try first.createDevice()
+        #expect(try first.admin("PATCH", "/api/v1/devices/\(device.deviceID)", body: ["online": false]).status == 200)
+        let result = APNsResult(try first.connect().send(try first.push(device.token).request))
+        #expect(result.status == 200)
+        #expect(try first.admin("PATCH", "/api/v1/devices/\(device.deviceID)", body: ["online": true]).status == 200)
+        let id = try #require(result.apnsID)
+        var before: [JSONValue] = []
+        _ = try eventually {
+            before = try Self.log(first, id)
+            return before.count == 4
+        }
+        let ports = try first.samePorts()
+        first.crash()
+        let second = try EmulatorProcess(["--state-dir", state.path] + ports)
+        let after = try Self.log(second, id)
+        #expect(Self.consoleNames(after) == ["Received", "Accepted", "Stored: device offline", "Delivered from storage"])
+        #expect(after.map { $0["atMs"] } == before.map { $0["atMs"] })
+    }
+
     @Test func refusedAndDiscardedPushesSayWhy() throws {
         let emulator = try EmulatorProcess()
         let connection = try emulator.connect()
