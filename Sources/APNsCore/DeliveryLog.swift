@@ -11,6 +11,41 @@ public enum DeliveryLog {
         public var note: String?
     }
 
+    /// The console's categories of delivery states, by its names (also `/metrics` labels).
+    public enum Category: String, Sendable, CaseIterable {
+        case storedOffline = "Stored: device offline"
+        case storedForPower = "Stored for power"
+        case delivered = "Delivered"
+        case deliveredFromStorage = "Delivered from storage"
+        case expired = "Discarded: expired"
+        case replaced = "Discarded: replaced by a newer notification"
+        case throttled = "Discarded: throttled"
+        case unregistered = "Discarded: unregistered"
+        case disabled = "Discarded: disabled"
+        case notUsed = "Discarded: not used by the device"
+        case refused = "Discarded"
+
+        /// The category of entering `outcome`; `afterStorage`: the notification was stored first.
+        /// A discard by the system is "unregistered" when the app was gone, else "disabled"
+        /// (permission, settings): only the explanation tells which.
+        public init(_ outcome: DeliveryOutcome, afterStorage: Bool, explanation: String) {
+            switch outcome {
+            case .rejected: self = .refused
+            case .pending, .deferred: self = .storedForPower
+            case .stored: self = .storedOffline
+            case .delivered: self = afterStorage ? .deliveredFromStorage : .delivered
+            case .expired: self = .expired
+            case .coalesced: self = .replaced
+            case .throttled: self = .throttled
+            case .droppedBySystem:
+                self = explanation.contains("uninstalled") || explanation.contains("no longer installed") ? .unregistered : .disabled
+            case .ignored: self = .notUsed
+            }
+        }
+
+        var ordinal: Int { Self.allCases.firstIndex(of: self) ?? 0 }
+    }
+
     public static func entries(for record: NotificationRecord) -> [Entry] {
         var entries = [Entry(atMs: record.receivedAtMs, state: "received", console: "Received", note: nil)]
         let answeredAt = record.respondedAtMs ?? record.receivedAtMs
@@ -23,32 +58,11 @@ public enum DeliveryLog {
         var wasStored = false
         for (index, transition) in record.transitions.enumerated() {
             let last = index == record.transitions.count - 1
+            let category = Category(transition.outcome, afterStorage: wasStored, explanation: record.explanation)
             entries.append(
-                Entry(
-                    atMs: transition.atMs, state: transition.outcome.rawValue,
-                    console: consoleName(transition.outcome, afterStorage: wasStored, explanation: record.explanation),
-                    note: last ? record.explanation : nil))
+                Entry(atMs: transition.atMs, state: transition.outcome.rawValue, console: category.rawValue, note: last ? record.explanation : nil))
             if transition.outcome == .stored { wasStored = true }
         }
         return entries
-    }
-
-    /// The console's categories, by Apple's names ("stored because the device was offline",
-    /// "delivered from storage", "discarded because unregistered"…).
-    static func consoleName(_ outcome: DeliveryOutcome, afterStorage: Bool, explanation: String) -> String {
-        switch outcome {
-        case .rejected: "Discarded"
-        case .pending: "Stored for power"
-        case .stored: "Stored: device offline"
-        case .delivered: afterStorage ? "Delivered from storage" : "Delivered"
-        case .expired: "Discarded: expired"
-        case .coalesced: "Discarded: replaced by a newer notification"
-        case .throttled: "Discarded: throttled"
-        case .deferred: "Stored for power"
-        case .droppedBySystem:
-            explanation.contains("uninstalled") || explanation.contains("no longer installed")
-                ? "Discarded: unregistered" : "Discarded: disabled"
-        case .ignored: "Discarded: not used by the device"
-        }
     }
 }

@@ -148,6 +148,7 @@ extension World {
     /// `device`: the notification's device, when the caller has just looked it up.
     mutating func settle(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64, device: Device? = nil) {
         counters.countOutcome(verdict.outcome)
+        counters.countConsole(DeliveryLog.Category(verdict.outcome, afterStorage: notification.wasStored, explanation: ""))
         records.update(sequence: notification.sequence) {
             $0.outcome = verdict.outcome
             $0.explanation = verdict.outcome == .delivered ? "delivered" : "dropped by the system"
@@ -169,11 +170,14 @@ extension World {
 
     mutating func setOutcome(_ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String, atMs nowMs: Int64) {
         counters.countOutcome(outcome)
+        var afterStorage = false
         records.update(sequence: sequence) {
+            afterStorage = $0.wasStored
             $0.outcome = outcome
             $0.explanation = explanation
             $0.noteTransition(outcome, atMs: nowMs)
         }
+        counters.countConsole(DeliveryLog.Category(outcome, afterStorage: afterStorage, explanation: explanation))
     }
 
     /// The `notification` frame. The payload goes in as the provider's bytes (validated as a

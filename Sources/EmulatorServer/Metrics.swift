@@ -63,6 +63,15 @@ extension Emulator {
             "apns_emulator_requests_by_topic_total", "counter",
             "Requests that reached the payload checks, by apns-topic (the first \(Counters.maxTopics) topics; later ones as other).",
             by: "topic", counters.byTopic.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
+        // The Push Notifications Console's view: requests received and accepted, then each
+        // delivery state entered, labelled with the console's names.
+        let received = notifications.values.reduce(0, +)
+        let accepted = notifications.filter { $0.key.status == 200 }.values.reduce(0, +)
+        p.labelled(
+            "apns_emulator_console_states_total", "counter",
+            "Notifications entering each state of Apple's Push Notifications Console (Received, Accepted, Stored: device offline, Delivered from storage, Discarded: …).",
+            by: "state",
+            [("Received", Double(received)), ("Accepted", Double(accepted))] + counters.consoleCategories.map { ($0.0.rawValue, Double($0.1)) })
         p.labelled(
             "apns_emulator_delivery_outcomes_total", "counter",
             "Accepted notifications entering each delivery state (stored, delivered, expired, coalesced, throttled, deferred, dropped-by-system, pending).",

@@ -38,6 +38,13 @@ import TestSupport
         #expect(log[3]["state"]?.stringValue == "delivered" && log[3]["note"]?.stringValue?.isEmpty == false)
         // The same log by apns-id; the record keeps it across a look-up of the record itself.
         #expect(Self.consoleNames(try Self.log(emulator, try #require(result.apnsID))).count == 4)
+        // /metrics counts the same states under the console's names.
+        func console(_ state: String) throws -> Double {
+            try emulator.metric("apns_emulator_console_states_total", labels: "state=\"\(state)\"")
+        }
+        #expect(try console("Received") == 1 && console("Accepted") == 1)
+        #expect(try console("Stored: device offline") == 1 && console("Delivered from storage") == 1)
+        #expect(try console("Delivered") == 0 && console("Discarded: unregistered") == 0)
     }
 
     /// The log is part of the record: killed (SIGKILL) and started again on the same
@@ -77,6 +84,7 @@ import TestSupport
         #expect(try emulator.admin("DELETE", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)").status == 200)
         let log = try Self.log(emulator, try #require(stored.apnsID))
         #expect(Self.consoleNames(log) == ["Received", "Accepted", "Stored: device offline", "Discarded: unregistered"])
+        #expect(try emulator.metric("apns_emulator_console_states_total", labels: "state=\"Discarded: unregistered\"") == 1)
         #expect(try emulator.admin("GET", "/api/v1/notifications/not-an-id/log").status == 404)
     }
 }

@@ -213,11 +213,11 @@ final class EmulatorProcess: @unchecked Sendable {
         let text = try admin("GET", "/metrics").raw
         var total = 0.0
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-            let parts = line.split(separator: " ")
-            guard parts.count == 2 else { continue }
-            let key = parts[0]
+            // The value follows the last space: label values may hold spaces.
+            guard let space = line.lastIndex(of: " ") else { continue }
+            let key = line[..<space]
             let matches = labels.isEmpty ? (key == name || key.hasPrefix(name + "{")) : key == "\(name){\(labels)}"
-            if matches { total += Double(parts[1]) ?? 0 }
+            if matches { total += Double(line[line.index(after: space)...]) ?? 0 }
         }
         return total
     }
