@@ -1,6 +1,6 @@
 // The Notifications tab's detail pane: the selected record as the device showed it (a lock
-// screen preview), its payload, response, provider token, headers and timing, and the record
-// exported as a curl command or an .apns file.
+// screen preview), its delivery log, payload, response, provider token, headers and timing,
+// and the record exported as a curl command or an .apns file.
 // May import: the helpers (dom, format, records, widgets, api, state) and the views its buttons
 // lead to: activities, filters, navigation, refresh.
 
@@ -75,6 +75,18 @@ function sizeBar(r) {
     h('div', { class: `sizebar ${cls}`, role: 'meter', 'aria-valuemin': 0, 'aria-valuemax': limit, 'aria-valuenow': size }, fill),
     h('div', { class: 'size-label' }, h('span', null, `${bytes(size)} of ${bytes(limit)} (${pct < 1 && size ? '<1' : Math.round(pct)}%)`),
       h('span', null, r.pushType === 'voip' ? 'VoIP limit' : 'limit for this push type')));
+}
+
+/** The notification's life as Apple's Push Notifications Console shows it (GET …/log): each
+ * state with its time, oldest first, filled in when the answer comes (the pane is drawn at once). */
+function deliveryLog(r) {
+  const list = h('ol', { class: 'delivery-log', id: 'delivery-log' });
+  api('GET', `/api/v1/notifications/${enc(r.apnsId)}/log`).then((answer) => {
+    list.replaceChildren(...(answer.log || []).map((entry) => h('li', { dataset: { state: entry.state } },
+      h('span', { class: 'mono when' }, fmtDateTime(entry.at)), h('span', { class: 'what' }, entry.console),
+      entry.note ? h('span', { class: 'muted note' }, entry.note) : '')));
+  }).catch((e) => list.replaceChildren(h('li', { class: 'muted' }, `no log: ${e.message}`)));
+  return list;
 }
 
 /** The record's request as a curl command (GET …/curl), copied; shown to be selected instead where
@@ -153,6 +165,7 @@ export function renderDetail(resetScroll) {
             r.addressee != null ? ['Addressee', h('span', { class: r.crossAccount ? 'account xacct-text' : 'account', id: 'record-addressee' }, r.addressee)] : null]),
           h('p', { class: `explain ${explainCls}`, id: 'explanation' }, r.explanation || ''),
           r.crossAccount ? h('p', { class: 'explain err' }, `${crossTitle(r)}: the push reached the wrong account. Typically the app backend still had this device's token bound to ${r.addressee ?? 'that account'} (a logout or account switch it did not act on, or one token bound to two accounts).`) : null))),
+    section('log', 'Delivery log', 'as the Push Notifications Console shows it', deliveryLog(r)),
     section('payload', 'Payload', `${bytes(r.payloadSize)}${typeof r.payload === 'string' ? ' · not JSON' : ''}`, sizeBar(r), h('div', { id: 'payload-json' }, jsonView(r.payload))),
     section('response', 'Response', `${r.status === 0 ? 'none' : r.status}${r.respondedAt ? '' : ' · pending'}`,
       kv([['Status', statusPill(r.status)], ['Reason', r.reason], ['apns-id', h('span', { class: 'mono' }, r.apnsId)],

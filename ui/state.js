@@ -19,5 +19,5 @@ export const state = {
   checks: null,
   activities: new Map(), // device id -> its GET …/activities answer (the first devices only)
   channels: [], selectedChannel: null, broadcasts: null, // the Channels tab
-  openSections: { device: true, payload: true, response: true, jwt: true, headers: false, timing: true },
+  openSections: { device: true, log: true, payload: true, response: true, jwt: true, headers: false, timing: true },
 };

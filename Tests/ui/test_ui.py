@@ -241,6 +241,12 @@ class UITest:
         stray = self.js("return Array.from(document.getElementById('detail').childNodes, (n) => n.nodeType === 3 ? n.textContent.trim() : '').filter(Boolean);")
         check(not stray, f"the detail pane shows stray text {stray!r}")
         self.log("detail pane: lock-screen preview, size bar, JSON, response, JWT and headers shown")
+        # The delivery log, as the API gives it for the same record.
+        log = self.admin.get(f"/api/v1/notifications/{self.alert_id}/log")["log"]
+        shown_log = lambda: [li.find_element(By.CSS_SELECTOR, ".what").text for li in self.css("#delivery-log li") if li.find_elements(By.CSS_SELECTOR, ".what")]
+        wait_for("the delivery log", lambda: shown_log() == [entry["console"] for entry in log])
+        check(shown_log()[:2] == ["Received", "Accepted"], f"the delivery log shows {shown_log()!r}")
+        self.log(f"detail pane: delivery log {' → '.join(shown_log())}")
         check(self.one("#copy-curl").text == "Copy cURL" and self.one("#download-apns").text == "Download .apns", "the detail pane has no Copy cURL / Download .apns buttons")
         self.click("#copy-curl")
         # Copied (a toast says so), or shown to be selected where the clipboard is refused.
