@@ -94,7 +94,8 @@ public struct CasePlanner: Sendable {
         let connection: ConnectionKind =
             switch item.request.auth {
             case .certificate: .certificate(environment)
-            case .valid where item.request.before == nil: .shared(environment)
+            // A connection case looks at a connection's first SETTINGS: its own, new one.
+            case .valid where item.request.before == nil && item.settings == nil: .shared(environment)
             default: .own(environment)
             }
         let before = try item.request.before.map { auth in

@@ -31,7 +31,8 @@ public struct RequestDefaults: Sendable {
 public struct ConformanceCase: Sendable {
     public var id: String
     public var title: String
-    /// The stage of docs/apns-behaviour.md's check order that answers (9: accepted).
+    /// The stage of docs/apns-behaviour.md's check order that answers (9: accepted; 0: a
+    /// connection case, which judges the server's SETTINGS rather than an answer).
     public var stage: Int
     /// The evidence tag from docs/apns-behaviour.md (doc Dn, seen On, lib, chosen).
     public var evidence: String
@@ -40,6 +41,43 @@ public struct ConformanceCase: Sendable {
     public var needs: Set<Need>
     public var request: CaseRequest
     public var expect: Expectation
+    /// A connection case: the SETTINGS the server sends, instead of a status and reason.
+    public var settings: SettingsExpectation?
+
+    /// What it expects, in a few words.
+    public var expectedSummary: String { settings?.summary ?? expect.summary }
+}
+
+/// What a connection case expects of the server's SETTINGS: values in its first SETTINGS
+/// frame, and values in force after the first request with a valid provider token was
+/// answered (docs/apns-behaviour.md, "The HTTP/2 connection").
+public struct SettingsExpectation: Sendable, Equatable {
+    public var first: [HTTP2SettingName: UInt32] = [:]
+    public var afterFirstRequest: [HTTP2SettingName: UInt32] = [:]
+
+    public var summary: String {
+        var parts: [String] = []
+        if !first.isEmpty { parts.append("first SETTINGS " + Self.describe(first)) }
+        if !afterFirstRequest.isEmpty { parts.append("after a request " + Self.describe(afterFirstRequest)) }
+        return parts.joined(separator: "; ")
+    }
+
+    static func describe(_ values: [HTTP2SettingName: UInt32]) -> String {
+        values.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", ")
+    }
+}
+
+/// The SETTINGS parameters of RFC 9113 §6.5.2, by their names.
+public enum HTTP2SettingName: String, Sendable, CaseIterable, Hashable {
+    case headerTableSize = "HEADER_TABLE_SIZE"
+    case enablePush = "ENABLE_PUSH"
+    case maxConcurrentStreams = "MAX_CONCURRENT_STREAMS"
+    case initialWindowSize = "INITIAL_WINDOW_SIZE"
+    case maxFrameSize = "MAX_FRAME_SIZE"
+    case maxHeaderListSize = "MAX_HEADER_LIST_SIZE"
+
+    /// The parameter's identifier on the wire.
+    public var id: Int32 { Int32(Self.allCases.firstIndex(of: self)! + 1) }
 }
 
 /// What a case needs from the person running it; a case whose needs are not given is skipped.

@@ -6,7 +6,7 @@ import JSON
 extension ConformanceCatalogue {
     public static func parse(_ bytes: [UInt8]) throws(CatalogueError) -> ConformanceCatalogue {
         let root = try CatalogueError.object(bytes, "the catalogue")
-        try allowOnly(["about", "version", "defaults", "notCovered", "cases"], in: root, "the catalogue")
+        try allowOnly(["about", "version", "defaults", "notCovered", "cases", "connectionCases"], in: root, "the catalogue")
         guard root["version"]?.intValue == 1 else { throw CatalogueError("the catalogue's version is not 1") }
         let defaults = try parseDefaults(root["defaults"])
         var notCovered: [(String, String)] = []
@@ -22,7 +22,58 @@ extension ConformanceCatalogue {
             guard ids.insert(item.id).inserted else { throw CatalogueError("case \(item.id) appears twice") }
             cases.append(item)
         }
+        for (index, value) in (root["connectionCases"]?.arrayValue ?? []).enumerated() {
+            let item = try parseConnectionCase(value, index: index, defaults: defaults)
+            guard ids.insert(item.id).inserted else { throw CatalogueError("case \(item.id) appears twice") }
+            cases.append(item)
+        }
         return ConformanceCatalogue(defaults: defaults, notCovered: notCovered, cases: cases)
+    }
+
+    /// A connection case: `{"id", "title", "evidence", "unconfirmed", "request"?, "expect":
+    /// {"firstSettings"?: {NAME: value}, "settingsAfterFirstRequest"?: {NAME: value}}}`, sent
+    /// on a connection of its own with the run's token.
+    private static func parseConnectionCase(_ value: JSONValue, index: Int, defaults: RequestDefaults) throws(CatalogueError) -> ConformanceCase {
+        guard let object = value.objectValue, let id = object["id"]?.stringValue, !id.isEmpty else {
+            throw CatalogueError("connection case \(index + 1) has no id")
+        }
+        let name = "case \(id)"
+        try allowOnly(["id", "title", "evidence", "unconfirmed", "needs", "request", "expect"], in: object, name)
+        guard let title = object["title"]?.stringValue, let evidence = object["evidence"]?.stringValue,
+            let unconfirmed = object["unconfirmed"]?.boolValue, let expect = object["expect"]?.objectValue
+        else { throw CatalogueError("\(name) needs title, evidence, unconfirmed and expect") }
+        try allowOnly(["firstSettings", "settingsAfterFirstRequest"], in: expect, "\(name).expect")
+        func values(_ field: String) throws(CatalogueError) -> [HTTP2SettingName: UInt32] {
+            var out: [HTTP2SettingName: UInt32] = [:]
+            for (key, number) in expect[field]?.objectValue ?? JSONObject() {
+                guard let setting = HTTP2SettingName(rawValue: key) else {
+                    throw CatalogueError(
+                        "\(name).expect.\(field): \(key) is not one of \(HTTP2SettingName.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                guard let value = number.intValue, let exact = UInt32(exactly: value) else {
+                    throw CatalogueError("\(name).expect.\(field).\(key) is not a whole number from 0 to 2^32-1")
+                }
+                out[setting] = exact
+            }
+            return out
+        }
+        let settings = SettingsExpectation(first: try values("firstSettings"), afterFirstRequest: try values("settingsAfterFirstRequest"))
+        guard !settings.first.isEmpty || !settings.afterFirstRequest.isEmpty else { throw CatalogueError("\(name) expects no SETTINGS") }
+        let request = try parseRequest(object["request"], name)
+        guard request.auth == .valid, request.before == nil else {
+            throw CatalogueError("\(name): a connection case sends one request with the run's token")
+        }
+        var item = ConformanceCase(
+            id: id, title: title, stage: 0, evidence: evidence, unconfirmed: unconfirmed, needs: [], request: request,
+            expect: Expectation(status: 0, reason: nil, checks: []), settings: settings)
+        item.needs = item.neededByRequest(defaults: defaults)
+        let declared = try parseNeeds(object["needs"] ?? .array([]), name)
+        guard declared == item.needs else {
+            throw CatalogueError(
+                "\(name): needs says [\(declared.sorted().map { $0.rawValue }.joined(separator: ", "))] but its request uses [\(item.needs.sorted().map { $0.rawValue }.joined(separator: ", "))]"
+            )
+        }
+        return item
     }
 
     private static func parseDefaults(_ value: JSONValue?) throws(CatalogueError) -> RequestDefaults {
@@ -44,14 +95,8 @@ extension ConformanceCatalogue {
             let stage = object["stage"]?.intValue, let unconfirmed = object["unconfirmed"]?.boolValue
         else { throw CatalogueError("\(name) needs title, evidence, stage and unconfirmed") }
         guard (1...9).contains(stage) else { throw CatalogueError("\(name): stage \(stage) is not 1 to 9") }
-        guard let needValues = object["needs"]?.arrayValue else { throw CatalogueError("\(name) has no needs array") }
-        var needs = Set<Need>()
-        for need in needValues {
-            guard let text = need.stringValue, let parsed = Need(rawValue: text) else {
-                throw CatalogueError("\(name): need \(need.serialized()) is not one of \(Need.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            needs.insert(parsed)
-        }
+        guard let needValues = object["needs"] else { throw CatalogueError("\(name) has no needs array") }
+        let needs = try parseNeeds(needValues, name)
         let request = try parseRequest(object["request"], name)
         let expect = try parseExpectation(object["expect"], name)
         let item = ConformanceCase(
@@ -64,6 +109,18 @@ extension ConformanceCatalogue {
             throw CatalogueError("\(name): needs says [\(says)] but its request uses [\(uses)]")
         }
         return item
+    }
+
+    private static func parseNeeds(_ value: JSONValue, _ name: String) throws(CatalogueError) -> Set<Need> {
+        guard let values = value.arrayValue else { throw CatalogueError("\(name): needs is not an array") }
+        var needs = Set<Need>()
+        for need in values {
+            guard let text = need.stringValue, let parsed = Need(rawValue: text) else {
+                throw CatalogueError("\(name): need \(need.serialized()) is not one of \(Need.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            needs.insert(parsed)
+        }
+        return needs
     }
 
     private static func parseRequest(_ value: JSONValue?, _ name: String) throws(CatalogueError) -> CaseRequest {

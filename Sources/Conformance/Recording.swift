@@ -10,6 +10,8 @@ public struct Recording: Sendable {
         /// Each check the case makes and whether the recorded answer passed it.
         public var checks: [String: Bool]
         public var unanswered: String?
+        /// A connection case's SETTINGS.
+        public var settings: ObservedSettings?
     }
 
     public var target: String
@@ -27,7 +29,8 @@ public struct Recording: Sendable {
             guard let seen = result.seen else { return nil }
             return Answer(
                 id: result.item.id, status: seen.status, reason: seen.reason,
-                checks: Dictionary(uniqueKeysWithValues: result.checks.map { ($0.check.rawValue, $0.passed) }), unanswered: seen.unanswered)
+                checks: Dictionary(uniqueKeysWithValues: result.checks.map { ($0.check.rawValue, $0.passed) }), unanswered: seen.unanswered,
+                settings: seen.settings)
         }
     }
 
@@ -39,12 +42,35 @@ public struct Recording: Sendable {
                 "id": .string(answer.id), "status": answer.status.map { .int(Int64($0)) } ?? .null,
                 "reason": answer.reason.map(JSONValue.string) ?? .null, "checks": .object(checks),
                 "unanswered": answer.unanswered.map(JSONValue.string) ?? .null,
+                "settings": answer.settings.map(Self.json) ?? .null,
             ]
         }
         return [
             "recording": 1, "tool": .string(tool), "target": .string(target), "environment": .string(environment.rawValue),
             "recordedAt": .string(recordedAt), "answers": .array(answerValues),
         ]
+    }
+
+    static func json(_ settings: ObservedSettings) -> JSONValue {
+        func object(_ values: [HTTP2SettingName: UInt32]) -> JSONValue {
+            .object(JSONObject(values.sorted { $0.key.rawValue < $1.key.rawValue }.map { ($0.key.rawValue, .int(Int64($0.value))) }))
+        }
+        return ["first": object(settings.first), "afterFirstRequest": object(settings.afterFirstRequest)]
+    }
+
+    static func settings(_ value: JSONValue?, _ id: String) throws(CatalogueError) -> ObservedSettings? {
+        guard let value, value != .null else { return nil }
+        func values(_ field: String) throws(CatalogueError) -> [HTTP2SettingName: UInt32] {
+            var out: [HTTP2SettingName: UInt32] = [:]
+            for (key, number) in value[field]?.objectValue ?? JSONObject() {
+                guard let name = HTTP2SettingName(rawValue: key), let raw = number.intValue, let exact = UInt32(exactly: raw) else {
+                    throw CatalogueError("answer \(id): settings.\(field).\(key) is not a SETTINGS parameter with a value")
+                }
+                out[name] = exact
+            }
+            return out
+        }
+        return ObservedSettings(first: try values("first"), afterFirstRequest: try values("afterFirstRequest"))
     }
 
     public static func parse(_ bytes: [UInt8]) throws(CatalogueError) -> Recording {
@@ -72,7 +98,7 @@ public struct Recording: Sendable {
             answers.append(
                 Answer(
                     id: id, status: status, reason: object["reason"]?.stringValue, checks: checks,
-                    unanswered: object["unanswered"]?.stringValue))
+                    unanswered: object["unanswered"]?.stringValue, settings: try settings(object["settings"], id)))
         }
         var recording = Recording(
             target: root["target"]?.stringValue ?? "", environment: environment, recordedAt: root["recordedAt"]?.stringValue ?? "",
@@ -83,7 +109,7 @@ public struct Recording: Sendable {
 }
 
 extension Recording.Answer {
-    var summary: String { Observation(status: status, reason: reason).summary }
+    public var summary: String { Observation(status: status, reason: reason, settings: settings).summary }
 }
 
 /// Comparing a target's answers with a recording's, case by case.
@@ -92,7 +118,13 @@ public enum Replay {
     public static func compare(_ recorded: Recording.Answer, _ planned: PlannedCase, seen: Observation) -> CaseResult {
         let checks = planned.item.expect.checks.map { ($0, Judge.passes($0, seen, planned)) }
         var result = CaseResult(item: planned.item, expected: recorded.summary, seen: seen, checks: checks, verdict: .pass)
-        if seen.status != recorded.status || (seen.status != nil && seen.reason != recorded.reason) {
+        if let expected = planned.item.settings {
+            // The parameters the case looks at, as recorded and as seen.
+            if recorded.settings?.restricted(to: expected) != seen.settings?.restricted(to: expected) {
+                result.verdict = .differs
+                result.why = "recorded \(recorded.summary), answered \(seen.summary)"
+            }
+        } else if seen.status != recorded.status || (seen.status != nil && seen.reason != recorded.reason) {
             result.verdict = .differs
             result.why = "recorded \(recorded.summary), answered \(seen.summary)"
         } else if let changed = checks.first(where: { check in recorded.checks[check.0.rawValue].map { $0 != check.1 } ?? false }) {

@@ -24,7 +24,7 @@ public struct ConformanceReport: Sendable {
         var rows: [[String]] = [["case", expectedTitle, "seen", "verdict", "evidence"]]
         for result in results {
             rows.append([
-                result.item.id, result.expected, result.seen?.summary ?? "—", result.verdict.rawValue,
+                result.item.id, result.expected, Self.seenText(result), result.verdict.rawValue,
                 result.item.evidence + (result.item.unconfirmed ? " (unconfirmed)" : ""),
             ])
         }
@@ -49,6 +49,13 @@ public struct ConformanceReport: Sendable {
         return lines.joined(separator: "\n")
     }
 
+    /// What was seen; for a connection case, the SETTINGS parameters it looks at.
+    static func seenText(_ result: CaseResult) -> String {
+        guard let seen = result.seen else { return "—" }
+        if let expected = result.item.settings, let settings = seen.settings { return settings.restricted(to: expected).summary }
+        return seen.summary
+    }
+
     public var json: JSONValue {
         let cases: [JSONValue] = results.map { result in
             var checks = JSONObject()
@@ -60,6 +67,7 @@ public struct ConformanceReport: Sendable {
                         "timestamp": seen.timestampMs.map(JSONValue.int) ?? .null, "apnsId": seen.apnsID.map(JSONValue.string) ?? .null,
                         "uniqueId": seen.uniqueID.map(JSONValue.string) ?? .null,
                         "unanswered": seen.unanswered.map(JSONValue.string) ?? .null,
+                        "settings": seen.settings.map(Recording.json) ?? .null,
                     ]
                 } ?? .null
             return [
@@ -79,7 +87,7 @@ public struct ConformanceReport: Sendable {
 /// What `--dry-run` prints for one case: every request it would send, credentials described.
 public enum DryRun {
     public static func describe(_ planned: PlannedCase, target: String) -> String {
-        var lines = ["# \(planned.item.id): \(planned.item.title) (expects \(planned.item.expect.summary))"]
+        var lines = ["# \(planned.item.id): \(planned.item.title) (expects \(planned.item.expectedSummary))"]
         let connection =
             switch planned.connection {
             case .shared: "the run's connection"

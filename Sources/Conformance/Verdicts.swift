@@ -11,11 +11,14 @@ public struct Observation: Sendable, Equatable {
     public var uniqueID: String?
     /// Why no answer came, when none did.
     public var unanswered: String?
+    /// A connection case: the server's SETTINGS as seen.
+    public var settings: ObservedSettings?
 
     public init(
         status: Int?, reason: String? = nil, timestampMs: Int64? = nil, apnsID: String? = nil, uniqueID: String? = nil,
-        unanswered: String? = nil
+        unanswered: String? = nil, settings: ObservedSettings? = nil
     ) {
+        self.settings = settings
         self.status = status
         self.reason = reason
         self.timestampMs = timestampMs
@@ -30,10 +33,58 @@ public struct Observation: Sendable, Equatable {
             uniqueID: result.uniqueID, unanswered: result.response.status == nil ? (unanswered ?? "no answer") : nil)
     }
 
-    /// `400 BadTopic`, `200`, or why there was no answer.
+    /// `400 BadTopic`, `200`, or why there was no answer (for a connection case, the SETTINGS).
     public var summary: String {
+        if let settings { return settings.summary }
         guard let status else { return "no answer" }
         return reason.map { "\(status) \($0)" } ?? "\(status)"
+    }
+}
+
+/// The SETTINGS a server sent on a new connection: its first frame's values, and the values in
+/// force once the first request was answered (every frame applied in order).
+public struct ObservedSettings: Sendable, Equatable {
+    public var first: [HTTP2SettingName: UInt32]
+    public var afterFirstRequest: [HTTP2SettingName: UInt32]
+
+    public init(first: [HTTP2SettingName: UInt32], afterFirstRequest: [HTTP2SettingName: UInt32]) {
+        self.first = first
+        self.afterFirstRequest = afterFirstRequest
+    }
+
+    /// From the frames received (acks left out), the first of them sent before any request.
+    public init(frames: [[(id: Int32, value: UInt32)]], firstCount: Int) {
+        func apply(_ frames: ArraySlice<[(id: Int32, value: UInt32)]>) -> [HTTP2SettingName: UInt32] {
+            var values: [HTTP2SettingName: UInt32] = [:]
+            for frame in frames {
+                for entry in frame { if let name = HTTP2SettingName.allCases.first(where: { $0.id == entry.id }) { values[name] = entry.value } }
+            }
+            return values
+        }
+        self.init(first: apply(frames.prefix(min(1, firstCount))), afterFirstRequest: apply(frames[...]))
+    }
+
+    public var summary: String {
+        SettingsExpectation(first: first, afterFirstRequest: afterFirstRequest).summary
+    }
+
+    /// Only the parameters `expected` looks at.
+    public func restricted(to expected: SettingsExpectation) -> ObservedSettings {
+        ObservedSettings(
+            first: first.filter { expected.first[$0.key] != nil },
+            afterFirstRequest: afterFirstRequest.filter { expected.afterFirstRequest[$0.key] != nil })
+    }
+
+    /// What differs from `expected`, in words (nil: nothing).
+    func differences(from expected: SettingsExpectation) -> String? {
+        var lines: [String] = []
+        for (name, value) in expected.first.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where first[name] != value {
+            lines.append("first SETTINGS \(name.rawValue) \(first[name].map(String.init) ?? "not sent"), expected \(value)")
+        }
+        for (name, value) in expected.afterFirstRequest.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where afterFirstRequest[name] != value {
+            lines.append("after the first request \(name.rawValue) \(afterFirstRequest[name].map(String.init) ?? "not sent"), expected \(value)")
+        }
+        return lines.isEmpty ? nil : lines.joined(separator: "; ")
     }
 }
 
@@ -68,8 +119,18 @@ public enum Judge {
     public static func judge(_ planned: PlannedCase, seen: Observation) -> CaseResult {
         let expect = planned.item.expect
         let checks = expect.checks.map { ($0, passes($0, seen, planned)) }
-        var result = CaseResult(item: planned.item, expected: expect.summary, seen: seen, checks: checks, verdict: .pass)
-        if seen.status == nil {
+        var result = CaseResult(item: planned.item, expected: planned.item.expectedSummary, seen: seen, checks: checks, verdict: .pass)
+        if let settings = planned.item.settings {
+            if let seenSettings = seen.settings {
+                if let why = seenSettings.differences(from: settings) {
+                    result.verdict = .differs
+                    result.why = why
+                }
+            } else {
+                result.verdict = .noAnswer
+                result.why = seen.unanswered ?? "no SETTINGS came"
+            }
+        } else if seen.status == nil {
             result.verdict = .noAnswer
             result.why = seen.unanswered
         } else if seen.status != expect.status || seen.reason != expect.reason {

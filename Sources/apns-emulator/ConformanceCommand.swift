@@ -57,7 +57,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     if options.isSet("list") {
         for item in catalogue.cases {
             let needs = item.needs.isEmpty ? "" : "  [needs \(item.needs.sorted().map(\.rawValue).joined(separator: ", "))]"
-            print("\(item.id)  \(item.expect.summary)  \(item.evidence)\(item.unconfirmed ? " (unconfirmed)" : "")  \(item.title)\(needs)")
+            print("\(item.id)  \(item.expectedSummary)  \(item.evidence)\(item.unconfirmed ? " (unconfirmed)" : "")  \(item.title)\(needs)")
         }
         exit(0)
     }
@@ -111,7 +111,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     var results: [CaseResult] = []
     for item in chosen {
         let expected = recording?.answers.first { $0.id == item.id }
-        let expectedText = expected.map { Observation(status: $0.status, reason: $0.reason).summary } ?? item.expect.summary
+        let expectedText = expected.map(\.summary) ?? item.expectedSummary
         if let why = inputs.whySkipped(item) {
             results.append(.skipped(item, expected: expectedText, why: why))
             continue
@@ -242,8 +242,23 @@ struct ConformanceConnections {
                 return .setupFailed("the request sent first (\(before.credentials)) was answered \(observation.summary), not 200")
             }
         }
+        guard planned.item.settings != nil else {
+            Self.waitForSlot(pacer)
+            return .seen(send(planned.main.request, on: connection).0)
+        }
+        // A connection case: the server's first SETTINGS before any request, then what is in
+        // force once the first request with the run's token was answered.
+        func frames() -> [[(id: Int32, value: UInt32)]] {
+            connection.session.receivedSettings.filter { !$0.isAck }.map { $0.entries.map { (id: $0.id, value: $0.value) } }
+        }
+        try? connection.pump(timeoutMilliseconds: 3000) { !frames().isEmpty }
+        let before = frames().count
         Self.waitForSlot(pacer)
-        return .seen(send(planned.main.request, on: connection).0)
+        var (observation, _) = send(planned.main.request, on: connection)
+        // A raised limit comes right after the answer, as its own SETTINGS frame.
+        try? connection.pump(timeoutMilliseconds: 300) { frames().count > before }
+        if before > 0 { observation.settings = ObservedSettings(frames: frames(), firstCount: before) }
+        return .seen(observation)
     }
 
     /// At most `--rate` requests a second, across every connection of the run.

@@ -45,7 +45,8 @@ import TestSupport
         let table = try Self.checkOrderReasons()
         #expect(Set(table.keys).isSuperset(of: 1...9), "the table has stages \(table.keys.sorted())")
         let notCovered = Set(catalogue.notCovered.map(\.reason))
-        for item in catalogue.cases {
+        // Connection cases judge SETTINGS (docs/apns-behaviour.md §2), not a stage of the check order.
+        for item in catalogue.cases where item.settings == nil {
             if let reason = item.expect.reason {
                 #expect(
                     table[item.stage]?.contains(reason) == true,
@@ -121,7 +122,7 @@ import TestSupport
     @Test func casesWithTheRunsTokenShareOneConnectionAndOneToken() throws {
         let planner = try Self.planner()
         var tokens = Set<String>()
-        for item in planner.catalogue.cases where item.request.auth == .valid && item.request.before == nil {
+        for item in planner.catalogue.cases where item.request.auth == .valid && item.request.before == nil && item.settings == nil {
             let planned = try planner.plan(item)
             guard case .shared = planned.connection else {
                 Issue.record("\(item.id) does not use the shared connection")
@@ -180,6 +181,39 @@ import TestSupport
         // A needed input that is missing is a skip, not a request.
         let withoutToken = try Self.planner(deviceToken: nil)
         #expect(withoutToken.inputs.whySkipped(try #require(withoutToken.catalogue.case("accepted"))) == "needs device-token (--token)")
+    }
+}
+
+@Suite struct ConnectionCaseTests {
+    /// The server's SETTINGS frames, as a connection case sees them: the first frame before the
+    /// request, every frame applied in order after it; a value other than the catalogue's differs.
+    @Test func settingsAreJudgedFirstFrameAndAfterTheRequest() throws {
+        let planner = try CasePlanningTests.planner()
+        let first = try planner.plan(try #require(planner.catalogue.case("server-settings")))
+        let raised = try planner.plan(try #require(planner.catalogue.case("stream-limit-after-the-first-token")))
+        guard case .own = first.connection, case .own = raised.connection else { throw HarnessFailure("a connection case shares a connection") }
+        let apple: [[(id: Int32, value: UInt32)]] = [[(1, 4096), (3, 1), (4, 65535), (5, 16384), (6, 8000)], [(3, 1000)]]
+        let seen = ObservedSettings(frames: apple, firstCount: 1)
+        #expect(seen.first[.maxConcurrentStreams] == 1 && seen.afterFirstRequest[.maxConcurrentStreams] == 1000)
+        #expect(Judge.judge(first, seen: Observation(status: 400, settings: seen)).verdict == .pass)
+        #expect(Judge.judge(raised, seen: Observation(status: 400, settings: seen)).verdict == .pass)
+        // A server that never raises the limit, or starts at 100.
+        let never = Judge.judge(raised, seen: Observation(status: 400, settings: ObservedSettings(frames: [apple[0]], firstCount: 1)))
+        #expect(never.verdict == .differs)
+        #expect(never.why == "after the first request MAX_CONCURRENT_STREAMS 1, expected 1000")
+        let hundred = ObservedSettings(frames: [[(1, 4096), (3, 100), (4, 65535), (5, 16384), (6, 8000)]], firstCount: 1)
+        #expect(Judge.judge(first, seen: Observation(status: 400, settings: hundred)).why == "first SETTINGS MAX_CONCURRENT_STREAMS 100, expected 1")
+        // No SETTINGS at all is no answer.
+        #expect(Judge.judge(first, seen: Observation(status: nil, unanswered: "closed")).verdict == .noAnswer)
+        // Recorded and read back; a replay compares only the parameters the case looks at.
+        var result = Judge.judge(raised, seen: Observation(status: 400, settings: seen))
+        let recording = Recording(target: "t", environment: .sandbox, recordedAt: "now", tool: "test", results: [result])
+        let answer = try #require(try Recording.parse(Array(recording.json.serialized().utf8)).answers.first)
+        #expect(answer.settings == seen)
+        #expect(Replay.compare(answer, raised, seen: Observation(status: 400, settings: seen)).verdict == .pass)
+        result = Replay.compare(
+            answer, raised, seen: Observation(status: 400, settings: ObservedSettings(frames: [apple[0], [(3, 500)]], firstCount: 1)))
+        #expect(result.verdict == .differs)
     }
 }
 
