@@ -28,6 +28,24 @@ public enum DeviceTokenRules {
         return nil
     }
 
+    /// A push-to-start or update token of a device's Live Activities, which a `liveactivity`
+    /// push may go to instead of a device token: its environment and app must match, as a
+    /// device token's must.
+    public static func judge(
+        liveActivityToken owner: LiveActivityWorld.TokenOwner, topic: String, environment: APNsEnvironment
+    ) throws(Refusal) {
+        guard owner.environment == environment else {
+            throw Refusal(
+                kind: .wrongEnvironment, reason: .badDeviceToken,
+                explanation: "this is a \(owner.environment.rawValue) Live Activity token, sent to \(environment.rawValue)")
+        }
+        let expected = owner.bundleID + PushType.liveactivity.topicSuffix
+        guard topic == expected else {
+            throw Refusal(
+                kind: .wrongTopic, reason: .deviceTokenNotForTopic, explanation: "the Live Activity token belongs to topic \(expected), not \(topic)")
+        }
+    }
+
     /// Judges the token's entry (nil: never issued) for a push to `topic` in `environment`.
     /// `stateNow` is the entry's state as this push finds it: the endpoint counts the push
     /// first, for a token that turns 410 after a number of pushes; a validator only reads it.

@@ -813,14 +813,7 @@ public final class ProviderEndpoint: Sendable {
         let normalized = syntax.tokenShape.hasUppercase ? Hex.lowercased(syntax.token) : record.token
         guard let owner = world.liveActivities.tokens[normalized] else { return nil }
         record.deviceID = owner.deviceID
-        guard owner.environment == environment else {
-            throw Rejection(
-                reason: .badDeviceToken, explanation: "this is a \(owner.environment.rawValue) Live Activity token, sent to \(environment.rawValue)")
-        }
-        let expected = owner.bundleID + PushType.liveactivity.topicSuffix
-        guard topic == expected else {
-            throw Rejection(reason: .deviceTokenNotForTopic, explanation: "the Live Activity token belongs to topic \(expected), not \(topic)")
-        }
+        do { try DeviceTokenRules.judge(liveActivityToken: owner, topic: topic, environment: environment) } catch { throw Rejection(error) }
         if normalized != record.token { record.token = normalized }
         return owner
     }

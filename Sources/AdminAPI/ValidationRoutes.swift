@@ -36,12 +36,20 @@ struct ValidationRoutes: AdminResource {
 
         let text = Substring(token)
         let shape = Hex.shape(ofToken: text)
+        let normalized = shape.hasUppercase ? Hex.lowercased(text) : token
+        // As the endpoint does: a Live Activity's token is looked up for a liveactivity push only.
+        let forLiveActivity = topic.map { PushType.implied(byTopic: Substring($0)) == .liveactivity } ?? true
+        if forLiveActivity, DeviceTokenRules.refusal(ofText: text, shape: shape) == nil,
+            let owner = state.readWorld({ $0.registry.token(normalized) == nil ? $0.liveActivities.tokens[normalized] : nil })
+        {
+            return validateLiveActivityToken(token, owner, bundle: bundle, environment: environment, topic: topic)
+        }
         var found: TokenEntry?
         let verdict: Result<TokenEntry, DeviceTokenRules.Refusal>
         if let refusal = DeviceTokenRules.refusal(ofText: text, shape: shape) {
             verdict = .failure(refusal)
         } else {
-            found = state.readWorld { $0.registry.token(shape.hasUppercase ? Hex.lowercased(text) : token) }
+            found = state.readWorld { $0.registry.token(normalized) }
             if topic == nil, let found, found.bundleID == bundle { topic = found.topic }
             let judged = topic ?? bundle
             do {
@@ -85,6 +93,41 @@ struct ValidationRoutes: AdminResource {
         o["topic"] = .string(judgedTopic)
         o["deviceId"] = found.map { .string($0.deviceID) } ?? .null
         o["issued"] = found.map(AdminJSON.token) ?? .null
+        return .json(200, .object(o))
+    }
+
+    /// A push-to-start or update token of a Live Activity: judged for the app's
+    /// `.push-type.liveactivity` topic unless a topic is given, by the endpoint's rule.
+    private func validateLiveActivityToken(
+        _ token: String, _ owner: LiveActivityWorld.TokenOwner, bundle: String, environment: APNsEnvironment, topic: String?
+    ) -> HTTP1ServerResponse {
+        let judgedTopic = topic ?? bundle + PushType.liveactivity.topicSuffix
+        var o = JSONObject()
+        do {
+            try DeviceTokenRules.judge(liveActivityToken: owner, topic: judgedTopic, environment: environment)
+            o["verdict"] = "valid"
+            o["accepted"] = true
+            o["status"] = 200
+            o["reason"] = .null
+            o["explanation"] = .string(
+                "a \(owner.kind.rawValue) token of a Live Activity: a liveactivity push to \(judgedTopic) in \(environment.rawValue) passes the device-token stage"
+            )
+        } catch {
+            o["verdict"] = .string(error.kind.rawValue)
+            o["accepted"] = false
+            o["status"] = .int(Int64(error.reason.status))
+            o["reason"] = .string(api.host.endpointOptions.reasonText(error.reason))
+            o["explanation"] = .string(error.explanation)
+        }
+        o["token"] = .string(token)
+        o["bundleId"] = .string(bundle)
+        o["environment"] = .string(environment.rawValue)
+        o["topic"] = .string(judgedTopic)
+        o["deviceId"] = .string(owner.deviceID)
+        o["issued"] = .null
+        o["liveActivityToken"] = [
+            "kind": .string(owner.kind.rawValue), "bundleId": .string(owner.bundleID), "environment": .string(owner.environment.rawValue),
+        ]
         return .json(200, .object(o))
     }
 

@@ -195,6 +195,49 @@ struct ConsoleTests {
 
     /// The command for a recorded push, run with the real curl against the emulator, sends the
     /// same request again: accepted, with the same apns-* headers and payload.
+    /// A Live Activity push-to-start token is judged as the endpoint judges a push to it: valid
+    /// for the app's .push-type.liveactivity topic, not for another app's or in the other
+    /// environment, and not a device token for the app's own topic; each verdict matches what a
+    /// push gets.
+    @Test func aLiveActivityTokenIsJudgedForItsTopic() throws {
+        let emulator = try EmulatorProcess()
+        #expect(try emulator.admin("POST", "/api/v1/apps", body: ["teamId": "TEAM123456", "bundleId": "com.other.app"]).status == 201)
+        let device = try emulator.createDevice()
+        let declared = try emulator.admin(
+            "PUT", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)/live-activities", body: ["types": ["DeliveryAttributes"]])
+        let startToken = try #require(declared.json["pushToStartTokens"]?.objectValue?["DeliveryAttributes"]?.stringValue)
+        let liveTopic = EmulatorProcess.bundleID + ".push-type.liveactivity"
+        let cases: [(topic: String?, environment: String, verdict: String, status: Int, reason: String?)] = [
+            (nil, "sandbox", "valid", 200, nil),
+            ("com.other.app.push-type.liveactivity", "sandbox", "wrong-topic", 400, "DeviceTokenNotForTopic"),
+            (liveTopic, "production", "wrong-environment", 400, "BadDeviceToken"),
+            (EmulatorProcess.bundleID, "sandbox", "unknown", 400, "BadDeviceToken"),
+        ]
+        let start =
+            #"{"aps":{"event":"start","timestamp":1700000000,"attributes-type":"DeliveryAttributes","attributes":{},"content-state":{},"alert":{"title":"x"}}}"#
+        for c in cases {
+            var body = JSONObject([
+                ("token", .string(startToken)), ("bundleId", .string(EmulatorProcess.bundleID)), ("environment", .string(c.environment)),
+            ])
+            if let topic = c.topic { body["topic"] = .string(topic) }
+            let reply = try emulator.admin("POST", "/api/v1/validate/token", body: .object(body))
+            #expect(reply.json["verdict"]?.stringValue == c.verdict, "\(c): \(reply.raw)")
+            #expect(reply.json["status"]?.intValue == Int64(c.status) && reply.json["reason"]?.stringValue == c.reason)
+            if c.verdict == "unknown" {
+                // Not a device token: the Live Activity's token is not looked up for an app topic.
+                #expect(reply.json["liveActivityToken"] == nil)
+            } else {
+                #expect(reply.json["liveActivityToken"]?["kind"]?.stringValue == "pushToStart")
+                #expect(reply.json["deviceId"]?.stringValue == device.deviceID)
+            }
+
+            var push = try emulator.push(startToken, payload: start, topic: c.topic ?? liveTopic)
+            if c.verdict != "unknown" { push.pushType = "liveactivity" }
+            let pushed = APNsResult(try emulator.connect(c.environment).send(push.request))
+            #expect(pushed.status == c.status && pushed.reason == c.reason, "push for \(c)")
+        }
+    }
+
     @Test(.requires(.curl)) func theCurlCommandSendsTheSameRequestAgain() throws {
         let emulator = try EmulatorProcess()
         let device = try emulator.createDevice()
