@@ -1,22 +1,27 @@
 /// A notification's life as Apple's Push Notifications Console shows it for a development push
-/// looked up by its `apns-unique-id`: received, answered, and each delivery state it went
+/// looked up by its `apns-unique-id`: received, answered, and each delivery step it went
 /// through with when, under the console's names.
 public enum DeliveryLog {
     public struct Entry: Sendable, Equatable {
         public var atMs: Int64
-        /// The emulator's word: `received`, `accepted`, `refused`, or a delivery outcome.
+        /// The emulator's word: `received`, `accepted`, `refused`, or the step's `code`.
         public var state: String
         /// What the console calls it.
         public var console: String
         public var note: String?
     }
 
-    /// The console's categories of delivery states, by its names (also `/metrics` labels).
-    public enum Category: String, Sendable, CaseIterable {
+    /// A delivery step, as the console names it (also the `/metrics` labels). The record's
+    /// outcome says where a notification is; the step says how it got there: a notification
+    /// `pending` was batched for power or is on its way to a device's socket, one
+    /// `dropped-by-system` was for an uninstalled app or a disabled one.
+    public enum Step: String, Sendable, CaseIterable {
         case storedOffline = "Stored: device offline"
         case storedForPower = "Stored for power"
+        case deferred = "Deferred"
         case delivered = "Delivered"
         case deliveredFromStorage = "Delivered from storage"
+        case acknowledged = "Acknowledged by the device"
         case expired = "Discarded: expired"
         case replaced = "Discarded: replaced by a newer notification"
         case throttled = "Discarded: throttled"
@@ -25,22 +30,46 @@ public enum DeliveryLog {
         case notUsed = "Discarded: not used by the device"
         case refused = "Discarded"
 
-        /// The category of entering `outcome`; `afterStorage`: the notification was stored first.
-        /// A discard by the system is "unregistered" when the app was gone, else "disabled"
-        /// (permission, settings): only the explanation tells which.
-        public init(_ outcome: DeliveryOutcome, afterStorage: Bool, explanation: String) {
+        /// The step of entering `outcome` when nothing says more; `afterStorage`: the
+        /// notification was stored first.
+        public init(_ outcome: DeliveryOutcome, afterStorage: Bool) {
             switch outcome {
             case .rejected: self = .refused
-            case .pending, .deferred: self = .storedForPower
+            case .pending: self = .storedForPower
+            case .deferred: self = .deferred
             case .stored: self = .storedOffline
             case .delivered: self = afterStorage ? .deliveredFromStorage : .delivered
             case .expired: self = .expired
             case .coalesced: self = .replaced
             case .throttled: self = .throttled
-            case .droppedBySystem:
-                self = explanation.contains("uninstalled") || explanation.contains("no longer installed") ? .unregistered : .disabled
+            case .droppedBySystem: self = .disabled
             case .ignored: self = .notUsed
             }
+        }
+
+        /// How records store it and the log names it: fixed words, whatever the console's
+        /// wording becomes.
+        public var code: String {
+            switch self {
+            case .storedOffline: "stored-offline"
+            case .storedForPower: "stored-for-power"
+            case .deferred: "deferred"
+            case .delivered: "delivered"
+            case .deliveredFromStorage: "delivered-from-storage"
+            case .acknowledged: "acknowledged"
+            case .expired: "expired"
+            case .replaced: "replaced"
+            case .throttled: "throttled"
+            case .unregistered: "unregistered"
+            case .disabled: "disabled"
+            case .notUsed: "not-used"
+            case .refused: "refused"
+            }
+        }
+
+        public init?(code: String) {
+            guard let step = Self.allCases.first(where: { $0.code == code }) else { return nil }
+            self = step
         }
 
         var ordinal: Int { Self.allCases.firstIndex(of: self) ?? 0 }
@@ -55,13 +84,12 @@ public enum DeliveryLog {
             let answer = record.reason.map { "\(record.status) \($0)" } ?? "\(record.status)"
             entries.append(Entry(atMs: answeredAt, state: "refused", console: "Discarded: \(record.reason ?? "refused")", note: answer))
         }
-        var wasStored = false
         for (index, transition) in record.transitions.enumerated() {
             let last = index == record.transitions.count - 1
-            let category = Category(transition.outcome, afterStorage: wasStored, explanation: record.explanation)
             entries.append(
-                Entry(atMs: transition.atMs, state: transition.outcome.rawValue, console: category.rawValue, note: last ? record.explanation : nil))
-            if transition.outcome == .stored { wasStored = true }
+                Entry(
+                    atMs: transition.atMs, state: transition.step.code, console: transition.step.rawValue,
+                    note: last ? record.explanation : nil))
         }
         return entries
     }

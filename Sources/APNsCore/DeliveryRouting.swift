@@ -61,7 +61,9 @@ extension World {
     mutating func deliverNow(_ notification: PendingNotification, nowMs: Int64, device known: Device? = nil) -> [DeviceFrame] {
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
         guard let device = known ?? registry.devices[notification.deviceID], let app = device.apps[notification.bundleID] else {
-            setOutcome(notification.sequence, .droppedBySystem, "the app is no longer installed, so the device discards it", atMs: nowMs)
+            setOutcome(
+                notification.sequence, .droppedBySystem, "the app is no longer installed, so the device discards it", atMs: nowMs,
+                step: .unregistered)
             return []
         }
         // Only background wakes need the budget; most pushes never look it up.
@@ -126,7 +128,9 @@ extension World {
             delivery.noteWaiting(
                 .inFlight, notification,
                 flight: FlightRow(deliveryID: id, connectionID: connectionID, sentAtMs: nowMs, verdict: verdict))
-            setOutcome(notification.sequence, .pending, "sent to the device; waiting for its ack", atMs: nowMs)
+            setOutcome(
+                notification.sequence, .pending, "sent to the device; waiting for its ack", atMs: nowMs,
+                step: notification.wasStored ? .deliveredFromStorage : .delivered)
             return [
                 DeviceFrame(
                     deviceID: device.id, connectionID: connectionID,
@@ -146,9 +150,15 @@ extension World {
     /// The final state of a notification the device has (acked, or a virtual device).
     /// Callbacks and display are kept as data; the words are put together when shown.
     /// `device`: the notification's device, when the caller has just looked it up.
-    mutating func settle(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64, device: Device? = nil) {
+    /// `acknowledged`: a device's socket acknowledged it (its send was the delivery step).
+    mutating func settle(
+        _ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64, device: Device? = nil, acknowledged: Bool = false
+    ) {
         counters.countOutcome(verdict.outcome)
-        counters.countConsole(DeliveryLog.Category(verdict.outcome, afterStorage: notification.wasStored, explanation: ""))
+        let step =
+            acknowledged && verdict.outcome == .delivered
+            ? DeliveryLog.Step.acknowledged : DeliveryLog.Step(verdict.outcome, afterStorage: notification.wasStored)
+        counters.countConsole(step)
         records.update(sequence: notification.sequence) {
             $0.outcome = verdict.outcome
             $0.explanation = verdict.outcome == .delivered ? "delivered" : "dropped by the system"
@@ -156,7 +166,7 @@ extension World {
             $0.callbacks = verdict.callbacks
             $0.display = verdict.display.rawValue
             $0.deliveredAtMs = nowMs
-            $0.noteTransition(verdict.outcome, atMs: nowMs)
+            $0.noteTransition(step, atMs: nowMs)
         }
         noteAccount(notification, verdict: verdict, nowMs: nowMs, device: device)
         guard verdict.display != .none, let collapse = notification.collapseID else { return }
@@ -168,16 +178,20 @@ extension World {
         }
     }
 
-    mutating func setOutcome(_ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String, atMs nowMs: Int64) {
+    /// `step`: how the notification came to `outcome`, when the outcome alone does not say
+    /// (see `DeliveryLog.Step`).
+    mutating func setOutcome(
+        _ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String, atMs nowMs: Int64, step: DeliveryLog.Step? = nil
+    ) {
         counters.countOutcome(outcome)
-        var afterStorage = false
+        var taken = step ?? DeliveryLog.Step(outcome, afterStorage: false)
         records.update(sequence: sequence) {
-            afterStorage = $0.wasStored
+            if step == nil { taken = DeliveryLog.Step(outcome, afterStorage: $0.wasStored) }
             $0.outcome = outcome
             $0.explanation = explanation
-            $0.noteTransition(outcome, atMs: nowMs)
+            $0.noteTransition(taken, atMs: nowMs)
         }
-        counters.countConsole(DeliveryLog.Category(outcome, afterStorage: afterStorage, explanation: explanation))
+        counters.countConsole(taken)
     }
 
     /// The `notification` frame. The payload goes in as the provider's bytes (validated as a
@@ -277,14 +291,15 @@ extension World {
         return deliverNow(held.notification, nowMs: nowMs)
     }
 
-    mutating func dropWaiting(_ key: AppKey, why: String, nowMs: Int64) {
+    /// `step`: why, in the console's words (an uninstalled app's are `unregistered`).
+    mutating func dropWaiting(_ key: AppKey, why: String, step: DeliveryLog.Step, nowMs: Int64) {
         delivery.storeArrivals.removeValue(forKey: key)
         if let stored = delivery.stored.removeValue(forKey: key) {
-            setOutcome(stored.sequence, .droppedBySystem, "discarded: \(why)", atMs: nowMs)
+            setOutcome(stored.sequence, .droppedBySystem, "discarded: \(why)", atMs: nowMs, step: step)
             delivery.noteDone(stored.sequence)
         }
         if let held = delivery.deferred.removeValue(forKey: key) {
-            setOutcome(held.notification.sequence, .droppedBySystem, "discarded: \(why)", atMs: nowMs)
+            setOutcome(held.notification.sequence, .droppedBySystem, "discarded: \(why)", atMs: nowMs, step: step)
             delivery.noteDone(held.notification.sequence)
         }
         delivery.collapsed.removeValue(forKey: key)

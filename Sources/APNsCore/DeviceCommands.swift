@@ -193,7 +193,7 @@ extension World {
             // WidgetKit on the device takes it: a reload within the budget, or why not.
             applyWidgetPush(flight.notification, kind: kind, nowMs: nowMs)
         } else {
-            settle(flight.notification, verdict: flight.verdict, nowMs: nowMs)
+            settle(flight.notification, verdict: flight.verdict, nowMs: nowMs, acknowledged: true)
         }
         guard delivery.windowFull.contains(deviceID),
             delivery.inflightPerDevice[deviceID, default: 0] <= deliveryOptions.deviceWindow / 2
@@ -256,7 +256,7 @@ extension World {
         } catch {
             throw DeviceRequestError(error)
         }
-        dropWaiting(AppKey(deviceID: deviceID, bundleID: bundleID), why: "the app was uninstalled", nowMs: nowMs)
+        dropWaiting(AppKey(deviceID: deviceID, bundleID: bundleID), why: "the app was uninstalled", step: .unregistered, nowMs: nowMs)
         // Its Live Activities go with it (the uninstall's answer says so; no frames of their own).
         if liveActivities.book(deviceID: deviceID)?.apps[bundleID] != nil {
             _ = liveActivities.removeApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)

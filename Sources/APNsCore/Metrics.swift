@@ -18,8 +18,8 @@ public struct Counters: Sendable {
     private var unusual: [NotificationKey: UInt64] = [:]
     /// Entries into each delivery state, by `DeliveryOutcome.allCases` index.
     private var outcomeCounts = [UInt64](repeating: 0, count: DeliveryOutcome.allCases.count)
-    /// Delivery states entered, by the Push Notifications Console's category.
-    private var consoleCounts = [UInt64](repeating: 0, count: DeliveryLog.Category.allCases.count)
+    /// Delivery steps taken, by the Push Notifications Console's names.
+    private var consoleCounts = [UInt64](repeating: 0, count: DeliveryLog.Step.allCases.count)
     /// Provider-token verifications (ES256 runs), by result: `valid` or the reason.
     public private(set) var jwtVerifications: [String: UInt64] = [:]
     public private(set) var faultsFired: [String: UInt64] = [:]
@@ -100,11 +100,11 @@ public struct Counters: Sendable {
         outcomeCounts[outcome.ordinal] += 1
     }
 
-    mutating func countConsole(_ category: DeliveryLog.Category) { consoleCounts[category.ordinal] += 1 }
+    mutating func countConsole(_ step: DeliveryLog.Step) { consoleCounts[step.ordinal] += 1 }
 
-    /// Every console category with its count (zeros included, so dashboards see the series).
-    public var consoleCategories: [(DeliveryLog.Category, UInt64)] {
-        DeliveryLog.Category.allCases.map { ($0, consoleCounts[$0.ordinal]) }
+    /// Every console step with its count (zeros included, so dashboards see the series).
+    public var consoleSteps: [(DeliveryLog.Step, UInt64)] {
+        DeliveryLog.Step.allCases.map { ($0, consoleCounts[$0.ordinal]) }
     }
 
     public var outcomes: [DeliveryOutcome: UInt64] {

@@ -72,10 +72,10 @@ public struct NotificationRecord: Sendable {
     /// The request's header list size as HTTP/2 counts it (name + value + 32 per field), when
     /// the HTTP/2 layer measured it (0: not known), so `approximateBytes` need not add it up.
     public var headerListBytes = 0
-    /// The delivery states the notification went through, each with when it entered it (the
-    /// console's log): at most `maxTransitions`, the first ones and the newest. Outcomes only,
-    /// 16 bytes each, inside `fixedBytes`: the explanation of the current one is `explanation`.
-    public var transitions: [(atMs: Int64, outcome: DeliveryOutcome)] = []
+    /// The delivery steps the notification went through, each with when (the console's log):
+    /// at most `maxTransitions`, the first ones and the newest; 16 bytes each, inside
+    /// `fixedBytes` (the explanation of the current one is `explanation`).
+    public var transitions: [(atMs: Int64, step: DeliveryLog.Step)] = []
     public static let maxTransitions = 12
     /// The allowance for a record's fixed part and its texts.
     public static let fixedBytes = 640
@@ -85,9 +85,9 @@ public struct NotificationRecord: Sendable {
     /// set meanwhile; `RecordStore` decodes it whenever it hands the record out.
     var keptEncoded: [UInt8]?
 
-    mutating func noteTransition(_ outcome: DeliveryOutcome, atMs: Int64) {
+    mutating func noteTransition(_ step: DeliveryLog.Step, atMs: Int64) {
         if transitions.count >= Self.maxTransitions { transitions.removeLast() }
-        transitions.append((atMs, outcome))
+        transitions.append((atMs, step))
     }
 
     /// Roughly what the record occupies: its variable parts plus a fixed allowance for the

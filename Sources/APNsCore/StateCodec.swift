@@ -73,7 +73,7 @@ public enum StateCodec {
         w.u64(UInt64(r.transitions.count))
         for transition in r.transitions {
             w.put(transition.atMs)
-            w.put(transition.outcome)
+            w.put(transition.step.code)
         }
         return w.bytes
     }
@@ -219,7 +219,12 @@ public enum StateCodec {
             guard count <= NotificationRecord.maxTransitions else {
                 throw r.damaged("\(count) transitions, more than \(NotificationRecord.maxTransitions)")
             }
-            for _ in 0..<count { record.transitions.append((try r.take(), try r.take())) }
+            for _ in 0..<count {
+                let atMs: Int64 = try r.take()
+                let code: String = try r.take()
+                guard let step = DeliveryLog.Step(code: code) else { throw r.damaged("delivery step \(code)") }
+                record.transitions.append((atMs, step))
+            }
         }
         try r.expectEnd()
         return record

@@ -92,7 +92,7 @@ extension World {
             $0.explanation = explanation
             $0.callbacks = []
             $0.display = Display.none.rawValue
-            $0.noteTransition(outcome, atMs: nowMs)
+            $0.noteTransition(DeliveryLog.Step(outcome, afterStorage: false), atMs: nowMs)
             if outcome == .delivered { $0.deliveredAtMs = nowMs }
         }
         if outcome == .ignored {

@@ -71,7 +71,7 @@ extension Emulator {
             "apns_emulator_console_states_total", "counter",
             "Notifications entering each state of Apple's Push Notifications Console (Received, Accepted, Stored: device offline, Delivered from storage, Discarded: …).",
             by: "state",
-            [("Received", Double(received)), ("Accepted", Double(accepted))] + counters.consoleCategories.map { ($0.0.rawValue, Double($0.1)) })
+            [("Received", Double(received)), ("Accepted", Double(accepted))] + counters.consoleSteps.map { ($0.0.rawValue, Double($0.1)) })
         p.labelled(
             "apns_emulator_delivery_outcomes_total", "counter",
             "Accepted notifications entering each delivery state (stored, delivered, expired, coalesced, throttled, deferred, dropped-by-system, pending).",

@@ -424,7 +424,7 @@ struct StateCodecTests {
         var reach = BroadcastReach(channelID: "Y2g=")
         reach.add(BroadcastReach.Delivery(deviceID: "d", activityID: "A", outcome: .delivered, explanation: "shown", fromStore: true))
         r.broadcast = reach
-        r.transitions = [(5, .stored), (9, .delivered)]
+        r.transitions = [(5, .storedOffline), (9, .deliveredFromStorage)]
         return r
     }
 
@@ -466,8 +466,9 @@ struct StateCodecTests {
         let reach =
             "01" + "045932673d" + "020200" + "01" + "0964656c697665726564" + "02" + "01" + "0164" + "010141" + "0964656c697665726564" + "0573686f776e"
             + "01"
-        // Format 4 = format 3's, then the transitions: count 2, (5 ms, stored), (9 ms, delivered).
-        let transitions = "02" + "0a" + "0673746f726564" + "12" + "0964656c697665726564"
+        // Format 4 = format 3's, then the transitions: count 2, (5 ms, "stored-offline"),
+        // (9 ms, "delivered-from-storage").
+        let transitions = "02" + "0a" + "0e" + "73746f7265642d6f66666c696e65" + "12" + "16" + "64656c6976657265642d66726f6d2d73746f72616765"
         #expect(hex(StateCodec.encode(Self.fullRecord())) == "04" + formatOneFull.dropFirst(2) + accountFields + reach + transitions)
         #expect(hex(StateCodec.encode(Self.sparseRecord())) == "04" + formatOneSparse.dropFirst(2) + "000000" + "00" + "00")
         var formatThree = Self.fullRecord()

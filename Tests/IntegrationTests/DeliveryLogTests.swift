@@ -1,3 +1,4 @@
+import DeviceClient
 import Foundation
 import JSON
 import ProviderClient
@@ -35,7 +36,7 @@ import TestSupport
         let times = log.compactMap { $0["atMs"]?.intValue }
         #expect(times == times.sorted() && times.count == 4)
         #expect(times[3] - times[2] >= 50, "delivered when the device came back, not when stored: \(times)")
-        #expect(log[3]["state"]?.stringValue == "delivered" && log[3]["note"]?.stringValue?.isEmpty == false)
+        #expect(log[3]["state"]?.stringValue == "delivered-from-storage" && log[3]["note"]?.stringValue?.isEmpty == false)
         // The same log by apns-id; the record keeps it across a look-up of the record itself.
         #expect(Self.consoleNames(try Self.log(emulator, try #require(result.apnsID))).count == 4)
         // /metrics counts the same states under the console's names.
@@ -45,6 +46,36 @@ import TestSupport
         #expect(try console("Received") == 1 && console("Accepted") == 1)
         #expect(try console("Stored: device offline") == 1 && console("Delivered from storage") == 1)
         #expect(try console("Delivered") == 0 && console("Discarded: unregistered") == 0)
+    }
+
+    /// A device holding a socket: the send is the delivery, its ack a step of its own.
+    @Test func aSocketDevicesAckIsAStepOfItsOwn() throws {
+        let emulator = try EmulatorProcess()
+        let device = SimulatedDevice(
+            address: try emulator.address("device"), deviceID: "log-phone",
+            apps: [DeviceApp(bundleID: EmulatorProcess.bundleID, environment: .sandbox)])
+        device.autoAck = false
+        try device.connect()
+        defer { device.disconnect() }
+        let token = try #require(
+            try eventually {
+                _ = try device.poll(timeoutMilliseconds: 50); return device.token(for: EmulatorProcess.bundleID) != nil
+            }
+                ? device.token(for: EmulatorProcess.bundleID) : nil)
+        let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+        let id = try #require(result.apnsID)
+        let delivered = try #require(try device.nextNotification(timeoutMilliseconds: 5000))
+        #expect(Self.consoleNames(try Self.log(emulator, id)) == ["Received", "Accepted", "Delivered"])
+        #expect(try Self.log(emulator, id).last?["state"]?.stringValue == "delivered")
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(id)").json["outcome"]?.stringValue == "pending")
+        try device.ack(delivered.id)
+        var log: [JSONValue] = []
+        _ = try eventually {
+            log = try Self.log(emulator, id)
+            return log.count == 4
+        }
+        #expect(Self.consoleNames(log) == ["Received", "Accepted", "Delivered", "Acknowledged by the device"])
+        #expect(log.last?["state"]?.stringValue == "acknowledged")
     }
 
     /// The log is part of the record: killed (SIGKILL) and started again on the same
