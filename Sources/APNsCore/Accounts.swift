@@ -94,14 +94,21 @@ extension World {
     }
 
     /// Queues a hook call when the app's backend has that hook.
-    mutating func call(_ hook: BackendHookKind, deviceID: String, bundleID: String, payload: [UInt8]? = nil) {
+    mutating func call(
+        _ hook: BackendHookKind, deviceID: String, bundleID: String, payload: [UInt8]? = nil, response: (apnsID: String, NotificationResponse)? = nil
+    ) {
         guard let backend = backends[bundleID], backend.hooks[hook] != nil,
             let device = registry.devices[deviceID], let app = device.apps[bundleID]
         else { return }
         let token = app.tokens[.app] ?? app.tokens.values.sorted().first
-        let values = HookValues(
+        var values = HookValues(
             token: token, deviceID: deviceID, bundleID: bundleID, environment: app.environment,
             userID: device.userID)
+        if let (apnsID, answer) = response {
+            values.apnsID = apnsID
+            values.actionIdentifier = answer.actionIdentifier
+            values.userText = answer.userText
+        }
         backendOutbox.append(BackendIntent(hook: hook, backend: backend, values: values, payload: payload))
     }
 

@@ -29,6 +29,8 @@ public struct AppBackend: Sendable, Equatable {
 
 public enum BackendHookKind: String, Sendable, CaseIterable, Comparable {
     case register, bind, unbind, fetch
+    /// The user acted on a notification (a custom action, typed text, a heard dismiss).
+    case action
     public static func < (a: Self, b: Self) -> Bool { allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)! }
 }
 
@@ -61,7 +63,7 @@ public struct BackendConfigError: Error, Sendable, Equatable, CustomStringConver
 // MARK: - JSON form (the admin API's and the --config file's)
 
 extension AppBackend {
-    /// Parses `{"register": HOOK, "bind": HOOK, "unbind": HOOK, "fetch": HOOK,
+    /// Parses `{"register": HOOK, "bind": HOOK, "unbind": HOOK, "fetch": HOOK, "action": HOOK,
     /// "addresseePointer": "/uid", "timeoutMs": 5000, "maxAttempts": 5}`; every template is
     /// checked here, so a bad placeholder is a 400 rather than a failed call later.
     public static func parse(_ json: JSONValue) throws(BackendConfigError) -> AppBackend {

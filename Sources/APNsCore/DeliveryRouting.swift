@@ -89,7 +89,8 @@ extension World {
             setOutcome(
                 notification.sequence, .deferred, "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour), atMs: nowMs)
             return []
-        case .deliver(let verdict):
+        case .deliver(var verdict):
+            let presentation = present(notification, &verdict, device: device, app: app, nowMs: nowMs)
             if verdict.usedBackgroundBudget {
                 _ = budget.consume(nowMs: nowMs)
                 delivery.setBudget(key, budget)
@@ -134,9 +135,30 @@ extension World {
             return [
                 DeviceFrame(
                     deviceID: device.id, connectionID: connectionID,
-                    message: Self.notificationMessage(id: id, notification, verdict))
+                    message: Self.notificationMessage(id: id, notification, verdict, presentation))
             ]
         }
+    }
+
+    /// The presentation rules, where they have something to decide: the payload asks for more
+    /// than a plain alert string, or the app's setup or the device's switches are not the
+    /// defaults. The record keeps the result; a badge it sets goes on the app's icon.
+    private mutating func present(
+        _ notification: PendingNotification, _ verdict: inout DeliveryVerdict, device: Device, app: InstalledApp, nowMs: Int64
+    ) -> Presentation? {
+        guard notification.pushType == .alert || notification.pushType == .background,
+            notification.content.needsPresentation || !app.settings.notifications.isDefault || !device.attention.isDefault
+        else { return nil }
+        let content = AlertContent.read(notification.payload, setup: app.settings.notifications)
+        guard
+            let presentation = PresentationRules.apply(
+                &verdict, content: content, app: app.settings, bundleID: app.bundleID, attention: device.attention, nowMs: nowMs)
+        else { return nil }
+        records.update(sequence: notification.sequence) { $0.presentation = presentation }
+        if let badge = presentation.badge, badge != app.badge {
+            try? registry.updateDevice(device.id) { $0.apps[app.bundleID]?.badge = badge }
+        }
+        return presentation
     }
 
     static func describe(_ reason: DeferReason, budget: Int) -> String {
@@ -197,17 +219,20 @@ extension World {
     /// The `notification` frame. The payload goes in as the provider's bytes (validated as a
     /// JSON object on acceptance), so nothing is parsed under the state lock and the device
     /// receives exactly what was sent.
-    static func notificationMessage(id: UInt64, _ n: PendingNotification, _ verdict: DeliveryVerdict) -> JSONValue {
+    static func notificationMessage(
+        id: UInt64, _ n: PendingNotification, _ verdict: DeliveryVerdict, _ presentation: Presentation? = nil
+    ) -> JSONValue {
         let payload = JSONValue.raw(n.payload)
-        return .object(
-            JSONObject([
-                ("type", "notification"), ("id", .int(Int64(id))), ("apnsId", .string(n.apnsID)),
-                ("bundleId", .string(n.bundleID)), ("token", .string(n.token)), ("topic", .string(n.topic)),
-                ("pushType", .string(n.pushType.rawValue)), ("priority", .int(Int64(n.priority))),
-                ("collapseId", n.collapseID.map(JSONValue.string) ?? .null), ("payload", payload),
-                ("callbacks", .array(verdict.callbacks.map(JSONValue.string))), ("display", .string(verdict.display.rawValue)),
-                ("reason", verdict.reason.map(JSONValue.string) ?? .null), ("stored", .bool(n.wasStored)),
-            ]))
+        var members: [(key: String, value: JSONValue)] = [
+            ("type", "notification"), ("id", .int(Int64(id))), ("apnsId", .string(n.apnsID)),
+            ("bundleId", .string(n.bundleID)), ("token", .string(n.token)), ("topic", .string(n.topic)),
+            ("pushType", .string(n.pushType.rawValue)), ("priority", .int(Int64(n.priority))),
+            ("collapseId", n.collapseID.map(JSONValue.string) ?? .null), ("payload", payload),
+            ("callbacks", .array(verdict.callbacks.map(JSONValue.string))), ("display", .string(verdict.display.rawValue)),
+            ("reason", verdict.reason.map(JSONValue.string) ?? .null), ("stored", .bool(n.wasStored)),
+        ]
+        if let presentation { members.append(("presentation", presentation.json)) }
+        return .object(JSONObject(members))
     }
 
     /// Per-token flood check (`TooManyRequests`, docs/apns-behaviour.md, "Reasons and statuses");

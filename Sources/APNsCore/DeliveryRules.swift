@@ -6,6 +6,8 @@ extension AppState {
 /// What the user sees.
 public enum Display: String, Sendable {
     case banner, notificationCenter, none
+    /// Waiting for the next scheduled summary (docs/device-model.md, "Presentation").
+    case scheduledSummary
 }
 
 /// App callbacks by their iOS names.
@@ -23,11 +25,17 @@ public struct AppSettings: Sendable, Equatable {
     public var appState: AppState
     /// The *Remote notifications* background mode.
     public var backgroundMode: Bool
+    /// Categories, `willPresent`, entitlements and the user's per-app switches.
+    public var notifications = NotificationSetup()
 
-    public init(authorization: Authorization = .authorized, appState: AppState = .background, backgroundMode: Bool = true) {
+    public init(
+        authorization: Authorization = .authorized, appState: AppState = .background, backgroundMode: Bool = true,
+        notifications: NotificationSetup = NotificationSetup()
+    ) {
         self.authorization = authorization
         self.appState = appState
         self.backgroundMode = backgroundMode
+        self.notifications = notifications
     }
 }
 

@@ -55,7 +55,7 @@ public struct DeviceRequestError: Error, Sendable, Equatable {
     }
 
     /// A registry refusal, keeping whether it was about something missing.
-    init(_ error: RegistryError) {
+    public init(_ error: RegistryError) {
         var code = "bad_request"
         if case .tooManyApps = error { code = Self.tooManyApps }
         self.init(code, error.description, isNotFound: error.isNotFound)
@@ -353,39 +353,15 @@ extension World {
         return registry.token(token)
     }
 
-    /// The user taps a notification on screen or in Notification Center.
-    /// Returns the tap's callbacks and the frames of anything held for the app until it was
-    /// launched (a background push held while it was force-quit).
+    /// The user taps a notification on screen or in Notification Center: its default action
+    /// (`respond`). Returns the tap's callbacks and the frames of anything held for the app
+    /// until it was launched (a background push held while it was force-quit).
     public mutating func tap(
         deviceID: String, apnsID: String, nowMs: Int64
     ) throws(DeviceRequestError)
         -> (bundleID: String, callbacks: [String], launched: Bool, frames: [DeviceFrame])
     {
-        guard let device = registry.devices[deviceID] else {
-            throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
-        }
-        // On screen or in Notification Center: delivered with something to show, not replaced
-        // by a newer one with its collapse id, and not tapped yet (a tap removes it). A search:
-        // records kept encoded are decoded once for it, not on every tap.
-        records.decodeKept()
-        let shown = records.newestFirst(limit: 1) { r in
-            r.deviceID == deviceID && r.outcome == .delivered && r.display != nil && r.display != Display.none.rawValue
-                && !r.callbacks.contains(AppCallback.didReceive) && Hex.equalIgnoringCase(r.apnsID, apnsID)
-        }.first
-        guard let shown, let bundleID = shown.bundleID, let settings = device.apps[bundleID]?.settings else {
-            throw DeviceRequestError("bad_request", "no notification \(apnsID) is on screen or in Notification Center")
-        }
-        let (callbacks, launched) = DeliveryRules.tap(app: settings)
-        records.update(sequence: shown.sequence) {
-            $0.callbacks.append(contentsOf: callbacks)
-            $0.explanation += "; tapped: " + callbacks.joined(separator: ", ") + (launched ? " after a cold launch" : "")
-        }
-        // Tapping opens the app, which releases what waited for a launch; the app then fetches
-        // what the notification points to.
-        let (_, frames) = try updateApp(
-            deviceID: deviceID, bundleID: bundleID, appState: .foreground, authorization: nil,
-            backgroundMode: nil, nowMs: nowMs)
-        call(.fetch, deviceID: deviceID, bundleID: bundleID, payload: shown.payload)
-        return (bundleID, callbacks, launched, frames)
+        let tapped = try respond(deviceID: deviceID, apnsID: apnsID, action: "default", text: nil, nowMs: nowMs)
+        return (tapped.bundleID, tapped.effect.callbacks, tapped.launched, tapped.frames)
     }
 }

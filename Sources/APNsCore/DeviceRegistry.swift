@@ -58,6 +58,8 @@ public struct InstalledApp: Sendable, Equatable {
     public var settings = AppSettings()
     /// The app got a token while nobody was logged in: it uploads it (`register`) at login.
     public var uploadPending = false
+    /// The number on the app's icon (0: none), as the last `badge` shown set it.
+    public var badge = 0
 
     public init(
         bundleID: String, environment: APNsEnvironment, tokens: [TokenKind: String], installedAtMs: Int64,
@@ -86,6 +88,8 @@ public struct Device: Sendable, Equatable {
     public var forcedOffline = false
     /// The account logged in on the device's apps (nil: logged out).
     public var userID: String?
+    /// Focus, the scheduled summary, the ring switch and the lock.
+    public var attention = DeviceAttention()
 
     public init(
         id: String, isVirtual: Bool, apps: [String: InstalledApp], createdAtMs: Int64, connectionID: UInt64? = nil,

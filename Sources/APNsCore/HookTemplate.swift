@@ -13,6 +13,10 @@ public struct HookValues: Sendable {
     /// Live Activity tokens: the activity an update token belongs to, the attributes type.
     public var activityID: String?
     public var attributesType: String?
+    /// `action`: the user's response to a notification (its apns-id, the action, typed text).
+    public var apnsID: String?
+    public var actionIdentifier: String?
+    public var userText: String?
 
     public init(
         token: String?, deviceID: String, bundleID: String, environment: APNsEnvironment, userID: String?,
@@ -49,7 +53,8 @@ public struct RenderedHook: Sendable, Equatable {
 /// placeholder inside longer text is replaced by the value's text. Missing values are empty
 /// text (a logged-out `{{userId}}`, a payload field that is not there).
 public enum HookTemplate {
-    static let names: Set<String> = ["token", "deviceId", "bundleId", "environment", "userId", "tokenKind", "activityId", "attributesType"]
+    static let names: Set<String> = ["token", "deviceId", "bundleId", "environment", "userId", "tokenKind", "activityId", "attributesType", "apnsId", "actionIdentifier", "userText",
+    ]
 
     enum Placeholder: Equatable {
         case name(String)
@@ -122,6 +127,9 @@ public enum HookTemplate {
         case .name("tokenKind"): return .string(values.tokenKind)
         case .name("activityId"): return values.activityID.map(JSONValue.string) ?? .null
         case .name("attributesType"): return values.attributesType.map(JSONValue.string) ?? .null
+        case .name("apnsId"): return values.apnsID.map(JSONValue.string) ?? .null
+        case .name("actionIdentifier"): return values.actionIdentifier.map(JSONValue.string) ?? .null
+        case .name("userText"): return values.userText.map(JSONValue.string) ?? .null
         case .name: return .null
         case .payload(let pointer): return values.payload.flatMap { pointer.resolve(in: $0) } ?? .null
         }

@@ -8,11 +8,16 @@ public struct PushContent: Sendable, Equatable {
     /// `mutable-content: 1` on a push with an alert: the Notification Service Extension runs
     /// first (not for sound or badge alone).
     public var mutableContent: Bool
+    /// How it is presented needs more than "a plain alert string": a badge, a category, a
+    /// thread, an interruption level, an alert dictionary or an empty one, a sound
+    /// dictionary… (`AlertContent` then reads the payload; the plain case needs no parse).
+    public var needsPresentation: Bool
 
-    public init(isVisible: Bool = false, contentAvailable: Bool = false, mutableContent: Bool = false) {
+    public init(isVisible: Bool = false, contentAvailable: Bool = false, mutableContent: Bool = false, needsPresentation: Bool = false) {
         self.isVisible = isVisible
         self.contentAvailable = contentAvailable
         self.mutableContent = mutableContent
+        self.needsPresentation = needsPresentation
     }
 
     /// Reads the facts from a payload already known to be a JSON object, without building a
@@ -50,7 +55,10 @@ public struct PushContent: Sendable, Equatable {
             var hasAlert = false
             readAps(into: &content, hasAlert: &hasAlert)
             // The service extension runs for alerts only, not for sound or badge alone.
-            if !hasAlert { content.mutableContent = false }
+            if !hasAlert {
+                content.mutableContent = false
+                if content.isVisible { content.needsPresentation = true }
+            }
             return content
         }
 
@@ -62,7 +70,19 @@ public struct PushContent: Sendable, Equatable {
                 let isNull = equals(valueStart..<i, "null")
                 if equals(key, "alert") || equals(key, "badge") || equals(key, "sound") {
                     if !isNull { content.isVisible = true }
-                    if !isNull && equals(key, "alert") { hasAlert = true }
+                    if !isNull && equals(key, "alert") {
+                        hasAlert = true
+                        // A plain non-empty string needs nothing more; `""` shows nothing.
+                        if bytes[valueStart] != UInt8(ascii: "\"") || i - valueStart <= 2 { content.needsPresentation = true }
+                    } else if !isNull && equals(key, "badge") {
+                        content.needsPresentation = true
+                    } else if !isNull && bytes[valueStart] == UInt8(ascii: "{") {
+                        content.needsPresentation = true  // a sound dictionary (critical)
+                    }
+                } else if equals(key, "category") || equals(key, "thread-id") || equals(key, "interruption-level")
+                    || equals(key, "relevance-score") || equals(key, "summary-arg") || equals(key, "summary-arg-count")
+                {
+                    content.needsPresentation = true
                 } else if equals(key, "content-available") {
                     content.contentAvailable = equals(valueStart..<i, "1")
                 } else if equals(key, "mutable-content") {

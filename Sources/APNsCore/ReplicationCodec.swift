@@ -5,9 +5,10 @@
 // as they are, so one reader understands both.
 
 extension StateCodec {
-    /// 2 added broadcast channels (their rows, and in a reset's state), 3 Live Activity rows;
-    /// 1 and 2 are still read.
-    static let changeFormat: UInt8 = 3
+    /// 2 added broadcast channels (their rows, and in a reset's state), 3 Live Activity rows,
+    /// 4 each app's notification setup and badge and the device's switches (Focus…); 1 to 3
+    /// are still read.
+    static let changeFormat: UInt8 = 4
     static let framesFormat: UInt8 = 1
     /// Deeper JSON than this in a frame is refused: damaged bytes must not exhaust the stack.
     static let maxJSONDepth = 64
@@ -136,7 +137,7 @@ extension StateCodec {
         -> StateChange
     {
         switch try r.u8() {
-        case 1: return .deviceSaved(try readDevice(from: &r))
+        case 1: return .deviceSaved(try readDevice(from: &r, format: format))
         case 2: return .deviceRemoved(id: try r.take())
         case 3: return .tokenSaved(try readToken(from: &r))
         case 4: return .keySaved(try readKey(from: &r))
@@ -184,10 +185,13 @@ extension StateCodec {
             w.put(app.settings.appState)
             w.put(app.settings.backgroundMode)
             w.put(app.uploadPending)
+            w.blob(app.settings.notifications.storedJSON)
+            w.put(app.badge)
         }
+        w.blob(d.attention.storedJSON)
     }
 
-    private static func readDevice(from r: inout ByteReader) throws(StateStoreError) -> Device {
+    private static func readDevice(from r: inout ByteReader, format: UInt8) throws(StateStoreError) -> Device {
         var device = Device(id: try r.take(), isVirtual: try r.take(), apps: [:], createdAtMs: try r.take())
         device.connectionID = try r.take()
         device.lowPowerMode = try r.take()
@@ -205,12 +209,32 @@ extension StateCodec {
                 tokens[kind] = token
             }
             let installedAt: Int64 = try r.take()
-            let settings = AppSettings(authorization: try r.take(), appState: try r.take(), backgroundMode: try r.take())
-            device.apps[bundleID] = InstalledApp(
+            var settings = AppSettings(authorization: try r.take(), appState: try r.take(), backgroundMode: try r.take())
+            var app = InstalledApp(
                 bundleID: bundleID, environment: environment, tokens: tokens,
                 installedAtMs: installedAt, settings: settings, uploadPending: try r.take())
+            if format >= 4 {
+                settings.notifications = try storedSetting(try r.bytes(), r) { bytes throws(NotificationSettingsError) in
+                    try NotificationSetup(storedJSON: bytes)
+                }
+                app.settings = settings
+                app.badge = try r.take()
+            }
+            device.apps[bundleID] = app
+        }
+        if format >= 4 {
+            device.attention = try storedSetting(try r.bytes(), r) { bytes throws(NotificationSettingsError) in
+                try DeviceAttention(storedJSON: bytes)
+            }
         }
         return device
+    }
+
+    /// A setting kept as JSON (`storedJSON`), read back; a damaged one is the row's damage.
+    static func storedSetting<T>(
+        _ bytes: [UInt8], _ r: ByteReader, _ read: ([UInt8]) throws(NotificationSettingsError) -> T
+    ) throws(StateStoreError) -> T {
+        do throws(NotificationSettingsError) { return try read(bytes) } catch { throw r.damaged(error.description) }
     }
 
     private static func write(_ t: TokenEntry, to w: inout ByteWriter) {
@@ -388,7 +412,7 @@ extension StateCodec {
     private static func readState(from r: inout ByteReader, format: UInt8) throws(StateStoreError) -> PersistedState {
         var s = PersistedState()
         s.initialized = try r.take()
-        for _ in 0..<(try r.count()) { s.devices.append(try readDevice(from: &r)) }
+        for _ in 0..<(try r.count()) { s.devices.append(try readDevice(from: &r, format: format)) }
         for _ in 0..<(try r.count()) { s.tokens.append(try readToken(from: &r)) }
         for _ in 0..<(try r.count()) { s.keys.append(try readKey(from: &r)) }
         for _ in 0..<(try r.count()) { s.apps.append((bundleID: try r.take(), teamID: try r.take())) }

@@ -5,8 +5,8 @@
 /// what it does not know instead of misreading it.
 public enum StateCodec {
     /// 2 added the account fields (userID, addressee, crossAccount), 3 a broadcast's reach,
-    /// 4 the delivery transitions; 1 to 3 are still read.
-    static let recordFormat: UInt8 = 4
+    /// 4 the delivery transitions, 5 the presentation; 1 to 4 are still read.
+    static let recordFormat: UInt8 = 5
     static let notificationFormat: UInt8 = 1
     static let faultsFormat: UInt8 = 1
     static let channelFormat: UInt8 = 1
@@ -75,7 +75,85 @@ public enum StateCodec {
             w.put(transition.atMs)
             w.put(transition.step.code)
         }
+        encode(r.presentation, into: &w)
         return w.bytes
+    }
+
+    private static func encode(_ p: Presentation?, into w: inout ByteWriter) {
+        guard let p else { return w.put(false) }
+        w.put(true)
+        w.put(p.title)
+        w.put(p.subtitle)
+        w.put(p.body)
+        w.put(p.category)
+        w.put(p.categoryRegistered)
+        w.u64(UInt64(p.actions.count))
+        for action in p.actions {
+            w.put(action.identifier)
+            w.put(action.title)
+            w.u8((action.foreground ? 1 : 0) | (action.destructive ? 2 : 0) | (action.authenticationRequired ? 4 : 0))
+            w.put(action.textInput?.buttonTitle)
+            w.put(action.textInput?.placeholder)
+        }
+        w.put(p.threadID)
+        w.put(p.requestedLevel?.rawValue)
+        w.put(p.level.rawValue)
+        w.put(p.sound.rawValue)
+        w.put(p.screenLit)
+        w.put(p.badge)
+        w.put(p.heldUntilMs)
+        w.put(p.relevanceScore)
+        w.put(p.summaryArg)
+        w.put(p.summaryArgCount)
+        w.put(p.sender)
+        w.put(p.response?.actionIdentifier)
+        if let response = p.response {
+            w.put(response.userText)
+            w.put(response.atMs)
+        }
+    }
+
+    private static func decodePresentation(_ r: inout ByteReader) throws(StateStoreError) -> Presentation? {
+        guard try r.take() as Bool else { return nil }
+        var p = Presentation()
+        p.title = try r.take()
+        p.subtitle = try r.take()
+        p.body = try r.take()
+        p.category = try r.take()
+        p.categoryRegistered = try r.take()
+        let count = try r.count()
+        guard count <= NotificationSetup.maxActions else { throw r.damaged("\(count) actions") }
+        for _ in 0..<count {
+            var action = NotificationAction(identifier: try r.take(), title: try r.take())
+            let flags = try r.u8()
+            action.foreground = flags & 1 != 0
+            action.destructive = flags & 2 != 0
+            action.authenticationRequired = flags & 4 != 0
+            let button: String? = try r.take()
+            let placeholder: String? = try r.take()
+            if let button { action.textInput = NotificationAction.TextInput(buttonTitle: button, placeholder: placeholder ?? "") }
+            p.actions.append(action)
+        }
+        p.threadID = try r.take()
+        let requested: String? = try r.take()
+        p.requestedLevel = requested.flatMap(InterruptionLevel.init(rawValue:))
+        let level: String = try r.take()
+        let sound: String = try r.take()
+        guard let knownLevel = InterruptionLevel(rawValue: level), let knownSound = SoundOutcome(rawValue: sound) else {
+            throw r.damaged("presentation level \(level) or sound \(sound)")
+        }
+        p.level = knownLevel
+        p.sound = knownSound
+        p.screenLit = try r.take()
+        p.badge = try r.take()
+        p.heldUntilMs = try r.take()
+        p.relevanceScore = try r.take()
+        p.summaryArg = try r.take()
+        p.summaryArgCount = try r.take()
+        p.sender = try r.take()
+        let action: String? = try r.take()
+        if let action { p.response = NotificationResponse(actionIdentifier: action, userText: try r.take(), atMs: try r.take()) }
+        return p
     }
 
     private static func encode(_ reach: BroadcastReach?, into w: inout ByteWriter) {
@@ -226,6 +304,7 @@ public enum StateCodec {
                 record.transitions.append((atMs, step))
             }
         }
+        if format >= 5 { record.presentation = try decodePresentation(&r) }
         try r.expectEnd()
         return record
     }
@@ -256,7 +335,7 @@ public enum StateCodec {
     public static func decodeNotification(_ bytes: [UInt8]) throws(StateStoreError) -> PendingNotification {
         var r = ByteReader(bytes, what: "waiting notification")
         try r.expectFormat(notificationFormat)
-        let n = PendingNotification(
+        var n = PendingNotification(
             sequence: try r.take(), apnsID: try r.take(), token: try r.take(), topic: try r.take(),
             deviceID: try r.take(), bundleID: try r.take(), pushType: try r.take(),
             priority: try r.take(), collapseID: try r.take(), storeUntilMs: try r.take(),
@@ -264,6 +343,8 @@ public enum StateCodec {
             content: PushContent(isVisible: try r.take(), contentAvailable: try r.take(), mutableContent: try r.take()),
             wasStored: try r.take())
         try r.expectEnd()
+        // Not stored: read again from the payload, as the endpoint read it.
+        n.content.needsPresentation = PushContent.read(n.payload).needsPresentation
         return n
     }
 

@@ -64,6 +64,9 @@ extension AdminResource {
         if let value = try choice(body, "authorization", Authorization.self) { settings.authorization = value }
         if let value = try choice(body, "appState", AppState.self) { settings.appState = value }
         if let value = try bool(body, "backgroundMode") { settings.backgroundMode = value }
+        do throws(NotificationSettingsError) { try settings.notifications.apply(body) } catch {
+            throw AdminError(400, error.description)
+        }
         return AppRequest(bundleID: bundle, environment: environment, kind: kind, token: token, settings: settings)
     }
 

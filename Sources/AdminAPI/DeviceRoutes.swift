@@ -11,7 +11,7 @@ struct DeviceRoutes: AdminResource {
         r.add("POST", "/api/v1/devices", "create a virtual device with an app") { req, _, _ in try createDevice(req) }
         r.add("POST", "/api/v1/devices/batch", "create many virtual devices with the same app") { req, _, _ in try createDevices(req) }
         r.add("GET", "/api/v1/devices/{deviceId}", "one device") { _, p, _ in try getDevice(try Self.deviceID(p)) }
-        r.add("PATCH", "/api/v1/devices/{deviceId}", "set online/offline and Low Power Mode") { req, p, _ in
+        r.add("PATCH", "/api/v1/devices/{deviceId}", "set online/offline, Low Power Mode, Focus, summary, ring switch, lock") { req, p, _ in
             try patchDevice(try Self.deviceID(p), req)
         }
         r.add("DELETE", "/api/v1/devices/{deviceId}", "remove a device") { _, p, _ in try deleteDevice(try Self.deviceID(p)) }
@@ -43,10 +43,21 @@ struct DeviceRoutes: AdminResource {
                     "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched),
                 ])
         }
+        r.add("POST", "/api/v1/devices/{deviceId}/notifications/{id}/respond", "the user acts on a notification") { req, p, _ in
+            try respond(deviceID: try Self.deviceID(p), apnsID: p["id"] ?? "", req)
+        }
+        r.add("GET", "/api/v1/devices/{deviceId}/notification-center", "what the device shows: groups, badges, summary") { _, p, _ in
+            let id = try Self.deviceID(p)
+            let now = self.now
+            guard let view = state.readWorld({ $0.notificationCenter(deviceID: id, nowMs: now) }) else {
+                throw AdminError(404, "no device with id '\(id)'")
+            }
+            return .json(200, AdminJSON.notificationCenter(view))
+        }
         r.add("POST", "/api/v1/devices/{deviceId}/apps", "install an app") { req, p, _ in
             try installApp(deviceID: try Self.deviceID(p), req)
         }
-        r.add("PATCH", "/api/v1/devices/{deviceId}/apps/{bundleId}", "set permission, app state, background mode") { req, p, _ in
+        r.add("PATCH", "/api/v1/devices/{deviceId}/apps/{bundleId}", "set permission, app state, background mode, notification setup") { req, p, _ in
             try patchApp(deviceID: try Self.deviceID(p), bundleID: try Self.bundleID(p), req)
         }
         r.add("DELETE", "/api/v1/devices/{deviceId}/apps/{bundleId}", "uninstall: later pushes get 410") { _, p, _ in
@@ -93,9 +104,14 @@ struct DeviceRoutes: AdminResource {
         let body = try request.jsonObject()
         let online = try Self.bool(body, "online")
         let lowPower = try Self.bool(body, "lowPowerMode")
-        guard online != nil || lowPower != nil else { throw AdminError(400, "give \"online\" and/or \"lowPowerMode\" (true or false)") }
+        let switches = DeviceAttention.mentions(body)
+        guard online != nil || lowPower != nil || switches else {
+            throw AdminError(400, "give any of \"online\", \"lowPowerMode\", \"focus\", \"scheduledSummary\", \"muted\", \"locked\"")
+        }
         let frames = try deviceCall { world, now throws(DeviceRequestError) in
-            try world.setPresence(deviceID: id, lowPowerMode: lowPower, online: online, nowMs: now)
+            // The switches first: a refused one changes nothing else.
+            if switches { _ = try world.changeAttention(deviceID: id, body) }
+            return try world.setPresence(deviceID: id, lowPowerMode: lowPower, online: online, nowMs: now)
         }
         host.dispatch(frames)
         return try getDevice(id)
@@ -192,21 +208,55 @@ struct DeviceRoutes: AdminResource {
         let appState = try Self.choice(body, "appState", AppState.self)
         let authorization = try Self.choice(body, "authorization", Authorization.self)
         let backgroundMode = try Self.bool(body, "backgroundMode")
-        guard appState != nil || authorization != nil || backgroundMode != nil else {
-            throw AdminError(400, "give any of \"appState\", \"authorization\", \"backgroundMode\"")
+        let setup = NotificationSetup.mentions(body) || body["badge"] != nil
+        guard appState != nil || authorization != nil || backgroundMode != nil || setup else {
+            throw AdminError(
+                400, "give any of \"appState\", \"authorization\", \"backgroundMode\", \"badge\", "
+                    + NotificationSetup.fieldList)
         }
-        let (settings, frames) = try deviceCall { world, now throws(DeviceRequestError) in
-            try world.updateApp(
+        let (app, frames) = try deviceCall { world, now throws(DeviceRequestError) in
+            // The setup first: a refused one changes nothing else.
+            if setup { _ = try world.changeNotifications(deviceID: deviceID, bundleID: bundleID, body) }
+            let frames = try world.updateApp(
                 deviceID: deviceID, bundleID: bundleID, appState: appState, authorization: authorization,
-                backgroundMode: backgroundMode, nowMs: now)
+                backgroundMode: backgroundMode, nowMs: now
+            ).1
+            guard let app = world.registry.devices[deviceID]?.apps[bundleID] else {
+                throw DeviceRequestError(RegistryError.appNotInstalled(deviceID: deviceID, bundleID: bundleID))
+            }
+            return (app, frames)
         }
         host.dispatch(frames)
-        let fields: JSONObject = JSONObject([
+        let settings = app.settings
+        var fields: JSONObject = JSONObject([
             ("bundleId", .string(bundleID)), ("authorization", .string(settings.authorization.rawValue)),
             ("appState", .string(settings.appState.rawValue)), ("backgroundMode", .bool(settings.backgroundMode)),
         ])
+        if setup {
+            fields["notificationSettings"] = .object(settings.notifications.json)
+            fields["badge"] = .int(Int64(app.badge))
+        }
         // Tell a connected device what changed, as its own `app` request would be answered.
         tellDevice(deviceID, .object(JSONObject([("type", "appUpdated")] + fields.members)))
+        return .json(200, .object(JSONObject([("deviceId", .string(deviceID))] + fields.members)))
+    }
+
+    private func respond(deviceID: String, apnsID: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
+        let body = try request.jsonObject()
+        guard let action = body["action"]?.stringValue, !action.isEmpty else {
+            throw AdminError(400, "\"action\" is required: \"default\" (a tap), \"dismiss\", or one of the notification's action identifiers")
+        }
+        var text: String?
+        if let value = body["text"], value != .null {
+            guard let typed = value.stringValue, typed.utf8.count <= 4_096 else { throw AdminError(400, "\"text\" must be a string of at most 4096 bytes") }
+            text = typed
+        }
+        let answer = try deviceCall { world, now throws(DeviceRequestError) in
+            try world.respond(deviceID: deviceID, apnsID: apnsID, action: action, text: text, nowMs: now)
+        }
+        host.dispatch(answer.frames)
+        let fields = answer.effect.json(apnsID: apnsID, bundleID: answer.bundleID, launched: answer.launched)
+        tellDevice(deviceID, .object(JSONObject([("type", "responded")] + fields.members)))
         return .json(200, .object(JSONObject([("deviceId", .string(deviceID))] + fields.members)))
     }
 

@@ -54,7 +54,37 @@ enum AdminJSON {
         o["response"] = response(r)
         o["fault"] = r.faultRuleID.map(JSONValue.string) ?? .null
         if let reach = r.broadcast { o["broadcast"] = broadcast(reach) }
+        o["presentation"] = (r.presentation ?? Presentation.plain(r))?.json ?? .null
         return .object(o)
+    }
+
+    static func notificationCenter(_ view: NotificationCenterView) -> JSONValue {
+        func listed(_ item: ListedNotification) -> JSONValue {
+            let r = item.record
+            return [
+                "apnsId": .string(r.apnsID), "bundleId": r.bundleID.map(JSONValue.string) ?? .null,
+                "deliveredAt": r.deliveredAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null,
+                "display": r.display.map(JSONValue.string) ?? .null, "presentation": item.presentation.json,
+            ]
+        }
+        return [
+            "deviceId": .string(view.deviceID),
+            "focus": view.attention.json["focus"] ?? .null,
+            "scheduledSummary": view.attention.json["scheduledSummary"] ?? .null,
+            "muted": .bool(view.attention.muted), "locked": .bool(view.attention.locked),
+            "badges": .object(JSONObject(view.badges.map { ($0.bundleID, JSONValue.int(Int64($0.badge))) })),
+            "groups": .array(
+                view.groups.map { group in
+                    [
+                        "bundleId": .string(group.bundleID), "threadId": group.threadID.map(JSONValue.string) ?? .null,
+                        "count": .int(Int64(group.notifications.count)), "summary": group.summary.map(JSONValue.string) ?? .null,
+                        "notifications": .array(group.notifications.map(listed)),
+                    ]
+                }),
+            "nextSummaryAt": view.nextSummaryMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null,
+            "waitingForSummary": .array(view.waitingForSummary.map(listed)),
+            "summarized": .array(view.summarized.map(listed)),
+        ]
     }
 
     /// A broadcast's reach: `reached` activities showed it, `outcomes` counts every subscribed
@@ -126,6 +156,8 @@ enum AdminJSON {
                 "appState": .string(app.settings.appState.rawValue),
                 "backgroundMode": .bool(app.settings.backgroundMode),
                 "tokenUploadPending": .bool(app.uploadPending),
+                "badge": .int(Int64(app.badge)),
+                "notificationSettings": .object(app.settings.notifications.json),
                 "installedAt": .string(RFC3339.format(milliseconds: app.installedAtMs)),
             ])
         }
@@ -136,6 +168,10 @@ enum AdminJSON {
             "connected": .bool(d.connectionID != nil),
             "lowPowerMode": .bool(d.lowPowerMode),
             "userId": d.userID.map(JSONValue.string) ?? .null,
+            "focus": d.attention.json["focus"] ?? .null,
+            "scheduledSummary": d.attention.json["scheduledSummary"] ?? .null,
+            "muted": .bool(d.attention.muted),
+            "locked": .bool(d.attention.locked),
             "createdAt": .string(RFC3339.format(milliseconds: d.createdAtMs)),
             "apps": .array(apps),
         ]

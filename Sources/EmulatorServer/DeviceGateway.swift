@@ -320,24 +320,43 @@ final class DeviceConnection: ConnectionHandler {
             let appState = try Self.optionalEnum(m, "appState", AppState.self)
             let authorization = try Self.optionalEnum(m, "authorization", Authorization.self)
             let backgroundMode = try Self.optionalBool(m, "backgroundMode")
-            let (settings, frames) = try state.withWorld { world throws(DeviceRequestError) in
-                try world.updateApp(
+            let setup = NotificationSetup.mentions(m) || m["badge"] != nil
+            let (app, frames) = try state.withWorld { world throws(DeviceRequestError) in
+                // The setup first: a refused one changes nothing else.
+                if setup { _ = try world.changeNotifications(deviceID: deviceID, bundleID: bundle, m) }
+                let frames = try world.updateApp(
                     deviceID: deviceID, bundleID: bundle, appState: appState, authorization: authorization,
-                    backgroundMode: backgroundMode, nowMs: now)
+                    backgroundMode: backgroundMode, nowMs: now
+                ).1
+                guard let app = world.registry.devices[deviceID]?.apps[bundle] else {
+                    throw DeviceRequestError(RegistryError.appNotInstalled(deviceID: deviceID, bundleID: bundle))
+                }
+                return (app, frames)
             }
-            send([
-                "type": "appUpdated", "bundleId": .string(bundle), "authorization": .string(settings.authorization.rawValue),
-                "appState": .string(settings.appState.rawValue), "backgroundMode": .bool(settings.backgroundMode),
+            var answer = JSONObject([
+                ("type", "appUpdated"), ("bundleId", .string(bundle)), ("authorization", .string(app.settings.authorization.rawValue)),
+                ("appState", .string(app.settings.appState.rawValue)), ("backgroundMode", .bool(app.settings.backgroundMode)),
             ])
+            if setup {
+                answer["notificationSettings"] = .object(app.settings.notifications.json)
+                answer["badge"] = .int(Int64(app.badge))
+            }
+            send(.object(answer))
             gateway.dispatch(frames)
         case "device":
-            guard let on = try Self.optionalBool(m, "lowPowerMode") else {
-                throw DeviceRequestError("bad_request", "device needs \"lowPowerMode\": true or false")
+            let lowPower = try Self.optionalBool(m, "lowPowerMode")
+            let switches = DeviceAttention.mentions(m)
+            guard lowPower != nil || switches else {
+                throw DeviceRequestError(
+                    "bad_request", "device needs any of \"lowPowerMode\", \"focus\", \"scheduledSummary\", \"muted\", \"locked\"")
             }
-            let frames = try state.withWorld { world throws(DeviceRequestError) in
-                try world.setLowPowerMode(deviceID: deviceID, on, nowMs: now)
+            let (device, frames) = try state.withWorld { world throws(DeviceRequestError) in
+                if switches { _ = try world.changeAttention(deviceID: deviceID, m) }
+                let frames = try lowPower.map { on throws(DeviceRequestError) in try world.setLowPowerMode(deviceID: deviceID, on, nowMs: now) } ?? []
+                guard let device = world.registry.devices[deviceID] else { throw DeviceRequestError(RegistryError.unknownDevice(deviceID)) }
+                return (device, frames)
             }
-            send(["type": "deviceUpdated", "lowPowerMode": .bool(on)])
+            send(.object(JSONObject([("type", "deviceUpdated"), ("lowPowerMode", .bool(device.lowPowerMode))] + device.attention.json.members)))
             gateway.dispatch(frames)
         case "install":
             let app = try Self.app(m)
@@ -390,6 +409,16 @@ final class DeviceConnection: ConnectionHandler {
                 "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched),
             ])
             gateway.dispatch(tapped.frames)
+        case "respond":
+            let apnsID = try Self.string(m, "apnsId")
+            let action = try Self.string(m, "action")
+            let text = try Self.optionalString(m, "text")
+            let answer = try state.withWorld { world throws(DeviceRequestError) in
+                try world.respond(deviceID: deviceID, apnsID: apnsID, action: action, text: text, nowMs: now)
+            }
+            let fields = answer.effect.json(apnsID: apnsID, bundleID: answer.bundleID, launched: answer.launched)
+            send(.object(JSONObject([("type", "responded")] + fields.members)))
+            gateway.dispatch(answer.frames)
         case "liveActivities", "startActivity", "endActivity", "dismissActivity", "activities":
             try handleLiveActivity(type: type, m, deviceID: deviceID, now: now)
         default:
@@ -498,6 +527,12 @@ final class DeviceConnection: ConnectionHandler {
 
     // MARK: Field parsing
 
+    static func optionalString(_ m: JSONObject, _ key: String) throws(DeviceRequestError) -> String? {
+        guard let value = m[key], value != .null else { return nil }
+        guard let text = value.stringValue else { throw DeviceRequestError("bad_request", "\"\(key)\" must be a string") }
+        return text
+    }
+
     static func string(_ m: JSONObject, _ key: String) throws(DeviceRequestError) -> String {
         guard let value = m[key]?.stringValue else { throw DeviceRequestError("bad_request", "\"\(key)\" (a string) is required") }
         return value
@@ -550,10 +585,13 @@ final class DeviceConnection: ConnectionHandler {
                 kinds.append(kind)
             }
         }
-        let settings = AppSettings(
+        var settings = AppSettings(
             authorization: try optionalEnum(m, "authorization", Authorization.self) ?? .authorized,
             appState: try optionalEnum(m, "appState", AppState.self) ?? .background,
             backgroundMode: try optionalBool(m, "backgroundMode") ?? true)
+        do throws(NotificationSettingsError) { try settings.notifications.apply(m) } catch {
+            throw DeviceRequestError("bad_request", "app \(bundle): \(error.description)")
+        }
         let (types, frequent) = try liveActivityDeclaration(m)
         return AppRegistration(
             bundleID: bundle, environment: environment, settings: settings, kinds: kinds, liveActivityTypes: types, frequentUpdates: frequent)

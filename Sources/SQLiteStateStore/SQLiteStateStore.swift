@@ -18,7 +18,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// `PRAGMA user_version` of the schema this build writes. A file with a higher number
     /// was written by a newer apns-emulator and is refused.
     /// 4 added Live Activities; 3 added broadcast channels; 2 added accounts on devices.
-    public static let schemaVersion: Int64 = 4
+    public static let schemaVersion: Int64 = 5
     public static let fileName = "state.sqlite"
     /// Beside the database: how many transactions were committed, written after each commit.
     /// SQLite stops reading its write-ahead log at the first frame whose checksum fails and
@@ -173,19 +173,12 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             )
         }
         if version == schemaVersion { return }
-        if version == 1 {
-            // Version 2 added accounts on devices; older rows load logged out.
-            try upgrade(db, running: migrationFrom1 + migrationFrom2 + migrationFrom3)
-            return
-        }
-        if version == 2 {
-            // Version 3 added broadcast channels; older files have none.
-            try upgrade(db, running: migrationFrom2 + migrationFrom3)
-            return
-        }
-        if version == 3 {
-            // Version 4 added Live Activities; older files have none.
-            try upgrade(db, running: migrationFrom3)
+        // Version 2 added accounts on devices (older rows load logged out), 3 broadcast
+        // channels, 4 Live Activities, 5 notification settings, badges and device switches
+        // (older rows load with the defaults).
+        let migrations = [migrationFrom1, migrationFrom2, migrationFrom3, migrationFrom4]
+        if (1...4).contains(version) {
+            try upgrade(db, running: migrations[Int(version - 1)...].joined())
             return
         }
         // Version 0: a new file, unless someone else's tables are in it.
@@ -196,6 +189,15 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             )
         }
         try upgrade(db, running: schema)
+    }
+
+    /// A setting kept as JSON text (nil: the default).
+    static func storedText(_ bytes: [UInt8]) -> String? { bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self) }
+
+    static func stored<T>(_ what: String, _ text: String?, _ read: ([UInt8]) throws(NotificationSettingsError) -> T) throws -> T {
+        do throws(NotificationSettingsError) { return try read(Array((text ?? "").utf8)) } catch {
+            throw StateStoreError("\(what): its stored notification settings are damaged (\(error.description))")
+        }
     }
 
     /// Runs `sql` and sets the current schema version, in one transaction.
@@ -220,6 +222,12 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
 
     static let migrationFrom3 = liveActivitiesTable
 
+    static let migrationFrom4 = """
+        ALTER TABLE devices ADD COLUMN attention TEXT;
+        ALTER TABLE device_apps ADD COLUMN notifications TEXT;
+        ALTER TABLE device_apps ADD COLUMN badge INTEGER NOT NULL DEFAULT 0;
+        """
+
     static let liveActivitiesTable = """
         CREATE TABLE live_activities (device_id TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
         """
@@ -232,11 +240,11 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
     static let schema = """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
         CREATE TABLE devices (id TEXT PRIMARY KEY, virtual INTEGER NOT NULL, created_at_ms INTEGER NOT NULL,
-            low_power INTEGER NOT NULL, forced_offline INTEGER NOT NULL, user_id TEXT) WITHOUT ROWID;
+            low_power INTEGER NOT NULL, forced_offline INTEGER NOT NULL, user_id TEXT, attention TEXT) WITHOUT ROWID;
         CREATE TABLE device_apps (device_id TEXT NOT NULL, bundle_id TEXT NOT NULL, environment TEXT NOT NULL,
             installed_at_ms INTEGER NOT NULL, authorization TEXT NOT NULL, app_state TEXT NOT NULL,
             background_mode INTEGER NOT NULL, tokens TEXT NOT NULL, upload_pending INTEGER NOT NULL DEFAULT 0,
-            PRIMARY KEY (device_id, bundle_id)) WITHOUT ROWID;
+            notifications TEXT, badge INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (device_id, bundle_id)) WITHOUT ROWID;
         CREATE TABLE tokens (token TEXT PRIMARY KEY, device_id TEXT NOT NULL, bundle_id TEXT NOT NULL,
             environment TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL, since_ms INTEGER,
             issued_at_ms INTEGER NOT NULL, pushes_until_unregistered INTEGER) WITHOUT ROWID;
@@ -299,6 +307,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
                 try q.bind(4, device.lowPowerMode)
                 try q.bind(5, device.forcedOffline)
                 try q.bind(6, device.userID)
+                try q.bind(7, Self.storedText(device.attention.storedJSON))
             }
             try s.deleteDeviceApps.run { q throws(SQLiteError) in try q.bind(1, device.id) }
             for app in device.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) {
@@ -312,6 +321,8 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
                     try q.bind(7, app.settings.backgroundMode)
                     try q.bind(8, Self.tokensText(app.tokens))
                     try q.bind(9, app.uploadPending)
+                    try q.bind(10, Self.storedText(app.settings.notifications.storedJSON))
+                    try q.bind(11, Int64(app.badge))
                 }
             }
         case .deviceRemoved(let id):
@@ -476,7 +487,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
 
         var apps: [String: [String: InstalledApp]] = [:]
         let appRows = try db.prepare(
-            "SELECT device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens, upload_pending FROM device_apps"
+            "SELECT device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens, upload_pending, notifications, badge FROM device_apps"
         )
         while try appRows.step() {
             let bundle = appRows.text(1)
@@ -491,19 +502,27 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             let settings = AppSettings(
                 authorization: try Self.value(Authorization.self, appRows.text(4)),
                 appState: try Self.value(AppState.self, appRows.text(5)),
-                backgroundMode: appRows.bool(6))
-            apps[appRows.text(0), default: [:]][bundle] = InstalledApp(
+                backgroundMode: appRows.bool(6),
+                notifications: try Self.stored("device app \(bundle)", appRows.optionalText(9)) { bytes throws(NotificationSettingsError) in
+                    try NotificationSetup(storedJSON: bytes)
+                })
+            var app = InstalledApp(
                 bundleID: bundle, environment: try Self.value(APNsEnvironment.self, appRows.text(2)), tokens: tokens,
                 installedAtMs: appRows.int64(3), settings: settings, uploadPending: appRows.bool(8))
+            app.badge = Int(appRows.int64(10))
+            apps[appRows.text(0), default: [:]][bundle] = app
         }
-        let devices = try db.prepare("SELECT id, virtual, created_at_ms, low_power, forced_offline, user_id FROM devices ORDER BY id")
+        let devices = try db.prepare("SELECT id, virtual, created_at_ms, low_power, forced_offline, user_id, attention FROM devices ORDER BY id")
         while try devices.step() {
             let id = devices.text(0)
-            state.devices.append(
-                Device(
-                    id: id, isVirtual: devices.bool(1), apps: apps[id] ?? [:], createdAtMs: devices.int64(2),
-                    lowPowerMode: devices.bool(3), forcedOffline: devices.bool(4),
-                    userID: devices.optionalText(5)))
+            var device = Device(
+                id: id, isVirtual: devices.bool(1), apps: apps[id] ?? [:], createdAtMs: devices.int64(2),
+                lowPowerMode: devices.bool(3), forcedOffline: devices.bool(4),
+                userID: devices.optionalText(5))
+            device.attention = try Self.stored("device \(id)", devices.optionalText(6)) { bytes throws(NotificationSettingsError) in
+                try DeviceAttention(storedJSON: bytes)
+            }
+            state.devices.append(device)
         }
 
         let tokens = try db.prepare(
@@ -630,11 +649,11 @@ private final class Statements {
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('next_sequence', max(?1, coalesce((SELECT value FROM meta WHERE key = 'next_sequence'), 0)))"
         )
         saveDevice = try db.prepare(
-            "INSERT OR REPLACE INTO devices (id, virtual, created_at_ms, low_power, forced_offline, user_id) VALUES (?, ?, ?, ?, ?, ?)")
+            "INSERT OR REPLACE INTO devices (id, virtual, created_at_ms, low_power, forced_offline, user_id, attention) VALUES (?, ?, ?, ?, ?, ?, ?)")
         deleteDevice = try db.prepare("DELETE FROM devices WHERE id = ?")
         deleteDeviceApps = try db.prepare("DELETE FROM device_apps WHERE device_id = ?")
         saveDeviceApp = try db.prepare(
-            "INSERT INTO device_apps (device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens, upload_pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO device_apps (device_id, bundle_id, environment, installed_at_ms, authorization, app_state, background_mode, tokens, upload_pending, notifications, badge) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
         saveToken = try db.prepare(
             "INSERT OR REPLACE INTO tokens (token, device_id, bundle_id, environment, kind, state, since_ms, issued_at_ms, pushes_until_unregistered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
