@@ -40,6 +40,11 @@ public struct NotificationAction: Sendable, Equatable {
     public struct TextInput: Sendable, Equatable {
         public var buttonTitle: String
         public var placeholder: String
+
+        public init(buttonTitle: String, placeholder: String) {
+            self.buttonTitle = buttonTitle
+            self.placeholder = placeholder
+        }
     }
 
     public init(identifier: String, title: String) {

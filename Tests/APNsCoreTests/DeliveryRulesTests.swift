@@ -179,15 +179,22 @@ struct DeliveryRulesTests {
 
     @Test(arguments: [
         (#"{"aps":{"alert":"hi"}}"#, PushContent(isVisible: true)),
-        (#"{"aps":{"badge":0}}"#, PushContent(isVisible: true)),
-        (#"{"aps":{"sound":"default","mutable-content":1,"alert":{"title":"t"}}}"#, PushContent(isVisible: true, mutableContent: true)),
+        (#"{"aps":{"badge":0}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"aps":{"sound":"default","mutable-content":1,"alert":{"title":"t"}}}"#, PushContent(isVisible: true, mutableContent: true, needsPresentation: true)),
         (#"{"aps":{"content-available":1},"custom":{"aps":{"alert":"x"}}}"#, PushContent(contentAvailable: true)),
         (#"{"aps":{"content-available":0}}"#, PushContent()),
         (#"{"other":[1,{"a":"}"}],"aps":{"alert":null,"content-available":1}}"#, PushContent(contentAvailable: true)),
         (#"{"mdm":"x"}"#, PushContent()),
         // The service extension runs for alerts only: not for a sound or badge alone.
-        (#"{"aps":{"sound":"default","badge":1,"mutable-content":1}}"#, PushContent(isVisible: true)),
-        (#"{"aps":{"mutable-content":1,"alert":null,"badge":2}}"#, PushContent(isVisible: true)),
+        (#"{"aps":{"sound":"default","badge":1,"mutable-content":1}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"aps":{"mutable-content":1,"alert":null,"badge":2}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        // Only a plain, non-empty alert string with nothing else to decide skips the reading.
+        (#"{"aps":{"alert":"","sound":"default"}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"aps":{"alert":"hi","sound":{"critical":1,"name":"a"}}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"aps":{"alert":"hi","thread-id":"t"}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"aps":{"alert":"hi","category":"C"}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"aps":{"alert":"hi","interruption-level":"passive"}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"aps":{"alert":"hi","sound":"default"},"thread-id":"not aps"}"#, PushContent(isVisible: true)),
         (#" { "aps" : { "alert" : "a\"b" , "content-available" : 1 } } "#, PushContent(isVisible: true, contentAvailable: true)),
     ])
     func payloadFacts(payload: String, expected: PushContent) {

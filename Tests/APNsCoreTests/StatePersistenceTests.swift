@@ -425,17 +425,46 @@ struct StateCodecTests {
         reach.add(BroadcastReach.Delivery(deviceID: "d", activityID: "A", outcome: .delivered, explanation: "shown", fromStore: true))
         r.broadcast = reach
         r.transitions = [(5, .storedOffline), (9, .deliveredFromStorage)]
+        r.presentation = fullPresentation()
         return r
+    }
+
+    static func fullPresentation() -> Presentation {
+        var p = Presentation()
+        p.title = "T"
+        p.subtitle = "S"
+        p.body = "B"
+        p.category = "MSG"
+        p.categoryRegistered = true
+        var reply = NotificationAction(identifier: "R", title: "Reply")
+        reply.foreground = true
+        reply.authenticationRequired = true
+        reply.textInput = NotificationAction.TextInput(buttonTitle: "Send", placeholder: "")
+        p.actions = [reply, NotificationAction(identifier: "X", title: "Delete")]
+        p.threadID = "t1"
+        p.requestedLevel = .timeSensitive
+        p.level = .active
+        p.sound = .silenced
+        p.screenLit = true
+        p.badge = 3
+        p.heldUntilMs = 64_800_000
+        p.relevanceScore = 0.75
+        p.summaryArg = "Alice"
+        p.summaryArgCount = 2
+        p.sender = "alice"
+        p.response = NotificationResponse(actionIdentifier: "R", userText: "ok", atMs: 7)
+        return p
     }
 
     /// Every field of a record goes through the codec. A new field fails this test until the
     /// codec (and this fixture) carry it.
     @Test func recordsRoundTripEveryField() throws {
         let record = Self.fullRecord()
-        // 45 fields in the codec, plus `accountedBytes` and `headerListBytes`, which only the
+        // 46 fields in the codec, plus `accountedBytes` and `headerListBytes`, which only the
         // journal's byte count uses (it recomputes it on restore), and `keptEncoded`, the codec's
         // own bytes while a follower has not decoded the record yet.
-        #expect(Mirror(reflecting: record).children.count == 48, "NotificationRecord changed: extend StateCodec and this test")
+        #expect(Mirror(reflecting: record).children.count == 49, "NotificationRecord changed: extend StateCodec and this test")
+        #expect(Mirror(reflecting: record.presentation!).children.count == 18, "Presentation changed: extend StateCodec and this test")
         var decoded = try StateCodec.decodeRecord(StateCodec.encode(record))
         #expect(decoded.broadcast == record.broadcast && decoded.broadcast != nil)
         decoded.accountedBytes = record.accountedBytes
@@ -469,9 +498,24 @@ struct StateCodecTests {
         // Format 4 = format 3's, then the transitions: count 2, (5 ms, "stored-offline"),
         // (9 ms, "delivered-from-storage").
         let transitions = "02" + "0a" + "0e" + "73746f7265642d6f66666c696e65" + "12" + "16" + "64656c6976657265642d66726f6d2d73746f72616765"
-        #expect(hex(StateCodec.encode(Self.fullRecord())) == "04" + formatOneFull.dropFirst(2) + accountFields + reach + transitions)
-        #expect(hex(StateCodec.encode(Self.sparseRecord())) == "04" + formatOneSparse.dropFirst(2) + "000000" + "00" + "00")
-        var formatThree = Self.fullRecord()
+        // Format 5 = format 4's, then the presentation (a presence flag first): title "T",
+        // subtitle "S", body "B", category "MSG", registered, two actions (R "Reply", flags
+        // foreground+authenticationRequired, text input "Send" ""; X "Delete"), thread "t1",
+        // time-sensitive asked, active used, sound silenced, lit, badge 3, held until
+        // 64,800,000 ms, relevance 0.75, "Alice" ×2, sender "alice", response R "ok" at 7 ms.
+        let presentation =
+            "01" + "010154" + "010153" + "010142" + "01034d5347" + "01" + "02" + "0152055265706c7905010453656e640100"
+            + "01580644656c657465000000" + "01027431" + "010e74696d652d73656e736974697665" + "06616374697665" + "0873696c656e636564"
+            + "01" + "0106" + "018094e63d" + "0180808080808080f43f" + "0105416c696365" + "0104" + "0105616c696365"
+            + "010152" + "01026f6b" + "0e"
+        #expect(hex(StateCodec.encode(Self.fullRecord())) == "05" + formatOneFull.dropFirst(2) + accountFields + reach + transitions + presentation)
+        #expect(hex(StateCodec.encode(Self.sparseRecord())) == "05" + formatOneSparse.dropFirst(2) + "000000" + "00" + "00" + "00")
+        var formatFour = Self.fullRecord()
+        formatFour.presentation = nil
+        var decodedFour = try StateCodec.decodeRecord(bytes("04" + formatOneFull.dropFirst(2) + accountFields + reach + transitions))
+        decodedFour.accountedBytes = formatFour.accountedBytes
+        #expect(String(describing: decodedFour) == String(describing: formatFour))
+        var formatThree = formatFour
         formatThree.transitions = []
         var decodedThree = try StateCodec.decodeRecord(bytes("03" + formatOneFull.dropFirst(2) + accountFields + reach))
         decodedThree.accountedBytes = formatThree.accountedBytes

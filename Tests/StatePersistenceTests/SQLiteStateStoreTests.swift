@@ -2,6 +2,7 @@ import APNsCore
 import Foundation
 import SQLite
 import SQLiteStateStore
+import JSON
 import Testing
 
 /// A temporary directory removed at the end of the test.
@@ -216,7 +217,7 @@ struct SQLiteStateStoreTests {
             // Back to schema 1's tables, as an older apns-emulator left them.
             let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
             try db.execute(
-                "ALTER TABLE devices DROP COLUMN user_id; ALTER TABLE device_apps DROP COLUMN upload_pending; DROP TABLE channels; DROP TABLE live_activities"
+                "ALTER TABLE devices DROP COLUMN attention; ALTER TABLE device_apps DROP COLUMN notifications; ALTER TABLE device_apps DROP COLUMN badge; ALTER TABLE devices DROP COLUMN user_id; ALTER TABLE device_apps DROP COLUMN upload_pending; DROP TABLE channels; DROP TABLE live_activities"
             )
             try db.setUserVersion(1)
             db.close()
@@ -246,7 +247,7 @@ struct SQLiteStateStoreTests {
             store.close()
             // Back to schema 2, as the apns-emulator before broadcast channels left it.
             let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
-            try db.execute("DROP TABLE channels; DROP TABLE live_activities")
+            try db.execute("ALTER TABLE devices DROP COLUMN attention; ALTER TABLE device_apps DROP COLUMN notifications; ALTER TABLE device_apps DROP COLUMN badge; DROP TABLE channels; DROP TABLE live_activities")
             try db.setUserVersion(2)
             db.close()
         }
@@ -258,6 +259,37 @@ struct SQLiteStateStoreTests {
         #expect(try SQLiteStateStore(directory: dir.state).load().channels == everyKindOfChannel().sorted { $0.id < $1.id })
     }
 
+    /// Schema 4 had no notification setup, badges or device switches: they load as the
+    /// defaults, and are kept from then on.
+    @Test func schemaFourIsUpgradedWithDefaultNotificationSettings() throws {
+        let dir = try TemporaryDirectory()
+        var phone = Device(id: "phone", isVirtual: true, apps: [:], createdAtMs: 1)
+        phone.apps["com.example.app"] = InstalledApp(bundleID: "com.example.app", environment: .sandbox, tokens: [.app: "ab"], installedAtMs: 2)
+        do {
+            let store = try SQLiteStateStore(directory: dir.state)
+            try store.write([.deviceSaved(phone)])
+            store.close()
+            let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
+            try db.execute("ALTER TABLE devices DROP COLUMN attention; ALTER TABLE device_apps DROP COLUMN notifications; ALTER TABLE device_apps DROP COLUMN badge;")
+            try db.setUserVersion(4)
+            db.close()
+        }
+        let store = try SQLiteStateStore(directory: dir.state)
+        #expect(try store.load().devices == [phone])
+        var set = phone
+        let setup: JSONValue = [
+            "categories": [["identifier": "MESSAGE", "actions": [["identifier": "REPLY", "title": "Reply", "textInput": ["buttonTitle": "Send"]]]]],
+            "foregroundPresentation": ["list"], "timeSensitiveEntitlement": true,
+        ]
+        try set.apps["com.example.app"]!.settings.notifications.apply(setup.objectValue!)
+        set.apps["com.example.app"]!.badge = 7
+        let switches: JSONValue = ["focus": ["name": "Work", "allowedApps": ["com.example.chat"]], "muted": true]
+        try set.attention.apply(switches.objectValue!)
+        try store.write([.deviceSaved(set)])
+        store.close()
+        #expect(try SQLiteStateStore(directory: dir.state).load().devices == [set])
+    }
+
     @Test func schemaThreeIsUpgradedWithNoLiveActivities() throws {
         let dir = try TemporaryDirectory()
         do {
@@ -266,7 +298,7 @@ struct SQLiteStateStoreTests {
             store.close()
             // Back to schema 3, as the apns-emulator before Live Activities were kept left it.
             let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
-            try db.execute("DROP TABLE live_activities")
+            try db.execute("ALTER TABLE devices DROP COLUMN attention; ALTER TABLE device_apps DROP COLUMN notifications; ALTER TABLE device_apps DROP COLUMN badge; DROP TABLE live_activities")
             try db.setUserVersion(3)
             db.close()
         }
