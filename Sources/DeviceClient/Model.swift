@@ -14,12 +14,16 @@ public struct DeviceApp: Sendable, Equatable {
     public var liveActivityTypes: [String]?
     /// NSSupportsLiveActivitiesFrequentUpdates.
     public var frequentUpdates: Bool
+    /// Its notification setup (categories, `foregroundPresentation`, entitlements…), as the
+    /// protocol spells it; nil: the emulator's defaults.
+    public var notificationSettings: JSONObject?
 
     public init(
         bundleID: String, environment: APNsEnvironment, authorization: Authorization = .authorized,
         appState: AppState = .background, backgroundMode: Bool = true, kinds: [TokenKind] = [.app],
-        liveActivityTypes: [String]? = nil, frequentUpdates: Bool = false
+        liveActivityTypes: [String]? = nil, frequentUpdates: Bool = false, notificationSettings: JSONObject? = nil
     ) {
+        self.notificationSettings = notificationSettings
         self.bundleID = bundleID
         self.environment = environment
         self.authorization = authorization
@@ -43,6 +47,7 @@ public struct DeviceApp: Sendable, Equatable {
             object["liveActivityTypes"] = .array(liveActivityTypes.map(JSONValue.string))
             object["frequentUpdates"] = .bool(frequentUpdates)
         }
+        for member in notificationSettings?.members ?? [] where object[member.key] == nil { object[member.key] = member.value }
         return object
     }
 }
@@ -194,6 +199,13 @@ public enum DeviceRequest: Sendable {
     case erase
     case restore(fromDeviceID: String)
     case tap(apnsID: String)
+    /// The user acts on a notification: `default`, `dismiss` or an action identifier, with
+    /// the typed text of a text-input action.
+    case respond(apnsID: String, action: String, text: String? = nil)
+    /// The device's switches: `focus`, `scheduledSummary`, `muted`, `locked` (answer: `deviceUpdated`).
+    case switches(JSONObject)
+    /// The app's notification setup fields and `badge` (answer: `appUpdated`).
+    case notificationSettings(bundleID: String, JSONObject)
     /// An account logs in on the device (the emulator calls the apps' `bind` hooks).
     case login(userID: String)
     case logout
@@ -224,6 +236,9 @@ public enum DeviceRequest: Sendable {
         case .erase: "erase"
         case .restore: "restore"
         case .tap: "tap"
+        case .respond: "respond"
+        case .switches: "device"
+        case .notificationSettings: "app"
         case .login: "login"
         case .logout: "logout"
         case .ping: "ping"
@@ -251,6 +266,14 @@ public enum DeviceRequest: Sendable {
         case .uninstall(let bundleID), .rotate(let bundleID): object["bundleId"] = .string(bundleID)
         case .restore(let fromDeviceID): object["fromDeviceId"] = .string(fromDeviceID)
         case .tap(let apnsID): object["apnsId"] = .string(apnsID)
+        case .respond(let apnsID, let action, let text):
+            object["apnsId"] = .string(apnsID)
+            object["action"] = .string(action)
+            if let text { object["text"] = .string(text) }
+        case .switches(let fields): object.members.append(contentsOf: fields.members.filter { $0.key != "type" })
+        case .notificationSettings(let bundleID, let fields):
+            object["bundleId"] = .string(bundleID)
+            object.members.append(contentsOf: fields.members.filter { $0.key != "type" && $0.key != "bundleId" })
         case .ack(let id): object["id"] = .int(id)
         case .login(let userID): object["userId"] = .string(userID)
         case .erase, .ping, .logout, .activities: break

@@ -341,6 +341,31 @@ public final class SimulatedDevice {
         }
     }
 
+    /// The user acts on a notification (`default`, `dismiss`, or an action of its category,
+    /// with `text` for a text-input action); returns the `responded` answer.
+    @discardableResult
+    public func respond(apnsID: String, action: String, text: String? = nil) throws(DeviceClientError) -> JSONObject {
+        try command(.respond(apnsID: apnsID, action: action, text: text), what: "responded") {
+            $0["type"]?.stringValue == "responded" && ($0["apnsId"]?.stringValue).map { $0.lowercased() == apnsID.lowercased() } ?? true
+        }
+    }
+
+    /// Sets the device's switches (`focus`, `scheduledSummary`, `muted`, `locked`); returns
+    /// the `deviceUpdated` answer.
+    @discardableResult
+    public func setSwitches(_ fields: JSONObject) throws(DeviceClientError) -> JSONObject {
+        try command(.switches(fields), what: "deviceUpdated") { $0["type"]?.stringValue == "deviceUpdated" }
+    }
+
+    /// Changes an app's notification setup (categories, `foregroundPresentation`, entitlements,
+    /// `badge`…); returns the `appUpdated` answer.
+    @discardableResult
+    public func setNotificationSettings(bundleID: String, _ fields: JSONObject) throws(DeviceClientError) -> JSONObject {
+        try command(.notificationSettings(bundleID: bundleID, fields), what: "appUpdated") {
+            $0["type"]?.stringValue == "appUpdated" && $0["bundleId"]?.stringValue == bundleID
+        }
+    }
+
     /// Logs an account in on the device; waits for `loggedIn` (the answer carries
     /// `previousUserId`). The emulator then calls the apps' backend hooks (unbind, register, bind).
     @discardableResult

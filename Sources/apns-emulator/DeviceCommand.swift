@@ -27,6 +27,9 @@ let deviceCommand = Subcommand(
             "live-activity-types", "TYPE,TYPE",
             "ActivityAttributes types the app supports (Live Activities; a push-to-start token each, printed as activity events)"),
         OptionSpec("frequent-updates", nil, "with --live-activity-types: the app sets NSSupportsLiveActivitiesFrequentUpdates"),
+        OptionSpec(
+            "notification-settings", "JSON|@FILE",
+            "the app's notification setup: categories, foregroundPresentation, entitlements… (docs/device-model.md)"),
         OptionSpec("low-power", nil, "start with Low Power Mode on"),
         OptionSpec("tls", nil, "connect with TLS (for serve --device-tls)"),
         OptionSpec("ca", "PATH", "with --tls: CA certificate to trust (default: certs/ca.pem if present, else the system store)"),
@@ -155,10 +158,25 @@ final class DeviceCLI {
         } else if isOn("frequent-updates") {
             usage("--frequent-updates needs --live-activity-types (the app must support Live Activities)")
         }
+        var notificationSettings: JSONObject?
+        if let text = options.string("notification-settings") {
+            let where_ = options.origin(spec("notification-settings"))
+            var json = text
+            if text.hasPrefix("@") {
+                guard let data = FileManager.default.contents(atPath: String(text.dropFirst())) else {
+                    usage("\(where_): cannot read \(text.dropFirst())")
+                }
+                json = String(decoding: data, as: UTF8.self)
+            }
+            guard let object = (try? JSONValue.parse(json))?.objectValue else {
+                usage("\(where_) must be a JSON object such as {\"categories\": [...]} or @FILE holding one")
+            }
+            notificationSettings = object
+        }
         let app = DeviceApp(
             bundleID: bundleID, environment: environment, authorization: authorization, appState: appState,
             backgroundMode: !isOn("no-background-mode"), kinds: kinds, liveActivityTypes: liveActivityTypes,
-            frequentUpdates: isOn("frequent-updates"))
+            frequentUpdates: isOn("frequent-updates"), notificationSettings: notificationSettings)
         let device = SimulatedDevice(address: address, deviceID: deviceID, apps: [app], lowPowerMode: isOn("low-power"), tls: tls)
         return DeviceCLI(device: device, app: app, retryFirstConnect: !isOn("no-retry"))
     }

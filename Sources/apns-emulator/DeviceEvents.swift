@@ -85,6 +85,7 @@ extension DeviceCLI {
             ("display", .string(notification.display)),
         ]
         if let reason = notification.reason { members.append(("reason", .string(reason))) }
+        if let presentation = frame["presentation"] { members.append(("presentation", presentation)) }
         members += [
             ("id", .int(notification.id)), ("bundleId", .string(notification.bundleID)), ("priority", .int(Int64(notification.priority))),
             ("collapseId", notification.collapseID.map { .string($0) } ?? .null), ("stored", .bool(notification.stored)),

@@ -12,6 +12,8 @@ struct StdinCommand: Sendable {
         case onOff
         /// At most one (`tap [APNSID]`).
         case optional(String)
+        /// One or more: the first, then the rest of the line (`respond ACTION [TEXT…]`).
+        case atLeastOne(String)
     }
 
     let word: String
@@ -57,6 +59,22 @@ extension DeviceCLI {
                     return cli.badCommand("no displayed notification to tap yet; use tap APNSID")
                 }
                 cli.whenConnected("tap") { cli.sendRequest(.tap(apnsID: apnsID)) }
+            },
+            StdinCommand(word: "respond", takes: .atLeastOne("ACTION [TEXT…]")) { cli, arguments in
+                guard let apnsID = cli.lastDisplayedAPNsID else {
+                    return cli.badCommand("no displayed notification to respond to yet (a raw {\"type\":\"respond\",…} frame names one)")
+                }
+                let text = arguments.count > 1 ? arguments.dropFirst().joined(separator: " ") : nil
+                cli.whenConnected("respond") { cli.sendRequest(.respond(apnsID: apnsID, action: arguments[0], text: text)) }
+            },
+            StdinCommand(word: "focus", takes: .onOff) { cli, arguments in
+                cli.whenConnected("focus") { cli.sendRequest(.switches(JSONObject([("focus", .bool(arguments[0] == "on"))]))) }
+            },
+            StdinCommand(word: "muted", takes: .onOff) { cli, arguments in
+                cli.whenConnected("muted") { cli.sendRequest(.switches(JSONObject([("muted", .bool(arguments[0] == "on"))]))) }
+            },
+            StdinCommand(word: "locked", takes: .onOff) { cli, arguments in
+                cli.whenConnected("locked") { cli.sendRequest(.switches(JSONObject([("locked", .bool(arguments[0] == "on"))]))) }
             },
             StdinCommand(word: "login", takes: .one("USERID")) { cli, arguments in
                 cli.whenConnected("login") { cli.sendRequest(.login(userID: arguments[0])) }
@@ -169,6 +187,8 @@ extension DeviceCLI {
             return badCommand("'\(name)' takes on or off, not '\(arguments[0])'")
         case .optional(let what) where arguments.count > 1:
             return badCommand("'\(name)' takes at most one argument: \(name) [\(what)]")
+        case .atLeastOne(let what) where arguments.isEmpty:
+            return badCommand("'\(name)' takes at least one argument: \(name) \(what)")
         default:
             command.run(self, arguments)
         }

@@ -1,0 +1,277 @@
+import BackendTestSupport
+import DeviceClient
+import Foundation
+import JSON
+import ProviderClient
+import Testing
+import TestSupport
+
+/// The notification as the user meets it (docs/device-model.md, "Presentation" and "Responding"),
+/// from outside: the real binary, real pushes over HTTP/2, virtual devices through the admin API
+/// and a socket device through DeviceClient.
+@Suite struct PresentationTests {
+    static let chat: JSONValue = [
+        "categories": [
+            [
+                "identifier": "MESSAGE", "options": ["customDismissAction"], "summaryFormat": "%u more messages from %@",
+                "actions": [
+                    ["identifier": "REPLY", "title": "Reply", "textInput": ["buttonTitle": "Send", "placeholder": "Message"]],
+                    ["identifier": "DELETE", "title": "Delete", "options": ["destructive", "authenticationRequired"]],
+                    ["identifier": "OPEN", "title": "Open", "options": ["foreground"]],
+                ],
+            ]
+        ]
+    ]
+
+    /// A virtual device with the app installed (`setup` merged into the creation body).
+    static func device(_ emulator: EmulatorProcess, _ setup: JSONValue = [:]) throws -> (id: String, token: String) {
+        var body = JSONObject([("bundleId", .string(EmulatorProcess.bundleID)), ("environment", "sandbox")])
+        for member in setup.objectValue?.members ?? [] { body[member.key] = member.value }
+        let created = try emulator.admin("POST", "/api/v1/devices", body: .object(body))
+        #expect(created.status == 201, "\(created.raw)")
+        return (created.json["deviceId"]?.stringValue ?? "", created.json["token"]?.stringValue ?? "")
+    }
+
+    /// Sends `payload` and returns its record once the device has it.
+    static func deliver(_ emulator: EmulatorProcess, _ token: String, _ payload: String) throws -> JSONValue {
+        let connection = try emulator.connect()
+        let result = APNsResult(try connection.send(try emulator.push(token, payload: payload).request))
+        #expect(result.status == 200)
+        let id = try #require(result.apnsID)
+        return try Self.waitFor {
+            try emulator.notifications(token: token).first { $0["apnsId"]?.stringValue?.lowercased() == id.lowercased() && $0["outcome"] != "pending" }
+        }
+    }
+
+    /// `find`'s value once it has one (a failure after 20 s).
+    static func waitFor<T>(_ find: () throws -> T?) throws -> T {
+        var found: T?
+        _ = try eventually {
+            found = try find()
+            return found != nil
+        }
+        return try #require(found)
+    }
+
+    @Test func aRegisteredCategoryShowsItsActionsAndAnUnknownOneNone() throws {
+        let emulator = try EmulatorProcess()
+        let phone = try Self.device(emulator, Self.chat)
+        let known = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":{"title":"Alice","body":"Lunch?"},"category":"MESSAGE"}}"#)
+        #expect(known["display"] == "banner")
+        #expect(known["presentation"]?["categoryRegistered"] == true)
+        #expect(known["presentation"]?["actions"]?.arrayValue?.compactMap { $0["identifier"]?.stringValue } == ["REPLY", "DELETE", "OPEN"])
+        #expect(known["presentation"]?["title"] == "Alice" && known["presentation"]?["body"] == "Lunch?")
+        let unknown = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"hi","category":"INVITE"}}"#)
+        #expect(unknown["presentation"]?["categoryRegistered"] == false)
+        #expect(unknown["presentation"]?["actions"] == [])
+        #expect(unknown["explanation"]?.stringValue?.contains("registered no category \"INVITE\"") == true, "\(unknown)")
+    }
+
+    /// A reply typed into a notification reaches the app (didReceive with the text) and its
+    /// backend (the `action` hook, with the action and the text filled in).
+    @Test func aReplyActionReachesTheAppAndItsBackend() throws {
+        let backend = try TestBackend()
+        defer { backend.stop() }
+        let emulator = try EmulatorProcess()
+        let hooks: JSONValue = [
+            "action": [
+                "url": .string(backend.url("/replies")), "method": "POST",
+                "body": ["apnsId": "{{apnsId}}", "action": "{{actionIdentifier}}", "text": "{{userText}}", "conversation": "{{payload:/conversation}}"],
+            ]
+        ]
+        #expect(try emulator.admin("PUT", "/api/v1/apps/\(EmulatorProcess.bundleID)/backend", body: hooks).status == 200)
+        let phone = try Self.device(emulator, Self.chat)
+        let record = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"Lunch?","category":"MESSAGE"},"conversation":"c42"}"#)
+        let id = try #require(record["apnsId"]?.stringValue)
+        let path = "/api/v1/devices/\(phone.id)/notifications/\(id)/respond"
+        // Text is required by a text-input action and refused by the others.
+        #expect(try emulator.admin("POST", path, body: ["action": "REPLY"]).status == 400)
+        #expect(try emulator.admin("POST", path, body: ["action": "OPEN", "text": "x"]).status == 400)
+        let unknown = try emulator.admin("POST", path, body: ["action": "ARCHIVE"])
+        #expect(unknown.status == 400 && unknown.json["error"]?.stringValue?.contains("\"REPLY\"") == true, "\(unknown.raw)")
+        let replied = try emulator.admin("POST", path, body: ["action": "REPLY", "text": "Yes, 12:30"])
+        #expect(replied.status == 200, "\(replied.raw)")
+        #expect(replied.json["callbacks"] == ["didReceive"] && replied.json["userText"] == "Yes, 12:30")
+        #expect(replied.json["runsInBackground"] == true && replied.json["opensApp"] == false)
+        let call = try Self.waitFor { backend.requests.first { $0.target == "/replies" } }
+        let sent = try JSONValue.parse(call.body)
+        #expect(sent["action"] == "REPLY" && sent["text"] == "Yes, 12:30" && sent["conversation"] == "c42")
+        #expect(sent["apnsId"]?.stringValue?.lowercased() == id.lowercased())
+        // Answered once: it has left Notification Center.
+        #expect(try emulator.admin("POST", path, body: ["action": "default"]).status == 400)
+        let after = try #require(try emulator.notifications(token: phone.token).first { $0["apnsId"]?.stringValue == id })
+        #expect(after["presentation"]?["userResponse"]?["actionIdentifier"] == "REPLY")
+        #expect(after["callbacks"]?.arrayValue?.contains("didReceive") == true)
+    }
+
+    @Test func dismissalsReachTheAppOnlyWithCustomDismissActionAndLockedDevicesRefuseAuthenticatedActions() throws {
+        let emulator = try EmulatorProcess()
+        let phone = try Self.device(emulator, Self.chat)
+        let plain = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"no category"}}"#)
+        let dismissedPlain = try emulator.admin(
+            "POST", "/api/v1/devices/\(phone.id)/notifications/\(plain["apnsId"]!.stringValue!)/respond", body: ["action": "dismiss"])
+        #expect(dismissedPlain.status == 200 && dismissedPlain.json["callbacks"] == [])
+        let message = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"m","category":"MESSAGE"}}"#)
+        let path = "/api/v1/devices/\(phone.id)/notifications/\(message["apnsId"]!.stringValue!)/respond"
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(phone.id)", body: ["locked": true]).status == 200)
+        let locked = try emulator.admin("POST", path, body: ["action": "DELETE"])
+        #expect(locked.status == 400 && locked.raw.contains("locked"), "\(locked.raw)")
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(phone.id)", body: ["locked": false]).status == 200)
+        let deleted = try emulator.admin("POST", path, body: ["action": "DELETE"])
+        #expect(deleted.status == 200 && deleted.json["callbacks"] == ["didReceive"])
+        let second = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"m2","category":"MESSAGE"}}"#)
+        let heard = try emulator.admin(
+            "POST", "/api/v1/devices/\(phone.id)/notifications/\(second["apnsId"]!.stringValue!)/respond", body: ["action": "dismiss"])
+        #expect(heard.json["callbacks"] == ["didReceive"] && heard.json["actionIdentifier"] == "com.apple.UNNotificationDismissActionIdentifier")
+    }
+
+    @Test func willPresentDecidesWhatAForegroundAppShows() throws {
+        let emulator = try EmulatorProcess()
+        let phone = try Self.device(emulator, ["appState": "foreground", "foregroundPresentation": []])
+        let nothing = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"in app","sound":"default","badge":4}}"#)
+        #expect(nothing["outcome"] == "delivered" && nothing["display"] == "none")
+        #expect(nothing["callbacks"] == ["willPresent"])
+        #expect(nothing["presentation"] == .null || nothing["presentation"]?["sound"] == "silenced")
+        #expect(nothing["explanation"]?.stringValue?.contains("willPresent returned no options") == true, "\(nothing)")
+        let app = "/api/v1/devices/\(phone.id)/apps/\(EmulatorProcess.bundleID)"
+        #expect(try emulator.admin("PATCH", app, body: ["foregroundPresentation": ["list", "badge"]]).status == 200)
+        let listed = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"in app","badge":4}}"#)
+        #expect(listed["display"] == "notificationCenter")
+        let device = try emulator.admin("GET", "/api/v1/devices/\(phone.id)")
+        #expect(device.json["apps"]?.arrayValue?.first?["badge"] == 4, "the badge option lets the badge through: \(device.raw)")
+        #expect(try emulator.admin("PATCH", app, body: ["foregroundPresentation": ["sideways"]]).status == 400)
+    }
+
+    @Test func badgesFollowThePayloadAndZeroClearsThem() throws {
+        let emulator = try EmulatorProcess()
+        let phone = try Self.device(emulator)
+        func badge() throws -> JSONValue? { try emulator.admin("GET", "/api/v1/devices/\(phone.id)").json["apps"]?.arrayValue?.first?["badge"] }
+        let badgeOnly = try Self.deliver(emulator, phone.token, #"{"aps":{"badge":7}}"#)
+        #expect(badgeOnly["outcome"] == "delivered" && badgeOnly["display"] == "none", "a badge alone shows no banner")
+        #expect(try badge() == 7)
+        #expect(try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center").json["badges"] == ["com.example.app": 7])
+        _ = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"cleared","badge":0}}"#)
+        #expect(try badge() == 0)
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(phone.id)/apps/\(EmulatorProcess.bundleID)", body: ["badgesEnabled": false]).status == 200)
+        _ = try Self.deliver(emulator, phone.token, #"{"aps":{"badge":3}}"#)
+        #expect(try badge() == 0, "the user turned Badges off")
+    }
+
+    @Test func notificationsGroupByThreadWithTheCategorysSummary() throws {
+        let emulator = try EmulatorProcess()
+        let phone = try Self.device(emulator, Self.chat)
+        for (sender, thread) in [("Alice", "chat-1"), ("Bob", "chat-1"), ("Carol", "chat-2"), ("Alice", "chat-1")] {
+            _ = try Self.deliver(
+                emulator, phone.token,
+                #"{"aps":{"alert":{"title":"\#(sender)","body":"hi"},"thread-id":"\#(thread)","category":"MESSAGE","summary-arg":"\#(sender)"}}"#)
+        }
+        _ = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"no thread"}}"#)
+        let center = try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center")
+        let groups = try #require(center.json["groups"]?.arrayValue)
+        let chat1 = try #require(groups.first { $0["threadId"] == "chat-1" })
+        #expect(chat1["count"] == 3)
+        #expect(chat1["summary"] == "2 more messages from Bob and Alice", "\(chat1)")
+        #expect(groups.first { $0["threadId"] == "chat-2" }?["summary"] == .null)
+        #expect(groups.contains { $0["threadId"] == .null && $0["count"] == 1 })
+        #expect(groups.count == 3)
+    }
+
+    /// Focus silences what it does not allow; time-sensitive breaks through only with the
+    /// entitlement; critical plays through the ring switch with the entitlement and permission.
+    @Test func interruptionLevelsFocusAndTheRingSwitch() throws {
+        let emulator = try EmulatorProcess()
+        let phone = try Self.device(emulator)
+        let app = "/api/v1/devices/\(phone.id)/apps/\(EmulatorProcess.bundleID)"
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(phone.id)", body: ["focus": ["name": "Work"], "muted": true]).status == 200)
+        let silenced = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"urgent","interruption-level":"time-sensitive","sound":"default"}}"#)
+        #expect(silenced["display"] == "notificationCenter" && silenced["presentation"]?["sound"] == "silenced")
+        #expect(silenced["presentation"]?["effectiveInterruptionLevel"] == "active")
+        #expect(silenced["explanation"]?.stringValue?.contains("silenced by Focus \u{201C}Work\u{201D}") == true, "\(silenced)")
+        #expect(silenced["explanation"]?.stringValue?.contains("lacks") == true)
+        #expect(try emulator.admin("PATCH", app, body: ["timeSensitiveEntitlement": true, "criticalAlertEntitlement": true]).status == 200)
+        let through = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"urgent","interruption-level":"time-sensitive","sound":"default"}}"#)
+        #expect(through["display"] == "banner" && through["presentation"]?["effectiveInterruptionLevel"] == "time-sensitive")
+        #expect(through["presentation"]?["sound"] == "silenced", "muted: only critical alerts make a sound")
+        let notAllowed = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"fire","interruption-level":"critical","sound":"default"}}"#)
+        #expect(notAllowed["presentation"]?["effectiveInterruptionLevel"] == "active", "the user has not allowed critical alerts")
+        #expect(try emulator.admin("PATCH", app, body: ["criticalAlertsAllowed": true]).status == 200)
+        let critical = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"fire","sound":{"critical":1,"name":"alarm.caf","volume":1.0}}}"#)
+        #expect(critical["display"] == "banner" && critical["presentation"]?["sound"] == "critical")
+        let passive = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"fyi","interruption-level":"passive"}}"#)
+        #expect(passive["display"] == "notificationCenter" && passive["presentation"]?["screenLit"] == false)
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(phone.id)", body: ["focus": ["allowedApps": "not a list"]]).status == 400)
+    }
+
+    @Test func theScheduledSummaryHoldsWhatIsNotTimeSensitive() throws {
+        let emulator = try EmulatorProcess()
+        let phone = try Self.device(emulator, ["timeSensitiveEntitlement": true])
+        // A summary one minute from the emulator's now, whatever the time of day.
+        let clock = try emulator.admin("GET", "/api/v1/clock").json
+        let nowMs = try #require(clock["nowMs"]?.intValue)
+        let minutes = Int((nowMs / 60_000 + 2) % 1_440)
+        let time = String(format: "%02d:%02d", minutes / 60, minutes % 60)
+        let set = try emulator.admin(
+            "PATCH", "/api/v1/devices/\(phone.id)", body: ["scheduledSummary": ["times": .array([.string(time)]), "apps": ["com.example.app"]]])
+        #expect(set.status == 200, "\(set.raw)")
+        let held = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"newsletter","relevance-score":0.2}}"#)
+        #expect(held["display"] == "scheduledSummary", "\(held)")
+        #expect(held["explanation"]?.stringValue?.contains("held for the \(time) summary") == true, "\(held)")
+        _ = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"top story","relevance-score":0.9}}"#)
+        let urgent = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"your ride is here","interruption-level":"time-sensitive"}}"#)
+        #expect(urgent["display"] == "banner", "time-sensitive breaks through the summary")
+        var center = try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center").json
+        #expect(center["waitingForSummary"]?.arrayValue?.compactMap { $0["presentation"]?["body"]?.stringValue } == ["top story", "newsletter"])
+        // The emulator's clock moves past the summary time: the held ones are in Notification Center.
+        #expect(try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 180]).status == 200)
+        center = try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center").json
+        #expect(center["waitingForSummary"] == [])
+        #expect(center["summarized"]?.arrayValue?.compactMap { $0["presentation"]?["body"]?.stringValue } == ["top story", "newsletter"])
+    }
+
+    @Test func whatTheUserReadsAfterLocalization() throws {
+        let emulator = try EmulatorProcess()
+        let phone = try Self.device(emulator, ["localizedStrings": ["GAME_INVITE": "%@ invites you to play %@", "TITLE": "Invitation"]])
+        let localized = try Self.deliver(
+            emulator, phone.token, #"{"aps":{"alert":{"title-loc-key":"TITLE","loc-key":"GAME_INVITE","loc-args":["Jenna","chess"]}}}"#)
+        #expect(localized["presentation"]?["title"] == "Invitation" && localized["presentation"]?["body"] == "Jenna invites you to play chess")
+        let missing = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":{"loc-key":"MISSING_KEY"}}}"#)
+        #expect(missing["presentation"]?["body"] == "MISSING_KEY")
+        #expect(missing["explanation"]?.stringValue?.contains("no string for loc-key") == true)
+        let empty = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":{"title":"","body":null},"sound":"default"}}"#)
+        #expect(empty["display"] == "none" && empty["outcome"] == "delivered", "the sound still plays: \(empty)")
+        #expect(empty["explanation"]?.stringValue?.contains("no title, subtitle or body") == true)
+    }
+
+    /// A socket device declares its categories in hello, hears how a notification was presented,
+    /// responds from the device, and its switches persist across a restart with --state-dir.
+    @Test func aSocketDeviceRespondsAndItsSettingsSurviveARestart() throws {
+        let state = try StateDirectory()
+        var emulator: EmulatorProcess? = try EmulatorProcess(["--state-dir", state.path])
+        let app = DeviceApp(bundleID: EmulatorProcess.bundleID, environment: .sandbox, notificationSettings: Self.chat.objectValue)
+        let device = SimulatedDevice(address: try emulator!.address("device"), deviceID: "chat-phone", apps: [app])
+        try device.connect()
+        let token = try #require(
+            try eventually {
+                _ = try device.poll(timeoutMilliseconds: 50)
+                return device.token(for: EmulatorProcess.bundleID) != nil
+            } ? device.token(for: EmulatorProcess.bundleID) : nil)
+        let sleep: JSONValue = ["focus": ["name": "Sleep", "allowedPeople": ["Mum"]]]
+        try device.setSwitches(sleep.objectValue!)
+        let connection = try emulator!.connect()
+        #expect(APNsResult(try connection.send(try emulator!.push(token, payload: #"{"aps":{"alert":"Lunch?","category":"MESSAGE"}}"#).request)).status == 200)
+        let delivered = try #require(try device.nextNotification(timeoutMilliseconds: 10_000))
+        let presentation = try #require(delivered.raw["presentation"])
+        #expect(presentation["actions"]?.arrayValue?.count == 3)
+        #expect(delivered.display == "notificationCenter", "silenced by the Sleep Focus")
+        let answer = try device.respond(apnsID: delivered.apnsID, action: "REPLY", text: "on my way")
+        #expect(answer["callbacks"] == ["didReceive"] && answer["userText"] == "on my way")
+        device.disconnect()
+        emulator = nil
+        let again = try EmulatorProcess(["--state-dir", state.path])
+        let stored = try again.admin("GET", "/api/v1/devices/chat-phone").json
+        #expect(stored["focus"]?["name"] == "Sleep")
+        #expect(stored["apps"]?.arrayValue?.first?["notificationSettings"]?["categories"]?.arrayValue?.first?["identifier"] == "MESSAGE")
+        let record = try #require(try again.notifications(token: token).first)
+        #expect(record["presentation"]?["userResponse"]?["userText"] == "on my way")
+    }
+}
