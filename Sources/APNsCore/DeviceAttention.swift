@@ -116,7 +116,8 @@ public struct DeviceAttention: Sendable, Equatable {
         var focus = FocusMode()
         if value == .bool(true) { return focus }
         guard let object = value.objectValue else {
-            throw NotificationSettingsError("\"focus\" must be null (off), true, or {\"name\", \"allowedApps\", \"allowedPeople\", \"allowTimeSensitive\"}")
+            throw NotificationSettingsError(
+                "\"focus\" must be null (off), true, or {\"name\", \"allowedApps\", \"allowedPeople\", \"allowTimeSensitive\"}")
         }
         try NotificationCategory.refuseUnknown(object, ["name", "allowedApps", "allowedPeople", "allowTimeSensitive"], at: "focus")
         if let name = try NotificationSetup.text(object["name"], "focus.name", required: false) { focus.name = name }
@@ -133,7 +134,9 @@ public struct DeviceAttention: Sendable, Equatable {
         }
         try NotificationCategory.refuseUnknown(object, ["times", "apps", "utcOffsetMinutes"], at: "scheduledSummary")
         let texts = try NotificationCategory.words(object["times"], at: "scheduledSummary.times")
-        guard (1...12).contains(texts.count) else { throw NotificationSettingsError("scheduledSummary.times must list 1 to 12 times such as \"18:00\"") }
+        guard (1...12).contains(texts.count) else {
+            throw NotificationSettingsError("scheduledSummary.times must list 1 to 12 times such as \"18:00\"")
+        }
         var times: [Int] = []
         for text in texts {
             let parts = text.split(separator: ":")

@@ -283,6 +283,8 @@ extension World {
         for bundleID in bundleIDs {
             _ = try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
         }
+        // Settings go too: Focus, the scheduled summary, the switches.
+        try? registry.updateDevice(deviceID) { $0.attention = DeviceAttention() }
     }
 
     /// Restores a backup of `source` onto `target`: the apps move with new tokens; the

@@ -53,7 +53,9 @@ public struct RenderedHook: Sendable, Equatable {
 /// placeholder inside longer text is replaced by the value's text. Missing values are empty
 /// text (a logged-out `{{userId}}`, a payload field that is not there).
 public enum HookTemplate {
-    static let names: Set<String> = ["token", "deviceId", "bundleId", "environment", "userId", "tokenKind", "activityId", "attributesType", "apnsId", "actionIdentifier", "userText",
+    static let names: Set<String> = [
+        "token", "deviceId", "bundleId", "environment", "userId", "tokenKind", "activityId", "attributesType", "apnsId", "actionIdentifier",
+        "userText",
     ]
 
     enum Placeholder: Equatable {

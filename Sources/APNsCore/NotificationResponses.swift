@@ -28,13 +28,15 @@ public struct NotificationCenterView: Sendable {
     public var waitingForSummary: [ListedNotification]
     /// The next summary time (ms), when a summary is scheduled.
     public var nextSummaryMs: Int64?
-    /// Delivered by the last summary that came, highest relevance first.
+    /// Held for a summary whose time has passed (now also in `groups`), highest relevance first.
     public var summarized: [ListedNotification]
 }
 
 extension World {
     /// How many of a device's newest records Notification Center looks through.
     public static let notificationCenterScan = 500
+    /// The most a user types into a text-input action, in bytes.
+    public static let maxResponseText = 4_096
 
     /// Whether a delivered record is on screen or in Notification Center now (not answered yet).
     static func isListed(_ r: NotificationRecord, nowMs: Int64) -> Bool {
@@ -54,6 +56,12 @@ extension World {
     {
         guard let device = registry.devices[deviceID] else {
             throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
+        }
+        guard !action.isEmpty else {
+            throw DeviceRequestError("bad_request", "\"action\" is required: default (a tap), dismiss, or one of the notification's actions")
+        }
+        guard (text?.utf8.count ?? 0) <= Self.maxResponseText else {
+            throw DeviceRequestError("bad_request", "\"text\" may be at most \(Self.maxResponseText) bytes")
         }
         // A search: records kept encoded are decoded once for it, not on every response.
         records.decodeKept()
@@ -121,7 +129,8 @@ extension World {
         var waiting: [ListedNotification] = []
         var summarized: [ListedNotification] = []
         for record in recent {
-            guard let bundleID = record.bundleID,
+            // An uninstalled app's notifications leave with it.
+            guard let bundleID = record.bundleID, device.apps[bundleID] != nil,
                 let presentation = record.presentation ?? Presentation.plain(record)
             else { continue }
             let listed = ListedNotification(record: record, presentation: presentation)
@@ -160,7 +169,7 @@ extension World {
     static func groupSummary(_ notifications: [ListedNotification], setup: NotificationSetup) -> String? {
         guard notifications.count > 1 else { return nil }
         let under = notifications.dropFirst()
-        let count = under.reduce(0) { $0 + max(1, $1.presentation.summaryArgCount ?? 1) }
+        let count = under.reduce(0) { $0 + max(0, $1.presentation.summaryArgCount ?? 1) }
         var names: [String] = []
         for item in under {
             if let arg = item.presentation.summaryArg, !arg.isEmpty, !names.contains(arg) { names.append(arg) }

@@ -303,7 +303,8 @@ extension NotificationAction {
             case "destructive": action.destructive = true
             case "authenticationRequired": action.authenticationRequired = true
             default:
-                throw NotificationSettingsError("\(place).options: \"\(option)\" is not an action option (foreground, destructive, authenticationRequired)")
+                throw NotificationSettingsError(
+                    "\(place).options: \"\(option)\" is not an action option (foreground, destructive, authenticationRequired)")
             }
         }
         if let input = object["textInput"], input != .null {

@@ -113,6 +113,12 @@ public enum PresentationRules {
         if foreground {
             let options = setup.foregroundPresentation
             display = options.contains(.banner) ? .banner : options.contains(.list) ? .notificationCenter : .none
+            if app.authorization == .provisional {
+                // Provisional authorization never interrupts, in the app or out of it.
+                if display == .banner { display = .notificationCenter }
+                playsSound = false
+                notes.append("provisional authorization delivers quietly to Notification Center")
+            }
             if !options.contains(.sound) { playsSound = false }
             if !options.contains(.badge) { setsBadge = false }
             if options.isEmpty {
@@ -149,10 +155,12 @@ public enum PresentationRules {
             p.screenLit = false
         }
         if content.hasSound {
-            if !playsSound {
-                p.sound = .silenced
-            } else if p.level == .critical {
+            if p.level == .critical && display != .none {
+                // A critical alert plays through the ring switch, Focus and the app's Sounds
+                // switch (it has its own permission, checked for the level).
                 p.sound = .critical
+            } else if !playsSound {
+                p.sound = .silenced
             } else if attention.muted {
                 p.sound = .silenced
                 notes.append("the ring switch is on silent, so no sound")

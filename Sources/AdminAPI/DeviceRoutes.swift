@@ -211,7 +211,8 @@ struct DeviceRoutes: AdminResource {
         let setup = NotificationSetup.mentions(body) || body["badge"] != nil
         guard appState != nil || authorization != nil || backgroundMode != nil || setup else {
             throw AdminError(
-                400, "give any of \"appState\", \"authorization\", \"backgroundMode\", \"badge\", "
+                400,
+                "give any of \"appState\", \"authorization\", \"backgroundMode\", \"badge\", "
                     + NotificationSetup.fieldList)
         }
         let (app, frames) = try deviceCall { world, now throws(DeviceRequestError) in
@@ -243,12 +244,12 @@ struct DeviceRoutes: AdminResource {
 
     private func respond(deviceID: String, apnsID: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
-        guard let action = body["action"]?.stringValue, !action.isEmpty else {
+        guard let action = body["action"]?.stringValue else {
             throw AdminError(400, "\"action\" is required: \"default\" (a tap), \"dismiss\", or one of the notification's action identifiers")
         }
         var text: String?
         if let value = body["text"], value != .null {
-            guard let typed = value.stringValue, typed.utf8.count <= 4_096 else { throw AdminError(400, "\"text\" must be a string of at most 4096 bytes") }
+            guard let typed = value.stringValue else { throw AdminError(400, "\"text\" must be a string") }
             text = typed
         }
         let answer = try deviceCall { world, now throws(DeviceRequestError) in

@@ -1,4 +1,4 @@
-import JSON
+public import JSON
 import Foundation
 
 /// Sandbox or production: which APNs a token belongs to.
@@ -43,10 +43,14 @@ public struct PushRecord: Sendable, CustomStringConvertible {
     /// The payload exactly as sent (JSON text when it was JSON).
     public var payload: String
     public var receivedAtMs: Int64
+    /// How it was presented (`presentation` of the admin API: the text read, actions,
+    /// interruption level, sound, badge, the user's response…); nil until it was shown.
+    public var presentation: JSONValue?
     /// The record as the admin API sent it, for fields this type does not name.
     public var json: String
 
     init(_ value: JSONValue) {
+        presentation = value["presentation"].flatMap { $0 == .null ? nil : $0 }
         apnsID = value["apnsId"]?.stringValue ?? ""
         uniqueID = value["uniqueId"]?.stringValue
         token = value["token"]?.stringValue ?? ""

@@ -76,6 +76,10 @@ enum StartCredentials {
                         deviceID: device.deviceID, bundleID: app.bundleID, environment: app.environment,
                         kind: app.kind, fixedToken: app.token, nowMs: now)
                 }
+                try world.registry.updateDevice(device.deviceID) { stored in
+                    stored.attention = device.attention
+                    for (bundle, setup) in device.notificationSettings { stored.apps[bundle]?.settings.notifications = setup }
+                }
                 for declaration in device.liveActivities {
                     try world.liveActivities.declare(
                         deviceID: device.deviceID, bundleID: declaration.bundleID, environment: declaration.environment,

@@ -40,8 +40,14 @@ struct DeliveryCriteria {
     var addressee: String?
     var pushType: String?
     var status: StatusPattern?
+    var interruptionLevel: String?
+    var sound: String?
+    var action: String?
 
     init(_ fields: StepFields, context: RunContext) throws(StepFailure) {
+        interruptionLevel = fields.string("interruptionLevel")
+        sound = fields.string("sound")
+        action = fields.string("action")
         deviceAlias = fields.string("device")
         deviceID = try context.deviceID(deviceAlias)
         token = fields.string("token")
@@ -76,6 +82,13 @@ struct DeliveryCriteria {
         if let addressee, record.addressee != addressee { return false }
         if let pushType, record.pushType != pushType { return false }
         if let status, !status.matches(record.status) { return false }
+        if let interruptionLevel, record.presentation?["effectiveInterruptionLevel"]?.stringValue != interruptionLevel { return false }
+        if let sound, record.presentation?["sound"]?.stringValue != sound { return false }
+        if let action {
+            let answered = record.presentation?["userResponse"]?["actionIdentifier"]?.stringValue
+            let short = answered.map(NotificationResponseNames.short)
+            if answered != action && short != action { return false }
+        }
         return true
     }
 

@@ -6,7 +6,8 @@ public enum StepKind: String, Sendable, CaseIterable {
     case launch, foreground, background, suspend, terminate, appState
     case online, offline
     case login, logout, switchAccount = "switch"
-    case tap
+    case tap, respond
+    case notificationSettings, focus, scheduledSummary, deviceSwitches
     case advanceClock, sleep
     case push, run, http
     case declareActivities, startActivity, endActivity, dismissActivity
@@ -50,7 +51,10 @@ enum CriteriaKind: String {
                 FieldSpec("apnsId", .string, "apns-id"), FieldSpec("bundleId", .string, "app (topic)"),
                 FieldSpec("outcome", .string, "delivered, deferred, throttled, …"),
                 FieldSpec("callback", .string, "a callback that fired, e.g. didReceiveRemoteNotification"),
-                FieldSpec("display", .string, "banner, notificationCenter, none"),
+                FieldSpec("display", .string, "banner, notificationCenter, scheduledSummary, none"),
+                FieldSpec("interruptionLevel", .string, "the level iOS used: passive, active, time-sensitive, critical"),
+                FieldSpec("sound", .string, "none, played, silenced, critical"),
+                FieldSpec("action", .string, "the user's response: an action identifier, or default / dismiss"),
                 FieldSpec("crossAccount", .bool, "flagged by the cross-account detector"),
                 FieldSpec("userId", .stringOrNull, "account logged in at delivery"),
                 FieldSpec("addressee", .string, "whom the payload names"),
@@ -143,6 +147,39 @@ extension StepKind {
             return [Self.deviceField, FieldSpec("user", .string, required: true, "the account", rule: .userID)]
         case .tap:
             return [Self.deviceField, FieldSpec("apnsId", .string, "the notification (default: the newest one on screen)")]
+        case .respond:
+            return [
+                Self.deviceField, FieldSpec("apnsId", .string, "the notification (default: the newest one on screen)"),
+                FieldSpec("action", .string, required: true, "default (a tap), dismiss, or an action identifier of its category"),
+                FieldSpec("text", .string, "what the user types into a text-input action"),
+                FieldSpec("expect", .object, "{\"status\": 400} to expect a refusal (default: 200)"),
+            ]
+        case .notificationSettings:
+            return appStep + [
+                FieldSpec(
+                    "settings", .object, required: true,
+                    "categories, foregroundPresentation, timeSensitiveEntitlement, criticalAlertEntitlement, badge, … (docs/device-model.md)")
+            ]
+        case .focus:
+            return [
+                Self.deviceField, FieldSpec("off", .bool, "turn the Focus off"),
+                FieldSpec("mode", .string, "the Focus's name (default Do Not Disturb)"),
+                FieldSpec("allowedApps", .array, "bundle ids that still interrupt"),
+                FieldSpec("allowedPeople", .array, "senders that still interrupt (the app's senderKey)"),
+                FieldSpec("allowTimeSensitive", .bool, "the Focus lets time-sensitive notifications through (default true)"),
+            ]
+        case .scheduledSummary:
+            return [
+                Self.deviceField, FieldSpec("off", .bool, "turn the summary off"),
+                FieldSpec("times", .array, "times of day such as \"08:00\", \"18:00\""),
+                FieldSpec("apps", .array, "bundle ids whose notifications wait for it"),
+                FieldSpec("utcOffsetMinutes", .number, "the device's time zone (default 0: UTC)"),
+            ]
+        case .deviceSwitches:
+            return [
+                Self.deviceField, FieldSpec("muted", .bool, "the ring/silent switch is on silent"),
+                FieldSpec("locked", .bool, "the device is locked"),
+            ]
         case .advanceClock:
             return [FieldSpec("seconds", .number, required: true, "how far to move the emulator's time ahead", rule: .clockSeconds)]
         case .sleep:

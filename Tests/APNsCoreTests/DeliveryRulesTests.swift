@@ -180,7 +180,10 @@ struct DeliveryRulesTests {
     @Test(arguments: [
         (#"{"aps":{"alert":"hi"}}"#, PushContent(isVisible: true)),
         (#"{"aps":{"badge":0}}"#, PushContent(isVisible: true, needsPresentation: true)),
-        (#"{"aps":{"sound":"default","mutable-content":1,"alert":{"title":"t"}}}"#, PushContent(isVisible: true, mutableContent: true, needsPresentation: true)),
+        (
+            #"{"aps":{"sound":"default","mutable-content":1,"alert":{"title":"t"}}}"#,
+            PushContent(isVisible: true, mutableContent: true, needsPresentation: true)
+        ),
         (#"{"aps":{"content-available":1},"custom":{"aps":{"alert":"x"}}}"#, PushContent(contentAvailable: true)),
         (#"{"aps":{"content-available":0}}"#, PushContent()),
         (#"{"other":[1,{"a":"}"}],"aps":{"alert":null,"content-available":1}}"#, PushContent(contentAvailable: true)),

@@ -39,7 +39,9 @@ import TestSupport
         #expect(result.status == 200)
         let id = try #require(result.apnsID)
         return try Self.waitFor {
-            try emulator.notifications(token: token).first { $0["apnsId"]?.stringValue?.lowercased() == id.lowercased() && $0["outcome"] != "pending" }
+            try emulator.notifications(token: token).first {
+                $0["apnsId"]?.stringValue?.lowercased() == id.lowercased() && $0["outcome"] != "pending"
+            }
         }
     }
 
@@ -76,7 +78,9 @@ import TestSupport
         let hooks: JSONValue = [
             "action": [
                 "url": .string(backend.url("/replies")), "method": "POST",
-                "body": ["apnsId": "{{apnsId}}", "action": "{{actionIdentifier}}", "text": "{{userText}}", "conversation": "{{payload:/conversation}}"],
+                "body": [
+                    "apnsId": "{{apnsId}}", "action": "{{actionIdentifier}}", "text": "{{userText}}", "conversation": "{{payload:/conversation}}",
+                ],
             ]
         ]
         #expect(try emulator.admin("PUT", "/api/v1/apps/\(EmulatorProcess.bundleID)/backend", body: hooks).status == 200)
@@ -152,7 +156,8 @@ import TestSupport
         #expect(try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center").json["badges"] == ["com.example.app": 7])
         _ = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"cleared","badge":0}}"#)
         #expect(try badge() == 0)
-        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(phone.id)/apps/\(EmulatorProcess.bundleID)", body: ["badgesEnabled": false]).status == 200)
+        #expect(
+            try emulator.admin("PATCH", "/api/v1/devices/\(phone.id)/apps/\(EmulatorProcess.bundleID)", body: ["badgesEnabled": false]).status == 200)
         _ = try Self.deliver(emulator, phone.token, #"{"aps":{"badge":3}}"#)
         #expect(try badge() == 0, "the user turned Badges off")
     }
@@ -258,7 +263,9 @@ import TestSupport
         let sleep: JSONValue = ["focus": ["name": "Sleep", "allowedPeople": ["Mum"]]]
         try device.setSwitches(sleep.objectValue!)
         let connection = try emulator!.connect()
-        #expect(APNsResult(try connection.send(try emulator!.push(token, payload: #"{"aps":{"alert":"Lunch?","category":"MESSAGE"}}"#).request)).status == 200)
+        #expect(
+            APNsResult(try connection.send(try emulator!.push(token, payload: #"{"aps":{"alert":"Lunch?","category":"MESSAGE"}}"#).request)).status
+                == 200)
         let delivered = try #require(try device.nextNotification(timeoutMilliseconds: 10_000))
         let presentation = try #require(delivered.raw["presentation"])
         #expect(presentation["actions"]?.arrayValue?.count == 3)
@@ -273,5 +280,48 @@ import TestSupport
         #expect(stored["apps"]?.arrayValue?.first?["notificationSettings"]?["categories"]?.arrayValue?.first?["identifier"] == "MESSAGE")
         let record = try #require(try again.notifications(token: token).first)
         #expect(record["presentation"]?["userResponse"]?["userText"] == "on my way")
+    }
+
+    /// A configured device starts with its apps' notification setup and its switches; a bad
+    /// setting stops the start with a message that says where.
+    @Test func theConfigFileSetsAnAppsSetupAndTheDevicesSwitches() throws {
+        let directory = try StateDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let device: JSONValue = [
+            "deviceId": "config-phone", "focus": ["name": "Sleep"], "muted": true,
+            "apps": [
+                [
+                    "bundleId": .string(EmulatorProcess.bundleID), "environment": "sandbox", "token": "c0ffee01",
+                    "notificationSettings": Self.chat,
+                ]
+            ],
+        ]
+        let path = directory.path + "/config.json"
+        try Data(JSONValue.object(JSONObject([("devices", [device])])).serialized().utf8).write(to: URL(fileURLWithPath: path))
+        let emulator = try EmulatorProcess(["--config", path])
+        let stored = try emulator.admin("GET", "/api/v1/devices/config-phone").json
+        #expect(stored["focus"]?["name"] == "Sleep" && stored["muted"] == true)
+        let record = try Self.deliver(emulator, "c0ffee01", #"{"aps":{"alert":"hi","category":"MESSAGE","sound":"default"}}"#)
+        #expect(record["presentation"]?["actions"]?.arrayValue?.count == 3)
+        #expect(record["display"] == "notificationCenter" && record["presentation"]?["sound"] == "silenced")
+
+        let bad: JSONValue = [
+            "devices": [
+                [
+                    "deviceId": "bad-phone",
+                    "apps": [
+                        [
+                            "bundleId": "com.example.app", "environment": "sandbox",
+                            "notificationSettings": ["foregroundPresentation": ["loud"]],
+                        ]
+                    ],
+                ]
+            ]
+        ]
+        let badPath = directory.path + "/bad.json"
+        try Data(bad.serialized().utf8).write(to: URL(fileURLWithPath: badPath))
+        let refused = try run(EmulatorProcess.binary, ["serve", "--config", badPath])
+        #expect(refused.status == 2, "\(refused.err)")
+        #expect(refused.err.contains("apps[0].notificationSettings") && refused.err.contains("foregroundPresentation"), "\(refused.err)")
     }
 }

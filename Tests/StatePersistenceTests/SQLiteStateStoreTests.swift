@@ -247,7 +247,9 @@ struct SQLiteStateStoreTests {
             store.close()
             // Back to schema 2, as the apns-emulator before broadcast channels left it.
             let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
-            try db.execute("ALTER TABLE devices DROP COLUMN attention; ALTER TABLE device_apps DROP COLUMN notifications; ALTER TABLE device_apps DROP COLUMN badge; DROP TABLE channels; DROP TABLE live_activities")
+            try db.execute(
+                "ALTER TABLE devices DROP COLUMN attention; ALTER TABLE device_apps DROP COLUMN notifications; ALTER TABLE device_apps DROP COLUMN badge; DROP TABLE channels; DROP TABLE live_activities"
+            )
             try db.setUserVersion(2)
             db.close()
         }
@@ -270,7 +272,9 @@ struct SQLiteStateStoreTests {
             try store.write([.deviceSaved(phone)])
             store.close()
             let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
-            try db.execute("ALTER TABLE devices DROP COLUMN attention; ALTER TABLE device_apps DROP COLUMN notifications; ALTER TABLE device_apps DROP COLUMN badge;")
+            try db.execute(
+                "ALTER TABLE devices DROP COLUMN attention; ALTER TABLE device_apps DROP COLUMN notifications; ALTER TABLE device_apps DROP COLUMN badge;"
+            )
             try db.setUserVersion(4)
             db.close()
         }
@@ -298,7 +302,9 @@ struct SQLiteStateStoreTests {
             store.close()
             // Back to schema 3, as the apns-emulator before Live Activities were kept left it.
             let db = try SQLiteDatabase(path: dir.state + "/state.sqlite")
-            try db.execute("ALTER TABLE devices DROP COLUMN attention; ALTER TABLE device_apps DROP COLUMN notifications; ALTER TABLE device_apps DROP COLUMN badge; DROP TABLE live_activities")
+            try db.execute(
+                "ALTER TABLE devices DROP COLUMN attention; ALTER TABLE device_apps DROP COLUMN notifications; ALTER TABLE device_apps DROP COLUMN badge; DROP TABLE live_activities"
+            )
             try db.setUserVersion(3)
             db.close()
         }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A small app backend for the emulator's simulated apps (issue 10). Standard library only.
 
-The simulated app calls it through the hooks in hooks.json (register, bind, unbind, fetch); the
-provider side (notify.py) asks it for a user's tokens and reports the ones APNs rejected.
+The simulated app calls it through the hooks in hooks.json (register, bind, unbind, fetch, and
+action: a reply typed into a notification); the provider side (notify.py) asks it for a user's
+tokens and reports the ones APNs rejected.
 
 Two variants share everything but the binding rules:
 
@@ -34,7 +35,7 @@ ENVIRONMENTS = ("sandbox", "production")
 # rendered ("{{token}}") instead of storing it as a token.
 TOKEN_RE = re.compile(r"^(?:[0-9A-Fa-f]{2})+$")
 # The endpoints the simulated app calls: the ones POST /fail makes fail.
-HOOK_ROUTES = {"register", "bind", "unbind", "fetch"}
+HOOK_ROUTES = {"register", "bind", "unbind", "fetch", "reply"}
 
 SCHEMA = """
 CREATE TABLE tokens (token TEXT PRIMARY KEY, device_id TEXT, bundle_id TEXT, environment TEXT,
@@ -44,6 +45,8 @@ CREATE TABLE sessions (id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, token TEXT
 CREATE TABLE messages (id TEXT PRIMARY KEY, user_id TEXT NOT NULL, body TEXT NOT NULL,
                        created_at REAL NOT NULL);
 CREATE TABLE fetches (message_id TEXT NOT NULL, by_user TEXT, at REAL NOT NULL);
+CREATE TABLE replies (message_id TEXT NOT NULL, user_id TEXT, action TEXT NOT NULL, text TEXT,
+                      at REAL NOT NULL);
 """
 # The one line that differs: what makes a token belong to one account.
 CORRECT_BINDINGS = """CREATE TABLE bindings (token TEXT PRIMARY KEY, user_id TEXT NOT NULL,
@@ -216,6 +219,20 @@ class Backend:
             self.db.execute("INSERT INTO fetches VALUES (?, ?, ?)", (message_id, by_user, time.time()))
         return {"id": row["id"], "userId": row["user_id"], "body": row["body"]}
 
+    def reply(self, message_id, body):
+        # The user acted on the notification for `message_id` (the `action` hook): a reply
+        # typed into it, or another button of its category.
+        action = text_field(body, "action")
+        text = body.get("text")
+        if text is not None and not isinstance(text, str):
+            raise BadRequest("'text' must be a string or null")
+        user_id = text_field(body, "userId", required=False)
+        with self.lock, self.db:
+            if self.db.execute("SELECT 1 FROM messages WHERE id = ?", (message_id,)).fetchone() is None:
+                raise NotFound(f"no message {message_id!r}")
+            self.db.execute("INSERT INTO replies VALUES (?, ?, ?, ?, ?)", (message_id, user_id, action, text, time.time()))
+        return {"ok": True, "messageId": message_id, "action": action}
+
     # -- reads --------------------------------------------------------------------------
 
     def users_of(self, token):
@@ -248,6 +265,7 @@ class Backend:
                                  "ended_at AS endedAt FROM sessions ORDER BY id"),
                 "messages": rows("SELECT id, user_id AS userId, body FROM messages ORDER BY created_at"),
                 "fetched": rows("SELECT message_id AS id, by_user AS byUser, at FROM fetches ORDER BY at"),
+                "replies": rows("SELECT message_id AS messageId, user_id AS userId, action, text FROM replies ORDER BY at"),
                 "invalidated": list(self.invalidated),
                 "fail": {"status": self.fail_status, "remaining": self.fail_count},
                 "calls": list(self.calls),
@@ -369,6 +387,8 @@ class Handler(BaseHTTPRequestHandler):
         }.get(tuple(parts))
         if methods is None and len(parts) == 2 and parts[0] == "messages":
             methods = {"GET": ("fetch", lambda _: self.fetch(parts[1]))}
+        elif methods is None and len(parts) == 3 and parts[0] == "messages" and parts[2] == "replies":
+            methods = {"POST": ("reply", lambda body: b.reply(parts[1], body))}
         elif methods is None and len(parts) == 3 and parts[0] == "users" and parts[2] == "tokens":
             methods = {"GET": ("user-tokens", lambda _: b.tokens_of(parts[1]))}
         elif methods is None and len(parts) == 3 and parts[0] == "tokens" and parts[2] == "invalid":

@@ -171,6 +171,9 @@ extension ServeConfiguration {
                 throw UsageError("device \(text) in \(path): \(DeviceRegistry.deviceIDRule)")
             }
             var spec = DeviceSpec(deviceID: id, apps: [])
+            do throws(NotificationSettingsError) { try spec.attention.apply(object) } catch {
+                throw UsageError("device \(id) in \(path): \(error.description)")
+            }
             for (index, app) in apps.enumerated() {
                 if let unknown = app.objectValue?.keys.first(where: { !Self.deviceAppKeys.contains($0) }) {
                     throw UsageError(
@@ -191,6 +194,21 @@ extension ServeConfiguration {
                     throw UsageError("device \(id) in \(path): token '\(token)' is not even-length hex")
                 }
                 spec.apps.append((bundle, env, kind, token))
+                if let settings = app["notificationSettings"], settings != .null {
+                    guard let fields = settings.objectValue else {
+                        throw UsageError("device \(id) in \(path): apps[\(index)].notificationSettings must be an object")
+                    }
+                    if let unknown = fields.keys.first(where: { !NotificationSetup.mentions(JSONObject([($0, .null)])) }) {
+                        throw UsageError(
+                            "device \(id) in \(path): apps[\(index)].notificationSettings: unknown key \"\(unknown)\" (known: \(NotificationSetup.fieldList))"
+                        )
+                    }
+                    var setup = spec.notificationSettings[bundle] ?? NotificationSetup()
+                    do throws(NotificationSettingsError) { try setup.apply(fields) } catch {
+                        throw UsageError("device \(id) in \(path): apps[\(index)].notificationSettings: \(error.description)")
+                    }
+                    spec.notificationSettings[bundle] = setup
+                }
                 if let declaration = try parseLiveActivities(app, bundleID: bundle, environment: env, at: "device \(id) in \(path): apps[\(index)]") {
                     guard !spec.liveActivities.contains(where: { $0.bundleID == bundle }) else {
                         throw UsageError(
@@ -206,7 +224,7 @@ extension ServeConfiguration {
     }
 
     /// What an app entry of a configured device may hold.
-    static let deviceAppKeys = ["bundleId", "environment", "kind", "token", "liveActivityTypes", "frequentUpdates"]
+    static let deviceAppKeys = ["bundleId", "environment", "kind", "token", "liveActivityTypes", "frequentUpdates", "notificationSettings"]
 
     /// An app entry's `"liveActivityTypes"` and `"frequentUpdates"` (nil: it declares none).
     /// The names are judged by the same rule as `PUT …/live-activities`; `at` says where the

@@ -130,6 +130,10 @@ extension ServeConfiguration {
         /// The apps' Live Activity declarations (`"liveActivityTypes"`, `"frequentUpdates"`), as
         /// `PUT …/live-activities` makes them: each type gets a push-to-start token.
         public var liveActivities: [LiveActivityDeclaration]
+        /// The apps' `"notificationSettings"` (categories, `foregroundPresentation`, entitlements…).
+        public var notificationSettings: [String: NotificationSetup] = [:]
+        /// The device's `"focus"`, `"scheduledSummary"`, `"muted"` and `"locked"`.
+        public var attention = DeviceAttention()
 
         public init(
             deviceID: String, apps: [(bundleID: String, environment: APNsEnvironment, kind: TokenKind, token: String?)] = [],
@@ -144,7 +148,7 @@ extension ServeConfiguration {
             a.deviceID == b.deviceID && a.apps.count == b.apps.count
                 && zip(a.apps, b.apps).allSatisfy {
                     $0.bundleID == $1.bundleID && $0.environment == $1.environment && $0.kind == $1.kind && $0.token == $1.token
-                } && a.liveActivities == b.liveActivities
+                } && a.liveActivities == b.liveActivities && a.notificationSettings == b.notificationSettings && a.attention == b.attention
         }
     }
 
