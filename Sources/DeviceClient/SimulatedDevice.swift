@@ -649,6 +649,8 @@ public final class SimulatedDevice {
                 apps[index].authorization = value
             }
             if let value = frame["backgroundMode"]?.boolValue { apps[index].backgroundMode = value }
+            // Kept for the next hello, so a reconnect declares the setup the emulator has.
+            if let value = frame["notificationSettings"]?.objectValue { apps[index].notificationSettings = value }
         case "deviceUpdated":
             if let value = frame["lowPowerMode"]?.boolValue { lowPowerMode = value }
         case "uninstalled":

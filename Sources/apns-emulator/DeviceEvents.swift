@@ -50,6 +50,8 @@ extension DeviceCLI {
                 if let value = frame["appState"]?.stringValue.flatMap(AppState.init(rawValue:)) { app.appState = value }
                 if let value = frame["authorization"]?.stringValue.flatMap(Authorization.init(rawValue:)) { app.authorization = value }
                 if let value = frame["backgroundMode"]?.boolValue { app.backgroundMode = value }
+                // Kept for the next hello, so a reconnect declares the setup the emulator has.
+                if let value = frame["notificationSettings"]?.objectValue { app.notificationSettings = value }
             }
             emit(.object(event(from: frame)))
         case "uninstalled":

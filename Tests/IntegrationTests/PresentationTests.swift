@@ -324,4 +324,35 @@ import TestSupport
         #expect(refused.status == 2, "\(refused.err)")
         #expect(refused.err.contains("apps[0].notificationSettings") && refused.err.contains("foregroundPresentation"), "\(refused.err)")
     }
+
+    /// The `device` command: its app's categories from --notification-settings, the
+    /// presentation printed with the notification, a reply typed on stdin reaching the backend,
+    /// and the Focus switched from stdin.
+    @Test func theDeviceCommandDeclaresCategoriesAndRepliesFromStdin() throws {
+        let backend = try TestBackend()
+        defer { backend.stop() }
+        let emulator = try EmulatorProcess()
+        let hooks: JSONValue = [
+            "action": ["url": .string(backend.url("/replies")), "body": ["text": "{{userText}}", "action": "{{actionIdentifier}}"]]
+        ]
+        #expect(try emulator.admin("PUT", "/api/v1/apps/\(EmulatorProcess.bundleID)/backend", body: hooks).status == 200)
+        let device = try DeviceProcess(emulator, deviceID: "cli-chat", extra: ["--notification-settings", Self.chat.serialized()])
+        let token = try device.registeredToken()
+        device.command("focus on")
+        let focused = try #require(device.next("deviceUpdated"))
+        #expect(focused["focus"]?["name"] == "Do Not Disturb")
+        let sent = APNsResult(
+            try emulator.connect().send(try emulator.push(token, payload: #"{"aps":{"alert":"Lunch?","category":"MESSAGE"}}"#).request))
+        #expect(sent.status == 200)
+        let shown = try #require(device.next("notification"))
+        #expect(shown["display"] == "notificationCenter", "silenced by Do Not Disturb")
+        #expect(shown["presentation"]?["actions"]?.arrayValue?.first?["identifier"] == "REPLY")
+        device.command("respond REPLY on my   way")
+        let answer = try #require(device.next("responded"))
+        #expect(answer["userText"] == "on my way" && answer["callbacks"] == ["didReceive"])
+        let call = try Self.waitFor { backend.requests.first { $0.target == "/replies" } }
+        #expect(try JSONValue.parse(call.body)["text"] == "on my way")
+        device.command("respond")
+        #expect(device.next("error")?["code"] == "bad_command")
+    }
 }
