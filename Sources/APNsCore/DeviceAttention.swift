@@ -108,6 +108,9 @@ public struct DeviceAttention: Sendable, Equatable {
     static func names(_ value: JSONValue?, _ what: String) throws(NotificationSettingsError) -> [String] {
         let names = try NotificationCategory.words(value, at: what)
         guard names.count <= maxNames else { throw NotificationSettingsError("\(what) may name at most \(maxNames)") }
+        guard names.allSatisfy({ $0.utf8.count <= NotificationSetup.maxText }) else {
+            throw NotificationSettingsError("\(what): each name may be at most \(NotificationSetup.maxText) bytes")
+        }
         return names
     }
 

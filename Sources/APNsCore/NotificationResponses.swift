@@ -52,7 +52,7 @@ extension World {
     public mutating func respond(
         deviceID: String, apnsID: String, action: String, text: String?, nowMs: Int64
     ) throws(DeviceRequestError)
-        -> (bundleID: String, effect: ResponseEffect, launched: Bool, frames: [DeviceFrame])
+        -> (apnsID: String, bundleID: String, effect: ResponseEffect, launched: Bool, frames: [DeviceFrame])
     {
         guard let device = registry.devices[deviceID] else {
             throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
@@ -104,7 +104,7 @@ extension World {
         } else if !effect.callbacks.isEmpty {
             call(.action, deviceID: deviceID, bundleID: bundleID, payload: shown.payload, response: (shown.apnsID, effect.response))
         }
-        return (bundleID, effect, launched, frames)
+        return (shown.apnsID, bundleID, effect, launched, frames)
     }
 
     static func describe(_ effect: ResponseEffect, launched: Bool) -> String {

@@ -216,7 +216,10 @@ public struct NotificationSetup: Sendable, Equatable {
         }
         var strings: [String: String] = [:]
         for (key, item) in object {
-            guard let text = item.stringValue, text.utf8.count <= maxStringValue, key.utf8.count <= maxText else {
+            guard key.utf8.count <= maxText else {
+                throw NotificationSettingsError("\"localizedStrings\": a key may be at most \(maxText) bytes")
+            }
+            guard let text = item.stringValue, text.utf8.count <= maxStringValue else {
                 throw NotificationSettingsError("\"localizedStrings\".\(key) must be a string of at most \(maxStringValue) bytes")
             }
             strings[key] = text

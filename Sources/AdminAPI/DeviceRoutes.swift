@@ -256,7 +256,7 @@ struct DeviceRoutes: AdminResource {
             try world.respond(deviceID: deviceID, apnsID: apnsID, action: action, text: text, nowMs: now)
         }
         host.dispatch(answer.frames)
-        let fields = answer.effect.json(apnsID: apnsID, bundleID: answer.bundleID, launched: answer.launched)
+        let fields = answer.effect.json(apnsID: answer.apnsID, bundleID: answer.bundleID, launched: answer.launched)
         tellDevice(deviceID, .object(JSONObject([("type", "responded")] + fields.members)))
         return .json(200, .object(JSONObject([("deviceId", .string(deviceID))] + fields.members)))
     }

@@ -416,7 +416,7 @@ final class DeviceConnection: ConnectionHandler {
             let answer = try state.withWorld { world throws(DeviceRequestError) in
                 try world.respond(deviceID: deviceID, apnsID: apnsID, action: action, text: text, nowMs: now)
             }
-            let fields = answer.effect.json(apnsID: apnsID, bundleID: answer.bundleID, launched: answer.launched)
+            let fields = answer.effect.json(apnsID: answer.apnsID, bundleID: answer.bundleID, launched: answer.launched)
             send(.object(JSONObject([("type", "responded")] + fields.members)))
             gateway.dispatch(answer.frames)
         case "liveActivities", "startActivity", "endActivity", "dismissActivity", "activities":

@@ -18,6 +18,7 @@ extension StepRunner {
         if let mode = fields["mode"] { focus["name"] = mode }
         for name in ["allowedApps", "allowedPeople", "allowTimeSensitive"] { if let value = fields[name] { focus[name] = value } }
         let off = try fields.bool("off") == true
+        if off && !focus.isEmpty { throw StepFailure("\"off\": true takes no other Focus fields") }
         try patchDevice("setting the Focus", JSONObject([("focus", off ? .null : .object(focus))]))
         return off ? "off" : (focus["name"]?.stringValue ?? "Do Not Disturb")
     }
@@ -26,6 +27,7 @@ extension StepRunner {
         var summary = JSONObject()
         for name in ["times", "apps", "utcOffsetMinutes"] { if let value = fields[name] { summary[name] = value } }
         let off = try fields.bool("off") == true
+        if off && !summary.isEmpty { throw StepFailure("\"off\": true takes no other summary fields") }
         if !off && summary["times"] == nil { throw StepFailure("give \"times\" (or \"off\": true)") }
         try patchDevice("setting the scheduled summary", JSONObject([("scheduledSummary", off ? .null : .object(summary))]))
         return off ? "off" : summary["times"]?.serialized()
@@ -54,16 +56,19 @@ extension StepRunner {
         if let given = fields.string("apnsId") { id = given } else { id = try newestShown(ref) }
         var body = JSONObject([("action", .string(action))])
         if let text = fields.string("text") { body["text"] = .string(text) }
-        let expected = Int(fields["expect"]?["status"]?.intValue ?? 200)
+        if let unknown = fields["expect"]?.objectValue?.keys.first(where: { $0 != "status" }) {
+            throw StepFailure("\"expect\" of respond takes \"status\" only, not \"\(unknown)\"")
+        }
+        let expected = try StatusPattern(fields["expect"]?["status"] ?? 200)
         let answer: JSONValue
         do {
             answer = try api.request(
                 "POST", "/api/v1/devices/\(ref.deviceID.pathEncoded)/notifications/\(id.pathEncoded)/respond", body: .object(body))
         } catch {
-            guard error.status == expected else { throw StepFailure(error, doing: "responding \(action) to \(id) on \(ref.deviceID)") }
+            guard expected.matches(error.status) else { throw StepFailure(error, doing: "responding \(action) to \(id) on \(ref.deviceID)") }
             return "\(id.prefix(8))… \(action): refused as expected (\(error.status))"
         }
-        guard expected == 200 else { throw StepFailure("expected status \(expected), got 200: \(answer.serialized())") }
+        guard expected.matches(200) else { throw StepFailure("expected status \(expected), got 200: \(answer.serialized())") }
         let callbacks = answer["callbacks"]?.arrayValue?.compactMap(\.stringValue) ?? []
         return "\(id.prefix(8))… \(action): callbacks [\(callbacks.joined(separator: ", "))]"
     }
@@ -73,8 +78,9 @@ extension StepRunner {
         let records = try admin("listing \(ref.deviceID)'s notifications") { () throws(EmulatorAdminError) in
             try api.notifications(PushFilter(outcome: "delivered", deviceID: ref.deviceID), limit: 200)
         }
+        // One held for a summary is named by apnsId once its time has come.
         let shown = records.first { r in
-            r.display != nil && r.display != "none" && !r.callbacks.contains("didReceive")
+            r.display != nil && r.display != "none" && r.display != "scheduledSummary" && !r.callbacks.contains("didReceive")
                 && r.presentation?["userResponse"].map { $0 == .null } ?? true
         }
         guard let shown else { throw StepFailure("nothing to respond to: no notification is shown on \(try alias)") }

@@ -28,8 +28,8 @@ let deviceCommand = Subcommand(
             "ActivityAttributes types the app supports (Live Activities; a push-to-start token each, printed as activity events)"),
         OptionSpec("frequent-updates", nil, "with --live-activity-types: the app sets NSSupportsLiveActivitiesFrequentUpdates"),
         OptionSpec(
-            "notification-settings", "JSON|@FILE",
-            "the app's notification setup: categories, foregroundPresentation, entitlements… (docs/device-model.md)"),
+            "notification-settings", "JSON",
+            "the app's notification setup (categories, foregroundPresentation, entitlements…), or @FILE holding it"),
         OptionSpec("low-power", nil, "start with Low Power Mode on"),
         OptionSpec("tls", nil, "connect with TLS (for serve --device-tls)"),
         OptionSpec("ca", "PATH", "with --tls: CA certificate to trust (default: certs/ca.pem if present, else the system store)"),
@@ -43,13 +43,14 @@ let deviceCommand = Subcommand(
 private let deviceSummary = """
     Runs one simulated device: connects to the emulator's device listener, installs the app and \
     prints one JSON object per line on stdout (events: registered, notification, appUpdated, \
-    deviceUpdated, uninstalled, tapped, loggedIn, loggedOut, erased, restored, pong, offline, online, disconnected, \
-    replaced, error). Every notification is acked after it is printed. Reconnects (with the same \
+    deviceUpdated, uninstalled, tapped, responded, loggedIn, loggedOut, erased, restored, pong, offline, online, \
+    disconnected, replaced, error). Every notification is acked after it is printed. Reconnects (with the same \
     device id) when the connection drops; exits 0 when a newer connection takes the device id.
 
     stdin commands, one per line: foreground | background | suspended | notRunning | terminated | \
     state APPSTATE | permission AUTHORIZATION | background-mode on|off | low-power on|off | \
-    tap [APNSID] | login USERID | logout | uninstall | reinstall | rotate | erase | restore FROMDEVICEID | \
+    tap [APNSID] | respond ACTION [TEXT…] | focus on|off | muted on|off | locked on|off | \
+    login USERID | logout | uninstall | reinstall | rotate | erase | restore FROMDEVICEID | \
     offline | online | ping | quit. login and logout make the app call its backend (bind, unbind, and \
     a pending token upload) when one is configured. A line starting with '{' is sent to the emulator as a raw frame. End of stdin is \
     not a quit.

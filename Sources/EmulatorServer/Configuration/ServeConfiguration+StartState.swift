@@ -170,6 +170,9 @@ extension ServeConfiguration {
             guard DeviceRegistry.isValidDeviceID(id) else {
                 throw UsageError("device \(text) in \(path): \(DeviceRegistry.deviceIDRule)")
             }
+            if let unknown = object.keys.first(where: { !Self.deviceKeys.contains($0) }) {
+                throw UsageError("device \(id) in \(path): unknown key \"\(unknown)\" (known: \(Self.deviceKeys.joined(separator: ", ")))")
+            }
             var spec = DeviceSpec(deviceID: id, apps: [])
             do throws(NotificationSettingsError) { try spec.attention.apply(object) } catch {
                 throw UsageError("device \(id) in \(path): \(error.description)")
@@ -222,6 +225,9 @@ extension ServeConfiguration {
         }
         return out
     }
+
+    /// What a configured device entry may hold (a `count` batch has its own keys).
+    static let deviceKeys = ["deviceId", "apps", "focus", "scheduledSummary", "muted", "locked"]
 
     /// What an app entry of a configured device may hold.
     static let deviceAppKeys = ["bundleId", "environment", "kind", "token", "liveActivityTypes", "frequentUpdates", "notificationSettings"]
