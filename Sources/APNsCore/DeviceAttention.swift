@@ -69,7 +69,7 @@ public struct DeviceAttention: Sendable, Equatable {
 
     public init() {}
 
-    public var isDefault: Bool { self == DeviceAttention() }
+    public var isDefault: Bool { focus == nil && summary == nil && !muted && !locked }
 
     static let fields = ["focus", "scheduledSummary", "muted", "locked"]
     static let maxNames = 100

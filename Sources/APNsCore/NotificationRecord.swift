@@ -76,9 +76,9 @@ public struct NotificationRecord: Sendable {
     /// at most `maxTransitions`, the first ones and the newest; 16 bytes each, inside
     /// `fixedBytes` (the explanation of the current one is `explanation`).
     public var transitions: [(atMs: Int64, step: DeliveryLog.Step)] = []
-    /// How it was presented when that needed deciding (a category, a badge, Focus…); nil for a
-    /// plain alert string under default settings, which `Presentation.plain` describes.
-    public var presentation: Presentation?
+    /// How it was presented when that needed deciding (a category, Focus…; `presentation`);
+    /// boxed, so records without one stay small to copy.
+    public var presentationBox: PresentationBox?
     public static let maxTransitions = 12
     /// The allowance for a record's fixed part and its texts.
     public static let fixedBytes = 640
@@ -104,7 +104,7 @@ public struct NotificationRecord: Sendable {
             for header in requestHeaders { total += header.name.utf8.count + header.value.utf8.count + 32 }
         }
         total += (jwtHeader?.utf8.count ?? 0) + (jwtClaims?.utf8.count ?? 0) + (path?.utf8.count ?? 0)
-        if let presentation { total += presentation.approximateBytes }
+        if let box = presentationBox { total += box.presentation.approximateBytes }
         return total
     }
 

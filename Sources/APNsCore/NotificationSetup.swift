@@ -106,7 +106,12 @@ public struct NotificationSetup: Sendable, Equatable {
 
     /// Nothing set: the presentation rules need not read the payload beyond what
     /// `PushContent` found.
-    public var isDefault: Bool { self == NotificationSetup() }
+    public var isDefault: Bool {
+        // Field by field (cheap: read for every push): no default value is built to compare with.
+        categories.isEmpty && foregroundPresentation == .all && !timeSensitiveEntitlement && timeSensitiveEnabled
+            && !criticalAlertEntitlement && !criticalAlertsAllowed && !announce && badgesEnabled && soundsEnabled
+            && localizedStrings.isEmpty && senderKey == nil
+    }
 
     static let fields = [
         "categories", "foregroundPresentation", "timeSensitiveEntitlement", "timeSensitiveEnabled", "criticalAlertEntitlement",

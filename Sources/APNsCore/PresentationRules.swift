@@ -280,6 +280,20 @@ extension PresentationRules {
     }
 }
 
+public final class PresentationBox: Sendable {
+    public let presentation: Presentation
+    public init(_ presentation: Presentation) { self.presentation = presentation }
+}
+
+extension NotificationRecord {
+    /// How it was presented when that needed deciding; nil for a plain alert under default
+    /// settings, which `Presentation.plain` reads back from the payload.
+    public var presentation: Presentation? {
+        get { presentationBox?.presentation }
+        set { presentationBox = newValue.map(PresentationBox.init) }
+    }
+}
+
 extension Presentation {
     /// What the record's byte budget counts for it.
     var approximateBytes: Int {
@@ -298,6 +312,11 @@ extension Presentation {
         p.title = content.title
         p.subtitle = content.subtitle
         p.body = content.body
+        p.threadID = content.threadID
+        p.relevanceScore = content.relevanceScore
+        p.summaryArg = content.summaryArg
+        p.summaryArgCount = content.summaryArgCount
+        p.badge = content.badge
         p.sound = content.hasSound ? (display == Display.banner.rawValue ? .played : .silenced) : .none
         p.screenLit = display == Display.banner.rawValue
         return p

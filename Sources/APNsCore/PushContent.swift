@@ -8,16 +8,24 @@ public struct PushContent: Sendable, Equatable {
     /// `mutable-content: 1` on a push with an alert: the Notification Service Extension runs
     /// first (not for sound or badge alone).
     public var mutableContent: Bool
-    /// How it is presented needs more than "a plain alert string": a badge, a category, a
-    /// thread, an interruption level, an alert dictionary or an empty one, a sound
-    /// dictionary… (`AlertContent` then reads the payload; the plain case needs no parse).
+    /// How it is presented needs deciding from more than this walk found: no alert text to
+    /// show (an empty alert, a badge or sound alone), a localized alert, a category, an
+    /// interruption level, a sound dictionary (`AlertContent` then reads the payload). A plain
+    /// alert with a badge under default settings needs no parse: the record's presentation is
+    /// read from its payload when someone looks (`Presentation.plain`).
     public var needsPresentation: Bool
+    /// `aps.badge` as a whole number (0 or more), when it is one.
+    public var badge: Int?
 
-    public init(isVisible: Bool = false, contentAvailable: Bool = false, mutableContent: Bool = false, needsPresentation: Bool = false) {
+    public init(
+        isVisible: Bool = false, contentAvailable: Bool = false, mutableContent: Bool = false, needsPresentation: Bool = false,
+        badge: Int? = nil
+    ) {
         self.isVisible = isVisible
         self.contentAvailable = contentAvailable
         self.mutableContent = mutableContent
         self.needsPresentation = needsPresentation
+        self.badge = badge
     }
 
     /// Reads the facts from a payload already known to be a JSON object, without building a
@@ -72,16 +80,14 @@ public struct PushContent: Sendable, Equatable {
                     if !isNull { content.isVisible = true }
                     if !isNull && equals(key, "alert") {
                         hasAlert = true
-                        // A plain non-empty string needs nothing more; `""` shows nothing.
-                        if bytes[valueStart] != UInt8(ascii: "\"") || i - valueStart <= 2 { content.needsPresentation = true }
+                        if !Self.isPlainAlert(bytes, valueStart..<i) { content.needsPresentation = true }
                     } else if !isNull && equals(key, "badge") {
-                        content.needsPresentation = true
+                        content.badge = Self.wholeNumber(bytes, valueStart..<i)
+                        if content.badge == nil { content.needsPresentation = true }
                     } else if !isNull && bytes[valueStart] == UInt8(ascii: "{") {
                         content.needsPresentation = true  // a sound dictionary (critical)
                     }
-                } else if equals(key, "category") || equals(key, "thread-id") || equals(key, "interruption-level")
-                    || equals(key, "relevance-score") || equals(key, "summary-arg") || equals(key, "summary-arg-count")
-                {
+                } else if equals(key, "category") || equals(key, "interruption-level") {
                     content.needsPresentation = true
                 } else if equals(key, "content-available") {
                     content.contentAvailable = equals(valueStart..<i, "1")
@@ -90,6 +96,37 @@ public struct PushContent: Sendable, Equatable {
                 }
                 if !nextMember() { return }
             }
+        }
+
+        /// A non-empty string, or a dictionary with a non-empty `title`, `subtitle` or `body`
+        /// string and nothing but those (no `loc-key`s, which need the app's strings).
+        static func isPlainAlert(_ bytes: UnsafeBufferPointer<UInt8>, _ value: Range<Int>) -> Bool {
+            if bytes[value.lowerBound] == UInt8(ascii: "\"") { return value.count > 2 }
+            guard bytes[value.lowerBound] == UInt8(ascii: "{") else { return false }
+            var walker = Walker(bytes: bytes)
+            walker.i = value.lowerBound + 1
+            var hasText = false
+            while let key = walker.memberKey() {
+                let start = walker.i
+                guard walker.skipValue() else { return false }
+                let isText = walker.equals(key, "title") || walker.equals(key, "subtitle") || walker.equals(key, "body")
+                guard isText || walker.equals(key, "launch-image") else { return false }
+                if isText && bytes[start] == UInt8(ascii: "\"") && walker.i - start > 2 { hasText = true }
+                if !walker.nextMember() { break }
+            }
+            return hasText
+        }
+
+        /// `0`…`99999999`: a badge number as iOS takes it (anything else is read in full).
+        static func wholeNumber(_ bytes: UnsafeBufferPointer<UInt8>, _ value: Range<Int>) -> Int? {
+            guard (1...8).contains(value.count) else { return nil }
+            var n = 0
+            for k in value {
+                let c = bytes[k]
+                guard c >= 0x30 && c <= 0x39 else { return nil }
+                n = n * 10 + Int(c - 0x30)
+            }
+            return n
         }
 
         /// Reads `"key" :` and leaves the cursor at the value; nil at the end of the object.

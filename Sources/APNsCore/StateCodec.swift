@@ -344,7 +344,9 @@ public enum StateCodec {
             wasStored: try r.take())
         try r.expectEnd()
         // Not stored: read again from the payload, as the endpoint read it.
-        n.content.needsPresentation = PushContent.read(n.payload).needsPresentation
+        let read = PushContent.read(n.payload)
+        n.content.needsPresentation = read.needsPresentation
+        n.content.badge = read.badge
         return n
     }
 

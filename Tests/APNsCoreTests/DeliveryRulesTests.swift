@@ -179,22 +179,27 @@ struct DeliveryRulesTests {
 
     @Test(arguments: [
         (#"{"aps":{"alert":"hi"}}"#, PushContent(isVisible: true)),
-        (#"{"aps":{"badge":0}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"aps":{"badge":0}}"#, PushContent(isVisible: true, needsPresentation: true, badge: 0)),
         (
             #"{"aps":{"sound":"default","mutable-content":1,"alert":{"title":"t"}}}"#,
-            PushContent(isVisible: true, mutableContent: true, needsPresentation: true)
+            PushContent(isVisible: true, mutableContent: true)
         ),
         (#"{"aps":{"content-available":1},"custom":{"aps":{"alert":"x"}}}"#, PushContent(contentAvailable: true)),
         (#"{"aps":{"content-available":0}}"#, PushContent()),
         (#"{"other":[1,{"a":"}"}],"aps":{"alert":null,"content-available":1}}"#, PushContent(contentAvailable: true)),
         (#"{"mdm":"x"}"#, PushContent()),
         // The service extension runs for alerts only: not for a sound or badge alone.
-        (#"{"aps":{"sound":"default","badge":1,"mutable-content":1}}"#, PushContent(isVisible: true, needsPresentation: true)),
-        (#"{"aps":{"mutable-content":1,"alert":null,"badge":2}}"#, PushContent(isVisible: true, needsPresentation: true)),
-        // Only a plain, non-empty alert string with nothing else to decide skips the reading.
+        (#"{"aps":{"sound":"default","badge":1,"mutable-content":1}}"#, PushContent(isVisible: true, needsPresentation: true, badge: 1)),
+        (#"{"aps":{"mutable-content":1,"alert":null,"badge":2}}"#, PushContent(isVisible: true, needsPresentation: true, badge: 2)),
+        // A plain alert (a string, or a dictionary of texts), a badge, a thread need no reading;
+        // what has no text, a localized alert, a category, a level or a sound dictionary do.
+        (#"{"aps":{"alert":{"title":"a","body":""},"badge":12,"thread-id":"t"}}"#, PushContent(isVisible: true, badge: 12)),
+        (#"{"aps":{"alert":{"title":"","body":null}}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"aps":{"alert":{"loc-key":"K","body":"b"}}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"aps":{"alert":"hi","badge":"3"}}"#, PushContent(isVisible: true, needsPresentation: true)),
         (#"{"aps":{"alert":"","sound":"default"}}"#, PushContent(isVisible: true, needsPresentation: true)),
         (#"{"aps":{"alert":"hi","sound":{"critical":1,"name":"a"}}}"#, PushContent(isVisible: true, needsPresentation: true)),
-        (#"{"aps":{"alert":"hi","thread-id":"t"}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"aps":{"alert":"hi","thread-id":"t"}}"#, PushContent(isVisible: true)),
         (#"{"aps":{"alert":"hi","category":"C"}}"#, PushContent(isVisible: true, needsPresentation: true)),
         (#"{"aps":{"alert":"hi","interruption-level":"passive"}}"#, PushContent(isVisible: true, needsPresentation: true)),
         (#"{"aps":{"alert":"hi","sound":"default"},"thread-id":"not aps"}"#, PushContent(isVisible: true)),

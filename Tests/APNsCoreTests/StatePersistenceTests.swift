@@ -467,6 +467,7 @@ struct StateCodecTests {
         #expect(Mirror(reflecting: record.presentation!).children.count == 18, "Presentation changed: extend StateCodec and this test")
         var decoded = try StateCodec.decodeRecord(StateCodec.encode(record))
         #expect(decoded.broadcast == record.broadcast && decoded.broadcast != nil)
+        #expect(decoded.presentation == record.presentation && decoded.presentation != nil)
         decoded.accountedBytes = record.accountedBytes
         decoded.headerListBytes = record.headerListBytes
         #expect(String(describing: decoded) == String(describing: record))

@@ -156,10 +156,16 @@ import TestSupport
         #expect(try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center").json["badges"] == ["com.example.app": 7])
         _ = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"cleared","badge":0}}"#)
         #expect(try badge() == 0)
+        // A plain alert with a badge and a thread (read from the payload when the record is read).
+        let plain = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":{"title":"Sale","body":"-20%"},"badge":9,"thread-id":"deals"}}"#)
+        #expect(try badge() == 9)
+        #expect(plain["presentation"]?["badge"] == 9 && plain["presentation"]?["threadId"] == "deals" && plain["presentation"]?["title"] == "Sale")
+        let center = try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center").json
+        #expect(center["groups"]?.arrayValue?.contains { $0["threadId"] == "deals" } == true)
         #expect(
             try emulator.admin("PATCH", "/api/v1/devices/\(phone.id)/apps/\(EmulatorProcess.bundleID)", body: ["badgesEnabled": false]).status == 200)
         _ = try Self.deliver(emulator, phone.token, #"{"aps":{"badge":3}}"#)
-        #expect(try badge() == 0, "the user turned Badges off")
+        #expect(try badge() == 9, "the user turned Badges off: the icon keeps its number")
     }
 
     @Test func notificationsGroupByThreadWithTheCategorysSummary() throws {
