@@ -1,15 +1,16 @@
-// apns-emulator web UI: a live timeline of notification records, their details, devices (with
-// the account logged in and their Live Activities), broadcast channels, fault rules, the apps'
+// apns-emulator web UI: a live timeline of notification records, their details (how the device
+// presented them, answering them), devices (with the account logged in, their switches,
+// Notification Center and Live Activities), broadcast channels, fault rules, the apps'
 // calls to their backends and the load, all through the admin API. Hand-written native ES
 // modules, no dependencies, no bundler: the admin API serves each file of ui/ at /ui/{file}.
 // This module is the entry (index.html loads it): it wires the page's controls to the views and
 // starts them.
 //
-// The modules: helpers that know no view (format, records, liveactivity, histogram: pure; dom,
-// widgets, charts: elements; api: the admin API; state: what the page knows), then one module
-// per view (timeline, detail, filters, devices, accounts, activities, tokens, validate, channels,
-// calls, faults, backend, checks, load, info), and the glue between them (stream, refresh,
-// navigation). Views call each other's functions (a device's "Pushes →" sets a filter, which
+// The modules: helpers that know no view (format, records, liveactivity, presentation,
+// histogram: pure; dom, widgets, charts: elements; api: the admin API; state: what the page
+// knows), then one module per view (timeline, detail, notification, filters, devices, accounts,
+// activities, center, tokens, validate, channels, calls, faults, backend, checks, load, info),
+// and the glue between them (stream, refresh, navigation). Views call each other's functions (a device's "Pushes →" sets a filter, which
 // shows the timeline), so their imports may go round in a circle; that is safe because a
 // module's top level only defines things: nothing runs before start() below, when every module
 // is loaded.

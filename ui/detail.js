@@ -1,8 +1,9 @@
 // The Notifications tab's detail pane: the selected record as the device showed it (a lock
-// screen preview), its delivery log, payload, response, provider token, headers and timing,
-// and the record exported as a curl command or an .apns file.
-// May import: the helpers (dom, format, records, widgets, api, state) and the views its buttons
-// lead to: activities, filters, navigation, refresh.
+// screen preview with its action buttons) and how it presented it, its delivery log, payload,
+// response, provider token, headers and timing, and the record exported as a curl command or an
+// .apns file.
+// May import: the helpers (dom, format, records, presentation, widgets, api, state), notification
+// and the views its buttons lead to: activities, filters, navigation, refresh.
 
 import { showActivitiesOf } from './activities.js';
 import { api, apiText, enc } from './api.js';
@@ -10,6 +11,8 @@ import { $, h } from './dom.js';
 import { setFilter } from './filters.js';
 import { bytes, fmtDateTime, fmtDuration, pad, since } from './format.js';
 import { showTab } from './navigation.js';
+import { actionList, cardLine, notifCard } from './notification.js';
+import { SOUND_TEXT, badgeText, heldUntilMs, levelText, responseText, stillListed } from './presentation.js';
 import { alertOf, aps, crossTitle, sizeLimit, str, stripPrivate } from './records.js';
 import { act } from './refresh.js';
 import { state } from './state.js';
@@ -24,27 +27,32 @@ function section(key, title, aside, ...body) {
   return d;
 }
 
-/** The record as the device's lock screen showed it, or what the push did instead. */
+/** The record as the device's lock screen showed it (with its action buttons), or what the push did instead. */
 function lockScreen(r) {
   const a = aps(r) || {};
+  const p = r.presentation;
   const alert = alertOf(r);
-  const shown = r.display === 'banner' || r.display === 'notificationCenter';
+  const held = r.display === 'scheduledSummary' && heldUntilMs(p) > Date.now();
+  const shown = r.display === 'banner' || r.display === 'notificationCenter' || (r.display === 'scheduledSummary' && !held);
   const when = new Date(r.receivedAtMs);
   const lock = h('div', { class: `lock${alert && !shown ? ' dimmed' : ''}`, id: 'lock-preview' },
     h('div', { class: 'lock-clock' }, `${pad(when.getHours())}:${pad(when.getMinutes())}`),
     h('div', { class: 'lock-date' }, when.toLocaleDateString(undefined, { weekday: 'long', month: 'long', day: 'numeric' })));
-  const appName = (r.bundleId || r.topic || 'app').split('.').pop();
-  const badge = typeof a.badge === 'number' ? a.badge : null;
+  // The badge the device set (a Badges switch that is off leaves it alone); the payload's where the record has none.
+  const badge = p && p.badge != null ? p.badge : typeof a.badge === 'number' ? a.badge : null;
+  // What the user read is the presentation's text (localized); the payload's where nothing was read.
+  const read = p && (p.title || p.subtitle || p.body) ? p : alert;
   if (alert) {
-    const line = (cls, text, loc) => (text ? h('div', { class: cls }, text) : loc ? h('div', { class: cls }, h('span', { class: 'loc', title: 'localized on the device' }, `⟨${loc}⟩`)) : null);
-    lock.append(h('div', { class: 'notif' },
-      h('div', { class: 'notif-head' },
-        h('span', { class: 'app-icon' }, appName.slice(0, 1).toUpperCase(), badge ? h('span', { class: 'app-badge', id: 'preview-badge' }, String(badge)) : null),
-        h('span', { class: 'app', title: r.topic || '' }, appName), h('span', null, 'now')),
-      line('notif-title', alert.title, alert.titleLoc),
-      line('notif-subtitle', alert.subtitle, alert.subtitleLoc),
-      line('notif-body', alert.body, alert.bodyLoc)));
-    if (!shown) lock.append(h('div', { class: 'lock-note' }, r.status !== 200 ? `Not delivered: ${r.status === 0 ? 'stream reset' : r.status} ${r.reason || ''}` : `Not shown (${r.display || r.outcome})`));
+    lock.append(notifCard({ bundleId: r.bundleId || r.topic, title: r.topic || '', when: 'now', badge, badgeId: 'preview-badge' },
+      cardLine('notif-title', read.title, alert.titleLoc),
+      cardLine('notif-subtitle', read.subtitle, alert.subtitleLoc),
+      cardLine('notif-body', read.body, alert.bodyLoc)));
+    const actions = actionList(r);
+    if (actions) { lock.append(actions); lock.classList.add('tall'); }
+    if (!shown) {
+      lock.append(h('div', { class: 'lock-note' }, r.status !== 200 ? `Not delivered: ${r.status === 0 ? 'stream reset' : r.status} ${r.reason || ''}`
+        : held ? `Held for the scheduled summary at ${fmtDateTime(p.heldUntil)}` : `Not shown (${r.display || r.outcome})`));
+    }
   } else {
     const what = a['content-available'] === 1 ? 'Silent push: wakes the app in the background, nothing on screen.'
       : r.pushType === 'voip' ? 'VoIP push: handed to PushKit, the app reports a call.'
@@ -56,12 +64,41 @@ function lockScreen(r) {
   if (badge != null) meta.append(h('span', null, badge === 0 ? 'badge cleared' : `badge ${badge}`));
   if (a.sound != null) {
     const s = typeof a.sound === 'object' ? a.sound : { name: a.sound };
-    meta.append(h('span', null, `♪ ${str(s.name) || 'sound'}${s.critical ? ' (critical)' : ''}`));
+    const outcome = p && p.sound !== 'played' && p.sound !== 'none' ? ` · ${p.sound}` : '';
+    meta.append(h('span', null, `♪ ${str(s.name) || 'sound'}${s.critical ? ' (critical)' : ''}${outcome}`));
   }
   for (const key of ['interruption-level', 'thread-id', 'category']) if (a[key] != null) meta.append(h('span', null, `${key.split('-')[0]}: ${str(a[key])}`));
   if (a['mutable-content'] === 1) meta.append(h('span', null, 'mutable'));
   lock.append(meta);
   return lock;
+}
+
+/** How the device presented it (docs/device-model.md §14l): what the user read, heard and could press, and their answer. */
+function presentationSection(r) {
+  const p = r.presentation;
+  if (!p) return '';
+  const field = (name, ...text) => h('span', { dataset: { field: name } }, ...text);
+  const listed = stillListed(r);
+  const actions = p.actions || [];
+  const held = heldUntilMs(p);
+  return section('presentation', 'Presentation', p.userResponse ? 'answered' : listed ? 'listed, not answered' : `display ${r.display || 'none'}`,
+    h('div', { id: 'presentation' }, kv([
+      ['Title', p.title == null ? null : field('title', p.title)],
+      ['Subtitle', p.subtitle == null ? null : field('subtitle', p.subtitle)],
+      ['Body', p.body == null ? null : field('body', p.body)],
+      ['Category', p.category == null ? 'none' : field('category', p.category, p.categoryRegistered ? ` · ${actions.length} action${actions.length === 1 ? '' : 's'}` : ' · not registered by the app: no buttons')],
+      ['Interruption', field('level', levelText(p))],
+      ['Sound', field('sound', SOUND_TEXT[p.sound] || p.sound)],
+      ['Screen', p.screenLit ? 'lit' : 'not lit'],
+      ['Badge', field('badge', badgeText(p.badge))],
+      ['Group', field('thread', p.threadId != null ? `thread ${p.threadId}` : "the app's own group (no thread-id)")],
+      ['Summary arg', p.summaryArg == null ? null : `${p.summaryArg}${p.summaryArgCount != null ? ` (counts as ${p.summaryArgCount})` : ''}`],
+      ['Held until', p.heldUntil ? field('heldUntil', fmtDateTime(p.heldUntil), held > Date.now() ? ' (waiting for the summary)' : ' (in the summary)') : 'not held'],
+      p.relevanceScore != null ? ['Relevance', String(p.relevanceScore)] : null,
+      p.sender != null ? ['Sender', p.sender] : null,
+      ['Response', p.userResponse ? field('response', responseText(p), ` at ${fmtDateTime(p.userResponse.at)}`)
+        : field('response', listed ? 'none yet: answer it with the buttons under the preview' : 'none')],
+    ])));
 }
 
 /** The payload's size against its push type's limit. */
@@ -137,7 +174,8 @@ export function renderDetail(resetScroll) {
   const claims = jwt && jwt.claims && typeof jwt.claims === 'object' ? jwt.claims : null;
   const resp = r.response || {};
   const uniqueHeader = (resp.headers || []).find((x) => x.name === 'apns-unique-id');
-  const canTap = device && r.status === 200 && (r.display === 'banner' || r.display === 'notificationCenter');
+  // Once answered (or when held for the summary) there is nothing on screen to tap.
+  const canTap = device && r.status === 200 && (r.presentation ? stillListed(r) : r.display === 'banner' || r.display === 'notificationCenter');
 
   pane.replaceChildren(
     h('div', { class: 'd-head' }, statusPill(r.status), h('span', { class: 'reason' }, r.reason || (r.status === 200 ? 'OK' : '')), outcomeBadge(r.outcome),
@@ -165,6 +203,7 @@ export function renderDetail(resetScroll) {
             r.addressee != null ? ['Addressee', h('span', { class: r.crossAccount ? 'account xacct-text' : 'account', id: 'record-addressee' }, r.addressee)] : null]),
           h('p', { class: `explain ${explainCls}`, id: 'explanation' }, r.explanation || ''),
           r.crossAccount ? h('p', { class: 'explain err' }, `${crossTitle(r)}: the push reached the wrong account. Typically the app backend still had this device's token bound to ${r.addressee ?? 'that account'} (a logout or account switch it did not act on, or one token bound to two accounts).`) : null))),
+    presentationSection(r),
     section('log', 'Delivery log', 'as the Push Notifications Console shows it', deliveryLog(r)),
     section('payload', 'Payload', `${bytes(r.payloadSize)}${typeof r.payload === 'string' ? ' · not JSON' : ''}`, sizeBar(r), h('div', { id: 'payload-json' }, jsonView(r.payload))),
     section('response', 'Response', `${r.status === 0 ? 'none' : r.status}${r.respondedAt ? '' : ' · pending'}`,

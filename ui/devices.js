@@ -1,17 +1,20 @@
-// The Devices tab: a card per device (online, Low Power Mode, its account, its apps with their
-// tokens, permission, state and backend, its Live Activities), the "add a virtual device" form, and the datalists of
-// topics, bundles and tokens the forms offer.
-// May import: the helpers (dom, format, widgets, api, state), accounts, activities, and the views
-// its buttons lead to: backend, calls, filters, refresh, timeline.
+// The Devices tab: a card per device (online, Low Power Mode, its account, its Focus, scheduled
+// summary, ring switch and lock, its apps with their badge, tokens, permission, state and
+// backend, its Notification Center and Live Activities), the "add a virtual device" form, and
+// the datalists of topics, bundles and tokens the forms offer.
+// May import: the helpers (dom, format, widgets, api, state), accounts, activities, center, and
+// the views its buttons lead to: backend, calls, filters, refresh, timeline.
 
 import { accountControls, accountDrafts, restoreAccountDrafts } from './accounts.js';
 import { liveSection } from './activities.js';
 import { api, enc, freshAnswer } from './api.js';
 import { openBackend } from './backend.js';
 import { fillCallDevices } from './calls.js';
+import { attentionLine, centerSection } from './center.js';
 import { $, h } from './dom.js';
 import { setFilter } from './filters.js';
 import { shortToken } from './format.js';
+import { appName } from './liveactivity.js';
 import { act } from './refresh.js';
 import { state } from './state.js';
 import { updateCounts } from './timeline.js';
@@ -62,7 +65,10 @@ function renderDevices() {
         onchange: (e) => act(api('PATCH', appBase, { [field]: e.target.value }), `${field} → ${e.target.value}`) },
       values.map((v) => h('option', { value: v, selected: v === current }, v)));
       return h('tr', { dataset: { bundle: app.bundleId } },
-        h('td', null, h('div', { class: 'bundle' }, app.bundleId), envBadge(app.environment)),
+        h('td', null, h('div', { class: 'app-cell' },
+          h('span', { class: 'app-icon', title: app.badge ? `${app.badge} on the icon` : 'no badge' }, appName(app.bundleId).slice(0, 1).toUpperCase(),
+            app.badge ? h('span', { class: 'app-badge', dataset: { field: 'badge' } }, String(app.badge)) : null),
+          h('div', null, h('div', { class: 'bundle' }, app.bundleId), envBadge(app.environment)))),
         h('td', null, Object.entries(app.tokens || {}).map(([kind, token]) => h('div', { class: 'token-line' },
           h('span', { class: 'kind' }, kind), h('button', { type: 'button', class: 'tok', title: `Everything sent to ${token}`, onclick: () => setFilter('token', token) }, shortToken(token)), copyBtn(token))),
           app.tokenUploadPending ? h('div', { class: 'upload-pending', dataset: { field: 'tokenUploadPending' },
@@ -89,8 +95,10 @@ function renderDevices() {
         h('label', { class: 'small' }, h('input', { type: 'checkbox', checked: d.lowPowerMode, onchange: (e) => act(api('PATCH', base, { lowPowerMode: e.target.checked }), `Low Power Mode ${e.target.checked ? 'on' : 'off'}`) }), ' Low Power'),
         h('button', { type: 'button', class: 'btn small ghost', onclick: () => setFilter('deviceId', d.deviceId) }, 'Pushes →')),
       accountControls(d, base),
+      attentionLine(d),
       d.apps.length ? h('table', { class: 'grid apps' }, h('thead', null, h('tr', null, ['App', 'Tokens', 'Permission', 'App state', 'Mode', ''].map((x) => h('th', null, x)))), h('tbody', null, apps))
         : h('div', { class: 'muted' }, 'No apps installed.'),
+      centerSection(d.deviceId),
       liveSection(d.deviceId));
   }));
   restoreAccountDrafts(kept);

@@ -54,7 +54,8 @@ export const crossText = (r) => `for ${r.addressee ?? '?'}, ${r.userId != null ?
 export const crossTitle = (r) => `Cross-account delivery: the payload names ${r.addressee ?? '?'}, but ${r.userId != null ? `${r.userId} was` : 'nobody was'} logged in on ${r.deviceId || 'the device'}`;
 
 /** How far a record has progressed; an update never replaces a record with an older version. */
-export const progress = (r) => (r.respondedAt ? 1 : 0) + (r.deliveredAt ? 2 : 0) + (r.outcome !== 'pending' ? 4 : 0) + (r.callbacks ? r.callbacks.length : 0);
+export const progress = (r) => (r.respondedAt ? 1 : 0) + (r.deliveredAt ? 2 : 0) + (r.outcome !== 'pending' ? 4 : 0) + (r.callbacks ? r.callbacks.length : 0)
+  + (r.presentation && r.presentation.userResponse ? 1 : 0); // a dismiss the app does not hear of adds no callback
 
 /** The record as the API sent it, without the page's own fields (_search). */
 export const stripPrivate = (r) => Object.fromEntries(Object.entries(r).filter(([k]) => !k.startsWith('_')));

@@ -1,10 +1,11 @@
 // Keeping the side lists fresh: devices, tokens, fault rules, info, checks, the shown tab's Live
-// Activities or broadcast channels and (without events) backend calls are fetched again after an
-// action, a relevant event, or on the 4 s timer.
+// Activities and Notification Centers or broadcast channels and (without events) backend calls
+// are fetched again after an action, a relevant event, or on the 4 s timer.
 // May import: the helpers (widgets, state) and the views it refreshes.
 
 import { refreshActivities } from './activities.js';
 import { loadCalls } from './calls.js';
+import { refreshCenters } from './center.js';
 import { refreshChannels } from './channels.js';
 import { refreshChecks } from './checks.js';
 import { refreshDevices } from './devices.js';
@@ -32,7 +33,7 @@ let sideTimer = null;
 /** A refresh soon, once for a burst of events. */
 export function scheduleSide() { clearTimeout(sideTimer); sideTimer = setTimeout(refreshSide, 250); }
 export async function refreshSide() {
-  await Promise.all([refreshDevices().then(() => (state.tab === 'devices' ? refreshActivities() : null)), refreshFaults(), refreshInfo(), refreshChecks(), state.tab === 'devices' ? refreshTokens() : null,
+  await Promise.all([refreshDevices().then(() => (state.tab === 'devices' ? Promise.all([refreshActivities(), refreshCenters()]) : null)), refreshFaults(), refreshInfo(), refreshChecks(), state.tab === 'devices' ? refreshTokens() : null,
     // Calls arrive as events; a server that sends none is polled while the tab is open.
     state.tab === 'backend' && !state.callEventsSeen ? loadCalls() : null,
     // Channels are unpaged (up to 10,000 per app and environment): fetched while their tab is shown, and once for its count.

@@ -1,6 +1,6 @@
 // What the page knows and shows, shared by the views: the records and their rows, the filters,
-// the shown tab, the devices (and their Live Activities), fault rules, backend calls, checks and
-// broadcast channels last fetched.
+// the shown tab, the devices (and their Live Activities and Notification Center), fault rules,
+// backend calls, checks and broadcast channels last fetched.
 // May import: nothing.
 
 export const state = {
@@ -18,6 +18,7 @@ export const state = {
   callsFilter: { deviceId: '', hook: '' },
   checks: null,
   activities: new Map(), // device id -> its GET …/activities answer (the first devices only)
+  centers: new Map(), // device id -> its GET …/notification-center answer (the first devices only)
   channels: [], selectedChannel: null, broadcasts: null, // the Channels tab
-  openSections: { device: true, log: true, payload: true, response: true, jwt: true, headers: false, timing: true },
+  openSections: { device: true, presentation: true, log: true, payload: true, response: true, jwt: true, headers: false, timing: true },
 };

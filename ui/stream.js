@@ -1,11 +1,12 @@
 // The live event stream (GET /api/v1/events, with the timeline's filters): hands each event to
 // the view it is for, shows the connection state in the header, reconnects.
 // May import: the helpers (dom, api, state) and the views its events are for: timeline, calls,
-// checks, filters, load, refresh, activities, channels.
+// checks, filters, load, refresh, activities, center, channels.
 
 import { noteLiveRecord } from './activities.js';
 import { adminToken } from './api.js';
 import { forgetCalls, enqueueCall, loadCalls } from './calls.js';
+import { noteCenterRecord } from './center.js';
 import { noteBroadcastRecord } from './channels.js';
 import { refreshChecks } from './checks.js';
 import { $ } from './dom.js';
@@ -39,6 +40,7 @@ export function connect() {
     countRequest(r);
     receiveRecord(r);
     if (r && r.pushType === 'liveactivity') { noteLiveRecord(r); noteBroadcastRecord(r); }
+    else if (r) noteCenterRecord(r);
   });
   es.addEventListener('backendCall', (ev) => {
     let c;

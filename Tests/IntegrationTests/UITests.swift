@@ -23,9 +23,10 @@ enum Browser {
 
 /// The web UI in a real headless browser: Tests/ui/test_ui.py drives Debian's Chromium through
 /// Selenium against the real binary (live timeline, detail pane, device controls, fault rules,
-/// accounts, Live Activities, broadcast channels, the Load tab during a bounded h2load run, reset)
-/// and writes screenshots to .build/test-artifacts/ (ui.png, ui-activities.png, ui-channels.png,
-/// ui-load.png, …).
+/// accounts, Live Activities, broadcast channels, presentation: action buttons, a reply, Focus,
+/// scheduled summary, badges and Notification Center; the Load tab during a bounded h2load run,
+/// reset) and writes screenshots to .build/test-artifacts/ (ui.png, ui-activities.png,
+/// ui-channels.png, ui-presentation.png, ui-notification-center.png, ui-load.png, …).
 @Suite("Web UI", Browser.installed)
 struct UITests {
     static let root = URL(fileURLWithPath: PackageRoot.path)
@@ -54,7 +55,9 @@ struct UITests {
         let artifacts = Self.root.appendingPathComponent(".build/test-artifacts")
         try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
         let screenshot = artifacts.appendingPathComponent("ui.png").path
-        let others = ["load", "activities", "channels"].map { artifacts.appendingPathComponent("ui-\($0).png").path }
+        let others = ["load", "activities", "channels", "presentation", "notification-center"].map {
+            artifacts.appendingPathComponent("ui-\($0).png").path
+        }
         for path in [screenshot] + others { try? FileManager.default.removeItem(atPath: path) }
 
         // A cleartext HTTP/2 listener for the Load tab's h2load run.

@@ -12,7 +12,9 @@ of its own, gives the topic's app a backend (and leaves it set) and writes two m
 next to --screenshot (NAME-accounts.png, NAME-backend.png). The Live Activities step adds a device
 with three activities (pushed to through --sandbox) and writes NAME-activities.png; the channels step
 makes two broadcast channels on --channel-sandbox (the emulator's --channel-sandbox-listen) with the
-binary's `channels create`, broadcasts on one and writes NAME-channels.png. The load step adds a device too and
+binary's `channels create`, broadcasts on one and writes NAME-channels.png; the presentation step adds a
+device with a category, a Focus and a scheduled summary, answers a notification through its Reply button and
+writes NAME-notification-center.png and NAME-presentation.png. The load step adds a device too and
 runs h2load (nghttp2-client) against --h2c (the emulator's --h2c-sandbox-listen; without it, TLS
 to --sandbox) for about 5 s while it watches the Load tab, and writes NAME-load.png. With --admin-token the
 emulator must have been started with that token: then only the token checks run. Exits 0 when every check
@@ -674,6 +676,96 @@ class UITest:
         self.log(f"channels {stored_id} (Most Recent Message Stored) and {plain_id} (No Message Stored) listed, "
                  f"broadcast counted, stored and reaching its 1 subscriber; {screenshot}")
 
+    def presentation(self):
+        """How a device presents notifications (issue 23): an app with a MESSAGE category (a Reply text-input
+        action, a destructive Delete that needs the device unlocked), three messages of one thread with summary-args
+        and badges under a Work Focus, then a scheduled summary holding a fourth. The device card shows the Focus,
+        the summary (next time, 1 waiting) and the badge, and its Notification Center the group with its summary
+        line; the detail pane draws the buttons, refuses Delete while locked and answers Reply with text."""
+        device, bundle, q = "ui-present-phone", self.args.topic, urllib.parse.quote
+        base = f"/api/v1/devices/{q(device)}"
+        token = self.admin.call("POST", "/api/v1/devices", {"bundleId": bundle, "environment": "sandbox", "deviceId": device, "categories": [
+            {"identifier": "MESSAGE", "summaryFormat": "%u more messages from %@", "actions": [
+                {"identifier": "reply", "title": "Reply", "textInput": {"buttonTitle": "Send", "placeholder": "Message"}},
+                {"identifier": "delete", "title": "Delete", "options": ["destructive", "authenticationRequired"]}]}]})["token"]
+        self.admin.call("PATCH", base, {"focus": {"name": "Work", "allowedPeople": ["carol"]}})
+        message = lambda who, body, badge, **more: {"aps": {"alert": {"title": who, "body": body}, "category": "MESSAGE",
+                                                            "thread-id": "chat-42", "summary-arg": who, "badge": badge, **more}}
+        sent = [self.send(message("Alice", "Lunch?", 1), token=token)[0], self.send(message("Bob", "Running late", 2), token=token)[0],
+                self.send(message("Alice", "At the usual place?", 3, **{"interruption-level": "time-sensitive"}), token=token)[0]]
+        newest = wait_for("the newest message's record to be delivered", lambda: (lambda r: r if r.get("outcome") == "delivered" else None)(
+            self.admin.get(f"/api/v1/notifications/{sent[-1]}")))
+        check(newest["display"] == "notificationCenter" and newest["presentation"]["effectiveInterruptionLevel"] == "active",
+              f"the message under the Focus: display {newest['display']!r}, presentation {newest['presentation']}")
+        # The summary: its first time 3 h from now (UTC), so the held notification waits for it.
+        times = [time.strftime("%H:%M", time.gmtime(time.time() + hours * 3600)) for hours in (3, 9)]
+        self.admin.call("PATCH", base, {"scheduledSummary": {"times": times, "apps": [bundle]}})
+        held_id, _ = self.send({"aps": {"alert": {"title": "Daily digest", "body": "5 new stories"}, "thread-id": "digest", "relevance-score": 0.8}}, token=token)
+        center = wait_for("the held notification in the Notification Center", lambda: (lambda c: c if c["waitingForSummary"] else None)(
+            self.admin.get(f"{base}/notification-center")))
+        group = next(g for g in center["groups"] if g["threadId"] == "chat-42")
+        check(group["summary"] == "2 more messages from Bob and Alice" and group["count"] == 3, f"the API's group: {group}")
+        check(center["badges"] == {bundle: 3}, f"the API's badges: {center['badges']}")
+
+        # The device card: Focus, summary, badge, and its Notification Center.
+        self.tab("devices")
+        card = f'.device[data-device="{device}"]'
+        field = lambda css: self.js("const e = document.querySelector(arguments[0]); return e ? e.textContent : null;", css)
+        wait_for("the Focus on the device card", lambda: field(f'{card} [data-field="focus"]') == "☾ Work", timeout=6)
+        wait_for("the app's badge 3 on the device card", lambda: field(f'{card} tr[data-bundle="{bundle}"] [data-field="badge"]') == "3")
+        wait_for("the summary's next time and 1 waiting", lambda: f"next {times[0]}" in (field(f'{card} [data-field="nextSummary"]') or "")
+                 and field(f'{card} [data-field="waiting"]') == " · 1 waiting", timeout=6)
+        stack = f'{card} .nc .nc-stack[data-thread="chat-42"]'
+        wait_for("the chat-42 group with its summary line", lambda: field(f'{stack} [data-field="summary"]') == group["summary"], timeout=6)
+        check(field(f"{stack} .notif-body") == "At the usual place?", f"the group's top card is {field(f'{stack} .notif-body')!r}, not the newest")
+        check(field(f'{card} .nc-groups tr[data-thread="chat-42"] [data-field="count"]') == "3", "the group table does not count 3")
+        check(self.css(f'{card} .nc [data-field="waitingForSummary"] li[data-apns-id="{held_id}"]'), "the held notification is not listed as waiting")
+        self.js("document.querySelector(arguments[0]).scrollIntoView({block: 'start'});", card)
+        time.sleep(0.3)
+        center_shot = self.extra_screenshot("notification-center")
+
+        # The detail pane: the Presentation section, and the buttons under the preview.
+        self.tab("timeline")
+        self.open_record(sent[-1])
+        section = lambda name: field(f'#presentation [data-field="{name}"]')
+        check(section("level") == "time-sensitive asked for, active used", f"the level reads {section('level')!r}")
+        check(section("thread") == "thread chat-42" and section("badge") == "3", f"group {section('thread')!r}, badge {section('badge')!r}")
+        check(section("title") == "Alice" and section("body") == "At the usual place?", "the Presentation section does not show what was read")
+        button = lambda action: f'#notif-actions button[data-action="{action}"]'
+        check(field(f'{button("reply")} .na-title') == "Reply" and field(f'{button("reply")} .na-placeholder') == "Message",
+              "the Reply button is not drawn with its placeholder")
+        check("destructive" in self.one(button("delete")).get_attribute("class").split(), "the Delete button is not destructive")
+        red = self.js("return getComputedStyle(document.querySelector(arguments[0])).color;", button("delete"))
+        check(red == "rgb(255, 59, 48)", f"the destructive button's colour is {red}")
+        # Locked: Delete needs authentication, and the API's refusal is shown.
+        self.admin.call("PATCH", base, {"locked": True})
+        self.expected_console_errors.append((f"/notifications/{sent[-1]}/respond", "status of 400"))
+        self.click(button("delete"))
+        wait_for("the refusal of Delete on the locked device", lambda: "requires authentication" in (field("#respond-result.err") or ""))
+        # Reply: a field with the placeholder and the action's button title; the answer comes back.
+        self.click(button("reply"))
+        reply = wait_for("the reply field", lambda: self.css("#reply-text"))[0]
+        check(reply.get_attribute("placeholder") == "Message" and field('#notif-actions button[data-send="reply"]') == "Send",
+              "the reply field has not the placeholder Message and the button Send")
+        reply.send_keys("On my way")
+        self.click('#notif-actions button[data-send="reply"]')
+        wait_for("the answer under the buttons", lambda: "On my way" in (field("#respond-result.ok") or ""))
+        response = self.admin.get(f"/api/v1/notifications/{sent[-1]}")["presentation"]["userResponse"]
+        check(response and response["actionIdentifier"] == "reply" and response["userText"] == "On my way", f"the record's userResponse is {response}")
+        wait_for("the response in the Presentation section", lambda: (section("response") or "").startswith("Reply (reply): “On my way”"))
+        check(self.one(button("reply")).get_attribute("disabled") is not None and "chosen" in self.one(button("reply")).get_attribute("class"),
+              "after the answer the buttons are still clickable, or Reply is not marked")
+        self.js("document.getElementById('lock-preview').scrollIntoView({block: 'start'});")
+        time.sleep(0.3)
+        shot = self.extra_screenshot("presentation")
+        # Answered, it left Notification Center: the group is down to two.
+        self.tab("devices")
+        wait_for("the group to count 2", lambda: field(f'{card} .nc-groups tr[data-thread="chat-42"] [data-field="count"]') == "2", timeout=6)
+        self.admin.call("PATCH", base, {"focus": None, "scheduledSummary": None, "locked": False})
+        wait_for("the Focus off on the card", lambda: field(f'{card} [data-field="focus"]') == "off", timeout=6)
+        self.log(f"presentation: Focus, summary (next {times[0]}, 1 waiting), badge 3, group summary {group['summary']!r}; Delete refused "
+                 f"while locked, Reply answered; {center_shot}, {shot}")
+
     def load_tab(self):
         """The Load tab while h2load runs a bounded load (issue 11): live requests/s and its chart, the provider
         connections gauge, errors by reason (a few pushes to a token nobody has: 400 BadDeviceToken), and after
@@ -828,7 +920,7 @@ class UITest:
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
-                 self.screenshot, self.validators, self.device_controls, self.fault_rules, self.accounts, self.live_activities, self.channels, self.load_tab, self.reset, self.console_is_clean]
+                 self.screenshot, self.validators, self.device_controls, self.fault_rules, self.accounts, self.live_activities, self.channels, self.presentation, self.load_tab, self.reset, self.console_is_clean]
         if self.args.admin_token:
             steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()
