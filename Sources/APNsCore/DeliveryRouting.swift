@@ -147,7 +147,7 @@ extension World {
         _ notification: PendingNotification, _ verdict: inout DeliveryVerdict, device: Device, app: InstalledApp, nowMs: Int64
     ) -> Presentation? {
         guard notification.pushType == .alert || notification.pushType == .background else { return nil }
-        guard notification.content.needsPresentation || !app.settings.notifications.isDefault || !device.attention.isDefault else {
+        guard notification.content.needsPresentation || !app.settings.hasDefaultNotifications || !device.hasDefaultAttention else {
             // Default settings and a plain alert: only the badge changes here.
             if let badge = notification.content.badge, verdict.display != .none, badge != app.badge {
                 try? registry.updateDevice(device.id) { $0.apps[app.bundleID]?.badge = badge }

@@ -19,14 +19,28 @@ public enum AppCallback {
     public static let didReceiveIncomingPush = "didReceiveIncomingPush"
 }
 
+final class NotificationSetupBox: Sendable {
+    let setup: NotificationSetup
+    init(_ setup: NotificationSetup) { self.setup = setup }
+}
+
 /// The per-app settings the rules read.
 public struct AppSettings: Sendable, Equatable {
     public var authorization: Authorization
     public var appState: AppState
     /// The *Remote notifications* background mode.
     public var backgroundMode: Bool
-    /// Categories, `willPresent`, entitlements and the user's per-app switches.
-    public var notifications = NotificationSetup()
+    /// Categories, `willPresent`, entitlements and the user's per-app switches; nil while all
+    /// are the defaults, so the settings every push copies stay a few bytes.
+    private var setupBox: NotificationSetupBox?
+
+    public var notifications: NotificationSetup {
+        get { setupBox?.setup ?? NotificationSetup() }
+        set { setupBox = newValue.isDefault ? nil : NotificationSetupBox(newValue) }
+    }
+
+    /// `notifications.isDefault`, without building the default setup.
+    public var hasDefaultNotifications: Bool { setupBox == nil }
 
     public init(
         authorization: Authorization = .authorized, appState: AppState = .background, backgroundMode: Bool = true,
@@ -36,6 +50,11 @@ public struct AppSettings: Sendable, Equatable {
         self.appState = appState
         self.backgroundMode = backgroundMode
         self.notifications = notifications
+    }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.authorization == b.authorization && a.appState == b.appState && a.backgroundMode == b.backgroundMode
+            && (a.setupBox === b.setupBox || a.notifications == b.notifications)
     }
 }
 
@@ -143,13 +162,6 @@ public enum DeliveryRules {
                 callbacks: callbacks, display: display, outcome: outcome,
                 reason: notes.isEmpty ? nil : notes.joined(separator: "; "),
                 usedBackgroundBudget: usedBudget))
-    }
-
-    /// The callbacks a tap runs. Tapping always calls `didReceive`; a tap on a notification of
-    /// an app that is not running launches it first.
-    public static func tap(app: AppSettings) -> (callbacks: [String], launched: Bool) {
-        let launched = app.appState == .notRunning || app.appState == .terminated
-        return ([AppCallback.didReceive], launched)
     }
 }
 

@@ -58,6 +58,13 @@ public struct ScheduledSummary: Sendable, Equatable {
     }
 }
 
+/// A device's switches when they are not the defaults (`Device.attention`).
+final class DeviceAttentionBox: Sendable, Equatable {
+    let attention: DeviceAttention
+    init(_ attention: DeviceAttention) { self.attention = attention }
+    static func == (a: DeviceAttentionBox, b: DeviceAttentionBox) -> Bool { a === b || a.attention == b.attention }
+}
+
 /// The device-wide switches; the default interrupts for everything.
 public struct DeviceAttention: Sendable, Equatable {
     public var focus: FocusMode?

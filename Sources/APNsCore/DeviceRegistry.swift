@@ -88,8 +88,17 @@ public struct Device: Sendable, Equatable {
     public var forcedOffline = false
     /// The account logged in on the device's apps (nil: logged out).
     public var userID: String?
-    /// Focus, the scheduled summary, the ring switch and the lock.
-    public var attention = DeviceAttention()
+    /// Focus, the scheduled summary, the ring switch and the lock; nil while all are the
+    /// defaults, so the device every push copies stays small.
+    private var attentionBox: DeviceAttentionBox?
+
+    public var attention: DeviceAttention {
+        get { attentionBox?.attention ?? DeviceAttention() }
+        set { attentionBox = newValue.isDefault ? nil : DeviceAttentionBox(newValue) }
+    }
+
+    /// `attention.isDefault`, without building the default.
+    public var hasDefaultAttention: Bool { attentionBox == nil }
 
     public init(
         id: String, isVirtual: Bool, apps: [String: InstalledApp], createdAtMs: Int64, connectionID: UInt64? = nil,

@@ -74,13 +74,23 @@ public struct PushContent: Sendable, Equatable {
             _ = take(UInt8(ascii: "{"))
             while let key = memberKey() {
                 let valueStart = i
+                if equals(key, "alert"), peek() == UInt8(ascii: "{") {
+                    // Walked once: skipped and judged together.
+                    hasAlert = true
+                    content.isVisible = true
+                    guard let plain = plainAlertDictionary() else { return }
+                    if !plain { content.needsPresentation = true }
+                    if !nextMember() { return }
+                    continue
+                }
                 guard skipValue() else { return }
                 let isNull = equals(valueStart..<i, "null")
                 if equals(key, "alert") || equals(key, "badge") || equals(key, "sound") {
                     if !isNull { content.isVisible = true }
                     if !isNull && equals(key, "alert") {
                         hasAlert = true
-                        if !Self.isPlainAlert(bytes, valueStart..<i) { content.needsPresentation = true }
+                        // A plain non-empty string needs nothing more; `""` shows nothing.
+                        if bytes[valueStart] != UInt8(ascii: "\"") || i - valueStart <= 2 { content.needsPresentation = true }
                     } else if !isNull && equals(key, "badge") {
                         content.badge = Self.wholeNumber(bytes, valueStart..<i)
                         if content.badge == nil { content.needsPresentation = true }
@@ -98,23 +108,24 @@ public struct PushContent: Sendable, Equatable {
             }
         }
 
-        /// A non-empty string, or a dictionary with a non-empty `title`, `subtitle` or `body`
-        /// string and nothing but those (no `loc-key`s, which need the app's strings).
-        static func isPlainAlert(_ bytes: UnsafeBufferPointer<UInt8>, _ value: Range<Int>) -> Bool {
-            if bytes[value.lowerBound] == UInt8(ascii: "\"") { return value.count > 2 }
-            guard bytes[value.lowerBound] == UInt8(ascii: "{") else { return false }
-            var walker = Walker(bytes: bytes)
-            walker.i = value.lowerBound + 1
+        /// Moves past an alert dictionary; whether it is plain: a non-empty `title`, `subtitle`
+        /// or `body` string and nothing but those (no `loc-key`s, which need the app's
+        /// strings). nil when the JSON ends early.
+        mutating func plainAlertDictionary() -> Bool? {
+            _ = take(UInt8(ascii: "{"))
             var hasText = false
-            while let key = walker.memberKey() {
-                let start = walker.i
-                guard walker.skipValue() else { return false }
-                let isText = walker.equals(key, "title") || walker.equals(key, "subtitle") || walker.equals(key, "body")
-                guard isText || walker.equals(key, "launch-image") else { return false }
-                if isText && bytes[start] == UInt8(ascii: "\"") && walker.i - start > 2 { hasText = true }
-                if !walker.nextMember() { break }
+            var onlyTexts = true
+            while let key = memberKey() {
+                let start = i
+                guard skipValue() else { return nil }
+                let isText = equals(key, "title") || equals(key, "subtitle") || equals(key, "body")
+                if !isText && !equals(key, "launch-image") { onlyTexts = false }
+                if isText && bytes[start] == UInt8(ascii: "\"") && i - start > 2 { hasText = true }
+                if !nextMember() { break }
             }
-            return hasText
+            skipSpace()
+            guard take(UInt8(ascii: "}")) else { return nil }
+            return hasText && onlyTexts
         }
 
         /// `0`…`99999999`: a badge number as iOS takes it (anything else is read in full).

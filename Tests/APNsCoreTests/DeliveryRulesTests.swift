@@ -162,12 +162,6 @@ struct DeliveryRulesTests {
         else { Issue.record("foreground app should receive it"); return }
     }
 
-    @Test func tapCallsDidReceiveAndLaunchesAnAppThatIsNotRunning() {
-        #expect(DeliveryRules.tap(app: AppSettings(appState: .background)) == (["didReceive"], false))
-        #expect(DeliveryRules.tap(app: AppSettings(appState: .notRunning)).launched)
-        #expect(DeliveryRules.tap(app: AppSettings(appState: .terminated)).launched)
-    }
-
     @Test func voipGoesToPushKit() {
         guard
             case .deliver(let verdict) = DeliveryRules.decide(
