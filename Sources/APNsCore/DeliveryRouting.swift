@@ -141,8 +141,10 @@ extension World {
     }
 
     /// The presentation rules, where they have something to decide: the payload asks for more
-    /// than a plain alert string, or the app's setup or the device's switches are not the
-    /// defaults. The record keeps the result; a badge it sets goes on the app's icon.
+    /// than a plain alert and a badge (`PushContent.needsPresentation`), or the app's setup or
+    /// the device's switches are not the defaults. Only then is the payload read (under the
+    /// state lock; it is at most 4 KB). The record keeps the result; a badge it sets goes on
+    /// the app's icon.
     private mutating func present(
         _ notification: PendingNotification, _ verdict: inout DeliveryVerdict, device: Device, app: InstalledApp, nowMs: Int64
     ) -> Presentation? {
@@ -222,8 +224,8 @@ extension World {
     }
 
     /// The `notification` frame. The payload goes in as the provider's bytes (validated as a
-    /// JSON object on acceptance), so nothing is parsed under the state lock and the device
-    /// receives exactly what was sent.
+    /// JSON object on acceptance), so the frame parses nothing and the device receives exactly
+    /// what was sent.
     static func notificationMessage(
         id: UInt64, _ n: PendingNotification, _ verdict: DeliveryVerdict, _ presentation: Presentation? = nil
     ) -> JSONValue {
