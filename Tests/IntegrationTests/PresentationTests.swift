@@ -361,4 +361,37 @@ import TestSupport
         device.command("respond")
         #expect(device.next("error")?["code"] == "bad_command")
     }
+
+    /// The same rules reach a device process: what willPresent allows in the foreground, a
+    /// passive level, a badge, and the scheduled summary's hold, as printed by `device`.
+    @Test func aDeviceProcessSeesEachPresentationDecision() throws {
+        let emulator = try EmulatorProcess()
+        let settings: JSONValue = ["foregroundPresentation": ["list"], "timeSensitiveEntitlement": true]
+        let device = try DeviceProcess(
+            emulator, deviceID: "cli-rules", extra: ["--app-state", "foreground", "--notification-settings", settings.serialized()])
+        let token = try device.registeredToken()
+        let connection = try emulator.connect()
+        func push(_ payload: String) throws -> JSONValue {
+            #expect(APNsResult(try connection.send(try emulator.push(token, payload: payload).request)).status == 200)
+            return try #require(device.next("notification"))
+        }
+        let listed = try push(#"{"aps":{"alert":"in the app","sound":"default","badge":2}}"#)
+        #expect(listed["display"] == "notificationCenter" && listed["callbacks"] == ["willPresent"])
+        #expect(listed["presentation"]?["sound"] == "silenced" && listed["presentation"]?["badge"] == .null)
+        device.command("background")
+        _ = device.next("appUpdated")
+        let passive = try push(#"{"aps":{"alert":"fyi","interruption-level":"passive","badge":5}}"#)
+        #expect(passive["display"] == "notificationCenter" && passive["presentation"]?["screenLit"] == false)
+        #expect(passive["presentation"]?["badge"] == 5)
+        let summary: JSONValue = [
+            "type": "device", "scheduledSummary": ["times": ["00:00", "12:00"], "apps": .array([.string(EmulatorProcess.bundleID)])],
+        ]
+        device.command(summary.serialized())
+        _ = device.next("deviceUpdated")
+        let held = try push(#"{"aps":{"alert":"digest"}}"#)
+        #expect(held["display"] == "scheduledSummary" && held["presentation"]?["heldUntil"] != .null)
+        let urgent = try push(#"{"aps":{"alert":"now","interruption-level":"time-sensitive"}}"#)
+        #expect(urgent["display"] == "banner" && urgent["presentation"]?["effectiveInterruptionLevel"] == "time-sensitive")
+        #expect(try emulator.admin("GET", "/api/v1/devices/cli-rules").json["apps"]?.arrayValue?.first?["badge"] == 5)
+    }
 }
