@@ -187,26 +187,30 @@ public enum PresentationRules {
         case nil, .active?: return .active
         case .passive?: return .passive
         case .timeSensitive?:
-            if !setup.timeSensitiveEntitlement {
-                notes.append("time-sensitive needs the Time Sensitive Notifications entitlement, which the app lacks, so it is active")
-                return .active
-            }
-            if !setup.timeSensitiveEnabled {
-                notes.append("the user turned off time-sensitive notifications for the app, so it is active")
-                return .active
-            }
-            return .timeSensitive
+            return granted(
+                .timeSensitive, entitled: setup.timeSensitiveEntitlement, allowed: setup.timeSensitiveEnabled,
+                lacking: "the Time Sensitive Notifications entitlement", refused: "the user turned off time-sensitive notifications for the app",
+                &notes)
         case .critical?:
-            if !setup.criticalAlertEntitlement {
-                notes.append("critical needs the critical-alerts entitlement, which the app lacks, so it is active")
-                return .active
-            }
-            if !setup.criticalAlertsAllowed {
-                notes.append("the user has not allowed critical alerts for the app, so it is active")
-                return .active
-            }
-            return .critical
+            return granted(
+                .critical, entitled: setup.criticalAlertEntitlement, allowed: setup.criticalAlertsAllowed,
+                lacking: "the critical-alerts entitlement", refused: "the user has not allowed critical alerts for the app", &notes)
         }
+    }
+
+    /// `level` when the app has its entitlement and the user allows it; else `active`, and why.
+    private static func granted(
+        _ level: InterruptionLevel, entitled: Bool, allowed: Bool, lacking: String, refused: String, _ notes: inout [String]
+    ) -> InterruptionLevel {
+        if !entitled {
+            notes.append("\(level.rawValue) needs \(lacking), which the app lacks, so it is active")
+            return .active
+        }
+        if !allowed {
+            notes.append("\(refused), so it is active")
+            return .active
+        }
+        return level
     }
 
     /// Why the Focus silences it, or nil when it may interrupt.
