@@ -38,10 +38,13 @@ extension World {
     /// The most a user types into a text-input action, in bytes.
     public static let maxResponseText = 4_096
 
-    /// Whether a delivered record is on screen or in Notification Center now (not answered yet).
-    static func isListed(_ r: NotificationRecord, nowMs: Int64) -> Bool {
+    /// Whether a delivered record is in Notification Center now (not answered yet); with
+    /// `orOnScreen`, also a banner that is not kept there (the user may still tap it: the
+    /// emulator does not time a banner's few seconds on screen).
+    static func isListed(_ r: NotificationRecord, nowMs: Int64, orOnScreen: Bool = false) -> Bool {
         guard r.outcome == .delivered, let display = r.display, display != Display.none.rawValue,
-            !r.callbacks.contains(AppCallback.didReceive), r.presentation?.response == nil
+            !r.callbacks.contains(AppCallback.didReceive), r.presentation?.response == nil,
+            orOnScreen || r.presentation?.listed != false
         else { return false }
         if display == Display.scheduledSummary.rawValue { return (r.presentation?.heldUntilMs ?? .max) <= nowMs }
         return true
@@ -66,7 +69,7 @@ extension World {
         // A search: records kept encoded are decoded once for it, not on every response.
         records.decodeKept()
         let shown = records.newestFirst(limit: 1) { r in
-            r.deviceID == deviceID && Self.isListed(r, nowMs: nowMs) && Hex.equalIgnoringCase(r.apnsID, apnsID)
+            r.deviceID == deviceID && Self.isListed(r, nowMs: nowMs, orOnScreen: true) && Hex.equalIgnoringCase(r.apnsID, apnsID)
         }.first
         guard let shown, let bundleID = shown.bundleID, let settings = device.apps[bundleID]?.settings else {
             throw DeviceRequestError("bad_request", "no notification \(apnsID) is on screen or in Notification Center")

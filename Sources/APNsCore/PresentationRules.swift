@@ -53,6 +53,9 @@ public struct Presentation: Sendable, Equatable {
     public var sound = SoundOutcome.none
     /// It lit the screen (a banner or an alert, not passive, silenced or held).
     public var screenLit = false
+    /// It stays in Notification Center after it is shown (false: a foreground app's
+    /// `willPresent` gave a banner without `list`, so it left with the banner).
+    public var listed = true
     /// The app's badge number it set (nil: left alone).
     public var badge: Int?
     /// Held for the scheduled summary until then (ms).
@@ -127,6 +130,10 @@ public enum PresentationRules {
                 notes.append("the app is in the foreground and willPresent returned \(options.names.joined(separator: ", "))")
             }
             p.screenLit = display == .banner
+            if display == .banner && !options.contains(.list) {
+                p.listed = false
+                notes.append("without the list option it is not kept in Notification Center")
+            }
         } else if app.authorization == .provisional {
             display = .notificationCenter
             playsSound = false
@@ -337,7 +344,8 @@ extension Presentation {
                 ("category", text(category)), ("categoryRegistered", .bool(categoryRegistered)),
                 ("actions", .array(actions.map(\.json))), ("threadId", text(threadID)),
                 ("interruptionLevel", text(requestedLevel?.rawValue)), ("effectiveInterruptionLevel", .string(level.rawValue)),
-                ("sound", .string(sound.rawValue)), ("screenLit", .bool(screenLit)), ("badge", badge.map { .int(Int64($0)) } ?? .null),
+                ("sound", .string(sound.rawValue)), ("screenLit", .bool(screenLit)), ("listed", .bool(listed)),
+                ("badge", badge.map { .int(Int64($0)) } ?? .null),
                 ("heldUntil", heldUntilMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null),
                 ("relevanceScore", relevanceScore.map(JSONValue.double) ?? .null), ("summaryArg", text(summaryArg)),
                 ("summaryArgCount", summaryArgCount.map { .int(Int64($0)) } ?? .null), ("sender", text(sender)),

@@ -100,6 +100,7 @@ public enum StateCodec {
         w.put(p.level.rawValue)
         w.put(p.sound.rawValue)
         w.put(p.screenLit)
+        w.put(p.listed)
         w.put(p.badge)
         w.put(p.heldUntilMs)
         w.put(p.relevanceScore)
@@ -145,6 +146,7 @@ public enum StateCodec {
         p.level = knownLevel
         p.sound = knownSound
         p.screenLit = try r.take()
+        p.listed = try r.take()
         p.badge = try r.take()
         p.heldUntilMs = try r.take()
         p.relevanceScore = try r.take()

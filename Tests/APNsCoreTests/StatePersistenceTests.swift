@@ -446,6 +446,7 @@ struct StateCodecTests {
         p.level = .active
         p.sound = .silenced
         p.screenLit = true
+        p.listed = false
         p.badge = 3
         p.heldUntilMs = 64_800_000
         p.relevanceScore = 0.75
@@ -464,7 +465,7 @@ struct StateCodecTests {
         // journal's byte count uses (it recomputes it on restore), and `keptEncoded`, the codec's
         // own bytes while a follower has not decoded the record yet.
         #expect(Mirror(reflecting: record).children.count == 49, "NotificationRecord changed: extend StateCodec and this test")
-        #expect(Mirror(reflecting: record.presentation!).children.count == 18, "Presentation changed: extend StateCodec and this test")
+        #expect(Mirror(reflecting: record.presentation!).children.count == 19, "Presentation changed: extend StateCodec and this test")
         var decoded = try StateCodec.decodeRecord(StateCodec.encode(record))
         #expect(decoded.broadcast == record.broadcast && decoded.broadcast != nil)
         #expect(decoded.presentation == record.presentation && decoded.presentation != nil)
@@ -502,12 +503,12 @@ struct StateCodecTests {
         // Format 5 = format 4's, then the presentation (a presence flag first): title "T",
         // subtitle "S", body "B", category "MSG", registered, two actions (R "Reply", flags
         // foreground+authenticationRequired, text input "Send" ""; X "Delete"), thread "t1",
-        // time-sensitive asked, active used, sound silenced, lit, badge 3, held until
+        // time-sensitive asked, active used, sound silenced, lit, not listed, badge 3, held until
         // 64,800,000 ms, relevance 0.75, "Alice" ×2, sender "alice", response R "ok" at 7 ms.
         let presentation =
             "01" + "010154" + "010153" + "010142" + "01034d5347" + "01" + "02" + "0152055265706c7905010453656e640100"
             + "01580644656c657465000000" + "01027431" + "010e74696d652d73656e736974697665" + "06616374697665" + "0873696c656e636564"
-            + "01" + "0106" + "018094e63d" + "0180808080808080f43f" + "0105416c696365" + "0104" + "0105616c696365"
+            + "01" + "00" + "0106" + "018094e63d" + "0180808080808080f43f" + "0105416c696365" + "0104" + "0105616c696365"
             + "010152" + "01026f6b" + "0e"
         #expect(hex(StateCodec.encode(Self.fullRecord())) == "05" + formatOneFull.dropFirst(2) + accountFields + reach + transitions + presentation)
         #expect(hex(StateCodec.encode(Self.sparseRecord())) == "05" + formatOneSparse.dropFirst(2) + "000000" + "00" + "00" + "00")

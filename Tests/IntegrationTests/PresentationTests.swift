@@ -144,6 +144,17 @@ import TestSupport
         let device = try emulator.admin("GET", "/api/v1/devices/\(phone.id)")
         #expect(device.json["apps"]?.arrayValue?.first?["badge"] == 4, "the badge option lets the badge through: \(device.raw)")
         #expect(try emulator.admin("PATCH", app, body: ["foregroundPresentation": ["sideways"]]).status == 400)
+        // A banner without `list` is not kept in Notification Center, but can be tapped while shown.
+        #expect(try emulator.admin("PATCH", app, body: ["foregroundPresentation": ["banner"]]).status == 200)
+        let banner = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"passing by"}}"#)
+        #expect(banner["display"] == "banner" && banner["presentation"]?["listed"] == false)
+        let center = try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center").json
+        let listedIDs = center["groups"]?.arrayValue?.flatMap { $0["notifications"]?.arrayValue ?? [] }.compactMap { $0["apnsId"]?.stringValue } ?? []
+        #expect(!listedIDs.contains(banner["apnsId"]?.stringValue ?? ""), "\(center)")
+        #expect(listedIDs.contains(listed["apnsId"]?.stringValue ?? ""))
+        let tapped = try emulator.admin(
+            "POST", "/api/v1/devices/\(phone.id)/notifications/\(banner["apnsId"]!.stringValue!)/respond", body: ["action": "default"])
+        #expect(tapped.status == 200)
     }
 
     @Test func badgesFollowThePayloadAndZeroClearsThem() throws {
