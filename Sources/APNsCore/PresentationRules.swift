@@ -67,6 +67,17 @@ public struct Presentation: Sendable, Equatable {
     public var response: NotificationResponse?
 
     public init() {}
+
+    /// What the payload says the user reads and how it groups, before any rule decides.
+    init(reading content: AlertContent) {
+        title = content.title
+        subtitle = content.subtitle
+        body = content.body
+        threadID = content.threadID
+        relevanceScore = content.relevanceScore
+        summaryArg = content.summaryArg
+        summaryArgCount = content.summaryArgCount
+    }
 }
 
 public enum PresentationRules {
@@ -80,15 +91,8 @@ public enum PresentationRules {
         let foreground = verdict.callbacks.contains(AppCallback.willPresent)
         guard verdict.display != .none || foreground else { return nil }
         let setup = app.notifications
-        var p = Presentation()
+        var p = Presentation(reading: content)
         var notes = content.notes
-        p.title = content.title
-        p.subtitle = content.subtitle
-        p.body = content.body
-        p.threadID = content.threadID
-        p.relevanceScore = content.relevanceScore
-        p.summaryArg = content.summaryArg
-        p.summaryArgCount = content.summaryArgCount
         p.sender = content.sender
         p.requestedLevel = content.interruptionLevel
         p.level = effectiveLevel(content.interruptionLevel, setup, &notes)
@@ -319,14 +323,7 @@ extension Presentation {
     public static func plain(_ record: NotificationRecord) -> Presentation? {
         guard let display = record.display, display != Display.none.rawValue else { return nil }
         let content = AlertContent.read(record.payload, setup: NotificationSetup())
-        var p = Presentation()
-        p.title = content.title
-        p.subtitle = content.subtitle
-        p.body = content.body
-        p.threadID = content.threadID
-        p.relevanceScore = content.relevanceScore
-        p.summaryArg = content.summaryArg
-        p.summaryArgCount = content.summaryArgCount
+        var p = Presentation(reading: content)
         p.badge = content.badge
         p.sound = content.hasSound ? (display == Display.banner.rawValue ? .played : .silenced) : .none
         p.screenLit = display == Display.banner.rawValue
