@@ -7,7 +7,7 @@ import PackageDescription
 //   Lifecycle      services started in order and stopped in reverse, and the one Logger with levels
 //   JSON           a JSON value type with its parser and writer
 //   DeviceVocabulary  the words emulator and devices share: environments, token kinds, app permission and state
-//   HTTPGrammar    HTTP's small shared grammar: tokens, host names (pure)
+//   HTTPGrammar    HTTP's small shared grammar: tokens, host names, the header field (pure)
 //   APNsCore       pure APNs model: rules, reasons, JWT claims, token registry, delivery, record store
 //   HTTP2          thin nghttp2 wrapper (server + client sessions), knows nothing of APNs
 //   OpenSSLCrypto  thin OpenSSL wrapper: ES256, keys, TLS contexts/connections, test certs
@@ -37,7 +37,7 @@ import PackageDescription
 // No unsafeFlags: a package that uses them cannot be depended on, and the library products
 // below are for other packages.
 let swiftSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("InternalImportsByDefault")
 ]
 
 let package = Package(
@@ -52,10 +52,12 @@ let package = Package(
         .library(name: "ProviderClient", targets: ["ProviderClient"]),
     ],
     targets: [
-        .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2",
-                       providers: [.apt(["libnghttp2-dev"])]),
-        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl",
-                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(
+            name: "CNghttp2", pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(
+            name: "COpenSSL", pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CLinux"),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
@@ -65,8 +67,9 @@ let package = Package(
         .target(name: "JSON", swiftSettings: swiftSettings),
         .target(name: "DeviceVocabulary", swiftSettings: swiftSettings),
         .target(name: "HTTPGrammar", swiftSettings: swiftSettings),
-        .target(name: "APNsCore", dependencies: ["Locking", "MonotonicClock", "JSON", "DeviceVocabulary", "HTTPGrammar"], swiftSettings: swiftSettings),
-        .target(name: "HTTP2", dependencies: ["CNghttp2", "MonotonicClock"], swiftSettings: swiftSettings),
+        .target(
+            name: "APNsCore", dependencies: ["Locking", "MonotonicClock", "JSON", "DeviceVocabulary", "HTTPGrammar"], swiftSettings: swiftSettings),
+        .target(name: "HTTP2", dependencies: ["CNghttp2", "MonotonicClock", "HTTPGrammar"], swiftSettings: swiftSettings),
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
         .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto", "Locking", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
@@ -77,52 +80,73 @@ let package = Package(
         .target(name: "HTTP1Client", dependencies: ["Networking", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "HTTP1Server", dependencies: ["Networking", "Locking", "MonotonicClock", "HTTPGrammar"], swiftSettings: swiftSettings),
         .target(name: "BackendCalls", dependencies: ["APNsCore", "HTTP1Client", "Locking"], swiftSettings: swiftSettings),
-        .target(name: "RedisStore", dependencies: ["APNsCore", "Redis", "Locking", "Lifecycle", "MonotonicClock", "StatePersistence"], swiftSettings: swiftSettings),
-        .target(name: "AdminAPI",
-                dependencies: ["APNsCore", "BackendCalls", "HTTP1Server", "HTTPGrammar", "Networking", "Locking"],
-                swiftSettings: swiftSettings,
-                plugins: ["EmbedAssets"]),
+        .target(
+            name: "RedisStore", dependencies: ["APNsCore", "Redis", "Locking", "Lifecycle", "MonotonicClock", "StatePersistence"],
+            swiftSettings: swiftSettings),
+        .target(
+            name: "AdminAPI",
+            dependencies: ["APNsCore", "BackendCalls", "HTTP1Server", "HTTPGrammar", "Networking", "Locking"],
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedAssets"]),
         // Writes ui/* and docs/openapi.json into AdminAPI as string literals (UIAssets) at build
         // time. Not SwiftPM's embedInCode resources: byte-array literals made a clean debug
         // build about ten times slower.
         .plugin(name: "EmbedAssets", capability: .buildTool(), dependencies: ["embed-assets-tool"]),
         .executableTarget(name: "embed-assets-tool", path: "Plugins/EmbedAssetsTool"),
-        .target(name: "EmulatorServer",
-                dependencies: ["APNsCore", "AdminAPI", "HTTP1Server", "HTTPGrammar", "BackendCalls", "CommandLineOptions", "HTTP2",
-                               "OpenSSLCrypto", "Networking", "MonotonicClock", "StatePersistence", "SQLiteStateStore", "Redis", "RedisStore",
-                               "Locking", "Lifecycle"],
-                swiftSettings: swiftSettings),
-        .target(name: "ProviderClient",
-                dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking", "Locking", "MonotonicClock"],
-                swiftSettings: swiftSettings),
-        .target(name: "Conformance", dependencies: ["JSON", "APNsCore", "HTTP2", "ProviderClient"],
-                swiftSettings: swiftSettings,
-                plugins: ["EmbedAssets"]),
-        .target(name: "DeviceClient", dependencies: ["DeviceVocabulary", "JSON", "Networking", "OpenSSLCrypto", "MonotonicClock"],
-                swiftSettings: swiftSettings),
+        .target(
+            name: "EmulatorServer",
+            dependencies: [
+                "APNsCore", "AdminAPI", "HTTP1Server", "HTTPGrammar", "BackendCalls", "CommandLineOptions", "HTTP2",
+                "OpenSSLCrypto", "Networking", "MonotonicClock", "StatePersistence", "SQLiteStateStore", "Redis", "RedisStore",
+                "Locking", "Lifecycle",
+            ],
+            swiftSettings: swiftSettings),
+        .target(
+            name: "ProviderClient",
+            dependencies: ["APNsCore", "HTTP2", "OpenSSLCrypto", "Networking", "Locking", "MonotonicClock"],
+            swiftSettings: swiftSettings),
+        .target(
+            name: "Conformance", dependencies: ["JSON", "APNsCore", "HTTP2", "ProviderClient"],
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedAssets"]),
+        .target(
+            name: "DeviceClient", dependencies: ["DeviceVocabulary", "JSON", "Networking", "OpenSSLCrypto", "MonotonicClock"],
+            swiftSettings: swiftSettings),
         .target(name: "AdminClient", dependencies: ["JSON", "HTTP1Client", "Networking"], swiftSettings: swiftSettings),
-        .target(name: "APNsEmulatorTesting",
-                dependencies: ["EmulatorServer", "AdminClient", "Networking"],
-                swiftSettings: swiftSettings),
-        .target(name: "Scenarios", dependencies: ["AdminClient", "EmulatorServer", "ProviderClient", "HTTP2", "APNsCore", "HTTP1Client"],
-                swiftSettings: swiftSettings),
-        .executableTarget(name: "apns-emulator",
-                          dependencies: ["EmulatorServer", "CommandLineOptions", "ProviderClient", "DeviceClient", "AdminClient", "Scenarios",
-                                         "MonotonicClock", "Conformance"],
-                          swiftSettings: swiftSettings),
+        .target(
+            name: "APNsEmulatorTesting",
+            dependencies: ["EmulatorServer", "AdminClient", "Networking"],
+            swiftSettings: swiftSettings),
+        .target(
+            name: "Scenarios", dependencies: ["AdminClient", "EmulatorServer", "ProviderClient", "HTTP2", "APNsCore", "HTTP1Client"],
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "apns-emulator",
+            dependencies: [
+                "EmulatorServer", "CommandLineOptions", "ProviderClient", "DeviceClient", "AdminClient", "Scenarios",
+                "MonotonicClock", "Conformance",
+            ],
+            swiftSettings: swiftSettings),
         .testTarget(name: "APNsCoreTests", dependencies: ["APNsCore", "JSON", "OpenSSLCrypto", "Locking"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"]),
-        .testTarget(name: "StatePersistenceTests",
-                    dependencies: ["StatePersistence", "SQLiteStateStore", "SQLite", "RedisStore", "Redis", "RedisTestSupport", "APNsCore", "Locking", "Lifecycle", "TestSupport"]),
+        .testTarget(
+            name: "StatePersistenceTests",
+            dependencies: [
+                "StatePersistence", "SQLiteStateStore", "SQLite", "RedisStore", "Redis", "RedisTestSupport", "APNsCore", "Locking", "Lifecycle",
+                "TestSupport",
+            ]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "TestSupport"]),
         .testTarget(name: "HTTP1ServerTests", dependencies: ["HTTP1Server"]),
         .testTarget(name: "AdminAPITests", dependencies: ["AdminAPI", "HTTP1Server", "APNsCore"]),
         .testTarget(name: "EmulatorServerTests", dependencies: ["EmulatorServer", "AdminAPI", "CommandLineOptions", "APNsCore", "Networking"]),
-        .testTarget(name: "DeviceClientTests",
-                    dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking", "MonotonicClock", "TestSupport"]),
-        .testTarget(name: "BackendCallsTests",
-                    dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking", "MonotonicClock", "BackendTestSupport", "TestSupport"]),
-        .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore", "ProviderClient", "Networking", "TestSupport"]),
+        .testTarget(
+            name: "DeviceClientTests",
+            dependencies: ["DeviceClient", "APNsCore", "Networking", "OpenSSLCrypto", "Locking", "MonotonicClock", "TestSupport"]),
+        .testTarget(
+            name: "BackendCallsTests",
+            dependencies: ["BackendCalls", "HTTP1Client", "APNsCore", "Networking", "Locking", "MonotonicClock", "BackendTestSupport", "TestSupport"]),
+        .testTarget(
+            name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore", "ProviderClient", "Networking", "TestSupport"]),
         .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "JSON", "OpenSSLCrypto", "ProviderClient", "TestSupport"]),
         .testTarget(name: "LifecycleTests", dependencies: ["Lifecycle", "Locking"]),
         .testTarget(name: "NetworkingTests", dependencies: ["Networking", "CLinux", "MonotonicClock"]),
@@ -134,10 +158,14 @@ let package = Package(
         // A real HTTP server standing in for an app's backend (answers, holds, trickles): shared too.
         .target(name: "BackendTestSupport", dependencies: ["Networking", "Locking", "MonotonicClock"], path: "Tests/BackendTestSupport"),
         .testTarget(name: "RedisTests", dependencies: ["Redis", "RedisTestSupport", "TestSupport"]),
-        .testTarget(name: "APNsEmulatorTestingTests",
-                    dependencies: ["APNsEmulatorTesting", "ProviderClient", "DeviceClient", "APNsCore", "Networking"]),
-        .testTarget(name: "IntegrationTests",
-                    dependencies: ["ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking", "Locking", "MonotonicClock",
-                                   "APNsEmulatorTesting", "RedisTestSupport", "BackendTestSupport", "TestSupport"]),
+        .testTarget(
+            name: "APNsEmulatorTestingTests",
+            dependencies: ["APNsEmulatorTesting", "ProviderClient", "DeviceClient", "APNsCore", "Networking"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "ProviderClient", "DeviceClient", "HTTP2", "OpenSSLCrypto", "APNsCore", "Networking", "Locking", "MonotonicClock",
+                "APNsEmulatorTesting", "RedisTestSupport", "BackendTestSupport", "TestSupport",
+            ]),
     ]
 )

@@ -1,3 +1,5 @@
+import HTTPGrammar
+
 /// Judges channel management (`/1/apps/<bundle>/channels`, `…/all-channels`) and broadcast
 /// sends (`POST /4/broadcasts/apps/<bundle>`) with Apple's rules, in the order of
 /// docs/apns-behaviour.md, "Broadcast channels": path and method → request id → provider
@@ -149,8 +151,9 @@ public final class ChannelEndpoint: Sendable {
         var priority: String?
         var expiration: String?
 
-        init(_ headers: [(name: String, value: String)]) {
-            for (name, value) in headers {
+        init(_ headers: [HeaderField]) {
+            for field in headers {
+                let (name, value) = (field.name, field.value)
                 let trimmed = value.trimmingSpaces
                 switch name {
                 case ":method": method = value
@@ -277,7 +280,7 @@ public final class ChannelEndpoint: Sendable {
         record.method = fields.method
         record.path = fields.path
         record.requestHeaders = request.headers.map { header in
-            header.name == "authorization" ? (header.name, connection.redactedAuthorization(header.value)) : header
+            header.name == "authorization" ? HeaderField(header.name, connection.redactedAuthorization(header.value)) : header
         }
         record.pushType = fields.pushType
         record.pushTypeHeaderPresent = fields.pushType != nil

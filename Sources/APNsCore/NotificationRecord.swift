@@ -1,3 +1,5 @@
+public import HTTPGrammar
+
 /// Everything the emulator knows about one request to `/3/device/…`, accepted or rejected.
 public struct NotificationRecord: Sendable {
     /// Monotonic, assigned by the store; later records have larger numbers.
@@ -31,7 +33,7 @@ public struct NotificationRecord: Sendable {
     public var streamID: Int32
     public var method: String?
     public var path: String?
-    public var requestHeaders: [(name: String, value: String)]
+    public var requestHeaders: [HeaderField]
     /// Some request header fields are missing from `requestHeaders` (the list was over the limit).
     public var headersTruncated = false
     public var teamID: String?

@@ -1,3 +1,4 @@
+public import HTTPGrammar
 import MonotonicClock
 
 /// Settings for how the endpoint judges requests where Apple's behaviour is unconfirmed.
@@ -467,7 +468,7 @@ public final class ProviderEndpoint: Sendable {
     /// Journals a request the HTTP/2 layer reset before it could be judged (its header list
     /// was over the advertised limit, or it stalled), so it can be seen like any other.
     public func recordRefused(
-        streamID: Int32, headers: [(name: String, value: String)], headersTruncated: Bool,
+        streamID: Int32, headers: [HeaderField], headersTruncated: Bool,
         explanation: String, connection: inout ProviderConnectionContext
     ) {
         let now = clock.nowMilliseconds()

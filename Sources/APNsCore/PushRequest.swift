@@ -1,8 +1,10 @@
+public import HTTPGrammar
+
 /// One request as the HTTP/2 layer hands it over.
 public struct PushRequest: Sendable {
     public var streamID: Int32
     /// All header fields in arrival order, pseudo-headers included; duplicates kept.
-    public var headers: [(name: String, value: String)]
+    public var headers: [HeaderField]
     /// The body, possibly cut at the transport's buffering cap.
     public var body: [UInt8]
     /// The body's true length (so far, when the request is not complete).
@@ -15,7 +17,7 @@ public struct PushRequest: Sendable {
     public var headerListSize: Int?
 
     public init(
-        streamID: Int32, headers: [(name: String, value: String)], body: [UInt8], bodyLength: Int? = nil,
+        streamID: Int32, headers: [HeaderField], body: [UInt8], bodyLength: Int? = nil,
         isComplete: Bool = true, headerListSize: Int? = nil
     ) {
         self.streamID = streamID
@@ -44,11 +46,12 @@ struct APNsHeaderFields {
     /// Where `authorization` is in the list (its signature is not kept in records).
     var authorizationIndex: Int?
 
-    init(_ headers: [(name: String, value: String)]) {
+    init(_ headers: [HeaderField]) {
         var seen: UInt32 = 0
         var host: String?
         for position in headers.indices {
-            let (name, value) = headers[position]
+            let name = headers[position].name
+            let value = headers[position].value
             let bit = Self.classify(name)
             switch bit {
             case 0:

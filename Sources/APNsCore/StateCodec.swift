@@ -1,3 +1,5 @@
+import HTTPGrammar
+
 /// A compact binary form of the rows a store keeps as blobs: journal records, waiting
 /// notifications, fault rules, broadcast channels and devices' Live Activities
 /// (LiveActivityPersistence.swift). Backend-neutral (SQLite blobs today, Redis values later);
@@ -266,7 +268,7 @@ public enum StateCodec {
         record.path = try r.take()
         let headerCount = try r.count()
         record.requestHeaders.reserveCapacity(headerCount)
-        for _ in 0..<headerCount { record.requestHeaders.append((try r.take(), try r.take())) }
+        for _ in 0..<headerCount { record.requestHeaders.append(HeaderField(name: try r.take(), value: try r.take())) }
         record.headersTruncated = try r.take()
         record.teamID = try r.take()
         record.keyID = try r.take()

@@ -206,10 +206,10 @@ final class ProviderConnection: ConnectionHandler {
         // answers that promise them wait in the commit gate, as with --state-dir.
         endpoint.state.committingLater {
             session.consumeEvents { event in
-                switch event {
-                case .request(let request): handle(request)
-                case .requestRefused(let refused): journal(refused)
-                default: break
+                if var request = event.takeRequest() {
+                    handle(&request)
+                } else if case .requestRefused(let refused) = event {
+                    journal(refused)
                 }
             }
         }
@@ -241,7 +241,7 @@ final class ProviderConnection: ConnectionHandler {
                     "stream reset (RST_STREAM CANCEL): the request was not complete \(self.providers.requestTimeoutSeconds) s after it began (--request-timeout)"
                 self.providers.logger.info("provider connection \(self.connection.id) stream \(stalled.streamID): \(explanation)")
                 self.endpoint.recordRefused(
-                    streamID: stalled.streamID, headers: stalled.headers.map { ($0.name, $0.value) },
+                    streamID: stalled.streamID, headers: stalled.headers,
                     headersTruncated: false, explanation: explanation, connection: &self.context)
             }
             self.flushSession()
@@ -287,18 +287,22 @@ final class ProviderConnection: ConnectionHandler {
         providers.connectionClosed(self)
     }
 
-    private func handle(_ request: HTTP2Request) {
+    private func handle(_ request: inout HTTP2Request) {
         let started = Monotonic.nowNanoseconds()
         providers.streamsTotal.add(1, ordering: .relaxed)
         if refusingInFlight {
             refuseInFlight(request)
             return
         }
+        // The fields are handed on, not copied: the journal record ends up holding the only
+        // reference to the array the HTTP/2 layer filled, and edits it in place.
+        var headers: [HTTP2HeaderField] = []
+        swap(&headers, &request.headers)
         let push = PushRequest(
-            streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
+            streamID: request.streamID, headers: consume headers,
             body: request.body, bodyLength: request.bodyLength, isComplete: request.isComplete,
             headerListSize: request.headerListSize)
-        if let management = channelRequest(request) {
+        if let management = channelRequest(push.headers) {
             let response = providers.channels.handle(push, management: management, connection: &context)
             providers.countChannelRequest(operation: response.operation?.name ?? "unknown", status: response.status)
             // --state-dir: a channel made, deleted or published to is answered once committed.
@@ -311,7 +315,7 @@ final class ProviderConnection: ConnectionHandler {
         // there, its later ones follow it, so they are judged in the order sent.
         let deferring: ProviderEndpoint.Deferring =
             providers.deferredChecks == nil ? .never : deferredChecks > 0 ? .always : .ifWaiting
-        switch endpoint.begin(push, connection: &context, deferring: deferring) {
+        switch endpoint.begin(consume push, connection: &context, deferring: deferring) {
         case .answered(let response):
             deliver(request.streamID, response, started: started)
         case .needsState(let check):
@@ -419,7 +423,7 @@ final class ProviderConnection: ConnectionHandler {
         let explanation =
             "stream refused (RST_STREAM REFUSED_STREAM): it was in flight when ExpiredProviderToken dropped the stream limit to 1 (--stream-limit-drop)"
         endpoint.recordRefused(
-            streamID: request.streamID, headers: request.headers.map { ($0.name, $0.value) },
+            streamID: request.streamID, headers: request.headers,
             headersTruncated: false, explanation: explanation, connection: &context)
     }
 
@@ -433,27 +437,27 @@ final class ProviderConnection: ConnectionHandler {
         }
         providers.logger.info("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
         endpoint.recordRefused(
-            streamID: refused.streamID, headers: refused.headers.map { ($0.name, $0.value) },
+            streamID: refused.streamID, headers: refused.headers,
             headersTruncated: true, explanation: explanation, connection: &context)
     }
 
     /// Whether a request is the channel API's: true for channel management, false for a
     /// broadcast send, nil for a device push. Device pushes pay one look at `:path`.
-    private func channelRequest(_ request: HTTP2Request) -> Bool? {
+    private func channelRequest(_ headers: [HTTP2HeaderField]) -> Bool? {
         switch role {
         case .channelManagement:
             return true
         case .byName:
-            let named = request.firstValue(":authority").map { Substring($0) } ?? context.serverName.map { Substring($0) }
+            let named = headers.first { $0.name == ":authority" }.map { Substring($0.value) } ?? context.serverName.map { Substring($0) }
             if let named, ChannelEndpoint.isManagementHost(named) { return true }
         case .push:
             break
         }
         // Pseudo-headers come first; only `:path` is looked at.
-        for index in request.headers.indices {
-            guard request.headers[index].name.utf8.first == UInt8(ascii: ":") else { return nil }
-            if request.headers[index].name == ":path" {
-                return ChannelEndpoint.isBroadcastPath(request.headers[index].value) ? false : nil
+        for index in headers.indices {
+            guard headers[index].name.utf8.first == UInt8(ascii: ":") else { return nil }
+            if headers[index].name == ":path" {
+                return ChannelEndpoint.isBroadcastPath(headers[index].value) ? false : nil
             }
         }
         return nil

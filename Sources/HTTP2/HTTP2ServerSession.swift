@@ -171,7 +171,11 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// (cheaper than `takeEvents` on the hot path). `body` may call back into the session
     /// (submit responses, even `receive`): events recorded meanwhile are kept for the next call.
     /// If `body` throws, the events not yet visited are dropped.
-    public func consumeEvents<E: Error>(_ body: (HTTP2ServerEvent) throws(E) -> Void) throws(E) {
+    ///
+    /// `body` gets each event in place, so it can move a request out (`takeRequest`) instead
+    /// of copying it: the request's header array then has one owner, which can keep it (the
+    /// journal does) and edit it without a copy.
+    public func consumeEvents<E: Error>(_ body: (inout HTTP2ServerEvent) throws(E) -> Void) throws(E) {
         if events.isEmpty { return }
         var batch = eventBatch
         eventBatch = []
@@ -180,8 +184,8 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
             batch.removeAll(keepingCapacity: true)
             eventBatch = batch
         }
-        for event in batch {
-            try body(event)
+        for index in batch.indices {
+            try body(&batch[index])
         }
     }
 

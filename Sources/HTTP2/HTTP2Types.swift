@@ -2,6 +2,8 @@
 // the module is built with `InternalImportsByDefault`, so `CNghttp2` stays an
 // implementation detail.
 
+public import HTTPGrammar
+
 /// One SETTINGS entry (RFC 9113 §6.5.1): a 16-bit identifier (kept as `Int32` like nghttp2)
 /// and a 32-bit value.
 public struct HTTP2Setting: Sendable, Hashable {
@@ -24,29 +26,14 @@ public struct HTTP2Setting: Sendable, Hashable {
     public static let noRFC7540Priorities: Int32 = 9
 }
 
-/// One header field. `name` should be lower-case: nghttp2 lower-cases names it copies
-/// when a header block is submitted, and rejects upper-case names on receipt.
-///
-/// Strings are UTF-8; received bytes that are not valid UTF-8 are repaired with U+FFFD.
-public struct HTTP2HeaderField: Sendable, Hashable {
-    public var name: String
-    public var value: String
-    /// Encode as "literal header field never indexed" (RFC 7541 §6.2.3). On received fields
-    /// this reports whether the peer sent the field that way.
-    public var neverIndex: Bool
+/// One header field (`HTTPGrammar.HeaderField`). `name` should be lower-case: nghttp2
+/// lower-cases names it copies when a header block is submitted, and rejects upper-case names
+/// on receipt. Received bytes that are not valid UTF-8 are repaired with U+FFFD.
+public typealias HTTP2HeaderField = HeaderField
 
-    public init(name: String, value: String, neverIndex: Bool = false) {
-        self.name = name
-        self.value = value
-        self.neverIndex = neverIndex
-    }
-
-    public init(_ name: String, _ value: String, neverIndex: Bool = false) {
-        self.init(name: name, value: value, neverIndex: neverIndex)
-    }
-
+extension HeaderField {
     /// `content-type: application/json` (string literals: no allocation).
-    public static let contentTypeJSON = HTTP2HeaderField(name: "content-type", value: "application/json")
+    public static let contentTypeJSON = HeaderField(name: "content-type", value: "application/json")
 }
 
 /// HTTP/2 error codes (RFC 9113 §7) as used in RST_STREAM and GOAWAY.
@@ -151,6 +138,14 @@ public enum HTTP2ServerEvent: Sendable {
     case streamReset(streamID: Int32, errorCode: UInt32)
     /// A stream that had started a request closed (normally: after our response was sent).
     case streamClosed(streamID: Int32)
+
+    /// The request this event carries, moved out (the event is left a `.ping`): the caller
+    /// then holds the only reference to its header array and body. nil for other events.
+    public mutating func takeRequest() -> HTTP2Request? {
+        guard case .request(let request) = self else { return nil }
+        self = .ping
+        return request
+    }
 }
 
 /// A response (or the end of a stream) seen by the client.

@@ -1,3 +1,4 @@
+import HTTPGrammar
 import APNsCore
 import OpenSSLCrypto
 import Synchronization
@@ -110,17 +111,17 @@ final class Fixture: @unchecked Sendable {
         authorization: String?? = .none, extra: [(String, String)] = [], body: String? = #"{"aps":{"alert":"hi"}}"#,
         authority: String = "127.0.0.1:2197"
     ) throws -> PushRequest {
-        var headers: [(name: String, value: String)] = [
-            (":method", method), (":scheme", "https"), (":authority", authority),
-            (":path", path ?? "/3/device/\(token ?? sandboxToken)"),
+        var headers: [HeaderField] = [
+            HeaderField(":method", method), HeaderField(":scheme", "https"), HeaderField(":authority", authority),
+            HeaderField(":path", path ?? "/3/device/\(token ?? sandboxToken)"),
         ]
         switch authorization {
-        case .none: headers.append(("authorization", "bearer \(try keyA.token(issuedAt: nowSeconds))"))
-        case .some(.some(let value)): headers.append(("authorization", value))
+        case .none: headers.append(HeaderField("authorization", "bearer \(try keyA.token(issuedAt: nowSeconds))"))
+        case .some(.some(let value)): headers.append(HeaderField("authorization", value))
         case .some(.none): break
         }
-        if let topic { headers.append(("apns-topic", topic)) }
-        headers.append(contentsOf: extra.map { (name: $0.0, value: $0.1) })
+        if let topic { headers.append(HeaderField("apns-topic", topic)) }
+        headers.append(contentsOf: extra.map { HeaderField($0.0, $0.1) })
         let bytes = Array((body ?? "").utf8)
         return PushRequest(streamID: 1, headers: headers, body: bytes)
     }
@@ -141,11 +142,12 @@ func providerPush(
     _ endpoint: ProviderEndpoint, token: String, key: SigningKey, issuedAt: Int64, connectionID: inout UInt64,
     topic: String, body: String, headers: [(String, String)]
 ) throws -> PushResponse {
-    var fields: [(name: String, value: String)] = [
-        (":method", "POST"), (":scheme", "https"), (":authority", "127.0.0.1:2197"), (":path", "/3/device/\(token)"),
-        ("authorization", "bearer \(try key.token(issuedAt: issuedAt))"), ("apns-topic", topic),
+    var fields: [HeaderField] = [
+        HeaderField(":method", "POST"), HeaderField(":scheme", "https"), HeaderField(":authority", "127.0.0.1:2197"),
+        HeaderField(":path", "/3/device/\(token)"),
+        HeaderField("authorization", "bearer \(try key.token(issuedAt: issuedAt))"), HeaderField("apns-topic", topic),
     ]
-    fields += headers.map { (name: $0.0, value: $0.1) }
+    fields += headers.map { HeaderField($0.0, $0.1) }
     var connection = ProviderConnectionContext(
         connectionID: connectionID, listenerEnvironment: .sandbox, serverName: nil,
         tokenPolicy: TokenPolicy(), random: FastRandom(seed: connectionID))

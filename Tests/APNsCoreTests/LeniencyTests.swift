@@ -1,3 +1,4 @@
+import HTTPGrammar
 import APNsCore
 import Testing
 
@@ -136,7 +137,7 @@ struct HeaderLeniencyTests {
     @Test func hostHeaderNamesTheEnvironmentLikeAuthority() throws {
         let fixture = try Fixture()
         var headers = try fixture.request(token: fixture.productionToken).headers.filter { $0.name != ":authority" }
-        headers.append((name: "host", value: "api.push.apple.com"))
+        headers.append(HeaderField(name: "host", value: "api.push.apple.com"))
         let response = fixture.send(PushRequest(streamID: 1, headers: headers, body: Array(#"{"aps":{}}"#.utf8)))
         #expect(response.status == 200)
         #expect(response.uniqueID == nil, "production answers carry no apns-unique-id")

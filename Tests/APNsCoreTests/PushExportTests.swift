@@ -1,4 +1,5 @@
 @testable import APNsCore
+import HTTPGrammar
 import Testing
 
 @Suite("Push exports (curl, .apns)")
@@ -11,8 +12,8 @@ struct PushExportTests {
         r.method = "POST"
         r.path = "/3/device/abcd"
         r.requestHeaders = [
-            (":method", "POST"), (":path", "/3/device/abcd"), ("authorization", "bearer x.y.(signature not kept)"),
-            ("apns-topic", "com.example.app"), ("user-agent", "test"), ("apns-collapse-id", "it's"),
+            HeaderField(":method", "POST"), HeaderField(":path", "/3/device/abcd"), HeaderField("authorization", "bearer x.y.(signature not kept)"),
+            HeaderField("apns-topic", "com.example.app"), HeaderField("user-agent", "test"), HeaderField("apns-collapse-id", "it's"),
         ]
         return r
     }

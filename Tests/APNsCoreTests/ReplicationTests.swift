@@ -1,4 +1,5 @@
 @testable import APNsCore
+import HTTPGrammar
 import Synchronization
 import Testing
 
@@ -172,11 +173,12 @@ final class ReplicaPair: @unchecked Sendable {
     func replicaAcceptsAPush() throws -> PushResponse {
         let local = EmulatorState(start: replica)
         let endpoint = ProviderEndpoint(state: local, clock: clock)
-        var fields: [(name: String, value: String)] = [
-            (":method", "POST"), (":scheme", "https"), (":authority", "127.0.0.1:2197"), (":path", "/3/device/\(Self.pinned)"),
-            ("authorization", "bearer \(try keyA.token(issuedAt: clock.nowSeconds()))"), ("apns-topic", "com.example.app"),
+        var fields: [HeaderField] = [
+            HeaderField(":method", "POST"), HeaderField(":scheme", "https"), HeaderField(":authority", "127.0.0.1:2197"),
+            HeaderField(":path", "/3/device/\(Self.pinned)"),
+            HeaderField("authorization", "bearer \(try keyA.token(issuedAt: clock.nowSeconds()))"), HeaderField("apns-topic", "com.example.app"),
         ]
-        fields.append(("apns-priority", "10"))
+        fields.append(HeaderField("apns-priority", "10"))
         var connection = ProviderConnectionContext(
             connectionID: 99_999, listenerEnvironment: .sandbox, serverName: nil,
             tokenPolicy: TokenPolicy(), random: FastRandom(seed: 1))
@@ -492,10 +494,11 @@ struct ReplicationTests {
         var connection = ProviderConnectionContext(
             connectionID: 5, listenerEnvironment: .sandbox, serverName: nil,
             tokenPolicy: TokenPolicy(), random: FastRandom(seed: 5))
-        let fields: [(name: String, value: String)] = [
-            (":method", "POST"), (":scheme", "https"), (":authority", "a"), (":path", "/3/device/\(ReplicaPair.pinned)"),
-            ("authorization", "bearer \(try p.keyA.token(issuedAt: p.clock.nowSeconds()))"), ("apns-topic", "com.example.app"),
-            ("apns-collapse-id", "score"),
+        let fields: [HeaderField] = [
+            HeaderField(":method", "POST"), HeaderField(":scheme", "https"), HeaderField(":authority", "a"),
+            HeaderField(":path", "/3/device/\(ReplicaPair.pinned)"),
+            HeaderField("authorization", "bearer \(try p.keyA.token(issuedAt: p.clock.nowSeconds()))"), HeaderField("apns-topic", "com.example.app"),
+            HeaderField("apns-collapse-id", "score"),
         ]
         let replaced = endpoint.handle(
             PushRequest(streamID: 1, headers: fields, body: Array(#"{"aps":{"alert":"2"}}"#.utf8)), connection: &connection)

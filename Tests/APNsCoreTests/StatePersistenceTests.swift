@@ -1,3 +1,4 @@
+import HTTPGrammar
 import APNsCore
 import Testing
 
@@ -399,7 +400,7 @@ struct StateCodecTests {
         r.streamID = Int32.max
         r.method = "POST"
         r.path = "/3/device/4fc1"
-        r.requestHeaders = [(":method", "POST"), ("apns-topic", "com.example.app"), ("empty", "")]
+        r.requestHeaders = [HeaderField(":method", "POST"), HeaderField("apns-topic", "com.example.app"), HeaderField("empty", "")]
         r.headersTruncated = true
         r.accountedBytes = 1234
         r.teamID = "TEAM"

@@ -1,3 +1,4 @@
+import HTTPGrammar
 import APNsCore
 import Foundation
 import SQLite
@@ -109,7 +110,7 @@ func everyKindOfChange() -> [StateChange] {
         r.sequence = sequence
         r.uniqueID = "u"
         r.payload = [0, 1, 255]
-        r.requestHeaders = [(":method", "POST"), ("apns-topic", "com.example.app")]
+        r.requestHeaders = [HeaderField(":method", "POST"), HeaderField("apns-topic", "com.example.app")]
         r.jwtVerified = false
         r.outcome = .stored
         r.callbacks = ["willPresent"]
