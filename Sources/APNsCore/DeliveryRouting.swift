@@ -22,6 +22,17 @@ extension World {
         return deliverNow(notification, nowMs: nowMs, device: device)
     }
 
+    /// Applies the delivery rules and hands the notification to the device.
+    mutating func deliverNow(_ notification: PendingNotification, nowMs: Int64) -> [DeviceFrame] {
+        guard let device = registry.devices[notification.deviceID] else {
+            setOutcome(
+                notification.sequence, .droppedBySystem, "the app is no longer installed, so the device discards it", atMs: nowMs,
+                step: .unregistered)
+            return []
+        }
+        return deliverNow(notification, nowMs: nowMs, device: device)
+    }
+
     /// Keeps one notification per (device, app) until it expires: the newest, or with
     /// `--stored-survivor random` any of those that arrived, with equal chance.
     mutating func store(_ notification: PendingNotification, nowMs: Int64, why: String) {
@@ -57,10 +68,11 @@ extension World {
         records.update(sequence: notification.sequence) { $0.wasStored = true }
     }
 
-    /// Applies the delivery rules and hands the notification to the device.
-    mutating func deliverNow(_ notification: PendingNotification, nowMs: Int64, device known: Device? = nil) -> [DeviceFrame] {
+    /// `deliverNow` for the notification's device, just looked up (borrowed, not copied again:
+    /// a device's copy costs a retain and a release for each of its strings and collections).
+    mutating func deliverNow(_ notification: PendingNotification, nowMs: Int64, device: Device) -> [DeviceFrame] {
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
-        guard let device = known ?? registry.devices[notification.deviceID], let app = device.apps[notification.bundleID] else {
+        guard let app = device.apps[notification.bundleID] else {
             setOutcome(
                 notification.sequence, .droppedBySystem, "the app is no longer installed, so the device discards it", atMs: nowMs,
                 step: .unregistered)
@@ -101,7 +113,7 @@ extension World {
                     applyWidgetPush(notification, kind: kind, nowMs: nowMs)
                     return []
                 }
-                settle(notification, verdict: verdict, nowMs: nowMs, device: device)
+                settle(notification, verdict: verdict, nowMs: nowMs, userID: device.userID)
                 return []
             }
             records.update(sequence: notification.sequence) {
@@ -178,10 +190,11 @@ extension World {
 
     /// The final state of a notification the device has (acked, or a virtual device).
     /// Callbacks and display are kept as data; the words are put together when shown.
-    /// `device`: the notification's device, when the caller has just looked it up.
+    /// `userID`: the user logged in on the notification's device (`.some(nil)`: nobody), when
+    /// the caller has just looked the device up; nil: look it up.
     /// `acknowledged`: a device's socket acknowledged it (its send was the delivery step).
     mutating func settle(
-        _ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64, device: Device? = nil, acknowledged: Bool = false
+        _ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64, userID: String?? = nil, acknowledged: Bool = false
     ) {
         counters.countOutcome(verdict.outcome)
         let step =
@@ -197,7 +210,7 @@ extension World {
             $0.deliveredAtMs = nowMs
             $0.noteTransition(step, atMs: nowMs)
         }
-        noteAccount(notification, verdict: verdict, nowMs: nowMs, device: device)
+        noteAccount(notification, verdict: verdict, nowMs: nowMs, userID: userID)
         guard verdict.display != .none, let collapse = notification.collapseID else { return }
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
         if let older = delivery.collapsed[key, default: [:]].updateValue(notification.sequence, forKey: collapse),

@@ -111,7 +111,14 @@ public struct PushResponse: Sendable {
     /// answer waits for no commit.
     public var changedNothing = false
     /// A fault rule fired: the connection carries out its action (delay, reset, GOAWAY…).
-    public var fault: FiredFault? = nil
+    public var fault: FiredFault? {
+        get { faultBox?.fault }
+        set { faultBox = newValue.map(FiredFaultBox.init) }
+    }
+    /// Boxed: an optional `FiredFault` (an enum with payloads inside) is copied and destroyed
+    /// through the runtime's generic witnesses, a few hundred instructions a request even when
+    /// nil, and an answer is copied several times on its way out.
+    fileprivate var faultBox: FiredFaultBox?
     /// The record's sequence number in the journal.
     public var recordSequence: UInt64
     /// Messages for device connections (write them after the request is answered).
@@ -126,6 +133,11 @@ public struct PushResponse: Sendable {
         out.append(UInt8(ascii: "}"))
         return out
     }
+}
+
+fileprivate final class FiredFaultBox: Sendable {
+    let fault: FiredFault
+    init(_ fault: FiredFault) { self.fault = fault }
 }
 
 /// Judges `POST /3/device/<token>` requests with Apple's rules, in the order of
@@ -339,7 +351,7 @@ public final class ProviderEndpoint: Sendable {
         case .always:
             return nil
         }
-        answer.fault = fault
+        if let fault { answer.fault = fault }
         return answer
     }
 
@@ -369,7 +381,7 @@ public final class ProviderEndpoint: Sendable {
                 &check.record, rejection: rejection, environment: check.environment, raise: check.raiseStreamLimit,
                 verification: check.verification, world: &world)
         }
-        reply.fault = check.fault
+        if let fault = check.fault { reply.fault = fault }
         return reply
     }
 
