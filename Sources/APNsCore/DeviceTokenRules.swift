@@ -53,9 +53,19 @@ public enum DeviceTokenRules {
         _ found: TokenEntry?, topic: String, environment: APNsEnvironment, nowMs: Int64,
         stateNow: (TokenEntry) -> TokenState
     ) throws(Refusal) -> TokenEntry {
-        guard let entry = found else {
-            throw Refusal(kind: .unknown, reason: .badDeviceToken, explanation: "no device was issued this token")
-        }
+        guard let entry = found else { throw neverIssued }
+        return try judge(entry, topic: topic, environment: environment, nowMs: nowMs, stateNow: stateNow)
+    }
+
+    /// A token no device was issued.
+    public static let neverIssued = Refusal(kind: .unknown, reason: .badDeviceToken, explanation: "no device was issued this token")
+
+    /// `judge` for a token that was issued. (The endpoint calls this one: an optional entry
+    /// is copied and destroyed through the runtime's generic witnesses.)
+    public static func judge(
+        _ entry: TokenEntry, topic: String, environment: APNsEnvironment, nowMs: Int64,
+        stateNow: (TokenEntry) -> TokenState
+    ) throws(Refusal) -> TokenEntry {
         guard entry.environment == environment else {
             throw Refusal(
                 kind: .wrongEnvironment, reason: .badDeviceToken,
