@@ -244,6 +244,31 @@ struct RequestResponseTests {
         pair.server.consumeEvents { if case .streamClosed(let id) = $0 { closed.append(id) } }
         #expect(closed == [1])
     }
+
+    @Test("a request taken out of its event is the only owner of its header array")
+    func takeRequestMovesTheRequestOut() throws {
+        let pair = try Pair()
+        pair.responder = nil
+        _ = try pair.client.submitRequest(headers: requestHeaders(path: "/3/device/aa"), body: Array("{}".utf8))
+        var out: [UInt8] = []
+        pair.client.drainOutput(into: &out)
+        try pair.server.receive(out)
+        var taken: [HTTP2Request] = []
+        var unique: [Bool] = []
+        pair.server.consumeEvents { event in
+            guard var request = event.takeRequest() else { return }
+            #expect(event.takeRequest() == nil, "the event is left without its request")
+            // An edit of a uniquely held array keeps its storage; a shared one would be copied.
+            let before = request.headers.withUnsafeBufferPointer { $0.baseAddress }
+            request.headers[0].value += ""
+            unique.append(request.headers.withUnsafeBufferPointer { $0.baseAddress } == before)
+            taken.append(request)
+        }
+        #expect(taken.map(\.streamID) == [1])
+        #expect(taken.first?.firstValue(":path") == "/3/device/aa")
+        #expect(taken.first?.body == Array("{}".utf8))
+        #expect(unique == [true])
+    }
 }
 
 @Suite("SETTINGS")
