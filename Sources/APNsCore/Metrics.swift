@@ -25,18 +25,39 @@ public struct Counters: Sendable {
     public private(set) var faultsFired: [String: UInt64] = [:]
     /// Requests by `apns-topic` (the first `maxTopics` seen; the rest are counted as `other`,
     /// so a provider sending random topics cannot grow /metrics without bound).
-    public private(set) var byTopic: [String: UInt64] = [:]
+    public var byTopic: [String: UInt64] {
+        var all = countedTopics
+        if let runTopic { Self.add(runCount, to: runTopic, in: &all) }
+        return all
+    }
     public static let maxTopics = 100
+    private var countedTopics: [String: UInt64] = [:]
+    /// The topic of the latest requests and how many of them in a row, not yet in
+    /// `countedTopics`: providers send one topic after another, and the HTTP/2 layer hands
+    /// on the same String each time, so a repeat is one comparison instead of a hash lookup.
+    private var runTopic: String?
+    private var runCount: UInt64 = 0
 
     mutating func countTopic(_ topic: String?) {
         let key = topic ?? "(none)"
-        // Runs once per request: a known topic costs one hash lookup, not two.
-        if let index = byTopic.index(forKey: key) {
-            byTopic.values[index] += 1
-        } else if byTopic.count < Self.maxTopics {
-            byTopic[key] = 1
+        if runTopic == key {
+            runCount += 1
+            return
+        }
+        // Counted in the order first seen, as if each request had been added at once: the
+        // run ends before the new topic is looked at.
+        if let runTopic { Self.add(runCount, to: runTopic, in: &countedTopics) }
+        runTopic = key
+        runCount = 1
+    }
+
+    private static func add(_ count: UInt64, to topic: String, in counts: inout [String: UInt64]) {
+        if let index = counts.index(forKey: topic) {
+            counts.values[index] += count
+        } else if counts.count < maxTopics {
+            counts[topic] = count
         } else {
-            byTopic["other", default: 0] += 1
+            counts["other", default: 0] += count
         }
     }
 

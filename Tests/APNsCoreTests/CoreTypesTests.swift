@@ -209,3 +209,29 @@ struct ResetTests {
         #expect(after != before)
     }
 }
+
+@Suite("Counters")
+struct CounterTests {
+    @Test func topicsAreCountedInRunsAndReadWhole() {
+        var counters = Counters()
+        for topic in ["a", "a", "a", "b", "a", nil, nil] as [String?] { counters.countTopic(topic) }
+        // The run still open ("(none)" twice) is part of what is read.
+        #expect(counters.byTopic == ["a": 4, "b": 1, "(none)": 2])
+        counters.countTopic("b")
+        #expect(counters.byTopic == ["a": 4, "b": 2, "(none)": 2])
+    }
+
+    @Test func topicsPastTheBoundAreOtherInTheOrderFirstSeen() {
+        var counters = Counters()
+        for n in 0..<Counters.maxTopics { counters.countTopic("t\(n)") }
+        counters.countTopic("late")
+        counters.countTopic("late")
+        counters.countTopic("t0")
+        let counts = counters.byTopic
+        #expect(counts.count == Counters.maxTopics + 1)
+        #expect(counts["other"] == 2)
+        #expect(counts["late"] == nil)
+        #expect(counts["t0"] == 2)
+        #expect(counts["t\(Counters.maxTopics - 1)"] == 1)
+    }
+}
