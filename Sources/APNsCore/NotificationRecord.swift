@@ -216,7 +216,12 @@ public struct RecordStore: Sendable {
         return (sequence, evicted > before ? moved : nil)
     }
 
-    private static let placeholder = NotificationRecord(apnsID: "", token: "", environment: .sandbox, receivedAtMs: 0)
+    /// Built fresh each time rather than copied from a stored one: the initializer only
+    /// stores constants, while a copy of a stored record walks every field (about 700
+    /// instructions, once per request while the journal fills).
+    private static var placeholder: NotificationRecord {
+        NotificationRecord(apnsID: "", token: "", environment: .sandbox, receivedAtMs: 0)
+    }
 
     @inline(__always)
     private func physical(_ logical: Int) -> Int { (head + logical) % capacity }
@@ -252,13 +257,14 @@ public struct RecordStore: Sendable {
             if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
             // Moved in (`record` takes the placeholder first): appending `record` itself
             // would copy it, retaining each of its strings and arrays.
-            var moved = lastEvicted ?? Self.placeholder
+            var moved: NotificationRecord
+            if let lastEvicted { moved = lastEvicted } else { moved = Self.placeholder }
             swap(&moved, &record)
             ring.append(moved)
         } else {
             // The slot holds a placeholder (left by an eviction), which `record` now takes.
             swap(&ring[slot], &record)
-            record = lastEvicted ?? Self.placeholder
+            if let lastEvicted { record = lastEvicted } else { record = Self.placeholder }
         }
         live += 1
         return sequence
