@@ -84,8 +84,9 @@ public enum DeliveryLog {
             let answer = record.reason.map { "\(record.status) \($0)" } ?? "\(record.status)"
             entries.append(Entry(atMs: answeredAt, state: "refused", console: "Discarded: \(record.reason ?? "refused")", note: answer))
         }
-        for (index, transition) in record.transitions.enumerated() {
-            let last = index == record.transitions.count - 1
+        let transitions = record.transitions
+        for (index, transition) in transitions.enumerated() {
+            let last = index == transitions.count - 1
             entries.append(
                 Entry(
                     atMs: transition.atMs, state: transition.step.code, console: transition.step.rawValue,

@@ -77,7 +77,20 @@ public struct NotificationRecord: Sendable {
     /// The delivery steps the notification went through, each with when (the console's log):
     /// at most `maxTransitions`, the first ones and the newest; 16 bytes each, inside
     /// `fixedBytes` (the explanation of the current one is `explanation`).
-    public var transitions: [(atMs: Int64, step: DeliveryLog.Step)] = []
+    public var transitions: [(atMs: Int64, step: DeliveryLog.Step)] {
+        get {
+            guard let firstTransition else { return [] }
+            return [firstTransition] + laterTransitions
+        }
+        set {
+            firstTransition = newValue.first
+            laterTransitions = Array(newValue.dropFirst())
+        }
+    }
+    /// The first step kept inline: a virtual device's push has only one, and the array would
+    /// cost an allocation (and its release) per record.
+    private var firstTransition: (atMs: Int64, step: DeliveryLog.Step)?
+    private var laterTransitions: [(atMs: Int64, step: DeliveryLog.Step)] = []
     /// How it was presented when that needed deciding (a category, Focus…; `presentation`);
     /// boxed, so records without one stay small to copy.
     public var presentationBox: PresentationBox?
@@ -90,9 +103,28 @@ public struct NotificationRecord: Sendable {
     /// set meanwhile; `RecordStore` decodes it whenever it hands the record out.
     var keptEncoded: [UInt8]?
 
+    /// `transitions.count` and a walk over them, without building the array.
+    var transitionCount: Int { firstTransition == nil ? 0 : 1 + laterTransitions.count }
+    func forEachTransition(_ body: (Int64, DeliveryLog.Step) -> Void) {
+        guard let firstTransition else { return }
+        body(firstTransition.atMs, firstTransition.step)
+        for transition in laterTransitions { body(transition.atMs, transition.step) }
+    }
+
     mutating func noteTransition(_ step: DeliveryLog.Step, atMs: Int64) {
-        if transitions.count >= Self.maxTransitions { transitions.removeLast() }
-        transitions.append((atMs, step))
+        guard firstTransition != nil else {
+            firstTransition = (atMs, step)
+            return
+        }
+        // At the bound the newest replaces the one before it (the first ones stay).
+        if 1 + laterTransitions.count >= Self.maxTransitions {
+            if laterTransitions.isEmpty {
+                firstTransition = (atMs, step)
+                return
+            }
+            laterTransitions.removeLast()
+        }
+        laterTransitions.append((atMs, step))
     }
 
     /// Roughly what the record occupies: its variable parts plus a fixed allowance for the

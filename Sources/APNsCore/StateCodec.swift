@@ -72,10 +72,10 @@ public enum StateCodec {
         w.put(r.addressee)
         w.put(r.crossAccount)
         encode(r.broadcast, into: &w)
-        w.u64(UInt64(r.transitions.count))
-        for transition in r.transitions {
-            w.put(transition.atMs)
-            w.put(transition.step.code)
+        w.u64(UInt64(r.transitionCount))
+        r.forEachTransition { atMs, step in
+            w.put(atMs)
+            w.put(step.code)
         }
         encode(r.presentation, into: &w)
         return w.bytes
@@ -301,12 +301,15 @@ public enum StateCodec {
             guard count <= NotificationRecord.maxTransitions else {
                 throw r.damaged("\(count) transitions, more than \(NotificationRecord.maxTransitions)")
             }
+            var transitions: [(atMs: Int64, step: DeliveryLog.Step)] = []
+            transitions.reserveCapacity(count)
             for _ in 0..<count {
                 let atMs: Int64 = try r.take()
                 let code: String = try r.take()
                 guard let step = DeliveryLog.Step(code: code) else { throw r.damaged("delivery step \(code)") }
-                record.transitions.append((atMs, step))
+                transitions.append((atMs, step))
             }
+            if !transitions.isEmpty { record.transitions = transitions }
         }
         if format >= 5 { record.presentation = try decodePresentation(&r) }
         try r.expectEnd()

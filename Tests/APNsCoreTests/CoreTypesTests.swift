@@ -235,3 +235,24 @@ struct CounterTests {
         #expect(counts["t\(Counters.maxTopics - 1)"] == 1)
     }
 }
+
+@Suite("Delivery steps on a record")
+struct RecordTransitionTests {
+    @Test func theFirstStepsStayAndTheNewestReplacesTheLastAtTheBound() {
+        var record = NotificationRecord(apnsID: "A", token: "t", environment: .sandbox, receivedAtMs: 0)
+        #expect(record.transitions.isEmpty && record.transitionCount == 0)
+        record.noteTransition(.storedOffline, atMs: 1)
+        #expect(record.transitions.map(\.atMs) == [1])
+        for ms in 2...20 { record.noteTransition(.deliveredFromStorage, atMs: Int64(ms)) }
+        #expect(record.transitionCount == NotificationRecord.maxTransitions)
+        #expect(record.transitions.map(\.atMs) == Array(1...11) + [20])
+        #expect(record.transitions.first?.step == .storedOffline)
+        var walked: [Int64] = []
+        record.forEachTransition { atMs, _ in walked.append(atMs) }
+        #expect(walked == record.transitions.map(\.atMs))
+        record.transitions = [(5, .delivered)]
+        #expect(record.transitions.map(\.atMs) == [5] && record.transitionCount == 1)
+        record.transitions = []
+        #expect(record.transitionCount == 0)
+    }
+}
