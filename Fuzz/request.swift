@@ -1,5 +1,6 @@
 @testable import APNsCore
 import Foundation
+import HTTPGrammar
 
 // Fuzz target: the request rules. The input is split into header lines ("name: value") and,
 // after a blank line, the body; every request must get an APNs answer and one record.
@@ -29,10 +30,10 @@ public func fuzzRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let split = bytes.firstRange(of: [0x0A, 0x0A])
     let head = String(decoding: bytes[..<(split?.lowerBound ?? bytes.endIndex)], as: UTF8.self)
     let body = split.map { Array(bytes[$0.upperBound...]) } ?? []
-    var headers: [(name: String, value: String)] = [(":method", "POST"), (":scheme", "https")]
+    var headers: [HeaderField] = [HeaderField(":method", "POST"), HeaderField(":scheme", "https")]
     for line in head.split(separator: "\n") {
         guard let colon = line.dropFirst().firstIndex(of: ":") else { continue }
-        headers.append((String(line[..<colon]), String(line[line.index(after: colon)...])))
+        headers.append(HeaderField(String(line[..<colon]), String(line[line.index(after: colon)...])))
     }
     var connection = ProviderConnectionContext(
         connectionID: 1, listenerEnvironment: .sandbox, serverName: nil,
