@@ -351,12 +351,11 @@ public final class EmulatorState: Sendable {
         let start = startState.withLock { $0 }
         let replaced = withWorld { world -> World in
             let generation = world.credentials.generation
-            let nextSequence = world.records.nextSequence
             var old = start
             swap(&world, &old)
             world.registry.continueRandomness(from: old.registry)
             world.credentials.advanceGeneration(beyond: generation)
-            world.records.continueSequence(from: nextSequence)
+            world.records.continueNumbering(from: old.records)
             world.channels.continueIssuedIDs(from: old.channels)
             if persistence != nil || coordinator != nil {
                 // The drain at the end of this call hands the store the whole start state,

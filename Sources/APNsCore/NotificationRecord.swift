@@ -195,6 +195,13 @@ public enum DeliveryOutcome: String, Sendable {
     case ignored
 }
 
+/// How journal numbers are shared by instances that write at once (`RecordStore.numberInStripes`).
+public enum SequenceStripes {
+    /// The low bits of a number say which writer made it.
+    public static let bits: UInt64 = 10
+    public static let count: UInt64 = 1 << bits
+}
+
 /// A bounded, newest-first journal of records (a ring buffer). Old records fall off the end
 /// once `capacity` records or `byteBudget` bytes are reached, so a long load test cannot grow
 /// memory without bound.
@@ -208,7 +215,19 @@ public struct RecordStore: Sendable {
     private var head = 0  // physical index of the oldest live record
     private var live = 0
     public private(set) var bytes = 0
-    public private(set) var nextSequence: UInt64 = 1
+    /// The number the next appended record gets.
+    public var nextSequence: UInt64 {
+        numbering.map { $0.counter << SequenceStripes.bits | $0.stripe } ?? denseNext
+    }
+    private var denseNext: UInt64 = 1
+    /// Several instances appending at once (`--redis`): see `numberInStripes`. nil: one
+    /// writer, numbers handed out one after another, kept in that order.
+    private var numbering: (stripe: UInt64, counter: UInt64)?
+    /// With `numbering`: where each kept record is (physical slot by sequence), since records
+    /// are kept in the order they arrived, which is not quite the order of their numbers.
+    private var slotBySequence: [UInt64: Int] = [:]
+    /// Whether records are kept in arrival order (several writers), not in sequence order.
+    public var isArrivalOrdered: Bool { numbering != nil }
     /// Records that fell off the end (for /info and metrics).
     public private(set) var evicted: UInt64 = 0
     /// When on, appends and updates note the sequence numbers they touched.
@@ -233,9 +252,36 @@ public struct RecordStore: Sendable {
     public var count: Int { live }
 
     /// Keeps sequence numbers increasing across a reset, so clients polling with `since`
-    /// never see a number twice.
+    /// never see a number twice. With stripes, the counter moves past `next` (a Lamport
+    /// clock: numbers made after seeing a record are larger than its number).
     public mutating func continueSequence(from next: UInt64) {
-        nextSequence = max(nextSequence, next)
+        if let current = numbering {
+            let counter = next >> SequenceStripes.bits + 1
+            if counter > current.counter { numbering!.counter = counter }
+        } else {
+            denseNext = max(denseNext, next)
+        }
+    }
+
+    /// From now on this journal numbers its records in `stripe`, one of several instances
+    /// writing to one shared journal at once (`--redis`): number = counter × 2^bits + stripe,
+    /// unique as long as the writers' stripes differ, and roughly in time order across writers
+    /// because every record seen moves the counter past it (`continueSequence`). Records are
+    /// then kept in the order they arrive, which is not strictly the order of their numbers.
+    public mutating func numberInStripes(_ stripe: UInt64) {
+        precondition(stripe < SequenceStripes.count)
+        let counter = numbering?.counter ?? (denseNext >> SequenceStripes.bits + 1)
+        numbering = (stripe, counter)
+        slotBySequence = [:]
+        slotBySequence.reserveCapacity(live)
+        for logical in 0..<live { slotBySequence[ring[physical(logical)].sequence] = physical(logical) }
+    }
+
+    /// Takes on another journal's numbering (a reset or reload replaced this one).
+    public mutating func continueNumbering(from other: RecordStore) {
+        guard let theirs = other.numbering else { return continueSequence(from: other.nextSequence) }
+        numberInStripes(theirs.stripe)
+        numbering!.counter = max(numbering!.counter, theirs.counter)
     }
 
     /// Appends a record; returns its sequence number and the record that fell off the end, so
@@ -263,8 +309,13 @@ public struct RecordStore: Sendable {
     /// release outside any lock. This runs once per request.
     @discardableResult
     public mutating func append(moving record: inout NotificationRecord) -> UInt64 {
-        record.sequence = nextSequence
-        nextSequence += 1
+        if numbering != nil {
+            record.sequence = nextSequence
+            numbering!.counter += 1
+            return appendArriving(moving: &record)
+        }
+        record.sequence = denseNext
+        denseNext += 1
         let sequence = record.sequence
         if trackChanges { changes.append(sequence) }
         if record.keptEncoded != nil { mayKeepEncoded = true }
@@ -302,10 +353,37 @@ public struct RecordStore: Sendable {
         return sequence
     }
 
+    /// `append` for several writers: the record keeps its number, and takes the newest end.
+    private mutating func appendArriving(moving record: inout NotificationRecord) -> UInt64 {
+        let sequence = record.sequence
+        if trackChanges { changes.append(sequence) }
+        if record.keptEncoded != nil { mayKeepEncoded = true }
+        if record.accountedBytes == 0 { record.accountedBytes = record.approximateBytes }
+        var lastEvicted: NotificationRecord?
+        while live > 0 && (live == capacity || bytes + record.accountedBytes > byteBudget) {
+            lastEvicted = dropOldest()
+        }
+        bytes += record.accountedBytes
+        let slot = physical(live)
+        if slot == ring.count {
+            if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
+            var moved = lastEvicted ?? Self.placeholder
+            swap(&moved, &record)
+            ring.append(moved)
+        } else {
+            swap(&ring[slot], &record)
+            record = lastEvicted ?? Self.placeholder
+        }
+        slotBySequence[sequence] = slot
+        live += 1
+        return sequence
+    }
+
     /// Puts a persisted record back with its own sequence number (start-up with
     /// `--state-dir`; oldest first). The usual bounds apply, as for any append.
     public mutating func restore(_ record: NotificationRecord) {
-        nextSequence = max(nextSequence, record.sequence)
+        if numbering != nil { return upsert(record) }
+        denseNext = max(denseNext, record.sequence)
         var moved = record
         append(moving: &moved)
     }
@@ -314,6 +392,7 @@ public struct RecordStore: Sendable {
     /// number. An update replaces the record in place (keeping what the journal counted it
     /// as, as `update` does); a new one is appended, or put in order if older than the newest.
     public mutating func upsert(_ record: NotificationRecord) {
+        if numbering != nil { return upsertArriving(record) }
         if live == 0 || ring[physical(live - 1)].sequence < record.sequence {
             // The usual case: a record newer than any kept (`append` notes one kept encoded).
             return appendKeepingSequence(record)
@@ -330,7 +409,7 @@ public struct RecordStore: Sendable {
             // Rare (only when this journal lost a record the producer still has): rebuild.
             var all = newestFirst(limit: live).reversed() as [NotificationRecord]
             all.insert(record, at: all.firstIndex { $0.sequence > record.sequence } ?? all.count)
-            let next = nextSequence
+            let next = denseNext
             ring = []
             head = 0
             live = 0
@@ -340,25 +419,42 @@ public struct RecordStore: Sendable {
             for item in all { appendKeepingSequence(item) }
             trackChanges = tracking
             if trackChanges { changes.append(record.sequence) }
-            nextSequence = max(next, nextSequence)
+            denseNext = max(next, denseNext)
             return
         }
         appendKeepingSequence(record)
     }
 
     private mutating func appendKeepingSequence(_ record: NotificationRecord) {
-        let next = nextSequence
-        nextSequence = record.sequence
+        let next = denseNext
+        denseNext = record.sequence
         var moved = record
         append(moving: &moved)
-        nextSequence = max(next, record.sequence + 1)
+        denseNext = max(next, record.sequence + 1)
+    }
+
+    /// `upsert` for several writers: an update in place, anything else at the newest end
+    /// (where it arrived), and the numbering moves past it.
+    private mutating func upsertArriving(_ record: NotificationRecord) {
+        continueSequence(from: record.sequence + 1)
+        if let index = slotBySequence[record.sequence] {
+            var record = record
+            if record.keptEncoded != nil { mayKeepEncoded = true }
+            record.accountedBytes = ring[index].accountedBytes
+            ring[index] = record
+            if trackChanges, changes.last != record.sequence { changes.append(record.sequence) }
+            return
+        }
+        var moved = record
+        appendArriving(moving: &moved)
     }
 
     /// Replication: drops the records older than `sequence` from the end, as the producer's
-    /// journal did (counted as evicted), and never hands out a number below it.
+    /// journal did (counted as evicted), and never hands out a number below it. (Kept in
+    /// arrival order, the end may hold a few newer numbers first: eviction stops there.)
     public mutating func evict(before sequence: UInt64) {
         while live > 0, ring[head].sequence < sequence { dropOldest() }
-        nextSequence = max(nextSequence, sequence)
+        continueSequence(from: sequence)
     }
 
     /// Takes the oldest record off the ring (counted as evicted) and hands it back.
@@ -366,6 +462,7 @@ public struct RecordStore: Sendable {
     private mutating func dropOldest() -> NotificationRecord {
         var emptied = Self.placeholder
         swap(&ring[head], &emptied)
+        if numbering != nil { slotBySequence[emptied.sequence] = nil }
         bytes -= emptied.accountedBytes
         head = (head + 1) % capacity
         live -= 1
@@ -464,7 +561,15 @@ public struct RecordStore: Sendable {
         var out: [NotificationRecord] = []
         // Logical indices below `end` hold sequences below `before` (they increase with the index).
         var end = live
-        if let before {
+        if let before, numbering != nil {
+            // Kept in arrival order: the page goes on from where that record is, or (gone)
+            // from the newest record numbered below it.
+            if let slot = slotBySequence[before] {
+                end = (slot - head + capacity) % capacity
+            } else {
+                while end > 0, ring[physical(end - 1)].sequence >= before { end -= 1 }
+            }
+        } else if let before {
             var low = 0
             while low < end {
                 let mid = (low + end) / 2
@@ -513,6 +618,7 @@ public struct RecordStore: Sendable {
     /// Sequence numbers increase from the oldest record to the newest, so a binary search over
     /// the ring's logical order finds one (they have gaps after a filtered delete).
     private func physicalIndex(of sequence: UInt64) -> Int? {
+        if numbering != nil { return slotBySequence[sequence] }
         let n = live
         guard n > 0 else { return nil }
         // Most updates are for the record just appended.
@@ -544,6 +650,10 @@ public struct RecordStore: Sendable {
         live = ring.count
         mayKeepEncoded = false
         bytes = ring.reduce(0) { $0 + $1.accountedBytes }
+        if numbering != nil {
+            slotBySequence = [:]
+            for (slot, record) in ring.enumerated() { slotBySequence[record.sequence] = slot }
+        }
         return removed
     }
 }

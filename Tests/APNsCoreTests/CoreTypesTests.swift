@@ -142,6 +142,52 @@ struct RecordStoreTests {
         #expect(store.newestFirst(limit: 10).map(\.token) == ["t7", "t6", "t4", "t3", "t1"])
     }
 
+    /// Several writers (`--redis`): each numbers in its stripe, records from the others
+    /// arrive out of number order and are kept in arrival order, found by number, paged from
+    /// where the cursor's record is, and evicted from the oldest arrival.
+    @Test func stripedNumberingKeepsArrivalOrderAndFindsEveryRecord() {
+        var mine = RecordStore(capacity: 5)
+        mine.append(record("dense"))
+        mine.numberInStripes(3)
+        var theirs = RecordStore(capacity: 5)
+        theirs.numberInStripes(1)
+        let first = mine.append(record("m1")).sequence
+        #expect(first & (SequenceStripes.count - 1) == 3)
+        #expect(first > 1, "past the dense numbers already used")
+        // The other writer's record made before it saw ours: a lower counter than ours.
+        var other = record("o1")
+        other.sequence = theirs.nextSequence
+        #expect(other.sequence < first)
+        mine.upsert(other)
+        let second = mine.append(record("m2")).sequence
+        #expect(second > first && second > other.sequence, "the counter moves past what it has seen")
+        #expect(mine.newestFirst(limit: 10).map(\.token) == ["m2", "o1", "m1", "dense"])
+        #expect(mine.record(sequence: other.sequence)?.token == "o1")
+        #expect(mine.update(sequence: first) { $0.status = 200 })
+        #expect(mine.record(sequence: first)?.status == 200)
+        // Paging goes on below the cursor's place, not below its number.
+        #expect(mine.newestFirst(limit: 10, before: other.sequence).map(\.token) == ["m1", "dense"])
+        // An update in place keeps its slot.
+        var changed = other
+        changed.status = 410
+        mine.upsert(changed)
+        #expect(mine.newestFirst(limit: 10).map(\.token) == ["m2", "o1", "m1", "dense"])
+        #expect(mine.record(sequence: other.sequence)?.status == 410)
+        for i in 3...6 { mine.append(record("m\(i)")) }
+        #expect(mine.count == 5)
+        #expect(mine.newestFirst(limit: 10).map(\.token) == ["m6", "m5", "m4", "m3", "m2"])
+        #expect(mine.record(sequence: other.sequence) == nil, "evicted records are forgotten by number too")
+        #expect(mine.removeAll { $0.token == "m4" }.count == 1)
+        #expect(mine.record(sequence: second)?.token == "m2")
+        mine.append(record("m7"))
+        #expect(mine.newestFirst(limit: 10).map(\.token) == ["m7", "m6", "m5", "m3", "m2"])
+        // A journal that replaces this one (reset, reload) keeps the stripe and the counter.
+        var next = RecordStore(capacity: 5)
+        next.continueNumbering(from: mine)
+        #expect(next.isArrivalOrdered)
+        #expect(next.nextSequence == mine.nextSequence)
+    }
+
     @Test func resetRestoresStartStateButKeepsSequencesIncreasing() throws {
         let fixture = try Fixture()
         _ = fixture.send(try fixture.request())
