@@ -351,6 +351,15 @@ extension World {
     }
 
     /// Time passes: stored notifications expire, batches and refilled budgets release.
+    /// Whether `tick` has anything to do now: most seconds nothing waits for time, and a tick
+    /// with `--redis` is a change that takes the lease (every instance's shared turns end for it).
+    public func hasTimedWork(nowMs: Int64) -> Bool {
+        !delivery.inflight.isEmpty || !liveActivities.books.isEmpty || !widgetPushes.books.isEmpty
+            || delivery.stored.values.contains { ($0.storeUntilMs ?? 0) <= nowMs }
+            || delivery.batched.contains { $0.releaseAtMs <= nowMs }
+            || delivery.deferred.values.contains { $0.reason == .budget }
+    }
+
     public mutating func tick(nowMs: Int64) -> [DeviceFrame] {
         var frames = delivery.inflight.isEmpty ? [] : disconnectStuckDevices(nowMs: nowMs)
         if !liveActivities.books.isEmpty {

@@ -159,6 +159,9 @@ public struct DeliveryState: Sendable {
     /// acknowledged, by sequence. That instance owns them (delivery id, verdict, ack timer);
     /// this copy only mirrors them until its rows say where they went. Always empty otherwise.
     var mirroredInflight: [UInt64: PendingNotification] = [:]
+    /// Multi-instance mode: notifications accepted for devices another instance owns, until
+    /// their owner routes them (DeviceOwnership.swift). Always empty otherwise.
+    var handedOff = HandOffs()
     /// With persistence on: notifications entering or leaving a waiting slot, in order.
     /// Budgets, collapse state and flood windows are not kept (they refill or start afresh).
     public var tracksChanges = false
@@ -196,9 +199,12 @@ public struct DeliveryState: Sendable {
                 flight: FlightRow(deliveryID: id, connectionID: f.connectionID, sentAtMs: f.sentAtMs, verdict: f.verdict))
         }
         all += mirroredInflight.values.map { WaitingNotification(slot: .inFlight, notification: $0) }
+        all += handedOff.bySequence.values.map { WaitingNotification(slot: .handedOff, notification: $0) }
         return all.sorted { $0.notification.sequence < $1.notification.sequence }
     }
 
     /// Notifications accepted and not yet settled, for accounting.
-    public var pendingCount: Int { stored.count + deferred.count + batched.count + inflight.count + mirroredInflight.count }
+    public var pendingCount: Int {
+        stored.count + deferred.count + batched.count + inflight.count + mirroredInflight.count + handedOff.count
+    }
 }

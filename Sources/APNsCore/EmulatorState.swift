@@ -31,6 +31,11 @@ public struct World: Sendable {
     public var counters = Counters()
     /// Changes collected for persistence (`--state-dir`); off otherwise.
     public var stateTracking = StateTracking()
+    /// Several instances (`--redis`): who decides which device's deliveries (nil: this
+    /// instance decides all of them). Set by the coordinator as the membership changes.
+    public var ownership: DeviceOwnership?
+    /// How the change running now is made (`--redis`; see `ChangeMode`).
+    public internal(set) var changeMode = ChangeMode.exclusive
 
     public init(
         credentials: Credentials = Credentials(), registry: DeviceRegistry = DeviceRegistry(),
@@ -157,9 +162,15 @@ public final class EmulatorState: Sendable {
     /// `withWorld` that refuses instead of diverging: nil when the change could not be shared
     /// with the other instances (the store is down, or this instance lost its turn while
     /// writing). Without a coordinator it always runs.
-    public func withSharedWorld<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T) throws(E) -> T? {
+    ///
+    /// `mode` `.shared` (pushes): with a coordinator whose instances decide their own devices'
+    /// deliveries, the body may run beside other instances' changes (`World.inSharedTurn`)
+    /// and must then change only what a push may (DeviceOwnership.swift).
+    public func withSharedWorld<T: Sendable, E: Error>(
+        mode: ChangeMode = .exclusive, _ body: (inout World) throws(E) -> T
+    ) throws(E) -> T? {
         guard let coordinator else { return try withWorld(body) }
-        let (result, shared) = try sharing(body, coordinator)
+        let (result, shared) = try sharing(body, coordinator, mode: mode)
         return shared ? result : nil
     }
 
@@ -175,9 +186,9 @@ public final class EmulatorState: Sendable {
 
     /// `withSharedWorld` that never waits for the other instances: an event loop that may not
     /// block hands the work to a thread that may (`ProviderConnection`'s deferred pushes).
-    public func withSharedWorldIfReady<T: Sendable>(_ body: (inout World) -> T) -> SharedAttempt<T> {
+    public func withSharedWorldIfReady<T: Sendable>(mode: ChangeMode = .exclusive, _ body: (inout World) -> T) -> SharedAttempt<T> {
         guard let coordinator else { return .done(withWorld(body)) }
-        let (result, shared) = sharing(body, coordinator, waiting: false)
+        let (result, shared) = sharing(body, coordinator, waiting: false, mode: mode)
         guard let result else { return shared ? .wouldWait : .refused }
         return shared ? .done(result) : .refused
     }
@@ -186,21 +197,22 @@ public final class EmulatorState: Sendable {
     /// (without `waiting`, a body that did not run because it would have waited is `(nil,
     /// true)`). A body that throws after changing something still has its rows shared.
     private func sharing<T: Sendable, E: Error>(
-        _ body: (inout World) throws(E) -> T, _ coordinator: any WorldCoordinator, waiting: Bool = true
+        _ body: (inout World) throws(E) -> T, _ coordinator: any WorldCoordinator, waiting: Bool = true,
+        mode: ChangeMode = .exclusive
     )
         throws(E) -> (T?, shared: Bool)
     {
         var after = AfterLock()
         var ran: Result<T, E>?
-        func change() -> [StateChange] {
+        func change(_ granted: ChangeMode) -> [StateChange] {
             do throws(E) {
-                ran = .success(try locked(body, sharing: true, after: &after))
+                ran = .success(try locked(body, sharing: true, after: &after, mode: granted))
             } catch {
                 ran = .failure(error)
             }
             return after.rows
         }
-        let mutated = waiting ? coordinator.mutate(change) : coordinator.mutateIfReady(change)
+        let mutated = waiting ? coordinator.mutate(mode: mode, change) : coordinator.mutateIfReady(mode: mode, change)
         guard let shared = mutated else { return (nil, true) }
         after.announce(self)
         switch ran {
@@ -252,8 +264,8 @@ public final class EmulatorState: Sendable {
 
     /// Applies what other instances changed (the coordinator, under its own lock). Nothing it
     /// does is a change of this instance's own: marks it leaves behind are dropped.
-    public func applyShared<T>(_ body: (inout World) throws(StateStoreError) -> T) throws(StateStoreError) -> T {
-        try world.withLock { (world: inout World) throws(StateStoreError) -> T in
+    public func applyShared<T, E: Error>(_ body: (inout World) throws(E) -> T) throws(E) -> T {
+        try world.withLock { (world: inout World) throws(E) -> T in
             defer {
                 _ = world.records.takeChanges()
                 _ = world.takeStateChanges(recordSequences: [])
@@ -301,7 +313,9 @@ public final class EmulatorState: Sendable {
         return (result, after)
     }
 
-    private func locked<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T, sharing: Bool, after: inout AfterLock) throws(E) -> T {
+    private func locked<T: Sendable, E: Error>(
+        _ body: (inout World) throws(E) -> T, sharing: Bool, after: inout AfterLock, mode: ChangeMode = .exclusive
+    ) throws(E) -> T {
         let tracking = changeTracking.load(ordering: .relaxed) && onRecordChanges != nil
         let persistence = self.persistence
         let collecting = sharing || persistence != nil
@@ -311,7 +325,9 @@ public final class EmulatorState: Sendable {
             let before = world.credentials.generation
             world.records.trackChanges = tracking || collecting
             world.channels.tracksEvents = tracking
+            if mode == .shared { world.changeMode = .shared }
             defer {
+                world.changeMode = .exclusive
                 if tracking {
                     let ids = world.channels.takeEventIDs()
                     if !ids.isEmpty {
@@ -356,6 +372,7 @@ public final class EmulatorState: Sendable {
             world.registry.continueRandomness(from: old.registry)
             world.credentials.advanceGeneration(beyond: generation)
             world.records.continueNumbering(from: old.records)
+            world.ownership = old.ownership
             world.channels.continueIssuedIDs(from: old.channels)
             if persistence != nil || coordinator != nil {
                 // The drain at the end of this call hands the store the whole start state,
@@ -382,11 +399,15 @@ public protocol WorldCoordinator: AnyObject, Sendable {
     /// see them (inside `beginCommittingLater`: queues them for that). False when that failed:
     /// `change` did not run (the store cannot be reached), or it ran but its rows could not be
     /// stored (this instance's copy is then reloaded).
-    func mutate(_ change: () -> [StateChange]) -> Bool
+    ///
+    /// `mode` `.shared` asks for a shared turn instead (beside the other instances' shared
+    /// turns; see `ChangeMode`); `change` is told which mode it got (a coordinator may give
+    /// `.exclusive` instead, never `.shared` when asked for `.exclusive`).
+    func mutate(mode: ChangeMode, _ change: (ChangeMode) -> [StateChange]) -> Bool
     /// `mutate` when it can run without waiting (this instance may change the world now and
     /// nobody else is in the middle of doing so); nil, and `change` not run, when it would
     /// have to wait, for the lease or a catch-up.
-    func mutateIfReady(_ change: () -> [StateChange]) -> Bool?
+    func mutateIfReady(mode: ChangeMode, _ change: (ChangeMode) -> [StateChange]) -> Bool?
     /// A change was made to this instance's copy only (the store was down): reload it from the
     /// store once the store is back.
     func noteUnsharedChange()

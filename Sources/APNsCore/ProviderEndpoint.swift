@@ -123,6 +123,10 @@ public struct PushResponse: Sendable {
     public var recordSequence: UInt64
     /// Messages for device connections (write them after the request is answered).
     public var deviceFrames: [DeviceFrame] = []
+    /// Judged in a shared turn (`ChangeMode.shared`), the push turned out to change what only
+    /// a change under the lease may (a Live Activity, a token counting down to its 410):
+    /// nothing was changed, and it is to be judged again under the lease.
+    public var needsLease = false
 
     /// `{"reason":"…"}` (plus `"timestamp"` for 410), or nil for a success.
     public var body: [UInt8]? {
@@ -343,9 +347,11 @@ public final class ProviderEndpoint: Sendable {
         var answer: PushResponse
         switch deferring {
         case .never:
-            answer = state.withSharedWorld(body) ?? unavailable(apnsID: apnsID, raise: raise)
+            answer = state.withSharedWorld(mode: .shared, body) ?? unavailable(apnsID: apnsID, raise: raise)
+            if answer.needsLease { answer = state.withSharedWorld(body) ?? unavailable(apnsID: apnsID, raise: raise) }
         case .ifWaiting:
-            switch state.withSharedWorldIfReady(body) {
+            switch state.withSharedWorldIfReady(mode: .shared, body) {
+            case .done(let judged) where judged.needsLease: return nil
             case .done(let judged): answer = judged
             case .refused: return unavailable(apnsID: apnsID, raise: raise)
             case .wouldWait: return nil
@@ -360,7 +366,9 @@ public final class ProviderEndpoint: Sendable {
     /// Runs `check`'s stateful stages under the state's lock (with `--redis`, waiting for this
     /// instance's turn to change the shared state); 503 when the change cannot be kept.
     public func finish(_ check: PendingCheck) -> PushResponse {
-        state.withSharedWorld { (world: inout World) -> PushResponse in judge(check, in: &world) } ?? unavailable(check)
+        let answer = state.withSharedWorld(mode: .shared) { (world: inout World) -> PushResponse in judge(check, in: &world) }
+        guard let answer, answer.needsLease else { return answer ?? unavailable(check) }
+        return state.withSharedWorld { (world: inout World) -> PushResponse in judge(check, in: &world) } ?? unavailable(check)
     }
 
     /// 503 for a check whose change could not be kept (see `unavailable`).
@@ -369,7 +377,8 @@ public final class ProviderEndpoint: Sendable {
     }
 
     /// The stateful stages of `check` on a world the caller holds (`finish`, or a batch of
-    /// deferred checks in one change). Moves the record into the journal.
+    /// deferred checks in one change). Moves the record into the journal (unless the answer
+    /// `needsLease`: then nothing changed, and `check` is to be judged again under the lease).
     public func judge(_ check: PendingCheck, in world: inout World) -> PushResponse {
         var reply: PushResponse
         switch check.stage {
@@ -413,15 +422,19 @@ public final class ProviderEndpoint: Sendable {
             if topic.pushType == .liveactivity,
                 let owner = try checkLiveActivityToken(syntax, topic: topic.topic, environment: environment, world: world, record: &record)
             {
+                // A device's Live Activities are changed under the lease.
+                if world.inSharedTurn { return Self.needingLease(record) }
                 try checkPayload(request, pushType: topic.pushType, json: json)
                 record.status = 200
                 record.deviceID = owner.deviceID
                 record.bundleID = owner.bundleID
                 route = .liveActivity(token: record.token, priority: record.priority, expiration: record.expiration)
             } else {
-                let entry = try checkDeviceToken(
-                    syntax, topic: topic.topic, environment: environment, now: now,
-                    world: &world, record: &record)
+                guard
+                    let entry = try checkDeviceToken(
+                        syntax, topic: topic.topic, environment: environment, now: now,
+                        world: &world, record: &record)
+                else { return Self.needingLease(record) }
                 try checkPayload(request, pushType: topic.pushType, json: json)
                 if entry.state == .rateLimited {
                     throw Rejection(reason: .tooManyRequests, explanation: "the token is set to rate-limited (admin API)")
@@ -459,7 +472,7 @@ public final class ProviderEndpoint: Sendable {
         // is released when this request is done, outside the lock.
         let sequence = world.records.append(moving: &record)
         switch route {
-        case .deliver(let notification): reply.deviceFrames = world.route(notification, nowMs: now)
+        case .deliver(let notification): reply.deviceFrames = world.routeOrHandOff(notification, nowMs: now)
         case .drop(let why): world.setOutcome(sequence, .droppedBySystem, why, atMs: now)
         case .liveActivity(let token, let priority, let expiration):
             reply.deviceFrames = world.applyLiveActivityPush(
@@ -468,6 +481,16 @@ public final class ProviderEndpoint: Sendable {
         }
         return reply
     }
+    /// The answer of a push that must be judged again under the lease (`needsLease`).
+    private static func needingLease(_ record: NotificationRecord) -> PushResponse {
+        var response = PushResponse(
+            status: 0, apnsID: record.apnsID, uniqueID: nil, reason: nil, reasonText: nil, timestampMs: nil,
+            raiseStreamLimit: false, recordSequence: 0)
+        response.needsLease = true
+        response.changedNothing = true
+        return response
+    }
+
     /// 503 `ServiceUnavailable`, not journaled: the shared state (`--redis`) or the state
     /// directory (`--state-dir`) could not take the request's changes.
     private func unavailable(apnsID: String, raise: Bool) -> PushResponse {
@@ -800,15 +823,17 @@ public final class ProviderEndpoint: Sendable {
     }
 
     /// The shared rules (DeviceTokenRules.swift); a token invalidated with a delay may reach
-    /// its 410 early after enough pushes, so this push is counted first.
+    /// its 410 early after enough pushes, so this push is counted first (under the lease: nil
+    /// in a shared turn, where the registry is not changed).
     private func checkDeviceToken(
         _ syntax: Syntax, topic: String, environment: APNsEnvironment, now: Int64,
         world: inout World, record: inout NotificationRecord
-    ) throws(Rejection) -> TokenEntry {
+    ) throws(Rejection) -> TokenEntry? {
         if let refusal = DeviceTokenRules.refusal(ofText: syntax.token, shape: syntax.tokenShape) { throw Rejection(refusal) }
         // The record already holds the token as a String; reuse it unless it needs lowercasing.
         let normalized = syntax.tokenShape.hasUppercase ? Hex.lowercased(syntax.token) : record.token
         guard let found = world.registry.token(normalized) else { throw Rejection(DeviceTokenRules.neverIssued) }
+        if found.pushesUntilUnregistered != nil, world.inSharedTurn { return nil }
         record.deviceID = found.deviceID
         do {
             return try DeviceTokenRules.judge(found, topic: topic, environment: environment, nowMs: now) { entry in

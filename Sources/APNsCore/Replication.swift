@@ -95,6 +95,8 @@ public struct ReplicationApplied: Sendable {
     /// Devices that got a notification into the store, the held or the batched slot. If this
     /// instance holds the device's socket and the device is online, `deliverWaiting` sends it.
     public var waitingDeviceIDs: Set<String> = []
+    /// Devices with a notification handed off to their owner (`World.routeHandOffs`).
+    public var handedOffDeviceIDs: Set<String> = []
     /// Connections a device row no longer names (replaced, disconnected, device removed).
     /// Deliveries this instance sent on one of them will never be acknowledged:
     /// `disconnectDevice(deviceID, connectionID:)` puts them back in the store.
@@ -203,7 +205,11 @@ extension World {
             case .notificationWaiting(let waiting):
                 placeReplicated(waiting)
                 records.continueSequence(from: waiting.notification.sequence + 1)
-                if waiting.slot != .inFlight { applied.waitingDeviceIDs.insert(waiting.notification.deviceID) }
+                switch waiting.slot {
+                case .inFlight: break
+                case .handedOff: applied.handedOffDeviceIDs.insert(waiting.notification.deviceID)
+                default: applied.waitingDeviceIDs.insert(waiting.notification.deviceID)
+                }
             case .notificationDone(let sequence):
                 let key = records.record(sequence: sequence).flatMap { r in
                     r.deviceID.flatMap { d in r.bundleID.map { AppKey(deviceID: d, bundleID: $0) } }
@@ -243,7 +249,9 @@ extension World {
                 applied.deviceIDs.formUnion(state.devices.map(\.id))
                 applied.reset = true
                 applied.recordSequences = []
-                applied.waitingDeviceIDs = Set(state.waiting.filter { $0.slot != .inFlight }.map(\.notification.deviceID))
+                applied.waitingDeviceIDs = Set(
+                    state.waiting.filter { $0.slot != .inFlight && $0.slot != .handedOff }.map(\.notification.deviceID))
+                applied.handedOffDeviceIDs = Set(state.waiting.filter { $0.slot == .handedOff }.map(\.notification.deviceID))
                 // Connections of the world before do not matter: the reset dropped own deliveries.
                 applied.leftConnections = []
             }
@@ -286,6 +294,8 @@ extension World {
                     ($0.releaseAtMs, $0.notification.sequence) <= (releaseAt, n.sequence)
                 }.map { $0 + 1 } ?? 0
             delivery.batched.insert((releaseAt, n), at: at)
+        case .handedOff:
+            delivery.handedOff.add(n)
         case .inFlight:
             guard let flight = waiting.flight else {
                 delivery.mirroredInflight[n.sequence] = n
@@ -305,6 +315,7 @@ extension World {
     @discardableResult
     private mutating func removeReplicatedWaiting(_ sequence: UInt64, key: AppKey?, includingOwn: Bool) -> Bool {
         if delivery.mirroredInflight.removeValue(forKey: sequence) != nil { return true }
+        if !delivery.handedOff.isEmpty, delivery.handedOff.remove(sequence) != nil { return true }
         if deliveryOptions.deliveryIDsAreSequences, let flight = delivery.inflight[sequence], flight.notification.sequence == sequence {
             delivery.inflight.removeValue(forKey: sequence)
             releaseWindowSlot(flight.notification.deviceID)
@@ -402,6 +413,8 @@ extension World {
         next.delivery.nextDeliveryID = max(next.delivery.nextDeliveryID, delivery.nextDeliveryID)
         next.stateTracking = stateTracking
         next.backendOutbox = backendOutbox
+        next.ownership = ownership
+        next.changeMode = changeMode
         self = next
         for waiting in state.waiting { placeReplicated(waiting) }
         for record in state.records { noteOnScreen(record) }

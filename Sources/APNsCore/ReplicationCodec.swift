@@ -305,6 +305,7 @@ extension StateCodec {
             w.u8(2)
             w.put(releaseAt)
         case .inFlight: w.u8(3)
+        case .handedOff: w.u8(4)
         }
         // Without `acceptedAtNanos`: monotonic time means nothing on another host, so a
         // replica treats it as not known (0), as after a restart.
@@ -331,6 +332,7 @@ extension StateCodec {
         case 1: slot = .deferred(try r.take())
         case 2: slot = .batched(releaseAtMs: try r.take())
         case 3: slot = .inFlight
+        case 4: slot = .handedOff
         case let other: throw r.damaged("waiting slot \(other)")
         }
         var waiting = WaitingNotification(slot: slot, notification: try decodeNotification(try r.bytes()))

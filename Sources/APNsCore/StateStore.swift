@@ -18,6 +18,9 @@ public enum WaitingSlot: Sendable, Equatable {
     /// Sent to a device, not yet acknowledged. After a restart it goes back to the store, as
     /// on a disconnect.
     case inFlight
+    /// Accepted by an instance that does not decide the device's deliveries; its owner routes
+    /// it (several instances, `--redis`: DeviceOwnership.swift).
+    case handedOff
 }
 
 public struct WaitingNotification: Sendable {

@@ -218,6 +218,11 @@ extension World {
             case .inFlight:
                 world.delivery.noteDone(n.sequence)
                 world.store(n, nowMs: nowMs, why: "the emulator restarted before the device acknowledged it")
+            case .handedOff:
+                // Only instances sharing a state hand off; one restarting alone routes it.
+                world.delivery.noteDone(n.sequence)
+                // (Device sockets all reconnect after a restart: no frame can go out yet.)
+                _ = world.route(n, nowMs: nowMs)
             case .deferred(let reason):
                 world.delivery.deferred[key] = (n, reason)
             case .batched(let releaseAt):

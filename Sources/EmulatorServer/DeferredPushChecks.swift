@@ -67,8 +67,18 @@ final class DeferredPushChecks: @unchecked Sendable {
             var responses: [PushResponse] = []
             var ticket: UInt64?
             endpoint.state.committingLater {
-                let judged = endpoint.state.withSharedWorld { (world: inout World) -> [PushResponse] in
+                var judged = endpoint.state.withSharedWorld(mode: .shared) { (world: inout World) -> [PushResponse] in
                     batch!.map { endpoint.judge($0.check, in: &world) }
+                }
+                // The few a shared turn cannot judge (`needsLease`), under the lease after it.
+                if let first = judged, first.contains(where: \.needsLease) {
+                    let again = first.indices.filter { first[$0].needsLease }
+                    let redone = endpoint.state.withSharedWorld { (world: inout World) -> [PushResponse] in
+                        again.map { endpoint.judge(batch![$0].check, in: &world) }
+                    }
+                    for (index, position) in again.enumerated() {
+                        judged![position] = redone?[index] ?? endpoint.unavailable(batch![position].check)
+                    }
                 }
                 responses = judged ?? batch!.map { endpoint.unavailable($0.check) }
                 ticket = judged == nil ? nil : commits.uncommittedTicket()

@@ -88,6 +88,7 @@ final class DeviceGateway: Sendable {
     func tick() {
         if state.unavailableReason != nil { return }
         let now = clock.nowMilliseconds()
+        guard state.readWorld({ $0.hasTimedWork(nowMs: now) }) else { return }
         // Runs on an event loop: with --redis its changes are queued, not waited for (the
         // frames it makes wait in each connection's commit gate), and when another instance
         // holds the lease the tick runs on a thread that may wait for it, not on the loop.

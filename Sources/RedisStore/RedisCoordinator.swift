@@ -75,6 +75,16 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var holdingSinceMs: Int64 = 0
         var leaseUntilMs: Int64 = 0
         var lastChangeMs: Int64 = 0
+        /// This instance's shared turn (`ChangeMode.shared`: pushes, beside the other
+        /// instances' shared turns), never held together with the lease.
+        var sharing = false
+        var sharedToken = ""
+        var sharingUntilMs: Int64 = 0
+        /// The last change that asked for the lease: once none has come for a moment the lease
+        /// is given up even while pushes keep coming, so they go on in shared turns.
+        var lastExclusiveChangeMs: Int64 = 0
+        /// Which instance owns which device, as this copy applied it (nil: not known yet).
+        var ownership: DeviceOwnership?
         /// The last log entry applied to (or written from) this copy.
         var version: UInt64 = 0
         var lastID = "0-0"
@@ -209,6 +219,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             }
         }
         flushAnnouncements()
+        let stripe = UInt64(instance) % SequenceStripes.count
+        _ = state.applyShared { (world: inout World) in world.records.numberInStripes(stripe) }
+        join()
+        startThread("apns-redis-handoffs") { [weak self] in self?.routeHandOffsLoop() }
         startThread("apns-redis-writer") { [weak self] in self?.writeLoop() }
         startThread("apns-redis-log") { [weak self] in self?.followLog() }
         startThread("apns-redis-keeper") { [weak self] in self?.keep() }
@@ -218,14 +232,137 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     public func stop() {
         // What was acknowledged, or waits for its acknowledgement, is written first.
         shared.withLock(when: { $0.writerIdle || $0.unavailable != nil }, timeoutMilliseconds: 5_000) { (_: inout Shared, _: Bool) in }
+        // Its devices go to the others (what was handed to it stays, for its next owner).
+        _ = changeMembership { $0.filter { $0 != self.instance } }
         running.withLock { $0 = false }
+        handOffQueue.withLock { $0.running = false }
         shared.withLock { (s: inout Shared) in
+            if s.sharing, let redis = s.redis { try? releaseSharedTurn(&s, redis) }
             if s.holding, let redis = s.redis { try? release(&s, redis) }
             if let redis = s.redis { _ = try? redis.command("DEL", store.key("alive:\(instance)")) }
         }
     }
 
     var isRunning: Bool { running.withLock { $0 } }
+
+    // MARK: Who owns which device
+
+    /// This copy's view of who owns which device, in the coordinator and in the world; the
+    /// hand-offs this instance now owns are routed (a member that left or stopped leaves its
+    /// devices' hand-offs to the next owner).
+    private func setOwnership(_ s: inout Shared, _ members: [Int]) {
+        let ownership = DeviceOwnership(members: members, me: instance)
+        guard ownership != s.ownership else { return }
+        s.ownership = ownership
+        let owned = state.applyShared { (world: inout World) -> [String] in
+            world.ownership = ownership
+            return world.handOffsToRoute
+        }
+        if !owned.isEmpty { queueHandOffs(owned) }
+    }
+
+    /// Changes the members (`update` gets the current ones), under the lease with the writer
+    /// idle, written at once. False when that could not be done (Redis away).
+    @discardableResult
+    func changeMembership(_ update: @escaping ([Int]) -> [Int]) -> Bool {
+        let done = shared.withLock(when: { $0.writerIdle || $0.unavailable != nil }, timeoutMilliseconds: Int(Self.acquireTimeoutMilliseconds)) {
+            (s: inout Shared, ready: Bool) -> Bool in
+            guard ready, s.unavailable == nil, let redis = s.redis else { return false }
+            do {
+                if s.sharing { try releaseSharedTurn(&s, redis) }
+                try takeLease(&s, redis)
+                if s.needsReload { try reload(&s, redis) }
+                let current = try store.members(on: redis)
+                let next = Array(Set(update(current))).sorted()
+                if next != current {
+                    let written = try store.append(
+                        [], instance: instance, fence: s.token, epoch: .expect(s.epoch), members: next, on: redis)
+                    // Under the lease, the writer idle: the entry follows this copy's version.
+                    s.version = written.version
+                    s.lastID = written.id
+                    s.lastExclusiveChangeMs = Monotonic.nowMilliseconds()
+                }
+                setOwnership(&s, next)
+                return true
+            } catch {
+                failed(&s, error)
+                return false
+            }
+        }
+        flushAnnouncements()
+        return done
+    }
+
+    /// Becomes a member (owns devices, makes pushes in shared turns), unless another member
+    /// numbers its journal records in the same stripe (then it keeps taking the lease).
+    func join() {
+        let stripe = UInt64(instance) % SequenceStripes.count
+        changeMembership { [instance, logger] members in
+            let clash = members.first { $0 != instance && UInt64($0) % SequenceStripes.count == stripe }
+            if let clash {
+                logger.warning("shared state: instance \(clash) numbers records like this one (\(instance)); this one takes the lease for every change")
+                return members
+            }
+            return members + [instance]
+        }
+    }
+
+    /// Members whose heartbeat stopped leave (their devices go to the others), and this
+    /// instance joins again when it is not one (after a restore, or after being taken for
+    /// stopped while paused).
+    func sweepMembers() {
+        let (members, isMember) = shared.withLock { ($0.ownership?.members ?? [], $0.ownership?.isMember ?? false) }
+        if !isMember { return join() }
+        let others = members.filter { $0 != instance }
+        guard !others.isEmpty else { return }
+        let alive: [Bool]
+        do {
+            alive = try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> [Bool] in
+                let redis = try publishingConnection(&connection)
+                return try redis.pipeline(others.map { ["EXISTS", store.key("alive:\($0)")] }).map { $0.int == 1 }
+            }
+        } catch {
+            return
+        }
+        let stopped = Set(zip(others, alive).filter { !$0.1 }.map(\.0))
+        guard !stopped.isEmpty else { return }
+        if changeMembership({ $0.filter { !stopped.contains($0) } }) {
+            logger.info("instance(s) \(stopped.sorted().map(String.init).joined(separator: ", ")) stopped: their devices move to the others")
+        }
+    }
+
+    // MARK: Hand-offs
+
+    /// Devices with hand-offs this instance owns, waiting to be routed.
+    private let handOffQueue = BlockingLock(HandOffQueue())
+    private struct HandOffQueue {
+        var devices: Set<String> = []
+        var running = true
+    }
+
+    private func queueHandOffs(_ devices: [String]) {
+        handOffQueue.withLock { (q: inout HandOffQueue) in q.devices.formUnion(devices) }
+    }
+
+    /// Routes what other instances handed to this one, in shared turns, and sends the frames
+    /// once the changes are written. A change that cannot be written leaves the hand-offs in
+    /// place (in Redis too): the reload that follows queues them again.
+    private func routeHandOffsLoop() {
+        while true {
+            let devices = handOffQueue.withLock(when: { !$0.devices.isEmpty || !$0.running }, timeoutMilliseconds: 200) {
+                (q: inout HandOffQueue, _: Bool) -> [String]? in
+                guard q.running else { return nil }
+                defer { q.devices = [] }
+                return q.devices.sorted()
+            }
+            guard let devices else { return }
+            if devices.isEmpty { continue }
+            let now = clock.nowMilliseconds()
+            if let frames = state.withSharedWorld(mode: .shared, { $0.routeHandOffs(deviceIDs: devices, nowMs: now) }), !frames.isEmpty {
+                deliverFrames.value?(frames)
+            }
+        }
+    }
 
     private func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
         let thread = Thread(block: body)
@@ -240,25 +377,25 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// the writer thread. On a thread inside `beginCommittingLater` it returns at once (what
     /// answers promise waits for `afterCommit`); elsewhere (the admin API's change queue,
     /// the keeper) it waits until the rows are in Redis and says whether they are.
-    public func mutate(_ change: () -> [StateChange]) -> Bool {
+    public func mutate(mode: ChangeMode, _ change: (ChangeMode) -> [StateChange]) -> Bool {
         // Checked before the lock: while Redis is away the keeper may hold it for a reconnect
         // attempt, and a provider should get its 503 at once, not after that.
         if unavailableReason != nil { return false }
         let thread = Self.currentThread
         var queued: (ticket: UInt64, later: Bool)?
-        // A change waits while the lease is being handed over, and (to catch up or reload)
-        // until the writer is idle when this instance must take the lease anew.
-        shared.withLock(when: Self.mayChange, timeoutMilliseconds: Int(Self.acquireTimeoutMilliseconds)) {
+        // A change waits while a turn is being handed over, and (to catch up or reload)
+        // until the writer is idle when this instance must take a turn anew.
+        shared.withLock(when: { Self.mayChange($0, mode: mode) }, timeoutMilliseconds: Int(Self.acquireTimeoutMilliseconds)) {
             (s: inout Shared, ready: Bool) in
             guard ready, s.unavailable == nil, let redis = s.redis else { return }
+            let granted: ChangeMode
             do {
-                try takeLease(&s, redis)
-                if s.needsReload { try reload(&s, redis) }
+                granted = try takeTurn(&s, redis, asking: mode)
             } catch {
                 failed(&s, error)
                 return
             }
-            queued = runAndQueue(change, &s, thread: thread)
+            queued = runAndQueue(change, granted: granted, asked: mode, &s, thread: thread)
         }
         guard let queued else {
             flushAnnouncements()
@@ -269,9 +406,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// Runs `change` on this copy (the caller may change the world now) and queues its rows for
     /// the writer, numbered with a ticket (0 when it made none).
-    private func runAndQueue(_ change: () -> [StateChange], _ s: inout Shared, thread: UInt) -> (ticket: UInt64, later: Bool) {
-        let rows = change()
+    private func runAndQueue(
+        _ change: (ChangeMode) -> [StateChange], granted: ChangeMode, asked: ChangeMode, _ s: inout Shared, thread: UInt
+    ) -> (ticket: UInt64, later: Bool) {
+        let rows = change(granted)
         s.lastChangeMs = Monotonic.nowMilliseconds()
+        if asked == .exclusive { s.lastExclusiveChangeMs = s.lastChangeMs }
         let queued = tickets.withLock { $0.number(thread, hasRows: !rows.isEmpty) }
         if !rows.isEmpty {
             s.outbox += rows
@@ -293,30 +433,53 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// held across Redis round trips: taking the lease, catching up, reloading); nil otherwise, and
     /// `change` did not run. An event loop that waited here for the lease stopped reading its
     /// connections meanwhile, and under load from several instances spent most of its time so.
-    public func mutateIfReady(_ change: () -> [StateChange]) -> Bool? {
+    public func mutateIfReady(mode: ChangeMode, _ change: (ChangeMode) -> [StateChange]) -> Bool? {
         if unavailableReason != nil { return false }
         let thread = Self.currentThread
         var queued: (ticket: UInt64, later: Bool)?
         // Within a tenth of a millisecond: the writer and the follower hold the lock for
         // microseconds, a holder waiting for a Redis answer for longer.
         _ = shared.withLockIfFree(within: 100) { (s: inout Shared) in
-            guard Self.mayChangeWithoutRedis(s) else { return }
-            queued = runAndQueue(change, &s, thread: thread)
+            guard let granted = Self.grantedWithoutRedis(s, mode: mode) else { return }
+            queued = runAndQueue(change, granted: granted, asked: mode, &s, thread: thread)
         }
         return queued.map(finish)
     }
 
-    /// Whether a change may be made at once, with no call to Redis first (`takeLease` would
-    /// return at once, and there is nothing to reload).
-    private static func mayChangeWithoutRedis(_ s: borrowing Shared) -> Bool {
-        s.unavailable == nil && s.redis != nil && s.holding && !s.needsReload && !s.yielding
-            && s.outbox.count < maxQueuedRows && s.leaseUntilMs - Monotonic.nowMilliseconds() > 200
+    /// The mode a change asking for `mode` may be made in at once, with no call to Redis
+    /// first (the turn it needs is held for a while yet, and there is nothing to reload); nil
+    /// when it would have to wait.
+    private static func grantedWithoutRedis(_ s: borrowing Shared, mode: ChangeMode) -> ChangeMode? {
+        guard s.unavailable == nil, s.redis != nil, !s.needsReload, !s.yielding, s.outbox.count < maxQueuedRows else { return nil }
+        let now = Monotonic.nowMilliseconds()
+        if s.holding { return s.leaseUntilMs - now > 200 ? .exclusive : nil }
+        if mode == .shared, s.sharing, s.ownership?.isMember == true, s.sharingUntilMs - now > 200 { return .shared }
+        return nil
     }
 
-    /// Whether a change may be made now (see `mutate`).
-    private static func mayChange(_ s: borrowing Shared) -> Bool {
-        s.unavailable != nil
-            || (!s.yielding && s.outbox.count < maxQueuedRows && ((s.holding && !s.needsReload) || s.writerIdle))
+    /// Whether a change asking for `mode` may be made now (see `mutate`): under the lease
+    /// already, in a shared turn already (a push), or once the writer is idle (to take a turn
+    /// anew, or change from a shared turn to the lease).
+    private static func mayChange(_ s: borrowing Shared, mode: ChangeMode) -> Bool {
+        if s.unavailable != nil { return true }
+        guard !s.yielding, s.outbox.count < maxQueuedRows else { return false }
+        if s.needsReload { return s.writerIdle }
+        if s.holding || (mode == .shared && s.sharing && s.ownership?.isMember == true) { return true }
+        return s.writerIdle
+    }
+
+    /// Takes or keeps what a change asking for `mode` needs, and says what it got: a shared
+    /// turn for a push of a member instance (unless it holds the lease anyway), else the lease
+    /// (after giving up its shared turn: the writer is idle by then, see `mayChange`).
+    private func takeTurn(_ s: inout Shared, _ redis: RedisConnection, asking mode: ChangeMode) throws(RedisError) -> ChangeMode {
+        if mode == .shared, !s.holding, !s.needsReload, s.ownership?.isMember == true {
+            try takeSharedTurn(&s, redis)
+            return .shared
+        }
+        if s.sharing { try releaseSharedTurn(&s, redis) }
+        try takeLease(&s, redis)
+        if s.needsReload { try reload(&s, redis) }
+        return .exclusive
     }
 
     /// Blocks until `ticket` is written (true) or failed (false).
@@ -380,7 +543,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 // Everything queued, or (when that is a lot) the rows of its first changes.
                 let (taken, last) = s.queued.cut(limit: Self.maxRowsPerWrite, rows: s.outbox.count, lastTicket: tickets.withLock { $0.lastTicket })
                 let batch = Batch(
-                    rows: taken == s.outbox.count ? s.outbox : Array(s.outbox[..<taken]), last: last, fence: s.token,
+                    rows: taken == s.outbox.count ? s.outbox : Array(s.outbox[..<taken]), last: last,
+                    fence: s.holding ? s.token : s.sharedToken, exclusive: s.holding,
                     epoch: s.epoch, sentMs: Monotonic.nowMilliseconds(), generation: s.redisGeneration)
                 s.outbox.removeFirst(taken)
                 s.queued.drop(rows: taken)
@@ -411,17 +575,25 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         t.resolvedTicket = max(t.resolvedTicket, batch.last)
                         return t.waiters.takeReady(committed: t.resolvedTicket)
                     }
-                    if written.version > s.version {
-                        s.version = written.version
-                        s.lastID = written.id
+                    if batch.exclusive {
+                        // Under the lease nobody else writes: this copy is current up to it.
+                        if written.version > s.version {
+                            s.version = written.version
+                            s.lastID = written.id
+                        }
+                        s.leaseUntilMs = batch.sentMs + Int64(Self.leaseMilliseconds)
+                    } else {
+                        // Others write beside it: the follower applies the log in order, this
+                        // write (skipped as its own) among the others'.
+                        s.sharingUntilMs = batch.sentMs + Int64(Self.leaseMilliseconds)
                     }
-                    s.leaseUntilMs = batch.sentMs + Int64(Self.leaseMilliseconds)
                     if written.wanted, Monotonic.nowMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds {
                         s.yielding = true
                     }
                     if s.yielding, s.outbox.isEmpty, let redis = s.redis {
                         // Handed over between slices of changes, never under a batch in flight.
-                        try? release(&s, redis)
+                        if s.holding { try? release(&s, redis) }
+                        if s.sharing { try? releaseSharedTurn(&s, redis) }
                         s.yielding = false
                     }
                     return (answers, true)
@@ -466,6 +638,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         let rows: [StateChange]
         let last: UInt64
         let fence: String
+        /// Written under the lease (else in a shared turn).
+        let exclusive: Bool
         let epoch: String
         let sentMs: Int64
         let generation: Int
@@ -510,7 +684,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             // The lease runs from when Redis set it, which is no earlier than this.
             let asked = Monotonic.nowMilliseconds()
             let reply = try Self.acquireScript.run(
-                on: redis, keys: [store.key("lease"), store.key("want"), store.key("version"), store.key("epoch")],
+                on: redis, keys: [store.key("lease"), store.key("want"), store.key("version"), store.key("epoch"), store.key("turns")],
                 arguments: [.text(s.token), .text(String(Self.leaseMilliseconds))])
             guard let parts = reply.elements, parts.count == 4, let got = parts[0].int, let version = parts[1].int,
                 let epoch = parts[2].text, let renewed = parts[3].int
@@ -551,6 +725,60 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         _ = try Self.releaseScript.run(on: redis, keys: [store.key("lease")], arguments: [.text(s.token)])
     }
 
+    /// Ensures this instance holds a shared turn, catching up with the log when it takes one
+    /// (every change made under the lease before it is then in this copy).
+    private func takeSharedTurn(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
+        let now = Monotonic.nowMilliseconds()
+        if s.sharing, s.sharingUntilMs - now > 200 { return }
+        if !s.sharing { s.sharedToken = "\(Self.sharedTokenPrefix)\(instance)-\(UInt64.random(in: 1...UInt64.max))" }
+        let deadline = now + Self.acquireTimeoutMilliseconds
+        var pause: UInt32 = 50
+        while true {
+            let asked = Monotonic.nowMilliseconds()
+            let reply = try Self.sharedTurnScript.run(
+                on: redis,
+                keys: [store.key("lease"), store.key("want"), store.key("version"), store.key("epoch"), store.key("turns")],
+                arguments: [.text(s.sharedToken), .text(String(Self.leaseMilliseconds))])
+            guard let parts = reply.elements, parts.count == 5, let got = parts[0].int, let version = parts[1].int,
+                let epoch = parts[2].text, let renewed = parts[3].int, let wanted = parts[4].int
+            else {
+                throw RedisError(.protocolError, "unexpected reply to the shared turn script")
+            }
+            if !s.epoch.isEmpty, epoch != s.epoch { throw RedisError(.server, "EPOCH \(epoch)") }
+            if got == 1 {
+                let wasSharing = s.sharing
+                if wasSharing, renewed == 0, !s.writerIdle {
+                    // It lapsed with writes in flight: they were refused, or will be.
+                    try? releaseSharedTurn(&s, redis)
+                    failPending(&s)
+                    s.needsReload = true
+                    throw RedisError(.server, "LEASE the shared turn lapsed before this instance renewed it")
+                }
+                if !wasSharing { s.holdingSinceMs = Monotonic.nowMilliseconds() }
+                s.sharing = true
+                s.sharingUntilMs = asked + Int64(Self.leaseMilliseconds)
+                if wanted == 1, Monotonic.nowMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds { s.yielding = true }
+                if UInt64(version) > s.version { try catchUp(&s, redis, to: UInt64(version)) }
+                return
+            }
+            s.sharing = false
+            if Monotonic.nowMilliseconds() > deadline {
+                throw RedisError(.timeout, "another instance has held the shared state for over \(Self.acquireTimeoutMilliseconds) ms")
+            }
+            usleep(pause)
+            pause = min(pause * 2, 400)
+        }
+    }
+
+    private func releaseSharedTurn(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
+        s.sharing = false
+        _ = try redis.command("ZREM", store.key("turns"), .text(s.sharedToken))
+    }
+
+    /// Shared turns' tokens start with this (lease tokens with a digit): the append script
+    /// tells the two apart by it.
+    static let sharedTokenPrefix = "s"
+
     /// Applies the log from where this copy is up to `version` (under the lease: nothing newer
     /// can appear meanwhile). A gap (the log was trimmed past this copy) means a reload.
     private func catchUp(_ s: inout Shared, _ redis: RedisConnection, to version: UInt64) throws(RedisError) {
@@ -577,11 +805,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// A log entry's fields: `v` version, `i` the instance that wrote it, and its rows either
     /// in `r` or (`b`) in the state's `rb:<version>` field.
-    static func fields(ofEntry entry: RedisReply) -> (version: UInt64, writer: Int, rows: [UInt8]?, inState: Bool) {
+    static func fields(ofEntry entry: RedisReply) -> (version: UInt64, writer: Int, rows: [UInt8]?, inState: Bool, members: [Int]?) {
         var version: UInt64 = 0
         var writer = 0
         var rows: [UInt8]?
         var inState = false
+        var members: [Int]?
         let fields = entry.elements?.last?.elements ?? []
         var i = 0
         while i + 1 < fields.count {
@@ -590,11 +819,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             case "i": writer = fields[i + 1].text.flatMap { Int($0) } ?? 0
             case "r": rows = fields[i + 1].bytes
             case "b": inState = true
+            case "m": members = RedisStateStore.members(parsing: fields[i + 1].text)
             default: break
             }
             i += 2
         }
-        return (version, writer, rows, inState)
+        return (version, writer, rows, inState, members)
     }
 
     private func apply(_ entries: [RedisReply], _ s: inout Shared, rows kept: [UInt64: [UInt8]]) throws(RedisError) {
@@ -602,7 +832,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             guard let parts = entry.elements, parts.count == 2, let id = parts[0].text, parts[1].elements != nil else {
                 throw RedisError(.protocolError, "unexpected log entry")
             }
-            let (version, writer, inline, inState) = Self.fields(ofEntry: entry)
+            let (version, writer, inline, inState, members) = Self.fields(ofEntry: entry)
             // Rows kept in the state that are gone (evicted) mean this copy is too far behind.
             let rows = inline ?? (inState ? kept[version] : nil)
             if version <= s.version { continue }
@@ -611,6 +841,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 // simply not be in yet.
                 s.version = version
                 s.lastID = id
+                if let members { setOwnership(&s, members) }
                 continue
             }
             guard version == s.version + 1, let rows else {
@@ -620,10 +851,16 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             do {
                 let changes = try StateCodec.decodeChanges(rows, keepingRecordsEncoded: true)
                 let now = clock.nowMilliseconds()
-                let applied = try state.applyShared { (world: inout World) throws(StateStoreError) in
-                    try world.applyReplicated(changes, nowMs: now, configured: configured, loadKey: loadKey)
+                let (applied, handOffs) = try state.applyShared {
+                    (world: inout World) throws(StateStoreError) -> (ReplicationApplied, [String]) in
+                    let applied = try world.applyReplicated(changes, nowMs: now, configured: configured, loadKey: loadKey)
+                    guard !applied.handedOffDeviceIDs.isEmpty else { return (applied, []) }
+                    // After a reset the list names every device with a hand-off: route those this
+                    // instance owns.
+                    return (applied, applied.handedOffDeviceIDs.filter { world.ownership?.owns($0) ?? false })
                 }
                 tickets.withLock { $0.announcements.append((applied.recordSequences, applied.reset)) }
+                if !handOffs.isEmpty { queueHandOffs(handOffs) }
             } catch {
                 logger.warning("cannot apply shared change \(version): \(error); reloading the shared state")
                 s.needsReload = true
@@ -631,6 +868,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             }
             s.version = version
             s.lastID = id
+            if let members { setOwnership(&s, members) }
         }
     }
 
@@ -660,6 +898,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         s.lastID = lastID
         s.needsReload = false
         tickets.withLock { $0.announcements.append(([], true)) }
+        setOwnership(&s, try store.members(on: redis))
     }
 
     private func failed(_ s: inout Shared, _ any: any Error) {
@@ -670,6 +909,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         if let redis = s.redis, redis.isBroken || error.kind == .connection || moved {
             s.redis = nil
             s.holding = false
+            s.sharing = false
             let text = "Redis at \(store.url.redacted) cannot be reached: \(error)"
             s.unavailable = text
             reason.withLock { $0 = text }
@@ -681,6 +921,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             epochChanged(&s, current: current.isEmpty ? nil : current)
         } else if error.description.hasPrefix("LEASE") {
             s.holding = false
+            s.sharing = false
             logger.warning("shared state: the lease expired before a change was stored; reloading")
         } else {
             logger.warning("shared state: \(error)")
@@ -694,6 +935,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     private func epochChanged(_ s: inout Shared, current: String?) {
         failPending(&s)
         s.holding = false
+        s.sharing = false
         guard let current else {
             guard s.recovery == nil, !s.epoch.isEmpty else { return }
             s.recovery = Recovery(lostEpoch: s.epoch, detectedMs: Monotonic.nowMilliseconds())
@@ -748,11 +990,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     decodingKept = state.decodeKeptRecords(slice: 2_000)
                     continue
                 }
-                if entries.allSatisfy({ Self.fields(ofEntry: $0).writer == instance }) {
-                    // Only this instance's own changes: it holds the lease, so nobody else can be
+                if entries.allSatisfy({ Self.fields(ofEntry: $0).writer == instance }), shared.withLock({ $0.holding }) {
+                    // Only this instance's own changes, under the lease: nobody else can be
                     // writing. Skip them without the lock, and look again a little later rather
                     // than waking for every change this instance makes (the next read starts
-                    // after them: `lastID` moves with every append).
+                    // after them: under the lease `lastID` moves with every append). In a
+                    // shared turn they are applied (skipped, in order) like the others'.
                     usleep(2_000)
                     continue
                 }
@@ -803,8 +1046,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                             throw error
                         }
                     }
-                    if s.holding, s.writerIdle, now - s.lastChangeMs >= Self.idleReleaseMilliseconds {
+                    // The lease goes when no change asked for it for a moment, even while pushes
+                    // come (they go on in shared turns); a shared turn when no change came.
+                    let lastNeedingLease = s.ownership?.isMember == true ? s.lastExclusiveChangeMs : s.lastChangeMs
+                    if s.holding, s.writerIdle, now - lastNeedingLease >= Self.idleReleaseMilliseconds {
                         try release(&s, redis)
+                    }
+                    if s.sharing, s.writerIdle, now - s.lastChangeMs >= Self.idleReleaseMilliseconds {
+                        try releaseSharedTurn(&s, redis)
                     }
                 } catch {
                     failed(&s, error)
@@ -815,22 +1064,28 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 // On the publishing connection, not under the busy lock: an instance serving a
                 // steady load must not look stopped to the others.
                 nextHeartbeat = now + Self.heartbeatMilliseconds
-                let epoch = try? publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> String? in
-                    let redis = try publishingConnection(&connection)
-                    try heartbeat(redis)
-                    return try store.epoch(on: redis)
+                // (Not `try?`: it would flatten "no epoch" into "no answer".)
+                let epoch: Result<String?, RedisError> = Result { () throws(RedisError) -> String? in
+                    try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> String? in
+                        let redis = try publishingConnection(&connection)
+                        try heartbeat(redis)
+                        return try store.epoch(on: redis)
+                    }
                 }
                 // A flushed Redis, or one seeded anew, shows here within a heartbeat even when
                 // no change comes along to find out.
-                if let epoch, epoch != followedEpoch.withLock({ $0 }) {
+                if case .success(let current) = epoch, current != followedEpoch.withLock({ $0 }) {
                     shared.withLock { (s: inout Shared) in
-                        if s.recovery == nil, s.unavailable == nil, epoch != s.epoch { epochChanged(&s, current: epoch) }
+                        if s.recovery == nil, s.unavailable == nil, !s.epoch.isEmpty, current != s.epoch {
+                            epochChanged(&s, current: current)
+                        }
                     }
                 }
             }
             if now >= nextSweep {
                 nextSweep = now + 2 * Self.heartbeatMilliseconds
                 sweepStoppedInstances()
+                sweepMembers()
             }
         }
     }
@@ -967,12 +1222,15 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     // MARK: Scripts
 
-    /// KEYS: lease want version epoch. ARGV: token ttl. → {1 or 0, version, epoch or '', 1 when it
-    /// was held already (renewed)}
+    /// KEYS: lease want version epoch turns. ARGV: token ttl. → {1 or 0, version, epoch or '', 1
+    /// when it was held already (renewed)}
     ///
-    /// `want` names the instance next in line (for 100 ms, renewed while it keeps asking):
+    /// `want` names the instance next in line (for 500 ms, renewed while it keeps asking; longer
+    /// than a round trip to a slow Redis, or shared turns would slip in between its tries):
     /// a free lease goes to it, not to whoever asks first, so a busy instance that gives the
-    /// lease up and asks again at once cannot starve the others.
+    /// lease up and asks again at once cannot starve the others. The lease is taken only while
+    /// no shared turn is held (their holders see `want` and give them up; lapsed ones are
+    /// dropped here).
     static let acquireScript = RedisScript(
         """
         local v = tonumber(redis.call('GET', KEYS[3]) or '0')
@@ -983,12 +1241,41 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         end
         local w = redis.call('GET', KEYS[2])
         if w and w ~= ARGV[1] then return {0, v, e, 0} end
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
+        if redis.call('ZCARD', KEYS[5]) > 0 then
+          redis.call('SET', KEYS[2], ARGV[1], 'PX', 500)
+          return {0, v, e, 0}
+        end
         if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
           if w then redis.call('DEL', KEYS[2]) end
           return {1, v, e, 0}
         end
-        redis.call('SET', KEYS[2], ARGV[1], 'PX', 100)
+        redis.call('SET', KEYS[2], ARGV[1], 'PX', 500)
         return {0, v, e, 0}
+        """)
+
+    /// KEYS: lease want version epoch turns. ARGV: token ttl. → {1 or 0, version, epoch or '',
+    /// 1 when it was held already (renewed), 1 when an instance waits for the lease}
+    ///
+    /// Shared turns are held side by side; none is given while the lease is held or wanted
+    /// (so a change that needs the lease waits only for the turns held already to end).
+    static let sharedTurnScript = RedisScript(
+        """
+        local v = tonumber(redis.call('GET', KEYS[3]) or '0')
+        local e = redis.call('GET', KEYS[4]) or ''
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local wanted = redis.call('EXISTS', KEYS[2])
+        local expiry = tonumber(redis.call('ZSCORE', KEYS[5], ARGV[1]) or '0')
+        if expiry >= now then
+          redis.call('ZADD', KEYS[5], now + tonumber(ARGV[2]), ARGV[1])
+          return {1, v, e, 1, wanted}
+        end
+        if wanted == 1 or redis.call('EXISTS', KEYS[1]) == 1 then return {0, v, e, 0, wanted} end
+        redis.call('ZADD', KEYS[5], now + tonumber(ARGV[2]), ARGV[1])
+        return {1, v, e, 0, 0}
         """)
 
     /// KEYS: lease. ARGV: token.

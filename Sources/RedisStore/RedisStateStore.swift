@@ -32,7 +32,10 @@ import StatePersistence
 ///                one they follow, so a Redis that lost its data (restarted without an
 ///                append-only file, `FLUSHALL`) or was seeded anew is noticed, never followed
 ///                as if it were the same state; `recovering` the instances restoring a lost
-///                state (see `RedisCoordinator`).
+///                state (see `RedisCoordinator`);
+/// - `turns`      the shared turns held now (sorted set: token → expiry, ms since 1970);
+///                `members` the instances that own devices ("1,2,3", also in the log entry
+///                that changed it, field `m`; see `DeviceOwnership`).
 ///
 /// On a Redis Cluster (`cluster_enabled:1`) every key carries the prefix as its hash tag
 /// (`{apns-emulator:}state`), so all of them, the ones the scripts compute included, are in one
@@ -275,6 +278,15 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         return (state, version ?? 0, last ?? "0-0", epoch)
     }
 
+    /// The instances that own devices now (`members`), ascending.
+    func members(on redis: RedisConnection) throws(RedisError) -> [Int] {
+        Self.members(parsing: try redis.command("GET", key("members")).text)
+    }
+
+    static func members(parsing text: String?) -> [Int] {
+        (text ?? "").split(separator: ",").compactMap { Int($0) }.sorted()
+    }
+
     /// The epoch of the state in Redis (nil: none, the state is gone or was never seeded).
     func epoch(on redis: RedisConnection) throws(RedisError) -> String? {
         try redis.command("GET", key("epoch")).text
@@ -324,8 +336,13 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// after at most one leading reset, evictions last), so the script writes like with like
     /// in a few variadic commands instead of a few commands per row; the log entry holds the
     /// coalesced rows, which leave a copy in the same state as the rows themselves.
+    ///
+    /// A fence is a lease token, or a shared turn's (`RedisCoordinator.sharedTokenPrefix`):
+    /// then the write lands only while that turn is held (else "LEASE" too). `members`, when
+    /// given, become the instances that own devices (`members`, and the log entry's `m`).
     func append(
-        _ uncoalesced: [StateChange], instance: Int, fence: String?, epoch: EpochCondition = .any, on redis: RedisConnection
+        _ uncoalesced: [StateChange], instance: Int, fence: String?, epoch: EpochCondition = .any, members: [Int]? = nil,
+        on redis: RedisConnection
     ) throws(RedisError) -> (version: UInt64, id: String, wanted: Bool) {
         let changes = PendingChanges.coalesced(uncoalesced)
         let (expected, seeded): (String, String)
@@ -358,11 +375,12 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             .text(writes.batchMaxRecordSequence.map(String.init) ?? ""),
         ]
         writes.append(to: &arguments)
+        arguments.append(.text(members.map { $0.map(String.init).joined(separator: ",") } ?? "-"))
         let reply = try Self.appendScript.run(
             on: redis,
             keys: [
                 key("lease"), key("want"), key("version"), key("log"), key("state"), key("records"), key("waiting"), key("maxseq"),
-                key("epoch"), key("batches"), key("evicted"),
+                key("epoch"), key("batches"), key("evicted"), key("turns"), key("members"),
             ],
             arguments: arguments)
         guard let parts = reply.elements, parts.count == 3, let version = parts[0].int, let id = parts[1].text else {
@@ -459,14 +477,14 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         }
     }
 
-    /// KEYS: lease want version log state records waiting maxseq epoch batches evicted.
-    /// ARGV: 1 fence, 2 ttl, 3 instance, 4 loglength, 5 rows (the log entry), 6 waiting key
+    /// KEYS: lease want version log state records waiting maxseq epoch batches evicted turns
+    /// members. ARGV: 1 fence (a lease token, or a shared turn's: `s…`), 2 ttl, 3 instance, 4 loglength, 5 rows (the log entry), 6 waiting key
     /// prefix, 7 max sequence, 8 reset ('1': clear everything first), 9 expected epoch, 10 seed
     /// epoch, 11 the highest record sequence in the rows ('' none: the rows are not kept as
     /// `rb:<version>`), 12 evict records before ('' none), 13–18 the lengths of the lists that
     /// follow: hash field/value pairs to set, hash fields to delete, record sequences added
     /// (fields of their own), removed, waiting notifications (sequence, row, expiry or 0),
-    /// notifications done.
+    /// notifications done; then the lists; last the new members ('-' unchanged).
     ///
     /// `batches` scores each `rb:` field by its highest record sequence, so eviction drops a
     /// batch once all its records are older than the bound; `evicted` is that bound, below
@@ -476,7 +494,16 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// variadic command per chunk (a command per row cost more in the script than the writes).
     static let appendScript = RedisScript(
         """
-        if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then
+        local shared = string.sub(ARGV[1], 1, 1) == 's'
+        local now
+        if shared then
+          local t = redis.call('TIME')
+          now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+          local expiry = tonumber(redis.call('ZSCORE', KEYS[12], ARGV[1]) or '0')
+          if expiry < now then
+            return redis.error_reply('LEASE this instance no longer holds its shared turn')
+          end
+        elseif ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then
           return redis.error_reply('LEASE this instance no longer holds the lease')
         end
         local e = redis.call('GET', KEYS[9])
@@ -495,13 +522,19 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
           redis.call('DEL', KEYS[7])
         end
         local id
+        local m = ARGV[#ARGV]
+        local extra = {}
+        if m ~= '-' then
+          redis.call('SET', KEYS[13], m)
+          extra = {'m', m}
+        end
         if ARGV[11] ~= '' then
           -- The rows once, in the state; the log entry says where they are.
           redis.call('HSET', KEYS[5], 'rb:' .. v, ARGV[5])
           redis.call('ZADD', KEYS[10], ARGV[11], 'rb:' .. v)
-          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'b', '1')
+          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'b', '1', unpack(extra))
         else
-          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5])
+          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5], unpack(extra))
         end
         local i = 19
         -- Runs cmd key (prefixed) items for the n items from ARGV[i], at most 1000 at a time
@@ -556,7 +589,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         end
         if tonumber(ARGV[7]) > tonumber(redis.call('GET', KEYS[8]) or '0') then redis.call('SET', KEYS[8], ARGV[7]) end
         local wanted = 0
-        if ARGV[1] ~= '' then
+        if shared then
+          redis.call('ZADD', KEYS[12], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+          wanted = redis.call('EXISTS', KEYS[2])
+        elseif ARGV[1] ~= '' then
           redis.call('PEXPIRE', KEYS[1], ARGV[2])
           wanted = redis.call('EXISTS', KEYS[2])
         end

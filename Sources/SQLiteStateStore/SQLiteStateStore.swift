@@ -381,6 +381,8 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
                     try q.bind(4, releaseAt)
                 case .inFlight:
                     try q.bind(2, "in-flight")
+                case .handedOff:
+                    try q.bind(2, "handed-off")
                 }
                 try q.bind(5, n.deviceID)
                 try q.bind(6, n.bundleID)
@@ -567,6 +569,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             case "deferred": slot = .deferred(try Self.value(DeferReason.self, waiting.text(2)))
             case "batched": slot = .batched(releaseAtMs: waiting.int64(3))
             case "in-flight": slot = .inFlight
+            case "handed-off": slot = .handedOff
             case let other: throw StateStoreError("waiting notification \(waiting.int64(0)): unknown slot '\(other)'")
             }
             let notification = try StateCodec.decodeNotification(waiting.blob(4))

@@ -946,6 +946,7 @@ struct ReplicationTests {
                 case .deferred: slots.insert("deferred")
                 case .batched: slots.insert("batched")
                 case .inFlight: slots.insert("in flight")
+                case .handedOff: slots.insert("handed off")
                 }
             }
             outcomes.formUnion(p.replica.records.newestFirst(limit: 3).map(\.outcome.rawValue))
