@@ -87,6 +87,7 @@ extension World {
     private mutating func handOff(_ notification: PendingNotification, to owner: Int, nowMs: Int64) {
         delivery.handedOff.add(notification)
         delivery.noteWaiting(.handedOff, notification)
+        counters.pushesHandedOff += 1
         setOutcome(
             notification.sequence, .pending,
             "accepted by instance \(ownership?.me ?? 0); instance \(owner), which decides deliveries to this device, routes it",
@@ -98,6 +99,7 @@ extension World {
         var frames: [DeviceFrame] = []
         for notification in delivery.handedOff.take(deviceID: deviceID) {
             delivery.noteDone(notification.sequence)
+            counters.handOffsRouted += 1
             frames += route(notification, nowMs: nowMs)
         }
         return frames

@@ -67,6 +67,10 @@ public struct Counters: Sendable {
     public var payloadSizes = Histogram(bounds: Histogram.payloadBounds)
     /// Deliveries whose payload named another account than the device's (the cross-account check).
     public var crossAccountDeliveries: UInt64 = 0
+    /// `--redis`: pushes accepted here for a device another instance owns (handed to it), and
+    /// hand-offs from the others routed here (DeviceOwnership.swift).
+    public var pushesHandedOff: UInt64 = 0
+    public var handOffsRouted: UInt64 = 0
     /// Broadcast deliveries to subscribed Live Activities, by outcome (a late one from a
     /// channel's stored message counts again with its new outcome).
     public private(set) var broadcastDeliveries: [DeliveryOutcome: UInt64] = [:]

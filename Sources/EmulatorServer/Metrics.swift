@@ -136,6 +136,14 @@ extension Emulator {
             "apns_emulator_streams_total", "counter", "HTTP/2 requests (streams) answered on provider connections.",
             Double(providers.streamsTotal.load(ordering: .relaxed)))
         p.single(
+            "apns_emulator_pushes_handed_off_total", "counter",
+            "--redis: pushes this instance accepted for a device another instance owns, handed to that instance to route.",
+            Double(counters.pushesHandedOff))
+        p.single(
+            "apns_emulator_handoffs_routed_total", "counter",
+            "--redis: pushes routed here for a device this instance owns, handed over by the instance that accepted them (or left by one that stopped).",
+            Double(counters.handOffsRouted))
+        p.single(
             "apns_emulator_pushes_waiting_for_the_lease_total", "counter",
             "--redis: pushes judged on a thread that waited for this instance's turn to change the shared state, not on their event loop.",
             Double(providers.deferredPushes.load(ordering: .relaxed)))

@@ -1049,8 +1049,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     // The lease goes when no change asked for it for a moment, even while pushes
                     // come (they go on in shared turns); a shared turn when no change came.
                     let lastNeedingLease = s.ownership?.isMember == true ? s.lastExclusiveChangeMs : s.lastChangeMs
-                    if s.holding, s.writerIdle, now - lastNeedingLease >= Self.idleReleaseMilliseconds {
-                        try release(&s, redis)
+                    if s.holding, now - lastNeedingLease >= Self.idleReleaseMilliseconds {
+                        // Under steady pushes the writer is never idle: stop taking changes until
+                        // what is queued is written, then hand the lease back (the writer does).
+                        if s.writerIdle { try release(&s, redis) } else { s.yielding = true }
                     }
                     if s.sharing, s.writerIdle, now - s.lastChangeMs >= Self.idleReleaseMilliseconds {
                         try releaseSharedTurn(&s, redis)
