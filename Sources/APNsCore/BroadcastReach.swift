@@ -78,6 +78,13 @@ public final class BroadcastReachBox: Sendable {
 extension NotificationRecord {
     /// What a broadcast reached (broadcast records only).
     public var broadcast: BroadcastReach? {
+        get { delivery.broadcast }
+        set { delivery.broadcast = newValue }
+    }
+}
+
+extension RecordDelivery {
+    public var broadcast: BroadcastReach? {
         get { broadcastBox?.reach }
         set { broadcastBox = newValue.map(BroadcastReachBox.init) }
     }

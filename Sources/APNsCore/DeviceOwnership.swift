@@ -32,36 +32,47 @@ public struct DeviceOwnership: Sendable, Equatable {
 }
 
 /// Hand-offs waiting for their owner, by sequence, and per device in the order they arrived.
+/// Removing one (its owner routed it: a row from the log) only forgets it by sequence; the
+/// device's list drops what is gone when it is taken, or when none is left.
 struct HandOffs: Sendable {
     private(set) var bySequence: [UInt64: PendingNotification] = [:]
-    private var byDevice: [String: [UInt64]] = [:]
+    private var byDevice: [String: (sequences: [UInt64], live: Int)] = [:]
 
     var isEmpty: Bool { bySequence.isEmpty }
     var count: Int { bySequence.count }
 
     mutating func add(_ notification: PendingNotification) {
-        if bySequence.updateValue(notification, forKey: notification.sequence) == nil {
-            byDevice[notification.deviceID, default: []].append(notification.sequence)
-        }
+        guard bySequence.updateValue(notification, forKey: notification.sequence) == nil else { return }
+        byDevice[notification.deviceID, default: ([], 0)].sequences.append(notification.sequence)
+        byDevice[notification.deviceID]!.live += 1
     }
 
     @discardableResult
     mutating func remove(_ sequence: UInt64) -> PendingNotification? {
         guard let notification = bySequence.removeValue(forKey: sequence) else { return nil }
         let device = notification.deviceID
-        byDevice[device]?.removeAll { $0 == sequence }
-        if byDevice[device]?.isEmpty == true { byDevice[device] = nil }
+        if let entry = byDevice[device] {
+            if entry.live <= 1 {
+                byDevice[device] = nil
+            } else {
+                byDevice[device]!.live -= 1
+                // A device that never runs dry (a steady stream) sheds what is gone now and then.
+                if entry.sequences.count > 2 * entry.live + 64 {
+                    byDevice[device]!.sequences.removeAll { bySequence[$0] == nil }
+                }
+            }
+        }
         return notification
     }
 
     /// The device's hand-offs, oldest first, taken out.
     mutating func take(deviceID: String) -> [PendingNotification] {
-        guard let sequences = byDevice.removeValue(forKey: deviceID) else { return [] }
-        return sequences.compactMap { bySequence.removeValue(forKey: $0) }
+        guard let entry = byDevice.removeValue(forKey: deviceID) else { return [] }
+        return entry.sequences.compactMap { bySequence.removeValue(forKey: $0) }
     }
 
     /// The devices with hand-offs.
-    var deviceIDs: Dictionary<String, [UInt64]>.Keys { byDevice.keys }
+    var deviceIDs: Dictionary<String, (sequences: [UInt64], live: Int)>.Keys { byDevice.keys }
 }
 
 extension World {

@@ -27,8 +27,6 @@ public struct NotificationRecord: Sendable {
     /// The body's real size (payload may be cut at the buffering cap).
     public var payloadSize: Int
     public var receivedAtMs: Int64
-    /// Which rule decided the response, in plain words.
-    public var explanation: String
     public var connectionID: UInt64
     public var streamID: Int32
     public var method: String?
@@ -44,57 +42,20 @@ public struct NotificationRecord: Sendable {
     public var jwtVerified: Bool?
     public var deviceID: String?
     public var bundleID: String?
-    public var outcome: DeliveryOutcome
-    /// App callbacks iOS ran for it (docs/device-model.md), including `didReceive` after a tap.
-    public var callbacks: [String] = []
-    /// What the user saw: banner, notificationCenter or none (nil until it reached a device).
-    public var display: String?
-    /// When the device acknowledged it (ms).
-    public var deliveredAtMs: Int64?
-    /// It waited in the store while the device was offline.
-    public var wasStored = false
-    /// What the system left out or why it dropped the notification (delivery rules).
-    public var deliveryNote: String?
+    /// What became of it after the answer (all a later change may touch; `RecordDelivery`).
+    public var delivery: RecordDelivery
     /// When the answer was decided (ms).
     public var respondedAtMs: Int64?
     /// The fault rule that acted on the request, if any.
     public var faultRuleID: String?
     /// Certificate connections: the client certificate's subject.
     public var certificateSubject: String?
-    /// Who was logged in on the device when it was delivered.
-    public var userID: String?
-    /// Whom the payload names (the app backend's `addresseePointer`), when it does.
-    public var addressee: String?
-    /// The payload named another account than the one logged in on the device.
-    public var crossAccount = false
-    /// A broadcast's reach (see `broadcast`); nil for device pushes.
-    public var broadcastBox: BroadcastReachBox?
     /// What the journal counted this record as (bytes), when it was added.
     public var accountedBytes = 0
     /// The request's header list size as HTTP/2 counts it (name + value + 32 per field), when
     /// the HTTP/2 layer measured it (0: not known), so `approximateBytes` need not add it up.
     public var headerListBytes = 0
-    /// The delivery steps the notification went through, each with when (the console's log):
-    /// at most `maxTransitions`, the first ones and the newest; 16 bytes each, inside
-    /// `fixedBytes` (the explanation of the current one is `explanation`).
-    public var transitions: [(atMs: Int64, step: DeliveryLog.Step)] {
-        get {
-            guard let firstTransition else { return [] }
-            return [firstTransition] + laterTransitions
-        }
-        set {
-            firstTransition = newValue.first
-            laterTransitions = Array(newValue.dropFirst())
-        }
-    }
-    /// The first step kept inline: a virtual device's push has only one, and the array would
-    /// cost an allocation (and its release) per record.
-    private var firstTransition: (atMs: Int64, step: DeliveryLog.Step)?
-    private var laterTransitions: [(atMs: Int64, step: DeliveryLog.Step)] = []
-    /// How it was presented when that needed deciding (a category, Focus…; `presentation`);
-    /// boxed, so records without one stay small to copy.
-    public var presentationBox: PresentationBox?
-    public static let maxTransitions = 12
+    public static var maxTransitions: Int { RecordDelivery.maxTransitions }
     /// The allowance for a record's fixed part and its texts.
     public static let fixedBytes = 640
     /// A record another instance wrote (`--redis`), kept in its stored form until something
@@ -102,29 +63,81 @@ public struct NotificationRecord: Sendable {
     /// of what it spent per push. Only `sequence`, `accountedBytes` and `headerListBytes` are
     /// set meanwhile; `RecordStore` decodes it whenever it hands the record out.
     var keptEncoded: [UInt8]?
+    /// A record kept encoded whose `delivery` changed since it arrived (another instance's
+    /// notification that this one routed): `delivery` holds the current part, which wins over
+    /// the encoded one when the record is decoded or written.
+    var keptDeliveryChanged = false
 
     /// `transitions.count` and a walk over them, without building the array.
-    var transitionCount: Int { firstTransition == nil ? 0 : 1 + laterTransitions.count }
-    func forEachTransition(_ body: (Int64, DeliveryLog.Step) -> Void) {
-        guard let firstTransition else { return }
-        body(firstTransition.atMs, firstTransition.step)
-        for transition in laterTransitions { body(transition.atMs, transition.step) }
-    }
+    var transitionCount: Int { delivery.transitionCount }
+    func forEachTransition(_ body: (Int64, DeliveryLog.Step) -> Void) { delivery.forEachTransition(body) }
+    mutating func noteTransition(_ step: DeliveryLog.Step, atMs: Int64) { delivery.noteTransition(step, atMs: atMs) }
 
-    mutating func noteTransition(_ step: DeliveryLog.Step, atMs: Int64) {
-        guard firstTransition != nil else {
-            firstTransition = (atMs, step)
-            return
-        }
-        // At the bound the newest replaces the one before it (the first ones stay).
-        if 1 + laterTransitions.count >= Self.maxTransitions {
-            if laterTransitions.isEmpty {
-                firstTransition = (atMs, step)
-                return
-            }
-            laterTransitions.removeLast()
-        }
-        laterTransitions.append((atMs, step))
+    // The delivery part's fields, as the record's own.
+    /// Which rule decided the response, in plain words.
+    public var explanation: String {
+        get { delivery.explanation }
+        set { delivery.explanation = newValue }
+    }
+    public var outcome: DeliveryOutcome {
+        get { delivery.outcome }
+        set { delivery.outcome = newValue }
+    }
+    /// App callbacks iOS ran for it (docs/device-model.md), including `didReceive` after a tap.
+    public var callbacks: [String] {
+        get { delivery.callbacks }
+        set { delivery.callbacks = newValue }
+    }
+    /// What the user saw: banner, notificationCenter or none (nil until it reached a device).
+    public var display: String? {
+        get { delivery.display }
+        set { delivery.display = newValue }
+    }
+    /// When the device acknowledged it (ms).
+    public var deliveredAtMs: Int64? {
+        get { delivery.deliveredAtMs }
+        set { delivery.deliveredAtMs = newValue }
+    }
+    /// It waited in the store while the device was offline.
+    public var wasStored: Bool {
+        get { delivery.wasStored }
+        set { delivery.wasStored = newValue }
+    }
+    /// What the system left out or why it dropped the notification (delivery rules).
+    public var deliveryNote: String? {
+        get { delivery.deliveryNote }
+        set { delivery.deliveryNote = newValue }
+    }
+    /// Who was logged in on the device when it was delivered.
+    public var userID: String? {
+        get { delivery.userID }
+        set { delivery.userID = newValue }
+    }
+    /// Whom the payload names (the app backend's `addresseePointer`), when it does.
+    public var addressee: String? {
+        get { delivery.addressee }
+        set { delivery.addressee = newValue }
+    }
+    /// The payload named another account than the one logged in on the device.
+    public var crossAccount: Bool {
+        get { delivery.crossAccount }
+        set { delivery.crossAccount = newValue }
+    }
+    /// A broadcast's reach (see `broadcast`); nil for device pushes.
+    public var broadcastBox: BroadcastReachBox? {
+        get { delivery.broadcastBox }
+        set { delivery.broadcastBox = newValue }
+    }
+    /// How it was presented when that needed deciding (a category, Focus…; `presentation`);
+    /// boxed, so records without one stay small to copy.
+    public var presentationBox: PresentationBox? {
+        get { delivery.presentationBox }
+        set { delivery.presentationBox = newValue }
+    }
+    /// The delivery steps the notification went through, each with when (the console's log).
+    public var transitions: [(atMs: Int64, step: DeliveryLog.Step)] {
+        get { delivery.transitions }
+        set { delivery.transitions = newValue }
     }
 
     /// Roughly what the record occupies: its variable parts plus a fixed allowance for the
@@ -154,6 +167,15 @@ public struct NotificationRecord: Sendable {
         return parts.joined(separator: "; ")
     }
 
+    /// The record with `delivery` in place of its own (a store reading a record's delivery
+    /// row), kept encoded or not.
+    public func applying(_ delivery: RecordDelivery) -> NotificationRecord {
+        var record = self
+        record.delivery = delivery
+        if keptEncoded != nil { record.keptDeliveryChanged = true }
+        return record
+    }
+
     /// A record kept in its stored form (`keptEncoded`).
     init(keptEncoded bytes: [UInt8], sequence: UInt64) {
         self.init(apnsID: "", token: "", environment: .sandbox, receivedAtMs: 0)
@@ -171,11 +193,73 @@ public struct NotificationRecord: Sendable {
         self.payload = []
         self.payloadSize = 0
         self.receivedAtMs = receivedAtMs
-        self.explanation = ""
+        self.delivery = RecordDelivery()
         self.connectionID = 0
         self.streamID = 0
         self.requestHeaders = []
-        self.outcome = .rejected
+    }
+}
+
+/// The part of a record that changes after the answer: where the notification went and how
+/// it was shown. A later change touches nothing else (`RecordStore.update`), so another
+/// instance is told of it with this part alone (`StateChange.recordDelivered`), not the whole
+/// record again.
+public struct RecordDelivery: Sendable {
+    public var outcome = DeliveryOutcome.rejected
+    /// Which rule decided the response, or what happened since, in plain words.
+    public var explanation = ""
+    public var callbacks: [String] = []
+    public var display: String?
+    public var deliveredAtMs: Int64?
+    public var wasStored = false
+    public var deliveryNote: String?
+    public var userID: String?
+    public var addressee: String?
+    public var crossAccount = false
+    public var broadcastBox: BroadcastReachBox?
+    public var presentationBox: PresentationBox?
+    /// The delivery steps the notification went through, each with when (the console's log):
+    /// at most `maxTransitions`, the first ones and the newest; 16 bytes each, inside
+    /// `NotificationRecord.fixedBytes` (the explanation of the current one is `explanation`).
+    public var transitions: [(atMs: Int64, step: DeliveryLog.Step)] {
+        get {
+            guard let firstTransition else { return [] }
+            return [firstTransition] + laterTransitions
+        }
+        set {
+            firstTransition = newValue.first
+            laterTransitions = Array(newValue.dropFirst())
+        }
+    }
+    /// The first step kept inline: a virtual device's push has only one, and the array would
+    /// cost an allocation (and its release) per record.
+    private var firstTransition: (atMs: Int64, step: DeliveryLog.Step)?
+    private var laterTransitions: [(atMs: Int64, step: DeliveryLog.Step)] = []
+    public static let maxTransitions = 12
+
+    public init() {}
+
+    var transitionCount: Int { firstTransition == nil ? 0 : 1 + laterTransitions.count }
+    func forEachTransition(_ body: (Int64, DeliveryLog.Step) -> Void) {
+        guard let firstTransition else { return }
+        body(firstTransition.atMs, firstTransition.step)
+        for transition in laterTransitions { body(transition.atMs, transition.step) }
+    }
+
+    mutating func noteTransition(_ step: DeliveryLog.Step, atMs: Int64) {
+        guard firstTransition != nil else {
+            firstTransition = (atMs, step)
+            return
+        }
+        // At the bound the newest replaces the one before it (the first ones stay).
+        if 1 + laterTransitions.count >= Self.maxTransitions {
+            if laterTransitions.isEmpty {
+                firstTransition = (atMs, step)
+                return
+            }
+            laterTransitions.removeLast()
+        }
+        laterTransitions.append((atMs, step))
     }
 }
 
@@ -237,10 +321,25 @@ public struct RecordStore: Sendable {
     /// decode them first, outside the lock (`EmulatorState.readJournal`).
     public private(set) var mayKeepEncoded = false
     private var changes: [UInt64] = []
+    /// Of `changes`, the records only updated (`update`), not added, since the last
+    /// `takeUpdatedOnly`: another instance needs only their delivery part.
+    private var updatedOnly: Set<UInt64> = []
+    /// Records added since the last `takeUpdatedOnly` (an update of one of them is not "only").
+    private var addedLately: Set<UInt64> = []
+    /// Whether `updatedOnly` is kept (`--redis`: `World.startSharingDeltas`).
+    public var tracksUpdatesApart = false
 
     public mutating func takeChanges() -> [UInt64] {
         defer { changes.removeAll(keepingCapacity: true) }
         return changes
+    }
+
+    /// The records only updated since the last call (see `updatedOnly`).
+    public mutating func takeUpdatedOnly() -> Set<UInt64> {
+        if !addedLately.isEmpty { addedLately.removeAll(keepingCapacity: true) }
+        if updatedOnly.isEmpty { return [] }
+        defer { updatedOnly = [] }
+        return updatedOnly
     }
 
     public init(capacity: Int, byteBudget: Int = Int.max) {
@@ -279,6 +378,7 @@ public struct RecordStore: Sendable {
 
     /// Takes on another journal's numbering (a reset or reload replaced this one).
     public mutating func continueNumbering(from other: RecordStore) {
+        tracksUpdatesApart = other.tracksUpdatesApart
         guard let theirs = other.numbering else { return continueSequence(from: other.nextSequence) }
         numberInStripes(theirs.stripe)
         numbering!.counter = max(numbering!.counter, theirs.counter)
@@ -317,7 +417,10 @@ public struct RecordStore: Sendable {
         record.sequence = denseNext
         denseNext += 1
         let sequence = record.sequence
-        if trackChanges { changes.append(sequence) }
+        if trackChanges {
+            changes.append(sequence)
+            if tracksUpdatesApart { addedLately.insert(sequence) }
+        }
         if record.keptEncoded != nil { mayKeepEncoded = true }
         if record.accountedBytes == 0 { record.accountedBytes = record.approximateBytes }
         // The usual case once the journal is full: the oldest record makes room by count alone
@@ -356,7 +459,10 @@ public struct RecordStore: Sendable {
     /// `append` for several writers: the record keeps its number, and takes the newest end.
     private mutating func appendArriving(moving record: inout NotificationRecord) -> UInt64 {
         let sequence = record.sequence
-        if trackChanges { changes.append(sequence) }
+        if trackChanges {
+            changes.append(sequence)
+            if tracksUpdatesApart { addedLately.insert(sequence) }
+        }
         if record.keptEncoded != nil { mayKeepEncoded = true }
         if record.accountedBytes == 0 { record.accountedBytes = record.approximateBytes }
         var lastEvicted: NotificationRecord?
@@ -527,7 +633,10 @@ public struct RecordStore: Sendable {
     mutating func replaceKept(_ decoded: [(from: NotificationRecord, to: NotificationRecord)]) {
         for (from, to) in decoded {
             guard let slot = physicalIndex(of: from.sequence), let kept = ring[slot].keptEncoded, kept == from.keptEncoded else { continue }
+            // Its delivery part may have changed meanwhile: the current one wins.
+            let current = ring[slot].keptDeliveryChanged ? ring[slot].delivery : nil
             ring[slot] = to
+            if let current { ring[slot].delivery = current }
         }
     }
 
@@ -596,14 +705,40 @@ public struct RecordStore: Sendable {
         return nil
     }
 
-    /// Changes the record with the given sequence number, if it is still kept.
+    /// Changes what became of the record with the given sequence number, if it is still kept:
+    /// after the answer only its delivery part changes. A record kept encoded is not decoded
+    /// for it (its delivery part alone is, once).
     @discardableResult
-    public mutating func update(sequence: UInt64, _ change: (inout NotificationRecord) -> Void) -> Bool {
+    public mutating func update(sequence: UInt64, _ change: (inout RecordDelivery) -> Void) -> Bool {
         guard let index = physicalIndex(of: sequence) else { return false }
-        decodeInPlace(index)
-        change(&ring[index])
-        if trackChanges, changes.last != sequence { changes.append(sequence) }
+        if let kept = ring[index].keptEncoded, !ring[index].keptDeliveryChanged {
+            ring[index].delivery = StateCodec.delivery(ofRecord: kept)
+            ring[index].keptDeliveryChanged = true
+        }
+        change(&ring[index].delivery)
+        if trackChanges, changes.last != sequence {
+            changes.append(sequence)
+            if tracksUpdatesApart, !addedLately.contains(sequence) { updatedOnly.insert(sequence) }
+        }
         return true
+    }
+
+    /// Replication: another instance changed the record's delivery part
+    /// (`StateChange.recordDelivered`). Nil when the record is not kept here.
+    @discardableResult
+    public mutating func applyDelivery(sequence: UInt64, _ delivery: RecordDelivery) -> NotificationRecord? {
+        guard let index = physicalIndex(of: sequence) else { return nil }
+        ring[index].delivery = delivery
+        if ring[index].keptEncoded != nil { ring[index].keptDeliveryChanged = true }
+        if trackChanges, changes.last != sequence { changes.append(sequence) }
+        return ring[index].keptEncoded == nil ? ring[index] : nil
+    }
+
+    /// The record's delivery part, without decoding a record kept encoded that was not routed.
+    public func delivery(sequence: UInt64) -> RecordDelivery? {
+        guard let index = physicalIndex(of: sequence) else { return nil }
+        if let kept = ring[index].keptEncoded, !ring[index].keptDeliveryChanged { return StateCodec.delivery(ofRecord: kept) }
+        return ring[index].delivery
     }
 
     public func record(sequence: UInt64) -> NotificationRecord? {

@@ -304,6 +304,13 @@ extension NotificationRecord {
     /// How it was presented when that needed deciding; nil for a plain alert under default
     /// settings, which `Presentation.plain` reads back from the payload.
     public var presentation: Presentation? {
+        get { delivery.presentation }
+        set { delivery.presentation = newValue }
+    }
+}
+
+extension RecordDelivery {
+    public var presentation: Presentation? {
         get { presentationBox?.presentation }
         set { presentationBox = newValue.map(PresentationBox.init) }
     }

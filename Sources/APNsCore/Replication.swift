@@ -24,6 +24,7 @@ extension ChangeKey {
         case .liveActivities(let id): return "l:" + id
         case .waiting(let sequence): return "w:" + String(sequence)
         case .record(let sequence): return "r:" + String(sequence)
+        case .recordDelivery(let sequence): return "rd:" + String(sequence)
         // A device id cannot contain a newline (DeviceRegistry.isValidDeviceID).
         case .budget(let device, let bundle): return "b:" + device + "\n" + bundle
         }
@@ -49,6 +50,9 @@ extension ChangeKey {
         case "r":
             guard let sequence = UInt64(id) else { return nil }
             self = .record(sequence)
+        case "rd":
+            guard let sequence = UInt64(id) else { return nil }
+            self = .recordDelivery(sequence)
         case "b":
             guard let newline = id.firstIndex(of: "\n") else { return nil }
             self = .budget(deviceID: String(id[..<newline]), bundleID: String(id[id.index(after: newline)...]))
@@ -64,7 +68,7 @@ extension StateChange {
         switch self {
         case .deviceRemoved, .keyRemoved, .appRemoved, .notificationDone, .recordRemoved, .channelRemoved, .liveActivitiesRemoved:
             return true
-        case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .notificationWaiting, .recordSaved, .budgetSaved,
+        case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .notificationWaiting, .recordSaved, .recordDelivered, .budgetSaved,
             .channelSaved, .liveActivitiesSaved, .recordsEvicted, .reset:
             return false
         }
@@ -220,6 +224,10 @@ extension World {
                 records.upsert(record)
                 noteOnScreen(record)
                 if applied.recordSequences.last != record.sequence { applied.recordSequences.append(record.sequence) }
+            case .recordDelivered(let sequence, let delivery):
+                // (A record kept encoded has no collapse id: those are decoded on arrival.)
+                if let record = records.applyDelivery(sequence: sequence, delivery) { noteOnScreen(record) }
+                if applied.recordSequences.last != sequence { applied.recordSequences.append(sequence) }
             case .recordRemoved:
                 // An admin delete is one row per record: remove a run of them in one pass.
                 var removed: Set<UInt64> = []

@@ -6,9 +6,9 @@
 
 extension StateCodec {
     /// 2 added broadcast channels (their rows, and in a reset's state), 3 Live Activity rows,
-    /// 4 each app's notification setup and badge and the device's switches (Focus…); 1 to 3
-    /// are still read.
-    static let changeFormat: UInt8 = 4
+    /// 4 each app's notification setup and badge and the device's switches (Focus…), 5 a
+    /// record's delivery part as a row of its own; 1 to 4 are still read.
+    static let changeFormat: UInt8 = 5
     static let framesFormat: UInt8 = 1
     /// Deeper JSON than this in a frame is refused: damaged bytes must not exhaust the stack.
     static let maxJSONDepth = 64
@@ -128,6 +128,9 @@ extension StateCodec {
         case .liveActivitiesRemoved(let id):
             w.u8(19)
             w.put(id)
+        case .recordDelivered(let sequence, let delivery):
+            w.u8(20)
+            w.blob(encodeDelivery(sequence: sequence, delivery))
         }
     }
 
@@ -156,6 +159,9 @@ extension StateCodec {
         case 17: return .channelRemoved(id: try r.take())
         case 18: return .liveActivitiesSaved(try decodeLiveActivities(try r.bytes()))
         case 19: return .liveActivitiesRemoved(deviceID: try r.take())
+        case 20:
+            let (sequence, delivery) = try decodeDelivery(try r.bytes())
+            return .recordDelivered(sequence: sequence, delivery: delivery)
         case let other: throw r.damaged("change kind \(other)")
         }
     }

@@ -21,7 +21,7 @@ public enum StateCodec {
     /// Every field but `accountedBytes`, which the journal works out again when it takes the
     /// record back. `decodeRecord` reads the same fields in the same order.
     public static func encode(_ r: NotificationRecord) -> [UInt8] {
-        if let kept = r.keptEncoded { return kept }
+        if let kept = r.keptEncoded { return r.keptDeliveryChanged ? encode(decodeKept(r)) : kept }
         var w = ByteWriter(capacity: 512 + r.payload.count)
         w.u8(recordFormat)
         w.put(r.sequence)
@@ -237,83 +237,193 @@ public enum StateCodec {
         }
         record.accountedBytes = kept.accountedBytes
         record.headerListBytes = kept.headerListBytes
+        if kept.keptDeliveryChanged { record.delivery = kept.delivery }
         return record
     }
 
     public static func decodeRecord(_ bytes: [UInt8]) throws(StateStoreError) -> NotificationRecord {
+        try decodeRecord(bytes, deliveryOnly: false)
+    }
+
+    /// The delivery part of an encoded record, passing over the rest without reading it (a
+    /// record kept encoded that this instance routes: `RecordStore.update`). A damaged record
+    /// gives an empty part.
+    public static func delivery(ofRecord bytes: [UInt8]) -> RecordDelivery {
+        (try? decodeRecord(bytes, deliveryOnly: true))?.delivery ?? RecordDelivery()
+    }
+
+    /// With `deliveryOnly`, the fields outside `RecordDelivery` are passed over, not read.
+    private static func decodeRecord(_ bytes: [UInt8], deliveryOnly: Bool) throws(StateStoreError) -> NotificationRecord {
         var r = ByteReader(bytes, what: "journal record")
         let format = try r.expectFormat(in: 1...recordFormat)
         var record = NotificationRecord(apnsID: "", token: "", environment: .sandbox, receivedAtMs: 0)
         record.sequence = try r.take()
-        record.apnsID = try r.take()
-        record.uniqueID = try r.take()
-        record.token = try r.take()
-        record.topic = try r.take()
-        record.pushType = try r.take()
-        record.pushTypeHeaderPresent = try r.take()
-        record.priority = try r.take()
-        record.expiration = try r.take()
-        record.collapseID = try r.take()
-        record.environment = try r.take()
-        record.status = try r.take()
-        record.reason = try r.take()
-        record.timestampMs = try r.take()
-        record.payload = try r.bytes()
-        record.payloadSize = try r.take()
-        record.receivedAtMs = try r.take()
-        record.explanation = try r.take()
-        record.connectionID = try r.take()
-        record.streamID = try r.take()
-        record.method = try r.take()
-        record.path = try r.take()
-        let headerCount = try r.count()
-        record.requestHeaders.reserveCapacity(headerCount)
-        for _ in 0..<headerCount { record.requestHeaders.append(HeaderField(name: try r.take(), value: try r.take())) }
-        record.headersTruncated = try r.take()
-        record.teamID = try r.take()
-        record.keyID = try r.take()
-        record.jwtHeader = try r.take()
-        record.jwtClaims = try r.take()
-        switch try r.u8() {
-        case 0: record.jwtVerified = nil
-        case 1: record.jwtVerified = false
-        default: record.jwtVerified = true
+        if deliveryOnly {
+            try r.skipBytes()  // apnsID
+            try r.skipOptionalBytes()  // uniqueID
+            try r.skipBytes()  // token
+            try r.skipOptionalBytes()  // topic
+            try r.skipOptionalBytes()  // pushType
+            _ = try r.u8()  // pushTypeHeaderPresent
+            _ = try r.u64()  // priority
+            if try r.u8() != 0 { _ = try r.u64() }  // expiration
+            try r.skipOptionalBytes()  // collapseID
+            try r.skipBytes()  // environment
+            _ = try r.u64()  // status
+            try r.skipOptionalBytes()  // reason
+            if try r.u8() != 0 { _ = try r.u64() }  // timestampMs
+            try r.skipBytes()  // payload
+            _ = try r.u64()  // payloadSize
+            _ = try r.u64()  // receivedAtMs
+        } else {
+            record.apnsID = try r.take()
+            record.uniqueID = try r.take()
+            record.token = try r.take()
+            record.topic = try r.take()
+            record.pushType = try r.take()
+            record.pushTypeHeaderPresent = try r.take()
+            record.priority = try r.take()
+            record.expiration = try r.take()
+            record.collapseID = try r.take()
+            record.environment = try r.take()
+            record.status = try r.take()
+            record.reason = try r.take()
+            record.timestampMs = try r.take()
+            record.payload = try r.bytes()
+            record.payloadSize = try r.take()
+            record.receivedAtMs = try r.take()
         }
-        record.deviceID = try r.take()
-        record.bundleID = try r.take()
+        record.explanation = try r.take()
+        let headerCount: Int
+        if deliveryOnly {
+            _ = try r.u64()  // connectionID
+            _ = try r.u64()  // streamID
+            try r.skipOptionalBytes()  // method
+            try r.skipOptionalBytes()  // path
+            headerCount = try r.count()
+            for _ in 0..<headerCount {
+                try r.skipBytes()
+                try r.skipBytes()
+            }
+            _ = try r.u8()  // headersTruncated
+            for _ in 0..<4 { try r.skipOptionalBytes() }  // teamID, keyID, jwtHeader, jwtClaims
+            _ = try r.u8()  // jwtVerified
+            try r.skipOptionalBytes()  // deviceID
+            try r.skipOptionalBytes()  // bundleID
+        } else {
+            record.connectionID = try r.take()
+            record.streamID = try r.take()
+            record.method = try r.take()
+            record.path = try r.take()
+            headerCount = try r.count()
+            record.requestHeaders.reserveCapacity(headerCount)
+            for _ in 0..<headerCount { record.requestHeaders.append(HeaderField(name: try r.take(), value: try r.take())) }
+            record.headersTruncated = try r.take()
+            record.teamID = try r.take()
+            record.keyID = try r.take()
+            record.jwtHeader = try r.take()
+            record.jwtClaims = try r.take()
+            switch try r.u8() {
+            case 0: record.jwtVerified = nil
+            case 1: record.jwtVerified = false
+            default: record.jwtVerified = true
+            }
+            record.deviceID = try r.take()
+            record.bundleID = try r.take()
+        }
         record.outcome = try r.take()
         record.callbacks = try r.take()
         record.display = try r.take()
         record.deliveredAtMs = try r.take()
         record.wasStored = try r.take()
         record.deliveryNote = try r.take()
-        record.respondedAtMs = try r.take()
-        record.faultRuleID = try r.take()
-        record.certificateSubject = try r.take()
+        if deliveryOnly {
+            if try r.u8() != 0 { _ = try r.u64() }  // respondedAtMs
+            try r.skipOptionalBytes()  // faultRuleID
+            try r.skipOptionalBytes()  // certificateSubject
+        } else {
+            record.respondedAtMs = try r.take()
+            record.faultRuleID = try r.take()
+            record.certificateSubject = try r.take()
+        }
         if format >= 2 {
             record.userID = try r.take()
             record.addressee = try r.take()
             record.crossAccount = try r.take()
         }
         if format >= 3 { record.broadcast = try decodeReach(&r) }
-        if format >= 4 {
-            let count = try r.count()
-            guard count <= NotificationRecord.maxTransitions else {
-                throw r.damaged("\(count) transitions, more than \(NotificationRecord.maxTransitions)")
-            }
-            var transitions: [(atMs: Int64, step: DeliveryLog.Step)] = []
-            transitions.reserveCapacity(count)
-            for _ in 0..<count {
-                let atMs: Int64 = try r.take()
-                let code: String = try r.take()
-                guard let step = DeliveryLog.Step(code: code) else { throw r.damaged("delivery step \(code)") }
-                transitions.append((atMs, step))
-            }
-            if !transitions.isEmpty { record.transitions = transitions }
-        }
+        if format >= 4 { record.delivery.transitions = try decodeTransitions(&r) }
         if format >= 5 { record.presentation = try decodePresentation(&r) }
         try r.expectEnd()
         return record
+    }
+
+    private static func decodeTransitions(_ r: inout ByteReader) throws(StateStoreError) -> [(atMs: Int64, step: DeliveryLog.Step)] {
+        let count = try r.count()
+        guard count <= RecordDelivery.maxTransitions else {
+            throw r.damaged("\(count) transitions, more than \(RecordDelivery.maxTransitions)")
+        }
+        var transitions: [(atMs: Int64, step: DeliveryLog.Step)] = []
+        transitions.reserveCapacity(count)
+        for _ in 0..<count {
+            let atMs: Int64 = try r.take()
+            let code: String = try r.take()
+            guard let step = DeliveryLog.Step(code: code) else { throw r.damaged("delivery step \(code)") }
+            transitions.append((atMs, step))
+        }
+        return transitions
+    }
+
+    // MARK: A record's delivery part (`StateChange.recordDelivered`)
+
+    static let deliveryFormat: UInt8 = 1
+
+    /// The delivery part alone, with the record's sequence number, in the record's own
+    /// field order for those fields.
+    public static func encodeDelivery(sequence: UInt64, _ d: RecordDelivery) -> [UInt8] {
+        var w = ByteWriter(capacity: 96)
+        w.u8(deliveryFormat)
+        w.put(sequence)
+        w.put(d.explanation)
+        w.put(d.outcome)
+        w.put(d.callbacks)
+        w.put(d.display)
+        w.put(d.deliveredAtMs)
+        w.put(d.wasStored)
+        w.put(d.deliveryNote)
+        w.put(d.userID)
+        w.put(d.addressee)
+        w.put(d.crossAccount)
+        encode(d.broadcast, into: &w)
+        w.u64(UInt64(d.transitionCount))
+        d.forEachTransition { atMs, step in
+            w.put(atMs)
+            w.put(step.code)
+        }
+        encode(d.presentation, into: &w)
+        return w.bytes
+    }
+
+    public static func decodeDelivery(_ bytes: [UInt8]) throws(StateStoreError) -> (sequence: UInt64, delivery: RecordDelivery) {
+        var r = ByteReader(bytes, what: "record's delivery")
+        try r.expectFormat(deliveryFormat)
+        let sequence: UInt64 = try r.take()
+        var d = RecordDelivery()
+        d.explanation = try r.take()
+        d.outcome = try r.take()
+        d.callbacks = try r.take()
+        d.display = try r.take()
+        d.deliveredAtMs = try r.take()
+        d.wasStored = try r.take()
+        d.deliveryNote = try r.take()
+        d.userID = try r.take()
+        d.addressee = try r.take()
+        d.crossAccount = try r.take()
+        d.broadcast = try decodeReach(&r)
+        d.transitions = try decodeTransitions(&r)
+        d.presentation = try decodePresentation(&r)
+        try r.expectEnd()
+        return (sequence, d)
     }
 
     // MARK: Waiting notifications

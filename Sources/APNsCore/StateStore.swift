@@ -122,6 +122,10 @@ public indirect enum StateChange: Sendable {
     case notificationDone(sequence: UInt64)
     /// A journal record appended or updated.
     case recordSaved(NotificationRecord)
+    /// What became of a record since it was saved: its delivery part, the only part a later
+    /// change touches (instances sharing a state, `--redis`; a state directory gets whole
+    /// records).
+    case recordDelivered(sequence: UInt64, delivery: RecordDelivery)
     /// Deleted through the admin API.
     case recordRemoved(sequence: UInt64)
     /// Records older than this fell off the journal's end (`--max-records`).
@@ -157,6 +161,7 @@ public indirect enum StateChange: Sendable {
         case .notificationDone(let sequence): return .waiting(sequence)
         case .recordSaved(let record): return .record(record.sequence)
         case .recordRemoved(let sequence): return .record(sequence)
+        case .recordDelivered(let sequence, _): return .recordDelivery(sequence)
         case .recordsEvicted, .reset: return nil
         case .budgetSaved(let device, let bundle, _): return .budget(deviceID: device, bundleID: bundle)
         case .channelSaved(let channel): return .channel(channel.id)
@@ -174,6 +179,9 @@ public indirect enum StateChange: Sendable {
 
 public enum ChangeKey: Hashable, Sendable {
     case device(String), token(String), key(String), app(String), faults, waiting(UInt64), record(UInt64)
+    /// A record's delivery part (`StateChange.recordDelivered`), apart from the record: both
+    /// are kept when one batch has them (the record first).
+    case recordDelivery(UInt64)
     case budget(deviceID: String, bundleID: String)
     case channel(String)
     /// A device's Live Activity row, by device id.
@@ -290,6 +298,7 @@ public final class InMemoryStateStore: StateStore {
             m.records[record.sequence] = record
             m.nextSequence = max(m.nextSequence, record.sequence + 1)
         case .recordRemoved(let sequence): m.records.removeValue(forKey: sequence)
+        case .recordDelivered(let sequence, let delivery): m.records[sequence]?.delivery = delivery
         case .recordsEvicted(let before): m.records = m.records.filter { $0.key >= before }
         case .budgetSaved: break  // budgets refill after a restart
         case .channelSaved(let channel): m.channels[channel.id] = channel

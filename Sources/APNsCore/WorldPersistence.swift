@@ -92,8 +92,15 @@ extension World {
             }
         }
         out += delivery.takeWaitingChanges()
+        // Sharing a state, a record only updated goes as its delivery part (it is all an
+        // update changes), not whole again.
+        let updatedOnly = records.tracksUpdatesApart ? records.takeUpdatedOnly() : []
         for sequence in recordSequences {
-            if let record = records.record(sequence: sequence) { out.append(.recordSaved(record)) }
+            if updatedOnly.contains(sequence), let delivery = records.delivery(sequence: sequence) {
+                out.append(.recordDelivered(sequence: sequence, delivery: delivery))
+            } else if let record = records.record(sequence: sequence) {
+                out.append(.recordSaved(record))
+            }
         }
         if !stateTracking.removedRecords.isEmpty {
             out += stateTracking.removedRecords.map { .recordRemoved(sequence: $0) }

@@ -220,7 +220,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         }
         flushAnnouncements()
         let stripe = UInt64(instance) % SequenceStripes.count
-        _ = state.applyShared { (world: inout World) in world.records.numberInStripes(stripe) }
+        _ = state.applyShared { (world: inout World) in
+            world.records.numberInStripes(stripe)
+            // What a change does to a record after it is saved goes out as its delivery part.
+            world.records.tracksUpdatesApart = true
+        }
         join()
         startThread("apns-redis-handoffs") { [weak self] in self?.routeHandOffsLoop() }
         startThread("apns-redis-writer") { [weak self] in self?.writeLoop() }

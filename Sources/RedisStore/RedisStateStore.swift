@@ -210,6 +210,13 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             if let kept = records[sequence], kept.version > version { return }
             records[sequence] = (version, record)
         }
+        // A record's newest delivery part, laid over the record when it is at least as new
+        // (rows of one batch are in order: a delivery part after its record).
+        var deliveries: [UInt64: (version: UInt64, delivery: RecordDelivery)] = [:]
+        func keep(_ sequence: UInt64, _ version: UInt64, delivery: RecordDelivery) {
+            if let kept = deliveries[sequence], kept.version > version { return }
+            deliveries[sequence] = (version, delivery)
+        }
         repeat {
             let reply = try redis.command("HSCAN", key("state"), .text(cursor), "COUNT", "1000")
             guard let parts = reply.elements, parts.count == 2, let next = parts[0].text, let fields = parts[1].elements else {
@@ -221,7 +228,13 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 if let name = fields[i - 1].text, name.hasPrefix("rb:"), let batch = UInt64(name.dropFirst(3)) {
                     for change in try decodeBatch(fields[i].bytes, keepingRecordsEncoded: keepingRecordsEncoded) {
                         switch change {
-                        case .recordSaved(let record): keep(record.sequence, batch, record)
+                        case .recordSaved(let record):
+                            keep(record.sequence, batch, record)
+                            // A whole record supersedes a delivery part from before it.
+                            if let earlier = deliveries[record.sequence], earlier.version < batch {
+                                deliveries[record.sequence] = nil
+                            }
+                        case .recordDelivered(let sequence, let delivery): keep(sequence, batch, delivery: delivery)
                         case .recordRemoved(let sequence): keep(sequence, batch, nil)
                         default: break
                         }
@@ -237,6 +250,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 case .appSaved(let bundle, let team): state.apps.append((bundle, team))
                 case .faultsSaved(let faults): state.faults = faults
                 case .recordSaved(let record): keep(record.sequence, 0, record)
+                case .recordDelivered(let sequence, let delivery): keep(sequence, 0, delivery: delivery)
                 case .budgetSaved(let device, let bundle, let budget): state.budgets.append((device, bundle, budget))
                 case .channelSaved(let channel): state.channels.append(channel)
                 case .liveActivitiesSaved(let row): state.liveActivities.append(row)
@@ -249,6 +263,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         state.tokens.sort { $0.token < $1.token }
         state.keys.sort { $0.keyID < $1.keyID }
         state.apps.sort { $0.bundleID < $1.bundleID }
+        for (sequence, delivery) in deliveries {
+            guard let kept = records[sequence], let record = kept.record, delivery.version >= kept.version else { continue }
+            records[sequence] = (kept.version, record.applying(delivery.delivery))
+        }
         let evicted = try redis.command("GET", key("evicted")).text.flatMap { UInt64($0) } ?? 0
         state.records = records.values.compactMap(\.record).filter { $0.sequence >= evicted }.sorted { $0.sequence < $1.sequence }
         state.channels.sort { $0.id < $1.id }
@@ -419,12 +437,20 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                     hashSets += [.text("r:\(record.sequence)"), .bytes(encoded)]
                     recordsAdded.append(.text(String(record.sequence)))
                 }
+            case .recordDelivered(let sequence, _):
+                maxSequence = max(maxSequence, sequence)
+                if recordsInBatch {
+                    batchMaxRecordSequence = max(batchMaxRecordSequence ?? 0, sequence)
+                } else {
+                    // (After a reset, beside the record's field; gone with it.)
+                    hashSets += [.text(change.key!.storageField), .bytes(encoded)]
+                }
             case .recordRemoved(let sequence):
                 maxSequence = max(maxSequence, sequence)
                 // The batch's rows say it is gone (newer than any row of it); a field of its own
                 // from a reset goes too.
                 if recordsInBatch { batchMaxRecordSequence = max(batchMaxRecordSequence ?? 0, sequence) }
-                hashDeletes.append(.text("r:\(sequence)"))
+                hashDeletes += [.text("r:\(sequence)"), .text("rd:\(sequence)")]
                 recordsRemoved.append(.text(String(sequence)))
             case .recordsEvicted(let before):
                 evictedBefore = max(evictedBefore ?? 0, before)
@@ -578,7 +604,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
           local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', before)
           for j = 1, #old, 1000 do
             local fields = {}
-            for k = j, math.min(j + 999, #old) do fields[#fields + 1] = 'r:' .. old[k] end
+            for k = j, math.min(j + 999, #old) do
+              fields[#fields + 1] = 'r:' .. old[k]
+              fields[#fields + 1] = 'rd:' .. old[k]
+            end
             redis.call('HDEL', KEYS[5], unpack(fields))
           end
           redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', before)

@@ -398,6 +398,17 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             }
         case .recordRemoved(let sequence):
             try s.deleteRecord.run { q throws(SQLiteError) in try q.bind(1, Int64(bitPattern: sequence)) }
+        case .recordDelivered(let sequence, let delivery):
+            // Only instances sharing Redis write these (a state directory is given whole
+            // records); read, patched and written back all the same.
+            let read = try db.prepare("SELECT data FROM records WHERE seq = ?")
+            try read.bind(1, Int64(bitPattern: sequence))
+            guard try read.step(), let record = try? StateCodec.decodeRecord(read.blob(0)) else { return }
+            let patched = record.applying(delivery)
+            try s.saveRecord.run { q throws(SQLiteError) in
+                try q.bind(1, Int64(bitPattern: sequence))
+                try q.bind(2, blob: StateCodec.encode(patched))
+            }
         case .recordsEvicted(let before):
             try s.evictRecords.run { q throws(SQLiteError) in try q.bind(1, Int64(bitPattern: before)) }
         case .budgetSaved:

@@ -116,8 +116,8 @@ struct RecordStoreTests {
         #expect(store.newestFirst(limit: 10).map(\.token) == ["t014", "t013", "t012"])
         #expect(store.removeAll { $0.token == "t013" }.count == 1)
         #expect(store.bytes == each * 2)
-        #expect(store.update(sequence: 15) { $0.status = 200 })
-        #expect(store.record(sequence: 15)?.status == 200)
+        #expect(store.update(sequence: 15) { $0.outcome = .delivered })
+        #expect(store.record(sequence: 15)?.outcome == .delivered)
     }
 
     @Test func countAndByteBudgetsTogetherAcrossWrapAround() {
@@ -135,9 +135,9 @@ struct RecordStoreTests {
         var store = RecordStore(capacity: 10)
         for i in 1...6 { store.append(record("t\(i)")) }
         #expect(store.removeAll { $0.token == "t2" || $0.token == "t5" }.count == 2)
-        #expect(store.update(sequence: 4) { $0.status = 200 })
-        #expect(store.record(sequence: 4)?.status == 200)
-        #expect(!store.update(sequence: 5) { $0.status = 200 })
+        #expect(store.update(sequence: 4) { $0.outcome = .delivered })
+        #expect(store.record(sequence: 4)?.outcome == .delivered)
+        #expect(!store.update(sequence: 5) { $0.outcome = .delivered })
         store.append(record("t7"))
         #expect(store.newestFirst(limit: 10).map(\.token) == ["t7", "t6", "t4", "t3", "t1"])
     }
@@ -163,8 +163,8 @@ struct RecordStoreTests {
         #expect(second > first && second > other.sequence, "the counter moves past what it has seen")
         #expect(mine.newestFirst(limit: 10).map(\.token) == ["m2", "o1", "m1", "dense"])
         #expect(mine.record(sequence: other.sequence)?.token == "o1")
-        #expect(mine.update(sequence: first) { $0.status = 200 })
-        #expect(mine.record(sequence: first)?.status == 200)
+        #expect(mine.update(sequence: first) { $0.outcome = .delivered })
+        #expect(mine.record(sequence: first)?.outcome == .delivered)
         // Paging goes on below the cursor's place, not below its number.
         #expect(mine.newestFirst(limit: 10, before: other.sequence).map(\.token) == ["m1", "dense"])
         // An update in place keeps its slot.

@@ -237,6 +237,7 @@ struct ReplicationTests {
             WaitingNotification(slot: .stored, notification: n), WaitingNotification(slot: .deferred(.lowPower), notification: n),
             WaitingNotification(slot: .deferred(.budget), notification: n), WaitingNotification(slot: .deferred(.terminated), notification: n),
             WaitingNotification(slot: .batched(releaseAtMs: -12), notification: n), WaitingNotification(slot: .inFlight, notification: n),
+            WaitingNotification(slot: .handedOff, notification: n),
             WaitingNotification(
                 slot: .inFlight, notification: n,
                 flight: FlightRow(
@@ -296,6 +297,7 @@ struct ReplicationTests {
             + waiting().map { .notificationWaiting($0) }
             + [
                 .notificationDone(sequence: UInt64.max), .recordSaved(record), .recordRemoved(sequence: 5), .recordsEvicted(before: 17),
+                .recordDelivered(sequence: record.sequence, delivery: record.delivery),
                 .reset(fullState()), .reset(PersistedState()),
                 .budgetSaved(deviceID: "phone", bundleID: "com.a", budget: BackgroundBudget(perHour: 3, arrivalUnits: -5_400_000)),
             ]
@@ -408,7 +410,7 @@ struct ReplicationTests {
             damaged[index] ^= 0xA5
             _ = try? StateCodec.decodeChanges(damaged)
         }
-        #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges([5] + rows.dropFirst()) }
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges([StateCodec.changeFormat + 1] + rows.dropFirst()) }
         #expect(throws: StateStoreError.self) { try StateCodec.decodeChanges(rows + [0]) }
         #expect(throws: StateStoreError.self) { try StateCodec.decodeChange([1, 99]) }
         let frames = StateCodec.encode(frames: [DeviceFrame(deviceID: "d", connectionID: 1, message: ["a": [1, .raw([1, 2])]])])
@@ -651,10 +653,14 @@ struct ReplicationTests {
         let byToken = p.replica.records.newestFirst(limit: 10) { $0.token == "not-a-token" }
         #expect(byToken.map(\.sequence) == [rejected.recordSequence], "a filter sees the fields")
         #expect(p.replica.records.oldest { $0.status == 200 }?.sequence == plain.recordSequence)
-        // Changing one decodes it in place; the others stay as they are.
+        // Changing what became of one leaves it kept (only its delivery part is read); it reads
+        // and writes back with the change.
         p.replica.records.update(sequence: plain.recordSequence) { $0.deliveryNote = "seen" }
-        #expect(!kept(plain.recordSequence) && kept(rejected.recordSequence))
+        #expect(kept(plain.recordSequence) && kept(rejected.recordSequence))
         #expect(p.replica.records.record(sequence: plain.recordSequence)?.deliveryNote == "seen")
+        #expect(p.replica.records.delivery(sequence: plain.recordSequence)?.deliveryNote == "seen")
+        let written = try #require(p.replica.records.record(sequence: plain.recordSequence).map(StateCodec.encode))
+        #expect(try StateCodec.decodeRecord(written).deliveryNote == "seen")
         // A read of the journal through the state decodes everything once; other reads do not.
         let state = EmulatorState(start: p.replica)
         #expect(state.readWorld { world -> Bool in world.records.mayKeepEncoded })

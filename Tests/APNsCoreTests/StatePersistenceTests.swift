@@ -462,11 +462,13 @@ struct StateCodecTests {
     /// codec (and this fixture) carry it.
     @Test func recordsRoundTripEveryField() throws {
         let record = Self.fullRecord()
-        // 46 fields in the codec (the delivery steps are stored as two: the first inline and
-        // the rest), plus `accountedBytes` and `headerListBytes`, which only the journal's byte
-        // count uses (it recomputes it on restore), and `keptEncoded`, the codec's own bytes
-        // while a follower has not decoded the record yet.
-        #expect(Mirror(reflecting: record).children.count == 50, "NotificationRecord changed: extend StateCodec and this test")
+        // 34 fields in the codec besides the delivery part, plus `accountedBytes` and
+        // `headerListBytes`, which only the journal's byte count uses (it recomputes it on
+        // restore), and `keptEncoded` and `keptDeliveryChanged`, the codec's own bytes while a
+        // follower has not decoded the record yet. The delivery part: 13 fields in the codec
+        // (the delivery steps are stored as two: the first inline and the rest).
+        #expect(Mirror(reflecting: record).children.count == 38, "NotificationRecord changed: extend StateCodec and this test")
+        #expect(Mirror(reflecting: record.delivery).children.count == 14, "RecordDelivery changed: extend StateCodec and this test")
         #expect(Mirror(reflecting: record.presentation!).children.count == 19, "Presentation changed: extend StateCodec and this test")
         var decoded = try StateCodec.decodeRecord(StateCodec.encode(record))
         #expect(decoded.broadcast == record.broadcast && decoded.broadcast != nil)
@@ -476,6 +478,12 @@ struct StateCodecTests {
         #expect(String(describing: decoded) == String(describing: record))
         let sparse = Self.sparseRecord()
         #expect(String(describing: try StateCodec.decodeRecord(StateCodec.encode(sparse))) == String(describing: sparse))
+        // The delivery part alone: as a row of its own, and read out of a whole record.
+        let alone = try StateCodec.decodeDelivery(StateCodec.encodeDelivery(sequence: record.sequence, record.delivery))
+        #expect(alone.sequence == record.sequence)
+        #expect(String(describing: alone.delivery) == String(describing: record.delivery))
+        #expect(String(describing: StateCodec.delivery(ofRecord: StateCodec.encode(record))) == String(describing: record.delivery))
+        #expect(String(describing: StateCodec.delivery(ofRecord: StateCodec.encode(sparse))) == String(describing: sparse.delivery))
     }
 
     /// The stored formats: a change to these bytes makes existing state directories unreadable
