@@ -596,9 +596,13 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     }
                     if s.yielding, s.outbox.isEmpty, let redis = s.redis {
                         // Handed over between slices of changes, never under a batch in flight.
+                        // A lease held only for pushes goes straight to a shared turn, so they
+                        // go on at once rather than wait for one on a thread of their own.
+                        let toSharedTurn = s.holding && !written.wanted && s.ownership?.isMember == true
                         if s.holding { try? release(&s, redis) }
                         if s.sharing { try? releaseSharedTurn(&s, redis) }
                         s.yielding = false
+                        if toSharedTurn { try? takeSharedTurn(&s, redis) }
                     }
                     return (answers, true)
                 case .failure(let error):
@@ -741,10 +745,13 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             let asked = Monotonic.nowMilliseconds()
             let reply = try Self.sharedTurnScript.run(
                 on: redis,
-                keys: [store.key("lease"), store.key("want"), store.key("version"), store.key("epoch"), store.key("turns")],
+                keys: [
+                    store.key("lease"), store.key("want"), store.key("version"), store.key("epoch"), store.key("turns"),
+                    store.key("leaseversion"),
+                ],
                 arguments: [.text(s.sharedToken), .text(String(Self.leaseMilliseconds))])
-            guard let parts = reply.elements, parts.count == 5, let got = parts[0].int, let version = parts[1].int,
-                let epoch = parts[2].text, let renewed = parts[3].int, let wanted = parts[4].int
+            guard let parts = reply.elements, parts.count == 6, let got = parts[0].int, let epoch = parts[2].text,
+                let renewed = parts[3].int, let wanted = parts[4].int, let leaseVersion = parts[5].int
             else {
                 throw RedisError(.protocolError, "unexpected reply to the shared turn script")
             }
@@ -762,7 +769,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 s.sharing = true
                 s.sharingUntilMs = asked + Int64(Self.leaseMilliseconds)
                 if wanted == 1, Monotonic.nowMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds { s.yielding = true }
-                if UInt64(version) > s.version { try catchUp(&s, redis, to: UInt64(version)) }
+                // What was changed under the lease before this turn must be in this copy; the
+                // others' shared turns beside it need not be (the follower applies them).
+                if !wasSharing || renewed == 0, UInt64(leaseVersion) > s.version { try catchUp(&s, redis, to: UInt64(leaseVersion)) }
                 return
             }
             s.sharing = false
@@ -831,14 +840,52 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         return (version, writer, rows, inState, members)
     }
 
-    private func apply(_ entries: [RedisReply], _ s: inout Shared, rows kept: [UInt64: [UInt8]]) throws(RedisError) {
+    /// A log entry read and its rows decoded, ready to apply: decoding needs no lock, so the
+    /// follower does it before taking the coordinator's (which pushes need).
+    struct PreparedEntry {
+        let id: String
+        let version: UInt64
+        let writer: Int
+        let members: [Int]?
+        /// nil: the rows are gone (evicted) or could not be read: this copy must reload.
+        let changes: [StateChange]?
+        let problem: String?
+    }
+
+    private func prepare(_ entries: [RedisReply], rows kept: [UInt64: [UInt8]]) throws(RedisError) -> [PreparedEntry] {
+        var prepared: [PreparedEntry] = []
+        prepared.reserveCapacity(entries.count)
         for entry in entries {
             guard let parts = entry.elements, parts.count == 2, let id = parts[0].text, parts[1].elements != nil else {
                 throw RedisError(.protocolError, "unexpected log entry")
             }
             let (version, writer, inline, inState, members) = Self.fields(ofEntry: entry)
+            guard writer != instance else {
+                prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: [], problem: nil))
+                continue
+            }
             // Rows kept in the state that are gone (evicted) mean this copy is too far behind.
-            let rows = inline ?? (inState ? kept[version] : nil)
+            guard let rows = inline ?? (inState ? kept[version] : nil) else {
+                prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: nil, problem: nil))
+                continue
+            }
+            do {
+                let changes = try StateCodec.decodeChanges(rows, keepingRecordsEncoded: true)
+                prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: changes, problem: nil))
+            } catch {
+                prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: nil, problem: "\(error)"))
+            }
+        }
+        return prepared
+    }
+
+    private func apply(_ entries: [RedisReply], _ s: inout Shared, rows kept: [UInt64: [UInt8]]) throws(RedisError) {
+        apply(try prepare(entries, rows: kept)[...], &s)
+    }
+
+    private func apply(_ entries: ArraySlice<PreparedEntry>, _ s: inout Shared) {
+        for entry in entries {
+            let (id, version, writer, members) = (entry.id, entry.version, entry.writer, entry.members)
             if version <= s.version { continue }
             if writer == instance {
                 // This copy made it (applied before it was written); the writer's answer may
@@ -848,12 +895,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 if let members { setOwnership(&s, members) }
                 continue
             }
-            guard version == s.version + 1, let rows else {
+            guard version == s.version + 1, let changes = entry.changes else {
+                if let problem = entry.problem { logger.warning("cannot read shared change \(version): \(problem); reloading the shared state") }
                 s.needsReload = true
                 return
             }
             do {
-                let changes = try StateCodec.decodeChanges(rows, keepingRecordsEncoded: true)
                 let now = clock.nowMilliseconds()
                 let (applied, handOffs) = try state.applyShared {
                     (world: inout World) throws(StateStoreError) -> (ReplicationApplied, [String]) in
@@ -1003,12 +1050,20 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     usleep(2_000)
                     continue
                 }
-                // Fetched before the lock: the changes of this instance need not wait for it.
-                let kept = try rowsKeptInState(entries, on: redis!)
-                shared.withLock { (s: inout Shared) in
-                    // A copy waiting for its reload is not patched further (the keeper reloads it).
-                    guard !s.needsReload else { return }
-                    do { try apply(entries, &s, rows: kept) } catch { s.needsReload = true }
+                // Fetched and decoded before the lock, and applied a few entries at a time: the
+                // changes of this instance (pushes) need not wait for it.
+                let prepared = try prepare(entries, rows: try rowsKeptInState(entries, on: redis!))
+                var start = prepared.startIndex
+                while start < prepared.endIndex {
+                    let end = min(start + 8, prepared.endIndex)
+                    let more = shared.withLock { (s: inout Shared) -> Bool in
+                        // A copy waiting for its reload is not patched further (the keeper reloads it).
+                        guard !s.needsReload else { return false }
+                        apply(prepared[start..<end], &s)
+                        return true
+                    }
+                    if !more { break }
+                    start = end
                 }
                 flushAnnouncements()
             } catch {
@@ -1262,8 +1317,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         return {0, v, e, 0}
         """)
 
-    /// KEYS: lease want version epoch turns. ARGV: token ttl. → {1 or 0, version, epoch or '',
-    /// 1 when it was held already (renewed), 1 when an instance waits for the lease}
+    /// KEYS: lease want version epoch turns leaseversion. ARGV: token ttl. → {1 or 0, version,
+    /// epoch or '', 1 when it was held already (renewed), 1 when an instance waits for the
+    /// lease, the version of the last write made under the lease}
     ///
     /// Shared turns are held side by side; none is given while the lease is held or wanted
     /// (so a change that needs the lease waits only for the turns held already to end).
@@ -1274,14 +1330,15 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         local wanted = redis.call('EXISTS', KEYS[2])
+        local lv = tonumber(redis.call('GET', KEYS[6]) or '0')
         local expiry = tonumber(redis.call('ZSCORE', KEYS[5], ARGV[1]) or '0')
         if expiry >= now then
           redis.call('ZADD', KEYS[5], now + tonumber(ARGV[2]), ARGV[1])
-          return {1, v, e, 1, wanted}
+          return {1, v, e, 1, wanted, lv}
         end
-        if wanted == 1 or redis.call('EXISTS', KEYS[1]) == 1 then return {0, v, e, 0, wanted} end
+        if wanted == 1 or redis.call('EXISTS', KEYS[1]) == 1 then return {0, v, e, 0, wanted, lv} end
         redis.call('ZADD', KEYS[5], now + tonumber(ARGV[2]), ARGV[1])
-        return {1, v, e, 0, 0}
+        return {1, v, e, 0, 0, lv}
         """)
 
     /// KEYS: lease. ARGV: token.

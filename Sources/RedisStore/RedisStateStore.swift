@@ -398,7 +398,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             on: redis,
             keys: [
                 key("lease"), key("want"), key("version"), key("log"), key("state"), key("records"), key("waiting"), key("maxseq"),
-                key("epoch"), key("batches"), key("evicted"), key("turns"), key("members"),
+                key("epoch"), key("batches"), key("evicted"), key("turns"), key("members"), key("leaseversion"),
             ],
             arguments: arguments)
         guard let parts = reply.elements, parts.count == 3, let version = parts[0].int, let id = parts[1].text else {
@@ -504,7 +504,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     }
 
     /// KEYS: lease want version log state records waiting maxseq epoch batches evicted turns
-    /// members. ARGV: 1 fence (a lease token, or a shared turn's: `s…`), 2 ttl, 3 instance, 4 loglength, 5 rows (the log entry), 6 waiting key
+    /// members leaseversion. ARGV: 1 fence (a lease token, or a shared turn's: `s…`), 2 ttl, 3 instance, 4 loglength, 5 rows (the log entry), 6 waiting key
     /// prefix, 7 max sequence, 8 reset ('1': clear everything first), 9 expected epoch, 10 seed
     /// epoch, 11 the highest record sequence in the rows ('' none: the rows are not kept as
     /// `rb:<version>`), 12 evict records before ('' none), 13–18 the lengths of the lists that
@@ -541,6 +541,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
           redis.call('SET', KEYS[9], ARGV[10])
         end
         local v = redis.call('INCR', KEYS[3])
+        -- A write not in a shared turn (under the lease, a seed, a restore): a shared turn
+        -- taken later catches up to here first.
+        if not shared then redis.call('SET', KEYS[14], v) end
         local wp = ARGV[6]
         if ARGV[8] == '1' then
           redis.call('DEL', KEYS[5], KEYS[6], KEYS[10])
