@@ -65,11 +65,21 @@ struct HandOffs: Sendable {
         return notification
     }
 
-    /// The device's hand-offs, oldest first, taken out.
-    mutating func take(deviceID: String) -> [PendingNotification] {
+    /// The device's hand-offs, oldest first, taken out (at most `limit`).
+    mutating func take(deviceID: String, limit: Int = .max) -> [PendingNotification] {
         guard let entry = byDevice.removeValue(forKey: deviceID) else { return [] }
-        return entry.sequences.compactMap { bySequence.removeValue(forKey: $0) }
+        var taken: [PendingNotification] = []
+        var index = entry.sequences.startIndex
+        while index < entry.sequences.endIndex, taken.count < limit {
+            if let notification = bySequence.removeValue(forKey: entry.sequences[index]) { taken.append(notification) }
+            index += 1
+        }
+        let rest = entry.sequences[index...].filter { bySequence[$0] != nil }
+        if !rest.isEmpty { byDevice[deviceID] = (Array(rest), rest.count) }
+        return taken
     }
+
+    func has(deviceID: String) -> Bool { byDevice[deviceID] != nil }
 
     /// The devices with hand-offs.
     var deviceIDs: Dictionary<String, (sequences: [UInt64], live: Int)>.Keys { byDevice.keys }
@@ -105,10 +115,10 @@ extension World {
             atMs: nowMs)
     }
 
-    /// Routes the hand-offs waiting for `deviceID`, oldest first.
-    mutating func routeHandOffs(deviceID: String, nowMs: Int64) -> [DeviceFrame] {
+    /// Routes the hand-offs waiting for `deviceID`, oldest first (at most `limit`).
+    mutating func routeHandOffs(deviceID: String, nowMs: Int64, limit: Int = .max) -> [DeviceFrame] {
         var frames: [DeviceFrame] = []
-        for notification in delivery.handedOff.take(deviceID: deviceID) {
+        for notification in delivery.handedOff.take(deviceID: deviceID, limit: limit) {
             delivery.noteDone(notification.sequence)
             counters.handOffsRouted += 1
             frames += route(notification, nowMs: nowMs)
@@ -123,13 +133,23 @@ extension World {
     }
 
     /// Routes the hand-offs waiting for these devices, where this instance owns them (an owner
-    /// that changed meanwhile leaves them to the new one).
-    public mutating func routeHandOffs(deviceIDs: [String], nowMs: Int64) -> [DeviceFrame] {
+    /// that changed meanwhile leaves them to the new one), at most `limit` in all; also says
+    /// which devices have some left.
+    public mutating func routeHandOffs(deviceIDs: [String], nowMs: Int64, limit: Int) -> (frames: [DeviceFrame], left: [String]) {
         var frames: [DeviceFrame] = []
+        var budget = limit
+        var left: [String] = []
         for deviceID in deviceIDs where ownership?.owns(deviceID) ?? true {
-            frames += routeHandOffs(deviceID: deviceID, nowMs: nowMs)
+            guard budget > 0 else {
+                left.append(deviceID)
+                continue
+            }
+            let before = delivery.handedOff.count
+            frames += routeHandOffs(deviceID: deviceID, nowMs: nowMs, limit: budget)
+            budget -= before - delivery.handedOff.count
+            if delivery.handedOff.has(deviceID: deviceID) { left.append(deviceID) }
         }
-        return frames
+        return (frames, left)
     }
 }
 
