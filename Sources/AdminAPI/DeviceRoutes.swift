@@ -86,8 +86,12 @@ struct DeviceRoutes: AdminResource {
     }
 
     private func getDevice(_ id: String) throws -> HTTP1ServerResponse {
-        guard let device = state.readWorld({ $0.registry.devices[id] }) else { throw AdminError(404, "no device with id '\(id)'") }
-        return .json(200, AdminJSON.device(device))
+        let (found, owner) = state.readWorld { ($0.registry.devices[id], $0.ownership.map { $0.owner(of: id) }) }
+        guard let device = found else { throw AdminError(404, "no device with id '\(id)'") }
+        // Several instances (`--redis`): the one that decides this device's deliveries.
+        guard let owner, owner > 0, case .object(var json) = AdminJSON.device(device) else { return .json(200, AdminJSON.device(device)) }
+        json["ownerInstance"] = .int(Int64(owner))
+        return .json(200, .object(json))
     }
 
     private func deleteDevice(_ id: String) throws -> HTTP1ServerResponse {

@@ -304,7 +304,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         changeMembership { [instance, logger] members in
             let clash = members.first { $0 != instance && UInt64($0) % SequenceStripes.count == stripe }
             if let clash {
-                logger.warning("shared state: instance \(clash) numbers records like this one (\(instance)); this one takes the lease for every change")
+                logger.warning(
+                    "shared state: instance \(clash) numbers records like this one (\(instance)); this one takes the lease for every change")
                 return members
             }
             return members + [instance]
@@ -366,9 +367,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             if devices.isEmpty { continue }
             let now = clock.nowMilliseconds()
             // A bounded number per change: pushes on this instance wait while one runs.
-            let (frames, more) = state.withSharedWorld(mode: .shared) { world in
-                world.routeHandOffs(deviceIDs: devices, nowMs: now, limit: Self.handOffsPerChange)
-            } ?? ([], [])
+            let (frames, more) =
+                state.withSharedWorld(mode: .shared) { world in
+                    world.routeHandOffs(deviceIDs: devices, nowMs: now, limit: Self.handOffsPerChange)
+                } ?? ([], [])
             if !more.isEmpty { queueHandOffs(more) }
             if !frames.isEmpty { deliverFrames.value?(frames) }
         }

@@ -542,6 +542,57 @@ struct SharedStateTests {
             }, "acknowledged but missing from the shared journal: \(Set(acknowledged).subtracting(journaled))")
     }
 
+    /// Each device's deliveries are decided by one instance, its owner. A push another instance
+    /// takes is answered 200 there (the record says it was handed on), handed to the owner and
+    /// routed by it; both count it in /metrics. An owner that stops (SIGSTOP, then SIGKILL)
+    /// with hand-offs not yet routed leaves them to the instance its devices move to: each
+    /// push answered 200 ends up delivered.
+    @Test func aPushForAnotherInstancesDeviceIsRoutedByItsOwnerEvenAfterTheOwnerDies() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        // A device e2 owns: e1 hands pushes for it off.
+        var target: (deviceID: String, token: String)?
+        for _ in 0..<40 where target == nil {
+            let made = try e1.createDevice()
+            #expect(try eventually { try e2.admin("GET", "/api/v1/devices/\(made.deviceID)").json["ownerInstance"]?.intValue != nil })
+            let before = try e1.metric("apns_emulator_pushes_handed_off_total")
+            let probe = APNsResult(try e1.connect().send(try e1.push(made.token).request))
+            #expect(probe.status == 200)
+            if try e1.metric("apns_emulator_pushes_handed_off_total") > before {
+                target = made
+                #expect(try eventually { try e1.admin("GET", "/api/v1/notifications/\(probe.apnsID!)").json["outcome"] == "delivered" })
+            }
+        }
+        let (deviceID, token) = try #require(target, "no device owned by the second instance among 40")
+        let owner = try #require(try e1.admin("GET", "/api/v1/devices/\(deviceID)").json["ownerInstance"]?.intValue)
+        #expect(try e2.admin("GET", "/api/v1/devices/\(deviceID)").json["ownerInstance"]?.intValue == owner, "both agree who owns it")
+        #expect(try e2.metric("apns_emulator_handoffs_routed_total") >= 1, "the owner routed what it was handed")
+
+        // The owner stops: what e1 hands it now waits, answered 200, and is routed once the
+        // device has moved to e1.
+        Glibc.kill(e2.process.processIdentifier, SIGSTOP)
+        var answered: [String] = []
+        let connection = try e1.connect()
+        for index in 0..<5 {
+            let result = APNsResult(
+                try connection.send(try e1.push(token, payload: #"{"aps":{"alert":"while the owner is away \#(index)"}}"#).request))
+            #expect(result.status == 200)
+            if result.status == 200, let id = result.apnsID { answered.append(id) }
+        }
+        for id in answered {
+            #expect(try e1.admin("GET", "/api/v1/notifications/\(id)").json["outcome"] == "pending", "handed off, not routed yet")
+        }
+        cluster.kill(1)
+        #expect(
+            try eventually(20) { try e1.admin("GET", "/api/v1/devices/\(deviceID)").json["ownerInstance"]?.intValue != owner },
+            "the device moved")
+        for id in answered {
+            #expect(
+                try eventually(10) { try e1.admin("GET", "/api/v1/notifications/\(id)").json["outcome"] == "delivered" },
+                "\(id) routed by the new owner")
+        }
+    }
+
     /// An instance killed (SIGKILL) while four providers push to it in batches: every push it
     /// answered 200 is in the shared journal the other instance shows, since an answer leaves
     /// only once Redis has the write that holds it.
