@@ -1058,12 +1058,13 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     decodingKept = state.decodeKeptRecords(slice: 2_000)
                     continue
                 }
-                if entries.allSatisfy({ Self.fields(ofEntry: $0).writer == instance }), shared.withLock({ $0.holding }) {
-                    // Only this instance's own changes, under the lease: nobody else can be
-                    // writing. Skip them without the lock, and look again a little later rather
-                    // than waking for every change this instance makes (the next read starts
-                    // after them: under the lease `lastID` moves with every append). In a
-                    // shared turn they are applied (skipped, in order) like the others'.
+                if entries.allSatisfy({ Self.fields(ofEntry: $0).writer == instance }) {
+                    // Only this instance's own changes: under the lease `lastID` moved past them
+                    // with every append already; in a shared turn they are passed over here, in
+                    // order (the others may write between them). Either way look again a little
+                    // later rather than waking for every change this instance makes.
+                    let prepared = try prepare(entries, rows: [:])
+                    shared.withLock { (s: inout Shared) in if !s.needsReload { apply(prepared[...], &s) } }
                     usleep(2_000)
                     continue
                 }
