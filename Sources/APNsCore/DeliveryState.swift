@@ -81,6 +81,18 @@ public struct DeviceFrame: Sendable {
     public var closeAfter: Bool = false
 }
 
+extension PendingNotification {
+    /// Until when APNs keeps it for an offline device: `apns-expiration` (seconds; 0 or a time
+    /// already past: not at all), else the default storage time from acceptance.
+    static func storeUntil(expiration: Int64?, receivedAtMs now: Int64, defaultStorageMs: Int64) -> Int64? {
+        switch expiration {
+        case nil: return now + defaultStorageMs
+        case 0?: return nil
+        case let seconds?: return seconds * 1000 > now ? seconds * 1000 : nil
+        }
+    }
+}
+
 /// A notification on its way to a device.
 public struct PendingNotification: Sendable {
     public var sequence: UInt64
@@ -199,7 +211,8 @@ public struct DeliveryState: Sendable {
                 flight: FlightRow(deliveryID: id, connectionID: f.connectionID, sentAtMs: f.sentAtMs, verdict: f.verdict))
         }
         all += mirroredInflight.values.map { WaitingNotification(slot: .inFlight, notification: $0) }
-        all += handedOff.bySequence.values.map { WaitingNotification(slot: .handedOff, notification: $0) }
+        // (Hand-offs that are journal records are not waiting rows: a reset keeps the records.)
+        all += handedOff.bySequence.values.compactMap { $0.hasRow ? $0.notification.map { WaitingNotification(slot: .handedOff, notification: $0) } : nil }
         return all.sorted { $0.notification.sequence < $1.notification.sequence }
     }
 

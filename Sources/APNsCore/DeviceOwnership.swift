@@ -35,54 +35,77 @@ public struct DeviceOwnership: Sendable, Equatable {
 /// Removing one (its owner routed it: a row from the log) only forgets it by sequence; the
 /// device's list drops what is gone when it is taken, or when none is left.
 struct HandOffs: Sendable {
-    private(set) var bySequence: [UInt64: PendingNotification] = [:]
-    private var byDevice: [String: (sequences: [UInt64], live: Int)] = [:]
+    /// One hand-off: the notification when this copy has it built (the instance that took the
+    /// push, or a row that carried it), else only its device (the journal record is the
+    /// hand-off: `RecordDelivery.awaitingOwner`, rebuilt by the owner when it routes it).
+    struct Entry: Sendable {
+        var deviceID: String
+        var notification: PendingNotification?
+        /// It has a waiting row of its own (`WaitingSlot.handedOff`), to be marked done.
+        var hasRow: Bool
+    }
+
+    private(set) var bySequence: [UInt64: Entry] = [:]
+    private var byDevice: [String: DeviceList] = [:]
+    private struct DeviceList {
+        var sequences: [UInt64] = []
+        var live = 0
+    }
 
     var isEmpty: Bool { bySequence.isEmpty }
     var count: Int { bySequence.count }
 
+    /// A hand-off with a row of its own (`WaitingSlot.handedOff`).
     mutating func add(_ notification: PendingNotification) {
-        guard bySequence.updateValue(notification, forKey: notification.sequence) == nil else { return }
-        byDevice[notification.deviceID, default: ([], 0)].sequences.append(notification.sequence)
-        byDevice[notification.deviceID]!.live += 1
+        add(notification.sequence, Entry(deviceID: notification.deviceID, notification: notification, hasRow: true))
+    }
+
+    mutating func add(_ sequence: UInt64, _ entry: Entry) {
+        guard bySequence.updateValue(entry, forKey: sequence) == nil else { return }
+        byDevice[entry.deviceID, default: DeviceList()].sequences.append(sequence)
+        byDevice[entry.deviceID, default: DeviceList()].live += 1
     }
 
     @discardableResult
-    mutating func remove(_ sequence: UInt64) -> PendingNotification? {
-        guard let notification = bySequence.removeValue(forKey: sequence) else { return nil }
-        let device = notification.deviceID
-        if let entry = byDevice[device] {
-            if entry.live <= 1 {
+    mutating func remove(_ sequence: UInt64) -> Entry? {
+        guard let entry = bySequence.removeValue(forKey: sequence) else { return nil }
+        let device = entry.deviceID
+        if let list = byDevice[device] {
+            if list.live <= 1 {
                 byDevice[device] = nil
             } else {
                 byDevice[device]!.live -= 1
                 // A device that never runs dry (a steady stream) sheds what is gone now and then.
-                if entry.sequences.count > 2 * entry.live + 64 {
+                if list.sequences.count > 2 * list.live + 64 {
                     byDevice[device]!.sequences.removeAll { bySequence[$0] == nil }
                 }
             }
         }
-        return notification
+        return entry
     }
 
     /// The device's hand-offs, oldest first, taken out (at most `limit`).
-    mutating func take(deviceID: String, limit: Int = .max) -> [PendingNotification] {
-        guard let entry = byDevice.removeValue(forKey: deviceID) else { return [] }
-        var taken: [PendingNotification] = []
-        var index = entry.sequences.startIndex
-        while index < entry.sequences.endIndex, taken.count < limit {
-            if let notification = bySequence.removeValue(forKey: entry.sequences[index]) { taken.append(notification) }
+    mutating func take(deviceID: String, limit: Int = .max) -> [(sequence: UInt64, entry: Entry)] {
+        guard let list = byDevice.removeValue(forKey: deviceID) else { return [] }
+        var taken: [(UInt64, Entry)] = []
+        var index = list.sequences.startIndex
+        while index < list.sequences.endIndex, taken.count < limit {
+            let sequence = list.sequences[index]
+            if let entry = bySequence.removeValue(forKey: sequence) { taken.append((sequence, entry)) }
             index += 1
         }
-        let rest = entry.sequences[index...].filter { bySequence[$0] != nil }
-        if !rest.isEmpty { byDevice[deviceID] = (Array(rest), rest.count) }
+        let rest = list.sequences[index...].filter { bySequence[$0] != nil }
+        if !rest.isEmpty { byDevice[deviceID] = DeviceList(sequences: Array(rest), live: rest.count) }
         return taken
     }
 
     func has(deviceID: String) -> Bool { byDevice[deviceID] != nil }
 
     /// The devices with hand-offs.
-    var deviceIDs: Dictionary<String, (sequences: [UInt64], live: Int)>.Keys { byDevice.keys }
+    var deviceIDs: some Collection<String> { byDevice.keys }
+
+    /// The notifications this copy has built (the others exist as journal records).
+    var notifications: [PendingNotification] { bySequence.values.compactMap(\.notification) }
 }
 
 extension World {
@@ -105,25 +128,60 @@ extension World {
         return frames
     }
 
+    /// The journal record just written is the hand-off when it holds the whole payload (it
+    /// then says it awaits its owner, who rebuilds the notification from it); otherwise the
+    /// notification gets a waiting row of its own.
     private mutating func handOff(_ notification: PendingNotification, to owner: Int, nowMs: Int64) {
-        delivery.handedOff.add(notification)
-        delivery.noteWaiting(.handedOff, notification)
         counters.pushesHandedOff += 1
+        let sequence = notification.sequence
         setOutcome(
-            notification.sequence, .pending,
+            sequence, .pending,
             "accepted by instance \(ownership?.me ?? 0); instance \(owner), which decides deliveries to this device, routes it",
             atMs: nowMs)
+        if records.record(sequence: sequence)?.hasWholePayload == true {
+            records.update(sequence: sequence) { $0.awaitingOwner = true }
+            delivery.handedOff.add(sequence, HandOffs.Entry(deviceID: notification.deviceID, notification: notification, hasRow: false))
+        } else {
+            delivery.handedOff.add(notification)
+            delivery.noteWaiting(.handedOff, notification)
+        }
+    }
+
+    /// Replication: a record arrived that awaits its owner (a hand-off without a row).
+    mutating func noteHandOff(record: NotificationRecord) {
+        guard record.delivery.awaitingOwner, let deviceID = record.deviceID else { return }
+        delivery.handedOff.add(record.sequence, HandOffs.Entry(deviceID: deviceID, notification: nil, hasRow: false))
     }
 
     /// Routes the hand-offs waiting for `deviceID`, oldest first (at most `limit`).
     mutating func routeHandOffs(deviceID: String, nowMs: Int64, limit: Int = .max) -> [DeviceFrame] {
         var frames: [DeviceFrame] = []
-        for notification in delivery.handedOff.take(deviceID: deviceID, limit: limit) {
-            delivery.noteDone(notification.sequence)
+        for (sequence, entry) in delivery.handedOff.take(deviceID: deviceID, limit: limit) {
+            if entry.hasRow { delivery.noteDone(sequence) }
+            records.update(sequence: sequence) { $0.awaitingOwner = false }
+            guard let notification = entry.notification ?? handedOffNotification(sequence: sequence) else { continue }
             counters.handOffsRouted += 1
             frames += route(notification, nowMs: nowMs)
         }
         return frames
+    }
+
+    /// The notification a journal record that awaits its owner stands for, as the instance
+    /// that took the push built it (`ProviderEndpoint`): nil when the record or its token is
+    /// gone (fallen off the journal's end, the device removed).
+    func handedOffNotification(sequence: UInt64) -> PendingNotification? {
+        guard let record = records.record(sequence: sequence), record.hasWholePayload, let deviceID = record.deviceID,
+            let bundleID = record.bundleID, let pushType = record.pushType.flatMap(PushType.init(rawValue:)),
+            let entry = registry.token(Hex.lowercased(Substring(record.token)))
+        else { return nil }
+        var notification = PendingNotification(
+            sequence: sequence, apnsID: record.apnsID, token: entry.token, topic: entry.topic, deviceID: deviceID,
+            bundleID: bundleID, pushType: pushType, priority: record.priority, collapseID: record.collapseID,
+            storeUntilMs: PendingNotification.storeUntil(
+                expiration: record.expiration, receivedAtMs: record.receivedAtMs, defaultStorageMs: deliveryOptions.defaultStorageMs),
+            payload: record.payload, content: PushContent.read(record.payload))
+        notification.acceptedAtNanos = 0
+        return notification
     }
 
     /// The hand-offs this instance owns, by device (the owner routes them).

@@ -155,6 +155,9 @@ public struct NotificationRecord: Sendable {
         return total
     }
 
+    /// The payload is whole (not cut at the recorded payload limit).
+    public var hasWholePayload: Bool { payload.count == payloadSize }
+
     /// `explanation` with the delivery details in words.
     public var fullExplanation: String {
         guard outcome == .delivered || outcome == .droppedBySystem || outcome == .coalesced, display != nil else {
@@ -218,6 +221,9 @@ public struct RecordDelivery: Sendable {
     public var crossAccount = false
     public var broadcastBox: BroadcastReachBox?
     public var presentationBox: PresentationBox?
+    /// Accepted by an instance for a device another instance owns (`--redis`), and not routed
+    /// by that one yet: the record is the hand-off (DeviceOwnership.swift).
+    public var awaitingOwner = false
     /// The delivery steps the notification went through, each with when (the console's log):
     /// at most `maxTransitions`, the first ones and the newest; 16 bytes each, inside
     /// `NotificationRecord.fixedBytes` (the explanation of the current one is `explanation`).

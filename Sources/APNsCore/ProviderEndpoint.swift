@@ -908,12 +908,7 @@ public final class ProviderEndpoint: Sendable {
         guard json == .object else {
             return .drop("accepted; the payload is not a JSON object, so the device discards it")
         }
-        let storeUntil: Int64?
-        switch expiration {
-        case nil: storeUntil = now + options.defaultStorageMs
-        case 0?: storeUntil = nil
-        case let seconds?: storeUntil = seconds * 1000 > now ? seconds * 1000 : nil
-        }
+        let storeUntil = PendingNotification.storeUntil(expiration: expiration, receivedAtMs: now, defaultStorageMs: options.defaultStorageMs)
         var notification = PendingNotification(
             sequence: sequence, apnsID: apnsID, token: entry.token, topic: entry.topic, deviceID: entry.deviceID,
             bundleID: entry.bundleID, pushType: pushType, priority: priority, collapseID: collapseID,

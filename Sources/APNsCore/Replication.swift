@@ -223,10 +223,16 @@ extension World {
             case .recordSaved(let record):
                 records.upsert(record)
                 noteOnScreen(record)
+                if record.delivery.awaitingOwner, let deviceID = record.deviceID {
+                    noteHandOff(record: record)
+                    applied.handedOffDeviceIDs.insert(deviceID)
+                }
                 if applied.recordSequences.last != record.sequence { applied.recordSequences.append(record.sequence) }
-            case .recordDelivered(let sequence, let delivery):
+            case .recordDelivered(let sequence, let part):
                 // (A record kept encoded has no collapse id: those are decoded on arrival.)
-                if let record = records.applyDelivery(sequence: sequence, delivery) { noteOnScreen(record) }
+                if let record = records.applyDelivery(sequence: sequence, part) { noteOnScreen(record) }
+                // Its owner routed it.
+                if !part.awaitingOwner, !delivery.handedOff.isEmpty { delivery.handedOff.remove(sequence) }
                 if applied.recordSequences.last != sequence { applied.recordSequences.append(sequence) }
             case .recordRemoved:
                 // An admin delete is one row per record: remove a run of them in one pass.
@@ -260,6 +266,7 @@ extension World {
                 applied.waitingDeviceIDs = Set(
                     state.waiting.filter { $0.slot != .inFlight && $0.slot != .handedOff }.map(\.notification.deviceID))
                 applied.handedOffDeviceIDs = Set(state.waiting.filter { $0.slot == .handedOff }.map(\.notification.deviceID))
+                applied.handedOffDeviceIDs.formUnion(state.records.filter(\.delivery.awaitingOwner).compactMap(\.deviceID))
                 // Connections of the world before do not matter: the reset dropped own deliveries.
                 applied.leftConnections = []
             }
@@ -425,7 +432,10 @@ extension World {
         next.changeMode = changeMode
         self = next
         for waiting in state.waiting { placeReplicated(waiting) }
-        for record in state.records { noteOnScreen(record) }
+        for record in state.records {
+            noteOnScreen(record)
+            noteHandOff(record: record)
+        }
         for entry in state.budgets { delivery.budgets[AppKey(deviceID: entry.deviceID, bundleID: entry.bundleID)] = entry.budget }
     }
 }

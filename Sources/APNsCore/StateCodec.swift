@@ -7,8 +7,10 @@ import HTTPGrammar
 /// what it does not know instead of misreading it.
 public enum StateCodec {
     /// 2 added the account fields (userID, addressee, crossAccount), 3 a broadcast's reach,
-    /// 4 the delivery transitions, 5 the presentation; 1 to 4 are still read.
-    static let recordFormat: UInt8 = 5
+    /// 4 the delivery transitions, 5 the presentation, 6 whether it awaits its device's owner
+    /// (with the device, right after the sequence: `RecordDelivery.awaitingOwner`); 1 to 5
+    /// are still read.
+    static let recordFormat: UInt8 = 6
     static let notificationFormat: UInt8 = 1
     static let faultsFormat: UInt8 = 1
     static let channelFormat: UInt8 = 1
@@ -25,6 +27,13 @@ public enum StateCodec {
         var w = ByteWriter(capacity: 512 + r.payload.count)
         w.u8(recordFormat)
         w.put(r.sequence)
+        // Read before the rest by an instance that keeps the record encoded.
+        if r.delivery.awaitingOwner, let deviceID = r.deviceID {
+            w.u8(1)
+            w.put(deviceID)
+        } else {
+            w.u8(0)
+        }
         w.put(r.apnsID)
         w.put(r.uniqueID)
         w.put(r.token)
@@ -205,10 +214,14 @@ public enum StateCodec {
     /// A record as `decodeRecord` reads it, or kept encoded (`NotificationRecord.keptEncoded`)
     /// when nothing needs its fields yet: one with a collapse id is decoded at once, since a
     /// replica tracks what is on screen per collapse id as it applies records.
+    /// A record awaiting its owner comes kept with `deviceID` and `delivery.awaitingOwner` set
+    /// (read from its head), for the hand-off it stands for.
     static func recordKeptEncoded(_ bytes: [UInt8]) throws(StateStoreError) -> NotificationRecord {
         var r = ByteReader(bytes, what: "journal record")
-        _ = try r.expectFormat(in: 1...recordFormat)
+        let format = try r.expectFormat(in: 1...recordFormat)
         let sequence: UInt64 = try r.take()
+        var awaitingOwner: String?
+        if format >= 6, try r.u8() == 1 { awaitingOwner = try r.take() as String }
         try r.skipBytes()  // apnsID
         try r.skipOptionalBytes()  // uniqueID
         try r.skipBytes()  // token
@@ -218,7 +231,12 @@ public enum StateCodec {
         _ = try r.u64()  // priority
         if try r.u8() != 0 { _ = try r.u64() }  // expiration
         if try r.u8() != 0 { return try decodeRecord(bytes) }  // collapseID
-        return NotificationRecord(keptEncoded: bytes, sequence: sequence)
+        var kept = NotificationRecord(keptEncoded: bytes, sequence: sequence)
+        if let awaitingOwner {
+            kept.deviceID = awaitingOwner
+            kept.delivery.awaitingOwner = true
+        }
+        return kept
     }
 
     /// A record kept encoded, decoded (with the journal's accounting it carried). Only its
@@ -258,6 +276,10 @@ public enum StateCodec {
         let format = try r.expectFormat(in: 1...recordFormat)
         var record = NotificationRecord(apnsID: "", token: "", environment: .sandbox, receivedAtMs: 0)
         record.sequence = try r.take()
+        if format >= 6, try r.u8() == 1 {
+            try r.skipBytes()  // the device id, read below where it always is
+            record.delivery.awaitingOwner = true
+        }
         if deliveryOnly {
             try r.skipBytes()  // apnsID
             try r.skipOptionalBytes()  // uniqueID
@@ -376,7 +398,8 @@ public enum StateCodec {
 
     // MARK: A record's delivery part (`StateChange.recordDelivered`)
 
-    static let deliveryFormat: UInt8 = 1
+    /// 2 added `awaitingOwner`; 1 is still read.
+    static let deliveryFormat: UInt8 = 2
 
     /// The delivery part alone, with the record's sequence number, in the record's own
     /// field order for those fields.
@@ -401,12 +424,13 @@ public enum StateCodec {
             w.put(step.code)
         }
         encode(d.presentation, into: &w)
+        w.put(d.awaitingOwner)
         return w.bytes
     }
 
     public static func decodeDelivery(_ bytes: [UInt8]) throws(StateStoreError) -> (sequence: UInt64, delivery: RecordDelivery) {
         var r = ByteReader(bytes, what: "record's delivery")
-        try r.expectFormat(deliveryFormat)
+        let format = try r.expectFormat(in: 1...deliveryFormat)
         let sequence: UInt64 = try r.take()
         var d = RecordDelivery()
         d.explanation = try r.take()
@@ -422,6 +446,7 @@ public enum StateCodec {
         d.broadcast = try decodeReach(&r)
         d.transitions = try decodeTransitions(&r)
         d.presentation = try decodePresentation(&r)
+        if format >= 2 { d.awaitingOwner = try r.take() }
         try r.expectEnd()
         return (sequence, d)
     }

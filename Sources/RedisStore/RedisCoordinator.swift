@@ -34,6 +34,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     public static let leaseMilliseconds = 2_000
     /// Given up after this long without a change.
     static let idleReleaseMilliseconds: Int64 = 2
+    /// A shared turn is kept longer: it keeps nobody else from pushing, only a change that
+    /// needs the lease waits for it (at most this long, when it is idle), and taking it anew
+    /// costs a round trip and a catch-up (with every Redis answer 500 ms late, providers that
+    /// pushed again a few ms after each answer found it given up every time).
+    static let sharedIdleReleaseMilliseconds: Int64 = 20
     /// Kept at least this long once taken, even when another instance asks for it: the
     /// changes of a busy instance go out in slices rather than one hand-over per change. Each
     /// hand-over costs round trips and the catch-up; 20 ms gave two and three busy instances
@@ -1131,7 +1136,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         // what is queued is written, then hand the lease back (the writer does).
                         if s.writerIdle { try release(&s, redis) } else { s.yielding = true }
                     }
-                    if s.sharing, s.writerIdle, now - s.lastChangeMs >= Self.idleReleaseMilliseconds {
+                    if s.sharing, s.writerIdle, now - s.lastChangeMs >= Self.sharedIdleReleaseMilliseconds {
                         try releaseSharedTurn(&s, redis)
                     }
                 } catch {

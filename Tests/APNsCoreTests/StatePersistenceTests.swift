@@ -422,6 +422,7 @@ struct StateCodecTests {
         r.userID = "alice"
         r.addressee = "bob"
         r.crossAccount = true
+        r.delivery.awaitingOwner = true
         var reach = BroadcastReach(channelID: "Y2g=")
         reach.add(BroadcastReach.Delivery(deviceID: "d", activityID: "A", outcome: .delivered, explanation: "shown", fromStore: true))
         r.broadcast = reach
@@ -465,10 +466,10 @@ struct StateCodecTests {
         // 34 fields in the codec besides the delivery part, plus `accountedBytes` and
         // `headerListBytes`, which only the journal's byte count uses (it recomputes it on
         // restore), and `keptEncoded` and `keptDeliveryChanged`, the codec's own bytes while a
-        // follower has not decoded the record yet. The delivery part: 13 fields in the codec
+        // follower has not decoded the record yet. The delivery part: 14 fields in the codec
         // (the delivery steps are stored as two: the first inline and the rest).
         #expect(Mirror(reflecting: record).children.count == 38, "NotificationRecord changed: extend StateCodec and this test")
-        #expect(Mirror(reflecting: record.delivery).children.count == 14, "RecordDelivery changed: extend StateCodec and this test")
+        #expect(Mirror(reflecting: record.delivery).children.count == 15, "RecordDelivery changed: extend StateCodec and this test")
         #expect(Mirror(reflecting: record.presentation!).children.count == 19, "Presentation changed: extend StateCodec and this test")
         var decoded = try StateCodec.decodeRecord(StateCodec.encode(record))
         #expect(decoded.broadcast == record.broadcast && decoded.broadcast != nil)
@@ -484,6 +485,20 @@ struct StateCodecTests {
         #expect(String(describing: alone.delivery) == String(describing: record.delivery))
         #expect(String(describing: StateCodec.delivery(ofRecord: StateCodec.encode(record))) == String(describing: record.delivery))
         #expect(String(describing: StateCodec.delivery(ofRecord: StateCodec.encode(sparse))) == String(describing: sparse.delivery))
+        // A record that awaits its owner says so, with its device, at its head: kept encoded,
+        // it still tells a follower which hand-off it is.
+        var awaiting = sparse
+        awaiting.deviceID = "phone"
+        awaiting.delivery.awaitingOwner = true
+        func keptRow(_ record: NotificationRecord) throws -> NotificationRecord? {
+            let rows = try StateCodec.decodeChanges(StateCodec.encode(changes: [.recordSaved(record)]), keepingRecordsEncoded: true)
+            guard case .recordSaved(let kept) = rows.first else { return nil }
+            return kept
+        }
+        let kept = try #require(try keptRow(awaiting))
+        #expect(kept.deviceID == "phone" && kept.delivery.awaitingOwner)
+        #expect(try StateCodec.decodeRecord(StateCodec.encode(awaiting)).delivery.awaitingOwner)
+        #expect(try keptRow(sparse)?.delivery.awaitingOwner == false)
     }
 
     /// The stored formats: a change to these bytes makes existing state directories unreadable
@@ -520,9 +535,19 @@ struct StateCodecTests {
             + "01580644656c657465000000" + "01027431" + "010e74696d652d73656e736974697665" + "06616374697665" + "0873696c656e636564"
             + "01" + "00" + "0106" + "018094e63d" + "0180808080808080f43f" + "0105416c696365" + "0104" + "0105616c696365"
             + "010152" + "01026f6b" + "0e"
-        #expect(hex(StateCodec.encode(Self.fullRecord())) == "05" + formatOneFull.dropFirst(2) + accountFields + reach + transitions + presentation)
-        #expect(hex(StateCodec.encode(Self.sparseRecord())) == "05" + formatOneSparse.dropFirst(2) + "000000" + "00" + "00" + "00")
-        var formatFour = Self.fullRecord()
+        // Format 6 = format 5 with, after the sequence (42: "2a"; 0: "00"), whether the record
+        // awaits its device's owner and then that device ("phone"), or "00".
+        let awaiting = "01" + "0570686f6e65"
+        #expect(
+            hex(StateCodec.encode(Self.fullRecord()))
+                == "06" + "2a" + awaiting + formatOneFull.dropFirst(4) + accountFields + reach + transitions + presentation)
+        #expect(hex(StateCodec.encode(Self.sparseRecord())) == "06" + "00" + "00" + formatOneSparse.dropFirst(4) + "000000" + "00" + "00" + "00")
+        var formatFive = Self.fullRecord()
+        formatFive.delivery.awaitingOwner = false
+        var decodedFive = try StateCodec.decodeRecord(bytes("05" + formatOneFull.dropFirst(2) + accountFields + reach + transitions + presentation))
+        decodedFive.accountedBytes = formatFive.accountedBytes
+        #expect(String(describing: decodedFive) == String(describing: formatFive))
+        var formatFour = formatFive
         formatFour.presentation = nil
         var decodedFour = try StateCodec.decodeRecord(bytes("04" + formatOneFull.dropFirst(2) + accountFields + reach + transitions))
         decodedFour.accountedBytes = formatFour.accountedBytes
