@@ -34,13 +34,13 @@ struct SystemRoutes: AdminResource {
     }
 
     private func info() -> JSONValue {
-        let (records, evicted, devices, tokens, keys, apps, faults, pending) = state.readWorld { w in
+        let (records, evicted, devices, tokens, keys, apps, faults, pending, ownership) = state.readWorld { w in
             (
                 w.records.count, w.records.evicted, w.registry.devices.count, w.registry.tokens.count, w.credentials.keys.count,
-                w.credentials.apps.count, w.faults.rules.count, w.delivery.pendingCount
+                w.credentials.apps.count, w.faults.rules.count, w.delivery.pendingCount, w.ownership
             )
         }
-        return [
+        var info: JSONValue = [
             "version": .string(host.version),
             "startedAt": .string(RFC3339.format(milliseconds: host.startedAtMs)),
             "uptimeSeconds": .int((now - host.startedAtMs) / 1000),
@@ -53,6 +53,13 @@ struct SystemRoutes: AdminResource {
                 "deviceConnections": .int(Int64(host.deviceConnectionCount)),
             ],
         ]
+        // Several instances (`--redis`): this one's number and the members that own devices.
+        if let ownership, case .object(var object) = info {
+            object["instance"] = .int(Int64(ownership.me))
+            object["members"] = .array(ownership.members.map { .int(Int64($0)) })
+            info = .object(object)
+        }
+        return info
     }
 
     /// A load run's summary and the live gauges (the UI's Load tab).
