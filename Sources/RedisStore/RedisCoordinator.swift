@@ -1,5 +1,7 @@
-// RedisStore: `--redis`, the state in Redis shared by several instances: the lease that
-// orders changes, the change log and its pipelined writer, the relay of device frames.
+// RedisStore: `--redis`, the state in Redis shared by several instances: the change log and
+// its pipelined writer, following the others, keeping and restoring the shared state, the
+// relay of device frames. The turns changes are made in are in RedisTurns.swift, who owns
+// which device and the hand-offs in RedisMembership.swift.
 // Imports APNsCore, Redis, Locking, Lifecycle (it is a service, given a logger),
 // MonotonicClock, StatePersistence (the commit tickets answers wait for) and Foundation.
 
@@ -12,23 +14,26 @@ import Redis
 public import StatePersistence
 
 /// Several emulator instances as one APNs (`--redis`): each keeps a whole copy of the world,
-/// and every change goes through Redis in one order.
+/// and every change goes through Redis's log.
 ///
-/// An instance changes the world only while it holds the lease (a Redis key with a TTL). On
-/// taking it, the instance first applies every change the others logged since it last looked
-/// (so its copy is current), then runs the change on its copy and queues the rows it made
-/// (the same rows `--state-dir` persists). A writer thread appends everything queued to the
-/// log and the state keys in one script, fenced by the lease token, while the next changes
-/// queue up; the answers that promise those changes (a 200, a frame to a device) wait for
-/// that append, as with `--state-dir` they wait for the group commit, so no event loop waits
-/// for Redis while this instance holds the lease. The others apply the rows as they arrive (a
-/// thread blocked on the log) or when they next take the lease. So changes are linearizable;
-/// reads are served from the local copy, current to within the log's delivery delay
-/// (milliseconds).
+/// Pushes are made in *shared turns*, held by every instance at once: each judges and
+/// journals its pushes on its copy, routes those for devices it owns, and hands the others'
+/// to their owners (`DeviceOwnership`: the members, in the log, and a hash of the device id).
+/// Every other change takes the *lease*: the shared turns end first (`want`), the instance
+/// applies everything the others logged (so its copy is current), then runs the change. Either
+/// way the change runs on this copy and its rows (the same rows `--state-dir` persists) are
+/// queued; a writer thread appends everything queued to the log and the state keys in one
+/// script, fenced by the turn's token, while the next changes queue up; the answers that
+/// promise those changes (a 200, a frame to a device) wait for that append, as with
+/// `--state-dir` they wait for the group commit, so no event loop waits for Redis. The others
+/// apply the rows as they arrive (a thread blocked on the log). So what is decided for one
+/// device has one order (its owner's), changes under the lease are linearizable with
+/// everything, and reads are served from the local copy, current to within the log's
+/// delivery delay (milliseconds).
 ///
-/// The lease is kept while changes keep coming and handed over when the instance is idle for
-/// a moment or another instance asks for it (`want`, seen in the append's reply): then new
-/// changes wait until what is queued is written and the lease released.
+/// The lease is kept while changes that need it keep coming and handed over when none came
+/// for a moment or another instance asks for it (`want`, seen in the append's reply): then
+/// new changes wait until what is queued is written and the lease released.
 public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked Sendable {
     /// How long a lease lasts without an append (an instance that stops, e.g. SIGSTOP, loses it).
     public static let leaseMilliseconds = 2_000
@@ -69,8 +74,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// Everything below changes under this lock, which is held across Redis calls: it orders
     /// this instance's changes, and it is always taken before the world's lock.
-    private let shared: BlockingLock<Shared>
-    private struct Shared: @unchecked Sendable {
+    let shared: BlockingLock<Shared>
+    struct Shared: @unchecked Sendable {
         var redis: RedisConnection? { didSet { redisGeneration &+= 1 } }
         /// Changes with every new (or lost) connection: the writer's own connection is made
         /// anew too, since one that sat through an outage may be dead without knowing it.
@@ -115,8 +120,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// What event loops ask about commits, behind a lock of its own: `shared` is held across
     /// Redis round trips (the lease, a catch-up, a reload), and an event loop holding an answer
     /// or starting a read must not wait for those. Taken inside `shared`, never around it.
-    private let tickets = BlockingLock(Tickets())
-    private struct Tickets {
+    let tickets = BlockingLock(Tickets())
+    struct Tickets {
         /// Changes with rows are numbered (tickets), under `shared`. Everything up to
         /// `resolvedTicket` was written, or failed: those in `failedTickets` (the newest few).
         var lastTicket: UInt64 = 0
@@ -153,10 +158,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     static let recoveryWindowMilliseconds: Int64 = 2_000
     /// A candidate that has not restored the state this long after its turn came is passed over.
     static let recoveryTurnMilliseconds: Int64 = 3_000
-    private let reason = Locked<String?>(nil)
+    let reason = Locked<String?>(nil)
     /// `Shared.epoch`, readable without the busy lock (the keeper compares it every second).
-    private let followedEpoch = Locked("")
-    private let running = Locked(true)
+    let followedEpoch = Locked("")
+    let running = Locked(true)
     private var threads: [Thread] = []
     let publisher = Locked<RedisConnection?>(nil)
 
@@ -254,131 +259,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     var isRunning: Bool { running.withLock { $0 } }
 
-    // MARK: Who owns which device
-
-    /// This copy's view of who owns which device, in the coordinator and in the world; the
-    /// hand-offs this instance now owns are routed (a member that left or stopped leaves its
-    /// devices' hand-offs to the next owner).
-    private func setOwnership(_ s: inout Shared, _ members: [Int]) {
-        let ownership = DeviceOwnership(members: members, me: instance)
-        guard ownership != s.ownership else { return }
-        s.ownership = ownership
-        let owned = state.applyShared { (world: inout World) -> [String] in
-            world.ownership = ownership
-            return world.handOffsToRoute
-        }
-        if !owned.isEmpty { queueHandOffs(owned) }
-    }
-
-    /// Changes the members (`update` gets the current ones), under the lease with the writer
-    /// idle, written at once. False when that could not be done (Redis away).
-    @discardableResult
-    func changeMembership(_ update: @escaping ([Int]) -> [Int]) -> Bool {
-        let done = shared.withLock(when: { $0.writerIdle || $0.unavailable != nil }, timeoutMilliseconds: Int(Self.acquireTimeoutMilliseconds)) {
-            (s: inout Shared, ready: Bool) -> Bool in
-            guard ready, s.unavailable == nil, let redis = s.redis else { return false }
-            do {
-                if s.sharing { try releaseSharedTurn(&s, redis) }
-                try takeLease(&s, redis)
-                if s.needsReload { try reload(&s, redis) }
-                let current = try store.members(on: redis)
-                let next = Array(Set(update(current))).sorted()
-                if next != current {
-                    let written = try store.append(
-                        [], instance: instance, fence: s.token, epoch: .expect(s.epoch), members: next, on: redis)
-                    // Under the lease, the writer idle: the entry follows this copy's version.
-                    s.version = written.version
-                    s.lastID = written.id
-                    s.lastExclusiveChangeMs = Monotonic.nowMilliseconds()
-                }
-                setOwnership(&s, next)
-                return true
-            } catch {
-                failed(&s, error)
-                return false
-            }
-        }
-        flushAnnouncements()
-        return done
-    }
-
-    /// Becomes a member (owns devices, makes pushes in shared turns), unless another member
-    /// numbers its journal records in the same stripe (then it keeps taking the lease).
-    func join() {
-        let stripe = UInt64(instance) % SequenceStripes.count
-        changeMembership { [instance, logger] members in
-            let clash = members.first { $0 != instance && UInt64($0) % SequenceStripes.count == stripe }
-            if let clash {
-                logger.warning(
-                    "shared state: instance \(clash) numbers records like this one (\(instance)); this one takes the lease for every change")
-                return members
-            }
-            return members + [instance]
-        }
-    }
-
-    /// Members whose heartbeat stopped leave (their devices go to the others), and this
-    /// instance joins again when it is not one (after a restore, or after being taken for
-    /// stopped while paused).
-    func sweepMembers() {
-        let (members, isMember) = shared.withLock { ($0.ownership?.members ?? [], $0.ownership?.isMember ?? false) }
-        if !isMember { return join() }
-        let others = members.filter { $0 != instance }
-        guard !others.isEmpty else { return }
-        let alive: [Bool]
-        do {
-            alive = try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> [Bool] in
-                let redis = try publishingConnection(&connection)
-                return try redis.pipeline(others.map { ["EXISTS", store.key("alive:\($0)")] }).map { $0.int == 1 }
-            }
-        } catch {
-            return
-        }
-        let stopped = Set(zip(others, alive).filter { !$0.1 }.map(\.0))
-        guard !stopped.isEmpty else { return }
-        if changeMembership({ $0.filter { !stopped.contains($0) } }) {
-            logger.info("instance(s) \(stopped.sorted().map(String.init).joined(separator: ", ")) stopped: their devices move to the others")
-        }
-    }
-
-    // MARK: Hand-offs
-
     /// Devices with hand-offs this instance owns, waiting to be routed.
-    private let handOffQueue = BlockingLock(HandOffQueue())
-    private struct HandOffQueue {
+    let handOffQueue = BlockingLock(HandOffQueue())
+    struct HandOffQueue {
         var devices: Set<String> = []
         var running = true
-    }
-
-    /// Hand-offs routed in one change at most.
-    static let handOffsPerChange = 128
-
-    private func queueHandOffs(_ devices: [String]) {
-        handOffQueue.withLock { (q: inout HandOffQueue) in q.devices.formUnion(devices) }
-    }
-
-    /// Routes what other instances handed to this one, in shared turns, and sends the frames
-    /// once the changes are written. A change that cannot be written leaves the hand-offs in
-    /// place (in Redis too): the reload that follows queues them again.
-    private func routeHandOffsLoop() {
-        while true {
-            let devices = handOffQueue.withLock(when: { !$0.devices.isEmpty || !$0.running }, timeoutMilliseconds: 200) {
-                (q: inout HandOffQueue, _: Bool) -> [String]? in
-                guard q.running else { return nil }
-                defer { q.devices = [] }
-                return q.devices.sorted()
-            }
-            guard let devices else { return }
-            if devices.isEmpty { continue }
-            let now = clock.nowMilliseconds()
-            // A bounded number per change: pushes on this instance wait while one runs.
-            let (frames, more) =
-                state.withSharedWorld(mode: .shared) { world in
-                    world.routeHandOffs(deviceIDs: devices, nowMs: now, limit: Self.handOffsPerChange)
-                } ?? ([], [])
-            if !more.isEmpty { queueHandOffs(more) }
-            if !frames.isEmpty { deliverFrames.value?(frames) }
-        }
     }
 
     private func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
@@ -423,7 +308,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// Runs `change` on this copy (the caller may change the world now) and queues its rows for
     /// the writer, numbered with a ticket (0 when it made none).
-    private func runAndQueue(
+    func runAndQueue(
         _ change: (ChangeMode) -> [StateChange], granted: ChangeMode, asked: ChangeMode, _ s: inout Shared, thread: UInt
     ) -> (ticket: UInt64, later: Bool) {
         let rows = change(granted)
@@ -439,7 +324,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// After a change ran: announces what was applied meanwhile and, outside
     /// `beginCommittingLater`, waits until its rows are in Redis (whether they are).
-    private func finish(_ queued: (ticket: UInt64, later: Bool)) -> Bool {
+    func finish(_ queued: (ticket: UInt64, later: Bool)) -> Bool {
         flushAnnouncements()
         guard queued.ticket > 0, !queued.later else { return true }
         return waitForCommit(queued.ticket)
@@ -464,42 +349,6 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             queued = runAndQueue(change, granted: granted, asked: mode, &s, thread: thread)
         }
         return queued.map(finish)
-    }
-
-    /// The mode a change asking for `mode` may be made in at once, with no call to Redis
-    /// first (the turn it needs is held for a while yet, and there is nothing to reload); nil
-    /// when it would have to wait.
-    private static func grantedWithoutRedis(_ s: borrowing Shared, mode: ChangeMode) -> ChangeMode? {
-        guard s.unavailable == nil, s.redis != nil, !s.needsReload, !s.yielding, s.outbox.count < maxQueuedRows else { return nil }
-        let now = Monotonic.nowMilliseconds()
-        if s.holding { return s.leaseUntilMs - now > 200 ? .exclusive : nil }
-        if mode == .shared, s.sharing, s.ownership?.isMember == true, s.sharingUntilMs - now > 200 { return .shared }
-        return nil
-    }
-
-    /// Whether a change asking for `mode` may be made now (see `mutate`): under the lease
-    /// already, in a shared turn already (a push), or once the writer is idle (to take a turn
-    /// anew, or change from a shared turn to the lease).
-    private static func mayChange(_ s: borrowing Shared, mode: ChangeMode) -> Bool {
-        if s.unavailable != nil { return true }
-        guard !s.yielding, s.outbox.count < maxQueuedRows else { return false }
-        if s.needsReload { return s.writerIdle }
-        if s.holding || (mode == .shared && s.sharing && s.ownership?.isMember == true) { return true }
-        return s.writerIdle
-    }
-
-    /// Takes or keeps what a change asking for `mode` needs, and says what it got: a shared
-    /// turn for a push of a member instance (unless it holds the lease anyway), else the lease
-    /// (after giving up its shared turn: the writer is idle by then, see `mayChange`).
-    private func takeTurn(_ s: inout Shared, _ redis: RedisConnection, asking mode: ChangeMode) throws(RedisError) -> ChangeMode {
-        if mode == .shared, !s.holding, !s.needsReload, s.ownership?.isMember == true {
-            try takeSharedTurn(&s, redis)
-            return .shared
-        }
-        if s.sharing { try releaseSharedTurn(&s, redis) }
-        try takeLease(&s, redis)
-        if s.needsReload { try reload(&s, redis) }
-        return .exclusive
     }
 
     /// Blocks until `ticket` is written (true) or failed (false).
@@ -677,7 +526,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// Everything not written yet never will be: its tickets fail (with those of the batch in
     /// flight, if any: its fate is unknown) and the answers waiting for them are told.
-    private func failPending(_ s: inout Shared) {
+    func failPending(_ s: inout Shared) {
         s.outbox = []
         s.queued.removeAll()
         s.yielding = false
@@ -695,128 +544,15 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     }
 
     /// The calling thread, as the key of its open batch.
-    private static var currentThread: UInt { UInt(pthread_self()) }
+    static var currentThread: UInt { UInt(pthread_self()) }
 
     public func noteUnsharedChange() {
         shared.withLock { $0.needsReload = true }
     }
 
-    /// Ensures this instance holds the lease, catching up with the log when it takes it.
-    private func takeLease(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
-        let now = Monotonic.nowMilliseconds()
-        if s.holding, s.leaseUntilMs - now > 200 { return }
-        // A new turn gets a new token: a batch of the last turn still on its way (fenced by the
-        // old one) cannot land in this one.
-        if !s.holding { s.token = "\(instance)-\(UInt64.random(in: 1...UInt64.max))" }
-        let deadline = now + Self.acquireTimeoutMilliseconds
-        var pause: UInt32 = 50
-        while true {
-            // The lease runs from when Redis set it, which is no earlier than this.
-            let asked = Monotonic.nowMilliseconds()
-            let reply = try Self.acquireScript.run(
-                on: redis, keys: [store.key("lease"), store.key("want"), store.key("version"), store.key("epoch"), store.key("turns")],
-                arguments: [.text(s.token), .text(String(Self.leaseMilliseconds))])
-            guard let parts = reply.elements, parts.count == 4, let got = parts[0].int, let version = parts[1].int,
-                let epoch = parts[2].text, let renewed = parts[3].int
-            else {
-                throw RedisError(.protocolError, "unexpected reply to the lease script")
-            }
-            // Another state than the one this copy follows (or none): nothing may be applied
-            // or written until that is sorted out.
-            if !s.epoch.isEmpty, epoch != s.epoch { throw RedisError(.server, "EPOCH \(epoch)") }
-            if got == 1 {
-                let wasHolding = s.holding
-                if wasHolding, renewed == 0, !s.writerIdle {
-                    // It lapsed (this instance was stopped or starved) and was free again: others
-                    // may have changed the state, so the rows still to be written were made on a
-                    // stale copy. (With nothing in flight, catching up below is enough.)
-                    try? release(&s, redis)
-                    failPending(&s)
-                    s.needsReload = true
-                    throw RedisError(.server, "LEASE the lease lapsed before this instance renewed it")
-                }
-                if !wasHolding { s.holdingSinceMs = Monotonic.nowMilliseconds() }
-                s.holding = true
-                s.leaseUntilMs = asked + Int64(Self.leaseMilliseconds)
-                if !wasHolding || renewed == 0 || UInt64(version) != s.version { try catchUp(&s, redis, to: UInt64(version)) }
-                return
-            }
-            s.holding = false
-            if Monotonic.nowMilliseconds() > deadline {
-                throw RedisError(.timeout, "another instance has held the shared state for over \(Self.acquireTimeoutMilliseconds) ms")
-            }
-            usleep(pause)
-            pause = min(pause * 2, 400)
-        }
-    }
-
-    private func release(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
-        s.holding = false
-        _ = try Self.releaseScript.run(on: redis, keys: [store.key("lease")], arguments: [.text(s.token)])
-    }
-
-    /// Ensures this instance holds a shared turn, catching up with the log when it takes one
-    /// (every change made under the lease before it is then in this copy).
-    private func takeSharedTurn(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
-        let now = Monotonic.nowMilliseconds()
-        if s.sharing, s.sharingUntilMs - now > 200 { return }
-        if !s.sharing { s.sharedToken = "\(Self.sharedTokenPrefix)\(instance)-\(UInt64.random(in: 1...UInt64.max))" }
-        let deadline = now + Self.acquireTimeoutMilliseconds
-        var pause: UInt32 = 50
-        while true {
-            let asked = Monotonic.nowMilliseconds()
-            let reply = try Self.sharedTurnScript.run(
-                on: redis,
-                keys: [
-                    store.key("lease"), store.key("want"), store.key("version"), store.key("epoch"), store.key("turns"),
-                    store.key("leaseversion"),
-                ],
-                arguments: [.text(s.sharedToken), .text(String(Self.leaseMilliseconds))])
-            guard let parts = reply.elements, parts.count == 6, let got = parts[0].int, let epoch = parts[2].text,
-                let renewed = parts[3].int, let wanted = parts[4].int, let leaseVersion = parts[5].int
-            else {
-                throw RedisError(.protocolError, "unexpected reply to the shared turn script")
-            }
-            if !s.epoch.isEmpty, epoch != s.epoch { throw RedisError(.server, "EPOCH \(epoch)") }
-            if got == 1 {
-                let wasSharing = s.sharing
-                if wasSharing, renewed == 0, !s.writerIdle {
-                    // It lapsed with writes in flight: they were refused, or will be.
-                    try? releaseSharedTurn(&s, redis)
-                    failPending(&s)
-                    s.needsReload = true
-                    throw RedisError(.server, "LEASE the shared turn lapsed before this instance renewed it")
-                }
-                if !wasSharing { s.holdingSinceMs = Monotonic.nowMilliseconds() }
-                s.sharing = true
-                s.sharingUntilMs = asked + Int64(Self.leaseMilliseconds)
-                if wanted == 1, Monotonic.nowMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds { s.yielding = true }
-                // What was changed under the lease before this turn must be in this copy; the
-                // others' shared turns beside it need not be (the follower applies them).
-                if !wasSharing || renewed == 0, UInt64(leaseVersion) > s.version { try catchUp(&s, redis, to: UInt64(leaseVersion)) }
-                return
-            }
-            s.sharing = false
-            if Monotonic.nowMilliseconds() > deadline {
-                throw RedisError(.timeout, "another instance has held the shared state for over \(Self.acquireTimeoutMilliseconds) ms")
-            }
-            usleep(pause)
-            pause = min(pause * 2, 400)
-        }
-    }
-
-    private func releaseSharedTurn(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
-        s.sharing = false
-        _ = try redis.command("ZREM", store.key("turns"), .text(s.sharedToken))
-    }
-
-    /// Shared turns' tokens start with this (lease tokens with a digit): the append script
-    /// tells the two apart by it.
-    static let sharedTokenPrefix = "s"
-
     /// Applies the log from where this copy is up to `version` (under the lease: nothing newer
     /// can appear meanwhile). A gap (the log was trimmed past this copy) means a reload.
-    private func catchUp(_ s: inout Shared, _ redis: RedisConnection, to version: UInt64) throws(RedisError) {
+    func catchUp(_ s: inout Shared, _ redis: RedisConnection, to version: UInt64) throws(RedisError) {
         while s.version < version && !s.needsReload {
             let reply = try redis.command("XRANGE", store.key("log"), .text("(" + s.lastID), "+", "COUNT", "1000")
             let entries = reply.elements ?? []
@@ -829,7 +565,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// Applies log entries (XRANGE / XREAD shape) newer than this copy, in order.
     /// The rows of the entries (by version) that keep them in the state's `rb:<version>` field
     /// rather than in the log, fetched in one round trip. This instance's own are not needed.
-    private func rowsKeptInState(_ entries: [RedisReply], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
+    func rowsKeptInState(_ entries: [RedisReply], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
         let wanted = entries.map(Self.fields(ofEntry:)).filter { $0.writer != instance && $0.rows == nil && $0.inState }.map(\.version)
         guard !wanted.isEmpty else { return [:] }
         let replies = try redis.pipeline(wanted.map { ["HGET", store.key("state"), .text("rb:\($0)")] })
@@ -874,7 +610,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         let problem: String?
     }
 
-    private func prepare(_ entries: [RedisReply], rows kept: [UInt64: [UInt8]]) throws(RedisError) -> [PreparedEntry] {
+    func prepare(_ entries: [RedisReply], rows kept: [UInt64: [UInt8]]) throws(RedisError) -> [PreparedEntry] {
         var prepared: [PreparedEntry] = []
         prepared.reserveCapacity(entries.count)
         for entry in entries {
@@ -901,11 +637,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         return prepared
     }
 
-    private func apply(_ entries: [RedisReply], _ s: inout Shared, rows kept: [UInt64: [UInt8]]) throws(RedisError) {
+    func apply(_ entries: [RedisReply], _ s: inout Shared, rows kept: [UInt64: [UInt8]]) throws(RedisError) {
         apply(try prepare(entries, rows: kept)[...], &s)
     }
 
-    private func apply(_ entries: ArraySlice<PreparedEntry>, _ s: inout Shared) {
+    func apply(_ entries: ArraySlice<PreparedEntry>, _ s: inout Shared) {
         for entry in entries {
             let (id, version, writer, members) = (entry.id, entry.version, entry.writer, entry.members)
             if version <= s.version { continue }
@@ -946,7 +682,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     }
 
     /// Replaces this copy with the store's state (under the lease).
-    private func reload(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
+    func reload(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
         var (persisted, version, lastID, epoch) = try store.load(on: redis, keepingRecordsEncoded: true)
         if epoch == nil {
             // Nothing there (lost), or a state written before epochs existed (adopt it).
@@ -974,7 +710,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         setOwnership(&s, try store.members(on: redis))
     }
 
-    private func failed(_ s: inout Shared, _ any: any Error) {
+    func failed(_ s: inout Shared, _ any: any Error) {
         let error = any as? RedisError ?? RedisError(.protocolError, "\(any)")
         // A cluster moved the keys' slot to another node: connect anew, to it.
         let moved = error.kind == .server && (error.description.hasPrefix("MOVED") || error.description.hasPrefix("ASK"))
@@ -1030,7 +766,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         s.needsReload = true
     }
 
-    private func flushAnnouncements() {
+    func flushAnnouncements() {
         let pending = tickets.withLock { (t: inout Tickets) -> [(records: [UInt64], reset: Bool)] in
             defer { t.announcements = [] }
             return t.announcements
@@ -1306,70 +1042,6 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     // MARK: Scripts
 
-    /// KEYS: lease want version epoch turns. ARGV: token ttl. → {1 or 0, version, epoch or '', 1
-    /// when it was held already (renewed)}
-    ///
-    /// `want` names the instance next in line (for 500 ms, renewed while it keeps asking; longer
-    /// than a round trip to a slow Redis, or shared turns would slip in between its tries):
-    /// a free lease goes to it, not to whoever asks first, so a busy instance that gives the
-    /// lease up and asks again at once cannot starve the others. The lease is taken only while
-    /// no shared turn is held (their holders see `want` and give them up; lapsed ones are
-    /// dropped here).
-    static let acquireScript = RedisScript(
-        """
-        local v = tonumber(redis.call('GET', KEYS[3]) or '0')
-        local e = redis.call('GET', KEYS[4]) or ''
-        if redis.call('GET', KEYS[1]) == ARGV[1] then
-          redis.call('PEXPIRE', KEYS[1], ARGV[2])
-          return {1, v, e, 1}
-        end
-        local w = redis.call('GET', KEYS[2])
-        if w and w ~= ARGV[1] then return {0, v, e, 0} end
-        local t = redis.call('TIME')
-        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
-        if redis.call('ZCARD', KEYS[5]) > 0 then
-          redis.call('SET', KEYS[2], ARGV[1], 'PX', 500)
-          return {0, v, e, 0}
-        end
-        if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-          if w then redis.call('DEL', KEYS[2]) end
-          return {1, v, e, 0}
-        end
-        redis.call('SET', KEYS[2], ARGV[1], 'PX', 500)
-        return {0, v, e, 0}
-        """)
-
-    /// KEYS: lease want version epoch turns leaseversion. ARGV: token ttl. → {1 or 0, version,
-    /// epoch or '', 1 when it was held already (renewed), 1 when an instance waits for the
-    /// lease, the version of the last write made under the lease}
-    ///
-    /// Shared turns are held side by side; none is given while the lease is held or wanted
-    /// (so a change that needs the lease waits only for the turns held already to end).
-    static let sharedTurnScript = RedisScript(
-        """
-        local v = tonumber(redis.call('GET', KEYS[3]) or '0')
-        local e = redis.call('GET', KEYS[4]) or ''
-        local t = redis.call('TIME')
-        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        local wanted = redis.call('EXISTS', KEYS[2])
-        local lv = tonumber(redis.call('GET', KEYS[6]) or '0')
-        local expiry = tonumber(redis.call('ZSCORE', KEYS[5], ARGV[1]) or '0')
-        if expiry >= now then
-          redis.call('ZADD', KEYS[5], now + tonumber(ARGV[2]), ARGV[1])
-          return {1, v, e, 1, wanted, lv}
-        end
-        if wanted == 1 or redis.call('EXISTS', KEYS[1]) == 1 then return {0, v, e, 0, wanted, lv} end
-        redis.call('ZADD', KEYS[5], now + tonumber(ARGV[2]), ARGV[1])
-        return {1, v, e, 0, 0, lv}
-        """)
-
-    /// KEYS: lease. ARGV: token.
-    static let releaseScript = RedisScript(
-        """
-        if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-        return 0
-        """)
 }
 
 extension RedisCoordinator: Service {

@@ -1,0 +1,127 @@
+// RedisStore: which instance owns which device (the members, in the log) and the routing of
+// the pushes other instances hand to this one (DeviceOwnership in APNsCore has the rules).
+import APNsCore
+import Foundation
+import Locking
+import MonotonicClock
+import Redis
+
+extension RedisCoordinator {
+    // MARK: Who owns which device
+
+    /// This copy's view of who owns which device, in the coordinator and in the world; the
+    /// hand-offs this instance now owns are routed (a member that left or stopped leaves its
+    /// devices' hand-offs to the next owner).
+    func setOwnership(_ s: inout Shared, _ members: [Int]) {
+        let ownership = DeviceOwnership(members: members, me: instance)
+        guard ownership != s.ownership else { return }
+        s.ownership = ownership
+        let owned = state.applyShared { (world: inout World) -> [String] in
+            world.ownership = ownership
+            return world.handOffsToRoute
+        }
+        if !owned.isEmpty { queueHandOffs(owned) }
+    }
+
+    /// Changes the members (`update` gets the current ones), under the lease with the writer
+    /// idle, written at once. False when that could not be done (Redis away).
+    @discardableResult
+    func changeMembership(_ update: @escaping ([Int]) -> [Int]) -> Bool {
+        let done = shared.withLock(when: { $0.writerIdle || $0.unavailable != nil }, timeoutMilliseconds: Int(Self.acquireTimeoutMilliseconds)) {
+            (s: inout Shared, ready: Bool) -> Bool in
+            guard ready, s.unavailable == nil, let redis = s.redis else { return false }
+            do {
+                if s.sharing { try releaseSharedTurn(&s, redis) }
+                try takeLease(&s, redis)
+                if s.needsReload { try reload(&s, redis) }
+                let current = try store.members(on: redis)
+                let next = Array(Set(update(current))).sorted()
+                if next != current {
+                    let written = try store.append(
+                        [], instance: instance, fence: s.token, epoch: .expect(s.epoch), members: next, on: redis)
+                    // Under the lease, the writer idle: the entry follows this copy's version.
+                    s.version = written.version
+                    s.lastID = written.id
+                    s.lastExclusiveChangeMs = Monotonic.nowMilliseconds()
+                }
+                setOwnership(&s, next)
+                return true
+            } catch {
+                failed(&s, error)
+                return false
+            }
+        }
+        flushAnnouncements()
+        return done
+    }
+
+    /// Becomes a member (owns devices, makes pushes in shared turns), unless another member
+    /// numbers its journal records in the same stripe (then it keeps taking the lease).
+    func join() {
+        let stripe = UInt64(instance) % SequenceStripes.count
+        changeMembership { [instance, logger] members in
+            let clash = members.first { $0 != instance && UInt64($0) % SequenceStripes.count == stripe }
+            if let clash {
+                logger.warning(
+                    "shared state: instance \(clash) numbers records like this one (\(instance)); this one takes the lease for every change")
+                return members
+            }
+            return members + [instance]
+        }
+    }
+
+    /// Members whose heartbeat stopped leave (their devices go to the others), and this
+    /// instance joins again when it is not one (after a restore, or after being taken for
+    /// stopped while paused).
+    func sweepMembers() {
+        let (members, isMember) = shared.withLock { ($0.ownership?.members ?? [], $0.ownership?.isMember ?? false) }
+        if !isMember { return join() }
+        let others = members.filter { $0 != instance }
+        guard !others.isEmpty else { return }
+        let alive: [Bool]
+        do {
+            alive = try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> [Bool] in
+                let redis = try publishingConnection(&connection)
+                return try redis.pipeline(others.map { ["EXISTS", store.key("alive:\($0)")] }).map { $0.int == 1 }
+            }
+        } catch {
+            return
+        }
+        let stopped = Set(zip(others, alive).filter { !$0.1 }.map(\.0))
+        guard !stopped.isEmpty else { return }
+        if changeMembership({ $0.filter { !stopped.contains($0) } }) {
+            logger.info("instance(s) \(stopped.sorted().map(String.init).joined(separator: ", ")) stopped: their devices move to the others")
+        }
+    }
+
+    /// Hand-offs routed in one change at most.
+    static let handOffsPerChange = 128
+
+    func queueHandOffs(_ devices: [String]) {
+        handOffQueue.withLock { (q: inout HandOffQueue) in q.devices.formUnion(devices) }
+    }
+
+    /// Routes what other instances handed to this one, in shared turns, and sends the frames
+    /// once the changes are written. A change that cannot be written leaves the hand-offs in
+    /// place (in Redis too): the reload that follows queues them again.
+    func routeHandOffsLoop() {
+        while true {
+            let devices = handOffQueue.withLock(when: { !$0.devices.isEmpty || !$0.running }, timeoutMilliseconds: 200) {
+                (q: inout HandOffQueue, _: Bool) -> [String]? in
+                guard q.running else { return nil }
+                defer { q.devices = [] }
+                return q.devices.sorted()
+            }
+            guard let devices else { return }
+            if devices.isEmpty { continue }
+            let now = clock.nowMilliseconds()
+            // A bounded number per change: pushes on this instance wait while one runs.
+            let (frames, more) =
+                state.withSharedWorld(mode: .shared) { world in
+                    world.routeHandOffs(deviceIDs: devices, nowMs: now, limit: Self.handOffsPerChange)
+                } ?? ([], [])
+            if !more.isEmpty { queueHandOffs(more) }
+            if !frames.isEmpty { deliverFrames.value?(frames) }
+        }
+    }
+}
