@@ -1,8 +1,9 @@
 // Several instances sharing one state (`--redis`) decide each device's deliveries in one place:
 // the device's owner. A push accepted by another instance is journaled there and handed off
-// (a waiting slot of its own, shared like the others); the owner routes it when the hand-off
-// reaches its copy. So what is decided per device (one stored notification per app, collapse,
-// budgets, the in-flight window) has one order without a lease every instance waits for.
+// (its journal record says it awaits its owner; a waiting row of its own when the record cannot
+// carry it); the owner routes it when the hand-off reaches its copy. So what is decided per
+// device (one stored notification per app, collapse, budgets, the in-flight window) has one
+// order without a lease every instance waits for.
 
 /// Which instance decides a device's deliveries: the members of the shared state, in order,
 /// and a hash of the device id over them. The same on every instance that has applied the same
@@ -104,8 +105,6 @@ struct HandOffs: Sendable {
     /// The devices with hand-offs.
     var deviceIDs: some Collection<String> { byDevice.keys }
 
-    /// The notifications this copy has built (the others exist as journal records).
-    var notifications: [PendingNotification] { bySequence.values.compactMap(\.notification) }
 }
 
 extension World {
