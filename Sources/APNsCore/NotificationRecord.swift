@@ -545,6 +545,28 @@ public struct RecordStore: Sendable {
         denseNext = max(next, record.sequence + 1)
     }
 
+    /// Replication: another instance's record as it arrived, kept encoded (built in its slot,
+    /// not copied there).
+    public mutating func upsertKept(_ kept: KeptRecord) {
+        var record = NotificationRecord(keptEncoded: kept.bytes, sequence: kept.sequence)
+        record.accountedBytes = kept.accountedBytes
+        record.headerListBytes = kept.headerListBytes
+        if let device = kept.awaitingOwnerDevice {
+            record.deviceID = device
+            record.delivery.awaitingOwner = true
+        }
+        guard numbering != nil else { return upsert(record) }
+        continueSequence(from: kept.sequence + 1)
+        if let index = slotBySequence[kept.sequence] {
+            mayKeepEncoded = true
+            record.accountedBytes = ring[index].accountedBytes
+            swap(&ring[index], &record)
+            if trackChanges, changes.last != kept.sequence { changes.append(kept.sequence) }
+            return
+        }
+        appendArriving(moving: &record)
+    }
+
     /// `upsert` for several writers: an update in place, anything else at the newest end
     /// (where it arrived), and the numbering moves past it.
     private mutating func upsertArriving(_ record: NotificationRecord) {

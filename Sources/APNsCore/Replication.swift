@@ -88,6 +88,23 @@ public struct DeviceConnectionID: Sendable, Hashable {
 
 /// What applying another instance's rows changed, for the applying instance to act on
 /// outside the lock.
+/// A row as a follower applies it: a change, or a journal record kept as it arrived.
+public enum ReplicatedRow: Sendable {
+    case change(StateChange)
+    case keptRecord(KeptRecord)
+}
+
+/// Another instance's journal record in its stored form, with what the journal needs before
+/// anyone reads it (`RecordStore.upsertKept`).
+public struct KeptRecord: Sendable {
+    public let sequence: UInt64
+    let bytes: [UInt8]
+    let accountedBytes: Int
+    let headerListBytes: Int
+    /// The device whose owner it awaits (a hand-off), if it does.
+    let awaitingOwnerDevice: String?
+}
+
 public struct ReplicationApplied: Sendable {
     /// Journal records added or changed, in order (for event streams and long polls, as
     /// `EmulatorState.onRecordChanges`). After a reset only the ones since it.
@@ -134,9 +151,20 @@ extension World {
     )
         throws(StateStoreError) -> ReplicationApplied
     {
+        try applyReplicated(rows: changes.map(ReplicatedRow.change), nowMs: nowMs, configured: configured, loadKey: loadKey)
+    }
+
+    /// `applyReplicated` of a follower's rows (`StateCodec.decodeRows`).
+    public mutating func applyReplicated(
+        rows changes: [ReplicatedRow], nowMs: Int64, configured: World,
+        loadKey: (StoredKey) throws(StateStoreError) -> ProviderKey
+    )
+        throws(StateStoreError) -> ReplicationApplied
+    {
         // The only step that can fail, done first.
         var keys: [Int: [ProviderKey]] = [:]
-        for (index, change) in changes.enumerated() {
+        for (index, row) in changes.enumerated() {
+            guard case .change(let change) = row else { continue }
             switch change {
             case .keySaved(let stored):
                 keys[index] = [try Self.providerKey(stored, configured: configured, loadKey: loadKey)]
@@ -175,7 +203,19 @@ extension World {
         var index = 0
         while index < changes.count {
             defer { index += 1 }
+            let change: StateChange
             switch changes[index] {
+            case .keptRecord(let kept):
+                records.upsertKept(kept)
+                if let deviceID = kept.awaitingOwnerDevice {
+                    delivery.handedOff.add(kept.sequence, HandOffs.Entry(deviceID: deviceID, notification: nil, hasRow: false))
+                    applied.handedOffDeviceIDs.insert(deviceID)
+                }
+                if applied.recordSequences.last != kept.sequence { applied.recordSequences.append(kept.sequence) }
+                continue
+            case .change(let row): change = row
+            }
+            switch change {
             case .deviceSaved(let device):
                 if let old = registry.devices[device.id] {
                     if let connection = old.connectionID, connection != device.connectionID {
@@ -237,7 +277,7 @@ extension World {
             case .recordRemoved:
                 // An admin delete is one row per record: remove a run of them in one pass.
                 var removed: Set<UInt64> = []
-                while index < changes.count, case .recordRemoved(let sequence) = changes[index] {
+                while index < changes.count, case .change(.recordRemoved(let sequence)) = changes[index] {
                     removed.insert(sequence)
                     index += 1
                 }

@@ -66,6 +66,42 @@ extension StateCodec {
         return changes
     }
 
+    /// `decodeChanges` for a follower: a journal record that nothing needs yet comes as it
+    /// arrived (`ReplicatedRow.keptRecord`, small to pass around), not as a record placeholder
+    /// copied field by field on its way into the journal.
+    public static func decodeRows(_ bytes: [UInt8]) throws(StateStoreError) -> [ReplicatedRow] {
+        var r = ByteReader(bytes, what: "state change list")
+        let format = try r.expectFormat(in: 1...changeFormat)
+        let count = try r.count()
+        var rows: [ReplicatedRow] = []
+        rows.reserveCapacity(count)
+        for _ in 0..<count {
+            if try r.peekU8() == 11 {
+                _ = try r.u8()
+                let bytes = try r.bytes()
+                let head = try recordHead(bytes)
+                let accountedBytes: Int = try r.take()
+                let headerListBytes: Int = try r.take()
+                if head.hasCollapseID {
+                    var record = try decodeRecord(bytes)
+                    record.accountedBytes = accountedBytes
+                    record.headerListBytes = headerListBytes
+                    rows.append(.change(.recordSaved(record)))
+                } else {
+                    rows.append(
+                        .keptRecord(
+                            KeptRecord(
+                                sequence: head.sequence, bytes: bytes, accountedBytes: accountedBytes, headerListBytes: headerListBytes,
+                                awaitingOwnerDevice: head.awaitingOwnerDevice)))
+                }
+                continue
+            }
+            rows.append(.change(try readChange(from: &r, format: format, keepingRecordsEncoded: true)))
+        }
+        try r.expectEnd()
+        return rows
+    }
+
     private static func write(_ change: StateChange, to w: inout ByteWriter) {
         switch change {
         case .deviceSaved(let device):

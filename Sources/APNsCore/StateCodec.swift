@@ -217,6 +217,19 @@ public enum StateCodec {
     /// A record awaiting its owner comes kept with `deviceID` and `delivery.awaitingOwner` set
     /// (read from its head), for the hand-off it stands for.
     static func recordKeptEncoded(_ bytes: [UInt8]) throws(StateStoreError) -> NotificationRecord {
+        let head = try recordHead(bytes)
+        if head.hasCollapseID { return try decodeRecord(bytes) }
+        var kept = NotificationRecord(keptEncoded: bytes, sequence: head.sequence)
+        if let device = head.awaitingOwnerDevice {
+            kept.deviceID = device
+            kept.delivery.awaitingOwner = true
+        }
+        return kept
+    }
+
+    /// What a follower reads of an encoded record before keeping it: its number, the device
+    /// whose owner it awaits (if it does), and whether it has a collapse id.
+    static func recordHead(_ bytes: [UInt8]) throws(StateStoreError) -> (sequence: UInt64, awaitingOwnerDevice: String?, hasCollapseID: Bool) {
         var r = ByteReader(bytes, what: "journal record")
         let format = try r.expectFormat(in: 1...recordFormat)
         let sequence: UInt64 = try r.take()
@@ -230,13 +243,7 @@ public enum StateCodec {
         _ = try r.u8()  // pushTypeHeaderPresent
         _ = try r.u64()  // priority
         if try r.u8() != 0 { _ = try r.u64() }  // expiration
-        if try r.u8() != 0 { return try decodeRecord(bytes) }  // collapseID
-        var kept = NotificationRecord(keptEncoded: bytes, sequence: sequence)
-        if let awaitingOwner {
-            kept.deviceID = awaitingOwner
-            kept.delivery.awaitingOwner = true
-        }
-        return kept
+        return (sequence, awaitingOwner, try r.u8() != 0)
     }
 
     /// A record kept encoded, decoded (with the journal's accounting it carried). Only its
@@ -789,6 +796,11 @@ struct ByteReader {
 
     func expectEnd() throws(StateStoreError) {
         guard offset == data.count else { throw damaged("\(data.count - offset) extra bytes") }
+    }
+
+    func peekU8() throws(StateStoreError) -> UInt8 {
+        guard offset < data.count else { throw damaged("unexpected end") }
+        return data[offset]
     }
 
     mutating func u8() throws(StateStoreError) -> UInt8 {

@@ -606,7 +606,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         let writer: Int
         let members: [Int]?
         /// nil: the rows are gone (evicted) or could not be read: this copy must reload.
-        let changes: [StateChange]?
+        let changes: [ReplicatedRow]?
         let problem: String?
     }
 
@@ -628,7 +628,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 continue
             }
             do {
-                let changes = try StateCodec.decodeChanges(rows, keepingRecordsEncoded: true)
+                let changes = try StateCodec.decodeRows(rows)
                 prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: changes, problem: nil))
             } catch {
                 prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: nil, problem: "\(error)"))
@@ -662,7 +662,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 let now = clock.nowMilliseconds()
                 let (applied, handOffs) = try state.applyShared {
                     (world: inout World) throws(StateStoreError) -> (ReplicationApplied, [String]) in
-                    let applied = try world.applyReplicated(changes, nowMs: now, configured: configured, loadKey: loadKey)
+                    let applied = try world.applyReplicated(rows: changes, nowMs: now, configured: configured, loadKey: loadKey)
                     guard !applied.handedOffDeviceIDs.isEmpty else { return (applied, []) }
                     // After a reset the list names every device with a hand-off: route those this
                     // instance owns.

@@ -102,16 +102,20 @@ final class ReplicaPair: @unchecked Sendable {
     /// that the replica has nothing of its own to emit.
     @discardableResult
     func sync(_ step: String = "", sourceLocation: SourceLocation = #_sourceLocation) throws -> ReplicationApplied {
-        let rows = try StateCodec.decodeChanges(StateCodec.encode(changes: sink.take()), keepingRecordsEncoded: keepsRecordsEncoded)
+        // Kept encoded, the rows come as a follower takes them (`decodeRows`: records as they
+        // arrived); otherwise decoded whole.
+        let bytes = StateCodec.encode(changes: sink.take())
+        let rows = keepsRecordsEncoded ? try StateCodec.decodeRows(bytes) : try StateCodec.decodeChanges(bytes).map(ReplicatedRow.change)
         for row in rows {
             switch row {
-            case .recordSaved(let r): highestApplied = max(highestApplied, r.sequence)
-            case .notificationWaiting(let w): highestApplied = max(highestApplied, w.notification.sequence)
+            case .keptRecord(let kept): highestApplied = max(highestApplied, kept.sequence)
+            case .change(.recordSaved(let r)): highestApplied = max(highestApplied, r.sequence)
+            case .change(.notificationWaiting(let w)): highestApplied = max(highestApplied, w.notification.sequence)
             default: break
             }
         }
         let pair = self
-        lastApplied = try replica.applyReplicated(rows, nowMs: now, configured: configured) { stored throws(StateStoreError) in
+        lastApplied = try replica.applyReplicated(rows: rows, nowMs: now, configured: configured) { stored throws(StateStoreError) in
             try pair.loadKey(stored)
         }
         let leftOver = replica.takeStateChanges(recordSequences: replica.records.takeChanges())
