@@ -1,0 +1,140 @@
+@testable import APNsCore
+import Synchronization
+import Testing
+
+/// A coordinator that grants every change the mode it asks for and keeps the rows, as the
+/// shared log would receive them (the Redis coordinator's turns are tested against Redis in
+/// the integration tests; here only what a shared turn changes in the world).
+private final class GrantingCoordinator: WorldCoordinator, @unchecked Sendable {
+    private let rows = Mutex<[StateChange]>([])
+    func mutate(mode: ChangeMode, _ change: (ChangeMode) -> [StateChange]) -> Bool {
+        let made = change(mode)
+        rows.withLock { $0 += made }
+        return true
+    }
+    func mutateIfReady(mode: ChangeMode, _ change: (ChangeMode) -> [StateChange]) -> Bool? { mutate(mode: mode, change) }
+    func noteUnsharedChange() {}
+    var unavailableReason: String? { nil }
+    func beginCommittingLater() {}
+    func endCommittingLater() {}
+    func take() -> [StateChange] {
+        rows.withLock { rows in
+            defer { rows = [] }
+            return rows
+        }
+    }
+}
+
+@Suite("Device owners and hand-offs (several instances)")
+struct DeviceOwnershipTests {
+    @Test func everyInstanceAgreesWhoOwnsADevice() {
+        let one = DeviceOwnership(members: [3, 1, 2, 3], me: 1)
+        let two = DeviceOwnership(members: [2, 3, 1], me: 2)
+        #expect(one.members == [1, 2, 3])
+        for id in ["a", "phone", "ci", "device-42", "😀"] {
+            #expect(one.owner(of: id) == two.owner(of: id), "\(id)")
+            #expect([1, 2, 3].contains(one.owner(of: id)))
+            #expect(one.owns(id) == (one.owner(of: id) == 1))
+        }
+        #expect(DeviceOwnership(members: [], me: 1).owner(of: "a") == 0)
+        #expect(!DeviceOwnership(members: [2, 3], me: 1).isMember)
+        // Spread over the members, not all on one.
+        let owners = Set((0..<64).map { one.owner(of: "device-\($0)") })
+        #expect(owners == [1, 2, 3])
+    }
+
+    /// One instance takes a push for a device another instance owns, in a shared turn: it is
+    /// answered 200, journaled as awaiting its owner, and the record is the hand-off. The owner
+    /// applies the rows, routes it, and writes only the record's delivery part, which tells the
+    /// taker it was delivered and is no longer waiting. With a payload the record cannot hold
+    /// whole, the hand-off is a waiting row of its own instead, marked done by the owner.
+    @Test(arguments: [false, true])
+    func aHandOffIsRoutedByTheOwnerAndTheTakerLearnsTheOutcome(payloadCut: Bool) throws {
+        let pair = try ReplicaPair()
+        let coordinator = GrantingCoordinator()
+        let owner = DeviceOwnership(members: [1, 2], me: 0).owner(of: "ci")
+        let taker = owner == 1 ? 2 : 1
+        var options = EndpointOptions()
+        if payloadCut { options.recordedPayloadLimit = 8 }
+        let endpoint = ProviderEndpoint(state: pair.state, clock: pair.clock, options: options)
+        pair.state.attach(coordinator: coordinator)
+        pair.world {
+            $0.ownership = DeviceOwnership(members: [1, 2], me: taker)
+            $0.records.numberInStripes(UInt64(taker))
+            $0.records.tracksUpdatesApart = true
+        }
+        var ownerWorld = pair.configured
+        ownerWorld.startTrackingChanges()
+        ownerWorld.ownership = DeviceOwnership(members: [1, 2], me: owner)
+        ownerWorld.records.numberInStripes(UInt64(owner))
+        ownerWorld.records.tracksUpdatesApart = true
+        ownerWorld.records.trackChanges = true  // (an EmulatorState turns it on for each change)
+
+        var connection: UInt64 = 1
+        let answer = try providerPush(
+            endpoint, token: ReplicaPair.pinned, key: pair.keyA, issuedAt: pair.clock.nowSeconds(), connectionID: &connection,
+            topic: "com.example.app", body: #"{"aps":{"alert":"for the owner"}}"#, headers: [])
+        #expect(answer.status == 200)
+        let taken = try #require(pair.world { $0.records.newestFirst(limit: 1).first })
+        #expect(taken.outcome == .pending)
+        #expect(taken.explanation.contains("instance \(owner), which decides deliveries to this device"))
+        #expect(taken.delivery.awaitingOwner == !payloadCut)
+        #expect(pair.world { $0.delivery.pendingCount } == 1)
+        #expect(pair.world { $0.counters.pushesHandedOff } == 1)
+
+        // The owner applies the taker's rows as a follower does.
+        let rows = coordinator.take()
+        #expect(rows.contains { if case .notificationWaiting(let w) = $0 { w.slot == .handedOff } else { false } } == payloadCut)
+        let applied = try ownerWorld.applyReplicated(
+            rows: try StateCodec.decodeRows(StateCodec.encode(changes: rows)), nowMs: pair.now, configured: pair.configured,
+            loadKey: pair.loadKey)
+        #expect(applied.handedOffDeviceIDs == ["ci"])
+        #expect(ownerWorld.handOffsToRoute == ["ci"])
+        let routed = ownerWorld.routeHandOffs(deviceIDs: ["ci"], nowMs: pair.now, limit: 10)
+        #expect(routed.left.isEmpty)
+        #expect(ownerWorld.handOffsToRoute.isEmpty)
+        #expect(ownerWorld.records.record(sequence: taken.sequence)?.outcome == .delivered)
+        #expect(ownerWorld.counters.handOffsRouted == 1)
+        let back = ownerWorld.takeStateChanges(recordSequences: ownerWorld.records.takeChanges())
+        // The record is not written again: only what became of it.
+        #expect(!back.contains { if case .recordSaved = $0 { true } else { false } })
+        let part = try #require(
+            back.lazy.compactMap { change -> RecordDelivery? in
+                if case .recordDelivered(let sequence, let delivery) = change, sequence == taken.sequence { return delivery }
+                return nil
+            }.first)
+        #expect(part.outcome == .delivered && !part.awaitingOwner)
+        #expect(back.contains { if case .notificationDone(let sequence) = $0 { sequence == taken.sequence } else { false } } == payloadCut)
+
+        // The taker learns it.
+        let now = pair.now
+        let configured = pair.configured
+        _ = try pair.state.applyShared { (world: inout World) throws(StateStoreError) in
+            try world.applyReplicated(
+                rows: try StateCodec.decodeRows(StateCodec.encode(changes: back)), nowMs: now, configured: configured,
+                loadKey: pair.loadKey)
+        }
+        #expect(pair.world { $0.records.record(sequence: taken.sequence)?.outcome } == .delivered)
+        #expect(pair.world { $0.delivery.pendingCount } == 0)
+    }
+
+    /// Under the lease (no shared turn), an instance routes a push for another's device itself,
+    /// after the hand-offs that device has waiting: its notifications keep their order.
+    @Test func underTheLeaseADevicesHandOffsAreRoutedFirst() throws {
+        let pair = try ReplicaPair()
+        let owner = DeviceOwnership(members: [1, 2], me: 0).owner(of: "ci")
+        pair.world { $0.ownership = DeviceOwnership(members: [1, 2], me: owner == 1 ? 2 : 1) }
+        let first = try pair.push(ReplicaPair.pinned)  // no coordinator: routed here
+        // A hand-off that arrived from a third instance before the next push.
+        let sequence = try #require(pair.world { $0.records.newestFirst(limit: 1).first?.sequence })
+        pair.world {
+            $0.records.update(sequence: sequence) { $0.awaitingOwner = true }
+            $0.delivery.handedOff.add(sequence, HandOffs.Entry(deviceID: "ci", notification: nil, hasRow: false))
+        }
+        let second = try pair.push(ReplicaPair.pinned)
+        #expect(first.status == 200 && second.status == 200)
+        #expect(pair.world { $0.delivery.handedOff.isEmpty })
+        #expect(pair.world { $0.records.record(sequence: sequence)?.delivery.awaitingOwner } == false)
+        #expect(pair.world { $0.counters.handOffsRouted } == 1)
+    }
+}
