@@ -796,7 +796,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 guard let streams = reply.elements, let entries = streams.first?.elements?.last?.elements else {
                     // The log is quiet: decode a slice of the others' records kept encoded (outside
                     // the state's lock), so that a journal read later finds them ready.
-                    decodingKept = state.decodeKeptRecords(slice: 2_000)
+                    // A slice of 500 (a few ms): a write that arrives meanwhile (a hand-off for
+                    // this instance to route) waits for one slice at most; 2,000 held the first
+                    // hand-off after a burst back by up to 160 ms.
+                    decodingKept = state.decodeKeptRecords(slice: 500)
                     continue
                 }
                 if entries.allSatisfy({ Self.fields(ofEntry: $0).writer == instance }) {
