@@ -25,7 +25,7 @@ public struct DeviceOwnership: Sendable, Equatable {
 
     /// The instance that owns `deviceID` (0 when there are no members).
     public func owner(of deviceID: String) -> Int {
-        guard !members.isEmpty else { return 0 }
+        guard members.count > 1 else { return members.first ?? 0 }
         return members[Int(StoredSurvivor.fnv1a(deviceID) % UInt64(members.count))]
     }
 

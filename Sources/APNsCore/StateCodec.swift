@@ -729,7 +729,14 @@ struct ByteWriter {
 
     mutating func u8(_ value: UInt8) { bytes.append(value) }
 
+    @inline(__always)
     mutating func u64(_ value: UInt64) {
+        // Most numbers written are small (counts, lengths, flags): one byte, no loop.
+        if value < 0x80 { return bytes.append(UInt8(truncatingIfNeeded: value)) }
+        longU64(value)
+    }
+
+    private mutating func longU64(_ value: UInt64) {
         var v = value
         while v >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
@@ -742,8 +749,14 @@ struct ByteWriter {
     mutating func bool(_ value: Bool) { bytes.append(value ? 1 : 0) }
 
     mutating func string(_ value: String) {
-        var value = value
-        value.withUTF8 { utf8 in
+        // A native string lends its bytes without a copy of the string (`withUTF8` needs a
+        // `var`, a retain and release a field).
+        let lent: Void? = value.utf8.withContiguousStorageIfAvailable { utf8 in
+            u64(UInt64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+        if lent == nil {
+            let utf8 = Array(value.utf8)
             u64(UInt64(utf8.count))
             bytes.append(contentsOf: utf8)
         }

@@ -48,6 +48,13 @@ extension World {
 
     /// The changes since the last call, as rows. `recordSequences` are the journal records
     /// appended or updated meanwhile (from `records.takeChanges()`).
+    /// `ids` sorted, without sorting (an array made) when there is only one: a push changes
+    /// one device.
+    private static func forEachInOrder(_ ids: Set<String>, _ body: (String) -> Void) {
+        if ids.count == 1, let only = ids.first { return body(only) }
+        for id in ids.sorted() { body(id) }
+    }
+
     public mutating func takeStateChanges(recordSequences: [UInt64]) -> [StateChange] {
         guard stateTracking.isOn else { return [] }
         var out: [StateChange] = []
@@ -61,10 +68,10 @@ extension World {
             stateTracking.extra = []
         }
         let (devices, tokens) = registry.takeChangedIDs()
-        for id in devices.sorted() {
+        Self.forEachInOrder(devices) { id in
             if let device = registry.devices[id] { out.append(.deviceSaved(device)) } else { out.append(.deviceRemoved(id: id)) }
         }
-        for token in tokens.sorted() {
+        Self.forEachInOrder(tokens) { token in
             if let entry = registry.token(token) { out.append(.tokenSaved(entry)) }
         }
         let (keys, apps) = credentials.takeChangedIDs()

@@ -84,30 +84,48 @@ final class HiredisContext {
         return context
     }
 
-    /// Binary-safe: every argument goes with its length (redisAppendCommandArgv copies them).
+    /// Binary-safe: the command in Redis's wire form (RESP: an array of bulk strings, each with
+    /// its length), built here in one buffer and queued as it is. (Through
+    /// `redisAppendCommandArgv` every argument was copied three times: joined, formatted, queued.)
     private func append(_ command: [RedisArgument], to c: UnsafeMutablePointer<redisContext>) throws(RedisError) {
-        let parts = command.map(\.utf8Bytes)
-        // One buffer for all arguments, plus a byte so it is never empty (a nil base address).
-        var joined: [UInt8] = []
-        joined.reserveCapacity(parts.reduce(1) { $0 + $1.count })
-        for part in parts { joined += part }
-        joined.append(0)
-        let lengths = parts.map(\.count)
-        let rc = joined.withUnsafeBytes { raw in
-            let base = raw.baseAddress!.assumingMemoryBound(to: CChar.self)
-            var argv: [UnsafePointer<CChar>?] = []
-            var offset = 0
-            for length in lengths {
-                argv.append(base + offset)
-                offset += length
-            }
-            return argv.withUnsafeMutableBufferPointer { argvBuffer in
-                lengths.withUnsafeBufferPointer { lengthBuffer in
-                    redisAppendCommandArgv(c, Int32(lengths.count), argvBuffer.baseAddress, lengthBuffer.baseAddress)
-                }
-            }
+        let wire = Self.wireForm(command)
+        let rc = wire.withUnsafeBytes { raw in
+            redisAppendFormattedCommand(c, raw.baseAddress!.assumingMemoryBound(to: CChar.self), raw.count)
         }
         if rc != REDIS_OK { throw error(of: c, doing: "queue command") }
+    }
+
+    /// `*<count>\r\n` and, for each argument, `$<length>\r\n<bytes>\r\n`.
+    static func wireForm(_ command: [RedisArgument]) -> [UInt8] {
+        var size = 16
+        for argument in command {
+            switch argument {
+            case .bytes(let bytes): size += bytes.count + 24
+            case .text(let text): size += text.utf8.count + 24
+            }
+        }
+        var wire: [UInt8] = []
+        wire.reserveCapacity(size)
+        func line(_ marker: UInt8, _ number: Int) {
+            wire.append(marker)
+            wire += String(number).utf8
+            wire.append(13)
+            wire.append(10)
+        }
+        line(UInt8(ascii: "*"), command.count)
+        for argument in command {
+            switch argument {
+            case .bytes(let bytes):
+                line(UInt8(ascii: "$"), bytes.count)
+                wire += bytes
+            case .text(let text):
+                line(UInt8(ascii: "$"), text.utf8.count)
+                wire += text.utf8
+            }
+            wire.append(13)
+            wire.append(10)
+        }
+        return wire
     }
 
     /// Waits until the socket is ready for `event`; false when `deadline` passes first.

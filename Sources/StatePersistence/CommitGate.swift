@@ -7,7 +7,10 @@ public final class CommitGate<Item> {
     private let durability: any CommitTracker
     private let executor: any CommitExecutor
     private let release: ([Item], _ committed: Bool) -> Void
-    private var held: [(ticket: UInt64, item: Item)] = []
+    /// What waits, oldest first, and the ticket each waits for (side by side: mapping an array
+    /// of tuples out went through the runtime's generic witnesses, 3,000 instructions an item).
+    private var held: [Item] = []
+    private var heldTickets: [UInt64] = []
     /// A commit is to be asked for at the end of the executor's turn (`hold`).
     private var asking = false
     private var waiting = false
@@ -33,7 +36,8 @@ public final class CommitGate<Item> {
         guard ticket != nil || !held.isEmpty else { return false }
         // Tickets must never go down, or the release below would wait for nothing: one that
         // needs nothing (or less) only waits behind the items before it.
-        held.append((max(ticket ?? 0, held.last?.ticket ?? 0), item))
+        heldTickets.append(max(ticket ?? 0, heldTickets.last ?? 0))
+        held.append(item)
         // Asked for at the end of the executor's current turn, for the last item held by
         // then: the answers of one read leave together, on one commit, in one write, rather
         // than split over the commits that happen to land while the read is handled.
@@ -51,16 +55,28 @@ public final class CommitGate<Item> {
 
     /// Tickets only grow, so what is released comes from the front.
     private func waitForCommit() {
-        guard !waiting, let last = held.last else { return }
+        guard !waiting, let ticket = heldTickets.last else { return }
         waiting = true
-        let ticket = last.ticket
         durability.afterCommit(ticket, on: executor) { [weak self] committed in
             guard let self else { return }
             self.waiting = false
             // A failed commit fails everything held: later items waited behind it.
-            let count = committed ? self.held.prefix { $0.ticket <= ticket }.count : self.held.count
-            let ready = self.held[..<count].map(\.item)
-            self.held.removeFirst(count)
+            var count = self.held.count
+            if committed {
+                count = 0
+                while count < self.heldTickets.count && self.heldTickets[count] <= ticket { count += 1 }
+            }
+            let ready: [Item]
+            if count == self.held.count {
+                // The usual case: everything held leaves, so the array is handed over whole.
+                ready = self.held
+                self.held = []
+                self.heldTickets.removeAll(keepingCapacity: true)
+            } else {
+                ready = Array(self.held[..<count])
+                self.held.removeFirst(count)
+                self.heldTickets.removeFirst(count)
+            }
             self.release(ready, committed)
             if !self.held.isEmpty { self.waitForCommit() }
         }

@@ -41,6 +41,19 @@ struct DeviceOwnershipTests {
         // Spread over the members, not all on one.
         let owners = Set((0..<64).map { one.owner(of: "device-\($0)") })
         #expect(owners == [1, 2, 3])
+        #expect(DeviceOwnership(members: [7], me: 7).owns("anything"))
+    }
+
+    /// Instances of different runs must agree, so the hash is FNV-1a over the id's UTF-8 bytes,
+    /// not Swift's per-process seeded `Hasher`: pinned to the published FNV-1a values.
+    @Test func theOwnersHashIsFNV1aOfTheUTF8Bytes() {
+        #expect(StoredSurvivor.fnv1a("") == 0xCBF2_9CE4_8422_2325)
+        #expect(StoredSurvivor.fnv1a("a") == 0xAF63_DC4C_8601_EC8C)
+        #expect(StoredSurvivor.fnv1a("foobar") == 0x8594_4171_F739_67E8)
+        // A bridged or otherwise non-native string hashes the same bytes.
+        let native = "device-😀-1234567890"
+        let substringBacked = String(Substring("x" + native).dropFirst())
+        #expect(StoredSurvivor.fnv1a(native) == StoredSurvivor.fnv1a(substringBacked))
     }
 
     /// One instance takes a push for a device another instance owns, in a shared turn: it is

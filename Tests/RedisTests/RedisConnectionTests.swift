@@ -33,6 +33,13 @@ func milliseconds(_ body: () -> Void) -> Int {
         #expect(try redis.command("SET", "empty", .bytes([])) == .status("OK"))
         #expect(try redis.command("GET", "empty") == .string([]))
         #expect(try redis.command("STRLEN", .bytes(everyByte)) == .integer(512))
+        // Text goes as its UTF-8 bytes (lengths in bytes, not characters), and a value far
+        // larger than one read or write buffer arrives whole.
+        #expect(try redis.command("SET", .text("clé ✓"), .text("wert ü")) == .status("OK"))
+        #expect(try redis.command("GET", .text("clé ✓")) == .string(Array("wert ü".utf8)))
+        let large = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        #expect(try redis.command("SET", "large", .bytes(large)) == .status("OK"))
+        #expect(try redis.command("GET", "large") == .string(large))
     }
 
     @Test func integersArraysNullAndStatus() throws {
