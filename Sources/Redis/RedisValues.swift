@@ -74,11 +74,4 @@ public enum RedisArgument: Sendable, Equatable, ExpressibleByStringLiteral {
     /// An integer in decimal, the way Redis expects numbers.
     public static func int(_ value: Int) -> RedisArgument { .text(String(value)) }
     public static func int(_ value: Int64) -> RedisArgument { .text(String(value)) }
-
-    var utf8Bytes: [UInt8] {
-        switch self {
-        case .bytes(let bytes): return bytes
-        case .text(let text): return Array(text.utf8)
-        }
-    }
 }
