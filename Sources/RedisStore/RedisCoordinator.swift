@@ -85,6 +85,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var holdingSinceMs: Int64 = 0
         var leaseUntilMs: Int64 = 0
         var lastChangeMs: Int64 = 0
+        /// When the writer's last append was acknowledged: a shared turn is idle only once its
+        /// writes are in too (with a slow Redis the last change is as old as the write).
+        var lastWrittenMs: Int64 = 0
         /// This instance's shared turn (`ChangeMode.shared`: pushes, beside the other
         /// instances' shared turns), never held together with the lease.
         var sharing = false
@@ -462,6 +465,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         // write (skipped as its own) among the others'.
                         s.sharingUntilMs = batch.sentMs + Int64(Self.leaseMilliseconds)
                     }
+                    s.lastWrittenMs = Monotonic.nowMilliseconds()
                     if written.wanted, Monotonic.nowMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds {
                         s.yielding = true
                     }
@@ -875,7 +879,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         // what is queued is written, then hand the lease back (the writer does).
                         if s.writerIdle { try release(&s, redis) } else { s.yielding = true }
                     }
-                    if s.sharing, s.writerIdle, now - s.lastChangeMs >= Self.sharedIdleReleaseMilliseconds {
+                    if s.sharing, s.writerIdle, now - max(s.lastChangeMs, s.lastWrittenMs) >= Self.sharedIdleReleaseMilliseconds {
                         try releaseSharedTurn(&s, redis)
                     }
                 } catch {
