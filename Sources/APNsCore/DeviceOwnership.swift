@@ -157,8 +157,14 @@ extension World {
         var frames: [DeviceFrame] = []
         for (sequence, entry) in delivery.handedOff.take(deviceID: deviceID, limit: limit) {
             if entry.hasRow { delivery.noteDone(sequence) }
-            records.update(sequence: sequence) { $0.awaitingOwner = false }
-            guard let notification = entry.notification ?? handedOffNotification(sequence: sequence) else { continue }
+            let notification: PendingNotification?
+            if let built = entry.notification {
+                records.update(sequence: sequence) { $0.awaitingOwner = false }
+                notification = built
+            } else {
+                notification = records.takeForRouting(sequence: sequence).flatMap { handedOffNotification(sequence: sequence, record: $0) }
+            }
+            guard let notification else { continue }
             counters.handOffsRouted += 1
             frames += route(notification, nowMs: nowMs)
         }
@@ -166,10 +172,11 @@ extension World {
     }
 
     /// The notification a journal record that awaits its owner stands for, as the instance
-    /// that took the push built it (`ProviderEndpoint`): nil when the record or its token is
-    /// gone (fallen off the journal's end, the device removed).
-    func handedOffNotification(sequence: UInt64) -> PendingNotification? {
-        guard let record = records.record(sequence: sequence), record.hasWholePayload, let deviceID = record.deviceID,
+    /// that took the push built it (`ProviderEndpoint`), from the record's fields
+    /// (`RecordStore.takeForRouting`): nil when its payload was cut or its token is gone (the
+    /// device removed).
+    func handedOffNotification(sequence: UInt64, record: NotificationRecord) -> PendingNotification? {
+        guard record.hasWholePayload, let deviceID = record.deviceID,
             let bundleID = record.bundleID, let pushType = record.pushType.flatMap(PushType.init(rawValue:)),
             let entry = registry.token(Hex.lowercased(Substring(record.token)))
         else { return nil }

@@ -751,6 +751,25 @@ public struct RecordStore: Sendable {
         return true
     }
 
+    /// A record that awaits its owner, taken by the owner to route it: it no longer awaits it
+    /// (an update, as `update`), and comes back with what its notification is built from. A
+    /// record kept encoded is read once for both, and only for those fields (not decoded).
+    public mutating func takeForRouting(sequence: UInt64) -> NotificationRecord? {
+        guard let index = physicalIndex(of: sequence) else { return nil }
+        let record: NotificationRecord?
+        if let kept = ring[index].keptEncoded {
+            record = StateCodec.handOff(ofRecord: kept)
+            if !ring[index].keptDeliveryChanged {
+                ring[index].delivery = record?.delivery ?? RecordDelivery()
+                ring[index].keptDeliveryChanged = true
+            }
+        } else {
+            record = ring[index]
+        }
+        update(sequence: sequence) { $0.awaitingOwner = false }
+        return record
+    }
+
     /// Replication: another instance changed the record's delivery part
     /// (`StateChange.recordDelivered`). Nil when the record is not kept here.
     @discardableResult

@@ -267,18 +267,36 @@ public enum StateCodec {
     }
 
     public static func decodeRecord(_ bytes: [UInt8]) throws(StateStoreError) -> NotificationRecord {
-        try decodeRecord(bytes, deliveryOnly: false)
+        try decodeRecord(bytes, reading: .all)
     }
 
     /// The delivery part of an encoded record, passing over the rest without reading it (a
     /// record kept encoded that this instance routes: `RecordStore.update`). A damaged record
     /// gives an empty part.
     public static func delivery(ofRecord bytes: [UInt8]) -> RecordDelivery {
-        (try? decodeRecord(bytes, deliveryOnly: true))?.delivery ?? RecordDelivery()
+        (try? decodeRecord(bytes, reading: .delivery))?.delivery ?? RecordDelivery()
     }
 
-    /// With `deliveryOnly`, the fields outside `RecordDelivery` are passed over, not read.
-    private static func decodeRecord(_ bytes: [UInt8], deliveryOnly: Bool) throws(StateStoreError) -> NotificationRecord {
+    /// What an owner routes a hand-off from (`RecordStore.takeForRouting`): the delivery part
+    /// and the fields a notification is built from (`World.handedOffNotification`), the rest
+    /// passed over. Nil when the record is damaged.
+    public static func handOff(ofRecord bytes: [UInt8]) -> NotificationRecord? {
+        try? decodeRecord(bytes, reading: .handOff)
+    }
+
+    /// Which fields `decodeRecord` reads; the others are passed over.
+    private enum RecordFields {
+        case all
+        /// `RecordDelivery` alone.
+        case delivery
+        /// `RecordDelivery`, and apnsID, token, pushType, priority, expiration, collapseID,
+        /// payload, payloadSize, receivedAtMs, deviceID and bundleID.
+        case handOff
+    }
+
+    private static func decodeRecord(_ bytes: [UInt8], reading: RecordFields) throws(StateStoreError) -> NotificationRecord {
+        let deliveryOnly = reading != .all
+        let handOff = reading == .handOff
         var r = ByteReader(bytes, what: "journal record")
         let format = try r.expectFormat(in: 1...recordFormat)
         var record = NotificationRecord(apnsID: "", token: "", environment: .sandbox, receivedAtMs: 0)
@@ -287,7 +305,24 @@ public enum StateCodec {
             try r.skipBytes()  // the device id, read below where it always is
             record.delivery.awaitingOwner = true
         }
-        if deliveryOnly {
+        if handOff {
+            record.apnsID = try r.take()
+            try r.skipOptionalBytes()  // uniqueID
+            record.token = try r.take()
+            try r.skipOptionalBytes()  // topic
+            record.pushType = try r.take()
+            _ = try r.u8()  // pushTypeHeaderPresent
+            record.priority = try r.take()
+            record.expiration = try r.take()
+            record.collapseID = try r.take()
+            try r.skipBytes()  // environment
+            _ = try r.u64()  // status
+            try r.skipOptionalBytes()  // reason
+            if try r.u8() != 0 { _ = try r.u64() }  // timestampMs
+            record.payload = try r.bytes()
+            record.payloadSize = try r.take()
+            record.receivedAtMs = try r.take()
+        } else if deliveryOnly {
             try r.skipBytes()  // apnsID
             try r.skipOptionalBytes()  // uniqueID
             try r.skipBytes()  // token
@@ -337,8 +372,13 @@ public enum StateCodec {
             _ = try r.u8()  // headersTruncated
             for _ in 0..<4 { try r.skipOptionalBytes() }  // teamID, keyID, jwtHeader, jwtClaims
             _ = try r.u8()  // jwtVerified
-            try r.skipOptionalBytes()  // deviceID
-            try r.skipOptionalBytes()  // bundleID
+            if handOff {
+                record.deviceID = try r.take()
+                record.bundleID = try r.take()
+            } else {
+                try r.skipOptionalBytes()  // deviceID
+                try r.skipOptionalBytes()  // bundleID
+            }
         } else {
             record.connectionID = try r.take()
             record.streamID = try r.take()

@@ -485,6 +485,19 @@ struct StateCodecTests {
         #expect(String(describing: alone.delivery) == String(describing: record.delivery))
         #expect(String(describing: StateCodec.delivery(ofRecord: StateCodec.encode(record))) == String(describing: record.delivery))
         #expect(String(describing: StateCodec.delivery(ofRecord: StateCodec.encode(sparse))) == String(describing: sparse.delivery))
+        // What an owner routes a hand-off from: those fields and the delivery part, read out of
+        // the whole record in one pass.
+        for original in [record, sparse] {
+            let handOff = try #require(StateCodec.handOff(ofRecord: StateCodec.encode(original)))
+            #expect(handOff.apnsID == original.apnsID && handOff.token == original.token)
+            #expect(handOff.pushType == original.pushType && handOff.priority == original.priority)
+            #expect(handOff.expiration == original.expiration && handOff.collapseID == original.collapseID)
+            #expect(handOff.payload == original.payload && handOff.payloadSize == original.payloadSize)
+            #expect(handOff.receivedAtMs == original.receivedAtMs && handOff.hasWholePayload == original.hasWholePayload)
+            #expect(handOff.deviceID == original.deviceID && handOff.bundleID == original.bundleID)
+            #expect(String(describing: handOff.delivery) == String(describing: original.delivery))
+        }
+        #expect(StateCodec.handOff(ofRecord: Array(StateCodec.encode(record).dropLast(3))) == nil, "a damaged record")
         // A record that awaits its owner says so, with its device, at its head: kept encoded,
         // it still tells a follower which hand-off it is.
         var awaiting = sparse
