@@ -36,9 +36,10 @@ public struct DeviceOwnership: Sendable, Equatable {
 /// Removing one (its owner routed it: a row from the log) only forgets it by sequence; the
 /// device's list drops what is gone when it is taken, or when none is left.
 struct HandOffs: Sendable {
-    /// One hand-off: the notification when this copy has it built (the instance that took the
-    /// push, or a row that carried it), else only its device (the journal record is the
-    /// hand-off: `RecordDelivery.awaitingOwner`, rebuilt by the owner when it routes it).
+    /// One hand-off: the notification, for a hand-off with a waiting row of its own (its record
+    /// lacks part of the payload: the instance that took the push, or the row, carries it),
+    /// else only its device (the journal record is the hand-off:
+    /// `RecordDelivery.awaitingOwner`, rebuilt by the owner when it routes it).
     struct Entry: Sendable {
         var deviceID: String
         var notification: PendingNotification?
@@ -139,7 +140,10 @@ extension World {
             atMs: nowMs)
         if records.record(sequence: sequence)?.hasWholePayload == true {
             records.update(sequence: sequence) { $0.awaitingOwner = true }
-            delivery.handedOff.add(sequence, HandOffs.Entry(deviceID: notification.deviceID, notification: notification, hasRow: false))
+            // Without the notification: should this instance become the device's owner, it is
+            // rebuilt from the record, as on every other copy (keeping it cost the taker a copy
+            // of every handed-off notification, and releasing it again when the owner routed it).
+            delivery.handedOff.add(sequence, HandOffs.Entry(deviceID: notification.deviceID, notification: nil, hasRow: false))
         } else {
             delivery.handedOff.add(notification)
             delivery.noteWaiting(.handedOff, notification)
