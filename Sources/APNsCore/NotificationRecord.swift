@@ -687,6 +687,26 @@ public struct RecordStore: Sendable {
         scanNewestFirst(limit: limit, before: before, scanning: .max, where: matches).records
     }
 
+    /// The newest record whose apns-id or apns-unique-id is `id` (ASCII letters compared
+    /// without case). Records kept encoded are matched in their stored form and only the one
+    /// found is decoded, so a lookup needs no decoding of what other instances wrote.
+    public func newest(withID id: String) -> NotificationRecord? {
+        let idBytes = Array(id.utf8)
+        var index = live
+        while index > 0 {
+            index -= 1
+            let slot = physical(index)
+            if let kept = ring[slot].keptEncoded {
+                if StateCodec.record(kept, hasID: idBytes) { return value(at: slot) }
+            } else if ring[slot].apnsID.caseInsensitiveCompare(id) == .orderedSame
+                || ring[slot].uniqueID?.caseInsensitiveCompare(id) == .orderedSame
+            {
+                return ring[slot]
+            }
+        }
+        return nil
+    }
+
     /// `newestFirst` that looks at no more than `scanning` records (a bound on the time it
     /// holds the state lock), and says where to go on: the sequence to look before next, or
     /// nil when the oldest record was reached.

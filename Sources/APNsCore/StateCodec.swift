@@ -284,6 +284,22 @@ public enum StateCodec {
         try? decodeRecord(bytes, reading: .handOff)
     }
 
+    /// Whether an encoded record's apns-id or apns-unique-id is `id` (its UTF-8 bytes; ASCII
+    /// letters compared without case, as the admin API looks records up), read in place: a
+    /// follower finds one record among thousands it keeps encoded without decoding them.
+    public static func record(_ bytes: [UInt8], hasID id: [UInt8]) -> Bool {
+        var r = ByteReader(bytes, what: "journal record")
+        do {
+            let format = try r.expectFormat(in: 1...recordFormat)
+            _ = try r.u64()  // sequence
+            if format >= 6, try r.u8() == 1 { try r.skipBytes() }  // awaiting its owner: the device
+            if try r.textMatches(id) { return true }
+            return try r.u8() != 0 && r.textMatches(id)  // uniqueID
+        } catch {
+            return false
+        }
+    }
+
     /// Which fields `decodeRecord` reads; the others are passed over.
     private enum RecordFields {
         case all
@@ -891,6 +907,22 @@ struct ByteReader {
         let n = try count()
         defer { offset += n }
         return Array(data[offset..<offset + n])
+    }
+
+    /// Whether the length-prefixed text here is `text` (ASCII letters compared without case),
+    /// passing over it either way.
+    mutating func textMatches(_ text: [UInt8]) throws(StateStoreError) -> Bool {
+        let n = try count()
+        defer { offset += n }
+        guard n == text.count else { return false }
+        for i in 0..<n where !Self.sameIgnoringCase(data[offset + i], text[i]) { return false }
+        return true
+    }
+
+    private static func sameIgnoringCase(_ a: UInt8, _ b: UInt8) -> Bool {
+        if a == b { return true }
+        let lower = a | 0x20
+        return lower == b | 0x20 && lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z")
     }
 
     /// Passes over length-prefixed bytes (a text or a blob) without reading them.

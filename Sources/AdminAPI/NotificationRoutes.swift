@@ -65,12 +65,9 @@ struct NotificationRoutes: AdminResource {
 
     /// The newest record whose apns-id or apns-unique-id is `id`.
     private func record(_ id: String) throws -> NotificationRecord {
-        let record = state.readJournal { world in
-            world.records.newestFirst(limit: 1) {
-                $0.apnsID.caseInsensitiveCompare(id) == .orderedSame
-                    || $0.uniqueID?.caseInsensitiveCompare(id) == .orderedSame
-            }.first
-        }
+        // Not `readJournal`: one record is looked for, and records other instances wrote are
+        // matched in their stored form rather than all decoded first.
+        let record = state.readWorld { $0.records.newest(withID: id) }
         guard let record else { throw AdminError(404, "no notification with apns-id or apns-unique-id \(id)") }
         return record
     }

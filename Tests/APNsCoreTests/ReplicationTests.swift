@@ -654,6 +654,16 @@ struct ReplicationTests {
             #expect(StateCodec.encode(read) == original(sequence), "record \(sequence) reads back as the producer has it")
             #expect(p.replica.records.apnsID(sequence: sequence) == read.apnsID)
         }
+        // Found by apns-id (any case) or apns-unique-id in their stored form: only the match
+        // is decoded, the others stay kept.
+        let producerPlain = try #require(p.world { $0.records.record(sequence: plain.recordSequence) })
+        let byID = try #require(p.replica.records.newest(withID: producerPlain.apnsID.lowercased()))
+        #expect(byID.sequence == plain.recordSequence && byID.keptEncoded == nil)
+        #expect(kept(plain.recordSequence) && kept(rejected.recordSequence), "still kept after a lookup")
+        let unique = try #require(producerPlain.uniqueID, "a sandbox push has an apns-unique-id")
+        #expect(p.replica.records.newest(withID: unique.uppercased())?.sequence == plain.recordSequence)
+        #expect(p.replica.records.newest(withID: "0E1B2C3D-0000-4000-8000-000000000000") == nil)
+        #expect(p.replica.records.newest(withID: "") == nil)
         let byToken = p.replica.records.newestFirst(limit: 10) { $0.token == "not-a-token" }
         #expect(byToken.map(\.sequence) == [rejected.recordSequence], "a filter sees the fields")
         #expect(p.replica.records.oldest { $0.status == 200 }?.sequence == plain.recordSequence)
