@@ -138,7 +138,7 @@ extension World {
             sequence, .pending,
             "accepted by instance \(ownership?.me ?? 0); instance \(owner), which decides deliveries to this device, routes it",
             atMs: nowMs)
-        if records.record(sequence: sequence)?.hasWholePayload == true {
+        if records.hasWholePayload(sequence: sequence) {
             records.update(sequence: sequence) { $0.awaitingOwner = true }
             // Without the notification: should this instance become the device's owner, it is
             // rebuilt from the record, as on every other copy (keeping it cost the taker a copy

@@ -439,6 +439,8 @@ public struct RecordStore: Sendable {
             return sequence
         }
         // Otherwise make room by count, then by bytes (never evicting the record being added).
+        // The last record evicted is reused as the slot's placeholder, moved (`take()`), not
+        // copied field by field.
         var lastEvicted: NotificationRecord?
         while live > 0 && (live == capacity || bytes + record.accountedBytes > byteBudget) {
             lastEvicted = dropOldest()
@@ -449,14 +451,13 @@ public struct RecordStore: Sendable {
             if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
             // Moved in (`record` takes the placeholder first): appending `record` itself
             // would copy it, retaining each of its strings and arrays.
-            var moved: NotificationRecord
-            if let lastEvicted { moved = lastEvicted } else { moved = Self.placeholder }
+            var moved = lastEvicted.take() ?? Self.placeholder
             swap(&moved, &record)
             ring.append(moved)
         } else {
             // The slot holds a placeholder (left by an eviction), which `record` now takes.
             swap(&ring[slot], &record)
-            if let lastEvicted { record = lastEvicted } else { record = Self.placeholder }
+            record = lastEvicted.take() ?? Self.placeholder
         }
         live += 1
         return sequence
@@ -479,12 +480,12 @@ public struct RecordStore: Sendable {
         let slot = physical(live)
         if slot == ring.count {
             if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
-            var moved = lastEvicted ?? Self.placeholder
+            var moved = lastEvicted.take() ?? Self.placeholder
             swap(&moved, &record)
             ring.append(moved)
         } else {
             swap(&ring[slot], &record)
-            record = lastEvicted ?? Self.placeholder
+            record = lastEvicted.take() ?? Self.placeholder
         }
         slotBySequence[sequence] = slot
         live += 1
@@ -791,14 +792,23 @@ public struct RecordStore: Sendable {
     }
 
     /// Replication: another instance changed the record's delivery part
-    /// (`StateChange.recordDelivered`). Nil when the record is not kept here.
+    /// (`StateChange.recordDelivered`). The record, decoded, when it has a collapse id; else nil.
     @discardableResult
     public mutating func applyDelivery(sequence: UInt64, _ delivery: RecordDelivery) -> NotificationRecord? {
         guard let index = physicalIndex(of: sequence) else { return nil }
         ring[index].delivery = delivery
         if ring[index].keptEncoded != nil { ring[index].keptDeliveryChanged = true }
         if trackChanges, changes.last != sequence { changes.append(sequence) }
-        return ring[index].keptEncoded == nil ? ring[index] : nil
+        // A copy only where the caller can use it (a collapse id to note): copying every
+        // record cost a taker a retain and release of each field per handed-off push.
+        guard ring[index].keptEncoded == nil, ring[index].collapseID != nil else { return nil }
+        return ring[index]
+    }
+
+    /// Whether the record holds its whole payload, read in place.
+    public func hasWholePayload(sequence: UInt64) -> Bool {
+        guard let index = physicalIndex(of: sequence) else { return false }
+        return ring[index].keptEncoded == nil ? ring[index].hasWholePayload : value(at: index).hasWholePayload
     }
 
     /// The record's delivery part, without decoding a record kept encoded that was not routed.
