@@ -182,7 +182,8 @@ extension World {
     func handedOffNotification(sequence: UInt64, record: NotificationRecord) -> PendingNotification? {
         guard record.hasWholePayload, let deviceID = record.deviceID,
             let bundleID = record.bundleID, let pushType = record.pushType.flatMap(PushType.init(rawValue:)),
-            let entry = registry.token(Hex.lowercased(Substring(record.token)))
+            let entry = Hex.hasUppercase(Substring(record.token))
+                ? registry.token(Hex.lowercased(Substring(record.token))) : registry.token(record.token)
         else { return nil }
         var notification = PendingNotification(
             sequence: sequence, apnsID: record.apnsID, token: entry.token, topic: entry.topic, deviceID: deviceID,

@@ -452,9 +452,7 @@ public enum StateCodec {
         transitions.reserveCapacity(count)
         for _ in 0..<count {
             let atMs: Int64 = try r.take()
-            let code: String = try r.take()
-            guard let step = DeliveryLog.Step(code: code) else { throw r.damaged("delivery step \(code)") }
-            transitions.append((atMs, step))
+            transitions.append((atMs, try r.deliveryStep()))
         }
         return transitions
     }
@@ -923,6 +921,16 @@ struct ByteReader {
         if a == b { return true }
         let lower = a | 0x20
         return lower == b | 0x20 && lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z")
+    }
+
+    /// A delivery step, matched by its code in place (no text made for it: a record's
+    /// transitions are read each time an owner routes a hand-off).
+    mutating func deliveryStep() throws(StateStoreError) -> DeliveryLog.Step {
+        let n = try count()
+        defer { offset += n }
+        let stored = data[offset..<offset + n]
+        for step in DeliveryLog.Step.allCases where step.code.utf8.elementsEqual(stored) { return step }
+        throw damaged("delivery step \(String(decoding: stored, as: UTF8.self))")
     }
 
     /// Passes over length-prefixed bytes (a text or a blob) without reading them.
