@@ -106,7 +106,8 @@ extension World {
             if updatedOnly.contains(sequence), let delivery = records.delivery(sequence: sequence) {
                 out.append(.recordDelivered(sequence: sequence, delivery: delivery))
             } else if let record = records.record(sequence: sequence) {
-                out.append(.recordSaved(record))
+                // Moved into the change, not copied (again) field by field.
+                out.append(.recordSaved(consume record))
             }
         }
         if !stateTracking.removedRecords.isEmpty {
