@@ -5,9 +5,11 @@
 // device (one stored notification per app, collapse, budgets, the in-flight window) has one
 // order without a lease every instance waits for.
 
-/// Which instance decides a device's deliveries: the members of the shared state, in order,
-/// and a hash of the device id over them. The same on every instance that has applied the same
-/// membership (it travels in the change log), so every instance agrees who owns what.
+/// Which instance decides a device's deliveries: the instance holding the device's socket when
+/// that instance is a member of the shared state (its acks and its pushes then need no other
+/// instance), else a hash of the device id over the members, in order. The same on every
+/// instance that has applied the same changes (membership travels in the change log, and a
+/// socket's attachment is changed only under the lease), so every instance agrees who owns what.
 public struct DeviceOwnership: Sendable, Equatable {
     /// Instance numbers, ascending, without repeats.
     public let members: [Int]
@@ -23,13 +25,26 @@ public struct DeviceOwnership: Sendable, Equatable {
     /// take the lease as before).
     public var isMember: Bool { members.contains(me) }
 
-    /// The instance that owns `deviceID` (0 when there are no members).
+    /// The instance that owns `deviceID` by hash, whatever socket it holds (0 when there are
+    /// no members).
     public func owner(of deviceID: String) -> Int {
         guard members.count > 1 else { return members.first ?? 0 }
         return members[Int(StoredSurvivor.fnv1a(deviceID) % UInt64(members.count))]
     }
 
+    /// The instance that owns `deviceID` with its socket on `connectionID` (nil: none): the
+    /// socket's instance when it is a member, else the hash's.
+    public func owner(of deviceID: String, connectionID: UInt64?) -> Int {
+        if let connectionID, case let holder = Self.instance(ofConnection: connectionID), members.contains(holder) { return holder }
+        return owner(of: deviceID)
+    }
+
     public func owns(_ deviceID: String) -> Bool { owner(of: deviceID) == me }
+
+    /// Connection ids carry the instance that made them in their high bits (`--redis`).
+    public static let instanceShift: UInt64 = 40
+
+    public static func instance(ofConnection id: UInt64) -> Int { Int(id >> instanceShift) }
 }
 
 /// Hand-offs waiting for their owner, by sequence, and per device in the order they arrived.
@@ -119,8 +134,8 @@ extension World {
     /// under the lease every copy is current), else handed off to the device's owner. The
     /// device's hand-offs that arrived earlier go first, so its notifications keep their order.
     mutating func routeOrHandOff(_ notification: PendingNotification, nowMs: Int64) -> [DeviceFrame] {
-        if inSharedTurn, let ownership, !ownership.owns(notification.deviceID) {
-            handOff(notification, to: ownership.owner(of: notification.deviceID), nowMs: nowMs)
+        if inSharedTurn, let owner = owner(of: notification.deviceID), owner != ownership?.me {
+            handOff(notification, to: owner, nowMs: nowMs)
             return []
         }
         var frames = delivery.handedOff.isEmpty ? [] : routeHandOffs(deviceID: notification.deviceID, nowMs: nowMs)
@@ -195,10 +210,31 @@ extension World {
         return notification
     }
 
+    /// The instance that decides `deviceID`'s deliveries (`DeviceOwnership`); nil when the
+    /// state is not shared by instances that own devices.
+    public func owner(of deviceID: String) -> Int? {
+        ownership.map { $0.owner(of: deviceID, connectionID: registry.devices[deviceID]?.connectionID) }
+    }
+
+    /// Whether this instance decides `deviceID`'s deliveries (always, when no instances own
+    /// devices).
+    public func owns(_ deviceID: String) -> Bool {
+        guard let ownership else { return true }
+        return owner(of: deviceID) == ownership.me
+    }
+
     /// The hand-offs this instance owns, by device (the owner routes them).
     public var handOffsToRoute: [String] {
-        guard let ownership, !delivery.handedOff.isEmpty else { return [] }
-        return delivery.handedOff.deviceIDs.filter { ownership.owns($0) }
+        guard ownership != nil, !delivery.handedOff.isEmpty else { return [] }
+        return delivery.handedOff.deviceIDs.filter { owns($0) }
+    }
+
+    /// Under the lease, where every copy is current: routes the device's hand-offs here, now
+    /// that its socket attached or left (which moves its owner). Left to the old owner, they
+    /// would wait for a push to the device the new owner takes.
+    mutating func routeHandOffsOnOwnerChange(deviceID: String, nowMs: Int64) -> [DeviceFrame] {
+        guard ownership != nil, !inSharedTurn, delivery.handedOff.has(deviceID: deviceID) else { return [] }
+        return routeHandOffs(deviceID: deviceID, nowMs: nowMs)
     }
 
     /// Routes the hand-offs waiting for these devices, where this instance owns them (an owner
@@ -208,7 +244,7 @@ extension World {
         var frames: [DeviceFrame] = []
         var budget = limit
         var left: [String] = []
-        for deviceID in deviceIDs where ownership?.owns(deviceID) ?? true {
+        for deviceID in deviceIDs where owns(deviceID) {
             guard budget > 0 else {
                 left.append(deviceID)
                 continue

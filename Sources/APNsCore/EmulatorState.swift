@@ -141,13 +141,15 @@ public final class EmulatorState: Sendable {
     /// returns. When that is impossible (the shared store is down) the body still runs, on this
     /// instance's copy only, which is then reloaded once the store is back; callers whose
     /// answer promises the change was kept use `withSharedWorld` instead.
-    public func withWorld<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T) throws(E) -> T {
+    ///
+    /// `mode` `.shared`: as in `withSharedWorld`, the body may run in a shared turn.
+    public func withWorld<T: Sendable, E: Error>(mode: ChangeMode = .exclusive, _ body: (inout World) throws(E) -> T) throws(E) -> T {
         guard let coordinator else {
             let (result, after) = try locked(body, sharing: false)
             after.announce(self)
             return result
         }
-        let (result, shared) = try sharing(body, coordinator)
+        let (result, shared) = try sharing(body, coordinator, mode: mode)
         if let result {
             if !shared { coordinator.noteUnsharedChange() }
             return result

@@ -86,7 +86,7 @@ struct DeviceRoutes: AdminResource {
     }
 
     private func getDevice(_ id: String) throws -> HTTP1ServerResponse {
-        let (found, owner) = state.readWorld { ($0.registry.devices[id], $0.ownership.map { $0.owner(of: id) }) }
+        let (found, owner) = state.readWorld { ($0.registry.devices[id], $0.owner(of: id)) }
         guard let device = found else { throw AdminError(404, "no device with id '\(id)'") }
         // Several instances (`--redis`): the one that decides this device's deliveries.
         guard let owner, owner > 0, case .object(var json) = AdminJSON.device(device) else { return .json(200, AdminJSON.device(device)) }

@@ -312,9 +312,16 @@ final class DeviceConnection: ConnectionHandler {
             guard let delivery = m["id"]?.intValue, delivery > 0 else {
                 throw DeviceRequestError("bad_request", "ack needs a numeric \"id\"")
             }
-            let frames = try state.withWorld { world throws(DeviceRequestError) in
+            // Beside the other instances' pushes (`--redis`) when this instance owns the device,
+            // as it does while holding its socket: an ack per delivery taking the lease ended
+            // every instance's shared turn.
+            func acknowledge(_ world: inout World) throws(DeviceRequestError) -> [DeviceFrame] {
                 try world.acknowledge(deviceID: deviceID, connectionID: id, deliveryID: UInt64(delivery), nowMs: now)
             }
+            let frames =
+                try state.withWorld(mode: .shared) { world throws(DeviceRequestError) -> [DeviceFrame]? in
+                    world.inSharedTurn && !world.owns(deviceID) ? nil : try acknowledge(&world)
+                } ?? state.withWorld { world throws(DeviceRequestError) in try acknowledge(&world) }
             gateway.dispatch(frames)
         case "app":
             let bundle = try Self.string(m, "bundleId")

@@ -670,7 +670,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     guard !applied.handedOffDeviceIDs.isEmpty else { return (applied, []) }
                     // After a reset the list names every device with a hand-off: route those this
                     // instance owns.
-                    return (applied, applied.handedOffDeviceIDs.filter { world.ownership?.owns($0) ?? false })
+                    return (applied, applied.handedOffDeviceIDs.filter { world.ownership != nil && world.owns($0) })
                 }
                 tickets.withLock { $0.announcements.append((applied.recordSequences, applied.reset)) }
                 if !handOffs.isEmpty { queueHandOffs(handOffs) }

@@ -45,10 +45,10 @@ extension RedisCoordinator {
 
     // MARK: Frames for devices on other instances
 
-    /// Connection ids carry their instance in the high bits.
-    public static let instanceShift: UInt64 = 40
+    /// Connection ids carry their instance in the high bits (`DeviceOwnership`).
+    public static var instanceShift: UInt64 { DeviceOwnership.instanceShift }
 
-    public static func instance(ofConnection id: UInt64) -> Int { Int(id >> instanceShift) }
+    public static func instance(ofConnection id: UInt64) -> Int { DeviceOwnership.instance(ofConnection: id) }
 
     /// The first connection id this instance hands out.
     public var firstConnectionID: UInt64 { UInt64(instance) << Self.instanceShift | 1 }

@@ -150,4 +150,47 @@ struct DeviceOwnershipTests {
         #expect(pair.world { $0.records.record(sequence: sequence)?.delivery.awaitingOwner } == false)
         #expect(pair.world { $0.counters.handOffsRouted } == 1)
     }
+    /// The instance holding a device's socket owns it while it is a member (else the hash
+    /// decides). The socket attaching, under the lease, has the new owner route what was handed
+    /// to the old one and not yet routed; the socket leaving gives the device back to the hash.
+    @Test func theInstanceHoldingADevicesSocketOwnsIt() throws {
+        let ownership = DeviceOwnership(members: [1, 2], me: 1)
+        let onTwo = UInt64(2) << DeviceOwnership.instanceShift | 7
+        let onFive = UInt64(5) << DeviceOwnership.instanceShift | 7
+        #expect(DeviceOwnership.instance(ofConnection: onTwo) == 2)
+        for id in ["a", "ci", "phone", "device-42"] {
+            #expect(ownership.owner(of: id, connectionID: onTwo) == 2, "\(id)")
+            #expect(ownership.owner(of: id, connectionID: onFive) == ownership.owner(of: id), "not a member: the hash")
+            #expect(ownership.owner(of: id, connectionID: nil) == ownership.owner(of: id))
+        }
+
+        let pair = try ReplicaPair()
+        let hashOwner = DeviceOwnership(members: [1, 2], me: 0).owner(of: "ci")
+        let me = hashOwner == 1 ? 2 : 1
+        pair.world { $0.ownership = DeviceOwnership(members: [1, 2], me: me) }
+        #expect(pair.world { $0.owner(of: "ci") } == hashOwner)
+        #expect(!pair.world { $0.owns("ci") })
+        // A hand-off for the device waits for its owner (made as in the test above).
+        #expect(try pair.push(ReplicaPair.pinned).status == 200)
+        let sequence = try #require(pair.world { $0.records.newestFirst(limit: 1).first?.sequence })
+        pair.world {
+            $0.records.update(sequence: sequence) { $0.awaitingOwner = true }
+            $0.delivery.handedOff.add(sequence, HandOffs.Entry(deviceID: "ci", notification: nil, hasRow: false))
+        }
+
+        let socket = UInt64(me) << DeviceOwnership.instanceShift | 1
+        let now = pair.now
+        let frames = try pair.world { world in
+            try world.connectDevice(DeviceHello(deviceID: "ci", lowPowerMode: false, apps: []), connectionID: socket, nowMs: now)
+        }
+        #expect(pair.world { $0.owner(of: "ci") } == me)
+        #expect(pair.world { $0.owns("ci") })
+        #expect(pair.world { $0.delivery.handedOff.isEmpty }, "routed by the new owner as the socket attached")
+        #expect(pair.world { $0.counters.handOffsRouted } == 1)
+        #expect(frames.contains { $0.connectionID == socket && $0.message["type"]?.stringValue == "notification" })
+
+        pair.world { $0.disconnectDevice("ci", connectionID: socket, nowMs: now) }
+        #expect(pair.world { $0.owner(of: "ci") } == hashOwner)
+        #expect(!pair.world { $0.owns("ci") })
+    }
 }

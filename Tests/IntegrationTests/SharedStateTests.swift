@@ -598,6 +598,60 @@ struct SharedStateTests {
         }
     }
 
+    /// The instance holding a device's socket owns the device: a push another instance takes
+    /// is handed to it, one it takes itself is routed there, the device's acks are applied
+    /// there, and once the socket is gone the hash over the members decides again.
+    @Test func theInstanceHoldingADevicesSocketOwnsTheDevice() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let socketInstance = Int(try #require(try e2.admin("GET", "/api/v1/info").json["instance"]?.intValue))
+        var members: [Int] = []
+        #expect(
+            try eventually {
+                members = try e2.admin("GET", "/api/v1/info").json["members"]?.arrayValue?.compactMap(\.intValue).map(Int.init) ?? []
+                return members.count == 2
+            })
+        // A device the hash gives to the first instance, its socket on the second.
+        let byHash = DeviceOwnership(members: members, me: 0)
+        let deviceID = try #require((0..<64).lazy.map { "socket-phone-\($0)" }.first { byHash.owner(of: $0) != socketInstance })
+        let device = try DeviceProcess(e2, deviceID: deviceID, extra: ["--app-state", "foreground"])
+        let token = try device.registeredToken()
+        for emulator in [e1, e2] {
+            #expect(
+                try eventually { try emulator.admin("GET", "/api/v1/devices/\(deviceID)").json["ownerInstance"]?.intValue.map(Int.init) == socketInstance },
+                "every instance takes the socket's instance for the owner")
+        }
+
+        let handedOff = try e1.metric("apns_emulator_pushes_handed_off_total")
+        let routed = try e2.metric("apns_emulator_handoffs_routed_total")
+        let fromFirst = APNsResult(try e1.connect().send(try e1.push(token, payload: #"{"aps":{"alert":"via the first"}}"#).request))
+        #expect(fromFirst.status == 200)
+        #expect(try #require(device.next("notification"))["apnsId"]?.stringValue == fromFirst.apnsID)
+        #expect(try e1.metric("apns_emulator_pushes_handed_off_total") == handedOff + 1)
+        #expect(try eventually { try e2.metric("apns_emulator_handoffs_routed_total") == routed + 1 })
+        let fromSecond = APNsResult(try e2.connect().send(try e2.push(token, payload: #"{"aps":{"alert":"via the second"}}"#).request))
+        #expect(fromSecond.status == 200)
+        #expect(try #require(device.next("notification"))["apnsId"]?.stringValue == fromSecond.apnsID)
+        #expect(try e2.metric("apns_emulator_pushes_handed_off_total") == 0, "its own device: routed where it was taken")
+        for id in [fromFirst.apnsID, fromSecond.apnsID].compactMap({ $0 }) {
+            // Acknowledged by the device, on the instance that owns it; every instance sees it.
+            #expect(try eventually { try e1.admin("GET", "/api/v1/notifications/\(id)").json["outcome"] == "delivered" })
+            #expect(
+                try eventually {
+                    let log = try e1.admin("GET", "/api/v1/notifications/\(id)/log").json["log"]?.arrayValue ?? []
+                    return log.contains { $0["state"] == "acknowledged" }
+                }, "\(id): its ack is in the delivery log every instance shows")
+        }
+
+        device.process.terminate()
+        #expect(device.exitStatus() != nil)
+        for emulator in [e1, e2] {
+            #expect(
+                try eventually { try emulator.admin("GET", "/api/v1/devices/\(deviceID)").json["ownerInstance"]?.intValue.map(Int.init) == byHash.owner(of: deviceID) },
+                "without its socket, the hash's owner again")
+        }
+    }
+
     /// An instance killed (SIGKILL) while four providers push to it in batches: every push it
     /// answered 200 is in the shared journal the other instance shows, since an answer leaves
     /// only once Redis has the write that holds it.
