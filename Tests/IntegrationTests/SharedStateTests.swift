@@ -618,7 +618,9 @@ struct SharedStateTests {
         let token = try device.registeredToken()
         for emulator in [e1, e2] {
             #expect(
-                try eventually { try emulator.admin("GET", "/api/v1/devices/\(deviceID)").json["ownerInstance"]?.intValue.map(Int.init) == socketInstance },
+                try eventually {
+                    try emulator.admin("GET", "/api/v1/devices/\(deviceID)").json["ownerInstance"]?.intValue.map(Int.init) == socketInstance
+                },
                 "every instance takes the socket's instance for the owner")
         }
 
@@ -647,7 +649,10 @@ struct SharedStateTests {
         #expect(device.exitStatus() != nil)
         for emulator in [e1, e2] {
             #expect(
-                try eventually { try emulator.admin("GET", "/api/v1/devices/\(deviceID)").json["ownerInstance"]?.intValue.map(Int.init) == byHash.owner(of: deviceID) },
+                try eventually {
+                    try emulator.admin("GET", "/api/v1/devices/\(deviceID)").json["ownerInstance"]?.intValue.map(Int.init)
+                        == byHash.owner(of: deviceID)
+                },
                 "without its socket, the hash's owner again")
         }
     }
