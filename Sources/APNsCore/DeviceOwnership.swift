@@ -118,6 +118,11 @@ struct HandOffs: Sendable {
 
     func has(deviceID: String) -> Bool { byDevice[deviceID] != nil }
 
+    /// Gives a record-borne hand-off its notification (its record is gone).
+    mutating func attach(_ notification: PendingNotification, to sequence: UInt64) {
+        bySequence[sequence]?.notification = notification
+    }
+
     /// The devices with hand-offs.
     var deviceIDs: some Collection<String> { byDevice.keys }
 
@@ -171,8 +176,26 @@ extension World {
         delivery.handedOff.add(record.sequence, HandOffs.Entry(deviceID: deviceID, notification: nil, hasRow: false))
     }
 
+    /// Hand-offs whose journal record fell off the end before the owner routed them (a journal
+    /// of a few records, an owner far behind): the owner keeps the notification, built from the
+    /// record, and routes it as any other; the other instances forget them. Without this the
+    /// owner found no record to route from, and a push answered 200 was never delivered.
+    mutating func keepEvictedHandOffs() {
+        guard !records.evictedHandOffs.isEmpty else { return }
+        for evicted in records.takeEvictedHandOffs() {
+            guard let entry = delivery.handedOff.bySequence[evicted.sequence], entry.notification == nil else { continue }
+            let record = evicted.keptEncoded.flatMap(StateCodec.handOff(ofRecord:)) ?? evicted
+            if owns(entry.deviceID), let notification = handedOffNotification(sequence: evicted.sequence, record: record) {
+                delivery.handedOff.attach(notification, to: evicted.sequence)
+            } else {
+                delivery.handedOff.remove(evicted.sequence)
+            }
+        }
+    }
+
     /// Routes the hand-offs waiting for `deviceID`, oldest first (at most `limit`).
     mutating func routeHandOffs(deviceID: String, nowMs: Int64, limit: Int = .max) -> [DeviceFrame] {
+        keepEvictedHandOffs()
         var frames: [DeviceFrame] = []
         for (sequence, entry) in delivery.handedOff.take(deviceID: deviceID, limit: limit) {
             if entry.hasRow { delivery.noteDone(sequence) }

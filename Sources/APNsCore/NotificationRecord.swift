@@ -597,12 +597,33 @@ public struct RecordStore: Sendable {
     private mutating func dropOldest() -> NotificationRecord {
         var emptied = Self.placeholder
         swap(&ring[head], &emptied)
+        if emptied.delivery.awaitingOwner { keepEvictedHandOff(emptied) }
         if numbering != nil { slotBySequence[emptied.sequence] = nil }
         bytes -= emptied.accountedBytes
         head = (head + 1) % capacity
         live -= 1
         evicted += 1
         return emptied
+    }
+
+    /// Records that still awaited their device's owner (`--redis` hand-offs) when they fell off
+    /// the journal's end, oldest first, for `World.keepEvictedHandOffs`: a hand-off must outlive
+    /// its record. At most `maxEvictedHandOffs` (the oldest go first, counted).
+    public private(set) var evictedHandOffs: [NotificationRecord] = []
+    public private(set) var evictedHandOffsDropped = 0
+    static let maxEvictedHandOffs = 65_536
+
+    private mutating func keepEvictedHandOff(_ record: NotificationRecord) {
+        if evictedHandOffs.count >= Self.maxEvictedHandOffs {
+            evictedHandOffs.removeFirst()
+            evictedHandOffsDropped += 1
+        }
+        evictedHandOffs.append(record)
+    }
+
+    mutating func takeEvictedHandOffs() -> [NotificationRecord] {
+        defer { evictedHandOffs = [] }
+        return evictedHandOffs
     }
 
     /// The oldest record kept, nil when empty (persistence trims what fell off the end).

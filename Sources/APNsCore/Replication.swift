@@ -311,6 +311,7 @@ extension World {
                 applied.leftConnections = []
             }
         }
+        keepEvictedHandOffs()
         return applied
     }
 

@@ -193,4 +193,59 @@ struct DeviceOwnershipTests {
         #expect(pair.world { $0.owner(of: "ci") } == hashOwner)
         #expect(!pair.world { $0.owns("ci") })
     }
+    /// A journal of two records and three hand-offs for the owner's device: the first record
+    /// falls off the owner's journal before it routes, yet all three are routed (the owner keeps
+    /// the notification, built from the record, as it goes). The taker, whose own journal also
+    /// evicted it, forgets that hand-off rather than keeping it forever.
+    @Test func aHandOffOutlivesItsJournalRecord() throws {
+        let pair = try ReplicaPair(capacity: 2)
+        let coordinator = GrantingCoordinator()
+        let owner = DeviceOwnership(members: [1, 2], me: 0).owner(of: "ci")
+        let taker = owner == 1 ? 2 : 1
+        pair.state.attach(coordinator: coordinator)
+        pair.world {
+            $0.ownership = DeviceOwnership(members: [1, 2], me: taker)
+            $0.records.numberInStripes(UInt64(taker))
+            $0.records.tracksUpdatesApart = true
+        }
+        var ownerWorld = pair.configured
+        ownerWorld.startTrackingChanges()
+        ownerWorld.ownership = DeviceOwnership(members: [1, 2], me: owner)
+        ownerWorld.records.numberInStripes(UInt64(owner))
+        ownerWorld.records.tracksUpdatesApart = true
+        ownerWorld.records.trackChanges = true  // (an EmulatorState turns it on for each change)
+
+        var apnsIDs: [String] = []
+        for index in 0..<3 {
+            let answer = try pair.push(ReplicaPair.pinned, body: #"{"aps":{"alert":"hand-off \#(index)"}}"#)
+            #expect(answer.status == 200)
+            apnsIDs.append(answer.apnsID)
+        }
+        #expect(pair.world { $0.counters.pushesHandedOff } == 3)
+        let rows = coordinator.take()
+        _ = try ownerWorld.applyReplicated(
+            rows: try StateCodec.decodeRows(StateCodec.encode(changes: rows)), nowMs: pair.now, configured: pair.configured,
+            loadKey: pair.loadKey)
+        #expect(ownerWorld.records.count == 2, "the first record fell off the owner's journal")
+        let routed = ownerWorld.routeHandOffs(deviceIDs: ["ci"], nowMs: pair.now, limit: 10)
+        #expect(routed.left.isEmpty)
+        #expect(ownerWorld.counters.handOffsRouted == 3, "every hand-off routed, the evicted one too")
+        #expect(ownerWorld.delivery.handedOff.isEmpty)
+        #expect(ownerWorld.counters.outcomes[.delivered] == 3, "all three delivered to the (virtual) device")
+        let kept = ownerWorld.records.newestFirst(limit: 2).map(\.apnsID)
+        #expect(kept == apnsIDs.suffix(2).reversed(), "the two records still kept")
+
+        // The taker applies what the owner wrote; the hand-off whose record it no longer has
+        // (no delivery part comes for it) is forgotten, not kept.
+        let back = ownerWorld.takeStateChanges(recordSequences: ownerWorld.records.takeChanges())
+        #expect(back.filter { if case .recordDelivered = $0 { true } else { false } }.count == 2, "delivery parts of the two kept")
+        let now = pair.now
+        let configured = pair.configured
+        _ = try pair.state.applyShared { (world: inout World) throws(StateStoreError) in
+            try world.applyReplicated(
+                rows: try StateCodec.decodeRows(StateCodec.encode(changes: back)), nowMs: now, configured: configured,
+                loadKey: pair.loadKey)
+        }
+        #expect(pair.world { $0.delivery.handedOff.isEmpty })
+    }
 }
