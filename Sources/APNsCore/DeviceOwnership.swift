@@ -25,9 +25,9 @@ public struct DeviceOwnership: Sendable, Equatable {
     /// take the lease as before).
     public var isMember: Bool { members.contains(me) }
 
-    /// The instance that owns `deviceID` by hash, whatever socket it holds (0 when there are
-    /// no members).
-    public func owner(of deviceID: String) -> Int {
+    /// The instance the hash gives `deviceID` to, whatever socket it holds (0 when there are no
+    /// members): its owner while no member holds its socket.
+    public func hashOwner(of deviceID: String) -> Int {
         guard members.count > 1 else { return members.first ?? 0 }
         return members[Int(StoredSurvivor.fnv1a(deviceID) % UInt64(members.count))]
     }
@@ -36,10 +36,8 @@ public struct DeviceOwnership: Sendable, Equatable {
     /// socket's instance when it is a member, else the hash's.
     public func owner(of deviceID: String, connectionID: UInt64?) -> Int {
         if let connectionID, case let holder = Self.instance(ofConnection: connectionID), members.contains(holder) { return holder }
-        return owner(of: deviceID)
+        return hashOwner(of: deviceID)
     }
-
-    public func owns(_ deviceID: String) -> Bool { owner(of: deviceID) == me }
 
     /// Connection ids carry the instance that made them in their high bits (`--redis`).
     public static let instanceShift: UInt64 = 40

@@ -32,16 +32,16 @@ struct DeviceOwnershipTests {
         let two = DeviceOwnership(members: [2, 3, 1], me: 2)
         #expect(one.members == [1, 2, 3])
         for id in ["a", "phone", "ci", "device-42", "😀"] {
-            #expect(one.owner(of: id) == two.owner(of: id), "\(id)")
-            #expect([1, 2, 3].contains(one.owner(of: id)))
-            #expect(one.owns(id) == (one.owner(of: id) == 1))
+            #expect(one.hashOwner(of: id) == two.hashOwner(of: id), "\(id)")
+            #expect([1, 2, 3].contains(one.hashOwner(of: id)))
+            #expect(one.owner(of: id, connectionID: nil) == one.hashOwner(of: id))
         }
-        #expect(DeviceOwnership(members: [], me: 1).owner(of: "a") == 0)
+        #expect(DeviceOwnership(members: [], me: 1).hashOwner(of: "a") == 0)
         #expect(!DeviceOwnership(members: [2, 3], me: 1).isMember)
         // Spread over the members, not all on one.
-        let owners = Set((0..<64).map { one.owner(of: "device-\($0)") })
+        let owners = Set((0..<64).map { one.hashOwner(of: "device-\($0)") })
         #expect(owners == [1, 2, 3])
-        #expect(DeviceOwnership(members: [7], me: 7).owns("anything"))
+        #expect(DeviceOwnership(members: [7], me: 7).hashOwner(of: "anything") == 7)
     }
 
     /// Instances of different runs must agree, so the hash is FNV-1a over the id's UTF-8 bytes,
@@ -65,7 +65,7 @@ struct DeviceOwnershipTests {
     func aHandOffIsRoutedByTheOwnerAndTheTakerLearnsTheOutcome(payloadCut: Bool) throws {
         let pair = try ReplicaPair()
         let coordinator = GrantingCoordinator()
-        let owner = DeviceOwnership(members: [1, 2], me: 0).owner(of: "ci")
+        let owner = DeviceOwnership(members: [1, 2], me: 0).hashOwner(of: "ci")
         let taker = owner == 1 ? 2 : 1
         var options = EndpointOptions()
         if payloadCut { options.recordedPayloadLimit = 8 }
@@ -135,7 +135,7 @@ struct DeviceOwnershipTests {
     /// after the hand-offs that device has waiting: its notifications keep their order.
     @Test func underTheLeaseADevicesHandOffsAreRoutedFirst() throws {
         let pair = try ReplicaPair()
-        let owner = DeviceOwnership(members: [1, 2], me: 0).owner(of: "ci")
+        let owner = DeviceOwnership(members: [1, 2], me: 0).hashOwner(of: "ci")
         pair.world { $0.ownership = DeviceOwnership(members: [1, 2], me: owner == 1 ? 2 : 1) }
         let first = try pair.push(ReplicaPair.pinned)  // no coordinator: routed here
         // A hand-off that arrived from a third instance before the next push.
@@ -160,12 +160,12 @@ struct DeviceOwnershipTests {
         #expect(DeviceOwnership.instance(ofConnection: onTwo) == 2)
         for id in ["a", "ci", "phone", "device-42"] {
             #expect(ownership.owner(of: id, connectionID: onTwo) == 2, "\(id)")
-            #expect(ownership.owner(of: id, connectionID: onFive) == ownership.owner(of: id), "not a member: the hash")
-            #expect(ownership.owner(of: id, connectionID: nil) == ownership.owner(of: id))
+            #expect(ownership.owner(of: id, connectionID: onFive) == ownership.hashOwner(of: id), "not a member: the hash")
+            #expect(ownership.owner(of: id, connectionID: nil) == ownership.hashOwner(of: id))
         }
 
         let pair = try ReplicaPair()
-        let hashOwner = DeviceOwnership(members: [1, 2], me: 0).owner(of: "ci")
+        let hashOwner = DeviceOwnership(members: [1, 2], me: 0).hashOwner(of: "ci")
         let me = hashOwner == 1 ? 2 : 1
         pair.world { $0.ownership = DeviceOwnership(members: [1, 2], me: me) }
         #expect(pair.world { $0.owner(of: "ci") } == hashOwner)
@@ -200,7 +200,7 @@ struct DeviceOwnershipTests {
     @Test func aHandOffOutlivesItsJournalRecord() throws {
         let pair = try ReplicaPair(capacity: 2)
         let coordinator = GrantingCoordinator()
-        let owner = DeviceOwnership(members: [1, 2], me: 0).owner(of: "ci")
+        let owner = DeviceOwnership(members: [1, 2], me: 0).hashOwner(of: "ci")
         let taker = owner == 1 ? 2 : 1
         pair.state.attach(coordinator: coordinator)
         pair.world {

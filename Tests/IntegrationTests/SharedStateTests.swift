@@ -613,7 +613,7 @@ struct SharedStateTests {
             })
         // A device the hash gives to the first instance, its socket on the second.
         let byHash = DeviceOwnership(members: members, me: 0)
-        let deviceID = try #require((0..<64).lazy.map { "socket-phone-\($0)" }.first { byHash.owner(of: $0) != socketInstance })
+        let deviceID = try #require((0..<64).lazy.map { "socket-phone-\($0)" }.first { byHash.hashOwner(of: $0) != socketInstance })
         let device = try DeviceProcess(e2, deviceID: deviceID, extra: ["--app-state", "foreground"])
         let token = try device.registeredToken()
         for emulator in [e1, e2] {
@@ -651,7 +651,7 @@ struct SharedStateTests {
             #expect(
                 try eventually {
                     try emulator.admin("GET", "/api/v1/devices/\(deviceID)").json["ownerInstance"]?.intValue.map(Int.init)
-                        == byHash.owner(of: deviceID)
+                        == byHash.hashOwner(of: deviceID)
                 },
                 "without its socket, the hash's owner again")
         }
