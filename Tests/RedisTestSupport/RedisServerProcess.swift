@@ -113,13 +113,14 @@ public final class RedisServerProcess: @unchecked Sendable {
                 + "Install it with `scripts/deps.sh test` (Debian package redis-server) or set REDIS_SERVER=/path/to/redis-server")
     }
 
-    /// Starts redis-server and waits until it answers PING. posix_spawn rather than Foundation's
+    /// Starts redis-server and waits until its log says it listens and it answers PING. posix_spawn rather than Foundation's
     /// Process: a child started from a test thread would inherit that thread's blocked signals
     /// (libdispatch workers block nearly all), and then ignore SIGTERM.
     private static func launch(
         _ executable: String, port: Int, password: String?, persistent: Bool, directory: String, extra: [String]
     ) throws -> pid_t {
         let log = directory + "/redis-\(port).log"
+        try? FileManager.default.removeItem(atPath: log)  // a restart's readiness is read from a fresh log
         var arguments = [
             executable, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", persistent ? "yes" : "no", "--appendfsync",
             "always",
@@ -159,12 +160,18 @@ public final class RedisServerProcess: @unchecked Sendable {
                 let tail = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").suffix(3)
                 throw Failure(description: "redis-server on port \(port) exited (wait status \(status)): \(tail.joined(separator: " | "))")
             }
-            if answersPing(port: port) { return pid }
+            // Ours, not another test's that bound the port first (this one then fails to bind and
+            // exits, while PING on the port still answers): its own log says it is listening.
+            if logSaysListening(log), answersPing(port: port) { return pid }
             usleep(10_000)
         }
         Glibc.kill(pid, SIGKILL)
         reap(pid)
         throw Failure(description: "redis-server on port \(port) did not answer PING within 10 s")
+    }
+
+    private static func logSaysListening(_ log: String) -> Bool {
+        ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("Ready to accept connections")
     }
 
     private static func reap(_ pid: pid_t) {
