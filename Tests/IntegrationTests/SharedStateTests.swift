@@ -17,7 +17,7 @@ final class EmulatorCluster: @unchecked Sendable {
     let redis: RedisServerProcess
     let shared: String
     let instances: [EmulatorProcess]
-    let haproxy = Process()
+    let haproxy: Process
     let provider: HostPort
     let device: HostPort
 
@@ -31,46 +31,63 @@ final class EmulatorCluster: @unchecked Sendable {
             started.append(try EmulatorProcess(["--redis", redis.url] + extra, sharedDirectory: shared))
         }
         instances = started
-        provider = HostPort(host: "127.0.0.1", port: UInt16(try freePort()))
-        device = HostPort(host: "127.0.0.1", port: UInt16(try freePort()))
         func servers(_ listener: String) throws -> String {
             try started.enumerated().map { index, e in
                 "  server e\(index + 1) \(try e.address(listener)) check inter 200ms fall 1 rise 1"
             }.joined(separator: "\n")
         }
-        let config = """
-            global
-              maxconn 4096
-            defaults
-              mode tcp
-              timeout connect 2s
-              timeout client 60s
-              timeout server 60s
-              retries 3
-              option redispatch
-            frontend providers
-              bind \(provider)
-              default_backend sandbox
-            backend sandbox
-              balance roundrobin
-            \(try servers("sandbox"))
-            frontend devices
-              bind \(device)
-              default_backend devices
-            backend devices
-              balance roundrobin
-            \(try servers("device"))
+        (haproxy, provider, device) = try Self.startHAProxy(
+            sandboxServers: try servers("sandbox"), deviceServers: try servers("device"), directory: shared)
+    }
 
-            """
-        try config.write(toFile: shared + "/haproxy.cfg", atomically: true, encoding: .utf8)
+    /// HAProxy on two ports found free. Another test can bind one of them first: HAProxy then
+    /// exits (while the port still accepts, for the other test), and it is started again on others.
+    private static func startHAProxy(
+        sandboxServers: String, deviceServers: String, directory: String
+    ) throws -> (Process, HostPort, HostPort) {
         guard let binary = ExternalTool.haproxy.path else { throw HarnessError("haproxy is not installed: scripts/deps.sh test installs it") }
-        haproxy.executableURL = URL(fileURLWithPath: binary)
-        haproxy.arguments = ["-f", shared + "/haproxy.cfg", "-db"]
-        haproxy.standardOutput = FileHandle.nullDevice
-        haproxy.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try haproxy.run()
-        let port = provider.port
-        guard try eventually(10, { Self.accepts(port: port) }) else { throw HarnessError("haproxy did not start") }
+        for _ in 0..<5 {
+            let provider = HostPort(host: "127.0.0.1", port: UInt16(try freePort()))
+            let device = HostPort(host: "127.0.0.1", port: UInt16(try freePort()))
+            let config = """
+                global
+                  maxconn 4096
+                defaults
+                  mode tcp
+                  timeout connect 2s
+                  timeout client 60s
+                  timeout server 60s
+                  retries 3
+                  option redispatch
+                frontend providers
+                  bind \(provider)
+                  default_backend sandbox
+                backend sandbox
+                  balance roundrobin
+                \(sandboxServers)
+                frontend devices
+                  bind \(device)
+                  default_backend devices
+                backend devices
+                  balance roundrobin
+                \(deviceServers)
+
+                """
+            try config.write(toFile: directory + "/haproxy.cfg", atomically: true, encoding: .utf8)
+            let haproxy = Process()
+            haproxy.executableURL = URL(fileURLWithPath: binary)
+            haproxy.arguments = ["-f", directory + "/haproxy.cfg", "-db"]
+            haproxy.standardOutput = FileHandle.nullDevice
+            haproxy.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try haproxy.run()
+            let ports = [provider.port, device.port]
+            let listening = try eventually(10) { !haproxy.isRunning || ports.allSatisfy(Self.accepts(port:)) }
+            usleep(100_000)  // a bind that failed has ended it by now
+            if listening, haproxy.isRunning { return (haproxy, provider, device) }
+            if haproxy.isRunning { haproxy.terminate() }
+            haproxy.waitUntilExit()
+        }
+        throw HarnessError("haproxy did not start (five tries on ports found free)")
     }
 
     deinit {
