@@ -180,12 +180,16 @@ extension World {
     /// owner found no record to route from, and a push answered 200 was never delivered.
     mutating func keepEvictedHandOffs() {
         guard !records.evictedHandOffs.isEmpty else { return }
-        for evicted in records.takeEvictedHandOffs() {
+        let (kept, dropped) = records.takeEvictedHandOffs()
+        counters.handOffsLost += UInt64(dropped)
+        for evicted in kept {
             guard let entry = delivery.handedOff.bySequence[evicted.sequence], entry.notification == nil else { continue }
+            let owned = owns(entry.deviceID)
             let record = evicted.keptEncoded.flatMap(StateCodec.handOff(ofRecord:)) ?? evicted
-            if owns(entry.deviceID), let notification = handedOffNotification(sequence: evicted.sequence, record: record) {
+            if owned, let notification = handedOffNotification(sequence: evicted.sequence, record: record) {
                 delivery.handedOff.attach(notification, to: evicted.sequence)
             } else {
+                if owned { counters.handOffsLost += 1 }
                 delivery.handedOff.remove(evicted.sequence)
             }
         }

@@ -71,6 +71,10 @@ public struct Counters: Sendable {
     /// hand-offs from the others routed here (DeviceOwnership.swift).
     public var pushesHandedOff: UInt64 = 0
     public var handOffsRouted: UInt64 = 0
+    /// `--redis`: hand-offs this instance owned whose journal record fell off the end before it
+    /// routed them and that could not be kept (past the bound of those kept, or the record could
+    /// not be routed from: its payload cut, its token gone).
+    public var handOffsLost: UInt64 = 0
     /// Broadcast deliveries to subscribed Live Activities, by outcome (a late one from a
     /// channel's stored message counts again with its new outcome).
     public private(set) var broadcastDeliveries: [DeliveryOutcome: UInt64] = [:]

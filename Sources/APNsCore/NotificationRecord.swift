@@ -610,7 +610,7 @@ public struct RecordStore: Sendable {
     /// the journal's end, oldest first, for `World.keepEvictedHandOffs`: a hand-off must outlive
     /// its record. At most `maxEvictedHandOffs` (the oldest go first, counted).
     public private(set) var evictedHandOffs: [NotificationRecord] = []
-    public private(set) var evictedHandOffsDropped = 0
+    private var evictedHandOffsDropped = 0
     static let maxEvictedHandOffs = 65_536
 
     private mutating func keepEvictedHandOff(_ record: NotificationRecord) {
@@ -621,9 +621,13 @@ public struct RecordStore: Sendable {
         evictedHandOffs.append(record)
     }
 
-    mutating func takeEvictedHandOffs() -> [NotificationRecord] {
-        defer { evictedHandOffs = [] }
-        return evictedHandOffs
+    /// The records kept since the last call, and how many the bound dropped meanwhile.
+    mutating func takeEvictedHandOffs() -> (kept: [NotificationRecord], dropped: Int) {
+        defer {
+            evictedHandOffs = []
+            evictedHandOffsDropped = 0
+        }
+        return (evictedHandOffs, evictedHandOffsDropped)
     }
 
     /// The oldest record kept, nil when empty (persistence trims what fell off the end).

@@ -144,6 +144,10 @@ extension Emulator {
             "--redis: pushes routed here for a device this instance owns, handed over by the instance that accepted them (or left by one that stopped).",
             Double(counters.handOffsRouted))
         p.single(
+            "apns_emulator_handoffs_lost_total", "counter",
+            "--redis: hand-offs this instance owned that it could not route: their journal record fell off the end first and could not be kept.",
+            Double(counters.handOffsLost))
+        p.single(
             "apns_emulator_pushes_waiting_for_the_lease_total", "counter",
             "--redis: pushes judged on a thread that waited for this instance's turn to change the shared state, not on their event loop.",
             Double(providers.deferredPushes.load(ordering: .relaxed)))

@@ -230,6 +230,7 @@ struct DeviceOwnershipTests {
         let routed = ownerWorld.routeHandOffs(deviceIDs: ["ci"], nowMs: pair.now, limit: 10)
         #expect(routed.left.isEmpty)
         #expect(ownerWorld.counters.handOffsRouted == 3, "every hand-off routed, the evicted one too")
+        #expect(ownerWorld.counters.handOffsLost == 0)
         #expect(ownerWorld.delivery.handedOff.isEmpty)
         #expect(ownerWorld.counters.outcomes[.delivered] == 3, "all three delivered to the (virtual) device")
         let kept = ownerWorld.records.newestFirst(limit: 2).map(\.apnsID)
