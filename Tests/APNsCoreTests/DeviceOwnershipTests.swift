@@ -25,6 +25,50 @@ private final class GrantingCoordinator: WorldCoordinator, @unchecked Sendable {
     }
 }
 
+/// Two instances of one shared state as a hand-off sees them: `pair` takes the pushes (its state
+/// attached to a coordinator that grants every shared turn and keeps the rows), and
+/// `ownerWorld` is the copy of the instance that owns the device "ci".
+private struct TakerAndOwner {
+    let pair: ReplicaPair
+    let coordinator = GrantingCoordinator()
+    let owner: Int
+    var ownerWorld: World
+
+    init(_ pair: ReplicaPair) {
+        self.pair = pair
+        owner = DeviceOwnership(members: [1, 2], me: 0).hashOwner(of: "ci")
+        let taker = owner == 1 ? 2 : 1
+        pair.state.attach(coordinator: coordinator)
+        pair.world {
+            $0.ownership = DeviceOwnership(members: [1, 2], me: taker)
+            $0.records.numberInStripes(UInt64(taker))
+            $0.records.tracksUpdatesApart = true
+        }
+        ownerWorld = pair.configured
+        ownerWorld.startTrackingChanges()
+        ownerWorld.ownership = DeviceOwnership(members: [1, 2], me: owner)
+        ownerWorld.records.numberInStripes(UInt64(owner))
+        ownerWorld.records.tracksUpdatesApart = true
+        ownerWorld.records.trackChanges = true  // (an EmulatorState turns it on for each change)
+    }
+
+    /// The owner applies what the taker wrote, as a follower does (through the codec).
+    mutating func ownerApplies(_ rows: [StateChange]) throws -> ReplicationApplied {
+        try ownerWorld.applyReplicated(
+            rows: try StateCodec.decodeRows(StateCodec.encode(changes: rows)), nowMs: pair.now, configured: pair.configured,
+            loadKey: pair.loadKey)
+    }
+
+    /// The taker applies what the owner wrote.
+    func takerApplies(_ rows: [StateChange]) throws {
+        let (now, configured, loadKey) = (pair.now, pair.configured, pair.loadKey)
+        _ = try pair.state.applyShared { (world: inout World) throws(StateStoreError) in
+            try world.applyReplicated(
+                rows: try StateCodec.decodeRows(StateCodec.encode(changes: rows)), nowMs: now, configured: configured, loadKey: loadKey)
+        }
+    }
+}
+
 @Suite("Device owners and hand-offs (several instances)")
 struct DeviceOwnershipTests {
     @Test func everyInstanceAgreesWhoOwnsADevice() {
@@ -63,25 +107,11 @@ struct DeviceOwnershipTests {
     /// whole, the hand-off is a waiting row of its own instead, marked done by the owner.
     @Test(arguments: [false, true])
     func aHandOffIsRoutedByTheOwnerAndTheTakerLearnsTheOutcome(payloadCut: Bool) throws {
-        let pair = try ReplicaPair()
-        let coordinator = GrantingCoordinator()
-        let owner = DeviceOwnership(members: [1, 2], me: 0).hashOwner(of: "ci")
-        let taker = owner == 1 ? 2 : 1
+        var two = try TakerAndOwner(ReplicaPair())
+        let (pair, owner) = (two.pair, two.owner)
         var options = EndpointOptions()
         if payloadCut { options.recordedPayloadLimit = 8 }
         let endpoint = ProviderEndpoint(state: pair.state, clock: pair.clock, options: options)
-        pair.state.attach(coordinator: coordinator)
-        pair.world {
-            $0.ownership = DeviceOwnership(members: [1, 2], me: taker)
-            $0.records.numberInStripes(UInt64(taker))
-            $0.records.tracksUpdatesApart = true
-        }
-        var ownerWorld = pair.configured
-        ownerWorld.startTrackingChanges()
-        ownerWorld.ownership = DeviceOwnership(members: [1, 2], me: owner)
-        ownerWorld.records.numberInStripes(UInt64(owner))
-        ownerWorld.records.tracksUpdatesApart = true
-        ownerWorld.records.trackChanges = true  // (an EmulatorState turns it on for each change)
 
         var connection: UInt64 = 1
         let answer = try providerPush(
@@ -96,19 +126,17 @@ struct DeviceOwnershipTests {
         #expect(pair.world { $0.counters.pushesHandedOff } == 1)
 
         // The owner applies the taker's rows as a follower does.
-        let rows = coordinator.take()
+        let rows = two.coordinator.take()
         #expect(rows.contains { if case .notificationWaiting(let w) = $0 { w.slot == .handedOff } else { false } } == payloadCut)
-        let applied = try ownerWorld.applyReplicated(
-            rows: try StateCodec.decodeRows(StateCodec.encode(changes: rows)), nowMs: pair.now, configured: pair.configured,
-            loadKey: pair.loadKey)
+        let applied = try two.ownerApplies(rows)
         #expect(applied.handedOffDeviceIDs == ["ci"])
-        #expect(ownerWorld.handOffsToRoute == ["ci"])
-        let routed = ownerWorld.routeHandOffs(deviceIDs: ["ci"], nowMs: pair.now, limit: 10)
+        #expect(two.ownerWorld.handOffsToRoute == ["ci"])
+        let routed = two.ownerWorld.routeHandOffs(deviceIDs: ["ci"], nowMs: pair.now, limit: 10)
         #expect(routed.left.isEmpty)
-        #expect(ownerWorld.handOffsToRoute.isEmpty)
-        #expect(ownerWorld.records.record(sequence: taken.sequence)?.outcome == .delivered)
-        #expect(ownerWorld.counters.handOffsRouted == 1)
-        let back = ownerWorld.takeStateChanges(recordSequences: ownerWorld.records.takeChanges())
+        #expect(two.ownerWorld.handOffsToRoute.isEmpty)
+        #expect(two.ownerWorld.records.record(sequence: taken.sequence)?.outcome == .delivered)
+        #expect(two.ownerWorld.counters.handOffsRouted == 1)
+        let back = two.ownerWorld.takeStateChanges(recordSequences: two.ownerWorld.records.takeChanges())
         // The record is not written again: only what became of it.
         #expect(!back.contains { if case .recordSaved = $0 { true } else { false } })
         let part = try #require(
@@ -120,13 +148,7 @@ struct DeviceOwnershipTests {
         #expect(back.contains { if case .notificationDone(let sequence) = $0 { sequence == taken.sequence } else { false } } == payloadCut)
 
         // The taker learns it.
-        let now = pair.now
-        let configured = pair.configured
-        _ = try pair.state.applyShared { (world: inout World) throws(StateStoreError) in
-            try world.applyReplicated(
-                rows: try StateCodec.decodeRows(StateCodec.encode(changes: back)), nowMs: now, configured: configured,
-                loadKey: pair.loadKey)
-        }
+        try two.takerApplies(back)
         #expect(pair.world { $0.records.record(sequence: taken.sequence)?.outcome } == .delivered)
         #expect(pair.world { $0.delivery.pendingCount } == 0)
     }
@@ -198,22 +220,8 @@ struct DeviceOwnershipTests {
     /// the notification, built from the record, as it goes). The taker, whose own journal also
     /// evicted it, forgets that hand-off rather than keeping it forever.
     @Test func aHandOffOutlivesItsJournalRecord() throws {
-        let pair = try ReplicaPair(capacity: 2)
-        let coordinator = GrantingCoordinator()
-        let owner = DeviceOwnership(members: [1, 2], me: 0).hashOwner(of: "ci")
-        let taker = owner == 1 ? 2 : 1
-        pair.state.attach(coordinator: coordinator)
-        pair.world {
-            $0.ownership = DeviceOwnership(members: [1, 2], me: taker)
-            $0.records.numberInStripes(UInt64(taker))
-            $0.records.tracksUpdatesApart = true
-        }
-        var ownerWorld = pair.configured
-        ownerWorld.startTrackingChanges()
-        ownerWorld.ownership = DeviceOwnership(members: [1, 2], me: owner)
-        ownerWorld.records.numberInStripes(UInt64(owner))
-        ownerWorld.records.tracksUpdatesApart = true
-        ownerWorld.records.trackChanges = true  // (an EmulatorState turns it on for each change)
+        var two = try TakerAndOwner(ReplicaPair(capacity: 2))
+        let pair = two.pair
 
         var apnsIDs: [String] = []
         for index in 0..<3 {
@@ -222,31 +230,22 @@ struct DeviceOwnershipTests {
             apnsIDs.append(answer.apnsID)
         }
         #expect(pair.world { $0.counters.pushesHandedOff } == 3)
-        let rows = coordinator.take()
-        _ = try ownerWorld.applyReplicated(
-            rows: try StateCodec.decodeRows(StateCodec.encode(changes: rows)), nowMs: pair.now, configured: pair.configured,
-            loadKey: pair.loadKey)
-        #expect(ownerWorld.records.count == 2, "the first record fell off the owner's journal")
-        let routed = ownerWorld.routeHandOffs(deviceIDs: ["ci"], nowMs: pair.now, limit: 10)
+        _ = try two.ownerApplies(two.coordinator.take())
+        #expect(two.ownerWorld.records.count == 2, "the first record fell off the owner's journal")
+        let routed = two.ownerWorld.routeHandOffs(deviceIDs: ["ci"], nowMs: pair.now, limit: 10)
         #expect(routed.left.isEmpty)
-        #expect(ownerWorld.counters.handOffsRouted == 3, "every hand-off routed, the evicted one too")
-        #expect(ownerWorld.counters.handOffsLost == 0)
-        #expect(ownerWorld.delivery.handedOff.isEmpty)
-        #expect(ownerWorld.counters.outcomes[.delivered] == 3, "all three delivered to the (virtual) device")
-        let kept = ownerWorld.records.newestFirst(limit: 2).map(\.apnsID)
+        #expect(two.ownerWorld.counters.handOffsRouted == 3, "every hand-off routed, the evicted one too")
+        #expect(two.ownerWorld.counters.handOffsLost == 0)
+        #expect(two.ownerWorld.delivery.handedOff.isEmpty)
+        #expect(two.ownerWorld.counters.outcomes[.delivered] == 3, "all three delivered to the (virtual) device")
+        let kept = two.ownerWorld.records.newestFirst(limit: 2).map(\.apnsID)
         #expect(kept == apnsIDs.suffix(2).reversed(), "the two records still kept")
 
         // The taker applies what the owner wrote; the hand-off whose record it no longer has
         // (no delivery part comes for it) is forgotten, not kept.
-        let back = ownerWorld.takeStateChanges(recordSequences: ownerWorld.records.takeChanges())
+        let back = two.ownerWorld.takeStateChanges(recordSequences: two.ownerWorld.records.takeChanges())
         #expect(back.filter { if case .recordDelivered = $0 { true } else { false } }.count == 2, "delivery parts of the two kept")
-        let now = pair.now
-        let configured = pair.configured
-        _ = try pair.state.applyShared { (world: inout World) throws(StateStoreError) in
-            try world.applyReplicated(
-                rows: try StateCodec.decodeRows(StateCodec.encode(changes: back)), nowMs: now, configured: configured,
-                loadKey: pair.loadKey)
-        }
+        try two.takerApplies(back)
         #expect(pair.world { $0.delivery.handedOff.isEmpty })
     }
 }
