@@ -17,12 +17,12 @@ extension RedisCoordinator {
         guard unavailableReason == nil else { return }
         let others = state.readWorld { world -> [(device: String, connection: UInt64)] in
             world.registry.devices.values.compactMap { device in
-                guard let id = device.connectionID, Self.instance(ofConnection: id) != instance else { return nil }
+                guard let id = device.connectionID, DeviceOwnership.instance(ofConnection: id) != instance else { return nil }
                 return (device.id, id)
             }
         }
         guard !others.isEmpty else { return }
-        let instances = Array(Set(others.map { Self.instance(ofConnection: $0.connection) })).sorted()
+        let instances = Array(Set(others.map { DeviceOwnership.instance(ofConnection: $0.connection) })).sorted()
         let alive: [Bool]
         do {
             alive = try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> [Bool] in
@@ -36,7 +36,7 @@ extension RedisCoordinator {
         let stopped = Set(zip(instances, alive).filter { !$0.1 }.map(\.0))
         guard !stopped.isEmpty else { return }
         let now = clock.nowMilliseconds()
-        let gone = others.filter { stopped.contains(Self.instance(ofConnection: $0.connection)) }
+        let gone = others.filter { stopped.contains(DeviceOwnership.instance(ofConnection: $0.connection)) }
         _ = state.withSharedWorld { world in
             for (device, connection) in gone { world.disconnectDevice(device, connectionID: connection, nowMs: now) }
         }
@@ -45,13 +45,8 @@ extension RedisCoordinator {
 
     // MARK: Frames for devices on other instances
 
-    /// Connection ids carry their instance in the high bits (`DeviceOwnership`).
-    public static var instanceShift: UInt64 { DeviceOwnership.instanceShift }
-
-    public static func instance(ofConnection id: UInt64) -> Int { DeviceOwnership.instance(ofConnection: id) }
-
     /// The first connection id this instance hands out.
-    public var firstConnectionID: UInt64 { UInt64(instance) << Self.instanceShift | 1 }
+    public var firstConnectionID: UInt64 { UInt64(instance) << DeviceOwnership.instanceShift | 1 }
 
     /// Sends frames for sockets held by other instances to those instances (pub/sub). A frame
     /// lost on the way is like a dropped connection: the notification stays in flight until
@@ -59,7 +54,7 @@ extension RedisCoordinator {
     public func relay(_ frames: [DeviceFrame]) {
         var byInstance: [Int: [DeviceFrame]] = [:]
         for frame in frames {
-            let owner = Self.instance(ofConnection: frame.connectionID)
+            let owner = DeviceOwnership.instance(ofConnection: frame.connectionID)
             if owner != instance, owner != 0 { byInstance[owner, default: []].append(frame) }
         }
         guard !byInstance.isEmpty else { return }
