@@ -14,12 +14,33 @@ public struct RedisScript: Sendable {
         on connection: RedisConnection, keys: [RedisArgument] = [],
         arguments: [RedisArgument] = []
     ) throws(RedisError) -> RedisReply {
+        try run(on: connection, keys: keys, arguments: arguments, after: [])
+    }
+
+    /// Runs the script after `prelude`, in the same round trip: commands whose effect the script
+    /// relies on. The use: a large value `SET` into a key the script then renames, instead of
+    /// an argument, because Redis turns every argument into a Lua string and hashes each of its
+    /// bytes. An error reply to a prelude command throws `.server` with Redis's text.
+    public func run(
+        on connection: RedisConnection, keys: [RedisArgument] = [],
+        arguments: [RedisArgument] = [], after prelude: [[RedisArgument]]
+    ) throws(RedisError) -> RedisReply {
         let rest: [RedisArgument] = [.int(keys.count)] + keys + arguments
-        do throws(RedisError) {
-            return try connection.command(["EVALSHA", .text(sha1)] + rest)
-        } catch let error where error.kind == .server && error.description.hasPrefix("NOSCRIPT") {
-            // EVAL caches the script again, so the next run is an EVALSHA hit.
+        let replies = try connection.pipeline(prelude + [["EVALSHA", .text(sha1)] + rest])
+        for reply in replies.dropLast() {
+            if case .error(let text) = reply { throw RedisError(.server, text) }
+        }
+        switch replies.last {
+        case .error(let text) where text.hasPrefix("NOSCRIPT"):
+            // EVAL caches the script again, so the next run is an EVALSHA hit. (What the
+            // prelude did stays done: it is sent once.)
             return try connection.command(["EVAL", .text(source)] + rest)
+        case .error(let text):
+            throw RedisError(.server, text)
+        case let reply?:
+            return reply
+        case nil:
+            throw RedisError(.protocolError, "no reply to EVALSHA")
         }
     }
 }

@@ -567,24 +567,36 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     }
 
     /// Applies log entries (XRANGE / XREAD shape) newer than this copy, in order.
-    /// The rows of the entries (by version) that keep them in the state's `rb:<version>` field
-    /// rather than in the log, fetched in one round trip. This instance's own are not needed.
+    /// The rows of the entries (by version) that keep them in `rb:<version>` rather than in
+    /// the log, fetched in one round trip. This instance's own are not needed.
     func rowsKeptInState(_ entries: [RedisReply], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
-        let wanted = entries.map(Self.fields(ofEntry:)).filter { $0.writer != instance && $0.rows == nil && $0.inState }.map(\.version)
+        let wanted = entries.map(Self.fields(ofEntry:)).filter { $0.writer != instance && $0.rows == nil && $0.inState != nil }
         guard !wanted.isEmpty else { return [:] }
-        let replies = try redis.pipeline(wanted.map { ["HGET", store.key("state"), .text("rb:\($0)")] })
+        let replies = try redis.pipeline(
+            wanted.map {
+                $0.inState == .key
+                    ? ["GET", store.key("rb:\($0.version)")] : ["HGET", store.key("state"), .text("rb:\($0.version)")]
+            })
         var rows: [UInt64: [UInt8]] = [:]
-        for (version, reply) in zip(wanted, replies) { if let bytes = reply.bytes { rows[version] = bytes } }
+        for (entry, reply) in zip(wanted, replies) { if let bytes = reply.bytes { rows[entry.version] = bytes } }
         return rows
     }
 
+    /// Where a log entry's rows are, when not in the entry itself (`b`).
+    enum KeptRows: Equatable {
+        /// `rb:<version>`, a key of its own (`k`).
+        case key
+        /// The state's `rb:<version>` field (`1`, written by earlier versions).
+        case field
+    }
+
     /// A log entry's fields: `v` version, `i` the instance that wrote it, and its rows either
-    /// in `r` or (`b`) in the state's `rb:<version>` field.
-    static func fields(ofEntry entry: RedisReply) -> (version: UInt64, writer: Int, rows: [UInt8]?, inState: Bool, members: [Int]?) {
+    /// in `r` or (`b`) in `rb:<version>`.
+    static func fields(ofEntry entry: RedisReply) -> (version: UInt64, writer: Int, rows: [UInt8]?, inState: KeptRows?, members: [Int]?) {
         var version: UInt64 = 0
         var writer = 0
         var rows: [UInt8]?
-        var inState = false
+        var inState: KeptRows?
         var members: [Int]?
         let fields = entry.elements?.last?.elements ?? []
         var i = 0
@@ -593,7 +605,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             case "v": version = fields[i + 1].text.flatMap { UInt64($0) } ?? 0
             case "i": writer = fields[i + 1].text.flatMap { Int($0) } ?? 0
             case "r": rows = fields[i + 1].bytes
-            case "b": inState = true
+            case "b": inState = fields[i + 1].text == "k" ? .key : .field
             case "m": members = RedisStateStore.members(parsing: fields[i + 1].text)
             default: break
             }
@@ -627,7 +639,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 continue
             }
             // Rows kept in the state that are gone (evicted) mean this copy is too far behind.
-            guard let rows = inline ?? (inState ? kept[version] : nil) else {
+            guard let rows = inline ?? (inState != nil ? kept[version] : nil) else {
                 prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: nil, problem: nil))
                 continue
             }

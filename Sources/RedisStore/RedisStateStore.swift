@@ -5,6 +5,7 @@ public import APNsCore
 public import Redis
 import Locking
 import StatePersistence
+import Synchronization
 
 /// The emulator's state in Redis (`--redis`): the second backend of `StateStore`, and the
 /// shared log several instances replicate from.
@@ -12,11 +13,15 @@ import StatePersistence
 /// Keys (all under `prefix`, default `apns-emulator:`):
 /// - `state`      hash, one field per row (`ChangeKey.storageField`) holding the encoded row:
 ///                devices, tokens, keys, apps, fault rules, broadcast channels (`c:<id>`),
-///                each device's Live Activities (`l:<device id>`); journal records in the
-///                rows of the write that made them (`rb:<version>`, the log entry's value),
-///                the newest row of a record winning, or (written by a reset) one field each
-///                (`r:<sequence>`);
-/// - `records`, `batches`  sorted sets of the `r:` sequences and of the `rb:` fields (scored
+///                each device's Live Activities (`l:<device id>`); journal records written
+///                by a reset, one field each (`r:<sequence>`);
+/// - `rb:<version>`  the rows of a write that saved journal records (the log entry points
+///                here): a record's newest row wins. Sent ahead of the write's script as
+///                `pending:<instance>:…` (with a TTL, in case the script never runs) and renamed
+///                by it, so the rows never become a script argument: Redis hashes every byte of
+///                those. (Earlier versions kept these rows in `state` fields of the same name;
+///                such fields are still read, and evicted.)
+/// - `records`, `batches`  sorted sets of the `r:` sequences and of the `rb:` names (scored
 ///                by their highest record sequence), for eviction by range; `evicted` the
 ///                bound below which records are gone;
 /// - `w:<seq>`    one key per notification waiting for its device, with a TTL at its
@@ -24,7 +29,8 @@ import StatePersistence
 ///                expired notifications; `waiting` is the set of their sequence numbers;
 /// - `version`    how many changes were ever written; `log` a stream with one entry per
 ///                write (`v` version, `i` instance, `r` the rows, or `b` when they are in
-///                the state's `rb:<version>` field already), trimmed to about
+///                `rb:<version>` already: `k` the key, `1` a `state` field of earlier versions),
+///                trimmed to about
 ///                `logLength` entries — an instance that falls further behind reloads;
 /// - `maxseq`     the highest journal sequence number ever used (numbers never repeat);
 /// - `lease`, `want`  whose turn it is to change the state (see `RedisCoordinator`);
@@ -63,6 +69,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     public static let waitingGraceMs: Int64 = 60_000
     /// For `StateStore` use; the coordinator passes its own connection.
     private var connection: RedisConnection?
+    /// Names each write's `pending:` key apart from every other process's and write's.
+    private let pendingNonce = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    private let pendingWrites = Atomic<UInt64>(0)
 
     /// The keys' prefix unless one is chosen (`--redis-prefix`).
     public static let defaultPrefix = "apns-emulator:"
@@ -217,6 +226,21 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             if let kept = deliveries[sequence], kept.version > version { return }
             deliveries[sequence] = (version, delivery)
         }
+        func keep(batch: UInt64, _ bytes: [UInt8]?) throws(RedisError) {
+            for change in try decodeBatch(bytes, keepingRecordsEncoded: keepingRecordsEncoded) {
+                switch change {
+                case .recordSaved(let record):
+                    keep(record.sequence, batch, record)
+                    // A whole record supersedes a delivery part from before it.
+                    if let earlier = deliveries[record.sequence], earlier.version < batch {
+                        deliveries[record.sequence] = nil
+                    }
+                case .recordDelivered(let sequence, let delivery): keep(sequence, batch, delivery: delivery)
+                case .recordRemoved(let sequence): keep(sequence, batch, nil)
+                default: break
+                }
+            }
+        }
         repeat {
             let reply = try redis.command("HSCAN", key("state"), .text(cursor), "COUNT", "1000")
             guard let parts = reply.elements, parts.count == 2, let next = parts[0].text, let fields = parts[1].elements else {
@@ -226,19 +250,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             var i = 1
             while i < fields.count {
                 if let name = fields[i - 1].text, name.hasPrefix("rb:"), let batch = UInt64(name.dropFirst(3)) {
-                    for change in try decodeBatch(fields[i].bytes, keepingRecordsEncoded: keepingRecordsEncoded) {
-                        switch change {
-                        case .recordSaved(let record):
-                            keep(record.sequence, batch, record)
-                            // A whole record supersedes a delivery part from before it.
-                            if let earlier = deliveries[record.sequence], earlier.version < batch {
-                                deliveries[record.sequence] = nil
-                            }
-                        case .recordDelivered(let sequence, let delivery): keep(sequence, batch, delivery: delivery)
-                        case .recordRemoved(let sequence): keep(sequence, batch, nil)
-                        default: break
-                        }
-                    }
+                    try keep(batch: batch, fields[i].bytes)  // (written by earlier versions)
                     i += 2
                     continue
                 }
@@ -259,6 +271,16 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 i += 2
             }
         } while cursor != "0"
+        // The batches' rows in keys of their own; a name without a key is a field read above.
+        let batches = try redis.command("ZRANGE", key("batches"), "0", "-1").elements?.compactMap(\.text) ?? []
+        for chunk in stride(from: 0, to: batches.count, by: 100) {
+            let names = batches[chunk..<min(chunk + 100, batches.count)]
+            let values = try redis.command([.text("MGET")] + names.map { key($0) }).elements ?? []
+            for (name, value) in zip(names, values) {
+                guard value.bytes != nil, name.hasPrefix("rb:"), let batch = UInt64(name.dropFirst(3)) else { continue }
+                try keep(batch: batch, value.bytes)
+            }
+        }
         state.devices.sort { $0.id < $1.id }
         state.tokens.sort { $0.token < $1.token }
         state.keys.sort { $0.keyID < $1.keyID }
@@ -386,9 +408,12 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             writes.add(change, encoded: bytes)
         }
         let rows = hasReset ? StateCodec.encode(changes: changes) : StateCodec.encode(encodedChanges: encoded)
+        // Rows that stay as the batch's `rb:` key go ahead of the script, into a key it renames.
+        let pending = key("pending:\(instance):\(pendingNonce):\(pendingWrites.add(1, ordering: .relaxed).newValue)")
+        let rowsAhead = writes.batchMaxRecordSequence != nil
         var arguments: [RedisArgument] = [
             .text(fence ?? ""), .text(String(RedisCoordinator.leaseMilliseconds)), .text(String(instance)),
-            .text(String(logLength)), .bytes(rows), .text(prefix + "w:"), .text(String(writes.maxSequence)),
+            .text(String(logLength)), rowsAhead ? "" : .bytes(rows), .text(prefix + "w:"), .text(String(writes.maxSequence)),
             hasReset ? "1" : "0", .text(expected), .text(seeded),
             .text(writes.batchMaxRecordSequence.map(String.init) ?? ""),
         ]
@@ -398,9 +423,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             on: redis,
             keys: [
                 key("lease"), key("want"), key("version"), key("log"), key("state"), key("records"), key("waiting"), key("maxseq"),
-                key("epoch"), key("batches"), key("evicted"), key("turns"), key("members"), key("leaseversion"),
+                key("epoch"), key("batches"), key("evicted"), key("turns"), key("members"), key("leaseversion"), pending,
             ],
-            arguments: arguments)
+            arguments: arguments,
+            after: rowsAhead ? [["SET", pending, .bytes(rows), "PX", .text(String(Self.pendingRowsMs))]] : [])
         guard let parts = reply.elements, parts.count == 3, let version = parts[0].int, let id = parts[1].text else {
             throw RedisError(.protocolError, "unexpected reply to the append script")
         }
@@ -503,49 +529,76 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         }
     }
 
+    /// How long a write's rows sent ahead of its script (`pending:`) last if the script never runs.
+    static let pendingRowsMs = 60_000
+
     /// KEYS: lease want version log state records waiting maxseq epoch batches evicted turns
-    /// members leaseversion. ARGV: 1 fence (a lease token, or a shared turn's: `s…`), 2 ttl, 3 instance, 4 loglength, 5 rows (the log entry), 6 waiting key
-    /// prefix, 7 max sequence, 8 reset ('1': clear everything first), 9 expected epoch, 10 seed
+    /// members leaseversion pending. ARGV: 1 fence (a lease token, or a shared turn's: `s…`), 2 ttl, 3 instance, 4 loglength, 5 rows (the log entry;
+    /// '' when they were sent ahead into `pending`), 6 waiting key
+    /// prefix (the keys' prefix and `w:`), 7 max sequence, 8 reset ('1': clear everything first), 9 expected epoch, 10 seed
     /// epoch, 11 the highest record sequence in the rows ('' none: the rows are not kept as
     /// `rb:<version>`), 12 evict records before ('' none), 13–18 the lengths of the lists that
     /// follow: hash field/value pairs to set, hash fields to delete, record sequences added
     /// (fields of their own), removed, waiting notifications (sequence, row, expiry or 0),
     /// notifications done; then the lists; last the new members ('-' unchanged).
     ///
-    /// `batches` scores each `rb:` field by its highest record sequence, so eviction drops a
+    /// `batches` scores each `rb:` name by its highest record sequence, so eviction drops a
     /// batch once all its records are older than the bound; `evicted` is that bound, below
-    /// which records left in a kept batch are not loaded.
+    /// which records left in a kept batch are not loaded. A batch is a key of its own
+    /// (renamed from `pending`), or a `state` field written by earlier versions: both go.
     ///
     /// The lists touch each entity once, so their order does not matter: each becomes one
     /// variadic command per chunk (a command per row cost more in the script than the writes).
     static let appendScript = RedisScript(
         """
         local shared = string.sub(ARGV[1], 1, 1) == 's'
+        local ahead = ARGV[11] ~= '' and ARGV[5] == ''
+        local function refuse(text)
+          if ahead then redis.call('DEL', KEYS[15]) end
+          return redis.error_reply(text)
+        end
         local now
         if shared then
           local t = redis.call('TIME')
           now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
           local expiry = tonumber(redis.call('ZSCORE', KEYS[12], ARGV[1]) or '0')
           if expiry < now then
-            return redis.error_reply('LEASE this instance no longer holds its shared turn')
+            return refuse('LEASE this instance no longer holds its shared turn')
           end
         elseif ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then
-          return redis.error_reply('LEASE this instance no longer holds the lease')
+          return refuse('LEASE this instance no longer holds the lease')
         end
         local e = redis.call('GET', KEYS[9])
         if ARGV[9] ~= '' and e ~= ARGV[9] then
-          return redis.error_reply('EPOCH ' .. (e or ''))
+          return refuse('EPOCH ' .. (e or ''))
         end
         if ARGV[10] ~= '' then
-          if e then return redis.error_reply('EPOCH ' .. e) end
+          if e then return refuse('EPOCH ' .. e) end
           redis.call('SET', KEYS[9], ARGV[10])
+        end
+        if ahead and redis.call('EXISTS', KEYS[15]) == 0 then
+          return redis.error_reply('ROWS the rows sent ahead of this write are gone')
         end
         local v = redis.call('INCR', KEYS[3])
         -- A write not in a shared turn (under the lease, a seed, a restore): a shared turn
         -- taken later catches up to here first.
         if not shared then redis.call('SET', KEYS[14], v) end
         local wp = ARGV[6]
+        local p = string.sub(wp, 1, -3)
+        -- Deletes the batches named (`rb:<version>`): keys, or fields of earlier versions.
+        local function dropBatches(names)
+          for j = 1, #names, 1000 do
+            local fields, keys = {}, {}
+            for k = j, math.min(j + 999, #names) do
+              fields[#fields + 1] = names[k]
+              keys[#keys + 1] = p .. names[k]
+            end
+            redis.call('HDEL', KEYS[5], unpack(fields))
+            redis.call('DEL', unpack(keys))
+          end
+        end
         if ARGV[8] == '1' then
+          dropBatches(redis.call('ZRANGE', KEYS[10], 0, -1))
           redis.call('DEL', KEYS[5], KEYS[6], KEYS[10])
           for _, s in ipairs(redis.call('SMEMBERS', KEYS[7])) do redis.call('DEL', wp .. s) end
           redis.call('DEL', KEYS[7])
@@ -558,10 +611,17 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
           extra = {'m', m}
         end
         if ARGV[11] ~= '' then
-          -- The rows once, in the state; the log entry says where they are.
-          redis.call('HSET', KEYS[5], 'rb:' .. v, ARGV[5])
+          -- The rows once, in a key of their own; the log entry says where they are.
+          local where = '1'
+          if ahead then
+            redis.call('RENAME', KEYS[15], p .. 'rb:' .. v)
+            redis.call('PERSIST', p .. 'rb:' .. v)
+            where = 'k'
+          else
+            redis.call('HSET', KEYS[5], 'rb:' .. v, ARGV[5])
+          end
           redis.call('ZADD', KEYS[10], ARGV[11], 'rb:' .. v)
-          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'b', '1', unpack(extra))
+          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'b', where, unpack(extra))
         else
           id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5], unpack(extra))
         end
@@ -614,8 +674,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             redis.call('HDEL', KEYS[5], unpack(fields))
           end
           redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', before)
-          local batches = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', before)
-          for j = 1, #batches, 1000 do redis.call('HDEL', KEYS[5], unpack(batches, j, math.min(j + 999, #batches))) end
+          dropBatches(redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', before))
           redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', before)
           if tonumber(ARGV[12]) > tonumber(redis.call('GET', KEYS[11]) or '0') then redis.call('SET', KEYS[11], ARGV[12]) end
         end

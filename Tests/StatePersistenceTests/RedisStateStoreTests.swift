@@ -61,10 +61,10 @@ struct RedisStateStoreTests {
         #expect(try RedisStateStore(url: url, prefix: "other:").load().initialized == false)
     }
 
-    /// Journal records live in the rows of the write that made them (one field per write, not
-    /// per record): a record's newest row wins, a removal is kept, eviction drops a write's
-    /// field once all its records are older than the bound, and what a kept write still holds
-    /// below the bound is not loaded.
+    /// Journal records live in the rows of the write that made them (one key per write, not a
+    /// field per record): a record's newest row wins, a removal is kept, eviction drops a
+    /// write's key once all its records are older than the bound, and what a kept write still
+    /// holds below the bound is not loaded.
     @Test func recordsKeptPerWriteLoadNewestAndEvictByTheBound() throws {
         let redis = try RedisServerProcess()
         let url = try RedisURL(parsing: redis.url)
@@ -78,15 +78,68 @@ struct RedisStateStoreTests {
         #expect(loaded.records.map(\.sequence) == [1, 2, 4])
         #expect(loaded.records.first { $0.sequence == 2 }?.outcome == .delivered, "the newer row of record 2")
 
-        // Records 1–3 evicted: the first write's field is dropped; the second is kept (record 4)
+        // Records 1–3 evicted: the first write's key is dropped; the second is kept (record 4)
         // but its row of record 2 is below the bound.
         try store.write([record(5), .recordsEvicted(before: 4)])
         loaded = try store.load()
         #expect(loaded.records.map(\.sequence) == [4, 5])
         let redisConnection = try RedisConnection(url: url)
+        let keys = try redisConnection.command("KEYS", "apns-emulator:*").elements?.compactMap(\.text) ?? []
+        #expect(keys.filter { $0.hasPrefix("apns-emulator:rb:") }.sorted() == ["apns-emulator:rb:2", "apns-emulator:rb:3"], "\(keys)")
+        #expect(!keys.contains { $0.contains("pending:") }, "the rows sent ahead were renamed: \(keys)")
+        #expect(try redisConnection.command("TTL", "apns-emulator:rb:3").int == -1, "a batch's rows do not expire")
         let fields = try redisConnection.command("HKEYS", "apns-emulator:state").elements?.compactMap(\.text) ?? []
-        #expect(fields.filter { $0.hasPrefix("rb:") }.count == 2, "\(fields)")
-        #expect(!fields.contains { $0.hasPrefix("r:") }, "no field per record: \(fields)")
+        #expect(!fields.contains { $0.hasPrefix("r:") || $0.hasPrefix("rb:") }, "no field per record or write: \(fields)")
+    }
+
+    /// A state written by an earlier version keeps a write's rows in a `state` field
+    /// (`rb:<version>`): they are still loaded, newest row winning across both kinds, and
+    /// evicted by the same bound.
+    @Test func batchRowsInStateFieldsOfEarlierVersionsAreLoadedAndEvicted() throws {
+        let redis = try RedisServerProcess()
+        let url = try RedisURL(parsing: redis.url)
+        let store = RedisStateStore(url: url)
+        try store.write([record(1)])  // version 1, in a key
+        let redisConnection = try RedisConnection(url: url)
+        // Version 2 as an earlier emulator wrote it: records 2 and 3 in a field.
+        let rows = StateCodec.encode(changes: [record(2), record(3)])
+        _ = try redisConnection.pipeline([
+            ["HSET", "apns-emulator:state", "rb:2", .bytes(rows)], ["ZADD", "apns-emulator:batches", "3", "rb:2"],
+            ["SET", "apns-emulator:version", "2"], ["SET", "apns-emulator:maxseq", "3"],
+        ])
+        var updated = NotificationRecord(apnsID: "A3", token: "t", environment: .sandbox, receivedAtMs: 0)
+        updated.sequence = 3
+        updated.outcome = .delivered
+        try store.write([.recordSaved(updated), record(4)])  // version 3, in a key
+        var loaded = try store.load()
+        #expect(loaded.records.map(\.sequence) == [1, 2, 3, 4])
+        #expect(loaded.records.first { $0.sequence == 3 }?.outcome == .delivered, "the key's newer row of record 3 wins")
+        #expect(loaded.nextRecordSequence == 5)
+
+        try store.write([record(5), .recordsEvicted(before: 4)])
+        loaded = try store.load()
+        #expect(loaded.records.map(\.sequence) == [4, 5])
+        let fields = try redisConnection.command("HKEYS", "apns-emulator:state").elements?.compactMap(\.text) ?? []
+        #expect(!fields.contains("rb:2"), "the old field is evicted with its records: \(fields)")
+        #expect(try redisConnection.command("EXISTS", "apns-emulator:rb:1").int == 0)
+    }
+
+    /// A write refused (another instance holds the lease) leaves nothing behind: neither its
+    /// rows sent ahead of the script nor a batch.
+    @Test func aRefusedWriteLeavesNoRowsBehind() throws {
+        let redis = try RedisServerProcess()
+        let url = try RedisURL(parsing: redis.url)
+        let store = RedisStateStore(url: url)
+        let redisConnection = try RedisConnection(url: url)
+        _ = try redisConnection.command("SET", "apns-emulator:lease", "someone-else")
+        #expect(throws: RedisError.self) {
+            _ = try store.append([record(1)], instance: 1, fence: "mine", on: redisConnection)
+        }
+        let keys = try redisConnection.command("KEYS", "apns-emulator:*").elements?.compactMap(\.text) ?? []
+        #expect(keys == ["apns-emulator:lease"], "\(keys)")
+        _ = try redisConnection.command("SET", "apns-emulator:lease", "mine")
+        _ = try store.append([record(1)], instance: 1, fence: "mine", on: redisConnection)
+        #expect(try store.load().records.map(\.sequence) == [1])
     }
 
     /// Notifications waiting for a device carry a TTL at their expiry (plus a grace period),
