@@ -88,6 +88,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         /// When the writer's last append was acknowledged: a shared turn is idle only once its
         /// writes are in too (with a slow Redis the last change is as old as the write).
         var lastWrittenMs: Int64 = 0
+        /// A failure that repeats with every write (Redis out of memory) is logged now and then.
+        var warnings = RepeatedWarnings()
+        /// The last eviction risk logged (`RedisStateStore.evictionRisk`), so a reconnection
+        /// to the same Redis does not log it again.
+        var evictionRisk: String?
         /// This instance's shared turn (`ChangeMode.shared`: pushes, beside the other
         /// instances' shared turns), never held together with the lease.
         var sharing = false
@@ -221,6 +226,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         try reload(&s, redis)
                     }
                     try heartbeat(redis)
+                    warnOfEviction(&s, redis)
                 }
                 break
             } catch {
@@ -740,7 +746,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             reason.withLock { $0 = text }
             logger.warning("shared state unavailable: \(error); providers get 503 until Redis is back")
         } else if error.kind == .timeout {
-            logger.warning("shared state: \(error)")
+            warn(&s, "shared state: \(error)")
+        } else if error.kind == .server, error.description.hasPrefix("OOM") {
+            warn(
+                &s,
+                "shared state: Redis at \(store.url.redacted) is out of memory (its maxmemory) and refuses writes: providers get 503, and the answers of changes it refused are not sent, until it has room again (\(error))"
+            )
         } else if error.kind == .server, error.description.hasPrefix("EPOCH") {
             let current = error.description.dropFirst("EPOCH".count).trimmingCharacters(in: .whitespaces)
             epochChanged(&s, current: current.isEmpty ? nil : current)
@@ -749,8 +760,22 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             s.sharing = false
             logger.warning("shared state: the lease expired before a change was stored; reloading")
         } else {
-            logger.warning("shared state: \(error)")
+            warn(&s, "shared state: \(error)")
         }
+    }
+
+    private func warn(_ s: inout Shared, _ text: String) {
+        if let line = s.warnings.line(for: text, nowMs: Monotonic.nowMilliseconds()) { logger.warning(line) }
+    }
+
+    /// Says once per Redis set up to evict keys (see `RedisStateStore.evictionRisk`) that it may
+    /// lose what was acknowledged.
+    private func warnOfEviction(_ s: inout Shared, _ redis: RedisConnection) {
+        guard let risk = try? store.evictionRisk(on: redis), risk != s.evictionRisk else { return }
+        s.evictionRisk = risk
+        logger.warning(
+            "Redis at \(store.url.redacted) may evict keys when it is full (\(risk)): pushes answered 200 and notifications stored for offline devices could then be lost. Set maxmemory-policy noeviction (a full Redis then refuses writes, and providers get 503) or maxmemory 0"
+        )
     }
 
     /// The state in Redis is not the one this copy follows. Gone (`current` nil: Redis lost its
@@ -953,6 +978,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 try reload(&s, redis)
                 try heartbeat(redis)
                 s.unavailable = nil
+                warnOfEviction(&s, redis)
                 return true
             } catch {
                 s.redis = nil

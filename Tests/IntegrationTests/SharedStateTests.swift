@@ -564,6 +564,55 @@ struct SharedStateTests {
             }, "acknowledged but missing from the shared journal: \(Set(acknowledged).subtracting(journaled))")
     }
 
+    /// A full Redis (its maxmemory reached, `noeviction`: it refuses writes) is a failing store:
+    /// providers get 503 or an unanswered stream, never a 200 that Redis lacks; the log says
+    /// why once, not for every refused write; once Redis has room the instances serve again by
+    /// themselves, and every push answered 200 is in the other instance's journal.
+    @Test(.requires(.redisCLI)) func aFullRedisRefusesHonestlyAndRecoversWithoutLosingAnything() throws {
+        let cluster = try EmulatorCluster(count: 2, persistent: false)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let token = try e1.createDevice().token
+        let push = try e1.push(token)
+        let before = pushThroughFailures(e1, push, seconds: 30) { $0.accepted.count >= 50 }
+        #expect(before.accepted.count >= 50 && before.unavailable == 0)
+
+        let redisCLI = ["redis-cli", "-p", String(cluster.redis.port)]
+        let limited = try run("/usr/bin/env", redisCLI + ["CONFIG", "SET", "maxmemory", "1"])
+        try #require(limited.out.contains("OK"), "\(limited)")
+        let full = pushThroughFailures(e1, push, seconds: 30) { $0.unavailable >= 20 }
+        print("Redis full: \(full.accepted.count) answered 200, \(full.unavailable) 503, \(full.dropped) unanswered")
+        #expect(full.unavailable >= 20, "the full Redis is noticed")
+        #expect(full.other.isEmpty, "\(full.other)")
+        let said = e1.stderr.components(separatedBy: "is out of memory").count - 1
+        #expect((1...4).contains(said), "said once (and again at most every 10 s), not for every write: \(said)")
+
+        _ = try run("/usr/bin/env", redisCLI + ["CONFIG", "SET", "maxmemory", "0"])
+        let after = pushThroughFailures(e1, push, seconds: 30) { $0.accepted.count >= 20 }
+        #expect(after.accepted.count >= 20, "serves again by itself")
+        let answered = before.accepted + full.accepted + after.accepted
+        var kept: Set<String> = []
+        #expect(
+            try eventually(10) {
+                kept = Set(try e2.notifications(token: token, limit: 100_000).compactMap { $0["apnsId"]?.stringValue })
+                return answered.allSatisfy(kept.contains)
+            }, "answered 200 but missing from the shared journal: \(answered.filter { !kept.contains($0) }.count) of \(answered.count)")
+    }
+
+    /// A Redis set up to evict keys when full (a memory limit and an LRU policy) would drop
+    /// acknowledged pushes on its own: the instance says so in its log as it starts.
+    @Test func aRedisThatMayEvictKeysIsNamedInTheLog() throws {
+        let redis = try RedisServerProcess(extraArguments: ["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"])
+        let emulator = try EmulatorProcess(["--redis", redis.url])
+        #expect(try eventually(5) { emulator.stderr.contains("may evict keys when it is full") })
+        #expect(emulator.stderr.contains("maxmemory-policy allkeys-lru"))
+        #expect(emulator.stderr.contains("Set maxmemory-policy noeviction"))
+
+        let careful = try RedisServerProcess(extraArguments: ["--maxmemory", "100mb", "--maxmemory-policy", "noeviction"])
+        let quiet = try EmulatorProcess(["--redis", careful.url])
+        #expect(try quiet.admin("GET", "/readyz").status == 200)
+        #expect(!quiet.stderr.contains("may evict keys"))
+    }
+
     /// Each device's deliveries are decided by one instance, its owner. A push another instance
     /// takes is answered 200 there (the record says it was handed on), handed to the owner and
     /// routed by it; both count it in /metrics. An owner that stops (SIGSTOP, then SIGKILL)
