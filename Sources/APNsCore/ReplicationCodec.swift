@@ -393,7 +393,10 @@ extension StateCodec {
     /// The record blob plus the journal's byte accounting, so a replica's byte budget evicts
     /// exactly what the producer's did.
     private static func write(_ record: NotificationRecord, to w: inout ByteWriter) {
-        w.blob(encode(record))
+        let encoded = encode(record)
+        // The row grows once, to the record and its three numbers, not twice.
+        w.bytes.reserveCapacity(w.bytes.count + encoded.count + 24)
+        w.blob(encoded)
         w.put(record.accountedBytes)
         w.put(record.headerListBytes)
     }

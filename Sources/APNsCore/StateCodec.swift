@@ -24,7 +24,8 @@ public enum StateCodec {
     /// record back. `decodeRecord` reads the same fields in the same order.
     public static func encode(_ r: NotificationRecord) -> [UInt8] {
         if let kept = r.keptEncoded { return r.keptDeliveryChanged ? encode(decodeKept(r)) : kept }
-        var w = ByteWriter(capacity: 512 + r.payload.count)
+        // The journal's estimate is above what the record encodes to: one allocation, no growth.
+        var w = ByteWriter(capacity: r.approximateBytes)
         w.u8(recordFormat)
         w.put(r.sequence)
         // Read before the rest by an instance that keeps the record encoded.
