@@ -332,6 +332,15 @@ public struct RecordStore: Sendable {
     private var updatedOnly: Set<UInt64> = []
     /// Records added since the last `takeUpdatedOnly` (an update of one of them is not "only").
     private var addedLately: Set<UInt64> = []
+    /// The lowest of `addedLately` (so an eviction of an older record, the usual one, skips
+    /// the set).
+    private var addedLatelyFrom = UInt64.max
+    /// Records added or updated since the last `takeUpdatedOnly` that fell off the end before
+    /// it (a journal smaller than one change's pushes): the writer still gets them
+    /// (`takeEvictedUnwritten`), since the shared state must have every record answered 200,
+    /// a hand-off above all (it is its record). The shared state then evicts them by the same
+    /// bound.
+    private var evictedUnwritten: [UInt64: NotificationRecord] = [:]
     /// Whether `updatedOnly` is kept (`--redis`: `World.startSharingDeltas`).
     public var tracksUpdatesApart = false
 
@@ -342,10 +351,31 @@ public struct RecordStore: Sendable {
 
     /// The records only updated since the last call (see `updatedOnly`).
     public mutating func takeUpdatedOnly() -> Set<UInt64> {
-        if !addedLately.isEmpty { addedLately.removeAll(keepingCapacity: true) }
+        if !addedLately.isEmpty {
+            addedLately.removeAll(keepingCapacity: true)
+            addedLatelyFrom = .max
+        }
         if updatedOnly.isEmpty { return [] }
         defer { updatedOnly = [] }
         return updatedOnly
+    }
+
+    /// The records `evictedUnwritten` keeps, by sequence; call with `takeUpdatedOnly`.
+    public mutating func takeEvictedUnwritten() -> [UInt64: NotificationRecord] {
+        if evictedUnwritten.isEmpty { return [:] }
+        defer { evictedUnwritten = [:] }
+        return evictedUnwritten
+    }
+
+    private mutating func noteAddedLately(_ sequence: UInt64) {
+        addedLately.insert(sequence)
+        addedLatelyFrom = min(addedLatelyFrom, sequence)
+    }
+
+    /// A record's delivery part, read from its stored form when it is kept encoded unchanged.
+    static func deliveryPart(of record: NotificationRecord) -> RecordDelivery {
+        if let kept = record.keptEncoded, !record.keptDeliveryChanged { return StateCodec.delivery(ofRecord: kept) }
+        return record.delivery
     }
 
     public init(capacity: Int, byteBudget: Int = Int.max) {
@@ -425,7 +455,7 @@ public struct RecordStore: Sendable {
         let sequence = record.sequence
         if trackChanges {
             changes.append(sequence)
-            if tracksUpdatesApart { addedLately.insert(sequence) }
+            if tracksUpdatesApart { noteAddedLately(sequence) }
         }
         if record.keptEncoded != nil { mayKeepEncoded = true }
         if record.accountedBytes == 0 { record.accountedBytes = record.approximateBytes }
@@ -468,7 +498,7 @@ public struct RecordStore: Sendable {
         let sequence = record.sequence
         if trackChanges {
             changes.append(sequence)
-            if tracksUpdatesApart { addedLately.insert(sequence) }
+            if tracksUpdatesApart { noteAddedLately(sequence) }
         }
         if record.keptEncoded != nil { mayKeepEncoded = true }
         if record.accountedBytes == 0 { record.accountedBytes = record.approximateBytes }
@@ -598,6 +628,9 @@ public struct RecordStore: Sendable {
         var emptied = Self.placeholder
         swap(&ring[head], &emptied)
         if emptied.delivery.awaitingOwner { keepEvictedHandOff(emptied) }
+        if tracksUpdatesApart, evictedUnwritten.count < Self.maxEvictedHandOffs, wasChangedLately(emptied.sequence) {
+            evictedUnwritten[emptied.sequence] = emptied
+        }
         if numbering != nil { slotBySequence[emptied.sequence] = nil }
         bytes -= emptied.accountedBytes
         head = (head + 1) % capacity
@@ -839,8 +872,12 @@ public struct RecordStore: Sendable {
     /// The record's delivery part, without decoding a record kept encoded that was not routed.
     public func delivery(sequence: UInt64) -> RecordDelivery? {
         guard let index = physicalIndex(of: sequence) else { return nil }
-        if let kept = ring[index].keptEncoded, !ring[index].keptDeliveryChanged { return StateCodec.delivery(ofRecord: kept) }
-        return ring[index].delivery
+        return Self.deliveryPart(of: ring[index])
+    }
+
+    /// Added or updated since the last `takeUpdatedOnly`, so not written yet.
+    private func wasChangedLately(_ sequence: UInt64) -> Bool {
+        (sequence >= addedLatelyFrom && addedLately.contains(sequence)) || (!updatedOnly.isEmpty && updatedOnly.contains(sequence))
     }
 
     public func record(sequence: UInt64) -> NotificationRecord? {

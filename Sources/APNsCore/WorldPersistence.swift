@@ -102,12 +102,19 @@ extension World {
         // Sharing a state, a record only updated goes as its delivery part (it is all an
         // update changes), not whole again.
         let updatedOnly = records.tracksUpdatesApart ? records.takeUpdatedOnly() : []
+        // Records this change made or updated that its own later pushes evicted already (a
+        // journal of a few records): written all the same (`RecordStore.evictedUnwritten`).
+        let evicted = records.tracksUpdatesApart ? records.takeEvictedUnwritten() : [:]
         for sequence in recordSequences {
-            if updatedOnly.contains(sequence), let delivery = records.delivery(sequence: sequence) {
+            if updatedOnly.contains(sequence),
+                let delivery = records.delivery(sequence: sequence) ?? evicted[sequence].map(RecordStore.deliveryPart(of:))
+            {
                 out.append(.recordDelivered(sequence: sequence, delivery: delivery))
             } else if let record = records.record(sequence: sequence) {
                 // Moved into the change, not copied (again) field by field.
                 out.append(.recordSaved(consume record))
+            } else if let record = evicted[sequence] {
+                out.append(.recordSaved(record))
             }
         }
         if !stateTracking.removedRecords.isEmpty {

@@ -532,6 +532,14 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// How long a write's rows sent ahead of its script (`pending:`) last if the script never runs.
     static let pendingRowsMs = 60_000
 
+    /// The rows of the newest this many journal records of each instance (about: the newest
+    /// record numbers) stay in Redis even below the journal's bound, so an instance that falls
+    /// that far behind catches up instead of reloading. With a small `--max-records` the rows
+    /// were gone within milliseconds under load: followers reloaded over and over, and answers
+    /// in flight were dropped each time.
+    static let rowsKeptBehindRecords: UInt64 = 20_000
+    static let rowsKeptBehind = rowsKeptBehindRecords << SequenceStripes.bits
+
     /// KEYS: lease want version log state records waiting maxseq epoch batches evicted turns
     /// members leaseversion pending. ARGV: 1 fence (a lease token, or a shared turn's: `s…`), 2 ttl, 3 instance, 4 loglength, 5 rows (the log entry;
     /// '' when they were sent ahead into `pending`), 6 waiting key
@@ -674,8 +682,13 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             redis.call('HDEL', KEYS[5], unpack(fields))
           end
           redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', before)
-          dropBatches(redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', before))
-          redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', before)
+          -- A batch's rows outlive the bound by the newest numbers' worth (rowsKeptBehind): an
+          -- instance a little behind still finds the rows of the writes it has not read, rather
+          -- than reloading, however small the journal. (Loading skips what is below the bound.)
+          local top = math.max(tonumber(redis.call('GET', KEYS[8]) or '0'), tonumber(ARGV[7]))
+          local rowsBefore = '(' .. string.format('%.0f', math.min(tonumber(ARGV[12]), top - \(rowsKeptBehind)))
+          dropBatches(redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', rowsBefore))
+          redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', rowsBefore)
           if tonumber(ARGV[12]) > tonumber(redis.call('GET', KEYS[11]) or '0') then redis.call('SET', KEYS[11], ARGV[12]) end
         end
         if tonumber(ARGV[7]) > tonumber(redis.call('GET', KEYS[8]) or '0') then redis.call('SET', KEYS[8], ARGV[7]) end

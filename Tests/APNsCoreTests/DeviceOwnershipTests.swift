@@ -215,6 +215,36 @@ struct DeviceOwnershipTests {
         #expect(pair.world { $0.owner(of: "ci") } == hashOwner)
         #expect(!pair.world { $0.owns("ci") })
     }
+    /// A change whose own later pushes evict its first records from a journal of two (a journal
+    /// of a few records under load) still writes every record it made, the hand-off among them
+    /// as it was handed off, and nothing of it is left over for the next change.
+    @Test func recordsEvictedBeforeTheirChangeIsWrittenAreWrittenAllTheSame() throws {
+        var world = try ReplicaPair(capacity: 2).configured
+        world.startTrackingChanges()
+        world.records.numberInStripes(1)
+        world.records.tracksUpdatesApart = true
+        world.records.trackChanges = true
+        var sequences: [UInt64] = []
+        for index in 0..<3 {
+            var record = NotificationRecord(apnsID: "A\(index)", token: "t", environment: .sandbox, receivedAtMs: 0)
+            record.deviceID = "d"
+            sequences.append(world.records.append(moving: &record))
+            if index == 0 { world.records.update(sequence: sequences[0]) { $0.awaitingOwner = true } }
+        }
+        #expect(world.records.count == 2, "the first fell off the journal")
+        let rows = world.takeStateChanges(recordSequences: world.records.takeChanges())
+        let saved = rows.compactMap { row -> NotificationRecord? in if case .recordSaved(let record) = row { record } else { nil } }
+        #expect(saved.map(\.sequence) == sequences, "all three written")
+        #expect(saved.first?.apnsID == "A0")
+        #expect(saved.first?.delivery.awaitingOwner == true, "the hand-off goes as it was handed off")
+
+        var next = NotificationRecord(apnsID: "A3", token: "t", environment: .sandbox, receivedAtMs: 0)
+        let fourth = world.records.append(moving: &next)
+        let later = world.takeStateChanges(recordSequences: world.records.takeChanges())
+        let savedLater = later.compactMap { row -> UInt64? in if case .recordSaved(let record) = row { record.sequence } else { nil } }
+        #expect(savedLater == [fourth], "the next change writes its own record only (the one it evicted was written before)")
+    }
+
     /// A journal of two records and three hand-offs for the owner's device: the first record
     /// falls off the owner's journal before it routes, yet all three are routed (the owner keeps
     /// the notification, built from the record, as it goes). The taker, whose own journal also

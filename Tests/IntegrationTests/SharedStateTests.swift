@@ -564,6 +564,40 @@ struct SharedStateTests {
             }, "acknowledged but missing from the shared journal: \(Set(acknowledged).subtracting(journaled))")
     }
 
+    /// A journal of five records (`--max-records 5`) under load, every push for a device the
+    /// other instance owns: each is answered 200 and routed by the owner, none lost. Before, the
+    /// rows of a write left Redis as soon as the journal's bound passed them, within
+    /// milliseconds: the owner, a few writes behind, reloaded over and over and dropped the
+    /// answers in flight each time; and a record that a change's own later pushes evicted
+    /// before it was written never reached Redis, so its hand-off was lost without a trace.
+    @Test func aTinyJournalLosesNoHandOffAndNoAnswer() throws {
+        let cluster = try EmulatorCluster(count: 2, extra: ["--max-records", "5"])
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        var target: String?
+        for _ in 0..<40 where target == nil {
+            let made = try e1.createDevice()
+            #expect(try eventually { try e2.admin("GET", "/api/v1/devices/\(made.deviceID)").json["ownerInstance"]?.intValue != nil })
+            let before = try e1.metric("apns_emulator_pushes_handed_off_total")
+            #expect(APNsResult(try e1.connect().send(try e1.push(made.token).request)).status == 200)
+            if try e1.metric("apns_emulator_pushes_handed_off_total") > before { target = made.token }
+        }
+        let token = try #require(target, "no device owned by the second instance among 40")
+
+        let load = pushThroughFailures(e1, try e1.push(token), window: 50, seconds: 60) { $0.accepted.count >= 5_000 }
+        #expect(load.accepted.count >= 5_000)
+        #expect(load.unavailable == 0 && load.dropped == 0 && load.other.isEmpty, "every push answered 200: \(load)")
+        let handedOff = try e1.metric("apns_emulator_pushes_handed_off_total")
+        #expect(handedOff >= 5_000)
+        var routed = 0.0
+        #expect(
+            try eventually(15) {
+                routed = try e2.metric("apns_emulator_handoffs_routed_total")
+                return routed == handedOff
+            }, "routed \(routed) of \(handedOff) handed off")
+        #expect(try e2.metric("apns_emulator_handoffs_lost_total") == 0)
+        #expect(!e1.stderr.contains("did not keep") && !e2.stderr.contains("did not keep"), "no answer dropped by a reload")
+    }
+
     /// A full Redis (its maxmemory reached, `noeviction`: it refuses writes) is a failing store:
     /// providers get 503 or an unanswered stream, never a 200 that Redis lacks; the log says
     /// why once, not for every refused write; once Redis has room the instances serve again by

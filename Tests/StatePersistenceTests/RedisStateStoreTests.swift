@@ -63,8 +63,9 @@ struct RedisStateStoreTests {
 
     /// Journal records live in the rows of the write that made them (one key per write, not a
     /// field per record): a record's newest row wins, a removal is kept, eviction drops a
-    /// write's key once all its records are older than the bound, and what a kept write still
-    /// holds below the bound is not loaded.
+    /// write's key once all its records are older than the bound and the newest numbers have
+    /// moved on by `rowsKeptBehind` (an instance a little behind still reads it), and what a
+    /// kept write still holds below the bound is not loaded.
     @Test func recordsKeptPerWriteLoadNewestAndEvictByTheBound() throws {
         let redis = try RedisServerProcess()
         let url = try RedisURL(parsing: redis.url)
@@ -78,16 +79,25 @@ struct RedisStateStoreTests {
         #expect(loaded.records.map(\.sequence) == [1, 2, 4])
         #expect(loaded.records.first { $0.sequence == 2 }?.outcome == .delivered, "the newer row of record 2")
 
-        // Records 1–3 evicted: the first write's key is dropped; the second is kept (record 4)
-        // but its row of record 2 is below the bound.
-        try store.write([record(5), .recordsEvicted(before: 4)])
-        loaded = try store.load()
-        #expect(loaded.records.map(\.sequence) == [4, 5])
+        // Records 1–3 evicted, the newest number still 4: the first write's rows stay for whoever
+        // has not read them yet, and are not loaded.
         let redisConnection = try RedisConnection(url: url)
+        try store.write([.recordsEvicted(before: 4)])
+        #expect(try redisConnection.command("EXISTS", "apns-emulator:rb:1").int == 1, "kept for an instance behind")
+        #expect(try store.load().records.map(\.sequence) == [4])
+
+        // Newer numbers far on: the first write's key is dropped; the second is kept (record 4)
+        // but its row of record 2 is below the bound.
+        let far = 5 + RedisStateStore.rowsKeptBehind
+        try store.write([record(far), .recordsEvicted(before: 4)])
+        loaded = try store.load()
+        #expect(loaded.records.map(\.sequence) == [4, far])
         let keys = try redisConnection.command("KEYS", "apns-emulator:*").elements?.compactMap(\.text) ?? []
-        #expect(keys.filter { $0.hasPrefix("apns-emulator:rb:") }.sorted() == ["apns-emulator:rb:2", "apns-emulator:rb:3"], "\(keys)")
+        #expect(
+            keys.filter { $0.hasPrefix("apns-emulator:rb:") }.sorted() == ["apns-emulator:rb:2", "apns-emulator:rb:4"],
+            "\(keys)")
         #expect(!keys.contains { $0.contains("pending:") }, "the rows sent ahead were renamed: \(keys)")
-        #expect(try redisConnection.command("TTL", "apns-emulator:rb:3").int == -1, "a batch's rows do not expire")
+        #expect(try redisConnection.command("TTL", "apns-emulator:rb:4").int == -1, "a batch's rows do not expire")
         let fields = try redisConnection.command("HKEYS", "apns-emulator:state").elements?.compactMap(\.text) ?? []
         #expect(!fields.contains { $0.hasPrefix("r:") || $0.hasPrefix("rb:") }, "no field per record or write: \(fields)")
     }
@@ -116,9 +126,10 @@ struct RedisStateStoreTests {
         #expect(loaded.records.first { $0.sequence == 3 }?.outcome == .delivered, "the key's newer row of record 3 wins")
         #expect(loaded.nextRecordSequence == 5)
 
-        try store.write([record(5), .recordsEvicted(before: 4)])
+        let far = 5 + RedisStateStore.rowsKeptBehind
+        try store.write([record(far), .recordsEvicted(before: 4)])
         loaded = try store.load()
-        #expect(loaded.records.map(\.sequence) == [4, 5])
+        #expect(loaded.records.map(\.sequence) == [4, far])
         let fields = try redisConnection.command("HKEYS", "apns-emulator:state").elements?.compactMap(\.text) ?? []
         #expect(!fields.contains("rb:2"), "the old field is evicted with its records: \(fields)")
         #expect(try redisConnection.command("EXISTS", "apns-emulator:rb:1").int == 0)
