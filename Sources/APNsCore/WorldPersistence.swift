@@ -104,16 +104,16 @@ extension World {
         let updatedOnly = records.tracksUpdatesApart ? records.takeUpdatedOnly() : []
         // Records this change made or updated that its own later pushes evicted already (a
         // journal of a few records): written all the same (`RecordStore.evictedUnwritten`).
-        let evicted = records.tracksUpdatesApart ? records.takeEvictedUnwritten() : [:]
+        let evictedUnwritten = records.tracksUpdatesApart ? records.takeEvictedUnwritten() : [:]
         for sequence in recordSequences {
             if updatedOnly.contains(sequence),
-                let delivery = records.delivery(sequence: sequence) ?? evicted[sequence].map(RecordStore.deliveryPart(of:))
+                let delivery = records.delivery(sequence: sequence) ?? evictedUnwritten[sequence].map(RecordStore.deliveryPart(of:))
             {
                 out.append(.recordDelivered(sequence: sequence, delivery: delivery))
             } else if let record = records.record(sequence: sequence) {
                 // Moved into the change, not copied (again) field by field.
                 out.append(.recordSaved(consume record))
-            } else if let record = evicted[sequence] {
+            } else if let record = evictedUnwritten[sequence] {
                 out.append(.recordSaved(record))
             }
         }
