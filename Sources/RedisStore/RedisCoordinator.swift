@@ -676,7 +676,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 continue
             }
             guard version == s.version + 1, let changes = entry.changes else {
-                if let problem = entry.problem { logger.warning("cannot read shared change \(version): \(problem); reloading the shared state") }
+                if let problem = entry.problem {
+                    logger.warning("cannot read shared change \(version): \(problem); reloading the shared state")
+                } else if entry.changes == nil {
+                    warn(
+                        &s,
+                        "shared state: this instance fell further behind than Redis keeps the rows of changes (about \(RedisStateStore.rowsKeptBehindRecords) journal records of each instance); reloading the shared state (answers waiting here for their own writes are not sent)"
+                    )
+                }
                 s.needsReload = true
                 return
             }

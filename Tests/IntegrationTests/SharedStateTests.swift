@@ -598,6 +598,39 @@ struct SharedStateTests {
         #expect(!e1.stderr.contains("did not keep") && !e2.stderr.contains("did not keep"), "no answer dropped by a reload")
     }
 
+    /// An instance paused while the other takes more pushes than Redis keeps the rows of (about
+    /// 20,000 records of each instance, with a journal of five) finds those rows gone when it
+    /// resumes: it says so, reloads the shared state, and serves again on the same state.
+    @Test func anInstanceFurtherBehindThanRedisKeepsReloadsAndSaysWhy() throws {
+        let cluster = try EmulatorCluster(count: 2, extra: ["--max-records", "5"])
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        // A device the first instance owns: nothing is handed to the paused one.
+        var target: String?
+        for _ in 0..<40 where target == nil {
+            let made = try e1.createDevice()
+            #expect(try eventually { try e2.admin("GET", "/api/v1/devices/\(made.deviceID)").json["ownerInstance"]?.intValue != nil })
+            let before = try e1.metric("apns_emulator_pushes_handed_off_total")
+            #expect(APNsResult(try e1.connect().send(try e1.push(made.token).request)).status == 200)
+            if try e1.metric("apns_emulator_pushes_handed_off_total") == before { target = made.token }
+        }
+        let token = try #require(target, "no device owned by the first instance among 40")
+
+        Glibc.kill(e2.process.processIdentifier, SIGSTOP)
+        let load = pushThroughFailures(e1, try e1.push(token), window: 50, seconds: 120) { $0.accepted.count >= 22_000 }
+        Glibc.kill(e2.process.processIdentifier, SIGCONT)
+        #expect(load.accepted.count >= 22_000 && load.unavailable == 0 && load.other.isEmpty, "\(load.accepted.count) answered 200")
+        #expect(
+            try eventually(20) { e2.stderr.contains("fell further behind than Redis keeps the rows of changes") },
+            "the resumed instance says why it reloads")
+        #expect(try eventually(20) { try e2.admin("GET", "/readyz").status == 200 })
+        func newest(_ emulator: EmulatorProcess) throws -> [String] {
+            try emulator.notifications(token: token, limit: 5).compactMap { $0["apnsId"]?.stringValue }
+        }
+        #expect(try eventually(10) { try newest(e2) == newest(e1) && newest(e1).count == 5 }, "the same journal on both")
+        #expect(Set(try newest(e1)).isSubset(of: Set(load.accepted)))
+        #expect(APNsResult(try e2.connect().send(try e2.push(token).request)).status == 200, "and it serves again")
+    }
+
     /// A full Redis (its maxmemory reached, `noeviction`: it refuses writes) is a failing store:
     /// providers get 503 or an unanswered stream, never a 200 that Redis lacks; the log says
     /// why once, not for every refused write; once Redis has room the instances serve again by
