@@ -564,6 +564,19 @@ struct SharedStateTests {
             }, "acknowledged but missing from the shared journal: \(Set(acknowledged).subtracting(journaled))")
     }
 
+    /// The token of a device made on `taker` whose pushes through `taker` are handed to `other`
+    /// (`handedOff`) or are not, among up to 40 made (each probed with a push answered 200).
+    private func token(handedOff: Bool, through taker: EmulatorProcess, other: EmulatorProcess) throws -> String? {
+        for _ in 0..<40 {
+            let made = try taker.createDevice()
+            #expect(try eventually { try other.admin("GET", "/api/v1/devices/\(made.deviceID)").json["ownerInstance"]?.intValue != nil })
+            let before = try taker.metric("apns_emulator_pushes_handed_off_total")
+            #expect(APNsResult(try taker.connect().send(try taker.push(made.token).request)).status == 200)
+            if try (taker.metric("apns_emulator_pushes_handed_off_total") > before) == handedOff { return made.token }
+        }
+        return nil
+    }
+
     /// A journal of five records (`--max-records 5`) under load, every push for a device the
     /// other instance owns: each is answered 200 and routed by the owner, none lost. Before, the
     /// rows of a write left Redis as soon as the journal's bound passed them, within
@@ -573,15 +586,7 @@ struct SharedStateTests {
     @Test func aTinyJournalLosesNoHandOffAndNoAnswer() throws {
         let cluster = try EmulatorCluster(count: 2, extra: ["--max-records", "5"])
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
-        var target: String?
-        for _ in 0..<40 where target == nil {
-            let made = try e1.createDevice()
-            #expect(try eventually { try e2.admin("GET", "/api/v1/devices/\(made.deviceID)").json["ownerInstance"]?.intValue != nil })
-            let before = try e1.metric("apns_emulator_pushes_handed_off_total")
-            #expect(APNsResult(try e1.connect().send(try e1.push(made.token).request)).status == 200)
-            if try e1.metric("apns_emulator_pushes_handed_off_total") > before { target = made.token }
-        }
-        let token = try #require(target, "no device owned by the second instance among 40")
+        let token = try #require(try token(handedOff: true, through: e1, other: e2), "no device owned by the second instance among 40")
 
         let load = pushThroughFailures(e1, try e1.push(token), window: 50, seconds: 60) { $0.accepted.count >= 5_000 }
         #expect(load.accepted.count >= 5_000)
@@ -605,15 +610,7 @@ struct SharedStateTests {
         let cluster = try EmulatorCluster(count: 2, extra: ["--max-records", "5"])
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
         // A device the first instance owns: nothing is handed to the paused one.
-        var target: String?
-        for _ in 0..<40 where target == nil {
-            let made = try e1.createDevice()
-            #expect(try eventually { try e2.admin("GET", "/api/v1/devices/\(made.deviceID)").json["ownerInstance"]?.intValue != nil })
-            let before = try e1.metric("apns_emulator_pushes_handed_off_total")
-            #expect(APNsResult(try e1.connect().send(try e1.push(made.token).request)).status == 200)
-            if try e1.metric("apns_emulator_pushes_handed_off_total") == before { target = made.token }
-        }
-        let token = try #require(target, "no device owned by the first instance among 40")
+        let token = try #require(try token(handedOff: false, through: e1, other: e2), "no device owned by the first instance among 40")
 
         Glibc.kill(e2.process.processIdentifier, SIGSTOP)
         let load = pushThroughFailures(e1, try e1.push(token), window: 50, seconds: 120) { $0.accepted.count >= 22_000 }
