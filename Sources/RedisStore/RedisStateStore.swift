@@ -410,6 +410,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         let rows = hasReset ? StateCodec.encode(changes: changes) : StateCodec.encode(encodedChanges: encoded)
         // Rows that stay as the batch's `rb:` key go ahead of the script, into a key it renames.
         let pending = key("pending:\(instance):\(pendingNonce):\(pendingWrites.add(1, ordering: .relaxed).newValue)")
+        // (Exactly when the script is told the batch's highest record sequence, ARGV 11.)
         let rowsAhead = writes.batchMaxRecordSequence != nil
         var arguments: [RedisArgument] = [
             .text(fence ?? ""), .text(String(RedisCoordinator.leaseMilliseconds)), .text(String(instance)),
@@ -542,7 +543,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
 
     /// KEYS: lease want version log state records waiting maxseq epoch batches evicted turns
     /// members leaseversion pending. ARGV: 1 fence (a lease token, or a shared turn's: `s…`), 2 ttl, 3 instance, 4 loglength, 5 rows (the log entry;
-    /// '' when they were sent ahead into `pending`), 6 waiting key
+    /// '' when they were sent ahead into `pending`, as they are whenever 11 is set), 6 waiting key
     /// prefix (the keys' prefix and `w:`), 7 max sequence, 8 reset ('1': clear everything first), 9 expected epoch, 10 seed
     /// epoch, 11 the highest record sequence in the rows ('' none: the rows are not kept as
     /// `rb:<version>`), 12 evict records before ('' none), 13–18 the lengths of the lists that
@@ -560,7 +561,8 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     static let appendScript = RedisScript(
         """
         local shared = string.sub(ARGV[1], 1, 1) == 's'
-        local ahead = ARGV[11] ~= '' and ARGV[5] == ''
+        -- Rows kept as the batch's `rb:` key come ahead of the script, in KEYS[15].
+        local ahead = ARGV[11] ~= ''
         local function refuse(text)
           if ahead then redis.call('DEL', KEYS[15]) end
           return redis.error_reply(text)
@@ -620,16 +622,10 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         end
         if ARGV[11] ~= '' then
           -- The rows once, in a key of their own; the log entry says where they are.
-          local where = '1'
-          if ahead then
-            redis.call('RENAME', KEYS[15], p .. 'rb:' .. v)
-            redis.call('PERSIST', p .. 'rb:' .. v)
-            where = 'k'
-          else
-            redis.call('HSET', KEYS[5], 'rb:' .. v, ARGV[5])
-          end
+          redis.call('RENAME', KEYS[15], p .. 'rb:' .. v)
+          redis.call('PERSIST', p .. 'rb:' .. v)
           redis.call('ZADD', KEYS[10], ARGV[11], 'rb:' .. v)
-          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'b', where, unpack(extra))
+          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'b', 'k', unpack(extra))
         else
           id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5], unpack(extra))
         end
