@@ -149,6 +149,7 @@ let package = Package(
             name: "ScenariosTests", dependencies: ["Scenarios", "APNsEmulatorTesting", "APNsCore", "ProviderClient", "Networking", "TestSupport"]),
         .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "JSON", "OpenSSLCrypto", "ProviderClient", "TestSupport"]),
         .testTarget(name: "LifecycleTests", dependencies: ["Lifecycle", "Locking"]),
+        .testTarget(name: "LockingTests", dependencies: ["Locking"]),
         .testTarget(name: "NetworkingTests", dependencies: ["Networking", "CLinux", "MonotonicClock"]),
         // What every test target may share: one `eventually`, external tools (a missing one skips
         // the tests that need it), a command runner, the binary under test, raw HTTP/2 bytes.

@@ -2,8 +2,10 @@ import Foundation
 
 /// A value behind a lock that may be held while waiting on I/O (the Redis coordinator holds
 /// its lock across round trips to Redis), and waited on until it is in a wanted state. A
-/// waiter sleeps in the kernel at once: `Locked`'s Mutex spins first, which on two cores takes
-/// the CPU the holder and Redis need.
+/// waiter spins only briefly (glibc's adaptive mutex: about a hundred tries, the few
+/// microseconds a push holds it) and then sleeps in the kernel: `Locked`'s Mutex spins far
+/// longer, which on two cores takes the CPU the holder and Redis need. Sleeping at once cost
+/// a futex wait and wake (two context switches) each time two threads met here.
 public final class BlockingLock<Value>: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -11,7 +13,11 @@ public final class BlockingLock<Value>: @unchecked Sendable {
 
     public init(_ value: Value) {
         self.value = value
-        pthread_mutex_init(mutex, nil)
+        var mutexAttributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&mutexAttributes)
+        pthread_mutexattr_settype(&mutexAttributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+        pthread_mutex_init(mutex, &mutexAttributes)
+        pthread_mutexattr_destroy(&mutexAttributes)
         var attributes = pthread_condattr_t()
         pthread_condattr_init(&attributes)
         pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
@@ -80,8 +86,11 @@ public final class BlockingLock<Value>: @unchecked Sendable {
         body(&value)
     }
 
+    /// Unlocks first, then wakes: a waiter woken while the lock is still held only wakes to
+    /// block on the mutex, and the unlock must wake it a second time (under load that was
+    /// most of the futex calls and context switches of a `--redis` instance's event loops).
     private func unlockAndWake() {
-        pthread_cond_broadcast(changed)
         pthread_mutex_unlock(mutex)
+        pthread_cond_broadcast(changed)
     }
 }
