@@ -62,8 +62,11 @@ struct HandOffs: Sendable {
 
     private(set) var bySequence: [UInt64: Entry] = [:]
     private var byDevice: [String: DeviceList] = [:]
+    /// A device's sequences in arrival order; those before `head` were taken, and some after
+    /// it may be gone (removed by sequence). `live` counts those still in `bySequence`.
     private struct DeviceList {
         var sequences: [UInt64] = []
+        var head = 0
         var live = 0
     }
 
@@ -91,26 +94,37 @@ struct HandOffs: Sendable {
             } else {
                 byDevice[device]!.live -= 1
                 // A device that never runs dry (a steady stream) sheds what is gone now and then.
-                if list.sequences.count > 2 * list.live + 64 {
-                    byDevice[device]!.sequences.removeAll { bySequence[$0] == nil }
+                if list.sequences.count - list.head > 2 * list.live + 64 {
+                    let kept = list.sequences[list.head...].filter { bySequence[$0] != nil }
+                    byDevice[device]!.sequences = kept
+                    byDevice[device]!.head = 0
                 }
             }
         }
         return entry
     }
 
-    /// The device's hand-offs, oldest first, taken out (at most `limit`).
+    /// The device's hand-offs, oldest first, taken out (at most `limit`). Only what it takes is
+    /// visited: with a backlog of thousands for one device, taken `limit` at a time, looking
+    /// over the rest on every take cost more than routing them.
     mutating func take(deviceID: String, limit: Int = .max) -> [(sequence: UInt64, entry: Entry)] {
-        guard let list = byDevice.removeValue(forKey: deviceID) else { return [] }
-        var taken: [(UInt64, Entry)] = []
-        var index = list.sequences.startIndex
+        guard var list = byDevice.removeValue(forKey: deviceID) else { return [] }
+        var taken: [(sequence: UInt64, entry: Entry)] = []
+        var index = list.head
         while index < list.sequences.endIndex, taken.count < limit {
             let sequence = list.sequences[index]
             if let entry = bySequence.removeValue(forKey: sequence) { taken.append((sequence, entry)) }
             index += 1
         }
-        let rest = list.sequences[index...].filter { bySequence[$0] != nil }
-        if !rest.isEmpty { byDevice[deviceID] = DeviceList(sequences: Array(rest), live: rest.count) }
+        list.live -= taken.count
+        guard list.live > 0 else { return taken }
+        list.head = index
+        // Dropped from the front once half is taken: each sequence is moved at most once more.
+        if list.head > list.sequences.count / 2 {
+            list.sequences.removeFirst(list.head)
+            list.head = 0
+        }
+        byDevice[deviceID] = list
         return taken
     }
 

@@ -929,9 +929,17 @@ struct ByteReader {
     mutating func deliveryStep() throws(StateStoreError) -> DeliveryLog.Step {
         let n = try count()
         defer { offset += n }
-        let stored = data[offset..<offset + n]
-        for step in DeliveryLog.Step.allCases where step.code.utf8.elementsEqual(stored) { return step }
-        throw damaged("delivery step \(String(decoding: stored, as: UTF8.self))")
+        // Against the codes' bytes, made once: comparing with each step's `code` text made
+        // that text and walked it generically (1,400 instructions a step, two steps a record).
+        for (step, code) in Self.stepCodes where code.count == n && bytes(at: offset, equal: code) { return step }
+        throw damaged("delivery step \(String(decoding: data[offset..<offset + n], as: UTF8.self))")
+    }
+
+    private static let stepCodes: [(step: DeliveryLog.Step, code: [UInt8])] = DeliveryLog.Step.allCases.map { ($0, Array($0.code.utf8)) }
+
+    private func bytes(at start: Int, equal code: [UInt8]) -> Bool {
+        for i in code.indices where data[start + i] != code[i] { return false }
+        return true
     }
 
     /// Passes over length-prefixed bytes (a text or a blob) without reading them.

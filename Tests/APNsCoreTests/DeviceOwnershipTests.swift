@@ -279,3 +279,56 @@ struct DeviceOwnershipTests {
         #expect(pair.world { $0.delivery.handedOff.isEmpty })
     }
 }
+
+/// The table of hand-offs waiting for their owner: taken a slice at a time (as the owner routes
+/// a backlog), with some removed by sequence meanwhile (routed elsewhere) and more arriving.
+@Suite("Hand-offs waiting for their owner")
+struct HandOffsTests {
+    @Test func aBacklogTakenInSlicesComesOutInOrderWithoutWhatWasRemoved() {
+        var table = HandOffs()
+        // What the table must hold, per device, in arrival order.
+        var model: [String: [UInt64]] = [:]
+        func add(_ sequence: UInt64, _ device: String) {
+            table.add(sequence, HandOffs.Entry(deviceID: device, notification: nil, hasRow: false))
+            model[device, default: []].append(sequence)
+        }
+        func remove(_ sequence: UInt64) {
+            table.remove(sequence)
+            for device in model.keys { model[device]!.removeAll { $0 == sequence } }
+        }
+        for sequence in UInt64(1)...3_000 { add(sequence, sequence % 10 == 0 ? "other" : "ci") }
+        // Removed by sequence before being taken (routed elsewhere): every seventh.
+        for sequence in stride(from: UInt64(7), through: 3_000, by: 7) { remove(sequence) }
+        var next: UInt64 = 3_001
+        var slices = 0
+        while table.has(deviceID: "ci") {
+            let slice = table.take(deviceID: "ci", limit: 128).map(\.sequence)
+            let expected = Array(model["ci", default: []].prefix(128))
+            #expect(slice == expected)
+            model["ci"]!.removeFirst(expected.count)
+            slices += 1
+            // More arriving meanwhile, and one not yet taken removed.
+            if next < 3_400 {
+                add(next, "ci")
+                next += 1
+            }
+            if let later = model["ci"]?.dropFirst(5).first { remove(later) }
+        }
+        #expect(slices > 10)
+        #expect(model["ci", default: []].isEmpty)
+        #expect(table.count == model["other"]!.count)
+        #expect(table.take(deviceID: "other").map(\.sequence) == model["other"]!)
+        #expect(table.isEmpty)
+    }
+
+    @Test func aDeviceWhoseLastHandOffIsRemovedHasNoneLeft() {
+        var table = HandOffs()
+        for sequence in UInt64(1)...200 { table.add(sequence, HandOffs.Entry(deviceID: "ci", notification: nil, hasRow: false)) }
+        #expect(table.take(deviceID: "ci", limit: 150).count == 150)
+        for sequence in UInt64(151)...200 { table.remove(sequence) }
+        #expect(!table.has(deviceID: "ci"))
+        #expect(table.take(deviceID: "ci").isEmpty)
+        table.add(201, HandOffs.Entry(deviceID: "ci", notification: nil, hasRow: false))
+        #expect(table.take(deviceID: "ci").map(\.sequence) == [201])
+    }
+}
