@@ -219,9 +219,7 @@ public struct DeliveryState: Sendable {
         }
         all += mirroredInflight.values.map { WaitingNotification(slot: .inFlight, notification: $0) }
         // (Hand-offs that are journal records are not waiting rows: a reset keeps the records.)
-        all += handedOff.bySequence.values.compactMap {
-            $0.hasRow ? $0.notification.map { WaitingNotification(slot: .handedOff, notification: $0) } : nil
-        }
+        all += handedOff.notificationsWithRows.map { WaitingNotification(slot: .handedOff, notification: $0) }
         return all.sorted { $0.notification.sequence < $1.notification.sequence }
     }
 

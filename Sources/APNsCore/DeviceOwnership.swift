@@ -60,7 +60,16 @@ struct HandOffs: Sendable {
         var hasRow: Bool
     }
 
-    private(set) var bySequence: [UInt64: Entry] = [:]
+    /// By sequence, the device and whether it has a row: small, since a follower adds one for
+    /// every hand-off it reads. The notification, which only a few carry (a row of their own,
+    /// or attached when their record went), is kept beside it: held inline, every insert, resize
+    /// and take of this table copied a whole notification's worth of bytes.
+    private var bySequence: [UInt64: Slot] = [:]
+    private var notifications: [UInt64: PendingNotification] = [:]
+    private struct Slot {
+        var deviceID: String
+        var hasRow: Bool
+    }
     private var byDevice: [String: DeviceList] = [:]
     /// A device's sequences in arrival order; those before `head` were taken, and some after
     /// it may be gone (removed by sequence). `live` counts those still in `bySequence`.
@@ -79,14 +88,17 @@ struct HandOffs: Sendable {
     }
 
     mutating func add(_ sequence: UInt64, _ entry: Entry) {
-        guard bySequence.updateValue(entry, forKey: sequence) == nil else { return }
+        let known = bySequence.updateValue(Slot(deviceID: entry.deviceID, hasRow: entry.hasRow), forKey: sequence) != nil
+        if entry.notification != nil || !notifications.isEmpty { notifications[sequence] = entry.notification }
+        guard !known else { return }
         byDevice[entry.deviceID, default: DeviceList()].sequences.append(sequence)
         byDevice[entry.deviceID, default: DeviceList()].live += 1
     }
 
     @discardableResult
     mutating func remove(_ sequence: UInt64) -> Entry? {
-        guard let entry = bySequence.removeValue(forKey: sequence) else { return nil }
+        guard let slot = bySequence.removeValue(forKey: sequence) else { return nil }
+        let entry = Entry(deviceID: slot.deviceID, notification: takeNotification(sequence), hasRow: slot.hasRow)
         let device = entry.deviceID
         if let list = byDevice[device] {
             if list.live <= 1 {
@@ -113,7 +125,9 @@ struct HandOffs: Sendable {
         var index = list.head
         while index < list.sequences.endIndex, taken.count < limit {
             let sequence = list.sequences[index]
-            if let entry = bySequence.removeValue(forKey: sequence) { taken.append((sequence, entry)) }
+            if let slot = bySequence.removeValue(forKey: sequence) {
+                taken.append((sequence, Entry(deviceID: slot.deviceID, notification: takeNotification(sequence), hasRow: slot.hasRow)))
+            }
             index += 1
         }
         list.live -= taken.count
@@ -132,7 +146,22 @@ struct HandOffs: Sendable {
 
     /// Gives a record-borne hand-off its notification (its record is gone).
     mutating func attach(_ notification: PendingNotification, to sequence: UInt64) {
-        bySequence[sequence]?.notification = notification
+        guard bySequence[sequence] != nil else { return }
+        notifications[sequence] = notification
+    }
+
+    /// The hand-off with this sequence, if it waits.
+    func entry(_ sequence: UInt64) -> Entry? {
+        bySequence[sequence].map { Entry(deviceID: $0.deviceID, notification: notifications[sequence], hasRow: $0.hasRow) }
+    }
+
+    /// The notifications of the hand-offs with a waiting row of their own.
+    var notificationsWithRows: [PendingNotification] {
+        notifications.compactMap { bySequence[$0.key]?.hasRow == true ? $0.value : nil }
+    }
+
+    private mutating func takeNotification(_ sequence: UInt64) -> PendingNotification? {
+        notifications.isEmpty ? nil : notifications.removeValue(forKey: sequence)
     }
 
     /// The devices with hand-offs.
@@ -197,7 +226,7 @@ extension World {
         let (kept, dropped) = records.takeEvictedHandOffs()
         counters.handOffsLost += UInt64(dropped)
         for evicted in kept {
-            guard let entry = delivery.handedOff.bySequence[evicted.sequence], entry.notification == nil else { continue }
+            guard let entry = delivery.handedOff.entry(evicted.sequence), entry.notification == nil else { continue }
             let owned = owns(entry.deviceID)
             let record = evicted.keptEncoded.flatMap(StateCodec.handOff(ofRecord:)) ?? evicted
             if owned, let notification = handedOffNotification(sequence: evicted.sequence, record: record) {

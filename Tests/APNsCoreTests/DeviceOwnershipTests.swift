@@ -321,6 +321,35 @@ struct HandOffsTests {
         #expect(table.isEmpty)
     }
 
+    @Test func theFewHandOffsThatCarryTheirNotificationKeepIt() {
+        func notification(_ sequence: UInt64) -> PendingNotification {
+            PendingNotification(
+                sequence: sequence, apnsID: "id-\(sequence)", token: "ab", topic: "com.x", deviceID: "ci", bundleID: "com.x",
+                pushType: .alert, priority: 10, collapseID: nil, storeUntilMs: nil, payload: [1, 2, 3],
+                content: PushContent(isVisible: true, contentAvailable: false, mutableContent: false))
+        }
+        var table = HandOffs()
+        table.add(notification(1))  // a row of its own
+        table.add(2, HandOffs.Entry(deviceID: "ci", notification: nil, hasRow: false))  // its record is the hand-off
+        table.add(3, HandOffs.Entry(deviceID: "ci", notification: nil, hasRow: false))
+        table.attach(notification(3), to: 3)  // its record went
+        table.attach(notification(4), to: 4)  // not a hand-off: nothing to attach to
+        #expect(table.entry(1)?.notification?.apnsID == "id-1")
+        #expect(table.entry(2)?.notification == nil)
+        #expect(table.entry(3)?.notification?.apnsID == "id-3")
+        #expect(table.entry(4) == nil)
+        #expect(table.notificationsWithRows.map(\.apnsID) == ["id-1"])
+        #expect(table.remove(1)?.notification?.apnsID == "id-1")
+        let taken = table.take(deviceID: "ci")
+        #expect(taken.map(\.sequence) == [2, 3])
+        #expect(taken.map { $0.entry.notification?.apnsID } == [nil, "id-3"])
+        #expect(table.isEmpty)
+        #expect(table.notificationsWithRows.isEmpty)
+        // Added again after it went: no notification left over from before.
+        table.add(3, HandOffs.Entry(deviceID: "ci", notification: nil, hasRow: false))
+        #expect(table.entry(3)?.notification == nil)
+    }
+
     @Test func aDeviceWhoseLastHandOffIsRemovedHasNoneLeft() {
         var table = HandOffs()
         for sequence in UInt64(1)...200 { table.add(sequence, HandOffs.Entry(deviceID: "ci", notification: nil, hasRow: false)) }
