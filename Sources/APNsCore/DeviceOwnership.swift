@@ -131,8 +131,16 @@ struct HandOffs: Sendable {
             index += 1
         }
         list.live -= taken.count
-        guard list.live > 0 else { return taken }
+        // Nothing after it: the list goes (whatever its count says).
+        guard index < list.sequences.endIndex else { return taken }
         list.head = index
+        if list.live <= 0 {
+            // Its count says none is left; keep what is, should a sequence have come back under
+            // another device and put the count off.
+            let rest = list.sequences[index...].filter { bySequence[$0] != nil }
+            guard !rest.isEmpty else { return taken }
+            list = DeviceList(sequences: rest, head: 0, live: rest.count)
+        }
         // Dropped from the front once half is taken: each sequence is moved at most once more.
         if list.head > list.sequences.count / 2 {
             list.sequences.removeFirst(list.head)

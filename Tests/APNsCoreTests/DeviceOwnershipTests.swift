@@ -321,6 +321,29 @@ struct HandOffsTests {
         #expect(table.isEmpty)
     }
 
+    @Test func aListWhoseCountIsOffStillEmpties() {
+        var table = HandOffs()
+        // Sequence 5 comes back under another device and goes: device "a" still lists it, and
+        // its count says one is left.
+        table.add(5, HandOffs.Entry(deviceID: "a", notification: nil, hasRow: false))
+        table.add(5, HandOffs.Entry(deviceID: "b", notification: nil, hasRow: false))
+        table.remove(5)
+        #expect(table.isEmpty)
+        #expect(table.take(deviceID: "a", limit: 128).isEmpty)
+        #expect(!table.has(deviceID: "a"), "a device with nothing left is not asked about again")
+        // And a list whose count says none is left while some are.
+        table.add(7, HandOffs.Entry(deviceID: "c", notification: nil, hasRow: false))
+        table.add(8, HandOffs.Entry(deviceID: "c", notification: nil, hasRow: false))
+        table.add(7, HandOffs.Entry(deviceID: "d", notification: nil, hasRow: false))
+        table.remove(7)  // counted against "d", which has no list
+        table.add(9, HandOffs.Entry(deviceID: "c", notification: nil, hasRow: false))
+        var taken: [UInt64] = []
+        for _ in 0..<10 where table.has(deviceID: "c") { taken += table.take(deviceID: "c", limit: 1).map(\.sequence) }
+        #expect(taken == [8, 9])
+        #expect(!table.has(deviceID: "c"))
+        #expect(table.isEmpty)
+    }
+
     @Test func theFewHandOffsThatCarryTheirNotificationKeepIt() {
         func notification(_ sequence: UInt64) -> PendingNotification {
             PendingNotification(
