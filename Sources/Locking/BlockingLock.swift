@@ -2,10 +2,10 @@ import Foundation
 
 /// A value behind a lock that may be held while waiting on I/O (the Redis coordinator holds
 /// its lock across round trips to Redis), and waited on until it is in a wanted state. A
-/// waiter spins only briefly (glibc's adaptive mutex: about a hundred tries, the few
-/// microseconds a push holds it) and then sleeps in the kernel: `Locked`'s Mutex spins far
-/// longer, which on two cores takes the CPU the holder and Redis need. Sleeping at once cost
-/// a futex wait and wake (two context switches) each time two threads met here.
+/// waiter spins only briefly (glibc's adaptive mutex: about a hundred tries, a microsecond or
+/// two) and then sleeps in the kernel: `Locked`'s Mutex spins far longer, which on two cores
+/// takes the CPU the holder and Redis need. Sleeping at once cost a futex wait and wake (two
+/// context switches) each time two threads met here, even for a holder about to let go.
 public final class BlockingLock<Value>: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -87,8 +87,8 @@ public final class BlockingLock<Value>: @unchecked Sendable {
     }
 
     /// Unlocks first, then wakes: a waiter woken while the lock is still held only wakes to
-    /// block on the mutex, and the unlock must wake it a second time (under load that was
-    /// most of the futex calls and context switches of a `--redis` instance's event loops).
+    /// block on the mutex, and the unlock must wake it a second time. (Waking after the unlock
+    /// is allowed: a waiter looks at the value again under the lock before it goes on.)
     private func unlockAndWake() {
         pthread_mutex_unlock(mutex)
         pthread_cond_broadcast(changed)
