@@ -76,7 +76,8 @@ private func adminChannel(_ emulator: EmulatorProcess, _ id: String) throws -> J
 struct ChannelPersistenceTests {
     @Test func channelsAndTheStoredMessageSurviveKill9() throws {
         let state = try StateDirectory()
-        let first = try EmulatorProcess(["--state-dir", state.path])
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(["--state-dir", state.path] + ports)
         let management = try ChannelClient(first)
         let kept = try management.create(policy: "1")
         let deleted = try management.create(policy: "0")
@@ -85,7 +86,6 @@ struct ChannelPersistenceTests {
         let sent = try broadcast(try ChannelClient(first, listener: "sandbox"), to: kept, requestID: requestID)
         #expect(sent.status == 200, "\(sent.reason ?? "-")")
 
-        let ports = try first.samePorts()
         first.crash()
         let second = try EmulatorProcess(["--state-dir", state.path] + ports)
         let after = try ChannelClient(second)
@@ -107,9 +107,8 @@ struct ChannelPersistenceTests {
 
         // A reset empties them, and they stay empty after the next restart.
         #expect(try second.admin("POST", "/api/v1/reset").status == 200)
-        let ports2 = try second.samePorts()
         second.crash()
-        let third = try EmulatorProcess(["--state-dir", state.path] + ports2)
+        let third = try EmulatorProcess(["--state-dir", state.path] + ports)
         #expect(try ChannelClient(third).list().isEmpty)
         #expect(try third.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue?.isEmpty == true)
     }
@@ -147,7 +146,8 @@ struct ChannelPersistenceTests {
     @Test func everyChannelAnswered201ThroughAFailingStoreSurvivesKill9() throws {
         let state = try StateDirectory()
         let flags = ["--state-dir", state.path]
-        let first = try EmulatorProcess(flags)
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(flags + ports)
         let pid = String(first.process.processIdentifier)
         let database = state.path + "/state.sqlite"
         let biggest =
@@ -181,7 +181,6 @@ struct ChannelPersistenceTests {
         #expect(try eventually(15) { try first.metric("apns_emulator_state_up") == 1 }, "serves again by itself")
         created.append(try ChannelClient(first).create(policy: "0"))
 
-        let ports = try first.samePorts()
         first.crash()
         let second = try EmulatorProcess(flags + ports)
         let kept = Set(try ChannelClient(second).list())

@@ -82,7 +82,8 @@ import TestSupport
     /// `--state-dir`, the emulator shows the same states with the same times.
     @Test func theLogSurvivesACrashWithAStateDirectory() throws {
         let state = try StateDirectory()
-        let first = try EmulatorProcess(["--state-dir", state.path])
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(["--state-dir", state.path] + ports)
         let device = try first.createDevice()
         #expect(try first.admin("PATCH", "/api/v1/devices/\(device.deviceID)", body: ["online": false]).status == 200)
         let result = APNsResult(try first.connect().send(try first.push(device.token).request))
@@ -94,7 +95,6 @@ import TestSupport
             before = try Self.log(first, id)
             return before.count == 4
         }
-        let ports = try first.samePorts()
         first.crash()
         let second = try EmulatorProcess(["--state-dir", state.path] + ports)
         let after = try Self.log(second, id)

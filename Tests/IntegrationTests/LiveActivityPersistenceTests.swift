@@ -102,7 +102,8 @@ private struct InstancePair {
 struct LiveActivityPersistenceTests {
     @Test func activitiesTokensAndSubscriptionsSurviveKill9() throws {
         let state = try StateDirectory()
-        let first = try EmulatorProcess(["--state-dir", state.path])
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(["--state-dir", state.path] + ports)
         var la = LiveActivityDriver(emulator: first)
         let (deviceID, startToken) = try la.device()
         let channel = try la.channel()
@@ -119,7 +120,6 @@ struct LiveActivityPersistenceTests {
         let subscriberID = try #require(subscribed.json["activityId"]?.stringValue)
         let before = try la.activities(deviceID)
 
-        let ports = try first.samePorts()
         first.crash()
         let second = try EmulatorProcess(["--state-dir", state.path] + ports)
         la = LiveActivityDriver(emulator: second)
@@ -210,7 +210,8 @@ struct LiveActivityPersistenceTests {
     @Test func everyStartAnswered200ThroughAFailingStoreSurvivesKill9() throws {
         let state = try StateDirectory()
         let flags = ["--state-dir", state.path]
-        let first = try EmulatorProcess(flags)
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(flags + ports)
         let la = LiveActivityDriver(emulator: first)
         let (deviceID, startToken) = try la.device()
         let pid = String(first.process.processIdentifier)
@@ -258,7 +259,6 @@ struct LiveActivityPersistenceTests {
         #expect(try start(n, try first.connect()) == 200)
         acknowledged.append(n)
 
-        let ports = try first.samePorts()
         first.crash()
         let second = try EmulatorProcess(flags + ports)
         let kept = Set(try LiveActivityDriver(emulator: second).activities(deviceID).compactMap { $0["attributes"]?["n"]?.intValue })

@@ -19,12 +19,19 @@ final class StateDirectory {
 }
 
 extension EmulatorProcess {
-    /// The flags that bind a new emulator to this one's ports (a restart in place).
-    func samePorts() throws -> [String] {
-        [
-            "--sandbox-listen", try address("sandbox").description, "--production-listen", try address("production").description,
-            "--admin-listen", try address("admin").description, "--device-listen", try address("device").description,
-        ]
+    /// Listen flags for an emulator that a test kills and starts again in place: ports outside
+    /// the kernel's ephemeral range (`freePortOutsideEphemeralRange`), so that no other suite's
+    /// `127.0.0.1:0` takes one between the kill and the restart. Pass the same flags to both.
+    static func restartablePorts() throws -> [String] {
+        var flags: [String] = []
+        var taken: Set<Int> = []
+        for flag in ["--sandbox-listen", "--production-listen", "--admin-listen", "--device-listen"] {
+            var port = try freePortOutsideEphemeralRange()
+            while taken.contains(port) { port = try freePortOutsideEphemeralRange() }
+            taken.insert(port)
+            flags += [flag, "127.0.0.1:\(port)"]
+        }
+        return flags
     }
 
     /// kill -9: no shutdown, no flush.
@@ -100,7 +107,8 @@ func pushUntilCut(
 struct StateDirTests {
     @Test func devicesTokensStoredNotificationsKeysAndTheJournalSurviveKill9() throws {
         let state = try StateDirectory()
-        let first = try EmulatorProcess(["--state-dir", state.path])
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(["--state-dir", state.path] + ports)
 
         // A device process that stays connected through the crash, with a delivered push.
         let steady = try DeviceProcess(first, deviceID: "steady-phone")
@@ -136,7 +144,6 @@ struct StateDirTests {
         #expect(try first.admin("POST", "/api/v1/apps", body: ["teamId": "RUNTEAM001", "bundleId": "com.example.runtime"]).status == 201)
         let (_, runtimeToken) = try first.createDevice(bundleID: "com.example.runtime")
 
-        let ports = try first.samePorts()
         first.crash()
         let second = try EmulatorProcess(["--state-dir", state.path] + ports)
 
@@ -174,11 +181,11 @@ struct StateDirTests {
 
     @Test func aResetAlsoResetsTheStateDirectory() throws {
         let state = try StateDirectory()
-        let first = try EmulatorProcess(["--state-dir", state.path])
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(["--state-dir", state.path] + ports)
         let (device, token) = try first.createDevice()
         #expect(APNsResult(try first.connect().send(try first.push(token).request)).status == 200)
         #expect(try first.admin("POST", "/api/v1/reset").status == 200)
-        let ports = try first.samePorts()
         first.crash()
         let second = try EmulatorProcess(["--state-dir", state.path] + ports)
         #expect(try second.admin("GET", "/api/v1/devices/\(device)").status == 404)
@@ -206,7 +213,8 @@ struct StateDirTests {
     func pushesAnswered200SurviveACrashUnderLoad(lag: Int) throws {
         let state = try StateDirectory()
         let flags = ["--state-dir", state.path, "--state-journal-lag", String(lag), "--max-records", "50000", "--quiet"]
-        let first = try EmulatorProcess(flags)
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(flags + ports)
         let (_, onlineToken) = try first.createDevice()
         let (offline, offlineToken) = try first.createDevice()
         #expect(try first.admin("PATCH", "/api/v1/devices/\(offline)", body: ["online": false]).status == 200)
@@ -229,7 +237,6 @@ struct StateDirTests {
         }
         // Crash once every worker runs and a good part has been answered, pushes in flight.
         #expect(try eventually(60) { started.count == 4 && answered.count >= 6000 })
-        let ports = try first.samePorts()
         first.crash()
         #expect(try eventually(30) { finished.count == 4 })
 

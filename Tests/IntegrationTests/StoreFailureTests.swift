@@ -105,7 +105,8 @@ struct StoreFailureTests {
             return
         }
         let flags = ["--state-dir", disk.stateDirectory, "--max-records", "100000", "--quiet"]
-        let first = try EmulatorProcess(flags)
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(flags + ports)
         let (_, token) = try first.createDevice()
         let push = try first.push(token, payload: #"{"aps":{"alert":"filling the disk"},"pad":"\#(String(repeating: "x", count: 600))"}"#)
 
@@ -126,7 +127,6 @@ struct StoreFailureTests {
         #expect(after.unavailable == 0 && after.accepted.count >= 50)
         let (device, _) = try first.createDevice()
 
-        let ports = try first.samePorts()
         first.crash()
         let second = try EmulatorProcess(flags + ports)
         let kept = Set(try second.notifications(token: token, limit: 100_000).compactMap { $0["apnsId"]?.stringValue })
@@ -144,7 +144,8 @@ struct StoreFailureTests {
     func filesThatCannotGrowAreAFailingStoreToo(policy: String) throws {
         let state = try StateDirectory()
         let flags = ["--state-dir", state.path, "--state-failure", policy, "--max-records", "100000"]
-        let first = try EmulatorProcess(flags)
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(flags + ports)
         let (_, token) = try first.createDevice()
         let push = try first.push(token)
         let pid = String(first.process.processIdentifier)
@@ -174,7 +175,6 @@ struct StoreFailureTests {
         let after = pushThroughFailures(first, push, seconds: 30) { $0.accepted.count >= 20 }
         #expect(after.unavailable == 0 && after.accepted.count >= 20)
 
-        let ports = try first.samePorts()
         first.crash()
         let second = try EmulatorProcess(flags + ports)
         let kept = Set(try second.notifications(token: token, limit: 100_000).compactMap { $0["apnsId"]?.stringValue })

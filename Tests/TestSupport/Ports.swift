@@ -23,3 +23,33 @@ public func freePort() throws -> Int {
     guard bound else { throw NoFreePort(description: "bind 127.0.0.1:0: \(String(cString: strerror(errno)))") }
     return Int(UInt16(bigEndian: address.sin_port))
 }
+
+/// A free loopback port below the kernel's ephemeral range (`ip_local_port_range`), for a
+/// server a test kills and starts again on the same port: every `127.0.0.1:0` bind of the
+/// suites running beside it draws from the ephemeral range, and one of them took a port in
+/// the moment between a kill and the restart (the restart then failed with "address in use").
+/// Chosen at random and checked free; falls back to `freePort()` when the range starts too low.
+public func freePortOutsideEphemeralRange() throws -> Int {
+    let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+    let ephemeralLow = range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32_768
+    let low = 10_000
+    guard ephemeralLow - low >= 1_000 else { return try freePort() }
+    for _ in 0..<200 {
+        let port = Int.random(in: low..<ephemeralLow)
+        if isFree(port) { return port }
+    }
+    return try freePort()
+}
+
+private func isFree(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+}
