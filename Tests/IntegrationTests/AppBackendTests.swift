@@ -270,7 +270,9 @@ struct AppBackendTests {
     }
 
     @Test(.requires(.python3, .curl)) func callsWaitForABackendThatIsDownAndArriveInOrder() throws {
-        let port = try freePort()
+        // The backend starts on this port later: below the ephemeral range, so that no other
+        // suite's listener takes it meanwhile.
+        let port = try freePortOutsideEphemeralRange()
         let emulator = try EmulatorProcess(inProcess: true)
         try setUp(emulator, try ExampleBackend.hooks(base: "http://127.0.0.1:\(port)", maxAttempts: 20))
         let device = try DeviceProcess(emulator, deviceID: "phone")

@@ -41,10 +41,12 @@ public final class RedisServerProcess: @unchecked Sendable {
             FileManager.default.temporaryDirectory
             .appendingPathComponent("redis-test-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        // A port found free can be taken before redis-server binds it: then try another.
+        // A port found free can be taken before redis-server binds it: then try another. Below
+        // the ephemeral range, so that `restart()` finds it still free (see
+        // `freePortOutsideEphemeralRange`).
         var failures: [String] = []
         for _ in 0..<5 {
-            let port = try freePort()
+            let port = try freePortOutsideEphemeralRange()
             do {
                 pid = try Self.launch(
                     executable, port: port, password: password, persistent: persistent, directory: directory, extra: extraArguments)
