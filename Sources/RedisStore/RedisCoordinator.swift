@@ -567,7 +567,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             let reply = try redis.command("XRANGE", store.key("log"), .text("(" + s.lastID), "+", "COUNT", "1000")
             let entries = reply.elements ?? []
             if entries.isEmpty { s.needsReload = true; break }
-            try apply(entries, &s, rows: try rowsKeptInState(entries, on: redis))
+            try apply(entries, &s, rows: try rowsKeptApart(entries, on: redis))
         }
         if s.needsReload { try reload(&s, redis) }
     }
@@ -575,12 +575,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// Applies log entries (XRANGE / XREAD shape) newer than this copy, in order.
     /// The rows of the entries (by version) that keep them in `rb:<version>` rather than in
     /// the log, fetched in one round trip. This instance's own are not needed.
-    func rowsKeptInState(_ entries: [RedisReply], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
-        let wanted = entries.map(Self.fields(ofEntry:)).filter { $0.writer != instance && $0.rows == nil && $0.inState != nil }
+    func rowsKeptApart(_ entries: [RedisReply], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
+        let wanted = entries.map(Self.fields(ofEntry:)).filter { $0.writer != instance && $0.rows == nil && $0.keptRows != nil }
         guard !wanted.isEmpty else { return [:] }
         let replies = try redis.pipeline(
             wanted.map {
-                $0.inState == .key
+                $0.keptRows == .key
                     ? ["GET", store.key("rb:\($0.version)")] : ["HGET", store.key("state"), .text("rb:\($0.version)")]
             })
         var rows: [UInt64: [UInt8]] = [:]
@@ -598,11 +598,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// A log entry's fields: `v` version, `i` the instance that wrote it, and its rows either
     /// in `r` or (`b`) in `rb:<version>`.
-    static func fields(ofEntry entry: RedisReply) -> (version: UInt64, writer: Int, rows: [UInt8]?, inState: KeptRows?, members: [Int]?) {
+    static func fields(ofEntry entry: RedisReply) -> (version: UInt64, writer: Int, rows: [UInt8]?, keptRows: KeptRows?, members: [Int]?) {
         var version: UInt64 = 0
         var writer = 0
         var rows: [UInt8]?
-        var inState: KeptRows?
+        var keptRows: KeptRows?
         var members: [Int]?
         let fields = entry.elements?.last?.elements ?? []
         var i = 0
@@ -611,13 +611,13 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             case "v": version = fields[i + 1].text.flatMap { UInt64($0) } ?? 0
             case "i": writer = fields[i + 1].text.flatMap { Int($0) } ?? 0
             case "r": rows = fields[i + 1].bytes
-            case "b": inState = fields[i + 1].text == "k" ? .key : .field
+            case "b": keptRows = fields[i + 1].text == "k" ? .key : .field
             case "m": members = RedisStateStore.members(parsing: fields[i + 1].text)
             default: break
             }
             i += 2
         }
-        return (version, writer, rows, inState, members)
+        return (version, writer, rows, keptRows, members)
     }
 
     /// A log entry read and its rows decoded, ready to apply: decoding needs no lock, so the
@@ -639,13 +639,13 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             guard let parts = entry.elements, parts.count == 2, let id = parts[0].text, parts[1].elements != nil else {
                 throw RedisError(.protocolError, "unexpected log entry")
             }
-            let (version, writer, inline, inState, members) = Self.fields(ofEntry: entry)
+            let (version, writer, inline, keptRows, members) = Self.fields(ofEntry: entry)
             guard writer != instance else {
                 prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: [], problem: nil))
                 continue
             }
-            // Rows kept in the state that are gone (evicted) mean this copy is too far behind.
-            guard let rows = inline ?? (inState != nil ? kept[version] : nil) else {
+            // Rows kept apart from the log that are gone (evicted) mean this copy is too far behind.
+            guard let rows = inline ?? (keptRows != nil ? kept[version] : nil) else {
                 prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: nil, problem: nil))
                 continue
             }
@@ -862,7 +862,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 }
                 // Fetched and decoded before the lock, and applied a few entries at a time: the
                 // changes of this instance (pushes) need not wait for it.
-                let prepared = try prepare(entries, rows: try rowsKeptInState(entries, on: redis!))
+                let prepared = try prepare(entries, rows: try rowsKeptApart(entries, on: redis!))
                 var start = prepared.startIndex
                 while start < prepared.endIndex {
                     let end = min(start + 8, prepared.endIndex)

@@ -620,7 +620,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
           redis.call('SET', KEYS[13], m)
           extra = {'m', m}
         end
-        if ARGV[11] ~= '' then
+        if ahead then
           -- The rows once, in a key of their own; the log entry says where they are.
           redis.call('RENAME', KEYS[15], p .. 'rb:' .. v)
           redis.call('PERSIST', p .. 'rb:' .. v)
