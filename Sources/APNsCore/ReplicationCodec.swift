@@ -16,7 +16,8 @@ extension StateCodec {
     // MARK: Rows
 
     public static func encode(_ change: StateChange) -> [UInt8] {
-        var w = ByteWriter(capacity: 256)
+        // A journal record's row is mostly its record: sized for it, the row grows no more.
+        var w = ByteWriter(capacity: change.recordSequence == nil ? 256 : 64 + change.approximateRecordBytes)
         w.u8(changeFormat)
         write(change, to: &w)
         return w.bytes

@@ -141,6 +141,23 @@ struct StateWriterTests {
         if case .reset = last[0] {} else { Issue.record("a reset comes first: \(last)") }
     }
 
+    @Test func aRunOfNewRecordsComesBackAsItIsAndRepeatsAreStillCoalesced() {
+        // What a run of pushes makes: each row for a record of its own, in order.
+        let run = (1...5).map { record(UInt64($0)) }
+        #expect(PendingChanges.coalesced(run).map(\.recordSequence) == [1, 2, 3, 4, 5])
+        // The same record again: one row, its newer one, where the first stood.
+        let again = PendingChanges.coalesced(run + [record(3, payload: 99)])
+        #expect(again.map(\.recordSequence) == [1, 2, 3, 4, 5])
+        if case .recordSaved(let r) = again[2] { #expect(r.payload.count == 99) } else { Issue.record("\(again[2])") }
+        // Out of order: nothing repeats, so nothing moves.
+        #expect(PendingChanges.coalesced([record(4), record(2), record(9)]).map(\.recordSequence) == [4, 2, 9])
+        // Other rows are coalesced as before: a token saved twice once, evictions last.
+        let mixed = PendingChanges.coalesced([record(1), .recordsEvicted(before: 1), token("a"), record(2), token("a", state: .expired)])
+        #expect(mixed.count == 4)
+        if case .tokenSaved(let entry) = mixed[1] { #expect(entry.state == .expired) } else { Issue.record("\(mixed[1])") }
+        if case .recordsEvicted(let before) = mixed[3] { #expect(before == 1) } else { Issue.record("\(mixed[3])") }
+    }
+
     @Test func journalRecordsBeyondTheBoundAreDroppedAndCountedButStateChangesNever() throws {
         let store = GatedStore()
         let writer = StateWriter(
