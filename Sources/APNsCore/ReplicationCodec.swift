@@ -16,8 +16,14 @@ extension StateCodec {
     // MARK: Rows
 
     public static func encode(_ change: StateChange) -> [UInt8] {
-        // A journal record's row is mostly its record: sized for it, the row grows no more.
-        var w = ByteWriter(capacity: change.recordSequence == nil ? 256 : 64 + change.approximateRecordBytes)
+        if case .recordSaved(let record) = change {
+            // Most rows (one a push): sized for the record, so the row grows no more.
+            var w = ByteWriter(capacity: 64 + record.approximateBytes)
+            w.u8(changeFormat)
+            writeSaved(record, to: &w)
+            return w.bytes
+        }
+        var w = ByteWriter(capacity: 256)
         w.u8(changeFormat)
         write(change, to: &w)
         return w.bytes
@@ -137,8 +143,7 @@ extension StateCodec {
             w.u8(10)
             w.put(sequence)
         case .recordSaved(let record):
-            w.u8(11)
-            write(record, to: &w)
+            writeSaved(record, to: &w)
         case .recordRemoved(let sequence):
             w.u8(12)
             w.put(sequence)
@@ -400,6 +405,12 @@ extension StateCodec {
         w.blob(encoded)
         w.put(record.accountedBytes)
         w.put(record.headerListBytes)
+    }
+
+    /// The row of `StateChange.recordSaved`, after the format byte.
+    private static func writeSaved(_ record: NotificationRecord, to w: inout ByteWriter) {
+        w.u8(11)
+        write(record, to: &w)
     }
 
     private static func readRecord(from r: inout ByteReader, keepingEncoded: Bool = false) throws(StateStoreError) -> NotificationRecord {

@@ -181,13 +181,6 @@ public indirect enum StateChange: Sendable {
         if case .recordSaved(let record) = self { return record.sequence }
         return nil
     }
-
-    /// What a saved journal record encodes to, about (`NotificationRecord.approximateBytes`,
-    /// an estimate above it); 0 for any other change.
-    var approximateRecordBytes: Int {
-        if case .recordSaved(let record) = self { return record.approximateBytes }
-        return 0
-    }
 }
 
 public enum ChangeKey: Hashable, Sendable {

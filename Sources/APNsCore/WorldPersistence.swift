@@ -51,6 +51,8 @@ extension World {
     /// `ids` sorted, without sorting (an array made) when there is only one: a push changes
     /// one device.
     private static func forEachInOrder(_ ids: Set<String>, _ body: (String) -> Void) {
+        // Most changes touch none or one of a kind: then no array is made and nothing sorted.
+        if ids.isEmpty { return }
         if ids.count == 1, let only = ids.first { return body(only) }
         for id in ids.sorted() { body(id) }
     }
@@ -75,14 +77,14 @@ extension World {
             if let entry = registry.token(token) { out.append(.tokenSaved(entry)) }
         }
         let (keys, apps) = credentials.takeChangedIDs()
-        for id in keys.sorted() {
+        Self.forEachInOrder(keys) { id in
             if let key = credentials.keys[id] {
                 if let stored = StoredKey(key) { out.append(.keySaved(stored)) }
             } else {
                 out.append(.keyRemoved(keyID: id))
             }
         }
-        for bundle in apps.sorted() {
+        Self.forEachInOrder(apps) { bundle in
             if let owner = credentials.apps[bundle] {
                 out.append(.appSaved(bundleID: bundle, teamID: owner.teamID))
             } else {
@@ -90,7 +92,7 @@ extension World {
             }
         }
         if faults.takeChanged() { out.append(.faultsSaved(faults.snapshot)) }
-        for id in channels.takeChangedIDs().sorted() {
+        Self.forEachInOrder(channels.takeChangedIDs()) { id in
             if let channel = channels.channels[id] { out.append(.channelSaved(channel)) } else { out.append(.channelRemoved(id: id)) }
         }
         if !liveActivities.changedDevices.isEmpty || !widgetPushes.changedDevices.isEmpty {
