@@ -48,10 +48,9 @@ extension World {
 
     /// The changes since the last call, as rows. `recordSequences` are the journal records
     /// appended or updated meanwhile (from `records.takeChanges()`).
-    /// `ids` sorted, without sorting (an array made) when there is only one: a push changes
-    /// one device.
+    /// `ids` sorted, without sorting (an array made) when there are none or one: a push
+    /// changes one device, and no key, app or channel.
     private static func forEachInOrder(_ ids: Set<String>, _ body: (String) -> Void) {
-        // Most changes touch none or one of a kind: then no array is made and nothing sorted.
         if ids.isEmpty { return }
         if ids.count == 1, let only = ids.first { return body(only) }
         for id in ids.sorted() { body(id) }
