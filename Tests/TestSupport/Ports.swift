@@ -10,18 +10,10 @@ public struct NoFreePort: Error, CustomStringConvertible {
 /// A port the kernel just handed out for 127.0.0.1 and that nobody listens on now (another
 /// process can still take it before the test binds it: retry on "address in use").
 public func freePort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw NoFreePort(description: "socket: \(String(cString: strerror(errno)))") }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    guard let port = bindLoopback(port: 0) else {
+        throw NoFreePort(description: "bind 127.0.0.1:0: \(String(cString: strerror(errno)))")
     }
-    guard bound else { throw NoFreePort(description: "bind 127.0.0.1:0: \(String(cString: strerror(errno)))") }
-    return Int(UInt16(bigEndian: address.sin_port))
+    return port
 }
 
 /// A free loopback port below the kernel's ephemeral range (`ip_local_port_range`), for a
@@ -41,15 +33,21 @@ public func freePortOutsideEphemeralRange() throws -> Int {
     return try freePort()
 }
 
-private func isFree(_ port: Int) -> Bool {
+private func isFree(_ port: Int) -> Bool { bindLoopback(port: port) != nil }
+
+/// Binds a new socket to 127.0.0.1:`port` (0: any the kernel picks) and closes it again: the
+/// port it got, or nil when the bind failed (`errno` says why).
+private func bindLoopback(port: Int) -> Int? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return false }
+    guard fd >= 0 else { return nil }
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = UInt16(port).bigEndian
     address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-    return withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
     }
+    return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
 }
