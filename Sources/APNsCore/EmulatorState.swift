@@ -81,6 +81,8 @@ public final class EmulatorState: Sendable {
     @inline(__always) public var coordinator: (any WorldCoordinator)? { coordinatorSlot.value }
 
     public func setChangeTracking(_ on: Bool) { changeTracking.store(on, ordering: .relaxed) }
+    /// Someone listens to the journal's changes (event streams, long polls).
+    public var tracksChanges: Bool { changeTracking.load(ordering: .relaxed) }
 
     /// Time spent waiting for and inside the world's lock by changes (`withWorld` and its
     /// kin; reads are not counted), for `/metrics`: the time held per request bounds what more
@@ -247,6 +249,7 @@ public final class EmulatorState: Sendable {
     /// every read of them, and outside the lock (50,000 of them take a third of a second, which
     /// pushes must not wait for); what arrives meanwhile is decoded as it is read.
     public func readJournal<T>(_ body: (borrowing World) throws -> T) rethrows -> T {
+        coordinator?.catchUpJournal()
         // Bounded: under a flood from the others, what keeps arriving is decoded as it is read.
         var slices = 0
         while slices < 50, decodeKeptRecords(slice: 2_000) { slices += 1 }
@@ -419,6 +422,13 @@ public protocol WorldCoordinator: AnyObject, Sendable {
     /// waited for: what promises them waits for the coordinator's commit tickets.
     func beginCommittingLater()
     func endCommittingLater()
+    /// Brings what other instances added to the journal into this copy, if it was left for
+    /// later (`--redis-follow lazy`): before a read of the journal.
+    func catchUpJournal()
+}
+
+extension WorldCoordinator {
+    public func catchUpJournal() {}
 }
 
 /// A world a reset replaced. Freeing one with 1,000,000 devices takes seconds, which nobody

@@ -75,6 +75,8 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
             }
             return
         }
+        // A read sees what other instances journaled (`--redis-follow lazy` leaves it for now).
+        if !servesFromReserve(request.path) { state.coordinator?.catchUpJournal() }
         let (response, ran) = answer(request, http)
         deliver(response, to: request, changed: ran, http)
     }

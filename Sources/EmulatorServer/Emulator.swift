@@ -132,7 +132,8 @@ public final class Emulator: Sendable {
         if let redis = configuration.state.redis {
             let coordinator = RedisCoordinator(
                 store: RedisStateStore(url: redis.url, prefix: redis.prefix), state: state,
-                configured: world, clock: clock, loadKey: StateDirectory.loadKey, logger: logger)
+                configured: world, clock: clock, loadKey: StateDirectory.loadKey, logger: logger,
+                followsJournalLazily: redis.follow == .lazy)
             state.attach(coordinator: coordinator)
             shared = coordinator
         } else {

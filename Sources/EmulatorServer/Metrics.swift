@@ -148,6 +148,10 @@ extension Emulator {
             "--redis: hand-offs this instance owned that it could not route: their journal record fell off the end first and could not be kept.",
             Double(counters.handOffsLost))
         p.single(
+            "apns_emulator_shared_writes_unread", "gauge",
+            "--redis-follow lazy: writes of other instances that only added to the journal, not read into this instance's copy yet (an admin API read or a change under the lease reads them).",
+            Double(shared?.unreadJournalWrites ?? 0))
+        p.single(
             "apns_emulator_pushes_waiting_for_the_lease_total", "counter",
             "--redis: pushes judged on a thread that waited for this instance's turn to change the shared state, not on their event loop.",
             Double(providers.deferredPushes.load(ordering: .relaxed)))

@@ -1,9 +1,11 @@
 // RedisStore: `--redis`, the state in Redis shared by several instances: the change log and
 // its pipelined writer, following the others, keeping and restoring the shared state, the
 // relay of device frames. The turns changes are made in are in RedisTurns.swift, who owns
-// which device and the hand-offs in RedisMembership.swift.
+// which device and the hand-offs in RedisMembership.swift, the others' writes left unread in
+// RedisUnreadJournal.swift.
 // Imports APNsCore, Redis, Locking, Lifecycle (it is a service, given a logger),
-// MonotonicClock, StatePersistence (the commit tickets answers wait for) and Foundation.
+// MonotonicClock, StatePersistence (the commit tickets answers wait for), Synchronization and
+// Foundation.
 
 public import APNsCore
 import Foundation
@@ -12,6 +14,7 @@ public import Locking
 import MonotonicClock
 import Redis
 public import StatePersistence
+import Synchronization
 
 /// Several emulator instances as one APNs (`--redis`): each keeps a whole copy of the world,
 /// and every change goes through Redis's log.
@@ -123,7 +126,15 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var epoch = ""
         /// Set while the shared state is lost and being restored (`recoverLostState`).
         var recovery: Recovery?
+        /// The others' journal-only writes applied to this copy's version but not read yet
+        /// (RedisUnreadJournal.swift).
+        var unread = UnreadJournal()
     }
+    /// `Shared.unread`'s count, readable without the lock (a journal read checks it).
+    let unreadWrites = Atomic<Int>(0)
+    /// Leaves the others' journal-only writes unread until something reads the journal
+    /// (`--redis-follow`); else reads every write as it comes.
+    let followsJournalLazily: Bool
 
     /// What event loops ask about commits, behind a lock of its own: `shared` is held across
     /// Redis round trips (the lease, a catch-up, a reload), and an event loop holding an answer
@@ -175,8 +186,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     public init(
         store: RedisStateStore, state: EmulatorState, configured: World, clock: any EmulatorClock,
-        loadKey: @escaping @Sendable (StoredKey) throws(StateStoreError) -> ProviderKey, logger: Logger = .silent
+        loadKey: @escaping @Sendable (StoredKey) throws(StateStoreError) -> ProviderKey, logger: Logger = .silent,
+        followsJournalLazily: Bool = true
     ) {
+        self.followsJournalLazily = followsJournalLazily
         self.store = store
         self.state = state
         self.configured = configured
@@ -563,6 +576,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// Applies the log from where this copy is up to `version` (under the lease: nothing newer
     /// can appear meanwhile). A gap (the log was trimmed past this copy) means a reload.
     func catchUp(_ s: inout Shared, _ redis: RedisConnection, to version: UInt64) throws(RedisError) {
+        // What was left unread comes before the entries that follow it.
+        try readUnread(&s, redis)
         while s.version < version && !s.needsReload {
             let reply = try redis.command("XRANGE", store.key("log"), .text("(" + s.lastID), "+", "COUNT", "1000")
             let entries = reply.elements ?? []
@@ -575,8 +590,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// Applies log entries (XRANGE / XREAD shape) newer than this copy, in order.
     /// The rows of the entries (by version) that keep them in `rb:<version>` rather than in
     /// the log, fetched in one round trip. This instance's own are not needed.
-    func rowsKeptApart(_ entries: [RedisReply], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
-        let wanted = entries.map(Self.fields(ofEntry:)).filter { $0.writer != instance && $0.rows == nil && $0.keptRows != nil }
+    func rowsKeptApart(_ entries: [RedisReply], leaving unread: [Bool] = [], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
+        let wanted = entries.map(Self.fields(ofEntry:)).enumerated()
+            .filter { $0.element.writer != instance && $0.element.rows == nil && $0.element.keptRows != nil && !(unread.indices.contains($0.offset) && unread[$0.offset]) }
+            .map(\.element)
         guard !wanted.isEmpty else { return [:] }
         let replies = try redis.pipeline(
             wanted.map {
@@ -589,7 +606,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     }
 
     /// Where a log entry's rows are, when not in the entry itself (`b`).
-    enum KeptRows: Equatable {
+    enum KeptRows: Equatable, Sendable {
         /// `rb:<version>`, a key of its own (`k`).
         case key
         /// The state's `rb:<version>` field (`1`, written by earlier versions).
@@ -597,13 +614,16 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     }
 
     /// A log entry's fields: `v` version, `i` the instance that wrote it, and its rows either
-    /// in `r` or (`b`) in `rb:<version>`.
-    static func fields(ofEntry entry: RedisReply) -> (version: UInt64, writer: Int, rows: [UInt8]?, keptRows: KeptRows?, members: [Int]?) {
+    /// in `r` or (`b`) in `rb:<version>`; `j` when they only add to the journal.
+    static func fields(ofEntry entry: RedisReply) -> (
+        version: UInt64, writer: Int, rows: [UInt8]?, keptRows: KeptRows?, members: [Int]?, journal: JournalOnlyWrite?
+    ) {
         var version: UInt64 = 0
         var writer = 0
         var rows: [UInt8]?
         var keptRows: KeptRows?
         var members: [Int]?
+        var journal: JournalOnlyWrite?
         let fields = entry.elements?.last?.elements ?? []
         var i = 0
         while i + 1 < fields.count {
@@ -613,11 +633,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             case "r": rows = fields[i + 1].bytes
             case "b": keptRows = fields[i + 1].text == "k" ? .key : .field
             case "m": members = RedisStateStore.members(parsing: fields[i + 1].text)
+            case "j": journal = fields[i + 1].text.flatMap(JournalOnlyWrite.init)
             default: break
             }
             i += 2
         }
-        return (version, writer, rows, keptRows, members)
+        return (version, writer, rows, keptRows, members, journal)
     }
 
     /// A log entry read and its rows decoded, ready to apply: decoding needs no lock, so the
@@ -630,18 +651,30 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         /// nil: the rows are gone (evicted) or could not be read: this copy must reload.
         let changes: [ReplicatedRow]?
         let problem: String?
+        /// Left unread (`unreadable`): where its rows are, and its highest record sequence.
+        var unread: UnreadJournal.Noted? = nil
     }
 
-    func prepare(_ entries: [RedisReply], rows kept: [UInt64: [UInt8]]) throws(RedisError) -> [PreparedEntry] {
+    func prepare(_ entries: [RedisReply], rows kept: [UInt64: [UInt8]], leaving unread: [Bool] = []) throws(RedisError) -> [PreparedEntry] {
         var prepared: [PreparedEntry] = []
         prepared.reserveCapacity(entries.count)
         for entry in entries {
             guard let parts = entry.elements, parts.count == 2, let id = parts[0].text, parts[1].elements != nil else {
                 throw RedisError(.protocolError, "unexpected log entry")
             }
-            let (version, writer, inline, keptRows, members) = Self.fields(ofEntry: entry)
+            let (version, writer, inline, keptRows, members, journal) = Self.fields(ofEntry: entry)
             guard writer != instance else {
                 prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: [], problem: nil))
+                continue
+            }
+            if unread.indices.contains(prepared.count), unread[prepared.count], let keptRows, let journal {
+                let batch = UnreadJournal.Batch(
+                    version: version, kept: keptRows, records: journal.records, handsOff: !journal.handOffDevices.isEmpty,
+                    notedMs: Monotonic.nowMilliseconds())
+                prepared.append(
+                    PreparedEntry(
+                        id: id, version: version, writer: writer, members: members, changes: [], problem: nil,
+                        unread: UnreadJournal.Noted(batch: batch, topSequence: journal.topSequence, handOffDevices: journal.handOffDevices)))
                 continue
             }
             // Rows kept apart from the log that are gone (evicted) mean this copy is too far behind.
@@ -664,6 +697,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     }
 
     func apply(_ entries: ArraySlice<PreparedEntry>, _ s: inout Shared) {
+        var unread: [UnreadJournal.Noted] = []
+        defer { noteUnread(unread, &s) }
         for entry in entries {
             let (id, version, writer, members) = (entry.id, entry.version, entry.writer, entry.members)
             if version <= s.version { continue }
@@ -673,6 +708,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 s.version = version
                 s.lastID = id
                 if let members { setOwnership(&s, members) }
+                continue
+            }
+            if let left = entry.unread, version == s.version + 1 {
+                unread.append(left)
+                s.version = version
+                s.lastID = id
                 continue
             }
             guard version == s.version + 1, let changes = entry.changes else {
@@ -687,26 +728,36 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 s.needsReload = true
                 return
             }
-            do {
-                let now = clock.nowMilliseconds()
-                let (applied, handOffs) = try state.applyShared {
-                    (world: inout World) throws(StateStoreError) -> (ReplicationApplied, [String]) in
-                    let applied = try world.applyReplicated(rows: changes, nowMs: now, configured: configured, loadKey: loadKey)
-                    guard !applied.handedOffDeviceIDs.isEmpty else { return (applied, []) }
-                    // After a reset the list names every device with a hand-off: route those this
-                    // instance owns.
-                    return (applied, applied.handedOffDeviceIDs.filter { world.ownership != nil && world.owns($0) })
-                }
-                tickets.withLock { $0.announcements.append((applied.recordSequences, applied.reset)) }
-                if !handOffs.isEmpty { queueHandOffs(handOffs) }
-            } catch {
-                logger.warning("cannot apply shared change \(version): \(error); reloading the shared state")
+            guard applyRows(changes, version: version) else {
                 s.needsReload = true
                 return
             }
             s.version = version
             s.lastID = id
             if let members { setOwnership(&s, members) }
+        }
+    }
+
+    /// Applies another instance's rows to this copy (under this coordinator's lock), routes the
+    /// hand-offs they give this instance and notes what to announce; false when they cannot be
+    /// applied (this copy must reload).
+    func applyRows(_ changes: [ReplicatedRow], version: UInt64) -> Bool {
+        do {
+            let now = clock.nowMilliseconds()
+            let (applied, handOffs) = try state.applyShared {
+                (world: inout World) throws(StateStoreError) -> (ReplicationApplied, [String]) in
+                let applied = try world.applyReplicated(rows: changes, nowMs: now, configured: configured, loadKey: loadKey)
+                guard !applied.handedOffDeviceIDs.isEmpty else { return (applied, []) }
+                // After a reset the list names every device with a hand-off: route those this
+                // instance owns.
+                return (applied, applied.handedOffDeviceIDs.filter { world.ownership != nil && world.owns($0) })
+            }
+            tickets.withLock { $0.announcements.append((applied.recordSequences, applied.reset)) }
+            if !handOffs.isEmpty { queueHandOffs(handOffs) }
+            return true
+        } catch {
+            logger.warning("cannot apply shared change \(version): \(error); reloading the shared state")
+            return false
         }
     }
 
@@ -735,6 +786,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         s.version = version
         s.lastID = lastID
         s.needsReload = false
+        // The load had everything, the writes left unread included.
+        s.unread.removeAll()
+        unreadWrites.store(0, ordering: .relaxed)
         tickets.withLock { $0.announcements.append(([], true)) }
         setOwnership(&s, try store.members(on: redis))
     }
@@ -860,9 +914,23 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     usleep(2_000)
                     continue
                 }
+                // The others' writes that only add to the journal may stay unread for now; one
+                // that must be read comes after what was left unread before it.
+                let fields = entries.map(Self.fields(ofEntry:))
+                let leaving = unreadable(fields.map { ($0.version, $0.writer, $0.journal) })
+                if unreadWrites.load(ordering: .relaxed) > 0, zip(fields, leaving).contains(where: { $0.0.writer != instance && !$0.1 }) {
+                    shared.withLock { (s: inout Shared) in
+                        guard !s.needsReload, let main = s.redis else { return }
+                        do { try readUnread(&s, main) } catch {
+                            // Applying what follows before it would break the log's order.
+                            failed(&s, error)
+                            s.needsReload = true
+                        }
+                    }
+                }
                 // Fetched and decoded before the lock, and applied a few entries at a time: the
                 // changes of this instance (pushes) need not wait for it.
-                let prepared = try prepare(entries, rows: try rowsKeptApart(entries, on: redis!))
+                let prepared = try prepare(entries, rows: try rowsKeptApart(entries, leaving: leaving, on: redis!), leaving: leaving)
                 var start = prepared.startIndex
                 while start < prepared.endIndex {
                     let end = min(start + 8, prepared.endIndex)

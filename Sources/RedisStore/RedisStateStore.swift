@@ -29,8 +29,9 @@ import Synchronization
 ///                expired notifications; `waiting` is the set of their sequence numbers;
 /// - `version`    how many changes were ever written; `log` a stream with one entry per
 ///                write (`v` version, `i` instance, `r` the rows, or `b` when they are in
-///                `rb:<version>` already: `k` the key, `1` a `state` field of earlier versions),
-///                trimmed to about
+///                `rb:<version>` already: `k` the key, `1` a `state` field of earlier versions;
+///                `j` when the rows only add to the journal: what a follower needs to leave
+///                them unread, `Writes.journalOnlyField`), trimmed to about
 ///                `logLength` entries — an instance that falls further behind reloads;
 /// - `maxseq`     the highest journal sequence number ever used (numbers never repeat);
 /// - `lease`, `want`  whose turn it is to change the state (see `RedisCoordinator`);
@@ -420,6 +421,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         ]
         writes.append(to: &arguments)
         arguments.append(.text(members.map { $0.map(String.init).joined(separator: ",") } ?? "-"))
+        arguments.append(.text(members == nil ? writes.journalOnlyField ?? "" : ""))
         let reply = try Self.appendScript.run(
             on: redis,
             keys: [
@@ -449,8 +451,42 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         var done: [RedisArgument] = []
         var evictedBefore: UInt64?
         var maxSequence: UInt64 = 0
+        /// Every row so far is the journal's (records saved, delivery parts that do not hand a
+        /// record off again, evictions): an instance that owns none of `handOffDevices` may
+        /// leave such a write unread until something reads its journal (the log entry's `j`).
+        var journalOnly = true
+        /// The devices whose records in the batch await their owner (hand-offs), at most
+        /// `maxHandOffDevices`; more make the batch one every instance reads.
+        var handOffDevices: [String] = []
+        static let maxHandOffDevices = 32
+        /// Journal records the batch saves.
+        var recordCount = 0
+
+        /// The log entry's `j`: the batch's highest record sequence and its record count
+        /// (`<top>/<count>`), then `:` and the hand-offs' devices (`,` between; device ids have
+        /// neither character). Nil when every instance must read the batch as it comes.
+        var journalOnlyField: String? {
+            guard journalOnly, let top = batchMaxRecordSequence else { return nil }
+            let head = "\(top)/\(recordCount)"
+            return handOffDevices.isEmpty ? head : "\(head):\(handOffDevices.joined(separator: ","))"
+        }
 
         mutating func add(_ change: StateChange, encoded: [UInt8]) {
+            switch change {
+            case .recordSaved(let record):
+                recordCount += 1
+                if record.delivery.awaitingOwner {
+                    if let device = record.deviceID, handOffDevices.count < Self.maxHandOffDevices {
+                        if !handOffDevices.contains(device) { handOffDevices.append(device) }
+                    } else {
+                        journalOnly = false
+                    }
+                }
+            case .recordDelivered(_, let part):
+                if part.awaitingOwner { journalOnly = false }
+            case .recordsEvicted: break
+            default: journalOnly = false
+            }
             switch change {
             case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .budgetSaved, .channelSaved, .liveActivitiesSaved:
                 hashSets += [.text(change.key!.storageField), .bytes(encoded)]
@@ -549,7 +585,8 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// `rb:<version>`), 12 evict records before ('' none), 13–18 the lengths of the lists that
     /// follow: hash field/value pairs to set, hash fields to delete, record sequences added
     /// (fields of their own), removed, waiting notifications (sequence, row, expiry or 0),
-    /// notifications done; then the lists; last the new members ('-' unchanged).
+    /// notifications done; then the lists; then the new members ('-' unchanged); last the log
+    /// entry's `j` ('' none: `Writes.journalOnlyField`).
     ///
     /// `batches` scores each `rb:` name by its highest record sequence, so eviction drops a
     /// batch once all its records are older than the bound; `evicted` is that bound, below
@@ -614,11 +651,15 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
           redis.call('DEL', KEYS[7])
         end
         local id
-        local m = ARGV[#ARGV]
+        local m = ARGV[#ARGV - 1]
         local extra = {}
         if m ~= '-' then
           redis.call('SET', KEYS[13], m)
           extra = {'m', m}
+        end
+        if ARGV[#ARGV] ~= '' then
+          extra[#extra + 1] = 'j'
+          extra[#extra + 1] = ARGV[#ARGV]
         end
         if ahead then
           -- The rows once, in a key of their own; the log entry says where they are.

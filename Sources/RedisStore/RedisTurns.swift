@@ -81,6 +81,8 @@ extension RedisCoordinator {
                 s.holding = true
                 s.leaseUntilMs = asked + Int64(Self.leaseMilliseconds)
                 if !wasHolding || renewed == 0 || UInt64(version) != s.version { try catchUp(&s, redis, to: UInt64(version)) }
+                // A change under the lease sees everything: the others' writes left unread too.
+                try readUnread(&s, redis)
                 return
             }
             s.holding = false

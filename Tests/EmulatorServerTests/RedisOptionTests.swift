@@ -25,6 +25,14 @@ struct RedisOptionTests {
         #expect(try resolve(["--redis", "redis://127.0.0.1", "--redis-prefix", "team-a:"]).state.redis?.prefix == "team-a:")
     }
 
+    @Test func theOthersJournalIsFollowedLazilyUnlessAskedToReadEveryWrite() throws {
+        #expect(try resolve(["--redis", "redis://127.0.0.1"]).state.redis?.follow == .lazy)
+        #expect(try resolve(["--redis", "redis://127.0.0.1", "--redis-follow", "eager"]).state.redis?.follow == .eager)
+        #expect(try resolve(["--redis", "redis://127.0.0.1"], ["APNS_EMULATOR_REDIS_FOLLOW": "eager"]).state.redis?.follow == .eager)
+        let bad = message(["--redis", "redis://127.0.0.1", "--redis-follow", "sometimes"])
+        #expect(bad.contains("--redis-follow") && bad.contains("lazy"), "\(bad)")
+    }
+
     @Test func badValuesAreClearErrors() {
         let bad = message(["--redis", "http://127.0.0.1:6379"])
         #expect(bad.contains("--redis") && bad.contains("redis://"), "\(bad)")

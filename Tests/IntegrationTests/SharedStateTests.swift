@@ -617,9 +617,12 @@ struct SharedStateTests {
 
     /// An instance paused while the other takes more pushes than Redis keeps the rows of (about
     /// 20,000 records of each instance, with a journal of five) finds those rows gone when it
-    /// resumes: it says so, reloads the shared state, and serves again on the same state.
-    @Test func anInstanceFurtherBehindThanRedisKeepsReloadsAndSaysWhy() throws {
-        let cluster = try EmulatorCluster(count: 2, extra: ["--max-records", "5"])
+    /// resumes. Reading every write (`--redis-follow eager`) it says so, reloads the shared
+    /// state, and serves again on the same state. Leaving the others' journal-only writes
+    /// unread (`lazy`), it needs none of those rows: it goes on without a reload, and its
+    /// journal, once read, is the other's.
+    @Test(arguments: ["eager", "lazy"]) func anInstanceFurtherBehindThanRedisKeepsReloadsAndSaysWhy(follow: String) throws {
+        let cluster = try EmulatorCluster(count: 2, extra: ["--max-records", "5", "--redis-follow", follow])
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
         // A device the first instance owns: nothing is handed to the paused one.
         let token = try #require(try token(handedOff: false, through: e1, other: e2), "no device owned by the first instance among 40")
@@ -628,9 +631,13 @@ struct SharedStateTests {
         let load = pushThroughFailures(e1, try e1.push(token), window: 50, seconds: 120) { $0.accepted.count >= 22_000 }
         Glibc.kill(e2.process.processIdentifier, SIGCONT)
         #expect(load.accepted.count >= 22_000 && load.unavailable == 0 && load.other.isEmpty, "\(load.accepted.count) answered 200")
-        #expect(
-            try eventually(20) { e2.stderr.contains("fell further behind than Redis keeps the rows of changes") },
-            "the resumed instance says why it reloads")
+        if follow == "eager" {
+            #expect(
+                try eventually(20) { e2.stderr.contains("fell further behind than Redis keeps the rows of changes") },
+                "the resumed instance says why it reloads")
+        } else {
+            #expect(try eventually(20) { try e2.metric("apns_emulator_shared_writes_unread") > 0 }, "the writes it missed, left unread")
+        }
         #expect(try eventually(20) { try e2.admin("GET", "/readyz").status == 200 })
         func newest(_ emulator: EmulatorProcess) throws -> [String] {
             try emulator.notifications(token: token, limit: 5).compactMap { $0["apnsId"]?.stringValue }
@@ -638,6 +645,10 @@ struct SharedStateTests {
         #expect(try eventually(10) { try newest(e2) == newest(e1) && newest(e1).count == 5 }, "the same journal on both")
         #expect(Set(try newest(e1)).isSubset(of: Set(load.accepted)))
         #expect(APNsResult(try e2.connect().send(try e2.push(token).request)).status == 200, "and it serves again")
+        if follow == "lazy" {
+            #expect(try e2.metric("apns_emulator_shared_writes_unread") == 0, "read for the journal's read")
+            #expect(!e2.stderr.contains("fell further behind") && !e2.stderr.contains("reloading"), "no reload")
+        }
     }
 
     /// A full Redis (its maxmemory reached, `noeviction`: it refuses writes) is a failing store:

@@ -54,7 +54,7 @@ extension ServeConfiguration {
             DeliveryOptions.Flag.tooManyRequests, DeliveryOptions.Flag.storedSurvivor,
             LiveActivityPolicy.Flag.updateBudget, LiveActivityPolicy.Flag.frequentUpdateBudget, LiveActivityPolicy.Flag.widgetBudget,
             Flag.faults,
-            StateBackend.Flag.directory, StateBackend.Flag.redis, StateBackend.Flag.redisPrefix, StateBackend.Flag.journalLag,
+            StateBackend.Flag.directory, StateBackend.Flag.redis, StateBackend.Flag.redisPrefix, StateBackend.Flag.redisFollow, StateBackend.Flag.journalLag,
             StateBackend.Flag.failure,
             RecordLimits.Flag.maxBackendCalls, Flag.strictChecks, Flag.profile,
             LoadBehaviour.Flag.streamLimitDrop, LoadBehaviour.Flag.responseLatency, LoadBehaviour.Flag.responseJitter,

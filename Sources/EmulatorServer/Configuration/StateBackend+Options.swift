@@ -19,6 +19,10 @@ extension ServeConfiguration.StateBackend {
         static let redisPrefix = OptionSpec(
             "redis-prefix", "PREFIX", default: RedisStateStore.defaultPrefix,
             "with --redis: the prefix of every key this emulator uses (on a Redis Cluster, its hash tag: {PREFIX})")
+        static let redisFollow = OptionSpec(
+            "redis-follow", "lazy|eager", default: RedisFollow.lazy.rawValue,
+            "with --redis: lazy leaves the other instances' pushes (their journal records) unread until this instance's journal is read (admin API, web UI) or a change needs them, so instances do not slow each other down; eager reads every one as it comes"
+        )
         static let journalLag = OptionSpec(
             "state-journal-lag", "N", default: String(Directory.defaultJournalLag),
             "with --state-dir: journal records a 200 may be sent ahead of their commit (a kill -9 loses at most these, the newest; beyond, answers wait for the disk); 0 = every 200 waits for its record"
@@ -47,6 +51,7 @@ extension ServeConfiguration.StateBackend {
                 throw UsageError("--state-dir and --redis cannot be combined: with --redis the state lives in Redis")
             }
         }
+        let follow = try options.choice(Flag.redisFollow, RedisFollow.self)
         let prefix = options.string(Flag.redisPrefix)
         if let prefix, prefix.isEmpty || prefix.utf8.count > 200 {
             throw UsageError("\(options.origin(Flag.redisPrefix)): give 1 to 200 characters")
@@ -62,6 +67,7 @@ extension ServeConfiguration.StateBackend {
             self = .directory(directory)
         case .redis(var redis):
             redis.prefix = prefix ?? redis.prefix
+            redis.follow = follow ?? redis.follow
             self = .redis(redis)
         }
     }

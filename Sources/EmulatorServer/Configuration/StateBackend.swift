@@ -36,11 +36,21 @@ extension ServeConfiguration {
             public var url: RedisURL
             /// Every key's prefix (several emulators in one Redis database).
             public var prefix: String
+            /// How the others' journal records are followed (`--redis-follow`).
+            public var follow: RedisFollow
 
-            public init(url: RedisURL, prefix: String = RedisStateStore.defaultPrefix) {
+            public init(url: RedisURL, prefix: String = RedisStateStore.defaultPrefix, follow: RedisFollow = .lazy) {
                 self.url = url
                 self.prefix = prefix
+                self.follow = follow
             }
+        }
+
+        /// `--redis-follow`: `lazy` reads the other instances' journal-only writes when this
+        /// instance's journal is read (its admin API, a change under the lease) rather than as
+        /// they come; `eager` reads every write as it comes.
+        public enum RedisFollow: String, Sendable, CaseIterable {
+            case lazy, eager
         }
 
         public var directory: Directory? {

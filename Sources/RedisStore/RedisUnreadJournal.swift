@@ -1,0 +1,177 @@
+// RedisStore: following the others' journal lazily. A write of another instance that only
+// added to the journal (its pushes' records and what became of them, none handed to this
+// instance) is not read when it arrives: this copy notes where its rows are and reads them
+// when something needs its journal (an admin API read, a change under the lease, a write that
+// must be read at once). Reading every record of every instance as it came was most of what
+// a follower spent, so with several instances on shared cores each slowed the others down.
+import APNsCore
+import MonotonicClock
+import Redis
+import Synchronization
+
+/// The others' writes this copy has not read yet, oldest first (`RedisCoordinator`'s
+/// `Shared.unread`). Bounded: what the journal would have dropped is forgotten.
+struct UnreadJournal {
+    struct Batch: Equatable {
+        let version: UInt64
+        let kept: RedisCoordinator.KeptRows
+        /// How many journal records its rows save.
+        let records: Int
+        /// It hands records off to another instance (kept until `handOffsKeptMs` passed).
+        let handsOff: Bool
+        let notedMs: Int64
+    }
+
+    /// A batch as the follower met it, with what `noteUnread` checks.
+    struct Noted {
+        let batch: Batch
+        let topSequence: UInt64
+        let handOffDevices: [Substring]
+    }
+
+    private(set) var batches: [Batch] = []
+    private var head = 0
+    private(set) var records = 0
+    var isEmpty: Bool { head == batches.count }
+    var count: Int { batches.count - head }
+    var pending: ArraySlice<Batch> { batches[head...] }
+
+    /// A hand-off's owner routes it within milliseconds, and when an owner stops, the members
+    /// change within seconds, which makes every copy read what it left unread first. A batch
+    /// of hand-offs older than this was routed by its owner: it may go like any other.
+    static let handOffsKeptMs: Int64 = 60_000
+
+    mutating func add(_ batch: Batch) {
+        batches.append(batch)
+        records += batch.records
+    }
+
+    /// Forgets the oldest batches while the newer ones hold as many records as the journal
+    /// keeps (`capacity`): read, they would fall off its end at once. Hand-offs stay until
+    /// they are old.
+    mutating func trim(toRecords capacity: Int, nowMs: Int64) {
+        while head < batches.count, records - batches[head].records >= capacity {
+            let oldest = batches[head]
+            if oldest.handsOff, nowMs - oldest.notedMs < Self.handOffsKeptMs { break }
+            records -= oldest.records
+            head += 1
+        }
+        if head > 1024, head * 2 > batches.count {
+            batches.removeFirst(head)
+            head = 0
+        }
+    }
+
+    mutating func removeAll() {
+        batches = []
+        head = 0
+        records = 0
+    }
+}
+
+/// A log entry's `j` (`RedisStateStore.Writes.journalOnlyField`): `<highest record sequence>/<records>`,
+/// then `:` and the devices whose records it hands off, `,` between.
+struct JournalOnlyWrite {
+    let topSequence: UInt64
+    let records: Int
+    let handOffDevices: [Substring]
+
+    init?(_ text: String) {
+        let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        let numbers = parts[0].split(separator: "/")
+        guard numbers.count == 2, let top = UInt64(numbers[0]), let records = Int(numbers[1]) else { return nil }
+        topSequence = top
+        self.records = records
+        handOffDevices = parts.count == 2 ? parts[1].split(separator: ",") : []
+    }
+}
+
+extension RedisCoordinator {
+    /// Which of `entries` (one read of the log, in order) this copy may leave unread: the
+    /// others' journal-only writes that hand nothing to a device this instance owns, while
+    /// nobody here listens to the journal's changes (event streams, long polls). If one entry
+    /// must be read, all are (in order, after what was left unread before them).
+    func unreadable(_ entries: [(version: UInt64, writer: Int, journal: JournalOnlyWrite?)]) -> [Bool] {
+        var leave = [Bool](repeating: false, count: entries.count)
+        guard followsJournalLazily, !state.tracksChanges else { return leave }
+        let devices = Set(entries.flatMap { $0.writer != instance ? $0.journal?.handOffDevices ?? [] : [] })
+        let owned = devices.isEmpty ? [] : state.readWorld { world in devices.filter { world.owns(String($0)) } }
+        for (index, entry) in entries.enumerated() where entry.writer != instance {
+            guard let journal = entry.journal, !journal.handOffDevices.contains(where: owned.contains) else {
+                return [Bool](repeating: false, count: entries.count)
+            }
+            leave[index] = true
+        }
+        return leave
+    }
+
+    /// Notes the others' writes `apply` left unread, in order, and moves this copy's journal
+    /// numbers past theirs. Should one hand a record to a device this instance owns by now (it
+    /// became the owner between `unreadable` and here: ownership changes under this lock), they
+    /// are read at once, so the hand-off is routed.
+    func noteUnread(_ noted: [UnreadJournal.Noted], _ s: inout Shared) {
+        guard let top = noted.map(\.topSequence).max() else { return }
+        for entry in noted { s.unread.add(entry.batch) }
+        s.unread.trim(toRecords: configured.records.capacity, nowMs: Monotonic.nowMilliseconds())
+        unreadWrites.store(s.unread.count, ordering: .relaxed)
+        let devices = noted.flatMap(\.handOffDevices)
+        let ownsOne = state.applyShared { (world: inout World) -> Bool in
+            world.records.continueSequence(from: top + 1)
+            return devices.contains { world.owns(String($0)) }
+        }
+        guard ownsOne, let redis = s.redis else { return }
+        do { try readUnread(&s, redis) } catch {
+            failed(&s, error)
+            s.needsReload = true
+        }
+    }
+
+    /// Reads and applies, in order, the others' writes this copy left unread (under this
+    /// coordinator's lock, on its connection). A batch gone from Redis fell below the journal's
+    /// bound meanwhile: its records are gone everywhere, and it is passed over.
+    func readUnread(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
+        guard !s.unread.isEmpty else { return }
+        let pending = Array(s.unread.pending)
+        var start = 0
+        while start < pending.count, !s.needsReload {
+            let chunk = pending[start..<min(start + 256, pending.count)]
+            start = chunk.endIndex
+            let replies = try redis.pipeline(
+                chunk.map {
+                    $0.kept == .key
+                        ? ["GET", store.key("rb:\($0.version)")] : ["HGET", store.key("state"), .text("rb:\($0.version)")]
+                })
+            for (batch, reply) in zip(chunk, replies) {
+                guard let bytes = reply.bytes else { continue }
+                let rows: [ReplicatedRow]
+                do {
+                    rows = try StateCodec.decodeRows(bytes)
+                } catch {
+                    logger.warning("cannot read shared change \(batch.version): \(error); reloading the shared state")
+                    s.needsReload = true
+                    break
+                }
+                if !applyRows(rows, version: batch.version) {
+                    s.needsReload = true
+                    break
+                }
+            }
+        }
+        s.unread.removeAll()
+        unreadWrites.store(0, ordering: .relaxed)
+    }
+
+    /// The others' writes left unread now (`/metrics`).
+    public var unreadJournalWrites: Int { unreadWrites.load(ordering: .relaxed) }
+
+    /// Brings the others' journal records this copy left unread into it, before a read of the
+    /// journal (admin API reads); at once when there are none.
+    public func catchUpJournal() {
+        guard unreadWrites.load(ordering: .relaxed) > 0 else { return }
+        shared.withLock { (s: inout Shared) in
+            guard s.unavailable == nil, !s.needsReload, let redis = s.redis else { return }
+            do { try readUnread(&s, redis) } catch { failed(&s, error) }
+        }
+        flushAnnouncements()
+    }
+}
