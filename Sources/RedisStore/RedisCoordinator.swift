@@ -589,10 +589,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// Applies log entries (XRANGE / XREAD shape) newer than this copy, in order.
     /// The rows of the entries (by version) that keep them in `rb:<version>` rather than in
-    /// the log, fetched in one round trip. This instance's own are not needed.
+    /// the log, fetched in one round trip. This instance's own are not needed, nor those left
+    /// unread (`unread`, by index).
     func rowsKeptApart(_ entries: [RedisReply], leaving unread: [Bool] = [], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
         let wanted = entries.map(Self.fields(ofEntry:)).enumerated()
-            .filter { $0.element.writer != instance && $0.element.rows == nil && $0.element.keptRows != nil && !(unread.indices.contains($0.offset) && unread[$0.offset]) }
+            .filter {
+                $0.element.writer != instance && $0.element.rows == nil && $0.element.keptRows != nil
+                    && !(unread.indices.contains($0.offset) && unread[$0.offset])
+            }
             .map(\.element)
         guard !wanted.isEmpty else { return [:] }
         let replies = try redis.pipeline(
@@ -615,7 +619,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// A log entry's fields: `v` version, `i` the instance that wrote it, and its rows either
     /// in `r` or (`b`) in `rb:<version>`; `j` when they only add to the journal.
-    static func fields(ofEntry entry: RedisReply) -> (
+    static func fields(
+        ofEntry entry: RedisReply
+    ) -> (
         version: UInt64, writer: Int, rows: [UInt8]?, keptRows: KeptRows?, members: [Int]?, journal: JournalOnlyWrite?
     ) {
         var version: UInt64 = 0
