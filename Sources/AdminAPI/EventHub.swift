@@ -73,6 +73,9 @@ public final class EventHub: @unchecked Sendable {
     private func updateTracking() {
         let listening = streams.withLock { !$0.isEmpty } || waiters.withLock { $0.count > 0 }
         state.setChangeTracking(listening)
+        // `--redis-follow lazy`: from now on the others' writes are read as they come (and
+        // announced); what was left unread before is read now.
+        if listening { state.coordinator?.catchUpJournal() }
     }
 
     // MARK: Changes

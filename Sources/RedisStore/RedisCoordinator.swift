@@ -132,6 +132,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     }
     /// `Shared.unread`'s count, readable without the lock (a journal read checks it).
     let unreadWrites = Atomic<Int>(0)
+    /// The connection the admin API's reads fetch unread writes on, one read at a time.
+    let unreadReader = Locked<RedisConnection?>(nil)
     /// Leaves the others' journal-only writes unread until something reads the journal
     /// (`--redis-follow`); else reads every write as it comes.
     let followsJournalLazily: Bool
@@ -793,8 +795,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         s.lastID = lastID
         s.needsReload = false
         // The load had everything, the writes left unread included.
-        s.unread.removeAll()
-        unreadWrites.store(0, ordering: .relaxed)
+        forgetUnread(&s)
         tickets.withLock { $0.announcements.append(([], true)) }
         setOwnership(&s, try store.members(on: redis))
     }

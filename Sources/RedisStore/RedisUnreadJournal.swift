@@ -62,6 +62,15 @@ struct UnreadJournal {
         }
     }
 
+    var oldest: Batch? { isEmpty ? nil : batches[head] }
+
+    mutating func removeOldest() {
+        guard !isEmpty else { return }
+        records -= batches[head].records
+        head += 1
+        if isEmpty { removeAll() }
+    }
+
     mutating func removeAll() {
         batches = []
         head = 0
@@ -107,8 +116,8 @@ extension RedisCoordinator {
 
     /// Notes the others' writes `apply` left unread, in order, and moves this copy's journal
     /// numbers past theirs. Should one hand a record to a device this instance owns by now (it
-    /// became the owner between `unreadable` and here: ownership changes under this lock), they
-    /// are read at once, so the hand-off is routed.
+    /// became the owner between `unreadable` and here: ownership changes under this lock), or
+    /// someone have started listening to the journal meanwhile, they are read at once.
     func noteUnread(_ noted: [UnreadJournal.Noted], _ s: inout Shared) {
         guard let top = noted.map(\.topSequence).max() else { return }
         for entry in noted { s.unread.add(entry.batch) }
@@ -119,7 +128,7 @@ extension RedisCoordinator {
             world.records.continueSequence(from: top + 1)
             return devices.contains { world.owns(String($0)) }
         }
-        guard ownsOne, let redis = s.redis else { return }
+        guard ownsOne || state.tracksChanges, let redis = s.redis else { return }
         do { try readUnread(&s, redis) } catch {
             failed(&s, error)
             s.needsReload = true
@@ -127,36 +136,55 @@ extension RedisCoordinator {
     }
 
     /// Reads and applies, in order, the others' writes this copy left unread (under this
-    /// coordinator's lock, on its connection). A batch gone from Redis fell below the journal's
-    /// bound meanwhile: its records are gone everywhere, and it is passed over.
+    /// coordinator's lock, on its connection).
     func readUnread(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
-        guard !s.unread.isEmpty else { return }
         let pending = Array(s.unread.pending)
         var start = 0
         while start < pending.count, !s.needsReload {
             let chunk = pending[start..<min(start + 256, pending.count)]
             start = chunk.endIndex
-            let replies = try redis.pipeline(
-                chunk.map {
-                    $0.kept == .key
-                        ? ["GET", store.key("rb:\($0.version)")] : ["HGET", store.key("state"), .text("rb:\($0.version)")]
-                })
-            for (batch, reply) in zip(chunk, replies) {
-                guard let bytes = reply.bytes else { continue }
-                let rows: [ReplicatedRow]
-                do {
-                    rows = try StateCodec.decodeRows(bytes)
-                } catch {
-                    logger.warning("cannot read shared change \(batch.version): \(error); reloading the shared state")
-                    s.needsReload = true
-                    break
-                }
-                if !applyRows(rows, version: batch.version) {
-                    s.needsReload = true
-                    break
-                }
-            }
+            applyUnread(try fetchUnread(chunk, on: redis), &s)
         }
+        if s.needsReload { forgetUnread(&s) }
+    }
+
+    /// The rows of `batches`, decoded (outside any lock); nil for a batch gone from Redis: it
+    /// fell below the journal's bound meanwhile, its records are gone everywhere.
+    func fetchUnread(_ batches: ArraySlice<UnreadJournal.Batch>, on redis: RedisConnection) throws(RedisError) -> [FetchedUnread] {
+        let replies = try redis.pipeline(
+            batches.map {
+                $0.kept == .key ? ["GET", store.key("rb:\($0.version)")] : ["HGET", store.key("state"), .text("rb:\($0.version)")]
+            })
+        return zip(batches, replies).map { batch, reply in
+            guard let bytes = reply.bytes else { return FetchedUnread(version: batch.version, rows: .success(nil)) }
+            return FetchedUnread(version: batch.version, rows: Result { () throws(StateStoreError) in try StateCodec.decodeRows(bytes) }.map { $0 })
+        }
+    }
+
+    struct FetchedUnread: @unchecked Sendable {
+        let version: UInt64
+        let rows: Result<[ReplicatedRow]?, StateStoreError>
+    }
+
+    /// Applies fetched batches that are still the oldest left unread, in order (one read by
+    /// someone else meanwhile is passed over), and forgets them.
+    func applyUnread(_ fetched: [FetchedUnread], _ s: inout Shared) {
+        for batch in fetched where !s.needsReload {
+            guard s.unread.oldest?.version == batch.version else { continue }
+            switch batch.rows {
+            case .success(let rows):
+                if let rows, !applyRows(rows, version: batch.version) { s.needsReload = true }
+            case .failure(let error):
+                logger.warning("cannot read shared change \(batch.version): \(error); reloading the shared state")
+                s.needsReload = true
+            }
+            s.unread.removeOldest()
+        }
+        unreadWrites.store(s.unread.count, ordering: .relaxed)
+    }
+
+    /// A reload reads everything: nothing is left unread.
+    func forgetUnread(_ s: inout Shared) {
         s.unread.removeAll()
         unreadWrites.store(0, ordering: .relaxed)
     }
@@ -166,11 +194,37 @@ extension RedisCoordinator {
 
     /// Brings the others' journal records this copy left unread into it, before a read of the
     /// journal (admin API reads); at once when there are none.
+    ///
+    /// Fetched and decoded on a connection of its own, outside this coordinator's lock, and
+    /// applied a few writes at a time: this instance's pushes need not wait for a read of
+    /// many. Should the fetch fail, they are read under the lock instead.
     public func catchUpJournal() {
         guard unreadWrites.load(ordering: .relaxed) > 0 else { return }
-        shared.withLock { (s: inout Shared) in
-            guard s.unavailable == nil, !s.needsReload, let redis = s.redis else { return }
-            do { try readUnread(&s, redis) } catch { failed(&s, error) }
+        unreadReader.withLock { (connection: inout RedisConnection?) in
+            let pending = shared.withLock { (s: inout Shared) -> [UnreadJournal.Batch] in
+                s.unavailable == nil && !s.needsReload ? Array(s.unread.pending) : []
+            }
+            var start = 0
+            do {
+                while start < pending.count {
+                    if connection == nil || connection!.isBroken { connection = try store.connect() }
+                    let chunk = pending[start..<min(start + 256, pending.count)]
+                    let fetched = try fetchUnread(chunk, on: connection!)
+                    var slice = 0
+                    while slice < fetched.count {
+                        let end = min(slice + 8, fetched.count)
+                        shared.withLock { (s: inout Shared) in applyUnread(Array(fetched[slice..<end]), &s) }
+                        slice = end
+                    }
+                    start = chunk.endIndex
+                }
+            } catch {
+                connection = nil
+                shared.withLock { (s: inout Shared) in
+                    guard s.unavailable == nil, !s.needsReload, let redis = s.redis else { return }
+                    do { try readUnread(&s, redis) } catch { failed(&s, error) }
+                }
+            }
         }
         flushAnnouncements()
     }

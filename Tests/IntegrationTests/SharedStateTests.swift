@@ -587,6 +587,38 @@ struct SharedStateTests {
         return nil
     }
 
+    /// `--redis-follow lazy` (the default): the other instance's pushes for a device it does
+    /// not own (nothing for it to route) are left unread; a push handed to it is read and routed
+    /// at once, after what was left unread before it; and the first read of its journal reads
+    /// whatever is left, so the admin API lists every push either instance took.
+    @Test func anInstanceReadsTheOthersPushesWhenItsJournalIsReadAndRoutesWhatIsHandedToItAtOnce() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let own = try #require(try token(handedOff: false, through: e1, other: e2), "no device owned by the first instance among 40")
+        let theirs = try #require(try token(handedOff: true, through: e1, other: e2), "no device owned by the second instance among 40")
+        let connection = try e1.connect()
+        func pushOwn(_ count: Int) throws -> [String] {
+            try (0..<count).compactMap { _ in
+                let result = APNsResult(try connection.send(try e1.push(own).request))
+                #expect(result.status == 200)
+                return result.apnsID
+            }
+        }
+        let first = try pushOwn(100)
+        #expect(try eventually(10) { try e2.metric("apns_emulator_shared_writes_unread") > 0 }, "the first instance's pushes, left unread")
+
+        let routed = try e2.metric("apns_emulator_handoffs_routed_total")
+        #expect(APNsResult(try connection.send(try e1.push(theirs).request)).status == 200)
+        #expect(try eventually(10) { try e2.metric("apns_emulator_handoffs_routed_total") == routed + 1 }, "routed with no read of the journal")
+        #expect(try e2.metric("apns_emulator_shared_writes_unread") == 0, "what was left unread before the hand-off was read with it")
+
+        let second = try pushOwn(100)
+        #expect(try eventually(10) { try e2.metric("apns_emulator_shared_writes_unread") > 0 })
+        let listed = Set(try e2.notifications(token: own, limit: 500).compactMap { $0["apnsId"]?.stringValue })
+        #expect(Set(first + second).isSubset(of: listed), "every push of the first instance in the second one's journal")
+        #expect(try e2.metric("apns_emulator_shared_writes_unread") == 0)
+    }
+
     /// A journal of five records (`--max-records 5`) under load, every push for a device the
     /// other instance owns: each is answered 200 and routed by the owner, none lost. Before, the
     /// rows of a write left Redis as soon as the journal's bound passed them, within
