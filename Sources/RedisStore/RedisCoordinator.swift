@@ -270,7 +270,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     public func stop() {
         // What was acknowledged, or waits for its acknowledgement, is written first.
         shared.withLock(when: { $0.writerIdle || $0.unavailable != nil }, timeoutMilliseconds: 5_000) { (_: inout Shared, _: Bool) in }
-        // Its devices go to the others (what was handed to it stays, for its next owner).
+        // Its devices go to the others (what was handed to it stays, for its next owner). The
+        // lease for that would read what this copy left unread, which nobody reads any more.
+        shared.withLock { (s: inout Shared) in forgetUnread(&s) }
         _ = changeMembership { $0.filter { $0 != self.instance } }
         running.withLock { $0 = false }
         handOffQueue.withLock { $0.running = false }
@@ -582,9 +584,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         try readUnread(&s, redis)
         while s.version < version && !s.needsReload {
             let reply = try redis.command("XRANGE", store.key("log"), .text("(" + s.lastID), "+", "COUNT", "1000")
-            let entries = reply.elements ?? []
+            let entries = try (reply.elements ?? []).map(LogEntry.init)
             if entries.isEmpty { s.needsReload = true; break }
-            try apply(entries, &s, rows: try rowsKeptApart(entries, on: redis))
+            apply(prepare(entries, rows: try rowsKeptApart(entries, on: redis))[...], &s)
         }
         if s.needsReload { try reload(&s, redis) }
     }
@@ -593,8 +595,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// The rows of the entries (by version) that keep them in `rb:<version>` rather than in
     /// the log, fetched in one round trip. This instance's own are not needed, nor those left
     /// unread (`unread`, by index).
-    func rowsKeptApart(_ entries: [RedisReply], leaving unread: [Bool] = [], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
-        let wanted = entries.map(Self.fields(ofEntry:)).enumerated()
+    func rowsKeptApart(_ entries: [LogEntry], leaving unread: [Bool] = [], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
+        let wanted = entries.enumerated()
             .filter {
                 $0.element.writer != instance && $0.element.rows == nil && $0.element.keptRows != nil
                     && !(unread.indices.contains($0.offset) && unread[$0.offset])
@@ -619,34 +621,38 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         case field
     }
 
-    /// A log entry's fields: `v` version, `i` the instance that wrote it, and its rows either
-    /// in `r` or (`b`) in `rb:<version>`; `j` when they only add to the journal.
-    static func fields(
-        ofEntry entry: RedisReply
-    ) -> (
-        version: UInt64, writer: Int, rows: [UInt8]?, keptRows: KeptRows?, members: [Int]?, journal: JournalOnlyWrite?
-    ) {
+    /// A log entry (XRANGE / XREAD shape), read once: its id, and its fields `v` version, `i`
+    /// the instance that wrote it, its rows either in `r` or (`b`) in `rb:<version>`, `m` the
+    /// members it set, `j` when its rows only add to the journal.
+    struct LogEntry {
+        let id: String
         var version: UInt64 = 0
         var writer = 0
         var rows: [UInt8]?
         var keptRows: KeptRows?
         var members: [Int]?
         var journal: JournalOnlyWrite?
-        let fields = entry.elements?.last?.elements ?? []
-        var i = 0
-        while i + 1 < fields.count {
-            switch fields[i].text {
-            case "v": version = fields[i + 1].text.flatMap { UInt64($0) } ?? 0
-            case "i": writer = fields[i + 1].text.flatMap { Int($0) } ?? 0
-            case "r": rows = fields[i + 1].bytes
-            case "b": keptRows = fields[i + 1].text == "k" ? .key : .field
-            case "m": members = RedisStateStore.members(parsing: fields[i + 1].text)
-            case "j": journal = fields[i + 1].text.flatMap(JournalOnlyWrite.init)
-            default: break
+
+        init(_ entry: RedisReply) throws(RedisError) {
+            guard let parts = entry.elements, parts.count == 2, let id = parts[0].text, let fields = parts[1].elements else {
+                throw RedisError(.protocolError, "unexpected log entry")
             }
-            i += 2
+            self.id = id
+            var i = 0
+            while i + 1 < fields.count {
+                // Every field name is one letter: compared as a byte, not made into text.
+                switch fields[i].bytes.flatMap({ $0.count == 1 ? $0[0] : nil }) {
+                case UInt8(ascii: "v"): version = fields[i + 1].text.flatMap { UInt64($0) } ?? 0
+                case UInt8(ascii: "i"): writer = fields[i + 1].text.flatMap { Int($0) } ?? 0
+                case UInt8(ascii: "r"): rows = fields[i + 1].bytes
+                case UInt8(ascii: "b"): keptRows = fields[i + 1].text == "k" ? .key : .field
+                case UInt8(ascii: "m"): members = RedisStateStore.members(parsing: fields[i + 1].text)
+                case UInt8(ascii: "j"): journal = fields[i + 1].text.flatMap(JournalOnlyWrite.init)
+                default: break
+                }
+                i += 2
+            }
         }
-        return (version, writer, rows, keptRows, members, journal)
     }
 
     /// A log entry read and its rows decoded, ready to apply: decoding needs no lock, so the
@@ -663,14 +669,13 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var unread: UnreadJournal.Noted? = nil
     }
 
-    func prepare(_ entries: [RedisReply], rows kept: [UInt64: [UInt8]], leaving unread: [Bool] = []) throws(RedisError) -> [PreparedEntry] {
+    func prepare(_ entries: [LogEntry], rows kept: [UInt64: [UInt8]], leaving unread: [Bool] = []) -> [PreparedEntry] {
         var prepared: [PreparedEntry] = []
         prepared.reserveCapacity(entries.count)
         for entry in entries {
-            guard let parts = entry.elements, parts.count == 2, let id = parts[0].text, parts[1].elements != nil else {
-                throw RedisError(.protocolError, "unexpected log entry")
-            }
-            let (version, writer, inline, keptRows, members, journal) = Self.fields(ofEntry: entry)
+            let (id, version, writer, inline, keptRows, members, journal) = (
+                entry.id, entry.version, entry.writer, entry.rows, entry.keptRows, entry.members, entry.journal
+            )
             guard writer != instance else {
                 prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: [], problem: nil))
                 continue
@@ -698,10 +703,6 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             }
         }
         return prepared
-    }
-
-    func apply(_ entries: [RedisReply], _ s: inout Shared, rows kept: [UInt64: [UInt8]]) throws(RedisError) {
-        apply(try prepare(entries, rows: kept)[...], &s)
     }
 
     func apply(_ entries: ArraySlice<PreparedEntry>, _ s: inout Shared) {
@@ -902,7 +903,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 }
                 let reply = try redis!.command(
                     "XREAD", "COUNT", "1000", "BLOCK", decodingKept ? "10" : "1000", "STREAMS", store.key("log"), .text(from))
-                guard let streams = reply.elements, let entries = streams.first?.elements?.last?.elements else {
+                guard let streams = reply.elements, let replies = streams.first?.elements?.last?.elements else {
                     // The log is quiet: decode a slice of the others' records kept encoded (outside
                     // the state's lock), so that a journal read later finds them ready.
                     // A slice of 500 (a few ms): a write that arrives meanwhile (a hand-off for
@@ -911,21 +912,21 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     decodingKept = state.decodeKeptRecords(slice: 500)
                     continue
                 }
-                if entries.allSatisfy({ Self.fields(ofEntry: $0).writer == instance }) {
+                let entries = try replies.map(LogEntry.init)
+                if entries.allSatisfy({ $0.writer == instance }) {
                     // Only this instance's own changes: under the lease `lastID` moved past them
                     // with every append already; in a shared turn they are passed over here, in
                     // order (the others may write between them). Either way look again a little
                     // later rather than waking for every change this instance makes.
-                    let prepared = try prepare(entries, rows: [:])
+                    let prepared = prepare(entries, rows: [:])
                     shared.withLock { (s: inout Shared) in if !s.needsReload { apply(prepared[...], &s) } }
                     usleep(2_000)
                     continue
                 }
                 // The others' writes that only add to the journal may stay unread for now; one
                 // that must be read comes after what was left unread before it.
-                let fields = entries.map(Self.fields(ofEntry:))
-                let leaving = unreadable(fields.map { ($0.version, $0.writer, $0.journal) })
-                if unreadWrites.load(ordering: .relaxed) > 0, zip(fields, leaving).contains(where: { $0.0.writer != instance && !$0.1 }) {
+                let leaving = unreadable(entries)
+                if unreadWrites.load(ordering: .relaxed) > 0, zip(entries, leaving).contains(where: { $0.0.writer != instance && !$0.1 }) {
                     shared.withLock { (s: inout Shared) in
                         guard !s.needsReload, let main = s.redis else { return }
                         do { try readUnread(&s, main) } catch {
@@ -937,10 +938,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 }
                 // Fetched and decoded before the lock, and applied a few entries at a time: the
                 // changes of this instance (pushes) need not wait for it.
-                let prepared = try prepare(entries, rows: try rowsKeptApart(entries, leaving: leaving, on: redis!), leaving: leaving)
+                let prepared = prepare(entries, rows: try rowsKeptApart(entries, leaving: leaving, on: redis!), leaving: leaving)
+                // Entries left unread (or this instance's own) apply no rows: all in one go.
+                let slice = prepared.allSatisfy { $0.unread != nil || $0.writer == instance } ? prepared.count : 8
                 var start = prepared.startIndex
                 while start < prepared.endIndex {
-                    let end = min(start + 8, prepared.endIndex)
+                    let end = min(start + slice, prepared.endIndex)
                     let more = shared.withLock { (s: inout Shared) -> Bool in
                         // A copy waiting for its reload is not patched further (the keeper reloads it).
                         guard !s.needsReload else { return false }

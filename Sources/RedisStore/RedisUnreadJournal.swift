@@ -100,7 +100,7 @@ extension RedisCoordinator {
     /// others' journal-only writes that hand nothing to a device this instance owns, while
     /// nobody here listens to the journal's changes (event streams, long polls). If one entry
     /// must be read, all are (in order, after what was left unread before them).
-    func unreadable(_ entries: [(version: UInt64, writer: Int, journal: JournalOnlyWrite?)]) -> [Bool] {
+    func unreadable(_ entries: [LogEntry]) -> [Bool] {
         var leave = [Bool](repeating: false, count: entries.count)
         guard followsJournalLazily, !state.tracksChanges else { return leave }
         let devices = Set(entries.flatMap { $0.writer != instance ? $0.journal?.handOffDevices ?? [] : [] })

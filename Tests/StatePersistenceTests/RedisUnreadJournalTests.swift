@@ -77,7 +77,7 @@ struct RedisUnreadJournalTests {
             [.deviceSaved(Device(id: "d", isVirtual: true, apps: [:], createdAtMs: 0)), saved(3073)], instance: 1, fence: nil,
             on: connection)
         let entries = try connection.command("XRANGE", store.key("log"), "-", "+").elements ?? []
-        let fields = entries.map(RedisCoordinator.fields(ofEntry:))
+        let fields = try entries.map(RedisCoordinator.LogEntry.init)
         #expect(fields.count == 2)
         #expect(fields.first?.journal?.topSequence == 2049 && fields.first?.journal?.records == 2)
         #expect(fields.first?.journal?.handOffDevices == ["phone"])
