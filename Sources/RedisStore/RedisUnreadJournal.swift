@@ -200,9 +200,15 @@ extension RedisCoordinator {
     /// many. Should the fetch fail, they are read under the lock instead.
     public func catchUpJournal() {
         guard unreadWrites.load(ordering: .relaxed) > 0 else { return }
-        unreadReader.withLock { (connection: inout RedisConnection?) in
-            let pending = shared.withLock { (s: inout Shared) -> [UnreadJournal.Batch] in
-                s.unavailable == nil && !s.needsReload ? Array(s.unread.pending) : []
+        _ = readUnread(atMost: .max)
+    }
+
+    /// `catchUpJournal` for the oldest `limit` writes left unread; true when more are left.
+    func readUnread(atMost limit: Int) -> Bool {
+        let more = unreadReader.withLock { (connection: inout RedisConnection?) -> Bool in
+            let (pending, more) = shared.withLock { (s: inout Shared) -> ([UnreadJournal.Batch], Bool) in
+                guard s.unavailable == nil, !s.needsReload else { return ([], false) }
+                return (Array(s.unread.pending.prefix(limit)), s.unread.count > limit)
             }
             var start = 0
             do {
@@ -224,8 +230,11 @@ extension RedisCoordinator {
                     guard s.unavailable == nil, !s.needsReload, let redis = s.redis else { return }
                     do { try readUnread(&s, redis) } catch { failed(&s, error) }
                 }
+                return false
             }
+            return more
         }
         flushAnnouncements()
+        return more
     }
 }
