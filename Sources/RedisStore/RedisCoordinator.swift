@@ -1107,7 +1107,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     s.epoch = current
                     followedEpoch.withLock { $0 = current }
                     try takeLease(&s, redis)
+                    let kept = state.readWorld { $0.records.newestFirst(limit: $0.records.count) }
                     try reload(&s, redis)
+                    try restoreRecordsLeftOut(kept, &s, redis)
                     try heartbeat(redis)
                     s.unavailable = nil
                     rejoined = true

@@ -17,6 +17,9 @@ struct UnreadJournal {
         let kept: RedisCoordinator.KeptRows
         /// How many journal records its rows save.
         let records: Int
+        /// What it counts for against the journal's size: its records, and at least one (a
+        /// write of delivery parts alone saves none, yet must not pile up without bound).
+        var weight: Int { max(1, records) }
         /// It hands records off to another instance (kept until `handOffsKeptMs` passed).
         let handsOff: Bool
         let notedMs: Int64
@@ -31,6 +34,7 @@ struct UnreadJournal {
 
     private(set) var batches: [Batch] = []
     private var head = 0
+    /// The batches' weights together (about the records they save).
     private(set) var records = 0
     var isEmpty: Bool { head == batches.count }
     var count: Int { batches.count - head }
@@ -43,17 +47,17 @@ struct UnreadJournal {
 
     mutating func add(_ batch: Batch) {
         batches.append(batch)
-        records += batch.records
+        records += batch.weight
     }
 
     /// Forgets the oldest batches while the newer ones hold as many records as the journal
     /// keeps (`capacity`): read, they would fall off its end at once. Hand-offs stay until
     /// they are old.
     mutating func trim(toRecords capacity: Int, nowMs: Int64) {
-        while head < batches.count, records - batches[head].records >= capacity {
+        while head < batches.count, records - batches[head].weight >= capacity {
             let oldest = batches[head]
             if oldest.handsOff, nowMs - oldest.notedMs < Self.handOffsKeptMs { break }
-            records -= oldest.records
+            records -= oldest.weight
             head += 1
         }
         if head > 1024, head * 2 > batches.count {
@@ -66,7 +70,7 @@ struct UnreadJournal {
 
     mutating func removeOldest() {
         guard !isEmpty else { return }
-        records -= batches[head].records
+        records -= batches[head].weight
         head += 1
         if isEmpty { removeAll() }
     }
@@ -187,6 +191,30 @@ extension RedisCoordinator {
     func forgetUnread(_ s: inout Shared) {
         s.unread.removeAll()
         unreadWrites.store(0, ordering: .relaxed)
+    }
+
+    /// After another instance restored a lost state from its copy (under the lease, this copy
+    /// reloaded from it): the journal records this copy had (`kept`, newest first) that the
+    /// restored one lacks are written back, so the journal keeps every push answered 200 that
+    /// some copy held. (Following lazily, the restorer had left the others' recent pushes
+    /// unread, and their rows went with the lost state.)
+    func restoreRecordsLeftOut(_ kept: [NotificationRecord], _ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
+        let missing = state.readWorld { world in kept.filter { world.records.record(sequence: $0.sequence) == nil } }
+        guard !missing.isEmpty else { return }
+        let rows = missing.reversed().map { StateChange.recordSaved($0) }
+        var start = 0
+        while start < rows.count {
+            let chunk = Array(rows[start..<min(start + Self.maxRowsPerWrite, rows.count)])
+            start += chunk.count
+            let written = try store.append(chunk, instance: instance, fence: s.token, epoch: .expect(s.epoch), on: redis)
+            guard applyRows(chunk.map(ReplicatedRow.change), version: written.version) else {
+                s.needsReload = true
+                return
+            }
+            s.version = written.version
+            s.lastID = written.id
+        }
+        logger.warning("shared state: wrote back \(missing.count) journal record(s) this instance had and the restored state lacked")
     }
 
     /// The others' writes left unread now (`/metrics`).

@@ -350,7 +350,8 @@ struct SharedStateTests {
     /// Redis loses the state under running instances (restarted without an append-only
     /// file, or FLUSHALL): they notice within seconds, refuse meanwhile (503, /readyz says
     /// why), and exactly one writes the newest copy back; both then answer alike again, with
-    /// the tokens and the journal from before.
+    /// the tokens and the journal from before. That includes a push the restoring instance
+    /// had left unread (lazy following): the instance that took it writes it back.
     @Test(.requires(.redisCLI), arguments: ["restarted empty", "FLUSHALL"])
     func aRedisThatLosesItsDataIsRestoredFromTheNewestCopy(how: String) throws {
         let cluster = try EmulatorCluster(count: 2, persistent: false)
@@ -360,6 +361,12 @@ struct SharedStateTests {
         let before = APNsResult(try e2.connect().send(try e2.push(first).request))
         #expect(before.status == 200)
         #expect(try eventually { try e1.admin("GET", "/api/v1/notifications/\(before.apnsID!)").status == 200 })
+        // A push through the first instance for a device it owns, which the second leaves
+        // unread; Redis loses it before anything reads it there.
+        let own = try #require(try token(handedOff: false, through: e1, other: e2), "no device owned by the first instance among 40")
+        let unread = APNsResult(try e1.connect().send(try e1.push(own).request))
+        #expect(unread.status == 200)
+        #expect(try eventually(5) { try e2.metric("apns_emulator_shared_writes_unread") > 0 })
 
         if how == "FLUSHALL" {
             let flushed = try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.redis.port), "FLUSHALL"])
@@ -377,7 +384,10 @@ struct SharedStateTests {
                 #expect(result.status == 200, "\(how): a token made before answers \(result.status) \(result.reason ?? "")")
             }
             #expect(try emulator.admin("GET", "/api/v1/notifications/\(before.apnsID!)").status == 200, "the journal from before")
+            #expect(try emulator.admin("GET", "/api/v1/notifications/\(unread.apnsID!)").status == 200, "a push one copy had left unread")
         }
+        let restorer = [e1, e2].firstIndex { $0.stderr.contains("shared state restored into Redis") }.map { $0 + 1 } ?? 0
+        print("\(how): restored by instance \(restorer); written back by the other: \([e1, e2].contains { $0.stderr.contains("wrote back") })")
         // One state again: a device made on one instance is known to the other.
         let after = try e1.createDevice().token
         #expect(try eventually(5) { APNsResult(try e2.connect().send(try e2.push(after).request)).status == 200 })

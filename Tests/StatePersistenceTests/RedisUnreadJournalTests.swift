@@ -64,6 +64,9 @@ struct RedisUnreadJournalTests {
         unread.add(batch(5, records: 200))
         unread.trim(toRecords: 80, nowMs: 1_000 + UnreadJournal.handOffsKeptMs)
         #expect(unread.pending.map(\.version) == [5], "a batch larger than the journal stays: its newest records are kept")
+        for version in 6...300 { unread.add(batch(UInt64(version), records: 0)) }
+        unread.trim(toRecords: 80, nowMs: 1_000 + UnreadJournal.handOffsKeptMs)
+        #expect(unread.count == 80, "writes of delivery parts alone count as one each: they do not pile up")
         unread.removeAll()
         #expect(unread.isEmpty && unread.records == 0)
     }
