@@ -152,8 +152,9 @@ extension RedisCoordinator {
         if s.needsReload { forgetUnread(&s) }
     }
 
-    /// The rows of `batches`, decoded (outside any lock); nil for a batch gone from Redis: it
-    /// fell below the journal's bound meanwhile, its records are gone everywhere.
+    /// The rows of `batches`, decoded (by an admin read outside any lock, or under this
+    /// coordinator's); nil for a batch gone from Redis: it fell below the journal's bound
+    /// meanwhile, its records are gone everywhere.
     func fetchUnread(_ batches: ArraySlice<UnreadJournal.Batch>, on redis: RedisConnection) throws(RedisError) -> [FetchedUnread] {
         let replies = try redis.pipeline(
             batches.map {
