@@ -249,11 +249,22 @@ public final class EmulatorState: Sendable {
     /// every read of them, and outside the lock (50,000 of them take a third of a second, which
     /// pushes must not wait for); what arrives meanwhile is decoded as it is read.
     public func readJournal<T>(_ body: (borrowing World) throws -> T) rethrows -> T {
+        prepareJournalRead()
+        return try readWorld(body)
+    }
+
+    /// What `readJournal` does first: reads in what other instances journaled and this copy
+    /// left for later (`--redis-follow lazy`), and decodes the records kept encoded. Bounded:
+    /// under a flood from the others, what keeps arriving is decoded as it is read.
+    public func prepareJournalRead() {
         coordinator?.catchUpJournal()
-        // Bounded: under a flood from the others, what keeps arriving is decoded as it is read.
         var slices = 0
         while slices < 50, decodeKeptRecords(slice: 2_000) { slices += 1 }
-        return try readWorld(body)
+    }
+
+    /// Whether `prepareJournalRead` has work to do now (the admin API does it off its loop).
+    public var journalReadNeedsPreparing: Bool {
+        coordinator?.hasJournalToCatchUp == true || world.withLock { $0.records.mayKeepEncoded }
     }
 
     /// Decodes up to `slice` of the records a follower keeps encoded, newest first, without
@@ -425,10 +436,13 @@ public protocol WorldCoordinator: AnyObject, Sendable {
     /// Brings what other instances added to the journal into this copy, if it was left for
     /// later (`--redis-follow lazy`): before a read of the journal.
     func catchUpJournal()
+    /// Whether `catchUpJournal` has anything to read now.
+    var hasJournalToCatchUp: Bool { get }
 }
 
 extension WorldCoordinator {
     public func catchUpJournal() {}
+    public var hasJournalToCatchUp: Bool { false }
 }
 
 /// A world a reset replaced. Freeing one with 1,000,000 devices takes seconds, which nobody

@@ -45,6 +45,9 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
     /// With `--redis`, changes wait for Redis (the lease, the write): they run here, one at
     /// a time, so the admin loop keeps answering reads from this instance's copy meanwhile.
     private let sharedChanges = DispatchQueue(label: "apns-admin-shared-changes")
+    /// Where a read waits while what other instances journaled is read into this copy
+    /// (`--redis-follow lazy`) and decoded, so the admin loop serves other requests meanwhile.
+    private let journalCatchUps = DispatchQueue(label: "apns-admin-journal-catch-ups")
 
     // MARK: HTTP1Service
 
@@ -75,8 +78,22 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
             }
             return
         }
-        // A read sees what other instances journaled (`--redis-follow lazy` leaves it for now).
-        if !servesFromReserve(request.path) { state.coordinator?.catchUpJournal() }
+        // A read sees what other instances journaled (`--redis-follow lazy` leaves it for now),
+        // and finds their records decoded: both done first, off this loop (after a burst they
+        // take a few hundred ms, which /readyz and the rest must not wait for); the route itself
+        // still runs on the loop, which streams and long polls need.
+        if state.coordinator != nil, !servesFromReserve(request.path), state.journalReadNeedsPreparing {
+            let loop = http.connection.loop
+            let confined = ConfinedConnection(http: http)
+            journalCatchUps.async { [self] in
+                state.prepareJournalRead()
+                loop.execute { [self] in
+                    let (response, ran) = answer(request, confined.http)
+                    deliver(response, to: request, changed: ran, confined.http)
+                }
+            }
+            return
+        }
         let (response, ran) = answer(request, http)
         deliver(response, to: request, changed: ran, http)
     }

@@ -220,6 +220,7 @@ extension RedisCoordinator {
 
     /// The others' writes left unread now (`/metrics`).
     public var unreadJournalWrites: Int { unreadWrites.load(ordering: .relaxed) }
+    public var hasJournalToCatchUp: Bool { unreadJournalWrites > 0 }
 
     /// Brings the others' journal records this copy left unread into it, before a read of the
     /// journal (admin API reads); at once when there are none.
