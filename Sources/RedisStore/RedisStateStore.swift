@@ -421,7 +421,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         ]
         writes.append(to: &arguments)
         arguments.append(.text(members.map { $0.map(String.init).joined(separator: ",") } ?? "-"))
-        arguments.append(.text(members == nil ? writes.journalOnlyField ?? "" : ""))
+        arguments.append(.text(members == nil ? writes.journalOnlyField(writer: instance) ?? "" : ""))
         let reply = try Self.appendScript.run(
             on: redis,
             keys: [
@@ -461,14 +461,24 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         static let maxHandOffDevices = 32
         /// Journal records the batch saves.
         var recordCount = 0
+        /// The journal stripes (`SequenceStripes`: which instance numbered the record, the one
+        /// that took the push) of the records whose delivery part the batch writes: an owner
+        /// routing hand-offs. The instance that handed them off reads such a write at once, as
+        /// its copy of each hand-off waits for it.
+        var deliveredStripes: Set<UInt64> = []
 
         /// The log entry's `j`: the batch's highest record sequence and its record count
         /// (`<top>/<count>`), then `:` and the hand-offs' devices (`,` between; device ids have
-        /// neither character). Nil when every instance must read the batch as it comes.
-        var journalOnlyField: String? {
+        /// none of `:`, `,` or `|`), then `|` and the stripes of the instances whose records it
+        /// gives a delivery part (`,` between), the writer's own left out. Nil when every
+        /// instance must read the batch as it comes.
+        func journalOnlyField(writer: Int) -> String? {
             guard journalOnly, let top = batchMaxRecordSequence else { return nil }
-            let head = "\(top)/\(recordCount)"
-            return handOffDevices.isEmpty ? head : "\(head):\(handOffDevices.joined(separator: ","))"
+            var field = "\(top)/\(recordCount)"
+            if !handOffDevices.isEmpty { field += ":" + handOffDevices.joined(separator: ",") }
+            let takers = deliveredStripes.subtracting([UInt64(writer) % SequenceStripes.count]).sorted()
+            if !takers.isEmpty { field += "|" + takers.map(String.init).joined(separator: ",") }
+            return field
         }
 
         mutating func add(_ change: StateChange, encoded: [UInt8]) {
@@ -482,8 +492,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                         journalOnly = false
                     }
                 }
-            case .recordDelivered(_, let part):
+            case .recordDelivered(let sequence, let part):
                 if part.awaitingOwner { journalOnly = false }
+                deliveredStripes.insert(sequence % SequenceStripes.count)
             case .recordsEvicted: break
             default: journalOnly = false
             }

@@ -83,34 +83,48 @@ struct UnreadJournal {
 }
 
 /// A log entry's `j` (`RedisStateStore.Writes.journalOnlyField`): `<highest record sequence>/<records>`,
-/// then `:` and the devices whose records it hands off, `,` between.
+/// then `:` and the devices whose records it hands off, then `|` and the journal stripes of
+/// the instances whose records it gives a delivery part (`,` between, in both lists).
 struct JournalOnlyWrite {
     let topSequence: UInt64
     let records: Int
     let handOffDevices: [Substring]
+    let deliveredStripes: [UInt64]
 
     init?(_ text: String) {
-        let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        let sections = text.split(separator: "|", maxSplits: 1, omittingEmptySubsequences: false)
+        let parts = sections[0].split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         let numbers = parts[0].split(separator: "/")
         guard numbers.count == 2, let top = UInt64(numbers[0]), let records = Int(numbers[1]) else { return nil }
         topSequence = top
         self.records = records
         handOffDevices = parts.count == 2 ? parts[1].split(separator: ",") : []
+        let stripes = sections.count == 2 ? sections[1].split(separator: ",").map { UInt64($0) } : []
+        guard !stripes.contains(nil) else { return nil }
+        deliveredStripes = stripes.compactMap { $0 }
     }
+
+    /// The instance that numbers its records in `stripe` reads this write at once: it gives
+    /// delivery parts to records it handed off, which its copy keeps waiting until then.
+    func delivers(toStripe stripe: UInt64) -> Bool { deliveredStripes.contains(stripe) }
 }
 
 extension RedisCoordinator {
     /// Which of `entries` (one read of the log, in order) this copy may leave unread: the
-    /// others' journal-only writes that hand nothing to a device this instance owns, while
-    /// nobody here listens to the journal's changes (event streams, long polls). If one entry
-    /// must be read, all are (in order, after what was left unread before them).
+    /// others' journal-only writes that hand nothing to a device this instance owns and route
+    /// nothing this instance handed off, while nobody here listens to the journal's changes
+    /// (event streams, long polls). If one entry must be read, all are (in order, after what
+    /// was left unread before them).
     func unreadable(_ entries: [LogEntry]) -> [Bool] {
         var leave = [Bool](repeating: false, count: entries.count)
         guard followsJournalLazily, !state.tracksChanges else { return leave }
         let devices = Set(entries.flatMap { $0.writer != instance ? $0.journal?.handOffDevices ?? [] : [] })
         let owned = devices.isEmpty ? [] : state.readWorld { world in devices.filter { world.owns(String($0)) } }
+        let stripe = UInt64(instance) % SequenceStripes.count
         for (index, entry) in entries.enumerated() where entry.writer != instance {
-            guard let journal = entry.journal, !journal.handOffDevices.contains(where: owned.contains) else {
+            guard let journal = entry.journal, !journal.handOffDevices.contains(where: owned.contains),
+                !journal.delivers(toStripe: stripe)
+            else {
                 return [Bool](repeating: false, count: entries.count)
             }
             leave[index] = true

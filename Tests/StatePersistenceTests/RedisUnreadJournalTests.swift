@@ -14,6 +14,10 @@ struct RedisUnreadJournalTests {
         #expect(plain?.topSequence == 3077 && plain?.records == 40 && plain?.handOffDevices.isEmpty == true)
         let handing = JournalOnlyWrite("9/2:phone-1,tab_2.b")
         #expect(handing?.handOffDevices == ["phone-1", "tab_2.b"])
+        let routing = JournalOnlyWrite("9/0|1,3")
+        #expect(routing?.deliveredStripes == [1, 3] && routing?.delivers(toStripe: 3) == true && routing?.delivers(toStripe: 2) == false)
+        #expect(JournalOnlyWrite("9/2:phone|2")?.handOffDevices == ["phone"])
+        #expect(JournalOnlyWrite("9/0|x") == nil)
         #expect(JournalOnlyWrite("12") == nil, "without a record count")
         #expect(JournalOnlyWrite("x/1") == nil)
         #expect(JournalOnlyWrite("") == nil)
@@ -26,26 +30,28 @@ struct RedisUnreadJournalTests {
         writes.add(saved(9, handedTo: "phone"), encoded: [])
         writes.add(.recordDelivered(sequence: 3, delivery: RecordDelivery()), encoded: [])
         writes.add(.recordsEvicted(before: 2), encoded: [])
-        #expect(writes.journalOnlyField == "9/3:phone")
+        #expect(writes.journalOnlyField(writer: 3) == "9/3:phone", "the delivery part is of a record the writer numbered itself")
+        writes.add(.recordDelivered(sequence: 2 * 1024 + 5, delivery: RecordDelivery()), encoded: [])
+        #expect(writes.journalOnlyField(writer: 3) == "2053/3:phone|5", "a hand-off of instance 5, routed: instance 5 reads it at once")
 
         var device = RedisStateStore.Writes(recordsInBatch: true)
         device.add(saved(7), encoded: [])
         device.add(.deviceSaved(Device(id: "d", isVirtual: true, apps: [:], createdAtMs: 0)), encoded: [])
-        #expect(device.journalOnlyField == nil, "a device's row is read by every instance at once")
+        #expect(device.journalOnlyField(writer: 1) == nil, "a device's row is read by every instance at once")
 
         var handedBack = RedisStateStore.Writes(recordsInBatch: true)
         var part = RecordDelivery()
         part.awaitingOwner = true
         handedBack.add(.recordDelivered(sequence: 4, delivery: part), encoded: [])
-        #expect(handedBack.journalOnlyField == nil, "a delivery part that hands the record off names no device")
+        #expect(handedBack.journalOnlyField(writer: 1) == nil, "a delivery part that hands the record off names no device")
 
         var many = RedisStateStore.Writes(recordsInBatch: true)
         for i in 0...RedisStateStore.Writes.maxHandOffDevices { many.add(saved(UInt64(i + 1), handedTo: "d\(i)"), encoded: []) }
-        #expect(many.journalOnlyField == nil, "hand-offs to more devices than the entry names")
+        #expect(many.journalOnlyField(writer: 1) == nil, "hand-offs to more devices than the entry names")
 
         var evictionsOnly = RedisStateStore.Writes(recordsInBatch: true)
         evictionsOnly.add(.recordsEvicted(before: 2), encoded: [])
-        #expect(evictionsOnly.journalOnlyField == nil, "no record: nothing for the entry to point at")
+        #expect(evictionsOnly.journalOnlyField(writer: 1) == nil, "no record: nothing for the entry to point at")
     }
 
     @Test func writesLeftUnreadAreForgottenWhereTheJournalWouldDropThemButHandOffsWaitAWhile() {
