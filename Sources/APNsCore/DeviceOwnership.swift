@@ -292,6 +292,10 @@ extension World {
         ownership.map { $0.owner(of: deviceID, connectionID: registry.devices[deviceID]?.connectionID) }
     }
 
+    /// Pushes handed off to their device's owner that this copy knows of and has not seen
+    /// routed yet (`/metrics`).
+    public var handOffsWaiting: Int { delivery.handedOff.count }
+
     /// Whether this instance decides `deviceID`'s deliveries (always, when no instances own
     /// devices).
     public func owns(_ deviceID: String) -> Bool {

@@ -38,8 +38,11 @@ extension Emulator {
     /// `/metrics`: every family is named `apns_emulator_*`.
     func metricsText() -> String {
         let now = clock.nowMilliseconds()
-        let (counters, records, deviceCount, pending, activities) = state.readWorld { w in
-            (w.counters, w.records.count, w.registry.devices.count, w.delivery.pendingCount, Self.activitiesByState(w.liveActivities, nowMs: now))
+        let (counters, records, deviceCount, pending, activities, handOffsWaiting) = state.readWorld { w in
+            (
+                w.counters, w.records.count, w.registry.devices.count, w.delivery.pendingCount,
+                Self.activitiesByState(w.liveActivities, nowMs: now), w.handOffsWaiting
+            )
         }
         var p = PrometheusText()
         p.family(
@@ -147,6 +150,10 @@ extension Emulator {
             "apns_emulator_handoffs_lost_total", "counter",
             "--redis: hand-offs this instance owned that it could not route: their journal record fell off the end first and could not be kept.",
             Double(counters.handOffsLost))
+        p.single(
+            "apns_emulator_handoffs_waiting", "gauge",
+            "--redis: pushes handed off to their device's owner that this instance knows of and has not seen routed yet.",
+            Double(handOffsWaiting))
         p.single(
             "apns_emulator_shared_writes_unread", "gauge",
             "--redis-follow lazy: writes of other instances that only added to the journal, not read into this instance's copy yet (an admin API read or a change under the lease reads them).",

@@ -595,11 +595,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// The rows of the entries (by version) that keep them in `rb:<version>` rather than in
     /// the log, fetched in one round trip. This instance's own are not needed, nor those left
     /// unread (`unread`, by index).
-    func rowsKeptApart(_ entries: [LogEntry], leaving unread: [Bool] = [], on redis: RedisConnection) throws(RedisError) -> [UInt64: [UInt8]] {
+    func rowsKeptApart(
+        _ entries: [LogEntry], leaving unread: [Bool] = [], ownParts: [Bool] = [], on redis: RedisConnection
+    ) throws(RedisError) -> [UInt64: [UInt8]] {
         let wanted = entries.enumerated()
             .filter {
                 $0.element.writer != instance && $0.element.rows == nil && $0.element.keptRows != nil
-                    && !(unread.indices.contains($0.offset) && unread[$0.offset])
+                    && (!(unread.indices.contains($0.offset) && unread[$0.offset])
+                        || (ownParts.indices.contains($0.offset) && ownParts[$0.offset]))
             }
             .map(\.element)
         guard !wanted.isEmpty else { return [:] }
@@ -669,7 +672,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var unread: UnreadJournal.Noted? = nil
     }
 
-    func prepare(_ entries: [LogEntry], rows kept: [UInt64: [UInt8]], leaving unread: [Bool] = []) -> [PreparedEntry] {
+    func prepare(
+        _ entries: [LogEntry], rows kept: [UInt64: [UInt8]], leaving unread: [Bool] = [], ownParts: [Bool] = []
+    ) -> [PreparedEntry] {
         var prepared: [PreparedEntry] = []
         prepared.reserveCapacity(entries.count)
         for entry in entries {
@@ -680,13 +685,20 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 prepared.append(PreparedEntry(id: id, version: version, writer: writer, members: members, changes: [], problem: nil))
                 continue
             }
-            if unread.indices.contains(prepared.count), unread[prepared.count], let keptRows, let journal {
-                let batch = UnreadJournal.Batch(
+            let index = prepared.count
+            if unread.indices.contains(index), unread[index], let keptRows, let journal {
+                var batch = UnreadJournal.Batch(
                     version: version, kept: keptRows, records: journal.records, handsOff: !journal.handOffDevices.isEmpty,
                     notedMs: Monotonic.nowMilliseconds())
+                // Its parts for this instance's own records, applied now (`unreadable`).
+                var parts: [ReplicatedRow] = []
+                if ownParts.indices.contains(index), ownParts[index], let rows = kept[version], let all = try? StateCodec.decodeRows(rows) {
+                    parts = ownDeliveryParts(all)
+                    batch.ownPartsApplied = true
+                }
                 prepared.append(
                     PreparedEntry(
-                        id: id, version: version, writer: writer, members: members, changes: [], problem: nil,
+                        id: id, version: version, writer: writer, members: members, changes: parts, problem: nil,
                         unread: UnreadJournal.Noted(batch: batch, topSequence: journal.topSequence, handOffDevices: journal.handOffDevices)))
                 continue
             }
@@ -720,6 +732,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 continue
             }
             if let left = entry.unread, version == s.version + 1 {
+                if let parts = entry.changes, !parts.isEmpty, !applyRows(parts, version: version) {
+                    s.needsReload = true
+                    return
+                }
                 unread.append(left)
                 s.version = version
                 s.lastID = id
@@ -932,7 +948,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 }
                 // The others' writes that only add to the journal may stay unread for now; one
                 // that must be read comes after what was left unread before it.
-                let leaving = unreadable(entries)
+                let (leaving, ownParts) = unreadable(entries)
                 if unreadWrites.load(ordering: .relaxed) > 0, zip(entries, leaving).contains(where: { $0.0.writer != instance && !$0.1 }) {
                     shared.withLock { (s: inout Shared) in
                         guard !s.needsReload, let main = s.redis else { return }
@@ -945,8 +961,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 }
                 // Fetched and decoded before the lock, and applied a few entries at a time: the
                 // changes of this instance (pushes) need not wait for it.
-                let prepared = prepare(entries, rows: try rowsKeptApart(entries, leaving: leaving, on: redis!), leaving: leaving)
-                // Entries left unread (or this instance's own) apply no rows: all in one go.
+                let prepared = prepare(
+                    entries, rows: try rowsKeptApart(entries, leaving: leaving, ownParts: ownParts, on: redis!), leaving: leaving,
+                    ownParts: ownParts)
+                // Entries left unread (or this instance's own) apply few rows or none: all in one go.
                 let slice = prepared.allSatisfy { $0.unread != nil || $0.writer == instance } ? prepared.count : 8
                 var start = prepared.startIndex
                 while start < prepared.endIndex {

@@ -23,6 +23,9 @@ struct UnreadJournal {
         /// It hands records off to another instance (kept until `handOffsKeptMs` passed).
         let handsOff: Bool
         let notedMs: Int64
+        /// The delivery parts it gives this instance's own records were applied when it came
+        /// (`JournalOnlyWrite.delivers(toStripe:)`): read later, they are passed over.
+        var ownPartsApplied = false
     }
 
     /// A batch as the follower met it, with what `noteUnread` checks.
@@ -111,25 +114,40 @@ struct JournalOnlyWrite {
 
 extension RedisCoordinator {
     /// Which of `entries` (one read of the log, in order) this copy may leave unread: the
-    /// others' journal-only writes that hand nothing to a device this instance owns and route
-    /// nothing this instance handed off, while nobody here listens to the journal's changes
-    /// (event streams, long polls). If one entry must be read, all are (in order, after what
-    /// was left unread before them).
-    func unreadable(_ entries: [LogEntry]) -> [Bool] {
-        var leave = [Bool](repeating: false, count: entries.count)
-        guard followsJournalLazily, !state.tracksChanges else { return leave }
+    /// others' journal-only writes that hand nothing to a device this instance owns, while
+    /// nobody here listens to the journal's changes (event streams, long polls). If one entry
+    /// must be read, all are (in order, after what was left unread before them).
+    ///
+    /// `ownParts`: entries left unread that give delivery parts to records this instance took
+    /// (an owner routing what this instance handed off): their rows are read now, and those
+    /// parts applied at once — they touch only records this copy made, so they need nothing
+    /// left unread before them — while the rest of the write stays unread. Left for later, its
+    /// copy of each hand-off it made would wait, and pile up.
+    func unreadable(_ entries: [LogEntry]) -> (leave: [Bool], ownParts: [Bool]) {
+        let none = [Bool](repeating: false, count: entries.count)
+        guard followsJournalLazily, !state.tracksChanges else { return (none, none) }
+        var (leave, ownParts) = (none, none)
         let devices = Set(entries.flatMap { $0.writer != instance ? $0.journal?.handOffDevices ?? [] : [] })
         let owned = devices.isEmpty ? [] : state.readWorld { world in devices.filter { world.owns(String($0)) } }
-        let stripe = UInt64(instance) % SequenceStripes.count
+        let stripe = ownStripe
         for (index, entry) in entries.enumerated() where entry.writer != instance {
-            guard let journal = entry.journal, !journal.handOffDevices.contains(where: owned.contains),
-                !journal.delivers(toStripe: stripe)
-            else {
-                return [Bool](repeating: false, count: entries.count)
-            }
+            guard let journal = entry.journal, !journal.handOffDevices.contains(where: owned.contains) else { return (none, none) }
             leave[index] = true
+            ownParts[index] = journal.delivers(toStripe: stripe)
         }
-        return leave
+        return (leave, ownParts)
+    }
+
+    /// The journal stripe this instance numbers its records in (`SequenceStripes`).
+    var ownStripe: UInt64 { UInt64(instance) % SequenceStripes.count }
+
+    /// The delivery parts `rows` give this instance's own records.
+    func ownDeliveryParts(_ rows: [ReplicatedRow]) -> [ReplicatedRow] {
+        let stripe = ownStripe
+        return rows.filter {
+            guard case .change(.recordDelivered(let sequence, _)) = $0 else { return false }
+            return sequence % SequenceStripes.count == stripe
+        }
     }
 
     /// Notes the others' writes `apply` left unread, in order, and moves this copy's journal
@@ -176,7 +194,19 @@ extension RedisCoordinator {
             })
         return zip(batches, replies).map { batch, reply in
             guard let bytes = reply.bytes else { return FetchedUnread(version: batch.version, rows: .success(nil)) }
-            return FetchedUnread(version: batch.version, rows: Result { () throws(StateStoreError) in try StateCodec.decodeRows(bytes) }.map { $0 })
+            let rows = Result { () throws(StateStoreError) in try StateCodec.decodeRows(bytes) }
+            guard batch.ownPartsApplied else { return FetchedUnread(version: batch.version, rows: rows.map { $0 }) }
+            // Its parts for this instance's own records went in when it came; later ones may
+            // have come since, which these must not undo.
+            let stripe = ownStripe
+            return FetchedUnread(
+                version: batch.version,
+                rows: rows.map { all in
+                    all.filter {
+                        guard case .change(.recordDelivered(let sequence, _)) = $0 else { return true }
+                        return sequence % SequenceStripes.count != stripe
+                    }
+                })
         }
     }
 
