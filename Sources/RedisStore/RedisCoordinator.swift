@@ -871,6 +871,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         failPending(&s)
         s.holding = false
         s.sharing = false
+        // What was left unread belongs to the state that went: its version numbers name other
+        // writes (or none) in whatever Redis holds now.
+        forgetUnread(&s)
         guard let current else {
             guard s.recovery == nil, !s.epoch.isEmpty else { return }
             s.recovery = Recovery(lostEpoch: s.epoch, detectedMs: Monotonic.nowMilliseconds())
