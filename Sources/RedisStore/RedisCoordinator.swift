@@ -606,14 +606,15 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             }
             .map(\.element)
         guard !wanted.isEmpty else { return [:] }
-        let replies = try redis.pipeline(
-            wanted.map {
-                $0.keptRows == .key
-                    ? ["GET", store.key("rb:\($0.version)")] : ["HGET", store.key("state"), .text("rb:\($0.version)")]
-            })
+        let replies = try redis.pipeline(wanted.map { fetchRows(ofVersion: $0.version, keptAs: $0.keptRows ?? .key) })
         var rows: [UInt64: [UInt8]] = [:]
         for (entry, reply) in zip(wanted, replies) { if let bytes = reply.bytes { rows[entry.version] = bytes } }
         return rows
+    }
+
+    /// The command that fetches the rows of the write `version` kept apart from the log.
+    func fetchRows(ofVersion version: UInt64, keptAs kept: KeptRows) -> [RedisArgument] {
+        kept == .key ? ["GET", store.key("rb:\(version)")] : ["HGET", store.key("state"), .text("rb:\(version)")]
     }
 
     /// Where a log entry's rows are, when not in the entry itself (`b`).
@@ -693,7 +694,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 // Its parts for this instance's own records, applied now (`unreadable`).
                 var parts: [ReplicatedRow] = []
                 if ownParts.indices.contains(index), ownParts[index], let rows = kept[version], let all = try? StateCodec.decodeRows(rows) {
-                    parts = ownDeliveryParts(all)
+                    parts = all.filter(isOwnDeliveryPart)
                     batch.ownPartsApplied = true
                 }
                 prepared.append(
@@ -931,7 +932,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     // first, the same way (32 writes, about a thousand records under load): a
                     // journal read after a burst then finds them there, as when following eagerly.
                     if unreadWrites.load(ordering: .relaxed) > 0 {
-                        _ = readUnread(atMost: 32)
+                        _ = catchUpUnread(atMost: 32)
                         decodingKept = true
                     } else {
                         decodingKept = state.decodeKeptRecords(slice: 500)

@@ -141,13 +141,10 @@ extension RedisCoordinator {
     /// The journal stripe this instance numbers its records in (`SequenceStripes`).
     var ownStripe: UInt64 { UInt64(instance) % SequenceStripes.count }
 
-    /// The delivery parts `rows` give this instance's own records.
-    func ownDeliveryParts(_ rows: [ReplicatedRow]) -> [ReplicatedRow] {
-        let stripe = ownStripe
-        return rows.filter {
-            guard case .change(.recordDelivered(let sequence, _)) = $0 else { return false }
-            return sequence % SequenceStripes.count == stripe
-        }
+    /// Whether `row` is a delivery part of one of this instance's own records.
+    func isOwnDeliveryPart(_ row: ReplicatedRow) -> Bool {
+        guard case .change(.recordDelivered(let sequence, _)) = row else { return false }
+        return sequence % SequenceStripes.count == ownStripe
     }
 
     /// Notes the others' writes `apply` left unread, in order, and moves this copy's journal
@@ -188,25 +185,14 @@ extension RedisCoordinator {
     /// coordinator's); nil for a batch gone from Redis: it fell below the journal's bound
     /// meanwhile, its records are gone everywhere.
     func fetchUnread(_ batches: ArraySlice<UnreadJournal.Batch>, on redis: RedisConnection) throws(RedisError) -> [FetchedUnread] {
-        let replies = try redis.pipeline(
-            batches.map {
-                $0.kept == .key ? ["GET", store.key("rb:\($0.version)")] : ["HGET", store.key("state"), .text("rb:\($0.version)")]
-            })
+        let replies = try redis.pipeline(batches.map { fetchRows(ofVersion: $0.version, keptAs: $0.kept) })
         return zip(batches, replies).map { batch, reply in
             guard let bytes = reply.bytes else { return FetchedUnread(version: batch.version, rows: .success(nil)) }
+            // Its parts for this instance's own records went in when it came (`ownPartsApplied`);
+            // later ones may have come since, which these must not undo.
             let rows = Result { () throws(StateStoreError) in try StateCodec.decodeRows(bytes) }
-            guard batch.ownPartsApplied else { return FetchedUnread(version: batch.version, rows: rows.map { $0 }) }
-            // Its parts for this instance's own records went in when it came; later ones may
-            // have come since, which these must not undo.
-            let stripe = ownStripe
-            return FetchedUnread(
-                version: batch.version,
-                rows: rows.map { all in
-                    all.filter {
-                        guard case .change(.recordDelivered(let sequence, _)) = $0 else { return true }
-                        return sequence % SequenceStripes.count != stripe
-                    }
-                })
+                .map { all in batch.ownPartsApplied ? all.filter { !isOwnDeliveryPart($0) } : all }
+            return FetchedUnread(version: batch.version, rows: rows.map { $0 })
         }
     }
 
@@ -274,11 +260,11 @@ extension RedisCoordinator {
     /// many. Should the fetch fail, they are read under the lock instead.
     public func catchUpJournal() {
         guard unreadWrites.load(ordering: .relaxed) > 0 else { return }
-        _ = readUnread(atMost: .max)
+        _ = catchUpUnread(atMost: .max)
     }
 
     /// `catchUpJournal` for the oldest `limit` writes left unread; true when more are left.
-    func readUnread(atMost limit: Int) -> Bool {
+    func catchUpUnread(atMost limit: Int) -> Bool {
         let more = unreadReader.withLock { (connection: inout RedisConnection?) -> Bool in
             let (pending, more) = shared.withLock { (s: inout Shared) -> ([UnreadJournal.Batch], Bool) in
                 guard s.unavailable == nil, !s.needsReload else { return ([], false) }
