@@ -262,9 +262,13 @@ public final class EmulatorState: Sendable {
         while slices < 50, decodeKeptRecords(slice: 2_000) { slices += 1 }
     }
 
-    /// Whether `prepareJournalRead` has work to do now (the admin API does it off its loop).
-    public var journalReadNeedsPreparing: Bool {
-        coordinator?.hasJournalToCatchUp == true || world.withLock { $0.records.mayKeepEncoded }
+    /// What an admin API read does first when instances share the state: waits until this
+    /// copy has every change the others had made (`WorldCoordinator.followUpToNow`: a push
+    /// answered 200 through any instance before the read began is in the answer), then
+    /// `prepareJournalRead`. Blocking: off any event loop.
+    public func followOthersForRead() {
+        coordinator?.followUpToNow()
+        prepareJournalRead()
     }
 
     /// Decodes up to `slice` of the records a follower keeps encoded, newest first, without
@@ -436,13 +440,14 @@ public protocol WorldCoordinator: AnyObject, Sendable {
     /// Brings what other instances added to the journal into this copy, if it was left for
     /// later (`--redis-follow lazy`): before a read of the journal.
     func catchUpJournal()
-    /// Whether `catchUpJournal` has anything to read now.
-    var hasJournalToCatchUp: Bool { get }
+    /// Waits (boundedly) until this copy has every change the others had made when it was
+    /// called: a read after it shows each of them (an admin API read begins with it).
+    func followUpToNow()
 }
 
 extension WorldCoordinator {
     public func catchUpJournal() {}
-    public var hasJournalToCatchUp: Bool { false }
+    public func followUpToNow() {}
 }
 
 /// A world a reset replaced. Freeing one with 1,000,000 devices takes seconds, which nobody

@@ -313,11 +313,14 @@ public struct RecordStore: Sendable {
     /// Several instances appending at once (`--redis`): see `numberInStripes`. nil: one
     /// writer, numbers handed out one after another, kept in that order.
     private var numbering: (stripe: UInt64, counter: UInt64)?
-    /// With `numbering`: where each kept record is (physical slot by sequence), since records
-    /// are kept in the order they arrived, which is not quite the order of their numbers.
+    /// With `numbering`: where each kept record is (physical slot by sequence). Records are put
+    /// in the order of their numbers once they have all arrived (`settleArrivals`), which is
+    /// not the order they arrived in.
     private var slotBySequence: [UInt64: Int] = [:]
-    /// Whether records are kept in arrival order (several writers), not in sequence order.
-    public var isArrivalOrdered: Bool { numbering != nil }
+    /// With `numbering`: the oldest place (logical index) from which records may be out of the
+    /// order of their numbers: another instance's record arrived after newer ones (this
+    /// instance's own, taken while that record was on its way or left unread).
+    private var unsettledFrom: Int?
     /// Records that fell off the end (for /info and metrics).
     public private(set) var evicted: UInt64 = 0
     /// When on, appends and updates note the sequence numbers they touched.
@@ -401,8 +404,8 @@ public struct RecordStore: Sendable {
     /// From now on this journal numbers its records in `stripe`, one of several instances
     /// writing to one shared journal at once (`--redis`): number = counter × 2^bits + stripe,
     /// unique as long as the writers' stripes differ, and roughly in time order across writers
-    /// because every record seen moves the counter past it (`continueSequence`). Records are
-    /// then kept in the order they arrive, which is not strictly the order of their numbers.
+    /// because every record seen moves the counter past it (`continueSequence`). A record that
+    /// arrives after newer ones is put in its place by `settleArrivals`.
     public mutating func numberInStripes(_ stripe: UInt64) {
         precondition(stripe < SequenceStripes.count)
         let counter = numbering?.counter ?? (denseNext >> SequenceStripes.bits + 1)
@@ -410,6 +413,44 @@ public struct RecordStore: Sendable {
         slotBySequence = [:]
         slotBySequence.reserveCapacity(live)
         for logical in 0..<live { slotBySequence[ring[physical(logical)].sequence] = physical(logical) }
+    }
+
+    /// Puts the records that arrived after newer ones in the order of their numbers (several
+    /// writers, `numberInStripes`): then every copy lists the journal in one order, close to
+    /// the order the pushes were answered in. A copy that reads another instance's records
+    /// late (following lazily: `--redis-follow lazy`) would otherwise list them as newer than
+    /// its own pushes that came after them. Called once a batch of arrivals is in (a catch-up
+    /// of many calls it once, at its end): it sorts only the end of the journal they reach
+    /// into, moving each record there once.
+    public mutating func settleArrivals() {
+        guard let from = unsettledFrom else { return }
+        unsettledFrom = nil
+        guard numbering != nil, from < live else { return }
+        var lowest = UInt64.max
+        for logical in from..<live { lowest = min(lowest, ring[physical(logical)].sequence) }
+        // Before `from` the records are in order: the end to sort starts at the first one
+        // numbered above the lowest arrival.
+        var start = 0
+        var end = from
+        while start < end {
+            let mid = (start + end) / 2
+            if ring[physical(mid)].sequence < lowest { start = mid + 1 } else { end = mid }
+        }
+        let numbers = (start..<live).map { ring[physical($0)].sequence }
+        // order[k]: the place (from `start`) of the record that belongs at place k.
+        let order = numbers.indices.sorted { numbers[$0] < numbers[$1] }
+        var placed = [Bool](repeating: false, count: numbers.count)
+        for k in order.indices where !placed[k] {
+            // Each cycle of the permutation is walked with swaps: every record moves once.
+            var current = k
+            while order[current] != k {
+                ring.swapAt(physical(start + current), physical(start + order[current]))
+                placed[current] = true
+                current = order[current]
+            }
+            placed[current] = true
+        }
+        for logical in start..<live { slotBySequence[ring[physical(logical)].sequence] = physical(logical) }
     }
 
     /// Takes on another journal's numbering (a reset or reload replaced this one).
@@ -507,6 +548,7 @@ public struct RecordStore: Sendable {
             lastEvicted = dropOldest()
         }
         bytes += record.accountedBytes
+        if unsettledFrom == nil, live > 0, sequence < ring[physical(live - 1)].sequence { unsettledFrom = live }
         let slot = physical(live)
         if slot == ring.count {
             if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
@@ -615,8 +657,8 @@ public struct RecordStore: Sendable {
     }
 
     /// Replication: drops the records older than `sequence` from the end, as the producer's
-    /// journal did (counted as evicted), and never hands out a number below it. (Kept in
-    /// arrival order, the end may hold a few newer numbers first: eviction stops there.)
+    /// journal did (counted as evicted), and never hands out a number below it. (With several
+    /// writers, records not yet settled may put a newer number first: eviction stops there.)
     public mutating func evict(before sequence: UInt64) {
         while live > 0, ring[head].sequence < sequence { dropOldest() }
         continueSequence(from: sequence)
@@ -631,7 +673,10 @@ public struct RecordStore: Sendable {
         if tracksUpdatesApart, evictedUnwritten.count < Self.maxEvictedHandOffs, wasChangedLately(emptied.sequence) {
             evictedUnwritten[emptied.sequence] = emptied
         }
-        if numbering != nil { slotBySequence[emptied.sequence] = nil }
+        if numbering != nil {
+            slotBySequence[emptied.sequence] = nil
+            if let from = unsettledFrom { unsettledFrom = max(0, from - 1) }
+        }
         bytes -= emptied.accountedBytes
         head = (head + 1) % capacity
         live -= 1
@@ -778,8 +823,8 @@ public struct RecordStore: Sendable {
         // Logical indices below `end` hold sequences below `before` (they increase with the index).
         var end = live
         if let before, numbering != nil {
-            // Kept in arrival order: the page goes on from where that record is, or (gone)
-            // from the newest record numbered below it.
+            // Several writers: the page goes on from where that record is, or (gone) from the
+            // newest record numbered below it.
             if let slot = slotBySequence[before] {
                 end = (slot - head + capacity) % capacity
             } else {

@@ -154,9 +154,11 @@ extension World {
         try applyReplicated(rows: changes.map(ReplicatedRow.change), nowMs: nowMs, configured: configured, loadKey: loadKey)
     }
 
-    /// `applyReplicated` of a follower's rows (`StateCodec.decodeRows`).
+    /// `applyReplicated` of a follower's rows (`StateCodec.decodeRows`). The journal records
+    /// that arrived after newer ones are put in their place (`RecordStore.settleArrivals`)
+    /// unless `settling` is false: a catch-up of many writes settles once, at its end.
     public mutating func applyReplicated(
-        rows changes: [ReplicatedRow], nowMs: Int64, configured: World,
+        rows changes: [ReplicatedRow], nowMs: Int64, configured: World, settling: Bool = true,
         loadKey: (StoredKey) throws(StateStoreError) -> ProviderKey
     )
         throws(StateStoreError) -> ReplicationApplied
@@ -312,6 +314,7 @@ extension World {
             }
         }
         keepEvictedHandOffs()
+        if settling { records.settleArrivals() }
         return applied
     }
 

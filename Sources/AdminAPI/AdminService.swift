@@ -78,15 +78,16 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
             }
             return
         }
-        // A read sees what other instances journaled (`--redis-follow lazy` leaves it for now),
-        // and finds their records decoded: both done first, off this loop (after a burst they
-        // take a few hundred ms, which /readyz and the rest must not wait for); the route itself
-        // still runs on the loop, which streams and long polls need.
-        if state.coordinator != nil, !servesFromReserve(request.path), state.journalReadNeedsPreparing {
+        // A read sees every change the other instances made before it (what they journaled
+        // included, which `--redis-follow lazy` leaves for now), and finds their records
+        // decoded: all done first, off this loop (after a burst it takes a few hundred ms,
+        // which /readyz and the rest must not wait for); the route itself still runs on the
+        // loop, which streams and long polls need.
+        if state.coordinator != nil, !servesFromReserve(request.path) {
             let loop = http.connection.loop
             let confined = ConfinedConnection(http: http)
             journalCatchUps.async { [self] in
-                state.prepareJournalRead()
+                state.followOthersForRead()
                 loop.execute { [self] in
                     let (response, ran) = answer(request, confined.http)
                     deliver(response, to: request, changed: ran, confined.http)

@@ -134,6 +134,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     let unreadWrites = Atomic<Int>(0)
     /// The connection the admin API's reads fetch unread writes on, one read at a time.
     let unreadReader = Locked<RedisConnection?>(nil)
+    /// Where an admin API read asks how far the log goes (`followUpToNow`), with a short
+    /// timeout: a Redis that stops answering must not hold reads of this copy for long.
+    let logEndReader = Locked<RedisConnection?>(nil)
+    /// Whether other instances are members (`setOwnership`), readable without the lock: an
+    /// instance alone has nobody to follow before a read.
+    let othersAreMembers = Atomic<Bool>(true)
     /// Leaves the others' journal-only writes unread until something reads the journal
     /// (`--redis-follow`); else reads every write as it comes.
     let followsJournalLazily: Bool
@@ -766,13 +772,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// Applies another instance's rows to this copy (under this coordinator's lock), routes the
     /// hand-offs they give this instance and notes what to announce; false when they cannot be
-    /// applied (this copy must reload).
-    func applyRows(_ changes: [ReplicatedRow], version: UInt64) -> Bool {
+    /// applied (this copy must reload). `settling`: see `World.applyReplicated`.
+    func applyRows(_ changes: [ReplicatedRow], version: UInt64, settling: Bool = true) -> Bool {
         do {
             let now = clock.nowMilliseconds()
             let (applied, handOffs) = try state.applyShared {
                 (world: inout World) throws(StateStoreError) -> (ReplicationApplied, [String]) in
-                let applied = try world.applyReplicated(rows: changes, nowMs: now, configured: configured, loadKey: loadKey)
+                let applied = try world.applyReplicated(
+                    rows: changes, nowMs: now, configured: configured, settling: settling, loadKey: loadKey)
                 guard !applied.handedOffDeviceIDs.isEmpty else { return (applied, []) }
                 // After a reset the list names every device with a hand-off: route those this
                 // instance owns.

@@ -16,6 +16,7 @@ extension RedisCoordinator {
         let ownership = DeviceOwnership(members: members, me: instance)
         guard ownership != s.ownership else { return }
         s.ownership = ownership
+        othersAreMembers.store(ownership.members != [instance], ordering: .relaxed)
         let owned = state.applyShared { (world: inout World) -> [String] in
             world.ownership = ownership
             return world.handOffsToRoute

@@ -5,6 +5,7 @@
 // must be read at once). Reading every record of every instance as it came was most of what
 // a follower spent, so with several instances on shared cores each slowed the others down.
 import APNsCore
+import Foundation
 import MonotonicClock
 import Redis
 import Synchronization
@@ -179,6 +180,13 @@ extension RedisCoordinator {
             applyUnread(try fetchUnread(chunk, on: redis), &s)
         }
         if s.needsReload { forgetUnread(&s) }
+        settleArrivals()
+    }
+
+    /// Puts the records read late among this instance's own newer ones, in the order of their
+    /// numbers (`RecordStore.settleArrivals`): once, after a catch-up of many writes.
+    func settleArrivals() {
+        state.applyShared { (world: inout World) in world.records.settleArrivals() }
     }
 
     /// The rows of `batches`, decoded (by an admin read outside any lock, or under this
@@ -208,7 +216,7 @@ extension RedisCoordinator {
             guard s.unread.oldest?.version == batch.version else { continue }
             switch batch.rows {
             case .success(let rows):
-                if let rows, !applyRows(rows, version: batch.version) { s.needsReload = true }
+                if let rows, !applyRows(rows, version: batch.version, settling: false) { s.needsReload = true }
             case .failure(let error):
                 logger.warning("cannot read shared change \(batch.version): \(error); reloading the shared state")
                 s.needsReload = true
@@ -250,7 +258,6 @@ extension RedisCoordinator {
 
     /// The others' writes left unread now (`/metrics`).
     public var unreadJournalWrites: Int { unreadWrites.load(ordering: .relaxed) }
-    public var hasJournalToCatchUp: Bool { unreadJournalWrites > 0 }
 
     /// Brings the others' journal records this copy left unread into it, before a read of the
     /// journal (admin API reads); at once when there are none.
@@ -262,6 +269,37 @@ extension RedisCoordinator {
         guard unreadWrites.load(ordering: .relaxed) > 0 else { return }
         _ = catchUpUnread(atMost: .max)
     }
+
+    /// Waits until this copy has followed the log as far as it went when called: every write
+    /// in it applied, or noted as left unread (which `catchUpJournal` then reads). The follower
+    /// is usually there within a millisecond; at most `followUpWaitMs`, then the read goes on
+    /// with what this copy has, as it does at once while Redis is unavailable or slow to say
+    /// (300 ms), and when this instance is the only member (nobody else writes).
+    public func followUpToNow() {
+        // Read without the coordinator's lock, which a slow Redis can keep held for a while.
+        guard othersAreMembers.load(ordering: .relaxed), unavailableReason == nil else { return }
+        let newest = logEndReader.withLock { (connection: inout RedisConnection?) -> UInt64? in
+            do {
+                if connection == nil || connection!.isBroken { connection = try store.connect(commandTimeoutMs: 300) }
+                let reply = try connection!.command("XREVRANGE", store.key("log"), "+", "-", "COUNT", "1")
+                guard let entry = reply.elements?.first else { return nil }
+                return try LogEntry(entry).version
+            } catch {
+                connection = nil
+                return nil
+            }
+        }
+        guard let newest else { return }
+        let deadline = Monotonic.nowMilliseconds() + Self.followUpWaitMs
+        while Monotonic.nowMilliseconds() < deadline {
+            var behind = true
+            let looked = shared.withLockIfFree(within: 1_000) { s in behind = s.version < newest && s.unavailable == nil && !s.needsReload }
+            if looked && !behind { return }
+            usleep(200)
+        }
+    }
+
+    static let followUpWaitMs: Int64 = 1_000
 
     /// `catchUpJournal` for the oldest `limit` writes left unread; true when more are left.
     func catchUpUnread(atMost limit: Int) -> Bool {
@@ -294,6 +332,9 @@ extension RedisCoordinator {
             }
             return more
         }
+        // Settled once all are in: the background reads a few writes at a time, and each
+        // settle sorts the journal's end they reach into (reads catch up to the end first).
+        if !more { settleArrivals() }
         flushAnnouncements()
         return more
     }

@@ -634,6 +634,37 @@ struct SharedStateTests {
         #expect(try e2.metric("apns_emulator_shared_writes_unread") == 0)
     }
 
+    /// Pushes answered one after another through alternate instances: an admin API read on
+    /// either, made right after an answer, has that push as the newest (it waits until its copy
+    /// has every write made before it), and both list the pushes in the order they were
+    /// answered. Before, a read could miss a push answered a moment earlier through the other
+    /// instance, and a copy following lazily listed the other's pushes, read late, as newer
+    /// than its own that came after them (so `latest` named an older push).
+    @Test(arguments: ["eager", "lazy"]) func everyInstanceListsPushesInTheOrderTheyWereAnswered(follow: String) throws {
+        let cluster = try EmulatorCluster(count: 2, extra: ["--redis-follow", follow])
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let connections = [try e1.connect(), try e2.connect()]
+        // One device each instance owns: pushes through the other are handed off.
+        for token in [try token(handedOff: false, through: e1, other: e2), try token(handedOff: true, through: e1, other: e2)] {
+            let token = try #require(token, "no such device among 40")
+            var answered: [String] = []
+            for i in 0..<12 {
+                let (taker, reader) = i % 2 == 0 ? (e1, e2) : (e2, e1)
+                let result = APNsResult(try connections[i % 2].send(try taker.push(token, payload: #"{"aps":{"alert":"\#(i)"}}"#).request))
+                #expect(result.status == 200)
+                let apnsID = try #require(result.apnsID)
+                answered.append(apnsID)
+                let latest = try reader.admin("GET", "/api/v1/notifications/latest?token=\(token)").json["apnsId"]?.stringValue
+                #expect(latest == apnsID, "push \(i), read through the other instance at once")
+            }
+            for instance in [e1, e2] {
+                // (After them, the push that found out which instance owns the device.)
+                let listed = try instance.notifications(token: token, limit: 500).compactMap { $0["apnsId"]?.stringValue }
+                #expect(Array(listed.prefix(answered.count)) == answered.reversed(), "newest first, in the order they were answered")
+            }
+        }
+    }
+
     /// A journal of five records (`--max-records 5`) under load, every push for a device the
     /// other instance owns: each is answered 200 and routed by the owner, none lost. Before, the
     /// rows of a write left Redis as soon as the journal's bound passed them, within
