@@ -957,6 +957,8 @@ public struct RecordStore: Sendable {
 
     /// Removes the records that match; returns their sequence numbers, oldest first.
     public mutating func removeAll(where matches: (NotificationRecord) -> Bool) -> [UInt64] {
+        // What is left keeps its order: settled first, it stays settled.
+        settleArrivals()
         var kept: [NotificationRecord] = []
         var removed: [UInt64] = []
         kept.reserveCapacity(live)

@@ -220,6 +220,13 @@ struct RecordStoreTests {
         for i in 100..<250 { mine.append(record("m\(i)")) }
         #expect(mine.count == 300)
         #expect(mine.newestFirst(limit: 300).last?.token == "o25", "the oldest numbers fell off the end")
+        // A delete with arrivals not yet settled leaves the rest in number order too.
+        var older = record("o-late")
+        older.sequence = late[99].sequence + 1
+        mine.upsert(older)
+        #expect(mine.removeAll { $0.token == "m120" }.count == 1)
+        let left = mine.newestFirst(limit: 300).map(\.sequence)
+        #expect(left == left.sorted(by: >) && left.contains(older.sequence))
     }
 
     @Test func resetRestoresStartStateButKeepsSequencesIncreasing() throws {
