@@ -140,6 +140,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// Whether other instances are members (`setOwnership`), readable without the lock: an
     /// instance alone has nobody to follow before a read.
     let othersAreMembers = Atomic<Bool>(true)
+    /// Until when (monotonic ms) reads do not ask Redis where the log ends: it failed to say
+    /// in time, and reads then answer from this copy rather than each wait for it.
+    let followUpPausedUntilMs = Atomic<Int64>(0)
     /// Leaves the others' journal-only writes unread until something reads the journal
     /// (`--redis-follow`); else reads every write as it comes.
     let followsJournalLazily: Bool

@@ -273,11 +273,14 @@ extension RedisCoordinator {
     /// Waits until this copy has followed the log as far as it went when called: every write
     /// in it applied, or noted as left unread (which `catchUpJournal` then reads). The follower
     /// is usually there within a millisecond; at most `followUpWaitMs`, then the read goes on
-    /// with what this copy has, as it does at once while Redis is unavailable or slow to say
-    /// (300 ms), and when this instance is the only member (nobody else writes).
+    /// with what this copy has, as it does at once while Redis is unavailable, for a second
+    /// after Redis failed to say within 300 ms, and when this instance is the only member
+    /// (nobody else writes).
     public func followUpToNow() {
         // Read without the coordinator's lock, which a slow Redis can keep held for a while.
-        guard othersAreMembers.load(ordering: .relaxed), unavailableReason == nil else { return }
+        guard othersAreMembers.load(ordering: .relaxed), unavailableReason == nil,
+            Monotonic.nowMilliseconds() >= followUpPausedUntilMs.load(ordering: .relaxed)
+        else { return }
         let newest = logEndReader.withLock { (connection: inout RedisConnection?) -> UInt64? in
             do {
                 if connection == nil || connection!.isBroken { connection = try store.connect(commandTimeoutMs: 300) }
@@ -286,6 +289,7 @@ extension RedisCoordinator {
                 return try LogEntry(entry).version
             } catch {
                 connection = nil
+                followUpPausedUntilMs.store(Monotonic.nowMilliseconds() + 1_000, ordering: .relaxed)
                 return nil
             }
         }
