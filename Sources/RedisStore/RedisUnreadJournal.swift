@@ -274,8 +274,8 @@ extension RedisCoordinator {
     /// in it applied, or noted as left unread (which `catchUpJournal` then reads). The follower
     /// is usually there within a millisecond; at most `followUpWaitMs`, then the read goes on
     /// with what this copy has, as it does at once while Redis is unavailable, for a second
-    /// after Redis failed to say within 300 ms, and when this instance is the only member
-    /// (nobody else writes).
+    /// after Redis failed to say within 300 ms or the follower to get there in time, and when
+    /// this instance is the only member (nobody else writes).
     public func followUpToNow() {
         // Read without the coordinator's lock, which a slow Redis can keep held for a while.
         guard othersAreMembers.load(ordering: .relaxed), unavailableReason == nil,
@@ -301,6 +301,9 @@ extension RedisCoordinator {
             if looked && !behind { return }
             usleep(200)
         }
+        // The follower is that far behind (a flood of writes): the reads queued behind this one
+        // answer from the copy for a second rather than each wait as long.
+        followUpPausedUntilMs.store(Monotonic.nowMilliseconds() + 1_000, ordering: .relaxed)
     }
 
     static let followUpWaitMs: Int64 = 1_000
