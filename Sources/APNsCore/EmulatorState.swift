@@ -258,6 +258,7 @@ public final class EmulatorState: Sendable {
     /// under a flood from the others, what keeps arriving is decoded as it is read.
     public func prepareJournalRead() {
         coordinator?.catchUpJournal()
+        world.withLock { (world: inout World) in world.records.settleArrivals() }
         var slices = 0
         while slices < 50, decodeKeptRecords(slice: 2_000) { slices += 1 }
     }

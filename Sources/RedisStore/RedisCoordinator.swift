@@ -597,6 +597,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             if entries.isEmpty { s.needsReload = true; break }
             apply(prepare(entries, rows: try rowsKeptApart(entries, on: redis))[...], &s)
         }
+        settleArrivals()
         if s.needsReload { try reload(&s, redis) }
     }
 
@@ -763,7 +764,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 s.needsReload = true
                 return
             }
-            guard applyRows(changes, version: version) else {
+            // Settled by the caller, once for all the entries it read.
+            guard applyRows(changes, version: version, settling: false) else {
                 s.needsReload = true
                 return
             }
@@ -992,6 +994,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     if !more { break }
                     start = end
                 }
+                // The others' records that arrived after this instance's newer ones, put in
+                // their place once per read of the log rather than once per write.
+                settleArrivals()
                 flushAnnouncements()
             } catch {
                 redis = nil
