@@ -229,6 +229,32 @@ struct RecordStoreTests {
         #expect(left == left.sorted(by: >) && left.contains(older.sequence))
     }
 
+    /// Late arrivals settled in a journal that has wrapped around its ring (the end being
+    /// sorted crosses the ring's physical end): every record in number order, found by number.
+    @Test func lateArrivalsAreSettledAcrossTheRingsWrapAround() {
+        var mine = RecordStore(capacity: 10)
+        mine.numberInStripes(2)
+        var theirs = RecordStore(capacity: 10)
+        theirs.numberInStripes(5)
+        var late: [NotificationRecord] = []
+        for i in 0..<17 {
+            if i >= 12 {
+                var made = record("o\(i)")
+                made.sequence = theirs.append(record("o\(i)")).sequence
+                late.append(made)
+                mine.continueSequence(from: made.sequence + 1)
+            }
+            theirs.continueSequence(from: mine.append(record("m\(i)")).sequence + 1)
+        }
+        for made in late { mine.upsert(made) }
+        mine.settleArrivals()
+        let listed = mine.newestFirst(limit: 10)
+        #expect(listed.map(\.token) == ["m16", "o16", "m15", "o15", "m14", "o14", "m13", "o13", "m12", "o12"])
+        for made in listed { #expect(mine.record(sequence: made.sequence)?.token == made.token) }
+        #expect(mine.update(sequence: late[2].sequence) { $0.outcome = .delivered })
+        #expect(mine.record(sequence: late[2].sequence)?.outcome == .delivered)
+    }
+
     @Test func resetRestoresStartStateButKeepsSequencesIncreasing() throws {
         let fixture = try Fixture()
         _ = fixture.send(try fixture.request())
