@@ -833,7 +833,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     func failed(_ s: inout Shared, _ any: any Error) {
         let error = any as? RedisError ?? RedisError(.protocolError, "\(any)")
         // A cluster moved the keys' slot to another node: connect anew, to it.
-        let moved = error.kind == .server && (error.description.hasPrefix("MOVED") || error.description.hasPrefix("ASK"))
+        let moved = error.movedSlot
         if moved { store.slotMoved() }
         if let redis = s.redis, redis.isBroken || error.kind == .connection || moved {
             s.redis = nil
@@ -1224,4 +1224,9 @@ extension RedisCoordinator: Service {
     public var serviceName: String { "shared state (--redis)" }
     public func start() throws { try start(waitMilliseconds: 10_000) }
     public func stop(deadlineMs: Int64) { stop() }
+}
+
+extension RedisError {
+    /// A Redis Cluster answered that the keys' slot is served by another node (`MOVED`, `ASK`).
+    var movedSlot: Bool { kind == .server && (description.hasPrefix("MOVED") || description.hasPrefix("ASK")) }
 }

@@ -289,6 +289,7 @@ extension RedisCoordinator {
                 return try LogEntry(entry).version
             } catch {
                 connection = nil
+                if (error as? RedisError)?.movedSlot == true { store.slotMoved() }
                 followUpPausedUntilMs.store(Monotonic.nowMilliseconds() + 1_000, ordering: .relaxed)
                 return nil
             }
