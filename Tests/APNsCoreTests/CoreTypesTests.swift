@@ -190,24 +190,33 @@ struct RecordStoreTests {
         #expect(next.nextSequence == mine.nextSequence)
     }
 
+    /// Two writers in stripes 2 (this copy) and 5 taking pushes in turn, `m<i>` here and, from
+    /// `theirsFrom` on, `o<i>` there just before: this copy notes each of the other's numbers
+    /// (`continueSequence`, as for a write left unread) but keeps its records for later, and the
+    /// other sees this copy's. Returns this copy and the other's records, not yet taken.
+    func takingTurns(capacity: Int, pushes: Range<Int>, theirsFrom: Int) -> (RecordStore, [NotificationRecord]) {
+        var mine = RecordStore(capacity: capacity)
+        mine.numberInStripes(2)
+        var theirs = RecordStore(capacity: capacity)
+        theirs.numberInStripes(5)
+        var late: [NotificationRecord] = []
+        for i in pushes {
+            if i >= theirsFrom {
+                var made = record("o\(i)")
+                made.sequence = theirs.append(record("o\(i)")).sequence
+                late.append(made)
+                mine.continueSequence(from: made.sequence + 1)
+            }
+            theirs.continueSequence(from: mine.append(record("m\(i)")).sequence + 1)
+        }
+        return (mine, late)
+    }
+
     /// A copy that read another writer's records late (following lazily) while it took its
     /// own: one settle puts every record in number order, each still found, updated and paged
     /// by number, and the oldest numbers are the ones evicted.
     @Test func aLateBatchOfArrivalsIsSettledAmongTheNewerOwnRecords() {
-        var mine = RecordStore(capacity: 300)
-        mine.numberInStripes(2)
-        var theirs = RecordStore(capacity: 300)
-        theirs.numberInStripes(5)
-        var late: [NotificationRecord] = []
-        for i in 0..<100 {
-            // Both take a push in turn; this copy notes the other's number (`continueSequence`,
-            // as for a write left unread) but keeps its record for later.
-            var made = record("o\(i)")
-            made.sequence = theirs.append(record("o\(i)")).sequence
-            late.append(made)
-            mine.continueSequence(from: made.sequence + 1)
-            theirs.continueSequence(from: mine.append(record("m\(i)")).sequence + 1)
-        }
+        var (mine, late) = takingTurns(capacity: 300, pushes: 0..<100, theirsFrom: 0)
         for made in late { mine.upsert(made) }
         mine.settleArrivals()
         let listed = mine.newestFirst(limit: 300)
@@ -232,20 +241,7 @@ struct RecordStoreTests {
     /// Late arrivals settled in a journal that has wrapped around its ring (the end being
     /// sorted crosses the ring's physical end): every record in number order, found by number.
     @Test func lateArrivalsAreSettledAcrossTheRingsWrapAround() {
-        var mine = RecordStore(capacity: 10)
-        mine.numberInStripes(2)
-        var theirs = RecordStore(capacity: 10)
-        theirs.numberInStripes(5)
-        var late: [NotificationRecord] = []
-        for i in 0..<17 {
-            if i >= 12 {
-                var made = record("o\(i)")
-                made.sequence = theirs.append(record("o\(i)")).sequence
-                late.append(made)
-                mine.continueSequence(from: made.sequence + 1)
-            }
-            theirs.continueSequence(from: mine.append(record("m\(i)")).sequence + 1)
-        }
+        var (mine, late) = takingTurns(capacity: 10, pushes: 0..<17, theirsFrom: 12)
         for made in late { mine.upsert(made) }
         mine.settleArrivals()
         let listed = mine.newestFirst(limit: 10)
