@@ -257,8 +257,11 @@ public final class EmulatorState: Sendable {
     /// left for later (`--redis-follow lazy`), and decodes the records kept encoded. Bounded:
     /// under a flood from the others, what keeps arriving is decoded as it is read.
     public func prepareJournalRead() {
-        coordinator?.catchUpJournal()
-        world.withLock { (world: inout World) in world.records.settleArrivals() }
+        if let coordinator {
+            coordinator.catchUpJournal()
+            // Records read late, in their place whatever path brought them in.
+            world.withLock { (world: inout World) in world.records.settleArrivals() }
+        }
         var slices = 0
         while slices < 50, decodeKeptRecords(slice: 2_000) { slices += 1 }
     }

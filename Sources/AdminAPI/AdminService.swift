@@ -45,8 +45,10 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
     /// With `--redis`, changes wait for Redis (the lease, the write): they run here, one at
     /// a time, so the admin loop keeps answering reads from this instance's copy meanwhile.
     private let sharedChanges = DispatchQueue(label: "apns-admin-shared-changes")
-    /// Where a read waits while what other instances journaled is read into this copy
-    /// (`--redis-follow lazy`) and decoded, so the admin loop serves other requests meanwhile.
+    /// Where a read waits until this copy has followed the shared log as far as it went, has
+    /// read what other instances journaled (`--redis-follow lazy` leaves it for later) and
+    /// decoded it (`EmulatorState.followOthersForRead`): the admin loop serves other requests
+    /// meanwhile.
     private let journalCatchUps = DispatchQueue(label: "apns-admin-journal-catch-ups")
 
     // MARK: HTTP1Service
