@@ -284,6 +284,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         shared.withLock { (s: inout Shared) in forgetUnread(&s) }
         _ = changeMembership { $0.filter { $0 != self.instance } }
         running.withLock { $0 = false }
+        ringKeeper()
         handOffQueue.withLock { $0.running = false }
         shared.withLock { (s: inout Shared) in
             if s.sharing, let redis = s.redis { try? releaseSharedTurn(&s, redis) }
@@ -1011,17 +1012,22 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var nextHeartbeat: Int64 = 0
         var nextSweep: Int64 = 0
         var nextReloadAttempt: Int64 = 0
+        var restMs: Int64 = 1
         while isRunning {
-            usleep(1_000)
+            keeperBell.withLock(when: { $0 }, timeoutMilliseconds: Int(restMs)) { (rung: inout Bool, _: Bool) in rung = false }
             let now = Monotonic.nowMilliseconds()
             if unavailableReason != nil {
+                // Reconnecting is paced at 500 ms, a recovery's turns are seconds apart.
+                restMs = 10
                 if shared.withLock({ $0.recovery != nil }) { recoverLostState() } else { reconnect() }
                 continue
             }
             // Busy means changes are being made: nothing to give up or reload now, and a
             // keeper waiting for the lock would only delay them.
             var reloaded = false
+            restMs = 1
             shared.withLockIfFree { (s: inout Shared) in
+                defer { restMs = Self.keeperRest(s, now: Monotonic.nowMilliseconds()) }
                 guard let redis = s.redis else { return }
                 do {
                     if s.needsReload, now >= nextReloadAttempt {
@@ -1080,7 +1086,25 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 sweepStoppedInstances()
                 sweepMembers()
             }
+            restMs = max(1, min(restMs, nextHeartbeat - now, nextSweep - now))
         }
+    }
+
+    /// Rung when this instance takes the lease or a shared turn (and when it stops), so that
+    /// a keeper resting between heartbeats wakes to give it back once it goes idle.
+    private let keeperBell = BlockingLock(false)
+
+    func ringKeeper() { keeperBell.withLock { $0 = true } }
+
+    /// How long the keeper may rest before it looks again. A lease given back 2 ms after its
+    /// last change needs a look every millisecond; a shared turn only when it may go (20 ms
+    /// after the last change or write); nothing held, only the heartbeat. (It looked every
+    /// millisecond whatever it held: an idle instance woke 2,000 times a second, the keeper
+    /// and the writer it woke through the lock, about 3 % of a core.)
+    static func keeperRest(_ s: Shared, now: Int64) -> Int64 {
+        if s.holding || s.needsReload || s.yielding { return 1 }
+        if s.sharing { return min(max(1, max(s.lastChangeMs, s.lastWrittenMs) + sharedIdleReleaseMilliseconds - now), sharedIdleReleaseMilliseconds) }
+        return 100
     }
 
     private var lastReconnectAttemptMs: Int64 = 0

@@ -77,7 +77,10 @@ extension RedisCoordinator {
                     s.needsReload = true
                     throw RedisError(.server, "LEASE the lease lapsed before this instance renewed it")
                 }
-                if !wasHolding { s.holdingSinceMs = Monotonic.nowMilliseconds() }
+                if !wasHolding {
+                    s.holdingSinceMs = Monotonic.nowMilliseconds()
+                    ringKeeper()
+                }
                 s.holding = true
                 s.leaseUntilMs = asked + Int64(Self.leaseMilliseconds)
                 if !wasHolding || renewed == 0 || UInt64(version) != s.version { try catchUp(&s, redis, to: UInt64(version)) }
@@ -131,7 +134,10 @@ extension RedisCoordinator {
                     s.needsReload = true
                     throw RedisError(.server, "LEASE the shared turn lapsed before this instance renewed it")
                 }
-                if !wasSharing { s.holdingSinceMs = Monotonic.nowMilliseconds() }
+                if !wasSharing {
+                    s.holdingSinceMs = Monotonic.nowMilliseconds()
+                    ringKeeper()
+                }
                 s.sharing = true
                 s.sharingUntilMs = asked + Int64(Self.leaseMilliseconds)
                 if wanted == 1, Monotonic.nowMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds { s.yielding = true }
