@@ -74,7 +74,7 @@ let package = Package(
         .target(name: "Networking", dependencies: ["CLinux", "OpenSSLCrypto", "Locking", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         .target(name: "Redis", dependencies: ["CHiredis", "MonotonicClock"], swiftSettings: swiftSettings),
-        .target(name: "StatePersistence", dependencies: ["APNsCore", "Lifecycle", "MonotonicClock"], swiftSettings: swiftSettings),
+        .target(name: "StatePersistence", dependencies: ["APNsCore", "Lifecycle", "Locking", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "SQLiteStateStore", dependencies: ["APNsCore", "SQLite"], swiftSettings: swiftSettings),
         .target(name: "CommandLineOptions", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
         .target(name: "HTTP1Client", dependencies: ["Networking", "MonotonicClock"], swiftSettings: swiftSettings),

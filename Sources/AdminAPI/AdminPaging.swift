@@ -157,7 +157,7 @@ final class BackgroundThread: Sendable {
 
     init(name: String, nice: Int32) {
         // Lives as long as the process: the threads are static.
-        let thread = Thread { [self] in
+        let thread = Thread(named: name) { [self] in
             // On Linux 0 means this thread, not the process.
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, nice)
             while true {
@@ -166,7 +166,6 @@ final class BackgroundThread: Sendable {
                 task()
             }
         }
-        thread.name = name
         thread.start()
     }
 

@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import HTTP1Server
+import Locking
 import Networking
 
 /// The emulator itself: health checks, metrics, the web UI and this API's document, what is
@@ -82,7 +83,7 @@ struct SystemRoutes: AdminResource {
     /// 5,000 devices at a time with a pause between, then gives its pages back to the OS, which
     /// glibc would otherwise keep (a reset used to leave the process at 2.1 GB).
     static func dispose(_ replaced: ReplacedWorld) {
-        let thread = Thread {
+        let thread = Thread(named: "world-disposal") {
             // The lowest priority: throwing the old world away must not take a core from a loop.
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)  // 0: this thread, on Linux
             while replaced.freeSome(5000) { usleep(1000) }

@@ -156,8 +156,7 @@ public final class BackendCaller: Sendable {
     /// which runs the retry timers.
     private func startWorkers(_ count: Int) {
         for _ in 0..<count {
-            let thread = Thread { self.work() }
-            thread.name = "backend-call"
+            let thread = Thread(named: "backend-call") { self.work() }
             thread.start()
         }
     }

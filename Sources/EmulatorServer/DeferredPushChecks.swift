@@ -36,8 +36,7 @@ final class DeferredPushChecks: @unchecked Sendable {
     init(endpoint: ProviderEndpoint, commits: any CommitTracker) {
         self.endpoint = endpoint
         self.commits = commits
-        let thread = Thread { [self] in self.run() }
-        thread.name = "apns-deferred-pushes"
+        let thread = Thread(named: "deferred-pushes") { [self] in self.run() }
         thread.start()
     }
 

@@ -125,8 +125,7 @@ public final class EventLoop: @unchecked Sendable {
     public func start() {
         let claimed = owner.compareExchange(expected: 0, desired: Self.starting, ordering: .relaxed).exchanged
         assert(claimed, "event loop \(name) started twice")
-        let thread = Thread { [self] in self.run() }
-        thread.name = name
+        let thread = Thread(named: name) { [self] in self.run() }
         thread.stackSize = 4 << 20
         thread.start()
     }

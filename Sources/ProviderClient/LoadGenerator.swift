@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Locking
 import MonotonicClock
 import Networking
 import Synchronization
@@ -65,11 +66,10 @@ public final class LoadGenerator: Sendable {
         shared.begin()
         for worker in workers {
             group.enter()
-            let thread = Thread {
+            let thread = Thread(named: "load-\(worker.number)") {
                 worker.run()
                 group.leave()
             }
-            thread.name = "load-\(worker.number)"
             thread.start()
         }
         while group.wait(timeout: .now() + tick) == .timedOut { onTick(progress) }

@@ -269,11 +269,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             world.records.tracksUpdatesApart = true
         }
         join()
-        startThread("apns-redis-handoffs") { [weak self] in self?.routeHandOffsLoop() }
-        startThread("apns-redis-writer") { [weak self] in self?.writeLoop() }
-        startThread("apns-redis-log") { [weak self] in self?.followLog() }
-        startThread("apns-redis-keeper") { [weak self] in self?.keep() }
-        startThread("apns-redis-frames") { [weak self] in self?.receiveFrames() }
+        startThread("redis-handoffs") { [weak self] in self?.routeHandOffsLoop() }
+        startThread("redis-writer") { [weak self] in self?.writeLoop() }
+        startThread("redis-log") { [weak self] in self?.followLog() }
+        startThread("redis-keeper") { [weak self] in self?.keep() }
+        startThread("redis-frames") { [weak self] in self?.receiveFrames() }
     }
 
     public func stop() {
@@ -303,8 +303,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     }
 
     private func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
-        let thread = Thread(block: body)
-        thread.name = name
+        let thread = Thread(named: name, block: body)
         thread.start()
         threads.append(thread)
     }

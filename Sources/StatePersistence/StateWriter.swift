@@ -6,6 +6,7 @@
 public import APNsCore
 import Foundation
 public import Lifecycle
+import Locking
 import MonotonicClock
 import Synchronization
 
@@ -158,8 +159,7 @@ public final class StateWriter: StateChangeSink, CommitTracker, @unchecked Senda
         condition.lock()
         running = true
         condition.unlock()
-        let thread = Thread { [self] in self.run() }
-        thread.name = "state-writer"
+        let thread = Thread(named: "state-writer") { [self] in self.run() }
         thread.start()
     }
 
