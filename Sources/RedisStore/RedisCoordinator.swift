@@ -842,6 +842,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             let text = "Redis at \(store.url.redacted) cannot be reached: \(error)"
             s.unavailable = text
             reason.withLock { $0 = text }
+            ringKeeper()  // to reconnect
             logger.warning("shared state unavailable: \(error); providers get 503 until Redis is back")
         } else if error.kind == .timeout {
             warn(&s, "shared state: \(error)")
@@ -894,6 +895,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 "the shared state in Redis was lost (Redis restarted without its data, or was flushed); the instances restore it from the newest copy among them"
             s.unavailable = text
             reason.withLock { $0 = text }
+            ringKeeper()  // to recover
             logger.warning(
                 "shared state lost: Redis no longer holds the state this instance follows (epoch \(s.epoch)); providers get 503 until it is restored from the newest copy among the instances"
             )
