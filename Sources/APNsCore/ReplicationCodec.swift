@@ -76,13 +76,22 @@ extension StateCodec {
     /// `decodeChanges` for a follower: a journal record that nothing needs yet comes as it
     /// arrived (`ReplicatedRow.keptRecord`, small to pass around), not as a record placeholder
     /// copied field by field on its way into the journal.
-    public static func decodeRows(_ bytes: [UInt8]) throws(StateStoreError) -> [ReplicatedRow] {
+    /// `skippingDeliveryOf`: delivery parts of the records it picks (by sequence number) are
+    /// passed over undecoded (parts this copy applied when their write came).
+    public static func decodeRows(
+        _ bytes: [UInt8], skippingDeliveryOf skipped: ((UInt64) -> Bool)? = nil
+    ) throws(StateStoreError) -> [ReplicatedRow] {
         var r = ByteReader(bytes, what: "state change list")
         let format = try r.expectFormat(in: 1...changeFormat)
         let count = try r.count()
         var rows: [ReplicatedRow] = []
         rows.reserveCapacity(count)
         for _ in 0..<count {
+            if let skipped, try r.peekU8() == 20, skipped(try r.deliveryPartSequence()) {
+                _ = try r.u8()
+                try r.skipBytes()
+                continue
+            }
             if try r.peekU8() == 11 {
                 _ = try r.u8()
                 let bytes = try r.bytes()
@@ -107,6 +116,39 @@ extension StateCodec {
         }
         try r.expectEnd()
         return rows
+    }
+
+    /// The delivery parts among a write's rows for the records `wanted` picks by sequence
+    /// number, decoded; the journal records and other parts beside them passed over undecoded.
+    /// Nil when a row is of another kind (the caller then decodes them all): an instance reads
+    /// back this way what became of the pushes it handed off, from writes it otherwise leaves
+    /// unread.
+    public static func deliveryParts(in bytes: [UInt8], where wanted: (UInt64) -> Bool) throws(StateStoreError) -> [ReplicatedRow]? {
+        var r = ByteReader(bytes, what: "state change list")
+        let format = try r.expectFormat(in: 1...changeFormat)
+        let count = try r.count()
+        var parts: [ReplicatedRow] = []
+        for _ in 0..<count {
+            switch try r.peekU8() {
+            case 11:
+                // A journal record and the journal's byte accounting of it.
+                _ = try r.u8()
+                try r.skipBytes()
+                _ = try r.u64()
+                _ = try r.u64()
+            case 20:
+                if wanted(try r.deliveryPartSequence()) {
+                    parts.append(.change(try readChange(from: &r, format: format)))
+                } else {
+                    _ = try r.u8()
+                    try r.skipBytes()
+                }
+            default:
+                return nil
+            }
+        }
+        try r.expectEnd()
+        return parts
     }
 
     private static func write(_ change: StateChange, to w: inout ByteWriter) {

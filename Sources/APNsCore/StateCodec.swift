@@ -438,24 +438,22 @@ public enum StateCodec {
             record.crossAccount = try r.take()
         }
         if format >= 3 { record.broadcast = try decodeReach(&r) }
-        if format >= 4 { record.delivery.transitions = try decodeTransitions(&r) }
+        if format >= 4 { try decodeTransitions(&r, into: &record.delivery) }
         if format >= 5 { record.presentation = try decodePresentation(&r) }
         try r.expectEnd()
         return record
     }
 
-    private static func decodeTransitions(_ r: inout ByteReader) throws(StateStoreError) -> [(atMs: Int64, step: DeliveryLog.Step)] {
+    /// Into `delivery` one by one (its first step inline, no array made and split again).
+    private static func decodeTransitions(_ r: inout ByteReader, into delivery: inout RecordDelivery) throws(StateStoreError) {
         let count = try r.count()
         guard count <= RecordDelivery.maxTransitions else {
             throw r.damaged("\(count) transitions, more than \(RecordDelivery.maxTransitions)")
         }
-        var transitions: [(atMs: Int64, step: DeliveryLog.Step)] = []
-        transitions.reserveCapacity(count)
         for _ in 0..<count {
             let atMs: Int64 = try r.take()
-            transitions.append((atMs, try r.deliveryStep()))
+            delivery.noteTransition(try r.deliveryStep(), atMs: atMs)
         }
-        return transitions
     }
 
     // MARK: A record's delivery part (`StateChange.recordDelivered`)
@@ -506,7 +504,7 @@ public enum StateCodec {
         d.addressee = try r.take()
         d.crossAccount = try r.take()
         d.broadcast = try decodeReach(&r)
-        d.transitions = try decodeTransitions(&r)
+        try decodeTransitions(&r, into: &d)
         d.presentation = try decodePresentation(&r)
         if format >= 2 { d.awaitingOwner = try r.take() }
         try r.expectEnd()
@@ -746,7 +744,15 @@ extension StateCodable where Self: RawRepresentable, RawValue == String {
 }
 
 extension APNsEnvironment: StateCodable {}
-extension DeliveryOutcome: StateCodable {}
+extension DeliveryOutcome: StateCodable {
+    /// Matched by its bytes in place, as a delivery step is: through `init(rawValue:)` (a
+    /// string switch) it cost 500 instructions, read once per delivery part another instance sends.
+    static func read(from r: inout ByteReader) throws(StateStoreError) -> DeliveryOutcome {
+        try r.matching(outcomeCodes, what: "delivery outcome")
+    }
+
+    private static let outcomeCodes: [(value: DeliveryOutcome, code: [UInt8])] = allCases.map { ($0, Array($0.rawValue.utf8)) }
+}
 extension PushType: StateCodable {}
 
 extension Optional: StateCodable where Wrapped: StateCodable {
@@ -878,6 +884,15 @@ struct ByteReader {
     }
 
     mutating func u64() throws(StateStoreError) -> UInt64 {
+        // Most numbers read are small (lengths, counts, flags): one byte, no loop.
+        if offset < data.count, data[offset] < 0x80 {
+            defer { offset += 1 }
+            return UInt64(data[offset])
+        }
+        return try longU64()
+    }
+
+    private mutating func longU64() throws(StateStoreError) -> UInt64 {
         var value: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -927,19 +942,34 @@ struct ByteReader {
     /// A delivery step, matched by its code in place (no text made for it: a record's
     /// transitions are read each time an owner routes a hand-off).
     mutating func deliveryStep() throws(StateStoreError) -> DeliveryLog.Step {
-        let n = try count()
-        defer { offset += n }
-        // Against the codes' bytes, made once: comparing with each step's `code` text made
-        // that text and walked it generically (1,400 instructions a step, two steps a record).
-        for (step, code) in Self.stepCodes where code.count == n && bytes(at: offset, equal: code) { return step }
-        throw damaged("delivery step \(String(decoding: data[offset..<offset + n], as: UTF8.self))")
+        try matching(Self.stepCodes, what: "delivery step")
     }
 
-    private static let stepCodes: [(step: DeliveryLog.Step, code: [UInt8])] = DeliveryLog.Step.allCases.map { ($0, Array($0.code.utf8)) }
+    private static let stepCodes: [(value: DeliveryLog.Step, code: [UInt8])] = DeliveryLog.Step.allCases.map { ($0, Array($0.code.utf8)) }
+
+    /// The value whose code is the length-prefixed text here, compared against the codes'
+    /// bytes made once: comparing with each value's text made that text and walked it
+    /// generically (1,400 instructions a delivery step, two steps a record).
+    mutating func matching<Value>(_ codes: [(value: Value, code: [UInt8])], what kind: String) throws(StateStoreError) -> Value {
+        let n = try count()
+        defer { offset += n }
+        for (value, code) in codes where code.count == n && bytes(at: offset, equal: code) { return value }
+        throw damaged("\(kind) \(String(decoding: data[offset..<offset + n], as: UTF8.self))")
+    }
 
     private func bytes(at start: Int, equal code: [UInt8]) -> Bool {
         for i in code.indices where data[start + i] != code[i] { return false }
         return true
+    }
+
+    /// The record sequence number of the delivery part (`StateChange.recordDelivered`, row
+    /// kind 20) that starts here, read without moving on or decoding the part.
+    func deliveryPartSequence() throws(StateStoreError) -> UInt64 {
+        var ahead = self
+        guard try ahead.u8() == 20 else { throw damaged("not a delivery part") }
+        _ = try ahead.count()
+        _ = try ahead.u8()  // the part's format
+        return try ahead.u64()
     }
 
     /// Passes over length-prefixed bytes (a text or a blob) without reading them.

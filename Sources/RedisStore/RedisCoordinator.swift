@@ -703,8 +703,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     notedMs: Monotonic.nowMilliseconds())
                 // Its parts for this instance's own records, applied now (`unreadable`).
                 var parts: [ReplicatedRow] = []
-                if ownParts.indices.contains(index), ownParts[index], let rows = kept[version], let all = try? StateCodec.decodeRows(rows) {
-                    parts = all.filter(isOwnDeliveryPart)
+                if ownParts.indices.contains(index), ownParts[index], let rows = kept[version],
+                    let own = (try? StateCodec.deliveryParts(in: rows, where: isOwnRecord))
+                        ?? (try? StateCodec.decodeRows(rows))?.filter(isOwnDeliveryPart)
+                {
+                    parts = own
                     batch.ownPartsApplied = true
                 }
                 prepared.append(

@@ -145,8 +145,11 @@ extension RedisCoordinator {
     /// Whether `row` is a delivery part of one of this instance's own records.
     func isOwnDeliveryPart(_ row: ReplicatedRow) -> Bool {
         guard case .change(.recordDelivered(let sequence, _)) = row else { return false }
-        return sequence % SequenceStripes.count == ownStripe
+        return isOwnRecord(sequence)
     }
+
+    /// Whether the journal record numbered `sequence` is one this instance took.
+    func isOwnRecord(_ sequence: UInt64) -> Bool { sequence % SequenceStripes.count == ownStripe }
 
     /// Notes the others' writes `apply` left unread, in order, and moves this copy's journal
     /// numbers past theirs. Should one hand a record to a device this instance owns by now (it
@@ -198,8 +201,10 @@ extension RedisCoordinator {
             guard let bytes = reply.bytes else { return FetchedUnread(version: batch.version, rows: .success(nil)) }
             // Its parts for this instance's own records went in when it came (`ownPartsApplied`);
             // later ones may have come since, which these must not undo.
-            let rows = Result { () throws(StateStoreError) in try StateCodec.decodeRows(bytes) }
-                .map { all in batch.ownPartsApplied ? all.filter { !isOwnDeliveryPart($0) } : all }
+            let applied: ((UInt64) -> Bool)? = batch.ownPartsApplied ? { self.isOwnRecord($0) } : nil
+            let rows = Result { () throws(StateStoreError) -> [ReplicatedRow] in
+                try StateCodec.decodeRows(bytes, skippingDeliveryOf: applied)
+            }
             return FetchedUnread(version: batch.version, rows: rows.map { $0 })
         }
     }

@@ -426,6 +426,74 @@ struct ReplicationTests {
         #expect(throws: StateStoreError.self) { try StateCodec.decodeFrames(deep) }
     }
 
+    /// A write of an owner that routed hand-offs: its own journal record, and delivery parts for
+    /// records of two other instances (told apart by sequence number). Each instance reads back
+    /// its own parts and passes over the rest undecoded; read again later, the write comes
+    /// without the parts already applied.
+    @Test func anInstanceReadsItsOwnDeliveryPartsAndPassesOverTheRest() throws {
+        let record = StateCodecTests.fullRecord()
+        var mine = StateCodecTests.sparseRecord().delivery
+        mine.outcome = .delivered
+        mine.explanation = "delivered to the device"
+        mine.noteTransition(.delivered, atMs: 12)
+        var theirs = mine
+        theirs.outcome = .stored
+        let write = StateCodec.encode(changes: [
+            .recordSaved(record), .recordDelivered(sequence: 100, delivery: mine), .recordDelivered(sequence: 101, delivery: theirs),
+            .recordDelivered(sequence: 102, delivery: mine),
+        ])
+        let isMine = { (sequence: UInt64) in sequence % 2 == 0 }
+        let parts = try #require(try StateCodec.deliveryParts(in: write, where: isMine))
+        #expect(parts.count == 2)
+        for (part, sequence) in zip(parts, [100, 102] as [UInt64]) {
+            guard case .change(.recordDelivered(let found, let delivery)) = part else {
+                Issue.record("not a delivery part: \(part)")
+                continue
+            }
+            #expect(found == sequence)
+            #expect(String(describing: delivery) == String(describing: mine))
+        }
+        // Later, with the whole write: the record and the other instance's part, not these.
+        let rest = try StateCodec.decodeRows(write, skippingDeliveryOf: isMine)
+        #expect(rest.count == 2)
+        // (A record with a collapse id comes decoded, others kept as stored.)
+        switch rest.first {
+        case .keptRecord(let kept): #expect(kept.sequence == record.sequence)
+        case .change(.recordSaved(let saved)): #expect(saved.sequence == record.sequence)
+        default: Issue.record("the record first: \(rest)")
+        }
+        guard case .change(.recordDelivered(101, let delivery)) = rest.last else {
+            Issue.record("part 101 last: \(rest)")
+            return
+        }
+        #expect(delivery.outcome == .stored)
+        #expect(try StateCodec.decodeRows(write).count == 4)
+        // Other rows than the journal's: not this reading's to judge.
+        let mixed = StateCodec.encode(changes: [.recordDelivered(sequence: 100, delivery: mine), .deviceRemoved(id: "phone")])
+        #expect(try StateCodec.deliveryParts(in: mixed, where: isMine) == nil)
+        // Damaged: an error, never a crash.
+        for length in 0..<write.count {
+            #expect(throws: StateStoreError.self) { _ = try StateCodec.deliveryParts(in: Array(write.prefix(length)), where: isMine) }
+        }
+    }
+
+    /// Outcomes are matched by their bytes: every one reads back as itself, an unknown one is
+    /// a damaged row.
+    @Test func everyDeliveryOutcomeReadsBack() throws {
+        for outcome in DeliveryOutcome.allCases {
+            var delivery = RecordDelivery()
+            delivery.outcome = outcome
+            #expect(try StateCodec.decodeDelivery(StateCodec.encodeDelivery(sequence: 7, delivery)).delivery.outcome == outcome)
+        }
+        var delivery = RecordDelivery()
+        delivery.outcome = .coalesced
+        let bytes = StateCodec.encodeDelivery(sequence: 7, delivery)
+        let at = try #require(bytes.firstIndex(of: UInt8(ascii: "c")))
+        var unknown = bytes
+        unknown[at] = UInt8(ascii: "x")
+        #expect(throws: StateStoreError.self) { try StateCodec.decodeDelivery(unknown) }
+    }
+
     @Test func storageFieldsMapBackAndRemovalsAreKnown() {
         let keys: [ChangeKey] = [
             .device("d:1"), .token("ab"), .key("K"), .app("com.a"), .faults, .waiting(7), .record(UInt64.max), .channel("a/b+="),
