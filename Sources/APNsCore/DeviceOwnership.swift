@@ -16,9 +16,22 @@ public struct DeviceOwnership: Sendable, Equatable {
     /// This instance's number.
     public let me: Int
 
+    /// The explanation of a push this instance hands to each other member, made once (made
+    /// for every handed-off push, the text cost 1,800 instructions).
+    private let handOffTexts: [Int: String]
+
     public init(members: [Int], me: Int) {
         self.members = Array(Set(members)).sorted()
         self.me = me
+        handOffTexts = Dictionary(uniqueKeysWithValues: self.members.map { ($0, Self.handOffText(me: me, owner: $0)) })
+    }
+
+    /// What the record of a push this instance took and handed to `owner` says until the owner
+    /// has routed it.
+    public func handOffExplanation(to owner: Int) -> String { handOffTexts[owner] ?? Self.handOffText(me: me, owner: owner) }
+
+    static func handOffText(me: Int, owner: Int) -> String {
+        "accepted by instance \(me); instance \(owner), which decides deliveries to this device, routes it"
     }
 
     /// Whether this instance is one of the members (else it owns nothing, and changes must
@@ -77,6 +90,11 @@ struct HandOffs: Sendable {
         var sequences: [UInt64] = []
         var head = 0
         var live = 0
+
+        mutating func append(_ sequence: UInt64) {
+            sequences.append(sequence)
+            live += 1
+        }
     }
 
     var isEmpty: Bool { bySequence.isEmpty }
@@ -91,25 +109,25 @@ struct HandOffs: Sendable {
         let known = bySequence.updateValue(Slot(deviceID: entry.deviceID, hasRow: entry.hasRow), forKey: sequence) != nil
         if entry.notification != nil || !notifications.isEmpty { notifications[sequence] = entry.notification }
         guard !known else { return }
-        byDevice[entry.deviceID, default: DeviceList()].sequences.append(sequence)
-        byDevice[entry.deviceID, default: DeviceList()].live += 1
+        // One lookup by the device's id, changed in place.
+        byDevice[entry.deviceID, default: DeviceList()].append(sequence)
     }
 
     @discardableResult
     mutating func remove(_ sequence: UInt64) -> Entry? {
         guard let slot = bySequence.removeValue(forKey: sequence) else { return nil }
         let entry = Entry(deviceID: slot.deviceID, notification: takeNotification(sequence), hasRow: slot.hasRow)
-        let device = entry.deviceID
-        if let list = byDevice[device] {
-            if list.live <= 1 {
-                byDevice[device] = nil
+        // One lookup by the device's id; its list is changed in place through the index.
+        if let index = byDevice.index(forKey: entry.deviceID) {
+            if byDevice.values[index].live <= 1 {
+                byDevice.remove(at: index)
             } else {
-                byDevice[device]!.live -= 1
+                byDevice.values[index].live -= 1
                 // A device that never runs dry (a steady stream) sheds what is gone now and then.
+                let list = byDevice.values[index]
                 if list.sequences.count - list.head > 2 * list.live + 64 {
-                    let kept = list.sequences[list.head...].filter { bySequence[$0] != nil }
-                    byDevice[device]!.sequences = kept
-                    byDevice[device]!.head = 0
+                    byDevice.values[index].sequences = list.sequences[list.head...].filter { bySequence[$0] != nil }
+                    byDevice.values[index].head = 0
                 }
             }
         }
@@ -203,10 +221,8 @@ extension World {
     private mutating func handOff(_ notification: PendingNotification, to owner: Int, nowMs: Int64) {
         counters.pushesHandedOff += 1
         let sequence = notification.sequence
-        setOutcome(
-            sequence, .pending,
-            "accepted by instance \(ownership?.me ?? 0); instance \(owner), which decides deliveries to this device, routes it",
-            atMs: nowMs)
+        let explanation = ownership?.handOffExplanation(to: owner) ?? DeviceOwnership.handOffText(me: 0, owner: owner)
+        setOutcome(sequence, .pending, explanation, atMs: nowMs)
         if records.hasWholePayload(sequence: sequence) {
             records.update(sequence: sequence) { $0.awaitingOwner = true }
             // Without the notification: should this instance become the device's owner, it is
