@@ -17,8 +17,9 @@ extension StateCodec {
 
     public static func encode(_ change: StateChange) -> [UInt8] {
         if case .recordSaved(let record) = change {
-            // Most rows (one a push): sized for the record, so the row grows no more.
-            var w = ByteWriter(capacity: 64 + record.approximateBytes)
+            // Most rows (one a push): sized for the record, so the row grows no more (the
+            // journal's estimate leaves out a few short texts that the encoding has).
+            var w = ByteWriter(capacity: 512 + record.approximateBytes)
             w.u8(changeFormat)
             writeSaved(record, to: &w)
             return w.bytes
@@ -441,10 +442,15 @@ extension StateCodec {
     /// The record blob plus the journal's byte accounting, so a replica's byte budget evicts
     /// exactly what the producer's did.
     private static func write(_ record: NotificationRecord, to w: inout ByteWriter) {
-        let encoded = encode(record)
-        // The row grows once, to the record and its three numbers, not twice.
-        w.bytes.reserveCapacity(w.bytes.count + encoded.count + 24)
-        w.blob(encoded)
+        if record.keptEncoded != nil {
+            w.blob(encode(record))
+        } else {
+            // Straight into the row: a blob of its own first cost an allocation, a copy and the
+            // row's growth.
+            let start = w.beginLengthPrefixed()
+            write(record: record, into: &w)
+            w.endLengthPrefixed(start)
+        }
         w.put(record.accountedBytes)
         w.put(record.headerListBytes)
     }

@@ -26,6 +26,12 @@ public enum StateCodec {
         if let kept = r.keptEncoded { return r.keptDeliveryChanged ? encode(decodeKept(r)) : kept }
         // The journal's estimate is above what the record encodes to: one allocation, no growth.
         var w = ByteWriter(capacity: r.approximateBytes)
+        write(record: r, into: &w)
+        return w.bytes
+    }
+
+    /// What `encode(_:)` makes of a record not kept encoded, written where `w` is.
+    static func write(record r: NotificationRecord, into w: inout ByteWriter) {
         w.u8(recordFormat)
         w.put(r.sequence)
         // Read before the rest by an instance that keeps the record encoded.
@@ -88,7 +94,6 @@ public enum StateCodec {
             w.put(step.code)
         }
         encode(r.presentation, into: &w)
-        return w.bytes
     }
 
     private static func encode(_ p: Presentation?, into w: inout ByteWriter) {
@@ -826,6 +831,31 @@ struct ByteWriter {
     mutating func blob(_ value: [UInt8]) {
         u64(UInt64(value.count))
         bytes.append(contentsOf: value)
+    }
+
+    /// Starts bytes written with their length ahead of them, as `blob` would, without a buffer
+    /// of their own: the length goes in a three-byte varint (padded with continuation bits,
+    /// which a reader takes as any varint), filled in by `endLengthPrefixed` once the rest is
+    /// written. Longer than such a varint holds (2 MiB), the bytes are moved up for a longer one.
+    mutating func beginLengthPrefixed() -> Int {
+        let start = bytes.count
+        u8(0x80)
+        u8(0x80)
+        u8(0)
+        return start
+    }
+
+    mutating func endLengthPrefixed(_ start: Int) {
+        let length = bytes.count - start - 3
+        if length < 1 << 21 {
+            bytes[start] = UInt8(truncatingIfNeeded: length) | 0x80
+            bytes[start + 1] = UInt8(truncatingIfNeeded: length >> 7) | 0x80
+            bytes[start + 2] = UInt8(truncatingIfNeeded: length >> 14)
+        } else {
+            var prefix = ByteWriter(capacity: 10)
+            prefix.u64(UInt64(length))
+            bytes.replaceSubrange(start..<start + 3, with: prefix.bytes)
+        }
     }
 
     /// Appends the value's byte form. (One value a call: Swift 6.3 does not specialize a
