@@ -501,10 +501,17 @@ public enum StateCodec {
     }
 
     public static func decodeDelivery(_ bytes: [UInt8]) throws(StateStoreError) -> (sequence: UInt64, delivery: RecordDelivery) {
+        // Filled in through `inout`, as a record is (`decodeRecord`): returned across every
+        // read, the part was copied and destroyed on its way out.
+        var d = RecordDelivery()
+        let sequence = try readDelivery(bytes, into: &d)
+        return (sequence, d)
+    }
+
+    private static func readDelivery(_ bytes: [UInt8], into d: inout RecordDelivery) throws(StateStoreError) -> UInt64 {
         var r = ByteReader(bytes, what: "record's delivery")
         let format = try r.expectFormat(in: 1...deliveryFormat)
         let sequence: UInt64 = try r.take()
-        var d = RecordDelivery()
         d.explanation = try r.take()
         d.outcome = try r.take()
         d.callbacks = try r.take()
@@ -520,7 +527,7 @@ public enum StateCodec {
         d.presentation = try decodePresentation(&r)
         if format >= 2 { d.awaitingOwner = try r.take() }
         try r.expectEnd()
-        return (sequence, d)
+        return sequence
     }
 
     // MARK: Waiting notifications
