@@ -18,8 +18,8 @@ extension StateCodec {
     public static func encode(_ change: StateChange) -> [UInt8] {
         if case .recordSaved(let record) = change {
             // Most rows (one a push): sized for the record, so the row grows no more (the
-            // journal's estimate leaves out a few short texts that the encoding has).
-            var w = ByteWriter(capacity: 512 + record.approximateBytes)
+            // journal's estimate is above what a record encodes to).
+            var w = ByteWriter(capacity: 64 + record.approximateBytes)
             w.u8(changeFormat)
             writeSaved(record, to: &w)
             return w.bytes
