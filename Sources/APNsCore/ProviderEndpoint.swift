@@ -832,7 +832,17 @@ public final class ProviderEndpoint: Sendable {
         if let refusal = DeviceTokenRules.refusal(ofText: syntax.token, shape: syntax.tokenShape) { throw Rejection(refusal) }
         // The record already holds the token as a String; reuse it unless it needs lowercasing.
         let normalized = syntax.tokenShape.hasUppercase ? Hex.lowercased(syntax.token) : record.token
-        guard let found = world.registry.token(normalized) else { throw Rejection(DeviceTokenRules.neverIssued) }
+        guard let found = world.registry.token(normalized) else {
+            // A Live Activity's token with the app's own topic (or another push type's) is a token
+            // for another topic, as Apple answers it, not one never issued.
+            if let owner = world.liveActivities.tokens[normalized] {
+                record.deviceID = owner.deviceID
+                do { try DeviceTokenRules.judge(liveActivityToken: owner, topic: topic, environment: environment) } catch {
+                    throw Rejection(error)
+                }
+            }
+            throw Rejection(DeviceTokenRules.neverIssued)
+        }
         if found.pushesUntilUnregistered != nil, world.inSharedTurn { return nil }
         record.deviceID = found.deviceID
         do {

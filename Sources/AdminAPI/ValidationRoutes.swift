@@ -37,9 +37,9 @@ struct ValidationRoutes: AdminResource {
         let text = Substring(token)
         let shape = Hex.shape(ofToken: text)
         let normalized = shape.hasUppercase ? Hex.lowercased(text) : token
-        // As the endpoint does: a Live Activity's token is looked up for a liveactivity push only.
-        let forLiveActivity = topic.map { PushType.implied(byTopic: Substring($0)) == .liveactivity } ?? true
-        if forLiveActivity, DeviceTokenRules.refusal(ofText: text, shape: shape) == nil,
+        // As the endpoint does: a Live Activity's token is judged by the Live Activity rules for
+        // any topic (another topic than its app's Live Activity topic is `wrong-topic`).
+        if DeviceTokenRules.refusal(ofText: text, shape: shape) == nil,
             let owner = state.readWorld({ $0.registry.token(normalized) == nil ? $0.liveActivities.tokens[normalized] : nil })
         {
             return validateLiveActivityToken(token, owner, bundle: bundle, environment: environment, topic: topic)
