@@ -7,10 +7,14 @@ public enum JSONValidator {
         case object
         case notAnObject
         case invalid(offset: Int)
+        /// Valid so far, but objects and arrays nest deeper than `maxDepth` at `offset`.
+        case tooDeep(offset: Int)
 
         public var isValid: Bool {
-            if case .invalid = self { return false }
-            return true
+            switch self {
+            case .object, .notAnObject: return true
+            case .invalid, .tooDeep: return false
+            }
         }
     }
 
@@ -19,18 +23,25 @@ public enum JSONValidator {
             var scanner = Scanner(bytes: buffer)
             scanner.skipWhitespace()
             let isObject = scanner.peek() == UInt8(ascii: "{")
-            guard scanner.value(depth: 0) else { return .invalid(offset: scanner.index) }
+            guard scanner.value(depth: 0) else {
+                return scanner.tooDeep ? .tooDeep(offset: scanner.index) : .invalid(offset: scanner.index)
+            }
             scanner.skipWhitespace()
             guard scanner.index == buffer.count else { return .invalid(offset: scanner.index) }
             return isObject ? .object : .notAnObject
         }
     }
 
-    private static let maxDepth = 64
+    /// How deep objects and arrays may nest. Apple publishes no limit; this is more than a
+    /// payload needs and stays under what the emulator's JSON reader takes (128 levels, a value
+    /// included), with which devices and the admin API read payloads.
+    public static let maxDepth = 100
 
     private struct Scanner {
         let bytes: UnsafeBufferPointer<UInt8>
         var index = 0
+        /// Set when the check failed on `maxDepth`.
+        var tooDeep = false
 
         init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
@@ -78,7 +89,10 @@ public enum JSONValidator {
         /// (`item` checks one).
         @inline(__always)
         mutating func items(upTo close: UInt8, depth: Int, _ item: (inout Scanner) -> Bool) -> Bool {
-            guard depth <= JSONValidator.maxDepth else { return false }
+            guard depth <= JSONValidator.maxDepth else {
+                tooDeep = true
+                return false
+            }
             index += 1  // { or [
             skipWhitespace()
             if peek() == close { index += 1; return true }

@@ -889,6 +889,8 @@ public final class ProviderEndpoint: Sendable {
             let what: String
             switch json {
             case .invalid(let offset)?: what = "is not valid JSON (error at byte \(offset))"
+            case .tooDeep(let offset)?:
+                what = "nests objects and arrays more than \(JSONValidator.maxDepth) deep (at byte \(offset)), deeper than the emulator reads"
             default: what = "is JSON but not an object"
             }
             throw Rejection(reason: .badRequestPayload, explanation: "payload \(what)")

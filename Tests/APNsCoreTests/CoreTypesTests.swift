@@ -33,6 +33,20 @@ struct CoreTypesTests {
         #expect(throws: JSONParseError.self) { try JSONValue.parse(text) }
     }
 
+    /// Objects and arrays nest up to `maxDepth` levels; past that the verdict says so (not
+    /// "invalid"), and whatever passes, the JSON reader takes too.
+    @Test func nestingIsBoundedAndSaysSo() throws {
+        func nested(_ levels: Int) -> String { String(repeating: #"{"a":["#, count: levels / 2) + "1" + String(repeating: "]}", count: levels / 2) }
+        let deepest = nested(JSONValidator.maxDepth)
+        #expect(JSONValidator.check(Array(deepest.utf8)) == .object)
+        _ = try JSONValue.parse(deepest)
+        guard case .tooDeep(let offset) = JSONValidator.check(Array(nested(JSONValidator.maxDepth + 2).utf8)) else {
+            Issue.record("a payload past the depth limit should be tooDeep")
+            return
+        }
+        #expect(offset == 3 * JSONValidator.maxDepth, "the offset of the first container past the limit (6 bytes a pair of levels)")
+    }
+
     @Test func invalidUTF8IsRejected() {
         #expect(JSONValidator.check([0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xC3, 0x28, 0x22, 0x7D]) == .invalid(offset: 6))
     }
