@@ -298,6 +298,10 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// Entries rewritten by the first-SETTINGS patch so far (0 until the frame is drained).
     public var advertisedOverridesApplied: Int { core.patcher.patchedEntries }
 
+    /// Sends the first SETTINGS frame with the enforced values after all, when it has not left
+    /// yet (true); false when it has, and a new SETTINGS frame is the only way to change them.
+    public func withdrawAdvertisedOverrides() -> Bool { core.withdrawAdvertisedOverrides() }
+
     // MARK: Slots
 
     /// Stream slots ever allocated (reused; bounded by peak concurrency). For tests.

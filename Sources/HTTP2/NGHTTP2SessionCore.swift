@@ -66,6 +66,9 @@ final class NGHTTP2SessionCore {
         patcher = FirstSettingsPatcher(overrides: advertisedOverrides)
     }
 
+    /// See `FirstSettingsPatcher.withdraw`.
+    func withdrawAdvertisedOverrides() -> Bool { patcher.withdraw() }
+
     deinit {
         // nghttp2_session_del runs no callbacks.
         nghttp2_session_del(session)

@@ -223,8 +223,20 @@ struct FirstSettingsPatcher {
         patchingFrame = false
     }
 
+    /// Whether any output has passed through yet.
+    private var started = false
+
+    /// Switches the patch off before anything was sent, so that the first SETTINGS frame goes
+    /// out with the enforced values; false once output has passed (too late).
+    mutating func withdraw() -> Bool {
+        guard !started else { return !isActive }
+        isActive = false
+        return true
+    }
+
     /// Inspects (and possibly rewrites) the next `count` bytes of the outgoing stream.
     mutating func process(_ p: UnsafeMutablePointer<UInt8>, count: Int) {
+        started = true
         var i = 0
         while i < count && isActive {
             if headerPos < 9 {

@@ -47,8 +47,10 @@ struct CertificateTests {
         let device = try emulator.createDevice()
         let voip = try emulator.createDevice(kind: "voip")
         let connection = try connect(emulator, try certificate(emulator))
-        // No one-stream start on certificate connections.
+        // No one-stream start on certificate connections: the first SETTINGS frame says 1000.
         try connection.pump(timeoutMilliseconds: 2000) { connection.session.remoteMaxConcurrentStreams == 1000 }
+        let first = try #require(connection.session.receivedSettings.first { !$0.isAck })
+        #expect(first.value(for: HTTP2Setting.maxConcurrentStreams) == 1000, "\(first)")
         let ok = APNsResult(try connection.send(push(device.token).request))
         #expect(ok.status == 200)
         let record = try emulator.admin("GET", "/api/v1/notifications/\(ok.apnsID!)")

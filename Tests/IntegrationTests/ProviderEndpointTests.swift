@@ -101,6 +101,9 @@ struct ProviderEndpointTests {
         #expect(results.map(\.reason) == ["BadPriority", "DuplicateHeaders", "PayloadEmpty", "MethodNotAllowed", "PayloadTooLarge"])
         // The same connection still answers.
         #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        // A HEAD gets its 405 without content (with one, the client resets the stream).
+        let head = try connection.send(ClientRequest(method: "HEAD", path: "/3/device/\(device.token)"))
+        #expect(head.status == 405 && head.body.isEmpty && head.headers.contains { $0.name == "apns-id" })
     }
 
     @Test func serverSettingsAreApplesAndTheStreamLimitRisesAfterTheFirstValidToken() throws {
