@@ -58,14 +58,27 @@ public struct BroadcastReach: Sendable, Equatable {
         add(delivery)
     }
 
+    /// The channel stopped keeping the message (it expired, or a newer broadcast replaced it):
+    /// the activities waiting for it (their devices offline) will not get it.
+    public mutating func leaveStore(as outcome: DeliveryOutcome, explanation: String) {
+        guard let waiting = outcomes.removeValue(forKey: .stored) else { return }
+        outcomes[outcome, default: 0] += waiting
+        for index in deliveries.indices where deliveries[index].outcome == .stored {
+            deliveries[index].outcome = outcome
+            deliveries[index].explanation = explanation
+        }
+    }
+
     /// How the record's outcome reads: delivered when one activity showed it; stored while
-    /// it waits for subscribers (`keptForLater`: a Most-Recent-Message-Stored channel).
-    public func summaryOutcome(keptForLater: Bool) -> DeliveryOutcome {
+    /// it waits for subscribers (`keptForLater`: a Most-Recent-Message-Stored channel);
+    /// `otherwise` when no activity took it at all (expired, or coalesced once a newer
+    /// broadcast replaced it in the channel's store).
+    public func summaryOutcome(keptForLater: Bool, otherwise: DeliveryOutcome = .expired) -> DeliveryOutcome {
         if reached > 0 { return .delivered }
         if outcomes[.stored] != nil || keptForLater { return .stored }
         if outcomes[.throttled] != nil { return .throttled }
         if outcomes[.ignored] != nil { return .ignored }
-        return .expired
+        return otherwise
     }
 }
 

@@ -15,6 +15,8 @@ public enum ChannelReason: String, Error, Sendable, CaseIterable {
     case badRequestParams = "BadRequestParams"
     case badRequestPayload = "BadRequestPayload"
     case payloadEmpty = "PayloadEmpty"
+    /// Not in Apple's broadcast table; the device API's answer to a header sent twice (chosen).
+    case duplicateHeaders = "DuplicateHeaders"
     case badMessageId = "BadMessageId"
     case missingPushType = "MissingPushType"
     case invalidPushType = "InvalidPushType"
@@ -150,25 +152,29 @@ public final class ChannelEndpoint: Sendable {
         var topic: String?
         var priority: String?
         var expiration: String?
+        /// The first of these headers that came more than once.
+        var duplicate: String?
 
         init(_ headers: [HeaderField]) {
             for field in headers {
                 let (name, value) = (field.name, field.value)
                 let trimmed = value.trimmingSpaces
+                let earlier: String?
                 switch name {
-                case ":method": method = value
-                case ":path": path = value
-                case ":authority": authority = value
-                case "authorization": authorization = trimmed
-                case "apns-request-id": requestID = trimmed
-                case "apns-id": apnsID = trimmed
-                case "apns-channel-id": channelID = trimmed
-                case "apns-push-type": pushType = trimmed
-                case "apns-topic": topic = trimmed
-                case "apns-priority": priority = trimmed
-                case "apns-expiration": expiration = trimmed
-                default: break
+                case ":method": (earlier, method) = (method, value)
+                case ":path": (earlier, path) = (path, value)
+                case ":authority": (earlier, authority) = (authority, value)
+                case "authorization": (earlier, authorization) = (authorization, trimmed)
+                case "apns-request-id": (earlier, requestID) = (requestID, trimmed)
+                case "apns-id": (earlier, apnsID) = (apnsID, trimmed)
+                case "apns-channel-id": (earlier, channelID) = (channelID, trimmed)
+                case "apns-push-type": (earlier, pushType) = (pushType, trimmed)
+                case "apns-topic": (earlier, topic) = (topic, trimmed)
+                case "apns-priority": (earlier, priority) = (priority, trimmed)
+                case "apns-expiration": (earlier, expiration) = (expiration, trimmed)
+                default: earlier = nil
                 }
+                if earlier != nil, duplicate == nil { duplicate = name }
             }
         }
     }
@@ -235,6 +241,9 @@ public final class ChannelEndpoint: Sendable {
             }
             let operation = try Self.checkRequestLine(fields, management: management)
             response.operation = operation
+            if let name = fields.duplicate {
+                throw Rejection(.duplicateHeaders, "the \(name) header appears more than once")
+            }
             if let id = fields.requestID, !CanonicalUUID.isValid(Substring(id)) {
                 throw Rejection(.badMessageId, "apns-request-id '\(id)' is not a UUID (8-4-4-4-12 hex digits)")
             }
@@ -459,11 +468,20 @@ public final class ChannelEndpoint: Sendable {
                     )
                 }
                 world.channels.recordBroadcast(id: channel.id, message: message)
+                if channel.policy == .mostRecentMessageStored, let replaced = channel.storedMessage {
+                    let expired = replaced.expiresAtMs <= now
+                    world.storedBroadcastLeft(
+                        replaced, channelID: channel.id, as: expired ? .expired : .coalesced,
+                        why: expired
+                            ? "the channel's stored copy expired at \(RFC3339.format(milliseconds: replaced.expiresAtMs))"
+                            : "broadcast \(requestID) replaced it in the channel's store")
+                }
                 let (reach, frames) = world.deliverBroadcast(channel, message: message, nowMs: now)
+                let kept = channel.policy == .mostRecentMessageStored
                 journal?.status = 200
                 journal?.broadcast = reach
-                journal?.outcome = reach.summaryOutcome(keptForLater: channel.policy == .mostRecentMessageStored)
-                journal?.explanation = Self.reachSummary(reach, channel: channel)
+                journal?.outcome = reach.summaryOutcome(keptForLater: kept)
+                journal?.explanation = Self.reachSummary(reach, channelID: channel.id, stored: kept ? Self.keptForLater : "")
                 return .success(Outcome(status: 200, deviceFrames: frames))
             }
         } catch {
@@ -471,10 +489,13 @@ public final class ChannelEndpoint: Sendable {
         }
     }
 
-    /// The record's explanation of a broadcast that was accepted.
-    static func reachSummary(_ reach: BroadcastReach, channel: BroadcastChannel) -> String {
-        let stored = channel.policy == .mostRecentMessageStored ? "; the channel keeps it for later subscribers (Most Recent Message Stored)" : ""
-        guard reach.subscribers > 0 else { return "accepted; no Live Activity subscribes to channel \(channel.id)\(stored)" }
+    /// What a broadcast's explanation ends with while its channel keeps it.
+    static let keptForLater = "; the channel keeps it for later subscribers (Most Recent Message Stored)"
+
+    /// The record's explanation of a broadcast that was accepted; `stored` says what became of
+    /// the channel's copy (empty on a No Message Stored channel).
+    static func reachSummary(_ reach: BroadcastReach, channelID: String, stored: String) -> String {
+        guard reach.subscribers > 0 else { return "accepted; no Live Activity subscribes to channel \(channelID)\(stored)" }
         let counts = reach.outcomes.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }.joined(separator: ", ")
         return "accepted; \(reach.reached) of \(reach.subscribers) subscribed Live Activities showed it (\(counts))\(stored)"
     }

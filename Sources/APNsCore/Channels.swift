@@ -187,12 +187,21 @@ public struct ChannelDirectory: Sendable {
         noteChange(id)
     }
 
-    /// Drops stored messages that have expired.
-    public mutating func expireStoredMessages(nowMs: Int64) {
-        for (id, channel) in channels where (channel.storedMessage?.expiresAtMs ?? .max) <= nowMs {
+    /// Whether a stored message has expired and is still kept.
+    public func hasExpiredStoredMessage(nowMs: Int64) -> Bool {
+        channels.values.contains { ($0.storedMessage?.expiresAtMs ?? .max) <= nowMs }
+    }
+
+    /// Drops stored messages that have expired; returns them with their channel's id.
+    public mutating func expireStoredMessages(nowMs: Int64) -> [(channelID: String, message: StoredBroadcast)] {
+        var expired: [(channelID: String, message: StoredBroadcast)] = []
+        for (id, channel) in channels {
+            guard let message = channel.storedMessage, message.expiresAtMs <= nowMs else { continue }
             channels[id]?.storedMessage = nil
             noteChange(id)
+            expired.append((id, message))
         }
+        return expired
     }
 
     /// Everything back to empty (a reset), keeping the limit.

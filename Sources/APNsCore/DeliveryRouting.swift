@@ -358,6 +358,7 @@ extension World {
             || delivery.stored.values.contains { ($0.storeUntilMs ?? 0) <= nowMs }
             || delivery.batched.contains { $0.releaseAtMs <= nowMs }
             || delivery.deferred.values.contains { $0.reason == .budget }
+            || channels.hasExpiredStoredMessage(nowMs: nowMs)
     }
 
     public mutating func tick(nowMs: Int64) -> [DeviceFrame] {
@@ -369,6 +370,7 @@ extension World {
             expireWaitingLiveActivityPushes(nowMs: nowMs)
         }
         if !widgetPushes.books.isEmpty { widgetPushes.tick(nowMs: nowMs) }
+        if channels.hasExpiredStoredMessage(nowMs: nowMs) { expireStoredBroadcasts(nowMs: nowMs) }
         for (key, stored) in delivery.stored where (stored.storeUntilMs ?? 0) <= nowMs {
             delivery.stored.removeValue(forKey: key)
             delivery.storeArrivals.removeValue(forKey: key)

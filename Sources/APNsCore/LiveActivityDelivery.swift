@@ -154,10 +154,35 @@ extension World {
                 }
                 record.broadcast = reach
                 record.outcome = reach.summaryOutcome(keptForLater: true)
+                record.explanation = ChannelEndpoint.reachSummary(reach, channelID: channelID, stored: ChannelEndpoint.keptForLater)
             }
         }
         for delivery in deliveries { counters.countBroadcastDelivery(delivery.outcome) }
         return liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs)
+    }
+
+    /// A channel's stored message stopped waiting for subscribers (`outcome`: expired, or
+    /// coalesced when a newer broadcast replaced it): its record no longer reads `stored`.
+    mutating func storedBroadcastLeft(
+        _ message: StoredBroadcast, channelID: String, as outcome: DeliveryOutcome, why: String
+    ) {
+        guard let sequence = liveActivities.broadcastRecords[message.requestID] else { return }
+        records.update(sequence: sequence) { record in
+            var reach = record.broadcast ?? BroadcastReach(channelID: channelID)
+            reach.leaveStore(as: outcome, explanation: "the device was offline; \(why)")
+            record.broadcast = reach
+            record.outcome = reach.summaryOutcome(keptForLater: false, otherwise: outcome)
+            record.explanation = ChannelEndpoint.reachSummary(reach, channelID: channelID, stored: "; \(why)")
+        }
+    }
+
+    /// Stored broadcasts whose time is up leave their channels (`tick`).
+    mutating func expireStoredBroadcasts(nowMs: Int64) {
+        for (channelID, message) in channels.expireStoredMessages(nowMs: nowMs) {
+            storedBroadcastLeft(
+                message, channelID: channelID, as: .expired,
+                why: "the channel's stored copy expired at \(RFC3339.format(milliseconds: message.expiresAtMs))")
+        }
     }
 
     /// What follows a change to a device's activities: `activity` frames for a connected

@@ -67,8 +67,13 @@ struct ChannelDirectoryTests {
         #expect(directory.channels[stored.id]?.storedMessage?.requestID == "r02")
         #expect(directory.channels[none.id]?.storedMessage == nil)
         #expect(directory.channels[none.id]?.broadcasts == 2)
-        directory.expireStoredMessages(nowMs: 100)
+        #expect(directory.hasExpiredStoredMessage(nowMs: 99) == false)
+        #expect(directory.expireStoredMessages(nowMs: 99).isEmpty)
+        #expect(directory.hasExpiredStoredMessage(nowMs: 100))
+        let expired = directory.expireStoredMessages(nowMs: 100)
+        #expect(expired.map(\.channelID) == [stored.id] && expired.map(\.message.requestID) == ["r02"])
         #expect(directory.channels[stored.id]?.storedMessage == nil)
+        #expect(directory.hasExpiredStoredMessage(nowMs: 100) == false)
     }
 
     @Test(arguments: [

@@ -168,6 +168,35 @@ struct BroadcastDeliveryTests {
         #expect(try activity(away.deviceID, away.activityID)?["updates"]?.intValue == 1)
     }
 
+    /// A stored broadcast reads `stored` only while its channel keeps it: replaced by a newer
+    /// one it is coalesced for the activities that waited, expired once its time is up, and the
+    /// channel's list no longer shows it.
+    @Test func aStoredBroadcastStopsReadingStoredOnceReplacedOrExpired() throws {
+        let stored = try channel(policy: 1)
+        let away = try subscriber(stored)
+        try setOnline(away.deviceID, false)
+        let now = Int(Date().timeIntervalSince1970)
+        let first = try broadcast(stored, eta: 1, expiration: "\(now + 600)")
+        #expect(try record(first.header("apns-request-id"))["outcome"]?.stringValue == "stored")
+        let second = try broadcast(stored, eta: 2, timestamp: 1_700_000_200, expiration: "\(now + 60)")
+        #expect(second.status == 200)
+        let replaced = try record(first.header("apns-request-id"))
+        #expect(replaced["outcome"]?.stringValue == "coalesced", "\(replaced)")
+        #expect(replaced["broadcast"]?.objectValue?["outcomes"]?.objectValue?["coalesced"]?.intValue == 1)
+        #expect(replaced["explanation"]?.stringValue?.contains("replaced it") == true, "\(replaced["explanation"] ?? .null)")
+        #expect(try record(second.header("apns-request-id"))["outcome"]?.stringValue == "stored")
+
+        #expect(try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 120]).status == 200)
+        let expired = try record(second.header("apns-request-id"))
+        #expect(expired["outcome"]?.stringValue == "expired", "\(expired)")
+        #expect(expired["explanation"]?.stringValue?.contains("expired at") == true, "\(expired["explanation"] ?? .null)")
+        let channels = try emulator.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue ?? []
+        let shown = try #require(channels.first { $0.objectValue?["id"]?.stringValue == stored }?.objectValue)
+        #expect(shown["storedMessage"] == nil || shown["storedMessage"] == .null, "\(shown)")
+        try setOnline(away.deviceID, true)
+        #expect(try eta(away.deviceID, away.activityID) == 30, "neither message reaches it")
+    }
+
     @Test func anActivityThatSubscribesWhileItsDeviceIsOfflineGetsTheStoredMessageWhenItIsBack() throws {
         let stored = try channel(policy: 1)
         let sent = try broadcast(stored, eta: 4)

@@ -199,6 +199,7 @@ struct ChannelTests {
             (headers(stored, expiration: nil), payload, 400, "BadExpirationDate"),
             (headers(noStore, expiration: "1900000000"), payload, 400, "BadExpirationDate"),
             (headers(stored) + [("apns-topic", "\(EmulatorProcess.bundleID).push-type.liveactivity")], payload, 400, "TopicDisallowed"),
+            (headers(stored) + [("apns-channel-id", noStore)], payload, 400, "DuplicateHeaders"),
             (headers(stored), nil, 400, "PayloadEmpty"),
             (headers(stored), #"{"aps":"#, 400, "BadRequestPayload"),
             (headers(stored), "{\"aps\":{\"x\":\"" + String(repeating: "a", count: 5200) + "\"}}", 413, "PayloadTooLarge"),
@@ -209,12 +210,15 @@ struct ChannelTests {
             #expect(response.header("apns-request-id") != nil)
         }
         #expect(try push.send("GET", path, headers: headers(stored)).reason == "MethodNotAllowed")
+        // A HEAD is answered without content: with one, the client would reset the stream.
+        let head = try push.send("HEAD", path, headers: headers(stored))
+        #expect(head.status == 405 && head.body.isEmpty && head.header("apns-request-id") != nil)
         // The emulator's own channel list shows what was published.
         let channels = try emulator.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue ?? []
         let shown = channels.first { $0.objectValue?["id"]?.stringValue == stored }?.objectValue
         #expect(shown?["broadcasts"]?.intValue == 2)
         #expect(try emulator.metric("apns_emulator_channel_requests_total", labels: #"operation="broadcast",status="200""#) == 2)
-        #expect(try emulator.metric("apns_emulator_channel_requests_total", labels: #"operation="broadcast",status="400""#) == 10)
+        #expect(try emulator.metric("apns_emulator_channel_requests_total", labels: #"operation="broadcast",status="400""#) == 11)
         #expect(shown?["storedMessage"]?.objectValue?["requestId"]?.stringValue != nil)
     }
 
