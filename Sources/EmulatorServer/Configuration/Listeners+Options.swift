@@ -13,10 +13,10 @@ extension ServeConfiguration.Listeners {
         )
         static let sandbox = OptionSpec(
             "sandbox-listen", "HOST:PORT", default: defaults.sandbox?.description,
-            "TLS listener whose environment is sandbox ('off' disables)")
+            "TLS listener whose environment is sandbox unless the request names Apple's production host ('off' disables)")
         static let production = OptionSpec(
             "production-listen", "HOST:PORT", default: defaults.production?.description,
-            "TLS listener whose environment is production ('off' disables)")
+            "TLS listener whose environment is production unless the request names an Apple sandbox host ('off' disables)")
         static let h2cSandbox = OptionSpec(
             "h2c-sandbox-listen", "HOST:PORT", default: defaults.h2cSandbox?.description,
             "cleartext HTTP/2 (prior knowledge) listener, sandbox (default: off)")
