@@ -70,9 +70,17 @@ public struct ResolvedOptions: Sendable {
     public func strings(_ spec: OptionSpec) -> [String] { strings(spec.name) }
     public func isSet(_ spec: OptionSpec) -> Bool { isSet(spec.name) }
 
-    /// A switch's state when it was given: `--quiet`, `--quiet=false`, `APNS_EMULATOR_QUIET=true`.
-    /// Only "true" turns it on.
-    public func switchValue(_ spec: OptionSpec) -> Bool? { string(spec).map { $0 == "true" } }
+    /// A switch's state when it was given: `--quiet`, `--quiet=false`, `APNS_EMULATOR_QUIET=true`,
+    /// `"quiet": true` in a config file. true, 1, yes and on turn it on; false, 0, no and off
+    /// off (any case); anything else is a usage error, not a silent "off".
+    public func switchValue(_ spec: OptionSpec) throws(UsageError) -> Bool? {
+        guard let text = string(spec) else { return nil }
+        switch text.lowercased() {
+        case "true", "1", "yes", "on": return true
+        case "false", "0", "no", "off": return false
+        default: throw UsageError("\(origin(spec)): '\(text)' is not true or false")
+        }
+    }
 
     /// Gives `spec` this value unless a flag, variable or config file set it (a preset).
     public mutating func preset(_ spec: OptionSpec, _ value: String) {

@@ -77,12 +77,7 @@ public struct AdminOptions: Sendable {
             }
             self.token = token
         }
-        switch options.string(Flag.insecure) {
-        case nil: break
-        case "true", "1": insecure = true
-        case "false", "0": insecure = false
-        case let other?: throw UsageError("\(options.origin(Flag.insecure)): '\(other)' is not true or false")
-        }
+        insecure = try options.switchValue(Flag.insecure) ?? insecure
         if let directory = options.string(Flag.keysDirectory) {
             var isDirectory: ObjCBool = false
             guard let real = FileSystem.realPath(directory), FileManager.default.fileExists(atPath: real, isDirectory: &isDirectory),

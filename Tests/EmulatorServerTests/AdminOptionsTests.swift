@@ -27,3 +27,28 @@ struct AdminOptionsTests {
         #expect(throws: UsageError.self) { try resolve(["--keys-dir", "/nonexistent/keys"]) }
     }
 }
+
+/// Switches read from the environment or a config file: a value that is not true or false is a
+/// usage error naming where it came from, never a silent "off".
+@Suite("Switch values")
+struct SwitchValueTests {
+    func resolve(_ environment: [String: String]) throws -> ServeConfiguration {
+        try ServeConfiguration.resolve(arguments: ["--demo", "off"], environment: environment)
+    }
+
+    @Test(arguments: ["APNS_EMULATOR_STRICT_CHECKS", "APNS_EMULATOR_QUIET", "APNS_EMULATOR_DEVICE_TLS"])
+    func aValueThatIsNotTrueOrFalseIsRefused(variable: String) throws {
+        do {
+            _ = try resolve([variable: "banana"])
+            Issue.record("\(variable)=banana was taken")
+        } catch {
+            #expect("\(error)".contains(variable) && "\(error)".contains("'banana' is not true or false"), "\(error)")
+        }
+    }
+
+    @Test func trueFalseOneZeroYesNoOnOffAreTaken() throws {
+        for on in ["true", "1", "yes", "ON"] { #expect(try resolve(["APNS_EMULATOR_STRICT_CHECKS": on]).strictChecks, "\(on)") }
+        for off in ["false", "0", "no", "Off"] { #expect(try !resolve(["APNS_EMULATOR_STRICT_CHECKS": off]).strictChecks, "\(off)") }
+        #expect(try resolve(["APNS_EMULATOR_QUIET": "1"]).quiet)
+    }
+}

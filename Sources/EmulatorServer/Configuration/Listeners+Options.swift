@@ -53,7 +53,7 @@ extension ServeConfiguration.Listeners {
         channelProduction = try Self.address(Flag.channelProduction, options, otherwise: channelProduction)
         admin = try Self.address(Flag.admin, options, otherwise: admin)
         device = try Self.address(Flag.device, options, otherwise: device)
-        deviceTLS = options.switchValue(Flag.deviceTLS) ?? deviceTLS
+        deviceTLS = try options.switchValue(Flag.deviceTLS) ?? deviceTLS
 
         try Self.checkDistinctPorts(
             listen.map { (Flag.listen.flag, $0) }

@@ -136,8 +136,8 @@ extension ServeConfiguration {
         endpoint = try EndpointOptions(options, over: base.endpoint)
         readyFile = options.string(Flag.readyFile) ?? base.readyFile
         state = try StateBackend(options, over: base.state)
-        quiet = options.switchValue(Flag.quiet) ?? base.quiet
-        strictChecks = options.switchValue(Flag.strictChecks) ?? base.strictChecks
+        quiet = try options.switchValue(Flag.quiet) ?? base.quiet
+        strictChecks = try options.switchValue(Flag.strictChecks) ?? base.strictChecks
         load = try LoadBehaviour(options, over: base.load)
         delivery = try DeliveryOptions(options, over: base.delivery)
         liveActivities = try LiveActivityPolicy(options, over: base.liveActivities)
