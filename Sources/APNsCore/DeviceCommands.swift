@@ -347,11 +347,16 @@ extension World {
         return frames
     }
 
-    /// Removes the device; its tokens become invalid.
-    public mutating func removeDevice(_ deviceID: String, nowMs: Int64) throws(RegistryError) {
+    /// Removes the device; its tokens become invalid. A device connected now is told
+    /// (`removed`) and its connection closed: the frame to send.
+    @discardableResult
+    public mutating func removeDevice(_ deviceID: String, nowMs: Int64) throws(RegistryError) -> [DeviceFrame] {
+        let connectionID = registry.devices[deviceID]?.connectionID
         try registry.removeDevice(id: deviceID, nowMs: nowMs)
         liveActivities.removeDevice(deviceID)
         widgetPushes.removeDevice(deviceID)
+        guard let connectionID else { return [] }
+        return [DeviceFrame(deviceID: deviceID, connectionID: connectionID, message: ["type": "removed"], closeAfter: true)]
     }
 
     /// Sets a token's state directly (a test provoking an answer); nil for an unknown token.

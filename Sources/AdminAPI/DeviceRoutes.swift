@@ -97,7 +97,7 @@ struct DeviceRoutes: AdminResource {
     private func deleteDevice(_ id: String) throws -> HTTP1ServerResponse {
         let now = self.now
         do {
-            try state.withWorld { world throws(RegistryError) in try world.removeDevice(id, nowMs: now) }
+            host.dispatch(try state.withWorld { world throws(RegistryError) in try world.removeDevice(id, nowMs: now) })
         } catch {
             throw AdminError(Self.status(for: error), error.description)
         }

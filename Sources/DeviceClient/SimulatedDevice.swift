@@ -50,6 +50,9 @@ public final class SimulatedDevice {
     public private(set) var userID: String?
     /// A `replaced` frame arrived on the current (or last) connection.
     public private(set) var wasReplaced = false
+    /// The device was deleted through the admin API (`removed`); reconnecting would create it
+    /// anew, with new tokens.
+    public private(set) var wasRemoved = false
     /// Why the last connection ended (nil while connected or before the first connect).
     public private(set) var disconnectReason: String?
 
@@ -156,6 +159,7 @@ public final class SimulatedDevice {
         scanFrom = 0
         welcome = nil
         wasReplaced = false
+        wasRemoved = false
         disconnectReason = nil
         try send(helloFrame)
     }
@@ -550,7 +554,10 @@ public final class SimulatedDevice {
                 let partial = readBuffer.count > readStart
                 disconnect(
                     reason: wasReplaced
-                        ? "replaced by a newer connection" : "the emulator closed the connection" + (partial ? " (in the middle of a line)" : ""))
+                        ? "replaced by a newer connection"
+                        : wasRemoved
+                            ? "the device was deleted through the admin API"
+                            : "the emulator closed the connection" + (partial ? " (in the middle of a line)" : ""))
                 return
             case .failed(let message):
                 disconnect(reason: message)
@@ -666,6 +673,8 @@ public final class SimulatedDevice {
             apps = []
         case "replaced":
             wasReplaced = true
+        case "removed":
+            wasRemoved = true
         case "activity":
             if let activity = frame["activity"]?.objectValue, let id = activity["activityId"]?.stringValue { activities[id] = activity }
             if frame["change"]?.stringValue == "token", frame["kind"]?.stringValue == "pushToStart",

@@ -69,11 +69,20 @@ final class DeviceGateway: Sendable {
                 handler.connection.batchingWrites {
                     for frame in batch {
                         handler.send(frame.message)
-                        if frame.closeAfter { handler.close(reason: "replaced by a newer connection") }
+                        if frame.closeAfter { handler.close(reason: Self.closeReason(frame)) }
                     }
                 }
             }
             if ref.loop.inEventLoop { send() } else { ref.loop.execute(send) }
+        }
+    }
+
+    /// Why a frame that closes its connection does (the log's words).
+    static func closeReason(_ frame: DeviceFrame) -> String {
+        switch frame.message["type"]?.stringValue {
+        case "replaced": return "replaced by a newer connection"
+        case "removed": return "the device was deleted (admin API)"
+        default: return frame.message["message"]?.stringValue ?? "closed by the emulator"
         }
     }
 

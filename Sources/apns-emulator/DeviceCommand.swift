@@ -34,7 +34,9 @@ let deviceCommand = Subcommand(
         OptionSpec("tls", nil, "connect with TLS (for serve --device-tls)"),
         OptionSpec("ca", "PATH", "with --tls: CA certificate to trust (default: certs/ca.pem if present, else the system store)"),
         OptionSpec("insecure", nil, "with --tls: do not verify the emulator's certificate"),
-        OptionSpec("no-retry", nil, "exit 1 if the first connection fails instead of retrying until the emulator is up"),
+        OptionSpec(
+            "no-retry", nil,
+            "exit 1 if the first connection fails (refused, closed, or no welcome within 10 s) instead of retrying until the emulator is up"),
     ],
     environmentVariables: true,
     run: { command, args in DeviceCLI.start(command, args).run() }
@@ -44,16 +46,13 @@ private let deviceSummary = """
     Runs one simulated device: connects to the emulator's device listener, installs the app and \
     prints one JSON object per line on stdout (events: registered, notification, appUpdated, \
     deviceUpdated, uninstalled, tapped, responded, loggedIn, loggedOut, erased, restored, pong, offline, online, \
-    disconnected, replaced, error). Every notification is acked after it is printed. Reconnects (with the same \
-    device id) when the connection drops; exits 0 when a newer connection takes the device id.
+    disconnected, replaced, removed, error). Every notification is acked after it is printed. Reconnects (with the same \
+    device id) when the connection drops; exits 0 when a newer connection takes the device id or the device is \
+    deleted through the admin API.
 
-    stdin commands, one per line: foreground | background | suspended | notRunning | terminated | \
-    state APPSTATE | permission AUTHORIZATION | background-mode on|off | low-power on|off | \
-    tap [APNSID] | respond ACTION [TEXT…] | focus on|off | muted on|off | locked on|off | \
-    login USERID | logout | uninstall | reinstall | rotate | erase | restore FROMDEVICEID | \
-    offline | online | ping | quit. login and logout make the app call its backend (bind, unbind, and \
-    a pending token upload) when one is configured. A line starting with '{' is sent to the emulator as a raw frame. End of stdin is \
-    not a quit.
+    stdin commands, one per line: \(DeviceCLI.stdinCommands.map(\.synopsis).joined(separator: " | ")). \
+    login and logout make the app call its backend (bind, unbind, and a pending token upload) when one is \
+    configured. A line starting with '{' is sent to the emulator as a raw frame. End of stdin is not a quit.
     """
 
 /// The `device` command's session: the device, the app it manages, and where the connection
@@ -71,6 +70,10 @@ final class DeviceCLI {
     var outageAnnounced = false
     /// The current connection has seen `welcome`.
     var welcomed = false
+    /// Some connection has (`--no-retry` gives up only before the first welcome).
+    var everWelcomed = false
+    /// When the current connection counts as failed if `welcome` has not come.
+    var welcomeDeadline: Int64?
     var announceOnline = false
     var reinstallAfterErase = false
     var installAfterUninstall = false
@@ -103,8 +106,7 @@ final class DeviceCLI {
         }
         func spec(_ name: String) -> OptionSpec { command.spec(name) }
         func isOn(_ name: String) -> Bool {
-            guard let value = options.string(name) else { return false }
-            return !["false", "0", "no", "off", ""].contains(value.lowercased())
+            do { return try options.switchValue(spec(name)) ?? false } catch { usage(error.description) }
         }
         func choice<T: RawRepresentable & CaseIterable>(_ name: String, _: T.Type) -> T where T.RawValue == String {
             let text = options.string(name) ?? ""

@@ -9,6 +9,8 @@ extension DeviceCLI {
         switch type {
         case "welcome":
             welcomed = true
+            everWelcomed = true
+            welcomeDeadline = nil
             outageAnnounced = false
             backoffMilliseconds = 100
             if announceOnline {
@@ -45,6 +47,8 @@ extension DeviceCLI {
             installAfterUninstall = false
         case "replaced":
             replaced()
+        case "removed":
+            removed()
         case "appUpdated":
             if frame["bundleId"]?.stringValue == app.bundleID {
                 if let value = frame["appState"]?.stringValue.flatMap(AppState.init(rawValue:)) { app.appState = value }

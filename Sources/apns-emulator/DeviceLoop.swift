@@ -25,6 +25,8 @@ extension DeviceCLI {
                 timeout = 0
             } else if case .retrying(let at) = link {
                 timeout = Int32(clamping: max(0, at - Monotonic.nowMilliseconds()))
+            } else if !welcomed, let deadline = welcomeDeadline {
+                timeout = Int32(clamping: max(0, deadline - Monotonic.nowMilliseconds()))
             }
             let n = Glibc.poll(&fds, nfds_t(fds.count), timeout)
             if n < 0 && errno != EINTR {
@@ -37,26 +39,43 @@ extension DeviceCLI {
             if stdinIndex >= 0 && fds[stdinIndex].revents != 0 {
                 readStdin()
             }
+            if case .connected = link, !welcomed, let deadline = welcomeDeadline, Monotonic.nowMilliseconds() >= deadline {
+                // Something answers at that address, but not as the emulator does.
+                device.disconnect()
+                connectionFailed("no welcome from \(device.address) within \(Self.welcomeTimeoutMs / 1000) s after hello")
+            }
             if case .retrying(let at) = link, Monotonic.nowMilliseconds() >= at {
                 attemptConnect(first: false)
             }
         }
     }
 
+    /// How long a connection may go without `welcome` before it counts as failed.
+    static let welcomeTimeoutMs: Int64 = 10_000
+
     func attemptConnect(first: Bool) {
         welcomed = false
         do {
             try device.open(timeoutMilliseconds: 3000)
             link = .connected
+            welcomeDeadline = Monotonic.nowMilliseconds() + Self.welcomeTimeoutMs
         } catch {
-            if first && !retryFirstConnect {
-                emit(["event": "disconnected", "reason": .string(error.description)])
-                FileHandle.standardError.write(Data("apns-emulator: \(error.description)\n".utf8))
-                exit(1)
-            }
-            announceOutage(error.description)
-            scheduleRetry()
+            connectionFailed(error.description)
         }
+    }
+
+    /// A connection failed before or after `welcome`: with `--no-retry`, before the first
+    /// welcome ever, that ends the command (status 1); otherwise it is an outage, retried.
+    func connectionFailed(_ reason: String) {
+        welcomeDeadline = nil
+        if !everWelcomed && !retryFirstConnect {
+            emit(["event": "disconnected", "reason": .string(reason)])
+            releaseHeld()  // events of the read that found the connection closed
+            FileHandle.standardError.write(Data("apns-emulator: \(reason)\n".utf8))
+            exit(1)
+        }
+        announceOutage(reason)
+        scheduleRetry()
     }
 
     func scheduleRetry() {
@@ -88,12 +107,12 @@ extension DeviceCLI {
 
     func connectionLost() {
         if device.wasReplaced { replaced() }
+        if device.wasRemoved { removed() }
         var reason = device.disconnectReason ?? "connection closed"
         if !welcomed && device.tls == nil {
             reason += " (before welcome: if the emulator runs with --device-tls, add --tls)"
         }
-        announceOutage(reason)
-        scheduleRetry()
+        connectionFailed(reason)
     }
 
     /// Prints the held events, then acks their notifications (acked after printed).
@@ -108,6 +127,15 @@ extension DeviceCLI {
 
     func replaced() -> Never {
         emit(["event": "replaced"])
+        releaseHeld()
+        device.disconnect()
+        exit(0)
+    }
+
+    /// The device was deleted through the admin API: there is nothing left to run (a
+    /// reconnect would create it anew, with new tokens).
+    func removed() -> Never {
+        emit(["event": "removed", "deviceId": .string(device.deviceID)])
         releaseHeld()
         device.disconnect()
         exit(0)

@@ -19,6 +19,17 @@ struct StdinCommand: Sendable {
     let word: String
     let takes: Arguments
     let run: @Sendable (DeviceCLI, [String]) -> Void
+
+    /// How `--help` writes it: `tap [APNSID]`, `focus on|off`.
+    var synopsis: String {
+        switch takes {
+        case .none: return word
+        case .one(let what): return "\(word) \(what)"
+        case .onOff: return "\(word) on|off"
+        case .optional(let what): return "\(word) [\(what)]"
+        case .atLeastOne(let what): return "\(word) \(what)"
+        }
+    }
 }
 
 extension DeviceCLI {

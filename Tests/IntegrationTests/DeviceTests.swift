@@ -2,6 +2,7 @@ import APNsCore
 import Foundation
 import Glibc
 import Locking
+import Networking
 import ProviderClient
 import Synchronization
 import Testing
@@ -276,6 +277,20 @@ struct DeviceTests {
         #expect(second.next("notification")?["apnsId"]?.stringValue == result.apnsID)
     }
 
+    /// Deleting a connected device tells it (`removed`) and closes its connection: the command
+    /// prints the event and exits 0, rather than holding a socket for a device that is gone.
+    @Test func deletingAConnectedDeviceEndsItsCommand() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try DeviceProcess(emulator, deviceID: "phone-12")
+        _ = try device.registeredToken()
+        #expect(try emulator.metric("apns_emulator_device_connections") == 1)
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/phone-12").status == 200)
+        #expect(device.next("removed")?["deviceId"]?.stringValue == "phone-12")
+        #expect(device.exitStatus() == 0)
+        #expect(try eventually { try emulator.metric("apns_emulator_device_connections") == 0 })
+        #expect(try emulator.admin("GET", "/api/v1/devices/phone-12").status == 404, "not created anew by a reconnect")
+    }
+
     @Test func abruptDisconnectLosesNothing() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         var device: DeviceProcess? = try DeviceProcess(emulator, deviceID: "phone-10")
@@ -333,5 +348,60 @@ struct DeviceSocketTests {
         // The token issued before the reset is forgotten with everything else.
         #expect(after != before)
         #expect(APNsResult(try emulator.connect().send(try emulator.push(before).request)).reason == "BadDeviceToken")
+    }
+}
+
+@Suite("The device command's first connection with --no-retry")
+struct DeviceNoRetryTests {
+    /// Something listening on 127.0.0.1 that is not the emulator; `closes`: it accepts each
+    /// connection and closes it at once, else the kernel accepts and nothing ever answers.
+    final class Peer: @unchecked Sendable {
+        let fd: Int32
+        let port: UInt16
+        private let closes: Bool
+        private let stopped = Atomic<Bool>(false)
+
+        init(closes: Bool) throws {
+            let (fd, bound) = try Socket.listen(HostPort(host: "127.0.0.1", port: 0))
+            (self.fd, port, self.closes) = (fd, bound.port, closes)
+            guard closes else { return }
+            Thread { [self] in
+                while !stopped.load(ordering: .relaxed) {
+                    let client = accept(fd, nil, nil)
+                    if client >= 0 { close(client) } else { usleep(5_000) }
+                }
+            }.start()
+        }
+
+        deinit {
+            stopped.store(true, ordering: .relaxed)
+            close(fd)
+        }
+    }
+
+    func device(_ port: UInt16) throws -> CommandResult {
+        try run(
+            EmulatorProcess.binary,
+            [
+                "device", "--connect", "127.0.0.1:\(port)", "--device-id", "w5", "--bundle", "com.example.app", "--environment", "sandbox",
+                "--no-retry",
+            ],
+            timeout: 30)
+    }
+
+    @Test func aPeerThatClosesTheConnectionBeforeWelcomeEndsIt() throws {
+        let peer = try Peer(closes: true)
+        let result = try device(peer.port)
+        #expect(result.status == 1, "\(result.out) \(result.err)")
+        #expect(result.out.contains(#""event":"disconnected""#))
+    }
+
+    @Test func aPeerThatNeverSaysWelcomeEndsItAfterTenSeconds() throws {
+        let peer = try Peer(closes: false)
+        let started = Date()
+        let result = try device(peer.port)
+        #expect(result.status == 1, "\(result.out) \(result.err)")
+        #expect(result.err.contains("no welcome"), "\(result.err)")
+        #expect(Date().timeIntervalSince(started) >= 9)
     }
 }
