@@ -13,6 +13,8 @@ public protocol AdminHost: AnyObject, Sendable {
     var isReady: Bool { get }
     var version: String { get }
     var startedAtMs: Int64 { get }
+    /// Real time since the start (not moved with the emulator's clock).
+    var uptimeMilliseconds: Int64 { get }
     /// The addresses bound, as `GET /api/v1/info` shows them.
     var addresses: JSONValue { get }
     var providerConnectionCount: Int { get }

@@ -44,7 +44,7 @@ struct SystemRoutes: AdminResource {
         var info: JSONValue = [
             "version": .string(host.version),
             "startedAt": .string(RFC3339.format(milliseconds: host.startedAtMs)),
-            "uptimeSeconds": .int((now - host.startedAtMs) / 1000),
+            "uptimeSeconds": .int(host.uptimeMilliseconds / 1000),
             "addresses": host.addresses,
             "counts": [
                 "notifications": .int(Int64(records)), "notificationsDropped": .int(Int64(evicted)),

@@ -30,6 +30,7 @@ final class EmulatorAdminHost: AdminHost, Sendable {
     var isReady: Bool { emulator.isReady }
     var version: String { Emulator.version }
     var startedAtMs: Int64 { emulator.startedAtMs }
+    var uptimeMilliseconds: Int64 { emulator.uptimeMilliseconds }
     var addresses: JSONValue { emulator.addresses.json }
     var endpointOptions: EndpointOptions { emulator.configuration.endpoint }
     var providerConnectionCount: Int { emulator.providers.openConnections.load(ordering: .relaxed) }

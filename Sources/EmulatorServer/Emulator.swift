@@ -62,6 +62,10 @@ public final class Emulator: Sendable {
     /// The demo key's path when demo mode made the demo device.
     private let demoKeyPath: String?
     public let startedAtMs: Int64
+    /// When it started on the monotonic clock: uptime is real time, whatever the emulator's
+    /// clock was moved by (`POST /api/v1/clock`).
+    private let startedMonotonicMs: Int64
+    public var uptimeMilliseconds: Int64 { Monotonic.nowMilliseconds() - startedMonotonicMs }
 
     public var isReady: Bool { serving.isReady }
     /// The addresses bound (empty before `start`).
@@ -91,6 +95,7 @@ public final class Emulator: Sendable {
         self.clock = clock
         offsetClock = clock
         startedAtMs = clock.nowMilliseconds()
+        startedMonotonicMs = Monotonic.nowMilliseconds()
 
         // The world to start with: the configuration, laid under what a state directory holds.
         var world = World(

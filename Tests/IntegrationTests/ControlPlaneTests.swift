@@ -52,6 +52,10 @@ struct ControlPlaneTests {
         #expect(info.status == 200)
         #expect(info.json["version"]?.stringValue?.isEmpty == false)
         #expect(info.json["uptimeSeconds"]?.intValue != nil)
+        // Uptime is real time: moving the emulator's clock an hour does not add to it.
+        #expect(try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 3600]).status == 200)
+        let moved = try emulator.admin("GET", "/api/v1/info").json["uptimeSeconds"]?.intValue ?? -1
+        #expect((0..<600).contains(moved), "\(moved)")
         #expect(info.json["addresses"]?["sandbox"]?.stringValue == emulator.ready["sandbox"]?.stringValue)
         #expect(info.json["counts"]?["devices"]?.intValue == 1)
         let openapi = try emulator.admin("GET", "/api/v1/openapi.json")
