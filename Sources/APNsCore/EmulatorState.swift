@@ -64,6 +64,9 @@ public final class EmulatorState: Sendable {
     /// needs the state first (`observeRecordChanges`).
     private let recordObserver = SetOnce<@Sendable ([UInt64], _ reset: Bool) -> Void>()
     fileprivate let channelObserver = SetOnce<@Sendable ([(BroadcastChannel, subscribers: Int)]) -> Void>()
+    /// Called after a reset another instance made was applied here (`--redis`), so that the
+    /// devices connected here are attached again, as a reset through this instance does.
+    private let sharedResetObserver = SetOnce<@Sendable () -> Void>()
     @inline(__always) var onRecordChanges: (@Sendable ([UInt64], _ reset: Bool) -> Void)? { recordObserver.value }
     /// Turned on while someone listens (event streams, long polls), so the request path pays
     /// nothing for change tracking otherwise.
@@ -117,6 +120,11 @@ public final class EmulatorState: Sendable {
 
     /// Links the state to the instances it is shared with (`--redis`). Once, before any request.
     public func attach(coordinator: any WorldCoordinator) { coordinatorSlot.set(coordinator) }
+
+    /// Tells `observer` when a reset made by another instance was applied here. Once, at start-up.
+    public func observeSharedResets(_ observer: @escaping @Sendable () -> Void) {
+        sharedResetObserver.set(observer)
+    }
 
     /// Tells `observer` about every record change (the event hub). Once, at start-up.
     public func observeRecordChanges(_ observer: @escaping @Sendable ([UInt64], _ reset: Bool) -> Void) {
@@ -302,9 +310,10 @@ public final class EmulatorState: Sendable {
     }
 
     /// Tells listeners (event streams, long polls) about records another instance changed.
-    public func announceSharedChanges(records: [UInt64], reset: Bool) {
+    public func announceSharedChanges(records: [UInt64], reset: Bool, devicesReset: Bool = false) {
         if reset {
             onRecordChanges?([], true)
+            if devicesReset { sharedResetObserver.value?() }
         } else if !records.isEmpty, changeTracking.load(ordering: .relaxed) {
             // Only while someone listens, as for this instance's own changes: reading each
             // record back for nobody cost a follower a tenth of its time.

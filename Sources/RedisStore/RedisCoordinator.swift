@@ -163,7 +163,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         /// Threads whose changes are written after they return (`beginCommittingLater`).
         var laterThreads: Set<UInt> = []
         /// Applied changes still to be announced to event streams (after the locks).
-        var announcements: [(records: [UInt64], reset: Bool)] = []
+        /// `devicesReset`: another instance's reset (its devices connected here attach again);
+        /// a reload of the whole state is a reset for the event streams only.
+        var announcements: [(records: [UInt64], reset: Bool, devicesReset: Bool)] = []
 
         func failed(_ ticket: UInt64) -> Bool { failedTickets.contains { $0.contains(ticket) } }
 
@@ -793,7 +795,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 // instance owns.
                 return (applied, applied.handedOffDeviceIDs.filter { world.ownership != nil && world.owns($0) })
             }
-            tickets.withLock { $0.announcements.append((applied.recordSequences, applied.reset)) }
+            tickets.withLock { $0.announcements.append((applied.recordSequences, applied.reset, applied.reset)) }
             if !handOffs.isEmpty { queueHandOffs(handOffs) }
             return true
         } catch {
@@ -829,7 +831,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         s.needsReload = false
         // The load had everything, the writes left unread included.
         forgetUnread(&s)
-        tickets.withLock { $0.announcements.append(([], true)) }
+        tickets.withLock { $0.announcements.append(([], true, false)) }
         setOwnership(&s, try store.members(on: redis))
     }
 
@@ -914,11 +916,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     }
 
     func flushAnnouncements() {
-        let pending = tickets.withLock { (t: inout Tickets) -> [(records: [UInt64], reset: Bool)] in
+        let pending = tickets.withLock { (t: inout Tickets) -> [(records: [UInt64], reset: Bool, devicesReset: Bool)] in
             defer { t.announcements = [] }
             return t.announcements
         }
-        for item in pending { state.announceSharedChanges(records: item.records, reset: item.reset) }
+        for item in pending { state.announceSharedChanges(records: item.records, reset: item.reset, devicesReset: item.devicesReset) }
     }
 
     // MARK: Threads

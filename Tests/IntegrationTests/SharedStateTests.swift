@@ -832,6 +832,25 @@ struct SharedStateTests {
     /// The instance holding a device's socket owns the device: a push another instance takes
     /// is handed to it, one it takes itself is routed there, the device's acks are applied
     /// there, and once the socket is gone the hash over the members decides again.
+    /// `POST /api/v1/reset` through one instance attaches again the devices whose sockets are on
+    /// another, as a reset through their own instance does: they get `registered` with fresh
+    /// tokens, are listed everywhere, and take pushes through any instance.
+    @Test func aResetThroughOneInstanceAttachesTheDevicesConnectedToAnother() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let device = try DeviceProcess(e2, deviceID: "reset-phone", extra: ["--app-state", "foreground"])
+        let before = try device.registeredToken()
+        #expect(try e1.admin("POST", "/api/v1/reset").status == 200)
+        let after = try #require(device.next("registered", timeout: 10)?["token"]?.stringValue, "no registered event after the reset")
+        #expect(after != before, "a reset issues fresh tokens")
+        for emulator in [e1, e2] {
+            #expect(try eventually { try emulator.admin("GET", "/api/v1/devices/reset-phone").status == 200 }, "listed on every instance")
+        }
+        let pushed = APNsResult(try e1.connect().send(try e1.push(after).request))
+        #expect(pushed.status == 200)
+        #expect(try #require(device.next("notification"))["apnsId"]?.stringValue == pushed.apnsID)
+    }
+
     @Test func theInstanceHoldingADevicesSocketOwnsTheDevice() throws {
         let cluster = try EmulatorCluster(count: 2)
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
