@@ -181,6 +181,9 @@ public struct DeliveryState: Sendable {
     /// Multi-instance mode: notifications accepted for devices another instance owns, until
     /// their owner routes them (DeviceOwnership.swift). Always empty otherwise.
     var handedOff = HandOffs()
+    /// Multi-instance mode: notifications this instance took for a device it owns, held until
+    /// its copy has read every write before its own (then they join `handedOff`, in log order).
+    var heldForOrder: [UInt64: HandOffs.Entry] = [:]
     /// With persistence on: notifications entering or leaving a waiting slot, in order.
     /// Budgets, collapse state and flood windows are not kept (they refill or start afresh).
     public var tracksChanges = false

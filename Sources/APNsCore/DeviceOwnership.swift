@@ -71,6 +71,9 @@ struct HandOffs: Sendable {
         var notification: PendingNotification?
         /// It has a waiting row of its own (`WaitingSlot.handedOff`), to be marked done.
         var hasRow: Bool
+        /// This instance took it for its own device and held it for order (not a hand-off from
+        /// another instance: not counted as one).
+        var ownTake = false
     }
 
     /// By sequence, the device and whether it has a row: small, since a follower adds one for
@@ -82,6 +85,7 @@ struct HandOffs: Sendable {
     private struct Slot {
         var deviceID: String
         var hasRow: Bool
+        var ownTake = false
     }
     private var byDevice: [String: DeviceList] = [:]
     /// A device's sequences in arrival order; those before `head` were taken, and some after
@@ -106,7 +110,7 @@ struct HandOffs: Sendable {
     }
 
     mutating func add(_ sequence: UInt64, _ entry: Entry) {
-        let known = bySequence.updateValue(Slot(deviceID: entry.deviceID, hasRow: entry.hasRow), forKey: sequence) != nil
+        let known = bySequence.updateValue(Slot(deviceID: entry.deviceID, hasRow: entry.hasRow, ownTake: entry.ownTake), forKey: sequence) != nil
         if entry.notification != nil || !notifications.isEmpty { notifications[sequence] = entry.notification }
         guard !known else { return }
         // One lookup by the device's id, changed in place.
@@ -116,7 +120,7 @@ struct HandOffs: Sendable {
     @discardableResult
     mutating func remove(_ sequence: UInt64) -> Entry? {
         guard let slot = bySequence.removeValue(forKey: sequence) else { return nil }
-        let entry = Entry(deviceID: slot.deviceID, notification: takeNotification(sequence), hasRow: slot.hasRow)
+        let entry = Entry(deviceID: slot.deviceID, notification: takeNotification(sequence), hasRow: slot.hasRow, ownTake: slot.ownTake)
         // One lookup by the device's id; its list is changed in place through the index.
         if let index = byDevice.index(forKey: entry.deviceID) {
             if byDevice.values[index].live <= 1 {
@@ -144,7 +148,8 @@ struct HandOffs: Sendable {
         while index < list.sequences.endIndex, taken.count < limit {
             let sequence = list.sequences[index]
             if let slot = bySequence.removeValue(forKey: sequence) {
-                taken.append((sequence, Entry(deviceID: slot.deviceID, notification: takeNotification(sequence), hasRow: slot.hasRow)))
+                taken.append(
+                    (sequence, Entry(deviceID: slot.deviceID, notification: takeNotification(sequence), hasRow: slot.hasRow, ownTake: slot.ownTake)))
             }
             index += 1
         }
@@ -178,7 +183,7 @@ struct HandOffs: Sendable {
 
     /// The hand-off with this sequence, if it waits.
     func entry(_ sequence: UInt64) -> Entry? {
-        bySequence[sequence].map { Entry(deviceID: $0.deviceID, notification: notifications[sequence], hasRow: $0.hasRow) }
+        bySequence[sequence].map { Entry(deviceID: $0.deviceID, notification: notifications[sequence], hasRow: $0.hasRow, ownTake: $0.ownTake) }
     }
 
     /// The notifications of the hand-offs with a waiting row of their own.
@@ -206,13 +211,61 @@ extension World {
     /// under the lease every copy is current), else handed off to the device's owner. The
     /// device's hand-offs that arrived earlier go first, so its notifications keep their order.
     mutating func routeOrHandOff(_ notification: PendingNotification, nowMs: Int64) -> [DeviceFrame] {
-        if inSharedTurn, let owner = owner(of: notification.deviceID), owner != ownership?.me {
-            handOff(notification, to: owner, nowMs: nowMs)
-            return []
+        if inSharedTurn, let ownership, let owner = owner(of: notification.deviceID) {
+            if owner != ownership.me {
+                handOff(notification, to: owner, nowMs: nowMs)
+                return []
+            }
+            if ownership.members.count > 1 {
+                holdForOrder(notification, nowMs: nowMs)
+                return []
+            }
         }
+        if !delivery.heldForOrder.isEmpty { releaseHeldForOrder(deviceID: notification.deviceID) }
         var frames = delivery.handedOff.isEmpty ? [] : routeHandOffs(deviceID: notification.deviceID, nowMs: nowMs)
         frames += route(notification, nowMs: nowMs)
         return frames
+    }
+
+    /// A push this instance took in a shared turn for a device it owns, while other instances
+    /// take pushes too: one they answered before this one reached it may not have been read
+    /// here yet, and routing this one now would put it ahead. So it waits as a hand-off to this
+    /// instance would (its record awaits the owner, which every copy knows), apart, until the
+    /// copy has followed the log to this push's own write (`releaseHeldForOrder`): it then
+    /// joins the device's hand-offs behind every earlier one, in the log's order.
+    private mutating func holdForOrder(_ notification: PendingNotification, nowMs: Int64) {
+        let sequence = notification.sequence
+        setOutcome(sequence, .pending, Self.heldExplanation, atMs: nowMs)
+        let whole = records.hasWholePayload(sequence: sequence)
+        records.update(sequence: sequence) { record in
+            record.heldForOrder = true
+            if whole { record.awaitingOwner = true }
+        }
+        delivery.heldForOrder[sequence] = HandOffs.Entry(
+            deviceID: notification.deviceID, notification: notification, hasRow: !whole, ownTake: true)
+        if !whole { delivery.noteWaiting(.handedOff, notification) }
+    }
+
+    static let heldExplanation =
+        "accepted by the instance that decides deliveries to this device; routed once it has read what other instances accepted before it"
+
+    /// The held pushes with these sequences (written, and the copy has followed the log that
+    /// far) join their devices' hand-offs, behind those read before; returns their devices.
+    public mutating func releaseHeldForOrder(_ sequences: [UInt64]) -> [String] {
+        var devices: [String] = []
+        for sequence in sequences {
+            guard let entry = delivery.heldForOrder.removeValue(forKey: sequence) else { continue }
+            delivery.handedOff.add(sequence, entry)
+            if !devices.contains(entry.deviceID) { devices.append(entry.deviceID) }
+        }
+        return devices
+    }
+
+    /// Under the lease (every write read): the device's held pushes join its hand-offs now,
+    /// so a push routed at once comes after them.
+    private mutating func releaseHeldForOrder(deviceID: String) {
+        let held = delivery.heldForOrder.filter { $0.value.deviceID == deviceID }.keys.sorted()
+        _ = releaseHeldForOrder(held)
     }
 
     /// The journal record just written is the hand-off when it holds the whole payload (it
@@ -270,13 +323,16 @@ extension World {
             if entry.hasRow { delivery.noteDone(sequence) }
             let notification: PendingNotification?
             if let built = entry.notification {
-                records.update(sequence: sequence) { $0.awaitingOwner = false }
+                records.update(sequence: sequence) { record in
+                    record.awaitingOwner = false
+                    record.heldForOrder = false
+                }
                 notification = built
             } else {
                 notification = records.takeForRouting(sequence: sequence).flatMap { handedOffNotification(sequence: sequence, record: $0) }
             }
             guard let notification else { continue }
-            counters.handOffsRouted += 1
+            if !entry.ownTake { counters.handOffsRouted += 1 }
             frames += route(notification, nowMs: nowMs)
         }
         return frames

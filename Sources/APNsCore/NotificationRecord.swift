@@ -224,6 +224,10 @@ public struct RecordDelivery: Sendable {
     /// Accepted by an instance for a device another instance owns (`--redis`), and not routed
     /// by that one yet: the record is the hand-off (DeviceOwnership.swift).
     public var awaitingOwner = false
+    /// Accepted by the device's owner itself and held until it has read the others' writes
+    /// before its own (`World.holdForOrder`). Never stored or sent: it tells this instance's
+    /// writer which of its records to release once written.
+    public var heldForOrder = false
     /// The delivery steps the notification went through, each with when (the console's log):
     /// at most `maxTransitions`, the first ones and the newest; 16 bytes each, inside
     /// `NotificationRecord.fixedBytes` (the explanation of the current one is `explanation`).

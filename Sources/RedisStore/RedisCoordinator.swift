@@ -119,6 +119,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var queued = QueuedTickets()
         /// The writer has a batch out to Redis.
         var writing = false
+        /// The highest version of this instance's own writes the writer has had answered.
+        var lastOwnWrittenVersion: UInt64 = 0
+        /// Pushes held for order (`World.holdForOrder`) by the version of the write that holds
+        /// them: released once the follower passes it, in the log's order.
+        var heldByVersion: [UInt64: [UInt64]] = [:]
         /// Another instance asked for the lease: no change is made until it is handed over.
         var yielding = false
         var writerIdle: Bool { outbox.isEmpty && !writing }
@@ -467,14 +472,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 if stop { return }
                 continue
             }
-            let result: Result<(version: UInt64, id: String, wanted: Bool), RedisError>
+            let result: Result<(version: UInt64, id: String, wanted: Bool, held: [UInt64]), RedisError>
             do {
                 if connection == nil || connection!.isBroken || generation != batch.generation {
                     connection = try store.connect()
                     generation = batch.generation
                 }
                 result = .success(
-                    try store.append(batch.rows, instance: instance, fence: batch.fence, epoch: .expect(batch.epoch), on: connection!))
+                    try store.appendSayingHeld(batch.rows, instance: instance, fence: batch.fence, epoch: .expect(batch.epoch), on: connection!))
             } catch {
                 if connection?.isBroken ?? false { connection = nil }
                 result = .failure(error)
@@ -487,6 +492,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         t.resolvedTicket = max(t.resolvedTicket, batch.last)
                         return t.waiters.takeReady(committed: t.resolvedTicket)
                     }
+                    s.lastOwnWrittenVersion = max(s.lastOwnWrittenVersion, written.version)
                     if batch.exclusive {
                         // Under the lease nobody else writes: this copy is current up to it.
                         if written.version > s.version {
@@ -500,6 +506,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         s.sharingUntilMs = batch.sentMs + Int64(Self.leaseMilliseconds)
                     }
                     s.lastWrittenMs = Monotonic.nowMilliseconds()
+                    if !written.held.isEmpty {
+                        // Held for order: released when the follower passes this write, or now
+                        // when this copy has followed the log that far already.
+                        if written.version <= s.version { releaseHeld(written.held) } else { s.heldByVersion[written.version] = written.held }
+                    }
                     if written.wanted, Monotonic.nowMilliseconds() - s.holdingSinceMs >= Self.minimumHoldMilliseconds {
                         s.yielding = true
                     }
@@ -597,7 +608,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             let reply = try redis.command("XRANGE", store.key("log"), .text("(" + s.lastID), "+", "COUNT", "1000")
             let entries = try (reply.elements ?? []).map(LogEntry.init)
             if entries.isEmpty { s.needsReload = true; break }
-            apply(prepare(entries, rows: try rowsKeptApart(entries, on: redis))[...], &s)
+            // (The writer is idle here, so no own write waits for its answer; should one, the
+            // copy is reloaded rather than waited for under this lock.)
+            guard apply(prepare(entries, rows: try rowsKeptApart(entries, on: redis))[...], &s) else {
+                s.needsReload = true
+                break
+            }
         }
         settleArrivals()
         if s.needsReload { try reload(&s, redis) }
@@ -733,7 +749,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         return prepared
     }
 
-    func apply(_ entries: ArraySlice<PreparedEntry>, _ s: inout Shared) {
+    /// Applies the entries in order; false when it stopped at one of this instance's own writes
+    /// whose answer the writer has not had yet (what that write holds for order is released as
+    /// the follower passes it): the caller reads from there again a moment later.
+    @discardableResult
+    func apply(_ entries: ArraySlice<PreparedEntry>, _ s: inout Shared) -> Bool {
         var unread: [UnreadJournal.Noted] = []
         defer { noteUnread(unread, &s) }
         for entry in entries {
@@ -741,16 +761,19 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             if version <= s.version { continue }
             if writer == instance {
                 // This copy made it (applied before it was written); the writer's answer may
-                // simply not be in yet.
+                // simply not be in yet: then wait for it, unless no write is out (a write whose
+                // answer failed, or an earlier run's).
+                if version > s.lastOwnWrittenVersion, s.writing { return false }
                 s.version = version
                 s.lastID = id
                 if let members { setOwnership(&s, members) }
+                if !s.heldByVersion.isEmpty, let held = s.heldByVersion.removeValue(forKey: version) { releaseHeld(held) }
                 continue
             }
             if let left = entry.unread, version == s.version + 1 {
                 if let parts = entry.changes, !parts.isEmpty, !applyRows(parts, version: version) {
                     s.needsReload = true
-                    return
+                    return true
                 }
                 unread.append(left)
                 s.version = version
@@ -767,17 +790,25 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     )
                 }
                 s.needsReload = true
-                return
+                return true
             }
             // Settled by the caller, once for all the entries it read.
             guard applyRows(changes, version: version, settling: false) else {
                 s.needsReload = true
-                return
+                return true
             }
             s.version = version
             s.lastID = id
             if let members { setOwnership(&s, members) }
         }
+        return true
+    }
+
+    /// Pushes held for order whose write this copy has followed the log to: they join their
+    /// devices' hand-offs, and the routing thread routes them (under this coordinator's lock).
+    func releaseHeld(_ sequences: [UInt64]) {
+        let devices = state.applyShared { (world: inout World) -> [String] in world.releaseHeldForOrder(sequences) }
+        if !devices.isEmpty { queueHandOffs(devices) }
     }
 
     /// Applies another instance's rows to this copy (under this coordinator's lock), routes the
@@ -965,8 +996,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     // order (the others may write between them). Either way look again a little
                     // later rather than waking for every change this instance makes.
                     let prepared = prepare(entries, rows: [:])
-                    shared.withLock { (s: inout Shared) in if !s.needsReload { apply(prepared[...], &s) } }
-                    usleep(2_000)
+                    let passed = shared.withLock { (s: inout Shared) in s.needsReload || apply(prepared[...], &s) }
+                    // Stopped at a write whose answer is on its way: look again at once.
+                    usleep(passed ? 2_000 : 100)
                     continue
                 }
                 // The others' writes that only add to the journal may stay unread for now; one
@@ -993,12 +1025,16 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 while start < prepared.endIndex {
                     let end = min(start + slice, prepared.endIndex)
                     let more = shared.withLock { (s: inout Shared) -> Bool in
-                        // A copy waiting for its reload is not patched further (the keeper reloads it).
+                        // A copy waiting for its reload is not patched further (the keeper reloads it),
+                        // nor one stopped at its own write until the writer has its answer (read
+                        // again from there, a moment later).
                         guard !s.needsReload else { return false }
-                        apply(prepared[start..<end], &s)
-                        return true
+                        return apply(prepared[start..<end], &s)
                     }
-                    if !more { break }
+                    if !more {
+                        usleep(100)
+                        break
+                    }
                     start = end
                 }
                 // The others' records that arrived after this instance's newer ones, put in

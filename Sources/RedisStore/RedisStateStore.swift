@@ -385,6 +385,17 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         _ uncoalesced: [StateChange], instance: Int, fence: String?, epoch: EpochCondition = .any, members: [Int]? = nil,
         on redis: RedisConnection
     ) throws(RedisError) -> (version: UInt64, id: String, wanted: Bool) {
+        let written = try appendSayingHeld(uncoalesced, instance: instance, fence: fence, epoch: epoch, members: members, on: redis)
+        return (written.version, written.id, written.wanted)
+    }
+
+    /// `append`, also saying which of the batch's records were held for order by this instance
+    /// (`RecordDelivery.heldForOrder`): the writer releases them once its copy has followed the
+    /// log to this write.
+    func appendSayingHeld(
+        _ uncoalesced: [StateChange], instance: Int, fence: String?, epoch: EpochCondition = .any, members: [Int]? = nil,
+        on redis: RedisConnection
+    ) throws(RedisError) -> (version: UInt64, id: String, wanted: Bool, held: [UInt64]) {
         let changes = PendingChanges.coalesced(uncoalesced)
         let (expected, seeded): (String, String)
         switch epoch {
@@ -433,7 +444,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         guard let parts = reply.elements, parts.count == 3, let version = parts[0].int, let id = parts[1].text else {
             throw RedisError(.protocolError, "unexpected reply to the append script")
         }
-        return (UInt64(version), id, parts[2].int == 1)
+        return (UInt64(version), id, parts[2].int == 1, writes.heldForOrder)
     }
 
     /// A batch's writes, like with like (see `appendScript`).
@@ -461,6 +472,8 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         static let maxHandOffDevices = 32
         /// Journal records the batch saves.
         var recordCount = 0
+        /// Records held for order by the writing instance (`RecordDelivery.heldForOrder`).
+        var heldForOrder: [UInt64] = []
         /// The journal stripes (`SequenceStripes`: which instance numbered the record, the one
         /// that took the push) of the records whose delivery part the batch writes: an owner
         /// routing hand-offs. The instance that handed them off reads such a write at once, as
@@ -485,6 +498,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             switch change {
             case .recordSaved(let record):
                 recordCount += 1
+                if record.delivery.heldForOrder { heldForOrder.append(record.sequence) }
                 if record.delivery.awaitingOwner {
                     if let device = record.deviceID, handOffDevices.count < Self.maxHandOffDevices {
                         if !handOffDevices.contains(device) { handOffDevices.append(device) }
