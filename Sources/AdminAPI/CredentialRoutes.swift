@@ -36,11 +36,12 @@ struct CredentialRoutes: AdminResource {
     /// `POST /api/v1/keys` with `teamId`, `keyId`, the key as `pem` (a .p8 or a public key PEM)
     /// or `path` (inside `--keys-dir` only), and optional `environment`, `topics`, `relatedKeyId`.
     private func addKey(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
-        var body = try request.jsonObject()
+        let body = try request.jsonObject()
         let pem: String
-        if let text = body["pem"]?.stringValue {
+        if body["pem"] != nil, body["path"] != nil {
+            throw AdminError(400, "give the key as \"pem\" or as \"path\", not both")
+        } else if let text = body["pem"]?.stringValue {
             pem = text
-            body["path"] = "api"
         } else if let path = body["path"]?.stringValue {
             pem = try KeyFiles.read(path, keysDirectory: api.settings.keysDirectory)
         } else {

@@ -253,6 +253,31 @@ struct ControlPlaneTests {
         #expect(try emulator.admin("POST", "/api/v1/keys", body: ["teamId": "X", "keyId": "Y", "pem": "garbage"]).status == 400)
     }
 
+    @Test func keyRefusalsNameTheFieldAndNeverEchoTheKey() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let pem = try String(contentsOfFile: emulator.keyPath, encoding: .utf8)
+        let body = pem.split(separator: "\n").dropFirst().first.map(String.init) ?? pem
+        let base: JSONObject = JSONObject([("teamId", "TEAM000001"), ("keyId", "KEY0000009"), ("pem", .string(pem))])
+        let cases: [(field: String, value: JSONValue, says: String)] = [
+            ("environment", "staging", "\"environment\" must be \"sandbox\" or \"production\""),
+            ("topics", "com.example.app", "\"topics\" must be a non-empty list of bundle ids"),
+            ("teamId", "TEAM 1", "\"teamId\" (the team id) is required: 1 to 64 letters and digits"),
+            ("relatedKeyId", 7, "\"relatedKeyId\" must be a key id"),
+        ]
+        for (field, value, says) in cases {
+            var request = base
+            request[field] = value
+            let reply = try emulator.admin("POST", "/api/v1/keys", body: .object(request))
+            #expect(reply.status == 400, "\(field)")
+            let message = reply.json["error"]?.stringValue ?? ""
+            #expect(message.contains(says), "\(field): \(message)")
+            #expect(!reply.raw.contains(body) && !reply.raw.contains("PRIVATE KEY") && !reply.raw.contains("\"path\""), "\(reply.raw)")
+        }
+        var both = base
+        both["path"] = .string(emulator.keyPath)
+        #expect(try emulator.admin("POST", "/api/v1/keys", body: .object(both)).json["error"] == "give the key as \"pem\" or as \"path\", not both")
+    }
+
     @Test func metricsCountWhatHappened() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()

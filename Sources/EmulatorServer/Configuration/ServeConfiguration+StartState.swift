@@ -78,17 +78,26 @@ extension ServeConfiguration {
         return spec
     }
 
-    static func authKey(fromObject object: JSONObject) throws(UsageError) -> AuthKeySpec {
-        let text = JSONValue.object(object).serialized()
-        guard let team = object["teamId"]?.stringValue, let key = object["keyId"]?.stringValue,
-            let path = object["path"]?.stringValue, isTeamOrKeyID(Substring(team)), isTeamOrKeyID(Substring(key))
-        else {
-            throw UsageError("auth key \(text) needs \"teamId\", \"keyId\" and \"path\"")
+    /// The key of an object (a config file's, or the admin API's, which sends the key text as
+    /// "pem" and names no "path"). Refusals name the field and what it takes, never echo the
+    /// object: it may carry a private key.
+    static func authKey(fromObject object: JSONObject, pathRequired: Bool = true) throws(UsageError) -> AuthKeySpec {
+        let idRule = "1 to 64 letters and digits, e.g. ABCDE12345"
+        guard let team = object["teamId"]?.stringValue, isTeamOrKeyID(Substring(team)) else {
+            throw UsageError("auth key: \"teamId\" (the team id) is required: \(idRule)")
         }
-        var spec = AuthKeySpec(teamID: team, keyID: key, path: path)
+        guard let key = object["keyId"]?.stringValue, isTeamOrKeyID(Substring(key)) else {
+            throw UsageError("auth key of team \(team): \"keyId\" (the key id) is required: \(idRule)")
+        }
+        let name = "auth key \(team):\(key)"
+        let path = object["path"]?.stringValue
+        if path == nil, pathRequired || object["path"] != nil {
+            throw UsageError("\(name): \"path\" (a string: the .p8 file) is required")
+        }
+        var spec = AuthKeySpec(teamID: team, keyID: key, path: path ?? "")
         if let env = object["environment"] {
             guard let value = env.stringValue.flatMap(APNsEnvironment.init(rawValue:)) else {
-                throw UsageError("auth key \(text): \"environment\" must be \"sandbox\" or \"production\"")
+                throw UsageError("\(name): \"environment\" must be \"sandbox\" or \"production\" (or left out for both)")
             }
             spec.environment = value
         }
@@ -96,12 +105,15 @@ extension ServeConfiguration {
             guard let list = topics.arrayValue?.compactMap(\.stringValue), !list.isEmpty,
                 list.count == topics.arrayValue?.count, list.allSatisfy(DeviceRegistry.isValidBundleID)
             else {
-                throw UsageError("auth key \(text): \"topics\" must be a list of bundle ids")
+                throw UsageError(
+                    "\(name): \"topics\" must be a non-empty list of bundle ids, e.g. [\"com.example.app\"] (or left out for a team-scoped key)")
             }
             spec.topics = list
         }
         if let related = object["relatedKeyId"] {
-            guard let value = related.stringValue else { throw UsageError("auth key \(text): \"relatedKeyId\" must be a string") }
+            guard let value = related.stringValue, isTeamOrKeyID(Substring(value)) else {
+                throw UsageError("\(name): \"relatedKeyId\" must be a key id: \(idRule)")
+            }
             spec.relatedKeyID = value
         }
         return spec
