@@ -10,7 +10,13 @@ struct FaultRoutes: AdminResource {
         r.add("POST", "/api/v1/faults", "add a fault rule") { req, _, _ in
             var rule = try FaultJSON.parse(try req.jsonObject())
             let position = req.query["position"].flatMap(Int.init)
-            rule.id = state.withWorld { $0.addFault(rule, at: position) }
+            guard let id = state.withWorld({ $0.addFault(rule, at: position) }) else {
+                throw AdminError(
+                    409,
+                    "a fault rule with id \"\(rule.id)\" exists already; choose another id, leave \"id\" out for one to be given, or DELETE /api/v1/faults/\(rule.id) first"
+                )
+            }
+            rule.id = id
             host.log("admin: fault rule \(rule.id) added")
             return .json(201, FaultJSON.rule(rule))
         }

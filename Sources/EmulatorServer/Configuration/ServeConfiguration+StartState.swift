@@ -17,11 +17,25 @@ extension ServeConfiguration {
         var rules: [FaultInjectionRule] = []
         for (index, item) in list.enumerated() {
             guard let object = item.objectValue else { throw UsageError("\(origin): rule \(index + 1) in \(path) is not an object") }
-            do { rules.append(try FaultJSON.parse(object)) } catch let error as AdminError {
+            let rule: FaultInjectionRule
+            do { rule = try FaultJSON.parse(object) } catch let error as AdminError {
                 throw UsageError("\(origin): rule \(index + 1) in \(path): \(error.message)")
             } catch {
                 throw UsageError("\(origin): rule \(index + 1) in \(path): \(error)")
             }
+            // The admin API reaches a rule by its id: two with one id would be one rule there.
+            if !rule.id.isEmpty, let first = rules.firstIndex(where: { $0.id == rule.id }) {
+                throw UsageError("\(origin): rule \(index + 1) in \(path): id \"\(rule.id)\" is rule \(first + 1)'s already; ids must be unique")
+            }
+            rules.append(rule)
+        }
+        // Numbered here, skipping the ids the file gives: at start a rule's id is never taken.
+        let named = Set(rules.map(\.id))
+        var number = 1
+        for index in rules.indices where rules[index].id.isEmpty {
+            while named.contains("f\(number)") { number += 1 }
+            rules[index].id = "f\(number)"
+            number += 1
         }
         return rules
     }
