@@ -30,6 +30,18 @@ extension HTTP1Request {
     }
 }
 
+extension HTTP1Request {
+    /// The query parameter `name` as a whole number in `range`, nil when absent; anything else
+    /// is 400 saying the range, not a silent default.
+    func wholeNumber(_ name: String, in range: ClosedRange<Int>, note: String = "") throws(AdminError) -> Int? {
+        guard let text = query[name] else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw AdminError(400, "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'\(note)")
+        }
+        return value
+    }
+}
+
 extension HTTP1ServerResponse {
     static func json(_ status: Int, _ value: JSONValue) -> HTTP1ServerResponse {
         var body = value.serializedBytes()

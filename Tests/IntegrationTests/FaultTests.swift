@@ -182,6 +182,24 @@ struct FaultTests {
         #expect(ids == ["f2", "f1"])
     }
 
+    @Test func positionMustBeAPlaceInTheList() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        _ = try addRule(emulator, ["action": ["status": 500]])
+        _ = try addRule(emulator, ["action": ["status": 503]])
+        for position in ["-1", "abc", "3", "99999", ""] {
+            let reply = try emulator.admin("POST", "/api/v1/faults?position=\(position)", body: ["action": ["status": 429]])
+            #expect(reply.status == 400, "\(position)")
+            let message = reply.json["error"]?.stringValue ?? ""
+            #expect(message == "position must be a whole number from 0 to 2, not '\(position)' (0 is first, 2 after the last rule)", "\(message)")
+        }
+        #expect(try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.count == 2)
+        #expect(try addRule(emulator, ["id": "last", "action": ["status": 410]]) == "last")
+        let first = try emulator.admin("POST", "/api/v1/faults?position=0", body: ["id": "first", "action": ["status": 429]])
+        #expect(first.status == 201)
+        let ids = try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.compactMap { $0["id"]?.stringValue }
+        #expect(ids == ["first", "f1", "f2", "last"])
+    }
+
     @Test func faultsFileAndResetBringTheConfiguredRulesBack() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("faults-\(UUID().uuidString).json").path
         try #"[{"match": {"pushType": "voip"}, "action": {"status": 500, "reason": "InternalServerError"}}]"#
