@@ -30,7 +30,7 @@ struct AccountRoutes: AdminResource {
         }
         r.add("POST", "/api/v1/devices/{deviceId}/login", "log an account in on the device (bind; unbind first when switching)") { req, p, _ in
             let id = try Self.deviceID(p)
-            guard let user = try req.jsonObject()["userId"]?.stringValue else { throw AdminError(400, "\"userId\" (a string) is required") }
+            guard let user = try Self.string(try req.jsonObject(), "userId") else { throw AdminError(400, "\"userId\" (a string) is required") }
             let previous = try deviceCall { world, _ throws(DeviceRequestError) in try world.login(deviceID: id, userID: user) }
             if previous != user {
                 tellDevice(id, ["type": "loggedIn", "userId": .string(user), "previousUserId": previous.map(JSONValue.string) ?? .null])

@@ -38,11 +38,12 @@ struct CredentialRoutes: AdminResource {
     private func addKey(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
         let pem: String
-        if body["pem"] != nil, body["path"] != nil {
+        let (text, path) = (try Self.string(body, "pem"), try Self.string(body, "path"))
+        if text != nil, path != nil {
             throw AdminError(400, "give the key as \"pem\" or as \"path\", not both")
-        } else if let text = body["pem"]?.stringValue {
+        } else if let text {
             pem = text
-        } else if let path = body["path"]?.stringValue {
+        } else if let path {
             pem = try KeyFiles.read(path, keysDirectory: api.settings.keysDirectory)
         } else {
             throw AdminError(400, "give the key as \"pem\" (the .p8 text or a PEM public key), or a \"path\" inside --keys-dir")
@@ -65,7 +66,7 @@ struct CredentialRoutes: AdminResource {
 
     private func addApp(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
-        guard let team = body["teamId"]?.stringValue, let bundle = body["bundleId"]?.stringValue else {
+        guard let team = try Self.string(body, "teamId"), let bundle = try Self.string(body, "bundleId") else {
             throw AdminError(400, "\"teamId\" and \"bundleId\" are required")
         }
         try host.checkApp(teamID: team, bundleID: bundle)

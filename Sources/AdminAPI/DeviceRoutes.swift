@@ -22,7 +22,7 @@ struct DeviceRoutes: AdminResource {
         }
         r.add("POST", "/api/v1/devices/{deviceId}/restore", "restore another device's backup onto this one") { req, p, _ in
             let target = try Self.deviceID(p)
-            guard let source = try req.jsonObject()["fromDeviceId"]?.stringValue else {
+            guard let source = try Self.string(try req.jsonObject(), "fromDeviceId") else {
                 throw AdminError(400, "\"fromDeviceId\" is required")
             }
             guard DeviceRegistry.isValidDeviceID(source) else { throw AdminError(400, "\"fromDeviceId\": \(DeviceRegistry.deviceIDRule)") }
@@ -33,7 +33,7 @@ struct DeviceRoutes: AdminResource {
         }
         r.add("POST", "/api/v1/devices/{deviceId}/tap", "tap a notification on screen") { req, p, _ in
             let id = try Self.deviceID(p)
-            guard let apnsID = try req.jsonObject()["apnsId"]?.stringValue else { throw AdminError(400, "\"apnsId\" is required") }
+            guard let apnsID = try Self.string(try req.jsonObject(), "apnsId") else { throw AdminError(400, "\"apnsId\" is required") }
             let tapped = try deviceCall { world, now throws(DeviceRequestError) in try world.tap(deviceID: id, apnsID: apnsID, nowMs: now) }
             host.dispatch(tapped.frames)
             return .json(
@@ -248,14 +248,10 @@ struct DeviceRoutes: AdminResource {
 
     private func respond(deviceID: String, apnsID: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
-        guard let action = body["action"]?.stringValue else {
+        guard let action = try Self.string(body, "action") else {
             throw AdminError(400, "\"action\" is required: \"default\" (a tap), \"dismiss\", or one of the notification's action identifiers")
         }
-        var text: String?
-        if let value = body["text"], value != .null {
-            guard let typed = value.stringValue else { throw AdminError(400, "\"text\" must be a string") }
-            text = typed
-        }
+        let text = try Self.string(body, "text")
         let answer = try deviceCall { world, now throws(DeviceRequestError) in
             try world.respond(deviceID: deviceID, apnsID: apnsID, action: action, text: text, nowMs: now)
         }

@@ -38,6 +38,39 @@ struct AdminAPITests {
         #expect(try emulator.admin("PUT", "/api/v1/devices").status == 405)
     }
 
+    @Test func fieldsOfTheWrongTypeAreRefusedNotTakenAsAbsent() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let (device, _) = try emulator.createDevice()
+        let app = "/api/v1/devices/\(device)/apps/\(EmulatorProcess.bundleID)"
+        let declared = try emulator.admin("PUT", app + "/live-activities", body: ["types": ["DeliveryAttributes"]])
+        #expect(declared.status == 200)
+        let cases: [(String, String, JSONValue, String)] = [
+            ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox", "kind": 12345], "\"kind\" must be one of app,"),
+            ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox", "kind": []], "\"kind\" must be one of app,"),
+            ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox", "kind": [:]], "\"kind\" must be one of app,"),
+            ("POST", "/api/v1/devices", ["bundleId": 7, "environment": "sandbox"], "\"bundleId\" must be a string, not 7"),
+            (
+                "PUT", app + "/live-activities", ["types": ["DeliveryAttributes"], "frequentUpdates": "true"],
+                "\"frequentUpdates\" must be true or false"
+            ),
+            ("POST", app + "/activities", ["attributesType": "DeliveryAttributes", "pushToken": "no"], "\"pushToken\" must be true or false"),
+            ("POST", app + "/activities", ["attributesType": "DeliveryAttributes", "channel": 1], "\"channel\" must be a string"),
+            ("POST", "/api/v1/devices/\(device)/tap", ["apnsId": 12], "\"apnsId\" must be a string"),
+            ("PUT", "/api/v1/tokens/00ff/state", ["state": ["active"]], "\"state\" must be a string"),
+            ("POST", "/api/v1/faults", ["action": ["close": "yes"]], "action.close must be true or false"),
+            ("POST", "/api/v1/faults", ["action": ["goAway": ["errorCode": "2"]]], "action.goAway.errorCode must be an HTTP/2 error code"),
+        ]
+        for (method, path, body, says) in cases {
+            let reply = try emulator.admin(method, path, body: body)
+            #expect(reply.status == 400, "\(method) \(path) \(body.serialized()): \(reply.raw)")
+            #expect(reply.json["error"]?.stringValue?.contains(says) == true, "\(reply.raw)")
+        }
+        // Nothing was made meanwhile: one device, no activity, no fault rule.
+        #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.count == 1)
+        #expect(try emulator.admin("GET", "/api/v1/devices/\(device)/activities").json["activities"]?.arrayValue?.isEmpty == true)
+        #expect(try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.isEmpty == true)
+    }
+
     @Test func notificationsAreNewestFirstWithTheDocumentedFieldsAndALimit() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
