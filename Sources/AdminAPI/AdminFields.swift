@@ -44,8 +44,9 @@ extension AdminResource {
         return parsed
     }
 
-    /// The fields shared by device creation and app installation.
-    static func appRequest(_ body: JSONObject) throws -> AppRequest {
+    /// The fields shared by device creation and app installation; `also` are the caller's own.
+    static func appRequest(_ body: JSONObject, also: [String]) throws -> AppRequest {
+        try body.refuseUnknownFields(also + AppRequest.fields)
         guard let bundle = try string(body, "bundleId") else {
             throw AdminError(400, "\"bundleId\" is required, e.g. {\"bundleId\":\"com.example.app\",\"environment\":\"sandbox\"}")
         }
@@ -94,6 +95,10 @@ extension AdminResource {
 
 /// An app to install: one token kind, maybe a pinned token, its settings.
 struct AppRequest {
+    /// Its fields, as device creation, a batch and an install take them.
+    static let fields =
+        ["bundleId", "environment", "kind", "token", "authorization", "appState", "backgroundMode"] + NotificationSetup.fields
+
     var bundleID: String
     var environment: APNsEnvironment
     var kind: TokenKind

@@ -37,6 +37,7 @@ struct CredentialRoutes: AdminResource {
     /// or `path` (inside `--keys-dir` only), and optional `environment`, `topics`, `relatedKeyId`.
     private func addKey(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
+        try body.refuseUnknownFields(["teamId", "keyId", "pem", "path", "environment", "topics", "relatedKeyId"])
         let pem: String
         let (text, path) = (try Self.string(body, "pem"), try Self.string(body, "path"))
         if text != nil, path != nil {
@@ -66,6 +67,7 @@ struct CredentialRoutes: AdminResource {
 
     private func addApp(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
+        try body.refuseUnknownFields(["teamId", "bundleId"])
         guard let team = try Self.string(body, "teamId"), let bundle = try Self.string(body, "bundleId") else {
             throw AdminError(400, "\"teamId\" and \"bundleId\" are required")
         }

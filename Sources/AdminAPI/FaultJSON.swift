@@ -43,10 +43,7 @@ public enum FaultJSON {
 
     /// A rule from its JSON (the admin API's and `--faults` files'); throws `AdminError` (400).
     public static func parse(_ o: JSONObject) throws -> FaultInjectionRule {
-        let known: Set = ["id", "match", "action", "times", "after", "probability", "seed"]
-        if let unknown = o.keys.first(where: { !known.contains($0) }) {
-            throw AdminError(400, "unknown field \"\(unknown)\" in a fault rule; fields: \(known.sorted().joined(separator: ", "))")
-        }
+        try o.refuseUnknownFields(["id", "match", "action", "times", "after", "probability", "seed"], in: "a fault rule")
         var match = FaultMatch()
         if let m = o["match"] {
             guard let object = m.objectValue else { throw AdminError(400, "\"match\" must be an object") }
@@ -72,13 +69,15 @@ public enum FaultJSON {
                     guard let id = value.intValue, id > 0 else { throw AdminError(400, "match.connectionId must be a positive number") }
                     match.connectionID = UInt64(id)
                 default:
-                    throw AdminError(400, "unknown match field \"\(key)\"; use token, topic, pushType, priority, environment, connectionId")
+                    try object.refuseUnknownFields(["token", "topic", "pushType", "priority", "environment", "connectionId"], in: "match")
                 }
             }
         }
         guard let a = o["action"]?.objectValue else {
             throw AdminError(400, "\"action\" (an object) is required, e.g. {\"status\": 500, \"reason\": \"InternalServerError\"}")
         }
+        try a.refuseUnknownFields(
+            ["status", "reason", "rstStream", "goAway", "close", "maxConcurrentStreams", "unavailable", "delayMs", "jitterMs"], in: "action")
         let delay = try milliseconds(a["delayMs"], "action.delayMs")
         let jitter = try milliseconds(a["jitterMs"], "action.jitterMs")
         var kinds: [FaultAction.Kind] = []
@@ -97,6 +96,7 @@ public enum FaultJSON {
         }
         if let value = a["goAway"] {
             guard let g = value.objectValue else { throw AdminError(400, "action.goAway must be an object") }
+            try g.refuseUnknownFields(["reason", "lastStreamId", "errorCode"], in: "action.goAway")
             let reason = try g["reason"].map { try string($0, "action.goAway.reason") }
             var last: Int32?
             if let l = g["lastStreamId"] {

@@ -13,6 +13,7 @@ struct LiveActivityRoutes: AdminResource {
         ) { req, p, _ in
             let (deviceID, bundleID) = (try Self.deviceID(p), try Self.bundleID(p))
             let body = try req.jsonObject()
+            try body.refuseUnknownFields(["types", "frequentUpdates", "frequentUpdatesEnabled"])
             guard let list = body["types"]?.arrayValue, let types = Optional(list.compactMap(\.stringValue)), types.count == list.count
             else { throw AdminError(400, "\"types\" must be a list of ActivityAttributes type names") }
             let frequent = try Self.bool(body, "frequentUpdates") ?? false
@@ -40,6 +41,7 @@ struct LiveActivityRoutes: AdminResource {
         ) { req, p, _ in
             let (deviceID, bundleID) = (try Self.deviceID(p), try Self.bundleID(p))
             let body = try req.jsonObject()
+            try body.refuseUnknownFields(["attributesType", "attributes", "contentState", "pushToken", "channel"])
             guard let type = try Self.string(body, "attributesType") else { throw AdminError(400, "\"attributesType\" is required") }
             let (channel, pushToken) = (try Self.string(body, "channel"), try Self.bool(body, "pushToken"))
             let updates: LiveActivityUpdates
@@ -63,7 +65,8 @@ struct LiveActivityRoutes: AdminResource {
         ) { req, p, _ in
             let deviceID = try Self.deviceID(p)
             let activityID = p["activityId"] ?? ""
-            let body = req.body.isEmpty ? JSONObject() : try req.jsonObject()
+            let body = try req.jsonObject()
+            try body.refuseUnknownFields(["contentState", "dismissalDate"])
             var dismissalMs: Int64?
             if let value = body["dismissalDate"], value != .null {
                 guard let seconds = value.numberValue else { throw AdminError(400, "\"dismissalDate\" must be seconds since 1970") }

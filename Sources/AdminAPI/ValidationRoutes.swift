@@ -20,6 +20,7 @@ struct ValidationRoutes: AdminResource {
     /// topic for the token's kind (`.voip` for a VoIP token of that bundle…).
     private func validateToken(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
+        try body.refuseUnknownFields(["token", "bundleId", "environment", "topic"])
         guard let token = try Self.string(body, "token") else {
             throw AdminError(
                 400,
@@ -135,6 +136,7 @@ struct ValidationRoutes: AdminResource {
     /// on a new connection, then, when a topic is given, whether it may push to that topic.
     private func validateJWT(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
+        try body.refuseUnknownFields(["jwt", "environment", "topic"])
         guard let jwt = try Self.string(body, "jwt") else {
             throw AdminError(400, "\"jwt\" is required: the provider token, with or without \"bearer \" before it")
         }
