@@ -63,12 +63,15 @@ public struct BackendConfigError: Error, Sendable, Equatable, CustomStringConver
 // MARK: - JSON form (the admin API's and the --config file's)
 
 extension AppBackend {
+    /// The fields of the JSON form, in order.
+    public static let fields = BackendHookKind.allCases.map(\.rawValue) + ["addresseePointer", "timeoutMs", "maxAttempts"]
+
     /// Parses `{"register": HOOK, "bind": HOOK, "unbind": HOOK, "fetch": HOOK, "action": HOOK,
     /// "addresseePointer": "/uid", "timeoutMs": 5000, "maxAttempts": 5}`; every template is
     /// checked here, so a bad placeholder is a 400 rather than a failed call later.
     public static func parse(_ json: JSONValue) throws(BackendConfigError) -> AppBackend {
         guard let object = json.objectValue else { throw BackendConfigError("the backend must be a JSON object") }
-        let known = Set(BackendHookKind.allCases.map(\.rawValue) + ["addresseePointer", "timeoutMs", "maxAttempts"])
+        let known = Set(fields)
         if let unknown = object.keys.first(where: { !known.contains($0) }) {
             throw BackendConfigError("unknown field \"\(unknown)\" (expected \(known.sorted().joined(separator: ", ")))")
         }

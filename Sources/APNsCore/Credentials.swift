@@ -45,6 +45,19 @@ public final class ProviderKey: Sendable {
         return topics.contains(bundleID) || topics.contains(topic)
     }
 
+    /// The fields (as the admin API names them) in which `other`, a key with the same id,
+    /// defines another key; empty when it is this one again. Key material not known on either
+    /// side counts as different.
+    public func differences(from other: ProviderKey) -> [String] {
+        var fields: [String] = []
+        if teamID != other.teamID { fields.append("teamId") }
+        if verifier.publicKeyPEM == nil || verifier.publicKeyPEM != other.verifier.publicKeyPEM { fields.append("key material") }
+        if environment != other.environment { fields.append("environment") }
+        if topics != other.topics { fields.append("topics") }
+        if relatedKeyID != other.relatedKeyID { fields.append("relatedKeyId") }
+        return fields
+    }
+
     func isRelated(to other: ProviderKey) -> Bool {
         keyID == other.keyID || relatedKeyID == other.keyID || other.relatedKeyID == keyID
     }

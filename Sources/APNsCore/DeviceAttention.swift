@@ -78,7 +78,7 @@ public struct DeviceAttention: Sendable, Equatable {
 
     public var isDefault: Bool { focus == nil && summary == nil && !muted && !locked }
 
-    static let fields = ["focus", "scheduledSummary", "muted", "locked"]
+    public static let fields = ["focus", "scheduledSummary", "muted", "locked"]
     static let maxNames = 100
 
     public static func mentions(_ object: JSONObject) -> Bool { fields.contains { object[$0] != nil } }

@@ -150,13 +150,21 @@ public struct FaultRules: Sendable {
 
     public var isEmpty: Bool { rules.isEmpty }
 
-    /// Adds a rule at the end (or at `index`); gives it an id when it has none.
+    public func contains(id: String) -> Bool { rules.contains { $0.id == id } }
+
+    /// Adds a rule at the end (or at `index`); gives it an id when it has none, skipping ids a
+    /// client chose. Nil (and nothing added) when its id is taken: GET and DELETE by id would
+    /// reach only one of the two.
     @discardableResult
-    public mutating func add(_ rule: FaultInjectionRule, at index: Int? = nil) -> String {
+    public mutating func add(_ rule: FaultInjectionRule, at index: Int? = nil) -> String? {
         var rule = rule
         if rule.id.isEmpty {
-            rule.id = "f\(nextNumber)"
-            nextNumber += 1
+            repeat {
+                rule.id = "f\(nextNumber)"
+                nextNumber += 1
+            } while contains(id: rule.id)
+        } else if contains(id: rule.id) {
+            return nil
         }
         if let index, index >= 0, index < rules.count { rules.insert(rule, at: index) } else { rules.append(rule) }
         noteChange()
@@ -192,8 +200,8 @@ public struct FaultRules: Sendable {
 
 /// Fault rules changed at run time (the admin API).
 extension World {
-    /// Adds the rule at the end (or at `index`); returns its id.
-    public mutating func addFault(_ rule: FaultInjectionRule, at index: Int?) -> String { faults.add(rule, at: index) }
+    /// Adds the rule at the end (or at `index`); returns its id, nil when that id is taken.
+    public mutating func addFault(_ rule: FaultInjectionRule, at index: Int?) -> String? { faults.add(rule, at: index) }
 
     /// False when no rule has that id.
     public mutating func removeFault(id: String) -> Bool { faults.remove(id: id) }

@@ -113,7 +113,7 @@ public struct NotificationSetup: Sendable, Equatable {
             && localizedStrings.isEmpty && senderKey == nil
     }
 
-    static let fields = [
+    public static let fields = [
         "categories", "foregroundPresentation", "timeSensitiveEntitlement", "timeSensitiveEnabled", "criticalAlertEntitlement",
         "criticalAlertsAllowed", "announce", "badgesEnabled", "soundsEnabled", "localizedStrings", "senderKey",
     ]

@@ -1,6 +1,12 @@
 /// Verifies a signature over bytes. The emulator plugs in OpenSSL's ES256 here; Core stays pure.
 public protocol SignatureVerifier: Sendable {
     func verify(signature: [UInt8], message: [UInt8]) -> Bool
+    /// The public key as PEM, to tell whether two keys are one; nil when unknown.
+    var publicKeyPEM: String? { get }
+}
+
+extension SignatureVerifier {
+    public var publicKeyPEM: String? { nil }
 }
 
 /// A provider authentication token (JWT, compact JWS) taken apart but not yet trusted.

@@ -16,7 +16,15 @@ struct AccountRoutes: AdminResource {
         r.add("PUT", "/api/v1/apps/{bundleId}/backend", "set the app's backend hooks") { req, p, _ in
             let bundle = try Self.bundleID(p)
             let backend: AppBackend
-            do { backend = try AppBackend.parse(.object(try req.jsonObject())) } catch let error as BackendConfigError {
+            let body = try req.jsonObject()
+            // An empty body would set a backend that does nothing, in place of the one there.
+            guard !body.isEmpty else {
+                throw AdminError(
+                    400,
+                    "give the backend: any of \(AppBackend.fields.joined(separator: ", ")) (app-backend.md); to remove it, DELETE /api/v1/apps/\(bundle)/backend"
+                )
+            }
+            do { backend = try AppBackend.parse(.object(body)) } catch let error as BackendConfigError {
                 throw AdminError(400, error.description)
             }
             try? state.withWorld { world throws(RegistryError) in try world.setBackend(backend, bundleID: bundle) }
@@ -30,7 +38,9 @@ struct AccountRoutes: AdminResource {
         }
         r.add("POST", "/api/v1/devices/{deviceId}/login", "log an account in on the device (bind; unbind first when switching)") { req, p, _ in
             let id = try Self.deviceID(p)
-            guard let user = try req.jsonObject()["userId"]?.stringValue else { throw AdminError(400, "\"userId\" (a string) is required") }
+            let body = try req.jsonObject()
+            try body.refuseUnknownFields(["userId"])
+            guard let user = try Self.string(body, "userId") else { throw AdminError(400, "\"userId\" (a string) is required") }
             let previous = try deviceCall { world, _ throws(DeviceRequestError) in try world.login(deviceID: id, userID: user) }
             if previous != user {
                 tellDevice(id, ["type": "loggedIn", "userId": .string(user), "previousUserId": previous.map(JSONValue.string) ?? .null])

@@ -22,9 +22,16 @@ extension AdminResource {
         do { return try NotificationQuery.parse(request.query) } catch { throw AdminError(400, error.description) }
     }
 
+    /// A string field, nil when absent or null; another type is 400, never taken as absent.
+    static func string(_ body: JSONObject, _ key: String) throws -> String? {
+        guard let value = body[key], value != .null else { return nil }
+        guard let text = value.stringValue else { throw AdminError(400, "\"\(key)\" must be a string, not \(value.serialized())") }
+        return text
+    }
+
     static func bool(_ body: JSONObject, _ key: String) throws -> Bool? {
         guard let value = body[key], value != .null else { return nil }
-        guard let bool = value.boolValue else { throw AdminError(400, "\"\(key)\" must be true or false") }
+        guard let bool = value.boolValue else { throw AdminError(400, "\"\(key)\" must be true or false, not \(value.serialized())") }
         return bool
     }
 
@@ -37,22 +44,20 @@ extension AdminResource {
         return parsed
     }
 
-    /// The fields shared by device creation and app installation.
-    static func appRequest(_ body: JSONObject) throws -> AppRequest {
-        guard let bundle = body["bundleId"]?.stringValue else {
+    /// The fields shared by device creation and app installation; `also` are the caller's own.
+    static func appRequest(_ body: JSONObject, also: [String]) throws -> AppRequest {
+        try body.refuseUnknownFields(also + AppRequest.fields)
+        guard let bundle = try string(body, "bundleId") else {
             throw AdminError(400, "\"bundleId\" is required, e.g. {\"bundleId\":\"com.example.app\",\"environment\":\"sandbox\"}")
         }
         guard DeviceRegistry.isValidBundleID(bundle) else { throw AdminError(400, RegistryError.invalidBundleID(bundle).description) }
-        guard let envText = body["environment"]?.stringValue else {
+        guard let envText = try string(body, "environment") else {
             throw AdminError(400, "\"environment\" is required: \"sandbox\" or \"production\"")
         }
         guard let environment = APNsEnvironment(rawValue: envText) else {
             throw AdminError(400, "\"environment\" must be \"sandbox\" or \"production\", not \"\(envText)\"")
         }
-        let kindText = body["kind"]?.stringValue ?? "app"
-        guard let kind = TokenKind(rawValue: kindText) else {
-            throw AdminError(400, "\"kind\" must be one of \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))")
-        }
+        let kind = try choice(body, "kind", TokenKind.self) ?? .app
         var token: String?
         if let value = body["token"] {
             guard let text = value.stringValue, Hex.isEvenLengthHex(Substring(text)) else {
@@ -90,6 +95,10 @@ extension AdminResource {
 
 /// An app to install: one token kind, maybe a pinned token, its settings.
 struct AppRequest {
+    /// Its fields, as device creation, a batch and an install take them.
+    static let fields =
+        ["bundleId", "environment", "kind", "token", "authorization", "appState", "backgroundMode"] + NotificationSetup.fields
+
     var bundleID: String
     var environment: APNsEnvironment
     var kind: TokenKind

@@ -30,6 +30,29 @@ extension HTTP1Request {
     }
 }
 
+extension JSONObject {
+    /// 400 for a key not in `allowed`: a misspelt field would be ignored, and the request would
+    /// quietly do less than asked.
+    func refuseUnknownFields(_ allowed: [String], in place: String? = nil) throws(AdminError) {
+        guard let unknown = keys.first(where: { !allowed.contains($0) }) else { return }
+        let near = allowed.first { $0.lowercased() == unknown.lowercased() }.map { " (did you mean \"\($0)\"?)" } ?? ""
+        throw AdminError(
+            400, "unknown field \"\(unknown)\"\(place.map { " in \($0)" } ?? "")\(near); allowed: \(allowed.joined(separator: ", "))")
+    }
+}
+
+extension HTTP1Request {
+    /// The query parameter `name` as a whole number in `range`, nil when absent; anything else
+    /// is 400 saying the range, not a silent default.
+    func wholeNumber(_ name: String, in range: ClosedRange<Int>, note: String = "") throws(AdminError) -> Int? {
+        guard let text = query[name] else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw AdminError(400, "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'\(note)")
+        }
+        return value
+    }
+}
+
 extension HTTP1ServerResponse {
     static func json(_ status: Int, _ value: JSONValue) -> HTTP1ServerResponse {
         var body = value.serializedBytes()

@@ -25,13 +25,7 @@ struct PageRequest {
 
     /// Reads `limit` and `cursor`; 400 for a limit out of range or a cursor not of `list`.
     init(_ request: HTTP1Request, list: String, defaultLimit: Int = Self.defaultLimit) throws(AdminError) {
-        limit = defaultLimit
-        if let text = request.query["limit"] {
-            guard let value = Int(text), (1...Self.maxLimit).contains(value) else {
-                throw AdminError(400, "limit must be a whole number from 1 to \(Self.maxLimit), not '\(text)'; page with \"nextCursor\"")
-            }
-            limit = value
-        }
+        limit = try request.wholeNumber("limit", in: 1...Self.maxLimit, note: "; page with \"nextCursor\"") ?? defaultLimit
         if let cursor = request.query["cursor"], !cursor.isEmpty {
             position = try Self.decode(cursor, list: list)
         }

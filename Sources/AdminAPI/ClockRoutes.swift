@@ -11,6 +11,9 @@ struct ClockRoutes: AdminResource {
         }
         r.add("POST", "/api/v1/clock", "move the emulator's time ahead: {\"advanceSeconds\": N} or {\"advanceMs\": N}") { req, _, _ in
             let body = try req.jsonObject()
+            try body.refuseUnknownFields(["advanceSeconds", "advanceMs"])
+            // Both would leave one of them unused.
+            guard body.keys.count <= 1 else { throw AdminError(400, "give \"advanceSeconds\" or \"advanceMs\", not both") }
             let ms: Int64
             let most = OffsetClock.maxAdvanceMilliseconds
             if let seconds = body["advanceSeconds"] {

@@ -36,18 +36,37 @@ struct CredentialRoutes: AdminResource {
     /// `POST /api/v1/keys` with `teamId`, `keyId`, the key as `pem` (a .p8 or a public key PEM)
     /// or `path` (inside `--keys-dir` only), and optional `environment`, `topics`, `relatedKeyId`.
     private func addKey(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
-        var body = try request.jsonObject()
+        let body = try request.jsonObject()
+        try body.refuseUnknownFields(["teamId", "keyId", "pem", "path", "environment", "topics", "relatedKeyId"])
         let pem: String
-        if let text = body["pem"]?.stringValue {
+        let (text, path) = (try Self.string(body, "pem"), try Self.string(body, "path"))
+        if text != nil, path != nil {
+            throw AdminError(400, "give the key as \"pem\" or as \"path\", not both")
+        } else if let text {
             pem = text
-            body["path"] = "api"
-        } else if let path = body["path"]?.stringValue {
+        } else if let path {
             pem = try KeyFiles.read(path, keysDirectory: api.settings.keysDirectory)
         } else {
             throw AdminError(400, "give the key as \"pem\" (the .p8 text or a PEM public key), or a \"path\" inside --keys-dir")
         }
         let key = try host.providerKey(from: body, pem: pem)
-        state.withWorld { $0.addKey(key) }
+        let existing = state.withWorld { world -> ProviderKey? in
+            if let existing = world.credentials.keys[key.keyID] { return existing }
+            world.addKey(key)
+            return nil
+        }
+        // The same key again changes nothing; another one under its id is not swapped in
+        // unasked (the providers signing with the old one would all fail at once).
+        if let existing {
+            let differences = key.differences(from: existing)
+            guard differences.isEmpty else {
+                throw AdminError(
+                    409,
+                    "key \(key.keyID) exists already (team \(existing.teamID)) with another \(differences.joined(separator: ", ")); to replace it, DELETE /api/v1/keys/\(key.keyID) first"
+                )
+            }
+            return .json(201, AdminJSON.key(existing))
+        }
         host.log("admin: key \(key.teamID):\(key.keyID) added")
         return .json(201, AdminJSON.key(key))
     }
@@ -64,11 +83,21 @@ struct CredentialRoutes: AdminResource {
 
     private func addApp(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
-        guard let team = body["teamId"]?.stringValue, let bundle = body["bundleId"]?.stringValue else {
+        try body.refuseUnknownFields(["teamId", "bundleId"])
+        guard let team = try Self.string(body, "teamId"), let bundle = try Self.string(body, "bundleId") else {
             throw AdminError(400, "\"teamId\" and \"bundleId\" are required")
         }
         try host.checkApp(teamID: team, bundleID: bundle)
-        state.withWorld { $0.addApp(teamID: team, bundleID: bundle) }
+        let owner = state.withWorld { world -> String? in
+            if let owner = world.credentials.apps[bundle]?.teamID { return owner }
+            world.addApp(teamID: team, bundleID: bundle)
+            return nil
+        }
+        // Moving an app to another team would cut off its team's keys without a word.
+        if let owner, owner != team {
+            throw AdminError(
+                409, "app \(bundle) belongs to team \(owner) already; to give it to team \(team), DELETE /api/v1/apps/\(bundle) first")
+        }
         return .json(201, ["bundleId": .string(bundle), "teamId": .string(team)])
     }
 }

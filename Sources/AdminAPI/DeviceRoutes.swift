@@ -22,7 +22,9 @@ struct DeviceRoutes: AdminResource {
         }
         r.add("POST", "/api/v1/devices/{deviceId}/restore", "restore another device's backup onto this one") { req, p, _ in
             let target = try Self.deviceID(p)
-            guard let source = try req.jsonObject()["fromDeviceId"]?.stringValue else {
+            let body = try req.jsonObject()
+            try body.refuseUnknownFields(["fromDeviceId"])
+            guard let source = try Self.string(body, "fromDeviceId") else {
                 throw AdminError(400, "\"fromDeviceId\" is required")
             }
             guard DeviceRegistry.isValidDeviceID(source) else { throw AdminError(400, "\"fromDeviceId\": \(DeviceRegistry.deviceIDRule)") }
@@ -33,7 +35,9 @@ struct DeviceRoutes: AdminResource {
         }
         r.add("POST", "/api/v1/devices/{deviceId}/tap", "tap a notification on screen") { req, p, _ in
             let id = try Self.deviceID(p)
-            guard let apnsID = try req.jsonObject()["apnsId"]?.stringValue else { throw AdminError(400, "\"apnsId\" is required") }
+            let body = try req.jsonObject()
+            try body.refuseUnknownFields(["apnsId"])
+            guard let apnsID = try Self.string(body, "apnsId") else { throw AdminError(400, "\"apnsId\" is required") }
             let tapped = try deviceCall { world, now throws(DeviceRequestError) in try world.tap(deviceID: id, apnsID: apnsID, nowMs: now) }
             host.dispatch(tapped.frames)
             return .json(
@@ -106,6 +110,7 @@ struct DeviceRoutes: AdminResource {
 
     private func patchDevice(_ id: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
+        try body.refuseUnknownFields(["online", "lowPowerMode"] + DeviceAttention.fields)
         let online = try Self.bool(body, "online")
         let lowPower = try Self.bool(body, "lowPowerMode")
         let switches = DeviceAttention.mentions(body)
@@ -123,7 +128,7 @@ struct DeviceRoutes: AdminResource {
 
     private func createDevice(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
-        let app = try Self.appRequest(body)
+        let app = try Self.appRequest(body, also: ["deviceId"])
         var deviceID: String?
         if let value = body["deviceId"] {
             guard let text = value.stringValue, DeviceRegistry.isValidDeviceID(text) else {
@@ -159,7 +164,7 @@ struct DeviceRoutes: AdminResource {
             }
             prefix = text
         }
-        let app = try Self.appRequest(body)
+        let app = try Self.appRequest(body, also: ["count", "idPrefix"])
         let now = self.now
         let entries: [TokenEntry]
         do {
@@ -192,7 +197,12 @@ struct DeviceRoutes: AdminResource {
     }
 
     private func installApp(deviceID: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
-        let app = try Self.appRequest(try request.jsonObject())
+        let body = try request.jsonObject()
+        // The body of a device creation is taken as it is; its device must be this one.
+        if let named = try Self.string(body, "deviceId"), named != deviceID {
+            throw AdminError(400, "\"deviceId\" is \(named) but the path names device \(deviceID); leave it out")
+        }
+        let app = try Self.appRequest(body, also: ["deviceId"])
         let now = self.now
         let entry: TokenEntry
         do {
@@ -209,6 +219,7 @@ struct DeviceRoutes: AdminResource {
 
     private func patchApp(deviceID: String, bundleID: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
+        try body.refuseUnknownFields(["appState", "authorization", "backgroundMode", "badge"] + NotificationSetup.fields)
         let appState = try Self.choice(body, "appState", AppState.self)
         let authorization = try Self.choice(body, "authorization", Authorization.self)
         let backgroundMode = try Self.bool(body, "backgroundMode")
@@ -248,14 +259,11 @@ struct DeviceRoutes: AdminResource {
 
     private func respond(deviceID: String, apnsID: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
-        guard let action = body["action"]?.stringValue else {
+        try body.refuseUnknownFields(["action", "text"])
+        guard let action = try Self.string(body, "action") else {
             throw AdminError(400, "\"action\" is required: \"default\" (a tap), \"dismiss\", or one of the notification's action identifiers")
         }
-        var text: String?
-        if let value = body["text"], value != .null {
-            guard let typed = value.stringValue else { throw AdminError(400, "\"text\" must be a string") }
-            text = typed
-        }
+        let text = try Self.string(body, "text")
         let answer = try deviceCall { world, now throws(DeviceRequestError) in
             try world.respond(deviceID: deviceID, apnsID: apnsID, action: action, text: text, nowMs: now)
         }

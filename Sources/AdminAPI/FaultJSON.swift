@@ -43,10 +43,7 @@ public enum FaultJSON {
 
     /// A rule from its JSON (the admin API's and `--faults` files'); throws `AdminError` (400).
     public static func parse(_ o: JSONObject) throws -> FaultInjectionRule {
-        let known: Set = ["id", "match", "action", "times", "after", "probability", "seed"]
-        if let unknown = o.keys.first(where: { !known.contains($0) }) {
-            throw AdminError(400, "unknown field \"\(unknown)\" in a fault rule; fields: \(known.sorted().joined(separator: ", "))")
-        }
+        try o.refuseUnknownFields(["id", "match", "action", "times", "after", "probability", "seed"], in: "a fault rule")
         var match = FaultMatch()
         if let m = o["match"] {
             guard let object = m.objectValue else { throw AdminError(400, "\"match\" must be an object") }
@@ -72,13 +69,15 @@ public enum FaultJSON {
                     guard let id = value.intValue, id > 0 else { throw AdminError(400, "match.connectionId must be a positive number") }
                     match.connectionID = UInt64(id)
                 default:
-                    throw AdminError(400, "unknown match field \"\(key)\"; use token, topic, pushType, priority, environment, connectionId")
+                    try object.refuseUnknownFields(["token", "topic", "pushType", "priority", "environment", "connectionId"], in: "match")
                 }
             }
         }
         guard let a = o["action"]?.objectValue else {
             throw AdminError(400, "\"action\" (an object) is required, e.g. {\"status\": 500, \"reason\": \"InternalServerError\"}")
         }
+        try a.refuseUnknownFields(
+            ["status", "reason", "rstStream", "goAway", "close", "maxConcurrentStreams", "unavailable", "delayMs", "jitterMs"], in: "action")
         let delay = try milliseconds(a["delayMs"], "action.delayMs")
         let jitter = try milliseconds(a["jitterMs"], "action.jitterMs")
         var kinds: [FaultAction.Kind] = []
@@ -97,6 +96,7 @@ public enum FaultJSON {
         }
         if let value = a["goAway"] {
             guard let g = value.objectValue else { throw AdminError(400, "action.goAway must be an object") }
+            try g.refuseUnknownFields(["reason", "lastStreamId", "errorCode"], in: "action.goAway")
             let reason = try g["reason"].map { try string($0, "action.goAway.reason") }
             var last: Int32?
             if let l = g["lastStreamId"] {
@@ -105,18 +105,23 @@ public enum FaultJSON {
                 }
                 last = Int32(v)
             }
-            let code = g["errorCode"]?.intValue ?? 0
-            guard code >= 0, code <= Int64(UInt32.max) else { throw AdminError(400, "action.goAway.errorCode must be an HTTP/2 error code") }
+            var code: Int64 = 0
+            if let value = g["errorCode"] {
+                guard let v = value.intValue, v >= 0, v <= Int64(UInt32.max) else {
+                    throw AdminError(400, "action.goAway.errorCode must be an HTTP/2 error code (a whole number, e.g. 0 NO_ERROR)")
+                }
+                code = v
+            }
             kinds.append(.goAway(reason: reason, lastStreamID: last, errorCode: UInt32(code)))
         }
-        if a["close"]?.boolValue == true { kinds.append(.closeConnection) }
+        if try flag(a["close"], "action.close") { kinds.append(.closeConnection) }
         if let value = a["maxConcurrentStreams"] {
             guard let n = value.intValue, n >= 0, n <= Int64(UInt32.max) else {
                 throw AdminError(400, "action.maxConcurrentStreams must be a number ≥ 0")
             }
             kinds.append(.maxConcurrentStreams(UInt32(n)))
         }
-        if a["unavailable"]?.boolValue == true { kinds.append(.respond(status: 503, reason: "ServiceUnavailable")) }
+        if try flag(a["unavailable"], "action.unavailable") { kinds.append(.respond(status: 503, reason: "ServiceUnavailable")) }
         guard kinds.count <= 1 else {
             throw AdminError(
                 400, "choose one of status/reason, rstStream, goAway, close, maxConcurrentStreams, unavailable (delayMs combines with any)")
@@ -154,6 +159,13 @@ public enum FaultJSON {
     private static func string(_ value: JSONValue, _ name: String) throws -> String {
         guard let text = value.stringValue else { throw AdminError(400, "\(name) must be a string") }
         return text
+    }
+
+    /// A switch of an action: absent is off; a string "true" is not taken for true.
+    private static func flag(_ value: JSONValue?, _ name: String) throws -> Bool {
+        guard let value, value != .null else { return false }
+        guard let on = value.boolValue else { throw AdminError(400, "\(name) must be true or false") }
+        return on
     }
 
     private static func milliseconds(_ value: JSONValue?, _ name: String) throws -> Int {

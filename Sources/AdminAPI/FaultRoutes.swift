@@ -9,8 +9,19 @@ struct FaultRoutes: AdminResource {
         r.add("GET", "/api/v1/faults", "fault rules in order") { req, _, http in try listFaults(req, http) }
         r.add("POST", "/api/v1/faults", "add a fault rule") { req, _, _ in
             var rule = try FaultJSON.parse(try req.jsonObject())
-            let position = req.query["position"].flatMap(Int.init)
-            rule.id = state.withWorld { $0.addFault(rule, at: position) }
+            let id = try state.withWorld { world throws(AdminError) -> String in
+                // Judged under the lock, against the rules there are as the rule goes in.
+                let count = world.faults.rules.count
+                let position = try req.wholeNumber("position", in: 0...count, note: " (0 is first, \(count) after the last rule)")
+                guard let id = world.addFault(rule, at: position) else {
+                    throw AdminError(
+                        409,
+                        "a fault rule with id \"\(rule.id)\" exists already; choose another id, leave \"id\" out for one to be given, or DELETE /api/v1/faults/\(rule.id) first"
+                    )
+                }
+                return id
+            }
+            rule.id = id
             host.log("admin: fault rule \(rule.id) added")
             return .json(201, FaultJSON.rule(rule))
         }

@@ -13,14 +13,11 @@ struct LiveActivityRoutes: AdminResource {
         ) { req, p, _ in
             let (deviceID, bundleID) = (try Self.deviceID(p), try Self.bundleID(p))
             let body = try req.jsonObject()
+            try body.refuseUnknownFields(["types", "frequentUpdates", "frequentUpdatesEnabled"])
             guard let list = body["types"]?.arrayValue, let types = Optional(list.compactMap(\.stringValue)), types.count == list.count
             else { throw AdminError(400, "\"types\" must be a list of ActivityAttributes type names") }
-            let frequent = body["frequentUpdates"]?.boolValue ?? false
-            var enabled: Bool?
-            if let value = body["frequentUpdatesEnabled"] {
-                guard let on = value.boolValue else { throw AdminError(400, "\"frequentUpdatesEnabled\" must be true or false") }
-                enabled = on
-            }
+            let frequent = try Self.bool(body, "frequentUpdates") ?? false
+            let enabled = try Self.bool(body, "frequentUpdatesEnabled")
             let frames = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.declareLiveActivities(
                     deviceID: deviceID, bundleID: bundleID, types: types, frequentUpdates: frequent, frequentUpdatesEnabled: enabled, nowMs: now)
@@ -44,12 +41,15 @@ struct LiveActivityRoutes: AdminResource {
         ) { req, p, _ in
             let (deviceID, bundleID) = (try Self.deviceID(p), try Self.bundleID(p))
             let body = try req.jsonObject()
-            guard let type = body["attributesType"]?.stringValue else { throw AdminError(400, "\"attributesType\" is required") }
+            try body.refuseUnknownFields(["attributesType", "attributes", "contentState", "pushToken", "channel"])
+            guard let type = try Self.string(body, "attributesType") else { throw AdminError(400, "\"attributesType\" is required") }
+            let (channel, pushToken) = (try Self.string(body, "channel"), try Self.bool(body, "pushToken"))
             let updates: LiveActivityUpdates
-            if let channel = body["channel"]?.stringValue {
+            if let channel {
+                guard pushToken == nil else { throw AdminError(400, "give \"pushToken\" or \"channel\", not both") }
                 updates = .channel(channel)
             } else {
-                updates = body["pushToken"]?.boolValue == false ? .none : .token
+                updates = pushToken == false ? .none : .token
             }
             let (activity, frames) = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.startLiveActivity(
@@ -65,7 +65,8 @@ struct LiveActivityRoutes: AdminResource {
         ) { req, p, _ in
             let deviceID = try Self.deviceID(p)
             let activityID = p["activityId"] ?? ""
-            let body = req.body.isEmpty ? JSONObject() : try req.jsonObject()
+            let body = try req.jsonObject()
+            try body.refuseUnknownFields(["contentState", "dismissalDate"])
             var dismissalMs: Int64?
             if let value = body["dismissalDate"], value != .null {
                 guard let seconds = value.numberValue else { throw AdminError(400, "\"dismissalDate\" must be seconds since 1970") }

@@ -28,7 +28,8 @@ struct TokenRoutes: AdminResource {
     /// "rate-limited", "since": ms or RFC 3339 (unregistered only; default now)}`.
     private func setTokenState(_ token: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
-        guard let text = body["state"]?.stringValue else {
+        try body.refuseUnknownFields(["state", "since"])
+        guard let text = try Self.string(body, "state") else {
             throw AdminError(400, "\"state\" is required: active, unregistered, expired or rate-limited")
         }
         let newState: TokenState

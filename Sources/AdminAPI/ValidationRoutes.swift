@@ -20,12 +20,13 @@ struct ValidationRoutes: AdminResource {
     /// topic for the token's kind (`.voip` for a VoIP token of that bundle…).
     private func validateToken(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
-        guard let token = body["token"]?.stringValue else {
+        try body.refuseUnknownFields(["token", "bundleId", "environment", "topic"])
+        guard let token = try Self.string(body, "token") else {
             throw AdminError(
                 400,
                 "\"token\" is required: the device token as hex, e.g. {\"token\":\"…\",\"bundleId\":\"com.example.app\",\"environment\":\"sandbox\"}")
         }
-        guard let bundle = body["bundleId"]?.stringValue else { throw AdminError(400, "\"bundleId\" is required, e.g. \"com.example.app\"") }
+        guard let bundle = try Self.string(body, "bundleId") else { throw AdminError(400, "\"bundleId\" is required, e.g. \"com.example.app\"") }
         guard DeviceRegistry.isValidBundleID(bundle) else { throw AdminError(400, RegistryError.invalidBundleID(bundle).description) }
         let environment = try Self.environment(body, required: true)
         var topic: String?
@@ -135,7 +136,8 @@ struct ValidationRoutes: AdminResource {
     /// on a new connection, then, when a topic is given, whether it may push to that topic.
     private func validateJWT(_ request: HTTP1Request) throws -> HTTP1ServerResponse {
         let body = try request.jsonObject()
-        guard let jwt = body["jwt"]?.stringValue else {
+        try body.refuseUnknownFields(["jwt", "environment", "topic"])
+        guard let jwt = try Self.string(body, "jwt") else {
             throw AdminError(400, "\"jwt\" is required: the provider token, with or without \"bearer \" before it")
         }
         let environment = try Self.environment(body, required: false)

@@ -61,7 +61,7 @@ final class EmulatorAdminHost: AdminHost, Sendable {
 
     func providerKey(from body: JSONObject, pem: String) throws(AdminError) -> ProviderKey {
         let spec: ServeConfiguration.AuthKeySpec
-        do { spec = try ServeConfiguration.authKey(fromObject: body) } catch { throw AdminError(400, error.description) }
+        do { spec = try ServeConfiguration.authKey(fromObject: body, pathRequired: false) } catch { throw AdminError(400, error.description) }
         let key: ES256PublicKey
         do { key = try ES256PublicKey(pemPrivateOrPublic: pem) } catch {
             throw AdminError(400, "\(error); expected a PKCS#8 EC P-256 private key (.p8) or a PEM public key")

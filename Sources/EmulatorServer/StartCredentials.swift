@@ -8,6 +8,7 @@ import OpenSSLCrypto
 struct ES256SignatureVerifier: SignatureVerifier {
     let key: ES256PublicKey
     func verify(signature: [UInt8], message: [UInt8]) -> Bool { key.verify(signature: signature, message: message) }
+    var publicKeyPEM: String? { key.pem }
 }
 
 /// What exists from the start: configured keys (read from their files at every start), apps,

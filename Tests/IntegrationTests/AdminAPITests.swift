@@ -38,6 +38,82 @@ struct AdminAPITests {
         #expect(try emulator.admin("PUT", "/api/v1/devices").status == 405)
     }
 
+    @Test func fieldsOfTheWrongTypeAreRefusedNotTakenAsAbsent() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let (device, _) = try emulator.createDevice()
+        let app = "/api/v1/devices/\(device)/apps/\(EmulatorProcess.bundleID)"
+        let declared = try emulator.admin("PUT", app + "/live-activities", body: ["types": ["DeliveryAttributes"]])
+        #expect(declared.status == 200)
+        let cases: [(String, String, JSONValue, String)] = [
+            ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox", "kind": 12345], "\"kind\" must be one of app,"),
+            ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox", "kind": []], "\"kind\" must be one of app,"),
+            ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox", "kind": [:]], "\"kind\" must be one of app,"),
+            ("POST", "/api/v1/devices", ["bundleId": 7, "environment": "sandbox"], "\"bundleId\" must be a string, not 7"),
+            (
+                "PUT", app + "/live-activities", ["types": ["DeliveryAttributes"], "frequentUpdates": "true"],
+                "\"frequentUpdates\" must be true or false"
+            ),
+            ("POST", app + "/activities", ["attributesType": "DeliveryAttributes", "pushToken": "no"], "\"pushToken\" must be true or false"),
+            ("POST", app + "/activities", ["attributesType": "DeliveryAttributes", "channel": 1], "\"channel\" must be a string"),
+            ("POST", "/api/v1/devices/\(device)/tap", ["apnsId": 12], "\"apnsId\" must be a string"),
+            ("PUT", "/api/v1/tokens/00ff/state", ["state": ["active"]], "\"state\" must be a string"),
+            ("POST", "/api/v1/faults", ["action": ["close": "yes"]], "action.close must be true or false"),
+            ("POST", "/api/v1/faults", ["action": ["goAway": ["errorCode": "2"]]], "action.goAway.errorCode must be an HTTP/2 error code"),
+        ]
+        for (method, path, body, says) in cases {
+            let reply = try emulator.admin(method, path, body: body)
+            #expect(reply.status == 400, "\(method) \(path) \(body.serialized()): \(reply.raw)")
+            #expect(reply.json["error"]?.stringValue?.contains(says) == true, "\(reply.raw)")
+        }
+        // Nothing was made meanwhile: one device, no activity, no fault rule.
+        #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.count == 1)
+        #expect(try emulator.admin("GET", "/api/v1/devices/\(device)/activities").json["activities"]?.arrayValue?.isEmpty == true)
+        #expect(try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.isEmpty == true)
+    }
+
+    @Test func unknownFieldsAreRefusedWithTheAllowedOnes() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let (device, _) = try emulator.createDevice()
+        let app = "/api/v1/devices/\(device)/apps/\(EmulatorProcess.bundleID)"
+        let cases: [(String, String, JSONValue, String)] = [
+            ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox", "authorisation": "denied"], "\"authorisation\""),
+            ("PATCH", "/api/v1/devices/\(device)", ["online": false, "lowpowermode": true], "\"lowpowermode\" (did you mean \"lowPowerMode\"?)"),
+            ("PATCH", app, ["badge": 1, "appstate": "background"], "\"appstate\" (did you mean \"appState\"?)"),
+            ("POST", "/api/v1/devices/batch", ["bundleId": "com.example.app", "environment": "sandbox", "count": 2, "idPrefx": "zz"], "\"idPrefx\""),
+            ("POST", "/api/v1/devices/\(device)/apps", ["bundleId": "com.example.other", "environment": "sandbox", "tokn": "00ff"], "\"tokn\""),
+            ("POST", "/api/v1/clock", ["advanceSeconds": 0, "advanceHours": 5], "\"advanceHours\""),
+            ("POST", "/api/v1/faults", ["action": ["status": 500, "resaon": "Oops"]], "\"resaon\" in action"),
+            ("POST", "/api/v1/keys", ["teamId": "TEAM000001", "keyId": "KEY0000009", "pem": "x", "enviroment": "sandbox"], "\"enviroment\""),
+        ]
+        for (method, path, body, says) in cases {
+            let reply = try emulator.admin(method, path, body: body)
+            #expect(reply.status == 400, "\(method) \(path) \(body.serialized()): \(reply.raw)")
+            let message = reply.json["error"]?.stringValue ?? ""
+            #expect(message.hasPrefix("unknown field \(says)") && message.contains("; allowed: "), "\(message)")
+        }
+        let allowed = try emulator.admin("PATCH", "/api/v1/devices/\(device)", body: ["lowPowerMode": 1]).json["error"]
+        #expect(allowed == "\"lowPowerMode\" must be true or false, not 1")
+        let listed = try emulator.admin("PATCH", "/api/v1/devices/\(device)", body: ["airplaneMode": true]).json["error"]
+        #expect(listed == "unknown field \"airplaneMode\"; allowed: online, lowPowerMode, focus, scheduledSummary, muted, locked")
+        // Nothing changed meanwhile.
+        let after = try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue ?? []
+        #expect(after.count == 1)
+        #expect(after.first?["online"] == true && after.first?["lowPowerMode"] == false)
+        #expect(after.first?["apps"]?.arrayValue?.first?["badge"] == 0)
+        #expect(try emulator.admin("GET", "/api/v1/clock").json["offsetMs"] == 0)
+        #expect(try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.isEmpty == true)
+
+        // One of the two clock fields, not both: one would go unused.
+        let both = try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 1, "advanceMs": 1])
+        #expect(both.status == 400 && both.json["error"] == "give \"advanceSeconds\" or \"advanceMs\", not both")
+        // A backend PUT with nothing in it would replace the backend with one that does nothing.
+        let backend = "/api/v1/apps/\(EmulatorProcess.bundleID)/backend"
+        #expect(try emulator.admin("PUT", backend, body: ["addresseePointer": "/uid"]).status == 200)
+        let empty = try emulator.admin("PUT", backend)
+        #expect(empty.status == 400 && empty.json["error"]?.stringValue?.contains("to remove it, DELETE") == true, "\(empty.raw)")
+        #expect(try emulator.admin("GET", backend).json["addresseePointer"] == "/uid")
+    }
+
     @Test func notificationsAreNewestFirstWithTheDocumentedFieldsAndALimit() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()

@@ -257,6 +257,71 @@ struct ControlPlaneTests {
         #expect(try emulator.admin("POST", "/api/v1/keys", body: ["teamId": "X", "keyId": "Y", "pem": "garbage"]).status == 400)
     }
 
+    @Test func keyRefusalsNameTheFieldAndNeverEchoTheKey() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let pem = try String(contentsOfFile: emulator.keyPath, encoding: .utf8)
+        let body = pem.split(separator: "\n").dropFirst().first.map(String.init) ?? pem
+        let base: JSONObject = JSONObject([("teamId", "TEAM000001"), ("keyId", "KEY0000009"), ("pem", .string(pem))])
+        let cases: [(field: String, value: JSONValue, says: String)] = [
+            ("environment", "staging", "\"environment\" must be \"sandbox\" or \"production\""),
+            ("topics", "com.example.app", "\"topics\" must be a non-empty list of bundle ids"),
+            ("teamId", "TEAM 1", "\"teamId\" (the team id) is required: 1 to 64 letters and digits"),
+            ("relatedKeyId", 7, "\"relatedKeyId\" must be a key id"),
+        ]
+        for (field, value, says) in cases {
+            var request = base
+            request[field] = value
+            let reply = try emulator.admin("POST", "/api/v1/keys", body: .object(request))
+            #expect(reply.status == 400, "\(field)")
+            let message = reply.json["error"]?.stringValue ?? ""
+            #expect(message.contains(says), "\(field): \(message)")
+            #expect(!reply.raw.contains(body) && !reply.raw.contains("PRIVATE KEY") && !reply.raw.contains("\"path\""), "\(reply.raw)")
+        }
+        var both = base
+        both["path"] = .string(emulator.keyPath)
+        #expect(try emulator.admin("POST", "/api/v1/keys", body: .object(both)).json["error"] == "give the key as \"pem\" or as \"path\", not both")
+    }
+
+    @Test func keysAndAppsAreNotRedefinedUnasked() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        let pem = try String(contentsOfFile: emulator.keyPath, encoding: .utf8)
+        let other = try ES256PrivateKey.generate().publicKey.pem
+        let keyID = JSONValue.string(EmulatorProcess.keyID)
+        let cases: [(JSONValue, String)] = [
+            (["teamId": "OTHERTEAM1", "keyId": keyID, "pem": .string(pem)], "with another teamId;"),
+            (["teamId": .string(EmulatorProcess.teamID), "keyId": keyID, "pem": .string(other)], "with another key material;"),
+            (
+                ["teamId": .string(EmulatorProcess.teamID), "keyId": keyID, "pem": .string(pem), "environment": "production"],
+                "with another environment;"
+            ),
+        ]
+        for (body, says) in cases {
+            let reply = try emulator.admin("POST", "/api/v1/keys", body: body)
+            #expect(reply.status == 409, "\(reply.raw)")
+            let message = reply.json["error"]?.stringValue ?? ""
+            #expect(message.contains(says) && message.hasSuffix("DELETE /api/v1/keys/\(EmulatorProcess.keyID) first"), "\(message)")
+        }
+        let movedApp = try emulator.admin("POST", "/api/v1/apps", body: ["teamId": "OTHERTEAM1", "bundleId": .string(EmulatorProcess.bundleID)])
+        #expect(movedApp.status == 409)
+        #expect(
+            movedApp.json["error"]
+                == .string(
+                    "app \(EmulatorProcess.bundleID) belongs to team \(EmulatorProcess.teamID) already; to give it to team OTHERTEAM1, DELETE /api/v1/apps/\(EmulatorProcess.bundleID) first"
+                ))
+        // The same definition again is a success that changes nothing (the public half of the key is the key too).
+        let publicHalf = try ES256PrivateKey(pem: pem).publicKey.pem
+        let same = try emulator.admin(
+            "POST", "/api/v1/keys", body: ["teamId": .string(EmulatorProcess.teamID), "keyId": keyID, "pem": .string(publicHalf)])
+        #expect(same.status == 201)
+        #expect(same.json["teamId"] == .string(EmulatorProcess.teamID))
+        let sameApp = try emulator.admin(
+            "POST", "/api/v1/apps", body: ["teamId": .string(EmulatorProcess.teamID), "bundleId": .string(EmulatorProcess.bundleID)])
+        #expect(sameApp.status == 201)
+        // The configured key and app still sign and own.
+        #expect(APNsResult(try emulator.connect().send(try emulator.push(device.token).request)).status == 200)
+    }
+
     @Test func metricsCountWhatHappened() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()

@@ -156,6 +156,50 @@ struct FaultTests {
         #expect(try emulator.admin("POST", "/api/v1/faults", body: ["action": ["status": 500], "times": 0]).status == 400)
     }
 
+    @Test func ruleIDsAreUnique() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        #expect(try addRule(emulator, ["action": ["status": 500]]) == "f1")
+        #expect(try addRule(emulator, ["id": "f2", "action": ["status": 503]]) == "f2")
+        // The next id given skips the one a client chose.
+        #expect(try addRule(emulator, ["action": ["status": 429]]) == "f3")
+        let taken = try emulator.admin("POST", "/api/v1/faults", body: ["id": "f2", "action": ["status": 410]])
+        #expect(taken.status == 409)
+        #expect(taken.json["error"]?.stringValue?.contains("a fault rule with id \"f2\" exists already") == true, "\(taken.raw)")
+        #expect(try emulator.admin("GET", "/api/v1/faults/f2").json["action"]?["status"] == 503)
+        #expect(try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.count == 3)
+
+        // A file naming one id twice does not start; one without an id is numbered around the named ones.
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("faults-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try #"[{"id": "slow", "action": {"delayMs": 10}}, {"id": "slow", "action": {"status": 500}}]"#
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let duplicated = try run(EmulatorProcess.binary, ["serve", "--quiet", "--faults", path])
+        #expect(duplicated.status == 2)
+        #expect(duplicated.err.contains("rule 2 in \(path): id \"slow\" is rule 1's already"), "\(duplicated.err)")
+        try #"[{"action": {"status": 500}}, {"id": "f1", "action": {"status": 503}}]"#.write(toFile: path, atomically: true, encoding: .utf8)
+        let numbered = try EmulatorProcess(["--faults", path], inProcess: true)
+        let ids = try numbered.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.compactMap { $0["id"]?.stringValue }
+        #expect(ids == ["f2", "f1"])
+    }
+
+    @Test func positionMustBeAPlaceInTheList() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        _ = try addRule(emulator, ["action": ["status": 500]])
+        _ = try addRule(emulator, ["action": ["status": 503]])
+        for position in ["-1", "abc", "3", "99999", ""] {
+            let reply = try emulator.admin("POST", "/api/v1/faults?position=\(position)", body: ["action": ["status": 429]])
+            #expect(reply.status == 400, "\(position)")
+            let message = reply.json["error"]?.stringValue ?? ""
+            #expect(message == "position must be a whole number from 0 to 2, not '\(position)' (0 is first, 2 after the last rule)", "\(message)")
+        }
+        #expect(try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.count == 2)
+        #expect(try addRule(emulator, ["id": "last", "action": ["status": 410]]) == "last")
+        let first = try emulator.admin("POST", "/api/v1/faults?position=0", body: ["id": "first", "action": ["status": 429]])
+        #expect(first.status == 201)
+        let ids = try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.compactMap { $0["id"]?.stringValue }
+        #expect(ids == ["first", "f1", "f2", "last"])
+    }
+
     @Test func faultsFileAndResetBringTheConfiguredRulesBack() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("faults-\(UUID().uuidString).json").path
         try #"[{"match": {"pushType": "voip"}, "action": {"status": 500, "reason": "InternalServerError"}}]"#

@@ -17,11 +17,25 @@ extension ServeConfiguration {
         var rules: [FaultInjectionRule] = []
         for (index, item) in list.enumerated() {
             guard let object = item.objectValue else { throw UsageError("\(origin): rule \(index + 1) in \(path) is not an object") }
-            do { rules.append(try FaultJSON.parse(object)) } catch let error as AdminError {
+            let rule: FaultInjectionRule
+            do { rule = try FaultJSON.parse(object) } catch let error as AdminError {
                 throw UsageError("\(origin): rule \(index + 1) in \(path): \(error.message)")
             } catch {
                 throw UsageError("\(origin): rule \(index + 1) in \(path): \(error)")
             }
+            // The admin API reaches a rule by its id: two with one id would be one rule there.
+            if !rule.id.isEmpty, let first = rules.firstIndex(where: { $0.id == rule.id }) {
+                throw UsageError("\(origin): rule \(index + 1) in \(path): id \"\(rule.id)\" is rule \(first + 1)'s already; ids must be unique")
+            }
+            rules.append(rule)
+        }
+        // Numbered here, skipping the ids the file gives: at start a rule's id is never taken.
+        let named = Set(rules.map(\.id))
+        var number = 1
+        for index in rules.indices where rules[index].id.isEmpty {
+            while named.contains("f\(number)") { number += 1 }
+            rules[index].id = "f\(number)"
+            number += 1
         }
         return rules
     }
@@ -78,17 +92,26 @@ extension ServeConfiguration {
         return spec
     }
 
-    static func authKey(fromObject object: JSONObject) throws(UsageError) -> AuthKeySpec {
-        let text = JSONValue.object(object).serialized()
-        guard let team = object["teamId"]?.stringValue, let key = object["keyId"]?.stringValue,
-            let path = object["path"]?.stringValue, isTeamOrKeyID(Substring(team)), isTeamOrKeyID(Substring(key))
-        else {
-            throw UsageError("auth key \(text) needs \"teamId\", \"keyId\" and \"path\"")
+    /// The key of an object (a config file's, or the admin API's, which sends the key text as
+    /// "pem" and names no "path"). Refusals name the field and what it takes, never echo the
+    /// object: it may carry a private key.
+    static func authKey(fromObject object: JSONObject, pathRequired: Bool = true) throws(UsageError) -> AuthKeySpec {
+        let idRule = "1 to 64 letters and digits, e.g. ABCDE12345"
+        guard let team = object["teamId"]?.stringValue, isTeamOrKeyID(Substring(team)) else {
+            throw UsageError("auth key: \"teamId\" (the team id) is required: \(idRule)")
         }
-        var spec = AuthKeySpec(teamID: team, keyID: key, path: path)
+        guard let key = object["keyId"]?.stringValue, isTeamOrKeyID(Substring(key)) else {
+            throw UsageError("auth key of team \(team): \"keyId\" (the key id) is required: \(idRule)")
+        }
+        let name = "auth key \(team):\(key)"
+        let path = object["path"]?.stringValue
+        if path == nil, pathRequired || object["path"] != nil {
+            throw UsageError("\(name): \"path\" (a string: the .p8 file) is required")
+        }
+        var spec = AuthKeySpec(teamID: team, keyID: key, path: path ?? "")
         if let env = object["environment"] {
             guard let value = env.stringValue.flatMap(APNsEnvironment.init(rawValue:)) else {
-                throw UsageError("auth key \(text): \"environment\" must be \"sandbox\" or \"production\"")
+                throw UsageError("\(name): \"environment\" must be \"sandbox\" or \"production\" (or left out for both)")
             }
             spec.environment = value
         }
@@ -96,12 +119,15 @@ extension ServeConfiguration {
             guard let list = topics.arrayValue?.compactMap(\.stringValue), !list.isEmpty,
                 list.count == topics.arrayValue?.count, list.allSatisfy(DeviceRegistry.isValidBundleID)
             else {
-                throw UsageError("auth key \(text): \"topics\" must be a list of bundle ids")
+                throw UsageError(
+                    "\(name): \"topics\" must be a non-empty list of bundle ids, e.g. [\"com.example.app\"] (or left out for a team-scoped key)")
             }
             spec.topics = list
         }
         if let related = object["relatedKeyId"] {
-            guard let value = related.stringValue else { throw UsageError("auth key \(text): \"relatedKeyId\" must be a string") }
+            guard let value = related.stringValue, isTeamOrKeyID(Substring(value)) else {
+                throw UsageError("\(name): \"relatedKeyId\" must be a key id: \(idRule)")
+            }
             spec.relatedKeyID = value
         }
         return spec
