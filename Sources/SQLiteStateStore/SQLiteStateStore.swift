@@ -62,6 +62,12 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
                 return StateStoreError(
                     "--state-dir \(directory): \(location) is in use by another apns-emulator; stop it, or use another --state-dir")
             }
+            // A read-only directory or file system surfaces as an I/O error from the first write.
+            if let unwritable = Self.unwritable(directory, location) {
+                return StateStoreError(
+                    "--state-dir \(directory): cannot write to \(unwritable): the state directory must be writable; make it writable (remount it read-write), or use another --state-dir (SQLite said: \(error))"
+                )
+            }
             return StateStoreError("--state-dir \(directory): \(location): \(error)")
         }
         do {
@@ -94,6 +100,16 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         prepared = nil
         db.close()
         marker.close()
+    }
+
+    /// The directory or database file this process cannot write to, with why; nil when both
+    /// can be written (or the file does not exist yet).
+    private static func unwritable(_ directory: String, _ location: String) -> String? {
+        if access(directory, W_OK) != 0 { return "\(directory) (\(String(cString: strerror(errno))))" }
+        if FileManager.default.fileExists(atPath: location), access(location, W_OK) != 0 {
+            return "\(location) (\(String(cString: strerror(errno))))"
+        }
+        return nil
     }
 
     private static func prepareDirectory(_ directory: String) throws(StateStoreError) {
