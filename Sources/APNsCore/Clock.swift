@@ -31,9 +31,23 @@ public final class OffsetClock: EmulatorClock {
     public func nowMilliseconds() -> Int64 { base.nowMilliseconds() + offset.load(ordering: .relaxed) }
     public var offsetMilliseconds: Int64 { offset.load(ordering: .relaxed) + base.offsetMilliseconds }
 
-    public func advance(milliseconds: Int64) {
+    /// How far ahead of the followed time all moves together may take it: 100 years, so that
+    /// times stay four-digit years (RFC 3339) and far from overflowing milliseconds.
+    public static let maxOffsetMilliseconds: Int64 = 36_525 * 86_400_000
+
+    /// Moves the clock ahead; false (and no move) when that would take it more than
+    /// `maxOffsetMilliseconds` ahead.
+    @discardableResult
+    public func advance(milliseconds: Int64) -> Bool {
         precondition(milliseconds >= 0, "the emulator's clock only moves forward")
-        offset.add(milliseconds, ordering: .relaxed)
+        var current = offset.load(ordering: .relaxed)
+        while true {
+            guard current <= Self.maxOffsetMilliseconds - milliseconds else { return false }
+            let (exchanged, original) = offset.compareExchange(
+                expected: current, desired: current + milliseconds, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
     }
 
     /// Back to the followed time (a reset).

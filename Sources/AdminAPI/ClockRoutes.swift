@@ -29,7 +29,12 @@ struct ClockRoutes: AdminResource {
             } else {
                 throw AdminError(400, "give \"advanceSeconds\" or \"advanceMs\" (the clock only moves forward)")
             }
-            host.clock.advance(milliseconds: ms)
+            guard host.clock.advance(milliseconds: ms) else {
+                throw AdminError(
+                    400,
+                    "the clock is \(host.clock.offsetMilliseconds / 86_400_000) days ahead already; all moves together take it at most \(OffsetClock.maxOffsetMilliseconds / 86_400_000) days (100 years) ahead. POST /api/v1/reset sets it back"
+                )
+            }
             // What the new time releases or expires happens now, not at the next tick.
             host.tickDevices()
             host.log("admin: clock moved ahead by \(ms) ms")

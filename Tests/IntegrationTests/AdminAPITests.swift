@@ -114,6 +114,21 @@ struct AdminAPITests {
         #expect(try emulator.admin("GET", backend).json["addresseePointer"] == "/uid")
     }
 
+    /// Moves of the clock add up to at most 100 years ahead (times stay four-digit years);
+    /// past that the move is refused and nothing changes; a reset sets it back.
+    @Test func theClockGoesAtMostAHundredYearsAhead() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        for _ in 0..<91 { #expect(try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": .int(400 * 86_400)]).status == 200) }
+        let before = try emulator.admin("GET", "/api/v1/clock").json["offsetMs"]?.intValue
+        let refused = try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": .int(400 * 86_400)])
+        #expect(refused.status == 400 && refused.json["error"]?.stringValue?.contains("100 years") == true, "\(refused.raw)")
+        #expect(try emulator.admin("GET", "/api/v1/clock").json["offsetMs"]?.intValue == before)
+        let now = try #require(try emulator.admin("GET", "/api/v1/clock").json["now"]?.stringValue)
+        #expect(now.prefix(4).allSatisfy(\.isNumber) && now.dropFirst(4).first == "-", "\(now)")
+        #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/clock").json["offsetMs"] == 0)
+    }
+
     @Test func notificationsAreNewestFirstWithTheDocumentedFieldsAndALimit() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
