@@ -860,6 +860,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         s.version = version
         s.lastID = lastID
         s.needsReload = false
+        // Pushes held for order went with the copy they were held in: their records, awaiting
+        // their owner, are hand-offs of the loaded state.
+        s.heldByVersion = [:]
         // The load had everything, the writes left unread included.
         forgetUnread(&s)
         tickets.withLock { $0.announcements.append(([], true, false)) }
