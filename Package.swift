@@ -118,7 +118,8 @@ let package = Package(
             dependencies: ["EmulatorServer", "AdminClient", "Networking"],
             swiftSettings: swiftSettings),
         .target(
-            name: "Scenarios", dependencies: ["AdminClient", "EmulatorServer", "ProviderClient", "HTTP2", "APNsCore", "HTTP1Client"],
+            name: "Scenarios",
+            dependencies: ["AdminClient", "EmulatorServer", "ProviderClient", "HTTP2", "APNsCore", "HTTP1Client", "CLinux", "MonotonicClock"],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "apns-emulator",

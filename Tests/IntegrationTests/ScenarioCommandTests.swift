@@ -1,0 +1,82 @@
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// `apns-emulator scenario` through the real binary: what `run` steps capture and when they
+/// end, the bounds on values, and what `--check` refuses.
+@Suite("Scenario command: run steps, value bounds, --check")
+struct ScenarioCommandTests {
+    let directory: String
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("scenario-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    func write(_ name: String, _ text: String) throws -> String {
+        let path = "\(directory)/\(name)"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// The scenario command under a 600 MB address-space limit: output kept without bound
+    /// would end it long before its steps do.
+    func scenario(_ arguments: [String], timeout: TimeInterval = 30) throws -> CommandResult {
+        let quoted = ([EmulatorProcess.binary, "scenario", "--ascii"] + arguments).map { "'\($0)'" }.joined(separator: " ")
+        return try run("/bin/sh", ["-c", "ulimit -v 600000 && exec \(quoted)"], timeout: timeout)
+    }
+
+    /// A process that is gone (or a zombie nobody reaped: it runs no more).
+    static func isGone(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
+        return stat.split(separator: ")").last?.split(separator: " ").first == "Z"
+    }
+
+    @Test func aCommandWritingWithoutPauseIsKilledAtItsTimeoutWithItsOutputBounded() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try write(
+            "yes.json",
+            #"""
+            {"name": "chatty", "steps": [
+              {"do": "run", "argv": ["head", "-c", "200000000", "/dev/zero"], "timeoutMs": 20000},
+              {"do": "run", "argv": ["yes"], "timeoutMs": 1500}
+            ]}
+            """#)
+        let started = Date()
+        let result = try scenario([path])
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(result.status == 1, "\(result.err.suffix(2000))")
+        #expect(elapsed < 15, "took \(elapsed) s")
+        #expect(result.out.contains("1 ok run head -c 200000000 /dev/zero"), "\(result.out.suffix(2000))")
+        #expect(result.out.contains("(stdout: 200000000 bytes, the first 1048576 kept)"))
+        #expect(result.out.contains("failed: yes did not finish within 1500 ms (killed, with the processes it started)"))
+        #expect(result.out.contains("stdout: ") && result.out.contains(" bytes, the first 1048576 kept\n"))
+    }
+
+    @Test func aCommandThatExitsIsDoneThoughItLeftAChildAndTheChildIsStopped() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let exited = "\(directory)/exited.pid"
+        let overran = "\(directory)/overran.pid"
+        let path = try write(
+            "background.json",
+            #"""
+            {"name": "background", "steps": [
+              {"do": "run", "argv": ["sh", "-c", "sleep 30 & echo $! > \#(exited); echo started"], "timeoutMs": 5000,
+               "stdoutContains": "started"},
+              {"do": "run", "argv": ["sh", "-c", "sleep 30 & echo $! > \#(overran); sleep 30"], "timeoutMs": 1000}
+            ]}
+            """#)
+        let started = Date()
+        let result = try scenario([path])
+        #expect(Date().timeIntervalSince(started) < 10)
+        #expect(result.status == 1)
+        #expect(result.out.contains("  1 ok run sh -c sleep 30 &"), "\(result.out)")
+        #expect(result.out.contains("exit 0: started"))
+        #expect(result.out.contains("failed: sh did not finish within 1000 ms (killed, with the processes it started)"))
+        for file in [exited, overran] {
+            let pid = try #require(Int32(try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+            #expect(Self.isGone(pid), "the background sleep of \(file) still runs")
+        }
+    }
+}
