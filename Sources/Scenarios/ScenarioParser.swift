@@ -54,6 +54,7 @@ public enum ScenarioParser {
             }
         }
         var known = VariableCheck(fixed: Set(variables.keys).union(defaults.keys))
+        let fixed = defaults.merging(variables) { _, given in given }
 
         var backends: [(bundleID: String, backend: JSONValue)] = []
         if let value = top["backends"] {
@@ -64,6 +65,8 @@ public enum ScenarioParser {
                 let location = "backends.\(bundle)"
                 let backend = try backendValue(value, directory: directory, location: location)
                 try known.check(backend, location: location, field: nil)
+                var budget = Template.Budget()
+                _ = try Template.fillKnown(json: backend, budget: &budget, tooLong: { ScenarioFileError(location: location, $0) }) { fixed[$0] }
                 backends.append((bundle, backend))
             }
         }
@@ -98,7 +101,6 @@ public enum ScenarioParser {
             throw ScenarioFileError(location: "top level", field: "steps", "is required: a non-empty array of steps")
         }
         let aliases = deviceAliases(list)
-        let fixed = defaults.merging(variables) { _, given in given }
         var steps: [Step] = []
         for (offset, value) in list.enumerated() {
             steps.append(try StepParser(index: offset + 1, aliases: aliases, variables: fixed).parse(value, known: &known))

@@ -79,4 +79,33 @@ struct ScenarioCommandTests {
             #expect(Self.isGone(pid), "the background sleep of \(file) still runs")
         }
     }
+
+    @Test func aValueBuiltBySaveStopsAtItsBoundNamingTheStep() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let doublings = Array(repeating: #"{"do": "save", "save": {"x": "${x}${x}"}}"#, count: 40).joined(separator: ",\n")
+        let path = try write(
+            "doubling.json", #"{"name": "doubling", "steps": [{"do": "save", "save": {"x": "0123456789abcdef"}},\#n\#(doublings)]}"#)
+        let result = try scenario(["--quiet", path])
+        #expect(result.status == 1, "\(result.err.suffix(2000))")
+        // 16 bytes doubled 16 times is 1 MiB; the 17th doubling (step 18) would be 2 MiB.
+        #expect(
+            result.out.contains(
+                #"failed: field "save.x": with ${...} filled in it would be over 1048576 bytes (1 MiB), the most a value may have"#),
+            "\(result.out.prefix(2000))")
+        #expect(result.out.contains(" 18 FAIL save"))
+        #expect(result.out.contains("FAIL doubling: step 18 of 41 failed (save)"))
+
+        // What the file alone fills in is refused by --check, in the same words.
+        let big = String(repeating: "x", count: 600_000)
+        let known = try write(
+            "known.json",
+            #"{"name": "t", "variables": {"BIG": "\#(big)"}, "steps": [{"do": "http", "url": "http://127.0.0.1:9/", "body": {"a": "${BIG}${BIG}"}}]}"#
+        )
+        let check = try scenario(["--check", known])
+        #expect(check.status == 2)
+        #expect(
+            check.err
+                == "apns-emulator scenario: \(known), step 1 (http), field \"body\": with ${…} filled in it would be over 1048576 bytes (1 MiB), "
+                + "the most a value may have (1200000 bytes at least)\n")
+    }
 }
