@@ -1,4 +1,5 @@
 import APNsCore
+import BackendTestSupport
 import Foundation
 import Glibc
 import ProviderClient
@@ -342,6 +343,40 @@ struct AppBackendTests {
         #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
         #expect(try emulator.admin("GET", "/api/v1/apps/\(Self.bundle)/backend").status == 404)
         #expect(try emulator.admin("GET", "/api/v1/apps/com.example.other/backend").status == 200)
+    }
+
+    /// Devices of the config file and the demo device are installed and launched like one made
+    /// through the API: with nobody logged in their token waits, and the first login uploads it
+    /// (register, then bind), after a reset too.
+    @Test func configuredAndDemoDevicesUploadTheirTokenAtTheFirstLogin() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-configured-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let backend = try TestBackend()
+        defer { backend.stop() }
+        let hooks: JSONValue = [
+            "register": ["url": .string(backend.url("/register/{{deviceId}}"))], "bind": ["url": .string(backend.url("/bind/{{deviceId}}"))],
+        ]
+        let config: JSONValue = [
+            "app": [["teamId": .string(EmulatorProcess.teamID), "bundleId": .string(Self.bundle), "backend": hooks]],
+            "devices": [["deviceId": "pinned", "apps": [["bundleId": .string(Self.bundle), "environment": "sandbox"]]]],
+        ]
+        let path = directory.appendingPathComponent("config.json").path
+        try Data(config.serialized().utf8).write(to: URL(fileURLWithPath: path))
+        let emulator = try EmulatorProcess(["--config", path, "--demo", "on"], withKey: false)
+        for round in ["after the start", "after a reset"] {
+            for device in ["pinned", "demo-iphone"] {
+                let app = try emulator.admin("GET", "/api/v1/devices/\(device)").json["apps"]?.arrayValue?.first {
+                    $0["bundleId"]?.stringValue == Self.bundle
+                }
+                #expect(app?["tokenUploadPending"] == true, "\(device) \(round)")
+                #expect(try emulator.admin("POST", "/api/v1/devices/\(device)/login", body: ["userId": "alice"]).status == 200)
+                try eventually("the calls of \(device) \(round)") { try settled(emulator, device, count: 2) }
+                #expect(try calls(emulator, device).map { $0["hook"]?.stringValue ?? "" } == ["register", "bind"], "\(device) \(round)")
+            }
+            #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
+        }
+        #expect(backend.targets.filter { $0.hasPrefix("/register/") }.count == 4)
     }
 
     @Test func theClockMovesAheadForBudgetsButNotForProviderTokens() throws {
