@@ -83,6 +83,20 @@ public enum HookTemplate {
         return out
     }
 
+    /// `template` with every placeholder standing for "1", which fits a host, a port and a path
+    /// alike: what a URL is whatever the values, for the checks made when a hook is set.
+    static func sample(_ template: String) -> String {
+        guard let pieces = try? pieces(of: template) else { return template }
+        var out = ""
+        for piece in pieces {
+            switch piece {
+            case .text(let text): out += text
+            case .placeholder: out += "1"
+            }
+        }
+        return out
+    }
+
     // MARK: Pieces
 
     private enum Piece {

@@ -379,6 +379,53 @@ struct AppBackendTests {
         #expect(backend.targets.filter { $0.hasPrefix("/register/") }.count == 4)
     }
 
+    /// A hook no call could ever use is refused when it is set, naming the hook and the field,
+    /// through the admin API and in the config file alike.
+    @Test func hooksThatCanNeverWorkAreRefusedWhenSet() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let refused: [(JSONValue, String)] = [
+            (
+                ["register": ["url": "http://127.0.0.1:9/x", "headers": ["X": "a\r\nB: c"]]],
+                #""register": header "X" must have a valid name and a single-line string value (no control characters)"#
+            ),
+            (
+                ["register": ["url": "http://127.0.0.1:99999/x"]],
+                #""register": "url" 'http://127.0.0.1:99999/x' is not a usable URL: port '99999' is not a number from 1 to 65535 (expected http://host[:port]/path)"#
+            ),
+            (
+                ["bind": ["url": "http://[::1/x"]],
+                #""bind": "url" 'http://[::1/x' is not a usable URL: an IPv6 address without its closing ] (expected http://host[:port]/path)"#
+            ),
+            (
+                ["fetch": ["url": "http://:80/{{token}}"]],
+                #""fetch": "url" 'http://:80/{{token}}' is not a usable URL: no host (expected http://host[:port]/path)"#
+            ),
+        ]
+        for (hooks, message) in refused {
+            let reply = try emulator.admin("PUT", "/api/v1/apps/\(Self.bundle)/backend", body: hooks)
+            #expect(reply.status == 400, "\(hooks.serialized())")
+            #expect(reply.json["error"]?.stringValue == message)
+        }
+        #expect(try emulator.admin("GET", "/api/v1/apps/\(Self.bundle)/backend").status == 404, "nothing was set")
+        // Placeholders may stand in the host and the port.
+        try setUp(emulator, ["register": ["url": "http://{{payload:/host}}:{{payload:/port}}/devices/{{token}}"]])
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bad-hook-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config: JSONValue = [
+            "app": [["teamId": "ABCDE12345", "bundleId": .string(Self.bundle), "backend": ["register": ["url": "http://127.0.0.1:99999/x"]]]]
+        ]
+        let path = directory.appendingPathComponent("config.json").path
+        try Data(config.serialized().utf8).write(to: URL(fileURLWithPath: path))
+        let result = try run(EmulatorProcess.binary, ["serve", "--config", path, "--admin-listen", "127.0.0.1:0"])
+        #expect(result.status == 2)
+        #expect(
+            result.err.contains(
+                #"app \#(Self.bundle): "backend": "register": "url" 'http://127.0.0.1:99999/x' is not a usable URL: port '99999'"#),
+            "\(result.err)")
+    }
+
     @Test func theClockMovesAheadForBudgetsButNotForProviderTokens() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let (_, token) = try emulator.createDevice()
