@@ -119,7 +119,9 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(
             name: "Scenarios",
-            dependencies: ["AdminClient", "EmulatorServer", "ProviderClient", "HTTP2", "APNsCore", "HTTP1Client", "CLinux", "MonotonicClock"],
+            dependencies: [
+                "AdminClient", "EmulatorServer", "ProviderClient", "HTTP2", "APNsCore", "HTTP1Client", "HTTPGrammar", "CLinux", "MonotonicClock",
+            ],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "apns-emulator",

@@ -37,6 +37,9 @@ struct StepParser {
         let specs = StepKind.commonFields + kind.fields
         try Self.checkFields(object, specs, fail: fail)
         try checkKindRules(kind, object, fail: fail)
+        if kind == .device, let made = object["alias"]?.stringValue, known.aliasesSoFar.contains(made) {
+            throw fail("alias", "a device \"\(made)\" exists already (give this one another alias)")
+        }
         if let (field, problem) = kind.valueProblem(in: try knownValues(object, known, fail: fail)) { throw fail(field, problem) }
 
         // The device the step acts on.

@@ -143,8 +143,9 @@ enum Template {
     ) throws(ScenarioFileError) -> (value: JSONValue, complete: Bool) {
         switch value {
         case .string(let text):
-            guard text.contains("${"), let names = try? references(in: value) else { return (value, true) }
-            guard names.allSatisfy({ known($0) != nil }) else { return (value, false) }
+            guard text.contains("${") else { return (value, true) }
+            // Bad syntax is the file check's to report: nothing is filled in.
+            guard let names = try? references(in: value), names.allSatisfy({ known($0) != nil }) else { return (value, false) }
             let filled = try substitute(text, budget: &budget, tooLong: tooLong) { (name: String) throws(ScenarioFileError) -> String in
                 known(name) ?? ""
             }

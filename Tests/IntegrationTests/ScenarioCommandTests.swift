@@ -108,4 +108,60 @@ struct ScenarioCommandTests {
                 == "apns-emulator scenario: \(known), step 1 (http), field \"body\": with ${…} filled in it would be over 1048576 bytes (1 MiB), "
                 + "the most a value may have (1200000 bytes at least)\n")
     }
+
+    /// `expected` follows "FILE, ". A run refuses the file in the same words, before starting.
+    @Test(arguments: [
+        (
+            #""backends": {"com.example.app": {"regster": {"url": "http://127.0.0.1:9/x"}}}, "steps": [{"do": "sleep", "ms": 1}]"#,
+            #"backends.com.example.app: unknown field "regster" (expected action, addresseePointer, bind, fetch, maxAttempts, register, timeoutMs, unbind)"#
+        ),
+        (
+            #""backends": {"com.example.app": {"register": {"url": "https://127.0.0.1:9/x"}}}, "steps": [{"do": "sleep", "ms": 1}]"#,
+            #"backends.com.example.app: "register": https backends are not supported; use http:// (the emulator calls backends on a local network)"#
+        ),
+        (
+            // A URL only the run knows stands for one that works; the other hook is still checked.
+            #""backends": {"com.example.app": {"bind": {"url": "${emulator.adminUrl}/b"}, "fetch": {"url": "http://h:99999/f"}}}, "steps": [{"do": "sleep", "ms": 1}]"#,
+            #"backends.com.example.app: "fetch": "url" 'http://h:99999/f' is not a usable URL: port '99999' is not a number from 1 to 65535 (expected http://host[:port]/path)"#
+        ),
+        (
+            #""steps": [{"do": "http", "url": "file:///etc/passwd"}]"#,
+            #"step 1 (http), field "url": 'file:///etc/passwd' is not a usable URL: only http:// is supported (expected http://host[:port]/path)"#
+        ),
+        (
+            #""steps": [{"do": "http", "url": "https://127.0.0.1/x"}]"#,
+            #"step 1 (http), field "url": 'https://127.0.0.1/x' is https: only http:// is supported"#
+        ),
+        (
+            #""steps": [{"do": "device", "alias": "phone"}, {"do": "device", "alias": "phone", "deviceId": "other"}]"#,
+            #"step 2 (device), field "alias": a device "phone" exists already (give this one another alias)"#
+        ),
+        (
+            #""emulator": {"arguments": ["--no-such-flag"]}, "steps": [{"do": "sleep", "ms": 1}]"#,
+            #"emulator, field "arguments": unknown option --no-such-flag. See --help."#
+        ),
+    ])
+    func checkRefusesWhatARunWouldRefuse(body: String, expected: String) throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try write("bad.json", #"{"name": "bad", \#(body)}"#)
+        let check = try scenario(["--check", path])
+        #expect(check.status == 2)
+        #expect(check.err == "apns-emulator scenario: \(path), \(expected)\n")
+        let run = try scenario([path])
+        #expect(run.status == 2)
+        #expect(run.err == check.err)
+        #expect(run.out.isEmpty, "nothing ran: \(run.out)")
+    }
+
+    @Test func anEmulatorThatDoesNotStartIsSaidOnce() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try write(
+            "tls.json",
+            #"{"name": "t", "emulator": {"arguments": ["--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"]}, "steps": [{"do": "sleep", "ms": 1}]}"#
+        )
+        let result = try scenario([path])
+        #expect(result.status == 1)
+        #expect(result.err.hasPrefix("apns-emulator scenario: the emulator did not start: --tls-cert /nonexistent/c.pem"), "\(result.err)")
+        #expect(result.err.components(separatedBy: "did not start").count == 2, "\(result.err)")
+    }
 }
