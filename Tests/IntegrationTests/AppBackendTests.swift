@@ -426,6 +426,39 @@ struct AppBackendTests {
             "\(result.err)")
     }
 
+    /// A string body under a content type other than JSON goes out as the string itself, its
+    /// placeholders filled in; the call's record shows what went out, byte for byte.
+    @Test func aStringBodyOfAnotherTypeIsSentAsItIs() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let backend = try TestBackend()
+        defer { backend.stop() }
+        try setUp(
+            emulator,
+            [
+                "register": ["url": .string(backend.url("/text")), "headers": ["Content-Type": "text/plain"], "body": "hello {{userId}}"],
+                "bind": ["url": .string(backend.url("/json")), "body": "hello {{userId}}"],
+                "unbind": ["url": .string(backend.url("/csv")), "headers": ["content-type": "text/csv"], "body": ["{{userId}}"]],
+            ])
+        let (device, _) = try emulator.createDevice()
+        #expect(try emulator.admin("POST", "/api/v1/devices/\(device)/login", body: ["userId": "zed"]).status == 200)
+        #expect(try emulator.admin("POST", "/api/v1/devices/\(device)/logout").status == 200)
+        try eventually("the three calls") { try settled(emulator, device, count: 3) }
+        let text = try #require(backend.requests.first { $0.target == "/text" })
+        #expect(text.text == "hello zed")
+        #expect(text.headers["content-type"] == "text/plain")
+        let json = try #require(backend.requests.first { $0.target == "/json" })
+        #expect(json.text == #""hello zed""#)
+        #expect(json.headers["content-type"] == "application/json")
+        let recorded = try calls(emulator, device)
+        #expect(recorded.first { $0["hook"] == "register" }?["body"] == "hello zed")
+        // A JSON body is shown as the JSON value it is: here the string.
+        #expect(recorded.first { $0["hook"] == "bind" }?["body"] == "hello zed")
+        // A body that is not a string goes out as its JSON text, and under another type than
+        // JSON the record shows that text, not the JSON value.
+        #expect(backend.requests.first { $0.target == "/csv" }?.text == #"["zed"]"#)
+        #expect(recorded.first { $0["hook"] == "unbind" }?["body"] == #"["zed"]"#)
+    }
+
     @Test func theClockMovesAheadForBudgetsButNotForProviderTokens() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let (_, token) = try emulator.createDevice()
