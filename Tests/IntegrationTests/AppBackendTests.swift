@@ -459,6 +459,31 @@ struct AppBackendTests {
         #expect(recorded.first { $0["hook"] == "unbind" }?["body"] == #"["zed"]"#)
     }
 
+    /// An answer over 1 MiB is cut: the call keeps its status and the first 4 KiB, and is
+    /// judged by the status (done on a 200, retried on a 503).
+    @Test func anAnswerOverOneMebibyteKeepsItsStatus() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let big = String(repeating: "x", count: 2 << 20)
+        let backend = try TestBackend { request, _ in .status(request.target == "/busy" ? 503 : 200, body: big) }
+        defer { backend.stop() }
+        try setUp(
+            emulator, ["register": ["url": .string(backend.url("/ok"))], "bind": ["url": .string(backend.url("/busy"))], "maxAttempts": 2])
+        let (device, _) = try emulator.createDevice()
+        #expect(try emulator.admin("POST", "/api/v1/devices/\(device)/login", body: ["userId": "zed"]).status == 200)
+        try eventually("both calls") { try settled(emulator, device, count: 2) }
+        let recorded = try calls(emulator, device)
+        let register = try #require(recorded.first { $0["hook"] == "register" })
+        #expect(register["state"] == "done")
+        #expect(register["status"] == 200)
+        #expect(register["attempts"] == 1)
+        #expect(register["response"]?.stringValue == String(repeating: "x", count: 4096))
+        #expect(register["error"] == .null)
+        let bind = try #require(recorded.first { $0["hook"] == "bind" })
+        #expect(bind["state"] == "failed")
+        #expect(bind["status"] == 503)
+        #expect(bind["attempts"] == 2)
+    }
+
     @Test func theClockMovesAheadForBudgetsButNotForProviderTokens() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let (_, token) = try emulator.createDevice()
