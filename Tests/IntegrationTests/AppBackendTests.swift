@@ -484,6 +484,42 @@ struct AppBackendTests {
         #expect(bind["attempts"] == 2)
     }
 
+    /// The call lists take their documented filters (`hook`, `bundleId`) and paging; any other
+    /// query parameter is a 400 naming the allowed ones, not a filter silently ignored.
+    @Test func backendCallListsRefuseUnknownQueryParameters() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let backend = try TestBackend()
+        defer { backend.stop() }
+        try setUp(emulator, ["register": ["url": .string(backend.url("/r"))], "bind": ["url": .string(backend.url("/b"))]])
+        let (device, _) = try emulator.createDevice()
+        #expect(try emulator.admin("POST", "/api/v1/devices/\(device)/login", body: ["userId": "zed"]).status == 200)
+        try eventually("both calls") { try settled(emulator, device, count: 2) }
+
+        func hooks(_ path: String) throws -> [String] {
+            let reply = try emulator.admin("GET", path)
+            #expect(reply.status == 200, "\(path): \(reply.raw)")
+            return reply.json["calls"]?.arrayValue?.map { $0["hook"]?.stringValue ?? "" } ?? []
+        }
+        for list in ["/api/v1/backend-calls", "/api/v1/devices/\(device)/backend-calls"] {
+            #expect(try hooks(list) == ["register", "bind"])
+            #expect(try hooks(list + "?hook=bind") == ["bind"])
+            #expect(try hooks(list + "?bundleId=\(Self.bundle)&limit=1") == ["register"])
+            #expect(try hooks(list + "?bundleId=com.example.other").isEmpty)
+            for query in ["deviceId=nonexistent", "state=failed", "foo=bar", "Hook=bind"] {
+                let reply = try emulator.admin("GET", list + "?" + query)
+                #expect(reply.status == 400, "\(list)?\(query)")
+                let message = reply.json["error"]?.stringValue ?? ""
+                let name = String(query.prefix { $0 != "=" })
+                #expect(message.hasPrefix("unknown query parameter \"\(name)\""), "\(message)")
+                #expect(message.contains("allowed: hook, bundleId, limit, cursor"), "\(message)")
+            }
+        }
+        let hinted = try emulator.admin("GET", "/api/v1/backend-calls?deviceId=\(device)").json["error"]?.stringValue ?? ""
+        #expect(hinted.hasSuffix("(one device's calls: GET /api/v1/devices/{deviceId}/backend-calls)"), "\(hinted)")
+        let near = try emulator.admin("GET", "/api/v1/backend-calls?Hook=bind").json["error"]?.stringValue ?? ""
+        #expect(near.contains("(did you mean \"hook\"?)"), "\(near)")
+    }
+
     @Test func theClockMovesAheadForBudgetsButNotForProviderTokens() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let (_, token) = try emulator.createDevice()
