@@ -70,7 +70,7 @@ public enum ScenarioParser {
                 let filled = try Template.fillKnown(json: backend, budget: &budget, tooLong: { ScenarioFileError(location: location, $0) }) {
                     fixed[$0]
                 }
-                try checkBackend(filled.value, complete: filled.complete, bundle: bundle, location: location)
+                try checkBackend(filled.value, complete: filled.complete, location: location)
                 backends.append((bundle, backend))
             }
         }
@@ -141,7 +141,7 @@ public enum ScenarioParser {
     /// What `PUT /api/v1/apps/{bundleId}/backend` would refuse, in its words: an empty backend,
     /// an unknown field or hook, a bad hook. A string only the run fills in stands for a value
     /// that fits its place (a URL, a pointer), so the rest is still checked.
-    static func checkBackend(_ backend: JSONValue, complete: Bool, bundle: String, location: String) throws(ScenarioFileError) {
+    static func checkBackend(_ backend: JSONValue, complete: Bool, location: String) throws(ScenarioFileError) {
         if backend.objectValue?.isEmpty == true {
             throw ScenarioFileError(
                 location: location,
@@ -150,7 +150,8 @@ public enum ScenarioParser {
         func sample(_ value: JSONValue, key: String?) -> JSONValue {
             switch value {
             case .string(let text) where text.contains("${"):
-                return .string(key == "url" ? "http://1/" : key == "addresseePointer" ? "/1" : "1")
+                let fits = ["url": "http://1/", "method": "POST", "addresseePointer": "/1"]
+                return .string(key.flatMap { fits[$0] } ?? "1")
             case .array(let items): return .array(items.map { sample($0, key: nil) })
             case .object(let object): return .object(JSONObject(object.members.map { ($0.key, sample($0.value, key: $0.key)) }))
             default: return value

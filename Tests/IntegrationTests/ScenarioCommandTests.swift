@@ -120,8 +120,8 @@ struct ScenarioCommandTests {
             #"backends.com.example.app: "register": https backends are not supported; use http:// (the emulator calls backends on a local network)"#
         ),
         (
-            // A URL only the run knows stands for one that works; the other hook is still checked.
-            #""backends": {"com.example.app": {"bind": {"url": "${emulator.adminUrl}/b"}, "fetch": {"url": "http://h:99999/f"}}}, "steps": [{"do": "sleep", "ms": 1}]"#,
+            // A URL (or method) only the run knows stands for one that works; the other hook is still checked.
+            #""backends": {"com.example.app": {"bind": {"url": "${emulator.adminUrl}/b", "method": "${emulator.keyId}"}, "fetch": {"url": "http://h:99999/f"}}}, "steps": [{"do": "sleep", "ms": 1}]"#,
             #"backends.com.example.app: "fetch": "url" 'http://h:99999/f' is not a usable URL: port '99999' is not a number from 1 to 65535 (expected http://host[:port]/path)"#
         ),
         (
