@@ -77,7 +77,7 @@ let package = Package(
         .target(name: "StatePersistence", dependencies: ["APNsCore", "Lifecycle", "Locking", "MonotonicClock"], swiftSettings: swiftSettings),
         .target(name: "SQLiteStateStore", dependencies: ["APNsCore", "SQLite"], swiftSettings: swiftSettings),
         .target(name: "CommandLineOptions", dependencies: ["APNsCore"], swiftSettings: swiftSettings),
-        .target(name: "HTTP1Client", dependencies: ["Networking", "MonotonicClock"], swiftSettings: swiftSettings),
+        .target(name: "HTTP1Client", dependencies: ["Networking", "MonotonicClock", "HTTPGrammar"], swiftSettings: swiftSettings),
         .target(name: "HTTP1Server", dependencies: ["Networking", "Locking", "MonotonicClock", "HTTPGrammar"], swiftSettings: swiftSettings),
         .target(name: "BackendCalls", dependencies: ["APNsCore", "HTTP1Client", "Locking"], swiftSettings: swiftSettings),
         .target(
@@ -118,7 +118,10 @@ let package = Package(
             dependencies: ["EmulatorServer", "AdminClient", "Networking"],
             swiftSettings: swiftSettings),
         .target(
-            name: "Scenarios", dependencies: ["AdminClient", "EmulatorServer", "ProviderClient", "HTTP2", "APNsCore", "HTTP1Client"],
+            name: "Scenarios",
+            dependencies: [
+                "AdminClient", "EmulatorServer", "ProviderClient", "HTTP2", "APNsCore", "HTTP1Client", "HTTPGrammar", "CLinux", "MonotonicClock",
+            ],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "apns-emulator",

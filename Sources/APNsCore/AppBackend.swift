@@ -138,14 +138,22 @@ extension BackendHook {
         if let headers = object["headers"], headers != .null {
             guard let fields = headers.objectValue else { throw BackendConfigError("\"headers\" must be an object of strings") }
             for (name, value) in fields {
-                guard let text = value.stringValue, HTTPSyntax.isToken(name), !text.contains(where: { $0 == "\r" || $0 == "\n" }) else {
-                    throw BackendConfigError("header \"\(name)\" must have a valid name and a single-line string value")
+                // Scalars, not Characters: "\r\n" is one Character, equal to neither "\r" nor "\n".
+                guard let text = value.stringValue, HTTPSyntax.isToken(name),
+                    !text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F })
+                else {
+                    throw BackendConfigError("header \"\(name)\" must have a valid name and a single-line string value (no control characters)")
                 }
                 hook.headers.append((name, text))
             }
         }
         if let body = object["body"], body != .null { hook.body = body }
         try HookTemplate.check(hook)
+        // What every call would fail on (no host, a port over 65535, an unclosed IPv6 address…),
+        // with each placeholder standing for a value that fits anywhere in a URL.
+        do throws(PlainHTTPURL.Problem) { _ = try PlainHTTPURL.parse(HookTemplate.sample(url)) } catch {
+            throw BackendConfigError("\"url\" \(error.message(url))")
+        }
         return hook
     }
 

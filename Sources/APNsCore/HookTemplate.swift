@@ -75,9 +75,35 @@ public enum HookTemplate {
         let headers = hook.headers.map { (name: $0.name, value: fill($0.value, values, encode: { $0.filter { $0 != "\r" && $0 != "\n" } })) }
         var out = RenderedHook(method: hook.method, url: url, headers: headers, body: nil)
         if let body = hook.body {
-            out.body = fill(json: body, values).serializedBytes()
-            if !headers.contains(where: { $0.name.lowercased() == "content-type" }) {
-                out.headers.append(("Content-Type", "application/json"))
+            let contentType = headers.first { $0.name.lowercased() == "content-type" }?.value
+            if case .string(let text) = body, let contentType, !isJSON(contentType) {
+                // Another type than JSON: the string is the body, its placeholders filled in as text.
+                out.body = Array(fill(text, values, encode: { $0 }).utf8)
+            } else {
+                out.body = fill(json: body, values).serializedBytes()
+                if contentType == nil { out.headers.append(("Content-Type", "application/json")) }
+            }
+        }
+        return out
+    }
+
+    /// `application/json` or a `+json` type (`application/problem+json`), parameters aside.
+    public static func isJSON(_ contentType: String) -> Bool {
+        let type = (contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+            .drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()
+        let name = String(type).lowercased()
+        return name == "application/json" || name.hasSuffix("+json")
+    }
+
+    /// `template` with every placeholder standing for "1", which fits a host, a port and a path
+    /// alike: what a URL is whatever the values, for the checks made when a hook is set.
+    static func sample(_ template: String) -> String {
+        guard let pieces = try? pieces(of: template) else { return template }
+        var out = ""
+        for piece in pieces {
+            switch piece {
+            case .text(let text): out += text
+            case .placeholder: out += "1"
             }
         }
         return out

@@ -68,6 +68,9 @@ struct AccountRoutes: AdminResource {
     }
 
     private func backendCalls(deviceID: String?, _ req: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
+        try req.refuseUnknownQueryParameters(
+            ["hook", "bundleId", "limit", "cursor"],
+            hint: deviceID == nil ? " (one device's calls: GET /api/v1/devices/{deviceId}/backend-calls)" : "")
         let hook = req.query["hook"]
         if let hook, BackendHookKind(rawValue: hook) == nil {
             throw AdminError(400, "hook must be one of \(BackendHookKind.allCases.map(\.rawValue).joined(separator: ", "))")

@@ -42,6 +42,14 @@ extension JSONObject {
 }
 
 extension HTTP1Request {
+    /// 400 for a query parameter not in `allowed`: a misspelt filter would be ignored, and the
+    /// list would quietly hold more than asked. `hint` follows the list of allowed ones.
+    func refuseUnknownQueryParameters(_ allowed: [String], hint: String = "") throws(AdminError) {
+        guard let unknown = query.keys.sorted().first(where: { !allowed.contains($0) }) else { return }
+        let near = allowed.first { $0.lowercased() == unknown.lowercased() }.map { " (did you mean \"\($0)\"?)" } ?? ""
+        throw AdminError(400, "unknown query parameter \"\(unknown)\"\(near); allowed: \(allowed.joined(separator: ", "))\(hint)")
+    }
+
     /// The query parameter `name` as a whole number in `range`, nil when absent; anything else
     /// is 400 saying the range, not a silent default.
     func wholeNumber(_ name: String, in range: ClosedRange<Int>, note: String = "") throws(AdminError) -> Int? {

@@ -7,7 +7,8 @@ typealias AttemptResult = Result<HTTP1Response, HTTP1ClientError>
 enum AttemptVerdict: Equatable {
     /// The backend answered with a status that ends the call (2xx, 3xx, 4xx but 429).
     case done
-    /// It will not get better by asking again (an https URL, a malformed or huge answer).
+    /// It will not get better by asking again (an https URL, a malformed answer; a backend's
+    /// answer over 1 MiB is cut, not failed: `BackendCaller` asks for `OversizedAnswer.cut`).
     case failed
     /// No answer, a 5xx or a 429: the backend may be down or busy now.
     case retryable

@@ -15,7 +15,7 @@ public extension BackendCallRecord {
                 ("method", .string(request.method)),
                 ("url", .string(request.url)),
                 ("headers", .object(headers)),
-                ("body", Self.bodyJSON(request.body)),
+                ("body", Self.bodyJSON(request.body, contentType: request.headers.first { $0.name.lowercased() == "content-type" }?.value)),
                 ("status", status.map { .int(Int64($0)) } ?? .null),
                 ("response", responseBody.map(JSONValue.string) ?? .null),
                 ("error", error.map(JSONValue.string) ?? .null),
@@ -30,9 +30,12 @@ public extension BackendCallRecord {
             ]))
     }
 
-    /// A JSON body is shown as JSON, anything else as its text.
-    private static func bodyJSON(_ body: [UInt8]?) -> JSONValue {
+    /// Exactly what was sent: a JSON body (no Content-Type, or a JSON one) as JSON, anything
+    /// else as its text (`"hello zed"` sent as text/plain is that text, not a JSON string).
+    private static func bodyJSON(_ body: [UInt8]?, contentType: String?) -> JSONValue {
         guard let body else { return .null }
-        return (try? JSONValue.parse(body)) ?? .string(String(decoding: body, as: UTF8.self))
+        let text = JSONValue.string(String(decoding: body, as: UTF8.self))
+        if let contentType, !HookTemplate.isJSON(contentType) { return text }
+        return (try? JSONValue.parse(body)) ?? text
     }
 }

@@ -257,7 +257,7 @@ public final class BackendCaller: Sendable {
             return .success(
                 try HTTP1Client.exchange(
                     url: request.url, method: request.method, headers: request.headers.map { HTTP1Header($0.name, $0.value) },
-                    body: request.body, timeoutMs: max(1, request.timeoutMs)))
+                    body: request.body, timeoutMs: max(1, request.timeoutMs), whenLarger: .cut))
         } catch {
             return .failure(error)
         }

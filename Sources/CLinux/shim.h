@@ -5,11 +5,16 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <malloc.h>
+#include <spawn.h>
 
 // Swift's Glibc module is built without _GNU_SOURCE, which hides accept4's prototype (defining
 // it here would clash with the types that module already declares). This is glibc's prototype
 // as declared without _GNU_SOURCE; the symbol has been in glibc since 2.10.
 #ifndef __USE_GNU
 extern int accept4(int __fd, struct sockaddr *__restrict __addr, socklen_t *__restrict __addr_len, int __flags);
+// The same for what a scenario's `run` step spawns with: pipes made close-on-exec at once
+// (glibc 2.9) and posix_spawn's change of directory (glibc 2.29).
+extern int pipe2(int __pipedes[2], int __flags);
+extern int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *__restrict __actions, const char *__restrict __path);
 #endif
 #endif

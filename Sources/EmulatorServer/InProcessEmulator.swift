@@ -53,15 +53,8 @@ public final class InProcessEmulator: Sendable {
             try? FileManager.default.removeItem(atPath: directory)
             throw StartupError("cannot prepare \(directory): \(error)")
         }
-        let freePort = HostPort(host: "127.0.0.1", port: 0)
-        var configuration = ServeConfiguration(
-            listeners: .init(
-                sandbox: freePort, production: freePort, channelSandbox: freePort, channelProduction: freePort, admin: freePort,
-                device: freePort),
-            tls: .init(source: .generated(certsDirectory: "\(directory)/certs")),
-            authKeys: [.init(teamID: teamID, keyID: keyID, path: key.path)],
-            apps: bundleIDs.map { (teamID, $0) },
-            quiet: !logging)
+        var configuration = Self.configuration(
+            directory: directory, teamID: teamID, keyID: keyID, keyPath: key.path, bundleIDs: bundleIDs, logging: logging)
         configure(&configuration)
         let emulator: Emulator
         do {
@@ -96,6 +89,34 @@ public final class InProcessEmulator: Sendable {
         self.directory = directory
         self.emulator = emulator
         adminToken = emulator.configuration.admin.token
+    }
+
+    /// What `arguments` would make of the configuration such an emulator starts from, without
+    /// starting one: a usage error (an unknown option, a bad value) is thrown in the words the
+    /// start would use (without its "the emulator did not start: "). Files `arguments` name
+    /// (`--config`) are read.
+    public static func check(arguments: [String], bundleIDs: [String], teamID: String = "TESTTEAM01") throws(StartupError) {
+        let base = configuration(
+            directory: FileManager.default.temporaryDirectory.appendingPathComponent("apns-emulator-check").path, teamID: teamID,
+            keyID: "TESTKEY001", keyPath: "AuthKey_TESTKEY001.p8", bundleIDs: bundleIDs, logging: false)
+        do { _ = try ServeConfiguration.resolve(arguments: arguments, environment: [:], over: base) } catch {
+            throw StartupError(error.description)
+        }
+    }
+
+    /// Free loopback ports, TEST ONLY certificates made in `directory`, the key, the apps.
+    private static func configuration(
+        directory: String, teamID: String, keyID: String, keyPath: String, bundleIDs: [String], logging: Bool
+    ) -> ServeConfiguration {
+        let freePort = HostPort(host: "127.0.0.1", port: 0)
+        return ServeConfiguration(
+            listeners: .init(
+                sandbox: freePort, production: freePort, channelSandbox: freePort, channelProduction: freePort, admin: freePort,
+                device: freePort),
+            tls: .init(source: .generated(certsDirectory: "\(directory)/certs")),
+            authKeys: [.init(teamID: teamID, keyID: keyID, path: keyPath)],
+            apps: bundleIDs.map { (teamID, $0) },
+            quiet: !logging)
     }
 
     /// Closes every listener and connection and removes the temporary directory.

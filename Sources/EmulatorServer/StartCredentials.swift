@@ -60,9 +60,9 @@ enum StartCredentials {
             if !configuration.devices.contains(where: { $0.deviceID == Emulator.demoDeviceID }) {
                 do {
                     try world.registry.addDevice(id: Emulator.demoDeviceID, isVirtual: true, nowMs: now)
-                    _ = try world.registry.register(
-                        deviceID: Emulator.demoDeviceID, bundleID: Emulator.demoBundleID,
-                        environment: .sandbox, nowMs: now)
+                    _ = try world.installApp(
+                        deviceID: Emulator.demoDeviceID, bundleID: Emulator.demoBundleID, environment: .sandbox, kinds: [.app],
+                        settings: AppSettings(), nowMs: now)
                     madeDemoDevice = true
                 } catch {
                     throw StartupError("demo device: \(error)")
@@ -72,10 +72,12 @@ enum StartCredentials {
         for device in configuration.devices {
             do {
                 try world.registry.addDevice(id: device.deviceID, isVirtual: true, nowMs: now)
+                // Installed and launched as through the admin API: the app registers, and with
+                // nobody logged in yet its token waits for the first login (tokenUploadPending).
                 for app in device.apps {
-                    _ = try world.registry.register(
-                        deviceID: device.deviceID, bundleID: app.bundleID, environment: app.environment,
-                        kind: app.kind, fixedToken: app.token, nowMs: now)
+                    _ = try world.installApp(
+                        deviceID: device.deviceID, bundleID: app.bundleID, environment: app.environment, kinds: [app.kind],
+                        fixedToken: app.token, settings: AppSettings(), nowMs: now)
                 }
                 try world.registry.updateDevice(device.deviceID) { stored in
                     stored.attention = device.attention

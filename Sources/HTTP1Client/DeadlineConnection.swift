@@ -43,7 +43,7 @@ struct DeadlineConnection {
         }
     }
 
-    func receive(isHeadRequest: Bool, maxResponseBytes: Int) throws(HTTP1ClientError) -> HTTP1Response {
+    func receive(isHeadRequest: Bool, maxResponseBytes: Int, whenLarger: OversizedAnswer = .fail) throws(HTTP1ClientError) -> HTTP1Response {
         var reader = ResponseReader(isHeadRequest: isHeadRequest)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         func failure(_ kind: HTTP1ClientError.Kind, _ message: String) -> HTTP1ClientError {
@@ -65,6 +65,7 @@ struct DeadlineConnection {
             if count < 0 { throw failure(.closedEarly, cutShortMessage(reader)) }
             reader.append(buffer[..<count])
             if reader.bytes.count > maxResponseBytes {
+                if case .cut = whenLarger, let cut = try? reader.cutResponse(bodyLimit: maxResponseBytes) { return cut }
                 throw failure(.responseTooLarge, "the answer from \(peer) is larger than \(maxResponseBytes) bytes")
             }
             do {

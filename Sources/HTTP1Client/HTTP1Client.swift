@@ -17,27 +17,28 @@ public enum HTTP1Client {
     /// Answers larger than this are refused unless the caller asks for more.
     public static let defaultMaxResponseBytes = 1 << 20
 
-    /// Sends one request and returns the complete answer, whatever its status.
+    /// Sends one request and returns the complete answer, whatever its status (one larger than
+    /// `maxResponseBytes` fails, or is cut there, as `whenLarger` says).
     public static func exchange(
         url: HTTPURL, method: String = "GET", headers: [HTTP1Header] = [], body: [UInt8]? = nil,
-        timeoutMs: Int, maxResponseBytes: Int = defaultMaxResponseBytes
+        timeoutMs: Int, maxResponseBytes: Int = defaultMaxResponseBytes, whenLarger: OversizedAnswer = .fail
     ) throws(HTTP1ClientError) -> HTTP1Response {
         let request = try RequestHead.bytes(method: method, url: url, headers: headers, body: body)
         let deadline = Deadline(afterMs: timeoutMs)
         let connection = try DeadlineConnection.open(to: HostPort(host: url.host, port: url.port), deadline: deadline, timeoutMs: timeoutMs)
         defer { connection.close() }
         try connection.send(request)
-        return try connection.receive(isHeadRequest: method == "HEAD", maxResponseBytes: maxResponseBytes)
+        return try connection.receive(isHeadRequest: method == "HEAD", maxResponseBytes: maxResponseBytes, whenLarger: whenLarger)
     }
 
     /// `exchange(url:…)` with the URL as text (`http://host[:port]/path?query`).
     public static func exchange(
         url: String, method: String = "GET", headers: [HTTP1Header] = [], body: [UInt8]? = nil,
-        timeoutMs: Int, maxResponseBytes: Int = defaultMaxResponseBytes
+        timeoutMs: Int, maxResponseBytes: Int = defaultMaxResponseBytes, whenLarger: OversizedAnswer = .fail
     ) throws(HTTP1ClientError) -> HTTP1Response {
         try exchange(
             url: HTTPURL(string: url), method: method, headers: headers, body: body, timeoutMs: timeoutMs,
-            maxResponseBytes: maxResponseBytes)
+            maxResponseBytes: maxResponseBytes, whenLarger: whenLarger)
     }
 
     /// `exchange(url:…)` with the parts of the URL given one by one (`target`: path and query).

@@ -15,12 +15,16 @@ public struct HTTP1Response: Sendable, Equatable {
     public var reason: String
     public var headers: [HTTP1Header]
     public var body: [UInt8]
+    /// The answer was larger than the caller's limit and the caller asked for it cut
+    /// (`OversizedAnswer.cut`): `body` is what had come by then, the rest was not read.
+    public var bodyCut: Bool
 
-    public init(status: Int, reason: String = "", headers: [HTTP1Header] = [], body: [UInt8] = []) {
+    public init(status: Int, reason: String = "", headers: [HTTP1Header] = [], body: [UInt8] = [], bodyCut: Bool = false) {
         self.status = status
         self.reason = reason
         self.headers = headers
         self.body = body
+        self.bodyCut = bodyCut
     }
 
     /// The first field with this name (case-insensitive).
@@ -31,4 +35,13 @@ public struct HTTP1Response: Sendable, Equatable {
 
     /// The body decoded as UTF-8 (invalid bytes become U+FFFD).
     public var text: String { String(decoding: body, as: UTF8.self) }
+}
+
+/// What an exchange does with an answer larger than its limit.
+public enum OversizedAnswer: Sendable {
+    /// Fails with `responseTooLarge`.
+    case fail
+    /// Returns the status and headers with the body that had come by the limit, `bodyCut` set
+    /// (an answer whose head alone is over the limit still fails).
+    case cut
 }

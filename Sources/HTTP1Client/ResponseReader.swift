@@ -59,6 +59,21 @@ struct ResponseReader {
         return nil
     }
 
+    /// The answer as far as it has come, its body at most `bodyLimit` bytes and marked cut;
+    /// nil while the head has not come whole.
+    mutating func cutResponse(bodyLimit: Int) throws(Failure) -> HTTP1Response? {
+        guard try readHead(), let head else { return nil }
+        let body: [UInt8]
+        switch head.framing {
+        case .empty: body = []
+        case .length, .untilClose: body = Array(bytes[head.bodyStart...].prefix(bodyLimit))
+        case .chunked:
+            try chunks.advance(bytes[head.bodyStart...])
+            body = Array(chunks.bodySoFar(bytes[head.bodyStart...]).prefix(bodyLimit))
+        }
+        return HTTP1Response(status: head.status, reason: head.reason, headers: head.headers, body: body, bodyCut: true)
+    }
+
     /// Parses the head once its blank line has come; interim 1xx answers are skipped.
     private mutating func readHead() throws(Failure) -> Bool {
         while head == nil {
@@ -139,6 +154,14 @@ struct ChunkedDecoder {
         case .trailer, .done: true
         case .size, .data: false
         }
+    }
+
+    /// The chunks decoded and the part of the current one that has come (`input` as last
+    /// passed to `advance`).
+    func bodySoFar(_ input: ArraySlice<UInt8>) -> [UInt8] {
+        guard case .data(let size) = step else { return body }
+        let rest = input[(input.startIndex + offset)...]
+        return body + rest.prefix(size)
     }
 
     mutating func advance(_ input: ArraySlice<UInt8>) throws(ResponseReader.Failure) {

@@ -130,8 +130,11 @@ final class RunContext {
     /// The step's fields with every `${…}` filled in (`save` is filled in after the step).
     func fields(of step: Step) throws(StepFailure) -> StepFields {
         var object = JSONObject()
+        var budget = Template.Budget()
         for member in step.fields.members where member.key != "save" {
-            let value = try Template.substitute(json: member.value) { (name: String) throws(StepFailure) -> String in try resolve(name) }
+            let value = try Template.substitute(json: member.value, budget: &budget, tooLong: { StepFailure("field \"\(member.key)\": \($0)") }) {
+                (name: String) throws(StepFailure) -> String in try resolve(name)
+            }
             object.members.append((member.key, value))
         }
         return StepFields(object: object)

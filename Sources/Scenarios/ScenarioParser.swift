@@ -1,4 +1,5 @@
 import APNsCore
+import EmulatorServer
 import Foundation
 
 /// Reads and checks a scenario file before anything runs: every step's kind, fields and
@@ -54,6 +55,7 @@ public enum ScenarioParser {
             }
         }
         var known = VariableCheck(fixed: Set(variables.keys).union(defaults.keys))
+        let fixed = defaults.merging(variables) { _, given in given }
 
         var backends: [(bundleID: String, backend: JSONValue)] = []
         if let value = top["backends"] {
@@ -64,6 +66,11 @@ public enum ScenarioParser {
                 let location = "backends.\(bundle)"
                 let backend = try backendValue(value, directory: directory, location: location)
                 try known.check(backend, location: location, field: nil)
+                var budget = Template.Budget()
+                let filled = try Template.fillKnown(json: backend, budget: &budget, tooLong: { ScenarioFileError(location: location, $0) }) {
+                    fixed[$0]
+                }
+                try checkBackend(filled.value, complete: filled.complete, location: location)
                 backends.append((bundle, backend))
             }
         }
@@ -77,6 +84,13 @@ public enum ScenarioParser {
                     throw ScenarioFileError(location: "emulator", field: "arguments", "must be an array of strings (apns-emulator serve options)")
                 }
                 emulatorArguments = list
+                // The emulator's own option check, as the start would make it.
+                do throws(StartupError) {
+                    let apps = [bundleID] + backends.map(\.bundleID).filter { $0 != bundleID }
+                    try InProcessEmulator.check(arguments: list, bundleIDs: apps)
+                } catch {
+                    throw ScenarioFileError(location: "emulator", field: "arguments", error.description)
+                }
             }
         }
 
@@ -98,7 +112,6 @@ public enum ScenarioParser {
             throw ScenarioFileError(location: "top level", field: "steps", "is required: a non-empty array of steps")
         }
         let aliases = deviceAliases(list)
-        let fixed = defaults.merging(variables) { _, given in given }
         var steps: [Step] = []
         for (offset, value) in list.enumerated() {
             steps.append(try StepParser(index: offset + 1, aliases: aliases, variables: fixed).parse(value, known: &known))
@@ -123,6 +136,30 @@ public enum ScenarioParser {
         }
         guard parsed.objectValue != nil else { throw ScenarioFileError(location: location, "\(path) does not hold a JSON object") }
         return parsed
+    }
+
+    /// What `PUT /api/v1/apps/{bundleId}/backend` would refuse, in its words: an empty backend,
+    /// an unknown field or hook, a bad hook. A string only the run fills in stands for a value
+    /// that fits its place (a URL, a pointer), so the rest is still checked.
+    static func checkBackend(_ backend: JSONValue, complete: Bool, location: String) throws(ScenarioFileError) {
+        if backend.objectValue?.isEmpty == true {
+            throw ScenarioFileError(
+                location: location,
+                "give the backend: any of \(AppBackend.fields.joined(separator: ", ")) (app-backend.md); an empty one would do nothing")
+        }
+        func sample(_ value: JSONValue, key: String?) -> JSONValue {
+            switch value {
+            case .string(let text) where text.contains("${"):
+                let fits = ["url": "http://1/", "method": "POST", "addresseePointer": "/1"]
+                return .string(key.flatMap { fits[$0] } ?? "1")
+            case .array(let items): return .array(items.map { sample($0, key: nil) })
+            case .object(let object): return .object(JSONObject(object.members.map { ($0.key, sample($0.value, key: $0.key)) }))
+            default: return value
+            }
+        }
+        do throws(BackendConfigError) { _ = try AppBackend.parse(complete ? backend : sample(backend, key: nil)) } catch {
+            throw ScenarioFileError(location: location, error.description)
+        }
     }
 
     /// Every alias a `device` or `restore` step makes, in order (for the one-device default).

@@ -70,7 +70,10 @@ public enum ScenarioRunner {
     /// `PUT /api/v1/apps/{bundleId}/backend` for each backend, variables filled in.
     private static func setBackends(_ scenario: Scenario, _ context: RunContext) throws(StepFailure) {
         for (bundle, backend) in scenario.backends {
-            let body = try Template.substitute(json: backend) { (name: String) throws(StepFailure) -> String in try context.resolve(name) }
+            var budget = Template.Budget()
+            let body = try Template.substitute(json: backend, budget: &budget, tooLong: { StepFailure("backends.\(bundle): \($0)") }) {
+                (name: String) throws(StepFailure) -> String in try context.resolve(name)
+            }
             try admin("setting the backend of \(bundle)") { () throws(EmulatorAdminError) in
                 try context.api.setBackend(bundleID: bundle, body)
             }
@@ -84,9 +87,10 @@ public enum ScenarioRunner {
             context.stepStartMs = try context.emulatorNow()
             let fields = try context.fields(of: step)
             report.note = try StepRunner(context: context, step: step, fields: fields).run()
+            var budget = Template.Budget()
             for (name, template) in step.save {
-                context.saved[name] = try Template.substitute(template) { (name: String) throws(StepFailure) -> String in
-                    try context.resolve(name)
+                context.saved[name] = try Template.substitute(template, budget: &budget, tooLong: { StepFailure("field \"save.\(name)\": \($0)") }) {
+                    (name: String) throws(StepFailure) -> String in try context.resolve(name)
                 }
             }
         } catch {

@@ -213,7 +213,7 @@ extension StepKind {
             ]
         case .http:
             return [
-                FieldSpec("url", .string, required: true, "http://host:port/path"),
+                FieldSpec("url", .string, required: true, "http://host:port/path", rule: .httpURL),
                 FieldSpec("method", .string, "GET (default), POST, …"),
                 FieldSpec("headers", .object, "request headers"), FieldSpec("body", .any, "a JSON body"),
                 FieldSpec("expect", .object, "{\"status\": 200, \"json\": {\"/pointer\": value}}"),

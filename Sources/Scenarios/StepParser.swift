@@ -37,7 +37,10 @@ struct StepParser {
         let specs = StepKind.commonFields + kind.fields
         try Self.checkFields(object, specs, fail: fail)
         try checkKindRules(kind, object, fail: fail)
-        if let (field, problem) = kind.valueProblem(in: knownValues(object, known)) { throw fail(field, problem) }
+        if kind == .device, let made = object["alias"]?.stringValue, known.aliasesSoFar.contains(made) {
+            throw fail("alias", "a device \"\(made)\" exists already (give this one another alias)")
+        }
+        if let (field, problem) = kind.valueProblem(in: try knownValues(object, known, fail: fail)) { throw fail(field, problem) }
 
         // The device the step acts on.
         var alias: String?
@@ -100,6 +103,11 @@ struct StepParser {
                 try known.check(.string(template), location: location, field: "save.\(name)")
                 save.append((name, template))
             }
+            var budget = Template.Budget()
+            for entry in save {
+                _ = try Template.fillKnown(
+                    json: .string(entry.template), budget: &budget, tooLong: { fail("save.\(entry.name)", $0) }, fixedValue(known))
+            }
             for entry in save { known.saved.insert(entry.name) }
         } else if kind == .save {
             throw fail("save", "is required: {\"NAME\": \"${…}\"}")
@@ -107,22 +115,28 @@ struct StepParser {
         return Step(index: index, kind: kind, fields: object, save: save, deviceAlias: alias)
     }
 
-    /// The step's fields with `${…}` filled in where the file alone says the value; the
-    /// others (saved by an earlier step, about devices and pushes) are left out: the run
-    /// checks them once they are known.
-    private func knownValues(_ object: JSONObject, _ known: VariableCheck) -> JSONObject {
+    /// The step's fields with `${…}` filled in where the file alone says the value; strings
+    /// with others (saved by an earlier step, about devices and pushes) are left out: the run
+    /// checks them once they are known. A value the filling in makes too long is refused now,
+    /// in the run's words.
+    private func knownValues(
+        _ object: JSONObject, _ known: VariableCheck, fail: (String?, String) -> ScenarioFileError
+    ) throws(ScenarioFileError) -> JSONObject {
         var out = JSONObject()
-        for member in object.members {
-            guard Self.isTemplate(member.value), let text = member.value.stringValue else {
-                out.members.append(member)
-                continue
-            }
-            guard let names = try? Template.references(in: member.value),
-                names.allSatisfy({ !known.saved.contains($0) && variables[$0] != nil })
-            else { continue }
-            out.members.append((member.key, .string(Template.substitute(text) { variables[$0] ?? "" })))
+        var budget = Template.Budget()
+        let value = fixedValue(known)
+        for member in object.members where member.key != "save" {
+            let filled = try Template.fillKnown(json: member.value, budget: &budget, tooLong: { fail(member.key, $0) }, value)
+            if Self.isTemplate(member.value) && !filled.complete { continue }
+            out.members.append((member.key, filled.value))
         }
         return out
+    }
+
+    /// The value the file alone gives `${name}` at this point (nil: only the run knows it; a
+    /// value saved by an earlier step comes before a fixed one).
+    private func fixedValue(_ known: VariableCheck) -> (String) -> String? {
+        { name in known.saved.contains(name) ? nil : variables[name] }
     }
 
     /// Steps that act on a device even when they do not name one.

@@ -1,5 +1,6 @@
 import APNsCore
 import Foundation
+import HTTPGrammar
 
 /// What a step field's value may be beyond its JSON type: a number's range, an id's form.
 /// The file check applies a rule to the values written in the file, the run to the values
@@ -11,6 +12,8 @@ enum ValueRule: Sendable {
     case userID
     /// A device id, as the emulator takes it.
     case deviceID
+    /// An `http://` URL the request can be sent to.
+    case httpURL
 
     /// Why `value` breaks the rule ("must be …, not …"); nil when it keeps it.
     func problem(_ value: JSONValue) -> String? {
@@ -32,6 +35,10 @@ enum ValueRule: Sendable {
             guard let text = ScenarioParser.scalarText(value), DeviceRegistry.isValidDeviceID(text) else {
                 return "is not a device id: \(DeviceRegistry.deviceIDRule)" + Self.length(value)
             }
+            return nil
+        case .httpURL:
+            guard let text = value.stringValue else { return "must be an http:// URL" }
+            do throws(PlainHTTPURL.Problem) { _ = try PlainHTTPURL.parse(text) } catch { return error.message(Self.shown(value)) }
             return nil
         }
     }

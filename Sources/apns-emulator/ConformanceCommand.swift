@@ -106,6 +106,9 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
         exit(0)
     }
 
+    // Before anything is sent: a run against Apple is not one to repeat for a typo in a path.
+    if let path = options.string("record"), let why = RecordFile.problem(path) { command.fail("--record \(path): \(why)") }
+
     var connections = ConformanceConnections(command: command, options: options, target: target, environment: environment)
     let pacer = RequestPacer(perSecond: Double(rate), burst: 1)
     var results: [CaseResult] = []
@@ -139,15 +142,16 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     let report = ConformanceReport(
         target: target.description, environment: environment, comparedWith: options.string("replay").map { "recording \($0)" } ?? "catalogue",
         results: results)
+    print(options.isSet("json") ? report.json.serialized() : report.text)
     if let path = options.string("record") {
         let recordingOut = Recording(
             target: target.description, environment: environment, recordedAt: ISO8601DateFormatter().string(from: Date()),
             tool: "apns-emulator \(Emulator.version)", results: results)
-        do { try Data(recordingOut.json.serialized(pretty: true).utf8).write(to: URL(fileURLWithPath: path)) } catch {
-            command.fail("--record \(path): \(error)", code: 1)
+        if let why = RecordFile.write(Array(recordingOut.json.serialized(pretty: true).utf8), to: path) {
+            fflush(nil)
+            command.fail("--record \(path): cannot write the recording: \(why) (the report above is all there is of this run)", code: 1)
         }
     }
-    print(options.isSet("json") ? report.json.serialized() : report.text)
     if connections.neverConnected, results.contains(where: { $0.verdict == .noAnswer }) { exit(2) }
     exit(report.summary.agrees ? 0 : 1)
 }
@@ -302,5 +306,44 @@ struct ConformanceConnections {
     mutating func closeAll() {
         for connection in shared.values { connection.close() }
         shared = [:]
+    }
+}
+
+/// The `--record` file: whether it can be written, asked before the run, and the writing.
+enum RecordFile {
+    /// Why `path` cannot be written, nil when it can: an existing file is opened for writing
+    /// (not truncated), a new one is made and removed again.
+    static func problem(_ path: String) -> String? {
+        var status = stat()
+        if stat(path, &status) == 0 {
+            if status.st_mode & S_IFMT == S_IFDIR { return "is a directory" }
+            let fd = open(path, O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else { return "cannot be written: \(String(cString: strerror(errno)))" }
+            close(fd)
+            return nil
+        }
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            let directory = (path as NSString).deletingLastPathComponent
+            return "cannot be created: \(String(cString: strerror(errno)))" + (directory.isEmpty ? "" : " (in \(directory))")
+        }
+        close(fd)
+        unlink(path)
+        return nil
+    }
+
+    /// Writes `bytes` to `path` (replacing what was there); why not, nil when written.
+    static func write(_ bytes: [UInt8], to path: String) -> String? {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return String(cString: strerror(errno)) }
+        defer { close(fd) }
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else { return String(cString: strerror(errno)) }
+            offset += written
+        }
+        return fsync(fd) == 0 ? nil : String(cString: strerror(errno))
     }
 }

@@ -86,7 +86,7 @@ private enum ScenarioCLI {
             target = connect(remote, options, scenario)
         } else {
             do { target = try EmulatorTarget.inProcess(bundleIDs: scenario.bundleIDs, arguments: scenario.emulatorArguments) } catch {
-                fail("the emulator did not start: \(error)", code: 1)
+                fail(error.description, code: 1)  // "the emulator did not start: …" already
             }
         }
 

@@ -32,7 +32,9 @@ func topLevelHelp() -> String {
         "apns-emulator \(Emulator.version): a local emulator of Apple's Push Notification service", "",
         "usage: apns-emulator [COMMAND] [options]   (COMMAND defaults to serve)", "", "commands:",
     ]
-    for command in listed { lines.append("  " + command.name.padding(toLength: 10, withPad: " ", startingAt: 0) + command.summary) }
+    // The longest name and two spaces: a long name (conformance) never runs into its summary.
+    let width = (listed.map(\.name.count).max() ?? 0) + 2
+    for command in listed { lines.append("  " + command.name.padding(toLength: width, withPad: " ", startingAt: 0) + command.summary) }
     lines.append("")
     lines.append("Run 'apns-emulator COMMAND --help' for a command's options.")
     return lines.joined(separator: "\n")

@@ -116,6 +116,19 @@ import Testing
         }
     }
 
+    @Test func answersOverTheLimitAreCutWhenAskedKeepingTheStatus() throws {
+        for chunked in [false, true] {
+            let backend = try TestBackend { _, _ in .status(503, body: String(repeating: "x", count: 50_000), chunked: chunked) }
+            defer { backend.stop() }
+            let response = try HTTP1Client.exchange(url: backend.url("/"), timeoutMs: 2000, maxResponseBytes: 10_000, whenLarger: .cut)
+            #expect(response.status == 503)
+            #expect(response.bodyCut)
+            #expect(response.body.count <= 10_000 && response.body.count > 0 && response.body.allSatisfy { $0 == UInt8(ascii: "x") })
+            let whole = try HTTP1Client.exchange(url: backend.url("/"), timeoutMs: 2000, maxResponseBytes: 60_000, whenLarger: .cut)
+            #expect(!whole.bodyCut && whole.body.count == 50_000)
+        }
+    }
+
     @Test func theTimeoutBoundsTheWholeExchange() throws {
         let backend = try TestBackend { _, _ in .hold(then: 200) }
         defer { backend.stop() }

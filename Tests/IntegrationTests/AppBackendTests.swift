@@ -1,4 +1,5 @@
 import APNsCore
+import BackendTestSupport
 import Foundation
 import Glibc
 import ProviderClient
@@ -342,6 +343,181 @@ struct AppBackendTests {
         #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
         #expect(try emulator.admin("GET", "/api/v1/apps/\(Self.bundle)/backend").status == 404)
         #expect(try emulator.admin("GET", "/api/v1/apps/com.example.other/backend").status == 200)
+    }
+
+    /// Devices of the config file and the demo device are installed and launched like one made
+    /// through the API: with nobody logged in their token waits, and the first login uploads it
+    /// (register, then bind), after a reset too.
+    @Test func configuredAndDemoDevicesUploadTheirTokenAtTheFirstLogin() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-configured-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let backend = try TestBackend()
+        defer { backend.stop() }
+        let hooks: JSONValue = [
+            "register": ["url": .string(backend.url("/register/{{deviceId}}"))], "bind": ["url": .string(backend.url("/bind/{{deviceId}}"))],
+        ]
+        let config: JSONValue = [
+            "app": [["teamId": .string(EmulatorProcess.teamID), "bundleId": .string(Self.bundle), "backend": hooks]],
+            "devices": [["deviceId": "pinned", "apps": [["bundleId": .string(Self.bundle), "environment": "sandbox"]]]],
+        ]
+        let path = directory.appendingPathComponent("config.json").path
+        try Data(config.serialized().utf8).write(to: URL(fileURLWithPath: path))
+        let emulator = try EmulatorProcess(["--config", path, "--demo", "on"], withKey: false)
+        for round in ["after the start", "after a reset"] {
+            for device in ["pinned", "demo-iphone"] {
+                let app = try emulator.admin("GET", "/api/v1/devices/\(device)").json["apps"]?.arrayValue?.first {
+                    $0["bundleId"]?.stringValue == Self.bundle
+                }
+                #expect(app?["tokenUploadPending"] == true, "\(device) \(round)")
+                #expect(try emulator.admin("POST", "/api/v1/devices/\(device)/login", body: ["userId": "alice"]).status == 200)
+                try eventually("the calls of \(device) \(round)") { try settled(emulator, device, count: 2) }
+                #expect(try calls(emulator, device).map { $0["hook"]?.stringValue ?? "" } == ["register", "bind"], "\(device) \(round)")
+            }
+            #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
+        }
+        #expect(backend.targets.filter { $0.hasPrefix("/register/") }.count == 4)
+    }
+
+    /// A hook no call could ever use is refused when it is set, naming the hook and the field,
+    /// through the admin API and in the config file alike.
+    @Test func hooksThatCanNeverWorkAreRefusedWhenSet() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let refused: [(JSONValue, String)] = [
+            (
+                ["register": ["url": "http://127.0.0.1:9/x", "headers": ["X": "a\r\nB: c"]]],
+                #""register": header "X" must have a valid name and a single-line string value (no control characters)"#
+            ),
+            (
+                ["register": ["url": "http://127.0.0.1:99999/x"]],
+                #""register": "url" 'http://127.0.0.1:99999/x' is not a usable URL: port '99999' is not a number from 1 to 65535 (expected http://host[:port]/path)"#
+            ),
+            (
+                ["bind": ["url": "http://[::1/x"]],
+                #""bind": "url" 'http://[::1/x' is not a usable URL: an IPv6 address without its closing ] (expected http://host[:port]/path)"#
+            ),
+            (
+                ["fetch": ["url": "http://:80/{{token}}"]],
+                #""fetch": "url" 'http://:80/{{token}}' is not a usable URL: no host (expected http://host[:port]/path)"#
+            ),
+        ]
+        for (hooks, message) in refused {
+            let reply = try emulator.admin("PUT", "/api/v1/apps/\(Self.bundle)/backend", body: hooks)
+            #expect(reply.status == 400, "\(hooks.serialized())")
+            #expect(reply.json["error"]?.stringValue == message)
+        }
+        #expect(try emulator.admin("GET", "/api/v1/apps/\(Self.bundle)/backend").status == 404, "nothing was set")
+        // Placeholders may stand in the host and the port.
+        try setUp(emulator, ["register": ["url": "http://{{payload:/host}}:{{payload:/port}}/devices/{{token}}"]])
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bad-hook-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config: JSONValue = [
+            "app": [["teamId": "ABCDE12345", "bundleId": .string(Self.bundle), "backend": ["register": ["url": "http://127.0.0.1:99999/x"]]]]
+        ]
+        let path = directory.appendingPathComponent("config.json").path
+        try Data(config.serialized().utf8).write(to: URL(fileURLWithPath: path))
+        let result = try run(EmulatorProcess.binary, ["serve", "--config", path, "--admin-listen", "127.0.0.1:0"])
+        #expect(result.status == 2)
+        #expect(
+            result.err.contains(
+                #"app \#(Self.bundle): "backend": "register": "url" 'http://127.0.0.1:99999/x' is not a usable URL: port '99999'"#),
+            "\(result.err)")
+    }
+
+    /// A string body under a content type other than JSON goes out as the string itself, its
+    /// placeholders filled in; the call's record shows what went out, byte for byte.
+    @Test func aStringBodyOfAnotherTypeIsSentAsItIs() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let backend = try TestBackend()
+        defer { backend.stop() }
+        try setUp(
+            emulator,
+            [
+                "register": ["url": .string(backend.url("/text")), "headers": ["Content-Type": "text/plain"], "body": "hello {{userId}}"],
+                "bind": ["url": .string(backend.url("/json")), "body": "hello {{userId}}"],
+                "unbind": ["url": .string(backend.url("/csv")), "headers": ["content-type": "text/csv"], "body": ["{{userId}}"]],
+            ])
+        let (device, _) = try emulator.createDevice()
+        #expect(try emulator.admin("POST", "/api/v1/devices/\(device)/login", body: ["userId": "zed"]).status == 200)
+        #expect(try emulator.admin("POST", "/api/v1/devices/\(device)/logout").status == 200)
+        try eventually("the three calls") { try settled(emulator, device, count: 3) }
+        let text = try #require(backend.requests.first { $0.target == "/text" })
+        #expect(text.text == "hello zed")
+        #expect(text.headers["content-type"] == "text/plain")
+        let json = try #require(backend.requests.first { $0.target == "/json" })
+        #expect(json.text == #""hello zed""#)
+        #expect(json.headers["content-type"] == "application/json")
+        let recorded = try calls(emulator, device)
+        #expect(recorded.first { $0["hook"] == "register" }?["body"] == "hello zed")
+        // A JSON body is shown as the JSON value it is: here the string.
+        #expect(recorded.first { $0["hook"] == "bind" }?["body"] == "hello zed")
+        // A body that is not a string goes out as its JSON text, and under another type than
+        // JSON the record shows that text, not the JSON value.
+        #expect(backend.requests.first { $0.target == "/csv" }?.text == #"["zed"]"#)
+        #expect(recorded.first { $0["hook"] == "unbind" }?["body"] == #"["zed"]"#)
+    }
+
+    /// An answer over 1 MiB is cut: the call keeps its status and the first 4 KiB, and is
+    /// judged by the status (done on a 200, retried on a 503).
+    @Test func anAnswerOverOneMebibyteKeepsItsStatus() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let big = String(repeating: "x", count: 2 << 20)
+        let backend = try TestBackend { request, _ in .status(request.target == "/busy" ? 503 : 200, body: big) }
+        defer { backend.stop() }
+        try setUp(
+            emulator, ["register": ["url": .string(backend.url("/ok"))], "bind": ["url": .string(backend.url("/busy"))], "maxAttempts": 2])
+        let (device, _) = try emulator.createDevice()
+        #expect(try emulator.admin("POST", "/api/v1/devices/\(device)/login", body: ["userId": "zed"]).status == 200)
+        try eventually("both calls") { try settled(emulator, device, count: 2) }
+        let recorded = try calls(emulator, device)
+        let register = try #require(recorded.first { $0["hook"] == "register" })
+        #expect(register["state"] == "done")
+        #expect(register["status"] == 200)
+        #expect(register["attempts"] == 1)
+        #expect(register["response"]?.stringValue == String(repeating: "x", count: 4096))
+        #expect(register["error"] == .null)
+        let bind = try #require(recorded.first { $0["hook"] == "bind" })
+        #expect(bind["state"] == "failed")
+        #expect(bind["status"] == 503)
+        #expect(bind["attempts"] == 2)
+    }
+
+    /// The call lists take their documented filters (`hook`, `bundleId`) and paging; any other
+    /// query parameter is a 400 naming the allowed ones, not a filter silently ignored.
+    @Test func backendCallListsRefuseUnknownQueryParameters() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let backend = try TestBackend()
+        defer { backend.stop() }
+        try setUp(emulator, ["register": ["url": .string(backend.url("/r"))], "bind": ["url": .string(backend.url("/b"))]])
+        let (device, _) = try emulator.createDevice()
+        #expect(try emulator.admin("POST", "/api/v1/devices/\(device)/login", body: ["userId": "zed"]).status == 200)
+        try eventually("both calls") { try settled(emulator, device, count: 2) }
+
+        func hooks(_ path: String) throws -> [String] {
+            let reply = try emulator.admin("GET", path)
+            #expect(reply.status == 200, "\(path): \(reply.raw)")
+            return reply.json["calls"]?.arrayValue?.map { $0["hook"]?.stringValue ?? "" } ?? []
+        }
+        for list in ["/api/v1/backend-calls", "/api/v1/devices/\(device)/backend-calls"] {
+            #expect(try hooks(list) == ["register", "bind"])
+            #expect(try hooks(list + "?hook=bind") == ["bind"])
+            #expect(try hooks(list + "?bundleId=\(Self.bundle)&limit=1") == ["register"])
+            #expect(try hooks(list + "?bundleId=com.example.other").isEmpty)
+            for query in ["deviceId=nonexistent", "state=failed", "foo=bar", "Hook=bind"] {
+                let reply = try emulator.admin("GET", list + "?" + query)
+                #expect(reply.status == 400, "\(list)?\(query)")
+                let message = reply.json["error"]?.stringValue ?? ""
+                let name = String(query.prefix { $0 != "=" })
+                #expect(message.hasPrefix("unknown query parameter \"\(name)\""), "\(message)")
+                #expect(message.contains("allowed: hook, bundleId, limit, cursor"), "\(message)")
+            }
+        }
+        let hinted = try emulator.admin("GET", "/api/v1/backend-calls?deviceId=\(device)").json["error"]?.stringValue ?? ""
+        #expect(hinted.hasSuffix("(one device's calls: GET /api/v1/devices/{deviceId}/backend-calls)"), "\(hinted)")
+        let near = try emulator.admin("GET", "/api/v1/backend-calls?Hook=bind").json["error"]?.stringValue ?? ""
+        #expect(near.contains("(did you mean \"hook\"?)"), "\(near)")
     }
 
     @Test func theClockMovesAheadForBudgetsButNotForProviderTokens() throws {

@@ -211,6 +211,25 @@ struct CommandLineTests {
         #expect(records.filter { $0["status"]?.intValue == 200 }.count == 2, "\(result.out)")
     }
 
+    /// `--help` lists every command, its name apart from its summary and the summaries in one column.
+    @Test func topLevelHelpListsEachCommandInColumns() throws {
+        let help = try run(EmulatorProcess.binary, ["--help"])
+        #expect(help.status == 0)
+        let lines = help.out.split(separator: "\n", omittingEmptySubsequences: false)
+        let start = try #require(lines.firstIndex(of: "commands:"))
+        let commands = lines[(start + 1)...].prefix { !$0.isEmpty }
+        let names = commands.map { $0.dropFirst(2).prefix { $0 != " " } }
+        #expect(names.contains("conformance") && names.contains("scenario") && names.contains("version"), "\(help.out)")
+        let column = try #require(commands.first.map { $0.count - $0.dropFirst(2).drop { $0 != " " }.drop { $0 == " " }.count })
+        for line in commands {
+            #expect(line.hasPrefix("  ") && line.count > column, "\(line)")
+            let name = line.dropFirst(2).prefix { $0 != " " }
+            #expect(2 + name.count + 2 <= column, "\(line)")
+            #expect(line.dropFirst(column).first != " " && line.prefix(column).hasSuffix("  "), "\(line)")
+        }
+        #expect(help.out.contains("  conformance  run the catalogue of APNs cases"))
+    }
+
     @Test func readyzSubcommand() throws {
         let emulator = try EmulatorProcess()
         let ok = try run(EmulatorProcess.binary, ["readyz", "--admin", try emulator.address("admin").description])

@@ -81,6 +81,31 @@ final class ConformanceFixture {
         #expect(sent == verdicts.count + 2)
     }
 
+    /// A recording path that cannot be written is refused before any request goes out; one
+    /// that fails while written still leaves the report, then says why.
+    @Test func aRecordPathThatCannotBeWrittenIsRefusedBeforeSending() throws {
+        let fixture = try ConformanceFixture()
+        let before = try fixture.emulator.notifications(limit: 10_000).count
+        let arguments = fixture.allNeeds + ["--case", "accepted", "--case", "bad-topic"]
+        let missing = try fixture.conformance(arguments + ["--record", "/nonexistent/dir/x.json"])
+        #expect(missing.status == 2)
+        #expect(
+            missing.err == "apns-emulator: --record /nonexistent/dir/x.json: cannot be created: No such file or directory (in /nonexistent/dir)\n")
+        #expect(missing.out.isEmpty)
+        let directory = try fixture.conformance(arguments + ["--record", fixture.emulator.directory])
+        #expect(directory.status == 2)
+        #expect(directory.err == "apns-emulator: --record \(fixture.emulator.directory): is a directory\n")
+        #expect(try fixture.emulator.notifications(limit: 10_000).count == before, "nothing was sent")
+
+        let full = try fixture.conformance(arguments + ["--record", "/dev/full"])
+        #expect(full.status == 1)
+        #expect(full.out.contains("2 cases: 2 pass"), "\(full.out)")
+        #expect(
+            full.err
+                == "apns-emulator: --record /dev/full: cannot write the recording: No space left on device (the report above is all there is of this run)\n"
+        )
+    }
+
     /// In production the same cases pass too: the answers carry no apns-unique-id there, and a
     /// sandbox token is the other environment's.
     @Test func theCatalogueAgreesInProduction() throws {

@@ -1,0 +1,167 @@
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// `apns-emulator scenario` through the real binary: what `run` steps capture and when they
+/// end, the bounds on values, and what `--check` refuses.
+@Suite("Scenario command: run steps, value bounds, --check")
+struct ScenarioCommandTests {
+    let directory: String
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("scenario-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    func write(_ name: String, _ text: String) throws -> String {
+        let path = "\(directory)/\(name)"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// The scenario command under a 600 MB address-space limit: output kept without bound
+    /// would end it long before its steps do.
+    func scenario(_ arguments: [String], timeout: TimeInterval = 30) throws -> CommandResult {
+        let quoted = ([EmulatorProcess.binary, "scenario", "--ascii"] + arguments).map { "'\($0)'" }.joined(separator: " ")
+        return try run("/bin/sh", ["-c", "ulimit -v 600000 && exec \(quoted)"], timeout: timeout)
+    }
+
+    /// A process that is gone (or a zombie nobody reaped: it runs no more).
+    static func isGone(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
+        return stat.split(separator: ")").last?.split(separator: " ").first == "Z"
+    }
+
+    @Test func aCommandWritingWithoutPauseIsKilledAtItsTimeoutWithItsOutputBounded() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try write(
+            "yes.json",
+            #"""
+            {"name": "chatty", "steps": [
+              {"do": "run", "argv": ["head", "-c", "200000000", "/dev/zero"], "timeoutMs": 20000},
+              {"do": "run", "argv": ["yes"], "timeoutMs": 1500}
+            ]}
+            """#)
+        let started = Date()
+        let result = try scenario([path])
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(result.status == 1, "\(result.err.suffix(2000))")
+        #expect(elapsed < 15, "took \(elapsed) s")
+        #expect(result.out.contains("1 ok run head -c 200000000 /dev/zero"), "\(result.out.suffix(2000))")
+        #expect(result.out.contains("(stdout: 200000000 bytes, the first 1048576 kept)"))
+        #expect(result.out.contains("failed: yes did not finish within 1500 ms (killed, with the processes it started)"))
+        #expect(result.out.contains("stdout: ") && result.out.contains(" bytes, the first 1048576 kept\n"))
+    }
+
+    @Test func aCommandThatExitsIsDoneThoughItLeftAChildAndTheChildIsStopped() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let exited = "\(directory)/exited.pid"
+        let overran = "\(directory)/overran.pid"
+        let path = try write(
+            "background.json",
+            #"""
+            {"name": "background", "steps": [
+              {"do": "run", "argv": ["sh", "-c", "sleep 30 & echo $! > \#(exited); echo started"], "timeoutMs": 5000,
+               "stdoutContains": "started"},
+              {"do": "run", "argv": ["sh", "-c", "sleep 30 & echo $! > \#(overran); sleep 30"], "timeoutMs": 1000}
+            ]}
+            """#)
+        let started = Date()
+        let result = try scenario([path])
+        #expect(Date().timeIntervalSince(started) < 10)
+        #expect(result.status == 1)
+        #expect(result.out.contains("  1 ok run sh -c sleep 30 &"), "\(result.out)")
+        #expect(result.out.contains("exit 0: started"))
+        #expect(result.out.contains("failed: sh did not finish within 1000 ms (killed, with the processes it started)"))
+        for file in [exited, overran] {
+            let pid = try #require(Int32(try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+            #expect(Self.isGone(pid), "the background sleep of \(file) still runs")
+        }
+    }
+
+    @Test func aValueBuiltBySaveStopsAtItsBoundNamingTheStep() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let doublings = Array(repeating: #"{"do": "save", "save": {"x": "${x}${x}"}}"#, count: 40).joined(separator: ",\n")
+        let path = try write(
+            "doubling.json", #"{"name": "doubling", "steps": [{"do": "save", "save": {"x": "0123456789abcdef"}},\#n\#(doublings)]}"#)
+        let result = try scenario(["--quiet", path])
+        #expect(result.status == 1, "\(result.err.suffix(2000))")
+        // 16 bytes doubled 16 times is 1 MiB; the 17th doubling (step 18) would be 2 MiB.
+        #expect(
+            result.out.contains(
+                #"failed: field "save.x": with ${...} filled in it would be over 1048576 bytes (1 MiB), the most a value may have"#),
+            "\(result.out.prefix(2000))")
+        #expect(result.out.contains(" 18 FAIL save"))
+        #expect(result.out.contains("FAIL doubling: step 18 of 41 failed (save)"))
+
+        // What the file alone fills in is refused by --check, in the same words.
+        let big = String(repeating: "x", count: 600_000)
+        let known = try write(
+            "known.json",
+            #"{"name": "t", "variables": {"BIG": "\#(big)"}, "steps": [{"do": "http", "url": "http://127.0.0.1:9/", "body": {"a": "${BIG}${BIG}"}}]}"#
+        )
+        let check = try scenario(["--check", known])
+        #expect(check.status == 2)
+        #expect(
+            check.err
+                == "apns-emulator scenario: \(known), step 1 (http), field \"body\": with ${…} filled in it would be over 1048576 bytes (1 MiB), "
+                + "the most a value may have (1200000 bytes at least)\n")
+    }
+
+    /// `expected` follows "FILE, ". A run refuses the file in the same words, before starting.
+    @Test(arguments: [
+        (
+            #""backends": {"com.example.app": {"regster": {"url": "http://127.0.0.1:9/x"}}}, "steps": [{"do": "sleep", "ms": 1}]"#,
+            #"backends.com.example.app: unknown field "regster" (expected action, addresseePointer, bind, fetch, maxAttempts, register, timeoutMs, unbind)"#
+        ),
+        (
+            #""backends": {"com.example.app": {"register": {"url": "https://127.0.0.1:9/x"}}}, "steps": [{"do": "sleep", "ms": 1}]"#,
+            #"backends.com.example.app: "register": https backends are not supported; use http:// (the emulator calls backends on a local network)"#
+        ),
+        (
+            // A URL (or method) only the run knows stands for one that works; the other hook is still checked.
+            #""backends": {"com.example.app": {"bind": {"url": "${emulator.adminUrl}/b", "method": "${emulator.keyId}"}, "fetch": {"url": "http://h:99999/f"}}}, "steps": [{"do": "sleep", "ms": 1}]"#,
+            #"backends.com.example.app: "fetch": "url" 'http://h:99999/f' is not a usable URL: port '99999' is not a number from 1 to 65535 (expected http://host[:port]/path)"#
+        ),
+        (
+            #""steps": [{"do": "http", "url": "file:///etc/passwd"}]"#,
+            #"step 1 (http), field "url": 'file:///etc/passwd' is not a usable URL: only http:// is supported (expected http://host[:port]/path)"#
+        ),
+        (
+            #""steps": [{"do": "http", "url": "https://127.0.0.1/x"}]"#,
+            #"step 1 (http), field "url": 'https://127.0.0.1/x' is https: only http:// is supported"#
+        ),
+        (
+            #""steps": [{"do": "device", "alias": "phone"}, {"do": "device", "alias": "phone", "deviceId": "other"}]"#,
+            #"step 2 (device), field "alias": a device "phone" exists already (give this one another alias)"#
+        ),
+        (
+            #""emulator": {"arguments": ["--no-such-flag"]}, "steps": [{"do": "sleep", "ms": 1}]"#,
+            #"emulator, field "arguments": unknown option --no-such-flag. See --help."#
+        ),
+    ])
+    func checkRefusesWhatARunWouldRefuse(body: String, expected: String) throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try write("bad.json", #"{"name": "bad", \#(body)}"#)
+        let check = try scenario(["--check", path])
+        #expect(check.status == 2)
+        #expect(check.err == "apns-emulator scenario: \(path), \(expected)\n")
+        let run = try scenario([path])
+        #expect(run.status == 2)
+        #expect(run.err == check.err)
+        #expect(run.out.isEmpty, "nothing ran: \(run.out)")
+    }
+
+    @Test func anEmulatorThatDoesNotStartIsSaidOnce() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try write(
+            "tls.json",
+            #"{"name": "t", "emulator": {"arguments": ["--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"]}, "steps": [{"do": "sleep", "ms": 1}]}"#
+        )
+        let result = try scenario([path])
+        #expect(result.status == 1)
+        #expect(result.err.hasPrefix("apns-emulator scenario: the emulator did not start: --tls-cert /nonexistent/c.pem"), "\(result.err)")
+        #expect(result.err.components(separatedBy: "did not start").count == 2, "\(result.err)")
+    }
+}
