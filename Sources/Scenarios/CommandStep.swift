@@ -173,9 +173,10 @@ enum ChildProcess {
                 if entry.fd == out.fd { out.read(&buffer) } else if entry.fd == err.fd { err.read(&buffer) }
             }
         }
-        // The group, while its leader is not yet reaped (so its id cannot name another group):
-        // what the command left running, or all of it at the deadline.
-        _ = kill(-pid, SIGKILL)
+        // At the deadline, the whole group, while its leader is not yet reaped (so its id cannot
+        // name another group). A command that exited may have started a service for the steps
+        // after it: what it left in the background keeps running, unread.
+        if timedOut { _ = kill(-pid, SIGKILL) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let signal = status & 0x7F
@@ -203,6 +204,10 @@ enum ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, stdout, 1)
         posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+        // Nothing else: a descriptor the runner inherited without close-on-exec (its caller's
+        // pipes) would keep the caller waiting for as long as a background child of the command
+        // lives.
+        posix_spawn_file_actions_addclosefrom_np(&actions, 3)
         if let directory { posix_spawn_file_actions_addchdir_np(&actions, directory) }
 
         var attributes = posix_spawnattr_t()

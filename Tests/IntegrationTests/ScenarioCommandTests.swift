@@ -54,7 +54,9 @@ struct ScenarioCommandTests {
         #expect(result.out.contains("stdout: ") && result.out.contains(" bytes, the first 1048576 kept\n"))
     }
 
-    @Test func aCommandThatExitsIsDoneThoughItLeftAChildAndTheChildIsStopped() throws {
+    /// A command that exits is done though it left a child (a service it started keeps
+    /// running); one that overruns is killed with everything it started.
+    @Test func aCommandThatExitsIsDoneThoughItLeftAChildAndOneThatOverrunsIsKilledWithIt() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let exited = "\(directory)/exited.pid"
         let overran = "\(directory)/overran.pid"
@@ -74,10 +76,13 @@ struct ScenarioCommandTests {
         #expect(result.out.contains("  1 ok run sh -c sleep 30 &"), "\(result.out)")
         #expect(result.out.contains("exit 0: started"))
         #expect(result.out.contains("failed: sh did not finish within 1000 ms (killed, with the processes it started)"))
-        for file in [exited, overran] {
-            let pid = try #require(Int32(try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
-            #expect(Self.isGone(pid), "the background sleep of \(file) still runs")
+        func pid(_ file: String) throws -> Int32 {
+            try #require(Int32(try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         }
+        let service = try pid(exited)
+        #expect(!Self.isGone(service), "what a command that exited started keeps running")
+        kill(service, SIGKILL)
+        #expect(Self.isGone(try pid(overran)), "the background sleep of a command that overran still runs")
     }
 
     @Test func aValueBuiltBySaveStopsAtItsBoundNamingTheStep() throws {
