@@ -56,8 +56,8 @@ public struct NotificationQuery: Sendable, Equatable {
         }
         if let text = parameters["outcome"] {
             guard let value = DeliveryOutcome(rawValue: text) else {
-                let all = ["rejected", "pending", "stored", "delivered", "expired", "coalesced", "throttled", "deferred", "dropped-by-system"]
-                throw QueryError("outcome must be one of \(all.joined(separator: ", ")), not '\(text)'")
+                throw QueryError(
+                    "outcome must be one of \(DeliveryOutcome.allCases.map(\.rawValue).joined(separator: ", ")), not '\(text)'")
             }
             q.outcome = value
         }

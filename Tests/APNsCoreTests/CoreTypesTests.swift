@@ -379,3 +379,19 @@ struct RecordTransitionTests {
         #expect(record.transitionCount == 0)
     }
 }
+
+@Suite("Notification list filters")
+struct NotificationQueryTests {
+    /// Every outcome a record can have filters the list, and a wrong one names them all.
+    @Test func everyOutcomeIsAFilterAndAWrongOneNamesThemAll() throws {
+        for outcome in DeliveryOutcome.allCases {
+            #expect(try NotificationQuery.parse(["outcome": outcome.rawValue]).outcome == outcome)
+        }
+        do {
+            _ = try NotificationQuery.parse(["outcome": "lost"])
+            Issue.record("outcome=lost was taken")
+        } catch {
+            for outcome in DeliveryOutcome.allCases { #expect(error.description.contains(outcome.rawValue), "\(error)") }
+        }
+    }
+}
