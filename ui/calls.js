@@ -33,7 +33,18 @@ export async function loadCalls() {
   callBuffer = [];
   let data;
   try {
-    data = await api('GET', deviceId ? `/api/v1/devices/${enc(deviceId)}/backend-calls` : '/api/v1/backend-calls');
+    // The list is oldest first: read it to its end (a few pages at most: the emulator keeps
+    // --max-backend-calls, 10,000 by default) and keep the newest (`trimCalls`).
+    const path = deviceId ? `/api/v1/devices/${enc(deviceId)}/backend-calls` : '/api/v1/backend-calls';
+    data = { calls: [] };
+    let cursor = null;
+    for (let page = 0; page < 20; page++) {
+      const next = await api('GET', `${path}?limit=10000${cursor ? `&cursor=${enc(cursor)}` : ''}`);
+      data.calls.push(...(next.calls || []));
+      if (data.calls.length > 2 * MAX_CALLS) data.calls = data.calls.slice(-MAX_CALLS);
+      cursor = next.nextCursor;
+      if (!cursor) break;
+    }
   } catch (e) {
     if (generation !== callsGeneration) return;
     if (deviceId && e.status === 404) {

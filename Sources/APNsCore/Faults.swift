@@ -203,8 +203,16 @@ extension World {
     /// Adds the rule at the end (or at `index`); returns its id, nil when that id is taken.
     public mutating func addFault(_ rule: FaultInjectionRule, at index: Int?) -> String? { faults.add(rule, at: index) }
 
-    /// False when no rule has that id.
-    public mutating func removeFault(id: String) -> Bool { faults.remove(id: id) }
+    /// False when no rule has that id. Its `/metrics` series goes with it: a suite that adds and
+    /// deletes a rule per test would otherwise grow a series per rule for good.
+    public mutating func removeFault(id: String) -> Bool {
+        guard faults.remove(id: id) else { return false }
+        counters.forgetFaults(id)
+        return true
+    }
 
-    public mutating func removeAllFaults() { faults.removeAll() }
+    public mutating func removeAllFaults() {
+        faults.removeAll()
+        counters.forgetFaults(nil)
+    }
 }

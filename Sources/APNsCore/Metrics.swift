@@ -167,6 +167,10 @@ public struct Counters: Sendable {
 
     public mutating func countVerification(_ result: String) { jwtVerifications[result, default: 0] += 1 }
     public mutating func countFault(_ rule: String) { faultsFired[rule, default: 0] += 1 }
+    /// A rule deleted: its count goes with it (`nil`: every rule's).
+    mutating func forgetFaults(_ rule: String?) {
+        if let rule { faultsFired[rule] = nil } else { faultsFired = [:] }
+    }
 }
 
 extension DeliveryOutcome: CaseIterable {

@@ -156,6 +156,21 @@ struct FaultTests {
         #expect(try emulator.admin("POST", "/api/v1/faults", body: ["action": ["status": 500], "times": 0]).status == 400)
     }
 
+    /// A rule's `/metrics` series lives as long as the rule: a suite adding and deleting a rule per
+    /// test does not grow the metrics for good.
+    @Test func aDeletedRuleTakesItsMetricSeriesWithIt() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        for n in 0..<3 {
+            #expect(try emulator.admin("POST", "/api/v1/faults", body: ["id": .string("churn\(n)"), "action": ["status": 500]]).status == 201)
+            #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 500)
+            #expect(try emulator.metric("apns_emulator_fault_rules_fired_total", labels: #"rule="churn\#(n)""#) == 1)
+            #expect(try emulator.admin("DELETE", "/api/v1/faults/churn\(n)").status == 200)
+        }
+        #expect(try !emulator.admin("GET", "/metrics").raw.contains("apns_emulator_fault_rules_fired_total{"))
+    }
+
     @Test func ruleIDsAreUnique() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         #expect(try addRule(emulator, ["action": ["status": 500]]) == "f1")
