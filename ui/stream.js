@@ -75,3 +75,28 @@ export function reconnect() {
 export function connectOnce() {
   if (!source) connect();
 }
+
+// A tab hidden for a while gives its stream back, and takes it again when shown (reloading what
+// it shows): browsers open at most six HTTP/1.1 connections to one host, and each tab's stream
+// holds one, so a seventh tab (or a page kept in the back-forward cache) stalled every request.
+const HIDDEN_RELEASE_MS = 10000;
+let hiddenTimer = null;
+
+function release(text) {
+  if (!source) return;
+  source.close();
+  source = null;
+  clearTimeout(retryTimer);
+  setConn('paused', text);
+}
+
+document.addEventListener('visibilitychange', () => {
+  clearTimeout(hiddenTimer);
+  if (document.hidden) {
+    hiddenTimer = setTimeout(() => { if (document.hidden) release('paused while the tab is hidden'); }, HIDDEN_RELEASE_MS);
+  } else if (!source) {
+    connect();
+  }
+});
+window.addEventListener('pagehide', () => release('paused'));
+window.addEventListener('pageshow', (event) => { if (event.persisted && !source) connect(); });
