@@ -469,12 +469,7 @@ public final class ChannelEndpoint: Sendable {
                 }
                 world.channels.recordBroadcast(id: channel.id, message: message)
                 if channel.policy == .mostRecentMessageStored, let replaced = channel.storedMessage {
-                    let expired = replaced.expiresAtMs <= now
-                    world.storedBroadcastLeft(
-                        replaced, channelID: channel.id, as: expired ? .expired : .coalesced,
-                        why: expired
-                            ? "the channel's stored copy expired at \(RFC3339.format(milliseconds: replaced.expiresAtMs))"
-                            : "broadcast \(requestID) replaced it in the channel's store")
+                    world.storedBroadcastLeft(replaced, channelID: channel.id, replacedBy: requestID, nowMs: now)
                 }
                 let (reach, frames) = world.deliverBroadcast(channel, message: message, nowMs: now)
                 let kept = channel.policy == .mostRecentMessageStored

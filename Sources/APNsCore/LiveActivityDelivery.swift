@@ -161,12 +161,17 @@ extension World {
         return liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs)
     }
 
-    /// A channel's stored message stopped waiting for subscribers (`outcome`: expired, or
-    /// coalesced when a newer broadcast replaced it): its record no longer reads `stored`.
-    mutating func storedBroadcastLeft(
-        _ message: StoredBroadcast, channelID: String, as outcome: DeliveryOutcome, why: String
-    ) {
+    /// A channel's stored message stopped waiting for subscribers: it expired, or (`replacedBy`)
+    /// a newer broadcast took its place, when the activities that waited for it count it as
+    /// coalesced. Its record no longer reads `stored`.
+    mutating func storedBroadcastLeft(_ message: StoredBroadcast, channelID: String, replacedBy: String?, nowMs: Int64) {
         guard let sequence = liveActivities.broadcastRecords[message.requestID] else { return }
+        let (outcome, why): (DeliveryOutcome, String) =
+            if let replacedBy, message.expiresAtMs > nowMs {
+                (.coalesced, "broadcast \(replacedBy) replaced it in the channel's store")
+            } else {
+                (.expired, "the channel's stored copy expired at \(RFC3339.format(milliseconds: message.expiresAtMs))")
+            }
         records.update(sequence: sequence) { record in
             var reach = record.broadcast ?? BroadcastReach(channelID: channelID)
             reach.leaveStore(as: outcome, explanation: "the device was offline; \(why)")
@@ -179,9 +184,7 @@ extension World {
     /// Stored broadcasts whose time is up leave their channels (`tick`).
     mutating func expireStoredBroadcasts(nowMs: Int64) {
         for (channelID, message) in channels.expireStoredMessages(nowMs: nowMs) {
-            storedBroadcastLeft(
-                message, channelID: channelID, as: .expired,
-                why: "the channel's stored copy expired at \(RFC3339.format(milliseconds: message.expiresAtMs))")
+            storedBroadcastLeft(message, channelID: channelID, replacedBy: nil, nowMs: nowMs)
         }
     }
 

@@ -30,12 +30,17 @@ extension HTTP1Request {
     }
 }
 
+/// " (did you mean "x"?)" when `name` is one of `allowed` in another case, else "".
+private func nearSpelling(of name: String, among allowed: [String]) -> String {
+    allowed.first { $0.lowercased() == name.lowercased() }.map { " (did you mean \"\($0)\"?)" } ?? ""
+}
+
 extension JSONObject {
     /// 400 for a key not in `allowed`: a misspelt field would be ignored, and the request would
     /// quietly do less than asked.
     func refuseUnknownFields(_ allowed: [String], in place: String? = nil) throws(AdminError) {
         guard let unknown = keys.first(where: { !allowed.contains($0) }) else { return }
-        let near = allowed.first { $0.lowercased() == unknown.lowercased() }.map { " (did you mean \"\($0)\"?)" } ?? ""
+        let near = nearSpelling(of: unknown, among: allowed)
         throw AdminError(
             400, "unknown field \"\(unknown)\"\(place.map { " in \($0)" } ?? "")\(near); allowed: \(allowed.joined(separator: ", "))")
     }
@@ -46,7 +51,7 @@ extension HTTP1Request {
     /// list would quietly hold more than asked. `hint` follows the list of allowed ones.
     func refuseUnknownQueryParameters(_ allowed: [String], hint: String = "") throws(AdminError) {
         guard let unknown = query.keys.sorted().first(where: { !allowed.contains($0) }) else { return }
-        let near = allowed.first { $0.lowercased() == unknown.lowercased() }.map { " (did you mean \"\($0)\"?)" } ?? ""
+        let near = nearSpelling(of: unknown, among: allowed)
         throw AdminError(400, "unknown query parameter \"\(unknown)\"\(near); allowed: \(allowed.joined(separator: ", "))\(hint)")
     }
 

@@ -43,11 +43,6 @@ final class ProviderConnection: ConnectionHandler {
     /// Runs while requests are arriving, to reset those that stall (`--request-timeout`).
     private var requestDeadlineTimer: TimerID?
     @exclusivity(unchecked) private var responseHeaders: [HTTP2HeaderField] = []
-    /// Streams whose request was HEAD, not answered yet: their answer goes without content
-    /// (RFC 9110 §9.3.2; clients reset a stream whose HEAD answer has DATA). At most
-    /// `headStreamLimit`, the oldest forgotten.
-    private var headStreams: [Int32] = []
-    private static let headStreamLimit = 64
     /// The connection's first bytes, held until they tell HTTP/2 from HTTP/1.x (at most the
     /// 24-byte preface); nil once decided.
     private var firstBytes: [UInt8]? = []
@@ -302,10 +297,6 @@ final class ProviderConnection: ConnectionHandler {
         }
         // The fields are handed on, not copied: the journal record ends up holding the only
         // reference to the array the HTTP/2 layer filled, and edits it in place.
-        if Self.isHead(request.headers) {
-            if headStreams.count == Self.headStreamLimit { headStreams.removeFirst() }
-            headStreams.append(request.streamID)
-        }
         var headers: [HTTP2HeaderField] = []
         swap(&headers, &request.headers)
         let push = PushRequest(
@@ -453,15 +444,6 @@ final class ProviderConnection: ConnectionHandler {
 
     /// Whether a request is the channel API's: true for channel management, false for a
     /// broadcast send, nil for a device push. Device pushes pay one look at `:path`.
-    /// Whether the request's method is HEAD (pseudo-headers come first).
-    private static func isHead(_ headers: [HTTP2HeaderField]) -> Bool {
-        for field in headers {
-            guard field.name.utf8.first == UInt8(ascii: ":") else { return false }
-            if field.name == ":method" { return field.value == "HEAD" }
-        }
-        return false
-    }
-
     private func channelRequest(_ headers: [HTTP2HeaderField]) -> Bool? {
         switch role {
         case .channelManagement:
@@ -502,11 +484,6 @@ final class ProviderConnection: ConnectionHandler {
         _ streamID: Int32, status: Int, id: (name: String, value: String), second: (name: String, value: String)?, body: [UInt8]?,
         raise: Bool
     ) {
-        var body = body
-        if !headStreams.isEmpty, let head = headStreams.firstIndex(of: streamID) {
-            headStreams.remove(at: head)
-            body = nil
-        }
         // A reused scratch array: nghttp2 copies the fields during the submit call.
         responseHeaders.removeAll(keepingCapacity: true)
         // Ids are unique per response: never index them, or they churn the HPACK table.

@@ -23,6 +23,8 @@ struct ServerStreamSlot: StreamSlot {
     var answeredEarly = false
     /// The request was handed over (or refused): only its answer is left.
     var handedOver = false
+    /// Its method is HEAD: the answer goes without content (RFC 9110 §9.3.2).
+    var isHead = false
     /// When its HEADERS arrived (monotonic ms), for `resetStalledRequests`.
     var startedAtMs: Int64 = 0
     var response = OutgoingBody()
@@ -208,7 +210,9 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         scratch.appendStatus(status)
         for field in headers { scratch.append(field) }
         let rv: Int32
-        if let body {
+        // A HEAD request's answer has no content (clients reset a stream whose answer to HEAD
+        // carries DATA); its headers, content-type included, stay as for the same request as GET.
+        if let body, !slots[index].isHead {
             slots[index].response = OutgoingBody(bytes: body)
             var provider = nghttp2_data_provider(
                 source: nghttp2_data_source(ptr: slotPointer(index)),
@@ -322,9 +326,19 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         slots[index].refusalSent = false
         slots[index].answeredEarly = false
         slots[index].handedOver = false
+        slots[index].isHead = false
         slots[index].startedAtMs = Monotonic.nowMilliseconds()
         slots[index].headers.reserveCapacity(headerCapacityHint)
         return index
+    }
+
+    /// Whether a request's method is HEAD (pseudo-headers come first, `:method` usually first).
+    private static func isHead(_ headers: [HTTP2HeaderField]) -> Bool {
+        for field in headers {
+            guard field.name.utf8.first == UInt8(ascii: ":") else { return false }
+            if field.name == ":method" { return field.value == "HEAD" }
+        }
+        return false
     }
 
     fileprivate func deliverRequest(_ index: Int, complete: Bool = true) {
@@ -334,6 +348,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         swap(&body, &slots[index].body)
         if headers.count > headerCapacityHint { headerCapacityHint = min(headers.count, 64) }
         slots[index].handedOver = true
+        slots[index].isHead = Self.isHead(headers)
         var request = HTTP2Request(
             streamID: slots[index].streamID, headers: headers, body: body,
             bodyLength: slots[index].bodyLength)
