@@ -104,10 +104,9 @@ extension World {
         for app in hello.apps {
             frames.append(contentsOf: try install(app, deviceID: hello.deviceID, nowMs: nowMs).map(mine))
         }
+        // With --redis, what was answered for it and not yet routed was routed before this
+        // change began (`routeEveryWaitingPush`): the store holds the newest.
         frames.append(contentsOf: flushWaiting(deviceID: hello.deviceID, nowMs: nowMs))
-        // Its socket makes this instance its owner (`--redis`): what was handed to the old one
-        // and not yet routed comes after what the store held.
-        frames.append(contentsOf: routeHandOffsOnOwnerChange(deviceID: hello.deviceID, nowMs: nowMs))
         return frames
     }
 
@@ -169,8 +168,6 @@ extension World {
         returnInflight(deviceID: deviceID, connectionID: connectionID, nowMs: nowMs)
         if registry.devices[deviceID]?.connectionID == connectionID {
             try? registry.updateDevice(deviceID) { $0.connectionID = nil }
-            // Its owner goes back to the hash's (`--redis`); offline, they are stored.
-            _ = routeHandOffsOnOwnerChange(deviceID: deviceID, nowMs: nowMs)
         }
     }
 

@@ -381,12 +381,27 @@ extension World {
         return delivery.handedOff.deviceIDs.filter { owns($0) }
     }
 
-    /// Under the lease, where every copy is current: routes the device's hand-offs here, now
-    /// that its socket attached or left (which moves its owner). Left to the old owner, they
-    /// would wait for a push to the device the new owner takes.
-    mutating func routeHandOffsOnOwnerChange(deviceID: String, nowMs: Int64) -> [DeviceFrame] {
-        guard ownership != nil, !inSharedTurn, delivery.handedOff.has(deviceID: deviceID) else { return [] }
-        return routeHandOffs(deviceID: deviceID, nowMs: nowMs)
+    /// Whether pushes answered 200 wait to be routed by their device's owner (held here for
+    /// order, or handed off): `routeEveryWaitingPush` has work.
+    public var hasPushesWaitingForRouting: Bool {
+        ownership != nil && !(delivery.handedOff.isEmpty && delivery.heldForOrder.isEmpty)
+    }
+
+    /// Under the lease, where every copy is current and this instance may decide every
+    /// device: routes every push answered 200 that still waits for its device's owner, oldest
+    /// first per device. `EmulatorState` does this before each change made under the lease,
+    /// so the change finds every device as if its pushes had been routed when answered: a
+    /// device set online, or connecting (which also moves its owner), after pushes were
+    /// answered gets the newest of them, which replaced the one its store held before, not
+    /// both; otherwise the owner's routing thread would route them after the change.
+    public mutating func routeEveryWaitingPush(nowMs: Int64) -> [DeviceFrame] {
+        guard hasPushesWaitingForRouting, !inSharedTurn else { return [] }
+        if !delivery.heldForOrder.isEmpty { _ = releaseHeldForOrder(delivery.heldForOrder.keys.sorted()) }
+        var frames: [DeviceFrame] = []
+        for deviceID in Array(delivery.handedOff.deviceIDs) {
+            frames += routeHandOffs(deviceID: deviceID, nowMs: nowMs)
+        }
+        return frames
     }
 
     /// Routes the hand-offs waiting for these devices, where this instance owns them (an owner

@@ -67,6 +67,14 @@ public final class EmulatorState: Sendable {
     /// Called after a reset another instance made was applied here (`--redis`), so that the
     /// devices connected here are attached again, as a reset through this instance does.
     private let sharedResetObserver = SetOnce<@Sendable () -> Void>()
+    /// With instances that own devices (`--redis`): the clock for routing, before each change
+    /// made under the lease, every push still waiting for its device's owner
+    /// (`World.routeEveryWaitingPush`), and where the frames that makes go.
+    private let waitingPushRouter = SetOnce<WaitingPushRouter>()
+    struct WaitingPushRouter: Sendable {
+        let now: @Sendable () -> Int64
+        let deliver: @Sendable ([DeviceFrame]) -> Void
+    }
     @inline(__always) var onRecordChanges: (@Sendable ([UInt64], _ reset: Bool) -> Void)? { recordObserver.value }
     /// Turned on while someone listens (event streams, long polls), so the request path pays
     /// nothing for change tracking otherwise.
@@ -124,6 +132,15 @@ public final class EmulatorState: Sendable {
     /// Tells `observer` when a reset made by another instance was applied here. Once, at start-up.
     public func observeSharedResets(_ observer: @escaping @Sendable () -> Void) {
         sharedResetObserver.set(observer)
+    }
+
+    /// Before each change made under the lease (`--redis`), routes the pushes answered 200
+    /// that still wait for their device's owner, and hands the frames that makes to `deliver`
+    /// (they wait in each connection's commit gate). Once, at start-up.
+    public func routeWaitingPushesBeforeLeaseChanges(
+        now: @escaping @Sendable () -> Int64, deliver: @escaping @Sendable ([DeviceFrame]) -> Void
+    ) {
+        waitingPushRouter.set(WaitingPushRouter(now: now, deliver: deliver))
     }
 
     /// Tells `observer` about every record change (the event hub). Once, at start-up.
@@ -330,9 +347,12 @@ public final class EmulatorState: Sendable {
         var channels: [(BroadcastChannel, subscribers: Int)] = []
         /// The rows for a coordinator (shared mode only).
         var rows: [StateChange] = []
+        /// Frames of pushes routed before the change (`routeWaitingPushesBeforeLeaseChanges`).
+        var routedFrames: [DeviceFrame] = []
 
         func announce(_ state: EmulatorState) {
             if wake { state.persistence?.wake() }
+            if !routedFrames.isEmpty { state.waitingPushRouter.value?.deliver(routedFrames) }
             if !records.isEmpty { state.onRecordChanges?(records, false) }
             if !intents.isEmpty { state.onBackendIntents?(intents) }
             if !channels.isEmpty { state.channelObserver.value?(channels) }
@@ -388,6 +408,9 @@ public final class EmulatorState: Sendable {
                 lockWaitedNanoseconds.add(acquired &- asked, ordering: .relaxed)
                 lockHeldNanoseconds.add(Monotonic.nowNanoseconds() &- acquired, ordering: .relaxed)
                 lockAcquisitions.add(1, ordering: .relaxed)
+            }
+            if sharing, mode == .exclusive, world.hasPushesWaitingForRouting, let router = waitingPushRouter.value {
+                after.routedFrames = world.routeEveryWaitingPush(nowMs: router.now())
             }
             return try body(&world)
         }

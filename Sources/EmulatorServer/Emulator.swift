@@ -153,6 +153,11 @@ public final class Emulator: Sendable {
         let devices = DeviceGateway(state: state, clock: clock, commits: commits, logger: logger, relay: relay)
         self.devices = devices
         shared?.deliverFrames.set { [weak devices] frames in devices?.dispatch(frames) }
+        if shared != nil {
+            state.routeWaitingPushesBeforeLeaseChanges(now: { clock.nowMilliseconds() }) { [weak devices] frames in
+                devices?.dispatch(frames)
+            }
+        }
         // A reset through another instance attaches the devices connected here again, as one
         // through this instance does (they would keep a socket for a device that is gone).
         if shared != nil { state.observeSharedResets { [weak devices] in devices?.reattachAll() } }
