@@ -721,11 +721,16 @@ struct SharedStateTests {
             try emulator.notifications(token: token, limit: 5).compactMap { $0["apnsId"]?.stringValue }
         }
         #expect(try eventually(10) { try newest(e2) == newest(e1) && newest(e1).count == 5 }, "the same journal on both")
-        #expect(Set(try newest(e1)).isSubset(of: Set(load.accepted)))
+        // The load stops with up to a window of pushes sent and not waited for (`dropped`):
+        // those are answered all the same, so the newest records may be theirs.
+        let unknown = Set(try newest(e1)).subtracting(load.accepted)
+        #expect(unknown.count <= load.dropped, "\(unknown.count) newest records not answered 200 to the load, \(load.dropped) left unanswered")
         #expect(APNsResult(try e2.connect().send(try e2.push(token).request)).status == 200, "and it serves again")
         if follow == "lazy" {
             #expect(try e2.metric("apns_emulator_shared_writes_unread") == 0, "read for the journal's read")
-            #expect(!e2.stderr.contains("fell further behind") && !e2.stderr.contains("reloading"), "no reload")
+            #expect(
+                !e2.stderr.contains("fell further behind") && !e2.stderr.contains("reloading"),
+                "no reload: \(e2.stderr.split(separator: "\n").filter { $0.contains("reload") }.prefix(3))")
         }
     }
 

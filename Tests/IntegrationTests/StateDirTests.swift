@@ -241,7 +241,10 @@ struct StateDirTests {
         #expect(try eventually(30) { finished.count == 4 })
 
         let second = try EmulatorProcess(flags + ports)
-        let journal = try second.admin("GET", "/api/v1/notifications?status=200&limit=50000").json["notifications"]?.arrayValue ?? []
+        // 50,000 records, read from disk first: more than the usual 15 s on a busy machine.
+        let journal =
+            try second.admin("GET", "/api/v1/notifications?status=200&limit=50000", timeoutMilliseconds: 120_000)
+            .json["notifications"]?.arrayValue ?? []
         var outcomes: [String: String] = [:]
         for record in journal {
             if let id = record["apnsId"]?.stringValue { outcomes[id] = record["outcome"]?.stringValue ?? "" }
