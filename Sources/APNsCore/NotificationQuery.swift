@@ -35,6 +35,12 @@ public struct NotificationQuery: Sendable, Equatable {
         return true
     }
 
+    /// The query parameters `parse` reads (`push-type` is `pushType`'s older spelling).
+    public static let parameterNames = [
+        "token", "topic", "pushType", "push-type", "status", "reason", "environment", "outcome", "since", "apnsId", "uniqueId",
+        "deviceId",
+    ]
+
     /// Parses query parameters (`token`, `topic`, `pushType`, `status`, `reason`,
     /// `environment`, `outcome`, `since`, `apnsId`, `uniqueId`, `deviceId`). `since` is
     /// milliseconds since the epoch or an RFC 3339 time.

@@ -17,8 +17,10 @@ extension AdminResource {
         return id
     }
 
-    /// The notification filters of a query string.
-    static func query(_ request: HTTP1Request) throws -> NotificationQuery {
+    /// The notification filters of a query string; `also` are the endpoint's other parameters.
+    /// Any other parameter is 400: a misspelt filter (`push_type`) would match everything.
+    static func query(_ request: HTTP1Request, also: [String] = []) throws -> NotificationQuery {
+        try request.refuseUnknownQueryParameters(NotificationQuery.parameterNames + also)
         do { return try NotificationQuery.parse(request.query) } catch { throw AdminError(400, error.description) }
     }
 

@@ -128,7 +128,7 @@ struct NotificationRoutes: AdminResource {
             }
             before = sequence
         }
-        let query = try Self.query(request)
+        let query = try Self.query(request, also: ["limit", "cursor"])
         // One more than asked tells whether another page follows.
         var records = newestRecords(limit == Int.max ? limit : limit + 1, before: before, query)
         let more = records.count > limit
@@ -170,7 +170,7 @@ struct NotificationRoutes: AdminResource {
     /// `GET /api/v1/notifications/wait`: the first record matching the filters — among those
     /// received since `since` when given, else the next to arrive — or 408 after `timeout`.
     private func wait(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
-        let query = try Self.query(request)
+        let query = try Self.query(request, also: ["timeout"])
         var timeout = 30.0
         if let text = request.query["timeout"] {
             guard let value = Double(text), value >= 0, value <= 600 else {
@@ -220,7 +220,7 @@ struct NotificationRoutes: AdminResource {
     /// changed (the record's JSON), `reset` after a reset, and a comment every 15 s. A client
     /// that falls `EventStreamClient.maxQueuedBytes` behind is disconnected.
     private func eventStream(_ request: HTTP1Request, _ http: HTTP1Connection) throws -> HTTP1ServerResponse? {
-        let query = try Self.query(request)
+        let query = try Self.query(request, also: ["access_token"])
         guard http.startStream(contentType: "text/event-stream") else { return nil }
         http.sendStreamChunk(Array(": apns-emulator events\nretry: 1000\n\n".utf8))
         let metrics = api.metrics

@@ -91,6 +91,27 @@ struct ControlPlaneTests {
         let iso = RFC3339.format(milliseconds: before)
         #expect(try emulator.admin("GET", "/api/v1/notifications?since=\(iso)").json["notifications"]?.arrayValue?.count == 1)
         #expect(try emulator.admin("GET", "/api/v1/notifications?outcome=nonsense").status == 400)
+        // A misspelt filter is refused, never ignored (it would match every record), naming
+        // what the endpoint takes; each endpoint's own parameters are allowed on it alone.
+        for (path, own) in [
+            ("/api/v1/notifications", ", limit, cursor"), ("/api/v1/notifications/latest", ""),
+            ("/api/v1/notifications/wait", ", timeout"), ("/api/v1/events", ", access_token"),
+        ] {
+            for query in ["push_type=alert", "PushType=alert", "bundleId=com.example.app"] {
+                let reply = try emulator.admin("GET", "\(path)?token=\(device.token)&\(query)")
+                let message = reply.json["error"]?.stringValue ?? ""
+                #expect(reply.status == 400, "\(path)?\(query): \(reply.status)")
+                #expect(message.hasPrefix("unknown query parameter \"\(query.prefix { $0 != "=" })\""), "\(message)")
+                #expect(message.hasSuffix("deviceId\(own)"), "\(message)")
+            }
+        }
+        #expect(
+            try emulator.admin("GET", "/api/v1/notifications?PushType=alert").json["error"]?.stringValue?.contains("did you mean \"pushType\"")
+                == true)
+        #expect(try emulator.admin("GET", "/api/v1/notifications/latest?timeout=1").status == 400, "wait's parameter")
+        #expect(try emulator.admin("DELETE", "/api/v1/notifications?stauts=400").status == 400)
+        #expect(try emulator.notifications().count == 3, "a refused delete deletes nothing")
+        #expect(try emulator.admin("GET", "/api/v1/notifications?push-type=background").json["notifications"]?.arrayValue?.count == 1)
 
         let latest = try emulator.admin("GET", "/api/v1/notifications/latest?token=\(device.token)")
         #expect(latest.json["pushType"]?.stringValue == "background")
