@@ -157,9 +157,7 @@ extension World {
             }
         }
         if crossAccount, let addressee {
-            counters.crossAccountDeliveries += 1
-            if crossAccountDeliveries.count >= Self.crossAccountKeep { crossAccountDeliveries.removeFirst() }
-            crossAccountDeliveries.append(
+            noteCrossAccountDelivery(
                 CrossAccountDelivery(
                     sequence: notification.sequence, apnsID: notification.apnsID, deviceID: notification.deviceID,
                     bundleID: notification.bundleID, userID: userID, addressee: addressee, atMs: nowMs))
@@ -167,6 +165,13 @@ extension World {
         if verdict.outcome == .delivered, verdict.callbacks.contains(AppCallback.didReceiveRemoteNotification) {
             call(.fetch, deviceID: notification.deviceID, bundleID: notification.bundleID, payload: notification.payload)
         }
+    }
+
+    /// Counts a cross-account delivery and keeps it (the newest `crossAccountKeep`) for the checks.
+    mutating func noteCrossAccountDelivery(_ delivery: CrossAccountDelivery) {
+        counters.crossAccountDeliveries += 1
+        if crossAccountDeliveries.count >= Self.crossAccountKeep { crossAccountDeliveries.removeFirst() }
+        crossAccountDeliveries.append(delivery)
     }
 
     public static func isValidUserID(_ id: String) -> Bool {

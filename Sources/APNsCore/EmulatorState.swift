@@ -36,6 +36,9 @@ public struct World: Sendable {
     public var ownership: DeviceOwnership?
     /// How the change running now is made (`--redis`; see `ChangeMode`).
     public internal(set) var changeMode = ChangeMode.exclusive
+    /// How far `POST /api/v1/clock` has moved the emulator's time ahead, as last noted
+    /// (`noteClockOffset`), for a state directory to keep: the clock itself is `OffsetClock`.
+    public internal(set) var clockOffsetMs: Int64 = 0
 
     public init(
         credentials: Credentials = Credentials(), registry: DeviceRegistry = DeviceRegistry(),

@@ -46,3 +46,28 @@ extension World {
         if outcome == .ignored { noteIgnoredPush(finding()) }
     }
 }
+
+extension World {
+    /// After a restart (`--state-dir`): what `GET /api/v1/checks` reports, rebuilt from the
+    /// journal kept (`records`, oldest first), whose records say which pushes were ignored and
+    /// which deliveries crossed accounts: a check that failed before the restart still fails.
+    /// A broadcast's ignored deliveries are not among them (its record holds only counts).
+    mutating func restoreChecks(from records: [NotificationRecord]) {
+        for record in records {
+            guard let deviceID = record.deviceID, let bundleID = record.bundleID else { continue }
+            let atMs = record.transitions.last?.atMs ?? record.receivedAtMs
+            if record.outcome == .ignored, record.delivery.broadcastBox == nil {
+                noteIgnoredPush(
+                    IgnoredPush(
+                        sequence: record.sequence, apnsID: record.apnsID, deviceID: deviceID, bundleID: bundleID,
+                        pushType: record.pushType ?? "", explanation: record.explanation, atMs: atMs))
+            }
+            if record.crossAccount, let addressee = record.addressee {
+                noteCrossAccountDelivery(
+                    CrossAccountDelivery(
+                        sequence: record.sequence, apnsID: record.apnsID, deviceID: deviceID, bundleID: bundleID,
+                        userID: record.userID, addressee: addressee, atMs: record.deliveredAtMs ?? atMs))
+            }
+        }
+    }
+}

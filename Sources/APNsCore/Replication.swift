@@ -20,6 +20,7 @@ extension ChangeKey {
         case .key(let id): return "k:" + id
         case .app(let bundle): return "a:" + bundle
         case .faults: return "f"
+        case .clockOffset: return "o"
         case .channel(let id): return "c:" + id
         case .liveActivities(let id): return "l:" + id
         case .waiting(let sequence): return "w:" + String(sequence)
@@ -31,8 +32,8 @@ extension ChangeKey {
     }
 
     public init?(storageField field: String) {
-        if field == "f" {
-            self = .faults
+        if field == "f" || field == "o" {
+            self = field == "f" ? .faults : .clockOffset
             return
         }
         guard let colon = field.firstIndex(of: ":") else { return nil }
@@ -69,7 +70,7 @@ extension StateChange {
         case .deviceRemoved, .keyRemoved, .appRemoved, .notificationDone, .recordRemoved, .channelRemoved, .liveActivitiesRemoved:
             return true
         case .deviceSaved, .tokenSaved, .keySaved, .appSaved, .faultsSaved, .notificationWaiting, .recordSaved, .recordDelivered, .budgetSaved,
-            .channelSaved, .liveActivitiesSaved, .recordsEvicted, .reset:
+            .channelSaved, .liveActivitiesSaved, .recordsEvicted, .reset, .clockOffsetSaved:
             return false
         }
     }
@@ -299,6 +300,8 @@ extension World {
             case .liveActivitiesRemoved(let id):
                 liveActivities.removeDevice(id)
                 widgetPushes.removeDevice(id)
+            case .clockOffsetSaved:
+                break  // each instance keeps its own clock
             case .reset(let state):
                 applied.deviceIDs.formUnion(registry.devices.keys)
                 applyReplicatedReset(state, configured: configured, keys: keys[index] ?? [])

@@ -216,6 +216,9 @@ extension StateCodec {
         case .recordDelivered(let sequence, let delivery):
             w.u8(20)
             w.blob(encodeDelivery(sequence: sequence, delivery))
+        case .clockOffsetSaved(let offset):
+            w.u8(21)
+            w.put(UInt64(bitPattern: offset))
         }
     }
 
@@ -247,6 +250,7 @@ extension StateCodec {
         case 20:
             let (sequence, delivery) = try decodeDelivery(try r.bytes())
             return .recordDelivered(sequence: sequence, delivery: delivery)
+        case 21: return .clockOffsetSaved(milliseconds: Int64(bitPattern: try r.take()))
         case let other: throw r.damaged("change kind \(other)")
         }
     }

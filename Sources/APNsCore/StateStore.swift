@@ -145,6 +145,9 @@ public indirect enum StateChange: Sendable {
     case liveActivitiesSaved(LiveActivityRow)
     /// The device has none left (it was removed).
     case liveActivitiesRemoved(deviceID: String)
+    /// How far `POST /api/v1/clock` has moved the emulator's time ahead (a state directory
+    /// keeps it; instances sharing Redis each keep their own clock).
+    case clockOffsetSaved(milliseconds: Int64)
 
     /// Changes with the same key supersede each other; nil for changes that never do.
     public var key: ChangeKey? {
@@ -168,6 +171,7 @@ public indirect enum StateChange: Sendable {
         case .channelRemoved(let id): return .channel(id)
         case .liveActivitiesSaved(let row): return .liveActivities(row.deviceID)
         case .liveActivitiesRemoved(let id): return .liveActivities(id)
+        case .clockOffsetSaved: return .clockOffset
         }
     }
 
@@ -192,6 +196,7 @@ public enum ChangeKey: Hashable, Sendable {
     case channel(String)
     /// A device's Live Activity row, by device id.
     case liveActivities(String)
+    case clockOffset
 }
 
 /// Everything a store holds, as read at start-up.
@@ -215,6 +220,8 @@ public struct PersistedState: Sendable {
     public var channels: [BroadcastChannel] = []
     /// Devices' Live Activities (and widget budgets), by device id.
     public var liveActivities: [LiveActivityRow] = []
+    /// How far the emulator's clock was moved ahead (`POST /api/v1/clock`).
+    public var clockOffsetMs: Int64 = 0
 
     public init() {}
 }
@@ -248,6 +255,7 @@ public final class InMemoryStateStore: StateStore {
         var nextSequence: UInt64 = 1
         var channels: [String: BroadcastChannel] = [:]
         var liveActivities: [String: LiveActivityRow] = [:]
+        var clockOffsetMs: Int64 = 0
     }
 
     private let model = Locked(Model())
@@ -273,6 +281,7 @@ public final class InMemoryStateStore: StateStore {
             state.records = m.records.values.sorted { $0.sequence < $1.sequence }
             state.channels = m.channels.values.sorted { $0.id < $1.id }
             state.liveActivities = m.liveActivities.values.sorted { $0.deviceID < $1.deviceID }
+            state.clockOffsetMs = m.clockOffsetMs
             state.nextRecordSequence = max(
                 m.nextSequence, (state.records.last?.sequence ?? 0) + 1,
                 (state.waiting.last?.notification.sequence ?? 0) + 1)
@@ -311,6 +320,7 @@ public final class InMemoryStateStore: StateStore {
         case .channelRemoved(let id): m.channels.removeValue(forKey: id)
         case .liveActivitiesSaved(let row): m.liveActivities[row.deviceID] = row
         case .liveActivitiesRemoved(let id): m.liveActivities.removeValue(forKey: id)
+        case .clockOffsetSaved(let offset): m.clockOffsetMs = offset
         case .reset(let state):
             m = Model()
             m.initialized = true
@@ -324,6 +334,7 @@ public final class InMemoryStateStore: StateStore {
             m.nextSequence = state.nextRecordSequence
             for channel in state.channels { m.channels[channel.id] = channel }
             for row in state.liveActivities { m.liveActivities[row.deviceID] = row }
+            m.clockOffsetMs = state.clockOffsetMs
         }
     }
 }

@@ -152,7 +152,16 @@ extension World {
             .map { ($0.key.deviceID, $0.key.bundleID, $0.value) }
         state.channels = channels.channels.values.sorted { $0.id < $1.id }
         state.liveActivities = liveActivityRows
+        state.clockOffsetMs = clockOffsetMs
         return state
+    }
+
+    /// The clock was moved ahead: `offsetMs` in all, kept by a state directory so that after a
+    /// restart the emulator's time goes on from where it was (an uninstall an hour ahead stays
+    /// in the past, the journal's times do not go back).
+    public mutating func noteClockOffset(_ offsetMs: Int64) {
+        clockOffsetMs = offsetMs
+        if stateTracking.isOn { stateTracking.extra.append(.clockOffsetSaved(milliseconds: offsetMs)) }
     }
 
     /// The world after a restart: `persisted` laid over the `configured` start state.
@@ -187,6 +196,8 @@ extension World {
         if let faults = persisted.faults { world.faults = FaultRules(faults) }
         // The limits stay the configured ones.
         world.channels.restore(persisted.channels)
+        world.clockOffsetMs = persisted.clockOffsetMs
+        world.restoreChecks(from: persisted.records)
         var gone: [String] = []
         for row in persisted.liveActivities {
             // (A row's device is in the state unless the state is inconsistent.)

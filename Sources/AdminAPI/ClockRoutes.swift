@@ -35,6 +35,11 @@ struct ClockRoutes: AdminResource {
                     "the clock is \(host.clock.offsetMilliseconds / 86_400_000) days ahead already; all moves together take it at most \(OffsetClock.maxOffsetMilliseconds / 86_400_000) days (100 years) ahead. POST /api/v1/reset sets it back"
                 )
             }
+            // A state directory keeps the offset: after a restart the time goes on from here.
+            if state.persistence != nil {
+                let offset = host.clock.offsetMilliseconds
+                state.withWorld { $0.noteClockOffset(offset) }
+            }
             // What the new time releases or expires happens now, not at the next tick.
             host.tickDevices()
             host.log("admin: clock moved ahead by \(ms) ms")

@@ -18,7 +18,7 @@ enum StateDirectory {
     /// else the persisted state laid over it (docs/state.md, "Start-up"). Reads the store;
     /// writes nothing until the returned service starts.
     static func open(
-        _ directory: String, configured: World, journalLag: Int, onFailure: StateFailurePolicy, clock: any EmulatorClock,
+        _ directory: String, configured: World, journalLag: Int, onFailure: StateFailurePolicy, clock: OffsetClock,
         logger: Logger
     ) throws(StartupError) -> (World, StateDirectoryService) {
         let store: SQLiteStateStore
@@ -32,6 +32,17 @@ enum StateDirectory {
         var world: World
         var changes: [StateChange]
         if persisted.initialized {
+            // The time goes on from where it was moved to (`POST /api/v1/clock`).
+            if persisted.clockOffsetMs > 0, !clock.advance(milliseconds: persisted.clockOffsetMs) {
+                throw StartupError("--state-dir \(directory): the clock offset it keeps (\(persisted.clockOffsetMs) ms) is out of range")
+            }
+            for stored in persisted.keys where stored.addedAtRunTime {
+                if let configuredKey = configured.credentials.keys[stored.keyID], StoredKey(configuredKey)?.pem != stored.pem {
+                    logger.warning(
+                        "state: key \(stored.keyID) added at run time and kept in \(directory) is used instead of the configured one (\(configuredKey.source)); to use the configured key, DELETE /api/v1/keys/\(stored.keyID) and restart, or POST /api/v1/reset"
+                    )
+                }
+            }
             do {
                 world = try World.restoring(persisted, over: configured, nowMs: clock.nowMilliseconds(), loadKey: loadKey)
             } catch {

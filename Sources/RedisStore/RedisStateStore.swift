@@ -555,6 +555,8 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 done.append(.text(String(sequence)))
             case .reset(let state):
                 add(state)
+            case .clockOffsetSaved:
+                break  // each instance keeps its own clock (a state directory keeps it)
             }
         }
 

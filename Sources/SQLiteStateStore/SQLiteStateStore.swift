@@ -120,11 +120,21 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             }
             return
         }
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
-            let reason = (error as NSError).localizedDescription
-            throw StateStoreError("--state-dir \(directory): cannot create the directory (\(reason)); check the path and permissions")
+        // Foundation's error says "error 512"; errno says what is wrong.
+        var made = ""
+        for component in directory.split(separator: "/", omittingEmptySubsequences: true) {
+            made += (made.isEmpty && !directory.hasPrefix("/") ? "" : "/") + component
+            if FileManager.default.fileExists(atPath: made, isDirectory: &isDirectory) {
+                guard isDirectory.boolValue else {
+                    throw StateStoreError("--state-dir \(directory): cannot create the directory: \(made) is a file, not a directory")
+                }
+                continue
+            }
+            guard mkdir(made, 0o755) == 0 || errno == EEXIST else {
+                let reason = String(cString: strerror(errno))
+                throw StateStoreError(
+                    "--state-dir \(directory): cannot create the directory \(made) (\(reason)); check the path and permissions")
+            }
         }
     }
 
@@ -446,6 +456,11 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             }
         case .liveActivitiesRemoved(let id):
             try s.deleteLiveActivities.run { q throws(SQLiteError) in try q.bind(1, id) }
+        case .clockOffsetSaved(let offset):
+            try s.setMeta.run { q throws(SQLiteError) in
+                try q.bind(1, "clock_offset")
+                try q.bind(2, offset)
+            }
         case .reset(let state):
             try db.execute(
                 "DELETE FROM meta; DELETE FROM devices; DELETE FROM device_apps; DELETE FROM tokens; DELETE FROM keys; DELETE FROM apps; DELETE FROM waiting; DELETE FROM records; DELETE FROM channels; DELETE FROM live_activities;"
@@ -467,6 +482,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             for record in state.records { try apply(.recordSaved(record)) }
             for channel in state.channels { try apply(.channelSaved(channel)) }
             for row in state.liveActivities { try apply(.liveActivitiesSaved(row)) }
+            if state.clockOffsetMs != 0 { try apply(.clockOffsetSaved(milliseconds: state.clockOffsetMs)) }
         }
     }
 
@@ -510,6 +526,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             case "initialized": state.initialized = meta.int64(1) != 0
             case "next_sequence": nextSequence = UInt64(bitPattern: meta.int64(1))
             case "faults": state.faults = try StateCodec.decodeFaults(meta.blob(1))
+            case "clock_offset": state.clockOffsetMs = max(0, meta.int64(1))
             default: break
             }
         }

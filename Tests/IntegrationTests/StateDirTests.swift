@@ -179,6 +179,60 @@ struct StateDirTests {
         #expect(Set(sequences).count == sequences.count, "no sequence number twice")
     }
 
+    /// The clock moved ahead stays ahead after a crash (an uninstall made an hour ahead stays
+    /// in the past: 410, not 200, and the journal's times do not go back), and the checks that
+    /// failed still fail: an ignored push is in the journal kept.
+    @Test func theMovedClockAndFailedChecksSurviveACrash() throws {
+        let state = try StateDirectory()
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(["--state-dir", state.path] + ports)
+        let hour: Int64 = 3_600_000
+        #expect(try first.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 3600]).json["offsetMs"]?.intValue == hour)
+        let (gone, goneToken) = try first.createDevice()
+        let unregisteredAt = try #require(
+            try first.admin("DELETE", "/api/v1/devices/\(gone)/apps/\(EmulatorProcess.bundleID)").json["unregisteredAt"]?.intValue)
+        let before = APNsResult(try first.connect().send(try first.push(goneToken).request))
+        #expect(before.status == 410 && before.timestampMs == unregisteredAt)
+
+        // A Live Activity start for a type the app does not declare: answered 200, ignored.
+        let (deviceID, _) = try first.createDevice()
+        let declared = try first.admin(
+            "PUT", "/api/v1/devices/\(deviceID)/apps/\(EmulatorProcess.bundleID)/live-activities", body: ["types": ["DeliveryAttributes"]])
+        let startToken = try #require(declared.json["pushToStartTokens"]?["DeliveryAttributes"]?.stringValue)
+        let aps =
+            #"{"event":"start","timestamp":1700000000,"attributes-type":"PizzaAttributes","attributes":{},"content-state":{},"alert":{"title":"t"}}"#
+        var start = try first.push(startToken, payload: #"{"aps":\#(aps)}"#, topic: "\(EmulatorProcess.bundleID).push-type.liveactivity")
+        start.pushType = "liveactivity"
+        let ignored = APNsResult(try first.connect().send(start.request))
+        #expect(ignored.status == 200)
+        #expect(try first.record(ignored.apnsID!)?["outcome"] == "ignored")
+        #expect(try first.admin("GET", "/api/v1/checks?strict=true").status == 409)
+        let lastBefore = try #require(try first.record(ignored.apnsID!)?["receivedAtMs"]?.intValue)
+
+        first.crash()
+        let second = try EmulatorProcess(["--state-dir", state.path] + ports)
+        #expect(try second.admin("GET", "/api/v1/clock").json["offsetMs"]?.intValue == hour)
+        let after = APNsResult(try second.connect().send(try second.push(goneToken).request))
+        #expect(after.status == 410, "\(after.status) \(after.reason ?? "")")
+        #expect(after.timestampMs == unregisteredAt)
+        let firstAfter = try #require(try second.record(after.apnsID!)?["receivedAtMs"]?.intValue)
+        #expect(firstAfter >= lastBefore, "the journal's times go on, not back")
+
+        let checks = try second.admin("GET", "/api/v1/checks?strict=true")
+        #expect(checks.status == 409)
+        #expect(checks.json["ignoredPushes"]?.intValue == 1)
+        let finding = try #require(checks.json["failures"]?.arrayValue?.first)
+        #expect(finding["apnsId"]?.stringValue == ignored.apnsID)
+        #expect(finding["message"]?.stringValue?.contains("PizzaAttributes") == true, "\(finding)")
+
+        // A reset puts the clock back, also for the next start.
+        #expect(try second.admin("POST", "/api/v1/reset").status == 200)
+        second.crash()
+        let third = try EmulatorProcess(["--state-dir", state.path] + ports)
+        #expect(try third.admin("GET", "/api/v1/clock").json["offsetMs"]?.intValue == 0)
+        #expect(try third.admin("GET", "/api/v1/checks?strict=true").status == 200)
+    }
+
     @Test func aResetAlsoResetsTheStateDirectory() throws {
         let state = try StateDirectory()
         let ports = try EmulatorProcess.restartablePorts()
@@ -198,6 +252,11 @@ struct StateDirTests {
         _ = FileManager.default.createFile(atPath: state.path, contents: Data("not a directory".utf8))
         let error = #expect(throws: HarnessError.self) { try EmulatorProcess(["--state-dir", state.path]) }
         #expect(error?.description.contains("exists and is not a directory") == true)
+        // Below a file: which part of the path is not a directory.
+        let below = #expect(throws: HarnessError.self) { try EmulatorProcess(["--state-dir", state.path + "/inner/state"]) }
+        #expect(
+            below?.description.contains("cannot create the directory: \(state.path) is a file, not a directory") == true,
+            "\(below?.description ?? "")")
 
         let corrupt = try StateDirectory()
         try FileManager.default.createDirectory(atPath: corrupt.path, withIntermediateDirectories: true)
