@@ -10,7 +10,10 @@ public enum Banner {
         let a = emulator.addresses
         let c = emulator.configuration
         var lines = ["apns-emulator \(Emulator.version): local APNs emulator. TEST ONLY: never point real devices or keys you care about at it."]
-        func row(_ label: String, _ value: String) { lines.append("  " + label.padding(toLength: 24, withPad: " ", startingAt: 0) + value) }
+        // At least one space after the label, also for one of 24 characters or more.
+        func row(_ label: String, _ value: String) {
+            lines.append("  " + label.padding(toLength: max(24, label.count + 1), withPad: " ", startingAt: 0) + value)
+        }
         for x in a.listen {
             row(
                 "provider, Apple-style",

@@ -434,7 +434,13 @@ final class ProviderConnection: ConnectionHandler {
         switch refused.reason {
         case .headerListTooLarge(let size, let limit):
             explanation =
-                "stream reset (RST_STREAM PROTOCOL_ERROR): the header list went over the \(limit) bytes this server advertises in SETTINGS_MAX_HEADER_LIST_SIZE (\(size) bytes at the field that crossed it); the fields from there on were not kept or looked at. The \(HTTP2ServerSession.oversizedHeaderListsPerConnection)th such list on a connection ends it with GOAWAY ENHANCE_YOUR_CALM"
+                "stream reset (RST_STREAM PROTOCOL_ERROR): the header list went over the \(limit) bytes this server advertises in SETTINGS_MAX_HEADER_LIST_SIZE (\(size) bytes at the field that crossed it); the fields from there on were not kept or looked at. A connection's \(HTTP2ServerSession.oversizedHeaderListsPerConnection) such lists end it with GOAWAY ENHANCE_YOUR_CALM"
+        case .invalidHeaderField:
+            explanation =
+                "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: a header field HTTP/2 does not allow (RFC 9113 §8.2: an upper-case or otherwise invalid name or value, a connection-specific field such as connection or keep-alive, te other than trailers); the fields before it are kept here"
+        case .malformedMessage:
+            explanation =
+                "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the request breaks HTTP/2's message rules (RFC 9113 §8.1, §8.3: :method, :scheme or :path missing, or a request pseudo-header this server does not take)"
         }
         providers.logger.info("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
         endpoint.recordRefused(

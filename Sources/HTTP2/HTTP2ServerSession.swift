@@ -120,6 +120,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         self.maxHeaderListSize = maxHeaderListSize ?? Int.max
         self.earlyAnswerBodyLength = earlyAnswerBodyLength ?? Int.max
         core.attach(self)
+        core.onInvalidStreamFrame = { [unowned self] streamID, code in noteInvalidStreamFrame(streamID, code: code) }
 
         var submitted = settings
         for o in advertisedOverrides where !submitted.contains(where: { $0.id == o.id }) {
@@ -366,6 +367,22 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         oversizedHeaderLists += 1
         if oversizedHeaderLists >= Self.oversizedHeaderListsPerConnection { endingForCalm = true }
         return endingForCalm
+    }
+
+    /// A request nghttp2 resets by itself for breaking an RFC 9113 rule it enforces before
+    /// anything is handed over: reported with the fields decoded so far, so that it is logged
+    /// and journaled like every other request.
+    fileprivate func noteInvalidStreamFrame(_ streamID: Int32, code: Int32) {
+        guard code == LibError.httpHeader || code == LibError.httpMessaging, let index = slot(of: streamID),
+            !slots[index].handedOver
+        else { return }
+        slots[index].handedOver = true
+        var headers: [HTTP2HeaderField] = []
+        swap(&headers, &slots[index].headers)
+        events.append(
+            .requestRefused(
+                HTTP2RefusedRequest(
+                    streamID: streamID, headers: headers, reason: code == LibError.httpHeader ? .invalidHeaderField : .malformedMessage)))
     }
 
     /// A header list over the limit: reset the stream and report what was kept of it.

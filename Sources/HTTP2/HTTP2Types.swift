@@ -116,6 +116,13 @@ public struct HTTP2RefusedRequest: Sendable {
     public enum Reason: Sendable, Equatable {
         /// The decoded header list (RFC 9113 §6.5.2 sizes) went over the session's limit.
         case headerListTooLarge(size: Int, limit: Int)
+        /// A header field HTTP/2 does not allow (RFC 9113 §8.2.1, §8.2.2: an upper-case or
+        /// otherwise invalid name, a connection-specific field, `te` other than `trailers`).
+        case invalidHeaderField
+        /// The request breaks HTTP/2's message rules (RFC 9113 §8.3.1: a required pseudo-header
+        /// missing). (A body longer or shorter than its `content-length` is reset by nghttp2
+        /// without telling: not reported.)
+        case malformedMessage
     }
     public var streamID: Int32
     /// The fields decoded before the limit was reached.

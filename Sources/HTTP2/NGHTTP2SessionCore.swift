@@ -69,6 +69,10 @@ final class NGHTTP2SessionCore {
     /// See `FirstSettingsPatcher.withdraw`.
     func withdrawAdvertisedOverrides() -> Bool { patcher.withdraw() }
 
+    /// Told of a stream's frame nghttp2 found invalid (stream id, nghttp2 error code): nghttp2
+    /// resets the stream by itself. Set by the owner once, before any input.
+    var onInvalidStreamFrame: ((Int32, Int32) -> Void)?
+
     deinit {
         // nghttp2_session_del runs no callbacks.
         nghttp2_session_del(session)
@@ -167,6 +171,7 @@ private func onInvalidFrame(
     core.note.invalidFrameCode = libErrorCode
     core.note.invalidFrameType = frame?.pointee.hd.type ?? 0
     core.note.invalidFrameStream = frame?.pointee.hd.stream_id ?? 0
+    if core.note.invalidFrameStream != 0 { core.onInvalidStreamFrame?(core.note.invalidFrameStream, libErrorCode) }
     return 0
 }
 

@@ -31,6 +31,8 @@ enum LibError {
     static let callbackFailure = NGHTTP2_ERR_CALLBACK_FAILURE.rawValue
     static let temporalCallbackFailure = NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
     static let pause = NGHTTP2_ERR_PAUSE.rawValue
+    static let httpHeader = NGHTTP2_ERR_HTTP_HEADER.rawValue
+    static let httpMessaging = NGHTTP2_ERR_HTTP_MESSAGING.rawValue
 }
 
 func libErrorText(_ code: Int32) -> String {

@@ -45,6 +45,41 @@ struct HardeningTests {
         #expect(kept.count < 10, "only the fields that fit are kept: \(kept.count)")
     }
 
+    /// Requests HTTP/2 itself forbids (an upper-case header name, a connection-specific
+    /// field, no `:path`) are reset by the HTTP/2 layer, as they must be, and still journaled
+    /// with why, so a client that sends one finds it.
+    @Test func requestsTheHTTP2LayerResetsAreJournaledWithWhy() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let device = try emulator.createDevice()
+        func request(_ stream: UInt32, _ extra: [UInt8], path: Bool = true) -> [UInt8] {
+            let block: [UInt8] =
+                [0x83, 0x86]  // :method POST, :scheme http
+                + (path ? RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/\(device.token)") : [])
+                + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.sandbox.push.apple.com") + extra
+            return RawHTTP2.frame(type: 0x1, flags: 0x5, stream: stream, block)
+        }
+        func literal(_ name: String, _ value: String) -> [UInt8] { [0x00] + RawHTTP2.string(name) + RawHTTP2.string(value) }
+        let wire =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+            + request(1, literal("APNS-Priority", "10")) + request(3, literal("connection", "keep-alive"))
+            + request(5, literal("apns-topic", EmulatorProcess.bundleID), path: false)
+        let frames = try RawHTTP2.exchange(
+            try emulator.address("h2cSandbox"), wire, until: { frames in frames.filter { $0.type == 0x3 }.count >= 3 })
+        let resets = frames.filter { $0.type == 0x3 }
+        #expect(resets.map(\.streamID) == [1, 3, 5])
+        #expect(resets.allSatisfy { $0.payload == [0, 0, 0, 1] }, "RST_STREAM PROTOCOL_ERROR")
+
+        let records = try emulator.notifications(limit: 10).reversed().map { $0 }
+        #expect(records.count == 3, "\(records.map { $0["explanation"] ?? .null })")
+        let explanations = records.map { $0["explanation"]?.stringValue ?? "" }
+        #expect(explanations.count == 3 && explanations[0].contains("a header field HTTP/2 does not allow"), "\(explanations)")
+        #expect(explanations.count == 3 && explanations[1].contains("a header field HTTP/2 does not allow"), "\(explanations)")
+        #expect(explanations.count == 3 && explanations[2].contains("the request breaks HTTP/2's message rules"), "\(explanations)")
+        #expect(records.prefix(2).allSatisfy { $0["token"]?.stringValue == device.token }, "the fields before the bad one")
+        #expect(records.allSatisfy { $0["status"]?.intValue == 0 })
+        #expect(emulator.stderr.contains("stream 1: stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer"))
+    }
+
     /// Six connections sending HPACK bombs without pause (reconnecting when they are ended)
     /// must not starve a well-behaved provider: 99 % of its pushes are answered within 50 ms,
     /// and none waits a second. (Not every one within 50 ms: one CI run, with the rest of the
