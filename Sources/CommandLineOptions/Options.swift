@@ -184,6 +184,12 @@ public enum OptionParser {
             let path = fromFlags[configSpec.name]?.last ?? environment[configSpec.environmentVariable]
             if let path {
                 file = try loadConfigFile(path)
+                // One file: a file naming another would be read as if it did not.
+                if file?[configSpec.configKey] != nil {
+                    throw UsageError(
+                        "config file \(path): \"\(configSpec.configKey)\" cannot be given in a config file (one file is read; give its settings in it)"
+                    )
+                }
                 resolved.configPath = path
                 resolved.values[configSpec.name] = ([path], fromFlags[configSpec.name] != nil ? .flag : .environment(configSpec.environmentVariable))
             }

@@ -91,6 +91,7 @@ public final class Emulator: Sendable {
                 RFC3339.format(milliseconds: SystemClock().nowMilliseconds())
             }
         self.logger = logger
+        if let readyFile = configuration.readyFile { try Serving.checkReadyFile(readyFile) }
         let clock = OffsetClock(base: followed)
         self.clock = clock
         offsetClock = clock
@@ -280,12 +281,26 @@ private final class Serving: Service {
         }
     }
 
+    /// The ready file must be writable where it is asked for: a harness waiting for it would
+    /// otherwise wait for its own timeout while the emulator serves.
+    static func checkReadyFile(_ path: String) throws(StartupError) {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw StartupError("--ready-file \(path) is a directory; give a file path")
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        let directory = parent.isEmpty ? "." : parent
+        guard access(directory, W_OK) == 0 else {
+            throw StartupError("--ready-file \(path): cannot write in \(directory) (\(String(cString: strerror(errno))))")
+        }
+    }
+
     private func writeReadyFile(_ path: String) {
         let temporary = path + ".tmp"
         guard FileManager.default.createFile(atPath: temporary, contents: Data(listeners.addresses.json.serialized(pretty: true).utf8)),
             rename(temporary, path) == 0
         else {
-            logger.warning("cannot write --ready-file \(path)")
+            logger.warning("cannot write --ready-file \(path) (\(String(cString: strerror(errno))))")
             return
         }
     }

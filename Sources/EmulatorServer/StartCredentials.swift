@@ -25,6 +25,21 @@ enum StartCredentials {
         _ configuration: ServeConfiguration, into world: inout World,
         clock: any EmulatorClock
     ) throws(StartupError) -> Bool {
+        // A key id or a bundle given twice differently: the last would win without a word, and
+        // pushes signed with the other key would get 403.
+        var keyIDs: [String: String] = [:]
+        for spec in configuration.authKeys {
+            let named = "\(spec.teamID):\(spec.keyID):\(spec.path)"
+            if let earlier = keyIDs.updateValue(named, forKey: spec.keyID), earlier != named {
+                throw StartupError("--auth-key: key id \(spec.keyID) is given twice (\(earlier) and \(named)); a key id names one key")
+            }
+        }
+        var owners: [String: String] = [:]
+        for app in configuration.apps {
+            if let earlier = owners.updateValue(app.teamID, forKey: app.bundleID), earlier != app.teamID {
+                throw StartupError("--app: \(app.bundleID) is given for two teams (\(earlier) and \(app.teamID)); a bundle id belongs to one team")
+            }
+        }
         for spec in configuration.authKeys {
             guard let pem = try? String(contentsOfFile: spec.path, encoding: .utf8) else {
                 throw StartupError("--auth-key \(spec.teamID):\(spec.keyID):\(spec.path): cannot read \(spec.path)")

@@ -393,7 +393,8 @@ struct TimerHeap {
 public struct SystemError: Error, CustomStringConvertible, Sendable {
     public let operation: String
     public let code: Int32
-    public var description: String { "\(operation): \(String(cString: strerror(code)))" }
+    /// (Code 0: the operation says why; strerror(0) would add "Success".)
+    public var description: String { code == 0 ? operation : "\(operation): \(String(cString: strerror(code)))" }
 
     public static func last(_ operation: String) -> SystemError { SystemError(operation: operation, code: errno) }
 }

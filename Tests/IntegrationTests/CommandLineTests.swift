@@ -165,6 +165,36 @@ struct CommandLineTests {
         #expect(try emulator.notifications().count == 2, "maxRecords from the file applies")
     }
 
+    /// Settings that would be dropped without a word stop the start instead, saying why: a
+    /// config file naming another one, a ready file that cannot be written, a key id or a
+    /// bundle id given twice differently.
+    @Test func settingsThatWouldBeSilentlyDroppedStopTheStart() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cfg-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let nested = directory + "/nested.json"
+        try #"{"config": "other.json"}"#.write(toFile: nested, atomically: true, encoding: .utf8)
+        let off = ["--admin-listen", "off", "--sandbox-listen", "127.0.0.1:0", "--production-listen", "off", "--device-listen", "off"]
+        let cases: [([String], String)] = [
+            (["--config", nested], "\"config\" cannot be given in a config file"),
+            (
+                ["--ready-file", directory + "/missing/ready.json"],
+                "--ready-file \(directory)/missing/ready.json: cannot write in \(directory)/missing"
+            ),
+            (["--ready-file", directory], "--ready-file \(directory) is a directory"),
+            (["--app", "ABCDE12345:com.example.x", "--app", "FFFFF12345:com.example.x"], "com.example.x is given for two teams"),
+            (
+                ["--auth-key", "ABCDE12345:KEY1234567:\(directory)/a.p8", "--auth-key", "FFFFF12345:KEY1234567:\(directory)/b.p8"],
+                "key id KEY1234567 is given twice"
+            ),
+        ]
+        for (flags, expected) in cases {
+            let result = try run(EmulatorProcess.binary, ["serve", "--quiet"] + off + flags)
+            #expect(result.status != 0, "\(flags)")
+            #expect(result.err.contains(expected), "\(flags): \(result.err)")
+        }
+    }
+
     @Test func certificatesAreGeneratedWhenMissingAndDemoModeWorks() throws {
         let emulator = try EmulatorProcess(["--demo", "on"], withKey: false)
         #expect(FileManager.default.fileExists(atPath: emulator.caPath))
