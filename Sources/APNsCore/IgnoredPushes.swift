@@ -53,21 +53,26 @@ extension World {
     /// which deliveries crossed accounts: a check that failed before the restart still fails.
     /// A broadcast's ignored deliveries are not among them (its record holds only counts).
     mutating func restoreChecks(from records: [NotificationRecord]) {
-        for record in records {
-            guard let deviceID = record.deviceID, let bundleID = record.bundleID else { continue }
-            let atMs = record.transitions.last?.atMs ?? record.receivedAtMs
-            if record.outcome == .ignored, record.delivery.broadcastBox == nil {
-                noteIgnoredPush(
-                    IgnoredPush(
-                        sequence: record.sequence, apnsID: record.apnsID, deviceID: deviceID, bundleID: bundleID,
-                        pushType: record.pushType ?? "", explanation: record.explanation, atMs: atMs))
-            }
-            if record.crossAccount, let addressee = record.addressee {
-                noteCrossAccountDelivery(
-                    CrossAccountDelivery(
-                        sequence: record.sequence, apnsID: record.apnsID, deviceID: deviceID, bundleID: bundleID,
-                        userID: record.userID, addressee: addressee, atMs: record.deliveredAtMs ?? atMs))
-            }
+        // Counted in full, but only the newest of each kept: a journal of a million ignored
+        // pushes would otherwise shift the kept list a million times at start-up.
+        let ignored = records.filter { $0.outcome == .ignored && $0.delivery.broadcastBox == nil && $0.deviceID != nil }
+        let crossed = records.filter { $0.crossAccount && $0.addressee != nil && $0.deviceID != nil }
+        for record in ignored.suffix(Self.ignoredPushesKeep) {
+            noteIgnoredPush(
+                IgnoredPush(
+                    sequence: record.sequence, apnsID: record.apnsID, deviceID: record.deviceID ?? "", bundleID: record.bundleID ?? "",
+                    pushType: record.pushType ?? "", explanation: record.explanation, atMs: Self.settledAtMs(record)))
         }
+        for record in crossed.suffix(Self.crossAccountKeep) {
+            noteCrossAccountDelivery(
+                CrossAccountDelivery(
+                    sequence: record.sequence, apnsID: record.apnsID, deviceID: record.deviceID ?? "", bundleID: record.bundleID ?? "",
+                    userID: record.userID, addressee: record.addressee ?? "", atMs: record.deliveredAtMs ?? Self.settledAtMs(record)))
+        }
+        counters.ignoredPushes += UInt64(ignored.count - min(ignored.count, Self.ignoredPushesKeep))
+        counters.crossAccountDeliveries += UInt64(crossed.count - min(crossed.count, Self.crossAccountKeep))
     }
+
+    /// When a record's delivery last changed.
+    private static func settledAtMs(_ record: NotificationRecord) -> Int64 { record.transitions.last?.atMs ?? record.receivedAtMs }
 }
