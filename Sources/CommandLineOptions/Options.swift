@@ -253,14 +253,16 @@ public enum OptionParser {
     }
 
     /// The option table of docs/configuration.md (a test keeps that page in step with it).
-    public static func markdownTable(specs: [OptionSpec]) -> String {
+    /// `configOption` names the option that gives the config file: a file cannot name another,
+    /// so its row has no config key.
+    public static func markdownTable(specs: [OptionSpec], configOption: String? = nil) -> String {
         var lines = ["| flag | environment variable | config key | default | meaning |", "|---|---|---|---|---|"]
         for spec in specs {
             let flag = (spec.valueName.map { "`\(spec.flag) \($0)`" } ?? "`\(spec.flag)`")
                 .replacingOccurrences(of: "|", with: "\\|")
             let meaning = spec.help.replacingOccurrences(of: "|", with: "\\|") + (spec.repeatable ? " (repeatable)" : "")
             lines.append(
-                "| \(flag) | `\(spec.environmentVariable)` | `\(spec.configKey)` | \(spec.defaultValue.map { "`\($0)`" } ?? "") | \(meaning) |")
+                "| \(flag) | `\(spec.environmentVariable)` | \(spec.name == configOption ? "" : "`\(spec.configKey)`") | \(spec.defaultValue.map { "`\($0)`" } ?? "") | \(meaning) |")
         }
         return lines.joined(separator: "\n")
     }
@@ -269,7 +271,7 @@ public enum OptionParser {
     /// (only `serve` does), so config keys are shown only there.
     public static func help(
         command: String, summary: String, specs: [OptionSpec], configFile: Bool = false,
-        environmentVariables: Bool = false
+        environmentVariables: Bool = false, configOption: String? = nil
     ) -> String {
         var lines = ["usage: apns-emulator \(command) [options]", "", summary, "", "options:"]
         for spec in specs {
@@ -281,7 +283,7 @@ public enum OptionParser {
             if environmentVariables {
                 lines.append(
                     "  " + String(repeating: " ", count: 34) + "env: \(spec.environmentVariable)"
-                        + (configFile ? ", config: \"\(spec.configKey)\"" : ""))
+                        + (configFile && spec.name != configOption ? ", config: \"\(spec.configKey)\"" : ""))
             }
         }
         return lines.joined(separator: "\n")

@@ -91,6 +91,7 @@ public final class Emulator: Sendable {
                 RFC3339.format(milliseconds: SystemClock().nowMilliseconds())
             }
         self.logger = logger
+        for message in configuration.settingsWithoutEffect { logger.warning(message) }
         if let readyFile = configuration.readyFile { try Serving.checkReadyFile(readyFile) }
         let clock = OffsetClock(base: followed)
         self.clock = clock

@@ -25,14 +25,14 @@ struct Subcommand: Sendable {
 
     func start(_ arguments: [String]) -> Never {
         if markdownHelp, arguments.contains("--help-markdown") {
-            print(OptionParser.markdownTable(specs: specs))
+            print(OptionParser.markdownTable(specs: specs, configOption: configFile ? "config" : nil))
             exit(0)
         }
         if arguments.contains(where: helpFlags.contains) {
             print(
                 OptionParser.help(
                     command: name, summary: summary, specs: specs, configFile: configFile,
-                    environmentVariables: environmentVariables))
+                    environmentVariables: environmentVariables, configOption: configFile ? "config" : nil))
             exit(0)
         }
         run(self, arguments)

@@ -40,4 +40,20 @@ struct RedisOptionTests {
         #expect(message(["--redis", "redis://127.0.0.1", "--state-dir", "/tmp/x"]).contains("cannot be combined"))
         #expect(message(["--redis", "redis://127.0.0.1", "--redis-prefix", ""]).contains("--redis-prefix"))
     }
+
+    /// A state flag for a backend not in use is checked, and named as doing nothing.
+    @Test func stateFlagsForAnotherBackendAreNamedAsDoingNothing() throws {
+        #expect(try resolve(["--redis", "redis://127.0.0.1", "--redis-prefix", "a:"]).settingsWithoutEffect.isEmpty)
+        #expect(try resolve(["--state-dir", "/tmp/x", "--state-journal-lag", "5"]).settingsWithoutEffect.isEmpty)
+        let memory = try resolve(["--redis-prefix", "a:", "--state-failure", "memory"], ["APNS_EMULATOR_REDIS_FOLLOW": "eager"])
+        #expect(
+            memory.settingsWithoutEffect == [
+                "--redis-prefix has no effect without --redis",
+                "--redis-follow (from APNS_EMULATOR_REDIS_FOLLOW) has no effect without --redis",
+                "--state-failure has no effect without --state-dir",
+            ])
+        let redis = try resolve(["--redis", "redis://127.0.0.1", "--state-journal-lag", "5"])
+        #expect(redis.settingsWithoutEffect == ["--state-journal-lag has no effect without --state-dir"])
+        #expect(message(["--redis-follow", "sometimes"]).contains("--redis-follow"), "still checked without --redis")
+    }
 }

@@ -136,6 +136,7 @@ extension ServeConfiguration {
         endpoint = try EndpointOptions(options, over: base.endpoint)
         readyFile = options.string(Flag.readyFile) ?? base.readyFile
         state = try StateBackend(options, over: base.state)
+        settingsWithoutEffect = base.settingsWithoutEffect + StateBackend.settingsWithoutEffect(options, backend: state)
         quiet = try options.switchValue(Flag.quiet) ?? base.quiet
         strictChecks = try options.switchValue(Flag.strictChecks) ?? base.strictChecks
         load = try LoadBehaviour(options, over: base.load)

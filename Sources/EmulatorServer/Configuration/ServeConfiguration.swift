@@ -48,6 +48,9 @@ public struct ServeConfiguration: Sendable {
     public var readyFile: String?
     /// No banner and no per-connection log lines.
     public var quiet: Bool
+    /// Settings given that do nothing here (`--redis-prefix` without `--redis`, …), one message
+    /// each; `serve` logs them as warnings at start.
+    public var settingsWithoutEffect: [String] = []
 
     public init(
         listeners: Listeners = Listeners(), tls: TLS = TLS(), state: StateBackend = .memory,

@@ -71,4 +71,15 @@ extension ServeConfiguration.StateBackend {
             self = .redis(redis)
         }
     }
+
+    /// The state flags given for a backend other than the one in use: they are read and checked,
+    /// but do nothing, which a typo in a deployment would otherwise hide.
+    static func settingsWithoutEffect(_ options: ResolvedOptions, backend: Self) -> [String] {
+        var unused: [(OptionSpec, needs: OptionSpec)] = []
+        if backend.redis == nil { unused += [(Flag.redisPrefix, Flag.redis), (Flag.redisFollow, Flag.redis)] }
+        if backend.directory == nil { unused += [(Flag.journalLag, Flag.directory), (Flag.failure, Flag.directory)] }
+        return unused.filter { options.string($0.0) != nil }.map { spec, needs in
+            "\(options.origin(spec)) has no effect without \(needs.flag)"
+        }
+    }
 }
