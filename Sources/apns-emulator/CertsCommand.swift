@@ -18,7 +18,8 @@ let certsCommand = Subcommand(
 )
 
 private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
-    let (options, _) = command.parse(args)
+    let (options, positional) = command.parse(args)
+    guard positional.isEmpty else { command.fail("unexpected argument '\(positional[0])'; see --help") }
     let dir = options.string("dir") ?? "certs"
     do {
         guard let bundle = options.string("provider") else {

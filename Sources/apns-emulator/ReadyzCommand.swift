@@ -12,7 +12,8 @@ let readyzCommand = Subcommand(
 )
 
 private func runReadyz(_ command: Subcommand, _ args: [String]) -> Never {
-    let (options, _) = command.parse(args)
+    let (options, positional) = command.parse(args)
+    guard positional.isEmpty else { command.fail("unexpected argument '\(positional[0])'; see --help") }
     do {
         let address = try HostPort(parsing: options.string("admin") ?? "127.0.0.1:8197")
         let fd = try Socket.connect(to: address, timeoutMilliseconds: 2000)

@@ -121,6 +121,15 @@ struct CommandLineTests {
         #expect(usage.err.contains("--topic"))
     }
 
+    /// A stray word (a misplaced value, a subcommand typed twice) is a usage error, not ignored.
+    @Test func strayArgumentsAreUsageErrors() throws {
+        for arguments in [["readyz", "127.0.0.1:8197"], ["certs", "out"], ["serve", "extra"], ["jwt", "x"]] {
+            let result = try run(EmulatorProcess.binary, arguments)
+            #expect(result.status == 2, "\(arguments)")
+            #expect(result.err.contains("unexpected argument '\(arguments[1])'"), "\(arguments): \(result.err)")
+        }
+    }
+
     @Test(arguments: [
         (["--sandbox-listen", "nonsense"], "--sandbox-listen"),
         (["--admin-listen", "127.0.0.1:99999"], "port"),
