@@ -101,14 +101,14 @@ final class ProviderConnection: ConnectionHandler {
             listenerEnvironment: context.listenerEnvironment,
             serverName: connection.serverName,
             tokenPolicy: endpoint.options.tokenPolicy)
+        // The environment the SNI picks (a request's :authority may still pick another).
+        let environment = APNsEnvironment.resolve(
+            authority: nil, serverName: context.serverName.map { Substring($0) }, listener: context.listenerEnvironment)
         providers.logger.info(
-            "provider connection \(connection.id) from \(connection.peer) (\(context.listenerEnvironment.rawValue)"
+            "provider connection \(connection.id) from \(connection.peer) (\(environment.rawValue)"
                 + (connection.tls != nil ? ", TLS, ALPN \(connection.negotiatedALPN ?? "none"), SNI \(connection.serverName ?? "none"))" : ", h2c)"))
         if let certificate = clientCertificate() {
             context.credential = .certificate(certificate)
-            let environment = APNsEnvironment.resolve(
-                authority: nil, serverName: context.serverName.map { Substring($0) },
-                listener: context.listenerEnvironment)
             providers.logger.info(
                 "provider connection \(connection.id): client certificate \(certificate.subject)"
                     + (certificate.problem.map { " (not valid: \($0))" } ?? ""))
