@@ -71,13 +71,14 @@ public struct BroadcastReach: Sendable, Equatable {
 
     /// How the record's outcome reads: delivered when one activity showed it; stored while
     /// it waits for subscribers (`keptForLater`: a Most-Recent-Message-Stored channel);
-    /// `otherwise` when no activity took it at all (expired, or coalesced once a newer
-    /// broadcast replaced it in the channel's store).
+    /// coalesced when a newer update replaced it everywhere (in the channel's store, or while
+    /// throttled); `otherwise` when no activity took it at all (expired).
     public func summaryOutcome(keptForLater: Bool, otherwise: DeliveryOutcome = .expired) -> DeliveryOutcome {
         if reached > 0 { return .delivered }
         if outcomes[.stored] != nil || keptForLater { return .stored }
         if outcomes[.throttled] != nil { return .throttled }
         if outcomes[.ignored] != nil { return .ignored }
+        if outcomes[.coalesced] != nil { return .coalesced }
         return otherwise
     }
 }

@@ -367,6 +367,7 @@ extension World {
             for (deviceID, changes) in liveActivities.tick(nowMs: nowMs) {
                 frames.append(contentsOf: liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs))
             }
+            settleThrottledLiveActivityUpdates(nowMs: nowMs)
             expireWaitingLiveActivityPushes(nowMs: nowMs)
         }
         if !widgetPushes.books.isEmpty { widgetPushes.tick(nowMs: nowMs) }

@@ -262,6 +262,7 @@ extension World {
         // Its Live Activities go with it (the uninstall's answer says so; no frames of their own).
         if liveActivities.book(deviceID: deviceID)?.apps[bundleID] != nil {
             _ = liveActivities.removeApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
+            settleThrottledLiveActivityUpdates(nowMs: nowMs)
         }
         return (invalidAt, tokens.compactMap { registry.token($0) })
     }
@@ -350,7 +351,8 @@ extension World {
     public mutating func removeDevice(_ deviceID: String, nowMs: Int64) throws(RegistryError) -> [DeviceFrame] {
         let connectionID = registry.devices[deviceID]?.connectionID
         try registry.removeDevice(id: deviceID, nowMs: nowMs)
-        liveActivities.removeDevice(deviceID)
+        liveActivities.removeDevice(deviceID, settling: true)
+        settleThrottledLiveActivityUpdates(nowMs: nowMs)
         widgetPushes.removeDevice(deviceID)
         guard let connectionID else { return [] }
         return [DeviceFrame(deviceID: deviceID, connectionID: connectionID, message: ["type": "removed"], closeAfter: true)]

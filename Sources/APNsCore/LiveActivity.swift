@@ -133,11 +133,30 @@ public struct LiveActivityReceipt: Sendable, Equatable {
 public struct LiveActivityDeferredUpdate: Sendable, Equatable {
     public var payload: LiveActivityPayload
     public var receivedAtMs: Int64
+    /// The journal record that says it waits (nil for a state kept before records were linked).
+    public var origin: LiveActivityUpdateOrigin?
 
-    public init(payload: LiveActivityPayload, receivedAtMs: Int64) {
+    public init(payload: LiveActivityPayload, receivedAtMs: Int64, origin: LiveActivityUpdateOrigin? = nil) {
         self.payload = payload
         self.receivedAtMs = receivedAtMs
+        self.origin = origin
     }
+}
+
+/// Where an update came from: a push to the activity's token (its record's sequence) or a
+/// broadcast on its channel (the broadcast's request id; its record lists every activity).
+public enum LiveActivityUpdateOrigin: Sendable, Equatable {
+    case push(sequence: UInt64)
+    case broadcast(requestID: String)
+}
+
+/// A throttled update that stopped waiting, and what became of it: shown (`delivered`),
+/// replaced by a newer one (`coalesced`), or never shown (`ignored`).
+public struct LiveActivitySettledUpdate: Sendable, Equatable {
+    public var activityID: String
+    public var origin: LiveActivityUpdateOrigin
+    public var outcome: DeliveryOutcome
+    public var explanation: String
 }
 
 /// One Live Activity of one app on one device. A value: the book keeps the current one.

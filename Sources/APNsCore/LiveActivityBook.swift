@@ -83,6 +83,8 @@ public struct LiveActivityBook: Sendable {
     var endedTokenOrder: [String] = []
     /// By `widgetKey`.
     var widgetPushes: [String: WidgetPushState] = [:]
+    /// Throttled updates that stopped waiting since `takeSettledUpdates`, for their records.
+    var settledUpdates: [LiveActivitySettledUpdate] = []
     private var random: FastRandom
 
     public init(policy: LiveActivityPolicy = LiveActivityPolicy(), seed: UInt64? = nil) {
@@ -358,7 +360,9 @@ public struct LiveActivityBook: Sendable {
 
     /// A `liveactivity` push to an activity's update token (`priority` 10 counts against the
     /// activity's budget, 5 does not).
-    public mutating func receiveUpdate(updateToken: String, payload: JSONValue, priority: Int, nowMs: Int64) -> LiveActivityReceipt {
+    public mutating func receiveUpdate(
+        updateToken: String, payload: JSONValue, priority: Int, nowMs: Int64, origin: LiveActivityUpdateOrigin? = nil
+    ) -> LiveActivityReceipt {
         let token = updateToken.lowercased()
         guard let activityID = updateTokenOwners[token] else {
             return LiveActivityReceipt(
@@ -379,7 +383,7 @@ public struct LiveActivityBook: Sendable {
                     outcome: .ignored("ignored: a start event sent to an update token; starts go to the app's push-to-start token"),
                     activityID: activityID, changes: changes)
             }
-            let receipt = apply(parsed, to: activityID, priority: priority, nowMs: nowMs)
+            let receipt = apply(parsed, to: activityID, priority: priority, nowMs: nowMs, origin: origin)
             changes += receipt.changes
             return LiveActivityReceipt(outcome: receipt.outcome, activityID: activityID, changes: changes)
         }
@@ -442,7 +446,7 @@ public struct LiveActivityBook: Sendable {
             case .failure(let refusal):
                 receipts.append(LiveActivityReceipt(outcome: .refused(refusal.description), activityID: activityID, changes: changes))
             case .success(let payload):
-                let receipt = apply(payload, to: activityID, priority: priority, nowMs: nowMs)
+                let receipt = apply(payload, to: activityID, priority: priority, nowMs: nowMs, origin: .broadcast(requestID: requestID))
                 changes += receipt.changes
                 receipts.append(LiveActivityReceipt(outcome: receipt.outcome, activityID: activityID, changes: changes))
             }
@@ -500,6 +504,14 @@ public struct LiveActivityBook: Sendable {
                 activity.show(waiting.payload)
                 changes.append(.updated(activityID: activityID, alert: waiting.payload.alert))
                 changes += activity.advance(to: nowMs)
+                settle(
+                    waiting, of: activityID, .delivered,
+                    "applied to Live Activity \(activityID) at \(LiveActivityTime.time(nowMs)), when its budget allowed (it was throttled)")
+            } else {
+                settle(
+                    waiting, of: activityID, .ignored,
+                    "ignored: by the time the budget allowed it, activity \(activityID) had shown a newer update (timestamp \(LiveActivityTime.seconds(activity.newestTimestamp ?? 0)))"
+                )
             }
             activitiesByID[activityID] = activity
         }
@@ -517,10 +529,27 @@ public struct LiveActivityBook: Sendable {
         return changes
     }
 
+    /// Throttled updates that stopped waiting since the last call.
+    mutating func takeSettledUpdates() -> [LiveActivitySettledUpdate] { takeAll(&settledUpdates) }
+
+    /// Every throttled update waiting now, by activity.
+    func deferredUpdates() -> [(activityID: String, update: LiveActivityDeferredUpdate)] {
+        activitiesByID.values.compactMap { activity in activity.deferred.map { (activity.activityID, $0) } }
+    }
+
+    private mutating func settle(
+        _ waiting: LiveActivityDeferredUpdate, of activityID: String, _ outcome: DeliveryOutcome, _ explanation: String
+    ) {
+        guard let origin = waiting.origin else { return }
+        settledUpdates.append(LiveActivitySettledUpdate(activityID: activityID, origin: origin, outcome: outcome, explanation: explanation))
+    }
+
     // MARK: - Inside
 
     /// An update or end to a running (or just ended) activity.
-    private mutating func apply(_ payload: LiveActivityPayload, to activityID: String, priority: Int, nowMs: Int64) -> LiveActivityReceipt {
+    private mutating func apply(
+        _ payload: LiveActivityPayload, to activityID: String, priority: Int, nowMs: Int64, origin: LiveActivityUpdateOrigin?
+    ) -> LiveActivityReceipt {
         guard var activity = activitiesByID[activityID] else {
             return LiveActivityReceipt(outcome: .ignored("ignored: activity \(activityID) is gone"), activityID: activityID)
         }
@@ -559,7 +588,12 @@ public struct LiveActivityBook: Sendable {
                         ))
                 }
                 let replaces = activity.deferred != nil
-                activity.deferred = LiveActivityDeferredUpdate(payload: payload, receivedAtMs: nowMs)
+                if let waiting = activity.deferred {
+                    settle(
+                        waiting, of: activityID, .coalesced,
+                        "replaced by a newer throttled update (timestamp \(LiveActivityTime.seconds(payload.timestamp))) before the budget allowed it")
+                }
+                activity.deferred = LiveActivityDeferredUpdate(payload: payload, receivedAtMs: nowMs, origin: origin)
                 activitiesByID[activityID] = activity
                 let when =
                     activity.budget.nextFreeMs(limit: limit, nowMs: nowMs, windowMs: window).map { "at \(LiveActivityTime.time($0))" }
@@ -574,7 +608,12 @@ public struct LiveActivityBook: Sendable {
             activity.budget.spend(nowMs: nowMs, windowMs: window)
         }
         activity.show(payload)
-        if let waiting = activity.deferred, waiting.payload.timestamp <= payload.timestamp { activity.deferred = nil }
+        if let waiting = activity.deferred, waiting.payload.timestamp <= payload.timestamp {
+            settle(
+                waiting, of: activityID, .coalesced,
+                "replaced: a newer update (timestamp \(LiveActivityTime.seconds(payload.timestamp))) was shown before the budget allowed this one")
+            activity.deferred = nil
+        }
         changes.append(.updated(activityID: activityID, alert: payload.alert))
         changes += activity.advance(to: nowMs)
         activitiesByID[activityID] = activity

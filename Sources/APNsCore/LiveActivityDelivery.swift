@@ -39,7 +39,8 @@ extension World {
         let json = (try? JSONValue.parse(payload)) ?? .null
         guard
             let (_, receipt) = liveActivities.receive(
-                token: token, payload: json, priority: priority, nowMs: nowMs, channelExists: { live.contains($0) })
+                token: token, payload: json, priority: priority, nowMs: nowMs, channelExists: { live.contains($0) },
+                origin: .push(sequence: sequence))
         else { return [] }
         let note = stored ? " (after waiting for the device to come online)" : ""
         let (outcome, explanation): (DeliveryOutcome, String)
@@ -49,7 +50,12 @@ extension World {
         case .throttled(let why): (outcome, explanation) = (.throttled, why + note)
         }
         setOutcome(sequence, outcome, explanation, atMs: nowMs)
-        if stored { records.update(sequence: sequence) { $0.wasStored = true } }
+        if stored || outcome == .delivered {
+            records.update(sequence: sequence) {
+                if stored { $0.wasStored = true }
+                if outcome == .delivered { $0.deliveredAtMs = nowMs }
+            }
+        }
         let apnsID = outcome == .ignored ? records.apnsID(sequence: sequence) ?? "" : ""
         noteLiveActivityOutcome(outcome) {
             IgnoredPush(
@@ -59,6 +65,44 @@ extension World {
         var frames = liveActivityChanged(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)
         frames += storedBroadcastsForNewSubscribers(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)
         return frames
+    }
+
+    /// The records of throttled updates that stopped waiting say what became of them: shown
+    /// when the budget allowed, replaced by a newer update, or never shown (the activity ended
+    /// or left first). A broadcast's record has it in the activity's delivery.
+    mutating func settleThrottledLiveActivityUpdates(nowMs: Int64) {
+        guard !liveActivities.settledUpdates.isEmpty else { return }
+        for (deviceID, settled) in liveActivities.takeSettledUpdates() {
+            switch settled.origin {
+            case .push(let sequence):
+                setOutcome(sequence, settled.outcome, settled.explanation, atMs: nowMs)
+                if settled.outcome == .delivered { records.update(sequence: sequence) { $0.deliveredAtMs = nowMs } }
+                guard settled.outcome == .ignored, let record = records.record(sequence: sequence) else { continue }
+                noteIgnoredPush(
+                    IgnoredPush(
+                        sequence: sequence, apnsID: record.apnsID, deviceID: deviceID, bundleID: record.bundleID ?? "",
+                        pushType: PushType.liveactivity.rawValue, explanation: settled.explanation, atMs: nowMs))
+            case .broadcast(let requestID):
+                guard let sequence = liveActivities.broadcastRecords[requestID] else { continue }
+                let channels = self.channels
+                records.update(sequence: sequence) { record in
+                    guard var reach = record.broadcast else { return }
+                    reach.settle(
+                        BroadcastReach.Delivery(
+                            deviceID: deviceID, activityID: settled.activityID, outcome: settled.outcome, explanation: settled.explanation),
+                        previously: .throttled)
+                    let channel = channels.channels[reach.channelID]
+                    let kept =
+                        channel?.policy == .mostRecentMessageStored && channel?.storedMessage?.requestID == requestID
+                        && (channel?.storedMessage?.expiresAtMs ?? 0) > nowMs
+                    record.broadcast = reach
+                    record.outcome = reach.summaryOutcome(keptForLater: kept)
+                    record.explanation = ChannelEndpoint.reachSummary(
+                        reach, channelID: reach.channelID, stored: kept ? ChannelEndpoint.keptForLater : "")
+                }
+                counters.countBroadcastDelivery(settled.outcome)
+            }
+        }
     }
 
     private mutating func waitForDevice(_ push: WaitingLiveActivityPush, nowMs: Int64) {
@@ -121,6 +165,7 @@ extension World {
         counters.countBroadcastReach(reach)
         var frames: [DeviceFrame] = []
         for (deviceID, changes) in changed { frames += liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs) }
+        settleThrottledLiveActivityUpdates(nowMs: nowMs)
         return (reach, frames)
     }
 
@@ -191,6 +236,7 @@ extension World {
     /// What follows a change to a device's activities: `activity` frames for a connected
     /// device, and the app backend's `register` hook for each new token.
     mutating func liveActivityChanged(deviceID: String, _ changes: [LiveActivityChange], nowMs: Int64) -> [DeviceFrame] {
+        settleThrottledLiveActivityUpdates(nowMs: nowMs)
         guard !changes.isEmpty else { return [] }
         for case .tokenIssued(let kind, let token, let bundleID, let type, let activityID) in changes {
             accountsCallRegister(deviceID: deviceID, bundleID: bundleID, token: token, kind: kind, attributesType: type, activityID: activityID)

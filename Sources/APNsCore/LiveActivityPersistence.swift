@@ -302,9 +302,20 @@ extension StateCodec {
         w.put(a.startedBy)
         w.put(a.budget.spentAtMs)
         if let deferred = a.deferred {
-            w.u8(1)
+            // 2: with the record it answers for (1, without, is still read).
+            w.u8(deferred.origin == nil ? 1 : 2)
             write(deferred.payload, to: &w)
             w.put(deferred.receivedAtMs)
+            switch deferred.origin {
+            case .push(let sequence)?:
+                w.u8(0)
+                w.u64(sequence)
+            case .broadcast(let requestID)?:
+                w.u8(1)
+                w.string(requestID)
+            case nil:
+                break
+            }
         } else {
             w.u8(0)
         }
@@ -330,8 +341,11 @@ extension StateCodec {
         a.updates = try r.take()
         a.startedBy = try r.take()
         a.budget = LiveActivityBudget(spentAtMs: try r.take())
-        if try r.u8() != 0 {
-            a.deferred = LiveActivityDeferredUpdate(payload: try readPayload(from: &r), receivedAtMs: try r.take())
+        let deferredForm = try r.u8()
+        if deferredForm != 0 {
+            var deferred = LiveActivityDeferredUpdate(payload: try readPayload(from: &r), receivedAtMs: try r.take())
+            if deferredForm == 2 { deferred.origin = try r.u8() == 0 ? .push(sequence: try r.u64()) : .broadcast(requestID: try r.string()) }
+            a.deferred = deferred
         }
         a.lastBroadcastID = try r.take()
         return a

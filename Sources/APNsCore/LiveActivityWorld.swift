@@ -46,6 +46,9 @@ public struct LiveActivityWorld: Sendable {
     /// come here.
     public var tracksChanges = false
     var changedDevices: Set<String> = []
+    /// Throttled updates that stopped waiting (shown, replaced, or their activity over), by
+    /// device, until the world settles their records (`takeSettledUpdates`).
+    var settledUpdates: [(deviceID: String, update: LiveActivitySettledUpdate)] = []
     private var broadcastRecordOrder: [String] = []
 
     public init() {}
@@ -139,7 +142,8 @@ public struct LiveActivityWorld: Sendable {
     /// A `liveactivity` push to one of these tokens, as the device takes it; nil when the token
     /// is not a Live Activity token.
     public mutating func receive(
-        token: String, payload: JSONValue, priority: Int, nowMs: Int64, channelExists: (String) -> Bool
+        token: String, payload: JSONValue, priority: Int, nowMs: Int64, channelExists: (String) -> Bool,
+        origin: LiveActivityUpdateOrigin? = nil
     ) -> (owner: TokenOwner, receipt: LiveActivityReceipt)? {
         guard let owner = tokens[token],
             let receipt = changeBook(
@@ -150,7 +154,7 @@ public struct LiveActivityWorld: Sendable {
                         return book.receiveStart(
                             pushToStartToken: token, payload: payload, priority: priority, nowMs: nowMs, channelExists: channelExists)
                     case .update:
-                        return book.receiveUpdate(updateToken: token, payload: payload, priority: priority, nowMs: nowMs)
+                        return book.receiveUpdate(updateToken: token, payload: payload, priority: priority, nowMs: nowMs, origin: origin)
                     }
                 })
         else { return nil }
@@ -269,9 +273,22 @@ public struct LiveActivityWorld: Sendable {
         return changed
     }
 
-    /// A device is gone: so are its activities and tokens.
-    public mutating func removeDevice(_ deviceID: String) {
-        guard books.removeValue(forKey: deviceID) != nil else { return }
+    /// A device is gone: so are its activities and tokens. `settling`: its throttled updates
+    /// are settled as never shown (not when a copy follows another's change).
+    public mutating func removeDevice(_ deviceID: String, settling: Bool = false) {
+        guard let book = books.removeValue(forKey: deviceID) else { return }
+        if settling {
+            for (activityID, waiting) in book.deferredUpdates() {
+                guard let origin = waiting.origin else { continue }
+                settledUpdates.append(
+                    (
+                        deviceID,
+                        LiveActivitySettledUpdate(
+                            activityID: activityID, origin: origin, outcome: .ignored,
+                            explanation: "ignored: device \(deviceID) was removed before the budget allowed this update")
+                    ))
+            }
+        }
         noteChange(deviceID)
         forgetTokens(ofDevice: deviceID)
         resubscribe(deviceID)
@@ -321,12 +338,46 @@ public struct LiveActivityWorld: Sendable {
     /// change copies none of it. Nil when the device has no book.
     private mutating func changeBook<T, E: Error>(_ deviceID: String, _ body: (inout LiveActivityBook) throws(E) -> T) throws(E) -> T? {
         guard var book = books.removeValue(forKey: deviceID) else { return nil }
+        let waitingBefore = book.deferredUpdates()
         defer {
+            settleDeferredUpdates(of: deviceID, &book, waitingBefore: waitingBefore)
             books[deviceID] = book
             noteChange(deviceID)
         }
         return try body(&book)
     }
+
+    /// Collects what became of the throttled updates a change to the book touched: those it
+    /// showed or replaced say so; those that left with their activity (ended, dismissed, the
+    /// app removed) were never shown.
+    private mutating func settleDeferredUpdates(
+        of deviceID: String, _ book: inout LiveActivityBook, waitingBefore: [(activityID: String, update: LiveActivityDeferredUpdate)]
+    ) {
+        let told = book.takeSettledUpdates()
+        guard !waitingBefore.isEmpty || !told.isEmpty else { return }
+        let waitingAfter = book.deferredUpdates().compactMap(\.update.origin)
+        for settled in told { settledUpdates.append((deviceID, settled)) }
+        for (activityID, waiting) in waitingBefore {
+            guard let origin = waiting.origin, !waitingAfter.contains(origin), !told.contains(where: { $0.origin == origin }) else { continue }
+            let over =
+                switch book.activity(activityID)?.state {
+                case .ended?: "ended"
+                case .dismissed?: "left the Lock Screen"
+                case nil: "went with its app"
+                default: "stopped waiting"
+                }
+            settledUpdates.append(
+                (
+                    deviceID,
+                    LiveActivitySettledUpdate(
+                        activityID: activityID, origin: origin, outcome: .ignored,
+                        explanation: "ignored: activity \(activityID) \(over) before the budget allowed this update")
+                ))
+        }
+    }
+
+    /// Throttled updates that stopped waiting since the last call.
+    mutating func takeSettledUpdates() -> [(deviceID: String, update: LiveActivitySettledUpdate)] { takeAll(&settledUpdates) }
 
     /// Keeps `subscribers` in step with the device's activities.
     mutating func resubscribe(_ deviceID: String) {

@@ -140,7 +140,7 @@ struct LiveActivityPersistenceTests {
 
     /// A row with every field set, from a seeded book: its bytes are the stored format (a
     /// change makes existing state unreadable; a new layout needs a new format number).
-    static func fullRow() throws -> LiveActivityRow {
+    static func fullRow(deferredFrom origin: LiveActivityUpdateOrigin? = nil) throws -> LiveActivityRow {
         var book = LiveActivityBook(policy: LiveActivityPolicy(updatesPerWindow: 1, tokenByteCount: 2), seed: 3)
         try book.declare(bundleID: "a.b", types: ["T"], frequentUpdates: false)
         let start = book.receiveStart(
@@ -159,7 +159,8 @@ struct LiveActivityPersistenceTests {
             nowMs: 2000)
         // Over the budget of 1: deferred.
         _ = book.receiveUpdate(
-            updateToken: token, payload: ["aps": ["event": "update", "timestamp": 3, "content-state": ["e": 4]]], priority: 10, nowMs: 3000)
+            updateToken: token, payload: ["aps": ["event": "update", "timestamp": 3, "content-state": ["e": 4]]], priority: 10, nowMs: 3000,
+            origin: origin)
         _ = try book.rotatePushToStartToken(bundleID: "a.b", type: "T", nowMs: 4000)
         _ = book.receiveWidgetPush(kind: .controls, bundleID: "a.b", payload: ["aps": ["content-changed": true]], priority: 5, nowMs: 5000)
         let owner = LiveActivityWorld.TokenOwner(deviceID: "d", bundleID: "a.b", environment: .production, kind: .update)
@@ -173,14 +174,26 @@ struct LiveActivityPersistenceTests {
         let book = try #require(row.book)
         let activity = try #require(book.activities().first)
         #expect(Mirror(reflecting: row).children.count == 5, "LiveActivityRow changed")
-        // 6 encoded or derived, plus the policy (configured) and randomness (new after a load).
-        #expect(Mirror(reflecting: book).children.count == 9, "LiveActivityBook changed")
+        // 6 encoded or derived, plus the policy (configured), randomness (new after a load) and
+        // the settled updates (taken by the world at once).
+        #expect(Mirror(reflecting: book).children.count == 10, "LiveActivityBook changed")
         #expect(Mirror(reflecting: try #require(book.apps["a.b"])).children.count == 5, "LiveActivityApp changed")
         #expect(Mirror(reflecting: activity).children.count == 22, "LiveActivity changed")
-        #expect(Mirror(reflecting: try #require(activity.deferred)).children.count == 2, "LiveActivityDeferredUpdate changed")
+        #expect(Mirror(reflecting: try #require(activity.deferred)).children.count == 3, "LiveActivityDeferredUpdate changed")
         #expect(Mirror(reflecting: try #require(activity.deferred?.payload)).children.count == 11, "LiveActivityPayload changed")
         #expect(Mirror(reflecting: WidgetPushState()).children.count == 3, "WidgetPushState changed")
         #expect(Mirror(reflecting: try #require(row.waiting.first)).children.count == 6, "WaitingLiveActivityPush changed")
+    }
+
+    /// A throttled update keeps the record it answers for (a push's sequence, a broadcast's
+    /// request id); one kept without (the pinned row below) still reads.
+    @Test func aThrottledUpdateKeepsItsRecordAcrossARestart() throws {
+        for origin: LiveActivityUpdateOrigin in [.push(sequence: 300), .broadcast(requestID: "6F1B2C3D-0000-4000-8000-000000000001")] {
+            let bytes = StateCodec.encode(try Self.fullRow(deferredFrom: origin))
+            let decoded = try StateCodec.decodeLiveActivities(bytes)
+            #expect(decoded.book?.activities().first?.deferred?.origin == origin)
+            #expect(StateCodec.encode(decoded) == bytes)
+        }
     }
 
     @Test func theStoredFormatStaysTheSame() throws {

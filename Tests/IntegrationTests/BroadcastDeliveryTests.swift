@@ -117,6 +117,58 @@ struct BroadcastDeliveryTests {
         #expect(try emulator.metric("apns_emulator_broadcast_deliveries_total", labels: #"outcome="delivered""#) == 2)
     }
 
+    /// A priority-10 broadcast over an activity's budget waits; once the budget allows, the
+    /// activity shows it and the broadcast's record says so (it read "throttled" for good).
+    @Test func aThrottledBroadcastUpdateIsRecordedAsShownOnceTheBudgetAllows() throws {
+        let emulator = try EmulatorProcess(["--live-activity-budget-per-hour", "1"])
+        let management = try BroadcastProvider(emulator, listener: "channelSandbox")
+        let push = try BroadcastProvider(emulator, listener: "sandbox")
+        let created = try management.send(
+            "POST", "/1/apps/\(Self.bundle)/channels", body: #"{"message-storage-policy": 0, "push-type": "LiveActivity"}"#)
+        let channel = try #require(created.header("apns-channel-id"))
+        let (deviceID, _) = try emulator.createDevice()
+        #expect(
+            try emulator.admin(
+                "PUT", "/api/v1/devices/\(deviceID)/apps/\(Self.bundle)/live-activities", body: ["types": ["DeliveryAttributes"]]
+            ).status == 200)
+        let started = try emulator.admin(
+            "POST", "/api/v1/devices/\(deviceID)/apps/\(Self.bundle)/activities",
+            body: ["attributesType": "DeliveryAttributes", "attributes": [:], "contentState": ["eta": 30], "channel": .string(channel)])
+        let activityID = try #require(started.json["activityId"]?.stringValue)
+        var timestamp = 1_700_000_000
+        func broadcast(eta: Int) throws -> String? {
+            timestamp += 1
+            let sent = try push.send(
+                "POST", "/4/broadcasts/apps/\(Self.bundle)",
+                headers: [("apns-channel-id", channel), ("apns-push-type", "LiveActivity"), ("apns-priority", "10"), ("apns-expiration", "0")],
+                body: #"{"aps":{"event":"update","timestamp":\#(timestamp),"content-state":{"eta":\#(eta)}}}"#)
+            #expect(sent.status == 200)
+            return sent.header("apns-request-id")
+        }
+        func record(_ requestID: String?) throws -> JSONObject {
+            try emulator.admin("GET", "/api/v1/notifications/\(requestID ?? "")").json.objectValue ?? JSONObject()
+        }
+        #expect(try record(broadcast(eta: 20))["outcome"]?.stringValue == "delivered")
+        let replaced = try broadcast(eta: 10)
+        let waiting = try broadcast(eta: 5)
+        #expect(try record(waiting)["outcome"]?.stringValue == "throttled")
+        let coalesced = try record(replaced)
+        #expect(coalesced["outcome"]?.stringValue == "coalesced", "\(coalesced)")
+        #expect(coalesced["broadcast"]?.objectValue?["outcomes"]?.objectValue?["coalesced"]?.intValue == 1)
+
+        #expect(try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 3_601]).status == 200)
+        let shown = try record(waiting)
+        #expect(shown["outcome"]?.stringValue == "delivered", "\(shown)")
+        let reach = try #require(shown["broadcast"]?.objectValue)
+        #expect(reach["reached"]?.intValue == 1 && reach["outcomes"]?.objectValue?["delivered"]?.intValue == 1, "\(reach)")
+        let delivery = try #require(reach["deliveries"]?.arrayValue?.first?.objectValue)
+        #expect(delivery["activityId"]?.stringValue == activityID)
+        #expect(delivery["explanation"]?.stringValue?.contains("when its budget allowed") == true, "\(delivery)")
+        let shownETA = try emulator.admin("GET", "/api/v1/devices/\(deviceID)/activities").json["activities"]?.arrayValue?.first?
+            .objectValue?["contentState"]?.objectValue?["eta"]?.intValue
+        #expect(shownETA == 5)
+    }
+
     @Test func aLateSubscriberGetsTheStoredMessageOnlyFromAMostRecentMessageStoredChannel() throws {
         let stored = try channel(policy: 1)
         let unstored = try channel(policy: 0)

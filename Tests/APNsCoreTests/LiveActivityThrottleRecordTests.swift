@@ -1,0 +1,94 @@
+// LiveActivityThrottleRecordTests: a throttled Live Activity update's journal record says
+// what became of it once it stops waiting: shown when the budget allows (delivered), replaced
+// by a newer update (coalesced), or never shown because its activity ended first (ignored);
+// the link survives a restart. (A broadcast's record, per activity: BroadcastDeliveryTests.)
+import APNsCore
+import Testing
+
+@Suite("Throttled Live Activity updates in the journal")
+struct LiveActivityThrottleRecordTests {
+    static let bundle = "com.example.app"
+    static let topic = bundle + ".push-type.liveactivity"
+
+    /// A started activity on the virtual device "ci" and its update token.
+    func startedActivity(_ f: PersistenceFixture) throws -> (activityID: String, token: String) {
+        let now = f.now
+        try f.state.withWorld { world throws(DeviceRequestError) in
+            _ = try world.declareLiveActivities(deviceID: "ci", bundleID: Self.bundle, types: ["Delivery"], frequentUpdates: false, nowMs: now)
+        }
+        let startToken = try #require(f.state.readWorld { $0.liveActivities.book(deviceID: "ci")?.pushToStartToken(bundleID: Self.bundle, type: "Delivery") })
+        let start = try push(
+            f, startToken,
+            #"{"event":"start","timestamp":1,"attributes-type":"Delivery","attributes":{},"content-state":{"n":0},"alert":"x","input-push-token":1}"#)
+        #expect(f.record(start.recordSequence)?.outcome == .delivered)
+        let activity = try #require(f.state.readWorld { $0.liveActivities.book(deviceID: "ci")?.activities().first })
+        return (activity.activityID, try #require(activity.pushToken))
+    }
+
+    func push(_ f: PersistenceFixture, _ token: String, _ aps: String, priority: String = "10") throws -> PushResponse {
+        let answer = try f.push(
+            token, topic: Self.topic, body: #"{"aps":\#(aps)}"#, headers: [("apns-push-type", "liveactivity"), ("apns-priority", priority)])
+        #expect(answer.status == 200)
+        return answer
+    }
+
+    func update(_ f: PersistenceFixture, _ token: String, _ n: Int, priority: String = "10") throws -> UInt64 {
+        try push(f, token, #"{"event":"update","timestamp":\#(n + 1),"content-state":{"n":\#(n)}}"#, priority: priority).recordSequence
+    }
+
+    func contentState(_ f: PersistenceFixture, _ activityID: String) -> JSONValue? {
+        f.state.readWorld { $0.liveActivities.book(deviceID: "ci")?.activity(activityID)?.contentState }
+    }
+
+    func tick(_ f: PersistenceFixture) {
+        let now = f.now
+        _ = f.state.withWorld { $0.tick(nowMs: now) }
+    }
+
+    @Test func aThrottledUpdateIsDeliveredWhenShownAndCoalescedWhenReplaced() throws {
+        let f = try PersistenceFixture()
+        let (activityID, token) = try startedActivity(f)
+        for n in 1...15 { #expect(f.record(try update(f, token, n))?.outcome == .delivered) }
+        let replaced = try update(f, token, 16)
+        #expect(f.record(replaced)?.outcome == .throttled)
+        let shownLater = try update(f, token, 17)
+        #expect(f.record(shownLater)?.outcome == .throttled)
+        #expect(f.record(replaced)?.outcome == .coalesced, "the newer throttled update took its place")
+        #expect(f.record(replaced)?.explanation.contains("replaced by a newer throttled update") == true)
+
+        // The link from the waiting update to its record survives a restart.
+        try f.restart()
+        f.clock.advance(seconds: 3_601)
+        tick(f)
+        #expect(contentState(f, activityID) == ["n": 17])
+        let record = try #require(f.record(shownLater))
+        #expect(record.outcome == .delivered, "\(record.explanation)")
+        #expect(record.explanation.contains("when its budget allowed"), "\(record.explanation)")
+        #expect(record.deliveredAtMs != nil)
+        #expect(f.record(replaced)?.outcome == .coalesced)
+
+        // A newer priority-5 update shown while a throttled one waits makes the waiting one moot.
+        for n in 18...32 { _ = try update(f, token, n) }
+        let moot = try update(f, token, 33)
+        #expect(f.record(moot)?.outcome == .throttled)
+        #expect(f.record(try update(f, token, 34, priority: "5"))?.outcome == .delivered)
+        #expect(f.record(moot)?.outcome == .coalesced, "\(f.record(moot)?.explanation ?? "-")")
+    }
+
+    @Test func aThrottledUpdateWhoseActivityEndsFirstIsIgnoredAndAFinding() throws {
+        let f = try PersistenceFixture()
+        let (_, token) = try startedActivity(f)
+        for n in 1...15 { _ = try update(f, token, n) }
+        let throttled = try update(f, token, 16)
+        #expect(f.record(throttled)?.outcome == .throttled)
+        _ = try push(f, token, #"{"event":"end","timestamp":100,"content-state":{"n":99}}"#)
+        let record = try #require(f.record(throttled))
+        #expect(record.outcome == .ignored)
+        #expect(record.explanation.contains("ended before the budget allowed this update"), "\(record.explanation)")
+        #expect(f.state.readWorld { $0.ignoredPushes.map(\.sequence) }.contains(throttled), "an ignored push is a finding of the checks")
+        // Time passing changes nothing more.
+        f.clock.advance(seconds: 3_601)
+        tick(f)
+        #expect(f.record(throttled)?.outcome == .ignored)
+    }
+}
