@@ -401,7 +401,10 @@ public final class ProviderEndpoint: Sendable {
         _ record: inout NotificationRecord, rejection: Rejection, environment: APNsEnvironment, raise: Bool, verification: String?,
         world: inout World
     ) -> PushResponse {
-        world.counters.countNotification(status: record.status, reason: rejection.reason, reasonText: nil, pushType: nil, environment: environment)
+        // The push type the record names (the header's, or the topic's suffix), as later stages count it.
+        let pushType = record.pushType.flatMap { PushType(rawValue: $0) }
+        world.counters.countNotification(
+            status: record.status, reason: rejection.reason, reasonText: nil, pushType: pushType, environment: environment)
         if let verification { world.counters.countVerification(verification) }
         let reply = response(for: record, rejection: rejection, raise: raise, sequence: world.records.nextSequence)
         world.records.append(moving: &record)

@@ -1,7 +1,14 @@
 /// RFC 3339 times in UTC with milliseconds, without Foundation's formatters (which are slow
 /// and locale-sensitive).
 public enum RFC3339 {
-    public static func format(milliseconds: Int64) -> String {
+    /// The first and last moments RFC 3339 can write (0001-01-01T00:00:00.000Z and
+    /// 9999-12-31T23:59:59.999Z); a time outside is written as the nearer one, so that no
+    /// number (a user's `since`, a date far in the future) can overflow the arithmetic below.
+    public static let earliestMs: Int64 = -62_135_596_800_000
+    public static let latestMs: Int64 = 253_402_300_799_999
+
+    public static func format(milliseconds unclamped: Int64) -> String {
+        let milliseconds = min(max(unclamped, earliestMs), latestMs)
         let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
         let millis = milliseconds - seconds * 1000
         var days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
@@ -82,4 +89,11 @@ public enum RFC3339 {
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
         return seconds * 1000 + millis
     }
+}
+
+/// Seconds since 1970 as JSON bodies give them (`dismissalDate`): whole milliseconds when the
+/// number is finite and within the years RFC 3339 writes, nil otherwise (1e300 would trap).
+public func millisecondsSince1970(seconds: Double) -> Int64? {
+    guard seconds.isFinite, seconds * 1000 >= Double(RFC3339.earliestMs), seconds * 1000 <= Double(RFC3339.latestMs) else { return nil }
+    return Int64((seconds * 1000).rounded())
 }

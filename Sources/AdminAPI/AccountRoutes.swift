@@ -48,7 +48,8 @@ struct AccountRoutes: AdminResource {
             host.log("admin: \(user) logged in on \(id)")
             return .json(200, ["deviceId": .string(id), "userId": .string(user), "previousUserId": previous.map(JSONValue.string) ?? .null])
         }
-        r.add("POST", "/api/v1/devices/{deviceId}/logout", "log the account out (unbind)") { _, p, _ in
+        r.add("POST", "/api/v1/devices/{deviceId}/logout", "log the account out (unbind)") { req, p, _ in
+            try req.refuseBody()
             let id = try Self.deviceID(p)
             let previous = try deviceCall { world, _ throws(DeviceRequestError) in try world.logout(deviceID: id) }
             if let previous { tellDevice(id, ["type": "loggedOut", "userId": .null, "previousUserId": .string(previous)]) }
@@ -63,7 +64,7 @@ struct AccountRoutes: AdminResource {
             try backendCalls(deviceID: nil, req, http)
         }
         r.add("GET", "/api/v1/checks", "cross-account deliveries and pushes the device ignored (409 in strict mode while any exist)") { req, _, _ in
-            checks(req)
+            try checks(req)
         }
     }
 
@@ -84,7 +85,12 @@ struct AccountRoutes: AdminResource {
         return answerOffLoop(http) { .page("calls", calls.map(\.json), nextCursor: next) }
     }
 
-    private func checks(_ req: HTTP1Request) -> HTTP1ServerResponse {
+    private func checks(_ req: HTTP1Request) throws(AdminError) -> HTTP1ServerResponse {
+        try req.refuseUnknownQueryParameters(["strict"])
+        // A misspelt value would turn a CI gate off without a word.
+        if let text = req.query["strict"], !["true", "1", "false", "0"].contains(text) {
+            throw AdminError(400, "strict must be true, 1, false or 0, not '\(text)'")
+        }
         let (crossAccount, ignored, crossAccountTotal, ignoredTotal) = state.readWorld {
             ($0.crossAccountDeliveries, $0.ignoredPushes, $0.counters.crossAccountDeliveries, $0.counters.ignoredPushes)
         }

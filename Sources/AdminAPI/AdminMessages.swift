@@ -13,6 +13,13 @@ public struct AdminError: Error {
 
 extension HTTP1Request {
     /// The body as a JSON object; an empty body counts as `{}`.
+    /// For an endpoint that takes no body: none, or an empty JSON object; anything else is 400
+    /// (a field sent to it would otherwise be ignored without a word).
+    func refuseBody() throws(AdminError) {
+        guard let field = try jsonObject().keys.first else { return }
+        throw AdminError(400, "this endpoint takes no body fields; got \"\(field)\"")
+    }
+
     func jsonObject() throws(AdminError) -> JSONObject {
         if body.isEmpty || body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return JSONObject() }
         do {

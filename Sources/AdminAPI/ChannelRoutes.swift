@@ -8,6 +8,7 @@ struct ChannelRoutes: AdminResource {
 
     func addRoutes(to r: inout AdminRouter) {
         r.add("GET", "/api/v1/channels", "broadcast channels, live and deleted, oldest first (?bundleId=, ?environment=)") { req, _, _ in
+            try req.refuseUnknownQueryParameters(["bundleId", "environment"])
             let bundle = req.query["bundleId"]
             let environment = req.query["environment"]
             if let environment, APNsEnvironment(rawValue: environment) == nil {

@@ -15,7 +15,8 @@ struct DeviceRoutes: AdminResource {
             try patchDevice(try Self.deviceID(p), req)
         }
         r.add("DELETE", "/api/v1/devices/{deviceId}", "remove a device") { _, p, _ in try deleteDevice(try Self.deviceID(p)) }
-        r.add("POST", "/api/v1/devices/{deviceId}/erase", "erase all content and settings") { _, p, _ in
+        r.add("POST", "/api/v1/devices/{deviceId}/erase", "erase all content and settings") { req, p, _ in
+            try req.refuseBody()
             let id = try Self.deviceID(p)
             try deviceCall { world, now throws(DeviceRequestError) in try world.eraseDevice(id, nowMs: now) }
             return try getDevice(id)
@@ -67,14 +68,16 @@ struct DeviceRoutes: AdminResource {
         r.add("DELETE", "/api/v1/devices/{deviceId}/apps/{bundleId}", "uninstall: later pushes get 410") { _, p, _ in
             try uninstall(deviceID: try Self.deviceID(p), bundleID: try Self.bundleID(p))
         }
-        r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/reinstall", "uninstall and install again: new token") { _, p, _ in
+        r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/reinstall", "uninstall and install again: new token") { req, p, _ in
+            try req.refuseBody()
             let (id, bundle) = (try Self.deviceID(p), try Self.bundleID(p))
             let entries = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.reinstallApp(deviceID: id, bundleID: bundle, nowMs: now)
             }
             return .json(200, ["tokens": .array(entries.map(AdminJSON.token))])
         }
-        r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/rotate", "APNs replaces the app's tokens") { _, p, _ in
+        r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/rotate", "APNs replaces the app's tokens") { req, p, _ in
+            try req.refuseBody()
             let (id, bundle) = (try Self.deviceID(p), try Self.bundleID(p))
             let entries = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.rotateTokens(deviceID: id, bundleID: bundle, nowMs: now)

@@ -69,8 +69,10 @@ struct LiveActivityRoutes: AdminResource {
             try body.refuseUnknownFields(["contentState", "dismissalDate"])
             var dismissalMs: Int64?
             if let value = body["dismissalDate"], value != .null {
-                guard let seconds = value.numberValue else { throw AdminError(400, "\"dismissalDate\" must be seconds since 1970") }
-                dismissalMs = Int64(seconds * 1000)
+                guard let ms = value.numberValue.flatMap(millisecondsSince1970(seconds:)) else {
+                    throw AdminError(400, "\"dismissalDate\" must be seconds since 1970, up to the end of year 9999")
+                }
+                dismissalMs = ms
             }
             let (receipt, frames) = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.endLiveActivity(
@@ -83,7 +85,8 @@ struct LiveActivityRoutes: AdminResource {
         r.add(
             "POST", "/api/v1/devices/{deviceId}/activities/{activityId}/rotate-token",
             "the system issues the activity a new update token (the old one ends)"
-        ) { _, p, _ in
+        ) { req, p, _ in
+            try req.refuseBody()
             let deviceID = try Self.deviceID(p)
             let activityID = p["activityId"] ?? ""
             let (_, frames) = try deviceCall { world, now throws(DeviceRequestError) in
@@ -95,7 +98,8 @@ struct LiveActivityRoutes: AdminResource {
         r.add(
             "POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/live-activities/{attributesType}/rotate-token",
             "the system issues the app a new push-to-start token for the type (the old one ends)"
-        ) { _, p, _ in
+        ) { req, p, _ in
+            try req.refuseBody()
             let (deviceID, bundleID) = (try Self.deviceID(p), try Self.bundleID(p))
             let type = p["attributesType"] ?? ""
             let (_, frames) = try deviceCall { world, now throws(DeviceRequestError) in

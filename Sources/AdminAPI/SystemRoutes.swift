@@ -24,7 +24,8 @@ struct SystemRoutes: AdminResource {
             HTTP1ServerResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array(UIAssets.openAPI.utf8))
         }
         r.add("GET", "/api/v1/info", "version, uptime, addresses, counts") { _, _, _ in .json(200, info()) }
-        r.add("POST", "/api/v1/reset", "back to the configured start state") { _, _, _ in
+        r.add("POST", "/api/v1/reset", "back to the configured start state") { req, _, _ in
+            try req.refuseBody()
             Self.dispose(host.resetToStart())
             host.log("admin: reset to the configured start state")
             return .json(200, ["reset": true])

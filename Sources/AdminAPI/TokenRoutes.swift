@@ -47,6 +47,10 @@ struct TokenRoutes: AdminResource {
                 } else {
                     throw AdminError(400, "\"since\" must be milliseconds since the epoch or an RFC 3339 time")
                 }
+                // The 410's timestamp: a time APNs could give (from 1970 on).
+                guard since >= 0, since <= RFC3339.latestMs else {
+                    throw AdminError(400, "\"since\" must be a time from 1970 to the end of year 9999")
+                }
             }
             newState = .unregistered(sinceMs: since)
         default:

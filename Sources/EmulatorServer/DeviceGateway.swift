@@ -477,8 +477,10 @@ final class DeviceConnection: ConnectionHandler {
             let activityID = try Self.string(m, "activityId")
             var dismissalMs: Int64?
             if let value = m["dismissalDate"], value != .null {
-                guard let seconds = value.numberValue else { throw DeviceRequestError("bad_request", "\"dismissalDate\" must be seconds since 1970") }
-                dismissalMs = Int64(seconds * 1000)
+                guard let ms = value.numberValue.flatMap(millisecondsSince1970(seconds:)) else {
+                    throw DeviceRequestError("bad_request", "\"dismissalDate\" must be seconds since 1970, up to the end of year 9999")
+                }
+                dismissalMs = ms
             }
             let (receipt, frames) = try state.withWorld { world throws(DeviceRequestError) in
                 try world.endLiveActivity(

@@ -288,6 +288,17 @@ struct RFC3339Tests {
         #expect(RFC3339.format(milliseconds: 951_782_400_000) == "2000-02-29T00:00:00.000Z")
     }
 
+    /// Any Int64 formats (a user's `since` of -2^63 overflowed the arithmetic): outside the
+    /// years RFC 3339 writes, as the nearer end.
+    @Test func formatsEveryNumberWithinTheYearsItCanWrite() {
+        #expect(RFC3339.format(milliseconds: .min) == "0001-01-01T00:00:00.000Z")
+        #expect(RFC3339.format(milliseconds: .max) == "9999-12-31T23:59:59.999Z")
+        #expect(RFC3339.format(milliseconds: RFC3339.latestMs) == "9999-12-31T23:59:59.999Z")
+        #expect(millisecondsSince1970(seconds: 1_700_000_000.5) == 1_700_000_000_500)
+        #expect(millisecondsSince1970(seconds: -1) == -1000)
+        for bad in [1e16, -1e16, 1e300, .infinity, .nan] { #expect(millisecondsSince1970(seconds: bad) == nil, "\(bad)") }
+    }
+
     @Test func parsesWhatItFormatsAndOffsets() {
         for ms: Int64 in [0, 1, 999, 1_767_225_600_123, 951_782_399_999, 4_102_444_800_000] {
             #expect(RFC3339.parse(RFC3339.format(milliseconds: ms)) == ms)

@@ -343,6 +343,35 @@ struct ControlPlaneTests {
         #expect(APNsResult(try emulator.connect().send(try emulator.push(device.token).request)).status == 200)
     }
 
+    /// Inputs found from outside to crash the process, or to be taken silently: each is a 400
+    /// now, and the emulator goes on serving.
+    @Test func outOfRangeNumbersAndStrayInputsAreRefusedNotFatal() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        for value in ["1e16", "-1e16", "1e300"] {
+            let reply = try emulator.admin(
+                "POST", "/api/v1/devices/nosuch/activities/nosuch/end", body: ["dismissalDate": try JSONValue.parse(value)])
+            #expect(reply.status == 400, "dismissalDate \(value): \(reply.raw)")
+            #expect(reply.json["error"]?.stringValue?.contains("year 9999") == true, "\(reply.raw)")
+        }
+        #expect(try emulator.admin("GET", "/api/v1/stats?since=-9223372036854775807").status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/stats?since=9223372036854775807").status == 200)
+        #expect(try emulator.admin("GET", "/livez").status == 200, "still serving")
+
+        for (query, status) in [("strict=yes", 400), ("strict=TRUE", 400), ("strict=false", 200), ("strict=0", 200), ("scrict=1", 400)] {
+            #expect(try emulator.admin("GET", "/api/v1/checks?\(query)").status == status, "\(query)")
+        }
+        #expect(try emulator.admin("GET", "/api/v1/channels?bundleid=com.example.app").status == 400)
+        #expect(try emulator.admin("GET", "/api/v1/channels?bundleId=com.example.app").status == 200)
+
+        let device = try emulator.createDevice()
+        #expect(try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "unregistered", "since": -5]).status == 400)
+        #expect(try emulator.admin("POST", "/api/v1/reset", body: .raw(Array("garbage".utf8))).status == 400)
+        #expect(try emulator.admin("POST", "/api/v1/reset", body: ["confirm": true]).status == 400)
+        #expect(try emulator.admin("POST", "/api/v1/devices/\(device.deviceID)/erase", body: ["x": 1]).status == 400)
+        #expect(try emulator.admin("POST", "/api/v1/reset", body: [:]).status == 200)
+        #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
+    }
+
     @Test func metricsCountWhatHappened() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
@@ -354,6 +383,13 @@ struct ControlPlaneTests {
         let text = reply.raw
         #expect(text.contains(#"apns_emulator_notifications_total{status="200",reason="",push_type="alert",environment="sandbox"} 3"#))
         #expect(text.contains(#"apns_emulator_notifications_total{status="400",reason="BadDeviceToken""#))
+        // A push refused before its token is looked at is counted under the push type it names.
+        var unsigned = try emulator.push(device.token)
+        unsigned.providerToken = nil
+        unsigned.pushType = "background"
+        _ = try connection.send(unsigned.request)
+        let refused = try emulator.admin("GET", "/metrics").raw
+        #expect(refused.contains(#"{status="403",reason="MissingProviderToken",push_type="background",environment="sandbox"} 1"#), "\(refused)")
         #expect(text.contains(#"apns_emulator_delivery_outcomes_total{outcome="delivered"} 3"#))
         #expect(text.contains(#"apns_emulator_jwt_verifications_total{result="valid"} 1"#))
         #expect(text.contains("apns_emulator_provider_connections 1"))
