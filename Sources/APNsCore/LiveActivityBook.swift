@@ -591,7 +591,8 @@ public struct LiveActivityBook: Sendable {
                 if let waiting = activity.deferred {
                     settle(
                         waiting, of: activityID, .coalesced,
-                        "replaced by a newer throttled update (timestamp \(LiveActivityTime.seconds(payload.timestamp))) before the budget allowed it")
+                        "replaced by a newer throttled update (timestamp \(LiveActivityTime.seconds(payload.timestamp))) before the budget allowed it"
+                    )
                 }
                 activity.deferred = LiveActivityDeferredUpdate(payload: payload, receivedAtMs: nowMs, origin: origin)
                 activitiesByID[activityID] = activity

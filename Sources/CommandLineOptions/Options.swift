@@ -262,7 +262,8 @@ public enum OptionParser {
                 .replacingOccurrences(of: "|", with: "\\|")
             let meaning = spec.help.replacingOccurrences(of: "|", with: "\\|") + (spec.repeatable ? " (repeatable)" : "")
             lines.append(
-                "| \(flag) | `\(spec.environmentVariable)` | \(spec.name == configOption ? "" : "`\(spec.configKey)`") | \(spec.defaultValue.map { "`\($0)`" } ?? "") | \(meaning) |")
+                "| \(flag) | `\(spec.environmentVariable)` | \(spec.name == configOption ? "" : "`\(spec.configKey)`") | \(spec.defaultValue.map { "`\($0)`" } ?? "") | \(meaning) |"
+            )
         }
         return lines.joined(separator: "\n")
     }

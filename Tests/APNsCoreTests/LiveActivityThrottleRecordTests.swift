@@ -16,7 +16,8 @@ struct LiveActivityThrottleRecordTests {
         try f.state.withWorld { world throws(DeviceRequestError) in
             _ = try world.declareLiveActivities(deviceID: "ci", bundleID: Self.bundle, types: ["Delivery"], frequentUpdates: false, nowMs: now)
         }
-        let startToken = try #require(f.state.readWorld { $0.liveActivities.book(deviceID: "ci")?.pushToStartToken(bundleID: Self.bundle, type: "Delivery") })
+        let startToken = try #require(
+            f.state.readWorld { $0.liveActivities.book(deviceID: "ci")?.pushToStartToken(bundleID: Self.bundle, type: "Delivery") })
         let start = try push(
             f, startToken,
             #"{"event":"start","timestamp":1,"attributes-type":"Delivery","attributes":{},"content-state":{"n":0},"alert":"x","input-push-token":1}"#)
