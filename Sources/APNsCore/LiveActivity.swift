@@ -303,12 +303,20 @@ public struct LiveActivity: Sendable, Equatable {
 
     /// The sentence for a push that came after the end.
     var endedExplanation: String {
+        switch endedBy {
+        case .lifetime?, nil, .push?, .app?: return "ignored: \(howItEnded); pushes after the end are ignored"
+        case .user?, .system?: return "ignored: \(howItEnded)"
+        }
+    }
+
+    /// How it ended, for the app's own call to end it again.
+    var howItEnded: String {
         let when = LiveActivityTime.time(endedAtMs ?? startedAtMs)
         switch endedBy {
-        case .lifetime?: return "ignored: the activity ended at \(when) (its 8 hours were up); pushes after the end are ignored"
-        case .user?: return "ignored: the activity was dismissed by the user at \(when)"
-        case .system?: return "ignored: the activity was removed at \(when)"
-        default: return "ignored: the activity ended at \(when); pushes after the end are ignored"
+        case .lifetime?: return "the activity ended at \(when) (its 8 hours were up)"
+        case .user?: return "the activity was dismissed by the user at \(when)"
+        case .system?: return "the activity was removed at \(when)"
+        default: return "the activity ended at \(when)"
         }
     }
 }

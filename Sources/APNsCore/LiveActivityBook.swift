@@ -254,7 +254,7 @@ public struct LiveActivityBook: Sendable {
         try LiveActivityJSON.checkDecodable(contentState, field: "content-state", event: .start)
         if let tooLarge = Self.sizeProblem(attributes: attributes, contentState: contentState) { throw LiveActivityRefusal(.start, tooLarge) }
         if case .channel(let id) = updates, !channelExists(id) {
-            throw LiveActivityRefusal(.start, "channel \(id) is not a channel of \(bundleID)")
+            throw LiveActivityRefusal(.start, "channel \(id) is not a live channel of \(bundleID) \(Self.channelScope)")
         }
         let (id, changes) = create(
             bundleID: bundleID, type: attributesType, attributes: attributes, contentState: contentState, updates: updates,
@@ -272,7 +272,8 @@ public struct LiveActivityBook: Sendable {
         guard activitiesByID[activityID] != nil else { throw .unknownActivity(activityID) }
         var changes = advance(activityID, nowMs: nowMs)
         guard var activity = activitiesByID[activityID], activity.isRunning else {
-            let explanation = activitiesByID[activityID]?.endedExplanation ?? "ignored: activity \(activityID) is gone"
+            // The app's call, not a push: said as such.
+            let explanation = activitiesByID[activityID].map { "already over: \($0.howItEnded)" } ?? "activity \(activityID) is gone"
             return LiveActivityReceipt(outcome: .ignored(explanation), activityID: activityID, changes: changes)
         }
         if let state = contentState.map(LiveActivityJSON.parsedIfRaw) {
@@ -348,7 +349,7 @@ public struct LiveActivityBook: Sendable {
         }
         if let tooLarge = Self.sizeProblem(attributes: attributes, contentState: contentState) { return refuse(tooLarge) }
         if let channel = parsed.inputPushChannel, !channelExists(channel) {
-            return refuse("input-push-channel \(channel) is not a channel of \(bundleID)")
+            return refuse("input-push-channel \(channel) is not a live channel of \(bundleID) \(Self.channelScope)")
         }
         let updates: LiveActivityUpdates = parsed.inputPushToken ? .token : parsed.inputPushChannel.map { .channel($0) } ?? .none
         let (id, changes) = create(
@@ -529,6 +530,9 @@ public struct LiveActivityBook: Sendable {
         return changes
     }
 
+    /// Why a channel id that exists may still not do: the device's environment, or deleted.
+    public static let channelScope = "in the device's environment (sandbox and production channels are apart, and a deleted one takes no subscribers)"
+
     /// Throttled updates that stopped waiting since the last call.
     mutating func takeSettledUpdates() -> [LiveActivitySettledUpdate] { takeAll(&settledUpdates) }
 
@@ -596,15 +600,18 @@ public struct LiveActivityBook: Sendable {
                 }
                 activity.deferred = LiveActivityDeferredUpdate(payload: payload, receivedAtMs: nowMs, origin: origin)
                 activitiesByID[activityID] = activity
-                let when =
-                    activity.budget.nextFreeMs(limit: limit, nowMs: nowMs, windowMs: window).map { "at \(LiveActivityTime.time($0))" }
-                    ?? "never (the budget is 0)"
                 let frequent = apps[activity.bundleID]?.usesFrequentUpdates == true ? " (frequent updates on)" : ""
+                let replacing = replaces ? "; it replaces the throttled update that was waiting" : ""
+                guard let next = activity.budget.nextFreeMs(limit: limit, nowMs: nowMs, windowMs: window) else {
+                    return receipt(
+                        .throttled(
+                            "throttled: activity \(activityID) may show no priority-10 updates (a budget of 0 an hour\(frequent)); "
+                                + "this one is never shown, and waits only to be replaced by a newer one" + replacing))
+                }
                 return receipt(
                     .throttled(
                         "throttled: activity \(activityID) has shown its \(limit) priority-10 updates in the last \(Self.describe(window))\(frequent); "
-                            + "this update is shown \(when) unless a newer one replaces it"
-                            + (replaces ? "; it replaces the throttled update that was waiting" : "")))
+                            + "this update is shown at \(LiveActivityTime.time(next)) unless a newer one replaces it" + replacing))
             }
             activity.budget.spend(nowMs: nowMs, windowMs: window)
         }

@@ -45,7 +45,9 @@ extension World {
         let note = stored ? " (after waiting for the device to come online)" : ""
         let (outcome, explanation): (DeliveryOutcome, String)
         switch receipt.outcome {
-        case .applied: (outcome, explanation) = (.delivered, "applied to Live Activity \(receipt.activityID ?? "?")" + note)
+        case .applied:
+            let newest = liveActivities.book(deviceID: owner.deviceID)?.activity(receipt.activityID ?? "")?.newestTimestamp
+            (outcome, explanation) = (.delivered, "applied to Live Activity \(receipt.activityID ?? "?")" + note + Self.millisecondsHint(newest))
         case .ignored(let why), .refused(let why): (outcome, explanation) = (.ignored, why + note)
         case .throttled(let why): (outcome, explanation) = (.throttled, why + note)
         }
@@ -65,6 +67,14 @@ extension World {
         var frames = liveActivityChanged(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)
         frames += storedBroadcastsForNewSubscribers(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)
         return frames
+    }
+
+    /// A `timestamp` past year 5000 is almost surely milliseconds: the device takes it as
+    /// seconds, so every later update in seconds reads as older. Said in the record.
+    static func millisecondsHint(_ timestamp: Double?) -> String {
+        guard let timestamp, timestamp > 95_617_584_000 else { return "" }
+        return
+            "; note: timestamp \(LiveActivityTime.seconds(timestamp)) is read as seconds (after year 5000): if it is milliseconds, later updates in seconds will be ignored as older"
     }
 
     /// The records of throttled updates that stopped waiting say what became of them: shown

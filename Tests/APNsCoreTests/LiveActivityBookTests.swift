@@ -437,7 +437,7 @@ struct LiveActivityAppStartTests {
                 bundleID: F.bundle, attributesType: type, attributes: attributes, contentState: state, updates: updates, nowMs: F.t0,
                 channelExists: { known.contains($0) })
         }
-        #expect(throws: LiveActivityRefusal(.start, "channel ch-2 is not a channel of com.example.app")) { try start(updates: .channel("ch-2")) }
+        #expect(throws: LiveActivityRefusal(.start, "channel ch-2 is not a live channel of com.example.app \(LiveActivityBook.channelScope)")) { try start(updates: .channel("ch-2")) }
         #expect(throws: LiveActivityRefusal(.start, "attributes-type Other is not declared by com.example.app")) {
             try start(type: "Other", updates: .none)
         }
@@ -450,8 +450,8 @@ struct LiveActivityAppStartTests {
         try start(updates: .channel("ch-1"))
         #expect(book.activities().map(\.channelID) == ["ch-1"])
         #expect(
-            LiveActivityRefusal(.start, "channel ch-2 is not a channel of com.example.app").description
-                == "would not start: channel ch-2 is not a channel of com.example.app")
+            LiveActivityRefusal(.start, "channel ch-2 is not a live channel of com.example.app").description
+                == "would not start: channel ch-2 is not a live channel of com.example.app")
     }
 
     @Test("the app ends its activity, with final content and a dismissal policy")
@@ -468,6 +468,6 @@ struct LiveActivityAppStartTests {
         #expect(F.status(book, id) == "done")
         #expect(book.activity(id)?.dismissalDateMs == F.t0 + F.hour)
         let twice = try book.endByApp(activityID: id, nowMs: F.t0 + 2 * F.minute)
-        #expect(twice.outcome == .ignored("ignored: the activity ended at 2023-11-14T22:14:20.000Z; pushes after the end are ignored"))
+        #expect(twice.outcome == .ignored("already over: the activity ended at 2023-11-14T22:14:20.000Z"))
     }
 }

@@ -92,4 +92,27 @@ struct LiveActivityThrottleRecordTests {
         tick(f)
         #expect(f.record(throttled)?.outcome == .ignored)
     }
+
+    /// A start whose timestamp reads as milliseconds is applied, and its record says what that
+    /// does to the updates after it.
+    @Test func aMillisecondTimestampIsNamedInTheStartsRecord() throws {
+        let f = try PersistenceFixture()
+        let now = f.now
+        try f.state.withWorld { world throws(DeviceRequestError) in
+            _ = try world.declareLiveActivities(deviceID: "ci", bundleID: Self.bundle, types: ["Delivery"], frequentUpdates: false, nowMs: now)
+        }
+        let startToken = try #require(
+            f.state.readWorld { $0.liveActivities.book(deviceID: "ci")?.pushToStartToken(bundleID: Self.bundle, type: "Delivery") })
+        let start = try push(
+            f, startToken,
+            #"{"event":"start","timestamp":1767225600000,"attributes-type":"Delivery","attributes":{},"content-state":{},"alert":"x","input-push-token":1}"#
+        )
+        let record = try #require(f.record(start.recordSequence))
+        #expect(record.outcome == .delivered)
+        #expect(record.explanation.contains("is read as seconds (after year 5000)"), "\(record.explanation)")
+        let token = try #require(f.state.readWorld { $0.liveActivities.book(deviceID: "ci")?.activities().first?.pushToken })
+        let update = try push(f, token, #"{"event":"update","timestamp":1767225700,"content-state":{}}"#)
+        #expect(f.record(update.recordSequence)?.outcome == .ignored)
+        #expect(f.record(update.recordSequence)?.explanation.contains("read as seconds") == false, "said once, on the start")
+    }
 }
