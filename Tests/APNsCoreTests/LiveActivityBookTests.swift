@@ -437,7 +437,9 @@ struct LiveActivityAppStartTests {
                 bundleID: F.bundle, attributesType: type, attributes: attributes, contentState: state, updates: updates, nowMs: F.t0,
                 channelExists: { known.contains($0) })
         }
-        #expect(throws: LiveActivityRefusal(.start, "channel ch-2 is not a live channel of com.example.app \(LiveActivityBook.channelScope)")) { try start(updates: .channel("ch-2")) }
+        #expect(throws: LiveActivityRefusal(.start, "channel ch-2 is not a live channel of com.example.app \(LiveActivityBook.channelScope)")) {
+            try start(updates: .channel("ch-2"))
+        }
         #expect(throws: LiveActivityRefusal(.start, "attributes-type Other is not declared by com.example.app")) {
             try start(type: "Other", updates: .none)
         }

@@ -184,7 +184,9 @@ struct LiveActivitySilentFailureTests {
         var (book, token) = try LiveFixture.book()
         let payload = LiveFixture.start([("input-push-channel", "ch-9")], removing: ["input-push-token"])
         let receipt = book.receiveStart(pushToStartToken: token, payload: payload, priority: 10, nowMs: LiveFixture.t0) { $0 == "ch-1" }
-        #expect(receipt.outcome == .refused("would not start: input-push-channel ch-9 is not a live channel of com.example.app \(LiveActivityBook.channelScope)"))
+        #expect(
+            receipt.outcome
+                == .refused("would not start: input-push-channel ch-9 is not a live channel of com.example.app \(LiveActivityBook.channelScope)"))
         let known = book.receiveStart(
             pushToStartToken: token, payload: LiveFixture.start([("input-push-channel", "ch-1")], removing: ["input-push-token"]), priority: 10,
             nowMs: LiveFixture.t0
