@@ -190,6 +190,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         let lostEpoch: String
         let detectedMs: Int64
         var lastCandidacyMs: Int64 = 0
+        /// The journal this copy held when it came to follow the restored state (newest
+        /// first), kept until what the restored state lacks of it is written back: a try that
+        /// fails half-way may have reloaded the copy already.
+        var keptRecords: [NotificationRecord]?
     }
     /// How long instances have, after noticing the state is gone, to offer their copies.
     static let recoveryWindowMilliseconds: Int64 = 2_000
@@ -1208,14 +1212,19 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             guard let redis = s.redis else { return }
             do {
                 if let current = try store.epoch(on: redis), current != recovery.lostEpoch {
-                    // Restored by another instance (or seeded by a new one): follow it.
-                    s.recovery = nil
+                    // Restored by another instance (or seeded by a new one): follow it. The
+                    // journal this copy holds is taken first: taking the lease may already
+                    // reload the copy (a reload was due when the state went), and what the
+                    // restored state lacks is known only against this copy.
+                    let kept = recovery.keptRecords ?? state.readWorld { $0.records.newestFirst(limit: $0.records.count) }
+                    recovery.keptRecords = kept
+                    s.recovery = recovery
                     s.epoch = current
                     followedEpoch.withLock { $0 = current }
                     try takeLease(&s, redis)
-                    let kept = state.readWorld { $0.records.newestFirst(limit: $0.records.count) }
                     try reload(&s, redis)
                     try restoreRecordsLeftOut(kept, &s, redis)
+                    s.recovery = nil
                     try heartbeat(redis)
                     s.unavailable = nil
                     rejoined = true

@@ -395,6 +395,59 @@ struct SharedStateTests {
         #expect(restorers == 1, "exactly one instance wrote its copy back")
     }
 
+    /// Redis losing its data in the middle of a load through both instances: afterwards both
+    /// journals hold every push either instance answered 200. (An instance whose copy was due
+    /// for a reload when the state went, and which did not restore it, lost its last pushes:
+    /// it reloaded the restored state before noting what that state lacked.)
+    @Test(.requires(.redisCLI)) func nothingAcknowledgedIsLostWhenRedisLosesItsDataMidLoad() throws {
+        let cluster = try EmulatorCluster(count: 2, persistent: false)
+        let tokens = try cluster.instances.map { try $0.createDevice().token }
+        let acknowledged = Locked<[String]>([])
+        let deadline = Date().addingTimeInterval(6)
+        let group = DispatchGroup()
+        // Three connections through the first instance, one through the second, each sending a
+        // push after the answer to the one before, to both devices in turn.
+        for (emulator, connections) in zip(cluster.instances, [3, 1]) {
+            for _ in 0..<connections {
+                DispatchQueue.global().async(group: group) {
+                    var connection: HTTP2ClientConnection?
+                    var n = 0
+                    while Date() < deadline {
+                        n += 1
+                        do {
+                            if connection == nil { connection = try emulator.connect() }
+                            let result = APNsResult(try connection!.send(try emulator.push(tokens[n % 2]).request))
+                            if result.status == 200, let id = result.apnsID { acknowledged.withLock { $0.append(id) } }
+                        } catch {
+                            connection = nil
+                            Thread.sleep(forTimeInterval: 0.05)
+                        }
+                    }
+                }
+            }
+        }
+        Thread.sleep(forTimeInterval: 2.5)
+        let flushed = try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.redis.port), "FLUSHALL"])
+        #expect(flushed.out.contains("OK"), "\(flushed)")
+        group.wait()
+        let answered = Set(acknowledged.withLock { $0 })
+        #expect(answered.count > 500, "\(answered.count) answered 200")
+        #expect(try eventually(20) { try cluster.instances.allSatisfy { try $0.admin("GET", "/readyz").status == 200 } })
+        for (index, emulator) in cluster.instances.enumerated() {
+            var journaled: Set<String> = []
+            var cursor: String?
+            repeat {
+                let page = try emulator.admin("GET", "/api/v1/notifications?status=200&limit=5000" + (cursor.map { "&cursor=\($0)" } ?? ""))
+                for record in page.json["notifications"]?.arrayValue ?? [] {
+                    if let id = record["apnsId"]?.stringValue { journaled.insert(id) }
+                }
+                cursor = page.json["nextCursor"]?.stringValue
+            } while cursor != nil
+            let lost = answered.subtracting(journaled)
+            #expect(lost.isEmpty, "instance \(index + 1) lacks \(lost.count) of the \(answered.count) pushes answered 200: \(lost.prefix(5))")
+        }
+    }
+
     /// Every Redis answer 500 ms late (a TCP proxy in between): provider pushes wait for it,
     /// but the admin API's reads come from the instance's own copy and are answered at once.
     @Test func adminReadsDoNotWaitForASlowRedis() throws {
