@@ -265,9 +265,13 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 }
                 break
             } catch {
+                if lastError.isEmpty {
+                    logger.warning(
+                        "Redis at \(store.url.redacted) cannot be used yet (\(error)); trying again for up to \(waitMilliseconds / 1000) s")
+                }
                 lastError = "\(error)"
                 if Monotonic.nowMilliseconds() > deadline {
-                    throw StateStoreError("cannot use Redis at \(store.url.redacted): \(lastError)")
+                    throw StateStoreError("cannot use Redis at \(store.url.redacted) (tried for \(waitMilliseconds / 1000) s): \(lastError)")
                 }
                 usleep(200_000)
             }

@@ -5,25 +5,31 @@ import Foundation
 import Redis
 
 /// A warning repeated while a condition lasts (Redis out of memory: every write fails) is
-/// logged once, then at most once per `intervalMs` with how often it came meanwhile.
+/// logged once, then at most once per `intervalMs` with how often it came meanwhile. Each text
+/// is paced on its own, so two conditions that alternate (a refused write, then a lease that
+/// lapsed because of it) do not let each other through; the newest `maxTexts` are remembered.
 struct RepeatedWarnings {
     let intervalMs: Int64
-    private var last: (text: String, loggedMs: Int64)?
-    private var suppressed = 0
+    static let maxTexts = 16
+    private var recent: [(text: String, loggedMs: Int64, suppressed: Int)] = []
 
     init(intervalMs: Int64 = 10_000) { self.intervalMs = intervalMs }
 
     /// The line to log for `text` now, or nil while the same text was logged less than
     /// `intervalMs` ago.
     mutating func line(for text: String, nowMs: Int64) -> String? {
-        if let last, last.text == text, nowMs - last.loggedMs < intervalMs {
-            suppressed += 1
+        guard let index = recent.firstIndex(where: { $0.text == text }) else {
+            if recent.count >= Self.maxTexts { recent.removeFirst() }
+            recent.append((text, nowMs, 0))
+            return text
+        }
+        if nowMs - recent[index].loggedMs < intervalMs {
+            recent[index].suppressed += 1
             return nil
         }
-        let repeated = last?.text == text && suppressed > 0 ? " (and \(suppressed) more times since it was last logged)" : ""
-        last = (text, nowMs)
-        suppressed = 0
-        return text + repeated
+        let suppressed = recent[index].suppressed
+        recent[index] = (text, nowMs, 0)
+        return suppressed > 0 ? text + " (and \(suppressed) more times since it was last logged)" : text
     }
 }
 

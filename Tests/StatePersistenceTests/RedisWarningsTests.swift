@@ -11,7 +11,9 @@ struct RedisWarningsTests {
         #expect(warnings.line(for: "full", nowMs: 10_000) == "full (and 2 more times since it was last logged)")
         #expect(warnings.line(for: "full", nowMs: 20_000) == "full", "nothing suppressed in between")
         #expect(warnings.line(for: "other", nowMs: 20_001) == "other", "another text is said at once")
-        #expect(warnings.line(for: "full", nowMs: 20_002) == "full")
+        #expect(warnings.line(for: "full", nowMs: 20_002) == nil, "and does not let the first one through again")
+        #expect(warnings.line(for: "other", nowMs: 20_003) == nil)
+        #expect(warnings.line(for: "full", nowMs: 30_000) == "full (and 1 more times since it was last logged)")
     }
 
     @Test func aMemoryLimitWithAnEvictionPolicyIsARisk() {
