@@ -40,7 +40,9 @@ extension World {
         guard let until = notification.storeUntilMs, until > nowMs else {
             setOutcome(
                 notification.sequence, .expired,
-                "\(why), and apns-expiration \(notification.storeUntilMs == nil ? "0 means it is never stored" : "has passed")", atMs: nowMs)
+                "\(why), and "
+                    + (notification.storeUntilMs.map { "its apns-expiration (\(RFC3339.format(milliseconds: $0))) has passed" }
+                        ?? "apns-expiration 0 means it is never stored"), atMs: nowMs)
             return
         }
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
@@ -153,15 +155,19 @@ extension World {
     }
 
     /// The presentation rules, where they have something to decide: the payload asks for more
-    /// than a plain alert and a badge (`PushContent.needsPresentation`), or the app's setup or
-    /// the device's switches are not the defaults. Only then is the payload read (under the
+    /// than a plain alert, a badge and a sound name (`PushContent.needsPresentation`), or the
+    /// app's setup, its permission (provisional, ephemeral) or the device's switches are not
+    /// the defaults. Only then is the payload read (under the
     /// state lock; it is at most 4 KB). The record keeps the result; a badge it sets goes on
     /// the app's icon.
     private mutating func present(
         _ notification: PendingNotification, _ verdict: inout DeliveryVerdict, device: Device, app: InstalledApp, nowMs: Int64
     ) -> Presentation? {
         guard notification.pushType == .alert || notification.pushType == .background else { return nil }
-        guard notification.content.needsPresentation || !app.settings.hasDefaultNotifications || !device.hasDefaultAttention else {
+        guard
+            notification.content.needsPresentation || !app.settings.hasDefaultNotifications || !device.hasDefaultAttention
+                || app.settings.authorization != .authorized
+        else {
             // Default settings and a plain alert: only the badge changes here.
             if let badge = notification.content.badge, verdict.display != .none, badge != app.badge {
                 try? registry.updateDevice(device.id) { $0.apps[app.bundleID]?.badge = badge }
@@ -270,11 +276,24 @@ extension World {
 
     mutating func returnInflight(deviceID: String, connectionID: UInt64, nowMs: Int64) {
         let lost = delivery.inflight.filter { $0.value.connectionID == connectionID && $0.value.notification.deviceID == deviceID }
+        guard !lost.isEmpty else { return }
+        // A notification already in the store came after these were sent (it waited because
+        // the window was full or the device offline): it is the newest of its app and stays.
+        let newerWaiting = Set(lost.values.map(\.notification.bundleID)).filter {
+            delivery.stored[AppKey(deviceID: deviceID, bundleID: $0)] != nil
+        }
         // Oldest first, so the newest per app ends up in the store.
         for (id, flight) in lost.sorted(by: { $0.key < $1.key }) {
             delivery.inflight.removeValue(forKey: id)
             releaseWindowSlot(deviceID)
             delivery.noteDone(flight.notification.sequence)
+            if newerWaiting.contains(flight.notification.bundleID) {
+                setOutcome(
+                    flight.notification.sequence, .coalesced,
+                    "the device disconnected before acknowledging it, and a newer notification of the app already waits in the store (APNs keeps one per app)",
+                    atMs: nowMs)
+                continue
+            }
             store(flight.notification, nowMs: nowMs, why: "the device disconnected before acknowledging it")
         }
     }

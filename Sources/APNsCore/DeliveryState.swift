@@ -89,13 +89,14 @@ public struct DeviceFrame: Sendable {
 }
 
 extension PendingNotification {
-    /// Until when APNs keeps it for an offline device: `apns-expiration` (seconds; 0 or a time
-    /// already past: not at all), else the default storage time from acceptance.
+    /// Until when APNs keeps it for an offline device: `apns-expiration` (seconds; 0: not at
+    /// all, nil here; a time already past stays as it is, so that why it is not stored can be
+    /// told), else the default storage time from acceptance.
     static func storeUntil(expiration: Int64?, receivedAtMs now: Int64, defaultStorageMs: Int64) -> Int64? {
         switch expiration {
         case nil: return now + defaultStorageMs
         case 0?: return nil
-        case let seconds?: return seconds * 1000 > now ? seconds * 1000 : nil
+        case let seconds?: return seconds * 1000
         }
     }
 }

@@ -400,8 +400,9 @@ public struct DeviceRegistry: Sendable {
     /// Counts a push to a token whose 410 is delayed; returns the state to answer with now.
     public mutating func countPushToInvalidatedToken(_ token: String, nowMs: Int64) -> TokenState? {
         guard var entry = tokens[token] else { return nil }
+        // `left` pushes are still answered 200; the one after them gets the 410.
         if case .unregistered(let since) = entry.state, since > nowMs, let left = entry.pushesUntilUnregistered {
-            if left <= 1 {
+            if left <= 0 {
                 entry.state = .unregistered(sinceMs: nowMs)
                 entry.pushesUntilUnregistered = nil
             } else {

@@ -27,7 +27,7 @@ extension World {
         switch expiration {
         case nil: return nowMs + defaultMs
         case 0?: return nil
-        case let seconds?: return seconds * 1000 > nowMs ? seconds * 1000 : nil
+        case let seconds?: return seconds * 1000  // already past: not stored, and said why
         }
     }
 
@@ -117,7 +117,8 @@ extension World {
 
     private mutating func waitForDevice(_ push: WaitingLiveActivityPush, nowMs: Int64) {
         guard let until = push.storeUntilMs, until > nowMs else {
-            setOutcome(push.sequence, .expired, "the device is offline, and apns-expiration 0 means the push is never stored", atMs: nowMs)
+            let why = push.storeUntilMs.map { "its apns-expiration (\(RFC3339.format(milliseconds: $0))) has passed" } ?? "apns-expiration 0 means the push is never stored"
+            setOutcome(push.sequence, .expired, "the device is offline, and \(why)", atMs: nowMs)
             return
         }
         if let older = liveActivities.waitingPushes[push.token] {

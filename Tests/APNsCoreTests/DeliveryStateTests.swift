@@ -253,6 +253,31 @@ struct DeliveryStateTests {
         #expect(newToken != nil && newToken != oldToken)
     }
 
+    /// Not stored for an offline device: `apns-expiration` 0, or a time already past, each
+    /// said as what it is.
+    @Test func aPastExpirationIsNotStoredAndSaysSo() throws {
+        let f = try DeviceFixture()
+        f.disconnect()
+        let past = try f.push(headers: [("apns-expiration", String(f.now / 1000 - 60))])
+        #expect(past.status == 200)
+        #expect(f.record(past)?.outcome == .expired)
+        #expect(f.record(past)?.explanation.contains("has passed") == true, "\(f.record(past)?.explanation ?? "-")")
+        let zero = try f.push(headers: [("apns-expiration", "0")])
+        #expect(f.record(zero)?.explanation.contains("apns-expiration 0 means it is never stored") == true)
+    }
+
+    /// A provisional app's notification goes to the device with what the rules took away (the
+    /// sound), as its record has it; a plain alert under the defaults carries none.
+    @Test func aProvisionalAppsDeliveryCarriesItsPresentation() throws {
+        let body = #"{"aps":{"alert":"x","sound":"default"}}"#
+        let quiet = try DeviceFixture(settings: AppSettings(authorization: .provisional))
+        let frame = try #require(quiet.notifications(in: try quiet.push(body).deviceFrames).first)
+        #expect(frame["presentation"]?["sound"]?.stringValue == "silenced", "\(frame)")
+        let plain = try DeviceFixture()
+        let ordinary = try #require(plain.notifications(in: try plain.push(body).deviceFrames).first)
+        #expect(ordinary["presentation"] == nil)
+    }
+
     @Test func delayed410AndAfterNPushes() throws {
         var options = DeliveryOptions()
         options.unregisteredDelayMs = 60_000
@@ -262,12 +287,15 @@ struct DeliveryStateTests {
         _ = try f.base.state.withWorld { world throws(DeviceRequestError) in
             try world.uninstallApp(deviceID: "phone", bundleID: "com.example.app", nowMs: now)
         }
-        let first = try f.push()
-        #expect(first.status == 200)
-        #expect(f.record(first)?.outcome == .droppedBySystem)
-        let second = try f.push()
-        #expect(second.status == 410)
-        #expect(second.timestampMs == f.now)
+        // Two pushes are still answered 200 (the device discards them); the third is the first 410.
+        for _ in 0..<2 {
+            let accepted = try f.push()
+            #expect(accepted.status == 200)
+            #expect(f.record(accepted)?.outcome == .droppedBySystem)
+        }
+        let third = try f.push()
+        #expect(third.status == 410)
+        #expect(third.timestampMs == f.now)
     }
 
     @Test func rotationAndEraseInvalidateOldTokensButPermissionChangesDoNot() throws {
@@ -427,6 +455,30 @@ struct DeviceWindowTests {
         try f.ack(Array(sent.dropFirst(2)) + released)
         #expect(f.base.state.withWorld { $0.delivery.pendingCount } == 0)
         for response in responses.prefix(4) + [responses[6]] { #expect(f.record(response)?.outcome == .delivered) }
+    }
+
+    /// What a device had not acknowledged when it went goes back to the store, but never over
+    /// a newer notification of the app that already waits there: that one came later.
+    @Test func anUnacknowledgedDeliveryDoesNotReplaceANewerStoredOne() throws {
+        let f = try DeviceFixture(options: Self.options(window: 2))
+        var sent: [DeviceFrame] = []
+        var responses: [PushResponse] = []
+        for i in 0..<4 {
+            let response = try f.push(#"{"aps":{"alert":"n\#(i)"}}"#)
+            responses.append(response)
+            sent += response.deviceFrames
+        }
+        #expect(f.notifications(in: sent).count == 2)
+        #expect(f.record(responses[3])?.outcome == .stored)
+        f.disconnect()
+        #expect(f.record(responses[3])?.outcome == .stored, "the newest stays")
+        for old in responses.prefix(2) {
+            let record = f.record(old)
+            #expect(record?.outcome == .coalesced)
+            #expect(record?.explanation.contains("a newer notification of the app already waits") == true, "\(record?.explanation ?? "-")")
+        }
+        let back = f.notifications(in: try f.connect())
+        #expect(back.map { $0["apnsId"]?.stringValue } == [responses[3].apnsID])
     }
 
     /// A device that never acks is disconnected after the timeout; what it held is stored
