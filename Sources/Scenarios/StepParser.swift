@@ -286,12 +286,7 @@ struct StepParser {
                 throw fail("startsActivity", "goes with pushToStart: the activity a push to the device's push-to-start token starts")
             }
             try Self.checkDateOffsets(object, fail: fail)
-            if let expect = object["expect"]?.objectValue {
-                try Self.checkFields(expect, [FieldSpec("status", .any, "status or \"4xx\""), FieldSpec("reason", .stringOrNull, "reason")]) {
-                    field, message in
-                    fail("expect." + (field ?? ""), message)
-                }
-            }
+            try Self.checkAnswerExpectation(object, fail: fail)
         case .declareActivities:
             if let types = object["types"]?.arrayValue,
                 types.contains(where: { $0.stringValue == nil || ($0.stringValue?.isEmpty ?? true) })
@@ -322,7 +317,22 @@ struct StepParser {
                     field, message in
                     fail("expect." + (field ?? ""), message)
                 }
+                try Self.checkStatus(expect, fail: fail)
+                for key in expect["json"]?.objectValue?.keys ?? [] where !key.contains("{{") && JSONPointer(key) == nil {
+                    throw fail("expect.json", "\"\(key)\" is not a JSON pointer such as /tokens/0")
+                }
             }
+        case .focus, .scheduledSummary:
+            let others = (kind == .focus ? ["mode", "allowedApps", "allowedPeople", "allowTimeSensitive"] : ["times", "apps", "utcOffsetMinutes"])
+                .filter { object[$0] != nil }
+            if object["off"]?.boolValue == true, let other = others.first {
+                throw fail(other, "does not go with \"off\": true (\"off\" turns the \(kind == .focus ? "Focus" : "summary") off)")
+            }
+            if kind == .scheduledSummary, object["off"]?.boolValue != true, object["times"] == nil {
+                throw fail("times", "is required (or \"off\": true)")
+            }
+        case .deviceSwitches:
+            guard object["muted"] != nil || object["locked"] != nil else { throw fail(nil, "give \"muted\" and/or \"locked\"") }
         case .run:
             guard let argv = object["argv"]?.arrayValue, !argv.isEmpty, argv.allSatisfy({ $0.stringValue != nil }) else {
                 throw fail("argv", "must be a non-empty array of strings: [\"python3\", \"notify.py\", …]")
@@ -349,6 +359,13 @@ struct StepParser {
         try checkFields(expect, [FieldSpec("status", .any, "status or \"4xx\""), FieldSpec("reason", .stringOrNull, "reason")]) { field, message in
             fail("expect." + (field ?? ""), message)
         }
+        try checkStatus(expect, fail: fail)
+    }
+
+    /// `expect.status` as the run reads it (a template is known only then).
+    private static func checkStatus(_ expect: JSONObject, fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError) {
+        guard let status = expect["status"], !isTemplate(status) else { return }
+        do throws(StepFailure) { _ = try StatusPattern(status) } catch { throw fail("expect.status", error.message) }
     }
 
     /// Live Activity and channel names: a new one is a plain name not taken yet, one used must

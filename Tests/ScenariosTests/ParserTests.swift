@@ -189,6 +189,20 @@ struct ParserTests {
             #"{"do": "restore", "device": "my tablet", "from": "p"}"#,
             #"step 2 (restore), field "device": is also the device id when no "deviceId" is given, and a device id is 1 to 128 letters, digits, '-', '_' or '.'"#
         ),
+        (
+            #"{"do": "push", "expect": {"status": "6xx"}}"#,
+            #"step 2 (push), field "expect.status": a status is a number such as 200 or a class such as "2xx", not "6xx""#
+        ),
+        (
+            #"{"do": "http", "url": "http://127.0.0.1:9/x", "expect": {"json": {"nopointer": 1}}}"#,
+            #"step 2 (http), field "expect.json": "nopointer" is not a JSON pointer such as /tokens/0"#
+        ),
+        (#"{"do": "deviceSwitches"}"#, #"step 2 (deviceSwitches): give "muted" and/or "locked""#),
+        (#"{"do": "scheduledSummary"}"#, #"step 2 (scheduledSummary), field "times": is required (or "off": true)"#),
+        (
+            #"{"do": "focus", "off": true, "mode": "Work"}"#,
+            #"step 2 (focus), field "mode": does not go with "off": true ("off" turns the Focus off)"#
+        ),
     ])
     func valuesARunRefusesAreRefusedByTheCheck(step: String, expected: String) {
         #expect(error(steps(#"{"do": "device", "alias": "p"}, "# + step))?.description == expected)
