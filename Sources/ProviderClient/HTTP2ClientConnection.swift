@@ -126,7 +126,7 @@ public final class HTTP2ClientConnection {
             case .wantRead: try wait(POLLIN, until: deadline)
             case .wantWrite: try wait(POLLOUT, until: deadline)
             case .closed: throw ClientError("TLS handshake: connection closed")
-            case .failed(let message): throw ClientError("TLS handshake failed: \(message)")
+            case .failed(let message): throw ClientError(message)  // it says "TLS handshake failed: …"
             }
         }
     }

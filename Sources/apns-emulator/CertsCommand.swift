@@ -23,6 +23,15 @@ private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
     let dir = options.string("dir") ?? "certs"
     do {
         guard let bundle = options.string("provider") else {
+            if let given = ["environment", "days"].first(where: { options.source($0) != .defaultValue }) {
+                command.fail("--\(given) goes with --provider (the CA and server certificates take no such setting)")
+            }
+            if FileManager.default.fileExists(atPath: "\(dir)/ca.pem") {
+                FileHandle.standardError.write(
+                    Data(
+                        "apns-emulator certs: replacing the CA in \(dir): certificates it signed (provider certificates, the server certificate a running emulator uses) no longer verify against the new one\n"
+                            .utf8))
+            }
             let made = try TestCertificates.generate(into: dir)
             print("wrote TEST ONLY certificates: CA \(made.caPath), server \(made.certificatePath), key \(made.keyPath)")
             exit(0)

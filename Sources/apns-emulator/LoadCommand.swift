@@ -55,7 +55,7 @@ private enum LoadCLI {
         sent or --duration passed; then prints throughput, answers by status and reason, push types and \
         latency percentiles (submit to complete answer). A connection the server ends (GOAWAY, close) is \
         opened again and counted. One provider token per connection, signed again after 40 minutes.
-        Exit status: 0 when the run completed (whatever the answers), 1 when it could not run, 2 for usage errors.
+        Exit status: 0 when the run completed (whatever the answers), 130 when Ctrl-C stopped it, 1 when it could not run, 2 for usage errors.
         """
 
     static let command = Subcommand(

@@ -1,5 +1,7 @@
 import Foundation
+import Glibc
 import JSON
+import Networking
 import OpenSSLCrypto
 import Testing
 import TestSupport
@@ -198,6 +200,7 @@ final class ConformanceFixture {
             (key + ["--topic", "com.example.app", "--rate", "500"], "--rate"),
             (key + ["--topic", "com.example.app", "--replay", "/nonexistent.json"], "--replay /nonexistent.json"),
             (key + ["--topic", "com.example.app", "--certificate", "c.pem"], "--certificate and --certificate-key go together"),
+            (["--list", "--json"], "--json is the report of a run"),
         ]
         for (arguments, message) in cases {
             let result = try fixture.conformance(arguments)
@@ -208,5 +211,22 @@ final class ConformanceFixture {
             EmulatorProcess.binary, ["conformance", "--target", "127.0.0.1:9"] + key + ["--topic", "com.example.app", "--case", "bad-topic"])
         #expect(unreachable.status == 2, "\(unreachable.out)")
         #expect(unreachable.out.contains("cannot connect"))
+    }
+
+    /// A target that takes connections and never answers: three cases wait their timeout, the
+    /// rest are not run (it took every case's 10 s, five minutes for the catalogue).
+    @Test func aTargetThatNeverAnswersIsGivenUpOnAfterThreeCases() throws {
+        let fixture = try ConformanceFixture()
+        let listener = try Socket.listen(try HostPort(parsing: "127.0.0.1:0"))
+        defer { close(listener.fd) }
+        let key = ["--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)", "--topic", "com.example.app"]
+        let cases = ["method-get", "path-not-device", "path-extra-segment", "path-query", "duplicate-header"].flatMap { ["--case", $0] }
+        let started = Date()
+        let result = try run(
+            EmulatorProcess.binary, ["conformance", "--target", listener.bound.description, "--rate", "20"] + key + cases, timeout: 120)
+        #expect(result.status == 2, "\(result.out)")
+        #expect(result.err.contains("answered none of the first 3 cases"), "\(result.err)")
+        #expect(result.out.components(separatedBy: "not run: the target answered none").count - 1 == 2, "\(result.out)")
+        #expect(Date().timeIntervalSince(started) < 60)
     }
 }
