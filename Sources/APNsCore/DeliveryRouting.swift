@@ -42,7 +42,8 @@ extension World {
                 notification.sequence, .expired,
                 "\(why), and "
                     + (notification.storeUntilMs.map { "its apns-expiration (\(RFC3339.format(milliseconds: $0))) has passed" }
-                        ?? "apns-expiration 0 means it is never stored"), atMs: nowMs)
+                        ?? "apns-expiration 0 means it is never stored"),
+                atMs: nowMs)
             return
         }
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)

@@ -117,7 +117,9 @@ extension World {
 
     private mutating func waitForDevice(_ push: WaitingLiveActivityPush, nowMs: Int64) {
         guard let until = push.storeUntilMs, until > nowMs else {
-            let why = push.storeUntilMs.map { "its apns-expiration (\(RFC3339.format(milliseconds: $0))) has passed" } ?? "apns-expiration 0 means the push is never stored"
+            let why =
+                push.storeUntilMs.map { "its apns-expiration (\(RFC3339.format(milliseconds: $0))) has passed" }
+                ?? "apns-expiration 0 means the push is never stored"
             setOutcome(push.sequence, .expired, "the device is offline, and \(why)", atMs: nowMs)
             return
         }

@@ -153,7 +153,9 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     connections.closeAll()
     if !answered, silent >= silentLimit {
         FileHandle.standardError.write(
-            Data("apns-emulator conformance: \(target) answered none of the first \(silentLimit) cases; the rest were not run (see the report)\n".utf8))
+            Data(
+                "apns-emulator conformance: \(target) answered none of the first \(silentLimit) cases; the rest were not run (see the report)\n".utf8)
+        )
     }
 
     let report = ConformanceReport(
