@@ -126,6 +126,11 @@ struct DeviceRoutes: AdminResource {
             return try world.setPresence(deviceID: id, lowPowerMode: lowPower, online: online, nowMs: now)
         }
         host.dispatch(frames)
+        if lowPower != nil || switches, let device = state.readWorld({ $0.registry.devices[id] }) {
+            // As its own `device` request would be answered: the device command keeps it for its
+            // next hello (a reconnect would otherwise undo the change).
+            tellDevice(id, .object(JSONObject([("type", "deviceUpdated"), ("lowPowerMode", .bool(device.lowPowerMode))] + device.attention.json.members)))
+        }
         return try getDevice(id)
     }
 

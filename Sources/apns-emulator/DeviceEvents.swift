@@ -70,8 +70,13 @@ extension DeviceCLI {
                 reinstallAfterErase = false
                 sendRequest(.install(app))
             }
+        case "deviceUpdated":
+            // Its own request's answer, or a change made through the admin API: the next hello
+            // says what the emulator has.
+            if let on = frame["lowPowerMode"]?.boolValue { device.lowPowerMode = on }
+            emit(.object(event(from: frame)))
         default:
-            // appUpdated, deviceUpdated, tapped, restored, pong, and anything a later version adds.
+            // appUpdated, tapped, restored, pong, and anything a later version adds.
             emit(.object(event(from: frame)))
         }
     }

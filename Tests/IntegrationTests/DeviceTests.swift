@@ -160,6 +160,24 @@ struct DeviceTests {
         #expect(device.noneBeforePong("notification"))
     }
 
+    /// Low Power Mode turned off through the admin API reaches the device command, so a
+    /// reconnect (whose hello says the device's Low Power Mode) does not turn it on again.
+    @Test func aLowPowerModeChangedThroughTheAdminAPISurvivesAReconnect() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try DeviceProcess(emulator, deviceID: "phone-lpm", extra: ["--low-power"])
+        _ = try device.registeredToken()
+        func lowPower() throws -> Bool? { try emulator.admin("GET", "/api/v1/devices/phone-lpm").json["lowPowerMode"]?.boolValue }
+        #expect(try lowPower() == true)
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/phone-lpm", body: ["lowPowerMode": false]).status == 200)
+        #expect(device.next("deviceUpdated")?["lowPowerMode"] == false)
+        device.command("offline")
+        #expect(device.next("offline") != nil)
+        device.command("online")
+        #expect(device.next("online") != nil)
+        #expect(try eventually(5) { try lowPower() == false }, "the reconnect's hello kept the admin API's change")
+        #expect(try lowPower() == false)
+    }
+
     @Test func expirationZeroIsNotStoredForAnOfflineDevice() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-3")
