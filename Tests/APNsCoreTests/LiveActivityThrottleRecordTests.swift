@@ -10,16 +10,20 @@ struct LiveActivityThrottleRecordTests {
     static let bundle = "com.example.app"
     static let topic = bundle + ".push-type.liveactivity"
 
-    /// A started activity on the virtual device "ci" and its update token.
-    func startedActivity(_ f: PersistenceFixture) throws -> (activityID: String, token: String) {
+    /// The push-to-start token of the type Delivery, declared on the virtual device "ci".
+    func pushToStartToken(_ f: PersistenceFixture) throws -> String {
         let now = f.now
         try f.state.withWorld { world throws(DeviceRequestError) in
             _ = try world.declareLiveActivities(deviceID: "ci", bundleID: Self.bundle, types: ["Delivery"], frequentUpdates: false, nowMs: now)
         }
-        let startToken = try #require(
+        return try #require(
             f.state.readWorld { $0.liveActivities.book(deviceID: "ci")?.pushToStartToken(bundleID: Self.bundle, type: "Delivery") })
+    }
+
+    /// A started activity on the virtual device "ci" and its update token.
+    func startedActivity(_ f: PersistenceFixture) throws -> (activityID: String, token: String) {
         let start = try push(
-            f, startToken,
+            f, try pushToStartToken(f),
             #"{"event":"start","timestamp":1,"attributes-type":"Delivery","attributes":{},"content-state":{"n":0},"alert":"x","input-push-token":1}"#)
         #expect(f.record(start.recordSequence)?.outcome == .delivered)
         let activity = try #require(f.state.readWorld { $0.liveActivities.book(deviceID: "ci")?.activities().first })
@@ -97,14 +101,8 @@ struct LiveActivityThrottleRecordTests {
     /// does to the updates after it.
     @Test func aMillisecondTimestampIsNamedInTheStartsRecord() throws {
         let f = try PersistenceFixture()
-        let now = f.now
-        try f.state.withWorld { world throws(DeviceRequestError) in
-            _ = try world.declareLiveActivities(deviceID: "ci", bundleID: Self.bundle, types: ["Delivery"], frequentUpdates: false, nowMs: now)
-        }
-        let startToken = try #require(
-            f.state.readWorld { $0.liveActivities.book(deviceID: "ci")?.pushToStartToken(bundleID: Self.bundle, type: "Delivery") })
         let start = try push(
-            f, startToken,
+            f, try pushToStartToken(f),
             #"{"event":"start","timestamp":1767225600000,"attributes-type":"Delivery","attributes":{},"content-state":{},"alert":"x","input-push-token":1}"#
         )
         let record = try #require(f.record(start.recordSequence))
