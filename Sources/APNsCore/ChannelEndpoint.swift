@@ -456,6 +456,7 @@ public final class ChannelEndpoint: Sendable {
             case .delete(let bundle):
                 let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
                 world.channels.delete(id: channel.id, bundleID: bundle, environment: environment, nowMs: now)
+                world.storedBroadcastOfDeletedChannel(channel, nowMs: now)
                 return .success(Outcome(status: 204))
             case .broadcast(let bundle):
                 let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
@@ -486,6 +487,14 @@ public final class ChannelEndpoint: Sendable {
 
     /// What a broadcast's explanation ends with while its channel keeps it.
     static let keptForLater = "; the channel keeps it for later subscribers (Most Recent Message Stored)"
+    /// The same once the channel is deleted: it takes no new subscribers, but the activities
+    /// that subscribed before and were offline may still take its message.
+    static let keptForThoseWaiting = "; the channel was deleted: it keeps the message only for the activities subscribed before, whose devices were offline"
+
+    /// The ending of a stored broadcast's explanation for `channel` as it is now.
+    static func storedSuffix(_ channel: BroadcastChannel?) -> String {
+        channel?.isLive == false ? keptForThoseWaiting : keptForLater
+    }
 
     /// The record's explanation of a broadcast that was accepted; `stored` says what became of
     /// the channel's copy (empty on a No Message Stored channel).

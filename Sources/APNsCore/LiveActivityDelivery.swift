@@ -108,7 +108,7 @@ extension World {
                     record.broadcast = reach
                     record.outcome = reach.summaryOutcome(keptForLater: kept)
                     record.explanation = ChannelEndpoint.reachSummary(
-                        reach, channelID: reach.channelID, stored: kept ? ChannelEndpoint.keptForLater : "")
+                        reach, channelID: reach.channelID, stored: kept ? ChannelEndpoint.storedSuffix(channel) : "")
                 }
                 counters.countBroadcastDelivery(settled.outcome)
             }
@@ -211,8 +211,8 @@ extension World {
                     if let previously { reach.settle(delivery, previously: previously) } else { reach.add(delivery) }
                 }
                 record.broadcast = reach
-                record.outcome = reach.summaryOutcome(keptForLater: true)
-                record.explanation = ChannelEndpoint.reachSummary(reach, channelID: channelID, stored: ChannelEndpoint.keptForLater)
+                record.outcome = reach.summaryOutcome(keptForLater: channel.isLive)
+                record.explanation = ChannelEndpoint.reachSummary(reach, channelID: channelID, stored: ChannelEndpoint.storedSuffix(channel))
             }
         }
         for delivery in deliveries { counters.countBroadcastDelivery(delivery.outcome) }
@@ -236,6 +236,22 @@ extension World {
             record.broadcast = reach
             record.outcome = reach.summaryOutcome(keptForLater: false, otherwise: outcome)
             record.explanation = ChannelEndpoint.reachSummary(reach, channelID: channelID, stored: "; \(why)")
+        }
+    }
+
+    /// A deleted channel takes no new subscribers: its stored broadcast's record stops saying
+    /// it waits for them (it still waits for the subscribed activities of offline devices).
+    mutating func storedBroadcastOfDeletedChannel(_ channel: BroadcastChannel, nowMs: Int64) {
+        guard channel.policy == .mostRecentMessageStored, let message = channel.storedMessage, message.expiresAtMs > nowMs,
+            let sequence = liveActivities.broadcastRecords[message.requestID]
+        else { return }
+        records.update(sequence: sequence) { record in
+            guard let reach = record.broadcast else { return }
+            record.outcome = reach.summaryOutcome(keptForLater: false)
+            let waiting = reach.outcomes[.stored] != nil
+            record.explanation = ChannelEndpoint.reachSummary(
+                reach, channelID: channel.id,
+                stored: waiting ? ChannelEndpoint.keptForThoseWaiting : "; the channel was deleted, and no subscribed activity waits for it")
         }
     }
 

@@ -249,6 +249,28 @@ struct BroadcastDeliveryTests {
         #expect(try eta(away.deviceID, away.activityID) == 30, "neither message reaches it")
     }
 
+    /// A deleted channel takes no new subscribers: its stored broadcast's record stops saying
+    /// it waits for them, and still reaches the activity whose device was offline.
+    @Test func aDeletedChannelsStoredBroadcastWaitsOnlyForThoseSubscribedBefore() throws {
+        let stored = try channel(policy: 1)
+        let away = try subscriber(stored)
+        try setOnline(away.deviceID, false)
+        let sent = try broadcast(stored, eta: 7)
+        let requestID = sent.header("apns-request-id")
+        #expect(try record(requestID)["explanation"]?.stringValue?.contains("for later subscribers") == true)
+        let deleted = try management.send("DELETE", "/1/apps/\(Self.bundle)/channels", headers: [("apns-channel-id", stored)])
+        #expect(deleted.status == 204)
+        let after = try record(requestID)
+        #expect(after["outcome"]?.stringValue == "stored", "\(after)")
+        let why = after["explanation"]?.stringValue ?? ""
+        #expect(!why.contains("for later subscribers") && why.contains("the channel was deleted"), "\(why)")
+        try setOnline(away.deviceID, true)
+        #expect(try eta(away.deviceID, away.activityID) == 7, "the activity subscribed before still takes it")
+        let shown = try record(requestID)
+        #expect(shown["outcome"]?.stringValue == "delivered")
+        #expect(shown["explanation"]?.stringValue?.contains("for later subscribers") == false, "\(shown)")
+    }
+
     @Test func anActivityThatSubscribesWhileItsDeviceIsOfflineGetsTheStoredMessageWhenItIsBack() throws {
         let stored = try channel(policy: 1)
         let sent = try broadcast(stored, eta: 4)
