@@ -489,7 +489,8 @@ public final class ChannelEndpoint: Sendable {
     static let keptForLater = "; the channel keeps it for later subscribers (Most Recent Message Stored)"
     /// The same once the channel is deleted: it takes no new subscribers, but the activities
     /// that subscribed before and were offline may still take its message.
-    static let keptForThoseWaiting = "; the channel was deleted: it keeps the message only for the activities subscribed before, whose devices were offline"
+    static let keptForThoseWaiting =
+        "; the channel was deleted: it keeps the message only for the activities subscribed before, whose devices were offline"
 
     /// The ending of a stored broadcast's explanation for `channel` as it is now.
     static func storedSuffix(_ channel: BroadcastChannel?) -> String {
