@@ -642,7 +642,7 @@ public final class ChannelEndpoint: Sendable {
         }
         if let problem { throw problem }
         let longest = now + ChannelDirectory.maxStorageMs
-        let expires = expiration == 0 ? longest : min(longest, expiration * 1000)
+        let expires = expiration == 0 ? longest : min(longest, millisecondsSince1970(wholeSeconds: expiration))
         return StoredBroadcast(requestID: requestID, payload: payload, priority: priority, receivedAtMs: now, expiresAtMs: expires)
     }
 }

@@ -96,7 +96,7 @@ extension PendingNotification {
         switch expiration {
         case nil: return now + defaultStorageMs
         case 0?: return nil
-        case let seconds?: return seconds * 1000
+        case let seconds?: return millisecondsSince1970(wholeSeconds: seconds)
         }
     }
 }

@@ -27,7 +27,7 @@ extension World {
         switch expiration {
         case nil: return nowMs + defaultMs
         case 0?: return nil
-        case let seconds?: return seconds * 1000  // already past: not stored, and said why
+        case let seconds?: return millisecondsSince1970(wholeSeconds: seconds)  // already past: not stored, and said why
         }
     }
 

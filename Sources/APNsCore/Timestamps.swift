@@ -97,3 +97,11 @@ public func millisecondsSince1970(seconds: Double) -> Int64? {
     guard seconds.isFinite, seconds * 1000 >= Double(RFC3339.earliestMs), seconds * 1000 <= Double(RFC3339.latestMs) else { return nil }
     return Int64((seconds * 1000).rounded())
 }
+
+/// Whole seconds since 1970 as headers give them (`apns-expiration` takes any 64-bit number):
+/// milliseconds, the largest for a time past what 64 bits of milliseconds hold (9.2e18 seconds
+/// overflowed, and one push stopped the process).
+public func millisecondsSince1970(wholeSeconds seconds: Int64) -> Int64 {
+    let (ms, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+    return overflow ? (seconds < 0 ? .min : .max) : ms
+}

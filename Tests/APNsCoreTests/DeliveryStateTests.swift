@@ -266,6 +266,20 @@ struct DeliveryStateTests {
         #expect(f.record(zero)?.explanation.contains("apns-expiration 0 means it is never stored") == true)
     }
 
+    /// `apns-expiration` takes any 64-bit number; the largest one (9.2e18 seconds) overflowed
+    /// into milliseconds and one push stopped the process. It is a time far ahead: stored.
+    @Test func theLargestExpirationIsAcceptedAndStored() throws {
+        let f = try DeviceFixture()
+        let online = try f.push(headers: [("apns-expiration", String(Int64.max))])
+        #expect(online.status == 200)
+        #expect(f.record(online)?.expiration == Int64.max)
+        f.disconnect()
+        let offline = try f.push(headers: [("apns-expiration", String(Int64.max))])
+        #expect(offline.status == 200)
+        #expect(f.record(offline)?.outcome == .stored)
+        #expect(millisecondsSince1970(wholeSeconds: .max) == .max && millisecondsSince1970(wholeSeconds: 2) == 2_000)
+    }
+
     /// A provisional app's notification goes to the device with what the rules took away (the
     /// sound), as its record has it; a plain alert under the defaults carries none.
     @Test func aProvisionalAppsDeliveryCarriesItsPresentation() throws {

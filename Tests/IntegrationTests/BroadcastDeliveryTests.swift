@@ -249,6 +249,18 @@ struct BroadcastDeliveryTests {
         #expect(try eta(away.deviceID, away.activityID) == 30, "neither message reaches it")
     }
 
+    /// The largest `apns-expiration` a header can carry overflowed into milliseconds and
+    /// stopped the process; it is a time far ahead, so the channel keeps the message 8 hours.
+    @Test func theLargestExpirationIsAFarFutureNotACrash() throws {
+        let stored = try channel(policy: 1)
+        let sent = try broadcast(stored, eta: 3, expiration: String(Int64.max))
+        #expect(sent.status == 200)
+        #expect(try emulator.admin("GET", "/livez").status == 200)
+        let listed = try emulator.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue ?? []
+        let shown = listed.first { $0["id"]?.stringValue == stored }
+        #expect(shown?["storedMessage"]?["requestId"]?.stringValue == sent.header("apns-request-id"), "\(shown ?? .null)")
+    }
+
     /// A deleted channel takes no new subscribers: its stored broadcast's record stops saying
     /// it waits for them, and still reaches the activity whose device was offline.
     @Test func aDeletedChannelsStoredBroadcastWaitsOnlyForThoseSubscribedBefore() throws {
