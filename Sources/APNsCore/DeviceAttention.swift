@@ -179,3 +179,11 @@ public struct DeviceAttention: Sendable, Equatable {
         ]
     }
 }
+
+extension Device {
+    /// The device protocol's `deviceUpdated` frame: Low Power Mode and the switches as they are
+    /// now (the answer to the device's own `device` request, or news of an admin API change).
+    public var updatedMessage: JSONValue {
+        .object(JSONObject([("type", "deviceUpdated"), ("lowPowerMode", .bool(lowPowerMode))] + attention.json.members))
+    }
+}

@@ -129,8 +129,7 @@ struct DeviceRoutes: AdminResource {
         if lowPower != nil || switches, let device = state.readWorld({ $0.registry.devices[id] }) {
             // As its own `device` request would be answered: the device command keeps it for its
             // next hello (a reconnect would otherwise undo the change).
-            tellDevice(
-                id, .object(JSONObject([("type", "deviceUpdated"), ("lowPowerMode", .bool(device.lowPowerMode))] + device.attention.json.members)))
+            tellDevice(id, device.updatedMessage)
         }
         return try getDevice(id)
     }

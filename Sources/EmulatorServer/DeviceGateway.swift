@@ -373,7 +373,7 @@ final class DeviceConnection: ConnectionHandler {
                 guard let device = world.registry.devices[deviceID] else { throw DeviceRequestError(RegistryError.unknownDevice(deviceID)) }
                 return (device, frames)
             }
-            send(.object(JSONObject([("type", "deviceUpdated"), ("lowPowerMode", .bool(device.lowPowerMode))] + device.attention.json.members)))
+            send(device.updatedMessage)
             gateway.dispatch(frames)
         case "install":
             let app = try Self.app(m)

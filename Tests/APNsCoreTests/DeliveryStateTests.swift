@@ -441,18 +441,24 @@ struct DeviceWindowTests {
         return options
     }
 
-    /// A device that does not ack holds at most `deviceWindow` deliveries; beyond it, the
-    /// newest notification per app waits in the store and older ones are coalesced.
-    @Test func aFullWindowKeepsTheNewestPerAppAndReleasesItAsAcksArrive() throws {
-        let f = try DeviceFixture(options: Self.options(window: 4))
+    /// `count` alerts n0, n1, … to the device, each answered 200: the answers and the frames sent.
+    static func pushNumbered(_ f: DeviceFixture, _ count: Int) throws -> (responses: [PushResponse], sent: [DeviceFrame]) {
         var sent: [DeviceFrame] = []
         var responses: [PushResponse] = []
-        for i in 0..<7 {
+        for i in 0..<count {
             let response = try f.push(#"{"aps":{"alert":"n\#(i)"}}"#)
             #expect(response.status == 200)
             responses.append(response)
             sent += response.deviceFrames
         }
+        return (responses, sent)
+    }
+
+    /// A device that does not ack holds at most `deviceWindow` deliveries; beyond it, the
+    /// newest notification per app waits in the store and older ones are coalesced.
+    @Test func aFullWindowKeepsTheNewestPerAppAndReleasesItAsAcksArrive() throws {
+        let f = try DeviceFixture(options: Self.options(window: 4))
+        let (responses, sent) = try Self.pushNumbered(f, 7)
         #expect(f.notifications(in: sent).count == 4, "only the window goes out")
         #expect(f.record(responses[4])?.outcome == .coalesced)
         #expect(f.record(responses[5])?.outcome == .coalesced)
@@ -475,13 +481,7 @@ struct DeviceWindowTests {
     /// a newer notification of the app that already waits there: that one came later.
     @Test func anUnacknowledgedDeliveryDoesNotReplaceANewerStoredOne() throws {
         let f = try DeviceFixture(options: Self.options(window: 2))
-        var sent: [DeviceFrame] = []
-        var responses: [PushResponse] = []
-        for i in 0..<4 {
-            let response = try f.push(#"{"aps":{"alert":"n\#(i)"}}"#)
-            responses.append(response)
-            sent += response.deviceFrames
-        }
+        let (responses, sent) = try Self.pushNumbered(f, 4)
         #expect(f.notifications(in: sent).count == 2)
         #expect(f.record(responses[3])?.outcome == .stored)
         f.disconnect()
