@@ -12,9 +12,12 @@ extension APNsEnvironment {
         // Every Apple host starts with "api."; most requests name an IP or localhost, so
         // reject those on the first byte (this runs for every request).
         guard let first = host.utf8.first, first | 0x20 == UInt8(ascii: "a") else { return nil }
-        // Strip an optional ":port" and compare case-insensitively without allocating.
+        // Strip an optional ":port" and a trailing dot, and compare case-insensitively without
+        // allocating.
         var name = host
         if let colon = name.lastIndex(of: ":"), !name.hasPrefix("[") { name = name[..<colon] }
+        // A fully qualified name ("api.push.apple.com.") names the same host.
+        if name.utf8.last == UInt8(ascii: ".") { name = name.dropLast() }
         if name.utf8.elementsEqual("api.push.apple.com".utf8, by: asciiCaseInsensitiveEqual) {
             return .production
         }

@@ -216,10 +216,15 @@ public struct ConnectionAuthenticator: Sendable {
         // A different token for the same key within 20 minutes of the previous one. "Different"
         // means different claims (a new iat): ES256 signatures are randomised, so re-signing
         // the same claims yields a new string that is not an update. A previous token that has
-        // itself expired may always be replaced: the client had no choice.
+        // itself expired may always be replaced: the client had no choice. Nor is a token
+        // issued 20 minutes or more after the previous one refused, however late the previous
+        // one came to this connection: libraries that share one token among their connections
+        // (sideshow/apns2) bring a token first made for another connection to a new one and
+        // refresh it on their own cadence there.
         if let previous = verified.first(where: { $0.provider.key.keyID == key.keyID }),
             previous.provider.issuedAt != issuedAt,
             nowMs - previous.firstUsedAt < policy.minRefreshIntervalSeconds * 1000,
+            issuedAt - previous.provider.issuedAt < policy.minRefreshIntervalSeconds,
             now - previous.provider.issuedAt <= policy.maxTokenAgeSeconds
         {
             let seconds = (nowMs - previous.firstUsedAt) / 1000

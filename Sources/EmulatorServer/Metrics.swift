@@ -180,10 +180,13 @@ extension Emulator {
         p.histogram("apns_emulator_payload_bytes", "Payload sizes of requests that reached the payload checks.", counters.payloadSizes)
         p.labelled(
             "apns_emulator_connections_refused_total", "counter",
-            "Connections closed on arrival: --max-connections of their kind were open (provider, device), or --connection-churn (churn).",
+            "Connections closed on arrival: --max-connections of their kind were open (provider, device), --connection-churn (churn), or a client certificate of the other environment (certificate_environment: GOAWAY BadCertificateEnvironment).",
             by: "kind",
             [listeners.providerBudget, listeners.deviceBudget].map { ($0.kind, Double($0.refused.load(ordering: .relaxed))) }
-                + [("churn", Double(providers.churnRefused.load(ordering: .relaxed)))])
+                + [
+                    ("churn", Double(providers.churnRefused.load(ordering: .relaxed))),
+                    ("certificate_environment", Double(providers.certificateEnvironmentRefused.load(ordering: .relaxed))),
+                ])
         p.single(
             "apns_emulator_connections_ended_for_errors_total", "counter",
             "Provider connections ended with GOAWAY because their errors reached --error-disconnect.",

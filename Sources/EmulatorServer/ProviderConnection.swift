@@ -114,6 +114,13 @@ final class ProviderConnection: ConnectionHandler {
                     + (certificate.problem.map { " (not valid: \($0))" } ?? ""))
             if certificate.problem == nil, !certificate.allows(environment) {
                 // As APNs does: GOAWAY, last stream 0, {"reason":"BadCertificateEnvironment"}.
+                // Nothing reaches the journal (no request was read), so the log and a counter
+                // say why: the provider's library often just retries.
+                let allowed = certificate.allows(environment.other) ? environment.other.rawValue : "no environment"
+                providers.logger.warning(
+                    "provider connection \(connection.id): the client certificate (\(certificate.subject)) is for \(allowed), this connection is \(environment.rawValue) (by its listener or SNI): GOAWAY BadCertificateEnvironment before any request, as APNs does. Connect to the \(allowed == "sandbox" ? "sandbox (api.sandbox.push.apple.com, --sandbox-listen)" : "production (api.push.apple.com, --production-listen)") host"
+                )
+                providers.certificateEnvironmentRefused.add(1, ordering: .relaxed)
                 session.submitGoAway(
                     errorCode: HTTP2ErrorCode.noError, lastStreamID: 0,
                     debugData: Self.reasonJSON(APNsReason.badCertificateEnvironment.rawValue))
@@ -428,6 +435,16 @@ final class ProviderConnection: ConnectionHandler {
             headersTruncated: false, explanation: explanation, connection: &context)
     }
 
+    /// What a request the HTTP/2 layer found malformed lacks, from the fields it sent (all of
+    /// them: the check runs once the header block is complete).
+    static func malformedCause(_ headers: [HTTP2HeaderField]) -> String {
+        let names = Set(headers.map(\.name))
+        let missing = [":method", ":scheme", ":path"].filter { !names.contains($0) }
+        if !missing.isEmpty { return "\(missing.joined(separator: ", ")) missing" }
+        if !names.contains(":authority") && !names.contains("host") { return "neither :authority nor host" }
+        return "a pseudo-header this server does not take for a request (such as :protocol), or one sent twice"
+    }
+
     /// A stream the HTTP/2 layer reset by itself (PROTOCOL_ERROR): logged and journaled.
     private func journal(_ refused: HTTP2RefusedRequest) {
         let explanation: String
@@ -440,7 +457,7 @@ final class ProviderConnection: ConnectionHandler {
                 "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: a header field HTTP/2 does not allow (RFC 9113 §8.2: an upper-case or otherwise invalid name or value, a connection-specific field such as connection or keep-alive, te other than trailers); the fields before it are kept here"
         case .malformedMessage:
             explanation =
-                "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the request breaks HTTP/2's message rules (RFC 9113 §8.1, §8.3: :method, :scheme or :path missing, or a request pseudo-header this server does not take)"
+                "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the request breaks HTTP/2's message rules (RFC 9113 §8.1, §8.3): \(Self.malformedCause(refused.headers))"
         }
         providers.logger.info("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
         endpoint.recordRefused(
@@ -559,10 +576,28 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     /// Ends the connection the way APNs does: GOAWAY carrying `{"reason":"…"}`.
+    ///
+    /// For `Shutdown` the GOAWAY's last stream covers every stream received, so none of them
+    /// is left in doubt: the requests already complete are still answered (the drain's
+    /// deadline bounds the wait), and those still arriving are refused with RST_STREAM
+    /// REFUSED_STREAM, which tells the client they were not processed and may be sent again.
     func goAway(reason: APNsReason, errorCode: UInt32 = HTTP2ErrorCode.noError) {
         session.submitGoAway(errorCode: errorCode, lastStreamID: nil, debugData: Self.reasonJSON(reason.rawValue))
-        flushSession()
-        connection.closeAfterFlush()
+        guard reason == .shutdown else {
+            flushSession()
+            connection.closeAfterFlush()
+            return
+        }
+        for refused in session.resetStalledRequests(startedBefore: .max, errorCode: HTTP2ErrorCode.refusedStream) {
+            let explanation =
+                "stream refused (RST_STREAM REFUSED_STREAM): the emulator was shutting down before the request was complete; it was not processed"
+            providers.logger.info("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
+            endpoint.recordRefused(
+                streamID: refused.streamID, headers: refused.headers,
+                headersTruncated: false, explanation: explanation, connection: &context)
+        }
+        goingAway = true
+        flushSession()  // closes the connection once no answer is owed
     }
 
     /// `--error-disconnect`: GOAWAY with the reason of the error that went over the limit. The

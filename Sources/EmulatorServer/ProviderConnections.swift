@@ -48,6 +48,8 @@ final class ProviderConnections: @unchecked Sendable {
 
     /// Connections closed on arrival by `--connection-churn` (metrics).
     let churnRefused = Atomic<Int>(0)
+    /// Certificate connections ended with GOAWAY `BadCertificateEnvironment` on arrival (metrics).
+    let certificateEnvironmentRefused = Atomic<Int>(0)
     /// Connections ended with GOAWAY by `--error-disconnect` (metrics).
     let errorDisconnects = Atomic<Int>(0)
 

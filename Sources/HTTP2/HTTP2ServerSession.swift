@@ -272,17 +272,19 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         return oldest
     }
 
-    /// Resets (RST_STREAM CANCEL) every request still arriving that started before
-    /// `deadline` (monotonic ms), so a client that trickles a body cannot hold its buffers
-    /// for ever. Returns their ids and the header fields received.
-    public func resetStalledRequests(startedBefore deadline: Int64) -> [(streamID: Int32, headers: [HTTP2HeaderField])] {
+    /// Resets (RST_STREAM CANCEL, or `errorCode`) every request still arriving that started
+    /// before `deadline` (monotonic ms), so a client that trickles a body cannot hold its
+    /// buffers for ever. Returns their ids and the header fields received.
+    public func resetStalledRequests(
+        startedBefore deadline: Int64, errorCode: UInt32 = HTTP2ErrorCode.cancel
+    ) -> [(streamID: Int32, headers: [HTTP2HeaderField])] {
         var stalled: [(Int32, [HTTP2HeaderField])] = []
         for index in slots.indices where slots[index].inUse && !slots[index].handedOver && slots[index].startedAtMs < deadline {
             slots[index].handedOver = true
             var headers: [HTTP2HeaderField] = []
             swap(&headers, &slots[index].headers)
             slots[index].body = []
-            nghttp2_submit_rst_stream(session, 0, slots[index].streamID, HTTP2ErrorCode.cancel)
+            nghttp2_submit_rst_stream(session, 0, slots[index].streamID, errorCode)
             stalled.append((slots[index].streamID, headers))
         }
         return stalled

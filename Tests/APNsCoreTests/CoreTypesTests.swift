@@ -73,6 +73,10 @@ struct CoreTypesTests {
         #expect(APNsEnvironment.forAppleHost("api.sandbox.push.apple.com:2197") == .sandbox)
         #expect(APNsEnvironment.forAppleHost("api.development.push.apple.com") == .sandbox)
         #expect(APNsEnvironment.forAppleHost("localhost:2197") == nil)
+        // A fully qualified name is the same host.
+        #expect(APNsEnvironment.forAppleHost("api.push.apple.com.") == .production)
+        #expect(APNsEnvironment.forAppleHost("api.sandbox.push.apple.com.:443") == .sandbox)
+        #expect(APNsEnvironment.forAppleHost("api.push.apple.com..") == nil)
     }
 
     @Test func pushTypeSuffixes() {

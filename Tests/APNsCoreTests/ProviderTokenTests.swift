@@ -110,6 +110,30 @@ struct ProviderTokenTests {
         }
     }
 
+    @Test func aTokenIssuedTwentyMinutesAfterThePreviousIsNoUpdateTooSoon() throws {
+        // A library that shares one token among its connections: a connection opened late in
+        // the token's life first uses it at minute 49, and the library's refresh (issued 50
+        // minutes after it) comes a few minutes later on the same connection.
+        let fixture = try Fixture()
+        var authenticator = ConnectionAuthenticator()
+        let shared = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 49 * 60)
+        guard case .authenticated = authenticate(fixture, &authenticator, shared) else {
+            Issue.record("expected success")
+            return
+        }
+        fixture.clock.advance(seconds: 60)
+        let refreshed = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        guard case .authenticated = authenticate(fixture, &authenticator, refreshed) else {
+            Issue.record("a token issued 50 minutes after the previous one is not an update too soon")
+            return
+        }
+        // A token issued 18 minutes after that one, used a minute later, still is.
+        fixture.clock.advance(seconds: 18 * 60)
+        let early = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        fixture.clock.advance(seconds: 60)
+        #expect(reason(authenticate(fixture, &authenticator, early)) == .tooManyProviderTokenUpdates)
+    }
+
     @Test func expiredTokenMayBeReplacedAtOnce() throws {
         let fixture = try Fixture()
         var authenticator = ConnectionAuthenticator()

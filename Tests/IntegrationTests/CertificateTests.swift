@@ -87,6 +87,9 @@ struct CertificateTests {
         #expect(goAway.errorCode == 0)
         #expect(goAway.lastStreamID == 0)
         #expect(String(decoding: goAway.debugData, as: UTF8.self) == #"{"reason":"BadCertificateEnvironment"}"#)
+        // No request was read, so nothing is journaled: the counter says why it went.
+        #expect(
+            try ConnectionLimitTests.metric(emulator, #"apns_emulator_connections_refused_total{kind="certificate_environment"}"#) == 1)
         // The same certificate is fine on the production listener.
         let production = try emulator.createDevice(environment: "production")
         let prod = try connect(

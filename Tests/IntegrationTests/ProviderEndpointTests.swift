@@ -337,4 +337,42 @@ struct ShutdownTests {
         emulator.process.waitUntilExit()
         #expect(emulator.process.terminationStatus == 0)
     }
+
+    /// A request still arriving when the emulator stops is refused as not processed
+    /// (REFUSED_STREAM, safe to send again), not left unanswered under the GOAWAY's last
+    /// stream; the connection then closes.
+    @Test func aRequestStillArrivingAtShutdownIsRefusedAsNotProcessed() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let device = try emulator.createDevice()
+        var block: [UInt8] = [0x83, 0x86]
+        block += RawHTTP2.integer(4, prefixBits: 4, flags: 0) + RawHTTP2.string("/3/device/\(device.token)")
+        block += RawHTTP2.integer(1, prefixBits: 4, flags: 0) + RawHTTP2.string("api.sandbox.push.apple.com")
+        block += RawHTTP2.integer(23, prefixBits: 4, flags: 0) + RawHTTP2.string("bearer \(try emulator.providerToken())")
+        block += RawHTTP2.integer(0, prefixBits: 4, flags: 0) + RawHTTP2.string("apns-topic") + RawHTTP2.string(EmulatorProcess.bundleID)
+        let payload = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
+        // Stream 1 complete; stream 3 its headers and one byte of its body.
+        let wire =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+            + RawHTTP2.frame(type: 0x1, flags: 0x4, stream: 1, block) + RawHTTP2.frame(type: 0x0, flags: 0x1, stream: 1, payload)
+            + RawHTTP2.frame(type: 0x1, flags: 0x4, stream: 3, block) + RawHTTP2.frame(type: 0x0, flags: 0, stream: 3, [0x7b])
+        var stopped = false
+        let frames = try RawHTTP2.exchange(
+            try emulator.address("h2cSandbox"), wire,
+            until: { frames in
+                // Once stream 1 is answered, stop the emulator; then read until it closes.
+                if !stopped, frames.contains(where: { $0.type == 0x1 && $0.streamID == 1 }) {
+                    stopped = true
+                    emulator.process.terminate()
+                }
+                return false
+            })
+        #expect(stopped, "stream 1 was answered")
+        let reset = try #require(frames.first { $0.type == 0x3 }, "no RST_STREAM")
+        #expect(reset.streamID == 3)
+        #expect(reset.payload == [0, 0, 0, 7], "REFUSED_STREAM")
+        let goAway = try #require(frames.first { $0.type == 0x7 }, "no GOAWAY")
+        #expect(String(decoding: goAway.payload.dropFirst(8), as: UTF8.self) == #"{"reason":"Shutdown"}"#)
+        emulator.process.waitUntilExit()
+        #expect(emulator.process.terminationStatus == 0)
+    }
 }
