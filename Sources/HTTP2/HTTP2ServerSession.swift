@@ -101,6 +101,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         earlyAnswerBodyLength: Int? = nil
     ) throws(HTTP2Error) {
         core = try NGHTTP2SessionCore(.server, advertisedOverrides: advertisedOverrides) { callbacks, option in
+            nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, serverOnBeginFrame)
             nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, serverOnBeginHeaders)
             nghttp2_session_callbacks_set_on_header_callback(callbacks, serverOnHeader)
             nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, serverOnDataChunk)
@@ -515,6 +516,24 @@ private func serverOnFrameRecv(
 }
 
 /// After the final frame of an early answer, tells the client to stop sending the body.
+/// A request HEADERS on a stream id the client has used before (or lower than one it has):
+/// nghttp2 ignores the header block of a stream it no longer knows, so the client would wait
+/// for an answer that never comes. RFC 9113 §5.1.1 makes it a connection error of type
+/// PROTOCOL_ERROR. A HEADERS with END_STREAM is left to nghttp2: it may be the trailers of a
+/// request this server reset while they were on their way.
+private func serverOnBeginFrame(
+    _ session: OpaquePointer?, _ hd: UnsafePointer<nghttp2_frame_hd>?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let session, let hd, hd.pointee.type == FrameType.headers, hd.pointee.flags & FrameFlag.endStream == 0 else { return 0 }
+    let streamID = hd.pointee.stream_id
+    if streamID > 0, streamID & 1 == 1, streamID <= nghttp2_session_get_last_proc_stream_id(session),
+        nghttp2_session_find_stream(session, streamID) == nil
+    {
+        _ = nghttp2_session_terminate_session(session, HTTP2ErrorCode.protocolError)
+    }
+    return 0
+}
+
 private func serverOnFrameSend(
     _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
     _ userData: UnsafeMutableRawPointer?

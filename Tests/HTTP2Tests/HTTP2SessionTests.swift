@@ -168,6 +168,34 @@ struct RequestResponseTests {
         #expect(requests.map { $0.headers.first { $0.name == "authorization" }?.neverIndex } == [false, false, true])
     }
 
+    @Test(
+        "a request on a stream id used before, or lower than one used, is a connection error (RFC 9113 §5.1.1), not ignored",
+        arguments: [[1, 1], [5, 3]])
+    func reusedStreamIDs(ids: [UInt32]) throws {
+        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])
+        let block: [UInt8] =
+            [0x83, 0x87] + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
+            + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
+        func request(_ id: UInt32) -> [UInt8] {
+            RawHTTP2.frame(type: 0x1, flags: 0x4, stream: id, block) + RawHTTP2.frame(type: 0x0, flags: 0x1, stream: id, [0x7b, 0x7d])
+        }
+        try server.receive(RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + request(ids[0]))
+        let first = server.takeEvents().compactMap { event -> HTTP2Request? in
+            if case .request(let r) = event { return r } else { return nil }
+        }
+        #expect(first.map(\.streamID) == [Int32(ids[0])])
+        _ = server.submitResponse(streamID: Int32(ids[0]), status: 200, headers: [], body: nil)
+        var out: [UInt8] = []
+        server.drainOutput(into: &out)
+        #expect(!RawHTTP2.frames(out).contains { $0.type == WireFrame.goAway })
+        try? server.receive(request(ids[1]))
+        out = []
+        server.drainOutput(into: &out)
+        let goAway = try #require(RawHTTP2.frames(out).first { $0.type == WireFrame.goAway }, "the client is told, not left waiting")
+        #expect(goAway.errorCode == HTTP2ErrorCode.protocolError)
+        #expect(!server.wantsRead)
+    }
+
     @Test("client: authorization with and without neverIndex arrives intact (nghttp2 never-indexes it anyway)")
     func clientAuthorization() throws {
         let pair = try Pair()
