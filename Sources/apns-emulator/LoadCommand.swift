@@ -23,7 +23,7 @@ private enum LoadCLI {
     static let specs = [
         OptionSpec(
             "admin", "HOST:PORT", default: "127.0.0.1:8197", "the emulator's admin listener: provider listeners, CA, key and tokens come from it"),
-        OptionSpec("admin-token", "TOKEN", "the emulator's --admin-token, if it has one"),
+        OptionSpec("admin-token", "TOKEN", "the emulator's --admin-token, if it has one (default: $APNS_EMULATOR_ADMIN_TOKEN)"),
         OptionSpec("provider", "HOST:PORT", "the provider listener to load (default: the environment's listener from the emulator's /api/v1/info)"),
         OptionSpec("h2c", nil, "cleartext HTTP/2 (the emulator's --h2c-*-listen listener, or --provider speaks h2c)"),
         OptionSpec("ca", "PATH", "CA to trust (default: the emulator's caFile, else certs/ca.pem if present)"),
@@ -75,7 +75,7 @@ private enum LoadCLI {
         do { settings = try Settings(options) } catch { fail(error.description) }
 
         var setup = LoadSetup(
-            admin: settings.admin, token: options.string("admin-token"), bundleID: settings.bundleID,
+            admin: settings.admin, token: options.string("admin-token") ?? ProcessInfo.processInfo.environment["APNS_EMULATOR_ADMIN_TOKEN"], bundleID: settings.bundleID,
             environment: settings.environment)
         let prepared: Prepared
         do { prepared = try prepare(settings, &setup) } catch {

@@ -15,7 +15,7 @@ private enum ScenarioCLI {
     static let specs = [
         OptionSpec("var", "NAME=VALUE", repeatable: true, "set ${NAME} (over the environment and the scenario's variables)"),
         OptionSpec("admin", "HOST:PORT", "drive this running emulator (its admin listener) instead of starting one"),
-        OptionSpec("admin-token", "TOKEN", "with --admin: the emulator's --admin-token"),
+        OptionSpec("admin-token", "TOKEN", "with --admin: the emulator's --admin-token (default: $APNS_EMULATOR_ADMIN_TOKEN)"),
         OptionSpec("key", "TEAMID:KEYID:PATH", "with --admin: the provider key (.p8) push steps and run steps sign with"),
         OptionSpec("sandbox", "HOST:PORT", "with --admin: the sandbox provider endpoint (default: from the emulator's /api/v1/info)"),
         OptionSpec("production", "HOST:PORT", "with --admin: the production provider endpoint (default: from /api/v1/info)"),
@@ -127,7 +127,7 @@ private enum ScenarioCLI {
         }
         let target: EmulatorTarget
         do {
-            target = try EmulatorTarget.remote(admin: address(addressText, "admin"), token: options.string("admin-token"), overrides: access)
+            target = try EmulatorTarget.remote(admin: address(addressText, "admin"), token: options.string("admin-token") ?? ProcessInfo.processInfo.environment["APNS_EMULATOR_ADMIN_TOKEN"], overrides: access)
             if options.isSet("reset") { try target.api.reset() }
         } catch {
             fail("--admin \(admin): \(error.description)")
