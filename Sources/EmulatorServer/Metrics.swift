@@ -192,6 +192,10 @@ extension Emulator {
             "Provider connections ended with GOAWAY because their errors reached --error-disconnect.",
             Double(providers.errorDisconnects.load(ordering: .relaxed)))
         p.single(
+            "apns_emulator_connections_ended_for_http2_errors_total", "counter",
+            "Provider connections the HTTP/2 layer ended with GOAWAY for the client's error: a flood (rapid reset, CONTINUATION, SETTINGS), a protocol, flow-control or compression error.",
+            Double(providers.http2Errors.load(ordering: .relaxed)))
+        p.single(
             "apns_emulator_accept_pauses_total", "counter",
             "Times a listener stopped accepting for a moment because the process was out of file descriptors.",
             Double(listeners.acceptPauses.load(ordering: .relaxed)))

@@ -290,6 +290,7 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     func connectionDidClose(_ connection: Connection) {
+        if session.endedForPeerError { providers.http2Errors.add(1, ordering: .relaxed) }
         if let idleTimer { connection.loop.cancel(idleTimer) }
         if let requestDeadlineTimer { connection.loop.cancel(requestDeadlineTimer) }
         providers.connectionClosed(self)

@@ -50,6 +50,9 @@ final class ProviderConnections: @unchecked Sendable {
     let churnRefused = Atomic<Int>(0)
     /// Certificate connections ended with GOAWAY `BadCertificateEnvironment` on arrival (metrics).
     let certificateEnvironmentRefused = Atomic<Int>(0)
+    /// Connections the HTTP/2 layer ended for the client's error (a flood, a protocol or
+    /// compression error), with GOAWAY (metrics).
+    let http2Errors = Atomic<Int>(0)
     /// Connections ended with GOAWAY by `--error-disconnect` (metrics).
     let errorDisconnects = Atomic<Int>(0)
 

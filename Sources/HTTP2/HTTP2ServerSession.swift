@@ -72,6 +72,12 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// connection with GOAWAY ENHANCE_YOUR_CALM (`calmSent` once it has).
     @exclusivity(unchecked) fileprivate var endingForCalm = false
     @exclusivity(unchecked) private var calmSent = false
+    /// GOAWAYs this side's owner submitted (`submitGoAway`); any other with an error code is
+    /// nghttp2's own, for the peer's error.
+    @exclusivity(unchecked) fileprivate var ownGoAways = 0
+    /// The session sent a GOAWAY with an error code it decided on itself (a flood, a protocol,
+    /// flow-control or compression error of the peer), not one its owner asked for.
+    public fileprivate(set) var endedForPeerError = false
     /// The connection is ended (GOAWAY ENHANCE_YOUR_CALM) at this many oversized header lists:
     /// a client that keeps sending them is not one to keep decoding for.
     public static let oversizedHeaderListsPerConnection = 3
@@ -235,7 +241,8 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// session keeps serving streams up to that id; `wantsRead`/`wantsWrite` turn false when done.
     @discardableResult
     public func submitGoAway(errorCode: UInt32, lastStreamID: Int32? = nil, debugData: [UInt8] = []) -> Bool {
-        core.submitGoAway(errorCode: errorCode, lastStreamID: lastStreamID, debugData: debugData)
+        ownGoAways += 1
+        return core.submitGoAway(errorCode: errorCode, lastStreamID: lastStreamID, debugData: debugData)
     }
 
     /// Queues RST_STREAM.
@@ -540,6 +547,14 @@ private func serverOnFrameSend(
 ) -> Int32 {
     guard let server = owner(userData), let frame else { return 0 }
     let hd = frame.pointee.hd
+    if hd.type == FrameType.goAway {
+        if server.ownGoAways > 0 {
+            server.ownGoAways -= 1
+        } else if frame.pointee.goaway.error_code != HTTP2ErrorCode.noError {
+            server.endedForPeerError = true
+        }
+        return 0
+    }
     guard hd.flags & FrameFlag.endStream != 0, hd.type == FrameType.data || hd.type == FrameType.headers,
         let index = server.slot(of: hd.stream_id),
         server.slots[index].answeredEarly,

@@ -239,6 +239,8 @@ struct FloodTests {
         let code = goAway.payload.count >= 8 ? goAway.payload[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } : 0
         #expect(code == flood.errorCode, "\(flood.name): GOAWAY error \(code)")
         #expect(APNsResult(try bystander.send(try emulator.push(device.token).request)).status == 200, "\(flood.name)")
+        // Counted once the flooding connection has closed.
+        #expect(try eventually { try emulator.metric("apns_emulator_connections_ended_for_http2_errors_total") == 1 }, "\(flood.name)")
     }
 }
 
