@@ -75,7 +75,8 @@ private enum LoadCLI {
         do { settings = try Settings(options) } catch { fail(error.description) }
 
         var setup = LoadSetup(
-            admin: settings.admin, token: options.string("admin-token") ?? ProcessInfo.processInfo.environment["APNS_EMULATOR_ADMIN_TOKEN"], bundleID: settings.bundleID,
+            admin: settings.admin, token: options.string("admin-token") ?? ProcessInfo.processInfo.environment["APNS_EMULATOR_ADMIN_TOKEN"],
+            bundleID: settings.bundleID,
             environment: settings.environment)
         let prepared: Prepared
         do { prepared = try prepare(settings, &setup) } catch {

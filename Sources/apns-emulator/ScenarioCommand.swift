@@ -127,7 +127,8 @@ private enum ScenarioCLI {
         }
         let target: EmulatorTarget
         do {
-            target = try EmulatorTarget.remote(admin: address(addressText, "admin"), token: options.string("admin-token") ?? ProcessInfo.processInfo.environment["APNS_EMULATOR_ADMIN_TOKEN"], overrides: access)
+            let token = options.string("admin-token") ?? ProcessInfo.processInfo.environment["APNS_EMULATOR_ADMIN_TOKEN"]
+            target = try EmulatorTarget.remote(admin: address(addressText, "admin"), token: token, overrides: access)
             if options.isSet("reset") { try target.api.reset() }
         } catch {
             fail("--admin \(admin): \(error.description)")
