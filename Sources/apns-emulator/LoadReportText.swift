@@ -23,7 +23,7 @@ struct LoadDescription {
         let sizes = plan.mix.weights.filter { $0.weight > 0 }.map { "\($0.kind.rawValue) \(plan.payload(for: $0.kind).count)" }
         return """
             target       \(tls ? "https" : "http")://\(target) (\(environment)\(tls ? ", TLS" : ", h2c"))
-            load         \(plan.connections) connections × \(plan.streamsPerConnection) streams, rate \(rate), until \(stops.joined(separator: " or "))
+            load         \(plan.connections) connection\(plan.connections == 1 ? "" : "s") × \(plan.streamsPerConnection) stream\(plan.streamsPerConnection == 1 ? "" : "s"), rate \(rate), until \(stops.joined(separator: " or "))
             mix          \(plan.mix) (payload bytes: \(sizes.joined(separator: ", ")))
             tokens       \(grouped(tokens)) (\(tokenSource)), topic \(plan.topic), key \(keySpec)
             """

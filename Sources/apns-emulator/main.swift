@@ -50,11 +50,21 @@ if arguments.first == "--help" || arguments.first == "-h" {
     print(topLevelHelp())
     exit(0)
 }
-if arguments.first == "--version" { command = "version" }
+if arguments.first == "--version" {
+    command = "version"
+    rest = Array(arguments.dropFirst())
+}
 
 switch command {
 case "version":
-    print("apns-emulator \(Emulator.version)")
+    if rest == ["--help"] || rest == ["-h"] {
+        print("usage: apns-emulator version (or --version): prints the version")
+    } else if let stray = rest.first {
+        FileHandle.standardError.write(Data("apns-emulator version: takes no arguments (got '\(stray)')\n".utf8))
+        exit(2)
+    } else {
+        print("apns-emulator \(Emulator.version)")
+    }
 case "help":
     print(topLevelHelp())
 default:

@@ -125,7 +125,8 @@ extension ServeConfiguration {
         }
         devices = base.devices + (try Self.parseDevices(options.fileObjects["devices"], path: options.configPath ?? ""))
         if let unknown = options.fileObjects.keys.first(where: { $0 != "devices" }) {
-            let known = Self.specs.map { "\"\($0.configKey)\"" }.joined(separator: ", ")
+            // `config` is a flag's key too, but a config file cannot name another.
+            let known = Self.specs.filter { $0.configKey != "config" }.map { "\"\($0.configKey)\"" }.joined(separator: ", ")
             throw UsageError("config file \(options.configPath ?? ""): unknown key \"\(unknown)\"; known keys: \(known), \"devices\"")
         }
         demo = try options.choice(Flag.demo, Demo.self) ?? base.demo
