@@ -57,12 +57,19 @@ public struct DeviceRequestError: Error, Sendable, Equatable {
     /// A registry refusal, keeping whether it was about something missing.
     public init(_ error: RegistryError) {
         var code = "bad_request"
-        if case .tooManyApps = error { code = Self.tooManyApps }
+        switch error {
+        case .tooManyApps: code = Self.tooManyApps
+        case .tooManyDevices, .tooManyTokens: code = Self.registryFull
+        default: break
+        }
         self.init(code, error.description, isNotFound: error.isNotFound)
     }
 
     /// The code of a refusal to take a device over `DeviceRegistry.maxAppsPerDevice`.
     public static let tooManyApps = "too_many_apps"
+    /// The code of a refusal because the emulator holds `--max-devices` devices or
+    /// `--max-tokens` tokens.
+    public static let registryFull = "registry_full"
 }
 
 extension World {

@@ -132,6 +132,10 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidDeviceID(String)
     /// Installing one more app would take the device over `DeviceRegistry.maxAppsPerDevice`.
     case tooManyApps(deviceID: String)
+    /// The registry holds as many devices as `--max-devices` allows.
+    case tooManyDevices(limit: Int)
+    /// The registry holds as many tokens (invalidated ones included) as `--max-tokens` allows.
+    case tooManyTokens(limit: Int)
 
     public var description: String {
         switch self {
@@ -143,6 +147,12 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidToken(let token): return "'\(token)' is not an even-length hex token"
         case .invalidDeviceID: return DeviceRegistry.deviceIDRule
         case .tooManyApps(let id): return DeviceRegistry.tooManyAppsMessage(deviceID: id)
+        case .tooManyDevices(let limit):
+            return
+                "the emulator holds \(limit) devices, the most --max-devices allows; delete some (DELETE /api/v1/devices/{id}), reset (POST /api/v1/reset) or start it with a higher --max-devices"
+        case .tooManyTokens(let limit):
+            return
+                "the emulator holds \(limit) device tokens, the most --max-tokens allows (tokens of uninstalled apps and deleted devices count: they still answer 410); reset (POST /api/v1/reset) or start it with a higher --max-tokens"
         }
     }
 
@@ -150,7 +160,8 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isNotFound: Bool {
         switch self {
         case .unknownDevice, .appNotInstalled: return true
-        case .invalidBundleID, .deviceExists, .tokenInUse, .invalidToken, .invalidDeviceID, .tooManyApps: return false
+        case .invalidBundleID, .deviceExists, .tokenInUse, .invalidToken, .invalidDeviceID, .tooManyApps, .tooManyDevices, .tooManyTokens:
+            return false
         }
     }
 }
@@ -183,10 +194,29 @@ public struct DeviceRegistry: Sendable {
     /// What devices use today.
     public static let defaultTokenByteCount = 32
 
-    public init(tokenByteCount: Int = defaultTokenByteCount, seed: UInt64? = nil) {
+    /// How many devices and tokens the registry may hold (`--max-devices`, `--max-tokens`), so
+    /// that clients creating them without end (a device socket saying hello under new ids,
+    /// each listing a thousand apps) meet a clear refusal rather than running the process out
+    /// of memory (about 0.75 KB a token). Tokens are never dropped but by a reset: those of
+    /// uninstalled apps and deleted devices keep answering 410.
+    public struct Limits: Sendable, Equatable {
+        public var maxDevices: Int
+        public var maxTokens: Int
+        public init(maxDevices: Int = 2_000_000, maxTokens: Int = 4_000_000) {
+            self.maxDevices = maxDevices
+            self.maxTokens = maxTokens
+        }
+    }
+    public var limits: Limits
+
+    public init(tokenByteCount: Int = defaultTokenByteCount, limits: Limits = Limits(), seed: UInt64? = nil) {
         self.tokenByteCount = tokenByteCount
+        self.limits = limits
         self.random = seed.map(FastRandom.init(seed:)) ?? FastRandom()
     }
+
+    /// An empty registry with this one's settings (token length, limits).
+    public func emptyLikeThis() -> DeviceRegistry { DeviceRegistry(tokenByteCount: tokenByteCount, limits: limits) }
 
     public func token(_ hex: String) -> TokenEntry? { tokens[hex] }
 
@@ -292,6 +322,7 @@ public struct DeviceRegistry: Sendable {
         let deviceID = id ?? newDeviceID()
         guard Self.isValidDeviceID(deviceID) else { throw .invalidDeviceID(deviceID) }
         guard devices[deviceID] == nil else { throw .deviceExists(deviceID) }
+        guard devices.count < limits.maxDevices else { throw .tooManyDevices(limit: limits.maxDevices) }
         let device = Device(id: deviceID, isVirtual: isVirtual, apps: [:], createdAtMs: nowMs, connectionID: nil)
         devices[deviceID] = device
         noteDevice(deviceID)
@@ -301,6 +332,8 @@ public struct DeviceRegistry: Sendable {
     /// Throws `tooManyApps` when installing `bundleIDs` (those not installed yet) would take the
     /// device over `maxAppsPerDevice`: checked before a hello or a restore installs any of them,
     /// so a refused one changes nothing. An unknown device counts as having none.
+    /// The same for `--max-devices` and `--max-tokens`: a new device needs a place, and every
+    /// app not installed yet at least one token.
     public func checkRoom(forApps bundleIDs: some Sequence<String>, on deviceID: String) throws(RegistryError) {
         let installed = devices[deviceID]?.apps ?? [:]
         var added = Set<String>()
@@ -308,6 +341,8 @@ public struct DeviceRegistry: Sendable {
             added.insert(bundleID)
             if installed.count + added.count > Self.maxAppsPerDevice { throw .tooManyApps(deviceID: deviceID) }
         }
+        if devices[deviceID] == nil, devices.count >= limits.maxDevices { throw .tooManyDevices(limit: limits.maxDevices) }
+        if tokens.count + added.count > limits.maxTokens { throw .tooManyTokens(limit: limits.maxTokens) }
     }
 
     /// Installs an app (or re-registers an installed one) and returns its token of `kind`.
@@ -324,6 +359,9 @@ public struct DeviceRegistry: Sendable {
         guard Self.isValidBundleID(bundleID) else { throw .invalidBundleID(bundleID) }
         let installed = devices[deviceID]!.apps[bundleID]
         if installed == nil && devices[deviceID]!.apps.count >= Self.maxAppsPerDevice { throw .tooManyApps(deviceID: deviceID) }
+        if tokens.count >= limits.maxTokens, !keepsItsToken(installed, environment: environment, kind: kind, fixedToken: fixedToken) {
+            throw .tooManyTokens(limit: limits.maxTokens)
+        }
         var app = installed ?? InstalledApp(bundleID: bundleID, environment: environment, tokens: [:], installedAtMs: nowMs)
         if app.environment != environment {
             // Switching between a development and a distribution build is a reinstall.
@@ -355,6 +393,17 @@ public struct DeviceRegistry: Sendable {
         noteToken(token)
         noteDevice(deviceID)
         return entry
+    }
+
+    /// Whether registering `installed` again takes no new token: it has an active one of
+    /// `kind` in `environment` (the one pinned, if a token is pinned), or the pinned token is
+    /// issued already.
+    private func keepsItsToken(_ installed: InstalledApp?, environment: APNsEnvironment, kind: TokenKind, fixedToken: String?) -> Bool {
+        if let fixedToken, tokens[Hex.lowercased(Substring(fixedToken))] != nil { return true }
+        guard let installed, installed.environment == environment, let existing = installed.tokens[kind],
+            tokens[existing]?.state == .active
+        else { return false }
+        return fixedToken == nil || fixedToken == existing
     }
 
     /// Replaces the app's tokens (APNs rotating them on its own): new tokens, old ones invalid.

@@ -439,7 +439,7 @@ extension World {
     /// from before the reset must not match a new one). Tracking stays as it was.
     private mutating func applyReplicatedReset(_ state: PersistedState, configured: World, keys: [ProviderKey]) {
         var next = configured
-        next.registry = DeviceRegistry(tokenByteCount: configured.registry.tokenByteCount)
+        next.registry = configured.registry.emptyLikeThis()
         next.registry.continueRandomness(from: registry)
         for device in state.devices { next.registry.saveReplicated(device) }
         for entry in state.tokens { next.registry.saveReplicated(entry) }

@@ -185,7 +185,7 @@ extension World {
         loadKey: (StoredKey) throws(StateStoreError) -> ProviderKey
     ) throws(StateStoreError) -> World {
         var world = configured
-        var registry = DeviceRegistry(tokenByteCount: configured.registry.tokenByteCount)
+        var registry = configured.registry.emptyLikeThis()
         registry.continueRandomness(from: configured.registry)
         registry.restore(devices: persisted.devices, tokens: persisted.tokens)
         world.registry = registry

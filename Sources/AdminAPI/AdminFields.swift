@@ -90,6 +90,7 @@ extension AdminResource {
         if error.isNotFound { return 404 }
         switch error {
         case .deviceExists, .tokenInUse, .tooManyApps: return 409
+        case .tooManyDevices, .tooManyTokens: return 507
         default: return 400
         }
     }

@@ -182,13 +182,16 @@ extension AdminResource {
     var now: Int64 { api.now }
 
     /// Runs a device command under the state lock; its refusal becomes 404 (unknown device or
-    /// app), 409 (too many apps) or 400.
+    /// app), 409 (too many apps), 507 (`--max-devices` or `--max-tokens` reached) or 400.
     func deviceCall<T: Sendable>(_ body: (inout World, Int64) throws(DeviceRequestError) -> T) throws -> T {
         let now = self.now
         do {
             return try state.withWorld { world throws(DeviceRequestError) in try body(&world, now) }
         } catch {
-            throw AdminError(error.isNotFound ? 404 : error.code == DeviceRequestError.tooManyApps ? 409 : 400, error.message)
+            let status =
+                error.isNotFound
+                ? 404 : error.code == DeviceRequestError.tooManyApps ? 409 : error.code == DeviceRequestError.registryFull ? 507 : 400
+            throw AdminError(status, error.message)
         }
     }
 

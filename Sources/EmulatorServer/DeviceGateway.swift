@@ -531,8 +531,9 @@ final class DeviceConnection: ConnectionHandler {
         let connected = state.withWorld { world in
             Result { () throws(DeviceRequestError) in try world.connectDevice(hello, connectionID: connectionID, nowMs: now) }
         }
-        if case .failure(let error) = connected, error.code == DeviceRequestError.tooManyApps {
-            // Like a hello listing too many: the device must change what it sends.
+        if case .failure(let error) = connected, error.code == DeviceRequestError.tooManyApps || error.code == DeviceRequestError.registryFull {
+            // Like a hello listing too many: the device must change what it sends (or the
+            // emulator be reset).
             fail(error.code, error.message, fatal: true)
             return
         }

@@ -101,7 +101,7 @@ public final class Emulator: Sendable {
 
         // The world to start with: the configuration, laid under what a state directory holds.
         var world = World(
-            registry: DeviceRegistry(tokenByteCount: configuration.tokenBytes),
+            registry: DeviceRegistry(tokenByteCount: configuration.tokenBytes, limits: configuration.registryLimits),
             records: RecordStore(capacity: configuration.records.maxRecords, byteBudget: configuration.records.maxRecordBytes),
             deliveryOptions: configuration.delivery)
         world.deliveryOptions.deliveryIDsAreSequences = configuration.state.redis != nil

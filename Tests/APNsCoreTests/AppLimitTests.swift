@@ -62,3 +62,48 @@ import Testing
         #expect(restored.count == 600 && world.registry.devices["newer"]?.apps.count == 1000)
     }
 }
+
+/// `--max-devices` and `--max-tokens`: the registry refuses one more, clearly, and a hello
+/// that would cross either changes nothing.
+@Suite struct RegistryLimitTests {
+    static let now: Int64 = 1_767_225_600_000
+
+    @Test func devicesAndTokensStopAtTheirLimits() throws {
+        var registry = DeviceRegistry(limits: DeviceRegistry.Limits(maxDevices: 2, maxTokens: 3), seed: 1)
+        try registry.addDevice(id: "a", isVirtual: true, nowMs: Self.now)
+        try registry.addDevice(id: "b", isVirtual: true, nowMs: Self.now)
+        #expect(throws: RegistryError.tooManyDevices(limit: 2)) { try registry.addDevice(id: "c", isVirtual: true, nowMs: Self.now) }
+        let first = try registry.register(deviceID: "a", bundleID: "com.example.one", environment: .sandbox, nowMs: Self.now)
+        _ = try registry.register(deviceID: "a", bundleID: "com.example.two", environment: .sandbox, nowMs: Self.now)
+        _ = try registry.register(deviceID: "b", bundleID: "com.example.one", environment: .sandbox, nowMs: Self.now)
+        #expect(throws: RegistryError.tooManyTokens(limit: 3)) {
+            try registry.register(deviceID: "b", bundleID: "com.example.two", environment: .sandbox, nowMs: Self.now)
+        }
+        // Registering again keeps the token it has: no new one needed.
+        #expect(try registry.register(deviceID: "a", bundleID: "com.example.one", environment: .sandbox, nowMs: Self.now).token == first.token)
+        // An uninstalled app's token still counts (it answers 410), so a reinstall needs room.
+        try registry.removeDevice(id: "b", nowMs: Self.now)
+        try registry.addDevice(id: "c", isVirtual: true, nowMs: Self.now)
+        #expect(throws: RegistryError.tooManyTokens(limit: 3)) {
+            try registry.register(deviceID: "c", bundleID: "com.example.one", environment: .sandbox, nowMs: Self.now)
+        }
+        #expect(RegistryError.tooManyTokens(limit: 3).description.contains("--max-tokens"))
+        #expect(RegistryError.tooManyDevices(limit: 2).description.contains("--max-devices"))
+    }
+
+    @Test func aHelloThatWouldCrossALimitChangesNothing() throws {
+        var world = World(registry: DeviceRegistry(limits: DeviceRegistry.Limits(maxDevices: 1, maxTokens: 5)))
+        _ = try world.connectDevice(AppLimitTests.hello("phone", 1...3), connectionID: 1, nowMs: Self.now)
+        #expect(throws: DeviceRequestError.self) {
+            try world.connectDevice(AppLimitTests.hello("phone", 1...6), connectionID: 1, nowMs: Self.now)
+        }
+        #expect(world.registry.devices["phone"]?.apps.count == 3 && world.registry.tokens.count == 3)
+        do {
+            _ = try world.connectDevice(AppLimitTests.hello("other", 1...1), connectionID: 2, nowMs: Self.now)
+            Issue.record("a second device is over --max-devices 1")
+        } catch {
+            #expect(error.code == DeviceRequestError.registryFull)
+        }
+        #expect(world.registry.devices["other"] == nil)
+    }
+}

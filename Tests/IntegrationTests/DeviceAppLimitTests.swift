@@ -47,6 +47,32 @@ struct DeviceAppLimitTests {
         #expect(try emulator.admin("GET", "/api/v1/devices/crowded").status == 404, "nothing of it was kept")
     }
 
+    /// `--max-devices` and `--max-tokens` from outside: the admin API answers 507 naming the
+    /// flag, a device's hello gets the fatal error `registry_full`, and nothing is created.
+    @Test func devicesAndTokensBeyondTheirLimitsAreRefused() throws {
+        let emulator = try EmulatorProcess(["--demo", "off", "--max-devices", "2", "--max-tokens", "3"])
+        for id in ["a", "b"] {
+            #expect(
+                try emulator.admin(
+                    "POST", "/api/v1/devices", body: ["deviceId": .string(id), "bundleId": "com.example.app", "environment": "sandbox"]
+                ).status == 201)
+        }
+        let third = try emulator.admin("POST", "/api/v1/devices", body: ["deviceId": "c", "bundleId": "com.example.app", "environment": "sandbox"])
+        #expect(third.status == 507 && third.json["error"]?.stringValue?.contains("--max-devices") == true, "\(third.raw)")
+        #expect(try emulator.admin("GET", "/api/v1/devices/c").status == 404, "nothing of it was kept")
+        #expect(try emulator.admin("POST", "/api/v1/devices/a/apps", body: ["bundleId": "com.example.two", "environment": "sandbox"]).status == 201)
+        let fourth = try emulator.admin("POST", "/api/v1/devices/a/apps", body: ["bundleId": "com.example.three", "environment": "sandbox"])
+        #expect(fourth.status == 507 && fourth.json["error"]?.stringValue?.contains("--max-tokens") == true, "\(fourth.raw)")
+        #expect(try emulator.admin("GET", "/api/v1/devices/a").json["apps"]?.arrayValue?.count == 2)
+
+        let fd = try Self.connect(emulator)
+        defer { close(fd) }
+        Self.hello(fd, deviceID: "socket", apps: 1)
+        let (lines, closed) = SlowDeviceTests.readLines(fd) { _ in false }
+        #expect(closed && lines.first?["code"] == "registry_full" && lines.first?["fatal"] == true, "\(lines)")
+        #expect(try emulator.admin("GET", "/api/v1/devices/socket").status == 404)
+    }
+
     @Test func aDeviceWithAsManyAppsAsAllowedTakesNoMore() throws {
         let emulator = try EmulatorProcess()
         let fd = try Self.connect(emulator)

@@ -22,6 +22,14 @@ extension ServeConfiguration {
         static let tokenBytes = OptionSpec(
             "token-bytes", "N", default: String(ServeConfiguration().tokenBytes),
             "length of issued device tokens in bytes (Apple says not to assume 32)")
+        static let maxDevices = OptionSpec(
+            "max-devices", "N", default: String(DeviceRegistry.Limits().maxDevices),
+            "devices the emulator holds at most (virtual and socket); beyond, a new one is refused (admin API 507, device error registry_full)"
+        )
+        static let maxTokens = OptionSpec(
+            "max-tokens", "N", default: String(DeviceRegistry.Limits().maxTokens),
+            "device tokens the emulator holds at most, those of uninstalled apps and deleted devices included (they answer 410 until a reset); beyond, a new one is refused"
+        )
         static let faults = OptionSpec(
             "faults", "FILE", "JSON file of fault rules (a list, or {\"faults\": [...]}) active from the start; see README, Faults")
         static let strictChecks = OptionSpec(
@@ -48,7 +56,8 @@ extension ServeConfiguration {
             Flag.authKey, Flag.app, Flag.demo,
             Connections.Flag.threads, Connections.Flag.idleTimeout, Connections.Flag.maxConnections, Connections.Flag.requestTimeout,
             RecordLimits.Flag.maxRecords, RecordLimits.Flag.maxRecordBytes, RecordLimits.Flag.maxChannels, RecordLimits.Flag.channelBroadcastRate,
-            EndpointOptions.Flag.invalidPayload, Flag.tokenBytes, EndpointOptions.Flag.badEnvironmentReason, EndpointOptions.Flag.jwtClockSkew,
+            EndpointOptions.Flag.invalidPayload, Flag.tokenBytes, Flag.maxDevices, Flag.maxTokens, EndpointOptions.Flag.badEnvironmentReason,
+            EndpointOptions.Flag.jwtClockSkew,
             DeliveryOptions.Flag.backgroundBudget, DeliveryOptions.Flag.lowPriorityDelay, DeliveryOptions.Flag.unregisteredDelay,
             DeliveryOptions.Flag.unregisteredAfterPushes, DeliveryOptions.Flag.deviceWindow, DeliveryOptions.Flag.deviceAckTimeout,
             DeliveryOptions.Flag.tooManyRequests, DeliveryOptions.Flag.storedSurvivor,
@@ -134,6 +143,9 @@ extension ServeConfiguration {
         connections = try Connections(options, over: base.connections)
         records = try RecordLimits(options, over: base.records)
         tokenBytes = try options.integer(Flag.tokenBytes, in: 8...255) ?? base.tokenBytes
+        registryLimits = DeviceRegistry.Limits(
+            maxDevices: try options.integer(Flag.maxDevices, in: 1...100_000_000) ?? base.registryLimits.maxDevices,
+            maxTokens: try options.integer(Flag.maxTokens, in: 1...100_000_000) ?? base.registryLimits.maxTokens)
         endpoint = try EndpointOptions(options, over: base.endpoint)
         readyFile = options.string(Flag.readyFile) ?? base.readyFile
         state = try StateBackend(options, over: base.state)

@@ -33,6 +33,8 @@ public struct ServeConfiguration: Sendable {
     public var records: RecordLimits
     /// Length of issued device tokens in bytes.
     public var tokenBytes: Int
+    /// Devices and tokens held at most (`--max-devices`, `--max-tokens`).
+    public var registryLimits = DeviceRegistry.Limits()
     public var endpoint: EndpointOptions
     public var delivery: DeliveryOptions
     /// The budgets of Live Activity updates and widget reloads (`--live-activity-budget-per-hour`
