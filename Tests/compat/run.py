@@ -121,6 +121,10 @@ def libraries(python, work, ca):
         return lambda job, trusted: ([python, str(HERE / script), job + ".json"],
                                      {"SSL_CERT_FILE": str(ca)} if trusted else {})
 
+    def python_provider_ca(script):  # a CA option of the library's own: the path as argv[2]
+        return lambda job, trusted: ([python, str(HERE / script), job + ".json", *([str(ca)] if trusted else [])],
+                                     {})
+
     def java(job, trusted):
         trust = [f"-Djavax.net.ssl.trustStore={work / 'truststore.p12'}",
                  "-Djavax.net.ssl.trustStorePassword=changeit", "-Djavax.net.ssl.trustStoreType=PKCS12"]
@@ -132,13 +136,16 @@ def libraries(python, work, ca):
                                      {"NODE_EXTRA_CA_CERTS": str(ca)} if trusted else {})
 
     # apns2-up has no liveactivity push type, the JDK provider no Live Activity cases (node's
-    # covers a provider without a library).
+    # covers a provider without a library). pyapns-client's push() returns only on 200 and
+    # raises for any other status (with status_code and apns_id): its apns-id comes with
+    # failures only, which "none" is closest to (those ids are still checked in the journal).
     return [
         Library("aioapns", "aioapns", True, "all", python_provider("aioapns_provider.py"),
                 python_provider("aioapns_live.py"), ("plain-topic", "start", "update", "end")),
         Library("apns2-up", "apns2", False, "none", python_provider("apns2_provider.py")),
         Library("kalyke-apns", "kalyke", False, "success", python_provider("kalyke_provider.py"),
                 python_provider("kalyke_live.py"), ("start-readme", "start", "update", "end")),
+        Library("pyapns-client", "pyapns", True, "none", python_provider_ca("pyapns_client_provider.py")),
         Library("jdk-httpclient", "jdk", True, "all", java),
         Library("node-http2", "node", True, "all", node("provider.mjs"), node("live.mjs"),
                 ("channel-create", "channel-read", "channel-list", "start-channel", "update", "broadcast",
