@@ -250,8 +250,10 @@ public struct LiveActivityBook: Sendable {
         }
         guard attributes.objectValue != nil else { throw LiveActivityRefusal(.start, "attributes is not an object") }
         guard contentState.objectValue != nil else { throw LiveActivityRefusal(.start, "content-state is not an object") }
-        try LiveActivityJSON.checkDecodable(attributes, field: "attributes", event: .start)
-        try LiveActivityJSON.checkDecodable(contentState, field: "content-state", event: .start)
+        if policy.strictDecoding {
+            try LiveActivityJSON.checkDecodable(attributes, field: "attributes", event: .start)
+            try LiveActivityJSON.checkDecodable(contentState, field: "content-state", event: .start)
+        }
         if let tooLarge = Self.sizeProblem(attributes: attributes, contentState: contentState) { throw LiveActivityRefusal(.start, tooLarge) }
         if case .channel(let id) = updates, !channelExists(id) {
             throw LiveActivityRefusal(.start, "channel \(id) is not a live channel of \(bundleID) \(Self.channelScope)")
@@ -282,7 +284,7 @@ public struct LiveActivityBook: Sendable {
                     outcome: .refused("would not end: content-state is not an object"), activityID: activityID, changes: changes)
             }
             do throws(LiveActivityRefusal) {
-                try LiveActivityJSON.checkDecodable(state, field: "content-state", event: .end)
+                if policy.strictDecoding { try LiveActivityJSON.checkDecodable(state, field: "content-state", event: .end) }
             } catch {
                 return LiveActivityReceipt(outcome: .refused(error.description), activityID: activityID, changes: changes)
             }
@@ -324,7 +326,7 @@ public struct LiveActivityBook: Sendable {
                 outcome: .ignored(endedTokens[token]?.explanation ?? "ignored: no app on this device has push-to-start token \(token)"))
         }
         let parsed: LiveActivityPayload
-        switch Self.parse(payload) {
+        switch Self.parse(payload, strictDecoding: policy.strictDecoding) {
         case .failure(let refusal): return LiveActivityReceipt(outcome: .refused(refusal.description))
         case .success(let payload): parsed = payload
         }
@@ -376,7 +378,7 @@ public struct LiveActivityBook: Sendable {
                 outcome: .ignored(endedTokens[token]?.explanation ?? "ignored: activity \(activityID) is gone"), activityID: activityID,
                 changes: changes)
         }
-        switch Self.parse(payload) {
+        switch Self.parse(payload, strictDecoding: policy.strictDecoding) {
         case .failure(let refusal): return LiveActivityReceipt(outcome: .refused(refusal.description), activityID: activityID, changes: changes)
         case .success(let parsed):
             guard parsed.event != .start else {
@@ -399,7 +401,7 @@ public struct LiveActivityBook: Sendable {
         channelID: String, requestID: String, payload: JSONValue, priority: Int, nowMs: Int64, only activityID: String? = nil
     ) -> [LiveActivityReceipt] {
         receiveBroadcast(
-            channelID: channelID, requestID: requestID, update: Self.readBroadcast(payload), priority: priority, nowMs: nowMs,
+            channelID: channelID, requestID: requestID, update: Self.readBroadcast(payload, strictDecoding: policy.strictDecoding), priority: priority, nowMs: nowMs,
             only: activityID)
     }
 
@@ -409,10 +411,10 @@ public struct LiveActivityBook: Sendable {
         fileprivate var parsed: Result<LiveActivityPayload, LiveActivityRefusal>
     }
 
-    public static func readBroadcast(_ payload: JSONValue) -> BroadcastUpdate {
+    public static func readBroadcast(_ payload: JSONValue, strictDecoding: Bool = false) -> BroadcastUpdate {
         BroadcastUpdate(
             isStart: LiveActivityPayload.aps(of: payload)?["event"]?.stringValue == LiveActivityPushEvent.start.rawValue,
-            parsed: parse(payload))
+            parsed: parse(payload, strictDecoding: strictDecoding))
     }
 
     public mutating func receiveBroadcast(
@@ -629,9 +631,9 @@ public struct LiveActivityBook: Sendable {
     }
 
     /// The aps of a payload read, or the outcome of a payload the device drops.
-    private static func parse(_ payload: JSONValue) -> Result<LiveActivityPayload, LiveActivityRefusal> {
+    private static func parse(_ payload: JSONValue, strictDecoding: Bool) -> Result<LiveActivityPayload, LiveActivityRefusal> {
         guard let aps = LiveActivityPayload.aps(of: payload) else { return .failure(LiveActivityRefusal(nil, "the payload has no aps object")) }
-        return LiveActivityPayload.parse(aps: aps)
+        return LiveActivityPayload.parse(aps: aps, strictDecoding: strictDecoding)
     }
 
     private mutating func create(

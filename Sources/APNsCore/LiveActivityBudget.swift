@@ -22,6 +22,11 @@ public struct LiveActivityPolicy: Sendable, Equatable {
     public var dismissedKept: Int
     /// Ended tokens remembered so that a push to one says why it went nowhere.
     public var endedTokensKept: Int
+    /// Drop attributes or content state holding a `null` or an ISO-8601 date string, as an
+    /// app whose fields are not optional (or whose dates are `Date`s) fails to decode them.
+    /// Off by default: the emulator does not know the app's types, and for an optional field
+    /// (`String?`) or a `String` holding a date the device shows them (`--live-activity-strict-decoding`).
+    public var strictDecoding: Bool
 
     public static let hourMs: Int64 = 3_600_000
     public static let dayMs: Int64 = 86_400_000
@@ -29,7 +34,7 @@ public struct LiveActivityPolicy: Sendable, Equatable {
     public init(
         updatesPerWindow: Int = 15, updatesPerWindowWithFrequentUpdates: Int = 60, updateWindowMs: Int64 = hourMs,
         widgetPushesPerWindow: Int = 40, widgetWindowMs: Int64 = dayMs, tokenByteCount: Int = DeviceRegistry.defaultTokenByteCount,
-        dismissedKept: Int = 100, endedTokensKept: Int = 1000
+        dismissedKept: Int = 100, endedTokensKept: Int = 1000, strictDecoding: Bool = false
     ) {
         self.updatesPerWindow = updatesPerWindow
         self.updatesPerWindowWithFrequentUpdates = updatesPerWindowWithFrequentUpdates
@@ -39,6 +44,7 @@ public struct LiveActivityPolicy: Sendable, Equatable {
         self.tokenByteCount = tokenByteCount
         self.dismissedKept = dismissedKept
         self.endedTokensKept = endedTokensKept
+        self.strictDecoding = strictDecoding
     }
 
     /// The hourly update limit for an app, frequent updates on or off.

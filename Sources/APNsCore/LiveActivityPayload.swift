@@ -85,15 +85,15 @@ public struct LiveActivityPayload: Sendable, Equatable {
     /// Reads `aps` as the device does. Checks the shape and decodability only; whether the
     /// app declares the type, the size with the stored attributes and the activity's state
     /// are the book's to check.
-    public static func parse(aps: JSONObject) -> Result<LiveActivityPayload, LiveActivityRefusal> {
+    public static func parse(aps: JSONObject, strictDecoding: Bool = false) -> Result<LiveActivityPayload, LiveActivityRefusal> {
         do throws(LiveActivityRefusal) {
-            return .success(try read(aps))
+            return .success(try read(aps, strictDecoding: strictDecoding))
         } catch {
             return .failure(error)
         }
     }
 
-    private static func read(_ aps: JSONObject) throws(LiveActivityRefusal) -> LiveActivityPayload {
+    private static func read(_ aps: JSONObject, strictDecoding: Bool) throws(LiveActivityRefusal) -> LiveActivityPayload {
         guard let eventValue = aps["event"] else { throw LiveActivityRefusal(nil, "aps.event is missing (start, update or end)") }
         guard let name = eventValue.stringValue else {
             throw LiveActivityRefusal(nil, "aps.event is not a string (start, update or end)")
@@ -145,9 +145,12 @@ public struct LiveActivityPayload: Sendable, Equatable {
         }
 
         // The app decodes attributes and content state with Codable: what it cannot decode
-        // drops the push.
-        if let attributes = payload.attributes { try LiveActivityJSON.checkDecodable(attributes, field: "attributes", event: event) }
-        if let state = payload.contentState { try LiveActivityJSON.checkDecodable(state, field: "content-state", event: event) }
+        // drops the push. Whether a null or a date string is such depends on the app's types,
+        // which the emulator does not know: judged only with --live-activity-strict-decoding.
+        if strictDecoding {
+            if let attributes = payload.attributes { try LiveActivityJSON.checkDecodable(attributes, field: "attributes", event: event) }
+            if let state = payload.contentState { try LiveActivityJSON.checkDecodable(state, field: "content-state", event: event) }
+        }
         return payload
     }
 
@@ -195,8 +198,8 @@ enum LiveActivityJSON {
     static func byteCount(_ value: JSONValue?) -> Int { value?.serializedBytes().count ?? 0 }
 
     /// A null anywhere fails a non-optional field (which the model cannot tell from an
-    /// optional one: any null is refused), and an ISO-8601 string where a `Date` is expected
-    /// fails too, since ActivityKit decodes dates from seconds since 1970.
+    /// optional one: with strict decoding any null is refused), and an ISO-8601 string where a
+    /// `Date` is expected fails too, since ActivityKit decodes dates from seconds since 1970.
     static func checkDecodable(_ value: JSONValue, field: String, event: LiveActivityPushEvent) throws(LiveActivityRefusal) {
         if let pointer = firstNull(in: value, pointer: "") {
             throw LiveActivityRefusal(event, "\(field) has a null value at \(pointer.isEmpty ? "/" : pointer)")

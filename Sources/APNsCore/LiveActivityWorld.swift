@@ -171,7 +171,7 @@ public struct LiveActivityWorld: Sendable {
         var reach = BroadcastReach(channelID: channelID)
         var changed: [(String, [LiveActivityChange])] = []
         guard let devices = subscribers[channelID] else { return (reach, changed) }
-        let update = LiveActivityBook.readBroadcast((try? JSONValue.parse(message.payload)) ?? .null)
+        let update = LiveActivityBook.readBroadcast((try? JSONValue.parse(message.payload)) ?? .null, strictDecoding: policy.strictDecoding)
         for deviceID in devices.keys.sorted() {
             guard books[deviceID] != nil else { continue }
             guard isOnline(deviceID) else {

@@ -426,7 +426,7 @@ struct LiveActivityAppStartTests {
 
     @Test("Activity.request throws for an unknown channel, an undeclared type, bad or large data")
     func requestThrows() throws {
-        var (book, _) = try F.book()
+        var (book, _) = try F.book(policy: LiveActivityPolicy(strictDecoding: true))
         let known: Set<String> = ["ch-1"]
         func start(
             type: String = F.type, attributes: JSONValue = ["orderID": "B2"], state: JSONValue = ["status": "packing"], updates: LiveActivityUpdates

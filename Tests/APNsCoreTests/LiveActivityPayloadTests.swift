@@ -147,14 +147,36 @@ let startFailures: [SilentFailureRow] = [
 
 @Suite("Live Activity silent failures")
 struct LiveActivitySilentFailureTests {
+    /// The rows with a null or a date string drop the push only with strict decoding (the
+    /// app's fields not optional, its dates `Date`s); every other row drops it either way.
     @Test("a start the device drops says why", arguments: startFailures)
     func startFailure(row: SilentFailureRow) throws {
-        var (book, token) = try LiveFixture.book()
+        var (book, token) = try LiveFixture.book(policy: LiveActivityPolicy(strictDecoding: true))
         let receipt = book.receiveStart(pushToStartToken: token, payload: row.payload, priority: 10, nowMs: LiveFixture.t0)
         #expect(receipt.outcome == row.outcome)
         #expect(receipt.activityID == nil)
         #expect(receipt.changes.isEmpty)
         #expect(book.activities().isEmpty)
+    }
+
+    /// Without strict decoding (the default) a null or an ISO-8601 string is what an optional
+    /// or `String` field decodes: the start and the update are shown, and nothing is a finding.
+    @Test("by default a null or a date string in the data is shown, as an optional or String field takes it")
+    func lenientDecoding() throws {
+        var (book, token) = try LiveFixture.book()
+        let start = book.receiveStart(
+            pushToStartToken: token,
+            payload: LiveFixture.start([("attributes", ["orderID": "A1", "note": nil]), ("content-state", ["status": "preparing", "eta": nil])]),
+            priority: 10, nowMs: LiveFixture.t0)
+        #expect(start.outcome == .applied)
+        let id = try #require(start.activityID)
+        let updateToken = try #require(book.activity(id)?.pushToken)
+        let update = book.receiveUpdate(
+            updateToken: updateToken,
+            payload: LiveFixture.update(timestamp: LiveFixture.seconds0 + 60, [("content-state", ["status": "on its way", "eta": "2026-01-01T00:00:00Z"])]),
+            priority: 5, nowMs: LiveFixture.t0 + LiveFixture.minute)
+        #expect(update.outcome == .applied)
+        #expect(LiveFixture.status(book, id) == "on its way")
     }
 
     @Test("data of exactly 4096 bytes starts")
@@ -206,7 +228,7 @@ struct LiveActivitySilentFailureTests {
 
     @Test("an update the device drops says why")
     func updateFailures() throws {
-        var (book, token) = try LiveFixture.book()
+        var (book, token) = try LiveFixture.book(policy: LiveActivityPolicy(strictDecoding: true))
         let (id, updateToken) = try LiveFixture.started(&book, token: token)
         let updateTok = try #require(updateToken)
         let now = LiveFixture.t0 + LiveFixture.minute
@@ -278,7 +300,7 @@ struct LiveActivitySilentFailureTests {
     @Test("a payload kept as raw JSON text is read the same")
     func rawPayload() throws {
         let raw = JSONValue.raw(LiveFixture.start([("content-state", ["eta": nil])]).serializedBytes())
-        var (book, token) = try LiveFixture.book()
+        var (book, token) = try LiveFixture.book(policy: LiveActivityPolicy(strictDecoding: true))
         let receipt = book.receiveStart(pushToStartToken: token, payload: raw, priority: 10, nowMs: LiveFixture.t0)
         #expect(receipt.outcome == .refused("would not start: content-state has a null value at /eta"))
     }

@@ -83,7 +83,8 @@ struct LiveActivityTests {
         (#"{"event":"start","timestamp":1,"attributes-type":"DeliveryAttributes","attributes":{"eta":null},"content-state":{},"alert":"x"}"#, "null"),
     ])
     func aStartTheDeviceCannotUseIsAnswered200AndJournaledAsIgnored(aps: String, why: String) throws {
-        let emulator = try EmulatorProcess()
+        // A null drops it only when the app's fields are taken as not optional.
+        let emulator = try EmulatorProcess(["--live-activity-strict-decoding"])
         let (deviceID, _) = try emulator.createDevice()
         let declared = try emulator.admin(
             "PUT", "/api/v1/devices/\(deviceID)/apps/\(EmulatorProcess.bundleID)/live-activities", body: ["types": ["DeliveryAttributes"]])

@@ -16,6 +16,10 @@ extension LiveActivityPolicy {
             "live-activity-frequent-budget-per-hour", "N", default: String(defaults.updatesPerWindowWithFrequentUpdates),
             "the same for apps that declare frequent updates (NSSupportsLiveActivitiesFrequentUpdates); never below --live-activity-budget-per-hour (when not given, raised to it)"
         )
+        static let strictDecoding = OptionSpec(
+            "live-activity-strict-decoding", nil,
+            "a device drops a Live Activity push whose attributes or content-state hold a null or an ISO-8601 date string, as an app whose fields are not optional (or are Dates) fails to decode them; off: shown, as for optional or String fields"
+        )
         static let widgetBudget = OptionSpec(
             "widget-push-budget-per-day", "N", default: String(defaults.widgetPushesPerWindow),
             "widgets and controls reloads by push one app may have per day (Apple publishes no figure); over it one reload waits for the budget, 0 = none goes through"
@@ -44,5 +48,6 @@ extension LiveActivityPolicy {
             updatesPerWindowWithFrequentUpdates = max(updatesPerWindowWithFrequentUpdates, updatesPerWindow)
         }
         widgetPushesPerWindow = try options.integer(Flag.widgetBudget, in: 0...Self.maxBudget) ?? widgetPushesPerWindow
+        strictDecoding = try options.switchValue(Flag.strictDecoding) ?? strictDecoding
     }
 }
