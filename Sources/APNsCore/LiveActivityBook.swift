@@ -401,7 +401,8 @@ public struct LiveActivityBook: Sendable {
         channelID: String, requestID: String, payload: JSONValue, priority: Int, nowMs: Int64, only activityID: String? = nil
     ) -> [LiveActivityReceipt] {
         receiveBroadcast(
-            channelID: channelID, requestID: requestID, update: Self.readBroadcast(payload, strictDecoding: policy.strictDecoding), priority: priority, nowMs: nowMs,
+            channelID: channelID, requestID: requestID, update: Self.readBroadcast(payload, strictDecoding: policy.strictDecoding),
+            priority: priority, nowMs: nowMs,
             only: activityID)
     }
 

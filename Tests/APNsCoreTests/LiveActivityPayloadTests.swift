@@ -173,7 +173,8 @@ struct LiveActivitySilentFailureTests {
         let updateToken = try #require(book.activity(id)?.pushToken)
         let update = book.receiveUpdate(
             updateToken: updateToken,
-            payload: LiveFixture.update(timestamp: LiveFixture.seconds0 + 60, [("content-state", ["status": "on its way", "eta": "2026-01-01T00:00:00Z"])]),
+            payload: LiveFixture.update(
+                timestamp: LiveFixture.seconds0 + 60, [("content-state", ["status": "on its way", "eta": "2026-01-01T00:00:00Z"])]),
             priority: 5, nowMs: LiveFixture.t0 + LiveFixture.minute)
         #expect(update.outcome == .applied)
         #expect(LiveFixture.status(book, id) == "on its way")
