@@ -221,11 +221,14 @@ public struct ConnectionAuthenticator: Sendable {
         // one came to this connection: libraries that share one token among their connections
         // (sideshow/apns2) bring a token first made for another connection to a new one and
         // refresh it on their own cadence there.
+        // An expired new token is no update: it is answered ExpiredProviderToken below, the
+        // answer that makes clients make a fresh one.
         if let previous = verified.first(where: { $0.provider.key.keyID == key.keyID }),
             previous.provider.issuedAt != issuedAt,
             nowMs - previous.firstUsedAt < policy.minRefreshIntervalSeconds * 1000,
             issuedAt - previous.provider.issuedAt < policy.minRefreshIntervalSeconds,
-            now - previous.provider.issuedAt <= policy.maxTokenAgeSeconds
+            now - previous.provider.issuedAt <= policy.maxTokenAgeSeconds,
+            now - issuedAt <= policy.maxTokenAgeSeconds
         {
             let seconds = (nowMs - previous.firstUsedAt) / 1000
             return .rejected(

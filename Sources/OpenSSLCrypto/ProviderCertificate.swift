@@ -13,6 +13,9 @@ public enum APNsCertificateOID {
     public static let production = "1.2.840.113635.100.6.3.2"
     /// The topic list: `SEQUENCE { UTF8String topic, SEQUENCE { UTF8String kind }, ... }`.
     public static let topics = "1.2.840.113635.100.6.3.6"
+    /// Apple names this one beside .3.6 as listing the push topics ("Check Extension
+    /// 1.2.840.113635.100.6.3.6 and 1.2.840.113635.100.6.3.4"); read the same way.
+    public static let otherTopics = "1.2.840.113635.100.6.3.4"
 }
 
 /// What an APNs provider certificate says about itself.
@@ -25,7 +28,7 @@ public struct ProviderCertificateInfo: Sendable, Equatable {
     public var development: Bool
     /// The certificate carries extension 1.2.840.113635.100.6.3.2 (valid for production).
     public var production: Bool
-    /// Extension 1.2.840.113635.100.6.3.6 as (topic, kind) pairs in certificate order, e.g.
+    /// Extension 1.2.840.113635.100.6.3.6 (then .3.4) as (topic, kind) pairs in certificate order, e.g.
     /// ("com.example.app", "app"), ("com.example.app.voip", "voip"). Empty when the extension is
     /// absent (certificates from before 2015 carry only the bundle id in `subjectUID`).
     public var topics: [(topic: String, kind: String)]
@@ -77,6 +80,13 @@ public struct ProviderCertificateInfo: Sendable, Equatable {
             topics = try parseTopicList(topicList)
         } else {
             topics = []
+        }
+        // Topics listed in .3.4 count too. Its layout is not documented: read as .3.6's, and
+        // passed over (not refused) when it is something else.
+        if let otherList = try? extensionContent(certificate, oid: APNsCertificateOID.otherTopics),
+            let others = try? parseTopicList(otherList)
+        {
+            for other in others where !topics.contains(where: { $0.topic == other.topic }) { topics.append(other) }
         }
         notBefore = date(from: X509_get0_notBefore(certificate))
         notAfter = date(from: X509_get0_notAfter(certificate))

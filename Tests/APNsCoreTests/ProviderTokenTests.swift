@@ -134,6 +134,17 @@ struct ProviderTokenTests {
         #expect(reason(authenticate(fixture, &authenticator, early)) == .tooManyProviderTokenUpdates)
     }
 
+    @Test func anExpiredNewTokenIsExpiredNotAnUpdateTooSoon() throws {
+        let fixture = try Fixture()
+        var authenticator = ConnectionAuthenticator()
+        guard case .authenticated = authenticate(fixture, &authenticator, try fixture.keyA.token(issuedAt: fixture.nowSeconds)) else {
+            Issue.record("expected success")
+            return
+        }
+        let stale = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 4000)
+        #expect(reason(authenticate(fixture, &authenticator, stale)) == .expiredProviderToken)
+    }
+
     @Test func expiredTokenMayBeReplacedAtOnce() throws {
         let fixture = try Fixture()
         var authenticator = ConnectionAuthenticator()

@@ -250,7 +250,7 @@ struct ProviderCertificateTests {
         var leafKeyPath: String { directory.file("leaf-key.pem") }
         var chainPath: String { directory.file("leaf-chain.pem") }
 
-        init(topicListDER: [UInt8]) throws {
+        init(topicListDER: [UInt8], topicsOID: String = "1.2.840.113635.100.6.3.6") throws {
             directory = try TemporaryDirectory()
             let config = """
                 [req]
@@ -282,7 +282,7 @@ struct ProviderCertificateTests {
                 subjectKeyIdentifier = hash
                 authorityKeyIdentifier = keyid:always
                 1.2.840.113635.100.6.3.1 = ASN1:NULL
-                1.2.840.113635.100.6.3.6 = DER:\(hex(topicListDER))
+                \(topicsOID) = DER:\(hex(topicListDER))
 
                 """
             let cfg = directory.file("openssl.cnf")
@@ -316,6 +316,22 @@ struct ProviderCertificateTests {
             try (readText(dir.file("leaf.pem")) + readText(dir.file("intermediate.pem")))
                 .write(toFile: dir.file("leaf-chain.pem"), atomically: true, encoding: .utf8)
         }
+    }
+
+    /// Apple names extension .3.4 beside .3.6 as listing the topics: a certificate with its
+    /// list there gives the same topics.
+    @Test func topicsListedInTheOtherTopicExtensionCount() throws {
+        let topicList = tlv(
+            0x30,
+            tlv(0x0C, Array("com.example.cli".utf8)) + tlv(0x30, tlv(0x0C, Array("app".utf8)))
+                + tlv(0x0C, Array("com.example.cli.voip".utf8)) + tlv(0x30, tlv(0x0C, Array("voip".utf8))))
+        let chain = try CLIChain(topicListDER: topicList, topicsOID: "1.2.840.113635.100.6.3.4")
+        defer { chain.directory.remove() }
+        #expect(pairs(try info(ofPEMFile: chain.leafPath).topics) == ["com.example.cli|app", "com.example.cli.voip|voip"])
+        // Something else in .3.4 is passed over, not a reason to refuse the certificate.
+        let other = try CLIChain(topicListDER: tlv(0x0C, Array("x".utf8)), topicsOID: "1.2.840.113635.100.6.3.4")
+        defer { other.directory.remove() }
+        #expect(try info(ofPEMFile: other.leafPath).topics.isEmpty)
     }
 
     @Test func certificateMadeWithTheOpenSSLCLIParses() throws {
