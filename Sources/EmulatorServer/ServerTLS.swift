@@ -46,9 +46,30 @@ final class ServerTLS: Service {
             }
         }
         do {
-            return try TLSContext.server(certificateChainPath: source.certificatePath, privateKeyPath: source.keyPath)
+            return try TLSContext.server(
+                certificateChainPath: source.certificatePath, privateKeyPath: source.keyPath, also: rsaCertificate(source, logger: logger))
         } catch {
             throw StartupError("--tls-cert \(source.certificatePath) / --tls-key \(source.keyPath): \(error)")
+        }
+    }
+
+    /// The TEST ONLY certificates also come with an RSA key, as Apple's servers present one: a
+    /// TLS 1.2 client limited to RSA cipher suites needs it. Made beside the others when a
+    /// directory from before it has the CA's key; without that key, served without it.
+    private static func rsaCertificate(_ source: ServeConfiguration.TLSSource, logger: Logger) -> (certificatePath: String, keyPath: String)? {
+        guard case .generated(let directory) = source else { return nil }
+        let fm = FileManager.default
+        let certificate = directory + "/server-rsa.pem"
+        let key = directory + "/server-rsa-key.pem"
+        if fm.fileExists(atPath: certificate) && fm.fileExists(atPath: key) { return (certificate, key) }
+        guard fm.fileExists(atPath: directory + "/ca-key.pem") else { return nil }
+        do {
+            try TestCertificates.generateRSAServerCertificate(into: directory)
+            logger.info("generated a TEST ONLY RSA server certificate in \(directory)/ (server-rsa.pem), beside the ECDSA one")
+            return (certificate, key)
+        } catch {
+            logger.warning("no RSA server certificate (TLS 1.2 clients limited to RSA cipher suites will fail): \(error)")
+            return nil
         }
     }
 

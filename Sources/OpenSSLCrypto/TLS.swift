@@ -25,7 +25,12 @@ public final class TLSContext: @unchecked Sendable {
     /// "h2" when offered and otherwise completes the handshake with no protocol selected (some
     /// APNs clients speak HTTP/2 with prior knowledge). A client certificate is requested but
     /// neither required nor verified: the server inspects it later via `peerCertificateDER`.
-    public static func server(certificateChainPath: String, privateKeyPath: String) throws -> TLSContext {
+    /// `alsoRSA`: a second certificate and key of another key type (an RSA one beside an
+    /// ECDSA one); OpenSSL presents whichever the client's cipher suites and signature
+    /// algorithms can use.
+    public static func server(
+        certificateChainPath: String, privateKeyPath: String, also second: (certificatePath: String, keyPath: String)? = nil
+    ) throws -> TLSContext {
         ERR_clear_error()
         guard let ctx = SSL_CTX_new(TLS_server_method()) else { throw CryptoError.openSSL("SSL_CTX_new failed") }
         // From here on the object owns ctx, so any throw below frees it.
@@ -37,6 +42,7 @@ public final class TLSContext: @unchecked Sendable {
         _ = SSL_CTX_set_options(ctx, copenssl_SSL_OP_NO_RENEGOTIATION() | copenssl_SSL_OP_CIPHER_SERVER_PREFERENCE())
 
         try context.loadIdentity(certificatePath: certificateChainPath, keyPath: privateKeyPath, role: "server")
+        if let second { try context.loadIdentity(certificatePath: second.certificatePath, keyPath: second.keyPath, role: "server") }
 
         SSL_CTX_set_alpn_select_cb(
             ctx,

@@ -21,7 +21,9 @@ public enum TestCertificates {
     /// Creates a test-only CA and a server certificate signed by it (see `subjectAltNames`).
     /// Writes `ca.pem`, `ca-key.pem`, `server.pem` (leaf only) and `server-key.pem` into
     /// `directory` (created if missing; key files mode 0600). EC P-256 keys, SHA-256
-    /// signatures; CA valid 10 years, leaf 825 days (the most Apple platforms accept).
+    /// signatures; CA valid 10 years, leaf 825 days (the most Apple platforms accept). Also
+    /// `server-rsa.pem` and `server-rsa-key.pem`, the same names on an RSA key
+    /// (`generateRSAServerCertificate`).
     public static func generate(into directory: String) throws -> (caPath: String, certificatePath: String, keyPath: String) {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -59,6 +61,7 @@ public enum TestCertificates {
         try writeFile(keyPath, try privateKeyPEM(serverKey), mode: 0o600)
         try writeFile(caPath, try certificatePEM(ca), mode: 0o644)
         try writeFile(certificatePath, try certificatePEM(leaf), mode: 0o644)
+        try generateRSAServerCertificate(into: directory)
         return (caPath, certificatePath, keyPath)
     }
 

@@ -71,6 +71,49 @@ extension TestCertificates {
         return (certificatePath, keyPath)
     }
 
+    /// Writes `server-rsa.pem` and `server-rsa-key.pem` into `directory`: an RSA-2048 server
+    /// certificate with the names of `server.pem`, signed by the CA there (`ca.pem`,
+    /// `ca-key.pem`). Apple's servers present an RSA certificate, so a TLS 1.2 client limited
+    /// to RSA cipher suites (`ECDHE-RSA-…`) needs one; the emulator serves both, and OpenSSL
+    /// picks by what the client offers.
+    @discardableResult
+    public static func generateRSAServerCertificate(into directory: String) throws -> (certificatePath: String, keyPath: String) {
+        let base = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+        ERR_clear_error()
+        let ca = try loadCertificate(path: base + "/ca.pem")
+        defer { X509_free(ca) }
+        let caKey = try loadAnyPrivateKey(path: base + "/ca-key.pem")
+        defer { EVP_PKEY_free(caKey) }
+        guard X509_check_private_key(ca, caKey) == 1 else {
+            throw CryptoError.openSSL("CA key \(base)/ca-key.pem does not match CA certificate \(base)/ca.pem")
+        }
+        let key = try generateRSAKey(bits: 2048)
+        defer { EVP_PKEY_free(key) }
+        let leaf = try makeCertificate(
+            subject: [("O", "apns-emulator TEST ONLY"), ("CN", serverCommonName)], publicKey: key, issuer: ca, issuerKey: caKey,
+            days: 825,
+            extensions: leafExtensions(purpose: "serverAuth", subjectAltName: subjectAltNames.joined(separator: ",")))
+        defer { X509_free(leaf) }
+        let certificatePath = base + "/server-rsa.pem"
+        let keyPath = base + "/server-rsa-key.pem"
+        try writeFile(keyPath, try privateKeyPEM(key), mode: 0o600)
+        try writeFile(certificatePath, try certificatePEM(leaf), mode: 0o644)
+        return (certificatePath, keyPath)
+    }
+
+    private static func generateRSAKey(bits: UInt32) throws -> OpaquePointer {
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "RSA", nil) else {
+            throw CryptoError.openSSL("EVP_PKEY_CTX_new_from_name(RSA) failed")
+        }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        guard EVP_PKEY_keygen_init(ctx) == 1, EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, Int32(bits)) == 1 else {
+            throw CryptoError.openSSL("cannot set up RSA key generation")
+        }
+        var key: OpaquePointer? = nil
+        guard EVP_PKEY_generate(ctx, &key) == 1, let key else { throw CryptoError.openSSL("RSA key generation failed") }
+        return key
+    }
+
     /// The topics of a current APNs certificate for `bundleID`: the app itself, its VoIP topic
     /// and its watch complication topic.
     public static func defaultTopics(for bundleID: String) -> [(topic: String, kind: String)] {
