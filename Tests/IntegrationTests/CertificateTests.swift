@@ -70,6 +70,23 @@ struct CertificateTests {
             ).reason == "InvalidPushType")
     }
 
+    /// Apple presents an RSA certificate; a TLS 1.2 client limited to RSA cipher suites must
+    /// connect here too (and one that can use ECDSA gets the EC certificate).
+    @Test(arguments: [("ECDHE-RSA-AES128-GCM-SHA256", "2048 bit"), ("ECDHE-ECDSA-AES128-GCM-SHA256", "256 bit")])
+    func tls12ClientsOfEitherKeyTypeConnect(cipher: String, keySize: String) throws {
+        let emulator = try EmulatorProcess()
+        let address = try emulator.address("sandbox")
+        let result = try run(
+            "/usr/bin/openssl",
+            [
+                "s_client", "-connect", "\(address.host):\(address.port)", "-tls1_2", "-cipher", cipher, "-CAfile", emulator.caPath,
+                "-servername", "api.sandbox.push.apple.com", "-verify_return_error",
+            ])
+        #expect(result.out.contains("Cipher is \(cipher)"), "\(result.out.suffix(600)) \(result.err.suffix(600))")
+        #expect(result.out.contains("Server public key is \(keySize)"))
+        #expect(result.out.contains("Verify return code: 0 (ok)"))
+    }
+
     @Test func aSingleTopicCertificateDefaultsTheTopic() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
