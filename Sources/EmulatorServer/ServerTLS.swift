@@ -45,11 +45,20 @@ final class ServerTLS: Service {
                 throw StartupError("cannot generate TEST ONLY certificates in \(directory): \(error)")
             }
         }
+        let context: TLSContext
         do {
-            return try TLSContext.server(
-                certificateChainPath: source.certificatePath, privateKeyPath: source.keyPath, also: rsaCertificate(source, logger: logger))
+            context = try TLSContext.server(certificateChainPath: source.certificatePath, privateKeyPath: source.keyPath)
         } catch {
             throw StartupError("--tls-cert \(source.certificatePath) / --tls-key \(source.keyPath): \(error)")
+        }
+        // The RSA certificate is an extra: one that cannot be read (another user's 0600 key)
+        // leaves the EC one alone, as before it existed.
+        guard let rsa = rsaCertificate(source, logger: logger) else { return context }
+        do {
+            return try TLSContext.server(certificateChainPath: source.certificatePath, privateKeyPath: source.keyPath, also: rsa)
+        } catch {
+            logger.warning("serving without the RSA server certificate (TLS 1.2 clients limited to RSA cipher suites will fail): \(error)")
+            return context
         }
     }
 

@@ -110,7 +110,7 @@ struct ListenerTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("certs-\(UUID().uuidString)").path
         let made = try run(EmulatorProcess.binary, ["certs", "--dir", directory])
         try #require(made.status == 0, "\(made.err)")
-        for name in ["", "/ca.pem", "/server.pem", "/server-key.pem", "/ca-key.pem"] {
+        for name in ["", "/ca.pem", "/server.pem", "/server-key.pem", "/ca-key.pem", "/server-rsa.pem", "/server-rsa-key.pem"] {
             chmod(directory + name, name.isEmpty ? 0o755 : 0o644)
         }
         return directory
