@@ -50,6 +50,9 @@ final class ProviderConnection: ConnectionHandler {
     private var refusedHTTP1 = false
     /// `--stream-limit-drop`: the limit is down to 1 after ExpiredProviderToken until a success.
     private var streamLimitDropped = false
+    /// The limit the client was last told is the full one (not the 1 a token connection starts
+    /// with): a drop or a raise is sent only when it changes what the client was told.
+    private var streamLimitRaised = false
     /// Requests of the same read as an ExpiredProviderToken were in flight when the limit
     /// dropped: they are refused (RST_STREAM REFUSED_STREAM). Only while a read is handled:
     /// an answer held back (latency, a fault delay) does not refuse what the next read brings.
@@ -131,6 +134,7 @@ final class ProviderConnection: ConnectionHandler {
             // Certificate connections are authenticated by the handshake: no one-stream start,
             // the first SETTINGS frame says 1000 (a second one if the first had left already).
             if !session.withdrawAdvertisedOverrides() { session.submitSettings(Self.raisedLimit) }
+            streamLimitRaised = true
         }
         if connection.negotiatedALPN == "h2" {
             firstBytes = nil
@@ -515,7 +519,10 @@ final class ProviderConnection: ConnectionHandler {
         if let second { responseHeaders.append(HTTP2HeaderField(name: second.name, value: second.value, neverIndex: true)) }
         if body != nil { responseHeaders.append(.contentTypeJSON) }
         session.submitResponse(streamID: streamID, status: status, headers: responseHeaders, body: body)
-        if raise { session.submitSettings(Self.raisedLimit) }
+        if raise && !streamLimitRaised {
+            session.submitSettings(Self.raisedLimit)
+            streamLimitRaised = true
+        }
     }
 
     private func respond(_ streamID: Int32, _ response: PushResponse) {
@@ -534,11 +541,17 @@ final class ProviderConnection: ConnectionHandler {
         if response.reason == .expiredProviderToken {
             // Observed at APNs: SETTINGS MAX_CONCURRENT_STREAMS 1 at once, and the streams
             // already in flight refused.
-            session.submitSettings(Self.advertisedBeforeAuthentication)
+            if streamLimitRaised {
+                session.submitSettings(Self.advertisedBeforeAuthentication)
+                streamLimitRaised = false
+            }
             streamLimitDropped = true
             refusingInFlight = handlingRead
         } else if streamLimitDropped, response.status == 200 {
-            session.submitSettings(Self.raisedLimit)
+            if !streamLimitRaised {
+                session.submitSettings(Self.raisedLimit)
+                streamLimitRaised = true
+            }
             streamLimitDropped = false
         }
     }

@@ -59,6 +59,19 @@ struct RealisticLoadTests {
         #expect(limits(connection) == [1, 1000, 1, 1000])
     }
 
+    /// An expired token as a connection's first request: the limit is 1 already, so nothing is
+    /// sent for the drop, and the first success raises it once.
+    @Test func aDropBeforeTheFirstRaiseSendsNoRedundantSettings() throws {
+        let emulator = try EmulatorProcess(["--stream-limit-drop", "on"], inProcess: true)
+        let (good, expired) = try tokens(emulator)
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(try emulator.push(expired.token).request)).reason == "ExpiredProviderToken")
+        #expect(APNsResult(try connection.send(try emulator.push(good.token).request)).status == 200)
+        try connection.pump(timeoutMilliseconds: 2000) { connection.session.remoteMaxConcurrentStreams == 1000 }
+        try? connection.pump(timeoutMilliseconds: 200) { false }  // any SETTINGS still on its way
+        #expect(limits(connection) == [1, 1000])
+    }
+
     @Test func withoutTheFlagNothingDrops() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let (good, expired) = try tokens(emulator)
