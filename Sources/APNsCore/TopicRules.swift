@@ -32,6 +32,14 @@ public enum TopicRules {
             return (.invalidPushType, "\(pushType.rawValue) pushes need a certificate-based connection; this one uses provider tokens")
         }
         guard let owner = credentials.owner(ofBundle: bundleID) else {
+            // Only on this refusal: a bundle that differs in case alone is named, so the fix is
+            // the topic's spelling rather than a second app.
+            if let sameButCase = credentials.apps.keys.first(where: { $0.lowercased() == bundleID.lowercased() }) {
+                return (
+                    .topicDisallowed,
+                    "no team owns bundle \(bundleID); \(sameButCase) is registered, and topics are matched exactly, case included"
+                )
+            }
             return (.topicDisallowed, "no team owns bundle \(bundleID); register it with --app \(provider.teamID):\(bundleID)")
         }
         guard owner.teamID == provider.teamID else {

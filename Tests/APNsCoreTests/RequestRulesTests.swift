@@ -208,6 +208,15 @@ struct RequestRulesTests {
         #expect(body["timestamp"]?.intValue == fixture.uninstalledAtMs)
     }
 
+    @Test func aTopicDifferingFromARegisteredBundleInCaseOnlySaysSo() throws {
+        let fixture = try Fixture()
+        let response = fixture.send(try fixture.request(topic: "com.Example.App"))
+        #expect(response.reasonText == "TopicDisallowed")
+        #expect(
+            fixture.latestRecord()?.explanation
+                == "no team owns bundle com.Example.App; com.example.app is registered, and topics are matched exactly, case included")
+    }
+
     @Test func clientApnsIDIsEchoedUnchanged() throws {
         let fixture = try Fixture()
         let id = "7C3D1C3E-0E5F-4A6B-9A3B-3C1D2E4F5A6B"
