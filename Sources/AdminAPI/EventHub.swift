@@ -16,6 +16,8 @@ public final class EventHub: @unchecked Sendable {
     private let streams = Locked<[EventStreamClient]>([])
     private let waiters = Locked(WaiterIndex<Waiter>())
     private let nextID = Atomic<UInt64>(1)
+    /// Held while one announcement reads the records and enqueues their events (`changed`).
+    private let announcing = Locked(())
 
     struct Waiter: @unchecked Sendable {
         let loop: EventLoop
@@ -100,10 +102,22 @@ public final class EventHub: @unchecked Sendable {
     }
 
     private func changed(_ sequences: [UInt64], reset: Bool) {
+        // Changes are announced by whichever thread made them, after the state's lock: two
+        // threads announcing the same record could each read it and then enqueue in the other
+        // order, leaving a stream's last event for it older than the journal (a `deferred`
+        // after its `throttled`). Reading and enqueueing one announcement at a time keeps
+        // every stream's order the order of the reads, so a record's last event is its state.
+        // Waiters woken stop tracking outside it (that may read the others' journal, which
+        // announces again).
+        if announcing.withLock({ _ in announce(sequences, reset: reset) }) { updateTracking() }
+    }
+
+    /// Enqueues the events; true when long polls were answered.
+    private func announce(_ sequences: [UInt64], reset: Bool) -> Bool {
         let current = streams.withLock { $0 }
         if reset {
             for stream in current { stream.enqueue(.reset) }
-            return
+            return false
         }
         let records = state.readWorld { world in sequences.compactMap { world.records.record(sequence: $0) } }
         var anyWoken = false
@@ -122,6 +136,6 @@ public final class EventHub: @unchecked Sendable {
                 waiter.loop.execute { waiter.deliver(record) }
             }
         }
-        if anyWoken { updateTracking() }
+        return anyWoken
     }
 }

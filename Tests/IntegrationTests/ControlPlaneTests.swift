@@ -45,6 +45,39 @@ final class EventStreamReader {
 
 @Suite("Control plane: inspection API")
 struct ControlPlaneTests {
+    /// Under load on two event loops a record changes from two threads (deferred, then
+    /// throttled by the budget); the last event a stream carries for each record is its state
+    /// in the journal, never an older one.
+    @Test func aRecordsLastEventIsItsStateInTheJournal() throws {
+        let emulator = try EmulatorProcess(["--threads", "2", "--h2c-sandbox-listen", "127.0.0.1:0"])
+        let events = try EventStreamReader(emulator)
+        let load = try run(
+            EmulatorProcess.binary,
+            [
+                "load", "--admin", try emulator.address("admin").description, "--bundle", EmulatorProcess.bundleID,
+                "--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)", "--h2c", "--requests", "1000",
+                "--devices", "10", "--connections", "2", "--mix", "alert=50,background=50",
+            ], timeout: 60)
+        #expect(load.status == 0, "\(load.err)")
+        var last: [Int64: String] = [:]
+        while let event = events.next("notification", timeout: 1.5) {
+            if let sequence = event["sequence"]?.intValue, let outcome = event["outcome"]?.stringValue { last[sequence] = outcome }
+        }
+        var journal: [Int64: String] = [:]
+        var cursor: String?
+        repeat {
+            let page = try emulator.admin("GET", "/api/v1/notifications?limit=500" + (cursor.map { "&cursor=\($0)" } ?? "")).json
+            for record in page["notifications"]?.arrayValue ?? [] {
+                if let sequence = record["sequence"]?.intValue, let outcome = record["outcome"]?.stringValue { journal[sequence] = outcome }
+            }
+            cursor = page["nextCursor"]?.stringValue
+        } while cursor != nil
+        #expect(journal.count >= 1000)
+        let stale = journal.filter { last[$0.key] != nil && last[$0.key] != $0.value }
+        #expect(stale.isEmpty, "\(stale.count) records whose last event is not their state, e.g. \(stale.prefix(3).map { "\($0.key): event \(last[$0.key]!), journal \($0.value)" })")
+        #expect(last.count >= 1000, "every record had an event (\(last.count))")
+    }
+
     @Test func infoTellsVersionUptimeAddressesAndCounts() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         _ = try emulator.createDevice()
