@@ -74,7 +74,10 @@ struct ControlPlaneTests {
         } while cursor != nil
         #expect(journal.count >= 1000)
         let stale = journal.filter { last[$0.key] != nil && last[$0.key] != $0.value }
-        #expect(stale.isEmpty, "\(stale.count) records whose last event is not their state, e.g. \(stale.prefix(3).map { "\($0.key): event \(last[$0.key]!), journal \($0.value)" })")
+        #expect(
+            stale.isEmpty,
+            "\(stale.count) records whose last event is not their state, e.g. \(stale.prefix(3).map { "\($0.key): event \(last[$0.key]!), journal \($0.value)" })"
+        )
         #expect(last.count >= 1000, "every record had an event (\(last.count))")
     }
 
