@@ -228,9 +228,12 @@ extension World {
     }
 
     /// `step`: how the notification came to `outcome`, when the outcome alone does not say
-    /// (see `DeliveryLog.Step`).
+    /// (see `DeliveryLog.Step`). `logged` false: no step of the delivery log (a push on its way
+    /// to the instance that owns its device, `--redis`: Apple's console has no such step, and
+    /// `pending` would read as "Stored for power").
     mutating func setOutcome(
-        _ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String, atMs nowMs: Int64, step: DeliveryLog.Step? = nil
+        _ sequence: UInt64, _ outcome: DeliveryOutcome, _ explanation: String, atMs nowMs: Int64, step: DeliveryLog.Step? = nil,
+        logged: Bool = true
     ) {
         counters.countOutcome(outcome)
         var taken = step ?? DeliveryLog.Step(outcome, afterStorage: false)
@@ -238,9 +241,9 @@ extension World {
             if step == nil { taken = DeliveryLog.Step(outcome, afterStorage: $0.wasStored) }
             $0.outcome = outcome
             $0.explanation = explanation
-            $0.noteTransition(taken, atMs: nowMs)
+            if logged { $0.noteTransition(taken, atMs: nowMs) }
         }
-        counters.countConsole(taken)
+        if logged { counters.countConsole(taken) }
     }
 
     /// The `notification` frame. The payload goes in as the provider's bytes (validated as a

@@ -235,7 +235,7 @@ extension World {
     /// joins the device's hand-offs behind every earlier one, in the log's order.
     private mutating func holdForOrder(_ notification: PendingNotification, nowMs: Int64) {
         let sequence = notification.sequence
-        setOutcome(sequence, .pending, Self.heldExplanation, atMs: nowMs)
+        setOutcome(sequence, .pending, Self.heldExplanation, atMs: nowMs, logged: false)
         let whole = records.hasWholePayload(sequence: sequence)
         records.update(sequence: sequence) { record in
             record.heldForOrder = true
@@ -275,7 +275,7 @@ extension World {
         counters.pushesHandedOff += 1
         let sequence = notification.sequence
         let explanation = ownership?.handOffExplanation(to: owner) ?? DeviceOwnership.handOffText(me: 0, owner: owner)
-        setOutcome(sequence, .pending, explanation, atMs: nowMs)
+        setOutcome(sequence, .pending, explanation, atMs: nowMs, logged: false)
         if records.hasWholePayload(sequence: sequence) {
             records.update(sequence: sequence) { $0.awaitingOwner = true }
             // Without the notification: should this instance become the device's owner, it is

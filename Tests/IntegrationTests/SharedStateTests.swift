@@ -1016,6 +1016,9 @@ struct SharedStateTests {
                     let log = try e1.admin("GET", "/api/v1/notifications/\(id)/log").json["log"]?.arrayValue ?? []
                     return log.contains { $0["state"] == "acknowledged" }
                 }, "\(id): its ack is in the delivery log every instance shows")
+            // A priority-10 push on its way to its device's instance was not stored for power.
+            let log = try e1.admin("GET", "/api/v1/notifications/\(id)/log").json["log"]?.arrayValue ?? []
+            #expect(log.compactMap { $0["state"]?.stringValue } == ["received", "accepted", "delivered", "acknowledged"], "\(log)")
         }
 
         device.process.terminate()
