@@ -1191,6 +1191,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 warnOfEviction(&s, redis)
                 return true
             } catch {
+                // The node answered but no longer serves the keys (a failover made it a
+                // replica): ask the cluster where they are before the next try, rather than
+                // dialling the same node every half second for ever.
+                if (error as? RedisError)?.movedSlot == true { store.slotMoved() }
                 s.redis = nil
                 s.holding = false
                 return false

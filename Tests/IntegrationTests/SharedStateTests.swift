@@ -1157,6 +1157,42 @@ struct RedisClusterTests {
         #expect(APNsResult(try restarted.connect().send(try restarted.push(token).request)).status == 200)
     }
 
+    /// A graceful failover (`CLUSTER FAILOVER` on the owner's replica): the old owner becomes a
+    /// replica that answers PING but MOVED for the keys; the instances ask the cluster again
+    /// and go on with the new owner (they dialled the old one every half second for good).
+    @Test func instancesFollowTheirSlotThroughAGracefulFailover() throws {
+        let cluster = try RedisClusterProcess()
+        let shared = try makeSharedDirectory()
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        let key = "{apns-emulator:}state"
+        let owner = try cluster.owner(of: key)
+        let replica = try cluster.addReplica(of: owner)
+        // Pointed at another node: it answers CLUSTER SLOTS from its own view, which learns of
+        // the failover a moment after the new owner does.
+        let e1 = try EmulatorProcess(["--redis", cluster.url(node: (owner + 1) % cluster.nodes.count)], sharedDirectory: shared)
+        let token = try e1.createDevice().token
+        var accepted: [String] = []
+        func push() throws -> Int? {
+            guard let reply = try? e1.connect().send(try e1.push(token).request) else { return nil }
+            let result = APNsResult(reply)
+            if result.status == 200, let id = result.apnsID { accepted.append(id) }
+            return result.status
+        }
+        #expect(try push() == 200)
+        let failover = try run("/usr/bin/env", ["redis-cli", "-p", String(replica.port), "cluster", "failover"])
+        #expect(failover.out.contains("OK"), "\(failover.out) \(failover.err)")
+        #expect(
+            try eventually(10) {
+                try run("/usr/bin/env", ["redis-cli", "-p", String(replica.port), "role"]).out.hasPrefix("master")
+            }, "the replica took over")
+        #expect(try eventually(20, pollingEvery: 0.3) { try push() == 200 }, "pushes accepted again after the failover")
+        #expect(try push() == 200)
+        #expect(
+            try eventually {
+                Set(try e1.notifications(token: token, limit: 1000).compactMap { $0["apnsId"]?.stringValue }).isSuperset(of: accepted)
+            }, "every push answered 200 is in the journal")
+    }
+
     /// The keys' slot moves to another node while two instances run (a reshard): they are
     /// answered MOVED, find the new owner and go on with the same state; nothing they answered
     /// 200 is lost, before or after.

@@ -5,6 +5,8 @@ import TestSupport
 /// joined by `redis-cli --cluster create`, every slot covered before `init` returns.
 public final class RedisClusterProcess: @unchecked Sendable {
     public let nodes: [RedisServerProcess]
+    /// Replicas added with `addReplica`.
+    public private(set) var replicas: [RedisServerProcess] = []
 
     /// redis://127.0.0.1:port of one node (any node: a client finds the one that owns its slot).
     public func url(node: Int = 0) -> String { nodes[node].url }
@@ -60,6 +62,32 @@ public final class RedisClusterProcess: @unchecked Sendable {
             _ = try cli(source, ["migrate", "127.0.0.1", String(nodes[target].port), "", "0", "5000", "keys"] + keys)
         }
         for node in nodes.indices { _ = try cli(node, ["cluster", "setslot", slot, "node", targetID]) }
+    }
+
+    /// Starts one more node and makes it a replica of node `master`, in sync before it returns.
+    public func addReplica(of master: Int) throws -> RedisServerProcess {
+        let replica = try RedisServerProcess(extraArguments: [
+            "--cluster-enabled", "yes", "--cluster-config-file", "nodes-{port}.conf", "--cluster-node-timeout", "2000",
+        ])
+        replicas.append(replica)
+        let masterID = try run("/usr/bin/env", ["redis-cli", "-p", String(nodes[master].port), "cluster", "myid"]).out
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let add = try run(
+            "/usr/bin/env",
+            [
+                "redis-cli", "--cluster", "add-node", "127.0.0.1:\(replica.port)", "127.0.0.1:\(nodes[master].port)", "--cluster-slave",
+                "--cluster-master-id", masterID,
+            ], timeout: 30)
+        guard add.status == 0 else {
+            throw RedisServerProcess.Failure(description: "redis-cli --cluster add-node failed: \(add.out) \(add.err)")
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            let info = try run("/usr/bin/env", ["redis-cli", "-p", String(replica.port), "info", "replication"]).out
+            if info.contains("master_link_status:up") { return replica }
+            usleep(100_000)
+        }
+        throw RedisServerProcess.Failure(description: "the replica on \(replica.port) did not sync with its master within 20 s")
     }
 
     /// The node that owns `key`'s slot, as `CLUSTER KEYSLOT` and `CLUSTER SLOTS` say.
