@@ -132,10 +132,16 @@ public final class EmulatorState: Sendable {
     /// Links the state to the instances it is shared with (`--redis`). Once, before any request.
     public func attach(coordinator: any WorldCoordinator) { coordinatorSlot.set(coordinator) }
 
-    /// Tells `observer` when a reset made by another instance was applied here. Once, at start-up.
+    /// Tells `observer` when a reset made by another instance was applied here, or the devices
+    /// connected here must be attached again (`reattachConnectedDevices`). Once, at start-up.
     public func observeSharedResets(_ observer: @escaping @Sendable () -> Void) {
         sharedResetObserver.set(observer)
     }
+
+    /// `--redis`: the others took this instance for stopped (paused) and marked the devices
+    /// connected here disconnected; their sockets are still open, so they are attached again,
+    /// as after a reset (each gets `welcome`, its tokens, and what was stored meanwhile).
+    public func reattachConnectedDevices() { sharedResetObserver.value?() }
 
     /// Before each change made under the lease (`--redis`), routes the pushes answered 200
     /// that still wait for their device's owner, and hands the frames that makes to `deliver`

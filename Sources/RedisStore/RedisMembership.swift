@@ -76,7 +76,14 @@ extension RedisCoordinator {
     /// stopped while paused).
     func sweepMembers() {
         let (members, isMember) = shared.withLock { ($0.ownership?.members ?? [], $0.ownership?.isMember ?? false) }
-        if !isMember { return join() }
+        if !isMember {
+            join()
+            // Taken for stopped (paused for seconds) or a restored state: the others marked the
+            // devices connected here disconnected, and pushes for them were stored; the
+            // sockets are still open, so attach them again (they said nothing to make it so).
+            state.reattachConnectedDevices()
+            return
+        }
         let others = members.filter { $0 != instance }
         guard !others.isEmpty else { return }
         let alive: [Bool]

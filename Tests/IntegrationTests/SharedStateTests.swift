@@ -974,6 +974,29 @@ struct SharedStateTests {
         }
     }
 
+    /// An instance paused long enough to be taken for stopped: the others mark its device
+    /// disconnected and store its pushes. When it is back, the device's socket (still open,
+    /// silent) is attached again: it gets what was stored, and later pushes arrive.
+    @Test func aDeviceOnAnInstanceThatWasPausedIsAttachedAgainWhenItIsBack() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let device = try DeviceProcess(e1, deviceID: "paused-phone", extra: ["--app-state", "foreground"])
+        let token = try device.registeredToken()
+        #expect(try eventually { try e2.admin("GET", "/api/v1/devices/paused-phone").json["connected"]?.boolValue == true })
+        Glibc.kill(e1.process.processIdentifier, SIGSTOP)
+        #expect(
+            try eventually(15) { try e2.admin("GET", "/api/v1/devices/paused-phone").json["connected"]?.boolValue == false },
+            "taken for stopped, its device is disconnected")
+        let meanwhile = APNsResult(try e2.connect().send(try e2.push(token, payload: #"{"aps":{"alert":"meanwhile"}}"#).request))
+        #expect(meanwhile.status == 200)
+        Glibc.kill(e1.process.processIdentifier, SIGCONT)
+        #expect(device.next("notification", timeout: 20)?["apnsId"]?.stringValue == meanwhile.apnsID, "the stored push, once back")
+        #expect(try eventually { try e2.admin("GET", "/api/v1/devices/paused-phone").json["connected"]?.boolValue == true })
+        let after = APNsResult(try e2.connect().send(try e2.push(token, payload: #"{"aps":{"alert":"after"}}"#).request))
+        #expect(after.status == 200)
+        #expect(device.next("notification", timeout: 10)?["apnsId"]?.stringValue == after.apnsID)
+    }
+
     @Test func theInstanceHoldingADevicesSocketOwnsTheDevice() throws {
         let cluster = try EmulatorCluster(count: 2)
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
