@@ -114,11 +114,15 @@ function sizeBar(r) {
       h('span', null, r.pushType === 'voip' ? 'VoIP limit' : 'limit for this push type')));
 }
 
+/** The id that names this record alone: a provider retrying a push sends its apns-id again,
+ * and an apns-id names the newest record with it; the apns-unique-id (sandbox) is the record's own. */
+const recordID = (r) => r.uniqueId || r.apnsId;
+
 /** The notification's life as Apple's Push Notifications Console shows it (GET …/log): each
  * state with its time, oldest first, filled in when the answer comes (the pane is drawn at once). */
 function deliveryLog(r) {
   const list = h('ol', { class: 'delivery-log', id: 'delivery-log' });
-  api('GET', `/api/v1/notifications/${enc(r.apnsId)}/log`).then((answer) => {
+  api('GET', `/api/v1/notifications/${enc(recordID(r))}/log`).then((answer) => {
     list.replaceChildren(...(answer.log || []).map((entry) => h('li', { dataset: { state: entry.state } },
       h('span', { class: 'mono when' }, fmtDateTime(entry.at)), h('span', { class: 'what' }, entry.console),
       entry.note ? h('span', { class: 'muted note' }, entry.note) : '')));
@@ -130,7 +134,7 @@ function deliveryLog(r) {
  * the page may not write the clipboard (served over http from another host). */
 async function copyCurl(r) {
   let text;
-  try { text = await apiText(`/api/v1/notifications/${enc(r.apnsId)}/curl`); } catch (e) { toast(e.message, true); return; }
+  try { text = await apiText(`/api/v1/notifications/${enc(recordID(r))}/curl`); } catch (e) { toast(e.message, true); return; }
   if (navigator.clipboard && window.isSecureContext) {
     try {
       await navigator.clipboard.writeText(text);
@@ -149,7 +153,7 @@ async function copyCurl(r) {
 /** The payload as an .apns file for `xcrun simctl push` or a drop on the Simulator (GET …/apns). */
 async function downloadApns(r) {
   let text;
-  try { text = await apiText(`/api/v1/notifications/${enc(r.apnsId)}/apns`); } catch (e) { toast(e.message, true); return; }
+  try { text = await apiText(`/api/v1/notifications/${enc(recordID(r))}/apns`); } catch (e) { toast(e.message, true); return; }
   const url = URL.createObjectURL(new Blob([text], { type: 'application/json' }));
   const link = h('a', { href: url, download: `${r.apnsId}.apns`, style: 'display:none' });
   document.body.append(link);

@@ -6,6 +6,15 @@ import HTTP1Server
 enum UIAssets {
     static func response(for name: String) -> HTTP1ServerResponse {
         guard let (type, text) = files[name] else { return .error(404, "no such file: \(name)") }
-        return HTTP1ServerResponse(status: 200, headers: [("Content-Type", type), ("Cache-Control", "no-cache")], body: Array(text.utf8))
+        // Never inside another site's frame: a page on any origin (another localhost port
+        // included) could frame the UI and have the user click Reset or Uninstall (clickjacking);
+        // the UI's own requests carry its own Origin, so the admin API's Origin check would pass.
+        return HTTP1ServerResponse(
+            status: 200,
+            headers: [
+                ("Content-Type", type), ("Cache-Control", "no-cache"), ("X-Frame-Options", "DENY"),
+                ("Content-Security-Policy", "frame-ancestors 'none'"),
+            ],
+            body: Array(text.utf8))
     }
 }

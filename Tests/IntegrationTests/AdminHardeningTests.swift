@@ -132,6 +132,11 @@ struct AdminAccessIntegrationTests {
         for path in ["/livez", "/readyz", "/", "/ui/app.js"] {
             #expect(try emulator.admin("GET", path).status == 200, "\(path) needs no token")
         }
+        // The UI may not be framed by another site (clickjacking a Reset).
+        let ui = try AdminSocket(emulator)
+        ui.send("GET / HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n")
+        let page = try ui.readResponse()
+        #expect(page.contains("X-Frame-Options: DENY") && page.contains("Content-Security-Policy: frame-ancestors 'none'"), "\(page.prefix(300))")
         let ready = try run(EmulatorProcess.binary, ["readyz", "--admin", try emulator.address("admin").description])
         #expect(ready.status == 0, "readyz works without the token")
 
