@@ -288,6 +288,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             world.records.tracksUpdatesApart = true
         }
         join()
+        let (version, members) = shared.withLock { ($0.version, $0.ownership?.members ?? []) }
+        logger.info(
+            "shared state: instance \(instance) on \(store.placeDescription), at change \(version); members \(members.sorted().map(String.init).joined(separator: ", "))"
+        )
         startThread("redis-handoffs") { [weak self] in self?.routeHandOffsLoop() }
         startThread("redis-writer") { [weak self] in self?.writeLoop() }
         startThread("redis-log") { [weak self] in self?.followLog() }

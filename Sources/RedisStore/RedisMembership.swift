@@ -98,7 +98,11 @@ extension RedisCoordinator {
         let stopped = Set(zip(others, alive).filter { !$0.1 }.map(\.0))
         guard !stopped.isEmpty else { return }
         if changeMembership({ $0.filter { !stopped.contains($0) } }) {
-            logger.info("instance(s) \(stopped.sorted().map(String.init).joined(separator: ", ")) stopped: their devices move to the others")
+            // Their heartbeat lapsed: stopped, paused, or (after an outage) still reloading;
+            // one that is alive joins again by itself, and attaches its devices again.
+            logger.info(
+                "instance(s) \(stopped.sorted().map(String.init).joined(separator: ", ")) missed their heartbeat for 3 s (stopped, paused, or still reloading after an outage): their devices move to the others until they join again"
+            )
         }
     }
 

@@ -91,6 +91,11 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// Whether the keys are on a Redis Cluster (known after the first connection).
     public var isCluster: Bool { layout.withLock { $0.cluster } }
 
+    /// Where the keys are, for the log: the Redis, or the cluster node that owns their slot.
+    public var placeDescription: String {
+        layout.withLock { $0.cluster ? "Redis Cluster node \($0.node.host):\($0.node.port) (their slot's owner), prefix \($0.prefix)" : "Redis at \(url.redacted)" }
+    }
+
     // MARK: Connections
 
     /// A connection to where the keys are: the one Redis, or the cluster node that owns their
