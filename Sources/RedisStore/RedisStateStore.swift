@@ -93,7 +93,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
 
     /// Where the keys are, for the log: the Redis, or the cluster node that owns their slot.
     public var placeDescription: String {
-        layout.withLock { $0.cluster ? "Redis Cluster node \($0.node.host):\($0.node.port) (their slot's owner), prefix \($0.prefix)" : "Redis at \(url.redacted)" }
+        layout.withLock {
+            $0.cluster ? "Redis Cluster node \($0.node.host):\($0.node.port) (their slot's owner), prefix \($0.prefix)" : "Redis at \(url.redacted)"
+        }
     }
 
     // MARK: Connections
