@@ -58,9 +58,11 @@ extension RedisCoordinator {
 
     /// Becomes a member (owns devices, makes pushes in shared turns), unless another member
     /// numbers its journal records in the same stripe (then it keeps taking the lease).
-    func join() {
+    /// True when the change was made (the instance may still not be a member: a clash).
+    @discardableResult
+    func join() -> Bool {
         let stripe = UInt64(instance) % SequenceStripes.count
-        changeMembership { [instance, logger] members in
+        return changeMembership { [instance, logger] members in
             let clash = members.first { $0 != instance && UInt64($0) % SequenceStripes.count == stripe }
             if let clash {
                 logger.warning(
@@ -77,11 +79,12 @@ extension RedisCoordinator {
     func sweepMembers() {
         let (members, isMember) = shared.withLock { ($0.ownership?.members ?? [], $0.ownership?.isMember ?? false) }
         if !isMember {
-            join()
             // Taken for stopped (paused for seconds) or a restored state: the others marked the
             // devices connected here disconnected, and pushes for them were stored; the
             // sockets are still open, so attach them again (they said nothing to make it so).
-            state.reattachConnectedDevices()
+            // Only once this instance is a member again (not while Redis is away, nor when
+            // another instance's stripe clashes and it stays out).
+            if join(), shared.withLock({ $0.ownership?.isMember ?? false }) { state.reattachConnectedDevices() }
             return
         }
         let others = members.filter { $0 != instance }
