@@ -41,6 +41,13 @@ export function noteBroadcastRecord(r) {
   channelTimer = setTimeout(refreshChannels, 250);
 }
 
+/** A channel was created, deleted or published to (`event: channel`): the list and the tab's
+ * count again soon, whichever tab is shown (the count is in the tab bar). */
+export function noteChannelEvent() {
+  clearTimeout(channelTimer);
+  channelTimer = setTimeout(refreshChannels, 250);
+}
+
 /** The app filter offers the apps that have channels. */
 function fillBundles() {
   const select = $('#channels-filter').elements.bundleId;

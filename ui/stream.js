@@ -7,7 +7,7 @@ import { noteLiveRecord } from './activities.js';
 import { adminToken } from './api.js';
 import { forgetCalls, enqueueCall, loadCalls } from './calls.js';
 import { noteCenterRecord } from './center.js';
-import { noteBroadcastRecord } from './channels.js';
+import { noteBroadcastRecord, noteChannelEvent } from './channels.js';
 import { refreshChecks } from './checks.js';
 import { $ } from './dom.js';
 import { serverQuery } from './filters.js';
@@ -42,6 +42,7 @@ export function connect() {
     if (r && r.pushType === 'liveactivity') { noteLiveRecord(r); noteBroadcastRecord(r); }
     else if (r) noteCenterRecord(r);
   });
+  es.addEventListener('channel', () => noteChannelEvent());
   es.addEventListener('backendCall', (ev) => {
     let c;
     try { c = JSON.parse(ev.data); } catch { return; }
