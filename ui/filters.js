@@ -53,10 +53,16 @@ export function applyFilters() {
     const el = form.elements[name];
     const v = el ? el.value.trim() : (state.filtersExtra[name] || '');
     if (el) el.classList.toggle('active', Boolean(v));
+    if (name === 'status' && el) { el.classList.remove('invalid'); el.title = ''; }
     if (!v) continue;
     if (name === 'status') {
       if (/^\d{1,3}$/.test(v)) filters.status = v;
       else if (/^[2-5]xx$/i.test(v)) statusCls = v.toLowerCase();
+      else if (el) {
+        // Not a status: said on the field rather than ignored while it looks active.
+        el.classList.replace('active', 'invalid');
+        el.title = 'a status (400) or a class (4xx): this filters nothing';
+      }
       continue;
     }
     filters[name] = v;

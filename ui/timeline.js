@@ -107,7 +107,15 @@ export function updateCounts() {
   empty.hidden = shown > 0;
   if (shown > 0) return;
   const filtered = Object.keys(state.filters).length || state.q || state.statusClass;
-  if (filtered) { empty.append(h('div', null, 'Nothing matches these filters.')); return; }
+  if (filtered) {
+    // A status class (4xx) and the search box look only at the rows loaded; the other filters
+    // ask the server, which searches the whole journal.
+    const pageOnly = (state.q || state.statusClass) && state.records.size > 0;
+    empty.append(h('div', null, pageOnly
+      ? `Nothing among the ${state.records.size} newest rows loaded matches: a status class (4xx) and the search look only at those. An exact status (400) or a reason filter searches the whole journal.`
+      : 'Nothing matches these filters.'));
+    return;
+  }
   empty.append(h('div', null, 'Waiting for pushes. New notifications appear here as they arrive.'));
   const info = state.info;
   const app = state.devices.flatMap((d) => d.apps).find((a) => a.token);
