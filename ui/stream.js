@@ -4,7 +4,7 @@
 // checks, filters, load, refresh, activities, center, channels.
 
 import { noteLiveRecord } from './activities.js';
-import { adminToken } from './api.js';
+import { adminToken, api } from './api.js';
 import { forgetCalls, enqueueCall, loadCalls } from './calls.js';
 import { noteCenterRecord } from './center.js';
 import { noteBroadcastRecord, noteChannelEvent } from './channels.js';
@@ -16,6 +16,19 @@ import { refreshSide } from './refresh.js';
 import { forgetRecords, loadRecords, receiveRecord } from './timeline.js';
 
 let source = null, retryTimer = null;
+let startedAt = null; // when the emulator this page follows started (local clock, from its uptime)
+
+/** On every (re)connection: an emulator that started since the last one (restarted, without
+ * --state-dir its journal numbers from 1 again) is another run; the Load tab counts afresh,
+ * as after a reset (it would take the new records for ones it had counted). */
+async function noteStart() {
+  try {
+    const info = await api('GET', '/api/v1/info');
+    const started = Date.now() - info.uptimeSeconds * 1000;
+    if (startedAt != null && started - startedAt > 5000) loadReset();
+    startedAt = started;
+  } catch { /* the stream shows the connection state */ }
+}
 
 function setConn(s, text) {
   const el = $('#conn');
@@ -33,7 +46,11 @@ export function connect() {
   const query = p.toString();
   const es = new EventSource(`/api/v1/events${query ? `?${query}` : ''}`);
   source = es;
-  es.addEventListener('open', () => { setConn('live'); loadRecords(); loadCalls(); refreshChecks(); });
+  es.addEventListener('open', async () => {
+    setConn('live');
+    await noteStart(); // before the journal is loaded: what it loads is not counted as new
+    loadRecords(); loadCalls(); refreshChecks();
+  });
   es.addEventListener('notification', (ev) => {
     let r;
     try { r = JSON.parse(ev.data); } catch { return; }
