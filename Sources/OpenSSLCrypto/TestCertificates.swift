@@ -45,12 +45,7 @@ public enum TestCertificates {
                 (NID_subject_key_identifier, "hash"),
             ])
         defer { X509_free(ca) }
-        let leaf = try makeCertificate(
-            subject: testSubject(serverCommonName), publicKey: serverKey, issuer: ca, issuerKey: caKey,
-            days: 825,
-            extensions: leafExtensions(
-                purpose: "serverAuth",
-                subjectAltName: subjectAltNames.joined(separator: ",")))
+        let leaf = try makeServerCertificate(publicKey: serverKey, ca: ca, caKey: caKey)
         defer { X509_free(leaf) }
 
         let base = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
@@ -63,6 +58,14 @@ public enum TestCertificates {
         try writeFile(certificatePath, try certificatePEM(leaf), mode: 0o644)
         try generateRSAServerCertificate(into: directory)
         return (caPath, certificatePath, keyPath)
+    }
+
+    /// The server certificate for `publicKey` (EC or RSA): every name of `subjectAltNames`,
+    /// 825 days (the most Apple platforms accept), signed by the CA.
+    static func makeServerCertificate(publicKey: OpaquePointer, ca: OpaquePointer, caKey: OpaquePointer) throws -> OpaquePointer {
+        try makeCertificate(
+            subject: testSubject(serverCommonName), publicKey: publicKey, issuer: ca, issuerKey: caKey, days: 825,
+            extensions: leafExtensions(purpose: "serverAuth", subjectAltName: subjectAltNames.joined(separator: ",")))
     }
 
     /// O = "apns-emulator TEST ONLY", CN = `commonName`.

@@ -89,10 +89,7 @@ extension TestCertificates {
         }
         let key = try generateRSAKey(bits: 2048)
         defer { EVP_PKEY_free(key) }
-        let leaf = try makeCertificate(
-            subject: [("O", "apns-emulator TEST ONLY"), ("CN", serverCommonName)], publicKey: key, issuer: ca, issuerKey: caKey,
-            days: 825,
-            extensions: leafExtensions(purpose: "serverAuth", subjectAltName: subjectAltNames.joined(separator: ",")))
+        let leaf = try makeServerCertificate(publicKey: key, ca: ca, caKey: caKey)
         defer { X509_free(leaf) }
         let certificatePath = base + "/server-rsa.pem"
         let keyPath = base + "/server-rsa-key.pem"
