@@ -1,6 +1,7 @@
 import APNsCore
 import CommandLineOptions
 @testable import EmulatorServer
+import Foundation
 import Networking
 import Testing
 
@@ -87,6 +88,23 @@ struct ServeConfigurationTests {
         let twice: JSONValue = ["deviceId": "d1", "apps": [app, app]]
         let error = #expect(throws: UsageError.self) { try ServeConfiguration.parseDevices([twice] as JSONValue, path: "c.json") }
         #expect(error?.description.contains("device d1 in c.json: apps[1]: com.example.app declares \"liveActivityTypes\" in another entry") == true)
+    }
+
+    /// A config-file key written as its flag is refused with the key meant; any other unknown key
+    /// lists the known ones.
+    @Test func aConfigKeyWrittenAsItsFlagNamesTheKeyMeant() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        for (key, expected) in [
+            ("max-devices", #"the key for --max-devices is "maxDevices""#), ("--idle-timeout", #"the key for --idle-timeout is "idleTimeout""#),
+            ("MAXTOKENS", #"the key for --max-tokens is "maxTokens""#), ("maxDevicez", #"known keys: "listen""#),
+        ] {
+            try #"{"\#(key)": 10}"#.write(toFile: path, atomically: true, encoding: .utf8)
+            let error = #expect(throws: UsageError.self) { try resolve(["--config", path]) }
+            #expect(error?.description.contains("unknown key \"\(key)\"; \(expected)") == true, "\(key): \(String(describing: error))")
+        }
+        try #"{"maxDevices": 10}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try resolve(["--config", path]).registryLimits.maxDevices == 10)
     }
 
     /// What comes in Swift gets the checks options get.

@@ -136,8 +136,14 @@ extension ServeConfiguration {
         devices = base.devices + (try Self.parseDevices(options.fileObjects["devices"], path: options.configPath ?? ""))
         if let unknown = options.fileObjects.keys.first(where: { $0 != "devices" }) {
             // `config` is a flag's key too, but a config file cannot name another.
+            let path = options.configPath ?? ""
+            // A key written as its flag (`max-devices`, `--max-devices`) or in another case: name the key meant.
+            let spelled = unknown.drop(while: { $0 == "-" }).lowercased().replacingOccurrences(of: "_", with: "-")
+            if let meant = Self.specs.first(where: { $0.configKey != "config" && ($0.name == spelled || $0.configKey.lowercased() == spelled) }) {
+                throw UsageError("config file \(path): unknown key \"\(unknown)\"; the key for \(meant.flag) is \"\(meant.configKey)\"")
+            }
             let known = Self.specs.filter { $0.configKey != "config" }.map { "\"\($0.configKey)\"" }.joined(separator: ", ")
-            throw UsageError("config file \(options.configPath ?? ""): unknown key \"\(unknown)\"; known keys: \(known), \"devices\"")
+            throw UsageError("config file \(path): unknown key \"\(unknown)\"; known keys: \(known), \"devices\"")
         }
         demo = try options.choice(Flag.demo, Demo.self) ?? base.demo
 
