@@ -43,6 +43,14 @@ public struct BroadcastReach: Sendable, Equatable {
         if deliveries.count < Self.maxDeliveries { deliveries.append(delivery) } else { omitted += 1 }
     }
 
+    /// Counts `delivery` and puts it where the entry at `index` was.
+    private mutating func add(_ delivery: Delivery, at index: Int) {
+        subscribers += 1
+        if delivery.outcome == .delivered { reached += 1 }
+        outcomes[delivery.outcome, default: 0] += 1
+        deliveries[index] = delivery
+    }
+
     /// A delivery whose outcome changed later (an activity offline at the broadcast, counted
     /// as `previously`, took the stored message when its device came back).
     public mutating func settle(_ delivery: Delivery, previously: DeliveryOutcome) {
@@ -53,7 +61,12 @@ public struct BroadcastReach: Sendable, Equatable {
             outcomes[previously] = count > 1 ? count - 1 : nil
             subscribers -= 1
             if previously == .delivered { reached -= 1 }
-            if let index { deliveries.remove(at: index) } else { omitted -= 1 }
+            if let index {
+                // In place of the earlier entry, so the list keeps the broadcast's order.
+                add(delivery, at: index)
+                return
+            }
+            omitted -= 1
         }
         add(delivery)
     }

@@ -473,7 +473,8 @@ public final class ChannelEndpoint: Sendable {
                     world.storedBroadcastLeft(replaced, channelID: channel.id, replacedBy: requestID, nowMs: now)
                 }
                 let (reach, frames) = world.deliverBroadcast(channel, message: message, nowMs: now)
-                let kept = channel.policy == .mostRecentMessageStored
+                // An apns-expiration already past leaves nothing stored.
+                let kept = channel.policy == .mostRecentMessageStored && message.expiresAtMs > now
                 journal?.status = 200
                 journal?.broadcast = reach
                 journal?.outcome = reach.summaryOutcome(keptForLater: kept)
@@ -627,13 +628,13 @@ public final class ChannelEndpoint: Sendable {
         if let topic = fields.topic, topic.contains(".push-type.") {
             throw Rejection(.topicDisallowed, "apns-topic \(topic) carries a push-type suffix; broadcasts take no topic")
         }
-        guard let priorityText = fields.priority else { throw Rejection(.badPriority, "no apns-priority header (10, 5 or 1)") }
+        // Both headers may be left out, as on the device API: node-apn sends `apns-priority` only
+        // when it is not 10 and `apns-expiration` only when one is set.
+        let priorityText = fields.priority ?? "10"
         guard let priority = Int(priorityText), [10, 5, 1].contains(priority) else {
             throw Rejection(.badPriority, "apns-priority must be 10, 5 or 1, not \(priorityText)")
         }
-        guard let expirationText = fields.expiration else {
-            throw Rejection(.badExpirationDate, "no apns-expiration header (0, or a UNIX time in seconds)")
-        }
+        let expirationText = fields.expiration ?? "0"
         guard let expiration = Int64(expirationText), expiration >= 0 else {
             throw Rejection(.badExpirationDate, "apns-expiration must be 0 or a UNIX time in seconds, not \(expirationText)")
         }

@@ -182,7 +182,10 @@ public struct ChannelDirectory: Sendable {
             channel.recentBroadcastsMs.append(message.receivedAtMs)
             if channel.recentBroadcastsMs.count > maxBroadcastsPerSecond { channel.recentBroadcastsMs.removeFirst() }
         }
-        if channel.policy == .mostRecentMessageStored { channel.storedMessage = message }
+        if channel.policy == .mostRecentMessageStored {
+            // The newest message replaces the one kept; one whose apns-expiration has passed is not kept.
+            channel.storedMessage = message.expiresAtMs > message.receivedAtMs ? message : nil
+        }
         channels[id] = channel
         noteChange(id)
     }

@@ -176,7 +176,7 @@ public struct LiveActivityWorld: Sendable {
             guard books[deviceID] != nil else { continue }
             guard isOnline(deviceID) else {
                 for activity in books[deviceID]?.activities() ?? [] where activity.channelID == channelID {
-                    reach.add(Self.offlineDelivery(deviceID: deviceID, activityID: activity.activityID, storage: storage))
+                    reach.add(Self.offlineDelivery(deviceID: deviceID, activityID: activity.activityID, storage: storage, message: message, nowMs: nowMs))
                 }
                 continue
             }
@@ -241,8 +241,16 @@ public struct LiveActivityWorld: Sendable {
             deviceID: deviceID, activityID: receipt.activityID, outcome: outcome, explanation: explanation, fromStore: fromStore)
     }
 
-    static func offlineDelivery(deviceID: String, activityID: String, storage: ChannelStoragePolicy) -> BroadcastReach.Delivery {
+    static func offlineDelivery(
+        deviceID: String, activityID: String, storage: ChannelStoragePolicy, message: StoredBroadcast, nowMs: Int64
+    ) -> BroadcastReach.Delivery {
         switch storage {
+        case .mostRecentMessageStored where message.expiresAtMs <= nowMs:
+            return BroadcastReach.Delivery(
+                deviceID: deviceID, activityID: activityID, outcome: .expired,
+                explanation:
+                    "missed: the device was offline, and the broadcast's apns-expiration (\(RFC3339.format(milliseconds: message.expiresAtMs))) had passed"
+            )
         case .mostRecentMessageStored:
             return BroadcastReach.Delivery(
                 deviceID: deviceID, activityID: activityID, outcome: .stored,

@@ -190,13 +190,15 @@ struct ChannelTests {
         let ok = try push.send("POST", path, headers: headers(stored) + [("apns-request-id", requestID)], body: payload)
         #expect(ok.status == 200 && ok.header("apns-request-id") == requestID && ok.body.isEmpty)
         #expect(try push.send("POST", path, headers: headers(stored, expiration: "1900000000", type: "liveactivity"), body: payload).status == 200)
+        // node-apn leaves out apns-priority when it is 10 and apns-expiration unless one is set.
+        #expect(try push.send("POST", path, headers: headers(stored, expiration: nil, priority: nil), body: payload).status == 200)
         let cases: [([(String, String)], String?, Int, String)] = [
             ([("apns-push-type", "LiveActivity"), ("apns-priority", "10"), ("apns-expiration", "0")], payload, 400, "MissingChannelId"),
             (headers("dW5rbm93bg=="), payload, 400, "ChannelNotRegistered"),
             (headers(stored, type: nil), payload, 400, "MissingPushType"),
             (headers(stored, type: "alert"), payload, 400, "InvalidPushType"),
             (headers(stored, priority: "7"), payload, 400, "BadPriority"),
-            (headers(stored, expiration: nil), payload, 400, "BadExpirationDate"),
+            (headers(stored, expiration: "soon"), payload, 400, "BadExpirationDate"),
             (headers(noStore, expiration: "1900000000"), payload, 400, "BadExpirationDate"),
             (headers(stored) + [("apns-topic", "\(EmulatorProcess.bundleID).push-type.liveactivity")], payload, 400, "TopicDisallowed"),
             (headers(stored) + [("apns-channel-id", noStore)], payload, 400, "DuplicateHeaders"),
@@ -216,10 +218,19 @@ struct ChannelTests {
         // The emulator's own channel list shows what was published.
         let channels = try emulator.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue ?? []
         let shown = channels.first { $0.objectValue?["id"]?.stringValue == stored }?.objectValue
-        #expect(shown?["broadcasts"]?.intValue == 2)
-        #expect(try emulator.metric("apns_emulator_channel_requests_total", labels: #"operation="broadcast",status="200""#) == 2)
+        #expect(shown?["broadcasts"]?.intValue == 3)
+        #expect(try emulator.metric("apns_emulator_channel_requests_total", labels: #"operation="broadcast",status="200""#) == 3)
         #expect(try emulator.metric("apns_emulator_channel_requests_total", labels: #"operation="broadcast",status="400""#) == 11)
         #expect(shown?["storedMessage"]?.objectValue?["requestId"]?.stringValue != nil)
+
+        // An apns-expiration already past is accepted, and nothing is kept: the record says
+        // expired from the start, and the channel's stored message is gone.
+        let pastID = "3f1e2d3c-4b5a-4968-8776-655443322111"
+        let past = try push.send("POST", path, headers: headers(stored, expiration: "1000000000") + [("apns-request-id", pastID)], body: payload)
+        #expect(past.status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(pastID)").json["outcome"]?.stringValue == "expired")
+        let after = try emulator.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue ?? []
+        #expect(after.first { $0.objectValue?["id"]?.stringValue == stored }?.objectValue?["storedMessage"] == .null)
     }
 
     /// A channel over `--channel-broadcast-rate` in one second gets 429 `TooManyRequests`;
