@@ -309,6 +309,13 @@ extension World {
 
     /// Devices whose oldest unacknowledged delivery has waited past the ack timeout: they are
     /// told why and disconnected, and what they had not acknowledged goes back to the store.
+    /// The emulator's clock moves by `ms` (`POST /api/v1/clock`, negative to undo): a delivery
+    /// waiting for its ack has waited only real time, and the ack timeout is a transport timer,
+    /// so the move does not count against it.
+    public mutating func clockMoving(byMs ms: Int64) {
+        for id in Array(delivery.inflight.keys) { delivery.inflight[id]?.sentAtMs += ms }
+    }
+
     mutating func disconnectStuckDevices(nowMs: Int64) -> [DeviceFrame] {
         let deadline = nowMs - deliveryOptions.deviceAckTimeoutMs
         var stuck: [String: UInt64] = [:]
@@ -354,6 +361,13 @@ extension World {
 
     /// Tries a held background push again (the rules decide whether it may run now).
     mutating func releaseDeferred(_ key: AppKey, nowMs: Int64) -> [DeviceFrame] {
+        guard let reason = delivery.deferred[key]?.reason else { return [] }
+        if reason == .terminated {
+            // Held because the user force-quit the app: only a launch releases it, and a running
+            // app was launched (`terminated` to `notRunning` or `suspended` is not a launch).
+            let appState = registry.devices[key.deviceID]?.apps[key.bundleID]?.settings.appState
+            guard appState == .foreground || appState == .background else { return [] }
+        }
         guard let held = delivery.deferred.removeValue(forKey: key) else { return [] }
         delivery.noteDone(held.notification.sequence)
         return deliverNow(held.notification, nowMs: nowMs)
@@ -387,7 +401,8 @@ extension World {
     public mutating func tick(nowMs: Int64) -> [DeviceFrame] {
         var frames = delivery.inflight.isEmpty ? [] : disconnectStuckDevices(nowMs: nowMs)
         if !liveActivities.books.isEmpty {
-            for (deviceID, changes) in liveActivities.tick(nowMs: nowMs) {
+            let registry = self.registry
+            for (deviceID, changes) in liveActivities.tick(nowMs: nowMs, isOnline: { registry.devices[$0]?.isOnline ?? false }) {
                 frames.append(contentsOf: liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs))
             }
             settleThrottledLiveActivityUpdates(nowMs: nowMs)

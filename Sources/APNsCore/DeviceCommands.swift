@@ -357,12 +357,37 @@ extension World {
     @discardableResult
     public mutating func removeDevice(_ deviceID: String, nowMs: Int64) throws(RegistryError) -> [DeviceFrame] {
         let connectionID = registry.devices[deviceID]?.connectionID
+        let bundleIDs = registry.devices[deviceID]?.apps.keys.sorted() ?? []
         try registry.removeDevice(id: deviceID, nowMs: nowMs)
+        dropEverythingWaiting(for: deviceID, bundleIDs: bundleIDs, nowMs: nowMs)
         liveActivities.removeDevice(deviceID, settling: true)
         settleThrottledLiveActivityUpdates(nowMs: nowMs)
         widgetPushes.removeDevice(deviceID)
         guard let connectionID else { return [] }
         return [DeviceFrame(deviceID: deviceID, connectionID: connectionID, message: ["type": "removed"], closeAfter: true)]
+    }
+
+    /// A deleted device takes nothing more: what waited for it (stored, held, batched, or sent
+    /// and not yet acknowledged) ends now, each record with one outcome, instead of waiting in
+    /// the store for a device that no longer exists.
+    private mutating func dropEverythingWaiting(for deviceID: String, bundleIDs: [String], nowMs: Int64) {
+        let why = "device \(deviceID) was deleted"
+        for bundleID in bundleIDs {
+            dropWaiting(AppKey(deviceID: deviceID, bundleID: bundleID), why: why, step: .unregistered, nowMs: nowMs)
+        }
+        for item in delivery.batched where item.notification.deviceID == deviceID {
+            setOutcome(item.notification.sequence, .droppedBySystem, "discarded: \(why)", atMs: nowMs, step: .unregistered)
+            delivery.noteDone(item.notification.sequence)
+        }
+        delivery.batched.removeAll { $0.notification.deviceID == deviceID }
+        for (id, flight) in delivery.inflight where flight.notification.deviceID == deviceID {
+            delivery.inflight.removeValue(forKey: id)
+            setOutcome(
+                flight.notification.sequence, .droppedBySystem, "discarded: \(why) before it acknowledged the delivery", atMs: nowMs,
+                step: .unregistered)
+            delivery.noteDone(flight.notification.sequence)
+        }
+        delivery.windowFull.remove(deviceID)
     }
 
     /// Sets a token's state directly (a test provoking an answer); nil for an unknown token.

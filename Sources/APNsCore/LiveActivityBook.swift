@@ -495,11 +495,13 @@ public struct LiveActivityBook: Sendable {
 
     /// Brings everything up to `nowMs`: activities go stale, end after eight hours, leave the
     /// Lock Screen; throttled updates and reloads the budget now allows are shown.
-    public mutating func tick(nowMs: Int64) -> [LiveActivityChange] {
+    /// `online`: whether the device can show anything now; a throttled update waits for it
+    /// (an offline device shows nothing, and its app would never see the update).
+    public mutating func tick(nowMs: Int64, online: Bool = true) -> [LiveActivityChange] {
         var changes: [LiveActivityChange] = []
         for activityID in activities().map(\.activityID) {
             changes += advance(activityID, nowMs: nowMs)
-            guard var activity = activitiesByID[activityID], activity.isRunning, let waiting = activity.deferred else { continue }
+            guard online, var activity = activitiesByID[activityID], activity.isRunning, let waiting = activity.deferred else { continue }
             let limit = updateLimit(activity.bundleID)
             guard activity.budget.allows(limit: limit, nowMs: nowMs, windowMs: policy.updateWindowMs) else { continue }
             activity.deferred = nil

@@ -269,12 +269,15 @@ public struct LiveActivityWorld: Sendable {
     }
 
     /// Time passes: activities go stale, end after 8 hours, leave the Lock Screen; deferred
-    /// updates go out once their budget allows.
-    public mutating func tick(nowMs: Int64) -> [(deviceID: String, changes: [LiveActivityChange])] {
+    /// updates go out once their budget allows and their device is online.
+    public mutating func tick(
+        nowMs: Int64, isOnline: (String) -> Bool = { _ in true }
+    ) -> [(deviceID: String, changes: [LiveActivityChange])] {
         var changed: [(String, [LiveActivityChange])] = []
         for deviceID in Array(books.keys) {
             guard let next = books[deviceID]?.nextDeadlineMs(nowMs: nowMs), next <= nowMs else { continue }
-            let changes = changeBook(deviceID) { $0.tick(nowMs: nowMs) } ?? []
+            let online = isOnline(deviceID)
+            let changes = changeBook(deviceID) { $0.tick(nowMs: nowMs, online: online) } ?? []
             track(changes, deviceID: deviceID, environment: nil)
             if !changes.isEmpty { changed.append((deviceID, changes)) }
         }

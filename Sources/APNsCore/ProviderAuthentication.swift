@@ -164,9 +164,10 @@ public struct ConnectionAuthenticator: Sendable {
         case .success(let parsed):
             token = parsed
         }
-        guard token.algorithm == "ES256" else {
+        guard let algorithm = token.algorithm.flatMap(TokenAlgorithm.init(rawValue:)) else {
             let alg = token.algorithm.map { "'\($0)'" } ?? "missing"
-            return .rejected(.invalidProviderToken, explanation: "JWT alg is \(alg); APNs accepts only ES256", token: token)
+            return .rejected(
+                .invalidProviderToken, explanation: "JWT alg is \(alg); APNs takes ES256 (the emulator also ES384 and ES512)", token: token)
         }
         guard let keyID = token.keyID, !keyID.isEmpty else {
             return .rejected(.invalidProviderToken, explanation: "JWT header has no kid", token: token)
@@ -185,10 +186,16 @@ public struct ConnectionAuthenticator: Sendable {
         guard let issuedAt = token.issuedAt else {
             return .rejected(.invalidProviderToken, explanation: token.issuedAtProblem ?? "JWT claims have no iat", token: token)
         }
-        guard key.verifier.verify(signature: token.signature, message: token.signingInput) else {
+        let signatureVerifies =
+            algorithm == .es256
+            ? key.verifier.verify(signature: token.signature, message: token.signingInput)
+            : key.verifier.verify(signature: token.signature, message: token.signingInput, algorithm: algorithm)
+        guard signatureVerifies else {
             return .rejected(
                 .invalidProviderToken,
-                explanation: "JWT signature does not verify with key \(keyID)", token: token)
+                explanation: "JWT signature does not verify with key \(keyID)"
+                    + (algorithm == .es256 ? "" : " (\(algorithm.rawValue): SHA-\(algorithm.rawValue.dropFirst(2)) over the key's P-256 curve)"),
+                token: token)
         }
         let now = nowMs / 1000
         if issuedAt - now > policy.allowedFutureSkewSeconds {

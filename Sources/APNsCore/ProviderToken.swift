@@ -1,12 +1,24 @@
 /// Verifies a signature over bytes. The emulator plugs in OpenSSL's ES256 here; Core stays pure.
 public protocol SignatureVerifier: Sendable {
     func verify(signature: [UInt8], message: [UInt8]) -> Bool
+    /// The same with the hash a token's `alg` names (the key is always P-256).
+    func verify(signature: [UInt8], message: [UInt8], algorithm: TokenAlgorithm) -> Bool
     /// The public key as PEM, to tell whether two keys are one; nil when unknown.
     var publicKeyPEM: String? { get }
 }
 
 extension SignatureVerifier {
     public var publicKeyPEM: String? { nil }
+    public func verify(signature: [UInt8], message: [UInt8], algorithm: TokenAlgorithm) -> Bool {
+        algorithm == .es256 && verify(signature: signature, message: message)
+    }
+}
+
+/// The `alg` values a provider token may name. Apple documents ES256. ES384 and ES512 are
+/// taken too, over the same P-256 key: pushok, the most used PHP client, has signed ES512
+/// since 2019 and is used against Apple's production servers.
+public enum TokenAlgorithm: String, Sendable, CaseIterable {
+    case es256 = "ES256", es384 = "ES384", es512 = "ES512"
 }
 
 /// A provider authentication token (JWT, compact JWS) taken apart but not yet trusted.

@@ -132,6 +132,12 @@ final class DeviceConnection: ConnectionHandler {
     private var buffer: [UInt8] = []
     private var scanned = 0
     private(set) var deviceID: String?
+    /// Closing: the last frame (a fatal error, `replaced`, `removed`) is written and the write
+    /// side ended; what the device still sends is read and dropped until it closes too or the
+    /// grace period ends. Closing at once with its bytes unread would send RST, and the device
+    /// could lose the frame that says why.
+    private var closing = false
+    static let closeGraceMs = 2000
     /// The hello this connection made, replayed after a reset so the device stays attached.
     private var lastHello: DeviceHello?
     private var helloTimer: TimerID?
@@ -174,6 +180,7 @@ final class DeviceConnection: ConnectionHandler {
     }
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        if closing { return }
         buffer.append(contentsOf: bytes)
         // Lines are taken by position and the consumed prefix removed once: removing each
         // line from the front would copy the rest of the buffer per line (quadratic in a
@@ -192,14 +199,14 @@ final class DeviceConnection: ConnectionHandler {
             buffer.removeFirst(consumed)
             scanned = max(0, scanned - consumed)
         }
-        if buffer.count > Self.maxLine, !connection.isClosed {
+        if buffer.count > Self.maxLine, !connection.isClosed, !closing {
             fail("line_too_long", "a line is longer than 1 MiB", fatal: true)
         }
     }
 
     /// Handles the complete lines from `consumed` on; false after a fatal error.
     private func readLines(_ consumed: inout Int) -> Bool {
-        while !connection.isClosed {
+        while !connection.isClosed, !closing {
             guard let newline = buffer[max(consumed, scanned)...].firstIndex(of: 0x0A) else {
                 scanned = buffer.count
                 break
@@ -236,6 +243,7 @@ final class DeviceConnection: ConnectionHandler {
     }
 
     private func perform(_ item: Outgoing) {
+        guard !closing else { return }
         switch item {
         case .message(let message):
             connection.write { out in
@@ -243,7 +251,9 @@ final class DeviceConnection: ConnectionHandler {
                 out.append(0x0A)
             }
         case .close:
-            connection.closeAfterFlush()
+            closing = true
+            connection.shutdownOutputAfterFlush()
+            _ = connection.loop.schedule(afterMilliseconds: Int64(Self.closeGraceMs)) { [weak self] in self?.connection.close() }
         }
     }
 

@@ -8,6 +8,15 @@ import OpenSSLCrypto
 struct ES256SignatureVerifier: SignatureVerifier {
     let key: ES256PublicKey
     func verify(signature: [UInt8], message: [UInt8]) -> Bool { key.verify(signature: signature, message: message) }
+    func verify(signature: [UInt8], message: [UInt8], algorithm: TokenAlgorithm) -> Bool {
+        let jose: JOSEAlgorithm
+        switch algorithm {
+        case .es256: jose = .es256
+        case .es384: jose = .es384
+        case .es512: jose = .es512
+        }
+        return key.verify(signature: signature, message: message, as: jose)
+    }
     var publicKeyPEM: String? { key.pem }
 }
 

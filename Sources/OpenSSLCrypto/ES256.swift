@@ -7,6 +7,33 @@ import COpenSSL
 /// An `EVP_MD` is immutable and may be shared between threads.
 nonisolated(unsafe) let sha256Digest: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil) ?? EVP_sha256()
 
+/// SHA-384 and SHA-512, fetched once the same way: provider tokens that name ES384 or ES512
+/// (signed with the P-256 key all the same) are verified with the hash they name.
+nonisolated(unsafe) let sha384Digest: OpaquePointer? = EVP_MD_fetch(nil, "SHA384", nil) ?? EVP_sha384()
+nonisolated(unsafe) let sha512Digest: OpaquePointer? = EVP_MD_fetch(nil, "SHA512", nil) ?? EVP_sha512()
+
+/// A JOSE ECDSA algorithm applied to a P-256 key: the hash it names, and how long r and s are
+/// in its raw signature (the named curve's length; P-256 values zero-padded to it).
+public enum JOSEAlgorithm: Sendable {
+    case es256, es384, es512
+
+    var digest: OpaquePointer? {
+        switch self {
+        case .es256: return sha256Digest
+        case .es384: return sha384Digest
+        case .es512: return sha512Digest
+        }
+    }
+
+    var rawScalarLength: Int {
+        switch self {
+        case .es256: return 32
+        case .es384: return 48
+        case .es512: return 66
+        }
+    }
+}
+
 /// Length of one P-256 scalar (r or s) in a raw JOSE signature.
 private let scalarLength = 32
 /// Largest DER ECDSA-Sig-Value for P-256: SEQUENCE header + two INTEGERs of up to 33 bytes.
@@ -47,15 +74,15 @@ public final class ES256PrivateKey: @unchecked Sendable {
     }
 
     /// JWS signature: ECDSA over SHA-256(message), as raw r||s (64 bytes, each half left-padded).
-    public func sign(_ message: [UInt8]) throws -> [UInt8] {
-        try derToRaw(try signDER(message))
+    public func sign(_ message: [UInt8], as algorithm: JOSEAlgorithm = .es256) throws -> [UInt8] {
+        try derToRaw(try signDER(message, as: algorithm), scalarLength: algorithm.rawScalarLength)
     }
 
     /// DER-encoded ECDSA-Sig-Value, as produced by `openssl dgst -sha256 -sign`.
-    public func signDER(_ message: [UInt8]) throws -> [UInt8] {
+    public func signDER(_ message: [UInt8], as algorithm: JOSEAlgorithm = .es256) throws -> [UInt8] {
         guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.openSSL("EVP_MD_CTX_new failed") }
         defer { EVP_MD_CTX_free(ctx) }
-        guard EVP_DigestSignInit(ctx, nil, sha256Digest, nil, key) == 1 else {
+        guard EVP_DigestSignInit(ctx, nil, algorithm.digest, nil, key) == 1 else {
             throw CryptoError.openSSL("EVP_DigestSignInit failed")
         }
         var signature = [UInt8](repeating: 0, count: maxDERSignatureLength)
@@ -121,25 +148,31 @@ public final class ES256PublicKey: @unchecked Sendable {
     /// 64-byte r||s (JOSE) or as DER. Anything else yields false. Thread-safe: each call uses
     /// its own EVP_MD_CTX and the shared key is only read.
     public func verify(signature: [UInt8], message: [UInt8]) -> Bool {
+        verify(signature: signature, message: message, as: .es256)
+    }
+
+    /// The same with the hash `algorithm` names (a provider token naming ES384 or ES512).
+    public func verify(signature: [UInt8], message: [UInt8], as algorithm: JOSEAlgorithm) -> Bool {
         // Failed verifications leave entries on this thread's error queue; if left there they
         // would be misattributed to the next TLS call on the same thread.
         defer { ERR_clear_error() }
-        if signature.count == 2 * scalarLength {
-            if let der = rawToDER(signature), verifyDER(der, message) { return true }
+        let (digest, rawScalarLength) = (algorithm.digest, algorithm.rawScalarLength)
+        if signature.count == 2 * rawScalarLength {
+            if let der = rawToDER(signature, scalarLength: rawScalarLength), verifyDER(der, message, digest) { return true }
             // A DER signature can, rarely, be exactly 64 bytes long too.
-            return signature[0] == 0x30 && verifyDER(signature, message)
+            return signature[0] == 0x30 && verifyDER(signature, message, digest)
         }
         guard signature.count >= 8, signature.count <= maxDERSignatureLength, signature[0] == 0x30 else {
             return false
         }
         // OpenSSL re-encodes the parsed signature and rejects non-canonical DER.
-        return verifyDER(signature, message)
+        return verifyDER(signature, message, digest)
     }
 
-    private func verifyDER(_ signature: [UInt8], _ message: [UInt8]) -> Bool {
+    private func verifyDER(_ signature: [UInt8], _ message: [UInt8], _ digest: OpaquePointer?) -> Bool {
         guard let ctx = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(ctx) }
-        guard EVP_DigestVerifyInit(ctx, nil, sha256Digest, nil, key) == 1 else { return false }
+        guard EVP_DigestVerifyInit(ctx, nil, digest, nil, key) == 1 else { return false }
         return withNonNullBytes(message) { bytes, count in
             EVP_DigestVerify(ctx, signature, signature.count, bytes, count) == 1
         }
@@ -211,8 +244,8 @@ private func requireP256(_ key: OpaquePointer) throws {
     }
 }
 
-/// DER ECDSA-Sig-Value → raw r||s, each left-padded to 32 bytes.
-private func derToRaw(_ der: [UInt8]) throws -> [UInt8] {
+/// DER ECDSA-Sig-Value → raw r||s, each left-padded to `scalarLength` bytes.
+private func derToRaw(_ der: [UInt8], scalarLength: Int) throws -> [UInt8] {
     let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
         var input = buffer.baseAddress
         return d2i_ECDSA_SIG(nil, &input, buffer.count)
@@ -229,7 +262,7 @@ private func derToRaw(_ der: [UInt8]) throws -> [UInt8] {
 }
 
 /// Raw 64-byte r||s → DER ECDSA-Sig-Value, or nil if OpenSSL cannot encode it.
-private func rawToDER(_ raw: [UInt8]) -> [UInt8]? {
+private func rawToDER(_ raw: [UInt8], scalarLength: Int) -> [UInt8]? {
     guard raw.count == 2 * scalarLength, let sig = ECDSA_SIG_new() else { return nil }
     defer { ECDSA_SIG_free(sig) }
     let (r, s) = raw.withUnsafeBufferPointer { buffer in

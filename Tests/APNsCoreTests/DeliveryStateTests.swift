@@ -217,13 +217,18 @@ struct DeliveryStateTests {
         #expect(push.deviceFrames.isEmpty)
         #expect(f.record(push)?.outcome == .deferred)
         let now = f.now
-        let connection = f.connectionID
-        _ = connection
-        let (_, frames) = try f.base.state.withWorld { world throws(DeviceRequestError) in
-            try world.updateApp(
-                deviceID: "phone", bundleID: "com.example.app", appState: .foreground, authorization: nil,
-                backgroundMode: nil, nowMs: now)
+        func setState(_ state: AppState) throws -> [DeviceFrame] {
+            try f.base.state.withWorld { world throws(DeviceRequestError) in
+                try world.updateApp(
+                    deviceID: "phone", bundleID: "com.example.app", appState: state, authorization: nil, backgroundMode: nil, nowMs: now)
+            }.1
         }
+        // Leaving force-quit for not running or suspended is not a launch: it stays held.
+        #expect(try setState(.notRunning).isEmpty)
+        #expect(try setState(.suspended).isEmpty)
+        #expect(f.record(push)?.outcome == .deferred)
+        _ = try setState(.notRunning)
+        let frames = try setState(.foreground)
         #expect(f.notifications(in: frames).first?["callbacks"] == ["didReceiveRemoteNotification"])
     }
 
@@ -493,6 +498,20 @@ struct DeviceWindowTests {
         }
         let back = f.notifications(in: try f.connect())
         #expect(back.map { $0["apnsId"]?.stringValue } == [responses[3].apnsID])
+    }
+
+    /// The ack timeout is a transport timer: moving the emulator's clock ahead
+    /// (`POST /api/v1/clock`) does not make a delivery sent a moment ago overdue.
+    @Test func movingTheClockDoesNotTimeOutAnAck() throws {
+        let f = try DeviceFixture(options: Self.options(window: 100, ackTimeoutMs: 60_000))
+        let first = try f.push()
+        #expect(f.notifications(in: first.deviceFrames).count == 1)
+        f.base.state.withWorld { $0.clockMoving(byMs: 3_600_000) }
+        f.clock.advance(seconds: 3_600)
+        #expect(f.tick().isEmpty, "no ack_timeout")
+        #expect(f.base.state.withWorld { $0.registry.devices["phone"]?.connectionID } != nil)
+        f.clock.advance(seconds: 60)
+        #expect(f.tick().first?.message["code"] == "ack_timeout", "60 s later it is overdue")
     }
 
     /// A device that never acks is disconnected after the timeout; what it held is stored

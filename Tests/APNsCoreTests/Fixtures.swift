@@ -12,6 +12,11 @@ final class CountingVerifier: SignatureVerifier {
         calls.add(1, ordering: .relaxed)
         return key.verify(signature: signature, message: message)
     }
+    func verify(signature: [UInt8], message: [UInt8], algorithm: TokenAlgorithm) -> Bool {
+        calls.add(1, ordering: .relaxed)
+        let jose: [TokenAlgorithm: JOSEAlgorithm] = [.es256: .es256, .es384: .es384, .es512: .es512]
+        return key.verify(signature: signature, message: message, as: jose[algorithm]!)
+    }
 }
 
 struct SigningKey {

@@ -1,5 +1,6 @@
 import HTTPGrammar
 import APNsCore
+import OpenSSLCrypto
 import Testing
 
 /// Requests the way real provider libraries write them, which Apple accepts although a strict
@@ -17,6 +18,25 @@ struct LeniencyTests {
     func send(_ fixture: Fixture, claims: String) throws -> (PushResponse, NotificationRecord?) {
         let response = fixture.send(try fixture.request(authorization: "bearer \(try token(fixture, claimsJSON: claims))"))
         return (response, fixture.latestRecord())
+    }
+
+    /// pushok (PHP) names ES512 and signs with SHA-512 over the P-256 key, r and s padded to
+    /// 66 bytes each; ES384 the same way with 48. A signature of the other hash does not do.
+    @Test func tokensNamingES384OrES512AreVerifiedWithThatHash() throws {
+        let fixture = try Fixture()
+        let claims = Base64URL.encode(Array(#"{"iss":"TEAMAAAAAA","iat":\#(fixture.nowSeconds)}"#.utf8))
+        for (alg, jose, length) in [("ES512", JOSEAlgorithm.es512, 132), ("ES384", .es384, 96)] {
+            let input = Base64URL.encode(Array(#"{"alg":"\#(alg)","kid":"KEYAAAAAAA"}"#.utf8)) + "." + claims
+            let signature = try fixture.keyA.privateKey.sign(Array(input.utf8), as: jose)
+            #expect(signature.count == length)
+            let good = fixture.send(try fixture.request(authorization: "bearer \(input).\(Base64URL.encode(signature))"))
+            #expect(good.status == 200, "\(alg): \(fixture.latestRecord()?.explanation ?? "-")")
+            let der = try fixture.keyA.privateKey.signDER(Array(input.utf8), as: jose)
+            #expect(fixture.send(try fixture.request(authorization: "bearer \(input).\(Base64URL.encode(der))")).status == 200)
+            let es256 = try fixture.keyA.privateKey.sign(Array(input.utf8))
+            let wrong = fixture.send(try fixture.request(authorization: "bearer \(input).\(Base64URL.encode(es256))"))
+            #expect(wrong.status == 403 && wrong.reason == .invalidProviderToken, "\(alg) with an ES256 signature")
+        }
     }
 
     // PyAPNs2 and apns2-up: `"iat": time.time()`.

@@ -50,6 +50,27 @@ struct LiveActivityThrottleRecordTests {
         _ = f.state.withWorld { $0.tick(nowMs: now) }
     }
 
+    /// A device that is offline when the budget frees shows nothing: the throttled update waits
+    /// for it, and is shown (and its record delivered) once the device is back.
+    @Test func aThrottledUpdateWaitsForItsDeviceToBeOnline() throws {
+        let f = try PersistenceFixture()
+        let (activityID, token) = try startedActivity(f)
+        for n in 1...15 { _ = try update(f, token, n) }
+        let waiting = try update(f, token, 16)
+        #expect(f.record(waiting)?.outcome == .throttled)
+        let now = f.now
+        _ = try f.state.withWorld { world throws(DeviceRequestError) in try world.setPresence(deviceID: "ci", lowPowerMode: nil, online: false, nowMs: now) }
+        f.clock.advance(seconds: 3_601)
+        tick(f)
+        #expect(f.record(waiting)?.outcome == .throttled, "\(f.record(waiting)?.explanation ?? "-")")
+        #expect(contentState(f, activityID) == ["n": 15], "not shown while the device is offline")
+        let later = f.now
+        _ = try f.state.withWorld { world throws(DeviceRequestError) in try world.setPresence(deviceID: "ci", lowPowerMode: nil, online: true, nowMs: later) }
+        tick(f)
+        #expect(contentState(f, activityID) == ["n": 16])
+        #expect(f.record(waiting)?.outcome == .delivered, "\(f.record(waiting)?.explanation ?? "-")")
+    }
+
     @Test func aThrottledUpdateIsDeliveredWhenShownAndCoalescedWhenReplaced() throws {
         let f = try PersistenceFixture()
         let (activityID, token) = try startedActivity(f)
