@@ -176,7 +176,8 @@ public struct LiveActivityWorld: Sendable {
             guard books[deviceID] != nil else { continue }
             guard isOnline(deviceID) else {
                 for activity in books[deviceID]?.activities() ?? [] where activity.channelID == channelID {
-                    reach.add(Self.offlineDelivery(deviceID: deviceID, activityID: activity.activityID, storage: storage, message: message, nowMs: nowMs))
+                    reach.add(
+                        Self.offlineDelivery(deviceID: deviceID, activityID: activity.activityID, storage: storage, message: message, nowMs: nowMs))
                 }
                 continue
             }

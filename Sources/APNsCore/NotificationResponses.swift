@@ -102,6 +102,17 @@ extension World {
                 deviceID: deviceID, bundleID: bundleID, appState: .background, authorization: nil, backgroundMode: nil, nowMs: nowMs
             ).1
         }
+        // The device is told its app's new state, as after its own `app` request: a reconnect's
+        // hello would otherwise put the app back as it was before the tap.
+        if let app = registry.devices[deviceID]?.apps[bundleID], app.settings.appState != settings.appState,
+            let connectionID = registry.devices[deviceID]?.connectionID
+        {
+            let update: JSONValue = [
+                "type": "appUpdated", "bundleId": .string(bundleID), "authorization": .string(app.settings.authorization.rawValue),
+                "appState": .string(app.settings.appState.rawValue), "backgroundMode": .bool(app.settings.backgroundMode),
+            ]
+            frames.insert(DeviceFrame(deviceID: deviceID, connectionID: connectionID, message: update), at: 0)
+        }
         if effect.response.actionIdentifier == NotificationResponseAction.defaultAction {
             call(.fetch, deviceID: deviceID, bundleID: bundleID, payload: shown.payload)
         } else if !effect.callbacks.isEmpty {

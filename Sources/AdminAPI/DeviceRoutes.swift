@@ -40,13 +40,14 @@ struct DeviceRoutes: AdminResource {
             try body.refuseUnknownFields(["apnsId"])
             guard let apnsID = try Self.string(body, "apnsId") else { throw AdminError(400, "\"apnsId\" is required") }
             let tapped = try deviceCall { world, now throws(DeviceRequestError) in try world.tap(deviceID: id, apnsID: apnsID, nowMs: now) }
+            let answer = JSONObject([
+                ("apnsId", .string(apnsID)), ("bundleId", .string(tapped.bundleID)),
+                ("callbacks", .array(tapped.callbacks.map(JSONValue.string))), ("launched", .bool(tapped.launched)),
+            ])
+            // A connected device hears of it as of its own `tap` (the respond route does the same).
+            tellDevice(id, .object(JSONObject([("type", "tapped")] + answer.members)))
             host.dispatch(tapped.frames)
-            return .json(
-                200,
-                [
-                    "apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
-                    "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched),
-                ])
+            return .json(200, .object(answer))
         }
         r.add("POST", "/api/v1/devices/{deviceId}/notifications/{id}/respond", "the user acts on a notification") { req, p, _ in
             try respond(deviceID: try Self.deviceID(p), apnsID: p["id"] ?? "", req)
@@ -275,9 +276,11 @@ struct DeviceRoutes: AdminResource {
         let answer = try deviceCall { world, now throws(DeviceRequestError) in
             try world.respond(deviceID: deviceID, apnsID: apnsID, action: action, text: text, nowMs: now)
         }
-        host.dispatch(answer.frames)
         let fields = answer.effect.json(apnsID: answer.apnsID, bundleID: answer.bundleID, launched: answer.launched)
+        // The answer first, then what it caused (the app's new state, pushes it released), as
+        // the device's own `respond` is answered.
         tellDevice(deviceID, .object(JSONObject([("type", "responded")] + fields.members)))
+        host.dispatch(answer.frames)
         return .json(200, .object(JSONObject([("deviceId", .string(deviceID))] + fields.members)))
     }
 

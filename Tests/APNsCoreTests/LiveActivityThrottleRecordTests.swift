@@ -59,13 +59,17 @@ struct LiveActivityThrottleRecordTests {
         let waiting = try update(f, token, 16)
         #expect(f.record(waiting)?.outcome == .throttled)
         let now = f.now
-        _ = try f.state.withWorld { world throws(DeviceRequestError) in try world.setPresence(deviceID: "ci", lowPowerMode: nil, online: false, nowMs: now) }
+        _ = try f.state.withWorld { world throws(DeviceRequestError) in
+            try world.setPresence(deviceID: "ci", lowPowerMode: nil, online: false, nowMs: now)
+        }
         f.clock.advance(seconds: 3_601)
         tick(f)
         #expect(f.record(waiting)?.outcome == .throttled, "\(f.record(waiting)?.explanation ?? "-")")
         #expect(contentState(f, activityID) == ["n": 15], "not shown while the device is offline")
         let later = f.now
-        _ = try f.state.withWorld { world throws(DeviceRequestError) in try world.setPresence(deviceID: "ci", lowPowerMode: nil, online: true, nowMs: later) }
+        _ = try f.state.withWorld { world throws(DeviceRequestError) in
+            try world.setPresence(deviceID: "ci", lowPowerMode: nil, online: true, nowMs: later)
+        }
         tick(f)
         #expect(contentState(f, activityID) == ["n": 16])
         #expect(f.record(waiting)?.outcome == .delivered, "\(f.record(waiting)?.explanation ?? "-")")

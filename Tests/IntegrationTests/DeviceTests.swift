@@ -178,6 +178,32 @@ struct DeviceTests {
         #expect(try lowPower() == false)
     }
 
+    /// A tap through the admin API reaches the device command (`tapped`, then the app's new
+    /// state in `appUpdated`), so a reconnect's hello does not put the app back as it was.
+    @Test func anAppLaunchedByATapThroughTheAdminAPISurvivesAReconnect() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try DeviceProcess(emulator, deviceID: "phone-tap", extra: ["--app-state", "notRunning"])
+        let token = try device.registeredToken()
+        let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+        #expect(result.status == 200)
+        #expect(device.next("notification") != nil)
+        let tapped = try emulator.admin("POST", "/api/v1/devices/phone-tap/tap", body: ["apnsId": .string(try #require(result.apnsID))])
+        #expect(tapped.status == 200 && tapped.json["launched"] == true)
+        #expect(device.next("tapped")?["launched"] == true)
+        #expect(device.next("appUpdated")?["appState"] == "foreground")
+        func appState() throws -> JSONValue? {
+            try emulator.admin("GET", "/api/v1/devices/phone-tap").json["apps"]?.arrayValue?.first?["appState"]
+        }
+        #expect(try appState() == "foreground")
+        device.command("offline")
+        #expect(device.next("offline") != nil)
+        device.command("online")
+        #expect(device.next("online") != nil)
+        // The hello went before the ping: once the pong is back, the hello has been handled.
+        #expect(device.noneBeforePong("error"))
+        #expect(try appState() == "foreground", "the reconnect's hello kept the tap's launch")
+    }
+
     @Test func expirationZeroIsNotStoredForAnOfflineDevice() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-3")
