@@ -86,10 +86,13 @@ public struct ConformanceReport: Sendable {
 
 /// What `--dry-run` prints for one case: every request it would send, credentials described.
 public enum DryRun {
-    public static func describe(_ planned: PlannedCase, target: String) -> String {
+    /// `target`: where the case's connection goes (Apple's other environment is another host);
+    /// `runEnvironment`: the run's own, whose shared connection is "the run's connection".
+    public static func describe(_ planned: PlannedCase, target: String, runEnvironment: APNsEnvironment) -> String {
         var lines = ["# \(planned.item.id): \(planned.item.title) (expects \(planned.item.expectedSummary))"]
         let connection =
             switch planned.connection {
+            case .shared(let environment) where environment != runEnvironment: "the run's \(environment.rawValue) connection"
             case .shared: "the run's connection"
             case .own: "a connection of its own"
             case .certificate: "a connection of its own with the client certificate"

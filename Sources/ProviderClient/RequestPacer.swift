@@ -15,7 +15,8 @@ public final class RequestPacer: Sendable {
     public init(perSecond: Double, burst: Int) {
         precondition(perSecond > 0 && burst >= 1)
         self.perSecond = perSecond
-        interval = max(1, UInt64((1e9 / perSecond).rounded()))
+        // At most one a century: a tiny rate must not overflow the conversion.
+        interval = max(1, UInt64(min((1e9 / perSecond).rounded(), 3.2e18)))
         tolerance = interval * UInt64(burst - 1)
         theoreticalArrival = Locked(0)
     }

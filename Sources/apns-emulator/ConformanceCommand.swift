@@ -95,6 +95,11 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     let planner: CasePlanner
     do { planner = try CasePlanner(catalogue: catalogue, inputs: inputs) } catch { command.fail("--key: cannot sign a token: \(error)") }
     let chosen = chooseCases(command, catalogue, only: options.strings("case"), recording: recording)
+    // A run that can check nothing is a usage error, not a pass: name what the cases need.
+    if !chosen.isEmpty, chosen.allSatisfy({ inputs.whySkipped($0) != nil }) {
+        let needs = Set(chosen.compactMap { inputs.whySkipped($0) }).sorted().joined(separator: "; ")
+        command.fail("every case chosen would be skipped: \(needs)")
+    }
 
     if options.isSet("dry-run") {
         for item in chosen {
@@ -102,7 +107,11 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
                 print("# \(item.id): skipped, \(why)\n")
                 continue
             }
-            do { print(DryRun.describe(try planner.plan(item), target: target.description) + "\n") } catch {
+            do {
+                let planned = try planner.plan(item)
+                let address = ConformanceConnections.address(for: planned.connection.environment, target: target, runEnvironment: environment)
+                print(DryRun.describe(planned, target: address.description, runEnvironment: environment) + "\n")
+            } catch {
                 command.fail("case \(item.id): \(error)")
             }
         }
@@ -200,6 +209,9 @@ private func chooseCases(
         let recorded = Set(recording.answers.map(\.id))
         if let unknown = recording.answers.first(where: { catalogue.case($0.id) == nil }) {
             command.fail("--replay: the recording has case \(unknown.id), which this catalogue does not (recorded with another version?)")
+        }
+        if let missing = only.first(where: { !recorded.contains($0) }) {
+            command.fail("--case \(missing): the recording has no answer for it (--replay compares only the cases it recorded)")
         }
         cases = cases.filter { recorded.contains($0.id) }
     }
@@ -318,7 +330,11 @@ struct ConformanceConnections {
     /// Apple's other environment is another host; any other target serves both, picked by
     /// `:authority`.
     private func address(for environment: APNsEnvironment) -> HostPort {
-        guard environment != self.environment, target.host.hasSuffix(".push.apple.com") else { return target }
+        Self.address(for: environment, target: target, runEnvironment: self.environment)
+    }
+
+    static func address(for environment: APNsEnvironment, target: HostPort, runEnvironment: APNsEnvironment) -> HostPort {
+        guard environment != runEnvironment, target.host.hasSuffix(".push.apple.com") else { return target }
         return (try? HostPort(parsing: "\(environment.appleHost):\(target.port)")) ?? target
     }
 

@@ -117,7 +117,9 @@ private enum LoadCLI {
             fail("\(error)", code: 1)
         }
         emit(settings.json ? description.json(report).serialized() : description.summary(report))
-        exit(interrupts.load(ordering: .relaxed) > 0 ? 130 : 0)
+        if interrupts.load(ordering: .relaxed) > 0 { exit(130) }
+        // The target went away and did not come back: a CI gate on the exit status must not pass.
+        exit(report.stoppedBy == "unreachable" ? 1 : 0)
     }
 
     static func emit(_ text: String) {
@@ -186,6 +188,7 @@ private enum LoadCLI {
             requests = try integer("requests", 1...LoadCLI.maxRequests)
             duration = try number("duration", 0...LoadCLI.maxDuration, above: true)
             rate = try number("rate", 0...10_000_000)!
+            guard rate == 0 || rate >= 0.001 else { throw UsageError("--rate must be 0 (no cap) or from 0.001 to 10000000, not \(rate)") }
             do { mix = try PushMix(parsing: options.string("mix")!) } catch { throw UsageError(error.description) }
             payloadBytes = try integer("payload-bytes", 0...4096)!
             if options.isSet("tokens-from-emulator") {

@@ -187,6 +187,15 @@ final class ConformanceFixture {
         #expect(dry.out.contains("authorization: <iat two hours ago>"))
         #expect(!dry.out.contains("bearer ey"), "a dry run prints no provider token")
         #expect(try fixture.emulator.notifications(limit: 10_000).count == before)
+
+        // Against Apple's sandbox, a production case goes to Apple's production host, on a
+        // connection of that environment: the dry run says so (it connects nowhere).
+        let apple = try run(
+            EmulatorProcess.binary,
+            ["conformance", "--target", "api.sandbox.push.apple.com:443"] + key + ["--token", fixture.token, "--dry-run"], timeout: 60)
+        #expect(apple.status == 0, "\(apple.err)")
+        #expect(apple.out.contains("#   to api.push.apple.com:443 on the run's production connection, production"), "\(apple.out.prefix(3000))")
+        #expect(apple.out.contains("#   to api.sandbox.push.apple.com:443 on the run's connection, sandbox"))
     }
 
     @Test func usageErrorsExitTwoAndSaySo() throws {
@@ -201,6 +210,7 @@ final class ConformanceFixture {
             (key + ["--topic", "com.example.app", "--replay", "/nonexistent.json"], "--replay /nonexistent.json"),
             (key + ["--topic", "com.example.app", "--certificate", "c.pem"], "--certificate and --certificate-key go together"),
             (["--list", "--json"], "--json is the report of a run"),
+            (key + ["--topic", "com.example.app", "--case", "accepted"], "every case chosen would be skipped: needs device-token (--token)"),
         ]
         for (arguments, message) in cases {
             let result = try fixture.conformance(arguments)
