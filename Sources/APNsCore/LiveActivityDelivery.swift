@@ -53,9 +53,15 @@ extension World {
         }
         setOutcome(sequence, outcome, explanation, atMs: nowMs)
         if stored || outcome == .delivered {
+            // Shown: a banner lights the screen when the update carries an alert (iOS shows
+            // Live Activity alerts as a banner, or the expanded presentation), else nothing.
+            let display = json["aps"]?["alert"].map { $0 == .null ? Display.none : .banner } ?? Display.none
             records.update(sequence: sequence) {
                 if stored { $0.wasStored = true }
-                if outcome == .delivered { $0.deliveredAtMs = nowMs }
+                if outcome == .delivered {
+                    $0.deliveredAtMs = nowMs
+                    $0.display = display.rawValue
+                }
             }
         }
         let apnsID = outcome == .ignored ? records.apnsID(sequence: sequence) ?? "" : ""

@@ -26,6 +26,7 @@ struct LiveActivityThrottleRecordTests {
             f, try pushToStartToken(f),
             #"{"event":"start","timestamp":1,"attributes-type":"Delivery","attributes":{},"content-state":{"n":0},"alert":"x","input-push-token":1}"#)
         #expect(f.record(start.recordSequence)?.outcome == .delivered)
+        #expect(f.record(start.recordSequence)?.display == "banner", "a start carries an alert: the screen lights up")
         let activity = try #require(f.state.readWorld { $0.liveActivities.book(deviceID: "ci")?.activities().first })
         return (activity.activityID, try #require(activity.pushToken))
     }
@@ -79,6 +80,7 @@ struct LiveActivityThrottleRecordTests {
         let f = try PersistenceFixture()
         let (activityID, token) = try startedActivity(f)
         for n in 1...15 { #expect(f.record(try update(f, token, n))?.outcome == .delivered) }
+        #expect(f.record(try update(f, token, 15, priority: "5"))?.display == "none", "an update without an alert shows no banner")
         let replaced = try update(f, token, 16)
         #expect(f.record(replaced)?.outcome == .throttled)
         let shownLater = try update(f, token, 17)
