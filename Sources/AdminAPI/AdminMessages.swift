@@ -26,7 +26,7 @@ extension HTTP1Request {
             guard let object = try JSONValue.parse(body).objectValue else {
                 throw AdminError(400, "the request body must be a JSON object")
             }
-            return object
+            return Self.leavingOutNulls(object)
         } catch let error as JSONParseError {
             throw AdminError(400, "the request body is not valid JSON: \(error)")
         } catch let error as AdminError {
@@ -34,6 +34,34 @@ extension HTTP1Request {
         } catch {
             throw AdminError(400, "\(error)")
         }
+    }
+}
+
+extension HTTP1Request {
+    /// Fields whose `null` says something (docs/admin-api.md): a device's `focus` and
+    /// `scheduledSummary` off, an app's `senderKey` cleared.
+    static let nullMeansSomething: Set<String> = ["focus", "scheduledSummary", "senderKey"]
+
+    /// A field given as `null` is the same as leaving it out (clients that build bodies from
+    /// optional values send such fields), in nested objects too; arrays keep their elements.
+    static func leavingOutNulls(_ object: JSONObject) -> JSONObject {
+        guard object.members.contains(where: { $0.value.objectValue != nil || $0.value.arrayValue != nil || $0.value == .null }) else {
+            return object
+        }
+        var kept = JSONObject()
+        for (key, value) in object.members {
+            if value == .null, !nullMeansSomething.contains(key) { continue }
+            kept.members.append((key, leavingOutNulls(value)))
+        }
+        return kept
+    }
+
+    private static func leavingOutNulls(_ value: JSONValue) -> JSONValue {
+        if let object = value.objectValue { return .object(leavingOutNulls(object)) }
+        if let array = value.arrayValue, array.contains(where: { $0.objectValue != nil || $0.arrayValue != nil }) {
+            return .array(array.map(leavingOutNulls))
+        }
+        return value
     }
 }
 

@@ -71,6 +71,27 @@ struct AdminAPITests {
         #expect(try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.isEmpty == true)
     }
 
+    /// A field given as `null` is the same as leaving it out, nested ones too; where `null`
+    /// means something (`focus`, `scheduledSummary`: off) it still does.
+    @Test func nullFieldsAreTakenAsLeftOut() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let cases: [(String, String, JSONValue, Int)] = [
+            ("POST", "/api/v1/devices", ["bundleId": "com.example.app", "environment": "sandbox", "token": .null, "deviceId": .null], 201),
+            ("POST", "/api/v1/faults", ["id": .null, "match": .null, "action": ["status": 500, "reason": .null]], 201),
+            ("POST", "/api/v1/faults", ["action": ["goAway": ["reason": .null]]], 201),
+            ("POST", "/api/v1/clock", ["advanceSeconds": .null, "advanceMs": 5], 200),
+        ]
+        for (method, path, body, status) in cases {
+            let reply = try emulator.admin(method, path, body: body)
+            #expect(reply.status == status, "\(method) \(path) \(body.serialized()): \(reply.raw)")
+        }
+        let rule = try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.first
+        #expect(rule?["action"]?["reason"]?.stringValue == "InternalServerError", "the status's own reason, as when left out")
+        let (device, _) = try emulator.createDevice()
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device)", body: ["focus": true]).json["focus"] != .null)
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device)", body: ["focus": .null]).json["focus"] == .null, "null turns Focus off")
+    }
+
     @Test func unknownFieldsAreRefusedWithTheAllowedOnes() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let (device, _) = try emulator.createDevice()
