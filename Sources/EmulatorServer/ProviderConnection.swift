@@ -53,6 +53,9 @@ final class ProviderConnection: ConnectionHandler {
     /// The limit the client was last told is the full one (not the 1 a token connection starts
     /// with): a drop or a raise is sent only when it changes what the client was told.
     private var streamLimitRaised = false
+    /// A fault rule set the limit (`maxConcurrentStreams`): the first valid token does not
+    /// raise it over the rule's.
+    private var streamLimitFromFault = false
     /// Requests of the same read as an ExpiredProviderToken were in flight when the limit
     /// dropped: they are refused (RST_STREAM REFUSED_STREAM). Only while a read is handled:
     /// an answer held back (latency, a fault delay) does not refuse what the next read brings.
@@ -519,7 +522,7 @@ final class ProviderConnection: ConnectionHandler {
         if let second { responseHeaders.append(HTTP2HeaderField(name: second.name, value: second.value, neverIndex: true)) }
         if body != nil { responseHeaders.append(.contentTypeJSON) }
         session.submitResponse(streamID: streamID, status: status, headers: responseHeaders, body: body)
-        if raise && !streamLimitRaised {
+        if raise && !streamLimitRaised && !streamLimitFromFault {
             session.submitSettings(Self.raisedLimit)
             streamLimitRaised = true
         }
@@ -563,6 +566,7 @@ final class ProviderConnection: ConnectionHandler {
             respond(streamID, response)
         case .maxConcurrentStreams(let limit):
             session.submitSettings([HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: limit)])
+            streamLimitFromFault = true
             respond(streamID, response)
         case .resetStream(let code):
             session.submitRstStream(streamID: streamID, errorCode: code)

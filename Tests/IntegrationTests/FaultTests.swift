@@ -138,6 +138,15 @@ struct FaultTests {
         #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
         try connection.pump(timeoutMilliseconds: 2000) { connection.session.remoteMaxConcurrentStreams == 1 }
         #expect(connection.session.remoteMaxConcurrentStreams == 1)
+
+        // On a connection's first request, the raise that follows a first valid token does not
+        // undo the rule's limit.
+        _ = try addRule(emulator, ["match": [:], "action": ["maxConcurrentStreams": 2], "times": 1])
+        let fresh = try emulator.connect()
+        #expect(APNsResult(try fresh.send(try emulator.push(device.token).request)).status == 200)
+        #expect(APNsResult(try fresh.send(try emulator.push(device.token).request)).status == 200)
+        try? fresh.pump(timeoutMilliseconds: 500) { fresh.session.remoteMaxConcurrentStreams == 1000 }
+        #expect(fresh.session.remoteMaxConcurrentStreams == 2)
     }
 
     @Test func rulesAreOrderedAndCanBeRemoved() throws {
