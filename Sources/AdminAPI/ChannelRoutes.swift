@@ -7,19 +7,30 @@ struct ChannelRoutes: AdminResource {
     unowned let api: AdminService
 
     func addRoutes(to r: inout AdminRouter) {
-        r.add("GET", "/api/v1/channels", "broadcast channels, live and deleted, oldest first (?bundleId=, ?environment=)") { req, _, _ in
-            try req.refuseUnknownQueryParameters(["bundleId", "environment"])
+        r.add(
+            "GET", "/api/v1/channels", "broadcast channels, live and deleted, oldest first (?bundleId=, ?environment=, ?limit=, ?cursor=)"
+        ) { req, _, _ in
+            try req.refuseUnknownQueryParameters(["bundleId", "environment", "limit", "cursor"])
             let bundle = req.query["bundleId"]
             let environment = req.query["environment"]
             if let environment, APNsEnvironment(rawValue: environment) == nil {
                 throw AdminError(400, "environment must be sandbox or production, not '\(environment)'")
             }
-            let channels = state.readWorld { world in
-                world.channels.all.filter {
+            // A page, as every list: an app may have 10,000 live channels per environment (and
+            // as many deleted), each with a stored message of up to 5 KB.
+            let page = try PageRequest(req, list: "channels")
+            let after = try page.listKey(list: "channels")
+            let (rows, more) = state.readWorld { world in
+                let matching = world.channels.all.lazy.filter {
                     (bundle == nil || $0.bundleID == bundle) && (environment == nil || $0.environment.rawValue == environment)
-                }.map { Self.json($0, subscribers: world.liveActivities.subscriberCount(channelID: $0.id)) }
+                        && (after == nil || ListKey(ms: $0.createdAtMs, id: $0.id) > after!)
+                }
+                let taken = Array(matching.prefix(page.limit + 1))
+                let rows = taken.prefix(page.limit).map { ($0, world.liveActivities.subscriberCount(channelID: $0.id)) }
+                return (rows, taken.count > page.limit)
             }
-            return .json(200, ["channels": .array(channels)])
+            let next = more ? rows.last.map { PageRequest.cursor(list: "channels", ListKey(ms: $0.0.createdAtMs, id: $0.0.id)) } : nil
+            return .page("channels", rows.map { Self.json($0.0, subscribers: $0.1) }, nextCursor: next)
         }
     }
 

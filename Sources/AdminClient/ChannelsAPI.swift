@@ -37,10 +37,18 @@ public struct ChannelInfo: Sendable, Equatable {
 extension EmulatorAdminClient {
     /// Channels, live and deleted, oldest first; of one app and/or environment when given.
     public func channels(bundleID: String? = nil, environment: String? = nil) throws(EmulatorAdminError) -> [ChannelInfo] {
-        var query: [String] = []
+        var query = ["limit=10000"]
         if let bundleID { query.append("bundleId=\(bundleID.queryEncoded)") }
         if let environment { query.append("environment=\(environment.queryEncoded)") }
-        let path = "/api/v1/channels" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
-        return (try http.json("GET", path)["channels"]?.arrayValue ?? []).map(ChannelInfo.init)
+        // Every page: the emulator answers one page per request.
+        var all: [ChannelInfo] = []
+        var cursor: String?
+        repeat {
+            let path = "/api/v1/channels?" + (query + (cursor.map { ["cursor=\($0.queryEncoded)"] } ?? [])).joined(separator: "&")
+            let reply = try http.json("GET", path)
+            all += (reply["channels"]?.arrayValue ?? []).map(ChannelInfo.init)
+            cursor = reply["nextCursor"]?.stringValue
+        } while cursor != nil
+        return all
     }
 }

@@ -233,6 +233,31 @@ struct ChannelTests {
         #expect(after.first { $0.objectValue?["id"]?.stringValue == stored }?.objectValue?["storedMessage"] == .null)
     }
 
+    /// The emulator's channel list answers a page at a time, as every list does.
+    @Test func theChannelListIsPaged() throws {
+        let emulator = try EmulatorProcess()
+        let management = try ChannelClient(emulator)
+        var made: [String] = []
+        for _ in 0..<5 { made.append(try #require(try management.create(policy: "1").header("apns-channel-id"))) }
+        var seen: [String] = []
+        var cursor: String?
+        var pages = 0
+        repeat {
+            let reply = try emulator.admin("GET", "/api/v1/channels?limit=2" + (cursor.map { "&cursor=\($0)" } ?? ""))
+            #expect(reply.status == 200)
+            let ids = reply.json["channels"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+            #expect(ids.count <= 2)
+            seen += ids
+            cursor = reply.json["nextCursor"]?.stringValue
+            pages += 1
+        } while cursor != nil && pages < 10
+        // Oldest first; two made in the same millisecond go by id.
+        #expect(seen.count == made.count && Set(seen) == Set(made), "every channel once")
+        #expect(pages == 3)
+        #expect(try emulator.admin("GET", "/api/v1/channels?limit=0").status == 400)
+        #expect(try emulator.admin("GET", "/api/v1/channels?cursor=bm90LWEtY3Vyc29y").status == 400)
+    }
+
     /// A channel over `--channel-broadcast-rate` in one second gets 429 `TooManyRequests`;
     /// another channel is not affected.
     @Test func aChannelBroadcastingTooFastGetsTooManyRequests() throws {
