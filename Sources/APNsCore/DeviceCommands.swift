@@ -81,7 +81,12 @@ extension World {
     )
         throws(DeviceRequestError) -> [DeviceFrame]
     {
-        // Refused before anything changes: a hello over the bound installs none of its apps.
+        // Refused before anything changes: a hello over the bound installs none of its apps,
+        // and one that names an app twice would register a token the second entry ends at once.
+        var named = Set<String>()
+        for app in hello.apps where !named.insert(app.bundleID).inserted {
+            throw DeviceRequestError("bad_request", "hello lists \(app.bundleID) twice; an app is installed once, in one environment")
+        }
         do throws(RegistryError) { try registry.checkRoom(forApps: hello.apps.lazy.map(\.bundleID), on: hello.deviceID) } catch {
             throw DeviceRequestError(error)
         }

@@ -47,6 +47,24 @@ struct DeviceAppLimitTests {
         #expect(try emulator.admin("GET", "/api/v1/devices/crowded").status == 404, "nothing of it was kept")
     }
 
+    /// A hello naming one bundle twice (sandbox and production) would register a token the
+    /// second entry ends at once: refused, nothing kept, and a corrected hello is taken.
+    @Test func aHelloListingAnAppTwiceIsRefused() throws {
+        let emulator = try EmulatorProcess()
+        let fd = try Self.connect(emulator)
+        defer { close(fd) }
+        let twice = #"[{"bundleId":"com.example.app","environment":"sandbox"},{"bundleId":"com.example.app","environment":"production"}]"#
+        Self.send(fd, #"{"type":"hello","version":1,"deviceId":"twice","apps":\#(twice)}"#)
+        let (lines, _) = SlowDeviceTests.readLines(fd) { $0.count == 1 }
+        #expect(lines.first?["code"] == "bad_request" && lines.first?["fatal"] == false, "\(lines)")
+        #expect(lines.first?["message"]?.stringValue?.contains("lists com.example.app twice") == true)
+        #expect(try emulator.admin("GET", "/api/v1/devices/twice").status == 404, "nothing of it was kept")
+        Self.send(fd, #"{"type":"hello","version":1,"deviceId":"twice","apps":[{"bundleId":"com.example.app","environment":"production"}]}"#)
+        let (again, _) = SlowDeviceTests.readLines(fd) { $0.contains { $0["type"] == "registered" } }
+        #expect(again.first?["type"] == "welcome", "\(again)")
+        #expect(again.filter { $0["type"] == "registered" }.map { $0["environment"] } == ["production"])
+    }
+
     /// `--max-devices` and `--max-tokens` from outside: the admin API answers 507 naming the
     /// flag, a device's hello gets the fatal error `registry_full`, and nothing is created.
     @Test func devicesAndTokensBeyondTheirLimitsAreRefused() throws {
