@@ -330,6 +330,8 @@ extension World {
         guard let app = registry.devices[deviceID]?.apps[bundleID] else {
             throw DeviceRequestError("bad_request", "app \(bundleID) is not installed on device \(deviceID)")
         }
+        // Refused before the uninstall: over --max-tokens the app stays as it was.
+        do throws(RegistryError) { try registry.checkRoom(forTokens: app.tokens.count) } catch { throw DeviceRequestError(error) }
         _ = try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
         return try installAgain(app, on: deviceID, nowMs: nowMs)
     }

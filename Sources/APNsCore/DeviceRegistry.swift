@@ -345,6 +345,13 @@ public struct DeviceRegistry: Sendable {
         if tokens.count + added.count > limits.maxTokens { throw .tooManyTokens(limit: limits.maxTokens) }
     }
 
+    /// Throws `tooManyTokens` when `count` new tokens would take the emulator over
+    /// `--max-tokens`: checked before a rotate or a reinstall ends the old ones, so a refused
+    /// one changes nothing.
+    public func checkRoom(forTokens count: Int) throws(RegistryError) {
+        if tokens.count + count > limits.maxTokens { throw .tooManyTokens(limit: limits.maxTokens) }
+    }
+
     /// Installs an app (or re-registers an installed one) and returns its token of `kind`.
     /// Registering again returns the same token while it is valid, as on iOS. `fixedToken`
     /// lets a configuration pin a token so test suites can hard-code it.
@@ -410,6 +417,7 @@ public struct DeviceRegistry: Sendable {
     public mutating func rotate(deviceID: String, bundleID: String, nowMs: Int64) throws(RegistryError) -> [TokenEntry] {
         guard let device = devices[deviceID] else { throw .unknownDevice(deviceID) }
         guard let app = device.apps[bundleID] else { throw .appNotInstalled(deviceID: deviceID, bundleID: bundleID) }
+        try checkRoom(forTokens: app.tokens.count)
         invalidateTokens(of: app, nowMs: nowMs)
         var entries: [TokenEntry] = []
         for kind in app.tokens.keys.sorted(by: { $0.rawValue < $1.rawValue }) {

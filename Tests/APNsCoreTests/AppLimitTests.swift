@@ -91,6 +91,19 @@ import Testing
         #expect(RegistryError.tooManyDevices(limit: 2).description.contains("--max-devices"))
     }
 
+    /// A rotate or a reinstall needs room for the new tokens; refused, it leaves the app and
+    /// its tokens as they were (the old ones are not ended).
+    @Test func aRotateOrReinstallOverTheTokenLimitChangesNothing() throws {
+        var world = World(registry: DeviceRegistry(limits: DeviceRegistry.Limits(maxDevices: 2, maxTokens: 2), seed: 1))
+        _ = try world.connectDevice(AppLimitTests.hello("phone", 1...2), connectionID: 1, nowMs: Self.now)
+        let token = try #require(world.registry.devices["phone"]?.apps["com.example.app1"]?.tokens[.app])
+        #expect(throws: DeviceRequestError.self) { try world.rotateTokens(deviceID: "phone", bundleID: "com.example.app1", nowMs: Self.now) }
+        #expect(throws: DeviceRequestError.self) { try world.reinstallApp(deviceID: "phone", bundleID: "com.example.app1", nowMs: Self.now) }
+        #expect(world.registry.tokens.count == 2, "no token made")
+        #expect(world.registry.token(token)?.state == .active, "the old token was not ended")
+        #expect(world.registry.devices["phone"]?.apps["com.example.app1"] != nil, "still installed")
+    }
+
     @Test func aHelloThatWouldCrossALimitChangesNothing() throws {
         var world = World(registry: DeviceRegistry(limits: DeviceRegistry.Limits(maxDevices: 1, maxTokens: 5)))
         _ = try world.connectDevice(AppLimitTests.hello("phone", 1...3), connectionID: 1, nowMs: Self.now)
