@@ -9,8 +9,8 @@ extension TestCertificates {
     /// Extensions: 1.2.840.113635.100.6.3.1 (DER NULL) if `development`, …6.3.2 if `production`,
     /// the …6.3.6 topic list `topics` (default: `defaultTopics(for: bundleID)`; an empty array
     /// leaves the extension out, like pre-2015 certificates), clientAuth extendedKeyUsage,
-    /// digitalSignature keyUsage, CA:FALSE, subject/authority key identifiers. EC P-256 key,
-    /// SHA-256 signature (ECDSA for an EC CA key).
+    /// digitalSignature keyUsage, CA:FALSE, subject/authority key identifiers. EC P-256 key
+    /// (RSA-2048 with `rsa`), SHA-256 signature (ECDSA for an EC CA key).
     ///
     /// Valid until `validityDays` days from now (-36500...36500). Normally valid from an hour ago;
     /// when `validityDays` < 1 the validity period starts a day before it ends, so `validityDays: -1`
@@ -18,11 +18,13 @@ extension TestCertificates {
     ///
     /// Writes `<name>.pem` (certificate only) and `<name>-key.pem` (PKCS#8 key, mode 0600) into
     /// `directory` (created if missing), replacing existing files.
+    /// `rsa`: an RSA-2048 key, as Apple issues (some libraries read a one-file PEM's key as
+    /// RSA only); an EC P-256 key otherwise.
     public static func generateProviderCertificate(
         into directory: String, name: String, caPath: String, caKeyPath: String,
         bundleID: String, development: Bool, production: Bool,
         topics: [(topic: String, kind: String)]? = nil,
-        validityDays: Int = 365
+        validityDays: Int = 365, rsa: Bool = false
     ) throws -> (certificatePath: String, keyPath: String) {
         guard !name.isEmpty, !name.contains("/") else {
             throw CryptoError(message: "invalid certificate file name \"\(name)\"")
@@ -44,7 +46,7 @@ extension TestCertificates {
         guard X509_check_private_key(ca, caKey) == 1 else {
             throw CryptoError.openSSL("CA key \(caKeyPath) does not match CA certificate \(caPath)")
         }
-        let key = try generateP256Key()
+        let key = rsa ? try generateRSAKey(bits: 2048) : try generateP256Key()
         defer { EVP_PKEY_free(key) }
 
         var rawExtensions: [(oid: String, contents: [UInt8])] = []
@@ -98,7 +100,7 @@ extension TestCertificates {
         return (certificatePath, keyPath)
     }
 
-    private static func generateRSAKey(bits: UInt32) throws -> OpaquePointer {
+    static func generateRSAKey(bits: UInt32) throws -> OpaquePointer {
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "RSA", nil) else {
             throw CryptoError.openSSL("EVP_PKEY_CTX_new_from_name(RSA) failed")
         }

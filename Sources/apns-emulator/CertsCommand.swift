@@ -13,6 +13,9 @@ let certsCommand = Subcommand(
             "instead, issue a provider (client) certificate for this app, signed by DIR/ca.pem: DIR/provider-BUNDLEID[-ENVIRONMENT].pem and -key.pem"),
         OptionSpec("environment", "sandbox|production|both", default: "both", "with --provider: where the certificate is valid"),
         OptionSpec("days", "N", default: "365", "with --provider: validity in days"),
+        OptionSpec(
+            "key-type", "ec|rsa", default: "ec",
+            "with --provider: the key; rsa is RSA-2048 as Apple issues (for libraries that read a PEM key as RSA only)"),
     ],
     run: runCerts
 )
@@ -23,7 +26,7 @@ private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
     let dir = options.string("dir") ?? "certs"
     do {
         guard let bundle = options.string("provider") else {
-            if let given = ["environment", "days"].first(where: { options.source($0) != .defaultValue }) {
+            if let given = ["environment", "days", "key-type"].first(where: { options.source($0) != .defaultValue }) {
                 command.fail("--\(given) goes with --provider (the CA and server certificates take no such setting)")
             }
             if FileManager.default.fileExists(atPath: "\(dir)/ca.pem") {
@@ -41,12 +44,14 @@ private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
             command.fail("--environment must be sandbox, production or both, not '\(environment)'")
         }
         guard let days = Int(options.string("days") ?? ""), days > 0 else { command.fail("--days must be a whole number > 0") }
+        let keyType = options.string("key-type") ?? "ec"
+        guard keyType == "ec" || keyType == "rsa" else { command.fail("--key-type must be ec or rsa, not '\(keyType)'") }
         let made = try TestCertificates.generateProviderCertificate(
             // One file per environment choice, so a sandbox and a production certificate
             // for the same app can live side by side.
             into: dir, name: environment == "both" ? "provider-\(bundle)" : "provider-\(bundle)-\(environment)", caPath: "\(dir)/ca.pem",
             caKeyPath: "\(dir)/ca-key.pem", bundleID: bundle,
-            development: environment != "production", production: environment != "sandbox", validityDays: days)
+            development: environment != "production", production: environment != "sandbox", validityDays: days, rsa: keyType == "rsa")
         print("wrote a TEST ONLY provider certificate for \(bundle) (\(environment)): \(made.certificatePath), key \(made.keyPath)")
         exit(0)
     } catch {

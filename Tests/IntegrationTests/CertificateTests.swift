@@ -173,5 +173,24 @@ struct CertificateTests {
             ])
         #expect(wrong.status != 0)
         #expect((wrong.out + wrong.err).contains("BadCertificateEnvironment"), "\(wrong.out) \(wrong.err)")
+
+        // An RSA-2048 provider certificate, as Apple issues, works the same way.
+        let rsa = try run(
+            EmulatorProcess.binary,
+            ["certs", "--dir", emulator.directory + "/certs", "--provider", EmulatorProcess.bundleID, "--key-type", "rsa"])
+        #expect(rsa.status == 0, "\(rsa.err)")
+        let rsaCert = emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID).pem"
+        let text = try run("/usr/bin/openssl", ["x509", "-in", rsaCert, "-noout", "-text"])
+        #expect(text.out.contains("rsaEncryption") && text.out.contains("2048 bit"), "\(text.out.prefix(600))")
+        let sentRSA = try run(
+            EmulatorProcess.binary,
+            [
+                "send", "--host", try emulator.address("sandbox").description, "--ca", emulator.caPath, "--cert", rsaCert,
+                "--cert-key", emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-key.pem", "--topic",
+                EmulatorProcess.bundleID, "--token", sandboxDevice.token,
+            ])
+        #expect(sentRSA.out.contains("status: 200"), "\(sentRSA.out) \(sentRSA.err)")
+        let badType = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider", "x.y", "--key-type", "dsa"])
+        #expect(badType.status == 2 && badType.err.contains("--key-type must be ec or rsa"))
     }
 }
