@@ -58,7 +58,7 @@ public struct ReportPrinter: Sendable {
         let seconds = String(format1(Double(report.durationMs) / 1000))
         let passedSteps = report.steps.filter(\.passed).count
         if report.passed {
-            return "PASS \(report.name): \(passedSteps) step\(passedSteps == 1 ? "" : "s") in \(seconds) s, checks clean"
+            return "PASS \(report.name): \(passedSteps) step\(passedSteps == 1 ? "" : "s") in \(seconds) s, cross-account check clean"
         }
         var why: [String] = []
         if report.setupError != nil { why.append("setup failed") }

@@ -60,6 +60,13 @@ public struct ScenarioReport: Sendable {
 
     public var failedStep: StepReport? { steps.first { !$0.passed } }
 
+    /// The report of a run whose emulator did not start: no step ran.
+    public static func notStarted(_ scenario: Scenario, because why: String) -> ScenarioReport {
+        ScenarioReport(
+            name: scenario.name, description: scenario.description, setupError: why, steps: [], totalSteps: scenario.steps.count,
+            checks: nil, durationMs: 0)
+    }
+
     public var json: JSONValue {
         func text(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
         let steps: [JSONValue] = self.steps.map { step in

@@ -32,9 +32,7 @@ public enum ScenarioRunner {
     public static func run(_ scenario: Scenario, options: Options = Options()) -> ScenarioReport {
         let target: EmulatorTarget
         do { target = try EmulatorTarget.inProcess(bundleIDs: scenario.bundleIDs, arguments: scenario.emulatorArguments) } catch {
-            return ScenarioReport(
-                name: scenario.name, description: scenario.description, setupError: error.description, steps: [],
-                totalSteps: scenario.steps.count, checks: nil, durationMs: 0)
+            return ScenarioReport.notStarted(scenario, because: error.description)
         }
         defer { target.stop() }
         return run(scenario, on: target, options: options)

@@ -86,8 +86,11 @@ private enum ScenarioCLI {
             target = connect(remote, options, scenario)
         } else {
             do { target = try EmulatorTarget.inProcess(bundleIDs: scenario.bundleIDs, arguments: scenario.emulatorArguments) } catch {
+                // With --json the report says it too (`setupError`), so a CI job reading it has one.
+                if options.isSet("json") { emit(ScenarioReport.notStarted(scenario, because: error.description).json.serialized(pretty: true)) }
                 fail(error.description, code: 1)  // "the emulator did not start: …" already
             }
+            stopOnInterrupt(target)
         }
 
         let json = options.isSet("json")
@@ -104,6 +107,27 @@ private enum ScenarioCLI {
         fflush(nil)
         _exit(report.passed ? 0 : 1)
     }
+
+    /// Ctrl-C or a CI timeout's SIGTERM stops the emulator the runner started and removes its
+    /// folder (its key and certificates), as the end of a run does, before exiting 130 or 143.
+    static func stopOnInterrupt(_ target: EmulatorTarget) {
+        for (number, code) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                FileHandle.standardError.write(Data("apns-emulator scenario: interrupted; stopping the emulator it started\n".utf8))
+                target.stop()
+                fflush(nil)
+                _exit(code)
+            }
+            source.resume()
+            interruptSources.append(source)
+        }
+    }
+
+    /// Kept for the life of the run (a released source stops watching); set once, on the main
+    /// thread, before the run.
+    nonisolated(unsafe) static var interruptSources: [any DispatchSourceSignal] = []
 
     /// An emulator already running: its admin API must answer, and push steps need a key.
     static func connect(_ admin: String, _ options: ResolvedOptions, _ scenario: Scenario) -> EmulatorTarget {

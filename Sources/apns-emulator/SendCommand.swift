@@ -184,14 +184,19 @@ func sendOnce(
 )
     -> (response: HTTP2Response, unanswered: String?)
 {
-    do {
-        let connection = try HTTP2ClientConnection(providerConnectionOptions(command, options, address: address))
-        let response = try connection.send(request)
-        let unanswered = response.status == nil ? unansweredReason(connection, response) : nil
-        connection.close()
-        return (response, unanswered)
-    } catch {
+    let connection: HTTP2ClientConnection
+    do { connection = try HTTP2ClientConnection(providerConnectionOptions(command, options, address: address)) } catch {
         command.fail("\(error)")
+    }
+    defer { connection.close() }
+    do {
+        let response = try connection.send(request)
+        return (response, response.status == nil ? unansweredReason(connection, response) : nil)
+    } catch {
+        // Connected, then no answer (a GOAWAY, the connection closed, a timeout): reported as
+        // an unanswered request (status 0, exit 1), as a stream reset is, not as no connection.
+        let why = unansweredReason(connection, HTTP2Response(streamID: 0)) ?? "\(error)"
+        return (HTTP2Response(streamID: 0), connection.isClosed && connection.session.goAway == nil ? "the connection closed without an answer" : why)
     }
 }
 
