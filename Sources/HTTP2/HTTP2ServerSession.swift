@@ -78,6 +78,11 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// The session sent a GOAWAY with an error code it decided on itself (a flood, a protocol,
     /// flow-control or compression error of the peer), not one its owner asked for.
     public fileprivate(set) var endedForPeerError = false
+    /// Stream ids the client passed over (it opened a higher one first): they were never open,
+    /// so a request on one later is an unexpected stream id, not a frame on a closed stream.
+    /// The newest ranges only; a client skips ids rarely.
+    @exclusivity(unchecked) fileprivate var skippedStreamIDs: [ClosedRange<Int32>] = []
+    fileprivate static let skippedRangesKept = 32
     /// The connection is ended (GOAWAY ENHANCE_YOUR_CALM) at this many oversized header lists:
     /// a client that keeps sending them is not one to keep decoding for.
     public static let oversizedHeaderListsPerConnection = 3
@@ -531,11 +536,24 @@ private func serverOnFrameRecv(
 private func serverOnBeginFrame(
     _ session: OpaquePointer?, _ hd: UnsafePointer<nghttp2_frame_hd>?, _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    guard let session, let hd, hd.pointee.type == FrameType.headers, hd.pointee.flags & FrameFlag.endStream == 0 else { return 0 }
+    guard let session, let hd, hd.pointee.type == FrameType.headers else { return 0 }
     let streamID = hd.pointee.stream_id
-    if streamID > 0, streamID & 1 == 1, streamID <= nghttp2_session_get_last_proc_stream_id(session),
-        nghttp2_session_find_stream(session, streamID) == nil
-    {
+    guard streamID > 0, streamID & 1 == 1 else { return 0 }
+    let last = nghttp2_session_get_last_proc_stream_id(session)
+    if streamID > last {
+        // A new stream; the ids it jumps over are never opened (RFC 9113 §5.1.1).
+        if streamID > last + 2, let server = owner(userData) {
+            server.skippedStreamIDs.append((last + 1)...(streamID - 1))
+            if server.skippedStreamIDs.count > HTTP2ServerSession.skippedRangesKept { server.skippedStreamIDs.removeFirst() }
+        }
+        return 0
+    }
+    guard nghttp2_session_find_stream(session, streamID) == nil else { return 0 }
+    // A HEADERS with END_STREAM on a stream that was open once may be trailers of a request
+    // answered early (its stream reset): minimally processed and dropped, as nghttp2 does. On an
+    // id never opened, or without END_STREAM, it is a new request on an id the client may no
+    // longer use: a connection error of type PROTOCOL_ERROR.
+    if hd.pointee.flags & FrameFlag.endStream == 0 || owner(userData)?.skippedStreamIDs.contains(where: { $0.contains(streamID) }) == true {
         _ = nghttp2_session_terminate_session(session, HTTP2ErrorCode.protocolError)
     }
     return 0

@@ -170,30 +170,55 @@ struct RequestResponseTests {
 
     @Test(
         "a request on a stream id used before, or lower than one used, is a connection error (RFC 9113 §5.1.1), not ignored",
-        arguments: [[1, 1], [5, 3]])
-    func reusedStreamIDs(ids: [UInt32]) throws {
+        arguments: [([1, 1], false), ([5, 3], false), ([5, 3], true), ([1, 5, 3], true)])
+    func reusedStreamIDs(ids: [UInt32], headersOnly: Bool) throws {
         let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])
         let block: [UInt8] =
             [0x83, 0x87] + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
             + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
+        // `headersOnly`: one HEADERS with END_STREAM (a bodiless request, as h2spec sends);
+        // otherwise HEADERS and then DATA with END_STREAM.
         func request(_ id: UInt32) -> [UInt8] {
-            RawHTTP2.frame(type: 0x1, flags: 0x4, stream: id, block) + RawHTTP2.frame(type: 0x0, flags: 0x1, stream: id, [0x7b, 0x7d])
+            headersOnly
+                ? RawHTTP2.frame(type: 0x1, flags: 0x5, stream: id, block)
+                : RawHTTP2.frame(type: 0x1, flags: 0x4, stream: id, block) + RawHTTP2.frame(type: 0x0, flags: 0x1, stream: id, [0x7b, 0x7d])
         }
-        try server.receive(RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + request(ids[0]))
+        let answered = ids.dropLast()
+        try server.receive(RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + answered.flatMap(request))
         let first = server.takeEvents().compactMap { event -> HTTP2Request? in
             if case .request(let r) = event { return r } else { return nil }
         }
-        #expect(first.map(\.streamID) == [Int32(ids[0])])
-        _ = server.submitResponse(streamID: Int32(ids[0]), status: 200, headers: [], body: nil)
+        #expect(first.map(\.streamID) == answered.map { Int32($0) })
+        for id in answered { _ = server.submitResponse(streamID: Int32(id), status: 200, headers: [], body: nil) }
         var out: [UInt8] = []
         server.drainOutput(into: &out)
         #expect(!RawHTTP2.frames(out).contains { $0.type == WireFrame.goAway })
-        try? server.receive(request(ids[1]))
+        try? server.receive(request(ids.last!))
         out = []
         server.drainOutput(into: &out)
         let goAway = try #require(RawHTTP2.frames(out).first { $0.type == WireFrame.goAway }, "the client is told, not left waiting")
         #expect(goAway.errorCode == HTTP2ErrorCode.protocolError)
         #expect(!server.wantsRead)
+    }
+
+    /// A HEADERS with END_STREAM on a stream that was open once (trailers after an answer that
+    /// came early) is minimally processed and dropped: no connection error.
+    @Test func headersEndingAStreamThatWasOpenOnceAreDropped() throws {
+        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])
+        let block: [UInt8] =
+            [0x83, 0x87] + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
+            + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
+        try server.receive(
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 1, block))
+        _ = server.takeEvents()
+        _ = server.submitResponse(streamID: 1, status: 200, headers: [], body: nil)
+        var out: [UInt8] = []
+        server.drainOutput(into: &out)
+        try server.receive(RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 1, [0x40, 0x01, 0x78, 0x01, 0x79]))
+        out = []
+        server.drainOutput(into: &out)
+        #expect(!RawHTTP2.frames(out).contains { $0.type == WireFrame.goAway })
+        #expect(server.wantsRead)
     }
 
     @Test("client: authorization with and without neverIndex arrives intact (nghttp2 never-indexes it anyway)")
