@@ -143,7 +143,7 @@ public enum DeliveryRules {
                 callbacks.append(AppCallback.didReceiveRemoteNotification)
                 usedBudget = true
             } else if app.appState == .terminated {
-                notes.append("the app was force-quit, so only the alert is shown")
+                notes.append(permitted ? "the app was force-quit, so only the alert is shown" : "the app was force-quit, so it is not woken either")
             } else if lowPowerMode {
                 notes.append("Low Power Mode is on, so the app is not woken")
             } else if !budgetAvailable {
