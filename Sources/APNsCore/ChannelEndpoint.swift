@@ -176,6 +176,11 @@ public final class ChannelEndpoint: Sendable {
                 }
                 if earlier != nil, duplicate == nil { duplicate = name }
             }
+            // An optional header sent empty counts as absent, as on the device API.
+            for field in [\Fields.requestID, \Fields.apnsID, \Fields.topic, \Fields.priority, \Fields.expiration]
+            where self[keyPath: field]?.isEmpty == true {
+                self[keyPath: field] = nil
+            }
         }
     }
 
@@ -469,7 +474,7 @@ public final class ChannelEndpoint: Sendable {
                     )
                 }
                 world.channels.recordBroadcast(id: channel.id, message: message)
-                if channel.policy == .mostRecentMessageStored, let replaced = channel.storedMessage {
+                if channel.policy == .mostRecentMessageStored, message.expiresAtMs > now, let replaced = channel.storedMessage {
                     world.storedBroadcastLeft(replaced, channelID: channel.id, replacedBy: requestID, nowMs: now)
                 }
                 let (reach, frames) = world.deliverBroadcast(channel, message: message, nowMs: now)
@@ -631,11 +636,11 @@ public final class ChannelEndpoint: Sendable {
         // Both headers may be left out, as on the device API: node-apn sends `apns-priority` only
         // when it is not 10 and `apns-expiration` only when one is set.
         let priorityText = fields.priority ?? "10"
-        guard let priority = Int(priorityText), [10, 5, 1].contains(priority) else {
+        guard Self.isDigits(priorityText), let priority = Int(priorityText), [10, 5, 1].contains(priority) else {
             throw Rejection(.badPriority, "apns-priority must be 10, 5 or 1, not \(priorityText)")
         }
         let expirationText = fields.expiration ?? "0"
-        guard let expiration = Int64(expirationText), expiration >= 0 else {
+        guard Self.isDigits(expirationText), let expiration = Int64(expirationText), expiration >= 0 else {
             throw Rejection(.badExpirationDate, "apns-expiration must be 0 or a UNIX time in seconds, not \(expirationText)")
         }
         if expiration != 0, channel.policy == .noMessageStored {
@@ -649,6 +654,9 @@ public final class ChannelEndpoint: Sendable {
 }
 
 extension ChannelEndpoint {
+    /// Only ASCII digits (no sign, no spaces inside), as the device API reads these numbers.
+    static func isDigits(_ text: String) -> Bool { !text.isEmpty && text.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }
+
     /// What is wrong with a broadcast's payload, if anything: empty, over 5,120 bytes, not a
     /// JSON object with an `aps` dictionary.
     static func payloadProblem(_ payload: [UInt8], bodyLength: Int) -> Rejection? {

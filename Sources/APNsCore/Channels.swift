@@ -182,10 +182,10 @@ public struct ChannelDirectory: Sendable {
             channel.recentBroadcastsMs.append(message.receivedAtMs)
             if channel.recentBroadcastsMs.count > maxBroadcastsPerSecond { channel.recentBroadcastsMs.removeFirst() }
         }
-        if channel.policy == .mostRecentMessageStored {
-            // The newest message replaces the one kept; one whose apns-expiration has passed is not kept.
-            channel.storedMessage = message.expiresAtMs > message.receivedAtMs ? message : nil
-        }
+        // The newest message replaces the one kept. One whose apns-expiration has already passed
+        // is not kept and replaces nothing, as a device push with apns-expiration 0 leaves the
+        // stored one in place.
+        if channel.policy == .mostRecentMessageStored, message.expiresAtMs > message.receivedAtMs { channel.storedMessage = message }
         channels[id] = channel
         noteChange(id)
     }

@@ -307,8 +307,6 @@ extension World {
         delivery.inflightPerDevice[deviceID] = left > 0 ? left : nil
     }
 
-    /// Devices whose oldest unacknowledged delivery has waited past the ack timeout: they are
-    /// told why and disconnected, and what they had not acknowledged goes back to the store.
     /// The emulator's clock moves by `ms` (`POST /api/v1/clock`, negative to undo): a delivery
     /// waiting for its ack has waited only real time, and the ack timeout is a transport timer,
     /// so the move does not count against it.
@@ -316,10 +314,17 @@ extension World {
         for id in Array(delivery.inflight.keys) { delivery.inflight[id]?.sentAtMs += ms }
     }
 
+    /// Devices whose oldest unacknowledged delivery has waited past the ack timeout: they are
+    /// told why and disconnected, and what they had not acknowledged goes back to the store.
+    /// With `--redis`, only the instance holding the socket judges its deliveries: each
+    /// instance has a clock of its own (`POST /api/v1/clock` moves one), so another's "now" says
+    /// nothing about how long this socket has waited.
     mutating func disconnectStuckDevices(nowMs: Int64) -> [DeviceFrame] {
         let deadline = nowMs - deliveryOptions.deviceAckTimeoutMs
+        let me = ownership?.me
         var stuck: [String: UInt64] = [:]
         for flight in delivery.inflight.values where flight.sentAtMs <= deadline {
+            if let me, DeviceOwnership.instance(ofConnection: flight.connectionID) != me { continue }
             stuck[flight.notification.deviceID] = flight.connectionID
         }
         var frames: [DeviceFrame] = []

@@ -53,9 +53,7 @@ extension World {
         }
         setOutcome(sequence, outcome, explanation, atMs: nowMs)
         if stored || outcome == .delivered {
-            // Shown: a banner lights the screen when the update carries an alert (iOS shows
-            // Live Activity alerts as a banner, or the expanded presentation), else nothing.
-            let display = json["aps"]?["alert"].map { $0 == .null ? Display.none : .banner } ?? Display.none
+            let display = Self.liveActivityDisplay(json["aps"])
             records.update(sequence: sequence) {
                 if stored { $0.wasStored = true }
                 if outcome == .delivered {
@@ -73,6 +71,22 @@ extension World {
         var frames = liveActivityChanged(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)
         frames += storedBroadcastsForNewSubscribers(deviceID: owner.deviceID, receipt.changes, nowMs: nowMs)
         return frames
+    }
+
+    /// What the screen shows for a Live Activity push that was applied (docs/device-model.md,
+    /// "Other push types"): a banner when it carries something to see or hear (an alert with a
+    /// title, subtitle or body, a badge, a sound), else nothing; `null` is absent.
+    static func liveActivityDisplay(_ aps: JSONValue?) -> Display {
+        func present(_ value: JSONValue?) -> Bool {
+            guard let value, value != .null else { return false }
+            if let text = value.stringValue { return !text.isEmpty }
+            return true
+        }
+        let alert = aps?["alert"]
+        let alertShows =
+            alert?.stringValue.map { !$0.isEmpty }
+            ?? ["title", "subtitle", "body", "title-loc-key", "subtitle-loc-key", "loc-key"].contains { present(alert?[$0]) }
+        return alertShows || present(aps?["badge"]) || present(aps?["sound"]) ? .banner : .none
     }
 
     /// A `timestamp` past year 5000 is almost surely milliseconds: the device takes it as
@@ -155,6 +169,13 @@ extension World {
     mutating func flushLiveActivities(deviceID: String, nowMs: Int64) -> [DeviceFrame] {
         guard liveActivities.book(deviceID: deviceID) != nil else { return [] }
         var frames: [DeviceFrame] = []
+        // First what waited for the device to be online (a throttled update its budget already
+        // allows): it came before anything sent while the device was away.
+        let due = liveActivities.tick(deviceID: deviceID, nowMs: nowMs)
+        if !due.isEmpty {
+            frames += liveActivityChanged(deviceID: deviceID, due, nowMs: nowMs)
+            settleThrottledLiveActivityUpdates(nowMs: nowMs)
+        }
         // The device's own tokens, not every push waiting anywhere (this runs on each flush).
         let waiting = (liveActivities.tokensOfDevice[deviceID] ?? []).compactMap { liveActivities.waitingPushes[$0] }
             .sorted { $0.sequence < $1.sequence }

@@ -123,7 +123,8 @@ public struct LiveActivityPayload: Sendable, Equatable {
         } else if event != .end {
             throw refuse("content-state is missing")
         }
-        if let alert = aps["alert"] {
+        // `"alert": null` is no alert, as for every push (JSON encoders write null for unset fields).
+        if let alert = aps["alert"], alert != .null {
             guard alert.stringValue != nil || alert.objectValue != nil else { throw refuse("alert is neither a string nor an object") }
             payload.alert = alert
         } else if event == .start {

@@ -285,6 +285,15 @@ public struct LiveActivityWorld: Sendable {
         return changed
     }
 
+    /// `tick` for one device that is online: what time has made due on it happens now (a
+    /// device back online shows the throttled update its budget already allows at once).
+    public mutating func tick(deviceID: String, nowMs: Int64) -> [LiveActivityChange] {
+        guard let next = books[deviceID]?.nextDeadlineMs(nowMs: nowMs), next <= nowMs else { return [] }
+        let changes = changeBook(deviceID) { $0.tick(nowMs: nowMs, online: true) } ?? []
+        track(changes, deviceID: deviceID, environment: nil)
+        return changes
+    }
+
     /// A device is gone: so are its activities and tokens. `settling`: its throttled updates
     /// are settled as never shown (not when a copy follows another's change).
     public mutating func removeDevice(_ deviceID: String, settling: Bool = false) {

@@ -225,12 +225,19 @@ final class DeviceConnection: ConnectionHandler {
     func connectionDidClose(_ connection: Connection) {
         if let helloTimer { connection.loop.cancel(helloTimer) }
         gateway.unregister(self)
-        if let deviceID {
-            let now = self.now
-            let id = connection.id
-            state.committingLater { state.withWorld { $0.disconnectDevice(deviceID, connectionID: id, nowMs: now) } }
-            gateway.logger.info("device \(deviceID) disconnected (connection \(id))")
-        }
+        detachDevice()
+    }
+
+    /// The device is no longer reachable here: what it had not acknowledged goes back to the
+    /// store, and pushes for it are stored from now on. Once, at the close or when closing
+    /// begins, whichever is first.
+    private func detachDevice() {
+        guard let deviceID else { return }
+        self.deviceID = nil
+        let now = self.now
+        let id = connection.id
+        state.committingLater { state.withWorld { $0.disconnectDevice(deviceID, connectionID: id, nowMs: now) } }
+        gateway.logger.info("device \(deviceID) disconnected (connection \(id))")
     }
 
     func send(_ message: JSONValue) { emit(.message(message)) }
@@ -252,6 +259,10 @@ final class DeviceConnection: ConnectionHandler {
             }
         case .close:
             closing = true
+            // Now, not after the grace period: pushes meanwhile are stored, not sent to a
+            // connection that reads no more. From the loop's next turn, outside whatever change
+            // this close is part of.
+            _ = connection.loop.schedule(afterMilliseconds: 0) { [weak self] in self?.detachDevice() }
             connection.shutdownOutputAfterFlush()
             _ = connection.loop.schedule(afterMilliseconds: Int64(Self.closeGraceMs)) { [weak self] in self?.connection.close() }
         }
@@ -260,7 +271,7 @@ final class DeviceConnection: ConnectionHandler {
     /// After a reset the device is unknown again but its socket is still open: attach it
     /// anew, as if it had just said hello (it gets `welcome` and fresh `registered` tokens).
     func reattach() {
-        guard let hello = lastHello, !connection.isClosed else { return }
+        guard let hello = lastHello, !connection.isClosed, !closing else { return }
         let now = self.now
         let id = connection.id
         do {

@@ -334,7 +334,11 @@ struct ConformanceConnections {
     }
 
     static func address(for environment: APNsEnvironment, target: HostPort, runEnvironment: APNsEnvironment) -> HostPort {
-        guard environment != runEnvironment, target.host.hasSuffix(".push.apple.com") else { return target }
+        // An Apple host serves one environment: a case of the other goes to the other's host
+        // (also when --production or --sandbox names the run's environment against it).
+        guard let hostEnvironment = APNsEnvironment.forAppleHost(Substring(target.host)), hostEnvironment != environment else {
+            return target
+        }
         return (try? HostPort(parsing: "\(environment.appleHost):\(target.port)")) ?? target
     }
 

@@ -51,6 +51,24 @@ struct LiveActivityThrottleRecordTests {
         _ = f.state.withWorld { $0.tick(nowMs: now) }
     }
 
+    /// What an applied update shows: a banner for something to see or hear, nothing for an
+    /// alert without text; `"alert": null` is no alert, and the update still applies.
+    @Test func anAppliedUpdateShowsABannerOnlyForSomethingToSeeOrHear() throws {
+        let f = try PersistenceFixture()
+        let (activityID, token) = try startedActivity(f)
+        let cases: [(String, String)] = [
+            (#""alert":null"#, "none"), (#""alert":{}"#, "none"), (#""alert":{"title":null,"body":""}"#, "none"),
+            (#""sound":"default""#, "banner"), (#""alert":{"body":"on its way"}"#, "banner"), (#""alert":"hi""#, "banner"),
+        ]
+        for (n, (extra, display)) in cases.enumerated() {
+            let aps = #"{"event":"update","timestamp":\#(n + 10),"content-state":{"n":\#(n + 10)},\#(extra)}"#
+            let record = f.record(try push(f, token, aps, priority: "5").recordSequence)
+            #expect(record?.outcome == .delivered, "\(extra): \(record?.explanation ?? "-")")
+            #expect(record?.display == display, "\(extra)")
+            #expect(contentState(f, activityID) == ["n": .int(Int64(n + 10))])
+        }
+    }
+
     /// A device that is offline when the budget frees shows nothing: the throttled update waits
     /// for it, and is shown (and its record delivered) once the device is back.
     @Test func aThrottledUpdateWaitsForItsDeviceToBeOnline() throws {
@@ -71,7 +89,7 @@ struct LiveActivityThrottleRecordTests {
         _ = try f.state.withWorld { world throws(DeviceRequestError) in
             try world.setPresence(deviceID: "ci", lowPowerMode: nil, online: true, nowMs: later)
         }
-        tick(f)
+        // At once, not at the next tick: an update sent right after could otherwise go first.
         #expect(contentState(f, activityID) == ["n": 16])
         #expect(f.record(waiting)?.outcome == .delivered, "\(f.record(waiting)?.explanation ?? "-")")
     }
