@@ -514,6 +514,20 @@ struct DeviceWindowTests {
         #expect(f.tick().first?.message["code"] == "ack_timeout", "60 s later it is overdue")
     }
 
+    /// With several instances, only the one holding the socket times out its deliveries: the
+    /// others' clocks may be far ahead (`POST /api/v1/clock` moves one instance's).
+    @Test func onlyTheInstanceHoldingTheSocketTimesOutItsDeliveries() throws {
+        let f = try DeviceFixture(options: Self.options(window: 100, ackTimeoutMs: 60_000))
+        let first = try f.push()
+        #expect(f.notifications(in: first.deviceFrames).count == 1)
+        let holder = DeviceOwnership.instance(ofConnection: f.connectionID)
+        f.base.state.withWorld { $0.ownership = DeviceOwnership(members: [holder, holder + 1], me: holder + 1) }
+        f.clock.advance(seconds: 3_600)
+        #expect(f.tick().isEmpty, "another instance leaves the socket's deliveries alone")
+        f.base.state.withWorld { $0.ownership = DeviceOwnership(members: [holder, holder + 1], me: holder) }
+        #expect(f.tick().first?.message["code"] == "ack_timeout", "the holder times it out")
+    }
+
     /// A device that never acks is disconnected after the timeout; what it held is stored
     /// and delivered when it comes back.
     @Test func aDeviceThatNeverAcksIsDisconnected() throws {

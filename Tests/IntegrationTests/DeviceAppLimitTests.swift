@@ -65,6 +65,29 @@ struct DeviceAppLimitTests {
         #expect(again.filter { $0["type"] == "registered" }.map { $0["environment"] } == ["production"])
     }
 
+    /// A fatal error (a line over 1 MiB) is written, then the write side ends (FIN): the device
+    /// reads the error before EOF, and is taken for disconnected at once, not after the drain.
+    @Test func aFatalErrorReachesTheDeviceAndDetachesItAtOnce() throws {
+        let emulator = try EmulatorProcess()
+        let fd = try Self.connect(emulator)
+        defer { close(fd) }
+        Self.send(fd, #"{"type":"hello","version":1,"deviceId":"loud","apps":[{"bundleId":"com.example.app","environment":"sandbox"}]}"#)
+        let (hello, _) = SlowDeviceTests.readLines(fd) { $0.contains { $0["type"] == "registered" } }
+        #expect(hello.contains { $0["type"] == "registered" })
+        let long = [UInt8](repeating: 0x61, count: (1 << 20) + 100)
+        var offset = 0
+        while offset < long.count {
+            let sent = long[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard sent > 0 else { break }
+            offset += sent
+        }
+        // The socket stays open on this side: the emulator must not wait for it to go.
+        let (lines, closed) = SlowDeviceTests.readLines(fd) { _ in false }
+        #expect(lines.last?["code"] == "line_too_long" && lines.last?["fatal"] == true, "\(lines.suffix(2))")
+        #expect(closed, "EOF after the error frame")
+        #expect(try eventually(1) { try emulator.admin("GET", "/api/v1/devices/loud").json["connected"] == false })
+    }
+
     /// `--max-devices` and `--max-tokens` from outside: the admin API answers 507 naming the
     /// flag, a device's hello gets the fatal error `registry_full`, and nothing is created.
     @Test func devicesAndTokensBeyondTheirLimitsAreRefused() throws {
