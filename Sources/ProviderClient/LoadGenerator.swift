@@ -77,7 +77,10 @@ public final class LoadGenerator: Sendable {
         let end = workers.map(\.lastFinished).max().flatMap { $0 > 0 ? $0 : nil } ?? Monotonic.nowNanoseconds()
         var stats = LoadStats()
         for worker in workers { stats.merge(worker.stats) }
-        let stoppedBy = workers.allSatisfy(\.gaveUp) ? "unreachable" : shared.stopReason
+        // "requests" only when they all went: a request claimed but still waiting for its
+        // --rate slot at the deadline was not sent.
+        var stoppedBy = workers.allSatisfy(\.gaveUp) ? "unreachable" : shared.stopReason
+        if stoppedBy == "requests", stats.sent < plan.maxRequests { stoppedBy = "duration" }
         return Report(stats: stats, durationSeconds: Double(end - shared.startNanoseconds) / 1e9, stoppedBy: stoppedBy)
     }
 

@@ -9,7 +9,8 @@ import Synchronization
 
 /// `apns-emulator load`: a provider-side load generator against an emulator (or any APNs-like
 /// HTTP/2 endpoint given with --provider). Exit status: 0 when the run completed, whatever
-/// the answers; 1 when it could not run (no emulator, no connection, no tokens); 2 for usage.
+/// the answers; 1 when it could not run (no emulator, no connection, no tokens) or the target
+/// went away; 2 for usage.
 let loadCommand = LoadCLI.command
 
 /// Ctrl-C count: the first stops sending and prints the summary, the second exits at once.
@@ -55,7 +56,7 @@ private enum LoadCLI {
         sent or --duration passed; then prints throughput, answers by status and reason, push types and \
         latency percentiles (submit to complete answer). A connection the server ends (GOAWAY, close) is \
         opened again and counted. One provider token per connection, signed again after 40 minutes.
-        Exit status: 0 when the run completed (whatever the answers), 130 when Ctrl-C stopped it, 1 when it could not run, 2 for usage errors.
+        Exit status: 0 when the run completed (whatever the answers), 130 when Ctrl-C stopped it, 1 when it could not run or the target could no longer be reached, 2 for usage errors.
         """
 
     static let command = Subcommand(
