@@ -19,8 +19,15 @@ struct ServerStreamSlot: StreamSlot {
     var body: [UInt8] = []
     var bodyLength = 0
     /// Handed over before END_STREAM (the body outgrew `earlyAnswerBodyLength`); the rest
-    /// of the body is ignored and the stream is reset with NO_ERROR once answered.
+    /// of the body is read and dropped, and the stream is reset with NO_ERROR once answered and
+    /// past `drainBeforeResetLength` bytes.
     var answeredEarly = false
+    /// The early answer has gone out; a reset waits for the body to pass the drain length.
+    var earlyAnswerSent = false
+    /// The NO_ERROR reset was queued.
+    var resetQueued = false
+    /// The request asked for `100 Continue` before its body.
+    var expectsContinue = false
     /// The request was handed over (or refused): only its answer is left.
     var handedOver = false
     /// Its method is HEAD: the answer goes without content (RFC 9110 §9.3.2).
@@ -237,6 +244,15 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         return rv == 0
     }
 
+    /// Queues an interim `100` (Continue) on a stream whose request asked for one
+    /// (`expect: 100-continue`) before sending its body: RFC 9110 §10.1.1 wants a 100 or a
+    /// final answer, and a client such as the JDK's HttpClient sends no body until then.
+    fileprivate func submitContinue(streamID: Int32) {
+        scratch.begin(fields: 1, byteCount: 3)
+        scratch.appendStatus(100)
+        _ = nghttp2_submit_headers(session, 0, streamID, nil, scratch.nv, scratch.count, nil)
+    }
+
     /// Queues a SETTINGS frame, sent as-is; nghttp2's pending limits change immediately
     /// (e.g. lowering MAX_CONCURRENT_STREAMS makes it refuse new streams over the new value).
     @discardableResult
@@ -341,6 +357,9 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         slots[index].headersRefused = false
         slots[index].refusalSent = false
         slots[index].answeredEarly = false
+        slots[index].earlyAnswerSent = false
+        slots[index].resetQueued = false
+        slots[index].expectsContinue = false
         slots[index].handedOver = false
         slots[index].isHead = false
         slots[index].startedAtMs = Monotonic.nowMilliseconds()
@@ -465,6 +484,10 @@ private func serverOnHeader(
     let field = server.recentFields.field(
         at: position, name: name, nameLength: nameLength, value: value,
         valueLength: valueLength, neverIndex: flags & NVFlag.noIndex != 0)
+    // `expect: 100-continue` (a length test first: nearly every field is not it).
+    if nameLength == 6, valueLength == 12, field.name == "expect", field.value.lowercased() == "100-continue" {
+        server.slots[index].expectsContinue = true
+    }
     server.slots[index].headers.append(field)
     return 0
 }
@@ -475,6 +498,13 @@ private func serverOnDataChunk(
     _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
     guard let server = owner(userData), let index = server.slot(of: streamID) else { return 0 }
+    if server.slots[index].answeredEarly {
+        // Read and dropped (nghttp2 opens the window again); past the drain length, and once
+        // answered, the client is asked to stop.
+        server.slots[index].bodyLength += length
+        server.resetIfDrainedEnough(index, streamID: streamID)
+        return 0
+    }
     if server.slots[index].headersRefused || server.slots[index].handedOver { return 0 }
     server.slots[index].bodyLength += length
     let room = server.maxBufferedBody - server.slots[index].body.count
@@ -501,6 +531,9 @@ private func serverOnFrameRecv(
             }
         } else if hd.flags & FrameFlag.endStream != 0, !server.slots[index].handedOver {
             server.deliverRequest(index)
+        } else if hd.type == FrameType.headers, server.slots[index].expectsContinue {
+            // The body waits for the go-ahead; an answer that does not depend on it comes anyway.
+            server.submitContinue(streamID: hd.stream_id)
         } else if hd.type == FrameType.data, !server.slots[index].handedOver,
             server.slots[index].bodyLength > server.earlyAnswerBodyLength
         {
@@ -575,11 +608,28 @@ private func serverOnFrameSend(
     }
     guard hd.flags & FrameFlag.endStream != 0, hd.type == FrameType.data || hd.type == FrameType.headers,
         let index = server.slot(of: hd.stream_id),
-        server.slots[index].answeredEarly,
-        nghttp2_session_get_stream_remote_close(server.session, hd.stream_id) == 0
+        server.slots[index].answeredEarly
     else { return 0 }
-    nghttp2_submit_rst_stream(server.session, 0, hd.stream_id, HTTP2ErrorCode.noError)
+    server.slots[index].earlyAnswerSent = true
+    server.resetIfDrainedEnough(index, streamID: hd.stream_id)
     return 0
+}
+
+extension HTTP2ServerSession {
+    /// Bytes of a body answered early that are read and dropped before the stream is reset
+    /// with NO_ERROR (RFC 9113 §8.1). Some clients (the JDK's HttpClient, httpx, curl) go on
+    /// sending after the reset and never read the answer: a body up to this long is taken to
+    /// its end so they see the 413; a longer one is cut off.
+    static let drainBeforeResetLength = 1 << 20
+
+    fileprivate func resetIfDrainedEnough(_ index: Int, streamID: Int32) {
+        guard slots[index].earlyAnswerSent, !slots[index].resetQueued,
+            slots[index].bodyLength > Self.drainBeforeResetLength,
+            nghttp2_session_get_stream_remote_close(session, streamID) == 0
+        else { return }
+        slots[index].resetQueued = true
+        nghttp2_submit_rst_stream(session, 0, streamID, HTTP2ErrorCode.noError)
+    }
 }
 
 private func serverOnStreamClose(

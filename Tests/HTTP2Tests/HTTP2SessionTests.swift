@@ -201,6 +201,26 @@ struct RequestResponseTests {
         #expect(!server.wantsRead)
     }
 
+    /// `expect: 100-continue` on a request whose body has not come yet gets an interim 100 at
+    /// once (RFC 9110 §10.1.1): the JDK's HttpClient sends no body until it has one.
+    @Test(arguments: [true, false])
+    func aRequestExpectingContinueGetsOne(expects: Bool) throws {
+        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])
+        var block: [UInt8] =
+            [0x83, 0x87] + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
+            + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
+        // A literal field without indexing, new name: expect: 100-continue.
+        if expects { block += [0x00] + RawHTTP2.string("expect") + RawHTTP2.string("100-continue") }
+        try server.receive(
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + RawHTTP2.frame(type: 0x1, flags: 0x4, stream: 1, block))
+        var out: [UInt8] = []
+        server.drainOutput(into: &out)
+        let headers = RawHTTP2.frames(out).filter { $0.type == 0x1 && $0.streamID == 1 }
+        #expect(headers.count == (expects ? 1 : 0), "an interim answer only when asked for")
+        #expect(headers.first.map { $0.flags & 0x1 == 0 } ?? true, "not the end of the stream")
+        #expect(server.takeEvents().allSatisfy { if case .request = $0 { false } else { true } }, "the request is not complete yet")
+    }
+
     /// A HEADERS with END_STREAM on a stream that was open once (trailers after an answer that
     /// came early) is minimally processed and dropped: no connection error.
     @Test func headersEndingAStreamThatWasOpenOnceAreDropped() throws {
@@ -874,9 +894,9 @@ struct RequestLimitTests {
         #expect(pair.response(id)?.status == 200)
     }
 
-    /// A body past the limit is answered before it ends; the rest is not kept, and after the
-    /// answer the stream is reset with NO_ERROR so the client stops sending (RFC 9113 §8.1).
-    @Test func aBodyPastTheLimitIsAnsweredEarly() throws {
+    /// A body past the limit is answered before it ends; the rest is read and dropped, so a
+    /// client that goes on sending (the JDK's HttpClient, httpx) gets to read the answer.
+    @Test func aBodyPastTheLimitIsAnsweredEarlyAndTheRestDrained() throws {
         let pair = try Pair(maxBufferedBody: 5121, earlyAnswerBodyLength: 5120)
         pair.responder = { request, server in
             server.submitResponse(
@@ -885,6 +905,26 @@ struct RequestLimitTests {
                 body: Array(#"{"reason":"PayloadTooLarge"}"#.utf8))
         }
         let body = [UInt8](repeating: 0x61, count: 200_000)
+        let id = try pair.client.submitRequest(headers: requestHeaders(), body: body, maxDataFrameSize: 4096)
+        try pair.pump()
+        #expect(pair.requests.count == 1 && pair.requests.first?.isComplete == false)
+        #expect(pair.response(id)?.status == 413)
+        let sent = pair.clientFrames.filter { $0.type == 0 && $0.streamID == id }.reduce(0) { $0 + $1.payload.count }
+        #expect(sent == body.count, "the whole body went (the window kept opening)")
+        #expect(!pair.serverFrames.contains { $0.type == 3 && $0.streamID == id }, "no reset under the drain length")
+    }
+
+    /// Past `drainBeforeResetLength` the stream is reset with NO_ERROR so the client stops
+    /// sending (RFC 9113 §8.1).
+    @Test func aBodyPastTheLimitIsAnsweredEarly() throws {
+        let pair = try Pair(maxBufferedBody: 5121, earlyAnswerBodyLength: 5120)
+        pair.responder = { request, server in
+            server.submitResponse(
+                streamID: request.streamID, status: request.isComplete ? 200 : 413,
+                headers: [HTTP2HeaderField("content-type", "application/json")],
+                body: Array(#"{"reason":"PayloadTooLarge"}"#.utf8))
+        }
+        let body = [UInt8](repeating: 0x61, count: HTTP2ServerSession.drainBeforeResetLength + 200_000)
         let id = try pair.client.submitRequest(headers: requestHeaders(), body: body, maxDataFrameSize: 4096)
         try pair.pump()
         try #require(pair.requests.count == 1)
