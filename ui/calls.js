@@ -152,7 +152,7 @@ function callBody(c) {
   const t = callTime(c);
   const request = `${c.method || ''} ${c.url || ''}`.trim();
   const body = h('tbody', { class: `call${open ? ' open' : ''}`, dataset: { id: c.id, hook: c.hook || '', state: c.state || '' } },
-    h('tr', { class: 'call-row', title: 'Click for the request and the answer' },
+    h('tr', { class: 'call-row', title: 'Click (or Enter) for the request and the answer', tabindex: 0 },
       h('td', { class: 'k-time', title: c.at || '' }, isNaN(t) ? '—' : fmtTime(t)),
       h('td', { class: 'mono k-device', title: c.deviceId || '' }, c.deviceId || '—'),
       h('td', { class: 'k-app', title: c.bundleId || '' }, c.bundleId || '—'),
@@ -267,5 +267,9 @@ export function wireCalls() {
   $('#calls').addEventListener('click', (e) => {
     const row = e.target.closest('tr.call-row');
     if (row) toggleCall(Number(row.parentElement.dataset.id));
+  });
+  // Rows are reachable with Tab; Enter opens or closes one, as a click does.
+  $('#calls').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && e.target.matches('tr.call-row')) toggleCall(Number(e.target.parentElement.dataset.id));
   });
 }

@@ -21,11 +21,27 @@ const MAX_CHANNEL_ROWS = 500; // channels shown (an app may have 10,000 per envi
 export const BROADCAST_SCAN = 500;
 const MAX_BROADCAST_ROWS = 100;
 
+const MAX_CHANNEL_PAGES = 3; // the list answers pages of up to 10,000; more than 30,000 are not read
+
+/** Every channel, page by page (oldest first), up to MAX_CHANNEL_PAGES pages; `more` when cut. */
+async function allChannels() {
+  let channels = [];
+  let cursor = null;
+  for (let page = 0; page < MAX_CHANNEL_PAGES; page++) {
+    const data = await api('GET', `/api/v1/channels?limit=10000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    channels = channels.concat(data.channels || []);
+    cursor = data.nextCursor;
+    if (!cursor) return { channels, more: false };
+  }
+  return { channels, more: true };
+}
+
 /** Fetches the channels (and the selected one's broadcasts) and re-renders what changed. */
 export async function refreshChannels() {
-  const data = await freshAnswer('channels', api('GET', '/api/v1/channels'), (d) => d.channels);
+  const data = await freshAnswer('channels', allChannels(), (d) => d.channels);
   if (data) {
     state.channels = data.channels || [];
+    state.channelsCut = data.more;
     $('#count-channels').textContent = state.channels.filter((c) => c.live).length;
     fillBundles();
     renderChannels();
@@ -69,6 +85,8 @@ function renderChannels() {
   const rows = shown.slice(0, MAX_CHANNEL_ROWS);
   $('#channel-rows').replaceChildren(...rows.map((c) => h('tr', {
     class: c.id === state.selectedChannel ? 'selected' : null, dataset: { channel: c.id }, onclick: () => selectChannel(c.id),
+    // Reachable with Tab; Enter opens it, as a click does.
+    tabindex: 0, onkeydown: (e) => { if (e.key === 'Enter' && e.target === e.currentTarget) selectChannel(c.id); },
   },
   h('td', { class: 'mono ch-id', title: c.id }, c.id, ' ', copyBtn(c.id)),
   h('td', { class: 'bundle' }, c.bundleId),
@@ -89,8 +107,9 @@ function renderChannels() {
       h('div', { class: 'small' }, 'Make one through the channel management API (', h('code', null, 'apns-emulator channels create --bundle BUNDLE'),
         ', or POST /1/apps/{bundleId}/channels on the channel listener), then broadcast with ', h('code', null, 'apns-emulator send --channel ID'), '.'));
   }
-  $('#channels-shown').textContent = shown.length > rows.length ? `The newest ${rows.length} of ${fmtInt(shown.length)} matching channels.`
-    : shown.length ? `${shown.length} channel${shown.length === 1 ? '' : 's'}` : '';
+  $('#channels-shown').textContent = (shown.length > rows.length ? `The newest ${rows.length} of ${fmtInt(shown.length)} matching channels.`
+    : shown.length ? `${shown.length} channel${shown.length === 1 ? '' : 's'}` : '')
+    + (state.channelsCut ? ` Only the oldest ${fmtInt(state.channels.length)} channels were read; the admin API lists the rest page by page.` : '');
   renderChannelDetail();
 }
 

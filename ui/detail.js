@@ -188,13 +188,14 @@ export function renderDetail(resetScroll) {
     r.crossAccount ? h('div', { class: 'd-cross', id: 'cross-account' }, crossBadge(r, true)) : '',
     h('div', { class: 'd-sub' }, h('span', { class: 'mono', title: 'apns-id' }, r.apnsId), copyBtn(r.apnsId), h('span', null, fmtDateTime(r.receivedAt)), h('span', null, `#${r.sequence}`)),
     h('div', { class: 'd-actions' },
-      h('button', { type: 'button', class: 'btn small', title: 'Everything sent to this token (t)', onclick: () => setFilter('token', r.token) }, 'All pushes to this token'),
+      // A broadcast has no device token, and its request is not a device push to copy.
+      r.broadcast ? null : h('button', { type: 'button', class: 'btn small', title: 'Everything sent to this token (t)', onclick: () => setFilter('token', r.token) }, 'All pushes to this token'),
       canTap ? h('button', { type: 'button', class: 'btn small', title: 'The user taps the notification', onclick: async () => {
         const t = await act(api('POST', `/api/v1/devices/${enc(device)}/tap`, { apnsId: r.apnsId }));
         if (t) toast(`Tapped: ${t.callbacks.join(', ') || 'no callbacks'}${t.launched ? ' (app launched)' : ''}`);
       } }, 'Tap it on the device') : null,
       r.pushType === 'liveactivity' && device ? h('button', { type: 'button', class: 'btn small', title: 'The Live Activities on the device as it shows them now', onclick: () => showActivitiesOf(device) }, 'Live Activities on the device →') : null,
-      h('button', { type: 'button', class: 'btn small ghost', id: 'copy-curl', title: 'A curl command that sends this request again ($APNS_JWT for the provider token)', onclick: () => copyCurl(r) }, 'Copy cURL'),
+      r.broadcast ? null : h('button', { type: 'button', class: 'btn small ghost', id: 'copy-curl', title: 'A curl command that sends this request again ($APNS_JWT for the provider token)', onclick: () => copyCurl(r) }, 'Copy cURL'),
       h('button', { type: 'button', class: 'btn small ghost', id: 'download-apns', title: 'The payload as an .apns file for xcrun simctl push or the Simulator', onclick: () => downloadApns(r) }, 'Download .apns'),
       h('button', { type: 'button', class: 'btn small ghost', onclick: () => copy(JSON.stringify(stripPrivate(r), null, 2)) }, 'Copy record JSON')),
     section('device', 'On the device', device || 'no device',

@@ -209,7 +209,7 @@ function renderPolled() {
   if (latest) {
     for (const q of ['p50', 'p90', 'p99']) figures.push(h('span', { class: `figure k-${q}`, dataset: { quantile: q, value: latest[q] } }, h('b', null, q), ' ', fmtBound(latest[q], latest.buckets)));
     figures.push(h('span', { class: 'muted small' }, `over ${fmtInt(latest.count)} requests${latest === lat[lat.length - 1] ? ' in the last second' : ' (the last busy second)'}`));
-  } else figures.push(h('span', { class: 'muted' }, 'No requests in the last 2 minutes.'));
+  } else figures.push(h('span', { class: 'muted' }, 'No requests in the last 2 minutes that this page saw (it counts from when it opened).'));
   const dl = LT.delivery;
   if (dl && dl.count) figures.push(h('span', { class: 'muted small', title: 'apns_emulator_delivery_latency_seconds: response → device ack, device sockets only' },
     `device ack p50 ${fmtBound(dl.p50, dl.buckets)}, p99 ${fmtBound(dl.p99, dl.buckets)}`));

@@ -77,7 +77,8 @@ function replyForm(r, a) {
     oninput: (e) => { typing.text = e.target.value; }, onfocus: () => { typing.focus = true; }, onblur: () => { if (typing) typing.focus = false; } });
   if (typing.focus) queueMicrotask(() => input.focus());
   return h('form', { class: 'na-reply', dataset: { action: a.identifier }, autocomplete: 'off',
-    onsubmit: (e) => { e.preventDefault(); respond(r, a.identifier, input.value); } },
+    // iOS keeps the send button off until something is typed: an empty reply is not sent.
+    onsubmit: (e) => { e.preventDefault(); if (input.value.trim()) respond(r, a.identifier, input.value); else input.focus(); } },
   input,
   h('button', { class: 'na-send', dataset: { send: a.identifier } }, a.textInput.buttonTitle || 'Send'),
   h('button', { type: 'button', class: 'na-cancel', title: 'Cancel', onclick: () => { typing = null; renderDetail(); } }, '×'));

@@ -36,6 +36,6 @@ export async function refreshSide() {
   await Promise.all([refreshDevices().then(() => (state.tab === 'devices' ? Promise.all([refreshActivities(), refreshCenters()]) : null)), refreshFaults(), refreshInfo(), refreshChecks(), state.tab === 'devices' ? refreshTokens() : null,
     // Calls arrive as events; a server that sends none is polled while the tab is open.
     state.tab === 'backend' && !state.callEventsSeen ? loadCalls() : null,
-    // Channels are unpaged (up to 10,000 per app and environment): fetched while their tab is shown, and once for its count.
+    // Channels (up to 10,000 per app and environment, read page by page): fetched while their tab is shown, and once for its count.
     state.tab === 'channels' || !state.channelsCounted ? refreshChannels().then(() => { state.channelsCounted = true; }) : null]);
 }

@@ -278,8 +278,15 @@ export function wireTimeline() {
     if (tr) select(Number(tr.dataset.seq));
   });
   $('#delete-records').addEventListener('click', async () => {
+    // The search text and a status class narrow only the rows loaded here, not the journal's
+    // delete: deleting with them set would remove records the page does not show.
+    if (state.q || state.statusClass) {
+      toast(`Delete goes by the journal's filters only; the ${state.q ? 'search' : 'status class'} narrows just the rows shown. Clear it (or use an exact status) first.`, true);
+      return;
+    }
     const q = serverQuery();
-    if (!await confirmDialog(q ? 'Delete every record matching the current filters?' : 'Delete every notification record?', 'Delete')) return;
+    const scope = q ? `matching ${[...new URLSearchParams(q)].map(([k, v]) => `${k}=${v}`).join(', ')}` : '';
+    if (!await confirmDialog(q ? `Delete every record in the journal ${scope}?` : 'Delete every notification record?', 'Delete')) return;
     const done = await act(api('DELETE', `/api/v1/notifications${q ? `?${q}` : ''}`));
     if (done) { toast(`${done.deleted} records deleted`); loadRecords(); }
   });

@@ -277,6 +277,13 @@ class UITest:
         search = self.one("#q")
         search.send_keys(self.alert_title)
         wait_for("the search to leave one row", lambda: len(self.css("#rows tr:not([hidden])")) == 1)
+        # The search narrows only the rows shown: Delete records… refuses rather than delete by
+        # the journal's filters what the page does not show.
+        before = len(self.admin.get("/api/v1/notifications?limit=10000")["notifications"])
+        self.click("#delete-records")
+        wait_for("Delete records… to refuse while a search is set", lambda: any("journal's filters only" in t.text for t in self.css(".toast.err")))
+        check(not self.css("dialog[open]"), "a confirm dialog opened although the search is set")
+        check(len(self.admin.get("/api/v1/notifications?limit=10000")["notifications"]) == before, "records were deleted")
         search.send_keys(Keys.CONTROL, "a")
         search.send_keys(Keys.BACKSPACE)
         wait_for("the search to be cleared", lambda: len(self.css("#rows tr:not([hidden])")) >= 2)
