@@ -95,7 +95,8 @@ extension World {
 
     /// Queues a hook call when the app's backend has that hook.
     mutating func call(
-        _ hook: BackendHookKind, deviceID: String, bundleID: String, payload: [UInt8]? = nil, response: (apnsID: String, NotificationResponse)? = nil
+        _ hook: BackendHookKind, deviceID: String, bundleID: String, payload: [UInt8]? = nil, response: (apnsID: String, NotificationResponse)? = nil,
+        apnsID: String? = nil
     ) {
         guard let backend = backends[bundleID], backend.hooks[hook] != nil,
             let device = registry.devices[deviceID], let app = device.apps[bundleID]
@@ -104,6 +105,7 @@ extension World {
         var values = HookValues(
             token: token, deviceID: deviceID, bundleID: bundleID, environment: app.environment,
             userID: device.userID)
+        values.apnsID = apnsID
         if let (apnsID, answer) = response {
             values.apnsID = apnsID
             values.actionIdentifier = answer.actionIdentifier

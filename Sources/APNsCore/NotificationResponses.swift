@@ -114,7 +114,7 @@ extension World {
             frames.insert(DeviceFrame(deviceID: deviceID, connectionID: connectionID, message: update), at: 0)
         }
         if effect.response.actionIdentifier == NotificationResponseAction.defaultAction {
-            call(.fetch, deviceID: deviceID, bundleID: bundleID, payload: shown.payload)
+            call(.fetch, deviceID: deviceID, bundleID: bundleID, payload: shown.payload, apnsID: shown.apnsID)
         } else if !effect.callbacks.isEmpty {
             call(.action, deviceID: deviceID, bundleID: bundleID, payload: shown.payload, response: (shown.apnsID, effect.response))
         }

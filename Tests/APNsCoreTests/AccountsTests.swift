@@ -33,6 +33,14 @@ final class BackendFixture: @unchecked Sendable {
         }
     }
 
+    /// The `{{apnsId}}` each hook called since the last look was given.
+    func apnsIDs() -> [String?] {
+        collected.withLock { intents in
+            defer { intents.removeAll() }
+            return intents.map(\.values.apnsID)
+        }
+    }
+
     func rendered() -> [RenderedHook] {
         collected.withLock { intents in
             defer { intents.removeAll() }
@@ -180,6 +188,14 @@ struct AccountsTests {
             try world.tap(deviceID: "phone", apnsID: response.apnsID, nowMs: now)
         }
         #expect(f.rendered().map(\.url) == ["http://127.0.0.1:9/messages/m9"])
+        // The tap's fetch names the notification tapped (`{{apnsId}}`).
+        let second = try f.device.push(#"{"aps":{"alert":"again"},"messageId":"m10","uid":"alice"}"#)
+        try f.device.ack(second.deviceFrames)
+        _ = f.calls()
+        _ = try f.state.withWorld { world throws(DeviceRequestError) in
+            try world.tap(deviceID: "phone", apnsID: second.apnsID, nowMs: now)
+        }
+        #expect(f.apnsIDs() == [second.apnsID])
     }
 
     @Test func aPushForAnotherAccountIsFlagged() throws {
