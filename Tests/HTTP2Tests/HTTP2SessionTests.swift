@@ -894,9 +894,8 @@ struct RequestLimitTests {
         #expect(pair.response(id)?.status == 200)
     }
 
-    /// A body past the limit is answered before it ends; the rest is read and dropped, so a
-    /// client that goes on sending (the JDK's HttpClient, httpx) gets to read the answer.
-    @Test func aBodyPastTheLimitIsAnsweredEarlyAndTheRestDrained() throws {
+    /// A server that answers a body past 5120 bytes with 413 before it ends.
+    static func earlyAnsweringPair() throws -> Pair {
         let pair = try Pair(maxBufferedBody: 5121, earlyAnswerBodyLength: 5120)
         pair.responder = { request, server in
             server.submitResponse(
@@ -904,6 +903,13 @@ struct RequestLimitTests {
                 headers: [HTTP2HeaderField("content-type", "application/json")],
                 body: Array(#"{"reason":"PayloadTooLarge"}"#.utf8))
         }
+        return pair
+    }
+
+    /// A body past the limit is answered before it ends; the rest is read and dropped, so a
+    /// client that goes on sending (the JDK's HttpClient, httpx) gets to read the answer.
+    @Test func aBodyPastTheLimitIsAnsweredEarlyAndTheRestDrained() throws {
+        let pair = try Self.earlyAnsweringPair()
         let body = [UInt8](repeating: 0x61, count: 200_000)
         let id = try pair.client.submitRequest(headers: requestHeaders(), body: body, maxDataFrameSize: 4096)
         try pair.pump()
@@ -917,13 +923,7 @@ struct RequestLimitTests {
     /// Past `drainBeforeResetLength` the stream is reset with NO_ERROR so the client stops
     /// sending (RFC 9113 §8.1).
     @Test func aBodyPastTheLimitIsAnsweredEarly() throws {
-        let pair = try Pair(maxBufferedBody: 5121, earlyAnswerBodyLength: 5120)
-        pair.responder = { request, server in
-            server.submitResponse(
-                streamID: request.streamID, status: request.isComplete ? 200 : 413,
-                headers: [HTTP2HeaderField("content-type", "application/json")],
-                body: Array(#"{"reason":"PayloadTooLarge"}"#.utf8))
-        }
+        let pair = try Self.earlyAnsweringPair()
         let body = [UInt8](repeating: 0x61, count: HTTP2ServerSession.drainBeforeResetLength + 200_000)
         let id = try pair.client.submitRequest(headers: requestHeaders(), body: body, maxDataFrameSize: 4096)
         try pair.pump()
