@@ -327,8 +327,10 @@ extension World {
     /// Uninstalls the app and installs it again with the same settings and token kinds: new
     /// tokens, the old ones invalid (maybe after the configured delay). Returns the new tokens.
     public mutating func reinstallApp(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
+        // Not found (404) as for a rotate: the device, or the app on it.
+        guard registry.devices[deviceID] != nil else { throw DeviceRequestError(RegistryError.unknownDevice(deviceID)) }
         guard let app = registry.devices[deviceID]?.apps[bundleID] else {
-            throw DeviceRequestError("bad_request", "app \(bundleID) is not installed on device \(deviceID)")
+            throw DeviceRequestError(RegistryError.appNotInstalled(deviceID: deviceID, bundleID: bundleID))
         }
         // Refused before the uninstall: over --max-tokens the app stays as it was.
         do throws(RegistryError) { try registry.checkRoom(forTokens: app.tokens.count) } catch { throw DeviceRequestError(error) }
