@@ -18,7 +18,11 @@ struct LoadDescription {
     var duration: Double?
 
     var header: String {
-        let rate = plan.ratePerSecond > 0 ? "\(grouped(plan.ratePerSecond)) req/s" : "unlimited"
+        // Under 10 a second the fraction matters (`--rate 0.5` is not "1", nor 0.001 "0").
+        let rate =
+            plan.ratePerSecond >= 10
+            ? "\(grouped(plan.ratePerSecond)) req/s"
+            : plan.ratePerSecond > 0 ? "\(String(format: "%g", plan.ratePerSecond)) req/s" : "unlimited"
         let stops = [requests.map { "\(grouped($0)) requests" }, duration.map { "\(grouped($0)) s" }].compactMap { $0 }
         let sizes = plan.mix.weights.filter { $0.weight > 0 }.map { "\($0.kind.rawValue) \(plan.payload(for: $0.kind).count)" }
         return """
