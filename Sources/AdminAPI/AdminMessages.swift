@@ -42,6 +42,11 @@ extension HTTP1Request {
     /// `scheduledSummary` off, an app's `senderKey` cleared.
     static let nullMeansSomething: Set<String> = ["focus", "scheduledSummary", "senderKey"]
 
+    /// Fields whose value is the app's own data, kept exactly as given (a Live Activity's
+    /// `attributes` and `contentState`, a backend hook's `body` template, a `payload`): a
+    /// `null` there is a value, which the device's decoding judges.
+    static let appData: Set<String> = ["attributes", "contentState", "body", "payload"]
+
     /// A field given as `null` is the same as leaving it out (clients that build bodies from
     /// optional values send such fields), in nested objects too; arrays keep their elements.
     static func leavingOutNulls(_ object: JSONObject) -> JSONObject {
@@ -51,7 +56,7 @@ extension HTTP1Request {
         var kept = JSONObject()
         for (key, value) in object.members {
             if value == .null, !nullMeansSomething.contains(key) { continue }
-            kept.members.append((key, leavingOutNulls(value)))
+            kept.members.append((key, appData.contains(key) ? value : leavingOutNulls(value)))
         }
         return kept
     }

@@ -308,6 +308,15 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         startedBefore deadline: Int64, errorCode: UInt32 = HTTP2ErrorCode.cancel
     ) -> [(streamID: Int32, headers: [HTTP2HeaderField])] {
         var stalled: [(Int32, [HTTP2HeaderField])] = []
+        // A body answered early (413) that the client never ends: its answer went out, so the
+        // stream is only told to stop (NO_ERROR), not reported; it no longer holds a place.
+        for index in slots.indices
+        where slots[index].inUse && slots[index].answeredEarly && slots[index].earlyAnswerSent && !slots[index].resetQueued
+            && slots[index].startedAtMs < deadline && nghttp2_session_get_stream_remote_close(session, slots[index].streamID) == 0
+        {
+            slots[index].resetQueued = true
+            nghttp2_submit_rst_stream(session, 0, slots[index].streamID, HTTP2ErrorCode.noError)
+        }
         for index in slots.indices where slots[index].inUse && !slots[index].handedOver && slots[index].startedAtMs < deadline {
             slots[index].handedOver = true
             var headers: [HTTP2HeaderField] = []

@@ -920,6 +920,30 @@ struct RequestLimitTests {
         #expect(!pair.serverFrames.contains { $0.type == 3 && $0.streamID == id }, "no reset under the drain length")
     }
 
+    /// A body answered early whose client never ends it is reset (NO_ERROR) at the request
+    /// deadline, so it does not hold a stream's place for good; it is not reported as stalled.
+    @Test func aBodyAnsweredEarlyThatNeverEndsIsResetAtTheDeadline() throws {
+        let server = try HTTP2ServerSession(
+            settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)], maxBufferedBody: 5121, earlyAnswerBodyLength: 5120)
+        let block: [UInt8] =
+            [0x83, 0x87] + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
+            + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
+        try server.receive(
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + RawHTTP2.frame(type: 0x1, flags: 0x4, stream: 1, block)
+                + RawHTTP2.frame(type: 0x0, flags: 0, stream: 1, [UInt8](repeating: 0x61, count: 6000)))
+        let early = server.takeEvents().compactMap { event -> HTTP2Request? in if case .request(let r) = event { return r } else { return nil } }
+        #expect(early.first?.isComplete == false)
+        _ = server.submitResponse(streamID: 1, status: 413, headers: [], body: Array(#"{"reason":"PayloadTooLarge"}"#.utf8))
+        var out: [UInt8] = []
+        server.drainOutput(into: &out)
+        #expect(!RawHTTP2.frames(out).contains { $0.type == 3 }, "no reset yet: the rest of the body is read")
+        #expect(server.resetStalledRequests(startedBefore: .max).isEmpty, "answered already: not stalled")
+        out = []
+        server.drainOutput(into: &out)
+        let reset = RawHTTP2.frames(out).first { $0.type == 3 && $0.streamID == 1 }
+        #expect(reset.map { Array($0.payload) } == [0, 0, 0, 0], "RST_STREAM NO_ERROR")
+    }
+
     /// Past `drainBeforeResetLength` the stream is reset with NO_ERROR so the client stops
     /// sending (RFC 9113 §8.1).
     @Test func aBodyPastTheLimitIsAnsweredEarly() throws {

@@ -90,6 +90,15 @@ struct AdminAPITests {
         let (device, _) = try emulator.createDevice()
         #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device)", body: ["focus": true]).json["focus"] != .null)
         #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device)", body: ["focus": .null]).json["focus"] == .null, "null turns Focus off")
+        // The app's own data is kept as given: a null in a Live Activity's attributes is a value.
+        let app = "/api/v1/devices/\(device)/apps/\(EmulatorProcess.bundleID)"
+        #expect(try emulator.admin("PUT", app + "/live-activities", body: ["types": ["DeliveryAttributes"]]).status == 200)
+        let started = try emulator.admin(
+            "POST", app + "/activities",
+            body: ["attributesType": "DeliveryAttributes", "attributes": ["order": "42", "note": .null], "contentState": ["eta": .null]])
+        #expect(started.status == 201, "\(started.raw)")
+        #expect(started.json["attributes"]?.objectValue?["note"] == .null && started.json["attributes"]?["note"] != nil, "\(started.raw)")
+        #expect(started.json["contentState"]?.objectValue?["eta"] != nil, "\(started.raw)")
     }
 
     @Test func unknownFieldsAreRefusedWithTheAllowedOnes() throws {
