@@ -636,11 +636,11 @@ public final class ChannelEndpoint: Sendable {
         // Both headers may be left out, as on the device API: node-apn sends `apns-priority` only
         // when it is not 10 and `apns-expiration` only when one is set.
         let priorityText = fields.priority ?? "10"
-        guard Self.isDigits(priorityText), let priority = Int(priorityText), [10, 5, 1].contains(priority) else {
+        guard let priority = APNsHeaderFields.priority(priorityText) else {
             throw Rejection(.badPriority, "apns-priority must be 10, 5 or 1, not \(priorityText)")
         }
         let expirationText = fields.expiration ?? "0"
-        guard Self.isDigits(expirationText), let expiration = Int64(expirationText), expiration >= 0 else {
+        guard let expiration = APNsHeaderFields.expirationSeconds(expirationText) else {
             throw Rejection(.badExpirationDate, "apns-expiration must be 0 or a UNIX time in seconds, not \(expirationText)")
         }
         if expiration != 0, channel.policy == .noMessageStored {
@@ -654,9 +654,6 @@ public final class ChannelEndpoint: Sendable {
 }
 
 extension ChannelEndpoint {
-    /// Only ASCII digits (no sign, no spaces inside), as the device API reads these numbers.
-    static func isDigits(_ text: String) -> Bool { !text.isEmpty && text.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }
-
     /// What is wrong with a broadcast's payload, if anything: empty, over 5,120 bytes, not a
     /// JSON object with an `aps` dictionary.
     static func payloadProblem(_ payload: [UInt8], bodyLength: Int) -> Rejection? {

@@ -53,7 +53,7 @@ extension World {
         }
         setOutcome(sequence, outcome, explanation, atMs: nowMs)
         if stored || outcome == .delivered {
-            let display = Self.liveActivityDisplay(json["aps"])
+            let display = liveActivityDisplay(payload, deviceID: owner.deviceID, bundleID: owner.bundleID)
             records.update(sequence: sequence) {
                 if stored { $0.wasStored = true }
                 if outcome == .delivered {
@@ -74,19 +74,12 @@ extension World {
     }
 
     /// What the screen shows for a Live Activity push that was applied (docs/device-model.md,
-    /// "Other push types"): a banner when it carries something to see or hear (an alert with a
-    /// title, subtitle or body, a badge, a sound), else nothing; `null` is absent.
-    static func liveActivityDisplay(_ aps: JSONValue?) -> Display {
-        func present(_ value: JSONValue?) -> Bool {
-            guard let value, value != .null else { return false }
-            if let text = value.stringValue { return !text.isEmpty }
-            return true
-        }
-        let alert = aps?["alert"]
-        let alertShows =
-            alert?.stringValue.map { !$0.isEmpty }
-            ?? ["title", "subtitle", "body", "title-loc-key", "subtitle-loc-key", "loc-key"].contains { present(alert?[$0]) }
-        return alertShows || present(aps?["badge"]) || present(aps?["sound"]) ? .banner : .none
+    /// "Other push types"): a banner when it carries something to see or hear (an alert with
+    /// text, as the app's strings give it, a badge, a sound), else nothing. Read as for an alert.
+    func liveActivityDisplay(_ payload: [UInt8], deviceID: String, bundleID: String) -> Display {
+        let setup = registry.devices[deviceID]?.apps[bundleID]?.settings.notifications ?? NotificationSetup()
+        let content = AlertContent.read(payload, setup: setup)
+        return content.hasAlert && content.hasText || content.hasSound || content.badge != nil ? .banner : .none
     }
 
     /// A `timestamp` past year 5000 is almost surely milliseconds: the device takes it as

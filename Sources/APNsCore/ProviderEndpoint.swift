@@ -663,19 +663,14 @@ public final class ProviderEndpoint: Sendable {
             throw Rejection(reason: .badMessageId, explanation: "apns-id '\(id)' is not a UUID (8-4-4-4-12 hex digits)")
         }
         if let priority = fields.priority {
-            switch priority {
-            case "10": record.priority = 10
-            case "5": record.priority = 5
-            case "1": record.priority = 1
-            default:
+            guard let value = APNsHeaderFields.priority(priority) else {
                 throw Rejection(reason: .badPriority, explanation: "apns-priority '\(priority)' is not 10, 5 or 1")
             }
+            record.priority = value
         }
         if let expiration = fields.expiration {
-            // Decimal seconds since the epoch; 0 means "deliver once, do not store". A past
-            // time is accepted (it simply is already expired).
-            guard let seconds = Int64(expiration), seconds >= 0, expiration.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
-            else {
+            // 0 means "deliver once, do not store".
+            guard let seconds = APNsHeaderFields.expirationSeconds(expiration) else {
                 throw Rejection(
                     reason: .badExpirationDate,
                     explanation: "apns-expiration '\(expiration)' is not a UNIX time in whole seconds")

@@ -101,6 +101,24 @@ struct APNsHeaderFields {
         return String(decoding: inner.reversed(), as: UTF8.self)
     }
 
+    /// `apns-priority` as APNs takes it, on the device API and for broadcasts: exactly 10, 5 or 1.
+    @inline(__always)
+    static func priority(_ text: String) -> Int? {
+        switch text {
+        case "10": return 10
+        case "5": return 5
+        case "1": return 1
+        default: return nil
+        }
+    }
+
+    /// `apns-expiration`: whole seconds since 1970 in ASCII digits (no sign, no spaces); 0 means
+    /// never stored. A past time is taken (it is simply already expired).
+    static func expirationSeconds(_ text: String) -> Int64? {
+        guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int64(text)
+    }
+
     /// An optional header: trimmed, and nil when nothing is left.
     @inline(__always)
     static func optional(_ value: String) -> String? {
