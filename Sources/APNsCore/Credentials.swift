@@ -122,13 +122,23 @@ public struct Credentials: Sendable {
     }
 
     /// The team that owns a bundle: an explicit app entry, or a topic-specific key that lists it
-    /// (one can only make such a key for one's own apps).
+    /// or one of its topics (one can only make such a key for one's own apps).
     public func owner(ofBundle bundleID: String) -> AppOwnership? {
         if let app = apps[bundleID] { return app }
-        for key in keys.values where key.topics?.contains(bundleID) == true {
+        for key in keys.values where key.topics?.contains(where: { Self.bundleID(listedAs: $0) == bundleID }) == true {
             return AppOwnership(teamID: key.teamID, addedAtGeneration: 0)
         }
         return nil
+    }
+
+    /// The bundle a topic-specific key's entry names: the entry itself, or, for a full topic
+    /// (`com.example.app.voip`), the bundle without its push-type suffix. So listing a VoIP topic
+    /// makes `com.example.app` the team's, not an app called `com.example.app.voip` (which would
+    /// take the suffix's meaning away from every push to that topic); such an app is registered
+    /// with `--app`.
+    static func bundleID(listedAs entry: String) -> Substring {
+        guard let type = PushType.implied(byTopic: Substring(entry)) else { return Substring(entry) }
+        return Substring(entry.utf8.dropLast(type.topicSuffix.utf8.count))
     }
 }
 

@@ -195,6 +195,40 @@ struct ProviderTokenTests {
                 == .unrelatedKeyIdInToken)
     }
 
+    /// A topic-specific key may list a full topic (`com.example.app.voip`). That makes the
+    /// bundle its team's, not an app called `com.example.app.voip`: the suffix keeps its meaning,
+    /// so VoIP pushes to it stay VoIP pushes for the team's other keys and for this one.
+    @Test func aKeyListingAFullTopicLeavesItsSuffixAlone() throws {
+        let fixture = try Fixture()
+        let voipKey = try SigningKey(team: "TEAMAAAAAA", key: "KEYVOIP001")
+        fixture.state.withWorld { $0.addKey(voipKey.providerKey(topics: ["com.example.app.voip"])) }
+        #expect(fixture.state.withWorld { $0.credentials.owner(ofBundle: "com.example.app.voip") } == nil)
+        #expect(fixture.state.withWorld { $0.credentials.owner(ofBundle: "com.example.app")?.teamID } == "TEAMAAAAAA")
+        let big = #"{"aps":{},"x":""# + String(repeating: "v", count: 4_990) + #""}"#
+        for key in [fixture.keyA, voipKey] {
+            var connection = fixture.connection()
+            let typed = fixture.endpoint.handle(
+                try fixture.request(
+                    token: fixture.voipToken, topic: "com.example.app.voip",
+                    authorization: "bearer \(try key.token(issuedAt: fixture.nowSeconds))", extra: [("apns-push-type", "voip")]),
+                connection: &connection)
+            #expect(typed.status == 200, "\(key.keyID): \(typed.reasonText ?? "")")
+            // Without the header the suffix implies voip, and with it VoIP's 5120-byte limit.
+            let implied = fixture.endpoint.handle(
+                try fixture.request(
+                    token: fixture.voipToken, topic: "com.example.app.voip",
+                    authorization: "bearer \(try key.token(issuedAt: fixture.nowSeconds))", body: big),
+                connection: &connection)
+            #expect(implied.status == 200, "\(key.keyID): \(implied.reasonText ?? "")")
+            #expect(fixture.latestRecord()?.pushType == "voip")
+        }
+        // The key covers only the topic it lists.
+        var connection = fixture.connection()
+        let alert = fixture.endpoint.handle(
+            try fixture.request(authorization: "bearer \(try voipKey.token(issuedAt: fixture.nowSeconds))"), connection: &connection)
+        #expect(alert.reasonText == "TopicDisallowed")
+    }
+
     @Test func teamKeyConnectionRefusesTopicSpecificKey() throws {
         let fixture = try Fixture()
         var authenticator = ConnectionAuthenticator()
