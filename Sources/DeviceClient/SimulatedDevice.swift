@@ -591,7 +591,7 @@ public final class SimulatedDevice {
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
             let value: JSONValue
             do {
-                value = try JSONValue.parse(Array(line))
+                value = try JSONValue.parseKeepingText(Array(line))
             } catch {
                 throw DeviceClientError(.badFrame, "the emulator sent invalid JSON (\(error.description)): \(Self.excerpt(line))")
             }

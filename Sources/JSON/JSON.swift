@@ -124,8 +124,16 @@ extension JSONValue {
         try parse(bytes, isFile: true)
     }
 
-    private static func parse(_ bytes: [UInt8], isFile: Bool) throws(JSONParseError) -> JSONValue {
-        var parser = JSONParser(bytes: bytes, isFile: isFile)
+    /// As `parse`, but a value `JSONValue` cannot hold as it was sent is kept as its text
+    /// (`.raw`): a string with an unpaired surrogate escape (`"\ud800"`), an integer beyond
+    /// Int64, a number beyond a Double's range, `-0`. Writing the value again gives the bytes
+    /// that came, as the device client shows a payload.
+    public static func parseKeepingText(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+        try parse(bytes, isFile: false, keepsText: true)
+    }
+
+    private static func parse(_ bytes: [UInt8], isFile: Bool, keepsText: Bool = false) throws(JSONParseError) -> JSONValue {
+        var parser = JSONParser(bytes: bytes, isFile: isFile, keepsText: keepsText)
         if isFile, bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
         let value = try parser.parseValue(depth: 0)
         parser.skipWhitespace()
@@ -138,6 +146,10 @@ private struct JSONParser {
     let bytes: [UInt8]
     /// `JSONValue.parseFile`'s checks; payloads and API bodies skip them.
     let isFile: Bool
+    /// `JSONValue.parseKeepingText`: values a `JSONValue` cannot hold become `.raw`.
+    var keepsText = false
+    /// Set by `parseString` when `keepsText` let an unpaired surrogate through (as U+FFFD).
+    var sawLoneSurrogate = false
     var index = 0
 
     func error(_ message: String) -> JSONParseError { JSONParseError(offset: index, message: message) }
@@ -169,7 +181,11 @@ private struct JSONParser {
             }
             return .array(array)
         case UInt8(ascii: "\""):
-            return .string(try parseString())
+            guard keepsText else { return .string(try parseString()) }
+            let start = index
+            sawLoneSurrogate = false
+            let text = try parseString()
+            return sawLoneSurrogate ? .raw(Array(bytes[start..<index])) : .string(text)
         case UInt8(ascii: "t"):
             try expectLiteral("true")
             return .bool(true)
@@ -263,8 +279,12 @@ private struct JSONParser {
             guard index > expStart else { throw error("invalid number") }
         }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
-        if isInteger, let value = Int64(text) { return .int(value) }
+        if isInteger, let value = Int64(text) {
+            if keepsText, value == 0, bytes[start] == UInt8(ascii: "-") { return .raw(Array(bytes[start..<index])) }
+            return .int(value)
+        }
         guard let value = Double(text) else { throw error("invalid number") }
+        if keepsText, isInteger || !value.isFinite { return .raw(Array(bytes[start..<index])) }
         if isFile, !value.isFinite {
             let shown = text.count > 40 ? String(text.prefix(40)) + "…" : text
             throw JSONParseError(offset: start, message: "the number \(shown) is out of range (beyond ±1.8e308)")
@@ -329,15 +349,21 @@ private struct JSONParser {
                 var scalar = try parseHex4()
                 if (0xD800..<0xDC00).contains(scalar) {
                     // A high surrogate must be followed by an escaped low surrogate.
-                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
-                        throw error("unpaired surrogate")
+                    let lowStart = index
+                    if index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") {
+                        index += 2
+                        let low = try parseHex4()
+                        if (0xDC00..<0xE000).contains(low) {
+                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        } else {
+                            index = lowStart  // the next escape is read on its own
+                            scalar = try loneSurrogate()
+                        }
+                    } else {
+                        scalar = try loneSurrogate()
                     }
-                    index += 2
-                    let low = try parseHex4()
-                    guard (0xDC00..<0xE000).contains(low) else { throw error("unpaired surrogate") }
-                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
                 } else if (0xDC00..<0xE000).contains(scalar) {
-                    throw error("unpaired surrogate")
+                    scalar = try loneSurrogate()
                 }
                 guard let u = Unicode.Scalar(scalar) else { throw error("invalid escape") }
                 out.append(contentsOf: String(Character(u)).utf8)
@@ -346,6 +372,13 @@ private struct JSONParser {
             }
         }
         throw error("unterminated string")
+    }
+
+    /// An unpaired surrogate: an error, or with `keepsText` U+FFFD noted for the caller.
+    mutating func loneSurrogate() throws(JSONParseError) -> UInt32 {
+        guard keepsText else { throw error("unpaired surrogate") }
+        sawLoneSurrogate = true
+        return 0xFFFD
     }
 
     mutating func parseHex4() throws(JSONParseError) -> UInt32 {

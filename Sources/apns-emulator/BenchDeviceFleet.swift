@@ -122,7 +122,7 @@ final class BenchDevice: ConnectionHandler {
     }
 
     private func handle(frame line: ArraySlice<UInt8>, _ connection: Connection) {
-        guard let object = try? JSONValue.parse(Array(line)).objectValue else {
+        guard let object = try? JSONValue.parseKeepingText(Array(line)).objectValue else {
             fleet.tally.error("not a JSON object: \(String(decoding: line.prefix(200), as: UTF8.self))")
             return
         }

@@ -126,4 +126,15 @@ struct JSONStringTests {
         key += Array(#"":1}"#.utf8)
         #expect(throws: JSONParseError.self) { try JSONValue.parse(key) }
     }
+
+    @Test func parseKeepingTextKeepsWhatAValueCannotHold() throws {
+        let text = #"["\ud800","a\udc00b","\ud800\u0041",12345678901234567890,1e400,-0,0,-1,1.5,"\u00fc"]"#
+        let value = try JSONValue.parseKeepingText(Array(text.utf8))
+        #expect(value.serialized() == text.replacingOccurrences(of: #""\u00fc""#, with: #""ü""#))
+        #expect(value.arrayValue?[6] == 0)
+        #expect(value.arrayValue?[7] == -1)
+        #expect(value.arrayValue?[8] == 1.5)
+        // The plain parser still refuses them, as before.
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(Array(#"["\ud800"]"#.utf8)) }
+    }
 }

@@ -146,6 +146,28 @@ struct SimulatedDeviceTests {
         #expect(acks.withLock { $0 } == [#"{"type":"ack","id":17}"#, #"{"type":"ack","id":18}"#])
     }
 
+    @Test("a payload APNs accepts but a Swift value cannot hold (a lone surrogate, huge numbers, -0) is acked and kept as sent")
+    func payloadKeptAsSent() throws {
+        let sent = #"{"aps":{"alert":"\ud800 lone \udc00","badge":1E400},"big":99999999999999999999999,"z":-0,"ok":"\ud83d\ude00"}"#
+        let ack = Locked<String>("")
+        let peer = try FakePeer { peer in
+            let connection = try peer.accept()
+            try connection.handshake()
+            try connection.send(FakePeer.notification(id: 5, apnsID: "A-5", payload: .raw(Array(sent.utf8))))
+            let line = try connection.readLine()
+            ack.withLock { $0 = String(decoding: line, as: UTF8.self) }
+        }
+        try peer.run {
+            let device = makeDevice(peer)
+            try device.connect()
+            let n = try #require(try device.nextNotification(timeoutMilliseconds: 2000))
+            // (A valid pair is text like any other, written as the character.)
+            #expect(n.payload.serialized() == sent.replacingOccurrences(of: #"\ud83d\ude00"#, with: "😀"))
+            #expect(n.payload["ok"] == "😀")
+        }
+        #expect(ack.withLock { $0 } == #"{"type":"ack","id":5}"#)
+    }
+
     @Test("without autoAck nothing is acked until ack(_:)")
     func manualAck() throws {
         let peer = try FakePeer { peer in
