@@ -76,7 +76,7 @@ struct APNsHeaderFields {
             case 1 << 7: priority = Self.optional(value)
             case 1 << 8: topic = Self.trimmed(value)
             case 1 << 9: pushType = Self.optional(value)
-            case 1 << 10: collapseID = value.isEmpty ? nil : value
+            case 1 << 10: collapseID = Self.optional(value)
             default: break  // :scheme
             }
             if seen & bit != 0, duplicate == nil { duplicate = name }

@@ -111,6 +111,8 @@ struct HeaderLeniencyTests {
             extra: [
                 ("apns-priority", "5 "), ("apns-push-type", " alert"), ("apns-expiration", " 0"),
                 ("apns-id", " 6a5b0b6e-3c1d-4c52-9d2e-1f0a3b4c5d6e "),
+                // 64 bytes with the padding left out, so the same key as without it.
+                ("apns-collapse-id", "\t" + String(repeating: "c", count: 64) + "  "),
             ])
         let response = fixture.send(request)
         #expect(response.status == 200)
@@ -119,6 +121,7 @@ struct HeaderLeniencyTests {
         #expect(record?.priority == 5)
         #expect(record?.expiration == 0)
         #expect(record?.topic == "com.example.app")
+        #expect(record?.collapseID == String(repeating: "c", count: 64))
     }
 
     @Test(arguments: ["apns-id", "apns-priority", "apns-expiration", "apns-push-type", "apns-collapse-id"])
