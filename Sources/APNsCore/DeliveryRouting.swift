@@ -110,6 +110,16 @@ extension World {
                 _ = budget.consume(nowMs: nowMs)
                 delivery.setBudget(key, budget)
             }
+            if wantsWake, let older = delivery.deferred[key], older.notification.sequence < notification.sequence,
+                verdict.callbacks.contains(AppCallback.didReceiveRemoteNotification)
+            {
+                // The app is woken with newer content: the held one would reach it late and stale.
+                delivery.deferred.removeValue(forKey: key)
+                setOutcome(
+                    older.notification.sequence, .throttled,
+                    "a newer background push woke the app while this one was held; the system keeps only the newest", atMs: nowMs)
+                delivery.noteDone(older.notification.sequence)
+            }
             if device.isVirtual {
                 // WidgetKit, not the app, takes these: a reload within the budget, or why not.
                 if let kind = WidgetPushKind(notification.pushType) {
@@ -342,23 +352,30 @@ extension World {
         return frames
     }
 
-    /// Delivers what waited for the device: the stored notification and held background
-    /// pushes whose reason has passed.
+    /// Delivers what waited for the device: the stored notifications and held background
+    /// pushes whose reason has passed, in the order they were answered in, across its apps.
     mutating func flushWaiting(deviceID: String, nowMs: Int64) -> [DeviceFrame] {
         guard let device = registry.devices[deviceID], device.isOnline else { return [] }
-        var frames: [DeviceFrame] = []
-        for bundleID in device.apps.keys.sorted() {
+        var waiting: [(sequence: UInt64, key: AppKey, isHeld: Bool)] = []
+        for bundleID in device.apps.keys {
             let key = AppKey(deviceID: deviceID, bundleID: bundleID)
-            if let stored = delivery.stored.removeValue(forKey: key) {
-                delivery.storeArrivals.removeValue(forKey: key)
-                delivery.noteDone(stored.sequence)
-                if let until = stored.storeUntilMs, until > nowMs {
-                    frames.append(contentsOf: deliverNow(stored, nowMs: nowMs))
-                } else {
-                    setOutcome(stored.sequence, .expired, "expired in the store before the device came back online", atMs: nowMs)
-                }
+            if let stored = delivery.stored[key] { waiting.append((stored.sequence, key, false)) }
+            if let held = delivery.deferred[key] { waiting.append((held.notification.sequence, key, true)) }
+        }
+        var frames: [DeviceFrame] = []
+        for item in waiting.sorted(by: { $0.sequence < $1.sequence }) {
+            if item.isHeld {
+                frames.append(contentsOf: releaseDeferred(item.key, nowMs: nowMs))
+                continue
             }
-            frames.append(contentsOf: releaseDeferred(key, nowMs: nowMs))
+            guard let stored = delivery.stored.removeValue(forKey: item.key) else { continue }
+            delivery.storeArrivals.removeValue(forKey: item.key)
+            delivery.noteDone(stored.sequence)
+            if let until = stored.storeUntilMs, until > nowMs {
+                frames.append(contentsOf: deliverNow(stored, nowMs: nowMs))
+            } else {
+                setOutcome(stored.sequence, .expired, "expired in the store before the device came back online", atMs: nowMs)
+            }
         }
         frames.append(contentsOf: flushLiveActivities(deviceID: deviceID, nowMs: nowMs))
         return frames

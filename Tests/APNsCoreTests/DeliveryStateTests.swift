@@ -7,15 +7,26 @@ final class DeviceFixture: @unchecked Sendable {
     let base: Fixture
     var connectionID: UInt64 = 100
     private(set) var token = ""
+    /// More apps of team A on the device, beside com.example.app.
+    let extraBundles: [String]
+    /// Every app's token, by bundle id.
+    private(set) var tokens: [String: String] = [:]
 
     init(
-        options: DeliveryOptions = DeliveryOptions(), settings: AppSettings = AppSettings(),
+        options: DeliveryOptions = DeliveryOptions(), settings: AppSettings = AppSettings(), extraBundles: [String] = [],
         onBackendIntents: (@Sendable ([BackendIntent]) -> Void)? = nil
     ) throws {
         base = try Fixture(onBackendIntents: onBackendIntents)
-        base.state.withWorld { $0.deliveryOptions = options }
+        self.extraBundles = extraBundles
+        base.state.withWorld { world in
+            world.deliveryOptions = options
+            for bundle in extraBundles { world.addApp(teamID: "TEAMAAAAAA", bundleID: bundle) }
+        }
         let frames = try connect(settings: settings)
-        token = frames.compactMap { $0.message["token"]?.stringValue }.first ?? ""
+        for message in frames.map(\.message) {
+            if let bundle = message["bundleId"]?.stringValue, let token = message["token"]?.stringValue { tokens[bundle] = token }
+        }
+        token = tokens["com.example.app"] ?? ""
     }
 
     var clock: ManualClock { base.clock }
@@ -26,9 +37,9 @@ final class DeviceFixture: @unchecked Sendable {
         connectionID += 1
         let hello = DeviceHello(
             deviceID: "phone", lowPowerMode: false,
-            apps: [
-                AppRegistration(bundleID: "com.example.app", environment: .sandbox, settings: settings, kinds: [.app])
-            ])
+            apps: (["com.example.app"] + extraBundles).map {
+                AppRegistration(bundleID: $0, environment: .sandbox, settings: settings, kinds: [.app])
+            })
         let id = connectionID
         let now = self.now
         return try base.state.withWorld { world throws(DeviceRequestError) in
@@ -43,8 +54,10 @@ final class DeviceFixture: @unchecked Sendable {
     }
 
     /// Sends a push; returns the response (with the device frames it produced).
-    func push(_ body: String = #"{"aps":{"alert":"hi"}}"#, headers: [(String, String)] = []) throws -> PushResponse {
-        let request = try base.request(token: token, extra: headers, body: body)
+    func push(_ body: String = #"{"aps":{"alert":"hi"}}"#, headers: [(String, String)] = [], bundle: String = "com.example.app") throws
+        -> PushResponse
+    {
+        let request = try base.request(token: tokens[bundle] ?? token, topic: bundle, extra: headers, body: body)
         var connection = base.connection()
         return base.endpoint.handle(request, connection: &connection)
     }
@@ -230,6 +243,38 @@ struct DeliveryStateTests {
         _ = try setState(.notRunning)
         let frames = try setState(.foreground)
         #expect(f.notifications(in: frames).first?["callbacks"] == ["didReceiveRemoteNotification"])
+    }
+
+    /// A force-quit app's held background push is superseded by a newer one that reaches the
+    /// app (iOS keeps the newest), not delivered after it when the app is launched.
+    @Test func aHeldBackgroundPushIsNotDeliveredAfterANewerOne() throws {
+        let f = try DeviceFixture(settings: AppSettings(appState: .terminated))
+        let background = [("apns-push-type", "background"), ("apns-priority", "5")]
+        let older = try f.push(#"{"aps":{"content-available":1},"i":1}"#, headers: background)
+        #expect(f.record(older)?.outcome == .deferred)
+        let now = f.now
+        func setState(_ state: AppState) throws -> [DeviceFrame] {
+            try f.base.state.withWorld { world throws(DeviceRequestError) in
+                try world.updateApp(
+                    deviceID: "phone", bundleID: "com.example.app", appState: state, authorization: nil, backgroundMode: nil, nowMs: now)
+            }.1
+        }
+        #expect(try setState(.suspended).isEmpty)
+        let newer = try f.push(#"{"aps":{"content-available":1},"i":2}"#, headers: background)
+        #expect(f.notifications(in: newer.deviceFrames).first?["callbacks"] == ["didReceiveRemoteNotification"])
+        #expect(f.record(older)?.outcome == .throttled)
+        #expect(try setState(.background).isEmpty, "nothing is left to release")
+    }
+
+    /// Stored notifications of several apps reach the device in the order they were answered,
+    /// not in the order of their bundle ids.
+    @Test func storedNotificationsOfSeveralAppsArriveInTheOrderAnswered() throws {
+        let f = try DeviceFixture(extraBundles: ["com.example.two", "com.example.a0"])
+        f.disconnect()
+        let order = ["com.example.two", "com.example.app", "com.example.a0"]
+        for bundle in order { #expect(try f.push(bundle: bundle).status == 200) }
+        let frames = try f.connect()
+        #expect(f.notifications(in: frames).compactMap { $0["bundleId"]?.stringValue } == order)
     }
 
     @Test func deniedAlertArrivesAndIsDroppedBySystem() throws {
