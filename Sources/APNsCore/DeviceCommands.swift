@@ -70,9 +70,24 @@ public struct DeviceRequestError: Error, Sendable, Equatable {
     /// The code of a refusal because the emulator holds `--max-devices` devices or
     /// `--max-tokens` tokens.
     public static let registryFull = "registry_full"
+    /// The code of a refusal to change, through the admin API, what a disconnected socket
+    /// device's next `hello` sets anyway (its apps' settings, Low Power Mode).
+    public static let notConnected = "not_connected"
 }
 
 extension World {
+    /// Refuses a change from outside to what a socket device's next `hello` sets (`what`: its
+    /// apps' settings, its Low Power Mode) while it is not connected: the change could not be
+    /// passed on, so the `hello` would undo it unseen, after stored notifications had been
+    /// judged by it. Virtual devices, and socket devices while connected, take it.
+    public func refuseWhileDisconnected(deviceID: String, what: String) throws(DeviceRequestError) {
+        guard let device = registry.devices[deviceID], !device.isVirtual, device.connectionID == nil else { return }
+        throw DeviceRequestError(
+            DeviceRequestError.notConnected,
+            "device \(deviceID) connects over its own socket and is not connected now; its next hello sets \(what), "
+                + "so this change would be undone. Make it while the device is connected (it is told), or in the device process")
+    }
+
     /// A device said hello on `connectionID`. Returns the frames for it (welcome, tokens,
     /// waiting notifications) and, when another connection held the device, a `replaced`
     /// frame for that one.

@@ -190,14 +190,18 @@ extension AdminResource {
         } catch {
             let status =
                 error.isNotFound
-                ? 404 : error.code == DeviceRequestError.tooManyApps ? 409 : error.code == DeviceRequestError.registryFull ? 507 : 400
+                ? 404
+                : error.code == DeviceRequestError.tooManyApps || error.code == DeviceRequestError.notConnected
+                    ? 409 : error.code == DeviceRequestError.registryFull ? 507 : 400
             throw AdminError(status, error.message)
         }
     }
 
     /// A connected device hears about a change made from outside (its CLI prints it).
-    func tellDevice(_ id: String, _ message: JSONValue) {
-        guard let connection = state.readWorld({ $0.registry.devices[id]?.connectionID }) else { return }
-        host.dispatch([DeviceFrame(deviceID: id, connectionID: connection, message: message)])
+    func tellDevice(_ id: String, _ message: JSONValue) { tellDevice(id, [message]) }
+
+    func tellDevice(_ id: String, _ messages: [JSONValue]) {
+        guard !messages.isEmpty, let connection = state.readWorld({ $0.registry.devices[id]?.connectionID }) else { return }
+        host.dispatch(messages.map { DeviceFrame(deviceID: id, connectionID: connection, message: $0) })
     }
 }

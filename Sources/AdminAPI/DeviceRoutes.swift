@@ -19,6 +19,9 @@ struct DeviceRoutes: AdminResource {
             try req.refuseBody()
             let id = try Self.deviceID(p)
             try deviceCall { world, now throws(DeviceRequestError) in try world.eraseDevice(id, nowMs: now) }
+            // A connected device hears of each change as of its own request (the device
+            // command keeps its list of apps from these, for its next hello).
+            tellDevice(id, ["type": "erased"])
             return try getDevice(id)
         }
         r.add("POST", "/api/v1/devices/{deviceId}/restore", "restore another device's backup onto this one") { req, p, _ in
@@ -32,6 +35,13 @@ struct DeviceRoutes: AdminResource {
             let entries = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.restoreBackup(from: source, to: target, nowMs: now)
             }
+            tellDevice(target, entries.map(World.registeredMessage))
+            tellDevice(
+                target,
+                [
+                    "type": "restored", "fromDeviceId": .string(source),
+                    "bundleIds": .array(Array(Set(entries.map(\.bundleID))).sorted().map(JSONValue.string)),
+                ])
             return .json(200, ["deviceId": .string(target), "fromDeviceId": .string(source), "tokens": .array(entries.map(AdminJSON.token))])
         }
         r.add("POST", "/api/v1/devices/{deviceId}/tap", "tap a notification on screen") { req, p, _ in
@@ -75,6 +85,7 @@ struct DeviceRoutes: AdminResource {
             let entries = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.reinstallApp(deviceID: id, bundleID: bundle, nowMs: now)
             }
+            tellDevice(id, entries.map(World.registeredMessage))
             return .json(200, ["tokens": .array(entries.map(AdminJSON.token))])
         }
         r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/rotate", "APNs replaces the app's tokens") { req, p, _ in
@@ -83,6 +94,7 @@ struct DeviceRoutes: AdminResource {
             let entries = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.rotateTokens(deviceID: id, bundleID: bundle, nowMs: now)
             }
+            tellDevice(id, entries.map(World.registeredMessage))
             return .json(200, ["tokens": .array(entries.map(AdminJSON.token))])
         }
     }
@@ -122,6 +134,7 @@ struct DeviceRoutes: AdminResource {
             throw AdminError(400, "give any of \"online\", \"lowPowerMode\", \"focus\", \"scheduledSummary\", \"muted\", \"locked\"")
         }
         let frames = try deviceCall { world, now throws(DeviceRequestError) in
+            if lowPower != nil { try world.refuseWhileDisconnected(deviceID: id, what: "its Low Power Mode") }
             // The switches first: a refused one changes nothing else.
             if switches { _ = try world.changeAttention(deviceID: id, body) }
             return try world.setPresence(deviceID: id, lowPowerMode: lowPower, online: online, nowMs: now)
@@ -223,6 +236,7 @@ struct DeviceRoutes: AdminResource {
         } catch {
             throw AdminError(Self.status(for: error), error.description)
         }
+        tellDevice(deviceID, [World.registeredMessage(entry)])
         return .json(201, Self.created(entry))
     }
 
@@ -240,6 +254,7 @@ struct DeviceRoutes: AdminResource {
                     + NotificationSetup.fieldList)
         }
         let (app, frames) = try deviceCall { world, now throws(DeviceRequestError) in
+            try world.refuseWhileDisconnected(deviceID: deviceID, what: "its apps' settings")
             // The setup first: a refused one changes nothing else.
             if setup { _ = try world.changeNotifications(deviceID: deviceID, bundleID: bundleID, body) }
             let frames = try world.updateApp(
@@ -289,6 +304,12 @@ struct DeviceRoutes: AdminResource {
             try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now)
         }
         host.log("admin: uninstalled \(bundleID) from \(deviceID)")
+        tellDevice(
+            deviceID,
+            [
+                "type": "uninstalled", "bundleId": .string(bundleID), "unregisteredAt": .int(invalidAt),
+                "tokens": .array(tokens.map { .string($0.token) }),
+            ])
         return .json(
             200,
             [

@@ -204,6 +204,42 @@ struct DeviceTests {
         #expect(try appState() == "foreground", "the reconnect's hello kept the tap's launch")
     }
 
+    /// What the admin API does to a socket device's apps reaches the device process (so its
+    /// next hello does not undo it); what a hello would undo unseen is refused while it is away.
+    @Test func adminChangesReachAConnectedDeviceAndAreRefusedWhileItIsAway() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try DeviceProcess(emulator, deviceID: "phone-admin")
+        let token = try device.registeredToken()
+        let rotated = try emulator.admin("POST", "/api/v1/devices/phone-admin/apps/com.example.app/rotate")
+        #expect(rotated.status == 200)
+        let newToken = try #require(rotated.json["tokens"]?.arrayValue?.first?["token"]?.stringValue)
+        #expect(newToken != token)
+        #expect(device.next("registered")?["token"]?.stringValue == newToken)
+
+        device.command("offline")
+        #expect(device.next("offline") != nil)
+        let denied = try emulator.admin("PATCH", "/api/v1/devices/phone-admin/apps/com.example.app", body: ["authorization": "denied"])
+        #expect(denied.status == 409, "\(denied.json)")
+        #expect(denied.json["error"]?.stringValue?.contains("next hello") == true, "\(denied.json)")
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/phone-admin", body: ["lowPowerMode": true]).status == 409)
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/phone-admin", body: ["muted": true]).status == 200, "not part of a hello")
+        device.command("online")
+        #expect(device.next("online") != nil)
+        #expect(device.noneBeforePong("error"))
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/phone-admin/apps/com.example.app", body: ["authorization": "denied"]).status == 200)
+        #expect(device.next("appUpdated")?["authorization"] == "denied")
+
+        let uninstalled = try emulator.admin("DELETE", "/api/v1/devices/phone-admin/apps/com.example.app")
+        #expect(uninstalled.status == 200)
+        #expect(device.next("uninstalled")?["bundleId"] == "com.example.app")
+        device.command("offline")
+        #expect(device.next("offline") != nil)
+        device.command("online")
+        #expect(device.next("online") != nil)
+        #expect(device.noneBeforePong("registered"), "the reconnect's hello does not install the app again")
+        #expect(try emulator.admin("GET", "/api/v1/devices/phone-admin").json["apps"]?.arrayValue?.isEmpty == true)
+    }
+
     @Test func expirationZeroIsNotStoredForAnOfflineDevice() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try DeviceProcess(emulator, deviceID: "phone-3")
