@@ -195,8 +195,12 @@ private struct JSONParser {
         case UInt8(ascii: "n"):
             try expectLiteral("null")
             return .null
-        default:
+        case UInt8(ascii: "-"), 0x30...0x39:
             return try parseNumber()
+        default:
+            let byte = bytes[index]
+            let shown = byte >= 0x20 && byte < 0x7F ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16, uppercase: true))"
+            throw error("unexpected \(shown) where a value should start")
         }
     }
 
