@@ -78,7 +78,7 @@ public struct ResolvedOptions: Sendable {
         switch text.lowercased() {
         case "true", "1", "yes", "on": return true
         case "false", "0", "no", "off": return false
-        default: throw UsageError("\(origin(spec)): '\(text)' is not true or false")
+        default: throw UsageError("\(origin(spec)): '\(text)' is not true or false (nor 1/0, yes/no, on/off)")
         }
     }
 
@@ -163,8 +163,9 @@ public enum OptionParser {
             }
             let value: String
             if spec.valueName == nil {
-                guard inlineValue == nil || ["true", "false"].contains(inlineValue!) else {
-                    throw UsageError("\(spec.flag) is a switch and takes no value")
+                // The words a variable or config file may give a switch (`switchValue`).
+                guard inlineValue == nil || ["true", "false", "1", "0", "yes", "no", "on", "off"].contains(inlineValue!.lowercased()) else {
+                    throw UsageError("\(spec.flag) is a switch: give it alone, or as \(spec.flag)=true or =false (1/0, yes/no, on/off)")
                 }
                 value = inlineValue ?? "true"
             } else if let inlineValue {
@@ -255,6 +256,39 @@ public enum OptionParser {
     /// The option table of docs/configuration.md (a test keeps that page in step with it).
     /// `configOption` names the option that gives the config file: a file cannot name another,
     /// so its row has no config key.
+    /// `APNS_EMULATOR_*` variables in `environment` that no option of `specs` reads but that are
+    /// one or two letters away from one that does (`APNS_EMULATOR_SANBOX_LISTEN`), each with the
+    /// variable meant. Variables of other commands (`known`) are not typos; names further from
+    /// every option (a test harness's own) are left alone.
+    public static func misspelledVariables(
+        in environment: [String: String], specs: [OptionSpec], known: Set<String> = []
+    ) -> [(given: String, meant: String)] {
+        let read = specs.map(\.environmentVariable)
+        var found: [(given: String, meant: String)] = []
+        for name in environment.keys.sorted() where name.hasPrefix("APNS_EMULATOR_") && !known.contains(name) && !read.contains(name) {
+            if let meant = read.first(where: { editDistance(Array($0.utf8), Array(name.utf8), atMost: 2) <= 2 }) {
+                found.append((name, meant))
+            }
+        }
+        return found
+    }
+
+    /// Levenshtein distance, or `atMost + 1` once it is known to be larger.
+    static func editDistance(_ a: [UInt8], _ b: [UInt8], atMost limit: Int) -> Int {
+        guard abs(a.count - b.count) <= limit else { return limit + 1 }
+        guard !a.isEmpty, !b.isEmpty else { return max(a.count, b.count) }
+        var previous = Array(0...b.count)
+        for i in 1...a.count {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...b.count {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            if current.min()! > limit { return limit + 1 }
+            previous = current
+        }
+        return previous[b.count]
+    }
+
     public static func markdownTable(specs: [OptionSpec], configOption: String? = nil) -> String {
         var lines = ["| flag | environment variable | config key | default | meaning |", "|---|---|---|---|---|"]
         for spec in specs {

@@ -33,6 +33,13 @@ private func runServe(_ command: Subcommand, _ args: [String]) -> Never {
     do {
         emulator = try Emulator(configuration: configuration)
         if files.after > files.before { emulator.logger.info("open-file limit raised from \(files.before) to \(files.after)") }
+        // A misspelled variable would otherwise be ignored without a word (a flag or config key is refused).
+        let otherCommands = Set(subcommands.filter { $0.name != command.name }.flatMap { $0.specs.map(\.environmentVariable) })
+        for (given, meant) in OptionParser.misspelledVariables(
+            in: ProcessInfo.processInfo.environment, specs: command.specs, known: otherCommands)
+        {
+            emulator.logger.warning("\(given) is not read by serve; did you mean \(meant)?")
+        }
         try emulator.start()
     } catch {
         command.fail(error.description, code: 1)

@@ -37,6 +37,69 @@ struct ServeConfigurationTests {
         #expect(try resolve(["--too-many-requests", "100/10"]).delivery.tooManyRequests != nil)
     }
 
+    /// Each part of `--profile realistic` can be turned off on its own, as its flag's default is.
+    @Test func aPresetsPartsTurnOffOneByOne() throws {
+        let realistic = try resolve(["--profile", "realistic"]).load
+        #expect(realistic.connectionChurn != nil && realistic.errorDisconnect != nil && realistic.answersPerSecondPerConnection != nil)
+        let off = try resolve([
+            "--profile", "realistic", "--connection-churn", "off", "--error-disconnect", "off", "--connection-rate", "off",
+            "--too-many-requests", "off",
+        ])
+        #expect(off.load.connectionChurn == nil && off.load.errorDisconnect == nil && off.load.answersPerSecondPerConnection == nil)
+        #expect(off.delivery.tooManyRequests == nil)
+        #expect(off.load.streamLimitDrop == realistic.streamLimitDrop, "the other parts stay")
+        for bad in [["--too-many-requests", "5/0x10"], ["--too-many-requests", "5/0.0001"], ["--connection-rate", "0"]] {
+            let error = #expect(throws: UsageError.self) { try resolve(bad) }
+            #expect(error?.description.contains("or off") == true, "\(bad): \(String(describing: error))")
+        }
+    }
+
+    /// A key object in a config file with a misspelled field is refused, naming it: left out, the
+    /// restriction it meant (`environment`, `topics`) would silently make the key unrestricted.
+    @Test func aKeyObjectWithAnUnknownFieldIsRefused() throws {
+        let typo = #"{"teamId":"ABCDE12345","keyId":"KEY7654321","path":"k.p8","enviroment":"production"}"#
+        let error = #expect(throws: UsageError.self) { try ServeConfiguration.parseAuthKey(typo) }
+        #expect(error?.description.contains(#"unknown field "enviroment""#) == true, "\(String(describing: error))")
+        let fine = try ServeConfiguration.parseAuthKey(
+            #"{"teamId":"ABCDE12345","keyId":"KEY7654321","path":"k.p8","environment":"production","topics":["com.a"]}"#)
+        #expect(fine.environment == .production && fine.topics == ["com.a"])
+    }
+
+    /// A setting that acts only through another one that is off is named at the start.
+    @Test func settingsThatNeedAnotherAreNamed() throws {
+        let warned = try resolve([
+            "--unregistered-after-pushes", "3", "--device-listen", "off", "--device-tls", "--admin-listen", "off", "--admin-token", "t",
+        ]).settingsWithoutEffect
+        #expect(warned.count == 3, "\(warned)")
+        #expect(warned.contains { $0.hasPrefix("--unregistered-after-pushes has no effect without --unregistered-delay") })
+        #expect(warned.contains("--device-tls has no effect with --device-listen off"))
+        #expect(warned.contains("--admin-token has no effect with --admin-listen off"))
+        #expect(try resolve(["--unregistered-after-pushes", "3", "--unregistered-delay", "60", "--device-tls"]).settingsWithoutEffect.isEmpty)
+    }
+
+    /// A switch takes the same words as a flag as it does from a variable or config file.
+    @Test func switchesTakeTheSameWordsEverywhere() throws {
+        for word in ["no", "0", "off", "FALSE"] { #expect(try resolve(["--quiet=\(word)"]).quiet == false, "\(word)") }
+        for word in ["yes", "1", "on", "True"] { #expect(try resolve(["--quiet=\(word)"]).quiet == true, "\(word)") }
+        #expect(throws: UsageError.self) { try resolve(["--quiet=maybe"]) }
+        let fromVariable = #expect(throws: UsageError.self) {
+            try ServeConfiguration.resolve(arguments: [], environment: ["APNS_EMULATOR_QUIET": "maybe"])
+        }
+        #expect(fromVariable?.description.contains("1/0, yes/no, on/off") == true)
+    }
+
+    /// A variable one or two letters from one serve reads is named with the one meant; other
+    /// commands' variables and names further off are not.
+    @Test func misspelledVariablesAreFound() {
+        let environment = [
+            "APNS_EMULATOR_SANBOX_LISTEN": "127.0.0.1:1", "APNS_EMULATOR_THREAD": "2", "APNS_EMULATOR_CONNECT": "x",
+            "APNS_EMULATOR_BIN": "/x", "APNS_EMULATOR_SANDBOX_LISTEN": "127.0.0.1:2", "PATH": "/bin",
+        ]
+        let found = OptionParser.misspelledVariables(in: environment, specs: ServeConfiguration.specs, known: ["APNS_EMULATOR_CONNECT"])
+        #expect(found.map(\.given) == ["APNS_EMULATOR_SANBOX_LISTEN", "APNS_EMULATOR_THREAD"])
+        #expect(found.map(\.meant) == ["APNS_EMULATOR_SANDBOX_LISTEN", "APNS_EMULATOR_THREADS"])
+    }
+
     @Test func optionsApplyOverABase() throws {
         var base = ServeConfiguration()
         base.listeners.sandbox = HostPort(host: "127.0.0.1", port: 0)

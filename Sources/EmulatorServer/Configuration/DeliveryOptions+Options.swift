@@ -30,7 +30,7 @@ extension DeliveryOptions {
             "which notification an offline device's slot keeps when several arrive for an app: the newest, or one at random (Apple: \"non-deterministic\"); a SEED makes the choice repeatable"
         )
         static let tooManyRequests = OptionSpec(
-            "too-many-requests", "N/SECONDS",
+            "too-many-requests", "N/SECONDS|off",
             "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off)")
     }
 

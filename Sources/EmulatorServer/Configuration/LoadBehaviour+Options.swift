@@ -18,13 +18,13 @@ extension LoadBehaviour {
             "response-jitter", "MS", default: String(defaults.responseJitterMs),
             "add up to this much more to each answer's wait, uniformly")
         static let connectionRate = OptionSpec(
-            "connection-rate", "N",
-            "at most N answers per second on one provider connection; the rest wait their turn (default: no cap)")
+            "connection-rate", "N|off",
+            "at most N answers per second on one provider connection; the rest wait their turn (default: off, no cap)")
         static let connectionChurn = OptionSpec(
-            "connection-churn", "N/SECONDS",
+            "connection-churn", "N/SECONDS|off",
             "more than N new provider connections within SECONDS are closed on arrival until the window ends (default: off)")
         static let errorDisconnect = OptionSpec(
-            "error-disconnect", "N/SECONDS",
+            "error-disconnect", "N/SECONDS|off",
             "end a provider connection with GOAWAY once its errors within SECONDS reach N points (a 4xx costs 1, BadDeviceToken 5; 410 and 429 nothing) (default: off)"
         )
     }
@@ -39,10 +39,11 @@ extension LoadBehaviour {
         }
         responseLatencyMs = try options.integer(Flag.responseLatency, in: 0...60_000) ?? responseLatencyMs
         responseJitterMs = try options.integer(Flag.responseJitter, in: 0...60_000) ?? responseJitterMs
-        answersPerSecondPerConnection = try options.integer(Flag.connectionRate, in: 1...10_000_000) ?? answersPerSecondPerConnection
+        // `off` turns a part of `--profile realistic` off: a flag wins over the preset.
+        answersPerSecondPerConnection = try options.integerOrOff(Flag.connectionRate, in: 1...10_000_000) ?? answersPerSecondPerConnection
         connectionChurn = try options.countWithin(Flag.connectionChurn, maxSeconds: 86_400, example: "100/10") ?? connectionChurn
-        if let limit = try options.countWithin(Flag.errorDisconnect, maxSeconds: 86_400, example: "50/60") {
-            errorDisconnect = (limit.count, limit.windowMs)
+        if let given = try options.countWithin(Flag.errorDisconnect, maxSeconds: 86_400, example: "50/60") {
+            errorDisconnect = given.map { (points: $0.count, windowMs: $0.windowMs) }
         }
     }
 }

@@ -166,25 +166,58 @@ extension ServeConfiguration {
         if let path = options.string(Flag.faults) {
             faultRules = try Self.loadFaults(path, origin: options.origin(Flag.faults))
         }
+        settingsWithoutEffect += dependentSettingsWithoutEffect(options)
+    }
+
+    /// Settings that only act through another one that is off here: still checked, but a
+    /// warning at the start names them, as the state flags' do.
+    private func dependentSettingsWithoutEffect(_ options: ResolvedOptions) -> [String] {
+        var unused: [(OptionSpec, why: String)] = []
+        if delivery.unregisteredDelayMs == 0 {
+            unused.append((DeliveryOptions.Flag.unregisteredAfterPushes, "without --unregistered-delay (410 starts at once)"))
+        }
+        if listeners.device == nil, listeners.deviceTLS { unused.append((Listeners.Flag.deviceTLS, "with --device-listen off")) }
+        if listeners.admin == nil {
+            unused += [(AdminOptions.Flag.token, "with --admin-listen off"), (AdminOptions.Flag.allowedHost, "with --admin-listen off")]
+        }
+        return unused.filter { options.string($0.0) != nil && options.source($0.0.name) != .defaultValue }.map { spec, why in
+            "\(options.origin(spec)) has no effect \(why)"
+        }
     }
 }
 
 extension ResolvedOptions {
-    /// `N/SECONDS` (for example 100/10): more than N within SECONDS. `example` goes in the message
-    /// for a value that is not one. SECONDS is finite (`inf` would overflow the window in ms)
-    /// and at most a year unless `maxSeconds` says less.
+    /// `N/SECONDS` (for example 100/10): more than N within SECONDS; `off` for none (so a part
+    /// of a preset can be turned off). nil when not given, `.some(nil)` for `off`. `example` goes
+    /// in the message for a value that is not one. SECONDS is finite (`inf` would overflow the
+    /// window in ms), at least a millisecond, and at most a year unless `maxSeconds` says less.
     func countWithin(
         _ spec: OptionSpec, maxSeconds: Double = 86_400 * 365, example: String
     ) throws(UsageError)
-        -> (count: Int, windowMs: Int64)?
+        -> (count: Int, windowMs: Int64)??
     {
         guard let text = string(spec) else { return nil }
+        if text == "off" { return .some(nil) }
         let parts = text.split(separator: "/")
-        guard parts.count == 2, let count = Int(parts[0]), count > 0, let seconds = Double(parts[1]), seconds.isFinite, seconds > 0,
-            seconds <= maxSeconds
+        // Decimal seconds only (Double would also read hex, "1e3" and "inf").
+        guard parts.count == 2, let count = Int(parts[0]), count > 0,
+            parts[1].utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2E }), let seconds = Double(parts[1]), seconds.isFinite,
+            seconds >= 0.001, seconds <= maxSeconds
         else {
-            throw UsageError("\(origin(spec)): '\(text)' is not N/SECONDS (for example \(example))")
+            throw UsageError(
+                "\(origin(spec)): '\(text)' is not N/SECONDS (for example \(example): N from 1, SECONDS from 0.001 to \(Int(maxSeconds))) or off"
+            )
         }
-        return (count, Int64(seconds * 1000))
+        return .some((count, Int64(seconds * 1000)))
+    }
+
+    /// A whole number in `range`, or `off` (`.some(nil)`); nil when not given.
+    func integerOrOff(_ spec: OptionSpec, in range: ClosedRange<Int>) throws(UsageError) -> Int?? {
+        guard let text = string(spec) else { return nil }
+        if text == "off" { return .some(nil) }
+        guard let value = Int(text), range.contains(value) else {
+            throw UsageError("\(origin(spec)): '\(text)' is not a whole number from \(range.lowerBound) to \(range.upperBound), or off")
+        }
+        return .some(value)
     }
 }

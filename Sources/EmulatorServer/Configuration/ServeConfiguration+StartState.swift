@@ -104,6 +104,11 @@ extension ServeConfiguration {
             throw UsageError("auth key of team \(team): \"keyId\" (the key id) is required: \(idRule)")
         }
         let name = "auth key \(team):\(key)"
+        // A misspelled restriction ("enviroment") would leave the key unrestricted without a word.
+        let fields = ["teamId", "keyId", "path", "environment", "topics", "relatedKeyId"] + (pathRequired ? [] : ["pem"])
+        if let unknown = object.keys.first(where: { !fields.contains($0) }) {
+            throw UsageError("\(name): unknown field \"\(unknown)\" (expected \(fields.joined(separator: ", ")))")
+        }
         let path = object["path"]?.stringValue
         if path == nil, pathRequired || object["path"] != nil {
             throw UsageError("\(name): \"path\" (a string: the .p8 file) is required")
