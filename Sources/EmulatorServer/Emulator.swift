@@ -22,6 +22,12 @@ import RedisStore
 public struct StartupError: Error, CustomStringConvertible, Sendable {
     public let description: String
     init(_ description: String) { self.description = description }
+
+    /// `what` and why, in words: a file-system error's own sentence rather than Foundation's
+    /// dump of its domain, code and user info.
+    init(_ what: String, because error: any Error) {
+        self.description = "\(what): " + ((error as? CocoaError)?.localizedDescription ?? "\(error)")
+    }
 }
 
 /// The composition root of `apns-emulator serve`. `init` builds every part from the

@@ -42,7 +42,7 @@ final class ServerTLS: Service {
                 let made = try TestCertificates.generate(into: directory)
                 logger.info("generated TEST ONLY certificates in \(directory)/ (CA: \(made.caPath))")
             } catch {
-                throw StartupError("cannot generate TEST ONLY certificates in \(directory): \(error)")
+                throw StartupError("cannot generate TEST ONLY certificates in \(directory) (--certs-dir)", because: error)
             }
         }
         let context: TLSContext

@@ -139,7 +139,7 @@ enum StartCredentials {
         } catch let error as StartupError {
             throw error
         } catch {
-            throw StartupError("cannot create demo key \(path): \(error)")
+            throw StartupError("cannot create demo key \(path) (--certs-dir)", because: error)
         }
     }
 }

@@ -7,7 +7,9 @@ let certsCommand = Subcommand(
     name: "certs", listing: "write TEST ONLY CA and server certificates",
     summary: "Writes TEST ONLY certificates (never trust them outside a test machine).",
     specs: [
-        OptionSpec("dir", "PATH", default: "certs", "directory to write ca.pem, ca-key.pem, server.pem, server-key.pem"),
+        OptionSpec(
+            "dir", "PATH", default: "certs",
+            "directory to write ca.pem, ca-key.pem, server.pem, server-key.pem (and server-rsa.pem, server-rsa-key.pem for RSA-only clients)"),
         OptionSpec(
             "provider", "BUNDLEID",
             "instead, issue a provider (client) certificate for this app, signed by DIR/ca.pem: DIR/provider-BUNDLEID[-ENVIRONMENT].pem and -key.pem"),
@@ -43,7 +45,9 @@ private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
         guard ["sandbox", "production", "both"].contains(environment) else {
             command.fail("--environment must be sandbox, production or both, not '\(environment)'")
         }
-        guard let days = Int(options.string("days") ?? ""), days > 0 else { command.fail("--days must be a whole number > 0") }
+        guard let days = Int(options.string("days") ?? ""), (1...36_500).contains(days) else {
+            command.fail("--days must be a whole number from 1 to 36500")
+        }
         let keyType = options.string("key-type") ?? "ec"
         guard keyType == "ec" || keyType == "rsa" else { command.fail("--key-type must be ec or rsa, not '\(keyType)'") }
         let made = try TestCertificates.generateProviderCertificate(

@@ -64,6 +64,15 @@ struct ListenerTests {
             ])
         #expect(wildcard.status == 2)
         #expect(wildcard.err.contains("would share port"), "\(wildcard.err)")
+        // localhost is the loopback address: the same clash, named as one.
+        let named = try run(
+            EmulatorProcess.binary,
+            [
+                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--sandbox-listen", "127.0.0.1:\(port)",
+                "--production-listen", "localhost:\(port)", "--admin-listen", "off", "--device-listen", "off",
+            ])
+        #expect(named.status == 2)
+        #expect(named.err.contains("would share port"), "\(named.err)")
     }
 
     /// Port 443 as an ordinary user: the error says how to get the privilege. Runs the binary

@@ -82,9 +82,14 @@ extension ServeConfiguration.Listeners {
     /// instead (`--listen 127.0.0.1:2197` next to the default `--sandbox-listen` is the usual way in).
     static func checkDistinctPorts(_ listeners: [(name: String, address: HostPort)]) throws(UsageError) {
         func wildcard(_ host: String) -> Bool { host == "0.0.0.0" || host == "::" || host == "*" || host.isEmpty }
+        // `localhost` binds the loopback address, so it clashes with 127.0.0.1 on the same port.
+        func same(_ a: String, _ b: String) -> Bool {
+            func loopback(_ host: String) -> String { host.lowercased() == "localhost" ? "127.0.0.1" : host.lowercased() }
+            return loopback(a) == loopback(b)
+        }
         for (i, a) in listeners.enumerated() where a.address.port != 0 {
             for b in listeners[(i + 1)...] where b.address.port == a.address.port {
-                guard a.address.host == b.address.host || wildcard(a.address.host) || wildcard(b.address.host) else { continue }
+                guard same(a.address.host, b.address.host) || wildcard(a.address.host) || wildcard(b.address.host) else { continue }
                 let off = [a.name, b.name].first { $0 != "--listen" }.map { "; turn one off (e.g. \($0) off) or move it" } ?? ""
                 throw UsageError("\(a.name) \(a.address) and \(b.name) \(b.address) would share port \(a.address.port)\(off)")
             }

@@ -1,6 +1,8 @@
 // TLS+Options: the certificate flags (generated TEST ONLY certificates or the operator's files,
-// the client CA) and their mapping. Imports CommandLineOptions only.
+// the client CA) and their mapping. Imports CommandLineOptions, and Foundation to look at the
+// certificate directory.
 import CommandLineOptions
+import Foundation
 
 extension ServeConfiguration.TLS {
     enum Flag {
@@ -16,6 +18,14 @@ extension ServeConfiguration.TLS {
 
     init(_ options: ResolvedOptions, over base: Self) throws(UsageError) {
         let directory = options.string(Flag.certsDirectory) ?? base.source.certsDirectory
+        if options.string(Flag.certsDirectory) != nil {
+            // Created at the start when missing; a file in its place or an empty name is a usage error.
+            guard !directory.isEmpty else { throw UsageError("\(options.origin(Flag.certsDirectory)): give a directory") }
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), !isDirectory.boolValue {
+                throw UsageError("\(options.origin(Flag.certsDirectory)): \(directory) is a file, not a directory")
+            }
+        }
         if options.isSet(Flag.certificate) != options.isSet(Flag.key) {
             throw UsageError("--tls-cert and --tls-key go together: give both, or neither to use \(directory)/")
         }
