@@ -28,12 +28,17 @@ public struct ConformanceReport: Sendable {
                 result.item.evidence + (result.item.unconfirmed ? " (unconfirmed)" : ""),
             ])
         }
-        let widths = (0..<5).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        // Columns as wide as their cells up to 30 characters: a longer cell (a case that checks
+        // SETTINGS says a lot) runs on into the next column of its row rather than widening
+        // every row of the table.
+        let widths = (0..<5).map { column in min(rows.map { $0[column].count }.max() ?? 0, 30) }
         var lines = ["target \(target), \(environment.rawValue), compared with the \(comparedWith)", ""]
         for row in rows {
             lines.append(
-                row.enumerated().map { index, cell in index == 4 ? cell : cell.padding(toLength: widths[index] + 2, withPad: " ", startingAt: 0) }
-                    .joined())
+                row.enumerated().map { index, cell in
+                    index == 4 || cell.count >= widths[index] + 2 ? cell + (index == 4 ? "" : "  ") : cell.padding(toLength: widths[index] + 2, withPad: " ", startingAt: 0)
+                }
+                .joined())
         }
         let notes = results.filter { $0.verdict != .pass && $0.why != nil }
         if !notes.isEmpty {
