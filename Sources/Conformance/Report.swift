@@ -36,7 +36,8 @@ public struct ConformanceReport: Sendable {
         for row in rows {
             lines.append(
                 row.enumerated().map { index, cell in
-                    index == 4 || cell.count >= widths[index] + 2 ? cell + (index == 4 ? "" : "  ") : cell.padding(toLength: widths[index] + 2, withPad: " ", startingAt: 0)
+                    index == 4 || cell.count >= widths[index] + 2
+                        ? cell + (index == 4 ? "" : "  ") : cell.padding(toLength: widths[index] + 2, withPad: " ", startingAt: 0)
                 }
                 .joined())
         }

@@ -54,7 +54,9 @@ final class DeviceFixture: @unchecked Sendable {
     }
 
     /// Sends a push; returns the response (with the device frames it produced).
-    func push(_ body: String = #"{"aps":{"alert":"hi"}}"#, headers: [(String, String)] = [], bundle: String = "com.example.app") throws
+    func push(
+        _ body: String = #"{"aps":{"alert":"hi"}}"#, headers: [(String, String)] = [], bundle: String = "com.example.app"
+    ) throws
         -> PushResponse
     {
         let request = try base.request(token: tokens[bundle] ?? token, topic: bundle, extra: headers, body: body)
