@@ -185,6 +185,8 @@ public enum PresentationRules {
         }
 
         verdict.display = display
+        // Nothing shown is nothing kept in Notification Center either.
+        if display == .none { p.listed = false }
         let somethingHappened = display != .none || !verdict.callbacks.isEmpty || p.badge != nil || p.sound == .played || p.sound == .critical
         verdict.outcome = somethingHappened ? .delivered : .droppedBySystem
         if !notes.isEmpty {

@@ -66,6 +66,8 @@ import Testing
         #expect(foreground(["list"]).1?.badge == nil && foreground(["list"]).1?.sound == .silenced)
         let nothing = foreground([])
         #expect(nothing.0.display == .none && nothing.0.outcome == .delivered && nothing.0.callbacks == ["willPresent"])
+        #expect(nothing.1?.listed == false, "nothing shown, so nothing kept in Notification Center")
+        #expect(foreground(["list"]).1?.listed == true)
         let provisional = foreground(["banner", "sound"], authorization: .provisional)
         #expect(provisional.0.display == .notificationCenter && provisional.1?.sound == .silenced)
     }
