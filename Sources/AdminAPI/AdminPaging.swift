@@ -97,13 +97,43 @@ extension HTTP1ServerResponse {
 /// core at most and give it up to the loops when they need it.
 let adminEncoder = BackgroundThread(name: "admin-encoder", nice: 10)
 
+/// The records that list answers carry, counted from their copy under the lock until the
+/// answer has left for its client: a client that asks for a whole journal and does not read
+/// holds about twice its records' bytes, so the admin API takes at most `limit` of them at once
+/// and answers 503 beyond (admin-api.md, "Admin API limits").
+final class AnswerBudget: Sendable {
+    let limit: Int
+    private let held = Locked<Int>(0)
+
+    init(limit: Int) { self.limit = limit }
+
+    /// False when `bytes` more would pass the limit (one answer alone always fits).
+    func take(_ bytes: Int) -> Bool {
+        guard bytes > 0 else { return true }
+        return held.withLock { held in
+            guard held == 0 || held + bytes <= limit else { return false }
+            held += bytes
+            return true
+        }
+    }
+
+    func giveBack(_ bytes: Int) { held.withLock { $0 -= bytes } }
+}
+
+let listAnswerBudget = AnswerBudget(limit: 64 << 20)
+
 extension AdminResource {
     /// Answers with what `build` makes on the encoder queue (from values copied under the lock
-    /// already), then on the connection's loop. Nil: the route answers later.
-    func answerOffLoop(_ http: HTTP1Connection, _ build: @escaping @Sendable () -> HTTP1ServerResponse) -> HTTP1ServerResponse? {
+    /// already), then on the connection's loop. Nil: the route answers later. `heldBytes` taken
+    /// from `listAnswerBudget` are given back once the answer has left.
+    func answerOffLoop(
+        _ http: HTTP1Connection, heldBytes: Int = 0, _ build: @escaping @Sendable () -> HTTP1ServerResponse
+    ) -> HTTP1ServerResponse? {
         let connection = OnLoop(http)
         adminEncoder.async {
-            let response = build()
+            var built = build()
+            if heldBytes > 0 { built.onSent = { listAnswerBudget.giveBack(heldBytes) } }
+            let response = built
             connection.loop.execute { connection.http.respond(response) }
         }
         return nil

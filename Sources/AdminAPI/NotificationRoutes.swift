@@ -130,7 +130,7 @@ struct NotificationRoutes: AdminResource {
         }
         let query = try Self.query(request, also: ["limit", "cursor"])
         // One more than asked tells whether another page follows.
-        var records = newestRecords(limit == Int.max ? limit : limit + 1, before: before, query)
+        var records = newestRecords(limit == Int.max ? limit : limit + 1, before: before, query, bytes: Self.listByteBudget)
         let more = records.count > limit
         if more { records.removeLast() }
         // A response is bounded in bytes too: records can be large (4 KB payloads, full
@@ -142,26 +142,42 @@ struct NotificationRoutes: AdminResource {
         }.count
         let truncated = fitting < records.count
         records.removeLast(records.count - max(fitting, min(1, records.count)))
+        // Pages under 1 MiB (the web UI's, most scripts') are not counted, so they are never
+        // refused for others' big ones.
+        let bytes = records.reduce(0) { $0 + $1.accountedBytes }
+        let held = bytes < 1 << 20 ? 0 : bytes
+        guard listAnswerBudget.take(held) else {
+            throw AdminError(
+                503,
+                "list answers holding \(listAnswerBudget.limit >> 20) MiB of records are on their way to clients that have not read them yet; "
+                    + "retry, or ask for fewer (limit)")
+        }
         let next = (more || truncated) ? records.last.map { PageRequest.encode(list: "notifications", String($0.sequence)) } : nil
         let kept = records
-        return answerOffLoop(http) {
+        return answerOffLoop(http, heldBytes: held) {
             .page("notifications", kept.map(AdminJSON.record), nextCursor: next, extra: truncated ? [("truncated", true)] : [])
         }
     }
 
     /// Up to `count` records matching `query`, newest first, below `before`: scanned
-    /// `recordsPerLock` at a time.
-    private func newestRecords(_ count: Int, before: UInt64?, _ query: NotificationQuery) -> [NotificationRecord] {
+    /// `recordsPerLock` at a time, and no further once they pass `bytes` (the page's budget:
+    /// one more than fits tells that it was cut).
+    private func newestRecords(_ count: Int, before: UInt64?, _ query: NotificationQuery, bytes: Int = .max) -> [NotificationRecord] {
         var records: [NotificationRecord] = []
         var position = before
-        while records.count < count {
+        var taken = 0
+        while records.count < count, taken <= bytes {
             let (slice, resume) = state.readJournal {
                 $0.records.scanNewestFirst(
                     limit: count - records.count, before: position, scanning: Self.recordsPerLock,
                     where: query.matches)
             }
-            records += slice
-            guard let resume else { break }
+            for record in slice {
+                records.append(record)
+                taken += record.accountedBytes
+                if taken > bytes { break }
+            }
+            guard let resume, taken <= bytes else { break }
             position = resume
         }
         return records

@@ -37,6 +37,8 @@ public final class HTTP1Connection: ConnectionHandler {
     private var reservedBody = 0
     private var processing = false
     private var onClose: [() -> Void] = []
+    /// The `onSent` of answers written and not yet drained to the socket.
+    private var unsent: [@Sendable () -> Void] = []
     /// Monotonic ms by which the current phase must end; nil when none applies.
     private var deadline: Int64?
     private var ticking = false
@@ -82,10 +84,18 @@ public final class HTTP1Connection: ConnectionHandler {
     }
 
     public func connectionDidDrainOutput(_ connection: Connection) {
+        if !unsent.isEmpty { sent() }
         if phase == .streaming { onStreamDrained?() }
     }
 
+    private func sent() {
+        let handlers = unsent
+        unsent = []
+        handlers.forEach { $0() }
+    }
+
     public func connectionDidClose(_ connection: Connection) {
+        sent()
         if let slot { server.slots.closed(slotID, slot) }
         server.releaseBody(reservedBody)
         reservedBody = 0
@@ -200,7 +210,12 @@ public final class HTTP1Connection: ConnectionHandler {
 
     /// Sends the answer to the current request; the next pipelined request follows.
     public func respond(_ response: HTTP1ServerResponse) {
-        guard !connection.isClosed, phase == .handling else { return }
+        guard !connection.isClosed, phase == .handling else {
+            response.onSent?()
+            return
+        }
+        // Before the write: a write that drains at once reports it from inside.
+        if let onSent = response.onSent { unsent.append(onSent) }
         var head = "HTTP/1.1 \(response.status) \(HTTP1ServerResponse.statusText(response.status))\r\n"
         for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
         head += "Content-Length: \(response.body.count)\r\n"

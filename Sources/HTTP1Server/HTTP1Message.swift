@@ -45,6 +45,9 @@ public struct HTTP1ServerResponse: Sendable {
     public var status: Int
     public var headers: [(String, String)]
     public var body: [UInt8]
+    /// Runs once the answer has left (its bytes are written to the socket) or can no longer
+    /// leave (the connection closed): whoever counted its memory gives the count back.
+    public var onSent: (@Sendable () -> Void)?
 
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.status = status

@@ -414,6 +414,39 @@ struct JournalBoundTests {
         #expect(listed > 1000 && listed < 4000, "\(listed) records in one response")
         #expect(reply.raw.utf8.count < 40 << 20)
     }
+
+    /// Clients that ask for the whole journal and do not read the answer hold its records'
+    /// memory; past 64 MiB of them the admin API answers 503, and takes lists again once those
+    /// answers have gone (here: their clients closed).
+    @Test func listAnswersNotYetReadAreBoundedTogether() throws {
+        let emulator = try EmulatorProcess(["--max-records", "20000"], inProcess: true)
+        _ = try Self.pushLarge(emulator, count: 4000)
+        let request = "GET /api/v1/notifications?limit=20000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        func stall() throws -> AdminSocket {
+            let socket = try AdminSocket(emulator, receiveBuffer: 4096, timeoutMilliseconds: 60_000)
+            socket.send(request)
+            return socket
+        }
+        // Each whole-journal page holds about 16 MiB: the fifth finds the 64 MiB taken (one
+        // more stalled client each time a probe came before a stalled request was read).
+        var stalled = try (0..<4).map { _ in try stall() }
+        var refused: EmulatorProcess.AdminReply?
+        for _ in 0..<3 where refused == nil {
+            let probe = try emulator.admin("GET", "/api/v1/notifications?limit=20000", timeoutMilliseconds: 120_000)
+            if probe.status == 503 { refused = probe } else { stalled.append(try stall()) }
+        }
+        let answer = try #require(refused, "a whole-journal list is refused while four others are unread")
+        #expect(answer.json["error"]?.stringValue?.contains("MiB of records") == true, "\(answer.json)")
+        #expect(try emulator.admin("GET", "/api/v1/notifications?limit=1").status == 200, "a small page still fits beside them")
+        stalled.removeAll()  // closed: their answers can no longer leave
+        var again = 0
+        for _ in 0..<100 {
+            again = try emulator.admin("GET", "/api/v1/notifications?limit=20000", timeoutMilliseconds: 120_000).status
+            if again == 200 { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        #expect(again == 200)
+    }
 }
 
 /// Payloads reach the device (and the journal) as the bytes the provider sent.
