@@ -88,14 +88,25 @@ struct LoadSetup {
             usage: true)
     }
 
-    /// Active app tokens the emulator already has for the bundle and environment.
+    /// Active app tokens the emulator already has for the bundle and environment, from every
+    /// page of its token list.
     func existingTokens() throws(LoadSetupError) -> [String] {
-        let tokens = try adminCall("GET", "/api/v1/tokens")["tokens"]?.arrayValue ?? []
-        let usable = tokens.filter {
-            $0["bundleId"]?.stringValue == bundleID && $0["environment"]?.stringValue == environment.rawValue
-                && $0["state"]?.stringValue == "active" && ($0["kind"]?.stringValue ?? "app") == "app"
-        }
-        return usable.compactMap { $0["token"]?.stringValue }
+        var usable: [String] = []
+        var cursor: String?
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        repeat {
+            let page = "/api/v1/tokens?limit=10000" + (cursor.map { "&cursor=" + ($0.addingPercentEncoding(withAllowedCharacters: allowed) ?? $0) } ?? "")
+            let reply = try adminCall("GET", page)
+            for token in reply["tokens"]?.arrayValue ?? []
+            where token["bundleId"]?.stringValue == bundleID && token["environment"]?.stringValue == environment.rawValue
+                && token["state"]?.stringValue == "active" && (token["kind"]?.stringValue ?? "app") == "app"
+            {
+                if let text = token["token"]?.stringValue { usable.append(text) }
+            }
+            cursor = reply["nextCursor"]?.stringValue
+        } while cursor != nil
+        return usable
     }
 
     /// Creates `count` virtual devices with the app in one call, or one call each on an

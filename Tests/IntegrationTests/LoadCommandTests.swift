@@ -79,6 +79,16 @@ struct LoadCommandTests {
         #expect(seconds >= 0.35 && seconds < 20, "\(seconds)")
     }
 
+    /// The tokens come from every page of the emulator's token list (10,000 a page).
+    @Test func tokensFromTheEmulatorAreReadFromEveryPage() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"], inProcess: true)
+        let batch: JSONValue = ["bundleId": .string(EmulatorProcess.bundleID), "environment": "sandbox", "count": 10_050]
+        #expect(try emulator.admin("POST", "/api/v1/devices/batch", body: batch, timeoutMilliseconds: 60_000).status == 201)
+        let json = try summary(try load(emulator, ["--h2c", "--tokens-from-emulator", "--requests", "20", "--json", "--quiet"]))
+        #expect(json["tokens"]?.intValue == 10_050)
+        #expect(json["succeeded"]?.intValue == 20)
+    }
+
     @Test func aDurationStopsTheRunAndTheTextSummaryNamesEveryAnswer() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let result = try load(emulator, ["--duration", "0.5", "--rate", "100", "--devices", "2", "--connections", "1"])
