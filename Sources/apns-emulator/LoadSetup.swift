@@ -96,7 +96,8 @@ struct LoadSetup {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         repeat {
-            let page = "/api/v1/tokens?limit=10000" + (cursor.map { "&cursor=" + ($0.addingPercentEncoding(withAllowedCharacters: allowed) ?? $0) } ?? "")
+            let page =
+                "/api/v1/tokens?limit=10000" + (cursor.map { "&cursor=" + ($0.addingPercentEncoding(withAllowedCharacters: allowed) ?? $0) } ?? "")
             let reply = try adminCall("GET", page)
             for token in reply["tokens"]?.arrayValue ?? []
             where token["bundleId"]?.stringValue == bundleID && token["environment"]?.stringValue == environment.rawValue
