@@ -18,7 +18,10 @@ struct DeviceRoutes: AdminResource {
         r.add("POST", "/api/v1/devices/{deviceId}/erase", "erase all content and settings") { req, p, _ in
             try req.refuseBody()
             let id = try Self.deviceID(p)
-            try deviceCall { world, now throws(DeviceRequestError) in try world.eraseDevice(id, nowMs: now) }
+            try deviceCall { world, now throws(DeviceRequestError) in
+                try world.refuseWhileDisconnected(deviceID: id, what: "the apps it has, installing them again")
+                try world.eraseDevice(id, nowMs: now)
+            }
             // A connected device hears of each change as of its own request (the device
             // command keeps its list of apps from these, for its next hello).
             tellDevice(id, ["type": "erased"])
@@ -254,7 +257,9 @@ struct DeviceRoutes: AdminResource {
                     + NotificationSetup.fieldList)
         }
         let (app, frames) = try deviceCall { world, now throws(DeviceRequestError) in
-            try world.refuseWhileDisconnected(deviceID: deviceID, what: "its apps' settings")
+            if appState != nil || authorization != nil || backgroundMode != nil || NotificationSetup.mentions(body) {
+                try world.refuseWhileDisconnected(deviceID: deviceID, what: "its apps' settings")
+            }
             // The setup first: a refused one changes nothing else.
             if setup { _ = try world.changeNotifications(deviceID: deviceID, bundleID: bundleID, body) }
             let frames = try world.updateApp(
@@ -301,7 +306,8 @@ struct DeviceRoutes: AdminResource {
 
     private func uninstall(deviceID: String, bundleID: String) throws -> HTTP1ServerResponse {
         let (invalidAt, tokens) = try deviceCall { world, now throws(DeviceRequestError) in
-            try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now)
+            try world.refuseWhileDisconnected(deviceID: deviceID, what: "the apps it has, installing \(bundleID) again")
+            return try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now)
         }
         host.log("admin: uninstalled \(bundleID) from \(deviceID)")
         tellDevice(

@@ -24,8 +24,13 @@ public final class SimulatedDevice {
     public let deviceID: String
     /// The apps the next `hello` announces, with their settings. Kept up to date from the
     /// emulator's answers (`appUpdated`, `registered`, `uninstalled`, `erased`); set it while
-    /// disconnected to change what the next `connect()` announces.
+    /// disconnected to change what the next `connect()` announces. Apps the emulator installed
+    /// without the device asking (the admin API's install, a restored backup) are listed here
+    /// too but left out of `hello`: the emulator keeps them with the settings it has, which a
+    /// `hello` would replace with the defaults.
     public var apps: [DeviceApp]
+    /// Bundle ids of `apps` that came from the emulator, not from this device's own requests.
+    private var installedByEmulator: Set<String> = []
     /// Low Power Mode as the next `hello` announces it (updated from `deviceUpdated`).
     public var lowPowerMode: Bool
     public let tls: (caPath: String?, verifyPeer: Bool)?
@@ -108,7 +113,7 @@ public final class SimulatedDevice {
         object["version"] = 1
         object["deviceId"] = .string(deviceID)
         object["lowPowerMode"] = .bool(lowPowerMode)
-        object["apps"] = .array(apps.map { .object($0.protocolFields) })
+        object["apps"] = .array(apps.filter { !installedByEmulator.contains($0.bundleID) }.map { .object($0.protocolFields) })
         return .object(object)
     }
 
@@ -119,7 +124,7 @@ public final class SimulatedDevice {
     public func connect(timeoutMilliseconds: Int = 5000) throws(DeviceClientError) {
         let deadline = Monotonic.nowMilliseconds() + Int64(timeoutMilliseconds)
         let mark = received
-        let expected = apps.flatMap { app in app.kinds.map { (app.bundleID, $0) } }
+        let expected = apps.filter { !installedByEmulator.contains($0.bundleID) }.flatMap { app in app.kinds.map { (app.bundleID, $0) } }
         try open(timeoutMilliseconds: timeoutMilliseconds)
         do {
             _ = try awaitAnswer(after: mark, deadline: deadline, what: "welcome") { $0["type"]?.stringValue == "welcome" }
@@ -638,14 +643,19 @@ public final class SimulatedDevice {
             let kind = TokenKind(rawValue: frame["kind"]?.stringValue ?? "app")
             if let kind { tokens[bundleID, default: [:]][kind] = token }
             if let index = apps.firstIndex(where: { $0.bundleID == bundleID }) {
-                if let pending = pendingInstalls.removeValue(forKey: bundleID) { apps[index] = pending }
+                if let pending = pendingInstalls.removeValue(forKey: bundleID) {
+                    apps[index] = pending
+                    installedByEmulator.remove(bundleID)
+                }
                 if let kind, !apps[index].kinds.contains(kind) { apps[index].kinds.append(kind) }
             } else if let pending = pendingInstalls.removeValue(forKey: bundleID) {
                 apps.append(pending)
             } else if let kind {
-                // An app this device did not ask for by name (restored from another device).
+                // An app this device did not ask for by name (restored from another device,
+                // installed through the admin API): known for its token, not re-declared.
                 let environment = frame["environment"]?.stringValue.flatMap(APNsEnvironment.init(rawValue:)) ?? .sandbox
                 apps.append(DeviceApp(bundleID: bundleID, environment: environment, kinds: [kind]))
+                installedByEmulator.insert(bundleID)
             }
         case "appUpdated":
             guard let bundleID = frame["bundleId"]?.stringValue,
@@ -666,11 +676,13 @@ public final class SimulatedDevice {
             pushToStartTokens[bundleID] = nil
             activities = activities.filter { $0.value["bundleId"]?.stringValue != bundleID }
             apps.removeAll { $0.bundleID == bundleID }
+            installedByEmulator.remove(bundleID)
         case "erased":
             tokens = [:]
             pushToStartTokens = [:]
             activities = [:]
             apps = []
+            installedByEmulator = []
         case "replaced":
             wasReplaced = true
         case "removed":

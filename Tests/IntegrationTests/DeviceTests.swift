@@ -223,11 +223,27 @@ struct DeviceTests {
         #expect(denied.json["error"]?.stringValue?.contains("next hello") == true, "\(denied.json)")
         #expect(try emulator.admin("PATCH", "/api/v1/devices/phone-admin", body: ["lowPowerMode": true]).status == 409)
         #expect(try emulator.admin("PATCH", "/api/v1/devices/phone-admin", body: ["muted": true]).status == 200, "not part of a hello")
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/phone-admin/apps/com.example.app", body: ["badge": 3]).status == 200)
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/phone-admin/apps/com.example.app").status == 409)
+        #expect(try emulator.admin("POST", "/api/v1/devices/phone-admin/erase").status == 409)
         device.command("online")
         #expect(device.next("online") != nil)
         #expect(device.noneBeforePong("error"))
         #expect(try emulator.admin("PATCH", "/api/v1/devices/phone-admin/apps/com.example.app", body: ["authorization": "denied"]).status == 200)
         #expect(device.next("appUpdated")?["authorization"] == "denied")
+
+        // An app the admin API installs keeps its settings across the device's reconnects.
+        let other: JSONValue = ["bundleId": "com.example.other", "environment": "sandbox", "authorization": "denied", "appState": "terminated"]
+        #expect(try emulator.admin("POST", "/api/v1/devices/phone-admin/apps", body: other).status == 201)
+        #expect(device.next("registered")?["bundleId"] == "com.example.other")
+        device.command("offline")
+        #expect(device.next("offline") != nil)
+        device.command("online")
+        #expect(device.next("online") != nil)
+        #expect(device.noneBeforePong("error"))
+        let apps = try emulator.admin("GET", "/api/v1/devices/phone-admin").json["apps"]?.arrayValue ?? []
+        let kept = try #require(apps.first { $0["bundleId"] == "com.example.other" })
+        #expect(kept["authorization"] == "denied" && kept["appState"] == "terminated", "\(kept)")
 
         let uninstalled = try emulator.admin("DELETE", "/api/v1/devices/phone-admin/apps/com.example.app")
         #expect(uninstalled.status == 200)
@@ -237,7 +253,8 @@ struct DeviceTests {
         device.command("online")
         #expect(device.next("online") != nil)
         #expect(device.noneBeforePong("registered"), "the reconnect's hello does not install the app again")
-        #expect(try emulator.admin("GET", "/api/v1/devices/phone-admin").json["apps"]?.arrayValue?.isEmpty == true)
+        let left = try emulator.admin("GET", "/api/v1/devices/phone-admin").json["apps"]?.arrayValue ?? []
+        #expect(left.compactMap { $0["bundleId"]?.stringValue } == ["com.example.other"])
     }
 
     @Test func expirationZeroIsNotStoredForAnOfflineDevice() throws {
