@@ -28,10 +28,13 @@ public struct ConformanceReport: Sendable {
                 result.item.evidence + (result.item.unconfirmed ? " (unconfirmed)" : ""),
             ])
         }
-        // Columns as wide as their cells up to 30 characters: a longer cell (a case that checks
-        // SETTINGS says a lot) runs on into the next column of its row rather than widening
-        // every row of the table.
-        let widths = (0..<5).map { column in min(rows.map { $0[column].count }.max() ?? 0, 30) }
+        // The case and verdict columns as wide as their cells; expected and seen up to 30
+        // characters: a longer one (a case that checks SETTINGS says a lot) runs on into the
+        // next column of its row rather than widening every row of the table.
+        let widths = (0..<5).map { column in
+            let widest = rows.map { $0[column].count }.max() ?? 0
+            return column == 1 || column == 2 ? min(widest, 30) : widest
+        }
         var lines = ["target \(target), \(environment.rawValue), compared with the \(comparedWith)", ""]
         for row in rows {
             lines.append(

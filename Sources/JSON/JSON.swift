@@ -110,8 +110,9 @@ extension JSONValue {
         try parse(Array(text.utf8))
     }
 
-    /// As lenient as APNs is with payloads: a key given twice counts once (the last one), and
-    /// a number too large for a Double becomes infinity.
+    /// As lenient as APNs is with payloads: a key given twice counts once (the last one), a
+    /// number too large for a Double becomes infinity, and an unpaired surrogate escape
+    /// (`"\ud800"`) is read as U+FFFD.
     public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
         try parse(bytes, isFile: false)
     }
@@ -288,12 +289,31 @@ private struct JSONParser {
             return .int(value)
         }
         guard let value = Double(text) else { throw error("invalid number") }
-        if keepsText, isInteger || !value.isFinite { return .raw(Array(bytes[start..<index])) }
+        if keepsText, isInteger || !value.isFinite || !Self.doubleKeepsValue(value, bytes[start..<index]) {
+            return .raw(Array(bytes[start..<index]))
+        }
         if isFile, !value.isFinite {
             let shown = text.count > 40 ? String(text.prefix(40)) + "…" : text
             throw JSONParseError(offset: start, message: "the number \(shown) is out of range (beyond ±1.8e308)")
         }
         return .double(value)
+    }
+
+    /// Whether `value`, read from the number `text`, still says what the text says, within a
+    /// Double's 17 significant digits: not a sign lost (`-0.0`), a value lost to underflow
+    /// (`1e-400`), or digits beyond 17 (`12345678901234567890.5`).
+    static func doubleKeepsValue(_ value: Double, _ text: ArraySlice<UInt8>) -> Bool {
+        var significant = 0
+        var leading = true
+        for byte in text {
+            if byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") { break }
+            guard byte >= 0x30, byte <= 0x39 else { continue }
+            if leading, byte == 0x30 { continue }
+            leading = false
+            significant += 1
+        }
+        if value == 0 { return significant == 0 && text.first != UInt8(ascii: "-") }
+        return significant <= 17
     }
 
     mutating func parseString() throws(JSONParseError) -> String {
@@ -378,10 +398,11 @@ private struct JSONParser {
         throw error("unterminated string")
     }
 
-    /// An unpaired surrogate: an error, or with `keepsText` U+FFFD noted for the caller.
+    /// An unpaired surrogate: an error in a file; else U+FFFD, as Swift strings cannot hold one
+    /// (APNs takes such payloads), and with `keepsText` noted for the caller to keep the text.
     mutating func loneSurrogate() throws(JSONParseError) -> UInt32 {
-        guard keepsText else { throw error("unpaired surrogate") }
-        sawLoneSurrogate = true
+        if isFile { throw error("unpaired surrogate") }
+        if keepsText { sawLoneSurrogate = true }
         return 0xFFFD
     }
 

@@ -72,6 +72,16 @@ import Testing
         #expect(provisional.0.display == .notificationCenter && provisional.1?.sound == .silenced)
     }
 
+    /// A payload APNs takes with an unpaired surrogate escape is shown whatever the app's setup
+    /// (its text with U+FFFD), as the plain path shows it: it was dropped once the setup asked
+    /// for the payload to be read.
+    @Test func anAlertWithALoneSurrogateIsShownWhateverTheSetup() {
+        let setup = AppSettings(notifications: Self.setup(["foregroundPresentation": ["banner", "list"]]))
+        let (verdict, presentation) = Self.present(#"{"aps":{"alert":"q \ud800"}}"#, app: setup)
+        #expect(verdict.display == .banner && verdict.outcome == .delivered)
+        #expect(presentation?.body == "q \u{FFFD}")
+    }
+
     @Test func focusSilencesAllButAllowedAppsPeopleAndLevels() {
         let focus = Self.attention(["focus": ["name": "Work", "allowedPeople": ["Mum"]]])
         #expect(Self.present(#"{"aps":{"alert":"x","sound":"a"}}"#, attention: focus).0.display == .notificationCenter)
