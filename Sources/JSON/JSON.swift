@@ -200,7 +200,7 @@ private struct JSONParser {
             return try parseNumber()
         default:
             let byte = bytes[index]
-            let shown = byte >= 0x20 && byte < 0x7F ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16, uppercase: true))"
+            let shown = byte >= 0x20 && byte < 0x7F ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(byte < 0x10 ? "0" : "")\(String(byte, radix: 16, uppercase: true))"
             throw error("unexpected \(shown) where a value should start")
         }
     }
@@ -267,7 +267,7 @@ private struct JSONParser {
         let digitsStart = index
         while index < bytes.count, bytes[index] >= 0x30, bytes[index] <= 0x39 { index += 1 }
         guard index > digitsStart else { throw error("invalid number") }
-        if bytes[digitsStart] == 0x30, index - digitsStart > 1 { throw error("leading zero in number") }
+        if bytes[digitsStart] == 0x30, index - digitsStart > 1 { throw JSONParseError(offset: start, message: "leading zero in number") }
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             isInteger = false
             index += 1
@@ -339,7 +339,7 @@ private struct JSONParser {
                 return bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }
             }
             let s = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }
-            guard let s else { throw error("string is not valid UTF-8") }
+            guard let s else { throw JSONParseError(offset: start - 1, message: "the string starting here is not valid UTF-8") }
             return s
         }
         var out = Array(bytes[start..<index])
@@ -347,7 +347,9 @@ private struct JSONParser {
             let c = bytes[index]
             if c == UInt8(ascii: "\"") {
                 index += 1
-                guard let s = String(validating: out, as: UTF8.self) else { throw error("string is not valid UTF-8") }
+                guard let s = String(validating: out, as: UTF8.self) else {
+                    throw JSONParseError(offset: start - 1, message: "the string starting here is not valid UTF-8")
+                }
                 return s
             }
             if c < 0x20 { throw error("control character in string") }

@@ -28,7 +28,7 @@ public enum TestCertificates {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw CryptoError(message: "cannot create directory \(directory): \(error)")
+            throw CryptoError(message: "cannot create directory \(directory): \((error as? CocoaError)?.localizedDescription ?? "\(error)")")
         }
         ERR_clear_error()
         let caKey = try generateP256Key()

@@ -36,7 +36,7 @@ extension TestCertificates {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw CryptoError(message: "cannot create directory \(directory): \(error)")
+            throw CryptoError(message: "cannot create directory \(directory): \((error as? CocoaError)?.localizedDescription ?? "\(error)")")
         }
         ERR_clear_error()
         let ca = try loadCertificate(path: caPath)

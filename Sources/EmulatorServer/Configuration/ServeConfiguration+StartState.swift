@@ -171,8 +171,8 @@ extension ServeConfiguration {
             guard let object = (try? JSONValue.parse(text))?.objectValue, let team = object["teamId"]?.stringValue,
                 let bundle = object["bundleId"]?.stringValue
             else { throw UsageError("app \(text) needs \"teamId\" and \"bundleId\"") }
-            if let unknown = object.keys.first(where: { !["teamId", "bundleId", "backend"].contains($0) }) {
-                throw UsageError("app \(bundle): unknown field \"\(unknown)\" (expected teamId, bundleId, backend)")
+            if let unknown = object.keys.first(where: { !["teamId", "bundleId", "backend", "broadcast"].contains($0) }) {
+                throw UsageError("app \(bundle): unknown field \"\(unknown)\" (expected teamId, bundleId, backend, broadcast)")
             }
             return try parseApp("\(team):\(bundle)")
         }
