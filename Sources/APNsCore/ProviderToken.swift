@@ -75,14 +75,22 @@ public struct ProviderToken: Sendable {
 extension ProviderToken {
     /// An `authorization` value with the JWT's signature replaced by a marker, for records:
     /// the header and claims stay readable, the token can no longer be replayed. A value that
-    /// is not `scheme header.claims.signature` is returned as it is.
+    /// is not `scheme header.claims.signature` is another system's secret sent by mistake
+    /// (`Basic …`, an API key): past 8 bytes its credential keeps its first 4 and its length.
     public static let signatureMarker = "(signature not kept)"
 
     public static func withoutSignature(_ authorization: String) -> String {
         let utf8 = authorization.utf8
         guard let lastDot = utf8.lastIndex(of: UInt8(ascii: ".")),
             utf8[..<lastDot].contains(UInt8(ascii: ".")), utf8.index(after: lastDot) < utf8.endIndex
-        else { return authorization }
+        else {
+            if let dots = utf8.lastIndex(of: UInt8(ascii: ".")), utf8[..<dots].contains(UInt8(ascii: ".")) { return authorization }
+            let scheme = utf8.prefix { $0 != 0x20 }
+            let credential = utf8.dropFirst(scheme.count).drop { $0 == 0x20 }
+            guard credential.count > 8 else { return authorization }
+            return String(decoding: utf8[..<credential.startIndex], as: UTF8.self) + String(decoding: credential.prefix(4), as: UTF8.self)
+                + "… (\(credential.count) bytes, not kept: not a JWT)"
+        }
         // Byte-exact: everything up to and including the last dot.
         return String(decoding: utf8[...lastDot], as: UTF8.self) + signatureMarker
     }

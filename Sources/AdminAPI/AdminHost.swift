@@ -26,6 +26,8 @@ public protocol AdminHost: AnyObject, Sendable {
     /// `GET /metrics`: every family, Prometheus text.
     func metricsText() -> String
     func log(_ message: String)
+    /// A line that shows under `--quiet` too: something a user should know happened.
+    func warn(_ message: String)
     /// With `--state-dir`: runs `answer` on `loop` once every change made so far is committed,
     /// with nil, or with why it is not; false (and nothing runs) when nothing waits for a commit
     /// (no state directory, or everything is in already).

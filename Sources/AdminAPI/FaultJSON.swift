@@ -151,6 +151,10 @@ public enum FaultJSON {
             seed = UInt64(bitPattern: v)
         }
         let id = try o["id"].map { try string($0, "id") } ?? ""
+        // Ids go into log lines, /metrics labels and paths: no control characters, not too long.
+        guard id.utf8.count <= 128, !id.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw AdminError(400, "\"id\" is at most 128 bytes, without control characters (line breaks, tabs)")
+        }
         return FaultInjectionRule(
             id: id, match: match, action: FaultAction(kind: kinds.first ?? .none, delayMs: delay, jitterMs: jitter),
             times: times, after: after, probability: probability, seed: seed)

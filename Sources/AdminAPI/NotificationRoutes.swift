@@ -244,7 +244,7 @@ struct NotificationRoutes: AdminResource {
         let peer = http.connection.peer
         let client = EventStreamClient(id: events.newID(), query: query, http: http) { [weak host = api.host] _ in
             metrics.streamsDropped.add()
-            host?.log("admin: event stream client \(peer) dropped: it fell \(EventStreamClient.maxQueuedBytes >> 20) MiB behind")
+            host?.warn("admin: event stream client \(peer) dropped: it fell \(EventStreamClient.maxQueuedBytes >> 20) MiB behind")
         }
         http.onStreamDrained = { client.drain() }
         events.add(client)

@@ -38,6 +38,7 @@ final class EmulatorAdminHost: AdminHost, Sendable {
 
     func metricsText() -> String { emulator.metricsText() }
     func log(_ message: String) { emulator.logger.info(message) }
+    func warn(_ message: String) { emulator.logger.warning(message) }
     func dispatch(_ frames: [DeviceFrame]) { emulator.devices.dispatch(frames) }
 
     func afterCommit(on loop: EventLoop, _ answer: @escaping (_ failure: String?) -> Void) -> Bool {
@@ -54,6 +55,7 @@ final class EmulatorAdminHost: AdminHost, Sendable {
         emulator.backendCalls.reset()
         emulator.offsetClock.resetOffset()
         emulator.providers.resetCounters()
+        emulator.listeners.resetCounters()
         emulator.adminMetrics.reset()
         emulator.devices.reattachAll()
         return replaced

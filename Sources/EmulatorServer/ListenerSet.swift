@@ -34,6 +34,13 @@ final class ListenerSet: Service, @unchecked Sendable {
     private let firstConnectionID: @Sendable () -> UInt64
     /// Listener pauses for lack of file descriptors (metrics).
     let acceptPauses = Atomic<Int>(0)
+
+    /// Counters go back to zero with a reset.
+    func resetCounters() {
+        acceptPauses.store(0, ordering: .relaxed)
+        providerBudget.refused.store(0, ordering: .relaxed)
+        deviceBudget.refused.store(0, ordering: .relaxed)
+    }
     // Written by `start` before any loop runs, read by the loops after.
     private var listeners: [(listener: Listener, loop: EventLoop)] = []
     private let bound = Locked(BoundAddresses())
@@ -183,7 +190,7 @@ final class ListenerSet: Service, @unchecked Sendable {
         if let budget, !budget.take() {
             Glibc.close(fd)
             if budget.shouldReportRefusal() {
-                logger.warning("\(budget.kind) connection from \(peer) refused: \(budget.limit) are open (--max-connections)")
+                logger.warning("\(budget.kind) connection from \(peer) refused: \(budget.limit) already open, the most --max-connections allows")
             }
             return
         }

@@ -77,7 +77,7 @@ extension Emulator {
             [("Received", Double(received)), ("Accepted", Double(accepted))] + counters.consoleSteps.map { ($0.0.rawValue, Double($0.1)) })
         p.labelled(
             "apns_emulator_delivery_outcomes_total", "counter",
-            "Accepted notifications entering each delivery state (stored, delivered, expired, coalesced, throttled, deferred, dropped-by-system, pending).",
+            "Accepted notifications entering each delivery state (stored, delivered, expired, coalesced, throttled, deferred, dropped-by-system, pending, ignored).",
             by: "outcome", counters.outcomes.map { ($0.key.rawValue, Double($0.value)) }.sorted { $0.0 < $1.0 })
         // Every outcome a device gives a Live Activity push, seen or not, so a dashboard's
         // series exist from the start.
@@ -90,11 +90,11 @@ extension Emulator {
             by: "outcome", liveActivityOutcomes.map { ($0.rawValue, Double(liveActivityPushes[$0] ?? 0)) })
         p.labelled(
             "apns_emulator_live_activities", "gauge",
-            "Live Activities on virtual devices by state (active, stale, ended, dismissed; dismissed ones as far as they are kept).",
+            "Live Activities on every device by state (active, stale, ended, dismissed; dismissed ones as far as they are kept).",
             by: "state", LiveActivityState.allCases.map { ($0.rawValue, Double(activities[$0] ?? 0)) })
         p.family(
             "apns_emulator_widget_pushes_total", "counter",
-            "widgets and controls pushes virtual devices took, by kind and outcome: delivered (timelines reloaded), ignored (no content-changed), throttled (over the daily budget)."
+            "widgets and controls pushes devices took, by kind and outcome: delivered (timelines reloaded), ignored (no content-changed), throttled (over the daily budget)."
         )
         for push in counters.widgetPushes.sorted(by: { ($0.kind.rawValue, $0.outcome.rawValue) < ($1.kind.rawValue, $1.outcome.rawValue) }) {
             p.sample("apns_emulator_widget_pushes_total", [("kind", push.kind.rawValue), ("outcome", push.outcome.rawValue)], Double(push.count))
@@ -206,7 +206,8 @@ extension Emulator {
             "Accepted notifications not yet settled (stored, deferred, batched, in flight).", Double(pending))
         p.single("apns_emulator_records", "gauge", "Notification records kept for inspection.", Double(records))
         if let durability { stateMetrics(durability.statistics, into: &p) }
-        p.single("apns_emulator_uptime_seconds", "gauge", "Seconds since start.", Double(clock.nowMilliseconds() - startedAtMs) / 1000)
+        // Real time, as /api/v1/info says it: moving the emulated clock moves no uptime.
+        p.single("apns_emulator_uptime_seconds", "gauge", "Seconds since start.", Double(uptimeMilliseconds) / 1000)
         adminMetrics.appendText(to: &p, server: adminServer, events: events)
         return p.text
     }

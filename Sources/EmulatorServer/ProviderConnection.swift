@@ -210,7 +210,8 @@ final class ProviderConnection: ConnectionHandler {
             try session.receive(bytes)
         } catch {
             // nghttp2 has queued a GOAWAY; send it and hang up.
-            providers.logger.info("provider connection \(connection.id): HTTP/2 error: \(error.message)")
+            // A warning: the provider broke the protocol, which its developer wants to see.
+            providers.logger.warning("provider connection \(connection.id): HTTP/2 error: \(error.message)")
             flushSession()
             connection.closeAfterFlush()
             return

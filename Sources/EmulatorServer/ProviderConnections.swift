@@ -81,6 +81,10 @@ final class ProviderConnections: @unchecked Sendable {
         connectionsTotal.store(0, ordering: .relaxed)
         streamsTotal.store(0, ordering: .relaxed)
         deferredPushes.store(0, ordering: .relaxed)
+        churnRefused.store(0, ordering: .relaxed)
+        certificateEnvironmentRefused.store(0, ordering: .relaxed)
+        http2Errors.store(0, ordering: .relaxed)
+        errorDisconnects.store(0, ordering: .relaxed)
         channelRequests.withLock { $0 = [:] }
         latency.reset()
     }

@@ -45,10 +45,25 @@ public struct Logger: Sendable {
 
     public func willLog(_ level: Level) -> Bool { level >= minimum }
 
-    /// The message is built only when the level is logged.
+    /// The message is built only when the level is logged. Warnings and errors say so after
+    /// the time (`… warning: …`), so they can be found among the rest; a line break inside a
+    /// message (a name someone chose) is written as `\n`, so one event stays one line.
     public func log(_ level: Level, _ message: @autoclosure () -> String) {
         guard level >= minimum else { return }
-        write("\(stamp()) \(message())\n")
+        var text = message()
+        if text.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) {
+            var escaped = ""
+            for character in text.unicodeScalars {
+                switch character {
+                case "\n": escaped += "\\n"
+                case "\r": escaped += "\\r"
+                default: escaped.unicodeScalars.append(character)
+                }
+            }
+            text = escaped
+        }
+        let marker = level == .warning ? "warning: " : level == .error ? "error: " : ""
+        write("\(stamp()) \(marker)\(text)\n")
     }
 
     public func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }

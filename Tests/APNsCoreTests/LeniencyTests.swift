@@ -202,8 +202,14 @@ struct RecordRedactionTests {
         #expect(values.allSatisfy { !$0.contains(signature) && $0.hasSuffix(ProviderToken.signatureMarker) })
     }
 
-    @Test(arguments: ["bearer", "bearer abc", "Basic dXNlcjpwYXNz", "bearer a.b."])
-    func valuesThatAreNotJWTsAreKeptAsSent(value: String) {
+    @Test(arguments: ["bearer", "bearer abc", "Basic dXNl", "bearer a.b."])
+    func shortValuesThatAreNotJWTsAreKeptAsSent(value: String) {
         #expect(ProviderToken.withoutSignature(value) == value)
+    }
+
+    /// Another system's credential sent by mistake is not kept whole in the journal.
+    @Test func longerValuesThatAreNotJWTsKeepTheirStartAndLength() {
+        #expect(ProviderToken.withoutSignature("Basic dXNlcjpwYXNz") == "Basic dXNl… (12 bytes, not kept: not a JWT)")
+        #expect(ProviderToken.withoutSignature("bearer NoDotsSecretValue123") == "bearer NoDo… (20 bytes, not kept: not a JWT)")
     }
 }

@@ -446,6 +446,24 @@ struct ControlPlaneTests {
         #expect(after.contains("apns_emulator_streams_total 0"))
         #expect(after.contains("apns_emulator_provider_connections 1"))
     }
+
+    /// Every counter a reset is said to zero goes to zero (those of connections ended for
+    /// errors too), and uptime is real time, not the emulated clock's.
+    @Test func aResetZeroesConnectionCountersAndUptimeIgnoresTheClock() throws {
+        let emulator = try EmulatorProcess(["--error-disconnect", "5/60"], inProcess: true)
+        // BadDeviceToken costs 5 points: the connection is ended with GOAWAY.
+        _ = try? emulator.connect().send(try emulator.push("00ff").request)
+        var ended = 0.0
+        for _ in 0..<50 where ended == 0 {
+            ended = try emulator.metric("apns_emulator_connections_ended_for_errors_total")
+            if ended == 0 { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        #expect(ended == 1)
+        #expect(try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 86_400]).status == 200)
+        #expect(try emulator.metric("apns_emulator_uptime_seconds") < 3600)
+        _ = try emulator.admin("POST", "/api/v1/reset")
+        #expect(try emulator.metric("apns_emulator_connections_ended_for_errors_total") == 0)
+    }
 }
 
 @Suite("Control plane: remaining endpoints")
@@ -489,6 +507,8 @@ struct RemainingEndpointTests {
         let fetched = try emulator.admin("GET", "/api/v1/faults/\(id)")
         #expect(fetched.json["action"]?["reason"] == "InternalServerError")
         #expect(try emulator.admin("GET", "/api/v1/faults/nope").status == 404)
+        let badID: JSONValue = ["id": "a\nb", "match": ["topic": "com.example.second"], "action": ["status": 500]]
+        #expect(try emulator.admin("POST", "/api/v1/faults", body: badID).status == 400, "an id with a line break")
 
         // Removing the device invalidates its tokens.
         #expect(try emulator.admin("DELETE", "/api/v1/devices/\(device.deviceID)").status == 200)

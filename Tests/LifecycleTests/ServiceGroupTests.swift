@@ -74,7 +74,9 @@ struct LoggerTests {
         quiet.warning("state: writing failed")
         quiet.error("cannot listen")
         #expect(!built)
-        #expect(lines.withLock { $0 } == ["T state: writing failed\n", "T cannot listen\n"])
+        // Warnings and errors say so; a line break inside a message stays in its line.
+        quiet.warning("fault rule a\nb added")
+        #expect(lines.withLock { $0 } == ["T warning: state: writing failed\n", "T error: cannot listen\n", "T warning: fault rule a\\nb added\n"])
         #expect(quiet.willLog(.warning) && !quiet.willLog(.info))
     }
 }
