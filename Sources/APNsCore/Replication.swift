@@ -123,6 +123,10 @@ public struct ReplicationApplied: Sendable {
     /// Deliveries this instance sent on one of them will never be acknowledged:
     /// `disconnectDevice(deviceID, connectionID:)` puts them back in the store.
     public var leftConnections: [DeviceConnectionID] = []
+    /// Devices whose socket this instance holds that another instance marked disconnected
+    /// (it took this one for stopped while it was cut off from Redis): the sockets are still
+    /// open, so they must be attached again, or pushes for them would wait in the store.
+    public var detachedHere: Set<String> = []
 
     public init() {}
 }
@@ -223,6 +227,9 @@ extension World {
                 if let old = registry.devices[device.id] {
                     if let connection = old.connectionID, connection != device.connectionID {
                         applied.leftConnections.append(DeviceConnectionID(deviceID: device.id, connectionID: connection))
+                        if device.connectionID == nil, let me = ownership?.me, DeviceOwnership.instance(ofConnection: connection) == me {
+                            applied.detachedHere.insert(device.id)
+                        }
                     }
                     // An uninstall forgets what was on screen for the app (as `dropWaiting`).
                     for bundleID in old.apps.keys where device.apps[bundleID] == nil {

@@ -4,57 +4,58 @@ import APNsCore
 enum AdminJSON {
     static func record(_ r: NotificationRecord) -> JSONValue {
         var o = JSONObject()
-        o["sequence"] = .int(Int64(r.sequence))
-        o["apnsId"] = .string(r.apnsID)
-        o["uniqueId"] = r.uniqueID.map(JSONValue.string) ?? .null
-        o["token"] = .string(r.token)
-        o["topic"] = r.topic.map(JSONValue.string) ?? .null
-        o["pushType"] = r.pushType.map(JSONValue.string) ?? .null
-        o["priority"] = .int(Int64(r.priority))
-        o["expiration"] = r.expiration.map(JSONValue.int) ?? .null
-        o["collapseId"] = r.collapseID.map(JSONValue.string) ?? .null
-        o["environment"] = .string(r.environment.rawValue)
-        o["status"] = .int(Int64(r.status))
-        o["reason"] = r.reason.map(JSONValue.string) ?? .null
-        if let timestamp = r.timestampMs { o["timestamp"] = .int(timestamp) }
+        o.append("sequence", .int(Int64(r.sequence)))
+        o.append("apnsId", .string(r.apnsID))
+        o.append("uniqueId", r.uniqueID.map(JSONValue.string) ?? .null)
+        o.append("token", .string(r.token))
+        o.append("topic", r.topic.map(JSONValue.string) ?? .null)
+        o.append("pushType", r.pushType.map(JSONValue.string) ?? .null)
+        o.append("priority", .int(Int64(r.priority)))
+        o.append("expiration", r.expiration.map(JSONValue.int) ?? .null)
+        o.append("collapseId", r.collapseID.map(JSONValue.string) ?? .null)
+        o.append("environment", .string(r.environment.rawValue))
+        o.append("status", .int(Int64(r.status)))
+        o.append("reason", r.reason.map(JSONValue.string) ?? .null)
+        if let timestamp = r.timestampMs { o.append("timestamp", .int(timestamp)) }
         let payload = payload(r.payload, size: r.payloadSize)
-        o["payload"] = payload.value
-        o["payloadIsJSON"] = .bool(payload.isJSON)
-        o["payloadSize"] = .int(Int64(r.payloadSize))
-        o["payloadTruncated"] = .bool(r.payloadSize > r.payload.count)
-        o["receivedAt"] = .string(RFC3339.format(milliseconds: r.receivedAtMs))
-        o["receivedAtMs"] = .int(r.receivedAtMs)
-        o["outcome"] = .string(r.outcome.rawValue)
-        o["callbacks"] = .array(r.callbacks.map(JSONValue.string))
-        o["display"] = r.display.map(JSONValue.string) ?? .null
-        o["stored"] = .bool(r.wasStored)
-        o["deliveredAt"] = r.deliveredAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null
-        o["explanation"] = .string(r.fullExplanation)
-        o["deviceId"] = r.deviceID.map(JSONValue.string) ?? .null
-        o["bundleId"] = r.bundleID.map(JSONValue.string) ?? .null
-        o["userId"] = r.userID.map(JSONValue.string) ?? .null
-        o["addressee"] = r.addressee.map(JSONValue.string) ?? .null
-        o["crossAccount"] = .bool(r.crossAccount)
-        o["connectionId"] = .int(Int64(r.connectionID))
-        o["streamId"] = .int(Int64(r.streamID))
-        o["certificate"] = r.certificateSubject.map(JSONValue.string) ?? .null
-        o["teamId"] = r.teamID.map(JSONValue.string) ?? .null
-        o["keyId"] = r.keyID.map(JSONValue.string) ?? .null
-        o["jwt"] =
+        o.append("payload", payload.value)
+        o.append("payloadIsJSON", .bool(payload.isJSON))
+        o.append("payloadSize", .int(Int64(r.payloadSize)))
+        o.append("payloadTruncated", .bool(r.payloadSize > r.payload.count))
+        o.append("receivedAt", .string(RFC3339.format(milliseconds: r.receivedAtMs)))
+        o.append("receivedAtMs", .int(r.receivedAtMs))
+        o.append("outcome", .string(r.outcome.rawValue))
+        o.append("callbacks", .array(r.callbacks.map(JSONValue.string)))
+        o.append("display", r.display.map(JSONValue.string) ?? .null)
+        o.append("stored", .bool(r.wasStored))
+        o.append("deliveredAt", r.deliveredAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null)
+        o.append("explanation", .string(r.fullExplanation))
+        o.append("deviceId", r.deviceID.map(JSONValue.string) ?? .null)
+        o.append("bundleId", r.bundleID.map(JSONValue.string) ?? .null)
+        o.append("userId", r.userID.map(JSONValue.string) ?? .null)
+        o.append("addressee", r.addressee.map(JSONValue.string) ?? .null)
+        o.append("crossAccount", .bool(r.crossAccount))
+        o.append("connectionId", .int(Int64(r.connectionID)))
+        o.append("streamId", .int(Int64(r.streamID)))
+        o.append("certificate", r.certificateSubject.map(JSONValue.string) ?? .null)
+        o.append("teamId", r.teamID.map(JSONValue.string) ?? .null)
+        o.append("keyId", r.keyID.map(JSONValue.string) ?? .null)
+        o.append(
+            "jwt",
             r.jwtVerified == nil && r.jwtHeader == nil
-            ? .null
-            : [
-                "header": r.jwtHeader.map(parsedOrText) ?? .null,
-                "claims": r.jwtClaims.map(parsedOrText) ?? .null,
-                "verified": r.jwtVerified.map(JSONValue.bool) ?? .bool(false),
-            ]
-        o["headers"] = .array(r.requestHeaders.map { ["name": .string($0.name), "value": .string($0.value)] })
-        o["headersTruncated"] = .bool(r.headersTruncated)
-        o["respondedAt"] = r.respondedAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null
-        o["response"] = response(r)
-        o["fault"] = r.faultRuleID.map(JSONValue.string) ?? .null
-        if let reach = r.broadcast { o["broadcast"] = broadcast(reach) }
-        o["presentation"] = (r.presentation ?? Presentation.plain(r))?.json ?? .null
+                ? .null
+                : [
+                    "header": r.jwtHeader.map(parsedOrText) ?? .null,
+                    "claims": r.jwtClaims.map(parsedOrText) ?? .null,
+                    "verified": r.jwtVerified.map(JSONValue.bool) ?? .bool(false),
+                ])
+        o.append("headers", .array(r.requestHeaders.map { ["name": .string($0.name), "value": .string($0.value)] }))
+        o.append("headersTruncated", .bool(r.headersTruncated))
+        o.append("respondedAt", r.respondedAtMs.map { .string(RFC3339.format(milliseconds: $0)) } ?? .null)
+        o.append("response", response(r))
+        o.append("fault", r.faultRuleID.map(JSONValue.string) ?? .null)
+        if let reach = r.broadcast { o.append("broadcast", broadcast(reach)) }
+        o.append("presentation", (r.presentation ?? Presentation.plain(r))?.json ?? .null)
         return .object(o)
     }
 

@@ -842,7 +842,15 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 // instance owns.
                 return (applied, applied.handedOffDeviceIDs.filter { world.ownership != nil && world.owns($0) })
             }
-            tickets.withLock { $0.announcements.append((applied.recordSequences, applied.reset, applied.reset)) }
+            // Another instance took this one for stopped and marked the devices connected here
+            // disconnected (a race with its coming back, which may then never see itself
+            // removed): attach them again, as after a reset.
+            let reattach = applied.reset || !applied.detachedHere.isEmpty
+            if !applied.detachedHere.isEmpty {
+                logger.warning(
+                    "shared state: another instance marked \(applied.detachedHere.count) device(s) connected here disconnected; attaching them again")
+            }
+            tickets.withLock { $0.announcements.append((applied.recordSequences, applied.reset, reattach)) }
             if !handOffs.isEmpty { queueHandOffs(handOffs) }
             return true
         } catch {

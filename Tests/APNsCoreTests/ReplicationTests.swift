@@ -536,6 +536,25 @@ struct ReplicationTests {
 
     // MARK: Applying rows: hand-written transitions
 
+    /// Another instance marking disconnected a device whose socket this one holds (it took this
+    /// one for stopped) is told apart from a device leaving, so the socket is attached again.
+    @Test func aDeviceMarkedDisconnectedElsewhereIsNamed() throws {
+        let p = try ReplicaPair()
+        let mine = UInt64(2) << DeviceOwnership.instanceShift | 10
+        p.replica.ownership = DeviceOwnership(members: [1, 2], me: 2)
+        _ = try p.connect("phone", connection: mine)
+        try p.sync("connect")
+        p.world { $0.disconnectDevice("phone", connectionID: mine, nowMs: p.now) }
+        let applied = try p.sync("marked disconnected by instance 1")
+        #expect(applied.detachedHere == ["phone"])
+        // A device of another instance's socket, or one that moved to another socket, is not.
+        let theirs = UInt64(1) << DeviceOwnership.instanceShift | 11
+        _ = try p.connect("phone", connection: theirs)
+        try p.sync("reconnect on instance 1")
+        p.world { $0.disconnectDevice("phone", connectionID: theirs, nowMs: p.now) }
+        #expect(try p.sync("gone from instance 1").detachedHere.isEmpty)
+    }
+
     @Test func storedThenInFlightThenAcknowledged() throws {
         let p = try ReplicaPair()
         let frames = try p.connect("phone", connection: 10)
