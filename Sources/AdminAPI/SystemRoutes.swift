@@ -16,7 +16,8 @@ struct SystemRoutes: AdminResource {
             return host.isReady ? .json(200, ["status": "ready"]) : .json(503, ["status": "starting"])
         }
         r.add("GET", "/metrics", "Prometheus metrics") { _, _, _ in
-            HTTP1ServerResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: Array(host.metricsText().utf8))
+            HTTP1ServerResponse(
+                status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: Array(host.metricsText().utf8))
         }
         r.add("GET", "/", "web UI", open: true) { _, _, _ in UIAssets.response(for: "index.html") }
         r.add("GET", "/ui/{file}", "web UI assets", open: true) { _, p, _ in UIAssets.response(for: p["file"] ?? "") }

@@ -205,7 +205,9 @@ private struct JSONParser {
             return try parseNumber()
         default:
             let byte = bytes[index]
-            let shown = byte >= 0x20 && byte < 0x7F ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(byte < 0x10 ? "0" : "")\(String(byte, radix: 16, uppercase: true))"
+            let shown =
+                byte >= 0x20 && byte < 0x7F
+                ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(byte < 0x10 ? "0" : "")\(String(byte, radix: 16, uppercase: true))"
             throw error("unexpected \(shown) where a value should start")
         }
     }
