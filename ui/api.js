@@ -94,6 +94,12 @@ const refreshes = {}; // what -> {asked, shown, json}
  * was already shown, or `pick(answer)` is what the last one showed. While `holdOff()` is true
  * the answer is not shown and not remembered, so the next refresh shows it.
  */
+/** Makes the next refresh of every view draw what the server answers, changed or not: after a
+ * refused action a control may show what the user chose, not what the server has. */
+export function forgetShown() {
+  for (const r of Object.values(refreshes)) r.json = null;
+}
+
 export async function freshAnswer(what, promise, pick = (data) => data, holdOff = () => false) {
   const r = refreshes[what] || (refreshes[what] = { asked: 0, shown: 0, json: null });
   const mine = ++r.asked;

@@ -23,6 +23,10 @@ import { confirmDialog, copyBtn, envBadge, toast } from './widgets.js';
 const AUTHORIZATIONS = ['notDetermined', 'denied', 'authorized', 'provisional', 'ephemeral'];
 const APP_STATES = ['foreground', 'background', 'suspended', 'notRunning', 'terminated'];
 
+/** The cards drawn at most: a card with its apps' controls costs the browser about 15 ms to
+ * build, and a change to any device draws them all again (1,000 froze the page for 15 s). */
+const SHOWN_DEVICES = 100;
+
 /** Fetches the devices (the first page) and re-renders when they changed. */
 export async function refreshDevices() {
   // Do not pull a select from under the user's pointer; the next refresh catches up.
@@ -30,14 +34,20 @@ export async function refreshDevices() {
     const active = document.activeElement;
     return active && active.tagName === 'SELECT' && $('#devices').contains(active);
   };
-  const data = await freshAnswer('devices', api('GET', '/api/v1/devices'), (d) => d.devices, choosing);
+  const data = await freshAnswer('devices', api('GET', `/api/v1/devices?limit=${SHOWN_DEVICES}`), (d) => d.devices, choosing);
   if (!data) return;
   state.devices = data.devices;
   state.moreDevices = !!data.nextCursor;
-  renderDevices();
+  // Drawn while the tab is shown; else when it is next shown (showDevices).
+  if (state.tab === 'devices') renderDevices(); else state.devicesDirty = true;
   fillDatalists();
   fillCallDevices();
   updateCounts();
+}
+
+/** The Devices tab is shown: draws the cards if they changed while it was hidden. */
+export function showDevices() {
+  if (state.devicesDirty) renderDevices();
 }
 
 /** The topics, bundles and tokens the forms' inputs suggest. */
@@ -54,6 +64,7 @@ function fillDatalists() {
 
 /** A card per device; what is typed into its account form survives. */
 function renderDevices() {
+  state.devicesDirty = false;
   const root = $('#devices');
   const kept = accountDrafts();
   if (!state.devices.length) { root.replaceChildren(h('div', { class: 'empty' }, 'No devices. Add a virtual device above, or connect one to the device socket.')); return; }
@@ -62,7 +73,7 @@ function renderDevices() {
     const apps = d.apps.map((app) => {
       const appBase = `${base}/apps/${enc(app.bundleId)}`;
       const choose = (field, values, current) => h('select', { 'aria-label': field, dataset: { field, device: d.deviceId, bundle: app.bundleId },
-        onchange: (e) => act(api('PATCH', appBase, { [field]: e.target.value }), `${field} → ${e.target.value}`) },
+        onchange: (e) => revertIfRefused(e.target, 'value', current, act(api('PATCH', appBase, { [field]: e.target.value }), `${field} → ${e.target.value}`)) },
       values.map((v) => h('option', { value: v, selected: v === current }, v)));
       return h('tr', { dataset: { bundle: app.bundleId } },
         h('td', null, h('div', { class: 'app-cell' },
@@ -76,7 +87,7 @@ function renderDevices() {
         h('td', null, choose('authorization', AUTHORIZATIONS, app.authorization)),
         h('td', null, choose('appState', APP_STATES, app.appState)),
         h('td', null, h('label', { title: 'Background Modes: remote notifications' }, h('input', { type: 'checkbox', checked: app.backgroundMode,
-          onchange: (e) => act(api('PATCH', appBase, { backgroundMode: e.target.checked }), `background mode ${e.target.checked ? 'on' : 'off'}`) }), ' bg')),
+          onchange: (e) => revertIfRefused(e.target, 'checked', app.backgroundMode, act(api('PATCH', appBase, { backgroundMode: e.target.checked }), `background mode ${e.target.checked ? 'on' : 'off'}`)) }), ' bg')),
         h('td', null, h('div', { class: 'app-actions' },
           h('button', { type: 'button', class: 'btn small ghost', dataset: { action: 'backend', bundle: app.bundleId }, title: `The backend hooks of ${app.bundleId}`, onclick: () => openBackend(app.bundleId) }, 'Backend…'),
           h('button', { type: 'button', class: 'btn small', title: 'APNs issues new tokens; the old ones stop working', onclick: () => act(api('POST', `${appBase}/rotate`), 'Token rotated') }, 'Rotate'),
@@ -92,7 +103,7 @@ function renderDevices() {
         d.lowPowerMode ? h('span', { class: 'badge s-warn' }, 'Low Power Mode') : null,
         h('span', { class: 'spacer' }),
         h('button', { type: 'button', class: 'btn small', dataset: { action: 'online' }, onclick: () => act(api('PATCH', base, { online: !d.online }), d.online ? 'Device offline' : 'Device online') }, d.online ? 'Go offline' : 'Go online'),
-        h('label', { class: 'small' }, h('input', { type: 'checkbox', checked: d.lowPowerMode, onchange: (e) => act(api('PATCH', base, { lowPowerMode: e.target.checked }), `Low Power Mode ${e.target.checked ? 'on' : 'off'}`) }), ' Low Power'),
+        h('label', { class: 'small' }, h('input', { type: 'checkbox', checked: d.lowPowerMode, onchange: (e) => revertIfRefused(e.target, 'checked', d.lowPowerMode, act(api('PATCH', base, { lowPowerMode: e.target.checked }), `Low Power Mode ${e.target.checked ? 'on' : 'off'}`)) }), ' Low Power'),
         h('button', { type: 'button', class: 'btn small ghost', onclick: () => setFilter('deviceId', d.deviceId) }, 'Pushes →')),
       accountControls(d, base),
       attentionLine(d),
@@ -102,8 +113,14 @@ function renderDevices() {
       liveSection(d.deviceId));
   }));
   restoreAccountDrafts(kept);
-  // The API pages its lists (1000 at a time by default); the UI shows the first page.
+  // The UI shows the first page; the admin API lists the rest page by page.
   if (state.moreDevices) root.append(h('div', { class: 'muted small' }, `The first ${state.devices.length} devices, oldest first; the admin API lists the rest page by page (GET /api/v1/devices?cursor=…).`));
+}
+
+/** A control whose change the API refused (a 409 for a socket device that is away) shows the
+ * server's value again at once: a redraw waits while the control has the focus. */
+async function revertIfRefused(control, property, serverValue, action) {
+  if ((await action) === null) control[property] = serverValue;
 }
 
 /** "Add virtual device". */

@@ -1,8 +1,9 @@
 // Moving around the page: the tabs (the URL hash keeps the shown one) and the keyboard shortcuts.
-// May import: the helpers (dom, state) and the views a tab or a key shows: calls, filters, load,
-// refresh, timeline.
+// May import: the helpers (dom, state) and the views a tab or a key shows: calls, devices,
+// filters, load, refresh, timeline.
 
 import { renderCalls } from './calls.js';
+import { showDevices } from './devices.js';
 import { $, $$ } from './dom.js';
 import { setFilter, writeHash } from './filters.js';
 import { loadShown } from './load.js';
@@ -20,6 +21,7 @@ export function showTab(tab) {
   writeHash();
   if (tab === 'timeline') showQueued();
   if (tab === 'backend' && state.callsDirty) renderCalls();
+  if (tab === 'devices') showDevices();
   if (tab === 'load') loadShown();
   if (tab !== 'timeline') refreshSide();
 }

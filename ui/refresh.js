@@ -1,9 +1,10 @@
 // Keeping the side lists fresh: devices, tokens, fault rules, info, checks, the shown tab's Live
 // Activities and Notification Centers or broadcast channels and (without events) backend calls
 // are fetched again after an action, a relevant event, or on the 4 s timer.
-// May import: the helpers (widgets, state) and the views it refreshes.
+// May import: the helpers (api, widgets, state) and the views it refreshes.
 
 import { refreshActivities } from './activities.js';
+import { forgetShown } from './api.js';
 import { loadCalls } from './calls.js';
 import { refreshCenters } from './center.js';
 import { refreshChannels } from './channels.js';
@@ -23,6 +24,8 @@ export async function act(promise, done) {
     return result;
   } catch (e) {
     toast(e.message, true);
+    // The refused control still shows the user's choice: draw the server's state again.
+    forgetShown();
     return null;
   } finally {
     refreshSide();

@@ -12,6 +12,8 @@ export const state = {
   statusClass: null, // "4xx" style status filter, client-side
   tab: 'timeline',
   devices: [], faults: [], keys: [], info: null, infoAt: 0, filtersExtra: {},
+  moreDevices: false, // the API has devices past the first page
+  devicesDirty: false, // the devices changed while their tab was hidden: drawn when it shows
   calls: new Map(), // backend call id -> call
   callBodies: new Map(), // id -> <tbody> (a call's row and, expanded, its details)
   expandedCalls: new Set(),

@@ -45,6 +45,7 @@ struct UITests {
                 "--token", device.token,
                 "--binary", EmulatorProcess.binary,
                 "--channel-sandbox", "\(try emulator.address("channelSandbox"))",
+                "--device", "\(try emulator.address("device"))",
             ] + extra
         let result = try run(Browser.python, arguments, timeout: 180)
         #expect(result.status == 0, "browser test failed:\n\(result.out)\(result.err)\nemulator log:\n\(emulator.stderr)")

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -346,6 +347,32 @@ class UITest:
         wait_for("the device to come back online", lambda: self.admin.get(f"/api/v1/devices/{urllib.parse.quote(device)}")["online"] is True)
         wait_for("the same row to turn delivered", lambda: outcome() == ["delivered"])
         self.log(f"device controls: appState {current} -> {target}; offline/online reached the emulator; stored -> delivered updated in place")
+
+    def refused_change(self):
+        """A change the API refuses (409: a socket device that is not connected) leaves the
+        control showing what the server has, not what was chosen."""
+        if not self.args.device:
+            return
+        host, port = self.args.device.rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)), timeout=5)
+        hello = {"type": "hello", "version": 1, "deviceId": "ui-socket", "apps": [{"bundleId": self.args.topic, "environment": "sandbox"}]}
+        sock.sendall((json.dumps(hello) + "\n").encode())
+        seen = b""
+        while b'"registered"' not in seen:
+            chunk = sock.recv(65536)
+            check(chunk, "the device socket closed before registered")
+            seen += chunk
+        sock.close()
+        wait_for("the socket device to be disconnected", lambda: self.admin.get("/api/v1/devices/ui-socket")["connected"] is False)
+        self.tab("devices")
+        selector = f'select[data-field="authorization"][data-device="ui-socket"][data-bundle="{self.args.topic}"]'
+        wait_for("the socket device's card", lambda: self.css(selector), timeout=10)
+        self.expected_console_errors.append(("/api/v1/devices/ui-socket/apps/", "status of 409"))
+        Select(self.one(selector)).select_by_value("denied")
+        wait_for("the refusal's message", lambda: any("not connected" in t.text for t in self.css("#toasts .toast")))
+        wait_for("the control to show the server's permission again", lambda: self.one(selector).get_attribute("value") == "authorized", timeout=10)
+        check(self.admin.get("/api/v1/devices/ui-socket")["apps"][0]["authorization"] == "authorized", "the refused change was made")
+        self.log("a refused change (409) is shown and the control goes back to the server's value")
 
     def fault_rules(self):
         self.tab("faults")
@@ -927,7 +954,7 @@ class UITest:
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
-                 self.screenshot, self.validators, self.device_controls, self.fault_rules, self.accounts, self.live_activities, self.channels, self.presentation, self.load_tab, self.reset, self.console_is_clean]
+                 self.screenshot, self.validators, self.device_controls, self.refused_change, self.fault_rules, self.accounts, self.live_activities, self.channels, self.presentation, self.load_tab, self.reset, self.console_is_clean]
         if self.args.admin_token:
             steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()
@@ -959,6 +986,7 @@ def main():
     parser.add_argument("--binary", required=True, help="the apns-emulator binary (for its send command)")
     parser.add_argument("--screenshot", help="PNG to write (the full run)")
     parser.add_argument("--channel-sandbox", help="the emulator's channel management listener HOST:PORT (--channel-sandbox-listen), for the channels step")
+    parser.add_argument("--device", help="the emulator's device socket HOST:PORT, for the refused-change step")
     parser.add_argument("--h2c", help="the emulator's cleartext HTTP/2 sandbox listener HOST:PORT, for the load step (default: TLS to --sandbox)")
     parser.add_argument("--admin-token", help="the emulator's --admin-token: check that the page asks for it once, and works")
     args = parser.parse_args()
