@@ -87,6 +87,15 @@ final class DeviceFixture: @unchecked Sendable {
         base.state.withWorld { $0.records.record(sequence: response.recordSequence) }
     }
 
+    /// Sets com.example.app's run state on the device; returns the frames that released.
+    func setAppState(_ appState: AppState) throws -> [DeviceFrame] {
+        let now = self.now
+        return try base.state.withWorld { world throws(DeviceRequestError) in
+            try world.updateApp(
+                deviceID: "phone", bundleID: "com.example.app", appState: appState, authorization: nil, backgroundMode: nil, nowMs: now)
+        }.1
+    }
+
     func tick() -> [DeviceFrame] {
         let now = self.now
         return base.state.withWorld { $0.tick(nowMs: now) }
@@ -231,13 +240,7 @@ struct DeliveryStateTests {
         let push = try f.push(#"{"aps":{"content-available":1}}"#, headers: [("apns-push-type", "background"), ("apns-priority", "5")])
         #expect(push.deviceFrames.isEmpty)
         #expect(f.record(push)?.outcome == .deferred)
-        let now = f.now
-        func setState(_ state: AppState) throws -> [DeviceFrame] {
-            try f.base.state.withWorld { world throws(DeviceRequestError) in
-                try world.updateApp(
-                    deviceID: "phone", bundleID: "com.example.app", appState: state, authorization: nil, backgroundMode: nil, nowMs: now)
-            }.1
-        }
+        let setState = f.setAppState
         // Leaving force-quit for not running or suspended is not a launch: it stays held.
         #expect(try setState(.notRunning).isEmpty)
         #expect(try setState(.suspended).isEmpty)
@@ -254,13 +257,7 @@ struct DeliveryStateTests {
         let background = [("apns-push-type", "background"), ("apns-priority", "5")]
         let older = try f.push(#"{"aps":{"content-available":1},"i":1}"#, headers: background)
         #expect(f.record(older)?.outcome == .deferred)
-        let now = f.now
-        func setState(_ state: AppState) throws -> [DeviceFrame] {
-            try f.base.state.withWorld { world throws(DeviceRequestError) in
-                try world.updateApp(
-                    deviceID: "phone", bundleID: "com.example.app", appState: state, authorization: nil, backgroundMode: nil, nowMs: now)
-            }.1
-        }
+        let setState = f.setAppState
         #expect(try setState(.suspended).isEmpty)
         let newer = try f.push(#"{"aps":{"content-available":1},"i":2}"#, headers: background)
         #expect(f.notifications(in: newer.deviceFrames).first?["callbacks"] == ["didReceiveRemoteNotification"])
