@@ -85,7 +85,8 @@ extension ProviderToken {
             utf8[..<lastDot].contains(UInt8(ascii: ".")), utf8.index(after: lastDot) < utf8.endIndex
         else {
             if let dots = utf8.lastIndex(of: UInt8(ascii: ".")), utf8[..<dots].contains(UInt8(ascii: ".")) { return authorization }
-            let scheme = utf8.prefix { $0 != 0x20 }
+            // No scheme (a bare key) is all credential.
+            let scheme = utf8.contains(0x20) ? utf8.prefix { $0 != 0x20 } : utf8.prefix(0)
             let credential = utf8.dropFirst(scheme.count).drop { $0 == 0x20 }
             guard credential.count > 8 else { return authorization }
             return String(decoding: utf8[..<credential.startIndex], as: UTF8.self) + String(decoding: credential.prefix(4), as: UTF8.self)

@@ -211,5 +211,6 @@ struct RecordRedactionTests {
     @Test func longerValuesThatAreNotJWTsKeepTheirStartAndLength() {
         #expect(ProviderToken.withoutSignature("Basic dXNlcjpwYXNz") == "Basic dXNl… (12 bytes, not kept: not a JWT)")
         #expect(ProviderToken.withoutSignature("bearer NoDotsSecretValue123") == "bearer NoDo… (20 bytes, not kept: not a JWT)")
+        #expect(ProviderToken.withoutSignature("NoSchemeSecretValue") == "NoSc… (19 bytes, not kept: not a JWT)")
     }
 }
