@@ -136,9 +136,8 @@ public struct Credentials: Sendable {
     /// makes `com.example.app` the team's, not an app called `com.example.app.voip` (which would
     /// take the suffix's meaning away from every push to that topic); such an app is registered
     /// with `--app`.
-    static func bundleID(listedAs entry: String) -> Substring {
-        guard let type = PushType.implied(byTopic: Substring(entry)) else { return Substring(entry) }
-        return Substring(entry.utf8.dropLast(type.topicSuffix.utf8.count))
+    static func bundleID(listedAs entry: String) -> String {
+        PushType.implied(byTopic: Substring(entry)).map { TopicRules.bundleID(ofTopic: entry, pushType: $0) } ?? entry
     }
 }
 

@@ -81,19 +81,17 @@ extension ProviderToken {
 
     public static func withoutSignature(_ authorization: String) -> String {
         let utf8 = authorization.utf8
-        guard let lastDot = utf8.lastIndex(of: UInt8(ascii: ".")),
-            utf8[..<lastDot].contains(UInt8(ascii: ".")), utf8.index(after: lastDot) < utf8.endIndex
-        else {
-            if let dots = utf8.lastIndex(of: UInt8(ascii: ".")), utf8[..<dots].contains(UInt8(ascii: ".")) { return authorization }
-            // No scheme (a bare key) is all credential.
-            let scheme = utf8.contains(0x20) ? utf8.prefix { $0 != 0x20 } : utf8.prefix(0)
-            let credential = utf8.dropFirst(scheme.count).drop { $0 == 0x20 }
-            guard credential.count > 8 else { return authorization }
-            return String(decoding: utf8[..<credential.startIndex], as: UTF8.self) + String(decoding: credential.prefix(4), as: UTF8.self)
-                + "… (\(credential.count) bytes, not kept: not a JWT)"
+        if let lastDot = utf8.lastIndex(of: UInt8(ascii: ".")), utf8[..<lastDot].contains(UInt8(ascii: ".")) {
+            // JWT-shaped: byte-exact up to and including the last dot (nothing to hide without a signature).
+            guard utf8.index(after: lastDot) < utf8.endIndex else { return authorization }
+            return String(decoding: utf8[...lastDot], as: UTF8.self) + signatureMarker
         }
-        // Byte-exact: everything up to and including the last dot.
-        return String(decoding: utf8[...lastDot], as: UTF8.self) + signatureMarker
+        // No scheme (a bare key) is all credential.
+        let scheme = utf8.contains(0x20) ? utf8.prefix { $0 != 0x20 } : utf8.prefix(0)
+        let credential = utf8.dropFirst(scheme.count).drop { $0 == 0x20 }
+        guard credential.count > 8 else { return authorization }
+        return String(decoding: utf8[..<credential.startIndex], as: UTF8.self) + String(decoding: credential.prefix(4), as: UTF8.self)
+            + "… (\(credential.count) bytes, not kept: not a JWT)"
     }
 
     /// Builds a signed provider token. `sign` returns the JWS signature (raw r||s for ES256).
