@@ -120,19 +120,18 @@ final class AnswerBudget: Sendable {
     func giveBack(_ bytes: Int) { held.withLock { $0 -= bytes } }
 }
 
-let listAnswerBudget = AnswerBudget(limit: 64 << 20)
-
 extension AdminResource {
     /// Answers with what `build` makes on the encoder queue (from values copied under the lock
     /// already), then on the connection's loop. Nil: the route answers later. `heldBytes` taken
-    /// from `listAnswerBudget` are given back once the answer has left.
+    /// from the service's `listAnswerBudget` are given back once the answer has left.
     func answerOffLoop(
         _ http: HTTP1Connection, heldBytes: Int = 0, _ build: @escaping @Sendable () -> HTTP1ServerResponse
     ) -> HTTP1ServerResponse? {
         let connection = OnLoop(http)
+        let budget = api.listAnswerBudget
         adminEncoder.async {
             var built = build()
-            if heldBytes > 0 { built.onSent = { listAnswerBudget.giveBack(heldBytes) } }
+            if heldBytes > 0 { built.onSent = { budget.giveBack(heldBytes) } }
             let response = built
             connection.loop.execute { connection.http.respond(response) }
         }

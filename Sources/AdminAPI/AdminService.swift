@@ -26,6 +26,10 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
     let metrics: AdminMetrics
     let policy: AdminAccessPolicy
     let settings: AdminSettings
+    /// What list answers not yet read by their clients hold (AdminPaging.swift): one budget
+    /// per emulator, so emulators sharing a process (tests, the library) do not refuse each
+    /// other's lists.
+    let listAnswerBudget = AnswerBudget(limit: 64 << 20)
     private(set) var router = AdminRouter()
 
     public init(host: any AdminHost, events: EventHub, metrics: AdminMetrics, policy: AdminAccessPolicy, settings: AdminSettings) {

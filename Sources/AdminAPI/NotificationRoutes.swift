@@ -146,10 +146,10 @@ struct NotificationRoutes: AdminResource {
         // refused for others' big ones.
         let bytes = records.reduce(0) { $0 + $1.accountedBytes }
         let held = bytes < 1 << 20 ? 0 : bytes
-        guard listAnswerBudget.take(held) else {
+        guard api.listAnswerBudget.take(held) else {
             throw AdminError(
                 503,
-                "list answers holding \(listAnswerBudget.limit >> 20) MiB of records are on their way to clients that have not read them yet; "
+                "list answers holding \(api.listAnswerBudget.limit >> 20) MiB of records are on their way to clients that have not read them yet; "
                     + "retry, or ask for fewer (limit)")
         }
         let next = (more || truncated) ? records.last.map { PageRequest.encode(list: "notifications", String($0.sequence)) } : nil
