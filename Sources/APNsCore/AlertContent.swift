@@ -79,24 +79,35 @@ public struct AlertContent: Sendable, Equatable {
     }
 
     /// A field of the alert dictionary: `<field>-loc-key` (with `-loc-args`) looked up in the
-    /// app's strings, else the plain `<field>`. A key the app lacks is shown as the key itself
-    /// (what iOS has done, docs/device-model.md "What the user reads"); `null` counts as absent.
+    /// app's strings, else the plain `<field>`, else a `<field>` object holding `loc-key` and
+    /// `loc-args` (the form Apple's Live Activity examples use). A key the app lacks is shown
+    /// as the key itself (what iOS has done, docs/device-model.md "What the user reads");
+    /// `null` counts as absent.
     static func localized(
         _ alert: JSONObject, _ field: String, _ setup: NotificationSetup, _ notes: inout [String],
         keyName: String? = nil, argsName: String? = nil
     ) -> String? {
         let keyField = keyName ?? "\(field)-loc-key"
         if let key = alert[keyField]?.stringValue {
-            let args = (alert[argsName ?? "\(field)-loc-args"]?.arrayValue ?? []).map { item in
-                item.stringValue ?? item.numberValue.map { $0 == $0.rounded() ? String(Int64($0)) : String($0) } ?? ""
-            }
-            guard let format = setup.localizedStrings[key] else {
-                notes.append("the app has no string for \(keyField) \"\(key)\", so iOS shows the key")
-                return key
-            }
-            return fill(format, args)
+            return lookUp(key, alert[argsName ?? "\(field)-loc-args"], named: keyField, setup, &notes)
+        }
+        if let nested = alert[field]?.objectValue, let key = nested["loc-key"]?.stringValue {
+            return lookUp(key, nested["loc-args"], named: "\(field).loc-key", setup, &notes)
         }
         return alert[field]?.stringValue
+    }
+
+    private static func lookUp(
+        _ key: String, _ args: JSONValue?, named keyField: String, _ setup: NotificationSetup, _ notes: inout [String]
+    ) -> String {
+        let args = (args?.arrayValue ?? []).map { item in
+            item.stringValue ?? item.numberValue.map { $0 == $0.rounded() ? String(Int64($0)) : String($0) } ?? ""
+        }
+        guard let format = setup.localizedStrings[key] else {
+            notes.append("the app has no string for \(keyField) \"\(key)\", so iOS shows the key")
+            return key
+        }
+        return fill(format, args)
     }
 
     /// A strings-file format with `%@` and `%1$@` (and `%%`) filled from `args`.

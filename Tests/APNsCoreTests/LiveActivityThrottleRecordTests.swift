@@ -59,6 +59,7 @@ struct LiveActivityThrottleRecordTests {
         let cases: [(String, String)] = [
             (#""alert":null"#, "none"), (#""alert":{}"#, "none"), (#""alert":{"title":null,"body":""}"#, "none"),
             (#""sound":"default""#, "banner"), (#""alert":{"body":"on its way"}"#, "banner"), (#""alert":"hi""#, "banner"),
+            (#""alert":{"title":{"loc-key":"%@ is near","loc-args":["Panda"]},"body":{"loc-key":"K"}}"#, "banner"),
         ]
         for (n, (extra, display)) in cases.enumerated() {
             let aps = #"{"event":"update","timestamp":\#(n + 10),"content-state":{"n":\#(n + 10)},\#(extra)}"#

@@ -130,6 +130,12 @@ import Testing
         #expect(c.body == "b and a %" && c.title == "Hi 7")
         let missing = Self.content(#"{"aps":{"alert":{"loc-key":"NOPE","body":"fallback"}}}"#)
         #expect(missing.body == "NOPE" && missing.notes.count == 1)
+        // Apple's Live Activity examples nest the key and its arguments in `title` and `body`.
+        let nested = Self.content(
+            #"{"aps":{"alert":{"title":{"loc-key":"HELLO","loc-args":["Panda"]},"body":{"loc-key":"ODD","loc-args":[]}}}}"#,
+            setup: strings)
+        #expect(nested.title == "Hi Panda" && nested.body == "ODD" && nested.hasText)
+        #expect(nested.notes == [#"the app has no string for body.loc-key "ODD", so iOS shows the key"#])
         let (empty, _) = Self.present(#"{"aps":{"alert":{"title":null,"body":""},"badge":1}}"#)
         #expect(empty.display == .none && empty.outcome == .delivered, "the badge still changes")
         let (nothing, _) = Self.present(#"{"aps":{"alert":""}}"#)
