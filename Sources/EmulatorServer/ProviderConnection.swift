@@ -454,9 +454,10 @@ final class ProviderConnection: ConnectionHandler {
         return "a pseudo-header this server does not take for a request (such as :protocol), or one sent twice"
     }
 
-    /// A stream the HTTP/2 layer reset by itself (PROTOCOL_ERROR): logged and journaled.
+    /// A stream the HTTP/2 layer reset by itself: logged and journaled.
     private func journal(_ refused: HTTP2RefusedRequest) {
         let explanation: String
+        var clientBug = false
         switch refused.reason {
         case .headerListTooLarge(let size, let limit):
             explanation =
@@ -467,11 +468,18 @@ final class ProviderConnection: ConnectionHandler {
         case .malformedMessage:
             explanation =
                 "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the request breaks HTTP/2's message rules (RFC 9113 §8.1, §8.3): \(Self.malformedCause(refused.headers))"
+        case .overStreamLimit(let limit):
+            explanation =
+                "stream reset (RST_STREAM REFUSED_STREAM, not processed): the client had \(limit) stream\(limit == 1 ? "" : "s") open, the SETTINGS_MAX_CONCURRENT_STREAMS it acknowledged, and opened another; the connection is ended with GOAWAY REFUSED_STREAM \"Maximum active streams violated for this endpoint.\" as APNs does. The limit is 1 until a request with a valid provider token has been answered"
+            clientBug = true
         }
-        providers.logger.info("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
+        // A client that breaks the stream limit has a bug its developer wants to see, under
+        // --quiet too.
+        let line = "provider connection \(connection.id) stream \(refused.streamID): \(explanation)"
+        if clientBug { providers.logger.warning(line) } else { providers.logger.info(line) }
         endpoint.recordRefused(
             streamID: refused.streamID, headers: refused.headers,
-            headersTruncated: true, explanation: explanation, connection: &context)
+            headersTruncated: !clientBug, explanation: explanation, connection: &context)
     }
 
     /// Whether a request is the channel API's: true for channel management, false for a

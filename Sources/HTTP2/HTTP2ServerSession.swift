@@ -30,6 +30,9 @@ struct ServerStreamSlot: StreamSlot {
     var expectsContinue = false
     /// The request was handed over (or refused): only its answer is left.
     var handedOver = false
+    /// Opened over the stream limit the peer acknowledged: refused at the end of its header
+    /// block (`refuseOverStreamLimit`).
+    var overStreamLimit = false
     /// Its method is HEAD: the answer goes without content (RFC 9110 §9.3.2).
     var isHead = false
     /// When its HEADERS arrived (monotonic ms), for `resetStalledRequests`.
@@ -73,6 +76,17 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// Header fields of recent requests by position, to reuse their Strings (see `field`).
     @exclusivity(unchecked) fileprivate var recentFields = RecentHeaderFields()
     @exclusivity(unchecked) fileprivate var settingsAcked = false
+    /// MAX_CONCURRENT_STREAMS as advertised in the first SETTINGS (the wire value, lower than
+    /// the one nghttp2 enforces: see `FirstSettingsPatcher`).
+    private let advertisedStreamLimit: Int?
+    /// The advertised limit, once the peer acknowledged the frame that carried it and while no
+    /// other limit has been submitted since: a new stream over it is refused (RFC 9113 §6.5.3;
+    /// APNs answers GOAWAY REFUSED_STREAM). nil: nghttp2's own limit is the only one.
+    @exclusivity(unchecked) fileprivate var acknowledgedStreamLimit: Int?
+    @exclusivity(unchecked) private var streamLimitResubmitted = false
+    @exclusivity(unchecked) private var streamLimitGoAwaySent = false
+    /// The newest stream taken within the limit: what a GOAWAY for a stream over it names.
+    @exclusivity(unchecked) fileprivate var lastStreamWithinLimit: Int32 = 0
     /// Header lists over `maxHeaderListSize` on this connection so far.
     @exclusivity(unchecked) fileprivate var oversizedHeaderLists = 0
     /// The last one allowed has come: nothing more is read, and the next drain ends the
@@ -138,6 +152,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         self.maxBufferedBody = max(0, maxBufferedBody)
         self.maxHeaderListSize = maxHeaderListSize ?? Int.max
         self.earlyAnswerBodyLength = earlyAnswerBodyLength ?? Int.max
+        advertisedStreamLimit = advertisedOverrides.last { $0.id == HTTP2Setting.maxConcurrentStreams }.map { Int($0.value) }
         core.attach(self)
         core.onInvalidStreamFrame = { [unowned self] streamID, code in noteInvalidStreamFrame(streamID, code: code) }
 
@@ -256,7 +271,14 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// Queues a SETTINGS frame, sent as-is; nghttp2's pending limits change immediately
     /// (e.g. lowering MAX_CONCURRENT_STREAMS makes it refuse new streams over the new value).
     @discardableResult
-    public func submitSettings(_ settings: [HTTP2Setting]) -> Bool { core.submitSettings(settings) }
+    public func submitSettings(_ settings: [HTTP2Setting]) -> Bool {
+        if settings.contains(where: { $0.id == HTTP2Setting.maxConcurrentStreams }) {
+            // nghttp2 enforces what is submitted from now on (a raise at once, a cut too).
+            streamLimitResubmitted = true
+            acknowledgedStreamLimit = nil
+        }
+        return core.submitSettings(settings)
+    }
 
     /// Queues GOAWAY. `lastStreamID` nil = the last stream nghttp2 processed. Graceful: the
     /// session keeps serving streams up to that id; `wantsRead`/`wantsWrite` turn false when done.
@@ -345,7 +367,11 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
 
     /// Sends the first SETTINGS frame with the enforced values after all, when it has not left
     /// yet (true); false when it has, and a new SETTINGS frame is the only way to change them.
-    public func withdrawAdvertisedOverrides() -> Bool { core.withdrawAdvertisedOverrides() }
+    public func withdrawAdvertisedOverrides() -> Bool {
+        guard core.withdrawAdvertisedOverrides() else { return false }
+        streamLimitResubmitted = true
+        return true
+    }
 
     // MARK: Slots
 
@@ -369,6 +395,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         slots[index].earlyAnswerSent = false
         slots[index].resetQueued = false
         slots[index].expectsContinue = false
+        slots[index].overStreamLimit = false
         slots[index].handedOver = false
         slots[index].isHead = false
         slots[index].startedAtMs = Monotonic.nowMilliseconds()
@@ -428,6 +455,40 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
                     streamID: streamID, headers: headers, reason: code == LibError.httpHeader ? .invalidHeaderField : .malformedMessage)))
     }
 
+    /// The peer acknowledged one of our SETTINGS frames; the first carried the advertised limit.
+    fileprivate func noteSettingsAcknowledged() {
+        if !settingsAcked && !streamLimitResubmitted { acknowledgedStreamLimit = advertisedStreamLimit }
+        settingsAcked = true
+        events.append(.settingsAcknowledged)
+    }
+
+    /// Whether a stream opening now goes over the limit the peer acknowledged.
+    fileprivate func isOverAcknowledgedLimit() -> Bool {
+        guard let limit = acknowledgedStreamLimit else { return false }
+        return slots.openCount >= limit
+    }
+
+    /// A stream opened over the acknowledged limit, at the end of its header block: reset
+    /// with REFUSED_STREAM (not processed: safe to retry) and reported with its fields; the
+    /// connection is ended with GOAWAY REFUSED_STREAM and the words APNs uses, the streams
+    /// within the limit still answered.
+    fileprivate func refuseOverStreamLimit(_ index: Int) {
+        let streamID = slots[index].streamID
+        slots[index].handedOver = true
+        var headers: [HTTP2HeaderField] = []
+        swap(&headers, &slots[index].headers)
+        nghttp2_submit_rst_stream(session, 0, streamID, HTTP2ErrorCode.refusedStream)
+        if !streamLimitGoAwaySent {
+            streamLimitGoAwaySent = true
+            submitGoAway(
+                errorCode: HTTP2ErrorCode.refusedStream, lastStreamID: lastStreamWithinLimit,
+                debugData: Array("Maximum active streams violated for this endpoint.".utf8))
+        }
+        events.append(
+            .requestRefused(
+                HTTP2RefusedRequest(streamID: streamID, headers: headers, reason: .overStreamLimit(limit: acknowledgedStreamLimit ?? 0))))
+    }
+
     /// A header list over the limit: reset the stream and report what was kept of it.
     fileprivate func refuseHeaders(_ index: Int) {
         let streamID = slots[index].streamID
@@ -460,7 +521,13 @@ private func serverOnBeginHeaders(
         frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
     else { return 0 }
     let streamID = frame.pointee.hd.stream_id
+    let overLimit = server.isOverAcknowledgedLimit()
     let index = server.allocateSlot(streamID: streamID)
+    if overLimit {
+        server.slots[index].overStreamLimit = true
+    } else {
+        server.lastStreamWithinLimit = streamID
+    }
     if nghttp2_session_set_stream_user_data(server.session, streamID, slotPointer(index)) != 0 {
         server.slots.release(index)
         return LibError.callbackFailure
@@ -532,7 +599,9 @@ private func serverOnFrameRecv(
     switch hd.type {
     case FrameType.data, FrameType.headers:
         guard let index = server.slot(of: hd.stream_id) else { break }
-        if server.slots[index].headersRefused {
+        if server.slots[index].overStreamLimit {
+            if hd.type == FrameType.headers, !server.slots[index].handedOver { server.refuseOverStreamLimit(index) }
+        } else if server.slots[index].headersRefused {
             // Reset once, when the header block that went over the limit has ended.
             if hd.type == FrameType.headers, !server.slots[index].refusalSent {
                 server.slots[index].refusalSent = true
@@ -552,10 +621,7 @@ private func serverOnFrameRecv(
             server.deliverRequest(index, complete: false)
         }
     case FrameType.settings:
-        if hd.flags & FrameFlag.ack != 0 {
-            server.settingsAcked = true
-            server.events.append(.settingsAcknowledged)
-        }
+        if hd.flags & FrameFlag.ack != 0 { server.noteSettingsAcknowledged() }
     case FrameType.ping:
         if hd.flags & FrameFlag.ack == 0 { server.events.append(.ping) }
     case FrameType.goAway:

@@ -123,6 +123,9 @@ public struct HTTP2RefusedRequest: Sendable {
         /// missing). (A body longer or shorter than its `content-length` is reset by nghttp2
         /// without telling: not reported.)
         case malformedMessage
+        /// Opened while the peer already had `limit` streams open, after it acknowledged the
+        /// SETTINGS that set that limit (reset with REFUSED_STREAM, the connection ended).
+        case overStreamLimit(limit: Int)
     }
     public var streamID: Int32
     /// The fields decoded before the limit was reached.
@@ -133,7 +136,7 @@ public struct HTTP2RefusedRequest: Sendable {
 public enum HTTP2ServerEvent: Sendable {
     /// A complete request (END_STREAM seen), or one answered early (`isComplete` false).
     case request(HTTP2Request)
-    /// A request reset with PROTOCOL_ERROR by the session itself (see `HTTP2RefusedRequest`).
+    /// A request reset by the session itself (see `HTTP2RefusedRequest`).
     case requestRefused(HTTP2RefusedRequest)
     /// The peer ACKed one of our SETTINGS frames.
     case settingsAcknowledged

@@ -414,6 +414,51 @@ struct SettingsTests {
         #expect(pair.client.remoteMaxConcurrentStreams == 1)
     }
 
+    /// Served until the client has acknowledged the advertised 1 (above); from then on a
+    /// stream over it is refused as APNs refuses it, unless the limit was raised meanwhile.
+    @Test("a stream opened over the acknowledged advertised limit: RST and GOAWAY REFUSED_STREAM", arguments: [false, true])
+    func overTheAcknowledgedLimit(raisedFirst: Bool) throws {
+        let server = try HTTP2ServerSession(
+            settings: [setting(HTTP2Setting.maxConcurrentStreams, 1000)], advertisedOverrides: [setting(HTTP2Setting.maxConcurrentStreams, 1)])
+        var out: [UInt8] = []
+        server.drainOutput(into: &out)
+        #expect(RawHTTP2.frames(out).first?.settingEntries == [setting(3, 1)])
+        if raisedFirst { server.submitSettings([setting(HTTP2Setting.maxConcurrentStreams, 1000)]) }
+        let block: [UInt8] =
+            [0x83, 0x87] + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
+            + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
+        let acknowledged =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + RawHTTP2.frame(type: 0x4, flags: 0x1, stream: 0, [])
+        // Stream 1 stays open (no answer yet) while stream 3 opens.
+        try server.receive(
+            acknowledged + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 1, block) + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 3, block))
+        var requests: [Int32] = []
+        var refused: [HTTP2RefusedRequest] = []
+        server.consumeEvents { event in
+            if case .request(let r) = event { requests.append(r.streamID) }
+            if case .requestRefused(let r) = event { refused.append(r) }
+        }
+        _ = server.submitResponse(streamID: 1, status: 200, headers: [], body: nil)
+        out = []
+        server.drainOutput(into: &out)
+        let frames = RawHTTP2.frames(out)
+        if raisedFirst {
+            #expect(requests == [1, 3] && refused.isEmpty)
+            #expect(!frames.contains { $0.type == WireFrame.goAway || $0.type == WireFrame.rstStream })
+            return
+        }
+        #expect(requests == [1], "the stream within the limit is served")
+        #expect(refused.map(\.streamID) == [3] && refused.first?.reason == .overStreamLimit(limit: 1))
+        #expect(refused.first?.headers.contains { $0.name == ":path" && $0.value == "/3/device/ab" } == true, "its fields are kept")
+        let reset = try #require(frames.first { $0.type == WireFrame.rstStream })
+        #expect(reset.streamID == 3 && reset.errorCode == HTTP2ErrorCode.refusedStream)
+        let goAway = try #require(frames.first { $0.type == WireFrame.goAway })
+        #expect(goAway.errorCode == HTTP2ErrorCode.refusedStream)
+        #expect(goAway.payload[0..<4] == [0, 0, 0, 1], "last stream id: the one within the limit")
+        #expect(String(decoding: goAway.payload.dropFirst(8), as: UTF8.self) == "Maximum active streams violated for this endpoint.")
+        #expect(frames.contains { $0.type == WireFrame.headers && $0.streamID == 1 }, "stream 1 is still answered")
+    }
+
     @Test("control: with MCS 1 submitted normally, nghttp2 refuses 99 of the burst")
     func pendingLimitControl() throws {
         let pair = try Pair(serverSettings: [
