@@ -273,9 +273,13 @@ extension World {
     }
 
     /// Deletes an app; returns the tokens it had (now invalid, maybe after the configured delay).
+    /// The app is removed: its tokens become invalid (maybe after the configured delay), and
+    /// its Live Activities go with it. Returns the tokens, and an `activity` frame for each
+    /// change to its activities (dismissed by the system, tokens ended) for the device to hear
+    /// after its `uninstalled`.
     public mutating func uninstallApp(
         deviceID: String, bundleID: String, nowMs: Int64
-    ) throws(DeviceRequestError) -> (invalidAtMs: Int64, tokens: [TokenEntry]) {
+    ) throws(DeviceRequestError) -> (invalidAtMs: Int64, tokens: [TokenEntry], activityMessages: [JSONValue]) {
         let tokens = registry.devices[deviceID]?.apps[bundleID]?.tokens.values.sorted() ?? []
         let invalidAt = nowMs + deliveryOptions.unregisteredDelayMs
         do throws(RegistryError) {
@@ -286,12 +290,14 @@ extension World {
             throw DeviceRequestError(error)
         }
         dropWaiting(AppKey(deviceID: deviceID, bundleID: bundleID), why: "the app was uninstalled", step: .unregistered, nowMs: nowMs)
-        // Its Live Activities go with it (the uninstall's answer says so; no frames of their own).
+        var activityMessages: [JSONValue] = []
         if liveActivities.book(deviceID: deviceID)?.apps[bundleID] != nil {
-            _ = liveActivities.removeApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
+            let changes = liveActivities.removeApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
+            let book = liveActivities.book(deviceID: deviceID)
+            activityMessages = changes.map { Self.activityMessage($0, book: book, nowMs: nowMs) }
             settleThrottledLiveActivityUpdates(nowMs: nowMs)
         }
-        return (invalidAt, tokens.compactMap { registry.token($0) })
+        return (invalidAt, tokens.compactMap { registry.token($0) }, activityMessages)
     }
 
     public mutating func rotateTokens(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {

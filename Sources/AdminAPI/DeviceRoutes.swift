@@ -305,17 +305,16 @@ struct DeviceRoutes: AdminResource {
     }
 
     private func uninstall(deviceID: String, bundleID: String) throws -> HTTP1ServerResponse {
-        let (invalidAt, tokens) = try deviceCall { world, now throws(DeviceRequestError) in
+        let (invalidAt, tokens, activityMessages) = try deviceCall { world, now throws(DeviceRequestError) in
             try world.refuseWhileDisconnected(deviceID: deviceID, what: "the apps it has, installing \(bundleID) again")
             return try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now)
         }
         host.log("admin: uninstalled \(bundleID) from \(deviceID)")
-        tellDevice(
-            deviceID,
-            [
-                "type": "uninstalled", "bundleId": .string(bundleID), "unregisteredAt": .int(invalidAt),
-                "tokens": .array(tokens.map { .string($0.token) }),
-            ])
+        let uninstalled: JSONValue = [
+            "type": "uninstalled", "bundleId": .string(bundleID), "unregisteredAt": .int(invalidAt),
+            "tokens": .array(tokens.map { .string($0.token) }),
+        ]
+        tellDevice(deviceID, [uninstalled] + activityMessages)
         return .json(
             200,
             [

@@ -404,13 +404,14 @@ final class DeviceConnection: ConnectionHandler {
             messages.forEach(send)
         case "uninstall":
             let bundle = try Self.string(m, "bundleId")
-            let (invalidAt, tokens) = try state.withWorld { world throws(DeviceRequestError) in
+            let (invalidAt, tokens, activityMessages) = try state.withWorld { world throws(DeviceRequestError) in
                 try world.uninstallApp(deviceID: deviceID, bundleID: bundle, nowMs: now)
             }
             send([
                 "type": "uninstalled", "bundleId": .string(bundle), "unregisteredAt": .int(invalidAt),
                 "tokens": .array(tokens.map { .string($0.token) }),
             ])
+            activityMessages.forEach(send)
         case "rotate":
             let bundle = try Self.string(m, "bundleId")
             let entries = try state.withWorld { world throws(DeviceRequestError) in

@@ -51,6 +51,24 @@ struct LiveActivityThrottleRecordTests {
         _ = f.state.withWorld { $0.tick(nowMs: now) }
     }
 
+    /// An uninstall takes the app's activities and tokens with it, and says so to the device:
+    /// an `activity` frame for each (dismissed by the system, every token ended).
+    @Test func anUninstallTellsTheDeviceItsActivitiesWent() throws {
+        let f = try PersistenceFixture()
+        let (activityID, updateToken) = try startedActivity(f)
+        let pushToStart = try pushToStartToken(f)
+        let now = f.now
+        let messages = try f.state.withWorld { world throws(DeviceRequestError) in
+            try world.uninstallApp(deviceID: "ci", bundleID: Self.bundle, nowMs: now).activityMessages
+        }
+        let frames = messages.compactMap(\.objectValue)
+        #expect(frames.allSatisfy { $0["type"] == "activity" })
+        let dismissed = try #require(frames.first { $0["change"] == "dismissed" })
+        #expect(dismissed["activityId"]?.stringValue == activityID && dismissed["dismissedBy"] == "system")
+        let ended = Set(frames.filter { $0["change"] == "tokenEnded" }.compactMap { $0["token"]?.stringValue })
+        #expect(ended == [updateToken, pushToStart], "\(frames)")
+    }
+
     /// What an applied update shows: a banner for something to see or hear, nothing for an
     /// alert without text; `"alert": null` is no alert, and the update still applies.
     @Test func anAppliedUpdateShowsABannerOnlyForSomethingToSeeOrHear() throws {
