@@ -217,6 +217,32 @@ import TestSupport
     }
 }
 
+extension ConnectionCaseTests {
+    /// A parameter the server leaves out of its SETTINGS keeps its RFC 9113 initial value: APNs
+    /// at times sends no INITIAL_WINDOW_SIZE, which is 65535 all the same. The line says it was
+    /// not sent; one whose default is not the expected value still differs.
+    @Test func aParameterNotSentIsJudgedByItsDefault() throws {
+        let planner = try CasePlanningTests.planner()
+        let first = try planner.plan(try #require(planner.catalogue.case("server-settings")))
+        let withoutWindow = ObservedSettings(frames: [[(1, 4096), (3, 1), (5, 16384), (6, 8000)]], firstCount: 1)
+        let judged = Judge.judge(first, seen: Observation(status: 200, settings: withoutWindow))
+        #expect(judged.verdict == .pass, "\(judged.why ?? "")")
+        let seen = ConformanceReport.seenText(judged)
+        #expect(seen.contains("INITIAL_WINDOW_SIZE 65535 (not sent: the default)"), "\(seen)")
+        // Only MAX_CONCURRENT_STREAMS and INITIAL_WINDOW_SIZE sent: the others' defaults agree, but
+        // MAX_HEADER_LIST_SIZE is unlimited unless sent, not 8000.
+        let sparse = ObservedSettings(frames: [[(3, 1), (4, 65535)]], firstCount: 1)
+        let differs = Judge.judge(first, seen: Observation(status: 200, settings: sparse))
+        #expect(differs.why == "first SETTINGS MAX_HEADER_LIST_SIZE unlimited (not sent: the default), expected 8000")
+        // A replay compares values in force: recorded without the parameter, seen with it.
+        let full = ObservedSettings(frames: [[(1, 4096), (3, 1), (4, 65535), (5, 16384), (6, 8000)]], firstCount: 1)
+        let recording = Recording(target: "t", environment: .sandbox, recordedAt: "now", tool: "test", results: [judged])
+        let answer = try #require(try Recording.parse(Array(recording.json.serialized().utf8)).answers.first)
+        #expect(Replay.compare(answer, first, seen: Observation(status: 200, settings: full)).verdict == .pass)
+        #expect(Replay.compare(answer, first, seen: Observation(status: 200, settings: sparse)).verdict == .differs)
+    }
+}
+
 @Suite struct RecordingTests {
     @Test func aRecordingReadsBackAsWritten() throws {
         let planner = try CasePlanningTests.planner()
