@@ -138,6 +138,45 @@ import TestSupport
         }
     }
 
+    /// No connection sees a second provider token (APNs answers 429 TooManyProviderTokenUpdates
+    /// to a new token within 20 minutes), except the one case that tests exactly that, which
+    /// needs --allow-token-update. A second key of the team gets a connection of its own.
+    @Test func noConnectionChangesItsTokenUnlessAllowed() throws {
+        var planner = try Self.planner()
+        let secondKey = ProviderSigningKey(teamID: "TEAM123456", keyID: "KEY2222222", privateKey: try ES256PrivateKey.generate())
+        var inputs = planner.inputs
+        inputs.secondKey = secondKey
+        inputs.otherEnvironmentKey = ProviderSigningKey(teamID: "TEAM123456", keyID: "KEY3333333", privateKey: try ES256PrivateKey.generate())
+        planner = try CasePlanner(catalogue: planner.catalogue, inputs: inputs)
+        for item in planner.catalogue.cases where !item.needs.contains(.tokenUpdate) && !item.needs.contains(.certificate) {
+            let planned = try planner.plan(item)
+            if let before = planned.before {
+                let first = before.request.headers.filter { $0.name == "authorization" }.map(\.value)
+                #expect(first == Self.header(planned, "authorization"), "\(item.id) sends two provider tokens on one connection")
+            }
+            if case .shared = planned.connection {
+                #expect(Self.header(planned, "authorization") == ["bearer " + planner.runToken], "\(item.id)")
+            }
+        }
+        let second = try planner.plan(try #require(planner.catalogue.case("second-key-of-the-team")))
+        #expect(second.before == nil && second.connection == .own(.sandbox))
+    }
+
+    /// The stream-limit case's request is one APNs accepts (a rejected one may set the limit to
+    /// 1): the run's device token, sent as the other accepted cases are.
+    @Test func theStreamLimitCaseSendsAnAcceptedRequest() throws {
+        let planner = try Self.planner()
+        let item = try #require(planner.catalogue.case("stream-limit-after-the-first-token"))
+        let planned = try planner.plan(item)
+        #expect(planned.main.request.path == "/3/device/ab12")
+        #expect(Self.header(planned, "apns-push-type") == ["background"])
+        #expect(Self.header(planned, "apns-priority") == ["5"])
+        #expect(Self.header(planned, "apns-expiration") == ["0"])
+        #expect(Self.header(planned, "authorization") == ["bearer " + planner.runToken])
+        let withoutToken = try Self.planner(deviceToken: nil)
+        #expect(withoutToken.inputs.whySkipped(item) == "needs device-token (--token)")
+    }
+
     @Test func requestsAreTheDefaultsWithTheCasesChanges() throws {
         let planner = try Self.planner()
         let priority = try planner.plan(try #require(planner.catalogue.case("bad-priority")))
