@@ -147,6 +147,12 @@ public struct CaseRequest: Sendable {
     /// A request with this authorization sent first on the same connection; it must get 200.
     public var before: Auth?
     public var environment: Environment = .same
+
+    /// The defaults unchanged, with the run's token: the run's baseline request.
+    public var isDefaults: Bool {
+        method == nil && path == nil && set.isEmpty && remove.isEmpty && append.isEmpty && body == .defaults && auth == .valid
+            && before == nil && environment == .same
+    }
 }
 
 /// The credentials a request carries: the run's provider token, a variant of it, or none.
