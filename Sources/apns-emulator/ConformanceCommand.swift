@@ -28,7 +28,7 @@ let conformanceCommand = Subcommand(
     specs: [
         OptionSpec("target", "HOST:PORT", "the server to test (Apple: api.sandbox.push.apple.com:443)"),
         OptionSpec("sandbox", nil, "judge in the sandbox (the default; :authority api.sandbox.push.apple.com)"),
-        OptionSpec("production", nil, "judge in production (:authority api.push.apple.com)"),
+        OptionSpec("production", nil, "judge in production (:authority api.push.apple.com; an Apple --target: its production host)"),
         OptionSpec("key", "TEAMID:KEYID:PATH", "the provider signing key (.p8) the run's token is signed with"),
         OptionSpec("topic", "BUNDLEID", "the app's bundle id (apns-topic), owned by the key's team"),
         OptionSpec("token", "HEX", "a valid device token of --topic in this environment (a development token for the sandbox)"),
