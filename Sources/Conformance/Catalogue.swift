@@ -78,6 +78,18 @@ public enum HTTP2SettingName: String, Sendable, CaseIterable, Hashable {
 
     /// The parameter's identifier on the wire.
     public var id: Int32 { Int32(Self.allCases.firstIndex(of: self)! + 1) }
+
+    /// The value in force while a server has not sent the parameter (RFC 9113 §6.5.2); nil:
+    /// unlimited (MAX_CONCURRENT_STREAMS, MAX_HEADER_LIST_SIZE).
+    public var initialValue: UInt32? {
+        switch self {
+        case .headerTableSize: 4096
+        case .enablePush: 1
+        case .maxConcurrentStreams, .maxHeaderListSize: nil
+        case .initialWindowSize: 65535
+        case .maxFrameSize: 16384
+        }
+    }
 }
 
 /// What a case needs from the person running it; a case whose needs are not given is skipped.
@@ -135,6 +147,12 @@ public struct CaseRequest: Sendable {
     /// A request with this authorization sent first on the same connection; it must get 200.
     public var before: Auth?
     public var environment: Environment = .same
+
+    /// The defaults unchanged, with the run's token: the run's baseline request.
+    public var isDefaults: Bool {
+        method == nil && path == nil && set.isEmpty && remove.isEmpty && append.isEmpty && body == .defaults && auth == .valid
+            && before == nil && environment == .same
+    }
 }
 
 /// The credentials a request carries: the run's provider token, a variant of it, or none.

@@ -119,10 +119,19 @@ public enum Replay {
         let checks = planned.item.expect.checks.map { ($0, Judge.passes($0, seen, planned)) }
         var result = CaseResult(item: planned.item, expected: recorded.summary, seen: seen, checks: checks, verdict: .pass)
         if let expected = planned.item.settings {
-            // The parameters the case looks at, as recorded and as seen.
-            if recorded.settings?.restricted(to: expected) != seen.settings?.restricted(to: expected) {
+            // The parameters the case looks at, as in force in the recording and now (one not
+            // sent is its default in both).
+            guard let recordedSettings = recorded.settings, let seenSettings = seen.settings else {
+                if recorded.settings != nil || seen.settings != nil {
+                    result.verdict = seen.settings == nil ? .noAnswer : .differs
+                    result.why = "recorded \(recorded.summary), answered \(seen.unanswered ?? seen.summary)"
+                }
+                return result
+            }
+            if !seenSettings.sameInForce(as: recordedSettings, lookingAt: expected) {
                 result.verdict = .differs
-                result.why = "recorded \(recorded.summary), answered \(seen.summary)"
+                result.why =
+                    "recorded \(recordedSettings.describe(lookingAt: expected)), answered \(seenSettings.describe(lookingAt: expected))"
             }
         } else if seen.status != recorded.status || (seen.status != nil && seen.reason != recorded.reason) {
             result.verdict = .differs

@@ -52,16 +52,16 @@ public struct ConformanceReport: Sendable {
         let counts = summary
         lines.append("")
         lines.append(
-            "\(results.count) cases: \(counts.pass) pass, \(counts.differs) differ"
+            "\(results.count) \(results.count == 1 ? "case" : "cases"): \(counts.pass) pass, \(counts.differs) differ"
                 + (counts.differsUnconfirmed > 0 ? " (\(counts.differsUnconfirmed) of them unconfirmed)" : "")
                 + ", \(counts.noAnswer) without an answer, \(counts.skipped) skipped")
         return lines.joined(separator: "\n")
     }
 
     /// What was seen; for a connection case, the SETTINGS parameters it looks at.
-    static func seenText(_ result: CaseResult) -> String {
+    public static func seenText(_ result: CaseResult) -> String {
         guard let seen = result.seen else { return "—" }
-        if let expected = result.item.settings, let settings = seen.settings { return settings.restricted(to: expected).summary }
+        if let expected = result.item.settings, let settings = seen.settings { return settings.describe(lookingAt: expected) }
         return seen.summary
     }
 

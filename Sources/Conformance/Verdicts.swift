@@ -68,21 +68,44 @@ public struct ObservedSettings: Sendable, Equatable {
         SettingsExpectation(first: first, afterFirstRequest: afterFirstRequest).summary
     }
 
-    /// Only the parameters `expected` looks at.
-    public func restricted(to expected: SettingsExpectation) -> ObservedSettings {
-        ObservedSettings(
-            first: first.filter { expected.first[$0.key] != nil },
-            afterFirstRequest: afterFirstRequest.filter { expected.afterFirstRequest[$0.key] != nil })
+    /// The parameters `expected` looks at, each as in force: a parameter the server did not
+    /// send has its RFC 9113 initial value, and the text says so.
+    public func describe(lookingAt expected: SettingsExpectation) -> String {
+        func describe(_ names: Dictionary<HTTP2SettingName, UInt32>.Keys, _ values: [HTTP2SettingName: UInt32]) -> String {
+            names.sorted { $0.rawValue < $1.rawValue }.map { "\($0.rawValue) \(Self.text(values[$0], $0))" }.joined(separator: ", ")
+        }
+        var parts: [String] = []
+        if !expected.first.isEmpty { parts.append("first SETTINGS " + describe(expected.first.keys, first)) }
+        if !expected.afterFirstRequest.isEmpty {
+            parts.append("after a request " + describe(expected.afterFirstRequest.keys, afterFirstRequest))
+        }
+        return parts.joined(separator: "; ")
     }
 
-    /// What differs from `expected`, in words (nil: nothing).
+    /// Whether the parameters `expected` looks at are in force with the same values in both.
+    public func sameInForce(as other: ObservedSettings, lookingAt expected: SettingsExpectation) -> Bool {
+        expected.first.keys.allSatisfy { (first[$0] ?? $0.initialValue) == (other.first[$0] ?? $0.initialValue) }
+            && expected.afterFirstRequest.keys.allSatisfy {
+                (afterFirstRequest[$0] ?? $0.initialValue) == (other.afterFirstRequest[$0] ?? $0.initialValue)
+            }
+    }
+
+    /// A value as sent, or the initial value of one not sent.
+    static func text(_ sent: UInt32?, _ name: HTTP2SettingName) -> String {
+        if let sent { return String(sent) }
+        return "\(name.initialValue.map(String.init) ?? "unlimited") (not sent: the default)"
+    }
+
+    /// What differs from `expected`, in words (nil: nothing). A parameter not sent is judged by
+    /// its initial value: APNs leaves INITIAL_WINDOW_SIZE out at times, which is 65535 all the same.
     func differences(from expected: SettingsExpectation) -> String? {
         var lines: [String] = []
-        for (name, value) in expected.first.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where first[name] != value {
-            lines.append("first SETTINGS \(name.rawValue) \(first[name].map(String.init) ?? "not sent"), expected \(value)")
+        for (name, value) in expected.first.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where (first[name] ?? name.initialValue) != value {
+            lines.append("first SETTINGS \(name.rawValue) \(Self.text(first[name], name)), expected \(value)")
         }
-        for (name, value) in expected.afterFirstRequest.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where afterFirstRequest[name] != value {
-            lines.append("after the first request \(name.rawValue) \(afterFirstRequest[name].map(String.init) ?? "not sent"), expected \(value)")
+        for (name, value) in expected.afterFirstRequest.sorted(by: { $0.key.rawValue < $1.key.rawValue })
+        where (afterFirstRequest[name] ?? name.initialValue) != value {
+            lines.append("after the first request \(name.rawValue) \(Self.text(afterFirstRequest[name], name)), expected \(value)")
         }
         return lines.isEmpty ? nil : lines.joined(separator: "; ")
     }

@@ -7,6 +7,7 @@ import Glibc
 import JSON
 import MonotonicClock
 import Networking
+import OpenSSLCrypto
 import ProviderClient
 
 /// `apns-emulator conformance`: the catalogue of APNs cases against any APNs-compatible server
@@ -21,12 +22,13 @@ let conformanceCommand = Subcommand(
         per connection, at most --rate requests a second, a bounded number of requests, nothing repeated.
         --record FILE writes what was seen; --replay FILE compares a target's answers with a recording instead.
         Exit status: 0 when every case that ran answered as expected, 1 when one differs or got no answer,
-        2 for a usage problem or a target that cannot be reached.
+        2 for a usage problem, a target that cannot be reached or stops answering, or a run whose own key, topic or
+        token the target refuses at its first request (nothing more is sent then).
         """,
     specs: [
         OptionSpec("target", "HOST:PORT", "the server to test (Apple: api.sandbox.push.apple.com:443)"),
         OptionSpec("sandbox", nil, "judge in the sandbox (the default; :authority api.sandbox.push.apple.com)"),
-        OptionSpec("production", nil, "judge in production (:authority api.push.apple.com)"),
+        OptionSpec("production", nil, "judge in production (:authority api.push.apple.com; an Apple --target: its production host)"),
         OptionSpec("key", "TEAMID:KEYID:PATH", "the provider signing key (.p8) the run's token is signed with"),
         OptionSpec("topic", "BUNDLEID", "the app's bundle id (apns-topic), owned by the key's team"),
         OptionSpec("token", "HEX", "a valid device token of --topic in this environment (a development token for the sandbox)"),
@@ -41,6 +43,7 @@ let conformanceCommand = Subcommand(
         OptionSpec("rate", "N", default: "5", "at most N requests a second (1–20)"),
         OptionSpec("ca", "PATH", "CA certificate to trust (default: the system store for Apple's hosts; else certs/ca.pem if present)"),
         OptionSpec("insecure", nil, "do not verify the server certificate"),
+        OptionSpec("h2c", nil, "cleartext HTTP/2 with prior knowledge (the emulator's --h2c-*-listen listeners)"),
         OptionSpec("json", nil, "print the report as one JSON object"),
         OptionSpec("record", "FILE", "write what was seen to FILE, for --replay"),
         OptionSpec("replay", "FILE", "compare the target's answers with this recording instead of the catalogue"),
@@ -58,7 +61,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     }
     let catalogue = loadCatalogue(command, options)
     if options.isSet("list") {
-        for item in catalogue.cases {
+        for item in chooseCases(command, catalogue, only: options.strings("case"), recording: nil) {
             let needs = item.needs.isEmpty ? "" : "  [needs \(item.needs.sorted().map(\.rawValue).joined(separator: ", "))]"
             print("\(item.id)  \(item.expectedSummary)  \(item.evidence)\(item.unconfirmed ? " (unconfirmed)" : "")  \(item.title)\(needs)")
         }
@@ -76,6 +79,10 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     do { rate = try options.integer(command.spec("rate"), in: 1...20) ?? 5 } catch { command.fail(error.description) }
     if options.isSet("certificate") != options.isSet("certificate-key") { command.fail("--certificate and --certificate-key go together") }
     if options.isSet("record") && recording != nil { command.fail("--record and --replay do not go together") }
+    if options.isSet("h2c") {
+        if APNsEnvironment.forAppleHost(Substring(target.host)) != nil { command.fail("--h2c: Apple's hosts speak HTTP/2 over TLS only") }
+        if options.isSet("certificate") { command.fail("--h2c has no TLS, so no client certificate: drop --certificate or --h2c") }
+    }
 
     var inputs = RunInputs(
         topic: topic, environment: environment, key: signingKey(command, options, "key", required: true)!,
@@ -118,22 +125,31 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
         exit(0)
     }
 
-    // Before anything is sent: a run against Apple is not one to repeat for a typo in a path.
+    // Before anything is sent: a run against Apple is not one to repeat for a typo in a path,
+    // and a file of ours that cannot be used is not the target's fault.
     if let path = options.string("record"), let why = RecordFile.problem(path) { command.fail("--record \(path): \(why)") }
+    if !options.isSet("h2c") { checkTLSFiles(command, options) }
 
     var connections = ConformanceConnections(command: command, options: options, target: target, environment: environment)
     let pacer = RequestPacer(perSecond: Double(rate), burst: 1)
     var results: [CaseResult] = []
-    // A target that answers none of the first cases (a port that accepts and stays silent, a
-    // host that drops packets) would otherwise cost every case its full timeout.
+    // A target that answers none of the first cases, or stops answering (a port that accepts
+    // and stays silent, a host that drops packets), would otherwise cost every case its timeout.
     let silentLimit = 3
     var silent = 0
     var answered = false
+    var lastUnanswered = ""
+    var gaveUp = false
     for item in chosen {
         let expected = recording?.answers.first { $0.id == item.id }
         let expectedText = expected.map(\.summary) ?? item.expectedSummary
-        if !answered, silent >= silentLimit {
-            results.append(.skipped(item, expected: expectedText, why: "not run: the target answered none of the first \(silentLimit) cases"))
+        if silent >= silentLimit {
+            gaveUp = true
+            let why =
+                answered
+                ? "the target stopped answering (\(silentLimit) cases in a row)"
+                : "the target answered none of the first \(silentLimit) cases"
+            results.append(.skipped(item, expected: expectedText, why: "not run: \(why)"))
             continue
         }
         if let why = inputs.whySkipped(item) {
@@ -152,19 +168,33 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
             continue
         case .seen(let observation): seen = observation
         }
+        // Refused credentials, topic or token of the run's own: no recording, nothing more sent.
+        if let why = SetupCheck.refusal(planned, seen: seen, inputs: inputs) {
+            connections.closeAll()
+            command.fail(why)
+        }
         if let expected {
             results.append(Replay.compare(expected, planned, seen: seen))
         } else {
             results.append(Judge.judge(planned, seen: seen))
         }
-        if results.last?.verdict == .noAnswer { silent += 1 } else { answered = true }
+        // Silence is what costs a timeout; a GOAWAY or a reset is an answer of a kind, and quick.
+        if results.last?.verdict == .noAnswer, connections.lastWasSilent {
+            silent += 1
+            lastUnanswered = seen.unanswered ?? "no answer"
+        } else {
+            if results.last?.verdict != .noAnswer { answered = true }
+            silent = 0
+        }
     }
     connections.closeAll()
-    if !answered, silent >= silentLimit {
+    if gaveUp {
+        let what =
+            answered
+            ? "stopped answering: \(silentLimit) cases in a row got no answer" : "answered none of the first \(silentLimit) cases"
         FileHandle.standardError.write(
             Data(
-                "apns-emulator conformance: \(target) answered none of the first \(silentLimit) cases; the rest were not run (see the report)\n".utf8)
-        )
+                "apns-emulator conformance: \(target) \(what) (the last: \(lastUnanswered)); the rest were not run (see the report)\n".utf8))
     }
 
     let report = ConformanceReport(
@@ -180,7 +210,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
             command.fail("--record \(path): cannot write the recording: \(why) (the report above is all there is of this run)", code: 1)
         }
     }
-    if connections.neverConnected, results.contains(where: { $0.verdict == .noAnswer }) { exit(2) }
+    if gaveUp || (connections.neverConnected && results.contains(where: { $0.verdict == .noAnswer })) { exit(2) }
     exit(report.summary.agrees ? 0 : 1)
 }
 
@@ -223,8 +253,39 @@ private func signingKey(_ command: Subcommand, _ options: ResolvedOptions, _ nam
         if required { command.fail("conformance needs --\(name) TEAMID:KEYID:PATH") }
         return nil
     }
-    do { return try ProviderSigningKey(spec: spec) } catch {
+    let key: ProviderSigningKey
+    do { key = try ProviderSigningKey(spec: spec) } catch {
         command.fail(error.description.replacingOccurrences(of: "--key", with: "--\(name)"))
+    }
+    // Apple's team and key ids are 10 characters: another length is a typo that would make every
+    // case "differ" (and send Apple a run of refused tokens).
+    for (what, id) in [("team id", key.teamID), ("key id", key.keyID)] where id.count != 10 {
+        command.fail("--\(name): the \(what) \(id) has \(id.count) characters; Apple's team and key ids have 10")
+    }
+    return key
+}
+
+/// `--ca`, `--certificate` and `--certificate-key` loaded once before the run: a missing file,
+/// one that is not a certificate, or a key of another certificate is a usage error naming the
+/// file, not a target that "answered nothing".
+private func checkTLSFiles(_ command: Subcommand, _ options: ResolvedOptions) {
+    for name in ["ca", "certificate", "certificate-key"] {
+        guard let path = options.string(name) else { continue }
+        if access(path, R_OK) != 0 { command.fail("--\(name) \(path): \(String(cString: strerror(errno)))") }
+    }
+    if let ca = options.string("ca") {
+        do { _ = try TLSContext.client(trustedCAPath: ca, verifyPeer: true, alpnProtocols: []) } catch {
+            command.fail("--ca \(ca): not a PEM CA certificate (\(error))")
+        }
+    }
+    if let certificate = options.string("certificate"), let key = options.string("certificate-key") {
+        do {
+            _ = try TLSContext.client(
+                trustedCAPath: options.string("ca"), verifyPeer: true, alpnProtocols: [], clientCertificatePath: certificate,
+                clientKeyPath: key)
+        } catch {
+            command.fail("--certificate \(certificate), --certificate-key \(key): \(error)")
+        }
     }
 }
 
@@ -248,6 +309,8 @@ struct ConformanceConnections {
     let environment: APNsEnvironment
     private var shared: [APNsEnvironment: HTTP2ClientConnection] = [:]
     private(set) var neverConnected = true
+    /// The last request got no answer and no word: no connection, a timeout, a silent close.
+    private(set) var lastWasSilent = false
 
     init(command: Subcommand, options: ResolvedOptions, target: HostPort, environment: APNsEnvironment) {
         self.command = command
@@ -259,6 +322,7 @@ struct ConformanceConnections {
     mutating func run(_ planned: PlannedCase, pacer: RequestPacer) -> Outcome {
         let kind = planned.connection
         let connection: HTTP2ClientConnection
+        lastWasSilent = false
         do {
             if case .shared(let environment) = kind, let open = shared[environment], !open.isClosed, open.session.goAway == nil {
                 connection = open
@@ -267,6 +331,7 @@ struct ConformanceConnections {
                 if case .shared(let environment) = kind { shared[environment] = connection }
             }
         } catch {
+            lastWasSilent = true
             return .seen(Observation(status: nil, unanswered: "\(error)"))
         }
         defer { if case .shared = kind {} else { connection.close() } }
@@ -303,12 +368,17 @@ struct ConformanceConnections {
         if due > now { usleep(useconds_t((due - now) / 1000)) }
     }
 
-    private func send(_ request: ClientRequest, on connection: HTTP2ClientConnection) -> (Observation, HTTP2Response?) {
+    private mutating func send(_ request: ClientRequest, on connection: HTTP2ClientConnection) -> (Observation, HTTP2Response?) {
         do {
             let response = try connection.send(request)
             return (Observation(APNsResult(response), unanswered: unansweredReason(connection, response)), response)
         } catch {
-            return (Observation(status: nil, unanswered: "\(error)"), nil)
+            // The stream never finished: say whether the server ended the connection (its
+            // GOAWAY), closed it without a word, or let the time run out.
+            let goAway = connection.session.goAway
+            lastWasSilent = goAway == nil
+            let why = NoAnswer.describe(goAway: goAway, closed: connection.isClosed, error: error.description)
+            return (Observation(status: nil, unanswered: why), nil)
         }
     }
 

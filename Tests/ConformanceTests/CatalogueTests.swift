@@ -76,7 +76,13 @@ import TestSupport
                 guard let first = key.first, "DOF".contains(first), key.dropFirst().allSatisfy(\.isNumber) else { continue }
                 #expect(sources.contains("**\(key)**"), "case \(item.id) cites \(key), which the page's sources do not list")
             }
-            if item.evidence.hasPrefix("chosen") { #expect(item.unconfirmed, "case \(item.id) rests on a choice but is not unconfirmed") }
+            if item.evidence.contains("chosen") { #expect(item.unconfirmed, "case \(item.id) rests on a choice but is not unconfirmed") }
+        }
+        // Apple documents the reason but not that a negative date earns it, and that location
+        // pushes are token-only but not the reason a certificate connection gets.
+        for id in ["bad-expiration", "certificate-location"] {
+            let item = try #require(try ConformanceCatalogue.builtIn().case(id))
+            #expect(item.unconfirmed && item.evidence.contains("chosen"), "\(id): \(item.evidence)")
         }
     }
 
@@ -136,6 +142,45 @@ import TestSupport
             let planned = try planner.plan(try #require(planner.catalogue.case(id)))
             guard case .own = planned.connection else { throw HarnessFailure("\(id) shares the run's connection") }
         }
+    }
+
+    /// No connection sees a second provider token (APNs answers 429 TooManyProviderTokenUpdates
+    /// to a new token within 20 minutes), except the one case that tests exactly that, which
+    /// needs --allow-token-update. A second key of the team gets a connection of its own.
+    @Test func noConnectionChangesItsTokenUnlessAllowed() throws {
+        var planner = try Self.planner()
+        let secondKey = ProviderSigningKey(teamID: "TEAM123456", keyID: "KEY2222222", privateKey: try ES256PrivateKey.generate())
+        var inputs = planner.inputs
+        inputs.secondKey = secondKey
+        inputs.otherEnvironmentKey = ProviderSigningKey(teamID: "TEAM123456", keyID: "KEY3333333", privateKey: try ES256PrivateKey.generate())
+        planner = try CasePlanner(catalogue: planner.catalogue, inputs: inputs)
+        for item in planner.catalogue.cases where !item.needs.contains(.tokenUpdate) && !item.needs.contains(.certificate) {
+            let planned = try planner.plan(item)
+            if let before = planned.before {
+                let first = before.request.headers.filter { $0.name == "authorization" }.map(\.value)
+                #expect(first == Self.header(planned, "authorization"), "\(item.id) sends two provider tokens on one connection")
+            }
+            if case .shared = planned.connection {
+                #expect(Self.header(planned, "authorization") == ["bearer " + planner.runToken], "\(item.id)")
+            }
+        }
+        let second = try planner.plan(try #require(planner.catalogue.case("second-key-of-the-team")))
+        #expect(second.before == nil && second.connection == .own(.sandbox))
+    }
+
+    /// The stream-limit case's request is one APNs accepts (a rejected one may set the limit to
+    /// 1): the run's device token, sent as the other accepted cases are.
+    @Test func theStreamLimitCaseSendsAnAcceptedRequest() throws {
+        let planner = try Self.planner()
+        let item = try #require(planner.catalogue.case("stream-limit-after-the-first-token"))
+        let planned = try planner.plan(item)
+        #expect(planned.main.request.path == "/3/device/ab12")
+        #expect(Self.header(planned, "apns-push-type") == ["background"])
+        #expect(Self.header(planned, "apns-priority") == ["5"])
+        #expect(Self.header(planned, "apns-expiration") == ["0"])
+        #expect(Self.header(planned, "authorization") == ["bearer " + planner.runToken])
+        let withoutToken = try Self.planner(deviceToken: nil)
+        #expect(withoutToken.inputs.whySkipped(item) == "needs device-token (--token)")
     }
 
     @Test func requestsAreTheDefaultsWithTheCasesChanges() throws {
@@ -214,6 +259,32 @@ import TestSupport
         result = Replay.compare(
             answer, raised, seen: Observation(status: 400, settings: ObservedSettings(frames: [apple[0], [(3, 500)]], firstCount: 1)))
         #expect(result.verdict == .differs)
+    }
+}
+
+extension ConnectionCaseTests {
+    /// A parameter the server leaves out of its SETTINGS keeps its RFC 9113 initial value: APNs
+    /// at times sends no INITIAL_WINDOW_SIZE, which is 65535 all the same. The line says it was
+    /// not sent; one whose default is not the expected value still differs.
+    @Test func aParameterNotSentIsJudgedByItsDefault() throws {
+        let planner = try CasePlanningTests.planner()
+        let first = try planner.plan(try #require(planner.catalogue.case("server-settings")))
+        let withoutWindow = ObservedSettings(frames: [[(1, 4096), (3, 1), (5, 16384), (6, 8000)]], firstCount: 1)
+        let judged = Judge.judge(first, seen: Observation(status: 200, settings: withoutWindow))
+        #expect(judged.verdict == .pass, "\(judged.why ?? "")")
+        let seen = ConformanceReport.seenText(judged)
+        #expect(seen.contains("INITIAL_WINDOW_SIZE 65535 (not sent: the default)"), "\(seen)")
+        // Only MAX_CONCURRENT_STREAMS and INITIAL_WINDOW_SIZE sent: the others' defaults agree, but
+        // MAX_HEADER_LIST_SIZE is unlimited unless sent, not 8000.
+        let sparse = ObservedSettings(frames: [[(3, 1), (4, 65535)]], firstCount: 1)
+        let differs = Judge.judge(first, seen: Observation(status: 200, settings: sparse))
+        #expect(differs.why == "first SETTINGS MAX_HEADER_LIST_SIZE unlimited (not sent: the default), expected 8000")
+        // A replay compares values in force: recorded without the parameter, seen with it.
+        let full = ObservedSettings(frames: [[(1, 4096), (3, 1), (4, 65535), (5, 16384), (6, 8000)]], firstCount: 1)
+        let recording = Recording(target: "t", environment: .sandbox, recordedAt: "now", tool: "test", results: [judged])
+        let answer = try #require(try Recording.parse(Array(recording.json.serialized().utf8)).answers.first)
+        #expect(Replay.compare(answer, first, seen: Observation(status: 200, settings: full)).verdict == .pass)
+        #expect(Replay.compare(answer, first, seen: Observation(status: 200, settings: sparse)).verdict == .differs)
     }
 }
 

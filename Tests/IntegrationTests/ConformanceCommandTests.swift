@@ -78,9 +78,9 @@ final class ConformanceFixture {
         let verdicts = try ConformanceFixture.verdicts(result)
         #expect(verdicts.count >= 50)
         #expect(verdicts.filter { $0.value != "pass" }.isEmpty, "\(verdicts.filter { $0.value != "pass" })")
-        // One record per request: the cases, plus the two sent first on the same connection.
+        // One record per request: the cases, plus the one token-update-within-20-minutes sends first.
         let sent = try fixture.emulator.notifications(limit: 10_000).count - before
-        #expect(sent == verdicts.count + 2)
+        #expect(sent == verdicts.count + 1)
     }
 
     /// A recording path that cannot be written is refused before any request goes out; one
@@ -211,6 +211,15 @@ final class ConformanceFixture {
             (key + ["--topic", "com.example.app", "--certificate", "c.pem"], "--certificate and --certificate-key go together"),
             (["--list", "--json"], "--json is the report of a run"),
             (key + ["--topic", "com.example.app", "--case", "accepted"], "every case chosen would be skipped: needs device-token (--token)"),
+            (
+                ["--key", "TEAM12345:\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)", "--topic", "com.example.app"],
+                "--key: the team id TEAM12345 has 9 characters; Apple's team and key ids have 10"
+            ),
+            (
+                key + ["--topic", "com.example.app", "--second-key", "\(EmulatorProcess.teamID):KEY22:\(fixture.keys)/second.p8"],
+                "--second-key: the key id KEY22 has 5 characters"
+            ),
+            (key + ["--topic", "com.example.app", "--h2c", "--certificate", "c.pem", "--certificate-key", "k.pem"], "--h2c has no TLS"),
         ]
         for (arguments, message) in cases {
             let result = try fixture.conformance(arguments)
@@ -238,5 +247,112 @@ final class ConformanceFixture {
         #expect(result.err.contains("answered none of the first 3 cases"), "\(result.err)")
         #expect(result.out.components(separatedBy: "not run: the target answered none").count - 1 == 2, "\(result.out)")
         #expect(Date().timeIntervalSince(started) < 60)
+    }
+
+    /// The run's own key, topic or token refused by its first request (the baseline case):
+    /// the run stops there with exit 2 and says which, sends nothing more and records nothing.
+    @Test func aRunWhoseOwnSetupIsRefusedStopsAtTheFirstRequest() throws {
+        let fixture = try ConformanceFixture()
+        let production = try fixture.emulator.createDevice(environment: "production").token
+        let recordPath = fixture.emulator.directory + "/refused.json"
+        func key(_ keyID: String) -> [String] { ["--key", "\(EmulatorProcess.teamID):\(keyID):\(fixture.emulator.keyPath)"] }
+        let common = ["--ca", fixture.emulator.caPath, "--rate", "20", "--record", recordPath]
+        let setups: [([String], String)] = [
+            (
+                key("KEYUNKNOWN") + ["--topic", EmulatorProcess.bundleID, "--token", fixture.token],
+                "the run's own provider token was refused: accepted was answered 403 InvalidProviderToken"
+            ),
+            (
+                key(EmulatorProcess.keyID) + ["--topic", "com.example.nobodys", "--token", fixture.token],
+                "the run's own --topic com.example.nobodys was refused: accepted was answered 400 TopicDisallowed"
+            ),
+            (
+                key(EmulatorProcess.keyID) + ["--topic", EmulatorProcess.bundleID, "--token", production],
+                "the run's own --token was refused: accepted was answered 400 BadDeviceToken. Is it a sandbox token"
+            ),
+        ]
+        for (arguments, message) in setups {
+            let before = try fixture.emulator.notifications(limit: 10_000).count
+            let result = try fixture.conformance(arguments + common)
+            #expect(result.status == 2, "\(arguments): \(result.out.prefix(1000))")
+            #expect(result.err.contains(message), "\(result.err)")
+            #expect(try fixture.emulator.notifications(limit: 10_000).count == before + 1, "one request, then nothing")
+            #expect(!FileManager.default.fileExists(atPath: recordPath), "no recording of a run that tested nothing")
+        }
+    }
+
+    /// --ca, --certificate and --certificate-key that cannot be used are refused before the run,
+    /// naming the file: not reported as a target that answered nothing.
+    @Test func localTLSFilesAreCheckedBeforeSending() throws {
+        let fixture = try ConformanceFixture()
+        let certificate = "\(fixture.emulator.certsDirectory)/provider-\(EmulatorProcess.bundleID)-sandbox"
+        let base = [
+            "--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)", "--topic", EmulatorProcess.bundleID,
+            "--case", "bad-topic",
+        ]
+        let before = try fixture.emulator.notifications(limit: 10_000).count
+        let cases: [([String], String)] = [
+            (["--ca", "/nonexistent.pem"], "--ca /nonexistent.pem: No such file or directory"),
+            (["--ca", fixture.emulator.keyPath], "--ca \(fixture.emulator.keyPath): not a PEM CA certificate"),
+            (
+                ["--ca", fixture.emulator.caPath, "--certificate", "/nonexistent.pem", "--certificate-key", certificate + "-key.pem"],
+                "--certificate /nonexistent.pem: No such file or directory"
+            ),
+            (
+                ["--ca", fixture.emulator.caPath, "--certificate", certificate + ".pem", "--certificate-key", "\(fixture.keys)/second.p8"],
+                "does not match certificate \(certificate).pem"
+            ),
+        ]
+        for (arguments, message) in cases {
+            let result = try fixture.conformance(base + arguments)
+            #expect(result.status == 2, "\(arguments): \(result.out)")
+            #expect(result.err.contains(message), "\(arguments): \(result.err)")
+            #expect(result.out.isEmpty)
+        }
+        #expect(try fixture.emulator.notifications(limit: 10_000).count == before, "nothing was sent")
+    }
+
+    /// A case ended by the server's GOAWAY says so, with the code and the debug data; the
+    /// summary counts "1 case".
+    @Test func aNoAnswerSaysWhatHappened() throws {
+        let fixture = try ConformanceFixture()
+        let rule: JSONValue = ["match": [:], "action": ["goAway": ["reason": "Shutdown"]], "times": 1]
+        #expect(try fixture.emulator.admin("POST", "/api/v1/faults", body: rule).status == 201)
+        let result = try fixture.conformance(fixture.allNeeds + ["--case", "bad-topic"])
+        #expect(result.status == 1)
+        #expect(
+            result.out.contains(#"bad-topic (no-answer): the server ended the connection: GOAWAY NO_ERROR (0), last stream "#), "\(result.out)")
+        #expect(result.out.contains(#"debug data {"reason":"Shutdown"}"#), "\(result.out)")
+        #expect(result.out.contains("1 case: 0 pass"), "\(result.out)")
+    }
+
+    /// A target that answers, then goes silent, is given up on after three silent cases in a
+    /// row (rather than 10 s for each of the rest), with exit 2 and what happened.
+    @Test func aTargetThatStopsAnsweringIsGivenUpOn() throws {
+        let fixture = try ConformanceFixture()
+        let rule: JSONValue = ["match": [:], "action": ["delayMs": 30_000], "after": 2]
+        #expect(try fixture.emulator.admin("POST", "/api/v1/faults", body: rule).status == 201)
+        let cases = ["method-get", "path-not-device", "path-extra-segment", "path-query", "duplicate-header", "bad-apns-id", "bad-priority"]
+        let started = Date()
+        let result = try fixture.conformance(fixture.allNeeds + cases.flatMap { ["--case", $0] })
+        #expect(result.status == 2, "\(result.out)")
+        #expect(result.err.contains("stopped answering: 3 cases in a row got no answer (the last: no answer within 10 s"), "\(result.err)")
+        #expect(result.out.contains("7 cases: 2 pass, 0 differ, 3 without an answer, 2 skipped"), "\(result.out)")
+        #expect(Date().timeIntervalSince(started) < 60)
+    }
+
+    /// --list honours --case; --h2c runs against a cleartext listener.
+    @Test func listHonoursCaseAndH2CReachesACleartextListener() throws {
+        let list = try run(EmulatorProcess.binary, ["conformance", "--list", "--case", "accepted", "--case", "bad-topic"])
+        #expect(list.status == 0)
+        #expect(list.out.split(separator: "\n").map { $0.split(separator: " ").first.map(String.init) ?? "" } == ["accepted", "bad-topic"])
+        let fixture = try ConformanceFixture(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let result = try fixture.conformance(
+            [
+                "--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)", "--topic", EmulatorProcess.bundleID,
+                "--token", fixture.token, "--h2c", "--case", "accepted", "--case", "bad-topic", "--rate", "20",
+            ], listener: "h2cSandbox")
+        #expect(result.status == 0, "\(result.out) \(result.err)")
+        #expect(result.out.contains("2 cases: 2 pass"), "\(result.out)")
     }
 }

@@ -1,0 +1,65 @@
+import APNsCore
+
+/// A run whose own key, topic or token the target refuses says nothing about the target: every
+/// case after it would "differ" for the same reason. The command stops at such an answer.
+public enum SetupCheck {
+    /// Why the answer to `planned` shows that the run's own credentials, topic or token were
+    /// refused (nil: it does not). Looks only at requests with the run's token on the run's
+    /// connection: a 403 to any of them it did not expect, and to the baseline case (the
+    /// defaults, expecting 200) a refusal of the topic or of the device token.
+    public static func refusal(_ planned: PlannedCase, seen: Observation, inputs: RunInputs) -> String? {
+        let expect = planned.item.expect
+        guard planned.connection == .shared(inputs.environment), planned.item.settings == nil, let status = seen.status,
+            status != expect.status || seen.reason != expect.reason
+        else { return nil }
+        let answer = seen.summary
+        let key = inputs.key
+        if status == 403 {
+            return "the run's own provider token was refused: \(planned.item.id) was answered \(answer). Check --key "
+                + "(team id \(key.teamID), key id \(key.keyID), the .p8 of that key, a key allowed to push in \(inputs.environment.rawValue)); "
+                + "nothing more was sent"
+        }
+        guard planned.item.request.isDefaults, expect.status == 200 else { return nil }
+        let environment = inputs.environment.rawValue
+        switch seen.reason {
+        case "TopicDisallowed", "BadTopic":
+            return "the run's own --topic \(inputs.topic) was refused: \(planned.item.id) was answered \(answer). "
+                + "Is it the bundle id of an app of team \(key.teamID), with push notifications? Nothing more was sent"
+        case "BadDeviceToken":
+            return "the run's own --token was refused: \(planned.item.id) was answered \(answer). Is it a \(environment) token "
+                + "of \(inputs.topic)? (a development build's token for the sandbox; a TestFlight or App Store build's with "
+                + "--production) Nothing more was sent"
+        case "DeviceTokenNotForTopic":
+            return "the run's own --token is not a token of --topic \(inputs.topic): \(planned.item.id) was answered \(answer). "
+                + "Nothing more was sent"
+        default: return nil
+        }
+    }
+}
+
+/// Why a request got no answer, in words: a GOAWAY (its code and debug data), a closed
+/// connection, or the time running out.
+public enum NoAnswer {
+    public static func describe(
+        goAway: (errorCode: UInt32, lastStreamID: Int32, debugData: [UInt8])?, closed: Bool, error: String
+    ) -> String {
+        if let goAway {
+            let debug = String(decoding: goAway.debugData, as: UTF8.self)
+            return "the server ended the connection: GOAWAY \(errorName(goAway.errorCode)), last stream \(goAway.lastStreamID)"
+                + (debug.isEmpty ? ", no debug data" : ", debug data \(debug)")
+        }
+        if closed { return "the server closed the connection without an answer (no GOAWAY)" }
+        if error.hasPrefix("timed out") { return "no answer within 10 s (\(error))" }
+        return error
+    }
+
+    /// RFC 9113 §7's name for an error code, with the number.
+    static func errorName(_ code: UInt32) -> String {
+        let names = [
+            "NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED",
+            "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
+            "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED",
+        ]
+        return code < names.count ? "\(names[Int(code)]) (\(code))" : "error code \(code)"
+    }
+}
