@@ -57,8 +57,9 @@ struct APNsHeaderFields {
             case 0:
                 // Few (user-agent, content-length…): a scan of the names before it is cheaper
                 // than hashing, or than collecting them in an array. Only another unread name
-                // can be equal to it; byte equality, as nghttp2 compares names.
-                if duplicate == nil,
+                // can be equal to it; byte equality, as nghttp2 compares names. `cookie` may come
+                // in several fields, one per pair (RFC 9113 §8.2.3): not a repeat.
+                if duplicate == nil, !(name.utf8.count == 6 && name == "cookie"),
                     headers[..<position].contains(where: { $0.name.utf8.count == name.utf8.count && $0.name.utf8.elementsEqual(name.utf8) })
                 {
                     duplicate = name

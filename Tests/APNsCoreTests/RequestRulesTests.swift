@@ -46,6 +46,9 @@ let ruleCases: [RuleCase] = [
     RuleCase("unknown header twice", 400, "DuplicateHeaders") {
         try $0.request(extra: [("x-trace", "1"), ("x-trace", "2")])
     },
+    RuleCase("cookie split into several fields (RFC 9113 §8.2.3) is not a repeat", 200, nil) {
+        try $0.request(extra: [("cookie", "a=1"), ("cookie", "b=2")])
+    },
     RuleCase("apns-id not a UUID", 400, "BadMessageId") { try $0.request(extra: [("apns-id", "not-a-uuid")]) },
     RuleCase("apns-id without dashes", 400, "BadMessageId") {
         try $0.request(extra: [("apns-id", "123e4567e89b12d3a456426614174000")])
