@@ -234,6 +234,17 @@ extension World {
                 record.outcome = reach.summaryOutcome(keptForLater: channel.isLive)
                 record.explanation = ChannelEndpoint.reachSummary(reach, channelID: channelID, stored: ChannelEndpoint.storedSuffix(channel))
             }
+            // A finding as when the broadcast was sent: activities that took it later ignored it.
+            if let first = deliveries.first(where: { $0.outcome == .ignored }) {
+                let ignored = deliveries.count { $0.outcome == .ignored }
+                noteIgnoredPush(
+                    IgnoredPush(
+                        sequence: sequence, apnsID: message.requestID, deviceID: deviceID, bundleID: channel.bundleID,
+                        pushType: PushType.liveactivity.rawValue,
+                        explanation:
+                            "\(ignored) Live Activit\(ignored == 1 ? "y" : "ies") ignored the stored broadcast of channel \(channelID) when it reached \(ignored == 1 ? "it" : "them") later; the first: \(first.explanation)",
+                        atMs: nowMs))
+            }
         }
         for delivery in deliveries { counters.countBroadcastDelivery(delivery.outcome) }
         return liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs)

@@ -187,6 +187,25 @@ struct BroadcastDeliveryTests {
         #expect(try eta(missed.deviceID, missed.activityID) == 30, "No Message Stored keeps nothing for later")
     }
 
+    /// A stored broadcast that a later subscriber ignores (a broadcast cannot start an
+    /// activity) is a finding of the checks, as when it was sent.
+    @Test func aStoredBroadcastIgnoredByALaterSubscriberIsAFinding() throws {
+        let stored = try channel(policy: 1)
+        let sent = try push.send(
+            "POST", "/4/broadcasts/apps/\(Self.bundle)",
+            headers: [("apns-channel-id", stored), ("apns-push-type", "LiveActivity"), ("apns-priority", "5")],
+            body: #"{"aps":{"event":"start","timestamp":1700000100,"content-state":{"eta":12}}}"#)
+        #expect(sent.status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/checks").json["ignoredPushes"]?.intValue == 0, "nobody subscribed yet")
+        let late = try subscriber(stored)
+        #expect(try eta(late.deviceID, late.activityID) == 30, "not shown")
+        let checks = try emulator.admin("GET", "/api/v1/checks").json
+        #expect(checks["ignoredPushes"]?.intValue == 1)
+        let finding = try #require(checks["failures"]?.arrayValue?.first?.objectValue)
+        #expect(finding["apnsId"]?.stringValue == sent.header("apns-request-id") && finding["deviceId"]?.stringValue == late.deviceID)
+        #expect(finding["message"]?.stringValue?.contains("ignored the stored broadcast of channel \(stored)") == true, "\(finding)")
+    }
+
     @Test func anOfflineDeviceTakesTheStoredMessageWhenBackAndMissesANoMessageStoredOne() throws {
         let stored = try channel(policy: 1)
         let unstored = try channel(policy: 0)
