@@ -582,8 +582,10 @@ public final class ChannelEndpoint: Sendable {
     static func checkApp(_ bundle: String, identity: Identity, world: World) throws(Rejection) {
         switch identity {
         case .token(let provider):
+            // Channels carry Live Activity updates only: a topic-specific key that lists the
+            // app's Live Activity topic (and not the bundle) covers them too.
             guard world.credentials.owner(ofBundle: bundle)?.teamID == provider.teamID,
-                provider.key.covers(bundleID: bundle, topic: bundle)
+                provider.key.covers(bundleID: bundle, topic: bundle + PushType.liveactivity.topicSuffix)
             else {
                 throw Rejection(.topicMismatch, "the provider token's team \(provider.teamID) (key \(provider.key.keyID)) does not cover \(bundle)")
             }

@@ -47,6 +47,30 @@ extension HTTP2Response {
 
 @Suite("Broadcast channels: the channel management API and broadcast sends")
 struct ChannelTests {
+    /// A topic-specific key covers an app's channels when it lists the bundle or the app's Live
+    /// Activity topic (channels carry nothing else); one listing another topic of it does not.
+    @Test func aKeyListingTheLiveActivityTopicCoversTheAppsChannels() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let bundle = EmulatorProcess.bundleID
+        let liveActivity = ProviderSigningKey(teamID: EmulatorProcess.teamID, keyID: "LATOPICK01", privateKey: try .generate())
+        let voip = ProviderSigningKey(teamID: EmulatorProcess.teamID, keyID: "VOIPTOPK01", privateKey: try .generate())
+        try liveActivity.privateKey.pkcs8PEM.write(toFile: directory + "/la.p8", atomically: true, encoding: .utf8)
+        try voip.privateKey.pkcs8PEM.write(toFile: directory + "/voip.p8", atomically: true, encoding: .utf8)
+        let emulator = try EmulatorProcess([
+            "--auth-key", "\(EmulatorProcess.teamID):LATOPICK01:\(directory)/la.p8?topics=\(bundle).push-type.liveactivity",
+            "--auth-key", "\(EmulatorProcess.teamID):VOIPTOPK01:\(directory)/voip.p8?topics=\(bundle).voip",
+        ])
+        let now = Int64(Date().timeIntervalSince1970)
+        let covered = try ChannelClient(emulator).send(
+            "POST", "/1/apps/\(bundle)/channels", body: #"{"message-storage-policy": 0, "push-type": "LiveActivity"}"#,
+            token: try liveActivity.token(issuedAt: now))
+        #expect(covered.status == 201, "\(covered.reason ?? "")")
+        let other = try ChannelClient(emulator).send("GET", "/1/apps/\(bundle)/all-channels", token: try voip.token(issuedAt: now))
+        #expect(other.status == 403 && other.reason == "TopicMismatch")
+    }
+
     @Test func aChannelIsCreatedReadListedAndDeleted() throws {
         let emulator = try EmulatorProcess()
         let client = try ChannelClient(emulator)
