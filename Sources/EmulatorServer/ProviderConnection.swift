@@ -647,7 +647,8 @@ final class ProviderConnection: ConnectionHandler {
         let due = connection.lastActivity + timeout - Monotonic.nowMilliseconds()
         idleTimer = connection.loop.schedule(afterMilliseconds: max(due, 10)) { [weak self] in
             guard let self, !self.connection.isClosed else { return }
-            if Monotonic.nowMilliseconds() - self.connection.lastActivity >= timeout {
+            // A request still open is not idleness: --request-timeout ends a stalled one.
+            if Monotonic.nowMilliseconds() - self.connection.lastActivity >= timeout, self.session.openStreamCount == 0 {
                 self.providers.logger.info("provider connection \(self.connection.id): idle for \(timeout / 1000) s, GOAWAY IdleTimeout")
                 self.goAway(reason: .idleTimeout)
             } else {
