@@ -146,8 +146,10 @@ extension World {
         guard let userID = known ?? registry.devices[notification.deviceID].map(\.userID) else { return }
         var addressee: String?
         if verdict.outcome == .delivered, let pointer = backends[notification.bundleID]?.addresseePointer.flatMap(JSONPointer.init),
-            let payload = try? JSONValue.parse(notification.payload), let value = pointer.resolve(in: payload), value != .null
+            let payload = try? JSONValue.parse(notification.payload), let value = pointer.resolve(in: payload), value != .null,
+            value != .string("")
         {
+            // null or "" names nobody: no one to deliver to the wrong account.
             addressee = HookTemplate.text(value)
         }
         let crossAccount = addressee != nil && addressee != userID

@@ -49,6 +49,13 @@ public struct ReportPrinter: Sendable {
             if !checks.strict && checks.crossAccount != checks.expected { line += " (not strict: reported only)" }
             lines.append(line)
             for message in checks.messages { lines.append("  " + message) }
+            let failed = checks.failedBackendCalls
+            if !failed.isEmpty {
+                lines.append(
+                    "backend calls failed: \(failed.count) (reported, not checked: the app's backend refused them or could not be reached)")
+                for call in failed.prefix(5) { lines.append("  " + call) }
+                if failed.count > 5 { lines.append("  … and \(failed.count - 5) more (GET /api/v1/backend-calls)") }
+            }
         }
         lines.append(summary(report))
         return plain(lines.joined(separator: "\n"))
@@ -58,7 +65,7 @@ public struct ReportPrinter: Sendable {
         let seconds = String(format1(Double(report.durationMs) / 1000))
         let passedSteps = report.steps.filter(\.passed).count
         if report.passed {
-            return "PASS \(report.name): \(passedSteps) step\(passedSteps == 1 ? "" : "s") in \(seconds) s, cross-account check clean"
+            return "PASS \(report.name): \(passedSteps) step\(passedSteps == 1 ? "" : "s") in \(seconds) s, \(Self.checkWords(report.checks))"
         }
         var why: [String] = []
         if report.setupError != nil { why.append("setup failed") }
@@ -67,6 +74,21 @@ public struct ReportPrinter: Sendable {
             why.append(checks.error != nil ? "checks unreadable" : "crossAccount \(checks.crossAccount), expected \(checks.expected)")
         }
         return "FAIL \(report.name): \(why.joined(separator: "; ")) (\(seconds) s)"
+    }
+
+    /// What a passing run's check found, in words.
+    static func checkWords(_ checks: CheckSummary?) -> String {
+        guard let checks else { return "no check" }
+        var words: String
+        if checks.crossAccount == 0 && checks.expected == 0 {
+            words = "cross-account check clean"
+        } else if checks.crossAccount == checks.expected {
+            words = "cross-account deliveries as expected (\(checks.crossAccount))"
+        } else {
+            words = "cross-account deliveries \(checks.crossAccount), expected \(checks.expected) (not strict: reported only)"
+        }
+        if !checks.failedBackendCalls.isEmpty { words += ", \(checks.failedBackendCalls.count) backend call\(checks.failedBackendCalls.count == 1 ? "" : "s") failed" }
+        return words
     }
 
     private func indent(_ text: String, continuation: String = "") -> String {

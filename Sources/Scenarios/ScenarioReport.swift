@@ -29,6 +29,10 @@ public struct CheckSummary: Sendable {
     public var messages: [String]
     /// The check could not be read.
     public var error: String?
+    /// Calls of this run's apps to their backends that ended `failed` (after their retries):
+    /// not a check, since a scenario may mean them, but a chain that never reached its
+    /// backend should not pass unseen.
+    public var failedBackendCalls: [String] = []
 
     public var passed: Bool { error == nil && (!strict || crossAccount == expected) }
 
@@ -39,6 +43,16 @@ public struct CheckSummary: Sendable {
         // Only the cross-account check: what `expectedChecks.crossAccount` counts.
         return report.failures.filter { $0.check == "crossAccount" && mine.contains($0.deviceID) }.map {
             "\($0.check): \($0.message) (apns-id \($0.apnsID))"
+        }
+    }
+
+    /// This run's backend calls that failed, one line each.
+    static func failedBackendCalls(_ context: RunContext) throws(StepFailure) -> [String] {
+        let calls = try admin("reading GET /api/v1/backend-calls") { () throws(EmulatorAdminError) in try context.api.backendCalls() }
+        let mine = context.deviceIDs
+        return calls.filter { $0.state == "failed" && $0.deviceID.map(mine.contains) == true }.map { call in
+            let answer = call.status.map { "answered \($0)" } ?? (call.error ?? "no answer")
+            return "#\(call.id) \(call.hook) \(call.method ?? "POST") \(call.url) from \(call.deviceID ?? "-"): \(answer) after \(call.attempts) attempt\(call.attempts == 1 ? "" : "s")"
         }
     }
 }
@@ -83,6 +97,7 @@ public struct ScenarioReport: Sendable {
                     JSONObject([
                         ("passed", .bool(c.passed)), ("crossAccount", .int(Int64(c.crossAccount))), ("expected", .int(Int64(c.expected))),
                         ("strict", .bool(c.strict)), ("messages", .array(c.messages.map(JSONValue.string))), ("error", text(c.error)),
+                        ("failedBackendCalls", .array(c.failedBackendCalls.map(JSONValue.string))),
                     ]))
             } ?? .null
         return .object(

@@ -109,6 +109,7 @@ public enum ScenarioRunner {
         } catch {
             summary.error = error.message
         }
+        summary.failedBackendCalls = (try? CheckSummary.failedBackendCalls(context)) ?? []
         return summary
     }
 

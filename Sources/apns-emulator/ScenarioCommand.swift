@@ -148,6 +148,12 @@ private enum ScenarioCLI {
             (access.teamID, access.keyID, access.keyPath) = (parts[0], parts[1], parts[2])
         } else if let push = scenario.steps.first(where: { [.push, .createChannel, .broadcast].contains($0.kind) }) {
             fail("\(push.location) signs with the provider key: --key TEAMID:KEYID:PATH")
+        } else if let run = scenario.steps.first(where: { $0.kind == .run }) {
+            // A provider command would fail later, for no reason it could name.
+            FileHandle.standardError.write(
+                Data(
+                    "apns-emulator scenario: warning: without --key, \(run.location) and every run step get APNS_KEY_PATH, APNS_KEY_ID and APNS_TEAM_ID empty\n"
+                        .utf8))
         }
         let target: EmulatorTarget
         do {
