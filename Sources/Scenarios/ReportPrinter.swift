@@ -87,7 +87,9 @@ public struct ReportPrinter: Sendable {
         } else {
             words = "cross-account deliveries \(checks.crossAccount), expected \(checks.expected) (not strict: reported only)"
         }
-        if !checks.failedBackendCalls.isEmpty { words += ", \(checks.failedBackendCalls.count) backend call\(checks.failedBackendCalls.count == 1 ? "" : "s") failed" }
+        if !checks.failedBackendCalls.isEmpty {
+            words += ", \(checks.failedBackendCalls.count) backend call\(checks.failedBackendCalls.count == 1 ? "" : "s") failed"
+        }
         return words
     }
 

@@ -52,7 +52,8 @@ public struct CheckSummary: Sendable {
         let mine = context.deviceIDs
         return calls.filter { $0.state == "failed" && $0.deviceID.map(mine.contains) == true }.map { call in
             let answer = call.status.map { "answered \($0)" } ?? (call.error ?? "no answer")
-            return "#\(call.id) \(call.hook) \(call.method ?? "POST") \(call.url) from \(call.deviceID ?? "-"): \(answer) after \(call.attempts) attempt\(call.attempts == 1 ? "" : "s")"
+            return
+                "#\(call.id) \(call.hook) \(call.method ?? "POST") \(call.url) from \(call.deviceID ?? "-"): \(answer) after \(call.attempts) attempt\(call.attempts == 1 ? "" : "s")"
         }
     }
 }
