@@ -470,7 +470,7 @@ final class ProviderConnection: ConnectionHandler {
                 "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the request breaks HTTP/2's message rules (RFC 9113 §8.1, §8.3): \(Self.malformedCause(refused.headers))"
         case .overStreamLimit(let limit):
             explanation =
-                "stream reset (RST_STREAM REFUSED_STREAM, not processed): the client had \(limit) stream\(limit == 1 ? "" : "s") open, the SETTINGS_MAX_CONCURRENT_STREAMS it acknowledged, and opened another; the connection is ended with GOAWAY REFUSED_STREAM \"Maximum active streams violated for this endpoint.\" as APNs does. The limit is 1 until a request with a valid provider token has been answered"
+                "stream reset (RST_STREAM REFUSED_STREAM, not processed): the client had \(limit) stream\(limit == 1 ? "" : "s") open, the SETTINGS_MAX_CONCURRENT_STREAMS it acknowledged, and opened another (\"Maximum active streams violated for this endpoint\", in APNs' words); the connection goes on. The limit is 1 until a request with a valid provider token has been answered"
             clientBug = true
         }
         // A client that breaks the stream limit has a bug its developer wants to see, under

@@ -80,13 +80,10 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// the one nghttp2 enforces: see `FirstSettingsPatcher`).
     private let advertisedStreamLimit: Int?
     /// The advertised limit, once the peer acknowledged the frame that carried it and while no
-    /// other limit has been submitted since: a new stream over it is refused (RFC 9113 §6.5.3;
-    /// APNs answers GOAWAY REFUSED_STREAM). nil: nghttp2's own limit is the only one.
+    /// other limit has been submitted since: a new stream over it is refused (RFC 9113 §5.1.2,
+    /// §6.5.3). nil: nghttp2's own limit is the only one.
     @exclusivity(unchecked) fileprivate var acknowledgedStreamLimit: Int?
     @exclusivity(unchecked) private var streamLimitResubmitted = false
-    @exclusivity(unchecked) private var streamLimitGoAwaySent = false
-    /// The newest stream taken within the limit: what a GOAWAY for a stream over it names.
-    @exclusivity(unchecked) fileprivate var lastStreamWithinLimit: Int32 = 0
     /// Header lists over `maxHeaderListSize` on this connection so far.
     @exclusivity(unchecked) fileprivate var oversizedHeaderLists = 0
     /// The last one allowed has come: nothing more is read, and the next drain ends the
@@ -469,21 +466,14 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     }
 
     /// A stream opened over the acknowledged limit, at the end of its header block: reset
-    /// with REFUSED_STREAM (not processed: safe to retry) and reported with its fields; the
-    /// connection is ended with GOAWAY REFUSED_STREAM and the words APNs uses, the streams
-    /// within the limit still answered.
+    /// with REFUSED_STREAM (not processed: safe to retry) and reported with its fields, a stream
+    /// error as RFC 9113 §5.1.2 allows; the connection and the streams within the limit go on.
     fileprivate func refuseOverStreamLimit(_ index: Int) {
         let streamID = slots[index].streamID
         slots[index].handedOver = true
         var headers: [HTTP2HeaderField] = []
         swap(&headers, &slots[index].headers)
         nghttp2_submit_rst_stream(session, 0, streamID, HTTP2ErrorCode.refusedStream)
-        if !streamLimitGoAwaySent {
-            streamLimitGoAwaySent = true
-            submitGoAway(
-                errorCode: HTTP2ErrorCode.refusedStream, lastStreamID: lastStreamWithinLimit,
-                debugData: Array("Maximum active streams violated for this endpoint.".utf8))
-        }
         events.append(
             .requestRefused(
                 HTTP2RefusedRequest(streamID: streamID, headers: headers, reason: .overStreamLimit(limit: acknowledgedStreamLimit ?? 0))))
@@ -523,11 +513,7 @@ private func serverOnBeginHeaders(
     let streamID = frame.pointee.hd.stream_id
     let overLimit = server.isOverAcknowledgedLimit()
     let index = server.allocateSlot(streamID: streamID)
-    if overLimit {
-        server.slots[index].overStreamLimit = true
-    } else {
-        server.lastStreamWithinLimit = streamID
-    }
+    if overLimit { server.slots[index].overStreamLimit = true }
     if nghttp2_session_set_stream_user_data(server.session, streamID, slotPointer(index)) != 0 {
         server.slots.release(index)
         return LibError.callbackFailure

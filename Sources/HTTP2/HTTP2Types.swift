@@ -124,7 +124,7 @@ public struct HTTP2RefusedRequest: Sendable {
         /// without telling: not reported.)
         case malformedMessage
         /// Opened while the peer already had `limit` streams open, after it acknowledged the
-        /// SETTINGS that set that limit (reset with REFUSED_STREAM, the connection ended).
+        /// SETTINGS that set that limit (reset with REFUSED_STREAM).
         case overStreamLimit(limit: Int)
     }
     public var streamID: Int32
