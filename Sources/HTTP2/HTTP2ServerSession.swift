@@ -469,28 +469,24 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// with REFUSED_STREAM (not processed: safe to retry) and reported with its fields, a stream
     /// error as RFC 9113 §5.1.2 allows; the connection and the streams within the limit go on.
     fileprivate func refuseOverStreamLimit(_ index: Int) {
-        let streamID = slots[index].streamID
-        slots[index].handedOver = true
-        var headers: [HTTP2HeaderField] = []
-        swap(&headers, &slots[index].headers)
-        nghttp2_submit_rst_stream(session, 0, streamID, HTTP2ErrorCode.refusedStream)
-        events.append(
-            .requestRefused(
-                HTTP2RefusedRequest(streamID: streamID, headers: headers, reason: .overStreamLimit(limit: acknowledgedStreamLimit ?? 0))))
+        reset(index, HTTP2ErrorCode.refusedStream, reason: .overStreamLimit(limit: acknowledgedStreamLimit ?? 0))
     }
 
     /// A header list over the limit: reset the stream and report what was kept of it.
     fileprivate func refuseHeaders(_ index: Int) {
+        reset(
+            index, HTTP2ErrorCode.protocolError,
+            reason: .headerListTooLarge(size: slots[index].headerListSize, limit: maxHeaderListSize))
+    }
+
+    /// Resets a request's stream before it was handed over, and reports it with its fields.
+    private func reset(_ index: Int, _ errorCode: UInt32, reason: HTTP2RefusedRequest.Reason) {
         let streamID = slots[index].streamID
         slots[index].handedOver = true
         var headers: [HTTP2HeaderField] = []
         swap(&headers, &slots[index].headers)
-        nghttp2_submit_rst_stream(session, 0, streamID, HTTP2ErrorCode.protocolError)
-        events.append(
-            .requestRefused(
-                HTTP2RefusedRequest(
-                    streamID: streamID, headers: headers,
-                    reason: .headerListTooLarge(size: slots[index].headerListSize, limit: maxHeaderListSize))))
+        nghttp2_submit_rst_stream(session, 0, streamID, errorCode)
+        events.append(.requestRefused(HTTP2RefusedRequest(streamID: streamID, headers: headers, reason: reason)))
     }
 }
 
