@@ -526,6 +526,9 @@ private func serverOnHeader(
     guard let server = owner(userData), let frame, let index = server.slot(of: frame.pointee.hd.stream_id) else {
         return 0
     }
+    // Trailers are not the request's header fields (RFC 9110 §6.5.2: not merged into them):
+    // an `authorization` or `apns-topic` sent after the body does not count, as at APNs.
+    guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
     // Counted before anything is copied: a list over the limit costs no memory however it
     // was compressed (one HPACK index can stand for a 4 KB field).
     server.slots[index].headerListSize += nameLength + valueLength + 32

@@ -221,6 +221,26 @@ struct RequestResponseTests {
         #expect(server.takeEvents().allSatisfy { if case .request = $0 { false } else { true } }, "the request is not complete yet")
     }
 
+    /// Trailers (a HEADERS with END_STREAM after the body) are not merged into the request's
+    /// fields (RFC 9110 §6.5.2): the request is handed over with the fields of its header block.
+    @Test func trailersAreNotTheRequestsFields() throws {
+        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 100)])
+        let block: [UInt8] =
+            [0x83, 0x87] + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
+            + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
+        let trailers: [UInt8] = [0x00] + RawHTTP2.string("apns-topic") + RawHTTP2.string("com.example.late")
+        try server.receive(
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+                + RawHTTP2.frame(type: 0x1, flags: 0x4, stream: 1, block) + RawHTTP2.frame(type: 0x0, flags: 0, stream: 1, Array("{}".utf8))
+                + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 1, trailers))
+        let requests = server.takeEvents().compactMap { event -> HTTP2Request? in
+            if case .request(let r) = event { return r } else { return nil }
+        }
+        #expect(requests.map(\.streamID) == [1], "handed over at the trailers' END_STREAM")
+        #expect(requests.first?.body == Array("{}".utf8))
+        #expect(requests.first?.firstValue("apns-topic") == nil && requests.first?.headers.count == 4)
+    }
+
     /// A HEADERS with END_STREAM on a stream that was open once (trailers after an answer that
     /// came early) is minimally processed and dropped: no connection error.
     @Test func headersEndingAStreamThatWasOpenOnceAreDropped() throws {
