@@ -272,7 +272,6 @@ extension World {
         return frames
     }
 
-    /// Deletes an app; returns the tokens it had (now invalid, maybe after the configured delay).
     /// The app is removed: its tokens become invalid (maybe after the configured delay), and
     /// its Live Activities go with it. Returns the tokens, and an `activity` frame for each
     /// change to its activities (dismissed by the system, tokens ended) for the device to hear

@@ -641,19 +641,18 @@ final class ProviderConnection: ConnectionHandler {
         connection.loop.schedule(afterMilliseconds: 10_000) { [weak self] in self?.connection.closeAfterFlush() }
     }
 
-    private func scheduleIdleCheck() {
+    /// `atLeast`: the soonest next look, in ms (a request under way is looked at again each second).
+    private func scheduleIdleCheck(atLeast: Int64 = 10) {
         let timeout = Int64(providers.idleTimeoutSeconds) * 1000
         guard timeout > 0, !connection.isClosed else { return }
         let due = connection.lastActivity + timeout - Monotonic.nowMilliseconds()
-        idleTimer = connection.loop.schedule(afterMilliseconds: max(due, 10)) { [weak self] in
+        idleTimer = connection.loop.schedule(afterMilliseconds: max(due, atLeast)) { [weak self] in
             guard let self, !self.connection.isClosed else { return }
+            guard Monotonic.nowMilliseconds() - self.connection.lastActivity >= timeout else { return self.scheduleIdleCheck() }
             // A request still open is not idleness: --request-timeout ends a stalled one.
-            if Monotonic.nowMilliseconds() - self.connection.lastActivity >= timeout, self.session.openStreamCount == 0 {
-                self.providers.logger.info("provider connection \(self.connection.id): idle for \(timeout / 1000) s, GOAWAY IdleTimeout")
-                self.goAway(reason: .idleTimeout)
-            } else {
-                self.scheduleIdleCheck()
-            }
+            guard self.session.openStreamCount == 0 else { return self.scheduleIdleCheck(atLeast: 1000) }
+            self.providers.logger.info("provider connection \(self.connection.id): idle for \(timeout / 1000) s, GOAWAY IdleTimeout")
+            self.goAway(reason: .idleTimeout)
         }
     }
 }
