@@ -44,21 +44,26 @@ extension World {
         else { return [] }
         let note = stored ? " (after waiting for the device to come online)" : ""
         let (outcome, explanation): (DeliveryOutcome, String)
+        var shown: (display: Display, presentation: Presentation?, notes: [String])?
         switch receipt.outcome {
         case .applied:
             let newest = liveActivities.book(deviceID: owner.deviceID)?.activity(receipt.activityID ?? "")?.newestTimestamp
-            (outcome, explanation) = (.delivered, "applied to Live Activity \(receipt.activityID ?? "?")" + note + Self.millisecondsHint(newest))
+            shown = liveActivityPresentation(payload, deviceID: owner.deviceID, bundleID: owner.bundleID)
+            let notes = shown?.notes.map { "; " + $0 }.joined() ?? ""
+            (outcome, explanation) = (
+                .delivered, "applied to Live Activity \(receipt.activityID ?? "?")" + note + Self.millisecondsHint(newest) + notes
+            )
         case .ignored(let why), .refused(let why): (outcome, explanation) = (.ignored, why + note)
         case .throttled(let why): (outcome, explanation) = (.throttled, why + note)
         }
         setOutcome(sequence, outcome, explanation, atMs: nowMs)
-        if stored || outcome == .delivered {
-            let display = liveActivityDisplay(payload, deviceID: owner.deviceID, bundleID: owner.bundleID)
+        if stored || shown != nil {
             records.update(sequence: sequence) {
                 if stored { $0.wasStored = true }
-                if outcome == .delivered {
+                if let shown {
                     $0.deliveredAtMs = nowMs
-                    $0.display = display.rawValue
+                    $0.display = shown.display.rawValue
+                    if let presentation = shown.presentation { $0.presentation = presentation }
                 }
             }
         }
@@ -76,10 +81,17 @@ extension World {
     /// What the screen shows for a Live Activity push that was applied (docs/device-model.md,
     /// "Other push types"): a banner when it carries something to see or hear (an alert with
     /// text, as the app's strings give it, a badge, a sound), else nothing. Read as for an alert.
-    func liveActivityDisplay(_ payload: [UInt8], deviceID: String, bundleID: String) -> Display {
+    /// The presentation is kept only when the app's setup is not the default (its strings
+    /// localize the text); otherwise the record reads it back from the payload
+    /// (`Presentation.plain`). `notes`: what the reading left out or chose.
+    func liveActivityPresentation(
+        _ payload: [UInt8], deviceID: String, bundleID: String
+    ) -> (display: Display, presentation: Presentation?, notes: [String]) {
         let setup = registry.devices[deviceID]?.apps[bundleID]?.settings.notifications ?? NotificationSetup()
         let content = AlertContent.read(payload, setup: setup)
-        return content.hasAlert && content.hasText || content.hasSound || content.badge != nil ? .banner : .none
+        let display: Display = content.hasAlert && content.hasText || content.hasSound || content.badge != nil ? .banner : .none
+        guard display == .banner, setup != NotificationSetup() else { return (display, nil, content.notes) }
+        return (display, Presentation.shown(content, display: display), content.notes)
     }
 
     /// A `timestamp` past year 5000 is almost surely milliseconds: the device takes it as

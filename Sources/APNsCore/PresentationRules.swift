@@ -330,12 +330,17 @@ extension Presentation {
     /// How a record without a stored presentation was presented: a plain alert string under
     /// default settings (`PushContent.needsPresentation` was false), read back from its payload.
     public static func plain(_ record: NotificationRecord) -> Presentation? {
-        guard let display = record.display, display != Display.none.rawValue else { return nil }
-        let content = AlertContent.read(record.payload, setup: NotificationSetup())
+        guard let display = record.display.flatMap(Display.init(rawValue:)), display != .none else { return nil }
+        return shown(AlertContent.read(record.payload, setup: NotificationSetup()), display: display)
+    }
+
+    /// What a payload read as `content` shows with no rule of the app's or the device's
+    /// deciding more: its texts, badge and sound, the screen lit for a banner.
+    static func shown(_ content: AlertContent, display: Display) -> Presentation {
         var p = Presentation(reading: content)
         p.badge = content.badge
-        p.sound = content.hasSound ? (display == Display.banner.rawValue ? .played : .silenced) : .none
-        p.screenLit = display == Display.banner.rawValue
+        p.sound = content.hasSound ? (display == .banner ? .played : .silenced) : .none
+        p.screenLit = display == .banner
         return p
     }
 }

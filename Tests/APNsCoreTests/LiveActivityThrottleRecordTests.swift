@@ -3,6 +3,7 @@
 // by a newer update (coalesced), or never shown because its activity ended first (ignored);
 // the link survives a restart. (A broadcast's record, per activity: BroadcastDeliveryTests.)
 import APNsCore
+import JSON
 import Testing
 
 @Suite("Throttled Live Activity updates in the journal")
@@ -67,6 +68,27 @@ struct LiveActivityThrottleRecordTests {
         #expect(dismissed["activityId"]?.stringValue == activityID && dismissed["dismissedBy"] == "system")
         let ended = Set(frames.filter { $0["change"] == "tokenEnded" }.compactMap { $0["token"]?.stringValue })
         #expect(ended == [updateToken, pushToStart], "\(frames)")
+    }
+
+    /// An applied push's alert is read with the app's strings, the nested form Apple's Live
+    /// Activity examples use included; a key the app lacks is shown as itself and said so.
+    @Test func anAppliedUpdateIsLocalizedWithTheAppsStrings() throws {
+        let f = try PersistenceFixture()
+        let (_, token) = try startedActivity(f)
+        _ = try f.state.withWorld { world throws(DeviceRequestError) in
+            try world.changeNotifications(
+                deviceID: "ci", bundleID: Self.bundle,
+                JSONObject([("localizedStrings", ["NEAR": "%@ is near", "BODY": "Order %1$@ in %2$@ min"])]))
+        }
+        let aps = #"""
+            {"event":"update","timestamp":50,"content-state":{"n":50},
+             "alert":{"title":{"loc-key":"NEAR","loc-args":["Panda"]},"body":{"loc-key":"BODY","loc-args":["42",7]},"subtitle":{"loc-key":"GONE"}}}
+            """#
+        let record = try #require(f.record(try push(f, token, aps, priority: "5").recordSequence))
+        #expect(record.display == "banner")
+        let shown = try #require(record.presentation ?? Presentation.plain(record))
+        #expect(shown.title == "Panda is near" && shown.body == "Order 42 in 7 min" && shown.subtitle == "GONE")
+        #expect(record.explanation.contains(#"the app has no string for subtitle.loc-key "GONE""#), "\(record.explanation)")
     }
 
     /// What an applied update shows: a banner for something to see or hear, nothing for an
