@@ -308,23 +308,44 @@ extension World {
         return entries
     }
 
-    /// Erase All Content and Settings: every app and token on the device is gone.
-    public mutating func eraseDevice(_ deviceID: String, nowMs: Int64) throws(DeviceRequestError) {
+    /// The `uninstalled` frame of the device protocol.
+    public static func uninstalledMessage(bundleID: String, invalidAtMs: Int64, tokens: [TokenEntry]) -> JSONValue {
+        [
+            "type": "uninstalled", "bundleId": .string(bundleID), "unregisteredAt": .int(invalidAtMs),
+            "tokens": .array(tokens.map { .string($0.token) }),
+        ]
+    }
+
+    /// Erase All Content and Settings: every app and token on the device is gone. Returns the
+    /// `activity` frames of its Live Activities' end, for the device to hear after `erased`.
+    public mutating func eraseDevice(_ deviceID: String, nowMs: Int64) throws(DeviceRequestError) -> [JSONValue] {
         // The bundle ids, not a copy of the device held while its apps are removed (that would
         // copy the app dictionary per app).
         guard let bundleIDs = registry.devices[deviceID]?.apps.keys.sorted() else {
             throw DeviceRequestError(RegistryError.unknownDevice(deviceID))
         }
+        var activityMessages: [JSONValue] = []
         for bundleID in bundleIDs {
-            _ = try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
+            activityMessages += try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs).activityMessages
         }
         // Settings go too: Focus, the scheduled summary, the switches.
         try? registry.updateDevice(deviceID) { $0.attention = DeviceAttention() }
+        return activityMessages
+    }
+
+    /// What a restore did besides the new tokens: the `activity` frames for the target's own
+    /// copies of the apps, replaced (before its `registered`), and for a connected source, the
+    /// frames of its apps' uninstall (`uninstalled`, then its activities' end).
+    public struct RestoreMessages: Sendable {
+        public var target: [JSONValue] = []
+        public var source: [DeviceFrame] = []
     }
 
     /// Restores a backup of `source` onto `target`: the apps move with new tokens; the
     /// source's tokens become invalid (the old phone is assumed wiped).
-    public mutating func restoreBackup(from source: String, to target: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
+    public mutating func restoreBackup(
+        from source: String, to target: String, nowMs: Int64
+    ) throws(DeviceRequestError) -> (tokens: [TokenEntry], messages: RestoreMessages) {
         guard source != target else { throw DeviceRequestError("bad_request", "a device cannot restore its own backup") }
         // The apps, not a copy of the device held while they are removed from it.
         guard let apps = registry.devices[source]?.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) else {
@@ -334,14 +355,22 @@ extension World {
             throw DeviceRequestError(error)
         }
         var entries: [TokenEntry] = []
+        var messages = RestoreMessages()
+        let sourceConnection = registry.devices[source]?.connectionID
         for app in apps {
-            _ = try uninstallApp(deviceID: source, bundleID: app.bundleID, nowMs: nowMs)
+            let removed = try uninstallApp(deviceID: source, bundleID: app.bundleID, nowMs: nowMs)
+            if let sourceConnection {
+                let told = [Self.uninstalledMessage(bundleID: app.bundleID, invalidAtMs: removed.invalidAtMs, tokens: removed.tokens)]
+                messages.source += (told + removed.activityMessages).map {
+                    DeviceFrame(deviceID: source, connectionID: sourceConnection, message: $0)
+                }
+            }
             if registry.devices[target]?.apps[app.bundleID] != nil {
-                _ = try uninstallApp(deviceID: target, bundleID: app.bundleID, nowMs: nowMs)
+                messages.target += try uninstallApp(deviceID: target, bundleID: app.bundleID, nowMs: nowMs).activityMessages
             }
             entries += try installAgain(app, on: target, nowMs: nowMs)
         }
-        return entries
+        return (entries, messages)
     }
 
     /// Uninstalls the app and installs it again with the same settings and token kinds: new

@@ -18,13 +18,13 @@ struct DeviceRoutes: AdminResource {
         r.add("POST", "/api/v1/devices/{deviceId}/erase", "erase all content and settings") { req, p, _ in
             try req.refuseBody()
             let id = try Self.deviceID(p)
-            try deviceCall { world, now throws(DeviceRequestError) in
+            let activityMessages = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.refuseWhileDisconnected(deviceID: id, what: "the apps it has, installing them again")
-                try world.eraseDevice(id, nowMs: now)
+                return try world.eraseDevice(id, nowMs: now)
             }
             // A connected device hears of each change as of its own request (the device
             // command keeps its list of apps from these, for its next hello).
-            tellDevice(id, ["type": "erased"])
+            tellDevice(id, [["type": "erased"]] + activityMessages)
             return try getDevice(id)
         }
         r.add("POST", "/api/v1/devices/{deviceId}/restore", "restore another device's backup onto this one") { req, p, _ in
@@ -35,16 +35,15 @@ struct DeviceRoutes: AdminResource {
                 throw AdminError(400, "\"fromDeviceId\" is required")
             }
             guard DeviceRegistry.isValidDeviceID(source) else { throw AdminError(400, "\"fromDeviceId\": \(DeviceRegistry.deviceIDRule)") }
-            let entries = try deviceCall { world, now throws(DeviceRequestError) in
+            let (entries, messages) = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.restoreBackup(from: source, to: target, nowMs: now)
             }
-            tellDevice(target, entries.map(World.registeredMessage))
-            tellDevice(
-                target,
-                [
-                    "type": "restored", "fromDeviceId": .string(source),
-                    "bundleIds": .array(Array(Set(entries.map(\.bundleID))).sorted().map(JSONValue.string)),
-                ])
+            let restored: JSONValue = [
+                "type": "restored", "fromDeviceId": .string(source),
+                "bundleIds": .array(Array(Set(entries.map(\.bundleID))).sorted().map(JSONValue.string)),
+            ]
+            tellDevice(target, messages.target + entries.map(World.registeredMessage) + [restored])
+            host.dispatch(messages.source)
             return .json(200, ["deviceId": .string(target), "fromDeviceId": .string(source), "tokens": .array(entries.map(AdminJSON.token))])
         }
         r.add("POST", "/api/v1/devices/{deviceId}/tap", "tap a notification on screen") { req, p, _ in
@@ -310,11 +309,7 @@ struct DeviceRoutes: AdminResource {
             return try world.uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: now)
         }
         host.log("admin: uninstalled \(bundleID) from \(deviceID)")
-        let uninstalled: JSONValue = [
-            "type": "uninstalled", "bundleId": .string(bundleID), "unregisteredAt": .int(invalidAt),
-            "tokens": .array(tokens.map { .string($0.token) }),
-        ]
-        tellDevice(deviceID, [uninstalled] + activityMessages)
+        tellDevice(deviceID, [World.uninstalledMessage(bundleID: bundleID, invalidAtMs: invalidAt, tokens: tokens)] + activityMessages)
         return .json(
             200,
             [

@@ -407,10 +407,7 @@ final class DeviceConnection: ConnectionHandler {
             let (invalidAt, tokens, activityMessages) = try state.withWorld { world throws(DeviceRequestError) in
                 try world.uninstallApp(deviceID: deviceID, bundleID: bundle, nowMs: now)
             }
-            send([
-                "type": "uninstalled", "bundleId": .string(bundle), "unregisteredAt": .int(invalidAt),
-                "tokens": .array(tokens.map { .string($0.token) }),
-            ])
+            send(World.uninstalledMessage(bundleID: bundle, invalidAtMs: invalidAt, tokens: tokens))
             activityMessages.forEach(send)
         case "rotate":
             let bundle = try Self.string(m, "bundleId")
@@ -419,18 +416,21 @@ final class DeviceConnection: ConnectionHandler {
             }
             entries.forEach { send(World.registeredMessage($0)) }
         case "erase":
-            try state.withWorld { world throws(DeviceRequestError) in try world.eraseDevice(deviceID, nowMs: now) }
+            let activityMessages = try state.withWorld { world throws(DeviceRequestError) in try world.eraseDevice(deviceID, nowMs: now) }
             send(["type": "erased"])
+            activityMessages.forEach(send)
         case "restore":
             let source = try Self.deviceID(m, "fromDeviceId")
-            let entries = try state.withWorld { world throws(DeviceRequestError) in
+            let (entries, messages) = try state.withWorld { world throws(DeviceRequestError) in
                 try world.restoreBackup(from: source, to: deviceID, nowMs: now)
             }
+            messages.target.forEach(send)
             entries.forEach { send(World.registeredMessage($0)) }
             send([
                 "type": "restored", "fromDeviceId": .string(source),
                 "bundleIds": .array(Array(Set(entries.map(\.bundleID))).sorted().map(JSONValue.string)),
             ])
+            gateway.dispatch(messages.source)
         case "login":
             let user = try Self.string(m, "userId")
             let previous = try state.withWorld { world throws(DeviceRequestError) in try world.login(deviceID: deviceID, userID: user) }

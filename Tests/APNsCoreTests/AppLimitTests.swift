@@ -59,7 +59,7 @@ import Testing
         #expect(world.registry.devices["old"]?.apps.count == 600 && world.registry.devices["new"]?.apps.count == 601)
         // Apps both have count once: 411 + 589 new ones = 1000.
         let restored = try world.restoreBackup(from: "old", to: "newer", nowMs: Self.now)
-        #expect(restored.count == 600 && world.registry.devices["newer"]?.apps.count == 1000)
+        #expect(restored.tokens.count == 600 && world.registry.devices["newer"]?.apps.count == 1000)
     }
 }
 

@@ -376,17 +376,24 @@ struct DeliveryStateTests {
         }
         #expect(rotated.first?.token != original)
         #expect(try f.push().status == 410)
-        try f.base.state.withWorld { world throws(DeviceRequestError) in try world.eraseDevice("phone", nowMs: now) }
+        _ = try f.base.state.withWorld { world throws(DeviceRequestError) in try world.eraseDevice("phone", nowMs: now) }
         #expect(f.base.state.withWorld { $0.registry.token(rotated.first!.token)?.state } == .unregistered(sinceMs: now))
     }
 
     @Test func restoreOntoAnotherDeviceGivesNewTokens() throws {
         let f = try DeviceFixture()
         let now = f.now
-        let entries = try f.base.state.withWorld { world throws(DeviceRequestError) -> [TokenEntry] in
+        let sourceConnection = f.base.state.readWorld { $0.registry.devices["phone"]?.connectionID }
+        let (entries, messages) = try f.base.state.withWorld { world throws(DeviceRequestError) in
             _ = try world.connectDevice(DeviceHello(deviceID: "new-phone", lowPowerMode: false, apps: []), connectionID: 999, nowMs: now)
             return try world.restoreBackup(from: "phone", to: "new-phone", nowMs: now)
         }
+        // The old phone, connected, hears that its app went (its next hello does not bring it back).
+        let told = messages.source.map { ($0.deviceID, $0.connectionID, $0.message["type"]?.stringValue, $0.message["bundleId"]?.stringValue) }
+        #expect(sourceConnection != nil)
+        #expect(told.map(\.0) == ["phone"] && told.first?.1 == sourceConnection)
+        #expect(told.first?.2 == "uninstalled" && told.first?.3 == "com.example.app")
+        #expect(messages.target.isEmpty, "the new phone had no copy of its own")
         #expect(entries.count == 1)
         #expect(entries.first?.deviceID == "new-phone")
         #expect(entries.first?.token != f.token)

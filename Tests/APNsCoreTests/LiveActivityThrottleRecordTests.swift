@@ -52,15 +52,18 @@ struct LiveActivityThrottleRecordTests {
         _ = f.state.withWorld { $0.tick(nowMs: now) }
     }
 
-    /// An uninstall takes the app's activities and tokens with it, and says so to the device:
-    /// an `activity` frame for each (dismissed by the system, every token ended).
-    @Test func anUninstallTellsTheDeviceItsActivitiesWent() throws {
+    /// An uninstall (or an erase) takes the app's activities and tokens with it, and says so
+    /// to the device: an `activity` frame for each (dismissed by the system, every token ended).
+    @Test(arguments: [false, true])
+    func anUninstallTellsTheDeviceItsActivitiesWent(erase: Bool) throws {
         let f = try PersistenceFixture()
         let (activityID, updateToken) = try startedActivity(f)
         let pushToStart = try pushToStartToken(f)
         let now = f.now
         let messages = try f.state.withWorld { world throws(DeviceRequestError) in
-            try world.uninstallApp(deviceID: "ci", bundleID: Self.bundle, nowMs: now).activityMessages
+            erase
+                ? try world.eraseDevice("ci", nowMs: now)
+                : try world.uninstallApp(deviceID: "ci", bundleID: Self.bundle, nowMs: now).activityMessages
         }
         let frames = messages.compactMap(\.objectValue)
         #expect(frames.allSatisfy { $0["type"] == "activity" })
