@@ -147,9 +147,9 @@ extension World {
         var addressee: String?
         if verdict.outcome == .delivered, let pointer = backends[notification.bundleID]?.addresseePointer.flatMap(JSONPointer.init),
             let payload = try? JSONValue.parse(notification.payload), let value = pointer.resolve(in: payload), value != .null,
-            value != .string("")
+            value.stringValue?.allSatisfy({ $0 == " " || $0 == "\t" }) != true
         {
-            // null or "" names nobody: no one to deliver to the wrong account.
+            // null, "" or spaces name nobody: no one to deliver to the wrong account.
             addressee = HookTemplate.text(value)
         }
         let crossAccount = addressee != nil && addressee != userID

@@ -45,8 +45,11 @@ public struct ReportPrinter: Sendable {
             } else if checks.expected > 0 || checks.crossAccount > 0 {
                 line += " (expected \(checks.expected))"
             }
-            line += checks.passed ? " ✓" : " ✗"
-            if !checks.strict && checks.crossAccount != checks.expected { line += " (not strict: reported only)" }
+            if !checks.strict && checks.crossAccount != checks.expected {
+                line += " (not strict: reported, not failed)"
+            } else {
+                line += checks.passed ? " ✓" : " ✗"
+            }
             lines.append(line)
             for message in checks.messages { lines.append("  " + message) }
             let failed = checks.failedBackendCalls
@@ -73,7 +76,9 @@ public struct ReportPrinter: Sendable {
         if let checks = report.checks, !checks.passed {
             why.append(checks.error != nil ? "checks unreadable" : "crossAccount \(checks.crossAccount), expected \(checks.expected)")
         }
-        return "FAIL \(report.name): \(why.joined(separator: "; ")) (\(seconds) s)"
+        let failedCalls = report.checks?.failedBackendCalls.count ?? 0
+        let calls = failedCalls == 0 ? "" : "; \(failedCalls) backend call\(failedCalls == 1 ? "" : "s") failed"
+        return "FAIL \(report.name): \(why.joined(separator: "; "))\(calls) (\(seconds) s)"
     }
 
     /// What a passing run's check found, in words.

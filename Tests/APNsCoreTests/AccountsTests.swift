@@ -210,9 +210,11 @@ struct AccountsTests {
         #expect(f.device.record(forBob)?.crossAccount == false)
         #expect(f.device.record(forBob)?.userID == "bob")
         // An empty addressee names nobody.
-        let forNobody = try f.device.push(#"{"aps":{"alert":"for whom?"},"uid":""}"#)
-        try f.device.ack(forNobody.deviceFrames)
-        #expect(f.device.record(forNobody)?.crossAccount == false && f.device.record(forNobody)?.addressee == nil)
+        for nobody in ["\"\"", "\"  \""] {
+            let forNobody = try f.device.push(#"{"aps":{"alert":"for whom?"},"uid":"# + nobody + "}")
+            try f.device.ack(forNobody.deviceFrames)
+            #expect(f.device.record(forNobody)?.crossAccount == false && f.device.record(forNobody)?.addressee == nil, "\(nobody)")
+        }
         let (count, kept) = f.state.withWorld { ($0.counters.crossAccountDeliveries, $0.crossAccountDeliveries) }
         #expect(count == 1)
         #expect(kept.map(\.apnsID) == [forAlice.apnsID])

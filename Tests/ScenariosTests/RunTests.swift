@@ -89,6 +89,7 @@ struct RunTests {
         #expect(
             ReportPrinter(ascii: true).summary(reported).contains("cross-account deliveries 1, expected 0 (not strict: reported only)"),
             "a run that reports a leak does not call the check clean")
+        #expect(text(reported).contains("checks: crossAccount 1 (expected 0) (not strict: reported, not failed)"), "\(text(reported))")
         let expected = try run(#"{"name": "leak", "expectedChecks": {"crossAccount": 1}, "# + steps)
         #expect(expected.passed)
         #expect(ReportPrinter(ascii: true).summary(expected).contains("cross-account deliveries as expected (1)"))
@@ -112,6 +113,20 @@ struct RunTests {
         #expect(failed.count == 1 && failed.first?.contains("register POST http://127.0.0.1:9/r from phone") == true, "\(failed)")
         #expect(text(report).contains("backend calls failed: 1"))
         #expect(ReportPrinter(ascii: true).summary(report).hasSuffix("1 backend call failed"))
+        // A run that fails names them too.
+        let failing = try run(
+            #"""
+            {"name": "backend down",
+             "backends": {"com.example.app": {"register": {"url": "http://127.0.0.1:9/r"}, "maxAttempts": 1, "timeoutMs": 2000}},
+             "steps": [
+               {"do": "device", "alias": "phone"},
+               {"do": "login", "device": "phone", "user": "alice"},
+               {"do": "waitFor", "backendCall": {"device": "phone", "hook": "register", "state": "failed"}, "timeoutMs": 5000},
+               {"do": "expect", "device": "phone", "userId": "bob"}
+             ]}
+            """#)
+        #expect(!failing.passed)
+        #expect(ReportPrinter(ascii: true).summary(failing).contains("step 4 of 4 failed (expect); 1 backend call failed"))
     }
 
     @Test func expectNoneAndTheClock() throws {
