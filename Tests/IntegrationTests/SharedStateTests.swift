@@ -781,9 +781,14 @@ struct SharedStateTests {
         #expect(APNsResult(try e2.connect().send(try e2.push(token).request)).status == 200, "and it serves again")
         if follow == "lazy" {
             #expect(try e2.metric("apns_emulator_shared_writes_unread") == 0, "read for the journal's read")
-            #expect(
-                !e2.stderr.contains("fell further behind") && !e2.stderr.contains("reloading"),
-                "no reload: \(e2.stderr.split(separator: "\n").filter { $0.contains("reload") }.prefix(3))")
+            // Unless the load outlasted the paused instance's heartbeat (3 s, a slow machine):
+            // then the first took it for stopped, a change of members it must read, and those
+            // rows may be gone too, so a reload is right.
+            if !e1.stderr.contains("missed their heartbeat") {
+                #expect(
+                    !e2.stderr.contains("fell further behind") && !e2.stderr.contains("reloading"),
+                    "no reload: \(e2.stderr.split(separator: "\n").filter { $0.contains("reload") }.prefix(3))")
+            }
         }
     }
 
