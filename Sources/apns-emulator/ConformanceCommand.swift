@@ -272,6 +272,10 @@ private func checkTLSFiles(_ command: Subcommand, _ options: ResolvedOptions) {
     for name in ["ca", "certificate", "certificate-key"] {
         guard let path = options.string(name) else { continue }
         if access(path, R_OK) != 0 { command.fail("--\(name) \(path): \(String(cString: strerror(errno)))") }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            command.fail("--\(name) \(path): a directory, not a PEM file")
+        }
     }
     if let ca = options.string("ca") {
         do { _ = try TLSContext.client(trustedCAPath: ca, verifyPeer: true, alpnProtocols: []) } catch {

@@ -70,6 +70,7 @@ private enum ScenarioCLI {
         }
         let scenario: Scenario
         do { scenario = try ScenarioParser.parse(file: path, variables: variables) } catch { fail(error.description) }
+        if remote != nil && options.string("key") == nil { checkWithoutKey(scenario) }
         if options.isSet("check") {
             print("\(path): ok (\(scenario.steps.count) steps)")
             exit(0)
@@ -129,7 +130,21 @@ private enum ScenarioCLI {
     /// thread, before the run.
     nonisolated(unsafe) static var interruptSources: [any DispatchSourceSignal] = []
 
-    /// An emulator already running: its admin API must answer, and push steps need a key.
+    /// With `--admin` and no `--key` (checked with `--check` too): push steps cannot sign, and
+    /// a provider command of a run step would fail later, for no reason it could name.
+    static func checkWithoutKey(_ scenario: Scenario) {
+        if let push = scenario.steps.first(where: { [.push, .createChannel, .broadcast].contains($0.kind) }) {
+            fail("\(push.location) signs with the provider key: --key TEAMID:KEYID:PATH")
+        }
+        if let run = scenario.steps.first(where: { $0.kind == .run }) {
+            FileHandle.standardError.write(
+                Data(
+                    "apns-emulator scenario: warning: without --key, \(run.location) and every run step get APNS_KEY_PATH, APNS_KEY_ID and APNS_TEAM_ID empty\n"
+                        .utf8))
+        }
+    }
+
+    /// An emulator already running: its admin API must answer.
     static func connect(_ admin: String, _ options: ResolvedOptions, _ scenario: Scenario) -> EmulatorTarget {
         let addressText = admin.hasPrefix("http://") ? String(admin.dropFirst("http://".count).prefix { $0 != "/" }) : admin
         func address(_ text: String, _ flag: String) -> HostPort {
@@ -146,14 +161,6 @@ private enum ScenarioCLI {
             guard parts.count == 3 else { fail("--key '\(key)' is not TEAMID:KEYID:PATH") }
             guard FileManager.default.isReadableFile(atPath: parts[2]) else { fail("--key: cannot read \(parts[2])") }
             (access.teamID, access.keyID, access.keyPath) = (parts[0], parts[1], parts[2])
-        } else if let push = scenario.steps.first(where: { [.push, .createChannel, .broadcast].contains($0.kind) }) {
-            fail("\(push.location) signs with the provider key: --key TEAMID:KEYID:PATH")
-        } else if let run = scenario.steps.first(where: { $0.kind == .run }) {
-            // A provider command would fail later, for no reason it could name.
-            FileHandle.standardError.write(
-                Data(
-                    "apns-emulator scenario: warning: without --key, \(run.location) and every run step get APNS_KEY_PATH, APNS_KEY_ID and APNS_TEAM_ID empty\n"
-                        .utf8))
         }
         let target: EmulatorTarget
         do {
