@@ -1,4 +1,5 @@
 import APNsCore
+import HTTP2
 
 /// A run whose own key, topic or token the target refuses says nothing about the target: every
 /// case after it would "differ" for the same reason. The command stops at such an answer.
@@ -45,21 +46,12 @@ public enum NoAnswer {
     ) -> String {
         if let goAway {
             let debug = String(decoding: goAway.debugData, as: UTF8.self)
-            return "the server ended the connection: GOAWAY \(errorName(goAway.errorCode)), last stream \(goAway.lastStreamID)"
+            return
+                "the server ended the connection: GOAWAY \(HTTP2ErrorCode.name(goAway.errorCode)) (\(goAway.errorCode)), last stream \(goAway.lastStreamID)"
                 + (debug.isEmpty ? ", no debug data" : ", debug data \(debug)")
         }
         if closed { return "the server closed the connection without an answer (no GOAWAY)" }
         if error.hasPrefix("timed out") { return "no answer within 10 s (\(error))" }
         return error
-    }
-
-    /// RFC 9113 §7's name for an error code, with the number.
-    static func errorName(_ code: UInt32) -> String {
-        let names = [
-            "NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED",
-            "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
-            "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED",
-        ]
-        return code < names.count ? "\(names[Int(code)]) (\(code))" : "error code \(code)"
     }
 }

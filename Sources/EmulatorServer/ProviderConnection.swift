@@ -457,6 +457,8 @@ final class ProviderConnection: ConnectionHandler {
     /// A stream the HTTP/2 layer reset by itself: logged and journaled.
     private func journal(_ refused: HTTP2RefusedRequest) {
         let explanation: String
+        // A stream over the limit: the client's bug, refused after its whole header block (the
+        // record has every field); the other refusals cut the fields short.
         var clientBug = false
         switch refused.reason {
         case .headerListTooLarge(let size, let limit):

@@ -98,33 +98,26 @@ struct RunTests {
     /// A chain whose backend refuses every call may be what a scenario means, so it still
     /// passes, but the report says which calls failed.
     @Test func failedBackendCallsAreReported() throws {
-        let report = try run(
-            #"""
-            {"name": "backend down",
-             "backends": {"com.example.app": {"register": {"url": "http://127.0.0.1:9/r"}, "maxAttempts": 1, "timeoutMs": 2000}},
-             "steps": [
-               {"do": "device", "alias": "phone"},
-               {"do": "login", "device": "phone", "user": "alice"},
-               {"do": "waitFor", "backendCall": {"device": "phone", "hook": "register", "state": "failed"}, "timeoutMs": 5000}
-             ]}
-            """#)
+        /// A backend nobody listens on; `more` steps after its register call has failed.
+        func backendDown(_ more: String = "") throws -> ScenarioReport {
+            try run(
+                #"""
+                {"name": "backend down",
+                 "backends": {"com.example.app": {"register": {"url": "http://127.0.0.1:9/r"}, "maxAttempts": 1, "timeoutMs": 2000}},
+                 "steps": [
+                   {"do": "device", "alias": "phone"},
+                   {"do": "login", "device": "phone", "user": "alice"},
+                   {"do": "waitFor", "backendCall": {"device": "phone", "hook": "register", "state": "failed"}, "timeoutMs": 5000}
+                """# + more + "]}")
+        }
+        let report = try backendDown()
         #expect(report.passed, "\(text(report))")
         let failed = report.checks?.failedBackendCalls ?? []
         #expect(failed.count == 1 && failed.first?.contains("register POST http://127.0.0.1:9/r from phone") == true, "\(failed)")
         #expect(text(report).contains("backend calls failed: 1"))
         #expect(ReportPrinter(ascii: true).summary(report).hasSuffix("1 backend call failed"))
         // A run that fails names them too.
-        let failing = try run(
-            #"""
-            {"name": "backend down",
-             "backends": {"com.example.app": {"register": {"url": "http://127.0.0.1:9/r"}, "maxAttempts": 1, "timeoutMs": 2000}},
-             "steps": [
-               {"do": "device", "alias": "phone"},
-               {"do": "login", "device": "phone", "user": "alice"},
-               {"do": "waitFor", "backendCall": {"device": "phone", "hook": "register", "state": "failed"}, "timeoutMs": 5000},
-               {"do": "expect", "device": "phone", "userId": "bob"}
-             ]}
-            """#)
+        let failing = try backendDown(#", {"do": "expect", "device": "phone", "userId": "bob"}"#)
         #expect(!failing.passed)
         #expect(ReportPrinter(ascii: true).summary(failing).contains("step 4 of 4 failed (expect); 1 backend call failed"))
     }
