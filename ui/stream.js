@@ -70,6 +70,7 @@ export function connect() {
     forgetRecords();
     forgetCalls();
     refreshSide(); refreshChecks();
+    noteChannelEvent();  // a reset removes the channels: the tab's count too
   });
   es.addEventListener('error', () => {
     if (source !== es) return;

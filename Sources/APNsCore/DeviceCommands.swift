@@ -377,7 +377,7 @@ extension World {
     /// tokens, the old ones invalid (maybe after the configured delay). Returns the new tokens.
     public mutating func reinstallApp(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
         // Not found (404) as for a rotate: the device, or the app on it.
-        guard registry.devices[deviceID] != nil else { throw DeviceRequestError(RegistryError.unknownDevice(deviceID)) }
+        try requireDevice(deviceID)
         guard let app = registry.devices[deviceID]?.apps[bundleID] else {
             throw DeviceRequestError(RegistryError.appNotInstalled(deviceID: deviceID, bundleID: bundleID))
         }

@@ -304,12 +304,13 @@ public struct DeviceRegistry: Sendable {
 
     /// What a device id may be. Ids travel in device frames, log lines and URL paths, so
     /// they are kept to a set that needs no escaping anywhere (no control characters).
-    public static let deviceIDRule = "a device id is 1 to 128 letters, digits, '-', '_' or '.'"
+    public static let deviceIDRule = "a device id is 1 to 128 letters, digits, '-', '_' or '.', not dots alone"
 
-    /// Letters, digits, `-`, `_` and `.`; 1 to 128 bytes.
+    /// Letters, digits, `-`, `_` and `.`; 1 to 128 bytes. Not dots alone: `.` and `..` as a
+    /// path segment are removed by clients (RFC 3986 §5.2.4), so the admin API could not name it.
     public static func isValidDeviceID(_ id: String) -> Bool {
         let bytes = id.utf8
-        return !bytes.isEmpty && bytes.count <= 128
+        return !bytes.isEmpty && bytes.count <= 128 && !bytes.allSatisfy { $0 == 0x2E }
             && bytes.allSatisfy { c in
                 let lower = c | 0x20
                 return (c >= 0x30 && c <= 0x39) || (lower >= 0x61 && lower <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x2E

@@ -487,6 +487,7 @@ extension World {
     public mutating func endLiveActivity(
         deviceID: String, activityID: String, contentState: JSONValue?, dismissalDateMs: Int64?, nowMs: Int64
     ) throws(DeviceRequestError) -> (receipt: LiveActivityReceipt, frames: [DeviceFrame]) {
+        try requireDevice(deviceID)
         do throws(LiveActivityBookError) {
             let receipt = try liveActivities.endByApp(
                 deviceID: deviceID, activityID: activityID, contentState: contentState, dismissalDateMs: dismissalDateMs, nowMs: nowMs)
@@ -498,6 +499,7 @@ extension World {
 
     /// The user removes it from the Lock Screen.
     public mutating func dismissLiveActivity(deviceID: String, activityID: String, nowMs: Int64) throws(DeviceRequestError) -> [DeviceFrame] {
+        try requireDevice(deviceID)
         do throws(LiveActivityBookError) {
             let changes = try liveActivities.dismiss(deviceID: deviceID, activityID: activityID, nowMs: nowMs)
             return liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs)
@@ -511,6 +513,7 @@ extension World {
     public mutating func rotateLiveActivityToken(
         deviceID: String, bundleID: String? = nil, attributesType: String? = nil, activityID: String? = nil, nowMs: Int64
     ) throws(DeviceRequestError) -> (token: String, frames: [DeviceFrame]) {
+        try requireDevice(deviceID)
         do throws(LiveActivityBookError) {
             let (token, changes) = try liveActivities.rotate(
                 deviceID: deviceID, bundleID: bundleID, attributesType: attributesType, activityID: activityID, nowMs: nowMs)
@@ -518,6 +521,11 @@ extension World {
         } catch {
             throw DeviceRequestError("bad_request", error.description, isNotFound: error.isNotFound)
         }
+    }
+
+    /// A device that does not exist is named as such, not as a device without the activity.
+    func requireDevice(_ deviceID: String) throws(DeviceRequestError) {
+        guard registry.devices[deviceID] != nil else { throw DeviceRequestError(RegistryError.unknownDevice(deviceID)) }
     }
 
     static func noApp(_ bundleID: String, _ deviceID: String) -> DeviceRequestError {

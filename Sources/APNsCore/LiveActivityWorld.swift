@@ -118,7 +118,10 @@ public struct LiveActivityWorld: Sendable {
             if let activityID { return try book.rotateUpdateToken(activityID: activityID, nowMs: nowMs) }
             return try book.rotatePushToStartToken(bundleID: bundleID ?? "", type: attributesType ?? "", nowMs: nowMs)
         }
-        guard let rotated = done else { throw .unknownApp(bundleID ?? "?") }
+        guard let rotated = done else {
+            if let activityID { throw .unknownActivity(activityID) }
+            throw .unknownApp(bundleID ?? "")
+        }
         track(rotated.changes, deviceID: deviceID, environment: nil)
         return rotated
     }

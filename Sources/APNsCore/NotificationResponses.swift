@@ -179,7 +179,7 @@ extension World {
 
     /// The line under a stack: the notifications under the newest count by their
     /// `summary-arg-count` (1 each by default), named by their `summary-arg`s, in the newest's
-    /// category's summary format (or iOS's "%u more notifications").
+    /// category's summary format (or iOS's "%u more notifications", "1 more notification").
     static func groupSummary(_ notifications: [ListedNotification], setup: NotificationSetup) -> String? {
         guard notifications.count > 1 else { return nil }
         let under = notifications.dropFirst()
@@ -190,7 +190,8 @@ extension World {
         }
         let format =
             notifications.first?.presentation.category.flatMap { setup.category($0)?.summaryFormat }
-            ?? (names.isEmpty ? "%u more notifications" : "%u more notifications from %@")
+            ?? (names.isEmpty ? "%u more \(count == 1 ? "notification" : "notifications")"
+                : "%u more \(count == 1 ? "notification" : "notifications") from %@")
         let joined = names.count <= 2 ? names.joined(separator: " and ") : names.dropLast().joined(separator: ", ") + " and " + names.last!
         return AlertContent.fill(format.replacingUnsigned(count), [joined])
     }

@@ -114,6 +114,16 @@ extension HTTP1ServerResponse {
     }
 
     static func error(_ status: Int, _ message: String) -> HTTP1ServerResponse {
-        json(status, ["error": .string(message), "status": .int(Int64(status))])
+        json(status, ["error": .string(shortened(message)), "status": .int(Int64(status))])
+    }
+
+    /// Messages quote the value they refuse; a value of megabytes (a 7 MiB bundle id) would
+    /// come back whole. The start names the field, the end what is allowed: both are kept.
+    static func shortened(_ message: String, keeping ends: Int = 1024) -> String {
+        let utf8 = message.utf8
+        guard utf8.count > 2 * ends + 64 else { return message }
+        let head = String(decoding: utf8.prefix(ends), as: UTF8.self)
+        let tail = String(decoding: utf8.suffix(ends), as: UTF8.self)
+        return head + "…(\(utf8.count - 2 * ends) bytes left out)…" + tail
     }
 }

@@ -130,6 +130,17 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
     /// routes never touch the connection (only GET routes stream or wait on it).
     private struct ConfinedConnection: @unchecked Sendable { let http: HTTP1Connection }
 
+    /// A DELETE removes what its path names and nothing else: a body or a query parameter
+    /// (`DELETE /api/v1/faults?id=x1`, meant for one rule) would otherwise be ignored and the
+    /// whole collection removed. `DELETE /api/v1/notifications` reads its filters itself.
+    static func refuseWhatADeleteDoesNotTake(_ request: HTTP1Request, _ route: AdminRoute) throws(AdminError) {
+        if route.pattern != "/api/v1/notifications", let name = request.query.keys.sorted().first {
+            throw AdminError(
+                400, "DELETE \(route.pattern) takes no query parameters; got \"\(name)\" (nothing was removed)")
+        }
+        try request.refuseBody()
+    }
+
     /// The route's answer (nil when the route answers by itself: streams, long polls), and
     /// whether its handler ran (only then may a change have been made).
     private func answer(_ request: HTTP1Request, _ http: HTTP1Connection) -> (HTTP1ServerResponse?, ran: Bool) {
@@ -142,6 +153,7 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
                     // reload); --state-dir: it could not be kept.
                     throw AdminError(503, "the emulator cannot take changes now: \(reason)")
                 }
+                if request.method == "DELETE" { try Self.refuseWhatADeleteDoesNotTake(request, route) }
                 ran = true
                 return (try route.handler(request, parameters, http), true)
             case .wrongMethod(let allowed):

@@ -85,7 +85,7 @@ public enum FaultJSON {
             guard let status = a["status"]?.intValue, (400...599).contains(status) else {
                 throw AdminError(400, "action.status must be an error status from 400 to 599 (a success needs no rule)")
             }
-            let reason = try a["reason"].map { try string($0, "action.reason") } ?? defaultReason(Int(status))
+            let reason = try a["reason"].map { try text($0, "action.reason") } ?? defaultReason(Int(status))
             kinds.append(.respond(status: Int(status), reason: reason))
         }
         if let value = a["rstStream"] {
@@ -97,7 +97,7 @@ public enum FaultJSON {
         if let value = a["goAway"] {
             guard let g = value.objectValue else { throw AdminError(400, "action.goAway must be an object") }
             try g.refuseUnknownFields(["reason", "lastStreamId", "errorCode"], in: "action.goAway")
-            let reason = try g["reason"].map { try string($0, "action.goAway.reason") }
+            let reason = try g["reason"].map { try text($0, "action.goAway.reason") }
             var last: Int32?
             if let l = g["lastStreamId"] {
                 guard let v = l.intValue, v >= 0, v <= Int64(Int32.max) else {
@@ -152,7 +152,7 @@ public enum FaultJSON {
         }
         let id = try o["id"].map { try string($0, "id") } ?? ""
         // Ids go into log lines, /metrics labels and paths: no control characters, not too long.
-        guard id.utf8.count <= 128, !id.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+        guard id.utf8.count <= 128, !hasControlCharacters(id) else {
             throw AdminError(400, "\"id\" is at most 128 bytes, without control characters (line breaks, tabs)")
         }
         return FaultInjectionRule(
@@ -163,6 +163,19 @@ public enum FaultJSON {
     private static func string(_ value: JSONValue, _ name: String) throws -> String {
         guard let text = value.stringValue else { throw AdminError(400, "\(name) must be a string") }
         return text
+    }
+
+    /// A reason goes into the answer's body, log lines and /metrics labels: no control characters.
+    private static func text(_ value: JSONValue, _ name: String) throws -> String {
+        let text = try string(value, name)
+        guard !hasControlCharacters(text) else {
+            throw AdminError(400, "\(name) must be without control characters (line breaks, tabs, NUL)")
+        }
+        return text
+    }
+
+    private static func hasControlCharacters(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
     }
 
     /// A switch of an action: absent is off; a string "true" is not taken for true.

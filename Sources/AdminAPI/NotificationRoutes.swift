@@ -132,6 +132,8 @@ struct NotificationRoutes: AdminResource {
         // One more than asked tells whether another page follows.
         var records = newestRecords(limit == Int.max ? limit : limit + 1, before: before, query, bytes: Self.listByteBudget)
         let more = records.count > limit
+        // With `limit=0` the page is empty and the next one starts at the newest match.
+        let nextAfterEmptyPage = records.first.map { $0.sequence &+ 1 }
         if more { records.removeLast() }
         // A response is bounded in bytes too: records can be large (4 KB payloads, full
         // header lists), and `limit` can ask for the whole journal.
@@ -152,7 +154,8 @@ struct NotificationRoutes: AdminResource {
                 "list answers holding \(api.listAnswerBudget.limit >> 20) MiB of records are on their way to clients that have not read them yet; "
                     + "retry, or ask for fewer (limit)")
         }
-        let next = (more || truncated) ? records.last.map { PageRequest.encode(list: "notifications", String($0.sequence)) } : nil
+        let below = records.last?.sequence ?? nextAfterEmptyPage
+        let next = (more || truncated) ? below.map { PageRequest.encode(list: "notifications", String($0)) } : nil
         let kept = records
         return answerOffLoop(http, heldBytes: held) {
             .page("notifications", kept.map(AdminJSON.record), nextCursor: next, extra: truncated ? [("truncated", true)] : [])

@@ -28,4 +28,31 @@ struct AdminContractTests {
         // The served copy is the repository's.
         #expect(UIAssets.openAPI == text)
     }
+
+    /// The document says `3.0.3`, so it keeps to 3.0's forms, which code generators and strict
+    /// validators read: `nullable` beside a `type` (3.1's `"type": [..., "null"]` is refused,
+    /// and `nullable` without a `type` means nothing); and every operation that changes
+    /// something lists the 415 a wrong Content-Type gets.
+    @Test func openAPIDocumentKeepsToVersion303() throws {
+        let text = try String(contentsOf: Self.root.appendingPathComponent("docs/openapi.json"), encoding: .utf8)
+        let document = try JSONValue.parse(text)
+        #expect(document["openapi"]?.stringValue == "3.0.3")
+        var problems: [String] = []
+        func walk(_ value: JSONValue, _ path: String) {
+            if let object = value.objectValue {
+                if object["type"]?.arrayValue != nil { problems.append("\(path): a list of types") }
+                if object["nullable"] != nil, object["type"] == nil { problems.append("\(path): nullable without a type") }
+                for (key, member) in object { walk(member, path + "/" + key) }
+            } else if let array = value.arrayValue {
+                for (index, member) in array.enumerated() { walk(member, path + "/\(index)") }
+            }
+        }
+        walk(document, "")
+        for (path, item) in try #require(document["paths"]?.objectValue) {
+            for (method, operation) in try #require(item.objectValue) where ["post", "put", "patch", "delete"].contains(method) {
+                if operation["responses"]?["415"] == nil { problems.append("\(method.uppercased()) \(path): no 415") }
+            }
+        }
+        #expect(problems.isEmpty, "\(problems)")
+    }
 }

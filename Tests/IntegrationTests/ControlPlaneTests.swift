@@ -525,4 +525,70 @@ struct RemainingEndpointTests {
         #expect(try emulator.admin("GET", "/ui/style.css").status == 200)
         #expect(try emulator.admin("GET", "/ui/nope.js").status == 404)
     }
+
+    /// What a request does not say is not guessed: a DELETE with a query or a body meant to
+    /// narrow it (one fault rule) removes nothing, rather than everything.
+    @Test func aDeleteTakesNeitherQueryNorBodyAndRemovesNothingThen() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        for id in ["x1", "x2"] {
+            let rule: JSONValue = ["id": .string(id), "match": ["topic": "none.example"], "action": ["status": 500]]
+            #expect(try emulator.admin("POST", "/api/v1/faults", body: rule).status == 201)
+        }
+        let byQuery = try emulator.admin("DELETE", "/api/v1/faults?id=x1")
+        #expect(byQuery.status == 400)
+        #expect(byQuery.json["error"]?.stringValue?.contains("\"id\"") == true, "\(byQuery.raw)")
+        let byBody = try emulator.admin("DELETE", "/api/v1/faults", body: ["id": "x1"])
+        #expect(byBody.status == 400, "\(byBody.raw)")
+        #expect(try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.count == 2, "nothing removed")
+        #expect(try emulator.admin("DELETE", "/api/v1/faults/x1").status == 200)
+        #expect(try emulator.admin("DELETE", "/api/v1/faults", body: [:]).status == 200, "an empty object is no field")
+        #expect(try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.isEmpty == true)
+
+        let device = try emulator.createDevice()
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/\(device.deviceID)?force=1").status == 400)
+        #expect(try emulator.admin("GET", "/api/v1/devices/\(device.deviceID)").status == 200, "the device is still there")
+        // The journal's DELETE reads its filters: they narrow it, as before.
+        _ = APNsResult(try emulator.connect().send(try emulator.push(device.token).request))
+        #expect(try emulator.admin("DELETE", "/api/v1/notifications?topic=none.example").status == 200)
+        #expect(try emulator.notifications().count == 1)
+        // A page of none still says where the next starts.
+        let empty = try emulator.admin("GET", "/api/v1/notifications?limit=0")
+        #expect(empty.json["notifications"]?.arrayValue?.isEmpty == true)
+        let cursor = try #require(empty.json["nextCursor"]?.stringValue, "\(empty.raw)")
+        #expect(try emulator.admin("GET", "/api/v1/notifications?cursor=\(cursor)").json["notifications"]?.arrayValue?.count == 1)
+    }
+
+    @Test func refusalsNameWhatIsWrongInFewWords() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        // A fault's reason goes into answers, logs and /metrics labels.
+        let nul: JSONValue = ["match": ["topic": "none.example"], "action": ["status": 400, "reason": "Bad\u{0}Reason"]]
+        #expect(try emulator.admin("POST", "/api/v1/faults", body: nul).status == 400)
+        // Ids of dots alone cannot be named in a path (clients remove `..` segments).
+        func device(_ id: String) throws -> EmulatorProcess.AdminReply {
+            try emulator.admin(
+                "POST", "/api/v1/devices", body: ["deviceId": .string(id), "bundleId": .string(EmulatorProcess.bundleID), "environment": "sandbox"])
+        }
+        for id in [".", ".."] {
+            let made = try device(id)
+            #expect(made.status == 400, "\(id): \(made.raw)")
+            #expect(made.json["error"]?.stringValue?.contains("not dots alone") == true, "\(made.raw)")
+        }
+        #expect(try device("..a").status == 201)
+        // A device that does not exist is named as such by the Live Activity routes.
+        for path in ["/api/v1/devices/ghost/activities/a1/rotate-token", "/api/v1/devices/ghost/activities/a1/end",
+                     "/api/v1/devices/ghost/apps/com.example.app/live-activities/T/rotate-token"] {
+            let answer = try emulator.admin("POST", path)
+            #expect(answer.status == 404)
+            #expect(answer.json["error"]?.stringValue == "no device with id 'ghost'", "\(path): \(answer.raw)")
+        }
+        let dismissed = try emulator.admin("DELETE", "/api/v1/devices/ghost/activities/a1")
+        #expect(dismissed.json["error"]?.stringValue == "no device with id 'ghost'", "\(dismissed.raw)")
+        // A refused value of a megabyte is not sent back whole; the field and the rule are.
+        let huge = String(repeating: "x", count: 1 << 20)
+        let answer = try emulator.admin("POST", "/api/v1/apps", body: ["teamId": .string(EmulatorProcess.teamID), "bundleId": .string(huge)])
+        #expect(answer.status == 400)
+        let message = try #require(answer.json["error"]?.stringValue)
+        #expect(message.utf8.count < 4096, "\(message.utf8.count) bytes")
+        #expect(message.contains("bytes left out"))
+    }
 }

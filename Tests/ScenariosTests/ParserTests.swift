@@ -175,11 +175,11 @@ struct ParserTests {
         ),
         (
             #"{"do": "device", "alias": "b", "deviceId": "has space"}"#,
-            #"step 2 (device), field "deviceId": is not a device id: a device id is 1 to 128 letters, digits, '-', '_' or '.'"#
+            #"step 2 (device), field "deviceId": is not a device id: a device id is 1 to 128 letters, digits, '-', '_' or '.', not dots alone"#
         ),
         (
             #"{"do": "device", "alias": "my phone"}"#,
-            #"step 2 (device), field "alias": is also the device id when no "deviceId" is given, and a device id is 1 to 128 letters, digits, '-', '_' or '.'"#
+            #"step 2 (device), field "alias": is also the device id when no "deviceId" is given, and a device id is 1 to 128 letters, digits, '-', '_' or '.', not dots alone"#
         ),
         (
             #"{"do": "device", "alias": "\#(String(repeating: "a", count: 100_000))", "deviceId": "b"}"#,
@@ -187,7 +187,7 @@ struct ParserTests {
         ),
         (
             #"{"do": "restore", "device": "my tablet", "from": "p"}"#,
-            #"step 2 (restore), field "device": is also the device id when no "deviceId" is given, and a device id is 1 to 128 letters, digits, '-', '_' or '.'"#
+            #"step 2 (restore), field "device": is also the device id when no "deviceId" is given, and a device id is 1 to 128 letters, digits, '-', '_' or '.', not dots alone"#
         ),
         (
             #"{"do": "push", "expect": {"status": "6xx"}}"#,
