@@ -188,10 +188,10 @@ extension World {
         for item in under {
             if let arg = item.presentation.summaryArg, !arg.isEmpty, !names.contains(arg) { names.append(arg) }
         }
+        let noun = count == 1 ? "notification" : "notifications"
         let format =
             notifications.first?.presentation.category.flatMap { setup.category($0)?.summaryFormat }
-            ?? (names.isEmpty ? "%u more \(count == 1 ? "notification" : "notifications")"
-                : "%u more \(count == 1 ? "notification" : "notifications") from %@")
+            ?? (names.isEmpty ? "%u more \(noun)" : "%u more \(noun) from %@")
         let joined = names.count <= 2 ? names.joined(separator: " and ") : names.dropLast().joined(separator: ", ") + " and " + names.last!
         return AlertContent.fill(format.replacingUnsigned(count), [joined])
     }

@@ -575,8 +575,10 @@ struct RemainingEndpointTests {
         }
         #expect(try device("..a").status == 201)
         // A device that does not exist is named as such by the Live Activity routes.
-        for path in ["/api/v1/devices/ghost/activities/a1/rotate-token", "/api/v1/devices/ghost/activities/a1/end",
-                     "/api/v1/devices/ghost/apps/com.example.app/live-activities/T/rotate-token"] {
+        for path in [
+            "/api/v1/devices/ghost/activities/a1/rotate-token", "/api/v1/devices/ghost/activities/a1/end",
+            "/api/v1/devices/ghost/apps/com.example.app/live-activities/T/rotate-token",
+        ] {
             let answer = try emulator.admin("POST", path)
             #expect(answer.status == 404)
             #expect(answer.json["error"]?.stringValue == "no device with id 'ghost'", "\(path): \(answer.raw)")

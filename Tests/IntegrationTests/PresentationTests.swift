@@ -188,6 +188,7 @@ import TestSupport
                 #"{"aps":{"alert":{"title":"\#(sender)","body":"hi"},"thread-id":"\#(thread)","category":"MESSAGE","summary-arg":"\#(sender)"}}"#)
         }
         _ = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"no thread"}}"#)
+        for _ in 0..<2 { _ = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"update","thread-id":"news"}}"#) }
         let center = try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center")
         let groups = try #require(center.json["groups"]?.arrayValue)
         let chat1 = try #require(groups.first { $0["threadId"] == "chat-1" })
@@ -195,7 +196,8 @@ import TestSupport
         #expect(chat1["summary"] == "2 more messages from Bob and Alice", "\(chat1)")
         #expect(groups.first { $0["threadId"] == "chat-2" }?["summary"] == .null)
         #expect(groups.contains { $0["threadId"] == .null && $0["count"] == 1 })
-        #expect(groups.count == 3)
+        #expect(groups.first { $0["threadId"] == "news" }?["summary"] == "1 more notification", "iOS's own wording, in the singular")
+        #expect(groups.count == 4)
     }
 
     /// Focus silences what it does not allow; time-sensitive breaks through only with the
