@@ -31,6 +31,8 @@ public struct Counters: Sendable {
         return all
     }
     public static let maxTopics = 100
+    /// The label of topics past `maxTopics`, and of topics refused as no app's.
+    public static let otherTopic = "other"
     private var countedTopics: [String: UInt64] = [:]
     /// The topic of the latest requests and how many of them in a row, not yet in
     /// `countedTopics`: providers send one topic after another, and the HTTP/2 layer hands
@@ -57,7 +59,7 @@ public struct Counters: Sendable {
         } else if counts.count < maxTopics {
             counts[topic] = count
         } else {
-            counts["other", default: 0] += count
+            counts[otherTopic, default: 0] += count
         }
     }
 

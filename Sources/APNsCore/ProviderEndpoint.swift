@@ -466,7 +466,10 @@ public final class ProviderEndpoint: Sendable {
             status: record.status, reason: rejection?.reason, reasonText: nil,
             pushType: pushType, environment: environment)
         world.counters.payloadSizes.record(Double(record.payloadSize))
-        world.counters.countTopic(record.topic)
+        // A topic refused as no app's takes none of the metric's slots: a provider sending
+        // junk topics would otherwise use them up before the real ones come.
+        let topicRefused = rejection?.reason == .badTopic || rejection?.reason == .topicDisallowed
+        world.counters.countTopic(topicRefused ? Counters.otherTopic : record.topic)
         if let verification { world.counters.countVerification(verification) }
         var reply = response(
             for: record, rejection: rejection, raise: raiseStreamLimit,

@@ -64,7 +64,7 @@ extension Emulator {
         }
         p.labelled(
             "apns_emulator_requests_by_topic_total", "counter",
-            "Requests that reached the payload checks, by apns-topic (the first \(Counters.maxTopics) topics; later ones as other).",
+            "Requests that reached the payload checks, by apns-topic (the first \(Counters.maxTopics) topics; later ones, and topics refused as no app's, as other).",
             by: "topic", counters.byTopic.map { ($0.key, Double($0.value)) }.sorted { $0.0 < $1.0 })
         // The Push Notifications Console's view: requests received and accepted, then each
         // delivery state entered, labelled with the console's names.

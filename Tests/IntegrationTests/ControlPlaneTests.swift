@@ -526,6 +526,22 @@ struct RemainingEndpointTests {
         #expect(try emulator.admin("GET", "/ui/nope.js").status == 404)
     }
 
+    /// The topic metric's slots go to topics of apps: junk topics are counted, as `other`.
+    @Test func refusedTopicsTakeNoSlotOfTheTopicMetric() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        for n in 0..<3 {
+            let refused = APNsResult(try connection.send(try emulator.push(device.token, topic: "junk.topic.\(n)").request))
+            #expect(refused.status == 400, "\(refused.reason ?? "")")
+        }
+        let text = try emulator.admin("GET", "/metrics").raw
+        #expect(!text.contains("junk.topic"), "a refused topic has no label of its own")
+        #expect(try emulator.metric("apns_emulator_requests_by_topic_total", labels: #"topic="other""#) == 3)
+        #expect(try emulator.metric("apns_emulator_requests_by_topic_total", labels: #"topic="\#(EmulatorProcess.bundleID)""#) == 1)
+    }
+
     /// What a request does not say is not guessed: a DELETE with a query or a body meant to
     /// narrow it (one fault rule) removes nothing, rather than everything.
     @Test func aDeleteTakesNeitherQueryNorBodyAndRemovesNothingThen() throws {
