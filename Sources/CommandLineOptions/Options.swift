@@ -182,7 +182,9 @@ public enum OptionParser {
         // Config file: flag, then environment.
         var file: JSONObject?
         if let configSpec {
-            let path = fromFlags[configSpec.name]?.last ?? environment[configSpec.environmentVariable]
+            // An empty variable counts as not set, as for every other variable (`${VAR:-}`).
+            let fromEnvironment = environment[configSpec.environmentVariable].flatMap { $0.isEmpty ? nil : $0 }
+            let path = fromFlags[configSpec.name]?.last ?? fromEnvironment
             if let path {
                 file = try loadConfigFile(path)
                 // One file: a file naming another would be read as if it did not.

@@ -38,12 +38,11 @@ final class ServerTLS: Service {
     private static func makeContext(_ source: ServeConfiguration.TLSSource, logger: Logger) throws(StartupError) -> TLSContext {
         let fm = FileManager.default
         if case .generated(let directory) = source, !(fm.fileExists(atPath: source.certificatePath) && fm.fileExists(atPath: source.keyPath)) {
-            do {
-                let made = try TestCertificates.generate(into: directory)
-                logger.info("generated TEST ONLY certificates in \(directory)/ (CA: \(made.caPath))")
-            } catch {
-                throw StartupError("cannot generate TEST ONLY certificates in \(directory) (--certs-dir)", because: error)
-            }
+            try makeServerCertificate(in: directory, logger: logger)
+        } else if case .generated(let directory) = source, !fm.fileExists(atPath: directory + "/ca.pem") {
+            logger.warning(
+                "\(directory)/ has a server certificate but no ca.pem: there is no CA file to give clients to trust (move the directory away, and a new one is made)"
+            )
         }
         let context: TLSContext
         do {
@@ -59,6 +58,31 @@ final class ServerTLS: Service {
         } catch {
             logger.warning("serving without the RSA server certificate (TLS 1.2 clients limited to RSA cipher suites will fail): \(error)")
             return context
+        }
+    }
+
+    /// The server certificate is missing from `directory`: a new one, signed by the CA there
+    /// when its key is there too (providers and devices trust that CA, and provider
+    /// certificates were made with it), else a new CA with it, said as a warning when it
+    /// replaces a `ca.pem`.
+    private static func makeServerCertificate(in directory: String, logger: Logger) throws(StartupError) {
+        let fm = FileManager.default
+        let caPath = directory + "/ca.pem"
+        do {
+            if fm.fileExists(atPath: caPath) && fm.fileExists(atPath: directory + "/ca-key.pem") {
+                try TestCertificates.generateServerCertificate(into: directory)
+                logger.info("generated a TEST ONLY server certificate in \(directory)/, signed by the CA there (\(caPath))")
+                return
+            }
+            if fm.fileExists(atPath: caPath) {
+                logger.warning(
+                    "replacing the CA in \(directory)/: its key (ca-key.pem) is missing, so a new server certificate needs a new CA; clients trusting the old ca.pem and provider certificates it signed no longer verify"
+                )
+            }
+            let made = try TestCertificates.generate(into: directory)
+            logger.info("generated TEST ONLY certificates in \(directory)/ (CA: \(made.caPath))")
+        } catch {
+            throw StartupError("cannot generate TEST ONLY certificates in \(directory) (--certs-dir)", because: error)
         }
     }
 

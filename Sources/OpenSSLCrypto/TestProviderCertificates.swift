@@ -80,6 +80,25 @@ extension TestCertificates {
     /// picks by what the client offers.
     @discardableResult
     public static func generateRSAServerCertificate(into directory: String) throws -> (certificatePath: String, keyPath: String) {
+        let key = try generateRSAKey(bits: 2048)
+        defer { EVP_PKEY_free(key) }
+        return try writeServerCertificate(for: key, into: directory, named: "server-rsa")
+    }
+
+    /// Writes a new `server.pem` and `server-key.pem` (EC P-256) into `directory`, signed by
+    /// the CA already there: the CA that providers and devices trust stays as it is.
+    @discardableResult
+    public static func generateServerCertificate(into directory: String) throws -> (certificatePath: String, keyPath: String) {
+        let key = try generateP256Key()
+        defer { EVP_PKEY_free(key) }
+        return try writeServerCertificate(for: key, into: directory, named: "server")
+    }
+
+    /// `NAME.pem` and `NAME-key.pem` in `directory`: a server certificate for `key`, signed by
+    /// the CA there (`ca.pem`, `ca-key.pem`).
+    private static func writeServerCertificate(
+        for key: OpaquePointer, into directory: String, named name: String
+    ) throws -> (certificatePath: String, keyPath: String) {
         let base = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
         ERR_clear_error()
         let ca = try loadCertificate(path: base + "/ca.pem")
@@ -89,12 +108,10 @@ extension TestCertificates {
         guard X509_check_private_key(ca, caKey) == 1 else {
             throw CryptoError.openSSL("CA key \(base)/ca-key.pem does not match CA certificate \(base)/ca.pem")
         }
-        let key = try generateRSAKey(bits: 2048)
-        defer { EVP_PKEY_free(key) }
         let leaf = try makeServerCertificate(publicKey: key, ca: ca, caKey: caKey)
         defer { X509_free(leaf) }
-        let certificatePath = base + "/server-rsa.pem"
-        let keyPath = base + "/server-rsa-key.pem"
+        let certificatePath = base + "/\(name).pem"
+        let keyPath = base + "/\(name)-key.pem"
         try writeFile(keyPath, try privateKeyPEM(key), mode: 0o600)
         try writeFile(certificatePath, try certificatePEM(leaf), mode: 0o644)
         return (certificatePath, keyPath)

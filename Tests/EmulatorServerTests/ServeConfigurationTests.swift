@@ -88,6 +88,13 @@ struct ServeConfigurationTests {
         #expect(fromVariable?.description.contains("1/0, yes/no, on/off") == true)
     }
 
+    /// An empty variable is not set (compose's `${VAR:-}`), the config file's included.
+    @Test func anEmptyConfigVariableIsNotSet() throws {
+        let configuration = try ServeConfiguration.resolve(
+            arguments: ["--quiet"], environment: ["APNS_EMULATOR_CONFIG": "", "APNS_EMULATOR_THREADS": ""])
+        #expect(configuration.quiet)
+    }
+
     /// A variable one or two letters from one serve reads is named with the one meant; other
     /// commands' variables and names further off are not.
     @Test func misspelledVariablesAreFound() {

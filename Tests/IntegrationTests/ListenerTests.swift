@@ -114,6 +114,27 @@ struct ListenerTests {
         #expect(result.err.contains("Another program (or another emulator) is listening there"), "\(result.err)")
     }
 
+    /// A certs directory that lost its server certificate keeps its CA: the new server
+    /// certificate is signed by it, so clients trusting `ca.pem` (and provider certificates
+    /// made with it) still verify.
+    @Test(.requires(.curl)) func aMissingServerCertificateIsMadeWithTheCAThere() throws {
+        let directory = try readableCerts()
+        let ca = try Data(contentsOf: URL(fileURLWithPath: directory + "/ca.pem"))
+        let caKey = try Data(contentsOf: URL(fileURLWithPath: directory + "/ca-key.pem"))
+        for name in ["/server.pem", "/server-key.pem"] { try FileManager.default.removeItem(atPath: directory + name) }
+        let emulator = try EmulatorProcess(["--certs-dir", directory])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/ca.pem")) == ca, "the CA is kept")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/ca-key.pem")) == caKey)
+        #expect(emulator.stderr.contains("signed by the CA there"), "\(emulator.stderr)")
+        let reached = try run(
+            try #require(ExternalTool.curl.path),
+            [
+                "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--http2", "--cacert", directory + "/ca.pem",
+                "https://\(try emulator.address("sandbox"))/",
+            ])
+        #expect(reached.status == 0, "TLS verifies with the kept CA: \(reached.err)")
+    }
+
     /// Certificates any user can read, for the run as `nobody`.
     func readableCerts() throws -> String {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("certs-\(UUID().uuidString)").path
