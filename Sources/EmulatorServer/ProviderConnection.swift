@@ -68,6 +68,10 @@ final class ProviderConnection: ConnectionHandler {
     /// `goingAway` (the answers still owed are sent, then the connection closes).
     private lazy var errorBudget: ErrorBudget? = providers.load.errorDisconnect.map { ErrorBudget(limit: $0.points, windowMs: $0.windowMs) }
     private var goingAway = false
+    /// Answers held back by a delay (`--response-latency`, a fault's `delayMs`), by stream. A
+    /// shutdown sends them at once: their pushes are journaled, and a provider left without
+    /// the answer would send them again.
+    private var heldAnswers: [Int32: () -> Void] = [:]
     /// `--connection-rate`.
     private lazy var pacer: AnswerPacer? = providers.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
 
@@ -414,11 +418,14 @@ final class ProviderConnection: ConnectionHandler {
             providers.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
             return
         }
-        connection.loop.schedule(afterMilliseconds: Int64(delay)) { [weak self] in
+        heldAnswers[streamID] = { [weak self] in
             guard let self, !self.connection.isClosed else { return }
             if let fault { self.carryOut(fault, streamID: streamID, response) } else { self.respond(streamID, response) }
             self.flushSession()
             self.providers.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
+        }
+        connection.loop.schedule(afterMilliseconds: Int64(delay)) { [weak self] in
+            self?.heldAnswers.removeValue(forKey: streamID)?()
         }
     }
 
@@ -625,6 +632,8 @@ final class ProviderConnection: ConnectionHandler {
                 streamID: refused.streamID, headers: refused.headers,
                 headersTruncated: false, explanation: explanation, connection: &context)
         }
+        for (_, send) in heldAnswers.sorted(by: { $0.key < $1.key }) { send() }
+        heldAnswers = [:]
         goingAway = true
         flushSession()  // closes the connection once no answer is owed
     }

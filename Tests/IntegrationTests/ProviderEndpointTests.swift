@@ -344,11 +344,7 @@ struct ShutdownTests {
     @Test func aRequestStillArrivingAtShutdownIsRefusedAsNotProcessed() throws {
         let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
         let device = try emulator.createDevice()
-        var block: [UInt8] = [0x83, 0x86]
-        block += RawHTTP2.integer(4, prefixBits: 4, flags: 0) + RawHTTP2.string("/3/device/\(device.token)")
-        block += RawHTTP2.integer(1, prefixBits: 4, flags: 0) + RawHTTP2.string("api.sandbox.push.apple.com")
-        block += RawHTTP2.integer(23, prefixBits: 4, flags: 0) + RawHTTP2.string("bearer \(try emulator.providerToken())")
-        block += RawHTTP2.integer(0, prefixBits: 4, flags: 0) + RawHTTP2.string("apns-topic") + RawHTTP2.string(EmulatorProcess.bundleID)
+        let block = try Self.pushHeaderBlock(emulator, device.token)
         let payload = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
         // Stream 1 complete; stream 3 its headers and one byte of its body.
         let wire =
@@ -374,5 +370,44 @@ struct ShutdownTests {
         #expect(String(decoding: goAway.payload.dropFirst(8), as: UTF8.self) == #"{"reason":"Shutdown"}"#)
         emulator.process.waitUntilExit()
         #expect(emulator.process.terminationStatus == 0)
+    }
+
+    /// An answer held back by `--response-latency` (its push journaled, 200) goes out when the
+    /// emulator stops, before the connection closes: a provider left without it would send the
+    /// push again.
+    @Test func anAnswerHeldBackIsSentAtShutdown() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0", "--response-latency", "5000"])
+        let device = try emulator.createDevice()
+        let wire =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+            + RawHTTP2.frame(type: 0x1, flags: 0x4, stream: 1, try Self.pushHeaderBlock(emulator, device.token))
+            + RawHTTP2.frame(type: 0x0, flags: 0x1, stream: 1, Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+        var stopped = false
+        let frames = try RawHTTP2.exchange(
+            try emulator.address("h2cSandbox"), wire,
+            until: { _ in
+                // Once the push is journaled (its answer held for 5 s), stop the emulator.
+                if !stopped {
+                    stopped = (try? eventually(4) { try emulator.notifications(token: device.token).count == 1 }) == true
+                    emulator.process.terminate()
+                }
+                return false
+            })
+        #expect(stopped, "the push was journaled")
+        let answer = try #require(frames.first { $0.type == 0x1 && $0.streamID == 1 }, "no answer on stream 1")
+        #expect(answer.payload.first == 0x88, ":status 200 (HPACK static index 8)")
+        emulator.process.waitUntilExit()
+        #expect(emulator.process.terminationStatus == 0)
+    }
+
+    /// A push's header block, HPACK without indexing or Huffman: POST, http, its path, Apple's
+    /// sandbox host, a provider token and the app's topic.
+    static func pushHeaderBlock(_ emulator: EmulatorProcess, _ token: String) throws -> [UInt8] {
+        var block: [UInt8] = [0x83, 0x86]
+        block += RawHTTP2.integer(4, prefixBits: 4, flags: 0) + RawHTTP2.string("/3/device/\(token)")
+        block += RawHTTP2.integer(1, prefixBits: 4, flags: 0) + RawHTTP2.string("api.sandbox.push.apple.com")
+        block += RawHTTP2.integer(23, prefixBits: 4, flags: 0) + RawHTTP2.string("bearer \(try emulator.providerToken())")
+        block += RawHTTP2.integer(0, prefixBits: 4, flags: 0) + RawHTTP2.string("apns-topic") + RawHTTP2.string(EmulatorProcess.bundleID)
+        return block
     }
 }
