@@ -20,7 +20,7 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 # Build stage: the official Swift image (Debian bookworm).
 FROM ${SWIFT_IMAGE} AS build
 
-# The C libraries the package wraps (nghttp2, OpenSSL, SQLite) and pkg-config to find them. They are
+# The C libraries the package wraps (nghttp2, OpenSSL, SQLite, hiredis) and pkg-config to find them. They are
 # installed only when missing, so a builder image that already has them needs no network
 # ($missing is split into package names on purpose).
 # hadolint ignore=SC2086
@@ -103,12 +103,14 @@ RUN setcap cap_net_bind_service=+ep /usr/local/bin/apns-emulator
 ENV APNS_EMULATOR_CERTS_DIR=/var/lib/apns-emulator/certs \
     APNS_EMULATOR_SANDBOX_LISTEN=0.0.0.0:2197 \
     APNS_EMULATOR_PRODUCTION_LISTEN=0.0.0.0:2198 \
+    APNS_EMULATOR_CHANNEL_SANDBOX_LISTEN=0.0.0.0:2195 \
+    APNS_EMULATOR_CHANNEL_PRODUCTION_LISTEN=0.0.0.0:2196 \
     APNS_EMULATOR_ADMIN_LISTEN=0.0.0.0:8197 \
     APNS_EMULATOR_DEVICE_LISTEN=0.0.0.0:5223
 
 USER apns
 WORKDIR /var/lib/apns-emulator
-EXPOSE 443 2197 2198 5223 8197
+EXPOSE 443 2195 2196 2197 2198 5223 8197
 HEALTHCHECK --interval=5s --timeout=3s --start-period=5s --retries=5 \
     CMD ["apns-emulator", "readyz", "--admin", "127.0.0.1:8197"]
 ENTRYPOINT ["apns-emulator"]

@@ -9,7 +9,7 @@ extension ServeConfiguration.Listeners {
         private static let defaults = ServeConfiguration.Listeners()
         static let listen = OptionSpec(
             "listen", "HOST:PORT", repeatable: true,
-            "TLS listener like Apple's hosts (e.g. 127.0.0.1:443 and :2197): SNI or :authority api.push.apple.com means production, api.sandbox/api.development.push.apple.com sandbox, anything else sandbox"
+            "TLS listener like Apple's hosts (e.g. 127.0.0.1:443 and 127.0.0.1:2197): SNI or :authority api.push.apple.com means production, api.sandbox/api.development.push.apple.com sandbox, anything else sandbox"
         )
         static let sandbox = OptionSpec(
             "sandbox-listen", "HOST:PORT", default: defaults.sandbox?.description,
