@@ -98,6 +98,11 @@ public final class Emulator: Sendable {
             }
         self.logger = logger
         for message in configuration.settingsWithoutEffect { logger.warning(message) }
+        for key in configuration.authKeys where key.teamID.utf8.count != 10 || key.keyID.utf8.count != 10 {
+            logger.warning(
+                "auth key \(key.keyID) of team \(key.teamID): Apple's key and team ids are 10 characters; a provider set up with these ids is refused by APNs (403 InvalidProviderToken)"
+            )
+        }
         if let readyFile = configuration.readyFile { try Serving.checkReadyFile(readyFile) }
         let clock = OffsetClock(base: followed)
         self.clock = clock
@@ -275,6 +280,8 @@ private final class Serving: Service {
     /// Not ready, no new connections, providers told to go and given until the deadline.
     func stop(deadlineMs: Int64) {
         ready.store(false, ordering: .releasing)
+        // Not ready any more: a harness waiting for the file must not find it.
+        if let readyFile { unlink(readyFile) }
         listeners.stopAccepting()
         providers.drain(deadlineMs: deadlineMs)
     }
@@ -300,6 +307,8 @@ private final class Serving: Service {
         guard access(directory, W_OK) == 0 else {
             throw StartupError("--ready-file \(path): cannot write in \(directory) (\(String(cString: strerror(errno))))")
         }
+        // One left by an earlier run names its addresses: gone until this one is ready.
+        unlink(path)
     }
 
     private func writeReadyFile(_ path: String) {

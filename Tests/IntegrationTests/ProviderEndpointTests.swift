@@ -336,6 +336,7 @@ struct ShutdownTests {
         #expect(String(decoding: connection.session.goAway?.debugData ?? [], as: UTF8.self) == #"{"reason":"Shutdown"}"#)
         emulator.process.waitUntilExit()
         #expect(emulator.process.terminationStatus == 0)
+        #expect(!FileManager.default.fileExists(atPath: emulator.directory + "/ready.json"), "a stopped emulator leaves no ready file")
     }
 
     /// A request still arriving when the emulator stops is refused as not processed
