@@ -237,7 +237,10 @@ public enum OptionParser {
             switch value {
             case .string(let s): return s
             case .int(let i): return String(i)
-            case .double(let d): return String(d)
+            // 1000.0 and 1e3 (what JSON writers make of numbers held as floats) are 1000.
+            case .double(let d):
+                if d.rounded() == d, abs(d) < 9e15 { return String(Int64(d)) }
+                return String(d)
             case .bool(let b): return b ? "true" : "false"
             case .object: return value.serialized()
             case .null, .array, .raw:

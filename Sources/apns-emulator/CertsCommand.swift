@@ -1,3 +1,4 @@
+import APNsCore
 import CommandLineOptions
 import Foundation
 import OpenSSLCrypto
@@ -41,6 +42,8 @@ private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
             print("wrote TEST ONLY certificates: CA \(made.caPath), server \(made.certificatePath), key \(made.keyPath)")
             exit(0)
         }
+        // The bundle id names the file and goes into the certificate's subject.
+        guard DeviceRegistry.isValidBundleID(bundle) else { command.fail("--provider: \(RegistryError.invalidBundleID(bundle))") }
         let environment = options.string("environment") ?? "both"
         guard ["sandbox", "production", "both"].contains(environment) else {
             command.fail("--environment must be sandbox, production or both, not '\(environment)'")

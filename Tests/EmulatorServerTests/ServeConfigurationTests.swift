@@ -175,6 +175,13 @@ struct ServeConfigurationTests {
         }
         try #"{"maxDevices": 10}"#.write(toFile: path, atomically: true, encoding: .utf8)
         #expect(try resolve(["--config", path]).registryLimits.maxDevices == 10)
+        // A whole number as a JSON writer holding floats writes it.
+        for written in ["1000.0", "1e3"] {
+            try #"{"maxDevices": \#(written)}"#.write(toFile: path, atomically: true, encoding: .utf8)
+            #expect(try resolve(["--config", path]).registryLimits.maxDevices == 1000, "\(written)")
+        }
+        try #"{"maxDevices": 10.5}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: UsageError.self) { try resolve(["--config", path]) }
     }
 
     /// What comes in Swift gets the checks options get.

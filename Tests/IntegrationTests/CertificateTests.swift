@@ -192,5 +192,8 @@ struct CertificateTests {
         #expect(sentRSA.out.contains("status: 200"), "\(sentRSA.out) \(sentRSA.err)")
         let badType = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider", "x.y", "--key-type", "dsa"])
         #expect(badType.status == 2 && badType.err.contains("--key-type must be ec or rsa"))
+        let badBundle = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider", "bad bundle"])
+        #expect(badBundle.status == 2 && badBundle.err.contains("'bad bundle' is not a valid bundle id"), "\(badBundle.err)")
+        #expect(!FileManager.default.fileExists(atPath: emulator.directory + "/certs/provider-bad bundle.pem"))
     }
 }
