@@ -67,6 +67,8 @@ public enum Banner {
         var token: String?
         /// Set when no usable key is configured: the commands show placeholders.
         var placeholder = false
+        /// Why, when a key can sign but its team owns no app: the line names what is missing.
+        var missingApp: (teamID: String, keyID: String)?
     }
 
     /// Commands that work as printed: the demo setup, else the configured key and an app its
@@ -101,7 +103,11 @@ public enum Banner {
         // The token itself is a secret and stays out of the banner (and container logs).
         let adminAuth = emulator.configuration.admin.token == nil ? "" : " -H \"authorization: Bearer $APNS_EMULATOR_ADMIN_TOKEN\""
         var lines: [String] = []
-        if example.placeholder {
+        if let missing = example.missingApp {
+            lines.append(
+                "Key \(missing.keyID) can sign, but its team \(missing.teamID) owns no app (pushes get 400 TopicDisallowed); add one with --app \(missing.teamID):BUNDLEID, then:"
+            )
+        } else if example.placeholder {
             lines.append(
                 "No configured key can sign a push (a .p8 private key is needed); with your own, --auth-key TEAMID:KEYID:AuthKey.p8 --app TEAMID:BUNDLEID:"
             )
@@ -147,11 +153,15 @@ public enum Banner {
         }
         let c = emulator.configuration
         // A key that can sign (a .p8, not a public key) and an app its team owns.
+        var signerWithoutApp: ServeConfiguration.AuthKeySpec?
         let choice = emulator.state.readWorld { world -> Example? in
             for spec in c.authKeys {
                 guard let text = try? String(contentsOfFile: spec.path, encoding: .utf8), text.contains("PRIVATE KEY") else { continue }
                 let bundles = world.credentials.apps.filter { $0.value.teamID == spec.teamID }.keys.sorted()
-                guard let bundle = bundles.first(where: { spec.topics?.contains($0) ?? true }) else { continue }
+                guard let bundle = bundles.first(where: { spec.topics?.contains($0) ?? true }) else {
+                    if bundles.isEmpty, signerWithoutApp == nil { signerWithoutApp = spec }
+                    continue
+                }
                 let environment = spec.environment ?? .sandbox
                 let token = world.registry.tokens.values
                     .filter { $0.bundleID == bundle && $0.environment == environment && $0.kind == .app && $0.state == .active }
@@ -164,6 +174,11 @@ public enum Banner {
         }
         if let choice { return choice }
         let bundle = emulator.state.readWorld { $0.credentials.apps.keys.sorted().first } ?? "com.example.app"
+        if let signer = signerWithoutApp {
+            return Example(
+                keySpec: "\(signer.teamID):\(signer.keyID):\(signer.path)", topic: "BUNDLEID", environment: signer.environment ?? .sandbox,
+                token: nil, placeholder: true, missingApp: (signer.teamID, signer.keyID))
+        }
         return Example(
             keySpec: "TEAMID:KEYID:AuthKey_KEYID.p8", topic: bundle, environment: .sandbox, token: nil,
             placeholder: true)

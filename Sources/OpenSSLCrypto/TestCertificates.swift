@@ -28,7 +28,7 @@ public enum TestCertificates {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw CryptoError(message: "cannot create directory \(directory): \((error as? CocoaError)?.localizedDescription ?? "\(error)")")
+            throw CryptoError(message: "cannot create directory \(directory): \(whyNotADirectory(directory) ?? "\(error)")")
         }
         ERR_clear_error()
         let caKey = try generateP256Key()
@@ -58,6 +58,20 @@ public enum TestCertificates {
         try writeFile(certificatePath, try certificatePEM(leaf), mode: 0o644)
         try generateRSAServerCertificate(into: directory)
         return (caPath, certificatePath, keyPath)
+    }
+
+    /// The file in the way when `path` or one of its parents is a file, not a directory
+    /// (Foundation's own words for it are "NSCocoaErrorDomain error 512").
+    static func whyNotADirectory(_ path: String) -> String? {
+        var current = path
+        while !current.isEmpty, current != "/" {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory) {
+                return isDirectory.boolValue ? nil : "\(current) is a file, not a directory"
+            }
+            current = (current as NSString).deletingLastPathComponent
+        }
+        return nil
     }
 
     /// The server certificate for `publicKey` (EC or RSA): every name of `subjectAltNames`,

@@ -195,5 +195,7 @@ struct CertificateTests {
         let badBundle = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider", "bad bundle"])
         #expect(badBundle.status == 2 && badBundle.err.contains("'bad bundle' is not a valid bundle id"), "\(badBundle.err)")
         #expect(!FileManager.default.fileExists(atPath: emulator.directory + "/certs/provider-bad bundle.pem"))
+        let underAFile = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs/ca.pem/sub"])
+        #expect(underAFile.status == 2 && underAFile.err.contains("ca.pem is a file, not a directory"), "\(underAFile.err)")
     }
 }

@@ -227,6 +227,19 @@ struct CommandLineTests {
         #expect(send.status == 0, "\(send.out) \(send.err)")
     }
 
+    /// A key that can sign but whose team owns no app: the banner names the missing `--app`,
+    /// not a missing private key.
+    @Test func theBannerNamesAnAppMissingForTheKey() throws {
+        let keyPath = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey-\(UUID().uuidString).p8").path
+        defer { try? FileManager.default.removeItem(atPath: keyPath) }
+        try ES256PrivateKey.generate().pkcs8PEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        let emulator = try EmulatorProcess(["--auth-key", "ABCDE12345:KEY1234567:\(keyPath)", "--demo", "off"], withKey: false)
+        try #require(try eventually { emulator.stdout.contains("Send a push with curl") })
+        #expect(emulator.stdout.contains("Key KEY1234567 can sign, but its team ABCDE12345 owns no app"), "\(emulator.stdout)")
+        #expect(emulator.stdout.contains("--app ABCDE12345:BUNDLEID"))
+        #expect(!emulator.stdout.contains("a .p8 private key is needed"))
+    }
+
     /// With the user's own key and app, the banner's commands run as printed: create a
     /// device, push with curl and with `send`, list what arrived. Also through `--listen`,
     /// where curl reaches Apple's host name with --resolve.
