@@ -301,6 +301,13 @@ extension World {
             delivery.inflight.removeValue(forKey: id)
             releaseWindowSlot(deviceID)
             delivery.noteDone(flight.notification.sequence)
+            if installIsGone(flight.notification) {
+                setOutcome(
+                    flight.notification.sequence, .droppedBySystem,
+                    "discarded: the app was uninstalled (or reinstalled) after it was sent, before the device acknowledged it",
+                    atMs: nowMs, step: .unregistered)
+                continue
+            }
             if newerWaiting.contains(flight.notification.bundleID) {
                 setOutcome(
                     flight.notification.sequence, .coalesced,
@@ -310,6 +317,17 @@ extension World {
             }
             store(flight.notification, nowMs: nowMs, why: "the device disconnected before acknowledging it")
         }
+    }
+
+    /// Whether the app install a notification was sent to is gone: uninstalled, erased,
+    /// reinstalled, or replaced by the other environment's build (its token was issued before
+    /// the install there now). What it did not acknowledge is not kept for the next install,
+    /// as what waited in the store is not (`dropWaiting`). A token rotation keeps the install.
+    func installIsGone(_ notification: PendingNotification) -> Bool {
+        // A Live Activity's token is not a device token: the activity's own rules apply.
+        guard let entry = registry.token(notification.token) else { return false }
+        guard let app = registry.devices[notification.deviceID]?.apps[notification.bundleID] else { return true }
+        return entry.issuedAtMs < app.installedAtMs
     }
 
     mutating func releaseWindowSlot(_ deviceID: String) {

@@ -171,12 +171,20 @@ extension World {
         deviceID: String, bundleID: String, environment: APNsEnvironment, kinds: [TokenKind],
         fixedToken: String? = nil, settings: AppSettings, nowMs: Int64
     ) throws(RegistryError) -> [TokenEntry] {
+        let otherBuild = registry.devices[deviceID]?.apps[bundleID].map { $0.environment != environment } ?? false
         var entries: [TokenEntry] = []
         for kind in kinds {
             entries.append(
                 try registry.register(
                     deviceID: deviceID, bundleID: bundleID, environment: environment, kind: kind,
                     fixedToken: fixedToken, nowMs: nowMs))
+        }
+        // The other environment's build replaces the app, a reinstall: what waited for the old
+        // one is discarded, as at an uninstall.
+        if otherBuild {
+            dropWaiting(
+                AppKey(deviceID: deviceID, bundleID: bundleID), why: "the app was replaced by its \(environment.rawValue) build",
+                step: .unregistered, nowMs: nowMs)
         }
         try registry.updateDevice(deviceID) { $0.apps[bundleID]?.settings = settings }
         if settings.appState.isRunning { didRegister(deviceID: deviceID, bundleID: bundleID) }

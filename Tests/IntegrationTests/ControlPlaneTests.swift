@@ -218,6 +218,24 @@ struct ControlPlaneTests {
         #expect(stream.next("reset") != nil)
     }
 
+    /// Installing the other environment's build is a reinstall: what waited in the store for
+    /// the old install is discarded, not delivered to the new one under the old token.
+    @Test func theOtherEnvironmentsBuildDiscardsWhatWaitedForTheOldOne() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)", body: ["online": false]).status == 200)
+        let stored = APNsResult(try emulator.connect().send(try emulator.push(device.token).request))
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(stored.apnsID!)").json["outcome"] == "stored")
+        let production = try emulator.admin(
+            "POST", "/api/v1/devices/\(device.deviceID)/apps", body: ["bundleId": .string(EmulatorProcess.bundleID), "environment": "production"])
+        #expect(production.status == 201, "\(production.raw)")
+        let record = try emulator.admin("GET", "/api/v1/notifications/\(stored.apnsID!)").json
+        #expect(record["outcome"] == "dropped-by-system", "\(record)")
+        #expect(record["explanation"]?.stringValue?.contains("replaced by its production build") == true, "\(record)")
+        #expect(try emulator.admin("PATCH", "/api/v1/devices/\(device.deviceID)", body: ["online": true]).status == 200)
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(stored.apnsID!)").json["outcome"] == "dropped-by-system")
+    }
+
     @Test func devicesGoOfflineAndOnlineAndTokensCanBeSetDirectly() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()

@@ -377,7 +377,39 @@ struct SlowDeviceTests {
         let record = try #require(try emulator.notifications(token: token).first)
         #expect(record["outcome"]?.stringValue == "stored", "what it did not ack is stored again")
     }
+    /// A delivery sent but not acknowledged when the app is uninstalled is not kept for the
+    /// next install: reinstalled, the app does not get the old install's notification.
+    @Test func anUnacknowledgedDeliveryDoesNotOutliveItsInstall() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        var fd = try Socket.connect(to: try emulator.address("device"))
+        Socket.setTimeouts(fd, milliseconds: 10_000)
+        Self.hello(fd, deviceID: "uninstalled-phone")
+        let token = try #require(
+            Self.readLines(fd) { $0.contains { $0["type"] == "registered" } }.lines
+                .first { $0["type"] == "registered" }?["token"]?.stringValue)
+        let answer = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+        #expect(answer.status == 200)
+        #expect(Self.readLines(fd) { $0.contains { $0["type"] == "notification" } }.lines.contains { $0["type"] == "notification" })
+        let uninstall = Array(#"{"type":"uninstall","bundleId":"com.example.app"}"#.utf8) + [0x0A]
+        _ = uninstall.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        #expect(Self.readLines(fd) { $0.contains { $0["type"] == "uninstalled" } }.lines.contains { $0["type"] == "uninstalled" })
+        close(fd)
+        try eventually("the record settles") {
+            try emulator.admin("GET", "/api/v1/notifications/\(answer.apnsID!)").json["outcome"] == "dropped-by-system"
+        }
+        // The app comes back with a new token; the old install's notification does not.
+        fd = try Socket.connect(to: try emulator.address("device"))
+        defer { close(fd) }
+        Socket.setTimeouts(fd, milliseconds: 10_000)
+        Self.hello(fd, deviceID: "uninstalled-phone")
+        let ping = Array(#"{"type":"ping"}"#.utf8) + [0x0A]
+        _ = ping.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let lines = Self.readLines(fd) { $0.contains { $0["type"] == "pong" } }.lines
+        #expect(lines.contains { $0["type"] == "registered" && $0["token"]?.stringValue != token })
+        #expect(!lines.contains { $0["type"] == "notification" }, "\(lines)")
+    }
 }
+
 
 @Suite("Journal bounds")
 struct JournalBoundTests {
