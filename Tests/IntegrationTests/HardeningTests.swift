@@ -410,7 +410,6 @@ struct SlowDeviceTests {
     }
 }
 
-
 @Suite("Journal bounds")
 struct JournalBoundTests {
     static func pushLarge(_ emulator: EmulatorProcess, count: Int) throws -> String {
