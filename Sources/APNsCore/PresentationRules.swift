@@ -81,6 +81,9 @@ public struct Presentation: Sendable, Equatable {
 }
 
 public enum PresentationRules {
+    /// Provisional ("Deliver Quietly"): Notification Center only, no banner, sound or badge.
+    static let provisionalNote = "provisional authorization delivers quietly to Notification Center (no banner, sound or badge)"
+
     /// Refines `verdict` (display, outcome, reason) and returns how the notification was
     /// presented; nil when nothing of it was visible to begin with (no permission, or a
     /// background push).
@@ -124,7 +127,8 @@ public enum PresentationRules {
                 // Provisional authorization never interrupts, in the app or out of it.
                 if display == .banner { display = .notificationCenter }
                 playsSound = false
-                notes.append("provisional authorization delivers quietly to Notification Center")
+                setsBadge = false
+                notes.append(Self.provisionalNote)
             }
             if !options.contains(.sound) { playsSound = false }
             if !options.contains(.badge) { setsBadge = false }
@@ -141,7 +145,8 @@ public enum PresentationRules {
         } else if app.authorization == .provisional {
             display = .notificationCenter
             playsSound = false
-            notes.append("provisional authorization delivers quietly to Notification Center")
+            setsBadge = false
+            notes.append(Self.provisionalNote)
         } else if let summary = attention.summary, summary.apps.contains(bundleID), p.level != .timeSensitive, p.level != .critical {
             let at = summary.next(afterMs: nowMs)
             p.heldUntilMs = at

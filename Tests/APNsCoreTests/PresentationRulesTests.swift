@@ -68,8 +68,19 @@ import Testing
         #expect(nothing.0.display == .none && nothing.0.outcome == .delivered && nothing.0.callbacks == ["willPresent"])
         #expect(nothing.1?.listed == false, "nothing shown, so nothing kept in Notification Center")
         #expect(foreground(["list"]).1?.listed == true)
-        let provisional = foreground(["banner", "sound"], authorization: .provisional)
+        let provisional = foreground(["banner", "sound", "badge"], authorization: .provisional)
         #expect(provisional.0.display == .notificationCenter && provisional.1?.sound == .silenced)
+        #expect(provisional.1?.badge == nil, "Deliver Quietly leaves the icon's badge alone")
+    }
+
+    /// Provisional ("Deliver Quietly"), the app not in the foreground: Notification Center,
+    /// no sound, no badge.
+    @Test func provisionalDeliversQuietlyWithoutABadge() {
+        let (verdict, presentation) = Self.present(
+            #"{"aps":{"alert":"x","sound":"a","badge":9}}"#, app: AppSettings(authorization: .provisional, appState: .background))
+        #expect(verdict.display == .notificationCenter)
+        #expect(presentation?.sound == .silenced)
+        #expect(presentation?.badge == nil)
     }
 
     /// A payload APNs takes with an unpaired surrogate escape is shown whatever the app's setup
