@@ -104,8 +104,11 @@ public enum Banner {
         let adminAuth = emulator.configuration.admin.token == nil ? "" : " -H \"authorization: Bearer $APNS_EMULATOR_ADMIN_TOKEN\""
         var lines: [String] = []
         if let missing = example.missingApp {
+            let configured = emulator.configuration.apps.filter { $0.teamID == missing.teamID }.map(\.bundleID)
             lines.append(
-                "Key \(missing.keyID) can sign, but its team \(missing.teamID) owns no app (pushes get 400 TopicDisallowed); add one with --app \(missing.teamID):BUNDLEID, then:"
+                configured.isEmpty
+                    ? "Key \(missing.keyID) can sign, but its team \(missing.teamID) owns no app (pushes get 400 TopicDisallowed); add one with --app \(missing.teamID):BUNDLEID, then:"
+                    : "Key \(missing.keyID) can sign, but the app configured for its team \(missing.teamID) (\(configured.joined(separator: ", "))) belongs to another team in the kept state (see the warning above); then:"
             )
         } else if example.placeholder {
             lines.append(

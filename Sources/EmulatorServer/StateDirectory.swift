@@ -48,6 +48,14 @@ enum StateDirectory {
             } catch {
                 throw StartupError("--state-dir \(directory): \(error.description)")
             }
+            // The state's owner wins for a bundle in both (docs/state.md): said, since every
+            // push signed by the configured team's keys is then refused.
+            for (bundle, configuredOwner) in configured.credentials.apps.sorted(by: { $0.key < $1.key }) {
+                guard let kept = world.credentials.apps[bundle]?.teamID, kept != configuredOwner.teamID else { continue }
+                logger.warning(
+                    "state: app \(bundle) belongs to team \(kept) in \(directory), not to team \(configuredOwner.teamID) as configured; the kept owner stays, so pushes to it signed by team \(configuredOwner.teamID)'s keys get 400 TopicDisallowed. To give it to team \(configuredOwner.teamID): DELETE /api/v1/apps/\(bundle) and restart, or POST /api/v1/reset"
+                )
+            }
             changes = world.takeStateChanges(recordSequences: world.records.takeChanges())
             world.records.trackChanges = false
             logger.info(

@@ -247,6 +247,26 @@ struct StateDirTests {
         #expect(try second.admin("GET", "/api/v1/tokens/\(token)").status == 404)
     }
 
+    /// A bundle the state gives to another team than the configuration does stays with the
+    /// state's team (docs/state.md), and the start says so: the configured team's pushes to it
+    /// are refused.
+    @Test func aConfiguredAppKeptByAnotherTeamIsSaidAtStart() throws {
+        let state = try StateDirectory()
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(["--state-dir", state.path] + ports)
+        #expect(try first.admin("DELETE", "/api/v1/apps/\(EmulatorProcess.bundleID)").status == 200)
+        let moved = try first.admin("POST", "/api/v1/apps", body: ["teamId": "OTHERTEAM1", "bundleId": .string(EmulatorProcess.bundleID)])
+        #expect(moved.status == 201, "\(moved.raw)")
+        first.crash()
+        let second = try EmulatorProcess(["--state-dir", state.path] + ports)
+        #expect(
+            second.stderr.contains(
+                "app \(EmulatorProcess.bundleID) belongs to team OTHERTEAM1 in \(state.path), not to team \(EmulatorProcess.teamID) as configured"),
+            "\(second.stderr)")
+        let (_, token) = try second.createDevice()
+        #expect(APNsResult(try second.connect().send(try second.push(token).request)).reason == "TopicDisallowed")
+    }
+
     @Test func anUnusableStateDirectoryIsAClearStartupError() throws {
         let state = try StateDirectory()
         _ = FileManager.default.createFile(atPath: state.path, contents: Data("not a directory".utf8))
