@@ -44,6 +44,13 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         try Self.prepareDirectory(directory)
         marker = CommitMarker(path: (directory as NSString).appendingPathComponent(Self.markerName))
         try Self.checkFiles(directory: directory, location: location, marker: marker)
+        // A marker that cannot be rewritten stops counting, and a damaged log would then go
+        // unnoticed: it must be writable, as the database is.
+        if FileManager.default.fileExists(atPath: marker.path), access(marker.path, W_OK) != 0 {
+            throw StateStoreError(
+                "--state-dir \(directory): cannot write to \(marker.path) (\(String(cString: strerror(errno)))): it counts the committed transactions that the next start checks the database against; make it writable (or delete it: it is made again), or use another --state-dir"
+            )
+        }
         do {
             db = try SQLiteDatabase(path: location)
         } catch {
