@@ -51,6 +51,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
                 "--state-dir \(directory): cannot write to \(marker.path) (\(String(cString: strerror(errno)))): it counts the committed transactions that the next start checks the database against; make it writable (or delete it: it is made again), or use another --state-dir"
             )
         }
+        let logWasThere = FileManager.default.fileExists(atPath: location + "-wal")
         do {
             db = try SQLiteDatabase(path: location)
         } catch {
@@ -92,7 +93,7 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
             try Self.checkOrCreateSchema(db, directory: directory, location: location)
             try Self.checkIntegrity(db, directory: directory, location: location)
             commits = try db.scalarInt("SELECT value FROM meta WHERE key = 'commits'") ?? 0
-            try Self.checkNothingLost(commits: commits, marker: marker, directory: directory, location: location)
+            try Self.checkNothingLost(commits: commits, marker: marker, directory: directory, location: location, logWasThere: logWasThere)
             prepared = try Statements(db)
         } catch let error as SQLiteError {
             throw explain(error)
@@ -191,8 +192,17 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// Transactions the marker saw committed but the database no longer has: SQLite dropped
     /// them from a damaged write-ahead log (or a power loss took them before they reached the
     /// disk). Either way answers were given for them; the start stops and says so.
-    private static func checkNothingLost(commits: Int64, marker: CommitMarker, directory: String, location: String) throws {
+    private static func checkNothingLost(
+        commits: Int64, marker: CommitMarker, directory: String, location: String, logWasThere: Bool
+    ) throws {
         guard let committed = marker.read(), committed > commits else { return }
+        if !logWasThere {
+            // The usual way there: a copy of the directory made of the database file alone
+            // (after a clean stop most of the data is still in the log).
+            throw StateStoreError(
+                "--state-dir \(directory): \(location) holds \(committed - commits) fewer committed transactions than \(marker.path) records, and its write-ahead log \(fileName)-wal is missing: a copy of the directory without it? Put every file of the directory back (\(fileName), \(fileName)-wal, \(markerName)); to start with what is left, delete \(marker.path)"
+            )
+        }
         throw StateStoreError(
             "--state-dir \(directory): \(location) holds \(commits) committed transactions, but \(marker.path) records \(committed): the newest \(committed - commits) are missing. SQLite drops every transaction after a damaged frame of the write-ahead log \(fileName)-wal (a power loss can also take the newest ones), so what they held (accepted pushes, devices, tokens) is gone. To start with what is left, delete \(marker.path); to keep the evidence, copy the directory first"
         )
