@@ -149,10 +149,10 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
         case .tooManyApps(let id): return DeviceRegistry.tooManyAppsMessage(deviceID: id)
         case .tooManyDevices(let limit):
             return
-                "the emulator holds \(limit) devices, the most --max-devices allows; delete some (DELETE /api/v1/devices/{id}), reset (POST /api/v1/reset) or start it with a higher --max-devices"
+                "the emulator holds \(limit) devices or more (a kept state can hold more), the most --max-devices allows; delete some (DELETE /api/v1/devices/{id}), reset (POST /api/v1/reset) or start it with a higher --max-devices"
         case .tooManyTokens(let limit):
             return
-                "the emulator holds \(limit) device tokens, the most --max-tokens allows (tokens of uninstalled apps and deleted devices count: they still answer 410); reset (POST /api/v1/reset) or start it with a higher --max-tokens"
+                "the emulator holds \(limit) device tokens or more (a kept state can hold more), the most --max-tokens allows (tokens of uninstalled apps and deleted devices count: they still answer 410); reset (POST /api/v1/reset) or start it with a higher --max-tokens"
         }
     }
 

@@ -56,11 +56,29 @@ enum StateDirectory {
                     "state: app \(bundle) belongs to team \(kept) in \(directory), not to team \(configuredOwner.teamID) as configured; the kept owner stays, so pushes to it signed by team \(configuredOwner.teamID)'s keys get 400 TopicDisallowed. To give it to team \(configuredOwner.teamID): DELETE /api/v1/apps/\(bundle) and restart, or POST /api/v1/reset"
                 )
             }
+            // The state's fault rules are used; `--faults` counts for a new directory and a reset.
+            let configuredRules = configured.faults.rules.map(\.id)
+            if !configuredRules.isEmpty, persisted.faults != nil, world.faults.rules.map(\.id) != configuredRules {
+                logger.warning(
+                    "state: the \(world.faults.rules.count) fault rule(s) kept in \(directory) are used, not the \(configuredRules.count) configured (--faults): configured rules count for a new state directory and after POST /api/v1/reset"
+                )
+            }
             changes = world.takeStateChanges(recordSequences: world.records.takeChanges())
             world.records.trackChanges = false
             logger.info(
                 "state: loaded \(persisted.devices.count) device(s), \(persisted.tokens.count) token(s), \(persisted.waiting.count) waiting notification(s) and \(persisted.records.count) record(s) from \(store.location)"
             )
+            let limits = world.registry.limits
+            if world.registry.devices.count > limits.maxDevices || world.registry.tokens.count > limits.maxTokens {
+                logger.warning(
+                    "state: \(directory) holds \(world.registry.devices.count) device(s) and \(world.registry.tokens.count) token(s), more than --max-devices \(limits.maxDevices) or --max-tokens \(limits.maxTokens) allow: all are kept, and new ones are refused (507) until enough go"
+                )
+            }
+            if world.records.count < persisted.records.count {
+                logger.warning(
+                    "state: the journal keeps the newest \(world.records.count) of the \(persisted.records.count) records kept in \(directory) (--max-records, --max-record-bytes); the older ones are removed from it"
+                )
+            }
         } else {
             world = configured
             world.startTrackingChanges()

@@ -267,6 +267,29 @@ struct StateDirTests {
         #expect(APNsResult(try second.connect().send(try second.push(token).request)).reason == "TopicDisallowed")
     }
 
+    /// Settings a kept state outweighs are said at start: fault rules from `--faults`, a journal
+    /// over `--max-records`, devices over `--max-devices`.
+    @Test func whatTheKeptStateOutweighsIsSaidAtStart() throws {
+        let state = try StateDirectory()
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(["--state-dir", state.path] + ports)
+        var tokens: [String] = []
+        for _ in 0..<3 { tokens.append(try first.createDevice().token) }
+        let connection = try first.connect()
+        for token in tokens { #expect(APNsResult(try connection.send(try first.push(token).request)).status == 200) }
+        first.crash()
+        let faults = state.path + "-faults.json"
+        defer { try? FileManager.default.removeItem(atPath: faults) }
+        try #"[{"id":"f1","match":{"topic":"none.example"},"action":{"status":500}}]"#.write(toFile: faults, atomically: true, encoding: .utf8)
+        let second = try EmulatorProcess(
+            ["--state-dir", state.path, "--max-records", "2", "--max-devices", "1", "--faults", faults] + ports)
+        let log = second.stderr
+        #expect(log.contains("the 0 fault rule(s) kept in \(state.path) are used, not the 1 configured (--faults)"), "\(log)")
+        #expect(log.contains("the journal keeps the newest 2 of the 3 records kept in \(state.path)"), "\(log)")
+        #expect(log.contains("holds 3 device(s)"), "\(log)")
+        #expect(try second.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue?.isEmpty == true)
+    }
+
     @Test func anUnusableStateDirectoryIsAClearStartupError() throws {
         let state = try StateDirectory()
         _ = FileManager.default.createFile(atPath: state.path, contents: Data("not a directory".utf8))
