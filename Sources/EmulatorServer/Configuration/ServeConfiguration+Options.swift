@@ -31,7 +31,9 @@ extension ServeConfiguration {
             "device tokens the emulator holds at most, those of uninstalled apps and deleted devices included (they answer 410 until a reset); beyond, a new one is refused"
         )
         static let faults = OptionSpec(
-            "faults", "FILE", "JSON file of fault rules (a list, or {\"faults\": [...]}) active from the start (with `--state-dir`, from a new directory's start and after a reset: a kept state keeps its own rules); see README, Faults"
+            "faults", "FILE",
+            "JSON file of fault rules (a list, or {\"faults\": [...]}) active from the start "
+                + "(with `--state-dir`, from a new directory's start and after a reset: a kept state keeps its own rules); see README, Faults"
         )
         static let strictChecks = OptionSpec(
             "strict-checks", nil,
