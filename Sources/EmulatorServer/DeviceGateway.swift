@@ -305,7 +305,7 @@ final class DeviceConnection: ConnectionHandler {
             return
         }
         guard let type = object["type"]?.stringValue else {
-            fail("bad_frame", "the object has no \"type\"")
+            fail("bad_frame", object["type"] == nil ? "the object has no \"type\"" : "\"type\" must be a string (the frame's name)")
             return
         }
         do {
