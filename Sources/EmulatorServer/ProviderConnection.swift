@@ -315,6 +315,10 @@ final class ProviderConnection: ConnectionHandler {
             refuseInFlight(request)
             return
         }
+        if let ending = endedByFault, request.streamID > ending.lastStreamID {
+            refuseAfterFault(request, ending)
+            return
+        }
         // The fields are handed on, not copied: the journal record ends up holding the only
         // reference to the array the HTTP/2 layer filled, and edits it in place.
         var headers: [HTTP2HeaderField] = []
@@ -362,9 +366,43 @@ final class ProviderConnection: ConnectionHandler {
     /// Pushes of this connection waiting in `DeferredPushChecks`.
     private var deferredChecks = 0
 
+    /// A fault rule that ends the connection (GOAWAY, close), decided as its push was judged.
+    /// The streams above `lastStreamID` are not processed (a GOAWAY's promise, RFC 9113 §6.8;
+    /// a closed connection takes nothing more), though they may be in this very read already.
+    private var endedByFault: (lastStreamID: Int32, ruleID: String, closing: Bool)?
+
+    private func noteEnding(by fault: FiredFault, at streamID: Int32) {
+        guard endedByFault == nil else { return }
+        switch fault.action.kind {
+        case .goAway(_, let lastStreamID, _):
+            // Without a last stream id the GOAWAY covers every stream received: all answered.
+            endedByFault = (lastStreamID ?? .max, fault.ruleID, false)
+        case .closeConnection:
+            endedByFault = (streamID, fault.ruleID, true)
+        default:
+            break
+        }
+    }
+
+    private func refuseAfterFault(_ request: HTTP2Request, _ ending: (lastStreamID: Int32, ruleID: String, closing: Bool)) {
+        let explanation: String
+        if ending.closing {
+            explanation = "not processed: fault rule \(ending.ruleID) closed the connection at an earlier stream"
+        } else {
+            // Refused outright, in case the GOAWAY (sent with the faulted answer) comes later.
+            session.submitRstStream(streamID: request.streamID, errorCode: HTTP2ErrorCode.refusedStream)
+            explanation =
+                "stream refused (RST_STREAM REFUSED_STREAM), not processed: above the last stream id \(ending.lastStreamID) of the GOAWAY of fault rule \(ending.ruleID)"
+        }
+        endpoint.recordRefused(
+            streamID: request.streamID, headers: request.headers, headersTruncated: false, explanation: explanation,
+            connection: &context)
+    }
+
     /// Answers now, or (`--state-dir`, `--redis`) once what the request changed is committed:
     /// the changes made so far on this thread, or up to `ticket` for a push judged elsewhere.
     private func deliver(_ streamID: Int32, _ response: PushResponse, started: UInt64, ticket: UInt64?? = nil) {
+        if let fault = response.fault { noteEnding(by: fault, at: streamID) }
         if !response.changedNothing, let gate = commitGate {
             let held = ticket.map { gate.hold((streamID, response, started), ticket: $0) } ?? gate.hold((streamID, response, started))
             if held { return }
@@ -589,9 +627,14 @@ final class ProviderConnection: ConnectionHandler {
         case .resetStream(let code):
             session.submitRstStream(streamID: streamID, errorCode: code)
         case .goAway(let reason, let lastStreamID, let code):
+            // The streams it covers are still answered (as Apple's graceful GOAWAYs do), then
+            // the connection closes: at the latest after 10 s.
             session.submitGoAway(errorCode: code, lastStreamID: lastStreamID, debugData: reason.map(Self.reasonJSON) ?? [])
+            // Its own push was not processed (the record says so): refused, not left open.
+            session.submitRstStream(streamID: streamID, errorCode: HTTP2ErrorCode.refusedStream)
+            goingAway = true
             flushSession()
-            connection.closeAfterFlush()
+            connection.loop.schedule(afterMilliseconds: 10_000) { [weak self] in self?.connection.closeAfterFlush() }
         case .closeConnection:
             connection.close()
         }
@@ -642,6 +685,9 @@ final class ProviderConnection: ConnectionHandler {
     /// streams already received are still answered (a 200 is never lost to it); nghttp2 refuses
     /// newer ones, and the connection closes once nothing is owed (at the latest after 10 s).
     private func goAwayForErrors(after response: PushResponse) {
+        // The answer that went over the limit goes out whole first: a GOAWAY between its
+        // HEADERS and its DATA leaves some clients (python-h2) unable to read its reason.
+        flushSession()
         goingAway = true
         let reason = response.reason?.rawValue ?? String(response.status)
         providers.logger.info(

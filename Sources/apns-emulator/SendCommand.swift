@@ -1,6 +1,8 @@
 import APNsCore
 import CommandLineOptions
+import Conformance
 import Foundation
+import HTTP2
 import Networking
 import ProviderClient
 
@@ -202,9 +204,9 @@ func sendOnce(
 
 func unansweredReason(_ connection: HTTP2ClientConnection, _ response: HTTP2Response) -> String? {
     if let goAway = connection.session.goAway {
-        return "connection ended by GOAWAY (error code \(goAway.errorCode), last stream \(goAway.lastStreamID))"
-            + (goAway.debugData.isEmpty ? "" : ": " + String(decoding: goAway.debugData, as: UTF8.self))
+        let reset = response.resetErrorCode.map { " (the stream reset: \(HTTP2ErrorCode.name($0)))" } ?? ""
+        return NoAnswer.describe(goAway: goAway, closed: connection.isClosed, error: "") + reset
     }
-    if let code = response.resetErrorCode { return "stream reset by the server (RST_STREAM error code \(code))" }
+    if let code = response.resetErrorCode { return "stream reset by the server (RST_STREAM \(HTTP2ErrorCode.name(code)) (\(code)))" }
     return nil
 }

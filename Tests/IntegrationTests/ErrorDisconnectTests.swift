@@ -67,6 +67,21 @@ import TestSupport
         #expect(try emulator.metric("apns_emulator_connections_ended_for_errors_total") == 2)
     }
 
+    /// The answer that goes over the limit is sent whole, HEADERS and DATA, before the GOAWAY:
+    /// a GOAWAY between them left python-h2 clients unable to read the reason.
+    @Test func theAnswerOverTheLimitIsWholeBeforeTheGoAway() throws {
+        let emulator = try EmulatorProcess(["--error-disconnect", "1/60", "--h2c-sandbox-listen", "127.0.0.1:0"])
+        let wire =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+            + RawHTTP2.frame(type: 0x1, flags: 0x4, stream: 1, try ShutdownTests.pushHeaderBlock(emulator, String(repeating: "ab", count: 32)))
+            + RawHTTP2.frame(type: 0x0, flags: 0x1, stream: 1, Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+        let frames = try RawHTTP2.exchange(try emulator.address("h2cSandbox"), wire) { frames in frames.contains { $0.type == 0x7 } }
+        let data = try #require(frames.firstIndex { $0.type == 0x0 && $0.streamID == 1 }, "the answer's DATA")
+        let goAway = try #require(frames.firstIndex { $0.type == 0x7 }, "the GOAWAY")
+        #expect(data < goAway, "\(frames.map { ($0.type, $0.streamID) })")
+        #expect(String(decoding: frames[data].payload, as: UTF8.self) == #"{"reason":"BadDeviceToken"}"#)
+    }
+
     /// Off by default: a connection may make as many errors as it likes.
     @Test func withoutTheOptionErrorsNeverEndAConnection() throws {
         let emulator = try EmulatorProcess()

@@ -117,6 +117,53 @@ struct FaultTests {
         #expect(String(decoding: goAway.debugData, as: UTF8.self) == #"{"reason":"Shutdown"}"#)
     }
 
+    /// A GOAWAY fault keeps the GOAWAY's promise for the streams sent with the faulted one:
+    /// above its last stream id they are refused and not processed (safe to send again), at or
+    /// below it they are answered before the connection closes. Its own push is refused.
+    @Test(arguments: [Optional<Int>.some(1), nil])
+    func aGoAwayFaultAnswersWhatItCoversAndProcessesNothingAbove(lastStreamID: Int?) throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        var goAway = JSONObject([("reason", .string("Shutdown"))])
+        if let lastStreamID { goAway["lastStreamId"] = .int(Int64(lastStreamID)) }
+        _ = try addRule(emulator, ["match": [:], "action": ["goAway": .object(goAway)], "times": 1])
+        let requests = try (0..<4).map { _ in try emulator.push(device.token).request }
+        let answers = try connection.send(requests, timeoutMilliseconds: 5000)
+        let rest = answers.dropFirst()
+        if lastStreamID != nil {
+            // Above the last stream id: the client itself closes them as not processed.
+            #expect(answers.allSatisfy { $0.status == nil }, "\(answers.map(\.status))")
+        } else {
+            #expect(answers.first?.resetErrorCode == HTTP2ErrorCode.refusedStream, "the faulted push is refused")
+            #expect(rest.allSatisfy { $0.status == 200 }, "covered by the GOAWAY: answered, \(rest.map(\.status))")
+        }
+        try connection.pump(timeoutMilliseconds: 3000) { connection.isClosed }
+        #expect(connection.isClosed, "closed once nothing is owed")
+        let delivered = try emulator.notifications().filter { $0["status"] == 200 }.count
+        #expect(delivered == (lastStreamID != nil ? 1 : 4), "nothing above the last stream id was processed")
+    }
+
+    /// The pushes sent after the one a `close` rule ends the connection at are not processed:
+    /// a provider retrying them sends no duplicate.
+    @Test func nothingAfterACloseFaultIsProcessed() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        _ = try addRule(emulator, ["match": [:], "action": ["close": true], "times": 1])
+        let requests = try (0..<4).map { _ in try emulator.push(device.token).request }
+        _ = try? connection.send(requests, timeoutMilliseconds: 3000)
+        #expect(connection.isClosed)
+        let notProcessed = "closed the connection at an earlier stream"
+        #expect(
+            try eventually {
+                try emulator.notifications().filter { $0["explanation"]?.stringValue?.contains(notProcessed) == true }.count == 3
+            }, "the three after it are journaled as not processed")
+        #expect(try emulator.notifications().filter { $0["status"] == 200 }.count == 1, "only the push before the rule")
+    }
+
     @Test func closeConnectionDropsTheSocket() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
