@@ -61,7 +61,7 @@ public final class EmulatorState: Sendable {
     /// without taking the lock.
     private let credentialsGeneration: Atomic<UInt64>
     /// Whether any fault rule exists: requests skip fault matching without the lock when not.
-    private let faultsActive = Atomic<Bool>(false)
+    private let faultsActive: Atomic<Bool>
     /// Called, outside the lock, with the sequence numbers of records added or changed by a
     /// `withWorld` call (for event streams and long polls). Set once, by the event hub, which
     /// needs the state first (`observeRecordChanges`).
@@ -125,6 +125,8 @@ public final class EmulatorState: Sendable {
         world = Locked(start)
         startState = Locked(start)
         credentialsGeneration = Atomic(start.credentials.generation)
+        // The rules of `--faults` (or of a kept state) hold for the very first push too.
+        faultsActive = Atomic(!start.faults.isEmpty)
         self.persistence = persistence
         self.onBackendIntents = onBackendIntents
     }

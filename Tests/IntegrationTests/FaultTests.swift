@@ -164,6 +164,24 @@ struct FaultTests {
         #expect(try emulator.notifications().filter { $0["status"] == 200 }.count == 1, "only the push before the rule")
     }
 
+    /// Rules from `--faults` hold from the very first push (it escaped them: the fast path
+    /// that skips fault matching learned of the rules only at the first change).
+    @Test func rulesFromAFileHoldForTheFirstPush() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("faults-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        try #"[{"id":"all","match":{},"action":{"status":500}}]"#.write(toFile: file, atomically: true, encoding: .utf8)
+        // The demo device: no change is made before the push (a change would tell the fast path).
+        let emulator = try EmulatorProcess(["--faults", file, "--demo", "on"], withKey: false)
+        let device = try emulator.admin("GET", "/api/v1/devices/demo-iphone").json
+        let token = try #require(device["apps"]?.arrayValue?.first?["token"]?.stringValue)
+        let key = ProviderSigningKey(
+            teamID: "DEMOTEAM00", keyID: "DEMOKEY000",
+            privateKey: try ES256PrivateKey(pem: String(contentsOfFile: emulator.directory + "/certs/demo-AuthKey_DEMOKEY000.p8", encoding: .utf8)))
+        var push = try emulator.push(token)
+        push.providerToken = try key.token(issuedAt: Int64(Date().timeIntervalSince1970))
+        #expect(APNsResult(try emulator.connect().send(push.request)).status == 500)
+    }
+
     @Test func closeConnectionDropsTheSocket() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
