@@ -71,7 +71,9 @@ final class ProviderConnection: ConnectionHandler {
     /// Answers held back by a delay (`--response-latency`, a fault's `delayMs`), by stream. A
     /// shutdown sends them at once: their pushes are journaled, and a provider left without
     /// the answer would send them again.
-    private var heldAnswers: [Int32: () -> Void] = [:]
+    /// Bounded by the streams a connection may have open; gone with the connection (a delay of
+    /// minutes must not keep what a closed connection was owed).
+    private var heldAnswers: [Int32: HeldAnswer] = [:]
     /// `--connection-rate`.
     private lazy var pacer: AnswerPacer? = providers.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
 
@@ -305,6 +307,8 @@ final class ProviderConnection: ConnectionHandler {
         if session.endedForPeerError { providers.http2Errors.add(1, ordering: .relaxed) }
         if let idleTimer { connection.loop.cancel(idleTimer) }
         if let requestDeadlineTimer { connection.loop.cancel(requestDeadlineTimer) }
+        for answer in heldAnswers.values { connection.loop.cancel(answer.timer) }
+        heldAnswers = [:]
         providers.connectionClosed(self)
     }
 
@@ -456,15 +460,20 @@ final class ProviderConnection: ConnectionHandler {
             providers.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
             return
         }
-        heldAnswers[streamID] = { [weak self] in
+        let timer = connection.loop.schedule(afterMilliseconds: Int64(delay)) { [weak self] in
+            self?.heldAnswers.removeValue(forKey: streamID)?.send()
+        }
+        heldAnswers[streamID] = HeldAnswer(timer: timer) { [weak self] in
             guard let self, !self.connection.isClosed else { return }
             if let fault { self.carryOut(fault, streamID: streamID, response) } else { self.respond(streamID, response) }
             self.flushSession()
             self.providers.latency.record(nanoseconds: Monotonic.nowNanoseconds() - started, loop: loopIndex)
         }
-        connection.loop.schedule(afterMilliseconds: Int64(delay)) { [weak self] in
-            self?.heldAnswers.removeValue(forKey: streamID)?()
-        }
+    }
+
+    struct HeldAnswer {
+        let timer: TimerID
+        let send: () -> Void
     }
 
     /// `--response-latency`, `--response-jitter` and `--connection-rate`: how long this answer waits.
@@ -675,8 +684,12 @@ final class ProviderConnection: ConnectionHandler {
                 streamID: refused.streamID, headers: refused.headers,
                 headersTruncated: false, explanation: explanation, connection: &context)
         }
-        for (_, send) in heldAnswers.sorted(by: { $0.key < $1.key }) { send() }
+        let held = heldAnswers.sorted(by: { $0.key < $1.key })
         heldAnswers = [:]
+        for (_, answer) in held {
+            connection.loop.cancel(answer.timer)
+            answer.send()
+        }
         goingAway = true
         flushSession()  // closes the connection once no answer is owed
     }
