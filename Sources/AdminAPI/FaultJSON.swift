@@ -126,9 +126,9 @@ public enum FaultJSON {
             throw AdminError(
                 400, "choose one of status/reason, rstStream, goAway, close, maxConcurrentStreams, unavailable (delayMs combines with any)")
         }
-        guard !kinds.isEmpty || delay > 0 else {
+        guard !kinds.isEmpty || delay > 0 || jitter > 0 else {
             throw AdminError(
-                400, "the action does nothing: give status/reason, rstStream, goAway, close, maxConcurrentStreams, unavailable or delayMs")
+                400, "the action does nothing: give status/reason, rstStream, goAway, close, maxConcurrentStreams, unavailable, delayMs or jitterMs")
         }
         var times: Int?
         if let t = o["times"], t != .null {

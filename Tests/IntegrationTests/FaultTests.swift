@@ -62,6 +62,15 @@ struct FaultTests {
         #expect(first.contains(500) && first.contains(200))
     }
 
+    /// `jitterMs` alone is a slow but normal answer too: between 0 and the jitter late.
+    @Test func jitterAloneDelaysANormalAnswer() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        let rule = try emulator.admin("POST", "/api/v1/faults", body: ["match": [:], "action": ["jitterMs": 50]])
+        #expect(rule.status == 201, "\(rule.raw)")
+        #expect(APNsResult(try emulator.connect().send(try emulator.push(device.token).request)).status == 200)
+    }
+
     /// A delayed answer is held on the wire while the connection goes on: a push sent right
     /// behind the delayed one is answered first.
     @Test func delayHoldsTheAnswerOnTheWire() throws {
