@@ -106,10 +106,20 @@ private enum LoadCLI {
         }
         let generator = LoadGenerator(plan: plan)
         var last = LoadGenerator.Progress(elapsedSeconds: 0, completed: 0, failed: 0)
+        var stopping = false
         let report: LoadGenerator.Report
         do {
             report = try generator.run { progress in
-                if interrupts.load(ordering: .relaxed) > 0 { generator.stop() }
+                if interrupts.load(ordering: .relaxed) > 0, !stopping {
+                    stopping = true
+                    generator.stop()
+                    // The answers in flight are waited for (up to --timeout): said, since
+                    // nothing else shows meanwhile.
+                    FileHandle.standardError.write(
+                        Data(
+                            "stopping: no more requests; waiting up to \(Int(settings.timeout)) s for the answers in flight, then the summary (Ctrl-C again: quit at once, without it)\n"
+                                .utf8))
+                }
                 guard !settings.quiet, progress.elapsedSeconds - last.elapsedSeconds >= 1 else { return }
                 FileHandle.standardError.write(Data((LoadDescription.progress(progress, since: last) + "\n").utf8))
                 last = progress
