@@ -47,13 +47,14 @@ public final class SQLiteStateStore: StateStore, @unchecked Sendable {
         // A marker that cannot be rewritten stops counting, and a damaged log would then go
         // unnoticed: it must be writable, as the database is.
         if FileManager.default.fileExists(atPath: marker.path), access(marker.path, W_OK) != 0 {
+            let reason = String(cString: strerror(errno))
             if let unwritable = Self.unwritable(directory, location) {
                 throw StateStoreError(
                     "--state-dir \(directory): cannot write to \(unwritable): the state directory must be writable; make it writable (remount it read-write), or use another --state-dir"
                 )
             }
             throw StateStoreError(
-                "--state-dir \(directory): cannot write to \(marker.path) (\(String(cString: strerror(errno)))): it counts the committed transactions that the next start checks the database against; make it writable (or delete it: it is made again), or use another --state-dir"
+                "--state-dir \(directory): cannot write to \(marker.path) (\(reason)): it counts the committed transactions that the next start checks the database against; make it writable (or delete it: it is made again), or use another --state-dir"
             )
         }
         let logWasThere = FileManager.default.fileExists(atPath: location + "-wal")
