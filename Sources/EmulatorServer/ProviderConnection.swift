@@ -68,11 +68,11 @@ final class ProviderConnection: ConnectionHandler {
     /// `goingAway` (the answers still owed are sent, then the connection closes).
     private lazy var errorBudget: ErrorBudget? = providers.load.errorDisconnect.map { ErrorBudget(limit: $0.points, windowMs: $0.windowMs) }
     private var goingAway = false
-    /// Answers held back by a delay (`--response-latency`, a fault's `delayMs`), by stream. A
-    /// shutdown sends them at once: their pushes are journaled, and a provider left without
-    /// the answer would send them again.
-    /// Bounded by the streams a connection may have open; gone with the connection (a delay of
-    /// minutes must not keep what a closed connection was owed).
+    /// Answers held back by a delay (`--response-latency`, a fault's `delayMs`), by stream:
+    /// bounded by the streams a connection may have open, and gone with the connection (a delay
+    /// of minutes must not keep what a closed connection was owed). A shutdown sends them at
+    /// once: their pushes are journaled, and a provider left without the answer would send
+    /// them again.
     private var heldAnswers: [Int32: HeldAnswer] = [:]
     /// `--connection-rate`.
     private lazy var pacer: AnswerPacer? = providers.load.answersPerSecondPerConnection.map { AnswerPacer(perSecond: $0) }
