@@ -62,6 +62,24 @@ struct FaultTests {
         #expect(first.contains(500) && first.contains(200))
     }
 
+    /// Rules act on pushes: a request APNs refuses as no push (another method, no token) gets
+    /// APNs's own answer, not the rule's.
+    @Test func rulesActOnPushesOnly() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        _ = try addRule(emulator, ["match": [:], "action": ["status": 500]])
+        var get = try emulator.push(device.token).request
+        get.method = "GET"
+        get.body = nil
+        #expect(APNsResult(try connection.send(get)).reason == "MethodNotAllowed")
+        var noToken = try emulator.push(device.token).request
+        noToken.path = "/3/device/"
+        #expect(APNsResult(try connection.send(noToken)).reason == "MissingDeviceToken")
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 500, "a push still gets it")
+    }
+
     /// `jitterMs` alone is a slow but normal answer too: between 0 and the jitter late.
     @Test func jitterAloneDelaysANormalAnswer() throws {
         let emulator = try EmulatorProcess(inProcess: true)
