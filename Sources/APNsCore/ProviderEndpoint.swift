@@ -267,8 +267,9 @@ public final class ProviderEndpoint: Sendable {
 
         var fault: FiredFault?
         // Rules act on pushes (`POST /3/device/TOKEN`), not on requests APNs refuses as such.
-        let isPush = fields.method == "POST" && (fields.path.map { $0.utf8.count > 10 && $0.hasPrefix("/3/device/") } ?? false)
-        if state.hasFaultRules, isPush, let fired = evaluateFaults(fields, environment: environment, connection: connection) {
+        if state.hasFaultRules, fields.method == "POST", fields.path.map({ $0.utf8.count > 10 && $0.hasPrefix("/3/device/") }) == true,
+            let fired = evaluateFaults(fields, environment: environment, connection: connection)
+        {
             if let reply = applyFault(fired, record: &record, now: now) { return .answered(reply) }
             // Only a delay or a SETTINGS change: judge the request normally, then act.
             record.faultRuleID = fired.ruleID
