@@ -129,6 +129,10 @@ public final class HTTP2ClientSession: NGHTTP2SessionOwner, @unchecked Sendable 
         core.submitRstStream(streamID: streamID, errorCode: errorCode)
     }
 
+    /// Whether a submitted request has gone out (its HEADERS sent, the stream open): one over
+    /// the peer's MAX_CONCURRENT_STREAMS waits in the queue until a stream closes.
+    public func hasSent(streamID: Int32) -> Bool { core.hasStream(streamID) }
+
     // MARK: I/O
 
     /// Feeds received bytes. Throws on a connection error (nghttp2 has queued GOAWAY; drain,

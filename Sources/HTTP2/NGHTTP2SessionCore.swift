@@ -143,6 +143,12 @@ final class NGHTTP2SessionCore {
         nghttp2_submit_rst_stream(session, 0, streamID, errorCode) == 0
     }
 
+    /// Whether the stream is open here: a request submitted over the peer's stream limit
+    /// waits in nghttp2's queue, its HEADERS unsent, with no stream yet.
+    func hasStream(_ streamID: Int32) -> Bool {
+        nghttp2_session_find_stream(session, streamID) != nil
+    }
+
     /// A PING with 8 zero bytes of opaque data.
     func submitPing() -> Bool {
         nghttp2_submit_ping(session, 0, nil) == 0

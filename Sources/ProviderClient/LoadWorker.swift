@@ -203,9 +203,11 @@ final class LoadWorker: @unchecked Sendable {
     private func cancelOverdue(on connection: HTTP2ClientConnection, now: UInt64) {
         let limit = UInt64(plan.requestTimeout * 1e9)
         for (stream, request) in inFlight where now - request.started > limit {
+            // One still queued behind the server's stream limit never left: not sent.
+            let sent = connection.session.hasSent(streamID: stream)
             connection.session.submitRstStream(streamID: stream, errorCode: HTTP2ErrorCode.cancel)
             inFlight.removeValue(forKey: stream)
-            record(.timedOut, request.kind)
+            record(sent ? .timedOut : .notSent, request.kind)
         }
     }
 

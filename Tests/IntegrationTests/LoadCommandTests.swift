@@ -102,6 +102,25 @@ struct LoadCommandTests {
         #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.count == 2)
     }
 
+    /// Requests still queued behind the server's stream limit when their time runs out never
+    /// left the client: counted as not sent, not as sent and timed out. What the report calls
+    /// sent is what reached the emulator.
+    @Test func requestsThatNeverLeftAreNotCountedAsSent() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        // The second push lowers the limit to 1 for the connection; from the third on, answers
+        // are held, so what is queued behind the limit stays there.
+        let lower: JSONValue = ["id": "lower", "action": ["maxConcurrentStreams": 1], "after": 1, "times": 1]
+        let hold: JSONValue = ["id": "hold", "action": ["delayMs": 600_000], "after": 2]
+        for rule in [lower, hold] { #expect(try emulator.admin("POST", "/api/v1/faults", body: rule).status == 201) }
+        let json = try summary(
+            try load(
+                emulator,
+                ["--connections", "1", "--streams", "10", "--requests", "40", "--devices", "1", "--timeout", "1", "--duration", "3", "--json", "--quiet"]))
+        let reached = Int(try emulator.metric("apns_emulator_streams_total"))
+        #expect(json["sent"]?.intValue == Int64(reached), "\(json)")
+        #expect((json["outcomes"]?["not sent"]?.intValue ?? 0) > 0, "\(json)")
+    }
+
     @Test func aConnectionEndedByGoAwayIsOpenedAgainAndTheRunGoesOn() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let rule: JSONValue = ["action": ["goAway": ["errorCode": 0]], "after": 300, "times": 1]
