@@ -115,7 +115,10 @@ struct LoadCommandTests {
         let json = try summary(
             try load(
                 emulator,
-                ["--connections", "1", "--streams", "10", "--requests", "40", "--devices", "1", "--timeout", "1", "--duration", "3", "--json", "--quiet"]))
+                [
+                    "--connections", "1", "--streams", "10", "--requests", "40", "--devices", "1", "--timeout", "1", "--duration", "3", "--json",
+                    "--quiet",
+                ]))
         let reached = Int(try emulator.metric("apns_emulator_streams_total"))
         #expect(json["sent"]?.intValue == Int64(reached), "\(json)")
         #expect((json["outcomes"]?["not sent"]?.intValue ?? 0) > 0, "\(json)")
