@@ -332,7 +332,8 @@ final class ConformanceFixture {
         let fixture = try ConformanceFixture()
         let rule: JSONValue = ["match": [:], "action": ["delayMs": 30_000], "after": 2]
         #expect(try fixture.emulator.admin("POST", "/api/v1/faults", body: rule).status == 201)
-        let cases = ["method-get", "path-not-device", "path-extra-segment", "path-query", "duplicate-header", "bad-apns-id", "bad-priority"]
+        // Pushes all (fault rules act on pushes only): two answered, then silence.
+        let cases = ["duplicate-header", "bad-apns-id", "bad-priority", "bad-expiration", "bad-collapse-id", "bad-push-type", "missing-topic"]
         let started = Date()
         let result = try fixture.conformance(fixture.allNeeds + cases.flatMap { ["--case", $0] })
         #expect(result.status == 2, "\(result.out)")
