@@ -446,6 +446,7 @@ extension World {
     public mutating func declareLiveActivities(
         deviceID: String, bundleID: String, types: [String], frequentUpdates: Bool, frequentUpdatesEnabled: Bool? = nil, nowMs: Int64
     ) throws(DeviceRequestError) -> [DeviceFrame] {
+        try requireDevice(deviceID)
         guard let app = registry.devices[deviceID]?.apps[bundleID] else { throw Self.noApp(bundleID, deviceID) }
         do throws(LiveActivityBookError) {
             let changes = try liveActivities.declare(
@@ -464,6 +465,7 @@ extension World {
         deviceID: String, bundleID: String, attributesType: String, attributes: JSONValue, contentState: JSONValue,
         updates: LiveActivityUpdates, nowMs: Int64
     ) throws(DeviceRequestError) -> (activity: LiveActivity, frames: [DeviceFrame]) {
+        try requireDevice(deviceID)
         guard let app = registry.devices[deviceID]?.apps[bundleID] else { throw Self.noApp(bundleID, deviceID) }
         let live = Set(channels.liveChannels(bundleID: bundleID, environment: app.environment).map(\.id))
         let receipt: LiveActivityReceipt

@@ -267,7 +267,7 @@ public final class ProviderEndpoint: Sendable {
 
         var fault: FiredFault?
         // Rules act on pushes (`POST /3/device/TOKEN`), not on requests APNs refuses as such.
-        if state.hasFaultRules, fields.method == "POST", fields.path.map({ $0.utf8.count > 10 && $0.hasPrefix("/3/device/") }) == true,
+        if state.hasFaultRules, fields.method == "POST", fields.path.map(Self.isDevicePushPath) == true,
             let fired = evaluateFaults(fields, environment: environment, connection: connection)
         {
             if let reply = applyFault(fired, record: &record, now: now) { return .answered(reply) }
@@ -513,6 +513,14 @@ public final class ProviderEndpoint: Sendable {
 
     /// Journals a request the HTTP/2 layer reset before it could be judged (its header list
     /// was over the advertised limit, or it stalled), so it can be seen like any other.
+    /// `/3/device/TOKEN`, one segment after `/3/device/` and no query: the requests fault
+    /// rules act on (any other path is APNs's 404 `BadPath`).
+    static func isDevicePushPath(_ path: String) -> Bool {
+        guard path.hasPrefix("/3/device/") else { return false }
+        let token = path.utf8.dropFirst(10)
+        return !token.isEmpty && !token.contains(UInt8(ascii: "/")) && !token.contains(UInt8(ascii: "?"))
+    }
+
     public func recordRefused(
         streamID: Int32, headers: [HeaderField], headersTruncated: Bool,
         explanation: String, connection: inout ProviderConnectionContext

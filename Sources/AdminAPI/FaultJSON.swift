@@ -168,8 +168,8 @@ public enum FaultJSON {
     /// A reason goes into the answer's body, log lines and /metrics labels: no control characters.
     private static func text(_ value: JSONValue, _ name: String) throws -> String {
         let text = try string(value, name)
-        guard !hasControlCharacters(text) else {
-            throw AdminError(400, "\(name) must be without control characters (line breaks, tabs, NUL)")
+        guard !hasControlCharacters(text), text.utf8.count <= 256 else {
+            throw AdminError(400, "\(name) must be at most 256 bytes, without control characters (line breaks, tabs, NUL): APNs's reasons are short names")
         }
         return text
     }

@@ -239,7 +239,7 @@ final class ProviderConnection: ConnectionHandler {
         refusingInFlight = false
         dispatchFramesOfRead()
         flushSession()
-        if !session.wantsRead && !session.wantsWrite { connection.closeAfterFlush() }
+        if !session.wantsRead && !session.wantsWrite { closeSoon() }
         if requestDeadlineTimer == nil, session.openStreamCount > 0 { scheduleRequestDeadline(after: providers.requestTimeoutSeconds * 1000) }
     }
 
@@ -638,22 +638,39 @@ final class ProviderConnection: ConnectionHandler {
         case .goAway(let reason, let lastStreamID, let code):
             // The streams it covers are still answered (as Apple's graceful GOAWAYs do), then
             // the connection closes: at the latest after 10 s.
-            session.submitGoAway(errorCode: code, lastStreamID: lastStreamID, debugData: reason.map(Self.reasonJSON) ?? [])
-            // Its own push was not processed (the record says so): refused, not left open.
+            // Its own push was not processed (the record says so): refused, not left open; before
+            // the GOAWAY, which would otherwise close a stream above its last id unannounced.
             session.submitRstStream(streamID: streamID, errorCode: HTTP2ErrorCode.refusedStream)
+            session.submitGoAway(errorCode: code, lastStreamID: lastStreamID, debugData: reason.map(Self.reasonJSON) ?? [])
             goingAway = true
             flushSession()
             connection.loop.schedule(afterMilliseconds: 10_000) { [weak self] in self?.connection.closeAfterFlush() }
         case .closeConnection:
-            connection.close()
+            // The answers of the streams before it (already in nghttp2's output) go first: the
+            // connection drops at this stream, not before it.
+            connection.write { session.drainOutput(into: &$0) }
+            connection.closeAfterFlush()
         }
     }
 
     private func flushSession() {
         connection.write { session.drainOutput(into: &$0) }
-        // After an --error-disconnect GOAWAY: closed once every stream owed an answer has it.
-        if goingAway, !session.wantsRead, !session.wantsWrite { connection.closeAfterFlush() }
+        // After a GOAWAY: closed once every stream owed an answer has it.
+        if goingAway, !session.wantsRead, !session.wantsWrite { closeSoon() }
     }
+
+    /// The session is done: the connection closes a moment later, reading meanwhile. The
+    /// peer's last frames (the ACK of a SETTINGS sent with an answer) would otherwise meet a
+    /// closed socket, and a TLS client such as httpx drops the answer it has read when its
+    /// write fails.
+    private func closeSoon() {
+        guard !closing else { return }
+        closing = true
+        connection.loop.schedule(afterMilliseconds: Self.closeGraceMilliseconds) { [weak self] in self?.connection.closeAfterFlush() }
+    }
+
+    private var closing = false
+    static let closeGraceMilliseconds: Int64 = 150
 
     /// `{"reason":"…"}`, the debug data APNs puts in its GOAWAY frames.
     static func reasonJSON(_ reason: String) -> [UInt8] {

@@ -74,7 +74,11 @@ final class ServerTLS: Service {
                 logger.info("generated a TEST ONLY server certificate in \(directory)/, signed by the CA there (\(caPath))")
                 return
             }
-            if fm.fileExists(atPath: caPath) {
+            if fm.fileExists(atPath: directory + "/ca-key.pem") {
+                logger.warning(
+                    "replacing the CA key in \(directory)/: its certificate (ca.pem) is missing, so a new server certificate needs a new CA"
+                )
+            } else if fm.fileExists(atPath: caPath) {
                 logger.warning(
                     "replacing the CA in \(directory)/: its key (ca-key.pem) is missing, so a new server certificate needs a new CA; clients trusting the old ca.pem and provider certificates it signed no longer verify"
                 )

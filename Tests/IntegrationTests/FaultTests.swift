@@ -77,6 +77,11 @@ struct FaultTests {
         var noToken = try emulator.push(device.token).request
         noToken.path = "/3/device/"
         #expect(APNsResult(try connection.send(noToken)).reason == "MissingDeviceToken")
+        for path in ["/3/device/\(device.token)/x", "/3/device/\(device.token)?x=1", "/3/device//"] {
+            var badPath = try emulator.push(device.token).request
+            badPath.path = path
+            #expect(APNsResult(try connection.send(badPath)).reason == "BadPath", "\(path)")
+        }
         #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 500, "a push still gets it")
     }
 
@@ -179,16 +184,17 @@ struct FaultTests {
         let device = try emulator.createDevice()
         let connection = try emulator.connect()
         #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
-        _ = try addRule(emulator, ["match": [:], "action": ["close": true], "times": 1])
-        let requests = try (0..<4).map { _ in try emulator.push(device.token).request }
-        _ = try? connection.send(requests, timeoutMilliseconds: 3000)
+        _ = try addRule(emulator, ["match": [:], "action": ["close": true], "after": 1, "times": 1])
+        let streams = try (0..<5).map { _ in try connection.submit(try emulator.push(device.token).request) }
+        try? connection.pump(timeoutMilliseconds: 3000) { connection.isClosed }
         #expect(connection.isClosed)
+        #expect(connection.response(for: streams[0]).map { APNsResult($0).status } == 200, "the one before it is answered before the drop")
         let notProcessed = "closed the connection at an earlier stream"
         #expect(
             try eventually {
                 try emulator.notifications().filter { $0["explanation"]?.stringValue?.contains(notProcessed) == true }.count == 3
             }, "the three after it are journaled as not processed")
-        #expect(try emulator.notifications().filter { $0["status"] == 200 }.count == 1, "only the push before the rule")
+        #expect(try emulator.notifications().filter { $0["status"] == 200 }.count == 2, "only the pushes before the rule's")
     }
 
     /// Rules from `--faults` hold from the very first push (it escaped them: the fast path
