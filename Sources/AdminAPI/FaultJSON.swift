@@ -169,7 +169,8 @@ public enum FaultJSON {
     private static func text(_ value: JSONValue, _ name: String) throws -> String {
         let text = try string(value, name)
         guard !hasControlCharacters(text), text.utf8.count <= 256 else {
-            throw AdminError(400, "\(name) must be at most 256 bytes, without control characters (line breaks, tabs, NUL): APNs's reasons are short names")
+            throw AdminError(
+                400, "\(name) must be at most 256 bytes, without control characters (line breaks, tabs, NUL): APNs's reasons are short names")
         }
         return text
     }
