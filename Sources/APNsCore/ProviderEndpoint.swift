@@ -511,8 +511,6 @@ public final class ProviderEndpoint: Sendable {
         return response
     }
 
-    /// Journals a request the HTTP/2 layer reset before it could be judged (its header list
-    /// was over the advertised limit, or it stalled), so it can be seen like any other.
     /// `/3/device/TOKEN`, one segment after `/3/device/` and no query: the requests fault
     /// rules act on (any other path is APNs's 404 `BadPath`).
     static func isDevicePushPath(_ path: String) -> Bool {
@@ -521,6 +519,8 @@ public final class ProviderEndpoint: Sendable {
         return !token.isEmpty && !token.contains(UInt8(ascii: "/")) && !token.contains(UInt8(ascii: "?"))
     }
 
+    /// Journals a request the HTTP/2 layer reset before it could be judged (its header list
+    /// was over the advertised limit, or it stalled), so it can be seen like any other.
     public func recordRefused(
         streamID: Int32, headers: [HeaderField], headersTruncated: Bool,
         explanation: String, connection: inout ProviderConnectionContext
