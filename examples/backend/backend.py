@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A small app backend for the emulator's simulated apps (issue 10). Standard library only.
+"""A small app backend for the emulator's simulated apps. Standard library only.
 
 The simulated app calls it through the hooks in hooks.json (register, bind, unbind, fetch, and
 action: a reply typed into a notification); the provider side (notify.py) asks it for a user's
