@@ -387,6 +387,8 @@ public final class ChannelEndpoint: Sendable {
         var channelID: String?
         var json: JSONValue?
         var deviceFrames: [DeviceFrame] = []
+        /// An accepted broadcast's `StoredBroadcast.key`.
+        var broadcastKey: String? = nil
     }
 
     private func performLocked(
@@ -410,7 +412,9 @@ public final class ChannelEndpoint: Sendable {
                 if case .failure(let error) = result { entry.reject(error) }
                 let reach = entry.broadcast
                 let sequence = world.records.append(moving: &entry)
-                if case .success = result { world.liveActivities.noteBroadcastRecord(requestID: requestID, sequence: sequence) }
+                if case .success(let outcome) = result, let key = outcome.broadcastKey {
+                    world.liveActivities.noteBroadcastRecord(key: key, sequence: sequence)
+                }
                 if let reach, let ignored = reach.outcomes[.ignored], let first = reach.deliveries.first(where: { $0.outcome == .ignored }) {
                     // One finding per broadcast, however many activities ignored it.
                     world.noteIgnoredPush(
@@ -466,7 +470,8 @@ public final class ChannelEndpoint: Sendable {
             case .broadcast(let bundle):
                 let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
                 let message = try Self.broadcast(
-                    fields, channel: channel, payload: payload, problem: payloadProblem, now: now, requestID: requestID)
+                    fields, channel: channel, payload: payload, problem: payloadProblem, now: now,
+                    key: StoredBroadcast.key(requestID: requestID, &drawn))
                 guard world.channels.allowsBroadcast(id: channel.id, nowMs: now) else {
                     throw Rejection(
                         .tooManyRequests,
@@ -484,7 +489,7 @@ public final class ChannelEndpoint: Sendable {
                 journal?.broadcast = reach
                 journal?.outcome = reach.summaryOutcome(keptForLater: kept)
                 journal?.explanation = Self.reachSummary(reach, channelID: channel.id, stored: kept ? Self.keptForLater : "")
-                return .success(Outcome(status: 200, deviceFrames: frames))
+                return .success(Outcome(status: 200, deviceFrames: frames, broadcastKey: message.key))
             }
         } catch {
             return .failure(error)
@@ -626,7 +631,7 @@ public final class ChannelEndpoint: Sendable {
 
     /// A broadcast's headers and payload (docs/apns-behaviour.md, "Broadcast send").
     static func broadcast(
-        _ fields: Fields, channel: BroadcastChannel, payload: [UInt8], problem: Rejection?, now: Int64, requestID: String
+        _ fields: Fields, channel: BroadcastChannel, payload: [UInt8], problem: Rejection?, now: Int64, key: String
     ) throws(Rejection) -> StoredBroadcast {
         guard let type = fields.pushType, !type.isEmpty else { throw Rejection(.missingPushType, "no apns-push-type header") }
         guard type.lowercased() == "liveactivity" else {
@@ -651,7 +656,7 @@ public final class ChannelEndpoint: Sendable {
         if let problem { throw problem }
         let longest = now + ChannelDirectory.maxStorageMs
         let expires = expiration == 0 ? longest : min(longest, millisecondsSince1970(wholeSeconds: expiration))
-        return StoredBroadcast(requestID: requestID, payload: payload, priority: priority, receivedAtMs: now, expiresAtMs: expires)
+        return StoredBroadcast(key: key, payload: payload, priority: priority, receivedAtMs: now, expiresAtMs: expires)
     }
 }
 

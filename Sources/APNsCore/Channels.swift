@@ -10,16 +10,32 @@ public enum ChannelStoragePolicy: Int, Sendable, Equatable {
     case mostRecentMessageStored = 1
 }
 
-/// A message a Most-Recent-Message-Stored channel keeps for subscribers that come later.
+/// One accepted broadcast: what a Most-Recent-Message-Stored channel keeps for subscribers
+/// that come later, and what each subscribed activity takes once.
 public struct StoredBroadcast: Sendable, Equatable {
-    public var requestID: String
+    /// The broadcast's identity inside the emulator: its `apns-request-id`, `#`, and a random
+    /// part. Providers may send one request id twice (a constant from a sample, a library
+    /// option); each accepted broadcast is still a new one for the activities, which take
+    /// every broadcast once (`LiveActivity.lastBroadcastKey`).
+    public var key: String
     public var payload: [UInt8]
     public var priority: Int
     public var receivedAtMs: Int64
     public var expiresAtMs: Int64
 
-    public init(requestID: String, payload: [UInt8], priority: Int, receivedAtMs: Int64, expiresAtMs: Int64) {
-        self.requestID = requestID
+    /// The `apns-request-id` it was sent with (a key kept by an older version is the id alone).
+    public var requestID: String { Self.requestID(ofKey: key) }
+
+    public static func key(requestID: String, _ random: inout FastRandom) -> String {
+        requestID + "#" + String(random.next(), radix: 36)
+    }
+
+    public static func requestID(ofKey key: String) -> String {
+        key.firstIndex(of: "#").map { String(key[..<$0]) } ?? key
+    }
+
+    public init(key: String, payload: [UInt8], priority: Int, receivedAtMs: Int64, expiresAtMs: Int64) {
+        self.key = key
         self.payload = payload
         self.priority = priority
         self.receivedAtMs = receivedAtMs

@@ -144,10 +144,10 @@ public struct LiveActivityDeferredUpdate: Sendable, Equatable {
 }
 
 /// Where an update came from: a push to the activity's token (its record's sequence) or a
-/// broadcast on its channel (the broadcast's request id; its record lists every activity).
+/// broadcast on its channel (the broadcast's `StoredBroadcast.key`; its record lists every activity).
 public enum LiveActivityUpdateOrigin: Sendable, Equatable {
     case push(sequence: UInt64)
-    case broadcast(requestID: String)
+    case broadcast(key: String)
 }
 
 /// A throttled update that stopped waiting, and what became of it: shown (`delivered`),
@@ -194,9 +194,9 @@ public struct LiveActivity: Sendable, Equatable {
     public var budget: LiveActivityBudget
     /// The newest throttled update, waiting for the budget.
     public var deferred: LiveActivityDeferredUpdate?
-    /// The request id of the last broadcast it took (so a channel's stored message is not
-    /// shown twice, for example when the device comes back online).
-    public var lastBroadcastID: String?
+    /// The key (`StoredBroadcast.key`) of the last broadcast it took (so a channel's stored
+    /// message is not shown twice, for example when the device comes back online).
+    public var lastBroadcastKey: String?
 
     public init(
         activityID: String, bundleID: String, attributesType: String, attributes: JSONValue, contentState: JSONValue,

@@ -395,13 +395,13 @@ public struct LiveActivityBook: Sendable {
     /// A broadcast on `channelID`: one receipt per activity on the device that subscribes to
     /// it (none: the broadcast is not for this device), or only for `activityID` (a channel's
     /// stored message for an activity that just subscribed or came back online). An activity
-    /// that already took the broadcast `requestID` gets no receipt. A broadcast never starts
-    /// an activity.
+    /// that already took the broadcast `key` (`StoredBroadcast.key`) gets no receipt. A
+    /// broadcast never starts an activity.
     public mutating func receiveBroadcast(
-        channelID: String, requestID: String, payload: JSONValue, priority: Int, nowMs: Int64, only activityID: String? = nil
+        channelID: String, key: String, payload: JSONValue, priority: Int, nowMs: Int64, only activityID: String? = nil
     ) -> [LiveActivityReceipt] {
         receiveBroadcast(
-            channelID: channelID, requestID: requestID, update: Self.readBroadcast(payload, strictDecoding: policy.strictDecoding),
+            channelID: channelID, key: key, update: Self.readBroadcast(payload, strictDecoding: policy.strictDecoding),
             priority: priority, nowMs: nowMs,
             only: activityID)
     }
@@ -419,16 +419,16 @@ public struct LiveActivityBook: Sendable {
     }
 
     public mutating func receiveBroadcast(
-        channelID: String, requestID: String, update: BroadcastUpdate, priority: Int, nowMs: Int64, only activityID: String? = nil
+        channelID: String, key: String, update: BroadcastUpdate, priority: Int, nowMs: Int64, only activityID: String? = nil
     ) -> [LiveActivityReceipt] {
         let subscribers = activities().filter {
-            $0.channelID == channelID && $0.lastBroadcastID != requestID && (activityID == nil || $0.activityID == activityID)
+            $0.channelID == channelID && $0.lastBroadcastKey != key && (activityID == nil || $0.activityID == activityID)
         }.map(\.activityID)
         guard !subscribers.isEmpty else { return [] }
         // Whatever else it holds: a start has nothing to apply to.
         if update.isStart {
             return subscribers.map { id in
-                activitiesByID[id]?.lastBroadcastID = requestID
+                activitiesByID[id]?.lastBroadcastKey = key
                 return LiveActivityReceipt(
                     outcome: .ignored(
                         "ignored: a broadcast cannot start a Live Activity (channel \(channelID)); starts go to the app's push-to-start token"
@@ -445,12 +445,12 @@ public struct LiveActivityBook: Sendable {
                 receipts.append(LiveActivityReceipt(outcome: .ignored(gone), activityID: activityID, changes: changes))
                 continue
             }
-            activitiesByID[activityID]?.lastBroadcastID = requestID
+            activitiesByID[activityID]?.lastBroadcastKey = key
             switch parsed {
             case .failure(let refusal):
                 receipts.append(LiveActivityReceipt(outcome: .refused(refusal.description), activityID: activityID, changes: changes))
             case .success(let payload):
-                let receipt = apply(payload, to: activityID, priority: priority, nowMs: nowMs, origin: .broadcast(requestID: requestID))
+                let receipt = apply(payload, to: activityID, priority: priority, nowMs: nowMs, origin: .broadcast(key: key))
                 changes += receipt.changes
                 receipts.append(LiveActivityReceipt(outcome: receipt.outcome, activityID: activityID, changes: changes))
             }

@@ -117,8 +117,8 @@ extension World {
                     IgnoredPush(
                         sequence: sequence, apnsID: record.apnsID, deviceID: deviceID, bundleID: record.bundleID ?? "",
                         pushType: PushType.liveactivity.rawValue, explanation: settled.explanation, atMs: nowMs))
-            case .broadcast(let requestID):
-                guard let sequence = liveActivities.broadcastRecords[requestID] else { continue }
+            case .broadcast(let key):
+                guard let sequence = liveActivities.broadcastRecords[key] else { continue }
                 let channels = self.channels
                 records.update(sequence: sequence) { record in
                     guard var reach = record.broadcast else { return }
@@ -128,7 +128,7 @@ extension World {
                         previously: .throttled)
                     let channel = channels.channels[reach.channelID]
                     let kept =
-                        channel?.policy == .mostRecentMessageStored && channel?.storedMessage?.requestID == requestID
+                        channel?.policy == .mostRecentMessageStored && channel?.storedMessage?.key == key
                         && (channel?.storedMessage?.expiresAtMs ?? 0) > nowMs
                     record.broadcast = reach
                     record.outcome = reach.summaryOutcome(keptForLater: kept)
@@ -236,7 +236,7 @@ extension World {
         let (deliveries, changes) = liveActivities.receiveStoredBroadcast(
             channelID: channelID, message: message, deviceID: deviceID, activityID: activityID, nowMs: nowMs)
         guard !deliveries.isEmpty else { return [] }
-        if let sequence = liveActivities.broadcastRecords[message.requestID] {
+        if let sequence = liveActivities.broadcastRecords[message.key] {
             records.update(sequence: sequence) { record in
                 var reach = record.broadcast ?? BroadcastReach(channelID: channelID)
                 for delivery in deliveries {
@@ -266,7 +266,7 @@ extension World {
     /// a newer broadcast took its place, when the activities that waited for it count it as
     /// coalesced. Its record no longer reads `stored`.
     mutating func storedBroadcastLeft(_ message: StoredBroadcast, channelID: String, replacedBy: String?, nowMs: Int64) {
-        guard let sequence = liveActivities.broadcastRecords[message.requestID] else { return }
+        guard let sequence = liveActivities.broadcastRecords[message.key] else { return }
         let (outcome, why): (DeliveryOutcome, String) =
             if let replacedBy, message.expiresAtMs > nowMs {
                 (.coalesced, "broadcast \(replacedBy) replaced it in the channel's store")
@@ -286,7 +286,7 @@ extension World {
     /// it waits for them (it still waits for the subscribed activities of offline devices).
     mutating func storedBroadcastOfDeletedChannel(_ channel: BroadcastChannel, nowMs: Int64) {
         guard channel.policy == .mostRecentMessageStored, let message = channel.storedMessage, message.expiresAtMs > nowMs,
-            let sequence = liveActivities.broadcastRecords[message.requestID]
+            let sequence = liveActivities.broadcastRecords[message.key]
         else { return }
         records.update(sequence: sequence) { record in
             guard let reach = record.broadcast else { return }

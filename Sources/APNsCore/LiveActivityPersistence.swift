@@ -310,16 +310,16 @@ extension StateCodec {
             case .push(let sequence)?:
                 w.u8(0)
                 w.u64(sequence)
-            case .broadcast(let requestID)?:
+            case .broadcast(let key)?:
                 w.u8(1)
-                w.string(requestID)
+                w.string(key)
             case nil:
                 break
             }
         } else {
             w.u8(0)
         }
-        w.put(a.lastBroadcastID)
+        w.put(a.lastBroadcastKey)
     }
 
     private static func readActivity(from r: inout ByteReader) throws(StateStoreError) -> LiveActivity {
@@ -344,10 +344,10 @@ extension StateCodec {
         let deferredForm = try r.u8()
         if deferredForm != 0 {
             var deferred = LiveActivityDeferredUpdate(payload: try readPayload(from: &r), receivedAtMs: try r.take())
-            if deferredForm == 2 { deferred.origin = try r.u8() == 0 ? .push(sequence: try r.u64()) : .broadcast(requestID: try r.string()) }
+            if deferredForm == 2 { deferred.origin = try r.u8() == 0 ? .push(sequence: try r.u64()) : .broadcast(key: try r.string()) }
             a.deferred = deferred
         }
-        a.lastBroadcastID = try r.take()
+        a.lastBroadcastKey = try r.take()
         return a
     }
 

@@ -38,8 +38,8 @@ public struct LiveActivityWorld: Sendable {
     /// one notification per app), older ones are coalesced. Changed through `hold` and
     /// `takeWaiting`, which mark the device for persistence.
     public internal(set) var waitingPushes: [String: WaitingLiveActivityPush] = [:]
-    /// Broadcast request id → its journal record, for the channel's stored message reaching
-    /// activities later (the newest `maxEndedTokens`).
+    /// Broadcast key (`StoredBroadcast.key`) → its journal record, for the channel's stored
+    /// message reaching activities later (the newest `maxEndedTokens`).
     var broadcastRecords: [String: UInt64] = [:]
     /// With persistence on (`--state-dir`, `--redis`): devices whose Live Activity state
     /// changed since `takeChangedDevices`. Only Live Activity paths mark; device pushes never
@@ -187,7 +187,7 @@ public struct LiveActivityWorld: Sendable {
             let receipts =
                 changeBook(deviceID) {
                     $0.receiveBroadcast(
-                        channelID: channelID, requestID: message.requestID, update: update, priority: message.priority, nowMs: nowMs)
+                        channelID: channelID, key: message.key, update: update, priority: message.priority, nowMs: nowMs)
                 } ?? []
             var changes: [LiveActivityChange] = []
             for receipt in receipts {
@@ -208,14 +208,14 @@ public struct LiveActivityWorld: Sendable {
         // Most flushes find every activity has it already: then nothing is parsed.
         guard message.expiresAtMs > nowMs,
             books[deviceID]?.activities().contains(where: {
-                $0.channelID == channelID && $0.lastBroadcastID != message.requestID && (activityID == nil || $0.activityID == activityID)
+                $0.channelID == channelID && $0.lastBroadcastKey != message.key && (activityID == nil || $0.activityID == activityID)
             }) == true
         else { return ([], []) }
         let payload = (try? JSONValue.parse(message.payload)) ?? .null
         let receipts =
             changeBook(deviceID) {
                 $0.receiveBroadcast(
-                    channelID: channelID, requestID: message.requestID, payload: payload, priority: message.priority, nowMs: nowMs,
+                    channelID: channelID, key: message.key, payload: payload, priority: message.priority, nowMs: nowMs,
                     only: activityID)
             } ?? []
         guard !receipts.isEmpty else { return ([], []) }
@@ -267,8 +267,8 @@ public struct LiveActivityWorld: Sendable {
     }
 
     /// Remembers a broadcast's journal record (bounded).
-    mutating func noteBroadcastRecord(requestID: String, sequence: UInt64) {
-        if broadcastRecords.updateValue(sequence, forKey: requestID) == nil { broadcastRecordOrder.append(requestID) }
+    mutating func noteBroadcastRecord(key: String, sequence: UInt64) {
+        if broadcastRecords.updateValue(sequence, forKey: key) == nil { broadcastRecordOrder.append(key) }
         if broadcastRecordOrder.count > Self.maxEndedTokens { broadcastRecords[broadcastRecordOrder.removeFirst()] = nil }
     }
 

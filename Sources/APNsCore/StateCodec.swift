@@ -676,7 +676,7 @@ extension StateCodec {
         w.put(c.lastBroadcastAtMs)
         if let message = c.storedMessage {
             w.u8(1)
-            w.put(message.requestID)
+            w.put(message.key)
             w.blob(message.payload)
             w.put(message.priority)
             w.put(message.receivedAtMs)
@@ -701,7 +701,7 @@ extension StateCodec {
         channel.lastBroadcastAtMs = try r.take()
         if try r.u8() != 0 {
             channel.storedMessage = StoredBroadcast(
-                requestID: try r.take(), payload: try r.bytes(), priority: try r.take(), receivedAtMs: try r.take(),
+                key: try r.take(), payload: try r.bytes(), priority: try r.take(), receivedAtMs: try r.take(),
                 expiresAtMs: try r.take())
         }
         try r.expectEnd()

@@ -112,7 +112,7 @@ extension Emulator {
             Double(counters.crossAccountDeliveries))
         p.labelled(
             "apns_emulator_broadcast_deliveries_total", "counter",
-            "Broadcasts reaching subscribed Live Activities, by outcome: delivered, ignored, throttled, stored (device offline), expired (missed).",
+            "Broadcasts reaching subscribed Live Activities, by outcome: delivered, ignored, throttled, coalesced (a newer one replaced it), stored (device offline), expired (missed).",
             by: "outcome", counters.broadcastDeliveries.map { ($0.key.rawValue, Double($0.value)) }.sorted { $0.0 < $1.0 })
         let calls = backendCalls.counts
         p.labelled(

@@ -61,7 +61,7 @@ struct ChannelDirectoryTests {
             for n in 1...2 {
                 directory.recordBroadcast(
                     id: id,
-                    message: StoredBroadcast(requestID: "r\(index)\(n)", payload: [], priority: 10, receivedAtMs: Int64(n), expiresAtMs: 100))
+                    message: StoredBroadcast(key: "r\(index)\(n)", payload: [], priority: 10, receivedAtMs: Int64(n), expiresAtMs: 100))
             }
         }
         #expect(directory.channels[stored.id]?.storedMessage?.requestID == "r02")

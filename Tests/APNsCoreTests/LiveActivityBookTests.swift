@@ -148,7 +148,7 @@ struct LiveActivityLifecycleTests {
         let (id, updateToken) = try F.started(&book, token: token, [("input-push-token", 0), ("input-push-channel", "ch-1")])
         #expect(updateToken == nil)
         let receipts = book.receiveBroadcast(
-            channelID: "ch-1", requestID: "b1", payload: F.update(timestamp: F.seconds0 + 1), priority: 10, nowMs: F.t0 + 9 * F.hour)
+            channelID: "ch-1", key: "b1", payload: F.update(timestamp: F.seconds0 + 1), priority: 10, nowMs: F.t0 + 9 * F.hour)
         #expect(receipts.count == 1)
         #expect(receipts[0].changes == [.ended(activityID: id, by: .lifetime, atMs: F.t0 + 8 * F.hour, alert: nil)])
         #expect(
@@ -341,13 +341,13 @@ struct LiveActivityBroadcastTests {
         let (three, _) = try F.started(&book, token: token, nowMs: F.t0 + 3)
         let (four, _) = try F.started(&book, token: token, nowMs: F.t0 + 4, [("input-push-channel", "ch-1")], removing: ["input-push-token"])
         let receipts = book.receiveBroadcast(
-            channelID: "ch-1", requestID: "b2", payload: F.update(timestamp: F.seconds0 + 60), priority: 10, nowMs: F.t0 + F.minute)
+            channelID: "ch-1", key: "b2", payload: F.update(timestamp: F.seconds0 + 60), priority: 10, nowMs: F.t0 + F.minute)
         #expect(receipts.map(\.activityID) == [one, four])
         #expect(receipts.allSatisfy { $0.outcome == .applied })
         #expect(F.status(book, one) == "on the way" && F.status(book, four) == "on the way")
         #expect(F.status(book, two) == "preparing" && F.status(book, three) == "preparing")
         #expect(
-            book.receiveBroadcast(channelID: "ch-9", requestID: "b3", payload: F.update(timestamp: F.seconds0 + 60), priority: 10, nowMs: F.t0)
+            book.receiveBroadcast(channelID: "ch-9", key: "b3", payload: F.update(timestamp: F.seconds0 + 60), priority: 10, nowMs: F.t0)
                 .isEmpty)
     }
 
@@ -356,15 +356,15 @@ struct LiveActivityBroadcastTests {
         var (book, token) = try F.book()
         let (one, _) = try F.started(&book, token: token, nowMs: F.t0 + 1, [("input-push-channel", "ch-1")], removing: ["input-push-token"])
         let first = book.receiveBroadcast(
-            channelID: "ch-1", requestID: "r1", payload: F.update(timestamp: F.seconds0 + 60), priority: 5, nowMs: F.t0 + 2)
+            channelID: "ch-1", key: "r1", payload: F.update(timestamp: F.seconds0 + 60), priority: 5, nowMs: F.t0 + 2)
         #expect(first.map(\.outcome) == [.applied])
         #expect(
-            book.receiveBroadcast(channelID: "ch-1", requestID: "r1", payload: F.update(timestamp: F.seconds0 + 60), priority: 5, nowMs: F.t0 + 3)
+            book.receiveBroadcast(channelID: "ch-1", key: "r1", payload: F.update(timestamp: F.seconds0 + 60), priority: 5, nowMs: F.t0 + 3)
                 .isEmpty)
-        #expect(book.activity(one)?.updates == 1 && book.activity(one)?.lastBroadcastID == "r1")
+        #expect(book.activity(one)?.updates == 1 && book.activity(one)?.lastBroadcastKey == "r1")
         let (two, _) = try F.started(&book, token: token, nowMs: F.t0 + 4, [("input-push-channel", "ch-1")], removing: ["input-push-token"])
         let late = book.receiveBroadcast(
-            channelID: "ch-1", requestID: "r1", payload: F.update(timestamp: F.seconds0 + 60), priority: 5, nowMs: F.t0 + 5, only: two)
+            channelID: "ch-1", key: "r1", payload: F.update(timestamp: F.seconds0 + 60), priority: 5, nowMs: F.t0 + 5, only: two)
         #expect(late.map(\.activityID) == [two] && late.map(\.outcome) == [.applied])
     }
 
@@ -373,7 +373,7 @@ struct LiveActivityBroadcastTests {
         var (book, token) = try F.book()
         _ = try F.started(&book, token: token, [("input-push-channel", "ch-1")], removing: ["input-push-token"])
         for (index, payload) in [F.start(), F.start(removing: ["alert"])].enumerated() {
-            let receipts = book.receiveBroadcast(channelID: "ch-1", requestID: "b4-\(index)", payload: payload, priority: 10, nowMs: F.t0 + 1)
+            let receipts = book.receiveBroadcast(channelID: "ch-1", key: "b4-\(index)", payload: payload, priority: 10, nowMs: F.t0 + 1)
             #expect(
                 receipts.map(\.outcome) == [
                     .ignored("ignored: a broadcast cannot start a Live Activity (channel ch-1); starts go to the app's push-to-start token")
@@ -387,14 +387,14 @@ struct LiveActivityBroadcastTests {
         var (book, token) = try F.book()
         let (one, _) = try F.started(&book, token: token, [("input-push-channel", "ch-1")], removing: ["input-push-token"])
         let now = F.t0 + F.minute
-        let end = book.receiveBroadcast(channelID: "ch-1", requestID: "b5", payload: F.end(timestamp: F.seconds0 + 60), priority: 10, nowMs: now)
+        let end = book.receiveBroadcast(channelID: "ch-1", key: "b5", payload: F.end(timestamp: F.seconds0 + 60), priority: 10, nowMs: now)
         #expect(
             end == [LiveActivityReceipt(outcome: .applied, activityID: one, changes: [.ended(activityID: one, by: .push, atMs: now, alert: nil)])])
         let after = book.receiveBroadcast(
-            channelID: "ch-1", requestID: "b6", payload: F.update(timestamp: F.seconds0 + 120), priority: 10, nowMs: now + 1)
+            channelID: "ch-1", key: "b6", payload: F.update(timestamp: F.seconds0 + 120), priority: 10, nowMs: now + 1)
         #expect(after.map(\.outcome) == [.ignored("ignored: the activity ended at 2023-11-14T22:14:20.000Z; pushes after the end are ignored")])
         let bad = book.receiveBroadcast(
-            channelID: "ch-1", requestID: "b7", payload: F.update(timestamp: F.seconds0 + 120, removing: ["timestamp"]), priority: 10, nowMs: now + 1)
+            channelID: "ch-1", key: "b7", payload: F.update(timestamp: F.seconds0 + 120, removing: ["timestamp"]), priority: 10, nowMs: now + 1)
         #expect(bad.map(\.outcome) == [.refused("would not update: timestamp is missing (seconds since 1970)")])
     }
 }

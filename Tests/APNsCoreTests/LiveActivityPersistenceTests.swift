@@ -188,7 +188,7 @@ struct LiveActivityPersistenceTests {
     /// A throttled update keeps the record it answers for (a push's sequence, a broadcast's
     /// request id); one kept without (the pinned row below) still reads.
     @Test func aThrottledUpdateKeepsItsRecordAcrossARestart() throws {
-        for origin: LiveActivityUpdateOrigin in [.push(sequence: 300), .broadcast(requestID: "6F1B2C3D-0000-4000-8000-000000000001")] {
+        for origin: LiveActivityUpdateOrigin in [.push(sequence: 300), .broadcast(key: "6F1B2C3D-0000-4000-8000-000000000001")] {
             let bytes = StateCodec.encode(try Self.fullRow(deferredFrom: origin))
             let decoded = try StateCodec.decodeLiveActivities(bytes)
             #expect(decoded.book?.activities().first?.deferred?.origin == origin)

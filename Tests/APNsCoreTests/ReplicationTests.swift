@@ -277,7 +277,7 @@ struct ReplicationTests {
 
     /// A live channel, a deleted one, and one with a stored message, every field set.
     static func channels() -> [BroadcastChannel] {
-        let message = StoredBroadcast(requestID: "R", payload: [0, 1, 255], priority: 5, receivedAtMs: -1, expiresAtMs: 28_800_000)
+        let message = StoredBroadcast(key: "R", payload: [0, 1, 255], priority: 5, receivedAtMs: -1, expiresAtMs: 28_800_000)
         return [
             BroadcastChannel(id: "YQ==", bundleID: "com.a", environment: .sandbox, policy: .noMessageStored, createdAtMs: 0),
             BroadcastChannel(
@@ -667,7 +667,7 @@ struct ReplicationTests {
             for n in 0..<3 {
                 world.channels.recordBroadcast(
                     id: made[2].id,
-                    message: StoredBroadcast(requestID: "R\(n)", payload: [UInt8(n)], priority: 10, receivedAtMs: 10 + Int64(n), expiresAtMs: 99))
+                    message: StoredBroadcast(key: "R\(n)", payload: [UInt8(n)], priority: 10, receivedAtMs: 10 + Int64(n), expiresAtMs: 99))
             }
         }
         let rows = p.sink.peek()

@@ -273,7 +273,7 @@ struct StatePersistenceTests {
                 world.channels.recordBroadcast(
                     id: made[2].id,
                     message: StoredBroadcast(
-                        requestID: "R\(n)", payload: Array("{}".utf8), priority: 10, receivedAtMs: 10 + Int64(n), expiresAtMs: 28_800_000))
+                        key: "R\(n)", payload: Array("{}".utf8), priority: 10, receivedAtMs: 10 + Int64(n), expiresAtMs: 28_800_000))
             }
         }
         let before = f.world { $0.channels.all }

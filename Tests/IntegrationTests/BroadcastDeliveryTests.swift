@@ -62,10 +62,13 @@ struct BroadcastDeliveryTests {
         return (deviceID, try #require(started.json["activityId"]?.stringValue))
     }
 
-    func broadcast(_ channel: String, eta: Int, timestamp: Int = 1_700_000_100, expiration: String = "0") throws -> HTTP2Response {
+    func broadcast(
+        _ channel: String, eta: Int, timestamp: Int = 1_700_000_100, expiration: String = "0", requestID: String? = nil
+    ) throws -> HTTP2Response {
         try push.send(
             "POST", "/4/broadcasts/apps/\(Self.bundle)",
-            headers: [("apns-channel-id", channel), ("apns-push-type", "LiveActivity"), ("apns-priority", "5"), ("apns-expiration", expiration)],
+            headers: [("apns-channel-id", channel), ("apns-push-type", "LiveActivity"), ("apns-priority", "5"), ("apns-expiration", expiration)]
+                + (requestID.map { [("apns-request-id", $0)] } ?? []),
             body: #"{"aps":{"event":"update","timestamp":\#(timestamp),"content-state":{"eta":\#(eta)}}}"#)
     }
 
@@ -237,6 +240,30 @@ struct BroadcastDeliveryTests {
         try setOnline(away.deviceID, false)
         try setOnline(away.deviceID, true)
         #expect(try activity(away.deviceID, away.activityID)?["updates"]?.intValue == 1)
+    }
+
+    /// Apple documents no de-duplication of `apns-request-id`: a provider that sends one id twice
+    /// (a constant copied from a sample) sends two broadcasts, and each reaches the activities,
+    /// online at once and from the channel's store once back. The second was answered 200 and
+    /// reached nobody.
+    @Test func broadcastsThatReuseARequestIDEachReachTheActivities() throws {
+        let stored = try channel(policy: 1)
+        let online = try subscriber(stored)
+        let away = try subscriber(stored)
+        let reused = "12121212-3434-5656-7878-909090909090"
+        #expect(try broadcast(stored, eta: 1, timestamp: 1_700_000_101, requestID: reused).status == 200)
+        #expect(try eta(online.deviceID, online.activityID) == 1)
+        try setOnline(away.deviceID, false)
+        let again = try broadcast(stored, eta: 2, timestamp: 1_700_000_102, requestID: reused)
+        #expect(again.status == 200 && again.header("apns-request-id") == reused)
+        #expect(try eta(online.deviceID, online.activityID) == 2, "the second broadcast is a new one")
+        let records = try emulator.admin("GET", "/api/v1/notifications?apnsId=\(reused)").json["notifications"]?.arrayValue ?? []
+        #expect(records.count == 2)
+        let newest = try #require(records.first?.objectValue?["broadcast"]?.objectValue)
+        let outcomes = newest["outcomes"]?.objectValue
+        #expect(newest["subscribers"]?.intValue == 2 && outcomes?["delivered"]?.intValue == 1 && outcomes?["stored"]?.intValue == 1, "\(newest)")
+        try setOnline(away.deviceID, true)
+        #expect(try eta(away.deviceID, away.activityID) == 2, "the stored second broadcast reaches the activity that had the first")
     }
 
     /// A stored broadcast reads `stored` only while its channel keeps it: replaced by a newer

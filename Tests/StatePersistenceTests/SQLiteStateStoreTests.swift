@@ -123,7 +123,7 @@ func everyKindOfChange() -> [StateChange] {
     // A burst of broadcasts: the last row wins.
     var busy = everyKindOfChannel()[2]
     busy.broadcasts += 1
-    busy.storedMessage?.requestID = "later"
+    busy.storedMessage?.key = "later"
     changes.append(.channelSaved(busy))
     changes.append(.channelRemoved(id: "Zm9yZ290dGVu"))
     return changes
@@ -133,7 +133,7 @@ func everyKindOfChange() -> [StateChange] {
 /// forgotten (removed again by `everyKindOfChange`).
 func everyKindOfChannel() -> [BroadcastChannel] {
     let message = StoredBroadcast(
-        requestID: "6E4C4C7A-7D08-4B45-9C44-5B2A4E7E0F00", payload: Array(#"{"aps":{"event":"update"}}"#.utf8),
+        key: "6E4C4C7A-7D08-4B45-9C44-5B2A4E7E0F00", payload: Array(#"{"aps":{"event":"update"}}"#.utf8),
         priority: 10, receivedAtMs: 1_767_225_600_500, expiresAtMs: 1_767_225_900_000)
     return [
         BroadcastChannel(id: "bGl2ZQ==", bundleID: "com.example.app", environment: .sandbox, policy: .noMessageStored, createdAtMs: 1),
