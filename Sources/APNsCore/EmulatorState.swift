@@ -337,16 +337,19 @@ public final class EmulatorState: Sendable {
         }
     }
 
-    /// Tells listeners (event streams, long polls) about records another instance changed.
+    /// Tells listeners (event streams, long polls) about records another instance changed;
+    /// with `devicesReset`, has the device sockets held here attached again.
     public func announceSharedChanges(records: [UInt64], reset: Bool, devicesReset: Bool = false) {
         if reset {
             onRecordChanges?([], true)
-            if devicesReset { sharedResetObserver.value?() }
         } else if !records.isEmpty, changeTracking.load(ordering: .relaxed) {
             // Only while someone listens, as for this instance's own changes: reading each
             // record back for nobody cost a follower a tenth of its time.
             onRecordChanges?(records, false)
         }
+        // Also without a reset: another instance marked the devices connected here
+        // disconnected (it took this one for stopped), and their sockets are still open.
+        if devicesReset { sharedResetObserver.value?() }
     }
 
     /// What a `withWorld` call hands on once the lock is released.

@@ -311,7 +311,18 @@ extension World {
                 break  // each instance keeps its own clock
             case .reset(let state):
                 applied.deviceIDs.formUnion(registry.devices.keys)
+                // Sockets held here that the loaded state no longer names (another instance took
+                // this one for stopped while it was cut off, then this copy reloaded).
+                let heldHere: [String] =
+                    ownership.map { mine in
+                        registry.devices.values.filter { device in
+                            device.connectionID.map { DeviceOwnership.instance(ofConnection: $0) == mine.me } ?? false
+                        }.map(\.id)
+                    } ?? []
                 applyReplicatedReset(state, configured: configured, keys: keys[index] ?? [])
+                for id in heldHere where registry.devices[id].map({ $0.connectionID == nil }) ?? false {
+                    applied.detachedHere.insert(id)
+                }
                 applied.deviceIDs.formUnion(state.devices.map(\.id))
                 applied.reset = true
                 applied.recordSequences = []

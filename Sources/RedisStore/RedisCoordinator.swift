@@ -874,8 +874,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             followedEpoch.withLock { $0 = epoch }
         }
         let now = clock.nowMilliseconds()
+        let applied: ReplicationApplied
         do {
-            _ = try state.applyShared { (world: inout World) throws(StateStoreError) in
+            applied = try state.applyShared { (world: inout World) throws(StateStoreError) in
                 try world.applyReplicated([.reset(persisted)], nowMs: now, configured: configured, loadKey: loadKey)
             }
         } catch {
@@ -889,7 +890,13 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         s.heldByVersion = [:]
         // The load had everything, the writes left unread included.
         forgetUnread(&s)
-        tickets.withLock { $0.announcements.append(([], true, false)) }
+        // Another instance took this one for stopped while it was cut off and marked the
+        // devices connected here disconnected; their sockets are still open.
+        if !applied.detachedHere.isEmpty {
+            logger.warning(
+                "shared state: the reloaded state has \(applied.detachedHere.count) device(s) connected here marked disconnected; attaching them again")
+        }
+        tickets.withLock { $0.announcements.append(([], true, !applied.detachedHere.isEmpty)) }
         setOwnership(&s, try store.members(on: redis))
     }
 

@@ -555,6 +555,39 @@ struct ReplicationTests {
         #expect(try p.sync("gone from instance 1").detachedHere.isEmpty)
     }
 
+    /// The same found by a reload (this copy was cut off and loads the state again): the
+    /// loaded state has the device disconnected that this copy had on one of its sockets.
+    @Test func aReloadThatFindsADeviceHeldHereDisconnectedNamesIt() throws {
+        let p = try ReplicaPair()
+        let mine = UInt64(2) << DeviceOwnership.instanceShift | 10
+        p.replica.ownership = DeviceOwnership(members: [1, 2], me: 2)
+        _ = try p.connect("phone", connection: mine)
+        try p.sync("connect")
+        p.world { $0.disconnectDevice("phone", connectionID: mine, nowMs: p.now) }
+        let loaded = p.world { $0.persistedState }
+        let pair = p
+        func reload(_ state: PersistedState) throws -> ReplicationApplied {
+            try p.replica.applyReplicated([.reset(state)], nowMs: p.now, configured: p.configured) { stored throws(StateStoreError) in
+                try pair.loadKey(stored)
+            }
+        }
+        #expect(try reload(loaded).detachedHere == ["phone"])
+        #expect(try reload(loaded).detachedHere.isEmpty, "this copy no longer holds it")
+    }
+
+    /// A device held here marked disconnected elsewhere is attached again even when nothing
+    /// was reset: the announcement alone reaches the observer. Before, only a reset did, and
+    /// such devices stayed disconnected with their sockets open.
+    @Test func devicesMarkedDisconnectedElsewhereAreAttachedAgainWithoutAReset() {
+        let state = EmulatorState(start: World())
+        let told = Mutex(0)
+        state.observeSharedResets { told.withLock { $0 += 1 } }
+        state.announceSharedChanges(records: [], reset: false, devicesReset: true)
+        #expect(told.withLock { $0 } == 1)
+        state.announceSharedChanges(records: [1], reset: false, devicesReset: false)
+        #expect(told.withLock { $0 } == 1)
+    }
+
     @Test func storedThenInFlightThenAcknowledged() throws {
         let p = try ReplicaPair()
         let frames = try p.connect("phone", connection: 10)

@@ -1002,6 +1002,36 @@ struct SharedStateTests {
         #expect(device.next("notification", timeout: 10)?["apnsId"]?.stringValue == after.apnsID)
     }
 
+    /// Redis paused long enough for the instances to take each other for stopped: whichever
+    /// comes back first marks the other's device disconnected, and the instance holding its
+    /// socket (still open) may then reload that state. It attaches the socket again: the device
+    /// reads connected on every instance and a push after reaches it. Before, it stayed marked
+    /// disconnected for good and its pushes were stored, answered 200.
+    @Test func aDeviceSocketOutlivesARedisPause() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let device = try DeviceProcess(e1, deviceID: "outage-phone", extra: ["--app-state", "foreground"])
+        let token = try device.registeredToken()
+        #expect(try eventually { try e2.admin("GET", "/api/v1/devices/outage-phone").json["connected"]?.boolValue == true })
+        cluster.redis.pause()
+        // A push through each finds Redis silent (no answer, or 503): both are cut off.
+        let started = Date()
+        for taker in [e1, e2] { _ = try? taker.connect().send(try taker.push(token).request) }
+        usleep(UInt32(max(0, 5 - Date().timeIntervalSince(started)) * 1_000_000))
+        cluster.redis.resume()
+        #expect(try eventually(20) { try e1.admin("GET", "/readyz").status == 200 && e2.admin("GET", "/readyz").status == 200 })
+        for emulator in [e1, e2] {
+            #expect(
+                try eventually(10) { try emulator.admin("GET", "/api/v1/devices/outage-phone").json["connected"]?.boolValue == true },
+                "connected again on every instance")
+        }
+        for (n, taker) in [e1, e2].enumerated() {
+            let sent = APNsResult(try taker.connect().send(try taker.push(token, payload: #"{"aps":{"alert":"after \#(n)"}}"#).request))
+            #expect(sent.status == 200)
+            #expect(device.next("notification", timeout: 10)?["apnsId"]?.stringValue == sent.apnsID, "through instance \(n + 1)")
+        }
+    }
+
     @Test func theInstanceHoldingADevicesSocketOwnsTheDevice() throws {
         let cluster = try EmulatorCluster(count: 2)
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
