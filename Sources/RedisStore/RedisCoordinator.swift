@@ -894,7 +894,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         // devices connected here disconnected; their sockets are still open.
         if !applied.detachedHere.isEmpty {
             logger.warning(
-                "shared state: the reloaded state has \(applied.detachedHere.count) device(s) connected here marked disconnected; attaching them again")
+                "shared state: the reloaded state has \(applied.detachedHere.count) device(s) connected here marked disconnected; attaching them again"
+            )
         }
         tickets.withLock { $0.announcements.append(([], true, !applied.detachedHere.isEmpty)) }
         setOwnership(&s, try store.members(on: redis))
