@@ -373,11 +373,17 @@ public final class EmulatorState: Sendable {
         }
     }
 
-    /// Runs `body` under the lock; `after` is filled even when it throws.
+    /// Runs `body` under the lock. When it throws, what it changed before is announced here
+    /// (the state writer woken for its rows) before the error goes on: a refusal that had
+    /// changed something left the writer asleep, and every later change waited for it.
     private func locked<T: Sendable, E: Error>(_ body: (inout World) throws(E) -> T, sharing: Bool) throws(E) -> (T, AfterLock) {
         var after = AfterLock()
-        let result = try locked(body, sharing: sharing, after: &after)
-        return (result, after)
+        do throws(E) {
+            return (try locked(body, sharing: sharing, after: &after), after)
+        } catch {
+            after.announce(self)
+            throw error
+        }
     }
 
     private func locked<T: Sendable, E: Error>(

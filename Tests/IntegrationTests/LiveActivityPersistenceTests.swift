@@ -100,6 +100,23 @@ private struct InstancePair {
 
 @Suite("Live Activities across restarts (--state-dir) and instances (--redis)")
 struct LiveActivityPersistenceTests {
+    /// With `--state-dir`, an app's start the device refuses (a type it never declared) is a
+    /// 400, and the changes after it are written and answered. It had marked the activity book
+    /// changed before refusing, and the refusal left the state writer asleep: every later
+    /// change, pushes too, waited for good.
+    @Test func aRefusedStartLeavesLaterChangesAnswered() throws {
+        let state = try StateDirectory()
+        let emulator = try EmulatorProcess(["--state-dir", state.path])
+        let la = LiveActivityDriver(emulator: emulator)
+        let (deviceID, _) = try la.device()
+        let refused = try emulator.admin(
+            "POST", "/api/v1/devices/\(deviceID)/apps/\(LiveActivityDriver.bundle)/activities",
+            body: ["attributesType": "NeverDeclaredAttributes", "attributes": [:], "contentState": [:]])
+        #expect(refused.status == 400, "\(refused.raw)")
+        let (_, token) = try emulator.createDevice()
+        #expect(APNsResult(try emulator.connect().send(try emulator.push(token).request)).status == 200)
+    }
+
     @Test func activitiesTokensAndSubscriptionsSurviveKill9() throws {
         let state = try StateDirectory()
         let ports = try EmulatorProcess.restartablePorts()
