@@ -5,7 +5,7 @@ set -euo pipefail
 
 want=(libnghttp2-dev libssl-dev libsqlite3-dev libhiredis-dev pkg-config)
 case "${1:-build}" in
-  test)  want+=(nghttp2-client curl openssl chromium chromium-driver python3-selenium redis-server haproxy) ;;
+  test)  want+=(nghttp2-client curl openssl chromium chromium-driver python3-selenium python3-h2 redis-server haproxy) ;;
   containers) want+=(python3-venv haproxy) ;;   # scripts/test-containers: venv for its PyPI tools, haproxy -c
   bench) want+=(nghttp2-client nghttp2-server curl openssl redis-server haproxy) ;;
   docs)  want+=(python3) ;;  # scripts/docs: the Markdown link check

@@ -68,6 +68,11 @@ final class ProviderConnection: ConnectionHandler {
     /// `goingAway` (the answers still owed are sent, then the connection closes).
     private lazy var errorBudget: ErrorBudget? = providers.load.errorDisconnect.map { ErrorBudget(limit: $0.points, windowMs: $0.windowMs) }
     private var goingAway = false
+    /// A GOAWAY decided (a fault rule, `--error-disconnect`) and sent once every stream it
+    /// covers has its answer: python-h2 (under httpx, aioapns, kalyke-apns) takes no frame
+    /// after a GOAWAY, so answers sent after it read as failures, and their pushes, accepted
+    /// and delivered, were sent again.
+    private var pendingGoAway: (errorCode: UInt32, lastStreamID: Int32, debugData: [UInt8])?
     /// Answers held back by a delay (`--response-latency`, a fault's `delayMs`), by stream:
     /// bounded by the streams a connection may have open, and gone with the connection (a delay
     /// of minutes must not keep what a closed connection was owed). A shutdown sends them at
@@ -319,7 +324,7 @@ final class ProviderConnection: ConnectionHandler {
             refuseInFlight(request)
             return
         }
-        if let ending = endedByFault, request.streamID > ending.lastStreamID {
+        if let ending, request.streamID > ending.lastStreamID {
             refuseAfterFault(request, ending)
             return
         }
@@ -370,33 +375,34 @@ final class ProviderConnection: ConnectionHandler {
     /// Pushes of this connection waiting in `DeferredPushChecks`.
     private var deferredChecks = 0
 
-    /// A fault rule that ends the connection (GOAWAY, close), decided as its push was judged.
-    /// The streams above `lastStreamID` are not processed (a GOAWAY's promise, RFC 9113 §6.8;
-    /// a closed connection takes nothing more), though they may be in this very read already.
-    private var endedByFault: (lastStreamID: Int32, ruleID: String, closing: Bool)?
+    /// What ends the connection (a fault rule's GOAWAY or close, `--error-disconnect`),
+    /// decided as a push was judged. The streams above `lastStreamID` are not processed (a
+    /// GOAWAY's promise, RFC 9113 §6.8; a closed connection takes nothing more), though they
+    /// may be in this very read already. `cause` names it in their records.
+    private var ending: (lastStreamID: Int32, cause: String, closing: Bool)?
 
     private func noteEnding(by fault: FiredFault, at streamID: Int32) {
-        guard endedByFault == nil else { return }
+        guard ending == nil else { return }
         switch fault.action.kind {
         case .goAway(_, let lastStreamID, _):
-            // Without a last stream id the GOAWAY covers every stream received: all answered.
-            endedByFault = (lastStreamID ?? .max, fault.ruleID, false)
+            // Without a last stream id the GOAWAY covers every stream received so far.
+            ending = (lastStreamID ?? session.lastReceivedStreamID, "fault rule \(fault.ruleID)", false)
         case .closeConnection:
-            endedByFault = (streamID, fault.ruleID, true)
+            ending = (streamID, "fault rule \(fault.ruleID)", true)
         default:
             break
         }
     }
 
-    private func refuseAfterFault(_ request: HTTP2Request, _ ending: (lastStreamID: Int32, ruleID: String, closing: Bool)) {
+    private func refuseAfterFault(_ request: HTTP2Request, _ ending: (lastStreamID: Int32, cause: String, closing: Bool)) {
         let explanation: String
         if ending.closing {
-            explanation = "not processed: fault rule \(ending.ruleID) closed the connection at an earlier stream"
+            explanation = "not processed: \(ending.cause) closed the connection at an earlier stream"
         } else {
-            // Refused outright, in case the GOAWAY (sent with the faulted answer) comes later.
+            // Refused outright: the GOAWAY comes once the streams it covers are answered.
             session.submitRstStream(streamID: request.streamID, errorCode: HTTP2ErrorCode.refusedStream)
             explanation =
-                "stream refused (RST_STREAM REFUSED_STREAM), not processed: above the last stream id \(ending.lastStreamID) of the GOAWAY of fault rule \(ending.ruleID)"
+                "stream refused (RST_STREAM REFUSED_STREAM), not processed: above the last stream id \(ending.lastStreamID) of the GOAWAY of \(ending.cause)"
         }
         endpoint.recordRefused(
             streamID: request.streamID, headers: request.headers, headersTruncated: false, explanation: explanation,
@@ -636,15 +642,12 @@ final class ProviderConnection: ConnectionHandler {
         case .resetStream(let code):
             session.submitRstStream(streamID: streamID, errorCode: code)
         case .goAway(let reason, let lastStreamID, let code):
-            // The streams it covers are still answered (as Apple's graceful GOAWAYs do), then
-            // the connection closes: at the latest after 10 s.
             // Its own push was not processed (the record says so): refused, not left open; before
             // the GOAWAY, which would otherwise close a stream above its last id unannounced.
             session.submitRstStream(streamID: streamID, errorCode: HTTP2ErrorCode.refusedStream)
-            session.submitGoAway(errorCode: code, lastStreamID: lastStreamID, debugData: reason.map(Self.reasonJSON) ?? [])
-            goingAway = true
-            flushSession()
-            connection.loop.schedule(afterMilliseconds: 10_000) { [weak self] in self?.connection.closeAfterFlush() }
+            goAwayOnceAnswered(
+                errorCode: code, lastStreamID: ending?.lastStreamID ?? lastStreamID ?? session.lastReceivedStreamID,
+                debugData: reason.map(Self.reasonJSON) ?? [])
         case .closeConnection:
             // The answers of the streams before it (already in nghttp2's output) go first: the
             // connection drops at this stream, not before it.
@@ -655,8 +658,29 @@ final class ProviderConnection: ConnectionHandler {
 
     private func flushSession() {
         connection.write { session.drainOutput(into: &$0) }
+        if pendingGoAway != nil, session.openStreamCount == 0 { sendPendingGoAway() }
         // After a GOAWAY: closed once every stream owed an answer has it.
-        if goingAway, !session.wantsRead, !session.wantsWrite { closeSoon() }
+        if goingAway, pendingGoAway == nil, !session.wantsRead, !session.wantsWrite { closeSoon() }
+    }
+
+    /// The streams up to `lastStreamID` are answered (the rest refused as they come), then
+    /// GOAWAY, then the connection closes: at the latest after 10 s, owed answers or not.
+    private func goAwayOnceAnswered(errorCode: UInt32, lastStreamID: Int32, debugData: [UInt8]) {
+        pendingGoAway = (errorCode, lastStreamID, debugData)
+        goingAway = true
+        flushSession()
+        connection.loop.schedule(afterMilliseconds: 10_000) { [weak self] in
+            guard let self else { return }
+            self.sendPendingGoAway()
+            self.connection.closeAfterFlush()
+        }
+    }
+
+    private func sendPendingGoAway() {
+        guard let pending = pendingGoAway else { return }
+        pendingGoAway = nil
+        session.submitGoAway(errorCode: pending.errorCode, lastStreamID: pending.lastStreamID, debugData: pending.debugData)
+        connection.write { session.drainOutput(into: &$0) }
     }
 
     /// The session is done: the connection closes a moment later, reading meanwhile. The
@@ -712,20 +736,17 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     /// `--error-disconnect`: GOAWAY with the reason of the error that went over the limit. The
-    /// streams already received are still answered (a 200 is never lost to it); nghttp2 refuses
-    /// newer ones, and the connection closes once nothing is owed (at the latest after 10 s).
+    /// streams already received are still answered first (a 200 is never lost to it), newer
+    /// ones refused, and the connection closes once nothing is owed (at the latest after 10 s).
     private func goAwayForErrors(after response: PushResponse) {
-        // The answer that went over the limit goes out whole first: a GOAWAY between its
-        // HEADERS and its DATA leaves some clients (python-h2) unable to read its reason.
-        flushSession()
-        goingAway = true
         let reason = response.reason?.rawValue ?? String(response.status)
         providers.logger.info(
             "provider connection \(connection.id): too many errors (\(errorBudget?.limit ?? 0) points within \((errorBudget?.windowMs ?? 0) / 1000) s, --error-disconnect), GOAWAY \(reason)"
         )
         providers.countErrorDisconnect()
-        session.submitGoAway(errorCode: HTTP2ErrorCode.noError, lastStreamID: nil, debugData: Self.reasonJSON(reason))
-        connection.loop.schedule(afterMilliseconds: 10_000) { [weak self] in self?.connection.closeAfterFlush() }
+        let last = session.lastReceivedStreamID
+        if ending == nil { ending = (last, "--error-disconnect", false) }
+        goAwayOnceAnswered(errorCode: HTTP2ErrorCode.noError, lastStreamID: ending?.lastStreamID ?? last, debugData: Self.reasonJSON(reason))
     }
 
     /// `atLeast`: the soonest next look, in ms (a request under way is looked at again each second).

@@ -82,6 +82,16 @@ import TestSupport
         #expect(String(decoding: frames[data].payload, as: UTF8.self) == #"{"reason":"BadDeviceToken"}"#)
     }
 
+    /// The streams received before the limit was crossed are answered before the GOAWAY:
+    /// python-h2 (httpx, aioapns, kalyke-apns) read those sent after it as a protocol error.
+    @Test(PythonH2.installed) func pythonH2ReadsEveryAnswerBeforeTheGoAway() throws {
+        let emulator = try EmulatorProcess(["--error-disconnect", "10/60", "--h2c-sandbox-listen", "127.0.0.1:0"])
+        // BadDeviceToken costs 5: the second push crosses the limit, the four sent with it
+        // are answered all the same.
+        let seen = try PythonH2.answerOrder(emulator, token: String(repeating: "ab", count: 32), count: 5)
+        #expect(seen == Array(repeating: "answer 400", count: 6) + ["goaway", "eof"], "\(seen)")
+    }
+
     /// Off by default: a connection may make as many errors as it likes.
     @Test func withoutTheOptionErrorsNeverEndAConnection() throws {
         let emulator = try EmulatorProcess()

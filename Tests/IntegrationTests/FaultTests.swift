@@ -177,6 +177,18 @@ struct FaultTests {
         #expect(delivered == (lastStreamID != nil ? 1 : 4), "nothing above the last stream id was processed")
     }
 
+    /// The streams a `goAway` rule's GOAWAY covers are answered before it goes out: python-h2
+    /// (httpx, aioapns, kalyke-apns) takes no frame after a GOAWAY, and read the answers sent
+    /// after it as a protocol error, so their pushes, delivered, were reported failed.
+    @Test(PythonH2.installed) func pythonH2ReadsEveryAnswerAGoAwayRuleCovers() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let device = try emulator.createDevice()
+        _ = try addRule(emulator, ["match": [:], "action": ["goAway": ["reason": "Shutdown"]], "after": 1, "times": 1])
+        let seen = try PythonH2.answerOrder(emulator, token: device.token, count: 5)
+        #expect(seen == ["answer 200", "reset 7"] + Array(repeating: "answer 200", count: 4) + ["goaway", "eof"], "\(seen)")
+        #expect(try emulator.notifications().filter { $0["status"] == 200 }.count == 5)
+    }
+
     /// The pushes sent after the one a `close` rule ends the connection at are not processed:
     /// a provider retrying them sends no duplicate.
     @Test func nothingAfterACloseFaultIsProcessed() throws {

@@ -138,7 +138,9 @@ struct LoadCommandTests {
         #expect(json["requests"]?.intValue == 1000)
         #expect(json["goAways"]?.intValue == 1)
         #expect((json["reconnects"]?.intValue ?? 0) >= 1)
-        #expect((json["succeeded"]?.intValue ?? 0) >= 1000 - 10, "\(json)")
+        // Refused and not sent again: the streams in flight above the GOAWAY's last stream id,
+        // and those opened before it arrived (it follows the answers it covers).
+        #expect((json["succeeded"]?.intValue ?? 0) >= 1000 - 30, "\(json)")
     }
 
     @Test(arguments: [
