@@ -10,7 +10,7 @@ public struct NotificationRecord: Sendable {
     /// The device token as it appeared in the path (may be malformed on rejected requests).
     public var token: String
     public var topic: String?
-    /// The effective push type: the header's, or the one implied by the topic, else alert.
+    /// The effective push type: the header's, or the one implied by the topic (`mdm` for an MDM topic), else alert.
     public var pushType: String?
     /// True when the request carried an `apns-push-type` header.
     public var pushTypeHeaderPresent: Bool

@@ -565,7 +565,7 @@ public final class ProviderEndpoint: Sendable {
         let topic = fields.topic ?? ""
         let pushType =
             fields.pushType.map { PushType(headerValue: Substring($0))?.rawValue ?? $0 }
-            ?? PushType.implied(byTopic: Substring(topic))?.rawValue ?? PushType.alert.rawValue
+            ?? TopicRules.pushTypeWithoutHeader(topic: Substring(topic), implied: PushType.implied(byTopic: Substring(topic))).rawValue
         let facts = FaultFacts(
             token: token, topic: topic, pushType: pushType, priority: Int(fields.priority ?? "10") ?? 10,
             environment: environment, connectionID: connection.connectionID)
@@ -804,7 +804,7 @@ public final class ProviderEndpoint: Sendable {
             }
             pushType = header
         } else {
-            pushType = implied ?? .alert
+            pushType = TopicRules.pushTypeWithoutHeader(topic: Substring(topic), implied: implied)
         }
         record.pushType = pushType.rawValue
         let bundleID = TopicRules.bundleID(ofTopic: topic, pushType: pushType)

@@ -15,6 +15,17 @@ public enum TopicRules {
         return credentials.owner(ofBundle: topic) == nil ? implied : nil
     }
 
+    /// A topic of an MDM push certificate (`com.apple.mgmt.External.<uuid>`, its UID): pushes
+    /// to it wake the device's MDM client whatever else they carry, and MDM servers written
+    /// before `apns-push-type` existed send none.
+    public static func isMDMTopic(_ topic: some StringProtocol) -> Bool { topic.hasPrefix("com.apple.mgmt.") }
+
+    /// The push type of a push without `apns-push-type`: the one the topic's suffix implies,
+    /// `mdm` for an MDM topic, else `alert`.
+    public static func pushTypeWithoutHeader(topic: Substring, implied: PushType?) -> PushType {
+        implied ?? (isMDMTopic(topic) ? .mdm : .alert)
+    }
+
     /// The bundle id a topic addresses: the topic without the suffix of `pushType`.
     public static func bundleID(ofTopic topic: String, pushType: PushType) -> String {
         let suffixLength = pushType.topicSuffix.utf8.count

@@ -79,6 +79,9 @@ let ruleCases: [RuleCase] = [
     RuleCase("mdm push type on a token connection", 400, "InvalidPushType") {
         try $0.request(topic: "com.apple.mgmt.External.1234", extra: [("apns-push-type", "mdm")])
     },
+    RuleCase("an MDM topic without apns-push-type is an mdm push, which needs a certificate", 400, "InvalidPushType") {
+        try $0.request(topic: "com.apple.mgmt.External.1234")
+    },
     RuleCase("no authorization header", 403, "MissingProviderToken") { try $0.request(authorization: .some(nil)) },
     RuleCase("empty bearer", 403, "MissingProviderToken") { try $0.request(authorization: "bearer ") },
     RuleCase("bearer alone", 403, "MissingProviderToken") { try $0.request(authorization: "Bearer") },
