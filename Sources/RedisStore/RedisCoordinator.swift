@@ -802,7 +802,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 } else if entry.changes == nil {
                     warn(
                         &s,
-                        "shared state: this instance fell further behind than Redis keeps the rows of changes (about \(RedisStateStore.rowsKeptBehindRecords) journal records of each instance); reloading the shared state (answers waiting here for their own writes are not sent)"
+                        "shared state: Redis no longer has the rows of changes this instance has not read (it fell further behind than Redis keeps them, about \(RedisStateStore.rowsKeptBehindRecords) journal records of each instance, or Redis lost them); reloading the shared state (answers waiting here for their own writes are not sent)"
                     )
                 }
                 s.needsReload = true
