@@ -203,6 +203,11 @@ func sendOnce(
 }
 
 func unansweredReason(_ connection: HTTP2ClientConnection, _ response: HTTP2Response) -> String? {
+    // A refused stream is often followed by the GOAWAY that explains it (the emulator sends
+    // it once the streams it covers are answered): a moment's wait to name it.
+    if response.resetErrorCode == HTTP2ErrorCode.refusedStream, connection.session.goAway == nil, !connection.isClosed {
+        try? connection.pump(timeoutMilliseconds: 300) { connection.session.goAway != nil }
+    }
     if let goAway = connection.session.goAway {
         let reset = response.resetErrorCode.map { " (the stream reset: \(HTTP2ErrorCode.name($0)))" } ?? ""
         return NoAnswer.describe(goAway: goAway, closed: connection.isClosed, error: "") + reset

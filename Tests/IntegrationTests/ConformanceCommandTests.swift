@@ -322,7 +322,7 @@ final class ConformanceFixture {
         #expect(result.status == 1)
         #expect(
             result.out.contains(#"bad-topic (no-answer): the server ended the connection: GOAWAY NO_ERROR (0), last stream "#), "\(result.out)")
-        #expect(result.out.contains(#"debug data {"reason":"Shutdown"}"#), "\(result.out)")
+        #expect(result.out.contains(#"debug data {"reason":"Shutdown"} (the stream reset: REFUSED_STREAM)"#), "\(result.out)")
         #expect(result.out.contains("1 case: 0 pass"), "\(result.out)")
     }
 

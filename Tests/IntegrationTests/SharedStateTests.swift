@@ -764,7 +764,7 @@ struct SharedStateTests {
         #expect(load.accepted.count >= 22_000 && load.unavailable == 0 && load.other.isEmpty, "\(load.accepted.count) answered 200")
         if follow == "eager" {
             #expect(
-                try eventually(20) { e2.stderr.contains("fell further behind than Redis keeps the rows of changes") },
+                try eventually(20) { e2.stderr.contains("it fell further behind than Redis keeps them") },
                 "the resumed instance says why it reloads")
         } else {
             #expect(try eventually(20) { try e2.metric("apns_emulator_shared_writes_unread") > 0 }, "the writes it missed, left unread")
