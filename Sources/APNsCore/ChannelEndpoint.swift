@@ -556,9 +556,10 @@ public final class ChannelEndpoint: Sendable {
     /// The policy may be a number or a numeric string and the push type any case: node-apn
     /// sends `"1"` and `"liveactivity"`, and Apple does not say these are refused.
     static func createRequest(_ payload: [UInt8], bodyLength: Int) throws(Rejection) -> ChannelStoragePolicy {
+        // "No payload" is `PayloadEmpty` in Apple's table for this API, as for a broadcast.
         guard bodyLength > 0 else {
             throw Rejection(
-                .badRequestPayload, "the request has no body; it needs {\"message-storage-policy\": 0 or 1, \"push-type\": \"LiveActivity\"}")
+                .payloadEmpty, "the request has no body; it needs {\"message-storage-policy\": 0 or 1, \"push-type\": \"LiveActivity\"}")
         }
         let value: JSONValue
         do { value = try JSONValue.parse(payload) } catch {

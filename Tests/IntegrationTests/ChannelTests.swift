@@ -121,6 +121,7 @@ struct ChannelTests {
             ("DELETE", "\(app)/channels", [("apns-channel-id", "dW5rbm93bi1jaGFubmVs")], nil, 400, "ChannelNotRegistered"),
             ("POST", "\(app)/channels", [], #"{"message-storage-policy": 1, "push-type": "LiveActivity", "name": "x"}"#, 400, "BadRequestParams"),
             ("POST", "\(app)/channels", [], #"{"message-storage-policy": 1"#, 400, "BadRequestPayload"),
+            ("POST", "\(app)/channels", [], nil, 400, "PayloadEmpty"),
             ("POST", "\(app)/channels", [], #"{"message-storage-policy": 1}"#, 400, "MissingPushType"),
             ("POST", "\(app)/channels", [], #"{"message-storage-policy": 1, "push-type": "alert"}"#, 400, "InvalidPushType"),
             ("POST", "\(app)/channels", [], #"{"message-storage-policy": 2, "push-type": "LiveActivity"}"#, 400, "BadRequestParams"),
