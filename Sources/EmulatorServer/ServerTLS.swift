@@ -37,12 +37,18 @@ final class ServerTLS: Service {
     /// The TLS context; makes TEST ONLY certificates when none were given and none exist.
     private static func makeContext(_ source: ServeConfiguration.TLSSource, logger: Logger) throws(StartupError) -> TLSContext {
         let fm = FileManager.default
-        if case .generated(let directory) = source, !(fm.fileExists(atPath: source.certificatePath) && fm.fileExists(atPath: source.keyPath)) {
-            try makeServerCertificate(in: directory, logger: logger)
-        } else if case .generated(let directory) = source, !fm.fileExists(atPath: directory + "/ca.pem") {
-            logger.warning(
-                "\(directory)/ has a server certificate but no ca.pem: there is no CA file to give clients to trust (move the directory away, and a new one is made)"
-            )
+        var rsa: (certificatePath: String, keyPath: String)?
+        if case .generated(let directory) = source {
+            try holdingCertificatesLock(directory) { () throws(StartupError) in
+                if !(fm.fileExists(atPath: source.certificatePath) && fm.fileExists(atPath: source.keyPath)) {
+                    try makeServerCertificate(in: directory, logger: logger)
+                } else if !fm.fileExists(atPath: directory + "/ca.pem") {
+                    logger.warning(
+                        "\(directory)/ has a server certificate but no ca.pem: there is no CA file to give clients to trust (move the directory away, and a new one is made)"
+                    )
+                }
+                rsa = rsaCertificate(in: directory, logger: logger)
+            }
         }
         let context: TLSContext
         do {
@@ -52,13 +58,25 @@ final class ServerTLS: Service {
         }
         // The RSA certificate is an extra: one that cannot be read (another user's 0600 key)
         // leaves the EC one alone, as before it existed.
-        guard let rsa = rsaCertificate(source, logger: logger) else { return context }
+        guard let rsa else { return context }
         do {
             return try TLSContext.server(certificateChainPath: source.certificatePath, privateKeyPath: source.keyPath, also: rsa)
         } catch {
             logger.warning("serving without the RSA server certificate (TLS 1.2 clients limited to RSA cipher suites will fail): \(error)")
             return context
         }
+    }
+
+    /// Several instances started at once on one new `--certs-dir` would each make a CA and
+    /// certificates over the others' (a server certificate beside another instance's key, or
+    /// signed by a CA no client trusts): the first makes them under an exclusive lock on
+    /// `.lock` there, the others wait and find them made.
+    private static func holdingCertificatesLock<E: Error>(_ directory: String, _ body: () throws(E) -> Void) throws(E) {
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let fd = open(directory + "/.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+        if fd >= 0 { _ = flock(fd, LOCK_EX) }
+        defer { if fd >= 0 { close(fd) } }
+        try body()
     }
 
     /// The server certificate is missing from `directory`: a new one, signed by the CA there
@@ -93,8 +111,7 @@ final class ServerTLS: Service {
     /// The TEST ONLY certificates also come with an RSA key, as Apple's servers present one: a
     /// TLS 1.2 client limited to RSA cipher suites needs it. Made beside the others when a
     /// directory from before it has the CA's key; without that key, served without it.
-    private static func rsaCertificate(_ source: ServeConfiguration.TLSSource, logger: Logger) -> (certificatePath: String, keyPath: String)? {
-        guard case .generated(let directory) = source else { return nil }
+    private static func rsaCertificate(in directory: String, logger: Logger) -> (certificatePath: String, keyPath: String)? {
         let fm = FileManager.default
         let certificate = directory + "/server-rsa.pem"
         let key = directory + "/server-rsa-key.pem"

@@ -1,7 +1,9 @@
 import APNsCore
 import Foundation
 import Networking
+import OpenSSLCrypto
 import ProviderClient
+import Synchronization
 import Testing
 import TestSupport
 
@@ -133,6 +135,29 @@ struct ListenerTests {
                 "https://\(try emulator.address("sandbox"))/",
             ])
         #expect(reached.status == 0, "TLS verifies with the kept CA: \(reached.err)")
+    }
+
+    /// Three instances started together on one new certs directory share one CA and each
+    /// serves a certificate that chains to it (each made its own and wrote it over the others').
+    @Test func instancesStartedTogetherOnANewCertsDirectoryAgreeOnTheCA() throws {
+        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("shared-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        try ES256PrivateKey.generate().pkcs8PEM.write(toFile: shared + "/AuthKey_\(EmulatorProcess.keyID).p8", atomically: true, encoding: .utf8)
+        let started = Mutex<[EmulatorProcess?]>([nil, nil, nil])
+        DispatchQueue.concurrentPerform(iterations: 3) { index in
+            let emulator = try? EmulatorProcess(sharedDirectory: shared)
+            started.withLock { $0[index] = emulator }
+        }
+        let emulators = started.withLock { $0 }.compactMap { $0 }
+        try #require(emulators.count == 3, "every instance started")
+        let generated = emulators.filter { $0.stderr.contains("generated TEST ONLY certificates") }
+        #expect(generated.count == 1, "one instance made the CA")
+        for emulator in emulators {
+            let device = try emulator.createDevice()
+            #expect(
+                APNsResult(try emulator.connect().send(try emulator.push(device.token).request)).status == 200, "TLS verifies with the shared ca.pem")
+        }
     }
 
     /// Certificates any user can read, for the run as `nobody`.

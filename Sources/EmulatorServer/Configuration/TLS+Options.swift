@@ -10,7 +10,8 @@ extension ServeConfiguration.TLS {
         static let key = OptionSpec("tls-key", "PATH", "server private key, PEM (default: CERTS-DIR/server-key.pem)")
         static let certsDirectory = OptionSpec(
             "certs-dir", "PATH", default: ServeConfiguration.TLS().source.certsDirectory,
-            "where the default TEST ONLY certificates are read or generated")
+            "where the default TEST ONLY certificates are read or generated (several instances may share one: the first to start makes them, holding a lock on .lock there)"
+        )
         static let clientCA = OptionSpec(
             "client-ca", "PATH",
             "CA certificates (PEM) that provider client certificates must chain to (default: CERTS-DIR/ca.pem)")
