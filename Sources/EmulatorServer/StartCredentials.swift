@@ -130,11 +130,21 @@ enum StartCredentials {
             try FileManager.default.createDirectory(
                 atPath: (path as NSString).deletingLastPathComponent,
                 withIntermediateDirectories: true)
+            // Written aside, then linked into place: instances started together on one new
+            // --certs-dir keep the first key made (each kept its own and wrote it over the
+            // others', so the key in the file verified on one instance only).
+            let aside = "\(path).\(getpid()).tmp"
+            defer { unlink(aside) }
             guard
                 FileManager.default.createFile(
-                    atPath: path, contents: Data(key.pkcs8PEM.utf8),
+                    atPath: aside, contents: Data(key.pkcs8PEM.utf8),
                     attributes: [.posixPermissions: 0o600])
             else { throw StartupError("cannot write \(path)") }
+            if link(aside, path) != 0 {
+                guard errno == EEXIST, let pem = try? String(contentsOfFile: path, encoding: .utf8), let made = try? ES256PrivateKey(pem: pem)
+                else { throw StartupError("cannot write \(path)") }
+                return made
+            }
             return key
         } catch let error as StartupError {
             throw error

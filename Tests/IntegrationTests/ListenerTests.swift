@@ -137,26 +137,30 @@ struct ListenerTests {
         #expect(reached.status == 0, "TLS verifies with the kept CA: \(reached.err)")
     }
 
-    /// Three instances started together on one new certs directory share one CA and each
-    /// serves a certificate that chains to it (each made its own and wrote it over the others').
-    @Test func instancesStartedTogetherOnANewCertsDirectoryAgreeOnTheCA() throws {
+    /// Three instances started together on one new certs directory (demo mode) share one CA
+    /// and one demo key: each serves a certificate that chains to `ca.pem` and verifies the
+    /// demo key in the file. Each made its own CA and key, and wrote them over the others'.
+    @Test func instancesStartedTogetherOnANewCertsDirectoryAgreeOnTheCAAndTheDemoKey() throws {
         let shared = FileManager.default.temporaryDirectory.appendingPathComponent("shared-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: shared) }
-        try ES256PrivateKey.generate().pkcs8PEM.write(toFile: shared + "/AuthKey_\(EmulatorProcess.keyID).p8", atomically: true, encoding: .utf8)
         let started = Mutex<[EmulatorProcess?]>([nil, nil, nil])
         DispatchQueue.concurrentPerform(iterations: 3) { index in
-            let emulator = try? EmulatorProcess(sharedDirectory: shared)
+            let emulator = try? EmulatorProcess(withKey: false, sharedDirectory: shared)
             started.withLock { $0[index] = emulator }
         }
         let emulators = started.withLock { $0 }.compactMap { $0 }
         try #require(emulators.count == 3, "every instance started")
-        let generated = emulators.filter { $0.stderr.contains("generated TEST ONLY certificates") }
-        #expect(generated.count == 1, "one instance made the CA")
+        #expect(emulators.filter { $0.stderr.contains("generated TEST ONLY certificates") }.count == 1, "one instance made the CA")
+        let pem = try String(contentsOfFile: shared + "/certs/demo-AuthKey_DEMOKEY000.p8", encoding: .utf8)
+        let demoKey = ProviderSigningKey(teamID: "DEMOTEAM00", keyID: "DEMOKEY000", privateKey: try ES256PrivateKey(pem: pem))
         for emulator in emulators {
-            let device = try emulator.createDevice()
-            #expect(
-                APNsResult(try emulator.connect().send(try emulator.push(device.token).request)).status == 200, "TLS verifies with the shared ca.pem")
+            let device = try emulator.admin("GET", "/api/v1/devices/demo-iphone").json
+            let token = try #require(device["apps"]?.arrayValue?.first?["token"]?.stringValue)
+            var push = try emulator.push(token)
+            push.providerToken = try demoKey.token(issuedAt: Int64(Date().timeIntervalSince1970))
+            let result = APNsResult(try emulator.connect().send(push.request))
+            #expect(result.status == 200, "TLS verifies with the shared ca.pem, the demo key with the file's: \(result.reason ?? "")")
         }
     }
 
