@@ -536,15 +536,22 @@ struct ReplicationTests {
 
     // MARK: Applying rows: hand-written transitions
 
-    /// Another instance marking disconnected a device whose socket this one holds (it took this
-    /// one for stopped) is told apart from a device leaving, so the socket is attached again.
-    @Test func aDeviceMarkedDisconnectedElsewhereIsNamed() throws {
+    /// A pair whose replica (instance 2) holds "phone" on one of its sockets, which the
+    /// primary (taking instance 2 for stopped) has just marked disconnected.
+    private func phoneOfTheReplicaMarkedDisconnected() throws -> ReplicaPair {
         let p = try ReplicaPair()
         let mine = UInt64(2) << DeviceOwnership.instanceShift | 10
         p.replica.ownership = DeviceOwnership(members: [1, 2], me: 2)
         _ = try p.connect("phone", connection: mine)
         try p.sync("connect")
         p.world { $0.disconnectDevice("phone", connectionID: mine, nowMs: p.now) }
+        return p
+    }
+
+    /// Another instance marking disconnected a device whose socket this one holds (it took this
+    /// one for stopped) is told apart from a device leaving, so the socket is attached again.
+    @Test func aDeviceMarkedDisconnectedElsewhereIsNamed() throws {
+        let p = try phoneOfTheReplicaMarkedDisconnected()
         let applied = try p.sync("marked disconnected by instance 1")
         #expect(applied.detachedHere == ["phone"])
         // A device of another instance's socket, or one that moved to another socket, is not.
@@ -558,12 +565,7 @@ struct ReplicationTests {
     /// The same found by a reload (this copy was cut off and loads the state again): the
     /// loaded state has the device disconnected that this copy had on one of its sockets.
     @Test func aReloadThatFindsADeviceHeldHereDisconnectedNamesIt() throws {
-        let p = try ReplicaPair()
-        let mine = UInt64(2) << DeviceOwnership.instanceShift | 10
-        p.replica.ownership = DeviceOwnership(members: [1, 2], me: 2)
-        _ = try p.connect("phone", connection: mine)
-        try p.sync("connect")
-        p.world { $0.disconnectDevice("phone", connectionID: mine, nowMs: p.now) }
+        let p = try phoneOfTheReplicaMarkedDisconnected()
         let loaded = p.world { $0.persistedState }
         let pair = p
         func reload(_ state: PersistedState) throws -> ReplicationApplied {
