@@ -73,13 +73,16 @@ public struct BroadcastReach: Sendable, Equatable {
 
     /// The channel stopped keeping the message (it expired, or a newer broadcast replaced it):
     /// the activities waiting for it (their devices offline) will not get it.
-    public mutating func leaveStore(as outcome: DeliveryOutcome, explanation: String) {
-        guard let waiting = outcomes.removeValue(forKey: .stored) else { return }
+    /// Returns how many activities were waiting for it.
+    @discardableResult
+    public mutating func leaveStore(as outcome: DeliveryOutcome, explanation: String) -> Int {
+        guard let waiting = outcomes.removeValue(forKey: .stored) else { return 0 }
         outcomes[outcome, default: 0] += waiting
         for index in deliveries.indices where deliveries[index].outcome == .stored {
             deliveries[index].outcome = outcome
             deliveries[index].explanation = explanation
         }
+        return Int(waiting)
     }
 
     /// How the record's outcome reads: delivered when one activity showed it; stored while

@@ -273,13 +273,16 @@ extension World {
             } else {
                 (.expired, "the channel's stored copy expired at \(RFC3339.format(milliseconds: message.expiresAtMs))")
             }
+        var waited = 0
         records.update(sequence: sequence) { record in
             var reach = record.broadcast ?? BroadcastReach(channelID: channelID)
-            reach.leaveStore(as: outcome, explanation: "the device was offline; \(why)")
+            waited = reach.leaveStore(as: outcome, explanation: "the device was offline; \(why)")
             record.broadcast = reach
             record.outcome = reach.summaryOutcome(keptForLater: false, otherwise: outcome)
             record.explanation = ChannelEndpoint.reachSummary(reach, channelID: channelID, stored: "; \(why)")
         }
+        // Each activity that waited for it counts what became of it, as it counted `stored`.
+        for _ in 0..<waited { counters.countBroadcastDelivery(outcome) }
     }
 
     /// A deleted channel takes no new subscribers: its stored broadcast's record stops saying

@@ -282,12 +282,14 @@ struct BroadcastDeliveryTests {
         #expect(replaced["outcome"]?.stringValue == "coalesced", "\(replaced)")
         #expect(replaced["broadcast"]?.objectValue?["outcomes"]?.objectValue?["coalesced"]?.intValue == 1)
         #expect(replaced["explanation"]?.stringValue?.contains("replaced it") == true, "\(replaced["explanation"] ?? .null)")
+        #expect(try emulator.metric("apns_emulator_broadcast_deliveries_total", labels: #"outcome="coalesced""#) == 1)
         #expect(try record(second.header("apns-request-id"))["outcome"]?.stringValue == "stored")
 
         #expect(try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 120]).status == 200)
         let expired = try record(second.header("apns-request-id"))
         #expect(expired["outcome"]?.stringValue == "expired", "\(expired)")
         #expect(expired["explanation"]?.stringValue?.contains("expired at") == true, "\(expired["explanation"] ?? .null)")
+        #expect(try emulator.metric("apns_emulator_broadcast_deliveries_total", labels: #"outcome="expired""#) == 1)
         let channels = try emulator.admin("GET", "/api/v1/channels").json["channels"]?.arrayValue ?? []
         let shown = try #require(channels.first { $0.objectValue?["id"]?.stringValue == stored }?.objectValue)
         #expect(shown["storedMessage"] == nil || shown["storedMessage"] == .null, "\(shown)")
