@@ -683,10 +683,13 @@ final class ProviderConnection: ConnectionHandler {
         connection.write { session.drainOutput(into: &$0) }
     }
 
-    /// The session is done: the connection closes a moment later, reading meanwhile. The
-    /// peer's last frames (the ACK of a SETTINGS sent with an answer) would otherwise meet a
-    /// closed socket, and a TLS client such as httpx drops the answer it has read when its
-    /// write fails.
+    /// The session is done: the connection closes when the peer does (clients close once a
+    /// GOAWAY leaves them nothing to wait for), at the latest a second later, reading
+    /// meanwhile. The peer's last frames (the ACK of a SETTINGS sent with an answer, requests
+    /// it sent before it read the GOAWAY) would otherwise meet a closed socket: a TLS client
+    /// such as httpx drops the answer it has read when its write fails, and a close with
+    /// unread bytes sends RST, which loses the answers the client has not read yet (the JDK's
+    /// HttpClient reported a delivered push failed, with 150 ms).
     private func closeSoon() {
         guard !closing else { return }
         closing = true
@@ -694,7 +697,7 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     private var closing = false
-    static let closeGraceMilliseconds: Int64 = 150
+    static let closeGraceMilliseconds: Int64 = 1000
 
     /// `{"reason":"…"}`, the debug data APNs puts in its GOAWAY frames.
     static func reasonJSON(_ reason: String) -> [UInt8] {
