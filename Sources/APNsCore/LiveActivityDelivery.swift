@@ -118,7 +118,7 @@ extension World {
                         sequence: sequence, apnsID: record.apnsID, deviceID: deviceID, bundleID: record.bundleID ?? "",
                         pushType: PushType.liveactivity.rawValue, explanation: settled.explanation, atMs: nowMs))
             case .broadcast(let key):
-                guard let sequence = liveActivities.broadcastRecords[key] else { continue }
+                guard let sequence = broadcastRecordSequence(key: key, channelID: nil) else { continue }
                 let channels = self.channels
                 records.update(sequence: sequence) { record in
                     guard var reach = record.broadcast else { return }
@@ -227,6 +227,18 @@ extension World {
         return frames
     }
 
+    /// The journal record of a broadcast: remembered when this instance took it; otherwise
+    /// (another instance took it, or this one before a restart) the newest record with its
+    /// request id, when that is a broadcast on `channelID`. It read `stored` for good after a
+    /// restart, its stored message shown.
+    func broadcastRecordSequence(key: String, channelID: String?) -> UInt64? {
+        if let sequence = liveActivities.broadcastRecords[key] { return sequence }
+        guard let record = records.newest(withID: StoredBroadcast.requestID(ofKey: key)), let reach = record.broadcast,
+            channelID == nil || reach.channelID == channelID
+        else { return nil }
+        return record.sequence
+    }
+
     private mutating func deliverStoredBroadcast(
         channelID: String, deviceID: String, activityID: String?, nowMs: Int64, previously: DeliveryOutcome?
     ) -> [DeviceFrame] {
@@ -236,7 +248,7 @@ extension World {
         let (deliveries, changes) = liveActivities.receiveStoredBroadcast(
             channelID: channelID, message: message, deviceID: deviceID, activityID: activityID, nowMs: nowMs)
         guard !deliveries.isEmpty else { return [] }
-        if let sequence = liveActivities.broadcastRecords[message.key] {
+        if let sequence = broadcastRecordSequence(key: message.key, channelID: channelID) {
             records.update(sequence: sequence) { record in
                 var reach = record.broadcast ?? BroadcastReach(channelID: channelID)
                 for delivery in deliveries {
@@ -266,7 +278,7 @@ extension World {
     /// a newer broadcast took its place, when the activities that waited for it count it as
     /// coalesced. Its record no longer reads `stored`.
     mutating func storedBroadcastLeft(_ message: StoredBroadcast, channelID: String, replacedBy: String?, nowMs: Int64) {
-        guard let sequence = liveActivities.broadcastRecords[message.key] else { return }
+        guard let sequence = broadcastRecordSequence(key: message.key, channelID: channelID) else { return }
         let (outcome, why): (DeliveryOutcome, String) =
             if let replacedBy, message.expiresAtMs > nowMs {
                 (.coalesced, "broadcast \(replacedBy) replaced it in the channel's store")
@@ -289,7 +301,7 @@ extension World {
     /// it waits for them (it still waits for the subscribed activities of offline devices).
     mutating func storedBroadcastOfDeletedChannel(_ channel: BroadcastChannel, nowMs: Int64) {
         guard channel.policy == .mostRecentMessageStored, let message = channel.storedMessage, message.expiresAtMs > nowMs,
-            let sequence = liveActivities.broadcastRecords[message.key]
+            let sequence = broadcastRecordSequence(key: message.key, channelID: channel.id)
         else { return }
         records.update(sequence: sequence) { record in
             guard let reach = record.broadcast else { return }

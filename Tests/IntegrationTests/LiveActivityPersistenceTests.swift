@@ -117,6 +117,34 @@ struct LiveActivityPersistenceTests {
         #expect(APNsResult(try emulator.connect().send(try emulator.push(token).request)).status == 200)
     }
 
+    /// A broadcast a channel kept for an offline device, shown after a restart: its record
+    /// says delivered, as without the restart (it read `stored` for good).
+    @Test func aStoredBroadcastShownAfterARestartIsRecordedDelivered() throws {
+        let state = try StateDirectory()
+        let ports = try EmulatorProcess.restartablePorts()
+        let first = try EmulatorProcess(["--state-dir", state.path] + ports)
+        var la = LiveActivityDriver(emulator: first)
+        let channel = try la.channel()
+        let (deviceID, _) = try la.device()
+        let subscribed = try first.admin(
+            "POST", "/api/v1/devices/\(deviceID)/apps/\(LiveActivityDriver.bundle)/activities",
+            body: ["attributesType": "DeliveryAttributes", "attributes": [:], "contentState": ["eta": 30], "channel": .string(channel)])
+        let subscriberID = try #require(subscribed.json["activityId"]?.stringValue)
+        #expect(try first.admin("PATCH", "/api/v1/devices/\(deviceID)", body: ["online": false]).status == 200)
+        let sent = try la.broadcast(channel, eta: 5, timestamp: 1_700_000_100)
+        let requestID = sent.headers.first { $0.name == "apns-request-id" }?.value
+        #expect(try la.record(requestID)["outcome"]?.stringValue == "stored")
+
+        first.crash()
+        let second = try EmulatorProcess(["--state-dir", state.path] + ports)
+        la = LiveActivityDriver(emulator: second)
+        #expect(try second.admin("PATCH", "/api/v1/devices/\(deviceID)", body: ["online": true]).status == 200)
+        #expect(try la.eta(deviceID, subscriberID) == 5, "shown from the channel's store")
+        let record = try la.record(requestID)
+        #expect(record["outcome"]?.stringValue == "delivered", "\(record)")
+        #expect(record["broadcast"]?["outcomes"]?["delivered"]?.intValue == 1)
+    }
+
     @Test func activitiesTokensAndSubscriptionsSurviveKill9() throws {
         let state = try StateDirectory()
         let ports = try EmulatorProcess.restartablePorts()
