@@ -77,10 +77,14 @@ public final class LoadGenerator: Sendable {
         let end = workers.map(\.lastFinished).max().flatMap { $0 > 0 ? $0 : nil } ?? Monotonic.nowNanoseconds()
         var stats = LoadStats()
         for worker in workers { stats.merge(worker.stats) }
-        // "requests" only when they all went: a request claimed but still waiting for its
-        // --rate slot at the deadline was not sent.
+        // "duration" when the deadline came with requests claimed but still waiting for their
+        // --rate slot. Those that never left for another reason (queued behind the server's
+        // stream limit at their timeout) are in the outcomes as "not sent"; the run itself
+        // went to its count.
         var stoppedBy = workers.allSatisfy(\.gaveUp) ? "unreachable" : shared.stopReason
-        if stoppedBy == "requests", stats.sent < plan.maxRequests { stoppedBy = "duration" }
+        if stoppedBy == "requests", stats.sent < plan.maxRequests, Monotonic.nowNanoseconds() >= shared.deadline {
+            stoppedBy = "duration"
+        }
         return Report(stats: stats, durationSeconds: Double(end - shared.startNanoseconds) / 1e9, stoppedBy: stoppedBy)
     }
 

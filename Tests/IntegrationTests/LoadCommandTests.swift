@@ -124,6 +124,19 @@ struct LoadCommandTests {
         #expect((json["outcomes"]?["not sent"]?.intValue ?? 0) > 0, "\(json)")
     }
 
+    /// Without `--duration`, a run whose requests time out (some still queued behind the
+    /// one-stream start) goes to its count and says so: it said "duration reached".
+    @Test func aRunWithoutADurationIsNeverStoppedByOne() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        #expect(try emulator.admin("POST", "/api/v1/faults", body: ["action": ["delayMs": 3000]]).status == 201)
+        let json = try summary(
+            try load(
+                emulator, ["--connections", "1", "--streams", "5", "--requests", "12", "--devices", "1", "--timeout", "1", "--json", "--quiet"]))
+        #expect(json["stoppedBy"]?.stringValue == "requests", "\(json)")
+        #expect(json["requests"]?.intValue == 12)
+        #expect((json["outcomes"]?["not sent"]?.intValue ?? 0) > 0, "\(json)")
+    }
+
     @Test func aConnectionEndedByGoAwayIsOpenedAgainAndTheRunGoesOn() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let rule: JSONValue = ["action": ["goAway": ["errorCode": 0]], "after": 300, "times": 1]
