@@ -12,8 +12,11 @@
    POST {backend}/tokens/{token}/invalid, so the backend stops pushing to it.
 
 Prints one JSON line per push: {"token", "status", "reason"} (plus "invalidated": true when
-reported, "error" when no answer came). Exit status: 0 when every push got an answer (any
-status), 1 when a push got none or a dead token could not be reported, 2 on setup errors.
+reported, "error" when no answer came). Exit status: 0 when every push got an answer and none
+was refused for the provider's own request (any 200, 410, 429 or 5xx; a dead token reported);
+1 when a push got none, a dead token could not be reported, or a push was refused for the
+provider's credentials or request (403, or a 400 other than BadDeviceToken: a wrong key, team
+or topic would otherwise pass for a run that pushed), 2 on setup errors.
 
 Credentials and the APNs address come from flags or the environment: APNS_KEY_PATH,
 APNS_KEY_ID, APNS_TEAM_ID, APNS_CA (the emulator's certs/ca.pem), APNS_HOST and APNS_PORT
@@ -137,6 +140,11 @@ async def send_all(args, tokens, payload):
                 line["status"], line["reason"] = int(result.status), result.description
             except Exception as error:  # no answer: report it, go on
                 line["error"] = f"{type(error).__name__}: {error}".rstrip(": ")
+                all_answered = False
+            status = line["status"]
+            if status == 403 or (status == 400 and (status, line["reason"]) not in DEAD_TOKEN_REASONS):
+                print(f"notify.py: the push to {token} was refused: {status} {line['reason']} "
+                      "(check the key, team id and topic)", file=sys.stderr)
                 all_answered = False
             if (line["status"], line["reason"]) in DEAD_TOKEN_REASONS:
                 try:
