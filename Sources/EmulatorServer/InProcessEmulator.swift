@@ -77,7 +77,10 @@ public final class InProcessEmulator: Sendable {
         else {
             emulator.stop()
             try? FileManager.default.removeItem(atPath: directory)
-            throw StartupError("the emulator started without its listeners (an option in `arguments` turned one off?)")
+            let off = Self.listenersTurnedOff(configuration)
+            throw StartupError(
+                off.isEmpty
+                    ? "the emulator started without its listeners" : "\(off.joined(separator: ", ")) off: an in-process emulator needs them")
         }
         self.sandbox = sandbox
         self.production = production
@@ -99,9 +102,21 @@ public final class InProcessEmulator: Sendable {
         let base = configuration(
             directory: FileManager.default.temporaryDirectory.appendingPathComponent("apns-emulator-check").path, teamID: teamID,
             keyID: "TESTKEY001", keyPath: "AuthKey_TESTKEY001.p8", bundleIDs: bundleIDs, logging: false)
-        do { _ = try ServeConfiguration.resolve(arguments: arguments, environment: [:], over: base) } catch {
+        let resolved: ServeConfiguration
+        do { resolved = try ServeConfiguration.resolve(arguments: arguments, environment: [:], over: base) } catch {
             throw StartupError(error.description)
         }
+        let off = listenersTurnedOff(resolved)
+        if !off.isEmpty { throw StartupError("\(off.joined(separator: ", ")) off: an in-process emulator needs them") }
+    }
+
+    /// The listeners an in-process emulator needs that `arguments` turned off, as their flags.
+    private static func listenersTurnedOff(_ configuration: ServeConfiguration) -> [String] {
+        let listeners = configuration.listeners
+        return [
+            ("--sandbox-listen", listeners.sandbox), ("--production-listen", listeners.production),
+            ("--admin-listen", listeners.admin), ("--device-listen", listeners.device),
+        ].filter { $0.1 == nil }.map { $0.0 }
     }
 
     /// Free loopback ports, TEST ONLY certificates made in `directory`, the key, the apps.

@@ -145,6 +145,10 @@ struct ScenarioCommandTests {
             #""emulator": {"arguments": ["--no-such-flag"]}, "steps": [{"do": "sleep", "ms": 1}]"#,
             #"emulator, field "arguments": unknown option --no-such-flag. See --help."#
         ),
+        (
+            #""emulator": {"arguments": ["--device-listen", "off"]}, "steps": [{"do": "sleep", "ms": 1}]"#,
+            #"emulator, field "arguments": --device-listen off: an in-process emulator needs them"#
+        ),
     ])
     func checkRefusesWhatARunWouldRefuse(body: String, expected: String) throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
