@@ -387,8 +387,6 @@ public final class ChannelEndpoint: Sendable {
         var channelID: String?
         var json: JSONValue?
         var deviceFrames: [DeviceFrame] = []
-        /// An accepted broadcast's `StoredBroadcast.key`.
-        var broadcastKey: String? = nil
     }
 
     private func performLocked(
@@ -412,9 +410,6 @@ public final class ChannelEndpoint: Sendable {
                 if case .failure(let error) = result { entry.reject(error) }
                 let reach = entry.broadcast
                 let sequence = world.records.append(moving: &entry)
-                if case .success(let outcome) = result, let key = outcome.broadcastKey {
-                    world.liveActivities.noteBroadcastRecord(key: key, sequence: sequence)
-                }
                 if let reach, let ignored = reach.outcomes[.ignored], let first = reach.deliveries.first(where: { $0.outcome == .ignored }) {
                     // One finding per broadcast, however many activities ignored it.
                     world.noteIgnoredPush(
@@ -471,7 +466,8 @@ public final class ChannelEndpoint: Sendable {
                 let channel = try Self.channel(fields, bundle: bundle, environment: environment, world: world)
                 let message = try Self.broadcast(
                     fields, channel: channel, payload: payload, problem: payloadProblem, now: now,
-                    key: StoredBroadcast.key(requestID: requestID, &drawn))
+                    // Its record is appended next, under this lock: it takes this sequence.
+                    key: StoredBroadcast.key(requestID: requestID, recordSequence: world.records.nextSequence))
                 guard world.channels.allowsBroadcast(id: channel.id, nowMs: now) else {
                     throw Rejection(
                         .tooManyRequests,
@@ -489,7 +485,7 @@ public final class ChannelEndpoint: Sendable {
                 journal?.broadcast = reach
                 journal?.outcome = reach.summaryOutcome(keptForLater: kept)
                 journal?.explanation = Self.reachSummary(reach, channelID: channel.id, stored: kept ? Self.keptForLater : "")
-                return .success(Outcome(status: 200, deviceFrames: frames, broadcastKey: message.key))
+                return .success(Outcome(status: 200, deviceFrames: frames))
             }
         } catch {
             return .failure(error)

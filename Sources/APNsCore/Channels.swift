@@ -13,10 +13,11 @@ public enum ChannelStoragePolicy: Int, Sendable, Equatable {
 /// One accepted broadcast: what a Most-Recent-Message-Stored channel keeps for subscribers
 /// that come later, and what each subscribed activity takes once.
 public struct StoredBroadcast: Sendable, Equatable {
-    /// The broadcast's identity inside the emulator: its `apns-request-id`, `#`, and a random
-    /// part. Providers may send one request id twice (a constant from a sample, a library
-    /// option); each accepted broadcast is still a new one for the activities, which take
-    /// every broadcast once (`LiveActivity.lastBroadcastKey`).
+    /// The broadcast's identity inside the emulator: its `apns-request-id`, `#`, and its journal
+    /// record's sequence. Providers may send one request id twice (a constant from a sample, a
+    /// library option); each accepted broadcast is still a new one for the activities, which
+    /// take every broadcast once (`LiveActivity.lastBroadcastKey`), and its record is found by
+    /// it after a restart and on every instance.
     public var key: String
     public var payload: [UInt8]
     public var priority: Int
@@ -26,12 +27,15 @@ public struct StoredBroadcast: Sendable, Equatable {
     /// The `apns-request-id` it was sent with (a key kept by an older version is the id alone).
     public var requestID: String { Self.requestID(ofKey: key) }
 
-    public static func key(requestID: String, _ random: inout FastRandom) -> String {
-        requestID + "#" + String(random.next(), radix: 36)
-    }
+    public static func key(requestID: String, recordSequence: UInt64) -> String { requestID + "#" + String(recordSequence) }
 
     public static func requestID(ofKey key: String) -> String {
         key.firstIndex(of: "#").map { String(key[..<$0]) } ?? key
+    }
+
+    /// The journal record's sequence a key names (nil in a key kept by an older version).
+    public static func recordSequence(ofKey key: String) -> UInt64? {
+        key.firstIndex(of: "#").flatMap { UInt64(key[key.index(after: $0)...]) }
     }
 
     public init(key: String, payload: [UInt8], priority: Int, receivedAtMs: Int64, expiresAtMs: Int64) {

@@ -227,12 +227,12 @@ extension World {
         return frames
     }
 
-    /// The journal record of a broadcast: remembered when this instance took it; otherwise
-    /// (another instance took it, or this one before a restart) the newest record with its
-    /// request id, when that is a broadcast on `channelID`. It read `stored` for good after a
-    /// restart, its stored message shown.
+    /// The journal record of a broadcast: the one its key names (on every instance, after a
+    /// restart too: a map kept by the instance that took it left the record `stored` for
+    /// good elsewhere); for a key kept by an older version, the newest record with its request
+    /// id when that is a broadcast on `channelID`.
     func broadcastRecordSequence(key: String, channelID: String?) -> UInt64? {
-        if let sequence = liveActivities.broadcastRecords[key] { return sequence }
+        if let sequence = StoredBroadcast.recordSequence(ofKey: key) { return sequence }
         guard let record = records.newest(withID: StoredBroadcast.requestID(ofKey: key)), let reach = record.broadcast,
             channelID == nil || reach.channelID == channelID
         else { return nil }

@@ -38,9 +38,6 @@ public struct LiveActivityWorld: Sendable {
     /// one notification per app), older ones are coalesced. Changed through `hold` and
     /// `takeWaiting`, which mark the device for persistence.
     public internal(set) var waitingPushes: [String: WaitingLiveActivityPush] = [:]
-    /// Broadcast key (`StoredBroadcast.key`) → its journal record, for the channel's stored
-    /// message reaching activities later (the newest `maxEndedTokens`).
-    var broadcastRecords: [String: UInt64] = [:]
     /// With persistence on (`--state-dir`, `--redis`): devices whose Live Activity state
     /// changed since `takeChangedDevices`. Only Live Activity paths mark; device pushes never
     /// come here.
@@ -49,7 +46,6 @@ public struct LiveActivityWorld: Sendable {
     /// Throttled updates that stopped waiting (shown, replaced, or their activity over), by
     /// device, until the world settles their records (`takeSettledUpdates`).
     var settledUpdates: [(deviceID: String, update: LiveActivitySettledUpdate)] = []
-    private var broadcastRecordOrder: [String] = []
 
     public init() {}
 
@@ -264,12 +260,6 @@ public struct LiveActivityWorld: Sendable {
                 deviceID: deviceID, activityID: activityID, outcome: .expired,
                 explanation: "missed: the device was offline, and a No Message Stored channel reaches only devices online now")
         }
-    }
-
-    /// Remembers a broadcast's journal record (bounded).
-    mutating func noteBroadcastRecord(key: String, sequence: UInt64) {
-        if broadcastRecords.updateValue(sequence, forKey: key) == nil { broadcastRecordOrder.append(key) }
-        if broadcastRecordOrder.count > Self.maxEndedTokens { broadcastRecords[broadcastRecordOrder.removeFirst()] = nil }
     }
 
     /// Time passes: activities go stale, end after 8 hours, leave the Lock Screen; deferred

@@ -61,10 +61,11 @@ private struct LiveActivityDriver {
         return try #require(created.headers.first { $0.name == "apns-channel-id" }?.value, "\(created.status ?? 0)")
     }
 
-    func broadcast(_ channel: String, eta: Int, timestamp: Int) throws -> HTTP2Response {
+    func broadcast(_ channel: String, eta: Int, timestamp: Int, expiration: String = "0", requestID: String? = nil) throws -> HTTP2Response {
         try channelRequest(
             "sandbox", "POST", "/4/broadcasts/apps/\(Self.bundle)",
-            headers: [("apns-channel-id", channel), ("apns-push-type", "LiveActivity"), ("apns-priority", "5"), ("apns-expiration", "0")],
+            headers: [("apns-channel-id", channel), ("apns-push-type", "LiveActivity"), ("apns-priority", "5"), ("apns-expiration", expiration)]
+                + (requestID.map { [("apns-request-id", $0)] } ?? []),
             body: #"{"aps":{"event":"update","timestamp":\#(timestamp),"content-state":{"eta":\#(eta)}}}"#)
     }
 
@@ -118,7 +119,8 @@ struct LiveActivityPersistenceTests {
     }
 
     /// A broadcast a channel kept for an offline device, shown after a restart: its record
-    /// says delivered, as without the restart (it read `stored` for good).
+    /// says delivered, as without the restart (it read `stored` for good), and a later
+    /// broadcast with the same request id (already expired, not kept) is left as it was.
     @Test func aStoredBroadcastShownAfterARestartIsRecordedDelivered() throws {
         let state = try StateDirectory()
         let ports = try EmulatorProcess.restartablePorts()
@@ -131,18 +133,28 @@ struct LiveActivityPersistenceTests {
             body: ["attributesType": "DeliveryAttributes", "attributes": [:], "contentState": ["eta": 30], "channel": .string(channel)])
         let subscriberID = try #require(subscribed.json["activityId"]?.stringValue)
         #expect(try first.admin("PATCH", "/api/v1/devices/\(deviceID)", body: ["online": false]).status == 200)
-        let sent = try la.broadcast(channel, eta: 5, timestamp: 1_700_000_100)
-        let requestID = sent.headers.first { $0.name == "apns-request-id" }?.value
-        #expect(try la.record(requestID)["outcome"]?.stringValue == "stored")
+        let reused = "12121212-3434-5656-7878-909090909090"
+        let sent = try la.broadcast(
+            channel, eta: 5, timestamp: 1_700_000_100, expiration: "\(Int(Date().timeIntervalSince1970) + 3600)", requestID: reused)
+        #expect(try la.record(reused)["outcome"]?.stringValue == "stored")
+        let expired = try la.broadcast(channel, eta: 6, timestamp: 1_700_000_200, expiration: "1", requestID: reused)
+        #expect(sent.status == 200 && expired.status == 200)
+        func records() throws -> [JSONObject] {
+            try first.admin("GET", "/api/v1/notifications?apnsId=\(reused)").json["notifications"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        }
+        let before = try records()
+        #expect(before.map { $0["outcome"]?.stringValue } == ["expired", "stored"], "newest first: \(before)")
 
         first.crash()
         let second = try EmulatorProcess(["--state-dir", state.path] + ports)
         la = LiveActivityDriver(emulator: second)
         #expect(try second.admin("PATCH", "/api/v1/devices/\(deviceID)", body: ["online": true]).status == 200)
         #expect(try la.eta(deviceID, subscriberID) == 5, "shown from the channel's store")
-        let record = try la.record(requestID)
-        #expect(record["outcome"]?.stringValue == "delivered", "\(record)")
-        #expect(record["broadcast"]?["outcomes"]?["delivered"]?.intValue == 1)
+        let after =
+            try second.admin("GET", "/api/v1/notifications?apnsId=\(reused)").json["notifications"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(after.map { $0["outcome"]?.stringValue } == ["expired", "delivered"], "\(after)")
+        #expect(after.last?["broadcast"]?["outcomes"]?["delivered"]?.intValue == 1)
+        #expect(after.first?["broadcast"]?["outcomes"]?["delivered"] == nil, "the expired one was not shown")
     }
 
     @Test func activitiesTokensAndSubscriptionsSurviveKill9() throws {
