@@ -664,15 +664,40 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     /// The streams up to `lastStreamID` are answered (the rest refused as they come), then
-    /// GOAWAY, then the connection closes: at the latest after 10 s, owed answers or not.
+    /// GOAWAY, then the connection closes.
     private func goAwayOnceAnswered(errorCode: UInt32, lastStreamID: Int32, debugData: [UInt8]) {
         pendingGoAway = (errorCode, lastStreamID, debugData)
         goingAway = true
         flushSession()
-        connection.loop.schedule(afterMilliseconds: 10_000) { [weak self] in
+        connection.loop.schedule(afterMilliseconds: 10_000) { [weak self] in self?.stopWaitingForRequests() }
+    }
+
+    /// 10 s after a GOAWAY was decided: requests still arriving (a body that never ends) are
+    /// refused, as at shutdown; the answers owed for pushes already taken (held by a delay or
+    /// `--connection-rate`, waiting for a commit) still go out before the GOAWAY: closing
+    /// here left delivered pushes unanswered under a GOAWAY that claimed them. Ten minutes
+    /// later (longer than any delay) the connection ends whatever is owed.
+    private func stopWaitingForRequests() {
+        guard !connection.isClosed, pendingGoAway != nil else { return }
+        refuseRequestsStillArriving(
+            "stream refused (RST_STREAM REFUSED_STREAM): the request was still arriving 10 s after the connection's GOAWAY was decided; it was not processed"
+        )
+        flushSession()
+        connection.loop.schedule(afterMilliseconds: 600_000) { [weak self] in
             guard let self else { return }
             self.sendPendingGoAway()
             self.connection.closeAfterFlush()
+        }
+    }
+
+    /// Requests not complete yet: refused (RST_STREAM REFUSED_STREAM, safe to send again),
+    /// each journaled with `explanation`.
+    private func refuseRequestsStillArriving(_ explanation: String) {
+        for refused in session.resetStalledRequests(startedBefore: .max, errorCode: HTTP2ErrorCode.refusedStream) {
+            providers.logger.info("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
+            endpoint.recordRefused(
+                streamID: refused.streamID, headers: refused.headers, headersTruncated: false, explanation: explanation,
+                connection: &context)
         }
     }
 
@@ -720,14 +745,8 @@ final class ProviderConnection: ConnectionHandler {
             connection.closeAfterFlush()
             return
         }
-        for refused in session.resetStalledRequests(startedBefore: .max, errorCode: HTTP2ErrorCode.refusedStream) {
-            let explanation =
-                "stream refused (RST_STREAM REFUSED_STREAM): the emulator was shutting down before the request was complete; it was not processed"
-            providers.logger.info("provider connection \(connection.id) stream \(refused.streamID): \(explanation)")
-            endpoint.recordRefused(
-                streamID: refused.streamID, headers: refused.headers,
-                headersTruncated: false, explanation: explanation, connection: &context)
-        }
+        refuseRequestsStillArriving(
+            "stream refused (RST_STREAM REFUSED_STREAM): the emulator was shutting down before the request was complete; it was not processed")
         let held = heldAnswers.sorted(by: { $0.key < $1.key })
         heldAnswers = [:]
         for (_, answer) in held {

@@ -92,6 +92,26 @@ import TestSupport
         #expect(seen == Array(repeating: "answer 400", count: 6) + ["goaway", "eof"], "\(seen)")
     }
 
+    /// An answer held back longer than the 10 s a GOAWAY waits for requests still arriving
+    /// (a fault's `delayMs`; `--connection-rate` does the same) still goes out before the
+    /// GOAWAY: the connection closed at 10 s, and the delivered push got no answer under a
+    /// GOAWAY that claimed it.
+    @Test func anAnswerHeldPastTenSecondsGoesOutBeforeTheGoAway() throws {
+        let emulator = try EmulatorProcess(["--error-disconnect", "1/60"])
+        let device = try emulator.createDevice()
+        let rule: JSONValue = ["match": ["priority": 5], "action": ["delayMs": 11_000]]
+        #expect(try emulator.admin("POST", "/api/v1/faults", body: rule).status == 201)
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        var held = try emulator.push(device.token)
+        held.priority = "5"
+        let answers = try connection.send(
+            [held.request, try emulator.push(String(repeating: "ab", count: 32)).request], timeoutMilliseconds: 20_000)
+        #expect(answers.map { APNsResult($0).status } == [200, 400], "\(answers.map(\.status))")
+        #expect(Self.goAwayReason(connection) == "BadDeviceToken")
+        #expect(Self.closedByServer(connection))
+    }
+
     /// Off by default: a connection may make as many errors as it likes.
     @Test func withoutTheOptionErrorsNeverEndAConnection() throws {
         let emulator = try EmulatorProcess()
