@@ -172,6 +172,11 @@ extension World {
         fixedToken: String? = nil, settings: AppSettings, nowMs: Int64
     ) throws(RegistryError) -> [TokenEntry] {
         let otherBuild = registry.devices[deviceID]?.apps[bundleID].map { $0.environment != environment } ?? false
+        // Room for every new token first: refused halfway, the app kept some of its kinds.
+        if let device = registry.devices[deviceID] {
+            let current = device.apps[bundleID]
+            try registry.checkRoom(forTokens: kinds.filter { otherBuild || current?.tokens[$0] == nil }.count)
+        }
         var entries: [TokenEntry] = []
         for kind in kinds {
             entries.append(
@@ -359,7 +364,12 @@ extension World {
         guard let apps = registry.devices[source]?.apps.values.sorted(by: { $0.bundleID < $1.bundleID }) else {
             throw DeviceRequestError(RegistryError.unknownDevice(source))
         }
-        do throws(RegistryError) { try registry.checkRoom(forApps: apps.lazy.map(\.bundleID), on: target) } catch {
+        do throws(RegistryError) {
+            try registry.checkRoom(forApps: apps.lazy.map(\.bundleID), on: target)
+            // Every token of every app is a new one (the old stay, unregistered, until
+            // forgotten): refused here, nothing changes; refused halfway, both devices lost apps.
+            try registry.checkRoom(forTokens: apps.reduce(0) { $0 + $1.tokens.count })
+        } catch {
             throw DeviceRequestError(error)
         }
         var entries: [TokenEntry] = []

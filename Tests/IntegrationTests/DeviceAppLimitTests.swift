@@ -114,6 +114,37 @@ struct DeviceAppLimitTests {
         #expect(try emulator.admin("GET", "/api/v1/devices/socket").status == 404)
     }
 
+    /// A restore or an install of several token kinds that `--max-tokens` cannot take is
+    /// refused whole: a restore took the apps off both devices before it failed, and an
+    /// install kept the kinds it had room for.
+    @Test func restoresAndInstallsOverTheTokenLimitChangeNothing() throws {
+        let emulator = try EmulatorProcess(["--demo", "off", "--max-tokens", "3"])
+        for id in ["src", "dst"] {
+            #expect(
+                try emulator.admin(
+                    "POST", "/api/v1/devices", body: ["deviceId": .string(id), "bundleId": "com.example.app", "environment": "sandbox"]
+                ).status == 201)
+        }
+        func apps(_ id: String) throws -> [String] {
+            try emulator.admin("GET", "/api/v1/devices/\(id)").json["apps"]?.arrayValue?.compactMap { $0["bundleId"]?.stringValue } ?? []
+        }
+        let fd = try Self.connect(emulator)
+        defer { close(fd) }
+        Self.send(fd, #"{"type":"hello","version":1,"deviceId":"socket","apps":[]}"#)
+        Self.send(fd, #"{"type":"install","bundleId":"com.example.two","environment":"sandbox","kinds":["app","voip"]}"#)
+        let (lines, _) = SlowDeviceTests.readLines(fd) { $0.contains { $0["type"] == "error" } }
+        #expect(lines.last?["code"] == "registry_full", "\(lines)")
+        #expect(try apps("socket").isEmpty, "no kind of it was kept")
+        #expect(
+            try emulator.admin("POST", "/api/v1/devices", body: ["deviceId": "third", "bundleId": "com.example.app", "environment": "sandbox"]).status
+                == 201)
+        let restore = try emulator.admin("POST", "/api/v1/devices/dst/restore", body: ["fromDeviceId": "src"])
+        #expect(restore.status == 507, "\(restore.raw)")
+        #expect(try apps("src") == ["com.example.app"] && apps("dst") == ["com.example.app"], "both devices as they were")
+        let tokens = try emulator.admin("GET", "/api/v1/tokens").json["tokens"]?.arrayValue ?? []
+        #expect(tokens.allSatisfy { $0["state"]?.stringValue == "active" }, "\(tokens)")
+    }
+
     @Test func aDeviceWithAsManyAppsAsAllowedTakesNoMore() throws {
         let emulator = try EmulatorProcess()
         let fd = try Self.connect(emulator)
