@@ -39,7 +39,7 @@ final class ServerTLS: Service {
         let fm = FileManager.default
         var rsa: (certificatePath: String, keyPath: String)?
         if case .generated(let directory) = source {
-            try holdingCertificatesLock(directory) { () throws(StartupError) in
+            try holdingCertificatesLock(directory, logger: logger) { () throws(StartupError) in
                 if !(fm.fileExists(atPath: source.certificatePath) && fm.fileExists(atPath: source.keyPath)) {
                     try makeServerCertificate(in: directory, logger: logger)
                 } else if !fm.fileExists(atPath: directory + "/ca.pem") {
@@ -71,10 +71,13 @@ final class ServerTLS: Service {
     /// certificates over the others' (a server certificate beside another instance's key, or
     /// signed by a CA no client trusts): the first makes them under an exclusive lock on
     /// `.lock` there, the others wait and find them made.
-    private static func holdingCertificatesLock<E: Error>(_ directory: String, _ body: () throws(E) -> Void) throws(E) {
+    private static func holdingCertificatesLock<E: Error>(_ directory: String, logger: Logger, _ body: () throws(E) -> Void) throws(E) {
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let fd = open(directory + "/.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
-        if fd >= 0 { _ = flock(fd, LOCK_EX) }
+        if fd >= 0, flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            logger.info("waiting for another process holding \(directory)/.lock (an instance making the TEST ONLY certificates)")
+            _ = flock(fd, LOCK_EX)
+        }
         defer { if fd >= 0 { close(fd) } }
         try body()
     }
