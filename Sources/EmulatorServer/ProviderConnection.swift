@@ -759,7 +759,7 @@ final class ProviderConnection: ConnectionHandler {
 
     /// `--error-disconnect`: GOAWAY with the reason of the error that went over the limit. The
     /// streams already received are still answered first (a 200 is never lost to it), newer
-    /// ones refused, and the connection closes once nothing is owed (at the latest after 10 s).
+    /// ones refused, and the connection closes once nothing is owed (`goAwayOnceAnswered`).
     private func goAwayForErrors(after response: PushResponse) {
         let reason = response.reason?.rawValue ?? String(response.status)
         providers.logger.info(
