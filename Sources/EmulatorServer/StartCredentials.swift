@@ -141,9 +141,13 @@ enum StartCredentials {
                     attributes: [.posixPermissions: 0o600])
             else { throw StartupError("cannot write \(path)") }
             if link(aside, path) != 0 {
-                guard errno == EEXIST, let pem = try? String(contentsOfFile: path, encoding: .utf8), let made = try? ES256PrivateKey(pem: pem)
-                else { throw StartupError("cannot write \(path)") }
-                return made
+                if errno == EEXIST {
+                    guard let pem = try? String(contentsOfFile: path, encoding: .utf8), let made = try? ES256PrivateKey(pem: pem)
+                    else { throw StartupError("cannot read \(path), which another instance was writing") }
+                    return made
+                }
+                // A file system without hard links: moved into place instead.
+                guard rename(aside, path) == 0 else { throw StartupError("cannot write \(path)") }
             }
             return key
         } catch let error as StartupError {
