@@ -979,15 +979,22 @@ struct SharedStateTests {
         }
     }
 
+    /// Two instances on one Redis and a device process (app in the foreground) on the first,
+    /// which the second sees connected; the device's token.
+    private func twoInstancesAndADeviceOnTheFirst(_ deviceID: String) throws -> (EmulatorCluster, DeviceProcess, String) {
+        let cluster = try EmulatorCluster(count: 2)
+        let device = try DeviceProcess(cluster.instances[0], deviceID: deviceID, extra: ["--app-state", "foreground"])
+        let token = try device.registeredToken()
+        #expect(try eventually { try cluster.instances[1].admin("GET", "/api/v1/devices/\(deviceID)").json["connected"]?.boolValue == true })
+        return (cluster, device, token)
+    }
+
     /// An instance paused long enough to be taken for stopped: the others mark its device
     /// disconnected and store its pushes. When it is back, the device's socket (still open,
     /// silent) is attached again: it gets what was stored, and later pushes arrive.
     @Test func aDeviceOnAnInstanceThatWasPausedIsAttachedAgainWhenItIsBack() throws {
-        let cluster = try EmulatorCluster(count: 2)
+        let (cluster, device, token) = try twoInstancesAndADeviceOnTheFirst("paused-phone")
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
-        let device = try DeviceProcess(e1, deviceID: "paused-phone", extra: ["--app-state", "foreground"])
-        let token = try device.registeredToken()
-        #expect(try eventually { try e2.admin("GET", "/api/v1/devices/paused-phone").json["connected"]?.boolValue == true })
         Glibc.kill(e1.process.processIdentifier, SIGSTOP)
         #expect(
             try eventually(15) { try e2.admin("GET", "/api/v1/devices/paused-phone").json["connected"]?.boolValue == false },
@@ -1008,11 +1015,8 @@ struct SharedStateTests {
     /// reads connected on every instance and a push after reaches it. Before, it stayed marked
     /// disconnected for good and its pushes were stored, answered 200.
     @Test func aDeviceSocketOutlivesARedisPause() throws {
-        let cluster = try EmulatorCluster(count: 2)
+        let (cluster, device, token) = try twoInstancesAndADeviceOnTheFirst("outage-phone")
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
-        let device = try DeviceProcess(e1, deviceID: "outage-phone", extra: ["--app-state", "foreground"])
-        let token = try device.registeredToken()
-        #expect(try eventually { try e2.admin("GET", "/api/v1/devices/outage-phone").json["connected"]?.boolValue == true })
         cluster.redis.pause()
         // A push through each finds Redis silent (no answer, or 503): both are cut off.
         let started = Date()
