@@ -405,6 +405,7 @@ public final class ProviderEndpoint: Sendable {
         world: inout World
     ) -> PushResponse {
         // The push type the record names (the header's, or the topic's suffix), as later stages count it.
+        Self.noteEffectivePushType(&record, credentials: world.credentials)
         let pushType = record.pushType.flatMap { PushType(rawValue: $0) }
         world.counters.countNotification(
             status: record.status, reason: rejection.reason, reasonText: nil, pushType: pushType, environment: environment)
@@ -463,6 +464,7 @@ public final class ProviderEndpoint: Sendable {
             }
         } catch {
             record.reject(error, spelledAs: options.reasonText(error.reason))
+            Self.noteEffectivePushType(&record, credentials: world.credentials)
             rejection = error
         }
         world.counters.countNotification(
@@ -619,6 +621,16 @@ public final class ProviderEndpoint: Sendable {
         return reply
     }
 
+    /// A push refused before its topic was judged, without `apns-push-type`, still has the type
+    /// its topic implies (else alert) on its record, so that the journal's `pushType` filter
+    /// finds it; one with an unknown `apns-push-type` has none.
+    private static func noteEffectivePushType(_ record: inout NotificationRecord, credentials: Credentials) {
+        guard record.pushType == nil, !record.pushTypeHeaderPresent else { return }
+        let topic = record.topic ?? ""
+        let implied = topic.isEmpty ? nil : TopicRules.impliedPushType(ofTopic: topic, credentials: credentials)
+        record.pushType = TopicRules.pushTypeWithoutHeader(topic: Substring(topic), implied: implied).rawValue
+    }
+
     private func response(
         for record: NotificationRecord, rejection: Rejection?, raise: Bool, sequence: UInt64
     )
@@ -647,6 +659,12 @@ public final class ProviderEndpoint: Sendable {
     }
 
     private func checkRequestLine(_ fields: APNsHeaderFields, record: inout NotificationRecord) throws(Rejection) -> Syntax {
+        // Known before any check refuses it: a refused push's record shows its effective type
+        // (the header's when it names one; see `journal` for a push without it).
+        if let value = fields.pushType {
+            record.pushTypeHeaderPresent = true
+            if let type = PushType(headerValue: Substring(value)) { record.pushType = type.rawValue }
+        }
         guard fields.method == "POST" else {
             throw Rejection(
                 reason: .methodNotAllowed,
@@ -697,15 +715,12 @@ public final class ProviderEndpoint: Sendable {
                 explanation: "apns-collapse-id is \(collapse.utf8.count) bytes; the limit is 64")
         }
         if let value = fields.pushType {
-            record.pushTypeHeaderPresent = true
             guard let type = PushType(headerValue: Substring(value)) else {
                 throw Rejection(
                     reason: .invalidPushType,
                     explanation: "apns-push-type '\(value)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             syntax.pushType = type
-            // Known before the later stages run, so a request they refuse still shows it.
-            record.pushType = type.rawValue
         }
     }
 

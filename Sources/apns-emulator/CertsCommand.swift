@@ -19,6 +19,10 @@ let certsCommand = Subcommand(
         OptionSpec(
             "key-type", "ec|rsa", default: "ec",
             "with --provider: the key; rsa is RSA-2048 as Apple issues (for libraries that read a PEM key as RSA only)"),
+        OptionSpec(
+            "single-topic", nil,
+            "with --provider: the app's own topic alone (no topic list), the topic of a push without apns-topic; by default the bundle, .voip and .complication"
+        ),
     ],
     run: runCerts
 )
@@ -29,7 +33,7 @@ private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
     let dir = options.string("dir") ?? "certs"
     do {
         guard let bundle = options.string("provider") else {
-            if let given = ["environment", "days", "key-type"].first(where: { options.source($0) != .defaultValue }) {
+            if let given = ["environment", "days", "key-type", "single-topic"].first(where: { options.source($0) != .defaultValue }) {
                 command.fail("--\(given) goes with --provider (the CA and server certificates take no such setting)")
             }
             if FileManager.default.fileExists(atPath: "\(dir)/ca.pem") {
@@ -58,8 +62,10 @@ private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
             // for the same app can live side by side.
             into: dir, name: environment == "both" ? "provider-\(bundle)" : "provider-\(bundle)-\(environment)", caPath: "\(dir)/ca.pem",
             caKeyPath: "\(dir)/ca-key.pem", bundleID: bundle,
-            development: environment != "production", production: environment != "sandbox", validityDays: days, rsa: keyType == "rsa")
-        print("wrote a TEST ONLY provider certificate for \(bundle) (\(environment)): \(made.certificatePath), key \(made.keyPath)")
+            development: environment != "production", production: environment != "sandbox",
+            topics: options.isSet("single-topic") ? [] : nil, validityDays: days, rsa: keyType == "rsa")
+        let covers = options.isSet("single-topic") ? "the topic \(bundle) alone" : "\(bundle), .voip and .complication"
+        print("wrote a TEST ONLY provider certificate for \(covers) (\(environment)): \(made.certificatePath), key \(made.keyPath)")
         exit(0)
     } catch {
         command.fail("\(error)")

@@ -202,6 +202,25 @@ struct RequestRulesTests {
         #expect(record.status == row.status)
         #expect(record.reason == row.reason)
         #expect(!record.explanation.isEmpty)
+        // Its effective push type too, however early it was refused (the journal's filter).
+        if row.reason != "InvalidPushType" { #expect(record.pushType != nil) }
+    }
+
+    @Test func aPushRefusedBeforeItsTopicIsJudgedKeepsItsEffectiveType() throws {
+        let fixture = try Fixture()
+        let refusals: [(topic: String?, extra: [(String, String)], authorization: String??, reason: String, type: String?)] = [
+            ("com.example.app.voip", [], .some("bearer abc.def.ghi"), "InvalidProviderToken", "voip"),
+            ("com.example.app", [], .some("bearer abc.def.ghi"), "InvalidProviderToken", "alert"),
+            ("com.example.app.complication", [("apns-id", "x")], .none, "BadMessageId", "complication"),
+            (nil, [], .none, "MissingTopic", "alert"),
+            ("com.example.app.voip", [("apns-push-type", "background"), ("apns-id", "x")], .none, "BadMessageId", "background"),
+            ("com.example.app", [("apns-push-type", "nonsense")], .none, "InvalidPushType", nil),
+        ]
+        for refusal in refusals {
+            let request = try fixture.request(topic: refusal.topic, authorization: refusal.authorization, extra: refusal.extra)
+            #expect(fixture.send(request).reasonText == refusal.reason)
+            #expect(fixture.latestRecord()?.pushType == refusal.type, "\(refusal.topic ?? "no topic") \(refusal.reason)")
+        }
     }
 
     @Test func unregisteredCarriesTheUninstallTimeInMilliseconds() throws {

@@ -190,6 +190,22 @@ struct CertificateTests {
                 EmulatorProcess.bundleID, "--token", sandboxDevice.token,
             ])
         #expect(sentRSA.out.contains("status: 200"), "\(sentRSA.out) \(sentRSA.err)")
+        // A single-topic certificate, as many in use are: its topic is the default one.
+        let single = try run(
+            EmulatorProcess.binary,
+            ["certs", "--dir", emulator.directory + "/certs", "--provider", EmulatorProcess.bundleID, "--single-topic"])
+        #expect(single.status == 0 && single.out.contains("the topic \(EmulatorProcess.bundleID) alone"), "\(single.out) \(single.err)")
+        let singleConnection = try connect(
+            emulator,
+            (
+                emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID).pem",
+                emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-key.pem"
+            ))
+        #expect(APNsResult(try singleConnection.send(push(sandboxDevice.token, topic: nil).request)).status == 200)
+        let voipRefused = APNsResult(try singleConnection.send(push(sandboxDevice.token, topic: EmulatorProcess.bundleID + ".voip").request))
+        #expect(voipRefused.reason == "TopicDisallowed")
+        let singleWithoutProvider = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--single-topic"])
+        #expect(singleWithoutProvider.status == 2 && singleWithoutProvider.err.contains("--single-topic goes with --provider"))
         let badType = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider", "x.y", "--key-type", "dsa"])
         #expect(badType.status == 2 && badType.err.contains("--key-type must be ec or rsa"))
         let badBundle = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider", "bad bundle"])
