@@ -216,6 +216,10 @@ public final class HTTP1Connection: ConnectionHandler {
         }
         // Before the write: a write that drains at once reports it from inside.
         if let onSent = response.onSent { unsent.append(onSent) }
+        // A 503 says "later": a client that stayed connected would hold a slot meanwhile
+        // (512 refused long polls used to keep every other admin client out). Decided before
+        // the head is written, so that it says `Connection: close`.
+        if response.status == 503 { keepAlive = false }
         var head = "HTTP/1.1 \(response.status) \(HTTP1ServerResponse.statusText(response.status))\r\n"
         for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
         head += "Content-Length: \(response.body.count)\r\n"
@@ -230,9 +234,6 @@ public final class HTTP1Connection: ConnectionHandler {
         // Close handlers belong to the request just answered (a long poll's clean-up); a
         // keep-alive connection serving many of them must not collect them.
         onClose.removeAll()
-        // A 503 says "later": a client that stayed connected would hold a slot meanwhile
-        // (512 refused long polls used to keep every other admin client out).
-        if response.status == 503 { keepAlive = false }
         guard keepAlive else {
             linger()
             return

@@ -28,7 +28,7 @@ public enum TestCertificates {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw CryptoError(message: "cannot create directory \(directory): \(whyNotADirectory(directory) ?? "\(error)")")
+            throw CryptoError(message: "cannot create directory \(directory): \(whyNotCreated(directory, error))")
         }
         ERR_clear_error()
         let caKey = try generateP256Key()
@@ -62,6 +62,16 @@ public enum TestCertificates {
 
     /// The file in the way when `path` or one of its parents is a file, not a directory
     /// (Foundation's own words for it are "NSCocoaErrorDomain error 512").
+    /// Why `FileManager` could not create `directory`, in a user's words: a file in the way, or
+    /// the system's reason (not Foundation's error dump).
+    static func whyNotCreated(_ directory: String, _ error: any Error) -> String {
+        if let why = whyNotADirectory(directory) { return why }
+        if let cocoa = error as? CocoaError, let posix = cocoa.underlying as NSError?, posix.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(posix.code))) + "; check the path and permissions"
+        }
+        return "\(error)"
+    }
+
     static func whyNotADirectory(_ path: String) -> String? {
         var current = path
         while !current.isEmpty, current != "/" {

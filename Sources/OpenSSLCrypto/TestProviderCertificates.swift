@@ -5,7 +5,7 @@ extension TestCertificates {
     /// Issues a TEST ONLY APNs provider certificate signed by the test CA (`caPath`, `caKeyPath`
     /// as written by `generate(into:)`; any CA certificate with its matching private key works).
     ///
-    /// Subject: UID = `bundleID`, CN = "Apple Push Services: <bundleID>", O = "apns-emulator (TEST ONLY)".
+    /// Subject: UID = `bundleID`, CN = "Apple Push Services: <bundleID>" (see `commonName`), O = "apns-emulator (TEST ONLY)".
     /// Extensions: 1.2.840.113635.100.6.3.1 (DER NULL) if `development`, …6.3.2 if `production`,
     /// the …6.3.6 topic list `topics` (default: `defaultTopics(for: bundleID)`; an empty array
     /// leaves the extension out, like pre-2015 certificates), clientAuth extendedKeyUsage,
@@ -36,7 +36,7 @@ extension TestCertificates {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw CryptoError(message: "cannot create directory \(directory): \((error as? CocoaError)?.localizedDescription ?? "\(error)")")
+            throw CryptoError(message: "cannot create directory \(directory): \(whyNotCreated(directory, error))")
         }
         ERR_clear_error()
         let ca = try loadCertificate(path: caPath)
@@ -58,7 +58,7 @@ extension TestCertificates {
 
         let day = 86_400
         let certificate = try makeCertificate(
-            subject: [("UID", bundleID), ("CN", "Apple Push Services: \(bundleID)"), ("O", "apns-emulator (TEST ONLY)")],
+            subject: [("UID", bundleID), ("CN", commonName(bundleID)), ("O", "apns-emulator (TEST ONLY)")],
             publicKey: key, issuer: ca, issuerKey: caKey, days: validityDays,
             notBeforeOffset: min(-3600, (validityDays - 1) * day),
             extensions: leafExtensions(purpose: "clientAuth"),
@@ -132,6 +132,14 @@ extension TestCertificates {
 
     /// The topics of a current APNs certificate for `bundleID`: the app itself, its VoIP topic
     /// and its watch complication topic.
+    /// "Apple Push Services: <bundleID>", or the bundle id alone (its first 64 characters) when
+    /// that is over X.509's 64-character limit for a common name: an MDM topic
+    /// (`com.apple.mgmt.External.<UUID>`, 60 characters) is. The UID holds the whole id.
+    static func commonName(_ bundleID: String) -> String {
+        let full = "Apple Push Services: \(bundleID)"
+        return full.count <= 64 ? full : String(bundleID.prefix(64))
+    }
+
     public static func defaultTopics(for bundleID: String) -> [(topic: String, kind: String)] {
         [(bundleID, "app"), (bundleID + ".voip", "voip"), (bundleID + ".complication", "complication")]
     }

@@ -160,6 +160,21 @@ struct ServeConfigurationTests {
         #expect(error?.description.contains("device d1 in c.json: apps[1]: com.example.app declares \"liveActivityTypes\" in another entry") == true)
     }
 
+    /// A population entry (`count`) refuses a key it does not know, as a device entry does: a
+    /// misspelt `idPrefix` used to give devices named `device-N` without a word.
+    @Test func aPopulationEntryRefusesUnknownKeys() throws {
+        let good: JSONValue = ["count": 2, "idPrefix": "load-", "bundleId": "com.example.app", "environment": "sandbox"]
+        #expect(try ServeConfiguration.parseDevices([good] as JSONValue, path: "c.json").map(\.deviceID) == ["load-1", "load-2"])
+        for (entry, expected) in [
+            (["count": 2, "idPrefx": "load-", "bundleId": "com.example.app", "environment": "sandbox"] as JSONValue, #"unknown key "idPrefx""#),
+            (["count": 2, "kind": "voip", "bundleId": "com.example.app", "environment": "sandbox"] as JSONValue, #"unknown key "kind""#),
+            (["count": 2, "idPrefix": 7, "bundleId": "com.example.app", "environment": "sandbox"] as JSONValue, #""idPrefix" must be a string"#),
+        ] {
+            let error = #expect(throws: UsageError.self) { try ServeConfiguration.parseDevices([entry] as JSONValue, path: "c.json") }
+            #expect(error?.description.contains(expected) == true, "\(error?.description ?? "")")
+        }
+    }
+
     /// A config-file key written as its flag is refused with the key meant; any other unknown key
     /// lists the known ones.
     @Test func aConfigKeyWrittenAsItsFlagNamesTheKeyMeant() throws {

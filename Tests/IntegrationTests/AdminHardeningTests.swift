@@ -622,6 +622,11 @@ struct AdminLimitsTests {
         #expect(try eventually { try emulator.metric("apns_emulator_admin_waiters") == 2 })
         let third = try emulator.admin("GET", "/api/v1/notifications/wait?token=aa&timeout=30")
         #expect(third.status == 503 && third.raw.contains("--admin-max-waiters"), "\(third.raw)")
-        #expect(try emulator.metric("apns_emulator_admin_waiters_refused_total") == 1)
+        // The connection closes after a 503, and its head says so (as admin-api.md promises).
+        let fourth = try AdminSocket(emulator)
+        fourth.send("GET /api/v1/notifications/wait?token=aa&timeout=30 HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+        let refused = fourth.readToEnd()
+        #expect(refused.hasPrefix("HTTP/1.1 503") && refused.contains("\r\nConnection: close\r\n"), "\(refused)")
+        #expect(try emulator.metric("apns_emulator_admin_waiters_refused_total") == 2)
     }
 }

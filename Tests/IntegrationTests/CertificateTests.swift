@@ -204,6 +204,15 @@ struct CertificateTests {
         #expect(APNsResult(try singleConnection.send(push(sandboxDevice.token, topic: nil).request)).status == 200)
         let voipRefused = APNsResult(try singleConnection.send(push(sandboxDevice.token, topic: EmulatorProcess.bundleID + ".voip").request))
         #expect(voipRefused.reason == "TopicDisallowed")
+        // An MDM topic is longer than a common name may be: the certificate is still issued.
+        let mdmTopic = "com.apple.mgmt.External.12345678-1234-1234-1234-123456789abc"
+        let mdm = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider", mdmTopic, "--single-topic"])
+        #expect(mdm.status == 0, "\(mdm.err)")
+        let mdmSubject = try run(
+            "/usr/bin/openssl", ["x509", "-in", emulator.directory + "/certs/provider-\(mdmTopic).pem", "-noout", "-subject"])
+        #expect(mdmSubject.out.contains("UID = \(mdmTopic)"), "\(mdmSubject.out)")
+        let noCA = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/nothing-here", "--provider", EmulatorProcess.bundleID])
+        #expect(noCA.status == 2 && noCA.err.contains("no CA in \(emulator.directory)/nothing-here"), "\(noCA.err)")
         let singleWithoutProvider = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--single-topic"])
         #expect(singleWithoutProvider.status == 2 && singleWithoutProvider.err.contains("--single-topic goes with --provider"))
         let badType = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider", "x.y", "--key-type", "dsa"])

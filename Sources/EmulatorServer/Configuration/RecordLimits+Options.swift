@@ -30,8 +30,13 @@ extension ServeConfiguration.RecordLimits {
         maxRecords = try options.integer(Flag.maxRecords, in: 1...10_000_000) ?? maxRecords
         if let text = options.string(Flag.maxRecordBytes) {
             guard let value = Self.byteCount(text), value >= 64 << 10 else {
+                // Digits that do not fit are a size too large, not a malformed one.
+                let digits = text.uppercased().last.map { "KMG".contains($0) } == true ? text.dropLast() : Substring(text)
+                let tooLarge = !digits.isEmpty && digits.allSatisfy(\.isASCII) && digits.allSatisfy(\.isNumber)
+                    && Self.byteCount(text) == nil
                 throw UsageError(
-                    "\(options.origin(Flag.maxRecordBytes)): '\(text)' is not a size of at least 64K (for example 268435456, 256M or 1G)")
+                    "\(options.origin(Flag.maxRecordBytes)): '\(text)' is "
+                        + (tooLarge ? "too large" : "not a size of at least 64K") + " (for example 268435456, 256M or 1G)")
             }
             maxRecordBytes = value
         }

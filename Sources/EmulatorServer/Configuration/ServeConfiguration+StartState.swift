@@ -14,6 +14,9 @@ extension ServeConfiguration {
         guard let list = value.arrayValue ?? value["faults"]?.arrayValue else {
             throw UsageError("\(origin): \(path) must hold a list of fault rules or {\"faults\": [...]}")
         }
+        if let unknown = value.objectValue?.keys.first(where: { $0 != "faults" }) {
+            throw UsageError("\(origin): \(path): unknown key \"\(unknown)\" (the file holds {\"faults\": [...]} or a list of rules)")
+        }
         var rules: [FaultInjectionRule] = []
         for (index, item) in list.enumerated() {
             guard let object = item.objectValue else { throw UsageError("\(origin): rule \(index + 1) in \(path) is not an object") }
@@ -310,6 +313,13 @@ extension ServeConfiguration {
         guard let count = object["count"]?.intValue, (1...Int64(World.maxBatchDevices * 10)).contains(count) else {
             throw UsageError("device batch \(text) in \(path): \"count\" must be a whole number from 1 to \(World.maxBatchDevices * 10)")
         }
+        if let unknown = object.keys.first(where: { !Self.deviceBatchKeys.contains($0) }) {
+            throw UsageError(
+                "device batch \(text) in \(path): unknown key \"\(unknown)\" (known: \(Self.deviceBatchKeys.joined(separator: ", ")))")
+        }
+        if let given = object["idPrefix"], given.stringValue == nil {
+            throw UsageError("device batch \(text) in \(path): \"idPrefix\" must be a string")
+        }
         let prefix = object["idPrefix"]?.stringValue ?? "device-"
         guard DeviceRegistry.isValidDeviceID(prefix + String(count)) else {
             throw UsageError("device batch \(text) in \(path): \"idPrefix\": \(DeviceRegistry.deviceIDRule)")
@@ -321,6 +331,9 @@ extension ServeConfiguration {
         }
         return (1...count).map { n in DeviceSpec(deviceID: "\(prefix)\(n)", apps: [(bundle, environment, .app, nil)]) }
     }
+
+    /// The keys of a population entry; any other is a mistake that would go unnoticed.
+    static let deviceBatchKeys = ["count", "idPrefix", "bundleId", "environment"]
 
     /// Keys and apps given in Swift (not as text) pass the checks `--auth-key` and `--app` make.
     func checkAccounts() throws(UsageError) {
