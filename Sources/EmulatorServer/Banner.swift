@@ -47,10 +47,12 @@ public enum Banner {
             row("stored survivor", "random, seed \(seed) (--stored-survivor random:\(seed) repeats the choices)")
         }
         if let demo = emulator.demo {
-            row(
-                "demo",
+            var text =
                 "team \(Emulator.demoTeamID), key \(Emulator.demoKeyID) (\(demo.keyPath)), app \(Emulator.demoBundleID), device \(Emulator.demoDeviceID)"
-            )
+            if let owner = demoAppOwner(emulator) {
+                text += "; but \(Emulator.demoBundleID) belongs to team \(owner) (configured), so the demo key is refused for it (TopicDisallowed)"
+            }
+            row("demo", text)
         }
 
         lines.append("")
@@ -148,8 +150,15 @@ public enum Banner {
         return lines
     }
 
+    /// The team that owns the demo app when it is not the demo team (`--app` gave it to another).
+    static func demoAppOwner(_ emulator: Emulator) -> String? {
+        let owner = emulator.state.readWorld { $0.credentials.owner(ofBundle: Emulator.demoBundleID)?.teamID }
+        return owner == Emulator.demoTeamID ? nil : owner
+    }
+
     static func chooseExample(_ emulator: Emulator) -> Example {
-        if let demo = emulator.demo {
+        // The demo key's example only while its team owns the app; else a configured key's.
+        if let demo = emulator.demo, demoAppOwner(emulator) == nil {
             return Example(
                 keySpec: "\(Emulator.demoTeamID):\(Emulator.demoKeyID):\(demo.keyPath)", topic: Emulator.demoBundleID,
                 environment: .sandbox, token: demo.token)

@@ -240,6 +240,20 @@ struct CommandLineTests {
         #expect(!emulator.stdout.contains("a .p8 private key is needed"))
     }
 
+    /// `--demo on` while the configuration gives com.example.app to another team: the banner
+    /// says the demo key is refused for it, and its example push uses the team that owns it
+    /// (before, it printed the demo key's push, which got TopicDisallowed).
+    @Test func theBannerSaysWhenTheDemoAppBelongsToAnotherTeam() throws {
+        let emulator = try EmulatorProcess(["--demo", "on"])
+        try #require(try eventually { emulator.stdout.contains("see what arrived:") })
+        let banner = emulator.stdout
+        #expect(
+            banner.contains("but com.example.app belongs to team \(EmulatorProcess.teamID) (configured), so the demo key is refused"),
+            "\(banner)")
+        #expect(banner.contains("--key \(EmulatorProcess.teamID):\(EmulatorProcess.keyID):"), "\(banner)")
+        #expect(!banner.contains("jwt --key DEMOTEAM00"), "\(banner)")
+    }
+
     /// With the user's own key and app, the banner's commands run as printed: create a
     /// device, push with curl and with `send`, list what arrived. Also through `--listen`,
     /// where curl reaches Apple's host name with --resolve.
