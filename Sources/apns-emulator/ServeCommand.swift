@@ -4,6 +4,7 @@ import EmulatorServer
 import Foundation
 import Glibc
 import Networking
+import Synchronization
 
 /// `apns-emulator serve` (the default command): runs the emulator until SIGTERM or SIGINT.
 let serveCommand = Subcommand(
@@ -12,6 +13,11 @@ let serveCommand = Subcommand(
     specs: ServeConfiguration.specs, configFile: true, environmentVariables: true, markdownHelp: true,
     run: runServe
 )
+
+/// Whether `serve` is still starting, for the thread that takes SIGTERM and SIGINT.
+private final class ServePhase: Sendable {
+    let starting = Mutex(true)
+}
 
 private func runServe(_ command: Subcommand, _ args: [String]) -> Never {
     let configuration: ServeConfiguration
@@ -27,6 +33,22 @@ private func runServe(_ command: Subcommand, _ args: [String]) -> Never {
     sigaddset(&stopSignals, SIGTERM)
     sigaddset(&stopSignals, SIGINT)
     pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+    // One thread takes them from here on, so that a signal while starting (a Redis waited
+    // for up to 10 s, a large state directory read) ends the start at once instead of
+    // waiting for it; once started, it asks the main thread for a graceful stop.
+    let phase = ServePhase()
+    let stopRequested = DispatchSemaphore(value: 0)
+    Thread { [stopSignals] in
+        var signals = stopSignals
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        if phase.starting.withLock({ $0 }) {
+            let name = received == SIGINT ? "SIGINT" : "SIGTERM"
+            FileHandle.standardError.write(Data("apns-emulator: \(name) while starting; stopped before the start finished\n".utf8))
+            _exit(0)
+        }
+        stopRequested.signal()
+    }.start()
     // Thousands of connections need more than the usual soft limit of 1024 descriptors.
     let files = OpenFileLimit.raiseToHardLimit()
     let emulator: Emulator
@@ -41,14 +63,14 @@ private func runServe(_ command: Subcommand, _ args: [String]) -> Never {
             emulator.logger.warning("\(given) is not read by serve; did you mean \(meant)?")
         }
         try emulator.start()
+        phase.starting.withLock { $0 = false }
     } catch {
         command.fail(error.description, code: 1)
     }
     if !configuration.quiet { print(Banner.text(for: emulator)) }
     fflush(nil)
     // Providers get GOAWAY Shutdown before the process exits, and 300 ms to close.
-    var received: Int32 = 0
-    sigwait(&stopSignals, &received)
+    stopRequested.wait()
     emulator.stop(drainMilliseconds: 300)
     // _exit, not exit: the event-loop threads have closed everything but may still be running
     // their thread-exit destructors (OpenSSL's per-thread state), and exit's OpenSSL clean-up

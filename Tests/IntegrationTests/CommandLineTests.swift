@@ -240,6 +240,32 @@ struct CommandLineTests {
         #expect(!emulator.stdout.contains("a .p8 private key is needed"))
     }
 
+    /// SIGINT while the start waits for a Redis that is not there (up to 10 s) ends it at once,
+    /// not when the wait is over.
+    @Test func aSignalWhileStartingStopsTheStartAtOnce() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("start-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: EmulatorProcess.binary)
+        process.arguments = [
+            "serve", "--certs-dir", directory + "/certs", "--sandbox-listen", "127.0.0.1:0", "--production-listen", "off",
+            "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--admin-listen", "127.0.0.1:0",
+            "--device-listen", "127.0.0.1:0", "--redis", "redis://127.0.0.1:\(try freePort())", "--quiet",
+        ]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        Thread.sleep(forTimeInterval: 1.5)
+        let sent = Date()
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        #expect(Date().timeIntervalSince(sent) < 2, "it waited for the Redis retries to end")
+        #expect(process.terminationStatus == 0)
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(text.contains("SIGINT while starting"), "\(text)")
+    }
+
     /// `--demo on` while the configuration gives com.example.app to another team: the banner
     /// says the demo key is refused for it, and its example push uses the team that owns it
     /// (before, it printed the demo key's push, which got TopicDisallowed).
