@@ -106,7 +106,11 @@ extension World {
             return []
         case .deliver(var verdict):
             let presentation = present(notification, &verdict, device: device, app: app, nowMs: nowMs)
-            if verdict.usedBackgroundBudget {
+            // The wake is charged where the app is woken: a virtual device's at once, a socket
+            // device's as the frame goes out (refunded if it never acknowledges it,
+            // `returnInflight`); a push stored for later is charged when it leaves the store.
+            func chargeWake() {
+                guard verdict.usedBackgroundBudget else { return }
                 _ = budget.consume(nowMs: nowMs)
                 delivery.setBudget(key, budget)
             }
@@ -121,6 +125,7 @@ extension World {
                 delivery.noteDone(older.notification.sequence)
             }
             if device.isVirtual {
+                chargeWake()
                 // WidgetKit, not the app, takes these: a reload within the budget, or why not.
                 if let kind = WidgetPushKind(notification.pushType) {
                     applyWidgetPush(notification, kind: kind, nowMs: nowMs)
@@ -147,6 +152,7 @@ extension World {
             }
             // Shared state (`--redis`): the notification's sequence, unique across instances,
             // so any instance finds the delivery an ack names, and a row names it at once.
+            chargeWake()
             let id = deliveryOptions.deliveryIDsAreSequences ? notification.sequence : delivery.nextDeliveryID
             delivery.nextDeliveryID = max(delivery.nextDeliveryID, id + 1)
             delivery.inflight[id] = InFlight(connectionID: connectionID, notification: notification, verdict: verdict, sentAtMs: nowMs)
@@ -301,6 +307,13 @@ extension World {
             delivery.inflight.removeValue(forKey: id)
             releaseWindowSlot(deviceID)
             delivery.noteDone(flight.notification.sequence)
+            // The app was never woken by it: its wake goes back to the budget (charged again if
+            // it is delivered from the store).
+            let key = AppKey(deviceID: deviceID, bundleID: flight.notification.bundleID)
+            if flight.verdict.usedBackgroundBudget, var budget = delivery.budgets[key] {
+                budget.refund()
+                delivery.setBudget(key, budget)
+            }
             if installIsGone(flight.notification) {
                 setOutcome(
                     flight.notification.sequence, .droppedBySystem,

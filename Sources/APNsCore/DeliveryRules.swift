@@ -201,4 +201,10 @@ public struct BackgroundBudget: Sendable, Equatable {
         arrival = max(arrival, scaled(nowMs)) + Self.hour
         return true
     }
+
+    /// Gives back one wake `consume` took for a push the app never received. Never more than
+    /// the budget holds: `consume` starts from now when the arrival is past.
+    public mutating func refund() {
+        arrival -= Self.hour
+    }
 }

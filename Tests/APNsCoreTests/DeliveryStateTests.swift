@@ -235,6 +235,34 @@ struct DeliveryStateTests {
         #expect(f.record(d)?.outcome == .delivered)
     }
 
+    /// A background push the device never acknowledged (it disconnected first), or one stored
+    /// while it was offline, has not woken the app: delivered from the store later, it costs
+    /// one wake of the budget, not two.
+    @Test func aBackgroundPushCostsOneWakeWhenItFinallyArrives() throws {
+        var options = DeliveryOptions()
+        options.backgroundBudgetPerHour = 3
+        let f = try DeviceFixture(options: options)
+        let silent = #"{"aps":{"content-available":1}}"#
+        let headers = [("apns-push-type", "background"), ("apns-priority", "5")]
+        let unacknowledged = try f.push(silent, headers: headers)
+        #expect(f.notifications(in: unacknowledged.deviceFrames).count == 1)
+        f.disconnect()
+        #expect(f.record(unacknowledged)?.outcome == .stored)
+        try f.ack(try f.connect())
+        #expect(f.record(unacknowledged)?.outcome == .delivered)
+        f.disconnect()
+        let whileOffline = try f.push(silent, headers: headers)
+        #expect(f.record(whileOffline)?.outcome == .stored)
+        try f.ack(try f.connect())
+        #expect(f.record(whileOffline)?.outcome == .delivered)
+        // Two wakes used of three: one more goes out, the next is held.
+        let third = try f.push(silent, headers: headers)
+        try f.ack(third.deviceFrames)
+        #expect(f.record(third)?.outcome == .delivered)
+        let fourth = try f.push(silent, headers: headers)
+        #expect(f.record(fourth)?.outcome == .deferred)
+    }
+
     @Test func terminatedAppGetsItsBackgroundPushWhenLaunched() throws {
         let f = try DeviceFixture(settings: AppSettings(appState: .terminated))
         let push = try f.push(#"{"aps":{"content-available":1}}"#, headers: [("apns-push-type", "background"), ("apns-priority", "5")])
