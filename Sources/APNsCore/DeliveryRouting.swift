@@ -132,7 +132,7 @@ extension World {
                     return []
                 }
                 settle(notification, verdict: verdict, nowMs: nowMs, userID: device.userID)
-                return []
+                return launchIfWoken(notification, verdict: verdict, nowMs: nowMs)
             }
             records.update(sequence: notification.sequence) {
                 $0.callbacks = verdict.callbacks

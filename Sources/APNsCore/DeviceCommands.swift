@@ -237,11 +237,34 @@ extension World {
         } else {
             settle(flight.notification, verdict: flight.verdict, nowMs: nowMs, acknowledged: true)
         }
+        let launch = launchIfWoken(flight.notification, verdict: flight.verdict, nowMs: nowMs)
         guard delivery.windowFull.contains(deviceID),
             delivery.inflightPerDevice[deviceID, default: 0] <= deliveryOptions.deviceWindow / 2
-        else { return [] }
+        else { return launch }
         delivery.windowFull.remove(deviceID)
-        return flushWaiting(deviceID: deviceID, nowMs: nowMs)
+        return launch + flushWaiting(deviceID: deviceID, nowMs: nowMs)
+    }
+
+    /// A push that woke an app that was not running launched it into the background: iOS
+    /// launches an app for a background push (unless the user force-quit it) and PushKit for a
+    /// VoIP-style push (even then). Its state becomes `background` and, as at any launch, it
+    /// registers (the backend's register hook); a connected device hears `appUpdated`.
+    mutating func launchIfWoken(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64) -> [DeviceFrame] {
+        let pushKit = verdict.callbacks.contains(AppCallback.didReceiveIncomingPush)
+        guard pushKit || verdict.callbacks.contains(AppCallback.didReceiveRemoteNotification),
+            let device = registry.devices[notification.deviceID], let app = device.apps[notification.bundleID],
+            app.settings.appState == .notRunning || (pushKit && app.settings.appState == .terminated),
+            let (settings, frames) = try? updateApp(
+                deviceID: device.id, bundleID: notification.bundleID, appState: .background, authorization: nil,
+                backgroundMode: nil, nowMs: nowMs)
+        else { return [] }
+        guard let connectionID = device.connectionID else { return frames }
+        let updated: JSONValue = [
+            "type": "appUpdated", "bundleId": .string(notification.bundleID),
+            "authorization": .string(settings.authorization.rawValue), "appState": .string(settings.appState.rawValue),
+            "backgroundMode": .bool(settings.backgroundMode), "launchedBy": .string(notification.apnsID),
+        ]
+        return [DeviceFrame(deviceID: device.id, connectionID: connectionID, message: updated)] + frames
     }
 
     /// Changes an app's settings; a force-quit app that is launched gets its held push.

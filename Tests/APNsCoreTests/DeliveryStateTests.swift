@@ -443,6 +443,30 @@ struct DeliveryStateTests {
 
     /// Tapping a notification launches a force-quit app, so a background push held until its
     /// launch is delivered then.
+    /// A background push that wakes an app that is not running launches it into the
+    /// background (Apple's didReceiveRemoteNotification page): the device hears its new state,
+    /// and a later tap is not a cold launch.
+    @Test func aBackgroundWakeLaunchesAnAppThatWasNotRunning() throws {
+        let f = try DeviceFixture(settings: AppSettings(appState: .notRunning))
+        let wake = try f.push(#"{"aps":{"content-available":1}}"#, headers: [("apns-push-type", "background"), ("apns-priority", "5")])
+        let afterAck = try f.ack(wake.deviceFrames)
+        #expect(f.record(wake)?.outcome == .delivered)
+        let updated = afterAck.map(\.message).first { $0["type"] == "appUpdated" }
+        #expect(updated?["appState"] == "background" && updated?["launchedBy"]?.stringValue == wake.apnsID, "\(afterAck)")
+        #expect(f.base.state.withWorld { $0.registry.devices["phone"]?.apps["com.example.app"]?.settings.appState } == .background)
+        let alert = try f.push()
+        try f.ack(alert.deviceFrames)
+        let now = f.now
+        let tapped = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.tap(deviceID: "phone", apnsID: alert.apnsID, nowMs: now)
+        }
+        #expect(!tapped.launched)
+        // An alert alone wakes nothing: the app stays where it was.
+        let g = try DeviceFixture(settings: AppSettings(appState: .notRunning))
+        try g.ack(try g.push().deviceFrames)
+        #expect(g.base.state.withWorld { $0.registry.devices["phone"]?.apps["com.example.app"]?.settings.appState } == .notRunning)
+    }
+
     @Test func tappingLaunchesAForceQuitAppAndReleasesItsHeldBackgroundPush() throws {
         let f = try DeviceFixture(settings: AppSettings(appState: .terminated))
         let alert = try f.push()
