@@ -461,7 +461,7 @@ extension World {
             settleThrottledLiveActivityUpdates(nowMs: nowMs)
             expireWaitingLiveActivityPushes(nowMs: nowMs)
         }
-        if !widgetPushes.books.isEmpty { widgetPushes.tick(nowMs: nowMs) }
+        if !widgetPushes.books.isEmpty { runWaitingWidgetReloads(nowMs: nowMs) }
         if channels.hasExpiredStoredMessage(nowMs: nowMs) { expireStoredBroadcasts(nowMs: nowMs) }
         for (key, stored) in delivery.stored where (stored.storeUntilMs ?? 0) <= nowMs {
             delivery.stored.removeValue(forKey: key)

@@ -287,5 +287,15 @@ struct LiveActivityConfigTests {
             #expect(try emulator.metric("apns_emulator_widget_pushes_total", labels: #"kind="\#(kind)",outcome="\#(outcome)""#) == count)
         }
         #expect(try emulator.metric("apns_emulator_live_activity_pushes_total") == 0, "widget pushes are not Live Activity pushes")
+
+        // A day later the budget allows the reload that waited: the throttled push says so.
+        #expect(try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 86_460]).status == 200)
+        let reloaded = try eventually(5) {
+            try emulator.admin("GET", "/api/v1/notifications/\(second["apnsId"]!.stringValue!)").json["outcome"]?.stringValue == "delivered"
+        }
+        let after = try emulator.admin("GET", "/api/v1/notifications/\(second["apnsId"]!.stringValue!)").json
+        #expect(reloaded, "\(after)")
+        #expect(after["explanation"]?.stringValue?.contains("when the budget allowed (it was throttled)") == true, "\(after)")
+        #expect(try emulator.metric("apns_emulator_widget_pushes_total", labels: #"kind="\#(kind)",outcome="delivered""#) == 2)
     }
 }
