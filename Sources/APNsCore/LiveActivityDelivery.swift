@@ -363,6 +363,15 @@ extension World {
                     .tokenIssued(kind: .pushToStart, token: token, bundleID: bundleID, attributesType: type, activityID: nil), book: book,
                     nowMs: nowMs))
         }
+        // A relaunched app finds its running activities and their update tokens again
+        // (`Activity.activities`, `pushTokenUpdates`): a device that reconnects hears them.
+        for activity in book?.activities(bundleID: bundleID) ?? [] where activity.isRunning {
+            guard let token = activity.pushToken else { continue }
+            messages.append(
+                Self.activityMessage(
+                    .tokenIssued(kind: .update, token: token, bundleID: bundleID, attributesType: activity.attributesType, activityID: activity.activityID),
+                    book: book, nowMs: nowMs))
+        }
         return messages
     }
 

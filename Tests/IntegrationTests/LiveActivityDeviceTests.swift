@@ -142,7 +142,17 @@ struct LiveActivityDeviceTests {
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(update.apnsID ?? "")").json["outcome"]?.stringValue == "stored")
         try device.connect()
         var change = try device.nextActivityChange(timeoutMilliseconds: 3000)
-        while let seen = change, seen["change"]?.stringValue != "updated" { change = try device.nextActivityChange(timeoutMilliseconds: 3000) }
+        var heardUpdateToken = false
+        while let seen = change, seen["change"]?.stringValue != "updated" {
+            // As a relaunched app finds its running activities' tokens again.
+            if seen["change"] == "token", seen["kind"] == "update", seen["token"]?.stringValue == token,
+                seen["activityId"]?.stringValue == activityID
+            {
+                heardUpdateToken = true
+            }
+            change = try device.nextActivityChange(timeoutMilliseconds: 3000)
+        }
+        #expect(heardUpdateToken, "the reconnected device is told its running activity's update token")
         #expect(change?["activityId"]?.stringValue == activityID, "the device heard of the update once back online")
         #expect(device.activities[activityID]?["contentState"]?.objectValue?["eta"]?.intValue == 12)
         let record = try emulator.admin("GET", "/api/v1/notifications/\(update.apnsID ?? "")").json
