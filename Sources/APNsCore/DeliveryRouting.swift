@@ -281,6 +281,15 @@ extension World {
         return .object(JSONObject(members))
     }
 
+    /// The background wakes an app on a device has left now (docs/device-model.md, "Budget");
+    /// a fresh app starts full.
+    public func backgroundWakesLeft(deviceID: String, bundleID: String, nowMs: Int64) -> Int {
+        guard let budget = delivery.budgets[AppKey(deviceID: deviceID, bundleID: bundleID)] else {
+            return deliveryOptions.backgroundBudgetPerHour
+        }
+        return budget.wakesLeft(nowMs: nowMs)
+    }
+
     /// Per-token flood check (`TooManyRequests`, docs/apns-behaviour.md, "Reasons and statuses");
     /// true when over the limit.
     mutating func isFlooding(token: String, nowMs: Int64) -> Bool {

@@ -202,6 +202,13 @@ public struct BackgroundBudget: Sendable, Equatable {
         return true
     }
 
+    /// Wakes that can happen now (0 to `perHour`): `available` is `wakesLeft > 0`.
+    public func wakesLeft(nowMs: Int64) -> Int {
+        let debt = arrival - scaled(nowMs)
+        guard debt > 0 else { return perHour }
+        return max(0, perHour - Int((debt + Self.hour - 1) / Self.hour))
+    }
+
     /// Gives back one wake `consume` took for a push the app never received. Never more than
     /// the budget holds: `consume` starts from now when the arrival is past.
     public mutating func refund() {

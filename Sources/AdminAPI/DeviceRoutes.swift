@@ -108,11 +108,26 @@ struct DeviceRoutes: AdminResource {
     }
 
     private func getDevice(_ id: String) throws -> HTTP1ServerResponse {
-        let (found, owner) = state.readWorld { ($0.registry.devices[id], $0.owner(of: id)) }
-        guard let device = found else { throw AdminError(404, "no device with id '\(id)'") }
+        let now = self.now
+        let (found, owner, wakes) = state.readWorld { world in
+            let device = world.registry.devices[id]
+            let wakes = (device?.apps.keys).map { bundles in
+                Dictionary(uniqueKeysWithValues: bundles.map { ($0, world.backgroundWakesLeft(deviceID: id, bundleID: $0, nowMs: now)) })
+            }
+            return (device, world.owner(of: id), wakes ?? [:])
+        }
+        guard let device = found, case .object(var json) = AdminJSON.device(device) else { throw AdminError(404, "no device with id '\(id)'") }
+        // Each app's background budget as it stands (only here: a list would read every budget).
+        if case .array(let apps) = json["apps"] ?? .null {
+            json["apps"] = .array(
+                apps.map { app in
+                    guard case .object(var fields) = app, let bundle = fields["bundleId"]?.stringValue, let left = wakes[bundle] else { return app }
+                    fields["backgroundWakesLeft"] = .int(Int64(left))
+                    return .object(fields)
+                })
+        }
         // Several instances (`--redis`): the one that decides this device's deliveries.
-        guard let owner, owner > 0, case .object(var json) = AdminJSON.device(device) else { return .json(200, AdminJSON.device(device)) }
-        json["ownerInstance"] = .int(Int64(owner))
+        if let owner, owner > 0 { json["ownerInstance"] = .int(Int64(owner)) }
         return .json(200, .object(json))
     }
 

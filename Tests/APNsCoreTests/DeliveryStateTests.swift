@@ -244,10 +244,17 @@ struct DeliveryStateTests {
         let f = try DeviceFixture(options: options)
         let silent = #"{"aps":{"content-available":1}}"#
         let headers = [("apns-push-type", "background"), ("apns-priority", "5")]
+        func wakesLeft() -> Int {
+            let now = f.now
+            return f.base.state.withWorld { $0.backgroundWakesLeft(deviceID: "phone", bundleID: "com.example.app", nowMs: now) }
+        }
+        #expect(wakesLeft() == 3)
         let unacknowledged = try f.push(silent, headers: headers)
         #expect(f.notifications(in: unacknowledged.deviceFrames).count == 1)
+        #expect(wakesLeft() == 2)
         f.disconnect()
         #expect(f.record(unacknowledged)?.outcome == .stored)
+        #expect(wakesLeft() == 3)
         try f.ack(try f.connect())
         #expect(f.record(unacknowledged)?.outcome == .delivered)
         f.disconnect()
@@ -259,8 +266,14 @@ struct DeliveryStateTests {
         let third = try f.push(silent, headers: headers)
         try f.ack(third.deviceFrames)
         #expect(f.record(third)?.outcome == .delivered)
+        #expect(wakesLeft() == 0)
         let fourth = try f.push(silent, headers: headers)
         #expect(f.record(fourth)?.outcome == .deferred)
+        // Refilled continuously: one wake every 20 minutes.
+        f.clock.advance(seconds: 1199)
+        #expect(wakesLeft() == 0)
+        f.clock.advance(seconds: 1)
+        #expect(wakesLeft() == 1)
     }
 
     @Test func terminatedAppGetsItsBackgroundPushWhenLaunched() throws {

@@ -308,6 +308,9 @@ struct DeviceTests {
         #expect(device.noneBeforePong("notification"), "over-budget pushes print no line")
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(results[2].apnsID!)").json["outcome"] == "throttled")
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(results[3].apnsID!)").json["outcome"] == "deferred")
+        // What is left of the budget can be read off the device.
+        let app = try emulator.admin("GET", "/api/v1/devices/phone-5").json["apps"]?.arrayValue?.first
+        #expect(app?["backgroundWakesLeft"] == 0, "\(app ?? .null)")
     }
 
     @Test func permissionDeniedAlertArrivesAndIsDropped() throws {
