@@ -6,7 +6,7 @@ import { api, enc } from './api.js';
 import { $, h } from './dom.js';
 import { confirmDialog, jsonView, kv, toast } from './widgets.js';
 
-const HOOKS = ['register', 'bind', 'unbind', 'fetch'];
+const HOOKS = ['register', 'bind', 'unbind', 'fetch', 'action'];
 let backendBundle = null;
 
 /** Opens the dialog on an app's backend (none: 404). */

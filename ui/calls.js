@@ -1,4 +1,4 @@
-// The Backend calls tab: the apps' calls to their backends (register, bind, unbind, fetch),
+// The Backend calls tab: the apps' calls to their backends (register, bind, unbind, fetch, action),
 // newest first, from GET /api/v1/backend-calls and the event stream; filtered by device and
 // hook; a click on a call shows its request and answer.
 // May import: the helpers (dom, format, widgets, api, state) and navigation.

@@ -255,11 +255,7 @@ public final class ChannelEndpoint: Sendable {
             if let id = fields.apnsID, !CanonicalUUID.isValid(Substring(id)) {
                 throw Rejection(.badMessageId, "apns-id '\(id)' is not a UUID (8-4-4-4-12 hex digits)")
             }
-            let identity = try authenticate(fields, environment: environment, connection: &connection, response: &response)
-            if case .token(let provider) = identity {
-                record?.teamID = provider.teamID
-                record?.keyID = provider.key.keyID
-            }
+            let identity = try authenticate(fields, environment: environment, connection: &connection, response: &response, record: &record)
             let now = clock.nowMilliseconds()
             let payload = request.body
             let outcome = try performLocked(
@@ -349,9 +345,11 @@ public final class ChannelEndpoint: Sendable {
         case certificate(CertificateCredential)
     }
 
+    /// `record`: a broadcast's journal record, which keeps the provider token's header and
+    /// claims whether it was verified or refused (as a device push's does).
     private func authenticate(
         _ fields: Fields, environment: APNsEnvironment, connection: inout ProviderConnectionContext,
-        response: inout ChannelResponse
+        response: inout ChannelResponse, record: inout NotificationRecord?
     ) throws(Rejection) -> Identity {
         switch connection.credential {
         case .certificate(let certificate):
@@ -375,8 +373,20 @@ public final class ChannelEndpoint: Sendable {
             switch result {
             case .authenticated(let provider, let first):
                 response.raiseStreamLimit = first
+                record?.teamID = provider.teamID
+                record?.keyID = provider.key.keyID
+                record?.jwtHeader = provider.token.headerJSON
+                record?.jwtClaims = provider.token.claimsJSON
+                record?.jwtVerified = true
                 return .token(provider)
-            case .rejected(let reason, let explanation, _):
+            case .rejected(let reason, let explanation, let token):
+                if let token {
+                    record?.jwtHeader = token.headerJSON
+                    record?.jwtClaims = token.claimsJSON
+                    record?.keyID = token.keyID
+                    record?.teamID = token.issuer
+                }
+                if record != nil { record?.jwtVerified = fields.authorization == nil ? nil : false }
                 throw Rejection(provider: reason, explanation)
             }
         }

@@ -108,6 +108,9 @@ struct BroadcastDeliveryTests {
         let record = try record(sent.header("apns-request-id"))
         #expect(record["outcome"]?.stringValue == "delivered")
         #expect(record["pushType"]?.stringValue == "LiveActivity" && record["status"]?.intValue == 200)
+        // The provider token, as a device push's record keeps it (the web UI shows it).
+        let jwt = try #require(record["jwt"]?.objectValue, "\(record)")
+        #expect(jwt["verified"] == true && jwt["claims"]?.objectValue?["iss"]?.stringValue == EmulatorProcess.teamID, "\(jwt)")
         let filtered = try emulator.admin("GET", "/api/v1/notifications?pushType=liveactivity").json["notifications"]?.arrayValue ?? []
         #expect(filtered.contains { $0.objectValue?["apnsId"] == record["apnsId"] }, "the pushType filter matches in any case")
         let reach = try #require(record["broadcast"]?.objectValue)
