@@ -16,6 +16,16 @@ import { refreshSide } from './refresh.js';
 import { forgetRecords, loadRecords, receiveRecord } from './timeline.js';
 
 let source = null, retryTimer = null;
+// The server sends `ping` every 15 s; a stream quiet for longer than QUIET_MS is taken for stuck
+// (a proxy buffering it, a dead path) and opened again, rather than shown as live.
+const QUIET_MS = 40000;
+let lastEventAt = 0;
+setInterval(() => {
+  if (source && source.readyState === EventSource.OPEN && Date.now() - lastEventAt > QUIET_MS) {
+    setConn('connecting', 'reconnecting… (the stream went quiet)');
+    connect();
+  }
+}, 10000);
 let startedAt = null; // when the emulator this page follows started (local clock, from its uptime)
 
 /** On every (re)connection: an emulator that started since the last one (restarted, without
@@ -46,6 +56,10 @@ export function connect() {
   const query = p.toString();
   const es = new EventSource(`/api/v1/events${query ? `?${query}` : ''}`);
   source = es;
+  lastEventAt = Date.now();
+  for (const type of ['open', 'notification', 'channel', 'backendCall', 'reset', 'deleted', 'ping']) {
+    es.addEventListener(type, () => { if (source === es) lastEventAt = Date.now(); });
+  }
   es.addEventListener('open', async () => {
     setConn('live');
     await noteStart(); // before the journal is loaded: what it loads is not counted as new
@@ -65,6 +79,8 @@ export function connect() {
     try { c = JSON.parse(ev.data); } catch { return; }
     if (c && c.id != null) enqueueCall(c);
   });
+  // Records deleted through the API (or another page): what is shown is read again.
+  es.addEventListener('deleted', () => { loadRecords(); refreshSide(); });
   es.addEventListener('reset', () => {
     loadReset();
     forgetRecords();

@@ -139,6 +139,18 @@ export function select(seq, { scroll = false } = {}) {
     if (scroll) tr.scrollIntoView({ block: 'nearest' });
   }
   renderDetail(true);
+  refreshSelected(seq);
+}
+
+/** The selected record read again: a filtered stream stops telling of a record once it no longer
+ * matches (a stored one delivered, under outcome=stored), so the page's copy may be older than
+ * the journal's. */
+async function refreshSelected(seq) {
+  const r = state.records.get(seq);
+  if (!r || !r.apnsId) return;
+  let fresh;
+  try { fresh = await api('GET', `/api/v1/notifications/${encodeURIComponent(r.uniqueId || r.apnsId)}`); } catch { return; }
+  if (fresh && fresh.sequence === seq && state.records.has(seq)) upsert(fresh, { careful: true });
 }
 
 /** Moves the selection `delta` rows down among the shown ones (up when negative). */

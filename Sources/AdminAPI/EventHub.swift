@@ -93,6 +93,15 @@ public final class EventHub: @unchecked Sendable {
         }
     }
 
+    /// Records were deleted (`DELETE /api/v1/notifications`): every stream hears how many, so a
+    /// client showing them (the web UI) reads the journal again.
+    func recordsDeleted(_ count: Int) {
+        let current = streams.withLock { $0 }
+        guard count > 0, !current.isEmpty else { return }
+        let chunk = EventChunk(Array("event: deleted\ndata: {\"deleted\":\(count)}\n\n".utf8))
+        for stream in current { stream.enqueue(chunk) }
+    }
+
     /// Every event stream hears of backend calls (their filters are about notifications).
     public func backendCallChanged(_ call: BackendCallRecord) {
         let current = streams.withLock { $0 }

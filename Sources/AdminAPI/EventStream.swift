@@ -34,7 +34,10 @@ final class EventChunk: Sendable {
     }
 
     static let reset = EventChunk(Array("event: reset\ndata: {}\n\n".utf8))
-    static let keepAlive = EventChunk(Array(": keep-alive\n\n".utf8))
+    /// Every 15 s: keeps proxies from closing an idle stream, and lets a client tell a stream
+    /// that went quiet (a proxy buffering it, a dead path) from one with nothing to say (a
+    /// comment would do the first, but `EventSource` does not show comments).
+    static let ping = EventChunk(Array("event: ping\ndata: {}\n\n".utf8))
 }
 
 /// One `/api/v1/events` client. Threads that change records only append to its queue

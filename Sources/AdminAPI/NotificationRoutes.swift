@@ -23,6 +23,7 @@ struct NotificationRoutes: AdminResource {
         r.add("DELETE", "/api/v1/notifications", "delete records matching the filters") { req, _, _ in
             let query = try Self.query(req)
             let deleted = state.withWorld { world in world.deleteRecords(where: query.matches) }
+            api.events.recordsDeleted(deleted)
             return .json(200, ["deleted": .int(Int64(deleted))])
         }
         r.add("GET", "/api/v1/notifications/latest", "the newest record matching the filters") { req, _, _ in
@@ -255,7 +256,7 @@ struct NotificationRoutes: AdminResource {
         func scheduleKeepAlive() {
             loop.schedule(afterMilliseconds: 15_000) { [weak http, weak client] in
                 guard let http, !http.isClosed, let client else { return }
-                client.enqueue(.keepAlive)
+                client.enqueue(.ping)
                 scheduleKeepAlive()
             }
         }

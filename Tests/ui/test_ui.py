@@ -895,6 +895,15 @@ class UITest:
                  f"{seen['provider']} provider connections, BadDeviceToken listed; summary {attr('#run-requests', 'data-value')} requests; "
                  f"{time.monotonic() - step_began:.1f} s; {screenshot}")
 
+    def deleted_through_the_api(self):
+        # Records deleted through the admin API leave the page too (the stream's `deleted` event).
+        self.tab("timeline")
+        apns_id, _ = self.send({"aps": {"alert": "to be deleted"}})
+        wait_for(f"the row of {apns_id}", lambda: self.row(apns_id))
+        deleted = self.admin.call("DELETE", f"/api/v1/notifications?apnsId={apns_id}")
+        check(deleted == {"deleted": 1}, f"DELETE answered {deleted!r}")
+        wait_for(f"the row of {apns_id} to leave the page", lambda: self.row(apns_id) is None)
+
     def reset(self):
         self.tab("timeline")
         check(self.css("#rows tr"), "the timeline is empty before the reset")
@@ -954,7 +963,7 @@ class UITest:
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
-                 self.screenshot, self.validators, self.device_controls, self.refused_change, self.fault_rules, self.accounts, self.live_activities, self.channels, self.presentation, self.load_tab, self.reset, self.console_is_clean]
+                 self.screenshot, self.validators, self.device_controls, self.refused_change, self.fault_rules, self.accounts, self.live_activities, self.channels, self.presentation, self.load_tab, self.deleted_through_the_api, self.reset, self.console_is_clean]
         if self.args.admin_token:
             steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()
