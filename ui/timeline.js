@@ -78,11 +78,13 @@ function trim() {
     last.remove();
     state.rows.delete(seq);
     state.records.delete(seq);
+    olderCursor = null;  // the oldest rows went: loading older ones would leave a gap
   }
 }
 
 /** Empties the table (the filters changed, the records were reset). */
 export function clearRecords() {
+  olderCursor = null;
   state.records.clear();
   state.rows.clear();
   $('#rows').replaceChildren();
@@ -100,6 +102,7 @@ function visibleRows() { return $$('#rows > tr:not([hidden])'); }
 /** The count under the table and, when nothing is shown, why (and how to send a push). */
 export function updateCounts() {
   const shown = visibleRows().length;
+  showLoadOlder();
   $('#shown').textContent = `${shown} shown${shown !== state.records.size ? ` of ${state.records.size} loaded` : ''}`
     + (busy && state.tab === 'timeline' ? ` · under load: the newest ${BUSY_ROWS}, once a second` : '');
   const empty = $('#empty');
@@ -228,6 +231,42 @@ function flush() {
 
 let loadGeneration = 0, loading = false, buffered = [];
 
+// Where the journal's older records go on from the oldest row loaded (GET's nextCursor); null when
+// the page holds the oldest, or while a live load keeps only the newest rows.
+let olderCursor = null;
+
+/** The "Load 200 older" button: there is more, and room for it among the rows the page keeps. */
+function showLoadOlder() {
+  $('#load-older').hidden = !olderCursor || busy || state.rows.size + 200 > MAX_ROWS;
+}
+
+/** The next 200 older matching records, after the rows shown (the search looks at them too). */
+async function loadOlder() {
+  const cursor = olderCursor;
+  if (!cursor) return;
+  const generation = loadGeneration;
+  let data;
+  try {
+    const query = serverQuery();
+    data = await api('GET', `/api/v1/notifications?limit=200&cursor=${encodeURIComponent(cursor)}${query ? `&${query}` : ''}`);
+  } catch (e) {
+    toast(`Could not load older notifications: ${e.message}`, true);
+    return;
+  }
+  if (generation !== loadGeneration || cursor !== olderCursor) return;  // reloaded meanwhile
+  const body = $('#rows');
+  for (const r of data.notifications) {
+    if (state.rows.has(r.sequence)) continue;
+    const tr = buildRow(r);
+    tr.hidden = !matchesClient(r);
+    state.records.set(r.sequence, r);
+    state.rows.set(r.sequence, tr);
+    body.append(tr);
+  }
+  olderCursor = data.nextCursor || null;
+  updateCounts();
+}
+
 /** (Re)loads the newest 200 matching records; events that arrive meanwhile are merged after. */
 export async function loadRecords() {
   const generation = ++loadGeneration;
@@ -255,6 +294,7 @@ export async function loadRecords() {
     fragment.append(tr);
   }
   body.replaceChildren(fragment);
+  olderCursor = data.nextCursor || null;
   noteHistory(data.notifications);
   loading = false;
   for (const r of buffered) upsert(r, { live: true, careful: true });
@@ -283,6 +323,7 @@ export function forgetRecords() {
 
 /** A click on a row selects it, on its token shows the token view; Delete records… asks first. */
 export function wireTimeline() {
+  $('#load-older').addEventListener('click', () => loadOlder());
   $('#rows').addEventListener('click', (e) => {
     const tok = e.target.closest('.tok');
     if (tok) { setFilter('token', tok.dataset.token); return; }

@@ -895,6 +895,20 @@ class UITest:
                  f"{seen['provider']} provider connections, BadDeviceToken listed; summary {attr('#run-requests', 'data-value')} requests; "
                  f"{time.monotonic() - step_began:.1f} s; {screenshot}")
 
+    def older_records(self):
+        # After the load step the journal holds thousands of records and the page the newest
+        # 200: "Load 200 older" brings the next ones, in order, below them.
+        self.driver.refresh()
+        self.tab("timeline")
+        wait_for("200 rows loaded", lambda: len(self.css("#rows > tr")) == 200, timeout=5)
+        wait_for("the Load older button", lambda: self.one("#load-older").is_displayed(), timeout=5)
+        oldest_before = min(int(tr.get_attribute("data-seq")) for tr in self.css("#rows > tr"))
+        self.click("#load-older")
+        wait_for("400 rows loaded", lambda: len(self.css("#rows > tr")) == 400, timeout=5)
+        seqs = [int(tr.get_attribute("data-seq")) for tr in self.css("#rows > tr")]
+        check(seqs == sorted(seqs, reverse=True), "the older rows are not below the newer ones in order")
+        check(max(seqs[200:]) < oldest_before, "the older rows overlap the ones loaded first")
+
     def deleted_through_the_api(self):
         # Records deleted through the admin API leave the page too (the stream's `deleted` event).
         self.tab("timeline")
@@ -963,7 +977,7 @@ class UITest:
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
-                 self.screenshot, self.validators, self.device_controls, self.refused_change, self.fault_rules, self.accounts, self.live_activities, self.channels, self.presentation, self.load_tab, self.deleted_through_the_api, self.reset, self.console_is_clean]
+                 self.screenshot, self.validators, self.device_controls, self.refused_change, self.fault_rules, self.accounts, self.live_activities, self.channels, self.presentation, self.load_tab, self.older_records, self.deleted_through_the_api, self.reset, self.console_is_clean]
         if self.args.admin_token:
             steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()
