@@ -34,7 +34,7 @@ export async function refreshDevices() {
     const active = document.activeElement;
     return active && active.tagName === 'SELECT' && $('#devices').contains(active);
   };
-  const data = await freshAnswer('devices', api('GET', `/api/v1/devices?limit=${SHOWN_DEVICES}`), (d) => d.devices, choosing);
+  const data = await freshAnswer('devices', devicesWithPinned(), (d) => d.devices, choosing);
   if (!data) return;
   state.devices = data.devices;
   state.moreDevices = !!data.nextCursor;
@@ -43,6 +43,51 @@ export async function refreshDevices() {
   fillDatalists();
   fillCallDevices();
   updateCounts();
+}
+
+/** Devices past the first page that this page shows anyway: added here, or looked up by id. */
+const pinned = new Set();
+const MAX_PINNED = 20;
+
+/** The first page of devices, then the pinned ones it does not hold (one that is gone is unpinned). */
+async function devicesWithPinned() {
+  const page = await api('GET', `/api/v1/devices?limit=${SHOWN_DEVICES}`);
+  const have = new Set(page.devices.map((d) => d.deviceId));
+  const extra = [];
+  for (const id of pinned) {
+    if (have.has(id)) continue;
+    try { extra.push(await api('GET', `/api/v1/devices/${enc(id)}`)); } catch (e) { if (e.status === 404) pinned.delete(id); }
+  }
+  return { devices: page.devices.concat(extra), nextCursor: page.nextCursor };
+}
+
+/** After a reset of the emulator the devices pinned here are gone. */
+export function forgetPinnedDevices() { pinned.clear(); }
+
+/** Shows a device past the first page too (the oldest pinned one makes room past MAX_PINNED). */
+function pin(id) {
+  pinned.delete(id);
+  pinned.add(id);
+  if (pinned.size > MAX_PINNED) pinned.delete(pinned.values().next().value);
+}
+
+/** "Show": a device by id, wherever it is in the list. */
+async function findDevice(e) {
+  e.preventDefault();
+  const input = e.target.elements.deviceId;
+  const id = input.value.trim();
+  if (!id) return;
+  try {
+    await api('GET', `/api/v1/devices/${enc(id)}`);
+  } catch (err) {
+    toast(err.status === 404 ? `No device ${id}` : err.message, true);
+    return;
+  }
+  pin(id);
+  input.value = '';
+  await refreshDevices();
+  const card = [...document.querySelectorAll('#devices [data-device]')].find((c) => c.dataset.device === id);
+  if (card) card.scrollIntoView({ block: 'nearest' });
 }
 
 /** The Devices tab is shown: draws the cards if they changed while it was hidden. */
@@ -114,7 +159,7 @@ function renderDevices() {
   }));
   restoreAccountDrafts(kept);
   // The UI shows the first page; the admin API lists the rest page by page.
-  if (state.moreDevices) root.append(h('div', { class: 'muted small' }, `The first ${state.devices.length} devices, oldest first; the admin API lists the rest page by page (GET /api/v1/devices?cursor=…).`));
+  if (state.moreDevices) root.append(h('div', { class: 'muted small' }, `The first ${SHOWN_DEVICES} devices, oldest first, and those added or shown here (Show device); the admin API lists the rest page by page (GET /api/v1/devices?cursor=…).`));
 }
 
 /** A control whose change the API refused (a 409 for a socket device that is away) shows the
@@ -130,9 +175,15 @@ async function submitDevice(e) {
   const body = { bundleId: f.bundleId.value.trim(), environment: f.environment.value, kind: f.kind.value };
   if (f.deviceId.value.trim()) body.deviceId = f.deviceId.value.trim();
   const created = await act(api('POST', '/api/v1/devices', body));
-  if (created) { toast(`Device ${created.deviceId}: token ${shortToken(created.token)}`); f.deviceId.value = ''; }
+  if (created) {
+    toast(`Device ${created.deviceId}: token ${shortToken(created.token)}`);
+    f.deviceId.value = '';
+    pin(created.deviceId);  // shown even when the first page of devices is full
+    refreshDevices();
+  }
 }
 
 export function wireDevices() {
   $('#new-device').addEventListener('submit', submitDevice);
+  $('#find-device').addEventListener('submit', findDevice);
 }

@@ -1,7 +1,7 @@
 // The live event stream (GET /api/v1/events, with the timeline's filters): hands each event to
 // the view it is for, shows the connection state in the header, reconnects.
 // May import: the helpers (dom, api, state) and the views its events are for: timeline, calls,
-// checks, filters, load, refresh, activities, center, channels.
+// checks, filters, load, refresh, activities, center, channels, devices.
 
 import { noteLiveRecord } from './activities.js';
 import { adminToken, api } from './api.js';
@@ -9,6 +9,7 @@ import { forgetCalls, enqueueCall, loadCalls } from './calls.js';
 import { noteCenterRecord } from './center.js';
 import { noteBroadcastRecord, noteChannelEvent } from './channels.js';
 import { refreshChecks } from './checks.js';
+import { forgetPinnedDevices } from './devices.js';
 import { $ } from './dom.js';
 import { serverQuery } from './filters.js';
 import { countRequest, loadReset } from './load.js';
@@ -82,6 +83,7 @@ export function connect() {
   // Records deleted through the API (or another page): what is shown is read again.
   es.addEventListener('deleted', () => { loadRecords(); refreshSide(); });
   es.addEventListener('reset', () => {
+    forgetPinnedDevices();
     loadReset();
     forgetRecords();
     forgetCalls();

@@ -909,6 +909,22 @@ class UITest:
         check(seqs == sorted(seqs, reverse=True), "the older rows are not below the newer ones in order")
         check(max(seqs[200:]) < oldest_before, "the older rows overlap the ones loaded first")
 
+    def devices_past_the_first_page(self):
+        # Past the 100 cards the tab draws: a device added here, or looked up by id, still shows.
+        self.admin.call("POST", "/api/v1/devices/batch", {"count": 120, "idPrefix": "ui-many-", "bundleId": self.args.topic, "environment": "sandbox"})
+        self.tab("devices")
+        card = lambda device_id: self.css(f'#devices .card.device[data-device="{device_id}"]')
+        form = self.one("#new-device")
+        form.find_element(By.NAME, "bundleId").send_keys(self.args.topic)
+        form.find_element(By.NAME, "deviceId").send_keys("ui-added-last")
+        form.find_element(By.CSS_SELECTOR, "button").click()
+        wait_for("the card of the device just added", lambda: card("ui-added-last"), timeout=5)
+        check(not card("ui-many-99"), "a device past the first page is drawn unasked")
+        find = self.one("#find-device")
+        find.find_element(By.NAME, "deviceId").send_keys("ui-many-99")
+        find.find_element(By.CSS_SELECTOR, "button").click()
+        wait_for("the card of the device looked up", lambda: card("ui-many-99"), timeout=5)
+
     def deleted_through_the_api(self):
         # Records deleted through the admin API leave the page too (the stream's `deleted` event).
         self.tab("timeline")
@@ -977,7 +993,7 @@ class UITest:
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
-                 self.screenshot, self.validators, self.device_controls, self.refused_change, self.fault_rules, self.accounts, self.live_activities, self.channels, self.presentation, self.load_tab, self.older_records, self.deleted_through_the_api, self.reset, self.console_is_clean]
+                 self.screenshot, self.validators, self.device_controls, self.refused_change, self.fault_rules, self.accounts, self.live_activities, self.channels, self.presentation, self.load_tab, self.older_records, self.devices_past_the_first_page, self.deleted_through_the_api, self.reset, self.console_is_clean]
         if self.args.admin_token:
             steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()
