@@ -210,7 +210,7 @@ export function renderDetail(resetScroll) {
           r.crossAccount ? h('p', { class: 'explain err' }, `${crossTitle(r)}: the push reached the wrong account. Typically the app backend still had this device's token bound to ${r.addressee ?? 'that account'} (a logout or account switch it did not act on, or one token bound to two accounts).`) : null))),
     presentationSection(r),
     section('log', 'Delivery log', 'as the Push Notifications Console shows it', deliveryLog(r)),
-    section('payload', 'Payload', `${bytes(r.payloadSize)}${typeof r.payload === 'string' ? ' · not JSON' : ''}`, sizeBar(r), h('div', { id: 'payload-json' }, jsonView(r.payload))),
+    section('payload', 'Payload', `${bytes(r.payloadSize)}${r.payloadTruncated ? ` · cut: the first ${bytes(byteLength(r.payload))} kept` : typeof r.payload === 'string' ? ' · not JSON' : ''}`, sizeBar(r), h('div', { id: 'payload-json' }, jsonView(r.payload))),
     section('response', 'Response', `${r.status === 0 ? 'none' : r.status}${r.respondedAt ? '' : ' · pending'}`,
       kv([['Status', statusPill(r.status)], ['Reason', r.reason], ['apns-id', h('span', { class: 'mono' }, r.apnsId)],
         ['apns-unique-id', uniqueHeader ? h('span', { class: 'mono' }, uniqueHeader.value) : r.uniqueId ? h('span', { class: 'mono' }, r.uniqueId) : null],
@@ -231,4 +231,9 @@ export function renderDetail(resetScroll) {
         ['Collapse id', r.collapseId],
         ['Fault rule', r.fault ? h('button', { type: 'button', class: 'tok', onclick: () => showTab('faults') }, r.fault) : null]])));
   pane.scrollTop = resetScroll ? 0 : top;
+}
+
+/** The UTF-8 size of a payload as the journal keeps it (text when it is not whole JSON). */
+function byteLength(payload) {
+  return new TextEncoder().encode(typeof payload === 'string' ? payload : JSON.stringify(payload)).length;
 }

@@ -37,6 +37,14 @@ function onKey(e) {
   }
   if (typing || e.ctrlKey || e.metaKey || e.altKey || $$('dialog').some((d) => d.open)) return;
   const key = e.key;
+  // On a focused tab, the arrow keys move along the tabs (the WAI-ARIA tabs pattern).
+  if (t instanceof HTMLElement && t.getAttribute('role') === 'tab' && (key === 'ArrowRight' || key === 'ArrowLeft')) {
+    e.preventDefault();
+    const next = TABS[(TABS.indexOf(t.dataset.tab) + (key === 'ArrowRight' ? 1 : TABS.length - 1)) % TABS.length];
+    showTab(next);
+    $(`#tab-${next}`).focus();
+    return;
+  }
   if (/^[1-6]$/.test(key)) { showTab(TABS[Number(key) - 1]); return; }
   if (state.tab !== 'timeline') return;
   if (key === 'j' || key === 'ArrowDown') { e.preventDefault(); move(1); }

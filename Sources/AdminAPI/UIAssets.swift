@@ -12,7 +12,7 @@ enum UIAssets {
         return HTTP1ServerResponse(
             status: 200,
             headers: [
-                ("Content-Type", type), ("Cache-Control", "no-cache"), ("X-Frame-Options", "DENY"),
+                ("Content-Type", type), ("Cache-Control", "no-cache"), ("X-Frame-Options", "DENY"), ("X-Content-Type-Options", "nosniff"),
                 ("Content-Security-Policy", "frame-ancestors 'none'"),
             ],
             body: Array(text.utf8))
