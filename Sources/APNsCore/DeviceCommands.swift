@@ -113,7 +113,14 @@ extension World {
         }
         if let old = registry.devices[hello.deviceID]?.connectionID, old != connectionID {
             frames.append(DeviceFrame(deviceID: hello.deviceID, connectionID: old, message: ["type": "replaced"], closeAfter: true))
-            returnInflight(deviceID: hello.deviceID, connectionID: old, nowMs: nowMs)
+            // An old connection of this instance's keeps what it was sent and has not
+            // acknowledged until it closes (`disconnectDevice`): a device that acked and
+            // reconnected at once has its last acks read there first, and what it did not ack
+            // goes out again on this connection then. Sent through another instance's (relayed,
+            // `--redis`; that instance may be gone): it goes out again here now.
+            if let ownership, DeviceOwnership.instance(ofConnection: old) != ownership.me {
+                returnInflight(deviceID: hello.deviceID, connectionID: old, nowMs: nowMs)
+            }
         }
         try? registry.updateDevice(hello.deviceID) {
             $0.connectionID = connectionID
@@ -203,12 +210,18 @@ extension World {
         ]
     }
 
-    /// The connection went away: deliveries it did not ack go back to the store.
-    public mutating func disconnectDevice(_ deviceID: String, connectionID: UInt64, nowMs: Int64) {
+    /// The connection went away: deliveries it did not ack go back to the store. One that
+    /// another connection of the device replaced: they go out again on that one (returned).
+    @discardableResult
+    public mutating func disconnectDevice(_ deviceID: String, connectionID: UInt64, nowMs: Int64) -> [DeviceFrame] {
         returnInflight(deviceID: deviceID, connectionID: connectionID, nowMs: nowMs)
-        if registry.devices[deviceID]?.connectionID == connectionID {
+        guard let current = registry.devices[deviceID]?.connectionID else { return [] }
+        if current == connectionID {
             try? registry.updateDevice(deviceID) { $0.connectionID = nil }
+            return []
         }
+        // With --redis, only the instance holding the device's socket sends to it.
+        return registry.devices[deviceID]?.isOnline == true && owns(deviceID) ? flushWaiting(deviceID: deviceID, nowMs: nowMs) : []
     }
 
     @discardableResult

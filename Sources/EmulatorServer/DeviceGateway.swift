@@ -137,6 +137,8 @@ final class DeviceConnection: ConnectionHandler {
     /// grace period ends. Closing at once with its bytes unread would send RST, and the device
     /// could lose the frame that says why.
     private var closing = false
+    /// While closing: the last input is read, and only its acks are taken.
+    private var readingLastAcks = false
     static let closeGraceMs = 2000
     /// The hello this connection made, replayed after a reset so the device stays attached.
     private var lastHello: DeviceHello?
@@ -172,6 +174,9 @@ final class DeviceConnection: ConnectionHandler {
     var now: Int64 { gateway.clock.nowMilliseconds() }
 
     func connectionDidBecomeReady(_ connection: Connection) {
+        // A device that acks and goes at once (its reset can fail a write to it first) has its
+        // last acks read before the close returns what it had not acknowledged to the store.
+        connection.readsWhatArrivedBeforeFailure = true
         gateway.register(self)
         helloTimer = connection.loop.schedule(afterMilliseconds: Self.helloTimeoutMs) { [weak self] in
             guard let self, self.deviceID == nil, !self.connection.isClosed else { return }
@@ -180,7 +185,11 @@ final class DeviceConnection: ConnectionHandler {
     }
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
-        if closing { return }
+        // Closing (replaced by the device's new connection, an ack timeout): only its acks are
+        // still taken, so that one sent just before counts; the rest is not answered.
+        let lastAcks = closing && !readingLastAcks
+        if lastAcks { readingLastAcks = true }
+        defer { if lastAcks { readingLastAcks = false } }
         buffer.append(contentsOf: bytes)
         // Lines are taken by position and the consumed prefix removed once: removing each
         // line from the front would copy the rest of the buffer per line (quadratic in a
@@ -206,7 +215,7 @@ final class DeviceConnection: ConnectionHandler {
 
     /// Handles the complete lines from `consumed` on; false after a fatal error.
     private func readLines(_ consumed: inout Int) -> Bool {
-        while !connection.isClosed, !closing {
+        while !connection.isClosed, !closing || readingLastAcks {
             guard let newline = buffer[max(consumed, scanned)...].firstIndex(of: 0x0A) else {
                 scanned = buffer.count
                 break
@@ -233,10 +242,20 @@ final class DeviceConnection: ConnectionHandler {
     /// begins, whichever is first.
     private func detachDevice() {
         guard let deviceID else { return }
+        // Closing on our side (the device reconnected on another connection, an ack timeout):
+        // acks it sent before are still in the socket, and count before what it did not
+        // acknowledge goes back to the store.
+        if closing, !connection.isClosed {
+            readingLastAcks = true
+            connection.readPendingInput()
+            readingLastAcks = false
+        }
         self.deviceID = nil
         let now = self.now
         let id = connection.id
-        state.committingLater { state.withWorld { $0.disconnectDevice(deviceID, connectionID: id, nowMs: now) } }
+        var frames: [DeviceFrame] = []
+        state.committingLater { frames = state.withWorld { $0.disconnectDevice(deviceID, connectionID: id, nowMs: now) } }
+        gateway.dispatch(frames)
         gateway.logger.info("device \(deviceID) disconnected (connection \(id))")
     }
 
@@ -318,6 +337,7 @@ final class DeviceConnection: ConnectionHandler {
     }
 
     private func handle(type: String, _ m: JSONObject) throws {
+        if readingLastAcks, type != "ack" { return }
         if type == "ping" {
             send(["type": "pong"])
             return

@@ -43,6 +43,12 @@ public final class Connection: IOHandler {
     private var shutdownWhenDrained = false
     private var events: IOEvents = .read
     private var readPaused = false
+    /// Whether what the peer sent before a failure (its reset, a write that failed) is still
+    /// read and handed over before the connection closes: a device's last acks. Off for
+    /// providers, whose requests could not be answered any more.
+    public var readsWhatArrivedBeforeFailure = false
+    /// The peer is gone and the connection closes on the loop's next turn: nothing is written.
+    private var failing = false
     /// Stop reading from a peer that does not read its responses, so a slow or stuck client
     /// cannot make the emulator buffer without bound.
     private static let outputHighWater = 4 << 20
@@ -164,8 +170,49 @@ public final class Connection: IOHandler {
         onClose?()
     }
 
-    private func flush() {
+    /// Hands the handler what has arrived and not been read yet, without waiting for more and
+    /// whatever the read pause (for a close that must not leave the peer's last words unread).
+    /// The end of the stream or an error is left for the close; nothing is written meanwhile
+    /// beyond what the handler writes itself. Only outside the handler's own `didRead`.
+    public func readPendingInput() {
+        loop.assertConfined()
         guard ready, !isClosed else { return }
+        let buffer = loop.readBuffer
+        var budget = Self.readBudgetPerEvent
+        while budget > 0, !isClosed {
+            let window = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<min(buffer.count, budget)])
+            let n: Int
+            if let tls {
+                guard case .ok(let count) = tls.read(into: window) else { return }
+                n = count
+            } else {
+                n = Glibc.recv(fd, window.baseAddress, window.count, Int32(MSG_DONTWAIT))
+                guard n > 0 else { return }
+            }
+            handler?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            budget -= n
+        }
+    }
+
+    /// Closes after a failure: at once, or (`readsWhatArrivedBeforeFailure`) on the loop's next
+    /// turn after reading what arrived. Not at once then: a write fails inside whatever made
+    /// it (frames sent while another change is handled), which the handler's reads must not
+    /// run into.
+    private func closeAfterFailure() {
+        guard readsWhatArrivedBeforeFailure, ready, !isClosed, !failing else {
+            close()
+            return
+        }
+        failing = true
+        _ = loop.schedule(afterMilliseconds: 0) { [weak self] in
+            guard let self, !self.isClosed else { return }
+            self.readPendingInput()
+            self.close()
+        }
+    }
+
+    private func flush() {
+        guard ready, !isClosed, !failing else { return }
         while outputOffset < output.count {
             let result = output.withUnsafeBytes { raw -> IOResult in
                 let pending = UnsafeRawBufferPointer(rebasing: raw[outputOffset...])
@@ -183,7 +230,7 @@ public final class Connection: IOHandler {
                 updateReadPause()
                 return
             case .closed, .failed:
-                close()
+                closeAfterFailure()
                 return
             }
         }
@@ -238,7 +285,7 @@ public final class Connection: IOHandler {
     }
 
     public func hangup() {
-        close()
+        closeAfterFailure()
     }
 
     /// Whether reads and writes may go ahead: open, and past the TLS handshake (an event

@@ -191,9 +191,13 @@ struct DeliveryStateTests {
         let replaced = frames.first { $0.connectionID == old }
         #expect(replaced?.message["type"] == "replaced")
         #expect(replaced?.closeAfter == true)
-        // The unacked delivery moved to the new connection, same token.
-        #expect(f.notifications(in: frames).first?["apnsId"]?.stringValue == pending.apnsID)
         #expect(frames.contains { $0.message["token"]?.stringValue == f.token })
+        // The unacked delivery moves to the new connection once the old one is closed (acks it
+        // still had unread would have counted first).
+        let now = f.now
+        let moved = f.base.state.withWorld { $0.disconnectDevice("phone", connectionID: old, nowMs: now) }
+        #expect(f.notifications(in: moved).first?["apnsId"]?.stringValue == pending.apnsID)
+        #expect(moved.allSatisfy { $0.connectionID == f.connectionID })
     }
 
     @Test func collapseIDReplacesTheOlderNotification() throws {
@@ -274,6 +278,32 @@ struct DeliveryStateTests {
         #expect(wakesLeft() == 0)
         f.clock.advance(seconds: 1)
         #expect(wakesLeft() == 1)
+    }
+
+    /// A device that reconnects while its old connection still has acks unread: the old
+    /// connection's deliveries stay in flight until it closes, so an ack read there counts
+    /// (it was recorded coalesced before), and what it did not ack goes out on the new one.
+    @Test func aReplacedConnectionsLastAcksCountAndTheRestGoOutOnTheNewOne() throws {
+        let f = try DeviceFixture()
+        let acked = try f.push()
+        let unacked = try f.push()
+        let old = f.connectionID
+        let deliveries = f.notifications(in: acked.deviceFrames + unacked.deviceFrames).map { UInt64($0["id"]!.intValue!) }
+        try #require(deliveries.count == 2)
+        let reconnect = try f.connect()
+        #expect(f.notifications(in: reconnect).isEmpty, "nothing is sent again while the old connection may still ack it")
+        #expect(reconnect.contains { $0.connectionID == old && $0.message["type"] == "replaced" })
+        let now = f.now
+        _ = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.acknowledge(deviceID: "phone", connectionID: old, deliveryID: deliveries[0], nowMs: now)
+        }
+        #expect(f.record(acked)?.outcome == .delivered)
+        let resent = f.base.state.withWorld { $0.disconnectDevice("phone", connectionID: old, nowMs: now) }
+        let again = f.notifications(in: resent)
+        #expect(again.map { $0["apnsId"]?.stringValue } == [unacked.apnsID], "\(resent)")
+        #expect(resent.allSatisfy { $0.connectionID == f.connectionID })
+        try f.ack(resent)
+        #expect(f.record(unacked)?.outcome == .delivered)
     }
 
     @Test func terminatedAppGetsItsBackgroundPushWhenLaunched() throws {

@@ -1125,7 +1125,9 @@ struct ReplicationTests {
         #expect(resets >= 1)
         #expect(counts["push", default: 0] > 400)
         #expect(slots == ["stored", "deferred", "batched", "in flight"])
-        #expect(outcomes.isSuperset(of: ["delivered", "stored", "coalesced", "expired", "deferred", "pending"]), "\(outcomes)")
+        // (A held push shows in the slots above: its record's outcome, sampled from the newest
+        // three, may be replaced before a sample sees it.)
+        #expect(outcomes.isSuperset(of: ["delivered", "stored", "coalesced", "expired", "pending"]), "\(outcomes)")
         print("replication run: \(counts.sorted { $0.key < $1.key }), outcomes \(outcomes.sorted()), resets \(resets)")
         #expect(try p.replicaAcceptsAPush().recordSequence > p.highestApplied)
     }

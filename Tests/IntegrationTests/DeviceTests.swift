@@ -1,5 +1,6 @@
 import APNsCore
 import Foundation
+import DeviceClient
 import Glibc
 import Locking
 import Networking
@@ -288,6 +289,34 @@ struct DeviceTests {
         #expect(device.next("notification")?["collapseId"] == "score")
         #expect(try eventually { try emulator.admin("GET", "/api/v1/notifications/\(a.apnsID!)").json["outcome"] == "coalesced" })
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(b.apnsID!)").json["outcome"] == "delivered")
+    }
+
+    /// A device that acks and reconnects at once (its old connection replaced while that ack
+    /// may still be unread there): the ack counts, so the push is delivered, not stored again.
+    @Test func anAckSentJustBeforeAReconnectCounts() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let app = DeviceApp(bundleID: EmulatorProcess.bundleID, environment: .sandbox)
+        let connection = try emulator.connect()
+        for round in 0..<25 {
+            let first = SimulatedDevice(address: try emulator.address("device"), deviceID: "quick", apps: [app])
+            first.autoAck = false
+            try first.connect()
+            let token = try #require(first.token(for: EmulatorProcess.bundleID))
+            let sent = APNsResult(try connection.send(try emulator.push(token).request))
+            try #require(sent.status == 200)
+            let delivered = try #require(try first.nextNotification(timeoutMilliseconds: 3000))
+            try first.ack(delivered.id)
+            let second = SimulatedDevice(address: try emulator.address("device"), deviceID: "quick", apps: [app])
+            second.autoAck = false
+            try second.connect()
+            first.disconnect()
+            let counted = try eventually(3) {
+                try emulator.admin("GET", "/api/v1/notifications/\(sent.apnsID!)").json["outcome"] == "delivered"
+            }
+            let explanation = try emulator.admin("GET", "/api/v1/notifications/\(sent.apnsID!)").json["explanation"] ?? .null
+            #expect(counted, "round \(round): \(explanation)")
+            second.disconnect()
+        }
     }
 
     @Test func backgroundBudgetThrottlesWithoutALine() throws {
