@@ -660,10 +660,13 @@ public final class ProviderEndpoint: Sendable {
 
     private func checkRequestLine(_ fields: APNsHeaderFields, record: inout NotificationRecord) throws(Rejection) -> Syntax {
         // Known before any check refuses it: a refused push's record shows its effective type
-        // (the header's when it names one; see `journal` for a push without it).
+        // (the header's when it names one; see `journal` for a push without it). Parsed once:
+        // `checkHeaderSyntax` refuses one that names no type.
+        var headerType: PushType? = nil
         if let value = fields.pushType {
             record.pushTypeHeaderPresent = true
-            if let type = PushType(headerValue: Substring(value)) { record.pushType = type.rawValue }
+            headerType = PushType(headerValue: Substring(value))
+            if let headerType { record.pushType = headerType.rawValue }
         }
         guard fields.method == "POST" else {
             throw Rejection(
@@ -683,7 +686,7 @@ public final class ProviderEndpoint: Sendable {
         if let duplicate = fields.duplicate {
             throw Rejection(reason: .duplicateHeaders, explanation: "header \(duplicate) appears more than once")
         }
-        return Syntax(token: token, tokenShape: shape)
+        return Syntax(token: token, tokenShape: shape, pushType: headerType)
     }
 
     private func checkHeaderSyntax(
@@ -714,13 +717,10 @@ public final class ProviderEndpoint: Sendable {
                 reason: .badCollapseId,
                 explanation: "apns-collapse-id is \(collapse.utf8.count) bytes; the limit is 64")
         }
-        if let value = fields.pushType {
-            guard let type = PushType(headerValue: Substring(value)) else {
-                throw Rejection(
-                    reason: .invalidPushType,
-                    explanation: "apns-push-type '\(value)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            syntax.pushType = type
+        if let value = fields.pushType, syntax.pushType == nil {
+            throw Rejection(
+                reason: .invalidPushType,
+                explanation: "apns-push-type '\(value)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
         }
     }
 
