@@ -369,7 +369,8 @@ extension World {
             guard let token = activity.pushToken else { continue }
             messages.append(
                 Self.activityMessage(
-                    .tokenIssued(kind: .update, token: token, bundleID: bundleID, attributesType: activity.attributesType, activityID: activity.activityID),
+                    .tokenIssued(
+                        kind: .update, token: token, bundleID: bundleID, attributesType: activity.attributesType, activityID: activity.activityID),
                     book: book, nowMs: nowMs))
         }
         return messages

@@ -58,7 +58,8 @@ private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
         let keyType = options.string("key-type") ?? "ec"
         guard keyType == "ec" || keyType == "rsa" else { command.fail("--key-type must be ec or rsa, not '\(keyType)'") }
         guard FileManager.default.fileExists(atPath: "\(dir)/ca.pem") else {
-            command.fail("no CA in \(dir) to sign it: run 'apns-emulator certs --dir \(dir)' first, or give --dir the emulator's certificates directory")
+            command.fail(
+                "no CA in \(dir) to sign it: run 'apns-emulator certs --dir \(dir)' first, or give --dir the emulator's certificates directory")
         }
         let made = try TestCertificates.generateProviderCertificate(
             // One file per environment choice, so a sandbox and a production certificate

@@ -213,12 +213,16 @@ struct DeliveryStateTests {
         #expect(f.record(second)?.outcome == .delivered)
     }
 
-    @Test func backgroundBudgetDefersThenDeliversTheNewest() throws {
+    /// A device whose apps' background budget is `perHour` wakes, the pure background push and
+    /// its headers.
+    static func budgeted(_ perHour: Int) throws -> (DeviceFixture, silent: String, headers: [(String, String)]) {
         var options = DeliveryOptions()
-        options.backgroundBudgetPerHour = 2
-        let f = try DeviceFixture(options: options)
-        let silent = #"{"aps":{"content-available":1}}"#
-        let headers = [("apns-push-type", "background"), ("apns-priority", "5")]
+        options.backgroundBudgetPerHour = perHour
+        return (try DeviceFixture(options: options), #"{"aps":{"content-available":1}}"#, [("apns-push-type", "background"), ("apns-priority", "5")])
+    }
+
+    @Test func backgroundBudgetDefersThenDeliversTheNewest() throws {
+        let (f, silent, headers) = try Self.budgeted(2)
         let a = try f.push(silent, headers: headers)
         let b = try f.push(silent, headers: headers)
         try f.ack(a.deviceFrames + b.deviceFrames)
@@ -243,11 +247,7 @@ struct DeliveryStateTests {
     /// while it was offline, has not woken the app: delivered from the store later, it costs
     /// one wake of the budget, not two.
     @Test func aBackgroundPushCostsOneWakeWhenItFinallyArrives() throws {
-        var options = DeliveryOptions()
-        options.backgroundBudgetPerHour = 3
-        let f = try DeviceFixture(options: options)
-        let silent = #"{"aps":{"content-available":1}}"#
-        let headers = [("apns-push-type", "background"), ("apns-priority", "5")]
+        let (f, silent, headers) = try Self.budgeted(3)
         func wakesLeft() -> Int {
             let now = f.now
             return f.base.state.withWorld { $0.backgroundWakesLeft(deviceID: "phone", bundleID: "com.example.app", nowMs: now) }

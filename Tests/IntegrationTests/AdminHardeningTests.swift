@@ -136,7 +136,9 @@ struct AdminAccessIntegrationTests {
         let ui = try AdminSocket(emulator)
         ui.send("GET / HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n")
         let page = try ui.readResponse()
-        #expect(page.contains("X-Frame-Options: DENY") && page.contains("X-Content-Type-Options: nosniff") && page.contains("Content-Security-Policy: frame-ancestors 'none'"), "\(page.prefix(300))")
+        #expect(
+            page.contains("X-Frame-Options: DENY") && page.contains("X-Content-Type-Options: nosniff")
+                && page.contains("Content-Security-Policy: frame-ancestors 'none'"), "\(page.prefix(300))")
         let ready = try run(EmulatorProcess.binary, ["readyz", "--admin", try emulator.address("admin").description])
         #expect(ready.status == 0, "readyz works without the token")
 

@@ -32,7 +32,8 @@ extension ServeConfiguration.RecordLimits {
             guard let value = Self.byteCount(text), value >= 64 << 10 else {
                 // Digits that do not fit are a size too large, not a malformed one.
                 let digits = text.uppercased().last.map { "KMG".contains($0) } == true ? text.dropLast() : Substring(text)
-                let tooLarge = !digits.isEmpty && digits.allSatisfy(\.isASCII) && digits.allSatisfy(\.isNumber)
+                let tooLarge =
+                    !digits.isEmpty && digits.allSatisfy(\.isASCII) && digits.allSatisfy(\.isNumber)
                     && Self.byteCount(text) == nil
                 throw UsageError(
                     "\(options.origin(Flag.maxRecordBytes)): '\(text)' is "
