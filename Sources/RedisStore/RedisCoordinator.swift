@@ -1255,6 +1255,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     followedEpoch.withLock { $0 = current }
                     try takeLease(&s, redis)
                     try reload(&s, redis)
+                    // A large state takes longer to reload than the lease lasts: renewed (or
+                    // taken again, catching up) before the write-back, which is fenced by it.
+                    try takeLease(&s, redis)
                     try restoreRecordsLeftOut(kept, &s, redis)
                     s.recovery = nil
                     try heartbeat(redis)

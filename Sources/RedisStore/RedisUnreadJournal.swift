@@ -250,6 +250,7 @@ extension RedisCoordinator {
         while start < rows.count {
             let chunk = Array(rows[start..<min(start + Self.maxRowsPerWrite, rows.count)])
             start += chunk.count
+            try takeLease(&s, redis)  // renewed as it runs out: many chunks outlast one lease
             let written = try store.append(chunk, instance: instance, fence: s.token, epoch: .expect(s.epoch), on: redis)
             guard applyRows(chunk.map(ReplicatedRow.change), version: written.version) else {
                 s.needsReload = true
