@@ -203,6 +203,21 @@ extension World {
         return entries
     }
 
+    /// The `appUpdated` frame: an app's settings as they are now (the answer to the device's
+    /// own `app` request, and what it is told when a change comes from elsewhere); with
+    /// `setupOf`, also its notification setup and badge (a change that named them).
+    public static func appUpdatedMessage(bundleID: String, _ settings: AppSettings, setupOf app: InstalledApp? = nil) -> JSONObject {
+        var message = JSONObject([
+            ("type", "appUpdated"), ("bundleId", .string(bundleID)), ("authorization", .string(settings.authorization.rawValue)),
+            ("appState", .string(settings.appState.rawValue)), ("backgroundMode", .bool(settings.backgroundMode)),
+        ])
+        if let app {
+            message["notificationSettings"] = .object(app.settings.notifications.json)
+            message["badge"] = .int(Int64(app.badge))
+        }
+        return message
+    }
+
     public static func registeredMessage(_ entry: TokenEntry) -> JSONValue {
         [
             "type": "registered", "bundleId": .string(entry.bundleID), "environment": .string(entry.environment.rawValue),
@@ -258,26 +273,24 @@ extension World {
         return launch + flushWaiting(deviceID: deviceID, nowMs: nowMs)
     }
 
-    /// A push that woke an app that was not running launched it into the background: iOS
-    /// launches an app for a background push (unless the user force-quit it) and PushKit for a
-    /// VoIP-style push (even then). Its state becomes `background` and, as at any launch, it
-    /// registers (the backend's register hook); a connected device hears `appUpdated`.
+    /// A push that woke an app that was not running launched it into the background: the
+    /// system launches the app for a background push or a PushKit push (docs/device-model.md;
+    /// not one the user force-quit, whose background pushes are held). Its state becomes
+    /// `background` and, as at any launch, it registers (the backend's register hook); a
+    /// connected device hears `appUpdated`.
     mutating func launchIfWoken(_ notification: PendingNotification, verdict: DeliveryVerdict, nowMs: Int64) -> [DeviceFrame] {
-        let pushKit = verdict.callbacks.contains(AppCallback.didReceiveIncomingPush)
-        guard pushKit || verdict.callbacks.contains(AppCallback.didReceiveRemoteNotification),
-            let device = registry.devices[notification.deviceID], let app = device.apps[notification.bundleID],
-            app.settings.appState == .notRunning || (pushKit && app.settings.appState == .terminated),
+        guard
+            verdict.callbacks.contains(AppCallback.didReceiveRemoteNotification)
+                || verdict.callbacks.contains(AppCallback.didReceiveIncomingPush),
+            let device = registry.devices[notification.deviceID], device.apps[notification.bundleID]?.settings.appState == .notRunning,
             let (settings, frames) = try? updateApp(
                 deviceID: device.id, bundleID: notification.bundleID, appState: .background, authorization: nil,
                 backgroundMode: nil, nowMs: nowMs)
         else { return [] }
         guard let connectionID = device.connectionID else { return frames }
-        let updated: JSONValue = [
-            "type": "appUpdated", "bundleId": .string(notification.bundleID),
-            "authorization": .string(settings.authorization.rawValue), "appState": .string(settings.appState.rawValue),
-            "backgroundMode": .bool(settings.backgroundMode), "launchedBy": .string(notification.apnsID),
-        ]
-        return [DeviceFrame(deviceID: device.id, connectionID: connectionID, message: updated)] + frames
+        var updated = Self.appUpdatedMessage(bundleID: notification.bundleID, settings)
+        updated["launchedBy"] = .string(notification.apnsID)
+        return [DeviceFrame(deviceID: device.id, connectionID: connectionID, message: .object(updated))] + frames
     }
 
     /// Changes an app's settings; a force-quit app that is launched gets its held push.

@@ -107,11 +107,8 @@ extension World {
         if let app = registry.devices[deviceID]?.apps[bundleID], app.settings.appState != settings.appState,
             let connectionID = registry.devices[deviceID]?.connectionID
         {
-            let update: JSONValue = [
-                "type": "appUpdated", "bundleId": .string(bundleID), "authorization": .string(app.settings.authorization.rawValue),
-                "appState": .string(app.settings.appState.rawValue), "backgroundMode": .bool(app.settings.backgroundMode),
-            ]
-            frames.insert(DeviceFrame(deviceID: deviceID, connectionID: connectionID, message: update), at: 0)
+            let update = Self.appUpdatedMessage(bundleID: bundleID, app.settings)
+            frames.insert(DeviceFrame(deviceID: deviceID, connectionID: connectionID, message: .object(update)), at: 0)
         }
         if effect.response.actionIdentifier == NotificationResponseAction.defaultAction {
             call(.fetch, deviceID: deviceID, bundleID: bundleID, payload: shown.payload, apnsID: shown.apnsID)

@@ -305,3 +305,27 @@ public struct ConnectionAuthenticator: Sendable {
         }
     }
 }
+
+extension NotificationRecord {
+    /// The provider token a request was sent with, as the journal shows it: verified (its
+    /// team and key), or refused (what it claimed, when it could be read; `verified` false,
+    /// or nil when no `authorization` was sent).
+    mutating func noteProviderToken(_ result: AuthenticationResult, authorizationSent: Bool) {
+        switch result {
+        case .authenticated(let provider, _):
+            teamID = provider.teamID
+            keyID = provider.key.keyID
+            jwtHeader = provider.token.headerJSON
+            jwtClaims = provider.token.claimsJSON
+            jwtVerified = true
+        case .rejected(_, _, let token):
+            if let token {
+                jwtHeader = token.headerJSON
+                jwtClaims = token.claimsJSON
+                keyID = token.keyID
+                teamID = token.issuer
+            }
+            jwtVerified = authorizationSent ? false : nil
+        }
+    }
+}

@@ -733,23 +733,12 @@ public final class ProviderEndpoint: Sendable {
             authorization: fields.authorization, environment: environment, nowMs: now - clock.offsetMilliseconds,
             credentialsGeneration: state.currentCredentialsGeneration,
             lookUpKey: { id in state.readWorld { $0.credentials.keys[id] } })
+        record.noteProviderToken(result, authorizationSent: fields.authorization != nil)
         switch result {
         case .authenticated(let provider, let first):
             raise = first
-            record.teamID = provider.teamID
-            record.keyID = provider.key.keyID
-            record.jwtHeader = provider.token.headerJSON
-            record.jwtClaims = provider.token.claimsJSON
-            record.jwtVerified = true
             return provider
-        case .rejected(let reason, let explanation, let token):
-            if let token {
-                record.jwtHeader = token.headerJSON
-                record.jwtClaims = token.claimsJSON
-                record.keyID = token.keyID
-                record.teamID = token.issuer
-            }
-            record.jwtVerified = fields.authorization == nil ? nil : false
+        case .rejected(let reason, let explanation, _):
             throw Rejection(reason: reason, explanation: explanation)
         }
     }

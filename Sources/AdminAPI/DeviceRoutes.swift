@@ -286,18 +286,10 @@ struct DeviceRoutes: AdminResource {
             return (app, frames)
         }
         host.dispatch(frames)
-        let settings = app.settings
-        var fields: JSONObject = JSONObject([
-            ("bundleId", .string(bundleID)), ("authorization", .string(settings.authorization.rawValue)),
-            ("appState", .string(settings.appState.rawValue)), ("backgroundMode", .bool(settings.backgroundMode)),
-        ])
-        if setup {
-            fields["notificationSettings"] = .object(settings.notifications.json)
-            fields["badge"] = .int(Int64(app.badge))
-        }
+        let message = World.appUpdatedMessage(bundleID: bundleID, app.settings, setupOf: setup ? app : nil)
         // Tell a connected device what changed, as its own `app` request would be answered.
-        tellDevice(deviceID, .object(JSONObject([("type", "appUpdated")] + fields.members)))
-        return .json(200, .object(JSONObject([("deviceId", .string(deviceID))] + fields.members)))
+        tellDevice(deviceID, .object(message))
+        return .json(200, .object(JSONObject([("deviceId", .string(deviceID))] + message.members.filter { $0.key != "type" })))
     }
 
     private func respond(deviceID: String, apnsID: String, _ request: HTTP1Request) throws -> HTTP1ServerResponse {

@@ -391,15 +391,7 @@ final class DeviceConnection: ConnectionHandler {
                 }
                 return (app, frames)
             }
-            var answer = JSONObject([
-                ("type", "appUpdated"), ("bundleId", .string(bundle)), ("authorization", .string(app.settings.authorization.rawValue)),
-                ("appState", .string(app.settings.appState.rawValue)), ("backgroundMode", .bool(app.settings.backgroundMode)),
-            ])
-            if setup {
-                answer["notificationSettings"] = .object(app.settings.notifications.json)
-                answer["badge"] = .int(Int64(app.badge))
-            }
-            send(.object(answer))
+            send(.object(World.appUpdatedMessage(bundleID: bundle, app.settings, setupOf: setup ? app : nil)))
             gateway.dispatch(frames)
         case "device":
             let lowPower = try Self.optionalBool(m, "lowPowerMode")

@@ -180,18 +180,19 @@ public final class Connection: IOHandler {
         let buffer = loop.readBuffer
         var budget = Self.readBudgetPerEvent
         while budget > 0, !isClosed {
-            let window = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<min(buffer.count, budget)])
-            let n: Int
-            if let tls {
-                guard case .ok(let count) = tls.read(into: window) else { return }
-                n = count
-            } else {
-                n = Glibc.recv(fd, window.baseAddress, window.count, Int32(MSG_DONTWAIT))
-                guard n > 0 else { return }
+            guard case .ok(let n) = receive(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<min(buffer.count, budget)])) else {
+                return
             }
             handler?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             budget -= n
         }
+    }
+
+    /// One read from the socket (through TLS when there is TLS) into `window`.
+    private func receive(into window: UnsafeMutableRawBufferPointer) -> IOResult {
+        if let tls { return IOResult(tls.read(into: window)) }
+        let n = Glibc.recv(fd, window.baseAddress, window.count, 0)
+        return n > 0 ? .ok(n) : n == 0 ? .closed : (errno == EAGAIN || errno == EWOULDBLOCK ? .wantRead : .failed)
     }
 
     /// Closes after a failure: at once, or (`readsWhatArrivedBeforeFailure`) on the loop's next
@@ -327,15 +328,8 @@ public final class Connection: IOHandler {
         var budget = Self.readBudgetPerEvent
         while budget > 0 {
             guard !isClosed, !readPaused else { return }
-            let result: IOResult
             let window = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<min(buffer.count, budget)])
-            if let tls {
-                result = IOResult(tls.read(into: window))
-            } else {
-                let n = Glibc.recv(fd, window.baseAddress, window.count, 0)
-                result = n > 0 ? .ok(n) : n == 0 ? .closed : (errno == EAGAIN || errno == EWOULDBLOCK ? .wantRead : .failed)
-            }
-            switch result {
+            switch receive(into: window) {
             case .ok(let n):
                 lastActivity = Monotonic.nowMilliseconds()
                 handler?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
