@@ -226,8 +226,8 @@ public final class ChannelEndpoint: Sendable {
     public func handle(_ request: PushRequest, management: Bool, connection: inout ProviderConnectionContext) -> ChannelResponse {
         let fields = Fields(request.headers)
         let environment = APNsEnvironment.resolve(
-            authority: fields.authority.map { Substring(Self.managementAlias($0)) },
-            serverName: connection.serverName.map { Substring(Self.managementAlias($0)) },
+            authority: fields.authority.map { Substring($0) },
+            serverName: connection.serverName.map { Substring($0) },
             listener: connection.listenerEnvironment)
         let requestID =
             fields.requestID.flatMap { CanonicalUUID.isValid(Substring($0)) ? $0 : nil }
@@ -303,16 +303,6 @@ public final class ChannelEndpoint: Sendable {
         if parts.count == 4 { record.bundleID = String(parts[3]) }
         record.broadcast = BroadcastReach(channelID: fields.channelID ?? "")
         return record
-    }
-
-    /// `api-manage-broadcast.…` and `api-broadcast.…` select the environment of the Apple
-    /// host they stand beside.
-    static func managementAlias(_ host: String) -> String {
-        let lower = host.lowercased()
-        for prefix in ["api-manage-broadcast.", "api-broadcast."] where lower.hasPrefix(prefix) {
-            return "api." + lower.dropFirst(prefix.count)
-        }
-        return host
     }
 
     /// Whether a host name is one of Apple's channel-management hosts.

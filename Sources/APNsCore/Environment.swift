@@ -8,8 +8,11 @@ extension APNsEnvironment {
     /// Apple's host names and the environment each one selects (docs/apns-behaviour.md,
     /// "Endpoints and environments").
     /// `api.development.push.apple.com` appears in Apple's own text and behaves as the sandbox.
+    /// The broadcast (`api-broadcast.…`) and channel-management (`api-manage-broadcast.…`)
+    /// names of Apple's examples select the environment of the push host they stand beside,
+    /// for every request sent to them (a device push, a broadcast, a certificate's check).
     public static func forAppleHost(_ host: Substring) -> APNsEnvironment? {
-        // Every Apple host starts with "api."; most requests name an IP or localhost, so
+        // Every Apple host starts with "api"; most requests name an IP or localhost, so
         // reject those on the first byte (this runs for every request).
         guard let first = host.utf8.first, first | 0x20 == UInt8(ascii: "a") else { return nil }
         // Strip an optional ":port" and a trailing dot, and compare case-insensitively without
@@ -18,13 +21,27 @@ extension APNsEnvironment {
         if let colon = name.lastIndex(of: ":"), !name.hasPrefix("[") { name = name[..<colon] }
         // A fully qualified name ("api.push.apple.com.") names the same host.
         if name.utf8.last == UInt8(ascii: ".") { name = name.dropLast() }
-        if name.utf8.elementsEqual("api.push.apple.com".utf8, by: asciiCaseInsensitiveEqual) {
+        guard let domain = dropApplePrefix(name) else { return nil }
+        if domain.elementsEqual("push.apple.com".utf8, by: asciiCaseInsensitiveEqual) {
             return .production
         }
-        if name.utf8.elementsEqual("api.sandbox.push.apple.com".utf8, by: asciiCaseInsensitiveEqual)
-            || name.utf8.elementsEqual("api.development.push.apple.com".utf8, by: asciiCaseInsensitiveEqual)
+        if domain.elementsEqual("sandbox.push.apple.com".utf8, by: asciiCaseInsensitiveEqual)
+            || domain.elementsEqual("development.push.apple.com".utf8, by: asciiCaseInsensitiveEqual)
         {
             return .sandbox
+        }
+        return nil
+    }
+
+    /// What follows `api.`, `api-broadcast.` or `api-manage-broadcast.`; nil for another name.
+    private static func dropApplePrefix(_ name: Substring) -> Substring.UTF8View.SubSequence? {
+        for prefix in ["api.", "api-broadcast.", "api-manage-broadcast."] {
+            let utf8 = name.utf8
+            if utf8.count > prefix.utf8.count,
+                utf8.prefix(prefix.utf8.count).elementsEqual(prefix.utf8, by: asciiCaseInsensitiveEqual)
+            {
+                return utf8.dropFirst(prefix.utf8.count)
+            }
         }
         return nil
     }

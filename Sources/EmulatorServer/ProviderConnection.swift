@@ -135,7 +135,7 @@ final class ProviderConnection: ConnectionHandler {
                 // say why: the provider's library often just retries.
                 let allowed = certificate.allows(environment.other) ? environment.other.rawValue : "no environment"
                 providers.logger.warning(
-                    "provider connection \(connection.id): the client certificate (\(certificate.subject)) is for \(allowed), this connection is \(environment.rawValue) (by its listener or SNI): GOAWAY BadCertificateEnvironment before any request, as APNs does. Connect to the \(allowed == "sandbox" ? "sandbox (api.sandbox.push.apple.com, --sandbox-listen)" : "production (api.push.apple.com, --production-listen)") host"
+                    "provider connection \(connection.id): the client certificate (\(certificate.subject)) is for \(allowed), this connection is \(environment.rawValue) (by its listener or SNI): GOAWAY BadCertificateEnvironment before any request, as APNs does. Connect to the \(Self.hostHint(allowed, channelManagement: servesChannelManagement)) host"
                 )
                 providers.certificateEnvironmentRefused.add(1, ordering: .relaxed)
                 session.submitGoAway(
@@ -542,6 +542,26 @@ final class ProviderConnection: ConnectionHandler {
         endpoint.recordRefused(
             streamID: refused.streamID, headers: refused.headers,
             headersTruncated: !clientBug, explanation: explanation, connection: &context)
+    }
+
+    /// Whether this connection is to a channel-management host: its own listeners, or
+    /// `--listen` reached by an `api-manage-broadcast` name (SNI).
+    private var servesChannelManagement: Bool {
+        switch role {
+        case .channelManagement: return true
+        case .byName: return context.serverName.map { ChannelEndpoint.isManagementHost(Substring($0)) } ?? false
+        case .push: return false
+        }
+    }
+
+    /// The host (and the listener's flag) a certificate of `allowed` should connect to.
+    private static func hostHint(_ allowed: String, channelManagement: Bool) -> String {
+        switch (allowed, channelManagement) {
+        case ("sandbox", false): return "sandbox (api.sandbox.push.apple.com, --sandbox-listen)"
+        case ("sandbox", true): return "sandbox (api-manage-broadcast.sandbox.push.apple.com, --channel-sandbox-listen)"
+        case (_, false): return "production (api.push.apple.com, --production-listen)"
+        case (_, true): return "production (api-manage-broadcast.push.apple.com, --channel-production-listen)"
+        }
     }
 
     /// Whether a request is the channel API's: true for channel management, false for a

@@ -77,6 +77,15 @@ struct CoreTypesTests {
         #expect(APNsEnvironment.forAppleHost("api.push.apple.com.") == .production)
         #expect(APNsEnvironment.forAppleHost("api.sandbox.push.apple.com.:443") == .sandbox)
         #expect(APNsEnvironment.forAppleHost("api.push.apple.com..") == nil)
+        // The broadcast and channel-management names of Apple's examples stand beside the push
+        // host of their environment, whatever is sent to them.
+        #expect(APNsEnvironment.forAppleHost("api-broadcast.push.apple.com:443") == .production)
+        #expect(APNsEnvironment.forAppleHost("API-Broadcast.sandbox.push.apple.com") == .sandbox)
+        #expect(APNsEnvironment.forAppleHost("api-manage-broadcast.push.apple.com:2196") == .production)
+        #expect(APNsEnvironment.forAppleHost("api-manage-broadcast.sandbox.push.apple.com") == .sandbox)
+        #expect(APNsEnvironment.forAppleHost("api-broadcast.example.com") == nil)
+        #expect(APNsEnvironment.forAppleHost("api.") == nil)
+        #expect(APNsEnvironment.forAppleHost("apix.push.apple.com") == nil)
     }
 
     @Test func pushTypeSuffixes() {

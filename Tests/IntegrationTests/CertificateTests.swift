@@ -115,6 +115,21 @@ struct CertificateTests {
         #expect(APNsResult(try prod.send(push(production.token).request)).status == 200)
     }
 
+    /// On a channel-management listener the log names the management host to use instead.
+    @Test func theRefusalOnAChannelListenerNamesTheChannelHost() throws {
+        let emulator = try EmulatorProcess()
+        let connection = try connect(
+            emulator, try certificate(emulator, development: false, production: true), listener: "channelSandbox")
+        _ = try? connection.send(ClientRequest(method: "GET", path: "/1/apps/\(EmulatorProcess.bundleID)/all-channels"), timeoutMilliseconds: 2000)
+        try connection.pump(timeoutMilliseconds: 2000) { connection.session.goAway != nil }
+        #expect(String(decoding: try #require(connection.session.goAway).debugData, as: UTF8.self) == #"{"reason":"BadCertificateEnvironment"}"#)
+        let deadline = Date().addingTimeInterval(5)
+        while !emulator.stderr.contains("BadCertificateEnvironment"), Date() < deadline { usleep(20_000) }
+        #expect(
+            emulator.stderr.contains("Connect to the production (api-manage-broadcast.push.apple.com, --channel-production-listen) host"),
+            "\(emulator.stderr.suffix(800))")
+    }
+
     @Test func untrustedAndExpiredCertificatesAreBadCertificate() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()

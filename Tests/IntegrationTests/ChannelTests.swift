@@ -190,6 +190,19 @@ struct ChannelTests {
             headers: [("apns-channel-id", id), ("apns-push-type", "LiveActivity"), ("apns-priority", "10"), ("apns-expiration", "0")],
             body: #"{"aps":{"event":"update","timestamp":1,"content-state":{}}}"#)
         #expect(broadcast.status == 200, "\(broadcast.reason ?? "")")
+
+        // Apple's broadcast name stands beside the production push host for a device push as
+        // for a broadcast: a production token is accepted there, a sandbox one is not.
+        options.serverName = "api-broadcast.push.apple.com"
+        let production = ChannelClient(emulator: emulator, connection: try HTTP2ClientConnection(options))
+        let alert = [("apns-topic", EmulatorProcess.bundleID), ("apns-push-type", "alert")]
+        let productionToken = try emulator.createDevice(environment: "production").token
+        let accepted = try production.send("POST", "/3/device/\(productionToken)", headers: alert, body: #"{"aps":{"alert":"hi"}}"#)
+        #expect(accepted.status == 200, "\(accepted.status ?? 0) \(accepted.reason ?? "")")
+        #expect(accepted.header("apns-unique-id") == nil, "production answers carry no apns-unique-id")
+        let sandboxToken = try emulator.createDevice().token
+        let refused = try production.send("POST", "/3/device/\(sandboxToken)", headers: alert, body: #"{"aps":{"alert":"hi"}}"#)
+        #expect(refused.status == 400 && refused.reason == "BadDeviceToken", "\(refused.status ?? 0) \(refused.reason ?? "")")
     }
 
     @Test func broadcastsAreJudgedAsApplesBroadcastPageSays() throws {
