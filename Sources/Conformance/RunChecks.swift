@@ -33,6 +33,9 @@ public enum SetupCheck {
         case "DeviceTokenNotForTopic":
             return "the run's own --token is not a token of --topic \(inputs.topic): \(planned.item.id) was answered \(answer). "
                 + "Nothing more was sent"
+        case "Unregistered":
+            return "the run's own --token is no longer active (410: the app was uninstalled, or the token replaced): "
+                + "\(planned.item.id) was answered \(answer). Give a token the app has now. Nothing more was sent"
         default: return nil
         }
     }

@@ -755,12 +755,13 @@ final class ProviderConnection: ConnectionHandler {
     /// Ends the connection the way APNs does: GOAWAY carrying `{"reason":"…"}`.
     ///
     /// For `Shutdown` the GOAWAY's last stream covers every stream received, so none of them
-    /// is left in doubt: the requests already complete are still answered (the drain's
-    /// deadline bounds the wait), and those still arriving are refused with RST_STREAM
+    /// is left in doubt: the requests already complete are still answered, before the GOAWAY
+    /// (a client such as python-h2 takes no frame after one; the drain's deadline bounds the
+    /// wait), and those still arriving, or opened later, are refused with RST_STREAM
     /// REFUSED_STREAM, which tells the client they were not processed and may be sent again.
     func goAway(reason: APNsReason, errorCode: UInt32 = HTTP2ErrorCode.noError) {
-        session.submitGoAway(errorCode: errorCode, lastStreamID: nil, debugData: Self.reasonJSON(reason.rawValue))
         guard reason == .shutdown else {
+            session.submitGoAway(errorCode: errorCode, lastStreamID: nil, debugData: Self.reasonJSON(reason.rawValue))
             flushSession()
             connection.closeAfterFlush()
             return
@@ -773,8 +774,9 @@ final class ProviderConnection: ConnectionHandler {
             connection.loop.cancel(answer.timer)
             answer.send()
         }
-        goingAway = true
-        flushSession()  // closes the connection once no answer is owed
+        if ending == nil { ending = (session.lastReceivedStreamID, "the shutdown", false) }
+        // Closes the connection once no answer is owed.
+        goAwayOnceAnswered(errorCode: errorCode, lastStreamID: ending?.lastStreamID ?? session.lastReceivedStreamID, debugData: Self.reasonJSON(reason.rawValue))
     }
 
     /// `--error-disconnect`: GOAWAY with the reason of the error that went over the limit. The

@@ -85,10 +85,10 @@ public final class HTTP2ClientConnection {
                     alpnProtocols: options.alpn ? ["h2"] : [],
                     clientCertificatePath: options.clientCertificatePath,
                     clientKeyPath: options.clientKeyPath)
+                // An IP literal is checked against the certificate's IP addresses, a name
+                // against its DNS names; only a name goes into the SNI (RFC 6066).
                 let serverName = options.serverName ?? options.address.host
-                // SNI carries host names only, never IP literals (RFC 6066).
-                let sni = serverName.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" } ? nil : serverName
-                let connection = try TLSConnection(context: context, fd: fd, isServer: false, serverName: sni)
+                let connection = try TLSConnection(context: context, fd: fd, isServer: false, serverName: serverName)
                 tls = connection
                 Socket.setBlocking(fd, false)
                 try handshake(connection)

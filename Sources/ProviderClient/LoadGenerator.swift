@@ -43,7 +43,8 @@ public final class LoadGenerator: Sendable {
         /// From the start of sending to the last answer.
         public var durationSeconds: Double
         /// Finished requests a second.
-        public var throughput: Double { durationSeconds > 0 ? Double(stats.outcomes.values.reduce(0, +)) / durationSeconds : 0 }
+        /// Requests sent a second (one that never left is no load on the server).
+        public var throughput: Double { durationSeconds > 0 ? Double(stats.sent) / durationSeconds : 0 }
         /// Why it stopped: "requests" (all sent), "duration", "interrupt" (`stop()`), or
         /// "unreachable" (no connection could be opened again for `plan.reconnectGiveUp`).
         public var stoppedBy: String

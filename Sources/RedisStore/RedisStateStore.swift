@@ -422,6 +422,13 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 writes.add(state)
                 continue
             }
+            if case .recordSaved(let record) = change {
+                // Most changes (one a push): the record bound once for both uses.
+                let bytes = StateCodec.encodeSaved(record)
+                encoded.append(bytes)
+                writes.addSaved(record, encoded: bytes)
+                continue
+            }
             let bytes = StateCodec.encode(change)
             encoded.append(bytes)
             writes.add(change, encoded: bytes)
@@ -501,18 +508,30 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             return field
         }
 
+        mutating func addSaved(_ record: NotificationRecord, encoded: [UInt8]) {
+            recordCount += 1
+            if record.delivery.heldForOrder { heldForOrder.append(record.sequence) }
+            if record.delivery.awaitingOwner {
+                if let device = record.deviceID, handOffDevices.count < Self.maxHandOffDevices {
+                    if !handOffDevices.contains(device) { handOffDevices.append(device) }
+                } else {
+                    journalOnly = false
+                }
+            }
+            maxSequence = max(maxSequence, record.sequence)
+            if recordsInBatch {
+                batchMaxRecordSequence = max(batchMaxRecordSequence ?? 0, record.sequence)
+            } else {
+                hashSets += [.text("r:\(record.sequence)"), .bytes(encoded)]
+                recordsAdded.append(.text(String(record.sequence)))
+            }
+        }
+
         mutating func add(_ change: StateChange, encoded: [UInt8]) {
             switch change {
             case .recordSaved(let record):
-                recordCount += 1
-                if record.delivery.heldForOrder { heldForOrder.append(record.sequence) }
-                if record.delivery.awaitingOwner {
-                    if let device = record.deviceID, handOffDevices.count < Self.maxHandOffDevices {
-                        if !handOffDevices.contains(device) { handOffDevices.append(device) }
-                    } else {
-                        journalOnly = false
-                    }
-                }
+                addSaved(record, encoded: encoded)
+                return
             case .recordDelivered(let sequence, let part):
                 if part.awaitingOwner { journalOnly = false }
                 deliveredStripes.insert(sequence % SequenceStripes.count)
@@ -524,14 +543,8 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 hashSets += [.text(change.key!.storageField), .bytes(encoded)]
             case .deviceRemoved, .keyRemoved, .appRemoved, .channelRemoved, .liveActivitiesRemoved:
                 hashDeletes.append(.text(change.key!.storageField))
-            case .recordSaved(let record):
-                maxSequence = max(maxSequence, record.sequence)
-                if recordsInBatch {
-                    batchMaxRecordSequence = max(batchMaxRecordSequence ?? 0, record.sequence)
-                } else {
-                    hashSets += [.text("r:\(record.sequence)"), .bytes(encoded)]
-                    recordsAdded.append(.text(String(record.sequence)))
-                }
+            case .recordSaved:
+                break  // above
             case .recordDelivered(let sequence, _):
                 maxSequence = max(maxSequence, sequence)
                 if recordsInBatch {

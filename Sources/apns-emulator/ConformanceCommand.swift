@@ -128,7 +128,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     // Before anything is sent: a run against Apple is not one to repeat for a typo in a path,
     // and a file of ours that cannot be used is not the target's fault.
     if let path = options.string("record"), let why = RecordFile.problem(path) { command.fail("--record \(path): \(why)") }
-    if !options.isSet("h2c") { checkTLSFiles(command, options) }
+    if !options.isSet("h2c") { checkTLSFiles(command, options, certificate: "certificate", key: "certificate-key") }
 
     var connections = ConformanceConnections(command: command, options: options, target: target, environment: environment)
     let pacer = RequestPacer(perSecond: Double(rate), burst: 1)
@@ -265,33 +265,6 @@ private func signingKey(_ command: Subcommand, _ options: ResolvedOptions, _ nam
     return key
 }
 
-/// `--ca`, `--certificate` and `--certificate-key` loaded once before the run: a missing file,
-/// one that is not a certificate, or a key of another certificate is a usage error naming the
-/// file, not a target that "answered nothing".
-private func checkTLSFiles(_ command: Subcommand, _ options: ResolvedOptions) {
-    for name in ["ca", "certificate", "certificate-key"] {
-        guard let path = options.string(name) else { continue }
-        if access(path, R_OK) != 0 { command.fail("--\(name) \(path): \(String(cString: strerror(errno)))") }
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-            command.fail("--\(name) \(path): a directory, not a PEM file")
-        }
-    }
-    if let ca = options.string("ca") {
-        do { _ = try TLSContext.client(trustedCAPath: ca, verifyPeer: true, alpnProtocols: []) } catch {
-            command.fail("--ca \(ca): not a PEM CA certificate (\(error))")
-        }
-    }
-    if let certificate = options.string("certificate"), let key = options.string("certificate-key") {
-        do {
-            _ = try TLSContext.client(
-                trustedCAPath: options.string("ca"), verifyPeer: true, alpnProtocols: [], clientCertificatePath: certificate,
-                clientKeyPath: key)
-        } catch {
-            command.fail("--certificate \(certificate), --certificate-key \(key): \(error)")
-        }
-    }
-}
 
 private func randomToken() -> String {
     var generator = SystemRandomNumberGenerator()

@@ -74,6 +74,7 @@ private enum LoadCLI {
         // Usage first: nothing is asked of the emulator for a bad command line.
         let settings: Settings
         do { settings = try Settings(options) } catch { fail(error.description) }
+        if !settings.h2c { checkTLSFiles(command, options) }
 
         var setup = LoadSetup(
             admin: settings.admin, token: options.string("admin-token") ?? ProcessInfo.processInfo.environment["APNS_EMULATOR_ADMIN_TOKEN"],

@@ -45,7 +45,7 @@ struct LoadDescription {
 
     func summary(_ report: LoadGenerator.Report) -> String {
         let stats = report.stats
-        let finished = stats.outcomes.values.reduce(0, +)
+        let finished = stats.sent
         let ending =
             [
                 "requests": "all sent", "duration": "duration reached", "interrupt": "interrupted",

@@ -4,6 +4,7 @@ import Conformance
 import Foundation
 import HTTP2
 import Networking
+import OpenSSLCrypto
 import ProviderClient
 
 /// `apns-emulator send`: one push over HTTP/2, as a provider sends it, and the answer; with
@@ -154,6 +155,34 @@ func signedProviderToken(_ command: Subcommand, _ options: ResolvedOptions) -> S
     }
 }
 
+/// `--ca` and a client certificate's two options loaded once before anything is sent: a missing
+/// file, one that is not a certificate, or a key of another certificate is a usage error (exit
+/// 2) naming the file, not a target that "answered nothing" or OpenSSL's error stack.
+func checkTLSFiles(_ command: Subcommand, _ options: ResolvedOptions, certificate: String? = nil, key: String? = nil) {
+    for name in ["ca", certificate, key].compactMap({ $0 }) {
+        guard let path = options.string(name) else { continue }
+        if access(path, R_OK) != 0 { command.fail("--\(name) \(path): \(String(cString: strerror(errno)))") }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            command.fail("--\(name) \(path): a directory, not a PEM file")
+        }
+    }
+    if let ca = options.string("ca") {
+        do { _ = try TLSContext.client(trustedCAPath: ca, verifyPeer: true, alpnProtocols: []) } catch {
+            command.fail("--ca \(ca): not a PEM CA certificate (\(error))")
+        }
+    }
+    if let certificate, let key, let certificatePath = options.string(certificate), let keyPath = options.string(key) {
+        do {
+            _ = try TLSContext.client(
+                trustedCAPath: options.string("ca"), verifyPeer: true, alpnProtocols: [], clientCertificatePath: certificatePath,
+                clientKeyPath: keyPath)
+        } catch {
+            command.fail("--\(certificate) \(certificatePath), --\(key) \(keyPath): \(error)")
+        }
+    }
+}
+
 /// The connection `--ca`, `--insecure`, `--cert`/`--cert-key` (and, where the command has
 /// them, `--h2c` and `--no-alpn`) ask for.
 func providerConnectionOptions(_ command: Subcommand, _ options: ResolvedOptions, address: HostPort) -> HTTP2ClientConnection.Options {
@@ -163,6 +192,7 @@ func providerConnectionOptions(_ command: Subcommand, _ options: ResolvedOptions
     connectionOptions.verifyPeer = !options.isSet("insecure")
     connectionOptions.caPath = options.string("ca") ?? (FileManager.default.fileExists(atPath: "certs/ca.pem") ? "certs/ca.pem" : nil)
     if options.isSet("cert") != options.isSet("cert-key") { command.fail("--cert and --cert-key go together") }
+    if connectionOptions.tls { checkTLSFiles(command, options, certificate: "cert", key: "cert-key") }
     connectionOptions.clientCertificatePath = options.string("cert")
     connectionOptions.clientKeyPath = options.string("cert-key")
     return connectionOptions

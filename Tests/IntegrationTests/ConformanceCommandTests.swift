@@ -270,6 +270,10 @@ final class ConformanceFixture {
                 key(EmulatorProcess.keyID) + ["--topic", EmulatorProcess.bundleID, "--token", production],
                 "the run's own --token was refused: accepted was answered 400 BadDeviceToken. Is it a sandbox token"
             ),
+            (
+                key(EmulatorProcess.keyID) + ["--topic", EmulatorProcess.bundleID, "--token", fixture.uninstalledToken],
+                "the run's own --token is no longer active (410: the app was uninstalled, or the token replaced): accepted was answered 410 Unregistered"
+            ),
         ]
         for (arguments, message) in setups {
             let before = try fixture.emulator.notifications(limit: 10_000).count

@@ -116,6 +116,18 @@ struct ListenerTests {
         #expect(result.err.contains("Another program (or another emulator) is listening there"), "\(result.err)")
     }
 
+    /// The provider client checks an IP address against the certificate's IP addresses, as
+    /// curl does (it had skipped the check for an IP literal, so any trusted certificate passed).
+    @Test func theClientChecksAnIPAddressAgainstTheCertificate() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()  // 127.0.0.1, in the certificate
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        #expect {
+            try emulator.connect(serverName: "127.0.0.2")  // trusted CA, but not its address
+        } throws: { "\($0)".contains("mismatch") }
+    }
+
     /// A certs directory that lost its server certificate keeps its CA: the new server
     /// certificate is signed by it, so clients trusting `ca.pem` (and provider certificates
     /// made with it) still verify.

@@ -168,6 +168,7 @@ struct LoadCommandTests {
         (["--payload-bytes", "5000"], "--payload-bytes must be a whole number from 0 to 4,096"),
         (["--key", "nonsense"], "is not TEAMID:KEYID:PATH"),
         (["--requestz", "5"], "unknown option --requestz"),
+        (["--ca", "/nonexistent/ca.pem"], "--ca /nonexistent/ca.pem: No such file or directory"),
     ])
     func badFlagsExitTwoWithAMessage(_ arguments: [String], _ message: String) throws {
         // Usage is checked before the emulator is asked anything: no emulator is needed.

@@ -397,6 +397,11 @@ struct ShutdownTests {
         #expect(stopped, "the push was journaled")
         let answer = try #require(frames.first { $0.type == 0x1 && $0.streamID == 1 }, "no answer on stream 1")
         #expect(answer.payload.first == 0x88, ":status 200 (HPACK static index 8)")
+        // Before the GOAWAY, which covers it: python-h2 (httpx, aioapns) takes no frame after one.
+        let answerAt = try #require(frames.firstIndex { $0.type == 0x1 && $0.streamID == 1 })
+        let goAwayAt = try #require(frames.firstIndex { $0.type == 0x7 }, "no GOAWAY")
+        #expect(answerAt < goAwayAt, "\(frames.map { "\($0.type)/\($0.streamID)" })")
+        #expect(String(decoding: frames[goAwayAt].payload.dropFirst(8), as: UTF8.self) == #"{"reason":"Shutdown"}"#)
         emulator.process.waitUntilExit()
         #expect(emulator.process.terminationStatus == 0)
     }
