@@ -204,15 +204,19 @@ public struct FastRandom: RandomNumberGenerator, Sendable {
     private var s0, s1, s2, s3: UInt64
 
     public init(seed: UInt64) {
-        var sm = seed
-        func splitmix() -> UInt64 {
-            sm &+= 0x9E37_79B9_7F4A_7C15
-            var z = sm
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        s0 = splitmix(); s1 = splitmix(); s2 = splitmix(); s3 = splitmix()
+        s0 = Self.mixed(seed, 1)
+        s1 = Self.mixed(seed, 2)
+        s2 = Self.mixed(seed, 3)
+        s3 = Self.mixed(seed, 4)
+    }
+
+    /// The `index`-th output of SplitMix64 started at `seed`: random-looking bits that depend
+    /// on the two numbers alone (a draw that needs no generator state to share).
+    public static func mixed(_ seed: UInt64, _ index: UInt64) -> UInt64 {
+        var z = seed &+ index &* 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 
     public init() {

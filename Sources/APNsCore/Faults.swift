@@ -8,7 +8,10 @@ public struct FaultInjectionRule: Sendable {
     public var times: Int?
     /// Let this many matching requests through before firing.
     public var after: Int
-    /// Fire with this probability (0…1), drawn from a generator seeded with `seed`.
+    /// Fire with this probability (0…1). With a `seed`, the n-th matching request's draw is
+    /// a function of the seed and n alone, so the pattern is the same on every run, on
+    /// every instance sharing the rule (`--redis`: its counts are shared) and after a restart
+    /// (`--state-dir` keeps the counts): it goes on where it was, not from the start.
     public var probability: Double?
     public var seed: UInt64?
     /// Requests that matched, and how many of them the rule acted on.
@@ -27,11 +30,10 @@ public struct FaultInjectionRule: Sendable {
         self.after = after
         self.probability = probability
         self.seed = seed
-        random = seed.map(FastRandom.init(seed:)) ?? FastRandom()
+        random = FastRandom()
     }
 
-    /// Puts back the counters of a persisted rule (`--state-dir`). A seeded rule's draws
-    /// start again from its seed.
+    /// Puts back the counters of a persisted or shared rule (`--state-dir`, `--redis`).
     public mutating func restoreCounts(matched: Int, fired: Int) {
         self.matched = matched
         self.fired = fired
@@ -43,7 +45,8 @@ public struct FaultInjectionRule: Sendable {
         if matched <= after { return false }
         if let times, fired >= times { return false }
         if let probability {
-            let draw = Double(random.next() >> 11) / Double(1 << 53)
+            let bits = seed.map { FastRandom.mixed($0, UInt64(matched)) } ?? random.next()
+            let draw = Double(bits >> 11) / Double(1 << 53)
             if draw >= probability { return false }
         }
         fired += 1

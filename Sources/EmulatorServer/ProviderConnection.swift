@@ -776,7 +776,8 @@ final class ProviderConnection: ConnectionHandler {
         }
         if ending == nil { ending = (session.lastReceivedStreamID, "the shutdown", false) }
         // Closes the connection once no answer is owed.
-        goAwayOnceAnswered(errorCode: errorCode, lastStreamID: ending?.lastStreamID ?? session.lastReceivedStreamID, debugData: Self.reasonJSON(reason.rawValue))
+        goAwayOnceAnswered(
+            errorCode: errorCode, lastStreamID: ending?.lastStreamID ?? session.lastReceivedStreamID, debugData: Self.reasonJSON(reason.rawValue))
     }
 
     /// `--error-disconnect`: GOAWAY with the reason of the error that went over the limit. The

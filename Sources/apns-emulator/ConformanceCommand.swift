@@ -265,7 +265,6 @@ private func signingKey(_ command: Subcommand, _ options: ResolvedOptions, _ nam
     return key
 }
 
-
 private func randomToken() -> String {
     var generator = SystemRandomNumberGenerator()
     return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()

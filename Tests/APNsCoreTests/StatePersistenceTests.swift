@@ -1,5 +1,5 @@
 import HTTPGrammar
-import APNsCore
+@testable import APNsCore
 import Testing
 
 /// Hands every drained change straight to the store, as the writer thread would (minus the
@@ -652,5 +652,35 @@ extension FaultMatch {
         self.init()
         (self.token, self.topic, self.pushType) = (token, topic, pushType)
         (self.priority, self.environment, self.connectionID) = (priority, environment, connectionID)
+    }
+}
+
+@Suite("Fault rules that travel")
+struct TravellingFaultRuleTests {
+    /// A seeded probability draws by the rule's match count, which instances sharing a state
+    /// (`--redis`) and a restart (`--state-dir`) keep: the rule decoded afresh before every
+    /// request, as another instance reads it, fires on the same requests as one rule kept in
+    /// memory (it started again from its seed at every decode, so through a round robin a 50 %
+    /// rule fired on every request or on none).
+    @Test func aSeededProbabilityFiresOnTheSameRequestsWhereverTheRuleIsRead() throws {
+        let rule = FaultInjectionRule(
+            id: "p", match: FaultMatch(), action: FaultAction(kind: .respond(status: 503, reason: "ServiceUnavailable")),
+            probability: 0.5, seed: 42)
+        let facts = FaultFacts(
+            token: "ab", topic: "com.example.app", pushType: "alert", priority: 10, environment: .sandbox, connectionID: 1)
+        var kept = FaultRules()
+        _ = kept.add(rule)
+        let inMemory = (0..<40).map { _ in kept.evaluate(facts) != nil }
+        var travelling = FaultRules()
+        _ = travelling.add(rule)
+        var decodedEachTime: [Bool] = []
+        for _ in 0..<40 {
+            var read = FaultRules(try StateCodec.decodeFaults(StateCodec.encode(travelling.snapshot)))
+            decodedEachTime.append(read.evaluate(facts) != nil)
+            travelling = read
+        }
+        #expect(decodedEachTime == inMemory)
+        #expect(inMemory.contains(true) && inMemory.contains(false))
+        #expect((10...30).contains(inMemory.filter { $0 }.count), "about half of 40")
     }
 }
