@@ -1142,8 +1142,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 nextHeartbeat = now + Self.heartbeatMilliseconds
                 // (Not `try?`: it would flatten "no epoch" into "no answer".)
                 let epoch: Result<String?, RedisError> = Result { () throws(RedisError) -> String? in
-                    try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> String? in
-                        let redis = try publishingConnection(&connection)
+                    try withPublisher { (redis: RedisConnection) throws(RedisError) -> String? in
                         try heartbeat(redis)
                         return try store.epoch(on: redis)
                     }

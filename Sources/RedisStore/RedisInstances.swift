@@ -25,11 +25,7 @@ extension RedisCoordinator {
         let instances = Array(Set(others.map { DeviceOwnership.instance(ofConnection: $0.connection) })).sorted()
         let alive: [Bool]
         do {
-            alive = try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> [Bool] in
-                let redis = try publishingConnection(&connection)
-                let replies = try redis.pipeline(instances.map { ["EXISTS", store.key("alive:\($0)")] })
-                return replies.map { $0.int == 1 }
-            }
+            alive = try heartbeatsAlive(instances)
         } catch {
             return
         }
@@ -59,8 +55,7 @@ extension RedisCoordinator {
         }
         guard !byInstance.isEmpty else { return }
         do {
-            try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) in
-                let redis = try publishingConnection(&connection)
+            try withPublisher { (redis: RedisConnection) throws(RedisError) in
                 _ = try redis.pipeline(
                     byInstance.map { owner, frames in
                         ["PUBLISH", store.key("frames:\(owner)"), .bytes(StateCodec.encode(frames: frames))]
@@ -76,6 +71,37 @@ extension RedisCoordinator {
         let fresh = try store.connect()
         connection = fresh
         return fresh
+    }
+
+    /// Runs `body` on the publishing connection (heartbeats, liveness checks, relayed frames).
+    /// An answer that the keys' slot moved (a Redis Cluster resharded) drops the connection,
+    /// and the next one asks the cluster where the keys are now: kept, it sent every heartbeat
+    /// to the old owner for good, and the other instances took this one for stopped.
+    func withPublisher<T>(_ body: (RedisConnection) throws(RedisError) -> T) throws(RedisError) -> T {
+        try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> T in
+            let redis = try publishingConnection(&connection)
+            do throws(RedisError) {
+                return try body(redis)
+            } catch {
+                if error.movedSlot {
+                    store.slotMoved()
+                    connection?.close()
+                    connection = nil
+                }
+                throw error
+            }
+        }
+    }
+
+    /// Whether each instance's heartbeat key exists. An error reply (the slot moved, a node
+    /// loading) is an error, not "stopped": it once marked live instances' devices disconnected.
+    func heartbeatsAlive(_ instances: [Int]) throws(RedisError) -> [Bool] {
+        try withPublisher { (redis: RedisConnection) throws(RedisError) -> [Bool] in
+            try redis.pipeline(instances.map { ["EXISTS", store.key("alive:\($0)")] }).map { (reply: RedisReply) throws(RedisError) -> Bool in
+                if case .error(let text) = reply { throw RedisError(.server, text) }
+                return reply.int == 1
+            }
+        }
     }
 
     func receiveFrames() {

@@ -91,10 +91,7 @@ extension RedisCoordinator {
         guard !others.isEmpty else { return }
         let alive: [Bool]
         do {
-            alive = try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> [Bool] in
-                let redis = try publishingConnection(&connection)
-                return try redis.pipeline(others.map { ["EXISTS", store.key("alive:\($0)")] }).map { $0.int == 1 }
-            }
+            alive = try heartbeatsAlive(others)
         } catch {
             return
         }

@@ -1296,6 +1296,18 @@ struct RedisClusterTests {
         for emulator in [e1, e2, e1, e2] { #expect(try push(emulator) == 200) }
         let keys = try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.nodes[newOwner].port), "--scan"]).out
         #expect(keys.contains("{apns-emulator:}state") && keys.contains("{apns-emulator:}log"), "\(keys)")
+        // The heartbeats follow the slot too (their connection kept the old owner, which
+        // answered MOVED for good, and each instance took the other for stopped).
+        let newPort = String(cluster.nodes[newOwner].port)
+        #expect(
+            try eventually(5) {
+                let alive = try run("/usr/bin/env", ["redis-cli", "-p", newPort, "--scan", "--pattern", "{apns-emulator:}alive:*"]).out
+                return alive.split(separator: "\n").count == 2
+            }, "both heartbeats on the new owner")
+        Thread.sleep(forTimeInterval: 4)  // two sweeps of the members and their heartbeats
+        for emulator in [e1, e2] {
+            #expect(!emulator.stderr.contains("missed their heartbeat"), "\(emulator.stderr.suffix(1500))")
+        }
         let left = try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.nodes[owner].port), "--scan"]).out
         #expect(left.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "the old owner still holds \(left)")
         for emulator in [e1, e2] {
