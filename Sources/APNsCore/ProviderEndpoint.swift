@@ -532,10 +532,20 @@ public final class ProviderEndpoint: Sendable {
         let environment = APNsEnvironment.resolve(
             authority: fields.authority.map { Substring($0) }, serverName: connection.serverName.map { Substring($0) },
             listener: connection.listenerEnvironment)
+        // The APNs fields that arrived, as far as they are well formed, so that the attempt is
+        // found by the client's own `apns-id` and shows what it asked for.
+        let clientID = fields.apnsID.flatMap { CanonicalUUID.isValid(Substring($0)) ? $0 : nil }
         var record = NotificationRecord(
-            apnsID: connection.random.apnsID(), token: "", environment: environment,
+            apnsID: clientID ?? connection.random.apnsID(), token: "", environment: environment,
             receivedAtMs: now)
         if let path = fields.path, let token = Self.deviceToken(inPath: path) { record.token = String(token.prefix(512)) }
+        if let priority = fields.priority.flatMap(APNsHeaderFields.priority) { record.priority = priority }
+        if let expiration = fields.expiration.flatMap(APNsHeaderFields.expirationSeconds) { record.expiration = expiration }
+        record.collapseID = fields.collapseID.flatMap { $0.isEmpty || $0.utf8.count > 64 ? nil : $0 }
+        if let value = fields.pushType {
+            record.pushTypeHeaderPresent = true
+            if let type = PushType(headerValue: Substring(value)) { record.pushType = type.rawValue }
+        }
         record.respondedAtMs = now
         record.connectionID = connection.connectionID
         record.streamID = streamID
@@ -551,6 +561,7 @@ public final class ProviderEndpoint: Sendable {
         record.headersTruncated = headersTruncated
         record.explanation = explanation
         state.withWorld { world in
+            Self.noteEffectivePushType(&record, credentials: world.credentials)
             world.counters.countNotification(status: 0, reason: nil, reasonText: nil, pushType: nil, environment: environment)
             _ = world.records.append(moving: &record)
         }

@@ -141,6 +141,10 @@ struct HardeningTests {
         block += RawHTTP2.integer(4, prefixBits: 4, flags: 0) + RawHTTP2.string("/3/device/\(device.token)")
         block += RawHTTP2.integer(1, prefixBits: 4, flags: 0) + RawHTTP2.string("api.sandbox.push.apple.com")
         block += RawHTTP2.integer(23, prefixBits: 4, flags: 0) + RawHTTP2.string("bearer \(try emulator.providerToken())")
+        let clientID = "E1E1E1E1-1111-2222-3333-444444444444"
+        for (name, value) in [("apns-id", clientID), ("apns-priority", "5"), ("apns-push-type", "background"), ("apns-expiration", "0")] {
+            block += RawHTTP2.integer(0, prefixBits: 4, flags: 0) + RawHTTP2.string(name) + RawHTTP2.string(value)
+        }
         // Headers without END_STREAM and one byte of body; the rest never comes.
         let wire =
             RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
@@ -156,6 +160,11 @@ struct HardeningTests {
         #expect(!frames.contains { $0.type == 0x7 }, "no GOAWAY before the reset")
         let record = try #require(try emulator.notifications(token: device.token).first)
         #expect(record["explanation"]?.stringValue?.contains("not complete \(requestTimeout) s after it began") == true, "\(record)")
+        // The APNs fields that arrived are the record's: found by the client's own apns-id.
+        #expect(record["apnsId"]?.stringValue == clientID)
+        #expect(record["priority"]?.intValue == 5 && record["pushType"]?.stringValue == "background", "\(record)")
+        #expect(record["expiration"]?.intValue == 0)
+        #expect(try emulator.admin("GET", "/api/v1/notifications/\(clientID)").status == 200)
         let authorization = record["headers"]?.arrayValue?.first { $0["name"]?.stringValue == "authorization" }?["value"]?.stringValue
         #expect(authorization?.hasSuffix(ProviderToken.signatureMarker) == true)
     }
