@@ -103,6 +103,7 @@ struct HandOffs: Sendable {
 
     var isEmpty: Bool { bySequence.isEmpty }
     var count: Int { bySequence.count }
+    func contains(_ sequence: UInt64) -> Bool { bySequence[sequence] != nil }
 
     /// A hand-off with a row of its own (`WaitingSlot.handedOff`).
     mutating func add(_ notification: PendingNotification) {
@@ -286,6 +287,38 @@ extension World {
             delivery.handedOff.add(notification)
             delivery.noteWaiting(.handedOff, notification)
         }
+    }
+
+    /// A journal record this instance writes back after Redis lost its state and another
+    /// instance's copy was restored without it (`restoreRecordsLeftOut`). What it waited for
+    /// here (the device's ack, the offline store, a held wake) is not in the restored delivery
+    /// state either, so as it was it would wait for nothing and never arrive: it goes to the
+    /// device's owner as a hand-off instead, which routes it again from the record (a device
+    /// that had its frame already may see it twice, as after a move).
+    public func recordToWriteBack(_ record: NotificationRecord) -> NotificationRecord {
+        guard record.status == 200, record.broadcastBox == nil, let deviceID = record.deviceID, let bundleID = record.bundleID,
+            !record.delivery.awaitingOwner, record.hasWholePayload,
+            record.outcome == .pending || record.outcome == .stored || record.outcome == .deferred,
+            !holdsWaiting(record.sequence, AppKey(deviceID: deviceID, bundleID: bundleID))
+        else { return record }
+        var record = record
+        let before = record.explanation
+        record.delivery.awaitingOwner = true
+        record.delivery.heldForOrder = false
+        record.delivery.outcome = .pending
+        record.delivery.explanation =
+            "restored after Redis lost its state, from this instance's copy, and routed again by the device's owner (it read here: \(before))"
+        return record
+    }
+
+    /// Whether the delivery state holds this notification anywhere: stored, held, batched,
+    /// in flight, or waiting for its owner.
+    func holdsWaiting(_ sequence: UInt64, _ key: AppKey) -> Bool {
+        if delivery.stored[key]?.sequence == sequence || delivery.deferred[key]?.notification.sequence == sequence { return true }
+        if delivery.batched.contains(where: { $0.notification.sequence == sequence }) { return true }
+        if delivery.handedOff.contains(sequence) || delivery.heldForOrder[sequence] != nil { return true }
+        // Shared state: a delivery's id is its notification's sequence.
+        return delivery.mirroredInflight[sequence] != nil || delivery.inflight[sequence]?.notification.sequence == sequence
     }
 
     /// Replication: a record arrived that awaits its owner (a hand-off without a row).

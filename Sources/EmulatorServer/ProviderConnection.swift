@@ -427,7 +427,7 @@ final class ProviderConnection: ConnectionHandler {
                 // What these answers promise is not kept (on disk, in Redis): the provider sees
                 // the connection drop (no answer), as from a crashed server, and sends again.
                 self.providers.logger.warning(
-                    "provider connection \(self.connection.id): the state store did not keep the changes of \(answers.count) answer(s); closing without sending them"
+                    "provider connection \(self.connection.id): the state store did not confirm the changes of \(answers.count) answer(s); closing without sending them (the provider sees no answer; should the store have kept them after all, or Redis lost its state and an instance's copy is restored, they may still be delivered, as with APNs when an answer is lost)"
                 )
                 self.connection.close()
                 return
@@ -444,7 +444,7 @@ final class ProviderConnection: ConnectionHandler {
             guard let self, !self.connection.isClosed else { return }
             guard committed else {
                 self.providers.logger.warning(
-                    "provider connection \(self.connection.id): the state store did not keep the changes of \(answers.count) channel answer(s); closing without sending them"
+                    "provider connection \(self.connection.id): the state store did not confirm the changes of \(answers.count) channel answer(s); closing without sending them"
                 )
                 self.connection.close()
                 return

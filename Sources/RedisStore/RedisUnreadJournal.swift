@@ -243,7 +243,11 @@ extension RedisCoordinator {
     /// some copy held. (Following lazily, the restorer had left the others' recent pushes
     /// unread, and their rows went with the lost state.)
     func restoreRecordsLeftOut(_ kept: [NotificationRecord], _ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
-        let missing = state.readWorld { world in kept.filter { world.records.record(sequence: $0.sequence) == nil } }
+        // Each as it should now be: one that still waited for something here goes back to its
+        // device's owner (`World.recordToWriteBack`).
+        let missing = state.readWorld { world in
+            kept.compactMap { world.records.record(sequence: $0.sequence) == nil ? world.recordToWriteBack($0) : nil }
+        }
         guard !missing.isEmpty else { return }
         let rows = missing.reversed().map { StateChange.recordSaved($0) }
         var start = 0

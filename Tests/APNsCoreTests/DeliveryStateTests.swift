@@ -306,6 +306,29 @@ struct DeliveryStateTests {
         #expect(f.record(unacked)?.outcome == .delivered)
     }
 
+    /// After Redis lost its state, an instance writes back the records the restored copy
+    /// lacked. One that waited here for its device's ack is in no one's delivery state then:
+    /// it goes to the device's owner as a hand-off (it stayed `pending` and never arrived); one
+    /// the delivery state still holds, or one settled, is written back as it is.
+    @Test func aWrittenBackRecordThatWaitsForNothingGoesBackToItsOwner() throws {
+        var options = DeliveryOptions()
+        options.deliveryIDsAreSequences = true  // as with --redis
+        let f = try DeviceFixture(options: options)
+        let sent = try f.push()
+        let record = try #require(f.record(sent))
+        #expect(record.outcome == .pending && !f.notifications(in: sent.deviceFrames).isEmpty)
+        let here = f.base.state.readWorld { $0.recordToWriteBack(record) }
+        #expect(!here.delivery.awaitingOwner && here.outcome == .pending, "in flight here: as it is")
+        let restored = try DeviceFixture(options: options)  // the same device, nothing waiting
+        let handed = restored.base.state.readWorld { $0.recordToWriteBack(record) }
+        #expect(handed.delivery.awaitingOwner && handed.outcome == .pending)
+        #expect(handed.explanation.contains("routed again by the device's owner"), "\(handed.explanation)")
+        _ = try f.ack(sent.deviceFrames)
+        let delivered = try #require(f.record(sent))
+        #expect(delivered.outcome == .delivered)
+        #expect(!restored.base.state.readWorld { $0.recordToWriteBack(delivered) }.delivery.awaitingOwner, "settled: as it is")
+    }
+
     @Test func terminatedAppGetsItsBackgroundPushWhenLaunched() throws {
         let f = try DeviceFixture(settings: AppSettings(appState: .terminated))
         let push = try f.push(#"{"aps":{"content-available":1}}"#, headers: [("apns-push-type", "background"), ("apns-priority", "5")])
