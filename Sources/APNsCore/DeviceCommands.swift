@@ -91,8 +91,12 @@ extension World {
     /// A device said hello on `connectionID`. Returns the frames for it (welcome, tokens,
     /// waiting notifications) and, when another connection held the device, a `replaced`
     /// frame for that one.
+    ///
+    /// `isOpenHere` says whether a connection of this instance is still open: one that is not
+    /// (its close was a change a reload of the shared copy undid, `--redis`) will read no ack,
+    /// so what it had in flight goes out on the new connection at once.
     public mutating func connectDevice(
-        _ hello: DeviceHello, connectionID: UInt64, nowMs: Int64
+        _ hello: DeviceHello, connectionID: UInt64, nowMs: Int64, isOpenHere: (UInt64) -> Bool = { _ in true }
     )
         throws(DeviceRequestError) -> [DeviceFrame]
     {
@@ -119,6 +123,8 @@ extension World {
             // goes out again on this connection then. Sent through another instance's (relayed,
             // `--redis`; that instance may be gone): it goes out again here now.
             if let ownership, DeviceOwnership.instance(ofConnection: old) != ownership.me {
+                returnInflight(deviceID: hello.deviceID, connectionID: old, nowMs: nowMs)
+            } else if !isOpenHere(old) {
                 returnInflight(deviceID: hello.deviceID, connectionID: old, nowMs: nowMs)
             }
         }
@@ -223,6 +229,23 @@ extension World {
             "type": "registered", "bundleId": .string(entry.bundleID), "environment": .string(entry.environment.rawValue),
             "kind": .string(entry.kind.rawValue), "token": .string(entry.token), "topic": .string(entry.topic),
         ]
+    }
+
+    /// After the shared copy was reloaded (`--redis`): a device it says is connected on a
+    /// connection of this instance that is closed (its close was a change the reload undid:
+    /// Redis lost its state, and another instance's copy was restored) is disconnected, so
+    /// what it had in flight goes back to the store instead of waiting for acks that cannot
+    /// come. (Pushes went on being sent to that connection, and were lost, until the device
+    /// reconnected, and then they stayed in flight.) Returns the frames for devices now
+    /// connected elsewhere here.
+    public mutating func detachClosedConnections(isOpenHere: (UInt64) -> Bool, nowMs: Int64) -> [DeviceFrame] {
+        let closed = registry.devices.values.compactMap { device -> (String, UInt64)? in
+            guard let id = device.connectionID, ownership.map({ DeviceOwnership.instance(ofConnection: id) == $0.me }) ?? true,
+                !isOpenHere(id)
+            else { return nil }
+            return (device.id, id)
+        }
+        return closed.flatMap { disconnectDevice($0.0, connectionID: $0.1, nowMs: nowMs) }
     }
 
     /// The connection went away: deliveries it did not ack go back to the store. One that

@@ -69,7 +69,7 @@ public final class EmulatorState: Sendable {
     fileprivate let channelObserver = SetOnce<@Sendable ([(BroadcastChannel, subscribers: Int)]) -> Void>()
     /// Called after a reset another instance made was applied here (`--redis`), so that the
     /// devices connected here are attached again, as a reset through this instance does.
-    private let sharedResetObserver = SetOnce<@Sendable () -> Void>()
+    private let sharedResetObserver = SetOnce<@Sendable (Bool) -> Void>()
     /// With instances that own devices (`--redis`): the clock for routing, before each change
     /// made under the lease, every push still waiting for its device's owner
     /// (`World.routeEveryWaitingPush`), and where the frames that makes go.
@@ -134,16 +134,17 @@ public final class EmulatorState: Sendable {
     /// Links the state to the instances it is shared with (`--redis`). Once, before any request.
     public func attach(coordinator: any WorldCoordinator) { coordinatorSlot.set(coordinator) }
 
-    /// Tells `observer` when a reset made by another instance was applied here, or the devices
-    /// connected here must be attached again (`reattachConnectedDevices`). Once, at start-up.
-    public func observeSharedResets(_ observer: @escaping @Sendable () -> Void) {
+    /// Tells `observer` when the shared copy was replaced here (a reset made by another
+    /// instance, a reload), with whether the devices connected here must be attached again
+    /// (`reattachConnectedDevices`). Once, at start-up.
+    public func observeSharedResets(_ observer: @escaping @Sendable (_ reattach: Bool) -> Void) {
         sharedResetObserver.set(observer)
     }
 
     /// `--redis`: the others took this instance for stopped (paused) and marked the devices
     /// connected here disconnected; their sockets are still open, so they are attached again,
     /// as after a reset (each gets `welcome`, its tokens, and what was stored meanwhile).
-    public func reattachConnectedDevices() { sharedResetObserver.value?() }
+    public func reattachConnectedDevices() { sharedResetObserver.value?(true) }
 
     /// Before each change made under the lease (`--redis`), routes the pushes answered 200
     /// that still wait for their device's owner, and hands the frames that makes to `deliver`
@@ -349,7 +350,7 @@ public final class EmulatorState: Sendable {
         }
         // Also without a reset: another instance marked the devices connected here
         // disconnected (it took this one for stopped), and their sockets are still open.
-        if devicesReset { sharedResetObserver.value?() }
+        if reset || devicesReset { sharedResetObserver.value?(devicesReset) }
     }
 
     /// What a `withWorld` call hands on once the lock is released.

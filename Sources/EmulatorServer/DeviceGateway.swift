@@ -87,6 +87,20 @@ final class DeviceGateway: Sendable {
     }
 
     /// Re-attaches every connected device after a reset (on each connection's loop).
+    /// Whether a connection of this instance is open (registered until it closes).
+    func isOpen(_ connectionID: UInt64) -> Bool { connections.withLock { $0[connectionID] != nil } }
+
+    /// After the shared copy was replaced (`World.detachClosedConnections`), on a queue of
+    /// its own: the change may wait for the lease, which the thread announcing the reload may
+    /// be the one to take. Which connections are open is read under the state lock: a
+    /// connection registers before its hello can name it in the state.
+    func detachClosedConnections() {
+        tickQueue.async { [self] in
+            let now = clock.nowMilliseconds()
+            dispatch(state.withWorld { world in world.detachClosedConnections(isOpenHere: { self.isOpen($0) }, nowMs: now) })
+        }
+    }
+
     func reattachAll() {
         for ref in connections.withLock({ Array($0.values) }) {
             ref.loop.execute { ref.handler?.reattach() }
@@ -563,7 +577,9 @@ final class DeviceConnection: ConnectionHandler {
         let now = self.now
         let connectionID = connection.id
         let connected = state.withWorld { world in
-            Result { () throws(DeviceRequestError) in try world.connectDevice(hello, connectionID: connectionID, nowMs: now) }
+            Result { () throws(DeviceRequestError) in
+                try world.connectDevice(hello, connectionID: connectionID, nowMs: now, isOpenHere: gateway.isOpen)
+            }
         }
         if case .failure(let error) = connected, error.code == DeviceRequestError.tooManyApps || error.code == DeviceRequestError.registryFull {
             // Like a hello listing too many: the device must change what it sends (or the

@@ -172,8 +172,14 @@ public final class Emulator: Sendable {
             }
         }
         // A reset through another instance attaches the devices connected here again, as one
-        // through this instance does (they would keep a socket for a device that is gone).
-        if shared != nil { state.observeSharedResets { [weak devices] in devices?.reattachAll() } }
+        // through this instance does (they would keep a socket for a device that is gone); a
+        // reload that undid the close of a connection here detaches its device.
+        if shared != nil {
+            state.observeSharedResets { [weak devices] reattach in
+                devices?.detachClosedConnections()
+                if reattach { devices?.reattachAll() }
+            }
+        }
         let endpoint = ProviderEndpoint(state: state, clock: clock, options: configuration.endpoint)
         providers = ProviderConnections(
             connections: configuration.connections, load: configuration.load, devices: devices,

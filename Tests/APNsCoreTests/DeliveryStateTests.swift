@@ -329,6 +329,37 @@ struct DeliveryStateTests {
         #expect(!restored.base.state.readWorld { $0.recordToWriteBack(delivered) }.delivery.awaitingOwner, "settled: as it is")
     }
 
+    /// `--redis`: a reload of the shared copy can undo a connection's close (Redis lost its
+    /// state; another instance's copy, which had not heard of the close, was restored). Such a
+    /// connection reads no ack: a hello on a new one takes what it had in flight at once, and
+    /// the sweep after a reload disconnects a device left on it (pushes stayed in flight for
+    /// good, or went to the closed connection, until the device came back).
+    @Test func aConnectionClosedUnbeknownToTheCopyGivesBackItsDeliveries() throws {
+        let f = try DeviceFixture()
+        let sent = try f.push()
+        let closed = f.connectionID
+        f.connectionID += 1
+        let id = f.connectionID
+        let now = f.now
+        let hello = DeviceHello(
+            deviceID: "phone", lowPowerMode: false,
+            apps: [AppRegistration(bundleID: "com.example.app", environment: .sandbox, settings: AppSettings(), kinds: [.app])])
+        let frames = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.connectDevice(hello, connectionID: id, nowMs: now, isOpenHere: { $0 != closed })
+        }
+        let again = f.notifications(in: frames)
+        #expect(again.map { $0["apnsId"]?.stringValue } == [sent.apnsID], "\(frames)")
+        #expect(frames.filter { f.notifications(in: [$0]).count == 1 }.allSatisfy { $0.connectionID == id })
+
+        let g = try DeviceFixture()
+        let stuck = try g.push()
+        let open = g.base.state.withWorld { $0.detachClosedConnections(isOpenHere: { _ in true }, nowMs: now) }
+        #expect(open.isEmpty && g.record(stuck)?.outcome == .pending, "an open connection is left alone")
+        _ = g.base.state.withWorld { $0.detachClosedConnections(isOpenHere: { _ in false }, nowMs: now) }
+        #expect(g.record(stuck)?.outcome == .stored, "back in the store for the device's next connection")
+        #expect(g.base.state.readWorld { $0.registry.devices["phone"]?.connectionID } == nil)
+    }
+
     @Test func terminatedAppGetsItsBackgroundPushWhenLaunched() throws {
         let f = try DeviceFixture(settings: AppSettings(appState: .terminated))
         let push = try f.push(#"{"aps":{"content-available":1}}"#, headers: [("apns-push-type", "background"), ("apns-priority", "5")])

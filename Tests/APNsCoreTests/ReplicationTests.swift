@@ -582,12 +582,16 @@ struct ReplicationTests {
     /// such devices stayed disconnected with their sockets open.
     @Test func devicesMarkedDisconnectedElsewhereAreAttachedAgainWithoutAReset() {
         let state = EmulatorState(start: World())
-        let told = Mutex(0)
-        state.observeSharedResets { told.withLock { $0 += 1 } }
+        let told = Mutex<[Bool]>([])
+        state.observeSharedResets { reattach in told.withLock { $0.append(reattach) } }
         state.announceSharedChanges(records: [], reset: false, devicesReset: true)
-        #expect(told.withLock { $0 } == 1)
+        #expect(told.withLock { $0 } == [true])
         state.announceSharedChanges(records: [1], reset: false, devicesReset: false)
-        #expect(told.withLock { $0 } == 1)
+        #expect(told.withLock { $0 } == [true])
+        // A reload alone is told too (to detach devices on connections closed here), without
+        // attaching the others again.
+        state.announceSharedChanges(records: [], reset: true, devicesReset: false)
+        #expect(told.withLock { $0 } == [true, false])
     }
 
     @Test func storedThenInFlightThenAcknowledged() throws {
