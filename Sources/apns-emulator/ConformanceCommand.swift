@@ -168,6 +168,12 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
             continue
         case .seen(let observation): seen = observation
         }
+        // A target that does not speak HTTP/2 (an HTTP/1.1 server, a TLS or h2c mix-up) is a
+        // setup mistake, not a case without an answer: said once, at the first case.
+        if let why = SetupCheck.notHTTP2(seen) {
+            connections.closeAll()
+            command.fail("\(target) \(why)\(options.isSet("h2c") ? " (--h2c: HTTP/2 without TLS, with prior knowledge)" : ""); nothing more was sent")
+        }
         // Refused credentials, topic or token of the run's own: no recording, nothing more sent.
         if let why = SetupCheck.refusal(planned, seen: seen, inputs: inputs) {
             connections.closeAll()

@@ -232,6 +232,19 @@ final class ConformanceFixture {
         #expect(unreachable.out.contains("cannot connect"))
     }
 
+    /// A target that answers in HTTP/1.1 (here the emulator's own admin listener, with --h2c)
+    /// stops the run at its first case and says so, rather than eight cases "without an answer"
+    /// quoting the HTTP/2 library's error.
+    @Test func aTargetThatDoesNotSpeakHTTP2StopsTheRunAndSaysSo() throws {
+        let fixture = try ConformanceFixture()
+        let admin = try fixture.emulator.address("admin")
+        let key = ["--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)", "--topic", "com.example.app"]
+        let result = try run(EmulatorProcess.binary, ["conformance", "--h2c", "--target", admin.description, "--token", fixture.token] + key)
+        #expect(result.status == 2, "\(result.out)")
+        #expect(result.err.contains("\(admin) does not speak HTTP/2: its first bytes were not an HTTP/2 SETTINGS frame"), "\(result.err)")
+        #expect(result.out.isEmpty, "no report of a run that tested nothing: \(result.out)")
+    }
+
     /// A target that takes connections and never answers: three cases wait their timeout, the
     /// rest are not run (it took every case's 10 s, five minutes for the catalogue).
     @Test func aTargetThatNeverAnswersIsGivenUpOnAfterThreeCases() throws {
