@@ -256,11 +256,15 @@ public struct RecordDelivery: Sendable {
         for transition in laterTransitions { body(transition.atMs, transition.step) }
     }
 
-    mutating func noteTransition(_ step: DeliveryLog.Step, atMs: Int64) {
-        guard firstTransition != nil else {
-            firstTransition = (atMs, step)
+    mutating func noteTransition(_ step: DeliveryLog.Step, atMs time: Int64) {
+        guard let first = firstTransition else {
+            firstTransition = (time, step)
             return
         }
+        // Never before the step it follows: a time read before the change waited for the lock
+        // (a disconnect, with --redis one that waited for the lease) would put "stored" before
+        // "received" in the log. The step happened when it was applied.
+        let atMs = max(time, laterTransitions.last?.atMs ?? first.atMs)
         // At the bound the newest replaces the one before it (the first ones stay).
         if 1 + laterTransitions.count >= Self.maxTransitions {
             if laterTransitions.isEmpty {

@@ -385,6 +385,17 @@ struct CounterTests {
 
 @Suite("Delivery steps on a record")
 struct RecordTransitionTests {
+    /// A step whose time was read before its change waited for the lock is logged at the time
+    /// of the step before it, not ahead of it ("stored" before "received").
+    @Test func aStepIsNeverLoggedBeforeTheOneItFollows() {
+        var record = NotificationRecord(apnsID: "A", token: "t", environment: .sandbox, receivedAtMs: 0)
+        record.noteTransition(.delivered, atMs: 169)
+        record.noteTransition(.storedOffline, atMs: 160)
+        record.noteTransition(.deliveredFromStorage, atMs: 175)
+        #expect(record.transitions.map(\.atMs) == [169, 169, 175])
+        #expect(record.transitions.map(\.step) == [.delivered, .storedOffline, .deliveredFromStorage])
+    }
+
     @Test func theFirstStepsStayAndTheNewestReplacesTheLastAtTheBound() {
         var record = NotificationRecord(apnsID: "A", token: "t", environment: .sandbox, receivedAtMs: 0)
         #expect(record.transitions.isEmpty && record.transitionCount == 0)
