@@ -54,11 +54,14 @@ let conformanceCommand = Subcommand(
 )
 
 private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
+    var command = command
     let (options, positional) = command.parse(args)
-    guard positional.isEmpty else { command.fail("conformance takes no arguments; got \(positional.joined(separator: " "))") }
     if options.isSet("json"), let listing = ["list", "dry-run"].first(where: { options.isSet($0) }) {
         command.fail("--json is the report of a run; --\(listing) prints text")
     }
+    // A run asked for JSON that cannot run (or stops at its own setup) still prints an object.
+    command.failsInJSON = options.isSet("json")
+    guard positional.isEmpty else { command.fail("conformance takes no arguments; got \(positional.joined(separator: " "))") }
     let catalogue = loadCatalogue(command, options)
     if options.isSet("list") {
         for item in chooseCases(command, catalogue, only: options.strings("case"), recording: nil) {
@@ -212,7 +215,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
             target: target.description, environment: environment, recordedAt: ISO8601DateFormatter().string(from: Date()),
             tool: "apns-emulator \(Emulator.version)", results: results)
         if let why = RecordFile.write(Array(recordingOut.json.serialized(pretty: true).utf8), to: path) {
-            fflush(nil)
+            command.failsInJSON = false  // the report printed is the object
             command.fail("--record \(path): cannot write the recording: \(why) (the report above is all there is of this run)", code: 1)
         }
     }

@@ -1,5 +1,6 @@
 import CommandLineOptions
 import Foundation
+import JSON
 
 /// One `apns-emulator` subcommand: its line in the top-level help, what its `--help` prints,
 /// its options, and what it runs. `start` answers `--help`; `parse` reads the options and ends
@@ -20,6 +21,9 @@ struct Subcommand: Sendable {
     var markdownHelp = false
     /// How its error messages start (`apns-emulator: …`, `apns-emulator load: …`).
     var errorPrefix = "apns-emulator"
+    /// A failure also prints `{"error": …, "exitCode": …}` on standard output, for a run asked
+    /// for JSON (its reader gets an object, not nothing).
+    var failsInJSON = false
     /// Runs with the arguments after the subcommand's name, once `--help` is ruled out.
     let run: @Sendable (Subcommand, [String]) -> Never
 
@@ -46,6 +50,11 @@ struct Subcommand: Sendable {
 
     /// `PREFIX: message` on standard error, then exit (2: a usage error).
     func fail(_ message: String, code: Int32 = 2) -> Never {
+        fflush(nil)  // what was printed before goes first
+        if failsInJSON {
+            let object = JSONValue.object(JSONObject([("error", .string(message)), ("exitCode", .int(Int64(code)))]))
+            FileHandle.standardOutput.write(Data((object.serialized() + "\n").utf8))
+        }
         FileHandle.standardError.write(Data("\(errorPrefix): \(message)\n".utf8))
         exit(code)
     }

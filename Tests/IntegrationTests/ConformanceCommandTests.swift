@@ -296,6 +296,12 @@ final class ConformanceFixture {
             #expect(try fixture.emulator.notifications(limit: 10_000).count == before + 1, "one request, then nothing")
             #expect(!FileManager.default.fileExists(atPath: recordPath), "no recording of a run that tested nothing")
         }
+        // Asked for JSON, the refusal is an object on standard output too.
+        let json = try fixture.conformance(setups[0].0 + common + ["--json"])
+        #expect(json.status == 2)
+        let object = try JSONValue.parse(Array(json.out.utf8))
+        #expect(object["error"]?.stringValue?.contains("the run's own provider token was refused") == true, "\(json.out)")
+        #expect(object["exitCode"]?.intValue == 2)
     }
 
     /// --ca, --certificate and --certificate-key that cannot be used are refused before the run,
