@@ -3,6 +3,7 @@ import CLinux
 import Foundation
 import Glibc
 import MonotonicClock
+import Synchronization
 
 /// `run`: a provider command (notify.py with aioapns, a team's own script) with the
 /// emulator's address, CA and key in its environment, and the exit status it should end with.
@@ -64,6 +65,20 @@ extension String {
 /// the reads never hold up the deadline. When the command exits, output from processes it left
 /// in the background is read for at most `graceMs` more, and then the whole group is killed;
 /// when it is still running at its deadline, the whole group is killed at once.
+/// Stops the `run` steps' commands still running, with everything they started (each has a
+/// process group of its own, so a Ctrl-C at the terminal does not reach it): called when the
+/// runner is interrupted, which otherwise left them running.
+public enum RunningCommands {
+    private static let groups = Mutex<Set<pid_t>>([])
+
+    static func started(_ pid: pid_t) { groups.withLock { _ = $0.insert(pid) } }
+    static func ended(_ pid: pid_t) { groups.withLock { _ = $0.remove(pid) } }
+
+    public static func stopAll() {
+        for pid in groups.withLock({ $0 }) { _ = kill(-pid, SIGKILL) }
+    }
+}
+
 enum ChildProcess {
     /// Each of stdout and stderr keeps this much (1 MiB); the rest is read and counted.
     static let keptBytes = 1 << 20
@@ -139,7 +154,9 @@ enum ChildProcess {
         var err = Capture(fd: errPipe[0])
         let pid: pid_t
         switch spawned {
-        case .success(let child): pid = child
+        case .success(let child):
+            pid = child
+            RunningCommands.started(pid)
         case .failure(let error):
             out.close()
             err.close()
@@ -179,6 +196,7 @@ enum ChildProcess {
         if timedOut { _ = kill(-pid, SIGKILL) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        RunningCommands.ended(pid)
         let signal = status & 0x7F
         return Outcome(
             exitStatus: timedOut || signal != 0 ? nil : Int((status >> 8) & 0xFF), signal: timedOut || signal == 0 ? nil : signal,

@@ -59,6 +59,13 @@ public struct ReportPrinter: Sendable {
                 for call in failed.prefix(5) { lines.append("  " + call) }
                 if failed.count > 5 { lines.append("  … and \(failed.count - 5) more (GET /api/v1/backend-calls)") }
             }
+            let unfinished = checks.unfinishedBackendCalls
+            if !unfinished.isEmpty {
+                lines.append(
+                    "backend calls not done: \(unfinished.count) (reported, not checked: dropped by a full queue, or still being tried when the run ended)")
+                for call in unfinished.prefix(5) { lines.append("  " + call) }
+                if unfinished.count > 5 { lines.append("  … and \(unfinished.count - 5) more (GET /api/v1/backend-calls)") }
+            }
         }
         lines.append(summary(report))
         return plain(lines.joined(separator: "\n"))
@@ -76,9 +83,8 @@ public struct ReportPrinter: Sendable {
         if let checks = report.checks, !checks.passed {
             why.append(checks.error != nil ? "checks unreadable" : "crossAccount \(checks.crossAccount), expected \(checks.expected)")
         }
-        let failedCalls = report.checks?.failedBackendCalls.count ?? 0
-        let calls = failedCalls == 0 ? "" : "; \(failedCalls) backend call\(failedCalls == 1 ? "" : "s") failed"
-        return "FAIL \(report.name): \(why.joined(separator: "; "))\(calls) (\(seconds) s)"
+        let calls = report.checks.map { "; " + Self.callWords($0) } ?? ""
+        return "FAIL \(report.name): \(why.joined(separator: "; "))\(calls == "; " ? "" : calls) (\(seconds) s)"
     }
 
     /// What a passing run's check found, in words.
@@ -92,10 +98,18 @@ public struct ReportPrinter: Sendable {
         } else {
             words = "cross-account deliveries \(checks.crossAccount), expected \(checks.expected) (not strict: reported only)"
         }
-        if !checks.failedBackendCalls.isEmpty {
-            words += ", \(checks.failedBackendCalls.count) backend call\(checks.failedBackendCalls.count == 1 ? "" : "s") failed"
-        }
+        let calls = callWords(checks)
+        if !calls.isEmpty { words += ", " + calls }
         return words
+    }
+
+    /// "1 backend call failed, 2 not done"; empty when every call succeeded.
+    static func callWords(_ checks: CheckSummary) -> String {
+        let (failed, unfinished) = (checks.failedBackendCalls.count, checks.unfinishedBackendCalls.count)
+        var parts: [String] = []
+        if failed > 0 { parts.append("\(failed) backend call\(failed == 1 ? "" : "s") failed") }
+        if unfinished > 0 { parts.append(failed > 0 ? "\(unfinished) not done" : "\(unfinished) backend call\(unfinished == 1 ? "" : "s") not done") }
+        return parts.joined(separator: ", ")
     }
 
     private func indent(_ text: String, continuation: String = "") -> String {

@@ -33,6 +33,9 @@ public struct CheckSummary: Sendable {
     /// not a check, since a scenario may mean them, but a chain that never reached its
     /// backend should not pass unseen.
     public var failedBackendCalls: [String] = []
+    /// Calls that never reached their backend and never will in this run: `dropped` (a full
+    /// queue), or still `pending`/`retrying` when it ended. Reported the same way.
+    public var unfinishedBackendCalls: [String] = []
 
     public var passed: Bool { error == nil && (!strict || crossAccount == expected) }
 
@@ -46,15 +49,20 @@ public struct CheckSummary: Sendable {
         }
     }
 
-    /// This run's backend calls that failed, one line each.
-    static func failedBackendCalls(_ context: RunContext) throws(StepFailure) -> [String] {
+    /// This run's backend calls that failed, and those dropped or unfinished, one line each.
+    static func unsuccessfulBackendCalls(_ context: RunContext) throws(StepFailure) -> (failed: [String], unfinished: [String]) {
         let calls = try admin("reading GET /api/v1/backend-calls") { () throws(EmulatorAdminError) in try context.api.backendCalls() }
         let mine = context.deviceIDs
-        return calls.filter { $0.state == "failed" && $0.deviceID.map(mine.contains) == true }.map { call in
+        let ours = calls.filter { $0.deviceID.map(mine.contains) == true }
+        func line(_ call: BackendCall, _ state: String?) -> String {
             let answer = call.status.map { "answered \($0)" } ?? (call.error ?? "no answer")
-            return
-                "#\(call.id) \(call.hook) \(call.method ?? "POST") \(call.url) from \(call.deviceID ?? "-"): \(answer) after \(call.attempts) attempt\(call.attempts == 1 ? "" : "s")"
+            return "#\(call.id) \(call.hook) \(call.method ?? "POST") \(call.url) from \(call.deviceID ?? "-"): "
+                + (state.map { "\($0), " } ?? "") + "\(answer) after \(call.attempts) attempt\(call.attempts == 1 ? "" : "s")"
         }
+        return (
+            ours.filter { $0.state == "failed" }.map { line($0, nil) },
+            ours.filter { ["dropped", "pending", "retrying"].contains($0.state) }.map { line($0, $0.state) }
+        )
     }
 }
 
@@ -99,6 +107,7 @@ public struct ScenarioReport: Sendable {
                         ("passed", .bool(c.passed)), ("crossAccount", .int(Int64(c.crossAccount))), ("expected", .int(Int64(c.expected))),
                         ("strict", .bool(c.strict)), ("messages", .array(c.messages.map(JSONValue.string))), ("error", text(c.error)),
                         ("failedBackendCalls", .array(c.failedBackendCalls.map(JSONValue.string))),
+                        ("unfinishedBackendCalls", .array(c.unfinishedBackendCalls.map(JSONValue.string))),
                     ]))
             } ?? .null
         return .object(

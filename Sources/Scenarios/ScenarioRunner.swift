@@ -109,7 +109,10 @@ public enum ScenarioRunner {
         } catch {
             summary.error = error.message
         }
-        summary.failedBackendCalls = (try? CheckSummary.failedBackendCalls(context)) ?? []
+        if let calls = try? CheckSummary.unsuccessfulBackendCalls(context) {
+            summary.failedBackendCalls = calls.failed
+            summary.unfinishedBackendCalls = calls.unfinished
+        }
         return summary
     }
 

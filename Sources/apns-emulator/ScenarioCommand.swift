@@ -117,6 +117,7 @@ private enum ScenarioCLI {
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
                 FileHandle.standardError.write(Data("apns-emulator scenario: interrupted; stopping the emulator it started\n".utf8))
+                RunningCommands.stopAll()
                 target.stop()
                 fflush(nil)
                 _exit(code)

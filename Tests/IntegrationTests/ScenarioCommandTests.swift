@@ -85,6 +85,35 @@ struct ScenarioCommandTests {
         #expect(Self.isGone(try pid(overran)), "the background sleep of a command that overran still runs")
     }
 
+    /// Interrupted (Ctrl-C, a CI job's SIGTERM), the runner stops the command a `run` step is
+    /// running, with what it started: in a process group of its own, a terminal's Ctrl-C does
+    /// not reach it, and it was left running.
+    @Test func anInterruptedRunStopsTheCommandItIsRunning() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let started = "\(directory)/started.pid"
+        let path = try write(
+            "long.json",
+            #"""
+            {"name": "long", "steps": [
+              {"do": "run", "argv": ["sh", "-c", "sleep 300 & echo $! > \#(started); wait"], "timeoutMs": 3600000}
+            ]}
+            """#)
+        let runner = Process()
+        runner.executableURL = URL(fileURLWithPath: EmulatorProcess.binary)
+        runner.arguments = ["scenario", "--ascii", path]
+        runner.standardOutput = FileHandle.nullDevice
+        runner.standardError = FileHandle.nullDevice
+        try runner.run()
+        #expect(try eventually(30) { FileManager.default.fileExists(atPath: started) }, "the step's command started")
+        let text = try String(contentsOfFile: started, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let child = try #require(Int32(text))
+        kill(runner.processIdentifier, SIGTERM)
+        runner.waitUntilExit()
+        #expect(runner.terminationStatus == 143)
+        #expect(try eventually(5) { Self.isGone(child) }, "the command's background sleep still runs")
+        kill(child, SIGKILL)
+    }
+
     @Test func aValueBuiltBySaveStopsAtItsBoundNamingTheStep() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let doublings = Array(repeating: #"{"do": "save", "save": {"x": "${x}${x}"}}"#, count: 40).joined(separator: ",\n")

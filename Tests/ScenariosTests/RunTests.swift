@@ -122,6 +122,30 @@ struct RunTests {
         #expect(ReportPrinter(ascii: true).summary(failing).contains("step 4 of 4 failed (expect); 1 backend call failed"))
     }
 
+    /// A call still being retried when the run ends (or dropped by a full queue) never reached
+    /// its backend either: listed as not done, and named in the summary (a run passed without a
+    /// word about it).
+    @Test func unfinishedBackendCallsAreReported() throws {
+        let report = try run(
+            #"""
+            {"name": "backend down, run short",
+             "backends": {"com.example.app": {"register": {"url": "http://127.0.0.1:9/r"}, "maxAttempts": 5}},
+             "steps": [
+               {"do": "device", "alias": "phone"},
+               {"do": "login", "device": "phone", "user": "alice"},
+               {"do": "sleep", "ms": 300}
+             ]}
+            """#)
+        #expect(report.passed, "\(text(report))")
+        let unfinished = report.checks?.unfinishedBackendCalls ?? []
+        let line = unfinished.first ?? ""
+        #expect(unfinished.count == 1, "\(unfinished)")
+        #expect(["retrying", "pending"].contains { line.contains("register POST http://127.0.0.1:9/r from phone: \($0)") }, "\(line)")
+        #expect(text(report).contains("backend calls not done: 1"), "\(text(report))")
+        #expect(ReportPrinter(ascii: true).summary(report).hasSuffix("1 backend call not done"))
+        #expect(report.json["checks"]?["unfinishedBackendCalls"]?.arrayValue?.count == 1)
+    }
+
     @Test func expectNoneAndTheClock() throws {
         let report = try run(
             #"{"name": "quiet phone", "# + Self.prelude + #"""
