@@ -62,7 +62,8 @@ public struct ReportPrinter: Sendable {
             let unfinished = checks.unfinishedBackendCalls
             if !unfinished.isEmpty {
                 lines.append(
-                    "backend calls not done: \(unfinished.count) (reported, not checked: dropped by a full queue, or still being tried when the run ended)")
+                    "backend calls not done: \(unfinished.count) (reported, not checked: dropped by a full queue, or still being tried when the run ended)"
+                )
                 for call in unfinished.prefix(5) { lines.append("  " + call) }
                 if unfinished.count > 5 { lines.append("  … and \(unfinished.count - 5) more (GET /api/v1/backend-calls)") }
             }

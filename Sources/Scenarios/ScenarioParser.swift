@@ -34,7 +34,8 @@ public enum ScenarioParser {
         try unknownFields(top, allowed: topLevelFields, location: "top level")
 
         guard let name = top["name"]?.stringValue, !name.isEmpty else {
-            throw ScenarioFileError(location: "top level", field: "name", "is required (a string)")
+            let why = top["name"] == nil ? "is required (a string)" : top["name"]?.stringValue == nil ? "must be a string" : "must not be empty"
+            throw ScenarioFileError(location: "top level", field: "name", why)
         }
         let description = try optionalString(top, "description", location: "top level")
         let bundleID = try optionalString(top, "bundleId", location: "top level") ?? defaultBundleID

@@ -119,6 +119,7 @@ struct ParserTests {
         #expect(error(steps(#"{"do": "run", "argv": []}"#))?.field == "argv")
         #expect(error(steps(#"{"do": "waitFor", "delivery": {}, "since": "yesterday"}"#))?.field == "since")
         #expect(error(#"{"steps": [{"do": "sleep", "ms": 1}]}"#)?.field == "name")
+        #expect(error(#"{"name": 5, "steps": [{"do": "sleep", "ms": 1}]}"#)?.message.contains("must be a string") == true)
         #expect(error(#"{"name": "t", "steps": []}"#)?.field == "steps")
     }
 
