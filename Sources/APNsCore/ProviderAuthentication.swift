@@ -51,6 +51,8 @@ public struct ConnectionAuthenticator: Sendable {
         var generation: UInt64
         /// When this token string was first used on this connection (ms).
         var firstUsedAt: Int64
+        /// A fault rule answered ExpiredProviderToken for it (`noteExpired`).
+        var expired = false
     }
 
     private var boundTeam: String?
@@ -68,6 +70,15 @@ public struct ConnectionAuthenticator: Sendable {
     public init(policy: TokenPolicy = TokenPolicy()) { self.policy = policy }
 
     public var isBound: Bool { boundTeam != nil }
+
+    /// A fault rule answered `ExpiredProviderToken` to a request carrying this header: its token
+    /// counts as expired on this connection from now on, so the fresh one the client makes is
+    /// no early update (APNs never answers TooManyProviderTokenUpdates to the token that
+    /// replaces one it called expired).
+    public mutating func noteExpired(authorization: String?) {
+        guard let authorization, let token = Self.bearerToken(Substring(authorization)) else { return }
+        for index in verified.indices where verified[index].tokenString == token { verified[index].expired = true }
+    }
     public var teamID: String? { boundTeam }
 
     /// - Parameters:
@@ -231,7 +242,7 @@ public struct ConnectionAuthenticator: Sendable {
         // An expired new token is no update: it is answered ExpiredProviderToken below, the
         // answer that makes clients make a fresh one.
         if let previous = verified.first(where: { $0.provider.key.keyID == key.keyID }),
-            previous.provider.issuedAt != issuedAt,
+            !previous.expired, previous.provider.issuedAt != issuedAt,
             nowMs - previous.firstUsedAt < policy.minRefreshIntervalSeconds * 1000,
             issuedAt - previous.provider.issuedAt < policy.minRefreshIntervalSeconds,
             now - previous.provider.issuedAt <= policy.maxTokenAgeSeconds,

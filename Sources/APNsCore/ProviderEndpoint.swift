@@ -270,7 +270,10 @@ public final class ProviderEndpoint: Sendable {
         if state.hasFaultRules, fields.method == "POST", fields.path.map(Self.isDevicePushPath) == true,
             let fired = evaluateFaults(fields, environment: environment, connection: connection)
         {
-            if let reply = applyFault(fired, record: &record, now: now) { return .answered(reply) }
+            if let reply = applyFault(fired, record: &record, now: now) {
+                if reply.reason == .expiredProviderToken { connection.authenticator.noteExpired(authorization: fields.authorization) }
+                return .answered(reply)
+            }
             // Only a delay or a SETTINGS change: judge the request normally, then act.
             record.faultRuleID = fired.ruleID
             record.respondedAtMs = now + Int64(fired.delayMs)

@@ -38,6 +38,26 @@ struct FaultTests {
         #expect(APNsResult(try connection.send(try emulator.push(other.token).request)).status == 200)
     }
 
+    /// A rule answering ExpiredProviderToken makes the connection's token expired to it: the
+    /// fresh token the client signs then (as pushy and node-apn do) is accepted, not refused as
+    /// an update within 20 minutes (TooManyProviderTokenUpdates, which APNs never answers then).
+    @Test func aFreshTokenAfterARuleSaidExpiredIsAccepted() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        let now = Int64(Date().timeIntervalSince1970)
+        var push = try emulator.push(device.token)
+        push.providerToken = try emulator.providerToken(issuedAt: now - 300)
+        #expect(APNsResult(try connection.send(push.request)).status == 200)
+        _ = try addRule(
+            emulator, ["match": ["token": .string(device.token)], "action": ["status": 403, "reason": "ExpiredProviderToken"], "times": 1])
+        let expired = APNsResult(try connection.send(push.request))
+        #expect(expired.status == 403 && expired.reason == "ExpiredProviderToken")
+        push.providerToken = try emulator.providerToken(issuedAt: now)
+        let fresh = APNsResult(try connection.send(push.request))
+        #expect(fresh.status == 200, "\(fresh.status) \(fresh.reason ?? "")")
+    }
+
     @Test func afterSkipsTheFirstMatches() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
