@@ -223,6 +223,7 @@ final class ProviderConnection: ConnectionHandler {
             // nghttp2 has queued a GOAWAY; send it and hang up.
             // A warning: the provider broke the protocol, which its developer wants to see.
             providers.logger.warning("provider connection \(connection.id): HTTP/2 error: \(error.message)")
+            http2ErrorLogged = true
             flushSession()
             connection.closeAfterFlush()
             return
@@ -308,8 +309,20 @@ final class ProviderConnection: ConnectionHandler {
         return text.contains("\nupgrade: h2c") || text.contains("\nupgrade:h2c")
     }
 
+    /// The HTTP/2 error that ended the connection was logged where it was found.
+    private var http2ErrorLogged = false
+
     func connectionDidClose(_ connection: Connection) {
-        if session.endedForPeerError { providers.http2Errors.add(1, ordering: .relaxed) }
+        if session.endedForPeerError {
+            providers.http2Errors.add(1, ordering: .relaxed)
+            // nghttp2 ended it on its own (a flood limit, a flow-control error): said here, as
+            // the metric's documentation promises.
+            if !http2ErrorLogged, let goAway = session.peerErrorGoAway {
+                providers.logger.warning(
+                    "provider connection \(connection.id): ended by the HTTP/2 layer with GOAWAY \(HTTP2ErrorCode.name(goAway.errorCode)) (\(goAway.errorCode)), last stream \(goAway.lastStreamID): the client broke a rule of HTTP/2 or went over a flood limit (docs/limits.md: reset streams, SETTINGS, PING, CONTINUATION)"
+                )
+            }
+        }
         if let idleTimer { connection.loop.cancel(idleTimer) }
         if let requestDeadlineTimer { connection.loop.cancel(requestDeadlineTimer) }
         for answer in heldAnswers.values { connection.loop.cancel(answer.timer) }

@@ -96,6 +96,9 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// The session sent a GOAWAY with an error code it decided on itself (a flood, a protocol,
     /// flow-control or compression error of the peer), not one its owner asked for.
     public fileprivate(set) var endedForPeerError = false
+    /// That GOAWAY's error code and last stream id (for the log: nghttp2 ends a connection on
+    /// its own for a flood or a flow-control error, without an error returned to the owner).
+    public fileprivate(set) var peerErrorGoAway: (errorCode: UInt32, lastStreamID: Int32)?
     /// Stream ids the client passed over (it opened a higher one first): they were never open,
     /// so a request on one later is an unexpected stream id, not a frame on a closed stream.
     /// The newest ranges only; a client skips ids rarely.
@@ -663,6 +666,7 @@ private func serverOnFrameSend(
             server.ownGoAways -= 1
         } else if frame.pointee.goaway.error_code != HTTP2ErrorCode.noError {
             server.endedForPeerError = true
+            server.peerErrorGoAway = (frame.pointee.goaway.error_code, frame.pointee.goaway.last_stream_id)
         }
         return 0
     }

@@ -255,6 +255,10 @@ struct FloodTests {
         #expect(APNsResult(try bystander.send(try emulator.push(device.token).request)).status == 200, "\(flood.name)")
         // Counted once the flooding connection has closed.
         #expect(try eventually { try emulator.metric("apns_emulator_connections_ended_for_http2_errors_total") == 1 }, "\(flood.name)")
+        // And logged, as the metric's documentation says (a flood nghttp2 ends on its own was not).
+        #expect(
+            try eventually { emulator.stderr.contains("HTTP/2 error") || emulator.stderr.contains("ended by the HTTP/2 layer with GOAWAY") },
+            "\(flood.name): \(emulator.stderr.suffix(600))")
     }
 }
 
