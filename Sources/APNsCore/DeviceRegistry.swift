@@ -522,11 +522,21 @@ public struct DeviceRegistry: Sendable {
         for token in app.tokens.values { invalidate(token: token, nowMs: nowMs) }
     }
 
+    /// An uninstall, a reinstall or a new token: the old one answers 410 `Unregistered` from
+    /// now on, whatever state the admin API had put it in (rate limited, expired); one already
+    /// unregistered keeps its time.
     private mutating func invalidate(token: String, nowMs: Int64) {
-        if tokens[token]?.state == .active {
-            tokens[token]!.state = .unregistered(sinceMs: nowMs)
-            noteToken(token)
-        }
+        guard let state = tokens[token]?.state else { return }
+        if case .unregistered = state { return }
+        tokens[token]!.state = .unregistered(sinceMs: nowMs)
+        noteToken(token)
+    }
+
+    /// Whether the token is still its app's on its device (not uninstalled, reinstalled or
+    /// replaced).
+    public func isCurrent(token: String) -> Bool {
+        guard let entry = tokens[token] else { return false }
+        return devices[entry.deviceID]?.apps[entry.bundleID]?.tokens[entry.kind] == token
     }
 
     private mutating func mintToken() -> String {

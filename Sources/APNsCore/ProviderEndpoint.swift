@@ -468,6 +468,8 @@ public final class ProviderEndpoint: Sendable {
         } catch {
             record.reject(error, spelledAs: options.reasonText(error.reason))
             Self.noteEffectivePushType(&record, credentials: world.credentials)
+            // Refused before its topic gave it a type: counted under the type its record shows.
+            if pushType == nil { pushType = record.pushType.flatMap { PushType(rawValue: $0) } }
             rejection = error
         }
         world.counters.countNotification(

@@ -221,6 +221,13 @@ struct RequestRulesTests {
             #expect(fixture.send(request).reasonText == refusal.reason)
             #expect(fixture.latestRecord()?.pushType == refusal.type, "\(refusal.topic ?? "no topic") \(refusal.reason)")
         }
+        // The metric counts each under the same type as its record (MissingTopic was counted
+        // under none).
+        let counted = fixture.state.readWorld { $0.counters.notifications(spelling: \.rawValue) }
+        for refusal in refusals {
+            let key = counted.keys.filter { $0.reason == refusal.reason }
+            #expect(key.contains { $0.pushType == (refusal.type ?? "") }, "\(refusal.reason): \(key.map(\.pushType))")
+        }
     }
 
     @Test func unregisteredCarriesTheUninstallTimeInMilliseconds() throws {

@@ -277,6 +277,18 @@ struct ControlPlaneTests {
         #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
         #expect(try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "asleep"]).status == 400)
         #expect(try emulator.admin("PUT", "/api/v1/tokens/00aa/state", body: ["state": "expired"]).status == 404)
+
+        // An uninstall wins over a state set here: the token answers 410 Unregistered (a
+        // rate-limited one went on answering 429), and cannot be made to answer again.
+        _ = try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "rate-limited"])
+        let uninstalled = try emulator.admin("DELETE", "/api/v1/devices/\(device.deviceID)/apps/\(EmulatorProcess.bundleID)")
+        #expect(uninstalled.status == 200)
+        let after = APNsResult(try connection.send(try emulator.push(device.token).request))
+        #expect(after.status == 410 && after.reason == "Unregistered", "\(after.status) \(after.reason ?? "")")
+        #expect(try emulator.admin("GET", "/api/v1/tokens/\(device.token)").json["state"] == "unregistered")
+        let revived = try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "active"])
+        #expect(revived.status == 409 && revived.raw.contains("no longer its app's"), "\(revived.raw)")
+        #expect(try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "unregistered", "since": 5]).status == 200)
     }
 
     @Test func reinstallRotateEraseAndRestoreGiveNewTokens() throws {
