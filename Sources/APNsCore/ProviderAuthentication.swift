@@ -95,7 +95,7 @@ public struct ConnectionAuthenticator: Sendable {
         if let authorization, let last = lastAuthorization, last.header == authorization,
             verified.indices.contains(last.index), verified[last.index].generation == credentialsGeneration
         {
-            return checkAge(verified[last.index].provider, environment: environment, nowMs: nowMs, firstOnConnection: false)
+            return Self.checkAge(verified[last.index].provider, policy: policy, environment: environment, nowMs: nowMs, firstOnConnection: false)
         }
         guard let authorization, !authorization.isEmpty else {
             return .rejected(.missingProviderToken, explanation: "no authorization header on a token-based connection", token: nil)
@@ -115,7 +115,7 @@ public struct ConnectionAuthenticator: Sendable {
         {
             lastAuthorization = (authorization, index)
             let entry = verified[index]
-            return checkAge(entry.provider, environment: environment, nowMs: nowMs, firstOnConnection: false)
+            return Self.checkAge(entry.provider, policy: policy, environment: environment, nowMs: nowMs, firstOnConnection: false)
         }
         let result = verifyNew(
             tokenString, environment: environment, nowMs: nowMs,
@@ -144,8 +144,10 @@ public struct ConnectionAuthenticator: Sendable {
         return rest
     }
 
-    private func checkAge(
-        _ provider: AuthenticatedProvider, environment: APNsEnvironment, nowMs: Int64,
+    /// Static: called from the mutating `authenticate`, a method of `self` made the compiler
+    /// copy the whole authenticator for it (about 170 instructions a request).
+    private static func checkAge(
+        _ provider: AuthenticatedProvider, policy: TokenPolicy, environment: APNsEnvironment, nowMs: Int64,
         firstOnConnection: Bool
     ) -> AuthenticationResult {
         let age = nowMs / 1000 - provider.issuedAt
@@ -272,7 +274,7 @@ public struct ConnectionAuthenticator: Sendable {
             firstUsedAt: sameClaims?.firstUsedAt ?? nowMs)
         // Age and environment are judged like every later use of the same token, but the
         // token is still remembered: the 20-minute rule counts from its first use.
-        let result = checkAge(provider, environment: environment, nowMs: nowMs, firstOnConnection: firstOnConnection)
+        let result = Self.checkAge(provider, policy: policy, environment: environment, nowMs: nowMs, firstOnConnection: firstOnConnection)
         if case .rejected = result, firstOnConnection {
             // A token that cannot be used does not bind the connection.
             boundTeam = nil
