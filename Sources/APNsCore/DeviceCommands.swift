@@ -550,9 +550,10 @@ extension World {
     public mutating func tap(
         deviceID: String, apnsID: String, nowMs: Int64
     ) throws(DeviceRequestError)
-        -> (bundleID: String, callbacks: [String], launched: Bool, frames: [DeviceFrame])
+        -> (apnsID: String, bundleID: String, callbacks: [String], launched: Bool, frames: [DeviceFrame])
     {
         let tapped = try respond(deviceID: deviceID, apnsID: apnsID, action: "default", text: nil, nowMs: nowMs)
-        return (tapped.bundleID, tapped.effect.callbacks, tapped.launched, tapped.frames)
+        // The notification's own apns-id, whatever case the tap named it in (as `respond` answers).
+        return (tapped.apnsID, tapped.bundleID, tapped.effect.callbacks, tapped.launched, tapped.frames)
     }
 }

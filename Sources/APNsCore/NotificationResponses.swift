@@ -71,9 +71,10 @@ extension World {
         let shown = records.newestFirst(limit: 1) { r in
             r.deviceID == deviceID && Self.isListed(r, nowMs: nowMs, orOnScreen: true) && Hex.equalIgnoringCase(r.apnsID, apnsID)
         }.first
-        guard let shown, let bundleID = shown.bundleID, let settings = device.apps[bundleID]?.settings else {
+        guard let shown, let bundleID = shown.bundleID, let app = device.apps[bundleID], Self.isOfThisInstall(shown, app) else {
             throw DeviceRequestError("bad_request", "no notification \(apnsID) is on screen or in Notification Center")
         }
+        let settings = app.settings
         var presentation = shown.presentation ?? Presentation.plain(shown) ?? Presentation()
         let effect: ResponseEffect
         do throws(NotificationSettingsError) {
@@ -128,6 +129,12 @@ extension World {
         return words
     }
 
+    /// Whether a notification reached the app as it is installed now, not an install before a
+    /// reinstall (whose notifications iOS removed with it).
+    static func isOfThisInstall(_ record: NotificationRecord, _ app: InstalledApp) -> Bool {
+        record.receivedAtMs >= app.installedAtMs
+    }
+
     /// The device's Notification Center: what is listed, grouped by app and thread, the
     /// badges, and the scheduled summary.
     /// nil for an unknown device.
@@ -140,8 +147,9 @@ extension World {
         var waiting: [ListedNotification] = []
         var summarized: [ListedNotification] = []
         for record in recent {
-            // An uninstalled app's notifications leave with it.
-            guard let bundleID = record.bundleID, device.apps[bundleID] != nil,
+            // An uninstalled app's notifications leave with it, and do not come back with a
+            // reinstall.
+            guard let bundleID = record.bundleID, let app = device.apps[bundleID], Self.isOfThisInstall(record, app),
                 let presentation = record.presentation ?? Presentation.plain(record)
             else { continue }
             let listed = ListedNotification(record: record, presentation: presentation)

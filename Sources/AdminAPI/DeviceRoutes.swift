@@ -53,7 +53,7 @@ struct DeviceRoutes: AdminResource {
             guard let apnsID = try Self.string(body, "apnsId") else { throw AdminError(400, "\"apnsId\" is required") }
             let tapped = try deviceCall { world, now throws(DeviceRequestError) in try world.tap(deviceID: id, apnsID: apnsID, nowMs: now) }
             let answer = JSONObject([
-                ("apnsId", .string(apnsID)), ("bundleId", .string(tapped.bundleID)),
+                ("apnsId", .string(tapped.apnsID)), ("bundleId", .string(tapped.bundleID)),
                 ("callbacks", .array(tapped.callbacks.map(JSONValue.string))), ("launched", .bool(tapped.launched)),
             ])
             // A connected device hears of it as of its own `tap` (the respond route does the same).

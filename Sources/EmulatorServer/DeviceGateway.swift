@@ -470,7 +470,7 @@ final class DeviceConnection: ConnectionHandler {
                 try world.tap(deviceID: deviceID, apnsID: apnsID, nowMs: now)
             }
             send([
-                "type": "tapped", "apnsId": .string(apnsID), "bundleId": .string(tapped.bundleID),
+                "type": "tapped", "apnsId": .string(tapped.apnsID), "bundleId": .string(tapped.bundleID),
                 "callbacks": .array(tapped.callbacks.map(JSONValue.string)), "launched": .bool(tapped.launched),
             ])
             gateway.dispatch(tapped.frames)

@@ -179,6 +179,30 @@ import TestSupport
         #expect(try badge() == 9, "the user turned Badges off: the icon keeps its number")
     }
 
+    /// A reinstalled app starts with an empty Notification Center: the old install's
+    /// notifications do not come back with it, and cannot be answered (the new install was
+    /// told of taps on notifications it never received).
+    @Test func aReinstallLeavesTheOldInstallsNotificationsBehind() throws {
+        let emulator = try EmulatorProcess()
+        let phone = try Self.device(emulator)
+        let old = try Self.deliver(emulator, phone.token, #"{"aps":{"alert":"before the reinstall"}}"#)
+        let oldID = try #require(old["apnsId"]?.stringValue)
+        Thread.sleep(forTimeInterval: 0.01)  // the reinstall comes in a later millisecond
+        let reinstalled = try emulator.admin("POST", "/api/v1/devices/\(phone.id)/apps/\(EmulatorProcess.bundleID)/reinstall")
+        #expect(reinstalled.status == 200)
+        let newToken = try #require(reinstalled.json["tokens"]?.arrayValue?.first?["token"]?.stringValue)
+        let fresh = try Self.deliver(emulator, newToken, #"{"aps":{"alert":"after"}}"#)
+        let center = try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center").json
+        let listed = center["groups"]?.arrayValue?.flatMap { $0["notifications"]?.arrayValue ?? [] }.compactMap { $0["apnsId"]?.stringValue } ?? []
+        #expect(listed == [fresh["apnsId"]?.stringValue ?? "-"], "\(center)")
+        let answer = try emulator.admin("POST", "/api/v1/devices/\(phone.id)/notifications/\(oldID)/respond", body: ["action": "default"])
+        #expect(answer.status == 400, "\(answer.raw)")
+        // A tap naming the new one in lower case is answered with its own apns-id, as respond is.
+        let freshID = try #require(fresh["apnsId"]?.stringValue)
+        let tapped = try emulator.admin("POST", "/api/v1/devices/\(phone.id)/tap", body: ["apnsId": .string(freshID.lowercased())])
+        #expect(tapped.status == 200 && tapped.json["apnsId"]?.stringValue == freshID, "\(tapped.raw)")
+    }
+
     @Test func notificationsGroupByThreadWithTheCategorysSummary() throws {
         let emulator = try EmulatorProcess()
         let phone = try Self.device(emulator, Self.chat)
