@@ -104,8 +104,12 @@ public struct AlertContent: Sendable, Equatable {
             item.stringValue ?? item.numberValue.map { $0 == $0.rounded() ? String(Int64($0)) : String($0) } ?? ""
         }
         guard let format = setup.localizedStrings[key] else {
-            notes.append("the app has no string for \(keyField) \"\(key)\", so iOS shows the key")
-            return key
+            // The key is then the format, as in Apple's own Live Activity example
+            // ("%@ is on an adventure!" with loc-args): its arguments are still filled in.
+            notes.append(
+                "the app has no string for \(keyField) \"\(key)\", so iOS uses the key itself"
+                    + (args.isEmpty ? "" : " as the format, with its loc-args"))
+            return fill(key, args)
         }
         return fill(format, args)
     }
