@@ -87,11 +87,39 @@ extension World {
     func liveActivityPresentation(
         _ payload: [UInt8], deviceID: String, bundleID: String
     ) -> (display: Display, presentation: Presentation?, notes: [String]) {
-        let setup = registry.devices[deviceID]?.apps[bundleID]?.settings.notifications ?? NotificationSetup()
-        let content = AlertContent.read(payload, setup: setup)
+        let device = registry.devices[deviceID]
+        let setup = device?.apps[bundleID]?.settings.notifications ?? NotificationSetup()
+        var content = AlertContent.read(payload, setup: setup)
+        // An activity's alert carries its sound inside it (Apple's example: "alert": {…,
+        // "sound": "chime.aiff"}); kept in the record, which reads a plain alert's back as a
+        // notification's.
+        var soundInAlert = false
+        if !content.hasSound, let sound = (try? JSONValue.parse(payload))?["aps"]?["alert"]?["sound"],
+            sound.stringValue != nil || sound.objectValue != nil
+        {
+            content.hasSound = true
+            soundInAlert = true
+        }
         let display: Display = content.hasAlert && content.hasText || content.hasSound || content.badge != nil ? .banner : .none
-        guard display == .banner, setup != NotificationSetup() else { return (display, nil, content.notes) }
-        return (display, Presentation.shown(content, display: display), content.notes)
+        guard display == .banner else { return (display, nil, content.notes) }
+        var notes = content.notes
+        var p = Presentation.shown(content, display: display)
+        // The device's switches hold for an activity's alert as for a notification's: a Focus
+        // that does not allow the app keeps it quiet and dark, the ring switch on silent
+        // keeps it quiet (the activity is updated all the same).
+        var quieted = false
+        if let focus = device?.attention.focus, let why = PresentationRules.silencedBy(focus, p, content, bundleID: bundleID) {
+            notes.append("silenced by Focus \u{201C}\(focus.name)\u{201D}: \(why)")
+            p.screenLit = false
+            if p.sound == .played { p.sound = .silenced }
+            quieted = true
+        } else if device?.attention.muted == true, p.sound == .played {
+            notes.append("the ring switch is on silent, so no sound")
+            p.sound = .silenced
+            quieted = true
+        }
+        guard setup != NotificationSetup() || quieted || soundInAlert else { return (display, nil, notes) }
+        return (display, p, notes)
     }
 
     /// A `timestamp` past year 5000 is almost surely milliseconds: the device takes it as

@@ -32,6 +32,38 @@ struct LiveActivityThrottleRecordTests {
         return (activity.activityID, try #require(activity.pushToken))
     }
 
+    /// An activity's alert keeps to the device's switches as a notification's does: on silent
+    /// its sound is silenced, under a Focus that does not allow the app the screen stays dark
+    /// (it played and lit the screen on a muted phone in Do Not Disturb).
+    @Test func anActivitysAlertKeepsToTheRingSwitchAndFocus() throws {
+        let f = try PersistenceFixture()
+        let token = try pushToStartToken(f)
+        func start(_ n: Int) throws -> NotificationRecord? {
+            let answer = try push(
+                f, token,
+                #"{"event":"start","timestamp":\#(n),"attributes-type":"Delivery","attributes":{},"content-state":{"n":0},"alert":{"title":"On its way","body":"b","sound":"default"},"input-push-token":1}"#)
+            return f.record(answer.recordSequence)
+        }
+        try f.state.withWorld { world throws(DeviceRequestError) in _ = try world.changeAttention(deviceID: "ci", JSONObject([("muted", .bool(true))])) }
+        let muted = try #require(try start(1))
+        #expect(muted.outcome == .delivered && muted.presentation?.sound == .silenced, "\(muted.explanation)")
+        #expect(muted.presentation?.screenLit == true)
+        #expect(muted.explanation.contains("the ring switch is on silent"))
+        try f.state.withWorld { world throws(DeviceRequestError) in
+            _ = try world.changeAttention(
+                deviceID: "ci", JSONObject([("muted", .bool(false)), ("focus", .object(JSONObject([("name", .string("Do Not Disturb"))])))]))
+        }
+        let focused = try #require(try start(2))
+        #expect(focused.presentation?.screenLit == false && focused.presentation?.sound == .silenced, "\(focused.explanation)")
+        #expect(focused.explanation.contains("silenced by Focus"))
+        // Neither: the alert's own sound plays (it is inside the alert, as Apple's example has it).
+        try f.state.withWorld { world throws(DeviceRequestError) in
+            _ = try world.changeAttention(deviceID: "ci", JSONObject([("focus", .null)]))
+        }
+        let heard = try #require(try start(3))
+        #expect(heard.presentation?.sound == .played && heard.presentation?.screenLit == true, "\(heard.explanation)")
+    }
+
     func push(_ f: PersistenceFixture, _ token: String, _ aps: String, priority: String = "10") throws -> PushResponse {
         let answer = try f.push(
             token, topic: Self.topic, body: #"{"aps":\#(aps)}"#, headers: [("apns-push-type", "liveactivity"), ("apns-priority", priority)])
