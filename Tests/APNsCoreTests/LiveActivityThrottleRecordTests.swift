@@ -41,10 +41,13 @@ struct LiveActivityThrottleRecordTests {
         func start(_ n: Int) throws -> NotificationRecord? {
             let answer = try push(
                 f, token,
-                #"{"event":"start","timestamp":\#(n),"attributes-type":"Delivery","attributes":{},"content-state":{"n":0},"alert":{"title":"On its way","body":"b","sound":"default"},"input-push-token":1}"#)
+                #"{"event":"start","timestamp":\#(n),"attributes-type":"Delivery","attributes":{},"content-state":{"n":0},"alert":{"title":"On its way","body":"b","sound":"default"},"input-push-token":1}"#
+            )
             return f.record(answer.recordSequence)
         }
-        try f.state.withWorld { world throws(DeviceRequestError) in _ = try world.changeAttention(deviceID: "ci", JSONObject([("muted", .bool(true))])) }
+        try f.state.withWorld { world throws(DeviceRequestError) in
+            _ = try world.changeAttention(deviceID: "ci", JSONObject([("muted", .bool(true))]))
+        }
         let muted = try #require(try start(1))
         #expect(muted.outcome == .delivered && muted.presentation?.sound == .silenced, "\(muted.explanation)")
         #expect(muted.presentation?.screenLit == true)

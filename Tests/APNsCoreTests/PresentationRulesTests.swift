@@ -149,8 +149,11 @@ import Testing
         #expect(nested.notes == [#"the app has no string for body.loc-key "ODD", so iOS uses the key itself"#])
         // Apple's example has no strings at all: the key is the format, its loc-args fill it.
         let apples = Self.content(
-            #"{"aps":{"alert":{"title":{"loc-key":"%@ is on an adventure!","loc-args":["Power Panda"]},"loc-key":"%@ sent you a message","loc-args":["Bob"]}}}"#)
-        #expect(apples.title == "Power Panda is on an adventure!" && apples.body == "Bob sent you a message", "\(apples.title ?? "") \(apples.body ?? "")")
+            #"{"aps":{"alert":{"title":{"loc-key":"%@ is on an adventure!","loc-args":["Power Panda"]},"loc-key":"%@ sent you a message","loc-args":["Bob"]}}}"#
+        )
+        #expect(
+            apples.title == "Power Panda is on an adventure!" && apples.body == "Bob sent you a message", "\(apples.title ?? "") \(apples.body ?? "")"
+        )
         #expect(apples.notes.allSatisfy { $0.hasSuffix("so iOS uses the key itself as the format, with its loc-args") })
         let (empty, _) = Self.present(#"{"aps":{"alert":{"title":null,"body":""},"badge":1}}"#)
         #expect(empty.display == .none && empty.outcome == .delivered, "the badge still changes")
