@@ -117,7 +117,8 @@ public enum PresentationRules {
         var display: Display
         var playsSound = content.hasSound && setup.soundsEnabled
         var setsBadge = content.badge != nil && setup.badgesEnabled
-        if content.hasSound && !setup.soundsEnabled { notes.append("the user turned Sounds off for the app") }
+        // (A critical alert plays through that switch: said only where it does not.)
+        if content.hasSound && !setup.soundsEnabled && p.level != .critical { notes.append("the user turned Sounds off for the app") }
         if content.badge != nil && !setup.badgesEnabled { notes.append("the user turned Badges off for the app") }
 
         if foreground {
