@@ -248,6 +248,26 @@ extension World {
         return closed.flatMap { disconnectDevice($0.0, connectionID: $0.1, nowMs: nowMs) }
     }
 
+    /// After the shared copy was reloaded or restored (`--redis`): the frames of what is in
+    /// flight on a device's current connection here, sent again. A delivery can be in flight
+    /// in the copy without its frame having gone out: a frame goes out once its change is
+    /// written, and a write Redis applied and then lost with its state (or whose answer was
+    /// lost) counted as failed here, while the copy restored from it holds the delivery. Nothing
+    /// changes: the same delivery id, so the device's ack settles it; a device that had the
+    /// frame already sees it twice, as after a move.
+    public func inFlightFramesToResend(isOpenHere: (UInt64) -> Bool) -> [DeviceFrame] {
+        delivery.inflight.sorted { $0.key < $1.key }.compactMap { id, flight in
+            let connection = flight.connectionID
+            guard ownership.map({ DeviceOwnership.instance(ofConnection: connection) == $0.me }) ?? true,
+                registry.devices[flight.notification.deviceID]?.connectionID == connection, isOpenHere(connection)
+            else { return nil }
+            let presentation = records.record(sequence: flight.notification.sequence)?.presentation
+            return DeviceFrame(
+                deviceID: flight.notification.deviceID, connectionID: connection,
+                message: Self.notificationMessage(id: id, flight.notification, flight.verdict, presentation))
+        }
+    }
+
     /// The connection went away: deliveries it did not ack go back to the store. One that
     /// another connection of the device replaced: they go out again on that one (returned).
     @discardableResult
@@ -270,10 +290,10 @@ extension World {
     )
         throws(DeviceRequestError) -> [DeviceFrame]
     {
-        guard let flight = delivery.inflight[deliveryID], flight.notification.deviceID == deviceID,
-            flight.connectionID == connectionID
-        else {
-            throw DeviceRequestError("bad_request", "no delivery \(deliveryID) is waiting for an ack on this connection")
+        // The device's ack, on whichever of its connections: one sent again on a new connection
+        // after a reconnect, or after a reload of the shared copy, may still name the old one.
+        guard let flight = delivery.inflight[deliveryID], flight.notification.deviceID == deviceID else {
+            throw DeviceRequestError("bad_request", "no delivery \(deliveryID) is waiting for an ack from this device")
         }
         delivery.inflight.removeValue(forKey: deliveryID)
         releaseWindowSlot(deviceID)

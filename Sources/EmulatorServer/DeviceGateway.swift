@@ -98,6 +98,9 @@ final class DeviceGateway: Sendable {
         tickQueue.async { [self] in
             let now = clock.nowMilliseconds()
             dispatch(state.withWorld { world in world.detachClosedConnections(isOpenHere: { self.isOpen($0) }, nowMs: now) })
+            // What the copy has in flight on open connections here goes out again: its frame
+            // may never have (`World.inFlightFramesToResend`).
+            dispatch(state.readWorld { world in world.inFlightFramesToResend(isOpenHere: { self.isOpen($0) }) })
         }
     }
 

@@ -1298,6 +1298,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 s.holding = false
                 try heartbeat(redis)
                 s.unavailable = nil
+                // The copy written back may hold deliveries whose frames never went out (their
+                // writes failed at the loss): the device sockets here are reconciled with it, as
+                // after a reload (`EmulatorState.observeSharedResets`).
+                tickets.withLock { $0.announcements.append(([], true, false)) }
                 restored = true
             } catch {
                 if redis.isBroken { s.redis = nil }

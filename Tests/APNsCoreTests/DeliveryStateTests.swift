@@ -360,6 +360,30 @@ struct DeliveryStateTests {
         #expect(g.base.state.readWorld { $0.registry.devices["phone"]?.connectionID } == nil)
     }
 
+    /// After a reload of the shared copy, what is in flight on the device's open connection is
+    /// sent again (its frame may never have gone out) with the same delivery id, changing
+    /// nothing; the ack settles it, also on another of the device's connections.
+    @Test func whatIsInFlightOnAnOpenConnectionIsSentAgainAfterAReload() throws {
+        let f = try DeviceFixture()
+        let sent = try f.push()
+        let first = f.notifications(in: sent.deviceFrames)
+        let again = f.base.state.readWorld { $0.inFlightFramesToResend(isOpenHere: { _ in true }) }
+        #expect(f.notifications(in: again).map { $0["id"] } == first.map { $0["id"] }, "\(again)")
+        #expect(again.allSatisfy { $0.connectionID == f.connectionID })
+        #expect(f.base.state.readWorld { $0.inFlightFramesToResend(isOpenHere: { _ in false }) }.isEmpty, "not on a closed one")
+        // The device acks from a new connection: its ack still counts.
+        let id = UInt64(try #require(first.first?["id"]?.intValue))
+        let old = f.connectionID
+        try f.connect()
+        let now = f.now
+        let newConnection = f.connectionID
+        _ = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.acknowledge(deviceID: "phone", connectionID: newConnection, deliveryID: id, nowMs: now)
+        }
+        #expect(f.record(sent)?.outcome == .delivered)
+        #expect(old != newConnection)
+    }
+
     @Test func terminatedAppGetsItsBackgroundPushWhenLaunched() throws {
         let f = try DeviceFixture(settings: AppSettings(appState: .terminated))
         let push = try f.push(#"{"aps":{"content-available":1}}"#, headers: [("apns-push-type", "background"), ("apns-priority", "5")])
