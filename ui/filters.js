@@ -90,6 +90,11 @@ function clearFilters() {
   applyFilters();
 }
 
+/** The token view's banner again, after a 410 or a fault on the timeline (its token's state
+ * may have changed). */
+export function refreshScope() { clearTimeout(scopeTimer); scopeTimer = setTimeout(renderScope, 300); }
+let scopeTimer = null;
+
 /** The per-token (or per-device) view banner. */
 async function renderScope() {
   const scope = $('#scope');

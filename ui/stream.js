@@ -14,7 +14,7 @@ import { $ } from './dom.js';
 import { serverQuery } from './filters.js';
 import { countRequest, loadReset } from './load.js';
 import { refreshSide } from './refresh.js';
-import { forgetRecords, loadRecords, receiveRecord } from './timeline.js';
+import { forgetRecords, loadRecords, receiveRecord, recheckFilteredRows } from './timeline.js';
 
 let source = null, retryTimer = null;
 // The server sends `ping` every 15 s; a stream quiet for longer than QUIET_MS is taken for stuck
@@ -74,6 +74,7 @@ export function connect() {
     if (r && r.pushType === 'liveactivity') { noteLiveRecord(r); noteBroadcastRecord(r); }
     else if (r) noteCenterRecord(r);
   });
+  es.addEventListener('ping', () => { if (source === es) recheckFilteredRows(); });
   es.addEventListener('channel', () => noteChannelEvent());
   es.addEventListener('backendCall', (ev) => {
     let c;

@@ -8,7 +8,7 @@ import { api } from './api.js';
 import { scheduleChecks } from './checks.js';
 import { renderDetail } from './detail.js';
 import { $, $$, h } from './dom.js';
-import { serverQuery, setFilter } from './filters.js';
+import { refreshScope, serverQuery, setFilter } from './filters.js';
 import { fmtTime, shortToken } from './format.js';
 import { refreshInfo } from './info.js';
 import { noteHistory } from './load.js';
@@ -50,6 +50,10 @@ function buildRow(r) {
 export function upsert(r, { live = false, careful = false } = {}) {
   const old = state.records.get(r.sequence);
   if (old && careful && progress(r) < progress(old)) return;
+  // A record older than every row shown, while older ones are still to load, belongs to them:
+  // placed now it would sit out of order above the next "Load 200 older" page.
+  const oldest = $('#rows').lastElementChild;
+  if (!old && olderCursor && oldest && r.sequence < Number(oldest.dataset.seq)) return;
   state.records.set(r.sequence, r);
   const tr = buildRow(r);
   tr.hidden = !matchesClient(r);
@@ -69,17 +73,27 @@ export function upsert(r, { live = false, careful = false } = {}) {
   if (state.selected === r.sequence) renderDetail();
 }
 
-/** Drops the oldest rows past the limit (fewer under load). */
+/** Drops the oldest rows past the limit (fewer under load); "Load 200 older" goes on from the
+ * oldest row kept. */
 function trim() {
   const limit = rowLimit();
+  let trimmed = false;
   while (state.rows.size > limit) {
     const last = $('#rows').lastElementChild;
     const seq = Number(last.dataset.seq);
     last.remove();
     state.rows.delete(seq);
     state.records.delete(seq);
-    olderCursor = null;  // the oldest rows went: loading older ones would leave a gap
+    trimmed = true;
   }
+  const oldest = $('#rows').lastElementChild;
+  if (trimmed && oldest) olderCursor = cursorBefore(Number(oldest.dataset.seq));
+}
+
+/** The list's cursor for the records before `seq`: what GET's `nextCursor` says after a page
+ * ending at `seq` (base64url of "notifications:<seq>"). */
+function cursorBefore(seq) {
+  return btoa(`notifications:${seq}`).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 }
 
 /** Empties the table (the filters changed, the records were reset). */
@@ -156,6 +170,32 @@ async function refreshSelected(seq) {
   if (fresh && fresh.sequence === seq && state.records.has(seq)) upsert(fresh, { careful: true });
 }
 
+/** Under a filter the server applies, the rows whose outcome may still change (waiting in the
+ * store, held, pending) are read again: the filtered stream stops telling of a record once it
+ * no longer matches, so such a row kept its old outcome. One that no longer matches goes. At
+ * most 20 a time (called on the stream's ping, every 15 s), each asked with the filter and its
+ * apns-id. */
+export async function recheckFilteredRows() {
+  const query = serverQuery();
+  if (!query) return;
+  const waiting = [...state.records.values()]
+    .filter((r) => r.apnsId && ['stored', 'pending', 'deferred', 'throttled'].includes(r.outcome))
+    .sort((a, b) => b.sequence - a.sequence).slice(0, 20);
+  const generation = loadGeneration;
+  for (const r of waiting) {
+    let data;
+    try { data = await api('GET', `/api/v1/notifications?${query}&apnsId=${encodeURIComponent(r.apnsId)}&limit=20`); } catch { return; }
+    if (generation !== loadGeneration || !state.rows.has(r.sequence)) continue;
+    const fresh = data.notifications.find((x) => x.sequence === r.sequence);
+    if (fresh) { upsert(fresh, { careful: true }); continue; }
+    state.rows.get(r.sequence).remove();
+    state.rows.delete(r.sequence);
+    state.records.delete(r.sequence);
+    if (state.selected === r.sequence) select(null);
+  }
+  if (waiting.length) updateCounts();
+}
+
 /** Moves the selection `delta` rows down among the shown ones (up when negative). */
 export function move(delta) {
   const rows = visibleRows();
@@ -202,7 +242,7 @@ function flush() {
   const { added, side, cross } = pendingFlags;
   pendingFlags.added = pendingFlags.side = pendingFlags.cross = false;
   if (added && !infoTimer) infoTimer = setTimeout(() => { infoTimer = null; refreshInfo(); }, 500);
-  if (side) scheduleSide();
+  if (side) { scheduleSide(); if (state.filters.token) refreshScope(); }
   if (cross) scheduleChecks();
   const now = performance.now(), elapsed = now - lastFlushAt;
   if (elapsed >= 25) { // not for the rest of a batch that is applied in chunks
