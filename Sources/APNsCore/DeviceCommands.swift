@@ -121,10 +121,10 @@ extension World {
             // acknowledged until it closes (`disconnectDevice`): a device that acked and
             // reconnected at once has its last acks read there first, and what it did not ack
             // goes out again on this connection then. Sent through another instance's (relayed,
-            // `--redis`; that instance may be gone): it goes out again here now.
-            if let ownership, DeviceOwnership.instance(ofConnection: old) != ownership.me {
-                returnInflight(deviceID: hello.deviceID, connectionID: old, nowMs: nowMs)
-            } else if !isOpenHere(old) {
+            // `--redis`; that instance may be gone), or one of this instance's that is closed
+            // already: it goes out again here now.
+            let elsewhere = ownership.map { DeviceOwnership.instance(ofConnection: old) != $0.me } ?? false
+            if elsewhere || !isOpenHere(old) {
                 returnInflight(deviceID: hello.deviceID, connectionID: old, nowMs: nowMs)
             }
         }
