@@ -254,11 +254,12 @@ extension World {
     /// written, and a write Redis applied and then lost with its state (or whose answer was
     /// lost) counted as failed here, while the copy restored from it holds the delivery. Nothing
     /// changes: the same delivery id, so the device's ack settles it; a device that had the
-    /// frame already sees it twice, as after a move.
-    public func inFlightFramesToResend(isOpenHere: (UInt64) -> Bool) -> [DeviceFrame] {
+    /// frame already sees it twice, as after a move. Only deliveries made before `beforeMs` (the
+    /// reload): one made since (a device attached again) went out with its change.
+    public func inFlightFramesToResend(beforeMs: Int64, isOpenHere: (UInt64) -> Bool) -> [DeviceFrame] {
         delivery.inflight.sorted { $0.key < $1.key }.compactMap { id, flight in
             let connection = flight.connectionID
-            guard ownership.map({ DeviceOwnership.instance(ofConnection: connection) == $0.me }) ?? true,
+            guard flight.sentAtMs < beforeMs, ownership.map({ DeviceOwnership.instance(ofConnection: connection) == $0.me }) ?? true,
                 registry.devices[flight.notification.deviceID]?.connectionID == connection, isOpenHere(connection)
             else { return nil }
             let presentation = records.record(sequence: flight.notification.sequence)?.presentation

@@ -95,12 +95,13 @@ final class DeviceGateway: Sendable {
     /// be the one to take. Which connections are open is read under the state lock: a
     /// connection registers before its hello can name it in the state.
     func detachClosedConnections() {
+        let reloadedAt = clock.nowMilliseconds()
         tickQueue.async { [self] in
             let now = clock.nowMilliseconds()
             dispatch(state.withWorld { world in world.detachClosedConnections(isOpenHere: { self.isOpen($0) }, nowMs: now) })
             // What the copy has in flight on open connections here goes out again: its frame
             // may never have (`World.inFlightFramesToResend`).
-            dispatch(state.readWorld { world in world.inFlightFramesToResend(isOpenHere: { self.isOpen($0) }) })
+            dispatch(state.readWorld { world in world.inFlightFramesToResend(beforeMs: reloadedAt, isOpenHere: { self.isOpen($0) }) })
         }
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import Networking
 import Scenarios
+import Synchronization
 
 /// `apns-emulator scenario FILE`: runs a scenario file (docs/scenarios.md) against an emulator
 /// it starts in this process, or against a running one (`--admin`). Exit status: 0 when every
@@ -102,6 +103,9 @@ private enum ScenarioCLI {
             strict: !options.isSet("no-strict"),
             onStep: json ? nil : progress)
         let report = ScenarioRunner.run(scenario, on: target, options: runOptions)
+        // Interrupted: the handler stops the commands (which ends the step the run was in)
+        // and exits 130 or 143; this thread must not exit first with the run's own status.
+        while interrupted.load(ordering: .acquiring) { sleep(1) }
         target.stop()
         if json { emit(report.json.serialized(pretty: true)) } else { emit(printer.footer(report)) }
         // _exit after flushing: the in-process emulator's threads may still be winding down.
@@ -116,6 +120,7 @@ private enum ScenarioCLI {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
+                interrupted.store(true, ordering: .releasing)
                 FileHandle.standardError.write(Data("apns-emulator scenario: interrupted; stopping the emulator it started\n".utf8))
                 RunningCommands.stopAll()
                 target.stop()
@@ -126,6 +131,9 @@ private enum ScenarioCLI {
             interruptSources.append(source)
         }
     }
+
+    /// Set by the interrupt handler before it stops anything.
+    static let interrupted = Atomic<Bool>(false)
 
     /// Kept for the life of the run (a released source stops watching); set once, on the main
     /// thread, before the run.

@@ -367,10 +367,14 @@ struct DeliveryStateTests {
         let f = try DeviceFixture()
         let sent = try f.push()
         let first = f.notifications(in: sent.deviceFrames)
-        let again = f.base.state.readWorld { $0.inFlightFramesToResend(isOpenHere: { _ in true }) }
+        let later = f.now + 1
+        let again = f.base.state.readWorld { $0.inFlightFramesToResend(beforeMs: later, isOpenHere: { _ in true }) }
         #expect(f.notifications(in: again).map { $0["id"] } == first.map { $0["id"] }, "\(again)")
         #expect(again.allSatisfy { $0.connectionID == f.connectionID })
-        #expect(f.base.state.readWorld { $0.inFlightFramesToResend(isOpenHere: { _ in false }) }.isEmpty, "not on a closed one")
+        #expect(f.base.state.readWorld { $0.inFlightFramesToResend(beforeMs: later, isOpenHere: { _ in false }) }.isEmpty, "not on a closed one")
+        #expect(
+            f.base.state.readWorld { $0.inFlightFramesToResend(beforeMs: f.now, isOpenHere: { _ in true }) }.isEmpty,
+            "not one sent since the reload")
         // The device acks from a new connection: its ack still counts.
         let id = UInt64(try #require(first.first?["id"]?.intValue))
         let old = f.connectionID

@@ -24,6 +24,8 @@ import TestSupport
     }
 
     static func goAwayReason(_ connection: HTTP2ClientConnection) -> String? {
+        // The GOAWAY follows the last answer, maybe in a later read than it.
+        try? connection.pump(timeoutMilliseconds: 3000) { connection.session.goAway != nil || connection.isClosed }
         guard let goAway = connection.session.goAway, let body = try? JSONValue.parse(goAway.debugData) else { return nil }
         return body["reason"]?.stringValue
     }
