@@ -67,8 +67,9 @@ public final class EmulatorState: Sendable {
     /// needs the state first (`observeRecordChanges`).
     private let recordObserver = SetOnce<@Sendable ([UInt64], _ reset: Bool) -> Void>()
     fileprivate let channelObserver = SetOnce<@Sendable ([(BroadcastChannel, subscribers: Int)]) -> Void>()
-    /// Called after a reset another instance made was applied here (`--redis`), so that the
-    /// devices connected here are attached again, as a reset through this instance does.
+    /// Called after the shared copy was replaced here (`--redis`: a reset another instance made,
+    /// a reload, a restore), so that the device sockets here are reconciled with it, and
+    /// attached again when it says so, as a reset through this instance does.
     private let sharedResetObserver = SetOnce<@Sendable (Bool) -> Void>()
     /// With instances that own devices (`--redis`): the clock for routing, before each change
     /// made under the lease, every push still waiting for its device's owner

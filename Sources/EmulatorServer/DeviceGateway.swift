@@ -86,7 +86,6 @@ final class DeviceGateway: Sendable {
         }
     }
 
-    /// Re-attaches every connected device after a reset (on each connection's loop).
     /// Whether a connection of this instance is open (registered until it closes).
     func isOpen(_ connectionID: UInt64) -> Bool { connections.withLock { $0[connectionID] != nil } }
 
@@ -105,6 +104,7 @@ final class DeviceGateway: Sendable {
         }
     }
 
+    /// Re-attaches every connected device after a reset (on each connection's loop).
     func reattachAll() {
         for ref in connections.withLock({ Array($0.values) }) {
             ref.loop.execute { ref.handler?.reattach() }
