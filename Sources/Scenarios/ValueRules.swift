@@ -53,7 +53,10 @@ enum ValueRule: Sendable {
     /// The value in a message: a number as written in JSON, a long string cut short.
     static func shown(_ value: JSONValue) -> String {
         if let number = value.numberValue { return text(number) }
-        let text = value.stringValue ?? value.serialized()
+        // A string with a line break or another control character (a command's stdout, say) is
+        // quoted as JSON, so the message stays on its line and shows it.
+        let plain = value.stringValue.flatMap { $0.unicodeScalars.contains { $0.value < 0x20 } ? nil : $0 }
+        let text = plain ?? value.serialized()
         return text.count > 40 ? String(text.prefix(40)) + "… (\(text.count) characters)" : text
     }
 

@@ -186,6 +186,15 @@ struct RunTests {
         let failed = try #require(report.failedStep)
         #expect(failed.index == 2)
         #expect(failed.failure == #""ms" must be a whole number from 0 to 3600000 (1 hour), not -1"#)
+        // A value with a line break (a command's stdout) is quoted, so the message keeps its line.
+        let stdout = try run(
+            #"""
+            {"name": "late values", "steps": [
+              {"do": "run", "argv": ["echo", "abc"]},
+              {"do": "sleep", "ms": "${lastRun.stdout}"}
+            ]}
+            """#)
+        #expect(stdout.failedStep?.failure == #""ms" must be a whole number from 0 to 3600000 (1 hour), not "abc\n""#, "\(stdout.failedStep?.failure ?? "")")
         let clock = try run(
             #"""
             {"name": "late values", "steps": [
