@@ -194,7 +194,9 @@ struct RunTests {
               {"do": "sleep", "ms": "${lastRun.stdout}"}
             ]}
             """#)
-        #expect(stdout.failedStep?.failure == #""ms" must be a whole number from 0 to 3600000 (1 hour), not "abc\n""#, "\(stdout.failedStep?.failure ?? "")")
+        #expect(
+            stdout.failedStep?.failure == #""ms" must be a whole number from 0 to 3600000 (1 hour), not "abc\n""#,
+            "\(stdout.failedStep?.failure ?? "")")
         let clock = try run(
             #"""
             {"name": "late values", "steps": [
