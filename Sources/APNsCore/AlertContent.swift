@@ -29,6 +29,9 @@ public struct AlertContent: Sendable, Equatable {
     public var badge: Int?
     /// `aps.sound` is present (a name or a dictionary).
     public var hasSound = false
+    /// The alert dictionary names a sound: where a Live Activity's alert carries it (Apple's
+    /// example, "alert": {…, "sound": "chime.aiff"}); a notification's is `aps.sound`.
+    public var alertHasSound = false
     /// A communication notification's sender (the app's `senderKey`), when named.
     public var sender: String?
 
@@ -50,6 +53,7 @@ public struct AlertContent: Sendable, Equatable {
             content.title = localized(alert, "title", setup, &content.notes)
             content.subtitle = localized(alert, "subtitle", setup, &content.notes)
             content.body = localized(alert, "body", setup, &content.notes, keyName: "loc-key", argsName: "loc-args")
+            content.alertHasSound = alert["sound"]?.stringValue != nil || alert["sound"]?.objectValue != nil
         default:
             break
         }

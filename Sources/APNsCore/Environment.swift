@@ -33,9 +33,11 @@ extension APNsEnvironment {
         return nil
     }
 
+    private static let applePrefixes = ["api.", "api-broadcast.", "api-manage-broadcast."]
+
     /// What follows `api.`, `api-broadcast.` or `api-manage-broadcast.`; nil for another name.
     private static func dropApplePrefix(_ name: Substring) -> Substring.UTF8View.SubSequence? {
-        for prefix in ["api.", "api-broadcast.", "api-manage-broadcast."] {
+        for prefix in applePrefixes {
             let utf8 = name.utf8
             if utf8.count > prefix.utf8.count,
                 utf8.prefix(prefix.utf8.count).elementsEqual(prefix.utf8, by: asciiCaseInsensitiveEqual)

@@ -93,13 +93,8 @@ extension World {
         // An activity's alert carries its sound inside it (Apple's example: "alert": {…,
         // "sound": "chime.aiff"}); kept in the record, which reads a plain alert's back as a
         // notification's.
-        var soundInAlert = false
-        if !content.hasSound, let sound = (try? JSONValue.parse(payload))?["aps"]?["alert"]?["sound"],
-            sound.stringValue != nil || sound.objectValue != nil
-        {
-            content.hasSound = true
-            soundInAlert = true
-        }
+        let soundInAlert = !content.hasSound && content.alertHasSound
+        if soundInAlert { content.hasSound = true }
         let display: Display = content.hasAlert && content.hasText || content.hasSound || content.badge != nil ? .banner : .none
         guard display == .banner else { return (display, nil, content.notes) }
         var notes = content.notes

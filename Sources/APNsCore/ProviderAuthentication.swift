@@ -79,6 +79,7 @@ public struct ConnectionAuthenticator: Sendable {
         guard let authorization, let token = Self.bearerToken(Substring(authorization)) else { return }
         for index in verified.indices where verified[index].tokenString == token { verified[index].expired = true }
     }
+
     public var teamID: String? { boundTeam }
 
     /// - Parameters:

@@ -58,13 +58,6 @@ extension String {
     }
 }
 
-/// A child process with bounded captured output and a deadline.
-///
-/// The command runs in a process group of its own. Its output is read as it comes (so it never
-/// blocks on a full pipe), keeping the first `keptBytes` of each stream and counting the rest;
-/// the reads never hold up the deadline. When the command exits, output from processes it left
-/// in the background is read for at most `graceMs` more, and then the whole group is killed;
-/// when it is still running at its deadline, the whole group is killed at once.
 /// Stops the `run` steps' commands still running, with everything they started (each has a
 /// process group of its own, so a Ctrl-C at the terminal does not reach it): called when the
 /// runner is interrupted, which otherwise left them running.
@@ -79,6 +72,13 @@ public enum RunningCommands {
     }
 }
 
+/// A child process with bounded captured output and a deadline.
+///
+/// The command runs in a process group of its own. Its output is read as it comes (so it never
+/// blocks on a full pipe), keeping the first `keptBytes` of each stream and counting the rest;
+/// the reads never hold up the deadline. When the command exits, output from processes it left
+/// in the background is read for at most `graceMs` more, and then the whole group is killed;
+/// when it is still running at its deadline, the whole group is killed at once.
 enum ChildProcess {
     /// Each of stdout and stderr keeps this much (1 MiB); the rest is read and counted.
     static let keptBytes = 1 << 20
