@@ -123,6 +123,13 @@ function callResult(c) {
   return parts.length ? parts : h('span', { class: 'muted' }, '—');
 }
 
+/** What stands where an answer's body would: a failed or dropped call will get none. */
+function noAnswer(c) {
+  if (c.status != null) return 'empty body';
+  if (c.state === 'failed' || c.state === 'dropped') return c.error ? `no answer (${c.error})` : 'no answer';
+  return 'no answer yet';
+}
+
 function parsedResponse(text) {
   if (typeof text !== 'string') return text;
   try { return JSON.parse(text); } catch { return text; }
@@ -142,7 +149,7 @@ function callDetail(c) {
         h('div', { class: 'small muted', style: 'margin-top:8px' }, 'request body'),
         c.body == null ? h('div', { class: 'muted' }, 'no body') : h('div', { class: 'call-body' }, jsonView(c.body))),
       h('div', null, h('div', { class: 'small muted' }, c.status != null ? `answer: ${c.status}` : 'answer'),
-        c.response == null || c.response === '' ? h('div', { class: 'muted' }, c.status != null ? 'empty body' : 'no answer yet')
+        c.response == null || c.response === '' ? h('div', { class: 'muted' }, noAnswer(c))
           : h('div', { class: 'call-response' }, jsonView(parsedResponse(c.response))))));
 }
 

@@ -408,11 +408,11 @@ class UITest:
         """Accounts on a device, the app's backend calls and a push shown to the wrong account (issue 10)."""
         device, bundle, q = "ui-accounts-phone", self.args.topic, urllib.parse.quote
         token = self.admin.call("POST", "/api/v1/devices", {"bundleId": bundle, "environment": "sandbox", "deviceId": device})["token"]
-        # The app's backend: a bind hook to a dead port (its calls fail and are retried: only their rows matter
-        # here) and the payload field that names the account a push is for.
+        # The app's backend: a bind hook to a dead port (its call fails at its one attempt) and the
+        # payload field that names the account a push is for.
         self.admin.call("PUT", f"/api/v1/apps/{q(bundle)}/backend", {
             "bind": {"url": "http://127.0.0.1:9/bind/{{token}}", "method": "PUT", "body": {"userId": "{{userId}}"}},
-            "addresseePointer": "/uid"})
+            "addresseePointer": "/uid", "maxAttempts": 1})
         self.tab("devices")
         card = f'.device[data-device="{device}"]'
         badge = lambda: self.text(f"{card} .account-badge")
@@ -466,6 +466,11 @@ class UITest:
                 bind_rows()[0].find_element(By.CSS_SELECTOR, "tr.call-row").click()
             return detail()
         wait_for("the bind call's details", expand)
+        # A call that failed will get no answer: its details say so (not "no answer yet").
+        wait_for("the failed call's details to say it got no answer",
+                 lambda: expand() and (lambda t: "no answer (" in t and "no answer yet" not in t)(
+                     self.js("const d = document.querySelector('#calls tbody.call[data-hook=\"bind\"] tr.call-detail');"
+                             "return d ? d.textContent : '';")), timeout=10)
         ids = self.js("return Array.from(document.querySelectorAll('#calls tbody.call'), (b) => b.dataset.id);")
         check(len(ids) == len(set(ids)), f"a call is listed more than once: {ids}")  # changes update its row
         self.log(f"bind call listed: {cell('td.k-request')} ({cell('td.k-result') or 'no result yet'}); details expand")
