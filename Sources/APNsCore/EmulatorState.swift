@@ -450,6 +450,7 @@ public final class EmulatorState: Sendable {
             world.registry.continueRandomness(from: old.registry)
             world.credentials.advanceGeneration(beyond: generation)
             world.records.continueNumbering(from: old.records)
+            world.records.continueCountingEvictions(from: old.records)
             world.ownership = old.ownership
             world.channels.continueIssuedIDs(from: old.channels)
             if persistence != nil || coordinator != nil {

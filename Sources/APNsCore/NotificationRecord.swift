@@ -469,6 +469,13 @@ public struct RecordStore: Sendable {
     }
 
     /// Takes on another journal's numbering (a reset or reload replaced this one).
+    /// Keeps counting the records dropped where `other` left off: `notificationsDropped`
+    /// counts what this instance dropped since it started, across a reset and a reload of the
+    /// shared state (whose journal this one goes on being).
+    mutating func continueCountingEvictions(from other: RecordStore) {
+        evicted = max(evicted, other.evicted)
+    }
+
     public mutating func continueNumbering(from other: RecordStore) {
         tracksUpdatesApart = other.tracksUpdatesApart
         guard let theirs = other.numbering else { return continueSequence(from: other.nextSequence) }

@@ -483,6 +483,7 @@ extension World {
 
         var journal = RecordStore(capacity: configured.records.capacity, byteBudget: configured.records.byteBudget)
         journal.continueNumbering(from: records)
+        journal.continueCountingEvictions(from: records)
         for record in state.records { journal.upsert(record) }
         // (A consistent state's next sequence is past its waiting ones already; as a store's
         // `load`, never trust that alone.)

@@ -782,6 +782,33 @@ struct ReplicationTests {
         #expect(try p.replicaAcceptsAPush().recordSequence == sequences[6] + 1)
     }
 
+    /// `notificationsDropped` (the journal's evictions) counts since the instance started: a
+    /// reload of the shared state (a reset row) and a reset go on from the count before.
+    @Test func droppedRecordsKeepCountingAcrossAReloadAndAReset() throws {
+        let p = try ReplicaPair(capacity: 3)
+        for _ in 0..<5 { _ = try p.push(ReplicaPair.pinned) }
+        try p.sync("five pushes")
+        #expect(p.world { $0.records.evicted } == 2)
+        #expect(p.replica.records.evicted == 2)
+        // The replica reloads the whole shared state, as after Redis came back.
+        let state = p.world { $0.persistedState }
+        let pair = p
+        _ = try p.replica.applyReplicated([.reset(state)], nowMs: p.now, configured: p.configured) { stored throws(StateStoreError) in
+            try pair.loadKey(stored)
+        }
+        #expect(p.replica.records.evicted == 2, "a reload started the count again")
+        #expect(p.replica.records.count == 3)
+        #expect(p.replica.takeStateChanges(recordSequences: p.replica.records.takeChanges()).isEmpty)
+        p.state.reset()
+        #expect(p.world { $0.records.evicted } == 2, "a reset started the count again")
+        try p.sync("reset")
+        #expect(p.replica.records.evicted == 2)
+        for _ in 0..<4 { _ = try p.push(ReplicaPair.pinned) }
+        try p.sync("four more")
+        #expect(p.world { $0.records.evicted } == 3)
+        #expect(p.replica.records.evicted == 3)
+    }
+
     /// A follower keeps another instance's records in their stored form until something reads
     /// them, and every way of reading one gives the record the producer has.
     @Test func aFollowerKeepsRecordsEncodedUntilTheyAreRead() throws {
