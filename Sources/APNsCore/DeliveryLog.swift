@@ -90,7 +90,13 @@ public enum DeliveryLog {
             entries.append(
                 Entry(
                     atMs: transition.atMs, state: transition.step.code, console: transition.step.rawValue,
-                    note: last ? record.explanation : nil))
+                    note: last ? record.fullExplanation : nil))
+        }
+        // A record without delivery steps (refused, or not routed yet) ends with its answer,
+        // which then says why as well.
+        if transitions.isEmpty, !record.explanation.isEmpty, var answer = entries.popLast() {
+            answer.note = (answer.note.map { $0 + ": " } ?? "") + record.fullExplanation
+            entries.append(answer)
         }
         return entries
     }

@@ -105,6 +105,9 @@ extension World {
                 notification.sequence, .deferred, "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour), atMs: nowMs)
             return []
         case .deliver(var verdict):
+            if !notification.content.isVisible || notification.content.contentAvailableMisread {
+                advise(notification, &verdict)
+            }
             let presentation = present(notification, &verdict, device: device, app: app, nowMs: nowMs)
             // The wake is charged where the app is woken: a virtual device's at once, a socket
             // device's as the frame goes out (refunded if it never acknowledges it,
@@ -201,6 +204,27 @@ extension World {
             try? registry.updateDevice(device.id) { $0.apps[app.bundleID]?.badge = badge }
         }
         return presentation
+    }
+
+    /// What the provider got wrong that APNs took without a word, added to the verdict's
+    /// reason (`PayloadAdvice`): a push with nothing to show, or a `content-available` not 1.
+    private func advise(_ notification: PendingNotification, _ verdict: inout DeliveryVerdict) {
+        guard notification.pushType == .alert || notification.pushType == .background else { return }
+        let content = notification.content
+        var notes: [String] = []
+        if content.contentAvailable {
+            let headerSent = records.record(sequence: notification.sequence)?.pushTypeHeaderPresent ?? true
+            notes = PayloadAdvice.backgroundPushNotes(pushType: notification.pushType, headerSent: headerSent, priority: notification.priority)
+        } else if let mistake = PayloadAdvice.wakeMistake(notification.payload) {
+            if content.isVisible {
+                notes = ["\(mistake), so the app is not woken"]
+            } else {
+                // In place of the rules' "no content-available", which reads as if it were absent.
+                verdict.reason = "the payload has no alert, badge or sound, and \(mistake), so there is nothing to show or run"
+            }
+        }
+        guard !notes.isEmpty else { return }
+        verdict.reason = ((verdict.reason.map { [$0] } ?? []) + notes).joined(separator: "; ")
     }
 
     static func describe(_ reason: DeferReason, budget: Int) -> String {

@@ -434,6 +434,17 @@ public struct DeviceRegistry: Sendable {
         noteDevice(id)
     }
 
+    /// Why an invalidated token no longer reaches its app, in words, from what the device
+    /// has now: a 410's explanation and the record of a push the device discards say it.
+    public func whyInvalidated(_ entry: TokenEntry) -> String {
+        guard let device = devices[entry.deviceID] else { return "its device was removed" }
+        guard let app = device.apps[entry.bundleID] else { return "the app was uninstalled" }
+        if app.environment != entry.environment {
+            return "the app was installed again as a \(app.environment.rawValue) build, with a \(app.environment.rawValue) token"
+        }
+        return "the app has another token now (reinstalled, or its token replaced)"
+    }
+
     /// Deletes the app: its tokens become `Unregistered` as of `invalidAtMs` (APNs delays the
     /// 410 after an uninstall; `afterPushes` ends the delay early after that many pushes).
     public mutating func uninstall(

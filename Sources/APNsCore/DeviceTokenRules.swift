@@ -15,6 +15,15 @@ public enum DeviceTokenRules {
         public var explanation: String
         /// 410 `Unregistered` only: when the token stopped being valid (ms).
         public var timestampMs: Int64? = nil
+
+        /// A 410's explanation with why the token stopped reaching its app
+        /// (`DeviceRegistry.whyInvalidated`), which the rules alone do not know.
+        public func sayingWhy(_ entry: TokenEntry?, in registry: DeviceRegistry) -> Refusal {
+            guard kind == .unregistered, let entry else { return self }
+            var refusal = self
+            refusal.explanation += ": " + registry.whyInvalidated(entry)
+            return refusal
+        }
     }
 
     /// Refusals the token's text alone decides, before it is looked up.
@@ -78,8 +87,7 @@ public enum DeviceTokenRules {
         case .unregistered(let since) where since <= nowMs:
             throw Refusal(
                 kind: .unregistered, reason: .unregistered,
-                explanation: "the token stopped being valid for \(entry.topic) at \(since) ms (app uninstalled or token replaced)",
-                timestampMs: since)
+                explanation: "the token stopped being valid for \(entry.topic) at \(since) ms", timestampMs: since)
         case .expired:
             throw Refusal(kind: .expired, reason: .expiredToken, explanation: "the token has expired")
         case .active, .unregistered, .rateLimited:

@@ -459,11 +459,17 @@ public final class ProviderEndpoint: Sendable {
                 record.status = 200
                 record.deviceID = entry.deviceID
                 record.bundleID = entry.bundleID
-                route = accepted(
-                    expiration: record.expiration, priority: record.priority, collapseID: record.collapseID,
-                    apnsID: record.apnsID, payload: record.payload, sequence: world.records.nextSequence,
-                    entry: entry, pushType: topic.pushType, json: json, content: content, now: now,
-                    options: world.deliveryOptions)
+                route =
+                    if case .unregistered = entry.state {
+                        // Invalidated, the 410 not started yet: APNs takes it, the device does not.
+                        .drop("accepted; \(world.registry.whyInvalidated(entry)), so the device discards it", step: .unregistered)
+                    } else {
+                        accepted(
+                            expiration: record.expiration, priority: record.priority, collapseID: record.collapseID,
+                            apnsID: record.apnsID, payload: record.payload, sequence: world.records.nextSequence,
+                            entry: entry, pushType: topic.pushType, json: json, content: content, now: now,
+                            options: world.deliveryOptions)
+                    }
             }
         } catch {
             record.reject(error, spelledAs: options.reasonText(error.reason))
@@ -489,7 +495,7 @@ public final class ProviderEndpoint: Sendable {
         let sequence = world.records.append(moving: &record)
         switch route {
         case .deliver(let notification): reply.deviceFrames = world.routeOrHandOff(notification, nowMs: now)
-        case .drop(let why): world.setOutcome(sequence, .droppedBySystem, why, atMs: now)
+        case .drop(let why, let step): world.setOutcome(sequence, .droppedBySystem, why, atMs: now, step: step)
         case .liveActivity(let token, let priority, let expiration):
             reply.deviceFrames = world.applyLiveActivityPush(
                 token: token, payload: request.body, priority: priority, expiration: expiration, sequence: sequence, nowMs: now)
@@ -883,7 +889,7 @@ public final class ProviderEndpoint: Sendable {
                     ? entry.state : world.registry.countPushToInvalidatedToken(entry.token, nowMs: now) ?? entry.state
             }
         } catch {
-            throw Rejection(error)
+            throw Rejection(error.sayingWhy(found, in: world.registry))
         }
     }
 
@@ -934,7 +940,9 @@ public final class ProviderEndpoint: Sendable {
     fileprivate enum AcceptedRoute {
         case none
         case deliver(PendingNotification)
-        case drop(String)
+        /// Taken, then dropped by the device; `step` names it in the delivery log (nil: the
+        /// outcome's).
+        case drop(String, step: DeliveryLog.Step? = nil)
         /// A push to a Live Activity token: the device's Live Activities take it.
         case liveActivity(token: String, priority: Int, expiration: Int64?)
     }
@@ -946,9 +954,6 @@ public final class ProviderEndpoint: Sendable {
         sequence: UInt64, entry: TokenEntry, pushType: PushType, json: JSONValidator.Verdict?,
         content: PushContent, now: Int64, options: DeliveryOptions
     ) -> AcceptedRoute {
-        if case .unregistered = entry.state {
-            return .drop("accepted; the app is no longer installed, so the device discards it")
-        }
         guard json == .object else {
             return .drop("accepted; the payload is not a JSON object, so the device discards it")
         }

@@ -16,6 +16,9 @@ public struct PushContent: Sendable, Equatable {
     public var needsPresentation: Bool
     /// `aps.badge` as a whole number (0 or more), when it is one.
     public var badge: Int?
+    /// `aps.content-available` is there but not the number 1 (`true`, `"1"`): a wake the
+    /// provider meant and iOS does not read (`PayloadAdvice` says so in the record).
+    public var contentAvailableMisread = false
 
     public init(
         isVisible: Bool = false, contentAvailable: Bool = false, mutableContent: Bool = false, needsPresentation: Bool = false,
@@ -101,6 +104,7 @@ public struct PushContent: Sendable, Equatable {
                     content.needsPresentation = true
                 } else if equals(key, "content-available") {
                     content.contentAvailable = equals(valueStart..<i, "1")
+                    content.contentAvailableMisread = !content.contentAvailable && !equals(valueStart..<i, "0")
                 } else if equals(key, "mutable-content") {
                     content.mutableContent = equals(valueStart..<i, "1")
                 }

@@ -568,6 +568,7 @@ public enum StateCodec {
         let read = PushContent.read(n.payload)
         n.content.needsPresentation = read.needsPresentation
         n.content.badge = read.badge
+        n.content.contentAvailableMisread = read.contentAvailableMisread
         return n
     }
 

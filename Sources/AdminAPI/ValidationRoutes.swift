@@ -56,7 +56,7 @@ struct ValidationRoutes: AdminResource {
             do {
                 verdict = .success(try DeviceTokenRules.judge(found, topic: judged, environment: environment, nowMs: now) { $0.state })
             } catch {
-                verdict = .failure(error)
+                verdict = .failure(state.readWorld { error.sayingWhy(found, in: $0.registry) })
             }
         }
         let judgedTopic = topic ?? bundle
@@ -76,7 +76,8 @@ struct ValidationRoutes: AdminResource {
                 o["reason"] = .null
                 var explanation = "a push to topic \(judgedTopic) in \(environment.rawValue) passes the device-token stage"
                 if case .unregistered(let since) = entry.state {
-                    explanation += "; the app was uninstalled and pushes get 410 Unregistered from \(since) ms"
+                    let why = state.readWorld { $0.registry.whyInvalidated(entry) }
+                    explanation += "; \(why), and pushes get 410 Unregistered from \(since) ms"
                 }
                 o["explanation"] = .string(explanation)
             }
