@@ -38,7 +38,8 @@ enum PayloadAdvice {
             )
         }
         if priority == 10 {
-            notes.append("sent at priority 10: Apple calls priority 10 for a background push an error (send it at 5), and iOS may not wake the app for it")
+            notes.append(
+                "sent at priority 10: Apple calls priority 10 for a background push an error (send it at 5), and iOS may not wake the app for it")
         }
         if !notes.isEmpty { notes.append("the emulator goes by the payload") }
         return notes

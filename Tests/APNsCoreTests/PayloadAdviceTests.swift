@@ -63,7 +63,8 @@ struct PayloadAdviceTests {
         // Visible, with a wake iOS does not read: the alert shows, the note says the app is not woken.
         let visible = try delivered(f, #"{"aps":{"alert":"hi","content-available":true}}"#, headers: [])
         #expect(visible.outcome == .delivered)
-        #expect(visible.fullExplanation.contains("content-available is true, not the number 1, so the app is not woken"), "\(visible.fullExplanation)")
+        #expect(
+            visible.fullExplanation.contains("content-available is true, not the number 1, so the app is not woken"), "\(visible.fullExplanation)")
         // `0` is how providers say "no wake": nothing to say.
         let zero = try delivered(f, #"{"aps":{"alert":"hi","content-available":0}}"#, headers: [])
         #expect(zero.deliveryNote == nil, "\(zero.fullExplanation)")
