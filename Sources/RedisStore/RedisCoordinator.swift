@@ -231,6 +231,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     public func start(waitMilliseconds: Int64) throws(StateStoreError) {
         let deadline = Monotonic.nowMilliseconds() + waitMilliseconds
         var lastError = ""
+        var joinedOthers = false
         while true {
             do {
                 let redis = try store.connect()
@@ -265,6 +266,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         s.lastID = written.id
                     } else {
                         try reload(&s, redis)
+                        joinedOthers = true
                     }
                     try heartbeat(redis)
                     warnOfEviction(&s, redis)
@@ -297,6 +299,17 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         startThread("redis-log") { [weak self] in self?.followLog() }
         startThread("redis-keeper") { [weak self] in self?.keep() }
         startThread("redis-frames") { [weak self] in self?.receiveFrames() }
+        if joinedOthers { addConfiguration() }
+    }
+
+    /// Joined a state others made: this instance's configuration adds what the state lacks
+    /// (keys, apps, devices), written as any change, as a start over `--state-dir` adds it;
+    /// where the state holds one differently, it wins and the log says so.
+    private func addConfiguration() {
+        let configured = self.configured
+        let name = "the shared state (\(store.placeDescription))"
+        let warnings = state.withWorld { world in world.addConfigured(from: configured, stateName: name) }
+        for warning in warnings { logger.warning("shared state: \(warning)") }
     }
 
     public func stop() {

@@ -1149,6 +1149,35 @@ struct SharedStateTests {
             }, "\(Set(answered).subtracting(journaled).count) of \(answered.count) acknowledged pushes missing from the shared journal")
     }
 
+    /// Every instance stopped, an app added to the configuration, started again on the same
+    /// Redis: the app is there (as over a state directory), and an app the shared state gives
+    /// to another team than the configuration does is said in the log.
+    @Test func anAppAddedToTheConfigurationWhileEveryInstanceWasStoppedIsThereAfterwards() throws {
+        let redis = try RedisServerProcess()
+        let shared = try makeSharedDirectory()
+        var first: EmulatorProcess? = try EmulatorProcess(
+            ["--redis", redis.url, "--app", "OTHERTEAM1:com.example.elsewhere"], sharedDirectory: shared)
+        _ = try first?.createDevice()
+        first = nil  // stopped (SIGTERM)
+        let team = EmulatorProcess.teamID
+        let again = try EmulatorProcess(
+            ["--redis", redis.url, "--app", "\(team):com.example.added", "--app", "\(team):com.example.elsewhere"],
+            sharedDirectory: shared)
+        let apps = try again.admin("GET", "/api/v1/apps").json["apps"]?.arrayValue ?? []
+        let owners = Dictionary(uniqueKeysWithValues: apps.compactMap { app in
+            app["bundleId"]?.stringValue.map { ($0, app["teamId"]?.stringValue ?? "") } })
+        #expect(owners["com.example.added"] == team, "\(owners)")
+        #expect(owners["com.example.elsewhere"] == "OTHERTEAM1", "the shared state's owner stays: \(owners)")
+        #expect(again.stderr.contains("app com.example.elsewhere belongs to team OTHERTEAM1 in the shared state"), "\(again.stderr)")
+        let device = try again.createDevice(bundleID: "com.example.added")
+        let answer = APNsResult(try again.connect().send(try again.push(device.token, topic: "com.example.added").request))
+        #expect(answer.status == 200, "\(answer)")
+        // A later instance finds it in the shared state as any other app.
+        let third = try EmulatorProcess(["--redis", redis.url], sharedDirectory: shared)
+        #expect(try third.admin("GET", "/api/v1/apps").raw.contains("com.example.added"))
+        #expect(!third.stderr.contains("belongs to team"))
+    }
+
     @Test func devicesOfAKilledInstanceReconnectAndGetTheirNotifications() throws {
         let cluster = try EmulatorCluster()
         let e1 = cluster.instances[0]
