@@ -9,11 +9,29 @@ public struct DeviceHello: Sendable {
     public var deviceID: String
     public var lowPowerMode: Bool
     public var apps: [AppRegistration]
+    /// The Live Activities as the device last heard of them (nil: it does not say): any that
+    /// changed since is sent again as it is now (`change: "current"`), since `activity` frames
+    /// are not acknowledged and one can go to a socket that was already dead.
+    public var activitiesSeen: [String: ActivitySeen]?
 
-    public init(deviceID: String, lowPowerMode: Bool, apps: [AppRegistration]) {
+    public init(deviceID: String, lowPowerMode: Bool, apps: [AppRegistration], activitiesSeen: [String: ActivitySeen]? = nil) {
         self.deviceID = deviceID
         self.lowPowerMode = lowPowerMode
         self.apps = apps
+        self.activitiesSeen = activitiesSeen
+    }
+}
+
+/// One Live Activity as a device last heard of it (the `activity` object of its newest frame).
+public struct ActivitySeen: Sendable, Equatable {
+    public var updates: Int
+    public var state: String
+    public var pushToken: String?
+
+    public init(updates: Int, state: String, pushToken: String?) {
+        self.updates = updates
+        self.state = state
+        self.pushToken = pushToken
     }
 }
 
@@ -147,7 +165,32 @@ extension World {
         // With --redis, what was answered for it and not yet routed was routed before this
         // change began (`routeEveryWaitingPush`): the store holds the newest.
         frames.append(contentsOf: flushWaiting(deviceID: hello.deviceID, nowMs: nowMs))
+        if let seen = hello.activitiesSeen {
+            frames.append(contentsOf: activitiesMissed(deviceID: hello.deviceID, seen: seen, nowMs: nowMs).map(mine))
+        }
         return frames
+    }
+
+    /// `current` frames for the device's Live Activities that changed since it last heard
+    /// (`seen`): started, updated, ended, given a new token while its frames went to a socket
+    /// that was gone (an instance killed before the others knew, `--redis`). Dismissed ones
+    /// it never heard of are left out.
+    func activitiesMissed(deviceID: String, seen: [String: ActivitySeen], nowMs: Int64) -> [JSONValue] {
+        guard let book = liveActivities.book(deviceID: deviceID) else { return [] }
+        var messages: [JSONValue] = []
+        for activity in book.activities(includeDismissed: true) {
+            let now = ActivitySeen(updates: activity.updates, state: activity.state(atMs: nowMs).rawValue, pushToken: activity.pushToken)
+            if let heard = seen[activity.activityID] {
+                if heard == now { continue }
+            } else if activity.state == .dismissed {
+                continue
+            }
+            messages.append([
+                "type": "activity", "change": "current", "activityId": .string(activity.activityID),
+                "bundleId": .string(activity.bundleID), "activity": activity.json(atMs: nowMs),
+            ])
+        }
+        return messages
     }
 
     /// Installs (or re-registers) an app; returns one `registered` message per token kind,

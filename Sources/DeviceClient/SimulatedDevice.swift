@@ -114,6 +114,15 @@ public final class SimulatedDevice {
         object["deviceId"] = .string(deviceID)
         object["lowPowerMode"] = .bool(lowPowerMode)
         object["apps"] = .array(apps.filter { !installedByEmulator.contains($0.bundleID) }.map { .object($0.protocolFields) })
+        // What it last heard of its Live Activities: what changed while its frames went to a
+        // dead socket comes again (`current`).
+        object["activities"] = .array(
+            activities.sorted { $0.key < $1.key }.map { id, activity in
+                [
+                    "activityId": .string(id), "updates": activity["updates"] ?? 0, "state": activity["state"] ?? "active",
+                    "pushToken": activity["pushToken"] ?? .null,
+                ]
+            })
         return .object(object)
     }
 

@@ -577,7 +577,9 @@ final class DeviceConnection: ConnectionHandler {
                 apps.append(try Self.app(object))
             }
         }
-        let hello = DeviceHello(deviceID: id, lowPowerMode: try Self.optionalBool(m, "lowPowerMode") ?? false, apps: apps)
+        let hello = DeviceHello(
+            deviceID: id, lowPowerMode: try Self.optionalBool(m, "lowPowerMode") ?? false, apps: apps,
+            activitiesSeen: try Self.activitiesSeen(m))
         let now = self.now
         let connectionID = connection.id
         let connected = state.withWorld { world in
@@ -618,6 +620,28 @@ final class DeviceConnection: ConnectionHandler {
         guard DeviceRegistry.isValidDeviceID(id) else { throw DeviceRequestError("bad_request", "\"\(key)\": \(DeviceRegistry.deviceIDRule)") }
         return id
     }
+
+    /// A hello's `activities`: `[{"activityId", "updates", "state", "pushToken"}]`, the Live
+    /// Activities as the device last heard of them (absent: it does not say).
+    static func activitiesSeen(_ m: JSONObject) throws(DeviceRequestError) -> [String: ActivitySeen]? {
+        guard let value = m["activities"], value != .null else { return nil }
+        guard let items = value.arrayValue, items.count <= maxActivitiesSeen else {
+            throw DeviceRequestError("bad_request", "\"activities\" must be a list of at most \(maxActivitiesSeen) objects")
+        }
+        var seen: [String: ActivitySeen] = [:]
+        for item in items {
+            guard let id = item["activityId"]?.stringValue, let updates = item["updates"]?.intValue,
+                let state = item["state"]?.stringValue
+            else {
+                throw DeviceRequestError("bad_request", "each of \"activities\" needs \"activityId\", \"updates\" and \"state\"")
+            }
+            seen[id] = ActivitySeen(updates: Int(clamping: updates), state: state, pushToken: item["pushToken"]?.stringValue)
+        }
+        return seen
+    }
+
+    /// More than a device's Live Activities can be (live and the dismissed ones kept).
+    static let maxActivitiesSeen = 1_000
 
     static func optionalBool(_ m: JSONObject, _ key: String) throws(DeviceRequestError) -> Bool? {
         guard let value = m[key], value != .null else { return nil }

@@ -47,7 +47,7 @@ private let deviceSummary = """
     prints one JSON object per line on stdout (events: registered, notification, appUpdated, \
     deviceUpdated, uninstalled, tapped, responded, loggedIn, loggedOut, erased, restored, pong, offline, online, \
     disconnected, replaced, removed, error; with --live-activity-types also activity, whose change is token, \
-    started, updated, stale, ended, dismissed or tokenEnded, and the answers liveActivitiesDeclared, activityStarted, \
+    started, updated, stale, ended, dismissed, tokenEnded or current (what it missed, after a reconnect), and the answers liveActivitiesDeclared, activityStarted, \
     activityEnded, activityDismissed and activities). Every notification is acked after it is printed. Reconnects (with the same \
     device id) when the connection drops; exits 0 when a newer connection takes the device id or the device is \
     deleted through the admin API.

@@ -1149,6 +1149,48 @@ struct SharedStateTests {
             }, "\(Set(answered).subtracting(journaled).count) of \(answered.count) acknowledged pushes missing from the shared journal")
     }
 
+    /// A Live Activity update taken by another instance in the moments after the instance
+    /// holding its device's socket was killed goes to that dead socket (activity frames are not
+    /// acknowledged); the device, back through the balancer, hears of it from its hello.
+    @Test func anActivityUpdateSentToADeadSocketReachesTheDeviceWhenItIsBack() throws {
+        let cluster = try EmulatorCluster()
+        let device = try DeviceProcess(
+            cluster.instances[0], deviceID: "la-roaming", extra: ["--live-activity-types", "DeliveryAttributes"], address: cluster.device)
+        _ = try #require(device.nextActivity("token"), "no push-to-start token")
+        var holder: Int?
+        #expect(
+            try eventually {
+                holder = try cluster.instanceHoldingDevices(); return holder != nil
+            })
+        let victim = try #require(holder)
+        let survivor = cluster.instances[(victim + 1) % cluster.instances.count]
+        let started = try survivor.admin(
+            "POST", "/api/v1/devices/la-roaming/apps/\(EmulatorProcess.bundleID)/activities",
+            body: ["attributesType": "DeliveryAttributes", "contentState": ["eta": 15]])
+        #expect(started.status == 201, "\(started.raw)")
+        let activityID = try #require(started.json["activityId"]?.stringValue)
+        let token = try #require(started.json["pushToken"]?.stringValue)
+        _ = try #require(device.nextActivity("started"), "the device did not hear of the start")
+
+        cluster.kill(victim)
+        // At once, before the survivor takes the victim for stopped: the frame goes to its socket.
+        var push = try survivor.push(
+            token, payload: #"{"aps":{"event":"update","timestamp":\#(Int(Date().timeIntervalSince1970)),"content-state":{"eta":3}}}"#,
+            topic: EmulatorProcess.bundleID + ".push-type.liveactivity")
+        push.pushType = "liveactivity"
+        push.priority = "5"
+        #expect(APNsResult(try survivor.connect().send(push.request)).status == 200)
+        #expect(device.next("disconnected", timeout: 10) != nil)
+        var heard: JSONValue?
+        #expect(
+            try eventually(20) {
+                guard let event = device.next("activity", timeout: 1) else { return false }
+                if event["activityId"]?.stringValue == activityID, event["activity"]?["contentState"]?["eta"]?.intValue == 3 { heard = event }
+                return heard != nil
+            }, "the device never heard of the update after reconnecting")
+        #expect(["updated", "current"].contains(heard?["change"]?.stringValue ?? ""), "\(heard.map { "\($0)" } ?? "-")")
+    }
+
     /// Every instance stopped, an app added to the configuration, started again on the same
     /// Redis: the app is there (as over a state directory), and an app the shared state gives
     /// to another team than the configuration does is said in the log.
@@ -1164,8 +1206,10 @@ struct SharedStateTests {
             ["--redis", redis.url, "--app", "\(team):com.example.added", "--app", "\(team):com.example.elsewhere"],
             sharedDirectory: shared)
         let apps = try again.admin("GET", "/api/v1/apps").json["apps"]?.arrayValue ?? []
-        let owners = Dictionary(uniqueKeysWithValues: apps.compactMap { app in
-            app["bundleId"]?.stringValue.map { ($0, app["teamId"]?.stringValue ?? "") } })
+        let owners = Dictionary(
+            uniqueKeysWithValues: apps.compactMap { app in
+                app["bundleId"]?.stringValue.map { ($0, app["teamId"]?.stringValue ?? "") }
+            })
         #expect(owners["com.example.added"] == team, "\(owners)")
         #expect(owners["com.example.elsewhere"] == "OTHERTEAM1", "the shared state's owner stays: \(owners)")
         #expect(again.stderr.contains("app com.example.elsewhere belongs to team OTHERTEAM1 in the shared state"), "\(again.stderr)")
