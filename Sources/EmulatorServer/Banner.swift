@@ -169,6 +169,9 @@ public enum Banner {
         let choice = emulator.state.readWorld { world -> Example? in
             for spec in c.authKeys {
                 guard let text = try? String(contentsOfFile: spec.path, encoding: .utf8), text.contains("PRIVATE KEY") else { continue }
+                // A key kept by the state (added at run time, or the shared one) in its place
+                // signs nothing this file can (its warning said so above).
+                guard let inUse = world.credentials.keys[spec.keyID], inUse.teamID == spec.teamID, !inUse.addedAtRunTime else { continue }
                 let bundles = world.credentials.apps.filter { $0.value.teamID == spec.teamID }.keys.sorted()
                 guard let bundle = bundles.first(where: { spec.topics?.contains($0) ?? true }) else {
                     if bundles.isEmpty, signerWithoutApp == nil { signerWithoutApp = spec }

@@ -240,6 +240,29 @@ struct CommandLineTests {
         #expect(!emulator.stdout.contains("a .p8 private key is needed"))
     }
 
+    /// A key the state directory keeps (added at run time) in place of a configured one with
+    /// the same id: the banner's example does not sign with the configured file, whose pushes
+    /// the kept key refuses (it printed a `jwt --key` of the replaced key).
+    @Test func theBannerLeavesOutAConfiguredKeyTheStateReplaced() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("banner-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let keyPath = directory + "-AuthKey.p8"
+        defer { try? FileManager.default.removeItem(atPath: keyPath) }
+        let pem = try ES256PrivateKey.generate().pkcs8PEM
+        try pem.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        var first: EmulatorProcess? = try EmulatorProcess(["--state-dir", directory, "--demo", "off"], withKey: false)
+        let added = try first?.admin("POST", "/api/v1/keys", body: ["teamId": "TEAM000002", "keyId": "KEYBBBBBB2", "pem": .string(pem)])
+        #expect(added?.status == 201, "\(added?.raw ?? "")")
+        first = nil
+        let again = try EmulatorProcess(
+            ["--state-dir", directory, "--demo", "off", "--auth-key", "TEAM000009:KEYBBBBBB2:\(keyPath)", "--app", "TEAM000009:com.example.nine"],
+            withKey: false)
+        try #require(try eventually { again.stdout.contains("Send a push with curl") })
+        #expect(again.stderr.contains("key KEYBBBBBB2 added at run time"), "\(again.stderr)")
+        #expect(!again.stdout.contains("TEAM000009:KEYBBBBBB2"), "\(again.stdout)")
+        #expect(again.stdout.contains("No configured key can sign a push"), "\(again.stdout)")
+    }
+
     /// SIGINT while the start waits for a Redis that is not there (up to 10 s) ends it at once,
     /// not when the wait is over.
     @Test func aSignalWhileStartingStopsTheStartAtOnce() throws {
