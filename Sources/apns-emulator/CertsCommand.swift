@@ -62,9 +62,13 @@ private func runCerts(_ command: Subcommand, _ args: [String]) -> Never {
                 "no CA in \(dir) to sign it: run 'apns-emulator certs --dir \(dir)' first, or give --dir the emulator's certificates directory")
         }
         let made = try TestCertificates.generateProviderCertificate(
-            // One file per environment choice, so a sandbox and a production certificate
-            // for the same app can live side by side.
-            into: dir, name: environment == "both" ? "provider-\(bundle)" : "provider-\(bundle)-\(environment)", caPath: "\(dir)/ca.pem",
+            // One file per environment choice and kind, so a sandbox and a production
+            // certificate, or a universal and a single-topic one, for the same app live side
+            // by side.
+            into: dir,
+            name: "provider-\(bundle)" + (options.isSet("single-topic") ? "-single-topic" : "")
+                + (environment == "both" ? "" : "-\(environment)"),
+            caPath: "\(dir)/ca.pem",
             caKeyPath: "\(dir)/ca-key.pem", bundleID: bundle,
             development: environment != "production", production: environment != "sandbox",
             topics: options.isSet("single-topic") ? [] : nil, validityDays: days, rsa: keyType == "rsa")

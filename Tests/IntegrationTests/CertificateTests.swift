@@ -210,12 +210,12 @@ struct CertificateTests {
             EmulatorProcess.binary,
             ["certs", "--dir", emulator.directory + "/certs", "--provider", EmulatorProcess.bundleID, "--single-topic"])
         #expect(single.status == 0 && single.out.contains("the topic \(EmulatorProcess.bundleID) alone"), "\(single.out) \(single.err)")
+        // Named apart: the universal (RSA) certificate is still there to compare.
+        let singlePath = emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-single-topic.pem"
+        #expect(single.out.contains(singlePath), "\(single.out)")
+        #expect(try run("/usr/bin/openssl", ["x509", "-in", rsaCert, "-noout", "-text"]).out.contains("rsaEncryption"))
         let singleConnection = try connect(
-            emulator,
-            (
-                emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID).pem",
-                emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-key.pem"
-            ))
+            emulator, (singlePath, emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-single-topic-key.pem"))
         #expect(APNsResult(try singleConnection.send(push(sandboxDevice.token, topic: nil).request)).status == 200)
         let voipRefused = APNsResult(try singleConnection.send(push(sandboxDevice.token, topic: EmulatorProcess.bundleID + ".voip").request))
         #expect(voipRefused.reason == "TopicDisallowed")
@@ -224,7 +224,7 @@ struct CertificateTests {
         let mdm = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/certs", "--provider", mdmTopic, "--single-topic"])
         #expect(mdm.status == 0, "\(mdm.err)")
         let mdmSubject = try run(
-            "/usr/bin/openssl", ["x509", "-in", emulator.directory + "/certs/provider-\(mdmTopic).pem", "-noout", "-subject"])
+            "/usr/bin/openssl", ["x509", "-in", emulator.directory + "/certs/provider-\(mdmTopic)-single-topic.pem", "-noout", "-subject"])
         #expect(mdmSubject.out.contains("UID = \(mdmTopic)"), "\(mdmSubject.out)")
         let noCA = try run(EmulatorProcess.binary, ["certs", "--dir", emulator.directory + "/nothing-here", "--provider", EmulatorProcess.bundleID])
         #expect(noCA.status == 2 && noCA.err.contains("no CA in \(emulator.directory)/nothing-here"), "\(noCA.err)")
