@@ -123,6 +123,12 @@ extension Device: ListedRow {
 }
 
 public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A batch of devices: how many the emulator held, how many it asked for.
+    public struct Batch: Equatable, Sendable {
+        public var holding: Int
+        public var asked: Int
+    }
+
     case unknownDevice(String)
     case appNotInstalled(deviceID: String, bundleID: String)
     case invalidBundleID(String)
@@ -133,7 +139,8 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Installing one more app would take the device over `DeviceRegistry.maxAppsPerDevice`.
     case tooManyApps(deviceID: String)
     /// The registry holds as many devices as `--max-devices` allows.
-    case tooManyDevices(limit: Int)
+    /// `batch`: a batch that would go over it.
+    case tooManyDevices(limit: Int, batch: Batch? = nil)
     /// The registry holds as many tokens (invalidated ones included) as `--max-tokens` allows.
     case tooManyTokens(limit: Int)
 
@@ -147,7 +154,10 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidToken(let token): return "'\(token)' is not an even-length hex token"
         case .invalidDeviceID: return DeviceRegistry.deviceIDRule
         case .tooManyApps(let id): return DeviceRegistry.tooManyAppsMessage(deviceID: id)
-        case .tooManyDevices(let limit):
+        case .tooManyDevices(let limit, let batch?):
+            return
+                "a batch of \(batch.asked) devices would take the emulator from \(batch.holding) to \(batch.holding + batch.asked) devices, over the \(limit) --max-devices allows (none were added); ask for at most \(max(limit - batch.holding, 0)), delete some (DELETE /api/v1/devices/{id}), reset (POST /api/v1/reset) or start it with a higher --max-devices"
+        case .tooManyDevices(let limit, nil):
             return
                 "the emulator holds \(limit) devices or more (a kept state can hold more), the most --max-devices allows; delete some (DELETE /api/v1/devices/{id}), reset (POST /api/v1/reset) or start it with a higher --max-devices"
         case .tooManyTokens(let limit):

@@ -434,7 +434,7 @@ public final class ProviderEndpoint: Sendable {
             {
                 // A device's Live Activities are changed under the lease.
                 if world.inSharedTurn { return Self.needingLease(record) }
-                try checkPayload(request, pushType: topic.pushType, json: json)
+                try checkPayload(request, pushType: topic.pushType, json: json, headers: record.requestHeaders)
                 record.status = 200
                 record.deviceID = owner.deviceID
                 record.bundleID = owner.bundleID
@@ -445,7 +445,7 @@ public final class ProviderEndpoint: Sendable {
                         syntax, topic: topic.topic, environment: environment, now: now,
                         world: &world, record: &record)
                 else { return Self.needingLease(record) }
-                try checkPayload(request, pushType: topic.pushType, json: json)
+                try checkPayload(request, pushType: topic.pushType, json: json, headers: record.requestHeaders)
                 if entry.state == .rateLimited {
                     throw Rejection(reason: .tooManyRequests, explanation: "the token is set to rate-limited (admin API)")
                 }
@@ -573,7 +573,10 @@ public final class ProviderEndpoint: Sendable {
         record.explanation = explanation
         state.withWorld { world in
             Self.noteEffectivePushType(&record, credentials: world.credentials)
-            world.counters.countNotification(status: 0, reason: nil, reasonText: nil, pushType: nil, environment: environment)
+            // Counted under the type the record shows, as a push refused by an APNs rule is.
+            world.counters.countNotification(
+                status: 0, reason: nil, reasonText: nil, pushType: record.pushType.flatMap { PushType(rawValue: $0) },
+                environment: environment)
             _ = world.records.append(moving: &record)
         }
     }
@@ -908,8 +911,9 @@ public final class ProviderEndpoint: Sendable {
         return owner
     }
 
+    /// `headers`: the request's (the record holds them by now), read for a 413 only.
     private func checkPayload(
-        _ request: PushRequest, pushType: PushType, json: JSONValidator.Verdict?
+        _ request: PushRequest, pushType: PushType, json: JSONValidator.Verdict?, headers: [HeaderField]
     )
         throws(Rejection)
     {
@@ -918,7 +922,13 @@ public final class ProviderEndpoint: Sendable {
         }
         let limit = pushType.payloadLimit
         if request.bodyLength > limit {
-            let size = request.isComplete ? "\(request.bodyLength) bytes" : "at least \(request.bodyLength) bytes (the rest was not read)"
+            // Answered before the rest came: the size the client declared, when it did.
+            let declared = request.isComplete ? nil : headers.first { $0.name == "content-length" }.flatMap { Int($0.value) }
+            let size =
+                request.isComplete
+                ? "\(request.bodyLength) bytes"
+                : declared.map { "of \($0) bytes (its content-length; \(request.bodyLength) read before the answer, the rest was not read)" }
+                    ?? "at least \(request.bodyLength) bytes (the rest was not read)"
             throw Rejection(
                 reason: .payloadTooLarge,
                 explanation: "payload \(size) > \(limit) limit for push type \(pushType.rawValue)")

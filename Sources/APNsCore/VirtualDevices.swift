@@ -53,6 +53,10 @@ extension World {
             // copy every existing device first.
             registry.discard(newDevices: added)
             backendOutbox.removeLast(backendOutbox.count - outbox)
+            // Said of the batch: after the undo the emulator holds fewer than the limit.
+            if case .tooManyDevices(let limit, nil) = error, ids.count > 1 {
+                throw .tooManyDevices(limit: limit, batch: RegistryError.Batch(holding: registry.devices.count, asked: ids.count))
+            }
             throw error
         }
         return entries

@@ -267,7 +267,9 @@ final class ProviderConnection: ConnectionHandler {
             for stalled in self.session.resetStalledRequests(startedBefore: now - timeout) {
                 let explanation =
                     "stream reset (RST_STREAM CANCEL): the request was not complete \(self.providers.requestTimeoutSeconds) s after it began (--request-timeout)"
-                self.providers.logger.info("provider connection \(self.connection.id) stream \(stalled.streamID): \(explanation)")
+                if let more = self.providers.streamResetLog.take(nowMs: now) {
+                    self.providers.logger.info("provider connection \(self.connection.id) stream \(stalled.streamID): \(explanation)\(more)")
+                }
                 self.endpoint.recordRefused(
                     streamID: stalled.streamID, headers: stalled.headers,
                     headersTruncated: false, explanation: explanation, connection: &self.context)
@@ -550,8 +552,10 @@ final class ProviderConnection: ConnectionHandler {
         }
         // A client that breaks the stream limit has a bug its developer wants to see, under
         // --quiet too.
-        let line = "provider connection \(connection.id) stream \(refused.streamID): \(explanation)"
-        if clientBug { providers.logger.warning(line) } else { providers.logger.info(line) }
+        if let more = providers.streamResetLog.take(nowMs: Monotonic.nowMilliseconds()) {
+            let line = "provider connection \(connection.id) stream \(refused.streamID): \(explanation)\(more)"
+            if clientBug { providers.logger.warning(line) } else { providers.logger.info(line) }
+        }
         endpoint.recordRefused(
             streamID: refused.streamID, headers: refused.headers,
             headersTruncated: !clientBug, explanation: explanation, connection: &context)

@@ -55,6 +55,9 @@ final class ProviderConnections: @unchecked Sendable {
     let http2Errors = Atomic<Int>(0)
     /// Connections ended with GOAWAY by `--error-disconnect` (metrics).
     let errorDisconnects = Atomic<Int>(0)
+    /// The log lines of streams reset one by one (stalled, malformed, over a limit), which a
+    /// client causes at will: 20 every 10 s in the whole emulator, the rest counted.
+    let streamResetLog = LogAllowance(lines: 20, windowMilliseconds: 10_000)
 
     func countErrorDisconnect() { errorDisconnects.add(1, ordering: .relaxed) }
 

@@ -112,6 +112,12 @@ enum StartCredentials {
                         deviceID: device.deviceID, bundleID: declaration.bundleID, environment: declaration.environment,
                         types: declaration.types, frequentUpdates: declaration.frequentUpdates)
                 }
+            } catch RegistryError.tooManyDevices(let limit, _) {
+                // Nothing runs yet to delete devices from: the configuration asks for too many.
+                let demo = madeDemoDevice ? ", the demo device included (--demo off leaves it out)" : ""
+                throw StartupError(
+                    "config device \(device.deviceID): the configuration asks for \(configuration.devices.count + (madeDemoDevice ? 1 : 0)) devices\(demo), more than --max-devices \(limit) allows; start with a higher --max-devices or fewer devices"
+                )
             } catch {
                 throw StartupError("config device \(device.deviceID): \(error)")
             }

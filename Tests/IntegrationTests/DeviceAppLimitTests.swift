@@ -101,6 +101,15 @@ struct DeviceAppLimitTests {
         let third = try emulator.admin("POST", "/api/v1/devices", body: ["deviceId": "c", "bundleId": "com.example.app", "environment": "sandbox"])
         #expect(third.status == 507 && third.json["error"]?.stringValue?.contains("--max-devices") == true, "\(third.raw)")
         #expect(try emulator.admin("GET", "/api/v1/devices/c").status == 404, "nothing of it was kept")
+        // A batch over the limit says what the batch would do, not what the emulator holds.
+        _ = try emulator.admin("DELETE", "/api/v1/devices/b")
+        let batch = try emulator.admin("POST", "/api/v1/devices/batch", body: ["count": 2, "bundleId": "com.example.app", "environment": "sandbox"])
+        #expect(batch.status == 507, "\(batch.raw)")
+        #expect(
+            batch.json["error"]?.stringValue?.hasPrefix("a batch of 2 devices would take the emulator from 1 to 3 devices, over the 2") == true
+                && batch.json["error"]?.stringValue?.contains("ask for at most 1") == true, "\(batch.raw)")
+        #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.count == 1, "none of the batch was kept")
+        // (b's token still counts against --max-tokens: it answers 410.)
         #expect(try emulator.admin("POST", "/api/v1/devices/a/apps", body: ["bundleId": "com.example.two", "environment": "sandbox"]).status == 201)
         let fourth = try emulator.admin("POST", "/api/v1/devices/a/apps", body: ["bundleId": "com.example.three", "environment": "sandbox"])
         #expect(fourth.status == 507 && fourth.json["error"]?.stringValue?.contains("--max-tokens") == true, "\(fourth.raw)")
@@ -180,6 +189,29 @@ struct DeviceAppLimitTests {
         #expect(!still.lines.contains { $0["type"] == "replaced" } && still.lines.contains { $0["type"] == "pong" })
         let apps = try emulator.admin("GET", "/api/v1/devices/full").json["apps"]?.arrayValue?.count
         #expect(apps == Self.limit)
+    }
+
+    /// More config-file devices than `--max-devices`: the start stops saying so, the demo
+    /// device counted (not "delete some", which nothing running could do).
+    @Test func moreConfigFileDevicesThanTheLimitStopTheStart() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cfg-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let devices = (1...3).map { #"{"deviceId":"cfg\#($0)","apps":[{"bundleId":"com.example.app","environment":"sandbox"}]}"# }
+        try #"{"devices":[\#(devices.joined(separator: ","))]}"#.write(toFile: directory + "/config.json", atomically: true, encoding: .utf8)
+        let result = try run(
+            EmulatorProcess.binary,
+            [
+                "serve", "--channel-sandbox-listen", "off", "--channel-production-listen", "off", "--quiet", "--config", directory + "/config.json",
+                "--demo", "on", "--max-devices", "3", "--certs-dir", directory + "/certs",
+                "--sandbox-listen", "127.0.0.1:0", "--production-listen", "off", "--admin-listen", "127.0.0.1:0",
+                "--device-listen", "127.0.0.1:0",
+            ])
+        #expect(result.status != 0)
+        #expect(
+            result.err.contains(
+                "config device cfg3: the configuration asks for 4 devices, the demo device included (--demo off leaves it out), more than --max-devices 3 allows"
+            ), "\(result.err)")
     }
 
     @Test func aConfigFileDeviceWithMoreAppsStopsTheStart() throws {

@@ -165,6 +165,11 @@ struct HardeningTests {
         #expect(record["priority"]?.intValue == 5 && record["pushType"]?.stringValue == "background", "\(record)")
         #expect(record["expiration"]?.intValue == 0)
         #expect(try emulator.admin("GET", "/api/v1/notifications/\(clientID)").status == 200)
+        // Counted under the type its record shows.
+        let metrics = try emulator.admin("GET", "/metrics").raw
+        #expect(
+            metrics.contains(#"apns_emulator_notifications_total{status="0",reason="",push_type="background",environment="sandbox"} 1"#),
+            "\(metrics.split(separator: "\n").filter { $0.contains("notifications_total") })")
         let authorization = record["headers"]?.arrayValue?.first { $0["name"]?.stringValue == "authorization" }?["value"]?.stringValue
         #expect(authorization?.hasSuffix(ProviderToken.signatureMarker) == true)
     }
@@ -184,6 +189,13 @@ struct HardeningTests {
         let seen = record["payloadSize"]?.intValue ?? 0
         #expect(seen > 5120 && seen < 1 << 20, "the emulator stopped reading early: \(seen) bytes")
         #expect(record["payloadTruncated"]?.boolValue == true)
+        // A client that declared its length is told it (as most do).
+        push.extraHeaders = [HTTP2HeaderField("content-length", String(push.payload.count))]
+        #expect(APNsResult(try connection.send(push.request, timeoutMilliseconds: 20_000)).status == 413)
+        let declared = try #require(try emulator.notifications(token: device.token).first)
+        #expect(
+            declared["explanation"]?.stringValue?.contains("payload of \(push.payload.count) bytes (its content-length;") == true,
+            "\(declared["explanation"] ?? .null)")
         // The connection goes on serving pushes.
         #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
     }
