@@ -162,12 +162,14 @@ extension World {
         for app in hello.apps {
             frames.append(contentsOf: try install(app, deviceID: hello.deviceID, nowMs: nowMs).map(mine))
         }
-        // With --redis, what was answered for it and not yet routed was routed before this
-        // change began (`routeEveryWaitingPush`): the store holds the newest.
-        frames.append(contentsOf: flushWaiting(deviceID: hello.deviceID, nowMs: nowMs))
+        // What it missed is told before what waited for it is applied: a change that waited
+        // comes as itself (`updated`, `started`…), not once more as `current`.
         if let seen = hello.activitiesSeen {
             frames.append(contentsOf: activitiesMissed(deviceID: hello.deviceID, seen: seen, nowMs: nowMs).map(mine))
         }
+        // With --redis, what was answered for it and not yet routed was routed before this
+        // change began (`routeEveryWaitingPush`): the store holds the newest.
+        frames.append(contentsOf: flushWaiting(deviceID: hello.deviceID, nowMs: nowMs))
         return frames
     }
 

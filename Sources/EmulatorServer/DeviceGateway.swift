@@ -630,12 +630,21 @@ final class DeviceConnection: ConnectionHandler {
         }
         var seen: [String: ActivitySeen] = [:]
         for item in items {
-            guard let id = item["activityId"]?.stringValue, let updates = item["updates"]?.intValue,
-                let state = item["state"]?.stringValue
-            else {
-                throw DeviceRequestError("bad_request", "each of \"activities\" needs \"activityId\", \"updates\" and \"state\"")
+            guard item.objectValue != nil, let id = item["activityId"]?.stringValue else {
+                throw DeviceRequestError("bad_request", "each of \"activities\" is an object with an \"activityId\" string")
             }
-            seen[id] = ActivitySeen(updates: Int(clamping: updates), state: state, pushToken: item["pushToken"]?.stringValue)
+            guard let updates = item["updates"]?.intValue, (0...Int64(Int32.max)).contains(updates) else {
+                throw DeviceRequestError("bad_request", "\"updates\" of activity \(id) must be a whole number from 0 (as its activity frames gave it)")
+            }
+            guard let state = item["state"]?.stringValue, LiveActivityState(rawValue: state) != nil else {
+                let states = LiveActivityState.allCases.map(\.rawValue).joined(separator: ", ")
+                throw DeviceRequestError("bad_request", "\"state\" of activity \(id) must be one of \(states)")
+            }
+            let token = item["pushToken"] ?? .null
+            guard token == .null || token.stringValue != nil else {
+                throw DeviceRequestError("bad_request", "\"pushToken\" of activity \(id) must be a string or null")
+            }
+            seen[id] = ActivitySeen(updates: Int(updates), state: state, pushToken: token.stringValue)
         }
         return seen
     }

@@ -60,4 +60,36 @@ struct ActivityCatchUpTests {
         #expect(try hello([:], connection: 16).isEmpty)
         #expect(try hello([activity.activityID: ActivitySeen(updates: 1, state: "ended", pushToken: nil)], connection: 17).count == 1)
     }
+
+    /// A change that waited for the device while it was offline comes as itself when it is
+    /// back, not a second time as `current`.
+    @Test func aChangeThatWaitedForTheDeviceComesOnce() throws {
+        let f = try PersistenceFixture()
+        let now = f.now
+        try f.state.withWorld { world throws(DeviceRequestError) in
+            _ = try world.declareLiveActivities(deviceID: "ci", bundleID: Self.bundle, types: ["Delivery"], frequentUpdates: false, nowMs: now)
+        }
+        let activity = try f.state.withWorld { world throws(DeviceRequestError) in
+            try world.startLiveActivity(
+                deviceID: "ci", bundleID: Self.bundle, attributesType: "Delivery", attributes: [:], contentState: ["eta": 15],
+                updates: .token, nowMs: now
+            ).activity
+        }
+        let token = try #require(activity.pushToken)
+        func hello(_ seen: [String: ActivitySeen]?, connection: UInt64) throws -> [JSONValue] {
+            let hello = DeviceHello(deviceID: "ci", lowPowerMode: false, apps: [], activitiesSeen: seen)
+            return try f.state.withWorld { world throws(DeviceRequestError) in
+                try world.connectDevice(hello, connectionID: connection, nowMs: now)
+            }.map(\.message).filter { $0["type"] == "activity" }
+        }
+        _ = try hello(nil, connection: 21)
+        _ = f.state.withWorld { $0.disconnectDevice("ci", connectionID: 21, nowMs: now) }
+        let update = try f.push(
+            token, topic: Self.bundle + ".push-type.liveactivity", body: #"{"aps":{"event":"update","timestamp":200,"content-state":{"eta":10}}}"#,
+            headers: [("apns-push-type", "liveactivity"), ("apns-priority", "5"), ("apns-expiration", String(now / 1000 + 3600))])
+        #expect(update.status == 200)
+        let back = try hello([activity.activityID: ActivitySeen(updates: 0, state: "active", pushToken: token)], connection: 22)
+        #expect(back.map { $0["change"]?.stringValue ?? "" } == ["updated"], "\(back)")
+        #expect(back.first?["activity"]?["contentState"] == ["eta": 10])
+    }
 }

@@ -65,6 +65,32 @@ struct DeviceAppLimitTests {
         #expect(again.filter { $0["type"] == "registered" }.map { $0["environment"] } == ["production"])
     }
 
+    /// A hello's `activities` (what the device heard of its Live Activities) is checked item by
+    /// item: each bad one is a non-fatal `bad_request` naming the field, and a corrected hello
+    /// is taken.
+    @Test func aHellosActivitiesAreCheckedFieldByField() throws {
+        let emulator = try EmulatorProcess()
+        let fd = try Self.connect(emulator)
+        defer { close(fd) }
+        let cases: [(String, String)] = [
+            (#""activities":{"a":1}"#, "must be a list of at most 1000"),
+            (#""activities":[5]"#, "is an object with an \"activityId\" string"),
+            (#""activities":[{"activityId":"A","updates":1e30,"state":"active"}]"#, "\"updates\" of activity A must be a whole number"),
+            (#""activities":[{"activityId":"A","updates":-1,"state":"active"}]"#, "\"updates\" of activity A must be a whole number"),
+            (#""activities":[{"activityId":"A","updates":1,"state":"weird"}]"#, "\"state\" of activity A must be one of active, stale"),
+            (#""activities":[{"activityId":"A","updates":1,"state":"ended","pushToken":5}]"#, "\"pushToken\" of activity A must be a string or null"),
+        ]
+        for (field, said) in cases {
+            Self.send(fd, #"{"type":"hello","version":1,"deviceId":"heard",\#(field)}"#)
+            let (lines, closed) = SlowDeviceTests.readLines(fd) { $0.count == 1 }
+            #expect(!closed && lines.first?["code"] == "bad_request" && lines.first?["fatal"] == false, "\(field): \(lines)")
+            #expect(lines.first?["message"]?.stringValue?.contains(said) == true, "\(field): \(lines)")
+        }
+        Self.send(fd, #"{"type":"hello","version":1,"deviceId":"heard","activities":[{"activityId":"A","updates":0,"state":"active","pushToken":null}]}"#)
+        let (again, _) = SlowDeviceTests.readLines(fd) { $0.count == 1 }
+        #expect(again.first?["type"] == "welcome", "\(again)")
+    }
+
     /// A fatal error (a line over 1 MiB) is written, then the write side ends (FIN): the device
     /// reads the error before EOF, and is taken for disconnected at once, not after the drain.
     @Test func aFatalErrorReachesTheDeviceAndDetachesItAtOnce() throws {
