@@ -634,7 +634,8 @@ final class DeviceConnection: ConnectionHandler {
                 throw DeviceRequestError("bad_request", "each of \"activities\" is an object with an \"activityId\" string")
             }
             guard let updates = item["updates"]?.intValue, (0...Int64(Int32.max)).contains(updates) else {
-                throw DeviceRequestError("bad_request", "\"updates\" of activity \(id) must be a whole number from 0 (as its activity frames gave it)")
+                throw DeviceRequestError(
+                    "bad_request", "\"updates\" of activity \(id) must be a whole number from 0 (as its activity frames gave it)")
             }
             guard let state = item["state"]?.stringValue, LiveActivityState(rawValue: state) != nil else {
                 let states = LiveActivityState.allCases.map(\.rawValue).joined(separator: ", ")

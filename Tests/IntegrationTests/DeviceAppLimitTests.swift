@@ -86,7 +86,8 @@ struct DeviceAppLimitTests {
             #expect(!closed && lines.first?["code"] == "bad_request" && lines.first?["fatal"] == false, "\(field): \(lines)")
             #expect(lines.first?["message"]?.stringValue?.contains(said) == true, "\(field): \(lines)")
         }
-        Self.send(fd, #"{"type":"hello","version":1,"deviceId":"heard","activities":[{"activityId":"A","updates":0,"state":"active","pushToken":null}]}"#)
+        let heard = #"[{"activityId":"A","updates":0,"state":"active","pushToken":null}]"#
+        Self.send(fd, #"{"type":"hello","version":1,"deviceId":"heard","activities":\#(heard)}"#)
         let (again, _) = SlowDeviceTests.readLines(fd) { $0.count == 1 }
         #expect(again.first?["type"] == "welcome", "\(again)")
     }
