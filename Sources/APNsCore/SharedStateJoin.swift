@@ -10,12 +10,15 @@ extension World {
     /// Change tracking carries the additions to the other instances.
     public mutating func addConfigured(from configured: World, stateName: String) -> [String] {
         var warnings: [String] = []
+        // Keys read from files stay this instance's own (their private key is not put in the
+        // shared state, `SharedKeyPrints` compares them between instances); one the shared
+        // state holds under the same id (added through the admin API) is used instead.
         for key in configured.credentials.keys.values.sorted(by: { $0.keyID < $1.keyID }) {
             guard let kept = credentials.keys[key.keyID] else {
                 credentials.add(key)
                 continue
             }
-            if kept.teamID != key.teamID || (key.pem != nil && kept.pem != nil && kept.pem != key.pem) {
+            if kept !== key {
                 warnings.append(
                     "key \(key.keyID) in \(stateName) (team \(kept.teamID), \(kept.source)) is used instead of the configured one (team \(key.teamID), \(key.source)); to use the configured key, DELETE /api/v1/keys/\(key.keyID) and restart this instance"
                 )
@@ -33,14 +36,74 @@ extension World {
             }
         }
         for device in configured.registry.devices.values.sorted(by: { $0.id < $1.id }) where registry.devices[device.id] == nil {
+            // Its pinned tokens active again, as after a reset (one it had before it was deleted
+            // too); not one that another device there holds.
             let pinned = device.apps.values.flatMap { $0.tokens.values }
-            if let taken = pinned.first(where: { registry.tokens[$0] != nil }) {
+            if let taken = pinned.first(where: { token in
+                registry.tokens[token].map { $0.deviceID != device.id && registry.devices[$0.deviceID] != nil } ?? false
+            }) {
+                let holder = registry.tokens[taken]?.deviceID ?? "?"
                 warnings.append(
-                    "configured device \(device.id) is not added to \(stateName): its token \(taken) is another device's there")
+                    "configured device \(device.id) is not added to \(stateName): its token \(taken) is device \(holder)'s there")
                 continue
             }
             registry.adopt(device: device, from: configured.registry)
         }
         return warnings
+    }
+}
+
+/// The provider keys an instance read from its own files, by key id: its team and a print of
+/// its public key. Each instance puts its own in the shared store, so that one whose keys differ
+/// from another's says so at start (behind a balancer, a push signed with a key one instance
+/// lacks is refused there and accepted elsewhere).
+public enum SharedKeyPrints {
+    /// `keyID team print` lines, sorted.
+    public static func lines(of credentials: Credentials) -> [String] {
+        credentials.keys.values.filter { !$0.addedAtRunTime }.sorted { $0.keyID < $1.keyID }.map { key in
+            "\(key.keyID) \(key.teamID) \(key.verifier.publicKeyPEM.map(print) ?? "-")"
+        }
+    }
+
+    /// What differs between this instance's lines and another's, in words.
+    public static func differences(mine: [String], theirs: [String], instance: Int) -> [String] {
+        func byID(_ lines: [String]) -> [String: (team: String, print: String)] {
+            var out: [String: (team: String, print: String)] = [:]
+            for line in lines {
+                let parts = line.split(separator: " ", maxSplits: 2).map(String.init)
+                if parts.count == 3 { out[parts[0]] = (parts[1], parts[2]) }
+            }
+            return out
+        }
+        let (own, other) = (byID(mine), byID(theirs))
+        var said: [String] = []
+        for id in Set(own.keys).union(other.keys).sorted() {
+            switch (own[id], other[id]) {
+            case (nil, let theirs?):
+                said.append(
+                    "instance \(instance) has key \(id) (team \(theirs.team)) from its configuration and this one does not: pushes signed with it are refused here (403 InvalidProviderToken) and taken there; give every instance the same keys (--auth-key, the config file, --demo)"
+                )
+            case (let mine?, nil):
+                said.append(
+                    "this instance has key \(id) (team \(mine.team)) from its configuration and instance \(instance) does not: pushes signed with it are refused there (403 InvalidProviderToken); give every instance the same keys (--auth-key, the config file, --demo)"
+                )
+            case (let mine?, let theirs?) where mine.team != theirs.team || mine.print != theirs.print:
+                said.append(
+                    "key \(id) is not the same key here and on instance \(instance) (\(mine.team != theirs.team ? "team \(mine.team) here, \(theirs.team) there" : "another key file")): a push signed with one is refused by the other instance; give every instance the same key files"
+                )
+            default:
+                continue
+            }
+        }
+        return said
+    }
+
+    /// 64 bits of FNV-1a over the public key's PEM: enough to tell two keys apart.
+    private static func print(_ pem: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in pem.utf8 where byte > 0x20 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+        }
+        return String(hash, radix: 16)
     }
 }

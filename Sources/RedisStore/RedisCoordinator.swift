@@ -299,17 +299,36 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         startThread("redis-log") { [weak self] in self?.followLog() }
         startThread("redis-keeper") { [weak self] in self?.keep() }
         startThread("redis-frames") { [weak self] in self?.receiveFrames() }
-        if joinedOthers { addConfiguration() }
+        addConfiguration(joinedOthers: joinedOthers)
     }
 
     /// Joined a state others made: this instance's configuration adds what the state lacks
-    /// (keys, apps, devices), written as any change, as a start over `--state-dir` adds it;
-    /// where the state holds one differently, it wins and the log says so.
-    private func addConfiguration() {
+    /// (apps, devices, keys with their PEM), written as any change, as a start over
+    /// `--state-dir` adds it; where the state holds one differently, it wins and the log says
+    /// so. Either way its key files are compared with the other members'.
+    private func addConfiguration(joinedOthers: Bool) {
         let configured = self.configured
         let name = "the shared state (\(store.placeDescription))"
-        let warnings = state.withWorld { world in world.addConfigured(from: configured, stateName: name) }
+        var warnings = joinedOthers ? state.withWorld { world in world.addConfigured(from: configured, stateName: name) } : []
+        warnings += compareKeyPrints(SharedKeyPrints.lines(of: configured.credentials))
         for warning in warnings { logger.warning("shared state: \(warning)") }
+    }
+
+    /// Puts this instance's configured keys (`SharedKeyPrints`) where the others see them, and
+    /// says how the live members' differ. Nothing said when Redis does not answer: this is a
+    /// diagnosis, not a rule.
+    private func compareKeyPrints(_ mine: [String]) -> [String] {
+        let members = shared.withLock { $0.ownership?.members ?? [] }.filter { $0 != instance }
+        let theirs = try? withPublisher { (redis: RedisConnection) throws(RedisError) -> [(Int, [String])] in
+            _ = try redis.command("SET", store.key("keyprints:\(instance)"), .text(mine.joined(separator: "\n")))
+            var out: [(Int, [String])] = []
+            for member in members {
+                guard let text = try redis.command("GET", store.key("keyprints:\(member)")).text else { continue }
+                out.append((member, text.isEmpty ? [] : text.split(separator: "\n").map(String.init)))
+            }
+            return out
+        }
+        return (theirs ?? []).flatMap { SharedKeyPrints.differences(mine: mine, theirs: $0.1, instance: $0.0) }
     }
 
     public func stop() {
@@ -325,7 +344,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         shared.withLock { (s: inout Shared) in
             if s.sharing, let redis = s.redis { try? releaseSharedTurn(&s, redis) }
             if s.holding, let redis = s.redis { try? release(&s, redis) }
-            if let redis = s.redis { _ = try? redis.command("DEL", store.key("alive:\(instance)")) }
+            if let redis = s.redis {
+                _ = try? redis.command("DEL", store.key("alive:\(instance)"))
+                _ = try? redis.command("DEL", store.key("keyprints:\(instance)"))
+            }
         }
     }
 

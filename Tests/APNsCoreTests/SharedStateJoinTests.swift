@@ -38,7 +38,8 @@ struct SharedStateJoinTests {
         #expect(shared.registry.token(clashing)?.deviceID == "someone")
         #expect(warnings.count == 2, "\(warnings)")
         #expect(warnings.contains { $0.hasPrefix("app com.example.taken belongs to team TEAMBBBBBB in the shared state") })
-        #expect(warnings.contains { $0.hasPrefix("configured device clash is not added") })
+        let clash = "configured device clash is not added to the shared state: its token \(clashing) is device someone's"
+        #expect(warnings.contains { $0.hasPrefix(clash) })
         // What was added goes to the other instances as changes.
         let changes = shared.takeStateChanges(recordSequences: [])
         #expect(changes.contains { if case .appSaved(let bundle, _) = $0 { bundle == "com.example.new" } else { false } })
@@ -46,5 +47,42 @@ struct SharedStateJoinTests {
         // Joined again with the same configuration: nothing more to add or say.
         #expect(shared.addConfigured(from: configured, stateName: "the shared state").count == 2)
         #expect(shared.takeStateChanges(recordSequences: []).isEmpty)
+
+        // Deleted at run time (its token then answers 410): the next join brings it back, its
+        // pinned token active again, as a start over a state directory does.
+        try shared.registry.removeDevice(id: "pinned", nowMs: now)
+        #expect(shared.registry.token(pinned)?.state != .active)
+        _ = shared.addConfigured(from: configured, stateName: "the shared state")
+        #expect(shared.registry.devices["pinned"] != nil)
+        #expect(shared.registry.token(pinned)?.state == .active)
+    }
+}
+
+/// Each instance's keys from its own files, compared with another's.
+@Suite("Key prints between instances")
+struct SharedKeyPrintsTests {
+    @Test func differencesAreSaidKeyByKey() throws {
+        struct Printed: SignatureVerifier {
+            let publicKeyPEM: String?
+            func verify(signature: [UInt8], message: [UInt8]) -> Bool { false }
+        }
+        func key(_ team: String, _ id: String, _ pem: String) -> ProviderKey {
+            ProviderKey(teamID: team, keyID: id, verifier: Printed(publicKeyPEM: pem))
+        }
+        var mine = Credentials()
+        mine.add(key("TEAMAAAAAA", "KEYAAAAAAA", "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"))
+        mine.add(key("TEAMCCCCCC", "KEYCCCCCCC", "-----BEGIN PUBLIC KEY-----\nCCCC\n-----END PUBLIC KEY-----"))
+        var theirs = Credentials()
+        // The same id, another key.
+        theirs.add(key("TEAMAAAAAA", "KEYAAAAAAA", "-----BEGIN PUBLIC KEY-----\nBBBB\n-----END PUBLIC KEY-----"))
+        let lines = SharedKeyPrints.lines(of: mine)
+        #expect(lines.count == 2 && lines[0].hasPrefix("KEYAAAAAAA TEAMAAAAAA "), "\(lines)")
+        #expect(SharedKeyPrints.differences(mine: lines, theirs: lines, instance: 2).isEmpty)
+        let said = SharedKeyPrints.differences(mine: lines, theirs: SharedKeyPrints.lines(of: theirs), instance: 2)
+        #expect(said.count == 2, "\(said)")
+        #expect(said[0].hasPrefix("key KEYAAAAAAA is not the same key here and on instance 2 (another key file)"), "\(said)")
+        #expect(said[1].hasPrefix("this instance has key KEYCCCCCCC (team TEAMCCCCCC) from its configuration and instance 2 does not"), "\(said)")
+        let reverse = SharedKeyPrints.differences(mine: SharedKeyPrints.lines(of: theirs), theirs: lines, instance: 1)
+        #expect(reverse.contains { $0.hasPrefix("instance 1 has key KEYCCCCCCC (team TEAMCCCCCC) from its configuration and this one does not") })
     }
 }

@@ -1191,6 +1191,22 @@ struct SharedStateTests {
         #expect(["updated", "current"].contains(heard?["change"]?.stringValue ?? ""), "\(heard.map { "\($0)" } ?? "-")")
     }
 
+    /// Keys read from files stay each instance's own: one started without a key another has
+    /// (here the demo's) says so at start, since a push signed with it is refused there.
+    @Test func anInstanceWithoutAKeyAnotherHasSaysSo() throws {
+        let redis = try RedisServerProcess()
+        let shared = try makeSharedDirectory()
+        let first = try EmulatorProcess(["--redis", redis.url, "--demo", "on"], sharedDirectory: shared)
+        let second = try EmulatorProcess(["--redis", redis.url, "--demo", "off"], sharedDirectory: shared)
+        #expect(
+            second.stderr.contains(
+                "instance 1 has key DEMOKEY000 (team DEMOTEAM00) from its configuration and this one does not"), "\(second.stderr)")
+        #expect(!first.stderr.contains("from its configuration"), "the first had nobody to compare with")
+        // The same configuration: nothing said.
+        let third = try EmulatorProcess(["--redis", redis.url, "--demo", "on"], sharedDirectory: shared)
+        #expect(!third.stderr.contains("instance 1 has key"), "\(third.stderr)")
+    }
+
     /// Every instance stopped, an app added to the configuration, started again on the same
     /// Redis: the app is there (as over a state directory), and an app the shared state gives
     /// to another team than the configuration does is said in the log.
