@@ -101,8 +101,13 @@ extension World {
             delivery.deferred[key] = (notification, reason)
             delivery.noteWaiting(.deferred(reason), notification)
             if wantsWake { delivery.setBudget(key, budget) }
+            // What the provider got wrong is said of a held push too.
+            var advice = DeliveryVerdict(callbacks: [], display: .none)
+            advise(notification, &advice)
             setOutcome(
-                notification.sequence, .deferred, "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour), atMs: nowMs)
+                notification.sequence, .deferred,
+                "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour) + (advice.reason.map { "; " + $0 } ?? ""),
+                atMs: nowMs)
             return []
         case .deliver(var verdict):
             if !notification.content.isVisible || notification.content.contentAvailableMisread {

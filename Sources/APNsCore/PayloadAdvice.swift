@@ -12,7 +12,7 @@ enum PayloadAdvice {
     static func wakeMistake(_ payload: [UInt8]) -> String? {
         guard let top = (try? JSONValue.parse(payload))?.objectValue else { return nil }
         let aps = top["aps"]?.objectValue
-        if let value = aps?["content-available"], value != .int(1), value != .int(0) {
+        if let value = aps?["content-available"], value.numberValue != 1, value.numberValue != 0 {
             return "content-available is \(shown(value)), not the number 1"
         }
         for misspelt in ["content_available", "contentAvailable", "content-availible", "content-avaliable"] where aps?[misspelt] != nil {

@@ -16,8 +16,9 @@ public struct PushContent: Sendable, Equatable {
     public var needsPresentation: Bool
     /// `aps.badge` as a whole number (0 or more), when it is one.
     public var badge: Int?
-    /// `aps.content-available` is there but not the number 1 (`true`, `"1"`): a wake the
-    /// provider meant and iOS does not read (`PayloadAdvice` says so in the record).
+    /// A wake the provider meant and iOS does not read (`PayloadAdvice` says so in the
+    /// record): `aps.content-available` that is not the number 1 (`true`, `"1"`), spelt
+    /// `content_available` or `contentAvailable`, or outside `aps`.
     public var contentAvailableMisread = false
 
     public init(
@@ -48,17 +49,35 @@ public struct PushContent: Sendable, Equatable {
 
         mutating func topLevel() -> PushContent {
             var content = PushContent()
+            var misplaced = false
             skipSpace()
             guard take(UInt8(ascii: "{")) else { return content }
             while let key = memberKey() {
                 if equals(key, "aps"), peek() == UInt8(ascii: "{") {
                     content = aps()
-                } else if !skipValue() {
-                    return content
+                } else {
+                    if isContentAvailable(key) { misplaced = true }
+                    if !skipValue() { break }
                 }
-                if !nextMember() { return content }
+                if !nextMember() { break }
             }
+            if misplaced { content.contentAvailableMisread = true }
             return content
+        }
+
+        /// `content-available` as providers misspell it too (a key of the same length range:
+        /// one length check for most keys).
+        func isContentAvailable(_ key: Range<Int>) -> Bool {
+            guard key.count == 17 || key.count == 16 else { return false }
+            return equals(key, "content-available") || equals(key, "content_available") || equals(key, "contentAvailable")
+        }
+
+        /// The value when it is a JSON number (iOS reads `1.0` as 1); nil for anything else.
+        func number(_ value: Range<Int>) -> Double? {
+            guard let first = value.first.map({ bytes[$0] }), (first >= 0x30 && first <= 0x39) || first == UInt8(ascii: "-") else {
+                return nil
+            }
+            return Double(String(decoding: UnsafeBufferPointer(rebasing: bytes[value]), as: UTF8.self))
         }
 
         mutating func aps() -> PushContent {
@@ -103,8 +122,17 @@ public struct PushContent: Sendable, Equatable {
                 } else if equals(key, "category") || equals(key, "interruption-level") {
                     content.needsPresentation = true
                 } else if equals(key, "content-available") {
-                    content.contentAvailable = equals(valueStart..<i, "1")
-                    content.contentAvailableMisread = !content.contentAvailable && !equals(valueStart..<i, "0")
+                    // `1` is the wake, `0` (or `0.0`) says none; anything else is a mistake.
+                    if equals(valueStart..<i, "1") {
+                        content.contentAvailable = true
+                    } else if let value = number(valueStart..<i) {
+                        content.contentAvailable = value == 1
+                        content.contentAvailableMisread = value != 0 && value != 1
+                    } else {
+                        content.contentAvailableMisread = true
+                    }
+                } else if equals(key, "content_available") || equals(key, "contentAvailable") {
+                    content.contentAvailableMisread = true
                 } else if equals(key, "mutable-content") {
                     content.mutableContent = equals(valueStart..<i, "1")
                 }

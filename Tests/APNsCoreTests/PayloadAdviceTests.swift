@@ -68,6 +68,18 @@ struct PayloadAdviceTests {
         // `0` is how providers say "no wake": nothing to say.
         let zero = try delivered(f, #"{"aps":{"alert":"hi","content-available":0}}"#, headers: [])
         #expect(zero.deliveryNote == nil, "\(zero.fullExplanation)")
+        // Misspelt, or outside aps, beside an alert: the alert shows, the note says why no wake.
+        for (body, said) in [
+            (#"{"aps":{"alert":"hi","content_available":1}}"#, #"aps has "content_available""#),
+            (#"{"aps":{"alert":"hi","contentAvailable":1}}"#, #"aps has "contentAvailable""#),
+            (#"{"content-available":1,"aps":{"alert":"hi"}}"#, "content-available is outside aps"),
+        ] {
+            let record = try delivered(f, body, headers: [])
+            #expect(record.outcome == .delivered, "\(body)")
+            #expect(
+                record.fullExplanation.contains("\(said)") && record.fullExplanation.contains("so the app is not woken"),
+                "\(body): \(record.fullExplanation)")
+        }
     }
 
     @Test func aTokenThatStoppedReachingItsAppSaysWhy() throws {
@@ -105,5 +117,27 @@ struct PayloadAdviceTests {
         }
         let entry = try #require(f.base.state.readWorld { $0.registry.token(old) })
         #expect(f.base.state.readWorld { $0.registry.whyInvalidated(entry) } == "the app was uninstalled")
+    }
+
+    /// `1.0` is the number 1 as iOS reads it: a wake, not a mistake.
+    @Test func oneWrittenAsADecimalIsAWake() {
+        #expect(PushContent.read(Array(#"{"aps":{"content-available":1.0}}"#.utf8)).contentAvailable)
+        #expect(PushContent.read(Array(#"{"aps":{"content-available":1e0}}"#.utf8)).contentAvailable)
+        let zero = PushContent.read(Array(#"{"aps":{"content-available":0.0}}"#.utf8))
+        #expect(!zero.contentAvailable && !zero.contentAvailableMisread)
+        let two = PushContent.read(Array(#"{"aps":{"content-available":2}}"#.utf8))
+        #expect(!two.contentAvailable && two.contentAvailableMisread)
+    }
+
+    /// A background push held by the budget still says what Apple asks of it.
+    @Test func aHeldBackgroundPushKeepsItsAdvice() throws {
+        let f = try DeviceFixture()
+        let background = #"{"aps":{"content-available":1}}"#
+        let right = [("apns-push-type", "background"), ("apns-priority", "5")]
+        for _ in 0..<3 { _ = try delivered(f, background, headers: right) }
+        let held = try #require(f.record(try f.push(background, headers: [("apns-push-type", "background"), ("apns-priority", "10")])))
+        #expect(held.outcome == .deferred)
+        #expect(held.explanation.hasPrefix("deferred: the app's background budget"), "\(held.explanation)")
+        #expect(held.explanation.contains("sent at priority 10"), "\(held.explanation)")
     }
 }
