@@ -92,11 +92,13 @@ extension PendingNotification {
     /// Until when APNs keeps it for an offline device: `apns-expiration` (seconds; 0: not at
     /// all, nil here; a time already past stays as it is, so that why it is not stored can be
     /// told), else the default storage time from acceptance.
+    /// APNs keeps a notification "for up to 30 days or until apns-expiration, whichever comes
+    /// first": an expiration further ahead is cut to the 30 days; 0 is never stored.
     static func storeUntil(expiration: Int64?, receivedAtMs now: Int64, defaultStorageMs: Int64) -> Int64? {
         switch expiration {
         case nil: return now + defaultStorageMs
         case 0?: return nil
-        case let seconds?: return millisecondsSince1970(wholeSeconds: seconds)
+        case let seconds?: return min(millisecondsSince1970(wholeSeconds: seconds), now + defaultStorageMs)
         }
     }
 }

@@ -449,6 +449,7 @@ public struct DeviceRegistry: Sendable {
     public func whyInvalidated(_ entry: TokenEntry) -> String {
         guard let device = devices[entry.deviceID] else { return "its device was removed" }
         guard let app = device.apps[entry.bundleID] else { return "the app was uninstalled" }
+        if app.tokens.values.contains(entry.token) { return "it was set unregistered through the admin API (the app still has it)" }
         if app.environment != entry.environment {
             return "the app was installed again as a \(app.environment.rawValue) build, with a \(app.environment.rawValue) token"
         }

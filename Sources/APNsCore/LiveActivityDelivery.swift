@@ -21,14 +21,10 @@ extension World {
         return takeLiveActivityPush(token: token, payload: payload, priority: priority, sequence: sequence, nowMs: nowMs, stored: false)
     }
 
-    /// As for device pushes: no `apns-expiration` keeps it the default time, 0 never, else
-    /// until that second.
+    /// As for device pushes (`PendingNotification.storeUntil`): an expiration already past is
+    /// not stored, and said why.
     static func storeUntil(expiration: Int64?, nowMs: Int64, defaultMs: Int64) -> Int64? {
-        switch expiration {
-        case nil: return nowMs + defaultMs
-        case 0?: return nil
-        case let seconds?: return millisecondsSince1970(wholeSeconds: seconds)  // already past: not stored, and said why
-        }
+        PendingNotification.storeUntil(expiration: expiration, receivedAtMs: nowMs, defaultStorageMs: defaultMs)
     }
 
     private mutating func takeLiveActivityPush(

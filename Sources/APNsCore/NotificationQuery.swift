@@ -71,6 +71,7 @@ public struct NotificationQuery: Sendable, Equatable {
             guard let value = Int64(text) ?? RFC3339.parse(text) else {
                 throw QueryError("since must be milliseconds since the epoch or an RFC 3339 time, not '\(text)'")
             }
+            if Int64(text) != nil, looksLikeSeconds(milliseconds: value) { throw QueryError(secondsGivenForMilliseconds("since", value)) }
             q.sinceMs = value
         }
         q.apnsID = parameters["apnsId"]

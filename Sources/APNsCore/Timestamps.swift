@@ -105,3 +105,14 @@ public func millisecondsSince1970(wholeSeconds seconds: Int64) -> Int64 {
     let (ms, overflow) = seconds.multipliedReportingOverflow(by: 1000)
     return overflow ? (seconds < 0 ? .min : .max) : ms
 }
+
+/// A time given in milliseconds that looks like seconds since 1970 (ten digits: 2001 to 5138
+/// in seconds, but January 1970 to 1973 in milliseconds): a unit mix-up to refuse, not a time.
+public func looksLikeSeconds(milliseconds value: Int64) -> Bool {
+    (1_000_000_000..<100_000_000_000).contains(value)
+}
+
+/// The refusal of such a time, naming the value meant.
+public func secondsGivenForMilliseconds(_ field: String, _ value: Int64) -> String {
+    "\(field) \(value) looks like seconds since 1970 (\(RFC3339.format(milliseconds: value * 1000))); give milliseconds (\(value * 1000)) or an RFC 3339 time"
+}

@@ -41,6 +41,7 @@ struct TokenRoutes: AdminResource {
             var since = now
             if let value = body["since"] {
                 if let ms = value.intValue {
+                    guard !looksLikeSeconds(milliseconds: ms) else { throw AdminError(400, secondsGivenForMilliseconds("\"since\"", ms)) }
                     since = ms
                 } else if let iso = value.stringValue.flatMap(RFC3339.parse) {
                     since = iso

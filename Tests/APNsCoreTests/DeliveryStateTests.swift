@@ -171,6 +171,23 @@ struct DeliveryStateTests {
         #expect(f.record(response)?.outcome == .expired)
     }
 
+    /// "Up to 30 days or until apns-expiration, whichever comes first": an expiration 40 days
+    /// ahead is kept 30 days, as is one a century ahead.
+    @Test(arguments: [Int64(40 * 86_400), Int64(100 * 365 * 86_400)])
+    func anExpirationPastThirtyDaysIsKeptThirtyDays(ahead: Int64) throws {
+        let f = try DeviceFixture()
+        f.disconnect()
+        let response = try f.push(headers: [("apns-expiration", String(f.now / 1000 + ahead))])
+        #expect(f.record(response)?.outcome == .stored)
+        f.clock.advance(seconds: 30 * 86_400 - 1)
+        _ = f.tick()
+        #expect(f.record(response)?.outcome == .stored)
+        f.clock.advance(seconds: 2)
+        _ = f.tick()
+        #expect(f.record(response)?.outcome == .expired)
+        #expect(f.notifications(in: try f.connect()).isEmpty)
+    }
+
     @Test func unackedDeliveriesGoBackToTheStoreWhenTheDeviceDrops() throws {
         let f = try DeviceFixture()
         let response = try f.push()

@@ -267,6 +267,17 @@ struct ControlPlaneTests {
         let gone = APNsResult(try connection.send(try emulator.push(device.token).request))
         #expect(gone.status == 410)
         #expect(gone.timestampMs == since)
+        let goneRecord = try emulator.admin("GET", "/api/v1/notifications/\(gone.apnsID!)").json
+        #expect(
+            goneRecord["explanation"]?.stringValue?.hasSuffix("it was set unregistered through the admin API (the app still has it)") == true,
+            "\(goneRecord)")
+        // Seconds where milliseconds are asked are refused, naming the value meant (a 410 timestamp
+        // in January 1970 otherwise); the journal's `since` too.
+        let seconds = try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "unregistered", "since": 1_796_631_914])
+        #expect(
+            seconds.status == 400 && seconds.raw.contains("looks like seconds since 1970") && seconds.raw.contains("1796631914000"), "\(seconds.raw)")
+        let listed = try emulator.admin("GET", "/api/v1/notifications?since=1796631914")
+        #expect(listed.status == 400 && listed.raw.contains("looks like seconds since 1970"), "\(listed.raw)")
         _ = try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "expired"])
         #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).reason == "ExpiredToken")
         _ = try emulator.admin("PUT", "/api/v1/tokens/\(device.token)/state", body: ["state": "rate-limited"])
