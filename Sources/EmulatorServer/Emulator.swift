@@ -224,6 +224,12 @@ public final class Emulator: Sendable {
                     adminGroup.stop()
                     providers.deferredChecks?.stop()
                 }))
+        if stateDirectory != nil || shared != nil {
+            // Loading a kept or shared state leaves its decoding's garbage in the heap, which
+            // glibc keeps: an instance that loaded 19,000 records held 108 MB, one that made
+            // them 62 MB. Given back before serving.
+            parts.append(ServicePart("loaded state's garbage", start: { Memory.returnFreedPages() }, stop: { _ in }))
+        }
         serving = Serving(
             tickLoop: group.loops[0], devices: devices, listeners: listeners, providers: providers,
             readyFile: configuration.readyFile, logger: logger)

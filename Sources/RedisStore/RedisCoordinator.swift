@@ -248,6 +248,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 try shared.withLock { (s: inout Shared) throws(RedisError) in
                     s.redis = redis
                     s.token = "\(number)-\(UInt64.random(in: 1...UInt64.max))"
+                    // A copy that has read nothing loads the state others made, rather than
+                    // replay the log from its start: the journal's bound has taken the rows of
+                    // its oldest changes (the lease's catch-up took that for falling behind,
+                    // said so, and loaded the state twice).
+                    if try redis.command("GET", store.key("version")).int ?? 0 > 0 { s.needsReload = true }
                     try takeLease(&s, redis)
                     let version = try redis.command("GET", store.key("version")).int ?? 0
                     if version == 0 {
@@ -265,7 +270,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         s.version = written.version
                         s.lastID = written.id
                     } else {
-                        try reload(&s, redis)
+                        // (The lease's catch-up loaded it, unless the store began meanwhile.)
+                        if s.version != UInt64(version) || s.needsReload { try reload(&s, redis) }
                         joinedOthers = true
                     }
                     try heartbeat(redis)
