@@ -103,6 +103,11 @@ public enum FaultJSON {
                 guard let v = l.intValue, v >= 0, v <= Int64(Int32.max) else {
                     throw AdminError(400, "action.goAway.lastStreamId must be a stream id")
                 }
+                // A client opens odd streams; a GOAWAY naming an even one is not sent by nghttp2.
+                guard v == 0 || v % 2 == 1 else {
+                    throw AdminError(
+                        400, "action.goAway.lastStreamId must be 0 or odd (a stream a client opens: 1, 3, 5, …), not \(v)")
+                }
                 last = Int32(v)
             }
             var code: Int64 = 0

@@ -695,7 +695,7 @@ final class ProviderConnection: ConnectionHandler {
 
     private func flushSession() {
         connection.write { session.drainOutput(into: &$0) }
-        if pendingGoAway != nil, session.openStreamCount == 0 { sendPendingGoAway() }
+        if pendingGoAway != nil, session.openStreamCount == 0, Monotonic.nowMilliseconds() >= goAwayNotBeforeMs { sendPendingGoAway() }
         // After a GOAWAY: closed once every stream owed an answer has it.
         if goingAway, pendingGoAway == nil, !session.wantsRead, !session.wantsWrite { closeSoon() }
     }
@@ -705,6 +705,13 @@ final class ProviderConnection: ConnectionHandler {
     private func goAwayOnceAnswered(errorCode: UInt32, lastStreamID: Int32, debugData: [UInt8]) {
         pendingGoAway = (errorCode, lastStreamID, debugData)
         goingAway = true
+        if lastStreamID > session.lastReceivedStreamID {
+            // It covers streams the client has not opened yet: they are taken and answered for a
+            // moment first (once it is sent, nghttp2 drops a new stream unanswered, which the
+            // GOAWAY told the client might have been processed).
+            goAwayNotBeforeMs = Monotonic.nowMilliseconds() + Self.closeGraceMilliseconds
+            connection.loop.schedule(afterMilliseconds: Self.closeGraceMilliseconds) { [weak self] in self?.flushSession() }
+        }
         flushSession()
         connection.loop.schedule(afterMilliseconds: 10_000) { [weak self] in self?.stopWaitingForRequests() }
     }
@@ -760,6 +767,8 @@ final class ProviderConnection: ConnectionHandler {
 
     private var closing = false
     static let closeGraceMilliseconds: Int64 = 1000
+    /// A GOAWAY covering streams not opened yet waits until then for them (`goAwayOnceAnswered`).
+    private var goAwayNotBeforeMs: Int64 = 0
 
     /// `{"reason":"…"}`, the debug data APNs puts in its GOAWAY frames.
     static func reasonJSON(_ reason: String) -> [UInt8] {

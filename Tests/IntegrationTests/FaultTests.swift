@@ -197,6 +197,38 @@ struct FaultTests {
         #expect(delivered == (lastStreamID != nil ? 1 : 4), "nothing above the last stream id was processed")
     }
 
+    /// A GOAWAY whose last stream id is past the streams opened so far covers streams the
+    /// client has yet to send: those sent one by one after the rule fired are answered, then it
+    /// goes (sent at once, nghttp2 dropped them unanswered under a GOAWAY that claimed them).
+    /// An even last stream id, which no client opens, is refused.
+    @Test func aGoAwayFaultCoveringStreamsNotSentYetAnswersThem() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        let even = try emulator.admin(
+            "POST", "/api/v1/faults", body: ["match": [:], "action": ["goAway": ["reason": "Shutdown", "lastStreamId": 2]]])
+        #expect(even.status == 400 && even.raw.contains("must be 0 or odd"), "\(even.raw)")
+        let connection = try emulator.connect()
+        #expect(APNsResult(try connection.send(try emulator.push(device.token).request)).status == 200)
+        _ = try addRule(emulator, ["match": [:], "action": ["goAway": ["reason": "Shutdown", "lastStreamId": 99]], "times": 1])
+        func answer(_ stream: Int32) throws -> HTTP2Response? {
+            var got: HTTP2Response?
+            try connection.pump(timeoutMilliseconds: 3000) {
+                got = got ?? connection.response(for: stream)
+                return got != nil
+            }
+            return got
+        }
+        let faulted = try connection.submit(try emulator.push(device.token).request)
+        #expect(try answer(faulted)?.resetErrorCode == HTTP2ErrorCode.refusedStream, "the push it fired on is refused")
+        for _ in 0..<2 {
+            let stream = try connection.submit(try emulator.push(device.token).request)
+            #expect(try answer(stream).map { APNsResult($0).status } == 200, "stream \(stream), sent after, is covered and answered")
+        }
+        try connection.pump(timeoutMilliseconds: 4000) { connection.isClosed }
+        #expect(connection.session.goAway?.lastStreamID == 99)
+        #expect(try emulator.notifications().filter { $0["status"] == 200 }.count == 3)
+    }
+
     /// The streams a `goAway` rule's GOAWAY covers are answered before it goes out: python-h2
     /// (httpx, aioapns, kalyke-apns) takes no frame after a GOAWAY, and read the answers sent
     /// after it as a protocol error, so their pushes, delivered, were reported failed.
