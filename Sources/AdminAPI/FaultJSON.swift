@@ -165,6 +165,24 @@ public enum FaultJSON {
             times: times, after: after, probability: probability, seed: seed)
     }
 
+    /// What a rule answers that APNs never would: a reason it does not send (a misspelling is
+    /// the likely cause), or one it sends with another status. Taken all the same (a rule may
+    /// mean it), and said: in the answer that adds the rule and in the log.
+    public static func warnings(_ rule: FaultInjectionRule) -> [String] {
+        guard case .respond(let status, let reason) = rule.action.kind else { return [] }
+        guard let known = APNsReason(rawValue: reason) else {
+            let near = APNsReason.allCases.first { $0.rawValue.lowercased() == reason.lowercased() }
+            return [
+                "APNs sends no reason \"\(reason)\"" + (near.map { " (did you mean \($0.rawValue)?)" } ?? "")
+                    + "; a client that knows Apple's reasons may not recognise it"
+            ]
+        }
+        guard known.status == status else {
+            return ["APNs sends \(known.rawValue) with status \(known.status), not \(status)"]
+        }
+        return []
+    }
+
     private static func string(_ value: JSONValue, _ name: String) throws -> String {
         guard let text = value.stringValue else { throw AdminError(400, "\(name) must be a string") }
         return text

@@ -22,8 +22,14 @@ struct FaultRoutes: AdminResource {
                 return id
             }
             rule.id = id
-            host.log("admin: fault rule \(rule.id) added")
-            return .json(201, FaultJSON.rule(rule))
+            let warnings = FaultJSON.warnings(rule)
+            host.log("admin: fault rule \(rule.id) added" + warnings.map { "; " + $0 }.joined())
+            var body = FaultJSON.rule(rule)
+            if !warnings.isEmpty, case .object(var object) = body {
+                object["warnings"] = .array(warnings.map(JSONValue.string))
+                body = .object(object)
+            }
+            return .json(201, body)
         }
         r.add("DELETE", "/api/v1/faults", "remove every fault rule") { _, _, _ in
             state.withWorld { $0.removeAllFaults() }

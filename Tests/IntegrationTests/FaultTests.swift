@@ -14,6 +14,22 @@ struct FaultTests {
         return reply.json["id"]?.stringValue ?? ""
     }
 
+    /// A reason APNs never sends, or sends with another status, is taken (a rule may mean it)
+    /// and said in the answer.
+    @Test func aReasonApnsWouldNotSendIsTakenWithAWarning() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        func warnings(_ action: JSONValue) throws -> [String] {
+            let reply = try emulator.admin("POST", "/api/v1/faults", body: ["match": [:], "action": action])
+            #expect(reply.status == 201, "\(reply.raw)")
+            return reply.json["warnings"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        }
+        #expect(try warnings(["status": 400, "reason": "BadDevicetoken"]).first?.contains("(did you mean BadDeviceToken?)") == true)
+        #expect(try warnings(["status": 500, "reason": "BadDeviceToken"]) == ["APNs sends BadDeviceToken with status 400, not 500"])
+        #expect(try warnings(["status": 400]) == ["APNs sends InternalServerError with status 500, not 400"])
+        #expect(try warnings(["status": 410, "reason": "Unregistered"]).isEmpty)
+        #expect(try warnings(["rstStream": 7]).isEmpty)
+    }
+
     @Test func statusAndReasonForTheFirstNThenNormal() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let device = try emulator.createDevice()
