@@ -1,12 +1,14 @@
 // SharedStateJoin: an instance joining a shared state that others made (`--redis`) adds what its
 // own configuration has and the state lacks, as a start over a state directory does
-// (`World.restoring`): a key, an app or a device added to the configuration before every
-// instance was restarted is there afterwards. Where the two differ, the shared state wins (the
-// other instances use it), and the caller is told in words.
+// (`World.restoring`): an app or a device added to the configuration before every instance was
+// restarted is there afterwards. Where the two differ, the shared state wins (the other
+// instances use it), and the caller is told in words. Keys read from files stay each
+// instance's own; `SharedKeyPrints` lets instances compare them.
 
 extension World {
-    /// Adds the configured keys, apps and devices that the world (a shared state just loaded)
-    /// lacks; returns a warning for each configured one the state holds differently.
+    /// Adds the configured apps and devices (and keys kept with their PEM) that the world (a
+    /// shared state just loaded) lacks; returns a warning for each configured one the state
+    /// holds differently.
     /// Change tracking carries the additions to the other instances.
     public mutating func addConfigured(from configured: World, stateName: String) -> [String] {
         var warnings: [String] = []

@@ -115,9 +115,10 @@ public final class SimulatedDevice {
         object["lowPowerMode"] = .bool(lowPowerMode)
         object["apps"] = .array(apps.filter { !installedByEmulator.contains($0.bundleID) }.map { .object($0.protocolFields) })
         // What it last heard of its Live Activities: what changed while its frames went to a
-        // dead socket comes again (`current`).
+        // dead socket comes again (`current`). Not the dismissed ones (they change no more, and
+        // a long run gathers many), and at most the 1000 a hello may list.
         object["activities"] = .array(
-            activities.sorted { $0.key < $1.key }.map { id, activity in
+            activities.filter { $0.value["state"]?.stringValue != "dismissed" }.sorted { $0.key < $1.key }.prefix(1000).map { id, activity in
                 [
                     "activityId": .string(id), "updates": activity["updates"] ?? 0, "state": activity["state"] ?? "active",
                     "pushToken": activity["pushToken"] ?? .null,
