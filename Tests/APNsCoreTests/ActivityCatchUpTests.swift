@@ -9,19 +9,25 @@ import Testing
 struct ActivityCatchUpTests {
     static let bundle = "com.example.app"
 
-    @Test func aHelloGetsTheActivitiesThatChangedSinceTheDeviceLastHeard() throws {
+    /// The fixture's device "ci" with one activity of its app, updated by token.
+    static func deviceWithAnActivity() throws -> (PersistenceFixture, LiveActivity, String) {
         let f = try PersistenceFixture()
         let now = f.now
         try f.state.withWorld { world throws(DeviceRequestError) in
-            _ = try world.declareLiveActivities(deviceID: "ci", bundleID: Self.bundle, types: ["Delivery"], frequentUpdates: false, nowMs: now)
+            _ = try world.declareLiveActivities(deviceID: "ci", bundleID: bundle, types: ["Delivery"], frequentUpdates: false, nowMs: now)
         }
         let activity = try f.state.withWorld { world throws(DeviceRequestError) in
             try world.startLiveActivity(
-                deviceID: "ci", bundleID: Self.bundle, attributesType: "Delivery", attributes: [:], contentState: ["eta": 15],
+                deviceID: "ci", bundleID: bundle, attributesType: "Delivery", attributes: [:], contentState: ["eta": 15],
                 updates: .token, nowMs: now
             ).activity
         }
-        let token = try #require(activity.pushToken)
+        return (f, activity, try #require(activity.pushToken))
+    }
+
+    @Test func aHelloGetsTheActivitiesThatChangedSinceTheDeviceLastHeard() throws {
+        let (f, activity, token) = try Self.deviceWithAnActivity()
+        let now = f.now
         let heardAtStart = ActivitySeen(updates: 0, state: "active", pushToken: token)
         let update = try f.push(
             token, topic: Self.bundle + ".push-type.liveactivity", body: #"{"aps":{"event":"update","timestamp":200,"content-state":{"eta":10}}}"#,
@@ -64,18 +70,8 @@ struct ActivityCatchUpTests {
     /// A change that waited for the device while it was offline comes as itself when it is
     /// back, not a second time as `current`.
     @Test func aChangeThatWaitedForTheDeviceComesOnce() throws {
-        let f = try PersistenceFixture()
+        let (f, activity, token) = try Self.deviceWithAnActivity()
         let now = f.now
-        try f.state.withWorld { world throws(DeviceRequestError) in
-            _ = try world.declareLiveActivities(deviceID: "ci", bundleID: Self.bundle, types: ["Delivery"], frequentUpdates: false, nowMs: now)
-        }
-        let activity = try f.state.withWorld { world throws(DeviceRequestError) in
-            try world.startLiveActivity(
-                deviceID: "ci", bundleID: Self.bundle, attributesType: "Delivery", attributes: [:], contentState: ["eta": 15],
-                updates: .token, nowMs: now
-            ).activity
-        }
-        let token = try #require(activity.pushToken)
         func hello(_ seen: [String: ActivitySeen]?, connection: UInt64) throws -> [JSONValue] {
             let hello = DeviceHello(deviceID: "ci", lowPowerMode: false, apps: [], activitiesSeen: seen)
             return try f.state.withWorld { world throws(DeviceRequestError) in

@@ -113,6 +113,18 @@ final class EmulatorCluster: @unchecked Sendable {
     }
 
     /// The instance whose device listener holds `count` sockets.
+    /// The instance holding the device sockets (once one does) and another instance.
+    func holderAndAnother() throws -> (holder: Int, another: EmulatorProcess) {
+        var holder: Int?
+        #expect(
+            try eventually {
+                holder = try instanceHoldingDevices()
+                return holder != nil
+            })
+        let index = try #require(holder)
+        return (index, instances[(index + 1) % instances.count])
+    }
+
     func instanceHoldingDevices() throws -> Int? {
         try instances.indices.first { index in
             guard instances[index].process.isRunning else { return false }
@@ -1164,13 +1176,7 @@ struct SharedStateTests {
         let device = try DeviceProcess(
             cluster.instances[0], deviceID: "la-roaming", extra: ["--live-activity-types", "DeliveryAttributes"], address: cluster.device)
         _ = try #require(device.nextActivity("token"), "no push-to-start token")
-        var holder: Int?
-        #expect(
-            try eventually {
-                holder = try cluster.instanceHoldingDevices(); return holder != nil
-            })
-        let victim = try #require(holder)
-        let survivor = cluster.instances[(victim + 1) % cluster.instances.count]
+        let (victim, survivor) = try cluster.holderAndAnother()
         let started = try survivor.admin(
             "POST", "/api/v1/devices/la-roaming/apps/\(EmulatorProcess.bundleID)/activities",
             body: ["attributesType": "DeliveryAttributes", "contentState": ["eta": 15]])
@@ -1250,13 +1256,7 @@ struct SharedStateTests {
         let e1 = cluster.instances[0]
         let device = try DeviceProcess(e1, deviceID: "roaming-phone", extra: ["--app-state", "foreground"], address: cluster.device)
         let token = try device.registeredToken()
-        var holder: Int?
-        #expect(
-            try eventually {
-                holder = try cluster.instanceHoldingDevices(); return holder != nil
-            })
-        let victim = try #require(holder)
-        let survivor = cluster.instances[(victim + 1) % cluster.instances.count]
+        let (victim, survivor) = try cluster.holderAndAnother()
         let first = APNsResult(try survivor.connect().send(try survivor.push(token).request))
         #expect(first.status == 200)
         #expect(device.next("notification") != nil)
