@@ -159,7 +159,6 @@ struct DeliveryStateTests {
         #expect(f.notifications(in: try f.connect()).isEmpty)
     }
 
-
     /// "Up to 30 days or until apns-expiration, whichever comes first": without the header, and
     /// with an expiration 40 days or a century ahead, a push is kept 30 days.
     @Test(arguments: [nil, Int64(40 * 86_400), Int64(100 * 365 * 86_400)])
