@@ -83,7 +83,9 @@ extension RecordStore {
             }
             i += 1
         }
-        summary.journalMayBeIncomplete = !reachedOlder && evicted > 0
+        // Dropped here, or (a journal loaded full at a restart or a join: this instance cannot
+        // tell what went before) full.
+        summary.journalMayBeIncomplete = !reachedOlder && (evicted > 0 || count >= capacity)
         return summary
     }
 }

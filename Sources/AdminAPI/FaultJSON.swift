@@ -170,7 +170,7 @@ public enum FaultJSON {
     /// mean it), and said: in the answer that adds the rule and in the log.
     public static func warnings(_ rule: FaultInjectionRule) -> [String] {
         guard case .respond(let status, let reason) = rule.action.kind else { return [] }
-        guard let known = APNsReason(rawValue: reason) else {
+        guard let known = APNsReason(appleName: reason) else {
             let near = APNsReason.allCases.first { $0.rawValue.lowercased() == reason.lowercased() }
             return [
                 "APNs sends no reason \"\(reason)\"" + (near.map { " (did you mean \($0.rawValue)?)" } ?? "")
@@ -178,7 +178,13 @@ public enum FaultJSON {
             ]
         }
         guard known.status == status else {
-            return ["APNs sends \(known.rawValue) with status \(known.status), not \(status)"]
+            // The reason the emulator gives a rule without one: which to give instead.
+            if reason == defaultReason(status), let example = APNsReason.allCases.first(where: { $0.status == status }) {
+                return [
+                    "APNs sends \(reason) with status \(known.status), not \(status) (the default for a rule without a reason): give one of Apple's for \(status), such as \(example.rawValue)"
+                ]
+            }
+            return ["APNs sends \(reason) with status \(known.status), not \(status)"]
         }
         return []
     }
