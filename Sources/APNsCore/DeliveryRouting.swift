@@ -218,7 +218,8 @@ extension World {
         let content = notification.content
         var notes: [String] = []
         if content.contentAvailable {
-            let headerSent = records.record(sequence: notification.sequence)?.pushTypeHeaderPresent ?? true
+            // (A `background` type came from the header; an `alert` one may be implied.)
+            let headerSent = notification.pushType == .background || (records.pushTypeHeaderPresent(sequence: notification.sequence) ?? true)
             notes = PayloadAdvice.backgroundPushNotes(pushType: notification.pushType, headerSent: headerSent, priority: notification.priority)
         } else if let mistake = PayloadAdvice.wakeMistake(notification.payload) {
             if content.isVisible {

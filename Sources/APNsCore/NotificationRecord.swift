@@ -951,6 +951,11 @@ public struct RecordStore: Sendable {
         physicalIndex(of: sequence).map { value(at: $0) }
     }
 
+    /// Whether the record's request named `apns-push-type`, read in place (no copy of the record).
+    func pushTypeHeaderPresent(sequence: UInt64) -> Bool? {
+        physicalIndex(of: sequence).map { ring[$0].keptEncoded == nil ? ring[$0].pushTypeHeaderPresent : value(at: $0).pushTypeHeaderPresent }
+    }
+
     /// The record's `apns-id`, read in place (no copy of the record).
     func apnsID(sequence: UInt64) -> String? {
         physicalIndex(of: sequence).map { ring[$0].keptEncoded == nil ? ring[$0].apnsID : value(at: $0).apnsID }

@@ -63,7 +63,8 @@ public enum SharedKeyPrints {
     /// `keyID team print` lines, sorted.
     public static func lines(of credentials: Credentials) -> [String] {
         credentials.keys.values.filter { !$0.addedAtRunTime }.sorted { $0.keyID < $1.keyID }.map { key in
-            "\(key.keyID) \(key.teamID) \(key.verifier.publicKeyPEM.map(print) ?? "-")"
+            // The PEM's text without its line breaks, which another platform's file may change.
+            "\(key.keyID) \(key.teamID) \(key.verifier.publicKeyPEM.map { String(StoredSurvivor.fnv1a(String($0.filter { !$0.isWhitespace })), radix: 16) } ?? "-")"
         }
     }
 
@@ -98,14 +99,5 @@ public enum SharedKeyPrints {
             }
         }
         return said
-    }
-
-    /// 64 bits of FNV-1a over the public key's PEM: enough to tell two keys apart.
-    private static func print(_ pem: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in pem.utf8 where byte > 0x20 {
-            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
-        }
-        return String(hash, radix: 16)
     }
 }

@@ -60,13 +60,13 @@ struct TokenRoutes: AdminResource {
         // A token its app no longer has stays unregistered: it cannot be made to answer as if
         // the app were still there (it was: a token set active after its uninstall got 200s).
         let changed = state.withWorld { world -> Result<TokenEntry, AdminError> in
-            guard world.registry.token(token) != nil else { return .failure(AdminError(404, "no token \(token)")) }
+            guard let entry = world.registry.token(token) else { return .failure(AdminError(404, "no token \(token)")) }
             let unregistering = if case .unregistered = newState { true } else { false }
             if !unregistering, !world.registry.isCurrent(token: token) {
                 return .failure(
                     AdminError(
                         409,
-                        "token \(token) is no longer its app's (the app was uninstalled or reinstalled, or the token replaced): it stays unregistered; only \"unregistered\" (with another \"since\") can be set on it"
+                        "token \(token) is no longer its app's (\(world.registry.whyInvalidated(entry))): it stays unregistered; only \"unregistered\" (with another \"since\") can be set on it"
                     ))
             }
             return world.setTokenState(token, newState).map { .success($0) } ?? .failure(AdminError(404, "no token \(token)"))
