@@ -119,8 +119,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var queued = QueuedTickets()
         /// The writer has a batch out to Redis.
         var writing = false
-        /// The highest version of this instance's own writes the writer has had answered.
+        /// The highest version of this instance's own writes the writer has had answered (in
+        /// the epoch followed: a new one starts again at 0).
         var lastOwnWrittenVersion: UInt64 = 0
+        /// The newest version this copy knows Redis stored: applied, or written by this instance.
+        var knownVersion: UInt64 { max(version, lastOwnWrittenVersion) }
         /// Pushes held for order (`World.holdForOrder`) by the version of the write that holds
         /// them: released once the follower passes it, in the log's order.
         var heldByVersion: [UInt64: [UInt64]] = [:]
@@ -265,8 +268,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         let start = state.readWorld { $0.persistedState }
                         let epoch = RedisStateStore.newEpoch()
                         let written = try store.append([.reset(start)], instance: instance, fence: s.token, epoch: .seed(epoch), on: redis)
-                        s.epoch = epoch
-                        followedEpoch.withLock { $0 = epoch }
+                        follow(epoch, &s)
                         s.version = written.version
                         s.lastID = written.id
                     } else {
@@ -520,7 +522,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 }
                 let batch = Batch(
                     rows: rows, last: last, fence: s.holding ? s.token : s.sharedToken, exclusive: s.holding,
-                    epoch: s.epoch, sentMs: Monotonic.nowMilliseconds(), generation: s.redisGeneration)
+                    epoch: s.epoch, knownVersion: s.knownVersion, sentMs: Monotonic.nowMilliseconds(), generation: s.redisGeneration)
                 s.queued.drop(rows: taken)
                 s.writing = true
                 return batch
@@ -541,8 +543,17 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 if connection?.isBroken ?? false { connection = nil }
                 result = .failure(error)
             }
+            var wentBack: UInt64?
+            if case .success(let written) = result, written.version <= batch.knownVersion { wentBack = written.version }
             let (answers, committed) = shared.withLock { (s: inout Shared) -> (CommitRelease, Bool) in
                 s.writing = false
+                if let wentBack {
+                    // Stored, but into a state that lacks changes already answered: the batch's
+                    // answers are not sent (their fate is the restored state's).
+                    failPending(&s)
+                    stateWentBack(&s, connection, found: wentBack, known: batch.knownVersion)
+                    return (tickets.withLock { $0.waiters.takeAll() }, false)
+                }
                 switch result {
                 case .success(let written):
                     let answers = tickets.withLock { (t: inout Tickets) -> CommitRelease in
@@ -626,6 +637,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         /// Written under the lease (else in a shared turn).
         let exclusive: Bool
         let epoch: String
+        /// The newest version this copy knew to be in Redis when the batch was taken: the
+        /// batch's own version is higher unless Redis went back (`stateWentBack`).
+        let knownVersion: UInt64
         let sentMs: Int64
         let generation: Int
     }
@@ -911,8 +925,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         }
         if let epoch, epoch != s.epoch {
             if !s.epoch.isEmpty { logger.warning("shared state: following a new shared state in Redis (epoch \(s.epoch) → \(epoch))") }
-            s.epoch = epoch
-            followedEpoch.withLock { $0 = epoch }
+            follow(epoch, &s)
         }
         let now = clock.nowMilliseconds()
         let applied: ReplicationApplied
@@ -1017,10 +1030,44 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         logger.warning(
             "shared state: Redis holds another shared state (epoch \(s.epoch) → \(current)), seeded while this instance was away; reloading this copy from it"
         )
-        s.epoch = current
-        followedEpoch.withLock { $0 = current }
+        follow(current, &s)
         s.needsReload = true
     }
+
+    /// Follows `epoch` from now on (the versions of another state mean nothing in it).
+    private func follow(_ epoch: String, _ s: inout Shared) {
+        s.epoch = epoch
+        s.lastOwnWrittenVersion = 0
+        followedEpoch.withLock { $0 = epoch }
+    }
+
+    /// Redis holds the state this copy follows at version `found`, older than `known`, which
+    /// it had stored: it restarted from an older snapshot (an RDB file, an append-only file
+    /// synced every second) or a replica that lacked the newest writes took over. Changes
+    /// answered 200 are missing from it, and going on from it would give their version numbers
+    /// to other changes, so it is taken for lost: its epoch is removed (unless another state
+    /// is there by now), which every instance notices, and the state is restored from the
+    /// newest copy among them, as when Redis comes back empty.
+    private func stateWentBack(_ s: inout Shared, _ redis: RedisConnection?, found: UInt64, known: UInt64) {
+        logger.warning(
+            "shared state went back: Redis holds version \(found) of the shared state, which had reached version \(known) (Redis restarted from an older snapshot, or a replica without the newest writes took over): changes answered 200 are missing from it, so the instances restore it from the newest copy among them"
+        )
+        if let redis, !redis.isBroken {
+            _ = try? Self.forgetEpochScript.run(on: redis, keys: [store.key("epoch")], arguments: [.text(s.epoch)])
+        }
+        epochChanged(&s, current: nil)
+        let text =
+            "the shared state in Redis went back to an older version (Redis restarted from an older snapshot, or a replica without the newest writes took over); the instances restore it from the newest copy among them"
+        s.unavailable = text
+        reason.withLock { $0 = text }
+    }
+
+    /// Removes the epoch KEYS[1] if it is still ARGV[1].
+    static let forgetEpochScript = RedisScript(
+        """
+        if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+        return 0
+        """)
 
     func flushAnnouncements() {
         let pending = tickets.withLock { (t: inout Tickets) -> [(records: [UInt64], reset: Bool, devicesReset: Bool)] in
@@ -1243,6 +1290,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 if current != s.epoch {
                     epochChanged(&s, current: current)
                     if s.recovery != nil { return false }
+                } else if !s.epoch.isEmpty, case let stored = UInt64(try redis.command("GET", store.key("version")).int ?? 0), stored < s.knownVersion {
+                    stateWentBack(&s, redis, found: stored, known: s.knownVersion)
+                    return false
                 }
                 try takeLease(&s, redis)
                 try reload(&s, redis)
@@ -1283,7 +1333,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             }
             guard let redis = s.redis else { return }
             do {
-                if let current = try store.epoch(on: redis), current != recovery.lostEpoch {
+                var current = try store.epoch(on: redis)
+                if current == recovery.lostEpoch {
+                    // The state went back (`stateWentBack`) and the instance that found it could
+                    // not remove its epoch: a restore seeds only where there is none.
+                    _ = try Self.forgetEpochScript.run(on: redis, keys: [store.key("epoch")], arguments: [.text(recovery.lostEpoch)])
+                    current = nil
+                }
+                if let current, current != recovery.lostEpoch {
                     // Restored by another instance (or seeded by a new one): follow it. The
                     // journal this copy holds is taken first: taking the lease may already
                     // reload the copy (a reload was due when the state went), and what the
@@ -1291,8 +1348,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     let kept = recovery.keptRecords ?? state.readWorld { $0.records.newestFirst(limit: $0.records.count) }
                     recovery.keptRecords = kept
                     s.recovery = recovery
-                    s.epoch = current
-                    followedEpoch.withLock { $0 = current }
+                    follow(current, &s)
                     try takeLease(&s, redis)
                     try reload(&s, redis)
                     // A large state takes longer to reload than the lease lasts: renewed (or
@@ -1331,8 +1387,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     "shared state restored into Redis from this instance's copy (version \(s.version) of the lost state: \(copy.devices.count) device(s), \(copy.tokens.count) token(s), \(copy.waiting.count) waiting notification(s), \(copy.records.count) record(s)); the other instances reload it"
                 )
                 s.recovery = nil
-                s.epoch = epoch
-                followedEpoch.withLock { $0 = epoch }
+                follow(epoch, &s)
                 s.version = written.version
                 s.lastID = written.id
                 s.needsReload = false
