@@ -1290,10 +1290,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 if current != s.epoch {
                     epochChanged(&s, current: current)
                     if s.recovery != nil { return false }
-                } else if !s.epoch.isEmpty, case let stored = UInt64(try redis.command("GET", store.key("version")).int ?? 0), stored < s.knownVersion
-                {
-                    stateWentBack(&s, redis, found: stored, known: s.knownVersion)
-                    return false
+                } else if !s.epoch.isEmpty {
+                    let stored = UInt64(clamping: try redis.command("GET", store.key("version")).int ?? 0)
+                    if stored < s.knownVersion {
+                        stateWentBack(&s, redis, found: stored, known: s.knownVersion)
+                        return false
+                    }
                 }
                 try takeLease(&s, redis)
                 try reload(&s, redis)
