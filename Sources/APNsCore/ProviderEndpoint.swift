@@ -677,6 +677,14 @@ public final class ProviderEndpoint: Sendable {
         var pushType: PushType? = nil
     }
 
+    /// For a channel management path sent to the device-push endpoint: where it is served
+    /// (Apple serves it on host names of its own; so does `--listen`, by `:authority`).
+    static func otherServiceHint(_ path: String?) -> String {
+        guard let path, ASCII.hasPrefix(path, "/1/apps/") else { return "" }
+        return
+            " (a channel management path: it is served on --channel-sandbox-listen/--channel-production-listen, and on --listen when :authority names an api-manage-broadcast host, as `channels --sandbox` or `--production` sends it)"
+    }
+
     /// The text after `/3/device/`, or nil when the path does not start with it.
     static func deviceToken(inPath path: String) -> Substring? {
         guard ASCII.hasPrefix(path, "/3/device/") else { return nil }
@@ -696,12 +704,12 @@ public final class ProviderEndpoint: Sendable {
         guard fields.method == "POST" else {
             throw Rejection(
                 reason: .methodNotAllowed,
-                explanation: "method \(fields.method ?? "(none)") is not allowed; APNs accepts only POST")
+                explanation: "method \(fields.method ?? "(none)") is not allowed; APNs accepts only POST" + Self.otherServiceHint(fields.path))
         }
         guard let path = fields.path, let token = Self.deviceToken(inPath: path) else {
             throw Rejection(
                 reason: .badPath,
-                explanation: "path \(fields.path ?? "(none)") is not /3/device/<device-token>")
+                explanation: "path \(fields.path ?? "(none)") is not /3/device/<device-token>" + Self.otherServiceHint(fields.path))
         }
         record.token = String(token)
         let shape = Hex.shape(ofToken: token)

@@ -192,11 +192,13 @@ struct ValidationRoutes: AdminResource {
         return .json(200, .object(o))
     }
 
-    /// The topic stage of a token-based push for a verified provider token.
+    /// The topic stage of a token-based push for a verified provider token, as for a push
+    /// without `apns-push-type` (an MDM topic's is `mdm`, which tokens cannot send).
     private func topicRefusal(_ topic: String, _ provider: AuthenticatedProvider) -> (reason: APNsReason, explanation: String)? {
         if let refusal = TopicRules.syntaxRefusal(topic) { return refusal }
         let credentials = state.readWorld { $0.credentials }
-        let pushType = TopicRules.impliedPushType(ofTopic: topic, credentials: credentials) ?? .alert
+        let pushType = TopicRules.pushTypeWithoutHeader(
+            topic: Substring(topic), implied: TopicRules.impliedPushType(ofTopic: topic, credentials: credentials))
         let bundle = TopicRules.bundleID(ofTopic: topic, pushType: pushType)
         return TopicRules.tokenRefusal(pushType: pushType, bundleID: bundle, topic: topic, provider: provider, credentials: credentials)
     }

@@ -173,6 +173,12 @@ public enum OptionParser {
             } else {
                 guard i < arguments.count else { throw UsageError("\(spec.flag) needs a value: \(spec.flag) \(spec.valueName!)") }
                 value = arguments[i]
+                // `--token $T --host …` with T empty: the next option is not taken as the value.
+                if value.hasPrefix("--"), byName[String(value.dropFirst(2).prefix { $0 != "=" })] != nil {
+                    throw UsageError(
+                        "\(spec.flag) needs a value: \(spec.flag) \(spec.valueName!) (the word after it is the option \(value.prefix { $0 != "=" }); an empty shell variable?)"
+                    )
+                }
                 i += 1
             }
             if spec.repeatable { fromFlags[name, default: []].append(value) } else { fromFlags[name] = [value] }

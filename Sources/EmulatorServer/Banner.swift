@@ -49,6 +49,7 @@ public enum Banner {
         if let demo = emulator.demo {
             var text =
                 "team \(Emulator.demoTeamID), key \(Emulator.demoKeyID) (\(demo.keyPath)), app \(Emulator.demoBundleID), device \(Emulator.demoDeviceID)"
+                + " (sandbox token \(demo.token))"
             if let owner = demoAppOwner(emulator) {
                 text += "; but \(Emulator.demoBundleID) belongs to team \(owner) (configured), so the demo key is refused for it (TopicDisallowed)"
             }

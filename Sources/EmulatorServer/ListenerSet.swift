@@ -71,7 +71,10 @@ final class ListenerSet: Service, @unchecked Sendable {
     func start() throws {
         nextConnectionID.store(firstConnectionID(), ordering: .relaxed)
         var addresses = BoundAddresses()
-        if configured.needsServerCertificate { addresses.caFile = tlsSource.generatedCAPath }
+        if configured.needsServerCertificate, let path = tlsSource.generatedCAPath {
+            // Absolute: the ready file, /api/v1/info and the curl export are read elsewhere.
+            addresses.caFile = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        }
         let configured = self.configured
         let acceptLoop = group.loops[0]
         for address in configured.listen {

@@ -249,6 +249,20 @@ struct RequestRulesTests {
                 == "no team owns bundle com.Example.App; com.example.app is registered, and topics are matched exactly, case included")
     }
 
+    /// `channels` pointed at a `--listen` port without the management host name reaches the
+    /// device-push endpoint: Apple's answer, and a record that says where the path is served.
+    @Test(arguments: [("GET", "MethodNotAllowed"), ("POST", "BadPath")])
+    func aChannelManagementPathOnTheDeviceEndpointSaysWhereItIsServed(method: String, reason: String) throws {
+        let fixture = try Fixture()
+        let response = fixture.send(try fixture.request(method: method, path: "/1/apps/com.example.app/channels"))
+        #expect(response.reasonText == reason)
+        let explanation = fixture.latestRecord()?.explanation ?? ""
+        #expect(explanation.contains("a channel management path: it is served on --channel-sandbox-listen"), "\(explanation)")
+        // Any other wrong path is told only what the endpoint takes.
+        _ = fixture.send(try fixture.request(path: "/3/devices/abcd"))
+        #expect(fixture.latestRecord()?.explanation == "path /3/devices/abcd is not /3/device/<device-token>")
+    }
+
     @Test func clientApnsIDIsEchoedUnchanged() throws {
         let fixture = try Fixture()
         let id = "7C3D1C3E-0E5F-4A6B-9A3B-3C1D2E4F5A6B"

@@ -88,6 +88,16 @@ struct ServeConfigurationTests {
         #expect(fromVariable?.description.contains("1/0, yes/no, on/off") == true)
     }
 
+    /// `--ready-file $F --quiet` with F empty: the option after it is not taken as the value.
+    @Test func anOptionIsNotTakenAsTheValueOfTheOneBefore() throws {
+        let error = #expect(throws: UsageError.self) { try resolve(["--ready-file", "--quiet"]) }
+        #expect(error?.description.contains("--ready-file needs a value") == true, "\(String(describing: error))")
+        #expect(error?.description.contains("the option --quiet") == true)
+        #expect(throws: UsageError.self) { try resolve(["--ready-file", "--threads=2"]) }
+        // A value that only looks like an option, but names none, is a value.
+        #expect(try resolve(["--ready-file", "--not-an-option"]).readyFile == "--not-an-option")
+    }
+
     /// An empty variable is not set (compose's `${VAR:-}`), the config file's included.
     @Test func anEmptyConfigVariableIsNotSet() throws {
         let configuration = try ServeConfiguration.resolve(

@@ -216,6 +216,9 @@ struct CommandLineTests {
         let devices = try emulator.admin("GET", "/api/v1/devices/demo-iphone")
         let token = try #require(devices.json["apps"]?.arrayValue?.first?["token"]?.stringValue)
         #expect(banner.contains(token))
+        #expect(banner.contains("device demo-iphone (sandbox token \(token))"), "the banner labels the demo device's token")
+        // The CA path is absolute wherever it is read (the banner, the ready file, the curl export).
+        #expect(try emulator.admin("GET", "/api/v1/info").json["addresses"]?["caFile"]?.stringValue?.hasPrefix("/") == true)
         let keyPath = emulator.directory + "/certs/demo-AuthKey_DEMOKEY000.p8"
         let send = try run(
             EmulatorProcess.binary,

@@ -176,6 +176,12 @@ struct ConsoleTests {
         #expect(unowned.json["accepted"]?.boolValue == false)
         #expect(unowned.json["status"]?.intValue == 400)
         #expect(unowned.json["reason"]?.stringValue == "TopicDisallowed")
+        // An MDM topic: its pushes are `mdm`, which provider tokens cannot send (the endpoint's
+        // answer to a push there without apns-push-type), not an app to register.
+        let mdm = try emulator.admin(
+            "POST", "/api/v1/validate/jwt", body: ["jwt": .string(jwt), "topic": "com.apple.mgmt.External.0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"])
+        #expect(mdm.json["reason"]?.stringValue == "InvalidPushType", "\(mdm.raw)")
+        #expect(mdm.json["explanation"]?.stringValue?.contains("need a certificate-based connection") == true, "\(mdm.raw)")
     }
 
     @Test func malformedProviderTokensGetTheEndpointsAnswers() throws {
