@@ -163,6 +163,19 @@ public final class ProviderEndpoint: Sendable {
         var reason: APNsReason
         var explanation: String
         var timestampMs: Int64? = nil
+        /// A token of the other environment: the record says where the environment came from.
+        var wrongEnvironment = false
+    }
+
+    /// How a request's environment was chosen (`APNsEnvironment.resolve`), for a token of the
+    /// other one: a provider sending by IP address learns that the port, not the token, chose.
+    static func environmentSource(authority: String?, chosen: APNsEnvironment) -> String {
+        if let authority, APNsEnvironment.forAppleHost(Substring(authority)) != nil {
+            return " (:authority \(authority) selects \(chosen.rawValue))"
+        }
+        let named = authority.map { ":authority \($0) names no Apple host" } ?? "no :authority"
+        return
+            " (\(named), so the TLS server name, else the port it came to, chose \(chosen.rawValue); \(chosen.other.appleHost), or the emulator's \(chosen.other.rawValue) port, takes this token)"
     }
 
     public func handle(_ request: consuming PushRequest, connection: inout ProviderConnectionContext) -> PushResponse {
@@ -473,6 +486,9 @@ public final class ProviderEndpoint: Sendable {
             }
         } catch {
             record.reject(error, spelledAs: options.reasonText(error.reason))
+            if error.wrongEnvironment {
+                record.explanation += Self.environmentSource(authority: fields.authority, chosen: environment)
+            }
             Self.noteEffectivePushType(&record, credentials: world.credentials)
             // Refused before its topic gave it a type: counted under the type its record shows.
             if pushType == nil { pushType = record.pushType.flatMap { PushType(rawValue: $0) } }
@@ -987,7 +1003,9 @@ public final class ProviderEndpoint: Sendable {
 
 extension ProviderEndpoint.Rejection {
     fileprivate init(_ refusal: DeviceTokenRules.Refusal) {
-        self.init(reason: refusal.reason, explanation: refusal.explanation, timestampMs: refusal.timestampMs)
+        self.init(
+            reason: refusal.reason, explanation: refusal.explanation, timestampMs: refusal.timestampMs,
+            wrongEnvironment: refusal.kind == .wrongEnvironment)
     }
 }
 

@@ -263,6 +263,21 @@ struct RequestRulesTests {
         #expect(fixture.latestRecord()?.explanation == "path /3/devices/abcd is not /3/device/<device-token>")
     }
 
+    /// A token of the other environment: the record says how the request's environment was
+    /// chosen (an Apple host name in :authority, else the server name or the port).
+    @Test func aTokenOfTheOtherEnvironmentSaysWhereTheEnvironmentCameFrom() throws {
+        let fixture = try Fixture()
+        _ = fixture.send(try fixture.request(token: fixture.productionToken))
+        #expect(
+            fixture.latestRecord()?.explanation
+                == "this is a production token, sent to sandbox (:authority 127.0.0.1:2197 names no Apple host, so the TLS server name, else the port it came to, chose sandbox; api.push.apple.com, or the emulator's production port, takes this token)"
+        )
+        _ = fixture.send(try fixture.request(token: fixture.productionToken, authority: "api.sandbox.push.apple.com"))
+        #expect(
+            fixture.latestRecord()?.explanation
+                == "this is a production token, sent to sandbox (:authority api.sandbox.push.apple.com selects sandbox)")
+    }
+
     @Test func clientApnsIDIsEchoedUnchanged() throws {
         let fixture = try Fixture()
         let id = "7C3D1C3E-0E5F-4A6B-9A3B-3C1D2E4F5A6B"
