@@ -25,6 +25,8 @@ public final class AdminMetrics: Sendable {
     /// Idle connections closed to make room for a new one at the cap.
     let connectionsEvicted = Counter()
     let bodyBudgetRefusals = Counter()
+    /// Notification lists answered 503 for the list answers' budget (`listAnswerBudget`).
+    let listBudgetRefusals = Counter()
     let streamsDropped = Counter()
     let waitersRefused = Counter()
     /// Waiters compared with a changed record (the index keeps this near the wake-ups).
@@ -54,7 +56,7 @@ public final class AdminMetrics: Sendable {
 
     public func reset() {
         for counter in refused + timeouts + [
-            malformed, connectionsRefused, connectionsEvicted, bodyBudgetRefusals, streamsDropped, waitersRefused,
+            malformed, connectionsRefused, connectionsEvicted, bodyBudgetRefusals, listBudgetRefusals, streamsDropped, waitersRefused,
             waiterChecks, waiterWakeups,
         ] {
             counter.reset()
@@ -94,6 +96,10 @@ extension AdminMetrics {
         single(
             "apns_emulator_admin_body_budget_refusals_total", "counter",
             "Admin requests answered 503 because the request body budget was spent.", m.bodyBudgetRefusals.value)
+        single(
+            "apns_emulator_admin_list_budget_refusals_total", "counter",
+            "Notification lists answered 503 because 64 MiB of list answers were on their way to clients that had not read them.",
+            m.listBudgetRefusals.value)
         single("apns_emulator_admin_event_streams", "gauge", "Open /api/v1/events streams.", events.streamCount)
         single(
             "apns_emulator_admin_event_streams_dropped_total", "counter",

@@ -150,6 +150,7 @@ struct NotificationRoutes: AdminResource {
         let bytes = records.reduce(0) { $0 + $1.accountedBytes }
         let held = bytes < 1 << 20 ? 0 : bytes
         guard api.listAnswerBudget.take(held) else {
+            api.metrics.listBudgetRefusals.add()
             throw AdminError(
                 503,
                 "list answers holding \(api.listAnswerBudget.limit >> 20) MiB of records are on their way to clients that have not read them yet; "

@@ -498,6 +498,7 @@ struct JournalBoundTests {
         }
         let answer = try #require(refused, "a whole-journal list is refused while four others are unread")
         #expect(answer.json["error"]?.stringValue?.contains("MiB of records") == true, "\(answer.json)")
+        #expect(try emulator.metric("apns_emulator_admin_list_budget_refusals_total") >= 1, "the refusal is counted")
         #expect(try emulator.admin("GET", "/api/v1/notifications?limit=1").status == 200, "a small page still fits beside them")
         stalled.removeAll()  // closed: their answers can no longer leave
         var again = 0
