@@ -37,6 +37,7 @@ extension World {
                 )
             }
         }
+        warnings += configuredDevicesKeptDifferently(from: configured, stateName: stateName)
         for device in configured.registry.devices.values.sorted(by: { $0.id < $1.id }) where registry.devices[device.id] == nil {
             // Its pinned tokens active again, as after a reset (one it had before it was deleted
             // too); not one that another device there holds.
@@ -52,6 +53,23 @@ extension World {
             registry.adopt(device: device, from: configured.registry)
         }
         return warnings
+    }
+}
+
+extension World {
+    /// Configured devices the state (a state directory, the shared state) holds with other apps
+    /// than the configuration gives them: the state's stay (they may have been changed through
+    /// the admin API on purpose), and each is said, with how to take the configured one.
+    public func configuredDevicesKeptDifferently(from configured: World, stateName: String) -> [String] {
+        func apps(_ device: Device) -> String {
+            device.apps.values.map { "\($0.bundleID) (\($0.environment.rawValue))" }.sorted().joined(separator: ", ")
+        }
+        return configured.registry.devices.values.sorted(by: { $0.id < $1.id }).compactMap { device in
+            guard let kept = registry.devices[device.id], apps(kept) != apps(device) else { return nil }
+            let keptApps = apps(kept)
+            return
+                "configured device \(device.id) is kept as \(stateName) has it, with \(keptApps.isEmpty ? "no app" : keptApps), not with \(apps(device)) as configured; to take the configured one, DELETE /api/v1/devices/\(device.id) and restart"
+        }
     }
 }
 

@@ -56,6 +56,9 @@ enum StateDirectory {
                     "state: app \(bundle) belongs to team \(kept) in \(directory), not to team \(configuredOwner.teamID) as configured; the kept owner stays, so pushes to it signed by team \(configuredOwner.teamID)'s keys get 400 TopicDisallowed. To give it to team \(configuredOwner.teamID): DELETE /api/v1/apps/\(bundle) and restart, or POST /api/v1/reset"
                 )
             }
+            for warning in world.configuredDevicesKeptDifferently(from: configured, stateName: directory) {
+                logger.warning("state: " + warning)
+            }
             // The state's fault rules are used; `--faults` counts for a new directory and a reset.
             let configuredRules = configured.faults.rules.map(\.id)
             if !configuredRules.isEmpty, persisted.faults != nil, world.faults.rules.map(\.id) != configuredRules {

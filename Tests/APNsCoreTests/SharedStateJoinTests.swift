@@ -56,6 +56,27 @@ struct SharedStateJoinTests {
         #expect(shared.registry.devices["pinned"] != nil)
         #expect(shared.registry.token(pinned)?.state == .active)
     }
+
+    /// A configured device the state holds with other apps (changed through the admin API, or
+    /// the configuration changed): the state's stays, and the difference is said.
+    @Test func aConfiguredDeviceKeptWithOtherAppsIsSaid() throws {
+        let now: Int64 = 1_767_225_600_000
+        var configured = World()
+        try configured.registry.addDevice(id: "phone", isVirtual: true, nowMs: now)
+        _ = try configured.registry.register(deviceID: "phone", bundleID: "com.example.a", environment: .sandbox, nowMs: now)
+        _ = try configured.registry.register(deviceID: "phone", bundleID: "com.example.b", environment: .production, nowMs: now)
+        var kept = World()
+        try kept.registry.addDevice(id: "phone", isVirtual: true, nowMs: now)
+        _ = try kept.registry.register(deviceID: "phone", bundleID: "com.example.a", environment: .sandbox, nowMs: now)
+        #expect(
+            kept.configuredDevicesKeptDifferently(from: configured, stateName: "/var/state")
+                == [
+                    "configured device phone is kept as /var/state has it, with com.example.a (sandbox), not with com.example.a (sandbox), com.example.b (production) as configured; to take the configured one, DELETE /api/v1/devices/phone and restart"
+                ])
+        // The same apps (their tokens may differ): nothing to say.
+        _ = try kept.registry.register(deviceID: "phone", bundleID: "com.example.b", environment: .production, nowMs: now)
+        #expect(kept.configuredDevicesKeptDifferently(from: configured, stateName: "/var/state").isEmpty)
+    }
 }
 
 /// Each instance's keys from its own files, compared with another's.
