@@ -104,9 +104,13 @@ struct ScenarioCommandTests {
         runner.standardOutput = FileHandle.nullDevice
         runner.standardError = FileHandle.nullDevice
         try runner.run()
-        #expect(try eventually(30) { FileManager.default.fileExists(atPath: started) }, "the step's command started")
-        let text = try String(contentsOfFile: started, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        let child = try #require(Int32(text))
+        defer { if runner.isRunning { kill(runner.processIdentifier, SIGKILL) } }
+        // The shell creates the file before `echo` writes the pid into it.
+        func startedPID() -> Int32? {
+            (try? String(contentsOfFile: started, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        }
+        #expect(try eventually(30) { startedPID() != nil }, "the step's command started")
+        let child = try #require(startedPID())
         kill(runner.processIdentifier, SIGTERM)
         runner.waitUntilExit()
         #expect(runner.terminationStatus == 143)
