@@ -32,10 +32,16 @@ struct AdminRouter {
         case found(AdminRoute, [String: String])
         case wrongMethod(allowed: [String])
         case notFound
+        /// `//` or a trailing `/`: an id left empty (`DELETE /api/v1/faults/$ID` with ID
+        /// unset), never taken for the path without it (which would delete every rule).
+        case emptySegment
     }
 
     func match(method: String, path: String) -> Match {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
+        var parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        if parts.first?.isEmpty == true { parts.removeFirst() }
+        if parts.count == 1, parts[0].isEmpty { parts = [] }  // "/" itself
+        if parts.contains(where: \.isEmpty) { return .emptySegment }
         var allowed: [String] = []
         for route in routes {
             guard let parameters = Self.bind(route.segments, parts) else { continue }

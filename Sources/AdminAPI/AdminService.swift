@@ -164,6 +164,10 @@ public final class AdminService: HTTP1Service, @unchecked Sendable {
                 return (error, false)
             case .notFound:
                 throw AdminError(404, "no such endpoint: \(request.path); see /api/v1/openapi.json")
+            case .emptySegment:
+                throw AdminError(
+                    404,
+                    "no such endpoint: \(request.path) has an empty path segment (an id left empty, or a '/' too many); see /api/v1/openapi.json")
             }
         } catch let error as AdminError {
             return (.error(error.status, error.message), ran)

@@ -48,4 +48,30 @@ struct AdminRouterTests {
             return
         }
     }
+
+    /// An id left empty (`DELETE /api/v1/faults/$ID` with ID unset) is not the path without
+    /// it: `DELETE /api/v1/faults` removes every rule.
+    @Test func anEmptyPathSegmentMatchesNoRoute() {
+        var router = AdminRouter()
+        router.add("DELETE", "/api/v1/faults", "") { _, _, _ in nil }
+        router.add("DELETE", "/api/v1/faults/{id}", "") { _, _, _ in nil }
+        router.add("DELETE", "/api/v1/apps/{bundleId}/backend", "") { _, _, _ in nil }
+        router.add("GET", "/", "") { _, _, _ in nil }
+        for path in ["/api/v1/faults/", "/api/v1/apps//backend", "/api/v1//faults", "//api/v1/faults"] {
+            guard case .emptySegment = router.match(method: "DELETE", path: path) else {
+                Issue.record("\(path) should match no route")
+                continue
+            }
+        }
+        guard case .found(let route, _) = router.match(method: "DELETE", path: "/api/v1/faults") else {
+            Issue.record("the path itself matches")
+            return
+        }
+        #expect(route.pattern == "/api/v1/faults")
+        guard case .found(let root, _) = router.match(method: "GET", path: "/") else {
+            Issue.record("/ matches")
+            return
+        }
+        #expect(root.pattern == "/")
+    }
 }
