@@ -717,6 +717,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         else
           id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5], unpack(extra))
         end
+        -- After a reset nothing before it is worth reading (a copy behind it reloads), and an
+        -- entry can be large (a batch of devices): the log keeps the reset alone.
+        if ARGV[8] == '1' then redis.call('XTRIM', KEYS[4], 'MAXLEN', 1) end
         local i = 19
         -- Runs cmd key (prefixed) items for the n items from ARGV[i], at most 1000 at a time
         -- (Lua's stack bounds unpack).

@@ -952,6 +952,32 @@ struct SharedStateTests {
         #expect(try #require(device.next("notification"))["apnsId"]?.stringValue == pushed.apnsID)
     }
 
+    /// A reset leaves the shared log holding the reset alone: a test suite that makes a batch of
+    /// devices and resets, over and over, grew Redis by the batches (each one log entry, and
+    /// the log is bounded in entries). The other instance follows the reset as before.
+    @Test(.requires(.redisCLI)) func aResetTrimsTheSharedLog() throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        func logLength() throws -> Int {
+            Int(try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.redis.port), "XLEN", "apns-emulator:log"]).out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        }
+        let batch = try e1.admin("POST", "/api/v1/devices/batch", body: ["bundleId": "com.example.app", "environment": "sandbox", "count": 2000])
+        #expect(batch.status == 201 || batch.status == 200, "\(batch.raw.prefix(300))")
+        let token = try e1.createDevice().token
+        #expect(try eventually(10) { try e2.admin("GET", "/api/v1/tokens/\(token)").status == 200 })
+        let before = try logLength()
+        #expect(before >= 3, "\(before) entries before the reset")
+        #expect(try e2.admin("POST", "/api/v1/reset").status == 200)
+        let after = try logLength()
+        #expect(after >= 1 && after < before, "\(after) entries after the reset (\(before) before)")
+        // Both copies followed it: the batch's devices are gone, and a new device is shared.
+        for emulator in [e1, e2] {
+            #expect(try eventually(10) { try emulator.admin("GET", "/api/v1/tokens/\(token)").status == 404 }, "the reset reached every copy")
+        }
+        let fresh = try e1.createDevice().token
+        #expect(try eventually(10) { try e2.admin("GET", "/api/v1/tokens/\(fresh)").status == 200 })
+    }
+
     /// Pushes to one device sent one after another (each after the last one's 200) through
     /// every instance in turn reach it in that order, and the newest is the one a device offline
     /// keeps: the owner holds a push it took itself until it has read what the others answered
