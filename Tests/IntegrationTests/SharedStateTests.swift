@@ -959,7 +959,9 @@ struct SharedStateTests {
         let cluster = try EmulatorCluster(count: 2)
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
         func logLength() throws -> Int {
-            Int(try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.redis.port), "XLEN", "apns-emulator:log"]).out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            Int(
+                try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.redis.port), "XLEN", "apns-emulator:log"]).out.trimmingCharacters(
+                    in: .whitespacesAndNewlines)) ?? -1
         }
         let batch = try e1.admin("POST", "/api/v1/devices/batch", body: ["bundleId": "com.example.app", "environment": "sandbox", "count": 2000])
         #expect(batch.status == 201 || batch.status == 200, "\(batch.raw.prefix(300))")
