@@ -50,7 +50,9 @@ struct DeviceRoutes: AdminResource {
             let id = try Self.deviceID(p)
             let body = try req.jsonObject()
             try body.refuseUnknownFields(["apnsId"])
-            guard let apnsID = try Self.string(body, "apnsId") else { throw AdminError(400, "\"apnsId\" is required") }
+            guard let apnsID = try Self.string(body, "apnsId"), !apnsID.isEmpty else {
+                throw AdminError(400, "\"apnsId\" is required: the apns-id of a notification on screen or in Notification Center")
+            }
             let tapped = try deviceCall { world, now throws(DeviceRequestError) in try world.tap(deviceID: id, apnsID: apnsID, nowMs: now) }
             let answer = JSONObject([
                 ("apnsId", .string(tapped.apnsID)), ("bundleId", .string(tapped.bundleID)),

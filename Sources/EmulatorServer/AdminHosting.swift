@@ -76,6 +76,9 @@ final class EmulatorAdminHost: AdminHost, Sendable {
     }
 
     func checkApp(teamID: String, bundleID: String) throws(AdminError) {
+        // Named by field: the parser's wording is the command line's (TEAMID:BUNDLEID).
+        if teamID.isEmpty { throw AdminError(400, "\"teamId\" is empty: give the team id, ten letters and digits, e.g. ABCDE12345") }
+        if bundleID.isEmpty { throw AdminError(400, "\"bundleId\" is empty: give a bundle id, e.g. com.example.app") }
         do { _ = try ServeConfiguration.parseApp("\(teamID):\(bundleID)") } catch { throw AdminError(400, error.description) }
     }
 }

@@ -402,6 +402,9 @@ struct ControlPlaneTests {
         }
         let movedApp = try emulator.admin("POST", "/api/v1/apps", body: ["teamId": "OTHERTEAM1", "bundleId": .string(EmulatorProcess.bundleID)])
         #expect(movedApp.status == 409)
+        // An empty field is named as the field, not in the command line's TEAMID:BUNDLEID form.
+        let emptyTeam = try emulator.admin("POST", "/api/v1/apps", body: ["teamId": "", "bundleId": "com.example.zzz"])
+        #expect(emptyTeam.status == 400 && emptyTeam.json["error"]?.stringValue?.hasPrefix("\"teamId\" is empty") == true, "\(emptyTeam.raw)")
         #expect(
             movedApp.json["error"]
                 == .string(

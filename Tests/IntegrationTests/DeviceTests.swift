@@ -188,6 +188,8 @@ struct DeviceTests {
         let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
         #expect(result.status == 200)
         #expect(device.next("notification") != nil)
+        let empty = try emulator.admin("POST", "/api/v1/devices/phone-tap/tap", body: ["apnsId": ""])
+        #expect(empty.status == 400 && empty.json["error"]?.stringValue?.hasPrefix("\"apnsId\" is required") == true, "\(empty.raw)")
         let tapped = try emulator.admin("POST", "/api/v1/devices/phone-tap/tap", body: ["apnsId": .string(try #require(result.apnsID))])
         #expect(tapped.status == 200 && tapped.json["launched"] == true)
         #expect(device.next("tapped")?["launched"] == true)
