@@ -62,6 +62,9 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         var cluster = false
         /// The node that owns the keys' slot (the one Redis: `url`).
         var node: RedisURL
+        /// Every node of the cluster its last `CLUSTER SLOTS` named (masters and replicas):
+        /// where to ask when the node `--redis` names is gone (a failover that it lost).
+        var knownNodes: [RedisURL] = []
     }
     /// Entries the log keeps (approximately).
     public let logLength: Int
@@ -122,7 +125,18 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
     /// Connects to `url`, finds out whether it is a cluster node and, if so, which node owns
     /// the keys' slot, and returns a connection there.
     private func locate(commandTimeoutMs: Int) throws(RedisError) -> RedisConnection {
-        let start = try RedisConnection(url: url, commandTimeoutMs: commandTimeoutMs)
+        let start: RedisConnection
+        do {
+            start = try RedisConnection(url: url, commandTimeoutMs: commandTimeoutMs)
+        } catch {
+            // The node named is gone (killed, its replica promoted): another node of the
+            // cluster answers as well. (It stayed 503 until that very node came back.)
+            let others = layout.withLock { $0.knownNodes }.filter { $0.host != url.host || $0.port != url.port }
+            guard let other = others.lazy.compactMap({ try? RedisConnection(url: $0, commandTimeoutMs: commandTimeoutMs) }).first else {
+                throw error
+            }
+            start = other
+        }
         let info = try start.command("INFO", "cluster").text ?? ""
         guard info.contains("cluster_enabled:1") else {
             layout.withLock {
@@ -137,20 +151,27 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         guard let slot = try start.command("CLUSTER", "KEYSLOT", .text(tagged + "state")).int else {
             throw RedisError(.protocolError, "CLUSTER KEYSLOT did not answer a number")
         }
-        guard let owner = Self.owner(ofSlot: Int(slot), in: try start.command("CLUSTER", "SLOTS")) else {
+        let slots = try start.command("CLUSTER", "SLOTS")
+        guard let owner = Self.owner(ofSlot: Int(slot), in: slots) else {
             throw RedisError(.server, "no node of the cluster at \(url.redacted) serves slot \(slot) (is every slot assigned?)")
         }
-        var node = url
-        node.host = owner.host
-        node.port = owner.port
-        node.database = 0
+        func at(_ address: (host: String, port: Int)) -> RedisURL {
+            var node = url
+            node.host = address.host
+            node.port = address.port
+            node.database = 0
+            return node
+        }
+        let node = at(owner)
+        let known = Self.nodes(in: slots).map(at)
         layout.withLock {
             $0.prepared = true
             $0.cluster = true
             $0.node = node
             $0.prefix = tagged
+            if !known.isEmpty { $0.knownNodes = known }
         }
-        if node.host == url.host, node.port == url.port { return start }
+        if node.host == start.url.host, node.port == start.url.port { return start }
         return try RedisConnection(url: node, commandTimeoutMs: commandTimeoutMs)
     }
 
@@ -174,6 +195,19 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             return (host.isEmpty ? "127.0.0.1" : host, Int(port))
         }
         return nil
+    }
+
+    /// Every node a `CLUSTER SLOTS` reply names (each range's master and replicas), once each.
+    static func nodes(in reply: RedisReply) -> [(host: String, port: Int)] {
+        var seen: [(host: String, port: Int)] = []
+        for range in reply.elements ?? [] {
+            for node in (range.elements ?? []).dropFirst(2) {
+                guard let parts = node.elements, parts.count >= 2, let host = parts[0].text, let port = parts[1].int else { continue }
+                let address = (host: host.isEmpty ? "127.0.0.1" : host, port: Int(port))
+                if !seen.contains(where: { $0.host == address.host && $0.port == address.port }) { seen.append(address) }
+            }
+        }
+        return seen
     }
 
     // MARK: StateStore

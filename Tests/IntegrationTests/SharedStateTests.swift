@@ -1404,6 +1404,37 @@ struct RedisClusterTests {
             }, "every push answered 200 is in the journal")
     }
 
+    /// The node `--redis` names owns the slot and is killed; its replica takes over. The
+    /// instance asks the other nodes it learned of (it stayed 503, dialling the dead node,
+    /// until that very node came back), and every push answered 200 stays in the journal.
+    @Test func anInstanceWhoseNamedNodeDiesFollowsThePromotedReplica() throws {
+        let cluster = try RedisClusterProcess()
+        let shared = try makeSharedDirectory()
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        let owner = try cluster.owner(of: "{apns-emulator:}state")
+        let replica = try cluster.addReplica(of: owner)
+        let e1 = try EmulatorProcess(["--redis", cluster.url(node: owner)], sharedDirectory: shared)
+        let token = try e1.createDevice().token
+        var accepted: [String] = []
+        func push() throws -> Int? {
+            guard let reply = try? e1.connect().send(try e1.push(token).request) else { return nil }
+            let result = APNsResult(reply)
+            if result.status == 200, let id = result.apnsID { accepted.append(id) }
+            return result.status
+        }
+        #expect(try push() == 200)
+        cluster.nodes[owner].kill()
+        #expect(
+            try eventually(20) { try run("/usr/bin/env", ["redis-cli", "-p", String(replica.port), "role"]).out.hasPrefix("master") },
+            "the replica took over")
+        #expect(try eventually(20, pollingEvery: 0.3) { try push() == 200 }, "pushes accepted again without the node --redis names")
+        #expect(try e1.admin("GET", "/readyz").status == 200)
+        #expect(
+            try eventually {
+                Set(try e1.notifications(token: token, limit: 1000).compactMap { $0["apnsId"]?.stringValue }).isSuperset(of: accepted)
+            }, "every push answered 200 is in the journal")
+    }
+
     /// The keys' slot moves to another node while two instances run (a reshard): they are
     /// answered MOVED, find the new owner and go on with the same state; nothing they answered
     /// 200 is lost, before or after.
