@@ -132,6 +132,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var writerIdle: Bool { outbox.isEmpty && !writing }
         /// The epoch of the shared state this copy follows ("" until it has joined one).
         var epoch = ""
+        /// Epochs this copy followed before (the newest few): one back in Redis is an older
+        /// state come back (a snapshot from before a restore), not a new one to follow.
+        var formerEpochs: [String] = []
         /// Set while the shared state is lost and being restored (`recoverLostState`).
         var recovery: Recovery?
         /// The others' journal-only writes applied to this copy's version but not read yet
@@ -551,7 +554,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     // Stored, but into a state that lacks changes already answered: the batch's
                     // answers are not sent (their fate is the restored state's).
                     failPending(&s)
-                    stateWentBack(&s, connection, found: wentBack, known: batch.knownVersion)
+                    stateWentBack(&s, connection, epochInRedis: batch.epoch, found: wentBack, known: batch.knownVersion)
                     return (tickets.withLock { $0.waiters.takeAll() }, false)
                 }
                 switch result {
@@ -964,11 +967,17 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             s.redis = nil
             s.holding = false
             s.sharing = false
-            let text = "Redis at \(store.url.redacted) cannot be reached: \(error)"
+            let text =
+                moved
+                ? "the shared state's keys moved to another node of the Redis Cluster (a failover or a resharding: \(error)); connecting to it"
+                : "Redis at \(store.url.redacted) cannot be reached: \(error)"
             s.unavailable = text
             reason.withLock { $0 = text }
             ringKeeper()  // to reconnect
-            logger.warning("shared state unavailable: \(error); providers get 503 until Redis is back")
+            logger.warning(
+                moved
+                    ? "shared state unavailable for a moment: \(text); providers get 503 until it is reached"
+                    : "shared state unavailable: \(error); providers get 503 until Redis is back")
         } else if error.kind == .timeout {
             warn(&s, "shared state: \(error)")
         } else if error.kind == .server, error.description.hasPrefix("OOM") {
@@ -1027,6 +1036,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             return
         }
         guard current != s.epoch else { return }
+        if s.formerEpochs.contains(current) {
+            // A state this copy followed before, come back (Redis restarted from a snapshot
+            // taken before a restore): what was answered since is missing from it.
+            stateWentBack(&s, s.redis, epochInRedis: current, found: nil, known: s.knownVersion)
+            return
+        }
         logger.warning(
             "shared state: Redis holds another shared state (epoch \(s.epoch) → \(current)), seeded while this instance was away; reloading this copy from it"
         )
@@ -1036,6 +1051,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// Follows `epoch` from now on (the versions of another state mean nothing in it).
     private func follow(_ epoch: String, _ s: inout Shared) {
+        if !s.epoch.isEmpty, s.epoch != epoch {
+            s.formerEpochs.append(s.epoch)
+            if s.formerEpochs.count > 8 { s.formerEpochs.removeFirst() }
+        }
         s.epoch = epoch
         s.lastOwnWrittenVersion = 0
         followedEpoch.withLock { $0 = epoch }
@@ -1048,12 +1067,15 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// to other changes, so it is taken for lost: its epoch is removed (unless another state
     /// is there by now), which every instance notices, and the state is restored from the
     /// newest copy among them, as when Redis comes back empty.
-    private func stateWentBack(_ s: inout Shared, _ redis: RedisConnection?, found: UInt64, known: UInt64) {
+    private func stateWentBack(_ s: inout Shared, _ redis: RedisConnection?, epochInRedis: String, found: UInt64?, known: UInt64) {
+        let held =
+            found.map { "version \($0) of the shared state, which had reached version \(known)" }
+            ?? "a shared state this instance followed before (epoch \(epochInRedis)), not the newer one it follows now (\(s.epoch))"
         logger.warning(
-            "shared state went back: Redis holds version \(found) of the shared state, which had reached version \(known) (Redis restarted from an older snapshot, or a replica without the newest writes took over): changes answered 200 are missing from it, so the instances restore it from the newest copy among them"
+            "shared state went back: Redis holds \(held) (Redis restarted from an older snapshot, or a replica without the newest writes took over): changes answered 200 are missing from it, so the instances restore it from the newest copy among them"
         )
         if let redis, !redis.isBroken {
-            _ = try? Self.forgetEpochScript.run(on: redis, keys: [store.key("epoch")], arguments: [.text(s.epoch)])
+            _ = try? Self.forgetEpochScript.run(on: redis, keys: [store.key("epoch")], arguments: [.text(epochInRedis)])
         }
         epochChanged(&s, current: nil)
         let text =
@@ -1244,6 +1266,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         }
                     }
                 }
+                // Redis gone, or restarted (which an idle instance only learns here): taken as
+                // a lost connection, so /readyz says so at once and the reconnect checks what
+                // came back (an older state included) before anything is served from this copy.
+                if case .failure(let error) = epoch, error.kind == .connection {
+                    shared.withLock { (s: inout Shared) in
+                        if s.recovery == nil, s.unavailable == nil, s.redis != nil { failed(&s, error) }
+                    }
+                }
             }
             if now >= nextSweep {
                 nextSweep = now + 2 * Self.heartbeatMilliseconds
@@ -1293,7 +1323,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 } else if !s.epoch.isEmpty {
                     let stored = UInt64(clamping: try redis.command("GET", store.key("version")).int ?? 0)
                     if stored < s.knownVersion {
-                        stateWentBack(&s, redis, found: stored, known: s.knownVersion)
+                        stateWentBack(&s, redis, epochInRedis: s.epoch, found: stored, known: s.knownVersion)
                         return false
                     }
                 }
@@ -1337,10 +1367,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             guard let redis = s.redis else { return }
             do {
                 var current = try store.epoch(on: redis)
-                if current == recovery.lostEpoch {
+                if let found = current, found == recovery.lostEpoch || s.formerEpochs.contains(found) {
                     // The state went back (`stateWentBack`) and the instance that found it could
-                    // not remove its epoch: a restore seeds only where there is none.
-                    _ = try Self.forgetEpochScript.run(on: redis, keys: [store.key("epoch")], arguments: [.text(recovery.lostEpoch)])
+                    // not remove its epoch, or an older state came back meanwhile: a restore
+                    // seeds only where there is none.
+                    _ = try Self.forgetEpochScript.run(on: redis, keys: [store.key("epoch")], arguments: [.text(found)])
                     current = nil
                 }
                 if let current, current != recovery.lostEpoch {

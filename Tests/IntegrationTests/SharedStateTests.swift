@@ -414,12 +414,12 @@ struct SharedStateTests {
     /// it reloaded the restored state before noting what that state lacked. From an older
     /// snapshot every instance reloaded it as the state it followed, and the pushes answered
     /// after the snapshot left every journal.)
-    @Test(.requires(.redisCLI), arguments: ["FLUSHALL", "an older snapshot"])
+    @Test(.requires(.redisCLI), arguments: ["FLUSHALL", "an older snapshot", "a snapshot from before a restore"])
     func nothingAcknowledgedIsLostWhenRedisLosesItsDataMidLoad(how: String) throws {
         let cluster = try EmulatorCluster(count: 2, persistent: false)
         let tokens = try cluster.instances.map { try $0.createDevice().token }
         let acknowledged = Locked<[String]>([])
-        let deadline = Date().addingTimeInterval(6)
+        let deadline = Date().addingTimeInterval(how == "a snapshot from before a restore" ? 12 : 6)
         let group = DispatchGroup()
         // Three connections through the first instance, one through the second, each sending a
         // push after the answer to the one before, to both devices in turn.
@@ -453,6 +453,12 @@ struct SharedStateTests {
             let saved = try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.redis.port), "SAVE"])
             #expect(saved.out.contains("OK"), "\(saved)")
             let answeredAtTheSnapshot = acknowledged.withLock { $0.count }
+            if how == "a snapshot from before a restore" {
+                // The state is lost and restored under a new epoch; the snapshot holds the old one.
+                Thread.sleep(forTimeInterval: 0.5)
+                _ = try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.redis.port), "FLUSHALL"])
+                #expect(try eventually(20) { cluster.instances.contains { $0.stderr.contains("shared state restored into Redis") } })
+            }
             Thread.sleep(forTimeInterval: 1.5)
             #expect(acknowledged.withLock { $0.count } > answeredAtTheSnapshot, "pushes answered after the snapshot")
             try cluster.redis.restart()
@@ -631,6 +637,18 @@ struct SharedStateTests {
         // everything that queued behind it (and the odd lease renewal).
         #expect(written <= 8, "\(written) scripts for \(count) pushes")
         print("slow Redis (100 ms an answer): \(count) pushes on as many connections, \(written) scripts")
+    }
+
+    /// An idle instance learns within a heartbeat that Redis is gone (its /readyz said ready
+    /// until the next push found out), and is ready again once Redis is back.
+    @Test func anIdleInstanceNoticesRedisIsGoneWithinAHeartbeat() throws {
+        let redis = try RedisServerProcess(persistent: true)
+        let emulator = try EmulatorProcess(["--redis", redis.url])
+        #expect(try emulator.admin("GET", "/readyz").status == 200)
+        redis.kill()
+        #expect(try eventually(5) { try emulator.admin("GET", "/readyz").status == 503 }, "readyz says so without a push")
+        try redis.restart()
+        #expect(try eventually(15) { try emulator.admin("GET", "/readyz").status == 200 })
     }
 
     /// Redis stops answering (SIGSTOP) in the middle of a stream of pushes: the push whose
