@@ -331,6 +331,9 @@ public struct RecordStore: Sendable {
     private var unsettledFrom: Int?
     /// Records that fell off the end (for /info and metrics).
     public private(set) var evicted: UInt64 = 0
+    /// Records this journal itself dropped (not carried over a reset or reload, as `evicted`
+    /// is): whether a window of it may lack records (`RunSummary.journalMayBeIncomplete`).
+    public private(set) var evictedHere: UInt64 = 0
     /// When on, appends and updates note the sequence numbers they touched.
     public var trackChanges = false
     /// Some slots may hold records kept encoded (`NotificationRecord.keptEncoded`: what a
@@ -529,6 +532,7 @@ public struct RecordStore: Sendable {
             swap(&ring[head], &record)
             head = (head + 1) % capacity
             evicted += 1
+            evictedHere += 1
             return sequence
         }
         // Otherwise make room by count, then by bytes (never evicting the record being added).
@@ -703,6 +707,7 @@ public struct RecordStore: Sendable {
         head = (head + 1) % capacity
         live -= 1
         evicted += 1
+        evictedHere += 1
         return emptied
     }
 

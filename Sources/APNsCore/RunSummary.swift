@@ -83,9 +83,10 @@ extension RecordStore {
             }
             i += 1
         }
-        // Dropped here, or (a journal loaded full at a restart or a join: this instance cannot
+        // Dropped by this journal (since the last reset or reload: what went before is not in
+        // the window), or (a journal loaded full at a restart or a join: this instance cannot
         // tell what went before) full.
-        summary.journalMayBeIncomplete = !reachedOlder && (evicted > 0 || count >= capacity)
+        summary.journalMayBeIncomplete = !reachedOlder && (evictedHere > 0 || count >= capacity)
         return summary
     }
 }

@@ -26,5 +26,10 @@ struct RunSummaryTests {
         // A run that began after the oldest record kept is whole.
         #expect(!dropped.summary(sinceMs: 1_004).journalMayBeIncomplete)
         #expect(dropped.summary(sinceMs: 1_004).requests == 1)
+        // A reset's journal goes on counting what the instance dropped (notificationsDropped),
+        // but holds its own run whole: the drops were before it.
+        var afterReset = journal(capacity: 3, records: 2)
+        afterReset.continueCountingEvictions(from: dropped)
+        #expect(afterReset.evicted == 2 && !afterReset.summary(sinceMs: 0).journalMayBeIncomplete)
     }
 }
