@@ -1049,6 +1049,22 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         s.needsReload = true
     }
 
+    /// What Redis holds after it was out of reach: another state (`epochChanged`: gone, or
+    /// another to reload) or this one older than this copy knew it (`stateWentBack`); false
+    /// when it is the state this copy follows, as current as it knew it.
+    private func checkWhatCameBack(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) -> Bool {
+        let current = try store.epoch(on: redis)
+        if current != s.epoch {
+            epochChanged(&s, current: current)
+            return true
+        }
+        guard !s.epoch.isEmpty else { return false }
+        let stored = UInt64(clamping: try redis.command("GET", store.key("version")).int ?? 0)
+        guard stored < s.knownVersion else { return false }
+        stateWentBack(&s, redis, epochInRedis: s.epoch, found: stored, known: s.knownVersion)
+        return true
+    }
+
     /// Follows `epoch` from now on (the versions of another state mean nothing in it).
     private func follow(_ epoch: String, _ s: inout Shared) {
         if !s.epoch.isEmpty, s.epoch != epoch {
@@ -1275,14 +1291,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     shared.withLock { (s: inout Shared) in
                         guard s.recovery == nil, s.unavailable == nil, s.redis != nil, !s.epoch.isEmpty else { return }
                         do {
-                            let fresh = try store.connect()
-                            let current = try store.epoch(on: fresh)
-                            if current != s.epoch {
-                                epochChanged(&s, current: current)
-                                return
-                            }
-                            let stored = UInt64(clamping: try fresh.command("GET", store.key("version")).int ?? 0)
-                            if stored < s.knownVersion { stateWentBack(&s, fresh, epochInRedis: s.epoch, found: stored, known: s.knownVersion) }
+                            _ = try checkWhatCameBack(&s, try store.connect())
                         } catch {
                             failed(&s, error)
                         }
@@ -1329,18 +1338,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             do {
                 s.redis = redis
                 failPending(&s)
-                // Redis may have come back without its data, or with another state.
-                let current = try store.epoch(on: redis)
-                if current != s.epoch {
-                    epochChanged(&s, current: current)
-                    if s.recovery != nil { return false }
-                } else if !s.epoch.isEmpty {
-                    let stored = UInt64(clamping: try redis.command("GET", store.key("version")).int ?? 0)
-                    if stored < s.knownVersion {
-                        stateWentBack(&s, redis, epochInRedis: s.epoch, found: stored, known: s.knownVersion)
-                        return false
-                    }
-                }
+                // Redis may have come back without its data, with another state, or older.
+                if try checkWhatCameBack(&s, redis), s.recovery != nil { return false }
                 try takeLease(&s, redis)
                 try reload(&s, redis)
                 try heartbeat(redis)
