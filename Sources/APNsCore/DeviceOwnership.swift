@@ -365,10 +365,19 @@ extension World {
                 notification = records.takeForRouting(sequence: sequence).flatMap { handedOffNotification(sequence: sequence, record: $0) }
             }
             guard let notification else { continue }
-            if !entry.ownTake { counters.handOffsRouted += 1 }
+            if !entry.ownTake, !takenByOwner(sequence, deviceID: entry.deviceID) { counters.handOffsRouted += 1 }
             frames += route(notification, nowMs: nowMs)
         }
         return frames
+    }
+
+    /// Whether the push numbered `sequence` was taken by the instance that owns its device
+    /// (a journal number carries its taker's stripe, `SequenceStripes`): held there for order,
+    /// not handed off, whichever instance routes it (under the lease any may). Counting those
+    /// as hand-offs routed put `handoffs_routed` above `pushes_handed_off`.
+    private func takenByOwner(_ sequence: UInt64, deviceID: String) -> Bool {
+        guard let owner = owner(of: deviceID) else { return false }
+        return UInt64(owner) % SequenceStripes.count == sequence % SequenceStripes.count
     }
 
     /// The notification a journal record that awaits its owner stands for, as the instance

@@ -278,6 +278,14 @@ public struct RecordDelivery: Sendable {
 }
 
 /// Where an accepted notification ended up. Rejected requests never enter delivery.
+extension RecordDelivery {
+    /// Whether something may still change what became of the notification: it waits for its
+    /// owner, or to be routed, delivered or acknowledged.
+    var mayStillChange: Bool {
+        awaitingOwner || heldForOrder || outcome == .pending || outcome == .stored || outcome == .deferred
+    }
+}
+
 public enum DeliveryOutcome: String, Sendable {
     case rejected
     /// Accepted; not yet delivered or otherwise settled.
@@ -357,6 +365,17 @@ public struct RecordStore: Sendable {
     private var evictedUnwritten: [UInt64: NotificationRecord] = [:]
     /// Whether `updatedOnly` is kept (`--redis`: `World.startSharingDeltas`).
     public var tracksUpdatesApart = false
+    /// With `tracksUpdatesApart`: the delivery parts of records that fell off this journal
+    /// while this instance could still change them (awaiting their owner, held for order,
+    /// pending, stored, deferred), so that a later outcome is still written. Journals shared
+    /// by several writers keep records in the order they arrived, so an owner's own push can
+    /// leave its journal while the others' still hold it; its outcome changed nothing here,
+    /// and their copies stayed `pending` for good. Oldest first, at most
+    /// `maxEvictedUnsettled`.
+    private var evictedUnsettled: [UInt64: RecordDelivery] = [:]
+    private var evictedUnsettledOrder: [UInt64] = []
+    private var evictedUnsettledHead = 0
+    static let maxEvictedUnsettled = 16_384
 
     public mutating func takeChanges() -> [UInt64] {
         defer { changes.removeAll(keepingCapacity: true) }
@@ -696,6 +715,7 @@ public struct RecordStore: Sendable {
         var emptied = Self.placeholder
         swap(&ring[head], &emptied)
         if emptied.delivery.awaitingOwner { keepEvictedHandOff(emptied) }
+        if tracksUpdatesApart { keepIfUnsettled(emptied) }
         if tracksUpdatesApart, evictedUnwritten.count < Self.maxEvictedHandOffs, wasChangedLately(emptied.sequence) {
             evictedUnwritten[emptied.sequence] = emptied
         }
@@ -724,6 +744,58 @@ public struct RecordStore: Sendable {
             evictedHandOffsDropped += 1
         }
         evictedHandOffs.append(record)
+    }
+
+    /// Keeps the delivery part of a record that left the journal unsettled (see
+    /// `evictedUnsettled`). A record kept encoded whose delivery part no one here changed is
+    /// kept only while it awaits its owner: its delivery part is not decoded for every record
+    /// that falls off.
+    private mutating func keepIfUnsettled(_ record: NotificationRecord) {
+        let part: RecordDelivery
+        if let kept = record.keptEncoded, !record.keptDeliveryChanged {
+            guard record.delivery.awaitingOwner else { return }
+            part = StateCodec.delivery(ofRecord: kept)
+        } else {
+            guard record.delivery.mayStillChange else { return }
+            part = record.delivery
+        }
+        if evictedUnsettled.updateValue(part, forKey: record.sequence) == nil { evictedUnsettledOrder.append(record.sequence) }
+        while evictedUnsettled.count > Self.maxEvictedUnsettled, evictedUnsettledHead < evictedUnsettledOrder.count {
+            evictedUnsettled[evictedUnsettledOrder[evictedUnsettledHead]] = nil
+            evictedUnsettledHead += 1
+        }
+        // The order still lists parts that settled and were written: shed them now and then.
+        if evictedUnsettledOrder.count - evictedUnsettledHead > 2 * evictedUnsettled.count + 1_024 {
+            evictedUnsettledOrder = evictedUnsettledOrder[evictedUnsettledHead...].filter { evictedUnsettled[$0] != nil }
+            evictedUnsettledHead = 0
+        }
+    }
+
+    /// `update` of a record that left the journal unsettled: its kept delivery part changes.
+    private mutating func updateEvicted(sequence: UInt64, _ change: (inout RecordDelivery) -> Void) -> Bool {
+        guard evictedUnsettled[sequence] != nil else { return false }
+        change(&evictedUnsettled[sequence]!)
+        // Not written yet either: the whole record goes with the change as it is now.
+        if evictedUnwritten[sequence] != nil { change(&evictedUnwritten[sequence]!.delivery) }
+        if trackChanges, changes.last != sequence {
+            changes.append(sequence)
+            if !addedLately.contains(sequence) { updatedOnly.insert(sequence) }
+        }
+        return true
+    }
+
+    /// The delivery part kept for a record that left the journal unsettled, to be written;
+    /// forgotten once it is settled (nothing here changes it again).
+    public mutating func takeEvictedDelivery(sequence: UInt64) -> RecordDelivery? {
+        guard let part = evictedUnsettled[sequence] else { return nil }
+        if !part.mayStillChange {
+            evictedUnsettled[sequence] = nil
+            if evictedUnsettled.isEmpty {
+                evictedUnsettledOrder = []
+                evictedUnsettledHead = 0
+            }
+        }
+        return part
     }
 
     /// The records kept since the last call, and how many the bound dropped meanwhile.
@@ -889,7 +961,9 @@ public struct RecordStore: Sendable {
     /// for it (its delivery part alone is, once).
     @discardableResult
     public mutating func update(sequence: UInt64, _ change: (inout RecordDelivery) -> Void) -> Bool {
-        guard let index = physicalIndex(of: sequence) else { return false }
+        guard let index = physicalIndex(of: sequence) else {
+            return evictedUnsettled.isEmpty ? false : updateEvicted(sequence: sequence, change)
+        }
         if let kept = ring[index].keptEncoded, !ring[index].keptDeliveryChanged {
             ring[index].delivery = StateCodec.delivery(ofRecord: kept)
             ring[index].keptDeliveryChanged = true

@@ -109,6 +109,7 @@ extension World {
         for sequence in recordSequences {
             if updatedOnly.contains(sequence),
                 let delivery = records.delivery(sequence: sequence) ?? evictedUnwritten[sequence].map(RecordStore.deliveryPart(of:))
+                    ?? records.takeEvictedDelivery(sequence: sequence)
             {
                 out.append(.recordDelivered(sequence: sequence, delivery: delivery))
             } else if let record = records.record(sequence: sequence) {

@@ -279,10 +279,15 @@ struct DeviceOwnershipTests {
         let kept = two.ownerWorld.records.newestFirst(limit: 2).map(\.apnsID)
         #expect(kept == apnsIDs.suffix(2).reversed(), "the two records still kept")
 
-        // The taker applies what the owner wrote; the hand-off whose record it no longer has
-        // (no delivery part comes for it) is forgotten, not kept.
+        // The owner writes what became of all three, the one its journal no longer holds too
+        // (other journals may still hold it); the taker, whose journal evicted it as well,
+        // applies that and forgets the hand-off rather than keeping it forever.
         let back = two.ownerWorld.takeStateChanges(recordSequences: two.ownerWorld.records.takeChanges())
-        #expect(back.filter { if case .recordDelivered = $0 { true } else { false } }.count == 2, "delivery parts of the two kept")
+        let parts = back.compactMap { row -> (UInt64, RecordDelivery)? in
+            if case .recordDelivered(let sequence, let part) = row { (sequence, part) } else { nil }
+        }
+        #expect(parts.count == 3, "a delivery part for each, the evicted one's too")
+        #expect(parts.allSatisfy { $0.1.outcome == .delivered && !$0.1.awaitingOwner })
         try two.takerApplies(back)
         #expect(pair.world { $0.delivery.handedOff.isEmpty })
     }

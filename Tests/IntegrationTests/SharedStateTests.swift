@@ -798,6 +798,43 @@ struct SharedStateTests {
         #expect(!e1.stderr.contains("did not keep") && !e2.stderr.contains("did not keep"), "no answer dropped by a reload")
     }
 
+    /// Three instances with a journal of 50 records under `apns-emulator load` through HAProxy
+    /// (alert and background pushes to 20 devices): once the load is over no record stays
+    /// `pending` on any instance, no hand-off waits, and each push handed off is counted routed
+    /// once. Before, an owner's own push, held for order, could leave its journal before it was
+    /// routed (journals keep records in the order they arrived, and the others' records arrived
+    /// after it): its outcome changed nothing there and was never written, so the others'
+    /// copies stayed `pending` for good; and a push the owner held that another instance routed
+    /// under the lease was counted as a hand-off routed.
+    @Test func aSmallJournalLeavesNothingPendingAndCountsEachHandOffOnce() throws {
+        let cluster = try EmulatorCluster(count: 3, extra: ["--max-records", "50"])
+        let e1 = cluster.instances[0]
+        let result = try run(
+            EmulatorProcess.binary,
+            [
+                "load", "--admin", try e1.address("admin").description, "--provider", cluster.provider.description,
+                "--bundle", EmulatorProcess.bundleID, "--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(e1.keyPath)",
+                "--requests", "6000", "--devices", "20", "--mix", "alert=80,background=20", "--json", "--quiet",
+            ], timeout: 90)
+        #expect(result.status == 0, "\(result.err)")
+        #expect(try JSONValue.parse(Array(result.out.utf8))["succeeded"]?.intValue == 6000)
+
+        func pending(_ instance: EmulatorProcess) throws -> Int {
+            try instance.admin("GET", "/api/v1/notifications?outcome=pending&limit=500").json["notifications"]?.arrayValue?.count ?? -1
+        }
+        func sum(_ metric: String) throws -> Double { try cluster.instances.reduce(0) { $0 + (try $1.metric(metric)) } }
+        var seen: [Int] = []
+        #expect(
+            try eventually(15) {
+                seen = try cluster.instances.map(pending)
+                return seen.allSatisfy { $0 == 0 }
+            }, "records still pending on each instance: \(seen)")
+        #expect(try eventually(5) { try sum("apns_emulator_handoffs_waiting") == 0 })
+        let handedOff = try sum("apns_emulator_pushes_handed_off_total")
+        #expect(handedOff > 0)
+        #expect(try sum("apns_emulator_handoffs_routed_total") == handedOff)
+    }
+
     /// An instance paused while the other takes more pushes than Redis keeps the rows of (about
     /// 20,000 records of each instance, with a journal of five) finds those rows gone when it
     /// resumes. Reading every write (`--redis-follow eager`) it says so, reloads the shared
