@@ -23,7 +23,7 @@ let conformanceCommand = Subcommand(
         --record FILE writes what was seen; --replay FILE compares a target's answers with a recording instead.
         Exit status: 0 when every case that ran answered as expected, 1 when one differs or got no answer,
         2 for a usage problem, a target that cannot be reached or stops answering, or a run whose own key, topic or
-        token the target refuses at its first request (nothing more is sent then).
+        token the target refuses at its first request (nothing more is sent then); 130 or 143 when Ctrl-C or SIGTERM stopped it.
         """,
     specs: [
         OptionSpec("target", "HOST:PORT", "the server to test (Apple: api.sandbox.push.apple.com:443)"),

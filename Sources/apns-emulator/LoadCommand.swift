@@ -13,8 +13,10 @@ import Synchronization
 /// went away; 2 for usage.
 let loadCommand = LoadCLI.command
 
-/// Ctrl-C count: the first stops sending and prints the summary, the second exits at once.
+/// Ctrl-C (or SIGTERM) count: the first stops sending and prints the summary, the second
+/// exits at once. `stopSignal`: the first one, for the exit status (128 + its number).
 private let interrupts = Atomic<Int>(0)
+private let stopSignal = Atomic<Int32>(0)
 
 private enum LoadCLI {
     static let maxRequests = 10_000_000
@@ -56,7 +58,7 @@ private enum LoadCLI {
         sent or --duration passed; then prints throughput, answers by status and reason, push types and \
         latency percentiles (submit to complete answer). A connection the server ends (GOAWAY, close) is \
         opened again and counted. One provider token per connection, signed again after 40 minutes.
-        Exit status: 0 when the run completed (whatever the answers), 130 when Ctrl-C stopped it, 1 when it could not run or the target could no longer be reached, 2 for usage errors.
+        Exit status: 0 when the run completed (whatever the answers), 130 when Ctrl-C stopped it (143 for SIGTERM), 1 when it could not run or the target could no longer be reached, 2 for usage errors.
         """
 
     static let command = Subcommand(
@@ -102,8 +104,12 @@ private enum LoadCLI {
             plan: plan, requests: settings.requests ?? (settings.duration == nil ? defaultRequests : nil), duration: settings.duration)
 
         if !settings.json { emit(description.header) }
-        signal(SIGINT) { _ in
-            if interrupts.wrappingAdd(1, ordering: .relaxed).oldValue > 0 { _exit(130) }
+        // A CI job's timeout sends SIGTERM: stopped as by Ctrl-C, never a status 0.
+        for number in [SIGINT, SIGTERM] {
+            signal(number) { received in
+                if interrupts.wrappingAdd(1, ordering: .relaxed).oldValue > 0 { _exit(128 + received) }
+                stopSignal.store(received, ordering: .relaxed)
+            }
         }
         let generator = LoadGenerator(plan: plan)
         var last = LoadGenerator.Progress(elapsedSeconds: 0, completed: 0, failed: 0)
@@ -129,7 +135,7 @@ private enum LoadCLI {
             fail("\(error)", code: 1)
         }
         emit(settings.json ? description.json(report).serialized() : description.summary(report))
-        if interrupts.load(ordering: .relaxed) > 0 { exit(130) }
+        if interrupts.load(ordering: .relaxed) > 0 { exit(128 + max(stopSignal.load(ordering: .relaxed), SIGINT)) }
         // The target went away and did not come back: a CI gate on the exit status must not pass.
         exit(report.stoppedBy == "unreachable" ? 1 : 0)
     }

@@ -14,8 +14,10 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 var noSignals = sigset_t()
 sigemptyset(&noSignals)
 pthread_sigmask(SIG_SETMASK, &noSignals, nil)
-signal(SIGTERM) { _ in _exit(0) }
-signal(SIGINT) { _ in _exit(0) }
+// Stopped by a signal is not success: a CI job cancelled or timed out mid-run must not read
+// as passed (128 + the signal's number, as a shell reports it).
+signal(SIGTERM) { _ in _exit(143) }
+signal(SIGINT) { _ in _exit(130) }
 
 /// Every subcommand; those with a listing appear in `--help` in this order.
 let subcommands = [

@@ -1,5 +1,6 @@
 import APNsCore
 import Foundation
+import Glibc
 import Testing
 import TestSupport
 
@@ -57,6 +58,49 @@ struct LoadCommandTests {
         // 240 sent, of which at most 180 are alerts) hold a background push whatever the order.
         let background = try #require(emulator.notifications(limit: 200).first { $0["pushType"]?.stringValue == "background" })
         #expect(background["priority"]?.intValue == 5 || background["priority"]?.stringValue == "5")
+    }
+
+    /// A CI job cancelled or timed out stops its commands with SIGTERM: that is never a
+    /// status 0 (it was, for every command but `serve` and `scenario`, with no output, so a
+    /// cut-short conformance run read as passed). `load` stops as for Ctrl-C and prints its
+    /// summary; `conformance` stops at once.
+    @Test func aCommandStoppedBySIGTERMDoesNotExitZero() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let token = try emulator.createDevice().token
+        let key = "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)"
+        let commands: [(name: String, arguments: [String], status: Int32)] = [
+            (
+                "load",
+                ["load", "--admin", try emulator.address("admin").description, "--bundle", EmulatorProcess.bundleID, "--key", key,
+                 "--duration", "60", "--rate", "50", "--devices", "2", "--json", "--quiet"], 143
+            ),
+            (
+                "conformance",
+                ["conformance", "--target", try emulator.address("sandbox").description, "--ca", emulator.caPath, "--key", key,
+                 "--topic", EmulatorProcess.bundleID, "--token", token, "--rate", "1"], 143
+            ),
+        ]
+        for command in commands {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: EmulatorProcess.binary)
+            process.arguments = command.arguments
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            let before = try emulator.metric("apns_emulator_streams_total")
+            try process.run()
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            // Under way: the emulator has seen its first requests.
+            #expect(try eventually(20) { try emulator.metric("apns_emulator_streams_total") > before }, "\(command.name) sent nothing")
+            kill(process.processIdentifier, SIGTERM)
+            let output = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            #expect(process.terminationStatus == command.status, "\(command.name)")
+            if command.name == "load" {
+                let summary = try JSONValue.parse(Array(output))
+                #expect((summary["requests"]?.intValue ?? 0) > 0, "load's summary, printed after SIGTERM")
+            }
+        }
     }
 
     @Test func aPacedRunOverH2CEndsAndReportsItsRate() throws {
