@@ -71,13 +71,17 @@ struct LoadCommandTests {
         let commands: [(name: String, arguments: [String], status: Int32)] = [
             (
                 "load",
-                ["load", "--admin", try emulator.address("admin").description, "--bundle", EmulatorProcess.bundleID, "--key", key,
-                 "--duration", "60", "--rate", "50", "--devices", "2", "--json", "--quiet"], 143
+                [
+                    "load", "--admin", try emulator.address("admin").description, "--bundle", EmulatorProcess.bundleID, "--key", key,
+                    "--duration", "60", "--rate", "50", "--devices", "2", "--json", "--quiet",
+                ], 143
             ),
             (
                 "conformance",
-                ["conformance", "--target", try emulator.address("sandbox").description, "--ca", emulator.caPath, "--key", key,
-                 "--topic", EmulatorProcess.bundleID, "--token", token, "--rate", "1"], 143
+                [
+                    "conformance", "--target", try emulator.address("sandbox").description, "--ca", emulator.caPath, "--key", key,
+                    "--topic", EmulatorProcess.bundleID, "--token", token, "--rate", "1",
+                ], 143
             ),
         ]
         for command in commands {
