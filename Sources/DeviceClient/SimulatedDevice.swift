@@ -656,6 +656,13 @@ public final class SimulatedDevice {
                 if let pending = pendingInstalls.removeValue(forKey: bundleID) {
                     apps[index] = pending
                     installedByEmulator.remove(bundleID)
+                } else if let environment = frame["environment"]?.stringValue.flatMap(APNsEnvironment.init(rawValue:)),
+                    apps[index].environment != environment
+                {
+                    // Switched without this device asking (the admin API, a raw install frame):
+                    // the next hello says so, or it installs the other build again and every
+                    // token the provider holds answers 410.
+                    apps[index].environment = environment
                 }
                 if let kind, !apps[index].kinds.contains(kind) { apps[index].kinds.append(kind) }
             } else if let pending = pendingInstalls.removeValue(forKey: bundleID) {

@@ -248,6 +248,26 @@ struct DeviceTests {
         let kept = try #require(apps.first { $0["bundleId"] == "com.example.other" })
         #expect(kept["authorization"] == "denied" && kept["appState"] == "terminated", "\(kept)")
 
+        // The device's own app switched to production through the admin API stays so across a
+        // reconnect, with its token: the hello said sandbox, as the command line had it, and
+        // installed the development build again, replacing every token (the provider's got 410).
+        let switched = try emulator.admin(
+            "POST", "/api/v1/devices/phone-admin/apps", body: ["bundleId": "com.example.app", "environment": "production"])
+        #expect(switched.status == 201, "\(switched.json)")
+        let production = try #require(switched.json["token"]?.stringValue)
+        #expect(device.next("registered")?["environment"] == "production")
+        device.command("offline")
+        #expect(device.next("offline") != nil)
+        device.command("online")
+        #expect(device.next("online") != nil)
+        let again = device.next("registered")
+        #expect(again?["environment"] == "production" && again?["token"]?.stringValue == production, "\(String(describing: again))")
+        let after = try emulator.admin("GET", "/api/v1/devices/phone-admin").json["apps"]?.arrayValue ?? []
+        let app = try #require(after.first { $0["bundleId"] == "com.example.app" })
+        #expect(app["environment"] == "production", "\(app)")
+        let push = APNsResult(try emulator.connect("production").send(try emulator.push(production).request))
+        #expect(push.status == 200, "the production token still valid: \(push.status) \(push.reason ?? "")")
+
         let uninstalled = try emulator.admin("DELETE", "/api/v1/devices/phone-admin/apps/com.example.app")
         #expect(uninstalled.status == 200)
         #expect(device.next("uninstalled")?["bundleId"] == "com.example.app")
