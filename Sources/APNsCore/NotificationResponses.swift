@@ -42,12 +42,20 @@ extension World {
     /// `orOnScreen`, also a banner that is not kept there (the user may still tap it: the
     /// emulator does not time a banner's few seconds on screen).
     static func isListed(_ r: NotificationRecord, nowMs: Int64, orOnScreen: Bool = false) -> Bool {
-        guard r.outcome == .delivered, let display = r.display, display != Display.none.rawValue,
+        guard r.outcome == .delivered, let display = r.display, display != Display.none.rawValue, !isLiveActivityAlert(r),
             !r.callbacks.contains(AppCallback.didReceive), r.presentation?.response == nil,
             orOnScreen || r.presentation?.listed != false
         else { return false }
         if display == Display.scheduledSummary.rawValue { return (r.presentation?.heldUntilMs ?? .max) <= nowMs }
         return true
+    }
+
+    /// A Live Activity push's alert lights the screen and shows the activity (expanded in the
+    /// Dynamic Island, or a banner of it): it is not a notification, so Notification Center
+    /// never lists it and it cannot be answered (a tap opens the app through the activity's
+    /// own link, not `didReceive`).
+    static func isLiveActivityAlert(_ r: NotificationRecord) -> Bool {
+        r.pushType == PushType.liveactivity.rawValue
     }
 
     /// The user answers a notification on screen: `action` is `default` (a tap), `dismiss`,
@@ -72,6 +80,15 @@ extension World {
             r.deviceID == deviceID && Self.isListed(r, nowMs: nowMs, orOnScreen: true) && Hex.equalIgnoringCase(r.apnsID, apnsID)
         }.first
         guard let shown, let bundleID = shown.bundleID, let app = device.apps[bundleID], Self.isOfThisInstall(shown, app) else {
+            let activityAlert = records.newestFirst(limit: 1) { r in
+                r.deviceID == deviceID && Self.isLiveActivityAlert(r) && Hex.equalIgnoringCase(r.apnsID, apnsID)
+            }.first
+            if activityAlert != nil {
+                throw DeviceRequestError(
+                    "bad_request",
+                    "\(apnsID) is a Live Activity push: its alert shows the activity, it is not a notification, so it is neither in Notification Center nor answered (a tap on the activity opens the app through its own link)"
+                )
+            }
             throw DeviceRequestError("bad_request", "no notification \(apnsID) is on screen or in Notification Center")
         }
         let settings = app.settings
@@ -142,6 +159,7 @@ extension World {
         guard let device = registry.devices[deviceID] else { return nil }
         let recent = records.newestFirst(limit: Self.notificationCenterScan) { r in
             r.deviceID == deviceID && r.outcome == .delivered && r.display != nil && r.display != Display.none.rawValue
+                && !Self.isLiveActivityAlert(r)
         }.map(StateCodec.decodeKept)
         var groups: [NotificationGroup] = []
         var waiting: [ListedNotification] = []

@@ -52,6 +52,13 @@ struct LiveActivityDeviceTests {
         let started = try #require(device.nextActivity("started"))
         #expect(started["startedBy"]?.stringValue == "push" && started["alert"]?["title"]?.stringValue == "On its way")
         let activityID = try #require(started["activityId"]?.stringValue)
+        // Its alert shows the activity; it is not a notification: not listed in Notification
+        // Center, and no tap on it reaches `didReceive` (it was both, with a banner's callbacks).
+        let center = try emulator.admin("GET", "/api/v1/devices/la-phone/notification-center").json
+        #expect(center["groups"]?.arrayValue?.isEmpty == true, "\(center)")
+        let tap = try emulator.admin(
+            "POST", "/api/v1/devices/la-phone/notifications/\(try #require(start.apnsID))/respond", body: ["action": "default"])
+        #expect(tap.status == 400 && tap.json["error"]?.stringValue?.contains("Live Activity") == true, "\(tap.json)")
         let updateEvent = try #require(device.nextActivity("token"))
         #expect(updateEvent["kind"]?.stringValue == "update" && updateEvent["activityId"]?.stringValue == activityID)
         let updateToken = try #require(updateEvent["token"]?.stringValue)
