@@ -31,8 +31,16 @@ public struct NotificationQuery: Sendable, Equatable {
         if let sinceMs, r.receivedAtMs < sinceMs { return false }
         if let apnsID, r.apnsID.lowercased() != apnsID.lowercased() { return false }
         if let uniqueID, r.uniqueID?.lowercased() != uniqueID.lowercased() { return false }
-        if let deviceID, r.deviceID != deviceID { return false }
+        if let deviceID, r.deviceID != deviceID, !Self.broadcast(r, reached: deviceID) { return false }
         return true
+    }
+
+    /// A broadcast's record names no device of its own: it matches a device among those its
+    /// deliveries list (the first `BroadcastReach.maxDeliveries`), so "what did this device
+    /// get" includes the channel updates its activities got.
+    static func broadcast(_ r: NotificationRecord, reached deviceID: String) -> Bool {
+        guard r.deviceID == nil, let reach = r.broadcast else { return false }
+        return reach.deliveries.contains { $0.deviceID == deviceID }
     }
 
     /// The query parameters `parse` reads (`push-type` is `pushType`'s older spelling).

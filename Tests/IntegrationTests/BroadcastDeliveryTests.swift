@@ -119,6 +119,13 @@ struct BroadcastDeliveryTests {
         #expect(reach["outcomes"]?.objectValue?["delivered"]?.intValue == 2)
         let devices = Set((reach["deliveries"]?.arrayValue ?? []).compactMap { $0.objectValue?["deviceId"]?.stringValue })
         #expect(devices == [one.deviceID, two.deviceID])
+        // "What did this device get" includes the broadcasts its activities showed (the
+        // record names no device of its own); not those of another channel.
+        func journal(of deviceID: String) throws -> [JSONValue] {
+            try emulator.admin("GET", "/api/v1/notifications?deviceId=\(deviceID)").json["notifications"]?.arrayValue ?? []
+        }
+        #expect(try journal(of: one.deviceID).contains { $0.objectValue?["apnsId"] == record["apnsId"] })
+        #expect(try !journal(of: elsewhere.deviceID).contains { $0.objectValue?["apnsId"] == record["apnsId"] })
         #expect(record["explanation"]?.stringValue?.contains("2 of 2") == true, "\(record["explanation"] ?? .null)")
         #expect(try emulator.metric("apns_emulator_broadcast_deliveries_total", labels: #"outcome="delivered""#) == 2)
     }
