@@ -71,7 +71,7 @@ final class EmulatorAdminHost: AdminHost, Sendable {
         return ProviderKey(
             teamID: spec.teamID, keyID: spec.keyID, environment: spec.environment,
             topics: spec.topics.map(Set.init), relatedKeyID: spec.relatedKeyID,
-            verifier: ES256SignatureVerifier(key: key), source: body["pem"] != nil ? "api" : spec.path,
+            verifier: ES256SignatureVerifier(key: key), source: body["pem"] != nil ? "api" : absolutePath(spec.path),
             pem: pem, addedAtRunTime: true)
     }
 

@@ -1,4 +1,5 @@
 public import APNsCore
+import Foundation
 import Glibc
 public import Networking
 
@@ -27,4 +28,11 @@ public struct BoundAddresses: Sendable {
             "caFile": caFile.map(JSONValue.string) ?? .null, "pid": .int(Int64(getpid())),
         ]
     }
+}
+
+/// A path as the emulator's own directory resolves it: what the ready file, `/api/v1/info`
+/// and `/api/v1/keys` show is used from other directories (`load`, a test's working
+/// directory), where a relative path names another file.
+func absolutePath(_ path: String) -> String {
+    path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
 }

@@ -73,7 +73,7 @@ final class ListenerSet: Service, @unchecked Sendable {
         var addresses = BoundAddresses()
         if configured.needsServerCertificate, let path = tlsSource.generatedCAPath {
             // Absolute: the ready file, /api/v1/info and the curl export are read elsewhere.
-            addresses.caFile = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            addresses.caFile = absolutePath(path)
         }
         let configured = self.configured
         let acceptLoop = group.loops[0]

@@ -65,7 +65,7 @@ enum StartCredentials {
             world.credentials.add(
                 ProviderKey(
                     teamID: spec.teamID, keyID: spec.keyID, environment: spec.environment, topics: spec.topics.map(Set.init),
-                    relatedKeyID: spec.relatedKeyID, verifier: ES256SignatureVerifier(key: key), source: spec.path))
+                    relatedKeyID: spec.relatedKeyID, verifier: ES256SignatureVerifier(key: key), source: absolutePath(spec.path)))
         }
         for app in configuration.apps { world.credentials.addApp(teamID: app.teamID, bundleID: app.bundleID) }
 
@@ -77,7 +77,7 @@ enum StartCredentials {
             world.credentials.add(
                 ProviderKey(
                     teamID: Emulator.demoTeamID, keyID: Emulator.demoKeyID, verifier: ES256SignatureVerifier(key: key.publicKey),
-                    source: path))
+                    source: absolutePath(path)))
             if world.credentials.owner(ofBundle: Emulator.demoBundleID) == nil {
                 world.credentials.addApp(teamID: Emulator.demoTeamID, bundleID: Emulator.demoBundleID)
             }

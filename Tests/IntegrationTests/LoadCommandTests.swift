@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import Glibc
+import OpenSSLCrypto
 import Testing
 import TestSupport
 
@@ -105,6 +106,29 @@ struct LoadCommandTests {
                 #expect((summary["requests"]?.intValue ?? 0) > 0, "load's summary, printed after SIGTERM")
             }
         }
+    }
+
+    /// A key given by a relative path is listed by `/api/v1/keys` with its absolute path, so
+    /// `load` run from another directory finds the key to sign with (it found none, exit 2).
+    @Test func aKeyGivenByARelativePathIsFoundFromAnotherDirectory() throws {
+        let keys = FileManager.default.temporaryDirectory.appendingPathComponent("apns-relative-key-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: keys, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: keys) }
+        try ES256PrivateKey.generate().pkcs8PEM.write(to: keys.appendingPathComponent("rel.p8"), atomically: true, encoding: .utf8)
+        // The emulator runs in a directory of its own beside `keys`.
+        let relative = "../\(keys.lastPathComponent)/rel.p8"
+        let emulator = try EmulatorProcess(["--auth-key", "RELTEAM001:RELKEY0001:\(relative)", "--app", "RELTEAM001:com.example.relative"])
+        let listed = try emulator.admin("GET", "/api/v1/keys").json["keys"]?.arrayValue ?? []
+        let source = listed.first { $0["keyId"] == "RELKEY0001" }?["source"]?.stringValue
+        #expect(source?.hasPrefix("/") == true, "\(String(describing: source))")
+        let result = try run(
+            EmulatorProcess.binary,
+            [
+                "load", "--admin", try emulator.address("admin").description, "--bundle", "com.example.relative", "--requests", "20",
+                "--devices", "2", "--json", "--quiet",
+            ], workingDirectory: "/", timeout: 30)
+        #expect(result.status == 0, "\(result.err)")
+        #expect(try JSONValue.parse(Array(result.out.utf8))["succeeded"]?.intValue == 20)
     }
 
     @Test func aPacedRunOverH2CEndsAndReportsItsRate() throws {
