@@ -537,6 +537,7 @@ struct SharedStateTests {
         let redis = try RedisServerProcess()
         let proxy = try DelayProxy(upstreamPort: redis.port, delayMilliseconds: 150)
         let shared = try makeSharedDirectory()
+        defer { try? FileManager.default.removeItem(atPath: shared) }
         let url = "redis://127.0.0.1:\(proxy.port)"
         let busy = try EmulatorProcess(["--redis", url], sharedDirectory: shared)
         let waiting = try EmulatorProcess(
@@ -1314,6 +1315,7 @@ struct SharedStateTests {
     @Test func anInstanceWithoutAKeyAnotherHasSaysSo() throws {
         let redis = try RedisServerProcess()
         let shared = try makeSharedDirectory()
+        defer { try? FileManager.default.removeItem(atPath: shared) }
         let first = try EmulatorProcess(["--redis", redis.url, "--demo", "on"], sharedDirectory: shared)
         let second = try EmulatorProcess(["--redis", redis.url, "--demo", "off"], sharedDirectory: shared)
         #expect(
@@ -1331,6 +1333,7 @@ struct SharedStateTests {
     @Test func anAppAddedToTheConfigurationWhileEveryInstanceWasStoppedIsThereAfterwards() throws {
         let redis = try RedisServerProcess()
         let shared = try makeSharedDirectory()
+        defer { try? FileManager.default.removeItem(atPath: shared) }
         var first: EmulatorProcess? = try EmulatorProcess(
             ["--redis", redis.url, "--app", "OTHERTEAM1:com.example.elsewhere"], sharedDirectory: shared)
         _ = try first?.createDevice()
