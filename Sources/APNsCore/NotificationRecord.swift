@@ -277,7 +277,6 @@ public struct RecordDelivery: Sendable {
     }
 }
 
-/// Where an accepted notification ended up. Rejected requests never enter delivery.
 extension RecordDelivery {
     /// Whether something may still change what became of the notification: it waits for its
     /// owner, or to be routed, delivered or acknowledged.
@@ -286,6 +285,7 @@ extension RecordDelivery {
     }
 }
 
+/// Where an accepted notification ended up. Rejected requests never enter delivery.
 public enum DeliveryOutcome: String, Sendable {
     case rejected
     /// Accepted; not yet delivered or otherwise settled.
