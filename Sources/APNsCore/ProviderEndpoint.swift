@@ -597,6 +597,19 @@ public final class ProviderEndpoint: Sendable {
         }
     }
 
+    /// The answers of these journaled pushes never reached the client (the stream was reset,
+    /// or the connection closed, while an answer was held back or waited for its commit):
+    /// their records say so, since their answer fields tell what was decided, not what the
+    /// client read, and a provider left without an answer sends the push again.
+    public func noteAnswersNotSent(_ sequences: [UInt64], why: String) {
+        guard !sequences.isEmpty else { return }
+        state.withWorld { world in
+            for sequence in sequences {
+                world.records.update(sequence: sequence) { $0.explanation += "; its answer was never sent: \(why)" }
+            }
+        }
+    }
+
     // MARK: Faults
 
     private func evaluateFaults(

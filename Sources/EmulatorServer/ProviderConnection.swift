@@ -328,6 +328,11 @@ final class ProviderConnection: ConnectionHandler {
         if let idleTimer { connection.loop.cancel(idleTimer) }
         if let requestDeadlineTimer { connection.loop.cancel(requestDeadlineTimer) }
         for answer in heldAnswers.values { connection.loop.cancel(answer.timer) }
+        if !heldAnswers.isEmpty {
+            endpoint.noteAnswersNotSent(
+                heldAnswers.values.map(\.sequence).sorted(),
+                why: "the connection closed while it was held back (a fault rule's delayMs or --response-latency)")
+        }
         heldAnswers = [:]
         providers.connectionClosed(self)
     }
@@ -437,7 +442,12 @@ final class ProviderConnection: ConnectionHandler {
 
     private lazy var commitGate: CommitGate<(Int32, PushResponse, UInt64)>? = providers.commits.map { commits in
         CommitGate(durability: commits, executor: connection.loop) { [weak self] answers, committed in
-            guard let self, !self.connection.isClosed else { return }
+            guard let self else { return }
+            guard !self.connection.isClosed else {
+                self.endpoint.noteAnswersNotSent(
+                    answers.map(\.1.recordSequence), why: "the connection closed while it waited for its change to be committed")
+                return
+            }
             guard committed else {
                 // What these answers promise is not kept (on disk, in Redis): the provider sees
                 // the connection drop (no answer), as from a crashed server, and sends again.
@@ -484,7 +494,7 @@ final class ProviderConnection: ConnectionHandler {
         let timer = connection.loop.schedule(afterMilliseconds: Int64(delay)) { [weak self] in
             self?.heldAnswers.removeValue(forKey: streamID)?.send()
         }
-        heldAnswers[streamID] = HeldAnswer(timer: timer) { [weak self] in
+        heldAnswers[streamID] = HeldAnswer(timer: timer, sequence: response.recordSequence) { [weak self] in
             guard let self, !self.connection.isClosed else { return }
             if let fault { self.carryOut(fault, streamID: streamID, response) } else { self.respond(streamID, response) }
             self.flushSession()
@@ -494,6 +504,8 @@ final class ProviderConnection: ConnectionHandler {
 
     struct HeldAnswer {
         let timer: TimerID
+        /// The push's journal record.
+        let sequence: UInt64
         let send: () -> Void
     }
 
@@ -547,7 +559,7 @@ final class ProviderConnection: ConnectionHandler {
                 "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the request breaks HTTP/2's message rules (RFC 9113 §8.1, §8.3): \(Self.malformedCause(refused.headers))"
         case .overStreamLimit(let limit):
             explanation =
-                "stream reset (RST_STREAM REFUSED_STREAM, not processed): the client had \(limit) stream\(limit == 1 ? "" : "s") open, the SETTINGS_MAX_CONCURRENT_STREAMS it acknowledged, and opened another (\"Maximum active streams violated for this endpoint\", in APNs' words); the connection goes on. The limit is 1 until a request with a valid provider token has been answered"
+                "stream reset (RST_STREAM REFUSED_STREAM, not processed): the client opened a stream while it had as many open as the SETTINGS_MAX_CONCURRENT_STREAMS it acknowledged (\(limit)), or more (streams opened before it acknowledged are served) (\"Maximum active streams violated for this endpoint\", in APNs' words); the connection goes on. The limit is 1 until a request with a valid provider token has been answered"
             clientBug = true
         }
         // A client that breaks the stream limit has a bug its developer wants to see, under
@@ -619,27 +631,34 @@ final class ProviderConnection: ConnectionHandler {
 
     /// One answer: its id header (and a second one), `content-type` when there is a body, and
     /// the raised stream limit after the connection's first valid provider token.
+    /// Returns false when the stream is gone (the client reset it) and nothing was queued.
+    @discardableResult
     private func submit(
         _ streamID: Int32, status: Int, id: (name: String, value: String), second: (name: String, value: String)?, body: [UInt8]?,
         raise: Bool
-    ) {
+    ) -> Bool {
         // A reused scratch array: nghttp2 copies the fields during the submit call.
         responseHeaders.removeAll(keepingCapacity: true)
         // Ids are unique per response: never index them, or they churn the HPACK table.
         responseHeaders.append(HTTP2HeaderField(name: id.name, value: id.value, neverIndex: true))
         if let second { responseHeaders.append(HTTP2HeaderField(name: second.name, value: second.value, neverIndex: true)) }
         if body != nil { responseHeaders.append(.contentTypeJSON) }
-        session.submitResponse(streamID: streamID, status: status, headers: responseHeaders, body: body)
+        guard session.submitResponse(streamID: streamID, status: status, headers: responseHeaders, body: body) else { return false }
         if raise && !streamLimitRaised && !streamLimitFromFault {
             session.submitSettings(Self.raisedLimit)
             streamLimitRaised = true
         }
+        return true
     }
 
     private func respond(_ streamID: Int32, _ response: PushResponse) {
-        submit(
+        let sent = submit(
             streamID, status: response.status, id: ("apns-id", response.apnsID),
             second: response.uniqueID.map { ("apns-unique-id", $0) }, body: response.body, raise: response.raiseStreamLimit)
+        if !sent {
+            endpoint.noteAnswersNotSent(
+                [response.recordSequence], why: "the client had reset its stream (RST_STREAM) before the answer went out")
+        }
         // Successes cost nothing: no clock read for them.
         if !goingAway, var budget = errorBudget, case let points = ErrorBudget.points(status: response.status, reason: response.reason),
             points > 0

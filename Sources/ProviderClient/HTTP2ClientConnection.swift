@@ -140,6 +140,12 @@ public final class HTTP2ClientConnection {
 
     // MARK: Requests
 
+    /// Resets a stream (RST_STREAM, CANCEL by default), as a client giving up on a request does.
+    public func reset(stream: Int32, errorCode: UInt32 = HTTP2ErrorCode.cancel) throws(ClientError) {
+        _ = session.submitRstStream(streamID: stream, errorCode: errorCode)
+        try flushOutput()
+    }
+
     /// Queues a request and returns its stream id; call `pump`/`wait` to run it.
     @discardableResult
     public func submit(_ request: ClientRequest) throws(ClientError) -> Int32 {

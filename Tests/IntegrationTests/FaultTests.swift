@@ -14,6 +14,20 @@ struct FaultTests {
         return reply.json["id"]?.stringValue ?? ""
     }
 
+    /// An emulator whose alert pushes are answered a second late, a device, and a connection
+    /// warmed up with a background push (one stream until the provider token is accepted).
+    func delayingAlerts() throws -> (EmulatorProcess, token: String, HTTP2ClientConnection, background: APNsPush) {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        _ = try addRule(emulator, ["match": ["pushType": "alert"], "action": ["delayMs": 1000]])
+        let connection = try emulator.connect()
+        var background = try emulator.push(device.token, payload: #"{"aps":{"content-available":1}}"#)
+        background.pushType = "background"
+        background.priority = "5"
+        #expect(APNsResult(try connection.send(background.request)).status == 200)
+        return (emulator, device.token, connection, background)
+    }
+
     /// A reason APNs never sends, or sends with another status, is taken (a rule may mean it)
     /// and said in the answer.
     @Test func aReasonApnsWouldNotSendIsTakenWithAWarning() throws {
@@ -138,16 +152,8 @@ struct FaultTests {
     /// A delayed answer is held on the wire while the connection goes on: a push sent right
     /// behind the delayed one is answered first.
     @Test func delayHoldsTheAnswerOnTheWire() throws {
-        let emulator = try EmulatorProcess(inProcess: true)
-        let device = try emulator.createDevice()
-        _ = try addRule(emulator, ["match": ["pushType": "alert"], "action": ["delayMs": 1000]])
-        let connection = try emulator.connect()
-        var background = try emulator.push(device.token, payload: #"{"aps":{"content-available":1}}"#)
-        background.pushType = "background"
-        background.priority = "5"
-        // Warm up the connection (one stream until the provider token is accepted).
-        #expect(APNsResult(try connection.send(background.request)).status == 200)
-        let delayed = try connection.submit(try emulator.push(device.token).request)
+        let (emulator, token, connection, background) = try delayingAlerts()
+        let delayed = try connection.submit(try emulator.push(token).request)
         let prompt = try connection.submit(background.request)
         try connection.waitFor(streams: [prompt])
         let early = connection.response(for: delayed)
@@ -157,6 +163,25 @@ struct FaultTests {
         #expect(APNsResult(try #require(early ?? connection.response(for: delayed))).status == 200)
         let rules = try emulator.admin("GET", "/api/v1/faults").json["faults"]?.arrayValue ?? []
         #expect(rules.first?["fired"]?.intValue == 1)
+    }
+
+    /// An answer held back (a fault's `delayMs`) that never reaches the client, its stream
+    /// reset or its connection closed meanwhile, is said in the push's record: it read as
+    /// answered, although the provider, left without an answer, would send the push again.
+    @Test(arguments: ["reset", "close"]) func anAnswerHeldBackThatNeverLeavesIsSaidInTheRecord(ending: String) throws {
+        let (emulator, token, connection, _) = try delayingAlerts()
+        let stream = try connection.submit(try emulator.push(token).request)
+        try connection.flushOutput()
+        func newest() throws -> JSONValue? { try emulator.notifications(token: token, limit: 1).first }
+        #expect(try eventually(5) { try newest()?["pushType"] == "alert" }, "the delayed push was journaled")
+        if ending == "reset" { try connection.reset(stream: stream) } else { connection.close() }
+        let expected = ending == "reset" ? "reset its stream" : "the connection closed"
+        var explanation = ""
+        #expect(
+            try eventually(5) {
+                explanation = try newest()?["explanation"]?.stringValue ?? ""
+                return explanation.contains("its answer was never sent") && explanation.contains(expected)
+            }, "\(explanation)")
     }
 
     @Test func rstStreamIsSeenOnTheWireAndTheConnectionLives() throws {
