@@ -74,6 +74,8 @@ public struct ProviderConnectionContext: Sendable {
     /// The last `authorization` value and its form without the JWT signature: clients send
     /// the same token for many requests, so this is worked out once per token.
     private var lastRedaction: (original: String, redacted: String)?
+    /// The last request's header names (`APNsHeaderFields.init(_:names:)`).
+    var headerNames = HeaderNames()
 
     mutating func redactedAuthorization(_ value: String) -> String {
         if let last = lastRedaction, last.original == value { return last.redacted }
@@ -242,7 +244,7 @@ public final class ProviderEndpoint: Sendable {
             return .answered(unavailable(apnsID: connection.random.apnsID(), raise: false))
         }
         let now = clock.nowMilliseconds()
-        let fields = APNsHeaderFields(request.headers)
+        let fields = APNsHeaderFields(request.headers, names: &connection.headerNames)
         let environment = APNsEnvironment.resolve(
             authority: fields.authority.map { Substring($0) }, serverName: connection.serverName.map { Substring($0) },
             listener: connection.listenerEnvironment)

@@ -29,6 +29,19 @@ public struct PushRequest: Sendable {
     }
 }
 
+/// The header names of the last request on a connection, with what `APNsHeaderFields` made
+/// of them (see `APNsHeaderFields.init(_:names:)`).
+public struct HeaderNames: Sendable {
+    struct Entry: Sendable {
+        var name: String
+        var bit: UInt32
+    }
+    var entries: [Entry] = []
+    var duplicate: String?
+
+    public init() {}
+}
+
 /// The header fields APNs looks at, picked out in one pass, plus the first duplicated name.
 ///
 /// Values are read leniently (docs/apns-behaviour.md, "Leniencies"): spaces and tabs around a
@@ -47,25 +60,37 @@ struct APNsHeaderFields {
     var authorizationIndex: Int?
 
     init(_ headers: [HeaderField]) {
-        var seen: UInt32 = 0
-        var host: String?
-        for position in headers.indices {
+        var names = HeaderNames()
+        self.init(headers, names: &names)
+    }
+
+    /// `names`: the last request's names on this connection. A client sends the same names
+    /// in the same order on every request, and the HTTP/2 layer hands them over as the same
+    /// Strings (`RecentHeaderFields`), so a name equal to the one remembered at its position
+    /// is one machine-word compare: its class and the list's first duplicate are reused.
+    init(_ headers: [HeaderField], names: inout HeaderNames) {
+        let count = headers.count
+        var same = count == names.entries.count
+        var method, path, authority, host, authorization: String?
+        var apnsID, expiration, priority, topic, pushType, collapseID: String?
+        var authorizationIndex: Int?
+        for position in 0..<count {
             let name = headers[position].name
-            let value = headers[position].value
-            let bit = Self.classify(name)
-            switch bit {
-            case 0:
-                // Few (user-agent, content-length…): a scan of the names before it is cheaper
-                // than hashing, or than collecting them in an array. Only another unread name
-                // can be equal to it; byte equality, as nghttp2 compares names. `cookie` may come
-                // in several fields, one per pair (RFC 9113 §8.2.3): not a repeat.
-                if duplicate == nil, !(name.utf8.count == 6 && name == "cookie"),
-                    headers[..<position].contains(where: { $0.name.utf8.count == name.utf8.count && $0.name.utf8.elementsEqual(name.utf8) })
-                {
-                    duplicate = name
+            let bit: UInt32
+            if position < names.entries.count, names.entries[position].name == name {
+                bit = names.entries[position].bit
+            } else {
+                same = false
+                bit = Self.classify(name)
+                if position < names.entries.count {
+                    names.entries[position] = HeaderNames.Entry(name: name, bit: bit)
+                } else {
+                    names.entries.append(HeaderNames.Entry(name: name, bit: bit))
                 }
-                if host == nil, name == "host" { host = value }
-                continue
+            }
+            if bit == 0 { continue }
+            let value = headers[position].value
+            switch bit {
             case 1 << 0: method = value
             case 1 << 1: path = value
             case 1 << 2: authority = value
@@ -78,13 +103,53 @@ struct APNsHeaderFields {
             case 1 << 8: topic = Self.trimmed(value)
             case 1 << 9: pushType = Self.optional(value)
             case 1 << 10: collapseID = Self.optional(value)
+            case Self.hostBit: if host == nil { host = value }
             default: break  // :scheme
             }
-            if seen & bit != 0, duplicate == nil { duplicate = name }
+        }
+        if !same {
+            if names.entries.count > count { names.entries.removeLast(names.entries.count - count) }
+            names.duplicate = Self.firstDuplicate(headers, names.entries)
+        }
+        self.method = method
+        self.path = path
+        self.authority = authority ?? host
+        self.authorization = authorization
+        self.apnsID = apnsID
+        self.expiration = expiration
+        self.priority = priority
+        self.topic = topic
+        self.pushType = pushType
+        self.collapseID = collapseID
+        self.duplicate = names.duplicate
+        self.authorizationIndex = authorizationIndex
+    }
+
+    /// The first name that appears more than once, in the order of its second appearance.
+    /// Another name (user-agent, content-length…) is compared with the names before it: few
+    /// are, so a scan is cheaper than hashing. Byte equality, as nghttp2 compares names.
+    /// `cookie` may come in several fields, one per pair (RFC 9113 §8.2.3): not a repeat.
+    private static func firstDuplicate(_ headers: [HeaderField], _ entries: [HeaderNames.Entry]) -> String? {
+        var seen: UInt32 = 0
+        for position in headers.indices {
+            let name = headers[position].name
+            let bit = entries[position].bit
+            if bit == 0 || bit == hostBit {
+                if !(name.utf8.count == 6 && name == "cookie"),
+                    headers[..<position].contains(where: { $0.name.utf8.count == name.utf8.count && $0.name.utf8.elementsEqual(name.utf8) })
+                {
+                    return name
+                }
+                continue
+            }
+            if seen & bit != 0 { return name }
             seen |= bit
         }
-        if authority == nil { authority = host }
+        return nil
     }
+
+    /// `host`: not an APNs header, but read in place of a missing `:authority`.
+    static let hostBit: UInt32 = 1 << 11
 
     /// The value without surrounding spaces and tabs; the same string when there are none
     /// (the usual case, checked with two byte reads).
@@ -140,6 +205,7 @@ struct APNsHeaderFields {
         case 14: return name == "apns-push-type" ? 1 << 9 : 0
         case 15: return name == "apns-expiration" ? 1 << 6 : 0
         case 16: return name == "apns-collapse-id" ? 1 << 10 : 0
+        case 4: return name == "host" ? hostBit : 0
         default: return 0
         }
     }
