@@ -244,7 +244,8 @@ public final class ProviderEndpoint: Sendable {
             return .answered(unavailable(apnsID: connection.random.apnsID(), raise: false))
         }
         let now = clock.nowMilliseconds()
-        let fields = APNsHeaderFields(request.headers, names: &connection.headerNames)
+        var fields = APNsHeaderFields()
+        APNsHeaderFields.read(request.headers, names: &connection.headerNames, into: &fields)
         let environment = APNsEnvironment.resolve(
             authority: fields.authority.map { Substring($0) }, serverName: connection.serverName.map { Substring($0) },
             listener: connection.listenerEnvironment)
