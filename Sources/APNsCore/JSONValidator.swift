@@ -110,6 +110,13 @@ public enum JSONValidator {
         mutating func string() -> Bool {
             index += 1  // opening quote
             while index < bytes.count {
+                // Printable ASCII other than `"` and `\`, the bulk of a string, in a tight loop.
+                var i = index
+                while i < bytes.count, bytes[i] &- 0x20 < 0x60, bytes[i] != UInt8(ascii: "\""), bytes[i] != UInt8(ascii: "\\") {
+                    i += 1
+                }
+                index = i
+                guard index < bytes.count else { return false }
                 let c = bytes[index]
                 switch c {
                 case UInt8(ascii: "\""):
