@@ -495,6 +495,14 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
 
 // MARK: - nghttp2 callbacks (record only; never throw; return 0 or an nghttp2 error code)
 
+/// Runs `body` with the session behind a callback's user data, borrowed: taken as a strong
+/// reference, it was retained and released on every callback (a dozen and more a request).
+@inline(__always)
+private func withServer<R>(_ userData: UnsafeMutableRawPointer?, orElse none: R, _ body: (HTTP2ServerSession) -> R) -> R {
+    guard let userData else { return none }
+    return Unmanaged<HTTP2ServerSession>.fromOpaque(userData)._withUnsafeGuaranteedRef(body)
+}
+
 @inline(__always)
 private func owner(_ userData: UnsafeMutableRawPointer?) -> HTTP2ServerSession? {
     guard let userData else { return nil }
@@ -505,19 +513,21 @@ private func serverOnBeginHeaders(
     _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
     _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    guard let server = owner(userData), let frame else { return 0 }
-    guard frame.pointee.hd.type == FrameType.headers,
-        frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
-    else { return 0 }
-    let streamID = frame.pointee.hd.stream_id
-    let overLimit = server.isOverAcknowledgedLimit()
-    let index = server.allocateSlot(streamID: streamID)
-    if overLimit { server.slots[index].overStreamLimit = true }
-    if nghttp2_session_set_stream_user_data(server.session, streamID, slotPointer(index)) != 0 {
-        server.slots.release(index)
-        return LibError.callbackFailure
+    withServer(userData, orElse: 0) { server in
+        guard let frame else { return 0 }
+        guard frame.pointee.hd.type == FrameType.headers,
+            frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
+        else { return 0 }
+        let streamID = frame.pointee.hd.stream_id
+        let overLimit = server.isOverAcknowledgedLimit()
+        let index = server.allocateSlot(streamID: streamID)
+        if overLimit { server.slots[index].overStreamLimit = true }
+        if nghttp2_session_set_stream_user_data(server.session, streamID, slotPointer(index)) != 0 {
+            server.slots.release(index)
+            return LibError.callbackFailure
+        }
+        return 0
     }
-    return 0
 }
 
 private func serverOnHeader(
@@ -526,34 +536,36 @@ private func serverOnHeader(
     _ value: UnsafePointer<UInt8>?, _ valueLength: Int,
     _ flags: UInt8, _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    guard let server = owner(userData), let frame, let index = server.slot(of: frame.pointee.hd.stream_id) else {
+    withServer(userData, orElse: 0) { server in
+        guard let frame, let index = server.slot(of: frame.pointee.hd.stream_id) else {
+            return 0
+        }
+        // Trailers are not the request's header fields (RFC 9110 §6.5.2: not merged into them):
+        // an `authorization` or `apns-topic` sent after the body does not count, as at APNs.
+        guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
+        // Counted before anything is copied: a list over the limit costs no memory however it
+        // was compressed (one HPACK index can stand for a 4 KB field).
+        server.slots[index].headerListSize += nameLength + valueLength + 32
+        if server.slots[index].headerListSize > server.maxHeaderListSize {
+            // Refused now, and nghttp2 told to stop calling back: it still decodes the rest of
+            // the block (the HPACK table must stay in step) but no longer validates and hands
+            // over every field, which is what made 5,000 one-byte references to a 4 KB field
+            // cost milliseconds of CPU per block.
+            // The last one allowed stops the read right here (PAUSE: `receive` returns and is fed
+            // nothing more); the connection ends at the next drain.
+            return server.refuseOversizedHeaders(index) ? LibError.pause : LibError.temporalCallbackFailure
+        }
+        let position = server.slots[index].headers.count
+        let field = server.recentFields.field(
+            at: position, name: name, nameLength: nameLength, value: value,
+            valueLength: valueLength, neverIndex: flags & NVFlag.noIndex != 0)
+        // `expect: 100-continue` (a length test first: nearly every field is not it).
+        if nameLength == 6, valueLength == 12, field.name == "expect", field.value.lowercased() == "100-continue" {
+            server.slots[index].expectsContinue = true
+        }
+        server.slots[index].headers.append(field)
         return 0
     }
-    // Trailers are not the request's header fields (RFC 9110 §6.5.2: not merged into them):
-    // an `authorization` or `apns-topic` sent after the body does not count, as at APNs.
-    guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
-    // Counted before anything is copied: a list over the limit costs no memory however it
-    // was compressed (one HPACK index can stand for a 4 KB field).
-    server.slots[index].headerListSize += nameLength + valueLength + 32
-    if server.slots[index].headerListSize > server.maxHeaderListSize {
-        // Refused now, and nghttp2 told to stop calling back: it still decodes the rest of
-        // the block (the HPACK table must stay in step) but no longer validates and hands
-        // over every field, which is what made 5,000 one-byte references to a 4 KB field
-        // cost milliseconds of CPU per block.
-        // The last one allowed stops the read right here (PAUSE: `receive` returns and is fed
-        // nothing more); the connection ends at the next drain.
-        return server.refuseOversizedHeaders(index) ? LibError.pause : LibError.temporalCallbackFailure
-    }
-    let position = server.slots[index].headers.count
-    let field = server.recentFields.field(
-        at: position, name: name, nameLength: nameLength, value: value,
-        valueLength: valueLength, neverIndex: flags & NVFlag.noIndex != 0)
-    // `expect: 100-continue` (a length test first: nearly every field is not it).
-    if nameLength == 6, valueLength == 12, field.name == "expect", field.value.lowercased() == "100-continue" {
-        server.slots[index].expectsContinue = true
-    }
-    server.slots[index].headers.append(field)
-    return 0
 }
 
 private func serverOnDataChunk(
@@ -561,66 +573,70 @@ private func serverOnDataChunk(
     _ data: UnsafePointer<UInt8>?, _ length: Int,
     _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    guard let server = owner(userData), let index = server.slot(of: streamID) else { return 0 }
-    if server.slots[index].answeredEarly {
-        // Read and dropped (nghttp2 opens the window again); past the drain length, and once
-        // answered, the client is asked to stop.
+    withServer(userData, orElse: 0) { server in
+        guard let index = server.slot(of: streamID) else { return 0 }
+        if server.slots[index].answeredEarly {
+            // Read and dropped (nghttp2 opens the window again); past the drain length, and once
+            // answered, the client is asked to stop.
+            server.slots[index].bodyLength += length
+            server.resetIfDrainedEnough(index, streamID: streamID)
+            return 0
+        }
+        if server.slots[index].headersRefused || server.slots[index].handedOver { return 0 }
         server.slots[index].bodyLength += length
-        server.resetIfDrainedEnough(index, streamID: streamID)
+        let room = server.maxBufferedBody - server.slots[index].body.count
+        if room > 0, let data, length > 0 {
+            server.slots[index].body.append(contentsOf: UnsafeBufferPointer(start: data, count: min(room, length)))
+        }
         return 0
     }
-    if server.slots[index].headersRefused || server.slots[index].handedOver { return 0 }
-    server.slots[index].bodyLength += length
-    let room = server.maxBufferedBody - server.slots[index].body.count
-    if room > 0, let data, length > 0 {
-        server.slots[index].body.append(contentsOf: UnsafeBufferPointer(start: data, count: min(room, length)))
-    }
-    return 0
 }
 
 private func serverOnFrameRecv(
     _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
     _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    guard let server = owner(userData), let frame else { return 0 }
-    let hd = frame.pointee.hd
-    switch hd.type {
-    case FrameType.data, FrameType.headers:
-        guard let index = server.slot(of: hd.stream_id) else { break }
-        if server.slots[index].overStreamLimit {
-            if hd.type == FrameType.headers, !server.slots[index].handedOver { server.refuseOverStreamLimit(index) }
-        } else if server.slots[index].headersRefused {
-            // Reset once, when the header block that went over the limit has ended.
-            if hd.type == FrameType.headers, !server.slots[index].refusalSent {
-                server.slots[index].refusalSent = true
-                server.refuseHeaders(index)
+    withServer(userData, orElse: 0) { server in
+        guard let frame else { return 0 }
+        let hd = frame.pointee.hd
+        switch hd.type {
+        case FrameType.data, FrameType.headers:
+            guard let index = server.slot(of: hd.stream_id) else { break }
+            if server.slots[index].overStreamLimit {
+                if hd.type == FrameType.headers, !server.slots[index].handedOver { server.refuseOverStreamLimit(index) }
+            } else if server.slots[index].headersRefused {
+                // Reset once, when the header block that went over the limit has ended.
+                if hd.type == FrameType.headers, !server.slots[index].refusalSent {
+                    server.slots[index].refusalSent = true
+                    server.refuseHeaders(index)
+                }
+            } else if hd.flags & FrameFlag.endStream != 0, !server.slots[index].handedOver {
+                server.deliverRequest(index)
+            } else if hd.type == FrameType.headers, server.slots[index].expectsContinue {
+                // The body waits for the go-ahead; an answer that does not depend on it comes anyway.
+                server.submitContinue(streamID: hd.stream_id)
+            } else if hd.type == FrameType.data, !server.slots[index].handedOver,
+                server.slots[index].bodyLength > server.earlyAnswerBodyLength
+            {
+                // More is coming and the body is already too long: answer now (checked at frame
+                // ends, so a body that ends in this frame is judged whole).
+                server.slots[index].answeredEarly = true
+                server.deliverRequest(index, complete: false)
             }
-        } else if hd.flags & FrameFlag.endStream != 0, !server.slots[index].handedOver {
-            server.deliverRequest(index)
-        } else if hd.type == FrameType.headers, server.slots[index].expectsContinue {
-            // The body waits for the go-ahead; an answer that does not depend on it comes anyway.
-            server.submitContinue(streamID: hd.stream_id)
-        } else if hd.type == FrameType.data, !server.slots[index].handedOver,
-            server.slots[index].bodyLength > server.earlyAnswerBodyLength
-        {
-            // More is coming and the body is already too long: answer now (checked at frame
-            // ends, so a body that ends in this frame is judged whole).
-            server.slots[index].answeredEarly = true
-            server.deliverRequest(index, complete: false)
+        case FrameType.settings:
+            if hd.flags & FrameFlag.ack != 0 { server.noteSettingsAcknowledged() }
+        case FrameType.ping:
+            if hd.flags & FrameFlag.ack == 0 { server.events.append(.ping) }
+        case FrameType.goAway:
+            let g = frame.pointee.goaway
+            server.events.append(.goAwayReceived(errorCode: g.error_code, lastStreamID: g.last_stream_id))
+        case FrameType.rstStream:
+            server.events.append(.streamReset(streamID: hd.stream_id, errorCode: frame.pointee.rst_stream.error_code))
+        default:
+            break
         }
-    case FrameType.settings:
-        if hd.flags & FrameFlag.ack != 0 { server.noteSettingsAcknowledged() }
-    case FrameType.ping:
-        if hd.flags & FrameFlag.ack == 0 { server.events.append(.ping) }
-    case FrameType.goAway:
-        let g = frame.pointee.goaway
-        server.events.append(.goAwayReceived(errorCode: g.error_code, lastStreamID: g.last_stream_id))
-    case FrameType.rstStream:
-        server.events.append(.streamReset(streamID: hd.stream_id, errorCode: frame.pointee.rst_stream.error_code))
-    default:
-        break
+        return 0
     }
-    return 0
 }
 
 /// After the final frame of an early answer, tells the client to stop sending the body.
@@ -659,24 +675,26 @@ private func serverOnFrameSend(
     _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
     _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    guard let server = owner(userData), let frame else { return 0 }
-    let hd = frame.pointee.hd
-    if hd.type == FrameType.goAway {
-        if server.ownGoAways > 0 {
-            server.ownGoAways -= 1
-        } else if frame.pointee.goaway.error_code != HTTP2ErrorCode.noError {
-            server.endedForPeerError = true
-            server.peerErrorGoAway = (frame.pointee.goaway.error_code, frame.pointee.goaway.last_stream_id)
+    withServer(userData, orElse: 0) { server in
+        guard let frame else { return 0 }
+        let hd = frame.pointee.hd
+        if hd.type == FrameType.goAway {
+            if server.ownGoAways > 0 {
+                server.ownGoAways -= 1
+            } else if frame.pointee.goaway.error_code != HTTP2ErrorCode.noError {
+                server.endedForPeerError = true
+                server.peerErrorGoAway = (frame.pointee.goaway.error_code, frame.pointee.goaway.last_stream_id)
+            }
+            return 0
         }
+        guard hd.flags & FrameFlag.endStream != 0, hd.type == FrameType.data || hd.type == FrameType.headers,
+            let index = server.slot(of: hd.stream_id),
+            server.slots[index].answeredEarly
+        else { return 0 }
+        server.slots[index].earlyAnswerSent = true
+        server.resetIfDrainedEnough(index, streamID: hd.stream_id)
         return 0
     }
-    guard hd.flags & FrameFlag.endStream != 0, hd.type == FrameType.data || hd.type == FrameType.headers,
-        let index = server.slot(of: hd.stream_id),
-        server.slots[index].answeredEarly
-    else { return 0 }
-    server.slots[index].earlyAnswerSent = true
-    server.resetIfDrainedEnough(index, streamID: hd.stream_id)
-    return 0
 }
 
 extension HTTP2ServerSession {
@@ -700,17 +718,21 @@ private func serverOnStreamClose(
     _ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32,
     _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    guard let server = owner(userData), let index = server.slot(of: streamID) else { return 0 }
-    server.slots.release(index)
-    server.events.append(.streamClosed(streamID: streamID))
-    return 0
+    withServer(userData, orElse: 0) { server in
+        guard let index = server.slot(of: streamID) else { return 0 }
+        server.slots.release(index)
+        server.events.append(.streamClosed(streamID: streamID))
+        return 0
+    }
 }
 
 private let serverReadResponseBody: nghttp2_data_source_read_callback = { _, _, buffer, length, dataFlags, source, userData in
-    guard let server = owner(userData), let source, let buffer, let dataFlags,
-        let index = slotIndex(source.pointee.ptr)
-    else { return Int(LibError.temporalCallbackFailure) }
-    return server.slots[index].response.read(into: buffer, length: length, dataFlags: dataFlags)
+    withServer(userData, orElse: Int(LibError.temporalCallbackFailure)) { server in
+        guard let source, let buffer, let dataFlags,
+            let index = slotIndex(source.pointee.ptr)
+        else { return Int(LibError.temporalCallbackFailure) }
+        return server.slots[index].response.read(into: buffer, length: length, dataFlags: dataFlags)
+    }
 }
 
 /// Clients send the same header fields in the same order on every request of a connection:
