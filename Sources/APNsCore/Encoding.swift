@@ -198,6 +198,15 @@ public enum ASCII {
             ?? text.utf8.prefix(count).elementsEqual(UnsafeBufferPointer(start: prefix.utf8Start, count: count))
     }
 
+    /// The same bytes (the counts must be equal). The same String is one compare of its bits.
+    @inline(__always)
+    public static func sameBytes(_ a: String, _ b: String) -> Bool {
+        if a._isIdentical(to: b) { return true }
+        var a = a
+        var b = b
+        return a.withUTF8 { x in b.withUTF8 { y in x.count == y.count && (x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0) } }
+    }
+
     /// `text` ends with `suffix`, compared byte for byte.
     @inline(__always)
     public static func hasSuffix(_ text: Substring, _ suffix: [UInt8]) -> Bool {

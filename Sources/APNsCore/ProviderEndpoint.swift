@@ -74,8 +74,10 @@ public struct ProviderConnectionContext: Sendable {
     /// The last `authorization` value and its form without the JWT signature: clients send
     /// the same token for many requests, so this is worked out once per token.
     private var lastRedaction: (original: String, redacted: String)?
-    /// The last request's header names (`APNsHeaderFields.init(_:names:)`).
+    /// The last request's header names (`APNsHeaderFields.read`).
     var headerNames = HeaderNames()
+    /// The last device push path and what `checkRequestLine` made of it.
+    var recentPath = ProviderEndpoint.RecentPath()
 
     mutating func redactedAuthorization(_ value: String) -> String {
         if let last = lastRedaction, last.original == value { return last.redacted }
@@ -299,7 +301,7 @@ public final class ProviderEndpoint: Sendable {
         // Held by the stateful stages from here on (a `consuming` parameter cannot be).
         let pushRequest = request
         do throws(Rejection) {
-            var syntax = try checkRequestLine(fields, record: &record)
+            var syntax = try checkRequestLine(fields, record: &record, recent: &connection.recentPath)
             try checkHeaderSyntax(fields, syntax: &syntax, record: &record)
             let provider: ProviderIdentity
             switch connection.credential {
@@ -701,6 +703,20 @@ public final class ProviderEndpoint: Sendable {
 
     // MARK: Stages
 
+    /// A device push path, its token and that token's shape (`checkRequestLine`).
+    struct RecentPath: Sendable {
+        var path = ""
+        var token: Substring = ""
+        var tokenString = ""
+        var shape = Hex.TokenShape(isEvenLengthHex: false, hasUppercase: false, hasPathDelimiter: false)
+
+        /// `path` is this one, byte for byte (not by `==`, which compares canonical equivalence).
+        @inline(__always)
+        func isPath(_ other: String) -> Bool {
+            !path.isEmpty && path.utf8.count == other.utf8.count && ASCII.sameBytes(path, other)
+        }
+    }
+
     /// What the stateless stages learned, for the later ones.
     fileprivate struct Syntax: Sendable {
         var token: Substring
@@ -723,7 +739,9 @@ public final class ProviderEndpoint: Sendable {
         return Substring(path.utf8.dropFirst(10))
     }
 
-    private func checkRequestLine(_ fields: APNsHeaderFields, record: inout NotificationRecord) throws(Rejection) -> Syntax {
+    private func checkRequestLine(
+        _ fields: APNsHeaderFields, record: inout NotificationRecord, recent: inout RecentPath
+    ) throws(Rejection) -> Syntax {
         // Known before any check refuses it: a refused push's record shows its effective type
         // (the header's when it names one; see `journal` for a push without it). Parsed once:
         // `checkHeaderSyntax` refuses one that names no type.
@@ -738,15 +756,27 @@ public final class ProviderEndpoint: Sendable {
                 reason: .methodNotAllowed,
                 explanation: "method \(fields.method ?? "(none)") is not allowed; APNs accepts only POST" + Self.otherServiceHint(fields.path))
         }
-        guard let path = fields.path, let token = Self.deviceToken(inPath: path) else {
-            throw Rejection(
-                reason: .badPath,
-                explanation: "path \(fields.path ?? "(none)") is not /3/device/<device-token>" + Self.otherServiceHint(fields.path))
+        let token: Substring
+        let shape: Hex.TokenShape
+        if let path = fields.path, recent.isPath(path) {
+            // The same path as the last push (a provider sends to one device again and again):
+            // its token String and shape are reused (allocating and classifying cost 1,000).
+            token = recent.token
+            record.token = recent.tokenString
+            shape = recent.shape
+        } else {
+            guard let path = fields.path, let found = Self.deviceToken(inPath: path) else {
+                throw Rejection(
+                    reason: .badPath,
+                    explanation: "path \(fields.path ?? "(none)") is not /3/device/<device-token>" + Self.otherServiceHint(fields.path))
+            }
+            token = found
+            record.token = String(found)
+            shape = Hex.shape(ofToken: found)
+            recent = RecentPath(path: path, token: found, tokenString: record.token, shape: shape)
         }
-        record.token = String(token)
-        let shape = Hex.shape(ofToken: token)
         guard !shape.hasPathDelimiter else {
-            throw Rejection(reason: .badPath, explanation: "path \(path) has more than one segment after /3/device/")
+            throw Rejection(reason: .badPath, explanation: "path \(recent.path) has more than one segment after /3/device/")
         }
         if let duplicate = fields.duplicate {
             throw Rejection(reason: .duplicateHeaders, explanation: "header \(duplicate) appears more than once")
