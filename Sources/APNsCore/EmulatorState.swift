@@ -39,6 +39,8 @@ public struct World: Sendable {
     /// How far `POST /api/v1/clock` has moved the emulator's time ahead, as last noted
     /// (`noteClockOffset`), for a state directory to keep: the clock itself is `OffsetClock`.
     public internal(set) var clockOffsetMs: Int64 = 0
+    /// A request-path cache, not state (see `TopicVerdict`).
+    var lastTopicVerdict = TopicVerdict()
 
     public init(
         credentials: Credentials = Credentials(), registry: DeviceRegistry = DeviceRegistry(),

@@ -445,7 +445,7 @@ public final class ProviderEndpoint: Sendable {
         var route = AcceptedRoute.none
         var pushType: PushType?
         do throws(Rejection) {
-            let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: world, record: &record)
+            let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: &world, record: &record)
             pushType = topic.pushType
             if topic.pushType == .liveactivity,
                 let owner = try checkLiveActivityToken(syntax, topic: topic.topic, environment: environment, world: world, record: &record)
@@ -869,8 +869,16 @@ public final class ProviderEndpoint: Sendable {
 
     private func checkTopic(
         _ fields: APNsHeaderFields, syntax: Syntax, provider identity: ProviderIdentity,
-        world: World, record: inout NotificationRecord
+        world: inout World, record: inout NotificationRecord
     ) throws(Rejection) -> (topic: String, pushType: PushType) {
+        if case .token(let verified) = identity, let topic = fields.topic,
+            let pushType = world.lastTopicVerdict.pushType(
+                provider: verified, topic: topic, header: syntax.pushType, generation: world.credentials.generation)
+        {
+            record.pushType = pushType.rawValue
+            record.bundleID = world.lastTopicVerdict.bundleID
+            return (topic, pushType)
+        }
         var requested = fields.topic.flatMap { $0.isEmpty ? nil : $0 }
         if requested == nil, case .certificate(let certificate) = identity, certificate.topics.count == 1 {
             // A single-topic certificate names the default topic (docs/apns-behaviour.md,
@@ -930,6 +938,9 @@ public final class ProviderEndpoint: Sendable {
         {
             throw Rejection(reason: refusal.reason, explanation: refusal.explanation)
         }
+        world.lastTopicVerdict = TopicVerdict(
+            provider: provider, topic: topic, header: syntax.pushType, generation: credentials.generation,
+            pushType: pushType, bundleID: bundleID)
         return (topic, pushType)
     }
 

@@ -68,3 +68,28 @@ public enum TopicRules {
         return nil
     }
 }
+
+/// The last topic a verified provider token was allowed to send to, with its push type and
+/// bundle (`World.lastTopicVerdict`): a provider sends to one topic again and again, and
+/// working it out costs some 2,000 instructions (the bundle's syntax, its owner's lookup).
+/// Valid while the credentials keep their generation (every change bumps it, and a reset or a
+/// reload moves it past every earlier one).
+struct TopicVerdict: Sendable {
+    /// Held, so that another provider cannot be taken for it at the same address.
+    var provider: AuthenticatedProvider?
+    var topic = ""
+    var header: PushType?
+    var generation: UInt64 = 0
+    var pushType = PushType.alert
+    var bundleID = ""
+
+    /// The push type when `topic` (compared byte for byte) with the `header` type is what
+    /// `provider` was last allowed to send at this `generation`; nil otherwise.
+    @inline(__always)
+    func pushType(provider: AuthenticatedProvider, topic: String, header: PushType?, generation: UInt64) -> PushType? {
+        guard self.provider === provider, self.generation == generation, self.header == header,
+            self.topic.utf8.count == topic.utf8.count, ASCII.sameBytes(self.topic, topic)
+        else { return nil }
+        return pushType
+    }
+}
