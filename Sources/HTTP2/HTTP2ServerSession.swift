@@ -414,15 +414,6 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         return index
     }
 
-    /// Whether a request's method is HEAD (pseudo-headers come first, `:method` usually first).
-    private static func isHead(_ headers: [HTTP2HeaderField]) -> Bool {
-        for field in headers {
-            guard field.name.utf8.first == UInt8(ascii: ":") else { return false }
-            if field.name == ":method" { return field.value == "HEAD" }
-        }
-        return false
-    }
-
     fileprivate func deliverRequest(_ index: Int, complete: Bool = true) {
         var headers: [HTTP2HeaderField] = []
         var body: [UInt8] = []
@@ -430,7 +421,6 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         swap(&body, &slots[index].body)
         if headers.count > headerCapacityHint { headerCapacityHint = min(headers.count, 64) }
         slots[index].handedOver = true
-        slots[index].isHead = Self.isHead(headers)
         var request = HTTP2Request(
             streamID: slots[index].streamID, headers: headers, body: body,
             bodyLength: slots[index].bodyLength)
@@ -572,6 +562,11 @@ private func serverOnHeader(
         let field = server.recentFields.field(
             at: position, name: name, nameLength: nameLength, value: value,
             valueLength: valueLength, neverIndex: flags & NVFlag.noIndex != 0)
+        // Its method, HEAD or not, from the bytes (nghttp2 refuses a `:method` after a regular
+        // field, or twice, so the one seen is the request's).
+        if nameLength == 7, let name, memcmp(name, ":method", 7) == 0 {
+            server.slots[index].isHead = valueLength == 4 && value.map { memcmp($0, "HEAD", 4) == 0 } == true
+        }
         // `expect: 100-continue` (a length test first: nearly every field is not it).
         if nameLength == 6, valueLength == 12, field.name == "expect", field.value.lowercased() == "100-continue" {
             server.slots[index].expectsContinue = true
