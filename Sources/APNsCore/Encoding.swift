@@ -186,6 +186,17 @@ public enum CanonicalUUID {
     }
 }
 
+public enum Bytes {
+    /// The same bytes: one `memcmp` (`==` on arrays compares them one by one).
+    @inline(__always)
+    public static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.count == b.count
+            && a.withUnsafeBufferPointer { x in
+                b.withUnsafeBufferPointer { y in x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
+            }
+    }
+}
+
 /// Byte-level ASCII helpers for the request path, where String's Unicode-aware operations
 /// cost hundreds of instructions each.
 public enum ASCII {

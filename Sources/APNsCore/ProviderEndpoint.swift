@@ -78,6 +78,8 @@ public struct ProviderConnectionContext: Sendable {
     var headerNames = HeaderNames()
     /// The last device push path and what `checkRequestLine` made of it.
     var recentPath = ProviderEndpoint.RecentPath()
+    /// The last complete payload, its JSON verdict and content.
+    var recentPayload = ProviderEndpoint.RecentPayload()
 
     mutating func redactedAuthorization(_ value: String) -> String {
         if let last = lastRedaction, last.original == value { return last.redacted }
@@ -314,10 +316,24 @@ public final class ProviderEndpoint: Sendable {
                 provider = .certificate(try checkCertificate(certificate, environment: environment, record: &record))
             }
             // Payload facts that need no state are worked out before taking the lock.
-            let json =
-                pushRequest.bodyLength > 0 && pushRequest.bodyLength == pushRequest.body.count
-                ? JSONValidator.check(pushRequest.body) : nil
-            let content = json == .object ? PushContent.read(pushRequest.body) : PushContent()
+            let json: JSONValidator.Verdict?
+            let content: PushContent
+            if pushRequest.bodyLength > 0 && pushRequest.bodyLength == pushRequest.body.count {
+                if connection.recentPayload.isPayload(pushRequest.body) {
+                    // The same payload as the last push (one alert to many devices): its verdict
+                    // and content are reused (checking and reading it cost 3,000 instructions).
+                    json = connection.recentPayload.json
+                    content = connection.recentPayload.content
+                } else {
+                    let verdict = JSONValidator.check(pushRequest.body)
+                    json = verdict
+                    content = verdict == .object ? PushContent.read(pushRequest.body) : PushContent()
+                    connection.recentPayload = RecentPayload(bytes: pushRequest.body, json: verdict, content: content)
+                }
+            } else {
+                json = nil
+                content = PushContent()
+            }
             let verification = connection.authenticator.lastVerification
             connection.authenticator.lastVerification = nil
             // Judged in place when it can be (what it needs is borrowed, not copied into a
@@ -714,6 +730,19 @@ public final class ProviderEndpoint: Sendable {
         @inline(__always)
         func isPath(_ other: String) -> Bool {
             !path.isEmpty && path.utf8.count == other.utf8.count && ASCII.sameBytes(path, other)
+        }
+    }
+
+    /// A payload and what `JSONValidator.check` and `PushContent.read` made of it.
+    struct RecentPayload: Sendable {
+        var bytes: [UInt8] = []
+        var json = JSONValidator.Verdict.notAnObject
+        var content = PushContent()
+
+        /// `payload` is this one, byte for byte.
+        @inline(__always)
+        func isPayload(_ payload: [UInt8]) -> Bool {
+            !bytes.isEmpty && bytes.count == payload.count && Bytes.equal(bytes, payload)
         }
     }
 
