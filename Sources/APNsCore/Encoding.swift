@@ -187,6 +187,14 @@ public enum CanonicalUUID {
 }
 
 public enum Bytes {
+    /// The same array storage (and count): one array handed on, not merely equal contents.
+    /// Storage that two arrays share is never changed in place, so its contents are the same too.
+    @inline(__always)
+    public static func sameArray<T>(_ a: [T], _ b: [T]) -> Bool {
+        a.count == b.count && !a.isEmpty
+            && a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in x.baseAddress == y.baseAddress } }
+    }
+
     /// The same bytes: one `memcmp` (`==` on arrays compares them one by one).
     @inline(__always)
     public static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {

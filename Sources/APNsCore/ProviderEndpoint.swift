@@ -81,6 +81,22 @@ public struct ProviderConnectionContext: Sendable {
     /// The last complete payload, its JSON verdict and content.
     var recentPayload = ProviderEndpoint.RecentPayload()
 
+    /// The last header array redacted (`redactAuthorization`) and what it became.
+    private var lastHeaders: (received: [HeaderField], redacted: [HeaderField]) = ([], [])
+
+    /// Replaces the `authorization` value at `index` by its form without the signature. The
+    /// HTTP/2 layer hands over the same array for a request whose header list repeats the last
+    /// one's (`RecentHeaderFields`): that array is redacted once, and its records share the result.
+    mutating func redactAuthorization(_ headers: inout [HeaderField], at index: Int) {
+        if Bytes.sameArray(headers, lastHeaders.received) {
+            headers = lastHeaders.redacted
+            return
+        }
+        let received = headers
+        headers[index].value = redactedAuthorization(headers[index].value)
+        lastHeaders = (received, headers)
+    }
+
     mutating func redactedAuthorization(_ value: String) -> String {
         if let last = lastRedaction, last.original == value { return last.redacted }
         let redacted = ProviderToken.withoutSignature(value)
@@ -274,7 +290,7 @@ public final class ProviderEndpoint: Sendable {
                 record.requestHeaders[index].value = ProviderToken.withoutSignature(record.requestHeaders[index].value)
             }
         } else if let index = fields.authorizationIndex {
-            record.requestHeaders[index].value = connection.redactedAuthorization(record.requestHeaders[index].value)
+            connection.redactAuthorization(&record.requestHeaders, at: index)
         }
         if let topic = fields.topic { record.topic = topic }
         record.collapseID = fields.collapseID.flatMap { $0.isEmpty ? nil : $0 }

@@ -10,6 +10,13 @@ struct ServerStreamSlot: StreamSlot {
     var streamID: Int32 = 0
     var inUse = false
     var headers: [HTTP2HeaderField] = []
+    /// While its header block arrives: every field so far is the one the last request had at
+    /// its position (`RecentHeaderFields`), and `headers` is still empty. The fields are taken
+    /// from the recent ones at the block's end (`settleHeaders`): the whole array when they
+    /// are all of them, so a client repeating its header list costs no array and no retains.
+    var sharing = false
+    /// Fields matched so far while `sharing`.
+    var sharedFields = 0
     /// RFC 9113 §6.5.2 size of the header list so far (name + value + 32 per field).
     var headerListSize = 0
     /// The header list went over the limit: fields are no longer kept, the stream is reset.
@@ -73,6 +80,8 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     fileprivate let maxHeaderListSize: Int
     fileprivate let earlyAnswerBodyLength: Int
     @exclusivity(unchecked) fileprivate var headerCapacityHint = 12
+    /// The slot whose fields are still the recent ones (`ServerStreamSlot.sharing`), if any.
+    @exclusivity(unchecked) fileprivate var sharingSlot: Int?
     /// The stream whose slot was allocated last, and its slot (-1: none): the header fields
     /// and body that follow its HEADERS are matched to it without a lookup in nghttp2's stream
     /// map (about 35 instructions each, a dozen a request). Cleared when the slot is released.
@@ -346,6 +355,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         }
         for index in slots.indices where slots[index].inUse && !slots[index].handedOver && slots[index].startedAtMs < deadline {
             slots[index].handedOver = true
+            settleHeaders(index)
             var headers: [HTTP2HeaderField] = []
             swap(&headers, &slots[index].headers)
             slots[index].body = []
@@ -392,7 +402,24 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
 
     fileprivate func releaseSlot(_ index: Int) {
         if recentStreamID == slots[index].streamID { recentStreamID = -1 }
+        if sharingSlot == index { sharingSlot = nil }
+        slots[index].sharing = false
         slots.release(index)
+    }
+
+    /// Gives a slot whose fields were the recent ones (`sharing`) its header array: before the
+    /// recent fields change (another field, another block) and before its fields are handed on.
+    fileprivate func settleHeaders(_ index: Int) {
+        guard slots[index].sharing else { return }
+        slots[index].sharing = false
+        if sharingSlot == index { sharingSlot = nil }
+        let count = slots[index].sharedFields
+        if count == recentFields.count {
+            slots[index].headers = recentFields.all
+        } else {
+            slots[index].headers.reserveCapacity(max(headerCapacityHint, count + 1))
+            slots[index].headers.append(contentsOf: recentFields.all[..<count])
+        }
     }
 
     fileprivate func allocateSlot(streamID: Int32) -> Int {
@@ -410,11 +437,13 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         slots[index].handedOver = false
         slots[index].isHead = false
         slots[index].startedAtMs = Monotonic.nowMilliseconds()
-        slots[index].headers.reserveCapacity(headerCapacityHint)
+        slots[index].sharing = true
+        slots[index].sharedFields = 0
         return index
     }
 
     fileprivate func deliverRequest(_ index: Int, complete: Bool = true) {
+        settleHeaders(index)
         var headers: [HTTP2HeaderField] = []
         var body: [UInt8] = []
         swap(&headers, &slots[index].headers)
@@ -448,6 +477,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
             !slots[index].handedOver
         else { return }
         slots[index].handedOver = true
+        settleHeaders(index)
         var headers: [HTTP2HeaderField] = []
         swap(&headers, &slots[index].headers)
         events.append(
@@ -487,6 +517,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     private func reset(_ index: Int, _ errorCode: UInt32, reason: HTTP2RefusedRequest.Reason) {
         let streamID = slots[index].streamID
         slots[index].handedOver = true
+        settleHeaders(index)
         var headers: [HTTP2HeaderField] = []
         swap(&headers, &slots[index].headers)
         nghttp2_submit_rst_stream(session, 0, streamID, errorCode)
@@ -520,6 +551,8 @@ private func serverOnBeginHeaders(
             frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
         else { return 0 }
         let streamID = frame.pointee.hd.stream_id
+        // A new block may change the recent fields: a slot still sharing them takes its own.
+        if let sharing = server.sharingSlot { server.settleHeaders(sharing) }
         let overLimit = server.isOverAcknowledgedLimit()
         let index = server.allocateSlot(streamID: streamID)
         if overLimit { server.slots[index].overStreamLimit = true }
@@ -529,6 +562,7 @@ private func serverOnBeginHeaders(
         }
         server.recentStreamID = streamID
         server.recentSlot = index
+        server.sharingSlot = index
         return 0
     }
 }
@@ -558,17 +592,31 @@ private func serverOnHeader(
             // nothing more); the connection ends at the next drain.
             return server.refuseOversizedHeaders(index) ? LibError.pause : LibError.temporalCallbackFailure
         }
-        let position = server.slots[index].headers.count
-        let field = server.recentFields.field(
-            at: position, name: name, nameLength: nameLength, value: value,
-            valueLength: valueLength, neverIndex: flags & NVFlag.noIndex != 0)
         // Its method, HEAD or not, from the bytes (nghttp2 refuses a `:method` after a regular
         // field, or twice, so the one seen is the request's).
         if nameLength == 7, let name, memcmp(name, ":method", 7) == 0 {
             server.slots[index].isHead = valueLength == 4 && value.map { memcmp($0, "HEAD", 4) == 0 } == true
         }
+        let neverIndex = flags & NVFlag.noIndex != 0
+        if server.slots[index].sharing {
+            let position = server.slots[index].sharedFields
+            if server.recentFields.matches(
+                at: position, name: name, nameLength: nameLength, value: value, valueLength: valueLength, neverIndex: neverIndex)
+            {
+                server.slots[index].sharedFields = position + 1
+                if nameLength == 6, valueLength == 12, server.recentFields.isExpectContinue(at: position) {
+                    server.slots[index].expectsContinue = true
+                }
+                return 0
+            }
+            server.settleHeaders(index)
+        }
+        let position = server.slots[index].headers.count
+        let field = server.recentFields.field(
+            at: position, name: name, nameLength: nameLength, value: value,
+            valueLength: valueLength, neverIndex: neverIndex)
         // `expect: 100-continue` (a length test first: nearly every field is not it).
-        if nameLength == 6, valueLength == 12, field.name == "expect", field.value.lowercased() == "100-continue" {
+        if nameLength == 6, valueLength == 12, RecentHeaderFields.isExpectContinue(field) {
             server.slots[index].expectsContinue = true
         }
         server.slots[index].headers.append(field)
@@ -610,6 +658,7 @@ private func serverOnFrameRecv(
         switch hd.type {
         case FrameType.data, FrameType.headers:
             guard let index = server.slot(of: hd.stream_id) else { break }
+            if hd.type == FrameType.headers { server.settleHeaders(index) }
             if server.slots[index].overStreamLimit {
                 if hd.type == FrameType.headers, !server.slots[index].handedOver { server.refuseOverStreamLimit(index) }
             } else if server.slots[index].headersRefused {
@@ -750,6 +799,30 @@ private let serverReadResponseBody: nghttp2_data_source_read_callback = { _, _, 
 struct RecentHeaderFields {
     private var fields: [HTTP2HeaderField] = []
     private static let maxPositions = 32
+
+    var count: Int { fields.count }
+    /// The fields themselves (a request whose fields are all of them shares the array).
+    var all: [HTTP2HeaderField] { fields }
+
+    /// Whether the field at `position` is this one, its never-indexed flag included.
+    /// `mutating` and through the buffer: the fields are read in place, nothing is retained.
+    @inline(__always)
+    mutating func matches(
+        at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int,
+        value: UnsafePointer<UInt8>?, valueLength: Int, neverIndex: Bool
+    ) -> Bool {
+        guard position < fields.count else { return false }
+        return fields.withUnsafeBufferPointer { cached in
+            cached[position].neverIndex == neverIndex && Self.matches(cached[position].name, name, nameLength)
+                && Self.matches(cached[position].value, value, valueLength)
+        }
+    }
+
+    func isExpectContinue(at position: Int) -> Bool { Self.isExpectContinue(fields[position]) }
+
+    static func isExpectContinue(_ field: HTTP2HeaderField) -> Bool {
+        field.name == "expect" && field.value.lowercased() == "100-continue"
+    }
 
     mutating func field(
         at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int,
