@@ -338,6 +338,40 @@ struct RequestResponseTests {
         #expect(closed == [1])
     }
 
+    @Test("header lists that repeat, grow, shrink or change arrive as sent, also when their blocks and bodies interleave")
+    func repeatedHeaderListsArriveAsSent() throws {
+        let pair = try Pair()
+        pair.responder = { request, server in
+            server.submitResponse(streamID: request.streamID, status: 200, headers: [], body: nil)
+        }
+        let topic = HTTP2HeaderField("apns-topic", "com.example")
+        let lists: [[HTTP2HeaderField]] = [
+            requestHeaders(path: "/3/device/aa", extra: [topic]),
+            requestHeaders(path: "/3/device/aa", extra: [topic]),  // the same again: shared
+            requestHeaders(path: "/3/device/aa", extra: [topic, HTTP2HeaderField("apns-priority", "5")]),  // one more
+            requestHeaders(path: "/3/device/aa"),  // fewer
+            requestHeaders(path: "/3/device/bb", extra: [topic]),  // another value
+            requestHeaders(path: "/3/device/bb", extra: [HTTP2HeaderField("apns-topic", "com.example", neverIndex: true)]),
+            requestHeaders(path: "/3/device/bb", extra: [topic]),
+        ]
+        var expected: [Int32: [HTTP2HeaderField]] = [:]
+        // One at a time, then all at once (every HEADERS before the bodies' DATA frames).
+        for list in lists {
+            expected[try pair.client.submitRequest(headers: list, body: Array("{}".utf8))] = list
+            try pair.pump()
+        }
+        for list in lists + lists.reversed() {
+            expected[try pair.client.submitRequest(headers: list, body: Array("{}".utf8))] = list
+        }
+        try pair.pump()
+        #expect(pair.requests.count == expected.count)
+        for request in pair.requests {
+            let sent = try #require(expected[request.streamID])
+            #expect(request.headers.map(\.name) == sent.map(\.name))
+            #expect(request.headers.map(\.value) == sent.map(\.value))
+        }
+    }
+
     @Test("a request taken out of its event is the only owner of its header array")
     func takeRequestMovesTheRequestOut() throws {
         let pair = try Pair()
