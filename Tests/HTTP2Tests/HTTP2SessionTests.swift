@@ -369,6 +369,7 @@ struct RequestResponseTests {
             let sent = try #require(expected[request.streamID])
             #expect(request.headers.map(\.name) == sent.map(\.name))
             #expect(request.headers.map(\.value) == sent.map(\.value))
+            #expect(request.headers.map(\.neverIndex) == sent.map(\.neverIndex))
         }
     }
 
