@@ -278,6 +278,34 @@ struct ProviderTokenTests {
         #expect(fixture.endpoint.handle(try fixture.request(token: token, topic: "com.example.new"), connection: &fresh).status == 200)
     }
 
+    @Test func aTopicAllowedBeforeIsJudgedAgainOnceTheCredentialsChange() throws {
+        let fixture = try Fixture()
+        var connection = fixture.connection()
+        #expect(fixture.endpoint.handle(try fixture.request(), connection: &connection).status == 200)
+        #expect(fixture.endpoint.handle(try fixture.request(), connection: &connection).status == 200)
+        fixture.state.withWorld { world in
+            world.credentials.removeApp(bundleID: "com.example.app")
+            world.credentials.addApp(teamID: "TEAMBBBBBB", bundleID: "com.example.app")
+        }
+        #expect(fixture.endpoint.handle(try fixture.request(), connection: &connection).reasonText == "TopicDisallowed")
+    }
+
+    @Test func aPathOrPayloadLikeTheLastOneIsJudgedOnItsOwnBytes() throws {
+        let fixture = try Fixture()
+        var connection = fixture.connection()
+        #expect(fixture.endpoint.handle(try fixture.request(body: #"{"aps":{"alert":"hi"}}"#), connection: &connection).status == 200)
+        // The same length, other bytes: not the last payload's verdict.
+        let invalid = fixture.endpoint.handle(try fixture.request(body: #"{"aps":{"alert":"hi"}]"#), connection: &connection)
+        #expect(invalid.reasonText == "BadRequestPayload")
+        #expect(fixture.endpoint.handle(try fixture.request(body: #"{"aps":{"alert":"hi"}}"#), connection: &connection).status == 200)
+        // The same length, another token: not the last path's token.
+        let other = String(fixture.sandboxToken.reversed())
+        #expect(fixture.endpoint.handle(try fixture.request(token: other), connection: &connection).reasonText == "BadDeviceToken")
+        #expect(fixture.endpoint.handle(try fixture.request(), connection: &connection).status == 200)
+        let twoSegments = try fixture.request(path: "/3/device/\(fixture.sandboxToken)/x")
+        #expect(fixture.endpoint.handle(twoSegments, connection: &connection).reasonText == "BadPath")
+    }
+
     @Test func bearerSchemeIsCaseInsensitive() throws {
         let fixture = try Fixture()
         let response = fixture.send(try fixture.request(authorization: "Bearer \(try fixture.keyA.token(issuedAt: fixture.nowSeconds))"))
