@@ -621,7 +621,7 @@ final class ProviderConnection: ConnectionHandler {
         }
         submit(
             streamID, status: response.status, id: ("apns-request-id", response.requestID),
-            second: response.channelID.map { ("apns-channel-id", $0) }, body: response.body, raise: response.raiseStreamLimit)
+            secondName: "apns-channel-id", secondValue: response.channelID, body: response.body, raise: response.raiseStreamLimit)
         if let explanation = response.explanation {
             providers.logger.info(
                 "provider connection \(connection.id) stream \(streamID): channel \(response.operation?.name ?? "request") \(response.status) \(response.reason ?? ""): \(explanation)"
@@ -634,15 +634,17 @@ final class ProviderConnection: ConnectionHandler {
     /// Returns false when the stream is gone (the client reset it) and nothing was queued.
     @discardableResult
     private func submit(
-        _ streamID: Int32, status: Int, id: (name: String, value: String), second: (name: String, value: String)?, body: [UInt8]?,
-        raise: Bool
+        _ streamID: Int32, status: Int, id: (name: String, value: String), secondName: String, secondValue: String?,
+        body: [UInt8]?, raise: Bool
     ) -> Bool {
-        // A reused scratch array: nghttp2 copies the fields during the submit call.
-        responseHeaders.removeAll(keepingCapacity: true)
+        // A reused scratch array: nghttp2 copies the fields during the submit call. Its fields
+        // are replaced in place (emptied and refilled, it went through `replaceSubrange`).
         // Ids are unique per response: never index them, or they churn the HPACK table.
-        responseHeaders.append(HTTP2HeaderField(name: id.name, value: id.value, neverIndex: true))
-        if let second { responseHeaders.append(HTTP2HeaderField(name: second.name, value: second.value, neverIndex: true)) }
-        if body != nil { responseHeaders.append(.contentTypeJSON) }
+        var count = 0
+        setResponseHeader(&count, HTTP2HeaderField(name: id.name, value: id.value, neverIndex: true))
+        if let secondValue { setResponseHeader(&count, HTTP2HeaderField(name: secondName, value: secondValue, neverIndex: true)) }
+        if body != nil { setResponseHeader(&count, .contentTypeJSON) }
+        if responseHeaders.count > count { responseHeaders.removeLast(responseHeaders.count - count) }
         guard session.submitResponse(streamID: streamID, status: status, headers: responseHeaders, body: body) else { return false }
         if raise && !streamLimitRaised && !streamLimitFromFault {
             session.submitSettings(Self.raisedLimit)
@@ -651,10 +653,16 @@ final class ProviderConnection: ConnectionHandler {
         return true
     }
 
+    @inline(__always)
+    private func setResponseHeader(_ count: inout Int, _ field: HTTP2HeaderField) {
+        if count < responseHeaders.count { responseHeaders[count] = field } else { responseHeaders.append(field) }
+        count += 1
+    }
+
     private func respond(_ streamID: Int32, _ response: PushResponse) {
         let sent = submit(
             streamID, status: response.status, id: ("apns-id", response.apnsID),
-            second: response.uniqueID.map { ("apns-unique-id", $0) }, body: response.body, raise: response.raiseStreamLimit)
+            secondName: "apns-unique-id", secondValue: response.uniqueID, body: response.body, raise: response.raiseStreamLimit)
         if !sent {
             endpoint.noteAnswersNotSent(
                 [response.recordSequence], why: "the client had reset its stream (RST_STREAM) before the answer went out")
