@@ -799,23 +799,87 @@ private let serverReadResponseBody: nghttp2_data_source_read_callback = { _, _, 
 struct RecentHeaderFields {
     private var fields: [HTTP2HeaderField] = []
     private static let maxPositions = 32
+    /// The fields' bytes, for `matches`: each position's name then value, where its span says.
+    /// Compared there without touching the Strings (a String's bytes are reached through a
+    /// closure, a copy to the stack for a small one).
+    private var bytes: [UInt8] = []
+    private var spans: [Span] = []
+    /// The bytes the spans cover (the rest of `bytes` is left over from replaced fields).
+    private var liveBytes = 0
+
+    private struct Span {
+        var offset: Int
+        var nameLength: Int
+        var valueLength: Int
+        var neverIndex: Bool
+    }
 
     var count: Int { fields.count }
     /// The fields themselves (a request whose fields are all of them shares the array).
     var all: [HTTP2HeaderField] { fields }
 
     /// Whether the field at `position` is this one, its never-indexed flag included.
-    /// `mutating` and through the buffer: the fields are read in place, nothing is retained.
+    /// (`mutating`: read in place, the arrays are not retained for the call.)
     @inline(__always)
     mutating func matches(
         at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int,
         value: UnsafePointer<UInt8>?, valueLength: Int, neverIndex: Bool
     ) -> Bool {
-        guard position < fields.count else { return false }
-        return fields.withUnsafeBufferPointer { cached in
-            cached[position].neverIndex == neverIndex && Self.matches(cached[position].name, name, nameLength)
-                && Self.matches(cached[position].value, value, valueLength)
+        guard position < spans.count else { return false }
+        let span = spans[position]
+        guard span.nameLength == nameLength, span.valueLength == valueLength, span.neverIndex == neverIndex else { return false }
+        return bytes.withUnsafeBufferPointer { stored in
+            guard let base = stored.baseAddress else { return nameLength == 0 && valueLength == 0 }
+            return Self.same(base + span.offset, name, nameLength) && Self.same(base + span.offset + nameLength, value, valueLength)
         }
+    }
+
+    @inline(__always)
+    private static func same(_ stored: UnsafePointer<UInt8>, _ bytes: UnsafePointer<UInt8>?, _ count: Int) -> Bool {
+        guard count > 0 else { return true }
+        guard let bytes else { return false }
+        return memcmp(stored, bytes, count) == 0
+    }
+
+    /// Notes the bytes of the field now at `position` (`fields[position]`, or a new last one).
+    private mutating func noteBytes(
+        at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int, value: UnsafePointer<UInt8>?, valueLength: Int
+    ) {
+        let span = Span(
+            offset: bytes.count, nameLength: nameLength, valueLength: valueLength, neverIndex: fields[position].neverIndex)
+        if position < spans.count, spans[position].nameLength + spans[position].valueLength == nameLength + valueLength {
+            // The same length (another device token in the path): written over in place.
+            let offset = spans[position].offset
+            bytes.withUnsafeMutableBufferPointer { stored in
+                if nameLength > 0, let name { (stored.baseAddress! + offset).update(from: name, count: nameLength) }
+                if valueLength > 0, let value { (stored.baseAddress! + offset + nameLength).update(from: value, count: valueLength) }
+            }
+            spans[position] = Span(offset: offset, nameLength: nameLength, valueLength: valueLength, neverIndex: span.neverIndex)
+            return
+        }
+        if nameLength > 0, let name { bytes.append(contentsOf: UnsafeBufferPointer(start: name, count: nameLength)) }
+        if valueLength > 0, let value { bytes.append(contentsOf: UnsafeBufferPointer(start: value, count: valueLength)) }
+        if position < spans.count {
+            liveBytes -= spans[position].nameLength + spans[position].valueLength
+            spans[position] = span
+        } else {
+            spans.append(span)
+        }
+        liveBytes += nameLength + valueLength
+        // Bytes of replaced fields are left behind: past four times what is live, start over.
+        if bytes.count > 1024, bytes.count > 4 * liveBytes { compact() }
+    }
+
+    private mutating func compact() {
+        var fresh: [UInt8] = []
+        for position in spans.indices {
+            var field = fields[position]
+            let offset = fresh.count
+            field.name.withUTF8 { fresh.append(contentsOf: $0) }
+            field.value.withUTF8 { fresh.append(contentsOf: $0) }
+            spans[position].offset = offset
+        }
+        bytes = fresh
     }
 
     func isExpectContinue(at position: Int) -> Bool { Self.isExpectContinue(fields[position]) }
@@ -845,12 +909,16 @@ struct RecentHeaderFields {
                 name: sameName ? cached.name : makeString(name, nameLength),
                 value: makeString(value, valueLength), neverIndex: neverIndex)
             fields[position] = fresh
+            noteBytes(at: position, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
             return fresh
         }
         let fresh = HTTP2HeaderField(
             name: makeString(name, nameLength), value: makeString(value, valueLength),
             neverIndex: neverIndex)
-        if position == fields.count { fields.append(fresh) }
+        if position == fields.count {
+            fields.append(fresh)
+            noteBytes(at: position, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+        }
         return fresh
     }
 
