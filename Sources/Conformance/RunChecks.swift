@@ -41,17 +41,6 @@ public enum SetupCheck {
     }
 }
 
-extension SetupCheck {
-    /// Why the answer shows a target that does not speak HTTP/2 (nil: it may): its first bytes
-    /// were not a SETTINGS frame (nghttp2's "SETTINGS expected"), as when an HTTP/1.1 server
-    /// answers the connection preface.
-    public static func notHTTP2(_ seen: Observation) -> String? {
-        guard seen.status == nil, let text = seen.unanswered, text.contains("SETTINGS expected") else { return nil }
-        return "does not speak HTTP/2: its first bytes were not an HTTP/2 SETTINGS frame (an HTTP/1.1 server answers so); "
-            + "APNs's provider API is HTTP/2 only"
-    }
-}
-
 /// Why a request got no answer, in words: a GOAWAY (its code and debug data), a closed
 /// connection, or the time running out.
 public enum NoAnswer {

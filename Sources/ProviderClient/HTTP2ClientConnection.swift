@@ -6,7 +6,12 @@ import OpenSSLCrypto
 
 public struct ClientError: Error, CustomStringConvertible, Sendable {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// Set when the server speaks another protocol than the connection asked for.
+    public let mismatch: ProtocolMismatch?
+    public init(_ description: String, mismatch: ProtocolMismatch? = nil) {
+        self.description = description
+        self.mismatch = mismatch
+    }
 }
 
 /// One request for `HTTP2ClientConnection.send`.
@@ -63,6 +68,8 @@ public final class HTTP2ClientConnection {
     private var outputOffset = 0
     private var finished: [Int32: HTTP2Response] = [:]
     private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+    /// The server's first bytes (up to 64; after TLS, the first decrypted ones): what it speaks.
+    private var firstBytes: [UInt8] = []
     public private(set) var isClosed = false
 
     public init(_ options: Options) throws(ClientError) {
@@ -93,7 +100,9 @@ public final class HTTP2ClientConnection {
                 Socket.setBlocking(fd, false)
                 try handshake(connection)
                 if options.alpn, connection.negotiatedALPN != "h2" {
-                    throw ClientError("server at \(options.address) did not negotiate ALPN h2 (got \(connection.negotiatedALPN ?? "none"))")
+                    throw ClientError(
+                        "server at \(options.address) did not offer HTTP/2 in ALPN (it chose \(connection.negotiatedALPN ?? "nothing")): "
+                            + "not an HTTP/2 server", mismatch: .noHTTP2InALPN)
                 }
             } catch let error as ClientError {
                 Glibc.close(fd)
@@ -123,12 +132,59 @@ public final class HTTP2ClientConnection {
         while true {
             switch withSIGPIPEBlocked({ connection.handshake() }) {
             case .ok: return
-            case .wantRead: try wait(POLLIN, until: deadline)
+            case .wantRead:
+                try wait(POLLIN, until: deadline)
+                // Looked at before OpenSSL reads them: its error for a server that answers in
+                // cleartext ("wrong version number") does not say what the server is.
+                if firstBytes.isEmpty { firstBytes = FirstBytes.peek(fd) }
             case .wantWrite: try wait(POLLOUT, until: deadline)
-            case .closed: throw ClientError("TLS handshake: connection closed")
-            case .failed(let message): throw ClientError(message)  // it says "TLS handshake failed: …"
+            case .closed: throw notTLS(nil) ?? ClientError("TLS handshake: connection closed")
+            case .failed(let message): throw notTLS(message) ?? ClientError(message)  // it says "TLS handshake failed: …"
             }
         }
+    }
+
+    /// The handshake failed because the server answered in something else than TLS: its first
+    /// bytes say so, or OpenSSL does when they came so soon that it read them first (the
+    /// record header's version is not TLS's).
+    private func notTLS(_ failure: String?) -> ClientError? {
+        let answer: String
+        if !firstBytes.isEmpty {
+            guard !FirstBytes.lookLikeTLS(firstBytes) else { return nil }
+            answer = "it answered \(FirstBytes.excerpt(firstBytes))"
+        } else {
+            guard failure?.contains("wrong version number") == true else { return nil }
+            answer = "its answer was not a TLS record"
+        }
+        return ClientError("\(options.address) does not speak TLS: \(answer) (an HTTP/1.1 or cleartext server?)", mismatch: .notTLS)
+    }
+
+    /// Waits for the server's first SETTINGS frame, which an HTTP/2 server sends before
+    /// anything else. A server that answers in another protocol (HTTP/1.1; TLS to a cleartext
+    /// connection) is found here, named, with `mismatch` set, rather than as requests that
+    /// got no answer. Throws too when the server closed the connection or stayed silent.
+    public func confirmHTTP2(timeoutMilliseconds: Int64? = nil) throws(ClientError) {
+        do {
+            try pump(timeoutMilliseconds: timeoutMilliseconds ?? Int64(options.timeoutMilliseconds)) { !session.receivedSettings.isEmpty }
+        } catch {
+            throw notHTTP2() ?? error
+        }
+        guard session.receivedSettings.isEmpty else { return }
+        throw notHTTP2() ?? ClientError("\(options.address) closed the connection before its first HTTP/2 frame")
+    }
+
+    /// Why the server is not an HTTP/2 server of the kind asked for, from its first bytes
+    /// (nil when they do not say). A cleartext connection closed without a byte is asked
+    /// again in TLS: a TLS listener closes so.
+    private func notHTTP2() -> ClientError? {
+        let address = options.address
+        if !options.tls, FirstBytes.lookLikeTLS(firstBytes) || (firstBytes.isEmpty && isClosed && answersInTLS(address, timeoutMilliseconds: 3000)) {
+            return ClientError("\(address) answered with TLS, not cleartext HTTP/2 (a TLS listener)", mismatch: .answeredWithTLS)
+        }
+        guard !firstBytes.isEmpty, session.receivedSettings.isEmpty, session.terminationError != nil || isClosed else { return nil }
+        return ClientError(
+            "\(address) does not speak HTTP/2: its first bytes were not an HTTP/2 SETTINGS frame (it answered "
+                + "\(FirstBytes.excerpt(firstBytes)): an HTTP/1.1 server?); APNs's provider API is HTTP/2 only", mismatch: .notHTTP2)
     }
 
     private func wait(_ event: Int32, until deadline: Int64) throws(ClientError) {
@@ -290,6 +346,7 @@ public final class HTTP2ClientConnection {
             }
             if n == 0 { return true }
             if n < 0 { return false }
+            if firstBytes.count < 64 { firstBytes += readBuffer[0..<min(n, 64 - firstBytes.count)] }
             do {
                 try session.receive(readBuffer[0..<n])
             } catch {

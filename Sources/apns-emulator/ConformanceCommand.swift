@@ -169,13 +169,12 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
         case .setupFailed(let why):
             results.append(.skipped(item, expected: expectedText, why: why))
             continue
-        case .seen(let observation): seen = observation
-        }
-        // A target that does not speak HTTP/2 (an HTTP/1.1 server, a TLS or h2c mix-up) is a
-        // setup mistake, not a case without an answer: said once, at the first case.
-        if let why = SetupCheck.notHTTP2(seen) {
+        case .wrongProtocol(let why):
+            // An HTTP/1.1 server, a TLS or h2c mix-up, no HTTP/2 in ALPN: a setup mistake, not
+            // a case without an answer, said once at the first case.
             connections.closeAll()
-            command.fail("\(target) \(why)\(options.isSet("h2c") ? " (--h2c: HTTP/2 without TLS, with prior knowledge)" : ""); nothing more was sent")
+            command.fail("\(why); nothing more was sent")
+        case .seen(let observation): seen = observation
         }
         // Refused credentials, topic or token of the run's own: no recording, nothing more sent.
         if let why = SetupCheck.refusal(planned, seen: seen, inputs: inputs) {
@@ -286,6 +285,8 @@ struct ConformanceConnections {
         case seen(Observation)
         /// The request sent first did not get its 200: the case cannot say anything.
         case setupFailed(String)
+        /// The target does not speak what the run asked for (TLS, cleartext HTTP/2, HTTP/2).
+        case wrongProtocol(String)
     }
 
     let command: Subcommand
@@ -316,6 +317,7 @@ struct ConformanceConnections {
                 if case .shared(let environment) = kind { shared[environment] = connection }
             }
         } catch {
+            if error.mismatch != nil { return .wrongProtocol(protocolMismatchAdvice(error)) }
             lastWasSilent = true
             return .seen(Observation(status: nil, unanswered: "\(error)"))
         }
@@ -379,6 +381,11 @@ struct ConformanceConnections {
         }
         let connection = try HTTP2ClientConnection(connectionOptions)
         neverConnected = false
+        // Its first SETTINGS show an HTTP/2 server before a case is spent on finding out.
+        do { try connection.confirmHTTP2() } catch {
+            connection.close()
+            throw error
+        }
         return connection
     }
 

@@ -198,7 +198,15 @@ func providerConnectionOptions(_ command: Subcommand, _ options: ResolvedOptions
     return connectionOptions
 }
 
-/// Why a request got no answer: the server's GOAWAY or a stream reset (nil if neither is known).
+/// A target that speaks another protocol, said with what to change on the command line.
+func protocolMismatchAdvice(_ error: ClientError) -> String {
+    switch error.mismatch {
+    case .answeredWithTLS: return "\(error.description): drop --h2c"
+    case .notTLS: return "\(error.description); a cleartext HTTP/2 listener takes --h2c"
+    case .noHTTP2InALPN, .notHTTP2, nil: return error.description
+    }
+}
+
 /// Apple's push host for `--production` or `--sandbox`, for `:authority`: it picks the
 /// environment on any emulator listener, including the Apple-style `--listen` ones that serve
 /// both; nil leaves it to the listener.
@@ -232,6 +240,7 @@ func sendOnce(
     }
 }
 
+/// Why a request got no answer: the server's GOAWAY or a stream reset (nil if neither is known).
 func unansweredReason(_ connection: HTTP2ClientConnection, _ response: HTTP2Response) -> String? {
     // A refused stream is often followed by the GOAWAY that explains it (the emulator sends
     // it once the streams it covers are answered): a moment's wait to name it.

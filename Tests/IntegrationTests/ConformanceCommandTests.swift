@@ -245,6 +245,46 @@ final class ConformanceFixture {
         #expect(result.out.isEmpty, "no report of a run that tested nothing: \(result.out)")
     }
 
+    /// --h2c pointed at a TLS listener (which closes a cleartext connection without a byte):
+    /// the run stops at its first case, exit 2, no report, and says it is TLS. It tried three
+    /// cases, then printed the whole table with "the server closed the connection without an
+    /// answer"; with one case, a plain report and exit 1.
+    @Test func h2cAgainstATLSListenerStopsTheRunAndSaysItIsTLS() throws {
+        let fixture = try ConformanceFixture()
+        let sandbox = try fixture.emulator.address("sandbox")
+        let key = ["--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)", "--topic", "com.example.app"]
+        for only in [[], ["--case", "accepted"]] {
+            let result = try fixture.conformance(key + ["--token", fixture.token, "--h2c"] + only)
+            #expect(result.status == 2, "\(only): \(result.out)")
+            #expect(result.err.contains("\(sandbox) answered with TLS, not cleartext HTTP/2 (a TLS listener): drop --h2c"), "\(result.err)")
+            #expect(result.out.isEmpty, "no report of a run that tested nothing: \(result.out)")
+        }
+    }
+
+    /// A target that is no TLS server (an HTTP/1.x one), or a TLS one without HTTP/2 in ALPN:
+    /// the run stops at its first case, exit 2, no report, naming the cause. Both tried three
+    /// cases, then printed the whole table with OpenSSL's "wrong version number" or "did not
+    /// negotiate ALPN h2".
+    @Test(.requires(.python3, .openssl)) func aTargetWithoutTLSOrWithoutHTTP2InALPNStopsTheRun() throws {
+        let fixture = try ConformanceFixture()
+        let http = try ForeignServer.http()
+        let tls = try ForeignServer.tlsWithoutHTTP2()
+        let key = ["--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)", "--topic", "com.example.app"]
+        let targets: [([String], [String])] = [
+            (
+                ["--target", http.address.description],
+                ["\(http.address) does not speak TLS: ", "(an HTTP/1.1 or cleartext server?); a cleartext HTTP/2 listener takes --h2c"]
+            ),
+            (["--target", tls.address.description, "--insecure"], ["\(tls.address) did not offer HTTP/2 in ALPN (it chose nothing)"]),
+        ]
+        for (target, messages) in targets {
+            let result = try run(EmulatorProcess.binary, ["conformance", "--token", fixture.token] + key + target, timeout: 60)
+            #expect(result.status == 2, "\(target): \(result.out)")
+            for message in messages { #expect(result.err.contains(message), "\(target): \(result.err)") }
+            #expect(result.out.isEmpty, "no report of a run that tested nothing: \(result.out)")
+        }
+    }
+
     /// A target that takes connections and never answers: three cases wait their timeout, the
     /// rest are not run (it took every case's 10 s, five minutes for the catalogue).
     @Test func aTargetThatNeverAnswersIsGivenUpOnAfterThreeCases() throws {
