@@ -253,8 +253,16 @@ private enum LoadCLI {
             settings.caPath ?? addresses["caFile"]?.stringValue.flatMap { FileManager.default.isReadableFile(atPath: $0) ? $0 : nil }
             ?? (FileManager.default.isReadableFile(atPath: "certs/ca.pem") ? "certs/ca.pem" : nil)
 
-        // Reachable before devices are made for it: a failed run leaves the emulator as it was.
-        do { try HTTP2ClientConnection(connection).close() } catch { throw LoadSetupError(error.description) }
+        // Reachable, and an HTTP/2 server of the kind asked for (a TLS port given --h2c answers
+        // no request, and says nothing), before devices are made for it: a failed run leaves
+        // the emulator as it was.
+        do {
+            let probe = try HTTP2ClientConnection(connection)
+            defer { probe.close() }
+            try probe.confirmHTTP2()
+        } catch {
+            throw LoadSetupError(protocolMismatchAdvice(error))
+        }
 
         let tokens: [String]
         if let count = settings.devices {

@@ -249,6 +249,30 @@ struct LoadCommandTests {
         #expect(result.err.contains(message), "\(result.err)")
     }
 
+    /// A --provider of another protocol (--h2c at a TLS listener, an HTTP/1.x server with or
+    /// without --h2c): the run does not start, exit 1, and says why, before any device is made.
+    /// --h2c at a TLS listener printed "answers connection lost: 10" and exited 0.
+    @Test(.requires(.python3)) func aProviderOfAnotherProtocolStopsTheRunAndSaysWhy() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let sandbox = try emulator.address("sandbox")
+        let http = try ForeignServer.http()
+        let cases: [([String], String)] = [
+            (["--provider", sandbox.description, "--h2c"], "\(sandbox) answered with TLS, not cleartext HTTP/2 (a TLS listener): drop --h2c"),
+            (
+                ["--provider", http.address.description, "--h2c"],
+                "\(http.address) does not speak HTTP/2: its first bytes were not an HTTP/2 SETTINGS frame"
+            ),
+            (["--provider", http.address.description], "\(http.address) does not speak TLS: "),
+        ]
+        for (arguments, message) in cases {
+            let result = try load(emulator, arguments + ["--requests", "10", "--devices", "1"])
+            #expect(result.status == 1, "\(arguments): \(result.out)")
+            #expect(result.err.contains(message), "\(arguments): \(result.err)")
+            #expect(result.out.isEmpty, "no run: \(result.out)")
+        }
+        #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.isEmpty == true)
+    }
+
     @Test func noTokensOrNoEmulatorExitsOne() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let none = try load(emulator, ["--tokens-from-emulator"])
