@@ -37,7 +37,7 @@ struct LoadSetup {
 
     private func adminCall(_ method: String, _ path: String, body: JSONValue? = nil) throws(LoadSetupError) -> JSONValue {
         do { return try api.request(method, path, body: body) } catch {
-            throw LoadSetupError("--admin \(admin): \(method) \(path): \(error.description)")
+            throw LoadSetupError(AdminListenerAnswer.problem(admin, request: "\(method) \(path)", error))
         }
     }
 
@@ -122,7 +122,7 @@ struct LoadSetup {
             // the device route `/api/v1/devices/{deviceId}`, which takes no POST (405).
             notes.append("the emulator has no POST /api/v1/devices/batch; creating \(count) devices one call each")
         } catch {
-            throw LoadSetupError("--admin \(admin): POST /api/v1/devices/batch: \(error.description)")
+            throw LoadSetupError(AdminListenerAnswer.problem(admin, request: "POST /api/v1/devices/batch", error))
         }
         let one: JSONValue = ["bundleId": .string(bundleID), "environment": .string(environment.rawValue)]
         var tokens: [String] = []

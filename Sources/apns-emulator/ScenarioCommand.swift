@@ -172,12 +172,15 @@ private enum ScenarioCLI {
             (access.teamID, access.keyID, access.keyPath) = (parts[0], parts[1], parts[2])
         }
         let target: EmulatorTarget
+        let adminAddress = address(addressText, "admin")
+        var request = "GET /api/v1/info"
         do {
             let token = options.string("admin-token") ?? ProcessInfo.processInfo.environment["APNS_EMULATOR_ADMIN_TOKEN"]
-            target = try EmulatorTarget.remote(admin: address(addressText, "admin"), token: token, overrides: access)
+            target = try EmulatorTarget.remote(admin: adminAddress, token: token, overrides: access)
+            request = "POST /api/v1/reset"
             if options.isSet("reset") { try target.api.reset() }
         } catch {
-            fail("--admin \(admin): \(error.description)")
+            fail(AdminListenerAnswer.problem(adminAddress, request: request, error))
         }
         return target
     }

@@ -1,6 +1,7 @@
 import APNsCore
 import Foundation
 import Glibc
+import Networking
 import OpenSSLCrypto
 import Testing
 import TestSupport
@@ -271,6 +272,30 @@ struct LoadCommandTests {
             #expect(result.out.isEmpty, "no run: \(result.out)")
         }
         #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.isEmpty == true)
+    }
+
+    /// --admin at a server that is not an emulator's admin listener: said as such, with the
+    /// status and a short excerpt, once. It printed the server's whole HTML 404 page, and for a
+    /// TLS port "GET /api/v1/apps: GET /api/v1/apps: no complete answer…".
+    @Test(.requires(.python3)) func anAdminThatIsNotTheEmulatorIsSaidPlainly() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let sandbox = try emulator.address("sandbox")
+        let http = try ForeignServer.http()
+        let cases: [(HostPort, String)] = [
+            (
+                http.address,
+                "\(http.address) did not answer as an apns-emulator admin listener: GET /api/v1/apps was answered 404 (a page titled \"Error response\")"
+            ),
+            (sandbox, "\(sandbox) did not answer as an apns-emulator admin listener: GET /api/v1/apps: no complete answer"),
+        ]
+        for (admin, message) in cases {
+            let result = try run(EmulatorProcess.binary, ["load", "--admin", admin.description, "--requests", "10"], timeout: 30)
+            #expect(result.status == 1, "\(admin): \(result.out)")
+            #expect(result.err.contains(message), "\(admin): \(result.err)")
+            #expect(result.err.contains("--admin is the emulator's admin listener"), "\(result.err)")
+            #expect(result.err.components(separatedBy: "GET /api/v1/apps").count == 2, "said once: \(result.err)")
+            #expect(result.err.split(separator: "\n").count == 1, "one line, no page: \(result.err)")
+        }
     }
 
     @Test func noTokensOrNoEmulatorExitsOne() throws {

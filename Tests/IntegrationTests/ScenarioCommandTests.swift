@@ -195,6 +195,22 @@ struct ScenarioCommandTests {
         #expect(run.out.isEmpty, "nothing ran: \(run.out)")
     }
 
+    /// --admin at a server that is not an emulator's admin listener: said as such, with the
+    /// status and a short excerpt (it printed the server's whole HTML 404 page).
+    @Test(.requires(.python3)) func anAdminThatIsNotTheEmulatorIsSaidPlainly() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let http = try ForeignServer.http()
+        let path = try write("plain.json", #"{"name": "t", "steps": [{"do": "sleep", "ms": 1}]}"#)
+        let result = try scenario(["--admin", http.address.description, path])
+        #expect(result.status == 2, "\(result.out)")
+        #expect(
+            result.err.contains(
+                "\(http.address) did not answer as an apns-emulator admin listener: GET /api/v1/info was answered 404 (a page titled \"Error response\")"
+            ),
+            "\(result.err)")
+        #expect(result.err.split(separator: "\n").count == 1, "one line, no page: \(result.err)")
+    }
+
     @Test func anEmulatorThatDoesNotStartIsSaidOnce() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = try write(
