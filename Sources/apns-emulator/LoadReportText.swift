@@ -45,15 +45,18 @@ struct LoadDescription {
 
     func summary(_ report: LoadGenerator.Report) -> String {
         let stats = report.stats
-        let finished = stats.sent
+        // Every request the run made, and those that left when some never did (as `--json`'s
+        // `requests` and `sent`): the rate is of those sent.
+        let made = stats.outcomes.values.reduce(0, +)
+        let count = made == stats.sent ? grouped(made) : "\(grouped(made)), sent \(grouped(stats.sent)),"
         let ending =
             [
-                "requests": "all sent", "duration": "duration reached", "interrupt": "interrupted",
-                "unreachable": "the server could not be reached again",
+                "requests": made == stats.sent ? "all sent" : "count reached", "duration": "duration reached",
+                "interrupt": "interrupted", "unreachable": "the server could not be reached again",
             ][report.stoppedBy] ?? report.stoppedBy
         var lines = [
             String(
-                format: "requests     %@ in %.2f s: %@ req/s (%@)", grouped(finished), report.durationSeconds,
+                format: "requests     %@ in %.2f s: %@ req/s (%@)", count, report.durationSeconds,
                 grouped(report.throughput), ending)
         ]
         let outcomes = stats.outcomes.sorted { $0.key < $1.key }

@@ -210,6 +210,26 @@ struct LoadCommandTests {
         #expect((json["outcomes"]?["not sent"]?.intValue ?? 0) > 0, "\(json)")
     }
 
+    /// Requests that never left: the text summary counts every request made and those sent,
+    /// as the JSON does (it said "requests 21 … (all sent)" next to "not sent: 9").
+    @Test func theTextSummaryCountsRequestsMadeAndSentAsTheJSONDoes() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        #expect(try emulator.admin("POST", "/api/v1/faults", body: ["action": ["delayMs": 3000]]).status == 201)
+        let result = try load(
+            emulator, ["--connections", "1", "--streams", "5", "--requests", "12", "--devices", "1", "--timeout", "1", "--quiet"])
+        #expect(result.status == 0, "\(result.err)")
+        let notSent = result.out.split(separator: "\n").compactMap { line in
+            line.range(of: "not sent: ").flatMap { Int(line[$0.upperBound...]) }
+        }.first
+        guard let notSent, notSent > 0 else {
+            Issue.record("no requests were left unsent: \(result.out)")
+            return
+        }
+        #expect(result.out.contains("requests     12, sent \(12 - notSent), in "), "\(result.out)")
+        #expect(result.out.contains("(count reached)"), "\(result.out)")
+        #expect(!result.out.contains("all sent"), "\(result.out)")
+    }
+
     @Test func aConnectionEndedByGoAwayIsOpenedAgainAndTheRunGoesOn() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let rule: JSONValue = ["action": ["goAway": ["errorCode": 0]], "after": 300, "times": 1]
