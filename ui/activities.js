@@ -2,10 +2,11 @@
 // device shows it — a card on the Lock Screen, the Dynamic Island compact and expanded — in
 // the order of its relevance, active, stale or ended; the user dismissing one; the dismissed
 // ones; the push-to-start token of each attributes type the device's apps declare.
-// May import: the helpers (dom, format, liveactivity, widgets, api, state) and the views its
+// May import: the helpers (dom, format, liveactivity, widgets, api, clock, state) and the views its
 // buttons lead to: devices, filters, navigation, refresh.
 
 import { api, enc, freshAnswer } from './api.js';
+import { emulatorNow } from './clock.js';
 import { $$, h } from './dom.js';
 import { refreshDevices } from './devices.js';
 import { setFilter } from './filters.js';
@@ -84,9 +85,9 @@ export function liveSection(deviceId) {
   return root;
 }
 
-/** The phone's Lock Screen with a card per activity still on it. */
+/** The phone's Lock Screen with a card per activity still on it, at the emulator's time. */
 function lockScreen(shown) {
-  const now = new Date();
+  const now = emulatorNow();
   return h('div', { class: 'lock live-lock', dataset: { field: 'lockScreen' } },
     h('div', { class: 'lock-clock' }, `${pad(now.getHours())}:${pad(now.getMinutes())}`),
     h('div', { class: 'lock-date' }, now.toLocaleDateString(undefined, { weekday: 'long', month: 'long', day: 'numeric' })),

@@ -4,10 +4,11 @@
 // its newest notification on top and its summary line; the summarized notifications and those
 // waiting for the summary. Fetched like the Live Activities: the first devices, each 4 s while the
 // Devices tab is open, and soon after a push to one of them.
-// May import: the helpers (dom, format, liveactivity, presentation, api, state), notification, and
+// May import: the helpers (dom, format, liveactivity, presentation, api, clock, state), notification, and
 // the views its controls lead to: navigation, refresh, timeline.
 
 import { api, enc, freshAnswer } from './api.js';
+import { emulatorNow, emulatorNowMs } from './clock.js';
 import { $$, h } from './dom.js';
 import { fmtDuration, pad } from './format.js';
 import { appName } from './liveactivity.js';
@@ -68,7 +69,7 @@ export function attentionLine(d) {
     h('span', { class: 'muted small sep' }, 'Scheduled summary'),
     s ? h('span', { class: 'summary-state', dataset: { field: 'scheduledSummary' }, title: `apps: ${(s.apps || []).join(', ') || 'none'}` },
       h('b', null, (s.times || []).join(' · ')), ` ${utcOffset(s.utcOffsetMinutes)}`,
-      next ? h('span', { dataset: { field: 'nextSummary' } }, ` · next ${deviceClock(next, s.utcOffsetMinutes)} (in ${fmtDuration((Date.parse(next) - Date.now()) / 1000)})`) : null,
+      next ? h('span', { dataset: { field: 'nextSummary' } }, ` · next ${deviceClock(next, s.utcOffsetMinutes)} (in ${fmtDuration((Date.parse(next) - emulatorNowMs()) / 1000)})`) : null,
       waiting != null ? h('span', { dataset: { field: 'waiting' } }, ` · ${waiting} waiting`) : null)
       : h('span', { class: 'badge s-grey', dataset: { field: 'scheduledSummary' } }, 'off'),
     h('span', { class: 'spacer' }),
@@ -80,7 +81,7 @@ export function attentionLine(d) {
 function ago(iso) {
   const at = Date.parse(iso || '');
   if (isNaN(at)) return '';
-  const s = (Date.now() - at) / 1000;
+  const s = (emulatorNowMs() - at) / 1000;
   if (s < 60) return 'now';
   if (s < 3600) return `${Math.floor(s / 60)}m ago`;
   const d = new Date(at);
@@ -102,10 +103,10 @@ function entryCard(n, badge) {
     cardLine('notif-title', p.title), cardLine('notif-subtitle', p.subtitle), cardLine('notif-body', p.body));
 }
 
-/** The phone's Notification Center: a stack per group, its newest notification on top. */
+/** The phone's Notification Center at the emulator's time: a stack per group, its newest notification on top. */
 function phone(c) {
   const groups = c.groups || [];
-  const now = new Date();
+  const now = emulatorNow();
   return h('div', { class: 'lock nc-lock' },
     h('div', { class: 'lock-clock' }, `${pad(now.getHours())}:${pad(now.getMinutes())}`),
     h('div', { class: 'lock-date' }, c.focus ? `☾ ${c.focus.name}` : now.toLocaleDateString(undefined, { weekday: 'long', month: 'long', day: 'numeric' })),

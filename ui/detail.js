@@ -2,11 +2,12 @@
 // screen preview with its action buttons) and how it presented it, its delivery log, payload,
 // response, provider token, headers and timing, and the record exported as a curl command or an
 // .apns file.
-// May import: the helpers (dom, format, records, presentation, widgets, api, state), notification
+// May import: the helpers (dom, format, records, presentation, widgets, api, clock, state), notification
 // and the views its buttons lead to: activities, filters, navigation, refresh.
 
 import { showActivitiesOf } from './activities.js';
 import { api, apiText, enc } from './api.js';
+import { emulatorNowMs } from './clock.js';
 import { $, h } from './dom.js';
 import { setFilter } from './filters.js';
 import { bytes, fmtDateTime, fmtDuration, pad, since } from './format.js';
@@ -32,7 +33,7 @@ function lockScreen(r) {
   const a = aps(r) || {};
   const p = r.presentation;
   const alert = alertOf(r);
-  const held = r.display === 'scheduledSummary' && heldUntilMs(p) > Date.now();
+  const held = r.display === 'scheduledSummary' && heldUntilMs(p) > emulatorNowMs();
   const shown = r.display === 'banner' || r.display === 'notificationCenter' || (r.display === 'scheduledSummary' && !held);
   const when = new Date(r.receivedAtMs);
   const lock = h('div', { class: `lock${alert && !shown ? ' dimmed' : ''}`, id: 'lock-preview' },
@@ -78,7 +79,7 @@ function presentationSection(r) {
   const p = r.presentation;
   if (!p) return '';
   const field = (name, ...text) => h('span', { dataset: { field: name } }, ...text);
-  const listed = stillListed(r);
+  const listed = stillListed(r, emulatorNowMs());
   const actions = p.actions || [];
   const held = heldUntilMs(p);
   return section('presentation', 'Presentation', p.userResponse ? 'answered' : listed ? 'listed, not answered' : `display ${r.display || 'none'}`,
@@ -93,7 +94,7 @@ function presentationSection(r) {
       ['Badge', field('badge', badgeText(p.badge))],
       ['Group', field('thread', p.threadId != null ? `thread ${p.threadId}` : "the app's own group (no thread-id)")],
       ['Summary arg', p.summaryArg == null ? null : `${p.summaryArg}${p.summaryArgCount != null ? ` (counts as ${p.summaryArgCount})` : ''}`],
-      ['Held until', p.heldUntil ? field('heldUntil', fmtDateTime(p.heldUntil), held > Date.now() ? ' (waiting for the summary)' : ' (in the summary)') : 'not held'],
+      ['Held until', p.heldUntil ? field('heldUntil', fmtDateTime(p.heldUntil), held > emulatorNowMs() ? ' (waiting for the summary)' : ' (in the summary)') : 'not held'],
       p.relevanceScore != null ? ['Relevance', String(p.relevanceScore)] : null,
       p.sender != null ? ['Sender', p.sender] : null,
       ['Response', p.userResponse ? field('response', responseText(p), ` at ${fmtDateTime(p.userResponse.at)}`)
@@ -179,7 +180,7 @@ export function renderDetail(resetScroll) {
   const resp = r.response || {};
   const uniqueHeader = (resp.headers || []).find((x) => x.name === 'apns-unique-id');
   // Once answered (or when held for the summary) there is nothing on screen to tap.
-  const canTap = device && r.status === 200 && (r.presentation ? stillListed(r) : r.display === 'banner' || r.display === 'notificationCenter');
+  const canTap = device && r.status === 200 && (r.presentation ? stillListed(r, emulatorNowMs()) : r.display === 'banner' || r.display === 'notificationCenter');
 
   pane.replaceChildren(
     h('div', { class: 'd-head' }, statusPill(r.status), h('span', { class: 'reason' }, r.reason || (r.status === 200 ? 'OK' : '')), outcomeBadge(r.outcome),

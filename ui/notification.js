@@ -3,10 +3,11 @@
 // placeholder). While the notification is still listed the buttons answer it through
 // POST /api/v1/devices/{id}/notifications/{apnsId}/respond (a text-input action first asks for
 // its text, with its button title); the answer, or the API's refusal, is shown under them.
-// May import: the helpers (dom, liveactivity, presentation, api, state) and the views an answer
+// May import: the helpers (dom, liveactivity, presentation, api, clock, state) and the views an answer
 // updates: detail, refresh, timeline.
 
 import { api, enc } from './api.js';
+import { emulatorNowMs } from './clock.js';
 import { renderDetail } from './detail.js';
 import { h } from './dom.js';
 import { appName } from './liveactivity.js';
@@ -40,7 +41,7 @@ export function notifCard({ bundleId, title, when, badge, badgeId }, ...lines) {
 export function actionList(r) {
   const p = r.presentation;
   if (!p || !r.deviceId) return null;
-  const listed = stillListed(r);
+  const listed = stillListed(r, emulatorNowMs());
   const actions = p.categoryRegistered ? p.actions || [] : [];
   const chosen = p.userResponse ? p.userResponse.actionIdentifier : null;
   const answer = answers.get(r.apnsId);

@@ -18,7 +18,7 @@ export const isDestructive = (action) => (action.options || []).includes('destru
  * shown, not answered (a tap is an answer too), not held for a summary still to come. A
  * replacement through apns-collapse-id is not in the record: the server refuses that one.
  */
-export function stillListed(r, nowMs = Date.now()) {
+export function stillListed(r, nowMs) {
   const p = r.presentation;
   if (!p || p.userResponse || r.outcome !== 'delivered' || !r.display || r.display === 'none') return false;
   if ((r.callbacks || []).includes('didReceive')) return false;

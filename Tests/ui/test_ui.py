@@ -939,6 +939,32 @@ class UITest:
         check(deleted == {"deleted": 1}, f"DELETE answered {deleted!r}")
         wait_for(f"the row of {apns_id} to leave the page", lambda: self.row(apns_id) is None)
 
+    def lock_screens_follow_the_emulators_clock(self):
+        """The simulated Lock Screens (Live Activities, Notification Center) show the emulator's time, which
+        POST /api/v1/clock moves ahead: 31 days and 3 hours on, their date and clock are the emulator's. They were
+        the browser's: today's date above a card that ended on the emulator's day. The reset after this puts it back."""
+        self.tab("devices")
+        device = getattr(self, "live_device", "ui-live-phone")
+        live = f'#devices .live[data-device="{device}"] .live-lock'
+        wait_for("the Live Activities' Lock Screen", lambda: self.css(f"{live} .lock-date"), timeout=6)
+        moved = self.admin.call("POST", "/api/v1/clock", {"advanceSeconds": 31 * 86400 + 3 * 3600})
+        when = "{weekday: 'long', month: 'long', day: 'numeric'}"
+        expected = self.js(f"return new Date(arguments[0]).toLocaleDateString(undefined, {when});", moved["nowMs"])
+        today = self.js(f"return new Date().toLocaleDateString(undefined, {when});")
+        check(expected != today, f"the emulator's date {expected!r} is the browser's")
+        # The minute now and the next: the check may straddle one.
+        clocks = set(self.js("return [0, 60000].map((d) => new Date(arguments[0] + d)).map((t) => "
+                             "`${String(t.getHours()).padStart(2, '0')}:${String(t.getMinutes()).padStart(2, '0')}`);", moved["nowMs"]))
+        texts = lambda selector: [e.get_attribute("textContent") for e in self.css(selector)]
+        wait_for(f"the Live Activities' Lock Screen to show the emulator's date {expected!r} and time {sorted(clocks)}",
+                 lambda: texts(f"{live} .lock-date") == [expected] and set(texts(f"{live} .lock-clock")) <= clocks, timeout=10)
+        center = "#devices .nc:not([hidden]) .nc-lock"
+        wait_for(f"the Notification Centers' Lock Screens to show the emulator's time {sorted(clocks)}",
+                 lambda: texts(f"{center} .lock-clock") and set(texts(f"{center} .lock-clock")) <= clocks, timeout=10)
+        dates = [d for d in texts(f"{center} .lock-date") if not d.startswith("☾")]  # a Focus shows its name instead
+        check(all(d == expected for d in dates), f"a Notification Center's Lock Screen shows {dates}, not the emulator's {expected!r}")
+        self.log(f"the Lock Screens show the emulator's date and time after POST /api/v1/clock ({expected})")
+
     def reset(self):
         self.tab("timeline")
         check(self.css("#rows tr"), "the timeline is empty before the reset")
@@ -998,7 +1024,7 @@ class UITest:
 
     def run(self):
         steps = [self.page_loads, self.some_history, self.live_row, self.detail_pane, self.escaping, self.keyboard_and_filters,
-                 self.screenshot, self.validators, self.device_controls, self.refused_change, self.fault_rules, self.accounts, self.live_activities, self.channels, self.presentation, self.load_tab, self.older_records, self.devices_past_the_first_page, self.deleted_through_the_api, self.reset, self.console_is_clean]
+                 self.screenshot, self.validators, self.device_controls, self.refused_change, self.fault_rules, self.accounts, self.live_activities, self.channels, self.presentation, self.load_tab, self.older_records, self.devices_past_the_first_page, self.deleted_through_the_api, self.lock_screens_follow_the_emulators_clock, self.reset, self.console_is_clean]
         if self.args.admin_token:
             steps = [self.asks_for_the_token_once, self.works_with_the_token, self.console_is_clean]
         began = time.monotonic()

@@ -1,0 +1,32 @@
+// The emulator's clock (GET /api/v1/clock), which POST /api/v1/clock moves ahead and a reset puts
+// back: the time the simulated phones show, and the "now" that held notifications and "in 5m"
+// are judged against, so they agree with the emulator's own times (an activity that ended at
+// 14:22 of the emulator's day, 31 days on, under a Lock Screen saying today).
+// May import: the helpers (api).
+
+import { api } from './api.js';
+
+// The emulator's clock minus the browser's (its offset, plus any difference of the two
+// machines' clocks), from the last answer.
+let aheadMs = 0;
+
+/** Now on the emulator's clock, in ms. */
+export const emulatorNowMs = () => Date.now() + aheadMs;
+
+/** Now on the emulator's clock. */
+export const emulatorNow = () => new Date(emulatorNowMs());
+
+/** Reads the emulator's clock again; true when it moved against the browser's (by more than a
+ * second: the time a request takes is not a move), so what shows it must be drawn again. */
+export async function refreshClock() {
+  try {
+    const sent = Date.now();
+    const clock = await api('GET', '/api/v1/clock');
+    const ahead = clock.nowMs - (sent + Date.now()) / 2;
+    if (Math.abs(ahead - aheadMs) <= 1000) return false;
+    aheadMs = ahead;
+    return true;
+  } catch {
+    return false; // the event stream shows the connection state
+  }
+}
