@@ -229,6 +229,11 @@ func sendOnce(
         command.fail("\(error)")
     }
     defer { connection.close() }
+    // A server of another protocol (a TLS port given --h2c, an HTTP/1.1 server) is named as
+    // such, not as a connection closed without an answer.
+    do { try connection.confirmHTTP2() } catch {
+        command.fail("\(error)")
+    }
     do {
         let response = try connection.send(request)
         return (response, response.status == nil ? unansweredReason(connection, response) : nil)
