@@ -119,6 +119,9 @@ final class EmulatorProcess: @unchecked Sendable {
         guard let written else {
             let log = (try? String(contentsOfFile: directory + "/stderr.log", encoding: .utf8)) ?? ""
             process.terminate()
+            // No deinit for an init that throws: its directory goes here (tests that expect a
+            // start to fail left one in /tmp per run).
+            try? FileManager.default.removeItem(atPath: directory)
             throw HarnessError("emulator did not become ready: \(log)")
         }
         ready = written

@@ -27,8 +27,14 @@ final class EmulatorCluster: @unchecked Sendable {
         shared = try makeSharedDirectory()
         // One after the other: the first creates the shared key and CA, and the store's state.
         var started: [EmulatorProcess] = []
-        for _ in 0..<count {
-            started.append(try EmulatorProcess(["--redis", redis.url] + extra, sharedDirectory: shared))
+        do {
+            for _ in 0..<count {
+                started.append(try EmulatorProcess(["--redis", redis.url] + extra, sharedDirectory: shared))
+            }
+        } catch {
+            // No deinit for an init that throws.
+            try? FileManager.default.removeItem(atPath: shared)
+            throw error
         }
         instances = started
         func servers(_ listener: String) throws -> String {
