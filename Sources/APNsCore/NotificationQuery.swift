@@ -13,6 +13,9 @@ public struct NotificationQuery: Sendable, Equatable {
     public var apnsID: String?
     public var uniqueID: String?
     public var deviceID: String?
+    /// `deviceID` also matches a broadcast's record that reached the device (reads); off for a
+    /// delete, which must not remove a broadcast other devices got too.
+    public var deviceIDMatchesBroadcasts = true
 
     public init() {}
 
@@ -31,7 +34,7 @@ public struct NotificationQuery: Sendable, Equatable {
         if let sinceMs, r.receivedAtMs < sinceMs { return false }
         if let apnsID, r.apnsID.lowercased() != apnsID.lowercased() { return false }
         if let uniqueID, r.uniqueID?.lowercased() != uniqueID.lowercased() { return false }
-        if let deviceID, r.deviceID != deviceID, !Self.broadcast(r, reached: deviceID) { return false }
+        if let deviceID, r.deviceID != deviceID, !(deviceIDMatchesBroadcasts && Self.broadcast(r, reached: deviceID)) { return false }
         return true
     }
 

@@ -21,7 +21,8 @@ struct NotificationRoutes: AdminResource {
             try listNotifications(req, http)
         }
         r.add("DELETE", "/api/v1/notifications", "delete records matching the filters") { req, _, _ in
-            let query = try Self.query(req)
+            var query = try Self.query(req)
+            query.deviceIDMatchesBroadcasts = false
             let deleted = state.withWorld { world in world.deleteRecords(where: query.matches) }
             api.events.recordsDeleted(deleted)
             return .json(200, ["deleted": .int(Int64(deleted))])

@@ -126,6 +126,9 @@ struct BroadcastDeliveryTests {
         }
         #expect(try journal(of: one.deviceID).contains { $0.objectValue?["apnsId"] == record["apnsId"] })
         #expect(try !journal(of: elsewhere.deviceID).contains { $0.objectValue?["apnsId"] == record["apnsId"] })
+        // Deleting a device's records leaves the broadcast, which the other device got too.
+        #expect(try emulator.admin("DELETE", "/api/v1/notifications?deviceId=\(one.deviceID)").status == 200)
+        #expect(try journal(of: two.deviceID).contains { $0.objectValue?["apnsId"] == record["apnsId"] })
         #expect(record["explanation"]?.stringValue?.contains("2 of 2") == true, "\(record["explanation"] ?? .null)")
         #expect(try emulator.metric("apns_emulator_broadcast_deliveries_total", labels: #"outcome="delivered""#) == 2)
     }
