@@ -161,6 +161,24 @@ public struct PushResponse: Sendable {
     }
 }
 
+extension PushResponse {
+    /// An answer to fill in (`ProviderEndpoint.fill`).
+    static var blank: PushResponse {
+        PushResponse(
+            status: 0, apnsID: "", uniqueID: nil, reason: nil, reasonText: nil, timestampMs: nil, raiseStreamLimit: false,
+            recordSequence: 0)
+    }
+}
+
+extension PendingNotification {
+    /// A notification to fill in (`ProviderEndpoint.accepted`).
+    static var blank: PendingNotification {
+        PendingNotification(
+            sequence: 0, apnsID: "", token: "", topic: "", deviceID: "", bundleID: "", pushType: .alert, priority: 10,
+            collapseID: nil, storeUntilMs: nil, payload: [], content: PushContent())
+    }
+}
+
 fileprivate final class FiredFaultBox: Sendable {
     let fault: FiredFault
     init(_ fault: FiredFault) { self.fault = fault }
@@ -354,13 +372,14 @@ public final class ProviderEndpoint: Sendable {
             connection.authenticator.lastVerification = nil
             // Judged in place when it can be (what it needs is borrowed, not copied into a
             // `PendingCheck`); packed up only for a thread that may wait.
-            func judgeNow(_ world: inout World) -> PushResponse {
+            func judgeNow(_ world: inout World, _ reply: inout PushResponse) {
                 judge(
                     &record, fields: fields, syntax: syntax, provider: provider, json: json, content: content,
                     request: pushRequest, environment: environment, now: now, raise: raiseStreamLimit,
-                    verification: verification, world: &world)
+                    verification: verification, world: &world, reply: &reply)
             }
-            if let answer = stateful(judgeNow, deferring: deferring, apnsID: record.apnsID, raise: raiseStreamLimit, fault: fault) {
+            var answer = PushResponse.blank
+            if stateful(judgeNow, answer: &answer, deferring: deferring, apnsID: record.apnsID, raise: raiseStreamLimit, fault: fault) {
                 return .answered(answer)
             }
             return .needsState(
@@ -372,10 +391,13 @@ public final class ProviderEndpoint: Sendable {
             record.reject(error, spelledAs: options.reasonText(error.reason))
             let verification = connection.authenticator.lastVerification
             connection.authenticator.lastVerification = nil
-            func journalNow(_ world: inout World) -> PushResponse {
-                journal(&record, rejection: error, environment: environment, raise: raiseStreamLimit, verification: verification, world: &world)
+            func journalNow(_ world: inout World, _ reply: inout PushResponse) {
+                reply = journal(
+                    &record, rejection: error, environment: environment, raise: raiseStreamLimit, verification: verification,
+                    world: &world)
             }
-            if let answer = stateful(journalNow, deferring: deferring, apnsID: record.apnsID, raise: raiseStreamLimit, fault: fault) {
+            var answer = PushResponse.blank
+            if stateful(journalNow, answer: &answer, deferring: deferring, apnsID: record.apnsID, raise: raiseStreamLimit, fault: fault) {
                 return .answered(answer)
             }
             return .needsState(
@@ -395,28 +417,35 @@ public final class ProviderEndpoint: Sendable {
         case always
     }
 
-    /// Runs the stateful part `body` as `deferring` allows: its answer (with the fault rule that
-    /// fired), 503 when the change cannot be kept, or nil when it is to be handed back.
+    /// Runs the stateful part `body` as `deferring` allows, filling `answer` in place (a
+    /// returned answer is copied once and destroyed once more): true when `answer` is its answer
+    /// (with the fault rule that fired) or 503 when the change cannot be kept, false when it is
+    /// to be handed back.
     private func stateful(
-        _ body: (inout World) -> PushResponse, deferring: Deferring, apnsID: String, raise: Bool, fault: FiredFault?
-    ) -> PushResponse? {
-        var answer: PushResponse
+        _ body: (inout World, inout PushResponse) -> Void, answer: inout PushResponse, deferring: Deferring, apnsID: String,
+        raise: Bool, fault: FiredFault?
+    ) -> Bool {
         switch deferring {
         case .never:
-            answer = state.withSharedWorld(mode: .shared, body) ?? unavailable(apnsID: apnsID, raise: raise)
-            if answer.needsLease { answer = state.withSharedWorld(body) ?? unavailable(apnsID: apnsID, raise: raise) }
+            if state.withSharedWorld(mode: .shared, { body(&$0, &answer) }) == nil {
+                answer = unavailable(apnsID: apnsID, raise: raise)
+            } else if answer.needsLease, state.withSharedWorld({ body(&$0, &answer) }) == nil {
+                answer = unavailable(apnsID: apnsID, raise: raise)
+            }
         case .ifWaiting:
-            switch state.withSharedWorldIfReady(mode: .shared, body) {
-            case .done(let judged) where judged.needsLease: return nil
-            case .done(let judged): answer = judged
-            case .refused: return unavailable(apnsID: apnsID, raise: raise)
-            case .wouldWait: return nil
+            switch state.withSharedWorldIfReady(mode: .shared, { body(&$0, &answer) }) {
+            case .done where answer.needsLease: return false
+            case .done: break
+            case .refused:
+                answer = unavailable(apnsID: apnsID, raise: raise)
+                return true
+            case .wouldWait: return false
             }
         case .always:
-            return nil
+            return false
         }
         if let fault { answer.fault = fault }
-        return answer
+        return true
     }
 
     /// Runs `check`'s stateful stages under the state's lock (with `--redis`, waiting for this
@@ -436,13 +465,13 @@ public final class ProviderEndpoint: Sendable {
     /// deferred checks in one change). Moves the record into the journal (unless the answer
     /// `needsLease`: then nothing changed, and `check` is to be judged again under the lease).
     public func judge(_ check: PendingCheck, in world: inout World) -> PushResponse {
-        var reply: PushResponse
+        var reply = PushResponse.blank
         switch check.stage {
         case .judge(let fields, let syntax, let provider, let json, let content):
-            reply = judge(
+            judge(
                 &check.record, fields: fields, syntax: syntax, provider: provider, json: json, content: content,
                 request: check.request, environment: check.environment, now: check.now,
-                raise: check.raiseStreamLimit, verification: check.verification, world: &world)
+                raise: check.raiseStreamLimit, verification: check.verification, world: &world, reply: &reply)
         case .journal(let rejection):
             reply = journal(
                 &check.record, rejection: rejection, environment: check.environment, raise: check.raiseStreamLimit,
@@ -471,10 +500,12 @@ public final class ProviderEndpoint: Sendable {
     private func judge(
         _ record: inout NotificationRecord, fields: APNsHeaderFields, syntax: Syntax, provider: ProviderIdentity,
         json: JSONValidator.Verdict?, content: PushContent, request: PushRequest, environment: APNsEnvironment, now: Int64,
-        raise raiseStreamLimit: Bool, verification: String?, world: inout World
-    ) -> PushResponse {
+        raise raiseStreamLimit: Bool, verification: String?, world: inout World, reply: inout PushResponse
+    ) {
         var rejection: Rejection?
         var route = AcceptedRoute.none
+        // Filled in place by `accepted` for `.deliver` (bound out of the route, it was copied).
+        var notification = PendingNotification.blank
         var pushType: PushType?
         do throws(Rejection) {
             let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: &world, record: &record)
@@ -483,7 +514,7 @@ public final class ProviderEndpoint: Sendable {
                 let owner = try checkLiveActivityToken(syntax, topic: topic.topic, environment: environment, world: world, record: &record)
             {
                 // A device's Live Activities are changed under the lease.
-                if world.inSharedTurn { return Self.needingLease(record) }
+                if world.inSharedTurn { return Self.needingLease(record, reply: &reply) }
                 try checkPayload(request, pushType: topic.pushType, json: json, headers: record.requestHeaders)
                 record.status = 200
                 record.deviceID = owner.deviceID
@@ -494,7 +525,7 @@ public final class ProviderEndpoint: Sendable {
                     let entry = try checkDeviceToken(
                         syntax, topic: topic.topic, environment: environment, now: now,
                         world: &world, record: &record)
-                else { return Self.needingLease(record) }
+                else { return Self.needingLease(record, reply: &reply) }
                 try checkPayload(request, pushType: topic.pushType, json: json, headers: record.requestHeaders)
                 if entry.state == .rateLimited {
                     throw Rejection(reason: .tooManyRequests, explanation: "the token is set to rate-limited (admin API)")
@@ -518,7 +549,7 @@ public final class ProviderEndpoint: Sendable {
                             expiration: record.expiration, priority: record.priority, collapseID: record.collapseID,
                             apnsID: record.apnsID, payload: record.payload, sequence: world.records.nextSequence,
                             entry: entry, pushType: topic.pushType, json: json, content: content, now: now,
-                            options: world.deliveryOptions)
+                            options: world.deliveryOptions, into: &notification)
                     }
             }
         } catch {
@@ -540,30 +571,28 @@ public final class ProviderEndpoint: Sendable {
         let topicRefused = rejection?.reason == .badTopic || rejection?.reason == .topicDisallowed
         world.counters.countTopic(topicRefused ? Counters.otherTopic : record.topic)
         if let verification { world.counters.countVerification(verification) }
-        var reply = response(
-            for: record, rejection: rejection, raise: raiseStreamLimit,
+        Self.fill(
+            &reply, for: record, rejection: rejection, raise: raiseStreamLimit,
             sequence: world.records.nextSequence)
         // Moved, not copied, into the journal; `record` now holds the evicted one, which
         // is released when this request is done, outside the lock.
         let sequence = world.records.append(moving: &record)
         switch route {
-        case .deliver(let notification): reply.deviceFrames = world.routeOrHandOff(notification, nowMs: now)
+        case .deliver: reply.deviceFrames = world.routeOrHandOff(notification, nowMs: now)
         case .drop(let why, let step): world.setOutcome(sequence, .droppedBySystem, why, atMs: now, step: step)
         case .liveActivity(let token, let priority, let expiration):
             reply.deviceFrames = world.applyLiveActivityPush(
                 token: token, payload: request.body, priority: priority, expiration: expiration, sequence: sequence, nowMs: now)
         case .none: break
         }
-        return reply
     }
     /// The answer of a push that must be judged again under the lease (`needsLease`).
-    private static func needingLease(_ record: NotificationRecord) -> PushResponse {
-        var response = PushResponse(
+    private static func needingLease(_ record: NotificationRecord, reply: inout PushResponse) {
+        reply = PushResponse(
             status: 0, apnsID: record.apnsID, uniqueID: nil, reason: nil, reasonText: nil, timestampMs: nil,
             raiseStreamLimit: false, recordSequence: 0)
-        response.needsLease = true
-        response.changedNothing = true
-        return response
+        reply.needsLease = true
+        reply.changedNothing = true
     }
 
     /// 503 `ServiceUnavailable`, not journaled: the shared state (`--redis`) or the state
@@ -731,6 +760,25 @@ public final class ProviderEndpoint: Sendable {
             status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID,
             reason: rejection?.reason, reasonText: record.reason, timestampMs: record.timestampMs,
             raiseStreamLimit: raise, recordSequence: sequence)
+    }
+
+    /// `response(for:…)` written over `reply` field by field (every field, so a reply filled
+    /// before, under a shared turn, is all replaced).
+    private static func fill(
+        _ reply: inout PushResponse, for record: NotificationRecord, rejection: Rejection?, raise: Bool, sequence: UInt64
+    ) {
+        reply.status = record.status
+        reply.apnsID = record.apnsID
+        reply.uniqueID = record.uniqueID
+        reply.reason = rejection?.reason
+        reply.reasonText = record.reason
+        reply.timestampMs = record.timestampMs
+        reply.raiseStreamLimit = raise
+        reply.changedNothing = false
+        if reply.faultBox != nil { reply.faultBox = nil }
+        reply.recordSequence = sequence
+        if !reply.deviceFrames.isEmpty { reply.deviceFrames = [] }
+        reply.needsLease = false
     }
 
     // MARK: Stages
@@ -1075,7 +1123,8 @@ public final class ProviderEndpoint: Sendable {
     /// Not wrapped in an Optional (`none` instead), for the same reason as `record.topic`.
     fileprivate enum AcceptedRoute {
         case none
-        case deliver(PendingNotification)
+        /// The notification `accepted` filled in.
+        case deliver
         /// Taken, then dropped by the device; `step` names it in the delivery log (nil: the
         /// outcome's).
         case drop(String, step: DeliveryLog.Step? = nil)
@@ -1088,18 +1137,26 @@ public final class ProviderEndpoint: Sendable {
     private func accepted(
         expiration: Int64?, priority: Int, collapseID: String?, apnsID: String, payload: [UInt8],
         sequence: UInt64, entry: TokenEntry, pushType: PushType, json: JSONValidator.Verdict?,
-        content: PushContent, now: Int64, options: DeliveryOptions
+        content: PushContent, now: Int64, options: DeliveryOptions, into notification: inout PendingNotification
     ) -> AcceptedRoute {
         guard json == .object else {
             return .drop("accepted; the payload is not a JSON object, so the device discards it")
         }
-        let storeUntil = PendingNotification.storeUntil(expiration: expiration, receivedAtMs: now, defaultStorageMs: options.defaultStorageMs)
-        var notification = PendingNotification(
-            sequence: sequence, apnsID: apnsID, token: entry.token, topic: entry.topic, deviceID: entry.deviceID,
-            bundleID: entry.bundleID, pushType: pushType, priority: priority, collapseID: collapseID,
-            storeUntilMs: storeUntil, payload: payload, content: content)
+        notification.sequence = sequence
+        notification.apnsID = apnsID
+        notification.token = entry.token
+        notification.topic = entry.topic
+        notification.deviceID = entry.deviceID
+        notification.bundleID = entry.bundleID
+        notification.pushType = pushType
+        notification.priority = priority
+        notification.collapseID = collapseID
+        notification.storeUntilMs = PendingNotification.storeUntil(
+            expiration: expiration, receivedAtMs: now, defaultStorageMs: options.defaultStorageMs)
+        notification.payload = payload
+        notification.content = content
         notification.acceptedAtNanos = Monotonic.nowNanoseconds()
-        return .deliver(notification)
+        return .deliver
     }
 }
 
