@@ -786,7 +786,7 @@ public struct RecordStore: Sendable {
 
     /// The delivery part kept for a record that left the journal unsettled, to be written;
     /// forgotten once it is settled (nothing here changes it again).
-    public mutating func takeEvictedDelivery(sequence: UInt64) -> RecordDelivery? {
+    mutating func takeEvictedDelivery(sequence: UInt64) -> RecordDelivery? {
         guard let part = evictedUnsettled[sequence] else { return nil }
         if !part.mayStillChange {
             evictedUnsettled[sequence] = nil

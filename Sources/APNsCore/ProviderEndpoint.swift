@@ -806,7 +806,7 @@ public final class ProviderEndpoint: Sendable {
         /// `payload` is this one, byte for byte.
         @inline(__always)
         func isPayload(_ payload: [UInt8]) -> Bool {
-            !bytes.isEmpty && bytes.count == payload.count && Bytes.equal(bytes, payload)
+            !bytes.isEmpty && Bytes.equal(bytes, payload)
         }
     }
 
