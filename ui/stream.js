@@ -13,7 +13,7 @@ import { forgetPinnedDevices } from './devices.js';
 import { $ } from './dom.js';
 import { serverQuery } from './filters.js';
 import { countRequest, loadReset } from './load.js';
-import { refreshSide } from './refresh.js';
+import { refreshSide, scheduleSide } from './refresh.js';
 import { forgetRecords, loadRecords, receiveRecord, recheckFilteredRows } from './timeline.js';
 
 let source = null, retryTimer = null;
@@ -58,7 +58,7 @@ export function connect() {
   const es = new EventSource(`/api/v1/events${query ? `?${query}` : ''}`);
   source = es;
   lastEventAt = Date.now();
-  for (const type of ['open', 'notification', 'channel', 'backendCall', 'reset', 'deleted', 'ping']) {
+  for (const type of ['open', 'notification', 'channel', 'backendCall', 'reset', 'deleted', 'clock', 'ping']) {
     es.addEventListener(type, () => { if (source === es) lastEventAt = Date.now(); });
   }
   es.addEventListener('open', async () => {
@@ -83,6 +83,8 @@ export function connect() {
   });
   // Records deleted through the API (or another page): what is shown is read again.
   es.addEventListener('deleted', () => { loadRecords(); refreshSide(); });
+  // The clock moved ahead (here or on another page): the Lock Screens and "in 5m" follow it now.
+  es.addEventListener('clock', () => scheduleSide());
   es.addEventListener('reset', () => {
     forgetPinnedDevices();
     loadReset();

@@ -46,7 +46,9 @@ struct ClockRoutes: AdminResource {
             // What the new time releases or expires happens now, not at the next tick.
             host.tickDevices()
             host.log("admin: clock moved ahead by \(ms) ms")
-            return .json(200, clockJSON())
+            let moved = clockJSON()
+            api.events.clockMoved(moved)
+            return .json(200, moved)
         }
     }
 

@@ -102,6 +102,18 @@ public final class EventHub: @unchecked Sendable {
         for stream in current { stream.enqueue(chunk) }
     }
 
+    /// The clock was moved ahead (`POST /api/v1/clock`): every stream hears the new time, so a
+    /// client showing it (the web UI's Lock Screens, "in 5m") need not poll for it.
+    func clockMoved(_ json: JSONValue) {
+        let current = streams.withLock { $0 }
+        guard !current.isEmpty else { return }
+        var bytes = Array("event: clock\ndata: ".utf8)
+        json.append(to: &bytes)
+        bytes.append(contentsOf: "\n\n".utf8)
+        let chunk = EventChunk(bytes)
+        for stream in current { stream.enqueue(chunk) }
+    }
+
     /// Every event stream hears of backend calls (their filters are about notifications).
     public func backendCallChanged(_ call: BackendCallRecord) {
         let current = streams.withLock { $0 }

@@ -214,6 +214,12 @@ struct ControlPlaneTests {
         let event = try #require(stream.next("notification"))
         #expect(event["apnsId"]?.stringValue == pushed.apnsID)
         #expect(event["token"]?.stringValue == device.token)
+        // A clock moved ahead is heard by every stream, with the new time (the web UI's Lock
+        // Screens follow it without polling).
+        let moved = try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 3600])
+        let clock = try #require(stream.next("clock"))
+        #expect(clock["offsetMs"]?.intValue == 3_600_000)
+        #expect(clock["nowMs"]?.intValue == moved.json["nowMs"]?.intValue)
         #expect(try emulator.admin("POST", "/api/v1/reset").status == 200)
         #expect(stream.next("reset") != nil)
     }
