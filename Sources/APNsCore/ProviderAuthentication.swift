@@ -53,6 +53,8 @@ public struct ConnectionAuthenticator: Sendable {
         var firstUsedAt: Int64
         /// A fault rule answered ExpiredProviderToken for it (`noteExpired`).
         var expired = false
+        /// The older token of the same key this one replaced on this connection.
+        var replaced: Substring?
     }
 
     private var boundTeam: String?
@@ -244,7 +246,15 @@ public struct ConnectionAuthenticator: Sendable {
         // refresh it on their own cadence there.
         // An expired new token is no update: it is answered ExpiredProviderToken below, the
         // answer that makes clients make a fresh one.
-        if let previous = verified.first(where: { $0.provider.key.keyID == key.keyID }),
+        let previous = verified.first { $0.provider.key.keyID == key.keyID }
+        // The token the current one replaced, on a request made before the refresh that
+        // reaches the connection after it (a client's concurrent senders, each holding the
+        // token it read): no update, and it stays the replaced one. Judged for age as always.
+        if let previous, previous.replaced == tokenString, issuedAt < previous.provider.issuedAt {
+            let provider = AuthenticatedProvider(key: key, issuedAt: issuedAt, token: token, boundAtGeneration: boundGeneration)
+            return Self.checkAge(provider, policy: policy, environment: environment, nowMs: nowMs, firstOnConnection: false)
+        }
+        if let previous,
             !previous.expired, previous.provider.issuedAt != issuedAt,
             nowMs - previous.firstUsedAt < policy.minRefreshIntervalSeconds * 1000,
             issuedAt - previous.provider.issuedAt < policy.minRefreshIntervalSeconds,
@@ -272,7 +282,8 @@ public struct ConnectionAuthenticator: Sendable {
         let sameClaims = verified.first { $0.provider.key.keyID == key.keyID && $0.provider.issuedAt == issuedAt }
         let entry = Verified(
             tokenString: tokenString, provider: provider, generation: credentialsGeneration,
-            firstUsedAt: sameClaims?.firstUsedAt ?? nowMs)
+            firstUsedAt: sameClaims?.firstUsedAt ?? nowMs,
+            replaced: previous.flatMap { $0.provider.issuedAt < issuedAt ? $0.tokenString : $0.replaced })
         // Age and environment are judged like every later use of the same token, but the
         // token is still remembered: the 20-minute rule counts from its first use.
         let result = Self.checkAge(provider, policy: policy, environment: environment, nowMs: nowMs, firstOnConnection: firstOnConnection)

@@ -134,6 +134,36 @@ struct ProviderTokenTests {
         #expect(reason(authenticate(fixture, &authenticator, early)) == .tooManyProviderTokenUpdates)
     }
 
+    @Test func theReplacedTokenOnARequestMadeBeforeTheRefreshIsNoUpdate() throws {
+        // A client's concurrent senders: one read the old token just before another refreshed
+        // it, and its request reaches the connection after the first one with the new token.
+        let fixture = try Fixture()
+        var authenticator = ConnectionAuthenticator()
+        let old = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 50 * 60)
+        guard case .authenticated = authenticate(fixture, &authenticator, old) else {
+            Issue.record("expected success")
+            return
+        }
+        fixture.clock.advance(seconds: 5)
+        let refreshed = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        for (token, what) in [(refreshed, "the refreshed token"), (old, "the token it replaced"), (refreshed, "the refreshed token again")] {
+            guard case .authenticated = authenticate(fixture, &authenticator, token) else {
+                Issue.record("\(what) is refused")
+                return
+            }
+        }
+        // Still an update too soon: a third token, and the replaced one's age is judged.
+        fixture.clock.advance(seconds: 60)
+        let third = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        #expect(reason(authenticate(fixture, &authenticator, third)) == .tooManyProviderTokenUpdates)
+        fixture.clock.advance(seconds: 10 * 60)
+        #expect(reason(authenticate(fixture, &authenticator, old)) == .expiredProviderToken)
+        guard case .authenticated = authenticate(fixture, &authenticator, refreshed) else {
+            Issue.record("the refreshed token is refused after the old one expired")
+            return
+        }
+    }
+
     @Test func anExpiredNewTokenIsExpiredNotAnUpdateTooSoon() throws {
         let fixture = try Fixture()
         var authenticator = ConnectionAuthenticator()
