@@ -578,8 +578,17 @@ public struct LiveActivityBook: Sendable {
         var changes: [LiveActivityChange] = []
         if payload.event == .end {
             // Never throttled: an end must get through.
-            if let state = payload.contentState { activity.contentState = state }
-            if let score = payload.relevanceScore { activity.relevanceScore = score }
+            // With a content-state the end brings the final content, whose stale date and
+            // relevance are its own, none when absent (as an update's); without one, the last
+            // content stays and only what the end gives changes.
+            if let state = payload.contentState {
+                activity.contentState = state
+                activity.staleDateMs = payload.staleDateMs
+                activity.relevanceScore = payload.relevanceScore
+            } else {
+                if let score = payload.relevanceScore { activity.relevanceScore = score }
+                if let stale = payload.staleDateMs { activity.staleDateMs = stale }
+            }
             activity.newestTimestamp = max(activity.newestTimestamp ?? payload.timestamp, payload.timestamp)
             changes += activity.end(by: .push, atMs: nowMs, alert: payload.alert, dismissalDateMs: payload.dismissalDateMs)
             activitiesByID[activityID] = activity

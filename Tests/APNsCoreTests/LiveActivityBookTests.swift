@@ -8,6 +8,28 @@ import Testing
 struct LiveActivityLifecycleTests {
     typealias F = LiveFixture
 
+    @Test("an end with a content-state brings the final content (no stale date or relevance unless given); without one the last stays")
+    func anEndsFinalContent() throws {
+        for withContent in [true, false] {
+            var (book, token) = try F.book()
+            let (id, updateToken) = try F.started(&book, token: token)
+            let staleAt = F.seconds0 + 3600
+            let update = book.receiveUpdate(
+                updateToken: try #require(updateToken),
+                payload: F.update(timestamp: F.seconds0 + 60, [("stale-date", .int(staleAt)), ("relevance-score", 75)]), priority: 10,
+                nowMs: F.t0 + F.minute)
+            #expect(update.outcome == .applied)
+            let end = book.receiveUpdate(
+                updateToken: try #require(updateToken),
+                payload: F.payload([("event", "end"), ("timestamp", .int(F.seconds0 + 120))] + (withContent ? [("content-state", ["status": "delivered"])] : []), [], removing: []),
+                priority: 10, nowMs: F.t0 + 2 * F.minute)
+            #expect(end.outcome == .applied)
+            let ended = try #require(book.activity(id))
+            #expect(ended.staleDateMs == (withContent ? nil : staleAt * 1000), "content-state given: \(withContent)")
+            #expect(ended.relevanceScore == (withContent ? nil : 75), "content-state given: \(withContent)")
+        }
+    }
+
     @Test("start by push, update, stale, end, four hours on the Lock Screen, removed")
     func wholeLife() throws {
         var (book, token) = try F.book()
