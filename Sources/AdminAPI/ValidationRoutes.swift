@@ -119,7 +119,13 @@ struct ValidationRoutes: AdminResource {
             o["accepted"] = false
             o["status"] = .int(Int64(error.reason.status))
             o["reason"] = .string(api.host.endpointOptions.reasonText(error.reason))
-            o["explanation"] = .string(error.explanation)
+            // A topic without the suffix never reaches this stage with a liveactivity push.
+            let suffix = PushType.liveactivity.topicSuffix
+            let note =
+                error.kind == .wrongTopic && !judgedTopic.hasSuffix(suffix)
+                ? " (a push of another type to it; a liveactivity push with topic \(judgedTopic) is 400 InvalidPushType: its topic must end in \(suffix))"
+                : ""
+            o["explanation"] = .string(error.explanation + note)
         }
         o["token"] = .string(token)
         o["bundleId"] = .string(bundle)

@@ -232,6 +232,9 @@ struct ConsoleTests {
             #expect(reply.json["status"]?.intValue == Int64(c.status) && reply.json["reason"]?.stringValue == c.reason)
             #expect(reply.json["liveActivityToken"]?["kind"]?.stringValue == "pushToStart")
             #expect(reply.json["deviceId"]?.stringValue == device.deviceID)
+            // The app's own topic: what a liveactivity push with it gets instead is said too.
+            let explanation = reply.json["explanation"]?.stringValue ?? ""
+            #expect(explanation.contains("InvalidPushType") == (c.verdict == "wrong-topic" && c.topic == EmulatorProcess.bundleID), "\(explanation)")
 
             var push = try emulator.push(startToken, payload: start, topic: c.topic ?? liveTopic)
             if c.topic != EmulatorProcess.bundleID { push.pushType = "liveactivity" }
