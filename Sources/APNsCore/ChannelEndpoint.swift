@@ -400,13 +400,16 @@ public final class ChannelEndpoint: Sendable {
                 let reach = entry.broadcast
                 let sequence = world.records.append(moving: &entry)
                 if let reach, let ignored = reach.outcomes[.ignored], let first = reach.deliveries.first(where: { $0.outcome == .ignored }) {
-                    // One finding per broadcast, however many activities ignored it.
+                    // One finding per broadcast, however many activities ignored it; it names
+                    // their devices (the first ten of those the record lists).
+                    let devices = reach.deliveries.filter { $0.outcome == .ignored }.map(\.deviceID)
+                    let named = devices.prefix(10).joined(separator: ", ") + (ignored > 10 ? " and \(ignored - 10) more" : "")
                     world.noteIgnoredPush(
                         IgnoredPush(
                             sequence: sequence, apnsID: requestID, deviceID: first.deviceID, bundleID: operation.bundleID,
                             pushType: PushType.liveactivity.rawValue,
                             explanation:
-                                "\(ignored) of \(reach.subscribers) subscribed Live Activities ignored the broadcast on channel \(reach.channelID); the first: \(first.explanation)",
+                                "\(ignored) of \(reach.subscribers) subscribed Live Activities ignored the broadcast on channel \(reach.channelID) (on \(named)); the first: \(first.explanation)",
                             atMs: now))
                 }
             }

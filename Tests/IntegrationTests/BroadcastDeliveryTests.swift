@@ -222,6 +222,23 @@ struct BroadcastDeliveryTests {
         #expect(finding["message"]?.stringValue?.contains("ignored the stored broadcast of channel \(stored)") == true, "\(finding)")
     }
 
+    /// A broadcast that several activities ignore is one finding, naming each of their devices.
+    @Test func anIgnoredBroadcastsFindingNamesEveryDevice() throws {
+        let live = try channel(policy: 0)
+        let one = try subscriber(live)
+        let two = try subscriber(live)
+        let sent = try push.send(
+            "POST", "/4/broadcasts/apps/\(Self.bundle)",
+            headers: [("apns-channel-id", live), ("apns-push-type", "LiveActivity"), ("apns-priority", "5")],
+            body: #"{"aps":{"event":"start","timestamp":1700000100,"content-state":{"eta":12}}}"#)
+        #expect(sent.status == 200)
+        let checks = try emulator.admin("GET", "/api/v1/checks").json
+        #expect(checks["ignoredPushes"]?.intValue == 1)
+        let message = try #require(checks["failures"]?.arrayValue?.first?["message"]?.stringValue)
+        #expect(message.contains("2 of 2 subscribed Live Activities ignored the broadcast"), "\(message)")
+        #expect(message.contains(one.deviceID) && message.contains(two.deviceID), "\(message)")
+    }
+
     @Test func anOfflineDeviceTakesTheStoredMessageWhenBackAndMissesANoMessageStoredOne() throws {
         let stored = try channel(policy: 1)
         let unstored = try channel(policy: 0)
