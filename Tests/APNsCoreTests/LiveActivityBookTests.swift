@@ -19,9 +19,10 @@ struct LiveActivityLifecycleTests {
                 payload: F.update(timestamp: F.seconds0 + 60, [("stale-date", .int(staleAt)), ("relevance-score", 75)]), priority: 10,
                 nowMs: F.t0 + F.minute)
             #expect(update.outcome == .applied)
+            let content: [(String, JSONValue)] = withContent ? [("content-state", ["status": "delivered"])] : []
             let end = book.receiveUpdate(
                 updateToken: try #require(updateToken),
-                payload: F.payload([("event", "end"), ("timestamp", .int(F.seconds0 + 120))] + (withContent ? [("content-state", ["status": "delivered"])] : []), [], removing: []),
+                payload: F.payload([("event", "end"), ("timestamp", .int(F.seconds0 + 120))] + content, [], removing: []),
                 priority: 10, nowMs: F.t0 + 2 * F.minute)
             #expect(end.outcome == .applied)
             let ended = try #require(book.activity(id))
