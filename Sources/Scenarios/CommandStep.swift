@@ -64,7 +64,16 @@ extension String {
 public enum RunningCommands {
     private static let groups = Mutex<Set<pid_t>>([])
 
-    static func started(_ pid: pid_t) { groups.withLock { _ = $0.insert(pid) } }
+    /// Spawns with the set locked and adds the child: an interrupt's `stopAll` (which takes
+    /// the lock) never runs between a child's start and its registration, when the child
+    /// could already have started others and would be left running.
+    static func start<Failure: Error>(_ spawn: () -> Result<pid_t, Failure>) -> Result<pid_t, Failure> {
+        groups.withLock { running in
+            let spawned = spawn()
+            if case .success(let pid) = spawned { running.insert(pid) }
+            return spawned
+        }
+    }
     static func ended(_ pid: pid_t) { groups.withLock { _ = $0.remove(pid) } }
 
     public static func stopAll() {
@@ -147,7 +156,9 @@ enum ChildProcess {
             outPipe.forEach { _ = close($0) }
             throw StepFailure("cannot start \(argv[0]): \(why)")
         }
-        let spawned = spawn(["/usr/bin/env"] + argv, environment: environment, directory: directory, stdout: outPipe[1], stderr: errPipe[1])
+        let spawned = RunningCommands.start {
+            spawn(["/usr/bin/env"] + argv, environment: environment, directory: directory, stdout: outPipe[1], stderr: errPipe[1])
+        }
         _ = close(outPipe[1])
         _ = close(errPipe[1])
         var out = Capture(fd: outPipe[0])
@@ -156,7 +167,6 @@ enum ChildProcess {
         switch spawned {
         case .success(let child):
             pid = child
-            RunningCommands.started(pid)
         case .failure(let error):
             out.close()
             err.close()
