@@ -42,6 +42,12 @@ struct WaiterIndex<Value> {
         if let value = record.uniqueID { keys.append(.uniqueID(value.lowercased())) }
         if let value = record.deviceID { keys.append(.deviceID(value)) }
         if let value = record.topic { keys.append(.topic(value)) }
+        // A broadcast's record names no device: a `deviceId` filter matches the devices its
+        // deliveries list (NotificationQuery.matches), so their buckets are looked in too.
+        if record.deviceID == nil, let reach = record.broadcast {
+            var seen = Set<String>()
+            for delivery in reach.deliveries where seen.insert(delivery.deviceID).inserted { keys.append(.deviceID(delivery.deviceID)) }
+        }
         return keys
     }
 

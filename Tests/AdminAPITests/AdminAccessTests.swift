@@ -135,6 +135,23 @@ struct WaiterIndexTests {
         #expect(index.count == 98)
     }
 
+    @Test func aBroadcastAnswersTheWaitersOfTheDevicesItReached() {
+        var index = WaiterIndex<Int>()
+        for (i, device) in ["d1", "d2", "d3"].enumerated() {
+            var query = NotificationQuery()
+            query.deviceID = device
+            index.insert(UInt64(i), query: query, value: i)
+        }
+        var broadcast = Self.record(token: "", apnsID: "R-1", topic: nil)
+        var reach = BroadcastReach(channelID: "c")
+        for device in ["d2", "d1", "d2"] {
+            reach.add(.init(deviceID: device, activityID: "a-\(device)", outcome: .delivered, explanation: "shown"))
+        }
+        broadcast.broadcast = reach
+        #expect(index.takeMatches(for: broadcast).matches.sorted() == [0, 1], "d3 was not reached")
+        #expect(index.count == 1)
+    }
+
     @Test func theMostSelectiveFilterChoosesTheBucket() {
         var q = NotificationQuery()
         q.topic = "t"
