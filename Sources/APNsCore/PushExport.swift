@@ -105,6 +105,11 @@ public enum PushExport {
     /// The `.apns` file for `record`: its payload object with `Simulator Target Bundle` set to
     /// the bundle the topic addresses, the payload's own bytes otherwise kept as sent.
     public static func simulatorFile(_ record: NotificationRecord) throws(Refusal) -> [UInt8] {
+        // Its bundle is known (the path names it), but the file would be taken as a push to
+        // the app, not as the Live Activity update it was.
+        guard record.broadcast == nil else {
+            throw Refusal(kind: .unsuitable, message: "a broadcast to a channel is not a push to a device token; only device pushes are exported")
+        }
         let payload = try completePayload(record)
         guard JSONValidator.check(payload) == .object, let object = (try? JSONValue.parse(payload))?.objectValue else {
             throw Refusal(kind: .unsuitable, message: "the payload is not a JSON object, which is what an .apns file holds")

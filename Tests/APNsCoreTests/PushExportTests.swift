@@ -61,4 +61,12 @@ struct PushExportTests {
         #expect(String(decoding: file, as: UTF8.self) == #"{"Simulator Target Bundle":"com.example.app"}"#)
         #expect(throws: PushExport.Refusal.self) { try PushExport.simulatorFile(Self.record(payload: "{}", topic: nil)) }
     }
+
+    @Test func aBroadcastIsNoSimulatorFile() {
+        // The file would be taken as a push to the app, not as the Live Activity update it was.
+        var broadcast = Self.record(payload: #"{"aps":{"event":"update","timestamp":1,"content-state":{}}}"#, topic: nil)
+        broadcast.bundleID = "com.example.app"
+        broadcast.broadcast = BroadcastReach(channelID: "c")
+        #expect(throws: PushExport.Refusal.self) { try PushExport.simulatorFile(broadcast) }
+    }
 }
