@@ -284,6 +284,25 @@ public enum OptionParser {
         return found
     }
 
+    /// The name of `known` closest to `name` by the rule misspelled variables are judged by
+    /// (one or two letters away; the nearest, the first of equals), nil when none is that close:
+    /// for "did you mean" in messages on an unknown config-file key.
+    public static func closest(to name: String, among known: [String]) -> String? {
+        let given = Array(name.utf8)
+        var best: (name: String, distance: Int)?
+        for candidate in known where candidate != name {
+            let distance = editDistance(Array(candidate.utf8), given, atMost: 2)
+            if distance <= 2, distance < (best?.distance ?? 3) { best = (candidate, distance) }
+        }
+        return best?.name
+    }
+
+    /// `; did you mean "KEY"?` for an unknown key close to one of `known`, else `otherwise`
+    /// (the list of known keys, in the message's own words).
+    public static func unknownKeyAdvice(_ name: String, among known: [String], otherwise: String) -> String {
+        closest(to: name, among: known).map { "; did you mean \"\($0)\"?" } ?? otherwise
+    }
+
     /// Levenshtein distance, or `atMost + 1` once it is known to be larger.
     static func editDistance(_ a: [UInt8], _ b: [UInt8], atMost limit: Int) -> Int {
         guard abs(a.count - b.count) <= limit else { return limit + 1 }

@@ -185,6 +185,39 @@ struct ServeConfigurationTests {
         }
     }
 
+    /// A misspelled config-file key names the key meant, as a misspelled flag or variable does
+    /// (one or two letters away, a singular for a plural), at the top and inside entries; the
+    /// whole list only when no key is that close.
+    @Test func aMisspelledConfigKeyNamesTheKeyMeant() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let app = #"{"bundleId": "com.example.app", "environment": "sandbox"}"#
+        for (file, expected) in [
+            (#"{"maxRecord": 1}"#, #"unknown key "maxRecord"; did you mean "maxRecords"?"#),
+            (#"{"apps": "ABCDE12345:com.example.app"}"#, #"unknown key "apps"; did you mean "app"?"#),
+            (#"{"authKeys": "ABCDE12345:KEY1234567:k.p8"}"#, #"unknown key "authKeys"; did you mean "authKey"?"#),
+            (#"{"device": []}"#, #"unknown key "device"; did you mean "devices"?"#),
+            (
+                #"{"devices": [{"deviceId": "d1", "apps": [\#(app)], "lockd": true}]}"#,
+                #"device d1 in \#(path): unknown key "lockd"; did you mean "locked"?"#
+            ),
+            (
+                #"{"devices": [{"deviceId": "d1", "apps": [{"bundleID": "com.example.app", "environment": "sandbox"}]}]}"#,
+                #"apps[0]: unknown key "bundleID"; did you mean "bundleId"?"#
+            ),
+            (
+                #"{"devices": [{"count": 2, "idPrefx": "load-", "bundleId": "com.example.app", "environment": "sandbox"}]}"#,
+                #"unknown key "idPrefx"; did you mean "idPrefix"?"#
+            ),
+            (#"{"colour": 1}"#, #"unknown key "colour"; known keys: "listen""#),
+        ] {
+            try file.write(toFile: path, atomically: true, encoding: .utf8)
+            let error = #expect(throws: UsageError.self) { try resolve(["--config", path]) }
+            #expect(error?.description.contains(expected) == true, "\(file): \(String(describing: error))")
+            #expect(error?.description.contains("did you mean") != expected.contains("known keys"), "\(file): \(String(describing: error))")
+        }
+    }
+
     /// A config-file key written as its flag is refused with the key meant; any other unknown key
     /// lists the known ones.
     @Test func aConfigKeyWrittenAsItsFlagNamesTheKeyMeant() throws {
@@ -192,7 +225,7 @@ struct ServeConfigurationTests {
         defer { try? FileManager.default.removeItem(atPath: path) }
         for (key, expected) in [
             ("max-devices", #"the key for --max-devices is "maxDevices""#), ("--idle-timeout", #"the key for --idle-timeout is "idleTimeout""#),
-            ("MAXTOKENS", #"the key for --max-tokens is "maxTokens""#), ("maxDevicez", #"known keys: "listen""#),
+            ("MAXTOKENS", #"the key for --max-tokens is "maxTokens""#), ("colour", #"known keys: "listen""#),
         ] {
             try #"{"\#(key)": 10}"#.write(toFile: path, atomically: true, encoding: .utf8)
             let error = #expect(throws: UsageError.self) { try resolve(["--config", path]) }

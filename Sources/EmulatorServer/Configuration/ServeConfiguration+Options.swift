@@ -145,8 +145,11 @@ extension ServeConfiguration {
             if let meant = Self.specs.first(where: { $0.configKey != "config" && ($0.name == spelled || $0.configKey.lowercased() == spelled) }) {
                 throw UsageError("config file \(path): unknown key \"\(unknown)\"; the key for \(meant.flag) is \"\(meant.configKey)\"")
             }
-            let known = Self.specs.filter { $0.configKey != "config" }.map { "\"\($0.configKey)\"" }.joined(separator: ", ")
-            throw UsageError("config file \(path): unknown key \"\(unknown)\"; known keys: \(known), \"devices\"")
+            // A key one or two letters away (a singular for a plural, "maxRecord"): the key meant.
+            let keys = Self.specs.filter { $0.configKey != "config" }.map(\.configKey) + ["devices"]
+            let known = keys.map { "\"\($0)\"" }.joined(separator: ", ")
+            let advice = OptionParser.unknownKeyAdvice(unknown, among: keys, otherwise: "; known keys: \(known)")
+            throw UsageError("config file \(path): unknown key \"\(unknown)\"\(advice)")
         }
         demo = try options.choice(Flag.demo, Demo.self) ?? base.demo
 

@@ -110,7 +110,9 @@ extension ServeConfiguration {
         // A misspelled restriction ("enviroment") would leave the key unrestricted without a word.
         let fields = ["teamId", "keyId", "path", "environment", "topics", "relatedKeyId"] + (pathRequired ? [] : ["pem"])
         if let unknown = object.keys.first(where: { !fields.contains($0) }) {
-            throw UsageError("\(name): unknown field \"\(unknown)\" (expected \(fields.joined(separator: ", ")))")
+            throw UsageError(
+                "\(name): unknown field \"\(unknown)\"\(OptionParser.unknownKeyAdvice(unknown, among: fields, otherwise: " (expected \(fields.joined(separator: ", ")))"))"
+            )
         }
         let path = object["path"]?.stringValue
         if path == nil, pathRequired || object["path"] != nil {
@@ -174,8 +176,11 @@ extension ServeConfiguration {
             guard let object = (try? JSONValue.parse(text))?.objectValue, let team = object["teamId"]?.stringValue,
                 let bundle = object["bundleId"]?.stringValue
             else { throw UsageError("app \(text) needs \"teamId\" and \"bundleId\"") }
-            if let unknown = object.keys.first(where: { !["teamId", "bundleId", "backend", "broadcast"].contains($0) }) {
-                throw UsageError("app \(bundle): unknown field \"\(unknown)\" (expected teamId, bundleId, backend, broadcast)")
+            let fields = ["teamId", "bundleId", "backend", "broadcast"]
+            if let unknown = object.keys.first(where: { !fields.contains($0) }) {
+                throw UsageError(
+                    "app \(bundle): unknown field \"\(unknown)\"\(OptionParser.unknownKeyAdvice(unknown, among: fields, otherwise: " (expected teamId, bundleId, backend, broadcast)"))"
+                )
             }
             return try parseApp("\(team):\(bundle)")
         }
@@ -205,7 +210,9 @@ extension ServeConfiguration {
                 throw UsageError("device \(text) in \(path): \(DeviceRegistry.deviceIDRule)")
             }
             if let unknown = object.keys.first(where: { !Self.deviceKeys.contains($0) }) {
-                throw UsageError("device \(id) in \(path): unknown key \"\(unknown)\" (known: \(Self.deviceKeys.joined(separator: ", ")))")
+                let advice = OptionParser.unknownKeyAdvice(
+                    unknown, among: Self.deviceKeys, otherwise: " (known: \(Self.deviceKeys.joined(separator: ", ")))")
+                throw UsageError("device \(id) in \(path): unknown key \"\(unknown)\"\(advice)")
             }
             var spec = DeviceSpec(deviceID: id, apps: [])
             do throws(NotificationSettingsError) { try spec.attention.apply(object) } catch {
@@ -213,8 +220,9 @@ extension ServeConfiguration {
             }
             for (index, app) in apps.enumerated() {
                 if let unknown = app.objectValue?.keys.first(where: { !Self.deviceAppKeys.contains($0) }) {
-                    throw UsageError(
-                        "device \(id) in \(path): apps[\(index)]: unknown key \"\(unknown)\" (known: \(Self.deviceAppKeys.joined(separator: ", ")))")
+                    let advice = OptionParser.unknownKeyAdvice(
+                        unknown, among: Self.deviceAppKeys, otherwise: " (known: \(Self.deviceAppKeys.joined(separator: ", ")))")
+                    throw UsageError("device \(id) in \(path): apps[\(index)]: unknown key \"\(unknown)\"\(advice)")
                 }
                 guard let bundle = app["bundleId"]?.stringValue, DeviceRegistry.isValidBundleID(bundle),
                     let env = app["environment"]?.stringValue.flatMap(APNsEnvironment.init(rawValue:))
@@ -236,9 +244,9 @@ extension ServeConfiguration {
                         throw UsageError("device \(id) in \(path): apps[\(index)].notificationSettings must be an object")
                     }
                     if let unknown = fields.keys.first(where: { !NotificationSetup.mentions(JSONObject([($0, .null)])) }) {
-                        throw UsageError(
-                            "device \(id) in \(path): apps[\(index)].notificationSettings: unknown key \"\(unknown)\" (known: \(NotificationSetup.fieldList))"
-                        )
+                        let advice = OptionParser.unknownKeyAdvice(
+                            unknown, among: NotificationSetup.fields, otherwise: " (known: \(NotificationSetup.fieldList))")
+                        throw UsageError("device \(id) in \(path): apps[\(index)].notificationSettings: unknown key \"\(unknown)\"\(advice)")
                     }
                     var setup = spec.notificationSettings[bundle] ?? NotificationSetup()
                     do throws(NotificationSettingsError) { try setup.apply(fields) } catch {
@@ -314,8 +322,9 @@ extension ServeConfiguration {
             throw UsageError("device batch \(text) in \(path): \"count\" must be a whole number from 1 to \(World.maxBatchDevices * 10)")
         }
         if let unknown = object.keys.first(where: { !Self.deviceBatchKeys.contains($0) }) {
-            throw UsageError(
-                "device batch \(text) in \(path): unknown key \"\(unknown)\" (known: \(Self.deviceBatchKeys.joined(separator: ", ")))")
+            let advice = OptionParser.unknownKeyAdvice(
+                unknown, among: Self.deviceBatchKeys, otherwise: " (known: \(Self.deviceBatchKeys.joined(separator: ", ")))")
+            throw UsageError("device batch \(text) in \(path): unknown key \"\(unknown)\"\(advice)")
         }
         if let given = object["idPrefix"], given.stringValue == nil {
             throw UsageError("device batch \(text) in \(path): \"idPrefix\" must be a string")
