@@ -8,9 +8,13 @@ public struct ClientError: Error, CustomStringConvertible, Sendable {
     public let description: String
     /// Set when the server speaks another protocol than the connection asked for.
     public let mismatch: ProtocolMismatch?
-    public init(_ description: String, mismatch: ProtocolMismatch? = nil) {
+    /// The TLS handshake failed because the server's certificate could not be verified (not
+    /// signed by a CA trusted here, another name): trusting its CA, or not verifying, is the fix.
+    public let certificateNotVerified: Bool
+    public init(_ description: String, mismatch: ProtocolMismatch? = nil, certificateNotVerified: Bool = false) {
         self.description = description
         self.mismatch = mismatch
+        self.certificateNotVerified = certificateNotVerified
     }
 }
 
@@ -139,7 +143,10 @@ public final class HTTP2ClientConnection {
                 if firstBytes.isEmpty { firstBytes = FirstBytes.peek(fd) }
             case .wantWrite: try wait(POLLOUT, until: deadline)
             case .closed: throw notTLS(nil) ?? ClientError("TLS handshake: connection closed")
-            case .failed(let message): throw notTLS(message) ?? ClientError(message)  // it says "TLS handshake failed: …"
+            // It says "TLS handshake failed: …", and "(certificate verification: …)" when the
+            // server's certificate was what failed.
+            case .failed(let message):
+                throw notTLS(message) ?? ClientError(message, certificateNotVerified: message.contains("(certificate verification: "))
             }
         }
     }

@@ -319,7 +319,7 @@ struct ConformanceConnections {
         } catch {
             if error.mismatch != nil { return .wrongProtocol(protocolMismatchAdvice(error)) }
             lastWasSilent = true
-            return .seen(Observation(status: nil, unanswered: "\(error)"))
+            return .seen(Observation(status: nil, unanswered: certificateAdvice(error)))
         }
         defer { if case .shared = kind {} else { connection.close() } }
         if let before = planned.before {

@@ -207,6 +207,14 @@ func protocolMismatchAdvice(_ error: ClientError) -> String {
     }
 }
 
+/// A server certificate the connection could not verify, said with what to give instead:
+/// `send`, `channels` and `conformance` all take `--ca` and `--insecure`. Other errors as they are.
+func certificateAdvice(_ error: ClientError) -> String {
+    guard error.certificateNotVerified else { return error.description }
+    return "\(error.description); trust the emulator's CA with --ca PATH (its certs/ca.pem, the \"trust this CA\" line serve prints) "
+        + "or skip the check with --insecure"
+}
+
 /// Apple's push host for `--production` or `--sandbox`, for `:authority`: it picks the
 /// environment on any emulator listener, including the Apple-style `--listen` ones that serve
 /// both; nil leaves it to the listener.
@@ -226,7 +234,7 @@ func sendOnce(
 {
     let connection: HTTP2ClientConnection
     do { connection = try HTTP2ClientConnection(providerConnectionOptions(command, options, address: address)) } catch {
-        command.fail("\(error)")
+        command.fail(certificateAdvice(error))
     }
     defer { connection.close() }
     // A server of another protocol (a TLS port given --h2c, an HTTP/1.1 server) is named as

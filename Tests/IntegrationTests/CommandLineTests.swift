@@ -121,6 +121,36 @@ struct CommandLineTests {
         #expect(usage.err.contains("--topic"))
     }
 
+    /// A server certificate that cannot be verified (run where no certs/ca.pem is, without
+    /// --ca) says what to give: the emulator's CA with --ca, or --insecure. Only then: a TLS
+    /// failure of another kind keeps its own words.
+    @Test func anUnverifiedCertificateSaysToTrustTheEmulatorsCA() throws {
+        let emulator = try EmulatorProcess()
+        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("no-ca-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: elsewhere) }
+        let key = "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)"
+        let hint =
+            "; trust the emulator's CA with --ca PATH (its certs/ca.pem, the \"trust this CA\" line serve prints) or skip the check with --insecure"
+        for arguments in [
+            ["send", "--host", try emulator.address("sandbox").description, "--topic", EmulatorProcess.bundleID, "--token", "00ff", "{}"],
+            ["channels", "list", "--host", try emulator.address("channelSandbox").description, "--bundle", EmulatorProcess.bundleID],
+        ] {
+            let result = try run(EmulatorProcess.binary, arguments + ["--key", key], workingDirectory: elsewhere)
+            #expect(result.status == 2, "\(arguments): \(result.out) \(result.err)")
+            #expect(result.err.contains("(certificate verification: "), "\(arguments): \(result.err)")
+            #expect(result.err.contains(hint), "\(arguments): \(result.err)")
+            #expect(result.err.split(separator: "\n").count == 1, "\(arguments): \(result.err)")
+        }
+        // A cleartext server is not a certificate to trust.
+        let cleartext = try run(
+            EmulatorProcess.binary,
+            ["send", "--host", try emulator.address("admin").description, "--topic", EmulatorProcess.bundleID, "--token", "00ff", "{}"],
+            workingDirectory: elsewhere)
+        #expect(cleartext.status == 2 && cleartext.err.contains("does not speak TLS"), "\(cleartext.err)")
+        #expect(!cleartext.err.contains("--insecure"), "\(cleartext.err)")
+    }
+
     /// A stray word (a misplaced value, a subcommand typed twice) is a usage error, not ignored.
     @Test func strayArgumentsAreUsageErrors() throws {
         for arguments in [["readyz", "127.0.0.1:8197"], ["certs", "out"], ["serve", "extra"], ["jwt", "x"]] {

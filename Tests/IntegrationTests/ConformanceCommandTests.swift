@@ -232,6 +232,24 @@ final class ConformanceFixture {
         #expect(unreachable.out.contains("cannot connect"))
     }
 
+    /// A target whose certificate cannot be verified (no --ca, no certs/ca.pem where the run
+    /// is): the case's no-answer text says to trust the emulator's CA with --ca or give --insecure.
+    @Test func anUnverifiedCertificateSaysToTrustTheEmulatorsCA() throws {
+        let fixture = try ConformanceFixture()
+        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("no-ca-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: elsewhere) }
+        let key = ["--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)", "--topic", EmulatorProcess.bundleID]
+        let result = try run(
+            EmulatorProcess.binary,
+            ["conformance", "--target", try fixture.emulator.address("sandbox").description, "--token", fixture.token, "--case", "bad-topic"]
+                + key, workingDirectory: elsewhere, timeout: 60)
+        #expect(result.status == 2, "\(result.out) \(result.err)")
+        #expect(result.out.contains("(certificate verification: "), "\(result.out)")
+        #expect(result.out.contains("trust the emulator's CA with --ca PATH"), "\(result.out)")
+        #expect(result.out.contains("or skip the check with --insecure"), "\(result.out)")
+    }
+
     /// A target that answers in HTTP/1.1 (here the emulator's own admin listener, with --h2c)
     /// stops the run at its first case and says so, rather than eight cases "without an answer"
     /// quoting the HTTP/2 library's error.
