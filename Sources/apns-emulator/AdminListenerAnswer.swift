@@ -16,9 +16,19 @@ enum AdminListenerAnswer {
             if error.message.hasPrefix("cannot reach") { return error.message }
             return "\(admin) did not answer as an apns-emulator admin listener: \(error.message); \(hint)"
         }
+        // The emulator's own words name serve's flag; the fix is this command's.
+        if error.status == 401, isEmulatorMessage(error) { return "--admin \(admin): \(request): 401: \(tokenAdvice(error))" }
         if isEmulatorMessage(error) { return "--admin \(admin): \(request): \(error.description)" }
         return "\(admin) did not answer as an apns-emulator admin listener: \(request) was answered \(error.status) "
             + "\(excerpt(error.message)); \(hint)"
+    }
+
+    /// A 401 of an admin API started with --admin-token, said with the option of `load` and
+    /// `scenario` (both take --admin-token TOKEN and read APNS_EMULATOR_ADMIN_TOKEN).
+    static func tokenAdvice(_ error: EmulatorAdminError) -> String {
+        let give = "--admin-token TOKEN (or APNS_EMULATOR_ADMIN_TOKEN) with the token the emulator was started with (its --admin-token)"
+        if error.message.hasPrefix("wrong admin token") { return "wrong admin token; give \(give)" }
+        return "this admin API needs a token; give \(give)"
     }
 
     /// The emulator's errors are one short line of JSON's `error`; another server's are a page.

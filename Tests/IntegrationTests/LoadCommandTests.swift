@@ -318,6 +318,29 @@ struct LoadCommandTests {
         }
     }
 
+    /// An admin API started with --admin-token, reached without the token or with another:
+    /// the message names load's own option, not serve's (the server's words).
+    @Test func anAdminTokenMissingOrWrongNamesLoadsOwnOption() throws {
+        let token = "t-\(UUID().uuidString)"
+        let emulator = try EmulatorProcess(environment: ["APNS_EMULATOR_ADMIN_TOKEN": token])
+        let admin = try emulator.address("admin").description
+        for (given, expected) in [
+            (
+                [String](),
+                "--admin \(admin): GET /api/v1/apps: 401: this admin API needs a token; give --admin-token TOKEN (or APNS_EMULATOR_ADMIN_TOKEN)"
+            ),
+            (
+                ["--admin-token", "wrong"],
+                "--admin \(admin): GET /api/v1/apps: 401: wrong admin token; give --admin-token TOKEN (or APNS_EMULATOR_ADMIN_TOKEN)"
+            ),
+        ] {
+            let result = try run(EmulatorProcess.binary, ["load", "--admin", admin, "--requests", "10"] + given, timeout: 30)
+            #expect(result.status == 1, "\(given): \(result.out)")
+            #expect(result.err.contains(expected), "\(given): \(result.err)")
+            #expect(result.err.split(separator: "\n").count == 1, "\(result.err)")
+        }
+    }
+
     @Test func noTokensOrNoEmulatorExitsOne() throws {
         let emulator = try EmulatorProcess(inProcess: true)
         let none = try load(emulator, ["--tokens-from-emulator"])

@@ -211,6 +211,22 @@ struct ScenarioCommandTests {
         #expect(result.err.split(separator: "\n").count == 1, "one line, no page: \(result.err)")
     }
 
+    /// An admin API started with --admin-token, driven without it: the message names the
+    /// scenario command's own option, not serve's.
+    @Test func anAdminTokenMissingNamesTheCommandsOwnOption() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let emulator = try EmulatorProcess(environment: ["APNS_EMULATOR_ADMIN_TOKEN": "t-\(UUID().uuidString)"])
+        let admin = try emulator.address("admin").description
+        let path = try write("plain.json", #"{"name": "t", "steps": [{"do": "sleep", "ms": 1}]}"#)
+        let result = try scenario(["--admin", admin, path])
+        #expect(result.status == 2, "\(result.out)")
+        #expect(
+            result.err.contains(
+                "--admin \(admin): GET /api/v1/info: 401: this admin API needs a token; give --admin-token TOKEN (or APNS_EMULATOR_ADMIN_TOKEN)"),
+            "\(result.err)")
+        #expect(result.err.split(separator: "\n").count == 1, "\(result.err)")
+    }
+
     @Test func anEmulatorThatDoesNotStartIsSaidOnce() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = try write(
