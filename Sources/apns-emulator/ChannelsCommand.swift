@@ -28,8 +28,50 @@ let channelsCommand = Subcommand(
         OptionSpec("insecure", nil, "do not verify the server certificate"),
         OptionSpec("json", nil, "print the answer as one JSON object"),
     ],
+    actionHelp: channelsActionHelp,
     run: runChannels
 )
+
+/// `channels ACTION --help`: the action's usage and the options it takes.
+@Sendable private func channelsActionHelp(_ arguments: [String]) -> String? {
+    guard let action = arguments.first(where: { ["create", "read", "delete", "list"].contains($0) }) else { return nil }
+    let exitStatus = "Exit status: 0 for a 2xx answer, 1 for an APNs error, 2 for a usage or connection problem."
+    let (usage, summary, without): (String, String, [String])
+    switch action {
+    case "create":
+        (usage, summary, without) = (
+            "channels create --bundle BUNDLEID",
+            "Creates a broadcast channel of the app (POST /1/apps/BUNDLEID/channels); prints status, apns-channel-id and apns-request-id.",
+            ["channel"]
+        )
+    case "read":
+        (usage, summary, without) = (
+            "channels read --bundle BUNDLEID --channel ID",
+            "Reads a channel (GET /1/apps/BUNDLEID/channels with apns-channel-id); prints status, message-storage-policy, push-type and apns-request-id.",
+            ["policy"]
+        )
+    case "delete":
+        (usage, summary, without) = (
+            "channels delete --bundle BUNDLEID --channel ID",
+            "Deletes a channel (DELETE /1/apps/BUNDLEID/channels with apns-channel-id); prints status and apns-request-id.", ["policy"]
+        )
+    default:
+        (usage, summary, without) = (
+            "channels list --bundle BUNDLEID",
+            "Lists the app's channel ids (GET /1/apps/BUNDLEID/all-channels); prints status, channels and apns-request-id.",
+            ["channel", "policy"]
+        )
+    }
+    return OptionParser.help(
+        command: usage, summary: summary + "\n" + exitStatus, specs: channelsCommand.specs.filter { !without.contains($0.name) })
+}
+
+/// A 404 BadPath (or 405 MethodNotAllowed) is what a port that serves device pushes answers a
+/// management request with: where channel management is served, and what a --listen port needs.
+let channelManagementHint =
+    "hint: channel management is served on serve's --channel-sandbox-listen / --channel-production-listen "
+    + "(default 127.0.0.1:2195 / 127.0.0.1:2196); pointed with --host at a --listen port, give --sandbox or --production too "
+    + "(they put the api-manage-broadcast host name in :authority)"
 
 private func runChannels(_ command: Subcommand, _ args: [String]) -> Never {
     let (options, positional) = command.parse(args)
@@ -98,6 +140,10 @@ private func runChannels(_ command: Subcommand, _ args: [String]) -> Never {
         if let reason = result.reason { print("reason: \(reason)") }
         if let id = result.requestID { print("apns-request-id: \(id)") }
         if let unanswered { print("no answer: \(unanswered)") }
+    }
+    if (result.status == 404 && result.reason == "BadPath") || (result.status == 405 && result.reason == "MethodNotAllowed") {
+        fflush(nil)
+        FileHandle.standardError.write(Data((channelManagementHint + "\n").utf8))
     }
     exit(result.succeeded ? 0 : 1)
 }

@@ -24,6 +24,9 @@ struct Subcommand: Sendable {
     /// A failure also prints `{"error": …, "exitCode": …}` on standard output, for a run asked
     /// for JSON (its reader gets an object, not nothing).
     var failsInJSON = false
+    /// The help of an action named in the arguments (`channels create --help`), nil for the
+    /// command's own.
+    var actionHelp: @Sendable ([String]) -> String? = { _ in nil }
     /// Runs with the arguments after the subcommand's name, once `--help` is ruled out.
     let run: @Sendable (Subcommand, [String]) -> Never
 
@@ -33,6 +36,10 @@ struct Subcommand: Sendable {
             exit(0)
         }
         if arguments.contains(where: helpFlags.contains) {
+            if let help = actionHelp(arguments) {
+                print(help)
+                exit(0)
+            }
             print(
                 OptionParser.help(
                     command: name, summary: summary, specs: specs, configFile: configFile,

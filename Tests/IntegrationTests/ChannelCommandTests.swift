@@ -153,6 +153,50 @@ struct ChannelCommandTests {
         #expect(sent.status == 0 && sent.line("status") == "200", "\(sent.out) \(sent.err)")
     }
 
+    /// `channels ACTION --help` prints the action's usage and the options it takes, not the
+    /// command's generic usage.
+    @Test func eachActionHasItsOwnHelp() throws {
+        for (action, usage, takes, takesNot) in [
+            ("create", "usage: apns-emulator channels create --bundle BUNDLEID [options]", "--policy 0|1", "--channel ID"),
+            ("read", "usage: apns-emulator channels read --bundle BUNDLEID --channel ID [options]", "--channel ID", "--policy"),
+            ("delete", "usage: apns-emulator channels delete --bundle BUNDLEID --channel ID [options]", "--channel ID", "--policy"),
+            ("list", "usage: apns-emulator channels list --bundle BUNDLEID [options]", "--bundle BUNDLEID", "--channel ID"),
+        ] {
+            for arguments in [["channels", action, "--help"], ["channels", "--help", action], ["channels", action, "-h"]] {
+                let result = try run(EmulatorProcess.binary, arguments)
+                #expect(result.status == 0, "\(arguments): \(result.err)")
+                #expect(result.out.hasPrefix(usage + "\n"), "\(arguments): \(result.out)")
+                #expect(result.out.contains(takes) && !result.out.contains(takesNot), "\(arguments): \(result.out)")
+                #expect(result.out.contains("--host HOST:PORT") && result.out.contains("--insecure"), "\(arguments): \(result.out)")
+            }
+        }
+        let generic = try run(EmulatorProcess.binary, ["channels", "--help"])
+        #expect(generic.status == 0 && generic.out.hasPrefix("usage: apns-emulator channels [options]\n"), "\(generic.out)")
+    }
+
+    /// Aimed at a --listen port without --sandbox or --production, the request is a device push
+    /// to a wrong path (404 BadPath): one line says where channel management is served.
+    @Test func aBadPathAnswerSaysWhereChannelManagementIsServed() throws {
+        let emulator = try EmulatorProcess(["--listen", "127.0.0.1:0"])
+        let cli = ChannelCommand(emulator: emulator)
+        let listen = try #require(emulator.ready["listen"]?.arrayValue?.first?.stringValue)
+        let hint =
+            "hint: channel management is served on serve's --channel-sandbox-listen / --channel-production-listen "
+            + "(default 127.0.0.1:2195 / 127.0.0.1:2196); pointed with --host at a --listen port, give --sandbox or --production too"
+        let wrong = try run(EmulatorProcess.binary, ["channels", "create", "--bundle", EmulatorProcess.bundleID, "--host", listen] + cli.key)
+        #expect(wrong.status == 1, "\(wrong.out) \(wrong.err)")
+        #expect(wrong.line("status") == "404" && wrong.line("reason") == "BadPath", "\(wrong.out)")
+        #expect(wrong.err.contains(hint) && wrong.err.split(separator: "\n").count == 1, "\(wrong.err)")
+        // With --sandbox the same port serves it, and there is nothing to hint at.
+        let right = try run(
+            EmulatorProcess.binary, ["channels", "create", "--bundle", EmulatorProcess.bundleID, "--host", listen, "--sandbox"] + cli.key)
+        #expect(right.status == 0 && right.line("status") == "201", "\(right.out) \(right.err)")
+        #expect(!right.err.contains("hint:"), "\(right.err)")
+        // Another refusal is not a wrong place either.
+        let unknown = try cli.channels("read", ["--channel", "dW5rbm93bg=="])
+        #expect(unknown.status == 1 && !unknown.err.contains("hint:"), "\(unknown.out) \(unknown.err)")
+    }
+
     @Test func usageErrorsExitTwo() throws {
         let emulator = try EmulatorProcess()
         let cli = ChannelCommand(emulator: emulator)
