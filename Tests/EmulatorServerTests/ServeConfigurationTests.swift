@@ -209,6 +209,10 @@ struct ServeConfigurationTests {
                 #"{"devices": [{"count": 2, "idPrefx": "load-", "bundleId": "com.example.app", "environment": "sandbox"}]}"#,
                 #"unknown key "idPrefx"; did you mean "idPrefix"?"#
             ),
+            (
+                #"{"devices": [{"deviceID": "d1", "apps": [\#(app)]}]}"#,
+                #"needs "deviceId" and "apps" (unknown key "deviceID"; did you mean "deviceId"?)"#
+            ),
             (#"{"colour": 1}"#, #"unknown key "colour"; known keys: "listen""#),
         ] {
             try file.write(toFile: path, atomically: true, encoding: .utf8)

@@ -204,7 +204,12 @@ extension ServeConfiguration {
             guard let object = item.objectValue, let id = object["deviceId"]?.stringValue, !id.isEmpty,
                 let apps = object["apps"]?.arrayValue
             else {
-                throw UsageError("device \(text) in \(path) needs \"deviceId\" and \"apps\"")
+                // A misspelt "deviceId" or "apps" says so first (`"deviceID"`, `"app"`).
+                let unknown = item.objectValue?.keys.first { !Self.deviceKeys.contains($0) }
+                let advice = unknown.map { key in
+                    " (unknown key \"\(key)\"\(OptionParser.unknownKeyAdvice(key, among: Self.deviceKeys, otherwise: "")))"
+                }
+                throw UsageError("device \(text) in \(path) needs \"deviceId\" and \"apps\"\(advice ?? "")")
             }
             guard DeviceRegistry.isValidDeviceID(id) else {
                 throw UsageError("device \(text) in \(path): \(DeviceRegistry.deviceIDRule)")
