@@ -258,10 +258,11 @@ public struct LiveActivityBook: Sendable {
         if case .channel(let id) = updates, !channelExists(id) {
             throw LiveActivityRefusal(.start, "channel \(id) is not a live channel of \(bundleID) \(Self.channelScope)")
         }
+        guard let room = makeRoom(nowMs: nowMs) else { throw LiveActivityRefusal(.start, fullExplanation) }
         let (id, changes) = create(
             bundleID: bundleID, type: attributesType, attributes: attributes, contentState: contentState, updates: updates,
             starter: .app, staleDateMs: staleDateMs, relevanceScore: relevanceScore, newestTimestamp: nil, alert: nil, nowMs: nowMs)
-        return LiveActivityReceipt(outcome: .applied, activityID: id, changes: changes)
+        return LiveActivityReceipt(outcome: .applied, activityID: id, changes: room + changes)
     }
 
     /// `Activity.end` in the app, with optional final content; `dismissalDateMs` nil is the
@@ -354,11 +355,12 @@ public struct LiveActivityBook: Sendable {
             return refuse("input-push-channel \(channel) is not a live channel of \(bundleID) \(Self.channelScope)")
         }
         let updates: LiveActivityUpdates = parsed.inputPushToken ? .token : parsed.inputPushChannel.map { .channel($0) } ?? .none
+        guard let room = makeRoom(nowMs: nowMs) else { return refuse(fullExplanation) }
         let (id, changes) = create(
             bundleID: bundleID, type: type, attributes: attributes, contentState: contentState, updates: updates, starter: .push,
             staleDateMs: parsed.staleDateMs, relevanceScore: parsed.relevanceScore, newestTimestamp: parsed.timestamp, alert: parsed.alert,
             nowMs: nowMs)
-        return LiveActivityReceipt(outcome: .applied, activityID: id, changes: changes)
+        return LiveActivityReceipt(outcome: .applied, activityID: id, changes: room + changes)
     }
 
     /// A `liveactivity` push to an activity's update token (`priority` 10 counts against the
@@ -728,6 +730,31 @@ public struct LiveActivityBook: Sendable {
             for old in endedTokenOrder.prefix(excess) { endedTokens[old] = nil }
             endedTokenOrder.removeFirst(excess)
         }
+    }
+
+    /// Room for one more activity under `policy.maxHeld`: when the device holds that many, the
+    /// ended one that ended first leaves the Lock Screen for it (the system's removal); nil
+    /// when every one it holds still runs, and the start is refused.
+    private mutating func makeRoom(nowMs: Int64) -> [LiveActivityChange]? {
+        var held = 0
+        var oldestEnded: LiveActivity?
+        for activity in activitiesByID.values where activity.state != .dismissed {
+            held += 1
+            guard activity.state == .ended else { continue }
+            if let oldest = oldestEnded, (oldest.endedAtMs ?? 0, oldest.activityID) < (activity.endedAtMs ?? 0, activity.activityID) { continue }
+            oldestEnded = activity
+        }
+        guard held >= policy.maxHeld else { return [] }
+        guard var leaving = oldestEnded else { return nil }
+        var changes = leaving.remove(by: .system, atMs: nowMs)
+        activitiesByID[leaving.activityID] = leaving
+        changes += settle(leaving.activityID, nowMs: nowMs, why: "it made room for a new one: the device holds \(policy.maxHeld) at most")
+        return changes
+    }
+
+    /// Why a start found no room.
+    private var fullExplanation: String {
+        "the device holds \(policy.maxHeld) running Live Activities, as many as it takes (--max-live-activities; iOS: ActivityKit's globalMaximumExceeded)"
     }
 
     private mutating func forgetOldDismissed() {

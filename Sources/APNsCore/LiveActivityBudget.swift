@@ -18,6 +18,11 @@ public struct LiveActivityPolicy: Sendable, Equatable {
     public var widgetWindowMs: Int64
     /// Token length in bytes, as for device tokens.
     public var tokenByteCount: Int
+    /// Activities one device holds at once, running or ended and still on its Lock Screen,
+    /// across its apps. iOS refuses a start past its own maxima (per app and per device, not
+    /// published: ActivityKit's `targetMaximumExceeded`, `globalMaximumExceeded`); this bound
+    /// also keeps a device's activities, and what a change to them costs, bounded.
+    public var maxHeld: Int
     /// Dismissed activities kept (listed, and named in explanations) before the oldest go.
     public var dismissedKept: Int
     /// Ended tokens remembered so that a push to one says why it went nowhere.
@@ -34,8 +39,9 @@ public struct LiveActivityPolicy: Sendable, Equatable {
     public init(
         updatesPerWindow: Int = 15, updatesPerWindowWithFrequentUpdates: Int = 60, updateWindowMs: Int64 = hourMs,
         widgetPushesPerWindow: Int = 40, widgetWindowMs: Int64 = dayMs, tokenByteCount: Int = DeviceRegistry.defaultTokenByteCount,
-        dismissedKept: Int = 100, endedTokensKept: Int = 1000, strictDecoding: Bool = false
+        maxHeld: Int = 100, dismissedKept: Int = 100, endedTokensKept: Int = 1000, strictDecoding: Bool = false
     ) {
+        self.maxHeld = maxHeld
         self.updatesPerWindow = updatesPerWindow
         self.updatesPerWindowWithFrequentUpdates = updatesPerWindowWithFrequentUpdates
         self.updateWindowMs = updateWindowMs

@@ -12,6 +12,10 @@ struct FaultRoutes: AdminResource {
             let id = try state.withWorld { world throws(AdminError) -> String in
                 // Judged under the lock, against the rules there are as the rule goes in.
                 let count = world.faults.rules.count
+                guard count < FaultRules.maxRules else {
+                    throw AdminError(
+                        507, "there are \(count) fault rules, as many as the emulator keeps (every push is matched against them); DELETE some first")
+                }
                 let position = try req.wholeNumber("position", in: 0...count, note: " (0 is first, \(count) after the last rule)")
                 guard let id = world.addFault(rule, at: position) else {
                     throw AdminError(

@@ -8,6 +8,40 @@ import Testing
 struct LiveActivityLifecycleTests {
     typealias F = LiveFixture
 
+    @Test("a device holds at most maxHeld activities: an ended one leaves the Lock Screen for a new one; with all running, a start is refused")
+    func aDeviceHoldsAtMostItsMaximum() throws {
+        var (book, token) = try F.book(policy: LiveActivityPolicy(maxHeld: 3))
+        var ids: [String] = []
+        for n in 0..<3 { ids.append(try F.started(&book, token: token, nowMs: F.t0 + Int64(n) * F.minute).id) }
+        // All three run: the fourth start by push and by the app are refused, nothing changes.
+        let refused = book.receiveStart(
+            pushToStartToken: token, payload: F.start(timestamp: F.seconds0 + 300), priority: 10, nowMs: F.t0 + 5 * F.minute)
+        guard case .refused(let why) = refused.outcome else {
+            Issue.record("a start past the maximum: \(refused.outcome)")
+            return
+        }
+        #expect(why.contains("holds 3 running Live Activities"), "\(why)")
+        #expect(throws: LiveActivityRefusal.self) {
+            try book.startByApp(
+                bundleID: F.bundle, attributesType: F.type, attributes: ["orderID": "A2"], contentState: ["status": "x"], updates: .token,
+                nowMs: F.t0 + 5 * F.minute)
+        }
+        #expect(book.activities().count == 3)
+        // Two end; the next start makes the one that ended first leave the Lock Screen.
+        for (n, id) in [ids[1], ids[0]].enumerated() {
+            let token = try #require(book.activity(id)?.pushToken)
+            let ended = book.receiveUpdate(
+                updateToken: token, payload: F.end(timestamp: F.seconds0 + 400 + Int64(n)), priority: 10, nowMs: F.t0 + (6 + Int64(n)) * F.minute)
+            #expect(ended.outcome == .applied)
+        }
+        let started = book.receiveStart(
+            pushToStartToken: token, payload: F.start(timestamp: F.seconds0 + 600), priority: 10, nowMs: F.t0 + 10 * F.minute)
+        #expect(started.outcome == .applied)
+        #expect(started.changes.first == .dismissed(activityID: ids[1], by: .system, atMs: F.t0 + 10 * F.minute))
+        #expect(book.activity(ids[1])?.state == .dismissed && book.activity(ids[0])?.state == .ended)
+        #expect(book.activities().count == 3)
+    }
+
     @Test("an end with a content-state brings the final content (no stale date or relevance unless given); without one the last stays")
     func anEndsFinalContent() throws {
         for withContent in [true, false] {

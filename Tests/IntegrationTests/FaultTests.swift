@@ -432,6 +432,27 @@ struct FaultTests {
         #expect(ids == ["first", "f1", "f2", "last"])
     }
 
+    /// Every push is matched against the rules in order: their number is bounded, through the
+    /// admin API (507, nothing added) and in a --faults file (refused at start).
+    @Test func theRulesAreBounded() throws {
+        // One list of 1,000 in a --faults file is taken; the API then adds none.
+        let rules = (0..<FaultRules.maxRules).map {
+            #"{"match": {"token": "\#(String(repeating: "0", count: 60))\#(String(format: "%04d", $0))"}, "action": {"status": 500}}"#
+        }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("faults-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try "[\(rules.joined(separator: ","))]".write(toFile: path, atomically: true, encoding: .utf8)
+        let full = try EmulatorProcess(["--faults", path], inProcess: true)
+        let refused = try full.admin("POST", "/api/v1/faults", body: ["action": ["status": 429]])
+        #expect(refused.status == 507)
+        #expect(refused.json["error"]?.stringValue?.contains("there are 1000 fault rules, as many as the emulator keeps") == true, "\(refused.raw)")
+        #expect(try full.admin("GET", "/api/v1/faults?limit=10000").json["faults"]?.arrayValue?.count == FaultRules.maxRules)
+        // One more in the file is refused at start, naming the bound.
+        try "[\((rules + [rules[0]]).joined(separator: ","))]".write(toFile: path, atomically: true, encoding: .utf8)
+        let tooMany = try run(EmulatorProcess.binary, ["serve", "--quiet", "--faults", path])
+        #expect(tooMany.status == 2 && tooMany.err.contains("holds 1001 fault rules; the emulator keeps at most 1000"), "\(tooMany.err)")
+    }
+
     @Test func faultsFileAndResetBringTheConfiguredRulesBack() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("faults-\(UUID().uuidString).json").path
         try #"[{"match": {"pushType": "voip"}, "action": {"status": 500, "reason": "InternalServerError"}}]"#

@@ -20,6 +20,10 @@ extension LiveActivityPolicy {
             "live-activity-strict-decoding", nil,
             "a device drops a Live Activity push whose attributes or content-state hold a null or an ISO-8601 date string, as an app whose fields are not optional (or are Dates) fails to decode them; off: shown, as for optional or String fields"
         )
+        static let maxHeld = OptionSpec(
+            "max-live-activities", "N", default: String(defaults.maxHeld),
+            "Live Activities one device holds at once, running or ended and still on its Lock Screen, across its apps: a start past it makes the ended one that ended first leave the Lock Screen, or, when all still run, is refused as iOS refuses one past its maximum (iOS's own per-app and per-device figures are not published, and lower: give a smaller N to model them)"
+        )
         static let widgetBudget = OptionSpec(
             "widget-push-budget-per-day", "N", default: String(defaults.widgetPushesPerWindow),
             "widgets and controls reloads by push one app may have per day (Apple publishes no figure); over it one reload waits for the budget, 0 = none goes through"
@@ -49,5 +53,6 @@ extension LiveActivityPolicy {
         }
         widgetPushesPerWindow = try options.integer(Flag.widgetBudget, in: 0...Self.maxBudget) ?? widgetPushesPerWindow
         strictDecoding = try options.switchValue(Flag.strictDecoding) ?? strictDecoding
+        maxHeld = try options.integer(Flag.maxHeld, in: 1...10_000) ?? maxHeld
     }
 }

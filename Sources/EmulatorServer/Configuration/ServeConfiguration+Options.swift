@@ -65,6 +65,7 @@ extension ServeConfiguration {
             DeliveryOptions.Flag.unregisteredAfterPushes, DeliveryOptions.Flag.deviceWindow, DeliveryOptions.Flag.deviceAckTimeout,
             DeliveryOptions.Flag.tooManyRequests, DeliveryOptions.Flag.storedSurvivor,
             LiveActivityPolicy.Flag.updateBudget, LiveActivityPolicy.Flag.frequentUpdateBudget, LiveActivityPolicy.Flag.strictDecoding,
+            LiveActivityPolicy.Flag.maxHeld,
             LiveActivityPolicy.Flag.widgetBudget,
             Flag.faults,
             StateBackend.Flag.directory, StateBackend.Flag.redis, StateBackend.Flag.redisPrefix, StateBackend.Flag.redisFollow,

@@ -17,6 +17,9 @@ extension ServeConfiguration {
         if let unknown = value.objectValue?.keys.first(where: { $0 != "faults" }) {
             throw UsageError("\(origin): \(path): unknown key \"\(unknown)\" (the file holds {\"faults\": [...]} or a list of rules)")
         }
+        guard list.count <= FaultRules.maxRules else {
+            throw UsageError("\(origin): \(path) holds \(list.count) fault rules; the emulator keeps at most \(FaultRules.maxRules)")
+        }
         var rules: [FaultInjectionRule] = []
         for (index, item) in list.enumerated() {
             guard let object = item.objectValue else { throw UsageError("\(origin): rule \(index + 1) in \(path) is not an object") }
