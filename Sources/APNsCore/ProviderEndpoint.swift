@@ -371,15 +371,21 @@ public final class ProviderEndpoint: Sendable {
             let verification = connection.authenticator.lastVerification
             connection.authenticator.lastVerification = nil
             // Judged in place when it can be (what it needs is borrowed, not copied into a
-            // `PendingCheck`); packed up only for a thread that may wait.
-            func judgeNow(_ world: inout World, _ reply: inout PushResponse) {
+            // `PendingCheck`); packed up only for a thread that may wait. The record is passed
+            // through `stateful`, and the closure captures only constants: a `var` it captured
+            // (the record, the syntax, the raise flag) was boxed on the heap, three allocations
+            // and three run-time exclusivity checks a request.
+            let checkedSyntax = syntax
+            let raise = raiseStreamLimit
+            func judgeNow(_ subject: inout NotificationRecord, _ world: inout World, _ reply: inout PushResponse) {
                 judge(
-                    &record, fields: fields, syntax: syntax, provider: provider, json: json, content: content,
-                    request: pushRequest, environment: environment, now: now, raise: raiseStreamLimit,
+                    &subject, fields: fields, syntax: checkedSyntax, provider: provider, json: json, content: content,
+                    request: pushRequest, environment: environment, now: now, raise: raise,
                     verification: verification, world: &world, reply: &reply)
             }
             var answer = PushResponse.blank
-            if stateful(judgeNow, answer: &answer, deferring: deferring, apnsID: record.apnsID, raise: raiseStreamLimit, fault: fault) {
+            let apnsID = record.apnsID
+            if stateful(&record, judgeNow, answer: &answer, deferring: deferring, apnsID: apnsID, raise: raise, fault: fault) {
                 return .answered(answer)
             }
             return .needsState(
@@ -391,13 +397,15 @@ public final class ProviderEndpoint: Sendable {
             record.reject(error, spelledAs: options.reasonText(error.reason))
             let verification = connection.authenticator.lastVerification
             connection.authenticator.lastVerification = nil
-            func journalNow(_ world: inout World, _ reply: inout PushResponse) {
+            let raise = raiseStreamLimit
+            func journalNow(_ subject: inout NotificationRecord, _ world: inout World, _ reply: inout PushResponse) {
                 reply = journal(
-                    &record, rejection: error, environment: environment, raise: raiseStreamLimit, verification: verification,
+                    &subject, rejection: error, environment: environment, raise: raise, verification: verification,
                     world: &world)
             }
             var answer = PushResponse.blank
-            if stateful(journalNow, answer: &answer, deferring: deferring, apnsID: record.apnsID, raise: raiseStreamLimit, fault: fault) {
+            let apnsID = record.apnsID
+            if stateful(&record, journalNow, answer: &answer, deferring: deferring, apnsID: apnsID, raise: raise, fault: fault) {
                 return .answered(answer)
             }
             return .needsState(
@@ -422,18 +430,18 @@ public final class ProviderEndpoint: Sendable {
     /// (with the fault rule that fired) or 503 when the change cannot be kept, false when it is
     /// to be handed back.
     private func stateful(
-        _ body: (inout World, inout PushResponse) -> Void, answer: inout PushResponse, deferring: Deferring, apnsID: String,
-        raise: Bool, fault: FiredFault?
+        _ record: inout NotificationRecord, _ body: (inout NotificationRecord, inout World, inout PushResponse) -> Void,
+        answer: inout PushResponse, deferring: Deferring, apnsID: String, raise: Bool, fault: FiredFault?
     ) -> Bool {
         switch deferring {
         case .never:
-            if state.withSharedWorld(mode: .shared, { body(&$0, &answer) }) == nil {
+            if state.withSharedWorld(mode: .shared, { body(&record, &$0, &answer) }) == nil {
                 answer = unavailable(apnsID: apnsID, raise: raise)
-            } else if answer.needsLease, state.withSharedWorld({ body(&$0, &answer) }) == nil {
+            } else if answer.needsLease, state.withSharedWorld({ body(&record, &$0, &answer) }) == nil {
                 answer = unavailable(apnsID: apnsID, raise: raise)
             }
         case .ifWaiting:
-            switch state.withSharedWorldIfReady(mode: .shared, { body(&$0, &answer) }) {
+            switch state.withSharedWorldIfReady(mode: .shared, { body(&record, &$0, &answer) }) {
             case .done where answer.needsLease: return false
             case .done: break
             case .refused:
