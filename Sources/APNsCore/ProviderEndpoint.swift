@@ -171,12 +171,11 @@ extension PushResponse {
 }
 
 extension PendingNotification {
-    /// A notification to fill in (`ProviderEndpoint.accepted`).
-    static var blank: PendingNotification {
-        PendingNotification(
-            sequence: 0, apnsID: "", token: "", topic: "", deviceID: "", bundleID: "", pushType: .alert, priority: 10,
-            collapseID: nil, storeUntilMs: nil, payload: [], content: PushContent())
-    }
+    /// A notification to fill in (`ProviderEndpoint.accepted`). Stored: built in a getter, it
+    /// was made, copied out and the original destroyed, on every push.
+    static let blank = PendingNotification(
+        sequence: 0, apnsID: "", token: "", topic: "", deviceID: "", bundleID: "", pushType: .alert, priority: 10,
+        collapseID: nil, storeUntilMs: nil, payload: [], content: PushContent())
 }
 
 fileprivate final class FiredFaultBox: Sendable {
