@@ -80,6 +80,17 @@ final class DeviceCLI {
     var reinstallAfterErase = false
     var installAfterUninstall = false
     var lastDisplayedAPNsID: String?
+    /// The deliveries shown last (delivery id and apns-id), oldest first: the emulator sends a
+    /// delivery again when it cannot know whether its frame left (a reload, a re-attachment
+    /// after an outage), and a delivery seen already is acked again, not shown twice.
+    struct DeliveryKey: Hashable {
+        var id: Int64
+        var apnsID: String
+    }
+    var recentDeliveries: Set<DeliveryKey> = []
+    var recentDeliveryOrder: [DeliveryKey] = []
+    var recentDeliveryNext = 0
+    static let recentDeliveriesKept = 1024
 
     /// While frames read together are handled, their events wait here and their acks in
     /// `acks`: one write to stdout and one to the emulator per read, not one per frame.

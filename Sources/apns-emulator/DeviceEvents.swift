@@ -89,6 +89,14 @@ extension DeviceCLI {
             emit(.object(errorEvent(code: "bad_frame", message: error.message)))
             return
         }
+        if isRepeated(notification) {
+            if held != nil {
+                acks.append(notification.id)
+            } else {
+                do { try device.ack(notification.id) } catch { /* the connection is gone; handled by the loop */  }
+            }
+            return
+        }
         // Built in order, not through the keyed setter (which looks each key up first).
         var members: [(key: String, value: JSONValue)] = [
             ("event", "notification"), ("apnsId", .string(notification.apnsID)), ("pushType", .string(notification.pushType)),
@@ -110,6 +118,21 @@ extension DeviceCLI {
         } else {
             do { try device.ack(notification.id) } catch { /* the connection is gone; handled by the loop */  }
         }
+    }
+
+    /// Whether this delivery (its id and apns-id: ids start over when the emulator does) came
+    /// before; notes it when not. A bounded ring of the newest.
+    private func isRepeated(_ notification: DeliveredNotification) -> Bool {
+        let key = DeliveryKey(id: notification.id, apnsID: notification.apnsID)
+        guard recentDeliveries.insert(key).inserted else { return true }
+        if recentDeliveryOrder.count < Self.recentDeliveriesKept {
+            recentDeliveryOrder.append(key)
+        } else {
+            recentDeliveries.remove(recentDeliveryOrder[recentDeliveryNext])
+            recentDeliveryOrder[recentDeliveryNext] = key
+            recentDeliveryNext = (recentDeliveryNext + 1) % Self.recentDeliveriesKept
+        }
+        return false
     }
 
     /// `{"event": <type>, …the frame's other fields}`.

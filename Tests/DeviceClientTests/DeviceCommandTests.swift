@@ -229,6 +229,34 @@ struct DeviceCommandTests {
         }
     }
 
+    @Test("a delivery sent again (same id and apns-id) is acked again, not shown twice; a new apns-id under an old id is shown")
+    func aDeliverySentAgainIsShownOnce() throws {
+        let peer = try FakePeer { peer in
+            let connection = try peer.accept()
+            _ = try connection.handshake()
+            // As after a reload or a re-attachment: the frame may not have left, so it goes again.
+            for (id, apnsID) in [(Int64(7), "N-7"), (7, "N-7"), (8, "N-8"), (7, "N-9")] {
+                try connection.send(FakePeer.notification(id: id, apnsID: apnsID, payload: ["aps": ["alert": .string(apnsID)]]))
+                guard try connection.expect("ack")["id"] == .int(id) else { throw PeerError("ack \(id) \(apnsID)") }
+            }
+            try connection.expect("ping")
+            try connection.send(["type": "pong"])
+            _ = try? connection.readLine(timeoutMilliseconds: 2000)
+        }
+        try peer.run {
+            let device = try DeviceProcess([
+                "--connect", peer.address.description, "--device-id", "again-phone", "--bundle", app, "--environment", "sandbox", "--app-state", "foreground",
+            ])
+            _ = try device.expect("registered")
+            var shown: [String] = []
+            for _ in 0..<3 { shown.append(try device.expect("notification")["apnsId"]?.stringValue ?? "?") }
+            #expect(shown == ["N-7", "N-8", "N-9"])
+            // The next event after them is the pong: no repeat of N-7 was printed.
+            try device.send("ping")
+            _ = try device.expect("pong")
+        }
+    }
+
     @Test("malformed commands print bad_command and change nothing; raw frames go out as typed; quit exits 0")
     func badCommandsAndRawFrames() throws {
         let peer = try FakePeer { peer in
