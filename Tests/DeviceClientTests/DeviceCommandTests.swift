@@ -245,7 +245,8 @@ struct DeviceCommandTests {
         }
         try peer.run {
             let device = try DeviceProcess([
-                "--connect", peer.address.description, "--device-id", "again-phone", "--bundle", app, "--environment", "sandbox", "--app-state", "foreground",
+                "--connect", peer.address.description, "--device-id", "again-phone", "--bundle", app, "--environment", "sandbox", "--app-state",
+                "foreground",
             ])
             _ = try device.expect("registered")
             var shown: [String] = []
