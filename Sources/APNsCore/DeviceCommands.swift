@@ -489,6 +489,8 @@ extension World {
     /// frames of its apps' uninstall (`uninstalled`, then its activities' end).
     public struct RestoreMessages: Sendable {
         public var target: [JSONValue] = []
+        /// The target's new push-to-start tokens (`activity` frames), after its `registered`.
+        public var targetAfterRegistered: [JSONValue] = []
         public var source: [DeviceFrame] = []
     }
 
@@ -514,6 +516,7 @@ extension World {
         var messages = RestoreMessages()
         let sourceConnection = registry.devices[source]?.connectionID
         for app in apps {
+            let declared = liveActivities.book(deviceID: source)?.apps[app.bundleID]
             let removed = try uninstallApp(deviceID: source, bundleID: app.bundleID, nowMs: nowMs)
             if let sourceConnection {
                 let told = [Self.uninstalledMessage(bundleID: app.bundleID, invalidAtMs: removed.invalidAtMs, tokens: removed.tokens)]
@@ -524,14 +527,21 @@ extension World {
             if registry.devices[target]?.apps[app.bundleID] != nil {
                 messages.target += try uninstallApp(deviceID: target, bundleID: app.bundleID, nowMs: nowMs).activityMessages
             }
-            entries += try installAgain(app, on: target, nowMs: nowMs)
+            let installed = try installAgain(app, declaring: declared, on: target, nowMs: nowMs)
+            entries += installed.tokens
+            messages.targetAfterRegistered += installed.activityMessages
         }
         return (entries, messages)
     }
 
-    /// Uninstalls the app and installs it again with the same settings and token kinds: new
-    /// tokens, the old ones invalid (maybe after the configured delay). Returns the new tokens.
-    public mutating func reinstallApp(deviceID: String, bundleID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
+    /// Uninstalls the app and installs it again with the same settings, token kinds and Live
+    /// Activity types: new tokens, the old ones invalid (maybe after the configured delay).
+    /// Returns the new tokens, and what the device hears, in order: `uninstalled`, its
+    /// activities' end and its tokens' (`activity` frames), `registered`, the new push-to-start
+    /// tokens (as the device's own uninstall and install would).
+    public mutating func reinstallApp(
+        deviceID: String, bundleID: String, nowMs: Int64
+    ) throws(DeviceRequestError) -> (tokens: [TokenEntry], messages: [JSONValue]) {
         // Not found (404) as for a rotate: the device, or the app on it.
         try requireDevice(deviceID)
         guard let app = registry.devices[deviceID]?.apps[bundleID] else {
@@ -539,18 +549,31 @@ extension World {
         }
         // Refused before the uninstall: over --max-tokens the app stays as it was.
         do throws(RegistryError) { try registry.checkRoom(forTokens: app.tokens.count) } catch { throw DeviceRequestError(error) }
-        _ = try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
-        return try installAgain(app, on: deviceID, nowMs: nowMs)
+        let declared = liveActivities.book(deviceID: deviceID)?.apps[bundleID]
+        let removed = try uninstallApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
+        let installed = try installAgain(app, declaring: declared, on: deviceID, nowMs: nowMs)
+        let messages =
+            [Self.uninstalledMessage(bundleID: bundleID, invalidAtMs: removed.invalidAtMs, tokens: removed.tokens)]
+            + removed.activityMessages + installed.tokens.map(Self.registeredMessage) + installed.activityMessages
+        return (installed.tokens, messages)
     }
 
-    /// Installs `app` on `deviceID` afresh, with its environment, settings and token kinds;
-    /// returns its tokens.
-    private mutating func installAgain(_ app: InstalledApp, on deviceID: String, nowMs: Int64) throws(DeviceRequestError) -> [TokenEntry] {
+    /// Installs `app` on `deviceID` afresh, with its environment, settings and token kinds, and
+    /// the Live Activity types it declared (part of the app, not of the install); returns its
+    /// tokens and the `activity` frames of its new push-to-start tokens.
+    private mutating func installAgain(
+        _ app: InstalledApp, declaring declared: LiveActivityApp?, on deviceID: String, nowMs: Int64
+    ) throws(DeviceRequestError) -> (tokens: [TokenEntry], activityMessages: [JSONValue]) {
         let registration = AppRegistration(
             bundleID: app.bundleID, environment: app.environment, settings: app.settings,
             kinds: app.tokens.keys.sorted { $0.rawValue < $1.rawValue })
         _ = try install(registration, deviceID: deviceID, nowMs: nowMs)
-        return registry.devices[deviceID]?.apps[app.bundleID]?.tokens.values.compactMap { registry.token($0) } ?? []
+        let tokens = registry.devices[deviceID]?.apps[app.bundleID]?.tokens.values.compactMap { registry.token($0) } ?? []
+        guard let declared, !declared.attributesTypes.isEmpty else { return (tokens, []) }
+        let messages = try declaredLiveActivityMessages(
+            deviceID: deviceID, bundleID: app.bundleID, types: declared.attributesTypes, frequentUpdates: declared.frequentUpdates,
+            nowMs: nowMs)
+        return (tokens, messages)
     }
 
     /// Sets Low Power Mode and whether the device is online (nil: unchanged), in that order;

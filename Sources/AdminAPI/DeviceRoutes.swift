@@ -42,7 +42,7 @@ struct DeviceRoutes: AdminResource {
                 "type": "restored", "fromDeviceId": .string(source),
                 "bundleIds": .array(Array(Set(entries.map(\.bundleID))).sorted().map(JSONValue.string)),
             ]
-            tellDevice(target, messages.target + entries.map(World.registeredMessage) + [restored])
+            tellDevice(target, messages.target + entries.map(World.registeredMessage) + messages.targetAfterRegistered + [restored])
             host.dispatch(messages.source)
             return .json(200, ["deviceId": .string(target), "fromDeviceId": .string(source), "tokens": .array(entries.map(AdminJSON.token))])
         }
@@ -86,10 +86,10 @@ struct DeviceRoutes: AdminResource {
         r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/reinstall", "uninstall and install again: new token") { req, p, _ in
             try req.refuseBody()
             let (id, bundle) = (try Self.deviceID(p), try Self.bundleID(p))
-            let entries = try deviceCall { world, now throws(DeviceRequestError) in
+            let (entries, messages) = try deviceCall { world, now throws(DeviceRequestError) in
                 try world.reinstallApp(deviceID: id, bundleID: bundle, nowMs: now)
             }
-            tellDevice(id, entries.map(World.registeredMessage))
+            tellDevice(id, messages)
             return .json(200, ["tokens": .array(entries.map(AdminJSON.token))])
         }
         r.add("POST", "/api/v1/devices/{deviceId}/apps/{bundleId}/rotate", "APNs replaces the app's tokens") { req, p, _ in

@@ -456,6 +456,7 @@ final class DeviceConnection: ConnectionHandler {
             }
             messages.target.forEach(send)
             entries.forEach { send(World.registeredMessage($0)) }
+            messages.targetAfterRegistered.forEach(send)
             send([
                 "type": "restored", "fromDeviceId": .string(source),
                 "bundleIds": .array(Array(Set(entries.map(\.bundleID))).sorted().map(JSONValue.string)),

@@ -121,6 +121,26 @@ struct LiveActivityDeviceTests {
         #expect(record["explanation"]?.stringValue?.contains("dismissed by the user") == true, "\(record["explanation"] ?? .null)")
     }
 
+    /// A reinstall through the admin API (the web UI's button) is the device's own: the app
+    /// keeps the Live Activity types it declares (they are the app's, not the install's); the
+    /// device hears `uninstalled`, its push-to-start token ended, `registered` and a new one.
+    @Test func aReinstallThroughTheAdminAPIKeepsTheAppsLiveActivityTypes() throws {
+        let emulator = try EmulatorProcess()
+        let device = try DeviceProcess(emulator, deviceID: "la-reinstall", extra: ["--live-activity-types", "DeliveryAttributes"])
+        let old = try #require(device.nextActivity("token")?["token"]?.stringValue)
+        let reinstalled = try emulator.admin("POST", "/api/v1/devices/la-reinstall/apps/\(Self.bundle)/reinstall")
+        #expect(reinstalled.status == 200)
+        #expect(device.next("uninstalled")?["bundleId"]?.stringValue == Self.bundle)
+        let ended = try #require(device.nextActivity("tokenEnded"))
+        #expect(ended["kind"]?.stringValue == "pushToStart" && ended["token"]?.stringValue == old, "\(ended)")
+        #expect(device.next("registered")?["bundleId"]?.stringValue == Self.bundle)
+        let fresh = try #require(device.nextActivity("token"))
+        #expect(fresh["kind"]?.stringValue == "pushToStart" && fresh["attributesType"]?.stringValue == "DeliveryAttributes")
+        #expect(fresh["token"]?.stringValue != old)
+        let listed = try emulator.admin("GET", "/api/v1/devices/la-reinstall/activities").json
+        #expect(listed["apps"]?.arrayValue?.first?["types"] == ["DeliveryAttributes"], "\(listed)")
+    }
+
     @Test func theDeviceClientStartsActivitiesAndTakesPushesSentWhileItWasOffline() throws {
         let emulator = try EmulatorProcess()
         let app = DeviceApp(bundleID: Self.bundle, environment: .sandbox, liveActivityTypes: ["DeliveryAttributes"])
