@@ -53,8 +53,9 @@ public struct ConnectionAuthenticator: Sendable {
         var firstUsedAt: Int64
         /// A fault rule answered ExpiredProviderToken for it (`noteExpired`).
         var expired = false
-        /// The older token of the same key this one replaced on this connection.
-        var replaced: Substring?
+        /// The `iat` of the older token of the same key this one replaced on this connection
+        /// (its claims: re-signed, it is the same token).
+        var replacedIssuedAt: Int64?
     }
 
     private var boundTeam: String?
@@ -250,7 +251,7 @@ public struct ConnectionAuthenticator: Sendable {
         // The token the current one replaced, on a request made before the refresh that
         // reaches the connection after it (a client's concurrent senders, each holding the
         // token it read): no update, and it stays the replaced one. Judged for age as always.
-        if let previous, previous.replaced == tokenString, issuedAt < previous.provider.issuedAt {
+        if let previous, previous.replacedIssuedAt == issuedAt, issuedAt < previous.provider.issuedAt {
             let provider = AuthenticatedProvider(key: key, issuedAt: issuedAt, token: token, boundAtGeneration: boundGeneration)
             return Self.checkAge(provider, policy: policy, environment: environment, nowMs: nowMs, firstOnConnection: false)
         }
@@ -283,7 +284,7 @@ public struct ConnectionAuthenticator: Sendable {
         let entry = Verified(
             tokenString: tokenString, provider: provider, generation: credentialsGeneration,
             firstUsedAt: sameClaims?.firstUsedAt ?? nowMs,
-            replaced: previous.flatMap { $0.provider.issuedAt < issuedAt ? $0.tokenString : $0.replaced })
+            replacedIssuedAt: previous.flatMap { $0.provider.issuedAt < issuedAt ? $0.provider.issuedAt : $0.replacedIssuedAt })
         // Age and environment are judged like every later use of the same token, but the
         // token is still remembered: the 20-minute rule counts from its first use.
         let result = Self.checkAge(provider, policy: policy, environment: environment, nowMs: nowMs, firstOnConnection: firstOnConnection)
@@ -293,6 +294,9 @@ public struct ConnectionAuthenticator: Sendable {
             firstKey = nil
             return result
         }
+        // An expired token (a stale request) is refused and changes nothing: it does not take
+        // the current token's place, which would let the next new token skip the 20 minutes.
+        if case .rejected(.expiredProviderToken, _, _) = result { return result }
         verified.removeAll { $0.provider.key.keyID == key.keyID || $0.tokenString == tokenString }
         verified.append(entry)
         return result

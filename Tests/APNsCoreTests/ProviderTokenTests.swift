@@ -164,6 +164,56 @@ struct ProviderTokenTests {
         }
     }
 
+    @Test func anExpiredTokenRefusedOnTheConnectionDoesNotResetTheRefreshRate() throws {
+        // A stale request (an expired token never used here, or the replaced one arriving
+        // after its hour) is refused and changes nothing: the next new token is still too soon.
+        for stale in ["never used", "the replaced one"] {
+            let fixture = try Fixture()
+            var authenticator = ConnectionAuthenticator()
+            let old = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 3590)
+            guard case .authenticated = authenticate(fixture, &authenticator, old) else {
+                Issue.record("expected success")
+                return
+            }
+            let current = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+            guard case .authenticated = authenticate(fixture, &authenticator, current) else {
+                Issue.record("a token issued 59 minutes after the previous is no update too soon")
+                return
+            }
+            fixture.clock.advance(seconds: 12)
+            let expired = stale == "never used" ? try fixture.keyA.token(issuedAt: fixture.nowSeconds - 3700) : old
+            #expect(reason(authenticate(fixture, &authenticator, expired)) == .expiredProviderToken, "\(stale)")
+            let next = try fixture.keyA.token(issuedAt: fixture.nowSeconds + 5)
+            #expect(reason(authenticate(fixture, &authenticator, next)) == .tooManyProviderTokenUpdates, "\(stale)")
+            guard case .authenticated = authenticate(fixture, &authenticator, current) else {
+                Issue.record("\(stale): the current token is refused")
+                return
+            }
+        }
+    }
+
+    @Test func theReplacedTokenReSignedIsTheReplacedToken() throws {
+        // Re-signing the same claims is no new token, for the replaced token as for the current.
+        let fixture = try Fixture()
+        var authenticator = ConnectionAuthenticator()
+        let old = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 50 * 60)
+        guard case .authenticated = authenticate(fixture, &authenticator, old) else {
+            Issue.record("expected success")
+            return
+        }
+        let current = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
+        guard case .authenticated = authenticate(fixture, &authenticator, current) else {
+            Issue.record("the refresh is refused")
+            return
+        }
+        let resigned = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 50 * 60)
+        #expect(resigned != old, "ES256 signatures are randomised")
+        guard case .authenticated = authenticate(fixture, &authenticator, resigned) else {
+            Issue.record("the replaced token re-signed is refused")
+            return
+        }
+    }
+
     @Test func anExpiredNewTokenIsExpiredNotAnUpdateTooSoon() throws {
         let fixture = try Fixture()
         var authenticator = ConnectionAuthenticator()
