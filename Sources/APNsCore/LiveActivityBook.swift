@@ -293,7 +293,10 @@ public struct LiveActivityBook: Sendable {
                 return LiveActivityReceipt(
                     outcome: .refused(LiveActivityRefusal(.end, tooLarge).description), activityID: activityID, changes: changes)
             }
+            // The final content (`ActivityContent`), whole: no stale date or relevance given.
             activity.contentState = state
+            activity.staleDateMs = nil
+            activity.relevanceScore = nil
         }
         changes += activity.end(by: .app, atMs: nowMs, alert: nil, dismissalDateMs: dismissalDateMs)
         activitiesByID[activityID] = activity

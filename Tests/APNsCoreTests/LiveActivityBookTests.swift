@@ -63,6 +63,21 @@ struct LiveActivityLifecycleTests {
             #expect(ended.staleDateMs == (withContent ? nil : staleAt * 1000), "content-state given: \(withContent)")
             #expect(ended.relevanceScore == (withContent ? nil : 75), "content-state given: \(withContent)")
         }
+        // The app's own end (`Activity.end` with final content) the same way.
+        for withContent in [true, false] {
+            var (book, token) = try F.book()
+            let (id, updateToken) = try F.started(&book, token: token)
+            let update = book.receiveUpdate(
+                updateToken: try #require(updateToken),
+                payload: F.update(timestamp: F.seconds0 + 60, [("stale-date", .int(F.seconds0 + 3600)), ("relevance-score", 75)]),
+                priority: 10, nowMs: F.t0 + F.minute)
+            #expect(update.outcome == .applied)
+            let end = try book.endByApp(activityID: id, contentState: withContent ? ["status": "delivered"] : nil, nowMs: F.t0 + 2 * F.minute)
+            #expect(end.outcome == .applied)
+            let ended = try #require(book.activity(id))
+            #expect(ended.relevanceScore == (withContent ? nil : 75), "the app's end, content-state given: \(withContent)")
+            #expect((ended.staleDateMs == nil) == withContent, "the app's end, content-state given: \(withContent)")
+        }
     }
 
     @Test("start by push, update, stale, end, four hours on the Lock Screen, removed")
