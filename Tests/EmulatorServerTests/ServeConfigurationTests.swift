@@ -213,6 +213,14 @@ struct ServeConfigurationTests {
                 #"{"devices": [{"deviceID": "d1", "apps": [\#(app)]}]}"#,
                 #"needs "deviceId" and "apps" (unknown key "deviceID"; did you mean "deviceId"?)"#
             ),
+            (
+                #"{"authKey": [{"teamID": "TEAM123456", "keyId": "KEY1234567", "path": "k.p8"}]}"#,
+                #""teamId" (the team id) is required: 1 to 64 letters and digits, e.g. ABCDE12345 (unknown key "teamID"; did you mean "teamId"?)"#
+            ),
+            (
+                #"{"app": [{"teamId": "TEAM123456", "bundleID": "com.example.app"}]}"#,
+                #"needs "teamId" and "bundleId" (unknown key "bundleID"; did you mean "bundleId"?)"#
+            ),
             (#"{"colour": 1}"#, #"unknown key "colour"; known keys: "listen""#),
         ] {
             try file.write(toFile: path, atomically: true, encoding: .utf8)

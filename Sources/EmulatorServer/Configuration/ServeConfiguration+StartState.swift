@@ -98,20 +98,30 @@ extension ServeConfiguration {
         return spec
     }
 
+    /// ` (unknown key "teamID"; did you mean "teamId"?)` for the first key of `object` that is
+    /// none of `known` but close to one: a required key misspelt is named, not only missed.
+    static func misspeltKeyHint(_ object: JSONObject?, known: [String]) -> String {
+        guard let object else { return "" }
+        for key in object.keys where !known.contains(key) {
+            if let meant = OptionParser.closest(to: key, among: known) { return " (unknown key \"\(key)\"; did you mean \"\(meant)\"?)" }
+        }
+        return ""
+    }
+
     /// The key of an object (a config file's, or the admin API's, which sends the key text as
     /// "pem" and names no "path"). Refusals name the field and what it takes, never echo the
     /// object: it may carry a private key.
     static func authKey(fromObject object: JSONObject, pathRequired: Bool = true) throws(UsageError) -> AuthKeySpec {
         let idRule = "1 to 64 letters and digits, e.g. ABCDE12345"
+        let fields = ["teamId", "keyId", "path", "environment", "topics", "relatedKeyId"] + (pathRequired ? [] : ["pem"])
         guard let team = object["teamId"]?.stringValue, isTeamOrKeyID(Substring(team)) else {
-            throw UsageError("auth key: \"teamId\" (the team id) is required: \(idRule)")
+            throw UsageError("auth key: \"teamId\" (the team id) is required: \(idRule)\(misspeltKeyHint(object, known: fields))")
         }
         guard let key = object["keyId"]?.stringValue, isTeamOrKeyID(Substring(key)) else {
-            throw UsageError("auth key of team \(team): \"keyId\" (the key id) is required: \(idRule)")
+            throw UsageError("auth key of team \(team): \"keyId\" (the key id) is required: \(idRule)\(misspeltKeyHint(object, known: fields))")
         }
         let name = "auth key \(team):\(key)"
         // A misspelled restriction ("enviroment") would leave the key unrestricted without a word.
-        let fields = ["teamId", "keyId", "path", "environment", "topics", "relatedKeyId"] + (pathRequired ? [] : ["pem"])
         if let unknown = object.keys.first(where: { !fields.contains($0) }) {
             throw UsageError(
                 "\(name): unknown field \"\(unknown)\"\(OptionParser.unknownKeyAdvice(unknown, among: fields, otherwise: " (expected \(fields.joined(separator: ", ")))"))"
@@ -176,10 +186,11 @@ extension ServeConfiguration {
 
     public static func parseApp(_ text: String) throws(UsageError) -> (teamID: String, bundleID: String) {
         if text.hasPrefix("{") {
-            guard let object = (try? JSONValue.parse(text))?.objectValue, let team = object["teamId"]?.stringValue,
-                let bundle = object["bundleId"]?.stringValue
-            else { throw UsageError("app \(text) needs \"teamId\" and \"bundleId\"") }
             let fields = ["teamId", "bundleId", "backend", "broadcast"]
+            let parsed = (try? JSONValue.parse(text))?.objectValue
+            guard let object = parsed, let team = object["teamId"]?.stringValue, let bundle = object["bundleId"]?.stringValue else {
+                throw UsageError("app \(text) needs \"teamId\" and \"bundleId\"\(misspeltKeyHint(parsed, known: fields))")
+            }
             if let unknown = object.keys.first(where: { !fields.contains($0) }) {
                 throw UsageError(
                     "app \(bundle): unknown field \"\(unknown)\"\(OptionParser.unknownKeyAdvice(unknown, among: fields, otherwise: " (expected teamId, bundleId, backend, broadcast)"))"
@@ -207,12 +218,9 @@ extension ServeConfiguration {
             guard let object = item.objectValue, let id = object["deviceId"]?.stringValue, !id.isEmpty,
                 let apps = object["apps"]?.arrayValue
             else {
-                // A misspelt "deviceId" or "apps" says so first (`"deviceID"`, `"app"`).
-                let unknown = item.objectValue?.keys.first { !Self.deviceKeys.contains($0) }
-                let advice = unknown.map { key in
-                    " (unknown key \"\(key)\"\(OptionParser.unknownKeyAdvice(key, among: Self.deviceKeys, otherwise: "")))"
-                }
-                throw UsageError("device \(text) in \(path) needs \"deviceId\" and \"apps\"\(advice ?? "")")
+                // A misspelt "deviceId" or "apps" is named (`"deviceID"`, `"app"`).
+                throw UsageError(
+                    "device \(text) in \(path) needs \"deviceId\" and \"apps\"\(misspeltKeyHint(item.objectValue, known: Self.deviceKeys))")
             }
             guard DeviceRegistry.isValidDeviceID(id) else {
                 throw UsageError("device \(text) in \(path): \(DeviceRegistry.deviceIDRule)")
