@@ -106,6 +106,13 @@ public struct LiveActivityBook: Sendable {
 
     public func pushToStartToken(bundleID: String, type: String) -> String? { apps[bundleID]?.pushToStartTokens[type] }
 
+    /// Why a push to `token` (lower-case hex) goes nowhere: it ended (the sentence such a push
+    /// is recorded with); nil while it is current, or when the device never had it.
+    public func endedExplanation(ofToken token: String) -> String? {
+        guard pushToStartOwners[token] == nil, updateTokenOwners[token] == nil else { return nil }
+        return endedTokens[token]?.explanation
+    }
+
     /// The state of an app's widget (`.widgets`) or control (`.controls`) pushes.
     public func widgetPushState(kind: WidgetPushKind, bundleID: String) -> WidgetPushState? {
         widgetPushes[Self.widgetKey(kind, bundleID)]

@@ -43,7 +43,8 @@ struct ValidationRoutes: AdminResource {
         if DeviceTokenRules.refusal(ofText: text, shape: shape) == nil,
             let owner = state.readWorld({ $0.registry.token(normalized) == nil ? $0.liveActivities.tokens[normalized] : nil })
         {
-            return validateLiveActivityToken(token, owner, bundle: bundle, environment: environment, topic: topic)
+            let ended = state.readWorld { $0.liveActivities.book(deviceID: owner.deviceID)?.endedExplanation(ofToken: normalized) }
+            return validateLiveActivityToken(token, owner, ended: ended, bundle: bundle, environment: environment, topic: topic)
         }
         var found: TokenEntry?
         let verdict: Result<TokenEntry, DeviceTokenRules.Refusal>
@@ -101,7 +102,7 @@ struct ValidationRoutes: AdminResource {
     /// A push-to-start or update token of a Live Activity: judged for the app's
     /// `.push-type.liveactivity` topic unless a topic is given, by the endpoint's rule.
     private func validateLiveActivityToken(
-        _ token: String, _ owner: LiveActivityWorld.TokenOwner, bundle: String, environment: APNsEnvironment, topic: String?
+        _ token: String, _ owner: LiveActivityWorld.TokenOwner, ended: String?, bundle: String, environment: APNsEnvironment, topic: String?
     ) -> HTTP1ServerResponse {
         let judgedTopic = topic ?? bundle + PushType.liveactivity.topicSuffix
         var o = JSONObject()
@@ -111,8 +112,11 @@ struct ValidationRoutes: AdminResource {
             o["accepted"] = true
             o["status"] = 200
             o["reason"] = .null
+            let kind = owner.kind == .update ? "an update" : "a push-to-start"
+            // APNs answers 200; the device is what ignores it.
+            let after = ended.map { "; but the token ended, so the push is answered 200 and recorded: \($0)" } ?? ""
             o["explanation"] = .string(
-                "a \(owner.kind.rawValue) token of a Live Activity: a liveactivity push to \(judgedTopic) in \(environment.rawValue) passes the device-token stage"
+                "\(kind) token of a Live Activity: a liveactivity push to \(judgedTopic) in \(environment.rawValue) passes the device-token stage\(after)"
             )
         } catch {
             o["verdict"] = .string(error.kind.rawValue)

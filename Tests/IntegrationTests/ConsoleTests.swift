@@ -243,6 +243,30 @@ struct ConsoleTests {
         }
     }
 
+    /// An update token whose activity is gone still passes the device-token stage (APNs answers
+    /// 200), and the validator says the device ignores the push, and why.
+    @Test func anEndedLiveActivityTokenIsValidAndSaysTheDeviceIgnoresIt() throws {
+        let emulator = try EmulatorProcess()
+        let device = try emulator.createDevice()
+        let path = "/api/v1/devices/\(device.deviceID)"
+        #expect(try emulator.admin("PUT", "\(path)/apps/\(EmulatorProcess.bundleID)/live-activities", body: ["types": ["DeliveryAttributes"]]).status == 200)
+        let started = try emulator.admin(
+            "POST", "\(path)/apps/\(EmulatorProcess.bundleID)/activities",
+            body: ["attributesType": "DeliveryAttributes", "contentState": ["eta": 5], "pushToken": true])
+        #expect(started.status == 201)
+        let activityID = try #require(started.json["activityId"]?.stringValue)
+        let updateToken = try #require(started.json["pushToken"]?.stringValue, "\(started.raw)")
+        let body: JSONValue = ["token": .string(updateToken), "bundleId": .string(EmulatorProcess.bundleID), "environment": "sandbox"]
+        let running = try emulator.admin("POST", "/api/v1/validate/token", body: body).json
+        #expect(running["verdict"] == "valid" && running["explanation"]?.stringValue?.hasPrefix("an update token of a Live Activity") == true)
+        #expect(running["explanation"]?.stringValue?.contains("ended") == false, "\(running)")
+        #expect(try emulator.admin("DELETE", "\(path)/activities/\(activityID)").status == 200)
+        let gone = try emulator.admin("POST", "/api/v1/validate/token", body: body).json
+        #expect(gone["verdict"] == "valid" && gone["status"] == 200, "\(gone)")
+        let explanation = gone["explanation"]?.stringValue ?? ""
+        #expect(explanation.contains("but the token ended") && explanation.contains("dismissed by the user"), "\(explanation)")
+    }
+
     @Test(.requires(.curl)) func theCurlCommandSendsTheSameRequestAgain() throws {
         let emulator = try EmulatorProcess()
         let device = try emulator.createDevice()
