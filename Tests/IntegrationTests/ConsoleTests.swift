@@ -249,7 +249,9 @@ struct ConsoleTests {
         let emulator = try EmulatorProcess()
         let device = try emulator.createDevice()
         let path = "/api/v1/devices/\(device.deviceID)"
-        #expect(try emulator.admin("PUT", "\(path)/apps/\(EmulatorProcess.bundleID)/live-activities", body: ["types": ["DeliveryAttributes"]]).status == 200)
+        #expect(
+            try emulator.admin("PUT", "\(path)/apps/\(EmulatorProcess.bundleID)/live-activities", body: ["types": ["DeliveryAttributes"]]).status
+                == 200)
         let started = try emulator.admin(
             "POST", "\(path)/apps/\(EmulatorProcess.bundleID)/activities",
             body: ["attributesType": "DeliveryAttributes", "contentState": ["eta": 5], "pushToken": true])
