@@ -66,8 +66,19 @@ extension EmulatorAdminClient {
     }
 
     /// `GET /api/v1/info`: version, addresses (`sandbox`, `production`, `listen`, `caFile`), counts.
+    /// `GET /api/v1/info`, which must be an emulator's: any server that answers 200 with JSON
+    /// to everything would otherwise pass for one (a scenario against it "passed").
     public func info() throws(EmulatorAdminError) -> JSONValue {
-        try http.json("GET", "/api/v1/info")
+        let info = try http.json("GET", "/api/v1/info")
+        guard info["version"]?.stringValue != nil, info["addresses"]?.objectValue != nil, info["counts"]?.objectValue != nil else {
+            throw EmulatorAdminError(status: 200, message: Self.notInfo(info))
+        }
+        return info
+    }
+
+    /// What `info()` throws for JSON that is not an emulator's information.
+    public static func notInfo(_ json: JSONValue) -> String {
+        "JSON without the \"version\", \"addresses\" and \"counts\" of an emulator's /api/v1/info: \(json.serialized().prefix(80))"
     }
 
     /// Any admin request this client has no typed method for; the JSON answer when 2xx.

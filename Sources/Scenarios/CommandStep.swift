@@ -60,8 +60,10 @@ extension String {
 
 /// Stops the `run` steps' commands still running, with everything they started (each has a
 /// process group of its own, so a Ctrl-C at the terminal does not reach it): called when the
-/// runner is interrupted, which otherwise left them running.
+/// runner is interrupted, which otherwise left them running, and when the run ends.
 public enum RunningCommands {
+    /// The process groups of every `run` step of the run, running or ended: what a command
+    /// leaves in the background (a service for later steps) is stopped with the run.
     private static let groups = Mutex<Set<pid_t>>([])
 
     /// Spawns with the set locked and adds the child: an interrupt's `stopAll` (which takes
@@ -74,10 +76,15 @@ public enum RunningCommands {
             return spawned
         }
     }
-    static func ended(_ pid: pid_t) { groups.withLock { _ = $0.remove(pid) } }
 
     public static func stopAll() {
         for pid in groups.withLock({ $0 }) { _ = kill(-pid, SIGKILL) }
+    }
+
+    /// A step's command ended: its group is forgotten unless something it started runs on (a
+    /// group's id is not reused while a member lives).
+    static func ended(_ pid: pid_t) {
+        if kill(-pid, 0) != 0 { groups.withLock { _ = $0.remove(pid) } }
     }
 }
 

@@ -59,8 +59,11 @@ public struct CheckSummary: Sendable {
             return "#\(call.id) \(call.hook) \(call.method ?? "POST") \(call.url) from \(call.deviceID ?? "-"): "
                 + (state.map { "\($0), " } ?? "") + "\(answer) after \(call.attempts) attempt\(call.attempts == 1 ? "" : "s")"
         }
+        // A 4xx is the backend's final answer (not retried, the call `done`): it refused the
+        // call, which a scenario is told as a failure is.
+        let refused = { (call: BackendCall) in call.state == "done" && (400..<500).contains(call.status ?? 0) }
         return (
-            ours.filter { $0.state == "failed" }.map { line($0, nil) },
+            ours.filter { $0.state == "failed" || refused($0) }.map { line($0, refused($0) ? "refused" : nil) },
             ours.filter { ["dropped", "pending", "retrying"].contains($0.state) }.map { line($0, $0.state) }
         )
     }

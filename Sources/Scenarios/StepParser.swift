@@ -331,6 +331,17 @@ struct StepParser {
             if kind == .scheduledSummary, object["off"]?.boolValue != true, object["times"] == nil {
                 throw fail("times", "is required (or \"off\": true)")
             }
+            if kind == .scheduledSummary, object["off"]?.boolValue != true {
+                // Judged as the emulator judges it, unless a value is filled in at run time.
+                var summary = JSONObject()
+                for name in ["times", "apps", "utcOffsetMinutes"] { if let value = object[name] { summary[name] = value } }
+                if !JSONValue.object(summary).serialized().contains("${") {
+                    var attention = DeviceAttention()
+                    do throws(NotificationSettingsError) { try attention.apply(JSONObject([("scheduledSummary", .object(summary))])) } catch {
+                        throw fail(nil, error.description)
+                    }
+                }
+            }
         case .deviceSwitches:
             guard object["muted"] != nil || object["locked"] != nil else { throw fail(nil, "give \"muted\" and/or \"locked\"") }
         case .run:

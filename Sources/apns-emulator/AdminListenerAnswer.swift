@@ -16,6 +16,10 @@ enum AdminListenerAnswer {
             if error.message.hasPrefix("cannot reach") { return error.message }
             return "\(admin) did not answer as an apns-emulator admin listener: \(error.message); \(hint)"
         }
+        // A 200 that is not the emulator's answer (a server answering JSON to everything).
+        if error.status == 200 {
+            return "\(admin) did not answer as an apns-emulator admin listener: \(request) was answered 200 with \(error.message); \(hint)"
+        }
         // The emulator's own words name serve's flag; the fix is this command's.
         if error.status == 401, isEmulatorMessage(error) { return "--admin \(admin): \(request): 401: \(tokenAdvice(error))" }
         if isEmulatorMessage(error) { return "--admin \(admin): \(request): \(error.description)" }

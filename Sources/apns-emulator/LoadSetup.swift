@@ -42,7 +42,11 @@ struct LoadSetup {
     }
 
     /// `GET /api/v1/info`: the addresses the emulator bound and its CA file.
-    func info() throws(LoadSetupError) -> JSONValue { try adminCall("GET", "/api/v1/info")["addresses"] ?? .null }
+    func info() throws(LoadSetupError) -> JSONValue {
+        do { return try api.info()["addresses"] ?? .null } catch {
+            throw LoadSetupError(AdminListenerAnswer.problem(admin, request: "GET /api/v1/info", error))
+        }
+    }
 
     /// The provider listener for the environment: its own listener, else a `--listen` one,
     /// else the other environment's (`:authority` still picks ours). `h2c` asks for cleartext.

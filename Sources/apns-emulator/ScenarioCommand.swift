@@ -86,6 +86,8 @@ private enum ScenarioCLI {
                             .utf8))
             }
             target = connect(remote, options, scenario)
+            // The commands the run starts are stopped on an interrupt (the emulator is not ours).
+            stopOnInterrupt(target)
         } else {
             do { target = try EmulatorTarget.inProcess(bundleIDs: scenario.bundleIDs, arguments: scenario.emulatorArguments) } catch {
                 // With --json the report says it too (`setupError`), so a CI job reading it has one.
@@ -106,6 +108,8 @@ private enum ScenarioCLI {
         // Interrupted: the handler stops the commands (which ends the step the run was in)
         // and exits 130 or 143; this thread must not exit first with the run's own status.
         while interrupted.load(ordering: .acquiring) { sleep(1) }
+        // What `run` steps left in the background (a service for later steps) ends with the run.
+        RunningCommands.stopAll()
         target.stop()
         if json { emit(report.json.serialized(pretty: true)) } else { emit(printer.footer(report)) }
         // _exit after flushing: the in-process emulator's threads may still be winding down.

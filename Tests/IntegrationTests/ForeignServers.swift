@@ -20,6 +20,27 @@ final class ForeignServer {
         }
     }
 
+    /// A Python HTTP server that answers `200 {}` (JSON) to every method and path, as a
+    /// catch-all backend does.
+    static func jsonToEverything() throws -> ForeignServer {
+        try ForeignServer { port, directory in
+            let script = directory + "/any.py"
+            try """
+            import http.server, sys
+            class H(http.server.BaseHTTPRequestHandler):
+                def answer(self):
+                    length = int(self.headers.get("content-length") or 0)
+                    if length: self.rfile.read(length)
+                    self.send_response(200); self.send_header("content-type", "application/json")
+                    self.send_header("content-length", "2"); self.end_headers(); self.wfile.write(b"{}")
+                do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = answer
+                def log_message(self, *args): pass
+            http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+            return (ExternalTool.python3.path!, [script, String(port)])
+        }
+    }
+
     /// `openssl s_server -www` with a test certificate: TLS, and no ALPN protocol chosen.
     static func tlsWithoutHTTP2() throws -> ForeignServer {
         try ForeignServer { port, directory in

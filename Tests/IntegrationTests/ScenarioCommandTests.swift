@@ -55,7 +55,8 @@ struct ScenarioCommandTests {
     }
 
     /// A command that exits is done though it left a child (a service it started keeps
-    /// running); one that overruns is killed with everything it started.
+    /// running for the later steps, and ends with the run); one that overruns is killed with
+    /// everything it started.
     @Test func aCommandThatExitsIsDoneThoughItLeftAChildAndOneThatOverrunsIsKilledWithIt() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let exited = "\(directory)/exited.pid"
@@ -66,6 +67,7 @@ struct ScenarioCommandTests {
             {"name": "background", "steps": [
               {"do": "run", "argv": ["sh", "-c", "sleep 30 & echo $! > \#(exited); echo started"], "timeoutMs": 5000,
                "stdoutContains": "started"},
+              {"do": "run", "argv": ["sh", "-c", "kill -0 $(cat \#(exited)) && echo still-running"], "stdoutContains": "still-running"},
               {"do": "run", "argv": ["sh", "-c", "sleep 30 & echo $! > \#(overran); sleep 30"], "timeoutMs": 1000}
             ]}
             """#)
@@ -79,9 +81,10 @@ struct ScenarioCommandTests {
         func pid(_ file: String) throws -> Int32 {
             try #require(Int32(try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         }
+        #expect(result.out.contains("  2 ok run sh -c kill -0"), "what a command that exited started runs on: \(result.out)")
         let service = try pid(exited)
-        #expect(!Self.isGone(service), "what a command that exited started keeps running")
-        kill(service, SIGKILL)
+        defer { kill(service, SIGKILL) }
+        #expect(try eventually(5) { Self.isGone(service) }, "what a command started outlived the run")
         #expect(Self.isGone(try pid(overran)), "the background sleep of a command that overran still runs")
     }
 
@@ -171,6 +174,14 @@ struct ScenarioCommandTests {
             #"step 1 (http), field "url": 'https://127.0.0.1/x' is https: only http:// is supported"#
         ),
         (
+            #""steps": [{"do": "device", "alias": "p"}, {"do": "scheduledSummary", "times": ["25:00"]}]"#,
+            #"step 2 (scheduledSummary): scheduledSummary.times: "25:00" is not a time of day such as "08:00""#
+        ),
+        (
+            #""steps": [{"do": "device", "alias": "p"}, {"do": "scheduledSummary", "times": ["08:00"], "utcOffsetMinutes": 99999}]"#,
+            #"step 2 (scheduledSummary): scheduledSummary.utcOffsetMinutes must be from -840 to 840"#
+        ),
+        (
             #""steps": [{"do": "device", "alias": "phone"}, {"do": "device", "alias": "phone", "deviceId": "other"}]"#,
             #"step 2 (device), field "alias": a device "phone" exists already (give this one another alias)"#
         ),
@@ -209,6 +220,44 @@ struct ScenarioCommandTests {
             ),
             "\(result.err)")
         #expect(result.err.split(separator: "\n").count == 1, "one line, no page: \(result.err)")
+    }
+
+    /// What a `run` step leaves in the background (a service for later steps) is killed when
+    /// the run ends: it outlived the runner.
+    @Test func whatARunStepLeftRunningEndsWithTheRun() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let started = "\(directory)/background.pid"
+        let path = try write(
+            "service.json",
+            #"""
+            {"name": "service", "steps": [
+              {"do": "run", "argv": ["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $! > \#(started)"]},
+              {"do": "sleep", "ms": 1}
+            ]}
+            """#)
+        let result = try scenario(["--ascii", path])
+        #expect(result.status == 0, "\(result.out)\(result.err)")
+        let pid = try #require(
+            (try? String(contentsOfFile: started, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
+        defer { kill(pid, SIGKILL) }
+        #expect(try eventually(5) { Self.isGone(pid) }, "the background sleep outlived the run")
+    }
+
+    /// --admin at a server that answers 200 with JSON to everything: not taken for an emulator
+    /// (the run "passed" against it, every check reading as clean).
+    @Test(.requires(.python3)) func anAdminThatAnswersJSONToEverythingIsNoEmulator() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let http = try ForeignServer.jsonToEverything()
+        let path = try write(
+            "stub.json",
+            #"{"name": "t", "steps": [{"do": "device", "alias": "phone"}, {"do": "expect", "checks": {"crossAccount": 0}}]}"#)
+        let result = try scenario(["--admin", http.address.description, "--key", "TEAM123456:KEY1234567:\(path)", path])
+        #expect(result.status == 2, "\(result.out)")
+        #expect(
+            result.err.contains(
+                "\(http.address) did not answer as an apns-emulator admin listener: GET /api/v1/info was answered 200 with JSON without the \"version\""
+            ), "\(result.err)")
+        #expect(!result.out.contains("PASS"), "\(result.out)")
     }
 
     /// An admin API started with --admin-token, driven without it: the message names the

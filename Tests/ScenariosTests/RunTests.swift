@@ -122,6 +122,25 @@ struct RunTests {
         #expect(ReportPrinter(ascii: true).summary(failing).contains("step 4 of 4 failed (expect); 1 backend call failed"))
     }
 
+    /// A backend that refuses a call with a 4xx (its final answer: the call is `done`, not
+    /// retried) is reported as a failed one is: a backend that rejects the app's body went unseen.
+    @Test func aBackendCallRefusedWithA4xxIsReported() throws {
+        let report = try run(
+            #"""
+            {"name": "backend refuses",
+             "backends": {"com.example.app": {"register": {"url": "${emulator.adminUrl}/no-such-hook"}}},
+             "steps": [
+               {"do": "device", "alias": "phone"},
+               {"do": "login", "device": "phone", "user": "alice"},
+               {"do": "waitFor", "backendCall": {"device": "phone", "hook": "register", "state": "done"}, "timeoutMs": 5000}
+             ]}
+            """#)
+        #expect(report.passed, "\(text(report))")
+        let failed = report.checks?.failedBackendCalls ?? []
+        #expect(failed.count == 1 && failed.first?.contains("refused, answered 404 after 1 attempt") == true, "\(failed)")
+        #expect(text(report).contains("backend calls failed: 1"))
+    }
+
     /// A call still being retried when the run ends (or dropped by a full queue) never reached
     /// its backend either: listed as not done, and named in the summary (a run passed without a
     /// word about it).
