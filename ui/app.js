@@ -21,6 +21,7 @@ import { wireBackendDialog } from './backend.js';
 import { wireCalls } from './calls.js';
 import { wireChannels } from './channels.js';
 import { wireChecks } from './checks.js';
+import { tickLockClocks } from './clock.js';
 import { renderDetail } from './detail.js';
 import { wireDevices } from './devices.js';
 import { $ } from './dom.js';
@@ -71,6 +72,7 @@ async function start() {
   api('GET', '/api/v1/keys').then((k) => { state.keys = k.keys || []; updateCounts(); }, () => {});
   setInterval(() => { if (!document.hidden) refreshSide(); }, 4000);
   setInterval(tickUptime, 1000);
+  setInterval(tickLockClocks, 5000);
   startLoad();
 }
 

@@ -30,3 +30,19 @@ export async function refreshClock() {
     return false; // the event stream shows the connection state
   }
 }
+
+const pad = (n) => String(n).padStart(2, '0');
+
+/** Moves the simulated Lock Screens' clocks (and dates, where no Focus name stands there) on with
+ * the emulator's time between redraws: they showed the minute of their last redraw. */
+export function tickLockClocks() {
+  const now = emulatorNow();
+  const clock = `${pad(now.getHours())}:${pad(now.getMinutes())}`;
+  const date = now.toLocaleDateString(undefined, { weekday: 'long', month: 'long', day: 'numeric' });
+  for (const lock of document.querySelectorAll('.live-lock, .nc-lock')) {
+    const shown = lock.querySelector('.lock-clock');
+    if (shown && shown.textContent !== clock) shown.textContent = clock;
+    const day = lock.querySelector('.lock-date');
+    if (day && !day.textContent.startsWith('☾') && day.textContent !== date) day.textContent = date;
+  }
+}

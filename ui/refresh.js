@@ -8,6 +8,7 @@ import { forgetShown } from './api.js';
 import { loadCalls } from './calls.js';
 import { refreshCenters } from './center.js';
 import { refreshClock } from './clock.js';
+import { renderDetail } from './detail.js';
 import { refreshChannels } from './channels.js';
 import { refreshChecks } from './checks.js';
 import { refreshDevices } from './devices.js';
@@ -39,7 +40,7 @@ export function scheduleSide() { clearTimeout(sideTimer); sideTimer = setTimeout
 export async function refreshSide() {
   // The clock first: moved (POST /api/v1/clock, a reset), every view is drawn again with it,
   // its answer changed or not (the Lock Screens' time and date).
-  if (await refreshClock()) forgetShown();
+  if (await refreshClock()) { forgetShown(); renderDetail(); }
   await Promise.all([refreshDevices().then(() => (state.tab === 'devices' ? Promise.all([refreshActivities(), refreshCenters()]) : null)), refreshFaults(), refreshInfo(), refreshChecks(), state.tab === 'devices' ? refreshTokens() : null,
     // Calls arrive as events; a server that sends none is polled while the tab is open.
     state.tab === 'backend' && !state.callEventsSeen ? loadCalls() : null,

@@ -172,15 +172,18 @@ async function refreshSelected(seq) {
 
 /** Under a filter the server applies, the rows whose outcome may still change (waiting in the
  * store, held, pending) are read again: the filtered stream stops telling of a record once it
- * no longer matches, so such a row kept its old outcome. One that no longer matches goes. At
- * most 20 a time (called on the stream's ping, every 15 s), each asked with the filter and its
- * apns-id. */
+ * no longer matches, so such a row kept its old outcome. One that no longer matches goes. Up to
+ * 20 (called on the stream's ping, every 15 s), each asked with the filter and its apns-id; more,
+ * the filtered journal is read again. */
 export async function recheckFilteredRows() {
   const query = serverQuery();
   if (!query) return;
-  const waiting = [...state.records.values()]
-    .filter((r) => r.apnsId && ['stored', 'pending', 'deferred', 'throttled'].includes(r.outcome))
-    .sort((a, b) => b.sequence - a.sequence).slice(0, 20);
+  const all = [...state.records.values()]
+    .filter((r) => r.apnsId && ['stored', 'pending', 'deferred', 'throttled'].includes(r.outcome));
+  // Many rows that may have changed (devices brought online together): the filtered journal read
+  // again at once, not row by row over minutes.
+  if (all.length > 20) return loadRecords();
+  const waiting = all.sort((a, b) => b.sequence - a.sequence);
   const generation = loadGeneration;
   for (const r of waiting) {
     let data;
@@ -277,7 +280,9 @@ let olderCursor = null;
 
 /** The "Load 200 older" button: there is more, and room for it among the rows the page keeps. */
 function showLoadOlder() {
-  $('#load-older').hidden = !olderCursor || busy || state.rows.size + 200 > MAX_ROWS;
+  const full = state.rows.size + 200 > MAX_ROWS;
+  $('#load-older').hidden = !olderCursor || busy || full;
+  $('#older-cap').hidden = !olderCursor || busy || !full;
 }
 
 /** The next 200 older matching records, after the rows shown (the search looks at them too). */
