@@ -40,7 +40,11 @@ struct StepParser {
         if kind == .device, let made = object["alias"]?.stringValue, known.aliasesSoFar.contains(made) {
             throw fail("alias", "a device \"\(made)\" exists already (give this one another alias)")
         }
-        if let (field, problem) = kind.valueProblem(in: try knownValues(object, known, fail: fail)) { throw fail(field, problem) }
+        let knownFields = try knownValues(object, known, fail: fail)
+        if let (field, problem) = kind.valueProblem(in: knownFields) { throw fail(field, problem) }
+        if kind == .scheduledSummary, object["off"]?.boolValue != true, let problem = Self.summaryProblem(object, known: knownFields) {
+            throw fail(nil, problem)
+        }
 
         // The device the step acts on.
         var alias: String?
@@ -131,6 +135,25 @@ struct StepParser {
             out.members.append((member.key, filled.value))
         }
         return out
+    }
+
+    /// What the emulator would refuse in a scheduled summary, judged by its own rules on the
+    /// values known now (a `times` only the run knows stands in as one valid time: the run
+    /// judges it once known, and the other fields are judged now).
+    static func summaryProblem(_ object: JSONObject, known: JSONObject) -> String? {
+        var summary = JSONObject()
+        for name in ["times", "apps", "utcOffsetMinutes"] where object[name] != nil {
+            if let value = known[name], !value.serialized().contains("${") {
+                summary[name] = value
+            } else if name == "times" {
+                summary[name] = ["00:00"]
+            }
+        }
+        var attention = DeviceAttention()
+        do throws(NotificationSettingsError) { try attention.apply(JSONObject([("scheduledSummary", .object(summary))])) } catch {
+            return error.description
+        }
+        return nil
     }
 
     /// The value the file alone gives `${name}` at this point (nil: only the run knows it; a
@@ -331,17 +354,7 @@ struct StepParser {
             if kind == .scheduledSummary, object["off"]?.boolValue != true, object["times"] == nil {
                 throw fail("times", "is required (or \"off\": true)")
             }
-            if kind == .scheduledSummary, object["off"]?.boolValue != true {
-                // Judged as the emulator judges it, unless a value is filled in at run time.
-                var summary = JSONObject()
-                for name in ["times", "apps", "utcOffsetMinutes"] { if let value = object[name] { summary[name] = value } }
-                if !JSONValue.object(summary).serialized().contains("${") {
-                    var attention = DeviceAttention()
-                    do throws(NotificationSettingsError) { try attention.apply(JSONObject([("scheduledSummary", .object(summary))])) } catch {
-                        throw fail(nil, error.description)
-                    }
-                }
-            }
+
         case .deviceSwitches:
             guard object["muted"] != nil || object["locked"] != nil else { throw fail(nil, "give \"muted\" and/or \"locked\"") }
         case .run:

@@ -125,7 +125,8 @@ private enum ScenarioCLI {
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
                 interrupted.store(true, ordering: .releasing)
-                FileHandle.standardError.write(Data("apns-emulator scenario: interrupted; stopping the emulator it started\n".utf8))
+                let what = target.isInProcess ? "the emulator it started and the commands of its run steps" : "the commands of its run steps (the emulator at --admin keeps running)"
+                FileHandle.standardError.write(Data("apns-emulator scenario: interrupted; stopping \(what)\n".utf8))
                 RunningCommands.stopAll()
                 target.stop()
                 fflush(nil)

@@ -182,6 +182,15 @@ struct ScenarioCommandTests {
             #"step 2 (scheduledSummary): scheduledSummary.utcOffsetMinutes must be from -840 to 840"#
         ),
         (
+            // A value from the file's variables is judged too; one only the run knows stands in.
+            #""variables": {"T": "25:00"}, "steps": [{"do": "device", "alias": "p"}, {"do": "scheduledSummary", "times": ["${T}"]}]"#,
+            #"step 2 (scheduledSummary): scheduledSummary.times: "25:00" is not a time of day such as "08:00""#
+        ),
+        (
+            #""steps": [{"do": "device", "alias": "p"}, {"do": "scheduledSummary", "times": ["${device.p.token}"], "utcOffsetMinutes": 100000}]"#,
+            #"step 2 (scheduledSummary): scheduledSummary.utcOffsetMinutes must be from -840 to 840"#
+        ),
+        (
             #""steps": [{"do": "device", "alias": "phone"}, {"do": "device", "alias": "phone", "deviceId": "other"}]"#,
             #"step 2 (device), field "alias": a device "phone" exists already (give this one another alias)"#
         ),
