@@ -125,7 +125,10 @@ private enum ScenarioCLI {
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
                 interrupted.store(true, ordering: .releasing)
-                let what = target.isInProcess ? "the emulator it started and the commands of its run steps" : "the commands of its run steps (the emulator at --admin keeps running)"
+                let what =
+                    target.isInProcess
+                    ? "the emulator it started and the commands of its run steps"
+                    : "the commands of its run steps (the emulator at --admin keeps running)"
                 FileHandle.standardError.write(Data("apns-emulator scenario: interrupted; stopping \(what)\n".utf8))
                 RunningCommands.stopAll()
                 target.stop()
