@@ -201,9 +201,11 @@ extension World {
         }
         let content = AlertContent.read(notification.payload, setup: app.settings.notifications)
         guard
-            let presentation = PresentationRules.apply(
+            var presentation = PresentationRules.apply(
                 &verdict, content: content, app: app.settings, bundleID: app.bundleID, attention: device.attention, nowMs: nowMs)
         else { return nil }
+        // A Live Activity's alert is the activity on screen, not a notification: never listed.
+        if notification.pushType == .liveactivity { presentation.listed = false }
         records.update(sequence: notification.sequence) { $0.presentation = presentation }
         if let badge = presentation.badge, badge != app.badge {
             try? registry.updateDevice(device.id) { $0.apps[app.bundleID]?.badge = badge }

@@ -573,6 +573,8 @@ extension World {
         let messages = try declaredLiveActivityMessages(
             deviceID: deviceID, bundleID: app.bundleID, types: declared.attributesTypes, frequentUpdates: declared.frequentUpdates,
             nowMs: nowMs)
+        // The user's switch for frequent updates is a setting, kept as the others are.
+        try? liveActivities.setFrequentUpdatesEnabled(declared.frequentUpdatesEnabled, deviceID: deviceID, bundleID: app.bundleID)
         return (tokens, messages)
     }
 

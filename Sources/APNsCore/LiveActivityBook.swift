@@ -109,7 +109,13 @@ public struct LiveActivityBook: Sendable {
     /// Why a push to `token` (lower-case hex) goes nowhere: it ended (the sentence such a push
     /// is recorded with); nil while it is current, or when the device never had it.
     public func endedExplanation(ofToken token: String) -> String? {
-        guard pushToStartOwners[token] == nil, updateTokenOwners[token] == nil else { return nil }
+        // An activity that ended keeps its update token while on the Lock Screen; pushes to
+        // it are ignored all the same.
+        if let activityID = updateTokenOwners[token] {
+            guard let activity = activitiesByID[activityID], !activity.isRunning else { return nil }
+            return activity.endedExplanation
+        }
+        guard pushToStartOwners[token] == nil else { return nil }
         return endedTokens[token]?.explanation
     }
 
@@ -227,7 +233,8 @@ public struct LiveActivityBook: Sendable {
         -> (token: String, changes: [LiveActivityChange])
     {
         guard var activity = activitiesByID[activityID] else { throw .unknownActivity(activityID) }
-        guard let old = activity.pushToken else { throw .noUpdateToken(activityID: activityID) }
+        // An activity that is over takes no updates: a new token would lead nowhere.
+        guard let old = activity.pushToken, activity.isRunning else { throw .noUpdateToken(activityID: activityID) }
         var changes = endUpdateToken(
             old, activityID: activityID,
             explanation: "ignored: update token \(old) was replaced by a newer one at \(LiveActivityTime.time(nowMs)) (rotated); "

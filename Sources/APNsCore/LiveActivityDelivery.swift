@@ -95,6 +95,7 @@ extension World {
         guard display == .banner else { return (display, nil, content.notes) }
         var notes = content.notes
         var p = Presentation.shown(content, display: display)
+        p.listed = false  // the activity on screen, not a notification in Notification Center
         // The device's switches hold for an activity's alert as for a notification's: a Focus
         // that does not allow the app keeps it quiet and dark, the ring switch on silent
         // keeps it quiet (the activity is updated all the same).

@@ -337,7 +337,10 @@ extension Presentation {
     /// default settings (`PushContent.needsPresentation` was false), read back from its payload.
     public static func plain(_ record: NotificationRecord) -> Presentation? {
         guard let display = record.display.flatMap(Display.init(rawValue:)), display != .none else { return nil }
-        return shown(AlertContent.read(record.payload, setup: NotificationSetup()), display: display)
+        var p = shown(AlertContent.read(record.payload, setup: NotificationSetup()), display: display)
+        // A Live Activity's alert is the activity on screen, not a notification: never listed.
+        if record.pushType == PushType.liveactivity.rawValue { p.listed = false }
+        return p
     }
 
     /// What a payload read as `content` shows with no rule of the app's or the device's

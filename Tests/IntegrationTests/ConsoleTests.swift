@@ -262,6 +262,13 @@ struct ConsoleTests {
         let running = try emulator.admin("POST", "/api/v1/validate/token", body: body).json
         #expect(running["verdict"] == "valid" && running["explanation"]?.stringValue?.hasPrefix("an update token of a Live Activity") == true)
         #expect(running["explanation"]?.stringValue?.contains("ended") == false, "\(running)")
+        // Ended, still on the Lock Screen with its token: a push to it is ignored, and said so.
+        #expect(try emulator.admin("POST", "\(path)/activities/\(activityID)/end", body: ["contentState": ["eta": 0]]).status == 200)
+        let ended = try emulator.admin("POST", "/api/v1/validate/token", body: body).json
+        #expect(ended["verdict"] == "valid", "\(ended)")
+        #expect(ended["explanation"]?.stringValue?.contains("pushes after the end are ignored") == true, "\(ended)")
+        // Nor does it take a new update token.
+        #expect(try emulator.admin("POST", "\(path)/activities/\(activityID)/rotate-token").status != 200)
         #expect(try emulator.admin("DELETE", "\(path)/activities/\(activityID)").status == 200)
         let gone = try emulator.admin("POST", "/api/v1/validate/token", body: body).json
         #expect(gone["verdict"] == "valid" && gone["status"] == 200, "\(gone)")

@@ -56,6 +56,8 @@ struct LiveActivityDeviceTests {
         // Center, and no tap on it reaches `didReceive` (it was both, with a banner's callbacks).
         let center = try emulator.admin("GET", "/api/v1/devices/la-phone/notification-center").json
         #expect(center["groups"]?.arrayValue?.isEmpty == true, "\(center)")
+        let startRecord = try emulator.admin("GET", "/api/v1/notifications/\(try #require(start.apnsID))").json
+        #expect(startRecord["presentation"]?["listed"] == false, "the record says what Notification Center shows: \(startRecord)")
         let tap = try emulator.admin(
             "POST", "/api/v1/devices/la-phone/notifications/\(try #require(start.apnsID))/respond", body: ["action": "default"])
         #expect(tap.status == 400 && tap.json["error"]?.stringValue?.contains("Live Activity") == true, "\(tap.json)")
@@ -139,6 +141,14 @@ struct LiveActivityDeviceTests {
         #expect(fresh["token"]?.stringValue != old)
         let listed = try emulator.admin("GET", "/api/v1/devices/la-reinstall/activities").json
         #expect(listed["apps"]?.arrayValue?.first?["types"] == ["DeliveryAttributes"], "\(listed)")
+        // The user's switch for frequent updates is a setting: kept as well.
+        let off = try emulator.admin(
+            "PUT", "/api/v1/devices/la-reinstall/apps/\(Self.bundle)/live-activities",
+            body: ["types": ["DeliveryAttributes"], "frequentUpdates": true, "frequentUpdatesEnabled": false])
+        #expect(off.status == 200, "\(off.raw)")
+        #expect(try emulator.admin("POST", "/api/v1/devices/la-reinstall/apps/\(Self.bundle)/reinstall").status == 200)
+        let kept = try emulator.admin("GET", "/api/v1/devices/la-reinstall/activities").json
+        #expect(kept["apps"]?.arrayValue?.first?["frequentUpdatesEnabled"] == false, "\(kept)")
     }
 
     @Test func theDeviceClientStartsActivitiesAndTakesPushesSentWhileItWasOffline() throws {
