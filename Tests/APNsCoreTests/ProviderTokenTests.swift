@@ -19,6 +19,12 @@ struct ProviderTokenTests {
         return nil
     }
 
+    /// Whether the token is accepted on the connection.
+    func accepted(_ fixture: Fixture, _ authenticator: inout ConnectionAuthenticator, _ token: String) -> Bool {
+        if case .authenticated = authenticate(fixture, &authenticator, token) { return true }
+        return false
+    }
+
     @Test(arguments: [false, true])
     func bothSignatureEncodingsVerify(der: Bool) throws {
         let fixture = try Fixture()
@@ -140,17 +146,11 @@ struct ProviderTokenTests {
         let fixture = try Fixture()
         var authenticator = ConnectionAuthenticator()
         let old = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 50 * 60)
-        guard case .authenticated = authenticate(fixture, &authenticator, old) else {
-            Issue.record("expected success")
-            return
-        }
+        #expect(accepted(fixture, &authenticator, old))
         fixture.clock.advance(seconds: 5)
         let refreshed = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
         for (token, what) in [(refreshed, "the refreshed token"), (old, "the token it replaced"), (refreshed, "the refreshed token again")] {
-            guard case .authenticated = authenticate(fixture, &authenticator, token) else {
-                Issue.record("\(what) is refused")
-                return
-            }
+            #expect(accepted(fixture, &authenticator, token), "\(what) is refused")
         }
         // Still an update too soon: a third token, and the replaced one's age is judged.
         fixture.clock.advance(seconds: 60)
@@ -158,10 +158,7 @@ struct ProviderTokenTests {
         #expect(reason(authenticate(fixture, &authenticator, third)) == .tooManyProviderTokenUpdates)
         fixture.clock.advance(seconds: 10 * 60)
         #expect(reason(authenticate(fixture, &authenticator, old)) == .expiredProviderToken)
-        guard case .authenticated = authenticate(fixture, &authenticator, refreshed) else {
-            Issue.record("the refreshed token is refused after the old one expired")
-            return
-        }
+        #expect(accepted(fixture, &authenticator, refreshed), "the refreshed token is refused after the old one expired")
     }
 
     @Test func anExpiredTokenRefusedOnTheConnectionDoesNotResetTheRefreshRate() throws {
@@ -171,24 +168,15 @@ struct ProviderTokenTests {
             let fixture = try Fixture()
             var authenticator = ConnectionAuthenticator()
             let old = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 3590)
-            guard case .authenticated = authenticate(fixture, &authenticator, old) else {
-                Issue.record("expected success")
-                return
-            }
+            #expect(accepted(fixture, &authenticator, old))
             let current = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
-            guard case .authenticated = authenticate(fixture, &authenticator, current) else {
-                Issue.record("a token issued 59 minutes after the previous is no update too soon")
-                return
-            }
+            #expect(accepted(fixture, &authenticator, current), "a token issued 59 minutes after the previous is no update too soon")
             fixture.clock.advance(seconds: 12)
             let expired = stale == "never used" ? try fixture.keyA.token(issuedAt: fixture.nowSeconds - 3700) : old
             #expect(reason(authenticate(fixture, &authenticator, expired)) == .expiredProviderToken, "\(stale)")
             let next = try fixture.keyA.token(issuedAt: fixture.nowSeconds + 5)
             #expect(reason(authenticate(fixture, &authenticator, next)) == .tooManyProviderTokenUpdates, "\(stale)")
-            guard case .authenticated = authenticate(fixture, &authenticator, current) else {
-                Issue.record("\(stale): the current token is refused")
-                return
-            }
+            #expect(accepted(fixture, &authenticator, current), "\(stale): the current token is refused")
         }
     }
 
@@ -197,21 +185,11 @@ struct ProviderTokenTests {
         let fixture = try Fixture()
         var authenticator = ConnectionAuthenticator()
         let old = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 50 * 60)
-        guard case .authenticated = authenticate(fixture, &authenticator, old) else {
-            Issue.record("expected success")
-            return
-        }
-        let current = try fixture.keyA.token(issuedAt: fixture.nowSeconds)
-        guard case .authenticated = authenticate(fixture, &authenticator, current) else {
-            Issue.record("the refresh is refused")
-            return
-        }
+        #expect(accepted(fixture, &authenticator, old))
+        #expect(accepted(fixture, &authenticator, try fixture.keyA.token(issuedAt: fixture.nowSeconds)), "the refresh is refused")
         let resigned = try fixture.keyA.token(issuedAt: fixture.nowSeconds - 50 * 60)
         #expect(resigned != old, "ES256 signatures are randomised")
-        guard case .authenticated = authenticate(fixture, &authenticator, resigned) else {
-            Issue.record("the replaced token re-signed is refused")
-            return
-        }
+        #expect(accepted(fixture, &authenticator, resigned), "the replaced token re-signed is refused")
     }
 
     @Test func anExpiredNewTokenIsExpiredNotAnUpdateTooSoon() throws {
