@@ -753,19 +753,18 @@ public struct LiveActivityBook: Sendable {
     /// ended one that ended first leaves the Lock Screen for it (the system's removal); nil
     /// when every one it holds still runs, and the start is refused.
     private mutating func makeRoom(nowMs: Int64) -> [LiveActivityChange]? {
-        var held = 0
-        var oldestEnded: LiveActivity?
-        for activity in activitiesByID.values where activity.state != .dismissed {
-            held += 1
-            guard activity.state == .ended else { continue }
-            if let oldest = oldestEnded, (oldest.endedAtMs ?? 0, oldest.activityID) < (activity.endedAtMs ?? 0, activity.activityID) { continue }
-            oldestEnded = activity
+        let held = activitiesByID.values.filter { $0.state != .dismissed }
+        guard held.count >= policy.maxHeld else { return [] }
+        // Usually one; more when the bound was lowered since (a restart with a smaller flag).
+        let needed = held.count - policy.maxHeld + 1
+        let ended = held.filter { $0.state == .ended }.sorted { ($0.endedAtMs ?? 0, $0.activityID) < ($1.endedAtMs ?? 0, $1.activityID) }
+        guard ended.count >= needed else { return nil }
+        var changes: [LiveActivityChange] = []
+        for var leaving in ended.prefix(needed) {
+            changes += leaving.remove(by: .system, atMs: nowMs)
+            activitiesByID[leaving.activityID] = leaving
+            changes += settle(leaving.activityID, nowMs: nowMs, why: "it made room for a new one: the device holds \(policy.maxHeld) at most")
         }
-        guard held >= policy.maxHeld else { return [] }
-        guard var leaving = oldestEnded else { return nil }
-        var changes = leaving.remove(by: .system, atMs: nowMs)
-        activitiesByID[leaving.activityID] = leaving
-        changes += settle(leaving.activityID, nowMs: nowMs, why: "it made room for a new one: the device holds \(policy.maxHeld) at most")
         return changes
     }
 
