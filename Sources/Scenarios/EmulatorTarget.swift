@@ -9,6 +9,8 @@ import Foundation
 public final class EmulatorTarget: Sendable {
     public let api: EmulatorAdminClient
     public let adminURL: String
+    /// The admin API's `--admin-token`, for `run` and `http` steps that call it themselves.
+    public let adminToken: String?
     public let provider: ProviderAccess
     /// Set when the runner started the emulator (stopped by `stop()`).
     private let owned: InProcessEmulator?
@@ -42,9 +44,10 @@ public final class EmulatorTarget: Sendable {
         }
     }
 
-    private init(api: EmulatorAdminClient, adminURL: String, provider: ProviderAccess, owned: InProcessEmulator?) {
+    private init(api: EmulatorAdminClient, adminURL: String, adminToken: String?, provider: ProviderAccess, owned: InProcessEmulator?) {
         self.api = api
         self.adminURL = adminURL
+        self.adminToken = adminToken
         self.provider = provider
         self.owned = owned
     }
@@ -58,7 +61,8 @@ public final class EmulatorTarget: Sendable {
             teamID: emulator.key.teamID, keyID: emulator.key.keyID, keyPath: emulator.key.path,
             channelSandbox: emulator.channelSandbox, channelProduction: emulator.channelProduction)
         let api = EmulatorAdminClient(address: emulator.admin, token: emulator.adminToken)
-        return EmulatorTarget(api: api, adminURL: "http://\(emulator.admin)", provider: access, owned: emulator)
+        return EmulatorTarget(
+            api: api, adminURL: "http://\(emulator.admin)", adminToken: emulator.adminToken, provider: access, owned: emulator)
     }
 
     /// An emulator already running. Provider and channel endpoints and CA not given in `overrides` are
@@ -81,7 +85,7 @@ public final class EmulatorTarget: Sendable {
         access.channelSandbox = overrides.channelSandbox ?? address("channelSandbox", orListen: false)
         access.channelProduction = overrides.channelProduction ?? address("channelProduction", orListen: false)
         access.caPath = overrides.caPath ?? addresses["caFile"]?.stringValue
-        return EmulatorTarget(api: api, adminURL: "http://\(admin)", provider: access, owned: nil)
+        return EmulatorTarget(api: api, adminURL: "http://\(admin)", adminToken: token, provider: access, owned: nil)
     }
 
     public var isInProcess: Bool { owned != nil }
@@ -93,6 +97,7 @@ public final class EmulatorTarget: Sendable {
     func value(_ name: String, topic: String) -> String? {
         switch name {
         case "adminUrl": return adminURL
+        case "adminToken": return adminToken
         case "host": return provider.sandbox?.host
         case "port": return provider.sandbox.map { String($0.port) }
         case "productionPort": return provider.production.map { String($0.port) }
@@ -108,7 +113,7 @@ public final class EmulatorTarget: Sendable {
     /// The environment a provider command needs to reach this emulator (notify.py's names).
     func providerEnvironment(topic: String) -> [String: String] {
         let names = [
-            ("APNS_ADMIN_URL", "adminUrl"), ("APNS_HOST", "host"), ("APNS_PORT", "port"),
+            ("APNS_ADMIN_URL", "adminUrl"), ("APNS_ADMIN_TOKEN", "adminToken"), ("APNS_HOST", "host"), ("APNS_PORT", "port"),
             ("APNS_PRODUCTION_PORT", "productionPort"), ("APNS_CA", "ca"), ("APNS_KEY_PATH", "keyPath"),
             ("APNS_KEY_ID", "keyId"), ("APNS_TEAM_ID", "teamId"), ("APNS_TOPIC", "topic"),
         ]

@@ -29,7 +29,7 @@ enum RuntimeName: Equatable {
     static let pushFields = ["apnsId", "uniqueId", "status", "reason", "token"]
     static let runFields = ["exitStatus", "stdout", "stderr"]
     static let httpFields = ["status", "body"]
-    static let emulatorFields = ["adminUrl", "host", "port", "productionPort", "ca", "keyPath", "keyId", "teamId", "topic"]
+    static let emulatorFields = ["adminUrl", "adminToken", "host", "port", "productionPort", "ca", "keyPath", "keyId", "teamId", "topic"]
     static let namespaces = ["device", "activity", "channel", "lastPush", "lastBroadcast", "lastRun", "lastHttp", "clock", "emulator"]
 
     /// nil: not a runtime name (a plain variable). Throws for a runtime namespace with a field

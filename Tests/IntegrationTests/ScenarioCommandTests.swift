@@ -286,6 +286,30 @@ struct ScenarioCommandTests {
         #expect(result.err.split(separator: "\n").count == 1, "\(result.err)")
     }
 
+    /// With --admin-token, `run` and `http` steps can reach a protected admin API themselves:
+    /// the token is in a run step's environment and in `${emulator.adminToken}`.
+    @Test func stepsCanUseTheRunnersAdminToken() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let token = "t-\(UUID().uuidString)"
+        let emulator = try EmulatorProcess(environment: ["APNS_EMULATOR_ADMIN_TOKEN": token])
+        let admin = try emulator.address("admin").description
+        let path = try write(
+            "token.json",
+            #"""
+            {"name": "t", "steps": [
+              {"do": "run", "argv": ["sh", "-c", "test \"$APNS_ADMIN_TOKEN\" = \#(token)"]},
+              {"do": "http", "url": "${emulator.adminUrl}/api/v1/devices",
+               "headers": {"authorization": "Bearer ${emulator.adminToken}"}, "expect": {"status": 200}}
+            ]}
+            """#)
+        let result = try scenario(["--admin", admin, "--admin-token", token, path])
+        #expect(result.status == 0, "\(result.out)\(result.err)")
+        // Without the token, the http step's request is refused: the step is what reached it.
+        let refused = try write("refused.json", #"{"name": "t", "steps": [{"do": "http", "url": "${emulator.adminUrl}/api/v1/devices"}]}"#)
+        let withoutHeader = try scenario(["--admin", admin, "--admin-token", token, refused])
+        #expect(withoutHeader.status == 1 && withoutHeader.out.contains("401"), "\(withoutHeader.out)")
+    }
+
     @Test func anEmulatorThatDoesNotStartIsSaidOnce() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = try write(
