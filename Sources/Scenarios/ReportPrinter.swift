@@ -80,6 +80,7 @@ public struct ReportPrinter: Sendable {
         }
         var why: [String] = []
         if report.setupError != nil { why.append("setup failed") }
+        if let signal = report.interruptedBy { why.append("interrupted (\(signal)) after \(report.steps.count) of \(report.totalSteps) steps") }
         if let step = report.failedStep { why.append("step \(step.index) of \(report.totalSteps) failed (\(step.kind.rawValue))") }
         if let checks = report.checks, !checks.passed {
             why.append(checks.error != nil ? "checks unreadable" : "crossAccount \(checks.crossAccount), expected \(checks.expected)")

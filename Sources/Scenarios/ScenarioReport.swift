@@ -75,13 +75,15 @@ public struct ScenarioReport: Sendable {
     public var description: String?
     /// The run could not start (emulator, backends): no step ran.
     public var setupError: String?
+    /// The signal that stopped the run (`SIGINT`, `SIGTERM`): the steps are those done by then.
+    public var interruptedBy: String?
     public var steps: [StepReport]
     public var totalSteps: Int
     public var checks: CheckSummary?
     public var durationMs: Int
 
     public var passed: Bool {
-        setupError == nil && steps.count == totalSteps && steps.allSatisfy(\.passed) && checks?.passed == true
+        setupError == nil && interruptedBy == nil && steps.count == totalSteps && steps.allSatisfy(\.passed) && checks?.passed == true
     }
 
     public var failedStep: StepReport? { steps.first { !$0.passed } }
@@ -91,6 +93,15 @@ public struct ScenarioReport: Sendable {
         ScenarioReport(
             name: scenario.name, description: scenario.description, setupError: why, steps: [], totalSteps: scenario.steps.count,
             checks: nil, durationMs: 0)
+    }
+
+    /// The report of a run a signal stopped: the steps done by then, no checks.
+    public static func interrupted(_ scenario: Scenario, by signal: String, steps: [StepReport], durationMs: Int) -> ScenarioReport {
+        var report = ScenarioReport(
+            name: scenario.name, description: scenario.description, setupError: nil, steps: steps, totalSteps: scenario.steps.count,
+            checks: nil, durationMs: durationMs)
+        report.interruptedBy = signal
+        return report
     }
 
     public var json: JSONValue {
@@ -115,7 +126,7 @@ public struct ScenarioReport: Sendable {
             } ?? .null
         return .object(
             JSONObject([
-                ("name", .string(name)), ("passed", .bool(passed)), ("setupError", text(setupError)),
+                ("name", .string(name)), ("passed", .bool(passed)), ("setupError", text(setupError)), ("interrupted", text(interruptedBy)),
                 ("steps", .array(steps)), ("stepsRun", .int(Int64(self.steps.count))), ("totalSteps", .int(Int64(totalSteps))),
                 ("checks", checks), ("durationMs", .int(Int64(durationMs))),
             ]))

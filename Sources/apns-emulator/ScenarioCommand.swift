@@ -38,7 +38,7 @@ private enum ScenarioCLI {
         devices, accounts, pushes, provider commands, waits and expectations, then the cross-account \
         check. Without --admin it starts its own emulator in this process on free loopback ports, so \
         nothing else is needed.
-        Exit status: 0 when every step passed and the checks are clean, 1 otherwise, 2 for a bad file or options.
+        Exit status: 0 when every step passed and the checks are clean, 1 otherwise, 2 for a bad file or options, 130 or 143 when Ctrl-C or SIGTERM stopped it (after the report of the steps done).
         """
 
     static let command = Subcommand(
@@ -86,24 +86,35 @@ private enum ScenarioCLI {
                             .utf8))
             }
             target = connect(remote, options, scenario)
-            // The commands the run starts are stopped on an interrupt (the emulator is not ours).
-            stopOnInterrupt(target)
         } else {
             do { target = try EmulatorTarget.inProcess(bundleIDs: scenario.bundleIDs, arguments: scenario.emulatorArguments) } catch {
                 // With --json the report says it too (`setupError`), so a CI job reading it has one.
                 if options.isSet("json") { emit(ScenarioReport.notStarted(scenario, because: error.description).json.serialized(pretty: true)) }
                 fail(error.description, code: 1)  // "the emulator did not start: …" already
             }
-            stopOnInterrupt(target)
         }
 
         let json = options.isSet("json")
         let printer = ReportPrinter(ascii: options.isSet("ascii") || isatty(STDOUT_FILENO) == 0, quiet: options.isSet("quiet"))
+        // The steps done so far, for the report an interrupt still prints.
+        let done = Mutex<[StepReport]>([])
+        let started = Date()
+        stopOnInterrupt(target) { signal in
+            let steps = done.withLock { $0 }
+            let report = ScenarioReport.interrupted(
+                scenario, by: signal, steps: steps, durationMs: Int(Date().timeIntervalSince(started) * 1000))
+            return json ? report.json.serialized(pretty: true) : printer.footer(report)
+        }
         if !json && !printer.quiet { emit(printer.header(scenario)) }
-        let progress: @Sendable (StepReport) -> Void = { step in emit(printer.step(step)) }
+        let progress: @Sendable (StepReport) -> Void = { step in
+            // A step an interrupt ended (its command killed) is not one the run did.
+            guard !interrupted.load(ordering: .acquiring) else { return }
+            done.withLock { $0.append(step) }
+            if !json { emit(printer.step(step)) }
+        }
         let runOptions = ScenarioRunner.Options(
             strict: !options.isSet("no-strict"),
-            onStep: json ? nil : progress)
+            onStep: progress)
         let report = ScenarioRunner.run(scenario, on: target, options: runOptions)
         // Interrupted: the handler stops the commands (which ends the step the run was in)
         // and exits 130 or 143; this thread must not exit first with the run's own status.
@@ -118,9 +129,11 @@ private enum ScenarioCLI {
     }
 
     /// Ctrl-C or a CI timeout's SIGTERM stops the emulator the runner started and removes its
-    /// folder (its key and certificates), as the end of a run does, before exiting 130 or 143.
-    static func stopOnInterrupt(_ target: EmulatorTarget) {
-        for (number, code) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
+    /// folder (its key and certificates), as the end of a run does, and prints `report` (the
+    /// steps done so far, given the signal's name) before exiting 130 or 143. With `--admin`
+    /// the emulator is not the runner's: only the commands of its run steps are stopped.
+    static func stopOnInterrupt(_ target: EmulatorTarget, report: @escaping @Sendable (String) -> String) {
+        for (number, code, name) in [(SIGINT, Int32(130), "SIGINT"), (SIGTERM, Int32(143), "SIGTERM")] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
@@ -130,8 +143,10 @@ private enum ScenarioCLI {
                     ? "the emulator it started and the commands of its run steps"
                     : "the commands of its run steps (the emulator at --admin keeps running)"
                 FileHandle.standardError.write(Data("apns-emulator scenario: interrupted; stopping \(what)\n".utf8))
+                let text = report(name)  // before stopping ends the running step
                 RunningCommands.stopAll()
                 target.stop()
+                emit(text)
                 fflush(nil)
                 _exit(code)
             }

@@ -122,6 +122,39 @@ struct ScenarioCommandTests {
         kill(child, SIGKILL)
     }
 
+    /// An interrupted run still reports the steps it did (a CI job's timeout left no report):
+    /// in --json, one object saying which signal stopped it.
+    @Test func anInterruptedRunReportsTheStepsDone() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let started = "\(directory)/started"
+        let path = try write(
+            "long.json",
+            #"""
+            {"name": "long", "steps": [
+              {"do": "sleep", "ms": 1},
+              {"do": "run", "argv": ["sh", "-c", "touch \#(started); exec sleep 300"], "timeoutMs": 3600000},
+              {"do": "sleep", "ms": 1}
+            ]}
+            """#)
+        let output = "\(directory)/report.json"
+        FileManager.default.createFile(atPath: output, contents: nil)
+        let runner = Process()
+        runner.executableURL = URL(fileURLWithPath: EmulatorProcess.binary)
+        runner.arguments = ["scenario", "--json", path]
+        runner.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        runner.standardError = FileHandle.nullDevice
+        try runner.run()
+        defer { if runner.isRunning { kill(runner.processIdentifier, SIGKILL) } }
+        #expect(try eventually(30) { FileManager.default.fileExists(atPath: started) }, "the run step started")
+        kill(runner.processIdentifier, SIGINT)
+        runner.waitUntilExit()
+        #expect(runner.terminationStatus == 130)
+        let report = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: output))) as? [String: Any]
+        #expect(report?["interrupted"] as? String == "SIGINT", "\(String(describing: report))")
+        #expect(report?["passed"] as? Bool == false)
+        #expect(report?["stepsRun"] as? Int == 1 && report?["totalSteps"] as? Int == 3, "\(String(describing: report))")
+    }
+
     @Test func aValueBuiltBySaveStopsAtItsBoundNamingTheStep() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let doublings = Array(repeating: #"{"do": "save", "save": {"x": "${x}${x}"}}"#, count: 40).joined(separator: ",\n")
