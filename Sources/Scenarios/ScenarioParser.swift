@@ -28,7 +28,11 @@ public enum ScenarioParser {
         do { json = try JSONValue.parseFile(bytes) } catch {
             let (line, column) = position(of: error.offset, in: bytes)
             let place = error.path.isEmpty ? "" : " (\(error.path))"
-            throw ScenarioFileError("not valid JSON at line \(line), column \(column)\(place): \(error.message)")
+            // YAML is the likeliest other thing a scenario was written in.
+            let first = bytes.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
+            let yaml = first != nil && first != UInt8(ascii: "{") && first != UInt8(ascii: "[")
+            let hint = yaml ? " (scenario files are JSON: YAML converts with `yq -o json FILE`)" : ""
+            throw ScenarioFileError("not valid JSON at line \(line), column \(column)\(place): \(error.message)\(hint)")
         }
         guard let top = json.objectValue else { throw ScenarioFileError("a scenario is a JSON object with \"name\" and \"steps\"") }
         try unknownFields(top, allowed: topLevelFields, location: "top level")

@@ -46,6 +46,12 @@ struct ParserTests {
     @Test func notJSONSaysWhere() {
         let found = error("{\"name\": \"t\",\n \"steps\": [}")
         #expect(found?.message.hasPrefix("not valid JSON at line 2, column") == true)
+        #expect(found?.message.contains("YAML") == false)
+    }
+
+    @Test func aYAMLFileIsToldScenariosAreJSON() {
+        let found = error("name: t\nsteps:\n  - do: sleep\n    ms: 1\n")
+        #expect(found?.message.hasSuffix("(scenario files are JSON: YAML converts with `yq -o json FILE`)") == true, "\(String(describing: found))")
     }
 
     @Test func anUnknownStepKindIsNamedWithAHint() {
