@@ -21,7 +21,13 @@ extension StepRunner {
         let directory = fields.string("cwd") ?? context.workingDirectory
 
         let outcome = try ChildProcess.run(argv, environment: environment, directory: directory, timeoutMs: timeoutMs)
-        context.lastRun = ["exitStatus": outcome.exitStatus.map(String.init) ?? "", "stdout": outcome.stdout, "stderr": outcome.stderr]
+        // Trailing line breaks go, as in the shell's `$(…)`: `echo 5` gives "5".
+        func trimmed(_ text: String) -> String {
+            String(text[..<(text.lastIndex { $0 != "\n" && $0 != "\r\n" && $0 != "\r" }.map(text.index(after:)) ?? text.startIndex)])
+        }
+        context.lastRun = [
+            "exitStatus": outcome.exitStatus.map(String.init) ?? "", "stdout": trimmed(outcome.stdout), "stderr": trimmed(outcome.stderr),
+        ]
         var shown = [outcome.stdout, outcome.stderr].map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
             .filter { !$0.isEmpty }.joined(separator: "\n").tail(lines: 12)
         if let cut = outcome.cutNote { shown += (shown.isEmpty ? "" : "\n") + cut }

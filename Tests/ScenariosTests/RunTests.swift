@@ -209,13 +209,22 @@ struct RunTests {
         let stdout = try run(
             #"""
             {"name": "late values", "steps": [
-              {"do": "run", "argv": ["echo", "abc"]},
+              {"do": "run", "argv": ["printf", "a\\nbc\\n\\n"]},
               {"do": "sleep", "ms": "${lastRun.stdout}"}
             ]}
             """#)
         #expect(
-            stdout.failedStep?.failure == #""ms" must be a whole number from 0 to 3600000 (1 hour), not "abc\n""#,
+            stdout.failedStep?.failure == #""ms" must be a whole number from 0 to 3600000 (1 hour), not "a\nbc""#,
             "\(stdout.failedStep?.failure ?? "")")
+        // Trailing line breaks go, as in the shell's `$(…)`.
+        let number = try run(
+            #"""
+            {"name": "late values", "steps": [
+              {"do": "run", "argv": ["echo", "5"]},
+              {"do": "sleep", "ms": "${lastRun.stdout}"}
+            ]}
+            """#)
+        #expect(number.failedStep == nil, "\(number.failedStep?.failure ?? "")")
         let clock = try run(
             #"""
             {"name": "late values", "steps": [
