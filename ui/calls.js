@@ -1,9 +1,10 @@
 // The Backend calls tab: the apps' calls to their backends (register, bind, unbind, fetch, action),
 // newest first, from GET /api/v1/backend-calls and the event stream; filtered by device and
 // hook; a click on a call shows its request and answer.
-// May import: the helpers (dom, format, widgets, api, state) and navigation.
+// May import: the helpers (dom, format, widgets, api, clock, state) and navigation.
 
 import { api, enc } from './api.js';
+import { emulatorNowMs } from './clock.js';
 import { $, h } from './dom.js';
 import { fmtDateTime, fmtTime, since } from './format.js';
 import { showTab } from './navigation.js';
@@ -160,7 +161,7 @@ function callBody(c) {
   const request = `${c.method || ''} ${c.url || ''}`.trim();
   const body = h('tbody', { class: `call${open ? ' open' : ''}`, dataset: { id: c.id, hook: c.hook || '', state: c.state || '' } },
     h('tr', { class: 'call-row', title: 'Click (or Enter) for the request and the answer', tabindex: 0 },
-      h('td', { class: 'k-time', title: c.at || '' }, isNaN(t) ? '—' : fmtTime(t)),
+      h('td', { class: 'k-time', title: c.at || '' }, isNaN(t) ? '—' : fmtTime(t, emulatorNowMs())),
       h('td', { class: 'mono k-device', title: c.deviceId || '' }, c.deviceId || '—'),
       h('td', { class: 'k-app', title: c.bundleId || '' }, c.bundleId || '—'),
       h('td', null, h('span', { class: 'hook', dataset: { field: 'hook' } }, c.hook || '—')),

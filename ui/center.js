@@ -156,6 +156,11 @@ function summaryList(title, list, field, c) {
 export function centerSection(deviceId) {
   const c = state.centers.get(deviceId);
   const root = h('div', { class: 'nc', dataset: { device: deviceId } });
+  if (!c && state.devices.findIndex((d) => d.deviceId === deviceId) >= MAX_CENTER_DEVICES) {
+    root.append(h('p', { class: 'muted small', dataset: { field: 'centerNotShown' } },
+      `The Notification Center is drawn for the first ${MAX_CENTER_DEVICES} devices only: this one's is at GET /api/v1/devices/{id}/notification-center.`));
+    return root;
+  }
   const groups = c ? c.groups || [] : [];
   const waiting = c ? c.waitingForSummary || [] : [];
   const summarized = c ? c.summarized || [] : [];

@@ -2,9 +2,15 @@
 // May import: nothing.
 
 export const pad = (n, w = 2) => String(n).padStart(w, '0');
-export function fmtTime(ms) {
+/** A time of day to the millisecond; with `nowMs`, a time on another day than now's is written
+ * `MM-DD hh:mm:ss` instead (the emulator's clock may have moved days: two rows would read alike). */
+export function fmtTime(ms, nowMs) {
   const d = new Date(ms);
-  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
+  const clock = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  if (nowMs != null && new Date(nowMs).toDateString() !== d.toDateString()) {
+    return `${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${clock}`;
+  }
+  return `${clock}.${pad(d.getMilliseconds(), 3)}`;
 }
 export function fmtDateTime(iso) {
   if (!iso) return '—';

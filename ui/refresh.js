@@ -15,6 +15,7 @@ import { refreshDevices } from './devices.js';
 import { refreshFaults } from './faults.js';
 import { refreshInfo } from './info.js';
 import { state } from './state.js';
+import { redrawTimes } from './timeline.js';
 import { refreshTokens } from './tokens.js';
 import { toast } from './widgets.js';
 
@@ -40,7 +41,7 @@ export function scheduleSide() { clearTimeout(sideTimer); sideTimer = setTimeout
 export async function refreshSide() {
   // The clock first: moved (POST /api/v1/clock, a reset), every view is drawn again with it,
   // its answer changed or not (the Lock Screens' time and date).
-  if (await refreshClock()) { forgetShown(); renderDetail(); }
+  if (await refreshClock()) { forgetShown(); renderDetail(); redrawTimes(); }
   await Promise.all([refreshDevices().then(() => (state.tab === 'devices' ? Promise.all([refreshActivities(), refreshCenters()]) : null)), refreshFaults(), refreshInfo(), refreshChecks(), state.tab === 'devices' ? refreshTokens() : null,
     // Calls arrive as events; a server that sends none is polled while the tab is open.
     state.tab === 'backend' && !state.callEventsSeen ? loadCalls() : null,

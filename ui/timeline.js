@@ -1,11 +1,12 @@
 // The Notifications tab's timeline: a row per record, the selection, the counts under it, and
 // how records reach it: loaded from GET /api/v1/notifications, then live from the event stream
 // in batches, so a load test cannot swamp the page.
-// May import: the helpers (dom, format, records, widgets, api, state) and the views it hands
+// May import: the helpers (dom, format, records, widgets, api, clock, state) and the views it hands
 // over to: detail (the selected record), filters, info, checks, load, refresh.
 
 import { api } from './api.js';
 import { scheduleChecks } from './checks.js';
+import { emulatorNowMs } from './clock.js';
 import { renderDetail } from './detail.js';
 import { $, $$, h } from './dom.js';
 import { refreshScope, serverQuery, setFilter } from './filters.js';
@@ -33,7 +34,7 @@ function buildRow(r) {
   const sum = summaryOf(r);
   const cross = r.crossAccount === true;
   return h('tr', { class: cross ? 'cross' : null, dataset: { seq: r.sequence, apnsId: r.apnsId } },
-    h('td', { class: 'c-time', title: r.receivedAt }, fmtTime(r.receivedAtMs)),
+    h('td', { class: 'c-time', title: r.receivedAt }, fmtTime(r.receivedAtMs, emulatorNowMs())),
     h('td', { class: 'c-status' }, statusPill(r.status)),
     h('td', { class: 'c-reason', title: cross ? crossTitle(r) : r.reason || '' }, cross ? crossBadge(r) : null, cross && r.reason ? ' ' : null, r.reason || ''),
     h('td', { class: 'c-type' }, r.pushType || '—'),
@@ -44,6 +45,15 @@ function buildRow(r) {
     h('td', { class: 'c-summary', title: [cross ? crossTitle(r) : null, sum.title, sum.body].filter(Boolean).join('\n') },
       cross ? h('span', { class: 'xacct-text' }, `${crossText(r)} · `) : null,
       sum.title ? h('b', null, sum.title) : null, sum.title && sum.body ? ' ' : null, sum.body));
+}
+
+/** Writes the rows' times again (the emulator's clock moved days: a row's day shows or goes). */
+export function redrawTimes() {
+  const now = emulatorNowMs();
+  for (const [sequence, tr] of state.rows) {
+    const r = state.records.get(sequence), cell = tr.querySelector('td.c-time');
+    if (r && cell) cell.textContent = fmtTime(r.receivedAtMs, now);
+  }
 }
 
 /** Adds or replaces a record's row, in sequence order; `careful` keeps a newer version already shown. */

@@ -446,7 +446,9 @@ extension World {
             if let until = stored.storeUntilMs, until > nowMs {
                 frames.append(contentsOf: deliverNow(stored, nowMs: nowMs))
             } else {
-                setOutcome(stored.sequence, .expired, "expired in the store before the device came back online", atMs: nowMs)
+                setOutcome(
+                    stored.sequence, .expired, "expired in the store before the device came back online",
+                    atMs: min(nowMs, stored.storeUntilMs ?? nowMs))
             }
         }
         frames.append(contentsOf: flushLiveActivities(deviceID: deviceID, nowMs: nowMs))
@@ -508,7 +510,10 @@ extension World {
             delivery.stored.removeValue(forKey: key)
             delivery.storeArrivals.removeValue(forKey: key)
             delivery.noteDone(stored.sequence)
-            setOutcome(stored.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline", atMs: nowMs)
+            // Logged when it expired, not when a clock move or a tick noticed it.
+            setOutcome(
+                stored.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline",
+                atMs: min(nowMs, stored.storeUntilMs ?? nowMs))
         }
         if !delivery.batched.isEmpty {
             let due = delivery.batched.filter { $0.releaseAtMs <= nowMs }

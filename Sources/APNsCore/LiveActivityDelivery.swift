@@ -185,7 +185,9 @@ extension World {
         guard !liveActivities.waitingPushes.isEmpty else { return }
         for (token, push) in liveActivities.waitingPushes where (push.storeUntilMs ?? 0) <= nowMs {
             liveActivities.takeWaiting(token: token)
-            setOutcome(push.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline", atMs: nowMs)
+            setOutcome(
+                push.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline",
+                atMs: min(nowMs, push.storeUntilMs ?? nowMs))
         }
     }
 
@@ -207,7 +209,9 @@ extension World {
         for push in waiting {
             liveActivities.takeWaiting(token: push.token)
             guard (push.storeUntilMs ?? 0) > nowMs else {
-                setOutcome(push.sequence, .expired, "expired in the store before the device came back online", atMs: nowMs)
+                setOutcome(
+                    push.sequence, .expired, "expired in the store before the device came back online",
+                    atMs: min(nowMs, push.storeUntilMs ?? nowMs))
                 continue
             }
             frames += takeLiveActivityPush(

@@ -89,6 +89,15 @@ extension World {
                     "\(apnsID) is a Live Activity push: its alert shows the activity, it is not a notification, so it is neither in Notification Center nor answered (a tap on the activity opens the app through its own link)"
                 )
             }
+            let held = records.newestFirst(limit: 1) { r in
+                r.deviceID == deviceID && Hex.equalIgnoringCase(r.apnsID, apnsID) && (r.presentation?.heldUntilMs ?? .min) > nowMs
+            }.first
+            if let until = held?.presentation?.heldUntilMs {
+                throw DeviceRequestError(
+                    "bad_request",
+                    "\(apnsID) is held for the scheduled summary until \(RFC3339.format(milliseconds: until)): it is in Notification Center, and can be answered, from then"
+                )
+            }
             throw DeviceRequestError("bad_request", "no notification \(apnsID) is on screen or in Notification Center")
         }
         let settings = app.settings

@@ -153,9 +153,11 @@ struct DeliveryStateTests {
         f.clock.advance(seconds: 59)
         _ = f.tick()
         #expect(f.record(response)?.outcome == .stored)
-        f.clock.advance(seconds: 2)
+        // A day's move: the log says when it expired, not when the move was noticed.
+        f.clock.advance(seconds: 86_400)
         _ = f.tick()
         #expect(f.record(response)?.outcome == .expired)
+        #expect(f.record(response)?.transitions.last?.atMs == expiry * 1000)
         #expect(f.notifications(in: try f.connect()).isEmpty)
     }
 

@@ -269,10 +269,16 @@ import TestSupport
         #expect(urgent["display"] == "banner", "time-sensitive breaks through the summary")
         var center = try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center").json
         #expect(center["waitingForSummary"]?.arrayValue?.compactMap { $0["presentation"]?["body"]?.stringValue } == ["top story", "newsletter"])
+        // Not answerable before its time, and the refusal says why (not "not on screen").
+        let heldID = try #require(held["apnsId"]?.stringValue)
+        let respond = "/api/v1/devices/\(phone.id)/notifications/\(heldID)/respond"
+        let early = try emulator.admin("POST", respond, body: ["action": "default"])
+        #expect(early.status == 400 && early.raw.contains("is held for the scheduled summary until"), "\(early.raw)")
         // The emulator's clock moves past the summary time: the held ones are in Notification Center.
         #expect(try emulator.admin("POST", "/api/v1/clock", body: ["advanceSeconds": 180]).status == 200)
         center = try emulator.admin("GET", "/api/v1/devices/\(phone.id)/notification-center").json
         #expect(center["waitingForSummary"] == [])
+        #expect(try emulator.admin("POST", respond, body: ["action": "default"]).status == 200)
         #expect(center["summarized"]?.arrayValue?.compactMap { $0["presentation"]?["body"]?.stringValue } == ["top story", "newsletter"])
     }
 

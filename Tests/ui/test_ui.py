@@ -964,6 +964,12 @@ class UITest:
         dates = [d for d in texts(f"{center} .lock-date") if not d.startswith("☾")]  # a Focus shows its name instead
         check(all(d == expected for d in dates), f"a Notification Center's Lock Screen shows {dates}, not the emulator's {expected!r}")
         self.log(f"the Lock Screens show the emulator's date and time after POST /api/v1/clock ({expected})")
+        # The timeline's rows from before the move are on another day than the emulator's now: their day shows.
+        self.tab("timeline")
+        day_and_time = re.compile(r"^\d\d-\d\d \d\d:\d\d:\d\d$")
+        wait_for("the timeline's earlier rows to show their day (MM-DD hh:mm:ss)",
+                 lambda: (cells := texts("#rows td.c-time")) and all(day_and_time.match(c) for c in cells), timeout=10)
+        self.log("the timeline's rows show their day once the emulator's clock is on another")
 
     def reset(self):
         self.tab("timeline")
