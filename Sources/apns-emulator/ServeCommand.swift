@@ -69,9 +69,10 @@ private func runServe(_ command: Subcommand, _ args: [String]) -> Never {
     }
     if !configuration.quiet { print(Banner.text(for: emulator)) }
     fflush(nil)
-    // Providers get GOAWAY Shutdown before the process exits, and 300 ms to close.
+    // Providers get GOAWAY Shutdown before the process exits, and up to 3 s to close: a client
+    // still reading its answers when the process exits (its socket then resets) loses them.
     stopRequested.wait()
-    emulator.stop(drainMilliseconds: 300)
+    emulator.stop(drainMilliseconds: 3000)
     // _exit, not exit: the event-loop threads have closed everything but may still be running
     // their thread-exit destructors (OpenSSL's per-thread state), and exit's OpenSSL clean-up
     // would free the same memory under them.

@@ -373,6 +373,47 @@ struct ShutdownTests {
         #expect(emulator.process.terminationStatus == 0)
     }
 
+    /// A client still busy with its answers when the emulator stops (it writes before it reads
+    /// them, as the JDK's HttpClient does under a burst) finds the connection open, read, and
+    /// then ended with FIN after the GOAWAY. The process exited 300 ms after SIGTERM before: the
+    /// client's next write met a closed socket, and the JDK failed delivered pushes with
+    /// `Broken pipe`.
+    @Test func aClientStillBusyAtShutdownIsNotResetUnderIt() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let device = try emulator.createDevice()
+        let fd = try Socket.connect(to: try emulator.address("h2cSandbox"))
+        defer { close(fd) }
+        Socket.setTimeouts(fd, milliseconds: 5_000)
+        func send(_ bytes: [UInt8]) -> Int { bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+        let request =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, [])
+            + RawHTTP2.frame(type: 0x1, flags: 0x4, stream: 1, try Self.pushHeaderBlock(emulator, device.token))
+            + RawHTTP2.frame(type: 0x0, flags: 0x1, stream: 1, Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+        #expect(send(request) == request.count)
+        #expect(try eventually(5) { try emulator.notifications(token: device.token).count == 1 }, "the push was journaled")
+        emulator.process.terminate()
+        // Busy for 500 ms (nothing read), then two writes: on a socket closed under it the first
+        // would draw a reset and the second fail (EPIPE, the JDK's "Broken pipe").
+        usleep(500_000)
+        let ping = RawHTTP2.frame(type: 0x6, flags: 0, stream: 0, [1, 2, 3, 4, 5, 6, 7, 8])
+        #expect(send(ping) == ping.count)
+        usleep(50_000)
+        #expect(send(ping) == ping.count, "the second write failed: errno \(errno)")
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var end = 0
+        repeat {
+            end = recv(fd, &buffer, buffer.count, 0)
+            if end > 0 { received.append(contentsOf: buffer[0..<end]) }
+        } while end > 0
+        #expect(end == 0, "the connection ended with FIN, not a reset (errno \(errno))")
+        let frames = RawHTTP2.frames(received)
+        #expect(frames.contains { $0.type == 0x1 && $0.streamID == 1 }, "the answer")
+        #expect(frames.contains { $0.type == 0x7 }, "the GOAWAY")
+        emulator.process.waitUntilExit()
+        #expect(emulator.process.terminationStatus == 0)
+    }
+
     /// An answer held back by `--response-latency` (its push journaled, 200) goes out when the
     /// emulator stops, before the connection closes: a provider left without it would send the
     /// push again.
