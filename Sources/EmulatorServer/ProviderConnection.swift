@@ -562,7 +562,7 @@ final class ProviderConnection: ConnectionHandler {
                 "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the request breaks HTTP/2's message rules (RFC 9113 §8.1, §8.3): \(Self.malformedCause(refused.headers))"
         case .overStreamLimit(let limit):
             explanation =
-                "stream reset (RST_STREAM REFUSED_STREAM, not processed): the client opened a stream while it had as many open as the SETTINGS_MAX_CONCURRENT_STREAMS it acknowledged (\(limit)), or more (streams opened before it acknowledged are served) (\"Maximum active streams violated for this endpoint\", in APNs' words); the connection goes on. The limit is 1 until a request with a valid provider token has been answered"
+                "stream reset (RST_STREAM REFUSED_STREAM, not processed): the client opened a stream while it had as many open as the SETTINGS_MAX_CONCURRENT_STREAMS in force (\(limit)), or more (\"Maximum active streams violated for this endpoint\", in APNs' words); the connection goes on. The limit is 1 until a request with a valid provider token has been answered (streams opened before the client acknowledged it are served); one lowered later (after ExpiredProviderToken with --stream-limit-drop, a fault rule) applies at once"
             clientBug = true
         }
         // A client that breaks the stream limit has a bug its developer wants to see, under

@@ -23,7 +23,7 @@
 // - Request bodies are kept up to `maxBufferedBody` bytes; the rest is only counted.
 // - A session is confined to one thread at a time (see the class docs).
 //
-// The first-SETTINGS patch (server): see `FirstSettingsPatcher` in NGHTTP2Support.swift.
+// The first-SETTINGS patch (server): see `SettingsPatcher` in NGHTTP2Support.swift.
 //
 // nghttp2 1.52 behaviour worth knowing (HTTP messaging is on, as by default):
 // - Request validation happens before any callback: a request without :method, :scheme,
@@ -42,7 +42,9 @@
 //   anchor stream; a PRIORITY that depends on itself is a CONNECTION error (GOAWAY) in
 //   nghttp2, not a stream error.
 // - A submitted MAX_CONCURRENT_STREAMS applies to incoming streams at once (REFUSED_STREAM
-//   over the pending value); once ACKed, exceeding it is a connection PROTOCOL_ERROR.
+//   over the pending value); once ACKed, exceeding it is a connection PROTOCOL_ERROR. So the
+//   server session never lowers nghttp2's own limit: a lower one goes out on the wire only
+//   (`SettingsPatcher`) and the session refuses streams over it itself, one by one.
 // - Most connection errors do not make mem_recv fail: nghttp2 queues GOAWAY, ignores the
 //   rest and returns success. `receive` detects that state and throws.
 // - Debian's security backports add: a stream-reset rate limit on servers (burst 1000,

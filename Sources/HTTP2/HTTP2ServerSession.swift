@@ -91,13 +91,16 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     @exclusivity(unchecked) fileprivate var recentFields = RecentHeaderFields()
     @exclusivity(unchecked) fileprivate var settingsAcked = false
     /// MAX_CONCURRENT_STREAMS as advertised in the first SETTINGS (the wire value, lower than
-    /// the one nghttp2 enforces: see `FirstSettingsPatcher`).
+    /// the one nghttp2 enforces: see `SettingsPatcher`).
     private let advertisedStreamLimit: Int?
-    /// The advertised limit, once the peer acknowledged the frame that carried it and while no
-    /// other limit has been submitted since: a new stream over it is refused (RFC 9113 §5.1.2,
-    /// §6.5.3). nil: nghttp2's own limit is the only one.
+    /// The limit this session refuses new streams over (RST_STREAM REFUSED_STREAM, reported:
+    /// RFC 9113 §5.1.2): the advertised one once the peer acknowledged the frame that carried
+    /// it (§6.5.3), unless another was submitted since; one lower than nghttp2's, submitted
+    /// later, at once (`submitSettings`). nil: nghttp2's own limit is the only one.
     @exclusivity(unchecked) fileprivate var acknowledgedStreamLimit: Int?
     @exclusivity(unchecked) private var streamLimitResubmitted = false
+    /// MAX_CONCURRENT_STREAMS as nghttp2 enforces it (nil: its default, no limit).
+    private var enforcedStreamLimit: UInt32?
     /// Header lists over `maxHeaderListSize` on this connection so far.
     @exclusivity(unchecked) fileprivate var oversizedHeaderLists = 0
     /// The last one allowed has come: nothing more is read, and the next drain ends the
@@ -126,7 +129,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// - Parameters:
     ///   - settings: the SETTINGS nghttp2 submits and enforces (first SETTINGS frame).
     ///   - advertisedOverrides: values that replace, on the wire only, the values of the same
-    ///     ids in that FIRST SETTINGS frame (see `FirstSettingsPatcher` for why). nghttp2 keeps
+    ///     ids in that FIRST SETTINGS frame (see `SettingsPatcher` for why). nghttp2 keeps
     ///     enforcing `settings`. Only use overrides the peer can honour safely, i.e. ones at
     ///     least as strict as the enforced value (MAX_CONCURRENT_STREAMS 1 advertised while
     ///     1000 is enforced is the intended use). An override id missing from `settings` is
@@ -167,6 +170,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         self.maxHeaderListSize = maxHeaderListSize ?? Int.max
         self.earlyAnswerBodyLength = earlyAnswerBodyLength ?? Int.max
         advertisedStreamLimit = advertisedOverrides.last { $0.id == HTTP2Setting.maxConcurrentStreams }.map { Int($0.value) }
+        enforcedStreamLimit = settings.last { $0.id == HTTP2Setting.maxConcurrentStreams }?.value
         core.attach(self)
         core.onInvalidStreamFrame = { [unowned self] streamID, code in noteInvalidStreamFrame(streamID, code: code) }
 
@@ -282,16 +286,30 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         _ = nghttp2_submit_headers(session, 0, streamID, nil, scratch.nv, scratch.count, nil)
     }
 
-    /// Queues a SETTINGS frame, sent as-is; nghttp2's pending limits change immediately
-    /// (e.g. lowering MAX_CONCURRENT_STREAMS makes it refuse new streams over the new value).
+    /// Queues a SETTINGS frame. A MAX_CONCURRENT_STREAMS in it applies to new streams at once
+    /// (as nghttp2 applies a submitted limit, and as APNs cuts it after an expired provider
+    /// token). One under the limit nghttp2 enforces is this session's to enforce: nghttp2 keeps
+    /// its own, the frame carries the lower one on the wire (`SettingsPatcher`), and a stream
+    /// over it is refused alone, reported (`.overStreamLimit`), where nghttp2 would end the
+    /// whole connection for it once the peer had acknowledged the frame.
     @discardableResult
     public func submitSettings(_ settings: [HTTP2Setting]) -> Bool {
-        if settings.contains(where: { $0.id == HTTP2Setting.maxConcurrentStreams }) {
-            // nghttp2 enforces what is submitted from now on (a raise at once, a cut too).
-            streamLimitResubmitted = true
-            acknowledgedStreamLimit = nil
+        guard let limit = settings.last(where: { $0.id == HTTP2Setting.maxConcurrentStreams })?.value else {
+            return core.submitSettings(settings, onTheWire: [])
         }
-        return core.submitSettings(settings)
+        streamLimitResubmitted = true
+        if let enforced = enforcedStreamLimit, limit < enforced {
+            let kept = settings.map { $0.id == HTTP2Setting.maxConcurrentStreams ? HTTP2Setting(id: $0.id, value: enforced) : $0 }
+            guard core.submitSettings(kept, onTheWire: [HTTP2Setting(id: HTTP2Setting.maxConcurrentStreams, value: limit)]) else {
+                return false
+            }
+            acknowledgedStreamLimit = Int(limit)
+            return true
+        }
+        guard core.submitSettings(settings, onTheWire: []) else { return false }
+        enforcedStreamLimit = limit
+        acknowledgedStreamLimit = nil
+        return true
     }
 
     /// Queues GOAWAY. `lastStreamID` nil = the last stream nghttp2 processed. Graceful: the

@@ -29,7 +29,7 @@ final class NGHTTP2SessionCore {
     private let role: Role
     /// Diagnostics from the error callbacks since the last `receive`.
     fileprivate var note = ErrorNote()
-    private(set) var patcher: FirstSettingsPatcher
+    private(set) var patcher: SettingsPatcher
     private(set) var terminalError: HTTP2Error?
     /// Output serialized early on the error path (see `makeTerminationError`); sent first.
     private var pendingOutput: [UInt8] = []
@@ -63,10 +63,10 @@ final class NGHTTP2SessionCore {
         guard rv == 0, let created else { throw makeError(rv) }
         session = created
         self.role = role
-        patcher = FirstSettingsPatcher(overrides: advertisedOverrides)
+        patcher = SettingsPatcher(overrides: advertisedOverrides, expecting: role == .server)
     }
 
-    /// See `FirstSettingsPatcher.withdraw`.
+    /// See `SettingsPatcher.withdraw`.
     func withdrawAdvertisedOverrides() -> Bool { patcher.withdraw() }
 
     /// Told of a stream's frame nghttp2 found invalid (stream id, nghttp2 error code): nghttp2
@@ -129,6 +129,14 @@ final class NGHTTP2SessionCore {
 
     func submitSettings(_ settings: [HTTP2Setting]) -> Bool {
         withSettingsEntries(settings) { nghttp2_submit_settings(session, 0, $0, $1) } == 0
+    }
+
+    /// Submits `settings` for nghttp2 to apply, with `onTheWire` in place of their values in
+    /// the frame sent (server: see `SettingsPatcher`).
+    func submitSettings(_ settings: [HTTP2Setting], onTheWire: [HTTP2Setting]) -> Bool {
+        guard submitSettings(settings) else { return false }
+        patcher.expect(onTheWire)
+        return true
     }
 
     /// `lastStreamID` nil = the last peer stream nghttp2 processed.

@@ -1,5 +1,5 @@
 // Internal helpers shared by the server and client sessions: constants, error text,
-// the reusable header-block scratch buffer, and the first-SETTINGS patcher.
+// the reusable header-block scratch buffer, and the SETTINGS patcher.
 
 import CNghttp2
 
@@ -171,10 +171,10 @@ struct HeaderScratch: ~Copyable {
     }
 }
 
-// MARK: - First SETTINGS patcher
+// MARK: - SETTINGS patcher
 
-/// Rewrites setting values inside the FIRST non-ACK SETTINGS frame of an outgoing byte
-/// stream, then switches itself off.
+/// Rewrites setting values inside outgoing non-ACK SETTINGS frames, each frame as it was
+/// asked for when submitted (`expect`), then switches itself off.
 ///
 /// Why: APNs advertises MAX_CONCURRENT_STREAMS = 1 on a fresh connection, yet clients may
 /// (RFC 9113 §6.5.3: old limits apply until the SETTINGS ACK) open many streams before they
@@ -183,17 +183,24 @@ struct HeaderScratch: ~Copyable {
 /// `session_is_incoming_concurrent_streams_pending_max` in lib/nghttp2_session.c) and
 /// refuses the burst with RST_STREAM(REFUSED_STREAM); there is no API to opt out. So we
 /// submit the value we want nghttp2 to enforce (e.g. 1000) and rewrite the value bytes on
-/// the wire (e.g. to 1) as the frame leaves the session.
+/// the wire (e.g. to 1) as the frame leaves the session. A limit lowered later (APNs after an
+/// expired provider token, a fault rule) goes out the same way: once acknowledged, nghttp2
+/// would end the whole connection for one stream over its own limit, where APNs (Netty)
+/// refuses that stream alone; the server session refuses over the lower limit itself.
 ///
 /// The output is parsed as a frame stream (9-byte header: length(24) type(8) flags(8)
 /// stream(32)), so the patch works whether `mem_send` hands the frame over whole, in
-/// pieces, or behind other frames. Inside the target frame, each 6-byte entry is
-/// id(16) | value(32); the value bytes of an overridden id are replaced.
-struct FirstSettingsPatcher {
-    private(set) var isActive: Bool
+/// pieces, or behind other frames. Inside a target frame, each 6-byte entry is
+/// id(16) | value(32); the value bytes of an overridden id are replaced. While a submitted
+/// frame has not left, every frame is parsed (`isActive`); `mem_send` hands frames over
+/// whole between drains, so parsing always starts at a frame's first byte.
+struct SettingsPatcher {
+    /// A submitted SETTINGS frame has not left yet.
+    var isActive: Bool { !queue.isEmpty }
     /// Number of entries rewritten (for diagnostics/tests).
     private(set) var patchedEntries = 0
-    private let overrides: [(id: UInt16, value: UInt32)]
+    /// Per non-ACK SETTINGS frame still to leave, in order: the values to put on the wire.
+    private var queue: [[(id: UInt16, value: UInt32)]]
 
     private var headerPos = 0
     private var length = 0
@@ -205,21 +212,31 @@ struct FirstSettingsPatcher {
     private var entryID: UInt16 = 0
     private var entryOverride: UInt32? = nil
 
-    init(overrides: [HTTP2Setting]) {
-        self.overrides = overrides.map { (UInt16(truncatingIfNeeded: $0.id), $0.value) }
-        self.isActive = !overrides.isEmpty
+    /// `overrides`: for the first SETTINGS frame (none: it leaves as submitted). `expecting`:
+    /// later frames will be `expect`ed, so the first is counted even without overrides.
+    init(overrides: [HTTP2Setting], expecting: Bool = false) {
+        queue = overrides.isEmpty && !expecting ? [] : [Self.entries(overrides)]
+    }
+
+    private static func entries(_ settings: [HTTP2Setting]) -> [(id: UInt16, value: UInt32)] {
+        settings.map { (UInt16(truncatingIfNeeded: $0.id), $0.value) }
+    }
+
+    /// A SETTINGS frame was just submitted after the first: `overrides` go on the wire in its
+    /// place (none: it leaves as submitted, but is counted, so a later frame's patch waits for
+    /// its own frame).
+    mutating func expect(_ overrides: [HTTP2Setting]) {
+        queue.append(Self.entries(overrides))
     }
 
     private func override(for id: UInt16) -> UInt32? {
         var found: UInt32? = nil
-        for o in overrides where o.id == id { found = o.value }  // last one wins
+        for o in queue.first ?? [] where o.id == id { found = o.value }  // last one wins
         return found
     }
 
     private mutating func finishFrame() {
-        if patchingFrame {
-            isActive = false
-        }
+        if patchingFrame { queue.removeFirst() }
         headerPos = 0
         length = 0
         patchingFrame = false
@@ -231,8 +248,8 @@ struct FirstSettingsPatcher {
     /// Switches the patch off before anything was sent, so that the first SETTINGS frame goes
     /// out with the enforced values; false once output has passed (too late).
     mutating func withdraw() -> Bool {
-        guard !started else { return !isActive }
-        isActive = false
+        guard !started else { return queue.isEmpty }
+        if !queue.isEmpty { queue[0] = [] }
         return true
     }
 
@@ -291,7 +308,7 @@ struct FirstSettingsPatcher {
 @inline(__always)
 func drainSession(
     _ session: OpaquePointer, into buffer: inout [UInt8],
-    patcher: inout FirstSettingsPatcher
+    patcher: inout SettingsPatcher
 ) -> Int32 {
     while true {
         var data: UnsafePointer<UInt8>? = nil
@@ -385,7 +402,7 @@ func feedSession(_ session: OpaquePointer, _ bytes: UnsafeRawBufferPointer, ownS
 /// first on its next `drainOutput`) so the GOAWAY nghttp2 queued can be read for the error.
 func makeTerminationError(
     _ session: OpaquePointer, _ result: FeedResult, note: ErrorNote,
-    patcher: inout FirstSettingsPatcher, pending: inout [UInt8]
+    patcher: inout SettingsPatcher, pending: inout [UInt8]
 ) -> HTTP2Error {
     let start = pending.count
     _ = drainSession(session, into: &pending, patcher: &patcher)

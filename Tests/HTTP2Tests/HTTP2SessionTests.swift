@@ -532,7 +532,7 @@ struct SettingsTests {
         #expect(pair.serverFrames.filter { $0.type == WireFrame.rstStream }.count == 99)
     }
 
-    @Test("lowering MCS later with submitSettings makes nghttp2 refuse extra streams")
+    @Test("lowering MCS later with submitSettings refuses extra streams at once, each reported")
     func loweringLater() throws {
         let pair = try Pair()
         try pair.pump()
@@ -543,10 +543,53 @@ struct SettingsTests {
         var c2s: [UInt8] = []
         pair.client.drainOutput(into: &c2s)
         try pair.server.receive(c2s)
-        #expect(pair.server.takeEvents().filter { if case .request = $0 { return true } else { return false } }.count == 1)
+        let events = pair.server.takeEvents()
+        #expect(events.filter { if case .request = $0 { return true } else { return false } }.count == 1)
+        #expect(
+            events.filter { if case .requestRefused(let r) = $0 { return r.reason == .overStreamLimit(limit: 1) } else { return false } }.count == 2)
         var s2c: [UInt8] = []
         pair.server.drainOutput(into: &s2c)
         #expect(RawHTTP2.frames(s2c).filter { $0.type == WireFrame.rstStream }.map(\.errorCode) == [7, 7])
+    }
+
+    /// A limit lowered after the start, once the client has acknowledged it: a stream over it
+    /// is refused alone (APNs, on Netty, does so), where nghttp2 ends the connection with
+    /// GOAWAY PROTOCOL_ERROR, the stream within the limit left unanswered.
+    @Test("a stream over a lowered limit the client acknowledged: refused alone, the connection goes on")
+    func overALoweredAcknowledgedLimit() throws {
+        let server = try HTTP2ServerSession(settings: [setting(HTTP2Setting.maxConcurrentStreams, 1000)])
+        var out: [UInt8] = []
+        server.drainOutput(into: &out)
+        let settingsAndAck =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + RawHTTP2.frame(type: 0x4, flags: 0x1, stream: 0, [])
+        try server.receive(settingsAndAck)
+        server.submitSettings([setting(HTTP2Setting.maxConcurrentStreams, 1)])
+        out = []
+        server.drainOutput(into: &out)
+        let lowered = RawHTTP2.frames(out).filter { $0.type == WireFrame.settings && !$0.isAck }
+        #expect(lowered.map(\.settingEntries) == [[setting(3, 1)]], "the wire says 1")
+        let block: [UInt8] =
+            [0x83, 0x87] + RawHTTP2.integer(4, prefixBits: 4, flags: 0x00) + RawHTTP2.string("/3/device/ab")
+            + RawHTTP2.integer(1, prefixBits: 4, flags: 0x00) + RawHTTP2.string("api.push.apple.com")
+        // The ACK of the lowered limit, then three streams at once (stream 1 stays open).
+        try server.receive(
+            RawHTTP2.frame(type: 0x4, flags: 0x1, stream: 0, []) + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 1, block)
+                + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 3, block) + RawHTTP2.frame(type: 0x1, flags: 0x5, stream: 5, block))
+        var requests: [Int32] = []
+        var refused: [HTTP2RefusedRequest] = []
+        server.consumeEvents { event in
+            if case .request(let r) = event { requests.append(r.streamID) }
+            if case .requestRefused(let r) = event { refused.append(r) }
+        }
+        #expect(requests == [1])
+        #expect(refused.map(\.streamID) == [3, 5] && refused.allSatisfy { $0.reason == .overStreamLimit(limit: 1) })
+        _ = server.submitResponse(streamID: 1, status: 200, headers: [], body: nil)
+        out = []
+        server.drainOutput(into: &out)
+        let frames = RawHTTP2.frames(out)
+        #expect(!frames.contains { $0.type == WireFrame.goAway }, "a stream error: the connection goes on")
+        #expect(frames.filter { $0.type == WireFrame.rstStream }.map(\.streamID) == [3, 5])
+        #expect(frames.contains { $0.type == WireFrame.headers && $0.streamID == 1 }, "stream 1 is answered")
     }
 }
 
@@ -575,7 +618,7 @@ struct PatcherTests {
 
         for pieceSize in [1, 2, 5, 7, 9, 13, stream.count] {
             var bytes = stream
-            var patcher = FirstSettingsPatcher(overrides: [setting(3, 1)])
+            var patcher = SettingsPatcher(overrides: [setting(3, 1)])
             var offset = 0
             bytes.withUnsafeMutableBufferPointer { buf in
                 while offset < buf.count {
@@ -592,8 +635,22 @@ struct PatcherTests {
 
     @Test("no overrides → inactive from the start")
     func inactive() {
-        let patcher = FirstSettingsPatcher(overrides: [])
+        let patcher = SettingsPatcher(overrides: [])
         #expect(!patcher.isActive)
+    }
+
+    @Test("a later frame is patched as it was expected, after the frames submitted before it")
+    func laterFrames() {
+        let first = frame(0x4, 0, 0, entries([(3, 1000), (6, 8000)]))
+        let asSubmitted = frame(0x4, 0, 0, entries([(1, 4096)]))
+        let lowered = frame(0x4, 0, 0, entries([(3, 1000)]))
+        var bytes = first + frame(0x4, 0x1, 0, []) + asSubmitted + lowered
+        var patcher = SettingsPatcher(overrides: [], expecting: true)
+        patcher.expect([])
+        patcher.expect([setting(3, 1)])
+        bytes.withUnsafeMutableBufferPointer { patcher.process($0.baseAddress!, count: $0.count) }
+        #expect(bytes == first + frame(0x4, 0x1, 0, []) + asSubmitted + frame(0x4, 0, 0, entries([(3, 1)])))
+        #expect(!patcher.isActive && patcher.patchedEntries == 1)
     }
 }
 
