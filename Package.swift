@@ -60,7 +60,9 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CLinux"),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
+        // No pkgConfig: hiredis.pc adds -D_FILE_OFFSET_BITS=64 (a no-op on 64-bit Linux), which
+        // SwiftPM refuses from a dependency with a warning in every package that uses ours.
+        .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
         .target(name: "Locking", swiftSettings: swiftSettings),
         .target(name: "MonotonicClock", swiftSettings: swiftSettings),
         .target(name: "Lifecycle", dependencies: ["Locking", "MonotonicClock"], swiftSettings: swiftSettings),
