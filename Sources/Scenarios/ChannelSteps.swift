@@ -49,7 +49,7 @@ extension StepRunner {
             bundleID: bundle, channelID: channelID, payload: try payloadBytes(nowMs: nowMs), providerToken: try providerToken())
         request.pushType = fields.string("pushType") ?? "LiveActivity"
         request.priority = fields.string("priority") ?? "10"
-        request.expiration = fields.string("expiration") ?? "0"
+        request.expiration = try fields.int("expiresIn").map { String(nowMs / 1000 + Int64($0)) } ?? fields.string("expiration") ?? "0"
         request.authority = environment == "production" ? "api.push.apple.com" : "api.sandbox.push.apple.com"
         let result = ChannelResult(try send(request.request, to: address, what: "broadcast"))
         context.lastBroadcast = ["requestId": result.requestID ?? "", "status": String(result.status), "reason": result.reason ?? ""]

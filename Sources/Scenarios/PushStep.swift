@@ -23,7 +23,7 @@ extension StepRunner {
         var request = APNsPush(token: target.token, topic: topic, payload: try payloadBytes(nowMs: nowMs), providerToken: jwt)
         request.pushType = pushType
         request.priority = fields.string("priority")
-        request.expiration = fields.string("expiration")
+        request.expiration = try fields.int("expiresIn").map { String(nowMs / 1000 + Int64($0)) } ?? fields.string("expiration")
         request.collapseID = fields.string("collapseId")
         request.apnsID = fields.string("apnsId")
         // Apple's host name picks the environment on every kind of emulator listener.

@@ -198,7 +198,9 @@ extension StepKind {
                 FieldSpec("environment", .string, "sandbox or production (default: the app's)"),
                 FieldSpec("payload", .any, "a JSON object, or text sent as is"),
                 FieldSpec("pushType", .string, "apns-push-type"), FieldSpec("priority", .number, "apns-priority", rule: .priority),
-                FieldSpec("expiration", .number, "apns-expiration", rule: .expiration), FieldSpec("collapseId", .string, "apns-collapse-id"),
+                FieldSpec("expiration", .number, "apns-expiration", rule: .expiration),
+                FieldSpec("expiresIn", .number, "apns-expiration this many seconds after the emulator's now", rule: .dateOffset),
+                FieldSpec("collapseId", .string, "apns-collapse-id"),
                 FieldSpec("apnsId", .string, "apns-id"),
                 FieldSpec("expect", .object, "{\"status\": 200, \"reason\": …} (default: status 200)"),
             ]
@@ -259,6 +261,7 @@ extension StepKind {
                 FieldSpec("pushType", .string, "apns-push-type (default LiveActivity)"),
                 FieldSpec("priority", .number, "apns-priority (default 10)", rule: .priority),
                 FieldSpec("expiration", .number, "apns-expiration (default 0)", rule: .expiration),
+                FieldSpec("expiresIn", .number, "apns-expiration this many seconds after the emulator's now", rule: .dateOffset),
                 FieldSpec("staleIn", .number, "sets aps.stale-date this many seconds after the emulator's now", rule: .dateOffset),
                 FieldSpec("dismissIn", .number, "sets aps.dismissal-date this many seconds after the emulator's now", rule: .dateOffset),
                 FieldSpec("expect", .object, "{\"status\": 200, \"reason\": …} (default: status 200)"),

@@ -309,6 +309,7 @@ struct StepParser {
                 throw fail("startsActivity", "goes with pushToStart: the activity a push to the device's push-to-start token starts")
             }
             try Self.checkDateOffsets(object, fail: fail)
+            try Self.checkOneExpiration(object, fail: fail)
             try Self.checkAnswerExpectation(object, fail: fail)
         case .declareActivities:
             if let types = object["types"]?.arrayValue,
@@ -333,6 +334,7 @@ struct StepParser {
                     "give exactly one of \"channel\" (a createChannel step's name) and \"channelId\" (got \(channels.isEmpty ? "neither" : "both"))")
             }
             try Self.checkDateOffsets(object, fail: fail)
+            try Self.checkOneExpiration(object, fail: fail)
             try Self.checkAnswerExpectation(object, fail: fail)
         case .http:
             if let expect = object["expect"]?.objectValue {
@@ -366,6 +368,13 @@ struct StepParser {
             }
         default:
             break
+        }
+    }
+
+    /// `expiration` is a time, `expiresIn` one from the emulator's now: not both.
+    private static func checkOneExpiration(_ object: JSONObject, fail: (String?, String) -> ScenarioFileError) throws(ScenarioFileError) {
+        if object["expiration"] != nil && object["expiresIn"] != nil {
+            throw fail("expiresIn", "give expiration (a UNIX time) or expiresIn (seconds from the emulator's now), not both")
         }
     }
 

@@ -192,6 +192,25 @@ struct RunTests {
         #expect(report.passed, "\(text(report))")
     }
 
+    /// `expiresIn` is from the emulator's now: a day after `advanceClock`, a push to an offline
+    /// device that expires in an hour is stored, not expired as a real-clock time would be.
+    @Test func expiresInCountsFromTheEmulatorsNow() throws {
+        let report = try run(
+            #"{"name": "later", "# + Self.prelude + #"""
+                  {"do": "advanceClock", "seconds": 86400},
+                  {"do": "offline", "device": "phone"},
+                  {"do": "push", "device": "phone", "expiresIn": 3600, "payload": {"aps": {"alert": "in an hour"}, "uid": "alice"},
+                   "save": {"kept": "${lastPush.apnsId}"}},
+                  {"do": "waitFor", "delivery": {"apnsId": "${kept}", "outcome": "stored"}, "timeoutMs": 5000},
+                  {"do": "advanceClock", "seconds": 3700},
+                  {"do": "waitFor", "delivery": {"apnsId": "${kept}", "outcome": "expired"}, "timeoutMs": 5000}
+                ]}
+                """#)
+        #expect(report.passed, "\(text(report))")
+        let both = ParserTests().error(#"{"name": "t", "steps": [{"do": "push", "token": "ab", "expiration": 1, "expiresIn": 2}]}"#)
+        #expect(both?.message.contains("give expiration (a UNIX time) or expiresIn (seconds from the emulator's now), not both") == true)
+    }
+
     /// A value the file check could not know (saved by a step) is checked by the same rule
     /// when the step runs, and fails it in the check's words.
     @Test func aValueKnownOnlyAtTheRunIsCheckedByTheSameRule() throws {
