@@ -6,7 +6,7 @@
 // buttons lead to: devices, filters, navigation, refresh.
 
 import { api, enc, freshAnswer } from './api.js';
-import { emulatorNow } from './clock.js';
+import { lockFace } from './clock.js';
 import { $$, h } from './dom.js';
 import { refreshDevices } from './devices.js';
 import { setFilter } from './filters.js';
@@ -76,7 +76,7 @@ export function liveSection(deviceId) {
       h('span', { class: 'muted small' }, shown.length ? `${shown.length} on the Lock Screen, most relevant first` : 'none on the Lock Screen',
         dismissed.length ? ` · ${dismissed.length} dismissed` : '')),
     h('div', { class: 'live-body' },
-      lockScreen(shown),
+      lockScreen(shown, deviceId),
       h('div', { class: 'live-list' },
         shown.length ? shown.map((a, i) => activityRow(a, i + 1, a === island, base))
           : h('div', { class: 'muted small live-none' }, 'No Live Activity on the Lock Screen. Start one with a push to a push-to-start token below, or from the app (POST /api/v1/devices/{id}/apps/{bundleId}/activities).'),
@@ -85,12 +85,15 @@ export function liveSection(deviceId) {
   return root;
 }
 
-/** The phone's Lock Screen with a card per activity still on it, at the emulator's time. */
-function lockScreen(shown) {
-  const now = emulatorNow();
-  return h('div', { class: 'lock live-lock', dataset: { field: 'lockScreen' } },
-    h('div', { class: 'lock-clock' }, `${pad(now.getHours())}:${pad(now.getMinutes())}`),
-    h('div', { class: 'lock-date' }, now.toLocaleDateString(undefined, { weekday: 'long', month: 'long', day: 'numeric' })),
+/** The phone's Lock Screen with a card per activity still on it, at the emulator's time (in the
+ * device's zone when its scheduled summary gives one). */
+function lockScreen(shown, deviceId) {
+  const summary = (state.devices.find((d) => d.deviceId === deviceId) || {}).scheduledSummary;
+  const offset = summary ? summary.utcOffsetMinutes || 0 : undefined;
+  const face = lockFace(offset);
+  return h('div', { class: 'lock live-lock', dataset: offset === undefined ? { field: 'lockScreen' } : { field: 'lockScreen', utcOffset: offset } },
+    h('div', { class: 'lock-clock' }, face.clock),
+    h('div', { class: 'lock-date' }, face.date),
     shown.length ? shown.map(lockCard) : h('div', { class: 'lock-silent' }, 'No Live Activities.'));
 }
 

@@ -8,7 +8,7 @@
 // the views its controls lead to: navigation, refresh, timeline.
 
 import { api, enc, freshAnswer } from './api.js';
-import { emulatorNow, emulatorNowMs } from './clock.js';
+import { emulatorNowMs, lockFace } from './clock.js';
 import { $$, h } from './dom.js';
 import { fmtDuration, pad } from './format.js';
 import { appName } from './liveactivity.js';
@@ -106,10 +106,11 @@ function entryCard(n, badge) {
 /** The phone's Notification Center at the emulator's time: a stack per group, its newest notification on top. */
 function phone(c) {
   const groups = c.groups || [];
-  const now = emulatorNow();
-  return h('div', { class: 'lock nc-lock' },
-    h('div', { class: 'lock-clock' }, `${pad(now.getHours())}:${pad(now.getMinutes())}`),
-    h('div', { class: 'lock-date' }, c.focus ? `☾ ${c.focus.name}` : now.toLocaleDateString(undefined, { weekday: 'long', month: 'long', day: 'numeric' })),
+  const offset = c.scheduledSummary ? c.scheduledSummary.utcOffsetMinutes || 0 : undefined;
+  const face = lockFace(offset);
+  return h('div', { class: 'lock nc-lock', dataset: offset === undefined ? {} : { utcOffset: offset } },
+    h('div', { class: 'lock-clock' }, face.clock),
+    h('div', { class: 'lock-date' }, c.focus ? `☾ ${c.focus.name}` : face.date),
     groups.slice(0, MAX_PHONE_GROUPS).map((g) => h('div', { class: 'nc-stack', dataset: { bundle: g.bundleId, thread: g.threadId ?? '' },
       title: `${g.bundleId} · ${g.threadId == null ? 'no thread-id' : `thread ${g.threadId}`} · ${g.count}`, onclick: () => openRecord(g.notifications[0].apnsId) },
     // The cards under the newest show as an edge below it.

@@ -33,13 +33,25 @@ export async function refreshClock() {
 
 const pad = (n) => String(n).padStart(2, '0');
 
+/** A Lock Screen's clock and date at the emulator's now: in the device's zone when it is known
+ * (`offsetMinutes`, its scheduled summary's UTC offset, which its times are written in), else
+ * the browser's. */
+export function lockFace(offsetMinutes) {
+  const now = emulatorNow();
+  const day = { weekday: 'long', month: 'long', day: 'numeric' };
+  if (offsetMinutes == null) {
+    return { clock: `${pad(now.getHours())}:${pad(now.getMinutes())}`, date: now.toLocaleDateString(undefined, day) };
+  }
+  const there = new Date(now.getTime() + offsetMinutes * 60000);
+  return { clock: `${pad(there.getUTCHours())}:${pad(there.getUTCMinutes())}`, date: there.toLocaleDateString(undefined, { ...day, timeZone: 'UTC' }) };
+}
+
 /** Moves the simulated Lock Screens' clocks (and dates, where no Focus name stands there) on with
  * the emulator's time between redraws: they showed the minute of their last redraw. */
 export function tickLockClocks() {
-  const now = emulatorNow();
-  const clock = `${pad(now.getHours())}:${pad(now.getMinutes())}`;
-  const date = now.toLocaleDateString(undefined, { weekday: 'long', month: 'long', day: 'numeric' });
   for (const lock of document.querySelectorAll('.live-lock, .nc-lock')) {
+    const offset = lock.dataset.utcOffset;
+    const { clock, date } = lockFace(offset === undefined ? undefined : Number(offset));
     const shown = lock.querySelector('.lock-clock');
     if (shown && shown.textContent !== clock) shown.textContent = clock;
     const day = lock.querySelector('.lock-date');

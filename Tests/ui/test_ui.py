@@ -736,9 +736,10 @@ class UITest:
             self.admin.get(f"/api/v1/notifications/{sent[-1]}")))
         check(newest["display"] == "notificationCenter" and newest["presentation"]["effectiveInterruptionLevel"] == "active",
               f"the message under the Focus: display {newest['display']!r}, presentation {newest['presentation']}")
-        # The summary: its first time 3 h from now (UTC), so the held notification waits for it.
-        times = [time.strftime("%H:%M", time.gmtime(time.time() + hours * 3600)) for hours in (3, 9)]
-        self.admin.call("PATCH", base, {"scheduledSummary": {"times": times, "apps": [bundle]}})
+        # The summary: its first time 3 h from now in the device's zone (UTC+5:30), so the held notification waits for it.
+        offset = 330
+        times = [time.strftime("%H:%M", time.gmtime(time.time() + offset * 60 + hours * 3600)) for hours in (3, 9)]
+        self.admin.call("PATCH", base, {"scheduledSummary": {"times": times, "apps": [bundle], "utcOffsetMinutes": offset}})
         held_id, _ = self.send({"aps": {"alert": {"title": "Daily digest", "body": "5 new stories"}, "thread-id": "digest", "relevance-score": 0.8}}, token=token)
         center = wait_for("the held notification in the Notification Center", lambda: (lambda c: c if c["waitingForSummary"] else None)(
             self.admin.get(f"{base}/notification-center")))
@@ -759,6 +760,11 @@ class UITest:
         check(field(f"{stack} .notif-body") == "At the usual place?", f"the group's top card is {field(f'{stack} .notif-body')!r}, not the newest")
         check(field(f'{card} .nc-groups tr[data-thread="chat-42"] [data-field="count"]') == "3", "the group table does not count 3")
         check(self.css(f'{card} .nc [data-field="waitingForSummary"] li[data-apns-id="{held_id}"]'), "the held notification is not listed as waiting")
+        # Its Lock Screen's clock is in the device's zone, as the summary's times are (the minute now or the next).
+        now_ms = self.admin.get("/api/v1/clock")["nowMs"]
+        device_clocks = {time.strftime("%H:%M", time.gmtime(now_ms / 1000 + offset * 60 + d)) for d in (0, 60)}
+        wait_for(f"the Notification Center's Lock Screen to show the device's time {sorted(device_clocks)}",
+                 lambda: field(f"{card} .nc-lock .lock-clock") in device_clocks, timeout=6)
         self.js("document.querySelector(arguments[0]).scrollIntoView({block: 'start'});", card)
         time.sleep(0.3)
         center_shot = self.extra_screenshot("notification-center")
