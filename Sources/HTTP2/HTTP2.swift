@@ -25,16 +25,34 @@
 //
 // The first-SETTINGS patch (server): see `SettingsPatcher` in NGHTTP2Support.swift.
 //
-// nghttp2 1.52 behaviour worth knowing (HTTP messaging is on, as by default):
-// - Request validation happens before any callback: a request without :method, :scheme,
-//   :path or :authority/host, a bad pseudo-header, a connection-specific field (connection,
-//   keep-alive, proxy-connection, transfer-encoding, upgrade, te other than "trailers"), an
-//   upper-case name, an invalid character in a value, or (RFC 9113) leading/trailing
-//   whitespace in a value gets RST_STREAM(PROTOCOL_ERROR) and never reaches the app. With no
-//   on_invalid_header callback installed (we install none), even "ignorable" invalid regular
-//   fields reset the stream rather than being dropped.
-// - content-length is checked against the DATA received: a mismatch → RST_STREAM
-//   (PROTOCOL_ERROR), no request event.
+// Request checks: the server session turns nghttp2's HTTP messaging off and makes its checks
+// itself (MessageChecks.swift, the rules of nghttp2 1.52's lib/nghttp2_http.c), so a field
+// its connection sent before at the same position is judged without reading its bytes again.
+// The client session keeps nghttp2's. The outcomes are nghttp2's:
+// - A bad field resets the stream (PROTOCOL_ERROR; the rest of the block is decoded, not
+//   looked at) and reports it (`.invalidHeaderField`) with the fields before it: a pseudo-header
+//   duplicated, empty, unknown (`:status` too), after a regular field or in trailers; a
+//   connection-specific field (connection, keep-alive, proxy-connection, transfer-encoding,
+//   upgrade, te other than "trailers"); a name with an upper-case or other non-token
+//   character; a value with NUL, CR, LF or another control character (leading and trailing
+//   whitespace are allowed: the application decides); a :method, :path, :scheme,
+//   :authority or host with characters those do not allow; a content-length that is no
+//   number or comes twice; `:protocol` unless SETTINGS_ENABLE_CONNECT_PROTOCOL was sent,
+//   or blank. `host` and `:authority` may both come and differ.
+// - A message rule broken at the end of a block resets it (PROTOCOL_ERROR) and reports it
+//   (`.malformedMessage`): :method, :scheme or :path missing, or both :authority and host;
+//   an http(s) :path not starting with "/" (or "*" for OPTIONS); a CONNECT with :scheme or
+//   :path or without :authority; `:protocol` without CONNECT or :authority; trailers without
+//   END_STREAM; a header block or trailers ending the stream after a body of another length
+//   than its content-length.
+// - A body longer than its content-length, or a DATA frame ending it shorter, is reset
+//   (PROTOCOL_ERROR) without a report; a
+//   CONNECT's content-length is not held against its DATA (an extended CONNECT's is). A GET
+//   or HEAD may have a body.
+// - With SETTINGS_NO_RFC7540_PRIORITIES 1 nghttp2 keeps its checks (they also read RFC 9218's
+//   `priority` field); the outcomes are the same.
+//
+// Other nghttp2 1.52 behaviour worth knowing:
 // - When submitting, nghttp2 lower-cases header names (so a client cannot send upper-case
 //   names), does not validate values, and always encodes "authorization" (and short
 //   "cookie" values) as literal-never-indexed regardless of the NO_INDEX flag.

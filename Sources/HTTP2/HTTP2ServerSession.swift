@@ -44,6 +44,8 @@ struct ServerStreamSlot: StreamSlot {
     var isHead = false
     /// When its HEADERS arrived (monotonic ms), for `resetStalledRequests`.
     var startedAtMs: Int64 = 0
+    /// The message checks so far (`HTTP2ServerSession.checksMessages`).
+    var check = MessageCheck()
     var response = OutgoingBody()
 
     mutating func clear() {
@@ -90,6 +92,12 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// Header fields of recent requests by position, to reuse their Strings (see `field`).
     @exclusivity(unchecked) fileprivate var recentFields = RecentHeaderFields()
     @exclusivity(unchecked) fileprivate var settingsAcked = false
+    /// The session makes nghttp2's HTTP messaging checks itself (MessageChecks.swift), with
+    /// nghttp2's turned off. Not when SETTINGS_NO_RFC7540_PRIORITIES is 1: nghttp2 then also
+    /// reads the `priority` field (RFC 9218) as part of them, which is left to it.
+    fileprivate let checksMessages: Bool
+    /// SETTINGS_ENABLE_CONNECT_PROTOCOL was submitted as 1 (`:protocol` allowed, RFC 8441).
+    @exclusivity(unchecked) fileprivate var connectProtocol = false
     /// MAX_CONCURRENT_STREAMS as advertised in the first SETTINGS (the wire value, lower than
     /// the one nghttp2 enforces: see `SettingsPatcher`).
     private let advertisedStreamLimit: Int?
@@ -149,6 +157,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         maxBufferedBody: Int = 65536, maxHeaderListSize: Int? = nil,
         earlyAnswerBodyLength: Int? = nil
     ) throws(HTTP2Error) {
+        let checksMessages = !settings.contains { $0.id == HTTP2Setting.noRFC7540Priorities && $0.value == 1 }
         core = try NGHTTP2SessionCore(.server, advertisedOverrides: advertisedOverrides) { callbacks, option in
             nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, serverOnBeginFrame)
             nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, serverOnBeginHeaders)
@@ -163,8 +172,12 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
             // RFC 9113 makes a value with leading or trailing whitespace malformed, and nghttp2
             // resets such streams. HTTP/1-era servers strip it instead; the application decides.
             nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(option, 1)
+            // Its HTTP messaging checks every byte of every field of every request; this
+            // session makes the same checks and skips a field its connection sent before.
+            if checksMessages { nghttp2_option_set_no_http_messaging(option, 1) }
             FloodLimits.apply(to: option)
         }
+        self.checksMessages = checksMessages
         session = core.session
         self.maxBufferedBody = max(0, maxBufferedBody)
         self.maxHeaderListSize = maxHeaderListSize ?? Int.max
@@ -185,6 +198,12 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
             }
         }
         try core.submitInitialSettings(submitted)
+        noteConnectProtocol(submitted)
+    }
+
+    /// As nghttp2 reads a submitted SETTINGS: the last ENABLE_CONNECT_PROTOCOL entry counts.
+    private func noteConnectProtocol(_ settings: [HTTP2Setting]) {
+        if let last = settings.last(where: { $0.id == HTTP2Setting.enableConnectProtocol }) { connectProtocol = last.value == 1 }
     }
 
     // MARK: Input
@@ -295,7 +314,9 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     @discardableResult
     public func submitSettings(_ settings: [HTTP2Setting]) -> Bool {
         guard let limit = settings.last(where: { $0.id == HTTP2Setting.maxConcurrentStreams })?.value else {
-            return core.submitSettings(settings, onTheWire: [])
+            guard core.submitSettings(settings, onTheWire: []) else { return false }
+            noteConnectProtocol(settings)
+            return true
         }
         streamLimitResubmitted = true
         if let enforced = enforcedStreamLimit, limit < enforced {
@@ -304,11 +325,12 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
                 return false
             }
             acknowledgedStreamLimit = Int(limit)
-            return true
+        } else {
+            guard core.submitSettings(settings, onTheWire: []) else { return false }
+            enforcedStreamLimit = limit
+            acknowledgedStreamLimit = nil
         }
-        guard core.submitSettings(settings, onTheWire: []) else { return false }
-        enforcedStreamLimit = limit
-        acknowledgedStreamLimit = nil
+        noteConnectProtocol(settings)
         return true
     }
 
@@ -454,6 +476,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         slots[index].overStreamLimit = false
         slots[index].handedOver = false
         slots[index].isHead = false
+        slots[index].check = MessageCheck()
         slots[index].startedAtMs = Monotonic.nowMilliseconds()
         slots[index].sharing = true
         slots[index].sharedFields = 0
@@ -502,6 +525,30 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
             .requestRefused(
                 HTTP2RefusedRequest(
                     streamID: streamID, headers: headers, reason: code == LibError.httpHeader ? .invalidHeaderField : .malformedMessage)))
+    }
+
+    /// A field nghttp2's checks would refuse (`checksMessages`): the stream is reset and reported
+    /// as nghttp2 does it (PROTOCOL_ERROR; the TEMPORAL_CALLBACK_FAILURE returned makes nghttp2
+    /// decode the rest of the block without calling back, and its own INTERNAL_ERROR reset
+    /// after ours is dropped, as after its own check).
+    fileprivate func refuseField(
+        _ streamID: Int32, name: UnsafePointer<UInt8>?, nameLength: Int, value: UnsafePointer<UInt8>?, valueLength: Int
+    ) -> Int32 {
+        nghttp2_submit_rst_stream(session, 0, streamID, HTTP2ErrorCode.protocolError)
+        core.noteStreamError(
+            type: FrameType.headers, streamID: streamID, code: LibError.httpHeader,
+            message: "Invalid HTTP header field was received: frame type: 1, stream: \(streamID), name: ["
+                + makeString(name, nameLength) + "], value: [" + makeString(value, valueLength) + "]")
+        noteInvalidStreamFrame(streamID, code: LibError.httpHeader)
+        return LibError.temporalCallbackFailure
+    }
+
+    /// A header block or a stream's end that breaks a message rule (`checksMessages`): reset
+    /// and reported as nghttp2 does (PROTOCOL_ERROR, `.malformedMessage`).
+    fileprivate func refuseMessage(_ streamID: Int32) {
+        nghttp2_submit_rst_stream(session, 0, streamID, HTTP2ErrorCode.protocolError)
+        core.noteStreamError(type: FrameType.headers, streamID: streamID, code: LibError.httpMessaging)
+        noteInvalidStreamFrame(streamID, code: LibError.httpMessaging)
     }
 
     /// The peer acknowledged one of our SETTINGS frames; the first carried the advertised limit.
@@ -595,9 +642,45 @@ private func serverOnHeader(
         guard let frame, let index = server.slot(of: frame.pointee.hd.stream_id) else {
             return 0
         }
+        let streamID = frame.pointee.hd.stream_id
         // Trailers are not the request's header fields (RFC 9110 §6.5.2: not merged into them):
         // an `authorization` or `apns-topic` sent after the body does not count, as at APNs.
-        guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
+        guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else {
+            guard server.checksMessages else { return 0 }
+            let fieldClass = FieldClass.of(name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+            if server.slots[index].check.accept(
+                fieldClass, value: value, valueLength: valueLength, trailer: true, connectProtocol: server.connectProtocol)
+            {
+                return 0
+            }
+            return server.refuseField(streamID, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+        }
+        let neverIndex = flags & NVFlag.noIndex != 0
+        let sharing = server.slots[index].sharing
+        let position = sharing ? server.slots[index].sharedFields : server.slots[index].headers.count
+        // The same field as the last request's at this position: judged by the class noted then.
+        let matched = server.recentFields.matches(
+            at: position, name: name, nameLength: nameLength, value: value, valueLength: valueLength, neverIndex: neverIndex)
+        var fieldClass = FieldClass.invalidField
+        if server.checksMessages {
+            fieldClass =
+                matched
+                ? server.recentFields.fieldClass(at: position)
+                : FieldClass.of(name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+            guard
+                server.slots[index].check.accept(
+                    fieldClass, value: value, valueLength: valueLength, trailer: false, connectProtocol: server.connectProtocol)
+            else {
+                return server.refuseField(streamID, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+            }
+            if fieldClass.token == FieldClass.method {
+                server.slots[index].isHead = fieldClass.valueFlags & MessageCheck.methodHead != 0
+            }
+        } else if nameLength == 7, let name, memcmp(name, ":method", 7) == 0 {
+            // HEAD or not, from the bytes (nghttp2 refuses a `:method` after a regular field,
+            // or twice, so the one seen is the request's).
+            server.slots[index].isHead = valueLength == 4 && value.map { memcmp($0, "HEAD", 4) == 0 } == true
+        }
         // Counted before anything is copied: a list over the limit costs no memory however it
         // was compressed (one HPACK index can stand for a 4 KB field).
         server.slots[index].headerListSize += nameLength + valueLength + 32
@@ -610,17 +693,8 @@ private func serverOnHeader(
             // nothing more); the connection ends at the next drain.
             return server.refuseOversizedHeaders(index) ? LibError.pause : LibError.temporalCallbackFailure
         }
-        // Its method, HEAD or not, from the bytes (nghttp2 refuses a `:method` after a regular
-        // field, or twice, so the one seen is the request's).
-        if nameLength == 7, let name, memcmp(name, ":method", 7) == 0 {
-            server.slots[index].isHead = valueLength == 4 && value.map { memcmp($0, "HEAD", 4) == 0 } == true
-        }
-        let neverIndex = flags & NVFlag.noIndex != 0
-        if server.slots[index].sharing {
-            let position = server.slots[index].sharedFields
-            if server.recentFields.matches(
-                at: position, name: name, nameLength: nameLength, value: value, valueLength: valueLength, neverIndex: neverIndex)
-            {
+        if sharing {
+            if matched {
                 server.slots[index].sharedFields = position + 1
                 if nameLength == 6, valueLength == 12, server.recentFields.isExpectContinue(at: position) {
                     server.slots[index].expectsContinue = true
@@ -629,10 +703,9 @@ private func serverOnHeader(
             }
             server.settleHeaders(index)
         }
-        let position = server.slots[index].headers.count
         let field = server.recentFields.field(
             at: position, name: name, nameLength: nameLength, value: value,
-            valueLength: valueLength, neverIndex: neverIndex)
+            valueLength: valueLength, neverIndex: neverIndex, fieldClass: fieldClass, matched: matched)
         // `expect: 100-continue` (a length test first: nearly every field is not it).
         if nameLength == 6, valueLength == 12, RecentHeaderFields.isExpectContinue(field) {
             server.slots[index].expectsContinue = true
@@ -649,6 +722,15 @@ private func serverOnDataChunk(
 ) -> Int32 {
     withServer(userData, orElse: 0) { server in
         guard let index = server.slot(of: streamID) else { return 0 }
+        if server.checksMessages {
+            // Past its content-length: reset without a word, as nghttp2 does (what came is dropped).
+            if server.slots[index].check.bodyRefused { return 0 }
+            if !server.slots[index].check.acceptData(length) {
+                server.slots[index].check.bodyRefused = true
+                nghttp2_submit_rst_stream(server.session, 0, streamID, HTTP2ErrorCode.protocolError)
+                return 0
+            }
+        }
         if server.slots[index].answeredEarly {
             // Read and dropped (nghttp2 opens the window again); past the drain length, and once
             // answered, the client is asked to stop.
@@ -676,6 +758,7 @@ private func serverOnFrameRecv(
         switch hd.type {
         case FrameType.data, FrameType.headers:
             guard let index = server.slot(of: hd.stream_id) else { break }
+            if server.checksMessages, !server.acceptsFrame(index, frame) { break }
             if hd.type == FrameType.headers { server.settleHeaders(index) }
             if server.slots[index].overStreamLimit {
                 if hd.type == FrameType.headers, !server.slots[index].handedOver { server.refuseOverStreamLimit(index) }
@@ -773,6 +856,31 @@ private func serverOnFrameSend(
 }
 
 extension HTTP2ServerSession {
+    /// The message checks at a frame's end (`checksMessages`; nghttp2's
+    /// `session_after_header_block_received` and `nghttp2_session_on_data_received`): false
+    /// when the stream was reset for it, and the frame is then not the application's.
+    fileprivate func acceptsFrame(_ index: Int, _ frame: UnsafePointer<nghttp2_frame>) -> Bool {
+        let hd = frame.pointee.hd
+        let endStream = hd.flags & FrameFlag.endStream != 0
+        if hd.type == FrameType.data {
+            // A body already over its length was reset, and later frames of it are not seen.
+            if slots[index].check.bodyRefused { return false }
+            if endStream, !slots[index].check.bodyMatchesLength {
+                slots[index].check.bodyRefused = true
+                nghttp2_submit_rst_stream(session, 0, hd.stream_id, HTTP2ErrorCode.protocolError)
+                return false
+            }
+            return true
+        }
+        let valid =
+            frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
+            ? slots[index].check.acceptRequestHeaders()
+            : endStream  // trailers end the stream
+        if valid, !endStream || slots[index].check.bodyMatchesLength { return true }
+        refuseMessage(hd.stream_id)
+        return false
+    }
+
     /// Bytes of a body answered early that are read and dropped before the stream is reset
     /// with NO_ERROR (RFC 9113 §8.1). Some clients (the JDK's HttpClient, httpx, curl) go on
     /// sending after the reset and never read the answer: a body up to this long is taken to
@@ -830,6 +938,8 @@ struct RecentHeaderFields {
         var nameLength: Int
         var valueLength: Int
         var neverIndex: Bool
+        /// What the message checks make of the field (`FieldClass.of`), kept with its bytes.
+        var fieldClass: FieldClass
     }
 
     var count: Int { fields.count }
@@ -859,12 +969,18 @@ struct RecentHeaderFields {
         return memcmp(stored, bytes, count) == 0
     }
 
+    /// The class of the field at `position`, one `matches` found equal.
+    @inline(__always)
+    mutating func fieldClass(at position: Int) -> FieldClass { spans[position].fieldClass }
+
     /// Notes the bytes of the field now at `position` (`fields[position]`, or a new last one).
     private mutating func noteBytes(
-        at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int, value: UnsafePointer<UInt8>?, valueLength: Int
+        at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int, value: UnsafePointer<UInt8>?, valueLength: Int,
+        fieldClass: FieldClass
     ) {
         let span = Span(
-            offset: bytes.count, nameLength: nameLength, valueLength: valueLength, neverIndex: fields[position].neverIndex)
+            offset: bytes.count, nameLength: nameLength, valueLength: valueLength, neverIndex: fields[position].neverIndex,
+            fieldClass: fieldClass)
         if position < spans.count, spans[position].nameLength + spans[position].valueLength == nameLength + valueLength {
             // The same length (another device token in the path): written over in place.
             let offset = spans[position].offset
@@ -872,7 +988,8 @@ struct RecentHeaderFields {
                 if nameLength > 0, let name { (stored.baseAddress! + offset).update(from: name, count: nameLength) }
                 if valueLength > 0, let value { (stored.baseAddress! + offset + nameLength).update(from: value, count: valueLength) }
             }
-            spans[position] = Span(offset: offset, nameLength: nameLength, valueLength: valueLength, neverIndex: span.neverIndex)
+            spans[position] = Span(
+                offset: offset, nameLength: nameLength, valueLength: valueLength, neverIndex: span.neverIndex, fieldClass: fieldClass)
             return
         }
         if nameLength > 0, let name { bytes.append(contentsOf: UnsafeBufferPointer(start: name, count: nameLength)) }
@@ -906,10 +1023,13 @@ struct RecentHeaderFields {
         field.name == "expect" && field.value.lowercased() == "100-continue"
     }
 
+    /// The field to keep, its Strings reused where they are the recent ones'. `matched`: `matches`
+    /// found it equal to the one at `position`. `fieldClass` is noted with a new field's bytes.
     mutating func field(
         at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int,
-        value: UnsafePointer<UInt8>?, valueLength: Int, neverIndex: Bool
+        value: UnsafePointer<UInt8>?, valueLength: Int, neverIndex: Bool, fieldClass: FieldClass, matched: Bool
     ) -> HTTP2HeaderField {
+        if matched { return fields[position] }
         guard position < Self.maxPositions else {
             return HTTP2HeaderField(
                 name: makeString(name, nameLength), value: makeString(value, valueLength),
@@ -927,7 +1047,7 @@ struct RecentHeaderFields {
                 name: sameName ? cached.name : makeString(name, nameLength),
                 value: makeString(value, valueLength), neverIndex: neverIndex)
             fields[position] = fresh
-            noteBytes(at: position, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+            noteBytes(at: position, name: name, nameLength: nameLength, value: value, valueLength: valueLength, fieldClass: fieldClass)
             return fresh
         }
         let fresh = HTTP2HeaderField(
@@ -935,7 +1055,7 @@ struct RecentHeaderFields {
             neverIndex: neverIndex)
         if position == fields.count {
             fields.append(fresh)
-            noteBytes(at: position, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+            noteBytes(at: position, name: name, nameLength: nameLength, value: value, valueLength: valueLength, fieldClass: fieldClass)
         }
         return fresh
     }

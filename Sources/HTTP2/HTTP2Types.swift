@@ -120,8 +120,8 @@ public struct HTTP2RefusedRequest: Sendable {
         /// otherwise invalid name, a connection-specific field, `te` other than `trailers`).
         case invalidHeaderField
         /// The request breaks HTTP/2's message rules (RFC 9113 §8.3.1: a required pseudo-header
-        /// missing). (A body longer or shorter than its `content-length` is reset by nghttp2
-        /// without telling: not reported.)
+        /// missing). (A body longer or shorter than its `content-length` is reset without a
+        /// report, as nghttp2 does, unless trailers end it.)
         case malformedMessage
         /// Opened while the peer already had `limit` streams open, after it acknowledged the
         /// SETTINGS that set that limit (reset with REFUSED_STREAM).

@@ -73,6 +73,15 @@ final class NGHTTP2SessionCore {
     /// resets the stream by itself. Set by the owner once, before any input.
     var onInvalidStreamFrame: ((Int32, Int32) -> Void)?
 
+    /// A stream error the owner found itself, where nghttp2 would have (its checks off): noted
+    /// as nghttp2's own would be, for the message of a connection error later in this input.
+    func noteStreamError(type: UInt8, streamID: Int32, code: Int32, message: String? = nil) {
+        if let message { note.message = message }
+        note.invalidFrameCode = code
+        note.invalidFrameType = type
+        note.invalidFrameStream = streamID
+    }
+
     deinit {
         // nghttp2_session_del runs no callbacks.
         nghttp2_session_del(session)
