@@ -227,6 +227,24 @@ struct HTTP2MessagingTests {
         #expect(followServed)
     }
 
+    /// With SETTINGS_NO_RFC7540_PRIORITIES 1 nghttp2 keeps its own checks: the same outcomes.
+    @Test func nghttp2sOwnChecksGiveTheSameOutcomes() throws {
+        let settings = [setting(HTTP2Setting.noRFC7540Priorities, 1)]
+        for (request, before) in badFields {
+            let (outcome, _, followServed) = try run(request, settings: settings)
+            #expect(outcome == .refused(invalid, before), "\(request.label)")
+            #expect(followServed, "\(request.label)")
+        }
+        for request in badMessages {
+            let (outcome, _, _) = try run(request, settings: settings)
+            #expect(outcome == .refused(malformed, request.fields.map { String(decoding: $0.0, as: UTF8.self) }), "\(request.label)")
+        }
+        for request in fine {
+            let (outcome, _, _) = try run(request, settings: settings)
+            #expect(outcome == .served, "\(request.label)")
+        }
+    }
+
     @Test func bodiesAgainstContentLength() throws {
         var longer = R("longer body", R.base + [R.f("content-length", "3")])
         longer.data = [Array("12".utf8), Array("34".utf8)]
