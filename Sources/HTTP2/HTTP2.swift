@@ -23,7 +23,8 @@
 // - Request bodies are kept up to `maxBufferedBody` bytes; the rest is only counted.
 // - A session is confined to one thread at a time (see the class docs).
 //
-// The first-SETTINGS patch (server): see `SettingsPatcher` in NGHTTP2Support.swift.
+// The SETTINGS patch (server: the advertised first limit, and a limit lowered later): see
+// `SettingsPatcher` in NGHTTP2Support.swift.
 //
 // Request checks: the server session turns nghttp2's HTTP messaging off and makes its checks
 // itself (MessageChecks.swift, the rules of nghttp2 1.52's lib/nghttp2_http.c), so a field
@@ -46,9 +47,8 @@
 //   END_STREAM; a header block or trailers ending the stream after a body of another length
 //   than its content-length.
 // - A body longer than its content-length, or a DATA frame ending it shorter, is reset
-//   (PROTOCOL_ERROR) without a report; a
-//   CONNECT's content-length is not held against its DATA (an extended CONNECT's is). A GET
-//   or HEAD may have a body.
+//   (PROTOCOL_ERROR) without a report; a CONNECT's content-length is not held against its
+//   DATA (an extended CONNECT's is). A GET or HEAD may have a body.
 // - With SETTINGS_NO_RFC7540_PRIORITIES 1 nghttp2 keeps its checks (they also read RFC 9218's
 //   `priority` field); the outcomes are the same.
 //
