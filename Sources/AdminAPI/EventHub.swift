@@ -141,13 +141,18 @@ public final class EventHub: @unchecked Sendable {
             return false
         }
         let records = state.readWorld { world in sequences.compactMap { world.records.record(sequence: $0) } }
-        var anyWoken = false
         for record in records {
             var chunk: EventChunk?
             for stream in current where stream.query.matches(record) {
                 if chunk == nil { chunk = .notification(record) }
                 stream.enqueue(chunk!)
             }
+        }
+        // Long polls are answered newest record first: one step can change an older record too
+        // (a broadcast replaced in its channel's store turns coalesced beside the new one), and
+        // a waiter for the device wants the new one, not the one it replaced.
+        var anyWoken = false
+        for record in records.sorted(by: { $0.sequence > $1.sequence }) {
             let (woken, examined) = waiters.withLock { $0.takeMatches(for: record) }
             if examined > 0 { metrics.waiterChecks.add(examined) }
             guard !woken.isEmpty else { continue }

@@ -327,6 +327,37 @@ struct BroadcastDeliveryTests {
         #expect(try eta(away.deviceID, away.activityID) == 30, "neither message reaches it")
     }
 
+    /// A broadcast replacing the stored one changes both records in one step, the older first:
+    /// a long poll for the device is answered with the new broadcast, not the one it replaced.
+    @Test func aLongPollForTheDeviceGetsTheBroadcastThatReplacedTheStoredOne() throws {
+        let stored = try channel(policy: 1)
+        let away = try subscriber(stored)
+        try setOnline(away.deviceID, false)
+        let now = Int(Date().timeIntervalSince1970)
+        let first = try broadcast(stored, eta: 1, expiration: "\(now + 600)")
+        #expect(try record(first.header("apns-request-id"))["outcome"]?.stringValue == "stored")
+        let answer = NSLock()
+        nonisolated(unsafe) var reply: EmulatorProcess.AdminReply?
+        let emulator = self.emulator
+        let thread = Thread {
+            let got = try? emulator.admin("GET", "/api/v1/notifications/wait?deviceId=\(away.deviceID)&timeout=20", timeoutMilliseconds: 30_000)
+            answer.withLock { reply = got }
+        }
+        thread.start()
+        #expect(try eventually { try emulator.metric("apns_emulator_admin_waiters") == 1 })
+        let second = try broadcast(stored, eta: 2, timestamp: 1_700_000_200, expiration: "\(now + 600)")
+        #expect(second.status == 200)
+        var waited: EmulatorProcess.AdminReply?
+        #expect(
+            try eventually {
+                waited = answer.withLock { reply }
+                return waited != nil
+            })
+        #expect(waited?.status == 200)
+        #expect(waited?.json["apnsId"]?.stringValue == second.header("apns-request-id"), "\(waited?.raw ?? "")")
+        #expect(waited?.json["outcome"]?.stringValue == "stored")
+    }
+
     /// The largest `apns-expiration` a header can carry overflowed into milliseconds and
     /// stopped the process; it is a time far ahead, so the channel keeps the message 8 hours.
     @Test func theLargestExpirationIsAFarFutureNotACrash() throws {
