@@ -13,12 +13,31 @@ public struct DeviceHello: Sendable {
     /// changed since is sent again as it is now (`change: "current"`), since `activity` frames
     /// are not acknowledged and one can go to a socket that was already dead.
     public var activitiesSeen: [String: ActivitySeen]?
+    /// The deliveries the device acked last (id and apns-id): an ack that reached an instance
+    /// but not the shared state (Redis failed, the socket moved) counts when the device is back.
+    public var acked: [AckedDelivery]
 
-    public init(deviceID: String, lowPowerMode: Bool, apps: [AppRegistration], activitiesSeen: [String: ActivitySeen]? = nil) {
+    public init(
+        deviceID: String, lowPowerMode: Bool, apps: [AppRegistration], activitiesSeen: [String: ActivitySeen]? = nil,
+        acked: [AckedDelivery] = []
+    ) {
         self.deviceID = deviceID
         self.lowPowerMode = lowPowerMode
         self.apps = apps
         self.activitiesSeen = activitiesSeen
+        self.acked = acked
+    }
+}
+
+/// A delivery a device says it acknowledged (a hello's `acked`). Without an apns-id: an ack this
+/// instance took on the device's socket itself (a re-attachment after an outage).
+public struct AckedDelivery: Sendable, Equatable {
+    public var id: UInt64
+    public var apnsID: String?
+
+    public init(id: UInt64, apnsID: String?) {
+        self.id = id
+        self.apnsID = apnsID
     }
 }
 
@@ -166,6 +185,10 @@ extension World {
         // comes as itself (`updated`, `started`…), not once more as `current`.
         if let seen = hello.activitiesSeen {
             frames.append(contentsOf: activitiesMissed(deviceID: hello.deviceID, seen: seen, nowMs: nowMs).map(mine))
+        }
+        // Before what waits is sent: one it acked already is settled, not sent again.
+        for acked in hello.acked {
+            frames.append(contentsOf: acknowledgeAgain(deviceID: hello.deviceID, acked, nowMs: nowMs))
         }
         // With --redis, what was answered for it and not yet routed was routed before this
         // change began (`routeEveryWaitingPush`): the store holds the newest.
@@ -328,6 +351,64 @@ extension World {
         return registry.devices[deviceID]?.isOnline == true && owns(deviceID) ? flushWaiting(deviceID: deviceID, nowMs: nowMs) : []
     }
 
+    /// A hello's `acked` entry: still in flight (on an old connection) it is acknowledged as an
+    /// ack would; returned to the store or coalesced there meanwhile, settled as delivered.
+    /// Anything else (settled already, unknown, another device's) is left as it is.
+    mutating func acknowledgeAgain(deviceID: String, _ acked: AckedDelivery, nowMs: Int64) -> [DeviceFrame] {
+        if let flight = delivery.inflight[acked.id], flight.notification.deviceID == deviceID,
+            acked.apnsID.map({ flight.notification.apnsID.caseInsensitiveCompare($0) == .orderedSame }) ?? true
+        {
+            return (try? acknowledge(deviceID: deviceID, connectionID: flight.connectionID, deliveryID: acked.id, nowMs: nowMs)) ?? []
+        }
+        settleReturnedDelivery(deviceID: deviceID, sequence: acked.id, apnsID: acked.apnsID, nowMs: nowMs)
+        return []
+    }
+
+    /// With `--redis` (delivery ids are journal sequences): an ack for a delivery no longer in
+    /// flight because the shared state took it back before the ack counted (the socket moved,
+    /// a reload or restore after a Redis fault returned it to the store, where a newer one may
+    /// have coalesced it). The device had it: its record was sent to this device under this id
+    /// (and has this apns-id, when given) and is not settled otherwise. Settled as delivered,
+    /// and taken out of the store, so it is not sent again. True when it was, or when it was
+    /// acknowledged already (an ack repeated).
+    @discardableResult
+    mutating func settleReturnedDelivery(deviceID: String, sequence: UInt64, apnsID: String?, nowMs: Int64) -> Bool {
+        guard deliveryOptions.deliveryIDsAreSequences, let record = records.record(sequence: sequence),
+            record.deviceID == deviceID, record.broadcastBox == nil,
+            record.outcome == .coalesced || record.outcome == .stored || record.outcome == .delivered
+        else { return false }
+        if let apnsID, record.apnsID.caseInsensitiveCompare(apnsID) != .orderedSame { return false }
+        var sent = false
+        var acknowledged = false
+        record.forEachTransition { _, step in
+            if step == .delivered || step == .deliveredFromStorage { sent = true }
+            if step == .acknowledged { acknowledged = true }
+        }
+        guard sent else { return false }
+        // Acked again (a delivery sent once more after a reload): harmless, as documented.
+        if acknowledged { return record.outcome == .delivered }
+        guard record.outcome != .delivered else { return false }
+        if let bundleID = registry.devices[deviceID]?.apps.keys.first(where: {
+            delivery.stored[AppKey(deviceID: deviceID, bundleID: $0)]?.sequence == sequence
+        }) {
+            let key = AppKey(deviceID: deviceID, bundleID: bundleID)
+            delivery.stored.removeValue(forKey: key)
+            delivery.storeArrivals.removeValue(forKey: key)
+            delivery.noteDone(sequence)
+        } else if record.outcome == .stored {
+            return false
+        }
+        counters.countOutcome(.delivered)
+        counters.countConsole(.acknowledged)
+        records.update(sequence: sequence) {
+            $0.outcome = .delivered
+            $0.explanation = "delivered"
+            $0.deliveredAtMs = nowMs
+            $0.noteTransition(.acknowledged, atMs: nowMs)
+        }
+        return true
+    }
+
     @discardableResult
     /// The device acknowledged a delivery. Returns what it may now receive: once a full
     /// window has drained to half, the notifications stored meanwhile.
@@ -339,6 +420,7 @@ extension World {
         // The device's ack, on whichever of its connections: one sent again on a new connection
         // after a reconnect, or after a reload of the shared copy, may still name the old one.
         guard let flight = delivery.inflight[deliveryID], flight.notification.deviceID == deviceID else {
+            if settleReturnedDelivery(deviceID: deviceID, sequence: deliveryID, apnsID: nil, nowMs: nowMs) { return [] }
             throw DeviceRequestError("bad_request", "no delivery \(deliveryID) is waiting for an ack from this device")
         }
         delivery.inflight.removeValue(forKey: deliveryID)

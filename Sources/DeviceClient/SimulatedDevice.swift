@@ -49,6 +49,12 @@ public final class SimulatedDevice {
     /// The device's Live Activities as the newest `activity` frame about each showed them
     /// (the `activity` object of the frame: state, contentState, pushToken…), by activity id.
     public private(set) var activities: [String: JSONObject] = [:]
+    /// Notifications received and not yet acked (delivery id to apns-id), and the ones acked
+    /// last, oldest first: the next `hello` lists those (`acked`), so an ack the emulator took
+    /// but could not keep (a Redis fault, a socket moved to another instance) still counts.
+    private var unacked: [Int64: String] = [:]
+    private var recentAcks: [(id: Int64, apnsID: String)] = []
+    static let acksInHello = 128
     /// The last `welcome` frame (nil before the first one on this connection).
     public private(set) var welcome: JSONObject?
     /// The account logged in on the device, as the emulator last said (nil: logged out).
@@ -62,6 +68,10 @@ public final class SimulatedDevice {
     public private(set) var disconnectReason: String?
 
     private var transport: Transport?
+    /// The connection the emulator closed (after `replaced`, an error), kept for the acks of
+    /// the frames read last: the emulator still reads a closing connection's acks, and they
+    /// count. Closed at the next connect or disconnect.
+    private var lingering: Transport?
     private var tlsContext: TLSContext?
     private var readBuffer: [UInt8] = []
     private var readStart = 0
@@ -90,7 +100,10 @@ public final class SimulatedDevice {
         self.tls = tls
     }
 
-    deinit { transport?.close() }
+    deinit {
+        transport?.close()
+        lingering?.close()
+    }
 
     // MARK: Connection
 
@@ -117,6 +130,9 @@ public final class SimulatedDevice {
         // What it last heard of its Live Activities: what changed while its frames went to a
         // dead socket comes again (`current`). Not the dismissed ones (they change no more, and
         // a long run gathers many), and at most the 1000 a hello may list.
+        if !recentAcks.isEmpty {
+            object["acked"] = .array(recentAcks.map { ["id": .int($0.id), "apnsId": .string($0.apnsID)] })
+        }
         object["activities"] = .array(
             activities.filter { $0.value["state"]?.stringValue != "dismissed" }.sorted { $0.key < $1.key }.prefix(1000).map { id, activity in
                 [
@@ -156,6 +172,8 @@ public final class SimulatedDevice {
     /// stored notifications then arrive through `poll` like any other frame.
     public func open(timeoutMilliseconds: Int = 5000) throws(DeviceClientError) {
         guard transport == nil else { throw DeviceClientError(.usage, "device \(deviceID) is already connected") }
+        lingering?.close()
+        lingering = nil
         var context: TLSContext?
         if let tls {
             if tlsContext == nil {
@@ -183,11 +201,18 @@ public final class SimulatedDevice {
     /// `connect()` reconnects with the same device id.
     public func disconnect() {
         disconnect(reason: "disconnected by the client")
+        lingering?.close()
+        lingering = nil
     }
 
-    private func disconnect(reason: String) {
+    private func disconnect(reason: String, lingerForAcks: Bool = false) {
         guard let transport else { return }
-        transport.close()
+        if lingerForAcks {
+            lingering?.close()
+            lingering = transport
+        } else {
+            transport.close()
+        }
         self.transport = nil
         disconnectReason = reason
     }
@@ -260,7 +285,7 @@ public final class SimulatedDevice {
     }
 
     public func ack(_ id: Int64) throws(DeviceClientError) {
-        try request(.ack(id: id))
+        try ack([id])
     }
 
     /// Acks several notifications in one write.
@@ -271,11 +296,20 @@ public final class SimulatedDevice {
             DeviceRequest.ack(id: id).frame.append(to: &lines)
             lines.append(UInt8(ascii: "\n"))
         }
-        try sendLine(lines)
+        try sendLine(lines, orLingering: true)
+        noteAcked(ids)
     }
 
-    private func sendLine(_ bytes: [UInt8]) throws(DeviceClientError) {
-        guard let transport else { throw closedError() }
+    private func noteAcked(_ ids: [Int64]) {
+        for id in ids {
+            guard let apnsID = unacked.removeValue(forKey: id) else { continue }
+            recentAcks.append((id, apnsID))
+        }
+        if recentAcks.count > Self.acksInHello { recentAcks.removeFirst(recentAcks.count - Self.acksInHello) }
+    }
+
+    private func sendLine(_ bytes: [UInt8], orLingering: Bool = false) throws(DeviceClientError) {
+        guard let transport = transport ?? (orLingering ? lingering : nil) else { throw closedError() }
         do {
             try transport.write(bytes, deadline: Monotonic.nowMilliseconds() + Int64(writeTimeoutMilliseconds))
         } catch {
@@ -572,7 +606,8 @@ public final class SimulatedDevice {
                         ? "replaced by a newer connection"
                         : wasRemoved
                             ? "the device was deleted through the admin API"
-                            : "the emulator closed the connection" + (partial ? " (in the middle of a line)" : ""))
+                            : "the emulator closed the connection" + (partial ? " (in the middle of a line)" : ""),
+                    lingerForAcks: true)
                 return
             case .failed(let message):
                 disconnect(reason: message)
@@ -715,7 +750,13 @@ public final class SimulatedDevice {
         case "activityStarted":
             if let activity = frame["activity"]?.objectValue, let id = activity["activityId"]?.stringValue { activities[id] = activity }
         case "notification":
-            guard autoAck, let id = frame["id"]?.intValue else { break }
+            guard let id = frame["id"]?.intValue else { break }
+            if let apnsID = frame["apnsId"]?.stringValue {
+                // Bounded for a client that never acks: the oldest unacked are forgotten.
+                if unacked.count >= 8 * Self.acksInHello, let any = unacked.keys.min() { unacked.removeValue(forKey: any) }
+                unacked[id] = apnsID
+            }
+            guard autoAck else { break }
             autoAcks.append(id)
         default:
             break
@@ -726,7 +767,7 @@ public final class SimulatedDevice {
         guard !autoAcks.isEmpty else { return }
         let ids = autoAcks
         autoAcks.removeAll(keepingCapacity: true)
-        guard transport != nil else { return }
+        guard transport != nil || lingering != nil else { return }
         do {
             try ack(ids)
         } catch {

@@ -150,6 +150,9 @@ final class DeviceConnection: ConnectionHandler {
     private var buffer: [UInt8] = []
     private var scanned = 0
     private(set) var deviceID: String?
+    /// The device this connection held once it is detached: acks read in the close's grace
+    /// period still count (the device acks what came with `replaced` before it goes).
+    private var detachedDeviceID: String?
     /// Closing: the last frame (a fatal error, `replaced`, `removed`) is written and the write
     /// side ended; what the device still sends is read and dropped until it closes too or the
     /// grace period ends. Closing at once with its bytes unread would send RST, and the device
@@ -158,8 +161,12 @@ final class DeviceConnection: ConnectionHandler {
     /// While closing: the last input is read, and only its acks are taken.
     private var readingLastAcks = false
     static let closeGraceMs = 2000
+    static let acksKept = 128
     /// The hello this connection made, replayed after a reset so the device stays attached.
     private var lastHello: DeviceHello?
+    /// The deliveries acked on this connection last: replayed with the hello on a re-attachment,
+    /// since a reload of the shared copy can have lost them (taken while Redis failed).
+    private var recentAcks: [UInt64] = []
     private var helloTimer: TimerID?
     /// With `--state-dir` or `--redis`, what this connection is told waits, in order, until
     /// the changes behind it are committed: a device never holds a token or a notification
@@ -269,6 +276,7 @@ final class DeviceConnection: ConnectionHandler {
             readingLastAcks = false
         }
         self.deviceID = nil
+        detachedDeviceID = deviceID
         let now = self.now
         let id = connection.id
         var frames: [DeviceFrame] = []
@@ -308,7 +316,8 @@ final class DeviceConnection: ConnectionHandler {
     /// After a reset the device is unknown again but its socket is still open: attach it
     /// anew, as if it had just said hello (it gets `welcome` and fresh `registered` tokens).
     func reattach() {
-        guard let hello = lastHello, !connection.isClosed, !closing else { return }
+        guard var hello = lastHello, !connection.isClosed, !closing else { return }
+        hello.acked = recentAcks.map { AckedDelivery(id: $0, apnsID: nil) }
         let now = self.now
         let id = connection.id
         do {
@@ -366,7 +375,7 @@ final class DeviceConnection: ConnectionHandler {
             fail("unavailable", reason, fatal: true)
             return
         }
-        guard let deviceID else {
+        guard let deviceID = deviceID ?? (readingLastAcks ? detachedDeviceID : nil) else {
             guard type == "hello" else { throw DeviceRequestError("hello_required", "the first message must be hello") }
             try hello(m)
             return
@@ -390,6 +399,8 @@ final class DeviceConnection: ConnectionHandler {
                 try state.withWorld(mode: .shared) { world throws(DeviceRequestError) -> [DeviceFrame]? in
                     world.inSharedTurn && !world.owns(deviceID) ? nil : try acknowledge(&world)
                 } ?? state.withWorld { world throws(DeviceRequestError) in try acknowledge(&world) }
+            recentAcks.append(UInt64(delivery))
+            if recentAcks.count > 2 * Self.acksKept { recentAcks.removeFirst(recentAcks.count - Self.acksKept) }
             gateway.dispatch(frames)
         case "app":
             let bundle = try Self.string(m, "bundleId")
@@ -580,7 +591,7 @@ final class DeviceConnection: ConnectionHandler {
         }
         let hello = DeviceHello(
             deviceID: id, lowPowerMode: try Self.optionalBool(m, "lowPowerMode") ?? false, apps: apps,
-            activitiesSeen: try Self.activitiesSeen(m))
+            activitiesSeen: try Self.activitiesSeen(m), acked: try Self.acked(m))
         let now = self.now
         let connectionID = connection.id
         let connected = state.withWorld { world in
@@ -650,6 +661,24 @@ final class DeviceConnection: ConnectionHandler {
         }
         return seen
     }
+
+    /// A hello's `acked`: `[{"id", "apnsId"}]`, the deliveries the device acked last.
+    static func acked(_ m: JSONObject) throws(DeviceRequestError) -> [AckedDelivery] {
+        guard let value = m["acked"], value != .null else { return [] }
+        guard let items = value.arrayValue, items.count <= maxAckedInHello else {
+            throw DeviceRequestError("bad_request", "\"acked\" must be a list of at most \(maxAckedInHello) objects")
+        }
+        var acked: [AckedDelivery] = []
+        for item in items {
+            guard let id = item["id"]?.intValue, id > 0, let apnsID = item["apnsId"]?.stringValue, apnsID.utf8.count <= 64 else {
+                throw DeviceRequestError("bad_request", "each of \"acked\" is an object with a numeric \"id\" and an \"apnsId\" string")
+            }
+            acked.append(AckedDelivery(id: UInt64(id), apnsID: apnsID))
+        }
+        return acked
+    }
+
+    static let maxAckedInHello = 1_000
 
     /// More than a device's Live Activities can be (live and the dismissed ones kept).
     static let maxActivitiesSeen = 1_000

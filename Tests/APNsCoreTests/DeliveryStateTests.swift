@@ -336,6 +336,78 @@ struct DeliveryStateTests {
         #expect(!restored.base.state.readWorld { $0.recordToWriteBack(delivered) }.delivery.awaitingOwner, "settled: as it is")
     }
 
+    /// `--redis`: the shared state took back what a connection had in flight (the socket moved
+    /// to another instance, a reload after a Redis fault) before the device's acks for it
+    /// counted. A late ack on the old connection still counts: the one coalesced in the store
+    /// and the one kept there read `delivered`, and the kept one is not sent again.
+    @Test func aLateAckForADeliveryTakenBackCountsAndIsNotSentAgain() throws {
+        var options = DeliveryOptions()
+        options.deliveryIDsAreSequences = true  // as with --redis
+        let f = try DeviceFixture(options: options)
+        let first = try f.push(#"{"aps":{"alert":"one"}}"#)
+        let second = try f.push(#"{"aps":{"alert":"two"}}"#)
+        let sent = f.notifications(in: first.deviceFrames + second.deviceFrames)
+        #expect(sent.count == 2)
+        let old = f.connectionID
+        f.disconnect()
+        #expect(f.record(first)?.outcome == .coalesced && f.record(second)?.outcome == .stored)
+        let now = f.now
+        for message in sent {
+            let id = UInt64(message["id"]!.intValue!)
+            _ = try f.base.state.withWorld { world throws(DeviceRequestError) in
+                try world.acknowledge(deviceID: "phone", connectionID: old, deliveryID: id, nowMs: now)
+            }
+        }
+        #expect(f.record(first)?.outcome == .delivered && f.record(second)?.outcome == .delivered)
+        #expect(f.notifications(in: try f.connect()).isEmpty, "acked: not in the store any more")
+        // Acked twice: harmless. An id no delivery to this device had: refused as before.
+        let again = UInt64(sent[0]["id"]!.intValue!)
+        _ = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.acknowledge(deviceID: "phone", connectionID: old, deliveryID: again, nowMs: now)
+        }
+        #expect(f.record(first)?.outcome == .delivered)
+        #expect(throws: DeviceRequestError.self) {
+            try f.base.state.withWorld { world throws(DeviceRequestError) in
+                try world.acknowledge(deviceID: "tablet", connectionID: old, deliveryID: again, nowMs: now)
+            }
+        }
+    }
+
+    /// `--redis`: acks the device sent that never reached the shared state (Redis failed, the
+    /// connection was closed before they were read) come again in its next hello (`acked`):
+    /// what was coalesced or stored meanwhile reads `delivered`, and is not sent again; a wrong
+    /// apns-id changes nothing.
+    @Test func aHelloListingAckedDeliveriesSettlesThemBeforeTheStoreIsSent() throws {
+        var options = DeliveryOptions()
+        options.deliveryIDsAreSequences = true
+        let f = try DeviceFixture(options: options)
+        let first = try f.push(#"{"aps":{"alert":"one"}}"#)
+        let second = try f.push(#"{"aps":{"alert":"two"}}"#)
+        let third = try f.push(#"{"aps":{"alert":"three"}}"#)
+        let sent = f.notifications(in: first.deviceFrames + second.deviceFrames + third.deviceFrames)
+        f.disconnect()
+        #expect(f.record(third)?.outcome == .stored)
+        f.connectionID += 1
+        let id = f.connectionID
+        let now = f.now
+        let acked = [
+            AckedDelivery(id: UInt64(sent[0]["id"]!.intValue!), apnsID: first.apnsID),
+            AckedDelivery(id: UInt64(sent[1]["id"]!.intValue!), apnsID: "00000000-0000-0000-0000-000000000000"),
+            AckedDelivery(id: UInt64(sent[2]["id"]!.intValue!), apnsID: third.apnsID.lowercased()),
+        ]
+        let hello = DeviceHello(
+            deviceID: "phone", lowPowerMode: false,
+            apps: [AppRegistration(bundleID: "com.example.app", environment: .sandbox, settings: AppSettings(), kinds: [.app])],
+            acked: acked)
+        let frames = try f.base.state.withWorld { world throws(DeviceRequestError) in
+            try world.connectDevice(hello, connectionID: id, nowMs: now)
+        }
+        #expect(f.notifications(in: frames).isEmpty, "\(frames)")
+        #expect(f.record(first)?.outcome == .delivered)
+        #expect(f.record(second)?.outcome == .coalesced, "another apns-id: not this delivery")
+        #expect(f.record(third)?.outcome == .delivered)
+    }
+
     /// `--redis`: a reload of the shared copy can undo a connection's close (Redis lost its
     /// state; another instance's copy, which had not heard of the close, was restored). Such a
     /// connection reads no ack: a hello on a new one takes what it had in flight at once, and

@@ -61,6 +61,38 @@ struct SimulatedDeviceTests {
             ])
     }
 
+    @Test("the next hello lists the deliveries acked last (acked), so an ack the emulator could not keep still counts")
+    func helloListsTheLastAcks() throws {
+        let hellos = Locked<[JSONObject]>([])
+        let peer = try FakePeer { peer in
+            let first = try peer.accept()
+            let hello = try first.handshake()
+            hellos.withLock { $0.append(hello) }
+            try first.send(FakePeer.notification(id: 5, apnsID: "A-1"))
+            try first.send(FakePeer.notification(id: 6, apnsID: "A-2"))
+            _ = try first.expect("ack")
+            _ = try first.expect("ack")
+            try first.expectEOF()
+            let second = try peer.accept()
+            let again = try second.handshake()
+            hellos.withLock { $0.append(again) }
+            try second.expectEOF()
+        }
+        try peer.run {
+            let device = makeDevice(peer)
+            try device.connect()
+            #expect(try device.nextNotification(timeoutMilliseconds: 2000)?.id == 5)
+            #expect(try device.nextNotification(timeoutMilliseconds: 2000)?.id == 6)
+            device.disconnect()
+            try device.connect()
+            device.disconnect()
+        }
+        let sent = hellos.withLock { $0 }
+        #expect(sent.count == 2)
+        #expect(sent.first?["acked"] == nil, "nothing acked before the first")
+        #expect(sent.last?["acked"] == [["id": 5, "apnsId": "A-1"], ["id": 6, "apnsId": "A-2"]])
+    }
+
     @Test("connect waits for welcome and every registered, fills tokens, keeps stored notifications queued")
     func connectFillsTokens() throws {
         let peer = try FakePeer { peer in
@@ -400,6 +432,33 @@ struct SimulatedDeviceTests {
             #expect(try device.poll(timeoutMilliseconds: 0).map { $0["type"] } == ["replaced"])
             #expect(throws: DeviceClientError.self) { _ = try device.poll(timeoutMilliseconds: 0) }
             #expect(throws: DeviceClientError.self) { try device.ping() }
+        }
+    }
+
+    @Test("the acks of the frames read with replaced still reach the emulator, which half-closed the connection")
+    func acksAfterReplacedAreSent() throws {
+        let peer = try FakePeer { peer in
+            let connection = try peer.accept()
+            try connection.handshake()
+            try connection.send(FakePeer.notification(id: 7, apnsID: "L-1"))
+            try connection.send(["type": "replaced"])
+            // As the emulator does: its side is done, and it reads the last acks.
+            Glibc.shutdown(connection.fd, Int32(SHUT_WR))
+            let ack = try connection.expect("ack")
+            guard ack["id"] == 7 else { throw PeerError("ack for \(String(describing: ack["id"]))") }
+            try connection.expectEOF()
+        }
+        try peer.run {
+            let device = makeDevice(peer)
+            device.autoAck = false
+            try device.connect()
+            // Both frames and the end of the stream come in one read.
+            usleep(200_000)
+            let frames = try device.poll(timeoutMilliseconds: 2000)
+            #expect(frames.map { $0["type"] } == ["notification", "replaced"])
+            #expect(!device.isConnected)
+            try device.ack(7)
+            device.disconnect()
         }
     }
 

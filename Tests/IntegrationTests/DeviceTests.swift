@@ -109,6 +109,11 @@ final class DeviceProcess: @unchecked Sendable {
         return lines.withLines { store in !store[start..<consumed].contains { $0["event"]?.stringValue == name } }
     }
 
+    /// Every event of `name` printed so far (none consumed).
+    func events(_ name: String) -> [JSONValue] {
+        lines.withLines { $0.filter { $0["event"]?.stringValue == name } }
+    }
+
     func registeredToken() throws -> String {
         let event = try #require(next("registered"), "the device printed no registered event")
         return try #require(event["token"]?.stringValue)

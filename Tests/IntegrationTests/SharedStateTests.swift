@@ -494,6 +494,72 @@ struct SharedStateTests {
         }
     }
 
+    /// A device (app in the foreground) taking pushes through both instances while its socket
+    /// moves to the other instance, Redis loses its data, or Redis pauses: every push the
+    /// device printed (and so acked) reads `delivered` afterwards. Before, the acks the shared
+    /// state had not taken when it took the deliveries back were lost (the old instance said
+    /// "no delivery … is waiting for an ack", Redis never kept them, or the device's last acks
+    /// with `replaced` were never written) and 1–23 such pushes read `coalesced`, replaced in
+    /// the store by a newer one.
+    @Test(.requires(.redisCLI), arguments: ["a socket moved", "FLUSHALL", "Redis paused"])
+    func everyPushADevicePrintedReadsDeliveredAfterAFault(fault: String) throws {
+        let cluster = try EmulatorCluster(count: 2, persistent: false)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let first = try DeviceProcess(e1, deviceID: "faulty-phone", extra: ["--app-state", "foreground"])
+        let token = try first.registeredToken()
+        #expect(try eventually { try e2.admin("GET", "/api/v1/devices/faulty-phone").json["connected"]?.boolValue == true })
+        let deadline = Date().addingTimeInterval(6)
+        let group = DispatchGroup()
+        let answered = Atomic<Int>(0)
+        for emulator in [e1, e2, e1, e2] {
+            DispatchQueue.global().async(group: group) {
+                var connection: HTTP2ClientConnection?
+                while Date() < deadline {
+                    do {
+                        if connection == nil { connection = try emulator.connect() }
+                        let result = APNsResult(try connection!.send(try emulator.push(token).request))
+                        if result.status == 200 { answered.add(1, ordering: .relaxed) }
+                    } catch {
+                        connection = nil
+                        Thread.sleep(forTimeInterval: 0.05)
+                    }
+                }
+            }
+        }
+        Thread.sleep(forTimeInterval: 2)
+        var devices = [first]
+        switch fault {
+        case "a socket moved":
+            devices.append(try DeviceProcess(e2, deviceID: "faulty-phone", extra: ["--app-state", "foreground"]))
+            #expect(first.next("replaced", timeout: 10) != nil)
+        case "FLUSHALL":
+            _ = try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.redis.port), "FLUSHALL"])
+        default:
+            cluster.redis.pause()
+            Thread.sleep(forTimeInterval: 4)
+            cluster.redis.resume()
+        }
+        group.wait()
+        #expect(try eventually(20) { try e1.admin("GET", "/readyz").status == 200 && e2.admin("GET", "/readyz").status == 200 })
+        let printed = Set(devices.flatMap { $0.events("notification") }.compactMap { $0["apnsId"]?.stringValue })
+        #expect(printed.count > 100, "\(printed.count) printed of \(answered.load(ordering: .relaxed)) answered 200")
+        var notDelivered: [String: String] = [:]
+        _ = try eventually(15) {
+            notDelivered = [:]
+            let records = try e1.notifications(token: token, limit: 100_000)
+            for record in records {
+                guard let id = record["apnsId"]?.stringValue, printed.contains(id) else { continue }
+                let outcome = record["outcome"]?.stringValue ?? "?"
+                if outcome != "delivered" { notDelivered[id] = outcome + ": " + (record["explanation"]?.stringValue ?? "") }
+            }
+            return notDelivered.isEmpty
+        }
+        let refusedAcks = devices.flatMap { $0.events("error") }.filter { $0["message"]?.stringValue?.contains("is waiting for an ack") == true }
+        print("\(fault): \(printed.count) printed, \(refusedAcks.count) acks refused, \(notDelivered.count) printed and not delivered")
+        #expect(notDelivered.isEmpty, "\(fault): \(notDelivered.count) pushes the device printed read otherwise: \(Array(notDelivered.prefix(3)))")
+        #expect(refusedAcks.isEmpty, "\(fault): \(refusedAcks.prefix(3))")
+    }
+
     /// Every Redis answer 500 ms late (a TCP proxy in between): provider pushes wait for it,
     /// but the admin API's reads come from the instance's own copy and are answered at once.
     @Test func adminReadsDoNotWaitForASlowRedis() throws {
