@@ -495,13 +495,14 @@ struct SharedStateTests {
     }
 
     /// A device (app in the foreground) taking pushes through both instances while its socket
-    /// moves to the other instance, Redis loses its data, or Redis pauses: every push the
+    /// moves to the other instance, Redis loses its data, Redis pauses, or the instance holding
+    /// the socket pauses long enough to be taken for stopped: every push the
     /// device printed (and so acked) reads `delivered` afterwards. Before, the acks the shared
     /// state had not taken when it took the deliveries back were lost (the old instance said
     /// "no delivery … is waiting for an ack", Redis never kept them, or the device's last acks
     /// with `replaced` were never written) and 1–23 such pushes read `coalesced`, replaced in
     /// the store by a newer one.
-    @Test(.requires(.redisCLI), arguments: ["a socket moved", "FLUSHALL", "Redis paused"])
+    @Test(.requires(.redisCLI), arguments: ["a socket moved", "FLUSHALL", "Redis paused", "its instance paused"])
     func everyPushADevicePrintedReadsDeliveredAfterAFault(fault: String) throws {
         let cluster = try EmulatorCluster(count: 2, persistent: false)
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
@@ -534,6 +535,11 @@ struct SharedStateTests {
             #expect(first.next("replaced", timeout: 10) != nil)
         case "FLUSHALL":
             _ = try run("/usr/bin/env", ["redis-cli", "-p", String(cluster.redis.port), "FLUSHALL"])
+        case "its instance paused":
+            // Taken for stopped by the other, which gives back what the device had in flight.
+            Glibc.kill(e1.process.processIdentifier, SIGSTOP)
+            #expect(try eventually(15) { try e2.admin("GET", "/api/v1/devices/faulty-phone").json["connected"]?.boolValue == false })
+            Glibc.kill(e1.process.processIdentifier, SIGCONT)
         default:
             cluster.redis.pause()
             Thread.sleep(forTimeInterval: 4)
