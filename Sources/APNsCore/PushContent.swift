@@ -54,7 +54,10 @@ public struct PushContent: Sendable, Equatable {
             guard take(UInt8(ascii: "{")) else { return content }
             while let key = memberKey() {
                 if equals(key, "aps"), peek() == UInt8(ascii: "{") {
+                    // A repeated `aps`: the last one counts, as in the full read (and Foundation's).
                     content = aps()
+                    skipSpace()
+                    _ = take(UInt8(ascii: "}"))
                 } else {
                     if isContentAvailable(key) { misplaced = true }
                     if !skipValue() { break }

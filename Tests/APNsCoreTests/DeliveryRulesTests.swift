@@ -198,6 +198,10 @@ struct DeliveryRulesTests {
         (#"{"aps":{"alert":"hi","interruption-level":"passive"}}"#, PushContent(isVisible: true, needsPresentation: true)),
         (#"{"aps":{"alert":"hi","sound":"default"},"thread-id":"not aps"}"#, PushContent(isVisible: true)),
         (#" { "aps" : { "alert" : "a\"b" , "content-available" : 1 } } "#, PushContent(isVisible: true, contentAvailable: true)),
+        // A repeated aps: the last counts, as in the full read that presents it.
+        (#"{"aps":{"alert":"first"},"aps":{}}"#, PushContent()),
+        (#"{"aps":{},"aps" : {"alert":"second"} }"#, PushContent(isVisible: true)),
+        (#"{"aps":{"alert":{"title":"t"}},"x":1,"aps":{"content-available":1}}"#, PushContent(contentAvailable: true)),
     ])
     func payloadFacts(payload: String, expected: PushContent) {
         #expect(PushContent.read(Array(payload.utf8)) == expected)
