@@ -87,11 +87,12 @@ extension World {
             wantsWake
             ? delivery.budgets[key] ?? BackgroundBudget(perHour: deliveryOptions.backgroundBudgetPerHour, nowMs: nowMs)
             : BackgroundBudget(perHour: 0, nowMs: nowMs)
-        let decision = DeliveryRules.decide(
+        // Filled in place: bound out of a `DeliveryDecision`, the verdict was copied.
+        var verdict = DeliveryVerdict(callbacks: [], display: .none)
+        if let reason = DeliveryRules.decide(
             pushType: notification.pushType, content: notification.content, app: app.settings,
-            lowPowerMode: device.lowPowerMode, budgetAvailable: budget.available(nowMs: nowMs))
-        switch decision {
-        case .deferBackground(let reason):
+            lowPowerMode: device.lowPowerMode, budgetAvailable: budget.available(nowMs: nowMs), into: &verdict)
+        {
             if let older = delivery.deferred[key], older.notification.sequence != notification.sequence {
                 setOutcome(
                     older.notification.sequence, .throttled,
@@ -109,74 +110,73 @@ extension World {
                 "deferred: " + Self.describe(reason, budget: deliveryOptions.backgroundBudgetPerHour) + (advice.reason.map { "; " + $0 } ?? ""),
                 atMs: nowMs)
             return []
-        case .deliver(var verdict):
-            if !notification.content.isVisible || notification.content.contentAvailableMisread {
-                advise(notification, &verdict)
-            }
-            let presentation = present(notification, &verdict, device: device, app: app, nowMs: nowMs)
-            // The wake is charged where the app is woken: a virtual device's at once, a socket
-            // device's as the frame goes out (refunded if it never acknowledges it,
-            // `returnInflight`); a push stored for later is charged when it leaves the store.
-            func chargeWake() {
-                guard verdict.usedBackgroundBudget else { return }
-                _ = budget.consume(nowMs: nowMs)
-                delivery.setBudget(key, budget)
-            }
-            if wantsWake, let older = delivery.deferred[key], older.notification.sequence < notification.sequence,
-                verdict.callbacks.contains(AppCallback.didReceiveRemoteNotification)
-            {
-                // The app is woken with newer content: the held one would reach it late and stale.
-                delivery.deferred.removeValue(forKey: key)
-                setOutcome(
-                    older.notification.sequence, .throttled,
-                    "a newer background push woke the app while this one was held; the system keeps only the newest", atMs: nowMs)
-                delivery.noteDone(older.notification.sequence)
-            }
-            if device.isVirtual {
-                chargeWake()
-                // WidgetKit, not the app, takes these: a reload within the budget, or why not.
-                if let kind = WidgetPushKind(notification.pushType) {
-                    applyWidgetPush(notification, kind: kind, nowMs: nowMs)
-                    return []
-                }
-                settle(notification, verdict: verdict, nowMs: nowMs, userID: device.userID)
-                return launchIfWoken(notification, verdict: verdict, nowMs: nowMs)
-            }
-            records.update(sequence: notification.sequence) {
-                $0.callbacks = verdict.callbacks
-                $0.display = verdict.display.rawValue
-            }
-            guard let connectionID = device.connectionID else {
-                store(notification, nowMs: nowMs, why: "the device is offline")
-                return []
-            }
-            let waiting = delivery.inflightPerDevice[device.id, default: 0]
-            if waiting >= deliveryOptions.deviceWindow {
-                delivery.windowFull.insert(device.id)
-                store(
-                    notification, nowMs: nowMs,
-                    why: "the device has \(waiting) deliveries it has not acknowledged (its window is full)")
-                return []
-            }
-            // Shared state (`--redis`): the notification's sequence, unique across instances,
-            // so any instance finds the delivery an ack names, and a row names it at once.
-            chargeWake()
-            let id = deliveryOptions.deliveryIDsAreSequences ? notification.sequence : delivery.nextDeliveryID
-            delivery.nextDeliveryID = max(delivery.nextDeliveryID, id + 1)
-            delivery.inflight[id] = InFlight(connectionID: connectionID, notification: notification, verdict: verdict, sentAtMs: nowMs)
-            delivery.inflightPerDevice[device.id] = waiting + 1
-            delivery.noteWaiting(
-                .inFlight, notification,
-                flight: FlightRow(deliveryID: id, connectionID: connectionID, sentAtMs: nowMs, verdict: verdict))
-            setOutcome(
-                notification.sequence, .pending, "sent to the device; waiting for its ack", atMs: nowMs,
-                step: notification.wasStored ? .deliveredFromStorage : .delivered)
-            return [
-                DeviceFrame(
-                    deviceID: device.id, connectionID: connectionID,
-                    message: Self.notificationMessage(id: id, notification, verdict, presentation))
-            ]
         }
+        if !notification.content.isVisible || notification.content.contentAvailableMisread {
+            advise(notification, &verdict)
+        }
+        let presentation = present(notification, &verdict, device: device, app: app, nowMs: nowMs)
+        // The wake is charged where the app is woken: a virtual device's at once, a socket
+        // device's as the frame goes out (refunded if it never acknowledges it,
+        // `returnInflight`); a push stored for later is charged when it leaves the store.
+        func chargeWake() {
+            guard verdict.usedBackgroundBudget else { return }
+            _ = budget.consume(nowMs: nowMs)
+            delivery.setBudget(key, budget)
+        }
+        if wantsWake, let older = delivery.deferred[key], older.notification.sequence < notification.sequence,
+            verdict.callbacks.contains(AppCallback.didReceiveRemoteNotification)
+        {
+            // The app is woken with newer content: the held one would reach it late and stale.
+            delivery.deferred.removeValue(forKey: key)
+            setOutcome(
+                older.notification.sequence, .throttled,
+                "a newer background push woke the app while this one was held; the system keeps only the newest", atMs: nowMs)
+            delivery.noteDone(older.notification.sequence)
+        }
+        if device.isVirtual {
+            chargeWake()
+            // WidgetKit, not the app, takes these: a reload within the budget, or why not.
+            if let kind = WidgetPushKind(notification.pushType) {
+                applyWidgetPush(notification, kind: kind, nowMs: nowMs)
+                return []
+            }
+            settle(notification, verdict: verdict, nowMs: nowMs, userID: device.userID)
+            return launchIfWoken(notification, verdict: verdict, nowMs: nowMs)
+        }
+        records.update(sequence: notification.sequence) {
+            $0.callbacks = verdict.callbacks
+            $0.display = verdict.display.rawValue
+        }
+        guard let connectionID = device.connectionID else {
+            store(notification, nowMs: nowMs, why: "the device is offline")
+            return []
+        }
+        let waiting = delivery.inflightPerDevice[device.id, default: 0]
+        if waiting >= deliveryOptions.deviceWindow {
+            delivery.windowFull.insert(device.id)
+            store(
+                notification, nowMs: nowMs,
+                why: "the device has \(waiting) deliveries it has not acknowledged (its window is full)")
+            return []
+        }
+        // Shared state (`--redis`): the notification's sequence, unique across instances,
+        // so any instance finds the delivery an ack names, and a row names it at once.
+        chargeWake()
+        let id = deliveryOptions.deliveryIDsAreSequences ? notification.sequence : delivery.nextDeliveryID
+        delivery.nextDeliveryID = max(delivery.nextDeliveryID, id + 1)
+        delivery.inflight[id] = InFlight(connectionID: connectionID, notification: notification, verdict: verdict, sentAtMs: nowMs)
+        delivery.inflightPerDevice[device.id] = waiting + 1
+        delivery.noteWaiting(
+            .inFlight, notification,
+            flight: FlightRow(deliveryID: id, connectionID: connectionID, sentAtMs: nowMs, verdict: verdict))
+        setOutcome(
+            notification.sequence, .pending, "sent to the device; waiting for its ack", atMs: nowMs,
+            step: notification.wasStored ? .deliveredFromStorage : .delivered)
+        return [
+            DeviceFrame(
+                deviceID: device.id, connectionID: connectionID,
+                message: Self.notificationMessage(id: id, notification, verdict, presentation))
+        ]
     }
 
     /// The presentation rules, where they have something to decide: the payload asks for more

@@ -94,16 +94,33 @@ public enum DeliveryRules {
         pushType: PushType, content: PushContent, app: AppSettings, lowPowerMode: Bool,
         budgetAvailable: Bool
     ) -> DeliveryDecision {
+        var verdict = DeliveryVerdict(callbacks: [], display: .none)
+        if let reason = decide(
+            pushType: pushType, content: content, app: app, lowPowerMode: lowPowerMode, budgetAvailable: budgetAvailable,
+            into: &verdict)
+        {
+            return .deferBackground(reason)
+        }
+        return .deliver(verdict)
+    }
+
+    /// `decide` for the request path: the verdict filled in place (`verdict` comes in empty),
+    /// the reason to hold it back returned. Bound out of a `DeliveryDecision`, the verdict's
+    /// callbacks and reason were copied through the runtime's generic witnesses.
+    static func decide(
+        pushType: PushType, content: PushContent, app: AppSettings, lowPowerMode: Bool,
+        budgetAvailable: Bool, into verdict: inout DeliveryVerdict
+    ) -> DeferReason? {
         switch pushType {
         case .voip, .complication, .fileprovider:
             // PushKit pushes wake or launch the app whatever its state and permission.
-            return .deliver(DeliveryVerdict(callbacks: [AppCallback.didReceiveIncomingPush], display: .none))
+            verdict.callbacks = [AppCallback.didReceiveIncomingPush]
+            return nil
         case .liveactivity, .widgets, .controls, .location, .pushtotalk, .mdm:
             // Handled by the system or an extension, not by app callbacks.
-            return .deliver(
-                DeliveryVerdict(
-                    callbacks: [], display: content.isVisible && pushType == .liveactivity ? .banner : .none,
-                    reason: "handled by the system (\(pushType.rawValue))"))
+            verdict.display = content.isVisible && pushType == .liveactivity ? .banner : .none
+            verdict.reason = "handled by the system (\(pushType.rawValue))"
+            return nil
         case .alert, .background:
             break
         }
@@ -137,9 +154,9 @@ public enum DeliveryRules {
                 callbacks.append(AppCallback.didReceiveRemoteNotification)
             } else if !content.isVisible {
                 // A pure background push: held back until it can run.
-                if app.appState == .terminated { return .deferBackground(.terminated) }
-                if lowPowerMode { return .deferBackground(.lowPower) }
-                if !budgetAvailable { return .deferBackground(.budget) }
+                if app.appState == .terminated { return .terminated }
+                if lowPowerMode { return .lowPower }
+                if !budgetAvailable { return .budget }
                 callbacks.append(AppCallback.didReceiveRemoteNotification)
                 usedBudget = true
             } else if app.appState == .terminated {
@@ -156,12 +173,12 @@ public enum DeliveryRules {
             notes.append("the payload has no alert, badge or sound and no content-available, so there is nothing to show or run")
         }
 
-        let outcome: DeliveryOutcome = callbacks.isEmpty && display == .none ? .droppedBySystem : .delivered
-        return .deliver(
-            DeliveryVerdict(
-                callbacks: callbacks, display: display, outcome: outcome,
-                reason: notes.isEmpty ? nil : notes.joined(separator: "; "),
-                usedBackgroundBudget: usedBudget))
+        verdict.outcome = callbacks.isEmpty && display == .none ? .droppedBySystem : .delivered
+        verdict.callbacks = callbacks
+        verdict.display = display
+        if !notes.isEmpty { verdict.reason = notes.joined(separator: "; ") }
+        verdict.usedBackgroundBudget = usedBudget
+        return nil
     }
 }
 

@@ -528,11 +528,12 @@ public final class ProviderEndpoint: Sendable {
                 record.bundleID = owner.bundleID
                 route = .liveActivity(token: record.token, priority: record.priority, expiration: record.expiration)
             } else {
-                guard
-                    let entry = try checkDeviceToken(
-                        syntax, topic: topic.topic, environment: environment, now: now,
-                        world: &world, record: &record)
-                else { return Self.needingLease(record, reply: &reply) }
+                // Not optional: a `TokenEntry?` was destroyed through the runtime's generic witnesses.
+                var leaseNeeded = false
+                let entry = try checkDeviceToken(
+                    syntax, topic: topic.topic, environment: environment, now: now,
+                    world: &world, record: &record, needsLease: &leaseNeeded)
+                if leaseNeeded { return Self.needingLease(record, reply: &reply) }
                 try checkPayload(request, pushType: topic.pushType, json: json, headers: record.requestHeaders)
                 if entry.state == .rateLimited {
                     throw Rejection(reason: .tooManyRequests, explanation: "the token is set to rate-limited (admin API)")
@@ -971,13 +972,15 @@ public final class ProviderEndpoint: Sendable {
         _ fields: APNsHeaderFields, syntax: Syntax, provider identity: ProviderIdentity,
         world: inout World, record: inout NotificationRecord
     ) throws(Rejection) -> (topic: String, pushType: PushType) {
-        if case .token(let verified) = identity, let topic = fields.topic,
+        // The topic is lent, not bound: `let topic = fields.topic` copied and destroyed the
+        // `String?` through the runtime's generic witnesses (about 300 instructions).
+        if case .token(let verified) = identity,
             let pushType = world.lastTopicVerdict.pushType(
-                provider: verified, topic: topic, header: syntax.pushType, generation: world.credentials.generation)
+                provider: verified, topic: fields.topic, header: syntax.pushType, generation: world.credentials.generation)
         {
             record.pushType = pushType.rawValue
             record.bundleID = world.lastTopicVerdict.bundleID
-            return (topic, pushType)
+            return (world.lastTopicVerdict.topic, pushType)
         }
         var requested = fields.topic.flatMap { $0.isEmpty ? nil : $0 }
         if requested == nil, case .certificate(let certificate) = identity, certificate.topics.count == 1 {
@@ -1045,12 +1048,12 @@ public final class ProviderEndpoint: Sendable {
     }
 
     /// The shared rules (DeviceTokenRules.swift); a token invalidated with a delay may reach
-    /// its 410 early after enough pushes, so this push is counted first (under the lease: nil
-    /// in a shared turn, where the registry is not changed).
+    /// its 410 early after enough pushes, so this push is counted first (under the lease: in a
+    /// shared turn, where the registry is not changed, `needsLease` is set instead).
     private func checkDeviceToken(
         _ syntax: Syntax, topic: String, environment: APNsEnvironment, now: Int64,
-        world: inout World, record: inout NotificationRecord
-    ) throws(Rejection) -> TokenEntry? {
+        world: inout World, record: inout NotificationRecord, needsLease: inout Bool
+    ) throws(Rejection) -> TokenEntry {
         if let refusal = DeviceTokenRules.refusal(ofText: syntax.token, shape: syntax.tokenShape) { throw Rejection(refusal) }
         // The record already holds the token as a String; reuse it unless it needs lowercasing.
         let normalized = syntax.tokenShape.hasUppercase ? Hex.lowercased(syntax.token) : record.token
@@ -1065,7 +1068,10 @@ public final class ProviderEndpoint: Sendable {
             }
             throw Rejection(DeviceTokenRules.neverIssued)
         }
-        if found.pushesUntilUnregistered != nil, world.inSharedTurn { return nil }
+        if found.pushesUntilUnregistered != nil, world.inSharedTurn {
+            needsLease = true
+            return found
+        }
         record.deviceID = found.deviceID
         do {
             return try DeviceTokenRules.judge(found, topic: topic, environment: environment, nowMs: now) { entry in

@@ -86,9 +86,9 @@ struct TopicVerdict: Sendable {
     /// The push type when `topic` (compared byte for byte) with the `header` type is what
     /// `provider` was last allowed to send at this `generation`; nil otherwise.
     @inline(__always)
-    func pushType(provider: AuthenticatedProvider, topic: String, header: PushType?, generation: UInt64) -> PushType? {
+    func pushType(provider: AuthenticatedProvider, topic: String?, header: PushType?, generation: UInt64) -> PushType? {
         guard self.provider === provider, self.generation == generation, self.header == header,
-            self.topic.utf8.count == topic.utf8.count, ASCII.sameBytes(self.topic, topic)
+            topic?.utf8.count == self.topic.utf8.count, ASCII.sameBytes(self.topic, topic.unsafelyUnwrapped)
         else { return nil }
         return pushType
     }

@@ -676,16 +676,26 @@ final class ProviderConnection: ConnectionHandler {
     }
 
     private func respond(_ streamID: Int32, _ response: PushResponse) {
-        let sent = submit(
-            streamID, status: response.status, id: ("apns-id", response.apnsID),
-            secondName: "apns-unique-id", secondValue: response.uniqueID, body: response.body, raise: response.raiseStreamLimit)
+        // Unwrapped before it is passed: a `String?` handed on whole was copied through the
+        // runtime's generic witnesses.
+        let sent: Bool
+        if let uniqueID = response.uniqueID {
+            sent = submit(
+                streamID, status: response.status, id: ("apns-id", response.apnsID),
+                secondName: "apns-unique-id", secondValue: uniqueID, body: response.body, raise: response.raiseStreamLimit)
+        } else {
+            sent = submit(
+                streamID, status: response.status, id: ("apns-id", response.apnsID),
+                secondName: "apns-unique-id", secondValue: nil, body: response.body, raise: response.raiseStreamLimit)
+        }
         if !sent {
             endpoint.noteAnswersNotSent(
                 [response.recordSequence], why: "the client had reset its stream (RST_STREAM) before the answer went out")
         }
         // Successes cost nothing: no clock read for them.
-        if !goingAway, var budget = errorBudget, case let points = ErrorBudget.points(status: response.status, reason: response.reason),
-            points > 0
+        // The points first: the (lazy, optional) budget is read and copied only for an error.
+        if !goingAway, case let points = ErrorBudget.points(status: response.status, reason: response.reason), points > 0,
+            var budget = errorBudget
         {
             let tooMany = budget.charge(points, nowMs: Monotonic.nowMilliseconds())
             errorBudget = budget
