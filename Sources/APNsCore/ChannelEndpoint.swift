@@ -210,15 +210,9 @@ public final class ChannelEndpoint: Sendable {
     }
 
     /// Whether a path is a broadcast send's (on a push listener the rest is the device-push
-    /// endpoint's). Runs for every request there: three bytes compared, not `hasPrefix`.
-    public static func isBroadcastPath(_ path: String) -> Bool { startsWithVersion(path, UInt8(ascii: "4")) }
-
-    /// Whether `path` begins `/<digit>/`.
-    @inline(__always)
-    static func startsWithVersion(_ path: String, _ digit: UInt8) -> Bool {
-        var bytes = path.utf8.makeIterator()
-        return bytes.next() == UInt8(ascii: "/") && bytes.next() == digit && bytes.next() == UInt8(ascii: "/")
-    }
+    /// endpoint's). Runs for every request there: its first three bytes compared at once
+    /// (`String.hasPrefix` is Unicode-aware; the UTF-8 view's iterator cost about 90 instructions).
+    public static func isBroadcastPath(_ path: String) -> Bool { ASCII.hasPrefix(path, "/4/") }
 
     /// Judges one request. `management` is true on a channel-management host (its own
     /// listeners, or `--listen` for the `api-manage-broadcast` names), where only `/1/…`

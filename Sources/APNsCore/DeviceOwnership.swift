@@ -223,7 +223,10 @@ extension World {
             }
         }
         if !delivery.heldForOrder.isEmpty { releaseHeldForOrder(deviceID: notification.deviceID) }
-        var frames = delivery.handedOff.isEmpty ? [] : routeHandOffs(deviceID: notification.deviceID, nowMs: nowMs)
+        // No hand-offs (the usual case): the route's frames as they are, not appended to an
+        // empty array (`append(contentsOf:)`, about 150 instructions).
+        guard !delivery.handedOff.isEmpty else { return route(notification, nowMs: nowMs) }
+        var frames = routeHandOffs(deviceID: notification.deviceID, nowMs: nowMs)
         frames += route(notification, nowMs: nowMs)
         return frames
     }
