@@ -261,7 +261,7 @@ private enum LoadCLI {
             defer { probe.close() }
             try probe.confirmHTTP2()
         } catch {
-            throw LoadSetupError(protocolMismatchAdvice(error))
+            throw LoadSetupError(providerProblem(error, address: address, options: connection))
         }
 
         let tokens: [String]
@@ -277,5 +277,25 @@ private enum LoadCLI {
             }
         }
         return Prepared(connection: connection, key: key, keySpec: keySpec, tokens: tokens)
+    }
+
+    /// Why the provider listener cannot be used, naming it and what was waited for, as
+    /// `conformance` does: a bare "timed out" says neither which port nor which step.
+    static func providerProblem(_ error: ClientError, address: HostPort, options: HTTP2ClientConnection.Options) -> String {
+        if error.mismatch != nil { return protocolMismatchAdvice(error) }
+        let kind = options.tls ? "TLS" : "cleartext (h2c)"
+        let seconds = options.timeoutMilliseconds / 1000
+        // "timed out" alone is the connect or the TLS handshake; "timed out after N ms" the wait for SETTINGS.
+        if error.description == "timed out" {
+            let step = options.tls ? "connecting and the TLS handshake" : "connecting"
+            return "the provider listener \(address) (\(kind)) did not answer within \(seconds) s (\(step)): "
+                + "a port that accepts and stays silent, or drops packets, is not an APNs provider listener"
+        }
+        if error.description.hasPrefix("timed out") {
+            return "the provider listener \(address) (\(kind)) sent no HTTP/2 SETTINGS within \(seconds) s after "
+                + "\(options.tls ? "the TLS handshake" : "connecting") (\(error.description)): not an HTTP/2 (APNs) provider listener?"
+        }
+        let text = certificateAdvice(error, address: address)
+        return text.contains(address.description) ? text : "the provider listener \(address) (\(kind)): \(text)"
     }
 }

@@ -23,7 +23,7 @@ struct LoadDescription {
             plan.ratePerSecond >= 10
             ? "\(grouped(plan.ratePerSecond)) req/s"
             : plan.ratePerSecond > 0 ? "\(String(format: "%g", plan.ratePerSecond)) req/s" : "unlimited"
-        let stops = [requests.map { "\(grouped($0)) requests" }, duration.map { "\(grouped($0)) s" }].compactMap { $0 }
+        let stops = [requests.map { "\(grouped($0)) requests" }, duration.map { "\(Self.seconds($0)) s" }].compactMap { $0 }
         let sizes = plan.mix.weights.filter { $0.weight > 0 }.map { "\($0.kind.rawValue) \(plan.payload(for: $0.kind).count)" }
         return """
             target       \(tls ? "https" : "http")://\(target) (\(environment)\(tls ? ", TLS" : ", h2c"))
@@ -31,6 +31,11 @@ struct LoadDescription {
             mix          \(plan.mix) (payload bytes: \(sizes.joined(separator: ", ")))
             tokens       \(grouped(tokens)) (\(tokenSource)), topic \(plan.topic), key \(keySpec)
             """
+    }
+
+    /// A duration as given: `--duration 0.5` is not "1 s", nor 2.6 "3 s".
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? grouped(value) : String(format: "%g", value)
     }
 
     /// One progress line: the last interval's rate and the totals.

@@ -209,8 +209,15 @@ func protocolMismatchAdvice(_ error: ClientError) -> String {
 
 /// A server certificate the connection could not verify, said with what to give instead:
 /// `send`, `channels` and `conformance` all take `--ca` and `--insecure`. Other errors as they are.
-func certificateAdvice(_ error: ClientError) -> String {
+func certificateAdvice(_ error: ClientError, address: HostPort? = nil) -> String {
     guard error.certificateNotVerified else { return error.description }
+    // OpenSSL's "IP address mismatch" / "hostname mismatch": the CA was trusted, the name was not
+    // on the certificate, and another CA would not help.
+    if error.description.contains("address mismatch)") || error.description.contains("hostname mismatch)") {
+        let host = address.map { " \($0.host)" } ?? ""
+        return "\(error.description); the server's certificate does not name the host\(host): connect with a host name it carries "
+            + "(e.g. localhost, or Apple's names mapped to 127.0.0.1 in /etc/hosts)"
+    }
     return "\(error.description); trust the emulator's CA with --ca PATH (its certs/ca.pem, the \"trust this CA\" line serve prints) "
         + "or skip the check with --insecure"
 }
@@ -234,7 +241,7 @@ func sendOnce(
 {
     let connection: HTTP2ClientConnection
     do { connection = try HTTP2ClientConnection(providerConnectionOptions(command, options, address: address)) } catch {
-        command.fail(certificateAdvice(error))
+        command.fail(certificateAdvice(error, address: address))
     }
     defer { connection.close() }
     // A server of another protocol (a TLS port given --h2c, an HTTP/1.1 server) is named as

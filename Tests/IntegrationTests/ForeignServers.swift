@@ -11,7 +11,8 @@ import TestSupport
 final class ForeignServer {
     let address: HostPort
     private let process = Process()
-    private let directory: String
+    /// Its files: `name.pem` is the certificate of `tlsNamed`.
+    let directory: String
 
     /// `python3 -m http.server` on a free loopback port.
     static func http() throws -> ForeignServer {
@@ -49,6 +50,23 @@ final class ForeignServer {
                 ExternalTool.openssl.path!,
                 ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate, "-key", key, "-www", "-quiet"]
             )
+        }
+    }
+
+    /// `openssl s_server` with a self-signed certificate for `name` only (trust it with --ca
+    /// `directory/name.pem`): verification passes, and fails on the name for 127.0.0.1.
+    static func tlsNamed(_ name: String) throws -> ForeignServer {
+        try ForeignServer { port, directory in
+            let certificate = "\(directory)/\(name).pem"
+            let key = "\(directory)/\(name)-key.pem"
+            let made = try run(
+                ExternalTool.openssl.path!,
+                [
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out",
+                    certificate, "-days", "1", "-subj", "/CN=\(name)", "-addext", "subjectAltName=DNS:\(name)",
+                ])
+            guard made.status == 0 else { throw HarnessError("openssl req: \(made.err)") }
+            return (ExternalTool.openssl.path!, ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate, "-key", key, "-www", "-quiet"])
         }
     }
 

@@ -168,6 +168,8 @@ struct LoadCommandTests {
         #expect(result.status == 0, "\(result.err)")
         #expect(result.out.contains("target       https://\(try emulator.address("sandbox"))"), "\(result.out)")
         #expect(result.out.contains("(duration reached)"), "\(result.out)")
+        // The duration as given: it said "until 1 s".
+        #expect(result.out.contains(", until 0.5 s\n"), "\(result.out)")
         #expect(result.out.contains("answers      200: "))
         #expect(result.out.contains("latency ms   p50 "))
         // The devices came from one batch call, not one call each.
@@ -291,6 +293,29 @@ struct LoadCommandTests {
             #expect(result.err.contains(message), "\(arguments): \(result.err)")
             #expect(result.out.isEmpty, "no run: \(result.out)")
         }
+        #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.isEmpty == true)
+    }
+
+    /// A --provider that accepts and never speaks, or whose TLS fails: said with the address and
+    /// what was waited for, as conformance says it. It said only "timed out" after 10 s, and
+    /// "TLS handshake failed: …" without the address.
+    @Test(.requires(.openssl)) func aProviderThatIsSilentOrFailsTLSIsNamed() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let listener = try Socket.listen(try HostPort(parsing: "127.0.0.1:0"))
+        defer { close(listener.fd) }
+        let silent = try load(emulator, ["--provider", listener.bound.description, "--requests", "1", "--devices", "1"])
+        #expect(silent.status == 1, "\(silent.out)")
+        #expect(
+            silent.err.contains(
+                "the provider listener \(listener.bound) (TLS) did not answer within 10 s (connecting and the TLS handshake)"),
+            "\(silent.err)")
+        let server = try ForeignServer.tlsNamed("example.invalid")
+        let named = try load(
+            emulator,
+            ["--provider", server.address.description, "--ca", "\(server.directory)/example.invalid.pem", "--requests", "1", "--devices", "1"])
+        #expect(named.status == 1, "\(named.out)")
+        #expect(named.err.contains("the provider listener \(server.address) (TLS): TLS handshake failed"), "\(named.err)")
+        #expect(named.err.contains("does not name the host 127.0.0.1"), "\(named.err)")
         #expect(try emulator.admin("GET", "/api/v1/devices").json["devices"]?.arrayValue?.isEmpty == true)
     }
 
