@@ -13,6 +13,15 @@ public struct RunInputs: Sendable {
     public var otherEnvironmentKey: ProviderSigningKey?
     public var hasCertificate = false
     public var allowTokenUpdate = false
+    /// A channel-management target was given, or paired with --target.
+    public var hasChannelManagement = false
+    public var topicWithoutBroadcast: String?
+    public var topicAtChannelLimit: String?
+    public var voipToken: String?
+    /// The broadcast channel the run created (nil until then).
+    public var channelID: String?
+    /// A well-formed channel id nobody created: 16 random bytes in padded base64, as Apple's.
+    public var unknownChannelID = ""
     /// A well-formed token nobody issued (random per run).
     public var unknownToken: String
     /// The run's clock, in UNIX seconds: every token of the run is signed relative to it.
@@ -34,6 +43,10 @@ public struct RunInputs: Sendable {
         case .otherEnvironmentKey: otherEnvironmentKey != nil
         case .certificate: hasCertificate
         case .tokenUpdate: allowTokenUpdate
+        case .channelManagement: hasChannelManagement
+        case .topicWithoutBroadcast: topicWithoutBroadcast != nil
+        case .topicAtChannelLimit: topicAtChannelLimit != nil
+        case .voipToken: voipToken != nil
         }
     }
 
@@ -71,6 +84,8 @@ public struct PlannedRequest: Sendable {
 public struct PlannedCase: Sendable {
     public var item: ConformanceCase
     public var connection: ConnectionKind
+    /// The push host, or the channel-management one.
+    public var host: TargetHost
     /// Sent first on the same connection; it must be answered 200.
     public var before: PlannedRequest?
     public var main: PlannedRequest
@@ -80,7 +95,8 @@ public struct PlannedCase: Sendable {
 /// sends one token per connection (APNs asks for no more than one new token per 20 minutes).
 public struct CasePlanner: Sendable {
     public let catalogue: ConformanceCatalogue
-    public let inputs: RunInputs
+    /// Mutable for the run's channel id, known once the channel is created.
+    public var inputs: RunInputs
     public let runToken: String
 
     public init(catalogue: ConformanceCatalogue, inputs: RunInputs) throws {
@@ -102,11 +118,12 @@ public struct CasePlanner: Sendable {
             try build(CaseRequest(auth: auth), id: item.id, environment: environment)
         }
         return PlannedCase(
-            item: item, connection: connection, before: before, main: try build(item.request, id: item.id, environment: environment))
+            item: item, connection: connection, host: catalogue.defaults(for: item.request.endpoint).host, before: before,
+            main: try build(item.request, id: item.id, environment: environment))
     }
 
     private func build(_ spec: CaseRequest, id: String, environment: APNsEnvironment) throws -> PlannedRequest {
-        let defaults = catalogue.defaults
+        let defaults = catalogue.defaults(for: spec.endpoint)
         let fill = { (text: String) in self.fill(text, id: id) }
         var headers: [HTTP2HeaderField] = []
         let (authorization, credentials) = try self.authorization(spec.auth)
@@ -124,14 +141,38 @@ public struct CasePlanner: Sendable {
         headers += spec.append.map { HTTP2HeaderField($0.name, fill($0.value)) }
         let body: [UInt8]? =
             switch spec.body {
-            case .defaults: Array(fill(defaults.body).utf8)
+            case .defaults: defaults.body.map { Array(fill($0).utf8) }
             case .none: nil
             case .text(let text): Array(fill(text).utf8)
             case .size(let size): Self.payload(ofSize: size)
             }
         var request = ClientRequest(method: spec.method ?? defaults.method, path: fill(spec.path ?? defaults.path), headers: headers, body: body)
-        request.authority = environment.appleHost
+        request.authority = Self.authority(defaults.host, environment)
         return PlannedRequest(request: request, credentials: credentials)
+    }
+
+    /// Apple's host name for the request's host and environment: it picks the environment on any target.
+    public static func authority(_ host: TargetHost, _ environment: APNsEnvironment) -> String {
+        switch host {
+        case .push: environment.appleHost
+        case .channelManagement:
+            environment == .production ? ChannelManagementRequest.productionHost : ChannelManagementRequest.sandboxHost
+        }
+    }
+
+    /// The request that creates the run's channel: No Message Stored (policy 0), so no broadcast
+    /// of the run is kept for a device.
+    public func createChannelRequest() -> PlannedRequest {
+        var request = ChannelManagementRequest.create(bundleID: inputs.topic, policy: 0, providerToken: runToken)
+        request.authority = Self.authority(.channelManagement, inputs.environment)
+        return PlannedRequest(request: request.request, credentials: "the run's token (key \(inputs.key.keyID), iat \(inputs.now))")
+    }
+
+    /// The request that deletes a channel a run created.
+    public func deleteChannelRequest(_ channelID: String) -> PlannedRequest {
+        var request = ChannelManagementRequest.delete(bundleID: inputs.topic, channelID: channelID, providerToken: runToken)
+        request.authority = Self.authority(.channelManagement, inputs.environment)
+        return PlannedRequest(request: request.request, credentials: "the run's token (key \(inputs.key.keyID), iat \(inputs.now))")
     }
 
     private func fill(_ text: String, id: String) -> String {
@@ -140,7 +181,10 @@ public struct CasePlanner: Sendable {
         let values: [(String, String?)] = [
             (Placeholder.deviceTokenUpperCase, inputs.deviceToken?.uppercased()), (Placeholder.deviceToken, inputs.deviceToken),
             (Placeholder.uninstalledToken, inputs.uninstalledToken), (Placeholder.unknownToken, inputs.unknownToken),
-            (Placeholder.topic, inputs.topic), (Placeholder.caseID, id),
+            (Placeholder.topic, inputs.topic), (Placeholder.caseID, id), (Placeholder.channelID, inputs.channelID),
+            (Placeholder.unknownChannelID, inputs.unknownChannelID), (Placeholder.topicWithoutBroadcast, inputs.topicWithoutBroadcast),
+            (Placeholder.topicAtChannelLimit, inputs.topicAtChannelLimit), (Placeholder.voipToken, inputs.voipToken),
+            (Placeholder.now, String(inputs.now)),
         ]
         for (placeholder, value) in values { filled = filled.replacingOccurrences(of: placeholder, with: value ?? "") }
         return filled

@@ -8,6 +8,8 @@ public import JSON
 public struct ConformanceCatalogue: Sendable {
     /// What every case sends unless it says otherwise (method, path, headers in order, body).
     public var defaults: RequestDefaults
+    /// The defaults of the other endpoints a case may name (`broadcast`, `channels`: docs/apns-behaviour.md §14a).
+    public var endpoints: [String: RequestDefaults] = [:]
     /// Reasons of the check order that no case covers, with why (the drift test reads them).
     public var notCovered: [(reason: String, why: String)]
     public var cases: [ConformanceCase]
@@ -18,13 +20,25 @@ public struct ConformanceCatalogue: Sendable {
     }
 
     public func `case`(_ id: String) -> ConformanceCase? { cases.first { $0.id == id } }
+
+    /// What a request of `endpoint` starts from (nil: a device push).
+    public func defaults(for endpoint: String?) -> RequestDefaults { endpoint.flatMap { endpoints[$0] } ?? defaults }
+}
+
+/// Which server a request goes to: the push host (device pushes, broadcasts) or Apple's
+/// channel-management host (`api-manage-broadcast…`, the emulator's --channel-*-listen ports).
+public enum TargetHost: String, Sendable, Hashable {
+    case push
+    case channelManagement = "channel-management"
 }
 
 public struct RequestDefaults: Sendable {
+    public var host: TargetHost = .push
     public var method: String
     public var path: String
     public var headers: [(name: String, value: String)]
-    public var body: String
+    /// nil: no body (a channel read sends none).
+    public var body: String?
 }
 
 /// One rule, as a request and the answer expected for it.
@@ -43,6 +57,9 @@ public struct ConformanceCase: Sendable {
     public var expect: Expectation
     /// A connection case: the SETTINGS the server sends, instead of a status and reason.
     public var settings: SettingsExpectation?
+
+    /// Its request names the run's broadcast channel (`{channel-id}`): the run creates one first.
+    public var usesRunChannel = false
 
     /// What it expects, in a few words.
     public var expectedSummary: String { settings?.summary ?? expect.summary }
@@ -106,6 +123,14 @@ public enum Need: String, Sendable, CaseIterable, Comparable {
     case certificate
     /// Permission to sign a second token within 20 minutes on one connection (`--allow-token-update`).
     case tokenUpdate = "token-update"
+    /// Where channel management is served (`--channel-target`, by default paired with --target).
+    case channelManagement = "channel-management"
+    /// A bundle id of the team whose app lacks the Broadcast capability (`--topic-without-broadcast`).
+    case topicWithoutBroadcast = "topic-without-broadcast"
+    /// A bundle id of the team whose app has as many live channels as it may (`--topic-at-channel-limit`).
+    case topicAtChannelLimit = "topic-at-channel-limit"
+    /// A VoIP (PushKit) token of `--topic` in this environment (`--voip-token`).
+    case voipToken = "voip-token"
 
     public static func < (a: Need, b: Need) -> Bool { a.rawValue < b.rawValue }
 
@@ -118,6 +143,10 @@ public enum Need: String, Sendable, CaseIterable, Comparable {
         case .otherEnvironmentKey: "--other-environment-key"
         case .certificate: "--certificate"
         case .tokenUpdate: "--allow-token-update"
+        case .channelManagement: "--channel-target"
+        case .topicWithoutBroadcast: "--topic-without-broadcast"
+        case .topicAtChannelLimit: "--topic-at-channel-limit"
+        case .voipToken: "--voip-token"
         }
     }
 }
@@ -147,11 +176,13 @@ public struct CaseRequest: Sendable {
     /// A request with this authorization sent first on the same connection; it must get 200.
     public var before: Auth?
     public var environment: Environment = .same
+    /// The defaults it starts from: nil for a device push, else one of the catalogue's `endpoints`.
+    public var endpoint: String?
 
     /// The defaults unchanged, with the run's token: the run's baseline request.
     public var isDefaults: Bool {
         method == nil && path == nil && set.isEmpty && remove.isEmpty && append.isEmpty && body == .defaults && auth == .valid
-            && before == nil && environment == .same
+            && before == nil && environment == .same && endpoint == nil
     }
 }
 
@@ -198,6 +229,9 @@ public struct Expectation: Sendable, Equatable {
     public var checks: [Check]
 
     public var summary: String { reason.map { "\(status) \($0)" } ?? "\(status)" }
+
+    /// A success: 200, or channel management's 201 (created) and 204 (deleted).
+    public var isSuccess: Bool { (200...299).contains(status) }
 }
 
 /// Details of an answer besides status and reason.

@@ -6,9 +6,13 @@ import JSON
 extension ConformanceCatalogue {
     public static func parse(_ bytes: [UInt8]) throws(CatalogueError) -> ConformanceCatalogue {
         let root = try CatalogueError.object(bytes, "the catalogue")
-        try allowOnly(["about", "version", "defaults", "notCovered", "cases", "connectionCases"], in: root, "the catalogue")
+        try allowOnly(["about", "version", "defaults", "endpoints", "notCovered", "cases", "connectionCases"], in: root, "the catalogue")
         guard root["version"]?.intValue == 1 else { throw CatalogueError("the catalogue's version is not 1") }
-        let defaults = try parseDefaults(root["defaults"])
+        let defaults = try parseDefaults(root["defaults"], "defaults")
+        var endpoints: [String: RequestDefaults] = [:]
+        for (name, value) in root["endpoints"]?.objectValue ?? JSONObject() {
+            endpoints[name] = try parseDefaults(value, "endpoints.\(name)")
+        }
         var notCovered: [(String, String)] = []
         for (reason, why) in root["notCovered"]?.objectValue ?? JSONObject() {
             guard let text = why.stringValue else { throw CatalogueError("notCovered.\(reason) is not a string") }
@@ -18,7 +22,7 @@ extension ConformanceCatalogue {
         var cases: [ConformanceCase] = []
         var ids = Set<String>()
         for (index, value) in caseValues.enumerated() {
-            let item = try parseCase(value, index: index, defaults: defaults)
+            let item = try parseCase(value, index: index, defaults: defaults, endpoints: endpoints)
             guard ids.insert(item.id).inserted else { throw CatalogueError("case \(item.id) appears twice") }
             cases.append(item)
         }
@@ -27,7 +31,7 @@ extension ConformanceCatalogue {
             guard ids.insert(item.id).inserted else { throw CatalogueError("case \(item.id) appears twice") }
             cases.append(item)
         }
-        return ConformanceCatalogue(defaults: defaults, notCovered: notCovered, cases: cases)
+        return ConformanceCatalogue(defaults: defaults, endpoints: endpoints, notCovered: notCovered, cases: cases)
     }
 
     /// A connection case: `{"id", "title", "evidence", "unconfirmed", "request"?, "expect":
@@ -60,7 +64,7 @@ extension ConformanceCatalogue {
         let settings = SettingsExpectation(first: try values("firstSettings"), afterFirstRequest: try values("settingsAfterFirstRequest"))
         guard !settings.first.isEmpty || !settings.afterFirstRequest.isEmpty else { throw CatalogueError("\(name) expects no SETTINGS") }
         let request = try parseRequest(object["request"], name)
-        guard request.auth == .valid, request.before == nil else {
+        guard request.auth == .valid, request.before == nil, request.endpoint == nil else {
             throw CatalogueError("\(name): a connection case sends one request with the run's token")
         }
         var item = ConformanceCase(
@@ -76,16 +80,25 @@ extension ConformanceCatalogue {
         return item
     }
 
-    private static func parseDefaults(_ value: JSONValue?) throws(CatalogueError) -> RequestDefaults {
-        guard let object = value?.objectValue else { throw CatalogueError("the catalogue has no defaults object") }
-        try allowOnly(["method", "path", "headers", "body"], in: object, "defaults")
+    /// The device defaults, or an endpoint's (which may name its `host` and have a null body).
+    private static func parseDefaults(_ value: JSONValue?, _ name: String) throws(CatalogueError) -> RequestDefaults {
+        guard let object = value?.objectValue else { throw CatalogueError("the catalogue has no \(name) object") }
+        try allowOnly(["host", "method", "path", "headers", "body"], in: object, name)
         guard let method = object["method"]?.stringValue, let path = object["path"]?.stringValue,
-            let body = object["body"]?.stringValue
-        else { throw CatalogueError("defaults needs method, path and body strings") }
-        return RequestDefaults(method: method, path: path, headers: try headerPairs(object["headers"], "defaults.headers"), body: body)
+            let body = object["body"], body.stringValue != nil || body == .null
+        else { throw CatalogueError("\(name) needs method and path strings, and a body string (or null)") }
+        var defaults = RequestDefaults(
+            method: method, path: path, headers: try headerPairs(object["headers"], "\(name).headers"), body: body.stringValue)
+        if let host = try optionalString(object["host"], "\(name).host") {
+            guard let parsed = TargetHost(rawValue: host) else { throw CatalogueError("\(name).host is \"push\" or \"channel-management\"") }
+            defaults.host = parsed
+        }
+        return defaults
     }
 
-    private static func parseCase(_ value: JSONValue, index: Int, defaults: RequestDefaults) throws(CatalogueError) -> ConformanceCase {
+    private static func parseCase(
+        _ value: JSONValue, index: Int, defaults deviceDefaults: RequestDefaults, endpoints: [String: RequestDefaults]
+    ) throws(CatalogueError) -> ConformanceCase {
         guard let object = value.objectValue, let id = object["id"]?.stringValue, !id.isEmpty else {
             throw CatalogueError("case \(index + 1) has no id")
         }
@@ -94,14 +107,24 @@ extension ConformanceCatalogue {
         guard let title = object["title"]?.stringValue, let evidence = object["evidence"]?.stringValue,
             let stage = object["stage"]?.intValue, let unconfirmed = object["unconfirmed"]?.boolValue
         else { throw CatalogueError("\(name) needs title, evidence, stage and unconfirmed") }
-        guard (1...9).contains(stage) else { throw CatalogueError("\(name): stage \(stage) is not 1 to 9") }
         guard let needValues = object["needs"] else { throw CatalogueError("\(name) has no needs array") }
         let needs = try parseNeeds(needValues, name)
         let request = try parseRequest(object["request"], name)
+        var defaults = deviceDefaults
+        if let endpoint = request.endpoint {
+            guard let found = endpoints[endpoint] else {
+                throw CatalogueError("\(name): endpoint \(endpoint) is not one of \(endpoints.keys.sorted().joined(separator: ", "))")
+            }
+            defaults = found
+        }
+        // A device push's stage is one of §3's (9: accepted); a channel or broadcast one of §14a's (12: accepted).
+        let stages = request.endpoint == nil ? 1...9 : 1...12
+        guard stages.contains(Int(stage)) else { throw CatalogueError("\(name): stage \(stage) is not \(stages.lowerBound) to \(stages.upperBound)") }
         let expect = try parseExpectation(object["expect"], name)
-        let item = ConformanceCase(
+        var item = ConformanceCase(
             id: id, title: title, stage: Int(stage), evidence: evidence, unconfirmed: unconfirmed, needs: needs, request: request,
             expect: expect)
+        item.usesRunChannel = item.texts(defaults: defaults).contains { $0.contains(Placeholder.channelID) }
         let used = item.neededByRequest(defaults: defaults)
         guard used == needs else {
             let says = needs.sorted().map { $0.rawValue }.joined(separator: ", ")
@@ -128,7 +151,9 @@ extension ConformanceCatalogue {
         guard let value else { return request }
         guard let object = value.objectValue else { throw CatalogueError("\(name): request is not an object") }
         try allowOnly(
-            ["method", "path", "set", "remove", "append", "body", "bodySize", "auth", "before", "environment"], in: object, "\(name).request")
+            ["endpoint", "method", "path", "set", "remove", "append", "body", "bodySize", "auth", "before", "environment"], in: object,
+            "\(name).request")
+        request.endpoint = try optionalString(object["endpoint"], "\(name).request.endpoint")
         request.method = try optionalString(object["method"], "\(name).request.method")
         request.path = try optionalString(object["path"], "\(name).request.path")
         if let set = object["set"] {
@@ -181,7 +206,9 @@ extension ConformanceCatalogue {
         }
         try allowOnly(["status", "reason", "checks"], in: object, "\(name).expect")
         let reason = try optionalString(object["reason"], "\(name).expect.reason")
-        guard (status == 200) == (reason == nil) else { throw CatalogueError("\(name): a 200 has no reason, and an error has one") }
+        guard (200...299).contains(status) == (reason == nil) else {
+            throw CatalogueError("\(name): a success (2xx) has no reason, and an error has one")
+        }
         var checks: [Check] = []
         for check in object["checks"]?.arrayValue ?? [] {
             guard let text = check.stringValue, let parsed = Check(rawValue: text) else {
@@ -230,16 +257,27 @@ extension CatalogueError {
 extension ConformanceCase {
     /// What the request needs, read from it: the placeholders its path and headers use, its
     /// credentials, a request sent before it.
-    func neededByRequest(defaults: RequestDefaults) -> Set<Need> {
+    /// The path and header values it sends.
+    func texts(defaults: RequestDefaults) -> [String] {
         var texts = [request.path ?? defaults.path]
         let removed = Set(request.remove)
         let replaced = Set(request.set.map(\.name))
         texts += defaults.headers.filter { !removed.contains($0.name) && !replaced.contains($0.name) }.map(\.value)
         texts += request.set.map(\.value) + request.append.map(\.value)
+        return texts
+    }
+
+    func neededByRequest(defaults: RequestDefaults) -> Set<Need> {
         var needs = Set<Need>()
-        for text in texts {
+        // The run's channel is created on the channel-management target.
+        if defaults.host == .channelManagement { needs.insert(.channelManagement) }
+        for text in texts(defaults: defaults) {
             if text.contains(Placeholder.deviceToken) || text.contains(Placeholder.deviceTokenUpperCase) { needs.insert(.deviceToken) }
             if text.contains(Placeholder.uninstalledToken) { needs.insert(.uninstalledToken) }
+            if text.contains(Placeholder.channelID) { needs.insert(.channelManagement) }
+            if text.contains(Placeholder.topicWithoutBroadcast) { needs.insert(.topicWithoutBroadcast) }
+            if text.contains(Placeholder.topicAtChannelLimit) { needs.insert(.topicAtChannelLimit) }
+            if text.contains(Placeholder.voipToken) { needs.insert(.voipToken) }
         }
         if let need = request.auth.need { needs.insert(need) }
         // The request sent before goes to the defaults' path: a valid token.
@@ -256,4 +294,13 @@ enum Placeholder {
     static let unknownToken = "{unknown-token}"
     static let topic = "{topic}"
     static let caseID = "{case}"
+    /// The broadcast channel the run creates (and deletes at its end).
+    static let channelID = "{channel-id}"
+    /// A well-formed channel id nobody created (random per run).
+    static let unknownChannelID = "{unknown-channel-id}"
+    static let topicWithoutBroadcast = "{topic-without-broadcast}"
+    static let topicAtChannelLimit = "{topic-at-channel-limit}"
+    static let voipToken = "{voip-token}"
+    /// The run's clock in UNIX seconds (a Live Activity's `timestamp`).
+    static let now = "{now}"
 }

@@ -106,21 +106,27 @@ public enum DryRun {
             case .own: "a connection of its own"
             case .certificate: "a connection of its own with the client certificate"
             }
-        lines.append("#   to \(target) on \(connection), \(planned.connection.environment.rawValue)")
+        let channelConnection = planned.host == .channelManagement ? " (channel management)" : ""
+        lines.append("#   to \(target) on \(connection)\(channelConnection), \(planned.connection.environment.rawValue)")
         for (label, request) in [("first", planned.before), ("then", planned.main)] {
             guard let request else { continue }
             if planned.before != nil { lines.append("#   \(label):") }
-            lines.append("\(request.request.method) \(request.request.path)")
-            lines.append(":authority: \(request.request.authority ?? target)")
-            for header in request.request.headers {
-                lines.append(header.name == "authorization" ? "authorization: <\(request.credentials)>" : "\(header.name): \(header.value)")
-            }
-            if let body = request.request.body {
-                let text = String(decoding: body, as: UTF8.self)
-                lines.append(body.count > 160 ? "(\(body.count) bytes) \(text.prefix(120))…" : text)
-            } else {
-                lines.append("(no body)")
-            }
+            lines.append(describeRequest(request, target: target))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// One request's lines: method and path, `:authority`, headers (credentials described), body.
+    public static func describeRequest(_ request: PlannedRequest, target: String) -> String {
+        var lines = ["\(request.request.method) \(request.request.path)", ":authority: \(request.request.authority ?? target)"]
+        for header in request.request.headers {
+            lines.append(header.name == "authorization" ? "authorization: <\(request.credentials)>" : "\(header.name): \(header.value)")
+        }
+        if let body = request.request.body {
+            let text = String(decoding: body, as: UTF8.self)
+            lines.append(body.count > 160 ? "(\(body.count) bytes) \(text.prefix(120))…" : text)
+        } else {
+            lines.append("(no body)")
         }
         return lines.joined(separator: "\n")
     }

@@ -21,6 +21,14 @@ public enum SetupCheck {
                 + "nothing more was sent"
         }
         guard planned.item.request.isDefaults, expect.status == 200 else { return nil }
+        // A server that does not know /3/device/ is another endpoint, not a rule that differs:
+        // most often the emulator's channel-management port given as --target.
+        if status == 404, seen.reason == nil || seen.reason == "BadPath" {
+            return "the baseline case \(planned.item.id) (\(planned.main.request.method) /3/device/…) was answered \(answer): "
+                + "--target is not a device-push endpoint. A channel-management port? (Apple's api-manage-broadcast hosts, "
+                + "the emulator's --channel-sandbox-listen 2195 / --channel-production-listen 2196; device pushes go to "
+                + "api.sandbox.push.apple.com / api.push.apple.com, the emulator's 2197 / 2198.) Nothing more was sent"
+        }
         let environment = inputs.environment.rawValue
         switch seen.reason {
         case "TopicDisallowed", "BadTopic":

@@ -16,14 +16,17 @@ import ProviderClient
 let conformanceCommand = Subcommand(
     name: "conformance", listing: "run the catalogue of APNs cases against a server (or Apple) and compare",
     summary: """
-        Sends each case of the conformance catalogue (one per APNs rule a provider can see) to --target and
+        Sends each case of the conformance catalogue (one per APNs rule a provider can see: device pushes, Live
+        Activity and VoIP topics and limits, broadcasts, and channel management on --channel-target) to --target and
         compares the answer with the one docs/apns-behaviour.md gives, with its evidence. Cases whose needs are
-        not given (--token, --second-key, …) are skipped and say why. Safe to point at Apple: one provider token
+        not given (--token, --second-key, …) are skipped and say why. The broadcast and channel cases create one
+        channel (No Message Stored) and delete it at the end. Safe to point at Apple: one provider token
         per connection, at most --rate requests a second, a bounded number of requests, nothing repeated.
         --record FILE writes what was seen; --replay FILE compares a target's answers with a recording instead.
         Exit status: 0 when every case that ran answered as expected, 1 when one differs or got no answer,
         2 for a usage problem, a target that cannot be reached or stops answering, or a run whose own key, topic or
-        token the target refuses at its first request (nothing more is sent then); 130 or 143 when Ctrl-C or SIGTERM stopped it.
+        token the target refuses at its first request, or that answers it 404 (not a device-push endpoint: a
+        channel-management port?); nothing more is sent then; 130 or 143 when Ctrl-C or SIGTERM stopped it.
         """,
     specs: [
         OptionSpec("target", "HOST:PORT", "the server to test (Apple: api.sandbox.push.apple.com:443)"),
@@ -38,6 +41,14 @@ let conformanceCommand = Subcommand(
         OptionSpec("certificate", "PATH", "a provider certificate (PEM) for --topic, for the certificate cases"),
         OptionSpec("certificate-key", "PATH", "the certificate's private key (PEM)"),
         OptionSpec("allow-token-update", nil, "run the case that signs a second token within 20 minutes on one connection"),
+        OptionSpec(
+            "channel-target", "HOST:PORT",
+            "where channel management is served (default: paired with --target: Apple's api-manage-broadcast host, the emulator's 2195/2196 for 2197/2198)"
+        ),
+        OptionSpec("voip-token", "HEX", "a VoIP (PushKit) token of --topic in this environment (for the 5,120-byte VoIP limit)"),
+        OptionSpec("topic-without-broadcast", "BUNDLEID", "an app of the key's team without the Broadcast capability (FeatureNotEnabled)"),
+        OptionSpec(
+            "topic-at-channel-limit", "BUNDLEID", "an app of the key's team with as many live channels as it may have (CannotCreateChannelConfig)"),
         OptionSpec("case", "ID", repeatable: true, "run only this case"),
         OptionSpec("catalogue", "FILE", "another catalogue file (default: the one built in)"),
         OptionSpec("rate", "N", default: "5", "at most N requests a second (1–20)"),
@@ -90,7 +101,10 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     var inputs = RunInputs(
         topic: topic, environment: environment, key: signingKey(command, options, "key", required: true)!,
         unknownToken: randomToken(), now: Int64(Date().timeIntervalSince1970))
-    for (name, token) in [("token", options.string("token")), ("uninstalled-token", options.string("uninstalled-token"))] {
+    for (name, token) in [
+        ("token", options.string("token")), ("uninstalled-token", options.string("uninstalled-token")),
+        ("voip-token", options.string("voip-token")),
+    ] {
         if let token, token.isEmpty || token.count % 2 != 0 || !token.allSatisfy(\.isHexDigit) {
             command.fail("--\(name) \(token) is not a device token (an even number of hex digits)")
         }
@@ -101,8 +115,19 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     inputs.otherEnvironmentKey = signingKey(command, options, "other-environment-key")
     inputs.hasCertificate = options.isSet("certificate")
     inputs.allowTokenUpdate = options.isSet("allow-token-update")
+    inputs.voipToken = options.string("voip-token")
+    inputs.topicWithoutBroadcast = options.string("topic-without-broadcast")
+    inputs.topicAtChannelLimit = options.string("topic-at-channel-limit")
+    inputs.unknownChannelID = randomChannelID()
+    var channelTarget: HostPort?
+    if let text = options.string("channel-target") {
+        do { channelTarget = try HostPort(parsing: text) } catch { command.fail("--channel-target: \(error.description)") }
+    } else {
+        channelTarget = ConformanceConnections.pairedChannelTarget(target, environment: environment)
+    }
+    inputs.hasChannelManagement = channelTarget != nil
 
-    let planner: CasePlanner
+    var planner: CasePlanner
     do { planner = try CasePlanner(catalogue: catalogue, inputs: inputs) } catch { command.fail("--key: cannot sign a token: \(error)") }
     let chosen = chooseCases(command, catalogue, only: options.strings("case"), recording: recording)
     // A run that can check nothing is a usage error, not a pass: name what the cases need.
@@ -112,6 +137,11 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     }
 
     if options.isSet("dry-run") {
+        if let channelTarget, chosen.contains(where: { $0.usesRunChannel && inputs.whySkipped($0) == nil }) {
+            print("# first: the run's channel, deleted at the end (\(channelTarget))")
+            print(DryRun.describeRequest(planner.createChannelRequest(), target: channelTarget.description) + "\n")
+            planner.inputs.channelID = "<the run's channel>"
+        }
         for item in chosen {
             if let why = inputs.whySkipped(item) {
                 print("# \(item.id): skipped, \(why)\n")
@@ -119,7 +149,10 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
             }
             do {
                 let planned = try planner.plan(item)
-                let address = ConformanceConnections.address(for: planned.connection.environment, target: target, runEnvironment: environment)
+                let address =
+                    planned.host == .channelManagement
+                    ? channelTarget ?? target
+                    : ConformanceConnections.address(for: planned.connection.environment, target: target, runEnvironment: environment)
                 print(DryRun.describe(planned, target: address.description, runEnvironment: environment) + "\n")
             } catch {
                 command.fail("case \(item.id): \(error)")
@@ -133,7 +166,8 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     if let path = options.string("record"), let why = RecordFile.problem(path) { command.fail("--record \(path): \(why)") }
     if !options.isSet("h2c") { checkTLSFiles(command, options, certificate: "certificate", key: "certificate-key") }
 
-    var connections = ConformanceConnections(command: command, options: options, target: target, environment: environment)
+    var connections = ConformanceConnections(
+        command: command, options: options, target: target, channelTarget: channelTarget, environment: environment)
     let pacer = RequestPacer(perSecond: Double(rate), burst: 1)
     var results: [CaseResult] = []
     // A target that answers none of the first cases, or stops answering (a port that accepts
@@ -143,6 +177,21 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     var answered = false
     var lastUnanswered = ""
     var gaveUp = false
+    // The run's channel: nil until a case needs it; then its id, or why it could not be made.
+    var channelFailure: String?
+    var channelTried = false
+    // Channels the run made (its own, and any a case created): deleted before it ends.
+    var createdChannels: [String] = []
+    func deleteCreatedChannels() {
+        for id in createdChannels {
+            let (seen, _) = connections.send(planner.deleteChannelRequest(id).request, host: .channelManagement, pacer: pacer)
+            if seen.status != 204 {
+                FileHandle.standardError.write(
+                    Data("apns-emulator conformance: the channel \(id) the run created could not be deleted: \(seen.summary)\n".utf8))
+            }
+        }
+        createdChannels = []
+    }
     for item in chosen {
         let expected = recording?.answers.first { $0.id == item.id }
         let expectedText = expected.map(\.summary) ?? item.expectedSummary
@@ -159,6 +208,21 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
             results.append(.skipped(item, expected: expectedText, why: why))
             continue
         }
+        if item.usesRunChannel && !channelTried {
+            channelTried = true
+            let (seen, response) = connections.send(planner.createChannelRequest().request, host: .channelManagement, pacer: pacer)
+            if seen.status == 201, let id = response?.headers.first(where: { $0.name == "apns-channel-id" })?.value {
+                planner.inputs.channelID = id
+                createdChannels.append(id)
+            } else {
+                channelFailure =
+                    "the run's channel could not be created: answered \(seen.status == nil ? seen.unanswered ?? "nothing" : seen.summary)"
+            }
+        }
+        if item.usesRunChannel, let channelFailure {
+            results.append(.skipped(item, expected: expectedText, why: channelFailure))
+            continue
+        }
         let planned: PlannedCase
         do { planned = try planner.plan(item) } catch {
             results.append(.skipped(item, expected: expectedText, why: "\(error)"))
@@ -172,12 +236,24 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
         case .wrongProtocol(let why):
             // An HTTP/1.1 server, a TLS or h2c mix-up, no HTTP/2 in ALPN: a setup mistake, not
             // a case without an answer, said once at the first case.
+            deleteCreatedChannels()
             connections.closeAll()
             command.fail("\(why); nothing more was sent")
         case .seen(let observation): seen = observation
         }
+        // A channel a case made (or one a differing server made anyway) is deleted at the end;
+        // one a case deleted is not deleted again.
+        if planned.host == .channelManagement {
+            if seen.status == 201, let id = connections.lastChannelID { createdChannels.append(id) }
+            if planned.main.request.method == "DELETE", seen.status == 204,
+                let id = planned.main.request.headers.first(where: { $0.name == "apns-channel-id" })?.value
+            {
+                createdChannels.removeAll { $0 == id }
+            }
+        }
         // Refused credentials, topic or token of the run's own: no recording, nothing more sent.
         if let why = SetupCheck.refusal(planned, seen: seen, inputs: inputs) {
+            deleteCreatedChannels()
             connections.closeAll()
             command.fail(why)
         }
@@ -195,6 +271,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
             silent = 0
         }
     }
+    deleteCreatedChannels()
     connections.closeAll()
     if gaveUp {
         let what =
@@ -273,6 +350,12 @@ private func signingKey(_ command: Subcommand, _ options: ResolvedOptions, _ nam
     return key
 }
 
+/// 16 random bytes in padded base64, as Apple's channel ids are.
+private func randomChannelID() -> String {
+    var generator = SystemRandomNumberGenerator()
+    return Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }).base64EncodedString()
+}
+
 private func randomToken() -> String {
     var generator = SystemRandomNumberGenerator()
     return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
@@ -292,34 +375,65 @@ struct ConformanceConnections {
     let command: Subcommand
     let options: ResolvedOptions
     let target: HostPort
+    let channelTarget: HostPort?
     let environment: APNsEnvironment
-    private var shared: [APNsEnvironment: HTTP2ClientConnection] = [:]
+    private var shared: [String: HTTP2ClientConnection] = [:]
     private(set) var neverConnected = true
     /// The last request got no answer and no word: no connection, a timeout, a silent close.
     private(set) var lastWasSilent = false
+    /// The `apns-channel-id` of the last answer (a channel created).
+    private(set) var lastChannelID: String?
 
-    init(command: Subcommand, options: ResolvedOptions, target: HostPort, environment: APNsEnvironment) {
+    init(command: Subcommand, options: ResolvedOptions, target: HostPort, channelTarget: HostPort?, environment: APNsEnvironment) {
         self.command = command
         self.options = options
         self.target = target
+        self.channelTarget = channelTarget
         self.environment = environment
+    }
+
+    /// Where channel management is served when --channel-target is not given: the management
+    /// host of Apple's environment, or the emulator's channel port beside its push port (2195
+    /// beside 2197, 2196 beside 2198). nil: no pairing is known.
+    static func pairedChannelTarget(_ target: HostPort, environment: APNsEnvironment) -> HostPort? {
+        if APNsEnvironment.forAppleHost(Substring(target.host)) != nil {
+            return environment == .production
+                ? try? HostPort(parsing: "\(ChannelManagementRequest.productionHost):\(ChannelManagementRequest.productionPort)")
+                : try? HostPort(parsing: "\(ChannelManagementRequest.sandboxHost):\(ChannelManagementRequest.sandboxPort)")
+        }
+        let port: Int? = target.port == 2197 ? 2195 : target.port == 2198 ? 2196 : nil
+        return port.flatMap { try? HostPort(parsing: "\(target.host):\($0)") }
+    }
+
+    /// The shared connection of a host and environment (made when there is none), for a
+    /// request of the run's own: the run's channel, made and deleted.
+    mutating func send(_ request: ClientRequest, host: TargetHost, pacer: RequestPacer) -> (Observation, HTTP2Response?) {
+        let kind = ConnectionKind.shared(environment)
+        let connection: HTTP2ClientConnection
+        do { connection = try sharedConnection(kind, host: host) } catch {
+            return (Observation(status: nil, unanswered: certificateAdvice(error, address: address(for: kind.environment, host: host))), nil)
+        }
+        Self.waitForSlot(pacer)
+        return send(request, on: connection)
+    }
+
+    private mutating func sharedConnection(_ kind: ConnectionKind, host: TargetHost) throws(ClientError) -> HTTP2ClientConnection {
+        let key = "\(host.rawValue) \(kind.environment.rawValue)"
+        if case .shared = kind, let open = shared[key], !open.isClosed, open.session.goAway == nil { return open }
+        let connection = try connect(kind, host: host)
+        if case .shared = kind { shared[key] = connection }
+        return connection
     }
 
     mutating func run(_ planned: PlannedCase, pacer: RequestPacer) -> Outcome {
         let kind = planned.connection
         let connection: HTTP2ClientConnection
         lastWasSilent = false
-        do {
-            if case .shared(let environment) = kind, let open = shared[environment], !open.isClosed, open.session.goAway == nil {
-                connection = open
-            } else {
-                connection = try connect(kind)
-                if case .shared(let environment) = kind { shared[environment] = connection }
-            }
-        } catch {
+        do { connection = try sharedConnection(kind, host: planned.host) } catch {
             if error.mismatch != nil { return .wrongProtocol(protocolMismatchAdvice(error)) }
             lastWasSilent = true
-            return .seen(Observation(status: nil, unanswered: certificateAdvice(error)))
+            return .seen(
+                Observation(status: nil, unanswered: certificateAdvice(error, address: address(for: kind.environment, host: planned.host))))
         }
         defer { if case .shared = kind {} else { connection.close() } }
         if let before = planned.before {
@@ -356,8 +470,10 @@ struct ConformanceConnections {
     }
 
     private mutating func send(_ request: ClientRequest, on connection: HTTP2ClientConnection) -> (Observation, HTTP2Response?) {
+        lastChannelID = nil
         do {
             let response = try connection.send(request)
+            lastChannelID = response.headers.first { $0.name == "apns-channel-id" }?.value
             return (Observation(APNsResult(response), unanswered: unansweredReason(connection, response)), response)
         } catch {
             // The stream never finished: say whether the server ended the connection (its
@@ -369,10 +485,10 @@ struct ConformanceConnections {
         }
     }
 
-    private mutating func connect(_ kind: ConnectionKind) throws(ClientError) -> HTTP2ClientConnection {
-        var connectionOptions = providerConnectionOptions(command, options, address: address(for: kind.environment))
+    private mutating func connect(_ kind: ConnectionKind, host: TargetHost) throws(ClientError) -> HTTP2ClientConnection {
+        var connectionOptions = providerConnectionOptions(command, options, address: address(for: kind.environment, host: host))
         // Apple's hosts are trusted through the system store, whatever certs/ca.pem is nearby.
-        if target.host.hasSuffix(".push.apple.com"), !options.isSet("ca") { connectionOptions.caPath = nil }
+        if connectionOptions.address.host.hasSuffix(".push.apple.com"), !options.isSet("ca") { connectionOptions.caPath = nil }
         connectionOptions.clientCertificatePath = nil
         connectionOptions.clientKeyPath = nil
         if case .certificate = kind {
@@ -391,8 +507,9 @@ struct ConformanceConnections {
 
     /// Apple's other environment is another host; any other target serves both, picked by
     /// `:authority`.
-    private func address(for environment: APNsEnvironment) -> HostPort {
-        Self.address(for: environment, target: target, runEnvironment: self.environment)
+    private func address(for environment: APNsEnvironment, host: TargetHost = .push) -> HostPort {
+        if host == .channelManagement, let channelTarget { return channelTarget }
+        return Self.address(for: environment, target: target, runEnvironment: self.environment)
     }
 
     static func address(for environment: APNsEnvironment, target: HostPort, runEnvironment: APNsEnvironment) -> HostPort {

@@ -1,18 +1,24 @@
 import Foundation
 import Glibc
+import HTTP2
 import JSON
 import Networking
 import OpenSSLCrypto
+import ProviderClient
 import Testing
 import TestSupport
 
 /// An emulator with everything the catalogue's cases need: a device token, an uninstalled one,
-/// a second key of the team, a key restricted to production, and a provider certificate.
+/// a VoIP token, a second key of the team, a key restricted to production, a provider
+/// certificate, an app without the Broadcast capability and one at its channel limit (2).
 final class ConformanceFixture {
+    static let appWithoutBroadcast = "com.example.quiet"
+    static let appAtChannelLimit = "com.example.full"
     let emulator: EmulatorProcess
     let keys: String
     let token: String
     let uninstalledToken: String
+    let voipToken: String
 
     init(_ extraArguments: [String] = []) throws {
         keys = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-keys-\(UUID().uuidString)").path
@@ -24,8 +30,21 @@ final class ConformanceFixture {
             [
                 "--auth-key", "\(EmulatorProcess.teamID):KEY2222222:\(keys)/second.p8",
                 "--auth-key", "\(EmulatorProcess.teamID):KEY3333333:\(keys)/production.p8?environment=production",
+                "--app", "\(EmulatorProcess.teamID):\(Self.appWithoutBroadcast)?broadcast=off",
+                "--app", "\(EmulatorProcess.teamID):\(Self.appAtChannelLimit)", "--max-channels", "2",
             ] + extraArguments)
         token = try emulator.createDevice().token
+        voipToken = try emulator.createDevice(kind: "voip").token
+        let channels = try emulator.connect("channelSandbox")
+        defer { channels.close() }
+        for _ in 0..<2 {
+            let created = try channels.send(
+                ClientRequest(
+                    method: "POST", path: "/1/apps/\(Self.appAtChannelLimit)/channels",
+                    headers: [HTTP2HeaderField(name: "authorization", value: "bearer \(try emulator.providerToken())")],
+                    body: Array(#"{"message-storage-policy": 0, "push-type": "LiveActivity"}"#.utf8)))
+            guard created.status == 201 else { throw HarnessError("channel of \(Self.appAtChannelLimit): \(created.status ?? 0)") }
+        }
         let uninstalled = try emulator.createDevice()
         let reply = try emulator.admin("DELETE", "/api/v1/devices/\(uninstalled.deviceID)/apps/\(EmulatorProcess.bundleID)")
         guard reply.status == 200 else { throw HarnessError("uninstall: \(reply.status) \(reply.raw)") }
@@ -47,7 +66,9 @@ final class ConformanceFixture {
             "--second-key", "\(EmulatorProcess.teamID):KEY2222222:\(keys)/second.p8",
             "--other-environment-key", "\(EmulatorProcess.teamID):KEY3333333:\(keys)/production.p8",
             "--certificate", certificate + ".pem", "--certificate-key", certificate + "-key.pem", "--allow-token-update",
-            "--ca", emulator.caPath, "--rate", "20",
+            "--ca", emulator.caPath, "--rate", "20", "--voip-token", voipToken,
+            "--channel-target", (try? emulator.address("channelSandbox").description) ?? "",
+            "--topic-without-broadcast", Self.appWithoutBroadcast, "--topic-at-channel-limit", Self.appAtChannelLimit,
         ]
     }
 
@@ -70,17 +91,83 @@ final class ConformanceFixture {
 @Suite(.serialized) struct ConformanceCommandTests {
     /// The whole catalogue, every need given, against the emulator: every case runs and passes,
     /// and its requests really reached the emulator (the journal has one record per request).
+    /// Run twice: the channels a run creates are deleted at its end, so the second run (at the
+    /// emulator's limit of 2 live channels an app) passes too, and none is left.
     @Test func theCatalogueAgreesWithTheEmulator() throws {
         let fixture = try ConformanceFixture()
-        let before = try fixture.emulator.notifications(limit: 10_000).count
-        let result = try fixture.conformance(fixture.allNeeds + ["--json"])
-        #expect(result.status == 0, "\(result.err)\n\(result.out.prefix(3000))")
-        let verdicts = try ConformanceFixture.verdicts(result)
-        #expect(verdicts.count >= 50)
-        #expect(verdicts.filter { $0.value != "pass" }.isEmpty, "\(verdicts.filter { $0.value != "pass" })")
-        // One record per request: the cases, plus the one token-update-within-20-minutes sends first.
-        let sent = try fixture.emulator.notifications(limit: 10_000).count - before
-        #expect(sent == verdicts.count + 1)
+        let catalogue = try ConformanceCatalogueFile.cases()
+        for run in 1...2 {
+            let before = try fixture.emulator.notifications(limit: 10_000).count
+            let result = try fixture.conformance(fixture.allNeeds + ["--json"])
+            #expect(result.status == 0, "run \(run): \(result.err)\n\(result.out.prefix(3000))")
+            let verdicts = try ConformanceFixture.verdicts(result)
+            #expect(verdicts.count == catalogue.count, "every case ran")
+            #expect(verdicts.filter { $0.value != "pass" }.isEmpty, "run \(run): \(verdicts.filter { $0.value != "pass" })")
+            // One record per request to the push host (channel management is not journaled): the
+            // cases, plus the one token-update-within-20-minutes sends first.
+            let sent = try fixture.emulator.notifications(limit: 10_000).count - before
+            #expect(sent == catalogue.filter { !$0.channelManagement }.count + 1, "run \(run)")
+            let live = try fixture.emulator.admin("GET", "/api/v1/channels?bundleId=\(EmulatorProcess.bundleID)").json["channels"]?.arrayValue ?? []
+            let left = live.filter { $0["live"]?.boolValue == true }.count
+            #expect(left == 0, "run \(run) left channels: \(live)")
+        }
+    }
+
+    /// The channel-management target pairs with --target as the emulator's ports and Apple's host
+    /// names do; with no pairing known, the channel cases say what they need.
+    @Test func theChannelTargetPairsWithTheTarget() throws {
+        let key = try ConformanceCatalogueFile.throwawayKey()
+        let cases = ["--case", "channel-read", "--case", "broadcast-accepted", "--dry-run"]
+        for (target, channels) in [
+            ("127.0.0.1:2197", "127.0.0.1:2195"), ("127.0.0.1:2198", "127.0.0.1:2196"),
+            ("api.sandbox.push.apple.com:443", "api-manage-broadcast.sandbox.push.apple.com:2195"),
+        ] {
+            let result = try run(EmulatorProcess.binary, ["conformance", "--target", target] + key + cases)
+            #expect(result.status == 0, "\(target): \(result.err)")
+            #expect(result.out.contains("# first: the run's channel, deleted at the end (\(channels))"), "\(target): \(result.out)")
+            #expect(result.out.contains("#   to \(channels) on the run's connection (channel management), sandbox"), "\(result.out)")
+            #expect(result.out.contains(":authority: api-manage-broadcast.sandbox.push.apple.com"))
+            #expect(result.out.contains("apns-channel-id: <the run's channel>"))
+        }
+        let production = try run(EmulatorProcess.binary, ["conformance", "--target", "api.push.apple.com:443", "--production"] + key + cases)
+        #expect(production.out.contains("(api-manage-broadcast.push.apple.com:2196)"), "\(production.out)")
+        let unpaired = try run(EmulatorProcess.binary, ["conformance", "--target", "127.0.0.1:9999"] + key + cases)
+        #expect(unpaired.status == 2)
+        #expect(unpaired.err.contains("every case chosen would be skipped: needs channel-management (--channel-target)"), "\(unpaired.err)")
+    }
+
+    /// --target at the emulator's channel-management port: the baseline case's 404 BadPath
+    /// stops the run and names the likely mistake (it ran every case, 45 of them "differ").
+    @Test func aChannelManagementPortAsTargetIsASetupError() throws {
+        let fixture = try ConformanceFixture()
+        let result = try fixture.conformance(fixture.allNeeds + ["--json"], listener: "channelSandbox")
+        #expect(result.status == 2, "\(result.out.prefix(2000))")
+        #expect(result.err.contains("--target is not a device-push endpoint. A channel-management port?"), "\(result.err)")
+        #expect(result.err.contains("was answered 404 BadPath"), "\(result.err)")
+        #expect(try JSONValue.parse(Array(result.stdout))["exitCode"]?.intValue == 2, "only the error object: \(result.out)")
+    }
+
+    /// A certificate trusted (--ca) but not naming the host: the hint says so, not "trust the CA".
+    @Test(.requires(.openssl)) func aCertificateThatDoesNotNameTheHostIsSaidSo() throws {
+        let server = try ForeignServer.tlsNamed("example.invalid")
+        let key = try ConformanceCatalogueFile.throwawayKey()
+        let result = try run(
+            EmulatorProcess.binary,
+            ["conformance", "--target", server.address.description, "--ca", "\(server.directory)/example.invalid.pem", "--case", "method-get"]
+                + key, timeout: 60)
+        #expect(result.status == 2, "\(result.out)")
+        #expect(result.out.contains("IP address mismatch"), "\(result.out)")
+        #expect(
+            result.out.contains("the server's certificate does not name the host 127.0.0.1: connect with a host name it carries"),
+            "\(result.out)")
+        #expect(!result.out.contains("trust the emulator's CA"), "\(result.out)")
+        let send = try run(
+            EmulatorProcess.binary,
+            [
+                "send", "--host", server.address.description, "--ca", "\(server.directory)/example.invalid.pem", "--topic", "com.example.app",
+                "--token", "00", "{}",
+            ], timeout: 60)
+        #expect(send.err.contains("does not name the host 127.0.0.1"), "\(send.err)")
     }
 
     /// A recording path that cannot be written is refused before any request goes out; one
@@ -118,9 +205,18 @@ final class ConformanceFixture {
             "--token", production, "--ca", fixture.emulator.caPath, "--rate", "20", "--production", "--json",
         ]
         arguments += ["--case", "accepted", "--case", "device-token-other-environment", "--case", "bad-topic"]
+        // The channel cases with production's management host name, on its channel listener.
+        arguments += ["--channel-target", try fixture.emulator.address("channelProduction").description]
+        arguments += ["--case", "channel-read", "--case", "broadcast-accepted", "--case", "channel-delete"]
         let result = try fixture.conformance(arguments, listener: "production")
         #expect(result.status == 0, "\(result.out.prefix(2000))")
-        #expect(try ConformanceFixture.verdicts(result) == ["accepted": "pass", "device-token-other-environment": "pass", "bad-topic": "pass"])
+        #expect(
+            try ConformanceFixture.verdicts(result) == [
+                "accepted": "pass", "device-token-other-environment": "pass", "bad-topic": "pass", "channel-read": "pass",
+                "broadcast-accepted": "pass", "channel-delete": "pass",
+            ])
+        let channels = try fixture.emulator.admin("GET", "/api/v1/channels?environment=production").json["channels"]?.arrayValue ?? []
+        #expect(channels.count == 1 && channels.first?["live"]?.boolValue == false, "the run's channel, deleted: \(channels)")
     }
 
     /// An emulator started with the other choice where Apple is unconfirmed: the suite reports
@@ -436,5 +532,35 @@ final class ConformanceFixture {
             ], listener: "h2cSandbox")
         #expect(result.status == 0, "\(result.out) \(result.err)")
         #expect(result.out.contains("2 cases: 2 pass"), "\(result.out)")
+    }
+}
+
+/// The built-in catalogue's cases, read as the test needs them.
+enum ConformanceCatalogueFile {
+    struct Case {
+        var id: String
+        /// Sent to the channel-management target (not journaled as a notification).
+        var channelManagement: Bool
+    }
+
+    /// `--key` and `--topic` of a key made for the test (for runs that send nothing, or fail first).
+    static func throwawayKey() throws -> [String] {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-key-\(UUID().uuidString).p8").path
+        try ES256PrivateKey.generate().pkcs8PEM.write(toFile: path, atomically: true, encoding: .utf8)
+        return ["--key", "TEAM123456:KEY7654321:\(path)", "--topic", "com.example.app"]
+    }
+
+    static func cases() throws -> [Case] {
+        let root = try JSONValue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: PackageRoot.path + "/conformance/catalogue.json"))))
+        var channelEndpoints = Set<String>()
+        for (name, value) in root["endpoints"]?.objectValue ?? JSONObject() where value["host"]?.stringValue == "channel-management" {
+            channelEndpoints.insert(name)
+        }
+        let all = (root["cases"]?.arrayValue ?? []) + (root["connectionCases"]?.arrayValue ?? [])
+        return all.map { item in
+            Case(
+                id: item["id"]?.stringValue ?? "",
+                channelManagement: item["request"]?["endpoint"]?.stringValue.map(channelEndpoints.contains) ?? false)
+        }
     }
 }
