@@ -229,9 +229,6 @@ public struct Expectation: Sendable, Equatable {
     public var checks: [Check]
 
     public var summary: String { reason.map { "\(status) \($0)" } ?? "\(status)" }
-
-    /// A success: 200, or channel management's 201 (created) and 204 (deleted).
-    public var isSuccess: Bool { (200...299).contains(status) }
 }
 
 /// Details of an answer besides status and reason.
