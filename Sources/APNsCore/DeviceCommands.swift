@@ -187,8 +187,12 @@ extension World {
             frames.append(contentsOf: activitiesMissed(deviceID: hello.deviceID, seen: seen, nowMs: nowMs).map(mine))
         }
         // Before what waits is sent: one it acked already is settled, not sent again.
-        for acked in hello.acked {
-            frames.append(contentsOf: acknowledgeAgain(deviceID: hello.deviceID, acked, nowMs: nowMs))
+        if deliveryOptions.deliveryIDsAreSequences {
+            for acked in hello.acked {
+                frames.append(contentsOf: acknowledgeAgain(deviceID: hello.deviceID, acked, nowMs: nowMs))
+            }
+        } else if !hello.acked.isEmpty {
+            settleAcked(deviceID: hello.deviceID, byAPNsID: hello.acked, nowMs: nowMs)
         }
         // With --redis, what was answered for it and not yet routed was routed before this
         // change began (`routeEveryWaitingPush`): the store holds the newest.
@@ -364,6 +368,23 @@ extension World {
         return []
     }
 
+    /// Without `--redis` delivery ids are this process's own, begun again by a restart: a
+    /// hello's `acked` entries are found by their apns-id among the device's newest records (an
+    /// ack that reached the emulator just before it stopped, with `--state-dir`; one for a
+    /// delivery a newer notification replaced in the store once the connection dropped).
+    mutating func settleAcked(deviceID: String, byAPNsID acked: [AckedDelivery], nowMs: Int64) {
+        var wanted: Set<String> = []
+        for entry in acked { if let apnsID = entry.apnsID { wanted.insert(apnsID.lowercased()) } }
+        guard !wanted.isEmpty else { return }
+        records.decodeKept()
+        let found = records.scanNewestFirst(limit: wanted.count, before: nil, scanning: 10_000) { r in
+            r.deviceID == deviceID && wanted.contains(r.apnsID.lowercased())
+        }.records
+        for record in found {
+            settleReturnedDelivery(deviceID: deviceID, sequence: record.sequence, apnsID: record.apnsID, nowMs: nowMs, matchedByAPNsID: true)
+        }
+    }
+
     /// With `--redis` (delivery ids are journal sequences): an ack for a delivery no longer in
     /// flight because the shared state took it back before the ack counted (the socket moved,
     /// a reload or restore after a Redis fault returned it to the store, where a newer one may
@@ -372,8 +393,10 @@ extension World {
     /// and taken out of the store, so it is not sent again. True when it was, or when it was
     /// acknowledged already (an ack repeated).
     @discardableResult
-    mutating func settleReturnedDelivery(deviceID: String, sequence: UInt64, apnsID: String?, nowMs: Int64) -> Bool {
-        guard deliveryOptions.deliveryIDsAreSequences, let record = records.record(sequence: sequence),
+    mutating func settleReturnedDelivery(
+        deviceID: String, sequence: UInt64, apnsID: String?, nowMs: Int64, matchedByAPNsID: Bool = false
+    ) -> Bool {
+        guard deliveryOptions.deliveryIDsAreSequences || matchedByAPNsID, let record = records.record(sequence: sequence),
             record.deviceID == deviceID, record.broadcastBox == nil,
             record.outcome == .coalesced || record.outcome == .stored || record.outcome == .delivered
         else { return false }

@@ -547,8 +547,9 @@ final class ProviderConnection: ConnectionHandler {
     /// A stream the HTTP/2 layer reset by itself: logged and journaled.
     private func journal(_ refused: HTTP2RefusedRequest) {
         let explanation: String
-        // A stream over the limit: the client's bug, refused after its whole header block (the
-        // record has every field); the other refusals cut the fields short.
+        // A stream over the limit or a body of another length than it said: the client's bug,
+        // refused after its whole header block (the record has every field); the other refusals
+        // cut the fields short.
         var clientBug = false
         switch refused.reason {
         case .headerListTooLarge(let size, let limit):
@@ -560,6 +561,10 @@ final class ProviderConnection: ConnectionHandler {
         case .malformedMessage:
             explanation =
                 "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the request breaks HTTP/2's message rules (RFC 9113 §8.1, §8.3): \(Self.malformedCause(refused.headers))"
+        case .bodyLength(let declared, let received):
+            explanation =
+                "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the body came to \(received < declared ? "\(received) bytes, less than" : "more than") the \(declared) bytes of its content-length (RFC 9113 §8.1.1); it was not processed"
+            clientBug = true
         case .overStreamLimit(let limit):
             explanation =
                 "stream reset (RST_STREAM REFUSED_STREAM, not processed): the client opened a stream while it had as many open as the SETTINGS_MAX_CONCURRENT_STREAMS in force (\(limit)), or more (\"Maximum active streams violated for this endpoint\", in APNs' words); the connection goes on. The limit is 1 until a request with a valid provider token has been answered (streams opened before the client acknowledged it are served); one lowered later (after ExpiredProviderToken with --stream-limit-drop, a fault rule) applies at once"

@@ -578,6 +578,19 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
             reason: .headerListTooLarge(size: slots[index].headerListSize, limit: maxHeaderListSize))
     }
 
+    /// A body over or short of its content-length: the stream is reset (PROTOCOL_ERROR) and,
+    /// unless the request was handed over already (answered early), reported with its fields;
+    /// nghttp2 reset it without a word, so a client could not find its attempt in the journal.
+    fileprivate func refuseBodyLength(_ index: Int) {
+        slots[index].check.bodyRefused = true
+        let check = slots[index].check
+        guard !slots[index].handedOver else {
+            nghttp2_submit_rst_stream(session, 0, slots[index].streamID, HTTP2ErrorCode.protocolError)
+            return
+        }
+        reset(index, HTTP2ErrorCode.protocolError, reason: .bodyLength(contentLength: check.contentLength, received: check.received))
+    }
+
     /// Resets a request's stream before it was handed over, and reports it with its fields.
     private func reset(_ index: Int, _ errorCode: UInt32, reason: HTTP2RefusedRequest.Reason) {
         let streamID = slots[index].streamID
@@ -723,11 +736,10 @@ private func serverOnDataChunk(
     withServer(userData, orElse: 0) { server in
         guard let index = server.slot(of: streamID) else { return 0 }
         if server.checksMessages {
-            // Past its content-length: reset without a word, as nghttp2 does (what came is dropped).
+            // Past its content-length: reset and reported (what came is dropped).
             if server.slots[index].check.bodyRefused { return 0 }
             if !server.slots[index].check.acceptData(length) {
-                server.slots[index].check.bodyRefused = true
-                nghttp2_submit_rst_stream(server.session, 0, streamID, HTTP2ErrorCode.protocolError)
+                server.refuseBodyLength(index)
                 return 0
             }
         }
@@ -866,8 +878,7 @@ extension HTTP2ServerSession {
             // A body already over its length was reset, and later frames of it are not seen.
             if slots[index].check.bodyRefused { return false }
             if endStream, !slots[index].check.bodyMatchesLength {
-                slots[index].check.bodyRefused = true
-                nghttp2_submit_rst_stream(session, 0, hd.stream_id, HTTP2ErrorCode.protocolError)
+                refuseBodyLength(index)
                 return false
             }
             return true

@@ -120,9 +120,11 @@ public struct HTTP2RefusedRequest: Sendable {
         /// otherwise invalid name, a connection-specific field, `te` other than `trailers`).
         case invalidHeaderField
         /// The request breaks HTTP/2's message rules (RFC 9113 §8.3.1: a required pseudo-header
-        /// missing). (A body longer or shorter than its `content-length` is reset without a
-        /// report, as nghttp2 does, unless trailers end it.)
+        /// missing).
         case malformedMessage
+        /// The body's DATA came to more, or ended at less, than its `content-length` (RFC 9113
+        /// §8.1.1); `received` counts what came up to the reset.
+        case bodyLength(contentLength: Int64, received: Int64)
         /// Opened while the peer already had `limit` streams open, after it acknowledged the
         /// SETTINGS that set that limit (reset with REFUSED_STREAM).
         case overStreamLimit(limit: Int)

@@ -377,13 +377,17 @@ struct DeliveryStateTests {
     /// connection was closed before they were read) come again in its next hello (`acked`):
     /// what was coalesced or stored meanwhile reads `delivered`, and is not sent again; a wrong
     /// apns-id changes nothing.
-    @Test func aHelloListingAckedDeliveriesSettlesThemBeforeTheStoreIsSent() throws {
+    /// With `--redis` (ids are sequences) and without (matched by apns-id: ids begin again after
+    /// a restart with `--state-dir`).
+    @Test(arguments: [true, false])
+    func aHelloListingAckedDeliveriesSettlesThemBeforeTheStoreIsSent(idsAreSequences: Bool) throws {
         var options = DeliveryOptions()
-        options.deliveryIDsAreSequences = true
+        options.deliveryIDsAreSequences = idsAreSequences
         let f = try DeviceFixture(options: options)
-        let first = try f.push(#"{"aps":{"alert":"one"}}"#)
-        let second = try f.push(#"{"aps":{"alert":"two"}}"#)
-        let third = try f.push(#"{"aps":{"alert":"three"}}"#)
+        // apns-ids of their own: the fixture's generated ones repeat from connection to connection.
+        let first = try f.push(#"{"aps":{"alert":"one"}}"#, headers: [("apns-id", "11111111-1111-1111-1111-111111111111")])
+        let second = try f.push(#"{"aps":{"alert":"two"}}"#, headers: [("apns-id", "22222222-2222-2222-2222-222222222222")])
+        let third = try f.push(#"{"aps":{"alert":"three"}}"#, headers: [("apns-id", "33333333-3333-3333-3333-333333333333")])
         let sent = f.notifications(in: first.deviceFrames + second.deviceFrames + third.deviceFrames)
         f.disconnect()
         #expect(f.record(third)?.outcome == .stored)
