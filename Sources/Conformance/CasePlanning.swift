@@ -1,5 +1,5 @@
 public import APNsCore
-public import HTTP2
+import HTTP2
 public import ProviderClient
 
 /// What the person running the suite gave: the target's topic, tokens, keys, and permissions.

@@ -1,7 +1,7 @@
 // Conformance: the catalogue of APNs cases (conformance/catalogue.json, embedded at build time),
 // the requests each case sends, the verdicts, recordings and their replay, and the report.
 // Pure: it builds requests and judges answers; `apns-emulator conformance` does the sending.
-public import JSON
+import JSON
 
 /// The cases `apns-emulator conformance` runs: one per rule of docs/apns-behaviour.md a provider
 /// can observe, each with the answer the emulator gives and the evidence that APNs does too.
