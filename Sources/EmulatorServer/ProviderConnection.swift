@@ -563,7 +563,7 @@ final class ProviderConnection: ConnectionHandler {
                 "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the request breaks HTTP/2's message rules (RFC 9113 §8.1, §8.3): \(Self.malformedCause(refused.headers))"
         case .bodyLength(let declared, let received):
             explanation =
-                "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the body came to \(received < declared ? "\(received) bytes, less than" : "more than") the \(declared) bytes of its content-length (RFC 9113 §8.1.1); it was not processed"
+                "stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer: the body came to \(received < declared ? "\(received) bytes, less than" : "at least \(received) bytes, more than") the \(declared) bytes of its content-length (RFC 9113 §8.1.1); it was not processed"
             clientBug = true
         case .overStreamLimit(let limit):
             explanation =

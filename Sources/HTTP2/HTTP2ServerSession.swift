@@ -887,9 +887,16 @@ extension HTTP2ServerSession {
             frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
             ? slots[index].check.acceptRequestHeaders()
             : endStream  // trailers end the stream
-        if valid, !endStream || slots[index].check.bodyMatchesLength { return true }
-        refuseMessage(hd.stream_id)
-        return false
+        guard valid else {
+            refuseMessage(hd.stream_id)
+            return false
+        }
+        // A stream ended by its header block or trailers with a body of another length.
+        if endStream, !slots[index].check.bodyMatchesLength {
+            refuseBodyLength(index)
+            return false
+        }
+        return true
     }
 
     /// Bytes of a body answered early that are read and dropped before the stream is reset

@@ -173,7 +173,6 @@ private let badMessages: [RawRequest] = [
     R("CONNECT with :path", [R.f(":method", "CONNECT"), R.path, R.authority]),
     R("CONNECT with :scheme", [R.f(":method", "CONNECT"), R.scheme, R.authority]),
     R("CONNECT with host only", [R.f(":method", "CONNECT"), R.f("host", "a:443")]),
-    R("content-length with no body", R.base + [R.f("content-length", "5")]),
 ]
 
 /// Requests that are served.
@@ -215,6 +214,17 @@ struct HTTP2MessagingTests {
     func aMalformedMessageResetsTheStream(request: RawRequest) throws {
         let (outcome, resets, followServed) = try run(request)
         #expect(outcome == .refused(malformed, request.fields.map { String(decoding: $0.0, as: UTF8.self) }))
+        #expect(resets == [HTTP2ErrorCode.protocolError])
+        #expect(followServed)
+    }
+
+    /// A header block ending the stream though its content-length promised a body: reset and
+    /// reported as the body's length, with every field (it read as a malformed message, the
+    /// fields marked cut short and the cause a pseudo-header's).
+    @Test func aContentLengthWithNoBodyIsReportedAsTheBodysLength() throws {
+        let request = R("content-length with no body", R.base + [R.f("content-length", "5")])
+        let (outcome, resets, followServed) = try run(request)
+        #expect(outcome == .refused(.bodyLength(contentLength: 5, received: 0), request.fields.map { String(decoding: $0.0, as: UTF8.self) }))
         #expect(resets == [HTTP2ErrorCode.protocolError])
         #expect(followServed)
     }
@@ -290,9 +300,15 @@ struct HTTP2MessagingTests {
             (with("upper-case", [R.f("X-A", "1")]), .refused(invalid, fields), [1]),
             (with("bad value", [R.f("x", "a\u{0}")]), .refused(invalid, fields), [1]),
             (with("content-length again", [R.f("content-length", "2")], contentLength: "2"), .refused(invalid, fields + ["content-length"]), [1]),
-            (with("content-length first here, wrong", [R.f("content-length", "9")]), .refused(malformed, fields), [1]),
+            (
+                with("content-length first here, wrong", [R.f("content-length", "9")]), .refused(.bodyLength(contentLength: 9, received: 2), fields),
+                [1]
+            ),
             (with("content-length first here, right", [R.f("content-length", "2")]), .served, []),
-            (with("body shorter than content-length", [R.f("x", "1")], contentLength: "5"), .refused(malformed, fields + ["content-length"]), [1]),
+            (
+                with("body shorter than content-length", [R.f("x", "1")], contentLength: "5"),
+                .refused(.bodyLength(contentLength: 5, received: 2), fields + ["content-length"]), [1]
+            ),
             (with("host when there was none", [R.f("host", "a")]), .served, []),
             (with("without END_STREAM", [R.f("x", "1")], end: false), .refused(malformed, fields), [1]),
         ]
