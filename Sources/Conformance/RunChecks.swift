@@ -10,6 +10,17 @@ public enum SetupCheck {
     /// defaults, expecting 200) a refusal of the topic or of the device token.
     public static func refusal(_ planned: PlannedCase, seen: Observation, inputs: RunInputs) -> String? {
         let expect = planned.item.expect
+        // A channel-management request a server takes for an unknown path or method, where
+        // Apple's channel host answers with success: --channel-target is another endpoint (most
+        // often the device-push port), not a rule that differs.
+        if planned.host == .channelManagement, (200..<300).contains(expect.status), let status = seen.status,
+            (status == 404 && (seen.reason == nil || seen.reason == "BadPath")) || status == 405
+        {
+            return "\(planned.item.id) (\(planned.main.request.method) \(planned.main.request.path)) was answered \(seen.summary) by the "
+                + "channel-management target: --channel-target is not a channel-management endpoint. The device-push port? (Apple's "
+                + "api-manage-broadcast hosts, the emulator's --channel-sandbox-listen 2195 / --channel-production-listen 2196; device "
+                + "pushes go to the emulator's 2197 / 2198.) Nothing more was sent"
+        }
         guard planned.connection == .shared(inputs.environment), planned.item.settings == nil, let status = seen.status,
             status != expect.status || seen.reason != expect.reason
         else { return nil }

@@ -180,6 +180,9 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     // The run's channel: nil until a case needs it; then its id, or why it could not be made.
     var channelFailure: String?
     var channelTried = false
+    // The channel-management target did not answer: its cases are skipped saying so, and its
+    // silence does not count against --target (the push host may answer every case).
+    var channelHostDown: String?
     // Channels the run made (its own, and any a case created): deleted before it ends.
     var createdChannels: [String] = []
     func deleteCreatedChannels() {
@@ -214,9 +217,12 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
             if seen.status == 201, let id = response?.headers.first(where: { $0.name == "apns-channel-id" })?.value {
                 planner.inputs.channelID = id
                 createdChannels.append(id)
+            } else if seen.status == nil {
+                channelHostDown =
+                    "the channel-management target \(channelTarget?.description ?? "") did not answer (\(seen.unanswered ?? "no answer"))"
+                channelFailure = channelHostDown
             } else {
-                channelFailure =
-                    "the run's channel could not be created: answered \(seen.status == nil ? seen.unanswered ?? "nothing" : seen.summary)"
+                channelFailure = "the run's channel could not be created: answered \(seen.summary)"
             }
         }
         if item.usesRunChannel, let channelFailure {
@@ -226,6 +232,10 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
         let planned: PlannedCase
         do { planned = try planner.plan(item) } catch {
             results.append(.skipped(item, expected: expectedText, why: "\(error)"))
+            continue
+        }
+        if planned.host == .channelManagement, let channelHostDown {
+            results.append(.skipped(item, expected: expectedText, why: channelHostDown))
             continue
         }
         let seen: Observation
@@ -263,7 +273,11 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
             results.append(Judge.judge(planned, seen: seen))
         }
         // Silence is what costs a timeout; a GOAWAY or a reset is an answer of a kind, and quick.
-        if results.last?.verdict == .noAnswer, connections.lastWasSilent {
+        if planned.host == .channelManagement, seen.status == nil {
+            let why = "the channel-management target \(channelTarget?.description ?? "") did not answer (\(seen.unanswered ?? "no answer"))"
+            channelHostDown = why
+            results[results.count - 1] = .skipped(item, expected: expectedText, why: why)
+        } else if results.last?.verdict == .noAnswer, connections.lastWasSilent {
             silent += 1
             lastUnanswered = seen.unanswered ?? "no answer"
         } else {

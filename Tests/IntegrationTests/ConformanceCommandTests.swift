@@ -136,6 +136,44 @@ final class ConformanceFixture {
         #expect(unpaired.err.contains("every case chosen would be skipped: needs channel-management (--channel-target)"), "\(unpaired.err)")
     }
 
+    /// A --channel-target that does not answer: its cases are skipped naming it, and the push
+    /// host's cases all run (its silence counted against --target, and the run gave up on a
+    /// target that answered every push).
+    @Test func aChannelTargetThatDoesNotAnswerSkipsOnlyItsCases() throws {
+        let fixture = try ConformanceFixture()
+        let (fd, address) = try Socket.listen(HostPort(host: "127.0.0.1", port: 0))
+        close(fd)  // nothing listens there now
+        var arguments = fixture.allNeeds
+        if let at = arguments.firstIndex(of: "--channel-target") { arguments[at + 1] = address.description }
+        let result = try fixture.conformance(arguments + ["--json"])
+        #expect(result.status == 0, "\(result.err)\n\(result.out.prefix(2000))")
+        let report = try JSONValue.parse(Array(result.stdout))
+        let cases = report["cases"]?.arrayValue ?? []
+        let catalogue = try ConformanceCatalogueFile.cases()
+        let channelCases = Set(catalogue.filter(\.channelManagement).map(\.id))
+        for item in cases where channelCases.contains(item["id"]?.stringValue ?? "") {
+            #expect(item["verdict"] == "skipped", "\(item)")
+        }
+        let why = cases.first { channelCases.contains($0["id"]?.stringValue ?? "") }?["why"]?.stringValue ?? ""
+        #expect(why.contains("the channel-management target \(address) did not answer"), "\(why)")
+        #expect(cases.filter { $0["verdict"] == "pass" }.count >= catalogue.count - channelCases.count - 12, "\(result.out.prefix(2000))")
+        #expect(!result.err.contains("stopped answering"), "\(result.err)")
+    }
+
+    /// The mirror mistake: the device-push port as --channel-target stops the run at its first
+    /// channel request, naming it (15 channel cases "differed").
+    @Test func thePushPortAsChannelTargetIsASetupError() throws {
+        let fixture = try ConformanceFixture()
+        var arguments = fixture.allNeeds
+        if let at = arguments.firstIndex(of: "--channel-target") { arguments[at + 1] = try fixture.emulator.address("sandbox").description }
+        let result = try fixture.conformance(arguments)
+        #expect(result.status == 2, "\(result.out.prefix(2000))")
+        #expect(result.err.contains("--channel-target is not a channel-management endpoint. The device-push port?"), "\(result.err)")
+        let live = try fixture.emulator.admin("GET", "/api/v1/channels?bundleId=\(EmulatorProcess.bundleID)").json["channels"]?.arrayValue ?? []
+        let left = live.filter { $0["live"]?.boolValue == true }.count
+        #expect(left == 0, "\(live)")
+    }
+
     /// --target at the emulator's channel-management port: the baseline case's 404 BadPath
     /// stops the run and names the likely mistake (it ran every case, 45 of them "differ").
     @Test func aChannelManagementPortAsTargetIsASetupError() throws {
