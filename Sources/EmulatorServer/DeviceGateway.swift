@@ -670,9 +670,12 @@ final class DeviceConnection: ConnectionHandler {
         }
         var acked: [AckedDelivery] = []
         for item in items {
-            guard let id = item["id"]?.intValue, id > 0, let apnsID = item["apnsId"]?.stringValue, apnsID.utf8.count <= 64 else {
+            guard item["id"]?.numberValue != nil, let apnsID = item["apnsId"]?.stringValue else {
                 throw DeviceRequestError("bad_request", "each of \"acked\" is an object with a numeric \"id\" and an \"apnsId\" string")
             }
+            // One that can be no delivery (an id no delivery has, an apns-id longer than any)
+            // matches nothing: ignored, as the protocol says, not the whole hello refused.
+            guard let id = item["id"]?.intValue, id > 0, apnsID.utf8.count <= 64 else { continue }
             acked.append(AckedDelivery(id: UInt64(id), apnsID: apnsID))
         }
         return acked

@@ -47,6 +47,28 @@ struct DeviceAppLimitTests {
         #expect(try emulator.admin("GET", "/api/v1/devices/crowded").status == 404, "nothing of it was kept")
     }
 
+    /// A hello's `acked` entries that can be no delivery (id 0, negative, fractional, past any
+    /// id; an apns-id longer than any) match nothing: ignored, the hello taken. A malformed
+    /// list is refused.
+    @Test func ackedEntriesThatMatchNothingAreIgnored() throws {
+        let emulator = try EmulatorProcess()
+        let fd = try Self.connect(emulator)
+        defer { close(fd) }
+        let odd =
+            #"[{"id":0,"apnsId":"a"},{"id":-1,"apnsId":"b"},{"id":1.5,"apnsId":"c"},{"id":1e30,"apnsId":"d"},{"id":7,"apnsId":"\#(String(repeating: "e", count: 65))"}]"#
+        Self.send(
+            fd, #"{"type":"hello","version":1,"deviceId":"odd","apps":[{"bundleId":"com.example.app","environment":"sandbox"}],"acked":\#(odd)}"#)
+        let (lines, _) = SlowDeviceTests.readLines(fd) { $0.contains { $0["type"] == "welcome" || $0["type"] == "error" } }
+        #expect(lines.contains { $0["type"] == "welcome" }, "\(lines)")
+        let other = try Self.connect(emulator)
+        defer { close(other) }
+        Self.send(
+            other,
+            #"{"type":"hello","version":1,"deviceId":"bad","apps":[{"bundleId":"com.example.app","environment":"sandbox"}],"acked":[{"id":"x"}]}"#)
+        let (refused, _) = SlowDeviceTests.readLines(other) { $0.count == 1 }
+        #expect(refused.first?["code"] == "bad_request", "\(refused)")
+    }
+
     /// A hello naming one bundle twice (sandbox and production) would register a token the
     /// second entry ends at once: refused, nothing kept, and a corrected hello is taken.
     @Test func aHelloListingAnAppTwiceIsRefused() throws {
