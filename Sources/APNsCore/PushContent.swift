@@ -44,6 +44,10 @@ public struct PushContent: Sendable, Equatable {
     private struct Walker {
         let bytes: UnsafeBufferPointer<UInt8>
         var i = 0
+        /// A string read so far had an escape: keys that do not match byte for byte are then
+        /// compared decoded too (`"\u0061ps"` is `"aps"`, RFC 8259 §7). No encoder seen escapes
+        /// an ASCII key, so a payload without escapes pays nothing more.
+        var escapes = false
 
         init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
@@ -71,7 +75,7 @@ public struct PushContent: Sendable, Equatable {
         /// `content-available` as providers misspell it too (a key of the same length range:
         /// one length check for most keys).
         func isContentAvailable(_ key: Range<Int>) -> Bool {
-            guard key.count == 17 || key.count == 16 else { return false }
+            guard key.count == 17 || key.count == 16 || escapes else { return false }
             return equals(key, "content-available") || equals(key, "content_available") || equals(key, "contentAvailable")
         }
 
@@ -207,7 +211,14 @@ public struct PushContent: Sendable, Equatable {
         mutating func keyRange() -> Range<Int>? {
             guard take(UInt8(ascii: "\"")) else { return nil }
             let start = i
-            while let c = peek(), c != UInt8(ascii: "\"") { i += c == UInt8(ascii: "\\") ? 2 : 1 }
+            while let c = peek(), c != UInt8(ascii: "\"") {
+                if c == UInt8(ascii: "\\") {
+                    escapes = true
+                    i += 2
+                } else {
+                    i += 1
+                }
+            }
             guard i < bytes.count else { return nil }
             let range = start..<i
             i += 1
@@ -215,9 +226,44 @@ public struct PushContent: Sendable, Equatable {
         }
 
         func equals(_ range: Range<Int>, _ word: StaticString) -> Bool {
-            guard range.count == word.utf8CodeUnitCount else { return false }
-            for k in 0..<range.count where bytes[range.lowerBound + k] != word.utf8Start[k] { return false }
+            guard range.count == word.utf8CodeUnitCount else { return escapes && decodedEquals(range, word) }
+            for k in 0..<range.count where bytes[range.lowerBound + k] != word.utf8Start[k] {
+                return escapes && decodedEquals(range, word)
+            }
             return true
+        }
+
+        /// `range` (a key's bytes, escapes and all) decoded is `word` (ASCII).
+        func decodedEquals(_ range: Range<Int>, _ word: StaticString) -> Bool {
+            var k = range.lowerBound
+            var w = 0
+            while k < range.upperBound {
+                var c = bytes[k]
+                if c == UInt8(ascii: "\\") {
+                    guard k + 1 < range.upperBound else { return false }
+                    let e = bytes[k + 1]
+                    if e == UInt8(ascii: "u") {
+                        // The words are ASCII: only \u00XX can be one of their characters.
+                        guard k + 5 < range.upperBound,
+                            let scalar = UInt32(String(decoding: UnsafeBufferPointer(rebasing: bytes[(k + 2)..<(k + 6)]), as: UTF8.self), radix: 16),
+                            scalar < 0x80
+                        else { return false }
+                        c = UInt8(scalar)
+                        k += 6
+                    } else {
+                        switch e {
+                        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): c = e
+                        default: return false  // \b \f \n \r \t: in no word
+                        }
+                        k += 2
+                    }
+                } else {
+                    k += 1
+                }
+                guard w < word.utf8CodeUnitCount, word.utf8Start[w] == c else { return false }
+                w += 1
+            }
+            return w == word.utf8CodeUnitCount
         }
 
         /// Skips one JSON value; the payload has already been validated.

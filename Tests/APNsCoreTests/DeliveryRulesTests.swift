@@ -202,6 +202,12 @@ struct DeliveryRulesTests {
         (#"{"aps":{"alert":"first"},"aps":{}}"#, PushContent()),
         (#"{"aps":{},"aps" : {"alert":"second"} }"#, PushContent(isVisible: true)),
         (#"{"aps":{"alert":{"title":"t"}},"x":1,"aps":{"content-available":1}}"#, PushContent(contentAvailable: true)),
+        // Keys with escapes are the keys they decode to (RFC 8259 §7).
+        (#"{"\u0061ps":{"alert":"hi"}}"#, PushContent(isVisible: true)),
+        (#"{"aps":{"\u0061lert":"hi","b\u0061dge":9}}"#, PushContent(isVisible: true, badge: 9)),
+        (#"{"aps":{"content\u002davailable":1}}"#, PushContent(contentAvailable: true)),
+        (#"{"aps":{"alert":"a\nb \u00e9","\u0062adge":"x"}}"#, PushContent(isVisible: true, needsPresentation: true)),
+        (#"{"a\"ps":{"alert":"hi"},"aps\u0000":{"alert":"hi"}}"#, PushContent()),
     ])
     func payloadFacts(payload: String, expected: PushContent) {
         #expect(PushContent.read(Array(payload.utf8)) == expected)
