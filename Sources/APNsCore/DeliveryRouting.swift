@@ -448,7 +448,7 @@ extension World {
             } else {
                 setOutcome(
                     stored.sequence, .expired, "expired in the store before the device came back online",
-                    atMs: min(nowMs, stored.storeUntilMs ?? nowMs))
+                    atMs: PendingNotification.expiredAtMs(storeUntilMs: stored.storeUntilMs, nowMs: nowMs))
             }
         }
         frames.append(contentsOf: flushLiveActivities(deviceID: deviceID, nowMs: nowMs))
@@ -510,10 +510,9 @@ extension World {
             delivery.stored.removeValue(forKey: key)
             delivery.storeArrivals.removeValue(forKey: key)
             delivery.noteDone(stored.sequence)
-            // Logged when it expired, not when a clock move or a tick noticed it.
             setOutcome(
                 stored.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline",
-                atMs: min(nowMs, stored.storeUntilMs ?? nowMs))
+                atMs: PendingNotification.expiredAtMs(storeUntilMs: stored.storeUntilMs, nowMs: nowMs))
         }
         if !delivery.batched.isEmpty {
             let due = delivery.batched.filter { $0.releaseAtMs <= nowMs }

@@ -94,6 +94,10 @@ extension PendingNotification {
     /// told), else the default storage time from acceptance.
     /// APNs keeps a notification "for up to 30 days or until apns-expiration, whichever comes
     /// first": an expiration further ahead is cut to the 30 days; 0 is never stored.
+    /// When a notification kept until `storeUntilMs` expired, found expired at `nowMs`: logged at
+    /// its own time, not when a tick or a clock move noticed it.
+    static func expiredAtMs(storeUntilMs: Int64?, nowMs: Int64) -> Int64 { min(nowMs, storeUntilMs ?? nowMs) }
+
     static func storeUntil(expiration: Int64?, receivedAtMs now: Int64, defaultStorageMs: Int64) -> Int64? {
         switch expiration {
         case nil: return now + defaultStorageMs

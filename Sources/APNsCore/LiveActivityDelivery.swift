@@ -187,7 +187,7 @@ extension World {
             liveActivities.takeWaiting(token: token)
             setOutcome(
                 push.sequence, .expired, "expired in the store (apns-expiration or 30 days) while the device was offline",
-                atMs: min(nowMs, push.storeUntilMs ?? nowMs))
+                atMs: PendingNotification.expiredAtMs(storeUntilMs: push.storeUntilMs, nowMs: nowMs))
         }
     }
 
@@ -211,7 +211,7 @@ extension World {
             guard (push.storeUntilMs ?? 0) > nowMs else {
                 setOutcome(
                     push.sequence, .expired, "expired in the store before the device came back online",
-                    atMs: min(nowMs, push.storeUntilMs ?? nowMs))
+                    atMs: PendingNotification.expiredAtMs(storeUntilMs: push.storeUntilMs, nowMs: nowMs))
                 continue
             }
             frames += takeLiveActivityPush(

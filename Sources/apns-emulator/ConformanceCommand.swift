@@ -183,6 +183,9 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     // The channel-management target did not answer: its cases are skipped saying so, and its
     // silence does not count against --target (the push host may answer every case).
     var channelHostDown: String?
+    func silentChannelHost(_ seen: Observation) -> String {
+        "the channel-management target \(channelTarget?.description ?? "") did not answer (\(seen.unanswered ?? "no answer"))"
+    }
     // Channels the run made (its own, and any a case created): deleted before it ends.
     var createdChannels: [String] = []
     func deleteCreatedChannels() {
@@ -218,8 +221,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
                 planner.inputs.channelID = id
                 createdChannels.append(id)
             } else if seen.status == nil {
-                channelHostDown =
-                    "the channel-management target \(channelTarget?.description ?? "") did not answer (\(seen.unanswered ?? "no answer"))"
+                channelHostDown = silentChannelHost(seen)
                 channelFailure = channelHostDown
             } else {
                 channelFailure = "the run's channel could not be created: answered \(seen.summary)"
@@ -274,7 +276,7 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
         }
         // Silence is what costs a timeout; a GOAWAY or a reset is an answer of a kind, and quick.
         if planned.host == .channelManagement, seen.status == nil {
-            let why = "the channel-management target \(channelTarget?.description ?? "") did not answer (\(seen.unanswered ?? "no answer"))"
+            let why = silentChannelHost(seen)
             channelHostDown = why
             results[results.count - 1] = .skipped(item, expected: expectedText, why: why)
         } else if results.last?.verdict == .noAnswer, connections.lastWasSilent {
