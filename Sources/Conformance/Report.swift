@@ -7,12 +7,16 @@ public struct ConformanceReport: Sendable {
     /// "catalogue", or the recording's file when replaying.
     public var comparedWith: String
     public var results: [CaseResult]
+    /// The signal that stopped the run ("SIGINT", "SIGTERM"), if one did: the cases after it
+    /// are reported as not run.
+    public var interrupted: String?
 
-    public init(target: String, environment: APNsEnvironment, comparedWith: String, results: [CaseResult]) {
+    public init(target: String, environment: APNsEnvironment, comparedWith: String, results: [CaseResult], interrupted: String? = nil) {
         self.target = target
         self.environment = environment
         self.comparedWith = comparedWith
         self.results = results
+        self.interrupted = interrupted
     }
 
     public var summary: RunSummary { RunSummary(results) }
@@ -55,6 +59,7 @@ public struct ConformanceReport: Sendable {
             "\(results.count) \(results.count == 1 ? "case" : "cases"): \(counts.pass) pass, \(counts.differs) differ"
                 + (counts.differsUnconfirmed > 0 ? " (\(counts.differsUnconfirmed) of them unconfirmed)" : "")
                 + ", \(counts.noAnswer) without an answer, \(counts.skipped) skipped")
+        if let interrupted { lines.append("stopped by \(interrupted): the cases after it were not run") }
         return lines.joined(separator: "\n")
     }
 
@@ -88,7 +93,7 @@ public struct ConformanceReport: Sendable {
         }
         return [
             "target": .string(target), "environment": .string(environment.rawValue), "comparedWith": .string(comparedWith),
-            "cases": .array(cases), "summary": summary.json,
+            "cases": .array(cases), "summary": summary.json, "interrupted": interrupted.map(JSONValue.string) ?? .null,
         ]
     }
 }

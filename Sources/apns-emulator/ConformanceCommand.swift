@@ -9,6 +9,7 @@ import MonotonicClock
 import Networking
 import OpenSSLCrypto
 import ProviderClient
+import Synchronization
 
 /// `apns-emulator conformance`: the catalogue of APNs cases against any APNs-compatible server
 /// (the emulator, another mock, Apple's sandbox with a real key and token), or a recording of
@@ -26,7 +27,8 @@ let conformanceCommand = Subcommand(
         Exit status: 0 when every case that ran answered as expected, 1 when one differs or got no answer,
         2 for a usage problem, a target that cannot be reached or stops answering, or a run whose own key, topic or
         token the target refuses at its first request, or that answers it 404 (not a device-push endpoint: a
-        channel-management port?); nothing more is sent then; 130 or 143 when Ctrl-C or SIGTERM stopped it.
+        channel-management port?); nothing more is sent then; 130 or 143 when Ctrl-C or SIGTERM stopped it (after the case in
+        flight: the channels it created are deleted and the cases run are reported; a second Ctrl-C quits at once).
         """,
     specs: [
         OptionSpec("target", "HOST:PORT", "the server to test (Apple: api.sandbox.push.apple.com:443)"),
@@ -198,9 +200,14 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
         }
         createdChannels = []
     }
+    stopOnInterrupt()
     for item in chosen {
         let expected = recording?.answers.first { $0.id == item.id }
         let expectedText = expected.map(\.summary) ?? item.expectedSummary
+        if let name = interruptName() {
+            results.append(.skipped(item, expected: expectedText, why: "not run: the run was stopped (\(name))"))
+            continue
+        }
         if silent >= silentLimit {
             gaveUp = true
             let why =
@@ -300,8 +307,15 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
 
     let report = ConformanceReport(
         target: target.description, environment: environment, comparedWith: options.string("replay").map { "recording \($0)" } ?? "catalogue",
-        results: results)
+        results: results, interrupted: interruptName())
     print(options.isSet("json") ? report.json.serialized() : report.text)
+    if interruptName() != nil {
+        if let path = options.string("record") {
+            FileHandle.standardError.write(Data("apns-emulator conformance: --record \(path) not written: the run was stopped\n".utf8))
+        }
+        fflush(nil)
+        exit(128 + conformanceStopSignal.load(ordering: .relaxed))
+    }
     if let path = options.string("record") {
         let recordingOut = Recording(
             target: target.description, environment: environment, recordedAt: ISO8601DateFormatter().string(from: Date()),
@@ -313,6 +327,33 @@ private func runConformance(_ command: Subcommand, _ args: [String]) -> Never {
     }
     if gaveUp || (connections.neverConnected && results.contains(where: { $0.verdict == .noAnswer })) { exit(2) }
     exit(report.summary.agrees ? 0 : 1)
+}
+
+/// Ctrl-C (or SIGTERM) count: the first stops the run after the case in flight, deletes the
+/// channels it created and prints the report of the cases run; the second exits at once.
+/// `conformanceStopSignal`: the first one, for the exit status (128 + its number).
+private let conformanceInterrupts = Atomic<Int>(0)
+private let conformanceStopSignal = Atomic<Int32>(0)
+
+private func stopOnInterrupt() {
+    for number in [SIGINT, SIGTERM] {
+        signal(number) { received in
+            if conformanceInterrupts.wrappingAdd(1, ordering: .relaxed).oldValue > 0 { _exit(128 + received) }
+            conformanceStopSignal.store(received, ordering: .relaxed)
+            // Only async-signal-safe calls here (no allocation): the loop notices the count
+            // between cases.
+            _ = write(STDERR_FILENO, stoppingNote.utf8Start, stoppingNote.utf8CodeUnitCount)
+        }
+    }
+}
+
+private let stoppingNote: StaticString =
+    "\napns-emulator conformance: stopping after the case in flight (up to 10 s), then deleting the channels the run created and printing the report (again: quit at once)\n"
+
+/// The signal that stopped the run, if one did.
+private func interruptName() -> String? {
+    guard conformanceInterrupts.load(ordering: .relaxed) > 0 else { return nil }
+    return conformanceStopSignal.load(ordering: .relaxed) == SIGTERM ? "SIGTERM" : "SIGINT"
 }
 
 private func loadCatalogue(_ command: Subcommand, _ options: ResolvedOptions) -> ConformanceCatalogue {

@@ -454,6 +454,47 @@ final class ConformanceFixture {
         #expect(Date().timeIntervalSince(started) < 60)
     }
 
+    /// Ctrl-C after the run's channel exists: the run stops after the case in flight, deletes
+    /// the channel (a run stopped there left it live, and the app nearer its channel limit) and
+    /// prints the report of what ran, the rest marked not run (exit 130).
+    @Test func anInterruptedRunDeletesItsChannelAndReports() throws {
+        let fixture = try ConformanceFixture()
+        let cases = [
+            "channel-read", "channel-list", "broadcast-accepted", "channel-bad-path", "channel-method-put", "channel-duplicate-header", "accepted",
+        ]
+        let key = ["--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(fixture.emulator.keyPath)"]
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-\(UUID().uuidString).json")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: output) }
+        let runner = Process()
+        runner.executableURL = URL(fileURLWithPath: EmulatorProcess.binary)
+        runner.arguments =
+            [
+                "conformance", "--json", "--target", try fixture.emulator.address("sandbox").description, "--rate", "1", "--ca",
+                fixture.emulator.caPath, "--topic", EmulatorProcess.bundleID, "--token", fixture.token, "--channel-target",
+                try fixture.emulator.address("channelSandbox").description,
+            ] + key + cases.flatMap { ["--case", $0] }
+        runner.standardOutput = try FileHandle(forWritingTo: output)
+        runner.standardError = FileHandle.nullDevice
+        try runner.run()
+        defer { if runner.isRunning { kill(runner.processIdentifier, SIGKILL) } }
+        func liveChannels() throws -> Int {
+            let channels = try fixture.emulator.admin("GET", "/api/v1/channels?bundleId=\(EmulatorProcess.bundleID)").json["channels"]
+            return (channels?.arrayValue ?? []).filter { $0["live"]?.boolValue == true }.count
+        }
+        #expect(try eventually(30) { try liveChannels() == 1 }, "the run made its channel")
+        kill(runner.processIdentifier, SIGINT)
+        runner.waitUntilExit()
+        #expect(runner.terminationStatus == 130)
+        #expect(try liveChannels() == 0, "the run's channel was deleted")
+        let report = try JSONValue.parse(Array(try Data(contentsOf: output)))
+        #expect(report["interrupted"]?.stringValue == "SIGINT", "\(report)")
+        let reported = report["cases"]?.arrayValue ?? []
+        #expect(reported.count == cases.count, "every case is in the report")
+        let notRun = reported.filter { $0["why"]?.stringValue == "not run: the run was stopped (SIGINT)" }
+        #expect(!notRun.isEmpty && notRun.count < cases.count, "\(reported.map { $0["why"] ?? .null })")
+    }
+
     /// The run's own key, topic or token refused by its first request (the baseline case):
     /// the run stops there with exit 2 and says which, sends nothing more and records nothing.
     @Test func aRunWhoseOwnSetupIsRefusedStopsAtTheFirstRequest() throws {
