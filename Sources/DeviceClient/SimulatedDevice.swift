@@ -673,6 +673,15 @@ public final class SimulatedDevice {
     /// Applies what a frame says about the device's state, queues it, and acks notifications
     /// when `autoAck` is on.
     private func receive(_ frame: JSONObject) {
+        // The emulator sends a delivery again when it cannot know whether its frame left (a
+        // reload, a re-attachment after an outage): one the app has is not shown twice, and
+        // one it acked is acked again (the emulator is waiting for that).
+        if frame["type"]?.stringValue == "notification", let id = frame["id"]?.intValue,
+            let apnsID = frame["apnsId"]?.stringValue, let acked = alreadyReceived(id: id, apnsID: apnsID)
+        {
+            if acked { autoAcks.append(id) }
+            return
+        }
         received += 1
         inbox.append((received, frame))
         switch frame["type"]?.stringValue {
@@ -761,6 +770,15 @@ public final class SimulatedDevice {
         default:
             break
         }
+    }
+
+    /// nil for a delivery not seen before; whether it was acked for one seen (the same delivery
+    /// id and apns-id: a new apns-id under an old id is a new delivery, ids begin again when
+    /// the emulator restarts).
+    private func alreadyReceived(id: Int64, apnsID: String) -> Bool? {
+        if unacked[id] == apnsID { return false }
+        if recentAcks.contains(where: { $0.id == id && $0.apnsID == apnsID }) { return true }
+        return nil
     }
 
     private func sendAutoAcks() {

@@ -200,6 +200,55 @@ struct SimulatedDeviceTests {
         #expect(ack.withLock { $0 } == #"{"type":"ack","id":5}"#)
     }
 
+    @Test("a delivery sent again (same id and apns-id) is acked again, not returned twice; a new apns-id under an old id is")
+    func aDeliverySentAgainIsReturnedOnce() throws {
+        let peer = try FakePeer { peer in
+            let connection = try peer.accept()
+            try connection.handshake()
+            // As after a reload or a re-attachment: the frame may not have left, so it goes again.
+            for (id, apnsID) in [(Int64(7), "N-7"), (7, "N-7"), (8, "N-8"), (7, "N-9")] {
+                try connection.send(FakePeer.notification(id: id, apnsID: apnsID))
+                guard try connection.expect("ack")["id"] == .int(id) else { throw PeerError("ack \(id) \(apnsID)") }
+            }
+            try connection.expect("ping")
+            try connection.send(["type": "pong"])
+        }
+        try peer.run {
+            let device = makeDevice(peer)
+            try device.connect()
+            var seen: [String] = []
+            while let notification = try device.nextNotification(timeoutMilliseconds: 1000) { seen.append(notification.apnsID) }
+            #expect(seen == ["N-7", "N-8", "N-9"])
+            try device.ping()
+        }
+    }
+
+    @Test("without autoAck a delivery sent again before its ack is returned once, and acked once")
+    func aDeliverySentAgainBeforeItsAckIsReturnedOnce() throws {
+        let peer = try FakePeer { peer in
+            let connection = try peer.accept()
+            try connection.handshake()
+            try connection.send(FakePeer.notification(id: 3, apnsID: "M-3"))
+            try connection.send(FakePeer.notification(id: 3, apnsID: "M-3"))
+            try connection.expect("ping")
+            try connection.send(["type": "pong"])
+            guard try connection.expect("ack")["id"] == 3 else { throw PeerError("no ack of 3") }
+            // Nothing more: the repeat was not acked on its own.
+            try connection.expect("ping")
+            try connection.send(["type": "pong"])
+        }
+        try peer.run {
+            let device = makeDevice(peer)
+            device.autoAck = false
+            try device.connect()
+            let first = try #require(try device.nextNotification(timeoutMilliseconds: 2000))
+            #expect(try device.nextNotification(timeoutMilliseconds: 300) == nil)
+            try device.ping()
+            try device.ack(first.id)
+            try device.ping()
+        }
+    }
+
     @Test("without autoAck nothing is acked until ack(_:)")
     func manualAck() throws {
         let peer = try FakePeer { peer in
