@@ -54,7 +54,11 @@ final class Transport {
                     "TLS handshake with \(address) failed: the server closed the connection (is its device listener TLS? serve --device-tls)")
             case .failed(let message):
                 close()
-                throw DeviceClientError(.connectFailed, "TLS handshake with \(address) failed: \(message)")
+                // OpenSSL's word for an answer that is no TLS record: a cleartext listener.
+                let hint =
+                    message.contains("wrong version number")
+                    ? " (the server does not speak TLS: a device listener speaks TLS only with serve --device-tls)" : ""
+                throw DeviceClientError(.connectFailed, "TLS handshake with \(address) failed: \(message)\(hint)")
             }
             guard Self.wait(fd: fd, events: events, deadline: deadline) else {
                 close()

@@ -155,15 +155,25 @@ public final class HTTP2ClientConnection {
     /// bytes say so, or OpenSSL does when they came so soon that it read them first (the
     /// record header's version is not TLS's).
     private func notTLS(_ failure: String?) -> ClientError? {
-        let answer: String
+        let notTLSRecord = failure?.contains("wrong version number") == true
+        // OpenSSL may have read the answer before it could be looked at: then a cleartext
+        // HTTP/2 server is asked again, in its own protocol.
+        if FirstBytes.lookLikeHTTP2Settings(firstBytes)
+            || (firstBytes.isEmpty && notTLSRecord && answersHTTP2InCleartext(options.address, timeoutMilliseconds: 1000))
+        {
+            return ClientError(
+                "\(options.address) does not speak TLS: it answered with an HTTP/2 SETTINGS frame in cleartext (an h2c listener)",
+                mismatch: .notTLS)
+        }
+        let said: String
         if !firstBytes.isEmpty {
             guard !FirstBytes.lookLikeTLS(firstBytes) else { return nil }
-            answer = "it answered \(FirstBytes.excerpt(firstBytes))"
+            said = "it answered \(FirstBytes.excerpt(firstBytes))"
         } else {
-            guard failure?.contains("wrong version number") == true else { return nil }
-            answer = "its answer was not a TLS record"
+            guard notTLSRecord else { return nil }
+            said = "its answer was not a TLS record"
         }
-        return ClientError("\(options.address) does not speak TLS: \(answer) (an HTTP/1.1 or cleartext server?)", mismatch: .notTLS)
+        return ClientError("\(options.address) does not speak TLS: \(said) (an HTTP/1.1 or cleartext server?)", mismatch: .notTLS)
     }
 
     /// Waits for the server's first SETTINGS frame, which an HTTP/2 server sends before

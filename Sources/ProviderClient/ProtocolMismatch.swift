@@ -23,6 +23,14 @@ enum FirstBytes {
         bytes.count >= 2 && (20...23).contains(bytes[0]) && bytes[1] == 3
     }
 
+    /// An HTTP/2 SETTINGS frame's header (a multiple of 6 bytes long, type 4, stream 0): what
+    /// a cleartext HTTP/2 server sends first.
+    static func lookLikeHTTP2Settings(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count >= 9, bytes[3] == 4, bytes[5] & 0x7f == 0, bytes[6] == 0, bytes[7] == 0, bytes[8] == 0 else { return false }
+        let length = Int(bytes[0]) << 16 | Int(bytes[1]) << 8 | Int(bytes[2])
+        return length % 6 == 0
+    }
+
     /// The bytes for a message: their first line as text (at most 40 characters), or the first
     /// eight in hex when they are not text.
     static func excerpt(_ bytes: [UInt8]) -> String {
@@ -67,4 +75,18 @@ func answersInTLS(_ address: HostPort, timeoutMilliseconds: Int32) -> Bool {
         if event == POLLIN, case let bytes = FirstBytes.peek(fd), !bytes.isEmpty { return FirstBytes.lookLikeTLS(bytes) }
     }
     return false
+}
+
+/// Whether the server at `address` answers an HTTP/2 connection preface in cleartext with its
+/// SETTINGS frame (an h2c listener). Asked when a TLS handshake failed on an answer that
+/// OpenSSL read before it could be looked at.
+func answersHTTP2InCleartext(_ address: HostPort, timeoutMilliseconds: Int32) -> Bool {
+    guard let fd = try? Socket.connect(to: address, timeoutMilliseconds: timeoutMilliseconds) else { return false }
+    defer { close(fd) }
+    // The preface and an empty SETTINGS frame, as a client with prior knowledge begins.
+    let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + [0, 0, 0, 4, 0, 0, 0, 0, 0]
+    guard withSIGPIPEBlocked({ send(fd, preface, preface.count, 0) }) == preface.count else { return false }
+    var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+    guard poll(&pfd, 1, timeoutMilliseconds) > 0 else { return false }
+    return FirstBytes.lookLikeHTTP2Settings(FirstBytes.peek(fd))
 }

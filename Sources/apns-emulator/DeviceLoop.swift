@@ -110,7 +110,9 @@ extension DeviceCLI {
         if device.wasRemoved { removed() }
         var reason = device.disconnectReason ?? "connection closed"
         if !welcomed && device.tls == nil {
-            reason += " (before welcome: if the emulator runs with --device-tls, add --tls)"
+            reason +=
+                " (before welcome: is it the emulator's device listener, serve's --device-listen, default 127.0.0.1:5223? "
+                + "Provider ports such as 2197 and 2198 take no devices; if the emulator runs with --device-tls, add --tls)"
         }
         connectionFailed(reason)
     }

@@ -15,7 +15,7 @@ let sendCommand = Subcommand(
         "Sends one push (PAYLOAD is JSON text, or @FILE) and prints status, reason and apns-id.\nWith --channel it sends a broadcast (POST /4/broadcasts/apps/BUNDLEID) instead: no --token, no apns-topic;\n--expiration defaults to 0, --priority to 10, --push-type to LiveActivity; it prints status, reason and apns-request-id.\nExit status: 0 for 200, 1 for an APNs error, 2 for a usage or connection problem.",
     specs: [
         OptionSpec("token", "HEX", "device token"),
-        OptionSpec("topic", "BUNDLEID", "apns-topic"),
+        OptionSpec("topic", "BUNDLEID", "apns-topic (required, except over a single-topic --cert)"),
         OptionSpec("channel", "ID", "broadcast to this channel (apns-channel-id) instead of pushing to a device"),
         OptionSpec("bundle", "BUNDLEID", "the app a broadcast is for (with --channel; default: --topic)"),
         OptionSpec("key", "TEAMID:KEYID:PATH", "provider signing key (.p8); omit to send without authorization"),
@@ -47,7 +47,10 @@ private func runSend(_ command: Subcommand, _ args: [String]) -> Never {
         command.fail("--\(name) goes with --channel (a broadcast)")
     }
     guard let token = options.string("token") else { command.fail("send needs --token HEX") }
-    guard let topic = options.string("topic") else { command.fail("send needs --topic BUNDLEID") }
+    // Over a certificate the topic may be left out: a single-topic certificate's app is the
+    // topic then (as APNs takes it); with a provider token APNs needs one.
+    let topic = options.string("topic")
+    if topic == nil, !options.isSet("cert") { command.fail("send needs --topic BUNDLEID (with --cert it may be left out: the certificate's app)") }
     if options.isSet("sandbox") && options.isSet("production") { command.fail("choose one of --sandbox and --production") }
     let production = options.isSet("production")
     let hostText = options.string("host") ?? (production ? "127.0.0.1:2198" : "127.0.0.1:2197")
@@ -83,6 +86,7 @@ private func runSend(_ command: Subcommand, _ args: [String]) -> Never {
         if let id = result.uniqueID { print("apns-unique-id: \(id)") }
         if let unanswered { print("no answer: \(unanswered)") }
     }
+    warnIfChannelManagementPort(result.status, result.reason)
     exit(result.status == 200 ? 0 : 1)
 }
 
@@ -130,7 +134,20 @@ private func runBroadcast(_ command: Subcommand, _ options: ResolvedOptions, pay
         if let id = result.requestID { print("apns-request-id: \(id)") }
         if let unanswered { print("no answer: \(unanswered)") }
     }
+    warnIfChannelManagementPort(result.status, result.reason)
     exit(result.status == 200 ? 0 : 1)
+}
+
+/// A 404 BadPath is what a channel-management port answers a push (and a device push is not
+/// journaled there): where pushes are served.
+private func warnIfChannelManagementPort(_ status: Int, _ reason: String?) {
+    guard status == 404, reason == "BadPath" else { return }
+    fflush(nil)
+    FileHandle.standardError.write(
+        Data(
+            ("hint: a channel-management port (serve's --channel-sandbox-listen / --channel-production-listen, default "
+                + "127.0.0.1:2195 / 127.0.0.1:2196) answers pushes 404 BadPath; pushes and broadcasts go to --sandbox-listen / "
+                + "--production-listen (default 127.0.0.1:2197 / 127.0.0.1:2198) or a --listen port\n").utf8))
 }
 
 // MARK: Shared by the provider-side commands (send, channels)
@@ -240,14 +257,21 @@ func sendOnce(
     -> (response: HTTP2Response, unanswered: String?)
 {
     let connection: HTTP2ClientConnection
+    // A command without --h2c (channels: channel management has no cleartext listener) is
+    // not told to add it.
+    let takesH2C = command.specs.contains { $0.name == "h2c" }
+    func advice(_ error: ClientError) -> String {
+        guard error.mismatch != nil else { return certificateAdvice(error, address: address) }
+        return takesH2C ? protocolMismatchAdvice(error) : error.description
+    }
     do { connection = try HTTP2ClientConnection(providerConnectionOptions(command, options, address: address)) } catch {
-        command.fail(certificateAdvice(error, address: address))
+        command.fail(advice(error))
     }
     defer { connection.close() }
     // A server of another protocol (a TLS port given --h2c, an HTTP/1.1 server) is named as
     // such, not as a connection closed without an answer.
     do { try connection.confirmHTTP2() } catch {
-        command.fail("\(error)")
+        command.fail(advice(error))
     }
     do {
         let response = try connection.send(request)

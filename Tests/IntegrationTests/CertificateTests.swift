@@ -217,6 +217,19 @@ struct CertificateTests {
         let singleConnection = try connect(
             emulator, (singlePath, emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-single-topic-key.pem"))
         #expect(APNsResult(try singleConnection.send(push(sandboxDevice.token, topic: nil).request)).status == 200)
+        // `send` over it without --topic, as such libraries send (it asked for --topic).
+        let sentWithoutTopic = try run(
+            EmulatorProcess.binary,
+            [
+                "send", "--host", try emulator.address("sandbox").description, "--ca", emulator.caPath, "--cert", singlePath,
+                "--cert-key", emulator.directory + "/certs/provider-\(EmulatorProcess.bundleID)-single-topic-key.pem", "--token",
+                sandboxDevice.token,
+            ])
+        #expect(sentWithoutTopic.status == 0 && sentWithoutTopic.out.contains("status: 200"), "\(sentWithoutTopic.out) \(sentWithoutTopic.err)")
+        let tokenWithoutTopic = try run(
+            EmulatorProcess.binary,
+            ["send", "--host", try emulator.address("sandbox").description, "--key", "T:K:/nonexistent", "--token", sandboxDevice.token])
+        #expect(tokenWithoutTopic.status == 2 && tokenWithoutTopic.err.contains("send needs --topic BUNDLEID"), "\(tokenWithoutTopic.err)")
         let voipRefused = APNsResult(try singleConnection.send(push(sandboxDevice.token, topic: EmulatorProcess.bundleID + ".voip").request))
         #expect(voipRefused.reason == "TopicDisallowed")
         // An MDM topic is longer than a common name may be: the certificate is still issued.

@@ -121,6 +121,32 @@ struct CommandLineTests {
         #expect(usage.err.contains("--topic"))
     }
 
+    /// The ports newcomers mix up say what to change: `send` at a channel-management port (a
+    /// bare 404 BadPath, and nothing in the journal), `send` at an h2c listener without --h2c,
+    /// `device` at a provider port, and `device --tls` at a cleartext device listener.
+    @Test func portMixUpsSayWhatToChange() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let key = ["--key", "\(EmulatorProcess.teamID):\(EmulatorProcess.keyID):\(emulator.keyPath)", "--ca", emulator.caPath]
+        let push = ["send", "--topic", EmulatorProcess.bundleID, "--token", "00ff"] + key
+        let channelPort = try run(EmulatorProcess.binary, push + ["--host", try emulator.address("channelSandbox").description])
+        #expect(channelPort.status == 1 && channelPort.out.contains("reason: BadPath"), "\(channelPort.out)")
+        #expect(channelPort.err.contains("hint: a channel-management port"), "\(channelPort.err)")
+        #expect(channelPort.err.contains("go to --sandbox-listen / --production-listen (default 127.0.0.1:2197 / 127.0.0.1:2198)"))
+        let h2c = try run(EmulatorProcess.binary, push + ["--host", try emulator.address("h2cSandbox").description])
+        #expect(h2c.status == 2, "\(h2c.out)")
+        #expect(
+            h2c.err.contains("does not speak TLS: it answered with an HTTP/2 SETTINGS frame in cleartext (an h2c listener)"), "\(h2c.err)")
+        #expect(h2c.err.contains("a cleartext HTTP/2 listener takes --h2c"), "\(h2c.err)")
+        let device = ["device", "--device-id", "mixed-up", "--bundle", EmulatorProcess.bundleID, "--environment", "sandbox", "--no-retry"]
+        let atProviderPort = try run(EmulatorProcess.binary, device + ["--connect", try emulator.address("sandbox").description], timeout: 30)
+        #expect(atProviderPort.status != 0)
+        #expect(atProviderPort.err.contains("is it the emulator's device listener, serve's --device-listen"), "\(atProviderPort.err)")
+        let tlsAtCleartext = try run(
+            EmulatorProcess.binary, device + ["--tls", "--insecure", "--connect", try emulator.address("device").description], timeout: 30)
+        #expect(tlsAtCleartext.status != 0)
+        #expect(tlsAtCleartext.err.contains("the server does not speak TLS"), "\(tlsAtCleartext.err)")
+    }
+
     /// A server certificate that cannot be verified (run where no certs/ca.pem is, without
     /// --ca) says what to give: the emulator's CA with --ca, or --insecure. Only then: a TLS
     /// failure of another kind keeps its own words.
