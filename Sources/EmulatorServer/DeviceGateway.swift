@@ -77,6 +77,19 @@ final class DeviceGateway: Sendable {
         }
     }
 
+    /// The frames were for changes the state store could not commit (the provider's answers
+    /// were dropped with them): each local device connection they were for is told
+    /// `unavailable` and closed, so its device reconnects later and is given what is stored for
+    /// it then, rather than waiting for frames that never come while the record says they went.
+    func refuseUncommitted(_ frames: [DeviceFrame], reason: String) {
+        var seen = Set<UInt64>()
+        for frame in frames where seen.insert(frame.connectionID).inserted {
+            guard let ref = connections.withLock({ $0[frame.connectionID] }) else { continue }
+            let refuse: @Sendable () -> Void = { ref.handler?.refuseUncommitted(reason: reason) }
+            if ref.loop.inEventLoop { refuse() } else { ref.loop.execute(refuse) }
+        }
+    }
+
     /// Why a frame that closes its connection does (the log's words).
     static func closeReason(_ frame: DeviceFrame) -> String {
         switch frame.message["type"]?.stringValue {
@@ -292,6 +305,12 @@ final class DeviceConnection: ConnectionHandler {
     private func emit(_ item: Outgoing) {
         if let gate = commitGate, gate.hold(item) { return }
         perform(item)
+    }
+
+    /// What the store could not keep was for this device (`DeviceGateway.refuseUncommitted`).
+    func refuseUncommitted(reason: String) {
+        perform(.message(["type": "error", "code": "unavailable", "message": .string(reason), "fatal": true]))
+        perform(.close)
     }
 
     private func perform(_ item: Outgoing) {

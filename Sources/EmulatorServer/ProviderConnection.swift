@@ -458,6 +458,12 @@ final class ProviderConnection: ConnectionHandler {
                     "provider connection \(self.connection.id): the state store did not confirm the changes of \(answers.count) answer(s); closing without sending them (the provider sees no answer; should the store have kept them after all, or Redis lost its state and an instance's copy is restored, they may still be delivered, as with APNs when an answer is lost)"
                 )
                 self.connection.close()
+                // Their deliveries are not on disk either: the devices they were for are told.
+                let frames = answers.flatMap(\.1.deviceFrames)
+                if !frames.isEmpty {
+                    self.providers.devices.refuseUncommitted(
+                        frames, reason: commits.unavailableReason ?? "the state store could not keep a notification sent to this device")
+                }
                 return
             }
             self.framesOfRead = []

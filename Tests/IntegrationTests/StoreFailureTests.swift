@@ -1,7 +1,9 @@
 import APNsCore
+import DeviceClient
 import Foundation
 import Glibc
 import HTTP2
+import Locking
 import ProviderClient
 import Testing
 import TestSupport
@@ -135,6 +137,65 @@ struct StoreFailureTests {
         print("after kill -9 and restart: \(kept.count) records, \(answered.count) answered 200, \(missing.count) missing")
         #expect(missing.isEmpty, "every 200 is on disk")
         #expect(try second.admin("GET", "/api/v1/devices/\(device)").status == 200, "the device answered 201 is kept")
+    }
+
+    /// A device waiting for pushes whose answers the full disk made the emulator drop is told
+    /// `unavailable` and disconnected, as state.md says; reconnected once space is freed, it is
+    /// given what was stored for it, and no record is left "sent to the device" without having
+    /// gone (they read that until the ack timed out, 60 s later, and the device got nothing).
+    @Test func aDeviceWhosePushesTheFullDiskDroppedIsToldSo() throws {
+        guard let disk = try SmallDisk(megabytes: 4, ballastMegabytes: 2) else {
+            print("SKIPPED: mounting a tmpfs needs root")
+            return
+        }
+        let emulator = try EmulatorProcess(["--state-dir", disk.stateDirectory, "--max-records", "100000", "--quiet"])
+        let app = DeviceApp(bundleID: EmulatorProcess.bundleID, environment: .sandbox)
+        let phone = DeviceReader(SimulatedDevice(address: try emulator.address("device"), deviceID: "full-disk-phone", apps: [app]))
+        try phone.device.connect()
+        let token = try #require(phone.device.token(for: EmulatorProcess.bundleID))
+        let push = try emulator.push(token, payload: #"{"aps":{"alert":"filling the disk"},"pad":"\#(String(repeating: "x", count: 600))"}"#)
+        phone.start()
+        // In bursts, with a pause for the device's acks to be committed: the commit that fails
+        // then holds pushes alone, and nothing of the device's own.
+        var dropped = 0
+        var unavailable = 0
+        let deadline = Date().addingTimeInterval(60)
+        while dropped == 0 || unavailable == 0, Date() < deadline {
+            let connection = try emulator.connect()
+            var streams: [Int32] = []
+            for _ in 0..<20 { streams.append(try connection.submit(push.request)) }
+            try? connection.pump(timeoutMilliseconds: 5000) { streams.allSatisfy { connection.response(for: $0) != nil } }
+            for id in streams {
+                if let response = connection.response(for: id) {
+                    if response.status == 503 { unavailable += 1 }
+                } else {
+                    dropped += 1
+                }
+            }
+            connection.close()
+            usleep(300_000)
+        }
+        #expect(unavailable > 0, "the full disk is noticed")
+        #expect(dropped > 0, "answers were waiting for the commit that failed")
+        #expect(try eventually(10) { phone.errors.withLock { $0 }.contains("unavailable") }, "the device is told")
+        phone.stop()
+        #expect(!phone.device.isConnected)
+
+        try disk.freeSpace()
+        #expect(try eventually(15) { try emulator.admin("GET", "/readyz").status == 200 }, "serves again by itself")
+        try phone.device.connect()
+        phone.start()
+        // Every record answered 200 settles: delivered (acked), or stored and replaced by a newer
+        // one while the device was away; none waits for an ack of a frame that never left.
+        func waiting() throws -> Int {
+            try emulator.notifications(token: token, limit: 100_000).filter {
+                $0["status"] == 200 && $0["outcome"]?.stringValue == "pending"
+            }.count
+        }
+        let settled = try eventually(20) { try waiting() == 0 }
+        let left = try waiting()
+        #expect(settled, "\(left) records still wait for the device")
+        phone.stop()
     }
 
     /// The same through another real fault: the files may not grow (a file-size limit put on
@@ -282,5 +343,39 @@ struct StoreFailureTests {
         #expect(try emulator.admin("GET", "/api/v1/devices").status == 200, "reads are served")
         #expect(try emulator.metric("apns_emulator_state_up") == 0)
         #expect(emulator.stderr.contains("Providers get 503"))
+    }
+}
+
+/// Reads a device's frames on a thread of its own while the test pushes (a device that reads
+/// nothing fills its delivery window): autoAcked notifications, and the codes of error frames.
+final class DeviceReader: @unchecked Sendable {
+    let device: SimulatedDevice
+    let errors = Locked<[String]>([])
+    private let stopping = Locked(false)
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(_ device: SimulatedDevice) { self.device = device }
+
+    func start() {
+        stopping.withLock { $0 = false }
+        let thread = Thread { [self] in
+            while !stopping.withLock({ $0 }) {
+                guard let frames = try? device.poll(timeoutMilliseconds: 50) else { break }
+                for frame in frames where frame["type"]?.stringValue == "error" {
+                    errors.withLock { $0.append(frame["code"]?.stringValue ?? "?") }
+                }
+            }
+            finished.signal()
+        }
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Waits for the reading thread to end (the device may be used on this thread again).
+    func stop() {
+        stopping.withLock { $0 = true }
+        if thread != nil { finished.wait() }
+        thread = nil
     }
 }
