@@ -227,6 +227,7 @@ final class ProviderConnection: ConnectionHandler {
             // A warning: the provider broke the protocol, which its developer wants to see.
             providers.logger.warning("provider connection \(connection.id): HTTP/2 error: \(error.message)")
             http2ErrorLogged = true
+            journalUnprocessed(after: error.message)
             flushSession()
             connection.closeAfterFlush()
             return
@@ -250,6 +251,23 @@ final class ProviderConnection: ConnectionHandler {
         flushSession()
         if !session.wantsRead && !session.wantsWrite { closeSoon() }
         if requestDeadlineTimer == nil, session.openStreamCount > 0 { scheduleRequestDeadline(after: providers.requestTimeoutSeconds * 1000) }
+    }
+
+    /// Requests that came in the same read as the connection error: they cannot be answered
+    /// any more (the GOAWAY goes first, and the session ends with it), so they are not judged
+    /// or delivered, but journaled as not processed, as every request is.
+    private func journalUnprocessed(after error: String) {
+        session.consumeEvents { event in
+            if let request = event.takeRequest() {
+                endpoint.recordRefused(
+                    streamID: request.streamID, headers: request.headers, headersTruncated: false,
+                    explanation:
+                        "not processed: it came in the same read as a connection error of the client's (\(error)), and the connection ended with GOAWAY before it could be answered. Not delivered; the GOAWAY's last stream id may cover it, so the client cannot tell",
+                    connection: &context)
+            } else if case .requestRefused(let refused) = event {
+                journal(refused)
+            }
+        }
     }
 
     /// Device frames of the answers sent together go to the device gateway in one hand-over.

@@ -174,6 +174,40 @@ struct HardeningTests {
         #expect(authorization?.hasSuffix(ProviderToken.signatureMarker) == true)
     }
 
+    /// Complete requests that come in the same read as a connection error of the client's
+    /// cannot be answered (the GOAWAY ends the session), and are journaled as not processed,
+    /// not lost without a trace (they had no record, and were not delivered).
+    @Test func requestsInTheReadOfAConnectionErrorAreJournaled() throws {
+        let emulator = try EmulatorProcess(["--h2c-sandbox-listen", "127.0.0.1:0"])
+        let device = try emulator.createDevice()
+        let ids = ["A1A1A1A1-1111-2222-3333-444444444444", "B2B2B2B2-1111-2222-3333-444444444444"]
+        func request(_ stream: UInt32, id: String) throws -> [UInt8] {
+            var block: [UInt8] = [0x83, 0x86]
+            block += RawHTTP2.integer(4, prefixBits: 4, flags: 0) + RawHTTP2.string("/3/device/\(device.token)")
+            block += RawHTTP2.integer(1, prefixBits: 4, flags: 0) + RawHTTP2.string("api.sandbox.push.apple.com")
+            block += RawHTTP2.integer(23, prefixBits: 4, flags: 0) + RawHTTP2.string("bearer \(try emulator.providerToken())")
+            for (name, value) in [("apns-id", id), ("apns-topic", EmulatorProcess.bundleID), ("apns-push-type", "alert")] {
+                block += RawHTTP2.integer(0, prefixBits: 4, flags: 0) + RawHTTP2.string(name) + RawHTTP2.string(value)
+            }
+            return RawHTTP2.frame(type: 0x1, flags: 0x4, stream: stream, block)
+                + RawHTTP2.frame(type: 0x0, flags: 0x1, stream: stream, Array(#"{"aps":{"alert":"x"}}"#.utf8))
+        }
+        // Two whole requests, then a WINDOW_UPDATE of 0 on the connection (PROTOCOL_ERROR), one write.
+        let wire =
+            RawHTTP2.clientPreface + RawHTTP2.frame(type: 0x4, flags: 0, stream: 0, []) + (try request(1, id: ids[0]))
+            + (try request(3, id: ids[1])) + RawHTTP2.frame(type: 0x8, flags: 0, stream: 0, [0, 0, 0, 0])
+        let frames = try RawHTTP2.exchange(try emulator.address("h2cSandbox"), wire, until: { $0.contains { $0.type == 0x7 } })
+        let goAway = try #require(frames.first { $0.type == 0x7 }, "no GOAWAY")
+        #expect(goAway.errorCode == 1, "PROTOCOL_ERROR")
+        for id in ids {
+            let record = try emulator.admin("GET", "/api/v1/notifications/\(id)")
+            #expect(record.status == 200, "\(id) has a record")
+            #expect(record.json["status"] == 0, "\(record.json)")
+            #expect(record.json["explanation"]?.stringValue?.hasPrefix("not processed: it came in the same read as a connection error") == true)
+        }
+        #expect(try emulator.notifications(token: device.token).allSatisfy { $0["status"] == 0 }, "nothing was delivered")
+    }
+
     /// A body far over every payload limit is answered 413 before it has all arrived.
     @Test func anOversizedBodyIsAnsweredBeforeItEnds() throws {
         let emulator = try EmulatorProcess(inProcess: true)
