@@ -571,9 +571,8 @@ final class ProviderConnection: ConnectionHandler {
     /// A stream the HTTP/2 layer reset by itself: logged and journaled.
     private func journal(_ refused: HTTP2RefusedRequest) {
         let explanation: String
-        // A stream over the limit or a body of another length than it said: the client's bug,
-        // refused after its whole header block (the record has every field); the other refusals
-        // cut the fields short.
+        // A stream over the limit or a body of another length than it said: the client's bug
+        // (a warning in the log).
         var clientBug = false
         switch refused.reason {
         case .headerListTooLarge(let size, let limit):
@@ -600,9 +599,16 @@ final class ProviderConnection: ConnectionHandler {
             let line = "provider connection \(connection.id) stream \(refused.streamID): \(explanation)\(more)"
             if clientBug { providers.logger.warning(line) } else { providers.logger.info(line) }
         }
+        // Cut short: the fields after one over the limit or refused in the block; a message
+        // rule judged at the block's end (or at the trailers) had every field.
+        let truncated: Bool
+        switch refused.reason {
+        case .headerListTooLarge, .invalidHeaderField: truncated = true
+        case .malformedMessage, .bodyLength, .overStreamLimit: truncated = false
+        }
         endpoint.recordRefused(
             streamID: refused.streamID, headers: refused.headers,
-            headersTruncated: !clientBug, explanation: explanation, connection: &context)
+            headersTruncated: truncated, explanation: explanation, connection: &context)
     }
 
     /// Whether this connection is to a channel-management host: its own listeners, or

@@ -77,6 +77,8 @@ struct HardeningTests {
         #expect(explanations.count == 3 && explanations[2].contains("the request breaks HTTP/2's message rules"), "\(explanations)")
         #expect(records.prefix(2).allSatisfy { $0["token"]?.stringValue == device.token }, "the fields before the bad one")
         #expect(records.allSatisfy { $0["status"]?.intValue == 0 })
+        // Cut short where a field was refused; whole when the rule was judged at the block's end.
+        #expect(records.map { $0["headersTruncated"]?.boolValue } == [true, true, false], "\(records.map { $0["headersTruncated"] ?? .null })")
         #expect(emulator.stderr.contains("stream 1: stream reset (RST_STREAM PROTOCOL_ERROR) by the HTTP/2 layer"))
     }
 
