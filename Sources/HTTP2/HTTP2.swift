@@ -20,6 +20,9 @@
 // - Header blocks are built in one session-owned scratch buffer (nv array + bytes) sized up
 //   front; nghttp2 copies the fields during the submit call, so no pointer escapes it.
 //   The `:status` name is static bytes; its three digits are written into the scratch.
+//   Answers (`submitAnswer`) are the exception: their names are static and their values are
+//   written into bytes the stream's slot keeps until the HEADERS frame has gone
+//   (`AnswerBytes`), so nghttp2 copies neither (NGHTTP2_NV_FLAG_NO_COPY_NAME, …_VALUE).
 // - Request bodies are kept up to `maxBufferedBody` bytes; the rest is only counted.
 // - A session is confined to one thread at a time (see the class docs).
 //

@@ -42,6 +42,8 @@ struct ServerStreamSlot: StreamSlot {
     var overStreamLimit = false
     /// Its method is HEAD: the answer goes without content (RFC 9110 §9.3.2).
     var isHead = false
+    /// An answer was submitted (`submitAnswer`): its values are in the slot's `AnswerBytes`.
+    var answered = false
     /// When its HEADERS arrived (monotonic ms), for `resetStalledRequests`.
     var startedAtMs: Int64 = 0
     /// The message checks so far (`HTTP2ServerSession.checksMessages`).
@@ -133,6 +135,8 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
     /// a client that keeps sending them is not one to keep decoding for.
     public static let oversizedHeaderListsPerConnection = 3
     @exclusivity(unchecked) private var scratch = HeaderScratch()
+    /// Each slot's answer values, kept until its HEADERS frame has gone (`submitAnswer`).
+    @exclusivity(unchecked) private var answerBytes = AnswerBytes()
 
     /// - Parameters:
     ///   - settings: the SETTINGS nghttp2 submits and enforces (first SETTINGS frame).
@@ -281,9 +285,33 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         scratch.begin(fields: headers.count + 1, byteCount: HeaderScratch.byteCount(headers, extra: 3))
         scratch.appendStatus(status)
         for field in headers { scratch.append(field) }
+        return submit(index, streamID: streamID, body: body)
+    }
+
+    /// Queues an answer: `submitResponse` for fields whose names are static lower-case text and
+    /// whose values may be 128-bit ids (`HTTP2AnswerField`). nghttp2 copies none of it: the
+    /// values are written into bytes the stream's slot keeps until the HEADERS frame has gone
+    /// (its copy and lower-casing of each name and value cost about 60 instructions a field).
+    @discardableResult
+    public func submitAnswer(streamID: Int32, status: Int, fields: [HTTP2AnswerField], body: [UInt8]?) -> Bool {
+        guard let index = slot(of: streamID) else { return false }
+        let byteCount = HeaderScratch.answerByteCount(fields)
+        if slots[index].answered {
+            // A second answer on the stream (nghttp2 drops it behind the first's END_STREAM)
+            // must not write over the first's values: it is copied.
+            scratch.setAnswer(status: status, fields: fields, values: scratch.valueRoom(byteCount), kept: false)
+        } else {
+            slots[index].answered = true
+            scratch.setAnswer(status: status, fields: fields, values: answerBytes.room(slot: index, count: byteCount), kept: true)
+        }
+        return submit(index, streamID: streamID, body: body)
+    }
+
+    /// Submits the block in `scratch` with `body` (see `submitResponse`). A HEAD request's answer
+    /// has no content (clients reset a stream whose answer to HEAD carries DATA); its headers,
+    /// content-type included, stay as for the same request as GET.
+    private func submit(_ index: Int, streamID: Int32, body: [UInt8]?) -> Bool {
         let rv: Int32
-        // A HEAD request's answer has no content (clients reset a stream whose answer to HEAD
-        // carries DATA); its headers, content-type included, stay as for the same request as GET.
         if let body, !slots[index].isHead {
             slots[index].response = OutgoingBody(bytes: body)
             var provider = nghttp2_data_provider(
@@ -476,6 +504,7 @@ public final class HTTP2ServerSession: NGHTTP2SessionOwner, @unchecked Sendable 
         slots[index].overStreamLimit = false
         slots[index].handedOver = false
         slots[index].isHead = false
+        slots[index].answered = false
         slots[index].check = MessageCheck()
         slots[index].startedAtMs = Monotonic.nowMilliseconds()
         slots[index].sharing = true

@@ -160,6 +160,31 @@ public enum HTTP2ServerEvent: Sendable {
     }
 }
 
+/// A field of an answer (`HTTP2ServerSession.submitAnswer`). Its name is static and must be
+/// lower-case; its value is written into bytes the stream keeps until the HEADERS frame has
+/// gone, so nghttp2 copies neither (and lower-cases nothing).
+public struct HTTP2AnswerField: Sendable {
+    public var name: StaticString
+    public var value: Value
+    /// Encode as "literal header field never indexed" (RFC 7541 §6.2.3).
+    public var neverIndex: Bool
+
+    public enum Value: Sendable {
+        case text(String)
+        /// Static text: nghttp2 is pointed at it, nothing is written.
+        case constant(StaticString)
+        /// 128 bits written as UUID text (`UUIDText`, most significant first): an id goes out
+        /// without a String made for it.
+        case uuid(high: UInt64, low: UInt64, uppercase: Bool)
+    }
+
+    public init(name: StaticString, value: Value, neverIndex: Bool = false) {
+        self.name = name
+        self.value = value
+        self.neverIndex = neverIndex
+    }
+}
+
 /// A response (or the end of a stream) seen by the client.
 public struct HTTP2Response: Sendable {
     public var streamID: Int32

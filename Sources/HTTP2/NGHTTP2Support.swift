@@ -2,6 +2,7 @@
 // the reusable header-block scratch buffer, and the SETTINGS patcher.
 
 import CNghttp2
+import HTTPGrammar
 
 // MARK: - Constants (nghttp2 C enums imported as structs; compare on raw bytes)
 
@@ -22,6 +23,8 @@ enum FrameFlag {
 enum NVFlag {
     static let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
     static let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+    static let noCopyName = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)
+    static let noCopyValue = UInt8(NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
 }
 
 enum LibError {
@@ -84,7 +87,8 @@ func withSettingsEntries<R>(
 /// its names/values point to. `begin` sizes it for the whole block up front, so the
 /// pointers handed to nghttp2 stay valid until the next `begin` — in practice only for the
 /// one submit call that follows. nghttp2 copies the fields during that call (no NO_COPY
-/// flags are ever set), so nothing here needs to outlive it.
+/// flags are set for bytes here), so nothing here needs to outlive it; an answer's values
+/// that must are written into `AnswerBytes` (`setAnswer`).
 struct HeaderScratch: ~Copyable {
     private(set) var nv: UnsafeMutablePointer<nghttp2_nv>
     private var nvCapacity: Int
@@ -168,6 +172,118 @@ struct HeaderScratch: ~Copyable {
         var total = extra
         for f in fields { total += f.name.utf8.count + f.value.utf8.count }
         return total
+    }
+
+    // MARK: Answers
+
+    /// Bytes `setAnswer` writes for `fields`: the status's three digits and each value that is
+    /// not constant.
+    static func answerByteCount(_ fields: [HTTP2AnswerField]) -> Int {
+        var total = 3
+        for index in fields.indices {
+            switch fields[index].value {
+            case .text(let text): total += text.utf8.count
+            case .constant: break
+            case .uuid: total += UUIDText.count
+            }
+        }
+        return total
+    }
+
+    /// Room for `count` bytes of values in the scratch (until the next `begin`).
+    mutating func valueRoom(_ count: Int) -> UnsafeMutablePointer<UInt8> {
+        begin(fields: 0, byteCount: count)
+        return bytes
+    }
+
+    /// The block of an answer: `:status`, then `fields`. Names are static (nghttp2 need not copy
+    /// them); values are written at `values` (`answerByteCount` bytes), which nghttp2 is told not
+    /// to copy when `kept` (they then stay as they are until the frame has gone).
+    mutating func setAnswer(status: Int, fields: [HTTP2AnswerField], values: UnsafeMutablePointer<UInt8>, kept: Bool) {
+        precondition((100...999).contains(status), "HTTP status must have 3 digits: \(status)")
+        let fieldCount = fields.count + 1
+        if fieldCount > nvCapacity {
+            nv.deallocate()
+            nvCapacity = max(fieldCount, nvCapacity * 2)
+            nv = .allocate(capacity: nvCapacity)
+        }
+        let valueFlag = kept ? NVFlag.noCopyValue : NVFlag.none
+        values[0] = UInt8(truncatingIfNeeded: 48 + status / 100)
+        values[1] = UInt8(truncatingIfNeeded: 48 + (status / 10) % 10)
+        values[2] = UInt8(truncatingIfNeeded: 48 + status % 10)
+        nv[0] = Self.entry(":status", values, 3, NVFlag.noCopyName | valueFlag)
+        var used = 3
+        for index in fields.indices {
+            let name = fields[index].name
+            assert(!name.withUTF8Buffer { $0.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") } }, "\(name) is not lower-case")
+            let flags = NVFlag.noCopyName | (fields[index].neverIndex ? NVFlag.noIndex : NVFlag.none)
+            switch fields[index].value {
+            case .text(let text):
+                let start = values + used
+                let length =
+                    text.utf8.withContiguousStorageIfAvailable { utf8 in
+                        if let base = utf8.baseAddress, !utf8.isEmpty { start.update(from: base, count: utf8.count) }
+                        return utf8.count
+                    } ?? Self.copySlowly(text, to: start)
+                used += length
+                nv[index + 1] = Self.entry(name, start, length, flags | valueFlag)
+            case .constant(let value):
+                nv[index + 1] = Self.entry(name, UnsafeMutablePointer(mutating: value.utf8Start), value.utf8CodeUnitCount, flags | NVFlag.noCopyValue)
+            case .uuid(let high, let low, let uppercase):
+                var text = UnsafeMutableBufferPointer(start: values + used, count: UUIDText.count).mutableSpan
+                UUIDText.write(high, low, uppercase: uppercase, into: &text, at: 0)
+                nv[index + 1] = Self.entry(name, values + used, UUIDText.count, flags | valueFlag)
+                used += UUIDText.count
+            }
+        }
+        count = fieldCount
+    }
+
+    @inline(__always)
+    private static func entry(_ name: StaticString, _ value: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UInt8) -> nghttp2_nv {
+        nghttp2_nv(
+            name: UnsafeMutablePointer(mutating: name.utf8Start), value: value, namelen: name.utf8CodeUnitCount,
+            valuelen: length, flags: flags)
+    }
+
+    /// A String without contiguous UTF-8 (bridged): copied through a native copy.
+    private static func copySlowly(_ text: String, to start: UnsafeMutablePointer<UInt8>) -> Int {
+        var native = text
+        return native.withUTF8 { utf8 in
+            if let base = utf8.baseAddress, !utf8.isEmpty { start.update(from: base, count: utf8.count) }
+            return utf8.count
+        }
+    }
+}
+
+/// The bytes each stream slot keeps for its answer's values until the HEADERS frame that carries
+/// them has gone (nghttp2 is told not to copy them: `HeaderScratch.setAnswer`). A slot is given
+/// to another stream only once its stream has closed, and by then its answer has gone or was
+/// dropped unsent (nghttp2 sends nothing more on a closed stream), so its bytes are free to
+/// write over. Bounded: one buffer per slot (slots are bounded by the stream limit), each the
+/// size of its largest answer.
+struct AnswerBytes: ~Copyable {
+    private var buffers: [UnsafeMutablePointer<UInt8>] = []
+    private var capacities: [Int] = []
+    /// Room for `:status`, two ids and a content type, with some to spare.
+    private static let initialCapacity = 128
+
+    deinit {
+        for buffer in buffers { buffer.deallocate() }
+    }
+
+    /// Room for `count` bytes of `slot`'s answer (what was there before is not kept).
+    mutating func room(slot: Int, count: Int) -> UnsafeMutablePointer<UInt8> {
+        while buffers.count <= slot {
+            buffers.append(.allocate(capacity: Self.initialCapacity))
+            capacities.append(Self.initialCapacity)
+        }
+        if capacities[slot] < count {
+            buffers[slot].deallocate()
+            capacities[slot] = max(count, capacities[slot] * 2)
+            buffers[slot] = .allocate(capacity: capacities[slot])
+        }
+        return buffers[slot]
     }
 }
 
