@@ -110,7 +110,8 @@ extension PendingNotification {
 /// A notification on its way to a device.
 public struct PendingNotification: Sendable {
     public var sequence: UInt64
-    public var apnsID: String
+    /// The push's `apns-id` (`apnsID` is its text, formatted on each read for a drawn one).
+    public var apnsPushID: PushID
     public var token: String
     public var topic: String
     public var deviceID: String
@@ -134,7 +135,7 @@ public struct PendingNotification: Sendable {
         content: PushContent, wasStored: Bool = false
     ) {
         self.sequence = sequence
-        self.apnsID = apnsID
+        self.apnsPushID = PushID(apnsID)
         self.token = token
         self.topic = topic
         self.deviceID = deviceID
@@ -146,6 +147,11 @@ public struct PendingNotification: Sendable {
         self.payload = payload
         self.content = content
         self.wasStored = wasStored
+    }
+
+    public var apnsID: String {
+        get { apnsPushID.text }
+        set { apnsPushID = PushID(newValue) }
     }
 }
 

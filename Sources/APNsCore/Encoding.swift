@@ -1,4 +1,5 @@
 import Glibc
+import HTTPGrammar
 
 /// Small byte-level encoders used on the request path (no Foundation, no regex).
 public enum Base64URL {
@@ -162,26 +163,10 @@ public enum CanonicalUUID {
     }
 
     static func format(_ high: UInt64, _ low: UInt64, uppercase: Bool) -> String {
-        // Runs twice per request: straight-line writes through a raw pointer, no bounds checks.
-        let digits: StaticString = uppercase ? "0123456789ABCDEF" : "0123456789abcdef"
-        return String(unsafeUninitializedCapacity: 36) { buffer in
-            let d = digits.utf8Start
-            let out = buffer.baseAddress!
-            @inline(__always) func put(_ word: UInt64, from first: Int, count: Int, at position: Int) {
-                for k in 0..<count {
-                    out[position + k] = d[Int((word >> UInt64(60 - (first + k) * 4)) & 0xF)]
-                }
-            }
-            put(high, from: 0, count: 8, at: 0)
-            out[8] = UInt8(ascii: "-")
-            put(high, from: 8, count: 4, at: 9)
-            out[13] = UInt8(ascii: "-")
-            put(high, from: 12, count: 4, at: 14)
-            out[18] = UInt8(ascii: "-")
-            put(low, from: 0, count: 4, at: 19)
-            out[23] = UInt8(ascii: "-")
-            put(low, from: 4, count: 12, at: 24)
-            return 36
+        String(unsafeUninitializedCapacity: UUIDText.count) { buffer in
+            var text = buffer.mutableSpan
+            UUIDText.write(high, low, uppercase: uppercase, into: &text, at: 0)
+            return UUIDText.count
         }
     }
 }
@@ -275,14 +260,20 @@ public struct FastRandom: RandomNumberGenerator, Sendable {
 
     /// An id in the shape APNs generates: uppercase 8-4-4-4-12 hex with no version bits
     /// (APNs was seen generating ids that are not RFC 4122: docs/apns-behaviour.md, "Responses").
-    public mutating func apnsID() -> String { CanonicalUUID.format(next(), next(), uppercase: true) }
+    public mutating func apnsID() -> PushID {
+        let high = next()
+        return PushID(high: high, low: next(), uppercase: true)
+    }
 
     /// A lowercase random UUID (version 4 bits set), as used for `apns-unique-id`.
-    public mutating func uniqueID() -> String {
+    public mutating func uniquePushID() -> PushID {
         let high = (next() & ~0xF000) | 0x4000
         let low = (next() & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000
-        return CanonicalUUID.format(high, low, uppercase: false)
+        return PushID(high: high, low: low, uppercase: false)
     }
+
+    /// `uniquePushID` as text (device ids, channel ids).
+    public mutating func uniqueID() -> String { uniquePushID().text }
 
     public mutating func bytes(_ count: Int) -> [UInt8] {
         var out = [UInt8]()

@@ -4,9 +4,20 @@ public import HTTPGrammar
 public struct NotificationRecord: Sendable {
     /// Monotonic, assigned by the store; later records have larger numbers.
     public var sequence: UInt64 = 0
-    public var apnsID: String
-    /// Sandbox only: the `apns-unique-id` returned to the provider.
-    public var uniqueID: String?
+    /// The `apns-id`, drawn or the client's (`apnsID` is its text).
+    public var apnsPushID: PushID
+    /// Sandbox only: the `apns-unique-id` returned to the provider (`uniqueID` is its text).
+    public var uniquePushID = PushID.none
+    /// The `apns-id` as text (a drawn one is formatted on each read: hot paths use `apnsPushID`).
+    public var apnsID: String {
+        get { apnsPushID.text }
+        set { apnsPushID = PushID(newValue) }
+    }
+    /// The `apns-unique-id` as text, nil in production (formatted on each read, as `apnsID`).
+    public var uniqueID: String? {
+        get { uniquePushID.optionalText }
+        set { uniquePushID = newValue.map(PushID.init) ?? .none }
+    }
     /// The device token as it appeared in the path (may be malformed on rejected requests).
     public var token: String
     public var topic: String?
@@ -144,7 +155,7 @@ public struct NotificationRecord: Sendable {
     /// rest. Used for the journal's byte budget, so it must be cheap (UTF-8 counts of native
     /// strings are O(1)).
     public var approximateBytes: Int {
-        var total = Self.fixedBytes + payload.count + token.utf8.count + explanation.utf8.count + apnsID.utf8.count
+        var total = Self.fixedBytes + payload.count + token.utf8.count + explanation.utf8.count + apnsPushID.byteCount
         if headerListBytes > 0 {
             total += headerListBytes
         } else {
@@ -187,7 +198,11 @@ public struct NotificationRecord: Sendable {
     }
 
     public init(apnsID: String, token: String, environment: APNsEnvironment, receivedAtMs: Int64) {
-        self.apnsID = apnsID
+        self.init(apnsID: PushID(apnsID), token: token, environment: environment, receivedAtMs: receivedAtMs)
+    }
+
+    public init(apnsID: PushID, token: String, environment: APNsEnvironment, receivedAtMs: Int64) {
+        self.apnsPushID = apnsID
         self.token = token
         self.pushTypeHeaderPresent = false
         self.priority = 10
@@ -901,9 +916,7 @@ public struct RecordStore: Sendable {
             let slot = physical(index)
             if let kept = ring[slot].keptEncoded {
                 if StateCodec.record(kept, hasID: idBytes) { return value(at: slot) }
-            } else if ring[slot].apnsID.caseInsensitiveCompare(id) == .orderedSame
-                || ring[slot].uniqueID?.caseInsensitiveCompare(id) == .orderedSame
-            {
+            } else if ring[slot].apnsPushID.matches(ignoringCase: id) || ring[slot].uniquePushID.matches(ignoringCase: id) {
                 return ring[slot]
             }
         }

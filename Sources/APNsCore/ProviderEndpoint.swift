@@ -119,9 +119,18 @@ public struct ProviderConnectionContext: Sendable {
 /// What to send back, as APNs would (docs/apns-behaviour.md, "Responses").
 public struct PushResponse: Sendable {
     public var status: Int
-    public var apnsID: String
-    /// Sandbox only.
-    public var uniqueID: String?
+    /// The `apns-id` (written from its bits into the answer: `apnsID` is its text).
+    public var apnsPushID: PushID
+    /// Sandbox only (`uniqueID` is its text).
+    public var uniquePushID: PushID
+    public var apnsID: String {
+        get { apnsPushID.text }
+        set { apnsPushID = PushID(newValue) }
+    }
+    public var uniqueID: String? {
+        get { uniquePushID.optionalText }
+        set { uniquePushID = newValue.map(PushID.init) ?? .none }
+    }
     public var reason: APNsReason?
     /// The reason as spelled on the wire.
     public var reasonText: String?
@@ -165,8 +174,8 @@ extension PushResponse {
     /// An answer to fill in (`ProviderEndpoint.fill`).
     static var blank: PushResponse {
         PushResponse(
-            status: 0, apnsID: "", uniqueID: nil, reason: nil, reasonText: nil, timestampMs: nil, raiseStreamLimit: false,
-            recordSequence: 0)
+            status: 0, apnsPushID: .none, uniquePushID: .none, reason: nil, reasonText: nil, timestampMs: nil,
+            raiseStreamLimit: false, recordSequence: 0)
     }
 }
 
@@ -217,6 +226,12 @@ public final class ProviderEndpoint: Sendable {
             " (\(named), so the TLS server name, else the port it came to, chose \(chosen.rawValue); \(chosen.other.appleHost), or the emulator's \(chosen.other.rawValue) port, takes this token)"
     }
 
+    /// A push's `apns-id`: the client's when it is a canonical UUID (echoed as sent), else a new one.
+    private static func apnsID(_ fields: APNsHeaderFields, random: inout FastRandom) -> PushID {
+        if let id = fields.apnsID, CanonicalUUID.isValid(Substring(id)) { return PushID(id) }
+        return random.apnsID()
+    }
+
     public func handle(_ request: consuming PushRequest, connection: inout ProviderConnectionContext) -> PushResponse {
         switch begin(request, connection: &connection) {
         case .answered(let response): return response
@@ -251,11 +266,11 @@ public final class ProviderEndpoint: Sendable {
         fileprivate let verification: String?
         fileprivate let fault: FiredFault?
         /// The `apns-id` the answer carries.
-        public let apnsID: String
+        public let apnsID: PushID
 
         fileprivate init(
             stage: Stage, record: NotificationRecord, request: PushRequest, environment: APNsEnvironment, now: Int64,
-            raiseStreamLimit: Bool, verification: String?, fault: FiredFault?, apnsID: String
+            raiseStreamLimit: Bool, verification: String?, fault: FiredFault?, apnsID: PushID
         ) {
             self.stage = stage
             self.record = record
@@ -287,9 +302,8 @@ public final class ProviderEndpoint: Sendable {
             authority: fields.authority.map { Substring($0) }, serverName: connection.serverName.map { Substring($0) },
             listener: connection.listenerEnvironment)
 
-        let clientID = fields.apnsID.flatMap { CanonicalUUID.isValid(Substring($0)) ? $0 : nil }
         var record = NotificationRecord(
-            apnsID: clientID ?? connection.random.apnsID(), token: "", environment: environment, receivedAtMs: now)
+            apnsID: Self.apnsID(fields, random: &connection.random), token: "", environment: environment, receivedAtMs: now)
         // Judging takes microseconds; the clock's millisecond resolution makes them one.
         record.respondedAtMs = now
         record.connectionID = connection.connectionID
@@ -316,7 +330,7 @@ public final class ProviderEndpoint: Sendable {
             request.body.count <= options.recordedPayloadLimit
             ? request.body : Array(request.body.prefix(options.recordedPayloadLimit))
         record.headerListBytes = request.headerListSize ?? 0
-        if environment == .sandbox { record.uniqueID = connection.random.uniqueID() }
+        if environment == .sandbox { record.uniquePushID = connection.random.uniquePushID() }
 
         var fault: FiredFault?
         // Rules act on pushes (`POST /3/device/TOKEN`), not on requests APNs refuses as such.
@@ -383,7 +397,7 @@ public final class ProviderEndpoint: Sendable {
                     verification: verification, world: &world, reply: &reply)
             }
             var answer = PushResponse.blank
-            let apnsID = record.apnsID
+            let apnsID = record.apnsPushID
             if stateful(&record, judgeNow, answer: &answer, deferring: deferring, apnsID: apnsID, raise: raise, fault: fault) {
                 return .answered(answer)
             }
@@ -391,7 +405,7 @@ public final class ProviderEndpoint: Sendable {
                 PendingCheck(
                     stage: .judge(fields: fields, syntax: syntax, provider: provider, json: json, content: content),
                     record: record, request: pushRequest, environment: environment, now: now,
-                    raiseStreamLimit: raiseStreamLimit, verification: verification, fault: fault, apnsID: record.apnsID))
+                    raiseStreamLimit: raiseStreamLimit, verification: verification, fault: fault, apnsID: record.apnsPushID))
         } catch {
             record.reject(error, spelledAs: options.reasonText(error.reason))
             let verification = connection.authenticator.lastVerification
@@ -403,14 +417,14 @@ public final class ProviderEndpoint: Sendable {
                     world: &world)
             }
             var answer = PushResponse.blank
-            let apnsID = record.apnsID
+            let apnsID = record.apnsPushID
             if stateful(&record, journalNow, answer: &answer, deferring: deferring, apnsID: apnsID, raise: raise, fault: fault) {
                 return .answered(answer)
             }
             return .needsState(
                 PendingCheck(
                     stage: .journal(error), record: record, request: pushRequest, environment: environment, now: now,
-                    raiseStreamLimit: raiseStreamLimit, verification: verification, fault: fault, apnsID: record.apnsID))
+                    raiseStreamLimit: raiseStreamLimit, verification: verification, fault: fault, apnsID: record.apnsPushID))
         }
     }
 
@@ -430,7 +444,7 @@ public final class ProviderEndpoint: Sendable {
     /// to be handed back.
     private func stateful(
         _ record: inout NotificationRecord, _ body: (inout NotificationRecord, inout World, inout PushResponse) -> Void,
-        answer: inout PushResponse, deferring: Deferring, apnsID: String, raise: Bool, fault: FiredFault?
+        answer: inout PushResponse, deferring: Deferring, apnsID: PushID, raise: Bool, fault: FiredFault?
     ) -> Bool {
         switch deferring {
         case .never:
@@ -555,7 +569,7 @@ public final class ProviderEndpoint: Sendable {
                     } else {
                         accepted(
                             expiration: record.expiration, priority: record.priority, collapseID: record.collapseID,
-                            apnsID: record.apnsID, payload: record.payload, sequence: world.records.nextSequence,
+                            apnsID: record.apnsPushID, payload: record.payload, sequence: world.records.nextSequence,
                             entry: entry, pushType: topic.pushType, json: json, content: content, now: now,
                             options: world.deliveryOptions, into: &notification)
                     }
@@ -597,7 +611,7 @@ public final class ProviderEndpoint: Sendable {
     /// The answer of a push that must be judged again under the lease (`needsLease`).
     private static func needingLease(_ record: NotificationRecord, reply: inout PushResponse) {
         reply = PushResponse(
-            status: 0, apnsID: record.apnsID, uniqueID: nil, reason: nil, reasonText: nil, timestampMs: nil,
+            status: 0, apnsPushID: record.apnsPushID, uniquePushID: .none, reason: nil, reasonText: nil, timestampMs: nil,
             raiseStreamLimit: false, recordSequence: 0)
         reply.needsLease = true
         reply.changedNothing = true
@@ -605,9 +619,9 @@ public final class ProviderEndpoint: Sendable {
 
     /// 503 `ServiceUnavailable`, not journaled: the shared state (`--redis`) or the state
     /// directory (`--state-dir`) could not take the request's changes.
-    private func unavailable(apnsID: String, raise: Bool) -> PushResponse {
+    private func unavailable(apnsID: PushID, raise: Bool) -> PushResponse {
         var response = PushResponse(
-            status: 503, apnsID: apnsID, uniqueID: nil, reason: .serviceUnavailable,
+            status: 503, apnsPushID: apnsID, uniquePushID: .none, reason: .serviceUnavailable,
             reasonText: options.reasonText(.serviceUnavailable), timestampMs: nil, raiseStreamLimit: raise,
             recordSequence: 0)
         response.changedNothing = true
@@ -635,10 +649,8 @@ public final class ProviderEndpoint: Sendable {
             listener: connection.listenerEnvironment)
         // The APNs fields that arrived, as far as they are well formed, so that the attempt is
         // found by the client's own `apns-id` and shows what it asked for.
-        let clientID = fields.apnsID.flatMap { CanonicalUUID.isValid(Substring($0)) ? $0 : nil }
         var record = NotificationRecord(
-            apnsID: clientID ?? connection.random.apnsID(), token: "", environment: environment,
-            receivedAtMs: now)
+            apnsID: Self.apnsID(fields, random: &connection.random), token: "", environment: environment, receivedAtMs: now)
         if let path = fields.path, let token = Self.deviceToken(inPath: path) { record.token = String(token.prefix(512)) }
         if let priority = fields.priority.flatMap(APNsHeaderFields.priority) { record.priority = priority }
         if let expiration = fields.expiration.flatMap(APNsHeaderFields.expirationSeconds) { record.expiration = expiration }
@@ -734,7 +746,7 @@ public final class ProviderEndpoint: Sendable {
         // A rule answering with one of Apple's reasons is that reason to the rest of the
         // emulator (the stream-limit drop after ExpiredProviderToken, say).
         var reply = PushResponse(
-            status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID,
+            status: record.status, apnsPushID: record.apnsPushID, uniquePushID: record.uniquePushID,
             reason: record.reason.flatMap(APNsReason.init(appleName:)), reasonText: record.reason, timestampMs: record.timestampMs,
             raiseStreamLimit: false,
             recordSequence: 0)
@@ -765,7 +777,7 @@ public final class ProviderEndpoint: Sendable {
         -> PushResponse
     {
         PushResponse(
-            status: record.status, apnsID: record.apnsID, uniqueID: record.uniqueID,
+            status: record.status, apnsPushID: record.apnsPushID, uniquePushID: record.uniquePushID,
             reason: rejection?.reason, reasonText: record.reason, timestampMs: record.timestampMs,
             raiseStreamLimit: raise, recordSequence: sequence)
     }
@@ -776,8 +788,8 @@ public final class ProviderEndpoint: Sendable {
         _ reply: inout PushResponse, for record: NotificationRecord, rejection: Rejection?, raise: Bool, sequence: UInt64
     ) {
         reply.status = record.status
-        reply.apnsID = record.apnsID
-        reply.uniqueID = record.uniqueID
+        reply.apnsPushID = record.apnsPushID
+        reply.uniquePushID = record.uniquePushID
         reply.reason = rejection?.reason
         reply.reasonText = record.reason
         reply.timestampMs = record.timestampMs
@@ -1148,7 +1160,7 @@ public final class ProviderEndpoint: Sendable {
     /// Prepares an accepted notification for delivery (store, device, budget…), before the
     /// record is moved into the journal.
     private func accepted(
-        expiration: Int64?, priority: Int, collapseID: String?, apnsID: String, payload: [UInt8],
+        expiration: Int64?, priority: Int, collapseID: String?, apnsID: PushID, payload: [UInt8],
         sequence: UInt64, entry: TokenEntry, pushType: PushType, json: JSONValidator.Verdict?,
         content: PushContent, now: Int64, options: DeliveryOptions, into notification: inout PendingNotification
     ) -> AcceptedRoute {
@@ -1156,7 +1168,7 @@ public final class ProviderEndpoint: Sendable {
             return .drop("accepted; the payload is not a JSON object, so the device discards it")
         }
         notification.sequence = sequence
-        notification.apnsID = apnsID
+        notification.apnsPushID = apnsID
         notification.token = entry.token
         notification.topic = entry.topic
         notification.deviceID = entry.deviceID

@@ -41,8 +41,8 @@ public enum StateCodec {
         } else {
             w.u8(0)
         }
-        w.put(r.apnsID)
-        w.put(r.uniqueID)
+        w.id(r.apnsPushID)
+        w.optionalID(r.uniquePushID)
         w.put(r.token)
         w.put(r.topic)
         w.put(r.pushType)
@@ -536,7 +536,7 @@ public enum StateCodec {
         var w = ByteWriter(capacity: 256 + n.payload.count)
         w.u8(notificationFormat)
         w.put(n.sequence)
-        w.put(n.apnsID)
+        w.id(n.apnsPushID)
         w.put(n.token)
         w.put(n.topic)
         w.put(n.deviceID)
@@ -841,6 +841,23 @@ struct ByteWriter {
             u64(UInt64(utf8.count))
             bytes.append(contentsOf: utf8)
         }
+    }
+
+    /// An id as `string` writes its text; a drawn one's text is written from its bits.
+    mutating func id(_ id: PushID) {
+        guard let drawn = id.drawn else { return string(id.text) }
+        u64(UInt64(UUIDText.count))
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: UUIDText.count))
+        var text = bytes.mutableSpan
+        UUIDText.write(drawn.high, drawn.low, uppercase: drawn.uppercase, into: &text, at: start)
+    }
+
+    /// An id as an optional String is written: nil (`PushID.none`) or the id.
+    mutating func optionalID(_ id: PushID) {
+        guard id.exists else { return u8(0) }
+        u8(1)
+        self.id(id)
     }
 
     mutating func blob(_ value: [UInt8]) {

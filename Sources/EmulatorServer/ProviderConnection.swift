@@ -42,10 +42,11 @@ final class ProviderConnection: ConnectionHandler {
     static let prefaceLength = 24
     /// Runs while requests are arriving, to reset those that stall (`--request-timeout`).
     private var requestDeadlineTimer: TimerID?
-    @exclusivity(unchecked) private var responseHeaders: [HTTP2HeaderField] = []
-    /// Id header names (`apns-id`, `apns-unique-id`, `apns-channel-id`) sent once with
-    /// indexing on this connection: their name is in the peer's HPACK table from then on.
-    @exclusivity(unchecked) private var indexedIDNames: [String] = []
+    /// The fields of the answer being submitted (`submit`), reused: replaced in place.
+    @exclusivity(unchecked) private var answerFields: [HTTP2AnswerField] = []
+    /// Id header names (`IDName` bits) sent once with indexing on this connection: their name
+    /// is in the peer's HPACK table from then on.
+    @exclusivity(unchecked) private var indexedIDNames: UInt8 = 0
     /// The connection's first bytes, held until they tell HTTP/2 from HTTP/1.x (at most the
     /// 24-byte preface); nil once decided.
     private var firstBytes: [UInt8]? = []
@@ -657,9 +658,10 @@ final class ProviderConnection: ConnectionHandler {
         if !response.deviceFrames.isEmpty {
             if framesOfRead != nil { framesOfRead! += response.deviceFrames } else { providers.devices.dispatch(response.deviceFrames) }
         }
-        submit(
-            streamID, status: response.status, id: ("apns-request-id", response.requestID),
-            secondName: "apns-channel-id", secondValue: response.channelID, body: response.body, raise: response.raiseStreamLimit)
+        var count = 0
+        setIDField(&count, .requestID, .text(response.requestID))
+        if let channelID = response.channelID { setIDField(&count, .channelID, .text(channelID)) }
+        submit(streamID, idFields: count, status: response.status, body: response.body, raise: response.raiseStreamLimit)
         if let explanation = response.explanation {
             providers.logger.info(
                 "provider connection \(connection.id) stream \(streamID): channel \(response.operation?.name ?? "request") \(response.status) \(response.reason ?? ""): \(explanation)"
@@ -667,28 +669,51 @@ final class ProviderConnection: ConnectionHandler {
         }
     }
 
-    /// One answer: its id header (and a second one), `content-type` when there is a body, and
-    /// the raised stream limit after the connection's first valid provider token.
+    /// The id fields an answer carries.
+    enum IDName: UInt8 {
+        case apnsID, uniqueID, requestID, channelID
+
+        var name: StaticString {
+            switch self {
+            case .apnsID: "apns-id"
+            case .uniqueID: "apns-unique-id"
+            case .requestID: "apns-request-id"
+            case .channelID: "apns-channel-id"
+            }
+        }
+    }
+
+    /// An id as the answer writes it: a drawn one from its bits, no String made for it.
+    private static func value(of id: PushID) -> HTTP2AnswerField.Value {
+        if let drawn = id.drawn { return .uuid(high: drawn.high, low: drawn.low, uppercase: drawn.uppercase) }
+        return .text(id.text)
+    }
+
+    /// Sets the answer's field at `count` (the first `idFields` fields are ids) and counts it.
+    /// Ids are unique per response: never index them, or they churn the HPACK table. Except
+    /// each id name's first time on the connection: its entry puts the name in the table, so
+    /// every later id refers to its name by index instead of Huffman-coding it again (about 250
+    /// instructions a name, and 10 to 15 bytes less an answer).
+    @inline(__always)
+    private func setIDField(_ count: inout Int, _ id: IDName, _ value: HTTP2AnswerField.Value) {
+        setAnswerField(&count, HTTP2AnswerField(name: id.name, value: value, neverIndex: indexedIDName(id)))
+    }
+
+    @inline(__always)
+    private func setAnswerField(_ count: inout Int, _ field: HTTP2AnswerField) {
+        if count < answerFields.count { answerFields[count] = field } else { answerFields.append(field) }
+        count += 1
+    }
+
+    /// One answer: the `idFields` id fields set (`setIDField`), `content-type` when there is a
+    /// body, and the raised stream limit after the connection's first valid provider token.
     /// Returns false when the stream is gone (the client reset it) and nothing was queued.
     @discardableResult
-    private func submit(
-        _ streamID: Int32, status: Int, id: (name: String, value: String), secondName: String, secondValue: String?,
-        body: [UInt8]?, raise: Bool
-    ) -> Bool {
-        // A reused scratch array: nghttp2 copies the fields during the submit call. Its fields
-        // are replaced in place (emptied and refilled, it went through `replaceSubrange`).
-        // Ids are unique per response: never index them, or they churn the HPACK table. Except
-        // each id name's first time on the connection: its entry puts the name in the table, so
-        // every later id refers to its name by index instead of Huffman-coding it again (about
-        // 250 instructions a name, and 10 to 15 bytes less an answer).
-        var count = 0
-        setResponseHeader(&count, HTTP2HeaderField(name: id.name, value: id.value, neverIndex: indexedIDName(id.name)))
-        if let secondValue {
-            setResponseHeader(&count, HTTP2HeaderField(name: secondName, value: secondValue, neverIndex: indexedIDName(secondName)))
-        }
-        if body != nil { setResponseHeader(&count, .contentTypeJSON) }
-        if responseHeaders.count > count { responseHeaders.removeLast(responseHeaders.count - count) }
-        guard session.submitResponse(streamID: streamID, status: status, headers: responseHeaders, body: body) else { return false }
+    private func submit(_ streamID: Int32, idFields: Int, status: Int, body: [UInt8]?, raise: Bool) -> Bool {
+        var count = idFields
+        if body != nil { setAnswerField(&count, Self.contentTypeJSON) }
+        if answerFields.count > count { answerFields.removeLast(answerFields.count - count) }
+        guard session.submitAnswer(streamID: streamID, status: status, fields: answerFields, body: body) else { return false }
         if raise && !streamLimitRaised && !streamLimitFromFault {
             session.submitSettings(Self.raisedLimit)
             streamLimitRaised = true
@@ -696,33 +721,21 @@ final class ProviderConnection: ConnectionHandler {
         return true
     }
 
-    /// Whether `name` went out with indexing before on this connection; notes that it does now.
-    @inline(__always)
-    private func indexedIDName(_ name: String) -> Bool {
-        for indexed in indexedIDNames where indexed == name { return true }
-        indexedIDNames.append(name)
-        return false
-    }
+    private static let contentTypeJSON = HTTP2AnswerField(name: "content-type", value: .constant("application/json"))
 
+    /// Whether `id`'s name went out with indexing before on this connection; notes that it does now.
     @inline(__always)
-    private func setResponseHeader(_ count: inout Int, _ field: HTTP2HeaderField) {
-        if count < responseHeaders.count { responseHeaders[count] = field } else { responseHeaders.append(field) }
-        count += 1
+    private func indexedIDName(_ id: IDName) -> Bool {
+        let bit: UInt8 = 1 << id.rawValue
+        defer { indexedIDNames |= bit }
+        return indexedIDNames & bit != 0
     }
 
     private func respond(_ streamID: Int32, _ response: PushResponse) {
-        // Unwrapped before it is passed: a `String?` handed on whole was copied through the
-        // runtime's generic witnesses.
-        let sent: Bool
-        if let uniqueID = response.uniqueID {
-            sent = submit(
-                streamID, status: response.status, id: ("apns-id", response.apnsID),
-                secondName: "apns-unique-id", secondValue: uniqueID, body: response.body, raise: response.raiseStreamLimit)
-        } else {
-            sent = submit(
-                streamID, status: response.status, id: ("apns-id", response.apnsID),
-                secondName: "apns-unique-id", secondValue: nil, body: response.body, raise: response.raiseStreamLimit)
-        }
+        var count = 0
+        setIDField(&count, .apnsID, Self.value(of: response.apnsPushID))
+        if response.uniquePushID.exists { setIDField(&count, .uniqueID, Self.value(of: response.uniquePushID)) }
+        let sent = submit(streamID, idFields: count, status: response.status, body: response.body, raise: response.raiseStreamLimit)
         if !sent {
             endpoint.noteAnswersNotSent(
                 [response.recordSequence], why: "the client had reset its stream (RST_STREAM) before the answer went out")

@@ -23,14 +23,33 @@ struct ProviderEndpointTests {
         let apnsID = try #require(result.apnsID)
         #expect(CanonicalUUID.isValid(Substring(apnsID)))
         #expect(apnsID == apnsID.uppercased())
-        #expect(result.uniqueID != nil)
+        let uniqueID = try #require(result.uniqueID)
+        #expect(CanonicalUUID.isValid(Substring(uniqueID)))
+        #expect(uniqueID == uniqueID.lowercased())
 
-        // The journal has it.
+        // The journal has it, with the ids the answer carried, and finds it by either in either case.
         let records = try emulator.notifications(token: device.token)
         #expect(records.count == 1)
         #expect(records.first?["apnsId"]?.stringValue == apnsID)
+        #expect(records.first?["uniqueId"]?.stringValue == uniqueID)
         #expect(records.first?["status"]?.intValue == 200)
         #expect(records.first?["payload"]?["aps"]?["alert"]?.stringValue == "hello")
+        for id in [apnsID.lowercased(), uniqueID.uppercased()] {
+            #expect(try emulator.admin("GET", "/api/v1/notifications/\(id)").json["apnsId"]?.stringValue == apnsID)
+        }
+    }
+
+    @Test func aClientsApnsIDIsEchoedAsSentOnSandbox() throws {
+        let emulator = try EmulatorProcess(inProcess: true)
+        let device = try emulator.createDevice()
+        let connection = try emulator.connect()
+        var push = try emulator.push(device.token)
+        push.apnsID = "4a5B6c7D-1111-2222-3333-44445555666f"
+        let result = APNsResult(try connection.send(push.request))
+        #expect(result.status == 200)
+        #expect(result.apnsID == "4a5B6c7D-1111-2222-3333-44445555666f")
+        #expect(result.uniqueID != nil)
+        #expect(try emulator.notifications(token: device.token).first?["apnsId"]?.stringValue == "4a5B6c7D-1111-2222-3333-44445555666f")
     }
 
     @Test func productionHasNoUniqueIDAndEchoesTheClientApnsID() throws {
