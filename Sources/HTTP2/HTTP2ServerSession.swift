@@ -1013,7 +1013,24 @@ struct RecentHeaderFields {
     private static func same(_ stored: UnsafePointer<UInt8>, _ bytes: UnsafePointer<UInt8>?, _ count: Int) -> Bool {
         guard count > 0 else { return true }
         guard let bytes else { return false }
-        return memcmp(stored, bytes, count) == 0
+        return count <= 16 ? sameShort(stored, bytes, count) : memcmp(stored, bytes, count) == 0
+    }
+
+    /// 1 to 16 bytes compared as two words (or bytes) from each end, overlapping: most names and
+    /// many values are this short, and a call to `memcmp` cost about 20 instructions a compare.
+    @inline(__always)
+    private static func sameShort(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ count: Int) -> Bool {
+        let x = UnsafeRawPointer(a)
+        let y = UnsafeRawPointer(b)
+        if count >= 8 {
+            return x.loadUnaligned(as: UInt64.self) == y.loadUnaligned(as: UInt64.self)
+                && x.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) == y.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+        }
+        if count >= 4 {
+            return x.loadUnaligned(as: UInt32.self) == y.loadUnaligned(as: UInt32.self)
+                && x.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self) == y.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)
+        }
+        return a[0] == b[0] && a[count / 2] == b[count / 2] && a[count - 1] == b[count - 1]
     }
 
     /// The class of the field at `position`, one `matches` found equal.

@@ -112,3 +112,36 @@ struct HTTP2AnswerTests {
         #expect(!pair.server.submitAnswer(streamID: id, status: 200, fields: Self.ids(id), body: nil))
     }
 }
+
+/// A field is matched against the one its connection sent last at its position by its bytes
+/// (`RecentHeaderFields.matches`): the short ones word by word, the long ones with `memcmp`.
+@Suite("Recent header fields")
+struct RecentHeaderFieldsTests {
+    @Test func aFieldMatchesOnlyTheSameBytesWhateverItsLength() {
+        for length in 1...40 {
+            let name = Array("n".utf8)
+            let value = (0..<length).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+            var recent = RecentHeaderFields()
+            name.withUnsafeBufferPointer { n in
+                value.withUnsafeBufferPointer { v in
+                    _ = recent.field(
+                        at: 0, name: n.baseAddress, nameLength: n.count, value: v.baseAddress, valueLength: v.count, neverIndex: false,
+                        fieldClass: .invalidField, matched: false)
+                    let same = recent.matches(
+                        at: 0, name: n.baseAddress, nameLength: n.count, value: v.baseAddress, valueLength: v.count, neverIndex: false)
+                    #expect(same, "\(length) bytes")
+                }
+            }
+            for position in 0..<length {
+                var other = value
+                other[position] ^= 0x20
+                let matched = name.withUnsafeBufferPointer { n in
+                    other.withUnsafeBufferPointer { v in
+                        recent.matches(at: 0, name: n.baseAddress, nameLength: n.count, value: v.baseAddress, valueLength: v.count, neverIndex: false)
+                    }
+                }
+                #expect(!matched, "\(length) bytes, byte \(position) changed")
+            }
+        }
+    }
+}
