@@ -211,6 +211,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     let running = Locked(true)
     private var threads: [Thread] = []
     let publisher = Locked<RedisConnection?>(nil)
+    /// The heartbeat's connection (`beatLoop`).
+    let beatConnection = Locked<RedisConnection?>(nil)
+    /// Whether this instance's heartbeats reach Redis steadily (`beatLoop`): only then does it
+    /// judge the others' (`mayJudgeHeartbeats`).
+    let contact = Locked(SteadyContact())
 
     public init(
         store: RedisStateStore, state: EmulatorState, configured: World, clock: any EmulatorClock,
@@ -309,6 +314,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         startThread("redis-writer") { [weak self] in self?.writeLoop() }
         startThread("redis-log") { [weak self] in self?.followLog() }
         startThread("redis-keeper") { [weak self] in self?.keep() }
+        startThread("redis-heartbeat") { [weak self] in self?.beatLoop() }
         startThread("redis-frames") { [weak self] in self?.receiveFrames() }
         addConfiguration(joinedOthers: joinedOthers)
     }
@@ -355,10 +361,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         shared.withLock { (s: inout Shared) in
             if s.sharing, let redis = s.redis { try? releaseSharedTurn(&s, redis) }
             if s.holding, let redis = s.redis { try? release(&s, redis) }
-            if let redis = s.redis {
-                _ = try? redis.command("DEL", store.key("alive:\(instance)"))
-                _ = try? redis.command("DEL", store.key("keyprints:\(instance)"))
-            }
+            if let redis = s.redis { _ = try? redis.command("DEL", store.key("keyprints:\(instance)")) }
+        }
+        // Under the lock the heartbeat thread beats under: no beat lands after it.
+        _ = try? withConnection(beatConnection) { (redis: RedisConnection) throws(RedisError) in
+            _ = try redis.command("DEL", store.key("alive:\(instance)"))
         }
     }
 
@@ -1212,7 +1219,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// Gives up an idle lease, beats the heart, reloads when needed, reconnects after an
     /// outage, and disconnects the devices of instances that stopped beating.
     private func keep() {
-        var nextHeartbeat: Int64 = 0
+        var nextLook: Int64 = 0
         var nextSweep: Int64 = 0
         var nextReloadAttempt: Int64 = 0
         var restMs: Int64 = 1
@@ -1262,16 +1269,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 }
             }
             if reloaded { flushAnnouncements() }
-            if now >= nextHeartbeat {
-                // On the publishing connection, not under the busy lock: an instance serving a
-                // steady load must not look stopped to the others.
-                nextHeartbeat = now + Self.heartbeatMilliseconds
+            if now >= nextLook {
+                // On the publishing connection, not under the busy lock. (The heartbeat has a
+                // thread and a connection of its own, `beatLoop`: this look must find a
+                // connection broken by a restart, not one the heartbeat already made anew.)
+                nextLook = now + Self.heartbeatMilliseconds
                 // (Not `try?`: it would flatten "no epoch" into "no answer".)
                 let epoch: Result<String?, RedisError> = Result { () throws(RedisError) -> String? in
-                    try withPublisher { (redis: RedisConnection) throws(RedisError) -> String? in
-                        try heartbeat(redis)
-                        return try store.epoch(on: redis)
-                    }
+                    try withPublisher { (redis: RedisConnection) throws(RedisError) -> String? in try store.epoch(on: redis) }
                 }
                 // A flushed Redis, or one seeded anew, shows here within a heartbeat even when
                 // no change comes along to find out.
@@ -1303,7 +1308,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 sweepStoppedInstances()
                 sweepMembers()
             }
-            restMs = max(1, min(restMs, nextHeartbeat - now, nextSweep - now))
+            restMs = max(1, min(restMs, nextLook - now, nextSweep - now))
         }
     }
 

@@ -1,6 +1,7 @@
 public import APNsCore
 import Foundation
 import Locking
+import MonotonicClock
 import Redis
 
 // The instances as a group: heartbeats and the devices of stopped instances, and frames for
@@ -8,6 +9,51 @@ import Redis
 extension RedisCoordinator {
     func heartbeat(_ redis: RedisConnection) throws(RedisError) {
         _ = try redis.command("SET", store.key("alive:\(instance)"), "1", "PX", .text(String(Self.instanceTTLMilliseconds)))
+    }
+
+    /// Beats the heartbeat every second on a thread of its own, whatever the other threads
+    /// wait for (a reload of a large state after an outage took 3–8 s, and the others took
+    /// the instance for stopped meanwhile), and notes whether Redis took each beat in time
+    /// (`SteadyContact`). A beat that fails is tried again after 200 ms.
+    func beatLoop() {
+        while isRunning {
+            let sent = Monotonic.nowMilliseconds()
+            let beaten =
+                (try? withConnection(beatConnection) { (redis: RedisConnection) throws(RedisError) -> Bool in
+                    // `stop` deletes the key under this lock: no beat may land after it.
+                    if isRunning { try heartbeat(redis) }
+                    return true
+                }) ?? false
+            let answered = Monotonic.nowMilliseconds()
+            contact.withLock { $0.beat(succeeded: beaten, answeredMs: answered) }
+            let rest = beaten ? Self.heartbeatMilliseconds - (answered - sent) : 200
+            var slept: Int64 = 0
+            while slept < rest, isRunning {
+                usleep(UInt32(min(100, rest - slept) * 1_000))
+                slept += 100
+            }
+        }
+    }
+
+    /// Whether this instance may take another for stopped because its heartbeat lapsed: only
+    /// when its own heartbeats have reached Redis steadily for a whole heartbeat lifetime.
+    /// After an outage or a stall of Redis every heartbeat lapsed for that reason alone, and
+    /// the first instance back marked the others' devices disconnected: pushes for devices
+    /// whose sockets never dropped were stored and coalesced.
+    func mayJudgeHeartbeats() -> Bool {
+        contact.withLock { $0.steady(nowMs: Monotonic.nowMilliseconds(), for: Int64(Self.instanceTTLMilliseconds)) }
+    }
+
+    /// The instances among `instances` whose heartbeat lapsed; none when this instance may not
+    /// judge now (`mayJudgeHeartbeats`), or Redis did not say at once (an answer that took
+    /// long may come from a Redis that stalled meanwhile, when every heartbeat lapsed).
+    func stoppedInstances(among instances: [Int]) -> Set<Int> {
+        guard !instances.isEmpty, mayJudgeHeartbeats() else { return [] }
+        let asked = Monotonic.nowMilliseconds()
+        guard let alive = try? heartbeatsAlive(instances), Monotonic.nowMilliseconds() - asked < Self.heartbeatMilliseconds,
+            mayJudgeHeartbeats()
+        else { return [] }
+        return Set(zip(instances, alive).filter { !$0.1 }.map(\.0))
     }
 
     /// Devices whose socket was on an instance that stopped (killed, or cut off from Redis for
@@ -23,13 +69,7 @@ extension RedisCoordinator {
         }
         guard !others.isEmpty else { return }
         let instances = Array(Set(others.map { DeviceOwnership.instance(ofConnection: $0.connection) })).sorted()
-        let alive: [Bool]
-        do {
-            alive = try heartbeatsAlive(instances)
-        } catch {
-            return
-        }
-        let stopped = Set(zip(instances, alive).filter { !$0.1 }.map(\.0))
+        let stopped = stoppedInstances(among: instances)
         guard !stopped.isEmpty else { return }
         let now = clock.nowMilliseconds()
         let gone = others.filter { stopped.contains(DeviceOwnership.instance(ofConnection: $0.connection)) }
@@ -73,12 +113,20 @@ extension RedisCoordinator {
         return fresh
     }
 
-    /// Runs `body` on the publishing connection (heartbeats, liveness checks, relayed frames).
-    /// An answer that the keys' slot moved (a Redis Cluster resharded) drops the connection,
-    /// and the next one asks the cluster where the keys are now: kept, it sent every heartbeat
-    /// to the old owner for good, and the other instances took this one for stopped.
+    /// Runs `body` on the publishing connection (liveness checks, the keeper's look at the
+    /// epoch, relayed frames).
     func withPublisher<T>(_ body: (RedisConnection) throws(RedisError) -> T) throws(RedisError) -> T {
-        try publisher.withLock { (connection: inout RedisConnection?) throws(RedisError) -> T in
+        try withConnection(publisher, body)
+    }
+
+    /// Runs `body` on `slot`'s connection, made anew when it is broken. An answer that the
+    /// keys' slot moved (a Redis Cluster resharded) drops the connection, and the next one
+    /// asks the cluster where the keys are now: kept, it sent every heartbeat to the old owner
+    /// for good, and the other instances took this one for stopped.
+    func withConnection<T>(
+        _ slot: Locked<RedisConnection?>, _ body: (RedisConnection) throws(RedisError) -> T
+    ) throws(RedisError) -> T {
+        try slot.withLock { (connection: inout RedisConnection?) throws(RedisError) -> T in
             let redis = try publishingConnection(&connection)
             do throws(RedisError) {
                 return try body(redis)
@@ -124,4 +172,34 @@ extension RedisCoordinator {
     }
 
     private func prefixed(_ name: String) -> String { store.prefix + name }
+}
+
+/// Whether an instance's heartbeats have been reaching Redis steadily: each answered within
+/// `maximumGapMilliseconds` of the one before, the first of the run long enough ago. Only then
+/// did Redis run, reachable, for that long, so the others, which beat every second, had their
+/// chance to renew their heartbeats too: one that lapsed now is theirs, not Redis's.
+struct SteadyContact: Sendable {
+    /// The first beat of the current run (nil: the last one failed, or none was made yet).
+    private(set) var sinceMs: Int64?
+    private(set) var lastAnsweredMs: Int64 = 0
+    /// A beat is due every second; one answered later than this after the last (Redis or
+    /// this instance stalled) starts the run anew. Another instance's heartbeat lapses after
+    /// three seconds without a beat, so a stall of two (a beat due meanwhile plus its wait)
+    /// is enough for that.
+    static let maximumGapMilliseconds: Int64 = 1_500
+
+    mutating func beat(succeeded: Bool, answeredMs: Int64) {
+        guard succeeded else {
+            sinceMs = nil
+            return
+        }
+        if sinceMs == nil || answeredMs - lastAnsweredMs > Self.maximumGapMilliseconds { sinceMs = answeredMs }
+        lastAnsweredMs = answeredMs
+    }
+
+    /// Steady for `duration` until now, and no beat overdue.
+    func steady(nowMs: Int64, for duration: Int64) -> Bool {
+        guard let sinceMs else { return false }
+        return nowMs - sinceMs >= duration && nowMs - lastAnsweredMs <= Self.maximumGapMilliseconds
+    }
 }

@@ -87,15 +87,7 @@ extension RedisCoordinator {
             if join(), shared.withLock({ $0.ownership?.isMember ?? false }) { state.reattachConnectedDevices() }
             return
         }
-        let others = members.filter { $0 != instance }
-        guard !others.isEmpty else { return }
-        let alive: [Bool]
-        do {
-            alive = try heartbeatsAlive(others)
-        } catch {
-            return
-        }
-        let stopped = Set(zip(others, alive).filter { !$0.1 }.map(\.0))
+        let stopped = stoppedInstances(among: members.filter { $0 != instance })
         guard !stopped.isEmpty else { return }
         if changeMembership({ $0.filter { !stopped.contains($0) } }) {
             // Their heartbeat lapsed: stopped, paused, or (after an outage) still reloading;

@@ -1212,11 +1212,12 @@ struct SharedStateTests {
         #expect(device.next("notification", timeout: 10)?["apnsId"]?.stringValue == after.apnsID)
     }
 
-    /// Redis paused long enough for the instances to take each other for stopped: whichever
-    /// comes back first marks the other's device disconnected, and the instance holding its
-    /// socket (still open) may then reload that state. It attaches the socket again: the device
-    /// reads connected on every instance and a push after reaches it. Before, it stayed marked
-    /// disconnected for good and its pushes were stored, answered 200.
+    /// Redis paused long enough for every heartbeat to lapse: the device whose socket stayed
+    /// open reads connected on every instance afterwards, and a push after reaches it. (Once
+    /// the first instance back marked it disconnected, and it stayed so for good, its pushes
+    /// stored, answered 200; later the instance holding the socket attached it again when it
+    /// read that; now no instance takes another for stopped because Redis was away:
+    /// `noInstanceTakesAnotherForStoppedBecauseRedisStopped`.)
     @Test func aDeviceSocketOutlivesARedisPause() throws {
         let (cluster, device, token) = try twoInstancesAndADeviceOnTheFirst("outage-phone")
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
@@ -1242,6 +1243,98 @@ struct SharedStateTests {
                 arrived = notification["apnsId"]?.stringValue == sent.apnsID
             }
             #expect(arrived, "through instance \(n + 1)")
+        }
+    }
+
+    /// Redis paused for 5 s, or killed and started again from its append-only file 5 s later,
+    /// with a device connected to each of two instances, and pushes through both before and
+    /// once both serve again. (None in between: a device whose ack reaches an instance that
+    /// cannot reach Redis yet is told `unavailable` and reconnects, a real disconnection; the
+    /// first instance back relays deliveries to the other's sockets under the lease, so that
+    /// happens in the moment the other is still reconnecting.) Every heartbeat lapsed in Redis
+    /// meanwhile, only because Redis did not run. Once it is back, neither instance takes the
+    /// other for stopped, no push for either device is stored for a device offline or
+    /// coalesced, and every push answered 200 reaches its device. Before, the first instance
+    /// back marked the other's device disconnected (its socket never dropped), and the pushes
+    /// that instance answered 200 until it read that were stored, then replaced.
+    @Test(arguments: ["paused", "killed and restarted"])
+    func noInstanceTakesAnotherForStoppedBecauseRedisStopped(how: String) throws {
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let devices = try [e1, e2].enumerated().map { index, emulator in
+            try DeviceProcess(emulator, deviceID: "steady-phone-\(index + 1)", extra: ["--app-state", "foreground"])
+        }
+        let tokens = try devices.map { try $0.registeredToken() }
+        for (index, other) in [e2, e1].enumerated() {
+            #expect(try eventually { try other.admin("GET", "/api/v1/devices/steady-phone-\(index + 1)").json["connected"]?.boolValue == true })
+        }
+        let answered = Locked<[(id: String, device: Int)]>([])
+        let pushing = Atomic<Bool>(true)
+        let finished = Atomic<Bool>(false)
+        let group = DispatchGroup()
+        for emulator in [e1, e2, e1, e2] {
+            DispatchQueue.global().async(group: group) {
+                var connection: HTTP2ClientConnection?
+                var n = 0
+                while !finished.load(ordering: .acquiring) {
+                    guard pushing.load(ordering: .acquiring) else {
+                        usleep(5_000)
+                        continue
+                    }
+                    n += 1
+                    do {
+                        if connection == nil { connection = try emulator.connect() }
+                        let result = APNsResult(try connection!.send(try emulator.push(tokens[n % 2]).request))
+                        if result.status == 200, let id = result.apnsID { answered.withLock { $0.append((id, n % 2)) } }
+                    } catch {
+                        connection = nil
+                        Thread.sleep(forTimeInterval: 0.05)
+                    }
+                }
+            }
+        }
+        func undelivered() -> [String] {
+            let printed = devices.map { Set($0.events("notification").compactMap { $0["apnsId"]?.stringValue }) }
+            return answered.withLock { $0 }.filter { !printed[$0.device].contains($0.id) }.map(\.id)
+        }
+        Thread.sleep(forTimeInterval: 2)
+        pushing.store(false, ordering: .releasing)
+        // Every push delivered and acked before Redis goes.
+        #expect(try eventually(10) { undelivered().isEmpty })
+        Thread.sleep(forTimeInterval: 0.5)
+        if how == "paused" {
+            cluster.redis.pause()
+            Thread.sleep(forTimeInterval: 5)
+            cluster.redis.resume()
+        } else {
+            cluster.redis.kill()
+            Thread.sleep(forTimeInterval: 5)
+            try cluster.redis.restart()
+        }
+        #expect(try eventually(20) { try e1.admin("GET", "/readyz").status == 200 && e2.admin("GET", "/readyz").status == 200 })
+        pushing.store(true, ordering: .releasing)
+        Thread.sleep(forTimeInterval: 4)
+        finished.store(true, ordering: .releasing)
+        group.wait()
+        for emulator in [e1, e2] {
+            for taken in ["marked disconnected", "connected here", "missed their heartbeat", "disconnected (connection"] {
+                let line = emulator.stderr.split(separator: "\n").first { $0.contains(taken) }
+                #expect(line == nil, "\(how): \(line ?? "")")
+            }
+        }
+        let pushes = answered.withLock { $0 }
+        var missing: [String] = []
+        _ = try eventually(20) {
+            missing = undelivered()
+            return missing.isEmpty
+        }
+        print("Redis \(how): \(pushes.count) pushes answered 200, \(missing.count) did not reach their device")
+        #expect(pushes.count > 100, "\(pushes.count) answered 200")
+        #expect(missing.count == 0, "\(how): pushes answered 200 that never reached their connected device, such as \(missing.prefix(3))")
+        for token in tokens {
+            let coalesced = try e1.notifications(token: token, limit: 100_000).filter { $0["outcome"]?.stringValue == "coalesced" }
+                .compactMap { $0["apnsId"]?.stringValue }
+            #expect(coalesced.count == 0, "\(how): pushes for a connected device coalesced, such as \(coalesced.prefix(3))")
         }
     }
 
