@@ -135,6 +135,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         /// Epochs this copy followed before (the newest few): one back in Redis is an older
         /// state come back (a snapshot from before a restore), not a new one to follow.
         var formerEpochs: [String] = []
+        /// Other states found in Redis that no running instance followed (`refuseForeignState`),
+        /// the newest few: never followed, and removed again where found.
+        var refusedEpochs: [String] = []
         /// Set while the shared state is lost and being restored (`recoverLostState`).
         var recovery: Recovery?
         /// The others' journal-only writes applied to this copy's version but not read yet
@@ -201,6 +204,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         /// fails half-way may have reloaded the copy already.
         var keptRecords: [NotificationRecord]?
     }
+    /// Why an instance that starts waits (and tries again): a restore is under way.
+    static let restoring = RedisError(.timeout, "the instances sharing this Redis are restoring its lost state")
     /// How long instances have, after noticing the state is gone, to offer their copies.
     static let recoveryWindowMilliseconds: Int64 = 2_000
     /// A candidate that has not restored the state this long after its turn came is passed over.
@@ -208,6 +213,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     let reason = Locked<String?>(nil)
     /// `Shared.epoch`, readable without the busy lock (the keeper compares it every second).
     let followedEpoch = Locked("")
+    /// A state this instance is writing into Redis as a new one (a first start, a restore):
+    /// its heartbeat names it from before the state exists until it follows it
+    /// (`announceSeeding`).
+    let seedingEpoch = Locked<String?>(nil)
     let running = Locked(true)
     private var threads: [Thread] = []
     let publisher = Locked<RedisConnection?>(nil)
@@ -246,10 +255,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         while true {
             do {
                 let redis = try store.connect()
-                guard let number = try redis.command("INCR", store.key("instances")).int else {
-                    throw RedisError(.protocolError, "INCR did not answer a number")
-                }
-                instance = Int(number)
+                // Once: a start that waits (for Redis, or for a restore) keeps its number.
+                if instance == 0 { instance = try claimNumber(redis) }
+                let number = instance
                 // Numbered in stripes before anything is loaded: the journal in Redis comes in
                 // the order it was written, several writers' numbers interleaved, and only a
                 // striped journal takes records out of order in constant time (a dense one
@@ -263,18 +271,26 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     // replay the log from its start: the journal's bound has taken the rows of
                     // its oldest changes (the lease's catch-up took that for falling behind,
                     // said so, and loaded the state twice).
-                    if try redis.command("GET", store.key("version")).int ?? 0 > 0 { s.needsReload = true }
+                    let found = try redis.pipeline([["EXISTS", store.key("recovering")], ["GET", store.key("version")]])
+                    // Running instances are restoring a lost state (gone, or one they would not
+                    // follow, left in place): join it once restored, rather than seed this
+                    // configuration or take up what is there (`reload` checks again).
+                    if found[0].int == 1 { throw Self.restoring }
+                    if found[1].int ?? 0 > 0 { s.needsReload = true }
                     try takeLease(&s, redis)
                     let version = try redis.command("GET", store.key("version")).int ?? 0
                     if version == 0 {
-                        if try redis.command("EXISTS", store.key("recovering")).int == 1 {
-                            // Running instances are restoring a lost state: join it once restored.
-                            try? release(&s, redis)
-                            throw RedisError(.timeout, "the instances sharing this Redis are restoring its lost state")
-                        }
-                        // The first instance: the store starts as this instance's world.
+                        // The first instance: the store starts as this instance's world. Its
+                        // heartbeat names the new state before it exists (`announceSeeding`), in
+                        // the round trip that asks again whether a restore began meanwhile.
                         let start = state.readWorld { $0.persistedState }
                         let epoch = RedisStateStore.newEpoch()
+                        seedingEpoch.withLock { $0 = epoch }
+                        defer { seedingEpoch.withLock { $0 = nil } }
+                        if try redis.pipeline([["EXISTS", store.key("recovering")], heartbeatCommand()])[0].int == 1 {
+                            try? release(&s, redis)
+                            throw Self.restoring
+                        }
                         let written = try store.append([.reset(start)], instance: instance, fence: s.token, epoch: .seed(epoch), on: redis)
                         follow(epoch, &s)
                         s.version = written.version
@@ -928,13 +944,23 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     func reload(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) {
         var (persisted, version, lastID, epoch) = try store.load(on: redis, keepingRecordsEncoded: true)
         if epoch == nil {
-            // Nothing there (lost), or a state written before epochs existed (adopt it).
-            guard version > 0 else { throw RedisError(.server, "EPOCH ") }
-            _ = try redis.command("SET", store.key("epoch"), .text(RedisStateStore.newEpoch()), "NX")
+            // Nothing there, or a state whose epoch was removed (`forgetState`): the state this
+            // copy follows is lost. Only an instance that starts takes up a state written before
+            // epochs existed, and not while the running ones restore theirs (`recovering`): it
+            // would become the restored state.
+            guard version > 0, s.epoch.isEmpty, try redis.command("EXISTS", store.key("recovering")).int != 1 else {
+                throw RedisError(.server, "EPOCH ")
+            }
+            let adopted = RedisStateStore.newEpoch()
+            try announceSeeding(adopted, redis)
+            defer { seedingEpoch.withLock { $0 = nil } }
+            _ = try redis.command("SET", store.key("epoch"), .text(adopted), "NX")
             epoch = try store.epoch(on: redis)
         }
         if let epoch, epoch != s.epoch {
-            if !s.epoch.isEmpty { logger.warning("shared state: following a new shared state in Redis (epoch \(s.epoch) → \(epoch))") }
+            // Another state than the one this copy follows: whether to follow it is decided
+            // once, for every way of finding it (`epochChanged`).
+            guard s.epoch.isEmpty else { throw RedisError(.server, "EPOCH \(epoch)") }
             follow(epoch, &s)
         }
         let now = clock.nowMilliseconds()
@@ -994,7 +1020,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             )
         } else if error.kind == .server, error.description.hasPrefix("EPOCH") {
             let current = error.description.dropFirst("EPOCH".count).trimmingCharacters(in: .whitespaces)
-            epochChanged(&s, current: current.isEmpty ? nil : current)
+            epochChanged(&s, current: current.isEmpty ? nil : current, on: s.redis)
         } else if error.description.hasPrefix("LEASE") {
             s.holding = false
             s.sharing = false
@@ -1020,9 +1046,10 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     /// The state in Redis is not the one this copy follows. Gone (`current` nil: Redis lost its
     /// data): every instance refuses changes until the state is restored from the newest copy
-    /// among them (`recoverLostState`). Another one (seeded anew while this instance was away):
-    /// it is the shared state now, so this copy is reloaded from it.
-    private func epochChanged(_ s: inout Shared, current: String?) {
+    /// among them (`recoverLostState`). Another one: followed when a running instance follows
+    /// it (`adoptForeignState`), else taken for lost too (`refuseForeignState`). `redis` is
+    /// where to ask.
+    private func epochChanged(_ s: inout Shared, current: String?, on redis: RedisConnection?) {
         failPending(&s)
         s.holding = false
         s.sharing = false
@@ -1046,14 +1073,78 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         if s.formerEpochs.contains(current) {
             // A state this copy followed before, come back (Redis restarted from a snapshot
             // taken before a restore): what was answered since is missing from it.
-            stateWentBack(&s, s.redis, epochInRedis: current, found: nil, known: s.knownVersion)
+            stateWentBack(&s, redis, epochInRedis: current, found: nil, known: s.knownVersion)
             return
         }
+        if s.refusedEpochs.contains(current) {
+            refuseForeignState(&s, current, on: redis)
+            return
+        }
+        guard let redis, !redis.isBroken else {
+            // Not known now: looked at again when the keeper next reloads (it finds the epoch).
+            s.needsReload = true
+            return
+        }
+        let follower: Int?
+        do {
+            follower = try liveFollowers(of: current, on: redis)
+        } catch {
+            // Not known now: looked at again when the keeper next reloads (it finds the epoch).
+            failed(&s, error)
+            s.needsReload = true
+            return
+        }
+        if let follower { adoptForeignState(&s, current, follower: follower, on: redis) } else { refuseForeignState(&s, current, on: redis) }
+    }
+
+    /// Another state in Redis that a running instance follows (`follower`'s heartbeat names
+    /// it): seeded anew, or restored, while this instance was away (cut off, paused). It is the
+    /// shared state now: this copy is reloaded from it. Its instance counter may be below this
+    /// instance's number (a Redis that lost its data forgot it), and is raised to it, so that
+    /// no instance started later takes that number.
+    private func adoptForeignState(_ s: inout Shared, _ current: String, follower: Int, on redis: RedisConnection) {
         logger.warning(
-            "shared state: Redis holds another shared state (epoch \(s.epoch) → \(current)), seeded while this instance was away; reloading this copy from it"
+            "shared state: Redis holds another shared state (epoch \(s.epoch) → \(current)), which instance \(follower) follows: seeded or restored while this instance was away; reloading this copy from it"
         )
+        _ = try? Self.raiseCounterScript.run(on: redis, keys: [store.key("instances")], arguments: [.text(String(instance))])
         follow(current, &s)
         s.needsReload = true
+    }
+
+    /// Another state in Redis that no running instance follows: not one seeded or restored
+    /// while this instance was away (its seeder beats naming it before it writes it), but
+    /// data put in place from elsewhere (another Redis's data directory, an old backup) or
+    /// left by something else. Taking it up would drop everything answered 200 here, devices
+    /// and tokens too, as a state that went back would (`stateWentBack`): it is taken for
+    /// lost, its epoch removed while it is still there, and the newest copy among the
+    /// instances is restored in its place.
+    private func refuseForeignState(_ s: inout Shared, _ current: String, on redis: RedisConnection?) {
+        logger.warning(
+            "shared state: Redis holds another shared state (epoch \(current), not \(s.epoch)) that no running instance follows (another Redis's data put in its place, or an old copy): taking it up would drop what was answered 200 here, so the instances restore the newest copy among them"
+        )
+        if !s.refusedEpochs.contains(current) {
+            s.refusedEpochs.append(current)
+            if s.refusedEpochs.count > 8 { s.refusedEpochs.removeFirst() }
+        }
+        forgetState(current, &s, on: redis)
+        epochChanged(&s, current: nil, on: redis)
+        let text =
+            "Redis holds another shared state that no running instance follows (another Redis's data put in its place, or an old copy); the instances restore the newest copy among them"
+        s.unavailable = text
+        reason.withLock { $0 = text }
+    }
+
+    /// Removes the state `epoch` names from Redis, unless another one is there by now, and
+    /// offers this copy for the restore in the same step (`recovering`: an instance starting
+    /// meanwhile waits for the restore, rather than take up what is left). The bound below
+    /// which records are gone (`evicted`) goes too, since it is that state's, and the instance
+    /// counter is raised to this instance's number. Not done when Redis does not answer: the
+    /// recovery tries again (`recoverLostState`).
+    func forgetState(_ epoch: String, _ s: inout Shared, on redis: RedisConnection?) {
+        guard let redis, !redis.isBroken else { return }
+        _ = try? Self.forgetStateScript.run(
+            on: redis, keys: [store.key("epoch"), store.key("instances"), store.key("evicted"), store.key("recovering")],
+            arguments: [.text(epoch), .text(Self.candidateName(instance)), .text(String(s.version)), "30000"])
     }
 
     /// What Redis holds after it was out of reach: another state (`epochChanged`: gone, or
@@ -1062,7 +1153,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     private func checkWhatCameBack(_ s: inout Shared, _ redis: RedisConnection) throws(RedisError) -> Bool {
         let current = try store.epoch(on: redis)
         if current != s.epoch {
-            epochChanged(&s, current: current)
+            epochChanged(&s, current: current, on: redis)
             return true
         }
         guard !s.epoch.isEmpty else { return false }
@@ -1097,21 +1188,32 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         logger.warning(
             "shared state went back: Redis holds \(held) (Redis restarted from an older snapshot, or a replica without the newest writes took over): changes answered 200 are missing from it, so the instances restore it from the newest copy among them"
         )
-        if let redis, !redis.isBroken {
-            _ = try? Self.forgetEpochScript.run(on: redis, keys: [store.key("epoch")], arguments: [.text(epochInRedis)])
-        }
-        epochChanged(&s, current: nil)
+        forgetState(epochInRedis, &s, on: redis)
+        epochChanged(&s, current: nil, on: redis)
         let text =
             "the shared state in Redis went back to an older version (Redis restarted from an older snapshot, or a replica without the newest writes took over); the instances restore it from the newest copy among them"
         s.unavailable = text
         reason.withLock { $0 = text }
     }
 
-    /// Removes the epoch KEYS[1] if it is still ARGV[1].
-    static let forgetEpochScript = RedisScript(
+    /// KEYS: epoch instances evicted recovering. ARGV: epoch candidate version ttl.
+    /// `forgetState`: when the epoch is still ARGV[1], removes it and the eviction bound, then
+    /// offers the candidate as `candidacyScript` does (the candidate's name is its number).
+    static let forgetStateScript = RedisScript(
         """
-        if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-        return 0
+        if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+        redis.call('DEL', KEYS[1], KEYS[3])
+        redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
+        redis.call('PEXPIRE', KEYS[4], ARGV[4])
+        if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], tonumber(ARGV[2])) end
+        return 1
+        """)
+
+    /// KEYS: instances. ARGV: an instance's number. Raises the counter to it.
+    static let raiseCounterScript = RedisScript(
+        """
+        if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+        return 1
         """)
 
     func flushAnnouncements() {
@@ -1283,7 +1385,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 if case .success(let current) = epoch, current != followedEpoch.withLock({ $0 }) {
                     shared.withLock { (s: inout Shared) in
                         if s.recovery == nil, s.unavailable == nil, !s.epoch.isEmpty, current != s.epoch {
-                            epochChanged(&s, current: current)
+                            epochChanged(&s, current: current, on: s.redis)
                         }
                     }
                 }
@@ -1386,11 +1488,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             guard let redis = s.redis else { return }
             do {
                 var current = try store.epoch(on: redis)
-                if let found = current, found == recovery.lostEpoch || s.formerEpochs.contains(found) {
-                    // The state went back (`stateWentBack`) and the instance that found it could
-                    // not remove its epoch, or an older state came back meanwhile: a restore
-                    // seeds only where there is none.
-                    _ = try Self.forgetEpochScript.run(on: redis, keys: [store.key("epoch")], arguments: [.text(found)])
+                if let found = current, found == recovery.lostEpoch || s.formerEpochs.contains(found) || s.refusedEpochs.contains(found) {
+                    // The state went back (`stateWentBack`), or another that nobody followed is
+                    // there (`refuseForeignState`), and the instance that found it could not
+                    // remove its epoch, or such a state came back meanwhile: a restore seeds
+                    // only where there is none.
+                    forgetState(found, &s, on: redis)
                     current = nil
                 }
                 if let current, current != recovery.lostEpoch {
@@ -1429,9 +1532,15 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 guard waited >= Self.recoveryWindowMilliseconds + rank * Self.recoveryTurnMilliseconds else { return }
                 let copy = state.readWorld { $0.persistedState }
                 let epoch = RedisStateStore.newEpoch()
+                try announceSeeding(epoch, redis)
+                defer { seedingEpoch.withLock { $0 = nil } }
                 let written: (version: UInt64, id: String, wanted: Bool)
                 do {
-                    written = try store.append([.reset(copy)], instance: instance, fence: nil, epoch: .seed(epoch), on: redis)
+                    // This instance alone is a member: the members Redis holds are those of the
+                    // state that went (nobody's, in another state put in its place), and the
+                    // others join as they reload it.
+                    written = try store.append(
+                        [.reset(copy)], instance: instance, fence: nil, epoch: .seed(epoch), members: [instance], on: redis)
                 } catch let error as RedisError where error.kind == .server && error.description.hasPrefix("EPOCH") {
                     return  // another candidate was first: follow it on the next pass
                 }
@@ -1443,6 +1552,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 follow(epoch, &s)
                 s.version = written.version
                 s.lastID = written.id
+                setOwnership(&s, [instance])
                 s.needsReload = false
                 s.holding = false
                 try heartbeat(redis)

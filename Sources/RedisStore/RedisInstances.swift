@@ -7,8 +7,24 @@ import Redis
 // The instances as a group: heartbeats and the devices of stopped instances, and frames for
 // device sockets another instance holds (relayed over pub/sub).
 extension RedisCoordinator {
+    /// Says this instance runs, and which shared state it follows (or is seeding): a state in
+    /// Redis that no running instance names is not the live one (`liveFollowers`), whatever
+    /// heartbeats of other states' instances landed there.
     func heartbeat(_ redis: RedisConnection) throws(RedisError) {
-        _ = try redis.command("SET", store.key("alive:\(instance)"), "1", "PX", .text(String(Self.instanceTTLMilliseconds)))
+        _ = try redis.command(heartbeatCommand())
+    }
+
+    func heartbeatCommand() -> [RedisArgument] {
+        let epoch = seedingEpoch.withLock { $0 } ?? followedEpoch.withLock { $0 }
+        return ["SET", store.key("alive:\(instance)"), .text(epoch), "PX", .text(String(Self.instanceTTLMilliseconds))]
+    }
+
+    /// Names `epoch` in this instance's heartbeat before the state it seeds exists, and until
+    /// the caller clears `seedingEpoch`: an instance that finds the new state a moment later
+    /// finds it followed, not a state nobody follows (`refuseForeignState`).
+    func announceSeeding(_ epoch: String, _ redis: RedisConnection) throws(RedisError) {
+        seedingEpoch.withLock { $0 = epoch }
+        try heartbeat(redis)
     }
 
     /// Beats the heartbeat every second on a thread of its own, whatever the other threads
@@ -55,6 +71,52 @@ extension RedisCoordinator {
         else { return [] }
         return Set(zip(instances, alive).filter { !$0.1 }.map(\.0))
     }
+
+    /// The instances whose heartbeat names `epoch`: those following that state now. Looked up
+    /// by number, up to the state's instance counter (every follower's number is at most it:
+    /// `start`, the candidacy and `adoptForeignState` raise it), a thousand at a time, and
+    /// only until one is found.
+    func liveFollowers(of epoch: String, on redis: RedisConnection) throws(RedisError) -> Int? {
+        let count = Int(try redis.command("GET", store.key("instances")).int ?? 0)
+        var first = 1
+        while first <= count {
+            let numbers = first...min(count, first + 999)
+            let values = try redis.command(["MGET"] + numbers.map { store.key("alive:\($0)") }).elements ?? []
+            if let index = values.firstIndex(where: { $0.text == epoch }) { return numbers.lowerBound + index }
+            first = numbers.upperBound + 1
+        }
+        return nil
+    }
+
+    /// A number no running instance holds: the counter's next one, passed over while a
+    /// heartbeat of that number is alive (one round trip). The counter is part of the state in
+    /// Redis: one put in place from elsewhere (or restored from a snapshot) may be behind the
+    /// numbers the running instances hold, and two instances with one number take each
+    /// other's devices and journal stripe.
+    func claimNumber(_ redis: RedisConnection) throws(RedisError) -> Int {
+        let reply = try Self.claimNumberScript.run(
+            on: redis, keys: [store.key("instances")], arguments: [.text(store.prefix + "alive:"), .text(String(Self.instanceTTLMilliseconds))])
+        guard let parts = reply.elements, parts.count == 2, let number = parts[0].int, let passed = parts[1].int else {
+            throw RedisError(.protocolError, "unexpected reply to the instance number script")
+        }
+        if passed > 0 {
+            logger.warning(
+                "shared state: the instance counter in Redis gave \(passed) number(s) running instances hold (it went back with Redis's data); this one is \(number)"
+            )
+        }
+        return Int(number)
+    }
+
+    /// KEYS: instances. ARGV: the heartbeat keys' prefix, ttl. → {number, how many were passed
+    /// over}. The key claimed holds no epoch until the first beat.
+    static let claimNumberScript = RedisScript(
+        """
+        for passed = 0, 999 do
+          local n = redis.call('INCR', KEYS[1])
+          if redis.call('SET', ARGV[1] .. n, '', 'NX', 'PX', ARGV[2]) then return {n, passed} end
+        end
+        return redis.error_reply('no free instance number among the next 1000 the counter gave')
+        """)
 
     /// Devices whose socket was on an instance that stopped (killed, or cut off from Redis for
     /// longer than its heartbeat lasts) are disconnected, so their in-flight notifications go

@@ -1338,6 +1338,86 @@ struct SharedStateTests {
         }
     }
 
+    /// Redis killed and started again on its port from another Redis's data directory, which
+    /// holds another shared state (seeded by an instance that stopped since), while two
+    /// instances take pushes: no running instance follows that state, so it is not taken up
+    /// (that would drop everything answered here): the instances restore the newest copy among
+    /// them in its place. Every push answered 200 is in both journals, the tokens still work,
+    /// and an instance started while they restore it waits for the restore, takes a number of
+    /// its own and delivers to a device connected to another. Before, both reloaded the other
+    /// state: every record, device and token was gone (400 BadDeviceToken), and an instance
+    /// started afterwards took the number of a running one.
+    @Test func aRedisReplacedByAnotherStatesDataIsNotTakenUp() throws {
+        // Another shared state, in another Redis's data directory.
+        let other = try RedisServerProcess(persistent: true)
+        do {
+            let throwaway = try EmulatorProcess(["--redis", other.url])
+            _ = try throwaway.createDevice()
+        }
+        other.stop()
+
+        let cluster = try EmulatorCluster(count: 2)
+        let (e1, e2) = (cluster.instances[0], cluster.instances[1])
+        let device = try DeviceProcess(e1, deviceID: "swapped-phone", extra: ["--app-state", "foreground"])
+        let tokens = [try device.registeredToken(), try e2.createDevice().token]
+        let answered = Locked<[String]>([])
+        let refused = Locked<[String]>([])
+        let deadline = Date().addingTimeInterval(10)
+        let group = DispatchGroup()
+        for emulator in [e1, e2, e1, e2] {
+            DispatchQueue.global().async(group: group) {
+                var connection: HTTP2ClientConnection?
+                var n = 0
+                while Date() < deadline {
+                    n += 1
+                    do {
+                        if connection == nil { connection = try emulator.connect() }
+                        let result = APNsResult(try connection!.send(try emulator.push(tokens[n % 2]).request))
+                        if result.status == 200, let id = result.apnsID { answered.withLock { $0.append(id) } }
+                        if result.status == 400 { refused.withLock { $0.append(result.reason ?? "") } }
+                    } catch {
+                        connection = nil
+                        Thread.sleep(forTimeInterval: 0.05)
+                    }
+                }
+            }
+        }
+        Thread.sleep(forTimeInterval: 2)
+        cluster.redis.kill()
+        let files = FileManager.default
+        try files.removeItem(atPath: cluster.redis.directory + "/appendonlydir")
+        try files.copyItem(atPath: other.directory + "/appendonlydir", toPath: cluster.redis.directory + "/appendonlydir")
+        try cluster.redis.restart()
+        #expect(try eventually(20) { [e1, e2].contains { $0.stderr.contains("that no running instance follows") } })
+        // Started during the restore (it waits for it, rather than take up the other state).
+        let e3 = try EmulatorProcess(["--redis", cluster.redis.url], sharedDirectory: cluster.shared)
+        group.wait()
+        #expect(try eventually(30) { try e1.admin("GET", "/readyz").status == 200 && e2.admin("GET", "/readyz").status == 200 })
+        let pushes = answered.withLock { $0 }
+        #expect(pushes.count > 100, "\(pushes.count) answered 200")
+        let reasons = refused.withLock { $0 }
+        #expect(reasons.count == 0, "pushes to the tokens refused 400 \(Set(reasons))")
+        for (index, emulator) in [e1, e2, e3].enumerated() {
+            let journaled = Set(try emulator.notifications(limit: 100_000).compactMap { $0["apnsId"]?.stringValue })
+            let lost = pushes.filter { !journaled.contains($0) }
+            #expect(lost.count == 0, "instance \(index + 1) lacks pushes answered 200, such as \(lost.prefix(3))")
+            for token in tokens {
+                let result = APNsResult(try emulator.connect().send(try emulator.push(token).request))
+                #expect(result.status == 200, "a token made before answers \(result.status) \(result.reason ?? "")")
+            }
+        }
+
+        let numbers = try [e1, e2, e3].map { try #require(try $0.admin("GET", "/api/v1/info").json["instance"]?.intValue) }
+        #expect(Set(numbers).count == 3, "instance numbers \(numbers)")
+        let sent = APNsResult(try e3.connect().send(try e3.push(tokens[0], payload: #"{"aps":{"alert":"after"}}"#).request))
+        #expect(sent.status == 200)
+        var arrived = false
+        while !arrived, let notification = device.next("notification", timeout: 10) {
+            arrived = notification["apnsId"]?.stringValue == sent.apnsID
+        }
+        #expect(arrived, "a push through the new instance reaches the device connected to the first")
+    }
+
     @Test func theInstanceHoldingADevicesSocketOwnsTheDevice() throws {
         let cluster = try EmulatorCluster(count: 2)
         let (e1, e2) = (cluster.instances[0], cluster.instances[1])
