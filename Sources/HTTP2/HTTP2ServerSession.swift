@@ -698,35 +698,36 @@ private func serverOnHeader(
             return server.refuseField(streamID, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
         }
         let neverIndex = flags & NVFlag.noIndex != 0
-        let sharing = server.slots[index].sharing
-        let position = sharing ? server.slots[index].sharedFields : server.slots[index].headers.count
+        // The slot in place: a field reads and changes it several times (one check of the index).
+        let slot = server.slots.place(index)
+        let sharing = slot.pointee.sharing
+        let position = sharing ? slot.pointee.sharedFields : slot.pointee.headers.count
         // The same field as the last request's at this position: judged by the class noted then.
-        let matched = server.recentFields.matches(
+        let recentClass = server.recentFields.matchingClass(
             at: position, name: name, nameLength: nameLength, value: value, valueLength: valueLength, neverIndex: neverIndex)
+        let matched = recentClass != nil
         var fieldClass = FieldClass.invalidField
         if server.checksMessages {
-            fieldClass =
-                matched
-                ? server.recentFields.fieldClass(at: position)
-                : FieldClass.of(name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+            fieldClass = recentClass ?? FieldClass.of(name: name, nameLength: nameLength, value: value, valueLength: valueLength)
             guard
-                server.slots[index].check.accept(
+                slot.pointee.check.accept(
                     fieldClass, value: value, valueLength: valueLength, trailer: false, connectProtocol: server.connectProtocol)
             else {
                 return server.refuseField(streamID, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
             }
             if fieldClass.token == FieldClass.method {
-                server.slots[index].isHead = fieldClass.valueFlags & MessageCheck.methodHead != 0
+                slot.pointee.isHead = fieldClass.valueFlags & MessageCheck.methodHead != 0
             }
         } else if nameLength == 7, let name, memcmp(name, ":method", 7) == 0 {
             // HEAD or not, from the bytes (nghttp2 refuses a `:method` after a regular field,
             // or twice, so the one seen is the request's).
-            server.slots[index].isHead = valueLength == 4 && value.map { memcmp($0, "HEAD", 4) == 0 } == true
+            slot.pointee.isHead = valueLength == 4 && value.map { memcmp($0, "HEAD", 4) == 0 } == true
         }
         // Counted before anything is copied: a list over the limit costs no memory however it
-        // was compressed (one HPACK index can stand for a 4 KB field).
-        server.slots[index].headerListSize += nameLength + valueLength + 32
-        if server.slots[index].headerListSize > server.maxHeaderListSize {
+        // was compressed (one HPACK index can stand for a 4 KB field). Wrapping adds: a field's
+        // lengths are bounded by what nghttp2 buffers, the size by the limit checked here.
+        slot.pointee.headerListSize &+= nameLength &+ valueLength &+ 32
+        if slot.pointee.headerListSize > server.maxHeaderListSize {
             // Refused now, and nghttp2 told to stop calling back: it still decodes the rest of
             // the block (the HPACK table must stay in step) but no longer validates and hands
             // over every field, which is what made 5,000 one-byte references to a 4 KB field
@@ -737,9 +738,9 @@ private func serverOnHeader(
         }
         if sharing {
             if matched {
-                server.slots[index].sharedFields = position + 1
+                slot.pointee.sharedFields = position + 1
                 if nameLength == 6, valueLength == 12, server.recentFields.isExpectContinue(at: position) {
-                    server.slots[index].expectsContinue = true
+                    slot.pointee.expectsContinue = true
                 }
                 return 0
             }
@@ -750,9 +751,9 @@ private func serverOnHeader(
             valueLength: valueLength, neverIndex: neverIndex, fieldClass: fieldClass, matched: matched)
         // `expect: 100-continue` (a length test first: nearly every field is not it).
         if nameLength == 6, valueLength == 12, RecentHeaderFields.isExpectContinue(field) {
-            server.slots[index].expectsContinue = true
+            slot.pointee.expectsContinue = true
         }
-        server.slots[index].headers.append(field)
+        slot.pointee.headers.append(field)
         return 0
     }
 }
@@ -972,7 +973,7 @@ private let serverReadResponseBody: nghttp2_data_source_read_callback = { _, _, 
 struct RecentHeaderFields {
     private var fields: [HTTP2HeaderField] = []
     private static let maxPositions = 32
-    /// The fields' bytes, for `matches`: each position's name then value, where its span says.
+    /// The fields' bytes, for `matchingClass`: each position's name then value, where its span says.
     /// Compared there without touching the Strings (a String's bytes are reached through a
     /// closure, a copy to the stack for a small one).
     private var bytes: [UInt8] = []
@@ -993,20 +994,21 @@ struct RecentHeaderFields {
     /// The fields themselves (a request whose fields are all of them shares the array).
     var all: [HTTP2HeaderField] { fields }
 
-    /// Whether the field at `position` is this one, its never-indexed flag included.
-    /// (`mutating`: read in place, the arrays are not retained for the call.)
+    /// The class of the field at `position` when it is this one (its bytes and never-indexed
+    /// flag), else nil. (`mutating`: read in place, the arrays are not retained for the call.)
     @inline(__always)
-    mutating func matches(
+    mutating func matchingClass(
         at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int,
         value: UnsafePointer<UInt8>?, valueLength: Int, neverIndex: Bool
-    ) -> Bool {
-        guard position < spans.count else { return false }
+    ) -> FieldClass? {
+        guard position < spans.count else { return nil }
         let span = spans[position]
-        guard span.nameLength == nameLength, span.valueLength == valueLength, span.neverIndex == neverIndex else { return false }
-        return bytes.withUnsafeBufferPointer { stored in
+        guard span.nameLength == nameLength, span.valueLength == valueLength, span.neverIndex == neverIndex else { return nil }
+        let same = bytes.withUnsafeBufferPointer { stored in
             guard let base = stored.baseAddress else { return nameLength == 0 && valueLength == 0 }
             return Self.same(base + span.offset, name, nameLength) && Self.same(base + span.offset + nameLength, value, valueLength)
         }
+        return same ? span.fieldClass : nil
     }
 
     @inline(__always)
@@ -1032,10 +1034,6 @@ struct RecentHeaderFields {
         }
         return a[0] == b[0] && a[count / 2] == b[count / 2] && a[count - 1] == b[count - 1]
     }
-
-    /// The class of the field at `position`, one `matches` found equal.
-    @inline(__always)
-    mutating func fieldClass(at position: Int) -> FieldClass { spans[position].fieldClass }
 
     /// Notes the bytes of the field now at `position` (`fields[position]`, or a new last one).
     private mutating func noteBytes(
@@ -1087,7 +1085,7 @@ struct RecentHeaderFields {
         field.name == "expect" && field.value.lowercased() == "100-continue"
     }
 
-    /// The field to keep, its Strings reused where they are the recent ones'. `matched`: `matches`
+    /// The field to keep, its Strings reused where they are the recent ones'. `matched`: `matchingClass`
     /// found it equal to the one at `position`. `fieldClass` is noted with a new field's bytes.
     mutating func field(
         at position: Int, name: UnsafePointer<UInt8>?, nameLength: Int,

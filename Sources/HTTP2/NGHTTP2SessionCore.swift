@@ -257,6 +257,14 @@ struct StreamSlots<Slot: StreamSlot>: ~Copyable {
         }
     }
 
+    /// The slot at `index` in place, for code that reads and changes it many times (its index
+    /// checked once). Valid until the next `allocate`, which may move the slots.
+    @inline(__always)
+    func place(_ index: Int) -> UnsafeMutablePointer<Slot> {
+        precondition(index >= 0 && index < made, "no stream slot \(index)")
+        return base + index
+    }
+
     /// A slot marked in use: a released one if there is one (as `clear` left it), else a new one.
     mutating func allocate() -> Int {
         let index: Int
