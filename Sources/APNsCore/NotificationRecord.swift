@@ -155,15 +155,19 @@ public struct NotificationRecord: Sendable {
     /// rest. Used for the journal's byte budget, so it must be cheap (UTF-8 counts of native
     /// strings are O(1)).
     public var approximateBytes: Int {
-        var total = Self.fixedBytes + payload.count + token.utf8.count + explanation.utf8.count + apnsPushID.byteCount
-        if headerListBytes > 0 {
-            total += headerListBytes
-        } else {
-            for header in requestHeaders { total += header.name.utf8.count + header.value.utf8.count + 32 }
+        // Inlined: the journal reads it of the record it is adding, an `inout` value; a getter
+        // call was handed a copy of the whole record (617 bytes).
+        @inline(__always) get {
+            var total = Self.fixedBytes + payload.count + token.utf8.count + explanation.utf8.count + apnsPushID.byteCount
+            if headerListBytes > 0 {
+                total += headerListBytes
+            } else {
+                for header in requestHeaders { total += header.name.utf8.count + header.value.utf8.count + 32 }
+            }
+            total += (jwtHeader?.utf8.count ?? 0) + (jwtClaims?.utf8.count ?? 0) + (path?.utf8.count ?? 0)
+            if let box = presentationBox { total += box.presentation.approximateBytes }
+            return total
         }
-        total += (jwtHeader?.utf8.count ?? 0) + (jwtClaims?.utf8.count ?? 0) + (path?.utf8.count ?? 0)
-        if let box = presentationBox { total += box.presentation.approximateBytes }
-        return total
     }
 
     /// The payload is whole (not cut at the recorded payload limit).
@@ -567,6 +571,17 @@ public struct RecordStore: Sendable {
             head = (head + 1) % capacity
             evicted += 1
             evictedHere += 1
+            return sequence
+        }
+        // The usual case while the journal fills: nothing to evict, the ring grows. The record
+        // is moved into the array once (swapped with a placeholder first, it was copied four
+        // times, 617 bytes each).
+        if live < capacity, bytes + record.accountedBytes <= byteBudget, physical(live) == ring.count {
+            if ring.isEmpty { ring.reserveCapacity(min(capacity, 4096)) }
+            bytes += record.accountedBytes
+            ring.append(consume record)
+            record = Self.placeholder
+            live += 1
             return sequence
         }
         // Otherwise make room by count, then by bytes (never evicting the record being added).
