@@ -1070,13 +1070,18 @@ public struct RecordStore: Sendable {
 
     /// Sequence numbers increase from the oldest record to the newest, so a binary search over
     /// the ring's logical order finds one (they have gaps after a filtered delete).
+    /// Inlined for the usual case, the record just appended: a call of the journal's own
+    /// (non-mutating) method was handed a copy of the whole journal value first (216 bytes).
+    @inline(__always)
     private func physicalIndex(of sequence: UInt64) -> Int? {
+        if numbering == nil, live > 0, ring[physical(live - 1)].sequence == sequence { return physical(live - 1) }
+        return searchIndex(of: sequence)
+    }
+
+    private func searchIndex(of sequence: UInt64) -> Int? {
         if numbering != nil { return slotBySequence[sequence] }
         let n = live
         guard n > 0 else { return nil }
-        // Most updates are for the record just appended.
-        let newest = physical(n - 1)
-        if ring[newest].sequence == sequence { return newest }
         var low = 0
         var high = n - 1
         while low <= high {
