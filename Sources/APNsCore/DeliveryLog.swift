@@ -72,7 +72,24 @@ public enum DeliveryLog {
             self = step
         }
 
-        var ordinal: Int { Self.allCases.firstIndex(of: self) ?? 0 }
+        /// Position in `allCases` (the order of the cases above), without searching it.
+        var ordinal: Int {
+            switch self {
+            case .storedOffline: 0
+            case .storedForPower: 1
+            case .deferred: 2
+            case .delivered: 3
+            case .deliveredFromStorage: 4
+            case .acknowledged: 5
+            case .expired: 6
+            case .replaced: 7
+            case .throttled: 8
+            case .unregistered: 9
+            case .disabled: 10
+            case .notUsed: 11
+            case .refused: 12
+            }
+        }
     }
 
     public static func entries(for record: NotificationRecord) -> [Entry] {

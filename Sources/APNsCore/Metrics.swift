@@ -14,6 +14,9 @@ public struct Counters: Sendable {
 
     /// status × 10⁶ + (reason index + 1) × 10³ + (push type index + 1) × 10 + environment index.
     private var packed: [Int: UInt64] = [:]
+    /// 200s (nearly every push), by (push type index + 1) × 2 + environment index: counted in
+    /// place, without hashing a key into `packed`.
+    private var accepted = [UInt64](repeating: 0, count: (Counters.pushTypes.count + 1) * Counters.environments.count)
     /// Answers with a reason APNs does not have (fault rules may invent one).
     private var unusual: [NotificationKey: UInt64] = [:]
     /// Entries into each delivery state, by `DeliveryOutcome.allCases` index.
@@ -104,9 +107,13 @@ public struct Counters: Sendable {
                 1
             return
         }
-        let r = reason.flatMap { Self.reasons.firstIndex(of: $0) }.map { $0 + 1 } ?? 0
         let p = pushType.flatMap { Self.pushTypes.firstIndex(of: $0) }.map { $0 + 1 } ?? 0
         let e = environment == .sandbox ? 0 : 1
+        if status == 200, reason == nil {
+            accepted[p * Self.environments.count + e] += 1
+            return
+        }
+        let r = reason.flatMap { Self.reasons.firstIndex(of: $0) }.map { $0 + 1 } ?? 0
         packed[status * 1_000_000 + r * 1000 + p * 10 + e, default: 0] += 1
     }
 
@@ -123,6 +130,13 @@ public struct Counters: Sendable {
                 pushType: p == 0 ? "" : Self.pushTypes[p - 1].rawValue,
                 environment: Self.environments[e])
             out[notificationKey, default: 0] += count
+        }
+        for (index, count) in accepted.enumerated() where count > 0 {
+            let p = index / Self.environments.count
+            let key = NotificationKey(
+                status: 200, reason: "", pushType: p == 0 ? "" : Self.pushTypes[p - 1].rawValue,
+                environment: Self.environments[index % Self.environments.count])
+            out[key, default: 0] += count
         }
         return out
     }
