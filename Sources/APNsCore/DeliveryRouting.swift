@@ -3,8 +3,11 @@
 
 extension World {
     /// An accepted notification: delivered now, stored, held, batched or expired.
-    mutating func route(_ notification: PendingNotification, nowMs: Int64) -> [DeviceFrame] {
-        guard let device = registry.devices[notification.deviceID] else { return [] }
+    /// `deviceSlot`: where the device is in the registry, when known (`DeviceRegistry.deviceSlot`).
+    mutating func route(_ notification: PendingNotification, nowMs: Int64, deviceSlot: Int = -1) -> [DeviceFrame] {
+        let slot = registry.deviceSlot(notification.deviceID, hint: deviceSlot)
+        guard slot >= 0 else { return [] }
+        let device = registry.devices.row(inSlot: slot)
         if !device.isOnline {
             store(notification, nowMs: nowMs, why: "the device is offline")
             return []
@@ -75,12 +78,13 @@ extension World {
     /// a device's copy costs a retain and a release for each of its strings and collections).
     mutating func deliverNow(_ notification: PendingNotification, nowMs: Int64, device: Device) -> [DeviceFrame] {
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
-        guard let app = device.apps[notification.bundleID] else {
+        guard let appIndex = device.appIndex(notification.bundleID) else {
             setOutcome(
                 notification.sequence, .droppedBySystem, "the app is no longer installed, so the device discards it", atMs: nowMs,
                 step: .unregistered)
             return []
         }
+        let app = device.apps.values[appIndex]
         // Only background wakes need the budget; most pushes never look it up.
         let wantsWake = notification.content.contentAvailable
         var budget =

@@ -211,7 +211,8 @@ extension World {
     /// deliveries (no other instances, the device is its own, or no shared turn is running:
     /// under the lease every copy is current), else handed off to the device's owner. The
     /// device's hand-offs that arrived earlier go first, so its notifications keep their order.
-    mutating func routeOrHandOff(_ notification: PendingNotification, nowMs: Int64) -> [DeviceFrame] {
+    /// `deviceSlot`: where the device is in the registry, when known (`DeviceRegistry.deviceSlot`).
+    mutating func routeOrHandOff(_ notification: PendingNotification, nowMs: Int64, deviceSlot: Int = -1) -> [DeviceFrame] {
         if inSharedTurn, let ownership, let owner = owner(of: notification.deviceID) {
             if owner != ownership.me {
                 handOff(notification, to: owner, nowMs: nowMs)
@@ -225,9 +226,9 @@ extension World {
         if !delivery.heldForOrder.isEmpty { releaseHeldForOrder(deviceID: notification.deviceID) }
         // No hand-offs (the usual case): the route's frames as they are, not appended to an
         // empty array (`append(contentsOf:)`, about 150 instructions).
-        guard !delivery.handedOff.isEmpty else { return route(notification, nowMs: nowMs) }
+        guard !delivery.handedOff.isEmpty else { return route(notification, nowMs: nowMs, deviceSlot: deviceSlot) }
         var frames = routeHandOffs(deviceID: notification.deviceID, nowMs: nowMs)
-        frames += route(notification, nowMs: nowMs)
+        frames += route(notification, nowMs: nowMs, deviceSlot: deviceSlot)
         return frames
     }
 

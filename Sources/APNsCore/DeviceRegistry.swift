@@ -44,6 +44,9 @@ public struct TokenEntry: Sendable, Equatable {
 
 extension TokenEntry: ListedRow {
     public var listKey: ListKey { ListKey(ms: issuedAtMs, id: token) }
+    public var rowID: String { token }
+    public static let vacant = TokenEntry(
+        token: "", deviceID: "", bundleID: "", environment: .sandbox, kind: .app, state: .active, issuedAtMs: 0)
 }
 
 /// An app installed on a simulated device, in one environment (a development-signed build
@@ -114,12 +117,22 @@ public struct Device: Sendable, Equatable {
         self.forcedOffline = forcedOffline
     }
 
+    /// Where the app `bundleID` is in `apps`, when installed. A device with one app (most
+    /// simulated devices) compares its bundle id rather than hashing the one asked for. An
+    /// index, not the app: an `InstalledApp?` is destroyed through the runtime's generic witnesses.
+    func appIndex(_ bundleID: String) -> Dictionary<String, InstalledApp>.Index? {
+        guard apps.count == 1 else { return apps.index(forKey: bundleID) }
+        return apps.keys[apps.startIndex] == bundleID ? apps.startIndex : nil
+    }
+
     /// Whether notifications can reach the device now.
     public var isOnline: Bool { !forcedOffline && (isVirtual || connectionID != nil) }
 }
 
 extension Device: ListedRow {
     public var listKey: ListKey { ListKey(ms: createdAtMs, id: id) }
+    public var rowID: String { id }
+    public static let vacant = Device(id: "", isVirtual: false, apps: [:], createdAtMs: 0)
 }
 
 public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -229,6 +242,23 @@ public struct DeviceRegistry: Sendable {
     public func emptyLikeThis() -> DeviceRegistry { DeviceRegistry(tokenByteCount: tokenByteCount, limits: limits) }
 
     public func token(_ hex: String) -> TokenEntry? { tokens[hex] }
+
+    /// The slot of the device the token in `tokenSlot` names (`deviceID`), for `device(_:slot:)`:
+    /// the link kept beside the token while it still leads to that device, else found by id
+    /// (and kept as the link). A push then hashes the token alone, not its device's id too.
+    mutating func deviceSlot(ofTokenIn tokenSlot: Int, deviceID: String) -> Int {
+        let link = tokens.link(ofSlot: tokenSlot)
+        if devices.slot(link, holds: deviceID) { return link }
+        guard let found = devices.slot(of: deviceID) else { return -1 }
+        tokens.setLink(found, ofSlot: tokenSlot)
+        return found
+    }
+
+    /// The slot of the device `id`: `slot` when it holds that device (`deviceSlot(ofTokenIn:)`),
+    /// else found by id; -1 when there is none.
+    func deviceSlot(_ id: String, hint slot: Int) -> Int {
+        devices.slot(slot, holds: id) ? slot : devices.slot(of: id) ?? -1
+    }
 
     /// The ids of devices and tokens changed since the last call (persistence).
     public mutating func takeChangedIDs() -> (devices: Set<String>, tokens: Set<String>) {

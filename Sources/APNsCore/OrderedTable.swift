@@ -12,60 +12,142 @@ public struct ListKey: Comparable, Hashable, Sendable {
     public static func < (a: ListKey, b: ListKey) -> Bool { a.ms < b.ms || (a.ms == b.ms && a.id < b.id) }
 }
 
-/// A row of an `OrderedTable`: found by `id`, listed by `listKey`.
+/// A row of an `OrderedTable`: found by `rowID`, listed by `listKey`.
 public protocol ListedRow: Sendable {
     var listKey: ListKey { get }
+    /// The id the table finds the row by.
+    var rowID: String { get }
+    /// What a slot holds while no row is in it: a row no id finds (its `rowID` is empty).
+    static var vacant: Self { get }
 }
 
 /// A dictionary that also keeps its rows sorted by `listKey`, so a page of the list is found
 /// in O(log n + page) rather than by sorting every row (1,000,000 devices take about a second
 /// to sort, all of it under the state lock). Changing a row's key through the subscript moves
-/// it; the order index holds keys only, the rows stay in the dictionary.
+/// it; the order index holds keys only.
+///
+/// The rows sit in slots of an array, found by id through a dictionary of slot numbers, and
+/// stay in their slot until removed. A row may keep a link beside it, a number its owner
+/// gives it (a token's is the slot of its device): what a push reads of a token's device is
+/// then found without hashing the device's id again. A link is a hint to check, never a
+/// fact: a slot a removed row left is given to the next row added.
 public struct OrderedTable<Row: ListedRow>: Sendable {
-    private var rows: [String: Row] = [:]
+    private var slotByID: [String: Int] = [:]
+    /// `Row.vacant` where no row is (`vacant`). Not optional: an optional row read out of the
+    /// array was copied and destroyed through the runtime's generic witnesses.
+    private var slots: [Row] = []
+    /// Beside each slot: its row's link, or -1.
+    private var links: [Int] = []
+    private var vacant: [Int] = []
     private var order = SortedKeys()
 
     public init() {}
 
     public subscript(id: String) -> Row? {
-        get { rows[id] }
+        get { slotByID[id].map { slots[$0] } }
         _modify {
-            let before = rows[id]?.listKey
-            defer { reorder(from: before, to: rows[id]?.listKey) }
-            yield &rows[id]
+            if let slot = slotByID[id] {
+                // Moved out and back, not copied (its strings and collections stay unshared, so
+                // a change in place does not copy them).
+                var row: Row? = take(slot)
+                let before = row!.listKey
+                defer { put(row.take(), in: slot, id: id, before: before) }
+                yield &row
+            } else {
+                var added: Row? = nil
+                defer { if let added { add(added, id: id) } }
+                yield &added
+            }
         }
     }
 
     @discardableResult
     public mutating func removeValue(forKey id: String) -> Row? {
-        guard let row = rows.removeValue(forKey: id) else { return nil }
+        guard let slot = slotByID.removeValue(forKey: id) else { return nil }
+        let row = take(slot)
+        free(slot)
         order.remove(row.listKey)
         return row
     }
 
-    public var count: Int { rows.count }
-    public var isEmpty: Bool { rows.isEmpty }
-    public var keys: Dictionary<String, Row>.Keys { rows.keys }
+    public var count: Int { slotByID.count }
+    public var isEmpty: Bool { slotByID.isEmpty }
+    public var keys: Dictionary<String, Int>.Keys { slotByID.keys }
     /// In no particular order (use `page` for the listed order).
-    public var values: Dictionary<String, Row>.Values { rows.values }
+    public var values: some Sequence<Row> {
+        let slots = self.slots
+        return slotByID.values.lazy.map { slots[$0] }
+    }
+
+    /// The slot of the row `id`.
+    public func slot(of id: String) -> Int? { slotByID[id] }
+
+    /// The row in `slot`, which holds one (`slot(of:)`).
+    public func row(inSlot slot: Int) -> Row { slots[slot] }
+
+    /// Whether `slot` holds the row `id` (a link checked before it is followed).
+    public func slot(_ slot: Int, holds id: String) -> Bool {
+        slot >= 0 && slot < slots.count && slots[slot].rowID == id
+    }
+
+    /// The link kept beside the row in `slot` (-1: none).
+    public func link(ofSlot slot: Int) -> Int { links[slot] }
+
+    public mutating func setLink(_ link: Int, ofSlot slot: Int) { links[slot] = link }
 
     /// Up to `limit` rows in key order, starting after `after` (from the first when nil), and
     /// whether any follow.
     public func page(after: ListKey?, limit: Int) -> (rows: [Row], more: Bool) {
         let (keys, more) = order.keys(after: after, limit: limit)
-        return (keys.compactMap { rows[$0.id] }, more)
+        return (keys.compactMap { self[$0.id] }, more)
     }
 
     /// Drops up to `count` rows, and the order (for a table being thrown away).
     public mutating func discardSome(_ count: Int) {
         order = SortedKeys()
-        for id in Array(rows.keys.prefix(count)) { rows.removeValue(forKey: id) }
+        for id in Array(slotByID.keys.prefix(count)) { removeValue(forKey: id) }
+        if slotByID.isEmpty { (slots, links, vacant) = ([], [], []) }
     }
 
-    private mutating func reorder(from before: ListKey?, to after: ListKey?) {
+    /// The row in `slot`, moved out; the slot holds `Row.vacant`.
+    private mutating func take(_ slot: Int) -> Row {
+        var row = Row.vacant
+        swap(&row, &slots[slot])
+        return row
+    }
+
+    private mutating func free(_ slot: Int) {
+        links[slot] = -1
+        vacant.append(slot)
+    }
+
+    private mutating func add(_ row: Row, id: String) {
+        let slot: Int
+        if let free = vacant.popLast() {
+            slot = free
+            slots[slot] = row
+        } else {
+            slot = slots.count
+            slots.append(row)
+            links.append(-1)
+        }
+        slotByID[id] = slot
+        order.insert(row.listKey)
+    }
+
+    /// A row changed in place goes back to its slot, moved in the order; nil: it was removed.
+    private mutating func put(_ row: Row?, in slot: Int, id: String, before: ListKey) {
+        guard let row else {
+            slotByID[id] = nil
+            free(slot)
+            order.remove(before)
+            return
+        }
+        let after = row.listKey
+        slots[slot] = row
         guard before != after else { return }
-        if let before { order.remove(before) }
-        if let after { order.insert(after) }
+        order.remove(before)
+        order.insert(after)
     }
 }
 

@@ -528,6 +528,7 @@ public final class ProviderEndpoint: Sendable {
         // Filled in place by `accepted` for `.deliver` (bound out of the route, it was copied).
         var notification = PendingNotification.blank
         var pushType: PushType?
+        var tokenSlot = -1
         do throws(Rejection) {
             let topic = try checkTopic(fields, syntax: syntax, provider: provider, world: &world, record: &record)
             pushType = topic.pushType
@@ -546,7 +547,7 @@ public final class ProviderEndpoint: Sendable {
                 var leaseNeeded = false
                 let entry = try checkDeviceToken(
                     syntax, topic: topic.topic, environment: environment, now: now,
-                    world: &world, record: &record, needsLease: &leaseNeeded)
+                    world: &world, record: &record, needsLease: &leaseNeeded, slot: &tokenSlot)
                 if leaseNeeded { return Self.needingLease(record, reply: &reply) }
                 try checkPayload(request, pushType: topic.pushType, json: json, headers: record.requestHeaders)
                 if entry.state == .rateLimited {
@@ -600,7 +601,9 @@ public final class ProviderEndpoint: Sendable {
         // is released when this request is done, outside the lock.
         let sequence = world.records.append(moving: &record)
         switch route {
-        case .deliver: reply.deviceFrames = world.routeOrHandOff(notification, nowMs: now)
+        case .deliver:
+            let deviceSlot = world.registry.deviceSlot(ofTokenIn: tokenSlot, deviceID: notification.deviceID)
+            reply.deviceFrames = world.routeOrHandOff(notification, nowMs: now, deviceSlot: deviceSlot)
         case .drop(let why, let step): world.setOutcome(sequence, .droppedBySystem, why, atMs: now, step: step)
         case .liveActivity(let token, let priority, let expiration):
             reply.deviceFrames = world.applyLiveActivityPush(
@@ -1064,12 +1067,14 @@ public final class ProviderEndpoint: Sendable {
     /// shared turn, where the registry is not changed, `needsLease` is set instead).
     private func checkDeviceToken(
         _ syntax: Syntax, topic: String, environment: APNsEnvironment, now: Int64,
-        world: inout World, record: inout NotificationRecord, needsLease: inout Bool
+        world: inout World, record: inout NotificationRecord, needsLease: inout Bool, slot: inout Int
     ) throws(Rejection) -> TokenEntry {
         if let refusal = DeviceTokenRules.refusal(ofText: syntax.token, shape: syntax.tokenShape) { throw Rejection(refusal) }
         // The record already holds the token as a String; reuse it unless it needs lowercasing.
         let normalized = syntax.tokenShape.hasUppercase ? Hex.lowercased(syntax.token) : record.token
-        guard let found = world.registry.token(normalized) else {
+        // Found by its slot, which leads to its device's too (`DeviceRegistry.deviceSlot`).
+        slot = world.registry.tokens.slot(of: normalized) ?? -1
+        guard slot >= 0 else {
             // A Live Activity's token with the app's own topic (or another push type's) is a token
             // for another topic, as Apple answers it, not one never issued.
             if let owner = world.liveActivities.tokens[normalized] {
@@ -1080,6 +1085,7 @@ public final class ProviderEndpoint: Sendable {
             }
             throw Rejection(DeviceTokenRules.neverIssued)
         }
+        let found = world.registry.tokens.row(inSlot: slot)
         if found.pushesUntilUnregistered != nil, world.inSharedTurn {
             needsLease = true
             return found
