@@ -64,6 +64,64 @@ extension StateCodec {
         return w.bytes
     }
 
+    /// The start of `encode(changes:)`'s bytes for `count` changes, at the end of `bytes` (a
+    /// buffer the caller builds around them: a Redis command), their rows to follow
+    /// (`appendRow`). Written in place, a write's rows are not copied into a buffer of their own.
+    public static func beginRows(count: Int, in bytes: inout [UInt8]) {
+        withWriter(on: &bytes) { w in
+            w.u8(changeFormat)
+            w.u64(UInt64(count))
+        }
+    }
+
+    /// `change`'s row as `encode(changes:)` writes it, at the end of `bytes` (a journal record
+    /// straight from its change: encoded on its own first, it cost an allocation and a copy).
+    /// For a journal record, what a writer notes of it: bound out of the change again, the
+    /// record would be copied again (some forty fields).
+    public static func appendRow(_ change: StateChange, to bytes: inout [UInt8]) -> SavedRecordFacts? {
+        guard case .recordSaved(let record) = change else {
+            withWriter(on: &bytes) { w in write(change, to: &w) }
+            return nil
+        }
+        withWriter(on: &bytes) { w in writeSaved(record, to: &w) }
+        return SavedRecordFacts(
+            sequence: record.sequence, heldForOrder: record.delivery.heldForOrder, awaitingOwner: record.delivery.awaitingOwner,
+            deviceID: record.deviceID)
+    }
+
+    /// What a store's writer needs of a journal record it writes (`appendRow`).
+    public struct SavedRecordFacts {
+        public let sequence: UInt64
+        /// `RecordDelivery.heldForOrder`, `awaitingOwner`.
+        public let heldForOrder: Bool
+        public let awaitingOwner: Bool
+        public let deviceID: String?
+
+        public init(sequence: UInt64, heldForOrder: Bool, awaitingOwner: Bool, deviceID: String?) {
+            self.sequence = sequence
+            self.heldForOrder = heldForOrder
+            self.awaitingOwner = awaitingOwner
+            self.deviceID = deviceID
+        }
+    }
+
+    /// `encode(_:)` of the change whose row `appendRow` wrote as `row`.
+    public static func standaloneRow(_ row: ArraySlice<UInt8>) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(row.count + 1)
+        bytes.append(changeFormat)
+        bytes += row
+        return bytes
+    }
+
+    /// Runs `body` on a writer that writes at the end of `bytes`.
+    private static func withWriter(on bytes: inout [UInt8], _ body: (inout ByteWriter) -> Void) {
+        var w = ByteWriter(capacity: 0)
+        swap(&w.bytes, &bytes)
+        body(&w)
+        swap(&w.bytes, &bytes)
+    }
+
     /// The rows of `encode(changes:)`. With `keepingRecordsEncoded`, journal records come back
     /// kept in their stored form where nothing needs their fields yet (a follower's journal
     /// decodes them when they are read; `StateCodec.recordKeptEncoded`).

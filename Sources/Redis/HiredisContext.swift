@@ -46,19 +46,27 @@ final class HiredisContext {
         if let context { _ = redisSetTimeout(context, Self.timeval(ms: ms)) }
     }
 
-    /// Queues the commands and writes them all out before `deadline`.
-    func send(_ commands: [[RedisArgument]], deadlineNs: UInt64) throws(RedisError) {
+    /// Writes the commands out before `deadline`, straight to the socket: hiredis's output
+    /// buffer would copy them first (and its write(2) needs SIGPIPE blocked around it, four
+    /// system calls a write; send(2) with MSG_NOSIGNAL needs none). hiredis only reads.
+    func send(_ commands: RedisCommands, deadlineNs: UInt64) throws(RedisError) {
         let c = try live()
-        for command in commands { try append(command, to: c) }
-        var done: Int32 = 0
-        repeat {
+        let fd = c.pointee.fd
+        var offset = commands.start
+        let end = commands.wire.count
+        while offset < end {
             guard try wait(for: POLLOUT, on: c, until: deadlineNs) else {
                 throw RedisError(.timeout, "redis \(endpoint): could not send the command in time")
             }
-            if withoutSIGPIPE({ redisBufferWrite(c, &done) }) != REDIS_OK {
-                throw error(of: c, doing: "send")
+            let sent = commands.wire.withUnsafeBytes { raw in
+                Glibc.send(fd, raw.baseAddress! + offset, end - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
             }
-        } while done == 0
+            if sent >= 0 {
+                offset += sent
+            } else if errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
+                throw RedisError(.connection, "redis \(endpoint): send failed: \(String(cString: strerror(errno)))")
+            }
+        }
     }
 
     /// The next reply, or nil when none is complete by `deadline`.
@@ -82,50 +90,6 @@ final class HiredisContext {
     private func live() throws(RedisError) -> UnsafeMutablePointer<redisContext> {
         guard let context else { throw RedisError(.connection, "redis \(endpoint): the connection is closed") }
         return context
-    }
-
-    /// Binary-safe: the command in Redis's wire form (RESP: an array of bulk strings, each with
-    /// its length), built here in one buffer and queued as it is. (Through
-    /// `redisAppendCommandArgv` every argument was copied three times: joined, formatted, queued.)
-    private func append(_ command: [RedisArgument], to c: UnsafeMutablePointer<redisContext>) throws(RedisError) {
-        let wire = Self.wireForm(command)
-        let rc = wire.withUnsafeBytes { raw in
-            redisAppendFormattedCommand(c, raw.baseAddress!.assumingMemoryBound(to: CChar.self), raw.count)
-        }
-        if rc != REDIS_OK { throw error(of: c, doing: "queue command") }
-    }
-
-    /// `*<count>\r\n` and, for each argument, `$<length>\r\n<bytes>\r\n`.
-    static func wireForm(_ command: [RedisArgument]) -> [UInt8] {
-        var size = 16
-        for argument in command {
-            switch argument {
-            case .bytes(let bytes): size += bytes.count + 24
-            case .text(let text): size += text.utf8.count + 24
-            }
-        }
-        var wire: [UInt8] = []
-        wire.reserveCapacity(size)
-        func line(_ marker: UInt8, _ number: Int) {
-            wire.append(marker)
-            wire += String(number).utf8
-            wire.append(13)
-            wire.append(10)
-        }
-        line(UInt8(ascii: "*"), command.count)
-        for argument in command {
-            switch argument {
-            case .bytes(let bytes):
-                line(UInt8(ascii: "$"), bytes.count)
-                wire += bytes
-            case .text(let text):
-                line(UInt8(ascii: "$"), text.utf8.count)
-                wire += text.utf8
-            }
-            wire.append(13)
-            wire.append(10)
-        }
-        return wire
     }
 
     /// Waits until the socket is ready for `event`; false when `deadline` passes first.
@@ -207,27 +171,4 @@ final class HiredisContext {
         guard deadlineNs > now else { return 0 }
         return Int32(clamping: (deadlineNs - now + 999_999) / 1_000_000)
     }
-}
-
-/// Runs `body` with SIGPIPE blocked on this thread and swallows one it raised: hiredis 0.14
-/// writes with write(2), so a send to a server that went away would otherwise kill the process.
-private func withoutSIGPIPE<T>(_ body: () -> T) -> T {
-    var pipeSignal = sigset_t()
-    sigemptyset(&pipeSignal)
-    sigaddset(&pipeSignal, SIGPIPE)
-    var pending = sigset_t()
-    sigpending(&pending)
-    let pendingAlready = sigismember(&pending, SIGPIPE) == 1
-    var previousMask = sigset_t()
-    pthread_sigmask(SIG_BLOCK, &pipeSignal, &previousMask)
-    let result = body()
-    if !pendingAlready {
-        sigpending(&pending)
-        if sigismember(&pending, SIGPIPE) == 1 {
-            var noWait = timespec(tv_sec: 0, tv_nsec: 0)
-            _ = sigtimedwait(&pipeSignal, nil, &noWait)
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, &previousMask, nil)
-    return result
 }

@@ -60,6 +60,12 @@ public final class RedisConnection: @unchecked Sendable {
         return try exchange(commands)
     }
 
+    /// `pipeline` of commands built in their wire form already.
+    public func pipeline(_ commands: RedisCommands) throws(RedisError) -> [RedisReply] {
+        if commands.count == 0 { return [] }
+        return try exchange(commands)
+    }
+
     /// For commands that wait on the server (XREAD BLOCK, BLPOP): longer than their block time.
     public func setCommandTimeout(milliseconds: Int) {
         commandTimeoutMs = max(1, milliseconds)
@@ -75,6 +81,10 @@ public final class RedisConnection: @unchecked Sendable {
         if commands.contains(where: \.isEmpty) {
             throw RedisError(.protocolError, "redis \(context.endpoint): a command needs at least its name")
         }
+        return try exchange(RedisCommands(commands))
+    }
+
+    private func exchange(_ commands: RedisCommands) throws(RedisError) -> [RedisReply] {
         if isBroken {
             throw RedisError(.connection, "redis \(context.endpoint): the connection broke earlier; make a new one")
         }
@@ -83,7 +93,7 @@ public final class RedisConnection: @unchecked Sendable {
             try context.send(commands, deadlineNs: deadline)
             var replies: [RedisReply] = []
             replies.reserveCapacity(commands.count)
-            for _ in commands {
+            for _ in 0..<commands.count {
                 guard let reply = try context.readReply(until: deadline) else {
                     throw RedisError(.timeout, "redis \(context.endpoint): no reply within \(commandTimeoutMs) ms")
                 }

@@ -25,8 +25,20 @@ public struct RedisScript: Sendable {
         on connection: RedisConnection, keys: [RedisArgument] = [],
         arguments: [RedisArgument] = [], after prelude: [[RedisArgument]]
     ) throws(RedisError) -> RedisReply {
+        if prelude.contains(where: \.isEmpty) { throw RedisError(.protocolError, "a command needs at least its name") }
+        return try run(on: connection, keys: keys, arguments: arguments, after: RedisCommands(prelude))
+    }
+
+    /// `run(on:keys:arguments:after:)` after commands built in their wire form already (a
+    /// large value written in place: `RedisCommands`).
+    public func run(
+        on connection: RedisConnection, keys: [RedisArgument] = [],
+        arguments: [RedisArgument] = [], after prelude: consuming RedisCommands
+    ) throws(RedisError) -> RedisReply {
         let rest: [RedisArgument] = [.int(keys.count)] + keys + arguments
-        let replies = try connection.pipeline(prelude + [["EVALSHA", .text(sha1)] + rest])
+        var commands = consume prelude
+        commands.append(["EVALSHA", .text(sha1)] + rest)
+        let replies = try connection.pipeline(commands)
         for reply in replies.dropLast() {
             if case .error(let text) = reply { throw RedisError(.server, text) }
         }

@@ -25,7 +25,7 @@ public final class RedisSubscriber: @unchecked Sendable {
             }
             commands.append(["SUBSCRIBE"] + channels.map { .text($0) })
             let deadline = Monotonic.nowNanoseconds() + UInt64(max(1, connectTimeoutMs)) * 1_000_000
-            try context.send(commands, deadlineNs: deadline)
+            try context.send(RedisCommands(commands), deadlineNs: deadline)
             func nextReply() throws(RedisError) -> RedisReply {
                 guard let reply = try context.readReply(until: deadline) else {
                     throw RedisError(.timeout, "redis \(endpoint): no answer to SUBSCRIBE within \(connectTimeoutMs) ms")

@@ -446,35 +446,46 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         }
         let hasReset = if case .reset = changes.first { true } else { false }
         // Journal records are kept in the log entry's rows, stored once more as the batch's
-        // field, rather than one field each: the script then handles no argument per record.
+        // key, rather than one field each: the script then handles no argument per record.
         // (A reset writes a field per record, as the whole state is written anew.)
         var writes = Writes(recordsInBatch: !hasReset)
-        var encoded: [[UInt8]] = []
-        encoded.reserveCapacity(changes.count)
-        for change in changes {
-            if case .reset(let state) = change {
-                writes.add(state)
-                continue
-            }
-            if case .recordSaved(let record) = change {
-                // Most changes (one a push): the record bound once for both uses.
-                let bytes = StateCodec.encodeSaved(record)
-                encoded.append(bytes)
-                writes.addSaved(record, encoded: bytes)
-                continue
-            }
-            let bytes = StateCodec.encode(change)
-            encoded.append(bytes)
-            writes.add(change, encoded: bytes)
-        }
-        let rows = hasReset ? StateCodec.encode(changes: changes) : StateCodec.encode(encodedChanges: encoded)
         // Rows that stay as the batch's `rb:` key go ahead of the script, into a key it renames.
-        let pending = key("pending:\(instance):\(pendingNonce):\(pendingWrites.add(1, ordering: .relaxed).newValue)")
-        // (Exactly when the script is told the batch's highest record sequence, ARGV 11.)
-        let rowsAhead = writes.batchMaxRecordSequence != nil
+        let keyPrefix = prefix
+        let pending: RedisArgument = .text(keyPrefix + "pending:\(instance):\(pendingNonce):\(pendingWrites.add(1, ordering: .relaxed).newValue)")
+        var prelude = RedisCommands()
+        var rowsArgument: RedisArgument = ""
+        if hasReset {
+            if case .reset(let state) = changes[0] { writes.add(state) }
+            for change in changes.dropFirst() { writes.add(change, encoded: StateCodec.encode(change)) }
+            rowsArgument = .bytes(StateCodec.encode(changes: changes))
+        } else {
+            // Encoded where the command that sends them is built (`SET pending <rows> PX …`).
+            prelude = RedisCommands(
+                bulkAfter: ["SET", pending], capacity: changes.count * rowBytesPerChange.load(ordering: .relaxed) + Self.scriptCommandBytes)
+            let bytes = prelude.writeBulk { rows in
+                let before = rows.count
+                StateCodec.beginRows(count: changes.count, in: &rows)
+                for change in changes {
+                    let start = rows.count
+                    if let record = StateCodec.appendRow(change, to: &rows) {
+                        writes.noteSaved(record)
+                    } else {
+                        writes.add(change, encoded: StateCodec.standaloneRow(rows[start...]))
+                    }
+                }
+                return rows.count - before
+            }
+            noteRowBytes(bytes, changes: changes.count)
+            // (Exactly when the script is told the batch's highest record sequence, ARGV 11.)
+            if writes.batchMaxRecordSequence != nil {
+                prelude.endBulk(tail: ["PX", .text(String(Self.pendingRowsMs))])
+            } else {
+                rowsArgument = .bytes(prelude.takeBulk())
+            }
+        }
         var arguments: [RedisArgument] = [
             .text(fence ?? ""), .text(String(RedisCoordinator.leaseMilliseconds)), .text(String(instance)),
-            .text(String(logLength)), rowsAhead ? "" : .bytes(rows), .text(prefix + "w:"), .text(String(writes.maxSequence)),
+            .text(String(logLength)), rowsArgument, .text(keyPrefix + "w:"), .text(String(writes.maxSequence)),
             hasReset ? "1" : "0", .text(expected), .text(seeded),
             .text(writes.batchMaxRecordSequence.map(String.init) ?? ""),
         ]
@@ -482,17 +493,24 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         arguments.append(.text(members.map { $0.map(String.init).joined(separator: ",") } ?? "-"))
         arguments.append(.text(members == nil ? writes.journalOnlyField(writer: instance) ?? "" : ""))
         let reply = try Self.appendScript.run(
-            on: redis,
-            keys: [
-                key("lease"), key("want"), key("version"), key("log"), key("state"), key("records"), key("waiting"), key("maxseq"),
-                key("epoch"), key("batches"), key("evicted"), key("turns"), key("members"), key("leaseversion"), pending,
-            ],
-            arguments: arguments,
-            after: rowsAhead ? [["SET", pending, .bytes(rows), "PX", .text(String(Self.pendingRowsMs))]] : [])
+            on: redis, keys: appendKeys(prefix: keyPrefix) + [pending], arguments: arguments, after: consume prelude)
         guard let parts = reply.elements, parts.count == 3, let version = parts[0].int, let id = parts[1].text else {
             throw RedisError(.protocolError, "unexpected reply to the append script")
         }
         return (UInt64(version), id, parts[2].int == 1, writes.heldForOrder)
+    }
+
+    /// What a change's row took in the last batch (about; a little more), to size the next
+    /// batch's buffer: its rows are written into one, which should not grow (each growth
+    /// copies every row so far). Reading each record's size first copied the record.
+    private let rowBytesPerChange = Atomic<Int>(1024)
+    /// Room in a batch's buffer for what follows the rows: the script's command.
+    static let scriptCommandBytes = 2048
+
+    private func noteRowBytes(_ bytes: Int, changes: Int) {
+        guard changes > 0 else { return }
+        let perChange = bytes / changes
+        rowBytesPerChange.store(max(256, perChange + perChange / 8 + 16), ordering: .relaxed)
     }
 
     /// A batch's writes, like with like (see `appendScript`).
@@ -543,9 +561,21 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
         }
 
         mutating func addSaved(_ record: NotificationRecord, encoded: [UInt8]) {
+            noteSaved(
+                StateCodec.SavedRecordFacts(
+                    sequence: record.sequence, heldForOrder: record.delivery.heldForOrder, awaitingOwner: record.delivery.awaitingOwner,
+                    deviceID: record.deviceID))
+            if !recordsInBatch {
+                hashSets += [.text("r:\(record.sequence)"), .bytes(encoded)]
+                recordsAdded.append(.text(String(record.sequence)))
+            }
+        }
+
+        /// A journal record the batch saves (in its rows, or with a field of its own).
+        mutating func noteSaved(_ record: StateCodec.SavedRecordFacts) {
             recordCount += 1
-            if record.delivery.heldForOrder { heldForOrder.append(record.sequence) }
-            if record.delivery.awaitingOwner {
+            if record.heldForOrder { heldForOrder.append(record.sequence) }
+            if record.awaitingOwner {
                 if let device = record.deviceID, handOffDevices.count < Self.maxHandOffDevices {
                     if !handOffDevices.contains(device) { handOffDevices.append(device) }
                 } else {
@@ -553,12 +583,7 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
                 }
             }
             maxSequence = max(maxSequence, record.sequence)
-            if recordsInBatch {
-                batchMaxRecordSequence = max(batchMaxRecordSequence ?? 0, record.sequence)
-            } else {
-                hashSets += [.text("r:\(record.sequence)"), .bytes(encoded)]
-                recordsAdded.append(.text(String(record.sequence)))
-            }
+            if recordsInBatch { batchMaxRecordSequence = max(batchMaxRecordSequence ?? 0, record.sequence) }
         }
 
         mutating func add(_ change: StateChange, encoded: [UInt8]) {
@@ -646,6 +671,22 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             arguments += done
         }
     }
+
+    /// The append script's keys but the last (`pending`), made once per prefix (the prefix
+    /// changes only when a Redis Cluster is found): fourteen strings a write.
+    private func appendKeys(prefix: String) -> [RedisArgument] {
+        appendKeysMade.withLock { made in
+            if let made = made, made.prefix == prefix { return made.keys }
+            let names = [
+                "lease", "want", "version", "log", "state", "records", "waiting", "maxseq", "epoch", "batches", "evicted", "turns", "members",
+                "leaseversion",
+            ]
+            let keys = names.map { RedisArgument.text(prefix + $0) }
+            made = (prefix, keys)
+            return keys
+        }
+    }
+    private let appendKeysMade = Locked<(prefix: String, keys: [RedisArgument])?>(nil)
 
     /// How long a write's rows sent ahead of its script (`pending:`) last if the script never runs.
     static let pendingRowsMs = 60_000

@@ -95,6 +95,29 @@ func milliseconds(_ body: () -> Void) -> Int {
         #expect(notInteger.hasPrefix("ERR value is not an integer"))
     }
 
+    @Test func aLargeArgumentWrittenInPlaceArrivesWholeWithTheCommandsAfterIt() throws {
+        let server = try RedisServerProcess()
+        let redis = try server.connect()
+        // A value written into the command's own buffer (its length only known once written,
+        // with as many digits as a large batch's), then the command's tail and one more command.
+        let value = (0..<123_457).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        var commands = RedisCommands(bulkAfter: ["SET", .text("in place ✓")], capacity: 16)
+        commands.writeBulk { $0 += value }
+        commands.endBulk(tail: ["PX", "60000"])
+        commands.append(["PTTL", .text("in place ✓")])
+        let replies = try redis.pipeline(commands)
+        #expect(replies.count == 2)
+        #expect(replies[0] == .status("OK"))
+        #expect((replies[1].int ?? 0) > 50_000)
+        #expect(try redis.command("GET", .text("in place ✓")) == .string(value))
+        // Taken back instead, the value is the bytes written, and no command is left to send.
+        var taken = RedisCommands(bulkAfter: ["SET", "k"], capacity: 0)
+        taken.writeBulk { $0 += [1, 2, 3] }
+        #expect(taken.takeBulk() == [1, 2, 3])
+        #expect(taken.count == 0)
+        #expect(try redis.pipeline(taken) == [])
+    }
+
     @Test func topLevelErrorReplyThrowsServerError() throws {
         let server = try RedisServerProcess()
         let redis = try server.connect()
