@@ -596,8 +596,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                         s.leaseUntilMs = batch.sentMs + Int64(Self.leaseMilliseconds)
                     } else {
                         // Others write beside it: the follower applies the log in order, this
-                        // write (skipped as its own) among the others'.
+                        // write (skipped as its own) among the others'. Right after what this
+                        // copy has applied, nobody wrote between: this copy is current up to it,
+                        // and the follower need not pass over it (alone, it then reads nothing).
                         s.sharingUntilMs = batch.sentMs + Int64(Self.leaseMilliseconds)
+                        if written.version == s.version + 1 {
+                            s.version = written.version
+                            s.lastID = written.id
+                        }
                     }
                     s.lastWrittenMs = Monotonic.nowMilliseconds()
                     if !written.held.isEmpty {
@@ -703,7 +709,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         try readUnread(&s, redis)
         while s.version < version && !s.needsReload {
             let reply = try redis.command("XRANGE", store.key("log"), .text("(" + s.lastID), "+", "COUNT", "1000")
-            let entries = try (reply.elements ?? []).map(LogEntry.init)
+            let entries = try (reply.elements ?? []).map { (entry) throws(RedisError) in try LogEntry(entry, reader: instance) }
             if entries.isEmpty { s.needsReload = true; break }
             // (The writer is idle here, so no own write waits for its answer; should one, the
             // copy is reloaded rather than waited for under this lock.)
@@ -762,25 +768,36 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var members: [Int]?
         var journal: JournalOnlyWrite?
 
-        init(_ entry: RedisReply) throws(RedisError) {
+        init(_ entry: RedisReply) throws(RedisError) { try self.init(entry, reader: 0) }
+
+        /// `reader`: the instance reading it; its own entries' `j` is not read (nothing needs it).
+        init(_ entry: RedisReply, reader: Int) throws(RedisError) {
             guard let parts = entry.elements, parts.count == 2, let id = parts[0].text, let fields = parts[1].elements else {
                 throw RedisError(.protocolError, "unexpected log entry")
             }
             self.id = id
+            var journalField: [UInt8]?
             var i = 0
             while i + 1 < fields.count {
                 // Every field name is one letter: compared as a byte, not made into text.
                 switch fields[i].bytes.flatMap({ $0.count == 1 ? $0[0] : nil }) {
-                case UInt8(ascii: "v"): version = fields[i + 1].text.flatMap { UInt64($0) } ?? 0
-                case UInt8(ascii: "i"): writer = fields[i + 1].text.flatMap { Int($0) } ?? 0
+                case UInt8(ascii: "v"): version = Self.decimal(fields[i + 1]) ?? 0
+                case UInt8(ascii: "i"): writer = Self.decimal(fields[i + 1]).map { Int(clamping: $0) } ?? 0
                 case UInt8(ascii: "r"): rows = fields[i + 1].bytes
                 case UInt8(ascii: "b"): keptRows = fields[i + 1].text == "k" ? .key : .field
                 case UInt8(ascii: "m"): members = RedisStateStore.members(parsing: fields[i + 1].text)
-                case UInt8(ascii: "j"): journal = fields[i + 1].text.flatMap(JournalOnlyWrite.init)
+                case UInt8(ascii: "j"): journalField = fields[i + 1].bytes
                 default: break
                 }
                 i += 2
             }
+            if let journalField, writer != reader { journal = JournalOnlyWrite(journalField) }
+        }
+
+        /// A decimal number in a string reply.
+        static func decimal(_ reply: RedisReply) -> UInt64? {
+            guard case .string(let bytes) = reply else { return nil }
+            return DecimalText.value(of: bytes[...])
         }
     }
 
@@ -1259,7 +1276,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     }
                     continue
                 }
-                let entries = try replies.map(LogEntry.init)
+                let entries = try replies.map { (entry) throws(RedisError) in try LogEntry(entry, reader: instance) }
                 if entries.allSatisfy({ $0.writer == instance }) {
                     // Only this instance's own changes: under the lease `lastID` moved past them
                     // with every append already; in a shared turn they are passed over here, in
@@ -1269,6 +1286,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                     let passed = shared.withLock { (s: inout Shared) in s.needsReload || apply(prepared[...], &s) }
                     // Stopped at a write whose answer is on its way: look again at once.
                     usleep(passed ? 2_000 : 100)
+                    waitWhileWritingAlone()
                     continue
                 }
                 // The others' writes that only add to the journal may stay unread for now; one
@@ -1315,6 +1333,20 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 redis = nil
                 usleep(200_000)
             }
+        }
+    }
+
+    /// While this instance is the only member and holds a shared turn, nothing but its own
+    /// writes can reach the log (a change under the lease waits for the turn to end, and no
+    /// other instance takes shared turns), and the writer moves this copy past those: the
+    /// follower looks every 2 ms whether that is still so, rather than read the log again
+    /// (each read of this instance's own writes cost Redis an XREAD and this thread its reply,
+    /// for nothing).
+    private func waitWhileWritingAlone() {
+        while isRunning, !othersAreMembers.load(ordering: .relaxed),
+            shared.withLock({ (s: inout Shared) in s.sharing && s.unavailable == nil && !s.needsReload })
+        {
+            usleep(2_000)
         }
     }
 

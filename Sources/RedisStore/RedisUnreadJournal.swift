@@ -86,6 +86,21 @@ struct UnreadJournal {
     }
 }
 
+/// A decimal number in Redis's replies and log fields, read from its bytes (made into text
+/// first, each cost an allocation and a validation).
+enum DecimalText {
+    /// Digits only (nil otherwise, or for more than fit).
+    static func value(of digits: ArraySlice<UInt8>) -> UInt64? {
+        guard !digits.isEmpty, digits.count <= 19 else { return nil }
+        var value: UInt64 = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
+        }
+        return value
+    }
+}
+
 /// A log entry's `j` (`RedisStateStore.Writes.journalOnlyField`): `<highest record sequence>/<records>`,
 /// then `:` and the devices whose records it hands off, then `|` and the journal stripes of
 /// the instances whose records it gives a delivery part (`,` between, in both lists).
@@ -95,7 +110,21 @@ struct JournalOnlyWrite {
     let handOffDevices: [Substring]
     let deliveredStripes: [UInt64]
 
-    init?(_ text: String) {
+    init?(_ text: String) { self.init(Array(text.utf8)) }
+
+    init?(_ bytes: [UInt8]) {
+        // The usual form (a push's write), `<top>/<records>` alone, read from the bytes; the
+        // lists after it from the text's parts.
+        if let slash = bytes.firstIndex(of: UInt8(ascii: "/")),
+            let top = DecimalText.value(of: bytes[..<slash]), let records = DecimalText.value(of: bytes[(slash + 1)...])
+        {
+            topSequence = top
+            self.records = Int(clamping: records)
+            handOffDevices = []
+            deliveredStripes = []
+            return
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
         let sections = text.split(separator: "|", maxSplits: 1, omittingEmptySubsequences: false)
         let parts = sections[0].split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         let numbers = parts[0].split(separator: "/")

@@ -92,6 +92,11 @@ struct RedisUnreadJournalTests {
         #expect(fields.first?.journal?.handOffDevices == ["phone"])
         #expect(fields.first?.keptRows == .key)
         #expect(fields.last.map { $0.journal == nil } == true)
+        // The instance that wrote them passes over its own entries: their `j` is not read.
+        let own = try entries.map { (entry) throws(RedisError) in try RedisCoordinator.LogEntry(entry, reader: 1) }
+        #expect(own.first?.journal == nil && own.first?.version == fields.first?.version && own.first?.writer == 1)
+        let others = try entries.map { (entry) throws(RedisError) in try RedisCoordinator.LogEntry(entry, reader: 2) }
+        #expect(others.first?.journal?.topSequence == 2049)
     }
 
     private func saved(_ sequence: UInt64, handedTo device: String? = nil) -> StateChange {
