@@ -389,12 +389,6 @@ final class DeviceConnection: ConnectionHandler {
             return
         }
         if let reason = state.unavailableReason {
-            // With --redis, an ack that comes while the instance reloads after an outage is let
-            // go: what it acks is still in flight in the copy, and goes out again once the copy
-            // is reloaded (`inFlightFramesToResend`), when the device acks it again. Ending the
-            // connection for it left the device offline until it reconnected, and pushes
-            // meanwhile were stored and coalesced although its socket was fine.
-            if type == "ack", gateway.relay != nil { return }
             // The shared state cannot take changes: the device tries again later, as after a
             // dropped connection.
             fail("unavailable", reason, fatal: true)
