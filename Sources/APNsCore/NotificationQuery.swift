@@ -32,8 +32,9 @@ public struct NotificationQuery: Sendable, Equatable {
         if let environment, r.environment != environment { return false }
         if let outcome, r.outcome != outcome { return false }
         if let sinceMs, r.receivedAtMs < sinceMs { return false }
-        if let apnsID, r.apnsID.lowercased() != apnsID.lowercased() { return false }
-        if let uniqueID, r.uniqueID?.lowercased() != uniqueID.lowercased() { return false }
+        // Compared without formatting a drawn id (`PushID`): a filter looks at every record.
+        if let apnsID, !r.apnsPushID.lowercasedText(is: apnsID.lowercased()) { return false }
+        if let uniqueID, !r.uniquePushID.lowercasedText(is: uniqueID.lowercased()) { return false }
         if let deviceID, r.deviceID != deviceID, !(deviceIDMatchesBroadcasts && Self.broadcast(r, reached: deviceID)) { return false }
         return true
     }

@@ -86,6 +86,18 @@ public struct PushID: Sendable {
         return nil
     }
 
+    /// Whether this id's text, lower-cased, is `text` (as the journal's filters compare ids, with
+    /// the query lower-cased). A drawn id is compared by its bits, so nothing is formatted.
+    public func lowercasedText(is text: String) -> Bool {
+        switch storage {
+        case .none: return false
+        case .upper(let high, let low), .lower(let high, let low):
+            guard let bits = UUIDText.bits(of: text.utf8), bits.high == high, bits.low == low else { return false }
+            return !text.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") }
+        case .given(let given): return given.lowercased() == text
+        }
+    }
+
     /// Whether `text` is this id compared without case (`caseInsensitiveCompare`, as the journal
     /// is searched by id). A drawn id is compared by its bits, so nothing is formatted.
     public func matches(ignoringCase text: String) -> Bool {

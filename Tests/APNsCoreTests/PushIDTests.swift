@@ -90,6 +90,32 @@ struct PushIDTests {
         #expect(!given.matches(ignoringCase: "4A5B6C7D-1111-2222-3333-444455556660"))
     }
 
+    /// The journal's filters compare an id's text lower-cased with the query lower-cased.
+    @Test func filtersFindAnIdAsItsLowerCasedText() {
+        var random = FastRandom(seed: 3)
+        for id in [random.apnsID(), random.uniquePushID(), PushID("4A5b6C7d-1111-2222-3333-44445555666F"), PushID("Given Text")] {
+            #expect(id.lowercasedText(is: id.text.lowercased()))
+            #expect(!id.lowercasedText(is: id.text.uppercased()) || id.text.uppercased() == id.text.lowercased())
+            #expect(!id.lowercasedText(is: id.text.lowercased() + "0"))
+            #expect(!id.lowercasedText(is: ""))
+        }
+        #expect(!PushID.none.lowercasedText(is: ""))
+        #expect(PushID("").lowercasedText(is: ""))
+
+        var query = NotificationQuery()
+        var record = NotificationRecord(apnsID: random.apnsID(), token: "ab", environment: .sandbox, receivedAtMs: 1)
+        record.uniquePushID = random.uniquePushID()
+        query.apnsID = record.apnsID.lowercased()
+        #expect(query.matches(record))
+        query.apnsID = record.uniqueID
+        #expect(!query.matches(record))
+        query.apnsID = nil
+        query.uniqueID = record.uniqueID!.uppercased()
+        #expect(query.matches(record))
+        record.uniquePushID = .none
+        #expect(!query.matches(record))
+    }
+
     /// A record with drawn ids is stored and replicated as the same bytes as one whose ids are
     /// the same text: old state directories and other instances read it as before.
     @Test func storedBytesAreThoseOfTheText() throws {
