@@ -30,29 +30,36 @@ public struct Counters: Sendable {
     /// so a provider sending random topics cannot grow /metrics without bound).
     public var byTopic: [String: UInt64] {
         var all = countedTopics
-        if let runTopic { Self.add(runCount, to: runTopic, in: &all) }
+        if runCount > 0 { Self.add(runCount, to: runTopic, in: &all) }
         return all
     }
     public static let maxTopics = 100
     /// The label of topics past `maxTopics`, and of topics refused as no app's.
     public static let otherTopic = "other"
     private var countedTopics: [String: UInt64] = [:]
-    /// The topic of the latest requests and how many of them in a row, not yet in
-    /// `countedTopics`: providers send one topic after another, and the HTTP/2 layer hands
-    /// on the same String each time, so a repeat is one comparison instead of a hash lookup.
-    private var runTopic: String?
+    /// The topic of the latest requests and how many of them in a row (0: none yet), not yet
+    /// in `countedTopics`: providers send one topic after another, so a repeat is one
+    /// comparison instead of a hash lookup.
+    private var runTopic = ""
     private var runCount: UInt64 = 0
+    /// The String the run's topic came in last (equal to `runTopic`): the HTTP/2 layer hands on
+    /// the same String for a connection's pushes, and a comparison of one String with itself
+    /// is one of two references. A provider's connections each have their own: compared with
+    /// the run's first String, another connection's was compared byte by byte every time.
+    private var runTopicLastSeen = ""
 
     mutating func countTopic(_ topic: String?) {
         let key = topic ?? "(none)"
-        if runTopic == key {
+        if runCount > 0, runTopicLastSeen == key {
             runCount += 1
+            runTopicLastSeen = key
             return
         }
         // Counted in the order first seen, as if each request had been added at once: the
         // run ends before the new topic is looked at.
-        if let runTopic { Self.add(runCount, to: runTopic, in: &countedTopics) }
+        if runCount > 0 { Self.add(runCount, to: runTopic, in: &countedTopics) }
         runTopic = key
+        runTopicLastSeen = key
         runCount = 1
     }
 

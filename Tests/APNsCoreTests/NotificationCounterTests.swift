@@ -24,6 +24,18 @@ struct NotificationCounterTests {
             ])
     }
 
+    /// A run is one topic by `==` (canonical equivalence), whichever String brings it; it is
+    /// counted under the spelling it started with.
+    @Test func aRunOfOneTopicKeepsTheSpellingItStartedWith() {
+        var counters = Counters()
+        for topic in ["caf\u{E9}", "cafe\u{301}", "caf\u{E9}", String("caf\u{E9}x".dropLast())] { counters.countTopic(topic) }
+        #expect(counters.byTopic.count == 1)
+        #expect(counters.byTopic.first.map { Array($0.key.utf8) } == Array("caf\u{E9}".utf8))
+        #expect(counters.byTopic.first?.value == 4)
+        counters.countTopic("cafe\u{301}x")
+        #expect(counters.byTopic.count == 2)
+    }
+
     @Test func everyDeliveryStepIsCountedUnderItself() {
         var counters = Counters()
         for (n, step) in DeliveryLog.Step.allCases.enumerated() {
