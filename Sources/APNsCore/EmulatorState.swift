@@ -248,15 +248,13 @@ public final class EmulatorState: Sendable {
     {
         var after = AfterLock()
         var ran: Result<T, E>?
-        func change(_ granted: ChangeMode) -> [StateChange] {
-            do throws(E) {
-                ran = .success(try locked(body, sharing: true, after: &after, mode: granted))
-            } catch {
-                ran = .failure(error)
-            }
-            return after.rows
-        }
-        let mutated = waiting ? coordinator.mutate(mode: mode, change) : coordinator.mutateIfReady(mode: mode, change)
+        // Closures written at each call, not a local function passed on: that kept `after` and
+        // `ran` in heap boxes (two allocations a push, and a run-time exclusivity check at each
+        // use).
+        let mutated =
+            waiting
+            ? coordinator.mutate(mode: mode) { granted in change(body, granted, after: &after, ran: &ran) }
+            : coordinator.mutateIfReady(mode: mode) { granted in change(body, granted, after: &after, ran: &ran) }
         guard let shared = mutated else { return (nil, true) }
         after.announce(self)
         switch ran {
@@ -266,6 +264,20 @@ public final class EmulatorState: Sendable {
             throw error
         case nil: return (nil, false)
         }
+    }
+
+    /// `sharing`'s change: runs `body` under the lock in the mode granted, and hands its rows
+    /// to the coordinator.
+    private func change<T: Sendable, E: Error>(
+        _ body: (inout World) throws(E) -> T, _ granted: ChangeMode, after: inout AfterLock, ran: inout Result<T, E>?
+    ) -> [StateChange] {
+        do throws(E) {
+            ran = .success(try locked(body, sharing: true, after: &after, mode: granted))
+        } catch {
+            ran = .failure(error)
+        }
+        defer { after.rows = [] }
+        return after.rows
     }
 
     /// Runs `body`, whose changes a coordinator writes after they are made (`--redis`: queued

@@ -9,7 +9,8 @@ import Foundation
 public final class BlockingLock<Value>: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var value: Value
+    /// Only touched under the mutex, which makes its accesses exclusive: no run-time check.
+    @exclusivity(unchecked) private var value: Value
 
     public init(_ value: Value) {
         self.value = value

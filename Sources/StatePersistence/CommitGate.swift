@@ -4,16 +4,17 @@
 /// Items leave in order, in one batch per commit, so a connection writes (and flushes) once
 /// per commit rather than once per item. Confined to the executor's thread, like its connection.
 public final class CommitGate<Item> {
-    private let durability: any CommitTracker
-    private let executor: any CommitExecutor
+    @usableFromInline let durability: any CommitTracker
+    @usableFromInline let executor: any CommitExecutor
     private let release: ([Item], _ committed: Bool) -> Void
     /// What waits, oldest first, and the ticket each waits for (side by side: mapping an array
     /// of tuples out went through the runtime's generic witnesses, 3,000 instructions an item).
-    private var held: [Item] = []
-    private var heldTickets: [UInt64] = []
+    /// (Touched only on the executor's thread: no run-time exclusivity checks.)
+    @exclusivity(unchecked) @usableFromInline var held: [Item] = []
+    @exclusivity(unchecked) @usableFromInline var heldTickets: [UInt64] = []
     /// A commit is to be asked for at the end of the executor's turn (`hold`).
-    private var asking = false
-    private var waiting = false
+    @exclusivity(unchecked) @usableFromInline var asking = false
+    @exclusivity(unchecked) @usableFromInline var waiting = false
 
     /// `release` runs on `executor` with the items whose changes are committed, oldest first,
     /// and `true`; or with `false` when the commit they waited for failed (the store is
@@ -25,13 +26,17 @@ public final class CommitGate<Item> {
     }
 
     /// Holds `item` when something is not committed yet (or earlier items still wait);
-    /// false means nothing is pending: send it now.
+    /// false means nothing is pending: send it now. (Inlinable, like the next one, so that a
+    /// connection's gate is specialized for its items: generic, each answer held went through
+    /// the runtime's witnesses for the item's tuple and the array's metadata.)
+    @inlinable
     public func hold(_ item: Item) -> Bool {
         hold(item, ticket: durability.uncommittedTicket())
     }
 
     /// `hold` for an item whose change another thread made: `ticket` is what that thread's
     /// `uncommittedTicket()` said right after it.
+    @inlinable
     public func hold(_ item: Item, ticket: UInt64?) -> Bool {
         guard ticket != nil || !held.isEmpty else { return false }
         // Tickets must never go down, or the release below would wait for nothing: one that
@@ -54,7 +59,8 @@ public final class CommitGate<Item> {
     }
 
     /// Tickets only grow, so what is released comes from the front.
-    private func waitForCommit() {
+    @usableFromInline
+    func waitForCommit() {
         guard !waiting, let ticket = heldTickets.last else { return }
         waiting = true
         durability.afterCommit(ticket, on: executor) { [weak self] committed in
