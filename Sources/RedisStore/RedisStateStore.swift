@@ -784,11 +784,13 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
           extra[#extra + 1] = ARGV[#ARGV]
         end
         if ahead then
-          -- The rows once, in a key of their own; the log entry says where they are.
-          redis.call('RENAME', KEYS[15], p .. 'rb:' .. v)
-          redis.call('PERSIST', p .. 'rb:' .. v)
-          redis.call('ZADD', KEYS[10], ARGV[11], 'rb:' .. v)
-          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'b', 'k', unpack(extra))
+          -- The rows once, in a key of their own; the log entry says where they are. (The
+          -- version made text once: each `..` of a number is a sprintf.)
+          local rb = 'rb:' .. v
+          redis.call('RENAME', KEYS[15], p .. rb)
+          redis.call('PERSIST', p .. rb)
+          redis.call('ZADD', KEYS[10], ARGV[11], rb)
+          id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', string.sub(rb, 4), 'i', ARGV[3], 'b', 'k', unpack(extra))
         else
           id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'v', v, 'i', ARGV[3], 'r', ARGV[5], unpack(extra))
         end
@@ -806,32 +808,46 @@ public final class RedisStateStore: StateStore, @unchecked Sendable {
             i = upto + 1
           end
         end
-        each(tonumber(ARGV[13]), 2, function(a, b) redis.call('HSET', KEYS[5], unpack(ARGV, a, b)) end)
-        each(tonumber(ARGV[14]), 1, function(a, b) redis.call('HDEL', KEYS[5], unpack(ARGV, a, b)) end)
-        each(tonumber(ARGV[15]), 1, function(a, b)
-          local pairs = {}
-          for j = a, b do pairs[#pairs + 1] = ARGV[j]; pairs[#pairs + 1] = ARGV[j] end
-          redis.call('ZADD', KEYS[6], unpack(pairs))
-        end)
-        each(tonumber(ARGV[16]), 1, function(a, b) redis.call('ZREM', KEYS[6], unpack(ARGV, a, b)) end)
-        each(tonumber(ARGV[17]), 3, function(a, b)
-          local members = {}
-          for j = a, b, 3 do
-            if ARGV[j+2] ~= '0' then
-              redis.call('SET', wp .. ARGV[j], ARGV[j+1], 'PXAT', ARGV[j+2])
-            else
-              redis.call('SET', wp .. ARGV[j], ARGV[j+1])
+        -- (An empty list is passed over without making its function: a write of pushes has
+        -- none of these.)
+        if ARGV[13] ~= '0' then
+          each(tonumber(ARGV[13]), 2, function(a, b) redis.call('HSET', KEYS[5], unpack(ARGV, a, b)) end)
+        end
+        if ARGV[14] ~= '0' then
+          each(tonumber(ARGV[14]), 1, function(a, b) redis.call('HDEL', KEYS[5], unpack(ARGV, a, b)) end)
+        end
+        if ARGV[15] ~= '0' then
+          each(tonumber(ARGV[15]), 1, function(a, b)
+            local pairs = {}
+            for j = a, b do pairs[#pairs + 1] = ARGV[j]; pairs[#pairs + 1] = ARGV[j] end
+            redis.call('ZADD', KEYS[6], unpack(pairs))
+          end)
+        end
+        if ARGV[16] ~= '0' then
+          each(tonumber(ARGV[16]), 1, function(a, b) redis.call('ZREM', KEYS[6], unpack(ARGV, a, b)) end)
+        end
+        if ARGV[17] ~= '0' then
+          each(tonumber(ARGV[17]), 3, function(a, b)
+            local members = {}
+            for j = a, b, 3 do
+              if ARGV[j+2] ~= '0' then
+                redis.call('SET', wp .. ARGV[j], ARGV[j+1], 'PXAT', ARGV[j+2])
+              else
+                redis.call('SET', wp .. ARGV[j], ARGV[j+1])
+              end
+              members[#members + 1] = ARGV[j]
             end
-            members[#members + 1] = ARGV[j]
-          end
-          redis.call('SADD', KEYS[7], unpack(members))
-        end)
-        each(tonumber(ARGV[18]), 1, function(a, b)
-          local keys = {}
-          for j = a, b do keys[#keys + 1] = wp .. ARGV[j] end
-          redis.call('DEL', unpack(keys))
-          redis.call('SREM', KEYS[7], unpack(ARGV, a, b))
-        end)
+            redis.call('SADD', KEYS[7], unpack(members))
+          end)
+        end
+        if ARGV[18] ~= '0' then
+          each(tonumber(ARGV[18]), 1, function(a, b)
+            local keys = {}
+            for j = a, b do keys[#keys + 1] = wp .. ARGV[j] end
+            redis.call('DEL', unpack(keys))
+            redis.call('SREM', KEYS[7], unpack(ARGV, a, b))
+          end)
+        end
         if ARGV[12] ~= '' then
           local before = '(' .. ARGV[12]
           local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', before)
