@@ -165,6 +165,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     /// Redis round trips (the lease, a catch-up, a reload), and an event loop holding an answer
     /// or starting a read must not wait for those. Taken inside `shared`, never around it.
     let tickets = BlockingLock(Tickets())
+    /// `Tickets.announcements` may have some (set after they are added).
+    let announcementsPending = Atomic<Bool>(false)
     struct Tickets {
         /// Changes with rows are numbered (tickets), under `shared`. Everything up to
         /// `resolvedTicket` was written, or failed: those in `failedTickets` (the newest few).
@@ -173,9 +175,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         var failedTickets: [ClosedRange<UInt64>] = []
         var waiters = CommitWaiters()
         /// The last ticket of each thread's changes: what that thread's next answer waits for.
-        var threadTickets: [UInt: UInt64] = [:]
+        /// (A few threads, looked up three times a push: a list, not a dictionary, whose
+        /// hashing of the thread cost more than searching a handful.)
+        var threadTickets: [ThreadTicket] = []
         /// Threads whose changes are written after they return (`beginCommittingLater`).
-        var laterThreads: Set<UInt> = []
+        var laterThreads: [UInt] = []
         /// Applied changes still to be announced to event streams (after the locks).
         /// `devicesReset`: another instance's reset (its devices connected here attach again);
         /// a reload of the whole state is a reset for the event streams only.
@@ -188,9 +192,26 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             let later = laterThreads.contains(thread)
             guard hasRows else { return (0, later) }
             lastTicket += 1
-            threadTickets[thread] = lastTicket
+            if let i = threadTickets.firstIndex(where: { $0.thread == thread }) {
+                threadTickets[i].ticket = lastTicket
+            } else {
+                threadTickets.append(ThreadTicket(thread: thread, ticket: lastTicket))
+            }
             return (lastTicket, later)
         }
+
+        /// `thread`'s last change, when it failed (then forgotten: told once).
+        mutating func takeFailedTicket(of thread: UInt) -> UInt64? {
+            guard !failedTickets.isEmpty, let i = threadTickets.firstIndex(where: { $0.thread == thread }),
+                failed(threadTickets[i].ticket)
+            else { return nil }
+            return threadTickets.remove(at: i).ticket
+        }
+    }
+
+    struct ThreadTicket {
+        let thread: UInt
+        var ticket: UInt64
     }
 
     /// A lost shared state being restored: the instances that follow it say how current their
@@ -487,12 +508,12 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
 
     public func beginCommittingLater() {
         let thread = Self.currentThread
-        tickets.withLock { (t: inout Tickets) in _ = t.laterThreads.insert(thread) }
+        tickets.withLock { (t: inout Tickets) in if !t.laterThreads.contains(thread) { t.laterThreads.append(thread) } }
     }
 
     public func endCommittingLater() {
         let thread = Self.currentThread
-        tickets.withLock { (t: inout Tickets) in _ = t.laterThreads.remove(thread) }
+        tickets.withLock { (t: inout Tickets) in t.laterThreads.removeAll { $0 == thread } }
     }
 
     // MARK: Commits (CommitTracker)
@@ -504,11 +525,8 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
     public func uncommittedTicket(everything: Bool) -> UInt64? {
         let thread = Self.currentThread
         return tickets.withLock { (t: inout Tickets) -> UInt64? in
-            if let own = t.threadTickets[thread], t.failed(own) {
-                // Told once: later answers of this thread do not promise that change.
-                t.threadTickets[thread] = nil
-                return own
-            }
+            // Told once: later answers of this thread do not promise that change.
+            if let own = t.takeFailedTicket(of: thread) { return own }
             return t.lastTicket > t.resolvedTicket ? t.lastTicket : nil
         }
     }
@@ -541,6 +559,9 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 // Everything is taken by moving the array out (pushes wait for this lock).
                 var rows: [StateChange] = []
                 if taken == s.outbox.count {
+                    // The outbox left behind has room for as many (grown from nothing, it was
+                    // copied at each doubling, by the event loops queueing pushes).
+                    rows.reserveCapacity(taken)
                     swap(&rows, &s.outbox)
                 } else {
                     rows = Array(s.outbox[..<taken])
@@ -948,7 +969,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 logger.warning(
                     "shared state: another instance marked \(applied.detachedHere.count) device(s) connected here disconnected; attaching them again")
             }
-            tickets.withLock { $0.announcements.append((applied.recordSequences, applied.reset, reattach)) }
+            announce(records: applied.recordSequences, reset: applied.reset, devicesReset: reattach)
             if !handOffs.isEmpty { queueHandOffs(handOffs) }
             return true
         } catch {
@@ -1004,7 +1025,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 "shared state: the reloaded state has \(applied.detachedHere.count) device(s) connected here marked disconnected; attaching them again"
             )
         }
-        tickets.withLock { $0.announcements.append(([], true, !applied.detachedHere.isEmpty)) }
+        announce(records: [], reset: true, devicesReset: !applied.detachedHere.isEmpty)
         setOwnership(&s, try store.members(on: redis))
     }
 
@@ -1233,8 +1254,19 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         return 1
         """)
 
+    /// Notes changes applied from the others (or a reload) for the event streams: told by the
+    /// next `flushAnnouncements`, after the locks.
+    func announce(records: [UInt64], reset: Bool, devicesReset: Bool) {
+        tickets.withLock { $0.announcements.append((records, reset, devicesReset)) }
+        announcementsPending.store(true, ordering: .releasing)
+    }
+
     func flushAnnouncements() {
+        // Most changes (pushes) have none: their flush takes no lock. (One noted just after
+        // this look is told by its own thread's flush, which follows it.)
+        guard announcementsPending.load(ordering: .acquiring) else { return }
         let pending = tickets.withLock { (t: inout Tickets) -> [(records: [UInt64], reset: Bool, devicesReset: Bool)] in
+            announcementsPending.store(false, ordering: .relaxed)
             defer { t.announcements = [] }
             return t.announcements
         }
@@ -1592,7 +1624,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
                 // The copy written back may hold deliveries whose frames never went out (their
                 // writes failed at the loss): the device sockets here are reconciled with it, as
                 // after a reload (`EmulatorState.observeSharedResets`).
-                tickets.withLock { $0.announcements.append(([], true, false)) }
+                announce(records: [], reset: true, devicesReset: false)
                 restored = true
             } catch {
                 if redis.isBroken { s.redis = nil }
