@@ -52,8 +52,14 @@ public final class SimulatedDevice {
     /// Notifications received and not yet acked (delivery id to apns-id), and the ones acked
     /// last, oldest first: the next `hello` lists those (`acked`), so an ack the emulator took
     /// but could not keep (a Redis fault, a socket moved to another instance) still counts.
-    private var unacked: [Int64: String] = [:]
-    private var recentAcks: [(id: Int64, apnsID: String)] = []
+    /// A delivery's apns-id and token: ids start over after a reset or a restart without a state
+    /// directory, and a provider may send the same apns-id again, but the token is new after either.
+    private struct DeliveryMark: Equatable {
+        var apnsID: String
+        var token: String
+    }
+    private var unacked: [Int64: DeliveryMark] = [:]
+    private var recentAcks: [(id: Int64, mark: DeliveryMark)] = []
     static let acksInHello = 128
     /// The last `welcome` frame (nil before the first one on this connection).
     public private(set) var welcome: JSONObject?
@@ -131,7 +137,7 @@ public final class SimulatedDevice {
         // dead socket comes again (`current`). Not the dismissed ones (they change no more, and
         // a long run gathers many), and at most the 1000 a hello may list.
         if !recentAcks.isEmpty {
-            object["acked"] = .array(recentAcks.map { ["id": .int($0.id), "apnsId": .string($0.apnsID)] })
+            object["acked"] = .array(recentAcks.map { ["id": .int($0.id), "apnsId": .string($0.mark.apnsID)] })
         }
         object["activities"] = .array(
             activities.filter { $0.value["state"]?.stringValue != "dismissed" }.sorted { $0.key < $1.key }.prefix(1000).map { id, activity in
@@ -302,8 +308,8 @@ public final class SimulatedDevice {
 
     private func noteAcked(_ ids: [Int64]) {
         for id in ids {
-            guard let apnsID = unacked.removeValue(forKey: id) else { continue }
-            recentAcks.append((id, apnsID))
+            guard let mark = unacked.removeValue(forKey: id) else { continue }
+            recentAcks.append((id, mark))
         }
         if recentAcks.count > Self.acksInHello { recentAcks.removeFirst(recentAcks.count - Self.acksInHello) }
     }
@@ -677,7 +683,8 @@ public final class SimulatedDevice {
         // reload, a re-attachment after an outage): one the app has is not shown twice, and
         // one it acked is acked again (the emulator is waiting for that).
         if frame["type"]?.stringValue == "notification", let id = frame["id"]?.intValue,
-            let apnsID = frame["apnsId"]?.stringValue, let acked = alreadyReceived(id: id, apnsID: apnsID)
+            let apnsID = frame["apnsId"]?.stringValue,
+            let acked = alreadyReceived(id: id, DeliveryMark(apnsID: apnsID, token: frame["token"]?.stringValue ?? ""))
         {
             if acked { autoAcks.append(id) }
             return
@@ -763,7 +770,7 @@ public final class SimulatedDevice {
             if let apnsID = frame["apnsId"]?.stringValue {
                 // Bounded for a client that never acks: the oldest unacked are forgotten.
                 if unacked.count >= 8 * Self.acksInHello, let any = unacked.keys.min() { unacked.removeValue(forKey: any) }
-                unacked[id] = apnsID
+                unacked[id] = DeliveryMark(apnsID: apnsID, token: frame["token"]?.stringValue ?? "")
             }
             guard autoAck else { break }
             autoAcks.append(id)
@@ -773,11 +780,11 @@ public final class SimulatedDevice {
     }
 
     /// nil for a delivery not seen before; whether it was acked for one seen (the same delivery
-    /// id and apns-id: a new apns-id under an old id is a new delivery, ids begin again when
-    /// the emulator restarts).
-    private func alreadyReceived(id: Int64, apnsID: String) -> Bool? {
-        if unacked[id] == apnsID { return false }
-        if recentAcks.contains(where: { $0.id == id && $0.apnsID == apnsID }) { return true }
+    /// id, apns-id and token: a new apns-id or token under an old id is a new delivery, ids begin
+    /// again after a reset or when the emulator restarts).
+    private func alreadyReceived(id: Int64, _ mark: DeliveryMark) -> Bool? {
+        if unacked[id] == mark { return false }
+        if recentAcks.contains(where: { $0.id == id && $0.mark == mark }) { return true }
         return nil
     }
 

@@ -86,6 +86,9 @@ final class DeviceCLI {
     struct DeliveryKey: Hashable {
         var id: Int64
         var apnsID: String
+        /// Ids start over after a reset or a restart without a state directory, and a provider
+        /// may send a fixed apns-id: the token, new after either, tells such a push apart.
+        var token: String
     }
     var recentDeliveries: Set<DeliveryKey> = []
     var recentDeliveryOrder: [DeliveryKey] = []

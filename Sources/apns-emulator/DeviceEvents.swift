@@ -120,10 +120,10 @@ extension DeviceCLI {
         }
     }
 
-    /// Whether this delivery (its id and apns-id: ids start over when the emulator does) came
-    /// before; notes it when not. A bounded ring of the newest.
+    /// Whether this delivery (its id, apns-id and token: ids start over when the emulator does)
+    /// came before; notes it when not. A bounded ring of the newest.
     private func isRepeated(_ notification: DeliveredNotification) -> Bool {
-        let key = DeliveryKey(id: notification.id, apnsID: notification.apnsID)
+        let key = DeliveryKey(id: notification.id, apnsID: notification.apnsID, token: notification.token)
         guard recentDeliveries.insert(key).inserted else { return true }
         if recentDeliveryOrder.count < Self.recentDeliveriesKept {
             recentDeliveryOrder.append(key)

@@ -229,14 +229,17 @@ struct DeviceCommandTests {
         }
     }
 
-    @Test("a delivery sent again (same id and apns-id) is acked again, not shown twice; a new apns-id under an old id is shown")
+    @Test("a delivery sent again (same id, apns-id and token) is acked again, not shown twice; a new apns-id or token under an old id is shown")
     func aDeliverySentAgainIsShownOnce() throws {
         let peer = try FakePeer { peer in
             let connection = try peer.accept()
             _ = try connection.handshake()
             // As after a reload or a re-attachment: the frame may not have left, so it goes again.
-            for (id, apnsID) in [(Int64(7), "N-7"), (7, "N-7"), (8, "N-8"), (7, "N-9")] {
-                try connection.send(FakePeer.notification(id: id, apnsID: apnsID, payload: ["aps": ["alert": .string(apnsID)]]))
+            // The last: after a reset (ids start over, a new token), a provider's fixed apns-id.
+            let token = FakePeer.token("com.example.app/app")
+            let afterReset = String(repeating: "5e", count: 32)
+            for (id, apnsID, token) in [(Int64(7), "N-7", token), (7, "N-7", token), (8, "N-8", token), (7, "N-9", token), (7, "N-9", afterReset)] {
+                try connection.send(FakePeer.notification(id: id, apnsID: apnsID, token: token, payload: ["aps": ["alert": .string(apnsID)]]))
                 guard try connection.expect("ack")["id"] == .int(id) else { throw PeerError("ack \(id) \(apnsID)") }
             }
             try connection.expect("ping")
@@ -250,8 +253,8 @@ struct DeviceCommandTests {
             ])
             _ = try device.expect("registered")
             var shown: [String] = []
-            for _ in 0..<3 { shown.append(try device.expect("notification")["apnsId"]?.stringValue ?? "?") }
-            #expect(shown == ["N-7", "N-8", "N-9"])
+            for _ in 0..<4 { shown.append(try device.expect("notification")["apnsId"]?.stringValue ?? "?") }
+            #expect(shown == ["N-7", "N-8", "N-9", "N-9"])
             // The next event after them is the pong: no repeat of N-7 was printed.
             try device.send("ping")
             _ = try device.expect("pong")

@@ -200,14 +200,17 @@ struct SimulatedDeviceTests {
         #expect(ack.withLock { $0 } == #"{"type":"ack","id":5}"#)
     }
 
-    @Test("a delivery sent again (same id and apns-id) is acked again, not returned twice; a new apns-id under an old id is")
+    @Test("a delivery sent again (same id, apns-id and token) is acked again, not returned twice; a new apns-id or token under an old id is")
     func aDeliverySentAgainIsReturnedOnce() throws {
         let peer = try FakePeer { peer in
             let connection = try peer.accept()
             try connection.handshake()
             // As after a reload or a re-attachment: the frame may not have left, so it goes again.
-            for (id, apnsID) in [(Int64(7), "N-7"), (7, "N-7"), (8, "N-8"), (7, "N-9")] {
-                try connection.send(FakePeer.notification(id: id, apnsID: apnsID))
+            // The last: after a reset (ids start over, a new token), a provider's fixed apns-id.
+            let token = FakePeer.token("com.example.app/app")
+            let afterReset = String(repeating: "5e", count: 32)
+            for (id, apnsID, token) in [(Int64(7), "N-7", token), (7, "N-7", token), (8, "N-8", token), (7, "N-9", token), (7, "N-9", afterReset)] {
+                try connection.send(FakePeer.notification(id: id, apnsID: apnsID, token: token))
                 guard try connection.expect("ack")["id"] == .int(id) else { throw PeerError("ack \(id) \(apnsID)") }
             }
             try connection.expect("ping")
@@ -218,7 +221,7 @@ struct SimulatedDeviceTests {
             try device.connect()
             var seen: [String] = []
             while let notification = try device.nextNotification(timeoutMilliseconds: 1000) { seen.append(notification.apnsID) }
-            #expect(seen == ["N-7", "N-8", "N-9"])
+            #expect(seen == ["N-7", "N-8", "N-9", "N-9"])
             try device.ping()
         }
     }
