@@ -85,6 +85,25 @@ extension World {
             return []
         }
         let app = device.apps.values[appIndex]
+        // A socket device offline or with its window full is not reached: the notification
+        // waits in the store (one per app) and the rules, its presentation and badge included,
+        // run when it leaves the store, as for a device that was offline when it came.
+        var socket: (connectionID: UInt64, waiting: Int) = (0, 0)
+        if !device.isVirtual {
+            guard let connectionID = device.connectionID else {
+                store(notification, nowMs: nowMs, why: "the device is offline")
+                return []
+            }
+            let waiting = delivery.inflightPerDevice[device.id, default: 0]
+            if waiting >= deliveryOptions.deviceWindow {
+                delivery.windowFull.insert(device.id)
+                store(
+                    notification, nowMs: nowMs,
+                    why: "the device has \(waiting) deliveries it has not acknowledged (its window is full)")
+                return []
+            }
+            socket = (connectionID, waiting)
+        }
         // Only background wakes need the budget; most pushes never look it up.
         let wantsWake = notification.content.contentAvailable
         var budget =
@@ -151,18 +170,7 @@ extension World {
             $0.callbacks = verdict.callbacks
             $0.display = verdict.display.rawValue
         }
-        guard let connectionID = device.connectionID else {
-            store(notification, nowMs: nowMs, why: "the device is offline")
-            return []
-        }
-        let waiting = delivery.inflightPerDevice[device.id, default: 0]
-        if waiting >= deliveryOptions.deviceWindow {
-            delivery.windowFull.insert(device.id)
-            store(
-                notification, nowMs: nowMs,
-                why: "the device has \(waiting) deliveries it has not acknowledged (its window is full)")
-            return []
-        }
+        let (connectionID, waiting) = socket
         // Shared state (`--redis`): the notification's sequence, unique across instances,
         // so any instance finds the delivery an ack names, and a row names it at once.
         chargeWake()

@@ -793,6 +793,31 @@ struct DeviceWindowTests {
         for response in responses.prefix(4) + [responses[6]] { #expect(f.record(response)?.outcome == .delivered) }
     }
 
+    /// A notification stored because the window is full has not reached the device: nothing of
+    /// it is presented yet (no display, no presentation, its badge not on the icon), as for a
+    /// device that was offline when it came; the rules run when it leaves the store. Before, it
+    /// was recorded as a banner and its badge set even when a newer one replaced it unseen.
+    @Test func aNotificationStoredBehindAFullWindowIsNotPresentedUntilItLeavesTheStore() throws {
+        let f = try DeviceFixture(options: Self.options(window: 2))
+        let (_, sent) = try Self.pushNumbered(f, 2)
+        let badge = try f.push(#"{"aps":{"alert":"x","badge":42}}"#)
+        func icon() -> Int? { f.base.state.withWorld { $0.registry.devices["phone"]?.apps["com.example.app"]?.badge } }
+        let stored = f.record(badge)
+        #expect(stored?.outcome == .stored)
+        #expect(stored?.display == nil && stored?.presentation == nil, "\(String(describing: stored?.display))")
+        #expect(icon() != 42, "the badge of a notification the device has not received")
+
+        let newer = try f.push(#"{"aps":{"alert":"y"}}"#)
+        let replaced = f.record(badge)
+        #expect(replaced?.outcome == .coalesced)
+        #expect(replaced?.display == nil && replaced?.presentation == nil)
+        #expect(icon() != 42, "replaced in the store, never received")
+
+        let released = try f.ack(sent)
+        #expect(f.notifications(in: released).map { $0["apnsId"]?.stringValue } == [newer.apnsID])
+        #expect(f.record(newer)?.display == "banner", "presented as it leaves the store")
+    }
+
     /// What a device had not acknowledged when it went goes back to the store, but never over
     /// a newer notification of the app that already waits there: that one came later.
     @Test func anUnacknowledgedDeliveryDoesNotReplaceANewerStoredOne() throws {
