@@ -280,11 +280,18 @@ extension World {
         noteAccount(notification, verdict: verdict, nowMs: nowMs, userID: userID)
         guard verdict.display != .none, let collapse = notification.collapseID else { return }
         let key = AppKey(deviceID: notification.deviceID, bundleID: notification.bundleID)
+        // One the user already tapped or dismissed has left the screen: nothing to replace.
         if let older = delivery.collapsed[key, default: [:]].updateValue(notification.sequence, forKey: collapse),
-            older != notification.sequence
+            older != notification.sequence, records.record(sequence: older).map(Self.isUnanswered) ?? false
         {
             setOutcome(older, .coalesced, "replaced in Notification Center by \(notification.apnsID) with the same apns-collapse-id", atMs: nowMs)
         }
+    }
+
+    /// Whether the user has not yet tapped, dismissed or otherwise answered a delivered
+    /// notification (an answer removes it from the screen and Notification Center).
+    static func isUnanswered(_ record: NotificationRecord) -> Bool {
+        record.outcome == .delivered && record.presentation?.response == nil && !record.callbacks.contains(AppCallback.didReceive)
     }
 
     /// `step`: how the notification came to `outcome`, when the outcome alone does not say

@@ -220,6 +220,27 @@ struct DeliveryStateTests {
         #expect(f.record(second)?.outcome == .delivered)
     }
 
+    /// A notification the user tapped or dismissed has left the screen and Notification
+    /// Center: a later one with its collapse id replaces nothing, and it stays `delivered`.
+    /// Before, it turned `coalesced` ("Discarded: replaced by a newer notification").
+    @Test(arguments: ["default", "dismiss"]) func aCollapseIDDoesNotReplaceANotificationTheUserAnswered(action: String) throws {
+        let f = try DeviceFixture()
+        let first = try f.push(headers: [("apns-collapse-id", "score")])
+        try f.ack(first.deviceFrames)
+        _ = try f.base.state.withWorld { world in
+            try world.respond(deviceID: "phone", apnsID: first.apnsID ?? "", action: action, text: nil, nowMs: f.now)
+        }
+        let second = try f.push(headers: [("apns-collapse-id", "score")])
+        try f.ack(second.deviceFrames)
+        #expect(f.record(first)?.outcome == .delivered, "\(f.record(first)?.explanation ?? "-")")
+        #expect(f.record(first)?.transitions.contains { $0.step == .replaced } == false)
+        #expect(f.record(second)?.outcome == .delivered)
+        // The newer one, still on screen, is replaced by the next as before.
+        let third = try f.push(headers: [("apns-collapse-id", "score")])
+        try f.ack(third.deviceFrames)
+        #expect(f.record(second)?.outcome == .coalesced)
+    }
+
     /// A device whose apps' background budget is `perHour` wakes, the pure background push and
     /// its headers.
     static func budgeted(_ perHour: Int) throws -> (DeviceFixture, silent: String, headers: [(String, String)]) {
