@@ -72,15 +72,22 @@ public struct AlertContent: Sendable, Equatable {
         case .object(let sound)?:
             content.hasSound = true
             if sound["critical"]?.intValue == 1, content.interruptionLevel == nil { content.interruptionLevel = .critical }
-        default:
+        case nil, .null?:
             break
+        case let other?:
+            content.notes.append("sound is \(PayloadAdvice.shown(other)), not a sound name or a dictionary, so iOS plays none")
         }
         content.relevanceScore = aps["relevance-score"]?.numberValue
         content.summaryArg = aps["summary-arg"]?.stringValue
         content.summaryArgCount = aps["summary-arg-count"]?.intValue.map { Int(clamping: $0) }
         content.badge = aps["badge"]?.intValue.map { Int(clamping: max(0, $0)) }
+        if content.badge == nil, let badge = aps["badge"], badge != .null {
+            // A common provider mistake ("3", a string): say why the icon did not change.
+            content.notes.append("badge is \(PayloadAdvice.shown(badge)), not a whole number, so iOS ignores it")
+        }
         return content
     }
+
 
     /// A field of the alert dictionary: `<field>-loc-key` (with `-loc-args`) looked up in the
     /// app's strings, else the plain `<field>`, else a `<field>` object holding `loc-key` and

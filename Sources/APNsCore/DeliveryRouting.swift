@@ -18,7 +18,7 @@ extension World {
             delivery.noteWaiting(.batched(releaseAtMs: releaseAt), notification)
             setOutcome(
                 notification.sequence, .pending,
-                "accepted; priority \(notification.priority) is batched for power and delivered within \(deliveryOptions.lowPriorityDelayMs) ms",
+                "accepted; priority \(notification.priority) is batched for power and delivered after \(deliveryOptions.lowPriorityDelayMs) ms (on the next once-a-second pass)",
                 atMs: nowMs)
             return []
         }

@@ -45,8 +45,8 @@ enum PayloadAdvice {
         return notes
     }
 
-    /// A value as JSON text, cut short.
-    private static func shown(_ value: JSONValue) -> String {
+    /// A value as the provider wrote it, cut short for a note.
+    static func shown(_ value: JSONValue) -> String {
         let text = value.serialized()
         return text.count > 24 ? String(text.prefix(24)) + "…" : text
     }

@@ -241,6 +241,18 @@ struct DeliveryStateTests {
         #expect(f.record(second)?.outcome == .coalesced)
     }
 
+    /// A badge or sound iOS cannot read, all the payload would show: the record says why
+    /// nothing was shown (before, "dropped by the system" and no reason).
+    @Test(arguments: [#"{"aps":{"badge":"3"}}"#, #"{"aps":{"badge":2.5}}"#, #"{"aps":{"sound":5}}"#])
+    func anUnreadableBadgeOrSoundIsExplainedOnTheRecord(payload: String) throws {
+        let f = try DeviceFixture()
+        let response = try f.push(payload)
+        try f.ack(response.deviceFrames)
+        let record = f.record(response)
+        #expect(record?.outcome == .droppedBySystem, "\(String(describing: record?.outcome))")
+        #expect(record?.deliveryNote?.contains("so iOS") == true, "\(record?.deliveryNote ?? "no note")")
+    }
+
     /// A device whose apps' background budget is `perHour` wakes, the pure background push and
     /// its headers.
     static func budgeted(_ perHour: Int) throws -> (DeviceFixture, silent: String, headers: [(String, String)]) {

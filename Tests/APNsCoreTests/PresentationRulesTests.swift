@@ -172,6 +172,22 @@ import Testing
         #expect(Self.present(#"{"aps":{"alert":"x","badge":5}}"#).1?.badge == 5)
     }
 
+    /// A badge or sound iOS cannot read, all the payload would show: dropped by the system,
+    /// and the record's reason says why (a string badge is a common provider mistake).
+    @Test(arguments: [
+        (#"{"aps":{"badge":"3"}}"#, #"badge is "3", not a whole number, so iOS ignores it"#),
+        (#"{"aps":{"badge":2.5}}"#, "badge is 2.5, not a whole number, so iOS ignores it"),
+        (#"{"aps":{"badge":true}}"#, "badge is true, not a whole number, so iOS ignores it"),
+        (#"{"aps":{"sound":5}}"#, "sound is 5, not a sound name or a dictionary, so iOS plays none"),
+    ])
+    func anUnreadableBadgeOrSoundSaysWhy(payload: String, reason: String) {
+        let (verdict, _) = Self.present(payload)
+        #expect(verdict.outcome == .droppedBySystem && verdict.display == .none)
+        #expect(verdict.reason?.contains(reason) == true, "\(verdict.reason ?? "no reason")")
+        // A readable one says nothing of the kind.
+        #expect(Self.present(#"{"aps":{"alert":"x","badge":3,"sound":"a.caf"}}"#).0.reason == nil)
+    }
+
     @Test func responses() throws {
         var reply = NotificationAction(identifier: "REPLY", title: "Reply")
         reply.textInput = NotificationAction.TextInput(buttonTitle: "Send", placeholder: "")
