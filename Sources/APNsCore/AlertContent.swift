@@ -88,7 +88,6 @@ public struct AlertContent: Sendable, Equatable {
         return content
     }
 
-
     /// A field of the alert dictionary: `<field>-loc-key` (with `-loc-args`) looked up in the
     /// app's strings, else the plain `<field>`, else a `<field>` object holding `loc-key` and
     /// `loc-args` (the form Apple's Live Activity examples use). A key the app lacks is shown

@@ -177,7 +177,9 @@ extension DeviceCLI {
                 badCommand("a line starting with '{' must be one JSON value (a raw frame): \(String(line.prefix(200)))")
                 return
             }
-            whenConnected("send a raw frame") { sending { () throws(DeviceClientError) in try device.sendRaw(Array(line.utf8) + [UInt8(ascii: "\n")]) } }
+            whenConnected("send a raw frame") {
+                sending { () throws(DeviceClientError) in try device.sendRaw(Array(line.utf8) + [UInt8(ascii: "\n")]) }
+            }
             return
         }
         let words = line.split(whereSeparator: \.isWhitespace).map(String.init)
