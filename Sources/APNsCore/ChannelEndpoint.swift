@@ -543,6 +543,15 @@ public final class ChannelEndpoint: Sendable {
             throw Rejection(
                 .payloadEmpty, "the request has no body; it needs {\"message-storage-policy\": 0 or 1, \"push-type\": \"LiveActivity\"}")
         }
+        // Only the first bytes of a longer body are kept (`bodyLength` counts them all): cut
+        // short, it would read as "not JSON". Apple publishes no limit for this body; its error
+        // table's only size reason is a broadcast's.
+        guard bodyLength <= broadcastPayloadLimit else {
+            throw Rejection(
+                .payloadTooLarge,
+                "the body is \(bodyLength) bytes; a channel's is {\"message-storage-policy\": 0 or 1, \"push-type\": \"LiveActivity\"}, and the emulator reads at most \(broadcastPayloadLimit)"
+            )
+        }
         let value: JSONValue
         do { value = try JSONValue.parse(payload) } catch {
             throw Rejection(.badRequestPayload, "the body is not JSON: \(error)")
