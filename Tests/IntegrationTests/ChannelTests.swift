@@ -126,7 +126,10 @@ struct ChannelTests {
             ("POST", "\(app)/channels", [], #"{"message-storage-policy": 1, "push-type": "alert"}"#, 400, "InvalidPushType"),
             ("POST", "\(app)/channels", [], #"{"message-storage-policy": 2, "push-type": "LiveActivity"}"#, 400, "BadRequestParams"),
             // Longer than the emulator reads: too large, not "not JSON" (valid JSON padded).
-            ("POST", "\(app)/channels", [], #"{"message-storage-policy": 1, "push-type": "LiveActivity"}"# + String(repeating: " ", count: 6000), 413, "PayloadTooLarge"),
+            (
+                "POST", "\(app)/channels", [], #"{"message-storage-policy": 1, "push-type": "LiveActivity"}"# + String(repeating: " ", count: 6000),
+                413, "PayloadTooLarge"
+            ),
             ("PUT", "\(app)/channels", [], nil, 405, "MethodNotAllowed"),
             ("POST", "\(app)/all-channels", [], nil, 405, "MethodNotAllowed"),
             // A channel id in the path (as one released client sends) is not Apple's API.
