@@ -12,7 +12,8 @@ extension DeliveryOptions {
             "background pushes each app may receive per hour (Apple: two or three); the rest are deferred or throttled")
         static let lowPriorityDelay = OptionSpec(
             "low-priority-delay", "MS", default: String(defaults.lowPriorityDelayMs),
-            "deliver priority 5 and 1 pushes this many milliseconds late, as Apple batches them for power (0 = at once)")
+            "deliver priority 5 and 1 pushes this many milliseconds late (released by a once-a-second pass: up to 1 s later still), as Apple batches them for power (0 = at once); not Live Activity pushes or broadcasts"
+        )
         static let unregisteredDelay = OptionSpec(
             "unregistered-delay", "SECONDS", default: String(defaults.unregisteredDelayMs / 1000),
             "after an uninstall, keep answering 200 this long before 410 Unregistered starts (Apple delays it unpredictably)")
@@ -31,7 +32,8 @@ extension DeliveryOptions {
         )
         static let tooManyRequests = OptionSpec(
             "too-many-requests", "N/SECONDS|off",
-            "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off)")
+            "429 TooManyRequests when one device token gets more than N pushes within SECONDS (default: off); not Live Activity push tokens, whose update budgets apply instead"
+        )
     }
 
     init(_ options: ResolvedOptions, over base: Self) throws(UsageError) {
