@@ -547,6 +547,8 @@ extension World {
         dropWaiting(AppKey(deviceID: deviceID, bundleID: bundleID), why: "the app was uninstalled", step: .unregistered, nowMs: nowMs)
         var activityMessages: [JSONValue] = []
         if liveActivities.book(deviceID: deviceID)?.apps[bundleID] != nil {
+            endStoredBroadcastWaits(
+                deviceID: deviceID, bundleID: bundleID, why: "the app was uninstalled before its device came back online", nowMs: nowMs)
             let changes = liveActivities.removeApp(deviceID: deviceID, bundleID: bundleID, nowMs: nowMs)
             let book = liveActivities.book(deviceID: deviceID)
             activityMessages = changes.map { Self.activityMessage($0, book: book, nowMs: nowMs) }
@@ -704,6 +706,7 @@ extension World {
         let bundleIDs = registry.devices[deviceID]?.apps.keys.sorted() ?? []
         try registry.removeDevice(id: deviceID, nowMs: nowMs)
         dropEverythingWaiting(for: deviceID, bundleIDs: bundleIDs, nowMs: nowMs)
+        endStoredBroadcastWaits(deviceID: deviceID, why: "the device was removed before it came back online", nowMs: nowMs)
         liveActivities.removeDevice(deviceID, settling: true)
         settleThrottledLiveActivityUpdates(nowMs: nowMs)
         widgetPushes.removeDevice(deviceID)

@@ -298,6 +298,34 @@ extension World {
         return liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs)
     }
 
+    /// Activities about to go (the user dismissed one, the app was uninstalled, the device
+    /// removed) that waited, their device offline, for their channel's stored broadcast: its
+    /// record stops saying they wait for it (before, "the device is offline" until the copy
+    /// expired, hours after the device was back).
+    mutating func endStoredBroadcastWaits(deviceID: String, bundleID: String? = nil, activityID: String? = nil, why: String, nowMs: Int64) {
+        guard let book = liveActivities.book(deviceID: deviceID) else { return }
+        for activity in book.activities(bundleID: bundleID) where activityID == nil || activity.activityID == activityID {
+            guard let channelID = activity.channelID, let channel = channels.channels[channelID],
+                channel.policy == .mostRecentMessageStored, let message = channel.storedMessage, message.expiresAtMs > nowMs,
+                activity.lastBroadcastKey != message.key, let sequence = broadcastRecordSequence(key: message.key, channelID: channelID)
+            else { continue }
+            var settled = false
+            records.update(sequence: sequence) { record in
+                guard var reach = record.broadcast,
+                    reach.deliveries.contains(where: { $0.deviceID == deviceID && $0.activityID == activity.activityID && $0.outcome == .stored })
+                else { return }
+                reach.settle(
+                    BroadcastReach.Delivery(deviceID: deviceID, activityID: activity.activityID, outcome: .ignored, explanation: why, fromStore: true),
+                    previously: .stored)
+                record.broadcast = reach
+                record.outcome = reach.summaryOutcome(keptForLater: channel.isLive)
+                record.explanation = ChannelEndpoint.reachSummary(reach, channelID: channelID, stored: ChannelEndpoint.storedSuffix(channel))
+                settled = true
+            }
+            if settled { counters.countBroadcastDelivery(.ignored) }
+        }
+    }
+
     /// A channel's stored message stopped waiting for subscribers: it expired, or (`replacedBy`)
     /// a newer broadcast took its place, when the activities that waited for it count it as
     /// coalesced. Its record no longer reads `stored`.
@@ -551,6 +579,8 @@ extension World {
     /// The user removes it from the Lock Screen.
     public mutating func dismissLiveActivity(deviceID: String, activityID: String, nowMs: Int64) throws(DeviceRequestError) -> [DeviceFrame] {
         try requireDevice(deviceID)
+        endStoredBroadcastWaits(
+            deviceID: deviceID, activityID: activityID, why: "the user dismissed the activity before its device came back online", nowMs: nowMs)
         do throws(LiveActivityBookError) {
             let changes = try liveActivities.dismiss(deviceID: deviceID, activityID: activityID, nowMs: nowMs)
             return liveActivityChanged(deviceID: deviceID, changes, nowMs: nowMs)

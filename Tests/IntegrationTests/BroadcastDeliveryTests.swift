@@ -272,6 +272,36 @@ struct BroadcastDeliveryTests {
         #expect(try activity(away.deviceID, away.activityID)?["updates"]?.intValue == 1)
     }
 
+    /// An activity that waited, its device offline, for the channel's stored broadcast and is
+    /// then dismissed by the user, loses its app or its device: the record no longer says it
+    /// waits ("the device is offline") but why it never took it. Before, the entry read
+    /// `stored` until the channel's copy expired 8 hours later, then "the device was offline".
+    @Test func anActivityThatGoesWhileItWaitsForTheStoredBroadcastStopsWaitingInTheRecord() throws {
+        let stored = try channel(policy: 1)
+        let dismissed = try subscriber(stored)
+        let uninstalled = try subscriber(stored)
+        let removed = try subscriber(stored)
+        for device in [dismissed, uninstalled, removed] { try setOnline(device.deviceID, false) }
+        let sent = try broadcast(stored, eta: 7)
+        #expect(sent.status == 200)
+        let id = sent.header("apns-request-id")
+        #expect(try record(id)["broadcast"]?.objectValue?["outcomes"]?.objectValue?["stored"]?.intValue == 3)
+
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/\(dismissed.deviceID)/activities/\(dismissed.activityID)").status == 200)
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/\(uninstalled.deviceID)/apps/\(Self.bundle)").status == 200)
+        #expect(try emulator.admin("DELETE", "/api/v1/devices/\(removed.deviceID)").status == 200)
+        try setOnline(dismissed.deviceID, true)
+        try setOnline(uninstalled.deviceID, true)
+
+        let settled = try record(id)
+        let outcomes = settled["broadcast"]?.objectValue?["outcomes"]?.objectValue
+        #expect(outcomes?["stored"] == nil && outcomes?["ignored"]?.intValue == 3, "\(settled["broadcast"] ?? .null)")
+        let explanations = (settled["broadcast"]?.objectValue?["deliveries"]?.arrayValue ?? []).compactMap { $0.objectValue?["explanation"]?.stringValue }
+        for why in ["the user dismissed the activity", "the app was uninstalled", "the device was removed"] {
+            #expect(explanations.contains { $0.hasPrefix(why) }, "\(why): \(explanations)")
+        }
+    }
+
     /// Apple documents no de-duplication of `apns-request-id`: a provider that sends one id twice
     /// (a constant copied from a sample) sends two broadcasts, and each reaches the activities,
     /// online at once and from the channel's store once back. The second was answered 200 and
