@@ -315,7 +315,8 @@ extension World {
                     reach.deliveries.contains(where: { $0.deviceID == deviceID && $0.activityID == activity.activityID && $0.outcome == .stored })
                 else { return }
                 reach.settle(
-                    BroadcastReach.Delivery(deviceID: deviceID, activityID: activity.activityID, outcome: .ignored, explanation: why, fromStore: true),
+                    BroadcastReach.Delivery(
+                        deviceID: deviceID, activityID: activity.activityID, outcome: .ignored, explanation: why, fromStore: true),
                     previously: .stored)
                 record.broadcast = reach
                 record.outcome = reach.summaryOutcome(keptForLater: channel.isLive)

@@ -296,7 +296,9 @@ struct BroadcastDeliveryTests {
         let settled = try record(id)
         let outcomes = settled["broadcast"]?.objectValue?["outcomes"]?.objectValue
         #expect(outcomes?["stored"] == nil && outcomes?["ignored"]?.intValue == 3, "\(settled["broadcast"] ?? .null)")
-        let explanations = (settled["broadcast"]?.objectValue?["deliveries"]?.arrayValue ?? []).compactMap { $0.objectValue?["explanation"]?.stringValue }
+        let explanations = (settled["broadcast"]?.objectValue?["deliveries"]?.arrayValue ?? []).compactMap {
+            $0.objectValue?["explanation"]?.stringValue
+        }
         for why in ["the user dismissed the activity", "the app was uninstalled", "the device was removed"] {
             #expect(explanations.contains { $0.hasPrefix(why) }, "\(why): \(explanations)")
         }
