@@ -38,34 +38,49 @@ extension World {
             }
         }
         warnings += configuredDevicesKeptDifferently(from: configured, stateName: stateName)
-        for device in configured.registry.devices.values.sorted(by: { $0.id < $1.id }) where registry.devices[device.id] == nil {
-            // Its pinned tokens active again, as after a reset (one it had before it was deleted
-            // too); not one that another device there holds.
-            let pinned = device.apps.values.flatMap { $0.tokens.values }
-            if let taken = pinned.first(where: { token in
-                registry.tokens[token].map { $0.deviceID != device.id && registry.devices[$0.deviceID] != nil } ?? false
-            }) {
-                let holder = registry.tokens[taken]?.deviceID ?? "?"
-                warnings.append(
-                    "configured device \(device.id) is not added to \(stateName): its token \(taken) is device \(holder)'s there")
-                continue
-            }
-            registry.adopt(device: device, from: configured.registry)
-        }
+        adoptConfiguredDevices(from: configured)
         return warnings
     }
 }
 
 extension World {
+    /// Adds each configured device the state (a state directory, the shared state) lacks, its
+    /// pinned tokens active again as after a reset (one it had before it was deleted too); not
+    /// one whose token another device there holds: two devices would share it, and an
+    /// uninstall on one would make the other's pushes 410 (`configuredDevicesKeptDifferently`
+    /// says so).
+    mutating func adoptConfiguredDevices(from configured: World) {
+        for device in configured.registry.devices.values.sorted(by: { $0.id < $1.id })
+        where registry.devices[device.id] == nil && tokenHeldByAnother(device) == nil {
+            registry.adopt(device: device, from: configured.registry)
+        }
+    }
+
+    /// A token of `device` (a configured one) that another device of this world holds, and that
+    /// device's id.
+    private func tokenHeldByAnother(_ device: Device) -> (token: String, holder: String)? {
+        for token in device.apps.values.flatMap({ $0.tokens.values }) {
+            guard let holder = registry.tokens[token]?.deviceID, holder != device.id, registry.devices[holder] != nil else { continue }
+            return (token, holder)
+        }
+        return nil
+    }
+
     /// Configured devices the state (a state directory, the shared state) holds with other apps
     /// than the configuration gives them: the state's stay (they may have been changed through
-    /// the admin API on purpose), and each is said, with how to take the configured one.
+    /// the admin API on purpose), and each is said, with how to take the configured one. Also
+    /// those not added because another device there holds their token.
     public func configuredDevicesKeptDifferently(from configured: World, stateName: String) -> [String] {
         func apps(_ device: Device) -> String {
             device.apps.values.map { "\($0.bundleID) (\($0.environment.rawValue))" }.sorted().joined(separator: ", ")
         }
         return configured.registry.devices.values.sorted(by: { $0.id < $1.id }).compactMap { device in
-            guard let kept = registry.devices[device.id], apps(kept) != apps(device) else { return nil }
+            guard let kept = registry.devices[device.id] else {
+                return tokenHeldByAnother(device).map { taken in
+                    "configured device \(device.id) is not added to \(stateName): its token \(taken.token) is device \(taken.holder)'s there; to add it, DELETE /api/v1/devices/\(taken.holder) and restart"
+                }
+            }
+            guard apps(kept) != apps(device) else { return nil }
             let keptApps = apps(kept)
             return
                 "configured device \(device.id) is kept as \(stateName) has it, with \(keptApps.isEmpty ? "no app" : keptApps), not with \(apps(device)) as configured; to take the configured one, DELETE /api/v1/devices/\(device.id) and restart"

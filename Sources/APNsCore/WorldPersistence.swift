@@ -217,10 +217,7 @@ extension World {
         // Restored records that no longer fit (a smaller --max-records) are trimmed in the store too.
         if world.records.evicted > 0 { world.stateTracking.evictedSeen = 0 }
 
-        for device in configured.registry.devices.values.sorted(by: { $0.id < $1.id })
-        where world.registry.devices[device.id] == nil {
-            world.registry.adopt(device: device, from: configured.registry)
-        }
+        world.adoptConfiguredDevices(from: configured)
         for stored in persisted.keys where stored.addedAtRunTime {
             world.credentials.add(try loadKey(stored))
         }

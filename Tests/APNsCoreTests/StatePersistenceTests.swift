@@ -116,6 +116,29 @@ final class PersistenceFixture: @unchecked Sendable {
 
 @Suite("State across restarts (store interface, injected clock)")
 struct StatePersistenceTests {
+    /// A configured device renamed in the configuration, its pinned token kept: after a
+    /// restart the state's device keeps the token, the renamed one is not added (and said), so
+    /// no two devices share it. Before, both were, and an uninstall on the old one made the
+    /// new one's pushes 410 Unregistered.
+    @Test func aConfiguredDeviceWhoseTokenTheStateGaveAnotherIsNotAdded() throws {
+        let f = try PersistenceFixture()
+        var registry = DeviceRegistry(seed: 7)
+        try registry.addDevice(id: "ci-renamed", isVirtual: true, nowMs: f.now)
+        _ = try registry.register(
+            deviceID: "ci-renamed", bundleID: "com.example.app", environment: .sandbox, fixedToken: PersistenceFixture.pinned, nowMs: f.now)
+        let renamed = World(credentials: f.configured.credentials, registry: registry, records: RecordStore(capacity: 100))
+        let world = try World.restoring(try f.store.load(), over: renamed, nowMs: f.now) { stored throws(StateStoreError) in
+            throw StateStoreError("unknown key \(stored.keyID)")
+        }
+        #expect(world.registry.devices["ci"] != nil)
+        #expect(world.registry.devices["ci-renamed"] == nil)
+        #expect(world.registry.token(PersistenceFixture.pinned)?.deviceID == "ci")
+        let warnings = world.configuredDevicesKeptDifferently(from: renamed, stateName: "the state directory")
+        #expect(
+            warnings.contains { $0.hasPrefix("configured device ci-renamed is not added to the state directory: its token \(PersistenceFixture.pinned) is device ci's") },
+            "\(warnings)")
+    }
+
     @Test func anUninstalledTokenAnswers410WithTheSameTimestampAfterARestart() throws {
         let f = try PersistenceFixture()
         let frames = try f.connect("phone", connection: 10)
