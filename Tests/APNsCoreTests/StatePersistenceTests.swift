@@ -135,7 +135,10 @@ struct StatePersistenceTests {
         #expect(world.registry.token(PersistenceFixture.pinned)?.deviceID == "ci")
         let warnings = world.configuredDevicesKeptDifferently(from: renamed, stateName: "the state directory")
         #expect(
-            warnings.contains { $0.hasPrefix("configured device ci-renamed is not added to the state directory: its token \(PersistenceFixture.pinned) is device ci's") },
+            warnings.contains {
+                $0.hasPrefix(
+                    "configured device ci-renamed is not added to the state directory: its token \(PersistenceFixture.pinned) is device ci's")
+            },
             "\(warnings)")
     }
 
