@@ -248,7 +248,11 @@ public enum OptionParser {
                 if d.rounded() == d, abs(d) < 9e15 { return String(Int64(d)) }
                 return String(d)
             case .bool(let b): return b ? "true" : "false"
-            case .object: return value.serialized()
+            // Entries of a list (`authKey`, `app`) may be objects, which their parsers read;
+            // any other option would take the object's JSON text as its value (a path, a token).
+            case .object where spec.repeatable: return value.serialized()
+            case .object:
+                throw UsageError("\"\(spec.configKey)\" in \(path) must be a string, number or boolean, not an object")
             case .null, .array, .raw:
                 throw UsageError("\"\(spec.configKey)\" in \(path) must be a string, number or boolean")
             }

@@ -185,6 +185,22 @@ struct ServeConfigurationTests {
         }
     }
 
+    /// An object for an option that takes one value (a path, a token) is refused: taken as its
+    /// JSON text it made a directory named `{"path":"/x"}`, or an admin token of that text.
+    /// Entries of `authKey` and `app` may still be objects.
+    @Test func anObjectForAnOptionOfOneValueIsRefused() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        for key in ["stateDir", "adminToken", "redisPrefix"] {
+            try #"{"\#(key)": {"path": "/tmp/x"}}"#.write(toFile: path, atomically: true, encoding: .utf8)
+            let error = #expect(throws: UsageError.self) { try resolve(["--config", path]) }
+            #expect(
+                error?.description == #""\#(key)" in \#(path) must be a string, number or boolean, not an object"#, "\(String(describing: error))")
+        }
+        try #"{"app": {"teamId": "TEAM123456", "bundleId": "com.example.objects"}}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try resolve(["--config", path]).apps.contains { $0.bundleID == "com.example.objects" })
+    }
+
     /// A misspelled config-file key names the key meant, as a misspelled flag or variable does
     /// (one or two letters away, a singular for a plural), at the top and inside entries; the
     /// whole list only when no key is that close.
