@@ -164,7 +164,12 @@ public enum RegistryError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidBundleID(let bundle): return "'\(bundle)' is not a valid bundle id (letters, digits, '-' and '.', e.g. com.example.app)"
         case .deviceExists(let id): return "a device with id '\(id)' already exists"
         case .tokenInUse(let token): return "token \(token) is already issued"
-        case .invalidToken(let token): return "'\(token)' is not an even-length hex token"
+        case .invalidToken(let token):
+            guard token.utf8.count <= 2 * DeviceRegistry.maxPinnedTokenBytes else {
+                return
+                    "a token of \(token.utf8.count / 2) bytes is longer than any an app gets (at most \(DeviceRegistry.maxPinnedTokenBytes), as --token-bytes); a push to it could not be sent"
+            }
+            return "'\(token)' is not an even-length hex token"
         case .invalidDeviceID: return DeviceRegistry.deviceIDRule
         case .tooManyApps(let id): return DeviceRegistry.tooManyAppsMessage(deviceID: id)
         case .tooManyDevices(let limit, let batch?):
@@ -394,6 +399,10 @@ public struct DeviceRegistry: Sendable {
     }
 
     /// Installs an app (or re-registers an installed one) and returns its token of `kind`.
+    /// The longest token that may be pinned (bytes; twice as many hex digits), as `--token-bytes`
+    /// allows: a far longer one would not fit a request's path (HTTP/2 header limits).
+    public static let maxPinnedTokenBytes = 255
+
     /// Registering again returns the same token while it is valid, as on iOS. `fixedToken`
     /// lets a configuration pin a token so test suites can hard-code it.
     public mutating func register(
@@ -423,7 +432,9 @@ public struct DeviceRegistry: Sendable {
         }
         let token: String
         if let fixedToken {
-            guard Hex.isEvenLengthHex(Substring(fixedToken)) else { throw .invalidToken(fixedToken) }
+            guard Hex.isEvenLengthHex(Substring(fixedToken)), fixedToken.utf8.count <= 2 * Self.maxPinnedTokenBytes else {
+                throw .invalidToken(fixedToken)
+            }
             token = Hex.lowercased(Substring(fixedToken))
             if let other = tokens[token], other.deviceID != deviceID || other.bundleID != bundleID || other.kind != kind {
                 throw .tokenInUse(token)

@@ -87,3 +87,23 @@ struct RegistryTableTests {
         #expect(Device(id: "empty", isVirtual: true, apps: [:], createdAtMs: 0).appIndex("com.example.one") == nil)
     }
 }
+
+/// A pinned token (admin API, config file) is at most as long as `--token-bytes` allows: a far
+/// longer one is refused, since no push to it could be sent (its path is over HTTP/2's header
+/// limits, and every push to it was reset).
+@Suite("Pinned tokens")
+struct PinnedTokenTests {
+    @Test func aPinnedTokenLongerThanTheLongestAnAppGetsIsRefused() throws {
+        var registry = DeviceRegistry(seed: 1)
+        try registry.addDevice(id: "pin", isVirtual: true, nowMs: 0)
+        let longest = String(repeating: "ab", count: DeviceRegistry.maxPinnedTokenBytes)
+        let entry = try registry.register(deviceID: "pin", bundleID: "com.example.app", environment: .sandbox, fixedToken: longest, nowMs: 0)
+        #expect(entry.token == longest)
+        try registry.addDevice(id: "pin-2", isVirtual: true, nowMs: 0)
+        let error = #expect(throws: RegistryError.self) {
+            try registry.register(deviceID: "pin-2", bundleID: "com.example.app", environment: .sandbox, fixedToken: longest + "cd", nowMs: 0)
+        }
+        #expect(
+            error?.description.hasPrefix("a token of 256 bytes is longer than any an app gets (at most 255") == true, "\(String(describing: error))")
+    }
+}
