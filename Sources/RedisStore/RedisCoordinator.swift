@@ -276,8 +276,14 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         while true {
             do {
                 let redis = try store.connect()
-                // Once: a start that waits (for Redis, or for a restore) keeps its number.
-                if instance == 0 { instance = try claimNumber(redis) }
+                // Once: a start that waits (for Redis, or for a restore) keeps its number. Not
+                // while running instances restore a lost state: Redis may have restarted with
+                // another counter, and their heartbeats, which the claim passes over, may not be
+                // back yet (an instance started then took a running one's number).
+                if instance == 0 {
+                    if try redis.command("EXISTS", store.key("recovering")).int == 1 { throw Self.restoring }
+                    instance = try claimNumber(redis)
+                }
                 let number = instance
                 // Numbered in stripes before anything is loaded: the journal in Redis comes in
                 // the order it was written, several writers' numbers interleaved, and only a
@@ -1144,7 +1150,7 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         logger.warning(
             "shared state: Redis holds another shared state (epoch \(s.epoch) → \(current)), which instance \(follower) follows: seeded or restored while this instance was away; reloading this copy from it"
         )
-        _ = try? Self.raiseCounterScript.run(on: redis, keys: [store.key("instances")], arguments: [.text(String(instance))])
+        _ = try? Self.raiseCounterScript.run(on: redis, keys: [store.key("instances")], arguments: [.text(String(highestKnownNumber(s)))])
         follow(current, &s)
         s.needsReload = true
     }
@@ -1182,7 +1188,15 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         guard let redis, !redis.isBroken else { return }
         _ = try? Self.forgetStateScript.run(
             on: redis, keys: [store.key("epoch"), store.key("instances"), store.key("evicted"), store.key("recovering")],
-            arguments: [.text(epoch), .text(Self.candidateName(instance)), .text(String(s.version)), "30000"])
+            arguments: [.text(epoch), .text(Self.candidateName(instance)), .text(String(s.version)), "30000", .text(String(highestKnownNumber(s)))])
+    }
+
+    /// The highest instance number this copy knows to be taken: its own and the members'. A
+    /// counter that went back with Redis's data is raised to it, so that an instance started
+    /// while another member is still reconnecting (its heartbeat not back in Redis, so the
+    /// claim cannot pass over it) does not take that member's number.
+    private func highestKnownNumber(_ s: Shared) -> Int {
+        max(instance, s.ownership?.members.max() ?? 0)
     }
 
     /// What Redis holds after it was out of reach: another state (`epochChanged`: gone, or
@@ -1234,16 +1248,18 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         reason.withLock { $0 = text }
     }
 
-    /// KEYS: epoch instances evicted recovering. ARGV: epoch candidate version ttl.
+    /// KEYS: epoch instances evicted recovering. ARGV: epoch candidate version ttl highest.
     /// `forgetState`: when the epoch is still ARGV[1], removes it and the eviction bound, then
-    /// offers the candidate as `candidacyScript` does (the candidate's name is its number).
+    /// offers the candidate as `candidacyScript` does (the candidate's name is its number), and
+    /// raises the instance counter to the highest number taken (ARGV[5]).
     static let forgetStateScript = RedisScript(
         """
         if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
         redis.call('DEL', KEYS[1], KEYS[3])
         redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
         redis.call('PEXPIRE', KEYS[4], ARGV[4])
-        if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], tonumber(ARGV[2])) end
+        local top = tonumber(ARGV[5] or ARGV[2])
+        if tonumber(redis.call('GET', KEYS[2]) or '0') < top then redis.call('SET', KEYS[2], top) end
         return 1
         """)
 
