@@ -134,6 +134,9 @@ public final class Emulator: Sendable {
                 onFailure: directory.onFailure, clock: clock, logger: logger)
             current = restored
             stateDirectory = service
+            for warning in StartCredentials.pinnedTokensNotKept(configuration.devices, in: current, stateName: directory.path) {
+                logger.warning("state: " + warning)
+            }
         }
         durability = stateDirectory?.writer
         if configuration.state.redis != nil { current.startTrackingChanges() }

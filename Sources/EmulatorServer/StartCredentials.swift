@@ -23,6 +23,21 @@ struct ES256SignatureVerifier: SignatureVerifier {
 /// What exists from the start: configured keys (read from their files at every start), apps,
 /// devices, and with `makesDemo` the demo team, key, app and device.
 enum StartCredentials {
+    /// Tokens the config file pins that a kept state gives their device otherwise (the state's
+    /// token stays, docs/state.md): said at start, since a suite that pushes to the pinned one
+    /// gets 400 BadDeviceToken with nothing else in the log.
+    static func pinnedTokensNotKept(_ devices: [ServeConfiguration.DeviceSpec], in world: World, stateName: String) -> [String] {
+        devices.flatMap { device in
+            device.apps.compactMap { app -> String? in
+                guard let pinned = app.token?.lowercased(),
+                    let kept = world.registry.devices[device.deviceID]?.apps[app.bundleID]?.tokens[app.kind], kept != pinned
+                else { return nil }
+                return
+                    "configured device \(device.deviceID) keeps token \(kept) for \(app.bundleID) as \(stateName) has it, not the pinned \(pinned), which answers 400 BadDeviceToken; to take the pinned one, DELETE /api/v1/devices/\(device.deviceID) and restart, or POST /api/v1/reset"
+            }
+        }
+    }
+
     /// Where the demo key lives (made once, kept across restarts).
     static func demoKeyPath(_ configuration: ServeConfiguration) -> String {
         "\(configuration.tls.source.certsDirectory)/demo-AuthKey_\(Emulator.demoKeyID).p8"

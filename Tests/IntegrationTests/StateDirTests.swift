@@ -267,6 +267,34 @@ struct StateDirTests {
         #expect(APNsResult(try second.connect().send(try second.push(token).request)).reason == "TopicDisallowed")
     }
 
+    /// A token pinned in the config file and changed there: the kept device keeps the state's
+    /// token (docs/state.md), and the start says so, since a push to the newly pinned one gets
+    /// 400 BadDeviceToken. Before, nothing was logged.
+    @Test func aPinnedTokenChangedInTheConfigFileIsSaidAtStart() throws {
+        let state = try StateDirectory()
+        let ports = try EmulatorProcess.restartablePorts()
+        let config = state.path + "-config.json"
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        func pin(_ token: String) throws {
+            try
+                #"{"devices": [{"deviceId": "pinned-phone", "apps": [{"bundleId": "\#(EmulatorProcess.bundleID)", "environment": "sandbox", "token": "\#(token)"}]}]}"#
+                .write(toFile: config, atomically: true, encoding: .utf8)
+        }
+        let (first, second) = (String(repeating: "a1", count: 32), String(repeating: "b2", count: 32))
+        try pin(first)
+        let before = try EmulatorProcess(["--state-dir", state.path, "--config", config] + ports)
+        #expect(APNsResult(try before.connect().send(try before.push(first).request)).status == 200)
+        before.crash()
+        try pin(second)
+        let after = try EmulatorProcess(["--state-dir", state.path, "--config", config] + ports)
+        #expect(
+            after.stderr.contains(
+                "configured device pinned-phone keeps token \(first) for \(EmulatorProcess.bundleID) as \(state.path) has it, not the pinned \(second)"
+            ),
+            "\(after.stderr)")
+        #expect(APNsResult(try after.connect().send(try after.push(second).request)).reason == "BadDeviceToken")
+    }
+
     /// Settings a kept state outweighs are said at start: fault rules from `--faults`, a journal
     /// over `--max-records`, devices over `--max-devices`.
     @Test func whatTheKeptStateOutweighsIsSaidAtStart() throws {
