@@ -398,11 +398,11 @@ public struct DeviceRegistry: Sendable {
         if tokens.count + count > limits.maxTokens { throw .tooManyTokens(limit: limits.maxTokens) }
     }
 
-    /// Installs an app (or re-registers an installed one) and returns its token of `kind`.
     /// The longest token that may be pinned (bytes; twice as many hex digits), as `--token-bytes`
     /// allows: a far longer one would not fit a request's path (HTTP/2 header limits).
     public static let maxPinnedTokenBytes = 255
 
+    /// Installs an app (or re-registers an installed one) and returns its token of `kind`.
     /// Registering again returns the same token while it is valid, as on iOS. `fixedToken`
     /// lets a configuration pin a token so test suites can hard-code it.
     public mutating func register(
