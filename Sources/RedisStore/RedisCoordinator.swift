@@ -1170,10 +1170,19 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
             s.refusedEpochs.append(current)
             if s.refusedEpochs.count > 8 { s.refusedEpochs.removeFirst() }
         }
-        forgetState(current, &s, on: redis)
+        takeForLost(
+            current, &s, on: redis,
+            because:
+                "Redis holds another shared state that no running instance follows (another Redis's data put in its place, or an old copy); the instances restore the newest copy among them"
+        )
+    }
+
+    /// The state `epoch` names is taken for lost (it went back, or nobody follows it): removed
+    /// from Redis with this copy offered for the restore (`forgetState`), and providers get
+    /// 503 `because` until the newest copy among the instances is restored.
+    private func takeForLost(_ epoch: String, _ s: inout Shared, on redis: RedisConnection?, because text: String) {
+        forgetState(epoch, &s, on: redis)
         epochChanged(&s, current: nil, on: redis)
-        let text =
-            "Redis holds another shared state that no running instance follows (another Redis's data put in its place, or an old copy); the instances restore the newest copy among them"
         s.unavailable = text
         reason.withLock { $0 = text }
     }
@@ -1240,12 +1249,11 @@ public final class RedisCoordinator: WorldCoordinator, CommitTracker, @unchecked
         logger.warning(
             "shared state went back: Redis holds \(held) (Redis restarted from an older snapshot, or a replica without the newest writes took over): changes answered 200 are missing from it, so the instances restore it from the newest copy among them"
         )
-        forgetState(epochInRedis, &s, on: redis)
-        epochChanged(&s, current: nil, on: redis)
-        let text =
-            "the shared state in Redis went back to an older version (Redis restarted from an older snapshot, or a replica without the newest writes took over); the instances restore it from the newest copy among them"
-        s.unavailable = text
-        reason.withLock { $0 = text }
+        takeForLost(
+            epochInRedis, &s, on: redis,
+            because:
+                "the shared state in Redis went back to an older version (Redis restarted from an older snapshot, or a replica without the newest writes took over); the instances restore it from the newest copy among them"
+        )
     }
 
     /// KEYS: epoch instances evicted recovering. ARGV: epoch candidate version ttl highest.
